@@ -1,0 +1,97 @@
+"""Records and errors of the auth subsystem: users, access keys, credentials.
+
+The records are what ``SqlAuthStore`` hands out; they never carry the server key
+and only :class:`Credentials` carries a secret (hidden from ``repr`` so that a
+record printed in a log line or a traceback does not leak it).  The errors
+subclass the categories of :mod:`lakemount.errors`, so the front ends translate
+them with their one table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import NewType
+
+from lakemount.errors import AlreadyExists, NotFound
+
+UserID = NewType("UserID", str)
+AccessKeyID = NewType("AccessKeyID", str)
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    """A principal that owns access keys and has policies attached."""
+
+    id: UserID
+    created_at: datetime  # timezone-aware, UTC
+
+
+@dataclass(frozen=True, slots=True)
+class AccessKey:
+    """What may be shown of a credential after its creation: never the secret."""
+
+    access_key_id: AccessKeyID
+    user_id: UserID
+    created_at: datetime  # timezone-aware, UTC
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """An access key with its secret, as returned once by ``create_credentials``."""
+
+    access_key_id: AccessKeyID
+    secret_access_key: str = field(repr=False)
+    user_id: UserID
+    created_at: datetime  # timezone-aware, UTC
+
+
+# --- errors ----------------------------------------------------------------------
+
+
+class UserNotFound(NotFound):
+    def __init__(self, user_id: str) -> None:
+        super().__init__(f"user not found: {user_id}")
+        self.user_id = user_id
+
+
+class UserAlreadyExists(AlreadyExists):
+    def __init__(self, user_id: str) -> None:
+        super().__init__(f"user already exists: {user_id}")
+        self.user_id = user_id
+
+
+class CredentialsNotFound(NotFound):
+    def __init__(self, access_key_id: str) -> None:
+        super().__init__(f"access key not found: {access_key_id}")
+        self.access_key_id = access_key_id
+
+
+class CredentialsAlreadyExist(AlreadyExists):
+    def __init__(self, access_key_id: str) -> None:
+        super().__init__(f"access key already exists: {access_key_id}")
+        self.access_key_id = access_key_id
+
+
+class PolicyNotFound(NotFound):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"policy not found: {name}")
+        self.name = name
+
+
+class PolicyAlreadyExists(AlreadyExists):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"policy already exists: {name}")
+        self.name = name
+
+
+class PolicyNotAttached(NotFound):
+    def __init__(self, user_id: str, name: str) -> None:
+        super().__init__(f"policy {name} is not attached to user {user_id}")
+        self.user_id, self.name = user_id, name
+
+
+class PolicyAlreadyAttached(AlreadyExists):
+    def __init__(self, user_id: str, name: str) -> None:
+        super().__init__(f"policy {name} is already attached to user {user_id}")
+        self.user_id, self.name = user_id, name

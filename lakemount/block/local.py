@@ -1,0 +1,256 @@
+"""``LocalAdapter``: the block store on a local (or NFS) directory, ``local:///abs/path``.
+
+The URL path is the file path, verbatim: ``local:///var/lake/ns/data/ab/cd`` is
+the file ``/var/lake/ns/data/ab/cd``.  Objects appear atomically: a writer fills
+a temp file named ``.tmp-*`` in the destination directory, fsyncs it, renames it
+over the destination and fsyncs the directory, so a reader sees the old object
+or the new one, never a torn one, and a crash loses nothing that ``put``
+returned for.  Names starting with ``.tmp-`` are therefore reserved: ``list``
+skips them and writes to them are refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat as stat_mod
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+from lakemount.block.ranges import check_range
+from lakemount.block.urls import split_url
+from lakemount.errors import InvalidArgument, LakeMountError, ObjectNotFound, Unavailable
+from lakemount.graveler.ports import ObjectInfo
+
+SCHEME = "local"
+TEMP_PREFIX = ".tmp-"
+_COPY_CHUNK = 1 << 20
+
+
+class LocalAdapter:
+    """A ``BlockAdapter`` over the local filesystem for ``local:///abs/path`` URLs."""
+
+    # --- URL <-> path --------------------------------------------------------
+
+    @staticmethod
+    def path_of(url: str) -> str:
+        """Return the absolute file path a ``local://`` URL names.
+
+        Raises ``InvalidArgument`` for another scheme, a relative path, or a path
+        with empty, ``.`` or ``..`` segments (they would alias other objects or
+        escape the storage namespace).
+        """
+        scheme, path = split_url(url)
+        if scheme != SCHEME:
+            raise InvalidArgument(f"not a local:// URL: {url!r}")
+        if not path.startswith("/") or path == "/":
+            raise InvalidArgument(f"local URL must name an absolute file path (local:///abs/path): {url!r}")
+        parts = path[1:].split("/")
+        if any(p in ("", ".", "..") for p in parts) or "\0" in path:
+            raise InvalidArgument(f"local URL has an empty, '.' or '..' path segment: {url!r}")
+        return path
+
+    @staticmethod
+    def url_of(path: str) -> str:
+        return f"{SCHEME}://{path}"
+
+    # --- writes --------------------------------------------------------------
+
+    def put(self, url: str, data: bytes) -> None:
+        def fill(fd: int) -> None:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+
+        self._atomic_write(url, fill)
+
+    def put_file(self, url: str, path: str) -> None:
+        # A copy, never a hard link: the caller may modify its file afterwards,
+        # and stored objects are immutable.
+        try:
+            src = open(path, "rb")  # noqa: SIM115 - closed by the with below
+        except (FileNotFoundError, IsADirectoryError):
+            raise ObjectNotFound(f"local file {path}") from None
+        except OSError as e:
+            raise _translate(e, path) from e
+        with src:
+            self._atomic_write(url, lambda fd: _copy_fd(src.fileno(), fd))
+
+    def _atomic_write(self, url: str, fill: Callable[[int], None]) -> None:
+        path = self.path_of(url)
+        directory, name = os.path.split(path)
+        if name.startswith(TEMP_PREFIX):
+            raise InvalidArgument(f"object names starting with {TEMP_PREFIX!r} are reserved: {url!r}")
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as e:
+            raise _translate(e, url) from e
+        tmp = os.path.join(directory, f"{TEMP_PREFIX}{os.urandom(8).hex()}-{name}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise _translate(e, url) from e
+        try:
+            try:
+                fill(fd)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if isinstance(e, OSError):
+                raise _translate(e, url) from e
+            raise
+        _fsync_dir(directory)
+
+    def delete(self, url: str) -> None:
+        # Empty parent directories are left in place on purpose: removing them
+        # would race with a concurrent put that just created them.
+        path = self.path_of(url)
+        try:
+            os.unlink(path)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return
+        except OSError as e:
+            raise _translate(e, url) from e
+
+    # --- reads ---------------------------------------------------------------
+
+    def get(self, url: str) -> bytes:
+        with self._open_file(url) as f:
+            return f.read()
+
+    def get_range(self, url: str, start: int, length: int) -> bytes:
+        check_range(start, length)
+        with self._open_file(url) as f:
+            try:
+                return os.pread(f.fileno(), length, start) if length else b""
+            except OSError as e:
+                raise _translate(e, url) from e
+
+    def open(self, url: str) -> BinaryIO:
+        return self._open_file(url)
+
+    def _open_file(self, url: str) -> BinaryIO:
+        path = self.path_of(url)
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - returned to the caller
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise ObjectNotFound(url) from None
+        except OSError as e:
+            raise _translate(e, url) from e
+        return f
+
+    def stat(self, url: str) -> ObjectInfo:
+        path = self.path_of(url)
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            raise ObjectNotFound(url) from None
+        except OSError as e:
+            raise _translate(e, url) from e
+        if not stat_mod.S_ISREG(st.st_mode):
+            raise ObjectNotFound(url)
+        return ObjectInfo(url=url, size=st.st_size, mtime=st.st_mtime, etag="")
+
+    def exists(self, url: str) -> bool:
+        return os.path.isfile(self.path_of(url))
+
+    def list(self, prefix_url: str) -> Iterator[ObjectInfo]:
+        scheme, prefix = split_url(prefix_url)
+        if scheme != SCHEME:
+            raise InvalidArgument(f"not a local:// URL: {prefix_url!r}")
+        if not prefix.startswith("/"):
+            raise InvalidArgument(f"local URL must name an absolute path: {prefix_url!r}")
+        # Start at the deepest directory that every match lies under.
+        return _walk_sorted(prefix[: prefix.rfind("/") + 1], prefix)
+
+
+def _walk_sorted(directory: str, prefix: str) -> Iterator[ObjectInfo]:
+    """Files under ``directory`` whose path starts with ``prefix``, in path order.
+
+    Ordering is by the full path string, which is URL order.  Inside one
+    directory a subdirectory ``d`` sorts as ``d/``: its files come after a
+    sibling ``d-x`` ("-" < "/") and before ``d0``.  Entries vanishing while we
+    walk (concurrent deletes) are skipped, not errors.
+    """
+    try:
+        with os.scandir(directory) as it:
+            entries = list(it)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as e:
+        raise _translate(e, directory) from e
+    keyed: list[tuple[str, os.DirEntry[str], bool]] = []
+    for entry in entries:
+        if entry.name.startswith(TEMP_PREFIX):
+            continue
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            continue
+        full = directory + entry.name + ("/" if is_dir else "")
+        # Keep a directory if it may hold matches, a file if it matches.
+        if full.startswith(prefix) or (is_dir and prefix.startswith(full)):
+            keyed.append((full, entry, is_dir))
+    keyed.sort(key=lambda t: t[0])
+    for full, entry, is_dir in keyed:
+        if is_dir:
+            yield from _walk_sorted(full, prefix)
+            continue
+        try:
+            st = entry.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as e:
+            raise _translate(e, full) from e
+        if stat_mod.S_ISREG(st.st_mode):
+            yield ObjectInfo(url=LocalAdapter.url_of(full), size=st.st_size, mtime=st.st_mtime, etag="")
+
+
+def _copy_fd(src: int, dst: int) -> None:
+    """Copy all of ``src`` into ``dst`` in the kernel when possible (sendfile), else via a buffer."""
+    offset = 0
+    try:
+        while True:
+            sent = os.sendfile(dst, src, offset, _COPY_CHUNK * 8)
+            if sent == 0:
+                return
+            offset += sent
+    except OSError as e:
+        if offset or e.errno not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EXDEV):
+            raise
+    while chunk := os.read(src, _COPY_CHUNK):
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(dst, view) :]
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make a rename in ``directory`` durable (the file's own fsync does not)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        # Some filesystems (and some network mounts) refuse fsync on directories.
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise _translate(e, directory) from e
+    finally:
+        os.close(fd)
+
+
+def _translate(e: OSError, what: str) -> LakeMountError:
+    """Map an ``OSError`` to the error tree: path clashes are bad input, the rest unavailability."""
+    if isinstance(e, (FileNotFoundError,)):
+        return ObjectNotFound(what)
+    if isinstance(e, (NotADirectoryError, IsADirectoryError, FileExistsError)):
+        # e.g. writing "a/b" when "a" is an object: possible on S3, not on a filesystem.
+        return InvalidArgument(f"{what}: path collides with an existing object or directory ({e.strerror})")
+    return Unavailable(f"local block store: {what}: {e.strerror or e}")

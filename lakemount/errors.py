@@ -1,0 +1,154 @@
+"""The one error tree of lakemount.
+
+Every failure a user can see is a subclass of :class:`LakeMountError` in one of a
+few categories.  Front ends translate categories (never individual classes) into
+their own vocabulary at the edge: errno values in ``fuse/``, S3 error codes in
+``gateway/``, exit status and a one-line message in ``cli/``.
+"""
+
+from __future__ import annotations
+
+
+class LakeMountError(Exception):
+    """Base of every error lakemount raises on purpose."""
+
+
+class NotFound(LakeMountError):
+    """A repository, ref, commit, object or key does not exist."""
+
+
+class AlreadyExists(LakeMountError):
+    """Creating something whose name is taken."""
+
+
+class Conflict(LakeMountError):
+    """Concurrent change or a merge conflict; the operation changed nothing."""
+
+
+class PreconditionFailed(LakeMountError):
+    """A condition the caller stated (CAS, If-Match, non-empty) does not hold."""
+
+
+class InvalidArgument(LakeMountError):
+    """Bad input: names, ref expressions, options."""
+
+
+class ReadOnly(LakeMountError):
+    """A write to something immutable or protected."""
+
+
+class Corrupt(LakeMountError):
+    """Stored data failed its checksum or cannot be decoded."""
+
+
+class Unavailable(LakeMountError):
+    """A store cannot be reached or timed out."""
+
+
+# --- specific errors -----------------------------------------------------------
+
+
+class RepositoryNotFound(NotFound):
+    def __init__(self, repo: str) -> None:
+        super().__init__(f"repository not found: {repo}")
+        self.repo = repo
+
+
+class BranchNotFound(NotFound):
+    def __init__(self, repo: str, branch: str) -> None:
+        super().__init__(f"branch not found: {repo}/{branch}")
+        self.repo, self.branch = repo, branch
+
+
+class RefNotFound(NotFound):
+    def __init__(self, repo: str, ref: str) -> None:
+        super().__init__(f"ref not found: {repo}/{ref}")
+        self.repo, self.ref = repo, ref
+
+
+class CommitNotFound(NotFound):
+    def __init__(self, repo: str, commit_id: str) -> None:
+        super().__init__(f"commit not found: {repo}@{commit_id}")
+        self.repo, self.commit_id = repo, commit_id
+
+
+class ObjectNotFound(NotFound):
+    def __init__(self, what: str) -> None:
+        super().__init__(f"object not found: {what}")
+        self.what = what
+
+
+class AmbiguousRef(InvalidArgument):
+    def __init__(self, repo: str, ref: str, candidates: list[str]) -> None:
+        shown = ", ".join(candidates[:5])
+        super().__init__(f"ambiguous ref {ref!r} in {repo}: matches {shown}")
+        self.repo, self.ref, self.candidates = repo, ref, candidates
+
+
+class InvalidName(InvalidArgument):
+    def __init__(self, kind: str, name: str, reason: str) -> None:
+        super().__init__(f"invalid {kind} name {name!r}: {reason}")
+        self.kind, self.name, self.reason = kind, name, reason
+
+
+class NothingToCommit(PreconditionFailed):
+    def __init__(self, branch: str) -> None:
+        super().__init__(f"nothing to commit on branch {branch} (use --allow-empty)")
+        self.branch = branch
+
+
+class MergeConflict(Conflict):
+    def __init__(self, paths: list[str]) -> None:
+        shown = ", ".join(paths[:20]) + (f" (+{len(paths) - 20} more)" if len(paths) > 20 else "")
+        super().__init__(f"merge conflict on {len(paths)} path(s): {shown}")
+        self.paths = paths
+
+
+class ConcurrentUpdate(Conflict):
+    """A compare-and-swap lost too many times in a row."""
+
+
+class ProtectedBranch(ReadOnly):
+    def __init__(self, repo: str, branch: str) -> None:
+        super().__init__(f"branch {repo}/{branch} is protected: write through a merge instead")
+        self.repo, self.branch = repo, branch
+
+
+class ReadOnlyRef(ReadOnly):
+    def __init__(self, ref: str) -> None:
+        super().__init__(f"ref {ref} is read-only (not a branch)")
+        self.ref = ref
+
+
+class ChecksumMismatch(Corrupt):
+    def __init__(self, what: str) -> None:
+        super().__init__(f"checksum mismatch: {what} is corrupt")
+        self.what = what
+
+
+class SchemaTooNew(Unavailable):
+    def __init__(self, found: int, supported: int) -> None:
+        super().__init__(
+            f"ref store schema version {found} is newer than this lakemount supports ({supported}); upgrade lakemount"
+        )
+        self.found, self.supported = found, supported
+
+
+CATEGORIES: tuple[type[LakeMountError], ...] = (
+    NotFound,
+    AlreadyExists,
+    Conflict,
+    PreconditionFailed,
+    InvalidArgument,
+    ReadOnly,
+    Corrupt,
+    Unavailable,
+)
+
+
+def category_of(err: LakeMountError) -> type[LakeMountError]:
+    """Return the category an error belongs to (the class edges translate)."""
+    for cat in CATEGORIES:
+        if isinstance(err, cat):
+            return cat
+    return LakeMountError

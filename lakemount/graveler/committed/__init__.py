@@ -1,0 +1,1 @@
+"""Committed data: immutable ranges and metaranges in the block store."""

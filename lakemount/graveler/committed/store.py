@@ -1,0 +1,171 @@
+"""Loading and storing ranges and metaranges, verified and cached.
+
+A range or metarange file is fetched from the block store once, checked
+against the xxh3-128 checksum its parent recorded (a corrupt file is an error,
+never read), kept as bytes in the byte cache (RAM and disk tiers) and as a
+parsed ``TableReader`` in an in-process LRU, so warm lookups parse nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import xxhash
+
+from lakemount.errors import ChecksumMismatch, Corrupt, ObjectNotFound
+from lakemount.graveler.committed.metarange import MetaRange
+from lakemount.graveler.model import EMPTY_METARANGE, MetaRangeID, RangeInfo
+from lakemount.graveler.ports import BlockAdapter, Cache
+from lakemount.graveler.sstable import TableReader
+
+
+def join(namespace: str, key: str) -> str:
+    return namespace.rstrip("/") + "/" + key
+
+
+def table_url(namespace: str, table_id: str) -> str:
+    return join(namespace, f"_lakefs/{table_id}")
+
+
+def checksum(data: bytes) -> str:
+    return xxhash.xxh3_128_hexdigest(data)
+
+
+@dataclass
+class StoreStats:
+    tables_loaded: int = 0
+    tables_written: int = 0
+    tables_reused: int = 0
+    bytes_loaded: int = 0
+    bytes_written: int = 0
+
+
+class CommittedStore:
+    """Reads and writes the immutable tables of every repository."""
+
+    def __init__(
+        self,
+        adapter: BlockAdapter,
+        cache: Cache,
+        *,
+        tmpdir: str | None = None,
+        max_readers: int = 4096,
+        max_metaranges: int = 64,
+    ) -> None:
+        self.adapter = adapter
+        self.cache = cache
+        self.tmpdir = tmpdir
+        self._lock = threading.Lock()
+        self._readers: OrderedDict[str, TableReader] = OrderedDict()
+        self._metaranges: OrderedDict[str, MetaRange] = OrderedDict()
+        self._max_readers = max_readers
+        self._max_metaranges = max_metaranges
+        self.stats = StoreStats()
+
+    # -- reading ---------------------------------------------------------------
+    def _load_bytes(self, namespace: str, table_id: str, expected: str) -> bytes:
+        url = table_url(namespace, table_id)
+
+        def load() -> bytes:
+            try:
+                data = self.adapter.get(url)
+            except ObjectNotFound as exc:
+                raise Corrupt(f"missing table {table_id} in {namespace}: the repository's metadata is damaged") from exc
+            self.stats.tables_loaded += 1
+            self.stats.bytes_loaded += len(data)
+            return data
+
+        data = self.cache.get_or_load(table_id, load)
+        if checksum(data) != expected:
+            raise ChecksumMismatch(f"table {table_id} in {namespace}")
+        return data
+
+    def _cached_reader(self, table_id: str) -> TableReader | None:
+        with self._lock:
+            reader = self._readers.get(table_id)
+            if reader is not None:
+                self._readers.move_to_end(table_id)
+            return reader
+
+    def _remember_reader(self, table_id: str, reader: TableReader) -> None:
+        with self._lock:
+            self._readers[table_id] = reader
+            while len(self._readers) > self._max_readers:
+                self._readers.popitem(last=False)
+
+    def range_reader(self, namespace: str, info: RangeInfo) -> TableReader:
+        """A parsed reader of one range; raises ``Corrupt`` if missing or damaged."""
+        reader = self._cached_reader(info.id)
+        if reader is None:
+            reader = TableReader(self._load_bytes(namespace, info.id, info.checksum), name=f"range {info.id}")
+            self._remember_reader(info.id, reader)
+        return reader
+
+    def metarange(self, namespace: str, metarange_id: MetaRangeID, expected_checksum: str) -> MetaRange:
+        """The metarange a commit points at, bound to its namespace for lookups."""
+        key = namespace + "\0" + metarange_id
+        with self._lock:
+            mr = self._metaranges.get(key)
+            if mr is not None:
+                self._metaranges.move_to_end(key)
+                return mr
+        if metarange_id == EMPTY_METARANGE:
+            ranges: list[RangeInfo] = []
+        else:
+            reader = TableReader(
+                self._load_bytes(namespace, metarange_id, expected_checksum), name=f"metarange {metarange_id}"
+            )
+            ranges = [RangeInfo.decode(k, v) for k, v in reader.items()]
+        mr = MetaRange(metarange_id, expected_checksum, ranges, self._range_loader(namespace))
+        with self._lock:
+            self._metaranges[key] = mr
+            while len(self._metaranges) > self._max_metaranges:
+                self._metaranges.popitem(last=False)
+        return mr
+
+    def _range_loader(self, namespace: str) -> Callable[[RangeInfo], TableReader]:
+        return lambda info: self.range_reader(namespace, info)
+
+    # -- writing ---------------------------------------------------------------
+    def store_table(self, namespace: str, table_id: str, path: str) -> tuple[int, str]:
+        """Upload a finished table file (unless an identical one exists); returns (size, checksum).
+
+        The local file is removed.  Tables are content-addressed, so an existing
+        object with the same id holds the same records and is reused.
+        """
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            digest = checksum(data)
+            url = table_url(namespace, table_id)
+            if self.cache.get(table_id) is not None or self.adapter.exists(url):
+                # Same records, possibly different file bytes (table properties carry
+                # timestamps): keep the stored file and its checksum.
+                stored = self._existing_checksum(namespace, table_id)
+                if stored is not None:
+                    self.stats.tables_reused += 1
+                    return stored
+            self.adapter.put(url, data)
+            self.cache.put(table_id, data)
+            self.stats.tables_written += 1
+            self.stats.bytes_written += len(data)
+            return len(data), digest
+        finally:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def _existing_checksum(self, namespace: str, table_id: str) -> tuple[int, str] | None:
+        data = self.cache.get(table_id)
+        if data is None:
+            try:
+                data = self.adapter.get(table_url(namespace, table_id))
+            except ObjectNotFound:
+                return None
+            self.cache.put(table_id, data)
+        return len(data), checksum(data)

@@ -1,0 +1,172 @@
+"""Writing ranges with content-defined boundaries, and applying changes to a metarange.
+
+A range ends after a key whose xxh3 hash has its low ``CUT_BITS`` bits zero
+(about one key in 1024), or when it reaches ``MAX_RECORDS`` / ``MAX_BYTES``.
+Because cuts depend on keys only, the same keyspace always splits the same
+way, and a change to one key rewrites only the range that holds it: ``apply``
+walks the base metarange and keeps every range no change touches *by
+reference*, without reading it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Final
+
+import xxhash
+
+from lakemount.graveler.committed.metarange import MetaRange
+from lakemount.graveler.committed.store import CommittedStore
+from lakemount.graveler.model import EMPTY_METARANGE, MetaRangeID, RangeID, RangeInfo
+from lakemount.graveler.sstable import TableWriter
+
+CUT_BITS: Final = 10
+CUT_MASK: Final = (1 << CUT_BITS) - 1
+MAX_RECORDS: Final = 32 * 1024
+MAX_BYTES: Final = 8 * 1024 * 1024
+
+_hash = xxhash.xxh3_64_intdigest
+
+
+@dataclass
+class ApplyStats:
+    ranges_written: int = 0
+    ranges_reused: int = 0
+    records_written: int = 0
+    changes_applied: int = 0
+    written_ids: list[str] = field(default_factory=list)
+
+
+class RangeBuilder:
+    """Accumulates records into ranges, cutting at content-defined boundaries."""
+
+    def __init__(self, store: CommittedStore, namespace: str, stats: ApplyStats) -> None:
+        self._store = store
+        self._ns = namespace
+        self._stats = stats
+        self._writer: TableWriter | None = None
+        self._hasher = hashlib.blake2b(b"r", digest_size=32)
+        self._bytes = 0
+
+    @property
+    def empty(self) -> bool:
+        return self._writer is None
+
+    def add(self, key: bytes, value: bytes) -> RangeInfo | None:
+        """Add a record; returns the finished range when this key ends one."""
+        w = self._writer
+        if w is None:
+            w = self._writer = TableWriter(self._store.tmpdir)
+        w.add(key, value)
+        self._hasher.update(len(key).to_bytes(4, "little") + key + value[:16])
+        self._bytes += len(key) + len(value)
+        if (_hash(key) & CUT_MASK) == 0 or w.count >= MAX_RECORDS or self._bytes >= MAX_BYTES:
+            return self.flush()
+        return None
+
+    def flush(self) -> RangeInfo | None:
+        w = self._writer
+        if w is None:
+            return None
+        self._writer = None
+        range_id = RangeID(self._hasher.hexdigest())
+        self._hasher = hashlib.blake2b(b"r", digest_size=32)
+        self._bytes = 0
+        assert w.first_key is not None and w.last_key is not None
+        try:
+            path = w.finish()
+        except BaseException:
+            w.abort()
+            raise
+        size, digest = self._store.store_table(self._ns, range_id, path)
+        self._stats.ranges_written += 1
+        self._stats.records_written += w.count
+        self._stats.written_ids.append(range_id)
+        return RangeInfo(range_id, w.first_key, w.last_key, w.count, size, digest)
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            self._writer.abort()
+            self._writer = None
+
+
+def write_metarange(store: CommittedStore, namespace: str, ranges: list[RangeInfo]) -> tuple[MetaRangeID, str]:
+    """Store a metarange over ``ranges`` (sorted, disjoint); returns (id, checksum)."""
+    if not ranges:
+        return EMPTY_METARANGE, ""
+    h = hashlib.blake2b(b"m", digest_size=32)
+    for r in ranges:
+        h.update(r.id.encode())
+    mr_id = MetaRangeID(h.hexdigest())
+    with TableWriter(store.tmpdir) as w:
+        for r in ranges:
+            w.add(r.max_key, r.encode())
+        path = w.finish()
+    _size, digest = store.store_table(namespace, mr_id, path)
+    return mr_id, digest
+
+
+def apply(
+    store: CommittedStore,
+    namespace: str,
+    base: MetaRange,
+    changes: Iterable[tuple[bytes, bytes | None]],
+) -> tuple[MetaRangeID, str, ApplyStats]:
+    """Apply sorted (key, value-or-None-to-delete) changes to ``base``; returns the new metarange.
+
+    Ranges that no change falls into, reached while the builder is aligned on a
+    range boundary, are reused by reference without being read.
+    """
+    stats = ApplyStats()
+    out: list[RangeInfo] = []
+    builder = RangeBuilder(store, namespace, stats)
+    it: Iterator[tuple[bytes, bytes | None]] = iter(changes)
+    pending = next(it, None)
+    try:
+        for i, info in enumerate(base.ranges):
+            if builder.empty and (pending is None or pending[0] > info.max_key):
+                out.append(info)
+                stats.ranges_reused += 1
+                continue
+            max_key = info.max_key
+            for key, value in base.reader(i).items():
+                while pending is not None and pending[0] < key:
+                    if pending[1] is not None:
+                        stats.changes_applied += 1
+                        done = builder.add(pending[0], pending[1])
+                        if done:
+                            out.append(done)
+                    pending = next(it, None)
+                if pending is not None and pending[0] == key:
+                    if pending[1] != value:
+                        stats.changes_applied += 1
+                    if pending[1] is not None:
+                        done = builder.add(key, pending[1])
+                        if done:
+                            out.append(done)
+                    pending = next(it, None)
+                    continue
+                done = builder.add(key, value)
+                if done:
+                    out.append(done)
+            # Changes between this range's last record and its max key cannot
+            # exist (max key is its last record), so the loop above consumed all
+            # changes <= max_key except those > the last record: none.
+            assert pending is None or pending[0] > max_key
+        while pending is not None:
+            if pending[1] is not None:
+                stats.changes_applied += 1
+                done = builder.add(pending[0], pending[1])
+                if done:
+                    out.append(done)
+            pending = next(it, None)
+        done = builder.flush()
+        if done:
+            out.append(done)
+    except BaseException:
+        builder.abort()
+        raise
+    mr_id, digest = write_metarange(store, namespace, out)
+    return mr_id, digest, stats

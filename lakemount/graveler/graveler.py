@@ -1,0 +1,712 @@
+"""The Graveler facade: versioned key/value operations over refs, staging and committed data.
+
+Keys are bytes; values are stored record values (16-byte identity + encoded
+entry, see ``model``).  Everything mutable lives in the ``RefStore``;
+everything immutable (ranges, metaranges, commit objects, the journal) in the
+block store.  Writers never lock: a commit seals the branch's staging token
+with a compare-and-swap, writes ranges from the base metarange plus the sealed
+staging, and swaps the branch to the new commit; a lost swap retries.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import heapq
+import random
+import secrets
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from lakemount.errors import (
+    AlreadyExists,
+    BranchNotFound,
+    ConcurrentUpdate,
+    InvalidArgument,
+    MergeConflict,
+    NothingToCommit,
+    NotFound,
+    PreconditionFailed,
+    ProtectedBranch,
+    RefNotFound,
+    AmbiguousRef,
+    ObjectNotFound,
+)
+from lakemount.graveler import names
+from lakemount.graveler.committed.diff import diff as committed_diff
+from lakemount.graveler.committed.merge import Strategy, three_way
+from lakemount.graveler.committed.metarange import MetaRange
+from lakemount.graveler.committed.store import CommittedStore
+from lakemount.graveler.committed.writer import ApplyStats, apply
+from lakemount.graveler.journal import Journal
+from lakemount.graveler.model import (
+    EMPTY_METARANGE,
+    Branch,
+    Commit,
+    CommitID,
+    MetaRangeID,
+    Repository,
+    StagingToken,
+    Tag,
+)
+from lakemount.graveler.ports import RefStore
+from lakemount.graveler.refexpr import ResolvedRef, View, parse
+
+MAX_CAS_ATTEMPTS: Final = 200
+MIN_COMMIT_PREFIX: Final = 4
+
+Record = tuple[bytes, bytes]
+
+
+def new_token() -> StagingToken:
+    return StagingToken(secrets.token_hex(12))
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix`` (None: no bound)."""
+    p = bytearray(prefix)
+    while p:
+        if p[-1] < 0xFF:
+            p[-1] += 1
+            return bytes(p)
+        p.pop()
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    commit: Commit
+    stats: ApplyStats | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MergeResult:
+    commit_id: CommitID
+    merged: bool  # False when the destination already contained the source
+    changes: int = 0
+    stats: ApplyStats | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DiffRecord:
+    key: bytes
+    kind: str  # "added", "removed", "changed", "conflict"
+    left: bytes | None
+    right: bytes | None
+
+
+@dataclass
+class _Backoff:
+    attempt: int = 0
+    rng: random.Random = field(default_factory=random.Random)
+
+    def wait(self) -> None:
+        self.attempt += 1
+        if self.attempt > MAX_CAS_ATTEMPTS:
+            raise ConcurrentUpdate("the branch kept changing under this operation; try again")
+        time.sleep(min(0.2, 0.001 * (2 ** min(self.attempt, 8))) * self.rng.random())
+
+
+class Graveler:
+    """Versioned operations on repositories; the single entry point above the stores."""
+
+    def __init__(
+        self,
+        refs: RefStore,
+        committed: CommittedStore,
+        journal: Journal,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.refs = refs
+        self.committed = committed
+        self.journal = journal
+        self.clock = clock
+        self._repo_cache: dict[str, Repository] = {}
+
+    # ------------------------------------------------------------------ repos
+    def create_repository(
+        self, name: str, storage_namespace: str, default_branch: str = "main", *, committer: str = "lakemount"
+    ) -> Repository:
+        names.validate_repo(name)
+        names.validate_branch(default_branch)
+        if not storage_namespace or "://" not in storage_namespace:
+            raise InvalidArgument(f"storage namespace must be a URL such as local:///path or s3://bucket/prefix: {storage_namespace!r}")
+        for other in self.refs.list_repositories():
+            if other.name == name:
+                raise AlreadyExists(f"repository already exists: {name}")
+            if other.storage_namespace.rstrip("/") == storage_namespace.rstrip("/"):
+                raise AlreadyExists(f"storage namespace {storage_namespace} is used by repository {other.name}")
+        now = self.clock()
+        repo = Repository(name, storage_namespace.rstrip("/"), default_branch, now)
+        commit = self._make_commit((), EMPTY_METARANGE, "", "Repository created", committer, (), now)
+        branch = Branch(default_branch, commit.id, new_token())
+        self.journal.write_commit(repo.storage_namespace, commit)
+        self.refs.create_repository(repo, branch, commit)
+        self.journal.record_repository(repo)
+        self.journal.record(repo.storage_namespace, {"op": "branch", "name": default_branch, "old": None, "new": commit.id})
+        return repo
+
+    def get_repository(self, name: str) -> Repository:
+        repo = self._repo_cache.get(name)
+        if repo is None:
+            repo = self.refs.get_repository(name)
+            self._repo_cache[name] = repo
+        return repo
+
+    def list_repositories(self) -> list[Repository]:
+        return self.refs.list_repositories()
+
+    def delete_repository(self, name: str) -> None:
+        repo = self.refs.get_repository(name)
+        for b in self.refs.list_branches(name):
+            for t in b.tokens:
+                self.refs.drop_staging(t)
+        self.refs.delete_repository(name)
+        self._repo_cache.pop(name, None)
+        self.journal.forget_repository(name)
+        self.journal.record(repo.storage_namespace, {"op": "repository-deleted", "name": name})
+
+    # ------------------------------------------------------------------ commits
+    def _make_commit(
+        self,
+        parents: tuple[CommitID, ...],
+        mr_id: MetaRangeID,
+        mr_checksum: str,
+        message: str,
+        committer: str,
+        metadata: Sequence[tuple[str, str]],
+        date: float,
+        generation: int = 1,
+    ) -> Commit:
+        meta = tuple(sorted((str(k), str(v)) for k, v in metadata))
+        cid = Commit.compute_id(parents, mr_id, message, committer, date, meta)
+        return Commit(cid, parents, mr_id, mr_checksum, message, committer, date, meta, generation)
+
+    def get_commit(self, repo: str, commit_id: str) -> Commit:
+        return self.refs.get_commit(repo, commit_id)
+
+    def metarange_of(self, repo: Repository, commit: Commit) -> MetaRange:
+        return self.committed.metarange(repo.storage_namespace, commit.metarange_id, commit.metarange_checksum)
+
+    # ------------------------------------------------------------------ refs
+    def resolve(self, repo: str, expr: str) -> ResolvedRef:
+        """Resolve a ref expression; raises ``RefNotFound``, ``AmbiguousRef`` or ``InvalidArgument``."""
+        self.get_repository(repo)
+        parsed = parse(expr)
+        base = parsed.base
+        kind: str
+        branch: Branch | None = None
+        try:
+            branch = self.refs.get_branch(repo, base)
+            kind, cid = "branch", branch.commit_id
+        except NotFound:
+            try:
+                cid = self.refs.get_tag(repo, base).commit_id
+                kind = "tag"
+            except NotFound:
+                kind = "commit"
+                cid = self._commit_by_prefix(repo, base)
+        if parsed.suffix and kind != "branch":
+            raise InvalidArgument(f"'{parsed.suffix}' applies to a branch name only: {expr}")
+        for op, n in parsed.steps:
+            c = self.refs.get_commit(repo, cid)
+            if op == "~":
+                for _ in range(n):
+                    if not c.parents:
+                        raise RefNotFound(repo, expr)
+                    c = self.refs.get_commit(repo, c.parents[0])
+                cid = c.id
+            else:
+                if n == 0:
+                    continue
+                if n > len(c.parents):
+                    raise RefNotFound(repo, expr)
+                cid = c.parents[n - 1]
+        if kind == "branch" and not parsed.steps:
+            view = {"": View.FULL, "@": View.COMMITTED, "$": View.STAGING}[parsed.suffix]
+            return ResolvedRef(expr, kind, cid, view, base)
+        return ResolvedRef(expr, kind, cid, View.COMMITTED, None)
+
+    def _commit_by_prefix(self, repo: str, prefix: str) -> CommitID:
+        if not names.is_hex(prefix) or len(prefix) < MIN_COMMIT_PREFIX:
+            raise RefNotFound(repo, prefix)
+        found = self.refs.commits_with_prefix(repo, prefix, limit=5)
+        if not found:
+            raise RefNotFound(repo, prefix)
+        if len(found) > 1:
+            raise AmbiguousRef(repo, prefix, list(found))
+        return found[0]
+
+    def commit_of(self, repo: str, expr: str) -> Commit:
+        return self.refs.get_commit(repo, self.resolve(repo, expr).commit_id)
+
+    # ------------------------------------------------------------------ branches
+    def create_branch(self, repo: str, name: str, source: str) -> Branch:
+        names.validate_branch(name)
+        cid = self.resolve(repo, source).commit_id
+        branch = Branch(name, cid, new_token())
+        self.refs.create_branch(repo, branch)
+        self.journal.record(self.get_repository(repo).storage_namespace, {"op": "branch", "name": name, "old": None, "new": cid})
+        return branch
+
+    def get_branch(self, repo: str, name: str) -> Branch:
+        return self.refs.get_branch(repo, name)
+
+    def list_branches(self, repo: str) -> list[Branch]:
+        self.get_repository(repo)
+        return self.refs.list_branches(repo)
+
+    def delete_branch(self, repo: str, name: str) -> None:
+        r = self.get_repository(repo)
+        if name == r.default_branch:
+            raise InvalidArgument(f"cannot delete the default branch {repo}/{name}")
+        self._check_not_protected(repo, name)
+        b = self.refs.delete_branch(repo, name)
+        for t in b.tokens:
+            self.refs.drop_staging(t)
+        self.journal.record(r.storage_namespace, {"op": "branch-deleted", "name": name, "old": b.commit_id})
+
+    # ------------------------------------------------------------------ tags
+    def create_tag(self, repo: str, name: str, target: str) -> Tag:
+        names.validate_tag(name)
+        cid = self.resolve(repo, target).commit_id
+        try:
+            self.refs.get_branch(repo, name)
+            raise AlreadyExists(f"a branch named {name} exists in {repo}")
+        except BranchNotFound:
+            pass
+        tag = Tag(name, cid)
+        self.refs.create_tag(repo, tag)
+        self.journal.record(self.get_repository(repo).storage_namespace, {"op": "tag", "name": name, "new": cid})
+        return tag
+
+    def delete_tag(self, repo: str, name: str) -> None:
+        self.refs.delete_tag(repo, name)
+        self.journal.record(self.get_repository(repo).storage_namespace, {"op": "tag-deleted", "name": name})
+
+    def list_tags(self, repo: str) -> list[Tag]:
+        self.get_repository(repo)
+        return self.refs.list_tags(repo)
+
+    # ------------------------------------------------------------------ protection
+    def protection_rules(self, repo: str) -> list[str]:
+        self.get_repository(repo)
+        return self.refs.get_protection(repo)
+
+    def set_protection_rules(self, repo: str, patterns: list[str]) -> None:
+        self.get_repository(repo)
+        self.refs.set_protection(repo, sorted(set(patterns)))
+
+    def _check_not_protected(self, repo: str, branch: str) -> None:
+        for pattern in self.refs.get_protection(repo):
+            if fnmatch.fnmatchcase(branch, pattern):
+                raise ProtectedBranch(repo, branch)
+
+    # ------------------------------------------------------------------ reads
+    def get(self, repo: str, ref: ResolvedRef, key: bytes) -> bytes | None:
+        """The value of ``key`` at ``ref`` (None if absent)."""
+        if ref.view is not View.COMMITTED:
+            assert ref.branch is not None
+            branch = self.refs.get_branch(repo, ref.branch)
+            found, value = self.refs.staged_get(branch.tokens, key)
+            if found or ref.view is View.STAGING:
+                return value
+            commit = self.refs.get_commit(repo, branch.commit_id)
+        else:
+            commit = self.refs.get_commit(repo, ref.commit_id)
+        return self.metarange_of(self.get_repository(repo), commit).get(key)
+
+    def _staged_scan(
+        self, tokens: Sequence[StagingToken], start: bytes, stop: bytes | None
+    ) -> Iterator[tuple[bytes, bytes | None]]:
+        if len(tokens) == 1:
+            yield from self.refs.staged_scan(tokens[0], start, stop)
+            return
+        streams = [
+            ((k, i, v) for k, v in self.refs.staged_scan(t, start, stop)) for i, t in enumerate(tokens)
+        ]
+        last: bytes | None = None
+        for k, _i, v in heapq.merge(*streams, key=lambda r: (r[0], r[1])):
+            if k != last:
+                last = k
+                yield k, v
+
+    def scan(
+        self, repo: str, ref: ResolvedRef, start: bytes = b"", stop: bytes | None = None
+    ) -> Iterator[Record]:
+        """Live records with start <= key < stop at ``ref``, in key order."""
+        if ref.view is View.COMMITTED:
+            yield from self.metarange_of(self.get_repository(repo), self.refs.get_commit(repo, ref.commit_id)).scan(start, stop)
+            return
+        assert ref.branch is not None
+        branch = self.refs.get_branch(repo, ref.branch)
+        staged = self._staged_scan(branch.tokens, start, stop)
+        if ref.view is View.STAGING:
+            for k, v in staged:
+                if v is not None:
+                    yield k, v
+            return
+        commit = self.refs.get_commit(repo, branch.commit_id)
+        committed = self.metarange_of(self.get_repository(repo), commit).scan(start, stop)
+        yield from _overlay(committed, staged)
+
+    # ------------------------------------------------------------------ writes
+    def _writable_branch(self, repo: str, branch: str) -> None:
+        self.get_repository(repo)
+        self._check_not_protected(repo, branch)
+
+    def set(self, repo: str, branch: str, key: bytes, value: bytes) -> None:
+        self._writable_branch(repo, branch)
+        self.refs.stage(repo, branch, [(key, value)])
+
+    def set_many(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Stage several changes in one transaction (atomic: a rename is one call)."""
+        self._writable_branch(repo, branch)
+        if items:
+            self.refs.stage(repo, branch, items)
+
+    def delete(self, repo: str, branch: str, key: bytes) -> None:
+        """Stage a deletion; raises ``ObjectNotFound`` if the key is not there."""
+        self._writable_branch(repo, branch)
+        ref = ResolvedRef(branch, "branch", CommitID(""), View.FULL, branch)
+        if self.get(repo, ref, key) is None:
+            raise ObjectNotFound(f"{repo}/{branch}/{key.decode('utf-8', 'replace')}")
+        self.refs.stage(repo, branch, [(key, None)])
+
+    def has_uncommitted(self, repo: str, branch: Branch) -> bool:
+        return any(self.refs.staged_count(t) for t in branch.tokens)
+
+    # ------------------------------------------------------------------ commit
+    def commit(
+        self,
+        repo: str,
+        branch: str,
+        message: str,
+        *,
+        committer: str = "lakemount",
+        metadata: Sequence[tuple[str, str]] = (),
+        allow_empty: bool = False,
+        date: float | None = None,
+    ) -> CommitResult:
+        """Commit the branch's staging; raises ``NothingToCommit`` if it changes nothing."""
+        r = self.get_repository(repo)
+        self._check_not_protected(repo, branch)
+        if not message:
+            raise InvalidArgument("a commit needs a message")
+        backoff = _Backoff()
+        first = True
+        while True:
+            b = self.refs.get_branch(repo, branch)
+            if first and not allow_empty and not self.has_uncommitted(repo, b):
+                raise NothingToCommit(f"{repo}/{branch}")
+            sealed = b.tokens
+            sealing = Branch(b.name, b.commit_id, new_token(), sealed)
+            if not self.refs.cas_branch(repo, b, sealing):
+                backoff.wait()
+                continue
+            base = self.refs.get_commit(repo, b.commit_id)
+            base_mr = self.metarange_of(r, base)
+            mr_id, mr_sum, stats = apply(self.committed, r.storage_namespace, base_mr, self._staged_scan(sealed, b"", None))
+            if stats.changes_applied == 0 and first and not allow_empty:
+                # Staged entries equal to committed ones: nothing to record.  The
+                # sealed tokens stay visible and go into the next commit.
+                raise NothingToCommit(f"{repo}/{branch}")
+            commit = self._make_commit(
+                (base.id,), mr_id, mr_sum, message, committer, metadata, date if date is not None else self.clock(),
+                base.generation + 1,
+            )
+            self.refs.put_commit(repo, commit)
+            self.journal.write_commit(r.storage_namespace, commit)
+            if self._finish_commit(repo, branch, b.commit_id, sealed, commit):
+                self.journal.record(r.storage_namespace, {"op": "branch", "name": branch, "old": base.id, "new": commit.id})
+                for t in sealed:
+                    self.refs.drop_staging(t)
+                return CommitResult(commit, stats)
+            first = False
+            backoff.wait()
+
+    def _finish_commit(
+        self, repo: str, name: str, base: CommitID, sealed: tuple[StagingToken, ...], commit: Commit
+    ) -> bool:
+        """Swap the branch to ``commit`` if it still stands on ``base`` with ``sealed`` pending.
+
+        Other committers may have sealed newer tokens on top of ours meanwhile;
+        those stay sealed for their own commits.
+        """
+        n = len(sealed)
+        while True:
+            cur = self.refs.get_branch(repo, name)
+            if cur.commit_id != base or cur.sealed_tokens[len(cur.sealed_tokens) - n :] != sealed:
+                return False
+            final = Branch(name, commit.id, cur.staging_token, cur.sealed_tokens[: len(cur.sealed_tokens) - n])
+            if self.refs.cas_branch(repo, cur, final):
+                return True
+
+    def _swap_head(self, repo: str, expected: Branch, commit: Commit) -> bool:
+        """Move a clean branch to ``commit``; False if the branch changed meanwhile."""
+        new = Branch(expected.name, commit.id, expected.staging_token, expected.sealed_tokens)
+        if not self.refs.cas_branch(repo, expected, new):
+            return False
+        r = self.get_repository(repo)
+        self.journal.record(r.storage_namespace, {"op": "branch", "name": expected.name, "old": expected.commit_id, "new": commit.id})
+        return True
+
+    # ------------------------------------------------------------------ merge base
+    def merge_base(self, repo: str, a: CommitID, b: CommitID) -> CommitID | None:
+        """The common ancestor of highest generation (None if histories are disjoint)."""
+        flags: dict[str, int] = {a: 1}
+        flags[b] = flags.get(b, 0) | 2
+        heap: list[tuple[int, str]] = []
+        seen: set[str] = set()
+        for c in {a, b}:
+            heapq.heappush(heap, (-self.refs.get_commit(repo, c).generation, c))
+            seen.add(c)
+        while heap:
+            _g, cid = heapq.heappop(heap)
+            f = flags[cid]
+            if f == 3:
+                return CommitID(cid)
+            for p in self.refs.get_commit(repo, cid).parents:
+                flags[p] = flags.get(p, 0) | f
+                if p not in seen:
+                    seen.add(p)
+                    heapq.heappush(heap, (-self.refs.get_commit(repo, p).generation, p))
+        return None
+
+    # ------------------------------------------------------------------ merge
+    def _clean_branch(self, repo: str, name: str, what: str) -> Branch:
+        b = self.refs.get_branch(repo, name)
+        if self.has_uncommitted(repo, b):
+            raise PreconditionFailed(f"{what}: branch {repo}/{name} has uncommitted changes; commit or reset them first")
+        return b
+
+    def _metarange(self, repo: Repository, commit_id: CommitID | None) -> MetaRange:
+        if commit_id is None:
+            return self.committed.metarange(repo.storage_namespace, EMPTY_METARANGE, "")
+        return self.metarange_of(repo, self.refs.get_commit(repo.name, commit_id))
+
+    def merge(
+        self,
+        repo: str,
+        source: str,
+        dest: str,
+        *,
+        strategy: str | None = None,
+        squash: bool = False,
+        message: str | None = None,
+        committer: str = "lakemount",
+        metadata: Sequence[tuple[str, str]] = (),
+    ) -> MergeResult:
+        """Merge ``source`` (any ref) into branch ``dest``; raises ``MergeConflict`` listing paths."""
+        r = self.get_repository(repo)
+        strat = Strategy.parse(strategy)
+        backoff = _Backoff()
+        while True:
+            d = self._clean_branch(repo, dest, "merge")
+            src_id = self.resolve(repo, source).commit_id
+            if src_id == d.commit_id:
+                return MergeResult(d.commit_id, merged=False)
+            base_id = self.merge_base(repo, src_id, d.commit_id)
+            if base_id == src_id:
+                return MergeResult(d.commit_id, merged=False)
+            src_mr = self._metarange(r, src_id)
+            dst_mr = self._metarange(r, d.commit_id)
+            stats: ApplyStats | None = None
+            if base_id == d.commit_id:
+                # The destination has nothing of its own: the result is the source's tree.
+                mr_id, mr_sum = src_mr.id, src_mr.checksum
+                changes = sum(1 for _ in committed_diff(dst_mr, src_mr))
+            else:
+                base_mr = self._metarange(r, base_id)
+                delta, conflicts = three_way(base_mr, src_mr, dst_mr, strat)
+                if conflicts:
+                    raise MergeConflict([k.decode("utf-8", "replace") for k in conflicts])
+                changes = len(delta)
+                mr_id, mr_sum, stats = apply(self.committed, r.storage_namespace, dst_mr, delta)
+            head = self.refs.get_commit(repo, d.commit_id)
+            src_commit = self.refs.get_commit(repo, src_id)
+            parents = (d.commit_id,) if squash else (d.commit_id, src_id)
+            gen = max(head.generation, 0 if squash else src_commit.generation) + 1
+            msg = message or f"Merge '{source}' into '{dest}'"
+            commit = self._make_commit(parents, mr_id, mr_sum, msg, committer, metadata, self.clock(), gen)
+            self.refs.put_commit(repo, commit)
+            self.journal.write_commit(r.storage_namespace, commit)
+            if self._swap_head(repo, d, commit):
+                return MergeResult(commit.id, merged=True, changes=changes, stats=stats)
+            backoff.wait()
+
+    def _pick(
+        self, repo: str, branch: str, base: CommitID | None, source: CommitID | None, message: str,
+        committer: str, metadata: Sequence[tuple[str, str]], what: str,
+    ) -> Commit:
+        """Apply the change base->source onto ``branch`` (revert and cherry-pick)."""
+        r = self.get_repository(repo)
+        self._check_not_protected(repo, branch)
+        backoff = _Backoff()
+        while True:
+            d = self._clean_branch(repo, branch, what)
+            dst_mr = self._metarange(r, d.commit_id)
+            delta, conflicts = three_way(self._metarange(r, base), self._metarange(r, source), dst_mr, Strategy.FAIL)
+            if conflicts:
+                raise MergeConflict([k.decode("utf-8", "replace") for k in conflicts])
+            if not delta:
+                raise NothingToCommit(f"{repo}/{branch} ({what} changes nothing)")
+            mr_id, mr_sum, _stats = apply(self.committed, r.storage_namespace, dst_mr, delta)
+            head = self.refs.get_commit(repo, d.commit_id)
+            commit = self._make_commit(
+                (d.commit_id,), mr_id, mr_sum, message, committer, metadata, self.clock(), head.generation + 1
+            )
+            self.refs.put_commit(repo, commit)
+            self.journal.write_commit(r.storage_namespace, commit)
+            if self._swap_head(repo, d, commit):
+                return commit
+            backoff.wait()
+
+    def _parent(self, c: Commit, parent_number: int | None) -> CommitID | None:
+        if not c.parents:
+            return None
+        if len(c.parents) > 1 and parent_number is None:
+            raise InvalidArgument(f"commit {c.id[:12]} is a merge commit: choose a parent number (1..{len(c.parents)})")
+        n = parent_number or 1
+        if not 1 <= n <= len(c.parents):
+            raise InvalidArgument(f"commit {c.id[:12]} has no parent number {n}")
+        return c.parents[n - 1]
+
+    def revert(
+        self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount"
+    ) -> Commit:
+        c = self.commit_of(repo, ref)
+        parent = self._parent(c, parent_number)
+        return self._pick(repo, branch, c.id, parent, f"Revert {c.id[:12]}: {c.message}", committer, (), "revert")
+
+    def cherry_pick(
+        self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount"
+    ) -> Commit:
+        c = self.commit_of(repo, ref)
+        parent = self._parent(c, parent_number)
+        return self._pick(repo, branch, parent, c.id, c.message, committer, c.metadata, "cherry-pick")
+
+    # ------------------------------------------------------------------ reset
+    def reset(self, repo: str, branch: str, *, prefix: bytes | None = None, key: bytes | None = None) -> None:
+        """Drop uncommitted changes: all of them, those under ``prefix``, or one ``key``."""
+        self._writable_branch(repo, branch)
+        if prefix is None and key is None:
+            backoff = _Backoff()
+            while True:
+                b = self.refs.get_branch(repo, branch)
+                if self.refs.cas_branch(repo, b, Branch(b.name, b.commit_id, new_token(), ())):
+                    for t in b.tokens:
+                        self.refs.drop_staging(t)
+                    return
+                backoff.wait()
+        b = self.refs.get_branch(repo, branch)
+        for t in b.tokens:
+            self.refs.drop_staging(t, prefix=prefix or b"", key=key)
+
+    # ------------------------------------------------------------------ diff
+    def diff(
+        self, repo: str, left: str, right: str, *, prefix: bytes = b""
+    ) -> Iterator[DiffRecord]:
+        """Two-way diff of two committed states (branches use their committed head)."""
+        r = self.get_repository(repo)
+        lm = self._metarange(r, self.resolve(repo, left).commit_id)
+        rm = self._metarange(r, self.resolve(repo, right).commit_id)
+        for k, lv, rv in committed_diff(lm, rm, prefix, prefix_end(prefix) if prefix else None):
+            yield DiffRecord(k, "added" if lv is None else "removed" if rv is None else "changed", lv, rv)
+
+    def diff_three_way(self, repo: str, left: str, right: str) -> Iterator[DiffRecord]:
+        """What merging ``right`` into ``left`` would change, conflicts marked (lakeFS's three-dot diff)."""
+        r = self.get_repository(repo)
+        lid = self.resolve(repo, left).commit_id
+        rid = self.resolve(repo, right).commit_id
+        base = self.merge_base(repo, lid, rid)
+        base_mr, lm, rm = self._metarange(r, base), self._metarange(r, lid), self._metarange(r, rid)
+        delta, conflicts = three_way(base_mr, rm, lm, Strategy.FAIL)
+        conflict_set = set(conflicts)
+        out = [(k, v) for k, v in delta] + [(k, rm.get(k)) for k in conflict_set]
+        for k, v in sorted(out, key=lambda kv: kv[0]):
+            lv = lm.get(k)
+            kind = "conflict" if k in conflict_set else "added" if lv is None else "removed" if v is None else "changed"
+            yield DiffRecord(k, kind, lv, v)
+
+    def diff_uncommitted(self, repo: str, branch: str, *, prefix: bytes = b"") -> Iterator[DiffRecord]:
+        """Staged changes of ``branch`` against its head commit."""
+        r = self.get_repository(repo)
+        b = self.refs.get_branch(repo, branch)
+        mr = self._metarange(r, b.commit_id)
+        stop = prefix_end(prefix) if prefix else None
+        for k, v in self._staged_scan(b.tokens, prefix, stop):
+            old = mr.get(k)
+            if old == v:
+                continue
+            if v is None:
+                yield DiffRecord(k, "removed", old, None)
+            else:
+                yield DiffRecord(k, "added" if old is None else "changed", old, v)
+
+    # ------------------------------------------------------------------ log
+    def log(
+        self,
+        repo: str,
+        ref: str,
+        *,
+        limit: int | None = None,
+        since: float | None = None,
+        first_parent: bool = False,
+        paths: Sequence[bytes] = (),
+        prefixes: Sequence[bytes] = (),
+    ) -> Iterator[Commit]:
+        """Commits reachable from ``ref``, newest first; filtered by changed paths/prefixes."""
+        r = self.get_repository(repo)
+        start = self.refs.get_commit(repo, self.resolve(repo, ref).commit_id)
+        heap: list[tuple[float, int, str]] = [(-start.creation_date, -start.generation, start.id)]
+        seen = {start.id}
+        count = 0
+        while heap:
+            _d, _g, cid = heapq.heappop(heap)
+            c = self.refs.get_commit(repo, cid)
+            if since is not None and c.creation_date < since:
+                continue
+            parents = c.parents[:1] if first_parent else c.parents
+            for p in parents:
+                if p not in seen:
+                    seen.add(p)
+                    pc = self.refs.get_commit(repo, p)
+                    heapq.heappush(heap, (-pc.creation_date, -pc.generation, p))
+            if (paths or prefixes) and not self._touches(r, c, paths, prefixes):
+                continue
+            yield c
+            count += 1
+            if limit is not None and count >= limit:
+                return
+
+    def _touches(self, r: Repository, c: Commit, paths: Sequence[bytes], prefixes: Sequence[bytes]) -> bool:
+        mr = self.metarange_of(r, c)
+        pmr = self._metarange(r, c.parents[0] if c.parents else None)
+        if any(mr.get(p) != pmr.get(p) for p in paths):
+            return True
+        for pre in prefixes:
+            for _ in committed_diff(pmr, mr, pre, prefix_end(pre)):
+                return True
+        return False
+
+
+def _overlay(committed: Iterable[Record], staged: Iterable[tuple[bytes, bytes | None]]) -> Iterator[Record]:
+    """Committed records with staged ones on top (a None value hides the key)."""
+    c_it = iter(committed)
+    s_it = iter(staged)
+    c = next(c_it, None)
+    s = next(s_it, None)
+    while c is not None or s is not None:
+        if s is None or (c is not None and c[0] < s[0]):
+            assert c is not None
+            yield c
+            c = next(c_it, None)
+        else:
+            if c is not None and c[0] == s[0]:
+                c = next(c_it, None)
+            if s[1] is not None:
+                yield s[0], s[1]
+            s = next(s_it, None)

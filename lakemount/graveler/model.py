@@ -1,0 +1,239 @@
+"""Graveler's records: typed ids, entries, ranges, commits, branches, tags.
+
+An :class:`Entry` is the metadata of one path.  Its encoding is compact and
+deterministic (a version byte and a msgpack array in a fixed field order), so
+the same entry always yields the same bytes, and its *identity* is a hash of
+everything a user can observe (content address, size, ETag, type, metadata,
+mode, owner, symlink target; not the mtime, as in git).  Two records are equal
+iff key and identity are equal, which is what diff, merge and range reuse compare.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import stat
+from dataclasses import dataclass, field
+from typing import Any, Final, NewType
+
+import msgpack
+
+from lakemount.errors import Corrupt
+
+Key = NewType("Key", bytes)
+CommitID = NewType("CommitID", str)
+RangeID = NewType("RangeID", str)
+MetaRangeID = NewType("MetaRangeID", str)
+StagingToken = NewType("StagingToken", str)
+
+ENTRY_VERSION: Final = 1
+IDENTITY_LEN: Final = 16
+FILE_MODE: Final = stat.S_IFREG | 0o644
+DIR_MODE: Final = stat.S_IFDIR | 0o755
+LINK_MODE: Final = stat.S_IFLNK | 0o777
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """Metadata of one path.
+
+    ``address`` is relative to the repository's storage namespace
+    (``data/ab/<sha256>``) or an absolute URL for imported objects.
+    ``metadata`` holds user metadata as sorted (name, value) pairs: S3
+    ``x-amz-meta-*`` and FUSE ``user.*`` xattrs are the same thing.
+    """
+
+    address: str
+    size: int
+    etag: str = ""
+    mtime_ns: int = 0
+    content_type: str = ""
+    metadata: tuple[tuple[str, str], ...] = ()
+    mode: int = FILE_MODE
+    uid: int = 0
+    gid: int = 0
+    target: str = ""
+
+    @property
+    def is_dir(self) -> bool:
+        return stat.S_ISDIR(self.mode)
+
+    @property
+    def is_symlink(self) -> bool:
+        return stat.S_ISLNK(self.mode)
+
+    def encode(self) -> bytes:
+        return bytes((ENTRY_VERSION,)) + msgpack.packb(
+            (
+                self.address,
+                self.size,
+                self.etag,
+                self.mtime_ns,
+                self.content_type,
+                self.metadata,
+                self.mode,
+                self.uid,
+                self.gid,
+                self.target,
+            ),
+            use_bin_type=True,
+        )
+
+    def identity(self) -> bytes:
+        """Hash of everything observable but the mtime (16 bytes)."""
+        canon = msgpack.packb(
+            (
+                self.address,
+                self.size,
+                self.etag,
+                self.content_type,
+                self.metadata,
+                self.mode,
+                self.uid,
+                self.gid,
+                self.target,
+            ),
+            use_bin_type=True,
+        )
+        return hashlib.blake2b(canon, digest_size=IDENTITY_LEN).digest()
+
+    def value(self) -> bytes:
+        """The stored form of a record's value: identity followed by the encoding."""
+        return self.identity() + self.encode()
+
+
+def decode_entry(data: bytes) -> Entry:
+    """Decode :meth:`Entry.encode` output; raises ``Corrupt`` on anything else."""
+    try:
+        if data[0] != ENTRY_VERSION:
+            raise ValueError(f"unknown entry version {data[0]}")
+        f = msgpack.unpackb(data[1:], use_list=False, raw=False)
+        return Entry(f[0], f[1], f[2], f[3], f[4], tuple(tuple(p) for p in f[5]), f[6], f[7], f[8], f[9])
+    except (ValueError, IndexError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise Corrupt(f"undecodable entry: {exc}") from exc
+
+
+def decode_value(value: bytes) -> Entry:
+    """Decode a stored record value (identity + entry)."""
+    return decode_entry(value[IDENTITY_LEN:])
+
+
+def value_identity(value: bytes) -> bytes:
+    return value[:IDENTITY_LEN]
+
+
+@dataclass(frozen=True, slots=True)
+class RangeInfo:
+    """A range as its metarange describes it."""
+
+    id: RangeID
+    min_key: bytes
+    max_key: bytes
+    count: int
+    size: int  # file size in bytes
+    checksum: str  # xxh3-128 hex of the file
+
+    def encode(self) -> bytes:
+        return msgpack.packb((self.id, self.min_key, self.count, self.size, self.checksum), use_bin_type=True)
+
+    @staticmethod
+    def decode(max_key: bytes, data: bytes) -> RangeInfo:
+        try:
+            f = msgpack.unpackb(data, raw=False)
+            return RangeInfo(RangeID(f[0]), f[1], max_key, f[2], f[3], f[4])
+        except (ValueError, IndexError, TypeError, msgpack.ExtraData, msgpack.FormatError) as exc:
+            raise Corrupt(f"undecodable range record: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """An immutable commit; its id is a hash of everything but the id and generation."""
+
+    id: CommitID
+    parents: tuple[CommitID, ...]
+    metarange_id: MetaRangeID
+    metarange_checksum: str
+    message: str
+    committer: str
+    creation_date: float
+    metadata: tuple[tuple[str, str], ...] = ()
+    generation: int = 1
+
+    @staticmethod
+    def compute_id(
+        parents: tuple[str, ...],
+        metarange_id: str,
+        message: str,
+        committer: str,
+        creation_date: float,
+        metadata: tuple[tuple[str, str], ...],
+    ) -> CommitID:
+        canon = json.dumps(
+            [list(parents), metarange_id, message, committer, repr(creation_date), [list(p) for p in metadata]],
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        return CommitID(hashlib.sha256(canon.encode()).hexdigest())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "parents": list(self.parents),
+            "metarange_id": self.metarange_id,
+            "metarange_checksum": self.metarange_checksum,
+            "message": self.message,
+            "committer": self.committer,
+            "creation_date": self.creation_date,
+            "metadata": dict(self.metadata),
+            "generation": self.generation,
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Commit:
+        return Commit(
+            CommitID(d["id"]),
+            tuple(CommitID(p) for p in d["parents"]),
+            MetaRangeID(d["metarange_id"]),
+            d["metarange_checksum"],
+            d["message"],
+            d["committer"],
+            float(d["creation_date"]),
+            tuple(sorted((str(k), str(v)) for k, v in d.get("metadata", {}).items())),
+            int(d["generation"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Repository:
+    name: str
+    storage_namespace: str
+    default_branch: str
+    creation_date: float
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    """A branch: its head commit, the staging token writes go to, and sealed tokens.
+
+    Sealed tokens belong to commits in flight (newest first); their entries are
+    still visible on the branch until a commit that contains them lands.
+    """
+
+    name: str
+    commit_id: CommitID
+    staging_token: StagingToken
+    sealed_tokens: tuple[StagingToken, ...] = field(default=())
+
+    @property
+    def tokens(self) -> tuple[StagingToken, ...]:
+        """Every token whose entries are visible, newest first."""
+        return (self.staging_token, *self.sealed_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class Tag:
+    name: str
+    commit_id: CommitID
+
+
+EMPTY_METARANGE: Final = MetaRangeID("0" * 64)

@@ -1,0 +1,132 @@
+"""Interfaces graveler consumes; implementations live in ``block/``, ``cache/``, ``refs/``.
+
+Graveler imports none of its implementations: the composition root
+(``lakemount.app``) wires a ``BlockAdapter``, a ``Cache`` and a ``RefStore``
+together.  Addresses given to a block adapter are absolute URLs whose scheme
+names the backend: ``local:///abs/path/key``, ``s3://bucket/prefix/key``,
+``mem://name/key``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import BinaryIO, Protocol
+
+from lakemount.graveler.model import Branch, Commit, CommitID, Repository, StagingToken, Tag
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """What a block store knows of one stored object."""
+
+    url: str
+    size: int
+    mtime: float  # seconds since the epoch, as the backend reports it
+    etag: str = ""
+
+
+class BlockAdapter(Protocol):
+    """A flat object store addressed by absolute URLs.
+
+    Writes are atomic: an object is either absent or whole.  Every method raises
+    ``ObjectNotFound`` for a missing object and ``Unavailable`` when the backend
+    cannot be reached.
+    """
+
+    def put(self, url: str, data: bytes) -> None: ...
+
+    def put_file(self, url: str, path: str) -> None:
+        """Store the content of local file ``path``; the file is left in place."""
+
+    def get(self, url: str) -> bytes: ...
+
+    def get_range(self, url: str, start: int, length: int) -> bytes:
+        """``length`` bytes from ``start`` (fewer at the end of the object)."""
+
+    def open(self, url: str) -> BinaryIO:
+        """A readable, seekable-if-possible stream of the object."""
+
+    def stat(self, url: str) -> ObjectInfo: ...
+
+    def exists(self, url: str) -> bool: ...
+
+    def delete(self, url: str) -> None:
+        """Delete an object; deleting a missing object is not an error."""
+
+    def list(self, prefix_url: str) -> Iterator[ObjectInfo]:
+        """Every object whose URL starts with ``prefix_url``, in URL order."""
+
+
+class Cache(Protocol):
+    """A cache of immutable byte strings keyed by content id."""
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def put(self, key: str, data: bytes) -> None: ...
+
+    def get_or_load(self, key: str, load: Callable[[], bytes]) -> bytes: ...
+
+
+class RefStore(Protocol):
+    """Mutable state of every repository: repositories, refs, commits and staging.
+
+    All coordination between lakemount processes is compare-and-swap here.
+    Implementations: ``refs.SqlRefStore`` (SQLite, PostgreSQL).
+    Lookups raise the ``NotFound`` subclass that names what is missing;
+    creations raise ``AlreadyExists``.
+    """
+
+    # repositories -----------------------------------------------------------
+    def create_repository(self, repo: Repository, branch: Branch, commit: Commit) -> None: ...
+    def get_repository(self, name: str) -> Repository: ...
+    def list_repositories(self) -> list[Repository]: ...
+    def delete_repository(self, name: str) -> None: ...
+
+    # branches ---------------------------------------------------------------
+    def get_branch(self, repo: str, name: str) -> Branch: ...
+    def list_branches(self, repo: str) -> list[Branch]: ...
+    def create_branch(self, repo: str, branch: Branch) -> None: ...
+    def delete_branch(self, repo: str, name: str) -> Branch: ...
+
+    def cas_branch(self, repo: str, expected: Branch, new: Branch) -> bool:
+        """Replace the branch row iff it still equals ``expected``; True if swapped."""
+
+    # tags ---------------------------------------------------------------------
+    def create_tag(self, repo: str, tag: Tag) -> None: ...
+    def get_tag(self, repo: str, name: str) -> Tag: ...
+    def list_tags(self, repo: str) -> list[Tag]: ...
+    def delete_tag(self, repo: str, name: str) -> None: ...
+
+    # commits --------------------------------------------------------------------
+    def put_commit(self, repo: str, commit: Commit) -> None:
+        """Store a commit; storing an existing id again is a no-op."""
+
+    def get_commit(self, repo: str, commit_id: str) -> Commit: ...
+    def commits_with_prefix(self, repo: str, prefix: str, limit: int = 2) -> list[CommitID]: ...
+    def list_commits(self, repo: str) -> Iterator[Commit]: ...
+
+    # staging ----------------------------------------------------------------------
+    def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Write entries (None = tombstone) into the branch's *current* token.
+
+        Atomic with respect to sealing: a write either lands in the token a
+        concurrent commit seals (and that commit sees it) or in the next one.
+        """
+
+    def staged_get(self, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
+        """(found, value) from the first token (newest first) that has ``key``."""
+
+    def staged_scan(
+        self, token: StagingToken, start: bytes = b"", stop: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes | None]]:
+        """Entries of one token with start <= key < stop, in key order."""
+
+    def staged_count(self, token: StagingToken) -> int: ...
+
+    def drop_staging(self, token: StagingToken, prefix: bytes = b"", key: bytes | None = None) -> None:
+        """Forget staged entries: all, those under ``prefix``, or exactly ``key``."""
+
+    # branch protection -------------------------------------------------------------
+    def get_protection(self, repo: str) -> list[str]: ...
+    def set_protection(self, repo: str, patterns: list[str]) -> None: ...

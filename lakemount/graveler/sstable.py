@@ -1,0 +1,278 @@
+"""RocksDB block-based SSTables: written by rocksdict, read by our own parser.
+
+Ranges and metaranges are stored as RocksDB-compatible SSTables so RocksDB's own
+tools (``sst_dump``, ``org.rocksdb.SstFileReader``) can read them.  Writing goes
+through rocksdict's ``SstFileWriter`` (C++).  Reading uses the parser below: it
+holds the whole file in memory (ranges are small and immutable, and they come
+from a cache), decodes the index block once, and decodes a data block only when
+a lookup or a scan reaches it.  That keeps a warm point lookup to two bisects,
+and a cold one to one index block and one data block.
+
+Blocks are written uncompressed: the reader is pure Python, and decompressing
+costs more than the bytes it saves for metadata this size.  Integrity is
+checked per file (an xxh3-128 of the whole table, recorded by whoever points at
+the file), so per-block checksums are not verified here.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+from bisect import bisect_left
+from collections.abc import Iterator
+from typing import Final
+
+from rocksdict import BlockBasedOptions, DBCompressionType, Options, SstFileWriter
+
+from lakemount.errors import Corrupt
+
+BLOCK_MAGIC: Final = 0x88E241B785F4CFF7
+FOOTER_LEN: Final = 53
+TRAILER_LEN: Final = 5  # compression type byte + 32-bit checksum
+FORMAT_VERSION: Final = 5  # Debian's sst_dump (RocksDB 7.8) rejects rocksdict's default 6
+BLOCK_SIZE: Final = 16 * 1024
+
+_u32 = struct.Struct("<I")
+
+
+def _options() -> Options:
+    opts = Options(raw_mode=True)
+    table = BlockBasedOptions()
+    table.set_format_version(FORMAT_VERSION)
+    table.set_block_size(BLOCK_SIZE)
+    opts.set_block_based_table_factory(table)
+    opts.set_compression_type(DBCompressionType.none())
+    return opts
+
+
+class TableWriter:
+    """Write one SSTable to a local file; keys must be added in strictly increasing order.
+
+    Use as a context manager: leaving the block finishes the table; an exception
+    removes the partial file.
+    """
+
+    def __init__(self, directory: str | None = None) -> None:
+        fd, self.path = tempfile.mkstemp(prefix="lm-sst-", suffix=".sst", dir=directory)
+        os.close(fd)
+        self._writer = SstFileWriter(options=_options())
+        self._writer.open(self.path)
+        self.count = 0
+        self.last_key: bytes | None = None
+        self.first_key: bytes | None = None
+        self.raw_bytes = 0
+
+    def add(self, key: bytes, value: bytes) -> None:
+        self._writer[key] = value
+        if self.first_key is None:
+            self.first_key = key
+        self.last_key = key
+        self.count += 1
+        self.raw_bytes += len(key) + len(value)
+
+    def finish(self) -> str:
+        """Finish the table and return its path."""
+        self._writer.finish()
+        return self.path
+
+    def abort(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self) -> TableWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None:
+            self.abort()
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    result = b & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _signed_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    v, pos = _varint(buf, pos)
+    return (v >> 1) ^ -(v & 1), pos
+
+
+def _block_entries(data: bytes, offset: int, size: int) -> tuple[list[bytes], list[bytes]]:
+    """Decode a data or meta block into parallel lists of keys and values."""
+    end = offset + size
+    num_restarts = _u32.unpack_from(data, end - 4)[0] & 0x7FFFFFFF
+    limit = end - 4 - 4 * num_restarts
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    kappend = keys.append
+    vappend = values.append
+    pos = offset
+    key = b""
+    while pos < limit:
+        shared = data[pos]
+        if shared < 0x80:
+            pos += 1
+        else:
+            shared, pos = _varint(data, pos)
+        non_shared = data[pos]
+        if non_shared < 0x80:
+            pos += 1
+        else:
+            non_shared, pos = _varint(data, pos)
+        vlen = data[pos]
+        if vlen < 0x80:
+            pos += 1
+        else:
+            vlen, pos = _varint(data, pos)
+        kend = pos + non_shared
+        key = key[:shared] + data[pos:kend] if shared else data[pos:kend]
+        kappend(key)
+        vappend(data[kend : kend + vlen])
+        pos = kend + vlen
+    return keys, values
+
+
+def _index_entries(
+    data: bytes, offset: int, size: int, delta_encoded: bool
+) -> tuple[list[bytes], list[tuple[int, int]]]:
+    """Decode an index block: separator keys and (offset, size) block handles."""
+    end = offset + size
+    num_restarts = _u32.unpack_from(data, end - 4)[0] & 0x7FFFFFFF
+    restarts = {
+        _u32.unpack_from(data, end - 4 - 4 * (num_restarts - i))[0] + offset for i in range(num_restarts)
+    }
+    limit = end - 4 - 4 * num_restarts
+    keys: list[bytes] = []
+    handles: list[tuple[int, int]] = []
+    pos = offset
+    key = b""
+    prev_off = prev_size = 0
+    while pos < limit:
+        at_restart = pos in restarts
+        shared, pos = _varint(data, pos)
+        non_shared, pos = _varint(data, pos)
+        if not delta_encoded:
+            _vlen, pos = _varint(data, pos)
+        key = key[:shared] + data[pos : pos + non_shared]
+        pos += non_shared
+        if delta_encoded and not at_restart:
+            delta, pos = _signed_varint(data, pos)
+            blk_off = prev_off + prev_size + TRAILER_LEN
+            blk_size = prev_size + delta
+        else:
+            blk_off, pos = _varint(data, pos)
+            blk_size, pos = _varint(data, pos)
+        keys.append(key)
+        handles.append((blk_off, blk_size))
+        prev_off, prev_size = blk_off, blk_size
+    return keys, handles
+
+
+class TableReader:
+    """Read an SSTable held in memory.
+
+    Keys are user keys (RocksDB's 8-byte internal-key trailer is stripped).
+    Raises ``Corrupt`` when the bytes are not a table this reader understands.
+    """
+
+    __slots__ = ("_data", "_index_keys", "_handles", "_blocks", "count", "name")
+
+    def __init__(self, data: bytes, name: str = "table") -> None:
+        self.name = name
+        self._data = data
+        try:
+            self._parse_footer()
+        except (IndexError, struct.error, ValueError) as exc:
+            raise Corrupt(f"{name}: not a readable SSTable ({exc})") from exc
+        self._blocks: dict[int, tuple[list[bytes], list[bytes]]] = {}
+
+    def _parse_footer(self) -> None:
+        data = self._data
+        if len(data) < FOOTER_LEN:
+            raise ValueError("file too short")
+        footer = len(data) - FOOTER_LEN
+        magic = struct.unpack_from("<Q", data, len(data) - 8)[0]
+        if magic != BLOCK_MAGIC:
+            raise ValueError("bad magic number")
+        pos = footer + 1  # checksum type
+        meta_off, pos = _varint(data, pos)
+        meta_size, pos = _varint(data, pos)
+        index_off, pos = _varint(data, pos)
+        index_size, pos = _varint(data, pos)
+        mkeys, mvals = _block_entries(data, meta_off, meta_size)
+        props: dict[bytes, bytes] = {}
+        for k, v in zip(mkeys, mvals):
+            if k == b"rocksdb.properties":
+                p_off, p = _varint(v, 0)
+                p_size, _ = _varint(v, p)
+                pk, pv = _block_entries(data, p_off, p_size)
+                props = dict(zip(pk, pv))
+        user_keys = props.get(b"rocksdb.index.key.is.user.key", b"\x00") not in (b"\x00", b"")
+        delta = props.get(b"rocksdb.index.value.is.delta.encoded", b"\x00") not in (b"\x00", b"")
+        self.count = _varint(props[b"rocksdb.num.entries"], 0)[0] if b"rocksdb.num.entries" in props else -1
+        ikeys, handles = _index_entries(data, index_off, index_size, delta)
+        if not user_keys:
+            ikeys = [k[:-8] for k in ikeys]
+        self._index_keys = ikeys
+        self._handles = handles
+
+    def _block(self, i: int) -> tuple[list[bytes], list[bytes]]:
+        blk = self._blocks.get(i)
+        if blk is None:
+            off, size = self._handles[i]
+            try:
+                ikeys, values = _block_entries(self._data, off, size)
+            except (IndexError, struct.error) as exc:
+                raise Corrupt(f"{self.name}: bad data block at {off}") from exc
+            blk = ([k[:-8] for k in ikeys], values)
+            self._blocks[i] = blk
+        return blk
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value stored under ``key``, or None."""
+        i = bisect_left(self._index_keys, key)
+        if i == len(self._index_keys):
+            return None
+        keys, values = self._block(i)
+        j = bisect_left(keys, key)
+        if j < len(keys) and keys[j] == key:
+            return values[j]
+        return None
+
+    def scan(self, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """Records with key >= ``start`` in key order."""
+        i = bisect_left(self._index_keys, start) if start else 0
+        n = len(self._index_keys)
+        first = True
+        while i < n:
+            keys, values = self._block(i)
+            j = bisect_left(keys, start) if first and start else 0
+            first = False
+            yield from zip(keys[j:], values[j:]) if j else zip(keys, values)
+            i += 1
+
+    def items(self) -> list[tuple[bytes, bytes]]:
+        """All records, decoded at once (faster than ``scan`` for whole-table work)."""
+        out: list[tuple[bytes, bytes]] = []
+        for i in range(len(self._index_keys)):
+            keys, values = self._block(i)
+            out.extend(zip(keys, values))
+        return out
+
+    def drop_blocks(self) -> None:
+        """Forget decoded blocks (memory); they are decoded again on demand."""
+        self._blocks.clear()

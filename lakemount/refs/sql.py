@@ -1,0 +1,480 @@
+"""``SqlRefStore``: the ref store on SQLAlchemy Core, SQLite (WAL) or PostgreSQL.
+
+Branch updates are compare-and-swap on the whole branch row.  Staging writes
+read the branch's current token and insert under it in one transaction that
+holds a share lock on the branch row (PostgreSQL) or the database write lock
+(SQLite, ``BEGIN IMMEDIATE``), so a commit's seal can never slip between the
+two and lose a write.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Final
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+
+from lakemount.errors import (
+    AlreadyExists,
+    BranchNotFound,
+    CommitNotFound,
+    NotFound,
+    RepositoryNotFound,
+    SchemaTooNew,
+    Unavailable,
+)
+from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag
+
+SCHEMA_VERSION: Final = 1
+SCAN_BATCH: Final = 5000
+
+metadata = sa.MetaData()
+
+meta_t = sa.Table(
+    "lm_meta", metadata, sa.Column("key", sa.String(64), primary_key=True), sa.Column("value", sa.Text, nullable=False)
+)
+repos_t = sa.Table(
+    "lm_repositories",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("storage_namespace", sa.Text, nullable=False),
+    sa.Column("default_branch", sa.String(255), nullable=False),
+    sa.Column("creation_date", sa.Float, nullable=False),
+)
+branches_t = sa.Table(
+    "lm_branches",
+    metadata,
+    sa.Column("repo", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("commit_id", sa.String(64), nullable=False),
+    sa.Column("staging_token", sa.String(64), nullable=False),
+    sa.Column("sealed_tokens", sa.Text, nullable=False, default=""),
+)
+tags_t = sa.Table(
+    "lm_tags",
+    metadata,
+    sa.Column("repo", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("commit_id", sa.String(64), nullable=False),
+)
+commits_t = sa.Table(
+    "lm_commits",
+    metadata,
+    sa.Column("repo", sa.String(64), primary_key=True),
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("parents", sa.Text, nullable=False),
+    sa.Column("metarange_id", sa.String(64), nullable=False),
+    sa.Column("metarange_checksum", sa.String(64), nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("committer", sa.Text, nullable=False),
+    sa.Column("creation_date", sa.Float, nullable=False),
+    sa.Column("metadata", sa.Text, nullable=False),
+    sa.Column("generation", sa.Integer, nullable=False),
+)
+staging_t = sa.Table(
+    "lm_staging",
+    metadata,
+    sa.Column("token", sa.String(64), primary_key=True),
+    sa.Column("key", sa.LargeBinary, primary_key=True),
+    sa.Column("value", sa.LargeBinary, nullable=True),
+)
+protection_t = sa.Table(
+    "lm_protection",
+    metadata,
+    sa.Column("repo", sa.String(64), primary_key=True),
+    sa.Column("pattern", sa.String(255), primary_key=True),
+)
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url`` with lakemount's connection settings (WAL and write locks on SQLite)."""
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False}, poolclass=sa.pool.QueuePool, pool_size=8, max_overflow=16)
+
+        @event.listens_for(engine, "connect")
+        def _connect(dbapi_conn: Any, _rec: Any) -> None:
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=60000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("lm_write") else "BEGIN")
+
+        return engine
+    return sa.create_engine(url, pool_size=8, max_overflow=16, pool_pre_ping=True)
+
+
+def _split(s: str) -> tuple[str, ...]:
+    return tuple(p for p in s.split(",") if p)
+
+
+class SqlRefStore:
+    """The ref store of every repository in one SQL database."""
+
+    def __init__(self, engine: Engine | str) -> None:
+        self.engine = make_engine(engine) if isinstance(engine, str) else engine
+        self.dialect = self.engine.dialect.name
+        self._commit_cache: OrderedDict[tuple[str, str], Commit] = OrderedDict()
+        self._lock = threading.Lock()
+        self._init_schema()
+
+    # -- plumbing ----------------------------------------------------------------
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect().execution_options(lm_write=True) as conn:
+                with conn.begin():
+                    yield conn
+        except sa.exc.OperationalError as exc:
+            raise Unavailable(f"ref store: {exc.orig}") from exc
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn:
+                with conn.begin():
+                    yield conn
+        except sa.exc.OperationalError as exc:
+            raise Unavailable(f"ref store: {exc.orig}") from exc
+
+    def _init_schema(self) -> None:
+        with self._write() as conn:
+            metadata.create_all(conn)
+            row = conn.execute(sa.select(meta_t.c.value).where(meta_t.c.key == "schema_version")).first()
+            if row is None:
+                conn.execute(meta_t.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise SchemaTooNew(int(row[0]), SCHEMA_VERSION)
+
+    def _upsert_staging(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        if self.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            stmt = pg_insert(staging_t)
+            conn.execute(
+                stmt.on_conflict_do_update(index_elements=["token", "key"], set_={"value": stmt.excluded.value}), rows
+            )
+        else:
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            stmt = sqlite_insert(staging_t)
+            conn.execute(
+                stmt.on_conflict_do_update(index_elements=["token", "key"], set_={"value": stmt.excluded.value}), rows
+            )
+
+    # -- repositories --------------------------------------------------------------
+    def create_repository(self, repo: Repository, branch: Branch, commit: Commit) -> None:
+        try:
+            with self._write() as conn:
+                if conn.execute(sa.select(repos_t.c.name).where(repos_t.c.name == repo.name)).first():
+                    raise AlreadyExists(f"repository already exists: {repo.name}")
+                conn.execute(
+                    repos_t.insert().values(
+                        name=repo.name,
+                        storage_namespace=repo.storage_namespace,
+                        default_branch=repo.default_branch,
+                        creation_date=repo.creation_date,
+                    )
+                )
+                conn.execute(commits_t.insert().values(**self._commit_row(repo.name, commit)))
+                conn.execute(branches_t.insert().values(**self._branch_row(repo.name, branch)))
+        except sa.exc.IntegrityError as exc:
+            raise AlreadyExists(f"repository already exists: {repo.name}") from exc
+
+    def get_repository(self, name: str) -> Repository:
+        with self._read() as conn:
+            row = conn.execute(sa.select(repos_t).where(repos_t.c.name == name)).first()
+        if row is None:
+            raise RepositoryNotFound(name)
+        return Repository(row.name, row.storage_namespace, row.default_branch, row.creation_date)
+
+    def list_repositories(self) -> list[Repository]:
+        with self._read() as conn:
+            rows = conn.execute(sa.select(repos_t).order_by(repos_t.c.name)).all()
+        return [Repository(r.name, r.storage_namespace, r.default_branch, r.creation_date) for r in rows]
+
+    def delete_repository(self, name: str) -> None:
+        with self._write() as conn:
+            if conn.execute(repos_t.delete().where(repos_t.c.name == name)).rowcount == 0:
+                raise RepositoryNotFound(name)
+            tokens = [
+                t
+                for row in conn.execute(sa.select(branches_t.c.staging_token, branches_t.c.sealed_tokens).where(branches_t.c.repo == name))
+                for t in (row.staging_token, *_split(row.sealed_tokens))
+            ]
+            if tokens:
+                conn.execute(staging_t.delete().where(staging_t.c.token.in_(tokens)))
+            for t in (branches_t, tags_t, commits_t, protection_t):
+                conn.execute(t.delete().where(t.c.repo == name))
+        with self._lock:
+            for k in [k for k in self._commit_cache if k[0] == name]:
+                del self._commit_cache[k]
+
+    # -- branches ------------------------------------------------------------------
+    @staticmethod
+    def _branch_row(repo: str, b: Branch) -> dict[str, Any]:
+        return {
+            "repo": repo,
+            "name": b.name,
+            "commit_id": b.commit_id,
+            "staging_token": b.staging_token,
+            "sealed_tokens": ",".join(b.sealed_tokens),
+        }
+
+    @staticmethod
+    def _branch(row: Any) -> Branch:
+        return Branch(row.name, CommitID(row.commit_id), StagingToken(row.staging_token), tuple(StagingToken(t) for t in _split(row.sealed_tokens)))
+
+    def _require_repo(self, conn: Connection, repo: str) -> None:
+        if conn.execute(sa.select(repos_t.c.name).where(repos_t.c.name == repo)).first() is None:
+            raise RepositoryNotFound(repo)
+
+    def get_branch(self, repo: str, name: str) -> Branch:
+        with self._read() as conn:
+            row = conn.execute(
+                sa.select(branches_t).where(branches_t.c.repo == repo, branches_t.c.name == name)
+            ).first()
+            if row is None:
+                self._require_repo(conn, repo)
+                raise BranchNotFound(repo, name)
+        return self._branch(row)
+
+    def list_branches(self, repo: str) -> list[Branch]:
+        with self._read() as conn:
+            self._require_repo(conn, repo)
+            rows = conn.execute(sa.select(branches_t).where(branches_t.c.repo == repo).order_by(branches_t.c.name)).all()
+        return [self._branch(r) for r in rows]
+
+    def create_branch(self, repo: str, branch: Branch) -> None:
+        try:
+            with self._write() as conn:
+                self._require_repo(conn, repo)
+                if conn.execute(
+                    sa.select(branches_t.c.name).where(branches_t.c.repo == repo, branches_t.c.name == branch.name)
+                ).first():
+                    raise AlreadyExists(f"branch already exists: {repo}/{branch.name}")
+                conn.execute(branches_t.insert().values(**self._branch_row(repo, branch)))
+        except sa.exc.IntegrityError as exc:
+            raise AlreadyExists(f"branch already exists: {repo}/{branch.name}") from exc
+
+    def delete_branch(self, repo: str, name: str) -> Branch:
+        with self._write() as conn:
+            row = conn.execute(
+                sa.select(branches_t).where(branches_t.c.repo == repo, branches_t.c.name == name)
+            ).first()
+            if row is None:
+                self._require_repo(conn, repo)
+                raise BranchNotFound(repo, name)
+            conn.execute(branches_t.delete().where(branches_t.c.repo == repo, branches_t.c.name == name))
+        return self._branch(row)
+
+    def cas_branch(self, repo: str, expected: Branch, new: Branch) -> bool:
+        with self._write() as conn:
+            res = conn.execute(
+                branches_t.update()
+                .where(
+                    branches_t.c.repo == repo,
+                    branches_t.c.name == expected.name,
+                    branches_t.c.commit_id == expected.commit_id,
+                    branches_t.c.staging_token == expected.staging_token,
+                    branches_t.c.sealed_tokens == ",".join(expected.sealed_tokens),
+                )
+                .values(
+                    commit_id=new.commit_id,
+                    staging_token=new.staging_token,
+                    sealed_tokens=",".join(new.sealed_tokens),
+                )
+            )
+            return res.rowcount == 1
+
+    # -- tags ----------------------------------------------------------------------
+    def create_tag(self, repo: str, tag: Tag) -> None:
+        try:
+            with self._write() as conn:
+                self._require_repo(conn, repo)
+                if conn.execute(sa.select(tags_t.c.name).where(tags_t.c.repo == repo, tags_t.c.name == tag.name)).first():
+                    raise AlreadyExists(f"tag already exists: {repo}/{tag.name}")
+                conn.execute(tags_t.insert().values(repo=repo, name=tag.name, commit_id=tag.commit_id))
+        except sa.exc.IntegrityError as exc:
+            raise AlreadyExists(f"tag already exists: {repo}/{tag.name}") from exc
+
+    def get_tag(self, repo: str, name: str) -> Tag:
+        with self._read() as conn:
+            row = conn.execute(sa.select(tags_t).where(tags_t.c.repo == repo, tags_t.c.name == name)).first()
+        if row is None:
+            raise NotFound(f"tag not found: {repo}/{name}")
+        return Tag(row.name, CommitID(row.commit_id))
+
+    def list_tags(self, repo: str) -> list[Tag]:
+        with self._read() as conn:
+            rows = conn.execute(sa.select(tags_t).where(tags_t.c.repo == repo).order_by(tags_t.c.name)).all()
+        return [Tag(r.name, CommitID(r.commit_id)) for r in rows]
+
+    def delete_tag(self, repo: str, name: str) -> None:
+        with self._write() as conn:
+            if conn.execute(tags_t.delete().where(tags_t.c.repo == repo, tags_t.c.name == name)).rowcount == 0:
+                self._require_repo(conn, repo)
+                raise NotFound(f"tag not found: {repo}/{name}")
+
+    # -- commits -------------------------------------------------------------------
+    @staticmethod
+    def _commit_row(repo: str, c: Commit) -> dict[str, Any]:
+        return {
+            "repo": repo,
+            "id": c.id,
+            "parents": ",".join(c.parents),
+            "metarange_id": c.metarange_id,
+            "metarange_checksum": c.metarange_checksum,
+            "message": c.message,
+            "committer": c.committer,
+            "creation_date": c.creation_date,
+            "metadata": json.dumps(dict(c.metadata), sort_keys=True),
+            "generation": c.generation,
+        }
+
+    @staticmethod
+    def _commit(row: Any) -> Commit:
+        return Commit(
+            CommitID(row.id),
+            tuple(CommitID(p) for p in _split(row.parents)),
+            MetaRangeID(row.metarange_id),
+            row.metarange_checksum,
+            row.message,
+            row.committer,
+            row.creation_date,
+            tuple(sorted(json.loads(row.metadata).items())),
+            row.generation,
+        )
+
+    def put_commit(self, repo: str, commit: Commit) -> None:
+        with self._write() as conn:
+            exists = conn.execute(
+                sa.select(commits_t.c.id).where(commits_t.c.repo == repo, commits_t.c.id == commit.id)
+            ).first()
+            if not exists:
+                conn.execute(commits_t.insert().values(**self._commit_row(repo, commit)))
+
+    def get_commit(self, repo: str, commit_id: str) -> Commit:
+        key = (repo, commit_id)
+        with self._lock:
+            c = self._commit_cache.get(key)
+        if c is not None:
+            return c
+        with self._read() as conn:
+            row = conn.execute(sa.select(commits_t).where(commits_t.c.repo == repo, commits_t.c.id == commit_id)).first()
+        if row is None:
+            raise CommitNotFound(repo, commit_id)
+        c = self._commit(row)
+        with self._lock:
+            self._commit_cache[key] = c
+            if len(self._commit_cache) > 100_000:
+                self._commit_cache.popitem(last=False)
+        return c
+
+    def commits_with_prefix(self, repo: str, prefix: str, limit: int = 2) -> list[CommitID]:
+        with self._read() as conn:
+            rows = conn.execute(
+                sa.select(commits_t.c.id)
+                .where(commits_t.c.repo == repo, commits_t.c.id >= prefix, commits_t.c.id < prefix + "g")
+                .order_by(commits_t.c.id)
+                .limit(limit)
+            ).all()
+        return [CommitID(r.id) for r in rows]
+
+    def list_commits(self, repo: str) -> Iterator[Commit]:
+        with self._read() as conn:
+            rows = conn.execute(sa.select(commits_t).where(commits_t.c.repo == repo).order_by(commits_t.c.id)).all()
+        for r in rows:
+            yield self._commit(r)
+
+    # -- staging -------------------------------------------------------------------
+    def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
+        with self._write() as conn:
+            q = sa.select(branches_t.c.staging_token).where(branches_t.c.repo == repo, branches_t.c.name == branch)
+            if self.dialect == "postgresql":
+                q = q.with_for_update(read=True)
+            row = conn.execute(q).first()
+            if row is None:
+                self._require_repo(conn, repo)
+                raise BranchNotFound(repo, branch)
+            token = row[0]
+            rows = [{"token": token, "key": k, "value": v} for k, v in dict(items).items()]
+            self._upsert_staging(conn, rows)
+
+    def staged_get(self, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
+        with self._read() as conn:
+            rows = conn.execute(
+                sa.select(staging_t.c.token, staging_t.c.value).where(
+                    staging_t.c.key == key, staging_t.c.token.in_(list(tokens))
+                )
+            ).all()
+        if not rows:
+            return False, None
+        found = {r.token: r.value for r in rows}
+        for t in tokens:
+            if t in found:
+                v = found[t]
+                return True, bytes(v) if v is not None else None
+        return False, None
+
+    def staged_scan(
+        self, token: StagingToken, start: bytes = b"", stop: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes | None]]:
+        lower = start
+        inclusive = True
+        while True:
+            cond = [staging_t.c.token == token, staging_t.c.key >= lower if inclusive else staging_t.c.key > lower]
+            if stop is not None:
+                cond.append(staging_t.c.key < stop)
+            with self._read() as conn:
+                rows = conn.execute(
+                    sa.select(staging_t.c.key, staging_t.c.value).where(*cond).order_by(staging_t.c.key).limit(SCAN_BATCH)
+                ).all()
+            if self.dialect == "postgresql":
+                rows = [(bytes(k), bytes(v) if v is not None else None) for k, v in rows]
+            for k, v in rows:
+                yield k, v
+            if len(rows) < SCAN_BATCH:
+                return
+            lower, inclusive = rows[-1][0], False
+
+    def staged_count(self, token: StagingToken) -> int:
+        with self._read() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(staging_t).where(staging_t.c.token == token)).scalar_one())
+
+    def drop_staging(self, token: StagingToken, prefix: bytes = b"", key: bytes | None = None) -> None:
+        cond = [staging_t.c.token == token]
+        if key is not None:
+            cond.append(staging_t.c.key == key)
+        elif prefix:
+            from lakemount.graveler.graveler import prefix_end
+
+            cond.append(staging_t.c.key >= prefix)
+            end = prefix_end(prefix)
+            if end is not None:
+                cond.append(staging_t.c.key < end)
+        with self._write() as conn:
+            conn.execute(staging_t.delete().where(*cond))
+
+    # -- protection ----------------------------------------------------------------
+    def get_protection(self, repo: str) -> list[str]:
+        with self._read() as conn:
+            rows = conn.execute(sa.select(protection_t.c.pattern).where(protection_t.c.repo == repo).order_by(protection_t.c.pattern)).all()
+        return [r.pattern for r in rows]
+
+    def set_protection(self, repo: str, patterns: list[str]) -> None:
+        with self._write() as conn:
+            self._require_repo(conn, repo)
+            conn.execute(protection_t.delete().where(protection_t.c.repo == repo))
+            if patterns:
+                conn.execute(protection_t.insert(), [{"repo": repo, "pattern": p} for p in patterns])

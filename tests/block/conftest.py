@@ -1,0 +1,55 @@
+"""Fixtures for the block adapter tests: one moto S3 server (in this process) per session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from lakemount.graveler.ports import BlockAdapter
+
+BUCKET = "lakemount-test"
+CREDENTIALS = {"access_key_id": "testing", "secret_access_key": "testing", "region": "us-east-1"}
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """URL of a moto S3 server (in this process, on a free port) holding bucket BUCKET."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            aws_access_key_id=CREDENTIALS["access_key_id"],
+            aws_secret_access_key=CREDENTIALS["secret_access_key"],
+            region_name=CREDENTIALS["region"],
+        ).create_bucket(Bucket=BUCKET)
+        yield endpoint
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_adapter(s3_endpoint: str) -> BlockAdapter:
+    """One S3Adapter on the moto server, shared like a real deployment shares its client."""
+    from lakemount.block.s3 import S3Adapter
+
+    return S3Adapter(endpoint_url=s3_endpoint, **CREDENTIALS)
+
+
+@pytest.fixture(scope="session")
+def s3_bucket(s3_endpoint: str) -> str:
+    """Name of the bucket that exists on the moto server."""
+    return BUCKET
+
+
+@pytest.fixture(scope="session")
+def s3_options(s3_endpoint: str) -> dict[str, str]:
+    """S3Adapter keyword arguments for the moto server."""
+    return {"endpoint_url": s3_endpoint, **CREDENTIALS}
