@@ -76,6 +76,7 @@ class S3Adapter:
         multipart_threshold: int = 8 * MiB,
         multipart_chunksize: int = 8 * MiB,
         max_transfer_concurrency: int = 8,
+        list_page_size: int = 1000,
     ) -> None:
         path_style = force_path_style if force_path_style is not None else endpoint_url is not None
         config = botocore.config.Config(
@@ -101,6 +102,7 @@ class S3Adapter:
             multipart_chunksize=multipart_chunksize,
             max_concurrency=max_transfer_concurrency,
         )
+        self._list_page_size = list_page_size
 
     # --- writes --------------------------------------------------------------
 
@@ -181,7 +183,9 @@ class S3Adapter:
         paginator = self._client.get_paginator("list_objects_v2")
         with _translated(prefix_url):
             # S3 lists in UTF-8 byte order of keys, which is URL order.
-            for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+            for page in paginator.paginate(
+                Bucket=bucket, Prefix=prefix, PaginationConfig={"PageSize": self._list_page_size}
+            ):
                 for obj in page.get("Contents", []):
                     yield ObjectInfo(
                         url=f"{SCHEME}://{bucket}/{obj['Key']}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -40,7 +41,12 @@ def s3_adapter(s3_endpoint: str) -> BlockAdapter:
     """One S3Adapter on the moto server, shared like a real deployment shares its client."""
     from lakemount.block.s3 import S3Adapter
 
-    return S3Adapter(endpoint_url=s3_endpoint, **CREDENTIALS)
+    return S3Adapter(
+        endpoint_url=s3_endpoint,
+        region=CREDENTIALS["region"],
+        access_key_id=CREDENTIALS["access_key_id"],
+        secret_access_key=CREDENTIALS["secret_access_key"],
+    )
 
 
 @pytest.fixture(scope="session")
@@ -50,6 +56,6 @@ def s3_bucket(s3_endpoint: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def s3_options(s3_endpoint: str) -> dict[str, str]:
+def s3_options(s3_endpoint: str) -> dict[str, Any]:
     """S3Adapter keyword arguments for the moto server."""
     return {"endpoint_url": s3_endpoint, **CREDENTIALS}

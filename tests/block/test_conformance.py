@@ -11,11 +11,10 @@ import io
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 

@@ -1,0 +1,284 @@
+"""The catalog: paths and objects on top of graveler; the facade every front end uses.
+
+Graveler versions opaque keys and values; the catalog gives them meaning:
+keys are UTF-8 paths, values are :class:`Entry` records, and object data is
+stored content-addressed in the repository's storage namespace
+(``data/<aa>/<sha256>``), so writing the same bytes twice stores them once and
+copies or renames never copy data.  Directory markers are keys ending in
+``/`` whose entry has a directory mode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import BinaryIO, Final
+
+from lakemount.errors import InvalidArgument, ObjectNotFound, ReadOnlyRef
+from lakemount.graveler.committed.store import join
+from lakemount.graveler.graveler import Graveler, prefix_end
+from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value
+from lakemount.graveler.ports import BlockAdapter
+from lakemount.graveler.refexpr import ResolvedRef, View
+
+MAX_KEY_BYTES: Final = 4096
+CHUNK: Final = 4 * 1024 * 1024
+SMALL: Final = 8 * 1024 * 1024
+SKIP_BEFORE_SEEK: Final = 32
+
+
+@dataclass(frozen=True, slots=True)
+class DataInfo:
+    """Where written bytes went, and their digests."""
+
+    address: str
+    size: int
+    etag: str  # MD5 hex
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One item of a listing: an object (entry set) or a common prefix (entry None)."""
+
+    path: str
+    entry: Entry | None
+
+    @property
+    def is_prefix(self) -> bool:
+        return self.entry is None
+
+
+def encode_path(path: str) -> bytes:
+    """A path as a graveler key; raises ``InvalidArgument`` for empty or oversize paths."""
+    if not path:
+        raise InvalidArgument("empty path")
+    key = path.encode("utf-8", "surrogateescape")
+    if len(key) > MAX_KEY_BYTES:
+        raise InvalidArgument(f"path longer than {MAX_KEY_BYTES} bytes")
+    return key
+
+
+def decode_path(key: bytes) -> str:
+    return key.decode("utf-8", "surrogateescape")
+
+
+class Catalog:
+    """Objects by path in repositories; every front end (mount, gateway, CLI, jobs) goes through here."""
+
+    def __init__(self, graveler: Graveler, adapter: BlockAdapter, *, namespace_root: str, tmpdir: str | None = None) -> None:
+        self.graveler = graveler
+        self.adapter = adapter
+        self.namespace_root = namespace_root.rstrip("/")
+        self.tmpdir = tmpdir
+
+    # ------------------------------------------------------------------ repositories
+    def create_repository(self, name: str, storage_namespace: str | None = None, default_branch: str = "main") -> Repository:
+        ns = storage_namespace or f"{self.namespace_root}/{name}"
+        return self.graveler.create_repository(name, ns, default_branch)
+
+    def repository(self, name: str) -> Repository:
+        return self.graveler.get_repository(name)
+
+    def resolve(self, repo: str, ref: str | ResolvedRef) -> ResolvedRef:
+        return ref if isinstance(ref, ResolvedRef) else self.graveler.resolve(repo, ref)
+
+    def writable_branch(self, repo: str, ref: str | ResolvedRef) -> str:
+        """The branch name a write to ``ref`` goes to; ``ReadOnlyRef`` for tags, commits, ``@``, ``$``."""
+        r = self.resolve(repo, ref)
+        if r.view is not View.FULL or r.branch is None:
+            raise ReadOnlyRef(f"{repo}/{r.expr}")
+        return r.branch
+
+    # ------------------------------------------------------------------ data
+    def physical_url(self, repo: Repository, address: str) -> str:
+        return address if "://" in address else join(repo.storage_namespace, address)
+
+    def write_data(self, repo: str, source: bytes | BinaryIO | str) -> DataInfo:
+        """Store bytes (a ``bytes``, a readable stream, or a local file path) content-addressed."""
+        r = self.repository(repo)
+        if isinstance(source, bytes | bytearray | memoryview):
+            data = bytes(source)
+            sha = hashlib.sha256(data).hexdigest()
+            info = DataInfo(f"data/{sha[:2]}/{sha}", len(data), hashlib.md5(data).hexdigest(), sha)
+            url = self.physical_url(r, info.address)
+            if not self._refresh_existing(url):
+                self.adapter.put(url, data)
+            return info
+        if isinstance(source, str):
+            with open(source, "rb") as f:
+                return self._write_stream(r, f, source_path=source)
+        return self._write_stream(r, source, source_path=None)
+
+    def _write_stream(self, r: Repository, stream: BinaryIO, source_path: str | None) -> DataInfo:
+        sha = hashlib.sha256()
+        md5 = hashlib.md5()
+        size = 0
+        fd, tmp = tempfile.mkstemp(prefix="lm-data-", dir=self.tmpdir)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                while True:
+                    chunk = stream.read(CHUNK)
+                    if not chunk:
+                        break
+                    sha.update(chunk)
+                    md5.update(chunk)
+                    size += len(chunk)
+                    out.write(chunk)
+            digest = sha.hexdigest()
+            info = DataInfo(f"data/{digest[:2]}/{digest}", size, md5.hexdigest(), digest)
+            url = self.physical_url(r, info.address)
+            if not self._refresh_existing(url):
+                self.adapter.put_file(url, tmp)
+            return info
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+
+    def _refresh_existing(self, url: str) -> bool:
+        """True if the object exists; its modification time is refreshed so a
+        concurrent garbage collection that began earlier does not delete it."""
+        touch = getattr(self.adapter, "touch", None)
+        if touch is not None:
+            try:
+                touch(url)
+                return True
+            except ObjectNotFound:
+                return False
+        return self.adapter.exists(url)
+
+    def read(self, repo: Repository, entry: Entry, offset: int = 0, length: int | None = None) -> bytes:
+        """Bytes of an object's data ([offset, offset+length)); ``ObjectNotFound`` if the data is gone."""
+        url = self.physical_url(repo, entry.address)
+        if entry.size == 0 or entry.is_dir or entry.is_symlink:
+            return b""
+        if offset == 0 and (length is None or length >= entry.size):
+            return self.adapter.get(url)
+        n = entry.size - offset if length is None else min(length, entry.size - offset)
+        if n <= 0:
+            return b""
+        return self.adapter.get_range(url, offset, n)
+
+    def open(self, repo: Repository, entry: Entry) -> BinaryIO:
+        return self.adapter.open(self.physical_url(repo, entry.address))
+
+    # ------------------------------------------------------------------ entries
+    def stat(self, repo: str, ref: str | ResolvedRef, path: str) -> Entry:
+        """The entry at ``path``; raises ``ObjectNotFound``."""
+        r = self.resolve(repo, ref)
+        value = self.graveler.get(repo, r, encode_path(path))
+        if value is None:
+            raise ObjectNotFound(f"{repo}/{r.expr}/{path}")
+        return decode_value(value)
+
+    def get_optional(self, repo: str, ref: str | ResolvedRef, path: str) -> Entry | None:
+        value = self.graveler.get(repo, self.resolve(repo, ref), encode_path(path))
+        return None if value is None else decode_value(value)
+
+    def list(
+        self,
+        repo: str,
+        ref: str | ResolvedRef,
+        prefix: str = "",
+        *,
+        delimiter: str = "",
+        after: str = "",
+        limit: int | None = None,
+    ) -> Iterator[Listed]:
+        """Objects under ``prefix`` in key order, after ``after``; with a delimiter,
+        keys sharing the part up to the next delimiter collapse into one prefix."""
+        r = self.resolve(repo, ref)
+        pkey = prefix.encode("utf-8", "surrogateescape")
+        stop = prefix_end(pkey) if pkey else None
+        start = pkey
+        if after:
+            akey = after.encode("utf-8", "surrogateescape") + b"\x00"
+            if akey > start:
+                start = akey
+        dkey = delimiter.encode() if delimiter else b""
+        emitted = 0
+        last_prefix: bytes | None = None
+        while True:
+            reseek: bytes | None = None
+            skipped = 0
+            for key, value in self.graveler.scan(repo, r, start, stop):
+                if dkey:
+                    i = key.find(dkey, len(pkey))
+                    if i >= 0:
+                        common = key[: i + len(dkey)]
+                        if common == last_prefix:
+                            skipped += 1
+                            if skipped > SKIP_BEFORE_SEEK:
+                                reseek = prefix_end(common)
+                                break
+                            continue
+                        if after and common.decode("utf-8", "surrogateescape") <= after:
+                            # A prefix the previous page already returned: jump past it.
+                            reseek = prefix_end(common)
+                            break
+                        last_prefix = common
+                        skipped = 0
+                        yield Listed(decode_path(common), None)
+                        emitted += 1
+                        if limit is not None and emitted >= limit:
+                            return
+                        continue
+                yield Listed(decode_path(key), decode_value(value))
+                emitted += 1
+                if limit is not None and emitted >= limit:
+                    return
+            if reseek is None:
+                return
+            start = reseek
+
+    def put_entry(self, repo: str, ref: str | ResolvedRef, path: str, entry: Entry) -> None:
+        self.graveler.set(repo, self.writable_branch(repo, ref), encode_path(path), entry.value())
+
+    def apply(self, repo: str, ref: str | ResolvedRef, changes: Sequence[tuple[str, Entry | None]]) -> None:
+        """Stage several puts (Entry) and deletes (None) as one atomic transaction."""
+        branch = self.writable_branch(repo, ref)
+        self.graveler.set_many(
+            repo, branch, [(encode_path(p), None if e is None else e.value()) for p, e in changes]
+        )
+
+    def put(
+        self,
+        repo: str,
+        ref: str | ResolvedRef,
+        path: str,
+        source: bytes | BinaryIO | str,
+        *,
+        content_type: str = "",
+        metadata: Iterable[tuple[str, str]] = (),
+        mode: int = FILE_MODE,
+        uid: int = 0,
+        gid: int = 0,
+        mtime_ns: int | None = None,
+    ) -> Entry:
+        """Write an object's data and stage its entry; returns the entry."""
+        branch = self.writable_branch(repo, ref)
+        key = encode_path(path)
+        info = self.write_data(repo, source)
+        entry = Entry(
+            info.address,
+            info.size,
+            info.etag,
+            time.time_ns() if mtime_ns is None else mtime_ns,
+            content_type,
+            tuple(sorted(metadata)),
+            mode,
+            uid,
+            gid,
+        )
+        self.graveler.set(repo, branch, key, entry.value())
+        return entry
+
+    def delete(self, repo: str, ref: str | ResolvedRef, path: str) -> None:
+        """Stage the deletion of ``path``; raises ``ObjectNotFound`` if it is not there."""
+        self.graveler.delete(repo, self.writable_branch(repo, ref), encode_path(path))

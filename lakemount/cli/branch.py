@@ -1,0 +1,115 @@
+"""``lakemount branch`` and ``lakemount branch-protect``."""
+
+from __future__ import annotations
+
+import click
+
+from lakemount.cli.common import ctx_obj, emit, json_option, parse_uri
+
+
+@click.group("branch")
+def branch() -> None:
+    """Create, list, show and delete branches."""
+
+
+@branch.command("create")
+@click.argument("uri")
+@click.option("--source", "-s", required=True, help="Ref to branch from: lakefs://REPO/REF.")
+@json_option
+def create(uri: str, source: str) -> None:
+    """Create branch URI (lakefs://REPO/BRANCH) at the commit SOURCE points to."""
+    u = parse_uri(uri, need_ref=True)
+    s = parse_uri(source, need_ref=True)
+    if s.repo != u.repo:
+        from lakemount.errors import InvalidArgument
+
+        raise InvalidArgument("source must be in the same repository")
+    assert u.ref is not None and s.ref is not None
+    b = ctx_obj().app.graveler.create_branch(u.repo, u.ref, s.ref)
+    emit({"id": b.name, "commit_id": b.commit_id}, f"Created branch {u.ref} at {b.commit_id[:12]}")
+
+
+@branch.command("list")
+@click.argument("uri")
+@json_option
+def list_(uri: str) -> None:
+    """List branches of repository URI (lakefs://REPO)."""
+    u = parse_uri(uri)
+    bs = ctx_obj().app.graveler.list_branches(u.repo)
+    emit([{"id": b.name, "commit_id": b.commit_id} for b in bs], [f"{b.name:<40} {b.commit_id[:16]}" for b in bs])
+
+
+@branch.command("show")
+@click.argument("uri")
+@json_option
+def show(uri: str) -> None:
+    """Show a branch's head commit and whether it has uncommitted changes."""
+    u = parse_uri(uri, need_ref=True)
+    assert u.ref
+    g = ctx_obj().app.graveler
+    b = g.get_branch(u.repo, u.ref)
+    dirty = g.has_uncommitted(u.repo, b)
+    emit({"id": b.name, "commit_id": b.commit_id, "uncommitted_changes": dirty},
+         f"Branch: {b.name}\nCommit ID: {b.commit_id}\nUncommitted changes: {'yes' if dirty else 'no'}")
+
+
+@branch.command("delete")
+@click.argument("uri")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+def delete(uri: str, yes: bool) -> None:
+    """Delete a branch (not the default branch); its uncommitted changes are dropped."""
+    u = parse_uri(uri, need_ref=True)
+    assert u.ref
+    if not yes:
+        click.confirm(f"Delete branch {u.ref} of {u.repo}?", abort=True)
+    ctx_obj().app.graveler.delete_branch(u.repo, u.ref)
+    emit({"deleted": u.ref}, f"Deleted branch {u.ref}")
+
+
+@click.group("branch-protect")
+def protect() -> None:
+    """Protect branches from direct writes and commits (merges still allowed)."""
+
+
+@protect.command("add")
+@click.argument("uri")
+@click.argument("pattern")
+@json_option
+def protect_add(uri: str, pattern: str) -> None:
+    """Protect branches of lakefs://REPO whose names match PATTERN (glob)."""
+    u = parse_uri(uri)
+    g = ctx_obj().app.graveler
+    rules = g.protection_rules(u.repo)
+    g.set_protection_rules(u.repo, [*rules, pattern])
+    emit({"patterns": g.protection_rules(u.repo)}, f"Protected {pattern}")
+
+
+@protect.command("delete")
+@click.argument("uri")
+@click.argument("pattern")
+@json_option
+def protect_delete(uri: str, pattern: str) -> None:
+    """Remove a protection rule."""
+    u = parse_uri(uri)
+    g = ctx_obj().app.graveler
+    rules = g.protection_rules(u.repo)
+    if pattern not in rules:
+        from lakemount.errors import NotFound
+
+        raise NotFound(f"no protection rule {pattern!r} in {u.repo}")
+    g.set_protection_rules(u.repo, [r for r in rules if r != pattern])
+    emit({"patterns": g.protection_rules(u.repo)}, f"Removed protection {pattern}")
+
+
+@protect.command("list")
+@click.argument("uri")
+@json_option
+def protect_list(uri: str) -> None:
+    """List protection rules of lakefs://REPO."""
+    u = parse_uri(uri)
+    rules = ctx_obj().app.graveler.protection_rules(u.repo)
+    emit({"patterns": rules}, rules)
+
+
+COMMANDS = [branch, protect]

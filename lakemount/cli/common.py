@@ -1,0 +1,157 @@
+"""Shared pieces of the command line: ``lakefs://`` URIs, output, errors, progress."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import click
+from tqdm import tqdm
+
+from lakemount.app import App
+from lakemount.errors import InvalidArgument
+from lakemount.graveler.model import Commit, Entry
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, slots=True)
+class Uri:
+    """``lakefs://repo[/ref[/path]]``."""
+
+    repo: str
+    ref: str | None = None
+    path: str = ""
+
+    def __str__(self) -> str:
+        s = f"lakefs://{self.repo}"
+        if self.ref:
+            s += f"/{self.ref}"
+            if self.path:
+                s += f"/{self.path}"
+        return s
+
+
+def parse_uri(text: str, *, need_ref: bool = False, need_path: bool = False) -> Uri:
+    """Parse a ``lakefs://`` URI; raises ``InvalidArgument`` with the expected form."""
+    form = "lakefs://repo" + ("/ref" if need_ref else "") + ("/path" if need_path else "")
+    if not text.startswith("lakefs://"):
+        raise InvalidArgument(f"expected a URI like {form}, got {text!r}")
+    rest = text[len("lakefs://") :]
+    parts = rest.split("/", 2)
+    repo = parts[0]
+    ref = parts[1] if len(parts) > 1 and parts[1] else None
+    path = parts[2] if len(parts) > 2 else ""
+    if not repo or (need_ref and not ref) or (need_path and not path):
+        raise InvalidArgument(f"expected a URI like {form}, got {text!r}")
+    return Uri(repo, ref, path)
+
+
+class Ctx:
+    """Per-invocation state: the app (built lazily) and output mode."""
+
+    def __init__(self, config_path: str | None, as_json: bool) -> None:
+        self.config_path = config_path
+        self.as_json = as_json
+        self._app: App | None = None
+
+    @property
+    def app(self) -> App:
+        if self._app is None:
+            self._app = App.from_config(self.config_path)
+        return self._app
+
+
+def json_option(f: F) -> F:
+    """Give a command its own ``--json`` (the group-level one works too)."""
+
+    @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+    @functools.wraps(f)
+    def wrapper(*args: Any, as_json: bool = False, **kwargs: Any) -> Any:
+        ctx = click.get_current_context().find_object(Ctx)
+        if ctx is not None and as_json:
+            ctx.as_json = True
+        return f(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def ctx_obj() -> Ctx:
+    obj = click.get_current_context().find_object(Ctx)
+    assert obj is not None
+    return obj
+
+
+def emit(data: Any, text: str | Iterable[str] | None = None) -> None:
+    """Print ``data`` as JSON in --json mode, else the human text."""
+    if ctx_obj().as_json:
+        click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+        return
+    if text is None:
+        return
+    if isinstance(text, str):
+        click.echo(text)
+    else:
+        for line in text:
+            click.echo(line)
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def commit_json(c: Commit) -> dict[str, Any]:
+    return {
+        "id": c.id,
+        "parents": list(c.parents),
+        "committer": c.committer,
+        "message": c.message,
+        "creation_date": c.creation_date,
+        "metadata": dict(c.metadata),
+        "metarange_id": c.metarange_id,
+        "generation": c.generation,
+    }
+
+
+def commit_text(c: Commit) -> str:
+    lines = [f"ID:            {c.id}", f"Author:        {c.committer}", f"Date:          {iso(c.creation_date)}"]
+    if len(c.parents) > 1:
+        lines.append("Merge:         " + " ".join(p[:12] for p in c.parents))
+    for k, v in c.metadata:
+        lines.append(f"Metadata:      {k} = {v}")
+    lines += ["", f"    {c.message}", ""]
+    return "\n".join(lines)
+
+
+def entry_json(path: str, e: Entry) -> dict[str, Any]:
+    return {
+        "path": path,
+        "path_type": "directory" if e.is_dir else "symlink" if e.is_symlink else "object",
+        "physical_address": e.address,
+        "size_bytes": e.size,
+        "checksum": e.etag,
+        "mtime": e.mtime_ns / 1e9,
+        "content_type": e.content_type,
+        "metadata": dict(e.metadata),
+        "mode": oct(e.mode),
+    }
+
+
+def progress(total: int | None, desc: str, unit: str = "it") -> tqdm:
+    """A progress bar on stderr, shown when stderr is a terminal."""
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=not sys.stderr.isatty(), leave=False)
+
+
+def parse_meta(pairs: tuple[str, ...]) -> list[tuple[str, str]]:
+    out = []
+    for p in pairs:
+        if "=" not in p:
+            raise InvalidArgument(f"metadata must look like key=value, got {p!r}")
+        k, v = p.split("=", 1)
+        out.append((k, v))
+    return out

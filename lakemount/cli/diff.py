@@ -1,0 +1,49 @@
+"""``lakemount diff``: differences between refs, or a branch's uncommitted changes."""
+
+from __future__ import annotations
+
+import click
+
+from lakemount.cli.common import ctx_obj, emit, json_option, parse_uri
+from lakemount.errors import InvalidArgument
+from lakemount.graveler.model import decode_value
+
+_SIGN = {"added": "+", "removed": "-", "changed": "~", "conflict": "!"}
+
+
+@click.command("diff")
+@click.argument("left")
+@click.argument("right", required=False)
+@click.option("--two-way", is_flag=True, help="Compare LEFT and RIGHT directly instead of RIGHT's changes since their merge base.")
+@click.option("--prefix", default="", help="Only paths under this prefix.")
+@json_option
+def diff(left: str, right: str | None, two_way: bool, prefix: str) -> None:
+    """Show changes.
+
+    With one branch URI: its uncommitted changes.  With two refs: by default what
+    merging RIGHT into LEFT would change (three-way, conflicts marked '!');
+    with --two-way, every difference between LEFT and RIGHT.
+    """
+    lu = parse_uri(left, need_ref=True)
+    g = ctx_obj().app.graveler
+    assert lu.ref
+    if right is None:
+        recs = list(g.diff_uncommitted(lu.repo, lu.ref, prefix=prefix.encode()))
+    else:
+        ru = parse_uri(right, need_ref=True)
+        assert ru.ref
+        if ru.repo != lu.repo:
+            raise InvalidArgument("both refs must be in the same repository")
+        if two_way:
+            recs = list(g.diff(lu.repo, lu.ref, ru.ref, prefix=prefix.encode()))
+        else:
+            recs = [r for r in g.diff_three_way(lu.repo, lu.ref, ru.ref) if r.key.startswith(prefix.encode())]
+    rows = []
+    for r in recs:
+        v = r.right if r.right is not None else r.left
+        size = decode_value(v).size if v is not None else 0
+        rows.append({"path": r.key.decode("utf-8", "surrogateescape"), "type": r.kind, "size_bytes": size})
+    emit(rows, [f"{_SIGN[x['type']]} {x['type']:<8} {x['path']}" for x in rows] or ["No changes"])
+
+
+COMMANDS = [diff]

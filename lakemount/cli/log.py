@@ -1,0 +1,45 @@
+"""``lakemount log``: commit history of a ref."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import click
+
+from lakemount.cli.common import commit_json, commit_text, ctx_obj, emit, json_option, parse_uri
+from lakemount.errors import InvalidArgument
+
+
+def _since(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise InvalidArgument(f"--since must be an ISO 8601 date/time, got {text!r}") from None
+
+
+@click.command("log")
+@click.argument("uri")
+@click.option("--amount", "--limit", "limit", type=int, default=None, help="Show at most this many commits.")
+@click.option("--since", default=None, help="Only commits made at or after this ISO 8601 time.")
+@click.option("--first-parent", is_flag=True, help="Follow only the first parent of merge commits.")
+@click.option("--objects", multiple=True, help="Only commits that changed this path (repeatable).")
+@click.option("--prefixes", multiple=True, help="Only commits that changed something under this prefix (repeatable).")
+@json_option
+def log(uri: str, limit: int | None, since: str | None, first_parent: bool, objects: tuple[str, ...], prefixes: tuple[str, ...]) -> None:
+    """Show the history of URI (lakefs://REPO/REF), newest first."""
+    u = parse_uri(uri, need_ref=True)
+    assert u.ref
+    if limit is not None and limit < 1:
+        raise InvalidArgument("--amount must be positive")
+    commits = list(
+        ctx_obj().app.graveler.log(
+            u.repo, u.ref, limit=limit, since=_since(since), first_parent=first_parent,
+            paths=[o.encode() for o in objects], prefixes=[p.encode() for p in prefixes],
+        )
+    )
+    emit([commit_json(c) for c in commits], [commit_text(c) for c in commits])
+
+
+COMMANDS = [log]

@@ -1,0 +1,43 @@
+"""Running the long-lived services (mount, S3 gateway) that ``up`` brings up.
+
+Each service is optional: a service whose module is not part of this install
+is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import click
+
+from lakemount.app import App
+
+
+def available(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def run_services(app: App) -> None:
+    """Run every available service in the foreground until interrupted."""
+    services = []
+    if available("lakemount.fuse.service"):
+        services.append("lakemount.fuse.service")
+    if available("lakemount.gateway.server"):
+        services.append("lakemount.gateway.server")
+    if not services:
+        click.echo("(this build has no mount or gateway service yet: the CLI is the interface)")
+        return
+    import importlib
+
+    runners = [importlib.import_module(m) for m in services]
+    for r in runners:
+        r.start_for_up(app)  # type: ignore[attr-defined]
+    try:
+        for r in runners:
+            r.wait_for_up(app)  # type: ignore[attr-defined]
+    finally:
+        for r in reversed(runners):
+            r.stop_for_up(app)  # type: ignore[attr-defined]

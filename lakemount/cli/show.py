@@ -1,0 +1,21 @@
+"""``lakemount show``: one commit, by any ref expression."""
+
+from __future__ import annotations
+
+import click
+
+from lakemount.cli.common import commit_json, commit_text, ctx_obj, emit, json_option, parse_uri
+
+
+@click.command("show")
+@click.argument("uri")
+@json_option
+def show(uri: str) -> None:
+    """Show the commit URI (lakefs://REPO/REF) resolves to."""
+    u = parse_uri(uri, need_ref=True)
+    assert u.ref
+    c = ctx_obj().app.graveler.commit_of(u.repo, u.ref)
+    emit(commit_json(c), commit_text(c))
+
+
+COMMANDS = [show]

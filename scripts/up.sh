@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Install, then bring lakemount up on embedded defaults with a demo repository.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install.sh
+exec .venv/bin/lakemount up "$@"

@@ -1,0 +1,112 @@
+"""TieredCache: lookup order, promotion, and one load per key under concurrency."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from lakemount.cache import DiskCache, RamCache, SingleFlight, TieredCache
+from lakemount.errors import ObjectNotFound
+from lakemount.graveler.ports import Cache
+
+
+def test_put_writes_both_and_disk_hits_are_promoted(tmp_path: Path) -> None:
+    ram, disk = RamCache(1 << 20), DiskCache(tmp_path, 1 << 20)
+    cache = TieredCache(ram, disk)
+    cache.put("k", b"v")
+    assert ram.get("k") == b"v"
+    assert disk.get("k") == b"v"
+    ram.clear()
+    assert cache.get("k") == b"v"  # from disk
+    assert "k" in ram  # promoted
+
+
+def test_restart_serves_from_disk(tmp_path: Path) -> None:
+    TieredCache(RamCache(1 << 20), DiskCache(tmp_path, 1 << 20)).put("k", b"v")
+    cache = TieredCache(RamCache(1 << 20), DiskCache(tmp_path, 1 << 20))
+    assert cache.get_or_load("k", lambda: pytest.fail("must not load")) == b"v"
+
+
+def test_ram_only(tmp_path: Path) -> None:
+    cache = TieredCache(RamCache(1 << 20))
+    assert cache.get("k") is None
+    assert cache.get_or_load("k", lambda: b"v") == b"v"
+    assert cache.get("k") == b"v"
+    assert "disk" not in cache.stats()
+
+
+def test_concurrent_get_or_load_calls_load_once(tmp_path: Path) -> None:
+    cache = TieredCache(RamCache(1 << 20), DiskCache(tmp_path, 1 << 20))
+    calls = 0
+    lock = threading.Lock()
+    start = threading.Barrier(8)
+
+    def load() -> bytes:
+        nonlocal calls
+        with lock:
+            calls += 1
+        time.sleep(0.05)  # keep the load in flight while the others arrive
+        return b"value"
+
+    results: list[bytes] = []
+
+    def worker() -> None:
+        start.wait()
+        results.append(cache.get_or_load("k", load))
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [b"value"] * 8
+    assert calls == 1
+    assert cache.stats()["tiered"]["loads"] == 1
+
+
+def test_load_errors_propagate_and_are_not_cached() -> None:
+    cache = TieredCache(RamCache(1 << 20))
+
+    def missing() -> bytes:
+        raise ObjectNotFound("k")
+
+    with pytest.raises(ObjectNotFound):
+        cache.get_or_load("k", missing)
+    assert cache.get_or_load("k", lambda: b"now") == b"now"
+
+
+def test_single_flight_shares_errors_and_allows_reentry() -> None:
+    flight: SingleFlight[int] = SingleFlight()
+    assert flight.do("k", lambda: flight.do("k", lambda: 7)) == 7  # re-entry does not deadlock
+
+    gate = threading.Event()
+    errors: list[BaseException] = []
+
+    def failing() -> int:
+        gate.wait()
+        raise ObjectNotFound("x")
+
+    def worker() -> None:
+        try:
+            flight.do("e", failing)
+        except ObjectNotFound as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)
+    gate.set()
+    for t in threads:
+        t.join()
+    assert len(errors) == 3
+
+
+def test_every_cache_satisfies_the_protocol(tmp_path: Path) -> None:
+    caches: list[Cache] = [RamCache(100), DiskCache(tmp_path, 100), TieredCache(RamCache(100))]
+    for cache in caches:
+        assert cache.get_or_load("k", lambda: b"v") == b"v"
+        assert cache.get("k") == b"v"
