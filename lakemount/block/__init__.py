@@ -73,11 +73,28 @@ def s3_options(s3_cfg: Mapping[str, Any]) -> dict[str, Any]:
             known = ", ".join(sorted({*_S3_KEYS, "credentials"}))
             raise InvalidArgument(f"unknown key blockstore.s3.{key} (known: {known})")
         if value not in (None, ""):
-            options[_S3_KEYS[key]] = value
+            options[_S3_KEYS[key]] = _coerce(key, value)
     return options
 
 
-def adapter_from_config(cfg: Mapping[str, Any]) -> RouterAdapter:
+def _coerce(key: str, value: Any) -> Any:
+    """Values from environment variables arrive as strings; give S3Adapter its types."""
+    if key == "force_path_style" and isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered not in ("true", "1", "yes", "false", "0", "no"):
+            raise InvalidArgument(f"blockstore.s3.force_path_style must be true or false, got {value!r}")
+        return lowered in ("true", "1", "yes")
+    try:
+        if key in ("max_pool_connections", "max_attempts"):
+            return int(value)
+        if key in ("connect_timeout", "read_timeout"):
+            return float(value)
+    except ValueError:
+        raise InvalidArgument(f"blockstore.s3.{key} must be a number, got {value!r}") from None
+    return value
+
+
+def adapter_from_config(cfg: Mapping[str, Any] | None = None) -> RouterAdapter:
     """Build the block adapter for a ``blockstore`` configuration section.
 
     ``cfg`` looks like ``{"type": "local" | "s3" | "mem", "s3": {"endpoint": ...,
@@ -85,9 +102,11 @@ def adapter_from_config(cfg: Mapping[str, Any]) -> RouterAdapter:
     router always serves ``local://`` and ``mem://``; ``s3://`` is served by an
     ``S3Adapter`` built from ``cfg["s3"]`` on first use.  ``type`` only says
     where new storage namespaces go by default, which is the composition root's
-    business; it is validated here.  Raises ``InvalidArgument`` for an unknown
+    business; it is validated here.  Other keys (``local.path``,
+    ``default_namespace_prefix``) are the composition root's and ignored.  Raises ``InvalidArgument`` for an unknown
     type or S3 key.
     """
+    cfg = cfg or {}
     kind = cfg.get("type") or "local"
     if kind not in BLOCKSTORE_TYPES:
         raise InvalidArgument(f"unknown blockstore.type {kind!r} (expected one of {', '.join(BLOCKSTORE_TYPES)})")

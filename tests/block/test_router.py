@@ -76,6 +76,27 @@ def test_config_validation() -> None:
         {"endpoint": "http://e", "region": "", "credentials": {"access_key_id": "a", "secret_access_key": "s"}}
     ) == {"endpoint_url": "http://e", "access_key_id": "a", "secret_access_key": "s"}
     adapter_from_config({})  # defaults to local
+    adapter_from_config(None)
+    assert s3_options({"force_path_style": "true", "max_attempts": "3", "connect_timeout": "1.5"}) == {
+        "force_path_style": True,
+        "max_attempts": 3,
+        "connect_timeout": 1.5,
+    }
+    with pytest.raises(InvalidArgument):
+        s3_options({"force_path_style": "maybe"})
+    with pytest.raises(InvalidArgument):
+        s3_options({"max_attempts": "many"})
+
+
+def test_config_of_the_composition_root_is_accepted() -> None:
+    # The shape lakemount.config produces: empty strings mean "boto3's default".
+    cfg = {
+        "type": "local",
+        "local": {"path": "/tmp/lake"},
+        "default_namespace_prefix": "",
+        "s3": {"endpoint": "", "region": "", "access_key_id": "", "secret_access_key": ""},
+    }
+    assert adapter_from_config(cfg).schemes == frozenset({"local", "mem", "s3"})
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,1 @@
+"""Tests of lakemount.block: the conformance suite over every backend, plus backend specifics."""
