@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO, Final
+from typing import BinaryIO, Final, NamedTuple
 
 from lakemount.errors import InvalidArgument, ObjectNotFound, ReadOnlyRef
 from lakemount.graveler.committed.store import join
@@ -41,8 +41,7 @@ class DataInfo:
     sha256: str
 
 
-@dataclass(frozen=True, slots=True)
-class Listed:
+class Listed(NamedTuple):
     """One item of a listing: an object (entry set) or a common prefix (entry None)."""
 
     path: str
@@ -202,6 +201,11 @@ class Catalog:
             if akey > start:
                 start = akey
         dkey = delimiter.encode() if delimiter else b""
+        if not dkey and limit is None:
+            # The common bulk case (recursive listings, S3 without delimiter): a tight loop.
+            for key, value in self.graveler.scan(repo, r, start, stop):
+                yield Listed(key.decode("utf-8", "surrogateescape"), decode_value(value))
+            return
         emitted = 0
         last_prefix: bytes | None = None
         while True:

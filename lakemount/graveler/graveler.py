@@ -246,6 +246,11 @@ class Graveler:
     def create_branch(self, repo: str, name: str, source: str) -> Branch:
         names.validate_branch(name)
         cid = self.resolve(repo, source).commit_id
+        try:
+            self.refs.get_tag(repo, name)
+            raise AlreadyExists(f"a tag named {name} exists in {repo}")
+        except NotFound:
+            pass
         branch = Branch(name, cid, new_token())
         self.refs.create_branch(repo, branch)
         self.journal.record(self.get_repository(repo).storage_namespace, {"op": "branch", "name": name, "old": None, "new": cid})
@@ -569,7 +574,7 @@ class Graveler:
             return None
         if len(c.parents) > 1 and parent_number is None:
             raise InvalidArgument(f"commit {c.id[:12]} is a merge commit: choose a parent number (1..{len(c.parents)})")
-        n = parent_number or 1
+        n = 1 if parent_number is None else parent_number
         if not 1 <= n <= len(c.parents):
             raise InvalidArgument(f"commit {c.id[:12]} has no parent number {n}")
         return c.parents[n - 1]
@@ -661,6 +666,8 @@ class Graveler:
         """Commits reachable from ``ref``, newest first; filtered by changed paths/prefixes."""
         r = self.get_repository(repo)
         start = self.refs.get_commit(repo, self.resolve(repo, ref).commit_id)
+        if limit is not None and limit <= 0:
+            return
         heap: list[tuple[float, int, str]] = [(-start.creation_date, -start.generation, start.id)]
         seen = {start.id}
         count = 0

@@ -3,8 +3,8 @@
 An :class:`Entry` is the metadata of one path.  Its encoding is compact and
 deterministic (a version byte and a msgpack array in a fixed field order), so
 the same entry always yields the same bytes, and its *identity* is a hash of
-everything a user can observe (content address, size, ETag, type, metadata,
-mode, owner, symlink target; not the mtime, as in git).  Two records are equal
+everything a user can observe (content address, size, ETag, mtime, type,
+metadata, mode, owner, symlink target).  Two records are equal
 iff key and identity are equal, which is what diff, merge and range reuse compare.
 """
 
@@ -14,7 +14,7 @@ import hashlib
 import json
 import stat
 from dataclasses import dataclass, field
-from typing import Any, Final, NewType
+from typing import Any, Final, NamedTuple, NewType
 
 import msgpack
 
@@ -27,20 +27,25 @@ MetaRangeID = NewType("MetaRangeID", str)
 StagingToken = NewType("StagingToken", str)
 
 ENTRY_VERSION: Final = 1
+_VERSION_BYTE: Final = bytes((ENTRY_VERSION,))
+_pack = msgpack.packb
 IDENTITY_LEN: Final = 16
 FILE_MODE: Final = stat.S_IFREG | 0o644
 DIR_MODE: Final = stat.S_IFDIR | 0o755
 LINK_MODE: Final = stat.S_IFLNK | 0o777
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """Metadata of one path.
 
     ``address`` is relative to the repository's storage namespace
     (``data/ab/<sha256>``) or an absolute URL for imported objects.
     ``metadata`` holds user metadata as sorted (name, value) pairs: S3
     ``x-amz-meta-*`` and FUSE ``user.*`` xattrs are the same thing.
+
+    A NamedTuple rather than a frozen dataclass: listings decode hundreds of
+    thousands of entries, and building a tuple costs a fraction of a frozen
+    dataclass's ``__init__``.
     """
 
     address: str
@@ -63,43 +68,21 @@ class Entry:
         return stat.S_ISLNK(self.mode)
 
     def encode(self) -> bytes:
-        return bytes((ENTRY_VERSION,)) + msgpack.packb(
-            (
-                self.address,
-                self.size,
-                self.etag,
-                self.mtime_ns,
-                self.content_type,
-                self.metadata,
-                self.mode,
-                self.uid,
-                self.gid,
-                self.target,
-            ),
-            use_bin_type=True,
-        )
+        return _VERSION_BYTE + _pack(tuple(self))
 
     def identity(self) -> bytes:
-        """Hash of everything observable but the mtime (16 bytes)."""
-        canon = msgpack.packb(
-            (
-                self.address,
-                self.size,
-                self.etag,
-                self.content_type,
-                self.metadata,
-                self.mode,
-                self.uid,
-                self.gid,
-                self.target,
-            ),
-            use_bin_type=True,
-        )
-        return hashlib.blake2b(canon, digest_size=IDENTITY_LEN).digest()
+        """Hash of everything a user can observe, mtime included (16 bytes).
+
+        The mtime counts because the mount versions ``utimens`` like chmod and
+        chown; re-uploading identical bytes is a new version, as in S3.
+        """
+        return hashlib.blake2b(self.encode(), digest_size=IDENTITY_LEN).digest()
 
     def value(self) -> bytes:
         """The stored form of a record's value: identity followed by the encoding."""
-        return self.identity() + self.encode()
+        enc = self.encode()
+        return hashlib.blake2b(enc, digest_size=IDENTITY_LEN).digest() + enc
+
 
 
 def decode_entry(data: bytes) -> Entry:
@@ -108,13 +91,29 @@ def decode_entry(data: bytes) -> Entry:
         if data[0] != ENTRY_VERSION:
             raise ValueError(f"unknown entry version {data[0]}")
         f = msgpack.unpackb(data[1:], use_list=False, raw=False)
-        return Entry(f[0], f[1], f[2], f[3], f[4], tuple(tuple(p) for p in f[5]), f[6], f[7], f[8], f[9])
+        if len(f) != 10:
+            raise ValueError(f"entry has {len(f)} fields")
+        return _make_entry(f)
     except (ValueError, IndexError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
         raise Corrupt(f"undecodable entry: {exc}") from exc
 
 
+_make_entry = Entry._make
+
+
+def _unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, use_list=False, raw=False)
+
+
 def decode_value(value: bytes) -> Entry:
-    """Decode a stored record value (identity + entry)."""
+    """Decode a stored record value (identity + entry); raises ``Corrupt``."""
+    try:
+        if value[IDENTITY_LEN] == ENTRY_VERSION:
+            f = _unpack(value[IDENTITY_LEN + 1 :])
+            if len(f) == 10:
+                return _make_entry(f)
+    except Exception:  # noqa: BLE001 - any decoding failure is reported below
+        pass
     return decode_entry(value[IDENTITY_LEN:])
 
 

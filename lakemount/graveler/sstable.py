@@ -61,15 +61,13 @@ class TableWriter:
         self.count = 0
         self.last_key: bytes | None = None
         self.first_key: bytes | None = None
-        self.raw_bytes = 0
 
     def add(self, key: bytes, value: bytes) -> None:
         self._writer[key] = value
-        if self.first_key is None:
+        if not self.count:
             self.first_key = key
         self.last_key = key
         self.count += 1
-        self.raw_bytes += len(key) + len(value)
 
     def finish(self) -> str:
         """Finish the table and return its path."""

@@ -144,8 +144,9 @@ class CommittedStore:
             url = table_url(namespace, table_id)
             if self.cache.get(table_id) is not None or self.adapter.exists(url):
                 # Same records, possibly different file bytes (table properties carry
-                # timestamps): keep the stored file and its checksum.
-                stored = self._existing_checksum(namespace, table_id)
+                # a per-writer session id): keep the stored file and its checksum,
+                # unless it is damaged; adopting its checksum would bless bad data.
+                stored = self._existing_checksum(namespace, table_id, data)
                 if stored is not None:
                     self.stats.tables_reused += 1
                     return stored
@@ -160,12 +161,20 @@ class CommittedStore:
             except FileNotFoundError:
                 pass
 
-    def _existing_checksum(self, namespace: str, table_id: str) -> tuple[int, str] | None:
+    def _existing_checksum(self, namespace: str, table_id: str, new: bytes) -> tuple[int, str] | None:
+        """(size, checksum) of the stored table ``table_id`` if it holds the same records as ``new``."""
         data = self.cache.get(table_id)
         if data is None:
             try:
                 data = self.adapter.get(table_url(namespace, table_id))
             except ObjectNotFound:
                 return None
-            self.cache.put(table_id, data)
+        if data != new:
+            try:
+                same = TableReader(data).items() == TableReader(new).items()
+            except Corrupt:
+                same = False
+            if not same:
+                return None
+        self.cache.put(table_id, data)
         return len(data), checksum(data)

@@ -11,7 +11,9 @@ reference*, without reading it.
 from __future__ import annotations
 
 import hashlib
+import struct
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -28,6 +30,9 @@ MAX_RECORDS: Final = 32 * 1024
 MAX_BYTES: Final = 8 * 1024 * 1024
 
 _hash = xxhash.xxh3_64_intdigest
+_len_prefix = struct.Struct("<I").pack
+# Finishing a table and uploading it (fsync, network) overlaps with building the next.
+_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lm-range")
 
 
 @dataclass
@@ -54,19 +59,22 @@ class RangeBuilder:
     def empty(self) -> bool:
         return self._writer is None
 
-    def add(self, key: bytes, value: bytes) -> RangeInfo | None:
+    def add(self, key: bytes, value: bytes) -> Future[RangeInfo] | None:
         """Add a record; returns the finished range when this key ends one."""
         w = self._writer
         if w is None:
             w = self._writer = TableWriter(self._store.tmpdir)
         w.add(key, value)
-        self._hasher.update(len(key).to_bytes(4, "little") + key + value[:16])
+        # The identity (value[:16]) covers the whole entry; the length prefix keeps
+        # (key, identity) pairs unambiguous.
+        self._hasher.update(_len_prefix(len(key)) + key + value[:16])
         self._bytes += len(key) + len(value)
-        if (_hash(key) & CUT_MASK) == 0 or w.count >= MAX_RECORDS or self._bytes >= MAX_BYTES:
+        if not (_hash(key) & CUT_MASK) or w.count >= MAX_RECORDS or self._bytes >= MAX_BYTES:
             return self.flush()
         return None
 
-    def flush(self) -> RangeInfo | None:
+    def flush(self) -> Future[RangeInfo] | None:
+        """Finish the current range; finishing and uploading run on a worker thread."""
         w = self._writer
         if w is None:
             return None
@@ -74,6 +82,12 @@ class RangeBuilder:
         range_id = RangeID(self._hasher.hexdigest())
         self._hasher = hashlib.blake2b(b"r", digest_size=32)
         self._bytes = 0
+        self._stats.ranges_written += 1
+        self._stats.records_written += w.count
+        self._stats.written_ids.append(range_id)
+        return _pool.submit(self._finish, w, range_id)
+
+    def _finish(self, w: TableWriter, range_id: RangeID) -> RangeInfo:
         assert w.first_key is not None and w.last_key is not None
         try:
             path = w.finish()
@@ -81,9 +95,6 @@ class RangeBuilder:
             w.abort()
             raise
         size, digest = self._store.store_table(self._ns, range_id, path)
-        self._stats.ranges_written += 1
-        self._stats.records_written += w.count
-        self._stats.written_ids.append(range_id)
         return RangeInfo(range_id, w.first_key, w.last_key, w.count, size, digest)
 
     def abort(self) -> None:
@@ -120,7 +131,7 @@ def apply(
     range boundary, are reused by reference without being read.
     """
     stats = ApplyStats()
-    out: list[RangeInfo] = []
+    out: list[RangeInfo | Future[RangeInfo]] = []
     builder = RangeBuilder(store, namespace, stats)
     it: Iterator[tuple[bytes, bytes | None]] = iter(changes)
     pending = next(it, None)
@@ -165,8 +176,12 @@ def apply(
         done = builder.flush()
         if done:
             out.append(done)
+        ranges = [r.result() if isinstance(r, Future) else r for r in out]
     except BaseException:
         builder.abort()
+        for r in out:
+            if isinstance(r, Future):
+                r.cancel()
         raise
-    mr_id, digest = write_metarange(store, namespace, out)
+    mr_id, digest = write_metarange(store, namespace, ranges)
     return mr_id, digest, stats
