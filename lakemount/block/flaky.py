@@ -126,6 +126,9 @@ class FlakyAdapter:
     def put_file(self, url: str, path: str) -> None:
         self._call("put_file", url, lambda: self.inner.put_file(url, path))
 
+    def touch(self, url: str) -> None:
+        self._call("touch", url, lambda: self.inner.touch(url))
+
     def get(self, url: str) -> bytes:
         return self._call("get", url, lambda: self.inner.get(url))
 

@@ -107,6 +107,15 @@ class LocalAdapter:
             raise
         _fsync_dir(directory)
 
+    def touch(self, url: str) -> None:
+        path = self.path_of(url)
+        try:
+            os.utime(path)
+        except (FileNotFoundError, NotADirectoryError):
+            raise ObjectNotFound(url) from None
+        except OSError as e:
+            raise _translate(e, url) from e
+
     def delete(self, url: str) -> None:
         # Empty parent directories are left in place on purpose: removing them
         # would race with a concurrent put that just created them.

@@ -61,6 +61,11 @@ class MemoryAdapter:
         with self._lock:
             self._objects[url] = stored
 
+    def touch(self, url: str) -> None:
+        stored = self._lookup(url)
+        with self._lock:
+            self._objects[url] = _Stored(stored.data, time.time(), stored.etag)
+
     def put_file(self, url: str, path: str) -> None:
         self._check(url)
         buf = io.BytesIO()

@@ -106,6 +106,9 @@ class RouterAdapter:
     def exists(self, url: str) -> bool:
         return self.adapter_for(url).exists(url)
 
+    def touch(self, url: str) -> None:
+        self.adapter_for(url).touch(url)
+
     def delete(self, url: str) -> None:
         self.adapter_for(url).delete(url)
 

@@ -119,6 +119,14 @@ class S3Adapter:
             except (FileNotFoundError, IsADirectoryError):
                 raise ObjectNotFound(f"local file {path}") from None
 
+    def touch(self, url: str) -> None:
+        bucket, key = _split_object(url)
+        with _translated(url):
+            # A server-side self-copy refreshes LastModified without moving data.
+            self._client.copy_object(
+                Bucket=bucket, Key=key, CopySource={"Bucket": bucket, "Key": key}, MetadataDirective="REPLACE"
+            )
+
     def delete(self, url: str) -> None:
         bucket, key = _split_object(url)
         with contextlib.suppress(NotFound), _translated(url):

@@ -143,14 +143,11 @@ class Catalog:
     def _refresh_existing(self, url: str) -> bool:
         """True if the object exists; its modification time is refreshed so a
         concurrent garbage collection that began earlier does not delete it."""
-        touch = getattr(self.adapter, "touch", None)
-        if touch is not None:
-            try:
-                touch(url)
-                return True
-            except ObjectNotFound:
-                return False
-        return self.adapter.exists(url)
+        try:
+            self.adapter.touch(url)
+            return True
+        except ObjectNotFound:
+            return False
 
     def read(self, repo: Repository, entry: Entry, offset: int = 0, length: int | None = None) -> bytes:
         """Bytes of an object's data ([offset, offset+length)); ``ObjectNotFound`` if the data is gone."""

@@ -51,6 +51,13 @@ class BlockAdapter(Protocol):
 
     def exists(self, url: str) -> bool: ...
 
+    def touch(self, url: str) -> None:
+        """Refresh an object's modification time (``ObjectNotFound`` if missing).
+
+        Writers that reuse an existing content-addressed object touch it, so a
+        garbage collection whose mark began earlier sees it as new and keeps it.
+        """
+
     def delete(self, url: str) -> None:
         """Delete an object; deleting a missing object is not an error."""
 

@@ -258,3 +258,16 @@ def test_wrong_scheme_is_rejected(store: Store) -> None:
         store.adapter.get(other)
     with pytest.raises(InvalidArgument):
         store.adapter.put(other, b"x")
+
+
+
+def test_touch_refreshes_mtime_and_keeps_data(store: Store) -> None:
+    url = store.url("touch/me")
+    store.adapter.put(url, b"payload")
+    before = store.adapter.stat(url).mtime
+    time.sleep(1.1)  # S3 LastModified has one-second resolution
+    store.adapter.touch(url)
+    assert store.adapter.stat(url).mtime > before
+    assert store.adapter.get(url) == b"payload"
+    with pytest.raises(ObjectNotFound):
+        store.adapter.touch(store.url("touch/missing"))
