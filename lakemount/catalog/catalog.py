@@ -195,8 +195,7 @@ class Catalog:
         start = pkey
         if after:
             akey = after.encode("utf-8", "surrogateescape") + b"\x00"
-            if akey > start:
-                start = akey
+            start = max(start, akey)
         dkey = delimiter.encode() if delimiter else b""
         if not dkey and limit is None:
             # The common bulk case (recursive listings, S3 without delimiter): a tight loop.

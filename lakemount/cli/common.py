@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
@@ -102,7 +102,7 @@ def emit(data: Any, text: str | Iterable[str] | None = None) -> None:
 
 
 def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds")
 
 
 def commit_json(c: Commit) -> dict[str, Any]:

@@ -43,7 +43,7 @@ def diff(left: str, right: str | None, two_way: bool, prefix: str) -> None:
         v = r.right if r.right is not None else r.left
         size = decode_value(v).size if v is not None else 0
         rows.append({"path": r.key.decode("utf-8", "surrogateescape"), "type": r.kind, "size_bytes": size})
-    emit(rows, [f"{_SIGN[x['type']]} {x['type']:<8} {x['path']}" for x in rows] or ["No changes"])
+    emit(rows, [f"{_SIGN[str(x['type'])]} {x['type']:<8} {x['path']}" for x in rows] or ["No changes"])
 
 
 COMMANDS = [diff]

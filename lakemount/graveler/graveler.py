@@ -21,17 +21,17 @@ from typing import Final
 
 from lakemount.errors import (
     AlreadyExists,
+    AmbiguousRef,
     BranchNotFound,
     ConcurrentUpdate,
     InvalidArgument,
     MergeConflict,
-    NothingToCommit,
     NotFound,
+    NothingToCommit,
+    ObjectNotFound,
     PreconditionFailed,
     ProtectedBranch,
     RefNotFound,
-    AmbiguousRef,
-    ObjectNotFound,
 )
 from lakemount.graveler import names
 from lakemount.graveler.committed.diff import diff as committed_diff

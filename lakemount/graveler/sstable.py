@@ -187,7 +187,7 @@ class TableReader:
     Raises ``Corrupt`` when the bytes are not a table this reader understands.
     """
 
-    __slots__ = ("_data", "_index_keys", "_handles", "_blocks", "count", "name")
+    __slots__ = ("_blocks", "_data", "_handles", "_index_keys", "count", "name")
 
     def __init__(self, data: bytes, name: str = "table") -> None:
         self.name = name

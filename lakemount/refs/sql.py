@@ -135,18 +135,16 @@ class SqlRefStore:
     @contextmanager
     def _write(self) -> Iterator[Connection]:
         try:
-            with self.engine.connect().execution_options(lm_write=True) as conn:
-                with conn.begin():
-                    yield conn
+            with self.engine.connect().execution_options(lm_write=True) as conn, conn.begin():
+                yield conn
         except sa.exc.OperationalError as exc:
             raise Unavailable(f"ref store: {exc.orig}") from exc
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
         try:
-            with self.engine.connect() as conn:
-                with conn.begin():
-                    yield conn
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
         except sa.exc.OperationalError as exc:
             raise Unavailable(f"ref store: {exc.orig}") from exc
 
@@ -191,22 +189,6 @@ class SqlRefStore:
                 conn.execute(meta_t.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
             elif int(row[0]) > SCHEMA_VERSION:
                 raise SchemaTooNew(int(row[0]), SCHEMA_VERSION)
-
-    def _upsert_staging(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
-        if self.dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            stmt = pg_insert(staging_t)
-            conn.execute(
-                stmt.on_conflict_do_update(index_elements=["token", "key"], set_={"value": stmt.excluded.value}), rows
-            )
-        else:
-            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-            stmt = sqlite_insert(staging_t)
-            conn.execute(
-                stmt.on_conflict_do_update(index_elements=["token", "key"], set_={"value": stmt.excluded.value}), rows
-            )
 
     # -- repositories --------------------------------------------------------------
     def create_repository(self, repo: Repository, branch: Branch, commit: Commit) -> None:
@@ -499,8 +481,7 @@ class SqlRefStore:
             rows = self._query(text + f" ORDER BY key LIMIT {SCAN_BATCH}", params)
             if self.dialect == "postgresql":
                 rows = [(bytes(k), bytes(v) if v is not None else None) for k, v in rows]
-            for k, v in rows:
-                yield k, v
+            yield from rows
             if len(rows) < SCAN_BATCH:
                 return
             lower, inclusive = rows[-1][0], False

@@ -19,7 +19,7 @@ Change = tuple[bytes, bytes | None, bytes | None]  # key, left value, right valu
 
 
 class _Cursor:
-    __slots__ = ("mr", "ri", "recs", "j", "n")
+    __slots__ = ("j", "mr", "n", "recs", "ri")
 
     def __init__(self, mr: MetaRange, start: bytes) -> None:
         self.mr = mr

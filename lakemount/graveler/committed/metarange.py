@@ -14,7 +14,7 @@ from lakemount.graveler.sstable import TableReader
 
 
 class MetaRange:
-    __slots__ = ("id", "checksum", "ranges", "max_keys", "_load", "_readers")
+    __slots__ = ("_load", "_readers", "checksum", "id", "max_keys", "ranges")
 
     def __init__(
         self, id: MetaRangeID, checksum: str, ranges: list[RangeInfo], load: Callable[[RangeInfo], TableReader]
