@@ -58,25 +58,18 @@ def cli(ctx: click.Context, config: str | None, as_json: bool) -> None:
 
 
 def _register() -> None:
-    from lakemount.cli import (
-        branch,
-        cherry_pick,
-        commit,
-        diff,
-        fs,
-        log,
-        merge,
-        recover,
-        repo,
-        reset,
-        revert,
-        show,
-        tag,
-        up,
-    )
+    """Register every verb: each module of this package that defines ``COMMANDS``.
 
-    for mod in (repo, branch, commit, log, diff, merge, revert, cherry_pick, reset, tag, show, fs, recover, up):
-        for command in mod.COMMANDS:
+    Discovery instead of a hand-kept list, so adding a verb is adding a module.
+    """
+    import importlib
+    import pkgutil
+
+    import lakemount.cli as package
+
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for command in getattr(module, "COMMANDS", ()):
             cli.add_command(command)
 
 
