@@ -11,6 +11,7 @@ with a version byte so the scheme can change without a flag day.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import secrets
 from pathlib import Path
@@ -91,11 +92,9 @@ def read_key_file(path: str | os.PathLike[str], *, create: bool = True) -> str:
                 f.write(key + "\n")
                 f.flush()
                 os.fsync(f.fileno())
-            try:
-                # link() fails if another process won the race; then use its key.
+            # link() fails if another process won the race; then use its key.
+            with contextlib.suppress(FileExistsError):
                 os.link(tmp, p)
-            except FileExistsError:
-                pass
         finally:
             tmp.unlink(missing_ok=True)
     key = p.read_text().strip()

@@ -50,48 +50,64 @@ class Credentials:
 
 
 class UserNotFound(NotFound):
+    """No user has this id."""
+
     def __init__(self, user_id: str) -> None:
         super().__init__(f"user not found: {user_id}")
         self.user_id = user_id
 
 
 class UserAlreadyExists(AlreadyExists):
+    """A user with this id exists."""
+
     def __init__(self, user_id: str) -> None:
         super().__init__(f"user already exists: {user_id}")
         self.user_id = user_id
 
 
 class CredentialsNotFound(NotFound):
+    """No access key has this id (or not for this user)."""
+
     def __init__(self, access_key_id: str) -> None:
         super().__init__(f"access key not found: {access_key_id}")
         self.access_key_id = access_key_id
 
 
 class CredentialsAlreadyExist(AlreadyExists):
+    """An access key with this id exists."""
+
     def __init__(self, access_key_id: str) -> None:
         super().__init__(f"access key already exists: {access_key_id}")
         self.access_key_id = access_key_id
 
 
 class PolicyNotFound(NotFound):
+    """No built-in or custom policy has this name."""
+
     def __init__(self, name: str) -> None:
         super().__init__(f"policy not found: {name}")
         self.name = name
 
 
 class PolicyAlreadyExists(AlreadyExists):
+    """A policy with this name exists (built-in names included)."""
+
     def __init__(self, name: str) -> None:
         super().__init__(f"policy already exists: {name}")
         self.name = name
 
 
 class PolicyNotAttached(NotFound):
+    """The policy is not attached to the user."""
+
     def __init__(self, user_id: str, name: str) -> None:
         super().__init__(f"policy {name} is not attached to user {user_id}")
         self.user_id, self.name = user_id, name
 
 
 class PolicyAlreadyAttached(AlreadyExists):
+    """The policy is already attached to the user."""
+
     def __init__(self, user_id: str, name: str) -> None:
         super().__init__(f"policy {name} is already attached to user {user_id}")
         self.user_id, self.name = user_id, name

@@ -33,6 +33,8 @@ from lakemount.errors import InvalidArgument
 
 
 class Action(StrEnum):
+    """What a user may be allowed to do."""
+
     CREATE_REPO = "CreateRepo"
     DELETE_REPO = "DeleteRepo"
     READ_REPO = "ReadRepo"
@@ -42,6 +44,8 @@ class Action(StrEnum):
 
 
 class Effect(StrEnum):
+    """Whether a matching statement allows or denies."""
+
     ALLOW = "Allow"
     DENY = "Deny"
 
@@ -69,6 +73,7 @@ class Statement:
             raise InvalidArgument("a policy statement needs a resource (* or a repository name)")
 
     def matches(self, action: str, resource: str) -> bool:
+        """Whether this statement speaks about ``action`` on ``resource``."""
         return (ALL in self.actions or action in self.actions) and _resource_pattern(self.resource).fullmatch(
             resource
         ) is not None

@@ -348,9 +348,7 @@ class SqlAuthStore:
         with self._engine.connect() as conn:
             rows = conn.execute(
                 sa.select(user_policies.c.policy_name, policies.c.statements)
-                .select_from(
-                    user_policies.outerjoin(policies, policies.c.name == user_policies.c.policy_name)
-                )
+                .select_from(user_policies.outerjoin(policies, policies.c.name == user_policies.c.policy_name))
                 .where(user_policies.c.user_id == user_id)
             ).all()
         attached: list[Policy] = []

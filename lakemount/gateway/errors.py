@@ -42,9 +42,15 @@ CODES: Mapping[str, tuple[int, str]] = MappingProxyType(
         "AccessDenied": (403, "Access Denied"),
         "AuthorizationHeaderMalformed": (400, "The authorization header is malformed."),
         "AuthorizationQueryParametersError": (400, "Error parsing the X-Amz-Credential parameter."),
-        "BadDigest": (400, "The Content-MD5 or checksum value that you specified did not match what the server received."),
+        "BadDigest": (
+            400,
+            "The Content-MD5 or checksum value that you specified did not match what the server received.",
+        ),
         "BucketAlreadyExists": (409, "The requested bucket name is not available."),
-        "BucketAlreadyOwnedByYou": (409, "Your previous request to create the named bucket succeeded and you already own it."),
+        "BucketAlreadyOwnedByYou": (
+            409,
+            "Your previous request to create the named bucket succeeded and you already own it.",
+        ),
         "BucketNotEmpty": (409, "The bucket you tried to delete is not empty."),
         "EntityTooLarge": (400, "Your proposed upload exceeds the maximum allowed object size."),
         "EntityTooSmall": (400, "Your proposed upload is smaller than the minimum allowed object size."),
@@ -56,29 +62,56 @@ CODES: Mapping[str, tuple[int, str]] = MappingProxyType(
         "InvalidBucketName": (400, "The specified bucket is not valid."),
         "InvalidChunkSizeError": (403, "Only the last chunk is allowed to have a size less than 8192 bytes"),
         "InvalidDigest": (400, "The Content-MD5 or checksum value that you specified is not valid."),
-        "InvalidPart": (400, "One or more of the specified parts could not be found. The part might not have been uploaded, or the specified entity tag might not have matched the part's entity tag."),
-        "InvalidPartOrder": (400, "The list of parts was not in ascending order. Parts must be ordered by part number."),
+        "InvalidPart": (
+            400,
+            "One or more of the specified parts could not be found. The part might not have been uploaded, "
+            "or the specified entity tag might not have matched the part's entity tag.",
+        ),
+        "InvalidPartOrder": (
+            400,
+            "The list of parts was not in ascending order. Parts must be ordered by part number.",
+        ),
         "InvalidRange": (416, "The requested range is not satisfiable"),
         "InvalidRequest": (400, "Invalid Request"),
         "KeyTooLongError": (400, "Your key is too long"),
-        "MalformedTrailerError": (400, "The request contained trailing data that was not well-formed or did not conform to our published schema."),
-        "MalformedXML": (400, "The XML you provided was not well-formed or did not validate against our published schema."),
+        "MalformedTrailerError": (
+            400,
+            "The request contained trailing data that was not well-formed or did not conform to our published schema.",
+        ),
+        "MalformedXML": (
+            400,
+            "The XML you provided was not well-formed or did not validate against our published schema.",
+        ),
         "MetadataTooLarge": (400, "Your metadata headers exceed the maximum allowed metadata size."),
         "MethodNotAllowed": (405, "The specified method is not allowed against this resource."),
         "MissingContentLength": (411, "You must provide the Content-Length HTTP header."),
         "MissingSecurityHeader": (400, "Your request is missing a required header."),
         "NoSuchBucket": (404, "The specified bucket does not exist."),
         "NoSuchKey": (404, "The specified key does not exist."),
-        "NoSuchUpload": (404, "The specified multipart upload does not exist. The upload ID might be invalid, or the multipart upload might have been aborted or completed."),
+        "NoSuchUpload": (
+            404,
+            "The specified multipart upload does not exist. The upload ID might be invalid, "
+            "or the multipart upload might have been aborted or completed.",
+        ),
         "NoSuchVersion": (404, "The specified version does not exist."),
         "NotImplemented": (501, "A header you provided implies functionality that is not implemented."),
-        "OperationAborted": (409, "A conflicting conditional operation is currently in progress against this resource. Try again."),
+        "OperationAborted": (
+            409,
+            "A conflicting conditional operation is currently in progress against this resource. Try again.",
+        ),
         "PreconditionFailed": (412, "At least one of the preconditions you specified did not hold."),
         "RequestTimeTooSkewed": (403, "The difference between the request time and the server's time is too large."),
         "ServiceUnavailable": (503, "Please reduce your request rate."),
-        "SignatureDoesNotMatch": (403, "The request signature we calculated does not match the signature you provided. Check your key and signing method."),
+        "SignatureDoesNotMatch": (
+            403,
+            "The request signature we calculated does not match the signature you provided. "
+            "Check your key and signing method.",
+        ),
         "SlowDown": (503, "Please reduce your request rate."),
-        "XAmzContentSHA256Mismatch": (400, "The provided 'x-amz-content-sha256' header does not match what was computed."),
+        "XAmzContentSHA256Mismatch": (
+            400,
+            "The provided 'x-amz-content-sha256' header does not match what was computed.",
+        ),
     }
 )
 
@@ -135,4 +168,4 @@ def from_exception(err: BaseException, **fields: object) -> S3Error:
         return err
     if isinstance(err, lm.LakeMountError):
         return from_lakemount(err, **fields)
-    return s3_error("InternalError", **fields)
+    return s3_error("InternalError", None, **fields)

@@ -97,15 +97,16 @@ def canonical_amz_headers(pairs: Iterable[tuple[str, str]]) -> str:
     return "".join(f"{name}:{','.join(grouped[name])}\n" for name in sorted(grouped))
 
 
-def string_to_sign(
-    method: str, content_md5: str, content_type: str, date: str, amz_headers: str, resource: str
-) -> str:
+def string_to_sign(method: str, content_md5: str, content_type: str, date: str, amz_headers: str, resource: str) -> str:
+    """The SigV2 string to sign from its canonical parts."""
     return f"{method}\n{content_md5}\n{content_type}\n{date}\n{amz_headers}{resource}"
 
 
 def sign(secret: str, sts: str) -> str:
     """Base64 HMAC-SHA1 of the string to sign."""
-    return base64.b64encode(hmac.new(secret.encode(), sts.encode("utf-8", "surrogateescape"), hashlib.sha1).digest()).decode()
+    return base64.b64encode(
+        hmac.new(secret.encode(), sts.encode("utf-8", "surrogateescape"), hashlib.sha1).digest()
+    ).decode()
 
 
 def _resources(request: HttpRequest, bucket: str | None) -> list[str]:
@@ -113,6 +114,10 @@ def _resources(request: HttpRequest, bucket: str | None) -> list[str]:
     normalised = quote(unquote_to_bytes(request.path or "/"), safe="/~")
     if normalised not in paths:
         paths.append(normalised)
+    if bucket is None and paths[0].count("/") == 1 and paths[0] != "/":
+        # A path-style request on a bucket itself signs "/bucket/" (S3's rule,
+        # which botocore follows) though "/bucket" went on the wire.
+        paths.append(paths[0] + "/")
     out: list[str] = []
     for path in paths:
         for subs in (SUBRESOURCES, DOCUMENTED_SUBRESOURCES):
@@ -169,7 +174,7 @@ def verify_header(
     scheme, _, credential = auth.partition(" ")
     access_key_id, sep, provided = credential.strip().rpartition(":")
     if scheme != "AWS" or not sep or not access_key_id or not provided:
-        raise s3_error("AuthorizationHeaderMalformed", "Expected \"AWS <AWSAccessKeyId>:<Signature>\"")
+        raise s3_error("AuthorizationHeaderMalformed", 'Expected "AWS <AWSAccessKeyId>:<Signature>"')
     when = request_time(headers)
     if when is None:
         raise s3_error("AccessDenied", "AWS authentication requires a valid Date or x-amz-date header")

@@ -40,7 +40,7 @@ from enum import Enum
 from types import MappingProxyType
 from urllib.parse import quote, unquote_to_bytes
 
-import crc32c as _crc32c
+import crc32c
 
 from lakemount import errors as lm
 from lakemount.gateway.errors import S3Error, s3_error
@@ -139,6 +139,8 @@ def first(headers: Mapping[str, list[str]], name: str) -> str | None:
 
 
 class AuthScheme(Enum):
+    """Which signature scheme authenticated a request."""
+
     SIGV4_HEADER = "sigv4-header"
     SIGV4_QUERY = "sigv4-query"
     SIGV2_HEADER = "sigv2-header"
@@ -156,6 +158,7 @@ class PayloadMode(Enum):
 
     @property
     def chunked(self) -> bool:
+        """Whether the body is aws-chunked framed."""
         return self not in (PayloadMode.SHA256, PayloadMode.UNSIGNED)
 
 
@@ -221,10 +224,10 @@ class BodySummary:
 class _Crc:
     __slots__ = ("_fn", "_size", "_value")
 
-    def __init__(self, fn: Callable[[bytes, int], int], size: int) -> None:
+    def __init__(self, fn: Callable[[bytes | bytearray, int], int], size: int) -> None:
         self._fn, self._size, self._value = fn, size, 0
 
-    def update(self, data: bytes) -> None:
+    def update(self, data: bytes | bytearray) -> None:
         self._value = self._fn(data, self._value)
 
     def digest(self) -> bytes:
@@ -246,7 +249,7 @@ _CRC64_TABLE = _crc64_nvme_table()
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 
 
-def crc64_nvme(data: bytes, value: int = 0) -> int:
+def crc64_nvme(data: bytes | bytearray, value: int = 0) -> int:
     """CRC-64/NVME, chainable like ``zlib.crc32``.
 
     Pure Python (no wheel on PyPI ships it without also replacing botocore's
@@ -259,8 +262,8 @@ def crc64_nvme(data: bytes, value: int = 0) -> int:
     return crc ^ _MASK64
 
 
-def _crc32c(data: bytes, value: int) -> int:
-    return int(_crc32c.crc32c(data, value))
+def _crc32c(data: bytes | bytearray, value: int) -> int:
+    return int(crc32c.crc32c(data, value))
 
 
 CHECKSUM_ALGORITHMS: Mapping[str, Callable[[], _Crc | hashlib._Hash]] = MappingProxyType(
@@ -326,7 +329,7 @@ def body_plan(
     for name, values in headers.items():
         if name.startswith(CHECKSUM_HEADER_PREFIX):
             algorithm = name[len(CHECKSUM_HEADER_PREFIX) :]
-            if algorithm == "type":  # x-amz-checksum-type: FULL_OBJECT | COMPOSITE, not a value
+            if algorithm in ("type", "mode"):  # FULL_OBJECT|COMPOSITE, and GetObject's ENABLED
                 continue
             if algorithm not in CHECKSUM_ALGORITHMS:
                 raise s3_error("InvalidRequest", f"unsupported checksum algorithm {algorithm!r}")
@@ -361,7 +364,7 @@ def body_plan(
         trailers,
         decoded_length,
         content_length,
-        chunk_signing if mode.chunked else None,
+        chunk_signing if mode in (PayloadMode.STREAMING_SIGNED, PayloadMode.STREAMING_SIGNED_TRAILER) else None,
     )
 
 
@@ -400,7 +403,9 @@ def chunk_string_to_sign(signing: ChunkSigning, previous: str, data: bytes) -> s
 
 def chunk_signature(signing: ChunkSigning, previous: str, data: bytes) -> str:
     """Signature of chunk ``data`` following signature ``previous``."""
-    return hmac.new(signing.signing_key, chunk_string_to_sign(signing, previous, data).encode(), hashlib.sha256).hexdigest()
+    return hmac.new(
+        signing.signing_key, chunk_string_to_sign(signing, previous, data).encode(), hashlib.sha256
+    ).hexdigest()
 
 
 def trailer_signature(signing: ChunkSigning, previous: str, trailers: Sequence[tuple[str, str]]) -> str:
@@ -444,9 +449,7 @@ class BodyDecoder:
         self._finished = False
 
     # The payload, whatever the framing, goes through here exactly once.
-    def _emit(self, data: bytes | bytearray, out: bytearray) -> None:
-        if not data:
-            return
+    def _account(self, data: bytes | bytearray) -> None:
         self._length += len(data)
         limit = self._plan.decoded_length if self._plan.mode.chunked else self._plan.content_length
         if limit is not None and self._length > limit:
@@ -455,17 +458,21 @@ class BodyDecoder:
         if self._sha256 is not None:
             self._sha256.update(data)
         for h in self._sums.values():
-            h.update(bytes(data))
-        out += data
+            h.update(data)
+
+    def _emit(self, data: bytes | bytearray, out: bytearray) -> None:
+        if data:
+            self._account(data)
+            out += data
 
     def feed(self, data: bytes) -> bytes:
         """Consume raw body bytes; return the payload bytes now verified."""
         if self._finished:
             raise s3_error("InvalidRequest", "body data after the end of the body")
-        out = bytearray()
         if self._state == "identity":
-            self._emit(data, out)
-            return bytes(out)
+            self._account(data)
+            return data  # no framing: hand the caller's buffer straight back
+        out = bytearray()
         self._buf += data
         while self._step(out):
             pass
@@ -703,11 +710,15 @@ def canonical_headers(headers: Mapping[str, list[str]], signed: Sequence[str]) -
 def canonical_request(
     method: str, uri: str, query: str, headers: Mapping[str, list[str]], signed: Sequence[str], payload: str
 ) -> str:
+    """The SigV4 canonical request (the header block keeps its trailing blank line)."""
     return "\n".join([method, uri, query, canonical_headers(headers, signed), ";".join(signed), payload])
 
 
 def string_to_sign(amz_date: str, scope: str, canonical: str) -> str:
-    return "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(canonical.encode("utf-8", "surrogateescape")).hexdigest()])
+    """The SigV4 string to sign for a canonical request."""
+    return "\n".join(
+        [ALGORITHM, amz_date, scope, hashlib.sha256(canonical.encode("utf-8", "surrogateescape")).hexdigest()]
+    )
 
 
 def signing_key(secret: str, date: str, region: str, service: str = SERVICE) -> bytes:
@@ -742,7 +753,7 @@ def _parse_credential(credential: str, error: str, region: str | None) -> _Scope
     if len(parts) != 5 or not parts[0] or not re.fullmatch(r"\d{8}", parts[1]):
         raise s3_error(
             error,
-            "Error parsing the Credential; expecting \"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\".",
+            'Error parsing the Credential; expecting "<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request".',
         )
     akid, date, req_region, service, terminator = parts
     if terminator != TERMINATOR:
@@ -886,9 +897,7 @@ def verify_header(
         raise s3_error("AccessDenied", "AWS authentication requires a valid Date or x-amz-date header")
     t, amz_date = when
     if amz_date[:8] != scope.date:
-        raise s3_error(
-            "AuthorizationHeaderMalformed", "Invalid credential date. Date is not the same as X-Amz-Date."
-        )
+        raise s3_error("AuthorizationHeaderMalformed", "Invalid credential date. Date is not the same as X-Amz-Date.")
     server = _now(now)
     if abs(server - t) > MAX_SKEW:
         raise s3_error(
@@ -965,17 +974,20 @@ def verify_query(
             "X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters.",
         )
     if params["X-Amz-Algorithm"] != ALGORITHM:
-        raise s3_error("AuthorizationQueryParametersError", "X-Amz-Algorithm only supports \"AWS4-HMAC-SHA256\"")
+        raise s3_error("AuthorizationQueryParametersError", 'X-Amz-Algorithm only supports "AWS4-HMAC-SHA256"')
     scope = _parse_credential(params["X-Amz-Credential"], "AuthorizationQueryParametersError", region)
     signed = _signed_header_list(params["X-Amz-SignedHeaders"], "AuthorizationQueryParametersError")
     t = _parse_amz_date(params["X-Amz-Date"])
     if t is None:
         raise s3_error(
-            "AuthorizationQueryParametersError", "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\""
+            "AuthorizationQueryParametersError",
+            "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"",
         )
     amz_date = t.strftime(_AMZ_DATE_FORMAT)
     if amz_date[:8] != scope.date:
-        raise s3_error("AuthorizationQueryParametersError", "Invalid credential date. Date is not the same as X-Amz-Date.")
+        raise s3_error(
+            "AuthorizationQueryParametersError", "Invalid credential date. Date is not the same as X-Amz-Date."
+        )
     expires_text = params["X-Amz-Expires"]
     if not expires_text.isdigit() or not expires_text.isascii():
         raise s3_error("AuthorizationQueryParametersError", "X-Amz-Expires should be a number")

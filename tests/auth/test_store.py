@@ -1,9 +1,10 @@
-"""SqlAuthStore against SQLite (file-backed, as the embedded default runs it)."""
+"""SqlAuthStore against SQLite (as the embedded default runs it) and, when configured, PostgreSQL."""
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,15 +31,22 @@ from lakemount.auth import (
     UserNotFound,
     read_key_file,
 )
+from lakemount.auth.store import metadata as auth_metadata
 from lakemount.errors import AlreadyExists, InvalidArgument, NotFound, ReadOnly
 
 SERVER_KEY = "test-server-key"
 
 
-@pytest.fixture
-def engine(tmp_path: Path) -> sa.Engine:
-    eng = sa.create_engine(f"sqlite:///{tmp_path / 'refs.db'}")
-    yield eng
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sa.Engine]:
+    if request.param == "sqlite":
+        eng = sa.create_engine(f"sqlite:///{tmp_path / 'refs.db'}")
+        yield eng
+    else:
+        eng = sa.create_engine(request.getfixturevalue("postgres_url"))
+        auth_metadata.drop_all(eng)
+        yield eng
+        auth_metadata.drop_all(eng)
     eng.dispose()
 
 
@@ -185,9 +193,7 @@ def test_attach_detach(store: SqlAuthStore) -> None:
 
 
 def test_custom_policies_per_repository_and_deny_wins(store: SqlAuthStore) -> None:
-    store.create_policy(
-        Policy("ProdWriter", (Statement(Effect.ALLOW, ("ReadRepo", "WriteRepo"), "prod-*"),))
-    )
+    store.create_policy(Policy("ProdWriter", (Statement(Effect.ALLOW, ("ReadRepo", "WriteRepo"), "prod-*"),)))
     store.create_policy(Policy("NoProdSecrets", (Statement(Effect.DENY, ("*",), "prod-secrets"),)))
     store.create_user("etl")
     store.attach_policy("etl", "ProdWriter")
