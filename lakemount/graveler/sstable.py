@@ -32,6 +32,7 @@ FOOTER_LEN: Final = 53
 TRAILER_LEN: Final = 5  # compression type byte + 32-bit checksum
 FORMAT_VERSION: Final = 5  # Debian's sst_dump (RocksDB 7.8) rejects rocksdict's default 6
 BLOCK_SIZE: Final = 16 * 1024
+HOT_AFTER: Final = 32  # point lookups on one table before it is turned into a dict
 
 _u32 = struct.Struct("<I")
 
@@ -109,8 +110,16 @@ def _signed_varint(buf: bytes, pos: int) -> tuple[int, int]:
     return (v >> 1) ^ -(v & 1), pos
 
 
-def _block_entries(data: bytes, offset: int, size: int) -> tuple[list[bytes], list[bytes]]:
-    """Decode a data or meta block into parallel lists of keys and values."""
+def _block_entries_py(data: bytes, offset: int, size: int, strip: int = 0) -> tuple[list[bytes], list[bytes]]:
+    """Decode a data or meta block into parallel lists of keys (minus ``strip``
+    trailing bytes) and values.  The C extension ``_sstblock`` does the same ~20x faster."""
+    keys, values = _block_entries_raw(data, offset, size)
+    if strip:
+        keys = [k[:-strip] for k in keys]
+    return keys, values
+
+
+def _block_entries_raw(data: bytes, offset: int, size: int) -> tuple[list[bytes], list[bytes]]:
     end = offset + size
     num_restarts = _u32.unpack_from(data, end - 4)[0] & 0x7FFFFFFF
     limit = end - 4 - 4 * num_restarts
@@ -142,6 +151,21 @@ def _block_entries(data: bytes, offset: int, size: int) -> tuple[list[bytes], li
         vappend(data[kend : kend + vlen])
         pos = kend + vlen
     return keys, values
+
+
+try:
+    from lakemount.graveler._sstblock import decode_block as _decode_block_c
+except ImportError:  # built without a compiler: the pure-Python loop
+    _decode_block_c = None
+
+
+def _block_entries(data: bytes, offset: int, size: int, strip: int = 0) -> tuple[list[bytes], list[bytes]]:
+    if _decode_block_c is not None:
+        try:
+            return _decode_block_c(data, offset, size, strip)  # type: ignore[no-any-return]
+        except ValueError as exc:
+            raise struct.error(str(exc)) from exc
+    return _block_entries_py(data, offset, size, strip)
 
 
 def _index_entries(
@@ -187,7 +211,7 @@ class TableReader:
     Raises ``Corrupt`` when the bytes are not a table this reader understands.
     """
 
-    __slots__ = ("_blocks", "_data", "_handles", "_index_keys", "count", "name")
+    __slots__ = ("_blocks", "_data", "_gets", "_handles", "_index_keys", "_map", "count", "name")
 
     def __init__(self, data: bytes, name: str = "table") -> None:
         self.name = name
@@ -197,6 +221,8 @@ class TableReader:
         except (IndexError, struct.error, ValueError) as exc:
             raise Corrupt(f"{name}: not a readable SSTable ({exc})") from exc
         self._blocks: dict[int, tuple[list[bytes], list[bytes]]] = {}
+        self._map: dict[bytes, bytes] | None = None
+        self._gets = 0
 
     def _parse_footer(self) -> None:
         data = self._data
@@ -233,15 +259,26 @@ class TableReader:
         if blk is None:
             off, size = self._handles[i]
             try:
-                ikeys, values = _block_entries(self._data, off, size)
+                blk = _block_entries(self._data, off, size, 8)
             except (IndexError, struct.error) as exc:
                 raise Corrupt(f"{self.name}: bad data block at {off}") from exc
-            blk = ([k[:-8] for k in ikeys], values)
             self._blocks[i] = blk
         return blk
 
     def get(self, key: bytes) -> bytes | None:
-        """The value stored under ``key``, or None."""
+        """The value stored under ``key``, or None.
+
+        The first lookups decode only the one block that can hold the key; a
+        table that keeps being asked is turned into a hash map, so warm point
+        lookups cost one dict probe.
+        """
+        table = self._map
+        if table is not None:
+            return table.get(key)
+        self._gets += 1
+        if self._gets > HOT_AFTER:
+            self._map = table = dict(self.items())
+            return table.get(key)
         i = bisect_left(self._index_keys, key)
         if i == len(self._index_keys):
             return None
@@ -274,3 +311,5 @@ class TableReader:
     def drop_blocks(self) -> None:
         """Forget decoded blocks (memory); they are decoded again on demand."""
         self._blocks.clear()
+        self._map = None
+        self._gets = 0
