@@ -30,3 +30,6 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install -q -e ".[test]"
   touch "$stamp"
 fi
+
+# The separate venv for the Spark S3A end-to-end test (pyspark 3.2.4 + hadoop-aws jars).
+scripts/install_spark_s3a.sh
