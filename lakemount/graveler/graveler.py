@@ -123,7 +123,6 @@ class Graveler:
         self.committed = committed
         self.journal = journal
         self.clock = clock
-        self._repo_cache: dict[str, Repository] = {}
 
     # ------------------------------------------------------------------ repos
     def create_repository(
@@ -149,11 +148,10 @@ class Graveler:
         return repo
 
     def get_repository(self, name: str) -> Repository:
-        repo = self._repo_cache.get(name)
-        if repo is None:
-            repo = self.refs.get_repository(name)
-            self._repo_cache[name] = repo
-        return repo
+        # Not cached: another process may delete the repository and create one of the
+        # same name in another storage namespace, and writing to the old one would
+        # leave the new repository's commits pointing at tables nobody can find.
+        return self.refs.get_repository(name)
 
     def list_repositories(self) -> list[Repository]:
         return self.refs.list_repositories()
@@ -164,7 +162,6 @@ class Graveler:
             for t in b.tokens:
                 self.refs.drop_staging(t)
         self.refs.delete_repository(name)
-        self._repo_cache.pop(name, None)
         self.journal.forget_repository(name)
         self.journal.record(repo.storage_namespace, {"op": "repository-deleted", "name": name})
 
@@ -301,8 +298,10 @@ class Graveler:
         return self.refs.get_protection(repo)
 
     def set_protection_rules(self, repo: str, patterns: list[str]) -> None:
-        self.get_repository(repo)
-        self.refs.set_protection(repo, sorted(set(patterns)))
+        r = self.get_repository(repo)
+        rules = sorted(set(patterns))
+        self.refs.set_protection(repo, rules)
+        self.journal.record(r.storage_namespace, {"op": "protection", "patterns": rules})
 
     def _check_not_protected(self, repo: str, branch: str) -> None:
         for pattern in self.refs.get_protection(repo):

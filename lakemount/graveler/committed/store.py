@@ -8,17 +8,25 @@ parsed ``TableReader`` in an in-process LRU, so warm lookups parse nothing.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import xxhash
 
 from lakemount.errors import ChecksumMismatch, Corrupt, ObjectNotFound
 from lakemount.graveler.committed.metarange import MetaRange
-from lakemount.graveler.model import EMPTY_METARANGE, MetaRangeID, RangeInfo
+from lakemount.graveler.model import (
+    EMPTY_METARANGE,
+    IDENTITY_LEN,
+    MetaRangeID,
+    RangeInfo,
+    decode_value,
+    value_identity,
+)
 from lakemount.graveler.ports import BlockAdapter, Cache
 from lakemount.graveler.sstable import TableReader
 
@@ -33,6 +41,22 @@ def table_url(namespace: str, table_id: str) -> str:
 
 def checksum(data: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(data)
+
+
+def range_id_of(records: Iterable[tuple[bytes, bytes]]) -> str:
+    """The content id of a range holding ``records`` (what ``writer.RangeBuilder`` computes)."""
+    h = hashlib.blake2b(b"r", digest_size=32)
+    for key, value in records:
+        h.update(len(key).to_bytes(4, "little") + key + value[:IDENTITY_LEN])
+    return h.hexdigest()
+
+
+def metarange_id_of(ranges: Iterable[RangeInfo]) -> str:
+    """The content id of a metarange over ``ranges`` (what ``writer.write_metarange`` computes)."""
+    h = hashlib.blake2b(b"m", digest_size=32)
+    for r in ranges:
+        h.update(r.id.encode())
+    return h.hexdigest()
 
 
 @dataclass
@@ -67,7 +91,17 @@ class CommittedStore:
         self.stats = StoreStats()
 
     # -- reading ---------------------------------------------------------------
-    def _load_bytes(self, namespace: str, table_id: str, expected: str) -> bytes:
+    def _load_bytes(
+        self, namespace: str, table_id: str, expected: str, verify: Callable[[bytes], bool] | None = None
+    ) -> bytes:
+        """The bytes of a table whose checksum is ``expected``, or whose records ``verify`` proves are its own.
+
+        Two writers of the same table id (two processes committing the same staged
+        entries, or merging the same branches) may both upload it: the records are the
+        same but the bytes differ (table properties hold a per-writer session id), so a
+        commit may name a checksum whose bytes were overwritten.  Such a file is
+        accepted only if its records hash to its content id; anything else is corrupt.
+        """
         url = table_url(namespace, table_id)
 
         def load() -> bytes:
@@ -80,9 +114,34 @@ class CommittedStore:
             return data
 
         data = self.cache.get_or_load(table_id, load)
-        if checksum(data) != expected:
+        if checksum(data) != expected and (verify is None or not verify(data)):
             raise ChecksumMismatch(f"table {table_id} in {namespace}")
         return data
+
+    def _range_is(self, table_id: str, data: bytes) -> bool:
+        """True if ``data`` parses to records whose values and range id are self-consistent."""
+        try:
+            records = TableReader(data).items()
+            for _k, v in records:
+                if decode_value(v).identity() != value_identity(v):
+                    return False
+        except Corrupt:
+            return False
+        return range_id_of(records) == table_id
+
+    def _metarange_is(self, namespace: str, table_id: str, data: bytes) -> bool:
+        """True if ``data`` lists ranges hashing to ``table_id`` whose bounds and counts match the ranges."""
+        try:
+            ranges = [RangeInfo.decode(k, v) for k, v in TableReader(data).items()]
+            if metarange_id_of(ranges) != table_id:
+                return False
+            for info in ranges:
+                records = self.range_reader(namespace, info).items()
+                if not records or (records[0][0], records[-1][0], len(records)) != (info.min_key, info.max_key, info.count):
+                    return False
+        except Corrupt:
+            return False
+        return True
 
     def _cached_reader(self, table_id: str) -> TableReader | None:
         with self._lock:
@@ -101,7 +160,8 @@ class CommittedStore:
         """A parsed reader of one range; raises ``Corrupt`` if missing or damaged."""
         reader = self._cached_reader(info.id)
         if reader is None:
-            reader = TableReader(self._load_bytes(namespace, info.id, info.checksum), name=f"range {info.id}")
+            data = self._load_bytes(namespace, info.id, info.checksum, lambda d: self._range_is(info.id, d))
+            reader = TableReader(data, name=f"range {info.id}")
             self._remember_reader(info.id, reader)
         return reader
 
@@ -116,9 +176,10 @@ class CommittedStore:
         if metarange_id == EMPTY_METARANGE:
             ranges: list[RangeInfo] = []
         else:
-            reader = TableReader(
-                self._load_bytes(namespace, metarange_id, expected_checksum), name=f"metarange {metarange_id}"
+            data = self._load_bytes(
+                namespace, metarange_id, expected_checksum, lambda d: self._metarange_is(namespace, metarange_id, d)
             )
+            reader = TableReader(data, name=f"metarange {metarange_id}")
             ranges = [RangeInfo.decode(k, v) for k, v in reader.items()]
         mr = MetaRange(metarange_id, expected_checksum, ranges, self._range_loader(namespace))
         with self._lock:

@@ -1,0 +1,60 @@
+"""Helpers for the graveler tests: a deterministic clock, entries from short strings, a Graveler builder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lakemount.block import MemoryAdapter
+from lakemount.cache.ram import RamCache
+from lakemount.graveler.committed.store import CommittedStore
+from lakemount.graveler.graveler import Graveler
+from lakemount.graveler.journal import Journal
+from lakemount.graveler.model import Entry, decode_value
+from lakemount.graveler.ports import BlockAdapter
+from lakemount.refs.sql import SqlRefStore
+
+
+class TickClock:
+    """A deterministic clock: every call returns one second later than the last."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def val(content: str, **fields: object) -> bytes:
+    """The stored value of an entry whose content is ``content`` (equal strings, equal values)."""
+    return Entry(f"data/{content}", len(content), etag=content, **fields).value()  # type: ignore[arg-type]
+
+
+def content(value: bytes | None) -> str | None:
+    """Inverse of :func:`val`."""
+    return None if value is None else decode_value(value).etag
+
+
+def build_graveler(
+    db_path: Path | str,
+    adapter: BlockAdapter | None = None,
+    *,
+    system_ns: str = "mem://system",
+    cache_bytes: int = 1 << 26,
+) -> Graveler:
+    """A Graveler on a SQLite ref store at ``db_path`` and ``adapter`` (a fresh MemoryAdapter by default)."""
+    adapter = adapter if adapter is not None else MemoryAdapter()
+    return Graveler(
+        SqlRefStore(f"sqlite:///{db_path}"),
+        CommittedStore(adapter, RamCache(cache_bytes)),
+        Journal(adapter, system_ns),
+        clock=TickClock(),
+    )
+
+
+def fresh_view(g: Graveler, adapter: BlockAdapter | None = None) -> Graveler:
+    """Another Graveler on the same ref store and block store with empty caches (what a new process sees)."""
+    adapter = adapter if adapter is not None else g.committed.adapter
+    return Graveler(
+        g.refs, CommittedStore(adapter, RamCache(1 << 26)), Journal(adapter, g.journal.system_namespace), clock=g.clock
+    )

@@ -1,0 +1,430 @@
+"""One conformance suite for ``SqlRefStore``, run on SQLite and on PostgreSQL.
+
+Every test takes ``ref_url`` (see conftest.py), so the same assertions hold on both
+backends: repositories, branches and their compare-and-swap, tags, commits, staging
+(multi-token precedence, scans, drops), protection, the schema version guard, and
+concurrent committers in several processes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from lakemount.block import LocalAdapter
+from lakemount.cache.ram import RamCache
+from lakemount.errors import (
+    AlreadyExists,
+    BranchNotFound,
+    CommitNotFound,
+    NotFound,
+    RepositoryNotFound,
+    SchemaTooNew,
+)
+from lakemount.graveler.committed.store import CommittedStore
+from lakemount.graveler.graveler import Graveler, new_token
+from lakemount.graveler.journal import Journal
+from lakemount.graveler.recover import recover
+from lakemount.graveler.model import (
+    EMPTY_METARANGE,
+    Branch,
+    Commit,
+    CommitID,
+    MetaRangeID,
+    Repository,
+    StagingToken,
+    Tag,
+)
+from lakemount.refs.sql import SCAN_BATCH, SCHEMA_VERSION, SqlRefStore
+
+from . import _workers
+
+
+def mk_commit(n: int, parents: tuple[str, ...] = (), **kw: object) -> Commit:
+    fields: dict[str, object] = {
+        "metarange_id": MetaRangeID(f"{n:064x}"),
+        "metarange_checksum": f"{n:032x}",
+        "message": f"commit {n} – ünïcode",
+        "committer": "tester",
+        "creation_date": 1_700_000_000.123456 + n,
+        "metadata": (("a", "1"), ("b", "two")),
+        "generation": len(parents) + 1,
+    }
+    fields.update(kw)
+    cid = Commit.compute_id(
+        parents,
+        str(fields["metarange_id"]),
+        str(fields["message"]),
+        "tester",
+        float(fields["creation_date"]),
+        fields["metadata"],
+    )  # type: ignore[arg-type]
+    return Commit(cid, tuple(CommitID(p) for p in parents), **fields)  # type: ignore[arg-type]
+
+
+ROOT = mk_commit(0)
+
+
+@pytest.fixture
+def store(ref_url: str) -> SqlRefStore:
+    s = SqlRefStore(ref_url)
+    s.create_repository(
+        Repository("repo", "mem://repo", "main", 1.5), Branch("main", ROOT.id, StagingToken("t-main")), ROOT
+    )
+    return s
+
+
+# --------------------------------------------------------------------------- repositories
+
+
+def test_repositories(store: SqlRefStore) -> None:
+    assert store.get_repository("repo") == Repository("repo", "mem://repo", "main", 1.5)
+    with pytest.raises(AlreadyExists):
+        store.create_repository(Repository("repo", "mem://x", "main", 2.0), Branch("main", ROOT.id, new_token()), ROOT)
+    other = mk_commit(1)
+    store.create_repository(Repository("abc", "mem://abc", "trunk", 2.0), Branch("trunk", other.id, new_token()), other)
+    assert [r.name for r in store.list_repositories()] == ["abc", "repo"]
+    assert store.get_commit("abc", other.id) == other
+    assert store.get_branch("abc", "trunk").commit_id == other.id
+    with pytest.raises(RepositoryNotFound):
+        store.get_repository("nope")
+    store.stage("abc", "trunk", [(b"k", b"v")])
+    store.create_tag("abc", Tag("t", other.id))
+    store.set_protection("abc", ["trunk"])
+    store.delete_repository("abc")
+    with pytest.raises(RepositoryNotFound):
+        store.get_repository("abc")
+    with pytest.raises(RepositoryNotFound):
+        store.get_branch("abc", "trunk")
+    with pytest.raises(RepositoryNotFound):
+        store.delete_repository("abc")
+    assert [r.name for r in store.list_repositories()] == ["repo"]
+    # Everything of the deleted repository is gone: recreating it starts empty.
+    store.create_repository(Repository("abc", "mem://abc2", "main", 3.0), Branch("main", ROOT.id, new_token()), ROOT)
+    assert store.list_tags("abc") == []
+    assert store.get_protection("abc") == []
+    with pytest.raises(CommitNotFound):
+        store.get_commit("abc", other.id)
+    assert [c.id for c in store.list_commits("abc")] == [ROOT.id]
+
+
+# --------------------------------------------------------------------------- branches and CAS
+
+
+def test_branches(store: SqlRefStore) -> None:
+    b = Branch("dev", ROOT.id, StagingToken("t1"), (StagingToken("s2"), StagingToken("s1")))
+    store.create_branch("repo", b)
+    assert store.get_branch("repo", "dev") == b
+    with pytest.raises(AlreadyExists):
+        store.create_branch("repo", Branch("dev", ROOT.id, StagingToken("t9")))
+    with pytest.raises(RepositoryNotFound):
+        store.create_branch("nope", Branch("dev", ROOT.id, StagingToken("t9")))
+    with pytest.raises(BranchNotFound):
+        store.get_branch("repo", "nope")
+    with pytest.raises(RepositoryNotFound):
+        store.get_branch("nope", "main")
+    assert [x.name for x in store.list_branches("repo")] == ["dev", "main"]
+    with pytest.raises(RepositoryNotFound):
+        store.list_branches("nope")
+    assert store.delete_branch("repo", "dev") == b
+    with pytest.raises(BranchNotFound):
+        store.delete_branch("repo", "dev")
+    with pytest.raises(RepositoryNotFound):
+        store.delete_branch("nope", "dev")
+    assert [x.name for x in store.list_branches("repo")] == ["main"]
+
+
+def test_cas_branch(store: SqlRefStore) -> None:
+    c1 = mk_commit(1, (ROOT.id,))
+    store.put_commit("repo", c1)
+    cur = store.get_branch("repo", "main")
+    sealed = Branch("main", cur.commit_id, StagingToken("t2"), (cur.staging_token,))
+    assert store.cas_branch("repo", cur, sealed)
+    assert store.get_branch("repo", "main") == sealed
+    # Every field of the expected row counts: a stale commit, token or sealed list loses.
+    stale = [
+        cur,
+        Branch("main", c1.id, sealed.staging_token, sealed.sealed_tokens),
+        Branch("main", sealed.commit_id, StagingToken("other"), sealed.sealed_tokens),
+        Branch("main", sealed.commit_id, sealed.staging_token, ()),
+        Branch("main", sealed.commit_id, sealed.staging_token, (StagingToken("x"), cur.staging_token)),
+    ]
+    for expected in stale:
+        assert not store.cas_branch("repo", expected, Branch("main", c1.id, StagingToken("bad"), ()))
+        assert store.get_branch("repo", "main") == sealed
+    assert not store.cas_branch("repo", Branch("nope", ROOT.id, StagingToken("t")), sealed)
+    final = Branch("main", c1.id, StagingToken("t2"), ())
+    assert store.cas_branch("repo", sealed, final)
+    assert store.get_branch("repo", "main") == final
+
+
+def test_cas_exactly_one_winner(store: SqlRefStore) -> None:
+    """Threads racing to swap from the same expected state: one wins, the others see False."""
+
+    def swap(cur: Branch, barrier: threading.Barrier, wins: list[int], round_: int, i: int) -> None:
+        barrier.wait()
+        if store.cas_branch("repo", cur, Branch("main", cur.commit_id, StagingToken(f"r{round_}-{i}"), ())):
+            wins.append(i)
+
+    for round_ in range(5):
+        cur = store.get_branch("repo", "main")
+        wins: list[int] = []
+        barrier = threading.Barrier(6)
+        threads = [threading.Thread(target=swap, args=(cur, barrier, wins, round_, i)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(wins) == 1
+        assert store.get_branch("repo", "main").staging_token == f"r{round_}-{wins[0]}"
+
+
+# --------------------------------------------------------------------------- tags
+
+
+def test_tags(store: SqlRefStore) -> None:
+    store.create_tag("repo", Tag("v1", ROOT.id))
+    store.create_tag("repo", Tag("a.b-c_d", ROOT.id))
+    assert store.get_tag("repo", "v1") == Tag("v1", ROOT.id)
+    with pytest.raises(AlreadyExists):
+        store.create_tag("repo", Tag("v1", ROOT.id))
+    with pytest.raises(RepositoryNotFound):
+        store.create_tag("nope", Tag("v1", ROOT.id))
+    assert [t.name for t in store.list_tags("repo")] == ["a.b-c_d", "v1"]
+    store.delete_tag("repo", "v1")
+    with pytest.raises(NotFound):
+        store.get_tag("repo", "v1")
+    with pytest.raises(NotFound):
+        store.delete_tag("repo", "v1")
+    with pytest.raises(RepositoryNotFound):
+        store.delete_tag("nope", "v1")
+
+
+# --------------------------------------------------------------------------- commits
+
+
+def test_commits(store: SqlRefStore, ref_url: str) -> None:
+    c1 = mk_commit(1, (ROOT.id,))
+    c2 = mk_commit(2, (c1.id, ROOT.id), metadata=(), message="", generation=7)
+    for c in (c1, c2):
+        store.put_commit("repo", c)
+        store.put_commit("repo", c)  # again: a no-op
+    # A fresh store (no commit cache) reads back every field exactly.
+    fresh = SqlRefStore(ref_url)
+    for c in (ROOT, c1, c2):
+        assert fresh.get_commit("repo", c.id) == c
+    assert fresh.get_commit("repo", c2.id).parents == (c1.id, ROOT.id)
+    assert sorted(c.id for c in fresh.list_commits("repo")) == sorted([ROOT.id, c1.id, c2.id])
+    with pytest.raises(CommitNotFound):
+        fresh.get_commit("repo", "f" * 64)
+    with pytest.raises(CommitNotFound):
+        fresh.get_commit("other", c1.id)
+    # Prefix lookups: ordered, limited, exact on full ids.
+    ids = sorted([ROOT.id, c1.id, c2.id])
+    assert fresh.commits_with_prefix("repo", "", limit=10) == ids
+    assert fresh.commits_with_prefix("repo", "", limit=2) == ids[:2]
+    for cid in ids:
+        assert fresh.commits_with_prefix("repo", cid, limit=5) == [cid]
+        assert cid in fresh.commits_with_prefix("repo", cid[:3], limit=5)
+    assert fresh.commits_with_prefix("repo", "zz", limit=5) == []
+    assert fresh.commits_with_prefix("other", ROOT.id[:6], limit=5) == []
+
+
+def test_empty_metarange_commit_round_trip(store: SqlRefStore) -> None:
+    c = mk_commit(3, (ROOT.id,), metarange_id=EMPTY_METARANGE, metarange_checksum="")
+    store.put_commit("repo", c)
+    assert store.get_commit("repo", c.id) == c
+
+
+# --------------------------------------------------------------------------- staging
+
+
+def test_stage_goes_to_the_current_token(store: SqlRefStore) -> None:
+    store.stage("repo", "main", [(b"a", b"1"), (b"b", None), (b"a", b"2")])  # last write of a key wins
+    assert list(store.staged_scan(StagingToken("t-main"))) == [(b"a", b"2"), (b"b", None)]
+    cur = store.get_branch("repo", "main")
+    assert store.cas_branch("repo", cur, Branch("main", cur.commit_id, StagingToken("t-next"), (cur.staging_token,)))
+    store.stage("repo", "main", [(b"a", b"3"), (b"c", b"new")])
+    assert list(store.staged_scan(StagingToken("t-main"))) == [(b"a", b"2"), (b"b", None)]
+    assert list(store.staged_scan(StagingToken("t-next"))) == [(b"a", b"3"), (b"c", b"new")]
+    assert store.staged_count(StagingToken("t-main")) == 2
+    assert store.staged_count(StagingToken("t-next")) == 2
+    assert store.staged_count(StagingToken("never")) == 0
+    with pytest.raises(BranchNotFound):
+        store.stage("repo", "nope", [(b"a", b"1")])
+    with pytest.raises(RepositoryNotFound):
+        store.stage("nope", "main", [(b"a", b"1")])
+
+
+def test_staged_get_precedence(store: SqlRefStore) -> None:
+    t1, t2, t3 = StagingToken("p1"), StagingToken("p2"), StagingToken("p3")
+    for token, items in (
+        (t3, [(b"k", b"old"), (b"only3", b"3")]),
+        (t2, [(b"k", None), (b"only2", b"2")]),
+        (t1, [(b"k", b"new")]),
+    ):
+        cur = store.get_branch("repo", "main")
+        store.cas_branch("repo", cur, Branch("main", cur.commit_id, token, cur.sealed_tokens))
+        store.stage("repo", "main", items)
+    assert store.staged_get([t1, t2, t3], b"k") == (True, b"new")
+    assert store.staged_get([t2, t3], b"k") == (True, None)  # a tombstone is found, with no value
+    assert store.staged_get([t3], b"k") == (True, b"old")
+    assert store.staged_get([t3, t2], b"k") == (True, b"old")  # the order given is the precedence
+    assert store.staged_get([t1, t2, t3], b"only3") == (True, b"3")
+    assert store.staged_get([t1, t2, t3], b"missing") == (False, None)
+    assert store.staged_get([t1], b"only2") == (False, None)
+
+
+def test_graveler_reads_across_sealed_tokens(ref_url: str, tmp_path: Path) -> None:
+    """A branch's view merges its staging token over its sealed ones (commits in flight), newest first."""
+    g = Graveler(
+        SqlRefStore(ref_url),
+        CommittedStore(LocalAdapter(), RamCache(1 << 24)),
+        Journal(LocalAdapter(), f"local://{tmp_path}/sys"),
+    )
+    g.create_repository("repo", f"local://{tmp_path}/ns")
+    g.set_many("repo", "main", [(b"a", b"\0" * 16 + b"x"), (b"b", b"\0" * 16 + b"x"), (b"c", b"\0" * 16 + b"x")])
+    for items in ([(b"a", b"1" * 17), (b"b", None)], [(b"a", b"2" * 17), (b"d", b"2" * 17)]):
+        cur = g.refs.get_branch("repo", "main")
+        g.refs.cas_branch("repo", cur, Branch("main", cur.commit_id, new_token(), cur.tokens))
+        g.set_many("repo", "main", items)
+    ref = g.resolve("repo", "main")
+    assert list(g.scan("repo", ref)) == [(b"a", b"2" * 17), (b"c", b"\0" * 16 + b"x"), (b"d", b"2" * 17)]
+    assert list(g.scan("repo", ref, b"b", b"d")) == [(b"c", b"\0" * 16 + b"x")]
+    assert g.get("repo", ref, b"b") is None
+    assert g.get("repo", ref, b"a") == b"2" * 17
+    # Committing takes every token's entries, newest winning.
+    g.commit("repo", "main", "all")
+    assert list(g.scan("repo", g.resolve("repo", "main@"))) == list(g.scan("repo", ref))
+    assert all(g.refs.staged_count(t) == 0 for t in g.refs.get_branch("repo", "main").tokens)
+
+
+def test_staged_scan_order_bounds_and_paging(store: SqlRefStore) -> None:
+    t = store.get_branch("repo", "main").staging_token
+    keys = [b"\x00", b"\x00\x00", b"a", b"a\x00", b"a\xff", b"b", b"\xff", b"\xff\xff"]
+    store.stage("repo", "main", [(k, b"v" + k) for k in keys])
+    assert [k for k, _ in store.staged_scan(t)] == keys  # bytewise order on both backends
+    assert [k for k, _ in store.staged_scan(t, b"a", b"b")] == [b"a", b"a\x00", b"a\xff"]
+    assert [k for k, _ in store.staged_scan(t, b"a\x01")] == [b"a\xff", b"b", b"\xff", b"\xff\xff"]
+    assert [k for k, _ in store.staged_scan(t, b"", b"\x00\x00")] == [b"\x00"]
+    assert all(isinstance(k, bytes) and isinstance(v, bytes) for k, v in store.staged_scan(t))
+    # More than one page.
+    n = SCAN_BATCH * 2 + 7
+    store.stage("repo", "main", [(b"p/%06d" % i, b"%d" % i) for i in range(n)])
+    got = list(store.staged_scan(t, b"p/", b"p0"))
+    assert [k for k, _ in got] == [b"p/%06d" % i for i in range(n)]
+    assert got[-1][1] == b"%d" % (n - 1)
+    assert [k for k, _ in store.staged_scan(t, b"p/%06d" % (SCAN_BATCH - 1), b"p/%06d" % (SCAN_BATCH + 2))] == [
+        b"p/%06d" % i for i in range(SCAN_BATCH - 1, SCAN_BATCH + 2)
+    ]
+
+
+def test_drop_staging(store: SqlRefStore) -> None:
+    t = store.get_branch("repo", "main").staging_token
+    keys = [b"a/1", b"a/2", b"ab", b"b", b"\xff", b"\xff\x01", b"\xff\xff\x00", b"c"]
+    store.stage("repo", "main", [(k, b"v") for k in keys])
+    store.drop_staging(t, key=b"b")
+    store.drop_staging(t, key=b"zz")  # absent: nothing happens
+    assert [k for k, _ in store.staged_scan(t)] == [b"a/1", b"a/2", b"ab", b"c", b"\xff", b"\xff\x01", b"\xff\xff\x00"]
+    store.drop_staging(t, prefix=b"a/")
+    assert [k for k, _ in store.staged_scan(t)] == [b"ab", b"c", b"\xff", b"\xff\x01", b"\xff\xff\x00"]
+    store.drop_staging(t, prefix=b"\xff\xff")  # a prefix with no upper bound
+    assert [k for k, _ in store.staged_scan(t)] == [b"ab", b"c", b"\xff", b"\xff\x01"]
+    store.drop_staging(t, prefix=b"\xff")
+    assert [k for k, _ in store.staged_scan(t)] == [b"ab", b"c"]
+    other = StagingToken("other-token")
+    cur = store.get_branch("repo", "main")
+    store.cas_branch("repo", cur, Branch("main", cur.commit_id, other, (t,)))
+    store.stage("repo", "main", [(b"ab", b"w")])
+    store.drop_staging(t)
+    assert list(store.staged_scan(t)) == []
+    assert list(store.staged_scan(other)) == [(b"ab", b"w")]  # other tokens untouched
+
+
+def test_protection(store: SqlRefStore) -> None:
+    assert store.get_protection("repo") == []
+    store.set_protection("repo", ["release-*", "main"])
+    assert store.get_protection("repo") == ["main", "release-*"]
+    store.set_protection("repo", [])
+    assert store.get_protection("repo") == []
+    with pytest.raises(RepositoryNotFound):
+        store.set_protection("nope", ["main"])
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def test_schema_version_too_new(ref_url: str) -> None:
+    s = SqlRefStore(ref_url)
+    SqlRefStore(ref_url)  # opening an up-to-date store again is fine
+    with s.engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE lm_meta SET value = :v WHERE key = 'schema_version'"), {"v": str(SCHEMA_VERSION + 1)}
+        )
+    with pytest.raises(SchemaTooNew) as ei:
+        SqlRefStore(ref_url)
+    assert (ei.value.found, ei.value.supported) == (SCHEMA_VERSION + 1, SCHEMA_VERSION)
+
+
+# --------------------------------------------------------------------------- concurrency
+
+
+def _spawn_committers(url: str, tmp_path: Path, workers: int, rounds: int, keys: int) -> Graveler:
+    adapter = LocalAdapter()
+    sys_ns = f"local://{tmp_path}/sys"
+    g = Graveler(SqlRefStore(url), CommittedStore(adapter, RamCache(1 << 26)), Journal(adapter, sys_ns))
+    g.create_repository(_workers.REPO, f"local://{tmp_path}/ns")
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(workers)
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(target=_workers.commit_worker, args=(url, sys_ns, w, rounds, keys, barrier, out), daemon=True)
+        for w in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        reports = [out.get(timeout=240) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+    errors = [err for _w, _r, err in reports if err]
+    assert not errors, "\n".join(errors)
+
+    head = g.resolve(_workers.REPO, "main@")
+    committed = {k for k, _ in g.scan(_workers.REPO, head)}
+    expected = {f"w{w}/r{r}/k{i:03d}".encode() for w in range(workers) for r in range(rounds) for i in range(keys)}
+    assert committed == expected  # every staged key, nothing else
+    assert list(g.diff_uncommitted(_workers.REPO, "main")) == []
+    history = {c.id for c in g.log(_workers.REPO, "main")}
+    made = [cid for _w, results, _e in reports for _r, cid in results if cid is not None]
+    assert len(made) == len(set(made))
+    assert set(made) <= history  # every commit a worker was told about is in the branch's history
+    assert len(made) >= rounds  # at least one commit per round landed
+    # Each commit holds its predecessor's keys plus new ones: history is linear and only grows.
+    chain = list(g.log(_workers.REPO, "main", first_parent=True))
+    assert all(len(c.parents) <= 1 for c in chain)
+    sizes = [sum(1 for _ in g.scan(_workers.REPO, g.resolve(_workers.REPO, c.id))) for c in reversed(chain)]
+    assert sizes == sorted(sizes) and sizes[-1] == len(expected)
+
+    # The journal the racing processes wrote replays to the same history.
+    rebuilt = SqlRefStore(f"sqlite:///{tmp_path}/recovered.db")
+    report = recover(g.journal, rebuilt)
+    assert report.warnings == []
+    assert rebuilt.get_branch(_workers.REPO, "main").commit_id == g.resolve(_workers.REPO, "main").commit_id
+    return g
+
+
+def test_concurrent_committers_in_processes(ref_url: str, tmp_path: Path) -> None:
+    _spawn_committers(ref_url, tmp_path, workers=4, rounds=3, keys=20)
+
+
+@pytest.mark.slow
+def test_concurrent_committers_in_processes_long(ref_url: str, tmp_path: Path) -> None:
+    _spawn_committers(ref_url, tmp_path, workers=8, rounds=10, keys=50)
