@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from lakemount.cli.common import ctx_obj, emit, json_option
+from lakemount.cli.common import ctx_obj, emit, json_option, progress
 
 
 @click.command("recover")
@@ -20,9 +20,30 @@ def recover(force: bool) -> None:
     from lakemount.graveler.recover import recover as run
 
     app = ctx_obj().app
-    report = run(app.journal, app.refs, force=force)
-    data = report.to_json() if hasattr(report, "to_json") else vars(report)
-    emit(data, "Recovered: " + ", ".join(f"{k}={v}" for k, v in data.items()))
+    bars: dict[str, object] = {}
+
+    def on_progress(what: str, done: int, total: int) -> None:
+        bar = bars.get(what)
+        if bar is None:
+            bar = bars[what] = progress(total, what)
+        bar.n = done  # type: ignore[attr-defined]
+        bar.refresh()  # type: ignore[attr-defined]
+
+    try:
+        report = run(app.journal, app.refs, force=force, progress=on_progress)
+    finally:
+        for bar in bars.values():
+            bar.close()  # type: ignore[attr-defined]
+    data = {
+        "repositories": [vars(r) for r in report.repositories],
+        "commits": report.commits,
+        "branches": report.branches,
+        "tags": report.tags,
+        "warnings": report.warnings,
+    }
+    lines = [f"{r.name}: {r.commits} commits, {r.branches} branches, {r.tags} tags" for r in report.repositories]
+    lines += [f"warning: {w}" for w in report.warnings]
+    emit(data, lines or ["nothing to recover"])
 
 
 COMMANDS = [recover]
