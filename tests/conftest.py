@@ -14,7 +14,7 @@ from lakemount.graveler.graveler import Graveler
 @pytest.fixture
 def make_graveler(tmp_path: Path) -> Callable[..., Graveler]:
     """Factory of Gravelers on a SQLite file in ``tmp_path`` and a MemoryAdapter (see graveler/_support.py)."""
-    from graveler._support import build_graveler
+    from tests.graveler._support import build_graveler
 
     def make(adapter: Any = None, db: str = "refs.db", **kw: Any) -> Graveler:
         return build_graveler(tmp_path / db, adapter, **kw)

@@ -1,0 +1,308 @@
+"""The pyfuse3 adapter: kernel requests in, calls on the filesystem core out.
+
+Thin on purpose.  Each handler converts pyfuse3 types to the core's plain
+values and back; everything else is the core's.  Handlers first try the core
+operation without blocking (answered from memory: cached attributes, RAM-cached
+blocks), and only if it needs I/O run it again in a worker thread, under one
+``CapacityLimiter`` so a burst of requests cannot spawn unbounded threads.
+
+No exception other than ``pyfuse3.FUSEError`` may leave a handler: pyfuse3
+stops the whole mount on any other.  :meth:`FuseOperations._call` maps every
+exception through :func:`lakemount.fuse.errno.errno_of`; one it does not know
+becomes EIO and a log line with its traceback.
+
+Two background tasks run beside the request loop: one re-checks branch heads
+every ``head_ttl``, one issues the kernel cache invalidations the core queues
+(never from inside a request handler, where they could deadlock).
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import queue
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeVar
+
+import pyfuse3
+import trio
+
+from lakemount.fuse.core import FileSystem, NeedsThread
+from lakemount.fuse.values import Attr, Caller, SetAttr
+from lakemount.fuse.errno import ENOATTR, errno_of
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+DEFAULT_THREADS: Final = 16
+
+
+def entry_attributes(a: Attr) -> pyfuse3.EntryAttributes:
+    e = pyfuse3.EntryAttributes()
+    e.st_ino = pyfuse3.InodeT(a.ino)
+    e.generation = 0
+    e.entry_timeout = a.timeout
+    e.attr_timeout = a.timeout
+    e.st_mode = pyfuse3.ModeT(a.mode)
+    e.st_nlink = a.nlink
+    e.st_uid = a.uid
+    e.st_gid = a.gid
+    e.st_rdev = 0
+    e.st_size = a.size
+    e.st_blksize = a.blksize
+    e.st_blocks = a.blocks
+    e.st_atime_ns = a.atime_ns
+    e.st_mtime_ns = a.mtime_ns
+    e.st_ctime_ns = a.ctime_ns
+    return e
+
+
+def _caller(ctx: pyfuse3.RequestContext | None) -> Caller:
+    if ctx is None:
+        return Caller()
+    return Caller(ctx.uid, ctx.gid, ctx.pid)
+
+
+class FuseOperations(pyfuse3.Operations):
+    """pyfuse3 request handlers over a :class:`~lakemount.fuse.core.FileSystem`."""
+
+    supports_dot_lookup = True
+    enable_writeback_cache = False  # writes must reach the core in order, as they happen
+    enable_acl = False
+
+    def __init__(self, fs: FileSystem, *, threads: int = DEFAULT_THREADS) -> None:
+        super().__init__()
+        self.fs = fs
+        self.limiter = trio.CapacityLimiter(threads)
+        self._eio_counts: Counter[str] = Counter()
+
+    # ------------------------------------------------------------------ plumbing
+    async def _call(self, fn: Callable[..., T], *args: Any, fast: bool = False) -> T:
+        """Run a core operation (in memory if ``fast`` and possible, else in a worker thread)."""
+        try:
+            if fast:
+                try:
+                    with self.fs.nonblocking():
+                        return fn(*args)
+                except NeedsThread:
+                    pass
+            return await trio.to_thread.run_sync(functools.partial(fn, *args), limiter=self.limiter)
+        except pyfuse3.FUSEError:
+            raise
+        except trio.Cancelled:
+            raise
+        except Exception as exc:
+            raise pyfuse3.FUSEError(self._errno(fn, exc)) from None
+
+    def _errno(self, fn: Callable[..., Any], exc: BaseException) -> int:
+        code = errno_of(exc)
+        name = getattr(fn, "__name__", str(fn))
+        if code is None:
+            log.error("unexpected error in %s: %r", name, exc, exc_info=exc)
+            return errno.EIO
+        if code == errno.EIO:
+            # A store that is down fails every request: log the 1st, 2nd, 4th, 8th... failure of each kind.
+            self._eio_counts[name] += 1
+            n = self._eio_counts[name]
+            if n & (n - 1) == 0:
+                log.warning("%s failed (%d so far): %s", name, n, exc)
+        return code
+
+    def _guard(self, fn: Callable[..., T], *args: Any) -> T:
+        """For handlers that answer from memory: the same errno mapping, in the trio thread."""
+        try:
+            return fn(*args)
+        except pyfuse3.FUSEError:
+            raise
+        except Exception as exc:
+            raise pyfuse3.FUSEError(self._errno(fn, exc)) from None
+
+    # ------------------------------------------------------------------ lookups and attributes
+    async def lookup(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        return entry_attributes(await self._call(self.fs.lookup, parent_inode, name, fast=True))
+
+    async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
+        try:
+            self.fs.forget(inode_list)
+        except Exception:  # forget may not fail: it answers no request
+            log.exception("forget failed")
+
+    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        return entry_attributes(await self._call(self.fs.getattr, inode, fast=True))
+
+    async def setattr(
+        self,
+        inode: int,
+        attr: pyfuse3.EntryAttributes,
+        fields: pyfuse3.SetattrFields,
+        fh: int | None,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        changes = SetAttr(
+            size=attr.st_size if fields.update_size else None,
+            mode=attr.st_mode if fields.update_mode else None,
+            uid=attr.st_uid if fields.update_uid else None,
+            gid=attr.st_gid if fields.update_gid else None,
+            atime_ns=attr.st_atime_ns if fields.update_atime else None,
+            mtime_ns=attr.st_mtime_ns if fields.update_mtime else None,
+        )
+        return entry_attributes(await self._call(self.fs.setattr, inode, changes, fh, _caller(ctx)))
+
+    async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
+        return await self._call(self.fs.readlink, inode, fast=True)
+
+    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        s = await self._call(self.fs.statfs, fast=True)
+        out = pyfuse3.StatvfsData()
+        out.f_bsize, out.f_frsize = s.bsize, s.frsize
+        out.f_blocks, out.f_bfree, out.f_bavail = s.blocks, s.bfree, s.bavail
+        out.f_files, out.f_ffree, out.f_favail = s.files, s.ffree, s.favail
+        out.f_namemax = s.namemax
+        return out
+
+    # ------------------------------------------------------------------ namespace
+    async def mknod(
+        self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        return entry_attributes(await self._call(self.fs.mknod, parent_inode, name, mode, rdev, _caller(ctx)))
+
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        return entry_attributes(await self._call(self.fs.mkdir, parent_inode, name, mode, _caller(ctx)))
+
+    async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        await self._call(self.fs.unlink, parent_inode, name)
+
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        await self._call(self.fs.rmdir, parent_inode, name)
+
+    async def symlink(
+        self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        return entry_attributes(await self._call(self.fs.symlink, parent_inode, name, target, _caller(ctx)))
+
+    async def rename(
+        self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes, flags: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> None:
+        await self._call(self.fs.rename, parent_inode_old, name_old, parent_inode_new, name_new, flags)
+
+    async def link(
+        self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        return entry_attributes(await self._call(self.fs.link, inode, new_parent_inode, new_name, fast=True))
+
+    # ------------------------------------------------------------------ files
+    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        opened = await self._call(self.fs.open, inode, flags, _caller(ctx), fast=True)
+        return pyfuse3.FileInfo(fh=pyfuse3.FileHandleT(opened.fh), keep_cache=opened.keep_cache, direct_io=opened.direct_io)
+
+    async def create(
+        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
+    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        opened, attr = await self._call(self.fs.create, parent_inode, name, mode, flags, _caller(ctx))
+        info = pyfuse3.FileInfo(fh=pyfuse3.FileHandleT(opened.fh), keep_cache=opened.keep_cache, direct_io=opened.direct_io)
+        return info, entry_attributes(attr)
+
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        return await self._call(self.fs.read, fh, off, size, fast=True)
+
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        return await self._call(self.fs.write, fh, off, buf)
+
+    async def flush(self, fh: int) -> None:
+        await self._call(self.fs.flush, fh, fast=True)
+
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        await self._call(self.fs.fsync, fh, datasync)
+
+    async def release(self, fh: int) -> None:
+        await self._call(self.fs.release, fh, fast=True)
+
+    # ------------------------------------------------------------------ directories
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+        return await self._call(self.fs.opendir, inode, fast=True)
+
+    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        # Listings are built by opendir; paging through them never does I/O.
+        pos = start_id
+        while True:
+            items = self._guard(self.fs.readdir, fh, pos)
+            if not items:
+                return
+            for i, item in enumerate(items):
+                if not pyfuse3.readdir_reply(token, item.name, entry_attributes(item.attr), item.next_id):
+                    # The kernel's buffer is full: give back the references it did not take.
+                    self._guard(self.fs.forget, [(it.attr.ino, 1) for it in items[i:] if it.counted])
+                    return
+                pos = item.next_id
+
+    async def releasedir(self, fh: int) -> None:
+        await self._call(self.fs.releasedir, fh, fast=True)
+
+    async def fsyncdir(self, fh: int, datasync: bool) -> None:
+        return None  # namespace changes are staged (durably) when they happen
+
+    # ------------------------------------------------------------------ extended attributes
+    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+        if not name.startswith(b"user."):
+            # security.capability is asked for on every write: answer without a thread hop.
+            raise pyfuse3.FUSEError(ENOATTR)
+        return await self._call(self.fs.getxattr, inode, name, fast=True)
+
+    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
+        return await self._call(self.fs.listxattr, inode, fast=True)
+
+    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: pyfuse3.RequestContext) -> None:
+        await self._call(self.fs.setxattr, inode, name, value)
+
+    async def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        await self._call(self.fs.removexattr, inode, name)
+
+    # ------------------------------------------------------------------ background tasks
+    async def poll_heads(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Re-check branch heads every ``head_ttl`` until cancelled."""
+        task_status.started()
+        interval = max(0.05, self.fs.options.head_ttl)
+        while True:
+            await trio.sleep(interval)
+            try:
+                await trio.to_thread.run_sync(self.fs.poll_heads, limiter=self.limiter)
+            except Exception:
+                log.exception("head check failed")
+
+    async def invalidate(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Issue queued kernel cache invalidations until cancelled."""
+        task_status.started()
+        while True:
+            batch = await trio.to_thread.run_sync(_drain, self.fs.invalidations, abandon_on_cancel=True)
+            if batch:
+                await trio.to_thread.run_sync(_apply_invalidations, batch)
+
+
+def _drain(q: queue.SimpleQueue[tuple[Any, ...]], wait: float = 0.5, most: int = 4096) -> list[tuple[Any, ...]]:
+    try:
+        items = [q.get(timeout=wait)]
+    except queue.Empty:
+        return []
+    while len(items) < most:
+        try:
+            items.append(q.get_nowait())
+        except queue.Empty:
+            break
+    return items
+
+
+def _apply_invalidations(batch: list[tuple[Any, ...]]) -> None:
+    for item in dict.fromkeys(batch):  # de-duplicated, in order
+        try:
+            if item[0] == "inode":
+                pyfuse3.invalidate_inode(pyfuse3.InodeT(item[1]), attr_only=False)
+            else:
+                pyfuse3.invalidate_entry(pyfuse3.InodeT(item[1]), pyfuse3.FileNameT(item[2]))
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENOSYS, errno.EBADF, errno.ENOTCONN):
+                log.debug("kernel invalidation %r: %s", item, exc)
+        except Exception:  # an invalidation is an optimization: never let it stop the task
+            log.exception("kernel invalidation %r failed", item)

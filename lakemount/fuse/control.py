@@ -1,0 +1,272 @@
+"""Control files: git verbs as files under ``.lakefs/`` in every branch root.
+
+Writing runs the verb and returns only once it is done; reading shows a state:
+
+========  ================================================  ==========================
+file      write                                             read
+========  ================================================  ==========================
+commit    a message (or JSON ``{"message", "metadata",      the head commit (JSON)
+          "allow_empty"}``) -> commit the branch
+merge     ``SOURCE [--strategy fail|source-wins|dest-wins]  the last merge (JSON)
+          [--squash] [-m MSG]`` -> merge into the branch
+revert    ``REF [--parent N]`` -> revert that commit         the last revert (JSON)
+reset     empty, a path prefix, or ``--object PATH``        the last reset (JSON)
+status                                                      uncommitted changes (JSON)
+head                                                        the head commit id
+log                                                         recent commits (JSON)
+error                                                       the last failure's message
+stats     (mount-wide, at the mount root)                   Prometheus text
+========  ================================================  ==========================
+
+Read-only refs get ``head`` and ``log`` only.  A failing write raises the
+lakemount error (EBUSY for a conflict, EINVAL for bad input, via the errno
+table) and leaves its message, with conflicting paths one per line, in
+``error``.  Each write call is one command: ``echo msg > .lakefs/commit``.
+"""
+
+from __future__ import annotations
+
+import json
+import pwd
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from lakemount.catalog.catalog import Catalog
+from lakemount.errors import InvalidArgument, LakeMountError, MergeConflict, NotFound
+from lakemount.fuse.scope import Scope
+from lakemount.graveler.model import Commit, decode_value
+
+CONTROL_DIR: Final = ".lakefs"
+BRANCH_FILES: Final = ("commit", "merge", "revert", "reset", "status", "head", "log", "error")
+READONLY_REF_FILES: Final = ("head", "log")
+WRITABLE: Final = frozenset({"commit", "merge", "revert", "reset"})
+STATS: Final = "stats"
+LOG_LIMIT: Final = 100
+STATUS_LIMIT: Final = 100_000
+STRATEGIES: Final = ("fail", "source-wins", "dest-wins")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a control write did to the branch's content."""
+
+    content_changed: bool  # merge, revert, reset: cached entries are stale
+    head_moved: bool
+
+
+def files_for(scope: Scope | None, with_stats: bool) -> tuple[str, ...]:
+    """Names in a ``.lakefs`` directory: of a scope (None: the mount root's)."""
+    names: tuple[str, ...] = ()
+    if scope is not None:
+        names = BRANCH_FILES if scope.writable else READONLY_REF_FILES
+    return (*names, STATS) if with_stats else names
+
+
+def committer_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid:{uid}"
+
+
+def _json(data: Any) -> bytes:
+    return (json.dumps(data, indent=2, sort_keys=False, default=str) + "\n").encode()
+
+
+def _commit_json(c: Commit) -> dict[str, Any]:
+    return c.to_json()
+
+
+class ControlFiles:
+    """Runs control-file commands against the catalog; stateless but for each scope's last results."""
+
+    def __init__(self, catalog: Catalog, render_stats: Callable[[], str]) -> None:
+        self.catalog = catalog
+        self.render_stats = render_stats
+
+    # ------------------------------------------------------------------ reads
+    def read(self, scope: Scope | None, name: str) -> bytes:
+        """The content of control file ``name`` now; raises what the catalog raises."""
+        if name == STATS:
+            return self.render_stats().encode()
+        assert scope is not None
+        g = self.catalog.graveler
+        if name == "head":
+            return (self._head(scope) + "\n").encode()
+        if name == "commit":
+            return _json(_commit_json(g.get_commit(scope.repo, self._head(scope))))
+        if name in ("merge", "revert", "reset"):
+            return _json(scope.last.get(name, {}))
+        if name == "log":
+            return _json([_commit_json(c) for c in g.log(scope.repo, self._ref(scope), limit=LOG_LIMIT)])
+        if name == "status":
+            return _json(self._status(scope))
+        if name == "error":
+            return scope.last_error.encode()
+        raise InvalidArgument(f"unknown control file {name}")
+
+    def _ref(self, scope: Scope) -> str:
+        return scope.branch if scope.writable else scope.resolved.commit_id
+
+    def _head(self, scope: Scope) -> str:
+        if scope.writable:
+            return self.catalog.graveler.get_branch(scope.repo, scope.branch).commit_id
+        return scope.resolved.commit_id
+
+    def _status(self, scope: Scope) -> dict[str, Any]:
+        changes: list[dict[str, Any]] = []
+        truncated = False
+        for rec in self.catalog.graveler.diff_uncommitted(scope.repo, scope.branch):
+            if len(changes) >= STATUS_LIMIT:
+                truncated = True
+                break
+            path = rec.key.decode("utf-8", "surrogateescape")
+            item: dict[str, Any] = {"path": path, "type": rec.kind}
+            if rec.right is not None:
+                e = decode_value(rec.right)
+                item["size_bytes"] = e.size
+                item["checksum"] = e.etag
+            changes.append(item)
+        return {"branch": scope.branch, "head": self._head(scope), "changes": changes, "truncated": truncated}
+
+    # ------------------------------------------------------------------ writes
+    def write(self, scope: Scope, name: str, data: bytes, uid: int) -> Outcome:
+        """Run the command written to ``name``; raises a lakemount error (and records it) on failure."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return self._fail(scope, name, InvalidArgument(f"{name}: input is not UTF-8 text"))
+        try:
+            if name == "commit":
+                return self._commit(scope, text, uid)
+            if name == "merge":
+                return self._merge(scope, text, uid)
+            if name == "revert":
+                return self._revert(scope, text, uid)
+            if name == "reset":
+                return self._reset(scope, text)
+            raise InvalidArgument(f".lakefs/{name} is read-only")
+        except LakeMountError as exc:
+            return self._fail(scope, name, exc)
+
+    def _check_ref(self, scope: Scope, ref: str, verb: str) -> None:
+        """A ref that does not resolve is bad input to a control file: EINVAL, not ENOENT."""
+        try:
+            self.catalog.resolve(scope.repo, ref)
+        except NotFound as exc:
+            raise InvalidArgument(f"{verb}: {exc}") from None
+
+    def _fail(self, scope: Scope, name: str, exc: LakeMountError) -> Outcome:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        lines = [f"{stamp} {name}: {exc}"]
+        if isinstance(exc, MergeConflict):
+            lines += ["conflicting paths:", *exc.paths]
+        scope.last_error = "\n".join(lines) + "\n"
+        raise exc
+
+    def _commit(self, scope: Scope, text: str, uid: int) -> Outcome:
+        message, metadata, allow_empty = text.strip(), [], False
+        if message.startswith("{"):
+            try:
+                spec = json.loads(message)
+            except json.JSONDecodeError as exc:
+                raise InvalidArgument(f"commit: bad JSON: {exc}") from None
+            if not isinstance(spec, dict) or not isinstance(spec.get("message", ""), str):
+                raise InvalidArgument('commit: JSON must look like {"message": "...", "metadata": {...}}')
+            message = spec.get("message", "").strip()
+            meta = spec.get("metadata") or {}
+            if not isinstance(meta, dict):
+                raise InvalidArgument("commit: metadata must be an object")
+            metadata = [(str(k), str(v)) for k, v in meta.items()]
+            allow_empty = bool(spec.get("allow_empty", False))
+        if not message:
+            raise InvalidArgument("commit: write a commit message")
+        res = self.catalog.graveler.commit(
+            scope.repo, scope.branch, message, committer=committer_name(uid), metadata=metadata, allow_empty=allow_empty
+        )
+        scope.last["commit"] = _commit_json(res.commit)
+        return Outcome(content_changed=False, head_moved=True)
+
+    def _merge(self, scope: Scope, text: str, uid: int) -> Outcome:
+        args = _split(text, "merge")
+        source = None
+        strategy = "fail"
+        squash = False
+        message: str | None = None
+        it = iter(args)
+        for a in it:
+            if a == "--strategy" or a.startswith("--strategy="):
+                strategy = a.split("=", 1)[1] if "=" in a else next(it, "")
+                if strategy not in STRATEGIES:
+                    raise InvalidArgument(f"merge: --strategy must be one of {', '.join(STRATEGIES)}")
+            elif a == "--squash":
+                squash = True
+            elif a in ("-m", "--message"):
+                message = next(it, None)
+                if message is None:
+                    raise InvalidArgument("merge: -m needs a message")
+            elif a.startswith("-"):
+                raise InvalidArgument(f"merge: unknown option {a} (use SOURCE [--strategy X] [--squash] [-m MSG])")
+            elif source is None:
+                source = a
+            else:
+                raise InvalidArgument("merge: one source ref only")
+        if source is None:
+            raise InvalidArgument("merge: write a source ref, e.g. 'dev' or 'dev --strategy source-wins'")
+        self._check_ref(scope, source, "merge")
+        res = self.catalog.graveler.merge(
+            scope.repo, source, scope.branch, strategy=None if strategy == "fail" else strategy, squash=squash,
+            message=message, committer=committer_name(uid),
+        )
+        scope.last["merge"] = {"source": source, "reference": res.commit_id, "merged": res.merged, "changes": res.changes}
+        return Outcome(content_changed=res.merged, head_moved=res.merged)
+
+    def _revert(self, scope: Scope, text: str, uid: int) -> Outcome:
+        args = _split(text, "revert")
+        parent: int | None = None
+        ref = None
+        it = iter(args)
+        for a in it:
+            if a in ("--parent", "-m"):
+                value = next(it, "")
+                if not value.isdigit():
+                    raise InvalidArgument("revert: --parent needs a number")
+                parent = int(value)
+            elif a.startswith("-"):
+                raise InvalidArgument(f"revert: unknown option {a} (use REF [--parent N])")
+            elif ref is None:
+                ref = a
+            else:
+                raise InvalidArgument("revert: one ref only")
+        if ref is None:
+            raise InvalidArgument("revert: write the commit to revert, e.g. 'main~1'")
+        self._check_ref(scope, ref, "revert")
+        c = self.catalog.graveler.revert(scope.repo, scope.branch, ref, parent_number=parent, committer=committer_name(uid))
+        scope.last["revert"] = {"reverted": ref, "reference": c.id}
+        return Outcome(content_changed=True, head_moved=True)
+
+    def _reset(self, scope: Scope, text: str) -> Outcome:
+        args = _split(text, "reset")
+        g = self.catalog.graveler
+        if not args:
+            g.reset(scope.repo, scope.branch)
+            scope.last["reset"] = {"scope": "all"}
+        elif len(args) == 2 and args[0] == "--object":
+            g.reset(scope.repo, scope.branch, key=args[1].lstrip("/").encode("utf-8", "surrogateescape"))
+            scope.last["reset"] = {"scope": "object", "path": args[1]}
+        elif len(args) == 1 and not args[0].startswith("-"):
+            g.reset(scope.repo, scope.branch, prefix=args[0].lstrip("/").encode("utf-8", "surrogateescape"))
+            scope.last["reset"] = {"scope": "prefix", "prefix": args[0]}
+        else:
+            raise InvalidArgument("reset: write nothing (all), a path prefix, or '--object PATH'")
+        return Outcome(content_changed=True, head_moved=False)
+
+
+def _split(text: str, verb: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise InvalidArgument(f"{verb}: {exc}") from None

@@ -1,0 +1,287 @@
+"""One mount's life in this process: stale-mount cleanup, mounting, serving, signals, saving, unmounting.
+
+``run_mount`` blocks until the file system is unmounted (``lakemount umount``,
+``fusermount3 -u``) or the process gets SIGTERM/SIGINT; either way every file
+still open for writing is saved before the process exits.  A mount left behind
+by a killed process (the kernel answers ENOTCONN on it) is lazily unmounted
+first, so a restarted mount takes over its mountpoint.  A pid file under
+``LAKEMOUNT_HOME/run`` names the serving process, for ``umount`` to wait on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from lakemount.app import App
+from lakemount.errors import AlreadyExists, InvalidArgument, Unavailable
+from lakemount.fuse.core import FileSystem, MountOptions
+
+log = logging.getLogger(__name__)
+
+FSNAME: Final = "lakemount"
+UNMOUNT_WAIT: Final = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class MountEntry:
+    """A line of /proc/self/mountinfo that concerns us."""
+
+    mountpoint: str
+    fstype: str
+    source: str
+
+
+def unescape(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo octal.
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and field[i + 1 : i + 4].isdigit() and len(field[i + 1 : i + 4]) == 3:
+            out.append(chr(int(field[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def find_mount(mountpoint: str) -> MountEntry | None:
+    """The mount at ``mountpoint`` (the last one stacked there), or None."""
+    target = os.path.abspath(mountpoint)
+    found = None
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                fields = left.split()
+                rfields = right.split()
+                if len(fields) >= 5 and len(rfields) >= 2 and unescape(fields[4]) == target:
+                    found = MountEntry(target, rfields[0], rfields[1])
+    except OSError:
+        return None
+    return found
+
+
+def is_stale(mountpoint: str) -> bool:
+    """True if a FUSE mount at ``mountpoint`` has lost its process (the kernel answers ENOTCONN)."""
+    try:
+        os.stat(mountpoint)
+    except OSError as exc:
+        return exc.errno in (errno.ENOTCONN, errno.ECONNABORTED)
+    return False
+
+
+def lazy_unmount(mountpoint: str) -> None:
+    """Detach the mount at ``mountpoint`` now (busy or stale); raises ``Unavailable`` if that fails."""
+    _unmount(mountpoint, lazy=True)
+
+
+def _unmount(mountpoint: str, *, lazy: bool) -> None:
+    tool = shutil.which("fusermount3") or shutil.which("fusermount")
+    if tool is not None:
+        cmd = [tool, "-u", *(["-z"] if lazy else []), mountpoint]
+    else:
+        cmd = ["umount", *(["-l"] if lazy else []), mountpoint]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        message = (proc.stderr or proc.stdout).strip()
+        if "busy" in message.lower():
+            raise Unavailable(f"{mountpoint} is busy (files are open there): {message}")
+        raise Unavailable(f"cannot unmount {mountpoint}: {message or 'exit status ' + str(proc.returncode)}")
+
+
+def pid_file(home: str, mountpoint: str) -> str:
+    mp = os.path.abspath(mountpoint)
+    slug = mp.strip("/").replace("/", "-")[-80:] or "root"
+    return os.path.join(home, "run", f"mount-{slug}-{hashlib.sha1(mp.encode()).hexdigest()[:8]}.pid")
+
+
+def read_pid(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            pid = int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return None
+    if pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return pid
+
+
+def prepare_mountpoint(home: str, mountpoint: str) -> str:
+    """Make ``mountpoint`` ready: create it, clean a stale mount; ``AlreadyExists`` if a live mount is there."""
+    mp = os.path.abspath(mountpoint)
+    entry = find_mount(mp)
+    if entry is not None:
+        if is_stale(mp):
+            log.warning("%s: cleaning a stale mount left by a dead process", mp)
+            lazy_unmount(mp)
+        else:
+            pid = read_pid(pid_file(home, mp))
+            owner = f" by lakemount (pid {pid})" if pid else f" ({entry.fstype} {entry.source})"
+            raise AlreadyExists(f"{mp} is already mounted{owner}; run 'lakemount umount {mp}' first")
+    try:
+        os.makedirs(mp, exist_ok=True)
+    except OSError as exc:
+        raise InvalidArgument(f"cannot use mountpoint {mp}: {exc.strerror}") from None
+    if not os.path.isdir(mp):
+        raise InvalidArgument(f"mountpoint {mp} is not a directory")
+    return mp
+
+
+def build_filesystem(app: App, options: MountOptions) -> FileSystem:
+    """Wire a filesystem core from the composition root's stores and caches."""
+    cache = app.cache
+    return FileSystem(app.catalog, app.adapter, cache.ram, cache.disk, options, cache_stats=cache.stats)
+
+
+def mount_options(app: App, *, ref: tuple[str, str] | None, head_ttl: float | None) -> MountOptions:
+    home = app.config.home
+    ttl = float(app.config.get("mount.head_ttl") if head_ttl is None else head_ttl)
+    if ttl < 0:
+        raise InvalidArgument("--head-ttl must be >= 0")
+    return MountOptions(
+        spool_dir=os.path.join(home, "tmp", f"mount-{os.getpid()}"),
+        ref=ref,
+        head_ttl=ttl,
+        recovered_dir=os.path.join(home, "recovered"),
+    )
+
+
+def clean_dead_spools(home: str) -> None:
+    """Remove temp directories of mount processes that no longer exist (their content was saved or kept aside)."""
+    tmp = os.path.join(home, "tmp")
+    with contextlib.suppress(OSError):
+        for name in os.listdir(tmp):
+            if not name.startswith("mount-"):
+                continue
+            try:
+                pid = int(name.split("-", 1)[1])
+            except ValueError:
+                continue
+            try:
+                os.kill(pid, 0)
+                continue
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue
+            shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+
+
+def run_mount(
+    app: App,
+    mountpoint: str,
+    options: MountOptions,
+    *,
+    allow_other: bool = False,
+    threads: int = 16,
+    ready: Callable[[], None] | None = None,
+) -> None:
+    """Mount, serve until unmounted or signalled, save open files, unmount.  Raises before mounting on bad input."""
+    import pyfuse3
+    import trio
+
+    from lakemount.fuse.adapter import FuseOperations
+
+    home = app.config.home
+    mp = prepare_mountpoint(home, mountpoint)
+    clean_dead_spools(home)
+    fs = build_filesystem(app, options)
+    ops = FuseOperations(fs, threads=threads)
+    fuse_options = set(pyfuse3.default_options) | {f"fsname={FSNAME}", f"subtype={FSNAME}"}
+    if allow_other:
+        fuse_options.add("allow_other")
+    try:
+        pyfuse3.init(ops, mp, fuse_options)
+    except RuntimeError as exc:
+        fs.close()
+        raise Unavailable(f"cannot mount {mp}: {exc} (is /dev/fuse available and fuse3 installed?)") from None
+    pid_path = pid_file(home, mp)
+    os.makedirs(os.path.dirname(pid_path), exist_ok=True)
+    with open(pid_path, "w") as f:
+        f.write(f"{os.getpid()}\n")
+    log.info("mounted %s at %s (pid %d)", "/".join(options.ref) if options.ref else "all repositories", mp, os.getpid())
+    try:
+        trio.run(_serve, ops, ready)
+    finally:
+        failed = fs.flush_all()
+        if failed:
+            log.error("%d open file(s) could not be saved; their content is kept under %s", failed, options.recovered_dir)
+        try:
+            pyfuse3.close(unmount=True)
+        except Exception:
+            log.exception("unmounting %s", mp)
+        fs.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(pid_path)
+        log.info("unmounted %s", mp)
+
+
+async def _serve(ops: object, ready: Callable[[], None] | None) -> None:
+    import pyfuse3
+    import trio
+
+    from lakemount.fuse.adapter import FuseOperations
+
+    assert isinstance(ops, FuseOperations)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ops.poll_heads)
+        await nursery.start(ops.invalidate)
+        nursery.start_soon(_on_signal, ops)
+        if ready is not None:
+            ready()
+        await pyfuse3.main()
+        nursery.cancel_scope.cancel()
+
+
+async def _on_signal(ops: object) -> None:
+    import pyfuse3
+    import trio
+
+    from lakemount.fuse.adapter import FuseOperations
+
+    assert isinstance(ops, FuseOperations)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("%s: saving open files, then unmounting", signal.Signals(signum).name)
+            await trio.to_thread.run_sync(ops.fs.flush_all)
+            pyfuse3.terminate()
+            return
+
+
+def unmount(home: str, mountpoint: str, *, lazy: bool = False, wait: float = UNMOUNT_WAIT) -> int | None:
+    """Unmount ``mountpoint`` and wait for its lakemount process to exit; returns that process's pid.
+
+    Raises ``InvalidArgument`` if nothing is mounted there, ``Unavailable`` if
+    the mount is busy (without ``lazy``) or the process does not exit in time.
+    """
+    mp = os.path.abspath(mountpoint)
+    pid = read_pid(pid_file(home, mp))
+    if find_mount(mp) is None:
+        raise InvalidArgument(f"nothing is mounted at {mp}")
+    # Like umount(8): a busy mount stays (unless lazy).  Once the kernel lets
+    # go, the serving process saves what is open and exits; wait for that.
+    _unmount(mp, lazy=lazy or is_stale(mp))
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        alive = pid is not None and read_pid(pid_file(home, mp)) == pid
+        if not alive and find_mount(mp) is None:
+            return pid
+        time.sleep(0.05)
+    raise Unavailable(f"{mp}: the mount process did not finish within {wait:.0f}s")

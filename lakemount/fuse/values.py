@@ -1,0 +1,96 @@
+"""The plain values the filesystem core takes and returns, free of pyfuse3 types.
+
+The adapter converts them to and from pyfuse3's ``EntryAttributes``,
+``FileInfo``, ``SetattrFields`` and ``StatvfsData``; tests use them as they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who asks: the requesting process's credentials (from the FUSE request)."""
+
+    uid: int = 0
+    gid: int = 0
+    pid: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Attr:
+    """The attributes of one inode, and how long the kernel may cache them and the name."""
+
+    ino: int
+    mode: int
+    nlink: int
+    uid: int
+    gid: int
+    size: int
+    atime_ns: int
+    mtime_ns: int
+    ctime_ns: int
+    timeout: float
+    blksize: int = 1 << 17
+
+    @property
+    def blocks(self) -> int:
+        return (self.size + 511) // 512
+
+
+@dataclass(frozen=True, slots=True)
+class SetAttr:
+    """Attributes to change (None: unchanged)."""
+
+    size: int | None = None
+    mode: int | None = None
+    uid: int | None = None
+    gid: int | None = None
+    atime_ns: int | None = None
+    mtime_ns: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    fh: int
+    keep_cache: bool = False
+    direct_io: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DirItem:
+    """One readdir entry; ``counted`` items raised their inode's lookup count."""
+
+    name: bytes
+    attr: Attr
+    next_id: int
+    counted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StatFs:
+    bsize: int
+    frsize: int
+    blocks: int
+    bfree: int
+    bavail: int
+    files: int
+    ffree: int
+    favail: int
+    namemax: int
+
+
+@dataclass(frozen=True)
+class MountOptions:
+    """How one mount behaves; built by the CLI from flags and configuration."""
+
+    spool_dir: str
+    ref: tuple[str, str] | None = None  # (repo, ref): mount that ref as the root
+    head_ttl: float = 1.0
+    immutable_ttl: float = 86400.0
+    uid: int = dataclasses.field(default_factory=os.getuid)
+    gid: int = dataclasses.field(default_factory=os.getgid)
+    recovered_dir: str = ""  # where content that could not be saved is kept

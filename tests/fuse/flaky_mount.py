@@ -1,0 +1,57 @@
+"""A mount whose block store fails on demand (tests only).
+
+Usage: ``python flaky_mount.py MOUNTPOINT FAULT_FILE READY_FD``.  Every 50 ms
+the mount reads FAULT_FILE; each line ``OP N`` makes the next N block-store
+calls of OP fail (``Unavailable``), ``heal`` drops all faults; then the file
+is emptied.  Everything else
+is the real mount: ``runner.run_mount`` with signals, flush and unmount.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+from lakemount.app import App
+from lakemount.block import FlakyAdapter
+from lakemount.errors import LakeMountError
+from lakemount.fuse import process, runner
+
+
+def main() -> None:
+    mountpoint, fault_file, ready_fd = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    app = App.from_config()
+    adapter = FlakyAdapter(app.adapter)
+    app.__dict__["adapter"] = adapter  # before the catalog and stores are built
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.05)
+            try:
+                with open(fault_file, "r+") as f:
+                    lines = f.read().split("\n")
+                    f.seek(0)
+                    f.truncate()
+            except FileNotFoundError:
+                continue
+            for line in lines:
+                if line.strip() == "heal":
+                    adapter.heal()
+                elif line.strip():
+                    op, n = line.split()
+                    adapter.fail_next(op, int(n))
+
+    threading.Thread(target=watch, daemon=True).start()
+    options = runner.mount_options(app, ref=None, head_ttl=0.2)
+    try:
+        runner.run_mount(app, mountpoint, options, ready=lambda: process.report_ready(ready_fd, "ok"))
+    except LakeMountError as exc:
+        process.report_error(ready_fd, exc)
+        raise
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

@@ -1,0 +1,112 @@
+"""Helpers for tests that mount through the kernel: start a mount process, stop it, and never leak a mount.
+
+A mount runs ``lakemount mount --foreground`` (or another program speaking the
+same ready protocol) in a child process with the test's ``LAKEMOUNT_HOME``;
+its log goes to a file next to the mountpoint and is printed if the test
+fails.  ``stop`` asks politely (SIGTERM), then kills, then lazily unmounts
+whatever is left, so a failing test cannot leave a mount behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pytest
+
+from lakemount.fuse import process, runner
+
+HAVE_FUSE = os.path.exists("/dev/fuse") and (shutil.which("fusermount3") or shutil.which("fusermount")) is not None
+needs_fuse = [
+    pytest.mark.fuse,
+    pytest.mark.skipif(not HAVE_FUSE, reason="needs /dev/fuse and fusermount3"),
+]
+
+
+def lakemount_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "lakemount.cli.main", *args]
+
+
+@dataclass
+class Mount:
+    mountpoint: str
+    home: str
+    proc: subprocess.Popen[bytes]
+    log_path: str
+
+    def log(self) -> str:
+        with contextlib.suppress(OSError), open(self.log_path, errors="replace") as f:
+            return f.read()
+        return ""
+
+
+def env_for(home: str, **extra: str) -> dict[str, str]:
+    env = dict(os.environ, LAKEMOUNT_HOME=home, **extra)
+    env.pop("LAKEMOUNT_CONFIG", None)
+    return env
+
+
+def start(
+    home: str,
+    mountpoint: str,
+    args: Sequence[str] = (),
+    *,
+    command: Callable[[int], list[str]] | None = None,
+    env: dict[str, str] | None = None,
+) -> Mount:
+    os.makedirs(mountpoint, exist_ok=True)
+    log_path = mountpoint.rstrip("/") + ".log"
+    with open(log_path, "ab") as log:
+        build = command or (lambda fd: process.mount_command(None, mountpoint, ["--head-ttl", "0.2", *args], fd))
+        try:
+            started = process.start(build, mountpoint, detach=False, log=log, env=env or env_for(home), timeout=60)
+        except Exception:
+            with open(log_path, errors="replace") as f:
+                print(f.read())
+            raise
+    return Mount(mountpoint, home, started.process, log_path)
+
+
+def stop(m: Mount, *, timeout: float = 30.0) -> None:
+    """End the mount process and make sure nothing stays mounted."""
+    try:
+        if m.proc.poll() is None:
+            m.proc.send_signal(signal.SIGTERM)
+            try:
+                m.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                m.proc.kill()
+                m.proc.wait()
+    finally:
+        cleanup_mountpoint(m.mountpoint)
+
+
+def cleanup_mountpoint(mountpoint: str) -> None:
+    for _ in range(50):
+        if runner.find_mount(mountpoint) is None:
+            return
+        with contextlib.suppress(Exception):
+            runner.lazy_unmount(mountpoint)
+        time.sleep(0.1)
+    raise AssertionError(f"{mountpoint} is still mounted")
+
+
+def mounted_points() -> set[str]:
+    with open("/proc/self/mountinfo") as f:
+        return {runner.unescape(line.split()[4]) for line in f if " - fuse" in line}
+
+
+def wait_for(pred: Callable[[], bool], timeout: float = 10.0, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()

@@ -1,0 +1,149 @@
+"""Control files: commit, merge, revert, reset, status, head, log, error through ``.lakefs/``."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+
+import pytest
+
+from lakemount.app import App
+
+from tests.fuse.conftest import REPO
+from tests.fuse.pathfs import PathFS
+
+MAIN = f"/{REPO}/main"
+CTL = f"{MAIN}/.lakefs"
+
+
+def control(pfs: PathFS, name: str, text: str, root: str = MAIN) -> None:
+    with pfs.opened(f"{root}/.lakefs/{name}", os.O_WRONLY | os.O_TRUNC) as fh:
+        pfs.pwrite(fh, 0, text.encode())
+
+
+def control_errno(pfs: PathFS, name: str, text: str, root: str = MAIN) -> int:
+    with pytest.raises(OSError) as info:
+        control(pfs, name, text, root)
+    assert info.value.errno is not None
+    return info.value.errno
+
+
+def read_json(pfs: PathFS, name: str, root: str = MAIN) -> object:
+    return json.loads(pfs.read_file(f"{root}/.lakefs/{name}"))
+
+
+def test_control_directory_lists_its_files(pfs: PathFS) -> None:
+    assert pfs.listdir(CTL) == ["commit", "merge", "revert", "reset", "status", "head", "log", "error"]
+    assert pfs.lstat(f"{CTL}/commit").mode & 0o222
+    assert not pfs.lstat(f"{CTL}/status").mode & 0o222
+    with pytest.raises(OSError) as info:
+        pfs.open(f"{CTL}/status", os.O_WRONLY)
+    assert info.value.errno == errno.EACCES
+
+
+def test_commit_returns_after_the_commit(pfs: PathFS, app: App) -> None:
+    pfs.write_file(f"{MAIN}/data.csv", b"a,b\n")
+    status = read_json(pfs, "status")
+    assert status["changes"] == [{"path": "data.csv", "type": "added", "size_bytes": 4, "checksum": status["changes"][0]["checksum"]}]
+    control(pfs, "commit", "first commit\n")
+    head = app.graveler.get_branch(REPO, "main").commit_id
+    assert pfs.read_file(f"{CTL}/head").decode().strip() == head
+    commit = read_json(pfs, "commit")
+    assert commit["id"] == head and commit["message"] == "first commit"
+    assert read_json(pfs, "status")["changes"] == []
+    log = read_json(pfs, "log")
+    assert [c["message"] for c in log][:2] == ["first commit", "Repository created"]
+    assert pfs.read_file(f"/repo/{head}/data.csv") == b"a,b\n"
+
+
+def test_commit_with_metadata_as_json(pfs: PathFS, app: App) -> None:
+    pfs.write_file(f"{MAIN}/x", b"1")
+    control(pfs, "commit", json.dumps({"message": "tagged", "metadata": {"job": "etl-7"}}))
+    c = app.graveler.commit_of(REPO, "main")
+    assert c.message == "tagged" and dict(c.metadata) == {"job": "etl-7"}
+
+
+def test_commit_errors(pfs: PathFS) -> None:
+    assert control_errno(pfs, "commit", "nothing staged") == errno.EBUSY
+    assert "nothing to commit" in pfs.read_file(f"{CTL}/error").decode()
+    pfs.write_file(f"{MAIN}/x", b"1")
+    assert control_errno(pfs, "commit", "   \n") == errno.EINVAL
+    assert control_errno(pfs, "commit", "{not json") == errno.EINVAL
+    with pytest.raises(OSError) as info, pfs.opened(f"{CTL}/commit", os.O_WRONLY) as fh:
+        pfs.pwrite(fh, 0, b"\xff\xfe not utf-8")
+    assert info.value.errno == errno.EINVAL
+    assert "commit" in pfs.read_file(f"{CTL}/error").decode()
+
+
+def test_merge_and_strategies(pfs: PathFS, app: App) -> None:
+    app.catalog.put(REPO, "main", "base", b"b")
+    app.graveler.commit(REPO, "main", "base")
+    app.graveler.create_branch(REPO, "dev", "main")
+    pfs.write_file("/repo/dev/feature", b"f")
+    control(pfs, "commit", "feature", root="/repo/dev")
+    control(pfs, "merge", "dev")
+    result = read_json(pfs, "merge")
+    assert result["merged"] and result["source"] == "dev"
+    assert pfs.read_file(f"{MAIN}/feature") == b"f"
+    # both sides change the same path: a conflict unless a strategy decides
+    pfs.write_file(f"{MAIN}/base", b"main side")
+    control(pfs, "commit", "main edit")
+    pfs.write_file("/repo/dev/base", b"dev side")
+    control(pfs, "commit", "dev edit", root="/repo/dev")
+    assert control_errno(pfs, "merge", "dev") == errno.EBUSY
+    error = pfs.read_file(f"{CTL}/error").decode()
+    assert "conflict" in error and "\nbase\n" in error + "\n"
+    control(pfs, "merge", "dev --strategy source-wins")
+    assert pfs.read_file(f"{MAIN}/base") == b"dev side"
+
+
+def test_merge_bad_input_is_einval(pfs: PathFS) -> None:
+    assert control_errno(pfs, "merge", "") == errno.EINVAL
+    assert control_errno(pfs, "merge", "nosuchbranch") == errno.EINVAL
+    assert control_errno(pfs, "merge", "main --strategy sideways") == errno.EINVAL
+    assert control_errno(pfs, "merge", "main --bogus") == errno.EINVAL
+    assert control_errno(pfs, "merge", "'unterminated") == errno.EINVAL
+
+
+def test_merge_with_uncommitted_changes_is_refused(pfs: PathFS, app: App) -> None:
+    app.graveler.create_branch(REPO, "dev", "main")
+    pfs.write_file("/repo/dev/f", b"1")
+    control(pfs, "commit", "c", root="/repo/dev")
+    pfs.write_file(f"{MAIN}/dirty", b"x")
+    assert control_errno(pfs, "merge", "dev") == errno.EBUSY
+    assert "uncommitted" in pfs.read_file(f"{CTL}/error").decode()
+
+
+def test_revert(pfs: PathFS, app: App) -> None:
+    pfs.write_file(f"{MAIN}/f", b"v1")
+    control(pfs, "commit", "v1")
+    pfs.write_file(f"{MAIN}/f", b"v2")
+    control(pfs, "commit", "v2")
+    assert pfs.read_file(f"{MAIN}/f") == b"v2"
+    control(pfs, "revert", "main")
+    assert pfs.read_file(f"{MAIN}/f") == b"v1"
+    assert app.graveler.commit_of(REPO, "main").message.startswith("Revert")
+    assert control_errno(pfs, "revert", "") == errno.EINVAL
+    assert control_errno(pfs, "revert", "nope") == errno.EINVAL
+
+
+def test_reset_all_and_prefix(pfs: PathFS) -> None:
+    pfs.mkdir(f"{MAIN}/keep")
+    pfs.mkdir(f"{MAIN}/drop")
+    pfs.write_file(f"{MAIN}/keep/a", b"1")
+    pfs.write_file(f"{MAIN}/drop/b", b"2")
+    control(pfs, "reset", "drop/")
+    assert pfs.exists(f"{MAIN}/keep/a")
+    assert not pfs.exists(f"{MAIN}/drop/b")
+    control(pfs, "reset", "")
+    assert pfs.listdir(MAIN) == [".lakefs"]
+    assert control_errno(pfs, "reset", "--bogus x y") == errno.EINVAL
+
+
+def test_control_files_of_two_branches_are_independent(pfs: PathFS, app: App) -> None:
+    app.graveler.create_branch(REPO, "dev", "main")
+    pfs.write_file("/repo/dev/f", b"1")
+    control(pfs, "commit", "on dev", root="/repo/dev")
+    assert read_json(pfs, "status")["changes"] == []
+    assert pfs.read_file(f"{CTL}/head") != pfs.read_file("/repo/dev/.lakefs/head")

@@ -1,0 +1,612 @@
+"""The filesystem core without a kernel: layout, POSIX semantics on branches, read-only refs, caching."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import time
+from collections.abc import Callable
+
+import pytest
+
+from lakemount.app import App
+from lakemount.fuse.core import Caller, FileSystem, NeedsThread, SetAttr
+from lakemount.fuse.inodes import ROOT_INODE
+
+from tests.fuse.conftest import REPO
+from tests.fuse.pathfs import PathFS
+
+MAIN = f"/{REPO}/main"
+
+
+def staged(app: App, path: str, ref: str = "main"):
+    return app.catalog.get_optional(REPO, ref, path)
+
+
+def errno_of_call(fn: Callable[[], object]) -> int:
+    with pytest.raises(OSError) as info:
+        fn()
+    assert info.value.errno is not None
+    return info.value.errno
+
+
+# ---------------------------------------------------------------------------- layout
+def test_root_lists_repositories_and_stats(pfs: PathFS, app: App) -> None:
+    app.catalog.create_repository("other")
+    assert pfs.listdir("/") == [".lakefs", "other", REPO]
+    assert pfs.listdir("/.lakefs") == ["stats"]
+    assert stat.S_ISDIR(pfs.lstat("/repo").mode)
+
+
+def test_repo_lists_branches_and_tags(pfs: PathFS, app: App) -> None:
+    app.catalog.put(REPO, "main", "a", b"1")
+    app.graveler.commit(REPO, "main", "c1")
+    app.graveler.create_branch(REPO, "dev", "main")
+    app.graveler.create_tag(REPO, "v1", "main")
+    assert pfs.listdir("/repo") == ["dev", "main", "v1"]
+
+
+def test_unknown_repo_and_ref_are_enoent(pfs: PathFS) -> None:
+    assert errno_of_call(lambda: pfs.lstat("/nope")) == errno.ENOENT
+    assert errno_of_call(lambda: pfs.lstat("/repo/nope")) == errno.ENOENT
+    assert errno_of_call(lambda: pfs.lstat("/repo/.git")) == errno.ENOENT
+    assert errno_of_call(lambda: pfs.lstat("/repo/main~5")) == errno.ENOENT
+
+
+def test_ref_expressions_resolve_on_lookup(pfs: PathFS, app: App) -> None:
+    app.catalog.put(REPO, "main", "f", b"one")
+    c1 = app.graveler.commit(REPO, "main", "c1").commit.id
+    app.catalog.put(REPO, "main", "f", b"two")
+    app.graveler.commit(REPO, "main", "c2")
+    app.catalog.put(REPO, "main", "f", b"three")  # staged only
+    app.graveler.create_tag(REPO, "v1", c1)
+    assert pfs.read_file(f"{MAIN}/f") == b"three"
+    assert pfs.read_file("/repo/main@/f") == b"two"
+    assert pfs.read_file("/repo/main~1/f") == b"one"
+    assert pfs.read_file(f"/repo/{c1}/f") == b"one"
+    assert pfs.read_file(f"/repo/{c1[:10]}/f") == b"one"
+    assert pfs.read_file("/repo/v1/f") == b"one"
+    assert pfs.read_file("/repo/main$/f") == b"three"
+
+
+@pytest.mark.parametrize("ref", ["main@", "main~1", "v1", "COMMIT"])
+def test_read_only_refs_refuse_writes_with_erofs(pfs: PathFS, app: App, ref: str) -> None:
+    app.catalog.put(REPO, "main", "d/f", b"x")
+    cid = app.graveler.commit(REPO, "main", "c1").commit.id
+    app.catalog.put(REPO, "main", "g", b"y")
+    app.graveler.commit(REPO, "main", "c2")
+    app.graveler.create_tag(REPO, "v1", "main~1")
+    ref = cid if ref == "COMMIT" else ref
+    root = f"/repo/{ref}"
+    assert pfs.read_file(f"{root}/d/f") == b"x"
+    assert errno_of_call(lambda: pfs.write_file(f"{root}/new", b"1")) == errno.EROFS
+    assert errno_of_call(lambda: pfs.open(f"{root}/d/f", os.O_WRONLY)) == errno.EROFS
+    assert errno_of_call(lambda: pfs.mkdir(f"{root}/dd")) == errno.EROFS
+    assert errno_of_call(lambda: pfs.unlink(f"{root}/d/f")) == errno.EROFS
+    assert errno_of_call(lambda: pfs.rename(f"{root}/d/f", f"{root}/d/g")) == errno.EROFS
+    assert errno_of_call(lambda: pfs.chmod(f"{root}/d/f", 0o600)) == errno.EROFS
+    assert errno_of_call(lambda: pfs.setxattr(f"{root}/d/f", "user.k", b"v")) == errno.EROFS
+    assert errno_of_call(lambda: pfs.symlink("x", f"{root}/l")) == errno.EROFS
+    assert pfs.listdir(f"{root}/.lakefs") == ["head", "log"]
+    assert pfs.read_file(f"{root}/.lakefs/head").strip() == app.graveler.resolve(REPO, ref).commit_id.encode()
+
+
+def test_single_ref_mode_mounts_one_branch_as_root(fs_factory: Callable[..., FileSystem], app: App) -> None:
+    app.catalog.put(REPO, "main", "a/b", b"x")
+    pfs = PathFS(fs_factory(ref=(REPO, "main")))
+    assert pfs.listdir("/") == [".lakefs", "a"]
+    assert "stats" in pfs.listdir("/.lakefs") and "commit" in pfs.listdir("/.lakefs")
+    pfs.write_file("/c", b"y")
+    assert staged(app, "c") is not None
+    assert pfs.read_file("/.lakefs/stats").startswith(b"# HELP")
+
+
+def test_single_ref_mode_on_a_tag_is_read_only(fs_factory: Callable[..., FileSystem], app: App) -> None:
+    app.catalog.put(REPO, "main", "a", b"x")
+    app.graveler.commit(REPO, "main", "c1")
+    app.graveler.create_tag(REPO, "v1", "main")
+    pfs = PathFS(fs_factory(ref=(REPO, "v1")))
+    assert pfs.read_file("/a") == b"x"
+    assert errno_of_call(lambda: pfs.write_file("/b", b"y")) == errno.EROFS
+
+
+def test_layout_levels_refuse_changes(pfs: PathFS) -> None:
+    assert errno_of_call(lambda: pfs.mkdir("/newrepo")) == errno.EPERM
+    assert errno_of_call(lambda: pfs.mkdir("/repo/newbranch")) == errno.EPERM
+    assert errno_of_call(lambda: pfs.write_file(f"{MAIN}/.lakefs/x", b"")) == errno.EPERM
+    assert errno_of_call(lambda: pfs.mkdir(f"{MAIN}/.lakefs")) == errno.EEXIST
+
+
+# ---------------------------------------------------------------------------- files
+def test_write_read_and_content_is_staged_on_close(pfs: PathFS, app: App) -> None:
+    fh = pfs.open(f"{MAIN}/a.txt", os.O_WRONLY | os.O_CREAT, 0o640)
+    pfs.pwrite(fh, 0, b"hello ")
+    pfs.pwrite(fh, 6, b"world")
+    entry = staged(app, "a.txt")
+    assert entry is not None and entry.size == 0  # created (visible at once), content not yet
+    assert pfs.read_file(f"{MAIN}/a.txt") == b"hello world"  # read-your-writes before close
+    pfs.close(fh)
+    entry = staged(app, "a.txt")
+    assert entry is not None and entry.size == 11 and stat.S_IMODE(entry.mode) == 0o640
+    assert app.catalog.read(app.catalog.repository(REPO), entry) == b"hello world"
+    assert entry.content_type == "text/plain"
+
+
+def test_fsync_stages_content_of_an_open_file(pfs: PathFS, app: App) -> None:
+    with pfs.opened(f"{MAIN}/f", os.O_WRONLY | os.O_CREAT) as fh:
+        pfs.pwrite(fh, 0, b"durable")
+        pfs.fsync(fh)
+        e = staged(app, "f")
+        assert e is not None and e.size == 7
+
+
+def test_random_writes_sparse_extension_and_append(pfs: PathFS) -> None:
+    p = f"{MAIN}/r"
+    pfs.write_file(p, b"0123456789")
+    pfs.write_at(p, 3, b"abc")
+    assert pfs.read_file(p) == b"012abc6789"
+    pfs.write_at(p, 12, b"Z")
+    assert pfs.read_file(p) == b"012abc6789\0\0Z"
+    pfs.append(p, b"++")
+    assert pfs.read_file(p) == b"012abc6789\0\0Z++"
+    assert pfs.lstat(p).size == 15
+
+
+def test_copy_on_first_write_keeps_the_rest_of_a_large_file(pfs: PathFS, app: App) -> None:
+    data = os.urandom(3 << 20)
+    app.catalog.put(REPO, "main", "big", data)
+    pfs.write_at(f"{MAIN}/big", 2 << 20, b"XY")
+    expected = data[: 2 << 20] + b"XY" + data[(2 << 20) + 2 :]
+    assert pfs.read_file(f"{MAIN}/big") == expected
+    e = staged(app, "big")
+    assert e is not None and app.catalog.read(app.catalog.repository(REPO), e) == expected
+
+
+def test_truncate_with_and_without_open_writers(pfs: PathFS, app: App) -> None:
+    p = f"{MAIN}/t"
+    pfs.write_file(p, b"abcdef")
+    pfs.truncate(p, 3)  # truncate(2): no writer, staged at once
+    e = staged(app, "t")
+    assert e is not None and e.size == 3
+    assert pfs.read_file(p) == b"abc"
+    pfs.truncate(p, 5)
+    assert pfs.read_file(p) == b"abc\0\0"
+    with pfs.opened(p, os.O_WRONLY | os.O_TRUNC) as fh:
+        assert pfs.lstat(p).size == 0
+        pfs.pwrite(fh, 0, b"new")
+    assert pfs.read_file(p) == b"new"
+    assert staged(app, "t").size == 3
+
+
+def test_same_content_is_stored_once(pfs: PathFS, app: App) -> None:
+    pfs.write_file(f"{MAIN}/a", b"same bytes")
+    pfs.write_file(f"{MAIN}/b", b"same bytes")
+    assert staged(app, "a").address == staged(app, "b").address
+
+
+def test_create_exclusive_and_open_existing(pfs: PathFS) -> None:
+    pfs.write_file(f"{MAIN}/x", b"1")
+    assert errno_of_call(lambda: pfs.open(f"{MAIN}/x", os.O_WRONLY | os.O_CREAT | os.O_EXCL)) == errno.EEXIST
+    fh = pfs.open(f"{MAIN}/x", os.O_RDONLY | os.O_CREAT)
+    assert pfs.pread(fh, 0, 10) == b"1"
+    pfs.close(fh)
+
+
+def test_unlinked_open_file_stays_readable_and_is_not_resurrected(pfs: PathFS, app: App) -> None:
+    pfs.write_file(f"{MAIN}/u", b"data")
+    fh = pfs.open(f"{MAIN}/u", os.O_RDWR)
+    pfs.unlink(f"{MAIN}/u")
+    assert pfs.pread(fh, 0, 10) == b"data"
+    pfs.pwrite(fh, 0, b"DATA")
+    assert pfs.pread(fh, 0, 10) == b"DATA"
+    pfs.close(fh)
+    assert staged(app, "u") is None
+    assert not pfs.exists(f"{MAIN}/u")
+
+
+def test_mknod_fifo_and_refused_devices(pfs: PathFS, fs: FileSystem) -> None:
+    main = pfs.ino(MAIN)
+    attr = fs.mknod(main, b"fifo", stat.S_IFIFO | 0o600, 0, Caller())
+    assert stat.S_ISFIFO(attr.mode)
+    assert stat.S_ISFIFO(pfs.lstat(f"{MAIN}/fifo").mode)
+    with pytest.raises(OSError) as info:
+        fs.mknod(main, b"dev", stat.S_IFCHR | 0o600, 0x0101, Caller())
+    assert info.value.errno == errno.EPERM
+
+
+def test_hard_links_are_refused(pfs: PathFS, fs: FileSystem) -> None:
+    pfs.write_file(f"{MAIN}/a", b"")
+    with pytest.raises(OSError) as info:
+        fs.link(pfs.ino(f"{MAIN}/a"), pfs.ino(MAIN), b"b")
+    assert info.value.errno == errno.EPERM
+
+
+# ---------------------------------------------------------------------------- directories
+def test_empty_directories_persist_as_markers(pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem]) -> None:
+    pfs.mkdir(f"{MAIN}/empty", 0o750)
+    marker = staged(app, "empty/")
+    assert marker is not None and marker.is_dir and stat.S_IMODE(marker.mode) == 0o750
+    fresh = PathFS(fs_factory())
+    assert fresh.listdir(MAIN) == [".lakefs", "empty"]
+    assert stat.S_IMODE(fresh.lstat(f"{MAIN}/empty").mode) == 0o750
+    app.graveler.commit(REPO, "main", "with an empty dir")
+    assert fresh.listdir("/repo/main@/empty") == []
+
+
+def test_rmdir_rules(pfs: PathFS) -> None:
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.write_file(f"{MAIN}/d/f", b"")
+    assert errno_of_call(lambda: pfs.rmdir(f"{MAIN}/d")) == errno.ENOTEMPTY
+    assert errno_of_call(lambda: pfs.rmdir(f"{MAIN}/d/f")) == errno.ENOTDIR
+    assert errno_of_call(lambda: pfs.unlink(f"{MAIN}/d")) == errno.EISDIR
+    assert errno_of_call(lambda: pfs.mkdir(f"{MAIN}/d")) == errno.EEXIST
+    pfs.unlink(f"{MAIN}/d/f")
+    pfs.rmdir(f"{MAIN}/d")
+    assert not pfs.exists(f"{MAIN}/d")
+    assert errno_of_call(lambda: pfs.rmdir(f"{MAIN}/d")) == errno.ENOENT
+
+
+def test_implicit_directory_survives_removing_its_last_file(pfs: PathFS, app: App) -> None:
+    app.catalog.put(REPO, "main", "imp/only", b"x")  # written by another front end: no marker
+    pfs.unlink(f"{MAIN}/imp/only")
+    assert pfs.listdir(f"{MAIN}/imp") == []
+    assert staged(app, "imp/") is not None
+
+
+def test_directory_shadows_a_file_of_the_same_name(pfs: PathFS, app: App) -> None:
+    app.catalog.put(REPO, "main", "x", b"file")
+    app.catalog.put(REPO, "main", "x/y", b"inner")
+    assert pfs.listdir(MAIN) == [".lakefs", "x"]
+    assert stat.S_ISDIR(pfs.lstat(f"{MAIN}/x").mode)
+
+
+def test_large_directory_listing_pages(pfs: PathFS, app: App) -> None:
+    for i in range(300):
+        app.catalog.put(REPO, "main", f"many/f{i:04d}", b"")
+    for i in range(40):
+        app.catalog.put(REPO, "main", f"many/sub{i:02d}/inner/deep", b"")
+    names = pfs.listdir(f"{MAIN}/many")
+    assert names == [f"f{i:04d}" for i in range(300)] + [f"sub{i:02d}" for i in range(40)]
+
+
+def test_names_too_long(pfs: PathFS) -> None:
+    long = "x" * 256
+    assert errno_of_call(lambda: pfs.lstat(f"{MAIN}/{long}")) == errno.ENAMETOOLONG
+    assert errno_of_call(lambda: pfs.write_file(f"{MAIN}/{long}", b"")) == errno.ENAMETOOLONG
+    assert errno_of_call(lambda: pfs.mkdir(f"{MAIN}/{long}")) == errno.ENAMETOOLONG
+    pfs.write_file(f"{MAIN}/{'y' * 255}", b"ok")
+
+
+# ---------------------------------------------------------------------------- rename
+def test_rename_file_moves_the_entry_without_copying(pfs: PathFS, app: App) -> None:
+    pfs.write_file(f"{MAIN}/a", b"content")
+    before = staged(app, "a")
+    pfs.rename(f"{MAIN}/a", f"{MAIN}/b")
+    after = staged(app, "b")
+    assert staged(app, "a") is None and after is not None
+    assert after.address == before.address and after.etag == before.etag
+    assert pfs.read_file(f"{MAIN}/b") == b"content"
+
+
+def test_rename_directory_is_one_transaction(pfs: PathFS, app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    for p in ("d/a", "d/sub/b", "d/sub/deeper/c"):
+        app.catalog.put(REPO, "main", p, p.encode())
+    pfs.mkdir(f"{MAIN}/d/empty")
+    addresses = {p: staged(app, p).address for p in ("d/a", "d/sub/b", "d/sub/deeper/c")}
+    calls: list[int] = []
+    real_apply = app.catalog.apply
+
+    def counting_apply(repo: str, ref: object, changes: list) -> None:  # type: ignore[type-arg]
+        calls.append(len(changes))
+        real_apply(repo, ref, changes)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(app.catalog, "apply", counting_apply)
+    pfs.rename(f"{MAIN}/d", f"{MAIN}/e")
+    assert len(calls) == 1
+    assert staged(app, "e/empty/") is not None
+    for p, addr in addresses.items():
+        assert staged(app, p) is None
+        assert staged(app, "e" + p[1:]).address == addr
+    assert pfs.listdir(f"{MAIN}/e") == ["a", "empty", "sub"]
+    assert pfs.read_file(f"{MAIN}/e/sub/deeper/c") == b"d/sub/deeper/c"
+    assert not pfs.exists(f"{MAIN}/d")
+
+
+def test_rename_keeps_inodes_of_the_moved_tree(pfs: PathFS) -> None:
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.write_file(f"{MAIN}/d/f", b"x")
+    ino = pfs.ino(f"{MAIN}/d/f")
+    pfs.rename(f"{MAIN}/d", f"{MAIN}/e")
+    assert pfs.ino(f"{MAIN}/e/f") == ino
+
+
+def test_rename_does_not_revive_unlinked_entries(pfs: PathFS, app: App) -> None:
+    # Found by the model test: an unlinked file the kernel still knows must not
+    # reappear under the new name when its old directory is renamed.
+    pfs.mkdir(f"{MAIN}/b")
+    pfs.write_file(f"{MAIN}/b/a", b"old")
+    pfs.unlink(f"{MAIN}/b/a")
+    pfs.rename(f"{MAIN}/b", f"{MAIN}/c")
+    assert not pfs.exists(f"{MAIN}/c/a")
+    pfs.write_file(f"{MAIN}/c/a", b"new")
+    assert pfs.read_file(f"{MAIN}/c/a") == b"new"
+    assert staged(app, "c/a").size == 3
+
+
+def test_rename_rules(pfs: PathFS, app: App) -> None:
+    app.catalog.create_repository("other")
+    app.graveler.create_branch(REPO, "dev", "main")
+    pfs.write_file(f"{MAIN}/f", b"1")
+    pfs.write_file(f"{MAIN}/g", b"2")
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.mkdir(f"{MAIN}/full")
+    pfs.write_file(f"{MAIN}/full/x", b"")
+    assert errno_of_call(lambda: pfs.rename(f"{MAIN}/f", f"{MAIN}/d")) == errno.EISDIR
+    assert errno_of_call(lambda: pfs.rename(f"{MAIN}/d", f"{MAIN}/f")) == errno.ENOTDIR
+    assert errno_of_call(lambda: pfs.rename(f"{MAIN}/d", f"{MAIN}/full")) == errno.ENOTEMPTY
+    assert errno_of_call(lambda: pfs.rename(f"{MAIN}/d", f"{MAIN}/d/inside")) == errno.EINVAL
+    assert errno_of_call(lambda: pfs.rename(f"{MAIN}/full/x", f"{MAIN}/full")) == errno.ENOTEMPTY
+    assert errno_of_call(lambda: pfs.rename(f"{MAIN}/f", f"{MAIN}/g", 1)) == errno.EEXIST
+    assert errno_of_call(lambda: pfs.rename(f"{MAIN}/f", "/repo/dev/f")) == errno.EXDEV
+    assert errno_of_call(lambda: pfs.rename(f"{MAIN}/f", "/other/main/f")) == errno.EXDEV
+    assert errno_of_call(lambda: pfs.rename(f"{MAIN}/nope", f"{MAIN}/x")) == errno.ENOENT
+    pfs.rename(f"{MAIN}/f", f"{MAIN}/g")  # replaces
+    assert pfs.read_file(f"{MAIN}/g") == b"1"
+    pfs.rename(f"{MAIN}/full", f"{MAIN}/d")  # onto an empty directory
+    assert pfs.listdir(f"{MAIN}/d") == ["x"]
+
+
+def test_rename_of_a_file_open_for_writing_saves_under_the_new_name(pfs: PathFS, app: App) -> None:
+    fh = pfs.open(f"{MAIN}/w", os.O_WRONLY | os.O_CREAT)
+    pfs.pwrite(fh, 0, b"late")
+    pfs.rename(f"{MAIN}/w", f"{MAIN}/moved")
+    pfs.close(fh)
+    assert staged(app, "w") is None
+    assert staged(app, "moved").size == 4
+
+
+# ---------------------------------------------------------------------------- metadata
+def test_symlinks(pfs: PathFS, app: App) -> None:
+    pfs.symlink("../target/file", f"{MAIN}/link")
+    a = pfs.lstat(f"{MAIN}/link")
+    assert stat.S_ISLNK(a.mode) and a.size == len("../target/file")
+    assert pfs.readlink(f"{MAIN}/link") == "../target/file"
+    assert staged(app, "link").target == "../target/file"
+    assert errno_of_call(lambda: pfs.symlink("x", f"{MAIN}/link")) == errno.EEXIST
+
+
+def test_chmod_chown_utimens_are_versioned(pfs: PathFS, app: App) -> None:
+    pfs.write_file(f"{MAIN}/f", b"x")
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.setattr(f"{MAIN}/f", SetAttr(mode=0o600, uid=1234, gid=99, mtime_ns=1_000_000_000_123))
+    pfs.chmod(f"{MAIN}/d", 0o700)
+    e = staged(app, "f")
+    assert (stat.S_IMODE(e.mode), e.uid, e.gid, e.mtime_ns) == (0o600, 1234, 99, 1_000_000_000_123)
+    assert stat.S_IMODE(staged(app, "d/").mode) == 0o700
+    a = pfs.lstat(f"{MAIN}/f")
+    assert (stat.S_IMODE(a.mode), a.uid, a.gid, a.mtime_ns) == (0o600, 1234, 99, 1_000_000_000_123)
+    app.graveler.commit(REPO, "main", "modes")
+    assert stat.S_IMODE(pfs.lstat("/repo/main@/f").mode) == 0o600
+    pfs.chmod(f"{MAIN}/f", 0o644)
+    diff = list(app.graveler.diff_uncommitted(REPO, "main"))
+    assert [d.key for d in diff] == [b"f"]  # a mode change alone is a change
+
+
+def test_chmod_of_an_implicit_directory_creates_its_marker(pfs: PathFS, app: App) -> None:
+    app.catalog.put(REPO, "main", "imp/f", b"")
+    pfs.chmod(f"{MAIN}/imp", 0o711)
+    assert stat.S_IMODE(staged(app, "imp/").mode) == 0o711
+    assert stat.S_IMODE(pfs.lstat(f"{MAIN}/imp").mode) == 0o711
+
+
+def test_user_xattrs_are_object_metadata(pfs: PathFS, app: App) -> None:
+    pfs.write_file(f"{MAIN}/f", b"x")
+    pfs.setxattr(f"{MAIN}/f", "user.owner", b"team-a")
+    pfs.setxattr(f"{MAIN}/f", "user.stage", b"raw")
+    assert pfs.getxattr(f"{MAIN}/f", "user.owner") == b"team-a"
+    assert sorted(pfs.listxattr(f"{MAIN}/f")) == ["user.owner", "user.stage"]
+    assert dict(staged(app, "f").metadata) == {"owner": "team-a", "stage": "raw"}
+    pfs.removexattr(f"{MAIN}/f", "user.stage")
+    assert dict(staged(app, "f").metadata) == {"owner": "team-a"}
+    assert errno_of_call(lambda: pfs.getxattr(f"{MAIN}/f", "user.stage")) == errno.ENODATA
+    assert errno_of_call(lambda: pfs.getxattr(f"{MAIN}/f", "security.capability")) == errno.ENODATA
+    assert errno_of_call(lambda: pfs.setxattr(f"{MAIN}/f", "trusted.x", b"1")) == errno.ENOTSUP
+    assert errno_of_call(lambda: pfs.setxattr(f"{MAIN}/f", "user.bin", b"\xff\xfe")) == errno.EINVAL
+    # metadata written through S3 (or the CLI) shows up as xattrs
+    app.catalog.put(REPO, "main", "s3obj", b"", metadata=[("source", "gateway")])
+    assert pfs.getxattr(f"{MAIN}/s3obj", "user.source") == b"gateway"
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.setxattr(f"{MAIN}/d", "user.k", b"v")
+    assert dict(staged(app, "d/").metadata) == {"k": "v"}
+
+
+def test_statfs(fs: FileSystem) -> None:
+    s = fs.statfs()
+    assert s.namemax == 255 and s.bavail > 0 and s.ffree > 0
+
+
+def test_setgid_directories_pass_on_their_group(pfs: PathFS) -> None:
+    pfs.mkdir(f"{MAIN}/shared", 0o2775)
+    pfs.setattr(f"{MAIN}/shared", SetAttr(gid=4242))
+    user = PathFS(pfs.fs, Caller(uid=1000, gid=1000))
+    user.write_file(f"{MAIN}/shared/f", b"")
+    user.mkdir(f"{MAIN}/shared/sub")
+    assert pfs.lstat(f"{MAIN}/shared/f").gid == 4242
+    sub = pfs.lstat(f"{MAIN}/shared/sub")
+    assert sub.gid == 4242 and sub.mode & stat.S_ISGID
+    assert pfs.lstat(f"{MAIN}/shared/f").uid == 1000
+
+
+# ---------------------------------------------------------------------------- caching and consistency
+def test_second_mount_sees_closed_files_within_head_ttl(fs_factory: Callable[..., FileSystem]) -> None:
+    a = PathFS(fs_factory(head_ttl=0.2))
+    b = PathFS(fs_factory(head_ttl=0.2))
+    assert b.listdir(MAIN) == [".lakefs"]
+    a.write_file(f"{MAIN}/shared", b"v1")
+    time.sleep(0.25)
+    assert b.read_file(f"{MAIN}/shared") == b"v1"
+    a.write_file(f"{MAIN}/shared", b"version 2")
+    time.sleep(0.25)
+    assert b.lstat(f"{MAIN}/shared").size == 9
+    assert b.read_file(f"{MAIN}/shared") == b"version 2"
+    a.unlink(f"{MAIN}/shared")
+    time.sleep(0.25)
+    assert not b.exists(f"{MAIN}/shared")
+
+
+def test_head_change_elsewhere_invalidates_a_moving_ref(fs_factory: Callable[..., FileSystem], app: App) -> None:
+    fs = fs_factory(head_ttl=0.1)
+    pfs = PathFS(fs)
+    app.catalog.put(REPO, "main", "f", b"one")
+    app.graveler.commit(REPO, "main", "c1")
+    assert pfs.read_file("/repo/main@/f") == b"one"
+    app.catalog.put(REPO, "main", "f", b"two!")
+    app.graveler.commit(REPO, "main", "c2")
+    while not fs.invalidations.empty():
+        fs.invalidations.get_nowait()
+    time.sleep(0.15)
+    fs.poll_heads()
+    queued = []
+    while not fs.invalidations.empty():
+        queued.append(fs.invalidations.get_nowait())
+    assert ("inode", pfs.ino("/repo/main@/f")) in queued or any(q[0] == "inode" for q in queued)
+    assert pfs.read_file("/repo/main@/f") == b"two!"
+
+
+def test_immutable_refs_answer_from_memory(pfs: PathFS, fs: FileSystem, app: App) -> None:
+    app.catalog.put(REPO, "main", "dir/f", b"immutable")
+    cid = app.graveler.commit(REPO, "main", "c").commit.id
+    path = f"/repo/{cid}/dir/f"
+    assert pfs.read_file(path) == b"immutable"
+    root = pfs.ino(f"/repo/{cid}")
+    d = pfs.ino(f"/repo/{cid}/dir")
+    with fs.nonblocking():
+        attr = fs.lookup(root, b"dir")
+        assert attr.timeout >= 3600
+        f = fs.lookup(d, b"f")
+        fs.getattr(f.ino)
+        opened = fs.open(f.ino, os.O_RDONLY)
+        assert opened.keep_cache
+        assert fs.read(opened.fh, 0, 100) == b"immutable"
+        fs.release(opened.fh)
+
+
+def test_branch_entries_need_io_after_head_ttl(fs_factory: Callable[..., FileSystem], app: App) -> None:
+    fs = fs_factory(head_ttl=0.1)
+    pfs = PathFS(fs)
+    pfs.write_file(f"{MAIN}/f", b"x")
+    ino = pfs.ino(f"{MAIN}/f")
+    with fs.nonblocking():
+        fs.getattr(ino)  # fresh: from memory
+    time.sleep(0.15)
+    with fs.nonblocking(), pytest.raises(NeedsThread):
+        fs.getattr(ino)
+    fs.getattr(ino)
+
+
+def test_reads_are_cached_in_blocks(pfs: PathFS, fs: FileSystem, app: App) -> None:
+    data = os.urandom(5 << 20)
+    app.catalog.put(REPO, "main", "big", data)
+    app.graveler.commit(REPO, "main", "c")
+    assert pfs.read_file("/repo/main@/big") == data
+    misses = fs.metrics.counter("block_misses")
+    assert misses >= 5
+    assert pfs.read_file("/repo/main@/big") == data
+    assert fs.metrics.counter("block_misses") == misses
+    assert fs.metrics.counter("readahead_blocks") > 0
+
+
+def test_page_cache_is_kept_only_while_content_is_unchanged(fs_factory: Callable[..., FileSystem], app: App) -> None:
+    fs = fs_factory(head_ttl=0.05)
+    pfs = PathFS(fs)
+    app.catalog.put(REPO, "main", "f", b"1")
+    ino = pfs.ino(f"{MAIN}/f")
+    first = fs.open(ino, os.O_RDONLY)
+    fs.release(first.fh)
+    again = fs.open(ino, os.O_RDONLY)
+    fs.release(again.fh)
+    assert again.keep_cache
+    app.catalog.put(REPO, "main", "f", b"22")
+    time.sleep(0.06)
+    changed = fs.open(ino, os.O_RDONLY)
+    assert not changed.keep_cache
+    assert fs.read(changed.fh, 0, 10) == b"22"
+    fs.release(changed.fh)
+
+
+def test_forget_drops_inodes(pfs: PathFS, fs: FileSystem) -> None:
+    pfs.write_file(f"{MAIN}/f", b"")
+    before = len(fs.table)
+    attr = fs.lookup(pfs.ino(MAIN), b"f")
+    fs.forget([(attr.ino, 10**6)])
+    assert len(fs.table) == before - 1
+    assert fs.table.get(ROOT_INODE) is not None
+
+
+def test_stats_are_prometheus_text(pfs: PathFS) -> None:
+    pfs.write_file(f"{MAIN}/f", b"abc")
+    pfs.read_file(f"{MAIN}/f")
+    text = pfs.read_file("/.lakefs/stats").decode()
+    assert 'lakemount_fuse_ops_total{op="create"} 1' in text
+    assert 'lakemount_fuse_op_seconds_bucket{op="read",le="+Inf"}' in text
+    assert "lakemount_fuse_written_bytes_total 3" in text
+    assert 'lakemount_cache{tier="ram",counter="hits"}' in text
+    assert "lakemount_fuse_inodes" in text
+
+
+def test_protected_branches_are_read_only(pfs: PathFS, app: App) -> None:
+    pfs.write_file(f"{MAIN}/before", b"1")
+    app.graveler.set_protection_rules(REPO, ["main"])
+    assert errno_of_call(lambda: pfs.write_file(f"{MAIN}/after", b"2")) == errno.EROFS
+    assert errno_of_call(lambda: pfs.unlink(f"{MAIN}/before")) == errno.EROFS
+    assert pfs.read_file(f"{MAIN}/before") == b"1"
+
+
+def test_a_refs_root_keeps_no_attributes(pfs: PathFS) -> None:
+    before = pfs.lstat(MAIN)
+    after = pfs.setattr(MAIN, SetAttr(mode=0o700, mtime_ns=1))
+    assert after.mode == before.mode and after.mtime_ns == before.mtime_ns
+
+
+def test_a_mount_by_an_ordinary_user_owns_unowned_entries(fs_factory: Callable[..., FileSystem], app: App) -> None:
+    app.catalog.put(REPO, "main", "from-s3", b"x")  # uid/gid 0
+    app.catalog.put(REPO, "main", "owned", b"x", uid=2000, gid=3000)
+    pfs = PathFS(fs_factory(uid=1000, gid=1001))
+    a = pfs.lstat(f"{MAIN}/from-s3")
+    assert (a.uid, a.gid) == (1000, 1001)
+    b = pfs.lstat(f"{MAIN}/owned")
+    assert (b.uid, b.gid) == (2000, 3000)
+
+
+def test_concurrent_writers_readers_and_listers(pfs: PathFS, app: App) -> None:
+    import threading
+
+    pfs.mkdir(f"{MAIN}/c")
+    errors: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        try:
+            for i in range(15):
+                path = f"{MAIN}/c/w{n}-{i}"
+                data = f"{n}:{i}".encode() * (i + 1)
+                pfs.write_file(path, data)
+                assert pfs.read_file(path) == data
+                pfs.listdir(f"{MAIN}/c")
+                if i % 3 == 0:
+                    pfs.rename(path, path + ".moved")
+                elif i % 3 == 1:
+                    pfs.unlink(path)
+        except BaseException as exc:  # collected and re-raised by the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    expected = sorted(f"w{n}-{i}" + (".moved" if i % 3 == 0 else "") for n in range(6) for i in range(15) if i % 3 != 1)
+    assert sorted(pfs.listdir(f"{MAIN}/c")) == expected
+    staged_names = sorted(it.path[2:] for it in app.catalog.list(REPO, "main", "c/") if it.path != "c/")
+    assert staged_names == expected

@@ -1,0 +1,345 @@
+"""Through the kernel: real mounts in child processes, shell-level operations, crashes, two mounts, failures.
+
+Every test that mounts does so through the ``mounts`` fixture, whose teardown
+stops each mount process and lazily unmounts anything left, then checks
+/proc/self/mountinfo: no test leaves a mount behind, pass or fail.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from lakemount.app import App
+from lakemount.fuse import runner
+
+from tests.fuse.conftest import REPO
+from tests.fuse.model import FsModel, OsDriver
+from tests.fuse.mounting import Mount, cleanup_mountpoint, env_for, lakemount_cmd, mounted_points, needs_fuse, start, stop, wait_for
+
+pytestmark = needs_fuse
+
+MountFactory = Callable[..., Mount]
+
+
+@pytest.fixture
+def mounts(home: str, tmp_path: os.PathLike[str]) -> Iterator[MountFactory]:
+    made: list[Mount] = []
+    base = os.fspath(tmp_path)
+
+    def make(name: str = "mnt", args: tuple[str, ...] = (), command: Callable[[int], list[str]] | None = None) -> Mount:
+        m = start(home, os.path.join(base, name), args, command=command)
+        made.append(m)
+        return m
+
+    try:
+        yield make
+    finally:
+        problems = []
+        for m in made:
+            try:
+                stop(m)
+            except Exception as exc:
+                problems.append(f"{m.mountpoint}: {exc}")
+            print(f"--- log of {m.mountpoint} ---\n{m.log()}")
+        leftover = sorted(p for p in mounted_points() if p.startswith(base))
+        assert not leftover and not problems, (leftover, problems)
+
+
+def sh(script: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{script!r} failed ({proc.returncode}): {proc.stderr}")
+    return proc
+
+
+def oserror(fn: Callable[[], object]) -> int:
+    with pytest.raises(OSError) as info:
+        fn()
+    assert info.value.errno is not None
+    return info.value.errno
+
+
+def write_control(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+# ---------------------------------------------------------------------------- shell
+def test_shell_operations_on_a_branch(app: App, mounts: MountFactory) -> None:
+    m = mounts()
+    main = f"{m.mountpoint}/{REPO}/main"
+    assert sorted(os.listdir(m.mountpoint)) == [".lakefs", REPO]
+    assert sh(f"echo hello > {main}/a.txt && cat {main}/a.txt").stdout == "hello\n"
+    sh(f"echo more >> {main}/a.txt")
+    sh(f"mkdir -p {main}/d/e/f && echo x > {main}/d/e/f/g && mkdir {main}/d/empty")
+    sh(f"mv {main}/d {main}/d2")
+    assert sh(f"cd {main} && find . -path ./.lakefs -prune -o -print | sort").stdout.split() == [
+        ".", "./a.txt", "./d2", "./d2/e", "./d2/e/f", "./d2/e/f/g", "./d2/empty",
+    ]
+    sh(f"ln -s a.txt {main}/link")
+    assert os.readlink(f"{main}/link") == "a.txt"
+    assert sh(f"cat {main}/link").stdout == "hello\nmore\n"
+    sh(f"truncate -s 3 {main}/a.txt")
+    assert open(f"{main}/a.txt", "rb").read() == b"hel"
+    sh(f"chmod 600 {main}/a.txt && touch -d 2020-01-02T03:04:05Z {main}/a.txt")
+    st = os.stat(f"{main}/a.txt")
+    assert oct(st.st_mode & 0o777) == oct(0o600) and int(st.st_mtime) == 1577934245
+    fd = os.open(f"{main}/r.bin", os.O_RDWR | os.O_CREAT, 0o644)
+    os.pwrite(fd, b"0123456789", 0)
+    os.pwrite(fd, b"AB", 4)
+    os.pwrite(fd, b"Z", 12)
+    os.close(fd)
+    assert open(f"{main}/r.bin", "rb").read() == b"0123AB6789\0\0Z"
+    os.setxattr(f"{main}/r.bin", "user.owner", b"team-a")
+    assert os.getxattr(f"{main}/r.bin", "user.owner") == b"team-a"
+    assert "user.owner" in os.listxattr(f"{main}/r.bin")
+    sh(f"cp -r {main}/d2 {main}/d3 && rm -r {main}/d2")
+    assert sorted(os.listdir(main)) == [".lakefs", "a.txt", "d3", "link", "r.bin"]
+    assert os.listdir(f"{main}/d3/empty") == []
+    assert os.statvfs(main).f_namemax == 255
+    # everything is staged on the branch, with its metadata
+    cat = app.catalog
+    e = cat.stat(REPO, "main", "a.txt")
+    assert (e.size, e.mode & 0o777, e.mtime_ns // 10**9) == (3, 0o600, 1577934245)
+    assert cat.stat(REPO, "main", "link").target == "a.txt"
+    assert dict(cat.stat(REPO, "main", "r.bin").metadata) == {"owner": "team-a"}
+    assert cat.stat(REPO, "main", "d3/empty/").is_dir
+    assert cat.get_optional(REPO, "main", "d2/e/f/g") is None
+
+
+def test_one_ref_as_the_root(app: App, mounts: MountFactory) -> None:
+    app.catalog.put(REPO, "main", "data/x.csv", b"1,2\n")
+    m = mounts("one", args=("--ref", f"{REPO}/main"))
+    assert sorted(os.listdir(m.mountpoint)) == [".lakefs", "data"]
+    assert "stats" in os.listdir(f"{m.mountpoint}/.lakefs") and "commit" in os.listdir(f"{m.mountpoint}/.lakefs")
+    with open(f"{m.mountpoint}/data/y.csv", "w") as f:
+        f.write("3,4\n")
+    write_control(f"{m.mountpoint}/.lakefs/commit", "via --ref mount")
+    assert app.graveler.commit_of(REPO, "main").message == "via --ref mount"
+    assert app.catalog.stat(REPO, "main@", "data/y.csv").size == 4
+
+
+def test_errors_through_the_kernel(app: App, mounts: MountFactory) -> None:
+    app.catalog.put(REPO, "main", "dir/f", b"x")
+    app.graveler.commit(REPO, "main", "c1")
+    app.graveler.create_tag(REPO, "v1", "main")
+    app.graveler.create_branch(REPO, "dev", "main")
+    m = mounts()
+    root = f"{m.mountpoint}/{REPO}"
+    assert sorted(os.listdir(root)) == ["dev", "main", "v1"]
+    assert open(f"{root}/v1/dir/f", "rb").read() == b"x"
+    assert open(f"{root}/main~1/.lakefs/head").read().strip() == app.graveler.resolve(REPO, "main~1").commit_id
+    assert oserror(lambda: open(f"{root}/v1/new", "w")) == errno.EROFS
+    assert oserror(lambda: os.mkdir(f"{root}/main@/d")) == errno.EROFS
+    assert oserror(lambda: os.unlink(f"{root}/v1/dir/f")) == errno.EROFS
+    assert oserror(lambda: os.stat(f"{root}/nope")) == errno.ENOENT
+    assert oserror(lambda: os.stat(f"{m.mountpoint}/norepo")) == errno.ENOENT
+    assert oserror(lambda: open(f"{root}/main/{'n' * 256}", "w")) == errno.ENAMETOOLONG
+    assert oserror(lambda: os.rename(f"{root}/main/dir/f", f"{root}/dev/f")) == errno.EXDEV
+    assert oserror(lambda: os.rmdir(f"{root}/main/dir")) == errno.ENOTEMPTY
+    # mv(1) crosses branches by copying, since rename says EXDEV
+    sh(f"mv {root}/main/dir/f {root}/dev/moved")
+    assert open(f"{root}/dev/moved", "rb").read() == b"x"
+    assert os.path.isdir(f"{root}/main/dir")  # the last entry left; the directory stays
+
+
+def test_control_files_through_the_kernel(app: App, mounts: MountFactory) -> None:
+    app.catalog.put(REPO, "main", "shared", b"base")
+    app.graveler.commit(REPO, "main", "base")
+    app.graveler.create_branch(REPO, "dev", "main")
+    m = mounts()
+    main, dev = f"{m.mountpoint}/{REPO}/main", f"{m.mountpoint}/{REPO}/dev"
+    sh(f"echo 'main side' > {main}/shared && echo 'main edit' > {main}/.lakefs/commit")
+    head = open(f"{main}/.lakefs/head").read().strip()
+    assert head == app.graveler.get_branch(REPO, "main").commit_id
+    assert json.loads(open(f"{main}/.lakefs/commit").read())["message"] == "main edit"
+    sh(f"echo 'dev side' > {dev}/shared && echo 'dev edit' > {dev}/.lakefs/commit")
+    assert sh(f"echo dev > {main}/.lakefs/merge", check=False).returncode != 0
+    assert oserror(lambda: write_control(f"{main}/.lakefs/merge", "dev")) == errno.EBUSY
+    error = open(f"{main}/.lakefs/error").read()
+    assert "conflict" in error and "shared" in error.splitlines()
+    assert oserror(lambda: write_control(f"{main}/.lakefs/merge", "dev --strategy sideways")) == errno.EINVAL
+    write_control(f"{main}/.lakefs/merge", "dev --strategy source-wins")
+    assert open(f"{main}/shared").read() == "dev side\n"
+    assert json.loads(open(f"{main}/.lakefs/merge").read())["merged"] is True
+    log = json.loads(open(f"{main}/.lakefs/log").read())
+    assert log[0]["message"].startswith("Merge")
+    stats = open(f"{m.mountpoint}/.lakefs/stats").read()
+    assert 'lakemount_fuse_ops_total{op="lookup"}' in stats and "lakemount_fuse_control_merge_total" in stats
+
+
+# ---------------------------------------------------------------------------- consistency
+def test_two_mounts_see_each_others_closed_files(app: App, mounts: MountFactory) -> None:
+    a, b = mounts("a"), mounts("b")
+    pa, pb = f"{a.mountpoint}/{REPO}/main", f"{b.mountpoint}/{REPO}/main"
+    assert os.listdir(pb) == [".lakefs"]
+    for version in (b"one", b"version two"):
+        with open(f"{pa}/shared.txt", "wb") as f:
+            f.write(version)
+        t0 = time.monotonic()
+
+        def b_sees(v: bytes = version) -> bool:
+            try:
+                with open(f"{pb}/shared.txt", "rb") as f:
+                    return f.read() == v
+            except FileNotFoundError:
+                return False
+
+        assert wait_for(b_sees, timeout=5)
+        assert time.monotonic() - t0 < 2.0  # head-ttl (0.2 s) + entry timeout (0.2 s), with slack
+    os.unlink(f"{pa}/shared.txt")
+    assert wait_for(lambda: not os.path.exists(f"{pb}/shared.txt"), timeout=5)
+
+
+def test_kill_9_loses_nothing_closed_or_fsynced_and_the_next_mount_cleans_up(
+    app: App, home: str, tmp_path: os.PathLike[str], mounts: MountFactory
+) -> None:
+    m = mounts("crash")
+    main = f"{m.mountpoint}/{REPO}/main"
+    with open(f"{main}/closed.txt", "w") as f:
+        f.write("closed before the crash")
+    fd = os.open(f"{main}/synced.txt", os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, b"fsynced before the crash")
+    os.fsync(fd)
+    os.kill(m.proc.pid, signal.SIGKILL)
+    m.proc.wait()
+    assert wait_for(lambda: runner.is_stale(m.mountpoint), timeout=5)
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+    env = env_for(home)
+    try:
+        out = subprocess.run(
+            lakemount_cmd("mount", m.mountpoint, "--head-ttl", "0.2", "--json"), env=env, capture_output=True, text=True, timeout=90
+        )
+        assert out.returncode == 0, out.stderr
+        pid = json.loads(out.stdout)["pid"]
+        assert open(f"{main}/closed.txt").read() == "closed before the crash"
+        assert open(f"{main}/synced.txt").read() == "fsynced before the crash"
+        again = subprocess.run(lakemount_cmd("mount", m.mountpoint), env=env, capture_output=True, text=True, timeout=90)
+        assert again.returncode == 4 and "already mounted" in again.stderr
+        down = subprocess.run(lakemount_cmd("umount", m.mountpoint), env=env, capture_output=True, text=True, timeout=90)
+        assert down.returncode == 0, down.stderr
+        assert runner.find_mount(m.mountpoint) is None
+        assert wait_for(lambda: not _alive(pid), timeout=10)
+    finally:
+        pid_now = runner.read_pid(runner.pid_file(home, m.mountpoint))
+        if pid_now is not None:
+            os.kill(pid_now, signal.SIGKILL)
+        cleanup_mountpoint(m.mountpoint)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"
+
+
+def test_sigterm_saves_files_still_open(app: App, mounts: MountFactory) -> None:
+    m = mounts("term")
+    f = open(f"{m.mountpoint}/{REPO}/main/open.txt", "wb")
+    f.write(b"written, never closed")
+    f.flush()
+    m.proc.send_signal(signal.SIGTERM)
+    m.proc.wait(30)
+    assert app.catalog.read(app.catalog.repository(REPO), app.catalog.stat(REPO, "main", "open.txt")) == b"written, never closed"
+    try:
+        f.close()
+    except OSError:
+        pass
+    assert runner.find_mount(m.mountpoint) is None
+
+
+# ---------------------------------------------------------------------------- failures
+def test_block_store_failures_are_eio_and_the_mount_keeps_serving(
+    app: App, home: str, tmp_path: os.PathLike[str], mounts: MountFactory
+) -> None:
+    app.catalog.put(REPO, "main", "f", b"payload")
+    faults = os.path.join(os.fspath(tmp_path), "faults")
+    script = os.path.join(os.path.dirname(__file__), "flaky_mount.py")
+    mp = os.path.join(os.fspath(tmp_path), "flaky")
+    m = mounts("flaky", command=lambda fd: [sys.executable, script, mp, faults, str(fd)])
+    main = f"{m.mountpoint}/{REPO}/main"
+
+    def inject(line: str) -> None:
+        with open(faults, "a") as f:
+            f.write(line + "\n")
+        assert wait_for(lambda: os.path.getsize(faults) == 0, timeout=5)
+
+    inject("get 1000")  # the kernel retries a failed read-ahead: fail them all
+    assert oserror(lambda: open(f"{main}/f", "rb").read()) == errno.EIO
+    inject("heal")
+    assert open(f"{main}/f", "rb").read() == b"payload"
+    inject("put_file 1000")
+    inject("put 1000")
+    with pytest.raises(OSError) as info:
+        with open(f"{main}/new", "wb") as f:
+            f.write(b"data")
+    assert info.value.errno == errno.EIO
+    inject("heal")
+    with open(f"{main}/new2", "wb") as f:
+        f.write(b"fine again")
+    assert open(f"{main}/new2", "rb").read() == b"fine again"
+    assert "f" in os.listdir(main)
+    assert "unexpected error" not in m.log()
+
+
+# ---------------------------------------------------------------------------- the model, through the kernel
+def test_mount_behaves_like_a_local_directory(app: App, mounts: MountFactory, tmp_path: os.PathLike[str]) -> None:
+    m = mounts("model")
+    counter = itertools.count()
+
+    def machine() -> FsModel:
+        branch = f"model{next(counter)}"
+        app.graveler.create_branch(REPO, branch, "main")
+        reference = tempfile.mkdtemp(prefix="ref-", dir=os.fspath(tmp_path))
+        return FsModel(OsDriver(f"{m.mountpoint}/{REPO}/{branch}", hide=frozenset({".lakefs"})), OsDriver(reference))
+
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=int(os.environ.get("LAKEMOUNT_KERNEL_MODEL_EXAMPLES", "8")),
+            stateful_step_count=25,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------- services
+def test_lakemount_up_service_mounts_at_mount_path(home: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakemount.fuse import service
+
+    mp = os.path.join(os.fspath(tmp_path), "up-mnt")
+    monkeypatch.setenv("LAKEMOUNT_MOUNT_PATH", mp)
+    monkeypatch.setenv("LAKEMOUNT_MOUNT_HEAD_TTL", "0.2")
+    app = App.from_config()
+    app.catalog.create_repository("demo")
+    try:
+        service.start_for_up(app)
+        assert os.listdir(f"{mp}/demo/main") == [".lakefs"]
+        with open(f"{mp}/demo/main/hello", "w") as f:
+            f.write("hi")
+        service.stop_for_up(app)
+        assert runner.find_mount(mp) is None
+        assert app.catalog.stat("demo", "main", "hello").size == 2
+    finally:
+        service.stop_for_up(app)
+        cleanup_mountpoint(mp)
