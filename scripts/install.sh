@@ -31,5 +31,10 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
+# The systemd units run `lakemount` from PATH.
+if [ "$(id -u)" -eq 0 ] && [ ! -e /usr/local/bin/lakemount ]; then
+  ln -s "$(pwd)/.venv/bin/lakemount" /usr/local/bin/lakemount
+fi
+
 # The separate venv for the Spark S3A end-to-end test (pyspark 3.2.4 + hadoop-aws jars).
 scripts/install_spark_s3a.sh
