@@ -25,7 +25,7 @@ from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef, View
 
-MAX_KEY_BYTES: Final = 4096
+MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
 CHUNK: Final = 4 * 1024 * 1024
 SMALL: Final = 8 * 1024 * 1024
 SKIP_BEFORE_SEEK: Final = 32
@@ -112,6 +112,32 @@ class Catalog:
             with open(source, "rb") as f:
                 return self._write_stream(r, f, source_path=source)
         return self._write_stream(r, source, source_path=None)
+
+    def write_file(self, repo: str, path: str, *, digests: tuple[int, str, str] | None = None) -> DataInfo:
+        """Store a local file's bytes content-addressed, uploading the file itself (no temp copy).
+
+        ``digests`` is ``(size, sha256 hex, md5 hex)`` when the caller computed
+        them while writing the file (then the file is not read to hash it).
+        The caller guarantees the file does not change during the call: the
+        address names the bytes that were hashed.  Raises ``ObjectNotFound``
+        if the file is missing, and what the adapter raises.
+        """
+        r = self.repository(repo)
+        if digests is None:
+            sha, md5 = hashlib.sha256(), hashlib.md5()
+            size = 0
+            with open(path, "rb") as f:
+                while chunk := f.read(CHUNK):
+                    sha.update(chunk)
+                    md5.update(chunk)
+                    size += len(chunk)
+            digests = (size, sha.hexdigest(), md5.hexdigest())
+        size, sha256, md5hex = digests
+        info = DataInfo(f"data/{sha256[:2]}/{sha256}", size, md5hex, sha256)
+        url = self.physical_url(r, info.address)
+        if not self._refresh_existing(url):
+            self.adapter.put_file(url, path)
+        return info
 
     def _write_stream(self, r: Repository, stream: BinaryIO, source_path: str | None) -> DataInfo:
         sha = hashlib.sha256()

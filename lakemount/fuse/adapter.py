@@ -49,7 +49,7 @@ def entry_attributes(a: Attr) -> pyfuse3.EntryAttributes:
     e.st_nlink = a.nlink
     e.st_uid = a.uid
     e.st_gid = a.gid
-    e.st_rdev = 0
+    e.st_rdev = a.rdev
     e.st_size = a.size
     e.st_blksize = a.blksize
     e.st_blocks = a.blocks

@@ -346,22 +346,27 @@ class FileSystem:
             else:
                 perm = entry.mode & 0o7777 if entry.is_dir else 0o755
                 mode, uid, gid, mtime = stat.S_IFDIR | perm, entry.uid, entry.gid, entry.mtime_ns or started
+            mtime = max(mtime, node.mtime_ns)
             uid, gid = self._owner(uid, gid)
             return Attr(node.ino, mode, 2, uid, gid, 0, node.atime_ns or mtime, mtime, max(node.ctime_ns, mtime), timeout)
         assert entry is not None
         size = entry.size
+        rdev = 0
         if node.kind == Kind.SYMLINK:
             mode = LINK_MODE
             size = len(entry.target.encode("utf-8", "surrogateescape"))
         else:
             fmt = stat.S_IFMT(entry.mode)
-            mode = entry.mode if fmt in (stat.S_IFREG, stat.S_IFIFO, stat.S_IFSOCK) else stat.S_IFREG | (entry.mode & 0o7777 or 0o644)
+            mode = entry.mode if fmt in _MKNOD_TYPES else stat.S_IFREG | (entry.mode & 0o7777 or 0o644)
+            if fmt in (stat.S_IFCHR, stat.S_IFBLK):
+                rdev = int(entry.target) if entry.target.isdigit() else 0
             dirty = node.dirty
             if dirty is not None:
                 size = dirty.size
         uid, gid = self._owner(entry.uid, entry.gid)
         mtime = entry.mtime_ns
-        return Attr(node.ino, mode, 1, uid, gid, size, node.atime_ns or mtime, mtime, max(node.ctime_ns, mtime), timeout)
+        nlink = 0 if node.detached else 1  # an unlinked file still open (fstat) has no names left
+        return Attr(node.ino, mode, nlink, uid, gid, size, node.atime_ns or mtime, mtime, max(node.ctime_ns, mtime), timeout, rdev=rdev)
 
     # ================================================================== freshness
     def _fresh(self, node: Node) -> bool:
@@ -685,6 +690,15 @@ class FileSystem:
             return pattr.gid, (mode | stat.S_ISGID) if stat.S_ISDIR(mode) else mode
         return caller.gid, mode
 
+    @staticmethod
+    def _names_changed(parent: Node) -> None:
+        """An entry of ``parent`` was added, removed or renamed: its mtime and ctime move (POSIX), in memory.
+
+        Staging a new directory marker on every create would double the writes
+        of a job making many files; like ctime, this is not versioned.
+        """
+        parent.mtime_ns = parent.ctime_ns = time.time_ns()
+
     def _listing_put(self, parent: Node, name: bytes, child: Child | None) -> None:
         """Update ``parent``'s cached listing after a local change (caller holds the table lock)."""
         listing = parent.listing
@@ -732,20 +746,30 @@ class FileSystem:
                 node.entry, node.fetched, node.gen = marker, self._now(), scope.gen
                 node.listing = Listing({}, [], node.fetched, scope.gen)
                 self._listing_put(parent, name, Child(ChildKind.DIR, marker))
+                self._names_changed(parent)
                 self.table.remember(node)
         return self.attr(node)
 
     @_op("mknod")
     def mknod(self, parent_ino: int, name: bytes, mode: int, rdev: int, caller: Caller) -> Attr:
-        """Regular files, FIFOs and sockets (as entries with that mode); device nodes are refused (EPERM)."""
+        """Regular files, FIFOs, sockets and device nodes, as entries with that mode.
+
+        A device node's number is kept in the entry's ``target`` (decimal), as a
+        symlink's target is; the kernel already refused callers without
+        CAP_MKNOD, and the mount is ``nodev``, so nothing opens the device.
+        Other file types are EINVAL, as in mknod(2).
+        """
         fmt = stat.S_IFMT(mode) or stat.S_IFREG
-        if fmt not in (stat.S_IFREG, stat.S_IFIFO, stat.S_IFSOCK):
-            raise FsError(errno.EPERM, "device nodes are not supported")
-        node = self._create_entry(parent_ino, name, fmt | (mode & 0o7777), caller, exclusive=True)
+        if fmt not in _MKNOD_TYPES:
+            raise FsError(errno.EINVAL, "not a file type mknod makes")
+        device = str(rdev) if fmt in (stat.S_IFCHR, stat.S_IFBLK) else ""
+        node = self._create_entry(parent_ino, name, fmt | (mode & 0o7777), caller, exclusive=True, target=device)
         self.table.remember(node)
         return self.attr(node)
 
-    def _create_entry(self, parent_ino: int, name: bytes, mode: int, caller: Caller, *, exclusive: bool) -> Node:
+    def _create_entry(
+        self, parent_ino: int, name: bytes, mode: int, caller: Caller, *, exclusive: bool, target: str = ""
+    ) -> Node:
         parent, scope, path = self._dir_for_change(parent_ino, name)
         self._io()
         with scope.mutex:
@@ -759,7 +783,7 @@ class FileSystem:
             gid, mode = self._inherit(parent, caller, mode)
             empty = self._empty_data(scope.repo)
             content_type = mimetypes.guess_type(path)[0] or "" if stat.S_ISREG(mode) else ""
-            entry = Entry(empty.address, 0, empty.etag, time.time_ns(), content_type, (), mode, caller.uid, gid)
+            entry = Entry(empty.address, 0, empty.etag, time.time_ns(), content_type, (), mode, caller.uid, gid, target)
             self._stage(scope, [(path, entry)])
             with self.table.lock:
                 self._local_change(scope)
@@ -769,6 +793,7 @@ class FileSystem:
                     node = self.table.get_or_add((scope.key, path), kind=Kind.FILE, scope=scope, path=path)
                 node.entry, node.fetched, node.gen = entry, self._now(), scope.gen
                 self._listing_put(parent, name, Child(ChildKind.FILE, entry))
+                self._names_changed(parent)
             return node
 
     @_op("create")
@@ -800,6 +825,7 @@ class FileSystem:
                 node = self.table.get_or_add((scope.key, path), kind=Kind.SYMLINK, scope=scope, path=path)
                 node.entry, node.fetched, node.gen = entry, self._now(), scope.gen
                 self._listing_put(parent, name, Child(ChildKind.SYMLINK, entry))
+                self._names_changed(parent)
                 self.table.remember(node)
         return self.attr(node)
 
@@ -833,6 +859,7 @@ class FileSystem:
                 self._local_change(scope)
                 self.table.detach(node)
                 self._listing_put(parent, name, None)
+                self._names_changed(parent)
 
     @_op("rmdir")
     def rmdir(self, parent_ino: int, name: bytes) -> None:
@@ -857,6 +884,7 @@ class FileSystem:
                 self._local_change(scope)
                 self.table.detach(node)
                 self._listing_put(parent, name, None)
+                self._names_changed(parent)
 
     @_op("rename")
     def rename(self, old_parent_ino: int, old_name: bytes, new_parent_ino: int, new_name: bytes, flags: int = 0) -> None:
@@ -926,6 +954,8 @@ class FileSystem:
                 src_child = Child(_CHILD[src.kind], src.entry)
                 self._listing_put(old_parent, old_name, None)
                 self._listing_put(new_parent, new_name, src_child)
+                self._names_changed(old_parent)
+                self._names_changed(new_parent)
                 src.ctime_ns = time.time_ns()
 
     def _subtree(self, scope: Scope, path: str) -> list[tuple[str, Entry]]:
@@ -984,6 +1014,8 @@ class FileSystem:
                 self._local_change(scope)
                 node.entry, node.fetched, node.gen = new, self._now(), scope.gen
                 node.ctime_ns = time.time_ns()
+                if changes.mtime_ns is not None:
+                    node.mtime_ns = 0  # utimens sets a directory's mtime, also backwards
                 parent = self._parent_of(node)
                 if parent is not None:
                     self._listing_put(parent, os.path.basename(node.path).encode("utf-8", "surrogateescape"), Child(_CHILD[node.kind], new))
@@ -1124,6 +1156,12 @@ class FileSystem:
             except BaseException:
                 self.release(fh)
                 raise
+            # POSIX: O_TRUNC of an existing file marks its mtime and ctime, as truncate(2) does.
+            now = time.time_ns()
+            with self.table.lock:
+                if node.entry is not None:
+                    node.entry = _with(node.entry, mtime_ns=now)
+                node.ctime_ns = now
         return Opened(fh, keep_cache=keep)
 
     def _object_of(self, node: Node) -> ObjectRef | None:
@@ -1381,6 +1419,7 @@ class FileSystem:
 
 RENAME_NOREPLACE: Final = 1
 
+_MKNOD_TYPES: Final = frozenset({stat.S_IFREG, stat.S_IFIFO, stat.S_IFSOCK, stat.S_IFCHR, stat.S_IFBLK})
 _KIND: Final = {ChildKind.FILE: Kind.FILE, ChildKind.DIR: Kind.DIR, ChildKind.SYMLINK: Kind.SYMLINK}
 _CHILD: Final = {Kind.FILE: ChildKind.FILE, Kind.DIR: ChildKind.DIR, Kind.SYMLINK: ChildKind.SYMLINK}
 

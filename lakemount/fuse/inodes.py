@@ -65,6 +65,7 @@ class Node:
     detached: bool = False  # unlinked or replaced: no longer reachable by name
     atime_ns: int = 0  # kept in memory only: atime and ctime are not versioned
     ctime_ns: int = 0
+    mtime_ns: int = 0  # a directory's mtime after a local change of its names, in memory only like ctime
     page_identity: bytes | None = None  # content identity the kernel's page cache was filled from
     lock: threading.Lock = field(default_factory=threading.Lock)  # guards creating ``dirty``
 

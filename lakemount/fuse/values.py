@@ -35,6 +35,7 @@ class Attr:
     ctime_ns: int
     timeout: float
     blksize: int = 1 << 17
+    rdev: int = 0  # device number of a character or block device node
 
     @property
     def blocks(self) -> int:

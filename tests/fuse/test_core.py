@@ -179,6 +179,17 @@ def test_truncate_with_and_without_open_writers(pfs: PathFS, app: App) -> None:
     assert staged(app, "t").size == 3
 
 
+def test_open_with_o_trunc_moves_mtime_and_ctime(pfs: PathFS, app: App) -> None:
+    p = f"{MAIN}/t"
+    pfs.write_file(p, b"abcde")
+    pfs.setattr(p, SetAttr(mtime_ns=10**18))
+    before = pfs.lstat(p)
+    pfs.close(pfs.open(p, os.O_WRONLY | os.O_TRUNC))
+    after = pfs.lstat(p)
+    assert after.size == 0 and after.mtime_ns > before.mtime_ns and after.ctime_ns > before.ctime_ns
+    assert staged(app, "t").mtime_ns == after.mtime_ns  # the staged entry has it too
+
+
 def test_same_content_is_stored_once(pfs: PathFS, app: App) -> None:
     pfs.write_file(f"{MAIN}/a", b"same bytes")
     pfs.write_file(f"{MAIN}/b", b"same bytes")
@@ -196,7 +207,10 @@ def test_create_exclusive_and_open_existing(pfs: PathFS) -> None:
 def test_unlinked_open_file_stays_readable_and_is_not_resurrected(pfs: PathFS, app: App) -> None:
     pfs.write_file(f"{MAIN}/u", b"data")
     fh = pfs.open(f"{MAIN}/u", os.O_RDWR)
+    ino = pfs.ino(f"{MAIN}/u")
+    assert pfs.fs.getattr(ino).nlink == 1
     pfs.unlink(f"{MAIN}/u")
+    assert pfs.fs.getattr(ino).nlink == 0  # fstat of the open handle: no names left
     assert pfs.pread(fh, 0, 10) == b"data"
     pfs.pwrite(fh, 0, b"DATA")
     assert pfs.pread(fh, 0, 10) == b"DATA"
@@ -205,14 +219,25 @@ def test_unlinked_open_file_stays_readable_and_is_not_resurrected(pfs: PathFS, a
     assert not pfs.exists(f"{MAIN}/u")
 
 
-def test_mknod_fifo_and_refused_devices(pfs: PathFS, fs: FileSystem) -> None:
+def test_mknod_fifos_sockets_and_device_nodes(pfs: PathFS, fs: FileSystem, app: App, fs_factory: Callable[..., FileSystem]) -> None:
     main = pfs.ino(MAIN)
     attr = fs.mknod(main, b"fifo", stat.S_IFIFO | 0o600, 0, Caller())
     assert stat.S_ISFIFO(attr.mode)
     assert stat.S_ISFIFO(pfs.lstat(f"{MAIN}/fifo").mode)
+    # device nodes (pjdfstest makes them everywhere) keep their type and number in the entry
+    attr = fs.mknod(main, b"chr", stat.S_IFCHR | 0o640, os.makedev(1, 2), Caller())
+    assert stat.S_ISCHR(attr.mode) and attr.rdev == os.makedev(1, 2)
+    fs.mknod(main, b"blk", stat.S_IFBLK | 0o600, os.makedev(3, 4), Caller())
+    pfs.setattr(f"{MAIN}/blk", SetAttr(mode=0o1640))
+    blk = pfs.lstat(f"{MAIN}/blk")
+    assert stat.S_ISBLK(blk.mode) and stat.S_IMODE(blk.mode) == 0o1640 and blk.rdev == os.makedev(3, 4)
+    entry = staged(app, "chr")
+    assert entry is not None and stat.S_ISCHR(entry.mode) and entry.target == str(os.makedev(1, 2))
+    again = PathFS(fs_factory()).lstat(f"{MAIN}/chr")
+    assert stat.S_ISCHR(again.mode) and again.rdev == os.makedev(1, 2)
     with pytest.raises(OSError) as info:
-        fs.mknod(main, b"dev", stat.S_IFCHR | 0o600, 0x0101, Caller())
-    assert info.value.errno == errno.EPERM
+        fs.mknod(main, b"dir", stat.S_IFDIR | 0o700, 0, Caller())
+    assert info.value.errno == errno.EINVAL
 
 
 def test_hard_links_are_refused(pfs: PathFS, fs: FileSystem) -> None:
@@ -374,6 +399,34 @@ def test_symlinks(pfs: PathFS, app: App) -> None:
     assert pfs.readlink(f"{MAIN}/link") == "../target/file"
     assert staged(app, "link").target == "../target/file"
     assert errno_of_call(lambda: pfs.symlink("x", f"{MAIN}/link")) == errno.EEXIST
+
+
+def test_directory_mtime_and_ctime_move_when_its_names_change(pfs: PathFS) -> None:
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.mkdir(f"{MAIN}/e")
+    pfs.setattr(f"{MAIN}/d", SetAttr(mtime_ns=10**18))
+    pfs.setattr(f"{MAIN}/e", SetAttr(mtime_ns=10**18))
+
+    def moved(path: str, change: Callable[[], object]) -> bool:
+        before = pfs.lstat(path)
+        time.sleep(0.01)
+        change()
+        after = pfs.lstat(path)
+        return after.mtime_ns > before.mtime_ns and after.ctime_ns > before.ctime_ns
+
+    assert moved(f"{MAIN}/d", lambda: pfs.write_file(f"{MAIN}/d/f", b"x"))
+    assert moved(f"{MAIN}/d", lambda: pfs.mkdir(f"{MAIN}/d/sub"))
+    assert moved(f"{MAIN}/d", lambda: pfs.symlink("f", f"{MAIN}/d/l"))
+    assert moved(f"{MAIN}/e", lambda: pfs.rename(f"{MAIN}/d/f", f"{MAIN}/e/f"))
+    assert moved(f"{MAIN}/d", lambda: pfs.unlink(f"{MAIN}/d/l"))
+    assert moved(MAIN, lambda: pfs.mkdir(f"{MAIN}/x"))
+    # chmod of an entry is not a change of the directory's names
+    before = pfs.lstat(f"{MAIN}/e").mtime_ns
+    pfs.setattr(f"{MAIN}/e/f", SetAttr(mode=0o600))
+    assert pfs.lstat(f"{MAIN}/e").mtime_ns == before
+    # utimens still sets a directory's mtime, backwards too
+    pfs.setattr(f"{MAIN}/e", SetAttr(mtime_ns=10**18))
+    assert pfs.lstat(f"{MAIN}/e").mtime_ns == 10**18
 
 
 def test_chmod_chown_utimens_are_versioned(pfs: PathFS, app: App) -> None:
