@@ -31,7 +31,7 @@ import trio
 
 from lakemount.fuse.core import FileSystem, NeedsThread
 from lakemount.fuse.values import Attr, Caller, SetAttr
-from lakemount.fuse.errno import ENOATTR, errno_of
+from lakemount.fuse.errno import errno_of
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +248,9 @@ class FuseOperations(pyfuse3.Operations):
     async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
         if not name.startswith(b"user."):
             # security.capability is asked for on every write: answer without a thread hop.
-            raise pyfuse3.FUSEError(ENOATTR)
+            # ENOTSUP, not ENOATTR: tools such as ls(1) then stop asking for
+            # security.selinux on this file system instead of asking per file.
+            raise pyfuse3.FUSEError(errno.EOPNOTSUPP)
         return await self._call(self.fs.getxattr, inode, name, fast=True)
 
     async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:

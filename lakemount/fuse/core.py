@@ -1288,11 +1288,11 @@ class FileSystem:
             return
         scope = node.scope
         assert scope is not None
-        version = dirty.begin_save()
         if node.detached:
-            dirty.end_save(version)
+            dirty.end_save(dirty.begin_save())
             return
-        info = self.catalog.write_data(scope.repo, dirty.path)
+        # The temp file itself is uploaded, with digests computed while it was written.
+        version, info = dirty.store(lambda path, digests: self.catalog.write_file(scope.repo, path, digests=digests))
         with scope.mutex:
             if node.detached:
                 dirty.end_save(version)

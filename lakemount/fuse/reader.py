@@ -6,16 +6,20 @@ to the RAM tier and, when the object lives in a remote store, to the disk
 tier as well (a ``local://`` object already is a local file: a second copy on
 the same disk would only cost writes).  Concurrent misses on one block share
 one fetch.  A handle reading sequentially gets the next blocks fetched in the
-background, a window that doubles up to ``MAX_READAHEAD`` bytes; random reads
-fetch only what they touch.
+background, a window that doubles up to ``MAX_READAHEAD`` bytes, from one
+stream per handle (one GET for a whole sequential read rather than one per
+block: object stores charge per request, and some servers copy the whole
+object for every ranged GET); random reads fetch only what they touch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Final
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import BinaryIO, Final
 
 from lakemount.cache.disk import DiskCache
 from lakemount.cache.ram import RamCache
@@ -24,8 +28,10 @@ from lakemount.fuse.stats import Metrics
 from lakemount.graveler.ports import BlockAdapter
 
 BLOCK_SIZE: Final = 1 << 20
-MAX_READAHEAD: Final = 16 << 20
+MAX_READAHEAD: Final = 32 << 20
 READAHEAD_THREADS: Final = 4
+MAX_PARKED: Final = 8  # open streams kept for read-ahead to pick up
+PENDING_WAIT: Final = 120.0  # seconds a foreground read waits for a block being streamed
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +45,15 @@ class ObjectRef:
 
 @dataclass(slots=True)
 class ReadState:
-    """Per-handle sequential-access detector."""
+    """Per-handle sequential-access detector and its read-ahead stream."""
 
     next_offset: int = -1
     window: int = 0
     prefetched_to: int = 0  # block index up to which read-ahead was scheduled (exclusive)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stream: BinaryIO | None = None
+    stream_block: int = -1  # the block the stream is positioned at
+    streaming: bool = False  # a pool task is reading the stream
 
 
 class BlockReader:
@@ -57,6 +67,10 @@ class BlockReader:
         self._flight: SingleFlight[bytes] = SingleFlight()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self._pending: dict[str, Future[bytes]] = {}  # blocks a read-ahead stream will deliver
+        self._pending_lock = threading.Lock()
+        # Streams positioned after block 0 of an object, waiting for a read-ahead to continue them.
+        self._parked: OrderedDict[str, tuple[ObjectRef, BinaryIO]] = OrderedDict()
 
     @staticmethod
     def _key(obj: ObjectRef, index: int) -> str:
@@ -82,7 +96,16 @@ class BlockReader:
                     self.metrics.add("block_hits_disk")
                     self.ram.put(key, cached)
                     return cached
-            data = self.adapter.get(obj.url) if start == 0 and length == obj.size else self.adapter.get_range(obj.url, start, length)
+            pending = self._pending.get(key)
+            if pending is not None:
+                with contextlib.suppress(Exception):  # a failed stream: fetch the block alone
+                    return pending.result(PENDING_WAIT)
+            if index == 0 and remote and obj.size > BLOCK_SIZE:
+                data = self._first_block(obj, length)
+            elif start == 0 and length == obj.size:
+                data = self.adapter.get(obj.url)
+            else:
+                data = self.adapter.get_range(obj.url, start, length)
             self.metrics.add("block_misses")
             self.metrics.add("fetched_bytes", len(data))
             self.ram.put(key, data)
@@ -91,6 +114,35 @@ class BlockReader:
             return data
 
         return self._flight.do(key, fetch)
+
+    def _first_block(self, obj: ObjectRef, length: int) -> bytes:
+        """Block 0 of a multi-block object, from a stream left open for the read-ahead that usually follows."""
+        stream = self.adapter.open(obj.url)
+        try:
+            data = stream.read(length)
+            if len(data) != length:
+                raise EOFError(obj.url)
+        except BaseException:
+            stream.close()
+            raise
+        with self._pending_lock:
+            self._parked[obj.url] = (obj, stream)
+            while len(self._parked) > MAX_PARKED:
+                _, (_, oldest) = self._parked.popitem(last=False)
+                with contextlib.suppress(Exception):
+                    oldest.close()
+        return data
+
+    def _unpark(self, obj: ObjectRef, index: int) -> BinaryIO | None:
+        """The stream left at block ``index`` of ``obj`` by a first-block read, if any."""
+        if index != 1:
+            return None
+        with self._pending_lock:
+            parked = self._parked.get(obj.url)
+            if parked is None or parked[0] != obj:
+                return None
+            del self._parked[obj.url]
+        return parked[1]
 
     def block(self, obj: ObjectRef, index: int) -> bytes:
         """Block ``index`` of ``obj``; raises what the adapter raises (``ObjectNotFound``, ``Unavailable``)."""
@@ -141,18 +193,89 @@ class BlockReader:
         begin = max(start_block, state.prefetched_to)
         if begin > end_block:
             return
-        state.prefetched_to = end_block + 1
-        pool = self._executor()
-        for index in range(begin, end_block + 1):
-            if self._key(obj, index) not in self.ram:
-                self.metrics.add("readahead_blocks")
-                pool.submit(self._prefetch, obj, index)
+        with state.lock:
+            if state.stream_block > begin:
+                return  # the stream is already past (a re-read after a seek back)
+            if state.stream_block < 0:
+                state.stream_block = begin
+            state.prefetched_to = end_block + 1
+            # Claim the blocks now, so that a foreground read of one waits for the stream instead of fetching it again.
+            with self._pending_lock:
+                for index in range(begin, end_block + 1):
+                    key = self._key(obj, index)
+                    if key not in self._pending and key not in self.ram:
+                        self._pending[key] = Future()
+                        self.metrics.add("readahead_blocks")
+            if state.streaming:
+                return
+            state.streaming = True
+        self._executor().submit(self._stream, obj, state)
 
-    def _prefetch(self, obj: ObjectRef, index: int) -> None:
+    def _stream(self, obj: ObjectRef, state: ReadState) -> None:
+        """Read every block from ``state.stream_block`` up to ``state.prefetched_to`` off the handle's
+        stream, in order, delivering claimed blocks; one GET serves the whole sequential run."""
+        remote = not obj.url.startswith("local://")
+        last = (obj.size - 1) // BLOCK_SIZE
         try:
-            self._load(obj, index)
-        except Exception:  # read-ahead is a hint: the foreground read reports the failure
+            while True:
+                with state.lock:
+                    index = state.stream_block
+                    if index >= state.prefetched_to or index > last:
+                        state.streaming = False
+                        return
+                    stream = state.stream
+                key = self._key(obj, index)
+                if stream is None and key not in self._pending and key in self.ram:
+                    # Cached already (an earlier handle read it): open the stream only where bytes are missing.
+                    with state.lock:
+                        state.stream_block = index + 1
+                    continue
+                if stream is None:
+                    stream = self._unpark(obj, index)
+                    if stream is None:
+                        stream = self.adapter.open(obj.url)
+                        stream.seek(index * BLOCK_SIZE)
+                    with state.lock:
+                        state.stream = stream
+                data = stream.read(min(BLOCK_SIZE, obj.size - index * BLOCK_SIZE))
+                if not data:
+                    raise EOFError(obj.url)
+                self.metrics.add("block_misses")  # fetched from the store, if not by a foreground read
+                self.metrics.add("fetched_bytes", len(data))
+                self.ram.put(key, data)
+                if self.disk is not None and remote:
+                    self.disk.put(key, data)
+                with self._pending_lock:
+                    future = self._pending.pop(key, None)
+                if future is not None:
+                    future.set_result(data)
+                with state.lock:
+                    state.stream_block = index + 1
+                    if index == last:
+                        self._close_stream(state)
+        except Exception:  # read-ahead is a hint: the foreground read fetches the block and reports failures
             self.metrics.add("readahead_errors")
+            with state.lock:
+                self._close_stream(state)
+                state.streaming = False
+                state.stream_block = -1
+                state.prefetched_to = 0
+            self._fail_pending(obj)
+
+    @staticmethod
+    def _close_stream(state: ReadState) -> None:
+        if state.stream is not None:
+            with contextlib.suppress(Exception):
+                state.stream.close()
+        state.stream = None
+
+    def _fail_pending(self, obj: ObjectRef) -> None:
+        prefix = self._key(obj, 0).rsplit("|", 1)[0] + "|"
+        with self._pending_lock:
+            failed = [k for k in self._pending if k.startswith(prefix)]
+            futures = [self._pending.pop(k) for k in failed]
+        for f in futures:
+            f.set_exception(EOFError("read-ahead stream failed"))
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:
@@ -165,6 +288,12 @@ class BlockReader:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+        with self._pending_lock:
+            parked = [stream for _, stream in self._parked.values()]
+            self._parked.clear()
+        for stream in parked:
+            with contextlib.suppress(Exception):
+                stream.close()
 
 
 def _slice(parts: list[bytes], first: int, offset: int, end: int) -> bytes:

@@ -7,18 +7,23 @@ or just created starts empty and copies nothing); every handle of the inode
 then reads and writes that file, which is how one mount reads its own writes.
 ``save`` turns the content into a new content-addressed object and returns
 its digests; the caller stages the entry.  Each change bumps ``version`` so a
-save that raced with a write does not mark the newer bytes saved.
+save that raced with a write does not mark the newer bytes saved.  While the
+content only grows by appends (the common sequential write), its SHA-256 and
+MD5 are computed as it is written, so a save need not read the file again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
 import threading
 from collections.abc import Callable
-from typing import BinaryIO, Final
+from typing import BinaryIO, Final, TypeVar
+
+T = TypeVar("T")
 
 COPY_CHUNK: Final = 4 << 20
 
@@ -34,6 +39,10 @@ class DirtyFile:
         self.version = 1  # bumped by every change
         self.saved_version = 0  # the version last turned into a staged entry
         self.size = 0
+        # Running digests of bytes [0, hashed); None once a write lands anywhere but the end.
+        self._sha: hashlib._Hash | None = hashlib.sha256()
+        self._md5: hashlib._Hash | None = hashlib.md5()
+        self._hashed = 0
         try:
             if source is not None and size > 0:
                 with source() as stream:
@@ -44,8 +53,26 @@ class DirtyFile:
 
     def _fill(self, stream: BinaryIO) -> None:
         with os.fdopen(os.dup(self.fd), "wb") as out:
-            shutil.copyfileobj(stream, out, COPY_CHUNK)
+            while chunk := stream.read(COPY_CHUNK):
+                self._hash(self._hashed, chunk)
+                out.write(chunk)
         self.size = os.fstat(self.fd).st_size
+
+    def _hash(self, offset: int, data: bytes | memoryview) -> None:
+        if self._sha is None or self._md5 is None:
+            return
+        if offset != self._hashed:
+            self._sha = self._md5 = None
+            return
+        self._sha.update(data)
+        self._md5.update(data)
+        self._hashed += len(data)
+
+    def digests(self) -> tuple[int, str, str] | None:
+        """``(size, sha256 hex, md5 hex)`` of the current content if known without reading it; call under ``lock``."""
+        if self._sha is None or self._md5 is None or self._hashed != self.size:
+            return None
+        return self.size, self._sha.hexdigest(), self._md5.hexdigest()
 
     @property
     def modified(self) -> bool:
@@ -55,10 +82,16 @@ class DirtyFile:
         with self.lock:
             view = memoryview(data)
             pos = offset
-            while view:
-                n = os.pwrite(self.fd, view, pos)
-                view = view[n:]
-                pos += n
+            try:
+                while view[pos - offset :]:
+                    pos += os.pwrite(self.fd, view[pos - offset :], pos)
+            except BaseException:
+                self._sha = self._md5 = None
+                raise
+            if offset == self._hashed and offset >= self.size:
+                self._hash(offset, view)
+            else:  # an overwrite, or a hole: the running digests no longer apply
+                self._sha = self._md5 = None
             self.size = max(self.size, offset + len(data))
             self.version += 1
             return len(data)
@@ -69,8 +102,22 @@ class DirtyFile:
     def truncate(self, size: int) -> None:
         with self.lock:
             os.ftruncate(self.fd, size)
+            if size == 0:
+                self._sha, self._md5, self._hashed = hashlib.sha256(), hashlib.md5(), 0
+            elif size != self._hashed:
+                self._sha = self._md5 = None
             self.size = size
             self.version += 1
+
+    def store(self, put: Callable[[str, tuple[int, str, str] | None], T]) -> tuple[int, T]:
+        """Run ``put(path, digests)`` while no write can change the file; returns the version stored and the result.
+
+        ``digests`` is what :meth:`digests` knows (None: ``put`` must hash the
+        file).  Writes to this file wait until ``put`` returns, so the bytes
+        uploaded are the bytes hashed, without a copy.
+        """
+        with self.lock:
+            return self.version, put(self.path, self.digests())
 
     def begin_save(self) -> int:
         """The version about to be saved; call before reading the file for upload."""
