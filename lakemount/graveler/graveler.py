@@ -190,7 +190,7 @@ class Graveler:
     # ------------------------------------------------------------------ refs
     def resolve(self, repo: str, expr: str) -> ResolvedRef:
         """Resolve a ref expression; raises ``RefNotFound``, ``AmbiguousRef`` or ``InvalidArgument``."""
-        self.get_repository(repo)
+        ns = self.get_repository(repo).storage_namespace
         parsed = parse(expr)
         base = parsed.base
         kind: str
@@ -223,8 +223,8 @@ class Graveler:
                 cid = c.parents[n - 1]
         if kind == "branch" and not parsed.steps:
             view = {"": View.FULL, "@": View.COMMITTED, "$": View.STAGING}[parsed.suffix]
-            return ResolvedRef(expr, kind, cid, view, base)
-        return ResolvedRef(expr, kind, cid, View.COMMITTED, None)
+            return ResolvedRef(expr, kind, cid, view, base, ns)
+        return ResolvedRef(expr, kind, cid, View.COMMITTED, None, ns)
 
     def _commit_by_prefix(self, repo: str, prefix: str) -> CommitID:
         if not names.is_hex(prefix) or len(prefix) < MIN_COMMIT_PREFIX:
@@ -320,7 +320,8 @@ class Graveler:
             commit = self.refs.get_commit(repo, branch.commit_id)
         else:
             commit = self.refs.get_commit(repo, ref.commit_id)
-        return self.metarange_of(self.get_repository(repo), commit).get(key)
+        ns = ref.namespace or self.get_repository(repo).storage_namespace
+        return self.committed.metarange(ns, commit.metarange_id, commit.metarange_checksum).get(key)
 
     def _staged_scan(
         self, tokens: Sequence[StagingToken], start: bytes, stop: bytes | None

@@ -63,6 +63,7 @@ class ResolvedRef:
     commit_id: CommitID
     view: View
     branch: str | None = None  # set when kind == "branch" and the view includes staging
+    namespace: str = ""  # the repository's storage namespace when resolved (saves a lookup per read)
 
     @property
     def writable(self) -> bool:

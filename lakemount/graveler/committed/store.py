@@ -209,8 +209,14 @@ class CommittedStore:
                 # unless it is damaged; adopting its checksum would bless bad data.
                 stored = self._existing_checksum(namespace, table_id, data)
                 if stored is not None:
-                    self.stats.tables_reused += 1
-                    return stored
+                    try:
+                        # Refresh its time so a GC whose mark began earlier keeps it;
+                        # a cached table may also have been swept from the store.
+                        self.adapter.touch(url)
+                        self.stats.tables_reused += 1
+                        return stored
+                    except ObjectNotFound:
+                        pass
             self.adapter.put(url, data)
             self.cache.put(table_id, data)
             self.stats.tables_written += 1

@@ -1,0 +1,678 @@
+"""Garbage collection as a Spark job: mark what is still referenced, sweep the rest of the namespace.
+
+**Mark** (``GcJob.mark``): write a marker object and take *its* modification
+time from the store as the mark start ``T`` (no clock skew between this host
+and the store).  Choose the commits the rules retain at ``T`` (``retention``),
+read their metaranges on executors, then read every distinct range and every
+staging token of every branch on executors, turning each record into the key
+of the data object it references.  Keys are shuffled into ``P`` buckets by the
+first two hex digits of their name; the task of bucket ``b`` lists the data
+objects (``data/<aa>/``) and tables (``_lakefs/<aa>...``) of its prefixes
+itself and keeps as *candidates* those that nothing references and that were
+last modified before ``cutoff = T - min_age - 1 s``.  Candidates are written to
+``_lakefs/gc/marks/<id>/candidates/part-<b>.tsv``, the summary (retained
+commits, referenced tables, rules, ``T``) to ``mark.json`` last.  Neither the
+driver nor any single task ever holds the repository's entries: the driver
+sees commits, metarange and range ids only.
+
+**Sweep** (``GcJob.sweep``): refs may have moved since the mark (new commits,
+new tags, new branches, commits that consumed a staging token before the mark
+read it, writers that re-staged existing bytes).  So the sweep marks again,
+incrementally: commits retained now (still relative to ``T``) that the mark
+did not retain, ranges the mark did not read, and every staging token of
+every branch; then, once more, commits that appeared meanwhile.  Then each
+bucket task removes from its candidates whatever is referenced now, re-reads
+each remaining object's modification time, and deletes it only if it is
+still older than ``cutoff`` (``touch`` on dedup keeps re-used bytes).  On a
+local store the object is renamed aside before its time is read, which
+leaves no window for a concurrent ``touch``; on S3 a touch landing between
+the read and the delete can still lose (general-purpose buckets have no
+conditional delete).  What was deleted goes to
+``marks/<id>/sweeps/<sweep id>/deleted/``.  Deleting a missing object is not
+an error, so an interrupted sweep is simply run again.  Every run ends by
+deleting the files of all but the ``KEEP_MARKS`` newest marks.
+
+Residual risk, by design of a lock-free offline GC (lakeFS's too): an entry
+staged *after* the last re-mark that points at bytes already written long
+ago without touching them (a metadata-only copy out of an expired commit,
+or a writer whose adapter has no ``touch``) is not seen.
+
+GC only ever deletes ``<ns>/data/<aa>/<sha256>``, ``<ns>/_lakefs/<64 hex>`` and
+the files of its own old marks; commit objects, the journal, the rules,
+imported objects (absolute URLs) and anything it does not recognise are never
+candidates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, UTC
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final
+
+from lakemount.app import App
+from lakemount.block.local import TEMP_PREFIX, LocalAdapter
+from lakemount.config import Config
+from lakemount.errors import Corrupt, InvalidArgument, NotFound, ObjectNotFound, PreconditionFailed
+from lakemount.graveler.committed.store import join
+from lakemount.graveler.model import EMPTY_METARANGE, Commit, CommitID, Repository, StagingToken
+from lakemount.jobs.retention import GcRules, load_rules, retained_commits
+from lakemount.jobs.runtime import app_for
+from lakemount.jobs.session import Progress, get_spark, parallelism, timed, translated
+from lakemount.jobs.tables import data_sha, is_data_name, is_table_name, metarange_ranges, namespace_key, read_table, value_address
+
+if TYPE_CHECKING:
+    from pyspark import RDD, SparkContext
+
+MARKS_KEY: Final = "_lakefs/gc/marks"
+DEFAULT_MIN_AGE: Final = 600.0
+DEFAULT_BUCKETS: Final = 16
+CLOCK_GRANULARITY: Final = 1.0  # S3 reports LastModified in whole seconds
+SAMPLE: Final = 10
+KEEP_MARKS: Final = 10
+DELETE_THREADS: Final = 16
+
+
+# ---------------------------------------------------------------------------- refs
+@dataclass(frozen=True)
+class RefState:
+    """Branches (head, tokens) and tags of a repository at one moment."""
+
+    heads: dict[str, CommitID]
+    tokens: dict[str, tuple[StagingToken, ...]]
+    tags: dict[str, CommitID]
+
+    def all_tokens(self) -> list[StagingToken]:
+        return sorted({t for ts in self.tokens.values() for t in ts})
+
+
+def read_refs(app: App, repo: str) -> RefState:
+    branches = app.refs.list_branches(repo)
+    tags = app.refs.list_tags(repo)
+    return RefState(
+        {b.name: b.commit_id for b in branches},
+        {b.name: b.tokens for b in branches},
+        {t.name: t.commit_id for t in tags},
+    )
+
+
+def all_commits(app: App, repo: str) -> dict[str, Commit]:
+    """Every commit of ``repo``; read refs first, then this, so every head is here."""
+    return {c.id: c for c in app.refs.list_commits(repo)}
+
+
+# ---------------------------------------------------------------------------- buckets
+def bucket_prefixes(bucket: int, buckets: int) -> list[str]:
+    """The two-hex-digit name prefixes a bucket owns."""
+    return [f"{i:02x}" for i in range(256) if i % buckets == bucket]
+
+
+def _bucket_map(buckets: int) -> dict[str, int]:
+    return {f"{i:02x}": i % buckets for i in range(256)}
+
+
+def _by_bucket(ids: Iterable[str], buckets: int) -> dict[int, frozenset[str]]:
+    bmap = _bucket_map(buckets)
+    out: dict[int, set[str]] = {}
+    for i in ids:
+        b = bmap.get(i[:2])
+        if b is not None:
+            out.setdefault(b, set()).add(i)
+    return {b: frozenset(s) for b, s in out.items()}
+
+
+def _identity(bucket: int) -> int:
+    return bucket
+
+
+# ---------------------------------------------------------------------------- executor functions
+def _read_metaranges(config: Config, namespace: str, items: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+    """(range id, checksum) of every range the given metaranges list, once per task."""
+    adapter = app_for(config).adapter
+    seen: set[str] = set()
+    for mr_id, checksum in items:
+        for info in metarange_ranges(adapter, namespace, mr_id, checksum):
+            if info.id not in seen:
+                seen.add(info.id)
+                yield info.id, info.checksum
+
+
+def _live_keys(
+    config: Config, namespace: str, buckets: int, counters: tuple[Any, Any, Any], items: Iterable[tuple[str, ...]]
+) -> Iterator[tuple[int, list[str]]]:
+    """Names of the data objects that ranges and staging tokens reference, grouped by bucket.
+
+    One record per bucket per task (not per object) goes into the shuffle.
+    """
+    app = app_for(config)
+    bmap = _bucket_map(buckets)
+    found: dict[int, set[str]] = {}
+    entries = staged = external = 0
+
+    def add(address: str) -> None:
+        nonlocal external
+        key = namespace_key(address, namespace)
+        if key is None:
+            external += 1
+            return
+        sha = data_sha(key)
+        if sha is not None:
+            b = bmap.get(sha[:2])
+            if b is not None:
+                found.setdefault(b, set()).add(sha)
+
+    for item in items:
+        if item[0] == "range":
+            reader = read_table(app.adapter, namespace, item[1], item[2], "range")
+            for _key, value in reader.items():
+                entries += 1
+                address = value_address(value)
+                # Fast path for the usual record: a relative data/<aa>/<sha256> address.
+                if len(address) == 72 and address[:5] == "data/" and address[5:7] == address[8:10]:
+                    b = bmap.get(address[5:7])
+                    if b is not None:
+                        shas = found.get(b)
+                        if shas is None:
+                            shas = found[b] = set()
+                        shas.add(address[8:])
+                        continue
+                add(address)
+        else:
+            for _key, staged_value in app.refs.staged_scan(StagingToken(item[1])):
+                if staged_value is not None:
+                    staged += 1
+                    add(value_address(staged_value))
+    counters[0].add(entries)
+    counters[1].add(staged)
+    counters[2].add(external)
+    for b, shas in found.items():
+        yield b, list(shas)
+
+
+def _list_bucket(adapter: Any, namespace: str, bucket: int, buckets: int) -> Iterator[tuple[str, str, Any]]:
+    """("data"|"table"|"other", key, ObjectInfo) for every object of the bucket's prefixes."""
+    tables_root = join(namespace, "_lakefs/")
+    for h in bucket_prefixes(bucket, buckets):
+        base = join(namespace, f"data/{h}/")
+        for info in adapter.list(base):
+            name = info.url[len(base) :]
+            yield ("data" if is_data_name(h, name) else "other"), f"data/{h}/{name}", info
+        for info in adapter.list(tables_root + h):
+            name = info.url[len(tables_root) :]
+            yield ("table" if is_table_name(name) else "other"), f"_lakefs/{name}", info
+
+
+def _mark_bucket(
+    config: Config, namespace: str, buckets: int, cutoff: float, mark_dir: str, tables: Any,
+    index: int, records: Iterable[tuple[int, list[str]]],
+) -> Iterator[dict[str, Any]]:
+    adapter = app_for(config).adapter
+    live: set[str] = set()
+    for _b, shas in records:
+        live.update(shas)
+    live_tables = tables.value.get(index, frozenset())
+    stats: Counter[str] = Counter()
+    lines: list[str] = []
+    keys: list[str] = []
+    for kind, key, info in _list_bucket(adapter, namespace, index, buckets):
+        if kind == "other":
+            stats["unrecognized"] += 1
+            continue
+        stats[f"{kind}_objects"] += 1
+        stats["bytes"] += info.size
+        name = key[8:]
+        if name in (live if kind == "data" else live_tables):
+            stats["referenced"] += 1
+            continue
+        if info.mtime >= cutoff:
+            stats["recent"] += 1
+            continue
+        stats[f"garbage_{kind}"] += 1
+        stats["garbage_bytes"] += info.size
+        lines.append(f"{key}\t{info.size}\t{info.mtime!r}\n")
+        keys.append(key)
+    adapter.put(join(mark_dir, f"candidates/part-{index:05d}.tsv"), "".join(lines).encode())
+    yield {"stats": dict(stats), "sample": sorted(keys)[:SAMPLE]}
+
+
+def _delete_local_if_old(url: str, cutoff: float) -> tuple[str, int]:
+    """Delete a local object unless it was modified at or after ``cutoff``, without a race with ``touch``.
+
+    The file is first renamed out of the way (names starting with ``.tmp-`` are
+    reserved by ``LocalAdapter`` and never listed), then its time is read: a
+    writer's ``touch`` either happened before the rename (the time is new: the
+    file is put back; objects are content-addressed, so putting it back over a
+    concurrent re-upload changes no byte) or after it (the touch fails, and
+    the writer uploads the bytes again).
+    """
+    path = LocalAdapter.path_of(url)
+    directory, name = os.path.split(path)
+    aside = os.path.join(directory, f"{TEMP_PREFIX}gc-{secrets.token_hex(6)}-{name}")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return "already_gone", 0
+    st = os.stat(aside)
+    if st.st_mtime >= cutoff:
+        os.rename(aside, path)
+        return "touched", 0
+    os.unlink(aside)
+    return "deleted", st.st_size
+
+
+def _sweep_bucket(
+    config: Config, namespace: str, cutoff: float, mark_dir: str, sweep_dir: str, tables: Any, dry_run: bool,
+    index: int, records: Iterable[tuple[int, list[str]]],
+) -> Iterator[dict[str, Any]]:
+    adapter = app_for(config).adapter
+    live: set[str] = set()
+    for _b, shas in records:
+        live.update(shas)
+    live_tables = tables.value.get(index, frozenset())
+    part = join(mark_dir, f"candidates/part-{index:05d}.tsv")
+    try:
+        text = adapter.get(part).decode()
+    except ObjectNotFound:
+        raise Corrupt(f"GC mark is incomplete: {part} is missing") from None
+    stats: Counter[str] = Counter()
+    todo: list[tuple[str, int]] = []
+    for line in text.splitlines():
+        key, size, _mtime = line.split("\t")
+        name = key[8:]
+        if name in (live if key.startswith("data/") else live_tables):
+            stats["referenced_again"] += 1
+            continue
+        todo.append((key, int(size)))
+
+    def sweep_one(item: tuple[str, int]) -> tuple[str, str, int]:
+        key, _size = item
+        url = join(namespace, key)
+        if not dry_run and url.startswith("local://"):
+            outcome, size = _delete_local_if_old(url, cutoff)
+            return outcome, key, size
+        try:
+            info = adapter.stat(url)
+        except ObjectNotFound:
+            return "already_gone", key, 0
+        if info.mtime >= cutoff:
+            return "touched", key, 0
+        if not dry_run:
+            adapter.delete(url)
+        return "deleted", key, info.size
+
+    deleted: list[str] = []
+    with ThreadPoolExecutor(DELETE_THREADS) as pool:
+        for outcome, gone, nbytes in pool.map(sweep_one, todo):
+            stats[outcome] += 1
+            if outcome == "deleted":
+                kind = "data" if gone.startswith("data/") else "table"
+                stats[f"deleted_{kind}"] += 1
+                stats["deleted_bytes"] += nbytes
+                deleted.append(f"{gone}\t{nbytes}\n")
+    deleted.sort()
+    adapter.put(join(sweep_dir, f"deleted/part-{index:05d}.tsv"), "".join(deleted).encode())
+    yield {"stats": dict(stats), "sample": [d.split("\t", 1)[0] for d in deleted[:SAMPLE]]}
+
+
+# ---------------------------------------------------------------------------- the job
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds")
+
+
+def new_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+@dataclass
+class Mark:
+    """What a mark recorded (``mark.json``), enough for a sweep in another process."""
+
+    id: str
+    started: float
+    cutoff: float
+    min_age: float
+    buckets: int
+    rules: GcRules
+    retained: set[str]
+    dry_run: bool
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+class GcJob:
+    """GC of one repository on the process's Spark session.
+
+    Raises ``RepositoryNotFound`` for an unknown repository and
+    ``PreconditionFailed`` when no rules are set.
+    """
+
+    def __init__(self, app: App, repo: str, *, master: str | None = None, buckets: int = DEFAULT_BUCKETS,
+                 show_progress: bool | None = None) -> None:
+        if not 1 <= buckets <= 256:
+            raise InvalidArgument("buckets must be between 1 and 256")
+        self.app = app
+        self.repo: Repository = app.graveler.get_repository(repo)
+        self.ns = self.repo.storage_namespace
+        self.adapter = app.adapter
+        self.master = master
+        self.buckets = buckets
+        self.show_progress = show_progress
+        self.timings: dict[str, float] = {}
+        self._sc: SparkContext | None = None
+
+    @property
+    def sc(self) -> SparkContext:
+        if self._sc is None:
+            with timed(self.timings, "spark_start"):
+                self._sc = get_spark(self.master).sparkContext
+        return self._sc
+
+    def mark_dir(self, mark_id: str) -> str:
+        return join(self.ns, f"{MARKS_KEY}/{mark_id}")
+
+    def rules(self) -> GcRules:
+        rules = load_rules(self.adapter, self.ns)
+        if rules is None:
+            raise PreconditionFailed(
+                f"no GC rules for repository {self.repo.name}: set them with "
+                f"`lakemount gc set-config lakefs://{self.repo.name} --default-retention-days N`"
+            )
+        return rules
+
+    # -- shared steps -----------------------------------------------------------
+    def _ranges_of(self, metaranges: Iterable[tuple[str, str]]) -> dict[str, str]:
+        if not metaranges:
+            return {}
+        items = sorted(metaranges)
+        n = min(len(items), parallelism(self.sc) * 2)
+        fn = partial(_read_metaranges, self.app.config, self.ns)
+        with translated():
+            pairs = self.sc.parallelize(items, n).mapPartitions(fn).collect()
+        return dict(pairs)
+
+    def _live_rdd(self, items: list[tuple[str, ...]], counters: tuple[Any, Any, Any]) -> RDD[tuple[int, list[str]]]:
+        n = max(1, min(len(items), parallelism(self.sc) * 4))
+        fn = partial(_live_keys, self.app.config, self.ns, self.buckets, counters)
+        return self.sc.parallelize(items, n).mapPartitions(fn)
+
+    def _counters(self) -> tuple[Any, Any, Any]:
+        return self.sc.accumulator(0), self.sc.accumulator(0), self.sc.accumulator(0)
+
+    # -- mark ---------------------------------------------------------------------
+    def mark(self, *, min_age: float = DEFAULT_MIN_AGE, dry_run: bool = False, force: bool = False) -> Mark:
+        """Mark, write the mark to the namespace, and return it (its report says what is garbage now).
+
+        Refuses (``InvalidArgument``) rules that keep no history unless ``force``.
+        """
+        if min_age < 0:
+            raise InvalidArgument("min-age must be >= 0 seconds")
+        rules = self.rules()
+        if not rules.keeps_history and not force:
+            raise InvalidArgument(
+                f"the GC rules of {self.repo.name} keep no history (0 days everywhere): everything but branch heads, "
+                "tags and staging would be deleted; use --force"
+            )
+        sc = self.sc
+        mark_id = new_id()
+        mdir = self.mark_dir(mark_id)
+        with timed(self.timings, "mark"):
+            started_url = join(mdir, "started")
+            self.adapter.put(started_url, json.dumps({"repository": self.repo.name, "mark_id": mark_id}).encode())
+            started = self.adapter.stat(started_url).mtime
+            cutoff = started - min_age - CLOCK_GRANULARITY
+            refs = read_refs(self.app, self.repo.name)
+            commits = all_commits(self.app, self.repo.name)
+            retained = retained_commits(commits, refs.heads, refs.tags.values(), rules, started)
+            metaranges = {
+                (commits[c].metarange_id, commits[c].metarange_checksum)
+                for c in retained
+                if commits[c].metarange_id != EMPTY_METARANGE
+            }
+            with timed(self.timings, "mark_metaranges"):
+                ranges = self._ranges_of(metaranges)
+            live_tables = set(ranges) | {m for m, _ in metaranges}
+            tokens = refs.all_tokens()
+            items: list[tuple[str, ...]] = [("range", r, c) for r, c in sorted(ranges.items())]
+            items += [("token", t) for t in tokens]
+            counters = self._counters()
+            tables = sc.broadcast(_by_bucket(live_tables, self.buckets))
+            fn = partial(_mark_bucket, self.app.config, self.ns, self.buckets, cutoff, mdir, tables)
+            with translated(), Progress(sc, "gc mark", unit="task", enabled=self.show_progress), timed(self.timings, "mark_scan"):
+                results = (
+                    self._live_rdd(items, counters)
+                    .partitionBy(self.buckets, _identity)
+                    .mapPartitionsWithIndex(fn)
+                    .collect()
+                )
+            tables.destroy()
+            stats: Counter[str] = Counter()
+            sample: list[str] = []
+            for r in results:
+                stats.update(r["stats"])
+                sample.extend(r["sample"])
+            report = {
+                "mark_id": mark_id,
+                "mark_start": _iso(started),
+                "cutoff": _iso(cutoff),
+                "min_age_seconds": min_age,
+                "rules": rules.to_json(),
+                "commits": {"total": len(commits), "retained": len(retained), "expired": len(commits) - len(retained)},
+                "branches": len(refs.heads),
+                "tags": len(refs.tags),
+                "staging_tokens": len(tokens),
+                "scanned": {
+                    "ranges": len(ranges),
+                    "metaranges": len(metaranges),
+                    "entries": counters[0].value,
+                    "staged_entries": counters[1].value,
+                    "imported_entries": counters[2].value,
+                    "data_objects": stats["data_objects"],
+                    "tables": stats["table_objects"],
+                    "bytes": stats["bytes"],
+                },
+                "kept": {
+                    "referenced": stats["referenced"],
+                    "recent": stats["recent"],
+                    "unrecognized": stats["unrecognized"],
+                },
+                "garbage": {
+                    "data_objects": stats["garbage_data"],
+                    "tables": stats["garbage_table"],
+                    "bytes": stats["garbage_bytes"],
+                    "sample": sorted(sample)[:SAMPLE],
+                },
+            }
+            self.adapter.put(join(mdir, "ranges.txt"), "".join(f"{t}\n" for t in sorted(live_tables)).encode())
+            doc = {
+                "version": 1,
+                "mark_id": mark_id,
+                "repository": self.repo.name,
+                "storage_namespace": self.ns,
+                "dry_run": dry_run,
+                "started": started,
+                "cutoff": cutoff,
+                "min_age_seconds": min_age,
+                "buckets": self.buckets,
+                "rules": rules.to_json(),
+                "retained": sorted(retained),
+                "refs": {"heads": refs.heads, "tags": refs.tags, "tokens": {b: list(t) for b, t in refs.tokens.items()}},
+                "report": report,
+            }
+            # Written last: a mark without mark.json is incomplete and cannot be swept.
+            self.adapter.put(join(mdir, "mark.json"), json.dumps(doc, indent=1, sort_keys=True).encode())
+        return Mark(mark_id, started, cutoff, min_age, self.buckets, rules, set(retained), dry_run, report)
+
+    def load_mark(self, mark_id: str) -> tuple[Mark, set[str]]:
+        """A stored mark and the tables it found referenced; ``NotFound`` if there is no such (complete) mark."""
+        if not mark_id or "/" in mark_id or mark_id.startswith("."):
+            raise InvalidArgument(f"not a mark id: {mark_id!r}")
+        mdir = self.mark_dir(mark_id)
+        try:
+            doc = json.loads(self.adapter.get(join(mdir, "mark.json")))
+            tables = set(self.adapter.get(join(mdir, "ranges.txt")).decode().split())
+        except ObjectNotFound:
+            raise NotFound(f"no complete GC mark {mark_id} in repository {self.repo.name}") from None
+        if doc.get("storage_namespace") != self.ns or doc.get("repository") != self.repo.name:
+            raise InvalidArgument(f"mark {mark_id} belongs to another repository")
+        m = Mark(
+            mark_id, float(doc["started"]), float(doc["cutoff"]), float(doc["min_age_seconds"]), int(doc["buckets"]),
+            GcRules.from_json(doc["rules"]), set(doc["retained"]), bool(doc["dry_run"]), doc.get("report", {}),
+        )
+        return m, tables
+
+    def prune_marks(self, keep: int = KEEP_MARKS) -> int:
+        """Delete the files of all but the ``keep`` newest marks (ids sort by time); returns how many went."""
+        root = join(self.ns, MARKS_KEY) + "/"
+        by_mark: dict[str, list[str]] = {}
+        for info in self.adapter.list(root):
+            by_mark.setdefault(info.url[len(root) :].split("/", 1)[0], []).append(info.url)
+        old = sorted(by_mark)[:-keep] if keep > 0 else sorted(by_mark)
+        for mark_id in old:
+            for url in by_mark[mark_id]:
+                self.adapter.delete(url)
+        return len(old)
+
+    # -- sweep --------------------------------------------------------------------
+    def sweep(self, mark_id: str, *, dry_run: bool = False) -> dict[str, Any]:
+        """Re-mark what changed since the mark, then delete (or, dry, list) what is still garbage."""
+        m, marked_tables = self.load_mark(mark_id)
+        sc = self.sc
+        mdir = self.mark_dir(mark_id)
+        sweep_id = new_id()
+        sweep_dir = join(mdir, f"sweeps/{sweep_id}")
+        known = set(m.retained)
+        extra_tables: set[str] = set()
+        scanned: set[str] = set()
+        counters = self._counters()
+        rdds: list[RDD[tuple[int, list[str]]]] = []
+        with timed(self.timings, "remark"):
+            # Round 1: commits retained now that the mark did not read, and every
+            # staging token.  A token may be sealed, committed and dropped between
+            # reading the refs and scanning it (the scan finds it empty); its
+            # entries are then in a commit that round 2 sees as a new head.
+            # Tokens that appear after round 1's read hold only entries staged
+            # after the mark began: new bytes are younger than the cutoff, and
+            # re-used bytes were touched.  So two rounds suffice, however busy
+            # the repository is.
+            for round_no in (1, 2):
+                state = read_refs(self.app, self.repo.name)
+                commits = all_commits(self.app, self.repo.name)
+                retained = retained_commits(commits, state.heads, state.tags.values(), m.rules, m.started)
+                new = retained - known
+                known |= new
+                metaranges = {
+                    (commits[c].metarange_id, commits[c].metarange_checksum)
+                    for c in new
+                    if commits[c].metarange_id != EMPTY_METARANGE
+                    and commits[c].metarange_id not in marked_tables
+                    and commits[c].metarange_id not in extra_tables
+                }
+                ranges = {
+                    r: c for r, c in self._ranges_of(metaranges).items() if r not in marked_tables and r not in extra_tables
+                }
+                extra_tables |= {mr for mr, _ in metaranges} | set(ranges)
+                tokens = state.all_tokens() if round_no == 1 else []
+                scanned.update(tokens)
+                items: list[tuple[str, ...]] = [("range", r, c) for r, c in sorted(ranges.items())]
+                items += [("token", t) for t in tokens]
+                if items:
+                    rdd = self._live_rdd(items, counters).persist()
+                    with translated():
+                        rdd.count()
+                    rdds.append(rdd)
+        with timed(self.timings, "sweep"):
+            live = sc.union(rdds) if rdds else sc.parallelize([], 1)
+            tables = sc.broadcast(_by_bucket(extra_tables, m.buckets))
+            fn = partial(_sweep_bucket, self.app.config, self.ns, m.cutoff, mdir, sweep_dir, tables, dry_run)
+            with translated(), Progress(sc, "gc sweep", unit="task", enabled=self.show_progress):
+                results = live.partitionBy(m.buckets, _identity).mapPartitionsWithIndex(fn).collect()
+            tables.destroy()
+            for rdd in rdds:
+                rdd.unpersist()
+        stats: Counter[str] = Counter()
+        sample: list[str] = []
+        for r in results:
+            stats.update(r["stats"])
+            sample.extend(r["sample"])
+        report = {
+            "sweep_id": sweep_id,
+            "rescanned": {
+                "new_commits": len(known) - len(m.retained),
+                "ranges": len(extra_tables),
+                "staging_tokens": len(scanned),
+                "entries": counters[0].value,
+                "staged_entries": counters[1].value,
+            },
+            "kept": {"referenced_again": stats["referenced_again"], "touched": stats["touched"]},
+            "already_gone": stats["already_gone"],
+            "deleted": {
+                "data_objects": stats["deleted_data"],
+                "tables": stats["deleted_table"],
+                "bytes": stats["deleted_bytes"],
+                "sample": sorted(sample)[:SAMPLE],
+            },
+        }
+        self.adapter.put(
+            join(sweep_dir, "report.json"),
+            json.dumps({"dry_run": dry_run, "mark_id": mark_id, **report}, indent=1, sort_keys=True).encode(),
+        )
+        return report
+
+
+def run_gc(
+    app: App,
+    repo: str,
+    *,
+    dry_run: bool = False,
+    mark_only: bool = False,
+    sweep: str | None = None,
+    min_age: float = DEFAULT_MIN_AGE,
+    master: str | None = None,
+    buckets: int = DEFAULT_BUCKETS,
+    show_progress: bool | None = None,
+    force: bool = False,
+) -> dict[str, Any]:
+    """Run GC on ``repo`` and return its report.
+
+    Modes: mark and sweep (default), ``mark_only`` (the report's ``garbage`` is
+    what a sweep would consider), ``sweep=MARK_ID`` (sweep a stored mark).
+    ``dry_run`` does everything but delete; its ``deleted`` section lists what
+    a real run would delete.  ``force`` accepts rules that keep no history.  Raises ``NotFound`` (repository, mark),
+    ``PreconditionFailed`` (no rules), ``InvalidArgument``.
+    """
+    if mark_only and sweep:
+        raise InvalidArgument("--mark-only and --sweep exclude each other")
+    job = GcJob(app, repo, master=master, buckets=buckets, show_progress=show_progress)
+    warnings: list[str] = []
+    if not hasattr(app.adapter, "touch"):
+        warnings.append(
+            "the block adapter has no touch(): bytes re-staged by dedup during this run are protected "
+            "only by the re-mark before deletion"
+        )
+    started = time.monotonic()
+    out: dict[str, Any] = {
+        "repository": job.repo.name,
+        "storage_namespace": job.ns,
+        "mode": "sweep" if sweep else "mark-only" if mark_only else "run",
+        "dry_run": dry_run,
+    }
+    if sweep:
+        m, _tables = job.load_mark(sweep)
+        out.update(m.report)
+    else:
+        m = job.mark(min_age=min_age, dry_run=dry_run, force=force)
+        out.update(m.report)
+    if not mark_only:
+        swept = job.sweep(m.id, dry_run=dry_run)
+        out.update({k: v for k, v in swept.items() if k != "kept"})
+        out["kept"] = {**out.get("kept", {}), **swept["kept"]}
+    job.prune_marks()
+    out["warnings"] = warnings
+    out["timings"] = {**job.timings, "total": round(time.monotonic() - started, 3)}
+    return out

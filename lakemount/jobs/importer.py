@@ -1,0 +1,425 @@
+"""Zero-copy import: stage entries that point at objects where they already are.
+
+``import_objects`` lists a local directory or an S3 prefix and stages, under a
+destination prefix of a branch, one entry per object whose address is the
+object's absolute URL (``local:///abs/path``, ``s3://bucket/key``), with size,
+ETag and modification time from the listing (MD5 of the content for local
+files, which have no ETag).  No byte is copied, and GC never deletes such
+objects: they are outside every storage namespace's collectable layout.
+
+Like lakeFS's import, the result *replaces* the destination prefix: keys
+under it that the source does not have are staged as deletions.  Re-importing
+an unchanged source stages nothing.
+
+Work split: the driver lists the source one "directory" level at a time
+(descending until there is enough parallelism) and cuts the sorted level
+into tasks, each owning a contiguous key interval ``[lo, hi)``: one
+subdirectory, or a run of at most ``FILES_PER_TASK`` files.  Executors list
+their subtree themselves, hash local files, read the branch's current entries
+in their interval (``graveler.scan``) and stage the difference in batches
+through the graveler, so the driver never holds the listing's entries.
+With ``commit``, the branch is committed afterwards; that is refused up front
+when the branch has uncommitted changes outside the destination prefix.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import stat
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Final
+
+from lakemount.app import App
+from lakemount.catalog.catalog import MAX_KEY_BYTES
+from lakemount.config import Config
+from lakemount.errors import InvalidArgument, NotFound, NothingToCommit, PreconditionFailed, ProtectedBranch, Unavailable
+from lakemount.graveler.graveler import prefix_end
+from lakemount.graveler.model import DIR_MODE, FILE_MODE, Entry
+from lakemount.jobs.runtime import app_for
+from lakemount.jobs.s3client import client_from_config, split_s3
+from lakemount.jobs.session import Progress, get_spark, parallelism, timed, translated
+
+FILES_PER_TASK: Final = 5000
+STAGE_BATCH: Final = 5000
+MAX_PLAN_DEPTH: Final = 4
+HASH_CHUNK: Final = 1 << 20
+
+# A planned unit: ("dir", rel) | ("lfile", rel) | ("sfile", rel, size, mtime, etag)
+Unit = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where objects are imported from: a local directory or an S3 prefix (ending in ``/`` or empty)."""
+
+    kind: str  # "local" | "s3"
+    root: str  # local: absolute directory path; s3: bucket
+    prefix: str = ""  # s3 only
+
+    @property
+    def url(self) -> str:
+        if self.kind == "local":
+            return f"local://{self.root}/"
+        return f"s3://{self.root}/{self.prefix}"
+
+
+def parse_source(text: str) -> Source:
+    """A source from ``/dir``, ``file:///dir``, ``local:///dir`` or ``s3://bucket/prefix``."""
+    if text.startswith(("s3://", "s3a://")):
+        bucket, prefix = split_s3(text)
+        prefix = prefix.lstrip("/")
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        return Source("s3", bucket, prefix)
+    for scheme in ("local://", "file://"):
+        if text.startswith(scheme):
+            text = text[len(scheme) :]
+            if not text.startswith("/"):
+                raise InvalidArgument(f"{scheme} source must be an absolute path: {scheme}{text}")
+            break
+    else:
+        if "://" in text:
+            raise InvalidArgument(f"cannot import from {text!r}: use a local directory or s3://bucket/prefix")
+    path = os.path.abspath(text)
+    if not os.path.exists(path):
+        raise NotFound(f"source directory does not exist: {path}")
+    if not os.path.isdir(path):
+        raise InvalidArgument(f"source is not a directory: {path}")
+    if path == "/":
+        raise InvalidArgument("refusing to import the root directory")
+    return Source("local", path)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    repo: str
+    branch: str
+    prefix: bytes  # empty, or ends with b"/"
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    lo: bytes  # relative to the source root
+    hi: bytes | None
+    units: tuple[Unit, ...]
+
+
+# ---------------------------------------------------------------------------- planning (driver)
+def _level_local(source: Source, rel: bytes) -> list[tuple[bytes, Unit]]:
+    base = os.fsencode(source.root) + b"/" + rel
+    out: list[tuple[bytes, Unit]] = []
+    try:
+        with os.scandir(base) as it:
+            for e in it:
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        key = rel + e.name + b"/"
+                        out.append((key, ("dir", key)))
+                    elif e.is_file(follow_symlinks=False):
+                        key = rel + e.name
+                        out.append((key, ("lfile", key)))
+                except OSError:
+                    continue
+    except FileNotFoundError:
+        return []
+    out.sort(key=lambda t: t[0])
+    return out
+
+
+def _level_s3(client: Any, source: Source, rel: bytes) -> list[tuple[bytes, Unit]]:
+    import botocore.exceptions
+
+    out: list[tuple[bytes, Unit]] = []
+    prefix = source.prefix + rel.decode()
+    paginator = client.get_paginator("list_objects_v2")
+    try:
+        for page in paginator.paginate(Bucket=source.root, Prefix=prefix, Delimiter="/"):
+            for cp in page.get("CommonPrefixes", []):
+                key = cp["Prefix"][len(source.prefix) :].encode()
+                out.append((key, ("dir", key)))
+            for obj in page.get("Contents", []):
+                key = obj["Key"][len(source.prefix) :].encode()
+                out.append(
+                    (key, ("sfile", key, int(obj["Size"]), obj["LastModified"].timestamp(), obj["ETag"].strip('"')))
+                )
+    except botocore.exceptions.ClientError as exc:
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        if code == "NoSuchBucket":
+            raise NotFound(f"source bucket does not exist: s3://{source.root}") from None
+        if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+            raise Unavailable(f"S3 refused to list {source.url}: {code}") from exc
+        raise InvalidArgument(f"cannot list {source.url}: {code}") from exc
+    except botocore.exceptions.BotoCoreError as exc:
+        raise Unavailable(f"cannot list {source.url}: {exc}") from exc
+    out.sort(key=lambda t: t[0])
+    return out
+
+
+def plan(source: Source, want_tasks: int, client: Any = None) -> list[Task]:
+    """Cut the source into tasks covering disjoint, contiguous key intervals."""
+    level = (lambda rel: _level_local(source, rel)) if source.kind == "local" else (lambda rel: _level_s3(client, source, rel))
+    items = level(b"")
+    for _depth in range(MAX_PLAN_DEPTH):
+        dirs = sum(1 for _k, u in items if u[0] == "dir")
+        files = len(items) - dirs
+        if not dirs or dirs + files // FILES_PER_TASK >= want_tasks:
+            break
+        expanded: list[tuple[bytes, Unit]] = []
+        for key, unit in items:
+            if unit[0] == "dir":
+                expanded.extend(level(key))
+            else:
+                expanded.append((key, unit))
+        items = expanded
+    groups: list[list[tuple[bytes, Unit]]] = []
+    run: list[tuple[bytes, Unit]] = []
+    for key, unit in items:
+        if unit[0] == "dir":
+            if run:
+                groups.append(run)
+                run = []
+            groups.append([(key, unit)])
+        else:
+            run.append((key, unit))
+            if len(run) >= FILES_PER_TASK:
+                groups.append(run)
+                run = []
+    if run:
+        groups.append(run)
+    tasks = []
+    for i, g in enumerate(groups):
+        lo = b"" if i == 0 else g[0][0]
+        hi = groups[i + 1][0][0] if i + 1 < len(groups) else None
+        tasks.append(Task(lo, hi, tuple(u for _k, u in g)))
+    return tasks
+
+
+# ---------------------------------------------------------------------------- executors
+def _hash_file(path: bytes) -> tuple[int, int, str] | None:
+    """(size, mtime_ns, MD5 hex) of a regular file, from one open descriptor; None if it vanished.
+
+    Size is what was read (a file growing meanwhile is imported as read).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        h = hashlib.md5(usedforsecurity=False)
+        size = 0
+        while chunk := os.read(fd, HASH_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+        return size, st.st_mtime_ns, h.hexdigest()
+    finally:
+        os.close(fd)
+
+
+def _local_records(source: Source, prefix: bytes, units: Iterable[Unit], skipped: list[int]) -> Iterator[tuple[bytes, Entry]]:
+    root = os.fsencode(source.root) + b"/"
+
+    def one(rel: bytes) -> Iterator[tuple[bytes, Entry]]:
+        path = root + rel
+        key = prefix + rel
+        try:
+            url = "local://" + path.decode("utf-8")
+        except UnicodeDecodeError:
+            skipped[0] += 1
+            return
+        if len(key) > MAX_KEY_BYTES:
+            skipped[0] += 1
+            return
+        found = _hash_file(path)
+        if found is not None:  # None: removed while we listed
+            size, mtime_ns, etag = found
+            yield key, Entry(url, size, etag, mtime_ns, "", (), FILE_MODE)
+
+    def walk(rel: bytes) -> Iterator[tuple[bytes, Entry]]:
+        try:
+            with os.scandir(root + rel) as it:
+                entries = list(it)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    yield from walk(rel + e.name + b"/")
+                elif e.is_file(follow_symlinks=False):
+                    yield from one(rel + e.name)
+                else:
+                    skipped[0] += 1  # symlinks, sockets, devices
+            except FileNotFoundError:
+                continue
+
+    for unit in units:
+        if unit[0] == "dir":
+            yield from walk(unit[1])
+        else:
+            yield from one(unit[1])
+
+
+def _s3_records(
+    adapter: Any, source: Source, prefix: bytes, units: Iterable[Unit], skipped: list[int]
+) -> Iterator[tuple[bytes, Entry]]:
+    base = source.url
+
+    def entry(rel: bytes, url: str, size: int, mtime: float, etag: str) -> Iterator[tuple[bytes, Entry]]:
+        key = prefix + rel
+        if len(key) > MAX_KEY_BYTES:
+            skipped[0] += 1
+            return
+        mtime_ns = int(round(mtime * 1e9))
+        if rel.endswith(b"/") and size == 0:
+            yield key, Entry("", 0, "", mtime_ns, "", (), DIR_MODE)
+        else:
+            yield key, Entry(url, size, etag, mtime_ns, "", (), FILE_MODE)
+
+    for unit in units:
+        if unit[0] == "dir":
+            for info in adapter.list(base + unit[1].decode()):
+                yield from entry(info.url[len(base) :].encode(), info.url, info.size, info.mtime, info.etag)
+        else:
+            _kind, rel, size, mtime, etag = unit
+            yield from entry(rel, base + rel.decode(), size, mtime, etag)
+
+
+def _import_task(
+    config: Config, source: Source, target: Target, counters: dict[str, Any], tasks: Iterable[Task]
+) -> Iterator[int]:
+    app = app_for(config)
+    g = app.graveler
+    ref = g.resolve(target.repo, target.branch)
+    end = prefix_end(target.prefix) if target.prefix else None
+    for task in tasks:
+        skipped = [0]
+        if source.kind == "local":
+            records = list(_local_records(source, target.prefix, task.units, skipped))
+        else:
+            records = list(_s3_records(app.adapter, source, target.prefix, task.units, skipped))
+        records.sort(key=lambda r: r[0])
+        start = target.prefix + task.lo
+        stop = target.prefix + task.hi if task.hi is not None else end
+        existing = g.scan(target.repo, ref, start, stop)
+        changes: list[tuple[bytes, bytes | None]] = []
+        staged = unchanged = removed = size = 0
+        cur = next(existing, None)
+        for key, e in records:
+            size += e.size
+            while cur is not None and cur[0] < key:
+                changes.append((cur[0], None))
+                removed += 1
+                cur = next(existing, None)
+            value = e.value()
+            if cur is not None and cur[0] == key:
+                same = cur[1][:16] == value[:16]
+                cur = next(existing, None)
+                if same:
+                    unchanged += 1
+                    continue
+            changes.append((key, value))
+            staged += 1
+        while cur is not None:
+            changes.append((cur[0], None))
+            removed += 1
+            cur = next(existing, None)
+        for i in range(0, len(changes), STAGE_BATCH):
+            g.set_many(target.repo, target.branch, changes[i : i + STAGE_BATCH])
+        counters["objects"].add(len(records))
+        counters["staged"].add(staged)
+        counters["unchanged"].add(unchanged)
+        counters["removed"].add(removed)
+        counters["skipped"].add(skipped[0])
+        counters["bytes"].add(size)
+        yield len(records)
+
+
+# ---------------------------------------------------------------------------- driver
+def _check_target(app: App, target: Target, commit: bool) -> None:
+    g = app.graveler
+    g.get_repository(target.repo)
+    app.catalog.writable_branch(target.repo, target.branch)
+    for pattern in g.protection_rules(target.repo):
+        if fnmatch.fnmatchcase(target.branch, pattern):
+            raise ProtectedBranch(target.repo, target.branch)
+    if commit:
+        for rec in g.diff_uncommitted(target.repo, target.branch):
+            if not rec.key.startswith(target.prefix):
+                raise PreconditionFailed(
+                    f"branch {target.repo}/{target.branch} has uncommitted changes outside {target.prefix.decode(errors='replace') or '/'} "
+                    f"(e.g. {rec.key.decode(errors='replace')}): commit or reset them, or import without --commit"
+                )
+
+
+def import_objects(
+    app: App,
+    source_text: str,
+    repo: str,
+    branch: str,
+    prefix: str = "",
+    *,
+    commit: bool = False,
+    message: str | None = None,
+    committer: str = "lakemount",
+    metadata: Iterable[tuple[str, str]] = (),
+    master: str | None = None,
+    show_progress: bool | None = None,
+) -> dict[str, Any]:
+    """Import ``source_text`` under ``prefix`` of ``repo``/``branch``; returns a report.
+
+    Raises ``NotFound`` (repository, branch, source directory or bucket, empty
+    source), ``ReadOnly`` (not a branch, protected branch), ``PreconditionFailed``
+    (``commit`` with unrelated uncommitted changes), ``InvalidArgument``.
+    """
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    source = parse_source(source_text)
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    target = Target(repo, branch, prefix.encode())
+    _check_target(app, target, commit)
+    with timed(timings, "spark_start"):
+        sc = get_spark(master).sparkContext
+    client = client_from_config(app.config) if source.kind == "s3" else None
+    with timed(timings, "plan"):
+        tasks = plan(source, parallelism(sc) * 4, client)
+    if not tasks:
+        raise NotFound(f"nothing to import: {source.url} is empty or does not exist")
+    counters = {k: sc.accumulator(0) for k in ("objects", "staged", "unchanged", "removed", "skipped", "bytes")}
+    n = max(1, min(len(tasks), parallelism(sc) * 4))
+    fn = partial(_import_task, app.config, source, target, counters)
+    with timed(timings, "import"):
+        with translated(), Progress(sc, "import", unit="obj", counter=lambda: counters["objects"].value, enabled=show_progress):
+            sc.parallelize(tasks, n).mapPartitions(fn).count()
+    stats = {k: v.value for k, v in counters.items()}
+    if stats["objects"] == 0 and stats["removed"] == 0:
+        raise NotFound(f"nothing to import: {source.url} holds no objects")
+    report: dict[str, Any] = {
+        "source": source.url,
+        "destination": f"lakefs://{repo}/{branch}/{prefix}",
+        "tasks": len(tasks),
+        **stats,
+        "commit": None,
+    }
+    if commit:
+        meta = [("lakemount.import.from", source.url), ("lakemount.import.objects", str(stats["objects"])), *metadata]
+        with timed(timings, "commit"):
+            try:
+                res = app.graveler.commit(
+                    repo, branch, message or f"Import {source.url} into {prefix or '/'}", committer=committer, metadata=meta
+                )
+                report["commit"] = {"id": res.commit.id, "message": res.commit.message}
+            except NothingToCommit:
+                report["commit"] = None
+    elapsed = time.monotonic() - started
+    report["timings"] = {**timings, "total": round(elapsed, 3)}
+    work = timings.get("plan", 0.0) + timings.get("import", 0.0)
+    report["objects_per_second"] = round(stats["objects"] / work) if work > 0 else None
+    return report

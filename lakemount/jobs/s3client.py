@@ -1,0 +1,53 @@
+"""A boto3 S3 client built from lakemount's ``blockstore.s3`` settings.
+
+Jobs need two S3 calls the block adapter does not offer: a listing with a
+delimiter (to split an import into tasks by "directory") and a server-side
+copy onto itself (``touch``).  The client uses the same endpoint, region and
+credentials as the adapter, taken through ``block.s3_options``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lakemount.block import s3_options
+from lakemount.block.urls import split_url
+from lakemount.config import Config
+from lakemount.errors import InvalidArgument
+
+
+def client_from_config(config: Config) -> Any:
+    import boto3
+    import botocore.config
+
+    try:
+        section = config.get("blockstore.s3") or {}
+    except KeyError:
+        section = {}
+    opts = s3_options(section)
+    endpoint = opts.get("endpoint_url")
+    path_style = opts.get("force_path_style", endpoint is not None)
+    session = boto3.session.Session(
+        aws_access_key_id=opts.get("access_key_id"),
+        aws_secret_access_key=opts.get("secret_access_key"),
+        aws_session_token=opts.get("session_token"),
+        region_name=opts.get("region"),
+    )
+    cfg = botocore.config.Config(
+        region_name=opts.get("region"),
+        max_pool_connections=int(opts.get("max_pool_connections", 32)),
+        retries={"max_attempts": int(opts.get("max_attempts", 5)), "mode": "standard"},
+        s3={"addressing_style": "path" if path_style else "auto"},
+    )
+    return session.client("s3", endpoint_url=endpoint, config=cfg)
+
+
+def split_s3(url: str) -> tuple[str, str]:
+    """``(bucket, prefix)`` of ``s3://bucket[/prefix]`` (``s3a://`` accepted)."""
+    scheme, rest = split_url(url)
+    if scheme not in ("s3", "s3a"):
+        raise InvalidArgument(f"not an s3:// URL: {url!r}")
+    bucket, _, prefix = rest.partition("/")
+    if not bucket:
+        raise InvalidArgument(f"s3 URL without a bucket: {url!r}")
+    return bucket, prefix

@@ -1,0 +1,228 @@
+"""The Spark session of a lakemount process, and the translation of Spark failures.
+
+PySpark allows one active ``SparkContext`` per process, so every job shares
+the session built here: ``local[*]`` unless another master URL is asked for,
+no web UI, few shuffle partitions (jobs partition their own data), executors
+running this interpreter, and a log configuration that keeps the JVM quiet
+but for errors.  An exception raised by lakemount code inside an executor
+reaches the driver wrapped in a Java exception; :func:`translated` turns it
+back into the lakemount error it was, so the command line can print its one
+line and exit with the right status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Final
+
+from lakemount import errors
+from lakemount.errors import LakeMountError, Unavailable
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER: Final = "local[*]"
+SHUFFLE_PARTITIONS: Final = 8
+
+_LOG4J2: Final = """\
+# The root stays at WARN, the level PySpark's shell mode expects (otherwise it
+# announces a level change); the console appender lets errors through only.
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+appender.console.filter.threshold.type = ThresholdFilter
+appender.console.filter.threshold.level = error
+logger.shutdown.name = org.apache.spark.util.ShutdownHookManager
+logger.shutdown.level = off
+"""
+
+_lock = threading.Lock()
+_session: SparkSession | None = None
+_master: str | None = None
+
+
+def _log_config() -> str:
+    path = os.path.join(tempfile.gettempdir(), f"lakemount-log4j2-{os.getuid()}.properties")
+    try:
+        with open(path) as f:
+            if f.read() == _LOG4J2:
+                return path
+    except OSError:
+        pass
+    fd, tmp = tempfile.mkstemp(prefix="lakemount-log4j2-", dir=os.path.dirname(path))
+    with os.fdopen(fd, "w") as f:
+        f.write(_LOG4J2)
+    os.replace(tmp, path)
+    return path
+
+
+def get_spark(master: str | None = None) -> SparkSession:
+    """The process's Spark session, built on first use.
+
+    ``master`` None means "whatever is running, else ``local[*]``".  Asking for
+    a different master than the running session's stops it and starts anew
+    (one context per process).  Raises ``Unavailable`` when Spark cannot start
+    (no Java, no PySpark).
+    """
+    global _session, _master
+    with _lock:
+        if _session is not None:
+            if master is None or master == _master:
+                return _session
+            _session.stop()
+            _session = None
+        want = master or DEFAULT_MASTER
+        try:
+            from pyspark.sql import SparkSession
+        except ImportError as exc:  # pragma: no cover - pyspark is a dependency
+            raise Unavailable("PySpark is not installed: pip install pyspark") from exc
+        # Executors must run this interpreter, which has lakemount installed.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        java_opts = f"-Dlog4j2.configurationFile=file:{_log_config()}"
+        builder = (
+            SparkSession.builder.master(want)
+            .appName("lakemount")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+            .config("spark.python.worker.reuse", "true")
+            .config("spark.pyspark.python", sys.executable)
+            .config("spark.driver.extraJavaOptions", java_opts)
+            .config("spark.executor.extraJavaOptions", java_opts)
+        )
+        try:
+            session = builder.getOrCreate()
+        except Exception as exc:  # py4j/JVM start-up failures have no common base class
+            raise Unavailable(f"cannot start Spark (master {want}): {exc}") from exc
+        session.sparkContext.setLogLevel("ERROR")
+        _session, _master = session, want
+        return session
+
+
+def stop_spark() -> None:
+    """Stop the process's session (tests and benchmarks that switch masters)."""
+    global _session, _master
+    with _lock:
+        if _session is not None:
+            _session.stop()
+        _session, _master = None, None
+
+
+def parallelism(sc: SparkContext) -> int:
+    return max(1, int(sc.defaultParallelism))
+
+
+_REMOTE_ERROR = re.compile(r"lakemount\.errors\.(\w+): ([^\n]*)")
+
+
+@contextlib.contextmanager
+def translated() -> Iterator[None]:
+    """Re-raise a lakemount error thrown inside an executor as itself (by category).
+
+    Anything else Spark throws becomes ``Unavailable`` with its first line.
+    """
+    try:
+        yield
+    except LakeMountError:
+        raise
+    except Exception as exc:
+        name = type(exc).__name__
+        if name not in ("Py4JJavaError", "PythonException", "Py4JError", "SparkException") and not type(
+            exc
+        ).__module__.startswith(("py4j", "pyspark")):
+            raise
+        text = str(exc)
+        found = _REMOTE_ERROR.findall(text)
+        if found:
+            cls_name, message = found[-1]
+            cls = getattr(errors, cls_name, None)
+            if isinstance(cls, type) and issubclass(cls, LakeMountError):
+                raise errors.category_of(_bare(cls))(message) from exc
+        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), name)
+        raise Unavailable(f"Spark job failed: {first[:500]}") from exc
+
+
+def _bare(cls: type[LakeMountError]) -> LakeMountError:
+    """An instance of ``cls`` without running its (data-carrying) constructor."""
+    return cls.__new__(cls)
+
+
+class Progress:
+    """A progress bar on stderr fed by a Spark accumulator or by task counts.
+
+    Shown only when stderr is a terminal; ``with Progress(...)`` polls in a
+    background thread while the block runs a job.
+    """
+
+    def __init__(
+        self, sc: SparkContext, desc: str, *, unit: str = "obj", total: int | None = None,
+        counter: Callable[[], int] | None = None, enabled: bool | None = None,
+    ) -> None:
+        self.sc = sc
+        self.desc = desc
+        self.unit = unit
+        self.total = total
+        self.counter = counter
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._bar: Any = None
+
+    def __enter__(self) -> Progress:
+        if self.enabled:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self.total, desc=self.desc, unit=self.unit, file=sys.stderr, leave=False)
+            self._thread = threading.Thread(target=self._poll, name="lakemount-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def _value(self) -> int:
+        if self.counter is not None:
+            return int(self.counter())
+        tracker = self.sc.statusTracker()
+        done = 0
+        for sid in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(sid)
+            if info is not None:
+                done += info.numCompletedTasks
+        return done
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.5):
+            with contextlib.suppress(Exception):
+                value = self._value()
+                self._bar.update(max(0, value - self._bar.n))
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._bar is not None:
+            self._bar.close()
+
+
+def timed(out: dict[str, float], name: str) -> contextlib.AbstractContextManager[None]:
+    """Record the wall time of a block in ``out[name]`` (seconds)."""
+
+    @contextlib.contextmanager
+    def block() -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            out[name] = round(out.get(name, 0.0) + time.monotonic() - start, 3)
+
+    return block()
