@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from lakemount.block import adapter_from_config
 from lakemount.block.router import RouterAdapter
@@ -20,6 +21,9 @@ from lakemount.graveler.committed.store import CommittedStore
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.journal import Journal
 from lakemount.refs.sql import SqlRefStore
+
+if TYPE_CHECKING:
+    from lakemount.auth.store import SqlAuthStore
 
 
 @dataclass
@@ -78,3 +82,18 @@ class App:
         tmp = os.path.join(self.config.home, "tmp")
         os.makedirs(tmp, exist_ok=True)
         return Catalog(self.graveler, self.adapter, namespace_root=self.namespace_root(), tmpdir=tmp)
+
+    @cached_property
+    def auth(self) -> SqlAuthStore:
+        """Users, keys and policies in the ref store's database.
+
+        Secrets are encrypted under ``auth.encrypt.secret_key``; when that is
+        empty, under a key generated once into ``LAKEMOUNT_HOME/server.key``
+        (every process sharing the stores must then share that file or set
+        the key).
+        """
+        from lakemount.auth.crypto import read_key_file
+        from lakemount.auth.store import SqlAuthStore
+
+        key = self.config.get("auth.encrypt.secret_key") or read_key_file(os.path.join(self.config.home, "server.key"))
+        return SqlAuthStore(self.refs.engine, key)

@@ -1,0 +1,227 @@
+"""``lakemount auth``: users, access keys and policies, mirroring ``lakectl auth``.
+
+    lakemount auth users create --id alice
+    lakemount auth users credentials create --id alice --json
+    lakemount auth users policies attach --id alice --policy Developer
+
+Secrets are printed once, when created; they are stored encrypted under the
+server key and never shown again.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import IO
+
+import click
+
+from lakemount.auth.policies import Policy
+from lakemount.auth.store import SqlAuthStore
+from lakemount.cli.common import ctx_obj, emit, json_option
+
+
+def _store() -> SqlAuthStore:
+    return ctx_obj().app.auth
+
+
+@click.group("auth")
+def auth() -> None:
+    """Manage users, their access keys and their policies."""
+
+
+# --- users -------------------------------------------------------------------------
+
+
+@auth.group("users")
+def users() -> None:
+    """Create, list and delete users."""
+
+
+@users.command("create")
+@click.option("--id", "user_id", required=True, help="User id.")
+@json_option
+def users_create(user_id: str) -> None:
+    """Create a user."""
+    u = _store().create_user(user_id)
+    emit({"id": u.id, "creation_date": u.created_at.isoformat()}, f"User: {u.id}")
+
+
+@users.command("list")
+@click.option("--amount", type=int, default=None, help="How many to list.")
+@click.option("--after", default="", help="List users after this id.")
+@json_option
+def users_list(amount: int | None, after: str) -> None:
+    """List users."""
+    found = _store().list_users(after=after, limit=amount)
+    emit(
+        [{"id": u.id, "creation_date": u.created_at.isoformat()} for u in found],
+        [f"{u.id}\t{u.created_at.isoformat(timespec='seconds')}" for u in found],
+    )
+
+
+@users.command("delete")
+@click.option("--id", "user_id", required=True, help="User id.")
+@json_option
+def users_delete(user_id: str) -> None:
+    """Delete a user with its access keys and policy attachments."""
+    _store().delete_user(user_id)
+    emit({"deleted": user_id}, f"User deleted: {user_id}")
+
+
+# --- credentials -------------------------------------------------------------------------
+
+
+@users.group("credentials")
+def credentials() -> None:
+    """Create, list and delete a user's access keys."""
+
+
+@credentials.command("create")
+@click.option("--id", "user_id", required=True, help="User id.")
+@click.option("--access-key-id", default=None, help="Use this key id instead of a generated one.")
+@click.option("--secret-access-key", default=None, help="Use this secret instead of a generated one.")
+@json_option
+def credentials_create(user_id: str, access_key_id: str | None, secret_access_key: str | None) -> None:
+    """Create an access key; its secret is shown this once."""
+    c = _store().create_credentials(user_id, access_key_id, secret_access_key)
+    emit(
+        {
+            "access_key_id": c.access_key_id,
+            "secret_access_key": c.secret_access_key,
+            "user_id": c.user_id,
+            "creation_date": c.created_at.isoformat(),
+        },
+        [f"Access key ID: {c.access_key_id}", f"Secret access key: {c.secret_access_key}"],
+    )
+
+
+@credentials.command("list")
+@click.option("--id", "user_id", required=True, help="User id.")
+@json_option
+def credentials_list(user_id: str) -> None:
+    """List a user's access key ids (never their secrets)."""
+    keys = _store().list_credentials(user_id)
+    emit(
+        [{"access_key_id": k.access_key_id, "creation_date": k.created_at.isoformat()} for k in keys],
+        [f"{k.access_key_id}\t{k.created_at.isoformat(timespec='seconds')}" for k in keys],
+    )
+
+
+@credentials.command("delete")
+@click.option("--id", "user_id", required=True, help="User id.")
+@click.option("--access-key-id", required=True, help="The key to delete.")
+@json_option
+def credentials_delete(user_id: str, access_key_id: str) -> None:
+    """Delete one access key of a user."""
+    _store().delete_credentials(user_id, access_key_id)
+    emit({"deleted": access_key_id}, f"Credentials deleted: {access_key_id}")
+
+
+# --- user policies -------------------------------------------------------------------------
+
+
+@users.group("policies")
+def user_policies() -> None:
+    """Attach, detach and list a user's policies."""
+
+
+@user_policies.command("attach")
+@click.option("--id", "user_id", required=True, help="User id.")
+@click.option("--policy", required=True, help="Policy name (Admin, Developer, Analyst, or a custom one).")
+@json_option
+def policies_attach(user_id: str, policy: str) -> None:
+    """Attach a policy to a user."""
+    _store().attach_policy(user_id, policy)
+    emit({"user": user_id, "attached": policy}, f"Policy attached: {policy} -> {user_id}")
+
+
+@user_policies.command("detach")
+@click.option("--id", "user_id", required=True, help="User id.")
+@click.option("--policy", required=True, help="Policy name.")
+@json_option
+def policies_detach(user_id: str, policy: str) -> None:
+    """Detach a policy from a user."""
+    _store().detach_policy(user_id, policy)
+    emit({"user": user_id, "detached": policy}, f"Policy detached: {policy} -x- {user_id}")
+
+
+@user_policies.command("list")
+@click.option("--id", "user_id", required=True, help="User id.")
+@json_option
+def policies_list(user_id: str) -> None:
+    """List the policies attached to a user."""
+    names = _store().list_user_policies(user_id)
+    emit([{"id": n} for n in names], names)
+
+
+# --- policies -------------------------------------------------------------------------
+
+
+@auth.group("policies")
+def policies() -> None:
+    """Create, show, list and delete policies."""
+
+
+def _policy_json(p: Policy) -> dict[str, object]:
+    return {"id": p.name, "statement": json.loads(p.to_json())}
+
+
+@policies.command("create")
+@click.option("--id", "name", required=True, help="Policy name.")
+@click.option(
+    "--statement-document",
+    required=True,
+    type=click.File("r"),
+    help='JSON file ("-" for stdin): [{"effect": "Allow", "actions": ["ReadRepo"], "resource": "repo-*"}] '
+    'or lakeFS\'s {"statement": [...]} with "action".',
+)
+@json_option
+def policies_create(name: str, statement_document: IO[str]) -> None:
+    """Create a custom policy."""
+    raw = json.load(statement_document)
+    statements = raw.get("statement", raw.get("Statement")) if isinstance(raw, dict) else raw
+    if not isinstance(statements, list):
+        raise click.BadParameter("the document must be a list of statements or {\"statement\": [...]}")
+    normalised = [
+        {
+            "effect": s.get("effect", s.get("Effect", "Allow")),
+            "actions": s.get("actions", s.get("action", s.get("Action", []))),
+            "resource": s.get("resource", s.get("Resource", "*")),
+        }
+        for s in statements
+    ]
+    for s in normalised:
+        if isinstance(s["actions"], str):
+            s["actions"] = [s["actions"]]
+    policy = Policy.from_json(name, json.dumps(normalised))
+    _store().create_policy(policy)
+    emit(_policy_json(policy), f"Policy created: {name}")
+
+
+@policies.command("list")
+@json_option
+def policies_list_all() -> None:
+    """List built-in and custom policies."""
+    found = _store().list_policies()
+    emit([_policy_json(p) for p in found], [p.name for p in found])
+
+
+@policies.command("show")
+@click.option("--id", "name", required=True, help="Policy name.")
+@json_option
+def policies_show(name: str) -> None:
+    """Show a policy's statements."""
+    p = _store().get_policy(name)
+    emit(_policy_json(p), json.dumps(_policy_json(p), indent=2))
+
+
+@policies.command("delete")
+@click.option("--id", "name", required=True, help="Policy name.")
+@json_option
+def policies_delete(name: str) -> None:
+    """Delete a custom policy (detaching it from every user)."""
+    _store().delete_policy(name)
+    emit({"deleted": name}, f"Policy deleted: {name}")
+
+
+COMMANDS = [auth]

@@ -1,0 +1,124 @@
+"""Who sent a request, and whether they may do it: signatures, then role policies.
+
+Authentication is the protocol layer's (``sigv4.authenticate``, which also
+handles SigV2); this module feeds it secrets from the auth store and judges
+the authenticated user's policies for an action on a repository.  Both answers
+are cached for a few seconds per process, as lakeFS does: a small GET would
+otherwise spend more time in two SQL queries than in serving the object.  A
+revoked key or detached policy therefore takes effect within ``TTL`` seconds
+in every gateway process.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from lakemount.auth.model import UserID
+from lakemount.auth.policies import Action
+from lakemount.auth.store import SqlAuthStore
+from lakemount.gateway.errors import s3_error
+from lakemount.gateway.http import Request
+from lakemount.gateway.sigv4 import AuthResult, authenticate
+
+TTL: Final = 5.0
+MAX_ENTRIES: Final = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated user (``user_id``) or an anonymous caller (``None``)."""
+
+    user_id: UserID | None
+    auth: AuthResult | None
+
+    @property
+    def anonymous(self) -> bool:
+        return self.user_id is None
+
+
+ANONYMOUS: Final = Principal(None, None)
+
+
+class _TtlCache:
+    """A small thread-safe map whose entries expire."""
+
+    def __init__(self, ttl: float) -> None:
+        self._ttl = ttl
+        self._data: dict[object, tuple[float, object]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: object) -> object | None:
+        hit = self._data.get(key)
+        if hit is None or hit[0] < time.monotonic():
+            return None
+        return hit[1]
+
+    def put(self, key: object, value: object) -> None:
+        with self._lock:
+            if len(self._data) >= MAX_ENTRIES:
+                self._data.clear()
+            self._data[key] = (time.monotonic() + self._ttl, value)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+def is_signed(request: Request) -> bool:
+    """Whether a request carries any signature (header or presigned query)."""
+    if request.header("authorization") is not None:
+        return True
+    q = request.raw_query
+    return "X-Amz-Credential" in q or "X-Amz-Algorithm" in q or ("Signature=" in q and "AWSAccessKeyId" in q)
+
+
+class Access:
+    """Authentication and authorization against one ``SqlAuthStore``."""
+
+    def __init__(self, store: SqlAuthStore, *, ttl: float = TTL) -> None:
+        self.store = store
+        self._keys = _TtlCache(ttl)
+        self._decisions = _TtlCache(ttl)
+
+    def _lookup(self, access_key_id: str) -> tuple[UserID, str]:
+        hit = self._keys.get(access_key_id)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        found = self.store.lookup_secret(access_key_id)  # raises CredentialsNotFound
+        self._keys.put(access_key_id, found)
+        return found
+
+    def secret(self, access_key_id: str) -> str:
+        """The secret of a key; raises ``CredentialsNotFound`` (the verifier's InvalidAccessKeyId)."""
+        return self._lookup(access_key_id)[1]
+
+    def authenticate(self, request: Request, *, virtual_host_bucket: str | None) -> Principal:
+        """The principal behind a request; unsigned requests are anonymous.
+
+        Raises ``S3Error`` for a signature that does not verify (see
+        ``sigv4.authenticate``).
+        """
+        if not is_signed(request):
+            return ANONYMOUS
+        if "X-Amz-Expires=-" in request.raw_query:
+            # A URL presigned to expire in the past (S3 answers as for any expired URL).
+            raise s3_error("AccessDenied", "Request has expired")
+        result = authenticate(request.signed_view(), self.secret, virtual_host_bucket=virtual_host_bucket)
+        return Principal(self._lookup(result.access_key_id)[0], result)
+
+    def allowed(self, user_id: str, action: Action, repo: str = "*") -> bool:
+        """Whether ``user_id``'s policies allow ``action`` on ``repo`` (cached for ``TTL``)."""
+        key = (user_id, action, repo)
+        hit = self._decisions.get(key)
+        if hit is not None:
+            return bool(hit)
+        decision = self.store.authorize(user_id, action, repo)
+        self._decisions.put(key, decision)
+        return decision
+
+    def forget(self) -> None:
+        """Drop cached decisions (after this process changed policies)."""
+        self._decisions.clear()

@@ -1,0 +1,198 @@
+"""The gateway as a raw ASGI application: the one place that knows the server framework.
+
+Each request is handed to the synchronous S3 core in a thread pool (the
+catalog, the ref store and the block store are blocking APIs).  The body is
+pulled on demand: the worker thread asks the event loop for the next piece, and
+the loop gathers at least ``PULL_BYTES`` from ``receive()`` per hop so a large
+upload costs one thread switch per MiB, not per socket read.  Nothing is read
+before the core asks, so a request refused by authentication never makes the
+client send its body (``Expect: 100-continue``).  Response bodies are pulled
+from the core's iterator in the same pool and written with back-pressure; a
+client that disconnects stops the transfer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final
+
+from lakemount.gateway.errors import S3Error
+from lakemount.gateway.http import ClientDisconnected, Request, Response
+
+log = logging.getLogger("lakemount.gateway")
+
+PULL_BYTES: Final = 1 << 20
+BODY_IDLE_TIMEOUT: Final = 120.0
+
+Scope = dict[str, Any]
+Receive = Callable[[], Any]
+Send = Callable[[dict[str, Any]], Any]
+
+
+class _AsgiBody:
+    """A blocking body reader for a worker thread, fed by the event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, receive: Receive, idle_timeout: float) -> None:
+        self._loop = loop
+        self._receive = receive
+        self._idle = idle_timeout
+        self._done = False
+        self.disconnected = False
+
+    async def _pull(self) -> bytes:
+        parts: list[bytes] = []
+        size = 0
+        while size < PULL_BYTES:
+            msg = await asyncio.wait_for(self._receive(), self._idle)
+            if msg["type"] == "http.disconnect":
+                self.disconnected = True
+                raise ClientDisconnected
+            piece = msg.get("body", b"")
+            if piece:
+                parts.append(piece)
+                size += len(piece)
+            if not msg.get("more_body", False):
+                self._done = True
+                break
+        return b"".join(parts)
+
+    def read(self) -> bytes:
+        if self._done:
+            return b""
+        future = asyncio.run_coroutine_threadsafe(self._pull(), self._loop)
+        try:
+            return future.result()
+        except TimeoutError:
+            raise S3Error(
+                "RequestTimeout",
+                "Your socket connection to the server was not read from or written to within the timeout period.",
+                400,
+            ) from None
+
+    @property
+    def consumed(self) -> bool:
+        return self._done
+
+
+class AsgiApp:
+    """ASGI 3 application serving ``handler`` (a blocking ``Request -> Response``)."""
+
+    def __init__(
+        self,
+        handler: Callable[[Request], Response],
+        *,
+        threads: int = 32,
+        body_idle_timeout: float = BODY_IDLE_TIMEOUT,
+        on_startup: Callable[[], None] | None = None,
+    ) -> None:
+        self.handler = handler
+        self.executor = ThreadPoolExecutor(threads, thread_name_prefix="lm-gw")
+        self.body_idle_timeout = body_idle_timeout
+        self.on_startup = on_startup
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            msg = await receive()
+            if msg["type"] == "lifespan.startup":
+                if self.on_startup is not None:
+                    await asyncio.get_running_loop().run_in_executor(self.executor, self.on_startup)
+                await send({"type": "lifespan.startup.complete"})
+            elif msg["type"] == "lifespan.shutdown":
+                self.executor.shutdown(wait=False, cancel_futures=True)
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        loop = asyncio.get_running_loop()
+        raw_path: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
+        body = _AsgiBody(loop, receive, self.body_idle_timeout)
+        client = scope.get("client")
+        request = Request(
+            scope["method"],
+            raw_path.decode("utf-8", "surrogateescape"),
+            scope.get("query_string", b"").decode("utf-8", "surrogateescape"),
+            tuple((k.decode("latin-1").lower(), v.decode("utf-8", "surrogateescape")) for k, v in scope["headers"]),
+            body,
+            f"{client[0]}:{client[1]}" if client else "",
+        )
+        response = await loop.run_in_executor(self.executor, self.handler, request)
+        try:
+            await self._send(loop, scope, response, body, receive, send)
+        finally:
+            if response.close is not None:
+                await loop.run_in_executor(self.executor, response.close)
+
+    async def _send(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        scope: Scope,
+        response: Response,
+        body: _AsgiBody,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        headers = [(k.lower().encode("latin-1"), _header_bytes(v)) for k, v in response.headers]
+        sized = isinstance(response.body, bytes | bytearray) or response.length is not None
+        if sized and not any(k == b"content-length" for k, _ in headers):
+            headers.append((b"content-length", str(response.content_length()).encode()))
+        if not body.consumed and not body.disconnected and scope["method"] not in ("GET", "HEAD", "DELETE"):
+            # The body was not read (an early error): ask the client not to reuse
+            # the connection rather than reading what it still sends.
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": response.status, "headers": headers})
+        content = response.body
+        if scope["method"] == "HEAD":
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if isinstance(content, bytes | bytearray):
+            await send({"type": "http.response.body", "body": bytes(content)})
+            return
+        gone = asyncio.Event()
+        # The core is done with the request body: whatever receive() yields now
+        # is either leftover body (dropped) or the client going away.
+        watcher = loop.create_task(_watch_disconnect(receive, gone))
+        try:
+            await self._stream(loop, content, gone, send)
+        finally:
+            watcher.cancel()
+
+    async def _stream(
+        self, loop: asyncio.AbstractEventLoop, chunks: Iterator[bytes], gone: asyncio.Event, send: Send
+    ) -> None:
+        while not gone.is_set():
+            try:
+                chunk = await loop.run_in_executor(self.executor, next, chunks, None)
+            except Exception:  # noqa: BLE001 - headers are out: all we can do is cut the response short
+                log.exception("error while streaming a response body")
+                raise
+            if chunk is None:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+
+def _header_bytes(value: str) -> bytes:
+    # Latin-1 where it fits (what HTTP clients decode header values as), else
+    # the UTF-8 bytes the value arrived as.
+    try:
+        return value.encode("latin-1")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape")
+
+
+async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            gone.set()
+            return

@@ -1,0 +1,124 @@
+"""What an operation receives: the request, who sent it, the bucket, and the services.
+
+``Ctx`` is built by the dispatcher (``handler.py``) for one request; the
+operations under ``operations/`` use it to resolve buckets and keys, check
+permissions and reach the catalog, the auth store and the multipart store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from lakemount.auth.policies import Action
+from lakemount.errors import NotFound
+from lakemount.gateway.access import Principal
+from lakemount.gateway.buckets import Target
+from lakemount.gateway.errors import S3Error, s3_error
+from lakemount.gateway.http import Request
+from lakemount.graveler.refexpr import ResolvedRef
+
+if TYPE_CHECKING:
+    from lakemount.gateway.handler import S3Gateway
+
+_ANONYMOUS_ACTIONS = {
+    "public-read": {Action.READ_REPO},
+    "public-read-write": {Action.READ_REPO, Action.WRITE_REPO},
+}
+
+
+@dataclass
+class Ctx:
+    gw: S3Gateway
+    req: Request
+    principal: Principal
+    bucket: str | None
+    key: str | None
+    request_id: str
+    _target: Target | None = field(default=None, repr=False)
+
+    @property
+    def user(self) -> str:
+        """The user id ("" for anonymous), as recorded in owners and committers."""
+        return self.principal.user_id or ""
+
+    @property
+    def query(self) -> dict[str, str]:
+        return self.req.query
+
+    def target(self) -> Target:
+        """The bucket's target; raises NoSuchBucket."""
+        if self._target is None:
+            assert self.bucket is not None
+            self._target = self.gw.buckets.resolve(self.bucket)
+        return self._target
+
+    def allowed(self, action: Action, repo: str = "*") -> bool:
+        if self.principal.anonymous:
+            return False
+        assert self.principal.user_id is not None
+        return self.gw.access.allowed(self.principal.user_id, action, repo)
+
+    def require(self, action: Action, target: Target | None = None) -> None:
+        """Raise AccessDenied unless the caller may do ``action`` on the target's repository.
+
+        Anonymous callers get what the bucket's canned ACL grants.
+        """
+        if target is None and action is Action.CREATE_REPO:
+            if not self.allowed(action, "*" if self.bucket is None else self.bucket):
+                raise s3_error("AccessDenied")
+            return
+        t = target or self.target()
+        if self.principal.anonymous:
+            if action in _ANONYMOUS_ACTIONS.get(t.acl, ()):
+                return
+            raise s3_error("AccessDenied")
+        if not self.allowed(action, t.repo.name):
+            raise s3_error("AccessDenied")
+
+    def read_body(self, limit: int) -> bytes:
+        """The whole (small) request body, verified like any upload; raises MalformedXML past ``limit``."""
+        from lakemount.gateway.objects import decoder_for
+
+        decoder = decoder_for(self.req, self.principal.auth)
+        out = bytearray()
+        while True:
+            raw = self.req.body.read()
+            if not raw:
+                break
+            out += decoder.feed(raw)
+            if len(out) > limit:
+                raise s3_error("MalformedXML", "The XML you provided was larger than the maximum allowed size.")
+        decoder.finish()
+        return bytes(out)
+
+    def resolve_ref(self, target: Target, ref: str) -> ResolvedRef:
+        """A ref of the target's repository; raises NoSuchKey for an unknown ref."""
+        try:
+            return self.gw.catalog.resolve(target.repo.name, ref)
+        except NotFound:
+            raise s3_error("NoSuchKey", Key=self.key or "") from None
+
+    def object_path(self, target: Target, key: str) -> tuple[str, str]:
+        """(ref, path) of an object key; raises NoSuchKey when the key names no path."""
+        ref, path = target.split(key)
+        if not ref or not path:
+            raise s3_error("NoSuchKey", Key=key)
+        return ref, path
+
+    def write_path(self, target: Target, key: str) -> tuple[str, str]:
+        """(branch, path) to write an object key to; raises when it names no writable path."""
+        ref, path = target.split(key)
+        if not ref or not path:
+            raise s3_error(
+                "InvalidRequest",
+                f"key {key!r} must be <ref>/<path> in bucket {target.bucket} (a branch, then the object's path)",
+            )
+        try:
+            return self.gw.catalog.writable_branch(target.repo.name, ref), path
+        except NotFound:
+            raise s3_error("NoSuchKey", f"no branch {ref!r} in repository {target.repo.name}", Key=key) from None
+
+
+def not_implemented(what: str) -> S3Error:
+    return s3_error("NotImplemented", f"{what} is not implemented by the lakemount gateway")

@@ -1,0 +1,133 @@
+"""``S3Gateway``: one HTTP request in, one S3 response out.
+
+Finds the bucket and key (path style, or virtual-host style under a configured
+domain), authenticates the caller, picks the operation (``routing.py``) and
+runs it; every failure becomes S3's XML error with the request id that the
+``x-amz-request-id`` header also carries.  Blocking and synchronous: the
+server adapter (``asgi.py``) calls it from worker threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import unicodedata
+from urllib.parse import unquote_to_bytes
+
+from lakemount.app import App
+from lakemount.errors import LakeMountError
+from lakemount.gateway import compat, routing
+from lakemount.gateway.access import ANONYMOUS, Access, Principal
+from lakemount.gateway.buckets import BucketMap
+from lakemount.gateway.context import Ctx
+from lakemount.gateway.errors import S3Error, from_exception
+from lakemount.gateway.http import ClientDisconnected, Request, Response
+from lakemount.gateway.multipart import SqlMultipartStore
+from lakemount.gateway.settings import GatewaySettings
+from lakemount.gateway.xml import render_error
+
+log = logging.getLogger("lakemount.gateway")
+
+compat.apply()
+
+HOST_ID = "lakemount"
+
+
+def _bad_uri() -> S3Error:
+    return S3Error("InvalidURI", "Couldn't parse the specified URI.", 400)
+
+
+def decode_key(raw: str) -> str:
+    """A key from its percent-encoded form; raises InvalidURI for bytes S3 cannot take."""
+    try:
+        key = unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        raise _bad_uri() from None
+    # C1 control characters only appear in keys by mistake (a Latin-1 string
+    # encoded twice); S3-compatible stores refuse them as unparsable.
+    if any(0x80 <= ord(c) <= 0x9F for c in key) or any(unicodedata.category(c) == "Cs" for c in key):
+        raise _bad_uri()
+    return key
+
+
+class S3Gateway:
+    """The S3 protocol over one ``App`` (catalog, auth store, ref store)."""
+
+    def __init__(self, app: App, settings: GatewaySettings) -> None:
+        self.app = app
+        self.settings = settings
+        self.catalog = app.catalog
+        self.access = Access(app.auth)
+        self.buckets = BucketMap(app.refs.engine, app.refs, settings)
+        self.uploads = SqlMultipartStore(app.refs.engine)
+        self.tmpdir = os.path.join(app.config.home, "tmp")
+        os.makedirs(self.tmpdir, exist_ok=True)
+
+    # -- locating ----------------------------------------------------------------
+    def vhost_bucket(self, req: Request) -> str | None:
+        host = (req.header("host") or "").lower()
+        if host.startswith("["):
+            host = host[: host.find("]") + 1]
+        else:
+            host = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+        for domain in self.settings.domain_names:
+            if host.endswith("." + domain):
+                return host[: -len(domain) - 1]
+        return None
+
+    def locate(self, req: Request) -> tuple[str | None, str | None, str | None]:
+        """(virtual-host bucket, bucket, key) of a request; raises InvalidURI."""
+        vhost = self.vhost_bucket(req)
+        path = req.raw_path or "/"
+        if not path.startswith("/"):
+            raise _bad_uri()
+        if vhost is not None:
+            key = decode_key(path[1:]) if len(path) > 1 else None
+            return vhost, vhost, key
+        rest = path[1:]
+        if not rest:
+            return None, None, None
+        raw_bucket, sep, raw_key = rest.partition("/")
+        bucket = decode_key(raw_bucket)
+        key = decode_key(raw_key) if sep and raw_key else None
+        return None, bucket, key
+
+    # -- handling ------------------------------------------------------------------
+    def handle(self, req: Request) -> Response:
+        request_id = secrets.token_hex(8).upper()
+        bucket = key = None
+        try:
+            vhost, bucket, key = self.locate(req)
+            principal: Principal = self.access.authenticate(req, virtual_host_bucket=vhost)
+            op = routing.operation(req, bucket, key)
+            ctx = Ctx(self, req, principal, bucket, key, request_id)
+            if principal is ANONYMOUS and not routing.anonymous_allowed(op):
+                raise S3Error("AccessDenied", "Access Denied", 403)
+            response = op(ctx)
+        except ClientDisconnected:
+            log.info("client %s went away during %s %s", req.client, req.method, req.raw_path)
+            response = Response(400, [], b"")
+        except S3Error as err:
+            response = self.error_response(req, err, request_id)
+        except LakeMountError as err:
+            fields = {"BucketName": bucket} if bucket and key is None else {"Key": key} if key else {}
+            response = self.error_response(req, from_exception(err, **fields), request_id)
+        except Exception as err:  # noqa: BLE001 - the edge: log it, answer InternalError
+            log.exception("internal error on %s %s", req.method, req.raw_path)
+            response = self.error_response(req, from_exception(err), request_id)
+        response.headers.append(("x-amz-request-id", request_id))
+        response.headers.append(("x-amz-id-2", HOST_ID))
+        response.headers.append(("Server", "lakemount"))
+        return response
+
+    def error_response(self, req: Request, err: S3Error, request_id: str) -> Response:
+        if err.http_status >= 500:
+            log.warning("%s %s -> %s %s", req.method, req.raw_path, err.code, err.message)
+        else:
+            log.debug("%s %s -> %s %s", req.method, req.raw_path, err.code, err.message)
+        headers = [("Content-Type", "application/xml")]
+        if err.code == "InvalidRange" and "ActualObjectSize" in err.fields:
+            headers.append(("Content-Range", f"bytes */{err.fields['ActualObjectSize']}"))
+        body = b"" if req.method == "HEAD" else render_error(err, resource=req.raw_path, request_id=request_id, host_id=HOST_ID)
+        return Response(err.http_status, headers, body)

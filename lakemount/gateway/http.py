@@ -1,0 +1,125 @@
+"""The gateway's HTTP request and response, independent of any server framework.
+
+The S3 core (``handler.py`` and ``operations/``) is synchronous: it runs in a
+worker thread and reads the request body through :class:`Body`, a blocking
+reader the server adapter (``asgi.py``) feeds.  A :class:`Response` carries its
+body as bytes or as an iterator of chunks the adapter pulls in the same thread
+pool, so a 5 GiB GET never sits in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+from urllib.parse import unquote_plus
+
+from lakemount.gateway.sigv4 import HttpRequest
+
+
+class ClientDisconnected(Exception):
+    """The client went away before the request body was complete."""
+
+
+class Body(Protocol):
+    """A request body, read in pieces by a worker thread."""
+
+    def read(self) -> bytes:
+        """The next piece of the raw body; ``b""`` at its end.
+
+        Raises ``ClientDisconnected`` when the client closes the connection
+        early and ``S3Error`` (RequestTimeout) when it stops sending.
+        """
+
+
+class BytesBody:
+    """A body already in memory (tests, and the in-process client)."""
+
+    def __init__(self, data: bytes = b"", piece: int = 1 << 20) -> None:
+        self._data = memoryview(data)
+        self._piece = piece
+
+    def read(self) -> bytes:
+        out = bytes(self._data[: self._piece])
+        self._data = self._data[self._piece :]
+        return out
+
+
+def _decode_query(raw_query: str) -> dict[str, str]:
+    """Query parameters decoded as S3 decodes them (``+`` is a space); first value wins."""
+    out: dict[str, str] = {}
+    for part in raw_query.split("&"):
+        if not part:
+            continue
+        name, _, value = part.partition("=")
+        k = unquote_plus(name, errors="surrogateescape")
+        if k not in out:
+            out[k] = unquote_plus(value, errors="surrogateescape")
+    return out
+
+
+@dataclass(slots=True)
+class Request:
+    """One HTTP request as the gateway sees it.
+
+    ``raw_path`` and ``raw_query`` are exactly as sent on the request line
+    (still percent-encoded; signatures are computed over them); ``headers`` are
+    the received (name, value) pairs with names in lower case.
+    """
+
+    method: str
+    raw_path: str
+    raw_query: str
+    headers: tuple[tuple[str, str], ...]
+    body: Body = field(default_factory=BytesBody)
+    client: str = ""
+    _hmap: dict[str, str] | None = None
+    _query: dict[str, str] | None = None
+
+    def header(self, name: str, default: str | None = None) -> str | None:
+        """The first value of header ``name`` (lower case)."""
+        if self._hmap is None:
+            hm: dict[str, str] = {}
+            for k, v in self.headers:
+                hm.setdefault(k, v)
+            self._hmap = hm
+        return self._hmap.get(name, default)
+
+    @property
+    def query(self) -> dict[str, str]:
+        """Decoded query parameters (first value of each name)."""
+        if self._query is None:
+            self._query = _decode_query(self.raw_query)
+        return self._query
+
+    def signed_view(self) -> HttpRequest:
+        """What the signature verifiers need of this request."""
+        return HttpRequest(self.method, self.raw_path, self.raw_query, self.headers)
+
+
+@dataclass(slots=True)
+class Response:
+    """Status, headers and body of a response.
+
+    ``body`` is bytes, or an iterator of chunks whose total is ``length`` bytes
+    (then ``Content-Length`` is ``length``).  ``close`` is called once the body
+    was sent or abandoned.
+    """
+
+    status: int = 200
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes | Iterator[bytes] = b""
+    length: int | None = None
+    close: Callable[[], None] | None = None
+
+    def header(self, name: str) -> str | None:
+        lname = name.lower()
+        for k, v in self.headers:
+            if k.lower() == lname:
+                return v
+        return None
+
+    def content_length(self) -> int:
+        if isinstance(self.body, bytes | bytearray):
+            return len(self.body)
+        return self.length or 0

@@ -1,0 +1,410 @@
+"""Objects as S3 shows them: entry <-> headers, conditions, ranges, bodies in and out.
+
+Shared by the object operations.  User metadata (``x-amz-meta-*``) is the
+entry's metadata under its lower-cased name, the same pairs the mount shows as
+``user.*`` xattrs.  The standard headers S3 stores with an object
+(Cache-Control, Content-Disposition, Content-Encoding, Content-Language,
+Expires) are kept as metadata too, under ``s3:<header>``: a colon cannot occur
+in an HTTP header name, so they never collide with user metadata, and a mount
+user can set one as the xattr ``user.s3:cache-control``.
+
+Uploads are written whole to a temporary file while the protocol layer's
+``BodyDecoder`` verifies framing, chunk signatures, length, Content-MD5 and
+checksums; only a body that passed every check is stored (content-addressed,
+``data/<aa>/<sha256>``) and only then is an entry staged.  A client that goes
+away mid-upload leaves a temporary file that is removed, nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import hashlib
+import queue
+import re
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC
+from typing import Any, BinaryIO, Final
+
+from lakemount.catalog.catalog import Catalog
+from lakemount.errors import ObjectNotFound
+from lakemount.gateway.errors import S3Error, s3_error
+from lakemount.gateway.http import Request, Response
+from lakemount.gateway.landing import Landing, landing
+from lakemount.gateway import sigv4
+from lakemount.gateway.sigv4 import BodyDecoder, PayloadMode, strip_aws_chunked
+from lakemount.graveler.model import DIR_MODE, FILE_MODE, Entry, Repository
+
+META_PREFIX: Final = "x-amz-meta-"
+STORED_PREFIX: Final = "s3:"
+STORED_HEADERS: Final = ("cache-control", "content-disposition", "content-encoding", "content-language", "expires")
+MAX_METADATA_BYTES: Final = 2048
+MAX_PUT_SIZE: Final = 5 * 1024**3
+DEFAULT_CONTENT_TYPE: Final = "binary/octet-stream"
+READ_CHUNK: Final = 1 << 20
+PIPELINE_ABOVE: Final = 4 << 20
+WRITE_CHUNK: Final = 1 << 20
+
+
+# --- metadata -----------------------------------------------------------------------
+
+
+def metadata_from_headers(req: Request) -> list[tuple[str, str]]:
+    """User metadata and stored standard headers of a PUT/POST; raises MetadataTooLarge."""
+    out: list[tuple[str, str]] = []
+    user_bytes = 0
+    seen: set[str] = set()
+    for name, value in req.headers:
+        if name.startswith(META_PREFIX):
+            meta = name[len(META_PREFIX) :]
+            if meta in seen:
+                continue
+            seen.add(meta)
+            user_bytes += len(meta) + len(value)
+            out.append((meta, value))
+    if user_bytes > MAX_METADATA_BYTES:
+        raise s3_error("MetadataTooLarge", MaxSizeAllowed=MAX_METADATA_BYTES, Size=user_bytes)
+    for h in STORED_HEADERS:
+        stored = req.header(h)
+        if h == "content-encoding":
+            stored = strip_aws_chunked(stored)
+        if stored:
+            out.append((STORED_PREFIX + h, stored))
+    return sorted(out)
+
+
+def content_type_of(req: Request) -> str:
+    return req.header("content-type") or ""
+
+
+def http_date(ns: int) -> str:
+    return email.utils.formatdate(ns / 1e9, usegmt=True)
+
+
+def quoted(etag: str) -> str:
+    return f'"{etag}"'
+
+
+def object_headers(entry: Entry) -> list[tuple[str, str]]:
+    """Headers describing an object (without Content-Length)."""
+    headers = [
+        ("Last-Modified", http_date(entry.mtime_ns)),
+        ("ETag", quoted(entry.etag)),
+        ("Content-Type", entry.content_type or DEFAULT_CONTENT_TYPE),
+        ("Accept-Ranges", "bytes"),
+    ]
+    for name, value in entry.metadata:
+        if name.startswith(STORED_PREFIX):
+            h = name[len(STORED_PREFIX) :]
+            if h in STORED_HEADERS:
+                headers.append((h.title(), value))
+        else:
+            headers.append((META_PREFIX + name, value))
+    return headers
+
+
+def is_directory_key(path: str, size: int) -> bool:
+    return path.endswith("/") and size == 0
+
+
+def make_entry(
+    address: str,
+    size: int,
+    etag: str,
+    path: str,
+    content_type: str,
+    metadata: list[tuple[str, str]] | tuple[tuple[str, str], ...],
+) -> Entry:
+    """The entry a PUT stages: a directory marker for an empty ``.../`` key, else a file."""
+    mode = DIR_MODE if is_directory_key(path, size) else FILE_MODE
+    return Entry(address, size, etag, time.time_ns(), content_type, tuple(sorted(metadata)), mode)
+
+
+def is_object(entry: Entry) -> bool:
+    """Whether S3 shows this entry as an object (regular files and directory markers)."""
+    return stat.S_ISREG(entry.mode) or entry.is_dir or entry.is_symlink
+
+
+# --- conditions ---------------------------------------------------------------------
+
+
+def _parse_http_date(text: str) -> float | None:
+    try:
+        t = email.utils.parsedate_to_datetime(text.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return t.timestamp()
+
+
+def etag_matches(header: str, etag: str) -> bool:
+    for candidate in header.split(","):
+        c = candidate.strip()
+        if c == "*" or c.strip('"') == etag:
+            return True
+    return False
+
+
+def check_conditions(req: Request, entry: Entry, *, prefix: str = "if-") -> Response | None:
+    """Apply If-Match/If-None-Match/If-(Un)Modified-Since (or the copy-source forms).
+
+    Returns a 304 response for GET/HEAD when the object is not modified; raises
+    ``S3Error`` PreconditionFailed when a condition fails.  For the copy-source
+    forms (``prefix="x-amz-copy-source-if-"``) every failure is a 412, as S3 does.
+    """
+    copy = prefix != "if-"
+    mtime = entry.mtime_ns // 1_000_000_000
+    if_match = req.header(prefix + "match")
+    if_none = req.header(prefix + "none-match")
+    ims = req.header(prefix + "modified-since")
+    ius = req.header(prefix + "unmodified-since")
+    if if_match is not None:
+        if not etag_matches(if_match, entry.etag):
+            raise s3_error("PreconditionFailed", Condition="If-Match")
+    elif ius is not None:
+        t = _parse_http_date(ius)
+        if t is not None and mtime > t:
+            raise s3_error("PreconditionFailed", Condition="If-Unmodified-Since")
+    not_modified = False
+    if if_none is not None:
+        not_modified = etag_matches(if_none, entry.etag)
+    elif ims is not None:
+        t = _parse_http_date(ims)
+        not_modified = t is not None and mtime <= t
+    if not_modified:
+        if copy:
+            raise s3_error("PreconditionFailed", Condition="If-None-Match" if if_none is not None else "If-Modified-Since")
+        return Response(304, [("ETag", quoted(entry.etag)), ("Last-Modified", http_date(entry.mtime_ns))])
+    return None
+
+
+# --- ranges -------------------------------------------------------------------------
+
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+
+def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """(start, length) of a Range header; None for no (or an ignorable) range.
+
+    Raises ``S3Error`` InvalidRange (416) when the range is unsatisfiable.  As S3
+    does, a malformed header or several ranges mean the whole object.
+    """
+    if header is None:
+        return None
+    m = _RANGE.match(header.strip())
+    if m is None:
+        return None
+    first, last = m.group(1), m.group(2)
+    if not first and not last:
+        return None
+    if not first:
+        n = int(last)
+        if n == 0 or size == 0:
+            raise invalid_range(size)
+        n = min(n, size)
+        return size - n, n
+    start = int(first)
+    if last and int(last) < start:
+        return None
+    if start >= size:
+        raise invalid_range(size)
+    end = min(int(last), size - 1) if last else size - 1
+    return start, end - start + 1
+
+
+def parse_copy_range(header: str, size: int) -> tuple[int, int]:
+    """(start, length) of x-amz-copy-source-range; stricter than Range, as S3 is.
+
+    Raises ``S3Error`` InvalidArgument for a malformed value and InvalidRange
+    when it does not lie within the source.
+    """
+    m = _RANGE.match(header.strip())
+    if m is None or not m.group(1) or not m.group(2):
+        raise s3_error(
+            "InvalidArgument",
+            "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last "
+            "are the zero-based offsets of the first and last bytes to copy",
+            ArgumentName="x-amz-copy-source-range",
+            ArgumentValue=header,
+        )
+    start, end = int(m.group(1)), int(m.group(2))
+    if end < start:
+        raise s3_error("InvalidArgument", "Range specified is not valid", ArgumentName="x-amz-copy-source-range")
+    if end >= size:
+        raise s3_error("InvalidRange", "The requested range is not satisfiable", ActualObjectSize=size)
+    return start, end - start + 1
+
+
+def invalid_range(size: int) -> S3Error:
+    return s3_error("InvalidRange", ActualObjectSize=size, RangeRequested="")
+
+
+# --- bodies out ---------------------------------------------------------------------
+
+
+def read_stream(catalog: Catalog, repo: Repository, entry: Entry, start: int, length: int) -> tuple[Iterator[bytes], BinaryIO | None]:
+    """An iterator over ``length`` bytes of an object from ``start``, and the file to close."""
+    if length <= 0 or entry.size == 0:
+        return iter(()), None
+    url = catalog.physical_url(repo, entry.address)
+    f = catalog.adapter.open(url)
+    if start:
+        try:
+            f.seek(start)
+        except (OSError, AttributeError, ValueError):
+            f.close()
+            return _ranged_reads(catalog, url, start, length), None
+    return _file_reads(f, length), f
+
+
+def _file_reads(f: BinaryIO, length: int) -> Iterator[bytes]:
+    left = length
+    while left > 0:
+        chunk = f.read(min(READ_CHUNK, left))
+        if not chunk:
+            raise ObjectNotFound("object data is shorter than its entry")
+        left -= len(chunk)
+        yield chunk
+
+
+def _ranged_reads(catalog: Catalog, url: str, start: int, length: int) -> Iterator[bytes]:
+    end = start + length
+    pos = start
+    while pos < end:
+        chunk = catalog.adapter.get_range(url, pos, min(8 * READ_CHUNK, end - pos))
+        if not chunk:
+            raise ObjectNotFound("object data is shorter than its entry")
+        pos += len(chunk)
+        yield chunk
+
+
+# --- bodies in ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Received:
+    """A verified request body, in its landing file until the ``with`` block ends."""
+
+    land: Landing
+    size: int
+    md5: str  # hex
+    sha256: str | None
+    checksums: dict[str, str] = field(default_factory=dict)
+
+
+def declared_length(req: Request) -> int | None:
+    """The payload length the client announced (decoded length for aws-chunked)."""
+    for h in ("x-amz-decoded-content-length", "content-length"):
+        v = req.header(h)
+        if v is not None and v.strip().isdigit():
+            return int(v.strip())
+    return None
+
+
+def decoder_for(req: Request, auth: object | None) -> BodyDecoder:
+    """The body decoder of an authenticated request, or one built from headers (anonymous)."""
+    from lakemount.gateway.sigv4 import AuthResult
+
+    if isinstance(auth, AuthResult):
+        return auth.body_decoder()
+    hmap = req.signed_view().header_map()
+    sha = hmap.get("x-amz-content-sha256", [None])[0]
+    return BodyDecoder(sigv4.body_plan(hmap, sha, None))
+
+
+class _Sink:
+    """Hashes and writes chunks in its own thread, in order; errors surface in ``finish``."""
+
+    def __init__(self, sha: Any, land: Landing) -> None:
+        self._sha = sha
+        self._land = land
+        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="lm-gw-sink", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (data := self._queue.get()) is not None:
+            if self._error is not None:
+                continue
+            try:
+                if self._sha is not None:
+                    self._sha.update(data)
+                self._land.write(data)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in finish()
+                self._error = exc
+
+    def put(self, data: bytes) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put(data)
+
+    def finish(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+@contextlib.contextmanager
+def receive(
+    req: Request,
+    auth: object | None,
+    catalog: Catalog,
+    repo: Repository,
+    tmpdir: str | None,
+    *,
+    want_sha256: bool,
+    max_size: int = MAX_PUT_SIZE,
+    sub: str = "data",
+) -> Iterator[Received]:
+    """Read, decode and verify the whole body into a landing file (see ``landing.py``).
+
+    Raises ``S3Error`` (framing, signature, digest, length) or
+    ``ClientDisconnected`` before yielding; the landing file is gone after the
+    block unless the caller stored it.
+    """
+    te = (req.header("transfer-encoding") or "").lower()
+    length = declared_length(req)
+    if length is None and "chunked" not in te:
+        raise s3_error("MissingContentLength")
+    if length is not None and length > max_size:
+        raise s3_error("EntityTooLarge", ProposedSize=length, MaxSizeAllowed=max_size)
+    decoder = decoder_for(req, auth)
+    body_plan = getattr(auth, "body", None)
+    signed_sha = body_plan.sha256 if body_plan is not None and body_plan.mode is PayloadMode.SHA256 else None
+    sha = hashlib.sha256() if want_sha256 and signed_sha is None else None
+    with landing(catalog, repo, tmpdir, sub) as land:
+        # Large bodies: hash (SHA-256) and write in a second thread while this
+        # one decodes and verifies (MD5, signatures); hashlib and os.write
+        # release the GIL, so the two run on two cores.
+        sink = _Sink(sha, land) if length is None or length >= PIPELINE_ABOVE else None
+        try:
+            size = 0
+            while True:
+                raw = req.body.read()
+                if not raw:
+                    break
+                data = decoder.feed(raw)
+                if data:
+                    size += len(data)
+                    if size > max_size:
+                        raise s3_error("EntityTooLarge", MaxSizeAllowed=max_size)
+                    if sink is not None:
+                        sink.put(data)
+                    else:
+                        if sha is not None:
+                            sha.update(data)
+                        land.write(data)
+            summary = decoder.finish()
+        finally:
+            if sink is not None:
+                sink.finish()
+        digest = signed_sha if signed_sha is not None else (sha.hexdigest() if sha is not None else None)
+        yield Received(land, summary.length, summary.md5.hex(), digest, dict(summary.checksums))
+

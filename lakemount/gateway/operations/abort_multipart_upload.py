@@ -1,0 +1,14 @@
+"""AbortMultipartUpload: forget the upload and delete its parts."""
+
+from __future__ import annotations
+
+from lakemount.gateway.context import Ctx
+from lakemount.gateway.http import Response
+from lakemount.gateway.operations.upload_part import upload_of
+
+
+def handle(ctx: Ctx) -> Response:
+    upload, _repo = upload_of(ctx)
+    for part in ctx.gw.uploads.delete(upload.upload_id):
+        ctx.gw.catalog.adapter.delete(part.url)
+    return Response(204)

@@ -1,0 +1,48 @@
+"""CopyObject: a new entry for the same data (no bytes copied within a repository).
+
+``x-amz-metadata-directive: COPY`` (default) keeps the source's content type
+and metadata, ``REPLACE`` takes them from the request; copying an object onto
+itself is only allowed with REPLACE, as in S3.  The copy-source conditions
+(``x-amz-copy-source-if-*``) are checked against the source.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from lakemount.auth.policies import Action
+from lakemount.gateway.context import Ctx
+from lakemount.gateway.copying import address_in, find_source
+from lakemount.gateway.errors import s3_error
+from lakemount.gateway.http import Response
+from lakemount.gateway.objects import check_conditions, content_type_of, make_entry, metadata_from_headers
+from lakemount.gateway.xml import render_copy_object_result
+
+
+def handle(ctx: Ctx) -> Response:
+    target = ctx.target()
+    ctx.require(Action.WRITE_REPO, target)
+    assert ctx.key is not None
+    branch, path = ctx.write_path(target, ctx.key)
+    source = find_source(ctx)
+    check_conditions(ctx.req, source.entry, prefix="x-amz-copy-source-if-")
+    directive = (ctx.req.header("x-amz-metadata-directive") or "COPY").upper()
+    if directive not in ("COPY", "REPLACE"):
+        raise s3_error("InvalidArgument", "Unknown metadata directive.", ArgumentName="x-amz-metadata-directive")
+    src = source.entry
+    if directive == "COPY":
+        if source.bucket == ctx.bucket and source.key == ctx.key:
+            raise s3_error(
+                "InvalidRequest",
+                "This copy request is illegal because it is trying to copy an object to itself without changing "
+                "the object's metadata, storage class, website redirect location or encryption attributes.",
+            )
+        content_type, metadata = src.content_type, list(src.metadata)
+    else:
+        content_type, metadata = content_type_of(ctx.req), metadata_from_headers(ctx.req)
+    cat = ctx.gw.catalog
+    address = address_in(cat, source.target.repo, target.repo, src, ctx.gw.tmpdir)
+    entry = make_entry(address, src.size, src.etag, path, content_type, metadata)._replace(mode=src.mode, target=src.target)
+    cat.put_entry(target.repo.name, branch, path, entry)
+    body = render_copy_object_result(entry.etag, datetime.fromtimestamp(entry.mtime_ns / 1e9, UTC))
+    return Response(200, [("Content-Type", "application/xml")], body)

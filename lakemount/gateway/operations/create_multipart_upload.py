@@ -1,0 +1,35 @@
+"""CreateMultipartUpload: record an upload (target branch, path, content type, metadata)."""
+
+from __future__ import annotations
+
+import secrets
+
+from lakemount.auth.policies import Action
+from lakemount.gateway.context import Ctx
+from lakemount.gateway.http import Response
+from lakemount.gateway.multipart import new_upload
+from lakemount.gateway.objects import content_type_of, metadata_from_headers
+from lakemount.gateway.xml import render_initiate_multipart_upload
+
+
+def handle(ctx: Ctx) -> Response:
+    target = ctx.target()
+    ctx.require(Action.WRITE_REPO, target)
+    assert ctx.bucket is not None and ctx.key is not None
+    branch, path = ctx.write_path(target, ctx.key)
+    upload_id = secrets.token_hex(20)
+    ctx.gw.uploads.create(
+        new_upload(
+            upload_id,
+            ctx.bucket,
+            ctx.key,
+            target.repo.name,
+            branch,
+            path,
+            ctx.user,
+            content_type_of(ctx.req),
+            metadata_from_headers(ctx.req),
+        )
+    )
+    body = render_initiate_multipart_upload(ctx.bucket, ctx.key, upload_id)
+    return Response(200, [("Content-Type", "application/xml")], body)

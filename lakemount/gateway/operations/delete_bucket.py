@@ -1,0 +1,37 @@
+"""DeleteBucket: delete an empty repository (no object on any branch).
+
+In-progress multipart uploads are aborted with it; the owner policy made
+when the bucket was created goes too.  A configured alias cannot be deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from lakemount.auth.model import PolicyNotFound
+from lakemount.auth.policies import Action
+from lakemount.errors import LakeMountError
+from lakemount.gateway.context import Ctx
+from lakemount.gateway.errors import s3_error
+from lakemount.gateway.http import Response
+from lakemount.gateway.operations.create_bucket import owner_policy_name
+
+
+def handle(ctx: Ctx) -> Response:
+    target = ctx.target()
+    ctx.require(Action.DELETE_REPO, target)
+    if target.bucket in ctx.gw.settings.aliases:
+        raise s3_error("MethodNotAllowed", f"bucket {target.bucket} is a configured alias of a repository ref")
+    cat = ctx.gw.catalog
+    repo = target.repo.name
+    for branch in cat.graveler.list_branches(repo):
+        if next(iter(cat.list(repo, branch.name, "", limit=1)), None) is not None:
+            raise s3_error("BucketNotEmpty", BucketName=target.bucket)
+    for part in ctx.gw.uploads.forget_repo(repo):
+        with contextlib.suppress(LakeMountError):
+            cat.adapter.delete(part.url)
+    cat.graveler.delete_repository(repo)
+    ctx.gw.buckets.forget(target.bucket)
+    with contextlib.suppress(PolicyNotFound):
+        ctx.gw.access.store.delete_policy(owner_policy_name(repo))
+    return Response(204)

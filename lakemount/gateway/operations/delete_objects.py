@@ -1,0 +1,45 @@
+"""DeleteObjects: up to 1000 keys; the deletions on each branch are staged as one transaction."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from lakemount.auth.policies import Action
+from lakemount.errors import LakeMountError
+from lakemount.gateway.context import Ctx
+from lakemount.gateway.errors import S3Error, from_exception
+from lakemount.gateway.http import Response
+from lakemount.gateway.xml import MAX_BODY_BYTES, DeletedRecord, DeleteErrorRecord, parse_delete, render_delete_result
+
+
+def handle(ctx: Ctx) -> Response:
+    target = ctx.target()
+    ctx.require(Action.WRITE_REPO, target)
+    request = parse_delete(ctx.read_body(MAX_BODY_BYTES))
+    cat = ctx.gw.catalog
+    repo = target.repo.name
+    deleted: list[DeletedRecord] = []
+    errors: list[DeleteErrorRecord] = []
+    by_branch: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for obj in request.objects:
+        if not target.flat and obj.key.endswith("/") and obj.key.count("/") == 1:
+            # "<branch>/" is the branch root, which Hadoop deletes as a parent
+            # directory marker: there is nothing to delete.
+            deleted.append(DeletedRecord(obj.key))
+            continue
+        try:
+            branch, path = ctx.write_path(target, obj.key)
+            by_branch[branch].append((obj.key, path))
+        except (S3Error, LakeMountError) as exc:
+            err = from_exception(exc)
+            errors.append(DeleteErrorRecord(obj.key, err.code, err.message, obj.version_id))
+    for branch, items in by_branch.items():
+        try:
+            present = [(key, path) for key, path in items if cat.get_optional(repo, branch, path) is not None]
+            cat.apply(repo, branch, [(path, None) for _, path in present])
+        except LakeMountError as exc:
+            err = from_exception(exc)
+            errors += [DeleteErrorRecord(key, err.code, err.message) for key, _ in items]
+            continue
+        deleted += [DeletedRecord(key) for key, _ in items]
+    return Response(200, [("Content-Type", "application/xml")], render_delete_result(deleted, errors, quiet=request.quiet))

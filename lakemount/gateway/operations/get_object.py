@@ -1,0 +1,110 @@
+"""GetObject: an object's bytes, whole, a Range of them, or one part of a multipart object.
+
+Conditions (If-Match, If-None-Match, If-Modified-Since, If-Unmodified-Since)
+apply with S3's precedence; ``response-*`` query parameters override the
+stored headers.  The body streams from the block store in 1 MiB reads.
+"""
+
+from __future__ import annotations
+
+from lakemount.auth.policies import Action
+from lakemount.errors import NotFound, ObjectNotFound
+from lakemount.gateway.context import Ctx
+from lakemount.gateway.errors import s3_error
+from lakemount.gateway.http import Response
+from lakemount.gateway.objects import check_conditions, is_object, object_headers, parse_range, read_stream
+from lakemount.graveler.model import Entry
+
+INLINE_BYTES = 1 << 20
+
+OVERRIDES = {
+    "response-content-type": "Content-Type",
+    "response-content-language": "Content-Language",
+    "response-expires": "Expires",
+    "response-cache-control": "Cache-Control",
+    "response-content-disposition": "Content-Disposition",
+    "response-content-encoding": "Content-Encoding",
+}
+
+
+def find(ctx: Ctx) -> tuple[object, Entry]:
+    """(target, entry) of the requested object; raises NoSuchKey, NoSuchBucket, AccessDenied."""
+    target = ctx.target()
+    ctx.require(Action.READ_REPO, target)
+    assert ctx.key is not None
+    ref, path = ctx.object_path(target, ctx.key)
+    resolved = ctx.resolve_ref(target, ref)
+    version = ctx.query.get("versionId")
+    if version not in (None, "", "null"):
+        raise s3_error("NoSuchVersion", Key=ctx.key, VersionId=version)
+    try:
+        entry = ctx.gw.catalog.stat(target.repo.name, resolved, path)
+    except NotFound:
+        raise s3_error("NoSuchKey", Key=ctx.key) from None
+    if not is_object(entry):
+        raise s3_error("NoSuchKey", Key=ctx.key)
+    return target, entry
+
+
+def _part_range(ctx: Ctx, entry: Entry, size: int, text: str) -> tuple[int, int, int | None]:
+    """(start, length, parts count) of ``partNumber``; raises InvalidArgument or InvalidPart."""
+    if not text.isdigit() or not 1 <= int(text) <= 10000:
+        raise s3_error("InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive", ArgumentName="partNumber")
+    n = int(text)
+    sizes = ctx.gw.uploads.layout(entry.etag) if "-" in entry.etag else None
+    if sizes is None or sum(sizes) != size:
+        if n != 1:
+            raise s3_error("InvalidPart", "The requested partnumber is not satisfiable")
+        return 0, size, None
+    if n > len(sizes):
+        raise s3_error("InvalidPart", "The requested partnumber is not satisfiable")
+    return sum(sizes[: n - 1]), sizes[n - 1], len(sizes)
+
+
+def respond(ctx: Ctx, *, head: bool) -> Response:
+    target, entry = find(ctx)
+    not_modified = check_conditions(ctx.req, entry)
+    if not_modified is not None:
+        return not_modified
+    size = 0 if entry.is_dir or entry.is_symlink else entry.size
+    headers = object_headers(entry)
+    status = 200
+    start, length = 0, size
+    part = ctx.query.get("partNumber")
+    if part is not None:
+        if ctx.req.header("range") is not None:
+            raise s3_error("InvalidRequest", "Cannot specify both Range header and partNumber query parameter")
+        start, length, count = _part_range(ctx, entry, size, part)
+        if count is not None:
+            status = 206
+            headers.append(("x-amz-mp-parts-count", str(count)))
+            headers.append(("Content-Range", f"bytes {start}-{start + length - 1}/{size}"))
+    else:
+        rng = parse_range(ctx.req.header("range"), size)
+        if rng is not None:
+            start, length = rng
+            status = 206
+            headers.append(("Content-Range", f"bytes {start}-{start + length - 1}/{size}"))
+    for param, header in OVERRIDES.items():
+        value = ctx.query.get(param)
+        if value is not None:
+            if ctx.principal.anonymous:
+                raise s3_error("InvalidRequest", "Request specific response headers cannot be used for anonymous GET requests.")
+            headers = [(k, v) for k, v in headers if k.lower() != header.lower()]
+            headers.append((header, value))
+    headers.append(("Content-Length", str(length)))
+    if head:
+        return Response(status, headers, b"", length)
+    repo = target.repo  # type: ignore[attr-defined]
+    if length <= INLINE_BYTES:
+        # Small objects are read here, in one piece: no streaming round trips.
+        data = ctx.gw.catalog.read(repo, entry, start, length) if length else b""
+        if len(data) != length:
+            raise ObjectNotFound("object data is shorter than its entry")
+        return Response(status, headers, data)
+    chunks, f = read_stream(ctx.gw.catalog, repo, entry, start, length)
+    return Response(status, headers, chunks, length, f.close if f is not None else None)
+
+
+def handle(ctx: Ctx) -> Response:
+    return respond(ctx, head=False)

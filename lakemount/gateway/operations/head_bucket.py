@@ -1,0 +1,12 @@
+"""HeadBucket: 200 if the bucket exists and the caller may read it."""
+
+from __future__ import annotations
+
+from lakemount.auth.policies import Action
+from lakemount.gateway.context import Ctx
+from lakemount.gateway.http import Response
+
+
+def handle(ctx: Ctx) -> Response:
+    ctx.require(Action.READ_REPO)
+    return Response(200, [("x-amz-bucket-region", ctx.gw.settings.region)])

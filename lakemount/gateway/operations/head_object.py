@@ -1,0 +1,11 @@
+"""HeadObject: GetObject's headers (conditions, ranges and parts included) without the body."""
+
+from __future__ import annotations
+
+from lakemount.gateway.context import Ctx
+from lakemount.gateway.http import Response
+from lakemount.gateway.operations.get_object import respond
+
+
+def handle(ctx: Ctx) -> Response:
+    return respond(ctx, head=True)

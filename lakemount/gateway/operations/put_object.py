@@ -1,0 +1,80 @@
+"""PutObject: store the body content-addressed, then stage the object's entry.
+
+The body is verified whole (length, signatures, Content-MD5, checksums)
+before anything is stored, and the entry is staged only after the data is
+durable, so a reader sees the old object or the new one, never part of one.
+``If-None-Match: *`` refuses to overwrite, ``If-Match`` requires the current
+ETag; both are checked before and again after the upload.
+"""
+
+from __future__ import annotations
+
+from lakemount.auth.policies import Action
+from lakemount.gateway.buckets import Target
+from lakemount.gateway.context import Ctx
+from lakemount.gateway.errors import s3_error
+from lakemount.gateway.http import Response
+from lakemount.gateway.landing import store_content
+from lakemount.gateway.objects import (
+    content_type_of,
+    etag_matches,
+    make_entry,
+    metadata_from_headers,
+    quoted,
+    receive,
+)
+
+
+def check_write_conditions(ctx: Ctx, repo: str, branch: str, path: str) -> None:
+    """If-None-Match / If-Match on a write; raises PreconditionFailed or NoSuchKey."""
+    if_none = ctx.req.header("if-none-match")
+    if_match = ctx.req.header("if-match")
+    if if_none is None and if_match is None:
+        return
+    current = ctx.gw.catalog.get_optional(repo, branch, path)
+    if if_none is not None and current is not None and (if_none.strip() == "*" or etag_matches(if_none, current.etag)):
+        raise s3_error("PreconditionFailed", Condition="If-None-Match")
+    if if_match is not None:
+        if current is None:
+            raise s3_error("NoSuchKey", Key=ctx.key or "")
+        if not etag_matches(if_match, current.etag):
+            raise s3_error("PreconditionFailed", Condition="If-Match")
+
+
+def branch_marker(ctx: Ctx, target: Target, key: str) -> Response | None:
+    """``PUT <branch>/`` with an empty body: a directory marker for the branch itself.
+
+    Tools that create every parent "directory" (pyarrow, Hadoop) send it; the
+    branch root always exists, so it is answered without staging anything.
+    """
+    ref, path = target.split(key)
+    if path or not key.endswith("/") or target.flat:
+        return None
+    ctx.gw.catalog.writable_branch(target.repo.name, ref)
+    with receive(ctx.req, ctx.principal.auth, ctx.gw.catalog, target.repo, ctx.gw.tmpdir, want_sha256=False) as body:
+        if body.size:
+            raise s3_error("InvalidRequest", f"{key!r} names a branch: an object there needs a path after it")
+    return Response(200, [("ETag", quoted(body.md5))])
+
+
+def handle(ctx: Ctx) -> Response:
+    target = ctx.target()
+    ctx.require(Action.WRITE_REPO, target)
+    assert ctx.key is not None
+    marker = branch_marker(ctx, target, ctx.key)
+    if marker is not None:
+        return marker
+    branch, path = ctx.write_path(target, ctx.key)
+    repo = target.repo.name
+    metadata = metadata_from_headers(ctx.req)
+    check_write_conditions(ctx, repo, branch, path)
+    cat = ctx.gw.catalog
+    with receive(ctx.req, ctx.principal.auth, cat, target.repo, ctx.gw.tmpdir, want_sha256=True) as body:
+        assert body.sha256 is not None
+        address = store_content(cat, target.repo, body.land, body.sha256)
+    entry = make_entry(address, body.size, body.md5, path, content_type_of(ctx.req), metadata)
+    check_write_conditions(ctx, repo, branch, path)
+    cat.put_entry(repo, branch, path, entry)
+    headers = [("ETag", quoted(entry.etag))]
+    headers += [(f"x-amz-checksum-{a}", v) for a, v in body.checksums.items()]
+    return Response(200, headers)

@@ -1,0 +1,75 @@
+"""UploadPart: store one part's bytes, verified, under the upload; then record it.
+
+A part is an object of its own under ``_lakefs/multipart/<upload>/``, written
+whole before the part row points at it; re-sending a part replaces it.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+from lakemount.auth.policies import Action
+from lakemount.gateway.context import Ctx
+from lakemount.gateway.errors import S3Error, s3_error
+from lakemount.gateway.http import Response
+from lakemount.gateway.landing import store_as
+from lakemount.gateway.multipart import MAX_PART_NUMBER, MAX_PART_SIZE, Part, Upload
+from lakemount.gateway.objects import quoted, receive
+from lakemount.graveler.model import Repository
+
+
+def upload_of(ctx: Ctx, action: Action = Action.WRITE_REPO, *, completed: bool = False) -> tuple[Upload, Repository]:
+    """The upload named by ``uploadId``, checked against the bucket and key; raises NoSuchUpload.
+
+    ``completed`` admits an upload completed recently (for a retried completion).
+    """
+    target = ctx.target()
+    ctx.require(action, target)
+    upload = ctx.gw.uploads.get(ctx.query.get("uploadId", ""), completed=completed)
+    if upload.bucket != ctx.bucket or upload.key != ctx.key:
+        raise s3_error("NoSuchUpload", UploadId=upload.upload_id)
+    return upload, target.repo
+
+
+def part_number(ctx: Ctx) -> int:
+    text = ctx.query.get("partNumber", "")
+    if not text.isdigit() or not 1 <= int(text) <= MAX_PART_NUMBER:
+        raise s3_error("InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive", ArgumentName="partNumber", ArgumentValue=text)
+    return int(text)
+
+
+def parts_dir(upload: Upload) -> str:
+    """Where an upload's parts are stored, relative to the storage namespace."""
+    return f"_lakefs/multipart/{upload.upload_id}"
+
+
+def part_url(ctx: Ctx, repo: Repository, upload: Upload, number: int) -> str:
+    return ctx.gw.catalog.physical_url(repo, f"{parts_dir(upload)}/{number:05d}-{secrets.token_hex(4)}")
+
+
+def record_part(ctx: Ctx, upload: Upload, part: Part) -> None:
+    """Point the upload's part at a stored object; the object goes if the upload is gone."""
+    adapter = ctx.gw.catalog.adapter
+    try:
+        old = ctx.gw.uploads.put_part(upload.upload_id, part)
+    except S3Error:
+        adapter.delete(part.url)
+        raise
+    if old is not None:
+        adapter.delete(old)
+
+
+def handle(ctx: Ctx) -> Response:
+    upload, repo = upload_of(ctx)
+    number = part_number(ctx)
+    cat = ctx.gw.catalog
+    with receive(
+        ctx.req, ctx.principal.auth, cat, repo, ctx.gw.tmpdir, want_sha256=False, max_size=MAX_PART_SIZE, sub=parts_dir(upload)
+    ) as body:
+        url = part_url(ctx, repo, upload, number)
+        store_as(cat, body.land, url)
+    record_part(ctx, upload, Part(number, body.md5, body.size, url, time.time()))
+    headers = [("ETag", quoted(body.md5))]
+    headers += [(f"x-amz-checksum-{a}", v) for a, v in body.checksums.items()]
+    return Response(200, headers)

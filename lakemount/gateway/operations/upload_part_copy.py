@@ -1,0 +1,43 @@
+"""UploadPartCopy: a part whose bytes are (a range of) an existing object."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from datetime import UTC, datetime
+
+from lakemount.gateway.context import Ctx
+from lakemount.gateway.copying import find_source
+from lakemount.gateway.http import Response
+from lakemount.gateway.multipart import Part
+from lakemount.gateway.objects import check_conditions, parse_copy_range, read_stream
+from lakemount.gateway.landing import landing, store_as
+from lakemount.gateway.operations.upload_part import part_number, part_url, parts_dir, record_part, upload_of
+from lakemount.gateway.xml import render_copy_part_result
+
+
+def handle(ctx: Ctx) -> Response:
+    upload, repo = upload_of(ctx)
+    number = part_number(ctx)
+    source = find_source(ctx)
+    check_conditions(ctx.req, source.entry, prefix="x-amz-copy-source-if-")
+    size = source.entry.size
+    header = ctx.req.header("x-amz-copy-source-range")
+    start, length = parse_copy_range(header, size) if header is not None else (0, size)
+    cat = ctx.gw.catalog
+    md5 = hashlib.md5(usedforsecurity=False)
+    with landing(cat, repo, ctx.gw.tmpdir, parts_dir(upload)) as land:
+        chunks, f = read_stream(cat, source.target.repo, source.entry, start, length)
+        try:
+            for chunk in chunks:
+                md5.update(chunk)
+                land.write(chunk)
+        finally:
+            if f is not None:
+                f.close()
+        url = part_url(ctx, repo, upload, number)
+        store_as(cat, land, url)
+    now = time.time()
+    record_part(ctx, upload, Part(number, md5.hexdigest(), length, url, now))
+    body = render_copy_part_result(md5.hexdigest(), datetime.fromtimestamp(now, UTC))
+    return Response(200, [("Content-Type", "application/xml")], body)

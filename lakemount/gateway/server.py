@@ -1,0 +1,207 @@
+"""Running the S3 gateway: one listening socket, several worker processes.
+
+``GatewayServer`` binds the configured address and starts ``workers``
+processes that share the socket (the kernel hands each connection to one of
+them).  Each worker is a stateless client of the shared stores: it builds its
+own ``App`` and serves the raw ASGI application of ``asgi.py`` with uvicorn on
+httptools and uvloop -- the stack chosen by measurement (see
+``benchmarks/gateway_stack.py``: it served the most small requests per second
+when the work runs in a thread pool, and large bodies as fast as the
+alternatives).  A worker that dies is restarted; ``stop`` lets workers finish
+the requests in flight.
+
+``lakemount serve`` runs a ``GatewayServer`` in the foreground; ``lakemount
+up`` runs one beside the mount through :mod:`lakemount.gateway.service`,
+whose hooks this module re-exports for ``cli/services.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import threading
+import time
+from dataclasses import replace
+from multiprocessing.process import BaseProcess
+from typing import Any, Final
+
+from lakemount.config import Config
+from lakemount.gateway.service import start_for_up, stop_for_up, wait_for_up
+from lakemount.gateway.settings import GatewaySettings
+
+log = logging.getLogger("lakemount.gateway")
+
+STOP_GRACE: Final = 15.0
+RESTART_BACKOFF: Final = (0.5, 1.0, 2.0, 5.0, 10.0)
+
+__all__ = ["GatewayServer", "build_asgi", "start_for_up", "stop_for_up", "wait_for_up"]
+
+
+def build_asgi(config: Config, settings: GatewaySettings) -> Any:
+    """The ASGI application of one worker over a fresh ``App``."""
+    from lakemount.app import App
+    from lakemount.gateway.asgi import AsgiApp
+    from lakemount.gateway.handler import S3Gateway
+
+    gateway = S3Gateway(App(config), settings)
+    return AsgiApp(gateway.handle, threads=settings.threads)
+
+
+def prepare_stores(config: Config) -> None:
+    """Create every table the workers need, once, before they start (they would race)."""
+    from lakemount.app import App
+    from lakemount.gateway import buckets, multipart
+    from lakemount.gateway.tables import create_tables
+
+    app = App(config)
+    app.auth  # noqa: B018 - builds the auth tables
+    create_tables(app.refs.engine, buckets.metadata)
+    create_tables(app.refs.engine, multipart.metadata)
+    app.refs.engine.dispose()
+
+
+def _configure_logging(config: Config) -> None:
+    try:
+        level = str(config.get("logging.level")).upper()
+    except KeyError:
+        level = "INFO"
+    logging.basicConfig(
+        level=getattr(logging, level, logging.INFO),
+        format=f"%(asctime)s gateway[{os.getpid()}] %(levelname)s %(message)s",
+    )
+
+
+def _worker(config: Config, settings: GatewaySettings, sock: socket.socket) -> None:
+    """A worker process: serve ``sock`` until SIGTERM."""
+    import uvicorn
+
+    _configure_logging(config)
+    app = build_asgi(config, settings)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            http="httptools",
+            loop="uvloop",
+            lifespan="off",
+            access_log=False,
+            log_config=None,
+            log_level="warning",
+            server_header=False,
+            ssl_certfile=settings.tls_cert_file or None,
+            ssl_keyfile=settings.tls_key_file or None,
+            timeout_keep_alive=75,
+            timeout_graceful_shutdown=int(STOP_GRACE) - 2,
+        )
+    )
+    server.run(sockets=[sock])
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: any free port)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+class GatewayServer:
+    """The gateway's supervisor: a socket and ``settings.workers`` worker processes."""
+
+    def __init__(self, config: Config, settings: GatewaySettings) -> None:
+        self.config = config
+        self.settings = settings
+        self.sock: socket.socket | None = None
+        self._procs: list[BaseProcess] = []
+        self._stopping = threading.Event()
+        self._monitor: threading.Thread | None = None
+        self._ctx = multiprocessing.get_context("spawn")
+
+    @property
+    def address(self) -> tuple[str, int]:
+        assert self.sock is not None
+        host, port = self.sock.getsockname()[:2]
+        return host, port
+
+    @property
+    def url(self) -> str:
+        host, port = self.address
+        return f"{self.settings.scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
+
+    def start(self) -> None:
+        """Bind and start the workers; returns at once (connections queue until a worker accepts)."""
+        prepare_stores(self.config)
+        self.sock = bind(self.settings.host, self.settings.port)
+        # Workers see the port actually bound (port 0 resolved), for their own logs.
+        self.settings = replace(self.settings, port=self.address[1])
+        self._procs = [self._spawn(i) for i in range(self.settings.workers)]
+        self._monitor = threading.Thread(target=self._watch, name="lm-gw-supervisor", daemon=True)
+        self._monitor.start()
+
+    def _spawn(self, index: int) -> BaseProcess:
+        proc = self._ctx.Process(
+            target=_worker, args=(self.config, self.settings, self.sock), name=f"lakemount-gateway-{index}", daemon=True
+        )
+        proc.start()
+        return proc
+
+    def _watch(self) -> None:
+        failures = [0] * len(self._procs)
+        while not self._stopping.wait(0.5):
+            for i, proc in enumerate(self._procs):
+                if proc.is_alive() or self._stopping.is_set():
+                    continue
+                log.warning("gateway worker %s exited with %s; restarting", proc.pid, proc.exitcode)
+                time.sleep(RESTART_BACKOFF[min(failures[i], len(RESTART_BACKOFF) - 1)])
+                failures[i] += 1
+                if not self._stopping.is_set():
+                    self._procs[i] = self._spawn(i)
+
+    def running(self) -> bool:
+        return not self._stopping.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until ``stop`` (True) or the timeout (False)."""
+        return self._stopping.wait(timeout)
+
+    def stop(self) -> None:
+        """Stop accepting, let workers finish in-flight requests, then end them."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        for proc in self._procs:
+            if proc.pid is not None and proc.is_alive():
+                os.kill(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE
+        for proc in self._procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(2)
+        if self.sock is not None:
+            self.sock.close()
+
+
+def serve_forever(config: Config, settings: GatewaySettings, *, announce: Any = print) -> None:
+    """Run the gateway in the foreground until SIGINT or SIGTERM."""
+    _configure_logging(config)
+    server = GatewayServer(config, settings)
+    server.start()
+    stop = threading.Event()
+
+    def on_signal(_sig: int, _frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    announce(f"lakemount S3 gateway listening on {server.url} ({settings.workers} workers{', flat buckets' if settings.flat else ''})")
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.stop()

@@ -1,0 +1,69 @@
+"""The gateway as one of the services of ``lakemount up`` (see ``cli/services.py``).
+
+``start_for_up`` starts a ``GatewayServer`` beside the mount.  On the first
+``up`` (no user in the auth store yet) it creates the user ``admin`` with the
+Admin role and prints its access key and secret once: they are not stored in
+clear anywhere, so that is the only time they are shown.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from lakemount.app import App
+    from lakemount.gateway.server import GatewayServer
+
+ADMIN_USER = "admin"
+
+_servers: dict[int, GatewayServer] = {}
+
+
+def ensure_admin(app: App) -> tuple[str, str] | None:
+    """Create the first admin user if there is no user at all; returns its new (key id, secret)."""
+    from lakemount.auth.model import UserAlreadyExists
+    from lakemount.auth.policies import ADMIN
+
+    store = app.auth
+    if store.list_users(limit=1):
+        return None
+    try:
+        store.create_user(ADMIN_USER)
+    except UserAlreadyExists:
+        return None  # another process won the race and printed the keys
+    store.attach_policy(ADMIN_USER, ADMIN)
+    creds = store.create_credentials(ADMIN_USER)
+    return creds.access_key_id, creds.secret_access_key
+
+
+def start_for_up(app: App) -> None:
+    from lakemount.gateway.server import GatewayServer
+    from lakemount.gateway.settings import from_config
+
+    settings = from_config(app.config)
+    created = ensure_admin(app)
+    server = GatewayServer(app.config, settings)
+    server.start()
+    _servers[id(app)] = server
+    click.echo(f"S3 gateway: {server.url} ({settings.workers} workers)")
+    if created is not None:
+        key_id, secret = created
+        click.echo("Created user 'admin' (Admin role). Its credentials are shown this once; keep them:")
+        click.echo(f"  access_key_id:     {key_id}")
+        click.echo(f"  secret_access_key: {secret}")
+        click.echo(f"  e.g. AWS_ACCESS_KEY_ID={key_id} AWS_SECRET_ACCESS_KEY=... aws --endpoint-url {server.url} s3 ls")
+
+
+def wait_for_up(app: App, poll: float = 0.5) -> None:
+    """Block until the gateway is stopped (Ctrl-C raises out of here)."""
+    server = _servers.get(id(app))
+    while server is not None and not server.wait(poll):
+        pass
+
+
+def stop_for_up(app: App) -> None:
+    server: Any = _servers.pop(id(app), None)
+    if server is not None:
+        server.stop()

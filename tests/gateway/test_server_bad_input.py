@@ -1,0 +1,194 @@
+"""Bad input gets S3's XML errors, and never leaves a partial object or anything staged."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from .server_fixture import Gateway, signed_headers, start_gateway
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    g = start_gateway(tmp_path_factory.mktemp("gw-bad"))
+    yield g
+    g.stop()
+
+
+@pytest.fixture(scope="module")
+def s3(gw: Gateway) -> Any:
+    return gw.client()
+
+
+@pytest.fixture
+def bucket(gw: Gateway, s3: Any) -> str:
+    return gw.bucket(s3)
+
+
+def code(exc: pytest.ExceptionInfo[ClientError]) -> str:
+    return str(exc.value.response["Error"]["Code"])
+
+
+def leftovers(gw: Gateway) -> list[str]:
+    """Landing files of uploads that are not in progress any more."""
+    return [str(p) for p in gw.home.rglob(".tmp-gw-*")]
+
+
+def nothing_there(gw: Gateway, bucket: str, path: str) -> None:
+    """Neither an entry nor a leftover landing file."""
+    cat = gw.app().catalog
+    assert cat.get_optional(bucket, "main", path) is None
+    assert leftovers(gw) == []
+
+
+def raw_put(gw: Gateway, path: str, headers: dict[str, str], body: bytes) -> tuple[int, bytes]:
+    url = f"{gw.url}{path}"
+    req = urllib.request.Request(url, data=body, headers=headers, method="PUT")
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_wrong_content_md5(gw: Gateway, s3: Any, bucket: str) -> None:
+    wrong = base64.b64encode(hashlib.md5(b"other").digest()).decode()
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=bucket, Key="main/md5", Body=b"payload", ContentMD5=wrong)
+    assert code(e) == "BadDigest"
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket=bucket, Key="main/md5", Body=b"payload", ContentMD5="not-base64!")
+    assert code(e) == "InvalidDigest"
+    nothing_there(gw, bucket, "md5")
+    right = base64.b64encode(hashlib.md5(b"payload").digest()).decode()
+    s3.put_object(Bucket=bucket, Key="main/md5", Body=b"payload", ContentMD5=right)
+
+
+def test_wrong_checksum_and_payload_hash(gw: Gateway, bucket: str) -> None:
+    url = f"{gw.url}/{bucket}/main/sum"
+    h = signed_headers("PUT", url, {"x-amz-checksum-crc32": "AAAAAA=="}, "UNSIGNED-PAYLOAD")
+    status, body = raw_put(gw, f"/{bucket}/main/sum", h, b"data")
+    assert status == 400 and b"<Code>BadDigest</Code>" in body
+    h = signed_headers("PUT", url, {}, hashlib.sha256(b"something else").hexdigest())
+    status, body = raw_put(gw, f"/{bucket}/main/sum", h, b"data")
+    assert status == 400 and b"XAmzContentSHA256Mismatch" in body
+    nothing_there(gw, bucket, "sum")
+
+
+def test_aws_chunked_length_mismatch(gw: Gateway, bucket: str) -> None:
+    url = f"{gw.url}/{bucket}/main/chunky"
+    crc = base64.b64encode(zlib.crc32(b"hello").to_bytes(4, "big")).decode()
+    body = f"5\r\nhello\r\n0\r\nx-amz-checksum-crc32:{crc}\r\n\r\n".encode()
+    for declared in ("3", "9"):
+        extra = {"content-encoding": "aws-chunked", "x-amz-decoded-content-length": declared, "x-amz-trailer": "x-amz-checksum-crc32"}
+        h = signed_headers("PUT", url, extra, "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
+        status, resp = raw_put(gw, f"/{bucket}/main/chunky", h, body)
+        assert status == 400 and b"IncompleteBody" in resp, resp
+    nothing_there(gw, bucket, "chunky")
+    extra = {"content-encoding": "aws-chunked", "x-amz-decoded-content-length": "5", "x-amz-trailer": "x-amz-checksum-crc32"}
+    h = signed_headers("PUT", url, extra, "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
+    assert raw_put(gw, f"/{bucket}/main/chunky", h, body)[0] == 200
+    assert gw.client().get_object(Bucket=bucket, Key="main/chunky")["Body"].read() == b"hello"
+
+
+def test_malformed_xml(gw: Gateway, s3: Any, bucket: str) -> None:
+    url = f"{gw.url}/{bucket}?delete="
+    body = b"<Delete><Object><Key>unclosed</Object>"
+    h = signed_headers("POST", url, {}, hashlib.sha256(body).hexdigest())
+    with pytest.raises(urllib.error.HTTPError) as he:
+        urllib.request.urlopen(urllib.request.Request(url, data=body, headers=h, method="POST"))
+    assert he.value.code == 400 and b"<Code>MalformedXML</Code>" in he.value.read()
+    up = s3.create_multipart_upload(Bucket=bucket, Key="main/m")
+    with pytest.raises(ClientError) as e:
+        s3.complete_multipart_upload(Bucket=bucket, Key="main/m", UploadId=up["UploadId"], MultipartUpload={"Parts": []})
+    assert code(e) == "MalformedXML"
+
+
+def test_request_errors_are_s3_xml(gw: Gateway, s3: Any, bucket: str) -> None:
+    with pytest.raises(ClientError) as e:
+        s3.list_objects(Bucket=bucket, MaxKeys=-1)
+    assert code(e) == "InvalidArgument"
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_policy(Bucket=bucket)
+    assert code(e) == "NotImplemented"
+    url = f"{gw.url}/{bucket}/main/%FF%FE"
+    h = signed_headers("GET", url, {}, "UNSIGNED-PAYLOAD")
+    with pytest.raises(urllib.error.HTTPError) as he:
+        urllib.request.urlopen(urllib.request.Request(url, headers=h))
+    assert he.value.code == 400 and b"<Code>InvalidURI</Code>" in he.value.read()
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket=bucket, Key="main/none")
+    meta = e.value.response["ResponseMetadata"]
+    assert meta["RequestId"] and meta["HTTPHeaders"]["x-amz-request-id"] == meta["RequestId"]
+
+
+def _send_partial(gw: Gateway, path: str, declared: int, sent: int) -> None:
+    headers = signed_headers("PUT", f"{gw.url}{path}", {"content-length": str(declared)}, "UNSIGNED-PAYLOAD")
+    lines = [f"PUT {path} HTTP/1.1"] + [f"{k}: {v}" for k, v in headers.items()]
+    sock = socket.create_connection(("127.0.0.1", gw.port))
+    try:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        chunk = os.urandom(64 * 1024)
+        left = sent
+        while left > 0:
+            n = min(left, len(chunk))
+            sock.sendall(chunk[:n])
+            left -= n
+        time.sleep(0.3)
+    finally:
+        sock.close()
+
+
+def test_client_dropping_mid_upload_leaves_nothing(gw: Gateway, s3: Any, bucket: str) -> None:
+    s3.put_object(Bucket=bucket, Key="main/kept", Body=b"old")
+    _send_partial(gw, f"/{bucket}/main/dropped", declared=8 * MiB, sent=3 * MiB)
+    _send_partial(gw, f"/{bucket}/main/kept", declared=8 * MiB, sent=5 * MiB)
+    deadline = time.monotonic() + 10
+    while leftovers(gw):
+        assert time.monotonic() < deadline, "a dropped upload left its temporary file"
+        time.sleep(0.1)
+    nothing_there(gw, bucket, "dropped")
+    assert s3.get_object(Bucket=bucket, Key="main/kept")["Body"].read() == b"old"
+    # Multipart parts too: a dropped part upload records no part.
+    up = s3.create_multipart_upload(Bucket=bucket, Key="main/mp")
+    _send_partial(gw, f"/{bucket}/main/mp?partNumber=1&uploadId={up['UploadId']}", declared=6 * MiB, sent=MiB)
+    time.sleep(0.5)
+    assert "Parts" not in s3.list_parts(Bucket=bucket, Key="main/mp", UploadId=up["UploadId"])
+
+
+def test_readers_never_see_a_partial_object(gw: Gateway, s3: Any, bucket: str) -> None:
+    versions = [bytes([i]) * (4 * MiB) for i in range(3)]
+    s3.put_object(Bucket=bucket, Key="main/atomic", Body=versions[0])
+    reader = gw.client()
+    bad: list[int] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            data = reader.get_object(Bucket=bucket, Key="main/atomic")["Body"].read()
+            if data not in versions:
+                bad.append(len(data))
+
+    t = threading.Thread(target=read)
+    t.start()
+    try:
+        for v in versions[1:] * 2:
+            s3.put_object(Bucket=bucket, Key="main/atomic", Body=v)
+    finally:
+        stop.set()
+        t.join()
+    assert bad == []
