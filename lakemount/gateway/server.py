@@ -78,6 +78,10 @@ def _worker(config: Config, settings: GatewaySettings, sock: socket.socket) -> N
     """A worker process: serve ``sock`` until SIGTERM."""
     import uvicorn
 
+    # Ctrl-C reaches the whole process group; the supervisor stops workers
+    # with SIGTERM, so a worker ignores SIGINT instead of dying mid-request.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     _configure_logging(config)
     app = build_asgi(config, settings)
     server = uvicorn.Server(
