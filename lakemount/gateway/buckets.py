@@ -28,7 +28,8 @@ from sqlalchemy.exc import IntegrityError
 
 from lakemount.errors import NotFound
 from lakemount.gateway.errors import S3Error, s3_error
-from lakemount.gateway.tables import FastReader, create_tables
+from lakemount.gateway.tables import create_tables
+from lakemount.refs.fastsql import FastSql
 from lakemount.gateway.settings import GatewaySettings
 from lakemount.graveler.model import Repository
 from lakemount.graveler.ports import RefStore
@@ -100,7 +101,7 @@ class BucketMap:
         self.refs = refs
         self.settings = settings
         create_tables(engine, metadata)
-        self._reader = FastReader(engine)
+        self._reader = FastSql(engine)
 
     def _row(self, bucket: str) -> tuple[str, str | None, str] | None:
         """(repo, ref, acl) recorded for ``bucket``."""

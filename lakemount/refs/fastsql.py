@@ -1,0 +1,63 @@
+"""``FastSql``: hot-path statements on a thread-local DBAPI connection in autocommit mode.
+
+A pooled SQLAlchemy ``Connection`` with its transaction costs ~150 us per
+statement on SQLite; a plain DBAPI connection kept per thread runs the same
+point query 10x faster.  The ref store uses it for branch heads, staged
+lookups and staging writes; other tables on the same database (the gateway's)
+use it for their per-request lookups.  Statements are written with ``?``
+markers and converted for PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from lakemount.errors import Unavailable
+
+
+class FastSql:
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        self._local = threading.local()
+        dbapi = engine.dialect.dbapi
+        self.errors: tuple[type[BaseException], ...] = (dbapi.OperationalError, dbapi.InterfaceError) if dbapi else ()
+
+    def connection(self) -> Any:
+        """This thread's connection, outside the pool (which many threads would exhaust)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
+            conn = self.engine.dialect.connect(*cargs, **cparams)
+            if self.dialect == "postgresql":
+                conn.autocommit = True
+            else:
+                conn.isolation_level = None
+                conn.execute("PRAGMA busy_timeout=60000")
+                conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def reset(self) -> None:
+        """Forget this thread's connection (after an error); the next call reconnects."""
+        self._local.conn = None
+
+    def sql(self, text: str) -> str:
+        return text if self.dialect == "sqlite" else text.replace("?", "%s")
+
+    def query(self, text: str, params: Sequence[Any]) -> list[Any]:
+        """Rows of one statement; raises ``Unavailable`` when the database cannot answer."""
+        try:
+            cur = self.connection().cursor()
+            try:
+                cur.execute(self.sql(text), params)
+                return cur.fetchall()
+            finally:
+                cur.close()
+        except self.errors as exc:
+            self.reset()
+            raise Unavailable(f"ref store: {exc}") from exc
