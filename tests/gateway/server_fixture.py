@@ -29,7 +29,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import boto3
+import pytest
 from botocore.config import Config as BotoConfig
+from botocore.exceptions import ClientError
 
 ADMIN_KEY = "AKIAGATEWAYTESTADMIN"
 ADMIN_SECRET = "gatewaytestadminsecret0000000000000000000"
@@ -241,3 +243,8 @@ def signed_headers(
         f"AWS4-HMAC-SHA256 Credential={key}/{scope}, SignedHeaders={';'.join(signed)}, Signature={signature}"
     )
     return all_headers
+
+
+def code(exc: pytest.ExceptionInfo[ClientError]) -> str:
+    """The S3 error code a boto3 call failed with."""
+    return str(exc.value.response["Error"]["Code"])

@@ -5,23 +5,15 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from botocore.exceptions import ClientError
 
-from .server_fixture import ADMIN_KEY, Gateway, signed_headers, start_gateway
+from .server_fixture import code, ADMIN_KEY, Gateway, signed_headers
 
 # Policy decisions are cached per gateway process for a few seconds.
 CACHE_TTL = 5.5
-
-
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    g = start_gateway(tmp_path_factory.mktemp("gw-auth"))
-    yield g
-    g.stop()
 
 
 @pytest.fixture(scope="module")
@@ -29,10 +21,6 @@ def users(gw: Gateway) -> dict[str, tuple[str, str]]:
     out = {name: gw.user(name, role) for name, role in (("dev", "Developer"), ("ana", "Analyst"))}
     out["nobody"] = gw.user("nobody")
     return out
-
-
-def code(exc: pytest.ExceptionInfo[ClientError]) -> str:
-    return str(exc.value.response["Error"]["Code"])
 
 
 @pytest.mark.slow

@@ -11,36 +11,14 @@ import time
 import urllib.error
 import urllib.request
 import zlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-from .server_fixture import Gateway, signed_headers, start_gateway
+from .server_fixture import code, Gateway, signed_headers
 
 MiB = 1024 * 1024
-
-
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    g = start_gateway(tmp_path_factory.mktemp("gw-bad"))
-    yield g
-    g.stop()
-
-
-@pytest.fixture(scope="module")
-def s3(gw: Gateway) -> Any:
-    return gw.client()
-
-
-@pytest.fixture
-def bucket(gw: Gateway, s3: Any) -> str:
-    return gw.bucket(s3)
-
-
-def code(exc: pytest.ExceptionInfo[ClientError]) -> str:
-    return str(exc.value.response["Error"]["Code"])
 
 
 def leftovers(gw: Gateway) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from .server_fixture import ADMIN_KEY, ADMIN_SECRET, Gateway, start_gateway
+from .server_fixture import code, ADMIN_KEY, ADMIN_SECRET, Gateway, start_gateway
 
 
 @pytest.fixture(scope="module")
@@ -23,20 +23,6 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     g = start_gateway(tmp, env={"LAKEMOUNT_CONFIG": str(config)})
     yield g
     g.stop()
-
-
-@pytest.fixture(scope="module")
-def s3(gw: Gateway) -> Any:
-    return gw.client()
-
-
-@pytest.fixture
-def bucket(gw: Gateway, s3: Any) -> str:
-    return gw.bucket(s3)
-
-
-def code(exc: pytest.ExceptionInfo[ClientError]) -> str:
-    return str(exc.value.response["Error"]["Code"])
 
 
 def keys(resp: dict[str, Any]) -> list[str]:

@@ -9,37 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-from .server_fixture import Gateway, start_gateway
+from .server_fixture import code, Gateway
 
 MiB = 1024 * 1024
-
-
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    g = start_gateway(tmp_path_factory.mktemp("gw-multipart"))
-    yield g
-    g.stop()
-
-
-@pytest.fixture(scope="module")
-def s3(gw: Gateway) -> Any:
-    return gw.client()
-
-
-@pytest.fixture
-def bucket(gw: Gateway, s3: Any) -> str:
-    return gw.bucket(s3)
-
-
-def code(exc: pytest.ExceptionInfo[ClientError]) -> str:
-    return str(exc.value.response["Error"]["Code"])
 
 
 def s3_multipart_etag(parts: list[bytes]) -> str:

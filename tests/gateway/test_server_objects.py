@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from .server_fixture import Gateway, signed_headers, start_gateway
+from .server_fixture import code, Gateway, signed_headers
 
 ODD_KEYS = [
     "plain.txt",
@@ -30,27 +29,6 @@ ODD_KEYS = [
     "emoji/🦆.json",
     "trailing-dot.",
 ]
-
-
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    g = start_gateway(tmp_path_factory.mktemp("gw-objects"))
-    yield g
-    g.stop()
-
-
-@pytest.fixture(scope="module")
-def s3(gw: Gateway) -> Any:
-    return gw.client()
-
-
-@pytest.fixture
-def bucket(gw: Gateway, s3: Any) -> str:
-    return gw.bucket(s3)
-
-
-def code(exc: pytest.ExceptionInfo[ClientError]) -> str:
-    return str(exc.value.response["Error"]["Code"])
 
 
 def status(exc: pytest.ExceptionInfo[ClientError]) -> int:
