@@ -17,7 +17,7 @@ from urllib.parse import unquote_to_bytes
 
 from lakemount.app import App
 from lakemount.errors import LakeMountError
-from lakemount.gateway import compat, routing
+from lakemount.gateway import routing
 from lakemount.gateway.access import ANONYMOUS, Access, Principal
 from lakemount.gateway.buckets import BucketMap
 from lakemount.gateway.context import Ctx
@@ -29,7 +29,6 @@ from lakemount.gateway.xml import render_error
 
 log = logging.getLogger("lakemount.gateway")
 
-compat.apply()
 
 HOST_ID = "lakemount"
 

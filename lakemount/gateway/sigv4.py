@@ -329,7 +329,9 @@ def body_plan(
     for name, values in headers.items():
         if name.startswith(CHECKSUM_HEADER_PREFIX):
             algorithm = name[len(CHECKSUM_HEADER_PREFIX) :]
-            if algorithm in ("type", "mode"):  # FULL_OBJECT|COMPOSITE, and GetObject's ENABLED
+            # FULL_OBJECT|COMPOSITE, GetObject's ENABLED, and the algorithm a
+            # CreateMultipartUpload names for its parts: none of them is a value.
+            if algorithm in ("type", "mode", "algorithm"):
                 continue
             if algorithm not in CHECKSUM_ALGORITHMS:
                 raise s3_error("InvalidRequest", f"unsupported checksum algorithm {algorithm!r}")
@@ -780,7 +782,16 @@ def request_time(headers: Mapping[str, list[str]]) -> tuple[datetime, str] | Non
     amz = first(headers, "x-amz-date")
     if amz is not None:
         t = _parse_amz_date(amz)
-        return (t, t.strftime(_AMZ_DATE_FORMAT)) if t else None
+        if t is None:
+            # S3 also takes x-amz-date in RFC 1123 form (SigV2 clients send it so).
+            try:
+                t = parsedate_to_datetime(amz.strip())
+            except (TypeError, ValueError, IndexError):
+                return None
+            t = t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+            if t.year < 1970:
+                return None  # S3 refuses such dates as unusable, not as skewed
+        return t, t.strftime(_AMZ_DATE_FORMAT)
     date = first(headers, "date")
     if date is None:
         return None

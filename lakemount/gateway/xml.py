@@ -18,7 +18,7 @@ import xml.parsers.expat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from urllib.parse import quote_plus
+from urllib.parse import quote
 
 from lakemount.gateway.errors import CODES, S3Error, s3_error
 
@@ -45,8 +45,8 @@ def escape(text: str) -> str:
 
 
 def url_encode(text: str) -> str:
-    """The ``encoding-type=url`` form of a key: what ``unquote_plus`` inverts."""
-    return quote_plus(text, safe="/")
+    """The ``encoding-type=url`` form of a key, as S3 writes it (a space is ``%20``)."""
+    return quote(text, safe="/", errors="surrogateescape")
 
 
 def timestamp(t: datetime) -> str:
