@@ -1,7 +1,12 @@
-"""Build of lakemount's one C accelerator (SSTable block decoding); metadata lives in pyproject.toml.
+"""Build of lakemount's two C extensions; metadata lives in pyproject.toml.
 
-The extension is optional: without a compiler, lakemount falls back to the
-pure-Python decoder in lakemount/graveler/sstable.py.
+- ``lakemount.graveler._sstblock``: SSTable block decoding (without it, the
+  pure-Python decoder in lakemount/graveler/sstable.py);
+- ``lakemount.fuse._kflags``: the open-reply flags pyfuse3 cannot set (see
+  lakemount/fuse/kflags.py; without it, a FLUSH per close and uncached
+  directory reads).
+
+Both are optional: a machine without a compiler or libfuse3-dev still installs.
 """
 
 from setuptools import Extension, setup
@@ -9,5 +14,6 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension("lakemount.graveler._sstblock", ["lakemount/graveler/_sstblock.c"], optional=True),
+        Extension("lakemount.fuse._kflags", ["lakemount/fuse/_kflags.c"], libraries=["dl"], optional=True),
     ]
 )

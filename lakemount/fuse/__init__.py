@@ -21,3 +21,6 @@ per concept:
 
 Behaviour is documented, claim by claim with its test, in ``docs/SEMANTICS.md``.
 """
+
+# Before anything imports pyfuse3: the open-reply shim must be bound first (see kflags).
+from lakemount.fuse import kflags as _kflags  # noqa: E402,F401

@@ -11,6 +11,12 @@ stops the whole mount on any other.  :meth:`FuseOperations._call` maps every
 exception through :func:`lakemount.fuse.errno.errno_of`; one it does not know
 becomes EIO and a log line with its traceback.
 
+Handle numbers given to the kernel may carry two request bits for the
+open-reply shim (``kflags``): ``FH_NOFLUSH`` on read-only file handles (close(2)
+then costs no FLUSH round trip) and ``FH_CACHE_DIR`` on directories of
+immutable refs (the kernel keeps their entries).  Every handler masks them off
+with ``FH_MASK`` before the core sees a handle.
+
 Two background tasks run beside the request loop: one re-checks branch heads
 every ``head_ttl``, one issues the kernel cache invalidations the core queues
 (never from inside a request handler, where they could deadlock).
@@ -30,13 +36,16 @@ import pyfuse3
 import trio
 
 from lakemount.fuse.core import FileSystem, NeedsThread
-from lakemount.fuse.values import Attr, Caller, SetAttr
+from lakemount.fuse.values import Attr, Caller, Opened, SetAttr
+from lakemount.fuse import kflags
 from lakemount.fuse.errno import errno_of
+from lakemount.fuse.kflags import FH_CACHE_DIR, FH_MASK, FH_NOFLUSH
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 DEFAULT_THREADS: Final = 16
+READDIR_BATCH: Final = 16
 
 
 def entry_attributes(a: Attr) -> pyfuse3.EntryAttributes:
@@ -77,6 +86,7 @@ class FuseOperations(pyfuse3.Operations):
         self.fs = fs
         self.limiter = trio.CapacityLimiter(threads)
         self._eio_counts: Counter[str] = Counter()
+        self._kflags = kflags.active()  # whether the kernel hears FH_NOFLUSH / FH_CACHE_DIR
 
     # ------------------------------------------------------------------ plumbing
     async def _call(self, fn: Callable[..., T], *args: Any, fast: bool = False) -> T:
@@ -119,6 +129,13 @@ class FuseOperations(pyfuse3.Operations):
         except Exception as exc:
             raise pyfuse3.FUSEError(self._errno(fn, exc)) from None
 
+    def _file_info(self, opened: Opened) -> pyfuse3.FileInfo:
+        fh = opened.fh
+        if opened.noflush and self._kflags:
+            fh |= FH_NOFLUSH  # close(2) of a read-only handle: no FLUSH round trip
+            self.fs.metrics.add("kernel_noflush_opens")
+        return pyfuse3.FileInfo(fh=pyfuse3.FileHandleT(fh), keep_cache=opened.keep_cache, direct_io=opened.direct_io)
+
     # ------------------------------------------------------------------ lookups and attributes
     async def lookup(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         return entry_attributes(await self._call(self.fs.lookup, parent_inode, name, fast=True))
@@ -148,6 +165,7 @@ class FuseOperations(pyfuse3.Operations):
             atime_ns=attr.st_atime_ns if fields.update_atime else None,
             mtime_ns=attr.st_mtime_ns if fields.update_mtime else None,
         )
+        fh = None if fh is None else fh & FH_MASK
         return entry_attributes(await self._call(self.fs.setattr, inode, changes, fh, _caller(ctx)))
 
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -195,40 +213,46 @@ class FuseOperations(pyfuse3.Operations):
 
     # ------------------------------------------------------------------ files
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        opened = await self._call(self.fs.open, inode, flags, _caller(ctx), fast=True)
-        return pyfuse3.FileInfo(fh=pyfuse3.FileHandleT(opened.fh), keep_cache=opened.keep_cache, direct_io=opened.direct_io)
+        return self._file_info(await self._call(self.fs.open, inode, flags, _caller(ctx), fast=True))
 
     async def create(
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         opened, attr = await self._call(self.fs.create, parent_inode, name, mode, flags, _caller(ctx))
-        info = pyfuse3.FileInfo(fh=pyfuse3.FileHandleT(opened.fh), keep_cache=opened.keep_cache, direct_io=opened.direct_io)
-        return info, entry_attributes(attr)
+        return self._file_info(opened), entry_attributes(attr)
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
-        return await self._call(self.fs.read, fh, off, size, fast=True)
+        return await self._call(self.fs.read, fh & FH_MASK, off, size, fast=True)
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        return await self._call(self.fs.write, fh, off, buf)
+        return await self._call(self.fs.write, fh & FH_MASK, off, buf)
 
     async def flush(self, fh: int) -> None:
-        await self._call(self.fs.flush, fh, fast=True)
+        await self._call(self.fs.flush, fh & FH_MASK, fast=True)
 
     async def fsync(self, fh: int, datasync: bool) -> None:
-        await self._call(self.fs.fsync, fh, datasync)
+        await self._call(self.fs.fsync, fh & FH_MASK, datasync)
 
     async def release(self, fh: int) -> None:
-        await self._call(self.fs.release, fh, fast=True)
+        await self._call(self.fs.release, fh & FH_MASK, fast=True)
 
     # ------------------------------------------------------------------ directories
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
-        return await self._call(self.fs.opendir, inode, fast=True)
+        fh = await self._call(self.fs.opendir, inode, fast=True)
+        # An immutable directory's entries may stay in the kernel's cache (cache_readdir).
+        if self._kflags and self.fs.dir_cacheable(fh):
+            self.fs.metrics.add("kernel_cached_dir_opens")
+            return fh | FH_CACHE_DIR
+        return fh
 
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         # Listings are built by opendir; paging through them never does I/O.
+        fh &= FH_MASK
         pos = start_id
         while True:
-            items = self._guard(self.fs.readdir, fh, pos)
+            # Small batches: a reply holds ~25 entries (one page), and every entry
+            # built beyond what fits is work thrown away (and a reference given back).
+            items = self._guard(self.fs.readdir, fh, pos, READDIR_BATCH)
             if not items:
                 return
             for i, item in enumerate(items):
@@ -239,7 +263,7 @@ class FuseOperations(pyfuse3.Operations):
                 pos = item.next_id
 
     async def releasedir(self, fh: int) -> None:
-        await self._call(self.fs.releasedir, fh, fast=True)
+        await self._call(self.fs.releasedir, fh & FH_MASK, fast=True)
 
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
         return None  # namespace changes are staged (durably) when they happen

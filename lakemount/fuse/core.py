@@ -623,6 +623,14 @@ class FileSystem:
             return existing
         return self._bind(scope, path, child, listing.fetched, listing.gen, scope.version)
 
+    def dir_cacheable(self, fh: int) -> bool:
+        """True if the kernel may keep the listing of directory handle ``fh`` (an immutable ref's directory)."""
+        handle = self._dir_handles.get(fh)
+        if handle is None:
+            return False
+        node = handle.node
+        return node.kind == Kind.DIR and node.scope is not None and node.scope.stable
+
     @_op("readdir")
     def readdir(self, fh: int, start_id: int, limit: int = READDIR_BATCH) -> list[DirItem]:
         """Up to ``limit`` entries after position ``start_id`` (0: from the start, with . and ..).
@@ -643,16 +651,19 @@ class FileSystem:
             out.append(DirItem(b"..", self.attr(self._dotdot(node)), 2, False))
             pos = 2
         index = pos - 2
-        while index < len(handle.items) and len(out) < limit:
-            name, make = handle.items[index]
-            index += 1
-            try:
-                child = make()
-            except (FsError, LakeMountError) as exc:
-                log.debug("readdir: skipping %r: %s", name, exc)
-                continue
-            self.table.remember(child)
-            out.append(DirItem(name, self.attr(child), index + 2, True))
+        items, attr = handle.items, self.attr
+        # One lock for the batch (the node factories take it again, re-entrantly).
+        with self.table.lock:
+            while index < len(items) and len(out) < limit:
+                name, make = items[index]
+                index += 1
+                try:
+                    child = make()
+                except (FsError, LakeMountError) as exc:
+                    log.debug("readdir: skipping %r: %s", name, exc)
+                    continue
+                child.lookups += 1  # InodeTable.remember, under the lock already held
+                out.append(DirItem(name, attr(child), index + 2, True))
         return out
 
     @_op("releasedir")
@@ -1162,7 +1173,7 @@ class FileSystem:
                 if node.entry is not None:
                     node.entry = _with(node.entry, mtime_ns=now)
                 node.ctime_ns = now
-        return Opened(fh, keep_cache=keep)
+        return Opened(fh, keep_cache=keep, noflush=not writable)
 
     def _object_of(self, node: Node) -> ObjectRef | None:
         """The data object holding ``node``'s saved content (None when empty)."""
@@ -1186,7 +1197,7 @@ class FileSystem:
         with self.table.lock:
             node.opens += 1
             self._handles[fh] = FileHandle(fh, node, writable, None, content=content, uid=caller.uid)
-        return Opened(fh, keep_cache=False, direct_io=True)
+        return Opened(fh, keep_cache=False, direct_io=True, noflush=not writable)
 
     def _handle(self, fh: int) -> FileHandle:
         handle = self._handles.get(fh)

@@ -25,6 +25,7 @@ from typing import Final
 
 from lakemount.app import App
 from lakemount.errors import AlreadyExists, InvalidArgument, Unavailable
+from lakemount.fuse import kflags
 from lakemount.fuse.core import FileSystem, MountOptions
 
 log = logging.getLogger(__name__)
@@ -217,6 +218,8 @@ def run_mount(
     with open(pid_path, "w") as f:
         f.write(f"{os.getpid()}\n")
     log.info("mounted %s at %s (pid %d)", "/".join(options.ref) if options.ref else "all repositories", mp, os.getpid())
+    if not kflags.active():
+        log.info("open-reply shim not loaded: the kernel sends FLUSH on every close and re-reads immutable directories")
     try:
         trio.run(_serve, ops, ready)
     finally:

@@ -343,3 +343,46 @@ def test_lakemount_up_service_mounts_at_mount_path(home: str, tmp_path: os.PathL
     finally:
         service.stop_for_up(app)
         cleanup_mountpoint(mp)
+
+
+def _ops(mountpoint: str) -> dict[str, int]:
+    counts = {}
+    with open(f"{mountpoint}/.lakefs/stats") as f:
+        for line in f:
+            if line.startswith("lakemount_fuse_ops_total{") or line.startswith("lakemount_fuse_kernel_"):
+                name, value = line.rsplit(" ", 1)
+                name = name.removeprefix('lakemount_fuse_ops_total{op="').removesuffix('"}').removeprefix("lakemount_fuse_")
+                counts[name] = int(value)
+    return counts
+
+
+def test_read_only_closes_skip_flush_and_immutable_listings_stay_in_the_kernel(app: App, mounts: MountFactory) -> None:
+    """The open-reply shim (lakemount/fuse/_kflags.c) is built and the kernel honours its flags."""
+    from lakemount.fuse import _kflags  # noqa: F401  (install.sh installs libfuse3-dev: the build must not be skipped)
+
+    for i in range(30):
+        app.catalog.put(REPO, "main", f"d/f{i:02d}", f"{i}\n".encode())
+    commit = app.graveler.commit(REPO, "main", "thirty").commit.id
+    m = mounts()
+    at_commit, on_branch = f"{m.mountpoint}/{REPO}/{commit}/d", f"{m.mountpoint}/{REPO}/main/d"
+    assert sorted(os.listdir(at_commit)) == [f"f{i:02d}" for i in range(30)]
+    for _ in range(3):
+        with open(f"{at_commit}/f07") as f:
+            assert f.read() == "7\n"
+    before = _ops(m.mountpoint)
+    for _ in range(5):
+        with open(f"{on_branch}/f08") as f:  # read-only on a branch: no flush either
+            assert f.read() == "8\n"
+        assert len(os.listdir(at_commit)) == 30
+    after = _ops(m.mountpoint)
+    assert after.get("flush", 0) == before.get("flush", 0), (before, after)
+    assert after.get("readdir", 0) == before.get("readdir", 0), "a commit's listing was read again"
+    assert after["kernel_noflush_opens_total"] >= before["kernel_noflush_opens_total"] + 5
+    assert after["kernel_cached_dir_opens_total"] >= before["kernel_cached_dir_opens_total"] + 5
+
+    # Writable handles still save on close, and a branch's listing is never served stale from the cache.
+    with open(f"{on_branch}/new", "w") as f:
+        f.write("written\n")
+    assert app.catalog.read(app.graveler.get_repository(REPO), app.catalog.stat(REPO, "main", "d/new")) == b"written\n"
+    assert "new" in os.listdir(on_branch)
+    assert _ops(m.mountpoint)["flush"] > after.get("flush", 0)

@@ -1,0 +1,57 @@
+"""Open-reply flags pyfuse3 cannot express (``noflush``, ``cache_readdir``), through a C shim.
+
+``lakemount/fuse/_kflags.c`` defines libfuse's ``fuse_reply_open``; loaded with
+``RTLD_GLOBAL`` *before* pyfuse3, it is the definition pyfuse3 binds to.  The
+adapter asks for the flags with two high bits of the handle number it gives
+the kernel (``FH_NOFLUSH``, ``FH_CACHE_DIR``) and masks them off every handle
+it is given back (``FH_MASK``).  Without the shim (no compiler at install, or
+pyfuse3 imported first) the bits are inert and the kernel behaves as before:
+a FLUSH per close, uncached directory reads.
+
+Import this module before anything imports pyfuse3; ``lakemount.fuse.adapter``
+does so first thing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Final
+
+log = logging.getLogger(__name__)
+
+FH_NOFLUSH: Final = 1 << 62  # keep in sync with _kflags.c
+FH_CACHE_DIR: Final = 1 << 61
+FH_MASK: Final = FH_CACHE_DIR - 1
+
+
+def _load() -> object | None:
+    if "pyfuse3" in sys.modules:
+        log.debug("pyfuse3 was imported before the open-reply shim: noflush and cache_readdir are off")
+        return None
+    flags = sys.getdlopenflags()
+    sys.setdlopenflags(flags | os.RTLD_GLOBAL)
+    try:
+        from lakemount.fuse import _kflags  # type: ignore[attr-defined]
+    except ImportError as exc:
+        log.debug("open-reply shim unavailable: %s", exc)
+        return None
+    finally:
+        sys.setdlopenflags(flags)
+    return _kflags
+
+
+_shim = _load()
+
+
+def active() -> bool:
+    """True if the kernel gets ``noflush``/``cache_readdir`` when the adapter asks for them."""
+    return _shim is not None and bool(_shim.active())  # type: ignore[attr-defined]
+
+
+def counts() -> tuple[int, int]:
+    """Open replies sent so far with (noflush, cache_readdir)."""
+    if _shim is None:
+        return (0, 0)
+    return tuple(_shim.counts())  # type: ignore[attr-defined,return-value]
