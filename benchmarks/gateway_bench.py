@@ -26,6 +26,7 @@ import argparse
 import hashlib
 import hmac
 import http.client
+import http.server
 import multiprocessing
 import os
 import shutil
@@ -37,7 +38,7 @@ import tempfile
 import threading
 import time
 from datetime import UTC, datetime
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 KEY = "AKIABENCHMARK0000000"
 SECRET = "benchmarksecret000000000000000000000000x"
@@ -292,7 +293,8 @@ def populate(home: str, repo: str, n: int) -> None:
     app.graveler.commit(repo, "main", f"{n} objects")
 
 
-def list_server_side(endpoint: str, bucket: str) -> tuple[float, int]:
+def list_server_side(endpoint: str, bucket: str, pages_out: dict[str, bytes] | None = None) -> tuple[float, int]:
+    """Seconds to fetch every ListObjectsV2 page of ``main/``, and the key count; pages kept by continuation token."""
     c = Client(endpoint)
     token = ""
     pages = 0
@@ -303,12 +305,43 @@ def list_server_side(endpoint: str, bucket: str) -> tuple[float, int]:
         headers = _sign_headers("GET", c.host, f"/{bucket}", "&".join(sorted(q.split("&"))))
         c.conn.request("GET", f"/{bucket}?{q}", headers=headers)
         body = c.conn.getresponse().read()
+        if pages_out is not None:
+            pages_out[token] = body
         pages += 1
         keys += body.count(b"<Key>")
         if b"<NextContinuationToken>" not in body:
             break
         token = body.split(b"<NextContinuationToken>", 1)[1].split(b"<", 1)[0].decode()
     return time.perf_counter() - t, keys
+
+
+class _Replay(http.server.BaseHTTPRequestHandler):
+    """Answers ListObjectsV2 with pages recorded from the gateway: a server that does no work at all."""
+
+    pages: dict[str, bytes] = {}
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        query = parse_qs(urlsplit(self.path).query)
+        body = self.pages.get(query.get("continuation-token", [""])[0])
+        if body is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+def replay_server(pages: dict[str, bytes]) -> tuple[http.server.ThreadingHTTPServer, str]:
+    handler = type("Replay", (_Replay,), {"pages": pages})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def aws_ls(endpoint: str, bucket: str) -> tuple[float, int]:
@@ -375,10 +408,19 @@ def main() -> None:
             t = time.perf_counter()
             populate(home, "listing", args.objects)
             print(f"    populated in {time.perf_counter() - t:.1f} s")
-            secs, n = list_server_side(gw, "listing")
+            pages: dict[str, bytes] = {}
+            secs, n = list_server_side(gw, "listing", pages)
             print(f"    ListObjectsV2 pages, server side: {secs:6.2f} s for {n} keys ({n / secs:,.0f} keys/s)")
             secs, n = aws_ls(gw, "listing")
             print(f"    aws s3 ls --recursive: {secs:6.2f} s for {n} lines  (target < 10 s)")
+            # The client's own floor: the same CLI reading the same pages from a server that only replays them.
+            replay, url = replay_server(pages)
+            try:
+                floor, n2 = aws_ls(url, "listing")
+            finally:
+                replay.shutdown()
+            print(f"    the same aws s3 ls against a replay of the same {len(pages)} pages (no server work): {floor:6.2f} s "
+                  f"for {n2} lines: the CLI alone; gateway adds {secs - floor:+.2f} s")
     finally:
         stop(gw_proc)
         stop(moto_proc)
