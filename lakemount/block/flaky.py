@@ -28,7 +28,7 @@ from lakemount.graveler.ports import BlockAdapter, ObjectInfo
 
 T = TypeVar("T")
 
-OPERATIONS = frozenset({"put", "put_file", "get", "get_range", "open", "stat", "exists", "delete", "list"})
+OPERATIONS = frozenset({"put", "put_file", "get", "get_range", "open", "stat", "exists", "copy", "delete", "list"})
 
 
 class FaultKind(enum.Enum):
@@ -143,6 +143,9 @@ class FlakyAdapter:
 
     def exists(self, url: str) -> bool:
         return self._call("exists", url, lambda: self.inner.exists(url))
+
+    def copy(self, src_url: str, dst_url: str) -> None:
+        self._call("copy", f"{src_url} -> {dst_url}", lambda: self.inner.copy(src_url, dst_url))
 
     def delete(self, url: str) -> None:
         self._call("delete", url, lambda: self.inner.delete(url))

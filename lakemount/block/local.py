@@ -78,6 +78,18 @@ class LocalAdapter:
         with src:
             self._atomic_write(url, lambda fd: _copy_fd(src.fileno(), fd))
 
+    def copy(self, src_url: str, dst_url: str) -> None:
+        # A copy, not a hard link: the two objects must have their own modification times.
+        src_path = self.path_of(src_url)
+        try:
+            src = open(src_path, "rb")  # noqa: SIM115 - closed by the with below
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise ObjectNotFound(src_url) from None
+        except OSError as e:
+            raise _translate(e, src_url) from e
+        with src:
+            self._atomic_write(dst_url, lambda fd: _copy_fd(src.fileno(), fd))
+
     def _atomic_write(self, url: str, fill: Callable[[int], None]) -> None:
         path = self.path_of(url)
         directory, name = os.path.split(path)

@@ -66,6 +66,12 @@ class MemoryAdapter:
         with self._lock:
             self._objects[url] = _Stored(stored.data, time.time(), stored.etag)
 
+    def copy(self, src_url: str, dst_url: str) -> None:
+        stored = self._lookup(src_url)
+        self._check(dst_url)
+        with self._lock:
+            self._objects[dst_url] = _Stored(stored.data, time.time(), stored.etag)
+
     def put_file(self, url: str, path: str) -> None:
         self._check(url)
         buf = io.BytesIO()

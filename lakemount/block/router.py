@@ -109,6 +109,11 @@ class RouterAdapter:
     def touch(self, url: str) -> None:
         self.adapter_for(url).touch(url)
 
+    def copy(self, src_url: str, dst_url: str) -> None:
+        if scheme_of(src_url) != scheme_of(dst_url):
+            raise InvalidArgument(f"cannot copy between block stores: {src_url!r} to {dst_url!r}")
+        self.adapter_for(src_url).copy(src_url, dst_url)
+
     def delete(self, url: str) -> None:
         self.adapter_for(url).delete(url)
 

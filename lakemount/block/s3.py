@@ -38,6 +38,7 @@ from lakemount.graveler.ports import ObjectInfo
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
+    from mypy_boto3_s3.type_defs import CopySourceTypeDef
 
 SCHEME = "s3"
 MiB = 1 << 20
@@ -102,6 +103,13 @@ class S3Adapter:
             multipart_chunksize=multipart_chunksize,
             max_concurrency=max_transfer_concurrency,
         )
+        # Only for copies CopyObject refuses (sources above 5 GiB): always part by
+        # part, 512 MiB each, so that S3's 10,000 parts reach its 5 TiB object limit.
+        self._copy_transfer = boto3.s3.transfer.TransferConfig(
+            multipart_threshold=1,
+            multipart_chunksize=512 * MiB,
+            max_concurrency=max_transfer_concurrency,
+        )
         self._list_page_size = list_page_size
 
     # --- writes --------------------------------------------------------------
@@ -126,6 +134,19 @@ class S3Adapter:
             self._client.copy_object(
                 Bucket=bucket, Key=key, CopySource={"Bucket": bucket, "Key": key}, MetadataDirective="REPLACE"
             )
+
+    def copy(self, src_url: str, dst_url: str) -> None:
+        src_bucket, src_key = _split_object(src_url)
+        bucket, key = _split_object(dst_url)
+        source: CopySourceTypeDef = {"Bucket": src_bucket, "Key": src_key}
+        with _translated(src_url):
+            try:
+                self._client.copy_object(Bucket=bucket, Key=key, CopySource=source)
+            except botocore.exceptions.ClientError as e:
+                if _code(e) != "InvalidRequest":
+                    raise
+                # CopyObject refuses sources above 5 GiB; the managed copy goes part by part.
+                self._client.copy(source, bucket, key, Config=self._copy_transfer)
 
     def delete(self, url: str) -> None:
         bucket, key = _split_object(url)

@@ -58,6 +58,14 @@ class BlockAdapter(Protocol):
         garbage collection whose mark began earlier sees it as new and keeps it.
         """
 
+    def copy(self, src_url: str, dst_url: str) -> None:
+        """Copy an object to another URL of the same store, server-side where the store can.
+
+        The copy is a new object (its modification time is the time of the
+        copy) and replaces any object at ``dst_url``; ``ObjectNotFound`` if
+        ``src_url`` is missing.
+        """
+
     def delete(self, url: str) -> None:
         """Delete an object; deleting a missing object is not an error."""
 

@@ -271,3 +271,19 @@ def test_touch_refreshes_mtime_and_keeps_data(store: Store) -> None:
     assert store.adapter.get(url) == b"payload"
     with pytest.raises(ObjectNotFound):
         store.adapter.touch(store.url("touch/missing"))
+
+
+def test_copy_is_a_new_object_and_leaves_the_source(store: Store) -> None:
+    src, dst = store.url("copy/src"), store.url("copy/deeper/dst")
+    store.adapter.put(src, b"copied bytes")
+    store.adapter.put(dst, b"to be replaced")
+    before = store.adapter.stat(src).mtime
+    time.sleep(1.1)  # S3 LastModified has one-second resolution
+    store.adapter.copy(src, dst)
+    assert store.adapter.get(dst) == b"copied bytes"
+    assert store.adapter.get(src) == b"copied bytes"
+    assert store.adapter.stat(dst).mtime > before  # what GC's trash relies on: the copy's time is its own
+    assert store.adapter.stat(src).mtime == before
+    with pytest.raises(ObjectNotFound):
+        store.adapter.copy(store.url("copy/missing"), store.url("copy/x"))
+    assert not store.adapter.exists(store.url("copy/x"))

@@ -26,6 +26,16 @@ def test_dispatch_by_scheme(tmp_path: Path) -> None:
     assert [i.url for i in router.list("mem://ns/")] == ["mem://ns/a"]
 
 
+def test_copy_stays_within_one_store(tmp_path: Path) -> None:
+    router = adapter_from_config({"type": "local"})
+    router.put("mem://ns/a", b"mem")
+    router.copy("mem://ns/a", "mem://ns/b")
+    assert router.get("mem://ns/b") == b"mem"
+    with pytest.raises(InvalidArgument, match="between block stores"):
+        router.copy("mem://ns/a", f"local://{tmp_path}/a")
+    assert not (tmp_path / "a").exists()
+
+
 @pytest.mark.parametrize("url", ["gs://bucket/key", "no-scheme/key", "://x"])
 def test_unknown_or_missing_scheme_is_invalid(url: str) -> None:
     router = RouterAdapter({"mem": MemoryAdapter()})
