@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from lakemount.block import adapter_from_config
 from lakemount.block.router import RouterAdapter
+from lakemount.block.trash import TrashFallbackAdapter
 from lakemount.cache.disk import DiskCache
 from lakemount.cache.ram import RamCache
 from lakemount.cache.tiered import TieredCache
@@ -35,8 +36,14 @@ class App:
         return App(load(path))
 
     @cached_property
-    def adapter(self) -> RouterAdapter:
+    def blockstore(self) -> RouterAdapter:
+        """The block stores themselves, by URL scheme."""
         return adapter_from_config(self.config.get("blockstore"))
+
+    @cached_property
+    def adapter(self) -> TrashFallbackAdapter:
+        """The block adapter every component uses: the stores, with reads that find GC's trash."""
+        return TrashFallbackAdapter(self.blockstore)
 
     @cached_property
     def cache(self) -> TieredCache:

@@ -20,7 +20,7 @@ def test_same_bytes_are_stored_once_and_touched_on_reuse(tmp_path: Path) -> None
     cat.create_repository("dedup")
     e1 = cat.put("dedup", "main", "a.bin", b"same bytes")
     repo = cat.repository("dedup")
-    path = app.adapter.adapter_for(cat.physical_url(repo, e1.address)).path_of(cat.physical_url(repo, e1.address))  # type: ignore[attr-defined]
+    path = app.blockstore.adapter_for(cat.physical_url(repo, e1.address)).path_of(cat.physical_url(repo, e1.address))  # type: ignore[attr-defined]
     os.utime(path, (1000, 1000))
     e2 = cat.put("dedup", "main", "b/c.bin", b"same bytes")
     assert e1.address == e2.address and e1.etag == e2.etag
