@@ -108,7 +108,7 @@ def run_gc_child(home: str, master: str, dry: bool) -> None:
     out = {}
     for label in ("cold", "warm") if dry else ("cold",):
         report = run_gc(app, "bench", dry_run=dry, min_age=0, master=master, show_progress=False)
-        out[label] = {k: report[k] for k in ("timings", "deleted", "scanned", "commits")}
+        out[label] = {k: report[k] for k in ("timings", "trashed", "scanned", "commits")}
     print(json.dumps(out))
 
 
@@ -148,7 +148,7 @@ def main() -> None:
                     f"dry run {master} {label}: mark {tm['mark']:.1f} s (scan {tm['mark_scan']:.1f} s) + re-mark {tm['remark']:.1f} s "
                     f"+ sweep {tm['sweep']:.1f} s = {work[master, label]:.1f} s (Spark start {tm.get('spark_start', 0):.1f} s); "
                     f"{r['scanned']['entries']:,} entries read, {r['commits']['retained']}/{r['commits']['total']} commits kept, "
-                    f"would delete {r['deleted']['data_objects']:,} objects + {r['deleted']['tables']:,} tables"
+                    f"would trash {r['trashed']['data_objects']:,} objects + {r['trashed']['tables']:,} tables"
                 )
         for label in ("cold", "warm"):
             ratio = work["local[1]", label] / work["local[2]", label]
@@ -158,7 +158,7 @@ def main() -> None:
         tm = r["timings"]
         print(
             f"real run local[2]: mark {tm['mark']:.1f} s + re-mark {tm['remark']:.1f} s + sweep {tm['sweep']:.1f} s; "
-            f"deleted {r['deleted']['data_objects']:,} objects, {r['deleted']['tables']:,} tables, {r['deleted']['bytes']:,} bytes"
+            f"trashed {r['trashed']['data_objects']:,} objects, {r['trashed']['tables']:,} tables, {r['trashed']['bytes']:,} bytes"
         )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -2,7 +2,9 @@
 
 ``set-config``/``get-config``/``delete-config`` mirror lakectl; ``run`` marks
 and sweeps (``--mark-only`` and ``--sweep MARK_ID`` split the two, ``--dry-run``
-does everything but delete).  See ``lakemount.jobs.gc`` for what is kept.
+moves and deletes nothing).  A sweep moves garbage to the namespace's trash,
+restores trashed objects referenced again and purges those a previous run
+trashed.  See ``lakemount.jobs.gc`` for what is kept.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from lakemount.jobs.retention import GcRules, delete_rules, load_rules, store_ru
 
 @click.group("gc")
 def gc() -> None:
-    """Garbage collection: retention rules and the job that hard-deletes expired data."""
+    """Garbage collection: retention rules and the job that trashes, then deletes, expired data."""
 
 
 def _branch_rules(pairs: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
@@ -92,7 +94,6 @@ def delete_config(uri: str) -> None:
 
 
 def _report_text(r: dict[str, Any]) -> list[str]:
-    verb = "Would delete" if r["dry_run"] else "Deleted"
     lines = [f"GC of {r['repository']} ({r['mode']}{', dry run' if r['dry_run'] else ''}), mark {r['mark_id']}"]
     if "commits" in r:
         c, s, k = r["commits"], r["scanned"], r["kept"]
@@ -109,15 +110,24 @@ def _report_text(r: dict[str, Any]) -> list[str]:
         lines.append(f"  garbage at mark: {g['data_objects']} data objects, {g['tables']} tables, {g['bytes']} bytes")
         if r["mode"] == "mark-only":
             lines += [f"  {p}" for p in g["sample"]]
-    if "deleted" in r:
-        d = r["deleted"]
+    if "trash" in r:
+        t = r["trash"]
+        lines.append(
+            f"  trash at mark: {t['data_objects']} data objects, {t['tables']} tables, {t['bytes']} bytes "
+            f"({t['referenced']} referenced again, {t['expired']} unreferenced since before the cutoff)"
+        )
+    if "trashed" in r:
         k2 = r["kept"]
         lines.append(
             f"  re-mark: kept {k2.get('referenced_again', 0)} referenced again, "
-            f"{k2.get('touched', 0)} touched since the mark; {r['already_gone']} already gone"
+            f"{k2.get('touched', 0)} touched since the mark; {r['already_gone']} already gone; "
+            f"{k2.get('in_trash', 0)} trashed too recently to purge"
         )
-        lines.append(f"{verb}: {d['data_objects']} data objects, {d['tables']} tables, {d['bytes']} bytes")
-        lines += [f"  {p}" for p in d["sample"]]
+        for section, done, dry in (("trashed", "Trashed", "Would trash"), ("restored", "Restored", "Would restore"),
+                                   ("purged", "Purged", "Would purge")):
+            d = r[section]
+            lines.append(f"{dry if r['dry_run'] else done}: {d['data_objects']} data objects, {d['tables']} tables, {d['bytes']} bytes")
+            lines += [f"  {p}" for p in d["sample"]]
     else:
         lines.append(f"Mark {r['mark_id']} written; sweep it with: lakemount gc run lakefs://{r['repository']} --sweep {r['mark_id']}")
     lines += [f"warning: {w}" for w in r.get("warnings", [])]
@@ -126,11 +136,11 @@ def _report_text(r: dict[str, Any]) -> list[str]:
 
 @gc.command("run")
 @click.argument("uri")
-@click.option("--dry-run", is_flag=True, help="Do everything but delete; report what would be deleted.")
+@click.option("--dry-run", is_flag=True, help="Move and delete nothing; report what would be trashed, restored, purged.")
 @click.option("--mark-only", is_flag=True, help="Only mark; prints the MARK_ID to sweep later.")
 @click.option("--sweep", "sweep_id", metavar="MARK_ID", default=None, help="Only sweep this stored mark.")
 @click.option("--min-age", type=float, default=DEFAULT_MIN_AGE, show_default=True,
-              help="Never delete objects modified less than this many seconds before the mark.")
+              help="Never trash objects modified, nor purge objects trashed, less than this many seconds before the mark.")
 @click.option("--master", envvar="LAKEMOUNT_SPARK_MASTER", default=None,
               help="Spark master URL (default local[*]; env LAKEMOUNT_SPARK_MASTER).")
 @click.option("--force", is_flag=True, help="Run even if the rules keep no history.")

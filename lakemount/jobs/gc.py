@@ -1,4 +1,4 @@
-"""Garbage collection as a Spark job: mark what is still referenced, sweep the rest of the namespace.
+"""Garbage collection as a Spark job: mark what is still referenced, move the rest to a trash, empty the trash later.
 
 **Mark** (``GcJob.mark``): write a marker object and take *its* modification
 time from the store as the mark start ``T`` (no clock skew between this host
@@ -9,11 +9,13 @@ of the data object it references.  Keys are shuffled into ``P`` buckets by the
 first two hex digits of their name; the task of bucket ``b`` lists the data
 objects (``data/<aa>/``) and tables (``_lakefs/<aa>...``) of its prefixes
 itself and keeps as *candidates* those that nothing references and that were
-last modified before ``cutoff = T - min_age - 1 s``.  Candidates are written to
-``_lakefs/gc/marks/<id>/candidates/part-<b>.tsv``, the summary (retained
-commits, referenced tables, rules, ``T``) to ``mark.json`` last.  Neither the
-driver nor any single task ever holds the repository's entries: the driver
-sees commits, metarange and range ids only.
+last modified before ``cutoff = T - min_age - 1 s``.  It also lists its part
+of the trash (below) and records, for each trashed object, whether something
+references it.  Candidates go to ``_lakefs/gc/marks/<id>/candidates/part-<b>.tsv``,
+the trash to ``.../trash/part-<b>.tsv``, the summary (retained commits,
+referenced tables, rules, ``T``) to ``mark.json`` last.  Neither the driver
+nor any single task ever holds the repository's entries: the driver sees
+commits, metarange and range ids only.
 
 **Sweep** (``GcJob.sweep``): refs may have moved since the mark (new commits,
 new tags, new branches, commits that consumed a staging token before the mark
@@ -21,32 +23,60 @@ read it, writers that re-staged existing bytes).  So the sweep marks again,
 incrementally: commits retained now (still relative to ``T``) that the mark
 did not retain, ranges the mark did not read, and every staging token of
 every branch; then, once more, commits that appeared meanwhile.  Then each
-bucket task removes from its candidates whatever is referenced now, re-reads
-each remaining object's modification time, and deletes it only if it is
-still older than ``cutoff`` (``touch`` on dedup keeps re-used bytes).  On a
-local store the object is renamed aside before its time is read, which
-leaves no window for a concurrent ``touch``; on S3 a touch landing between
-the read and the delete can still lose (general-purpose buckets have no
-conditional delete).  What was deleted goes to
-``marks/<id>/sweeps/<sweep id>/deleted/``.  Deleting a missing object is not
-an error, so an interrupted sweep is simply run again.  Every run ends by
-deleting the files of all but the ``KEEP_MARKS`` newest marks.
+bucket task (``sweep_bucket``), with ``lakemount.jobs.trash``:
 
-Residual risk, by design of a lock-free offline GC (lakeFS's too): an entry
-staged *after* the last re-mark that points at bytes already written long
-ago without touching them (a metadata-only copy out of an expired commit,
-or a writer whose adapter has no ``touch``) is not seen.
+1. *restores* every trashed object the mark or the re-mark found referenced
+   (moves it back to its key);
+2. *purges* (really deletes) every trashed object that neither found
+   referenced and that was trashed before ``cutoff``, i.e. by an earlier run
+   and at least ``min_age`` before ``T``; one trashed since stays there;
+3. *trashes* every candidate the re-mark did not find referenced and whose
+   modification time, read again, is still older than ``cutoff`` (``touch``
+   on dedup keeps re-used bytes): it moves ``data/<aa>/<sha256>`` to
+   ``_lakefs/gc/trash/data/<aa>/<sha256>`` and ``_lakefs/<id>`` to
+   ``_lakefs/gc/trash/tables/<id>`` (``lakemount.block.trash``).
 
-GC only ever deletes ``<ns>/data/<aa>/<sha256>``, ``<ns>/_lakefs/<64 hex>`` and
-the files of its own old marks; commit objects, the journal, the rules,
-imported objects (absolute URLs) and anything it does not recognise are never
-candidates.
+What each did goes to ``marks/<id>/sweeps/<sweep id>/{trashed,restored,purged}/``.
+Every move re-checks the store and tolerates a missing object, so an
+interrupted sweep is simply run again.  Every run ends by deleting the
+files of all but the ``KEEP_MARKS`` newest marks.
+
+**Why a trash.**  Readers fall back to it (``TrashFallbackAdapter``, wired
+in ``App.adapter`` under the catalog, the committed store, the mount and
+the gateway), so an object trashed while something came to reference it
+still reads, and the next run puts it back.  That closes the two holes of a
+lock-free offline GC that deletes at once:
+
+- on S3 a sweep reads an object's time, then moves it; a writer's ``touch``
+  landing in between (general-purpose buckets have no conditional delete)
+  used to lose the bytes its entry points at.  Now they are in the trash:
+  readable, and restored by the next run.  (Locally the move is a rename
+  and the time is read after it: no window at all.)
+- an entry staged *after* the last re-mark that points at bytes written long
+  ago without touching them (a metadata-only copy, or a writer whose adapter
+  has no ``touch``) used to be missed.  Now the next run sees it and
+  restores the bytes before anything can purge them.
+
+The assumption left, and its bound: whatever stages an entry pointing at
+existing bytes does so soon after it saw them alive, by touching them or by
+reading an entry that references them from a retained commit or staging.
+"Soon" is at least ``min_age``: a purge needs the object trashed before the
+purging run's cutoff and unreferenced at that run's mark and re-mark, so the
+sight and the staging would have to straddle a whole run-to-run interval.
+The one case outside it is a copy of an entry read from a commit the rules
+have already expired (its tables are in the trash too), staged after the
+re-mark of the run that purges both: reading history the rules gave up is,
+as in lakeFS, at one's own risk.
+
+GC only ever moves or deletes ``<ns>/data/<aa>/<sha256>``, ``<ns>/_lakefs/<64 hex>``,
+their copies in ``<ns>/_lakefs/gc/trash/`` and the files of its own old
+marks; commit objects, the journal, the rules, imported objects (absolute
+URLs) and anything it does not recognise are never candidates.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import time
 from collections import Counter
@@ -58,7 +88,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.app import App
-from lakemount.block.local import TEMP_PREFIX, LocalAdapter
+from lakemount.block.trash import TRASH_DATA, TRASH_TABLES
 from lakemount.config import Config
 from lakemount.errors import Corrupt, InvalidArgument, NotFound, ObjectNotFound, PreconditionFailed
 from lakemount.graveler.committed.store import join
@@ -67,6 +97,7 @@ from lakemount.jobs.retention import GcRules, load_rules, retained_commits
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.session import Progress, get_spark, parallelism, timed, translated
 from lakemount.jobs.tables import data_sha, is_data_name, is_table_name, metarange_ranges, namespace_key, read_table, value_address
+from lakemount.jobs.trash import purge, restore, trash
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
@@ -77,7 +108,8 @@ DEFAULT_BUCKETS: Final = 16
 CLOCK_GRANULARITY: Final = 1.0  # S3 reports LastModified in whole seconds
 SAMPLE: Final = 10
 KEEP_MARKS: Final = 10
-DELETE_THREADS: Final = 16
+SWEEP_THREADS: Final = 16
+MARK_VERSION: Final = 2  # 2: the mark lists the trash
 
 
 # ---------------------------------------------------------------------------- refs
@@ -209,6 +241,21 @@ def _list_bucket(adapter: Any, namespace: str, bucket: int, buckets: int) -> Ite
             yield ("table" if is_table_name(name) else "other"), f"_lakefs/{name}", info
 
 
+def _list_trash(adapter: Any, namespace: str, bucket: int, buckets: int) -> Iterator[tuple[str, str, Any]]:
+    """("data"|"table", original key, ObjectInfo of the trashed copy) for the bucket's part of the trash."""
+    for h in bucket_prefixes(bucket, buckets):
+        base = join(namespace, f"{TRASH_DATA}{h}/")
+        for info in adapter.list(base):
+            name = info.url[len(base) :]
+            if is_data_name(h, name):
+                yield "data", f"data/{h}/{name}", info
+        tables_root = join(namespace, TRASH_TABLES)
+        for info in adapter.list(tables_root + h):
+            name = info.url[len(tables_root) :]
+            if is_table_name(name):
+                yield "table", f"_lakefs/{name}", info
+
+
 def _mark_bucket(
     config: Config, namespace: str, buckets: int, cutoff: float, mark_dir: str, tables: Any,
     index: int, records: Iterable[tuple[int, list[str]]],
@@ -238,87 +285,101 @@ def _mark_bucket(
         stats["garbage_bytes"] += info.size
         lines.append(f"{key}\t{info.size}\t{info.mtime!r}\n")
         keys.append(key)
+    # The trash, with what this mark knows and the sweep cannot recompute: whether it is referenced.
+    trashed: list[str] = []
+    for kind, key, info in _list_trash(adapter, namespace, index, buckets):
+        stats[f"trash_{kind}"] += 1
+        stats["trash_bytes"] += info.size
+        referenced = key[8:] in (live if kind == "data" else live_tables)
+        if referenced:
+            stats["trash_referenced"] += 1
+        elif info.mtime < cutoff:
+            stats["trash_expired"] += 1
+        trashed.append(f"{key}\t{info.size}\t{info.mtime!r}\t{int(referenced)}\n")
+    adapter.put(join(mark_dir, f"trash/part-{index:05d}.tsv"), "".join(trashed).encode())
     adapter.put(join(mark_dir, f"candidates/part-{index:05d}.tsv"), "".join(lines).encode())
     yield {"stats": dict(stats), "sample": sorted(keys)[:SAMPLE]}
 
 
-def _delete_local_if_old(url: str, cutoff: float) -> tuple[str, int]:
-    """Delete a local object unless it was modified at or after ``cutoff``, without a race with ``touch``.
-
-    The file is first renamed out of the way (names starting with ``.tmp-`` are
-    reserved by ``LocalAdapter`` and never listed), then its time is read: a
-    writer's ``touch`` either happened before the rename (the time is new: the
-    file is put back; objects are content-addressed, so putting it back over a
-    concurrent re-upload changes no byte) or after it (the touch fails, and
-    the writer uploads the bytes again).
-    """
-    path = LocalAdapter.path_of(url)
-    directory, name = os.path.split(path)
-    aside = os.path.join(directory, f"{TEMP_PREFIX}gc-{secrets.token_hex(6)}-{name}")
+def _part(adapter: Any, url: str) -> list[list[str]]:
     try:
-        os.rename(path, aside)
-    except FileNotFoundError:
-        return "already_gone", 0
-    st = os.stat(aside)
-    if st.st_mtime >= cutoff:
-        os.rename(aside, path)
-        return "touched", 0
-    os.unlink(aside)
-    return "deleted", st.st_size
+        text = adapter.get(url).decode()
+    except ObjectNotFound:
+        raise Corrupt(f"GC mark is incomplete: {url} is missing") from None
+    return [line.split("\t") for line in text.splitlines()]
+
+
+def sweep_bucket(
+    adapter: Any, namespace: str, cutoff: float, mark_dir: str, sweep_dir: str,
+    live: set[str], live_tables: frozenset[str], dry_run: bool, index: int,
+) -> dict[str, Any]:
+    """Sweep one bucket of a mark, given what the re-mark found referenced (``live``: shas, ``live_tables``: ids).
+
+    First the trash the mark listed: what the mark or the re-mark found
+    referenced is restored, what neither did and was trashed before
+    ``cutoff`` is purged, the rest stays.  Then the candidates: what the
+    re-mark found referenced stays, the rest is trashed (if still older than
+    ``cutoff``).  Writes what was trashed, restored and purged to the sweep's
+    part files, and returns the bucket's counters and a sample.
+    """
+    stats: Counter[str] = Counter()
+    todo_trash: list[tuple[str, str]] = []
+    for key, _size, mtime, referenced in _part(adapter, join(mark_dir, f"trash/part-{index:05d}.tsv")):
+        if referenced == "1" or key[8:] in (live if key.startswith("data/") else live_tables):
+            todo_trash.append(("restore", key))
+        elif float(mtime) < cutoff:
+            todo_trash.append(("purge", key))
+        else:
+            stats["recent"] += 1
+    todo: list[tuple[str, str]] = []
+    for key, _size, _mtime in _part(adapter, join(mark_dir, f"candidates/part-{index:05d}.tsv")):
+        if key[8:] in (live if key.startswith("data/") else live_tables):
+            stats["referenced_again"] += 1
+            continue
+        todo.append(("trash", key))
+
+    def one(item: tuple[str, str]) -> tuple[str, str, int]:
+        op, key = item
+        if op == "restore":
+            outcome, size = restore(adapter, namespace, key, dry_run=dry_run)
+        elif op == "purge":
+            outcome, size = purge(adapter, namespace, key, cutoff, dry_run=dry_run)
+        else:
+            outcome, size = trash(adapter, namespace, key, cutoff, dry_run=dry_run)
+            return outcome, key, size
+        # Counted apart from candidates already gone: an interrupted sweep's count stays exact.
+        return ("gone_from_trash" if outcome == "already_gone" else outcome), key, size
+
+    done: dict[str, list[str]] = {"trashed": [], "restored": [], "purged": []}
+    with ThreadPoolExecutor(SWEEP_THREADS) as pool:
+        # The trash first, so that no purge ever meets a copy this sweep has just trashed.
+        for batch in (todo_trash, todo):
+            for outcome, key, nbytes in pool.map(one, batch):
+                stats[outcome] += 1
+                if outcome in done:
+                    kind = "data" if key.startswith("data/") else "table"
+                    stats[f"{outcome}_{kind}"] += 1
+                    stats[f"{outcome}_bytes"] += nbytes
+                    done[outcome].append(f"{key}\t{nbytes}\n")
+    samples: dict[str, list[str]] = {}
+    for outcome, lines in done.items():
+        lines.sort()
+        adapter.put(join(sweep_dir, f"{outcome}/part-{index:05d}.tsv"), "".join(lines).encode())
+        samples[outcome] = [line.split("\t", 1)[0] for line in lines[:SAMPLE]]
+    return {"stats": dict(stats), "samples": samples}
 
 
 def _sweep_bucket(
     config: Config, namespace: str, cutoff: float, mark_dir: str, sweep_dir: str, tables: Any, dry_run: bool,
     index: int, records: Iterable[tuple[int, list[str]]],
 ) -> Iterator[dict[str, Any]]:
-    adapter = app_for(config).adapter
     live: set[str] = set()
     for _b, shas in records:
         live.update(shas)
-    live_tables = tables.value.get(index, frozenset())
-    part = join(mark_dir, f"candidates/part-{index:05d}.tsv")
-    try:
-        text = adapter.get(part).decode()
-    except ObjectNotFound:
-        raise Corrupt(f"GC mark is incomplete: {part} is missing") from None
-    stats: Counter[str] = Counter()
-    todo: list[tuple[str, int]] = []
-    for line in text.splitlines():
-        key, size, _mtime = line.split("\t")
-        name = key[8:]
-        if name in (live if key.startswith("data/") else live_tables):
-            stats["referenced_again"] += 1
-            continue
-        todo.append((key, int(size)))
-
-    def sweep_one(item: tuple[str, int]) -> tuple[str, str, int]:
-        key, _size = item
-        url = join(namespace, key)
-        if not dry_run and url.startswith("local://"):
-            outcome, size = _delete_local_if_old(url, cutoff)
-            return outcome, key, size
-        try:
-            info = adapter.stat(url)
-        except ObjectNotFound:
-            return "already_gone", key, 0
-        if info.mtime >= cutoff:
-            return "touched", key, 0
-        if not dry_run:
-            adapter.delete(url)
-        return "deleted", key, info.size
-
-    deleted: list[str] = []
-    with ThreadPoolExecutor(DELETE_THREADS) as pool:
-        for outcome, gone, nbytes in pool.map(sweep_one, todo):
-            stats[outcome] += 1
-            if outcome == "deleted":
-                kind = "data" if gone.startswith("data/") else "table"
-                stats[f"deleted_{kind}"] += 1
-                stats["deleted_bytes"] += nbytes
-                deleted.append(f"{gone}\t{nbytes}\n")
-    deleted.sort()
-    adapter.put(join(sweep_dir, f"deleted/part-{index:05d}.tsv"), "".join(deleted).encode())
-    yield {"stats": dict(stats), "sample": [d.split("\t", 1)[0] for d in deleted[:SAMPLE]]}
+    yield sweep_bucket(
+        app_for(config).adapter, namespace, cutoff, mark_dir, sweep_dir,
+        live, tables.value.get(index, frozenset()), dry_run, index,
+    )
 
 
 # ---------------------------------------------------------------------------- the job
@@ -487,10 +548,17 @@ class GcJob:
                     "bytes": stats["garbage_bytes"],
                     "sample": sorted(sample)[:SAMPLE],
                 },
+                "trash": {
+                    "data_objects": stats["trash_data"],
+                    "tables": stats["trash_table"],
+                    "bytes": stats["trash_bytes"],
+                    "referenced": stats["trash_referenced"],
+                    "expired": stats["trash_expired"],
+                },
             }
             self.adapter.put(join(mdir, "ranges.txt"), "".join(f"{t}\n" for t in sorted(live_tables)).encode())
             doc = {
-                "version": 1,
+                "version": MARK_VERSION,
                 "mark_id": mark_id,
                 "repository": self.repo.name,
                 "storage_namespace": self.ns,
@@ -520,6 +588,8 @@ class GcJob:
             raise NotFound(f"no complete GC mark {mark_id} in repository {self.repo.name}") from None
         if doc.get("storage_namespace") != self.ns or doc.get("repository") != self.repo.name:
             raise InvalidArgument(f"mark {mark_id} belongs to another repository")
+        if doc.get("version") != MARK_VERSION:
+            raise InvalidArgument(f"mark {mark_id} has format {doc.get('version')}, this lakemount sweeps {MARK_VERSION}: mark again")
         m = Mark(
             mark_id, float(doc["started"]), float(doc["cutoff"]), float(doc["min_age_seconds"]), int(doc["buckets"]),
             GcRules.from_json(doc["rules"]), set(doc["retained"]), bool(doc["dry_run"]), doc.get("report", {}),
@@ -540,7 +610,11 @@ class GcJob:
 
     # -- sweep --------------------------------------------------------------------
     def sweep(self, mark_id: str, *, dry_run: bool = False) -> dict[str, Any]:
-        """Re-mark what changed since the mark, then delete (or, dry, list) what is still garbage."""
+        """Re-mark what changed since the mark, then handle the trash and trash what is still garbage.
+
+        With ``dry_run`` nothing moves; the report says what would have been
+        trashed, restored and purged.
+        """
         m, marked_tables = self.load_mark(mark_id)
         sc = self.sc
         mdir = self.mark_dir(mark_id)
@@ -596,10 +670,11 @@ class GcJob:
             for rdd in rdds:
                 rdd.unpersist()
         stats: Counter[str] = Counter()
-        sample: list[str] = []
+        samples: dict[str, list[str]] = {"trashed": [], "restored": [], "purged": []}
         for r in results:
             stats.update(r["stats"])
-            sample.extend(r["sample"])
+            for outcome, keys in r["samples"].items():
+                samples[outcome].extend(keys)
         report = {
             "sweep_id": sweep_id,
             "rescanned": {
@@ -609,13 +684,21 @@ class GcJob:
                 "entries": counters[0].value,
                 "staged_entries": counters[1].value,
             },
-            "kept": {"referenced_again": stats["referenced_again"], "touched": stats["touched"]},
+            "kept": {
+                "referenced_again": stats["referenced_again"],
+                "touched": stats["touched"],
+                "in_trash": stats["recent"],
+            },
             "already_gone": stats["already_gone"],
-            "deleted": {
-                "data_objects": stats["deleted_data"],
-                "tables": stats["deleted_table"],
-                "bytes": stats["deleted_bytes"],
-                "sample": sorted(sample)[:SAMPLE],
+            "already_gone_from_trash": stats["gone_from_trash"],
+            **{
+                outcome: {
+                    "data_objects": stats[f"{outcome}_data"],
+                    "tables": stats[f"{outcome}_table"],
+                    "bytes": stats[f"{outcome}_bytes"],
+                    "sample": sorted(keys)[:SAMPLE],
+                }
+                for outcome, keys in samples.items()
             },
         }
         self.adapter.put(
@@ -642,8 +725,9 @@ def run_gc(
 
     Modes: mark and sweep (default), ``mark_only`` (the report's ``garbage`` is
     what a sweep would consider), ``sweep=MARK_ID`` (sweep a stored mark).
-    ``dry_run`` does everything but delete; its ``deleted`` section lists what
-    a real run would delete.  ``force`` accepts rules that keep no history.  Raises ``NotFound`` (repository, mark),
+    ``dry_run`` moves and deletes nothing; its ``trashed``, ``restored`` and
+    ``purged`` sections list what a real sweep would do.  ``force`` accepts
+    rules that keep no history.  Raises ``NotFound`` (repository, mark),
     ``PreconditionFailed`` (no rules), ``InvalidArgument``.
     """
     if mark_only and sweep:

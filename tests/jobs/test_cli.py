@@ -58,12 +58,12 @@ def test_gc_import_export_verbs(tmp_path: Path, spark: Any) -> None:
     app.graveler.reset("cli", "main")
     time.sleep(1.2)
     dry = json.loads(run(home, "gc", "run", "lakefs://cli", "--dry-run", "--min-age", "0", "--json").output)
-    assert dry["dry_run"] and dry["deleted"]["data_objects"] == 1
+    assert dry["dry_run"] and dry["trashed"]["data_objects"] == 1
     text = run(home, "gc", "run", "lakefs://cli", "--mark-only", "--min-age", "0").output
     assert "--sweep" in text and "garbage at mark: 1 data objects" in text
     mark_id = text.split("--sweep ")[1].split()[0]
     text = run(home, "gc", "run", "lakefs://cli", "--sweep", mark_id).output
-    assert "Deleted: 1 data objects" in text
+    assert "Trashed: 1 data objects" in text and "Purged: 0 data objects" in text
     run(home, "gc", "run", "lakefs://nope", error=NotFound)
     run(home, "gc", "delete-config", "lakefs://cli")
     run(home, "gc", "get-config", "lakefs://cli", error=NotFound)

@@ -79,7 +79,7 @@ def test_gc_while_writers_write_and_commit(app: App, spark: Any) -> None:
     try:
         time.sleep(0.5)
         first = run_gc(app, "lake", min_age=0)
-        second = run_gc(app, "lake", min_age=0)
+        run_gc(app, "lake", min_age=0)
     finally:
         stop.set()
         for w in writers:
@@ -87,7 +87,7 @@ def test_gc_while_writers_write_and_commit(app: App, spark: Any) -> None:
     for w in writers:
         assert w.error is None, f"{w.name}: {w.error!r}"
     assert sum(w.commits for w in writers) > 0 and sum(w.revived for w in writers) > 0
-    assert first["deleted"]["data_objects"] > 0, first
+    assert first["trashed"]["data_objects"] > 0, first
     assert not first["warnings"]
     # Everything the rules keep, and every branch (committed and staged), reads back byte for byte.
     for cid in retained | {c for c in m.trees if c not in retained and _recent(app, c)}:
@@ -98,7 +98,6 @@ def test_gc_while_writers_write_and_commit(app: App, spark: Any) -> None:
     for branch, tree in m.work.items():
         for data in tree.values():
             assert app.adapter.exists(f"{ns}/{data_key(data)}"), branch
-    assert second["deleted"]["data_objects"] >= 0
 
 
 def _recent(app: App, cid: str) -> bool:

@@ -1,0 +1,149 @@
+"""GC's three moves on one object: into the trash, back out of it, and out of existence.
+
+A sweep never deletes a candidate: :func:`trash` moves it to its trash key
+(``lakemount.block.trash`` defines the layout, and lets readers find it
+there).  A later run puts a trashed object back when something references
+it again (:func:`restore`) and deletes it for good only when it is still
+unreferenced and was trashed before that run's cutoff (:func:`purge`).
+
+Each move re-checks the store right before acting, because the mark that
+chose it is seconds to hours old.  On the local store a move is one
+``rename``, and the time that decides is read *after* it, which leaves no
+window for a concurrent ``touch``.  On S3 the time is read first and the
+move is a server-side copy followed by a delete: a ``touch`` landing between
+the two may still see the original trashed, which is the window the trash
+exists for.  The trashed copy's modification time is the time it was
+trashed (S3 gives a copy its own time; locally it is set after the rename),
+which is what :func:`purge` compares with the cutoff.
+
+Every function returns ``(outcome, bytes)`` and, with ``dry_run``, only says
+what it would do.  Outcomes: ``trashed``, ``touched`` (modified since the
+cutoff: kept where it is), ``restored``, ``purged``, ``recent`` (trashed too
+recently to purge: left in the trash), ``already_gone`` (someone was first:
+an earlier attempt of the same sweep, or a restore).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from typing import Final
+
+from lakemount.block.local import TEMP_PREFIX, LocalAdapter
+from lakemount.block.trash import trash_key
+from lakemount.errors import InvalidArgument, ObjectNotFound
+from lakemount.graveler.committed.store import join
+from lakemount.graveler.ports import BlockAdapter
+
+LOCAL: Final = "local://"
+
+
+def _urls(namespace: str, key: str) -> tuple[str, str]:
+    trashed = trash_key(key)
+    if trashed is None:
+        raise InvalidArgument(f"GC only moves data objects and tables, not {key!r}")
+    return join(namespace, key), join(namespace, trashed)
+
+
+def trash(adapter: BlockAdapter, namespace: str, key: str, cutoff: float, *, dry_run: bool) -> tuple[str, int]:
+    """Move the object ``key`` of ``namespace`` to the trash unless it was modified at or after ``cutoff``."""
+    url, dest = _urls(namespace, key)
+    if not dry_run and url.startswith(LOCAL):
+        return _trash_local(LocalAdapter.path_of(url), LocalAdapter.path_of(dest), cutoff)
+    try:
+        info = adapter.stat(url)
+    except ObjectNotFound:
+        return "already_gone", 0
+    if info.mtime >= cutoff:
+        return "touched", 0
+    if not dry_run:
+        try:
+            adapter.copy(url, dest)
+        except ObjectNotFound:
+            return "already_gone", 0
+        adapter.delete(url)
+    return "trashed", info.size
+
+
+def _trash_local(path: str, dest: str, cutoff: float) -> tuple[str, int]:
+    """``trash`` on the local store: rename first, then judge the time.
+
+    A writer's ``touch`` either came before the rename (the time is new: the
+    file goes back; objects are content-addressed, so putting it back over a
+    concurrent re-upload changes no byte) or after it (the touch fails, and
+    the writer uploads the bytes again).  Readers find the file under one of
+    the two names at every moment.
+    """
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    try:
+        os.rename(path, dest)
+    except FileNotFoundError:
+        return "already_gone", 0
+    st = os.stat(dest)
+    if st.st_mtime >= cutoff:
+        os.rename(dest, path)
+        return "touched", 0
+    os.utime(dest)  # from now on its time is the time it was trashed
+    return "trashed", st.st_size
+
+
+def restore(adapter: BlockAdapter, namespace: str, key: str, *, dry_run: bool) -> tuple[str, int]:
+    """Move the trashed copy of ``key`` back to ``key`` (just drop it if ``key`` holds the bytes again)."""
+    url, src = _urls(namespace, key)
+    if not dry_run and url.startswith(LOCAL):
+        path, trashed = LocalAdapter.path_of(url), LocalAdapter.path_of(src)
+        try:
+            size = os.stat(trashed).st_size
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            # Over a re-uploaded original, the rename changes no byte (content-addressed).
+            os.rename(trashed, path)
+        except FileNotFoundError:
+            return "already_gone", 0
+        return "restored", size
+    try:
+        info = adapter.stat(src)
+    except ObjectNotFound:
+        return "already_gone", 0
+    if not dry_run:
+        if not adapter.exists(url):
+            try:
+                adapter.copy(src, url)
+            except ObjectNotFound:
+                return "already_gone", 0
+        adapter.delete(src)
+    return "restored", info.size
+
+
+def purge(adapter: BlockAdapter, namespace: str, key: str, cutoff: float, *, dry_run: bool) -> tuple[str, int]:
+    """Delete the trashed copy of ``key`` for good, unless it was trashed at or after ``cutoff``.
+
+    The caller has established that nothing references ``key``.  Locally the
+    copy is renamed aside (``.tmp-`` names are never listed) before its time
+    is read, as ``trash`` does, so a concurrent re-trash is never lost.
+    """
+    _url, src = _urls(namespace, key)
+    if not dry_run and src.startswith(LOCAL):
+        trashed = LocalAdapter.path_of(src)
+        directory, name = os.path.split(trashed)
+        aside = os.path.join(directory, f"{TEMP_PREFIX}gc-{secrets.token_hex(6)}-{name}")
+        try:
+            os.rename(trashed, aside)
+        except FileNotFoundError:
+            return "already_gone", 0
+        st = os.stat(aside)
+        if st.st_mtime >= cutoff:
+            os.rename(aside, trashed)
+            return "recent", 0
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(aside)
+        return "purged", st.st_size
+    try:
+        info = adapter.stat(src)
+    except ObjectNotFound:
+        return "already_gone", 0
+    if info.mtime >= cutoff:
+        return "recent", 0
+    if not dry_run:
+        adapter.delete(src)
+    return "purged", info.size
