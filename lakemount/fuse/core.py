@@ -78,6 +78,8 @@ log = logging.getLogger(__name__)
 
 NAME_MAX: Final = 255
 READDIR_BATCH: Final = 64
+SCAN_AHEAD: Final = 16  # files prefetched ahead of a sequential scan of a directory
+MAX_SCANS: Final = 1024  # directories whose scan position is remembered
 # Any constant > 0 works for statfs: the store has no fixed capacity.  These
 # say "1 PiB, a billion inodes, all free" so df and space checks are happy.
 STATFS_BLOCK: Final = 4096
@@ -174,6 +176,8 @@ class FileSystem:
         self._empty: dict[str, DataInfo] = {}
         self._handles: dict[int, FileHandle] = {}
         self._dir_handles: dict[int, DirHandle] = {}
+        # Directory inode -> (listing position of the file opened last, position prefetched up to).
+        self._scans: dict[int, tuple[int, int]] = {}
         self._next_fh = 1
         self._started_ns = time.time_ns()
         os.makedirs(options.spool_dir, exist_ok=True)
@@ -1137,7 +1141,47 @@ class FileSystem:
             self._writable(node.scope)
         if not node.detached:
             self._revalidate(node)
-        return self._open_file(node, flags, caller)
+        opened = self._open_file(node, flags, caller)
+        if opened.noflush:
+            self._scan_ahead(node)
+        return opened
+
+    def _scan_ahead(self, node: Node) -> None:
+        """A directory's files opened one after another in listing order: prefetch the next small ones.
+
+        Memory only (it runs on the non-blocking path): a directory whose
+        listing is not cached, or a repository not yet known, is skipped.
+        """
+        scope = node.scope
+        if scope is None or node.detached or node.dirty is not None or not node.path:
+            return
+        parent = self._parent_of(node)
+        repo = self._repos.get(scope.repo)
+        listing = self._listing_fresh(parent) if parent is not None else None
+        if parent is None or repo is None or listing is None:
+            return
+        names = listing.names
+        name = os.path.basename(node.path).encode("utf-8", "surrogateescape")
+        pos = bisect.bisect_left(names, name)
+        if pos == len(names) or names[pos] != name:
+            return
+        with self.table.lock:
+            last, ahead = self._scans.get(parent.ino, (-2, 0))
+            if pos != last + 1:
+                self._scans[parent.ino] = (pos, pos + 1)  # not (yet) a sequential scan
+                if len(self._scans) > MAX_SCANS:
+                    self._scans.pop(next(iter(self._scans)))
+                return
+            start, end = max(ahead, pos + 1), min(len(names), pos + 1 + SCAN_AHEAD)
+            self._scans[parent.ino] = (pos, max(ahead, end))
+        objs = []
+        for child_name in names[start:end]:
+            child = listing.children[child_name]
+            entry = child.entry
+            if child.kind is ChildKind.FILE and entry is not None and entry.size > 0:
+                objs.append(ObjectRef(self.catalog.physical_url(repo, entry.address), entry.size, entry.etag))
+        if objs:
+            self.reader.prefetch(objs)
 
     def _open_file(self, node: Node, flags: int, caller: Caller) -> Opened:
         writable = flags & os.O_ACCMODE != os.O_RDONLY

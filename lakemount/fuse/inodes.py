@@ -43,7 +43,7 @@ class Kind(enum.Enum):
     SYMLINK = "symlink"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Node:
     """One inode.  ``path`` is relative to the scope root ("" for the root itself, no slashes at the ends)."""
 

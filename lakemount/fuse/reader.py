@@ -10,6 +10,12 @@ background, a window that doubles up to ``MAX_READAHEAD`` bytes, from one
 stream per handle (one GET for a whole sequential read rather than one per
 block: object stores charge per request, and some servers copy the whole
 object for every ranged GET); random reads fetch only what they touch.
+
+Small files get the same treatment one level up: when a directory's files are
+opened one after another in listing order (a training loop, ``cat *``, ``cp
+-r``), the core hands the next ones to :meth:`BlockReader.prefetch`, which
+loads whole small objects into the caches on a pool of ``PREFETCH_THREADS``,
+so the next open finds its bytes in RAM instead of waiting for a GET.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from lakemount.graveler.ports import BlockAdapter
 BLOCK_SIZE: Final = 1 << 20
 MAX_READAHEAD: Final = 32 << 20
 READAHEAD_THREADS: Final = 4
+PREFETCH_THREADS: Final = 8  # whole small objects fetched ahead of a sequential scan of a directory
+MAX_PREFETCH_QUEUED: Final = 64
 MAX_PARKED: Final = 8  # open streams kept for read-ahead to pick up
 PENDING_WAIT: Final = 120.0  # seconds a foreground read waits for a block being streamed
 
@@ -71,6 +79,8 @@ class BlockReader:
         self._pending_lock = threading.Lock()
         # Streams positioned after block 0 of an object, waiting for a read-ahead to continue them.
         self._parked: OrderedDict[str, tuple[ObjectRef, BinaryIO]] = OrderedDict()
+        self._prefetch_pool: ThreadPoolExecutor | None = None
+        self._prefetching = 0  # objects queued or being fetched by ``prefetch``
 
     @staticmethod
     def _key(obj: ObjectRef, index: int) -> str:
@@ -277,6 +287,39 @@ class BlockReader:
         for f in futures:
             f.set_exception(EOFError("read-ahead stream failed"))
 
+    def prefetch(self, objs: list[ObjectRef]) -> int:
+        """Load these whole small objects (one block each) into the caches in the background; returns how many were queued.
+
+        Best effort: objects already cached are skipped, at most
+        ``MAX_PREFETCH_QUEUED`` are in flight, and a failed fetch is only
+        counted (the foreground read that needs the bytes fetches them again
+        and reports its own error).  A foreground read of an object being
+        prefetched waits for that fetch instead of starting another.
+        """
+        queued = 0
+        for obj in objs:
+            if obj.size <= 0 or obj.size > BLOCK_SIZE or self._key(obj, 0) in self.ram:
+                continue
+            with self._pool_lock:
+                if self._prefetching >= MAX_PREFETCH_QUEUED:
+                    break
+                if self._prefetch_pool is None:
+                    self._prefetch_pool = ThreadPoolExecutor(PREFETCH_THREADS, thread_name_prefix="lakemount-prefetch")
+                self._prefetching += 1
+                self._prefetch_pool.submit(self._prefetch_one, obj)
+            queued += 1
+        return queued
+
+    def _prefetch_one(self, obj: ObjectRef) -> None:
+        try:
+            self._load(obj, 0)
+            self.metrics.add("prefetched_files")
+        except Exception:
+            self.metrics.add("prefetch_failures")
+        finally:
+            with self._pool_lock:
+                self._prefetching -= 1
+
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:
             if self._pool is None:
@@ -285,9 +328,10 @@ class BlockReader:
 
     def close(self) -> None:
         with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pools, self._pool, self._prefetch_pool = (self._pool, self._prefetch_pool), None, None
+        for pool in pools:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
         with self._pending_lock:
             parked = [stream for _, stream in self._parked.values()]
             self._parked.clear()

@@ -47,9 +47,10 @@ class Scope:
     last_error: str = ""  # .lakefs/error
     last: dict[str, dict[str, Any]] = field(default_factory=dict)  # last result per control file
 
-    @property
-    def key(self) -> ScopeKey:
-        return (self.repo, self.name)
+    key: ScopeKey = field(init=False)  # (repo, name): fixed for the scope's life, read on every lookup
+
+    def __post_init__(self) -> None:
+        self.key = (self.repo, self.name)
 
     @property
     def writable(self) -> bool:

@@ -545,6 +545,38 @@ def test_immutable_refs_answer_from_memory(pfs: PathFS, fs: FileSystem, app: App
         fs.release(opened.fh)
 
 
+def test_sequential_opens_in_a_directory_prefetch_the_next_files(pfs: PathFS, fs: FileSystem, app: App) -> None:
+    from lakemount.fuse.core import SCAN_AHEAD
+
+    for i in range(40):
+        app.catalog.put(REPO, "main", f"ds/f{i:03d}", bytes([i]) * (1000 + i))
+    cid = app.graveler.commit(REPO, "main", "forty").commit.id
+    d = f"/repo/{cid}/ds"
+    assert len(pfs.listdir(d)) == 40
+    # Out of order: nothing is fetched ahead.
+    for i in (7, 3, 30):
+        assert pfs.read_file(f"{d}/f{i:03d}") == bytes([i]) * (1000 + i)
+    assert fs.metrics.counter("prefetched_files") == 0
+    # Two in listing order: the next SCAN_AHEAD small files come into RAM in the background...
+    for i in (10, 11):
+        assert pfs.read_file(f"{d}/f{i:03d}") == bytes([i]) * (1000 + i)
+    deadline = time.monotonic() + 10
+    while fs.metrics.counter("prefetched_files") < SCAN_AHEAD and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fs.metrics.counter("prefetched_files") == SCAN_AHEAD
+    # ...so opening and reading them needs no I/O at all, and the window keeps moving.
+    for i in range(12, 12 + SCAN_AHEAD):
+        ino = pfs.ino(f"{d}/f{i:03d}")
+        with fs.nonblocking():
+            opened = fs.open(ino, os.O_RDONLY)
+            assert fs.read(opened.fh, 0, 4096) == bytes([i]) * (1000 + i)
+            fs.release(opened.fh)
+    deadline = time.monotonic() + 10
+    while fs.metrics.counter("prefetched_files") < 27 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fs.metrics.counter("prefetched_files") == 27  # f012..f039 each once, but f030: it was read, so cached
+
+
 def test_branch_entries_need_io_after_head_ttl(fs_factory: Callable[..., FileSystem], app: App) -> None:
     fs = fs_factory(head_ttl=0.1)
     pfs = PathFS(fs)
