@@ -53,6 +53,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final, ParamSpec, TypeVar
 
@@ -178,6 +179,8 @@ class FileSystem:
         self._dir_handles: dict[int, DirHandle] = {}
         # Directory inode -> (listing position of the file opened last, position prefetched up to).
         self._scans: dict[int, tuple[int, int]] = {}
+        self._scan_pool: ThreadPoolExecutor | None = None  # lists directories a scan needs, in the background
+        self._scan_listing: set[int] = set()  # directory inodes being listed for a scan
         self._next_fh = 1
         self._started_ns = time.time_ns()
         os.makedirs(options.spool_dir, exist_ok=True)
@@ -1157,8 +1160,13 @@ class FileSystem:
             return
         parent = self._parent_of(node)
         repo = self._repos.get(scope.repo)
-        listing = self._listing_fresh(parent) if parent is not None else None
-        if parent is None or repo is None or listing is None:
+        if parent is None or repo is None:
+            return
+        listing = self._listing_fresh(parent)
+        if listing is None:
+            # Files opened by path (no readdir): list the directory in the background,
+            # so the next opens can tell whether this is a scan.
+            self._list_in_background(parent)
             return
         names = listing.names
         name = os.path.basename(node.path).encode("utf-8", "surrogateescape")
@@ -1182,6 +1190,26 @@ class FileSystem:
                 objs.append(ObjectRef(self.catalog.physical_url(repo, entry.address), entry.size, entry.etag))
         if objs:
             self.reader.prefetch(objs)
+
+    def _list_in_background(self, directory: Node) -> None:
+        with self.table.lock:
+            if directory.ino in self._scan_listing or len(self._scan_listing) >= MAX_SCANS:
+                return
+            self._scan_listing.add(directory.ino)
+            if self._scan_pool is None:
+                self._scan_pool = ThreadPoolExecutor(1, thread_name_prefix="lakemount-scan")
+            pool = self._scan_pool
+
+        def run() -> None:
+            try:
+                self._listing(directory)
+            except Exception as exc:  # an optimization: the directory may be gone, the store down
+                log.debug("background listing of %s: %s", directory.path, exc)
+            finally:
+                with self.table.lock:
+                    self._scan_listing.discard(directory.ino)
+
+        pool.submit(run)
 
     def _open_file(self, node: Node, flags: int, caller: Caller) -> Opened:
         writable = flags & os.O_ACCMODE != os.O_RDONLY
@@ -1456,6 +1484,8 @@ class FileSystem:
                 else:
                     dirty.discard()
                 node.dirty = None
+        if self._scan_pool is not None:
+            self._scan_pool.shutdown(wait=True, cancel_futures=True)
         self.reader.close()
         with contextlib.suppress(OSError):
             os.rmdir(self.options.spool_dir)

@@ -577,6 +577,22 @@ def test_sequential_opens_in_a_directory_prefetch_the_next_files(pfs: PathFS, fs
     assert fs.metrics.counter("prefetched_files") == 27  # f012..f039 each once, but f030: it was read, so cached
 
 
+def test_files_opened_by_path_in_listing_order_are_prefetched_too(pfs: PathFS, fs: FileSystem, app: App) -> None:
+    """No readdir first (paths known in advance): the directory is listed in the background."""
+    for i in range(30):
+        app.catalog.put(REPO, "main", f"ds/f{i:03d}", bytes([i]) * 100)
+    cid = app.graveler.commit(REPO, "main", "thirty").commit.id
+    d = f"/repo/{cid}/ds"
+    deadline = time.monotonic() + 10
+    i = 0
+    while fs.metrics.counter("prefetched_files") == 0 and i < 30 and time.monotonic() < deadline:
+        assert pfs.read_file(f"{d}/f{i:03d}") == bytes([i]) * 100
+        i += 1
+        time.sleep(0.05)  # let the background listing land
+    assert fs.metrics.counter("prefetched_files") > 0, "opening files in order never started a prefetch"
+    assert i <= 4
+
+
 def test_branch_entries_need_io_after_head_ttl(fs_factory: Callable[..., FileSystem], app: App) -> None:
     fs = fs_factory(head_ttl=0.1)
     pfs = PathFS(fs)
