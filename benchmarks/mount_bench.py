@@ -201,6 +201,18 @@ def mount(system: str, ctx: Bench, sub: str) -> Iterator[Mounted]:
 # ---------------------------------------------------------------------- workloads
 
 
+def mount_counters(mountpoint: str, *prefixes: str) -> str:
+    """Counters from a lakemount mount's ``.lakefs/stats`` whose names start with one of ``prefixes``."""
+    found = []
+    with open(os.path.join(mountpoint, ".lakefs", "stats")) as f:
+        for line in f:
+            name, _, value = line.strip().rpartition(" ")
+            short = name.removeprefix("lakemount_fuse_").removesuffix("_total")
+            if name.startswith("lakemount_fuse_") and "{" not in name and short.startswith(prefixes):
+                found.append(f"{short} {value}")
+    return ", ".join(found) or "none"
+
+
 def drop_page_cache(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -418,6 +430,8 @@ class Bench:
                 first[system], second[system] = self.big / t1 / MiB, self.big / t2 / MiB
                 self.result(f"{system}: first read {first[system]:,.0f} MiB/s ({r.total} requests: {r.detail()}), "
                             f"second {second[system]:,.0f} MiB/s")
+                if system == "lakemount":
+                    self.result(f"  lakemount's own counters: {mount_counters(m.mountpoint, 'readahead', 'block_', 'fetched')}")
         if "rclone" in first:
             self.result(f"=> first read lakemount/rclone = {first['lakemount'] / first['rclone']:.2f}x (target >= 1)")
         self.result(f"=> second read lakemount/local page cache = {second['lakemount'] / local_cached:.2f}x (target >= 0.9)")
