@@ -1299,7 +1299,7 @@ class FileSystem:
             cached = self.reader.cached(obj, offset, size)
             if cached is None:
                 self._io()
-                data = self.reader.read(obj, offset, size)
+                data = self.reader.read(obj, offset, size, handle.read_state)
             else:
                 data = cached
             self.reader.advise(obj, handle.read_state, offset, size)

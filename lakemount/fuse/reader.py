@@ -35,6 +35,7 @@ from lakemount.graveler.ports import BlockAdapter
 
 BLOCK_SIZE: Final = 1 << 20
 MAX_READAHEAD: Final = 32 << 20
+SEQUENTIAL_SLACK: Final = 4 << 20  # reordering among a handle's parallel reads
 READAHEAD_THREADS: Final = 4
 PREFETCH_THREADS: Final = 8  # whole small objects fetched ahead of a sequential scan of a directory
 MAX_PREFETCH_QUEUED: Final = 64
@@ -181,19 +182,59 @@ class BlockReader:
         self.metrics.add("block_hits_ram", len(parts))
         return _slice(parts, first, offset, end)
 
-    def read(self, obj: ObjectRef, offset: int, size: int) -> bytes:
-        """Bytes [offset, offset+size) of ``obj`` (fewer at its end)."""
+    def read(self, obj: ObjectRef, offset: int, size: int, state: ReadState | None = None) -> bytes:
+        """Bytes [offset, offset+size) of ``obj`` (fewer at its end), read by the handle whose ``state`` this is."""
         end = min(obj.size, offset + size)
         if offset >= end:
             return b""
         first, last = offset // BLOCK_SIZE, (end - 1) // BLOCK_SIZE
+        if state is not None:
+            self._join_stream(obj, state, last)
         parts = [self.block(obj, i) for i in range(first, last + 1)]
         return _slice(parts, first, offset, end)
 
+    def _join_stream(self, obj: ObjectRef, state: ReadState, upto: int) -> None:
+        """Claim for the handle's read-ahead stream the blocks up to ``upto`` it has not reached, if they lie close ahead.
+
+        The kernel keeps several reads of a file in flight, and its own
+        read-ahead runs ahead of the reader: a read may reach past what the
+        stream was asked for before ``advise`` extends it.  Such a block is
+        better waited for (the stream gets there within MAX_READAHEAD) than
+        fetched alone: object stores charge per request, and some copy the
+        whole object for every ranged GET.
+        """
+        with state.lock:
+            if state.stream_block < 0 or upto < state.prefetched_to:
+                return  # no stream under way, or the block is claimed already
+            if (upto - state.stream_block) * BLOCK_SIZE > MAX_READAHEAD:
+                return  # too far ahead: a random read
+            self._claim(obj, state, state.prefetched_to, upto)
+            if state.streaming:
+                return
+            state.streaming = True
+        self._executor().submit(self._stream, obj, state)
+
+    def _claim(self, obj: ObjectRef, state: ReadState, begin: int, end_block: int) -> None:
+        """Blocks ``begin..end_block`` are the stream's to deliver (caller holds ``state.lock``)."""
+        state.prefetched_to = max(state.prefetched_to, end_block + 1)
+        with self._pending_lock:
+            for index in range(begin, end_block + 1):
+                key = self._key(obj, index)
+                if key not in self._pending and key not in self.ram:
+                    self._pending[key] = Future()
+                    self.metrics.add("readahead_blocks")
+
     def advise(self, obj: ObjectRef, state: ReadState, offset: int, size: int) -> None:
         """Note a read by one handle; if it continues a sequential run, fetch ahead in the background."""
-        sequential = offset == state.next_offset or (offset == 0 and state.next_offset < 0)
-        state.next_offset = offset + size
+        # Reads of one handle run in parallel threads and may be taken out of
+        # order: one that starts a little behind where the run ended
+        # (SEQUENTIAL_SLACK) still continues it.
+        with state.lock:
+            if state.next_offset < 0:
+                sequential = offset == 0
+            else:
+                sequential = -SEQUENTIAL_SLACK <= offset - state.next_offset <= SEQUENTIAL_SLACK
+            state.next_offset = max(state.next_offset, offset + size) if sequential else offset + size
         if not sequential or obj.size <= BLOCK_SIZE:
             state.window = 0
             return
@@ -208,14 +249,8 @@ class BlockReader:
                 return  # the stream is already past (a re-read after a seek back)
             if state.stream_block < 0:
                 state.stream_block = begin
-            state.prefetched_to = end_block + 1
             # Claim the blocks now, so that a foreground read of one waits for the stream instead of fetching it again.
-            with self._pending_lock:
-                for index in range(begin, end_block + 1):
-                    key = self._key(obj, index)
-                    if key not in self._pending and key not in self.ram:
-                        self._pending[key] = Future()
-                        self.metrics.add("readahead_blocks")
+            self._claim(obj, state, begin, end_block)
             if state.streaming:
                 return
             state.streaming = True

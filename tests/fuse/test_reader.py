@@ -37,7 +37,7 @@ def _read(reader: BlockReader, obj: ObjectRef, state: ReadState, offset: int, si
     """What FileSystem.read does: RAM first, else a read; then advise."""
     got = reader.cached(obj, offset, size)
     if got is None:
-        got = reader.read(obj, offset, size)
+        got = reader.read(obj, offset, size, state)
     reader.advise(obj, state, offset, size)
     return got
 
@@ -69,6 +69,18 @@ def test_a_sequential_read_is_one_stream() -> None:
     finally:
         reader.close()
     assert adapter.calls["get_range"] == 0, adapter.calls
+    assert adapter.calls["open"] <= 2, adapter.calls
+
+
+def test_reads_taken_out_of_order_stay_one_stream() -> None:
+    """Up to 12 reads in flight (the kernel's max_background), any order: still one stream, no block alone."""
+    adapter, reader, obj, data = _setup(24 * BLOCK_SIZE + 12345)
+    try:
+        _sequential_read(reader, obj, data, shuffle=12, seed=7)
+    finally:
+        reader.close()
+    # Only a read that comes before the first one at offset 0 (no stream yet) may fetch its block alone.
+    assert adapter.calls["get_range"] <= 1, adapter.calls
     assert adapter.calls["open"] <= 2, adapter.calls
 
 
