@@ -240,7 +240,7 @@ class FuseOperations(pyfuse3.Operations):
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
         fh = await self._call(self.fs.opendir, inode, fast=True)
         # An immutable directory's entries may stay in the kernel's cache (cache_readdir).
-        if self._kflags and self.fs.dir_cacheable(fh):
+        if self._kflags and self._guard(self.fs.dir_cacheable, fh):
             self.fs.metrics.add("kernel_cached_dir_opens")
             return fh | FH_CACHE_DIR
         return fh
