@@ -111,6 +111,12 @@ class BlockReader:
             if pending is not None:
                 with contextlib.suppress(Exception):  # a failed stream: fetch the block alone
                     return pending.result(PENDING_WAIT)
+            else:
+                # A stream delivers a block to RAM (and disk) before it drops the
+                # claim: if it was delivered while we looked elsewhere, it is in RAM now.
+                cached = self.ram.get(key) if key in self.ram else None
+                if cached is not None:
+                    return cached
             if index == 0 and remote and obj.size > BLOCK_SIZE:
                 data = self._first_block(obj, length)
             elif start == 0 and length == obj.size:
