@@ -76,16 +76,31 @@ def _trash_local(path: str, dest: str, cutoff: float) -> tuple[str, int]:
     the two names at every moment.
     """
     os.makedirs(os.path.dirname(dest), exist_ok=True)
+    size = _move_if_old(path, dest, cutoff)
+    if size is None:
+        return "already_gone", 0
+    if size < 0:
+        return "touched", 0
+    os.utime(dest)  # from now on its time is the time it was trashed
+    return "trashed", size
+
+
+def _move_if_old(path: str, dest: str, cutoff: float) -> int | None:
+    """Rename ``path`` to ``dest``, then read its time: modified at or after ``cutoff``, it goes back.
+
+    Returns the size moved, -1 if the file was put back, None if ``path`` was
+    missing.  Renaming before reading the time is what leaves no window for a
+    concurrent ``touch`` (which fails once the file has moved).
+    """
     try:
         os.rename(path, dest)
     except FileNotFoundError:
-        return "already_gone", 0
+        return None
     st = os.stat(dest)
     if st.st_mtime >= cutoff:
         os.rename(dest, path)
-        return "touched", 0
-    os.utime(dest)  # from now on its time is the time it was trashed
-    return "trashed", st.st_size
+        return -1
+    return st.st_size
 
 
 def restore(adapter: BlockAdapter, namespace: str, key: str, *, dry_run: bool) -> tuple[str, int]:
@@ -127,17 +142,14 @@ def purge(adapter: BlockAdapter, namespace: str, key: str, cutoff: float, *, dry
         trashed = LocalAdapter.path_of(src)
         directory, name = os.path.split(trashed)
         aside = os.path.join(directory, f"{TEMP_PREFIX}gc-{secrets.token_hex(6)}-{name}")
-        try:
-            os.rename(trashed, aside)
-        except FileNotFoundError:
+        size = _move_if_old(trashed, aside, cutoff)
+        if size is None:
             return "already_gone", 0
-        st = os.stat(aside)
-        if st.st_mtime >= cutoff:
-            os.rename(aside, trashed)
+        if size < 0:
             return "recent", 0
         with contextlib.suppress(FileNotFoundError):
             os.unlink(aside)
-        return "purged", st.st_size
+        return "purged", size
     try:
         info = adapter.stat(src)
     except ObjectNotFound:
