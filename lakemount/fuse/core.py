@@ -1145,7 +1145,7 @@ class FileSystem:
         if not node.detached:
             self._revalidate(node)
         opened = self._open_file(node, flags, caller)
-        if opened.noflush:
+        if flags & os.O_ACCMODE == os.O_RDONLY:
             self._scan_ahead(node)
         return opened
 
@@ -1187,7 +1187,7 @@ class FileSystem:
             child = listing.children[child_name]
             entry = child.entry
             if child.kind is ChildKind.FILE and entry is not None and entry.size > 0:
-                objs.append(ObjectRef(self.catalog.physical_url(repo, entry.address), entry.size, entry.etag))
+                objs.append(self._ref(repo, entry))
         if objs:
             self.reader.prefetch(objs)
 
@@ -1253,7 +1253,10 @@ class FileSystem:
         scope = node.scope
         if entry is None or entry.size == 0 or scope is None:
             return None
-        return ObjectRef(self.catalog.physical_url(self._repo(scope.repo), entry.address), entry.size, entry.etag)
+        return self._ref(self._repo(scope.repo), entry)
+
+    def _ref(self, repo: Repository, entry: Entry) -> ObjectRef:
+        return ObjectRef(self.catalog.physical_url(repo, entry.address), entry.size, entry.etag)
 
     def _open_control(self, node: Node, flags: int, caller: Caller) -> Opened:
         writable = flags & os.O_ACCMODE != os.O_RDONLY
