@@ -32,18 +32,14 @@
 typedef int (*reply_open_fn)(fuse_req_t, const struct fuse_file_info *);
 
 static reply_open_fn real_reply_open = NULL;
-static unsigned long long n_noflush = 0, n_cache_dir = 0;
 
 __attribute__((visibility("default"))) int fuse_reply_open(fuse_req_t req, const struct fuse_file_info *f) {
     struct fuse_file_info fi = *f;
-    if (fi.fh & FH_NOFLUSH) {
+    if (fi.fh & FH_NOFLUSH)
         fi.noflush = 1;
-        n_noflush++;
-    }
     if (fi.fh & FH_CACHE_DIR) {
         fi.cache_readdir = 1;
         fi.keep_cache = 1;
-        n_cache_dir++;
     }
     return real_reply_open(req, &fi);
 }
@@ -54,13 +50,8 @@ static PyObject *kflags_active(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(found == (void *)&fuse_reply_open);
 }
 
-static PyObject *kflags_counts(PyObject *self, PyObject *unused) {
-    return Py_BuildValue("(KK)", n_noflush, n_cache_dir);
-}
-
 static PyMethodDef methods[] = {
     {"active", kflags_active, METH_NOARGS, "True if pyfuse3's open replies pass through this module."},
-    {"counts", kflags_counts, METH_NOARGS, "(noflush replies, cache_readdir replies) so far."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -8,8 +8,8 @@ it is given back (``FH_MASK``).  Without the shim (no compiler at install, or
 pyfuse3 imported first) the bits are inert and the kernel behaves as before:
 a FLUSH per close, uncached directory reads.
 
-Import this module before anything imports pyfuse3; ``lakemount.fuse.adapter``
-does so first thing.
+It must load before anything imports pyfuse3: ``lakemount/fuse/__init__.py``
+imports it, so any import of the mount's modules does.
 """
 
 from __future__ import annotations
@@ -48,10 +48,3 @@ _shim = _load()
 def active() -> bool:
     """True if the kernel gets ``noflush``/``cache_readdir`` when the adapter asks for them."""
     return _shim is not None and bool(_shim.active())  # type: ignore[attr-defined]
-
-
-def counts() -> tuple[int, int]:
-    """Open replies sent so far with (noflush, cache_readdir)."""
-    if _shim is None:
-        return (0, 0)
-    return tuple(_shim.counts())  # type: ignore[attr-defined,return-value]
