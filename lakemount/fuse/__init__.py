@@ -9,7 +9,8 @@ per concept:
 - ``inodes``: the inode table and node lifetimes;
 - ``scope``: a mounted ref and how fresh our view of it is (``--head-ttl``);
 - ``listing``: directory listings with directory markers, in one pass;
-- ``reader``: cached block reads of data objects, with read-ahead;
+- ``reader``: cached block reads of data objects, with read-ahead and small-file prefetch;
+- ``kflags``: the open-reply flags pyfuse3 cannot set (``noflush``, ``cache_readdir``), via ``_kflags.c``;
 - ``writes``: the local temp file of a file open for writing;
 - ``control``: ``.lakefs/`` control files (commit, merge, revert, reset...);
 - ``stats``: metrics, rendered as Prometheus text for ``.lakefs/stats``;
