@@ -355,7 +355,7 @@ class FileSystem:
                 mode, uid, gid, mtime = stat.S_IFDIR | perm, entry.uid, entry.gid, entry.mtime_ns or started
             mtime = max(mtime, node.mtime_ns)
             uid, gid = self._owner(uid, gid)
-            return Attr(node.ino, mode, 2, uid, gid, 0, node.atime_ns or mtime, mtime, max(node.ctime_ns, mtime), timeout)
+            return Attr(node.ino, mode, self._dir_nlink(node), uid, gid, 0, node.atime_ns or mtime, mtime, max(node.ctime_ns, mtime), timeout)
         assert entry is not None
         size = entry.size
         rdev = 0
@@ -374,6 +374,22 @@ class FileSystem:
         mtime = entry.mtime_ns
         nlink = 0 if node.detached else 1  # an unlinked file still open (fstat) has no names left
         return Attr(node.ino, mode, nlink, uid, gid, size, node.atime_ns or mtime, mtime, max(node.ctime_ns, mtime), timeout, rdev=rdev)
+
+    def _dir_nlink(self, node: Node) -> int:
+        """2 (itself and its ``.``) plus one per subdirectory's ``..``, as far as the mount knows.
+
+        Counted from the directory's cached listing of the current scope
+        generation (kept true by this mount's own mkdir, rmdir and rename),
+        even past its head TTL: a link count may be a little behind another
+        writer, like any attribute the kernel caches.  A directory never
+        listed shows 2, as before: counting it would mean listing it on
+        ``stat``.  A branch root counts its ``.lakefs``.
+        """
+        listing = node.listing
+        scope = node.scope
+        if listing is None or scope is None or listing.gen != scope.gen:
+            return 2
+        return 2 + listing.dirs + (0 if node.path else 1)
 
     # ================================================================== freshness
     def _fresh(self, node: Node) -> bool:
@@ -722,14 +738,19 @@ class FileSystem:
         listing = parent.listing
         if listing is None:
             return
+        old = listing.children.get(name)
+        if old is not None and old.kind is ChildKind.DIR:
+            listing.dirs -= 1
         if child is None:
             if listing.children.pop(name, None) is not None:
                 i = bisect.bisect_left(listing.names, name)
                 if i < len(listing.names) and listing.names[i] == name:
                     del listing.names[i]
             return
-        if name not in listing.children:
+        if old is None:
             bisect.insort(listing.names, name)
+        if child.kind is ChildKind.DIR:
+            listing.dirs += 1
         listing.children[name] = child
 
     def _keep_parent(self, scope: Scope, parent: Node, removed: frozenset[bytes]) -> list[tuple[str, Entry | None]]:

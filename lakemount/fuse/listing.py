@@ -43,12 +43,21 @@ class Child:
 
 @dataclass(slots=True)
 class Listing:
-    """The children of one directory at one moment (``fetched``, monotonic) and scope generation."""
+    """The children of one directory at one moment (``fetched``, monotonic) and scope generation.
+
+    ``dirs`` counts the children that are directories (a directory's link
+    count is 2 plus that number); whoever changes ``children`` keeps it true.
+    """
 
     children: dict[bytes, Child]
     names: list[bytes]
     fetched: float
     gen: int
+    dirs: int = -1
+
+    def __post_init__(self) -> None:
+        if self.dirs < 0:
+            self.dirs = sum(1 for c in self.children.values() if c.kind is ChildKind.DIR)
 
 
 def child_for_entry(entry: Entry) -> Child:

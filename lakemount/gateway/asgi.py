@@ -2,13 +2,15 @@
 
 Each request is handed to the synchronous S3 core in a thread pool (the
 catalog, the ref store and the block store are blocking APIs).  The body is
-pulled on demand: the worker thread asks the event loop for the next piece, and
-the loop gathers at least ``PULL_BYTES`` from ``receive()`` per hop so a large
-upload costs one thread switch per MiB, not per socket read.  Nothing is read
-before the core asks, so a request refused by authentication never makes the
-client send its body (``Expect: 100-continue``).  Response bodies are pulled
+read on demand: nothing is received before the core first asks, so a request
+refused by authentication never makes the client send its body (``Expect:
+100-continue``); from then on a pump on the event loop stays up to
+``AHEAD_BYTES`` ahead of the worker, in pieces of at least ``PULL_BYTES`` (one
+thread hand-off per MiB, not per socket read).  Response bodies are pulled
 from the core's iterator in the same pool and written with back-pressure; a
-client that disconnects stops the transfer.
+local object (``MappedChunks``) is instead sent as views of its memory map
+from the loop, with the pool faulting pages in a window ahead.  A client that
+disconnects stops the transfer.
 """
 
 from __future__ import annotations

@@ -338,6 +338,29 @@ def test_rename_directory_is_one_transaction(pfs: PathFS, app: App, monkeypatch:
     assert not pfs.exists(f"{MAIN}/d")
 
 
+def test_directory_link_counts_follow_mkdir_rename_and_rmdir(pfs: PathFS, app: App) -> None:
+    # pjdfstest rename/24: 2 plus one per subdirectory, kept by this mount's own changes.
+    pfs.mkdir(f"{MAIN}/src")
+    pfs.mkdir(f"{MAIN}/dst")
+    pfs.mkdir(f"{MAIN}/src/d")
+    pfs.write_file(f"{MAIN}/src/f", b"x")
+    assert (pfs.lstat(f"{MAIN}/src").nlink, pfs.lstat(f"{MAIN}/dst").nlink) == (3, 2)
+    pfs.rename(f"{MAIN}/src/d", f"{MAIN}/dst/e")
+    assert (pfs.lstat(f"{MAIN}/src").nlink, pfs.lstat(f"{MAIN}/dst").nlink) == (2, 3)
+    pfs.rename(f"{MAIN}/src/f", f"{MAIN}/dst/f")  # files do not count
+    assert pfs.lstat(f"{MAIN}/dst").nlink == 3
+    pfs.rmdir(f"{MAIN}/dst/e")
+    assert pfs.lstat(f"{MAIN}/dst").nlink == 2
+    # A directory that came from the store is counted once it has been listed.
+    for p in ("t/a/x", "t/b/y", "t/c"):
+        app.catalog.put(REPO, "main", p, b"1")
+    pfs.listdir(f"{MAIN}/t")
+    assert pfs.lstat(f"{MAIN}/t").nlink == 4
+    pfs.listdir(MAIN)
+    root_dirs = 1 + sum(1 for n in ("src", "dst", "t") if pfs.exists(f"{MAIN}/{n}"))  # and .lakefs
+    assert pfs.lstat(MAIN).nlink == 2 + root_dirs
+
+
 def test_rename_keeps_inodes_of_the_moved_tree(pfs: PathFS) -> None:
     pfs.mkdir(f"{MAIN}/d")
     pfs.write_file(f"{MAIN}/d/f", b"x")
