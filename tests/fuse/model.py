@@ -48,6 +48,7 @@ class Node:
     perm: int
     size: int
     content: bytes | str  # file bytes or link target
+    links: int = 1  # a directory's st_nlink (2 + subdirectories), read after listing it
 
 
 class Driver(Protocol):
@@ -135,8 +136,9 @@ class OsDriver:
                 if stat.S_ISLNK(st_.st_mode):
                     out[child] = Node("link", 0, 0, os.readlink(self._p(child)))
                 elif stat.S_ISDIR(st_.st_mode):
-                    out[child] = Node("dir", stat.S_IMODE(st_.st_mode), 0, b"")
                     walk(child)
+                    links = os.lstat(self._p(child)).st_nlink
+                    out[child] = Node("dir", stat.S_IMODE(st_.st_mode), 0, b"", links)
                 else:
                     with open(self._p(child), "rb") as f:
                         content = f.read()
@@ -200,8 +202,9 @@ class CoreDriver:
                 if stat.S_ISLNK(a.mode):
                     out[child] = Node("link", 0, 0, self.pfs.readlink(self._p(child)))
                 elif stat.S_ISDIR(a.mode):
-                    out[child] = Node("dir", stat.S_IMODE(a.mode), 0, b"")
                     walk(child)
+                    links = self.pfs.lstat(self._p(child)).nlink
+                    out[child] = Node("dir", stat.S_IMODE(a.mode), 0, b"", links)
                 else:
                     content = self.pfs.read_file(self._p(child))
                     assert len(content) == a.size, f"{child}: size {a.size} but {len(content)} bytes read"
