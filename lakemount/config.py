@@ -37,7 +37,7 @@ def defaults(home_dir: str) -> dict[str, Any]:
                            "threads": 32, "aliases": "", "tls": {"cert_file": "", "key_file": ""}}},
         "api": {"listen_address": "127.0.0.1:8001"},
         "cache": {"dir": f"{home_dir}/cache", "ram_bytes": 512 * 1024 * 1024, "disk_bytes": 8 * 1024 * 1024 * 1024},
-        "mount": {"path": f"{home_dir}/mnt", "head_ttl": 1.0},
+        "mount": {"path": f"{home_dir}/mnt", "head_ttl": 1.0, "read_ahead_kb": 1024},
         "auth": {"encrypt": {"secret_key": ""}},
     }
 

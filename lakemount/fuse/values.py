@@ -99,3 +99,4 @@ class MountOptions:
     uid: int = dataclasses.field(default_factory=os.getuid)
     gid: int = dataclasses.field(default_factory=os.getgid)
     recovered_dir: str = ""  # where content that could not be saved is kept
+    read_ahead_kb: int = 1024  # the kernel's read-ahead window for the mount (0: the kernel's default)

@@ -386,3 +386,24 @@ def test_read_only_closes_skip_flush_and_immutable_listings_stay_in_the_kernel(a
     assert app.catalog.read(app.graveler.get_repository(REPO), app.catalog.stat(REPO, "main", "d/new")) == b"written\n"
     assert "new" in os.listdir(on_branch)
     assert _ops(m.mountpoint)["flush"] > after.get("flush", 0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root may set a mount's read-ahead window")
+def test_sequential_reads_reach_the_daemon_in_large_requests(app: App, mounts: MountFactory) -> None:
+    data = os.urandom(16 << 20)
+    app.catalog.put(REPO, "main", "seq.bin", data)
+    commit = app.graveler.commit(REPO, "main", "sequential").commit.id
+    m = mounts()
+    device = runner.find_mount(m.mountpoint).device  # type: ignore[union-attr]
+    with open(f"/sys/class/bdi/{device}/read_ahead_kb") as f:
+        assert int(f.read()) == 1024
+    before = _ops(m.mountpoint).get("read", 0)
+    with open(f"{m.mountpoint}/{REPO}/{commit}/seq.bin", "rb", buffering=0) as f:
+        assert b"".join(iter(lambda: f.read(1 << 20), b"")) == data
+    # 16 MiB in 1 MiB requests (with the kernel's 128 KiB window it takes 128).
+    assert _ops(m.mountpoint)["read"] - before <= 24
+
+    small = mounts("small", args=("--read-ahead-kb", "0"))
+    device = runner.find_mount(small.mountpoint).device  # type: ignore[union-attr]
+    with open(f"/sys/class/bdi/{device}/read_ahead_kb") as f:
+        assert int(f.read()) == 128  # 0 leaves the kernel's default
