@@ -10,8 +10,10 @@
 The two servers are measured in alternating rounds and each keeps its best, so
 a burst of load from elsewhere on a shared machine does not decide a ratio.
 (c) ``aws s3 ls --recursive`` of N objects (default 240,000) on a branch
-    (target < 10 s), and the same listing's server side alone (ListObjectsV2
-    pages fetched and discarded).
+    (target < 10 s), the same listing's server side alone (ListObjectsV2
+    pages fetched and discarded), the same CLI against a server that only
+    replays the recorded pages (the client's own floor), and ``lakemount fs
+    ls -r`` (the native client; seed 002 timed lakectl at 16 s).
 
 The clients are deliberately light (http.client with hand-made SigV4 headers
 or presigned URLs, UNSIGNED-PAYLOAD, reading into a reused buffer) so the
@@ -356,6 +358,15 @@ def aws_ls(endpoint: str, bucket: str) -> tuple[float, int]:
     return time.perf_counter() - t, out.stdout.count("\n")
 
 
+def native_ls(home: str, repo: str) -> tuple[float, int]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
+    env["LAKEMOUNT_HOME"] = home
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "lakemount.cli.main", "fs", "ls", "-r", f"lakefs://{repo}/main/"],
+                         env=env, capture_output=True, text=True, check=True)
+    return time.perf_counter() - t, out.stdout.count("\n")
+
+
 # --- main ----------------------------------------------------------------------------
 
 
@@ -421,6 +432,8 @@ def main() -> None:
                 replay.shutdown()
             print(f"    the same aws s3 ls against a replay of the same {len(pages)} pages (no server work): {floor:6.2f} s "
                   f"for {n2} lines: the CLI alone; gateway adds {secs - floor:+.2f} s")
+            secs, n = native_ls(home, "listing")
+            print(f"    lakemount fs ls -r (the native client, as lakectl is lakeFS's): {secs:6.2f} s for {n} lines")
     finally:
         stop(gw_proc)
         stop(moto_proc)
