@@ -74,6 +74,30 @@ def _configure_logging(config: Config) -> None:
     )
 
 
+def _protocol_class() -> type:
+    """uvicorn's httptools protocol, except that bytes after a complete request wait for its answer.
+
+    uvicorn answers unparsable bytes at once with a bare ``400`` and closes the
+    connection.  When they follow a request whose body is complete and which
+    is still being served (a client that sent more body than its
+    Content-Length said), that plain 400 overtook the S3 answer the request
+    deserves (BadDigest, say).  Here the request is answered and then the
+    connection closed; a parse error anywhere else is uvicorn's as before.
+    """
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class Protocol(HttpToolsProtocol):
+        def send_400_response(self, msg: str) -> None:
+            cycle = getattr(self, "cycle", None)
+            if cycle is not None and not cycle.response_complete and not cycle.more_body and not cycle.disconnected:
+                cycle.keep_alive = False  # uvicorn closes the transport once this response is sent
+                self.flow.pause_reading()
+                return
+            super().send_400_response(msg)
+
+    return Protocol
+
+
 def _worker(config: Config, settings: GatewaySettings, sock: socket.socket) -> None:
     """A worker process: serve ``sock`` until SIGTERM."""
     import uvicorn
@@ -87,7 +111,7 @@ def _worker(config: Config, settings: GatewaySettings, sock: socket.socket) -> N
     server = uvicorn.Server(
         uvicorn.Config(
             app,
-            http="httptools",
+            http=_protocol_class(),
             loop="uvloop",
             lifespan="off",
             access_log=False,

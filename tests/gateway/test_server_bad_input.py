@@ -170,3 +170,25 @@ def test_readers_never_see_a_partial_object(gw: Gateway, s3: Any, bucket: str) -
         stop.set()
         t.join()
     assert bad == []
+
+
+def test_more_body_than_content_length_gets_an_s3_answer(gw: Gateway, bucket: str) -> None:
+    # s3-tests test_object_create_bad_contentlength_mismatch_below_aws2: "bar" sent with
+    # Content-Length 2 and the MD5 of "bar".  The request is answered (BadDigest), then the
+    # connection is closed instead of parsing the stray byte as a new request.
+    import base64
+    import hashlib
+
+    path = f"/{bucket}/main/short"
+    md5 = base64.b64encode(hashlib.md5(b"bar").digest()).decode()
+    headers = signed_headers("PUT", f"{gw.url}{path}", {"content-length": "2", "content-md5": md5}, "UNSIGNED-PAYLOAD")
+    lines = [f"PUT {path} HTTP/1.1"] + [f"{k}: {v}" for k, v in headers.items()]
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + b"bar")
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
+    assert b"<Code>BadDigest</Code>" in reply
+    assert reply.count(b"HTTP/1.1 ") == 1  # nothing else, and the server closed the connection
+    nothing_there(gw, bucket, "short")
