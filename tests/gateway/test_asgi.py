@@ -1,0 +1,132 @@
+"""The ASGI adapter's request bodies, driven in-process: lazy start, bounded read-ahead, timeouts, disconnects."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from lakemount.gateway import asgi
+from lakemount.gateway.asgi import AsgiApp
+from lakemount.gateway.errors import S3Error
+from lakemount.gateway.http import ClientDisconnected, Request, Response
+
+PIECE = 64 * 1024
+SCOPE = {"type": "http", "method": "PUT", "path": "/b/main/k", "raw_path": b"/b/main/k", "query_string": b"", "headers": [], "client": ("127.0.0.1", 1)}
+
+
+class Client:
+    """An ASGI receive/send pair: ``total`` bytes of body in 64 KiB messages (or silence, or a disconnect)."""
+
+    def __init__(self, total: int, *, stall_after: int | None = None, disconnect_after: int | None = None) -> None:
+        self.total = total
+        self.stall_after = stall_after
+        self.disconnect_after = disconnect_after
+        self.received = 0  # body bytes handed to the app
+        self.sent: list[dict[str, Any]] = []
+
+    async def receive(self) -> dict[str, Any]:
+        if self.disconnect_after is not None and self.received >= self.disconnect_after:
+            return {"type": "http.disconnect"}
+        if self.stall_after is not None and self.received >= self.stall_after:
+            await asyncio.sleep(3600)
+        if self.received >= self.total:  # after the body: only a disconnect can come
+            await asyncio.sleep(3600)
+        n = min(PIECE, self.total - self.received)
+        self.received += n
+        await asyncio.sleep(0)
+        return {"type": "http.request", "body": b"x" * n, "more_body": self.received < self.total}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+
+    @property
+    def status(self) -> int:
+        return int(self.sent[0]["status"])
+
+    @property
+    def headers(self) -> dict[bytes, bytes]:
+        return dict(self.sent[0]["headers"])
+
+
+def serve(handler: Any, client: Client, **kwargs: Any) -> None:
+    app = AsgiApp(handler, threads=4, **kwargs)
+    try:
+        asyncio.run(asyncio.wait_for(app(dict(SCOPE), client.receive, client.send), 30))
+    finally:
+        app.executor.shutdown(wait=True)
+
+
+def test_nothing_is_received_before_the_core_reads() -> None:
+    # A request refused before its body is read never makes the client send it (Expect: 100-continue).
+    client = Client(8 << 20)
+    serve(lambda req: Response(403, [], b"denied"), client)
+    assert client.received == 0
+    assert client.status == 403
+    assert client.headers[b"connection"] == b"close"  # the unread body is not drained from a reused connection
+
+
+def test_the_body_arrives_whole_and_in_order() -> None:
+    got = bytearray()
+
+    def handler(req: Request) -> Response:
+        while piece := req.body.read():
+            assert len(piece) >= asgi.PULL_BYTES or len(got) + len(piece) == 5 * asgi.PULL_BYTES + 123
+            got.extend(piece)
+        return Response(200, [], b"ok")
+
+    client = Client(5 * asgi.PULL_BYTES + 123)
+    serve(handler, client)
+    assert len(got) == 5 * asgi.PULL_BYTES + 123 and client.status == 200
+    assert b"connection" not in client.headers
+
+
+def test_read_ahead_is_bounded_while_the_core_is_busy() -> None:
+    seen: list[int] = []
+    client = Client(64 << 20)
+    release = threading.Event()
+
+    def handler(req: Request) -> Response:
+        req.body.read()
+        release.wait(1.0)  # the core is busy (hashing, writing); the pump keeps receiving meanwhile
+        seen.append(client.received)
+        req.body.read()
+        return Response(500, [], b"stopped early")
+
+    serve(handler, client)
+    # It read ahead of the core, but not the whole 64 MiB.
+    assert asgi.PULL_BYTES < seen[0] <= asgi.AHEAD_BYTES + 3 * asgi.PULL_BYTES
+    assert client.received < 64 << 20
+    assert client.headers[b"connection"] == b"close"
+
+
+def test_a_client_that_stops_sending_gets_request_timeout() -> None:
+    errors: list[BaseException] = []
+
+    def handler(req: Request) -> Response:
+        try:
+            while req.body.read():
+                pass
+        except S3Error as exc:
+            errors.append(exc)
+            return Response(400, [], b"timeout")
+        return Response(200, [], b"")
+
+    serve(handler, Client(8 << 20, stall_after=2 << 20), body_idle_timeout=0.3)
+    assert len(errors) == 1 and errors[0].code == "RequestTimeout"  # type: ignore[attr-defined]
+
+
+def test_a_client_that_goes_away_mid_body_is_reported_to_the_core() -> None:
+    errors: list[BaseException] = []
+
+    def handler(req: Request) -> Response:
+        with pytest.raises(ClientDisconnected):
+            while req.body.read():
+                pass
+        errors.append(ClientDisconnected())
+        return Response(400, [], b"")
+
+    serve(handler, Client(8 << 20, disconnect_after=3 << 20))
+    assert len(errors) == 1
