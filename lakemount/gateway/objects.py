@@ -261,13 +261,18 @@ def read_stream(catalog: Catalog, repo: Repository, entry: Entry, start: int, le
     before it hands the view out, in the thread that pulls it, so a cold
     object's disk reads never happen on the event loop.  The block store
     never rewrites a stored object in place (it writes a temporary file and
-    renames it), so a mapping cannot be truncated under a reader.
+    renames it), so a mapping cannot be truncated under a reader; imported
+    objects, which live outside it, are read, not mapped.
     """
     if length <= 0 or entry.size == 0:
         return iter(()), None
     url = catalog.physical_url(repo, entry.address)
     f = catalog.adapter.open(url)
-    mapped = _mapped_reads(f, start, length)
+    # Only objects lakemount wrote (inside the storage namespace) are mapped:
+    # an imported object is someone else's file, which could be truncated
+    # while mapped, and touching a page past its end would kill the worker.
+    imported = "://" in entry.address
+    mapped = None if imported else _mapped_reads(f, start, length)
     if mapped is not None:
         return mapped, f
     if start:

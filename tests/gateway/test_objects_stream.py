@@ -52,3 +52,20 @@ def test_an_object_shorter_than_its_entry_is_refused(app: App) -> None:
     entry = app.catalog.stat("repo", "main", "f")
     with pytest.raises(ObjectNotFound):
         read_stream(app.catalog, repo, entry._replace(size=(1 << 20) + 1), 0, (1 << 20) + 1)
+
+
+def test_imported_objects_are_read_not_mapped(app: App, tmp_path: Path) -> None:
+    # Someone else's file may be truncated while a GET streams it: a map would turn that into SIGBUS.
+    outside = tmp_path / "outside.bin"
+    data = _data(SIZE)
+    outside.write_bytes(data)
+    repo = app.catalog.repository("repo")
+    app.catalog.put("repo", "main", "f", data)
+    entry = app.catalog.stat("repo", "main", "f")._replace(address=f"local://{outside}")
+    chunks, f = read_stream(app.catalog, repo, entry, 0, SIZE)
+    try:
+        assert not isinstance(chunks, MappedChunks)
+        assert b"".join(chunks) == data
+    finally:
+        if f is not None:
+            f.close()
