@@ -47,42 +47,49 @@ def _urls(namespace: str, key: str) -> tuple[str, str]:
 
 
 def trash(adapter: BlockAdapter, namespace: str, key: str, cutoff: float, *, dry_run: bool) -> tuple[str, int]:
-    """Move the object ``key`` of ``namespace`` to the trash unless it was modified at or after ``cutoff``."""
+    """Move the object ``key`` of ``namespace`` to the trash unless it was modified at or after ``cutoff``.
+
+    On the local store: rename first, then judge the time.  A writer's
+    ``touch`` either came before the rename (the time is new: the file goes
+    back; objects are content-addressed, so putting it back over a
+    concurrent re-upload changes no byte) or after it (the touch fails, and
+    the writer uploads the bytes again).  Readers find the file under one of
+    the two names at every moment.
+    """
     url, dest = _urls(namespace, key)
     if not dry_run and url.startswith(LOCAL):
-        return _trash_local(LocalAdapter.path_of(url), LocalAdapter.path_of(dest), cutoff)
-    try:
-        info = adapter.stat(url)
-    except ObjectNotFound:
-        return "already_gone", 0
-    if info.mtime >= cutoff:
-        return "touched", 0
-    if not dry_run:
+        dest_path = LocalAdapter.path_of(dest)
+        os.makedirs(os.path.dirname(dest_path), exist_ok=True)
+        size = _move_if_old(LocalAdapter.path_of(url), dest_path, cutoff)
+        if size is not None and size >= 0:
+            os.utime(dest_path)  # from now on its time is the time it was trashed
+        return _outcome(size, "trashed", "touched")
+    size = _size_if_old(adapter, url, cutoff)
+    if not dry_run and size is not None and size >= 0:
         try:
             adapter.copy(url, dest)
         except ObjectNotFound:
             return "already_gone", 0
         adapter.delete(url)
-    return "trashed", info.size
+    return _outcome(size, "trashed", "touched")
 
 
-def _trash_local(path: str, dest: str, cutoff: float) -> tuple[str, int]:
-    """``trash`` on the local store: rename first, then judge the time.
-
-    A writer's ``touch`` either came before the rename (the time is new: the
-    file goes back; objects are content-addressed, so putting it back over a
-    concurrent re-upload changes no byte) or after it (the touch fails, and
-    the writer uploads the bytes again).  Readers find the file under one of
-    the two names at every moment.
-    """
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    size = _move_if_old(path, dest, cutoff)
+def _outcome(size: int | None, done: str, kept: str) -> tuple[str, int]:
+    """The ``(outcome, bytes)`` of a move judged by ``_move_if_old`` or ``_size_if_old``."""
     if size is None:
         return "already_gone", 0
     if size < 0:
-        return "touched", 0
-    os.utime(dest)  # from now on its time is the time it was trashed
-    return "trashed", size
+        return kept, 0
+    return done, size
+
+
+def _size_if_old(adapter: BlockAdapter, url: str, cutoff: float) -> int | None:
+    """``_move_if_old``'s answer without moving: for stores where a move is a copy and a delete."""
+    try:
+        info = adapter.stat(url)
+    except ObjectNotFound:
+        return None
+    return -1 if info.mtime >= cutoff else info.size
 
 
 def _move_if_old(path: str, dest: str, cutoff: float) -> int | None:
@@ -143,19 +150,11 @@ def purge(adapter: BlockAdapter, namespace: str, key: str, cutoff: float, *, dry
         directory, name = os.path.split(trashed)
         aside = os.path.join(directory, f"{TEMP_PREFIX}gc-{secrets.token_hex(6)}-{name}")
         size = _move_if_old(trashed, aside, cutoff)
-        if size is None:
-            return "already_gone", 0
-        if size < 0:
-            return "recent", 0
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(aside)
-        return "purged", size
-    try:
-        info = adapter.stat(src)
-    except ObjectNotFound:
-        return "already_gone", 0
-    if info.mtime >= cutoff:
-        return "recent", 0
-    if not dry_run:
+        if size is not None and size >= 0:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(aside)
+        return _outcome(size, "purged", "recent")
+    size = _size_if_old(adapter, src, cutoff)
+    if not dry_run and size is not None and size >= 0:
         adapter.delete(src)
-    return "purged", info.size
+    return _outcome(size, "purged", "recent")
