@@ -52,8 +52,13 @@ command -v java >/dev/null 2>&1 || die "no java on PATH after installing openjdk
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-built() { # pyfuse3 and both C extensions import (the extensions are optional in setup.py, so pip does not fail)
-  .venv/bin/python -c 'import pyfuse3, lakemount.graveler._sstblock, lakemount.fuse._kflags' 2>&1
+built() { # both C extensions load and pyfuse3 binds to the shim (they are optional in setup.py: pip does not fail)
+  .venv/bin/python -c '
+import lakemount.graveler._sstblock
+from lakemount.fuse import kflags
+import pyfuse3
+assert kflags.active(), "lakemount.fuse._kflags is missing or pyfuse3 does not bind to it"
+' 2>&1
 }
 stamp=.venv/.lakemount-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
