@@ -107,3 +107,10 @@ def test_s3_error_helpers() -> None:
     assert "secret detail" not in from_exception(RuntimeError("secret detail")).message
     assert from_exception(lm.RepositoryNotFound("x")).code == "NoSuchBucket"
     assert repr(S3Error("X", "m", 400)) == "S3Error('X', 'm', 400)"
+
+
+@pytest.mark.parametrize("error", [lm.Unavailable("host=db.internal user=admin"), lm.ChecksumMismatch("range abc at s3://b/p")])
+def test_server_failures_keep_their_detail_out_of_the_message(error: lm.LakeMountError) -> None:
+    err = from_lakemount(error)
+    assert err.http_status >= 500 and err.message == CODES[err.code][1]
+    assert str(error) not in err.message
