@@ -8,7 +8,7 @@ How a request flows, and where each concern lives:
 - ``asgi.py``        the only module that knows the HTTP framework: requests to worker
                      threads, bodies pulled on demand, responses streamed.
 - ``handler.py``     one request: bucket and key (path or virtual-host style), the caller
-                     (``access.py``: signatures via ``sigv4``/``sigv2``, role policies), the
+                     (``access.py``: signatures via ``sig/``, role policies), the
                      operation (``routing.py``), S3 XML errors (``errors.py``, ``xml.py``).
 - ``operations/``    one module per S3 operation, each ``handle(ctx) -> Response``.
 - ``buckets.py``     what a bucket stands for: a repository, or one ref (flat buckets,

@@ -38,8 +38,9 @@ from lakemount.errors import ObjectNotFound
 from lakemount.gateway.errors import S3Error, s3_error
 from lakemount.gateway.http import Request, Response
 from lakemount.gateway.landing import Landing, landing
-from lakemount.gateway import sigv4
-from lakemount.gateway.sigv4 import BodyDecoder, PayloadMode, strip_aws_chunked
+from lakemount.gateway.sig.chunked import BodyDecoder, strip_aws_chunked
+from lakemount.gateway.sig.payload import PayloadMode, body_plan
+from lakemount.gateway.sig.result import AuthResult
 from lakemount.graveler.model import DIR_MODE, FILE_MODE, Entry, Repository
 
 META_PREFIX: Final = "x-amz-meta-"
@@ -380,13 +381,11 @@ def declared_length(req: Request) -> int | None:
 
 def decoder_for(req: Request, auth: object | None) -> BodyDecoder:
     """The body decoder of an authenticated request, or one built from headers (anonymous)."""
-    from lakemount.gateway.sigv4 import AuthResult
-
     if isinstance(auth, AuthResult):
         return auth.body_decoder()
     hmap = req.signed_view().header_map()
     sha = hmap.get("x-amz-content-sha256", [None])[0]
-    return BodyDecoder(sigv4.body_plan(hmap, sha, None))
+    return BodyDecoder(body_plan(hmap, sha, None))
 
 
 class _Sink:
@@ -448,8 +447,8 @@ def receive(
     if length is not None and length > max_size:
         raise s3_error("EntityTooLarge", ProposedSize=length, MaxSizeAllowed=max_size)
     decoder = decoder_for(req, auth)
-    body_plan = getattr(auth, "body", None)
-    signed_sha = body_plan.sha256 if body_plan is not None and body_plan.mode is PayloadMode.SHA256 else None
+    plan = getattr(auth, "body", None)
+    signed_sha = plan.sha256 if plan is not None and plan.mode is PayloadMode.SHA256 else None
     sha = hashlib.sha256() if want_sha256 and signed_sha is None else None
     with landing(catalog, repo, tmpdir, sub) as land:
         # Large bodies: hash (SHA-256) and write in a second thread while this
