@@ -21,7 +21,7 @@ from typing import BinaryIO, Final, NamedTuple
 from lakemount.errors import InvalidArgument, ObjectNotFound, ReadOnlyRef
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler, prefix_end
-from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value
+from lakemount.graveler.model import FILE_MODE, Branch, Entry, Repository, decode_value
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef, View
 
@@ -82,6 +82,21 @@ class Catalog:
 
     def repository(self, name: str) -> Repository:
         return self.graveler.get_repository(name)
+
+    def list_repositories(self) -> list[Repository]:
+        """Every repository, by name."""
+        return self.graveler.list_repositories()
+
+    def delete_repository(self, name: str) -> None:
+        """Delete a repository with its branches, tags and staged changes; raises ``RepositoryNotFound``.
+
+        Its objects stay in the storage namespace for garbage collection.
+        """
+        self.graveler.delete_repository(name)
+
+    def list_branches(self, repo: str) -> list[Branch]:
+        """The branches of ``repo``, by name; raises ``RepositoryNotFound``."""
+        return self.graveler.list_branches(repo)
 
     def resolve(self, repo: str, ref: str | ResolvedRef) -> ResolvedRef:
         return ref if isinstance(ref, ResolvedRef) else self.graveler.resolve(repo, ref)
