@@ -120,7 +120,7 @@ class Catalog:
             sha = hashlib.sha256(data).hexdigest()
             info = DataInfo(f"data/{sha[:2]}/{sha}", len(data), hashlib.md5(data).hexdigest(), sha)
             url = self.physical_url(r, info.address)
-            if not self._refresh_existing(url):
+            if not self.refresh_existing(url):
                 self.adapter.put(url, data)
             return info
         if isinstance(source, str):
@@ -150,7 +150,7 @@ class Catalog:
         size, sha256, md5hex = digests
         info = DataInfo(f"data/{sha256[:2]}/{sha256}", size, md5hex, sha256)
         url = self.physical_url(r, info.address)
-        if not self._refresh_existing(url):
+        if not self.refresh_existing(url):
             self.adapter.put_file(url, path)
         return info
 
@@ -172,7 +172,7 @@ class Catalog:
             digest = sha.hexdigest()
             info = DataInfo(f"data/{digest[:2]}/{digest}", size, md5.hexdigest(), digest)
             url = self.physical_url(r, info.address)
-            if not self._refresh_existing(url):
+            if not self.refresh_existing(url):
                 self.adapter.put_file(url, tmp)
             return info
         finally:
@@ -181,8 +181,8 @@ class Catalog:
             except FileNotFoundError:
                 pass
 
-    def _refresh_existing(self, url: str) -> bool:
-        """True if the object exists; its modification time is refreshed so a
+    def refresh_existing(self, url: str) -> bool:
+        """True if the data object ``url`` exists; its modification time is refreshed so a
         concurrent garbage collection that began earlier does not delete it."""
         try:
             self.adapter.touch(url)
