@@ -1,17 +1,17 @@
-"""Where an upload's bytes land while they are verified, and how they become a stored object.
+"""The block store's streaming writer: bytes land in a file while they are verified, then become an object.
 
 A body is written to a *landing file* as it arrives; only when every check
-passed is the file turned into the object (content-addressed, or a part), and
-on any failure it is removed.  For a repository on the local block store the
-landing file lies inside the storage namespace itself, named ``.tmp-...`` (the
-prefix ``LocalAdapter`` reserves for files not yet in place, and skips when
-listing), and becoming the object is a rename: the bytes are written to disk
-once, and flushed while the upload is still arriving rather than all at the
-end.  On any other block store the landing file is a local temporary file
-handed to ``put_file``.
+passed is the file turned into the object (``Landing.store``), and on any
+failure it is removed.  When the destination lies on the local block store
+the landing file is created inside the destination directory itself, named
+``.tmp-...`` (the prefix ``LocalAdapter`` reserves for files not yet in place,
+and skips when listing), and becoming the object is a rename: the bytes are
+written to disk once, and flushed while the upload is still arriving rather
+than all at the end.  On any other block store the landing file is a local
+temporary file handed to the adapter's ``put_file``.
 
-This belongs in the block adapter (a streaming writer that commits on exit,
-STYLE §7); it lives here until ``BlockAdapter`` has one.
+``landing`` is a context manager (STYLE §7): leaving the block removes the
+file unless it became an object.
 """
 
 from __future__ import annotations
@@ -26,16 +26,26 @@ from typing import Final
 
 from lakemount.block.local import TEMP_PREFIX, LocalAdapter
 from lakemount.block.urls import scheme_of
-from lakemount.catalog.catalog import Catalog
-from lakemount.errors import ObjectNotFound
-from lakemount.graveler.model import Repository
+from lakemount.graveler.ports import BlockAdapter
 
 FLUSH_EVERY: Final = 16 * 1024 * 1024
-_flusher = ThreadPoolExecutor(4, thread_name_prefix="lm-gw-flush")
+FLUSH_THREADS: Final = 4
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _flusher() -> ThreadPoolExecutor:
+    """The threads that write back landing files early: made on first use, never at import."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="lm-land-flush")
+        return _pool
 
 
 class Landing:
-    """A file being filled with an upload; ``store_as`` makes it an object, ``discard`` drops it."""
+    """A file being filled with an upload; ``store`` makes it an object, ``discard`` drops it."""
 
     def __init__(self, path: str, *, local_namespace: bool) -> None:
         self.path = path
@@ -47,6 +57,7 @@ class Landing:
         self._lock = threading.Lock()
 
     def write(self, data: bytes | memoryview) -> None:
+        """Append ``data``; raises ``OSError`` (a full disk, say)."""
         view = memoryview(data)
         while view:
             view = view[os.write(self._fd, view) :]
@@ -56,9 +67,10 @@ class Landing:
             # Start writing back what we have while the rest arrives; the final
             # fsync then has little left to do.
             self._unflushed = 0
-            self._flush = _flusher.submit(os.fdatasync, self._fd)
+            self._flush = _flusher().submit(os.fdatasync, self._fd)
 
     def close(self) -> None:
+        """Close the file (idempotent), after any early write-back finished."""
         with self._lock:
             if self._fd < 0:
                 return
@@ -69,31 +81,48 @@ class Landing:
             self._fd = -1
 
     def sync_and_close(self) -> None:
+        """Make the bytes durable, then close; raises ``OSError``."""
         if self._flush is not None:
             self._flush.result()
         os.fsync(self._fd)
         self.close()
 
     def discard(self) -> None:
+        """Close and remove the file (nothing happens if it already became an object)."""
         self.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
 
+    def store(self, adapter: BlockAdapter, url: str) -> None:
+        """Make the landing file the object ``url``, replacing any object there.
 
-def _local_dir(catalog: Catalog, repo: Repository, sub: str) -> str | None:
-    """The directory of ``<namespace>/<sub>`` when the namespace is on the local block store."""
-    root = catalog.physical_url(repo, sub)
-    if scheme_of(root) != "local":
-        return None
-    return LocalAdapter.path_of(root)
+        On the local block store, with the file in ``url``'s namespace, a
+        durable rename; otherwise ``adapter.put_file``.  Raises what the
+        adapter or the filesystem raises; the file is then still discarded by
+        ``landing``.
+        """
+        if self.local_namespace and scheme_of(url) == "local":
+            self.sync_and_close()
+            dest = LocalAdapter.path_of(url)
+            directory = os.path.dirname(dest)
+            os.makedirs(directory, exist_ok=True)
+            os.replace(self.path, dest)
+            _fsync_dir(directory)
+            return
+        self.close()
+        adapter.put_file(url, self.path)
 
 
 @contextlib.contextmanager
-def landing(catalog: Catalog, repo: Repository, tmpdir: str | None, sub: str = "data") -> Iterator[Landing]:
-    """A landing file for an upload into ``repo``; removed on exit unless it became an object."""
-    directory = _local_dir(catalog, repo, sub)
+def landing(directory_url: str, tmpdir: str | None) -> Iterator[Landing]:
+    """A landing file for objects under ``directory_url``; removed on exit unless it became an object.
+
+    The file lies in that directory when it is on the local block store (so
+    storing it is a rename), else in ``tmpdir`` (``/tmp`` when ``None``).
+    """
     name = f"{TEMP_PREFIX}gw-{secrets.token_hex(8)}"
-    if directory is not None:
+    if scheme_of(directory_url) == "local":
+        directory = LocalAdapter.path_of(directory_url)
         os.makedirs(directory, exist_ok=True)
         land = Landing(os.path.join(directory, name), local_namespace=True)
     else:
@@ -102,42 +131,6 @@ def landing(catalog: Catalog, repo: Repository, tmpdir: str | None, sub: str = "
         yield land
     finally:
         land.discard()
-
-
-def store_as(catalog: Catalog, land: Landing, url: str) -> None:
-    """Make the landing file the object ``url`` (replacing any object there)."""
-    if land.local_namespace and scheme_of(url) == "local":
-        land.sync_and_close()
-        dest = LocalAdapter.path_of(url)
-        directory = os.path.dirname(dest)
-        os.makedirs(directory, exist_ok=True)
-        os.replace(land.path, dest)
-        _fsync_dir(directory)
-        return
-    land.close()
-    catalog.adapter.put_file(url, land.path)
-
-
-def store_content(catalog: Catalog, repo: Repository, land: Landing, sha256: str) -> str:
-    """Make the landing file the repository's content-addressed object; returns its address."""
-    address = f"data/{sha256[:2]}/{sha256}"
-    url = catalog.physical_url(repo, address)
-    if not _exists(catalog, url):
-        store_as(catalog, land, url)
-    return address
-
-
-def _exists(catalog: Catalog, url: str) -> bool:
-    # As Catalog.write_data does: an existing object has its mtime refreshed so
-    # that a garbage collection that began earlier keeps it.
-    touch = getattr(catalog.adapter, "touch", None)
-    if touch is not None:
-        try:
-            touch(url)
-            return True
-        except ObjectNotFound:
-            return False
-    return catalog.adapter.exists(url)
 
 
 def _fsync_dir(directory: str) -> None:

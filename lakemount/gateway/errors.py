@@ -6,7 +6,7 @@ code the gateway uses with its HTTP status and S3's usual message;
 ``CATEGORY_CODES`` maps each category of :mod:`lakemount.errors` (never the
 individual classes, see STYLE.md) to one of them, and ``from_lakemount`` applies
 it, refining only where S3 has a more specific word for the same thing (a
-missing repository is a missing *bucket*).
+missing repository is a missing *bucket*, a missing upload ``NoSuchUpload``).
 """
 
 from __future__ import annotations
@@ -164,6 +164,9 @@ def from_lakemount(err: lm.LakeMountError, **fields: object) -> S3Error:
     elif isinstance(err, lm.InvalidName) and err.kind in ("repository", "bucket"):
         code = "InvalidBucketName"
         fields.setdefault("BucketName", err.name)
+    elif isinstance(err, lm.UploadNotFound):
+        # S3's own message and fields: clients match on them, and the key is not S3's to echo here.
+        return s3_error("NoSuchUpload", UploadId=err.upload_id)
     if CODES[code][0] >= 500:
         log.warning("%s withheld from the client: %s: %s", code, type(err).__name__, err)
         return s3_error(code, None, **fields)

@@ -52,13 +52,12 @@ def build_asgi(config: Config, settings: GatewaySettings) -> Any:
 def prepare_stores(config: Config) -> None:
     """Create every table the workers need, once, before they start (they would race)."""
     from lakemount.app import App
-    from lakemount.gateway import buckets, multipart
-    from lakemount.gateway.tables import create_tables
 
     app = App(config)
-    app.auth  # noqa: B018 - builds the auth tables
-    create_tables(app.refs.engine, buckets.metadata)
-    create_tables(app.refs.engine, multipart.metadata)
+    # Each store creates its tables when it is built.
+    app.auth  # noqa: B018
+    app.bucket_store  # noqa: B018
+    app.multipart_store  # noqa: B018
     app.refs.engine.dispose()
 
 

@@ -162,7 +162,7 @@ def test_unavailable_store_detail_stays_in_the_log(gw: S3Gateway, monkeypatch: p
     def down(bucket: str) -> object:
         raise Unavailable(secret)
 
-    monkeypatch.setattr(gw.buckets, "resolve", down)
+    monkeypatch.setattr(gw.services.buckets, "resolve", down)
     with caplog.at_level("WARNING", logger="lakemount.gateway"):
         resp = gw.handle(Request("GET", "/anybucket", "", (("host", "gw"),), BytesBody(b"")))
     doc = ET.fromstring(resp.body)
