@@ -25,6 +25,8 @@ from lakemount.refs.sql import SqlRefStore
 
 if TYPE_CHECKING:
     from lakemount.auth.store import SqlAuthStore
+    from lakemount.refs.buckets import SqlBucketStore
+    from lakemount.refs.multipart import SqlMultipartStore
 
 
 @dataclass
@@ -104,3 +106,17 @@ class App:
 
         key = self.config.get("auth.encrypt.secret_key") or read_key_file(os.path.join(self.config.home, "server.key"))
         return SqlAuthStore(self.refs.engine, key)
+
+    @cached_property
+    def bucket_store(self) -> SqlBucketStore:
+        """The S3 gateway's bucket records, in the ref store's database (table created if missing)."""
+        from lakemount.refs.buckets import SqlBucketStore
+
+        return SqlBucketStore(self.refs.engine)
+
+    @cached_property
+    def multipart_store(self) -> SqlMultipartStore:
+        """The S3 gateway's multipart uploads, in the ref store's database (tables created if missing)."""
+        from lakemount.refs.multipart import SqlMultipartStore
+
+        return SqlMultipartStore(self.refs.engine)

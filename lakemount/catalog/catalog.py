@@ -21,7 +21,7 @@ from typing import BinaryIO, Final, NamedTuple
 from lakemount.errors import InvalidArgument, ObjectNotFound, ReadOnlyRef
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler, prefix_end
-from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value
+from lakemount.graveler.model import FILE_MODE, Branch, Entry, Repository, decode_value
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef, View
 
@@ -83,6 +83,21 @@ class Catalog:
     def repository(self, name: str) -> Repository:
         return self.graveler.get_repository(name)
 
+    def list_repositories(self) -> list[Repository]:
+        """Every repository, by name."""
+        return self.graveler.list_repositories()
+
+    def delete_repository(self, name: str) -> None:
+        """Delete a repository with its branches, tags and staged changes; raises ``RepositoryNotFound``.
+
+        Its objects stay in the storage namespace for garbage collection.
+        """
+        self.graveler.delete_repository(name)
+
+    def list_branches(self, repo: str) -> list[Branch]:
+        """The branches of ``repo``, by name; raises ``RepositoryNotFound``."""
+        return self.graveler.list_branches(repo)
+
     def resolve(self, repo: str, ref: str | ResolvedRef) -> ResolvedRef:
         return ref if isinstance(ref, ResolvedRef) else self.graveler.resolve(repo, ref)
 
@@ -105,7 +120,7 @@ class Catalog:
             sha = hashlib.sha256(data).hexdigest()
             info = DataInfo(f"data/{sha[:2]}/{sha}", len(data), hashlib.md5(data).hexdigest(), sha)
             url = self.physical_url(r, info.address)
-            if not self._refresh_existing(url):
+            if not self.refresh_existing(url):
                 self.adapter.put(url, data)
             return info
         if isinstance(source, str):
@@ -135,7 +150,7 @@ class Catalog:
         size, sha256, md5hex = digests
         info = DataInfo(f"data/{sha256[:2]}/{sha256}", size, md5hex, sha256)
         url = self.physical_url(r, info.address)
-        if not self._refresh_existing(url):
+        if not self.refresh_existing(url):
             self.adapter.put_file(url, path)
         return info
 
@@ -157,7 +172,7 @@ class Catalog:
             digest = sha.hexdigest()
             info = DataInfo(f"data/{digest[:2]}/{digest}", size, md5.hexdigest(), digest)
             url = self.physical_url(r, info.address)
-            if not self._refresh_existing(url):
+            if not self.refresh_existing(url):
                 self.adapter.put_file(url, tmp)
             return info
         finally:
@@ -166,8 +181,8 @@ class Catalog:
             except FileNotFoundError:
                 pass
 
-    def _refresh_existing(self, url: str) -> bool:
-        """True if the object exists; its modification time is refreshed so a
+    def refresh_existing(self, url: str) -> bool:
+        """True if the data object ``url`` exists; its modification time is refreshed so a
         concurrent garbage collection that began earlier does not delete it."""
         try:
             self.adapter.touch(url)
