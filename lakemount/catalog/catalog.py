@@ -11,6 +11,7 @@ copies or renames never copy data.  Directory markers are keys ending in
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import tempfile
 import time
@@ -203,6 +204,10 @@ class Catalog:
         return self.adapter.get_range(url, offset, n)
 
     def open(self, repo: Repository, entry: Entry) -> BinaryIO:
+        """A stream of an object's data; empty for directory markers, symlinks and empty objects
+        (they have no data object).  ``ObjectNotFound`` if the data is gone."""
+        if entry.size == 0 or entry.is_dir or entry.is_symlink or not entry.address:
+            return io.BytesIO(b"")
         return self.adapter.open(self.physical_url(repo, entry.address))
 
     # ------------------------------------------------------------------ entries
@@ -397,13 +402,25 @@ class Catalog:
         """The best common ancestor of two refs' commits (None if unrelated)."""
         return self.graveler.merge_base(repo, self.resolve(repo, a).commit_id, self.resolve(repo, b).commit_id)
 
-    def revert(self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount") -> Commit:
-        """Commit the inverse of ``ref``'s change on ``branch``; ``MergeConflict``, ``InvalidArgument``."""
-        return self.graveler.revert(repo, branch, ref, parent_number=parent_number, committer=committer)
+    def revert(
+        self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount",
+        allow_empty: bool = False,
+    ) -> Commit:
+        """Commit the inverse of ``ref``'s change on ``branch``; ``MergeConflict``, ``InvalidArgument``,
+        ``NothingToCommit`` unless ``allow_empty``."""
+        return self.graveler.revert(
+            repo, branch, ref, parent_number=parent_number, committer=committer, allow_empty=allow_empty
+        )
 
-    def cherry_pick(self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount") -> Commit:
-        """Commit ``ref``'s change again on ``branch``; ``MergeConflict``, ``InvalidArgument``."""
-        return self.graveler.cherry_pick(repo, branch, ref, parent_number=parent_number, committer=committer)
+    def cherry_pick(
+        self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount",
+        allow_empty: bool = False,
+    ) -> Commit:
+        """Commit ``ref``'s change again on ``branch``; ``MergeConflict``, ``InvalidArgument``,
+        ``NothingToCommit`` unless ``allow_empty``."""
+        return self.graveler.cherry_pick(
+            repo, branch, ref, parent_number=parent_number, committer=committer, allow_empty=allow_empty
+        )
 
     def reset(self, repo: str, branch: str, *, prefix: str | None = None, path: str | None = None) -> None:
         """Drop uncommitted changes: all, those under ``prefix``, or the one at ``path``."""
@@ -412,6 +429,18 @@ class Catalog:
             prefix=None if prefix is None else prefix.encode("utf-8", "surrogateescape"),
             key=None if path is None else encode_path(path),
         )
+
+    def reset_path(self, repo: str, branch: str, path: str) -> None:
+        """Drop uncommitted changes to the object ``path`` and to everything in the directory ``path/``.
+
+        A path is never a string prefix: resetting ``a`` leaves ``ab/...`` alone (as ``fs rm -r``).
+        ``InvalidArgument`` for an empty path (resetting a whole branch is :meth:`reset` with no scope).
+        """
+        path = path.strip("/")
+        if not path:
+            raise InvalidArgument("reset: an empty path; name an object or a directory, or reset the whole branch")
+        self.reset(repo, branch, path=path)
+        self.reset(repo, branch, prefix=path + "/")
 
     def diff(self, repo: str, left: str, right: str, *, prefix: str = "") -> Iterator[DiffRecord]:
         """Two-way diff of two refs' committed states, in key order."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from lakemount.catalog import shapes
 from lakemount.cli.common import ctx_obj, emit, json_option, parse_uri
 from lakemount.errors import InvalidArgument
 from lakemount.graveler.model import decode_value
@@ -42,7 +43,7 @@ def diff(left: str, right: str | None, two_way: bool, prefix: str) -> None:
     for r in recs:
         v = r.right if r.right is not None else r.left
         size = decode_value(v).size if v is not None else 0
-        rows.append({"path": r.key.decode("utf-8", "surrogateescape"), "type": r.kind, "size_bytes": size})
+        rows.append(shapes.diff_json(r.kind, r.key.decode("utf-8", "surrogateescape"), size_bytes=size))
     emit(rows, [f"{_SIGN[str(x['type'])]} {x['type']:<8} {x['path']}" for x in rows] or ["No changes"])
 
 

@@ -7,9 +7,11 @@ store; stops cleanly on SIGINT or SIGTERM (systemd: ``lakemount-gateway.service`
 
 from __future__ import annotations
 
+import json
+
 import click
 
-from lakemount.cli.common import ctx_obj
+from lakemount.cli.common import ctx_obj, json_option
 
 
 @click.command("serve")
@@ -19,6 +21,7 @@ from lakemount.cli.common import ctx_obj
 @click.option("--flat/--no-flat", default=None, help="Flat buckets: each bucket is a repository's default branch.")
 @click.option("--tls-cert", "tls_cert_file", help="PEM certificate: serve HTTPS (default: gateways.s3.tls.cert_file).")
 @click.option("--tls-key", "tls_key_file", help="PEM private key of --tls-cert (default: gateways.s3.tls.key_file).")
+@json_option
 def serve(
     listen_address: str | None,
     workers: int | None,
@@ -27,7 +30,11 @@ def serve(
     tls_cert_file: str | None,
     tls_key_file: str | None,
 ) -> None:
-    """Run the S3 gateway (bucket = repository, key = REF/PATH) until interrupted."""
+    """Run the S3 gateway (bucket = repository, key = REF/PATH) until interrupted.
+
+    With --json each announcement (the address it listens on, its stop) is one
+    JSON object per line: {"message": "..."}.
+    """
     from lakemount.gateway.server import serve_forever
     from lakemount.gateway.settings import from_config
 
@@ -41,7 +48,12 @@ def serve(
         tls_cert_file=tls_cert_file,
         tls_key_file=tls_key_file,
     )
-    serve_forever(app.config, settings, announce=lambda line: click.echo(line, err=False))
+    as_json = ctx_obj().as_json
+    serve_forever(
+        app.config,
+        settings,
+        announce=lambda line: click.echo(json.dumps({"message": line}) if as_json else line, err=False),
+    )
 
 
 COMMANDS = [serve]
