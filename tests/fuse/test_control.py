@@ -229,3 +229,18 @@ def test_item4_mount_hides_keys_a_directory_cannot_show(pfs: PathFS, app: App) -
     assert isinstance(status, dict)
     assert status["hidden"]["count"] == len(hidden) and status["hidden"]["complete"] is True
     assert set(status["hidden"]["examples"]) == set(hidden)
+
+
+def test_item3_mount_returns_eio_for_an_import_whose_source_changed(pfs: PathFS, app: App, tmp_path: object) -> None:
+    from pathlib import Path
+
+    from tests.catalog.test_import_contract import imported_entry
+
+    src = Path(str(tmp_path)) / "source.csv"
+    src.write_bytes(b"ab")
+    app.catalog.put_entry(REPO, "main", "imported.csv", imported_entry(src))
+    assert pfs.read_file(f"{MAIN}/imported.csv") == b"ab"
+    src.write_bytes(b"XYZ")
+    with pytest.raises(OSError) as info:
+        pfs.read_file(f"{MAIN}/imported.csv")
+    assert info.value.errno == errno.EIO
