@@ -62,10 +62,7 @@ def prepare_stores(config: Config) -> None:
 
 
 def _configure_logging(config: Config) -> None:
-    try:
-        level = str(config.get("logging.level")).upper()
-    except KeyError:
-        level = "INFO"
+    level = config.logging.level.upper()
     logging.basicConfig(
         level=getattr(logging, level, logging.INFO),
         format=f"%(asctime)s gateway[{os.getpid()}] %(levelname)s %(message)s",
