@@ -54,7 +54,6 @@ DEFAULT_CONTENT_TYPE: Final = "binary/octet-stream"
 READ_CHUNK: Final = 1 << 20
 PAGE: Final = mmap.PAGESIZE
 PIPELINE_ABOVE: Final = 4 << 20
-WRITE_CHUNK: Final = 1 << 20
 
 
 # --- metadata -----------------------------------------------------------------------

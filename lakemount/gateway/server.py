@@ -185,9 +185,6 @@ class GatewayServer:
                 if not self._stopping.is_set():
                     self._procs[i] = self._spawn(i)
 
-    def running(self) -> bool:
-        return not self._stopping.is_set()
-
     def wait(self, timeout: float | None = None) -> bool:
         """Block until ``stop`` (True) or the timeout (False)."""
         return self._stopping.wait(timeout)
