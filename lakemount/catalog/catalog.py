@@ -10,6 +10,7 @@ copies or renames never copy data.  Directory markers are keys ending in
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import os
 import tempfile
@@ -313,7 +314,7 @@ class Catalog:
     # Thin delegations so front ends (the REST API first) never reach graveler.
     # Each raises what the graveler operation of the same name raises.
 
-    def list_repositories(self) -> list[Repository]:
+    def list_repositories(self) -> builtins.list[Repository]:
         """Every repository, by name."""
         return sorted(self.graveler.list_repositories(), key=lambda r: r.name)
 
@@ -329,7 +330,7 @@ class Catalog:
         """Raises ``BranchNotFound``."""
         return self.graveler.get_branch(repo, name)
 
-    def list_branches(self, repo: str) -> list[Branch]:
+    def list_branches(self, repo: str) -> builtins.list[Branch]:
         """Branches by name; raises ``RepositoryNotFound``."""
         return sorted(self.graveler.list_branches(repo), key=lambda b: b.name)
 
@@ -341,7 +342,7 @@ class Catalog:
         """Tag ``target``'s commit; raises ``AlreadyExists``, ``InvalidName``, ``RefNotFound``."""
         return self.graveler.create_tag(repo, name, target)
 
-    def list_tags(self, repo: str) -> list[Tag]:
+    def list_tags(self, repo: str) -> builtins.list[Tag]:
         """Tags by name; raises ``RepositoryNotFound``."""
         return sorted(self.graveler.list_tags(repo), key=lambda t: t.name)
 
