@@ -107,6 +107,9 @@ def running(tmp: Path, **kwargs: Any) -> Iterator[Served]:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     with running(tmp_path_factory.mktemp("api")) as s:
         yield s
+        log = s.gateway.log()
+    # An unexpected exception is answered 500 and logged: none may happen.
+    assert "unexpected error serving" not in log, log[-5000:]
 
 
 @pytest.fixture
