@@ -10,6 +10,7 @@ copies or renames never copy data.  Directory markers are keys ending in
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import os
 import tempfile
@@ -344,7 +345,7 @@ class Catalog:
         """Tag ``target``'s commit; raises ``AlreadyExists``, ``InvalidName``, ``RefNotFound``."""
         return self.graveler.create_tag(repo, name, target)
 
-    def list_tags(self, repo: str) -> list[Tag]:
+    def list_tags(self, repo: str) -> builtins.list[Tag]:
         """Tags by name; raises ``RepositoryNotFound``."""
         return sorted(self.graveler.list_tags(repo), key=lambda t: t.name)
 
