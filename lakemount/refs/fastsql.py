@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from lakemount.errors import Unavailable
+from lakemount.refs.urls import KEY, one_line, where
 
 
 class FastSql:
@@ -26,13 +27,17 @@ class FastSql:
         self._local = threading.local()
         dbapi = engine.dialect.dbapi
         self.errors: tuple[type[BaseException], ...] = (dbapi.OperationalError, dbapi.InterfaceError) if dbapi else ()
+        self.where = where(engine.url)
 
     def connection(self) -> Any:
         """This thread's connection, outside the pool (which many threads would exhaust)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
             cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
-            conn = self.engine.dialect.connect(*cargs, **cparams)
+            try:
+                conn = self.engine.dialect.connect(*cargs, **cparams)
+            except self.errors as exc:
+                raise Unavailable(self.message(exc)) from exc
             if self.dialect == "postgresql":
                 conn.autocommit = True
             else:
@@ -41,6 +46,10 @@ class FastSql:
                 conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn
+
+    def message(self, exc: BaseException) -> str:
+        """One line for a driver error: the server, then the driver's first line."""
+        return f"ref store at {self.where} ({KEY}): {one_line(exc)}"
 
     def reset(self) -> None:
         """Forget this thread's connection (after an error); the next call reconnects."""
@@ -60,4 +69,4 @@ class FastSql:
                 cur.close()
         except self.errors as exc:
             self.reset()
-            raise Unavailable(f"ref store: {exc}") from exc
+            raise Unavailable(self.message(exc)) from exc

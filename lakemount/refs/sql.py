@@ -24,12 +24,14 @@ from lakemount.errors import (
     AlreadyExists,
     BranchNotFound,
     CommitNotFound,
+    InvalidArgument,
     NotFound,
     RepositoryNotFound,
     SchemaTooNew,
     Unavailable,
 )
 from lakemount.refs.fastsql import FastSql
+from lakemount.refs.urls import KEY, normalize, one_line, redact
 from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag
 
 SCHEMA_VERSION: Final = 1
@@ -94,8 +96,22 @@ protection_t = sa.Table(
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for ``url`` with lakemount's connection settings (WAL and write locks on SQLite)."""
-    if url.startswith("sqlite"):
+    """An engine for ``url`` with lakemount's connection settings (WAL and write locks on SQLite).
+
+    A bare ``postgresql://`` URL gets the psycopg2 driver (see :mod:`lakemount.refs.urls`).
+    Raises ``InvalidArgument`` naming ``metadata.db.url`` for a bad URL or a missing driver.
+    """
+    parsed = normalize(url)
+    try:
+        return _create_engine(parsed)
+    except (sa.exc.NoSuchModuleError, ImportError) as exc:
+        raise InvalidArgument(f"{KEY}: no driver for {redact(parsed)}: {one_line(exc)}") from None
+    except sa.exc.ArgumentError as exc:
+        raise InvalidArgument(f"{KEY}: {redact(parsed)}: {one_line(exc)}") from None
+
+
+def _create_engine(url: sa.URL) -> Engine:
+    if url.get_backend_name() == "sqlite":
         engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False}, poolclass=sa.pool.QueuePool, pool_size=8, max_overflow=16)
 
         @event.listens_for(engine, "connect")
@@ -137,16 +153,16 @@ class SqlRefStore:
         try:
             with self.engine.connect().execution_options(lm_write=True) as conn, conn.begin():
                 yield conn
-        except sa.exc.OperationalError as exc:
-            raise Unavailable(f"ref store: {exc.orig}") from exc
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+            raise Unavailable(self._fast.message(exc)) from exc
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
         try:
             with self.engine.connect() as conn, conn.begin():
                 yield conn
-        except sa.exc.OperationalError as exc:
-            raise Unavailable(f"ref store: {exc.orig}") from exc
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+            raise Unavailable(self._fast.message(exc)) from exc
 
     # Hot paths (branch heads, staged lookups, staging writes) go through FastSql.
     def _raw(self) -> Any:
@@ -159,6 +175,14 @@ class SqlRefStore:
         return self._fast.query(text, params)
 
     def _init_schema(self) -> None:
+        try:
+            self._create_schema()
+        except (sa.exc.ProgrammingError, sa.exc.DatabaseError) as exc:
+            if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)):
+                raise
+            raise Unavailable(f"{self._fast.message(exc)} (creating the schema; check the rights of the user in {KEY})") from exc
+
+    def _create_schema(self) -> None:
         with self._write() as conn:
             metadata.create_all(conn)
             row = conn.execute(sa.select(meta_t.c.value).where(meta_t.c.key == "schema_version")).first()
@@ -430,7 +454,7 @@ class SqlRefStore:
                 cur.close()
         except self._dbapi_errors as exc:
             self._fast.reset()
-            raise Unavailable(f"ref store: {exc}") from exc
+            raise Unavailable(self._fast.message(exc)) from exc
 
     def staged_get(self, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
         marks = ",".join("?" * len(tokens))
