@@ -306,6 +306,37 @@ class FileSystem:
             except LakeMountError as exc:
                 log.debug("head check of %s/%s: %s", scope.repo, scope.name, exc)
 
+    def refs_changed(self, changes: Sequence[Any] | None) -> None:
+        """Act on change notices of other processes (``None``: anything may have changed).
+
+        ``changes`` are ``lakemount.refs.notify.Change`` values (``kind``, ``repo``, ``branch``).
+
+        A moved head re-resolves every non-stable scope of its repository now
+        (expressions such as ``main~1`` follow it) instead of after ``head_ttl``;
+        staged writes elsewhere make the branch's cached entries and listings
+        stale.  Runs on the listener's thread; errors are logged, the
+        ``head_ttl`` poll stays the fallback.
+        """
+        with self.table.lock:
+            live = [s for s in self._scopes.values() if not s.stable]
+        if changes is None:
+            todo = [(s, True) for s in live]
+        else:
+            heads = {c.repo for c in changes if c.kind == "head"}
+            staged = {(c.repo, c.branch) for c in changes if c.kind == "staging"}
+            todo = [(s, s.repo in heads) for s in live if s.repo in heads or s.key in staged]
+        for scope, moved in todo:
+            self.metrics.add("change_notices")
+            if not moved:
+                with self.table.lock:
+                    scope.gen += 1
+                    self._invalidate_scope(scope)
+                continue
+            try:
+                self._check_scope(scope, force=True)
+            except LakeMountError as exc:
+                log.debug("head check of %s/%s after a notice: %s", scope.repo, scope.name, exc)
+
     def _writable(self, scope: Scope | None) -> Scope:
         if scope is None:
             raise FsError(errno.EPERM, "not inside a ref")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -30,6 +31,7 @@ from lakemount.errors import (
     SchemaTooNew,
     Unavailable,
 )
+from lakemount.refs import notify
 from lakemount.refs.fastsql import FastSql
 from lakemount.refs.urls import KEY, normalize, one_line, redact
 from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag
@@ -145,6 +147,8 @@ class SqlRefStore:
         self._lock = threading.Lock()
         self._fast = FastSql(self.engine)
         self._dbapi_errors = self._fast.errors
+        self.sender = uuid.uuid4().hex[:12]  # names this process in change notices
+        self.where = self._fast.where  # the server (or SQLite file), for messages
         self._init_schema()
 
     # -- plumbing ----------------------------------------------------------------
@@ -163,6 +167,21 @@ class SqlRefStore:
                 yield conn
         except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
             raise Unavailable(self._fast.message(exc)) from exc
+
+    def _notify(self, conn: Connection, kind: str, repo: str, branch: str) -> None:
+        """Tell listening nodes (PostgreSQL) that ``repo``/``branch`` changed, when ``conn``'s transaction commits."""
+        if self.dialect == "postgresql":
+            conn.execute(sa.select(sa.func.pg_notify(notify.CHANNEL, notify.payload(self.sender, kind, repo, branch))))
+
+    def listen(self, callback: notify.Callback) -> notify.Listener | None:
+        """Start a thread calling ``callback`` with branch changes made by any process (PostgreSQL).
+
+        Returns the running listener (stop it with ``stop()``), or ``None`` where
+        the database has no notification (SQLite: rely on polling).
+        """
+        if self.dialect != "postgresql" or self.engine.driver != "psycopg2":
+            return None
+        return notify.Listener(self.engine.url, callback).start()
 
     # Hot paths (branch heads, staged lookups, staging writes) go through FastSql.
     def _raw(self) -> Any:
@@ -286,6 +305,7 @@ class SqlRefStore:
                 ).first():
                     raise AlreadyExists(f"branch already exists: {repo}/{branch.name}")
                 conn.execute(branches_t.insert().values(**self._branch_row(repo, branch)))
+                self._notify(conn, notify.HEAD, repo, branch.name)
         except sa.exc.IntegrityError as exc:
             raise AlreadyExists(f"branch already exists: {repo}/{branch.name}") from exc
 
@@ -298,6 +318,7 @@ class SqlRefStore:
                 self._require_repo(conn, repo)
                 raise BranchNotFound(repo, name)
             conn.execute(branches_t.delete().where(branches_t.c.repo == repo, branches_t.c.name == name))
+            self._notify(conn, notify.HEAD, repo, name)
         return self._branch(row)
 
     def cas_branch(self, repo: str, expected: Branch, new: Branch) -> bool:
@@ -317,7 +338,10 @@ class SqlRefStore:
                     sealed_tokens=",".join(new.sealed_tokens),
                 )
             )
-            return res.rowcount == 1
+            if res.rowcount != 1:
+                return False
+            self._notify(conn, notify.HEAD, repo, expected.name)
+            return True
 
     # -- tags ----------------------------------------------------------------------
     def create_tag(self, repo: str, tag: Tag) -> None:
@@ -442,6 +466,11 @@ class SqlRefStore:
                         raise BranchNotFound(repo, branch)
                     token = row[0]
                     cur.executemany(upsert, [(token, k, v) for k, v in dict(items).items()])
+                    if self.dialect == "postgresql":
+                        cur.execute(
+                            "SELECT pg_notify(%s, %s)",
+                            (notify.CHANNEL, notify.payload(self.sender, notify.STAGING, repo, branch)),
+                        )
                     cur.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction if self.dialect == "sqlite" else True:
