@@ -59,14 +59,22 @@ class FastSql:
         return text if self.dialect == "sqlite" else text.replace("?", "%s")
 
     def query(self, text: str, params: Sequence[Any]) -> list[Any]:
-        """Rows of one statement; raises ``Unavailable`` when the database cannot answer."""
-        try:
-            cur = self.connection().cursor()
+        """Rows of one read-only statement; raises ``Unavailable`` when the database cannot answer.
+
+        A kept connection the server dropped (a restart, an idle timeout) is
+        replaced and the statement tried once more on a new one.
+        """
+        fresh = getattr(self._local, "conn", None) is None
+        while True:
             try:
-                cur.execute(self.sql(text), params)
-                return cur.fetchall()
-            finally:
-                cur.close()
-        except self.errors as exc:
-            self.reset()
-            raise Unavailable(self.message(exc)) from exc
+                cur = self.connection().cursor()
+                try:
+                    cur.execute(self.sql(text), params)
+                    return cur.fetchall()
+                finally:
+                    cur.close()
+            except self.errors as exc:
+                self.reset()
+                if fresh:
+                    raise Unavailable(self.message(exc)) from exc
+                fresh = True

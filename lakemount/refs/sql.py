@@ -445,6 +445,20 @@ class SqlRefStore:
 
     # -- staging -------------------------------------------------------------------
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Upsert ``items`` into the branch's current staging token.
+
+        A kept connection the server dropped is replaced and the write tried
+        once more (the upsert is idempotent, so a repeat is harmless).
+        """
+        kept = getattr(self._fast._local, "conn", None) is not None
+        try:
+            self._stage_once(repo, branch, items)
+        except Unavailable:
+            if not kept:
+                raise
+            self._stage_once(repo, branch, items)
+
+    def _stage_once(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
         lock = " FOR SHARE" if self.dialect == "postgresql" else ""
         upsert = self._sql(
             "INSERT INTO lm_staging (token, key, value) VALUES (?, ?, ?) "
