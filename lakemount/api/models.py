@@ -1,0 +1,38 @@
+"""lakemount records as lakeFS's JSON objects (``Repository``, ``Ref``, ``Commit``, ``ObjectStats``, ``Diff``).
+
+The shapes themselves live in ``lakemount.catalog.shapes``, shared with the
+CLI's --json and the mount's control files (one shape per object everywhere).
+
+Times are whole unix seconds, as lakeFS sends them; commit and object
+metadata are string maps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lakemount.catalog import shapes
+from lakemount.catalog.catalog import Catalog, Entry
+
+
+def repository_json(r: Any) -> dict[str, Any]:
+    return shapes.repository_json(r)
+
+
+def ref_json(name: str, commit_id: str) -> dict[str, Any]:
+    return shapes.ref_json(name, commit_id)
+
+
+def commit_json(c: Any) -> dict[str, Any]:
+    return shapes.commit_json(c)
+
+
+def object_json(catalog: Catalog, repo: Any, path: str, entry: Entry | None) -> dict[str, Any]:
+    """An object's ``ObjectStats``, or a common prefix's (``entry`` None)."""
+    if entry is None:
+        return shapes.prefix_json(path)
+    return shapes.object_stats_json(path, entry, physical_address=catalog.physical_url(repo, entry.address), extras=False)
+
+
+def diff_json(path: str, kind: str, entry: Entry | None, *, prefix: bool = False) -> dict[str, Any]:
+    return shapes.diff_json(kind, path, is_prefix=prefix, size_bytes=None if entry is None else entry.size)
