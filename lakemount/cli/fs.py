@@ -12,7 +12,7 @@ from typing import Final
 import click
 
 from lakemount.cli.common import ctx_obj, emit, entry_json, iso, json_option, parse_uri, progress
-from lakemount.catalog import Entry, ResolvedRef
+from lakemount.catalog import Entry, ResolvedRef, shapes
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.paths import path_problem
 from lakemount.errors import InvalidArgument, LakeMountError, NotFound, ObjectNotFound
@@ -43,7 +43,7 @@ def ls(uri: str, recursive: bool) -> None:
     lines = []
     for it in items:
         if it.entry is None:
-            rows.append({"path": it.path, "path_type": "common_prefix"})
+            rows.append(shapes.prefix_json(it.path))
             lines.append(f"{'DIR':<8} {'':>12} {'':<25} {it.path}")
         else:
             rows.append(entry_json(it.path, it.entry))

