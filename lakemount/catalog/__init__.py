@@ -1,0 +1,14 @@
+"""The catalog: the one door front ends use into the versioned core (lakeFS's ``pkg/catalog``).
+
+- ``catalog``: the :class:`~lakemount.catalog.catalog.Catalog` facade, and paths and objects
+  (content-addressed data, entries, listings, staging);
+- ``refs``: repositories, branches, tags, protection rules, ref resolution;
+- ``history``: commit, merge, revert, cherry-pick, reset, log, diff;
+- ``storage``: what jobs that read the stores directly need (ranges of a commit,
+  tables read from the block store, recovery of the ref store);
+- ``model``: the records front ends name (entries, commits, refs...), cheap to import.
+
+The mount, the gateway, the CLI and the jobs import these, never ``lakemount.graveler``
+(``tests/test_layering.py`` checks it).  Importing this package runs nothing: each
+module is imported where it is used, so a command that needs only records stays fast.
+"""

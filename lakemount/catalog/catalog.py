@@ -1,5 +1,10 @@
 """The catalog: paths and objects on top of graveler; the facade every front end uses.
 
+:class:`Catalog` is the one class front ends hold.  Its verbs on refs
+(:mod:`~lakemount.catalog.refs`), history (:mod:`~lakemount.catalog.history`)
+and the stores' tables (:mod:`~lakemount.catalog.storage`) live in their own
+modules; this one holds the verbs on paths and objects.
+
 Graveler versions opaque keys and values; the catalog gives them meaning:
 keys are UTF-8 paths, values are :class:`Entry` records, and object data is
 stored content-addressed in the repository's storage namespace
@@ -18,12 +23,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, Final, NamedTuple
 
-from lakemount.errors import InvalidArgument, ObjectNotFound, ReadOnlyRef
+from lakemount.catalog.history import HistoryVerbs
+from lakemount.catalog.storage import StorageVerbs
+from lakemount.errors import InvalidArgument, ObjectNotFound
 from lakemount.graveler.committed.store import join
-from lakemount.graveler.graveler import Graveler, prefix_end
-from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value
+from lakemount.graveler.graveler import Graveler
+from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value, prefix_end
 from lakemount.graveler.ports import BlockAdapter
-from lakemount.graveler.refexpr import ResolvedRef, View
+from lakemount.graveler.refexpr import ResolvedRef
 
 MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
 CHUNK: Final = 4 * 1024 * 1024
@@ -66,7 +73,7 @@ def decode_path(key: bytes) -> str:
     return key.decode("utf-8", "surrogateescape")
 
 
-class Catalog:
+class Catalog(HistoryVerbs, StorageVerbs):
     """Objects by path in repositories; every front end (mount, gateway, CLI, jobs) goes through here."""
 
     def __init__(self, graveler: Graveler, adapter: BlockAdapter, *, namespace_root: str, tmpdir: str | None = None) -> None:
@@ -74,24 +81,6 @@ class Catalog:
         self.adapter = adapter
         self.namespace_root = namespace_root.rstrip("/")
         self.tmpdir = tmpdir
-
-    # ------------------------------------------------------------------ repositories
-    def create_repository(self, name: str, storage_namespace: str | None = None, default_branch: str = "main") -> Repository:
-        ns = storage_namespace or f"{self.namespace_root}/{name}"
-        return self.graveler.create_repository(name, ns, default_branch)
-
-    def repository(self, name: str) -> Repository:
-        return self.graveler.get_repository(name)
-
-    def resolve(self, repo: str, ref: str | ResolvedRef) -> ResolvedRef:
-        return ref if isinstance(ref, ResolvedRef) else self.graveler.resolve(repo, ref)
-
-    def writable_branch(self, repo: str, ref: str | ResolvedRef) -> str:
-        """The branch name a write to ``ref`` goes to; ``ReadOnlyRef`` for tags, commits, ``@``, ``$``."""
-        r = self.resolve(repo, ref)
-        if r.view is not View.FULL or r.branch is None:
-            raise ReadOnlyRef(f"{repo}/{r.expr}")
-        return r.branch
 
     # ------------------------------------------------------------------ data
     def physical_url(self, repo: Repository, address: str) -> str:
@@ -200,8 +189,32 @@ class Catalog:
         return decode_value(value)
 
     def get_optional(self, repo: str, ref: str | ResolvedRef, path: str) -> Entry | None:
+        """The entry at ``path``, None if there is none."""
         value = self.graveler.get(repo, self.resolve(repo, ref), encode_path(path))
         return None if value is None else decode_value(value)
+
+    def exists(self, repo: str, ref: str | ResolvedRef, path: str) -> bool:
+        """True if ``path`` has an entry (checked without decoding it)."""
+        return self.graveler.get(repo, self.resolve(repo, ref), encode_path(path)) is not None
+
+    def scan_records(
+        self, repo: str, ref: str | ResolvedRef, start: bytes = b"", stop: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Raw records (key, stored value) with start <= key < stop at ``ref``, in key order.
+
+        For bulk readers that skip most records or compare identities without
+        decoding (directory listings, imports); decode a value with
+        :func:`~lakemount.catalog.model.decode_value`.  Paths and entries:
+        :meth:`list`.
+        """
+        return self.graveler.scan(repo, self.resolve(repo, ref), start, stop)
+
+    def stage_records(self, repo: str, branch: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Stage raw records (key, stored value or None to delete) on ``branch`` as one transaction.
+
+        Raises ``ProtectedBranch`` and what the ref store raises.
+        """
+        self.graveler.set_many(repo, branch, records)
 
     def list(
         self,

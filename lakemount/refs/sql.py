@@ -30,7 +30,7 @@ from lakemount.errors import (
     Unavailable,
 )
 from lakemount.refs.fastsql import FastSql
-from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag
+from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag, prefix_end
 
 SCHEMA_VERSION: Final = 1
 SCAN_BATCH: Final = 5000
@@ -472,8 +472,6 @@ class SqlRefStore:
         if key is not None:
             cond.append(staging_t.c.key == key)
         elif prefix:
-            from lakemount.graveler.graveler import prefix_end
-
             cond.append(staging_t.c.key >= prefix)
             end = prefix_end(prefix)
             if end is not None:
