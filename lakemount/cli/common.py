@@ -14,8 +14,8 @@ import click
 from tqdm import tqdm
 
 from lakemount.app import App
+from lakemount.catalog.model import Commit, Entry
 from lakemount.errors import InvalidArgument
-from lakemount.graveler.model import Commit, Entry
 
 F = TypeVar("F", bound=Callable[..., Any])
 

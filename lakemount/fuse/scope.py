@@ -27,16 +27,15 @@ import errno
 import logging
 import os
 import threading
-import time
 from dataclasses import dataclass, field
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.model import ResolvedRef, View
 from lakemount.errors import LakeMountError, NotFound
 from lakemount.fuse.errno import FsError
 from lakemount.fuse.inodes import Kind
-from lakemount.graveler.refexpr import ResolvedRef, View, parse
 
 if TYPE_CHECKING:
     from lakemount.fuse.state import MountState
@@ -88,10 +87,10 @@ def resolve_scope(catalog: Catalog, repo: str, name: str) -> tuple[ResolvedRef, 
     """
     resolved = catalog.resolve(repo, name)
     if resolved.view is View.FULL and resolved.branch is not None:
-        branch = catalog.graveler.get_branch(repo, resolved.branch)
+        branch = catalog.get_branch(repo, resolved.branch)
         signature = (branch.commit_id, branch.staging_token, *branch.sealed_tokens)
         return ResolvedRef(name, "branch", branch.commit_id, View.FULL, branch.name), signature, False
-    stable = resolved.kind in ("tag", "commit") and not parse(name).steps
+    stable = catalog.is_fixed(resolved)
     return resolved, (resolved.commit_id,), stable
 
 

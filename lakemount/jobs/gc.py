@@ -89,14 +89,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.app import App
 from lakemount.block.trash import TRASH_DATA, TRASH_TABLES
+from lakemount.catalog.model import EMPTY_METARANGE, Commit, CommitID, Repository, StagingToken
+from lakemount.catalog.storage import join, metarange_ranges, read_table, value_address
 from lakemount.config import Config
 from lakemount.errors import Corrupt, InvalidArgument, NotFound, ObjectNotFound, PreconditionFailed
-from lakemount.graveler.committed.store import join
-from lakemount.graveler.model import EMPTY_METARANGE, Commit, CommitID, Repository, StagingToken
 from lakemount.jobs.retention import GcRules, load_rules, retained_commits
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.session import Progress, get_spark, parallelism, timed, translated
-from lakemount.jobs.tables import data_sha, is_data_name, is_table_name, metarange_ranges, namespace_key, read_table, value_address
+from lakemount.jobs.tables import data_sha, is_data_name, is_table_name, namespace_key
 from lakemount.jobs.trash import purge, restore, trash
 
 if TYPE_CHECKING:
@@ -418,7 +418,7 @@ class GcJob:
         if not 1 <= buckets <= 256:
             raise InvalidArgument("buckets must be between 1 and 256")
         self.app = app
-        self.repo: Repository = app.graveler.get_repository(repo)
+        self.repo: Repository = app.catalog.repository(repo)
         self.ns = self.repo.storage_namespace
         self.adapter = app.adapter
         self.master = master

@@ -34,7 +34,7 @@ from lakemount.errors import (
 from lakemount.refs import notify
 from lakemount.refs.fastsql import FastSql
 from lakemount.refs.urls import KEY, normalize, one_line, redact
-from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag
+from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag, prefix_end
 
 SCHEMA_VERSION: Final = 1
 SCAN_BATCH: Final = 5000
@@ -539,8 +539,6 @@ class SqlRefStore:
         if key is not None:
             cond.append(staging_t.c.key == key)
         elif prefix:
-            from lakemount.graveler.graveler import prefix_end
-
             cond.append(staging_t.c.key >= prefix)
             end = prefix_end(prefix)
             if end is not None:
