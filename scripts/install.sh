@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(fuse3 libfuse3-dev pkg-config rocksdb-tools postgresql git python3-venv rclone s3fs s3cmd awscli)
+APT_PACKAGES=(fuse3 libfuse3-dev pkg-config rocksdb-tools postgresql git python3-venv rclone s3fs s3cmd awscli hyperfine)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
