@@ -18,6 +18,8 @@ from lakemount.config import Config, load
 
 if TYPE_CHECKING:
     from lakemount.auth.store import SqlAuthStore
+    from lakemount.refs.buckets import SqlBucketStore
+    from lakemount.refs.multipart import SqlMultipartStore
     from lakemount.block.router import RouterAdapter
     from lakemount.block.trash import TrashFallbackAdapter
     from lakemount.cache.tiered import TieredCache
@@ -123,3 +125,17 @@ class App:
 
         key = self.config.auth.encrypt.secret_key or read_key_file(os.path.join(self.config.home, "server.key"))
         return SqlAuthStore(self.refs.engine, key)
+
+    @cached_property
+    def bucket_store(self) -> SqlBucketStore:
+        """The S3 gateway's bucket records, in the ref store's database (table created if missing)."""
+        from lakemount.refs.buckets import SqlBucketStore
+
+        return SqlBucketStore(self.refs.engine)
+
+    @cached_property
+    def multipart_store(self) -> SqlMultipartStore:
+        """The S3 gateway's multipart uploads, in the ref store's database (tables created if missing)."""
+        from lakemount.refs.multipart import SqlMultipartStore
+
+        return SqlMultipartStore(self.refs.engine)

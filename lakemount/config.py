@@ -34,11 +34,13 @@ OTHER_VARIABLES: Final = frozenset(
         "LAKEMOUNT_SPARK_MASTER",  # --master of gc run / import / export
         "LAKEMOUNT_MOUNT_ARGS",  # systemd/lakemount-mount@.service
         "LAKEMOUNT_GATEWAY_ARGS",  # systemd/lakemount-gateway.service
+        "LAKEMOUNT_API_ARGS",  # systemd/lakemount-api.service
         # knobs of the test suite
         "LAKEMOUNT_TEST_POSTGRES_URL",
         "LAKEMOUNT_TEST_PG_BIN",
         "LAKEMOUNT_MODEL_EXAMPLES",
         "LAKEMOUNT_KERNEL_MODEL_EXAMPLES",
+        "LAKEMOUNT_KERNEL_MODEL_STEPS",
         "LAKEMOUNT_SPARK_S3A_DEBUG",
     }
 )
@@ -123,6 +125,14 @@ class GatewaysConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ApiConfig:
+    """``api``: the REST API server (0 workers: one per CPU, at most 4)."""
+
+    listen_address: str = "127.0.0.1:8001"
+    workers: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class CacheConfig:
     dir: str = ""
     ram_bytes: int = 512 * 1024 * 1024
@@ -155,6 +165,7 @@ class Config:
     metadata: MetadataConfig = field(default_factory=MetadataConfig)
     blockstore: BlockstoreConfig = field(default_factory=BlockstoreConfig)
     gateways: GatewaysConfig = field(default_factory=GatewaysConfig)
+    api: ApiConfig = field(default_factory=ApiConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     mount: MountConfig = field(default_factory=MountConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
@@ -388,3 +399,31 @@ def load(path: str | None = None, env: Mapping[str, str] | None = None) -> Confi
     values = _read_file(path) if path else {}
     values.update(_from_env(env))
     return _build(defaults(home_dir), values)
+
+
+def config_pipe(config: Config) -> int:
+    """The read end of a pipe holding ``config`` as YAML, already complete (secrets never touch a file).
+
+    The caller hands it to one child process (``--config /dev/fd/N`` with
+    ``pass_fds``) and closes it.  Raises ``OSError`` if the configuration
+    exceeds the largest pipe buffer the system allows
+    (``/proc/sys/fs/pipe-max-size``, 1 MiB by default).
+    """
+    import fcntl
+
+    import yaml
+
+    text = yaml.safe_dump(config.sections(), sort_keys=True).encode()
+    r, w = os.pipe()
+    try:
+        if len(text) > fcntl.fcntl(w, fcntl.F_GETPIPE_SZ):
+            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, len(text))
+        view = memoryview(text)
+        while view:  # fits the buffer: never blocks
+            view = view[os.write(w, view) :]
+    except BaseException:
+        os.close(r)
+        raise
+    finally:
+        os.close(w)
+    return r

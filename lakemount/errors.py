@@ -78,6 +78,14 @@ class ObjectNotFound(NotFound):
         self.what = what
 
 
+class UploadNotFound(NotFound):
+    """A multipart upload that does not exist, or was completed or aborted."""
+
+    def __init__(self, upload_id: str) -> None:
+        super().__init__(f"multipart upload not found: {upload_id}")
+        self.upload_id = upload_id
+
+
 class AmbiguousRef(InvalidArgument):
     def __init__(self, repo: str, ref: str, candidates: list[str]) -> None:
         shown = ", ".join(candidates[:5])

@@ -47,6 +47,7 @@ EXIT_CODES: dict[type[LakeMountError], int] = {
 # the verbs from here without importing them; tests/cli/test_lazy_cli.py checks
 # this table against every module's COMMANDS.
 VERBS: dict[str, tuple[str, str]] = {
+    "api": ("lakemount.cli.api:api", "Run the REST API (lakeFS's /api/v1 for lakeFS's clients) until interrupted."),
     "auth": ("lakemount.cli.auth:auth", "Manage users, their access keys and their policies."),
     "branch": ("lakemount.cli.branch:branch", "Create, list, show and delete branches."),
     "branch-protect": ("lakemount.cli.branch:protect", "Protect branches from direct writes and commits (merges still allowed)."),
@@ -66,7 +67,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "repo": ("lakemount.cli.repo:repo", "Create, list and delete repositories."),
     "reset": ("lakemount.cli.reset:reset", "Drop uncommitted changes of URI (lakefs://REPO/BRANCH[/PATH])."),
     "revert": ("lakemount.cli.revert:revert", "Revert COMMIT (a ref) on BRANCH (lakefs://REPO/BRANCH)."),
-    "serve": ("lakemount.cli.serve:serve", "Run the S3 gateway (bucket = repository, key = REF/PATH) until interrupted."),
+    "serve": ("lakemount.cli.serve:serve", "Run the S3 gateway (bucket = repository, key = REF/PATH) and the REST API until interrupted."),
     "show": ("lakemount.cli.show:show", "Show the commit URI (lakefs://REPO/REF) resolves to."),
     "tag": ("lakemount.cli.tag:tag", "Create, list, show and delete tags."),
     "up": ("lakemount.cli.up:up", "Bring up lakemount on embedded defaults with a demo repository."),

@@ -13,14 +13,13 @@ their precedence.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import subprocess
 
 import click
-import yaml
 
+from lakemount import config
 from lakemount.app import App
 from lakemount.fuse import process
 
@@ -31,26 +30,8 @@ _OLD_CONFIG_FILE = os.path.join("run", "up-config.yaml")
 
 
 def config_pipe(app: App) -> int:
-    """The read end of a pipe holding ``app``'s effective configuration as YAML, already complete.
-
-    The caller hands it to one child (``--config /dev/fd/N``) and closes it.
-    Raises ``OSError`` if the configuration exceeds the largest pipe buffer the
-    system allows (``/proc/sys/fs/pipe-max-size``, 1 MiB by default).
-    """
-    text = yaml.safe_dump(app.config.sections(), sort_keys=True).encode()
-    r, w = os.pipe()
-    try:
-        if len(text) > fcntl.fcntl(w, fcntl.F_GETPIPE_SZ):
-            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, len(text))
-        view = memoryview(text)
-        while view:  # fits the buffer: never blocks
-            view = view[os.write(w, view) :]
-    except BaseException:
-        os.close(r)
-        raise
-    finally:
-        os.close(w)
-    return r
+    """The read end of a pipe holding ``app``'s effective configuration (see ``lakemount.config.config_pipe``)."""
+    return config.config_pipe(app.config)
 
 
 def start_for_up(app: App) -> None:

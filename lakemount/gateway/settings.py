@@ -45,10 +45,6 @@ class GatewaySettings:
     def scheme(self) -> str:
         return "https" if self.tls_cert_file else "http"
 
-    @property
-    def listen_address(self) -> str:
-        return f"{self.host}:{self.port}"
-
 
 def parse_listen_address(text: str) -> tuple[str, int]:
     """``host:port`` (``[v6]:port`` too); raises ``InvalidArgument``."""

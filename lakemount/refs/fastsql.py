@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakemount.errors import Unavailable
+from lakemount.refs.urls import KEY, one_line, where
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -28,29 +29,37 @@ class FastSql:
         self.engine = engine
         self._sqlite_path = sqlite_path
         self._local = threading.local()
+        self.errors: tuple[type[BaseException], ...]
         if engine is None:
             assert sqlite_path is not None
             self.dialect = "sqlite"
-            self.errors: tuple[type[BaseException], ...] = (sqlite3.OperationalError, sqlite3.InterfaceError)
+            self.errors = (sqlite3.OperationalError, sqlite3.InterfaceError)
+            self.where = f"sqlite {sqlite_path}"
             return
         self.dialect = engine.dialect.name
         dbapi = engine.dialect.dbapi
         self.errors = (dbapi.OperationalError, dbapi.InterfaceError) if dbapi else ()
+        self.where = where(engine.url)
 
     @classmethod
     def sqlite(cls, path: str) -> FastSql:
         """Connections to the SQLite file ``path`` as SQLAlchemy's pysqlite makes them, without SQLAlchemy."""
         return cls(None, path)
 
+    def _connect(self) -> Any:
+        if self.engine is None:
+            return sqlite3.connect(self._sqlite_path or "", check_same_thread=False)
+        cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
+        return self.engine.dialect.connect(*cargs, **cparams)
+
     def connection(self) -> Any:
         """This thread's connection, outside the pool (which many threads would exhaust)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            if self.engine is None:
-                conn = sqlite3.connect(self._sqlite_path or "", check_same_thread=False)
-            else:
-                cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
-                conn = self.engine.dialect.connect(*cargs, **cparams)
+            try:
+                conn = self._connect()
+            except self.errors as exc:
+                raise Unavailable(self.message(exc)) from exc
             if self.dialect == "postgresql":
                 conn.autocommit = True
             else:
@@ -59,6 +68,10 @@ class FastSql:
                 conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn
+
+    def message(self, exc: BaseException) -> str:
+        """One line for a driver error: the server, then the driver's first line."""
+        return f"ref store at {self.where} ({KEY}): {one_line(exc)}"
 
     def reset(self) -> None:
         """Close and forget this thread's connection (after an error); the next call reconnects.
@@ -75,14 +88,22 @@ class FastSql:
         return text if self.dialect == "sqlite" else text.replace("?", "%s")
 
     def query(self, text: str, params: Sequence[Any]) -> list[Any]:
-        """Rows of one statement; raises ``Unavailable`` when the database cannot answer."""
-        try:
-            cur = self.connection().cursor()
+        """Rows of one read-only statement; raises ``Unavailable`` when the database cannot answer.
+
+        A kept connection the server dropped (a restart, an idle timeout) is
+        replaced and the statement tried once more on a new one.
+        """
+        fresh = getattr(self._local, "conn", None) is None
+        while True:
             try:
-                cur.execute(self.sql(text), params)
-                return cur.fetchall()
-            finally:
-                cur.close()
-        except self.errors as exc:
-            self.reset()
-            raise Unavailable(f"ref store: {exc}") from exc
+                cur = self.connection().cursor()
+                try:
+                    cur.execute(self.sql(text), params)
+                    return cur.fetchall()
+                finally:
+                    cur.close()
+            except self.errors as exc:
+                self.reset()
+                if fresh:
+                    raise Unavailable(self.message(exc)) from exc
+                fresh = True

@@ -13,6 +13,9 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
+from lakemount.errors import InvalidArgument
+from lakemount.refs.urls import KEY, normalize, one_line, redact
+
 __all__ = [
     "branches_t",
     "commits_t",
@@ -84,8 +87,22 @@ protection_t = sa.Table(
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for ``url`` with lakemount's connection settings (WAL and write locks on SQLite)."""
-    if url.startswith("sqlite"):
+    """An engine for ``url`` with lakemount's connection settings (WAL and write locks on SQLite).
+
+    A bare ``postgresql://`` URL gets the psycopg2 driver (see :mod:`lakemount.refs.urls`).
+    Raises ``InvalidArgument`` naming ``metadata.db.url`` for a bad URL or a missing driver.
+    """
+    parsed = normalize(url)
+    try:
+        return _create_engine(parsed)
+    except (sa.exc.NoSuchModuleError, ImportError) as exc:
+        raise InvalidArgument(f"{KEY}: no driver for {redact(parsed)}: {one_line(exc)}") from None
+    except sa.exc.ArgumentError as exc:
+        raise InvalidArgument(f"{KEY}: {redact(parsed)}: {one_line(exc)}") from None
+
+
+def _create_engine(url: sa.URL) -> Engine:
+    if url.get_backend_name() == "sqlite":
         engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False}, poolclass=sa.pool.QueuePool, pool_size=8, max_overflow=16)
 
         @event.listens_for(engine, "connect")
