@@ -15,6 +15,7 @@ APT_PACKAGES=(
   ca-certificates                             # pip over HTTPS
   git rocksdb-tools postgresql                # the suite's references: git (merge differential), sst_dump, PostgreSQL
   rclone s3fs s3cmd awscli                    # S3 clients the gateway and benchmark tests drive
+  hyperfine                                   # benchmarks/cli_startup_bench.py
 )
 
 say() { echo "install: $*" >&2; }
