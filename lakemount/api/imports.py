@@ -91,7 +91,8 @@ def import_start(ctx: Ctx) -> Response:
     home = ctx.service.app.config.home
     d = _dir(home)
     cfg = os.path.join(d, f"{import_id}.config.yaml")
-    with open(cfg, "w") as f:
+    # The configuration may hold secrets: readable by this user only, removed once the import has read it.
+    with os.fdopen(os.open(cfg, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
         yaml.safe_dump(ctx.service.app.config.data, f)
     path = os.path.join(d, f"{import_id}.json")
     now = time.time()
@@ -157,7 +158,11 @@ def _run(record_path: str, config_path: str, source: str) -> None:
     with open(record_path) as f:
         record = json.load(f)
     try:
-        app = App(load(config_path))
+        try:
+            config = load(config_path)
+        finally:
+            os.unlink(config_path)
+        app = App(config)
         report = import_objects(
             app, source, record["repo"], record["branch"], record["destination"], commit=True,
             message=record["message"], committer=record.get("committer") or "lakemount",
