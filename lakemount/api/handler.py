@@ -42,7 +42,7 @@ PREFIX: Final = "/api/v1"
 
 def server_key(app: App) -> str:
     """The install's server key (``auth.encrypt.secret_key``, else ``LAKEMOUNT_HOME/server.key``), as ``App.auth`` reads it."""
-    return str(app.config.get("auth.encrypt.secret_key") or read_key_file(os.path.join(app.config.home, "server.key")))
+    return (app.config.auth.encrypt.secret_key or read_key_file(os.path.join(app.config.home, "server.key")))
 
 
 class ApiService:

@@ -23,13 +23,12 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-import yaml
-
 from lakemount.api.branches import repo_of
 from lakemount.api.context import Ctx, empty, json_response
 from lakemount.api.errors import ApiError, bad_request, not_found
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
+from lakemount.config import config_pipe
 from lakemount.gateway.http import Response
 
 TAG = "import"
@@ -90,10 +89,6 @@ def import_start(ctx: Ctx) -> Response:
     import_id = secrets.token_hex(10)
     home = ctx.service.app.config.home
     d = _dir(home)
-    cfg = os.path.join(d, f"{import_id}.config.yaml")
-    # The configuration may hold secrets: readable by this user only, removed once the import has read it.
-    with os.fdopen(os.open(cfg, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-        yaml.safe_dump(ctx.service.app.config.data, f)
     path = os.path.join(d, f"{import_id}.json")
     now = time.time()
     record: dict[str, Any] = {"id": import_id, "repo": repo, "branch": branch, "state": "running", "pid": None,
@@ -101,11 +96,16 @@ def import_start(ctx: Ctx) -> Response:
                               "message": commit["message"], "metadata": commit.get("metadata") or {},
                               "committer": ctx.user}
     _write(path, record)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lakemount.api.imports", path, cfg, source],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True, env={**os.environ, "LAKEMOUNT_HOME": home},
-    )
+    # The configuration (secrets included) reaches the runner through a pipe, never a file.
+    cfg = config_pipe(ctx.service.app.config)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "lakemount.api.imports", path, f"/dev/fd/{cfg}", source],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, env={**os.environ, "LAKEMOUNT_HOME": home}, pass_fds=(cfg,),
+        )
+    finally:
+        os.close(cfg)
     # The runner rewrites the record when done; the pid goes in only while it runs.
     with open(path) as f:
         current = json.load(f)
@@ -158,11 +158,7 @@ def _run(record_path: str, config_path: str, source: str) -> None:
     with open(record_path) as f:
         record = json.load(f)
     try:
-        try:
-            config = load(config_path)
-        finally:
-            os.unlink(config_path)
-        app = App(config)
+        app = App(load(config_path))
         report = import_objects(
             app, source, record["repo"], record["branch"], record["destination"], commit=True,
             message=record["message"], committer=record.get("committer") or "lakemount",

@@ -47,15 +47,12 @@ class ApiSettings:
 
 def settings_from_config(config: Config, *, listen_address: str | None = None, workers: int | None = None) -> ApiSettings:
     """``api.listen_address`` (or ``listen_address``) and the worker count (0 or none: one per CPU, at most 4)."""
-    text = listen_address or str(config.get("api.listen_address"))
+    text = listen_address or config.api.listen_address
     host, sep, port = text.strip().rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
         raise InvalidArgument(f"api.listen_address must look like host:port, got {text!r}")
     if workers is None:
-        try:
-            workers = int(config.get("api.workers"))
-        except KeyError:
-            workers = 0
+        workers = config.api.workers
     if workers < 0:
         raise InvalidArgument("workers must be 0 (one per CPU) or more")
     if workers == 0:
@@ -74,10 +71,7 @@ def build_asgi(config: Config, settings: ApiSettings) -> Any:
 
 
 def _configure_logging(config: Config) -> None:
-    try:
-        level = str(config.get("logging.level")).upper()
-    except KeyError:
-        level = "INFO"
+    level = config.logging.level.upper()
     logging.basicConfig(level=getattr(logging, level, logging.INFO),
                         format=f"%(asctime)s api[{os.getpid()}] %(levelname)s %(message)s")
 

@@ -29,13 +29,13 @@ def _context() -> str:
 
 
 def storage_config(ctx: Ctx) -> dict[str, object]:
-    kind = str(ctx.service.app.config.get("blockstore.type"))
+    kind = ctx.service.app.config.blockstore.type
     example = "s3://bucket/prefix" if kind == "s3" else "local:///var/lib/lakemount/data/repo"
     return {
         "blockstore_type": kind,
         "blockstore_namespace_example": example,
         "blockstore_namespace_ValidityRegex": "^(s3|local)://",
-        "default_namespace_prefix": str(ctx.service.app.config.get("blockstore.default_namespace_prefix") or ""),
+        "default_namespace_prefix": ctx.service.app.config.blockstore.default_namespace_prefix,
         "pre_sign_support": False,
         "pre_sign_support_ui": False,
         "import_support": True,

@@ -16,10 +16,12 @@ import os
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from itertools import islice
 from typing import BinaryIO, Final, NamedTuple
 
+from lakemount.block.landing import Landing, landing
 from lakemount.errors import InvalidArgument, ObjectNotFound, ReadOnlyRef
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import DiffRecord, Graveler, MergeResult, prefix_end
@@ -85,6 +87,21 @@ class Catalog:
     def repository(self, name: str) -> Repository:
         return self.graveler.get_repository(name)
 
+    def list_repositories(self) -> list[Repository]:
+        """Every repository, by name."""
+        return self.graveler.list_repositories()
+
+    def delete_repository(self, name: str) -> None:
+        """Delete a repository with its branches, tags and staged changes; raises ``RepositoryNotFound``.
+
+        Its objects stay in the storage namespace for garbage collection.
+        """
+        self.graveler.delete_repository(name)
+
+    def list_branches(self, repo: str) -> list[Branch]:
+        """The branches of ``repo``, by name; raises ``RepositoryNotFound``."""
+        return self.graveler.list_branches(repo)
+
     def resolve(self, repo: str, ref: str | ResolvedRef) -> ResolvedRef:
         return ref if isinstance(ref, ResolvedRef) else self.graveler.resolve(repo, ref)
 
@@ -107,7 +124,7 @@ class Catalog:
             sha = hashlib.sha256(data).hexdigest()
             info = DataInfo(f"data/{sha[:2]}/{sha}", len(data), hashlib.md5(data).hexdigest(), sha)
             url = self.physical_url(r, info.address)
-            if not self._refresh_existing(url):
+            if not self.refresh_existing(url):
                 self.adapter.put(url, data)
             return info
         if isinstance(source, str):
@@ -137,7 +154,7 @@ class Catalog:
         size, sha256, md5hex = digests
         info = DataInfo(f"data/{sha256[:2]}/{sha256}", size, md5hex, sha256)
         url = self.physical_url(r, info.address)
-        if not self._refresh_existing(url):
+        if not self.refresh_existing(url):
             self.adapter.put_file(url, path)
         return info
 
@@ -159,7 +176,7 @@ class Catalog:
             digest = sha.hexdigest()
             info = DataInfo(f"data/{digest[:2]}/{digest}", size, md5.hexdigest(), digest)
             url = self.physical_url(r, info.address)
-            if not self._refresh_existing(url):
+            if not self.refresh_existing(url):
                 self.adapter.put_file(url, tmp)
             return info
         finally:
@@ -168,8 +185,24 @@ class Catalog:
             except FileNotFoundError:
                 pass
 
-    def _refresh_existing(self, url: str) -> bool:
-        """True if the object exists; its modification time is refreshed so a
+    def landing(self, repo: Repository, tmpdir: str | None, sub: str = "data") -> AbstractContextManager[Landing]:
+        """A landing file for an object of ``repo`` under ``<namespace>/<sub>``; removed on exit unless stored."""
+        return landing(self.physical_url(repo, sub), tmpdir)
+
+    def store_landed(self, repo: Repository, land: Landing, sha256: str) -> str:
+        """Make a landing file the repository's content-addressed object; returns its address.
+
+        An object already there is kept (and refreshed against garbage collection,
+        as ``write_data`` does); raises what the block adapter raises.
+        """
+        address = f"data/{sha256[:2]}/{sha256}"
+        url = self.physical_url(repo, address)
+        if not self.refresh_existing(url):
+            land.store(self.adapter, url)
+        return address
+
+    def refresh_existing(self, url: str) -> bool:
+        """True if the data object ``url`` exists; its modification time is refreshed so a
         concurrent garbage collection that began earlier does not delete it."""
         try:
             self.adapter.touch(url)
@@ -316,14 +349,6 @@ class Catalog:
     # Thin delegations so front ends (the REST API first) never reach graveler.
     # Each raises what the graveler operation of the same name raises.
 
-    def list_repositories(self) -> builtins.list[Repository]:
-        """Every repository, by name."""
-        return sorted(self.graveler.list_repositories(), key=lambda r: r.name)
-
-    def delete_repository(self, name: str) -> None:
-        """Delete a repository's refs and staging; raises ``RepositoryNotFound``."""
-        self.graveler.delete_repository(name)
-
     def create_branch(self, repo: str, name: str, source: str) -> Branch:
         """Create branch ``name`` at ``source`` (any ref); ``AlreadyExists``, ``InvalidName``, ``RefNotFound``."""
         return self.graveler.create_branch(repo, name, source)
@@ -331,10 +356,6 @@ class Catalog:
     def get_branch(self, repo: str, name: str) -> Branch:
         """Raises ``BranchNotFound``."""
         return self.graveler.get_branch(repo, name)
-
-    def list_branches(self, repo: str) -> builtins.list[Branch]:
-        """Branches by name; raises ``RepositoryNotFound``."""
-        return sorted(self.graveler.list_branches(repo), key=lambda b: b.name)
 
     def delete_branch(self, repo: str, name: str) -> None:
         """Delete a branch and its staging; refuses the default branch (``InvalidArgument``) and protected ones."""

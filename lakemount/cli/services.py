@@ -25,8 +25,8 @@ def run_services(app: App) -> None:
     services = []
     if available("lakemount.fuse.service"):
         services.append("lakemount.fuse.service")
-    if available("lakemount.gateway.server"):
-        services.append("lakemount.gateway.server")
+    if available("lakemount.gateway.service"):
+        services.append("lakemount.gateway.service")
     if available("lakemount.api.service"):
         services.append("lakemount.api.service")
     if not services:
