@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from itertools import islice
 from typing import BinaryIO, Final, NamedTuple
 
 from lakemount.block.landing import Landing, landing
@@ -254,9 +255,10 @@ class Catalog(HistoryVerbs, StorageVerbs):
             akey = after.encode("utf-8", "surrogateescape") + b"\x00"
             start = max(start, akey)
         dkey = delimiter.encode() if delimiter else b""
-        if not dkey and limit is None:
+        if not dkey:
             # The common bulk case (recursive listings, S3 without delimiter): a tight loop.
-            for key, value in self.graveler.scan(repo, r, start, stop):
+            scan = self.graveler.scan(repo, r, start, stop)
+            for key, value in scan if limit is None else islice(scan, max(limit, 0)):
                 yield Listed(key.decode("utf-8", "surrogateescape"), decode_value(value))
             return
         emitted = 0
