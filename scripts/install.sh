@@ -15,6 +15,7 @@ APT_PACKAGES=(
   ca-certificates                             # pip over HTTPS
   git rocksdb-tools postgresql                # the suite's references: git (merge differential), sst_dump, PostgreSQL
   rclone s3fs s3cmd awscli                    # S3 clients the gateway and benchmark tests drive
+  iproute2                                    # the cluster tests: hosts are network namespaces (ip netns, veth, bridge)
 )
 
 say() { echo "install: $*" >&2; }
