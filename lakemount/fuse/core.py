@@ -66,7 +66,7 @@ from lakemount.fuse.errno import ENOATTR, FsError, errno_of
 from lakemount.fuse.inodes import ROOT_INODE, InodeTable, Kind, Node
 from lakemount.fuse.listing import Child, ChildKind, Listing, has_children, list_dir, lookup_child
 from lakemount.fuse.reader import BlockReader, ObjectRef, ReadState
-from lakemount.fuse.scope import Scope, ScopeKey, resolve_scope
+from lakemount.fuse.scope import Scope, ScopeKey, resolve_scope, unchanged
 from lakemount.fuse.stats import Metrics
 from lakemount.fuse.values import Attr, Caller, DirItem, MountOptions, Opened, SetAttr, StatFs
 from lakemount.fuse.writes import DirtyFile
@@ -83,6 +83,7 @@ SCAN_AHEAD: Final = 16  # files prefetched ahead of a sequential scan of a direc
 MAX_SCANS: Final = 1024  # directories whose scan position is remembered
 # Any constant > 0 works for statfs: the store has no fixed capacity.  These
 # say "1 PiB, a billion inodes, all free" so df and space checks are happy.
+PUSHED_POLL: Final = 30.0  # seconds between safety polls of branch heads while change notices arrive
 STATFS_BLOCK: Final = 4096
 STATFS_BLOCKS: Final = (1 << 50) // STATFS_BLOCK
 STATFS_FILES: Final = 1 << 30
@@ -183,6 +184,9 @@ class FileSystem:
         self._scan_listing: set[int] = set()  # directory inodes being listed for a scan
         self._next_fh = 1
         self._started_ns = time.time_ns()
+        # Set by the runner to the change listener's "connected" flag (PostgreSQL LISTEN/NOTIFY).
+        self.push_live: Callable[[], bool] = lambda: False
+        self._polled = 0.0
         os.makedirs(options.spool_dir, exist_ok=True)
         if options.ref is None:
             self.table.add_root(Node(ROOT_INODE, Kind.ROOT, key=("root",), lookups=1))
@@ -264,6 +268,10 @@ class FileSystem:
             return
         self._io()
         checked = self._now()
+        if unchanged(self.catalog, scope):
+            with self.table.lock:
+                scope.checked = checked
+            return
         try:
             resolved, signature, _stable = resolve_scope(self.catalog, scope.repo, scope.name)
         except NotFound:
@@ -297,7 +305,16 @@ class FileSystem:
                     self.invalidations.put(("entry", parent.ino, os.path.basename(node.path).encode("utf-8", "surrogateescape")))
 
     def poll_heads(self) -> None:
-        """Re-check every non-stable scope the kernel still knows (called every ``head_ttl``)."""
+        """Re-check every non-stable scope the kernel still knows (called every ``head_ttl``).
+
+        While ``push_live()`` says change notices arrive (see ``refs_changed``),
+        the poll runs only every ``PUSHED_POLL`` seconds, as a safety net: an
+        idle mount then costs the ref store next to nothing.
+        """
+        now = self._now()
+        if self.push_live() and now - self._polled < PUSHED_POLL:
+            return
+        self._polled = now
         with self.table.lock:
             live = [s for key, s in self._scopes.items() if not s.stable and self.table.per_scope.get(key, 0) > 0]
         for scope in live:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakemount.catalog.catalog import Catalog
+from lakemount.errors import NotFound
 from lakemount.graveler.refexpr import ResolvedRef, View, parse
 
 ScopeKey = tuple[str, str]
@@ -76,6 +77,22 @@ def resolve_scope(catalog: Catalog, repo: str, name: str) -> tuple[ResolvedRef, 
         return ResolvedRef(name, "branch", branch.commit_id, View.FULL, branch.name), signature, False
     stable = resolved.kind in ("tag", "commit") and not parse(name).steps
     return resolved, (resolved.commit_id,), stable
+
+
+def unchanged(catalog: Catalog, scope: Scope) -> bool:
+    """True if ``scope`` is a branch whose row still has the same signature (one point query).
+
+    The cheap re-check of an idle branch: a full ``resolve_scope`` costs three
+    queries (repository, branch, branch again).  ``False`` means "re-resolve":
+    the branch moved, vanished, or the scope is not a plain branch.
+    """
+    if not scope.writable or scope.resolved.kind != "branch" or scope.name != scope.branch:
+        return False
+    try:
+        b = catalog.graveler.get_branch(scope.repo, scope.branch)
+    except NotFound:
+        return False
+    return (b.commit_id, b.staging_token, *b.sealed_tokens) == scope.signature
 
 
 def new_scope(catalog: Catalog, repo: str, name: str) -> Scope:
