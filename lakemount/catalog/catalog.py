@@ -10,6 +10,7 @@ copies or renames never copy data.  Directory markers are keys ending in
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import os
 import tempfile
@@ -20,8 +21,8 @@ from typing import BinaryIO, Final, NamedTuple
 
 from lakemount.errors import InvalidArgument, ObjectNotFound, ReadOnlyRef
 from lakemount.graveler.committed.store import join
-from lakemount.graveler.graveler import Graveler, prefix_end
-from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value
+from lakemount.graveler.graveler import DiffRecord, Graveler, MergeResult, prefix_end
+from lakemount.graveler.model import FILE_MODE, Branch, Commit, Entry, Repository, Tag, decode_value
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef, View
 
@@ -83,6 +84,21 @@ class Catalog:
     def repository(self, name: str) -> Repository:
         return self.graveler.get_repository(name)
 
+    def list_repositories(self) -> list[Repository]:
+        """Every repository, by name."""
+        return self.graveler.list_repositories()
+
+    def delete_repository(self, name: str) -> None:
+        """Delete a repository with its branches, tags and staged changes; raises ``RepositoryNotFound``.
+
+        Its objects stay in the storage namespace for garbage collection.
+        """
+        self.graveler.delete_repository(name)
+
+    def list_branches(self, repo: str) -> list[Branch]:
+        """The branches of ``repo``, by name; raises ``RepositoryNotFound``."""
+        return self.graveler.list_branches(repo)
+
     def resolve(self, repo: str, ref: str | ResolvedRef) -> ResolvedRef:
         return ref if isinstance(ref, ResolvedRef) else self.graveler.resolve(repo, ref)
 
@@ -105,7 +121,7 @@ class Catalog:
             sha = hashlib.sha256(data).hexdigest()
             info = DataInfo(f"data/{sha[:2]}/{sha}", len(data), hashlib.md5(data).hexdigest(), sha)
             url = self.physical_url(r, info.address)
-            if not self._refresh_existing(url):
+            if not self.refresh_existing(url):
                 self.adapter.put(url, data)
             return info
         if isinstance(source, str):
@@ -135,7 +151,7 @@ class Catalog:
         size, sha256, md5hex = digests
         info = DataInfo(f"data/{sha256[:2]}/{sha256}", size, md5hex, sha256)
         url = self.physical_url(r, info.address)
-        if not self._refresh_existing(url):
+        if not self.refresh_existing(url):
             self.adapter.put_file(url, path)
         return info
 
@@ -157,7 +173,7 @@ class Catalog:
             digest = sha.hexdigest()
             info = DataInfo(f"data/{digest[:2]}/{digest}", size, md5.hexdigest(), digest)
             url = self.physical_url(r, info.address)
-            if not self._refresh_existing(url):
+            if not self.refresh_existing(url):
                 self.adapter.put_file(url, tmp)
             return info
         finally:
@@ -166,8 +182,8 @@ class Catalog:
             except FileNotFoundError:
                 pass
 
-    def _refresh_existing(self, url: str) -> bool:
-        """True if the object exists; its modification time is refreshed so a
+    def refresh_existing(self, url: str) -> bool:
+        """True if the data object ``url`` exists; its modification time is refreshed so a
         concurrent garbage collection that began earlier does not delete it."""
         try:
             self.adapter.touch(url)
@@ -308,3 +324,127 @@ class Catalog:
     def delete(self, repo: str, ref: str | ResolvedRef, path: str) -> None:
         """Stage the deletion of ``path``; raises ``ObjectNotFound`` if it is not there."""
         self.graveler.delete(repo, self.writable_branch(repo, ref), encode_path(path))
+
+    # ------------------------------------------------------------------ versioning verbs
+    # Thin delegations so front ends (the REST API first) never reach graveler.
+    # Each raises what the graveler operation of the same name raises.
+
+    def create_branch(self, repo: str, name: str, source: str) -> Branch:
+        """Create branch ``name`` at ``source`` (any ref); ``AlreadyExists``, ``InvalidName``, ``RefNotFound``."""
+        return self.graveler.create_branch(repo, name, source)
+
+    def get_branch(self, repo: str, name: str) -> Branch:
+        """Raises ``BranchNotFound``."""
+        return self.graveler.get_branch(repo, name)
+
+    def delete_branch(self, repo: str, name: str) -> None:
+        """Delete a branch and its staging; refuses the default branch (``InvalidArgument``) and protected ones."""
+        self.graveler.delete_branch(repo, name)
+
+    def create_tag(self, repo: str, name: str, target: str) -> Tag:
+        """Tag ``target``'s commit; raises ``AlreadyExists``, ``InvalidName``, ``RefNotFound``."""
+        return self.graveler.create_tag(repo, name, target)
+
+    def list_tags(self, repo: str) -> builtins.list[Tag]:
+        """Tags by name; raises ``RepositoryNotFound``."""
+        return sorted(self.graveler.list_tags(repo), key=lambda t: t.name)
+
+    def delete_tag(self, repo: str, name: str) -> None:
+        """Raises ``NotFound`` for an unknown tag."""
+        self.graveler.delete_tag(repo, name)
+
+    def get_commit(self, repo: str, commit_id: str) -> Commit:
+        """A commit by full id; raises ``CommitNotFound``."""
+        return self.graveler.get_commit(repo, commit_id)
+
+    def commit_of(self, repo: str, ref: str) -> Commit:
+        """The commit a ref expression names (a branch's committed head)."""
+        return self.graveler.commit_of(repo, ref)
+
+    def commit(
+        self,
+        repo: str,
+        branch: str,
+        message: str,
+        *,
+        committer: str = "lakemount",
+        metadata: Sequence[tuple[str, str]] = (),
+        allow_empty: bool = False,
+        date: float | None = None,
+    ) -> Commit:
+        """Commit the branch's staged changes; raises ``NothingToCommit``, ``ProtectedBranch``, ``InvalidArgument``."""
+        return self.graveler.commit(
+            repo, branch, message, committer=committer, metadata=metadata, allow_empty=allow_empty, date=date
+        ).commit
+
+    def merge(
+        self,
+        repo: str,
+        source: str,
+        dest: str,
+        *,
+        strategy: str | None = None,
+        squash: bool = False,
+        message: str | None = None,
+        committer: str = "lakemount",
+        metadata: Sequence[tuple[str, str]] = (),
+    ) -> MergeResult:
+        """Merge ``source`` into branch ``dest``; raises ``MergeConflict``, ``PreconditionFailed`` (dirty dest)."""
+        return self.graveler.merge(
+            repo, source, dest, strategy=strategy, squash=squash, message=message, committer=committer, metadata=metadata
+        )
+
+    def merge_base(self, repo: str, a: str, b: str) -> str | None:
+        """The best common ancestor of two refs' commits (None if unrelated)."""
+        return self.graveler.merge_base(repo, self.resolve(repo, a).commit_id, self.resolve(repo, b).commit_id)
+
+    def revert(self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount") -> Commit:
+        """Commit the inverse of ``ref``'s change on ``branch``; ``MergeConflict``, ``InvalidArgument``."""
+        return self.graveler.revert(repo, branch, ref, parent_number=parent_number, committer=committer)
+
+    def cherry_pick(self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount") -> Commit:
+        """Commit ``ref``'s change again on ``branch``; ``MergeConflict``, ``InvalidArgument``."""
+        return self.graveler.cherry_pick(repo, branch, ref, parent_number=parent_number, committer=committer)
+
+    def reset(self, repo: str, branch: str, *, prefix: str | None = None, path: str | None = None) -> None:
+        """Drop uncommitted changes: all, those under ``prefix``, or the one at ``path``."""
+        self.graveler.reset(
+            repo, branch,
+            prefix=None if prefix is None else prefix.encode("utf-8", "surrogateescape"),
+            key=None if path is None else encode_path(path),
+        )
+
+    def diff(self, repo: str, left: str, right: str, *, prefix: str = "") -> Iterator[DiffRecord]:
+        """Two-way diff of two refs' committed states, in key order."""
+        return self.graveler.diff(repo, left, right, prefix=prefix.encode("utf-8", "surrogateescape"))
+
+    def diff_three_way(self, repo: str, left: str, right: str) -> Iterator[DiffRecord]:
+        """What merging ``right`` into ``left`` would change (conflicts marked)."""
+        return self.graveler.diff_three_way(repo, left, right)
+
+    def diff_uncommitted(self, repo: str, branch: str, *, prefix: str = "") -> Iterator[DiffRecord]:
+        """Staged changes of ``branch`` against its head commit, in key order."""
+        return self.graveler.diff_uncommitted(repo, branch, prefix=prefix.encode("utf-8", "surrogateescape"))
+
+    def log(
+        self,
+        repo: str,
+        ref: str,
+        *,
+        limit: int | None = None,
+        since: float | None = None,
+        first_parent: bool = False,
+        paths: Sequence[str] = (),
+        prefixes: Sequence[str] = (),
+    ) -> Iterator[Commit]:
+        """Commits reachable from ``ref``, newest first, optionally only those changing ``paths``/``prefixes``."""
+        return self.graveler.log(
+            repo, ref, limit=limit, since=since, first_parent=first_parent,
+            paths=[encode_path(p) for p in paths],
+            prefixes=[p.encode("utf-8", "surrogateescape") for p in prefixes],
+        )
+
+    @staticmethod
+    def entry_of(value: bytes | None) -> Entry | None:
+        """The entry a diff record's value holds (None stays None); raises ``Corrupt``."""
+        return None if value is None else decode_value(value)

@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import sys
+from dataclasses import replace
 
 import click
 
@@ -117,11 +118,11 @@ def mount(
         return
     try:
         app = ctx.app
-        _setup_logging(app.config.get("logging.level"), debug)
+        _setup_logging(app.config.logging.level, debug)
         if cache_dir:
-            app.config.data["cache"]["dir"] = os.path.abspath(cache_dir)
+            app.config = replace(app.config, cache=replace(app.config.cache, dir=os.path.abspath(cache_dir)))
         if cache_size is not None:
-            app.config.data["cache"]["disk_bytes"] = parse_size(cache_size)
+            app.config = replace(app.config, cache=replace(app.config.cache, disk_bytes=parse_size(cache_size)))
         options = runner.mount_options(app, ref=one_ref, head_ttl=head_ttl, read_ahead_kb=read_ahead_kb, notify=notify)
         runner.run_mount(
             app,

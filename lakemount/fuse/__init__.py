@@ -4,10 +4,20 @@ A kernel-free filesystem core turns inode-level operations into catalog calls;
 a thin pyfuse3 adapter sits on top; the rest is process plumbing.  One module
 per concept:
 
-- ``core``: the filesystem core (``FileSystem``), driven directly by tests;
+- ``core``: the filesystem core (``FileSystem``), driven directly by tests; it keeps
+  the public operations and delegates each to the part owning its concept:
+- ``state``: what the parts share (catalog, inode table, reader, metrics, the non-blocking switch);
+- ``scope``: a mounted ref, how fresh our view of it is (``--head-ttl``), and the registry of them;
+- ``attributes``: a node's POSIX attributes, computed from what is cached;
+- ``tree``: names to nodes: lookup, revalidation, cached listings;
+- ``directories``: directory handles (opendir, readdir);
+- ``handles``: file handles (open, read, write, flush, release);
+- ``saving``: a written file's temp file becoming a staged entry, or kept aside;
+- ``scan``: scan-ahead prefetch of the next files of a directory read in order;
+- ``metadata``: setattr (chmod, chown, utimens, truncate) and ``user.*`` xattrs;
+- ``namespace``: create, mkdir, symlink, unlink, rmdir, rename;
 - ``values``: the plain values it takes and returns (``Attr``, ``SetAttr``...);
 - ``inodes``: the inode table and node lifetimes;
-- ``scope``: a mounted ref and how fresh our view of it is (``--head-ttl``);
 - ``listing``: directory listings with directory markers, in one pass;
 - ``reader``: cached block reads of data objects, with read-ahead and small-file prefetch;
 - ``kflags``: the open-reply flags pyfuse3 cannot set (``noflush``, ``cache_readdir``), via ``_kflags.c``;

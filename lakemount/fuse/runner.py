@@ -179,10 +179,10 @@ def mount_options(
     app: App, *, ref: tuple[str, str] | None, head_ttl: float | None, read_ahead_kb: int | None = None, notify: bool = True
 ) -> MountOptions:
     home = app.config.home
-    ttl = float(app.config.get("mount.head_ttl") if head_ttl is None else head_ttl)
+    ttl = float(app.config.mount.head_ttl if head_ttl is None else head_ttl)
     if ttl < 0:
         raise InvalidArgument("--head-ttl must be >= 0")
-    ra = int(app.config.get("mount.read_ahead_kb") if read_ahead_kb is None else read_ahead_kb)
+    ra = int(app.config.mount.read_ahead_kb if read_ahead_kb is None else read_ahead_kb)
     if ra < 0:
         raise InvalidArgument("--read-ahead-kb must be >= 0")
     return MountOptions(
@@ -284,7 +284,7 @@ def _listen(app: App, fs: FileSystem) -> Any:
 
     listener = app.refs.listen(changed)
     if listener is not None:
-        fs.push_live = listener.connected.is_set
+        fs.scopes.push_live = listener.connected.is_set
         log.info("listening for branch changes on the ref store (head_ttl %.1fs stays the fallback)", fs.options.head_ttl)
     return listener
 

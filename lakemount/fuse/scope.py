@@ -14,20 +14,37 @@ A scope remembers what its name resolved to.  Three cases:
   to another one (re-checked every ``head_ttl``, same generation bump);
 - a **stable** ref (a tag, a commit id): read-only and immutable; cached for
   the life of the mount, with long kernel timeouts and ``keep_cache``.
+
+:class:`Scopes` is the mount's registry of them: it resolves a name once,
+re-checks non-stable scopes when ``head_ttl`` has passed (and in
+:meth:`Scopes.poll_heads`), and on a change drops the scope's cached entries
+and listings and queues the kernel invalidations of its inodes.
 """
 
 from __future__ import annotations
 
+import errno
+import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.catalog.catalog import Catalog
-from lakemount.errors import NotFound
+from lakemount.errors import LakeMountError, NotFound
+from lakemount.fuse.errno import FsError
+from lakemount.fuse.inodes import Kind
 from lakemount.graveler.refexpr import ResolvedRef, View, parse
 
+if TYPE_CHECKING:
+    from lakemount.fuse.state import MountState
+
+log = logging.getLogger(__name__)
+
 ScopeKey = tuple[str, str]
+PUSHED_POLL: Final = 30.0  # seconds between safety polls of branch heads while change notices arrive
 
 
 @dataclass(eq=False)
@@ -95,6 +112,148 @@ def unchanged(catalog: Catalog, scope: Scope) -> bool:
     return (b.commit_id, b.staging_token, *b.sealed_tokens) == scope.signature
 
 
-def new_scope(catalog: Catalog, repo: str, name: str) -> Scope:
-    resolved, signature, stable = resolve_scope(catalog, repo, name)
-    return Scope(repo, name, resolved, signature, stable, time.monotonic())
+class Scopes:
+    """The mount's scopes by (repo, name), resolved on first use and re-checked every ``head_ttl``."""
+
+    def __init__(self, state: MountState) -> None:
+        self.state = state
+        self._scopes: dict[ScopeKey, Scope] = {}
+        # Set by the runner to the change listener's "connected" flag (PostgreSQL LISTEN/NOTIFY).
+        self.push_live: Callable[[], bool] = lambda: False
+        self._polled = 0.0
+
+    def __len__(self) -> int:
+        return len(self._scopes)
+
+    def get(self, repo: str, name: str) -> Scope:
+        """The scope for ``repo``/``name``, resolved (again, if due); NotFound if it does not resolve."""
+        key = (repo, name)
+        scope = self._scopes.get(key)
+        if scope is None:
+            self.state.io()
+            resolved, signature, stable = resolve_scope(self.state.catalog, repo, name)
+            return self.register(repo, name, resolved, signature, stable)
+        self.check(scope)
+        return scope
+
+    def register(self, repo: str, name: str, resolved: ResolvedRef, signature: tuple[str, ...], stable: bool) -> Scope:
+        """The scope for ``repo``/``name`` as resolved by the caller (a listing of refs); a changed signature counts as a change."""
+        with self.state.table.lock:
+            scope = self._scopes.get((repo, name))
+            if scope is None:
+                scope = Scope(repo, name, resolved, signature, stable, self.state.now())
+                self._scopes[scope.key] = scope
+            elif scope.signature != signature:
+                self.changed(scope, resolved, signature)
+            return scope
+
+    def check(self, scope: Scope, *, force: bool = False) -> None:
+        """Re-resolve a non-stable scope if ``head_ttl`` passed; a change drops every cache of it."""
+        state = self.state
+        if scope.stable or (not force and state.now() - scope.checked < state.options.head_ttl):
+            return
+        state.io()
+        checked = state.now()
+        if unchanged(state.catalog, scope):
+            with state.table.lock:
+                scope.checked = checked
+            return
+        try:
+            resolved, signature, _stable = resolve_scope(state.catalog, scope.repo, scope.name)
+        except NotFound:
+            with state.table.lock:
+                scope.checked = checked
+                self._scopes.pop(scope.key, None)
+                self._invalidate(scope)
+            raise
+        with state.table.lock:
+            scope.checked = checked
+            if signature != scope.signature:
+                self.changed(scope, resolved, signature)
+
+    def changed(self, scope: Scope, resolved: ResolvedRef, signature: tuple[str, ...]) -> None:
+        """The ref's content changed (caller holds the table lock): a new generation, kernel caches invalidated."""
+        scope.resolved = resolved
+        scope.signature = signature
+        scope.gen += 1
+        self.state.metrics.add("scope_changes")
+        self._invalidate(scope)
+
+    def _invalidate(self, scope: Scope) -> None:
+        """Queue kernel invalidations for every inode of ``scope`` (caller holds the table lock)."""
+        state = self.state
+        for node in state.table.nodes():
+            if node.scope is not scope or node.kind not in (Kind.DIR, Kind.FILE, Kind.SYMLINK):
+                continue
+            node.listing = None
+            state.invalidations.put(("inode", node.ino))
+            if node.path:
+                parent = state.parent_of(node)
+                if parent is not None:
+                    state.invalidations.put(("entry", parent.ino, os.path.basename(node.path).encode("utf-8", "surrogateescape")))
+
+    def poll_heads(self) -> None:
+        """Re-check every non-stable scope the kernel still knows (called every ``head_ttl``).
+
+        While ``push_live()`` says change notices arrive (see ``refs_changed``),
+        the poll runs only every ``PUSHED_POLL`` seconds, as a safety net: an
+        idle mount then costs the ref store next to nothing.
+        """
+        now = self.state.now()
+        if self.push_live() and now - self._polled < PUSHED_POLL:
+            return
+        self._polled = now
+        table = self.state.table
+        with table.lock:
+            live = [s for key, s in self._scopes.items() if not s.stable and table.per_scope.get(key, 0) > 0]
+        for scope in live:
+            try:
+                self.check(scope)
+            except LakeMountError as exc:
+                log.debug("head check of %s/%s: %s", scope.repo, scope.name, exc)
+
+    def refs_changed(self, changes: Sequence[Any] | None) -> None:
+        """Act on change notices of other processes (``None``: anything may have changed).
+
+        ``changes`` are ``lakemount.refs.notify.Change`` values (``kind``, ``repo``, ``branch``).
+
+        A moved head re-resolves every non-stable scope of its repository now
+        (expressions such as ``main~1`` follow it) instead of after ``head_ttl``;
+        staged writes elsewhere make the branch's cached entries and listings
+        stale.  Runs on the listener's thread; errors are logged, the
+        ``head_ttl`` poll stays the fallback.
+        """
+        state = self.state
+        with state.table.lock:
+            live = [s for s in self._scopes.values() if not s.stable]
+        if changes is None:
+            todo = [(s, True) for s in live]
+        else:
+            heads = {c.repo for c in changes if c.kind == "head"}
+            staged = {(c.repo, c.branch) for c in changes if c.kind == "staging"}
+            todo = [(s, s.repo in heads) for s in live if s.repo in heads or s.key in staged]
+        for scope, moved in todo:
+            state.metrics.add("change_notices")
+            if not moved:
+                with state.table.lock:
+                    scope.gen += 1
+                    self._invalidate(scope)
+                continue
+            try:
+                self.check(scope, force=True)
+            except LakeMountError as exc:
+                log.debug("head check of %s/%s after a notice: %s", scope.repo, scope.name, exc)
+
+    @staticmethod
+    def writable(scope: Scope | None) -> Scope:
+        """``scope`` if writes may go to it; ``FsError`` EPERM outside a ref, EROFS on a read-only ref."""
+        if scope is None:
+            raise FsError(errno.EPERM, "not inside a ref")
+        if not scope.writable:
+            raise FsError(errno.EROFS, f"{scope.repo}/{scope.name} is read-only (not a branch)")
+        return scope
+
+    @staticmethod
+    def local_change(scope: Scope) -> None:
+        """Note a change this mount made (caller holds the table lock): in-flight reads must not cache."""
+        scope.version += 1

@@ -10,6 +10,7 @@ markers and converted for PostgreSQL.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -52,8 +53,15 @@ class FastSql:
         return f"ref store at {self.where} ({KEY}): {one_line(exc)}"
 
     def reset(self) -> None:
-        """Forget this thread's connection (after an error); the next call reconnects."""
+        """Close and forget this thread's connection (after an error); the next call reconnects.
+
+        Closing a connection the error already broke may fail too; that failure is ignored.
+        """
+        conn = getattr(self._local, "conn", None)
         self._local.conn = None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
 
     def sql(self, text: str) -> str:
         return text if self.dialect == "sqlite" else text.replace("?", "%s")

@@ -569,7 +569,7 @@ def test_immutable_refs_answer_from_memory(pfs: PathFS, fs: FileSystem, app: App
 
 
 def test_sequential_opens_in_a_directory_prefetch_the_next_files(pfs: PathFS, fs: FileSystem, app: App) -> None:
-    from lakemount.fuse.core import SCAN_AHEAD
+    from lakemount.fuse.scan import SCAN_AHEAD
 
     for i in range(40):
         app.catalog.put(REPO, "main", f"ds/f{i:03d}", bytes([i]) * (1000 + i))

@@ -1,0 +1,110 @@
+"""A node's POSIX attributes, computed from what the mount has cached (never any I/O).
+
+Directories of the layout (the mount root, repository directories, ``.lakefs``)
+belong to the mounting user and date from the mount's start; a directory inside
+a ref takes mode, owner and mtime from its marker entry (``0755`` and the mount's
+start when implicit) and counts its link number from its cached listing; files,
+symlinks, FIFOs, sockets and device nodes take theirs from their entry, and a
+file open for writing shows the size of its temp file.  Entries written by
+other front ends carry owner 0, which a mount run by an ordinary user shows as
+that user's.  The kernel caches an attribute for ``head_ttl`` on a branch and
+for ``immutable_ttl`` on a committed ref; control files are never cached.
+"""
+
+from __future__ import annotations
+
+import stat
+import time
+from typing import Final
+
+from lakemount.fuse import control
+from lakemount.fuse.inodes import Kind, Node
+from lakemount.fuse.values import Attr, MountOptions
+from lakemount.graveler.model import LINK_MODE
+
+# The file types mknod(2) makes and an entry's mode may carry besides directories and symlinks.
+MKNOD_TYPES: Final = frozenset({stat.S_IFREG, stat.S_IFIFO, stat.S_IFSOCK, stat.S_IFCHR, stat.S_IFBLK})
+
+
+class Attributes:
+    """Computes :class:`Attr` for nodes of one mount (its options, its start time)."""
+
+    def __init__(self, options: MountOptions, started_ns: int) -> None:
+        self.options = options
+        self.started_ns = started_ns
+
+    def owner(self, uid: int, gid: int) -> tuple[int, int]:
+        """The owner shown for an entry's ``uid``/``gid``."""
+        # Entries written by the gateway or CLI carry owner 0.  A mount run by
+        # an ordinary user shows them as that user's, or nothing would be writable.
+        if self.options.uid != 0:
+            return (self.options.uid if uid == 0 else uid, self.options.gid if gid == 0 else gid)
+        return uid, gid
+
+    def timeout(self, node: Node) -> float:
+        """How long the kernel may cache ``node``'s attributes and name."""
+        scope = node.scope
+        if node.kind == Kind.CONTROL_FILE:
+            return 0.0
+        if scope is None or scope.writable:
+            return self.options.head_ttl
+        # Committed refs are immutable; a moving expression (main@, main~1)
+        # is re-checked by ``poll_heads``, which invalidates on change.
+        return self.options.immutable_ttl
+
+    def attr(self, node: Node) -> Attr:
+        """The attributes of ``node`` from what is cached (no I/O)."""
+        timeout = self.timeout(node)
+        started = self.started_ns
+        o_uid, o_gid = self.options.uid, self.options.gid
+        if node.kind in (Kind.ROOT, Kind.REPO, Kind.CONTROL_DIR):
+            return Attr(node.ino, stat.S_IFDIR | 0o755, 2, o_uid, o_gid, 0, started, started, started, timeout)
+        if node.kind == Kind.CONTROL_FILE:
+            perm = 0o644 if node.control in control.WRITABLE else 0o444
+            now = time.time_ns()
+            return Attr(node.ino, stat.S_IFREG | perm, 1, o_uid, o_gid, 0, now, now, now, timeout)
+        entry = node.entry
+        if node.kind == Kind.DIR:
+            if entry is None:
+                mode, uid, gid, mtime = stat.S_IFDIR | 0o755, 0, 0, started
+            else:
+                perm = entry.mode & 0o7777 if entry.is_dir else 0o755
+                mode, uid, gid, mtime = stat.S_IFDIR | perm, entry.uid, entry.gid, entry.mtime_ns or started
+            mtime = max(mtime, node.mtime_ns)
+            uid, gid = self.owner(uid, gid)
+            return Attr(node.ino, mode, self.dir_nlink(node), uid, gid, 0, node.atime_ns or mtime, mtime, max(node.ctime_ns, mtime), timeout)
+        assert entry is not None
+        size = entry.size
+        rdev = 0
+        if node.kind == Kind.SYMLINK:
+            mode = LINK_MODE
+            size = len(entry.target.encode("utf-8", "surrogateescape"))
+        else:
+            fmt = stat.S_IFMT(entry.mode)
+            mode = entry.mode if fmt in MKNOD_TYPES else stat.S_IFREG | (entry.mode & 0o7777 or 0o644)
+            if fmt in (stat.S_IFCHR, stat.S_IFBLK):
+                rdev = int(entry.target) if entry.target.isdigit() else 0
+            dirty = node.dirty
+            if dirty is not None:
+                size = dirty.size
+        uid, gid = self.owner(entry.uid, entry.gid)
+        mtime = entry.mtime_ns
+        nlink = 0 if node.detached else 1  # an unlinked file still open (fstat) has no names left
+        return Attr(node.ino, mode, nlink, uid, gid, size, node.atime_ns or mtime, mtime, max(node.ctime_ns, mtime), timeout, rdev=rdev)
+
+    @staticmethod
+    def dir_nlink(node: Node) -> int:
+        """2 (itself and its ``.``) plus one per subdirectory's ``..``, as far as the mount knows.
+
+        Counted from the directory's cached listing of the current scope
+        generation (kept true by this mount's own mkdir, rmdir and rename),
+        even past its head TTL: a link count may be a little behind another
+        writer, like any attribute the kernel caches.  A directory never
+        listed shows 2, as before: counting it would mean listing it on
+        ``stat``.  A branch root counts its ``.lakefs``.
+        """
+        listing = node.listing
+        scope = node.scope
+        if listing is None or scope is None or listing.gen != scope.gen:
+            return 2
+        return 2 + listing.dirs + (0 if node.path else 1)

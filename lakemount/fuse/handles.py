@@ -1,0 +1,265 @@
+"""Open files: open, read, write, flush, fsync and release on file handles.
+
+A read of saved content goes through the block reader (RAM, then disk cache,
+then the store, with read-ahead); the data object is resolved at the first
+read, not at open, so a file written through another handle is read as saved.
+Writes go to the node's temp file (:mod:`~lakemount.fuse.saving`), which every
+handle of the inode then reads.  ``keep_cache`` is granted while the content
+the kernel's pages came from is unchanged.  A control file is read from a
+snapshot taken at open; each write to it runs one command, after which the
+scope is re-resolved so the mount shows the new head.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+from lakemount.errors import LakeMountError
+from lakemount.fuse import control
+from lakemount.fuse.errno import FsError
+from lakemount.fuse.inodes import Kind, Node
+from lakemount.fuse.reader import ObjectRef, ReadState
+from lakemount.fuse.saving import Saver
+from lakemount.fuse.scan import ScanAhead
+from lakemount.fuse.scope import Scopes, resolve_scope
+from lakemount.fuse.state import MountState, op, with_changes
+from lakemount.fuse.tree import Tree
+from lakemount.fuse.values import Caller, Opened
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class FileHandle:
+    fh: int
+    node: Node
+    writable: bool
+    obj: ObjectRef | None = None
+    read_state: ReadState = dataclasses.field(default_factory=ReadState)
+    content: bytes | None = None  # control files: a snapshot taken at open
+    uid: int = 0  # who opened it (a control write's committer)
+
+
+class Handles:
+    """The open file handles of one mount."""
+
+    def __init__(
+        self,
+        state: MountState,
+        scopes: Scopes,
+        tree: Tree,
+        saver: Saver,
+        scan: ScanAhead,
+        controls: control.ControlFiles,
+    ) -> None:
+        self.state = state
+        self.scopes = scopes
+        self.tree = tree
+        self.saver = saver
+        self.scan = scan
+        self.controls = controls
+        self.table = state.table
+        self.metrics = state.metrics
+        self._handles: dict[int, FileHandle] = {}
+
+    def __len__(self) -> int:
+        return len(self._handles)
+
+    @op("open")
+    def open(self, ino: int, flags: int, caller: Caller | None = None) -> Opened:
+        """Open file ``ino``: EISDIR for a directory, ELOOP for a symlink, EROFS to write a read-only ref."""
+        caller = caller or Caller()
+        node = self.state.node(ino)
+        if node.kind == Kind.CONTROL_FILE:
+            return self._open_control(node, flags, caller)
+        if node.kind == Kind.DIR:
+            raise FsError(errno.EISDIR)
+        if node.kind != Kind.FILE:
+            raise FsError(errno.ELOOP)
+        if flags & os.O_ACCMODE != os.O_RDONLY:
+            self.scopes.writable(node.scope)
+        if not node.detached:
+            self.tree.revalidate(node)
+        opened = self.open_file(node, flags, caller)
+        if flags & os.O_ACCMODE == os.O_RDONLY:
+            self.scan.opened(node)
+        return opened
+
+    def open_file(self, node: Node, flags: int, caller: Caller) -> Opened:
+        """A new handle on regular file ``node`` (``O_TRUNC`` empties it now)."""
+        writable = flags & os.O_ACCMODE != os.O_RDONLY
+        truncate = writable and bool(flags & os.O_TRUNC)
+        scope = node.scope
+        assert scope is not None
+        if truncate:
+            self.state.io()
+        fh = self.state.new_fh()
+        # Register the handle first, under the node's lock: the kernel sends
+        # RELEASE asynchronously, and a release that found no open handle
+        # would drop the temp file this open is about to read or truncate.
+        with node.lock, self.table.lock:
+            node.opens += 1
+            if writable:
+                node.writers += 1
+            entry = node.entry
+            identity = entry.identity() if entry is not None and node.dirty is None else node.page_identity
+            keep = scope.stable or (identity is not None and identity == node.page_identity and not truncate)
+            node.page_identity = identity
+            self._handles[fh] = FileHandle(fh, node, writable, None, uid=caller.uid)
+        if truncate:
+            try:
+                dirty = self.saver.ensure_dirty(node, keep=False)
+                if dirty.size:
+                    dirty.truncate(0)
+            except BaseException:
+                self.release(fh)
+                raise
+            # POSIX: O_TRUNC of an existing file marks its mtime and ctime, as truncate(2) does.
+            now = time.time_ns()
+            with self.table.lock:
+                if node.entry is not None:
+                    node.entry = with_changes(node.entry, mtime_ns=now)
+                node.ctime_ns = now
+        return Opened(fh, keep_cache=keep, noflush=not writable)
+
+    def _object_of(self, node: Node) -> ObjectRef | None:
+        """The data object holding ``node``'s saved content (None when empty)."""
+        entry = node.entry
+        scope = node.scope
+        if entry is None or entry.size == 0 or scope is None:
+            return None
+        return self.state.object_ref(self.state.repo(scope.repo), entry)
+
+    def _open_control(self, node: Node, flags: int, caller: Caller) -> Opened:
+        writable = flags & os.O_ACCMODE != os.O_RDONLY
+        if writable and node.control not in control.WRITABLE:
+            raise FsError(errno.EACCES, f".lakefs/{node.control} is read-only")
+        content = None
+        if flags & os.O_ACCMODE != os.O_WRONLY:
+            self.state.io()
+            if node.scope is not None:
+                self.scopes.check(node.scope)
+            content = self.controls.read(node.scope, node.control)
+        fh = self.state.new_fh()
+        with self.table.lock:
+            node.opens += 1
+            self._handles[fh] = FileHandle(fh, node, writable, None, content=content, uid=caller.uid)
+        return Opened(fh, keep_cache=False, direct_io=True, noflush=not writable)
+
+    def _handle(self, fh: int) -> FileHandle:
+        handle = self._handles.get(fh)
+        if handle is None:
+            raise FsError(errno.EBADF)
+        return handle
+
+    @op("read")
+    def read(self, fh: int, offset: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``offset``: the temp file's if the file was written, else the object's."""
+        handle = self._handle(fh)
+        if handle.content is not None:
+            return handle.content[offset : offset + size]
+        if handle.node.kind == Kind.CONTROL_FILE:
+            return b""
+        reader = self.state.reader
+        dirty = handle.node.dirty
+        if dirty is not None:
+            self.state.io()
+            data = dirty.pread(offset, size)
+        else:
+            # Resolved at the first read, not at open: a file written through
+            # another handle is saved by the time that handle is released.
+            obj = handle.obj
+            if obj is None:
+                obj = handle.obj = self._object_of(handle.node)
+                if obj is None:
+                    return b""
+            cached = reader.cached(obj, offset, size)
+            if cached is None:
+                self.state.io()
+                data = reader.read(obj, offset, size, handle.read_state)
+            else:
+                data = cached
+            reader.advise(obj, handle.read_state, offset, size)
+        self.metrics.add("read_bytes", len(data))
+        return data
+
+    @op("write")
+    def write(self, fh: int, offset: int, data: bytes) -> int:
+        """Write ``data`` at ``offset`` into the file's temp file (a control file runs its command)."""
+        handle = self._handle(fh)
+        node = handle.node
+        if node.kind == Kind.CONTROL_FILE:
+            return self._write_control(node, data, handle.uid)
+        if not handle.writable:
+            raise FsError(errno.EBADF)
+        self.state.io()
+        dirty = self.saver.ensure_dirty(node, keep=True)
+        n = dirty.pwrite(offset, data)
+        with self.table.lock:
+            if node.entry is not None:
+                node.entry = with_changes(node.entry, mtime_ns=time.time_ns())
+        self.metrics.add("written_bytes", n)
+        return n
+
+    def _write_control(self, node: Node, data: bytes, uid: int) -> int:
+        scope = node.scope
+        if scope is None or node.control not in control.WRITABLE:
+            raise FsError(errno.EACCES)
+        self.state.io()
+        try:
+            outcome = self.controls.write(scope, node.control, data, uid)
+        finally:
+            self.metrics.add(f"control_{node.control}")
+        if outcome.content_changed or outcome.head_moved:
+            resolved, signature, _stable = resolve_scope(self.state.catalog, scope.repo, scope.name)
+            with self.table.lock:
+                scope.checked = self.state.now()
+                if outcome.content_changed:
+                    self.scopes.changed(scope, resolved, signature)
+                else:  # a commit: the branch's content is what it was
+                    scope.resolved, scope.signature = resolved, signature
+        return len(data)
+
+    @op("flush")
+    def flush(self, fh: int) -> None:
+        """A close(2) of the handle: save written content (errors reach the closing process)."""
+        handle = self._handle(fh)
+        if handle.writable and handle.node.dirty is not None and handle.node.dirty.modified:
+            self.state.io()
+            self.saver.save(handle.node)
+
+    @op("fsync")
+    def fsync(self, fh: int, datasync: bool = False) -> None:
+        """Save the file's written content now."""
+        handle = self._handle(fh)
+        if handle.node.dirty is not None and handle.node.dirty.modified:
+            self.state.io()
+            self.saver.save(handle.node)
+
+    @op("release")
+    def release(self, fh: int) -> None:
+        """The last close of the handle; saves anything unsaved (a failure is logged, content kept aside)."""
+        handle = self._handles.get(fh)
+        if handle is None:
+            return
+        node = handle.node
+        if node.dirty is not None:
+            self.state.io()
+        with self.table.lock:
+            self._handles.pop(fh, None)
+            node.opens = max(0, node.opens - 1)
+            if handle.writable:
+                node.writers = max(0, node.writers - 1)
+        if handle.writable and node.dirty is not None and node.dirty.modified:
+            try:
+                self.saver.save(node)
+            except (LakeMountError, OSError) as exc:
+                log.error("saving %s on release failed: %s", node.path, exc)
+        if node.dirty is not None:
+            self.saver.drop_dirty_if_idle(node)
+        self.table.drop_if_dead(node)

@@ -1,0 +1,335 @@
+"""Namespace changes: create, mknod, mkdir, symlink, unlink, rmdir, rename (and readlink, link).
+
+Each change is staged at once on the branch as one ``catalog.apply``
+transaction, under the scope's mutex so this mount's read-check-write
+sequences on one branch do not interleave.  A rename of a directory moves
+every entry below it in that one transaction and copies no data; a rename
+across refs is EXDEV (``mv`` then copies).  An empty directory persists as a
+marker key ``dir/``; removing the last entry of an implicit directory stages a
+marker for it in the same transaction, so directories never vanish under the
+user.  A new child of a set-group-ID directory takes its group.  The cached
+listings and the inode table follow each change (renames re-key nodes,
+removals detach them).
+"""
+
+from __future__ import annotations
+
+import errno
+import mimetypes
+import os
+import stat
+import time
+from typing import Final
+
+from lakemount.catalog.catalog import MAX_KEY_BYTES
+from lakemount.fuse import control
+from lakemount.fuse.attributes import MKNOD_TYPES, Attributes
+from lakemount.fuse.errno import FsError
+from lakemount.fuse.handles import Handles
+from lakemount.fuse.inodes import Kind, Node
+from lakemount.fuse.listing import Child, ChildKind, Listing, has_children
+from lakemount.fuse.scope import Scope, Scopes
+from lakemount.fuse.state import NAME_MAX, MountState, decode_name, join_path, key_len, op
+from lakemount.fuse.tree import CHILD, Tree
+from lakemount.fuse.values import Attr, Caller, Opened
+from lakemount.graveler.graveler import prefix_end
+from lakemount.graveler.model import DIR_MODE, LINK_MODE, Entry, decode_value
+
+RENAME_NOREPLACE: Final = 1
+
+
+class Namespace:
+    """The namespace operations of one mount."""
+
+    def __init__(self, state: MountState, scopes: Scopes, tree: Tree, attrs: Attributes, handles: Handles) -> None:
+        self.state = state
+        self.scopes = scopes
+        self.tree = tree
+        self.attrs = attrs
+        self.handles = handles
+        self.table = state.table
+        self.catalog = state.catalog
+
+    # ------------------------------------------------------------------ helpers
+    def _dir_for_change(self, parent_ino: int, name: bytes) -> tuple[Node, Scope, str]:
+        parent = self.state.node(parent_ino)
+        if parent.kind in (Kind.ROOT, Kind.REPO):
+            raise FsError(errno.EPERM, "repositories and refs are not created through the mount")
+        if parent.kind == Kind.CONTROL_DIR:
+            raise FsError(errno.EPERM, ".lakefs holds control files only")
+        if parent.kind != Kind.DIR:
+            raise FsError(errno.ENOTDIR)
+        scope = self.scopes.writable(parent.scope)
+        if len(name) > NAME_MAX:
+            raise FsError(errno.ENAMETOOLONG)
+        if name in (b".", b"..") or b"/" in name or not name:
+            raise FsError(errno.EINVAL)
+        path = join_path(parent.path, decode_name(name))
+        if key_len(path) + 1 > MAX_KEY_BYTES:
+            raise FsError(errno.ENAMETOOLONG)
+        if not parent.path and name == control.CONTROL_DIR.encode():
+            raise FsError(errno.EEXIST, ".lakefs is reserved for control files")
+        return parent, scope, path
+
+    def _inherit(self, parent: Node, caller: Caller, mode: int) -> tuple[int, int]:
+        """(gid, mode) of a new child: a set-group-ID directory passes on its group (and, to dirs, the bit)."""
+        pattr = self.attrs.attr(parent)
+        if pattr.mode & stat.S_ISGID:
+            return pattr.gid, (mode | stat.S_ISGID) if stat.S_ISDIR(mode) else mode
+        return caller.gid, mode
+
+    def _keep_parent(self, scope: Scope, parent: Node, removed: frozenset[bytes]) -> list[tuple[str, Entry | None]]:
+        """A marker for ``parent`` if it is implicit and would be left empty by removing ``removed``."""
+        if not parent.path:
+            return []
+        marker_key = (parent.path + "/").encode("utf-8", "surrogateescape")
+        if self.catalog.graveler.get(scope.repo, scope.resolved, marker_key) is not None:
+            return []
+        if has_children(self.catalog, scope.repo, scope.resolved, parent.path, ignore=removed):
+            return []
+        return [(parent.path + "/", Entry("", 0, "", time.time_ns(), "", (), DIR_MODE))]
+
+    def _subtree(self, scope: Scope, path: str) -> list[tuple[str, Entry]]:
+        """Every entry at or below directory ``path`` (keys as paths, the marker included)."""
+        prefix = (path + "/").encode("utf-8", "surrogateescape")
+        return [
+            (k.decode("utf-8", "surrogateescape"), decode_value(v))
+            for k, v in self.catalog.graveler.scan(scope.repo, scope.resolved, prefix, prefix_end(prefix))
+        ]
+
+    # ------------------------------------------------------------------ creation
+    @op("mkdir")
+    def mkdir(self, parent_ino: int, name: bytes, mode: int, caller: Caller) -> Attr:
+        """Make a directory (staged as its marker); EEXIST if the name is taken."""
+        parent, scope, path = self._dir_for_change(parent_ino, name)
+        self.state.io()
+        with scope.mutex:
+            if self.tree.find(parent, name) is not None:
+                raise FsError(errno.EEXIST, path)
+            gid, mode = self._inherit(parent, caller, stat.S_IFDIR | (mode & 0o7777))
+            marker = Entry("", 0, "", time.time_ns(), "", (), mode, caller.uid, gid)
+            self.state.stage(scope, [(path + "/", marker)])
+            with self.table.lock:
+                self.scopes.local_change(scope)
+                node = self.table.get_or_add((scope.key, path), kind=Kind.DIR, scope=scope, path=path)
+                node.entry, node.fetched, node.gen = marker, self.state.now(), scope.gen
+                node.listing = Listing({}, [], node.fetched, scope.gen)
+                self.tree.listing_put(parent, name, Child(ChildKind.DIR, marker))
+                self.tree.names_changed(parent)
+                self.table.remember(node)
+        return self.attrs.attr(node)
+
+    @op("mknod")
+    def mknod(self, parent_ino: int, name: bytes, mode: int, rdev: int, caller: Caller) -> Attr:
+        """Regular files, FIFOs, sockets and device nodes, as entries with that mode.
+
+        A device node's number is kept in the entry's ``target`` (decimal), as a
+        symlink's target is; the kernel already refused callers without
+        CAP_MKNOD, and the mount is ``nodev``, so nothing opens the device.
+        Other file types are EINVAL, as in mknod(2).
+        """
+        fmt = stat.S_IFMT(mode) or stat.S_IFREG
+        if fmt not in MKNOD_TYPES:
+            raise FsError(errno.EINVAL, "not a file type mknod makes")
+        device = str(rdev) if fmt in (stat.S_IFCHR, stat.S_IFBLK) else ""
+        node = self._create_entry(parent_ino, name, fmt | (mode & 0o7777), caller, exclusive=True, target=device)
+        self.table.remember(node)
+        return self.attrs.attr(node)
+
+    def _create_entry(
+        self, parent_ino: int, name: bytes, mode: int, caller: Caller, *, exclusive: bool, target: str = ""
+    ) -> Node:
+        parent, scope, path = self._dir_for_change(parent_ino, name)
+        self.state.io()
+        with scope.mutex:
+            existing = self.tree.find(parent, name)
+            if existing is not None:
+                if exclusive:
+                    raise FsError(errno.EEXIST, path)
+                if existing.kind == Kind.DIR:
+                    raise FsError(errno.EISDIR, path)
+                return existing
+            gid, mode = self._inherit(parent, caller, mode)
+            empty = self.state.empty_data(scope.repo)
+            content_type = mimetypes.guess_type(path)[0] or "" if stat.S_ISREG(mode) else ""
+            entry = Entry(empty.address, 0, empty.etag, time.time_ns(), content_type, (), mode, caller.uid, gid, target)
+            self.state.stage(scope, [(path, entry)])
+            with self.table.lock:
+                self.scopes.local_change(scope)
+                node = self.table.get_or_add((scope.key, path), kind=Kind.FILE, scope=scope, path=path)
+                if node.kind != Kind.FILE:  # a stale node of another kind held the key
+                    self.table.detach(node)
+                    node = self.table.get_or_add((scope.key, path), kind=Kind.FILE, scope=scope, path=path)
+                node.entry, node.fetched, node.gen = entry, self.state.now(), scope.gen
+                self.tree.listing_put(parent, name, Child(ChildKind.FILE, entry))
+                self.tree.names_changed(parent)
+            return node
+
+    @op("create")
+    def create(self, parent_ino: int, name: bytes, mode: int, flags: int, caller: Caller) -> tuple[Opened, Attr]:
+        """Create (or, without O_EXCL, open) a regular file and open it."""
+        node = self._create_entry(parent_ino, name, stat.S_IFREG | (mode & 0o7777), caller, exclusive=bool(flags & os.O_EXCL))
+        opened = self.handles.open_file(node, flags, caller)
+        self.table.remember(node)
+        return opened, self.attrs.attr(node)
+
+    @op("symlink")
+    def symlink(self, parent_ino: int, name: bytes, target: bytes, caller: Caller) -> Attr:
+        """Make a symlink to ``target`` (UTF-8, else EINVAL)."""
+        parent, scope, path = self._dir_for_change(parent_ino, name)
+        try:
+            target_text = target.decode("utf-8")
+        except UnicodeDecodeError:
+            raise FsError(errno.EINVAL, "symlink targets must be UTF-8") from None
+        if len(target) > MAX_KEY_BYTES:
+            raise FsError(errno.ENAMETOOLONG)
+        self.state.io()
+        with scope.mutex:
+            if self.tree.find(parent, name) is not None:
+                raise FsError(errno.EEXIST, path)
+            gid, _mode = self._inherit(parent, caller, LINK_MODE)
+            entry = Entry("", len(target), "", time.time_ns(), "", (), LINK_MODE, caller.uid, gid, target_text)
+            self.state.stage(scope, [(path, entry)])
+            with self.table.lock:
+                self.scopes.local_change(scope)
+                node = self.table.get_or_add((scope.key, path), kind=Kind.SYMLINK, scope=scope, path=path)
+                node.entry, node.fetched, node.gen = entry, self.state.now(), scope.gen
+                self.tree.listing_put(parent, name, Child(ChildKind.SYMLINK, entry))
+                self.tree.names_changed(parent)
+                self.table.remember(node)
+        return self.attrs.attr(node)
+
+    @op("readlink")
+    def readlink(self, ino: int) -> bytes:
+        """A symlink's target; EINVAL for anything else."""
+        node = self.state.node(ino)
+        if node.kind != Kind.SYMLINK:
+            raise FsError(errno.EINVAL)
+        self.tree.revalidate(node)
+        assert node.entry is not None
+        return node.entry.target.encode("utf-8", "surrogateescape")
+
+    @op("link")
+    def link(self, ino: int, new_parent_ino: int, new_name: bytes) -> Attr:
+        """Hard links are not supported: an entry has one path."""
+        raise FsError(errno.EPERM, "hard links are not supported")
+
+    # ------------------------------------------------------------------ removal
+    @op("unlink")
+    def unlink(self, parent_ino: int, name: bytes) -> None:
+        """Remove a non-directory; open handles keep working on the detached node."""
+        parent, scope, path = self._dir_for_change(parent_ino, name)
+        self.state.io()
+        with scope.mutex:
+            node = self.tree.find(parent, name)
+            if node is None:
+                raise FsError(errno.ENOENT, path)
+            if node.kind == Kind.DIR:
+                raise FsError(errno.EISDIR, path)
+            key = path.encode("utf-8", "surrogateescape")
+            self.state.stage(scope, [(path, None), *self._keep_parent(scope, parent, frozenset({key}))])
+            with self.table.lock:
+                self.scopes.local_change(scope)
+                self.table.detach(node)
+                self.tree.listing_put(parent, name, None)
+                self.tree.names_changed(parent)
+
+    @op("rmdir")
+    def rmdir(self, parent_ino: int, name: bytes) -> None:
+        """Remove an empty directory (its marker, if it has one); ENOTEMPTY otherwise."""
+        parent, scope, path = self._dir_for_change(parent_ino, name)
+        self.state.io()
+        with scope.mutex:
+            node = self.tree.find(parent, name)
+            if node is None:
+                raise FsError(errno.ENOENT, path)
+            if node.kind != Kind.DIR:
+                raise FsError(errno.ENOTDIR, path)
+            if has_children(self.catalog, scope.repo, scope.resolved, path):
+                raise FsError(errno.ENOTEMPTY, path)
+            marker_key = path + "/"
+            changes: list[tuple[str, Entry | None]] = []
+            if self.catalog.graveler.get(scope.repo, scope.resolved, marker_key.encode("utf-8", "surrogateescape")) is not None:
+                changes.append((marker_key, None))
+            changes += self._keep_parent(scope, parent, frozenset({marker_key.encode("utf-8", "surrogateescape")}))
+            if changes:
+                self.state.stage(scope, changes)
+            with self.table.lock:
+                self.scopes.local_change(scope)
+                self.table.detach(node)
+                self.tree.listing_put(parent, name, None)
+                self.tree.names_changed(parent)
+
+    # ------------------------------------------------------------------ rename
+    @op("rename")
+    def rename(self, old_parent_ino: int, old_name: bytes, new_parent_ino: int, new_name: bytes, flags: int = 0) -> None:
+        """Rename a file or a whole directory as one staging transaction (no data is copied).
+
+        ``flags``: 1 = RENAME_NOREPLACE (EEXIST if the target exists); RENAME_EXCHANGE is not supported (EINVAL).
+        """
+        old_parent = self.state.node(old_parent_ino)
+        new_parent = self.state.node(new_parent_ino)
+        if old_parent.scope is not new_parent.scope and old_parent.kind == Kind.DIR and new_parent.kind == Kind.DIR:
+            # mv(1) falls back to copy + unlink on EXDEV: that is how data crosses branches.
+            raise FsError(errno.EXDEV, "rename across repositories or refs")
+        if flags & ~RENAME_NOREPLACE:
+            raise FsError(errno.EINVAL, "only RENAME_NOREPLACE is supported")
+        old_parent, scope, old_path = self._dir_for_change(old_parent_ino, old_name)
+        new_parent, new_scope, new_path = self._dir_for_change(new_parent_ino, new_name)
+        if new_scope is not scope:
+            raise FsError(errno.EXDEV, "rename across repositories or refs")
+        self.state.io()
+        tree = self.tree
+        with scope.mutex:
+            src = tree.find(old_parent, old_name)
+            if src is None:
+                raise FsError(errno.ENOENT, old_path)
+            if old_path == new_path:
+                return
+            dst = tree.find(new_parent, new_name)
+            # The checks in the order Linux's rename(2) makes them.
+            if dst is not None and flags & RENAME_NOREPLACE:
+                raise FsError(errno.EEXIST, new_path)
+            if new_path.startswith(old_path + "/"):
+                raise FsError(errno.EINVAL, "cannot move a directory into itself")
+            if old_path.startswith(new_path + "/"):
+                raise FsError(errno.ENOTEMPTY, "cannot replace a directory by something inside it")
+            changes: dict[str, Entry | None] = {}
+            if src.kind == Kind.DIR:
+                if dst is not None:
+                    if dst.kind != Kind.DIR:
+                        raise FsError(errno.ENOTDIR, new_path)
+                    if has_children(self.catalog, scope.repo, scope.resolved, new_path):
+                        raise FsError(errno.ENOTEMPTY, new_path)
+                    changes[new_path + "/"] = None
+                moved = self._subtree(scope, old_path)
+                for key, _entry in moved:
+                    changes[key] = None
+                for key, entry in moved:
+                    changes[new_path + key[len(old_path) :]] = entry
+            else:
+                if dst is not None:
+                    if dst.kind == Kind.DIR:
+                        raise FsError(errno.EISDIR, new_path)
+                    changes[new_path] = None
+                if src.entry is None:
+                    raise FsError(errno.ENOENT, old_path)
+                changes[old_path] = None
+                changes[new_path] = src.entry
+            if old_parent is not new_parent:
+                removed = frozenset(k.encode("utf-8", "surrogateescape") for k, e in changes.items() if e is None)
+                changes.update(self._keep_parent(scope, old_parent, removed))
+            self.state.stage(scope, list(changes.items()))
+            with self.table.lock:
+                self.scopes.local_change(scope)
+                if dst is not None:
+                    self.table.detach(dst)
+                for node in list(self.table.under(scope.key, old_path)):
+                    rest = node.path[len(old_path) :]
+                    self.table.rekey(node, (scope.key, new_path + rest), new_path + rest)
+                src_child = Child(CHILD[src.kind], src.entry)
+                tree.listing_put(old_parent, old_name, None)
+                tree.listing_put(new_parent, new_name, src_child)
+                tree.names_changed(old_parent)
+                tree.names_changed(new_parent)
+                src.ctime_ns = time.time_ns()

@@ -1,0 +1,157 @@
+"""Saving written content: a node's temp file becomes a staged entry, or is kept aside.
+
+A file's first write or truncation creates its temp file
+(:class:`~lakemount.fuse.writes.DirtyFile`, copy on first write); flush (close),
+fsync, a truncate with no writer, and unmount save it: the temp file itself is
+uploaded content-addressed and the file's entry is staged under the scope's
+mutex.  When the last handle closes the temp file is dropped, unless its
+content could not be saved: then it is moved to the recovered directory and
+logged, never silently lost.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+
+from lakemount.fuse.inodes import Node
+from lakemount.fuse.listing import Child, ChildKind
+from lakemount.fuse.scope import Scopes
+from lakemount.fuse.state import MountState, with_changes
+from lakemount.fuse.tree import Tree
+from lakemount.fuse.writes import DirtyFile
+from lakemount.graveler.model import Entry
+
+log = logging.getLogger(__name__)
+
+
+class Saver:
+    """Creates, saves and drops the temp files of one mount's nodes."""
+
+    def __init__(self, state: MountState, scopes: Scopes, tree: Tree) -> None:
+        self.state = state
+        self.scopes = scopes
+        self.tree = tree
+        self.table = state.table
+        self.metrics = state.metrics
+
+    def ensure_dirty(self, node: Node, *, keep: bool) -> DirtyFile:
+        """The node's temp file, created on first need (copying the current content if ``keep``)."""
+        with node.lock:
+            dirty = node.dirty
+            if dirty is not None:
+                return dirty
+            scope = node.scope
+            assert scope is not None
+            entry = node.entry
+            source = None
+            size = 0
+            if keep and entry is not None and entry.size > 0:
+                repo = self.state.repo(scope.repo)
+                size = entry.size
+                source = functools.partial(self.state.catalog.open, repo, entry)
+                self.metrics.add("copy_on_write_bytes", size)
+            dirty = DirtyFile(self.state.options.spool_dir, source, size)
+            if keep or entry is None or entry.size == 0:
+                dirty.saved_version = dirty.version  # same content as what is staged
+            node.dirty = dirty
+            return dirty
+
+    def truncate(self, node: Node, size: int) -> None:
+        """Cut or extend a regular file's content to ``size``; saved at once if no handle writes it."""
+        dirty = self.ensure_dirty(node, keep=size > 0)
+        dirty.truncate(size)
+        with self.table.lock:
+            if node.entry is not None:
+                node.entry = with_changes(node.entry, mtime_ns=time.time_ns())
+        if node.writers == 0:
+            # truncate(2) with no writer: nobody will close it, so save now.
+            self.save(node)
+            self.drop_dirty_if_idle(node)
+
+    def save(self, node: Node) -> None:
+        """Turn a node's modified temp file into a staged entry (no-op if unmodified or unlinked)."""
+        dirty = node.dirty
+        if dirty is None or not dirty.modified:
+            return
+        scope = node.scope
+        assert scope is not None
+        if node.detached:
+            dirty.end_save(dirty.begin_save())
+            return
+        catalog = self.state.catalog
+        # The temp file itself is uploaded, with digests computed while it was written.
+        version, info = dirty.store(lambda path, digests: catalog.write_file(scope.repo, path, digests=digests))
+        with scope.mutex:
+            if node.detached:
+                dirty.end_save(version)
+                return
+            base = node.entry or Entry("", 0)
+            entry = with_changes(base, address=info.address, size=info.size, etag=info.etag)
+            catalog.put_entry(scope.repo, scope.resolved, node.path, entry)
+            with self.table.lock:
+                self.scopes.local_change(scope)
+                node.entry, node.fetched, node.gen = entry, self.state.now(), scope.gen
+                parent = self.state.parent_of(node)
+                if parent is not None:
+                    self.tree.listing_put(parent, os.path.basename(node.path).encode("utf-8", "surrogateescape"), Child(ChildKind.FILE, entry))
+        dirty.end_save(version)
+        self.metrics.add("saved_files")
+        self.metrics.add("saved_bytes", info.size)
+
+    def drop_dirty_if_idle(self, node: Node) -> None:
+        """Drop ``node``'s temp file once no handle is open (unsaved content is kept aside first)."""
+        with node.lock:
+            dirty = node.dirty
+            if dirty is None or node.opens > 0:
+                return
+            if dirty.modified and not node.detached:
+                self.keep_unsaved(node, dirty)
+            else:
+                dirty.discard()
+            node.dirty = None
+            # The kernel's pages hold the bytes we just saved: keep them.
+            if node.entry is not None:
+                node.page_identity = node.entry.identity()
+        self.table.drop_if_dead(node)
+
+    def keep_unsaved(self, node: Node, dirty: DirtyFile) -> None:
+        """Content that could not be saved is moved aside, never silently dropped."""
+        scope = node.scope
+        options = self.state.options
+        where = os.path.join(
+            options.recovered_dir or os.path.join(options.spool_dir, "recovered"),
+            f"{scope.repo if scope else ''}-{scope.name if scope else ''}-{int(time.time())}-{node.ino}-{os.path.basename(node.path)}",
+        )
+        try:
+            dirty.keep_as(where)
+            log.error("could not save %s: its content is kept in %s", node.path, where)
+        except OSError as exc:
+            log.error("could not save %s and could not keep its content: %s", node.path, exc)
+            dirty.discard()
+
+    def flush_all(self) -> int:
+        """Save every modified open file (unmount, SIGTERM); returns how many failed."""
+        failed = 0
+        for node in self.table.nodes():
+            if node.dirty is not None and node.dirty.modified and not node.detached:
+                try:
+                    self.save(node)
+                except Exception as exc:  # keep saving the others
+                    failed += 1
+                    log.error("saving %s failed: %s", node.path, exc)
+        return failed
+
+    def close(self) -> None:
+        """Save what can be saved, keep aside what cannot, and release every temp file."""
+        self.flush_all()
+        for node in self.table.nodes():
+            dirty = node.dirty
+            if dirty is not None:
+                if dirty.modified and not node.detached:
+                    self.keep_unsaved(node, dirty)
+                else:
+                    dirty.discard()
+                node.dirty = None

@@ -1,0 +1,171 @@
+"""What every part of the filesystem core shares: the mount's state and its plumbing.
+
+The core is split by concept (scopes, the tree of names, directory handles,
+file handles, saving, scan-ahead, attributes, namespace changes); each part is
+a collaborator holding this one :class:`MountState` explicitly.  It carries
+the catalog, the options, the inode table, the block reader, the metrics and
+the queue of kernel invalidations, plus the small caches everything consults
+(repositories, the empty object) and the non-blocking switch: under
+:meth:`MountState.nonblocking`, :meth:`MountState.io` raises
+:class:`NeedsThread` where an operation would block, before it changes
+anything.  :func:`op` times a public operation into the metrics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
+
+from lakemount.catalog.catalog import Catalog, DataInfo
+from lakemount.fuse.errno import FsError, errno_of
+from lakemount.fuse.inodes import InodeTable, Node
+from lakemount.fuse.reader import BlockReader, ObjectRef
+from lakemount.fuse.stats import Metrics
+from lakemount.fuse.values import MountOptions
+from lakemount.graveler.model import Entry, Repository
+
+if TYPE_CHECKING:
+    from lakemount.fuse.scope import Scope
+
+NAME_MAX: Final = 255
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class NeedsThread(Exception):
+    """Raised under :meth:`FileSystem.nonblocking` by an operation that must do I/O; nothing changed."""
+
+
+def op(name: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Time an operation into the metrics (``self.state.metrics``), with its errno on failure."""
+
+    def deco(fn: Callable[P, T]) -> Callable[P, T]:
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+            self = args[0]
+            t0 = time.perf_counter()
+            err = 0
+            try:
+                return fn(*args, **kwargs)
+            except NeedsThread:
+                err = -1
+                raise
+            except BaseException as exc:
+                err = errno_of(exc) or errno.EIO
+                raise
+            finally:
+                if err >= 0:
+                    self.state.metrics.observe(name, time.perf_counter() - t0, err)  # type: ignore[attr-defined]
+
+        return wrapper
+
+    return deco
+
+
+class MountState:
+    """The state shared by the core's parts; see the module docstring."""
+
+    def __init__(self, catalog: Catalog, reader: BlockReader, metrics: Metrics, options: MountOptions) -> None:
+        self.catalog = catalog
+        self.options = options
+        self.metrics = metrics
+        self.reader = reader
+        self.table = InodeTable()
+        self.invalidations: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self.started_ns = time.time_ns()
+        self.repos: dict[str, Repository] = {}
+        self._empty: dict[str, DataInfo] = {}
+        self._tls = threading.local()
+        self._next_fh = 1
+
+    @contextlib.contextmanager
+    def nonblocking(self) -> Iterator[None]:
+        """Run operations that may not block: one that needs I/O raises ``NeedsThread`` instead."""
+        self._tls.nb = True
+        try:
+            yield
+        finally:
+            self._tls.nb = False
+
+    def io(self) -> None:
+        """Called before any I/O: raises ``NeedsThread`` under :meth:`nonblocking`."""
+        if getattr(self._tls, "nb", False):
+            raise NeedsThread
+
+    def node(self, ino: int) -> Node:
+        """The node of inode ``ino``; ``FsError(ESTALE)`` if the mount does not know it."""
+        node = self.table.get(ino)
+        if node is None:
+            raise FsError(errno.ESTALE, f"unknown inode {ino}")
+        return node
+
+    def new_fh(self) -> int:
+        """A handle number never used before in this mount (files and directories share the space)."""
+        with self.table.lock:
+            fh = self._next_fh
+            self._next_fh += 1
+            return fh
+
+    def repo(self, name: str) -> Repository:
+        """Repository ``name``, remembered for the mount's life; raises what the catalog raises."""
+        repo = self.repos.get(name)
+        if repo is None:
+            self.io()
+            repo = self.repos[name] = self.catalog.repository(name)
+        return repo
+
+    def empty_data(self, repo: str) -> DataInfo:
+        """The stored empty object of ``repo`` (what a new file points at), written once per mount."""
+        info = self._empty.get(repo)
+        if info is None:
+            self.io()
+            info = self._empty[repo] = self.catalog.write_data(repo, b"")
+        return info
+
+    def stage(self, scope: Scope, changes: Sequence[tuple[str, Entry | None]]) -> None:
+        """Stage puts (entries) and deletes (None) on the scope's branch as one transaction."""
+        self.io()
+        self.catalog.apply(scope.repo, scope.resolved, changes)
+        self.metrics.add("staged_changes", len(changes))
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def parent_of(self, node: Node) -> Node | None:
+        """The known node of ``node``'s parent directory inside its scope (or the repository directory)."""
+        if node.scope is None:
+            return None
+        if not node.path:
+            if self.options.ref is not None:
+                return None
+            return self.table.by_key(("repo", node.scope.repo))
+        return self.table.by_key((node.scope.key, os.path.dirname(node.path)))
+
+    def object_ref(self, repo: Repository, entry: Entry) -> ObjectRef:
+        """Where the reader finds ``entry``'s data."""
+        return ObjectRef(self.catalog.physical_url(repo, entry.address), entry.size, entry.etag)
+
+
+def join_path(parent: str, name: str) -> str:
+    return f"{parent}/{name}" if parent else name
+
+
+def key_len(path: str) -> int:
+    return len(path.encode("utf-8", "surrogateescape"))
+
+
+def decode_name(name: bytes) -> str:
+    return name.decode("utf-8", "surrogateescape")
+
+
+def with_changes(entry: Entry, **changes: Any) -> Entry:
+    """A copy of ``entry`` with ``changes`` (entries are frozen)."""
+    return entry._replace(**changes)

@@ -1,0 +1,272 @@
+"""The tree of names as the mount knows it: lookup, revalidation and cached listings.
+
+A name is looked up in its parent's cached listing when that is fresh, else by
+point queries on the catalog (:func:`~lakemount.fuse.listing.lookup_child`);
+either way the answer is bound to a node of the inode table.  An entry read
+from a branch is trusted for ``head_ttl`` seconds and from a committed ref for
+the scope's generation; an answer that raced with a change this mount made
+(the scope's ``version`` moved) is returned but not cached.  A node whose path
+vanished, or became another type, is detached.  Local changes keep the cached
+listings true through :meth:`Tree.listing_put` and :meth:`Tree.names_changed`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import time
+from collections.abc import Sequence
+from typing import Final
+
+from lakemount.catalog.catalog import MAX_KEY_BYTES
+from lakemount.errors import InvalidArgument, NotFound
+from lakemount.fuse import control
+from lakemount.fuse.attributes import Attributes
+from lakemount.fuse.errno import FsError
+from lakemount.fuse.inodes import ROOT_INODE, Kind, Node
+from lakemount.fuse.listing import Child, ChildKind, Listing, list_dir, lookup_child
+from lakemount.fuse.scope import Scope, Scopes
+from lakemount.fuse.state import NAME_MAX, MountState, decode_name, join_path, key_len, op
+from lakemount.fuse.values import Attr
+
+KIND: Final = {ChildKind.FILE: Kind.FILE, ChildKind.DIR: Kind.DIR, ChildKind.SYMLINK: Kind.SYMLINK}
+CHILD: Final = {Kind.FILE: ChildKind.FILE, Kind.DIR: ChildKind.DIR, Kind.SYMLINK: ChildKind.SYMLINK}
+
+
+class Tree:
+    """Names to nodes, and the freshness of what the nodes cache."""
+
+    def __init__(self, state: MountState, scopes: Scopes, attrs: Attributes) -> None:
+        self.state = state
+        self.scopes = scopes
+        self.attrs = attrs
+        self.table = state.table
+        self.options = state.options
+
+    # ------------------------------------------------------------------ freshness
+    def fresh(self, node: Node) -> bool:
+        """True if ``node``'s cached entry may be used without asking the catalog."""
+        scope = node.scope
+        if scope is None or node.dirty is not None or node.detached:
+            return True
+        if node.gen != scope.gen:
+            return False
+        return not scope.writable or self.state.now() - node.fetched < self.options.head_ttl
+
+    def listing_fresh(self, node: Node) -> Listing | None:
+        """``node``'s cached listing if it may be used without asking the catalog, else None."""
+        listing = node.listing
+        scope = node.scope
+        if listing is None or scope is None or listing.gen != scope.gen:
+            return None
+        if scope.writable and self.state.now() - listing.fetched >= self.options.head_ttl:
+            return None
+        return listing
+
+    def revalidate(self, node: Node) -> None:
+        """Refresh a path node's entry if stale; FsError(ENOENT) if its path is gone (or changed type)."""
+        scope = node.scope
+        if scope is None:
+            return
+        self.scopes.check(scope)
+        if self.fresh(node):
+            return
+        state = self.state
+        if not node.path:
+            with self.table.lock:
+                node.gen, node.fetched = scope.gen, state.now()
+            return
+        state.io()
+        gen, version, fetched = scope.gen, scope.version, state.now()
+        child = lookup_child(state.catalog, scope.repo, scope.resolved, node.path)
+        kind = KIND[child.kind] if child is not None else None
+        with self.table.lock:
+            if child is None or kind != node.kind:
+                if node.dirty is None and node.opens == 0:
+                    self.table.detach(node)
+                raise FsError(errno.ENOENT, node.path)
+            if scope.version == version and gen == scope.gen and node.dirty is None:
+                node.entry, node.gen, node.fetched = child.entry, gen, fetched
+
+    def bind(self, scope: Scope, path: str, child: Child, fetched: float, gen: int, version: int) -> Node:
+        """The node for ``path`` in ``scope`` (new inode if unknown or of another kind), updated from ``child``."""
+        kind = KIND[child.kind]
+        key = (scope.key, path)
+        with self.table.lock:
+            node = self.table.by_key(key)
+            if node is not None and node.kind != kind:
+                self.table.detach(node)
+                node = None
+            if node is None:
+                node = self.table.get_or_add(key, kind=kind, scope=scope, path=path)
+                node.entry = child.entry
+                node.fetched = fetched if version == scope.version else 0.0
+                node.gen = gen
+            elif node.dirty is None and version == scope.version and gen == scope.gen and fetched >= node.fetched:
+                node.entry, node.fetched, node.gen = child.entry, fetched, gen
+            return node
+
+    # ------------------------------------------------------------------ lookup
+    @op("lookup")
+    def lookup(self, parent_ino: int, name: bytes) -> Attr:
+        """Find ``name`` in a directory and count one kernel reference to it."""
+        node = self.child(self.state.node(parent_ino), name)
+        self.table.remember(node)
+        return self.attrs.attr(node)
+
+    def child(self, parent: Node, name: bytes) -> Node:
+        """The node named ``name`` in ``parent`` (any kind of directory); ``FsError`` ENOENT, ENOTDIR..."""
+        if len(name) > NAME_MAX:
+            raise FsError(errno.ENAMETOOLONG)
+        if name == b".":
+            return parent
+        if name == b"..":
+            return self.dotdot(parent)
+        if parent.kind == Kind.ROOT:
+            if name == control.CONTROL_DIR.encode():
+                return self.table.get_or_add(("ctl", None), kind=Kind.CONTROL_DIR)
+            repo = decode_name(name)
+            try:
+                self.state.repo(repo)
+            except NotFound:
+                raise FsError(errno.ENOENT, repo) from None
+            return self.table.get_or_add(("repo", repo), kind=Kind.REPO, repo=repo)
+        if parent.kind == Kind.REPO:
+            ref = decode_name(name)
+            try:
+                ref_scope = self.scopes.get(parent.repo, ref)
+            except (NotFound, InvalidArgument):
+                # ".git", "foo bar": not a ref, so nothing by that name
+                raise FsError(errno.ENOENT, ref) from None
+            return self.scope_root(ref_scope)
+        if parent.kind == Kind.CONTROL_DIR:
+            fname = decode_name(name)
+            if fname not in control.files_for(parent.scope, self.stats_here(parent)):
+                raise FsError(errno.ENOENT, fname)
+            key = ("ctl", parent.scope.key if parent.scope else None, fname)
+            return self.table.get_or_add(key, kind=Kind.CONTROL_FILE, scope=parent.scope, control=fname)
+        if parent.kind != Kind.DIR:
+            raise FsError(errno.ENOTDIR)
+        scope = parent.scope
+        assert scope is not None
+        if not parent.path and name == control.CONTROL_DIR.encode():
+            return self.table.get_or_add(("ctl", scope.key), kind=Kind.CONTROL_DIR, scope=scope)
+        node = self.find(parent, name)
+        if node is None:
+            raise FsError(errno.ENOENT, decode_name(name))
+        return node
+
+    def stats_here(self, ctl_dir: Node) -> bool:
+        """True if the ``.lakefs`` directory ``ctl_dir`` holds the mount's ``stats``."""
+        return ctl_dir.scope is None or (self.options.ref is not None and ctl_dir.scope.key == (self.options.ref[0], self.options.ref[1]))
+
+    def dotdot(self, node: Node) -> Node:
+        """The parent of ``node`` as ``..`` shows it (the mount root above the layout)."""
+        root = self.state.node(ROOT_INODE)
+        if node.kind in (Kind.ROOT, Kind.REPO):
+            return root
+        if node.kind == Kind.CONTROL_DIR:
+            return self.scope_root(node.scope) if node.scope is not None else root
+        return self.state.parent_of(node) or root
+
+    def scope_root(self, scope: Scope) -> Node:
+        """The root directory node of a mounted ref."""
+        return self.table.get_or_add((scope.key, ""), kind=Kind.DIR, scope=scope, path="")
+
+    def find(self, parent: Node, name: bytes) -> Node | None:
+        """The node named ``name`` in directory ``parent`` of a scope, or None (may do I/O)."""
+        scope = parent.scope
+        assert scope is not None
+        self.scopes.check(scope)
+        path = join_path(parent.path, decode_name(name))
+        if key_len(path) + 1 > MAX_KEY_BYTES:
+            raise FsError(errno.ENAMETOOLONG)
+        existing = self.table.by_key((scope.key, path))
+        if existing is not None and (existing.dirty is not None or self.fresh(existing)):
+            return existing
+        listing = self.listing_fresh(parent)
+        if listing is not None:
+            child = listing.children.get(name)
+            fetched, gen, version = listing.fetched, listing.gen, scope.version
+        else:
+            self.state.io()
+            gen, version, fetched = scope.gen, scope.version, self.state.now()
+            child = lookup_child(self.state.catalog, scope.repo, scope.resolved, path)
+        if child is None:
+            if existing is not None and existing.opens == 0 and existing.dirty is None:
+                self.table.detach(existing)
+            return None
+        return self.bind(scope, path, child, fetched, gen, version)
+
+    @op("forget")
+    def forget(self, items: Sequence[tuple[int, int]]) -> None:
+        """The kernel dropped ``n`` references to each inode."""
+        for ino, n in items:
+            self.table.forget(ino, n)
+
+    @op("getattr")
+    def getattr(self, ino: int) -> Attr:
+        """The attributes of ``ino``, revalidated if stale (a vanished path keeps its last ones)."""
+        node = self.state.node(ino)
+        if node.kind in (Kind.DIR, Kind.FILE, Kind.SYMLINK):
+            try:
+                self.revalidate(node)
+            except FsError as exc:
+                # Gone from the ref (deleted elsewhere): like an unlinked file, the
+                # inode keeps its last attributes; lookups no longer find it.
+                if exc.errno != errno.ENOENT:
+                    raise
+        return self.attrs.attr(node)
+
+    # ------------------------------------------------------------------ listings
+    def listing(self, node: Node) -> Listing:
+        """The children of directory ``node``, listed if the cached listing is stale; ENOENT if it vanished."""
+        listing = self.listing_fresh(node)
+        if listing is not None:
+            return listing
+        scope = node.scope
+        assert scope is not None
+        state = self.state
+        state.io()
+        gen, version, fetched = scope.gen, scope.version, state.now()
+        children, marker = list_dir(state.catalog, scope.repo, scope.resolved, node.path)
+        if node.path and not children and marker is None:
+            # Nothing under this path any more: the directory is gone.
+            raise FsError(errno.ENOENT, node.path)
+        listing = Listing(children, sorted(children), fetched, gen)
+        with self.table.lock:
+            if version == scope.version and gen == scope.gen:
+                node.listing = listing
+                if node.path:
+                    node.entry, node.fetched, node.gen = marker, fetched, gen
+        return listing
+
+    @staticmethod
+    def listing_put(parent: Node, name: bytes, child: Child | None) -> None:
+        """Update ``parent``'s cached listing after a local change (caller holds the table lock)."""
+        listing = parent.listing
+        if listing is None:
+            return
+        old = listing.children.get(name)
+        if old is not None and old.kind is ChildKind.DIR:
+            listing.dirs -= 1
+        if child is None:
+            if listing.children.pop(name, None) is not None:
+                i = bisect.bisect_left(listing.names, name)
+                if i < len(listing.names) and listing.names[i] == name:
+                    del listing.names[i]
+            return
+        if old is None:
+            bisect.insort(listing.names, name)
+        if child.kind is ChildKind.DIR:
+            listing.dirs += 1
+        listing.children[name] = child
+
+    @staticmethod
+    def names_changed(parent: Node) -> None:
+        """An entry of ``parent`` was added, removed or renamed: its mtime and ctime move (POSIX), in memory.
+
+        Staging a new directory marker on every create would double the writes
+        of a job making many files; like ctime, this is not versioned.
+        """
+        parent.mtime_ns = parent.ctime_ns = time.time_ns()
