@@ -34,11 +34,13 @@ OTHER_VARIABLES: Final = frozenset(
         "LAKEMOUNT_SPARK_MASTER",  # --master of gc run / import / export
         "LAKEMOUNT_MOUNT_ARGS",  # systemd/lakemount-mount@.service
         "LAKEMOUNT_GATEWAY_ARGS",  # systemd/lakemount-gateway.service
+        "LAKEMOUNT_API_ARGS",  # systemd/lakemount-api.service
         # knobs of the test suite
         "LAKEMOUNT_TEST_POSTGRES_URL",
         "LAKEMOUNT_TEST_PG_BIN",
         "LAKEMOUNT_MODEL_EXAMPLES",
         "LAKEMOUNT_KERNEL_MODEL_EXAMPLES",
+        "LAKEMOUNT_KERNEL_MODEL_STEPS",
         "LAKEMOUNT_SPARK_S3A_DEBUG",
     }
 )

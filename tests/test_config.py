@@ -129,8 +129,8 @@ def test_unknown_key_in_file_names_key_and_file(tmp_path: Path) -> None:
 
 
 def test_unknown_section_in_file(tmp_path: Path) -> None:
-    path = _file(tmp_path, "api:\n  listen_address: 127.0.0.1:8001\n")
-    assert str(_error(path, {"LAKEMOUNT_HOME": str(tmp_path)})).startswith(f"config: unknown key 'api' in {path}")
+    path = _file(tmp_path, "apis:\n  listen_address: 127.0.0.1:8001\n")
+    assert str(_error(path, {"LAKEMOUNT_HOME": str(tmp_path)})).startswith(f"config: unknown key 'apis' in {path}")
 
 
 def test_unknown_variable_is_named(tmp_path: Path) -> None:
@@ -224,7 +224,7 @@ def test_sections_are_frozen_dataclasses(tmp_path: Path) -> None:
         seen += 1
     assert seen >= 15
     assert {f.name for f in dataclasses.fields(Config)} == {
-        "home", "logging", "metadata", "blockstore", "gateways", "cache", "mount", "auth"
+        "home", "logging", "metadata", "blockstore", "gateways", "api", "cache", "mount", "auth"
     }
 
 

@@ -19,11 +19,19 @@ from typing import Any, Final
 
 from lakemount.api.errors import ApiError, bad_request
 from lakemount.gateway.http import Request
-from lakemount.gateway.landing import Landing, landing, store_content
+from lakemount.block.landing import Landing
 
 MAX_OBJECT_BYTES: Final = 5 * 1024**3
 MAX_PART_HEADER: Final = 64 * 1024
-_hasher = ThreadPoolExecutor(8, thread_name_prefix="lm-api-sha")
+_hasher: ThreadPoolExecutor | None = None
+
+
+def _hash_pool() -> ThreadPoolExecutor:
+    """The SHA-256 threads, made on the first upload (no pool at import)."""
+    global _hasher
+    if _hasher is None:
+        _hasher = ThreadPoolExecutor(8, thread_name_prefix="lm-api-sha")
+    return _hasher
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,13 +110,14 @@ def _fill(land: Landing, data: Iterator[bytes], limit: int) -> tuple[int, str, s
     md5, sha = hashlib.md5(), hashlib.sha256()
     size = 0
     pending = None
+    pool = _hash_pool()
     for piece in data:
         size += len(piece)
         if size > limit:
             raise ApiError(413, f"object larger than {limit} bytes")
         if pending is not None:
             pending.result()
-        pending = _hasher.submit(sha.update, piece)
+        pending = pool.submit(sha.update, piece)
         md5.update(piece)
         land.write(piece)
     if pending is not None:
@@ -133,10 +142,10 @@ def receive_object(request: Request, catalog: Any, repo: Any, tmpdir: str) -> St
     part_type: list[str] = []
     chunks = _chunks(request)
     data = _form_content(chunks, _boundary(ctype), part_type) if is_form else chunks
-    with landing(catalog, repo, tmpdir) as land:
+    with catalog.landing(repo, tmpdir) as land:
         size, md5, sha = _fill(land, data, MAX_OBJECT_BYTES)
         if not is_form and declared is not None and int(declared) != size:
             raise bad_request(f"body has {size} bytes, Content-Length said {declared}")
-        address = store_content(catalog, repo, land, sha)
+        address = catalog.store_landed(repo, land, sha)
     content_type = part_type[0] if is_form and part_type else (ctype if not is_form else "")
     return Stored(address, size, md5, content_type or "application/octet-stream")

@@ -16,9 +16,11 @@ import os
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import BinaryIO, Final, NamedTuple
 
+from lakemount.block.landing import Landing, landing
 from lakemount.errors import InvalidArgument, ObjectNotFound, ReadOnlyRef
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import DiffRecord, Graveler, MergeResult, prefix_end
@@ -181,6 +183,22 @@ class Catalog:
                 os.unlink(tmp)
             except FileNotFoundError:
                 pass
+
+    def landing(self, repo: Repository, tmpdir: str | None, sub: str = "data") -> AbstractContextManager[Landing]:
+        """A landing file for an object of ``repo`` under ``<namespace>/<sub>``; removed on exit unless stored."""
+        return landing(self.physical_url(repo, sub), tmpdir)
+
+    def store_landed(self, repo: Repository, land: Landing, sha256: str) -> str:
+        """Make a landing file the repository's content-addressed object; returns its address.
+
+        An object already there is kept (and refreshed against garbage collection,
+        as ``write_data`` does); raises what the block adapter raises.
+        """
+        address = f"data/{sha256[:2]}/{sha256}"
+        url = self.physical_url(repo, address)
+        if not self.refresh_existing(url):
+            land.store(self.adapter, url)
+        return address
 
     def refresh_existing(self, url: str) -> bool:
         """True if the data object ``url`` exists; its modification time is refreshed so a
