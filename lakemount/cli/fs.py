@@ -7,15 +7,18 @@ import mimetypes
 import os
 import posixpath
 import sys
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import click
 
 from lakemount.cli.common import ctx_obj, emit, entry_json, iso, json_option, parse_uri, progress
-from lakemount.catalog import Entry, ResolvedRef, shapes
-from lakemount.catalog.catalog import Catalog
+from lakemount.catalog import shapes
 from lakemount.catalog.paths import path_problem
 from lakemount.errors import InvalidArgument, LakeMountError, NotFound, ObjectNotFound
+
+if TYPE_CHECKING:
+    from lakemount.catalog.catalog import Catalog
+    from lakemount.catalog.model import Entry, ResolvedRef
 
 # Symlinks followed by ``fs cat`` and ``fs download`` of one path before giving up (as Linux's MAXSYMLINKS).
 MAX_SYMLINKS: Final = 40

@@ -36,7 +36,7 @@ def create(uri: str, storage_namespace: str | None, default_branch: str) -> None
 @json_option
 def list_() -> None:
     """List repositories."""
-    repos = ctx_obj().app.graveler.list_repositories()
+    repos = ctx_obj().app.catalog.list_repositories()
     emit(
         [shapes.repository_json(r) for r in repos],
         [f"{r.name:<30} {r.default_branch:<16} {iso(r.creation_date)}  {r.storage_namespace}" for r in repos],
@@ -52,7 +52,7 @@ def delete(uri: str, yes: bool) -> None:
     u = parse_uri(uri)
     if not yes:
         click.confirm(f"Delete repository {u.repo} and all its branches, tags and commits?", abort=True)
-    ctx_obj().app.graveler.delete_repository(u.repo)
+    ctx_obj().app.catalog.delete_repository(u.repo)
     emit({"deleted": u.repo}, f"Deleted repository {u.repo}")
 
 

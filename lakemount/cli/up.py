@@ -40,7 +40,7 @@ def ensure_demo(app: object) -> bool:
     tag ``v1``; and a branch ``dev`` one commit ahead, to merge.
     """
     from lakemount.app import App
-    from lakemount.catalog import DIR_MODE, Entry
+    from lakemount.catalog.model import DIR_MODE, Entry
 
     assert isinstance(app, App)
     try:
@@ -75,7 +75,7 @@ def up(no_services: bool) -> None:
     os.makedirs(app.config.home, exist_ok=True)
     created = ensure_demo(app)
     listing = [it.path for it in app.catalog.list(DEMO, "main", "")]
-    head = app.graveler.get_branch(DEMO, "main").commit_id
+    head = app.catalog.get_branch(DEMO, "main").commit_id
     emit(
         {"home": app.config.home, "repository": DEMO, "created": created, "head": head, "objects": listing},
         [

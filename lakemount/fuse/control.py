@@ -39,10 +39,10 @@ from typing import Any, Final
 
 from lakemount.catalog import shapes
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.model import Commit
 from lakemount.errors import InvalidArgument, LakeMountError, MergeConflict, NotFound
 from lakemount.fuse.listing import count_hidden
 from lakemount.fuse.scope import Scope
-from lakemount.graveler.model import Commit, decode_value
 
 CONTROL_DIR: Final = ".lakefs"
 BRANCH_FILES: Final = ("commit", "merge", "revert", "reset", "status", "head", "log", "error")
@@ -103,15 +103,15 @@ class ControlFiles:
         if name == STATS:
             return self.render_stats().encode()
         assert scope is not None
-        g = self.catalog.graveler
+        catalog = self.catalog
         if name == "head":
             return (self._head(scope) + "\n").encode()
         if name == "commit":
-            return _json(_commit_json(g.get_commit(scope.repo, self._head(scope))))
+            return _json(_commit_json(catalog.get_commit(scope.repo, self._head(scope))))
         if name in ("merge", "revert", "reset"):
             return _json(scope.last.get(name, {}))
         if name == "log":
-            return _json([_commit_json(c) for c in g.log(scope.repo, self._ref(scope), limit=LOG_LIMIT)])
+            return _json([_commit_json(c) for c in catalog.log(scope.repo, self._ref(scope), limit=LOG_LIMIT)])
         if name == "status":
             return _json(self._status(scope))
         if name == "error":
@@ -123,22 +123,20 @@ class ControlFiles:
 
     def _head(self, scope: Scope) -> str:
         if scope.writable:
-            return self.catalog.graveler.get_branch(scope.repo, scope.branch).commit_id
+            return self.catalog.get_branch(scope.repo, scope.branch).commit_id
         return scope.resolved.commit_id
 
     def _status(self, scope: Scope) -> dict[str, Any]:
         changes: list[dict[str, Any]] = []
         truncated = False
-        for rec in self.catalog.graveler.diff_uncommitted(scope.repo, scope.branch):
+        for rec in self.catalog.diff_uncommitted(scope.repo, scope.branch):
             if len(changes) >= STATUS_LIMIT:
                 truncated = True
                 break
-            path = rec.key.decode("utf-8", "surrogateescape")
-            item: dict[str, Any] = {"path": path, "type": rec.kind}
+            item: dict[str, Any] = {"path": rec.path, "type": rec.kind}
             if rec.right is not None:
-                e = decode_value(rec.right)
-                item["size_bytes"] = e.size
-                item["checksum"] = e.etag
+                item["size_bytes"] = rec.right.size
+                item["checksum"] = rec.right.etag
             changes.append(item)
         count, examples, complete = count_hidden(self.catalog, scope.repo, scope.resolved, HIDDEN_SCAN_LIMIT)
         hidden = {"count": count, "examples": examples, "complete": complete}
@@ -198,7 +196,7 @@ class ControlFiles:
             allow_empty = bool(spec.get("allow_empty", False))
         if not message:
             raise InvalidArgument("commit: write a commit message")
-        res = self.catalog.graveler.commit(
+        res = self.catalog.commit(
             scope.repo, scope.branch, message, committer=committer_name(uid), metadata=metadata, allow_empty=allow_empty
         )
         scope.last["commit"] = _commit_json(res.commit)
@@ -231,7 +229,7 @@ class ControlFiles:
         if source is None:
             raise InvalidArgument("merge: write a source ref, e.g. 'dev' or 'dev --strategy source-wins'")
         self._check_ref(scope, source, "merge")
-        res = self.catalog.graveler.merge(
+        res = self.catalog.merge(
             scope.repo, source, scope.branch, strategy=None if strategy == "fail" else strategy, squash=squash,
             message=message, committer=committer_name(uid),
         )

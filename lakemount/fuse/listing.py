@@ -4,7 +4,7 @@ A directory is a key prefix ending in ``/``.  Its children are the keys right
 below it (files, symlinks) and the next-level prefixes (subdirectories); an
 *explicit* directory also has a marker key (the prefix itself, e.g. ``a/b/``)
 whose entry holds its mode, owner and times, while an *implicit* one exists only
-because keys lie below it.  :func:`list_dir` walks graveler's ordered scan and
+because keys lie below it.  :func:`list_dir` walks the catalog's ordered scan and
 returns each subdirectory together with its marker entry, jumping over the
 subtree when it is large, so listing a directory costs one scan plus one seek
 per big subdirectory.  Keys a directory cannot show (``lakemount.catalog.paths``:
@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from lakemount.catalog.catalog import Catalog
-from lakemount.graveler.graveler import prefix_end
-from lakemount.graveler.model import Entry, decode_value
-from lakemount.graveler.refexpr import ResolvedRef
+from lakemount.catalog.model import Entry, ResolvedRef, decode_value, prefix_end
 
 # Keys of one subdirectory skipped one by one before seeking past the rest.
 SKIP_BEFORE_SEEK: Final = 16
@@ -105,7 +103,7 @@ def list_dir(catalog: Catalog, repo: str, ref: ResolvedRef, dir_path: str) -> tu
         current_dir: bytes | None = None
         shown = False  # has current_dir a key that can be shown (so it exists)?
         skipped = 0
-        for key, value in catalog.graveler.scan(repo, ref, start, stop):
+        for key, value in catalog.scan_records(repo, ref, start, stop):
             rest = key[len(prefix) :]
             slash = rest.find(b"/")
             if slash < 0:
@@ -146,7 +144,7 @@ def lookup_child(catalog: Catalog, repo: str, ref: ResolvedRef, path: str) -> Ch
     that can be shown (its directory marker or a showable key).
     """
     dir_key = (path + "/").encode("utf-8", "surrogateescape")
-    for key, value in catalog.graveler.scan(repo, ref, dir_key, prefix_end(dir_key)):
+    for key, value in catalog.scan_records(repo, ref, dir_key, prefix_end(dir_key)):
         rest = key[len(dir_key) :]
         if not rest:
             marker = decode_value(value)
@@ -167,7 +165,7 @@ def count_hidden(catalog: Catalog, repo: str, ref: ResolvedRef, limit: int) -> t
     from lakemount.catalog.paths import path_problem
 
     count, examples, seen = 0, [], 0
-    for key, value in catalog.graveler.scan(repo, ref, b"", None):
+    for key, value in catalog.scan_records(repo, ref, b"", None):
         seen += 1
         if seen > limit:
             return count, examples, False
@@ -187,7 +185,7 @@ def has_children(catalog: Catalog, repo: str, ref: ResolvedRef, path: str, ignor
     """
     dir_key = (path + "/").encode("utf-8", "surrogateescape") if path else b""
     stop = prefix_end(dir_key) if dir_key else None
-    for key, value in catalog.graveler.scan(repo, ref, dir_key, stop):
+    for key, value in catalog.scan_records(repo, ref, dir_key, stop):
         if key in ignore:
             continue
         if key != dir_key or not decode_value(value).is_dir:

@@ -199,7 +199,7 @@ def test_item10_control_files_speak_the_cli_shapes(pfs: PathFS, app: App) -> Non
 def test_item4_mount_hides_keys_a_directory_cannot_show(pfs: PathFS, app: App) -> None:
     import errno as _errno
 
-    from lakemount.catalog import FILE_MODE, Entry
+    from lakemount.catalog.model import FILE_MODE, Entry
 
     cat = app.catalog
     hidden = ["/leading", "a//b", "a/../b", "s/" + "x" * 300, "trail/", "t2/", "q/./r"]
