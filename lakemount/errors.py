@@ -78,6 +78,14 @@ class ObjectNotFound(NotFound):
         self.what = what
 
 
+class UploadNotFound(NotFound):
+    """A multipart upload that does not exist, or was completed or aborted."""
+
+    def __init__(self, upload_id: str) -> None:
+        super().__init__(f"multipart upload not found: {upload_id}")
+        self.upload_id = upload_id
+
+
 class AmbiguousRef(InvalidArgument):
     def __init__(self, repo: str, ref: str, candidates: list[str]) -> None:
         shown = ", ".join(candidates[:5])
@@ -89,6 +97,18 @@ class InvalidName(InvalidArgument):
     def __init__(self, kind: str, name: str, reason: str) -> None:
         super().__init__(f"invalid {kind} name {name!r}: {reason}")
         self.kind, self.name, self.reason = kind, name, reason
+
+
+class ConfigError(InvalidArgument):
+    """A configuration that cannot be used: an unknown key, a wrong type, an unreadable file.
+
+    ``key`` is the dotted key (or variable name) at fault, ``source`` where it came from
+    (a file path or an environment variable name); the message is one line.
+    """
+
+    def __init__(self, message: str, key: str = "", source: str = "") -> None:
+        super().__init__(f"config: {message}")
+        self.key, self.source = key, source
 
 
 class NothingToCommit(PreconditionFailed):

@@ -1,40 +1,81 @@
 #!/usr/bin/env bash
-# Install everything lakemount needs on a fresh Debian 12 machine: Debian packages
+# Install everything lakemount and its test suite need on a fresh Debian 12 machine: Debian packages
 # (as root, via apt-get) and Python packages (via pip, into the project's .venv).
 # Idempotent: rerunning skips what is already there.
+#
+# Python: $PYTHON, else python3 on PATH (e.g. pyenv's), else Debian's python3 (installed if missing).
+# Debian's python needs its venv and headers packages; any other python must bring its own headers
+# (Python.h), which pyfuse3 and lakemount's C extensions compile against.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(fuse3 libfuse3-dev pkg-config rocksdb-tools postgresql git python3-venv rclone s3fs s3cmd awscli)
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "install: need root to apt-get install ${missing[*]}" >&2
-    exit 1
-  fi
+APT_PACKAGES=(
+  fuse3 libfuse3-dev pkg-config gcc           # the mount: pyfuse3 builds from source; our C extensions (setup.py)
+  openjdk-17-jre-headless procps              # PySpark (jobs, Spark tests): a Java runtime; Spark's launcher runs ps
+  ca-certificates                             # pip over HTTPS
+  git rocksdb-tools postgresql                # the suite's references: git (merge differential), sst_dump, PostgreSQL
+  rclone s3fs s3cmd awscli                    # S3 clients the gateway and benchmark tests drive
+)
+
+say() { echo "install: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+apt_install() { # packages... -> apt-get install those not installed yet
+  local missing=() p
+  for p in "$@"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  [ "$(id -u)" -eq 0 ] || die "need root to apt-get install ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >/dev/null
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-fi
+}
 
 PY=${PYTHON:-python3}
+if ! command -v "$PY" >/dev/null 2>&1; then
+  [ -z "${PYTHON:-}" ] || die "PYTHON=$PYTHON is not an executable on PATH"
+  say "no python3 on PATH: installing Debian's"
+  apt_install python3
+fi
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "$PY is $("$PY" -V 2>&1); lakemount needs Python >= 3.11"
+pyver=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+if dpkg -S "$(readlink -f "$(command -v "$PY")")" >/dev/null 2>&1; then
+  # Debian's own python: ensurepip (for venv) and the headers are packages of their own.
+  APT_PACKAGES+=("python$pyver-venv" "python$pyver-dev")
+fi
+apt_install "${APT_PACKAGES[@]}"
+"$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+  || die "$PY has no headers (Python.h): pyfuse3 and lakemount's C extensions cannot build; use a python with headers or Debian's python3"
+command -v java >/dev/null 2>&1 || die "no java on PATH after installing openjdk-17-jre-headless: PySpark cannot start"
+
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
+built() { # both C extensions load and pyfuse3 binds to the shim (they are optional in setup.py: pip does not fail)
+  .venv/bin/python -c '
+import lakemount.graveler._sstblock
+from lakemount.fuse import kflags
+import pyfuse3
+assert kflags.active(), "lakemount.fuse._kflags is missing or pyfuse3 does not bind to it"
+' 2>&1
+}
 stamp=.venv/.lakemount-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
+   || [ -n "$(find lakemount -name '*.c' -newer "$stamp")" ] || ! built >/dev/null; then
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -e ".[test]"
   touch "$stamp"
 fi
+if ! err=$(built); then
+  rm -f "$stamp"
+  die "C extensions or pyfuse3 did not build (${err##*$'\n'}); see the compiler's error with: .venv/bin/pip install -v -e ."
+fi
 
 # The systemd units run `lakemount` from PATH.
 if [ "$(id -u)" -eq 0 ] && [ ! -e /usr/local/bin/lakemount ]; then
-  ln -s "$(pwd)/.venv/bin/lakemount" /usr/local/bin/lakemount
+  ln -sfn "$(pwd)/.venv/bin/lakemount" /usr/local/bin/lakemount
 fi
 
 # The separate venv for the Spark S3A end-to-end test (pyspark 3.2.4 + hadoop-aws jars).
-scripts/install_spark_s3a.sh
+PYTHON="$PY" scripts/install_spark_s3a.sh

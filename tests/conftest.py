@@ -10,6 +10,9 @@ import pytest
 
 from lakemount.graveler.graveler import Graveler
 
+# skip_policy: under CI=true a skipped test fails the run (see its docstring); pytester tests it.
+pytest_plugins = ["tests.skip_policy", "pytester"]
+
 
 @pytest.fixture
 def make_graveler(tmp_path: Path) -> Callable[..., Graveler]:

@@ -1,16 +1,16 @@
 """The catalog: paths and objects on top of graveler; the facade every front end uses.
 
-:class:`Catalog` is the one class front ends hold.  Its verbs on refs
-(:mod:`~lakemount.catalog.refs`), history (:mod:`~lakemount.catalog.history`)
-and the stores' tables (:mod:`~lakemount.catalog.storage`) live in their own
-modules; this one holds the verbs on paths and objects.
-
 Graveler versions opaque keys and values; the catalog gives them meaning:
 keys are UTF-8 paths, values are :class:`Entry` records, and object data is
 stored content-addressed in the repository's storage namespace
 (``data/<aa>/<sha256>``), so writing the same bytes twice stores them once and
 copies or renames never copy data.  Directory markers are keys ending in
 ``/`` whose entry has a directory mode.
+
+:class:`Catalog` is the one class front ends hold.  Its verbs on refs
+(:mod:`~lakemount.catalog.refs`), history (:mod:`~lakemount.catalog.history`)
+and the stores' tables (:mod:`~lakemount.catalog.storage`) live in their own
+modules; this one holds the verbs on paths and objects.
 """
 
 from __future__ import annotations
@@ -20,19 +20,21 @@ import os
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import BinaryIO, Final, NamedTuple
 
+from lakemount.block.landing import Landing, landing
 from lakemount.catalog.history import HistoryVerbs
+from lakemount.catalog.model import decode_path, encode_path
 from lakemount.catalog.storage import StorageVerbs
-from lakemount.errors import InvalidArgument, ObjectNotFound
+from lakemount.errors import ObjectNotFound
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value, prefix_end
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef
 
-MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
 CHUNK: Final = 4 * 1024 * 1024
 SMALL: Final = 8 * 1024 * 1024
 SKIP_BEFORE_SEEK: Final = 32
@@ -59,20 +61,6 @@ class Listed(NamedTuple):
         return self.entry is None
 
 
-def encode_path(path: str) -> bytes:
-    """A path as a graveler key; raises ``InvalidArgument`` for empty or oversize paths."""
-    if not path:
-        raise InvalidArgument("empty path")
-    key = path.encode("utf-8", "surrogateescape")
-    if len(key) > MAX_KEY_BYTES:
-        raise InvalidArgument(f"path longer than {MAX_KEY_BYTES} bytes")
-    return key
-
-
-def decode_path(key: bytes) -> str:
-    return key.decode("utf-8", "surrogateescape")
-
-
 class Catalog(HistoryVerbs, StorageVerbs):
     """Objects by path in repositories; every front end (mount, gateway, CLI, jobs) goes through here."""
 
@@ -94,7 +82,7 @@ class Catalog(HistoryVerbs, StorageVerbs):
             sha = hashlib.sha256(data).hexdigest()
             info = DataInfo(f"data/{sha[:2]}/{sha}", len(data), hashlib.md5(data).hexdigest(), sha)
             url = self.physical_url(r, info.address)
-            if not self._refresh_existing(url):
+            if not self.refresh_existing(url):
                 self.adapter.put(url, data)
             return info
         if isinstance(source, str):
@@ -124,7 +112,7 @@ class Catalog(HistoryVerbs, StorageVerbs):
         size, sha256, md5hex = digests
         info = DataInfo(f"data/{sha256[:2]}/{sha256}", size, md5hex, sha256)
         url = self.physical_url(r, info.address)
-        if not self._refresh_existing(url):
+        if not self.refresh_existing(url):
             self.adapter.put_file(url, path)
         return info
 
@@ -146,7 +134,7 @@ class Catalog(HistoryVerbs, StorageVerbs):
             digest = sha.hexdigest()
             info = DataInfo(f"data/{digest[:2]}/{digest}", size, md5.hexdigest(), digest)
             url = self.physical_url(r, info.address)
-            if not self._refresh_existing(url):
+            if not self.refresh_existing(url):
                 self.adapter.put_file(url, tmp)
             return info
         finally:
@@ -155,8 +143,24 @@ class Catalog(HistoryVerbs, StorageVerbs):
             except FileNotFoundError:
                 pass
 
-    def _refresh_existing(self, url: str) -> bool:
-        """True if the object exists; its modification time is refreshed so a
+    def landing(self, repo: Repository, tmpdir: str | None, sub: str = "data") -> AbstractContextManager[Landing]:
+        """A landing file for an object of ``repo`` under ``<namespace>/<sub>``; removed on exit unless stored."""
+        return landing(self.physical_url(repo, sub), tmpdir)
+
+    def store_landed(self, repo: Repository, land: Landing, sha256: str) -> str:
+        """Make a landing file the repository's content-addressed object; returns its address.
+
+        An object already there is kept (and refreshed against garbage collection,
+        as ``write_data`` does); raises what the block adapter raises.
+        """
+        address = f"data/{sha256[:2]}/{sha256}"
+        url = self.physical_url(repo, address)
+        if not self.refresh_existing(url):
+            land.store(self.adapter, url)
+        return address
+
+    def refresh_existing(self, url: str) -> bool:
+        """True if the data object ``url`` exists; its modification time is refreshed so a
         concurrent garbage collection that began earlier does not delete it."""
         try:
             self.adapter.touch(url)

@@ -8,13 +8,20 @@ How a request flows, and where each concern lives:
 - ``asgi.py``        the only module that knows the HTTP framework: requests to worker
                      threads, bodies pulled on demand, responses streamed.
 - ``handler.py``     one request: bucket and key (path or virtual-host style), the caller
-                     (``access.py``: signatures via ``sigv4``/``sigv2``, role policies), the
+                     (``access.py``: signatures via ``sig/``, role policies), the
                      operation (``routing.py``), S3 XML errors (``errors.py``, ``xml.py``).
 - ``operations/``    one module per S3 operation, each ``handle(ctx) -> Response``.
+- ``context.py``     what an operation gets: the request, the caller, and ``Services``
+                     (catalog, access, buckets, uploads, settings), never the gateway.
 - ``buckets.py``     what a bucket stands for: a repository, or one ref (flat buckets,
                      aliases); ``listing.py``/``listing_xml.py`` list either kind.
 - ``objects.py``     object headers, conditions, ranges, and verified uploads that land
-                     (``landing.py``) before they are stored and staged.
-- ``multipart.py``   upload state on the ref store's database, parts in the block store.
+                     (the block store's writer, ``block/landing.py``) before they are
+                     stored and staged.
+- ``multipart.py``   S3's multipart limits; parts live in the block store.
+- ``stores.py``      the gateway's own state as interfaces (``BucketStore``,
+                     ``MultipartStore``), implemented in ``lakemount/refs`` and raising
+                     lakemount errors, which ``errors.py`` turns into S3 codes.
 - ``copying.py``     the source side of CopyObject and UploadPartCopy.
+- ``sig/``           signatures (SigV4, SigV2) and body verification (aws-chunked, checksums).
 """

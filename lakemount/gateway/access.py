@@ -1,6 +1,6 @@
 """Who sent a request, and whether they may do it: signatures, then role policies.
 
-Authentication is the protocol layer's (``sigv4.authenticate``, which also
+Authentication is the protocol layer's (``sig.auth.authenticate``, which also
 handles SigV2); this module feeds it secrets from the auth store and judges
 the authenticated user's policies for an action on a repository.  Both answers
 are cached for a few seconds per process, as lakeFS does: a small GET would
@@ -21,7 +21,8 @@ from lakemount.auth.policies import Action
 from lakemount.auth.store import SqlAuthStore
 from lakemount.gateway.errors import s3_error
 from lakemount.gateway.http import Request
-from lakemount.gateway.sigv4 import AuthResult, authenticate
+from lakemount.gateway.sig.auth import authenticate
+from lakemount.gateway.sig.result import AuthResult
 
 TTL: Final = 5.0
 MAX_ENTRIES: Final = 10_000
@@ -99,7 +100,7 @@ class Access:
         """The principal behind a request; unsigned requests are anonymous.
 
         Raises ``S3Error`` for a signature that does not verify (see
-        ``sigv4.authenticate``).
+        ``sig.auth.authenticate``).
         """
         if not is_signed(request):
             return ANONYMOUS

@@ -7,10 +7,10 @@ stands for one ref, and its keys are paths on it:
 - configured aliases (``gateways.s3.aliases``: ``bucket: repo/ref``);
 - in flat mode (``gateways.s3.flat``) every repository, on its default branch;
 - buckets created through the gateway whose name is no valid repository name
-  (S3 allows ``.``): their repository gets a derived name, and the
-  ``lm_gw_buckets`` table, on the ref store's database, remembers it.
+  (S3 allows ``.``): their repository gets a derived name, which the
+  ``BucketStore`` (``lm_gw_buckets`` on the ref store's database) remembers.
 
-The same table keeps the canned ACL a bucket was created with
+The same store keeps the canned ACL a bucket was created with
 (``public-read`` and ``public-read-write`` admit anonymous requests; the
 default ``private`` admits none).
 """
@@ -19,38 +19,20 @@ from __future__ import annotations
 
 import hashlib
 import re
-import time
 from dataclasses import dataclass
 from typing import Final
 
-import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
-
+from lakemount.catalog import Repository
+from lakemount.catalog.catalog import Catalog
 from lakemount.errors import NotFound
 from lakemount.gateway.errors import S3Error, s3_error
-from lakemount.gateway.tables import create_tables
-from lakemount.refs.fastsql import FastSql
 from lakemount.gateway.settings import GatewaySettings
-from lakemount.graveler.model import Repository
-from lakemount.graveler.ports import RefStore
+from lakemount.gateway.stores import BucketRecord, BucketStore
 
 CANNED_ACLS: Final = ("private", "public-read", "public-read-write", "authenticated-read")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _REPO_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{2,62}$")
 _IPV4 = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
-
-metadata = sa.MetaData()
-
-buckets_t = sa.Table(
-    "lm_gw_buckets",
-    metadata,
-    sa.Column("bucket", sa.String(255), primary_key=True),
-    sa.Column("repo", sa.String(64), nullable=False, index=True),
-    sa.Column("ref", sa.String(255), nullable=True),  # NULL: the mode decides (flat: default branch)
-    sa.Column("acl", sa.String(32), nullable=False, default="private"),
-    sa.Column("owner", sa.String(64), nullable=False, default=""),
-    sa.Column("created", sa.Float, nullable=False),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +55,6 @@ class Target:
         ref, _, path = key.partition("/")
         return ref, path
 
-    def key_of(self, ref: str, path: str) -> str:
-        return path if self.ref is not None else f"{ref}/{path}"
-
 
 def valid_bucket_name(name: str) -> bool:
     """S3's rules for new bucket names (3-63 of ``a-z0-9.-``, no ``..``, not an IP address)."""
@@ -92,44 +71,34 @@ def repo_name_for(bucket: str) -> str:
 
 
 class BucketMap:
-    """Resolves bucket names; records gateway-created buckets that need it."""
+    """Resolves bucket names; records gateway-created buckets that need it (in a ``BucketStore``)."""
 
-    def __init__(
-        self, engine: sa.Engine, refs: RefStore, settings: GatewaySettings
-    ) -> None:
-        self.engine = engine
-        self.refs = refs
+    def __init__(self, store: BucketStore, catalog: Catalog, settings: GatewaySettings) -> None:
+        self.store = store
+        self.catalog = catalog
         self.settings = settings
-        create_tables(engine, metadata)
-        self._reader = FastSql(engine)
-
-    def _row(self, bucket: str) -> tuple[str, str | None, str] | None:
-        """(repo, ref, acl) recorded for ``bucket``."""
-        rows = self._reader.query("SELECT repo, ref, acl FROM lm_gw_buckets WHERE bucket = ?", (bucket,))
-        return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
     def _repo(self, name: str, bucket: str) -> Repository:
         try:
-            repo = self.refs.get_repository(name)
+            return self.catalog.repository(name)
         except NotFound:
             raise s3_error("NoSuchBucket", BucketName=bucket) from None
-        return repo
 
     def resolve(self, bucket: str) -> Target:
         """The target of ``bucket``; raises ``S3Error`` NoSuchBucket."""
         alias = self.settings.aliases.get(bucket)
         if alias is not None:
             return Target(bucket, self._repo(alias.repo, bucket), alias.ref)
-        row = self._row(bucket)
-        if row is not None:
-            repo_name, ref, acl = row
-            repo = self._repo(repo_name, bucket)
-            ref = ref or (repo.default_branch if self.settings.flat or repo_name != bucket else None)
-            return Target(bucket, repo, ref, acl)
+        record = self.store.get(bucket)
+        if record is not None:
+            repo = self._repo(record.repo, bucket)
+            ref = record.ref or (repo.default_branch if self.settings.flat or record.repo != bucket else None)
+            return Target(bucket, repo, ref, record.acl)
         repo = self._repo(bucket, bucket)
         return Target(bucket, repo, repo.default_branch if self.settings.flat else None)
 
     def exists(self, bucket: str) -> bool:
+        """Whether ``bucket`` resolves to a repository."""
         try:
             self.resolve(bucket)
             return True
@@ -138,29 +107,22 @@ class BucketMap:
 
     def record(self, bucket: str, repo: str, *, acl: str, owner: str) -> None:
         """Remember a gateway-created bucket (its repository name and ACL)."""
-        row = {"bucket": bucket, "repo": repo, "ref": None, "acl": acl, "owner": owner, "created": time.time()}
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(buckets_t.insert().values(**row))
-        except IntegrityError:
-            with self.engine.begin() as conn:
-                conn.execute(buckets_t.update().where(buckets_t.c.bucket == bucket).values(**row))
+        self.store.put(BucketRecord(bucket, repo, None, acl, owner))
 
     def forget(self, bucket: str) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(buckets_t.delete().where(buckets_t.c.bucket == bucket))
+        """Forget a bucket's record (nothing happens if it has none)."""
+        self.store.delete(bucket)
 
     def listing(self) -> list[tuple[str, Repository]]:
         """Every bucket by name with its repository (derived-name repositories under their bucket name)."""
-        repos = {r.name: r for r in self.refs.list_repositories()}
-        with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(buckets_t.c.bucket, buckets_t.c.repo)).all()
+        repos = {r.name: r for r in self.catalog.list_repositories()}
+        records = self.store.list()
         out: dict[str, Repository] = {}
-        renamed = {r.repo for r in rows if r.bucket != r.repo}
+        renamed = {r.repo for r in records if r.bucket != r.repo}
         for name, repo in repos.items():
             if name not in renamed:
                 out[name] = repo
-        for r in rows:
+        for r in records:
             if r.repo in repos:
                 out[r.bucket] = repos[r.repo]
         for bucket, alias in self.settings.aliases.items():

@@ -2,24 +2,26 @@
 
 ``Ctx`` is built by the dispatcher (``handler.py``) for one request; the
 operations under ``operations/`` use it to resolve buckets and keys, check
-permissions and reach the catalog, the auth store and the multipart store.
+permissions and reach the few ``Services`` they may use (the catalog, access
+control, the bucket map, the multipart store, the settings) -- not the
+gateway object, nor the ``App`` behind it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from lakemount.auth.policies import Action
+from lakemount.catalog import ResolvedRef
+from lakemount.catalog.catalog import Catalog
 from lakemount.errors import NotFound
-from lakemount.gateway.access import Principal
-from lakemount.gateway.buckets import Target
+from lakemount.gateway.access import Access, Principal
+from lakemount.gateway.buckets import BucketMap, Target
 from lakemount.gateway.errors import S3Error, s3_error
 from lakemount.gateway.http import Request
-from lakemount.graveler.refexpr import ResolvedRef
-
-if TYPE_CHECKING:
-    from lakemount.gateway.handler import S3Gateway
+from lakemount.gateway.objects import decoder_for
+from lakemount.gateway.settings import GatewaySettings
+from lakemount.gateway.stores import MultipartStore
 
 _ANONYMOUS_ACTIONS = {
     "public-read": {Action.READ_REPO},
@@ -27,9 +29,23 @@ _ANONYMOUS_ACTIONS = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What the operations may use, and all they may use; built once per gateway process."""
+
+    catalog: Catalog
+    access: Access
+    buckets: BucketMap
+    uploads: MultipartStore
+    settings: GatewaySettings
+    tmpdir: str  # where landing files go when the storage namespace is not local
+
+
 @dataclass
 class Ctx:
-    gw: S3Gateway
+    """One request as an operation sees it; ``target()`` is resolved once, on first use."""
+
+    services: Services
     req: Request
     principal: Principal
     bucket: str | None
@@ -50,14 +66,14 @@ class Ctx:
         """The bucket's target; raises NoSuchBucket."""
         if self._target is None:
             assert self.bucket is not None
-            self._target = self.gw.buckets.resolve(self.bucket)
+            self._target = self.services.buckets.resolve(self.bucket)
         return self._target
 
     def allowed(self, action: Action, repo: str = "*") -> bool:
         if self.principal.anonymous:
             return False
         assert self.principal.user_id is not None
-        return self.gw.access.allowed(self.principal.user_id, action, repo)
+        return self.services.access.allowed(self.principal.user_id, action, repo)
 
     def require(self, action: Action, target: Target | None = None) -> None:
         """Raise AccessDenied unless the caller may do ``action`` on the target's repository.
@@ -78,8 +94,6 @@ class Ctx:
 
     def read_body(self, limit: int) -> bytes:
         """The whole (small) request body, verified like any upload; raises MalformedXML past ``limit``."""
-        from lakemount.gateway.objects import decoder_for
-
         decoder = decoder_for(self.req, self.principal.auth)
         out = bytearray()
         while True:
@@ -95,7 +109,7 @@ class Ctx:
     def resolve_ref(self, target: Target, ref: str) -> ResolvedRef:
         """A ref of the target's repository; raises NoSuchKey for an unknown ref."""
         try:
-            return self.gw.catalog.resolve(target.repo.name, ref)
+            return self.services.catalog.resolve(target.repo.name, ref)
         except NotFound:
             raise s3_error("NoSuchKey", Key=self.key or "") from None
 
@@ -115,10 +129,11 @@ class Ctx:
                 f"key {key!r} must be <ref>/<path> in bucket {target.bucket} (a branch, then the object's path)",
             )
         try:
-            return self.gw.catalog.writable_branch(target.repo.name, ref), path
+            return self.services.catalog.writable_branch(target.repo.name, ref), path
         except NotFound:
             raise s3_error("NoSuchKey", f"no branch {ref!r} in repository {target.repo.name}", Key=key) from None
 
 
 def not_implemented(what: str) -> S3Error:
+    """``NotImplemented`` naming the unsupported feature."""
     return s3_error("NotImplemented", f"{what} is not implemented by the lakemount gateway")

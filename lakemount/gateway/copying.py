@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from lakemount.auth.policies import Action
+from lakemount.catalog import Entry, Repository
 from lakemount.catalog.catalog import Catalog
 from lakemount.errors import NotFound
 from lakemount.gateway.buckets import Target
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.landing import landing, store_as
-from lakemount.gateway.objects import READ_CHUNK, is_object
-from lakemount.graveler.model import Entry, Repository
+from lakemount.gateway.objects import READ_CHUNK, is_object, land_in
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +54,13 @@ def find_source(ctx: Ctx) -> Source:
     """The object named by ``x-amz-copy-source``; the caller must be able to read it."""
     header = ctx.req.header("x-amz-copy-source") or ""
     bucket, key = parse_copy_source(header)
-    target = ctx.gw.buckets.resolve(bucket)
+    target = ctx.services.buckets.resolve(bucket)
     ctx.require(Action.READ_REPO, target)
     ref, path = target.split(key)
     if not ref or not path:
         raise s3_error("NoSuchKey", Key=key)
     try:
-        entry = ctx.gw.catalog.stat(target.repo.name, ref, path)
+        entry = ctx.services.catalog.stat(target.repo.name, ref, path)
     except NotFound:
         raise s3_error("NoSuchKey", Key=key) from None
     if not is_object(entry):
@@ -77,9 +76,9 @@ def address_in(catalog: Catalog, src_repo: Repository, dst_repo: Repository, ent
     dst_url = catalog.physical_url(dst_repo, entry.address)
     if catalog.adapter.exists(dst_url):
         return entry.address
-    with landing(catalog, dst_repo, tmpdir) as land:
+    with land_in(catalog, dst_repo, tmpdir) as land:
         with catalog.adapter.open(src_url) as f:
             while chunk := f.read(READ_CHUNK):
                 land.write(chunk)
-        store_as(catalog, land, dst_url)
+        land.store(catalog.adapter, dst_url)
     return entry.address

@@ -6,15 +6,18 @@ code the gateway uses with its HTTP status and S3's usual message;
 ``CATEGORY_CODES`` maps each category of :mod:`lakemount.errors` (never the
 individual classes, see STYLE.md) to one of them, and ``from_lakemount`` applies
 it, refining only where S3 has a more specific word for the same thing (a
-missing repository is a missing *bucket*).
+missing repository is a missing *bucket*, a missing upload ``NoSuchUpload``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from types import MappingProxyType
 
 from lakemount import errors as lm
+
+log = logging.getLogger("lakemount.gateway")
 
 
 class S3Error(Exception):
@@ -101,7 +104,7 @@ CODES: Mapping[str, tuple[int, str]] = MappingProxyType(
         ),
         "PreconditionFailed": (412, "At least one of the preconditions you specified did not hold."),
         "RequestTimeTooSkewed": (403, "The difference between the request time and the server's time is too large."),
-        "ServiceUnavailable": (503, "Please reduce your request rate."),
+        "ServiceUnavailable": (503, "Service is unable to handle request."),
         "SignatureDoesNotMatch": (
             403,
             "The request signature we calculated does not match the signature you provided. "
@@ -146,9 +149,12 @@ CATEGORY_CODES: Mapping[type[lm.LakeMountError], str] = MappingProxyType(
 def from_lakemount(err: lm.LakeMountError, **fields: object) -> S3Error:
     """Translate a lakemount error into the ``S3Error`` to send.
 
-    The message is the error's own (it names the repository, ref or key).
-    ``Corrupt`` keeps S3's generic message: details of stored data stay in the
-    server log.  An error outside every category is an ``InternalError``.
+    The message is the error's own (it names the repository, ref or key),
+    except for the server's own failures (5xx: ``Corrupt``, ``Unavailable``,
+    errors outside every category): they get S3's generic message and their
+    text -- a database driver's host and user, a stored object's name -- goes
+    to the server log only, since any caller, even unauthenticated, can
+    provoke them.  An error outside every category is an ``InternalError``.
     """
     category = lm.category_of(err)
     code = CATEGORY_CODES.get(category, "InternalError")
@@ -158,8 +164,13 @@ def from_lakemount(err: lm.LakeMountError, **fields: object) -> S3Error:
     elif isinstance(err, lm.InvalidName) and err.kind in ("repository", "bucket"):
         code = "InvalidBucketName"
         fields.setdefault("BucketName", err.name)
-    message = None if code == "InternalError" else str(err)
-    return s3_error(code, message, **fields)
+    elif isinstance(err, lm.UploadNotFound):
+        # S3's own message and fields: clients match on them, and the key is not S3's to echo here.
+        return s3_error("NoSuchUpload", UploadId=err.upload_id)
+    if CODES[code][0] >= 500:
+        log.warning("%s withheld from the client: %s: %s", code, type(err).__name__, err)
+        return s3_error(code, None, **fields)
+    return s3_error(code, str(err), **fields)
 
 
 def from_exception(err: BaseException, **fields: object) -> S3Error:

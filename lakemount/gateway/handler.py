@@ -20,10 +20,9 @@ from lakemount.errors import LakeMountError
 from lakemount.gateway import routing
 from lakemount.gateway.access import ANONYMOUS, Access, Principal
 from lakemount.gateway.buckets import BucketMap
-from lakemount.gateway.context import Ctx
+from lakemount.gateway.context import Ctx, Services
 from lakemount.gateway.errors import S3Error, from_exception
 from lakemount.gateway.http import ClientDisconnected, Request, Response
-from lakemount.gateway.multipart import SqlMultipartStore
 from lakemount.gateway.settings import GatewaySettings
 from lakemount.gateway.xml import render_error
 
@@ -51,17 +50,21 @@ def decode_key(raw: str) -> str:
 
 
 class S3Gateway:
-    """The S3 protocol over one ``App`` (catalog, auth store, ref store)."""
+    """The S3 protocol over one ``App``: it takes the services the operations use from it, once."""
 
     def __init__(self, app: App, settings: GatewaySettings) -> None:
         self.app = app
         self.settings = settings
-        self.catalog = app.catalog
-        self.access = Access(app.auth)
-        self.buckets = BucketMap(app.refs.engine, app.refs, settings)
-        self.uploads = SqlMultipartStore(app.refs.engine)
-        self.tmpdir = os.path.join(app.config.home, "tmp")
-        os.makedirs(self.tmpdir, exist_ok=True)
+        tmpdir = os.path.join(app.config.home, "tmp")
+        os.makedirs(tmpdir, exist_ok=True)
+        self.services = Services(
+            catalog=app.catalog,
+            access=Access(app.auth),
+            buckets=BucketMap(app.bucket_store, app.catalog, settings),
+            uploads=app.multipart_store,
+            settings=settings,
+            tmpdir=tmpdir,
+        )
 
     # -- locating ----------------------------------------------------------------
     def vhost_bucket(self, req: Request) -> str | None:
@@ -98,9 +101,9 @@ class S3Gateway:
         bucket = key = None
         try:
             vhost, bucket, key = self.locate(req)
-            principal: Principal = self.access.authenticate(req, virtual_host_bucket=vhost)
+            principal: Principal = self.services.access.authenticate(req, virtual_host_bucket=vhost)
             op = routing.operation(req, bucket, key)
-            ctx = Ctx(self, req, principal, bucket, key, request_id)
+            ctx = Ctx(self.services, req, principal, bucket, key, request_id)
             if principal is ANONYMOUS and not routing.anonymous_allowed(op):
                 raise S3Error("AccessDenied", "Access Denied", 403)
             response = op(ctx)

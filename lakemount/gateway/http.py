@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import unquote_plus
 
-from lakemount.gateway.sigv4 import HttpRequest
+from lakemount.gateway.sig.request import HttpRequest
 
 
 class ClientDisconnected(Exception):

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Final
 
+from lakemount.catalog import Entry
 from lakemount.catalog.catalog import Catalog
 from lakemount.errors import InvalidArgument, NotFound
 from lakemount.gateway.buckets import Target
 from lakemount.gateway.errors import s3_error
-from lakemount.graveler.model import Entry
 
 MAX_KEYS: Final = 1000
 
@@ -80,7 +80,7 @@ def iterate(catalog: Catalog, target: Target, prefix: str, delimiter: str, after
         ref, _, path_prefix = prefix.partition("/")
         yield from _ref_items(catalog, repo, ref, ref + "/", path_prefix, delimiter, after, limit)
         return
-    heads = sorted(b.name + "/" for b in catalog.graveler.list_branches(repo) if b.name.startswith(prefix))
+    heads = sorted(b.name + "/" for b in catalog.list_branches(repo) if b.name.startswith(prefix))
     last_prefix = None
     for head in heads:
         if delimiter:

@@ -8,11 +8,12 @@ Expires) are kept as metadata too, under ``s3:<header>``: a colon cannot occur
 in an HTTP header name, so they never collide with user metadata, and a mount
 user can set one as the xattr ``user.s3:cache-control``.
 
-Uploads are written whole to a temporary file while the protocol layer's
-``BodyDecoder`` verifies framing, chunk signatures, length, Content-MD5 and
-checksums; only a body that passed every check is stored (content-addressed,
-``data/<aa>/<sha256>``) and only then is an entry staged.  A client that goes
-away mid-upload leaves a temporary file that is removed, nothing else.
+Uploads are written whole to a landing file (the block store's writer,
+``block/landing.py``) while the protocol layer's ``BodyDecoder`` verifies
+framing, chunk signatures, length, Content-MD5 and checksums; only a body that
+passed every check is stored (content-addressed, ``data/<aa>/<sha256>``) and
+only then is an entry staged.  A client that goes away mid-upload leaves a
+landing file that is removed, nothing else.
 """
 
 from __future__ import annotations
@@ -29,18 +30,20 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any, BinaryIO, Final
 
+from lakemount.block.landing import Landing, landing
+from lakemount.catalog import DIR_MODE, FILE_MODE, Entry, Repository
 from lakemount.catalog.catalog import Catalog
 from lakemount.errors import ObjectNotFound
 from lakemount.gateway.errors import S3Error, s3_error
 from lakemount.gateway.http import Request, Response
-from lakemount.gateway.landing import Landing, landing
-from lakemount.gateway import sigv4
-from lakemount.gateway.sigv4 import BodyDecoder, PayloadMode, strip_aws_chunked
-from lakemount.graveler.model import DIR_MODE, FILE_MODE, Entry, Repository
+from lakemount.gateway.sig.chunked import BodyDecoder, strip_aws_chunked
+from lakemount.gateway.sig.payload import PayloadMode, body_plan
+from lakemount.gateway.sig.result import AuthResult
 
 META_PREFIX: Final = "x-amz-meta-"
 STORED_PREFIX: Final = "s3:"
@@ -51,7 +54,6 @@ DEFAULT_CONTENT_TYPE: Final = "binary/octet-stream"
 READ_CHUNK: Final = 1 << 20
 PAGE: Final = mmap.PAGESIZE
 PIPELINE_ABOVE: Final = 4 << 20
-WRITE_CHUNK: Final = 1 << 20
 
 
 # --- metadata -----------------------------------------------------------------------
@@ -358,6 +360,16 @@ def _ranged_reads(catalog: Catalog, url: str, start: int, length: int) -> Iterat
 # --- bodies in ----------------------------------------------------------------------
 
 
+def land_in(catalog: Catalog, repo: Repository, tmpdir: str | None, sub: str = "data") -> AbstractContextManager[Landing]:
+    """A landing file for an object of ``repo`` under ``<namespace>/<sub>`` (``Catalog.landing``)."""
+    return catalog.landing(repo, tmpdir, sub)
+
+
+def store_content(catalog: Catalog, repo: Repository, land: Landing, sha256: str) -> str:
+    """Make the landing file the repository's content-addressed object (``Catalog.store_landed``)."""
+    return catalog.store_landed(repo, land, sha256)
+
+
 @dataclass(slots=True)
 class Received:
     """A verified request body, in its landing file until the ``with`` block ends."""
@@ -380,13 +392,11 @@ def declared_length(req: Request) -> int | None:
 
 def decoder_for(req: Request, auth: object | None) -> BodyDecoder:
     """The body decoder of an authenticated request, or one built from headers (anonymous)."""
-    from lakemount.gateway.sigv4 import AuthResult
-
     if isinstance(auth, AuthResult):
         return auth.body_decoder()
     hmap = req.signed_view().header_map()
     sha = hmap.get("x-amz-content-sha256", [None])[0]
-    return BodyDecoder(sigv4.body_plan(hmap, sha, None))
+    return BodyDecoder(body_plan(hmap, sha, None))
 
 
 class _Sink:
@@ -435,7 +445,7 @@ def receive(
     max_size: int = MAX_PUT_SIZE,
     sub: str = "data",
 ) -> Iterator[Received]:
-    """Read, decode and verify the whole body into a landing file (see ``landing.py``).
+    """Read, decode and verify the whole body into a landing file (see ``block/landing.py``).
 
     Raises ``S3Error`` (framing, signature, digest, length) or
     ``ClientDisconnected`` before yielding; the landing file is gone after the
@@ -448,10 +458,10 @@ def receive(
     if length is not None and length > max_size:
         raise s3_error("EntityTooLarge", ProposedSize=length, MaxSizeAllowed=max_size)
     decoder = decoder_for(req, auth)
-    body_plan = getattr(auth, "body", None)
-    signed_sha = body_plan.sha256 if body_plan is not None and body_plan.mode is PayloadMode.SHA256 else None
+    plan = getattr(auth, "body", None)
+    signed_sha = plan.sha256 if plan is not None and plan.mode is PayloadMode.SHA256 else None
     sha = hashlib.sha256() if want_sha256 and signed_sha is None else None
-    with landing(catalog, repo, tmpdir, sub) as land:
+    with land_in(catalog, repo, tmpdir, sub) as land:
         # Large bodies: hash (SHA-256) and write in a second thread while this
         # one decodes and verifies (MD5, signatures); hashlib and os.write
         # release the GIL, so the two run on two cores.

@@ -11,8 +11,8 @@ alternatives).  A worker that dies is restarted; ``stop`` lets workers finish
 the requests in flight.
 
 ``lakemount serve`` runs a ``GatewayServer`` in the foreground; ``lakemount
-up`` runs one beside the mount through :mod:`lakemount.gateway.service`,
-whose hooks this module re-exports for ``cli/services.py``.
+up`` runs one beside the mount through :mod:`lakemount.gateway.service`
+(which imports this module, never the other way round).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from multiprocessing.process import BaseProcess
 from typing import Any, Final
 
 from lakemount.config import Config
-from lakemount.gateway.service import start_for_up, stop_for_up, wait_for_up
 from lakemount.gateway.settings import GatewaySettings
 
 log = logging.getLogger("lakemount.gateway")
@@ -37,7 +36,7 @@ log = logging.getLogger("lakemount.gateway")
 STOP_GRACE: Final = 15.0
 RESTART_BACKOFF: Final = (0.5, 1.0, 2.0, 5.0, 10.0)
 
-__all__ = ["GatewayServer", "build_asgi", "start_for_up", "stop_for_up", "wait_for_up"]
+__all__ = ["GatewayServer", "build_asgi", "serve_forever"]
 
 
 def build_asgi(config: Config, settings: GatewaySettings) -> Any:
@@ -53,21 +52,17 @@ def build_asgi(config: Config, settings: GatewaySettings) -> Any:
 def prepare_stores(config: Config) -> None:
     """Create every table the workers need, once, before they start (they would race)."""
     from lakemount.app import App
-    from lakemount.gateway import buckets, multipart
-    from lakemount.gateway.tables import create_tables
 
     app = App(config)
-    app.auth  # noqa: B018 - builds the auth tables
-    create_tables(app.refs.engine, buckets.metadata)
-    create_tables(app.refs.engine, multipart.metadata)
+    # Each store creates its tables when it is built.
+    app.auth  # noqa: B018
+    app.bucket_store  # noqa: B018
+    app.multipart_store  # noqa: B018
     app.refs.engine.dispose()
 
 
 def _configure_logging(config: Config) -> None:
-    try:
-        level = str(config.get("logging.level")).upper()
-    except KeyError:
-        level = "INFO"
+    level = config.logging.level.upper()
     logging.basicConfig(
         level=getattr(logging, level, logging.INFO),
         format=f"%(asctime)s gateway[{os.getpid()}] %(levelname)s %(message)s",
@@ -189,9 +184,6 @@ class GatewayServer:
                 failures[i] += 1
                 if not self._stopping.is_set():
                     self._procs[i] = self._spawn(i)
-
-    def running(self) -> bool:
-        return not self._stopping.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until ``stop`` (True) or the timeout (False)."""

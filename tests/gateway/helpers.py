@@ -11,7 +11,9 @@ from botocore.awsrequest import AWSPreparedRequest, AWSRequest
 from botocore.credentials import Credentials
 
 from lakemount.auth.model import CredentialsNotFound
-from lakemount.gateway.sigv4 import ChunkSigning, HttpRequest, chunk_signature, trailer_signature
+from lakemount.gateway.sig.chunked import chunk_signature, trailer_signature
+from lakemount.gateway.sig.payload import ChunkSigning
+from lakemount.gateway.sig.request import HttpRequest
 
 AKID = "AKIAIOSFODNN7EXAMPLE"
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"

@@ -221,14 +221,8 @@ def signed_headers(
 
     (botocore always hashes the payload itself and signs with the current time.)
     """
-    from lakemount.gateway.sigv4 import (
-        canonical_query,
-        canonical_request,
-        sign,
-        signing_key,
-        string_to_sign,
-        uri_encode_path,
-    )
+    from lakemount.gateway.sig.canonical import canonical_query, canonical_request, uri_encode_path
+    from lakemount.gateway.sig.v4 import sign, signing_key, string_to_sign
 
     split = urlsplit(url)
     amz_date = (when or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")

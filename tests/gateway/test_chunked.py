@@ -21,22 +21,13 @@ import pytest
 from botocore.config import Config
 
 from lakemount.gateway.errors import S3Error
-from lakemount.gateway.sigv4 import (
-    STREAMING_SIGNED,
-    AuthResult,
-    AuthScheme,
-    BodyDecoder,
-    BodyPlan,
-    ChunkSigning,
-    HttpRequest,
-    PayloadMode,
-    authenticate,
-    body_plan,
-    crc64_nvme,
-    signing_key,
-    strip_aws_chunked,
-    verify,
-)
+from lakemount.gateway.sig.auth import authenticate
+from lakemount.gateway.sig.checksums import crc64_nvme
+from lakemount.gateway.sig.chunked import BodyDecoder, strip_aws_chunked
+from lakemount.gateway.sig.payload import STREAMING_SIGNED, BodyPlan, ChunkSigning, PayloadMode, body_plan
+from lakemount.gateway.sig.request import HttpRequest
+from lakemount.gateway.sig.result import AuthResult, AuthScheme
+from lakemount.gateway.sig.v4 import signing_key, verify
 
 from .helpers import AKID, SECRET, encode_signed_chunks, from_prepared, lookup
 

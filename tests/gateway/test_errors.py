@@ -56,6 +56,7 @@ def test_every_category_maps() -> None:
     ("error", "code", "status"),
     [
         (lm.RepositoryNotFound("demo"), "NoSuchBucket", 404),
+        (lm.UploadNotFound("u1"), "NoSuchUpload", 404),
         (lm.BranchNotFound("demo", "dev"), "NoSuchKey", 404),
         (lm.ObjectNotFound("demo/main/a"), "NoSuchKey", 404),
         (lm.CommitNotFound("demo", "abc"), "NoSuchKey", 404),
@@ -107,3 +108,15 @@ def test_s3_error_helpers() -> None:
     assert "secret detail" not in from_exception(RuntimeError("secret detail")).message
     assert from_exception(lm.RepositoryNotFound("x")).code == "NoSuchBucket"
     assert repr(S3Error("X", "m", 400)) == "S3Error('X', 'm', 400)"
+
+
+@pytest.mark.parametrize("error", [lm.Unavailable("host=db.internal user=admin"), lm.ChecksumMismatch("range abc at s3://b/p")])
+def test_server_failures_keep_their_detail_out_of_the_message(error: lm.LakeMountError) -> None:
+    err = from_lakemount(error)
+    assert err.http_status >= 500 and err.message == CODES[err.code][1]
+    assert str(error) not in err.message
+
+
+def test_missing_upload_is_s3s_no_such_upload() -> None:
+    err = from_lakemount(lm.UploadNotFound("abc123"), Key="main/k")
+    assert (err.code, err.message, err.fields) == ("NoSuchUpload", CODES["NoSuchUpload"][1], {"UploadId": "abc123"})

@@ -11,7 +11,7 @@ import pytest
 
 from lakemount.app import App
 from lakemount.config import load
-from lakemount.errors import InvalidArgument
+from lakemount.errors import InvalidArgument, Unavailable
 from lakemount.gateway.buckets import repo_name_for, valid_bucket_name
 from lakemount.gateway.errors import S3Error
 from lakemount.gateway.handler import S3Gateway, decode_key
@@ -150,3 +150,24 @@ def test_settings() -> None:
     assert s.flat and s.workers == 3 and s.domain_names == ("s3.example.com", "s3.local")
     with pytest.raises(InvalidArgument):
         from_config(cfg, tls_cert_file="/x.pem")
+
+
+def test_unavailable_store_detail_stays_in_the_log(gw: S3Gateway, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A database outage answers S3's generic 503; the driver's text (host, user) goes to the log only.
+
+    The request is anonymous: anyone can provoke it, so nothing of the detail may reach the body.
+    """
+    secret = "could not connect to server: host=db.internal.example user=lakemount_admin password=hunter2"
+
+    def down(bucket: str) -> object:
+        raise Unavailable(secret)
+
+    monkeypatch.setattr(gw.services.buckets, "resolve", down)
+    with caplog.at_level("WARNING", logger="lakemount.gateway"):
+        resp = gw.handle(Request("GET", "/anybucket", "", (("host", "gw"),), BytesBody(b"")))
+    doc = ET.fromstring(resp.body)
+    assert resp.status == 503 and doc.findtext("Code") == "ServiceUnavailable"
+    assert doc.findtext("Message") == "Service is unable to handle request."
+    for word in ("db.internal", "lakemount_admin", "hunter2", "connect"):
+        assert word.encode() not in resp.body
+    assert secret in caplog.text

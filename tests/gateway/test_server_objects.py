@@ -256,7 +256,8 @@ def test_presigned_get_and_put(gw: Gateway, s3: Any, bucket: str) -> None:
 
 def test_unsigned_payload_and_streaming_signed_chunks(gw: Gateway, bucket: str) -> None:
     """UNSIGNED-PAYLOAD and STREAMING-AWS4-HMAC-SHA256-PAYLOAD bodies (what SDKs send over HTTPS)."""
-    from lakemount.gateway.sigv4 import ChunkSigning, signing_key
+    from lakemount.gateway.sig.payload import ChunkSigning
+    from lakemount.gateway.sig.v4 import signing_key
 
     from .helpers import encode_signed_chunks
     from .server_fixture import ADMIN_SECRET

@@ -10,7 +10,7 @@ import pytest
 
 from lakemount.app import App
 from lakemount.config import load
-from lakemount.gateway import server
+from lakemount.gateway import service
 
 
 def make_app(home: Path) -> App:
@@ -20,7 +20,7 @@ def make_app(home: Path) -> App:
 
 def test_first_up_creates_an_admin_and_prints_its_keys_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     app = make_app(tmp_path)
-    server.start_for_up(app)
+    service.start_for_up(app)
     try:
         out = capsys.readouterr().out
         url = re.search(r"S3 gateway: (http://\S+)", out)
@@ -33,10 +33,10 @@ def test_first_up_creates_an_admin_and_prints_its_keys_once(tmp_path: Path, caps
         s3.put_object(Bucket="up-bucket", Key="main/hello.txt", Body=b"hi")
         assert app.catalog.read(app.catalog.repository("up-bucket"), app.catalog.stat("up-bucket", "main", "hello.txt")) == b"hi"
     finally:
-        server.stop_for_up(app)
+        service.stop_for_up(app)
     app2 = make_app(tmp_path)
-    server.start_for_up(app2)
-    server.stop_for_up(app2)
+    service.start_for_up(app2)
+    service.stop_for_up(app2)
     again = capsys.readouterr().out
     assert "S3 gateway:" in again and "secret_access_key" not in again
     assert [u.id for u in app2.auth.list_users()] == ["admin"]

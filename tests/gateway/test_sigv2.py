@@ -14,8 +14,10 @@ import pytest
 from botocore.config import Config
 
 from lakemount.gateway.errors import S3Error
-from lakemount.gateway.sigv2 import canonical_amz_headers, canonical_resource
-from lakemount.gateway.sigv4 import AuthScheme, HttpRequest, authenticate
+from lakemount.gateway.sig.auth import authenticate
+from lakemount.gateway.sig.request import HttpRequest
+from lakemount.gateway.sig.result import AuthScheme
+from lakemount.gateway.sig.v2 import canonical_amz_headers, canonical_resource
 
 from .helpers import AKID, SECRET, from_prepared, lookup, presign_v2, sign_v2, url_for
 from .test_sigv4 import KEYS

@@ -14,16 +14,12 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 
 from lakemount.gateway.errors import S3Error
-from lakemount.gateway.sigv4 import (
-    EMPTY_SHA256,
-    AuthScheme,
-    HttpRequest,
-    PayloadMode,
-    authenticate,
-    canonical_query,
-    uri_encode_path,
-    verify,
-)
+from lakemount.gateway.sig.auth import authenticate
+from lakemount.gateway.sig.canonical import canonical_query, uri_encode_path
+from lakemount.gateway.sig.payload import EMPTY_SHA256, PayloadMode
+from lakemount.gateway.sig.request import HttpRequest
+from lakemount.gateway.sig.result import AuthScheme
+from lakemount.gateway.sig.v4 import verify
 
 from .helpers import AKID, CREDS, ENDPOINT, SECRET, from_prepared, lookup, presign_v4, sha256_hex, sign_v4, url_for
 

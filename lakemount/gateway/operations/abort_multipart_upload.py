@@ -9,6 +9,6 @@ from lakemount.gateway.operations.upload_part import upload_of
 
 def handle(ctx: Ctx) -> Response:
     upload, _repo = upload_of(ctx)
-    for part in ctx.gw.uploads.delete(upload.upload_id):
-        ctx.gw.catalog.adapter.delete(part.url)
+    for part in ctx.services.uploads.delete(upload.upload_id):
+        ctx.services.catalog.adapter.delete(part.url)
     return Response(204)

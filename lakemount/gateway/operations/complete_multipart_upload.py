@@ -17,16 +17,22 @@ import logging
 import threading
 from collections.abc import Iterator
 
-from lakemount.errors import LakeMountError
+from lakemount.catalog import Repository
+from lakemount.errors import LakeMountError, UploadNotFound
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import S3Error, from_exception, s3_error
 from lakemount.gateway.http import Response
-from lakemount.gateway.multipart import MIN_PART_SIZE, Part, Upload
-from lakemount.gateway.landing import landing, store_content
-from lakemount.gateway.objects import READ_CHUNK, make_entry
+from lakemount.gateway.multipart import MIN_PART_SIZE
+from lakemount.gateway.objects import READ_CHUNK, land_in, make_entry, store_content
 from lakemount.gateway.operations.upload_part import upload_of
-from lakemount.gateway.xml import MAX_BODY_BYTES, CompletedPart, parse_complete_multipart_upload, render_complete_multipart_upload, render_error
-from lakemount.graveler.model import Repository
+from lakemount.gateway.stores import Part, Upload
+from lakemount.gateway.xml import (
+    MAX_BODY_BYTES,
+    CompletedPart,
+    parse_complete_multipart_upload,
+    render_complete_multipart_upload,
+    render_error,
+)
 
 log = logging.getLogger("lakemount.gateway")
 
@@ -87,10 +93,10 @@ def result(upload: Upload, etag: str) -> bytes:
 
 def assemble(ctx: Ctx, upload: Upload, repo: Repository, parts: list[Part]) -> bytes:
     """Join, store and stage; returns the result document.  Raises on failure."""
-    cat = ctx.gw.catalog
+    cat = ctx.services.catalog
     sha = hashlib.sha256()
     size = 0
-    with landing(cat, repo, ctx.gw.tmpdir) as land:
+    with land_in(cat, repo, ctx.services.tmpdir) as land:
         for p in parts:
             with cat.adapter.open(p.url) as f:
                 while chunk := f.read(READ_CHUNK):
@@ -103,10 +109,10 @@ def assemble(ctx: Ctx, upload: Upload, repo: Repository, parts: list[Part]) -> b
     etag = multipart_etag([p.etag for p in parts])
     entry = make_entry(address, size, etag, upload.path, upload.content_type, upload.metadata)
     cat.put_entry(upload.repo, upload.ref, upload.path, entry)
-    ctx.gw.uploads.record_layout(etag, [p.size for p in parts])
+    ctx.services.uploads.record_layout(etag, [p.size for p in parts])
     leftovers: list[Part] = []
-    with contextlib.suppress(S3Error):  # a concurrent identical completion already cleaned up
-        leftovers = ctx.gw.uploads.complete(upload.upload_id, etag)
+    with contextlib.suppress(UploadNotFound):  # a concurrent identical completion already cleaned up
+        leftovers = ctx.services.uploads.complete(upload.upload_id, etag)
     for p in leftovers:
         with contextlib.suppress(LakeMountError):
             cat.adapter.delete(p.url)
@@ -147,7 +153,7 @@ def handle(ctx: Ctx) -> Response:
         if not same:
             raise s3_error("InvalidPart", UploadId=upload.upload_id)
         return Response(200, [("Content-Type", "application/xml")], result(upload, upload.completed_etag))
-    stored = {p.part_number: p for p in ctx.gw.uploads.parts(upload.upload_id)}
+    stored = {p.part_number: p for p in ctx.services.uploads.parts(upload.upload_id)}
     parts = chosen_parts(upload, requested, stored)
     if sum(p.size for p in parts) < STREAM_ABOVE:
         return Response(200, [("Content-Type", "application/xml")], assemble(ctx, upload, repo, parts))

@@ -40,8 +40,8 @@ def handle(ctx: Ctx) -> Response:
         content_type, metadata = src.content_type, list(src.metadata)
     else:
         content_type, metadata = content_type_of(ctx.req), metadata_from_headers(ctx.req)
-    cat = ctx.gw.catalog
-    address = address_in(cat, source.target.repo, target.repo, src, ctx.gw.tmpdir)
+    cat = ctx.services.catalog
+    address = address_in(cat, source.target.repo, target.repo, src, ctx.services.tmpdir)
     entry = make_entry(address, src.size, src.etag, path, content_type, metadata)._replace(mode=src.mode, target=src.target)
     cat.put_entry(target.repo.name, branch, path, entry)
     body = render_copy_object_result(entry.etag, datetime.fromtimestamp(entry.mtime_ns / 1e9, UTC))

@@ -30,7 +30,7 @@ def grant_owner(ctx: Ctx, repo: str) -> None:
     """Attach an owner policy for ``repo`` to the caller unless their policies already cover it."""
     if all(ctx.allowed(a, repo) for a in (Action.READ_REPO, Action.WRITE_REPO, Action.DELETE_REPO)):
         return
-    store = ctx.gw.access.store
+    store = ctx.services.access.store
     name = owner_policy_name(repo)
     actions = (Action.READ_REPO.value, Action.WRITE_REPO.value, Action.DELETE_REPO.value)
     try:
@@ -41,7 +41,7 @@ def grant_owner(ctx: Ctx, repo: str) -> None:
         store.attach_policy(ctx.user, name)
     except PolicyAlreadyAttached:
         pass
-    ctx.gw.access.forget()
+    ctx.services.access.forget()
 
 
 def handle(ctx: Ctx) -> Response:
@@ -53,7 +53,7 @@ def handle(ctx: Ctx) -> Response:
     if acl not in CANNED_ACLS:
         raise s3_error("InvalidArgument", f"unsupported canned ACL {acl!r}", ArgumentName="x-amz-acl")
     parse_create_bucket_configuration(ctx.read_body(64 * 1024))
-    if ctx.gw.buckets.exists(bucket):
+    if ctx.services.buckets.exists(bucket):
         target = ctx.target()
         if ctx.allowed(Action.READ_REPO, target.repo.name):
             return Response(200, [("Location", f"/{bucket}")])
@@ -62,11 +62,11 @@ def handle(ctx: Ctx) -> Response:
     if not ctx.allowed(Action.CREATE_REPO, repo):
         raise s3_error("AccessDenied")
     try:
-        ctx.gw.catalog.create_repository(repo)
+        ctx.services.catalog.create_repository(repo)
     except AlreadyExists:
         # Taken meanwhile, or a repository with the derived name exists.
         raise s3_error("BucketAlreadyExists", BucketName=bucket) from None
     if repo != bucket or acl != "private":
-        ctx.gw.buckets.record(bucket, repo, acl=acl, owner=ctx.user)
+        ctx.services.buckets.record(bucket, repo, acl=acl, owner=ctx.user)
     grant_owner(ctx, repo)
     return Response(200, [("Location", f"/{bucket}")])

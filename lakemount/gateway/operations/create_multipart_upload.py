@@ -18,7 +18,7 @@ def handle(ctx: Ctx) -> Response:
     assert ctx.bucket is not None and ctx.key is not None
     branch, path = ctx.write_path(target, ctx.key)
     upload_id = secrets.token_hex(20)
-    ctx.gw.uploads.create(
+    ctx.services.uploads.create(
         new_upload(
             upload_id,
             ctx.bucket,

@@ -20,18 +20,18 @@ from lakemount.gateway.operations.create_bucket import owner_policy_name
 def handle(ctx: Ctx) -> Response:
     target = ctx.target()
     ctx.require(Action.DELETE_REPO, target)
-    if target.bucket in ctx.gw.settings.aliases:
+    if target.bucket in ctx.services.settings.aliases:
         raise s3_error("MethodNotAllowed", f"bucket {target.bucket} is a configured alias of a repository ref")
-    cat = ctx.gw.catalog
+    cat = ctx.services.catalog
     repo = target.repo.name
-    for branch in cat.graveler.list_branches(repo):
+    for branch in cat.list_branches(repo):
         if next(iter(cat.list(repo, branch.name, "", limit=1)), None) is not None:
             raise s3_error("BucketNotEmpty", BucketName=target.bucket)
-    for part in ctx.gw.uploads.forget_repo(repo):
+    for part in ctx.services.uploads.forget_repo(repo):
         with contextlib.suppress(LakeMountError):
             cat.adapter.delete(part.url)
-    cat.graveler.delete_repository(repo)
-    ctx.gw.buckets.forget(target.bucket)
+    cat.delete_repository(repo)
+    ctx.services.buckets.forget(target.bucket)
     with contextlib.suppress(PolicyNotFound):
-        ctx.gw.access.store.delete_policy(owner_policy_name(repo))
+        ctx.services.access.store.delete_policy(owner_policy_name(repo))
     return Response(204)

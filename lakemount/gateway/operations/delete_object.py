@@ -17,7 +17,7 @@ def handle(ctx: Ctx) -> Response:
         return Response(204)  # "<branch>/" is the branch root, not an object
     branch, path = ctx.write_path(target, ctx.key)
     try:
-        ctx.gw.catalog.delete(target.repo.name, branch, path)
+        ctx.services.catalog.delete(target.repo.name, branch, path)
     except NotFound:
         pass
     return Response(204)

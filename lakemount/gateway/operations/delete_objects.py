@@ -16,7 +16,7 @@ def handle(ctx: Ctx) -> Response:
     target = ctx.target()
     ctx.require(Action.WRITE_REPO, target)
     request = parse_delete(ctx.read_body(MAX_BODY_BYTES))
-    cat = ctx.gw.catalog
+    cat = ctx.services.catalog
     repo = target.repo.name
     deleted: list[DeletedRecord] = []
     errors: list[DeleteErrorRecord] = []

@@ -10,4 +10,4 @@ from lakemount.gateway.xml import render_location_constraint
 
 def handle(ctx: Ctx) -> Response:
     ctx.require(Action.READ_REPO)
-    return Response(200, [("Content-Type", "application/xml")], render_location_constraint(ctx.gw.settings.region))
+    return Response(200, [("Content-Type", "application/xml")], render_location_constraint(ctx.services.settings.region))

@@ -8,12 +8,12 @@ stored headers.  The body streams from the block store in 1 MiB reads.
 from __future__ import annotations
 
 from lakemount.auth.policies import Action
+from lakemount.catalog import Entry
 from lakemount.errors import NotFound, ObjectNotFound
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error
 from lakemount.gateway.http import Response
 from lakemount.gateway.objects import check_conditions, is_object, object_headers, parse_range, read_stream
-from lakemount.graveler.model import Entry
 
 INLINE_BYTES = 1 << 20
 
@@ -38,7 +38,7 @@ def find(ctx: Ctx) -> tuple[object, Entry]:
     if version not in (None, "", "null"):
         raise s3_error("NoSuchVersion", Key=ctx.key, VersionId=version)
     try:
-        entry = ctx.gw.catalog.stat(target.repo.name, resolved, path)
+        entry = ctx.services.catalog.stat(target.repo.name, resolved, path)
     except NotFound:
         raise s3_error("NoSuchKey", Key=ctx.key) from None
     if not is_object(entry):
@@ -51,7 +51,7 @@ def _part_range(ctx: Ctx, entry: Entry, size: int, text: str) -> tuple[int, int,
     if not text.isdigit() or not 1 <= int(text) <= 10000:
         raise s3_error("InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive", ArgumentName="partNumber")
     n = int(text)
-    sizes = ctx.gw.uploads.layout(entry.etag) if "-" in entry.etag else None
+    sizes = ctx.services.uploads.layout(entry.etag) if "-" in entry.etag else None
     if sizes is None or sum(sizes) != size:
         if n != 1:
             raise s3_error("InvalidPart", "The requested partnumber is not satisfiable")
@@ -98,11 +98,11 @@ def respond(ctx: Ctx, *, head: bool) -> Response:
     repo = target.repo  # type: ignore[attr-defined]
     if length <= INLINE_BYTES:
         # Small objects are read here, in one piece: no streaming round trips.
-        data = ctx.gw.catalog.read(repo, entry, start, length) if length else b""
+        data = ctx.services.catalog.read(repo, entry, start, length) if length else b""
         if len(data) != length:
             raise ObjectNotFound("object data is shorter than its entry")
         return Response(status, headers, data)
-    chunks, f = read_stream(ctx.gw.catalog, repo, entry, start, length)
+    chunks, f = read_stream(ctx.services.catalog, repo, entry, start, length)
     return Response(status, headers, chunks, length, f.close if f is not None else None)
 
 

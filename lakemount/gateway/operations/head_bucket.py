@@ -9,4 +9,4 @@ from lakemount.gateway.http import Response
 
 def handle(ctx: Ctx) -> Response:
     ctx.require(Action.READ_REPO)
-    return Response(200, [("x-amz-bucket-region", ctx.gw.settings.region)])
+    return Response(200, [("x-amz-bucket-region", ctx.services.settings.region)])

@@ -20,7 +20,7 @@ def handle(ctx: Ctx) -> Response:
     prefix = ctx.query.get("prefix", "")
     records: list[BucketRecord] = []
     truncated = False
-    for name, repo in ctx.gw.buckets.listing():
+    for name, repo in ctx.services.buckets.listing():
         if name <= after or not name.startswith(prefix) or not ctx.allowed(Action.READ_REPO, repo.name):
             continue
         if len(records) >= limit:

@@ -20,7 +20,7 @@ def handle(ctx: Ctx) -> Response:
     delimiter = q.get("delimiter", "")
     key_marker = q.get("key-marker", "")
     id_marker = q.get("upload-id-marker", "") if key_marker else ""
-    uploads = ctx.gw.uploads.uploads(
+    uploads = ctx.services.uploads.uploads(
         ctx.bucket, prefix=prefix, key_marker=key_marker, upload_id_marker=id_marker, limit=10 * limit + 1000
     )
     records: list[UploadRecord] = []

@@ -18,7 +18,7 @@ def handle(ctx: Ctx) -> Response:
     delimiter = q.get("delimiter", "")
     marker = q.get("marker", "")
     max_keys = parse_max(q.get("max-keys"))
-    page = list_page(ctx.gw.catalog, target, prefix, delimiter, marker, max_keys)
+    page = list_page(ctx.services.catalog, target, prefix, delimiter, marker, max_keys)
     body = render_v1(
         bucket=target.bucket,
         prefix=prefix,

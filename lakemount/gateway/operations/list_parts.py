@@ -20,7 +20,7 @@ def handle(ctx: Ctx) -> Response:
     if not marker_text.isdigit():
         raise s3_error("InvalidArgument", "part-number-marker must be an integer", ArgumentName="part-number-marker")
     marker = int(marker_text)
-    parts = ctx.gw.uploads.parts(upload.upload_id, after=marker, limit=limit + 1)
+    parts = ctx.services.uploads.parts(upload.upload_id, after=marker, limit=limit + 1)
     truncated = len(parts) > limit
     parts = parts[:limit]
     records = [PartRecord(p.part_number, datetime.fromtimestamp(p.created, UTC), p.etag, p.size) for p in parts]

@@ -14,7 +14,6 @@ from lakemount.gateway.buckets import Target
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error
 from lakemount.gateway.http import Response
-from lakemount.gateway.landing import store_content
 from lakemount.gateway.objects import (
     content_type_of,
     etag_matches,
@@ -22,6 +21,7 @@ from lakemount.gateway.objects import (
     metadata_from_headers,
     quoted,
     receive,
+    store_content,
 )
 
 
@@ -31,7 +31,7 @@ def check_write_conditions(ctx: Ctx, repo: str, branch: str, path: str) -> None:
     if_match = ctx.req.header("if-match")
     if if_none is None and if_match is None:
         return
-    current = ctx.gw.catalog.get_optional(repo, branch, path)
+    current = ctx.services.catalog.get_optional(repo, branch, path)
     if if_none is not None and current is not None and (if_none.strip() == "*" or etag_matches(if_none, current.etag)):
         raise s3_error("PreconditionFailed", Condition="If-None-Match")
     if if_match is not None:
@@ -50,8 +50,8 @@ def branch_marker(ctx: Ctx, target: Target, key: str) -> Response | None:
     ref, path = target.split(key)
     if path or not key.endswith("/") or target.flat:
         return None
-    ctx.gw.catalog.writable_branch(target.repo.name, ref)
-    with receive(ctx.req, ctx.principal.auth, ctx.gw.catalog, target.repo, ctx.gw.tmpdir, want_sha256=False) as body:
+    ctx.services.catalog.writable_branch(target.repo.name, ref)
+    with receive(ctx.req, ctx.principal.auth, ctx.services.catalog, target.repo, ctx.services.tmpdir, want_sha256=False) as body:
         if body.size:
             raise s3_error("InvalidRequest", f"{key!r} names a branch: an object there needs a path after it")
     return Response(200, [("ETag", quoted(body.md5))])
@@ -68,8 +68,8 @@ def handle(ctx: Ctx) -> Response:
     repo = target.repo.name
     metadata = metadata_from_headers(ctx.req)
     check_write_conditions(ctx, repo, branch, path)
-    cat = ctx.gw.catalog
-    with receive(ctx.req, ctx.principal.auth, cat, target.repo, ctx.gw.tmpdir, want_sha256=True) as body:
+    cat = ctx.services.catalog
+    with receive(ctx.req, ctx.principal.auth, cat, target.repo, ctx.services.tmpdir, want_sha256=True) as body:
         assert body.sha256 is not None
         address = store_content(cat, target.repo, body.land, body.sha256)
     entry = make_entry(address, body.size, body.md5, path, content_type_of(ctx.req), metadata)

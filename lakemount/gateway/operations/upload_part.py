@@ -10,13 +10,14 @@ import secrets
 import time
 
 from lakemount.auth.policies import Action
+from lakemount.catalog import Repository
+from lakemount.errors import ConcurrentUpdate, UploadNotFound
 from lakemount.gateway.context import Ctx
-from lakemount.gateway.errors import S3Error, s3_error
+from lakemount.gateway.errors import s3_error
 from lakemount.gateway.http import Response
-from lakemount.gateway.landing import store_as
-from lakemount.gateway.multipart import MAX_PART_NUMBER, MAX_PART_SIZE, Part, Upload
+from lakemount.gateway.multipart import MAX_PART_NUMBER, MAX_PART_SIZE
 from lakemount.gateway.objects import quoted, receive
-from lakemount.graveler.model import Repository
+from lakemount.gateway.stores import Part, Upload
 
 
 def upload_of(ctx: Ctx, action: Action = Action.WRITE_REPO, *, completed: bool = False) -> tuple[Upload, Repository]:
@@ -26,7 +27,7 @@ def upload_of(ctx: Ctx, action: Action = Action.WRITE_REPO, *, completed: bool =
     """
     target = ctx.target()
     ctx.require(action, target)
-    upload = ctx.gw.uploads.get(ctx.query.get("uploadId", ""), completed=completed)
+    upload = ctx.services.uploads.get(ctx.query.get("uploadId", ""), completed=completed)
     if upload.bucket != ctx.bucket or upload.key != ctx.key:
         raise s3_error("NoSuchUpload", UploadId=upload.upload_id)
     return upload, target.repo
@@ -45,15 +46,15 @@ def parts_dir(upload: Upload) -> str:
 
 
 def part_url(ctx: Ctx, repo: Repository, upload: Upload, number: int) -> str:
-    return ctx.gw.catalog.physical_url(repo, f"{parts_dir(upload)}/{number:05d}-{secrets.token_hex(4)}")
+    return ctx.services.catalog.physical_url(repo, f"{parts_dir(upload)}/{number:05d}-{secrets.token_hex(4)}")
 
 
 def record_part(ctx: Ctx, upload: Upload, part: Part) -> None:
     """Point the upload's part at a stored object; the object goes if the upload is gone."""
-    adapter = ctx.gw.catalog.adapter
+    adapter = ctx.services.catalog.adapter
     try:
-        old = ctx.gw.uploads.put_part(upload.upload_id, part)
-    except S3Error:
+        old = ctx.services.uploads.put_part(upload.upload_id, part)
+    except (UploadNotFound, ConcurrentUpdate):
         adapter.delete(part.url)
         raise
     if old is not None:
@@ -63,12 +64,12 @@ def record_part(ctx: Ctx, upload: Upload, part: Part) -> None:
 def handle(ctx: Ctx) -> Response:
     upload, repo = upload_of(ctx)
     number = part_number(ctx)
-    cat = ctx.gw.catalog
+    cat = ctx.services.catalog
     with receive(
-        ctx.req, ctx.principal.auth, cat, repo, ctx.gw.tmpdir, want_sha256=False, max_size=MAX_PART_SIZE, sub=parts_dir(upload)
+        ctx.req, ctx.principal.auth, cat, repo, ctx.services.tmpdir, want_sha256=False, max_size=MAX_PART_SIZE, sub=parts_dir(upload)
     ) as body:
         url = part_url(ctx, repo, upload, number)
-        store_as(cat, body.land, url)
+        body.land.store(cat.adapter, url)
     record_part(ctx, upload, Part(number, body.md5, body.size, url, time.time()))
     headers = [("ETag", quoted(body.md5))]
     headers += [(f"x-amz-checksum-{a}", v) for a, v in body.checksums.items()]

@@ -9,10 +9,9 @@ from datetime import UTC, datetime
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.copying import find_source
 from lakemount.gateway.http import Response
-from lakemount.gateway.multipart import Part
-from lakemount.gateway.objects import check_conditions, parse_copy_range, read_stream
-from lakemount.gateway.landing import landing, store_as
+from lakemount.gateway.objects import check_conditions, land_in, parse_copy_range, read_stream
 from lakemount.gateway.operations.upload_part import part_number, part_url, parts_dir, record_part, upload_of
+from lakemount.gateway.stores import Part
 from lakemount.gateway.xml import render_copy_part_result
 
 
@@ -24,9 +23,9 @@ def handle(ctx: Ctx) -> Response:
     size = source.entry.size
     header = ctx.req.header("x-amz-copy-source-range")
     start, length = parse_copy_range(header, size) if header is not None else (0, size)
-    cat = ctx.gw.catalog
+    cat = ctx.services.catalog
     md5 = hashlib.md5(usedforsecurity=False)
-    with landing(cat, repo, ctx.gw.tmpdir, parts_dir(upload)) as land:
+    with land_in(cat, repo, ctx.services.tmpdir, parts_dir(upload)) as land:
         chunks, f = read_stream(cat, source.target.repo, source.entry, start, length)
         try:
             for chunk in chunks:
@@ -36,7 +35,7 @@ def handle(ctx: Ctx) -> Response:
             if f is not None:
                 f.close()
         url = part_url(ctx, repo, upload, number)
-        store_as(cat, land, url)
+        land.store(cat.adapter, url)
     now = time.time()
     record_part(ctx, upload, Part(number, md5.hexdigest(), length, url, now))
     body = render_copy_part_result(md5.hexdigest(), datetime.fromtimestamp(now, UTC))

@@ -14,7 +14,7 @@ only the sub-resources S3 signs (``?uploads``, ``?partNumber=``, ``?uploadId=``,
 ``x-amz-*``, ``Content-Type`` and ``Content-MD5`` as query parameters (botocore
 puts them there); they are signed as if they were headers.
 
-As in :mod:`sigv4`, encoding details clients disagree on are tried both ways;
+As in :mod:`~lakemount.gateway.sig.v4`, encoding details clients disagree on are tried both ways;
 every candidate commits to the same request bytes.
 """
 
@@ -28,20 +28,10 @@ from datetime import UTC, datetime
 from urllib.parse import quote, unquote_to_bytes
 
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.sigv4 import (
-    MAX_SKEW,
-    AuthResult,
-    AuthScheme,
-    HttpRequest,
-    SecretLookup,
-    _decode,
-    _iso,
-    _lookup,
-    _now,
-    body_plan,
-    first,
-    request_time,
-)
+from lakemount.gateway.sig.clock import MAX_SKEW, iso_time, now_utc, request_time
+from lakemount.gateway.sig.payload import body_plan
+from lakemount.gateway.sig.request import HttpRequest, SecretLookup, decode_component, first, lookup_secret
+from lakemount.gateway.sig.result import AuthResult, AuthScheme
 
 # Sub-resources botocore signs (HmacV1Auth.QSAOfInterest), a superset of the
 # list in S3's SigV2 documentation below.
@@ -76,10 +66,10 @@ def canonical_resource(
     kept = []
     for part in raw_query.split("&"):
         raw_name, has_value, raw_value = part.partition("=")
-        name = _decode(raw_name)
+        name = decode_component(raw_name)
         if name in subresources:
             # "?uploads" and "?uploads=" sign differently, so keep which it was.
-            kept.append((name, f"{name}={_decode(raw_value)}" if has_value else name))
+            kept.append((name, f"{name}={decode_component(raw_value)}" if has_value else name))
     if kept:
         # Sorted by name only (stable): repeated names keep their order.
         kept.sort(key=lambda item: item[0])
@@ -178,19 +168,19 @@ def verify_header(
     when = request_time(headers)
     if when is None:
         raise s3_error("AccessDenied", "AWS authentication requires a valid Date or x-amz-date header")
-    server = _now(now)
+    server = now_utc(now)
     if abs(server - when[0]) > MAX_SKEW:
         raise s3_error(
             "RequestTimeTooSkewed",
-            RequestTime=_iso(when[0]),
-            ServerTime=_iso(server),
+            RequestTime=iso_time(when[0]),
+            ServerTime=iso_time(server),
             MaxAllowedSkewMilliseconds=int(MAX_SKEW.total_seconds() * 1000),
         )
     date_header = (first(headers, "date") or "").strip()
     # S3 signs an empty Date line when x-amz-date is set; some clients sign the
     # Date header anyway.
     dates = ["", date_header] if "x-amz-date" in headers else [date_header]
-    secret = _lookup(lookup, access_key_id)
+    secret = lookup_secret(lookup, access_key_id)
     _check(
         request,
         secret,
@@ -239,18 +229,18 @@ def verify_query(
     if not expires_text.isdigit() or not expires_text.isascii():
         raise s3_error("AuthorizationQueryParametersError", "Expires must be a number of seconds since the epoch")
     expires = int(expires_text)
-    server = _now(now)
+    server = now_utc(now)
     if server.timestamp() > expires:
         raise s3_error(
             "AccessDenied",
             "Request has expired",
-            Expires=_iso(datetime.fromtimestamp(expires, UTC)),
-            ServerTime=_iso(server),
+            Expires=iso_time(datetime.fromtimestamp(expires, UTC)),
+            ServerTime=iso_time(server),
         )
     access_key_id = params["AWSAccessKeyId"]
     # Base64 has '+' but no spaces: a space can only be a '+' decoded as a form.
     provided = params["Signature"].replace(" ", "+")
-    secret = _lookup(lookup, access_key_id)
+    secret = lookup_secret(lookup, access_key_id)
     _check(
         request,
         secret,

@@ -1,0 +1,141 @@
+"""The block store's streaming writer: bytes land in a file while they are verified, then become an object.
+
+A body is written to a *landing file* as it arrives; only when every check
+passed is the file turned into the object (``Landing.store``), and on any
+failure it is removed.  When the destination lies on the local block store
+the landing file is created inside the destination directory itself, named
+``.tmp-...`` (the prefix ``LocalAdapter`` reserves for files not yet in place,
+and skips when listing), and becoming the object is a rename: the bytes are
+written to disk once, and flushed while the upload is still arriving rather
+than all at the end.  On any other block store the landing file is a local
+temporary file handed to the adapter's ``put_file``.
+
+``landing`` is a context manager (STYLE §7): leaving the block removes the
+file unless it became an object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Final
+
+from lakemount.block.local import TEMP_PREFIX, LocalAdapter
+from lakemount.block.urls import scheme_of
+from lakemount.graveler.ports import BlockAdapter
+
+FLUSH_EVERY: Final = 16 * 1024 * 1024
+FLUSH_THREADS: Final = 4
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _flusher() -> ThreadPoolExecutor:
+    """The threads that write back landing files early: made on first use, never at import."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="lm-land-flush")
+        return _pool
+
+
+class Landing:
+    """A file being filled with an upload; ``store`` makes it an object, ``discard`` drops it."""
+
+    def __init__(self, path: str, *, local_namespace: bool) -> None:
+        self.path = path
+        self.local_namespace = local_namespace
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        self._unflushed = 0
+        self._flush: Future[None] | None = None
+        self._lock = threading.Lock()
+
+    def write(self, data: bytes | memoryview) -> None:
+        """Append ``data``; raises ``OSError`` (a full disk, say)."""
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+        self._unflushed += len(data)
+        if self.local_namespace and self._unflushed >= FLUSH_EVERY and (self._flush is None or self._flush.done()):
+            # Start writing back what we have while the rest arrives; the final
+            # fsync then has little left to do.
+            self._unflushed = 0
+            self._flush = _flusher().submit(os.fdatasync, self._fd)
+
+    def close(self) -> None:
+        """Close the file (idempotent), after any early write-back finished."""
+        with self._lock:
+            if self._fd < 0:
+                return
+            if self._flush is not None:
+                with contextlib.suppress(OSError):
+                    self._flush.result()
+            os.close(self._fd)
+            self._fd = -1
+
+    def sync_and_close(self) -> None:
+        """Make the bytes durable, then close; raises ``OSError``."""
+        if self._flush is not None:
+            self._flush.result()
+        os.fsync(self._fd)
+        self.close()
+
+    def discard(self) -> None:
+        """Close and remove the file (nothing happens if it already became an object)."""
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+    def store(self, adapter: BlockAdapter, url: str) -> None:
+        """Make the landing file the object ``url``, replacing any object there.
+
+        On the local block store, with the file in ``url``'s namespace, a
+        durable rename; otherwise ``adapter.put_file``.  Raises what the
+        adapter or the filesystem raises; the file is then still discarded by
+        ``landing``.
+        """
+        if self.local_namespace and scheme_of(url) == "local":
+            self.sync_and_close()
+            dest = LocalAdapter.path_of(url)
+            directory = os.path.dirname(dest)
+            os.makedirs(directory, exist_ok=True)
+            os.replace(self.path, dest)
+            _fsync_dir(directory)
+            return
+        self.close()
+        adapter.put_file(url, self.path)
+
+
+@contextlib.contextmanager
+def landing(directory_url: str, tmpdir: str | None) -> Iterator[Landing]:
+    """A landing file for objects under ``directory_url``; removed on exit unless it became an object.
+
+    The file lies in that directory when it is on the local block store (so
+    storing it is a rename), else in ``tmpdir`` (``/tmp`` when ``None``).
+    """
+    name = f"{TEMP_PREFIX}gw-{secrets.token_hex(8)}"
+    if scheme_of(directory_url) == "local":
+        directory = LocalAdapter.path_of(directory_url)
+        os.makedirs(directory, exist_ok=True)
+        land = Landing(os.path.join(directory, name), local_namespace=True)
+    else:
+        land = Landing(os.path.join(tmpdir or "/tmp", name), local_namespace=False)
+    try:
+        yield land
+    finally:
+        land.discard()
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on directories
+    finally:
+        os.close(fd)
