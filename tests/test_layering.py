@@ -20,6 +20,11 @@ CORE = "lakemount.graveler"
 # What graveler may import of lakemount besides itself.
 CORE_MAY_IMPORT = frozenset({"lakemount.errors"})
 
+# Gateway files that still reach graveler until the gateway's own rework lands.
+# The list may only shrink: an entry that no longer violates fails the test.
+KNOWN_VIOLATIONS: frozenset[str] = frozenset()  # none left; the list may only shrink
+
+
 def module_of(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -71,10 +76,16 @@ def rel(path: Path) -> str:
 
 
 def test_front_ends_reach_the_versioned_core_only_through_the_catalog() -> None:
-    bad = {rel(p): v for p in front_end_files() if (v := violations(p))}
+    bad = {rel(p): v for p in front_end_files() if (v := violations(p)) and rel(p) not in KNOWN_VIOLATIONS}
     assert not bad, "front ends must use lakemount.catalog, not graveler:\n" + "\n".join(
         f"  lakemount/{f}: {'; '.join(v)}" for f, v in sorted(bad.items())
     )
+
+
+def test_the_list_of_known_violations_only_shrinks() -> None:
+    still = {rel(p) for p in front_end_files() if violations(p)}
+    fixed = sorted(KNOWN_VIOLATIONS - still)
+    assert not fixed, f"no longer violating, remove from KNOWN_VIOLATIONS: {fixed}"
 
 
 def test_graveler_imports_nothing_outward() -> None:

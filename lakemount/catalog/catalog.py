@@ -1,16 +1,16 @@
 """The catalog: paths and objects on top of graveler; the facade every front end uses.
 
+:class:`Catalog` is the one class front ends hold.  Its verbs on refs
+(:mod:`~lakemount.catalog.refs`), history (:mod:`~lakemount.catalog.history`)
+and the stores' tables (:mod:`~lakemount.catalog.storage`) live in their own
+modules; this one holds the verbs on paths and objects.
+
 Graveler versions opaque keys and values; the catalog gives them meaning:
 keys are UTF-8 paths, values are :class:`Entry` records, and object data is
 stored content-addressed in the repository's storage namespace
 (``data/<aa>/<sha256>``), so writing the same bytes twice stores them once and
 copies or renames never copy data.  Directory markers are keys ending in
 ``/`` whose entry has a directory mode.
-
-:class:`Catalog` is the one class front ends hold.  Its verbs on refs
-(:mod:`~lakemount.catalog.refs`), history (:mod:`~lakemount.catalog.history`)
-and the stores' tables (:mod:`~lakemount.catalog.storage`) live in their own
-modules; this one holds the verbs on paths and objects.
 """
 
 from __future__ import annotations
@@ -22,19 +22,20 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from itertools import islice
 from typing import BinaryIO, Final, NamedTuple
 
 from lakemount.block.landing import Landing, landing
 from lakemount.catalog.history import HistoryVerbs
-from lakemount.catalog.model import decode_path, encode_path
 from lakemount.catalog.storage import StorageVerbs
-from lakemount.errors import ObjectNotFound
+from lakemount.errors import InvalidArgument, ObjectNotFound
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value, prefix_end
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef
 
+MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
 CHUNK: Final = 4 * 1024 * 1024
 SMALL: Final = 8 * 1024 * 1024
 SKIP_BEFORE_SEEK: Final = 32
@@ -59,6 +60,20 @@ class Listed(NamedTuple):
     @property
     def is_prefix(self) -> bool:
         return self.entry is None
+
+
+def encode_path(path: str) -> bytes:
+    """A path as a graveler key; raises ``InvalidArgument`` for empty or oversize paths."""
+    if not path:
+        raise InvalidArgument("empty path")
+    key = path.encode("utf-8", "surrogateescape")
+    if len(key) > MAX_KEY_BYTES:
+        raise InvalidArgument(f"path longer than {MAX_KEY_BYTES} bytes")
+    return key
+
+
+def decode_path(key: bytes) -> str:
+    return key.decode("utf-8", "surrogateescape")
 
 
 class Catalog(HistoryVerbs, StorageVerbs):
@@ -240,9 +255,10 @@ class Catalog(HistoryVerbs, StorageVerbs):
             akey = after.encode("utf-8", "surrogateescape") + b"\x00"
             start = max(start, akey)
         dkey = delimiter.encode() if delimiter else b""
-        if not dkey and limit is None:
+        if not dkey:
             # The common bulk case (recursive listings, S3 without delimiter): a tight loop.
-            for key, value in self.graveler.scan(repo, r, start, stop):
+            scan = self.graveler.scan(repo, r, start, stop)
+            for key, value in scan if limit is None else islice(scan, max(limit, 0)):
                 yield Listed(key.decode("utf-8", "surrogateescape"), decode_value(value))
             return
         emitted = 0

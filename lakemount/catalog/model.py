@@ -3,10 +3,9 @@
 Entries, commits, repositories, branches, tags, resolved refs, file modes and
 the block-store port are defined in graveler (the versioned core owns its
 records) and re-exported here; the mount, the gateway, the CLI and the jobs
-take them from this module (or from the package, which re-exports them),
-together with how a path becomes a key (:func:`encode_path`) and the two
-helpers on raw keys and values that bulk readers need (:func:`prefix_end`,
-:func:`decode_value`, for
+take them from this module, together with the catalog's own
+:class:`Difference` and the two helpers on raw keys and values that bulk
+readers need (:func:`prefix_end`, :func:`decode_value`, for
 :meth:`Catalog.scan_records <lakemount.catalog.catalog.Catalog.scan_records>`).
 Importing this module is cheap: it loads the record definitions only, not the
 versioned core's machinery.
@@ -14,9 +13,8 @@ versioned core's machinery.
 
 from __future__ import annotations
 
-from typing import Final
+from dataclasses import dataclass
 
-from lakemount.errors import InvalidArgument
 from lakemount.graveler.model import (
     DIR_MODE,
     EMPTY_METARANGE,
@@ -36,15 +34,16 @@ from lakemount.graveler.ports import BlockAdapter, ObjectInfo
 from lakemount.graveler.refexpr import ResolvedRef, View
 
 __all__ = [
+    "DIFF_KINDS",
     "DIR_MODE",
     "EMPTY_METARANGE",
     "FILE_MODE",
     "LINK_MODE",
-    "MAX_KEY_BYTES",
     "BlockAdapter",
     "Branch",
     "Commit",
     "CommitID",
+    "Difference",
     "Entry",
     "ObjectInfo",
     "Repository",
@@ -52,25 +51,26 @@ __all__ = [
     "StagingToken",
     "Tag",
     "View",
-    "decode_path",
     "decode_value",
-    "encode_path",
     "prefix_end",
 ]
 
-MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
+DIFF_KINDS = ("added", "removed", "changed", "conflict")
 
 
-def encode_path(path: str) -> bytes:
-    """A path as a graveler key; raises ``InvalidArgument`` for empty or oversize paths."""
-    if not path:
-        raise InvalidArgument("empty path")
-    key = path.encode("utf-8", "surrogateescape")
-    if len(key) > MAX_KEY_BYTES:
-        raise InvalidArgument(f"path longer than {MAX_KEY_BYTES} bytes")
-    return key
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One path that differs: ``kind`` is one of :data:`DIFF_KINDS`; ``left``/``right`` the entries on each side.
 
+    ``left`` is None for an added path, ``right`` None for a removed one; a
+    conflict (three-way diff only) has the left side's and the source's entries.
+    """
 
-def decode_path(key: bytes) -> str:
-    """The path a graveler key stands for (the inverse of :func:`encode_path`)."""
-    return key.decode("utf-8", "surrogateescape")
+    key: bytes
+    kind: str
+    left: Entry | None
+    right: Entry | None
+
+    @property
+    def path(self) -> str:
+        return self.key.decode("utf-8", "surrogateescape")

@@ -42,10 +42,7 @@ class RefVerbs:
         return self.graveler.list_repositories()
 
     def delete_repository(self, name: str) -> None:
-        """Delete a repository with its branches, tags and staged changes; raises ``RepositoryNotFound``.
-
-        Its objects stay in the storage namespace for garbage collection.
-        """
+        """Delete a repository's refs and staging (its stored objects stay, for GC); ``RepositoryNotFound``."""
         self.graveler.delete_repository(name)
 
     # ------------------------------------------------------------------ resolution
@@ -75,7 +72,7 @@ class RefVerbs:
 
     # ------------------------------------------------------------------ branches
     def create_branch(self, repo: str, name: str, source: str) -> Branch:
-        """Branch ``name`` at the commit ``source`` points at; ``AlreadyExists``, ``InvalidName``, ``RefNotFound``."""
+        """Branch ``name`` at the commit ``source`` points at; ``AlreadyExists`` if a branch or tag has the name."""
         return self.graveler.create_branch(repo, name, source)
 
     def get_branch(self, repo: str, name: str) -> Branch:
@@ -105,7 +102,7 @@ class RefVerbs:
 
     def list_tags(self, repo: str) -> list[Tag]:
         """The tags of ``repo``, by name; raises ``RepositoryNotFound``."""
-        return sorted(self.graveler.list_tags(repo), key=lambda t: t.name)
+        return self.graveler.list_tags(repo)
 
     def delete_tag(self, repo: str, name: str) -> None:
         """Delete tag ``name``; raises ``NotFound``."""

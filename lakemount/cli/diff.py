@@ -36,11 +36,11 @@ def diff(left: str, right: str | None, two_way: bool, prefix: str) -> None:
         if two_way:
             recs = list(g.diff(lu.repo, lu.ref, ru.ref, prefix=prefix))
         else:
-            recs = [r for r in g.diff_three_way(lu.repo, lu.ref, ru.ref) if r.key.startswith(prefix.encode())]
+            recs = [r for r in g.diff_three_way(lu.repo, lu.ref, ru.ref) if r.path.startswith(prefix)]
     rows = []
     for r in recs:
-        e = g.entry_of(r.right if r.right is not None else r.left)
-        rows.append({"path": r.key.decode("utf-8", "surrogateescape"), "type": r.kind, "size_bytes": e.size if e is not None else 0})
+        e = r.right if r.right is not None else r.left
+        rows.append({"path": r.path, "type": r.kind, "size_bytes": e.size if e is not None else 0})
     emit(rows, [f"{_SIGN[str(x['type'])]} {x['type']:<8} {x['path']}" for x in rows] or ["No changes"])
 
 

@@ -123,11 +123,10 @@ class ControlFiles:
             if len(changes) >= STATUS_LIMIT:
                 truncated = True
                 break
-            item: dict[str, Any] = {"path": rec.key.decode("utf-8", "surrogateescape"), "type": rec.kind}
-            e = self.catalog.entry_of(rec.right)
-            if e is not None:
-                item["size_bytes"] = e.size
-                item["checksum"] = e.etag
+            item: dict[str, Any] = {"path": rec.path, "type": rec.kind}
+            if rec.right is not None:
+                item["size_bytes"] = rec.right.size
+                item["checksum"] = rec.right.etag
             changes.append(item)
         return {"branch": scope.branch, "head": self._head(scope), "changes": changes, "truncated": truncated}
 

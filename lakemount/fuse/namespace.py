@@ -21,7 +21,8 @@ import stat
 import time
 from typing import Final
 
-from lakemount.catalog.model import DIR_MODE, LINK_MODE, MAX_KEY_BYTES, Entry
+from lakemount.catalog.catalog import MAX_KEY_BYTES
+from lakemount.catalog.model import DIR_MODE, LINK_MODE, Entry
 from lakemount.fuse import control
 from lakemount.fuse.attributes import MKNOD_TYPES, Attributes
 from lakemount.fuse.errno import FsError

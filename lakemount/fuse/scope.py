@@ -27,9 +27,9 @@ import errno
 import logging
 import os
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import ResolvedRef, View
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ScopeKey = tuple[str, str]
+PUSHED_POLL: Final = 30.0  # seconds between safety polls of branch heads while change notices arrive
 
 
 @dataclass(eq=False)
@@ -94,12 +95,31 @@ def resolve_scope(catalog: Catalog, repo: str, name: str) -> tuple[ResolvedRef, 
     return resolved, (resolved.commit_id,), stable
 
 
+def unchanged(catalog: Catalog, scope: Scope) -> bool:
+    """True if ``scope`` is a branch whose row still has the same signature (one point query).
+
+    The cheap re-check of an idle branch: a full ``resolve_scope`` costs three
+    queries (repository, branch, branch again).  ``False`` means "re-resolve":
+    the branch moved, vanished, or the scope is not a plain branch.
+    """
+    if not scope.writable or scope.resolved.kind != "branch" or scope.name != scope.branch:
+        return False
+    try:
+        b = catalog.get_branch(scope.repo, scope.branch)
+    except NotFound:
+        return False
+    return (b.commit_id, b.staging_token, *b.sealed_tokens) == scope.signature
+
+
 class Scopes:
     """The mount's scopes by (repo, name), resolved on first use and re-checked every ``head_ttl``."""
 
     def __init__(self, state: MountState) -> None:
         self.state = state
         self._scopes: dict[ScopeKey, Scope] = {}
+        # Set by the runner to the change listener's "connected" flag (PostgreSQL LISTEN/NOTIFY).
+        self.push_live: Callable[[], bool] = lambda: False
+        self._polled = 0.0
 
     def __len__(self) -> int:
         return len(self._scopes)
@@ -133,6 +153,10 @@ class Scopes:
             return
         state.io()
         checked = state.now()
+        if unchanged(state.catalog, scope):
+            with state.table.lock:
+                scope.checked = checked
+            return
         try:
             resolved, signature, _stable = resolve_scope(state.catalog, scope.repo, scope.name)
         except NotFound:
@@ -168,7 +192,16 @@ class Scopes:
                     state.invalidations.put(("entry", parent.ino, os.path.basename(node.path).encode("utf-8", "surrogateescape")))
 
     def poll_heads(self) -> None:
-        """Re-check every non-stable scope the kernel still knows (called every ``head_ttl``)."""
+        """Re-check every non-stable scope the kernel still knows (called every ``head_ttl``).
+
+        While ``push_live()`` says change notices arrive (see ``refs_changed``),
+        the poll runs only every ``PUSHED_POLL`` seconds, as a safety net: an
+        idle mount then costs the ref store next to nothing.
+        """
+        now = self.state.now()
+        if self.push_live() and now - self._polled < PUSHED_POLL:
+            return
+        self._polled = now
         table = self.state.table
         with table.lock:
             live = [s for key, s in self._scopes.items() if not s.stable and table.per_scope.get(key, 0) > 0]

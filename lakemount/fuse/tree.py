@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Final
 
-from lakemount.catalog.model import MAX_KEY_BYTES
+from lakemount.catalog.catalog import MAX_KEY_BYTES
 from lakemount.errors import InvalidArgument, NotFound
 from lakemount.fuse import control
 from lakemount.fuse.attributes import Attributes

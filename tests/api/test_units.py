@@ -1,8 +1,10 @@
-"""The API's parts without a server (its layering: tests/test_layering.py): the error table, tokens, body validation, the form parser, the document."""
+"""The API's parts without a server: layering, the error table, tokens, body validation, the form parser, the document."""
 
 from __future__ import annotations
 
+import ast
 import time
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +15,20 @@ from lakemount.api.openapi import document
 from lakemount.api.routing import OPERATIONS
 from lakemount.api.schemas import COMPONENTS, validate
 from lakemount.api.upload import _form_content
+
+API_DIR = Path(__file__).resolve().parents[2] / "lakemount" / "api"
+
+
+def test_api_never_reaches_graveler() -> None:
+    for path in API_DIR.glob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                assert not any(a.name.startswith("lakemount.graveler") for a in node.names), path
+            elif isinstance(node, ast.ImportFrom):
+                assert not (node.module or "").startswith("lakemount.graveler"), path
+            elif isinstance(node, ast.Attribute):
+                assert node.attr != "graveler", f"{path}:{node.lineno} touches .graveler"
 
 
 def test_every_error_category_has_a_status() -> None:
