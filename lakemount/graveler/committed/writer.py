@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -32,7 +33,17 @@ MAX_BYTES: Final = 8 * 1024 * 1024
 _hash = xxhash.xxh3_64_intdigest
 _len_prefix = struct.Struct("<I").pack
 # Finishing a table and uploading it (fsync, network) overlaps with building the next.
-_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lm-range")
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _finisher() -> ThreadPoolExecutor:
+    """The threads that finish and upload ranges: made on first use, never at import."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lm-range")
+        return _pool
 
 
 @dataclass
@@ -85,7 +96,7 @@ class RangeBuilder:
         self._stats.ranges_written += 1
         self._stats.records_written += w.count
         self._stats.written_ids.append(range_id)
-        return _pool.submit(self._finish, w, range_id)
+        return _finisher().submit(self._finish, w, range_id)
 
     def _finish(self, w: TableWriter, range_id: RangeID) -> RangeInfo:
         assert w.first_key is not None and w.last_key is not None
