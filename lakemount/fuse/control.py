@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.model import Commit
 from lakemount.errors import InvalidArgument, LakeMountError, MergeConflict, NotFound
 from lakemount.fuse.scope import Scope
-from lakemount.graveler.model import Commit, decode_value
 
 CONTROL_DIR: Final = ".lakefs"
 BRANCH_FILES: Final = ("commit", "merge", "revert", "reset", "status", "head", "log", "error")
@@ -93,15 +93,15 @@ class ControlFiles:
         if name == STATS:
             return self.render_stats().encode()
         assert scope is not None
-        g = self.catalog.graveler
+        catalog = self.catalog
         if name == "head":
             return (self._head(scope) + "\n").encode()
         if name == "commit":
-            return _json(_commit_json(g.get_commit(scope.repo, self._head(scope))))
+            return _json(_commit_json(catalog.get_commit(scope.repo, self._head(scope))))
         if name in ("merge", "revert", "reset"):
             return _json(scope.last.get(name, {}))
         if name == "log":
-            return _json([_commit_json(c) for c in g.log(scope.repo, self._ref(scope), limit=LOG_LIMIT)])
+            return _json([_commit_json(c) for c in catalog.log(scope.repo, self._ref(scope), limit=LOG_LIMIT)])
         if name == "status":
             return _json(self._status(scope))
         if name == "error":
@@ -113,22 +113,20 @@ class ControlFiles:
 
     def _head(self, scope: Scope) -> str:
         if scope.writable:
-            return self.catalog.graveler.get_branch(scope.repo, scope.branch).commit_id
+            return self.catalog.get_branch(scope.repo, scope.branch).commit_id
         return scope.resolved.commit_id
 
     def _status(self, scope: Scope) -> dict[str, Any]:
         changes: list[dict[str, Any]] = []
         truncated = False
-        for rec in self.catalog.graveler.diff_uncommitted(scope.repo, scope.branch):
+        for rec in self.catalog.diff_uncommitted(scope.repo, scope.branch):
             if len(changes) >= STATUS_LIMIT:
                 truncated = True
                 break
-            path = rec.key.decode("utf-8", "surrogateescape")
-            item: dict[str, Any] = {"path": path, "type": rec.kind}
+            item: dict[str, Any] = {"path": rec.path, "type": rec.kind}
             if rec.right is not None:
-                e = decode_value(rec.right)
-                item["size_bytes"] = e.size
-                item["checksum"] = e.etag
+                item["size_bytes"] = rec.right.size
+                item["checksum"] = rec.right.etag
             changes.append(item)
         return {"branch": scope.branch, "head": self._head(scope), "changes": changes, "truncated": truncated}
 
@@ -184,7 +182,7 @@ class ControlFiles:
             allow_empty = bool(spec.get("allow_empty", False))
         if not message:
             raise InvalidArgument("commit: write a commit message")
-        res = self.catalog.graveler.commit(
+        res = self.catalog.commit(
             scope.repo, scope.branch, message, committer=committer_name(uid), metadata=metadata, allow_empty=allow_empty
         )
         scope.last["commit"] = _commit_json(res.commit)
@@ -217,7 +215,7 @@ class ControlFiles:
         if source is None:
             raise InvalidArgument("merge: write a source ref, e.g. 'dev' or 'dev --strategy source-wins'")
         self._check_ref(scope, source, "merge")
-        res = self.catalog.graveler.merge(
+        res = self.catalog.merge(
             scope.repo, source, scope.branch, strategy=None if strategy == "fail" else strategy, squash=squash,
             message=message, committer=committer_name(uid),
         )
@@ -244,21 +242,21 @@ class ControlFiles:
         if ref is None:
             raise InvalidArgument("revert: write the commit to revert, e.g. 'main~1'")
         self._check_ref(scope, ref, "revert")
-        c = self.catalog.graveler.revert(scope.repo, scope.branch, ref, parent_number=parent, committer=committer_name(uid))
+        c = self.catalog.revert(scope.repo, scope.branch, ref, parent_number=parent, committer=committer_name(uid))
         scope.last["revert"] = {"reverted": ref, "reference": c.id}
         return Outcome(content_changed=True, head_moved=True)
 
     def _reset(self, scope: Scope, text: str) -> Outcome:
         args = _split(text, "reset")
-        g = self.catalog.graveler
+        catalog = self.catalog
         if not args:
-            g.reset(scope.repo, scope.branch)
+            catalog.reset(scope.repo, scope.branch)
             scope.last["reset"] = {"scope": "all"}
         elif len(args) == 2 and args[0] == "--object":
-            g.reset(scope.repo, scope.branch, key=args[1].lstrip("/").encode("utf-8", "surrogateescape"))
+            catalog.reset(scope.repo, scope.branch, path=args[1].lstrip("/"))
             scope.last["reset"] = {"scope": "object", "path": args[1]}
         elif len(args) == 1 and not args[0].startswith("-"):
-            g.reset(scope.repo, scope.branch, prefix=args[0].lstrip("/").encode("utf-8", "surrogateescape"))
+            catalog.reset(scope.repo, scope.branch, prefix=args[0].lstrip("/"))
             scope.last["reset"] = {"scope": "prefix", "prefix": args[0]}
         else:
             raise InvalidArgument("reset: write nothing (all), a path prefix, or '--object PATH'")

@@ -32,18 +32,19 @@ MAX_BYTES: Final = 8 * 1024 * 1024
 
 _hash = xxhash.xxh3_64_intdigest
 _len_prefix = struct.Struct("<I").pack
-# Finishing a table and uploading it (fsync, network) overlaps with building the next.
+# Finishing a table and uploading it (fsync, network) overlaps with building the next,
+# on a pool shared by every writer and created on first use, not at import.
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-def _finisher() -> ThreadPoolExecutor:
-    """The threads that finish and upload ranges: made on first use, never at import."""
+def _executor() -> ThreadPoolExecutor:
     global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lm-range")
-        return _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lm-range")
+    return _pool
 
 
 @dataclass
@@ -96,7 +97,7 @@ class RangeBuilder:
         self._stats.ranges_written += 1
         self._stats.records_written += w.count
         self._stats.written_ids.append(range_id)
-        return _finisher().submit(self._finish, w, range_id)
+        return _executor().submit(self._finish, w, range_id)
 
     def _finish(self, w: TableWriter, range_id: RangeID) -> RangeInfo:
         assert w.first_key is not None and w.last_key is not None
