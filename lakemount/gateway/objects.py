@@ -269,6 +269,7 @@ def read_stream(catalog: Catalog, repo: Repository, entry: Entry, start: int, le
     if length <= 0 or entry.size == 0:
         return iter(()), None
     url = catalog.physical_url(repo, entry.address)
+    catalog.check_source(entry)  # an imported object whose source changed is an error, never other bytes
     f = catalog.adapter.open(url)
     # Only objects lakemount wrote (inside the storage namespace) are mapped:
     # an imported object is someone else's file, which could be truncated
