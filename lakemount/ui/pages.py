@@ -27,6 +27,9 @@ SECURITY_HEADERS: Final = [
 ]
 
 
+PAGES: Final = frozenset({"/", "/index.html", "/login"})
+
+
 @cache
 def asset(name: str) -> bytes | None:
     """The bytes of ``static/<name>`` (package data), or None when there is no such file."""
@@ -39,7 +42,7 @@ def asset(name: str) -> bytes | None:
 def _file(name: str) -> Response:
     data = asset(name)
     if data is None:
-        return Response(404, [("Content-Type", "text/plain; charset=utf-8")], b"not found\n")
+        raise ApiError(404, f"no such file: /static/{name[:200]}")
     ctype = TYPES.get(name[name.rfind("."):], "application/octet-stream")
     return Response(200, [("Content-Type", ctype), ("Content-Length", str(len(data))), *SECURITY_HEADERS], data)
 
@@ -56,10 +59,12 @@ def _logged_in(authenticator: Any, request: Request) -> bool:
 
 
 def serve(authenticator: Any, request: Request) -> Response:
-    """Answer a request outside ``/api/v1`` (GET/HEAD only)."""
-    if request.method not in ("GET", "HEAD"):
-        return Response(405, [("Content-Type", "text/plain; charset=utf-8"), ("Allow", "GET, HEAD")], b"method not allowed\n")
+    """Answer a request outside ``/api/v1`` (GET/HEAD only); raises ``ApiError`` 404/405 (JSON, as the API's)."""
     path = request.raw_path.split("?", 1)[0]
+    if path not in PAGES and not path.startswith("/static/"):
+        raise ApiError(404, f"no such API path: {path[:200]}")
+    if request.method not in ("GET", "HEAD"):
+        raise ApiError(405, f"method {request.method} not allowed here", (("Allow", "GET, HEAD"),))
     if path.startswith("/static/"):
         return _file(path[len("/static/"):])
     if path == "/login":
@@ -68,4 +73,4 @@ def serve(authenticator: Any, request: Request) -> Response:
         if not _logged_in(authenticator, request):
             return Response(302, [("Location", "/login"), ("Content-Length", "0")], b"")
         return _file("index.html")
-    return Response(404, [("Content-Type", "text/plain; charset=utf-8")], b"not found\n")
+    raise AssertionError(path)  # PAGES covers every other path

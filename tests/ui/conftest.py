@@ -1,0 +1,53 @@
+"""Browser fixtures: a live ``lakemount serve`` (temp LAKEMOUNT_HOME, free port, stopped even on failure) and
+Debian's chromium driven by playwright by executable path (playwright's own download is unreachable), with a
+fresh profile, closed in ``finally``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.api.conftest import Served, running
+
+CHROMIUM = os.environ.get("LAKEMOUNT_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with running(tmp_path_factory.mktemp("ui")) as s:
+        yield s
+        log = s.gateway.log()
+    assert "unexpected error serving" not in log, log[-5000:]
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A persistent chromium context on a fresh profile directory (the ``--user-data-dir``)."""
+    if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
+        pytest.fail(f"chromium not found at {CHROMIUM} (scripts/install.sh installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    pw = sync_playwright().start()
+    ctx = None
+    try:
+        ctx = pw.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1100, "height": 700},
+        )
+        ctx.set_default_timeout(15_000)
+        yield ctx
+    finally:
+        try:
+            if ctx is not None:
+                ctx.close()
+        finally:
+            pw.stop()
