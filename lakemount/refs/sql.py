@@ -36,7 +36,7 @@ from lakemount.errors import (
 from lakemount.refs import notify
 from lakemount.refs.fastsql import FastSql
 from lakemount.refs.urls import KEY
-from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag
+from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag, prefix_end
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -558,8 +558,6 @@ class SqlRefStore:
         if key is not None:
             cond.append(staging_t.c.key == key)
         elif prefix:
-            from lakemount.graveler.graveler import prefix_end
-
             cond.append(staging_t.c.key >= prefix)
             end = prefix_end(prefix)
             if end is not None:
