@@ -206,7 +206,7 @@ def _schema(cls: type = Config, prefix: str = "") -> dict[str, Any]:
         key = prefix + f.name
         tp = hints[f.name]
         out[key] = tp
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             out.update(_schema(tp, key + "."))
     return out
 
