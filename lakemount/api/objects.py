@@ -92,16 +92,20 @@ def _read(ctx: Ctx, *, with_body: bool) -> Response:
     inm = ctx.request.header("if-none-match")
     if with_body and inm is not None and inm.strip() in (f'"{entry.etag}"', entry.etag, "*"):
         return Response(304, headers[1:3], b"")
+    # Directories and symbolic links made through the mount have no data (as in the gateway).
+    size = 0 if entry.is_dir or entry.is_symlink else entry.size
     try:
-        rng = parse_range(ctx.request.header("range"), entry.size)
+        rng = parse_range(ctx.request.header("range"), size)
     except S3Error:
-        raise ApiError(416, "requested range not satisfiable", (("Content-Range", f"bytes */{entry.size}"),)) from None
-    start, length = (0, entry.size) if rng is None else rng
+        raise ApiError(416, "requested range not satisfiable", (("Content-Range", f"bytes */{size}"),)) from None
+    start, length = (0, size) if rng is None else rng
     status = 200 if rng is None else 206
     if rng is not None:
-        headers.append(("Content-Range", f"bytes {start}-{start + length - 1}/{entry.size}"))
+        headers.append(("Content-Range", f"bytes {start}-{start + length - 1}/{size}"))
     if not with_body:
         headers.append(("Content-Length", str(length)))
+        return Response(status, headers, b"")
+    if length == 0:
         return Response(status, headers, b"")
     body, f = read_stream(ctx.catalog, ctx.catalog.repository(repo), entry, start, length)
     return Response(status, headers, body, length=length, close=f.close if f is not None else None)

@@ -16,6 +16,7 @@ from lakefs.exceptions import (
     NotFoundException,
     ObjectExistsException,
     ObjectNotFoundException,
+    PermissionException,
     TransactionException,
 )
 
@@ -262,3 +263,21 @@ def test_error_types(served: Served, repo: Any) -> None:
     with pytest.raises(NotFoundException):
         lakefs.WriteableObject(repo.id, "t1", "g", client=repo._client).upload(b"g")
     assert [o.path for o in main.objects()] == ["f"]
+
+
+def test_protected_branch_changes_only_by_merge(served: Served, repo: Any) -> None:
+    main = repo.branch("main")
+    main.object("seed").upload(b"seed")
+    main.commit("seed")
+    feature = repo.branch("feature").create(main)
+    app = served.gateway.app()
+    app.graveler.set_protection_rules(repo.id, ["main"])  # the API has no protection endpoint yet
+    with pytest.raises(ForbiddenException):
+        main.object("direct").upload(b"x")
+    with pytest.raises(PermissionException):  # what the SDK's object delete makes of a 403
+        main.object("seed").delete()
+    feature.object("via-merge").upload(b"y")
+    feature.commit("feature work")
+    feature.merge_into(main)
+    assert {o.path for o in main.objects()} == {"seed", "via-merge"}
+    assert list(main.uncommitted()) == []
