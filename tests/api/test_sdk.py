@@ -281,3 +281,32 @@ def test_protected_branch_changes_only_by_merge(served: Served, repo: Any) -> No
     feature.merge_into(main)
     assert {o.path for o in main.objects()} == {"seed", "via-merge"}
     assert list(main.uncommitted()) == []
+
+
+def test_concurrent_writers_and_transactions(served: Served, repo: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def writer(i: int) -> None:
+        branch = lakefs.Repository(repo.id, client=served.client()).branch("main")
+        for j in range(10):
+            branch.object(f"w{i}/o{j}").upload(f"{i}-{j}".encode())
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(writer, range(8)))
+    main = repo.branch("main")
+    main.commit("eighty objects")
+    assert len(list(main.objects())) == 80
+
+    def transaction(i: int) -> None:
+        branch = lakefs.Repository(repo.id, client=served.client()).branch("main")
+        with branch.transact(commit_message=f"tx {i}") as tx:
+            tx.object(f"tx{i}/data").upload(b"d")
+            tx.object(f"w{i}/o0").delete()
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(transaction, range(4)))
+    paths = {o.path for o in main.objects()}
+    assert {f"tx{i}/data" for i in range(4)} <= paths
+    assert not {f"w{i}/o0" for i in range(4)} & paths
+    assert len(paths) == 80
+    assert {b.id for b in repo.branches()} == {"main"}
