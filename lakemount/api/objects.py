@@ -7,6 +7,7 @@ no NUL, no ``.`` or ``..`` segment; anything else is a 400.
 
 from __future__ import annotations
 
+import fnmatch
 import time
 from typing import Any, Final
 
@@ -19,7 +20,7 @@ from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.api.upload import receive_object
 from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import MAX_KEY_BYTES
-from lakemount.errors import ObjectNotFound
+from lakemount.errors import ObjectNotFound, ProtectedBranch
 from lakemount.gateway.errors import S3Error
 from lakemount.gateway.http import Response
 from lakemount.gateway.objects import STORED_PREFIX, http_date, make_entry, parse_range, read_stream
@@ -151,6 +152,9 @@ def upload_object(ctx: Ctx) -> Response:
     repo_rec = cat.repository(repo)
     cat.get_branch(repo, branch)
     cat.writable_branch(repo, branch)
+    # Refused before the body is read: a protected branch takes no upload (the staging would refuse it after).
+    if any(fnmatch.fnmatchcase(branch, p) for p in cat.protection_rules(repo)):
+        raise ProtectedBranch(repo, branch)
     exclusive = (ctx.request.header("if-none-match") or "").strip() == "*"
     if exclusive and cat.get_optional(repo, branch, path) is not None:
         raise ApiError(412, f"object exists: {path}")
