@@ -218,7 +218,7 @@ def list_objects(ctx: Ctx) -> Response:
     items = items[:n]
     # Rendered inline: a 1,000-entry page is the API's hottest loop.
     ns = repo_rec.storage_namespace.rstrip("/") + "/"
-    results = []
+    results: list[dict[str, Any]] = []
     append = results.append
     for path, e in items:
         if e is None:
