@@ -312,3 +312,23 @@ def test_concurrent_writers_and_transactions(served: Served, repo: Any) -> None:
     assert not {f"w{i}/o0" for i in range(4)} & paths
     assert len(paths) == 80
     assert {b.id for b in repo.branches()} == {"main"}
+
+
+def test_diff_two_dot_and_three_dot(repo: Any) -> None:
+    main = repo.branch("main")
+    main.object("base").upload(b"b")
+    main.commit("base")
+    dev = repo.branch("dev").create(main)
+    dev.object("dev-only").upload(b"d")
+    dev.commit("dev")
+    main.object("main-only").upload(b"m")
+    main.commit("main")
+    refs = repo._client.sdk_client.refs_api
+    three = {(d.path, d.type) for d in refs.diff_refs(repo.id, "main", "dev").results}
+    two = {(d.path, d.type) for d in refs.diff_refs(repo.id, "main", "dev", type="two_dot").results}
+    assert three == {("dev-only", "added")}
+    assert two == {("dev-only", "added"), ("main-only", "removed")}
+    grouped = refs.diff_refs(repo.id, "main", "dev", type="two_dot", delimiter="/").results
+    assert {d.path for d in grouped} == {"dev-only", "main-only"}
+    base = refs.find_merge_base(repo.id, "dev", "main")
+    assert base.base_commit_id == dev.get_commit().parents[0]
