@@ -350,6 +350,45 @@ class Cluster:
             time.sleep(0.2)
         raise TimeoutError(f"mount on {host.name} did not serve within {timeout}s: {Path(log).read_text()[-2000:]}")
 
+    # -- Spark standalone, from PySpark's own jars ----------------------------------------
+    def spark_env(self, host: Host) -> dict[str, str]:
+        import pyspark
+
+        home = os.path.dirname(pyspark.__file__)
+        return self.env(host, SPARK_HOME=home, SPARK_LOCAL_IP=host.ip, SPARK_LOG_DIR=f"{host.home}/spark-logs",
+                        SPARK_WORKER_DIR=f"{host.home}/spark-work", PYSPARK_PYTHON=PYTHON,
+                        SPARK_DAEMON_MEMORY="256m")
+
+    def start_spark(self, master: Host, workers: Sequence[Host], *, cores: int = 1, memory: str = "768m") -> str:
+        """A standalone master on ``master`` and a worker on each of ``workers``; returns the master URL."""
+        import pyspark
+
+        spark_class = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
+        url = f"spark://{master.ip}:7077"
+        master.spawn(spark_class, "org.apache.spark.deploy.master.Master", "--host", master.ip, "--port", "7077",
+                     "--webui-port", "8080", env=self.spark_env(master), log=f"{master.home}/master.log")
+        self._wait_port(master, master.ip, 7077)
+        for w in workers:
+            w.spawn(spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", w.ip, "--cores", str(cores),
+                    "--memory", memory, "--webui-port", "8081", env=self.spark_env(w), log=f"{w.home}/worker.log")
+        end = time.monotonic() + min(120, self.left())
+        while time.monotonic() < end:  # the master's log names every worker that registered
+            log = Path(f"{master.home}/master.log").read_text(errors="replace")
+            if all(f"Registering worker {w.ip}:" in log for w in workers):
+                return url
+            time.sleep(0.5)
+        raise TimeoutError(f"Spark workers did not register: {log[-2000:]}")
+
+    def _wait_port(self, host: Host, ip: str, port: int, timeout: float = 120) -> None:
+        code = ("import socket,sys,time\n"
+                "end=time.time()+float(sys.argv[3])\n"
+                "while time.time()<end:\n"
+                "    try:\n"
+                "        socket.create_connection((sys.argv[1],int(sys.argv[2])),1).close(); break\n"
+                "    except OSError: time.sleep(0.2)\n"
+                "else: raise SystemExit('port closed')\n")
+        host.run(PYTHON, "-c", code, ip, str(port), str(timeout), timeout=timeout + 10)
+
     def shell(self, host: Host, script: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
         return host.run("sh", "-c", script, timeout=timeout, check=check)
 
