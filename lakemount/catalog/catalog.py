@@ -1,5 +1,10 @@
 """The catalog: paths and objects on top of graveler; the facade every front end uses.
 
+:class:`Catalog` is the one class front ends hold.  Its verbs on refs
+(:mod:`~lakemount.catalog.refs`), history (:mod:`~lakemount.catalog.history`)
+and the stores' tables (:mod:`~lakemount.catalog.storage`) live in their own
+modules; this one holds the verbs on paths and objects.
+
 Graveler versions opaque keys and values; the catalog gives them meaning:
 keys are UTF-8 paths, values are :class:`Entry` records, and object data is
 stored content-addressed in the repository's storage namespace
@@ -10,28 +15,35 @@ copies or renames never copy data.  Directory markers are keys ending in
 
 from __future__ import annotations
 
-import builtins
 import hashlib
+import io
 import os
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from itertools import islice
 from typing import BinaryIO, Final, NamedTuple
 
 from lakemount.block.landing import Landing, landing
-from lakemount.errors import InvalidArgument, ObjectNotFound, ReadOnlyRef
+from lakemount.catalog.history import HistoryVerbs
+from lakemount.catalog.storage import StorageVerbs
+from lakemount.errors import InvalidArgument, ObjectNotFound, SourceChanged
 from lakemount.graveler.committed.store import join
-from lakemount.graveler.graveler import DiffRecord, Graveler, MergeResult, prefix_end
-from lakemount.graveler.model import FILE_MODE, Branch, Commit, Entry, Repository, Tag, decode_value
+from lakemount.graveler.graveler import Graveler
+from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value, prefix_end
 from lakemount.graveler.ports import BlockAdapter
-from lakemount.graveler.refexpr import ResolvedRef, View
+from lakemount.graveler.refexpr import ResolvedRef
 
 MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
 CHUNK: Final = 4 * 1024 * 1024
 SMALL: Final = 8 * 1024 * 1024
 SKIP_BEFORE_SEEK: Final = 32
+# Metadata key where ``import`` records a local source's mtime (ns); reads check it (see check_source).
+SOURCE_MTIME_KEY: Final = "lakemount-source-mtime-ns"
+# The stat float's precision at today's epoch is ~0.2 us: differences below this are the same mtime.
+MTIME_TOLERANCE_NS: Final = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +81,7 @@ def decode_path(key: bytes) -> str:
     return key.decode("utf-8", "surrogateescape")
 
 
-class Catalog:
+class Catalog(HistoryVerbs, StorageVerbs):
     """Objects by path in repositories; every front end (mount, gateway, CLI, jobs) goes through here."""
 
     def __init__(self, graveler: Graveler, adapter: BlockAdapter, *, namespace_root: str, tmpdir: str | None = None) -> None:
@@ -77,39 +89,6 @@ class Catalog:
         self.adapter = adapter
         self.namespace_root = namespace_root.rstrip("/")
         self.tmpdir = tmpdir
-
-    # ------------------------------------------------------------------ repositories
-    def create_repository(self, name: str, storage_namespace: str | None = None, default_branch: str = "main") -> Repository:
-        ns = storage_namespace or f"{self.namespace_root}/{name}"
-        return self.graveler.create_repository(name, ns, default_branch)
-
-    def repository(self, name: str) -> Repository:
-        return self.graveler.get_repository(name)
-
-    def list_repositories(self) -> list[Repository]:
-        """Every repository, by name."""
-        return self.graveler.list_repositories()
-
-    def delete_repository(self, name: str) -> None:
-        """Delete a repository with its branches, tags and staged changes; raises ``RepositoryNotFound``.
-
-        Its objects stay in the storage namespace for garbage collection.
-        """
-        self.graveler.delete_repository(name)
-
-    def list_branches(self, repo: str) -> list[Branch]:
-        """The branches of ``repo``, by name; raises ``RepositoryNotFound``."""
-        return self.graveler.list_branches(repo)
-
-    def resolve(self, repo: str, ref: str | ResolvedRef) -> ResolvedRef:
-        return ref if isinstance(ref, ResolvedRef) else self.graveler.resolve(repo, ref)
-
-    def writable_branch(self, repo: str, ref: str | ResolvedRef) -> str:
-        """The branch name a write to ``ref`` goes to; ``ReadOnlyRef`` for tags, commits, ``@``, ``$``."""
-        r = self.resolve(repo, ref)
-        if r.view is not View.FULL or r.branch is None:
-            raise ReadOnlyRef(f"{repo}/{r.expr}")
-        return r.branch
 
     # ------------------------------------------------------------------ data
     def physical_url(self, repo: Repository, address: str) -> str:
@@ -209,11 +188,44 @@ class Catalog:
         except ObjectNotFound:
             return False
 
+    @staticmethod
+    def is_imported(entry: Entry) -> bool:
+        """True for a zero-copy imported object: its data is someone else's file or S3 object."""
+        return "://" in entry.address and not entry.is_dir and not entry.is_symlink
+
+    def check_source(self, entry: Entry) -> None:
+        """Raise ``SourceChanged`` unless an imported object's source still holds what was imported.
+
+        The import contract (docs/SEMANTICS.md): a local source must keep its size
+        and modification time (recorded at import in the metadata key
+        ``SOURCE_MTIME_KEY``), an S3 source its ETag.  Objects stored by
+        lakemount itself are content-addressed and never checked.  Every read
+        path calls this first (CLI, mount, gateway), so no front end returns
+        bytes that do not match the entry.
+        """
+        if not self.is_imported(entry):
+            return
+        url = entry.address
+        try:
+            info = self.adapter.stat(url)
+        except ObjectNotFound:
+            raise SourceChanged(url, "it is gone") from None
+        if info.size != entry.size:
+            raise SourceChanged(url, f"{info.size} bytes, {entry.size} when imported")
+        if url.startswith("local://"):
+            recorded = dict(entry.metadata).get(SOURCE_MTIME_KEY)
+            if recorded is not None and abs(info.mtime * 1e9 - int(recorded)) > MTIME_TOLERANCE_NS:
+                raise SourceChanged(url, "modified since the import")
+        elif entry.etag and info.etag and info.etag != entry.etag:
+            raise SourceChanged(url, f"ETag {info.etag}, {entry.etag} when imported")
+
     def read(self, repo: Repository, entry: Entry, offset: int = 0, length: int | None = None) -> bytes:
-        """Bytes of an object's data ([offset, offset+length)); ``ObjectNotFound`` if the data is gone."""
+        """Bytes of an object's data ([offset, offset+length)); ``ObjectNotFound`` if the data is gone,
+        ``SourceChanged`` for an imported object whose source changed."""
         url = self.physical_url(repo, entry.address)
         if entry.size == 0 or entry.is_dir or entry.is_symlink:
             return b""
+        self.check_source(entry)
         if offset == 0 and (length is None or length >= entry.size):
             return self.adapter.get(url)
         n = entry.size - offset if length is None else min(length, entry.size - offset)
@@ -222,6 +234,11 @@ class Catalog:
         return self.adapter.get_range(url, offset, n)
 
     def open(self, repo: Repository, entry: Entry) -> BinaryIO:
+        """A stream of an object's data; empty for directory markers, symlinks and empty objects
+        (they have no data object).  ``ObjectNotFound`` if the data is gone."""
+        if entry.size == 0 or entry.is_dir or entry.is_symlink or not entry.address:
+            return io.BytesIO(b"")
+        self.check_source(entry)
         return self.adapter.open(self.physical_url(repo, entry.address))
 
     # ------------------------------------------------------------------ entries
@@ -234,8 +251,32 @@ class Catalog:
         return decode_value(value)
 
     def get_optional(self, repo: str, ref: str | ResolvedRef, path: str) -> Entry | None:
+        """The entry at ``path``, None if there is none."""
         value = self.graveler.get(repo, self.resolve(repo, ref), encode_path(path))
         return None if value is None else decode_value(value)
+
+    def exists(self, repo: str, ref: str | ResolvedRef, path: str) -> bool:
+        """True if ``path`` has an entry (checked without decoding it)."""
+        return self.graveler.get(repo, self.resolve(repo, ref), encode_path(path)) is not None
+
+    def scan_records(
+        self, repo: str, ref: str | ResolvedRef, start: bytes = b"", stop: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Raw records (key, stored value) with start <= key < stop at ``ref``, in key order.
+
+        For bulk readers that skip most records or compare identities without
+        decoding (directory listings, imports); decode a value with
+        :func:`~lakemount.catalog.model.decode_value`.  Paths and entries:
+        :meth:`list`.
+        """
+        return self.graveler.scan(repo, self.resolve(repo, ref), start, stop)
+
+    def stage_records(self, repo: str, branch: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Stage raw records (key, stored value or None to delete) on ``branch`` as one transaction.
+
+        Raises ``ProtectedBranch`` and what the ref store raises.
+        """
+        self.graveler.set_many(repo, branch, records)
 
     def list(
         self,
@@ -257,9 +298,10 @@ class Catalog:
             akey = after.encode("utf-8", "surrogateescape") + b"\x00"
             start = max(start, akey)
         dkey = delimiter.encode() if delimiter else b""
-        if not dkey and limit is None:
+        if not dkey:
             # The common bulk case (recursive listings, S3 without delimiter): a tight loop.
-            for key, value in self.graveler.scan(repo, r, start, stop):
+            scan = self.graveler.scan(repo, r, start, stop)
+            for key, value in scan if limit is None else islice(scan, max(limit, 0)):
                 yield Listed(key.decode("utf-8", "surrogateescape"), decode_value(value))
             return
         emitted = 0
@@ -342,127 +384,3 @@ class Catalog:
     def delete(self, repo: str, ref: str | ResolvedRef, path: str) -> None:
         """Stage the deletion of ``path``; raises ``ObjectNotFound`` if it is not there."""
         self.graveler.delete(repo, self.writable_branch(repo, ref), encode_path(path))
-
-    # ------------------------------------------------------------------ versioning verbs
-    # Thin delegations so front ends (the REST API first) never reach graveler.
-    # Each raises what the graveler operation of the same name raises.
-
-    def create_branch(self, repo: str, name: str, source: str) -> Branch:
-        """Create branch ``name`` at ``source`` (any ref); ``AlreadyExists``, ``InvalidName``, ``RefNotFound``."""
-        return self.graveler.create_branch(repo, name, source)
-
-    def get_branch(self, repo: str, name: str) -> Branch:
-        """Raises ``BranchNotFound``."""
-        return self.graveler.get_branch(repo, name)
-
-    def delete_branch(self, repo: str, name: str) -> None:
-        """Delete a branch and its staging; refuses the default branch (``InvalidArgument``) and protected ones."""
-        self.graveler.delete_branch(repo, name)
-
-    def create_tag(self, repo: str, name: str, target: str) -> Tag:
-        """Tag ``target``'s commit; raises ``AlreadyExists``, ``InvalidName``, ``RefNotFound``."""
-        return self.graveler.create_tag(repo, name, target)
-
-    def list_tags(self, repo: str) -> builtins.list[Tag]:
-        """Tags by name; raises ``RepositoryNotFound``."""
-        return sorted(self.graveler.list_tags(repo), key=lambda t: t.name)
-
-    def delete_tag(self, repo: str, name: str) -> None:
-        """Raises ``NotFound`` for an unknown tag."""
-        self.graveler.delete_tag(repo, name)
-
-    def get_commit(self, repo: str, commit_id: str) -> Commit:
-        """A commit by full id; raises ``CommitNotFound``."""
-        return self.graveler.get_commit(repo, commit_id)
-
-    def commit_of(self, repo: str, ref: str) -> Commit:
-        """The commit a ref expression names (a branch's committed head)."""
-        return self.graveler.commit_of(repo, ref)
-
-    def commit(
-        self,
-        repo: str,
-        branch: str,
-        message: str,
-        *,
-        committer: str = "lakemount",
-        metadata: Sequence[tuple[str, str]] = (),
-        allow_empty: bool = False,
-        date: float | None = None,
-    ) -> Commit:
-        """Commit the branch's staged changes; raises ``NothingToCommit``, ``ProtectedBranch``, ``InvalidArgument``."""
-        return self.graveler.commit(
-            repo, branch, message, committer=committer, metadata=metadata, allow_empty=allow_empty, date=date
-        ).commit
-
-    def merge(
-        self,
-        repo: str,
-        source: str,
-        dest: str,
-        *,
-        strategy: str | None = None,
-        squash: bool = False,
-        message: str | None = None,
-        committer: str = "lakemount",
-        metadata: Sequence[tuple[str, str]] = (),
-    ) -> MergeResult:
-        """Merge ``source`` into branch ``dest``; raises ``MergeConflict``, ``PreconditionFailed`` (dirty dest)."""
-        return self.graveler.merge(
-            repo, source, dest, strategy=strategy, squash=squash, message=message, committer=committer, metadata=metadata
-        )
-
-    def merge_base(self, repo: str, a: str, b: str) -> str | None:
-        """The best common ancestor of two refs' commits (None if unrelated)."""
-        return self.graveler.merge_base(repo, self.resolve(repo, a).commit_id, self.resolve(repo, b).commit_id)
-
-    def revert(self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount") -> Commit:
-        """Commit the inverse of ``ref``'s change on ``branch``; ``MergeConflict``, ``InvalidArgument``."""
-        return self.graveler.revert(repo, branch, ref, parent_number=parent_number, committer=committer)
-
-    def cherry_pick(self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount") -> Commit:
-        """Commit ``ref``'s change again on ``branch``; ``MergeConflict``, ``InvalidArgument``."""
-        return self.graveler.cherry_pick(repo, branch, ref, parent_number=parent_number, committer=committer)
-
-    def reset(self, repo: str, branch: str, *, prefix: str | None = None, path: str | None = None) -> None:
-        """Drop uncommitted changes: all, those under ``prefix``, or the one at ``path``."""
-        self.graveler.reset(
-            repo, branch,
-            prefix=None if prefix is None else prefix.encode("utf-8", "surrogateescape"),
-            key=None if path is None else encode_path(path),
-        )
-
-    def diff(self, repo: str, left: str, right: str, *, prefix: str = "") -> Iterator[DiffRecord]:
-        """Two-way diff of two refs' committed states, in key order."""
-        return self.graveler.diff(repo, left, right, prefix=prefix.encode("utf-8", "surrogateescape"))
-
-    def diff_three_way(self, repo: str, left: str, right: str) -> Iterator[DiffRecord]:
-        """What merging ``right`` into ``left`` would change (conflicts marked)."""
-        return self.graveler.diff_three_way(repo, left, right)
-
-    def diff_uncommitted(self, repo: str, branch: str, *, prefix: str = "") -> Iterator[DiffRecord]:
-        """Staged changes of ``branch`` against its head commit, in key order."""
-        return self.graveler.diff_uncommitted(repo, branch, prefix=prefix.encode("utf-8", "surrogateescape"))
-
-    def log(
-        self,
-        repo: str,
-        ref: str,
-        *,
-        limit: int | None = None,
-        since: float | None = None,
-        first_parent: bool = False,
-        paths: Sequence[str] = (),
-        prefixes: Sequence[str] = (),
-    ) -> Iterator[Commit]:
-        """Commits reachable from ``ref``, newest first, optionally only those changing ``paths``/``prefixes``."""
-        return self.graveler.log(
-            repo, ref, limit=limit, since=since, first_parent=first_parent,
-            paths=[encode_path(p) for p in paths],
-            prefixes=[p.encode("utf-8", "surrogateescape") for p in prefixes],
-        )
-
-    @staticmethod
-    def entry_of(value: bytes | None) -> Entry | None:
-        """The entry a diff record's value holds (None stays None); raises ``Corrupt``."""
-        return None if value is None else decode_value(value)

@@ -25,7 +25,7 @@ def create(uri: str, source: str) -> None:
 
         raise InvalidArgument("source must be in the same repository")
     assert u.ref is not None and s.ref is not None
-    b = ctx_obj().app.graveler.create_branch(u.repo, u.ref, s.ref)
+    b = ctx_obj().app.catalog.create_branch(u.repo, u.ref, s.ref)
     emit({"id": b.name, "commit_id": b.commit_id}, f"Created branch {u.ref} at {b.commit_id[:12]}")
 
 
@@ -35,7 +35,7 @@ def create(uri: str, source: str) -> None:
 def list_(uri: str) -> None:
     """List branches of repository URI (lakefs://REPO)."""
     u = parse_uri(uri)
-    bs = ctx_obj().app.graveler.list_branches(u.repo)
+    bs = ctx_obj().app.catalog.list_branches(u.repo)
     emit([{"id": b.name, "commit_id": b.commit_id} for b in bs], [f"{b.name:<40} {b.commit_id[:16]}" for b in bs])
 
 
@@ -46,7 +46,7 @@ def show(uri: str) -> None:
     """Show a branch's head commit and whether it has uncommitted changes."""
     u = parse_uri(uri, need_ref=True)
     assert u.ref
-    g = ctx_obj().app.graveler
+    g = ctx_obj().app.catalog
     b = g.get_branch(u.repo, u.ref)
     dirty = g.has_uncommitted(u.repo, b)
     emit({"id": b.name, "commit_id": b.commit_id, "uncommitted_changes": dirty},
@@ -63,7 +63,7 @@ def delete(uri: str, yes: bool) -> None:
     assert u.ref
     if not yes:
         click.confirm(f"Delete branch {u.ref} of {u.repo}?", abort=True)
-    ctx_obj().app.graveler.delete_branch(u.repo, u.ref)
+    ctx_obj().app.catalog.delete_branch(u.repo, u.ref)
     emit({"deleted": u.ref}, f"Deleted branch {u.ref}")
 
 
@@ -79,7 +79,7 @@ def protect() -> None:
 def protect_add(uri: str, pattern: str) -> None:
     """Protect branches of lakefs://REPO whose names match PATTERN (glob)."""
     u = parse_uri(uri)
-    g = ctx_obj().app.graveler
+    g = ctx_obj().app.catalog
     rules = g.protection_rules(u.repo)
     g.set_protection_rules(u.repo, [*rules, pattern])
     emit({"patterns": g.protection_rules(u.repo)}, f"Protected {pattern}")
@@ -92,7 +92,7 @@ def protect_add(uri: str, pattern: str) -> None:
 def protect_delete(uri: str, pattern: str) -> None:
     """Remove a protection rule."""
     u = parse_uri(uri)
-    g = ctx_obj().app.graveler
+    g = ctx_obj().app.catalog
     rules = g.protection_rules(u.repo)
     if pattern not in rules:
         from lakemount.errors import NotFound
@@ -108,7 +108,7 @@ def protect_delete(uri: str, pattern: str) -> None:
 def protect_list(uri: str) -> None:
     """List protection rules of lakefs://REPO."""
     u = parse_uri(uri)
-    rules = ctx_obj().app.graveler.protection_rules(u.repo)
+    rules = ctx_obj().app.catalog.protection_rules(u.repo)
     emit({"patterns": rules}, rules)
 
 

@@ -1,4 +1,8 @@
-"""Shared pieces of the command line: ``lakefs://`` URIs, output, errors, progress."""
+"""Shared pieces of the command line: ``lakefs://`` URIs, output, errors, progress.
+
+Every verb imports this module, so it imports nothing heavy at load time: the
+``App`` (and through it the stores) and tqdm are loaded when first used.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,17 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from tqdm import tqdm
 
-from lakemount.app import App
 from lakemount.errors import InvalidArgument
-from lakemount.graveler.model import Commit, Entry
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
+    from lakemount.app import App
+    from lakemount.catalog.model import Commit, Entry
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,6 +59,22 @@ def parse_uri(text: str, *, need_ref: bool = False, need_path: bool = False) -> 
     return Uri(repo, ref, path)
 
 
+def ref_of(text: str, repo: str) -> str:
+    """The ref of ``lakefs://REPO/REF`` (lakectl's form), or ``text`` itself when it is a bare ref.
+
+    ``InvalidArgument`` if the URI names another repository or carries a path.
+    """
+    if not text.startswith("lakefs://"):
+        return text
+    u = parse_uri(text, need_ref=True)
+    assert u.ref
+    if u.repo != repo:
+        raise InvalidArgument(f"{text} is in repository {u.repo!r}, not {repo!r}")
+    if u.path:
+        raise InvalidArgument(f"expected a URI like lakefs://repo/ref without a path, got {text!r}")
+    return u.ref
+
+
 class Ctx:
     """Per-invocation state: the app (built lazily) and output mode."""
 
@@ -62,7 +85,10 @@ class Ctx:
 
     @property
     def app(self) -> App:
+        """The app of ``--config`` (built on first use); raises ``ConfigError`` for a bad configuration."""
         if self._app is None:
+            from lakemount.app import App
+
             self._app = App.from_config(self.config_path)
         return self._app
 
@@ -106,16 +132,10 @@ def iso(ts: float) -> str:
 
 
 def commit_json(c: Commit) -> dict[str, Any]:
-    return {
-        "id": c.id,
-        "parents": list(c.parents),
-        "committer": c.committer,
-        "message": c.message,
-        "creation_date": c.creation_date,
-        "metadata": dict(c.metadata),
-        "metarange_id": c.metarange_id,
-        "generation": c.generation,
-    }
+    """A commit as lakeFS's API draws it (one shape everywhere: see ``lakemount.catalog.shapes``)."""
+    from lakemount.catalog import shapes
+
+    return shapes.commit_json(c)
 
 
 def commit_text(c: Commit) -> str:
@@ -129,21 +149,16 @@ def commit_text(c: Commit) -> str:
 
 
 def entry_json(path: str, e: Entry) -> dict[str, Any]:
-    return {
-        "path": path,
-        "path_type": "directory" if e.is_dir else "symlink" if e.is_symlink else "object",
-        "physical_address": e.address,
-        "size_bytes": e.size,
-        "checksum": e.etag,
-        "mtime": e.mtime_ns / 1e9,
-        "content_type": e.content_type,
-        "metadata": dict(e.metadata),
-        "mode": oct(e.mode),
-    }
+    """An object's stats as lakeFS's API draws them (``ObjectStats``, plus ``mode``)."""
+    from lakemount.catalog import shapes
+
+    return shapes.object_stats_json(path, e)
 
 
 def progress(total: int | None, desc: str, unit: str = "it") -> tqdm:
     """A progress bar on stderr, shown when stderr is a terminal."""
+    from tqdm import tqdm
+
     return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=not sys.stderr.isatty(), leave=False)
 
 

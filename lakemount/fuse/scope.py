@@ -27,16 +27,15 @@ import errno
 import logging
 import os
 import threading
-import time
 from dataclasses import dataclass, field
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.model import ResolvedRef, View
 from lakemount.errors import LakeMountError, NotFound
 from lakemount.fuse.errno import FsError
 from lakemount.fuse.inodes import Kind
-from lakemount.graveler.refexpr import ResolvedRef, View, parse
 
 if TYPE_CHECKING:
     from lakemount.fuse.state import MountState
@@ -89,10 +88,10 @@ def resolve_scope(catalog: Catalog, repo: str, name: str) -> tuple[ResolvedRef, 
     """
     resolved = catalog.resolve(repo, name)
     if resolved.view is View.FULL and resolved.branch is not None:
-        branch = catalog.graveler.get_branch(repo, resolved.branch)
+        branch = catalog.get_branch(repo, resolved.branch)
         signature = (branch.commit_id, branch.staging_token, *branch.sealed_tokens)
         return ResolvedRef(name, "branch", branch.commit_id, View.FULL, branch.name), signature, False
-    stable = resolved.kind in ("tag", "commit") and not parse(name).steps
+    stable = catalog.is_fixed(resolved)
     return resolved, (resolved.commit_id,), stable
 
 
@@ -106,7 +105,7 @@ def unchanged(catalog: Catalog, scope: Scope) -> bool:
     if not scope.writable or scope.resolved.kind != "branch" or scope.name != scope.branch:
         return False
     try:
-        b = catalog.graveler.get_branch(scope.repo, scope.branch)
+        b = catalog.get_branch(scope.repo, scope.branch)
     except NotFound:
         return False
     return (b.commit_id, b.staging_token, *b.sealed_tokens) == scope.signature

@@ -16,8 +16,8 @@ Work split: the driver lists the source one "directory" level at a time
 into tasks, each owning a contiguous key interval ``[lo, hi)``: one
 subdirectory, or a run of at most ``FILES_PER_TASK`` files.  Executors list
 their subtree themselves, hash local files, read the branch's current entries
-in their interval (``graveler.scan``) and stage the difference in batches
-through the graveler, so the driver never holds the listing's entries.
+in their interval (``Catalog.scan_records``) and stage the difference in batches
+through the catalog, so the driver never holds the listing's entries.
 With ``commit``, the branch is committed afterwards; that is refused up front
 when the branch has uncommitted changes outside the destination prefix.
 """
@@ -35,11 +35,10 @@ from functools import partial
 from typing import Any, Final
 
 from lakemount.app import App
-from lakemount.catalog.catalog import MAX_KEY_BYTES
+from lakemount.catalog.catalog import MAX_KEY_BYTES, SOURCE_MTIME_KEY
+from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, prefix_end
 from lakemount.config import Config
 from lakemount.errors import InvalidArgument, NotFound, NothingToCommit, PreconditionFailed, ProtectedBranch, Unavailable
-from lakemount.graveler.graveler import prefix_end
-from lakemount.graveler.model import DIR_MODE, FILE_MODE, Entry
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.s3client import client_from_config, split_s3
 from lakemount.jobs.session import Progress, get_spark, parallelism, timed, translated
@@ -240,7 +239,7 @@ def _local_records(source: Source, prefix: bytes, units: Iterable[Unit], skipped
         found = _hash_file(path)
         if found is not None:  # None: removed while we listed
             size, mtime_ns, etag = found
-            yield key, Entry(url, size, etag, mtime_ns, "", (), FILE_MODE)
+            yield key, Entry(url, size, etag, mtime_ns, "", ((SOURCE_MTIME_KEY, str(mtime_ns)),), FILE_MODE)
 
     def walk(rel: bytes) -> Iterator[tuple[bytes, Entry]]:
         try:
@@ -295,8 +294,8 @@ def _import_task(
     config: Config, source: Source, target: Target, counters: dict[str, Any], tasks: Iterable[Task]
 ) -> Iterator[int]:
     app = app_for(config)
-    g = app.graveler
-    ref = g.resolve(target.repo, target.branch)
+    cat = app.catalog
+    ref = cat.resolve(target.repo, target.branch)
     end = prefix_end(target.prefix) if target.prefix else None
     for task in tasks:
         skipped = [0]
@@ -307,7 +306,7 @@ def _import_task(
         records.sort(key=lambda r: r[0])
         start = target.prefix + task.lo
         stop = target.prefix + task.hi if task.hi is not None else end
-        existing = g.scan(target.repo, ref, start, stop)
+        existing = cat.scan_records(target.repo, ref, start, stop)
         changes: list[tuple[bytes, bytes | None]] = []
         staged = unchanged = removed = size = 0
         cur = next(existing, None)
@@ -331,7 +330,7 @@ def _import_task(
             removed += 1
             cur = next(existing, None)
         for i in range(0, len(changes), STAGE_BATCH):
-            g.set_many(target.repo, target.branch, changes[i : i + STAGE_BATCH])
+            cat.stage_records(target.repo, target.branch, changes[i : i + STAGE_BATCH])
         counters["objects"].add(len(records))
         counters["staged"].add(staged)
         counters["unchanged"].add(unchanged)
@@ -343,14 +342,14 @@ def _import_task(
 
 # ---------------------------------------------------------------------------- driver
 def _check_target(app: App, target: Target, commit: bool) -> None:
-    g = app.graveler
-    g.get_repository(target.repo)
-    app.catalog.writable_branch(target.repo, target.branch)
-    for pattern in g.protection_rules(target.repo):
+    cat = app.catalog
+    cat.repository(target.repo)
+    cat.writable_branch(target.repo, target.branch)
+    for pattern in cat.protection_rules(target.repo):
         if fnmatch.fnmatchcase(target.branch, pattern):
             raise ProtectedBranch(target.repo, target.branch)
     if commit:
-        for rec in g.diff_uncommitted(target.repo, target.branch):
+        for rec in cat.diff_uncommitted(target.repo, target.branch):
             if not rec.key.startswith(target.prefix):
                 raise PreconditionFailed(
                     f"branch {target.repo}/{target.branch} has uncommitted changes outside {target.prefix.decode(errors='replace') or '/'} "
@@ -412,7 +411,7 @@ def import_objects(
         meta = [("lakemount.import.from", source.url), ("lakemount.import.objects", str(stats["objects"])), *metadata]
         with timed(timings, "commit"):
             try:
-                res = app.graveler.commit(
+                res = app.catalog.commit(
                     repo, branch, message or f"Import {source.url} into {prefix or '/'}", committer=committer, metadata=meta
                 )
                 report["commit"] = {"id": res.commit.id, "message": res.commit.message}
