@@ -153,6 +153,7 @@ class Cluster:
         self.db_url = ""
         self.s3_endpoint = ""
         self._pg_data = ""
+        self.secret_key = uuid.uuid4().hex + uuid.uuid4().hex  # auth.encrypt.secret_key shared by every host
         self._closed = False
         self._prev_term: Any = None
 
@@ -319,6 +320,7 @@ class Cluster:
             AWS_ACCESS_KEY_ID=S3_KEY,
             AWS_SECRET_ACCESS_KEY=S3_SECRET,
             AWS_DEFAULT_REGION="us-east-1",
+            LAKEMOUNT_AUTH_ENCRYPT_SECRET_KEY=self.secret_key,
         )
         if self.db_url:
             env["LAKEMOUNT_METADATA_DB_URL"] = self.db_url
@@ -349,6 +351,28 @@ class Cluster:
                 return
             time.sleep(0.2)
         raise TimeoutError(f"mount on {host.name} did not serve within {timeout}s: {Path(log).read_text()[-2000:]}")
+
+    def start_gateway(self, host: Host, *, workers: int = 1, port: int = 8000) -> subprocess.Popen[bytes]:
+        """``lakemount serve`` on ``host``'s address; returns once it answers HTTP."""
+        p = host.spawn(PYTHON, "-m", "lakemount.cli.main", "serve", "--listen", f"{host.ip}:{port}", "--workers", str(workers),
+                       env=self.env(host), log=f"{host.home}/gateway.log")
+        code = ("import sys,time,urllib.request,urllib.error\n"
+                "end=time.time()+90\n"
+                "while time.time()<end:\n"
+                "    try:\n"
+                "        urllib.request.urlopen(sys.argv[1],timeout=2); break\n"
+                "    except urllib.error.HTTPError: break\n"
+                "    except OSError: time.sleep(0.2)\n"
+                "else: raise SystemExit('gateway did not answer')\n")
+        host.run(PYTHON, "-c", code, f"http://{host.ip}:{port}/", timeout=100)
+        return p
+
+    def kill_host_processes(self, host: Host) -> None:
+        """``kill -9`` every process on ``host`` but its namespace anchor (a crash of what runs there)."""
+        for pid in _run("ip", "netns", "pids", host.ns, check=False).stdout.split():
+            if int(pid) != host.anchor.pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
 
     # -- Spark standalone, from PySpark's own jars ----------------------------------------
     def spark_env(self, host: Host) -> dict[str, str]:
