@@ -155,6 +155,7 @@ class Cluster:
         self._pg_data = ""
         self.secret_key = uuid.uuid4().hex + uuid.uuid4().hex  # auth.encrypt.secret_key shared by every host
         self._closed = False
+        self._spark: list[subprocess.Popen[bytes]] = []
         self._prev_term: Any = None
 
     # -- lifecycle -----------------------------------------------------------------
@@ -375,33 +376,57 @@ class Cluster:
                     os.kill(int(pid), signal.SIGKILL)
 
     # -- Spark standalone, from PySpark's own jars ----------------------------------------
-    def spark_env(self, host: Host) -> dict[str, str]:
-        import pyspark
+    def spark_env(self, host: Host, spark_python: str = PYTHON) -> dict[str, str]:
+        """The environment of Spark daemons and drivers on ``host`` (Spark from ``spark_python``'s PySpark)."""
+        home = subprocess.run([spark_python, "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        from tests.spark_s3a.s3a_job import JAVA_OPTS
 
-        home = os.path.dirname(pyspark.__file__)
         return self.env(host, SPARK_HOME=home, SPARK_LOCAL_IP=host.ip, SPARK_LOG_DIR=f"{host.home}/spark-logs",
-                        SPARK_WORKER_DIR=f"{host.home}/spark-work", PYSPARK_PYTHON=PYTHON,
-                        SPARK_DAEMON_MEMORY="256m")
+                        SPARK_WORKER_DIR=f"{host.home}/spark-work", PYSPARK_PYTHON=spark_python,
+                        SPARK_DAEMON_MEMORY="256m", SPARK_DAEMON_JAVA_OPTS=JAVA_OPTS)
 
-    def start_spark(self, master: Host, workers: Sequence[Host], *, cores: int = 1, memory: str = "768m") -> str:
+    def start_spark(self, master: Host, workers: Sequence[Host], *, cores: int = 1, memory: str = "768m",
+                    spark_python: str = PYTHON) -> str:
         """A standalone master on ``master`` and a worker on each of ``workers``; returns the master URL."""
-        import pyspark
-
-        spark_class = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
+        spark_class = os.path.join(self.spark_env(master, spark_python)["SPARK_HOME"], "bin", "spark-class")
         url = f"spark://{master.ip}:7077"
-        master.spawn(spark_class, "org.apache.spark.deploy.master.Master", "--host", master.ip, "--port", "7077",
-                     "--webui-port", "8080", env=self.spark_env(master), log=f"{master.home}/master.log")
+        tag = str(len(self._spark))
+        mlog = f"{master.home}/master{tag}.log"
+        self._spark.append(master.spawn(spark_class, "org.apache.spark.deploy.master.Master", "--host", master.ip, "--port", "7077",
+                                        "--webui-port", "8080", env=self.spark_env(master, spark_python), log=mlog))
         self._wait_port(master, master.ip, 7077)
         for w in workers:
-            w.spawn(spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", w.ip, "--cores", str(cores),
-                    "--memory", memory, "--webui-port", "8081", env=self.spark_env(w), log=f"{w.home}/worker.log")
-        end = time.monotonic() + min(120, self.left())
+            self._spark.append(w.spawn(spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", w.ip, "--cores",
+                                       str(cores), "--memory", memory, "--webui-port", "8081",
+                                       env=self.spark_env(w, spark_python), log=f"{w.home}/worker{tag}.log"))
+        end = time.monotonic() + min(180, self.left())
+        log = ""
         while time.monotonic() < end:  # the master's log names every worker that registered
-            log = Path(f"{master.home}/master.log").read_text(errors="replace")
+            log = Path(mlog).read_text(errors="replace")
             if all(f"Registering worker {w.ip}:" in log for w in workers):
                 return url
             time.sleep(0.5)
         raise TimeoutError(f"Spark workers did not register: {log[-2000:]}")
+
+    def stop_spark(self) -> None:
+        """Stop the Spark master and workers (and their executors)."""
+        for p in self._spark:
+            p.terminate()
+        for p in self._spark:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self._spark.clear()
+        time.sleep(1)
+
+    def map_name(self, host: Host, name: str, ip: str) -> None:
+        """Make ``name`` resolve to ``ip`` on ``host`` only (a bind mount over /etc/hosts in its mount namespace)."""
+        path = Path(host.home) / "hosts"
+        base = Path("/etc/hosts").read_text() if not path.exists() else path.read_text()
+        path.write_text(base + f"{ip} {name}\n")
+        host.run("mount", "--bind", str(path), "/etc/hosts")
 
     def _wait_port(self, host: Host, ip: str, port: int, timeout: float = 120) -> None:
         code = ("import socket,sys,time\n"

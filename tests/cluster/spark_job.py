@@ -27,6 +27,7 @@ def main() -> None:
     ap.add_argument("--merge-into", default="")
     ap.add_argument("--driver-host", required=True)
     ap.add_argument("--s3a", default="", help="endpoint,access_key,secret_key: write through S3A")
+    ap.add_argument("--jars", default="", help="directory of extra jars (hadoop-aws) for driver and executors")
     a = ap.parse_args()
     from pyspark.sql import SparkSession
 
@@ -40,6 +41,18 @@ def main() -> None:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
     )
+    if a.jars:
+        import glob
+
+        from tests.spark_s3a.s3a_job import JAVA_OPTS
+
+        cp = ":".join(sorted(glob.glob(os.path.join(a.jars, "*.jar"))))
+        b = (
+            b.config("spark.driver.extraJavaOptions", JAVA_OPTS)
+            .config("spark.executor.extraJavaOptions", JAVA_OPTS)
+            .config("spark.driver.extraClassPath", cp)
+            .config("spark.executor.extraClassPath", cp)
+        )
     if a.s3a:
         endpoint, key, secret = a.s3a.split(",")
         b = (
@@ -48,6 +61,7 @@ def main() -> None:
             .config("spark.hadoop.fs.s3a.access.key", key)
             .config("spark.hadoop.fs.s3a.secret.key", secret)
             .config("spark.hadoop.fs.s3a.connection.ssl.enabled", "false")
+            .config("spark.hadoop.fs.s3a.aws.credentials.provider", "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider")
         )
     spark = b.getOrCreate()
     t0 = time.monotonic()
