@@ -68,7 +68,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "recover": ("lakemount.cli.recover:recover", "Rebuild repositories, branches, tags and commits from the block store."),
     "repo": ("lakemount.cli.repo:repo", "Create, list and delete repositories."),
     "reset": ("lakemount.cli.reset:reset", "Drop uncommitted changes of URI (lakefs://REPO/BRANCH[/PATH])."),
-    "revert": ("lakemount.cli.revert:revert", "Revert COMMIT (a ref) on BRANCH (lakefs://REPO/BRANCH)."),
+    "revert": ("lakemount.cli.revert:revert", "Revert COMMITS on BRANCH (lakefs://REPO/BRANCH), one new commit each, in order."),
     "serve": ("lakemount.cli.serve:serve", "Run the S3 gateway (bucket = repository, key = REF/PATH) and the REST API until interrupted."),
     "show": ("lakemount.cli.show:show", "Show the commit URI (lakefs://REPO/REF) resolves to."),
     "tag": ("lakemount.cli.tag:tag", "Create, list, show and delete tags."),
