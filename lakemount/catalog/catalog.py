@@ -18,9 +18,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, Final, NamedTuple
 
+from lakemount.catalog import protection as prot
+from lakemount.catalog.protection import BranchProtection
 from lakemount.errors import InvalidArgument, ObjectNotFound, ReadOnlyRef
 from lakemount.graveler.committed.store import join
-from lakemount.graveler.graveler import DiffRecord, Graveler, MergeResult, prefix_end
+from lakemount.graveler.graveler import CommitResult, DiffRecord, Graveler, MergeResult, prefix_end
 from lakemount.graveler.model import FILE_MODE, Branch, Commit, Entry, Repository, Tag, decode_value
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef, View
@@ -74,6 +76,7 @@ class Catalog:
         self.adapter = adapter
         self.namespace_root = namespace_root.rstrip("/")
         self.tmpdir = tmpdir
+        self.protection = BranchProtection(graveler)
 
     # ------------------------------------------------------------------ repositories
     def create_repository(self, name: str, storage_namespace: str | None = None, default_branch: str = "main") -> Repository:
@@ -102,10 +105,12 @@ class Catalog:
         return ref if isinstance(ref, ResolvedRef) else self.graveler.resolve(repo, ref)
 
     def writable_branch(self, repo: str, ref: str | ResolvedRef) -> str:
-        """The branch name a write to ``ref`` goes to; ``ReadOnlyRef`` for tags, commits, ``@``, ``$``."""
+        """The branch name a write to ``ref`` goes to; ``ReadOnlyRef`` for tags, commits, ``@``, ``$``,
+        ``ProtectedBranch`` for a branch a protection rule covers."""
         r = self.resolve(repo, ref)
         if r.view is not View.FULL or r.branch is None:
             raise ReadOnlyRef(f"{repo}/{r.expr}")
+        self.protection.check(repo, r.branch, prot.WRITE)
         return r.branch
 
     # ------------------------------------------------------------------ data
@@ -337,7 +342,10 @@ class Catalog:
         return self.graveler.get_branch(repo, name)
 
     def delete_branch(self, repo: str, name: str) -> None:
-        """Delete a branch and its staging; refuses the default branch (``InvalidArgument``) and protected ones."""
+        """Delete a branch and its staging; refuses the default branch (``InvalidArgument``) and protected
+        ones (``ProtectedBranch``); ``BranchNotFound``."""
+        self.graveler.get_branch(repo, name)
+        self.protection.check(repo, name, prot.DELETE)
         self.graveler.delete_branch(repo, name)
 
     def create_tag(self, repo: str, name: str, target: str) -> Tag:
@@ -372,9 +380,26 @@ class Catalog:
         date: float | None = None,
     ) -> Commit:
         """Commit the branch's staged changes; raises ``NothingToCommit``, ``ProtectedBranch``, ``InvalidArgument``."""
-        return self.graveler.commit(
+        return self.commit_with_stats(
             repo, branch, message, committer=committer, metadata=metadata, allow_empty=allow_empty, date=date
         ).commit
+
+    def commit_with_stats(
+        self,
+        repo: str,
+        branch: str,
+        message: str,
+        *,
+        committer: str = "lakemount",
+        metadata: Sequence[tuple[str, str]] = (),
+        allow_empty: bool = False,
+        date: float | None = None,
+    ) -> CommitResult:
+        """``commit``, also returning what it wrote (ranges written and reused); raises what ``commit`` raises."""
+        self.protection.check(repo, branch, prot.COMMIT)
+        return self.graveler.commit(
+            repo, branch, message, committer=committer, metadata=metadata, allow_empty=allow_empty, date=date
+        )
 
     def merge(
         self,
@@ -402,11 +427,13 @@ class Catalog:
         return self.graveler.revert(repo, branch, ref, parent_number=parent_number, committer=committer)
 
     def cherry_pick(self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount") -> Commit:
-        """Commit ``ref``'s change again on ``branch``; ``MergeConflict``, ``InvalidArgument``."""
+        """Commit ``ref``'s change again on ``branch``; ``MergeConflict``, ``InvalidArgument``, ``ProtectedBranch``."""
+        self.protection.check(repo, branch, prot.CHERRY_PICK)
         return self.graveler.cherry_pick(repo, branch, ref, parent_number=parent_number, committer=committer)
 
     def reset(self, repo: str, branch: str, *, prefix: str | None = None, path: str | None = None) -> None:
-        """Drop uncommitted changes: all, those under ``prefix``, or the one at ``path``."""
+        """Drop uncommitted changes: all, those under ``prefix``, or the one at ``path``; ``ProtectedBranch``."""
+        self.protection.check(repo, branch, prot.RESET)
         self.graveler.reset(
             repo, branch,
             prefix=None if prefix is None else prefix.encode("utf-8", "surrogateescape"),

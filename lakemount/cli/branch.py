@@ -25,7 +25,7 @@ def create(uri: str, source: str) -> None:
 
         raise InvalidArgument("source must be in the same repository")
     assert u.ref is not None and s.ref is not None
-    b = ctx_obj().app.graveler.create_branch(u.repo, u.ref, s.ref)
+    b = ctx_obj().app.catalog.create_branch(u.repo, u.ref, s.ref)
     emit({"id": b.name, "commit_id": b.commit_id}, f"Created branch {u.ref} at {b.commit_id[:12]}")
 
 
@@ -63,13 +63,17 @@ def delete(uri: str, yes: bool) -> None:
     assert u.ref
     if not yes:
         click.confirm(f"Delete branch {u.ref} of {u.repo}?", abort=True)
-    ctx_obj().app.graveler.delete_branch(u.repo, u.ref)
+    ctx_obj().app.catalog.delete_branch(u.repo, u.ref)
     emit({"deleted": u.ref}, f"Deleted branch {u.ref}")
 
 
 @click.group("branch-protect")
 def protect() -> None:
-    """Protect branches from direct writes and commits (merges still allowed)."""
+    """Protect branches: a protected branch changes only by merge or revert.
+
+    Direct writes (mount, S3 gateway, fs upload/rm), commits, resets,
+    cherry-picks and deleting the branch are refused.
+    """
 
 
 @protect.command("add")
@@ -77,12 +81,10 @@ def protect() -> None:
 @click.argument("pattern")
 @json_option
 def protect_add(uri: str, pattern: str) -> None:
-    """Protect branches of lakefs://REPO whose names match PATTERN (glob)."""
+    """Protect branches of lakefs://REPO whose names match PATTERN (glob, e.g. 'release-*')."""
     u = parse_uri(uri)
-    g = ctx_obj().app.graveler
-    rules = g.protection_rules(u.repo)
-    g.set_protection_rules(u.repo, [*rules, pattern])
-    emit({"patterns": g.protection_rules(u.repo)}, f"Protected {pattern}")
+    rules = ctx_obj().app.catalog.protection.add(u.repo, pattern)
+    emit({"patterns": rules}, f"Protected {pattern} in {u.repo}")
 
 
 @protect.command("delete")
@@ -90,25 +92,19 @@ def protect_add(uri: str, pattern: str) -> None:
 @click.argument("pattern")
 @json_option
 def protect_delete(uri: str, pattern: str) -> None:
-    """Remove a protection rule."""
+    """Remove the protection rule PATTERN of lakefs://REPO."""
     u = parse_uri(uri)
-    g = ctx_obj().app.graveler
-    rules = g.protection_rules(u.repo)
-    if pattern not in rules:
-        from lakemount.errors import NotFound
-
-        raise NotFound(f"no protection rule {pattern!r} in {u.repo}")
-    g.set_protection_rules(u.repo, [r for r in rules if r != pattern])
-    emit({"patterns": g.protection_rules(u.repo)}, f"Removed protection {pattern}")
+    rules = ctx_obj().app.catalog.protection.delete(u.repo, pattern)
+    emit({"patterns": rules}, f"Removed protection {pattern} from {u.repo}")
 
 
 @protect.command("list")
 @click.argument("uri")
 @json_option
 def protect_list(uri: str) -> None:
-    """List protection rules of lakefs://REPO."""
+    """List the protection rules of lakefs://REPO."""
     u = parse_uri(uri)
-    rules = ctx_obj().app.graveler.protection_rules(u.repo)
+    rules = ctx_obj().app.catalog.protection.rules(u.repo)
     emit({"patterns": rules}, rules)
 
 

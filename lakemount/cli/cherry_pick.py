@@ -19,7 +19,7 @@ def cherry_pick(commit: str, branch: str, parent_number: int | None) -> None:
     c = parse_uri(commit, need_ref=True)
     b = parse_uri(branch, need_ref=True)
     assert c.ref and b.ref
-    new = ctx_obj().app.graveler.cherry_pick(b.repo, b.ref, c.ref, parent_number=parent_number, committer=getpass.getuser())
+    new = ctx_obj().app.catalog.cherry_pick(b.repo, b.ref, c.ref, parent_number=parent_number, committer=getpass.getuser())
     emit(commit_json(new), f"Cherry-picked {c.ref} onto {b.ref}: {new.id}")
 
 

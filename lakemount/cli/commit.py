@@ -20,7 +20,7 @@ def commit(uri: str, message: str, meta: tuple[str, ...], allow_empty: bool, com
 
     u = parse_uri(uri, need_ref=True)
     assert u.ref
-    res = ctx_obj().app.graveler.commit(
+    res = ctx_obj().app.catalog.commit_with_stats(
         u.repo, u.ref, message, committer=committer or getpass.getuser(), metadata=parse_meta(meta), allow_empty=allow_empty
     )
     c = res.commit

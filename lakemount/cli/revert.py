@@ -18,7 +18,7 @@ def revert(branch: str, commit: str, parent_number: int | None) -> None:
 
     u = parse_uri(branch, need_ref=True)
     assert u.ref
-    c = ctx_obj().app.graveler.revert(u.repo, u.ref, commit, parent_number=parent_number, committer=getpass.getuser())
+    c = ctx_obj().app.catalog.revert(u.repo, u.ref, commit, parent_number=parent_number, committer=getpass.getuser())
     emit(commit_json(c), f"Reverted {commit} on {u.ref}: {c.id}")
 
 

@@ -24,7 +24,7 @@ def create(uri: str, commit_uri: str) -> None:
     if c.repo != u.repo:
         raise InvalidArgument("the tag and its commit must be in the same repository")
     assert u.ref and c.ref
-    t = ctx_obj().app.graveler.create_tag(u.repo, u.ref, c.ref)
+    t = ctx_obj().app.catalog.create_tag(u.repo, u.ref, c.ref)
     emit({"id": t.name, "commit_id": t.commit_id}, f"Created tag {t.name} ({t.commit_id})")
 
 
@@ -59,7 +59,7 @@ def delete(uri: str, yes: bool) -> None:
     assert u.ref
     if not yes:
         click.confirm(f"Delete tag {u.ref}?", abort=True)
-    ctx_obj().app.graveler.delete_tag(u.repo, u.ref)
+    ctx_obj().app.catalog.delete_tag(u.repo, u.ref)
     emit({"deleted": u.ref}, f"Deleted tag {u.ref}")
 
 

@@ -184,10 +184,10 @@ class ControlFiles:
             allow_empty = bool(spec.get("allow_empty", False))
         if not message:
             raise InvalidArgument("commit: write a commit message")
-        res = self.catalog.graveler.commit(
+        commit = self.catalog.commit(
             scope.repo, scope.branch, message, committer=committer_name(uid), metadata=metadata, allow_empty=allow_empty
         )
-        scope.last["commit"] = _commit_json(res.commit)
+        scope.last["commit"] = _commit_json(commit)
         return Outcome(content_changed=False, head_moved=True)
 
     def _merge(self, scope: Scope, text: str, uid: int) -> Outcome:
@@ -217,7 +217,7 @@ class ControlFiles:
         if source is None:
             raise InvalidArgument("merge: write a source ref, e.g. 'dev' or 'dev --strategy source-wins'")
         self._check_ref(scope, source, "merge")
-        res = self.catalog.graveler.merge(
+        res = self.catalog.merge(
             scope.repo, source, scope.branch, strategy=None if strategy == "fail" else strategy, squash=squash,
             message=message, committer=committer_name(uid),
         )
@@ -244,21 +244,21 @@ class ControlFiles:
         if ref is None:
             raise InvalidArgument("revert: write the commit to revert, e.g. 'main~1'")
         self._check_ref(scope, ref, "revert")
-        c = self.catalog.graveler.revert(scope.repo, scope.branch, ref, parent_number=parent, committer=committer_name(uid))
+        c = self.catalog.revert(scope.repo, scope.branch, ref, parent_number=parent, committer=committer_name(uid))
         scope.last["revert"] = {"reverted": ref, "reference": c.id}
         return Outcome(content_changed=True, head_moved=True)
 
     def _reset(self, scope: Scope, text: str) -> Outcome:
         args = _split(text, "reset")
-        g = self.catalog.graveler
+        cat = self.catalog
         if not args:
-            g.reset(scope.repo, scope.branch)
+            cat.reset(scope.repo, scope.branch)
             scope.last["reset"] = {"scope": "all"}
         elif len(args) == 2 and args[0] == "--object":
-            g.reset(scope.repo, scope.branch, key=args[1].lstrip("/").encode("utf-8", "surrogateescape"))
+            cat.reset(scope.repo, scope.branch, path=args[1].lstrip("/"))
             scope.last["reset"] = {"scope": "object", "path": args[1]}
         elif len(args) == 1 and not args[0].startswith("-"):
-            g.reset(scope.repo, scope.branch, prefix=args[0].lstrip("/").encode("utf-8", "surrogateescape"))
+            cat.reset(scope.repo, scope.branch, prefix=args[0].lstrip("/"))
             scope.last["reset"] = {"scope": "prefix", "prefix": args[0]}
         else:
             raise InvalidArgument("reset: write nothing (all), a path prefix, or '--object PATH'")

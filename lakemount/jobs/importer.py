@@ -24,7 +24,6 @@ when the branch has uncommitted changes outside the destination prefix.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import os
 import stat
@@ -37,7 +36,7 @@ from typing import Any, Final
 from lakemount.app import App
 from lakemount.catalog.catalog import MAX_KEY_BYTES
 from lakemount.config import Config
-from lakemount.errors import InvalidArgument, NotFound, NothingToCommit, PreconditionFailed, ProtectedBranch, Unavailable
+from lakemount.errors import InvalidArgument, NotFound, NothingToCommit, PreconditionFailed, Unavailable
 from lakemount.graveler.graveler import prefix_end
 from lakemount.graveler.model import DIR_MODE, FILE_MODE, Entry
 from lakemount.jobs.runtime import app_for
@@ -345,10 +344,7 @@ def _import_task(
 def _check_target(app: App, target: Target, commit: bool) -> None:
     g = app.graveler
     g.get_repository(target.repo)
-    app.catalog.writable_branch(target.repo, target.branch)
-    for pattern in g.protection_rules(target.repo):
-        if fnmatch.fnmatchcase(target.branch, pattern):
-            raise ProtectedBranch(target.repo, target.branch)
+    app.catalog.writable_branch(target.repo, target.branch)  # tags, commits, protected branches
     if commit:
         for rec in g.diff_uncommitted(target.repo, target.branch):
             if not rec.key.startswith(target.prefix):
@@ -375,7 +371,7 @@ def import_objects(
     """Import ``source_text`` under ``prefix`` of ``repo``/``branch``; returns a report.
 
     Raises ``NotFound`` (repository, branch, source directory or bucket, empty
-    source), ``ReadOnly`` (not a branch, protected branch), ``PreconditionFailed``
+    source), ``ReadOnly`` (not a branch), ``ProtectedBranch``, ``PreconditionFailed``
     (``commit`` with unrelated uncommitted changes), ``InvalidArgument``.
     """
     timings: dict[str, float] = {}
@@ -412,7 +408,7 @@ def import_objects(
         meta = [("lakemount.import.from", source.url), ("lakemount.import.objects", str(stats["objects"])), *metadata]
         with timed(timings, "commit"):
             try:
-                res = app.graveler.commit(
+                res = app.catalog.commit_with_stats(
                     repo, branch, message or f"Import {source.url} into {prefix or '/'}", committer=committer, metadata=meta
                 )
                 report["commit"] = {"id": res.commit.id, "message": res.commit.message}
