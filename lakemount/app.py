@@ -1,32 +1,33 @@
 """The composition root: builds stores, caches, graveler and catalog from a configuration.
 
 Nothing else in lakemount constructs a store; front ends receive an ``App``.
+Each part is built, and its modules imported, on first use: a command that
+never touches the ref store does not pay for SQLAlchemy, and boto3 is loaded
+only when an ``s3://`` namespace is used.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from lakemount.block import adapter_from_config
-from lakemount.block.router import RouterAdapter
-from lakemount.block.trash import TrashFallbackAdapter
-from lakemount.cache.disk import DiskCache
-from lakemount.cache.ram import RamCache
-from lakemount.cache.tiered import TieredCache
-from lakemount.catalog.catalog import Catalog
 from lakemount.config import Config, load
-from lakemount.graveler.committed.store import CommittedStore
-from lakemount.graveler.graveler import Graveler
-from lakemount.graveler.journal import Journal
-from lakemount.refs.sql import SqlRefStore
 
 if TYPE_CHECKING:
     from lakemount.auth.store import SqlAuthStore
     from lakemount.refs.buckets import SqlBucketStore
     from lakemount.refs.multipart import SqlMultipartStore
+    from lakemount.block.router import RouterAdapter
+    from lakemount.block.trash import TrashFallbackAdapter
+    from lakemount.cache.tiered import TieredCache
+    from lakemount.catalog.catalog import Catalog
+    from lakemount.graveler.committed.store import CommittedStore
+    from lakemount.graveler.graveler import Graveler
+    from lakemount.graveler.journal import Journal
+    from lakemount.refs.sql import SqlRefStore
 
 
 @dataclass
@@ -35,59 +36,77 @@ class App:
 
     @staticmethod
     def from_config(path: str | None = None) -> App:
+        """An app over ``load(path)``; raises ``ConfigError`` for a bad configuration."""
         return App(load(path))
 
     @cached_property
     def blockstore(self) -> RouterAdapter:
         """The block stores themselves, by URL scheme."""
-        return adapter_from_config(self.config.get("blockstore"))
+        from lakemount.block import adapter_from_config
+
+        return adapter_from_config(dataclasses.asdict(self.config.blockstore))
 
     @cached_property
     def adapter(self) -> TrashFallbackAdapter:
         """The block adapter every component uses: the stores, with reads that find GC's trash."""
+        from lakemount.block.trash import TrashFallbackAdapter
+
         return TrashFallbackAdapter(self.blockstore)
 
     @cached_property
     def cache(self) -> TieredCache:
-        disk_dir = self.config.get("cache.dir")
-        disk_bytes = int(self.config.get("cache.disk_bytes"))
-        disk = DiskCache(disk_dir, disk_bytes) if disk_dir and disk_bytes > 0 else None
-        return TieredCache(RamCache(int(self.config.get("cache.ram_bytes"))), disk)
+        from lakemount.cache.disk import DiskCache
+        from lakemount.cache.ram import RamCache
+        from lakemount.cache.tiered import TieredCache
+
+        section = self.config.cache
+        disk = DiskCache(section.dir, section.disk_bytes) if section.dir and section.disk_bytes > 0 else None
+        return TieredCache(RamCache(section.ram_bytes), disk)
 
     @cached_property
     def refs(self) -> SqlRefStore:
-        url = self.config.get("metadata.db.url")
+        from lakemount.refs.sql import SqlRefStore
+
+        url = self.config.metadata.db.url
         if url.startswith("sqlite:///"):
             os.makedirs(os.path.dirname(url[len("sqlite:///") :]) or ".", exist_ok=True)
         return SqlRefStore(url)
 
     def namespace_root(self) -> str:
         """Where storage namespaces of repositories created without one go."""
-        prefix = self.config.get("blockstore.default_namespace_prefix")
-        if prefix:
-            return str(prefix).rstrip("/")
-        if self.config.get("blockstore.type") == "s3":
+        blockstore = self.config.blockstore
+        if blockstore.default_namespace_prefix:
+            return blockstore.default_namespace_prefix.rstrip("/")
+        if blockstore.type == "s3":
             from lakemount.errors import InvalidArgument
 
             raise InvalidArgument("blockstore.type is s3: set blockstore.default_namespace_prefix (s3://bucket/prefix)")
-        return "local://" + os.path.abspath(self.config.get("blockstore.local.path"))
+        return "local://" + os.path.abspath(blockstore.local.path)
 
     @cached_property
     def journal(self) -> Journal:
+        from lakemount.graveler.journal import Journal
+
         return Journal(self.adapter, self.namespace_root() + "/_system")
 
     @cached_property
     def committed(self) -> CommittedStore:
+        from lakemount.graveler.committed.store import CommittedStore
+
         tmp = os.path.join(self.config.home, "tmp")
         os.makedirs(tmp, exist_ok=True)
         return CommittedStore(self.adapter, self.cache, tmpdir=tmp)
 
     @cached_property
     def graveler(self) -> Graveler:
+        from lakemount.graveler.graveler import Graveler
+
         return Graveler(self.refs, self.committed, self.journal)
 
     @cached_property
     def catalog(self) -> Catalog:
+        from lakemount.catalog.catalog import Catalog
+
         tmp = os.path.join(self.config.home, "tmp")
         os.makedirs(tmp, exist_ok=True)
         return Catalog(self.graveler, self.adapter, namespace_root=self.namespace_root(), tmpdir=tmp)
@@ -104,7 +123,7 @@ class App:
         from lakemount.auth.crypto import read_key_file
         from lakemount.auth.store import SqlAuthStore
 
-        key = self.config.get("auth.encrypt.secret_key") or read_key_file(os.path.join(self.config.home, "server.key"))
+        key = self.config.auth.encrypt.secret_key or read_key_file(os.path.join(self.config.home, "server.key"))
         return SqlAuthStore(self.refs.engine, key)
 
     @cached_property

@@ -1,121 +1,429 @@
-"""Configuration: one YAML file plus ``LAKEMOUNT_*`` environment variables over built-in defaults.
+"""Configuration: typed, frozen sections built from defaults < one YAML file < ``LAKEMOUNT_*`` variables.
 
-Every key ``a.b.c`` can be set by the variable ``LAKEMOUNT_A_B_C``.  Defaults
-are the embedded setup: SQLite and a local block store under
-``LAKEMOUNT_HOME`` (default ``~/.lakemount``), services on loopback.
-Precedence: defaults < file (``--config`` / ``LAKEMOUNT_CONFIG``) < environment.
+Every section is a frozen dataclass (``cfg.mount.head_ttl``, ``cfg.blockstore.s3.region``);
+every key ``a.b.c`` can be set in the file (``--config`` / ``LAKEMOUNT_CONFIG``) or by
+the variable ``LAKEMOUNT_A_B_C``, whose text is converted to the key's type.  Defaults
+are the embedded setup: SQLite and a local block store under ``LAKEMOUNT_HOME``
+(default ``~/.lakemount``), services on loopback.  An unknown key, an unknown
+``LAKEMOUNT_*`` variable, a value of the wrong type, or a file that is not YAML raise
+:class:`~lakemount.errors.ConfigError` with one line naming the key and its source.
+The variables in :data:`OTHER_VARIABLES` are not configuration keys and are left alone.
+docs/CONFIGURATION.md lists every key; ``tests/test_config.py`` checks the rules.
 """
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import os
+import types
+import typing
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Final
 
-import yaml
+from lakemount.errors import ConfigError
 
-from lakemount.errors import InvalidArgument
+ENV_PREFIX: Final = "LAKEMOUNT_"
 
-
-def home() -> str:
-    return os.path.abspath(os.path.expanduser(os.environ.get("LAKEMOUNT_HOME", "~/.lakemount")))
-
-
-def defaults(home_dir: str) -> dict[str, Any]:
-    return {
-        "logging": {"level": "INFO", "file": ""},
-        "metadata": {"db": {"url": f"sqlite:///{home_dir}/lakemount.db"}},
-        "blockstore": {
-            "type": "local",
-            "local": {"path": f"{home_dir}/data"},
-            "default_namespace_prefix": "",
-            "s3": {"endpoint": "", "region": "", "access_key_id": "", "secret_access_key": ""},
-        },
-        "gateways": {"s3": {"listen_address": "127.0.0.1:8000", "domain_name": "", "region": "us-east-1", "workers": 0, "flat": False,
-                           "threads": 32, "aliases": "", "tls": {"cert_file": "", "key_file": ""}}},
-        "api": {"listen_address": "127.0.0.1:8001"},
-        "cache": {"dir": f"{home_dir}/cache", "ram_bytes": 512 * 1024 * 1024, "disk_bytes": 8 * 1024 * 1024 * 1024},
-        "mount": {"path": f"{home_dir}/mnt", "head_ttl": 1.0, "read_ahead_kb": 1024},
-        "auth": {"encrypt": {"secret_key": ""}},
+# LAKEMOUNT_* variables that are not configuration keys: they are read elsewhere
+# and must never be rejected as unknown.
+OTHER_VARIABLES: Final = frozenset(
+    {
+        "LAKEMOUNT_HOME",  # anchors the defaults (here)
+        "LAKEMOUNT_CONFIG",  # the configuration file (here and the CLI's --config)
+        "LAKEMOUNT_SPARK_MASTER",  # --master of gc run / import / export
+        "LAKEMOUNT_MOUNT_ARGS",  # systemd/lakemount-mount@.service
+        "LAKEMOUNT_GATEWAY_ARGS",  # systemd/lakemount-gateway.service
+        "LAKEMOUNT_API_ARGS",  # systemd/lakemount-api.service
+        # knobs of the test suite
+        "LAKEMOUNT_TEST_POSTGRES_URL",
+        "LAKEMOUNT_TEST_PG_BIN",
+        "LAKEMOUNT_MODEL_EXAMPLES",
+        "LAKEMOUNT_KERNEL_MODEL_EXAMPLES",
+        "LAKEMOUNT_KERNEL_MODEL_STEPS",
+        "LAKEMOUNT_SPARK_S3A_DEBUG",
     }
+)
 
 
-def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class LoggingConfig:
+    level: str = "INFO"
+
+
+@dataclass(frozen=True, slots=True)
+class DbConfig:
+    url: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataConfig:
+    db: DbConfig = field(default_factory=DbConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalBlockConfig:
+    path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class S3CredentialsConfig:
+    """lakeFS's nested form of the S3 credentials (``blockstore.s3.credentials.*``)."""
+
+    access_key_id: str = ""
+    secret_access_key: str = field(default="", repr=False)
+    session_token: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class S3BlockConfig:
+    """``blockstore.s3``: empty or None values mean boto3's default."""
+
+    endpoint: str = ""
+    region: str = ""
+    access_key_id: str = ""
+    secret_access_key: str = field(default="", repr=False)
+    session_token: str = field(default="", repr=False)
+    force_path_style: bool | None = None
+    max_pool_connections: int | None = None
+    connect_timeout: float | None = None
+    read_timeout: float | None = None
+    max_attempts: int | None = None
+    credentials: S3CredentialsConfig = field(default_factory=S3CredentialsConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockstoreConfig:
+    type: str = "local"
+    default_namespace_prefix: str = ""
+    local: LocalBlockConfig = field(default_factory=LocalBlockConfig)
+    s3: S3BlockConfig = field(default_factory=S3BlockConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class TlsConfig:
+    cert_file: str = ""
+    key_file: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class S3GatewayConfig:
+    listen_address: str = "127.0.0.1:8000"
+    domain_name: str = ""
+    region: str = "us-east-1"
+    workers: int = 0
+    flat: bool = False
+    threads: int = 32
+    # A mapping ``bucket: repo/ref`` (file) or ``bucket=repo/ref,...`` (variable).
+    aliases: str | Mapping[str, str] = ""
+    tls: TlsConfig = field(default_factory=TlsConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class GatewaysConfig:
+    s3: S3GatewayConfig = field(default_factory=S3GatewayConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiConfig:
+    """``api``: the REST API server (0 workers: one per CPU, at most 4)."""
+
+    listen_address: str = "127.0.0.1:8001"
+    workers: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CacheConfig:
+    dir: str = ""
+    ram_bytes: int = 512 * 1024 * 1024
+    disk_bytes: int = 8 * 1024 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class MountConfig:
+    path: str = ""
+    head_ttl: float = 1.0
+    read_ahead_kb: int = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class EncryptConfig:
+    secret_key: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AuthConfig:
+    encrypt: EncryptConfig = field(default_factory=EncryptConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The whole configuration; ``home`` is ``LAKEMOUNT_HOME`` (not a key), the rest are sections."""
+
+    home: str
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    metadata: MetadataConfig = field(default_factory=MetadataConfig)
+    blockstore: BlockstoreConfig = field(default_factory=BlockstoreConfig)
+    gateways: GatewaysConfig = field(default_factory=GatewaysConfig)
+    api: ApiConfig = field(default_factory=ApiConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    mount: MountConfig = field(default_factory=MountConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+
+    def sections(self) -> dict[str, Any]:
+        """Every key as nested plain data (what a configuration file holding all of them would say)."""
+        out = dataclasses.asdict(self)
+        del out["home"]
+        return out
+
+
+def defaults(home_dir: str) -> Config:
+    """The built-in configuration: the embedded setup under ``home_dir``."""
+    return Config(
+        home=home_dir,
+        metadata=MetadataConfig(DbConfig(url=f"sqlite:///{home_dir}/lakemount.db")),
+        blockstore=BlockstoreConfig(local=LocalBlockConfig(path=f"{home_dir}/data")),
+        cache=CacheConfig(dir=f"{home_dir}/cache"),
+        mount=MountConfig(path=f"{home_dir}/mnt"),
+    )
+
+
+# -- the schema: dotted key -> type, derived from the dataclasses ----------------------
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _schema(cls: type = Config, prefix: str = "") -> dict[str, Any]:
+    """``{"mount.head_ttl": float, "blockstore.s3": S3BlockConfig, ...}``: every key and section."""
     out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, Mapping):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        if cls is Config and f.name == "home":
+            continue
+        key = prefix + f.name
+        tp = hints[f.name]
+        out[key] = tp
+        if dataclasses.is_dataclass(tp):
+            out.update(_schema(tp, key + "."))
     return out
 
 
-def _merge(base: dict[str, Any], over: Mapping[str, Any], path: str = "") -> None:
-    for k, v in over.items():
-        where = f"{path}{k}"
-        if isinstance(v, Mapping) and isinstance(base.get(k), dict):
-            _merge(base[k], v, where + ".")
-        else:
-            base[k] = v
+_SCHEMA: dict[str, Any] | None = None
 
 
-def _set(d: dict[str, Any], dotted: str, value: Any) -> None:
-    parts = dotted.split(".")
-    for p in parts[:-1]:
-        d = d.setdefault(p, {})
-    d[parts[-1]] = value
+def schema() -> dict[str, Any]:
+    """Every dotted key (sections included) with its type; built once."""
+    global _SCHEMA
+    if _SCHEMA is None:
+        _SCHEMA = _schema()
+    return _SCHEMA
 
 
-def _coerce(value: str, like: Any) -> Any:
-    if isinstance(like, bool):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    if isinstance(like, int):
-        return int(value)
-    if isinstance(like, float):
-        return float(value)
-    return value
+def variable(key: str) -> str:
+    """The environment variable of a dotted key: ``mount.head_ttl`` -> ``LAKEMOUNT_MOUNT_HEAD_TTL``."""
+    return ENV_PREFIX + key.upper().replace(".", "_")
 
 
-@dataclass
-class Config:
-    home: str
-    data: dict[str, Any]
+def keys() -> list[str]:
+    """Every settable key (no sections), in declaration order."""
+    return [k for k, tp in schema().items() if not dataclasses.is_dataclass(tp)]
 
-    def get(self, dotted: str) -> Any:
-        d: Any = self.data
-        for p in dotted.split("."):
-            if not isinstance(d, Mapping) or p not in d:
-                raise KeyError(dotted)
-            d = d[p]
-        return d
+
+# -- conversion ---------------------------------------------------------------------------
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _convert(value: Any, tp: Any, key: str, source: str) -> Any:
+    """``value`` (text from a variable, or what YAML parsed) as type ``tp``; raises ``ConfigError``."""
+
+    def bad(expected: str) -> ConfigError:
+        return ConfigError(f"{key}: expected {expected}, got {_shown(value)} (from {source})", key, source)
+
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        if type(None) in args:  # optional: empty means "the default of whoever uses it"
+            if value is None or (isinstance(value, str) and not value.strip()):
+                return None
+            (inner,) = [a for a in args if a is not type(None)]
+            return _convert(value, inner, key, source)
+        # str | Mapping[str, str]: the one mapping-valued key (gateways.s3.aliases)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, Mapping) and all(not isinstance(v, (Mapping, list)) for v in value.values()):
+            return {str(k): str(v) for k, v in value.items()}
+        raise bad("a mapping or a string")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower() if isinstance(value, (str, int)) else None
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        raise bad("true or false")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                pass
+        raise bad("an integer")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip())
+            except ValueError:
+                pass
+        raise bad("a number")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise bad("a string")
+    raise AssertionError(f"config key {key} has an unsupported type {tp!r}")
+
+
+def _unknown(key: str, where: str, source: str) -> ConfigError:
+    import difflib
+
+    close = difflib.get_close_matches(key, list(schema()), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return ConfigError(f"unknown key '{key}' {where}{hint}", key, source)
+
+
+def _from_file(data: Mapping[Any, Any], path: str, prefix: str, out: dict[str, Any]) -> None:
+    """Check the mapping ``data`` (a section, at ``prefix``) against the schema into ``out``."""
+    known = schema()
+    for raw_key, value in data.items():
+        key = prefix + str(raw_key)
+        tp = known.get(key)
+        if tp is None:
+            raise _unknown(key, f"in {path}", path)
+        if dataclasses.is_dataclass(tp):
+            if value is None:  # ``section:`` with nothing under it
+                continue
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{key}: expected a section (a mapping), got {_shown(value)} (from {path})", key, path)
+            _from_file(value, path, key + ".", out)
+        elif value is not None:  # ``key:`` with no value keeps the default
+            out[key] = _convert(value, tp, key, path)
+
+
+def _read_file(path: str) -> dict[str, Any]:
+    import yaml
+
+    try:
+        with open(path) as f:
+            loaded = yaml.safe_load(f)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", source=path) from exc
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise ConfigError(f"{path} is not valid YAML: {problem}{at}", source=path) from exc
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, Mapping):
+        raise ConfigError(f"{path} must hold a mapping of sections, got {_shown(loaded)}", source=path)
+    out: dict[str, Any] = {}
+    _from_file(loaded, path, "", out)
+    return out
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    by_variable = {variable(k): k for k in keys()}
+    out: dict[str, Any] = {}
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIX) or name in OTHER_VARIABLES:
+            continue
+        key = by_variable.get(name)
+        if key is None:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(by_variable), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"unknown variable {name}{hint}", name, name)
+        out[key] = _convert(env[name], schema()[key], key, name)
+    return out
+
+
+def _build(base: Any, values: Mapping[str, Any], prefix: str = "") -> Any:
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(base):
+        if f.name == "home" and prefix == "":
+            continue
+        key = prefix + f.name
+        current = getattr(base, f.name)
+        if dataclasses.is_dataclass(current):
+            built = _build(current, values, key + ".")
+            if built is not current:
+                changes[f.name] = built
+        elif key in values:
+            changes[f.name] = values[key]
+    return dataclasses.replace(base, **changes) if changes else base
 
 
 def load(path: str | None = None, env: Mapping[str, str] | None = None) -> Config:
-    """Load the configuration; raises ``InvalidArgument`` for an unreadable file or bad value."""
+    """The configuration: defaults < the file ``path`` (else ``LAKEMOUNT_CONFIG``) < ``LAKEMOUNT_*`` in ``env``.
+
+    ``env`` defaults to ``os.environ``.  Raises ``ConfigError`` (an ``InvalidArgument``;
+    one line naming the key and the file or variable) for an unreadable or invalid
+    file, an unknown key or variable, or a value that is not of the key's type.
+    """
     env = os.environ if env is None else env
     home_dir = os.path.abspath(os.path.expanduser(env.get("LAKEMOUNT_HOME", "~/.lakemount")))
-    data = defaults(home_dir)
     path = path or env.get("LAKEMOUNT_CONFIG")
-    if path:
-        try:
-            with open(path) as f:
-                loaded = yaml.safe_load(f) or {}
-        except OSError as exc:
-            raise InvalidArgument(f"cannot read config {path}: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            raise InvalidArgument(f"config {path} is not valid YAML: {exc}") from exc
-        if not isinstance(loaded, Mapping):
-            raise InvalidArgument(f"config {path} must be a mapping")
-        _merge(data, copy.deepcopy(dict(loaded)))
-    flat = _flatten(defaults(home_dir))
-    for key, like in flat.items():
-        var = "LAKEMOUNT_" + key.upper().replace(".", "_")
-        if var in env:
-            try:
-                _set(data, key, _coerce(env[var], like))
-            except ValueError as exc:
-                raise InvalidArgument(f"{var}: {exc}") from exc
-    return Config(home_dir, data)
+    values = _read_file(path) if path else {}
+    values.update(_from_env(env))
+    return _build(defaults(home_dir), values)
+
+
+def config_pipe(config: Config) -> int:
+    """The read end of a pipe holding ``config`` as YAML, already complete (secrets never touch a file).
+
+    The caller hands it to one child process (``--config /dev/fd/N`` with
+    ``pass_fds``) and closes it.  Raises ``OSError`` if the configuration
+    exceeds the largest pipe buffer the system allows
+    (``/proc/sys/fs/pipe-max-size``, 1 MiB by default).
+    """
+    import fcntl
+
+    import yaml
+
+    text = yaml.safe_dump(config.sections(), sort_keys=True).encode()
+    r, w = os.pipe()
+    try:
+        if len(text) > fcntl.fcntl(w, fcntl.F_GETPIPE_SZ):
+            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, len(text))
+        view = memoryview(text)
+        while view:  # fits the buffer: never blocks
+            view = view[os.write(w, view) :]
+    except BaseException:
+        os.close(r)
+        raise
+    finally:
+        os.close(w)
+    return r

@@ -103,6 +103,18 @@ class InvalidName(InvalidArgument):
         self.kind, self.name, self.reason = kind, name, reason
 
 
+class ConfigError(InvalidArgument):
+    """A configuration that cannot be used: an unknown key, a wrong type, an unreadable file.
+
+    ``key`` is the dotted key (or variable name) at fault, ``source`` where it came from
+    (a file path or an environment variable name); the message is one line.
+    """
+
+    def __init__(self, message: str, key: str = "", source: str = "") -> None:
+        super().__init__(f"config: {message}")
+        self.key, self.source = key, source
+
+
 class NothingToCommit(PreconditionFailed):
     def __init__(self, branch: str) -> None:
         super().__init__(f"nothing to commit on branch {branch} (use --allow-empty)")

@@ -33,7 +33,7 @@ ALLOWED_SKIPS: dict[str, str] = {}
 _REFUSED_KEY = pytest.StashKey[list[tuple[str, str]]]()
 
 
-def enforcing(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
+def under_ci(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
     """Whether skips fail the run: ``CI`` is set to anything but empty, ``0``, ``false`` or ``no``."""
     return environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
@@ -60,7 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Turn a test's skip into a failure under CI (xfail and allowed ids excepted)."""
     rep = yield
-    if rep.skipped and not hasattr(rep, "wasxfail") and enforcing() and not allowed(item.nodeid):
+    if rep.skipped and not hasattr(rep, "wasxfail") and under_ci() and not allowed(item.nodeid):
         reason = _reason(rep.longrepr)
         rep.outcome = "failed"
         rep.longrepr = (
@@ -75,7 +75,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def pytest_make_collect_report(collector: pytest.Collector) -> Any:
     """Record a module or class skipped at collection under CI (the run goes on, and fails at the end)."""
     rep = yield
-    if rep.skipped and enforcing() and not allowed(rep.nodeid):
+    if rep.skipped and under_ci() and not allowed(rep.nodeid):
         collector.config.stash[_REFUSED_KEY].append((rep.nodeid, _reason(rep.longrepr)))
     return rep
 

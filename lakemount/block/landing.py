@@ -51,7 +51,6 @@ class Landing:
         self.path = path
         self.local_namespace = local_namespace
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        self._written = 0
         self._unflushed = 0
         self._flush: Future[None] | None = None
         self._lock = threading.Lock()
@@ -61,7 +60,6 @@ class Landing:
         view = memoryview(data)
         while view:
             view = view[os.write(self._fd, view) :]
-        self._written += len(data)
         self._unflushed += len(data)
         if self.local_namespace and self._unflushed >= FLUSH_EVERY and (self._flush is None or self._flush.done()):
             # Start writing back what we have while the rest arrives; the final

@@ -10,14 +10,17 @@ copies or renames never copy data.  Directory markers are keys ending in
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import os
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import BinaryIO, Final, NamedTuple
 
+from lakemount.block.landing import Landing, landing
 from lakemount.catalog import protection as prot
 from lakemount.catalog.protection import BranchProtection
 from lakemount.errors import InvalidArgument, ObjectNotFound, ReadOnlyRef
@@ -186,6 +189,22 @@ class Catalog:
             except FileNotFoundError:
                 pass
 
+    def landing(self, repo: Repository, tmpdir: str | None, sub: str = "data") -> AbstractContextManager[Landing]:
+        """A landing file for an object of ``repo`` under ``<namespace>/<sub>``; removed on exit unless stored."""
+        return landing(self.physical_url(repo, sub), tmpdir)
+
+    def store_landed(self, repo: Repository, land: Landing, sha256: str) -> str:
+        """Make a landing file the repository's content-addressed object; returns its address.
+
+        An object already there is kept (and refreshed against garbage collection,
+        as ``write_data`` does); raises what the block adapter raises.
+        """
+        address = f"data/{sha256[:2]}/{sha256}"
+        url = self.physical_url(repo, address)
+        if not self.refresh_existing(url):
+            land.store(self.adapter, url)
+        return address
+
     def refresh_existing(self, url: str) -> bool:
         """True if the data object ``url`` exists; its modification time is refreshed so a
         concurrent garbage collection that began earlier does not delete it."""
@@ -352,7 +371,7 @@ class Catalog:
         """Tag ``target``'s commit; raises ``AlreadyExists``, ``InvalidName``, ``RefNotFound``."""
         return self.graveler.create_tag(repo, name, target)
 
-    def list_tags(self, repo: str) -> list[Tag]:
+    def list_tags(self, repo: str) -> builtins.list[Tag]:
         """Tags by name; raises ``RepositoryNotFound``."""
         return sorted(self.graveler.list_tags(repo), key=lambda t: t.name)
 

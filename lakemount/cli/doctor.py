@@ -29,7 +29,7 @@ def doctor() -> None:
             checks.append({"check": name, "ok": False, "detail": str(exc)})
 
     check("config", lambda: f"home {app.config.home}")
-    check("ref store", lambda: f"{app.refs.dialect}, {len(app.refs.list_repositories())} repositories")
+    check("ref store", lambda: f"{app.refs.where}, {len(app.refs.list_repositories())} repositories")
 
     def block() -> str:
         url = f"{app.namespace_root()}/_system/doctor/{uuid.uuid4().hex}"

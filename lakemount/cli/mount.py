@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import sys
+from dataclasses import replace
 
 import click
 
@@ -61,6 +62,7 @@ def _setup_logging(level: str, debug: bool) -> None:
 @click.option("--cache-size", default=None, help="Disk cache bound, e.g. 10G; 0 disables it (default: config cache.disk_bytes).")
 @click.option("--head-ttl", type=float, default=None, help="Seconds between checks of a branch for changes made elsewhere (default: config mount.head_ttl, 1).")
 @click.option("--read-ahead-kb", type=click.IntRange(0, 1 << 20), default=None, help="Kernel read-ahead window in KiB for sequential reads (as root; 0: the kernel's 128; default: config mount.read_ahead_kb, 1024).")
+@click.option("--notify/--no-notify", default=True, help="Follow branch changes other nodes make as the ref store pushes them (PostgreSQL LISTEN/NOTIFY); --head-ttl polling stays the fallback.")
 @click.option("--allow-other/--no-allow-other", default=None, help="Let other users access the mount (default: on when run as root).")
 @click.option("--threads", type=click.IntRange(1, 256), default=16, show_default=True, help="Worker threads for blocking work.")
 @click.option("--debug", is_flag=True, help="Log every failure in detail.")
@@ -74,6 +76,7 @@ def mount(
     cache_size: str | None,
     head_ttl: float | None,
     read_ahead_kb: int | None,
+    notify: bool,
     allow_other: bool | None,
     threads: int,
     debug: bool,
@@ -101,6 +104,7 @@ def mount(
             *(["--cache-size", cache_size] if cache_size else []),
             *(["--head-ttl", str(head_ttl)] if head_ttl is not None else []),
             *(["--read-ahead-kb", str(read_ahead_kb)] if read_ahead_kb is not None else []),
+            *([] if notify else ["--no-notify"]),
             *([] if allow_other is None else ["--allow-other" if allow_other else "--no-allow-other"]),
             "--threads", str(threads),
             *(["--debug"] if debug else []),
@@ -114,12 +118,12 @@ def mount(
         return
     try:
         app = ctx.app
-        _setup_logging(app.config.get("logging.level"), debug)
+        _setup_logging(app.config.logging.level, debug)
         if cache_dir:
-            app.config.data["cache"]["dir"] = os.path.abspath(cache_dir)
+            app.config = replace(app.config, cache=replace(app.config.cache, dir=os.path.abspath(cache_dir)))
         if cache_size is not None:
-            app.config.data["cache"]["disk_bytes"] = parse_size(cache_size)
-        options = runner.mount_options(app, ref=one_ref, head_ttl=head_ttl, read_ahead_kb=read_ahead_kb)
+            app.config = replace(app.config, cache=replace(app.config.cache, disk_bytes=parse_size(cache_size)))
+        options = runner.mount_options(app, ref=one_ref, head_ttl=head_ttl, read_ahead_kb=read_ahead_kb, notify=notify)
         runner.run_mount(
             app,
             mp,

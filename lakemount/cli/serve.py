@@ -1,11 +1,15 @@
-"""``lakemount serve``: run the S3 gateway in the foreground.
+"""``lakemount serve``: run the S3 gateway and the REST API in the foreground.
 
 Listens on ``gateways.s3.listen_address`` (or ``--listen``) with several
 worker processes, each a stateless client of the shared ref store and block
-store; stops cleanly on SIGINT or SIGTERM (systemd: ``lakemount-gateway.service``).
+store; the REST API (``lakemount.api``) runs beside it on ``api.listen_address``
+(``--api-listen``; ``--no-api`` leaves it out).  Stops cleanly on SIGINT or
+SIGTERM (systemd: ``lakemount-gateway.service``, ``lakemount-api.service``).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import click
 
@@ -19,6 +23,8 @@ from lakemount.cli.common import ctx_obj
 @click.option("--flat/--no-flat", default=None, help="Flat buckets: each bucket is a repository's default branch.")
 @click.option("--tls-cert", "tls_cert_file", help="PEM certificate: serve HTTPS (default: gateways.s3.tls.cert_file).")
 @click.option("--tls-key", "tls_key_file", help="PEM private key of --tls-cert (default: gateways.s3.tls.key_file).")
+@click.option("--api/--no-api", "with_api", default=True, help="Also run the REST API (default: yes).")
+@click.option("--api-listen", "api_listen", help="host:port of the REST API (default: api.listen_address).")
 def serve(
     listen_address: str | None,
     workers: int | None,
@@ -26,8 +32,10 @@ def serve(
     flat: bool | None,
     tls_cert_file: str | None,
     tls_key_file: str | None,
+    with_api: bool,
+    api_listen: str | None,
 ) -> None:
-    """Run the S3 gateway (bucket = repository, key = REF/PATH) until interrupted."""
+    """Run the S3 gateway (bucket = repository, key = REF/PATH) and the REST API until interrupted."""
     from lakemount.gateway.server import serve_forever
     from lakemount.gateway.settings import from_config
 
@@ -41,7 +49,37 @@ def serve(
         tls_cert_file=tls_cert_file,
         tls_key_file=tls_key_file,
     )
-    serve_forever(app.config, settings, announce=lambda line: click.echo(line, err=False))
+    api = None
+    api_line = ""
+    if with_api:
+        from lakemount.api.server import ApiServer, settings_from_config
+
+        api_settings = settings_from_config(app.config, listen_address=api_listen)
+        if api_listen is None and settings.port == 0:
+            # A gateway on a free port (tests, benchmarks): the API takes one too.
+            api_settings = replace(api_settings, port=0)
+        api = ApiServer(app.config, api_settings)
+        try:
+            api.start()
+            api_line = f"lakemount API listening on {api.url}/api/v1 ({api.settings.workers} workers)"
+        except OSError as e:
+            if api_listen is not None:
+                raise
+            api.stop()
+            api = None
+            api_line = f"lakemount API not started: cannot listen on {api_settings.url} ({e.strerror}); use --api-listen"
+
+    def announce(line: str) -> None:
+        # The gateway's line comes first: scripts read it to find the gateway.
+        click.echo(line, err=False)
+        if api_line:
+            click.echo(api_line, err=api is None)
+
+    try:
+        serve_forever(app.config, settings, announce=announce)
+    finally:
+        if api is not None:
+            api.stop()
 
 
 COMMANDS = [serve]

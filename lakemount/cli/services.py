@@ -1,4 +1,4 @@
-"""Running the long-lived services (mount, S3 gateway) that ``up`` brings up.
+"""Running the long-lived services (mount, S3 gateway, REST API) that ``up`` brings up.
 
 Each service is optional: a service whose module is not part of this install
 is reported and skipped.
@@ -27,6 +27,8 @@ def run_services(app: App) -> None:
         services.append("lakemount.fuse.service")
     if available("lakemount.gateway.service"):
         services.append("lakemount.gateway.service")
+    if available("lakemount.api.service"):
+        services.append("lakemount.api.service")
     if not services:
         click.echo("(this build has no mount or gateway service yet: the CLI is the interface)")
         return

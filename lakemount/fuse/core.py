@@ -55,7 +55,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 from lakemount.cache.disk import DiskCache
 from lakemount.cache.ram import RamCache
@@ -133,6 +133,10 @@ class FileSystem:
     def poll_heads(self) -> None:
         """Re-check every non-stable scope the kernel still knows (called every ``head_ttl``)."""
         self.scopes.poll_heads()
+
+    def refs_changed(self, changes: Sequence[Any] | None) -> None:
+        """Act on change notices of other processes at once (see ``Scopes.refs_changed``)."""
+        self.scopes.refs_changed(changes)
 
     # ================================================================== names
     def lookup(self, parent_ino: int, name: bytes) -> Attr:

@@ -47,15 +47,18 @@ def spawn(
     log: IO[bytes] | None = None,
     env: dict[str, str] | None = None,
     timeout: float = READY_TIMEOUT,
+    pass_fds: Sequence[int] = (),
 ) -> Started:
     """Run a foreground mount in a child process; return once it serves.
 
-    Raises ``Unavailable`` with the child's own message if it fails to mount
-    (or does not report within ``timeout``; the child is then killed).
+    ``pass_fds`` are inherited by the child besides its ready pipe (e.g. a pipe
+    it reads its configuration from).  Raises ``Unavailable`` with the child's
+    own message if it fails to mount (or does not report within ``timeout``;
+    the child is then killed).
     """
     return start(
         lambda fd: mount_command(config_path, mountpoint, options, fd),
-        mountpoint, detach=detach, log=log, env=env, timeout=timeout,
+        mountpoint, detach=detach, log=log, env=env, timeout=timeout, pass_fds=pass_fds,
     )
 
 
@@ -67,6 +70,7 @@ def start(
     log: IO[bytes] | None = None,
     env: dict[str, str] | None = None,
     timeout: float = READY_TIMEOUT,
+    pass_fds: Sequence[int] = (),
 ) -> Started:
     """Run ``command(ready_fd)`` — any program that reports on ``ready_fd`` like ``report_ready`` — and wait for it."""
     r, w = os.pipe()
@@ -76,7 +80,7 @@ def start(
             stdin=subprocess.DEVNULL,
             stdout=log if log is not None else None,
             stderr=subprocess.STDOUT if log is not None else None,
-            pass_fds=(w,),
+            pass_fds=(w, *pass_fds),
             start_new_session=detach,
             env=env,
         )

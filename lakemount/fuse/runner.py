@@ -22,7 +22,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from lakemount.app import App
 from lakemount.errors import AlreadyExists, InvalidArgument, Unavailable
@@ -176,13 +176,13 @@ def build_filesystem(app: App, options: MountOptions) -> FileSystem:
 
 
 def mount_options(
-    app: App, *, ref: tuple[str, str] | None, head_ttl: float | None, read_ahead_kb: int | None = None
+    app: App, *, ref: tuple[str, str] | None, head_ttl: float | None, read_ahead_kb: int | None = None, notify: bool = True
 ) -> MountOptions:
     home = app.config.home
-    ttl = float(app.config.get("mount.head_ttl") if head_ttl is None else head_ttl)
+    ttl = float(app.config.mount.head_ttl if head_ttl is None else head_ttl)
     if ttl < 0:
         raise InvalidArgument("--head-ttl must be >= 0")
-    ra = int(app.config.get("mount.read_ahead_kb") if read_ahead_kb is None else read_ahead_kb)
+    ra = int(app.config.mount.read_ahead_kb if read_ahead_kb is None else read_ahead_kb)
     if ra < 0:
         raise InvalidArgument("--read-ahead-kb must be >= 0")
     return MountOptions(
@@ -191,6 +191,7 @@ def mount_options(
         head_ttl=ttl,
         recovered_dir=os.path.join(home, "recovered"),
         read_ahead_kb=ra,
+        notify=notify,
     )
 
 
@@ -243,6 +244,7 @@ def run_mount(
     except RuntimeError as exc:
         fs.close()
         raise Unavailable(f"cannot mount {mp}: {exc} (is /dev/fuse available and fuse3 installed?)") from None
+    listener = _listen(app, fs) if options.notify else None
     pid_path = pid_file(home, mp)
     os.makedirs(os.path.dirname(pid_path), exist_ok=True)
     with open(pid_path, "w") as f:
@@ -253,6 +255,8 @@ def run_mount(
     try:
         trio.run(_serve, ops, ready, functools.partial(_tune_kernel, mp, options))
     finally:
+        if listener is not None:
+            listener.stop()
         failed = fs.flush_all()
         if failed:
             log.error("%d open file(s) could not be saved; their content is kept under %s", failed, options.recovered_dir)
@@ -264,6 +268,24 @@ def run_mount(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(pid_path)
         log.info("unmounted %s", mp)
+
+
+def _listen(app: App, fs: FileSystem) -> Any:
+    """Push other nodes' branch changes into ``fs`` as they commit (PostgreSQL); ``None`` where unsupported."""
+    own = app.refs.sender
+
+    def changed(batch: Any) -> None:
+        if batch is None:
+            fs.refs_changed(None)
+            return
+        others = [c for c in batch if c.sender != own]
+        if others:
+            fs.refs_changed(others)
+
+    listener = app.refs.listen(changed)
+    if listener is not None:
+        log.info("listening for branch changes on the ref store (head_ttl %.1fs stays the fallback)", fs.options.head_ttl)
+    return listener
 
 
 def _tune_kernel(mountpoint: str, options: MountOptions) -> None:

@@ -29,6 +29,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakemount.catalog.catalog import Catalog
@@ -177,6 +178,38 @@ class Scopes:
                 self.check(scope)
             except LakeMountError as exc:
                 log.debug("head check of %s/%s: %s", scope.repo, scope.name, exc)
+
+    def refs_changed(self, changes: Sequence[Any] | None) -> None:
+        """Act on change notices of other processes (``None``: anything may have changed).
+
+        ``changes`` are ``lakemount.refs.notify.Change`` values (``kind``, ``repo``, ``branch``).
+
+        A moved head re-resolves every non-stable scope of its repository now
+        (expressions such as ``main~1`` follow it) instead of after ``head_ttl``;
+        staged writes elsewhere make the branch's cached entries and listings
+        stale.  Runs on the listener's thread; errors are logged, the
+        ``head_ttl`` poll stays the fallback.
+        """
+        state = self.state
+        with state.table.lock:
+            live = [s for s in self._scopes.values() if not s.stable]
+        if changes is None:
+            todo = [(s, True) for s in live]
+        else:
+            heads = {c.repo for c in changes if c.kind == "head"}
+            staged = {(c.repo, c.branch) for c in changes if c.kind == "staging"}
+            todo = [(s, s.repo in heads) for s in live if s.repo in heads or s.key in staged]
+        for scope, moved in todo:
+            state.metrics.add("change_notices")
+            if not moved:
+                with state.table.lock:
+                    scope.gen += 1
+                    self._invalidate(scope)
+                continue
+            try:
+                self.check(scope, force=True)
+            except LakeMountError as exc:
+                log.debug("head check of %s/%s after a notice: %s", scope.repo, scope.name, exc)
 
     def writable(self, scope: Scope | None) -> Scope:
         """``scope`` if writes may go to it; ``FsError`` EPERM outside a ref, EROFS on a read-only ref,

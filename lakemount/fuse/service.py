@@ -3,9 +3,11 @@
 ``start_for_up`` returns once the mount serves, ``wait_for_up`` blocks until
 the mount process ends (or the user interrupts ``up``), ``stop_for_up``
 unmounts it (SIGTERM: the process saves open files and unmounts itself).
-The child gets the same configuration as ``up``: the effective settings are
-written to ``LAKEMOUNT_HOME/run/up-config.yaml`` (mode 0600) and the
-environment is inherited, so environment variables keep their precedence.
+The child gets the same configuration as ``up`` without it touching the disk
+(it holds secrets: database password, S3 keys, the auth key): the effective
+settings go as YAML into a pipe the child inherits and reads as ``--config
+/dev/fd/N``, and the environment is inherited, so environment variables keep
+their precedence.
 """
 
 from __future__ import annotations
@@ -16,29 +18,36 @@ import signal
 import subprocess
 
 import click
-import yaml
 
+from lakemount import config
 from lakemount.app import App
 from lakemount.fuse import process
 
 _running: dict[int, process.Started] = {}
 STOP_WAIT = 60.0
+# Where versions before issue 10 wrote the effective configuration, secrets included.
+_OLD_CONFIG_FILE = os.path.join("run", "up-config.yaml")
 
 
-def _config_file(app: App) -> str:
-    path = os.path.join(app.config.home, "run", "up-config.yaml")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        yaml.safe_dump(app.config.data, f, sort_keys=True)
-    return path
+def config_pipe(app: App) -> int:
+    """The read end of a pipe holding ``app``'s effective configuration (see ``lakemount.config.config_pipe``)."""
+    return config.config_pipe(app.config)
 
 
 def start_for_up(app: App) -> None:
-    """Mount every repository at ``mount.path``; returns once the mount serves."""
-    mountpoint = os.path.abspath(os.path.expanduser(str(app.config.get("mount.path"))))
+    """Mount every repository at ``mount.path``; returns once the mount serves.
+
+    Raises ``Unavailable`` (or the child's own error category) if the mount fails.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(app.config.home, _OLD_CONFIG_FILE))
+    mountpoint = os.path.abspath(os.path.expanduser(app.config.mount.path))
     env = dict(os.environ, LAKEMOUNT_HOME=app.config.home)
-    started = process.spawn(_config_file(app), mountpoint, (), detach=False, env=env)
+    r = config_pipe(app)
+    try:
+        started = process.spawn(f"/dev/fd/{r}", mountpoint, (), detach=False, env=env, pass_fds=(r,))
+    finally:
+        os.close(r)
     _running[id(app)] = started
     click.echo(f"mount: {mountpoint}/<repo>/<ref>/  (e.g. ls {mountpoint}/demo/main)")
 

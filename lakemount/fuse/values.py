@@ -100,3 +100,4 @@ class MountOptions:
     gid: int = dataclasses.field(default_factory=os.getgid)
     recovered_dir: str = ""  # where content that could not be saved is kept
     read_ahead_kb: int = 1024  # the kernel's read-ahead window for the mount (0: the kernel's default)
+    notify: bool = True  # follow other nodes' branch changes as pushed by the ref store (PostgreSQL)

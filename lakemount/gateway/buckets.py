@@ -55,9 +55,6 @@ class Target:
         ref, _, path = key.partition("/")
         return ref, path
 
-    def key_of(self, ref: str, path: str) -> str:
-        return path if self.ref is not None else f"{ref}/{path}"
-
 
 def valid_bucket_name(name: str) -> bool:
     """S3's rules for new bucket names (3-63 of ``a-z0-9.-``, no ``..``, not an IP address)."""

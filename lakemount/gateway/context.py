@@ -19,6 +19,7 @@ from lakemount.gateway.access import Access, Principal
 from lakemount.gateway.buckets import BucketMap, Target
 from lakemount.gateway.errors import S3Error, s3_error
 from lakemount.gateway.http import Request
+from lakemount.gateway.objects import decoder_for
 from lakemount.gateway.settings import GatewaySettings
 from lakemount.gateway.stores import MultipartStore
 
@@ -93,8 +94,6 @@ class Ctx:
 
     def read_body(self, limit: int) -> bytes:
         """The whole (small) request body, verified like any upload; raises MalformedXML past ``limit``."""
-        from lakemount.gateway.objects import decoder_for
-
         decoder = decoder_for(self.req, self.principal.auth)
         out = bytearray()
         while True:

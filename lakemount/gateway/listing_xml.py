@@ -12,18 +12,12 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
-from urllib.parse import quote
 
 from lakemount.gateway.errors import s3_error
 from lakemount.gateway.listing import Item
-from lakemount.gateway.xml import S3_NAMESPACE, escape
+from lakemount.gateway.xml import S3_NAMESPACE, escape, url_encode
 
 _HEAD = f'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="{S3_NAMESPACE}">'
-
-
-def url_encode(text: str) -> str:
-    """S3's ``encoding-type=url`` form of a key."""
-    return quote(text, safe="/", errors="surrogateescape")
 
 
 def encoder(encoding_type: str | None) -> Callable[[str], str] | None:

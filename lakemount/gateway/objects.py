@@ -54,7 +54,6 @@ DEFAULT_CONTENT_TYPE: Final = "binary/octet-stream"
 READ_CHUNK: Final = 1 << 20
 PAGE: Final = mmap.PAGESIZE
 PIPELINE_ABOVE: Final = 4 << 20
-WRITE_CHUNK: Final = 1 << 20
 
 
 # --- metadata -----------------------------------------------------------------------
@@ -362,21 +361,13 @@ def _ranged_reads(catalog: Catalog, url: str, start: int, length: int) -> Iterat
 
 
 def land_in(catalog: Catalog, repo: Repository, tmpdir: str | None, sub: str = "data") -> AbstractContextManager[Landing]:
-    """A landing file for an object of ``repo`` under ``<namespace>/<sub>``; removed on exit unless stored."""
-    return landing(catalog.physical_url(repo, sub), tmpdir)
+    """A landing file for an object of ``repo`` under ``<namespace>/<sub>`` (``Catalog.landing``)."""
+    return catalog.landing(repo, tmpdir, sub)
 
 
 def store_content(catalog: Catalog, repo: Repository, land: Landing, sha256: str) -> str:
-    """Make the landing file the repository's content-addressed object; returns its address.
-
-    An object already there is kept (and refreshed against garbage collection,
-    as ``Catalog.write_data`` does); raises what the block adapter raises.
-    """
-    address = f"data/{sha256[:2]}/{sha256}"
-    url = catalog.physical_url(repo, address)
-    if not catalog.refresh_existing(url):
-        land.store(catalog.adapter, url)
-    return address
+    """Make the landing file the repository's content-addressed object (``Catalog.store_landed``)."""
+    return catalog.store_landed(repo, land, sha256)
 
 
 @dataclass(slots=True)

@@ -62,10 +62,7 @@ def prepare_stores(config: Config) -> None:
 
 
 def _configure_logging(config: Config) -> None:
-    try:
-        level = str(config.get("logging.level")).upper()
-    except KeyError:
-        level = "INFO"
+    level = config.logging.level.upper()
     logging.basicConfig(
         level=getattr(logging, level, logging.INFO),
         format=f"%(asctime)s gateway[{os.getpid()}] %(levelname)s %(message)s",
@@ -187,9 +184,6 @@ class GatewayServer:
                 failures[i] += 1
                 if not self._stopping.is_set():
                     self._procs[i] = self._spawn(i)
-
-    def running(self) -> bool:
-        return not self._stopping.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until ``stop`` (True) or the timeout (False)."""

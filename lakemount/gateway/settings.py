@@ -45,10 +45,6 @@ class GatewaySettings:
     def scheme(self) -> str:
         return "https" if self.tls_cert_file else "http"
 
-    @property
-    def listen_address(self) -> str:
-        return f"{self.host}:{self.port}"
-
 
 def parse_listen_address(text: str) -> tuple[str, int]:
     """``host:port`` (``[v6]:port`` too); raises ``InvalidArgument``."""
@@ -57,19 +53,6 @@ def parse_listen_address(text: str) -> tuple[str, int]:
         raise InvalidArgument(f"gateways.s3.listen_address must look like host:port, got {text!r}")
     host = host.strip("[]") or "0.0.0.0"
     return host, int(port)
-
-
-def _get(config: Config, key: str, default: Any) -> Any:
-    try:
-        return config.get(key)
-    except KeyError:
-        return default
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
 
 
 def parse_aliases(raw: Any) -> dict[str, Alias]:
@@ -97,28 +80,29 @@ def from_config(config: Config, **overrides: Any) -> GatewaySettings:
 
     Raises ``InvalidArgument`` for a bad address or a TLS certificate without its key.
     """
-    listen = overrides.get("listen_address") or _get(config, "gateways.s3.listen_address", "127.0.0.1:8000")
+    s3 = config.gateways.s3
+    listen = overrides.get("listen_address") or s3.listen_address
     host, port = parse_listen_address(str(listen))
-    domains = overrides.get("domain_name") or _get(config, "gateways.s3.domain_name", "") or ""
+    domains = overrides.get("domain_name") or s3.domain_name
     workers = overrides.get("workers")
     if workers is None:
-        workers = int(_get(config, "gateways.s3.workers", 0) or 0)
+        workers = s3.workers
     if workers <= 0:
         workers = max(1, min(os.cpu_count() or 1, 8))
     flat = overrides.get("flat")
     if flat is None:
-        flat = _bool(_get(config, "gateways.s3.flat", False))
+        flat = s3.flat
     settings = GatewaySettings(
         host=host,
         port=port,
         domain_names=tuple(d.strip().lower().strip(".") for d in str(domains).split(",") if d.strip()),
-        region=str(_get(config, "gateways.s3.region", "us-east-1") or "us-east-1"),
+        region=s3.region or "us-east-1",
         workers=int(workers),
         flat=bool(flat),
-        aliases=parse_aliases(_get(config, "gateways.s3.aliases", {})),
-        threads=int(_get(config, "gateways.s3.threads", 32) or 32),
-        tls_cert_file=str(overrides.get("tls_cert_file") or _get(config, "gateways.s3.tls.cert_file", "") or ""),
-        tls_key_file=str(overrides.get("tls_key_file") or _get(config, "gateways.s3.tls.key_file", "") or ""),
+        aliases=parse_aliases(s3.aliases),
+        threads=s3.threads or 32,
+        tls_cert_file=str(overrides.get("tls_cert_file") or s3.tls.cert_file),
+        tls_key_file=str(overrides.get("tls_key_file") or s3.tls.key_file),
     )
     if bool(settings.tls_cert_file) != bool(settings.tls_key_file):
         raise InvalidArgument("gateways.s3.tls needs both cert_file and key_file")

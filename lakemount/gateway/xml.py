@@ -1,9 +1,10 @@
 """S3 XML: rendering responses and safely parsing request bodies.
 
-Rendering is plain string building over small frozen records (no DOM): listing
-1000 keys is the hot path of every S3A job.  Text is escaped for XML 1.0; keys
-may hold control characters, which are written as character references as S3
-does (clients that cannot take them ask for ``encoding-type=url``, which the
+Rendering is plain string building over small frozen records (no DOM); the
+object listings, the hot path of every S3A job, are rendered straight from
+entries by ``listing_xml.py``.  Text is escaped for XML 1.0; keys may hold
+control characters, which are written as character references as S3 does
+(clients that cannot take them ask for ``encoding-type=url``, which the
 listing renderers apply to the fields S3 documents).
 
 Parsing uses expat directly with DTDs, entity declarations and external
@@ -77,19 +78,6 @@ class BucketRecord:
 
     name: str
     created: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectRecord:
-    """One ``<Contents>`` entry."""
-
-    key: str
-    last_modified: datetime
-    etag: str  # with or without quotes
-    size: int
-    storage_class: str = "STANDARD"
-    owner: Owner | None = None
-    checksum_algorithm: str | None = None  # e.g. "CRC32", when one was stored
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,21 +178,6 @@ def _common_prefixes(out: list[str], prefixes: Iterable[str], encode: bool) -> N
         out.append(f"<CommonPrefixes><Prefix>{escape(_enc(p, encode) or '')}</Prefix></CommonPrefixes>")
 
 
-def _contents(out: list[str], objects: Iterable[ObjectRecord], encode: bool, fetch_owner: bool) -> None:
-    for o in objects:
-        out.append("<Contents>")
-        _el(out, "Key", _enc(o.key, encode))
-        _el(out, "LastModified", o.last_modified)
-        _el(out, "ETag", quote_etag(o.etag))
-        _el(out, "Size", o.size)
-        _el(out, "StorageClass", o.storage_class)
-        if o.checksum_algorithm:
-            _el(out, "ChecksumAlgorithm", o.checksum_algorithm)
-        if fetch_owner:
-            _owner(out, o.owner)
-        out.append("</Contents>")
-
-
 def _encoding_flag(encoding_type: str | None) -> bool:
     if encoding_type is None:
         return False
@@ -225,76 +198,6 @@ def render_list_buckets(buckets: Iterable[BucketRecord], owner: Owner) -> bytes:
         out.append("</Bucket>")
     out.append("</Buckets>")
     return _done(out, "ListAllMyBucketsResult")
-
-
-def render_list_objects_v1(
-    *,
-    bucket: str,
-    prefix: str,
-    marker: str,
-    max_keys: int,
-    delimiter: str | None,
-    is_truncated: bool,
-    contents: Sequence[ObjectRecord],
-    common_prefixes: Sequence[str],
-    next_marker: str | None = None,
-    encoding_type: str | None = None,
-) -> bytes:
-    """``ListBucketResult`` of ListObjects (v1).
-
-    ``next_marker`` is sent only with a delimiter, as S3 does; without one a
-    client continues from the last key.  Raises ``InvalidArgument`` for an
-    ``encoding_type`` other than ``url``.
-    """
-    enc = _encoding_flag(encoding_type)
-    out = _open("ListBucketResult")
-    _el(out, "Name", bucket)
-    _el(out, "Prefix", _enc(prefix, enc))
-    _el(out, "Marker", _enc(marker, enc))
-    if is_truncated and delimiter and next_marker is not None:
-        _el(out, "NextMarker", _enc(next_marker, enc))
-    _el(out, "MaxKeys", max_keys)
-    _el(out, "Delimiter", _enc(delimiter, enc) if delimiter else None)
-    _el(out, "IsTruncated", is_truncated)
-    if enc:
-        _el(out, "EncodingType", "url")
-    _contents(out, contents, enc, fetch_owner=True)
-    _common_prefixes(out, common_prefixes, enc)
-    return _done(out, "ListBucketResult")
-
-
-def render_list_objects_v2(
-    *,
-    bucket: str,
-    prefix: str,
-    max_keys: int,
-    delimiter: str | None,
-    is_truncated: bool,
-    contents: Sequence[ObjectRecord],
-    common_prefixes: Sequence[str],
-    continuation_token: str | None = None,
-    next_continuation_token: str | None = None,
-    start_after: str | None = None,
-    encoding_type: str | None = None,
-    fetch_owner: bool = False,
-) -> bytes:
-    """``ListBucketResult`` of ListObjectsV2; ``KeyCount`` counts keys and prefixes."""
-    enc = _encoding_flag(encoding_type)
-    out = _open("ListBucketResult")
-    _el(out, "Name", bucket)
-    _el(out, "Prefix", _enc(prefix, enc))
-    _el(out, "Delimiter", _enc(delimiter, enc) if delimiter else None)
-    _el(out, "MaxKeys", max_keys)
-    if enc:
-        _el(out, "EncodingType", "url")
-    _el(out, "KeyCount", len(contents) + len(common_prefixes))
-    _el(out, "IsTruncated", is_truncated)
-    _el(out, "ContinuationToken", continuation_token)
-    _el(out, "NextContinuationToken", next_continuation_token if is_truncated else None)
-    _el(out, "StartAfter", _enc(start_after, enc) if start_after else None)
-    _contents(out, contents, enc, fetch_owner)
-    _common_prefixes(out, common_prefixes, enc)
-    return _done(out, "ListBucketResult")
 
 
 def render_list_versions(

@@ -2,13 +2,14 @@
 
 Executors are separate processes (on other machines, in a cluster), so they
 cannot share the driver's stores; they get its :class:`~lakemount.config.Config`
-(plain data, pickled with each task) and open their own ``App`` from it.
+(frozen plain data, pickled with each task) and open their own ``App`` from it.
 PySpark reuses worker processes between tasks, so the app, its SQL engine
 and its block clients are built once per worker, not once per task.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 
@@ -20,7 +21,7 @@ _apps: dict[str, App] = {}
 
 
 def _key(config: Config) -> str:
-    return json.dumps([config.home, config.data], sort_keys=True, default=str)
+    return json.dumps(dataclasses.asdict(config), sort_keys=True, default=str)
 
 
 def app_for(config: Config) -> App:

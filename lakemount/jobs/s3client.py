@@ -8,6 +8,7 @@ credentials as the adapter, taken through ``block.s3_options``.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from lakemount.block import s3_options
@@ -20,11 +21,7 @@ def client_from_config(config: Config) -> Any:
     import boto3
     import botocore.config
 
-    try:
-        section = config.get("blockstore.s3") or {}
-    except KeyError:
-        section = {}
-    opts = s3_options(section)
+    opts = s3_options(dataclasses.asdict(config.blockstore.s3))
     endpoint = opts.get("endpoint_url")
     path_style = opts.get("force_path_style", endpoint is not None)
     session = boto3.session.Session(

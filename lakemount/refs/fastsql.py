@@ -18,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from lakemount.errors import Unavailable
+from lakemount.refs.urls import KEY, one_line, where
 
 
 class FastSql:
@@ -27,13 +28,17 @@ class FastSql:
         self._local = threading.local()
         dbapi = engine.dialect.dbapi
         self.errors: tuple[type[BaseException], ...] = (dbapi.OperationalError, dbapi.InterfaceError) if dbapi else ()
+        self.where = where(engine.url)
 
     def connection(self) -> Any:
         """This thread's connection, outside the pool (which many threads would exhaust)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
             cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
-            conn = self.engine.dialect.connect(*cargs, **cparams)
+            try:
+                conn = self.engine.dialect.connect(*cargs, **cparams)
+            except self.errors as exc:
+                raise Unavailable(self.message(exc)) from exc
             if self.dialect == "postgresql":
                 conn.autocommit = True
             else:
@@ -42,6 +47,10 @@ class FastSql:
                 conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn
+
+    def message(self, exc: BaseException) -> str:
+        """One line for a driver error: the server, then the driver's first line."""
+        return f"ref store at {self.where} ({KEY}): {one_line(exc)}"
 
     def reset(self) -> None:
         """Close and forget this thread's connection (after an error); the next call reconnects.
@@ -58,14 +67,22 @@ class FastSql:
         return text if self.dialect == "sqlite" else text.replace("?", "%s")
 
     def query(self, text: str, params: Sequence[Any]) -> list[Any]:
-        """Rows of one statement; raises ``Unavailable`` when the database cannot answer."""
-        try:
-            cur = self.connection().cursor()
+        """Rows of one read-only statement; raises ``Unavailable`` when the database cannot answer.
+
+        A kept connection the server dropped (a restart, an idle timeout) is
+        replaced and the statement tried once more on a new one.
+        """
+        fresh = getattr(self._local, "conn", None) is None
+        while True:
             try:
-                cur.execute(self.sql(text), params)
-                return cur.fetchall()
-            finally:
-                cur.close()
-        except self.errors as exc:
-            self.reset()
-            raise Unavailable(f"ref store: {exc}") from exc
+                cur = self.connection().cursor()
+                try:
+                    cur.execute(self.sql(text), params)
+                    return cur.fetchall()
+                finally:
+                    cur.close()
+            except self.errors as exc:
+                self.reset()
+                if fresh:
+                    raise Unavailable(self.message(exc)) from exc
+                fresh = True

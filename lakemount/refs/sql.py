@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,12 +25,15 @@ from lakemount.errors import (
     AlreadyExists,
     BranchNotFound,
     CommitNotFound,
+    InvalidArgument,
     NotFound,
     RepositoryNotFound,
     SchemaTooNew,
     Unavailable,
 )
+from lakemount.refs import notify
 from lakemount.refs.fastsql import FastSql
+from lakemount.refs.urls import KEY, normalize, one_line, redact
 from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag
 
 SCHEMA_VERSION: Final = 1
@@ -94,8 +98,22 @@ protection_t = sa.Table(
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for ``url`` with lakemount's connection settings (WAL and write locks on SQLite)."""
-    if url.startswith("sqlite"):
+    """An engine for ``url`` with lakemount's connection settings (WAL and write locks on SQLite).
+
+    A bare ``postgresql://`` URL gets the psycopg2 driver (see :mod:`lakemount.refs.urls`).
+    Raises ``InvalidArgument`` naming ``metadata.db.url`` for a bad URL or a missing driver.
+    """
+    parsed = normalize(url)
+    try:
+        return _create_engine(parsed)
+    except (sa.exc.NoSuchModuleError, ImportError) as exc:
+        raise InvalidArgument(f"{KEY}: no driver for {redact(parsed)}: {one_line(exc)}") from None
+    except sa.exc.ArgumentError as exc:
+        raise InvalidArgument(f"{KEY}: {redact(parsed)}: {one_line(exc)}") from None
+
+
+def _create_engine(url: sa.URL) -> Engine:
+    if url.get_backend_name() == "sqlite":
         engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False}, poolclass=sa.pool.QueuePool, pool_size=8, max_overflow=16)
 
         @event.listens_for(engine, "connect")
@@ -129,6 +147,8 @@ class SqlRefStore:
         self._lock = threading.Lock()
         self._fast = FastSql(self.engine)
         self._dbapi_errors = self._fast.errors
+        self.sender = uuid.uuid4().hex[:12]  # names this process in change notices
+        self.where = self._fast.where  # the server (or SQLite file), for messages
         self._init_schema()
 
     # -- plumbing ----------------------------------------------------------------
@@ -137,16 +157,31 @@ class SqlRefStore:
         try:
             with self.engine.connect().execution_options(lm_write=True) as conn, conn.begin():
                 yield conn
-        except sa.exc.OperationalError as exc:
-            raise Unavailable(f"ref store: {exc.orig}") from exc
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+            raise Unavailable(self._fast.message(exc)) from exc
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
         try:
             with self.engine.connect() as conn, conn.begin():
                 yield conn
-        except sa.exc.OperationalError as exc:
-            raise Unavailable(f"ref store: {exc.orig}") from exc
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+            raise Unavailable(self._fast.message(exc)) from exc
+
+    def _notify(self, conn: Connection, kind: str, repo: str, branch: str) -> None:
+        """Tell listening nodes (PostgreSQL) that ``repo``/``branch`` changed, when ``conn``'s transaction commits."""
+        if self.dialect == "postgresql":
+            conn.execute(sa.select(sa.func.pg_notify(notify.CHANNEL, notify.payload(self.sender, kind, repo, branch))))
+
+    def listen(self, callback: notify.Callback) -> notify.Listener | None:
+        """Start a thread calling ``callback`` with branch changes made by any process (PostgreSQL).
+
+        Returns the running listener (stop it with ``stop()``), or ``None`` where
+        the database has no notification (SQLite: rely on polling).
+        """
+        if self.dialect != "postgresql" or self.engine.driver != "psycopg2":
+            return None
+        return notify.Listener(self.engine.url, callback).start()
 
     # Hot paths (branch heads, staged lookups, staging writes) go through FastSql.
     def _raw(self) -> Any:
@@ -159,6 +194,14 @@ class SqlRefStore:
         return self._fast.query(text, params)
 
     def _init_schema(self) -> None:
+        try:
+            self._create_schema()
+        except (sa.exc.ProgrammingError, sa.exc.DatabaseError) as exc:
+            if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)):
+                raise
+            raise Unavailable(f"{self._fast.message(exc)} (creating the schema; check the rights of the user in {KEY})") from exc
+
+    def _create_schema(self) -> None:
         with self._write() as conn:
             metadata.create_all(conn)
             row = conn.execute(sa.select(meta_t.c.value).where(meta_t.c.key == "schema_version")).first()
@@ -262,6 +305,7 @@ class SqlRefStore:
                 ).first():
                     raise AlreadyExists(f"branch already exists: {repo}/{branch.name}")
                 conn.execute(branches_t.insert().values(**self._branch_row(repo, branch)))
+                self._notify(conn, notify.HEAD, repo, branch.name)
         except sa.exc.IntegrityError as exc:
             raise AlreadyExists(f"branch already exists: {repo}/{branch.name}") from exc
 
@@ -274,6 +318,7 @@ class SqlRefStore:
                 self._require_repo(conn, repo)
                 raise BranchNotFound(repo, name)
             conn.execute(branches_t.delete().where(branches_t.c.repo == repo, branches_t.c.name == name))
+            self._notify(conn, notify.HEAD, repo, name)
         return self._branch(row)
 
     def cas_branch(self, repo: str, expected: Branch, new: Branch) -> bool:
@@ -293,7 +338,10 @@ class SqlRefStore:
                     sealed_tokens=",".join(new.sealed_tokens),
                 )
             )
-            return res.rowcount == 1
+            if res.rowcount != 1:
+                return False
+            self._notify(conn, notify.HEAD, repo, expected.name)
+            return True
 
     # -- tags ----------------------------------------------------------------------
     def create_tag(self, repo: str, tag: Tag) -> None:
@@ -397,6 +445,20 @@ class SqlRefStore:
 
     # -- staging -------------------------------------------------------------------
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Upsert ``items`` into the branch's current staging token.
+
+        A kept connection the server dropped is replaced and the write tried
+        once more (the upsert is idempotent, so a repeat is harmless).
+        """
+        kept = getattr(self._fast._local, "conn", None) is not None
+        try:
+            self._stage_once(repo, branch, items)
+        except Unavailable:
+            if not kept:
+                raise
+            self._stage_once(repo, branch, items)
+
+    def _stage_once(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
         lock = " FOR SHARE" if self.dialect == "postgresql" else ""
         upsert = self._sql(
             "INSERT INTO lm_staging (token, key, value) VALUES (?, ?, ?) "
@@ -418,6 +480,11 @@ class SqlRefStore:
                         raise BranchNotFound(repo, branch)
                     token = row[0]
                     cur.executemany(upsert, [(token, k, v) for k, v in dict(items).items()])
+                    if self.dialect == "postgresql":
+                        cur.execute(
+                            "SELECT pg_notify(%s, %s)",
+                            (notify.CHANNEL, notify.payload(self.sender, notify.STAGING, repo, branch)),
+                        )
                     cur.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction if self.dialect == "sqlite" else True:
@@ -430,7 +497,7 @@ class SqlRefStore:
                 cur.close()
         except self._dbapi_errors as exc:
             self._fast.reset()
-            raise Unavailable(f"ref store: {exc}") from exc
+            raise Unavailable(self._fast.message(exc)) from exc
 
     def staged_get(self, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
         marks = ",".join("?" * len(tokens))

@@ -229,6 +229,7 @@ class FsModel(RuleBasedStateMachine):
         self.subject = subject
         self.reference = reference
         self.on_teardown = on_teardown
+        self.steps = 0  # operations applied to both sides (rules that passed their assumptions)
 
     # --- helpers -------------------------------------------------------------
     def _through_symlink(self, path: str, *, final: bool) -> bool:
@@ -241,6 +242,7 @@ class FsModel(RuleBasedStateMachine):
         return False
 
     def both(self, op: str, *args: object) -> None:
+        self.steps += 1
         ref = outcome(lambda: getattr(self.reference, op)(*args))
         sub = outcome(lambda: getattr(self.subject, op)(*args))
         assert ref[0] == sub[0] and (ref[0] == "ok" or ref[1] == sub[1]), f"{op}{args}: reference {ref}, lakemount {sub}"

@@ -8,7 +8,6 @@ stops each mount process and lazily unmounts anything left, then checks
 from __future__ import annotations
 
 import errno
-import itertools
 import json
 import os
 import signal
@@ -25,6 +24,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from lakemount.app import App
 from lakemount.fuse import runner
 
+from tests import skip_policy
 from tests.fuse.conftest import REPO
 from tests.fuse.model import FsModel, OsDriver
 from tests.fuse.mounting import Mount, cleanup_mountpoint, env_for, lakemount_cmd, mounted_points, needs_fuse, start, stop, wait_for
@@ -302,25 +302,37 @@ def test_block_store_failures_are_eio_and_the_mount_keeps_serving(
 
 
 # ---------------------------------------------------------------------------- the model, through the kernel
+# At ~4 ms an operation through the kernel, CI affords many more runs than a developer's edit-test loop:
+# 300 x 50 is about a minute on a 2-core machine (15,000 operations), 40 x 30 (the core model's) a few seconds.
+KERNEL_MODEL_RUNS = (300, 50) if skip_policy.under_ci() else (40, 30)
+
+
 def test_mount_behaves_like_a_local_directory(app: App, mounts: MountFactory, tmp_path: os.PathLike[str]) -> None:
     m = mounts("model")
-    counter = itertools.count()
+    made: list[FsModel] = []
+    examples = int(os.environ.get("LAKEMOUNT_KERNEL_MODEL_EXAMPLES", KERNEL_MODEL_RUNS[0]))
+    steps = int(os.environ.get("LAKEMOUNT_KERNEL_MODEL_STEPS", KERNEL_MODEL_RUNS[1]))
 
     def machine() -> FsModel:
-        branch = f"model{next(counter)}"
+        branch = f"model{len(made)}"
         app.graveler.create_branch(REPO, branch, "main")
         reference = tempfile.mkdtemp(prefix="ref-", dir=os.fspath(tmp_path))
-        return FsModel(OsDriver(f"{m.mountpoint}/{REPO}/{branch}", hide=frozenset({".lakefs"})), OsDriver(reference))
+        made.append(FsModel(OsDriver(f"{m.mountpoint}/{REPO}/{branch}", hide=frozenset({".lakefs"})), OsDriver(reference)))
+        return made[-1]
 
     run_state_machine_as_test(
         machine,
         settings=settings(
-            max_examples=int(os.environ.get("LAKEMOUNT_KERNEL_MODEL_EXAMPLES", "8")),
-            stateful_step_count=25,
+            max_examples=examples,
+            stateful_step_count=steps,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )
+    # The run was as long as asked (hypothesis averages well over a quarter of the step budget per example).
+    done = sum(fm.steps for fm in made)
+    print(f"kernel model: {len(made)} machines, {done} operations")
+    assert len(made) >= examples and done >= examples * steps // 4, (len(made), done)
 
 
 # ---------------------------------------------------------------------------- services

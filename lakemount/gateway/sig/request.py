@@ -10,7 +10,7 @@ constant time.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import unquote_to_bytes
 
@@ -38,18 +38,6 @@ class HttpRequest:
     query: str = ""
     headers: tuple[tuple[str, str], ...] = ()
     body: Callable[[], bytes] | None = field(default=None, compare=False, repr=False)
-
-    @classmethod
-    def from_target(
-        cls,
-        method: str,
-        target: str,
-        headers: Iterable[tuple[str, str]],
-        body: Callable[[], bytes] | None = None,
-    ) -> HttpRequest:
-        """Build from a raw request target (``/bucket/key?query``)."""
-        path, _, query = target.partition("?")
-        return cls(method, path, query, tuple(headers), body)
 
     def header_map(self) -> dict[str, list[str]]:
         """Lower-cased header names to their values, in received order."""

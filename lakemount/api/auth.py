@@ -1,0 +1,203 @@
+"""Who is calling the API and what they may do: access keys, signed tokens, and the gateway's policies.
+
+A request authenticates with HTTP basic auth (access key id and secret, as
+lakeFS's SDKs send them), or with a token from ``POST /auth/login`` sent as
+``Authorization: Bearer`` or in the ``internal_auth_session`` cookie (the web
+UI).  Tokens are JWTs (HS256) signed with a key derived from the server key
+that also encrypts secrets at rest, so every API process of an install
+accepts every other's tokens; they carry the user id and an expiry, and a
+token of a deleted user stops working.  Authorization is the same
+``SqlAuthStore.authorize`` the gateway and the CLI use, cached for ``TTL``
+seconds per process as in the gateway.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import threading
+import time
+from typing import Final
+
+from lakemount.api.errors import ApiError, unauthorized
+from lakemount.auth.model import CredentialsNotFound, UserID, UserNotFound
+from lakemount.auth.policies import Action
+from lakemount.auth.store import SqlAuthStore
+
+TTL: Final = 5.0
+TOKEN_SECONDS: Final = 24 * 3600
+COOKIE: Final = "internal_auth_session"
+AUDIENCE: Final = "lakemount-api"
+MAX_ENTRIES: Final = 10_000
+
+
+def signing_key(server_key: str | bytes) -> bytes:
+    """The token-signing key: derived from (never equal to) the server key."""
+    raw = server_key.encode() if isinstance(server_key, str) else server_key
+    return hmac.new(raw, b"lakemount api token signing v1", hashlib.sha256).digest()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+_HEADER: Final = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
+
+
+def issue_token(key: bytes, user_id: str, *, now: float | None = None, seconds: int = TOKEN_SECONDS) -> tuple[str, int]:
+    """A signed token for ``user_id`` and its expiry (unix seconds)."""
+    t = int(time.time() if now is None else now)
+    exp = t + seconds
+    payload = _b64(json.dumps({"sub": user_id, "aud": AUDIENCE, "iat": t, "exp": exp}, separators=(",", ":")).encode())
+    signing_input = f"{_HEADER}.{payload}"
+    sig = _b64(hmac.new(key, signing_input.encode("ascii"), hashlib.sha256).digest())
+    return f"{signing_input}.{sig}", exp
+
+
+def verify_token(key: bytes, token: str, *, now: float | None = None) -> str:
+    """The user id of a valid token; raises ``ApiError`` 401 for a forged, malformed or expired one."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise unauthorized("malformed token")
+    head, payload, sig = parts
+    expected = hmac.new(key, f"{head}.{payload}".encode("ascii", "replace"), hashlib.sha256).digest()
+    try:
+        given = _unb64(sig)
+        header = json.loads(_unb64(head))
+        claims = json.loads(_unb64(payload))
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise unauthorized("malformed token") from None
+    if not hmac.compare_digest(expected, given):
+        raise unauthorized("token signature does not verify")
+    if not isinstance(header, dict) or header.get("alg") != "HS256":
+        raise unauthorized("unsupported token algorithm")
+    if not isinstance(claims, dict) or claims.get("aud") != AUDIENCE or not isinstance(claims.get("sub"), str):
+        raise unauthorized("token is not for this API")
+    exp = claims.get("exp")
+    if not isinstance(exp, int) or exp <= (time.time() if now is None else now):
+        raise unauthorized("token expired")
+    return claims["sub"]
+
+
+class _TtlCache:
+    def __init__(self, ttl: float) -> None:
+        self._ttl = ttl
+        self._data: dict[object, tuple[float, object]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: object) -> object | None:
+        hit = self._data.get(key)
+        if hit is None or hit[0] < time.monotonic():
+            return None
+        return hit[1]
+
+    def put(self, key: object, value: object) -> None:
+        with self._lock:
+            if len(self._data) >= MAX_ENTRIES:
+                self._data.clear()
+            self._data[key] = (time.monotonic() + self._ttl, value)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+def _cookie(header: str | None, name: str) -> str | None:
+    if not header:
+        return None
+    for part in header.split(";"):
+        k, _, v = part.strip().partition("=")
+        if k == name:
+            return v
+    return None
+
+
+class Authenticator:
+    """Authentication and authorization of API requests against one ``SqlAuthStore``."""
+
+    def __init__(self, store: SqlAuthStore, key: bytes, *, ttl: float = TTL) -> None:
+        self.store = store
+        self.key = key
+        self._secrets = _TtlCache(ttl)
+        self._users = _TtlCache(ttl)
+        self._decisions = _TtlCache(ttl)
+
+    def check_secret(self, access_key_id: str, secret: str) -> UserID:
+        """The owner of a key whose secret is ``secret``; raises ``ApiError`` 401 otherwise."""
+        hit = self._secrets.get(access_key_id)
+        if hit is None:
+            try:
+                hit = self.store.lookup_secret(access_key_id)
+            except CredentialsNotFound:
+                raise unauthorized("error authenticating request: unknown access key") from None
+            self._secrets.put(access_key_id, hit)
+        assert isinstance(hit, tuple)
+        user: UserID = hit[0]
+        expected: str = hit[1]
+        if not hmac.compare_digest(expected.encode(), secret.encode("utf-8", "surrogateescape")):
+            raise unauthorized("error authenticating request: wrong secret")
+        return user
+
+    def login(self, access_key_id: str, secret: str) -> tuple[str, int]:
+        """A token and its expiry for valid credentials; raises ``ApiError`` 401."""
+        return issue_token(self.key, self.check_secret(access_key_id, secret))
+
+    def _live_user(self, user_id: str) -> UserID:
+        if self._users.get(user_id) is None:
+            try:
+                self.store.get_user(user_id)
+            except UserNotFound:
+                raise unauthorized("token of a deleted user") from None
+            self._users.put(user_id, True)
+        return UserID(user_id)
+
+    def authenticate(self, authorization: str | None, cookie: str | None) -> UserID:
+        """The user behind a request's ``Authorization`` or session cookie; raises ``ApiError`` 401."""
+        if authorization:
+            scheme, _, cred = authorization.strip().partition(" ")
+            scheme = scheme.lower()
+            if scheme == "basic":
+                try:
+                    decoded = base64.b64decode(cred.strip(), validate=True).decode("utf-8")
+                except (binascii.Error, UnicodeDecodeError):
+                    raise unauthorized("malformed basic credentials") from None
+                key_id, sep, secret = decoded.partition(":")
+                if not sep:
+                    raise unauthorized("malformed basic credentials")
+                return self.check_secret(key_id, secret)
+            if scheme == "bearer":
+                return self._live_user(verify_token(self.key, cred.strip()))
+            raise unauthorized(f"unsupported authorization scheme {scheme!r}")
+        token = _cookie(cookie, COOKIE)
+        if token:
+            return self._live_user(verify_token(self.key, token))
+        raise unauthorized("missing credentials: use basic auth with an access key, or a token from /auth/login")
+
+    def allowed(self, user_id: str, action: Action, repo: str = "*") -> bool:
+        """Whether ``user_id``'s policies allow ``action`` on ``repo`` (cached for ``TTL``)."""
+        key = (user_id, action, repo)
+        hit = self._decisions.get(key)
+        if hit is not None:
+            return bool(hit)
+        decision = self.store.authorize(user_id, action, repo)
+        self._decisions.put(key, decision)
+        return decision
+
+    def require(self, user_id: str, action: Action, repo: str = "*") -> None:
+        """Raises ``ApiError`` 403 unless ``allowed``."""
+        if not self.allowed(user_id, action, repo):
+            where = "" if repo == "*" else f" on repository {repo}"
+            raise ApiError(403, f"insufficient permissions: {user_id} may not {action.value}{where}")
+
+    def forget(self) -> None:
+        """Drop cached decisions and users (after this process changed policies or users)."""
+        self._decisions.clear()
+        self._users.clear()
+        self._secrets.clear()

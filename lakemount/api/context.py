@@ -1,0 +1,168 @@
+"""What an operation receives (:class:`Ctx`: the request, its parameters, the caller, the catalog) and replies with.
+
+Query parameters are checked against the operation's declared ones (type,
+range); JSON bodies are read up to ``MAX_JSON_BYTES``, must be sent as
+``application/json`` and are validated against the operation's schema, so
+an operation only ever sees well-formed input.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import parse_qsl
+
+from lakemount.api.errors import ApiError, bad_request
+from lakemount.api.routing import Operation
+from lakemount.api.schemas import validate
+from lakemount.auth.model import UserID
+from lakemount.auth.policies import Action
+from lakemount.gateway.http import Request, Response
+
+if TYPE_CHECKING:
+    from lakemount.api.handler import ApiService
+
+MAX_JSON_BYTES: Final = 1 << 20
+
+
+def json_response(status: int, payload: Any, headers: tuple[tuple[str, str], ...] = ()) -> Response:
+    """A JSON response."""
+    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return Response(status, [("Content-Type", "application/json"), *headers], body)
+
+
+def empty(status: int = 204) -> Response:
+    return Response(status, [], b"")
+
+
+def error_response(err: ApiError) -> Response:
+    return json_response(err.status, {"message": err.message}, err.headers)
+
+
+def parse_query(raw: str) -> dict[str, list[str]]:
+    """Query parameters with every value of a repeated name (``objects=a&objects=b``)."""
+    out: dict[str, list[str]] = {}
+    try:
+        pairs = parse_qsl(raw, keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        raise bad_request("query string is not valid UTF-8") from None
+    for k, v in pairs:
+        out.setdefault(k, []).append(v)
+    return out
+
+
+@dataclass
+class Ctx:
+    """One request on its way through an operation."""
+
+    service: ApiService
+    request: Request
+    op: Operation
+    params: dict[str, str]
+    query: dict[str, list[str]]
+    user: UserID | None = None
+    _json: Any = field(default=None)
+
+    @property
+    def catalog(self) -> Any:
+        return self.service.catalog
+
+    @property
+    def auth(self) -> Any:
+        return self.service.authenticator
+
+    # --- authorization ---------------------------------------------------------------
+    def require(self, action: Action, repo: str = "*") -> None:
+        """Raises ``ApiError`` 403 unless the caller may do ``action`` on ``repo``."""
+        assert self.user is not None
+        self.service.authenticator.require(self.user, action, repo)
+
+    def allowed(self, action: Action, repo: str = "*") -> bool:
+        assert self.user is not None
+        return self.service.authenticator.allowed(self.user, action, repo)
+
+    # --- query -----------------------------------------------------------------------
+    def q(self, name: str, default: str | None = None) -> str | None:
+        values = self.query.get(name)
+        return values[0] if values else default
+
+    def q_required(self, name: str) -> str:
+        v = self.q(name)
+        if v is None or v == "":
+            raise bad_request(f"missing required query parameter {name!r}")
+        return v
+
+    def q_list(self, name: str) -> list[str]:
+        """Every value of a repeated parameter (lakeFS's clients repeat the name)."""
+        return [v for v in self.query.get(name, []) if v]
+
+    def q_int(self, name: str, default: int | None = None) -> int | None:
+        v = self.q(name)
+        if v is None or v == "":
+            return default
+        try:
+            return int(v)
+        except ValueError:
+            raise bad_request(f"query parameter {name!r} must be an integer") from None
+
+    def q_bool(self, name: str, default: bool = False) -> bool:
+        v = self.q(name)
+        if v is None or v == "":
+            return default
+        low = v.lower()
+        if low in ("true", "1"):
+            return True
+        if low in ("false", "0"):
+            return False
+        raise bad_request(f"query parameter {name!r} must be true or false")
+
+    def check_query(self) -> None:
+        """Types and ranges of the declared query parameters; 400 on a bad one."""
+        for p in self.op.params:
+            if p.where != "query":
+                continue
+            if p.required and not self.q(p.name):
+                raise bad_request(f"missing required query parameter {p.name!r}")
+            if p.type == "integer":
+                n = self.q_int(p.name)
+                if n is not None and ((p.minimum is not None and n < p.minimum) or (p.maximum is not None and n > p.maximum)):
+                    raise bad_request(f"query parameter {p.name!r} out of range")
+            elif p.type == "boolean":
+                self.q_bool(p.name)
+
+    # --- body ------------------------------------------------------------------------
+    def json_body(self) -> dict[str, Any]:
+        """The validated JSON body (``{}`` when optional and absent); 400/413/415 on bad input."""
+        if self._json is not None:
+            return self._json  # type: ignore[no-any-return]
+        assert self.op.body is not None and self.op.body != "raw"
+        raw = self.read_body(MAX_JSON_BYTES)
+        if not raw.strip():
+            if self.op.body_required:
+                raise bad_request("request body is required")
+            self._json = {}
+            return {}
+        ctype = (self.request.header("content-type") or "application/json").split(";")[0].strip().lower()
+        if ctype != "application/json" and not ctype.endswith("+json"):
+            raise ApiError(415, f"request body must be application/json, not {ctype}")
+        try:
+            value = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise bad_request(f"malformed JSON body: {e}") from None
+        self._json = validate(value, self.op.body)
+        return self._json  # type: ignore[no-any-return]
+
+    def read_body(self, limit: int) -> bytes:
+        """The whole body, refused with 413 past ``limit`` bytes."""
+        declared = self.request.header("content-length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+            raise ApiError(413, f"request body larger than {limit} bytes")
+        parts: list[bytes] = []
+        size = 0
+        while piece := self.request.body.read():
+            size += len(piece)
+            if size > limit:
+                raise ApiError(413, f"request body larger than {limit} bytes")
+            parts.append(piece)
+        return b"".join(parts)

@@ -1,0 +1,83 @@
+"""API errors: lakeFS's ``{"message": ...}`` body and status codes, one table for every lakemount error.
+
+:class:`ApiError` is raised by request parsing and by operations for
+failures that are the API's own (bad JSON, missing authentication); every
+:class:`~lakemount.errors.LakeMountError` is translated here, by category,
+so the lakeFS SDKs raise their own exception types (``NotFoundException``
+for 404, ``ConflictException`` for 409, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from lakemount.errors import (
+    AlreadyExists,
+    Conflict,
+    Corrupt,
+    InvalidArgument,
+    LakeMountError,
+    NotFound,
+    NothingToCommit,
+    PermissionDenied,
+    PreconditionFailed,
+    ReadOnly,
+    Unavailable,
+    category_of,
+)
+
+
+class ApiError(Exception):
+    """A response the API gives instead of a result: an HTTP status and a one-line message."""
+
+    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers
+
+
+STATUS_BY_CATEGORY: Final[dict[type[LakeMountError], int]] = {
+    NotFound: 404,
+    AlreadyExists: 409,
+    Conflict: 409,
+    PreconditionFailed: 412,
+    InvalidArgument: 400,
+    ReadOnly: 403,
+    PermissionDenied: 403,  # branch protection, a pre-hook's rejection
+    Corrupt: 500,
+    Unavailable: 503,
+    LakeMountError: 500,
+}
+
+
+def status_of(err: LakeMountError) -> int:
+    """The HTTP status lakeFS answers for an error of this kind.
+
+    ``NothingToCommit`` is lakeFS's "no changes", a 400; a write to a
+    protected branch or a tag is a 403 as in lakeFS.
+    """
+    if isinstance(err, NothingToCommit):
+        return 400
+    return STATUS_BY_CATEGORY[category_of(err)]
+
+
+def translate(err: LakeMountError) -> ApiError:
+    """The API error for a lakemount error."""
+    return ApiError(status_of(err), str(err))
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, message)
+
+
+def not_found(message: str) -> ApiError:
+    return ApiError(404, message)
+
+
+def unauthorized(message: str = "error authenticating request") -> ApiError:
+    return ApiError(401, message)
+
+
+def forbidden(message: str = "insufficient permissions") -> ApiError:
+    return ApiError(403, message)

@@ -1,0 +1,99 @@
+"""The API's request handler: route, authenticate, run the operation, translate errors.
+
+``ApiService.handle`` is the blocking ``Request -> Response`` function the
+gateway's ASGI adapter runs in its thread pool.  Every failure becomes a
+JSON ``{"message": ...}`` with lakeFS's status code; an unexpected exception
+is logged and answered 500 without details (it is a bug, and tests assert
+it never happens).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from functools import cached_property
+from typing import Any, Final
+
+from lakemount.api import (  # noqa: F401 - importing a resource module registers its operations
+    branches,
+    commits,
+    imports,
+    objects,
+    refs,
+    repositories,
+    setup,
+    tags,
+    users,
+)
+from lakemount.api.auth import Authenticator, signing_key
+from lakemount.api.context import Ctx, error_response, parse_query
+from lakemount.api.errors import ApiError, not_found, translate
+from lakemount.api.routing import OPERATIONS, Router
+from lakemount.app import App
+from lakemount.auth.crypto import read_key_file
+from lakemount.errors import LakeMountError
+from lakemount.gateway.errors import S3Error
+from lakemount.gateway.http import ClientDisconnected, Request, Response
+
+log = logging.getLogger("lakemount.api")
+
+PREFIX: Final = "/api/v1"
+
+
+def server_key(app: App) -> str:
+    """The install's server key (``auth.encrypt.secret_key``, else ``LAKEMOUNT_HOME/server.key``), as ``App.auth`` reads it."""
+    return (app.config.auth.encrypt.secret_key or read_key_file(os.path.join(app.config.home, "server.key")))
+
+
+class ApiService:
+    """The API of one process over one ``App``."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.router = Router(OPERATIONS)
+        self.tmpdir = os.path.join(app.config.home, "tmp")
+        os.makedirs(self.tmpdir, exist_ok=True)
+
+    @cached_property
+    def catalog(self) -> Any:
+        return self.app.catalog
+
+    @cached_property
+    def authenticator(self) -> Authenticator:
+        return Authenticator(self.app.auth, signing_key(server_key(self.app)))
+
+    def handle(self, request: Request) -> Response:
+        """Answer one request (never raises)."""
+        try:
+            return self._handle(request)
+        except ApiError as e:
+            return error_response(e)
+        except LakeMountError as e:
+            return error_response(translate(e))
+        except ClientDisconnected:
+            return error_response(ApiError(400, "client disconnected before the request body was complete"))
+        except S3Error as e:  # the body pump's timeout
+            return error_response(ApiError(408, e.message or "request body timed out"))
+        except Exception:  # noqa: BLE001 - a bug: logged, answered without details
+            log.exception("unexpected error serving %s %s", request.method, request.raw_path)
+            return error_response(ApiError(500, "internal error"))
+
+    def _handle(self, request: Request) -> Response:
+        path = request.raw_path
+        if not path.startswith(PREFIX + "/") and path != PREFIX:
+            raise not_found(f"no such API path: {path.split('?')[0][:200]}")
+        try:
+            op, params, other = self.router.match(request.method, path[len(PREFIX) :] or "/")
+        except UnicodeDecodeError:
+            raise ApiError(400, "path is not valid UTF-8") from None
+        if op is None:
+            if other:
+                raise ApiError(405, f"method {request.method} not allowed here")
+            raise not_found(f"no such API path: {path[:200]}")
+        ctx = Ctx(self, request, op, params, parse_query(request.raw_query))
+        if op.auth:
+            ctx.user = self.authenticator.authenticate(request.header("authorization"), request.header("cookie"))
+        ctx.check_query()
+        result = op.func(ctx)
+        assert isinstance(result, Response)
+        return result

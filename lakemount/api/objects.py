@@ -1,0 +1,241 @@
+"""Objects: stat, get (with Range), head, upload (raw or form), delete one or many, list, copy.
+
+Object paths are S3-like keys with the restrictions every lakemount front end
+shares (they must also be paths in the mount): not empty, no leading ``/``,
+no NUL, no ``.`` or ``..`` segment; anything else is a 400.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Final
+
+from lakemount.api.branches import repo_of
+from lakemount.api.context import Ctx, empty, json_response
+from lakemount.api.errors import ApiError, bad_request
+from lakemount.api.models import object_json
+from lakemount.api.pagination import page_size
+from lakemount.api.routing import PAGINATION, Param, operation
+from lakemount.api.upload import receive_object
+from lakemount.auth.policies import Action
+from lakemount.catalog.catalog import MAX_KEY_BYTES
+from lakemount.errors import ObjectNotFound
+from lakemount.gateway.errors import S3Error
+from lakemount.gateway.http import Response
+from lakemount.gateway.objects import STORED_PREFIX, http_date, make_entry, parse_range, read_stream
+
+TAG = "objects"
+META_HEADER: Final = "x-lakefs-meta-"
+MAX_DELETE: Final = 1000
+PATH = Param("path", required=True, description="the object's path")
+PRESIGN = Param("presign", "boolean", description="presigned URLs are not supported: must be false")
+
+
+def check_path(path: str) -> str:
+    """``path`` if it is a valid object path; raises ``ApiError`` 400."""
+    if not path:
+        raise bad_request("empty object path")
+    if "\x00" in path:
+        raise bad_request("object path contains NUL")
+    if path.startswith("/"):
+        raise bad_request("object path must not start with '/'")
+    if any(seg in (".", "..") for seg in path.split("/")):
+        raise bad_request("object path must not contain '.' or '..' segments")
+    if len(path.encode("utf-8", "surrogateescape")) > MAX_KEY_BYTES:
+        raise bad_request(f"object path longer than {MAX_KEY_BYTES} bytes")
+    return path
+
+
+def _no_presign(ctx: Ctx) -> None:
+    if ctx.q_bool("presign"):
+        raise bad_request("presigned URLs are not supported (storage config says pre_sign_support: false)")
+
+
+def _user_meta(entry: Any) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in entry.metadata if not k.startswith(STORED_PREFIX)]
+
+
+def _stats(ctx: Ctx, repo_rec: Any, path: str, entry: Any) -> dict[str, Any]:
+    out = object_json(ctx.catalog, repo_rec, path, entry)
+    out["metadata"] = dict(_user_meta(entry))
+    return out
+
+
+@operation("GET", "/repositories/{repository}/refs/{ref}/objects/stat", "statObject", tag=TAG,
+           summary="an object's metadata", params=(PATH, Param("user_metadata", "boolean"), PRESIGN),
+           response="ObjectStats")
+def stat_object(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.READ_REPO)
+    _no_presign(ctx)
+    path = check_path(ctx.q_required("path"))
+    entry = ctx.catalog.stat(repo, ctx.params["ref"], path)
+    return json_response(200, _stats(ctx, ctx.catalog.repository(repo), path, entry))
+
+
+def _object_headers(entry: Any) -> list[tuple[str, str]]:
+    headers = [
+        ("Content-Type", entry.content_type or "application/octet-stream"),
+        ("ETag", f'"{entry.etag}"'),
+        ("Last-Modified", http_date(entry.mtime_ns)),
+        ("Accept-Ranges", "bytes"),
+    ]
+    headers += [(META_HEADER + k, v) for k, v in _user_meta(entry)]
+    return headers
+
+
+def _read(ctx: Ctx, *, with_body: bool) -> Response:
+    repo = repo_of(ctx, Action.READ_REPO)
+    _no_presign(ctx)
+    path = check_path(ctx.q_required("path"))
+    entry = ctx.catalog.stat(repo, ctx.params["ref"], path)
+    headers = _object_headers(entry)
+    inm = ctx.request.header("if-none-match")
+    if with_body and inm is not None and inm.strip() in (f'"{entry.etag}"', entry.etag, "*"):
+        return Response(304, headers[1:3], b"")
+    try:
+        rng = parse_range(ctx.request.header("range"), entry.size)
+    except S3Error:
+        raise ApiError(416, "requested range not satisfiable", (("Content-Range", f"bytes */{entry.size}"),)) from None
+    start, length = (0, entry.size) if rng is None else rng
+    status = 200 if rng is None else 206
+    if rng is not None:
+        headers.append(("Content-Range", f"bytes {start}-{start + length - 1}/{entry.size}"))
+    if not with_body:
+        headers.append(("Content-Length", str(length)))
+        return Response(status, headers, b"")
+    body, f = read_stream(ctx.catalog, ctx.catalog.repository(repo), entry, start, length)
+    return Response(status, headers, body, length=length, close=f.close if f is not None else None)
+
+
+@operation("GET", "/repositories/{repository}/refs/{ref}/objects", "getObject", tag=TAG,
+           summary="an object's data (Range supported)", content_type="application/octet-stream",
+           params=(PATH, PRESIGN, Param("Range", where="header"), Param("If-None-Match", where="header")),
+           errors=(400, 401, 404, 416))
+def get_object(ctx: Ctx) -> Response:
+    return _read(ctx, with_body=True)
+
+
+@operation("HEAD", "/repositories/{repository}/refs/{ref}/objects", "headObject", tag=TAG,
+           summary="an object's headers", params=(PATH, Param("Range", where="header")), errors=(400, 401, 404, 416),
+           content_type="")
+def head_object(ctx: Ctx) -> Response:
+    return _read(ctx, with_body=False)
+
+
+def _metadata(ctx: Ctx) -> list[tuple[str, str]]:
+    out: dict[str, str] = {}
+    size = 0
+    for name, value in ctx.request.headers:
+        if name.startswith(META_HEADER):
+            key = name[len(META_HEADER) :]
+            out.setdefault(key, value)
+            size += len(key) + len(value)
+    if size > 2048:
+        raise bad_request("user metadata larger than 2048 bytes")
+    return sorted(out.items())
+
+
+@operation("POST", "/repositories/{repository}/branches/{branch}/objects", "uploadObject", tag=TAG,
+           summary="upload an object (raw body, or multipart/form-data with a 'content' field)",
+           params=(PATH, Param("storageClass"), Param("force", "boolean"), Param("If-None-Match", where="header")),
+           body="raw", response="ObjectStats", status=201, errors=(400, 401, 403, 404, 412, 413))
+def upload_object(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.WRITE_REPO)
+    branch = ctx.params["branch"]
+    path = check_path(ctx.q_required("path"))
+    cat = ctx.catalog
+    repo_rec = cat.repository(repo)
+    cat.get_branch(repo, branch)
+    cat.writable_branch(repo, branch)
+    exclusive = (ctx.request.header("if-none-match") or "").strip() == "*"
+    if exclusive and cat.get_optional(repo, branch, path) is not None:
+        raise ApiError(412, f"object exists: {path}")
+    meta = _metadata(ctx)
+    stored = receive_object(ctx.request, cat, repo_rec, ctx.service.tmpdir)
+    entry = make_entry(stored.address, stored.size, stored.md5, path, stored.content_type, meta)
+    if exclusive and cat.get_optional(repo, branch, path) is not None:
+        raise ApiError(412, f"object exists: {path}")
+    cat.put_entry(repo, branch, path, entry)
+    return json_response(201, _stats(ctx, repo_rec, path, entry))
+
+
+@operation("DELETE", "/repositories/{repository}/branches/{branch}/objects", "deleteObject", tag=TAG,
+           summary="delete an object", params=(PATH, Param("force", "boolean")), status=204,
+           errors=(400, 401, 403, 404))
+def delete_object(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.WRITE_REPO)
+    ctx.catalog.delete(repo, ctx.params["branch"], check_path(ctx.q_required("path")))
+    return empty(204)
+
+
+@operation("POST", "/repositories/{repository}/branches/{branch}/objects/delete", "deleteObjects", tag=TAG,
+           summary="delete up to 1000 objects at once (missing ones are not errors)", body="PathList",
+           params=(Param("force", "boolean"),), response="ObjectErrorList", errors=(400, 401, 403, 404))
+def delete_objects(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.WRITE_REPO)
+    branch = ctx.params["branch"]
+    paths = ctx.json_body()["paths"]
+    if len(paths) > MAX_DELETE:
+        raise bad_request(f"at most {MAX_DELETE} paths per request")
+    errors: list[dict[str, Any]] = []
+    doomed: list[tuple[str, None]] = []
+    ctx.catalog.get_branch(repo, branch)
+    for p in paths:
+        try:
+            check_path(p)
+        except ApiError as e:
+            errors.append({"status_code": e.status, "message": e.message, "path": p})
+            continue
+        if ctx.catalog.get_optional(repo, branch, p) is not None:
+            doomed.append((p, None))
+    if doomed:
+        ctx.catalog.apply(repo, branch, doomed)
+    return json_response(200, {"errors": errors})
+
+
+@operation("GET", "/repositories/{repository}/refs/{ref}/objects/ls", "listObjects", tag=TAG,
+           summary="objects under a prefix, in path order; with a delimiter, common prefixes too",
+           params=(*PAGINATION, Param("delimiter"), Param("user_metadata", "boolean"), PRESIGN),
+           response="ObjectStatsList")
+def list_objects(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.READ_REPO)
+    _no_presign(ctx)
+    cat = ctx.catalog
+    repo_rec = cat.repository(repo)
+    n = page_size(ctx.q_int("amount"))
+    with_meta = ctx.q_bool("user_metadata", True)
+    items = list(cat.list(repo, ctx.params["ref"], ctx.q("prefix") or "", delimiter=ctx.q("delimiter") or "",
+                          after=ctx.q("after") or "", limit=n + 1))
+    more = len(items) > n
+    items = items[:n]
+    results = []
+    for it in items:
+        out = object_json(cat, repo_rec, it.path, it.entry)
+        if it.entry is not None:
+            out["metadata"] = dict(_user_meta(it.entry)) if with_meta else {}
+        results.append(out)
+    return json_response(200, {
+        "results": results,
+        "pagination": {"has_more": more, "next_offset": items[-1].path if more else "", "results": len(results),
+                       "max_per_page": 1000},
+    })
+
+
+@operation("POST", "/repositories/{repository}/branches/{branch}/objects/copy", "copyObject", tag=TAG,
+           summary="copy an object (no data is copied: both entries share it)", body="ObjectCopyCreation",
+           params=(Param("dest_path", required=True),), response="ObjectStats", status=201,
+           errors=(400, 401, 403, 404))
+def copy_object(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.WRITE_REPO)
+    branch = ctx.params["branch"]
+    body = ctx.json_body()
+    dest = check_path(ctx.q_required("dest_path"))
+    src = check_path(body["src_path"])
+    src_ref = body.get("src_ref") or branch
+    try:
+        entry = ctx.catalog.stat(repo, src_ref, src)
+    except ObjectNotFound:
+        raise ApiError(404, f"source object not found: {src_ref}/{src}") from None
+    new = entry._replace(mtime_ns=time.time_ns())
+    ctx.catalog.put_entry(repo, branch, dest, new)
+    return json_response(201, _stats(ctx, ctx.catalog.repository(repo), dest, new))

@@ -1,0 +1,118 @@
+"""Refs: the commit log (filtered by paths and prefixes), the diff of two refs, merge, and merge base."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from itertools import dropwhile
+
+from lakemount.api.branches import DELIMITER, diff_page, repo_of
+from lakemount.api.context import Ctx, json_response
+from lakemount.api.errors import bad_request
+from lakemount.api.models import commit_json
+from lakemount.api.pagination import paginate
+from lakemount.api.routing import PAGINATION, Param, operation
+from lakemount.auth.policies import Action
+from lakemount.gateway.http import Response
+
+TAG = "refs"
+
+
+def _since(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise bad_request("since must be an ISO 8601 date-time") from None
+
+
+@operation("GET", "/repositories/{repository}/refs/{ref}/commits", "logCommits", tag=TAG,
+           summary="commits reachable from a ref, newest first; with objects/prefixes only those changing them",
+           params=(
+               Param("after", description="commit id of the previous page's last commit"),
+               Param("amount", "integer", minimum=-1, maximum=1000),
+               Param("objects", array=True, description="only commits that change one of these paths"),
+               Param("prefixes", array=True, description="only commits that change something under one of these"),
+               Param("limit", "boolean", description="stop after amount results (no further pages)"),
+               Param("first_parent", "boolean"),
+               Param("since", description="only commits at or after this date-time"),
+               Param("stop_at", description="stop at this commit (included)"),
+           ),
+           response="CommitList")
+def log_commits(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.READ_REPO)
+    commits = ctx.catalog.log(
+        repo, ctx.params["ref"], since=_since(ctx.q("since")), first_parent=ctx.q_bool("first_parent"),
+        paths=ctx.q_list("objects"), prefixes=ctx.q_list("prefixes"),
+    )
+    stop_at = ctx.q("stop_at") or ""
+    if stop_at:
+        stop_id = ctx.catalog.commit_of(repo, stop_at).id
+
+        def until(it):  # type: ignore[no-untyped-def]
+            for c in it:
+                yield c
+                if c.id == stop_id:
+                    return
+
+        commits = until(commits)
+    after = ctx.q("after") or ""
+    if after:
+        seen = iter(commits)
+        commits = dropwhile(lambda c: c.id != after, seen)
+        next(commits, None)  # the previous page's last commit itself
+    page = paginate(commits, ctx.q_int("amount"), lambda c: c.id, commit_json)
+    if ctx.q_bool("limit"):
+        page["pagination"]["has_more"] = False
+        page["pagination"]["next_offset"] = ""
+    return json_response(200, page)
+
+
+@operation("GET", "/repositories/{repository}/refs/{leftRef}/diff/{rightRef}", "diffRefs", tag=TAG,
+           summary="what changed from leftRef to rightRef (three_dot: since their merge base)",
+           params=(*PAGINATION, DELIMITER, Param("type", description="three_dot (default) or two_dot"),
+                   Param("include_right_stats", "boolean")),
+           response="DiffList")
+def diff_refs(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.READ_REPO)
+    kind = ctx.q("type") or "three_dot"
+    left, right = ctx.params["leftRef"], ctx.params["rightRef"]
+    if kind == "two_dot":
+        records = ctx.catalog.diff(repo, left, right, prefix=ctx.q("prefix") or "")
+    elif kind == "three_dot":
+        base = ctx.catalog.merge_base(repo, left, right)
+        records = ctx.catalog.diff(repo, base or left, right, prefix=ctx.q("prefix") or "") if base else \
+            ctx.catalog.diff(repo, left, right, prefix=ctx.q("prefix") or "")
+    else:
+        raise bad_request("type must be two_dot or three_dot")
+    return diff_page(ctx, records, delimiter=ctx.q("delimiter") or "")
+
+
+@operation("POST", "/repositories/{repository}/refs/{sourceRef}/merge/{destinationBranch}", "mergeIntoBranch", tag=TAG,
+           summary="merge a ref into a branch", body="Merge", body_required=False, response="MergeResult",
+           errors=(400, 401, 403, 404, 409, 412))
+def merge_into_branch(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.WRITE_REPO)
+    body = ctx.json_body()
+    strategy = body.get("strategy") or None
+    result = ctx.catalog.merge(
+        repo, ctx.params["sourceRef"], ctx.params["destinationBranch"], strategy=strategy,
+        squash=bool(body.get("squash_merge")), message=body.get("message") or None,
+        committer=ctx.user or "lakemount", metadata=sorted((body.get("metadata") or {}).items()),
+    )
+    return json_response(200, {"reference": result.commit_id})
+
+
+@operation("GET", "/repositories/{repository}/refs/{sourceRef}/merge/{destinationBranch}", "findMergeBase", tag=TAG,
+           summary="the merge base of a ref and a branch", response="FindMergeBaseResult")
+def find_merge_base(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.READ_REPO)
+    src, dst = ctx.params["sourceRef"], ctx.params["destinationBranch"]
+    base = ctx.catalog.merge_base(repo, src, dst)
+    if base is None:
+        raise bad_request("the refs share no history")
+    return json_response(200, {
+        "source_commit_id": ctx.catalog.commit_of(repo, src).id,
+        "destination_commit_id": ctx.catalog.commit_of(repo, dst).id,
+        "base_commit_id": base,
+    })

@@ -1,0 +1,65 @@
+"""Repositories: create (with a storage namespace), list, get, delete, metadata."""
+
+from __future__ import annotations
+
+from lakemount.api.context import Ctx, empty, json_response
+from lakemount.api.errors import bad_request
+from lakemount.api.models import repository_json
+from lakemount.api.pagination import after_filter, paginate
+from lakemount.api.routing import PAGINATION, Param, operation
+from lakemount.auth.policies import Action
+from lakemount.gateway.http import Response
+
+TAG = "repositories"
+
+
+@operation("GET", "/repositories", "listRepositories", tag=TAG, summary="repositories the caller may read",
+           params=(*PAGINATION, Param("search", description="only repositories whose name contains this")),
+           response="RepositoryList")
+def list_repositories(ctx: Ctx) -> Response:
+    search = ctx.q("search") or ""
+    repos = [r for r in ctx.catalog.list_repositories() if search in r.name and ctx.allowed(Action.READ_REPO, r.name)]
+    items = after_filter(repos, lambda r: r.name, prefix=ctx.q("prefix") or "", after=ctx.q("after") or "")
+    return json_response(200, paginate(items, ctx.q_int("amount"), lambda r: r.name, repository_json))
+
+
+@operation("POST", "/repositories", "createRepository", tag=TAG, summary="create a repository",
+           params=(Param("bare", "boolean", description="create without an initial commit (refused: every repository starts with one)"),),
+           body="RepositoryCreation", response="Repository", status=201, errors=(400, 401, 403, 409))
+def create_repository(ctx: Ctx) -> Response:
+    body = ctx.json_body()
+    name = body["name"]
+    ctx.require(Action.CREATE_REPO, name)
+    if body.get("sample_data"):
+        raise bad_request("sample_data is not supported")
+    if body.get("read_only"):
+        raise bad_request("read-only repositories are not supported")
+    if ctx.q_bool("bare"):
+        raise bad_request("bare repositories are not supported")
+    repo = ctx.catalog.create_repository(name, body["storage_namespace"] or None, body.get("default_branch") or "main")
+    return json_response(201, repository_json(repo))
+
+
+@operation("GET", "/repositories/{repository}", "getRepository", tag=TAG, summary="a repository", response="Repository")
+def get_repository(ctx: Ctx) -> Response:
+    name = ctx.params["repository"]
+    ctx.require(Action.READ_REPO, name)
+    return json_response(200, repository_json(ctx.catalog.repository(name)))
+
+
+@operation("DELETE", "/repositories/{repository}", "deleteRepository", tag=TAG, summary="delete a repository",
+           params=(Param("force", "boolean"),), status=204, errors=(400, 401, 403, 404))
+def delete_repository(ctx: Ctx) -> Response:
+    name = ctx.params["repository"]
+    ctx.require(Action.DELETE_REPO, name)
+    ctx.catalog.delete_repository(name)
+    return empty(204)
+
+
+@operation("GET", "/repositories/{repository}/metadata", "getRepositoryMetadata", tag=TAG,
+           summary="a repository's metadata (lakemount keeps none: always empty)", response="RepositoryMetadata")
+def get_repository_metadata(ctx: Ctx) -> Response:
+    name = ctx.params["repository"]
+    ctx.require(Action.READ_REPO, name)
+    ctx.catalog.repository(name)
+    return json_response(200, {})

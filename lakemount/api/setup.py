@@ -1,0 +1,104 @@
+"""Server-level operations: health, version and storage configuration, login, the current user, the API document.
+
+Storage configuration answers ``pre_sign_support: false``: clients then send
+object data through the API itself (``uploadObject``) rather than to
+presigned block-store URLs, which lakemount does not hand out.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import lakemount
+from lakemount.api.auth import COOKIE, TOKEN_SECONDS
+from lakemount.api.context import Ctx, empty, json_response
+from lakemount.api.routing import operation
+from lakemount.gateway.http import Response
+
+LAKEFS_API_LEVEL: Final = "1.50.0"
+"""The lakeFS API level these operations follow: clients gate features on ``version_config.version``
+(lakefs-spec's ``touch`` needs 1.3.1), so it names that level; lakemount's own version is in ``version_context``."""
+
+
+def _version() -> str:
+    return LAKEFS_API_LEVEL
+
+
+def _context() -> str:
+    return f"lakemount {getattr(lakemount, '__version__', '0.1.0')}"
+
+
+def storage_config(ctx: Ctx) -> dict[str, object]:
+    kind = ctx.service.app.config.blockstore.type
+    example = "s3://bucket/prefix" if kind == "s3" else "local:///var/lib/lakemount/data/repo"
+    return {
+        "blockstore_type": kind,
+        "blockstore_namespace_example": example,
+        "blockstore_namespace_ValidityRegex": "^(s3|local)://",
+        "default_namespace_prefix": ctx.service.app.config.blockstore.default_namespace_prefix,
+        "pre_sign_support": False,
+        "pre_sign_support_ui": False,
+        "import_support": True,
+        "import_validity_regex": "^(s3|local)://",
+        "pre_sign_multipart_upload": False,
+        "blockstore_id": "",
+        "blockstore_description": "",
+    }
+
+
+@operation("GET", "/healthcheck", "healthCheck", tag="healthCheck", summary="check that the API serves", status=204,
+           auth=False, errors=())
+def health_check(ctx: Ctx) -> Response:
+    return empty(204)
+
+
+@operation("GET", "/config/version", "getLakeFSVersion", tag="config", summary="server version",
+           response="VersionConfig", errors=(401,))
+def get_version(ctx: Ctx) -> Response:
+    return json_response(200, {"version": _version(), "version_context": _context(), "upgrade_recommended": False})
+
+
+@operation("GET", "/config/storage", "getStorageConfig", tag="config", summary="block store configuration",
+           response="StorageConfig", errors=(401,))
+def get_storage_config(ctx: Ctx) -> Response:
+    return json_response(200, storage_config(ctx))
+
+
+@operation("GET", "/config", "getConfig", tag="config", summary="version and storage configuration",
+           response="Config", errors=(401,))
+def get_config(ctx: Ctx) -> Response:
+    sc = storage_config(ctx)
+    return json_response(200, {"version_config": {"version": _version(), "version_context": _context(), "upgrade_recommended": False},
+                               "storage_config": sc, "storage_config_list": [sc]})
+
+
+@operation("POST", "/auth/login", "login", tag="auth", summary="exchange an access key and its secret for a token",
+           body="LoginInformation", response="AuthenticationToken", auth=False, errors=(400, 401))
+def login(ctx: Ctx) -> Response:
+    body = ctx.json_body()
+    token, exp = ctx.auth.login(body["access_key_id"], body["secret_access_key"])
+    cookie = f"{COOKIE}={token}; Path=/; Max-Age={TOKEN_SECONDS}; HttpOnly; SameSite=Strict"
+    return json_response(200, {"token": token, "token_expiration": exp}, (("Set-Cookie", cookie),))
+
+
+@operation("POST", "/auth/logout", "logout", tag="auth", summary="forget the session cookie", status=204,
+           auth=False, errors=())
+def logout(ctx: Ctx) -> Response:
+    return Response(204, [("Set-Cookie", f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict")], b"")
+
+
+@operation("GET", "/user", "getCurrentUser", tag="auth", summary="the authenticated user", response="CurrentUser",
+           errors=(401,))
+def current_user(ctx: Ctx) -> Response:
+    from lakemount.api.users import user_json
+
+    assert ctx.user is not None
+    return json_response(200, {"user": user_json(ctx.service.app.auth.get_user(ctx.user))})
+
+
+@operation("GET", "/openapi.json", "getOpenAPI", tag="internal", summary="this API's OpenAPI document",
+           auth=False, errors=())
+def openapi_document(ctx: Ctx) -> Response:
+    from lakemount.api.openapi import document
+
+    return json_response(200, document())

@@ -1,0 +1,151 @@
+"""Receiving object data: a raw body or a ``multipart/form-data`` one, verified before anything is staged.
+
+The bytes go to a landing file (the gateway's: inside a local storage
+namespace, so storing is a rename) while MD5 and SHA-256 are computed on two
+threads; only when the whole body arrived, its length matches
+``Content-Length`` and (for a form) the closing boundary was seen, is the
+file stored content-addressed.  A client that disconnects or times out
+leaves nothing behind: the landing file is removed, nothing is staged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Final
+
+from lakemount.api.errors import ApiError, bad_request
+from lakemount.gateway.http import Request
+from lakemount.block.landing import Landing
+
+MAX_OBJECT_BYTES: Final = 5 * 1024**3
+MAX_PART_HEADER: Final = 64 * 1024
+_hasher: ThreadPoolExecutor | None = None
+
+
+def _hash_pool() -> ThreadPoolExecutor:
+    """The SHA-256 threads, made on the first upload (no pool at import)."""
+    global _hasher
+    if _hasher is None:
+        _hasher = ThreadPoolExecutor(8, thread_name_prefix="lm-api-sha")
+    return _hasher
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    address: str
+    size: int
+    md5: str
+    content_type: str
+
+
+def _chunks(request: Request) -> Iterator[bytes]:
+    while piece := request.body.read():
+        yield piece
+
+
+def _boundary(content_type: str) -> bytes:
+    m = re.search(r'boundary="?([^";]+)"?', content_type)
+    if m is None or not 1 <= len(m.group(1)) <= 70:
+        raise bad_request("multipart/form-data without a valid boundary")
+    return m.group(1).encode("latin-1", "replace")
+
+
+def _form_content(chunks: Iterator[bytes], boundary: bytes, part_type: list[str]) -> Iterator[bytes]:
+    """The data of the form's ``content`` part, streamed; 400 if the form is malformed or lacks it."""
+    buf = b""
+    opener = b"--" + boundary
+    # The preamble and the first part's headers.
+    while True:
+        start = buf.find(opener)
+        if start >= 0:
+            head_end = buf.find(b"\r\n\r\n", start)
+            if head_end >= 0:
+                break
+        if len(buf) > MAX_PART_HEADER:
+            raise bad_request("multipart/form-data: part headers too long or boundary missing")
+        piece = next(chunks, b"")
+        if not piece:
+            raise bad_request("multipart/form-data: body ended before the first part")
+        buf += piece
+    headers = buf[start + len(opener) : head_end].decode("utf-8", "replace")
+    disposition = re.search(r'(?im)^content-disposition:\s*form-data;.*\bname="([^"]*)"', headers)
+    if disposition is None or disposition.group(1) != "content":
+        raise bad_request("multipart/form-data: the first part must be the 'content' field")
+    ctype = re.search(r"(?im)^content-type:\s*([^\r\n]+)", headers)
+    if ctype is not None:
+        part_type.append(ctype.group(1).strip())
+    buf = buf[head_end + 4 :]
+    delim = b"\r\n--" + boundary
+    keep = len(delim) - 1
+    while True:
+        i = buf.find(delim)
+        if i >= 0:
+            if buf[:i]:
+                yield buf[:i]
+            rest = buf[i + len(delim) :]
+            while len(rest) < 2:
+                piece = next(chunks, b"")
+                if not piece:
+                    raise bad_request("multipart/form-data: body ended inside the closing boundary")
+                rest += piece
+            if not (rest.startswith(b"--") or rest.startswith(b"\r\n")):
+                raise bad_request("multipart/form-data: malformed boundary")
+            for _ in chunks:  # the epilogue and any further parts are read and ignored
+                pass
+            return
+        if len(buf) > keep:
+            yield buf[: len(buf) - keep]
+            buf = buf[len(buf) - keep :]
+        piece = next(chunks, b"")
+        if not piece:
+            raise bad_request("multipart/form-data: body ended before the closing boundary (truncated upload)")
+        buf += piece
+
+
+def _fill(land: Landing, data: Iterator[bytes], limit: int) -> tuple[int, str, str]:
+    md5, sha = hashlib.md5(), hashlib.sha256()
+    size = 0
+    pending = None
+    pool = _hash_pool()
+    for piece in data:
+        size += len(piece)
+        if size > limit:
+            raise ApiError(413, f"object larger than {limit} bytes")
+        if pending is not None:
+            pending.result()
+        pending = pool.submit(sha.update, piece)
+        md5.update(piece)
+        land.write(piece)
+    if pending is not None:
+        pending.result()
+    return size, md5.hexdigest(), sha.hexdigest()
+
+
+def receive_object(request: Request, catalog: Any, repo: Any, tmpdir: str) -> Stored:
+    """Read the request's object data (raw or form), verify it and store it content-addressed.
+
+    Raises ``ApiError`` (400 malformed or truncated, 413 too large) and
+    ``ClientDisconnected``; nothing is stored then.
+    """
+    declared = request.header("content-length")
+    if declared is not None:
+        if not declared.strip().isdigit():
+            raise bad_request("malformed Content-Length")
+        if int(declared) > MAX_OBJECT_BYTES + MAX_PART_HEADER:
+            raise ApiError(413, f"object larger than {MAX_OBJECT_BYTES} bytes")
+    ctype = request.header("content-type") or ""
+    is_form = ctype.split(";")[0].strip().lower() == "multipart/form-data"
+    part_type: list[str] = []
+    chunks = _chunks(request)
+    data = _form_content(chunks, _boundary(ctype), part_type) if is_form else chunks
+    with catalog.landing(repo, tmpdir) as land:
+        size, md5, sha = _fill(land, data, MAX_OBJECT_BYTES)
+        if not is_form and declared is not None and int(declared) != size:
+            raise bad_request(f"body has {size} bytes, Content-Length said {declared}")
+        address = catalog.store_landed(repo, land, sha)
+    content_type = part_type[0] if is_form and part_type else (ctype if not is_form else "")
+    return Stored(address, size, md5, content_type or "application/octet-stream")

@@ -1,0 +1,131 @@
+"""The one JSON shape of each object, as lakeFS's REST API draws it.
+
+Every front end that prints or serves an object as JSON builds it here: the
+CLI's ``--json`` output, the mount's ``.lakefs/`` control files and the REST
+API.  Field names and types follow lakeFS's ``api/swagger.yml`` (schemas
+Repository, Commit, Ref, Diff, ObjectStats, User, Credentials,
+CredentialsWithSecret, Error): dates are integer epoch seconds
+(``creation_date``, ``mtime``), sizes are ``size_bytes``, a commit's metarange
+is ``meta_range_id``.  lakemount's own extra fields (an entry's ``mode``, a
+symlink's target) are added beside lakeFS's, never instead of them.  The
+builders take records by duck type so this module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import stat
+from datetime import datetime
+from typing import Any
+
+PATH_TYPE_OBJECT = "object"
+PATH_TYPE_PREFIX = "common_prefix"
+
+
+def epoch_seconds(when: float | datetime | None) -> int:
+    """Integer epoch seconds of a float timestamp or an aware datetime (lakeFS's ``int64`` dates)."""
+    if when is None:
+        return 0
+    if isinstance(when, datetime):
+        return int(when.timestamp())
+    return int(when)
+
+
+def repository_json(repo: Any) -> dict[str, Any]:
+    """lakeFS ``Repository`` of a graveler ``Repository`` (``name``, ``storage_namespace``, ...)."""
+    return {
+        "id": repo.name,
+        "creation_date": epoch_seconds(repo.creation_date),
+        "default_branch": repo.default_branch,
+        "storage_namespace": repo.storage_namespace,
+        "read_only": False,
+    }
+
+
+def commit_json(c: Any) -> dict[str, Any]:
+    """lakeFS ``Commit`` of a graveler ``Commit``; ``metarange_checksum`` stays internal."""
+    return {
+        "id": c.id,
+        "parents": list(c.parents),
+        "committer": c.committer,
+        "message": c.message,
+        "creation_date": epoch_seconds(c.creation_date),
+        "meta_range_id": c.metarange_id,
+        "metadata": dict(c.metadata),
+        "generation": c.generation,
+        "version": 1,
+    }
+
+
+def ref_json(name: str, commit_id: str) -> dict[str, Any]:
+    """lakeFS ``Ref``: a branch or tag name and the commit it points at."""
+    return {"id": name, "commit_id": commit_id}
+
+
+def diff_json(kind: str, path: str, *, is_prefix: bool = False, size_bytes: int | None = None) -> dict[str, Any]:
+    """lakeFS ``Diff``: ``kind`` is one of added, removed, changed, conflict, prefix_changed."""
+    out: dict[str, Any] = {
+        "type": kind,
+        "path": path,
+        "path_type": PATH_TYPE_PREFIX if is_prefix else PATH_TYPE_OBJECT,
+    }
+    if size_bytes is not None:
+        out["size_bytes"] = size_bytes
+    return out
+
+
+def object_stats_json(path: str, e: Any) -> dict[str, Any]:
+    """lakeFS ``ObjectStats`` of a graveler ``Entry``, plus lakemount's ``mode`` (and ``target`` for symlinks).
+
+    Directory markers and symlinks written through the mount are objects to
+    lakeFS; ``mode`` (octal string) tells them apart.
+    """
+    out: dict[str, Any] = {
+        "path": path,
+        "path_type": PATH_TYPE_OBJECT,
+        "physical_address": e.address,
+        "checksum": e.etag,
+        "size_bytes": e.size,
+        "mtime": e.mtime_ns // 1_000_000_000,
+        "metadata": dict(e.metadata),
+        "content_type": e.content_type,
+        "mode": oct(e.mode),
+    }
+    if stat.S_ISLNK(e.mode):
+        out["target"] = e.target
+    return out
+
+
+def prefix_json(path: str) -> dict[str, Any]:
+    """A common prefix in a listing, as lakeFS lists one (``ObjectStats`` with ``path_type`` common_prefix)."""
+    return {"path": path, "path_type": PATH_TYPE_PREFIX}
+
+
+def user_json(u: Any) -> dict[str, Any]:
+    """lakeFS ``User`` of an auth ``User`` (``id``, ``created_at``)."""
+    return {
+        "id": u.id,
+        "creation_date": epoch_seconds(u.created_at),
+        "friendly_name": getattr(u, "friendly_name", None) or u.id,
+        "email": getattr(u, "email", None) or "",
+    }
+
+
+def credentials_json(k: Any, *, with_secret: bool = False) -> dict[str, Any]:
+    """lakeFS ``Credentials`` (or ``CredentialsWithSecret``) of an access key."""
+    out: dict[str, Any] = {"access_key_id": k.access_key_id, "creation_date": epoch_seconds(k.created_at)}
+    if with_secret:
+        out["secret_access_key"] = k.secret_access_key
+    user_id = getattr(k, "user_id", None)
+    if user_id is not None:
+        out["user_id"] = user_id
+    return out
+
+
+def error_json(message: str, *, code: int | None = None, category: str | None = None) -> dict[str, Any]:
+    """lakeFS ``Error`` (``message``), with lakemount's exit ``code`` and error ``category`` when known."""
+    out: dict[str, Any] = {"message": message}
+    if category is not None:
+        out["category"] = category
+    if code is not None:
+        out["code"] = code
+    return out

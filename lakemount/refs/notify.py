@@ -1,0 +1,154 @@
+"""Change notification over PostgreSQL ``LISTEN``/``NOTIFY``: branch heads and staging, pushed to every node.
+
+The SQL ref store sends ``pg_notify('lakemount_refs', payload)`` inside the
+transaction that moves a branch (commit, merge, reset, create, delete) or
+stages entries, so the notice is delivered exactly when the change is visible
+(PostgreSQL sends notifications on commit, never for a rolled-back
+transaction).  The payload is ``sender TAB kind TAB repo TAB branch`` with
+``kind`` ``head`` or ``staging``; ``sender`` identifies the sending process so
+a mount can ignore its own changes.
+
+A :class:`Listener` holds one dedicated connection in autocommit mode, waits on
+its socket and calls back with the changes it received, de-duplicated per
+wake-up (a Spark job staging a thousand files wakes a remote mount a few
+times, not a thousand).  When the connection drops it reconnects with backoff
+and then calls back once with ``None`` for everything: notices sent while it
+was away are lost, so the receiver must re-check all it caches.  The
+``mount.head_ttl`` poll stays the fallback; SQLite has no notification and
+relies on it alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import sqlalchemy as sa
+
+from lakemount.refs.urls import one_line, where
+
+log = logging.getLogger(__name__)
+
+CHANNEL: Final = "lakemount_refs"
+HEAD: Final = "head"
+STAGING: Final = "staging"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One notice: ``kind`` (``head`` or ``staging``) of ``repo``/``branch`` by process ``sender``."""
+
+    sender: str
+    kind: str
+    repo: str
+    branch: str
+
+
+def payload(sender: str, kind: str, repo: str, branch: str) -> str:
+    """The notification text for a change (tabs never occur in repository or branch names)."""
+    return f"{sender}\t{kind}\t{repo}\t{branch}"
+
+
+def parse(text: str) -> Change | None:
+    """The change a payload describes, or ``None`` for text not from lakemount."""
+    parts = text.split("\t")
+    if len(parts) != 4 or parts[1] not in (HEAD, STAGING):
+        return None
+    return Change(*parts)
+
+
+Callback = Callable[[list[Change] | None], None]
+
+
+class Listener:
+    """A thread that LISTENs on the ref store and calls ``callback`` with batches of changes.
+
+    ``callback(None)`` means "anything may have changed" (after a reconnect).
+    The callback runs on the listener's thread; an exception in it is logged,
+    never fatal.  ``stop()`` ends the thread within ``poll`` seconds.
+    """
+
+    def __init__(self, url: sa.URL, callback: Callback, *, poll: float = 0.5, backoff: float = 0.5) -> None:
+        self.url = url
+        self.callback = callback
+        self.poll = poll
+        self.backoff = backoff
+        self.connected = threading.Event()
+        self.received = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lakemount-listen", daemon=True)
+
+    def start(self) -> Listener:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.poll + 5)
+
+    def _connect(self) -> Any:
+        import psycopg2
+
+        dialect = sa.dialects.postgresql.psycopg2.dialect()
+        cargs, cparams = dialect.create_connect_args(self.url)
+        # A peer that vanishes without a FIN (a cut link) is noticed within ~10 s.
+        cparams = {"keepalives": 1, "keepalives_idle": 4, "keepalives_interval": 2, "keepalives_count": 3, "connect_timeout": 5, **cparams}
+        conn = psycopg2.connect(*cargs, **cparams)
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(f"LISTEN {CHANNEL}")
+        return conn
+
+    def _run(self) -> None:
+        import psycopg2
+
+        delay = self.backoff
+        first = True
+        while not self._stop.is_set():
+            try:
+                conn = self._connect()
+            except psycopg2.Error as exc:
+                log.warning("change listener: cannot reach %s: %s (retrying in %.1fs)", where(self.url), one_line(exc), delay)
+                self._stop.wait(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            delay = self.backoff
+            self.connected.set()
+            if not first:
+                self._deliver(None)  # notices sent while disconnected are lost
+            first = False
+            try:
+                self._serve(conn)
+            except (psycopg2.Error, OSError) as exc:
+                log.warning("change listener: connection to %s lost: %s", where(self.url), one_line(exc))
+            finally:
+                self.connected.clear()
+                try:
+                    conn.close()
+                except psycopg2.Error:
+                    pass
+
+    def _serve(self, conn: Any) -> None:
+        while not self._stop.is_set():
+            ready, _, _ = select.select([conn], [], [], self.poll)
+            if not ready:
+                continue
+            conn.poll()
+            batch: dict[Change, None] = {}
+            while conn.notifies:
+                change = parse(conn.notifies.pop(0).payload)
+                if change is not None:
+                    batch[change] = None
+            if batch:
+                self.received += len(batch)
+                self._deliver(list(batch))
+
+    def _deliver(self, batch: list[Change] | None) -> None:
+        try:
+            self.callback(batch)
+        except Exception:
+            log.exception("change listener callback failed")

@@ -1,0 +1,245 @@
+"""Raw HTTP against a live API: bad input gets a 4xx JSON error (never a 500, never a partial object), auth, tokens."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import socket
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import requests
+
+from lakemount.api.auth import issue_token, signing_key
+from lakemount.api.handler import server_key
+from tests.api.conftest import Served
+from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET
+
+AUTH = (ADMIN_KEY, ADMIN_SECRET)
+
+
+def api(served: Served, path: str) -> str:
+    return f"{served.api}/api/v1{path}"
+
+
+def expect_error(resp: requests.Response, status: int | tuple[int, ...]) -> str:
+    statuses = (status,) if isinstance(status, int) else status
+    assert resp.status_code in statuses, (resp.status_code, resp.text)
+    assert resp.headers["Content-Type"] == "application/json"
+    message = resp.json()["message"]
+    assert isinstance(message, str) and message
+    return message
+
+
+def uncommitted(served: Served, repo: str) -> list[str]:
+    r = requests.get(api(served, f"/repositories/{repo}/branches/main/diff"), auth=AUTH, timeout=30)
+    assert r.status_code == 200
+    return [d["path"] for d in r.json()["results"]]
+
+
+def landing_files(served: Served, repo: str) -> list[str]:
+    return [str(p) for p in (served.home / "ns" / repo).rglob(".tmp-*")]
+
+
+@pytest.fixture
+def repo_id(repo: Any) -> str:
+    return str(repo.id)
+
+
+def test_malformed_and_unexpected_json(served: Served, repo_id: str) -> None:
+    url = api(served, f"/repositories/{repo_id}/branches")
+    hdr = {"Content-Type": "application/json"}
+    assert "malformed JSON" in expect_error(requests.post(url, data=b"{not json", headers=hdr, auth=AUTH), 400)
+    assert "unknown field" in expect_error(
+        requests.post(url, json={"name": "x", "source": "main", "color": "red"}, auth=AUTH), 400)
+    assert "expected string" in expect_error(requests.post(url, json={"name": 5, "source": "main"}, auth=AUTH), 400)
+    assert "missing required" in expect_error(requests.post(url, json={"name": "x"}, auth=AUTH), 400)
+    expect_error(requests.post(url, json=["name", "x"], auth=AUTH), 400)
+    expect_error(requests.post(url, data=b"\xff\xfe", headers=hdr, auth=AUTH), 400)
+    expect_error(requests.post(url, data=b'{"name": "x", "source": "main"}', headers={"Content-Type": "text/plain"}, auth=AUTH), 415)
+    big = json.dumps({"name": "x", "source": "main" + " " * (2 << 20)})
+    expect_error(requests.post(url, data=big, headers=hdr, auth=AUTH), 413)
+    # None of it made a branch.
+    branches = requests.get(url, auth=AUTH, timeout=30).json()["results"]
+    assert [b["id"] for b in branches] == ["main"]
+
+
+def test_bad_refs_and_parameters(served: Served, repo_id: str) -> None:
+    for ref in ("main~~x", "no-such-branch", "deadbeefdeadbeef", "main^9", "..", "a b"):
+        expect_error(requests.get(api(served, f"/repositories/{repo_id}/refs/{ref}/commits"), auth=AUTH), (400, 404))
+        expect_error(requests.get(api(served, f"/repositories/{repo_id}/refs/{ref}/objects/stat"), params={"path": "x"},
+                                  auth=AUTH), (400, 404))
+    expect_error(requests.get(api(served, f"/repositories/{repo_id}/refs/main/objects/ls"), params={"amount": "abc"}, auth=AUTH), 400)
+    expect_error(requests.get(api(served, f"/repositories/{repo_id}/refs/main/objects/ls"), params={"amount": "5000"}, auth=AUTH), 400)
+    expect_error(requests.get(api(served, f"/repositories/{repo_id}/refs/main/objects/stat"), auth=AUTH), 400)
+    expect_error(requests.get(api(served, f"/repositories/{repo_id}/refs/main/commits"), params={"since": "yesterday"}, auth=AUTH), 400)
+    expect_error(requests.get(api(served, f"/repositories/{repo_id}/refs/main/diff/main"), params={"type": "four_dot"}, auth=AUTH), 400)
+    expect_error(requests.get(api(served, "/no/such/thing"), auth=AUTH), 404)
+    expect_error(requests.patch(api(served, f"/repositories/{repo_id}"), auth=AUTH), 405)
+    expect_error(requests.get(f"{served.api}/elsewhere", auth=AUTH), 404)
+    expect_error(requests.get(api(served, "/repositories/%2e%2e%2f%2e%2e%2fetc"), auth=AUTH), (400, 404))
+    expect_error(requests.get(api(served, "/repositories/%ff"), auth=AUTH), 400)
+    expect_error(requests.get(api(served, "/repositories") + "?prefix=%ff", auth=AUTH), 400)
+
+
+@pytest.mark.parametrize("path", ["../etc/passwd", "a/../b", "./a", "a/./b", "/abs", "a\x00b", ""])
+def test_path_traversal_refused(served: Served, repo_id: str, path: str) -> None:
+    url = api(served, f"/repositories/{repo_id}/branches/main/objects")
+    expect_error(requests.post(url, params={"path": path}, data=b"data", auth=AUTH), 400)
+    expect_error(requests.get(api(served, f"/repositories/{repo_id}/refs/main/objects"), params={"path": path}, auth=AUTH), 400)
+    assert uncommitted(served, repo_id) == []
+
+
+def test_upload_refused_before_anything_is_stored(served: Served, repo_id: str) -> None:
+    url = api(served, f"/repositories/{repo_id}/branches/main/objects")
+    u = urlsplit(served.api)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    conn.putrequest("POST", f"/api/v1/repositories/{repo_id}/branches/main/objects?path=x")
+    conn.putheader("Authorization", "Basic " + base64.b64encode(f"{ADMIN_KEY}:{ADMIN_SECRET}".encode()).decode())
+    conn.putheader("Content-Length", str(6 << 30))
+    conn.endheaders(b"data")
+    resp = conn.getresponse()
+    assert resp.status == 413 and json.loads(resp.read())["message"]
+    conn.close()
+    form = b"--XX\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\npartial data without an end"
+    expect_error(requests.post(url, params={"path": "y"}, data=form, auth=AUTH,
+                               headers={"Content-Type": "multipart/form-data; boundary=XX"}), 400)
+    wrong_field = b"--XX\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nz\r\n--XX--\r\n"
+    expect_error(requests.post(url, params={"path": "y"}, data=wrong_field, auth=AUTH,
+                               headers={"Content-Type": "multipart/form-data; boundary=XX"}), 400)
+    expect_error(requests.post(url, params={"path": "y"}, data=b"abc", auth=AUTH,
+                               headers={"Content-Type": "multipart/form-data"}), 400)
+    expect_error(requests.post(api(served, f"/repositories/{repo_id}/branches/nobranch/objects"), params={"path": "y"},
+                               data=b"abc", auth=AUTH), 404)
+    assert uncommitted(served, repo_id) == []
+    assert landing_files(served, repo_id) == []
+
+
+def test_client_dropping_mid_upload_leaves_nothing(served: Served, repo_id: str) -> None:
+    u = urlsplit(served.api)
+    auth = base64.b64encode(f"{ADMIN_KEY}:{ADMIN_SECRET}".encode()).decode()
+    for ctype in ("application/octet-stream", "multipart/form-data; boundary=B"):
+        with socket.create_connection((u.hostname, u.port)) as s:
+            s.sendall(
+                f"POST /api/v1/repositories/{repo_id}/branches/main/objects?path=dropped HTTP/1.1\r\n"
+                f"Host: {u.netloc}\r\nAuthorization: Basic {auth}\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {64 << 20}\r\n\r\n".encode()
+            )
+            if ctype.startswith("multipart"):
+                s.sendall(b'--B\r\nContent-Disposition: form-data; name="content"\r\n\r\n')
+            s.sendall(b"x" * (4 << 20))
+        deadline = time.monotonic() + 20
+        while landing_files(served, repo_id) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert landing_files(served, repo_id) == []
+        assert uncommitted(served, repo_id) == []
+    r = requests.get(api(served, f"/repositories/{repo_id}/refs/main/objects/stat"), params={"path": "dropped"}, auth=AUTH)
+    expect_error(r, 404)
+
+
+def test_login_tokens_and_cookies(served: Served, repo_id: str) -> None:
+    r = requests.post(api(served, "/auth/login"), json={"access_key_id": ADMIN_KEY, "secret_access_key": ADMIN_SECRET})
+    assert r.status_code == 200
+    token = r.json()["token"]
+    assert r.json()["token_expiration"] > time.time()
+    assert r.cookies.get("internal_auth_session") == token
+    bearer = {"Authorization": f"Bearer {token}"}
+    assert requests.get(api(served, f"/repositories/{repo_id}"), headers=bearer).status_code == 200
+    assert requests.get(api(served, f"/repositories/{repo_id}"), cookies={"internal_auth_session": token}).status_code == 200
+    assert requests.get(api(served, "/user"), headers=bearer).json()["user"]["id"] == "admin"
+
+    expect_error(requests.post(api(served, "/auth/login"), json={"access_key_id": ADMIN_KEY, "secret_access_key": "wrong"}), 401)
+    expect_error(requests.post(api(served, "/auth/login"), json={"access_key_id": "AKIANOPE", "secret_access_key": "x"}), 401)
+    head, payload, sig = token.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=="))
+    claims["sub"] = "someone-else"
+    forged_payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    key = signing_key(server_key(served.gateway.app()))
+    expired, _ = issue_token(key, "admin", now=time.time() - 2 * 86400)
+    alien, _ = issue_token(b"not the server key", "admin")
+    for bad in (f"{head}.{forged_payload}.{sig}", expired, alien, "garbage", "a.b.c", token[:-4]):
+        expect_error(requests.get(api(served, f"/repositories/{repo_id}"), headers={"Authorization": f"Bearer {bad}"}), 401)
+        expect_error(requests.get(api(served, f"/repositories/{repo_id}"), cookies={"internal_auth_session": bad}), 401)
+    expect_error(requests.get(api(served, f"/repositories/{repo_id}")), 401)
+    expect_error(requests.get(api(served, f"/repositories/{repo_id}"), auth=(ADMIN_KEY, "wrong")), 401)
+    expect_error(requests.get(api(served, f"/repositories/{repo_id}"), headers={"Authorization": "Basic !!!"}), 401)
+    expect_error(requests.get(api(served, f"/repositories/{repo_id}"), headers={"Authorization": "Digest x"}), 401)
+    # A valid token of a user that was deleted stops working.
+    key_id, secret = served.gateway.user("shortlived", "Developer")
+    t = requests.post(api(served, "/auth/login"), json={"access_key_id": key_id, "secret_access_key": secret}).json()["token"]
+    assert requests.get(api(served, "/repositories"), headers={"Authorization": f"Bearer {t}"}).status_code == 200
+    assert requests.delete(api(served, "/auth/users/shortlived"), auth=AUTH).status_code == 204
+    time.sleep(5.5)  # past the per-process cache of live users
+    expect_error(requests.get(api(served, "/repositories"), headers={"Authorization": f"Bearer {t}"}), 401)
+    # Public endpoints.
+    assert requests.get(api(served, "/healthcheck")).status_code == 204
+    assert requests.get(api(served, "/openapi.json")).json()["openapi"].startswith("3.")
+    expect_error(requests.get(api(served, "/config")), 401)
+
+
+def test_rbac_on_every_kind_of_endpoint(served: Served, repo: Any) -> None:
+    key, secret = served.gateway.user("analyst1", "Analyst")
+    a = (key, secret)
+    rid = repo.id
+    assert requests.get(api(served, f"/repositories/{rid}/refs/main/objects/ls"), auth=a).status_code == 200
+    assert requests.get(api(served, "/repositories"), auth=a).status_code == 200
+    denied = [
+        ("post", f"/repositories/{rid}/branches", {"json": {"name": "x", "source": "main"}}),
+        ("post", f"/repositories/{rid}/branches/main/objects?path=x", {"data": b"x"}),
+        ("delete", f"/repositories/{rid}/branches/main/objects?path=x", {}),
+        ("post", f"/repositories/{rid}/branches/main/commits", {"json": {"message": "m"}}),
+        ("post", f"/repositories/{rid}/refs/main/merge/main", {"json": {}}),
+        ("post", f"/repositories/{rid}/tags", {"json": {"id": "t", "ref": "main"}}),
+        ("delete", f"/repositories/{rid}", {}),
+        ("post", "/repositories", {"json": {"name": "nope", "storage_namespace": "local:///tmp/nope"}}),
+        ("get", "/auth/users", {}),
+        ("post", "/auth/users", {"json": {"id": "mallory"}}),
+        ("get", "/auth/policies", {}),
+        ("put", "/auth/users/analyst1/policies/Admin", {}),
+        ("get", "/auth/users/admin/credentials", {}),
+    ]
+    for method, path, kw in denied:
+        expect_error(getattr(requests, method)(api(served, path), auth=a, **kw), 403)
+    # Their own credentials they may manage (ManageOwnCredentials).
+    r = requests.post(api(served, "/auth/users/analyst1/credentials"), auth=a)
+    assert r.status_code == 201 and r.json()["secret_access_key"]
+    listed = requests.get(api(served, "/auth/users/analyst1/credentials"), auth=a).json()["results"]
+    assert {c["access_key_id"] for c in listed} == {key, r.json()["access_key_id"]}
+    # A Deny on this repository wins over Analyst's allow.
+    pol = {"id": f"deny-{rid}", "statement": [{"effect": "deny", "action": ["ReadRepo"], "resource": f"arn:lakefs:fs:::repository/{rid}"}]}
+    assert requests.post(api(served, "/auth/policies"), json=pol, auth=AUTH).status_code == 201
+    assert requests.put(api(served, f"/auth/users/analyst1/policies/deny-{rid}"), auth=AUTH).status_code == 201
+    time.sleep(5.5)  # decisions are cached for 5 s per process
+    expect_error(requests.get(api(served, f"/repositories/{rid}/refs/main/objects/ls"), auth=a), 403)
+    assert rid not in [x["id"] for x in requests.get(api(served, "/repositories"), auth=a).json()["results"]]
+
+
+def test_users_policies_credentials_through_the_generated_client(served: Served, client: Any) -> None:
+    import lakefs_sdk
+
+    sdk = client.sdk_client
+    sdk.auth_api.create_user(lakefs_sdk.UserCreation(id="dora"))
+    assert "dora" in [u.id for u in sdk.auth_api.list_users().results]
+    creds = sdk.auth_api.create_credentials("dora")
+    assert creds.secret_access_key
+    assert sdk.auth_api.get_credentials("dora", creds.access_key_id).access_key_id == creds.access_key_id
+    sdk.auth_api.attach_policy_to_user("dora", "Developer")
+    assert [p.id for p in sdk.auth_api.list_user_policies("dora").results] == ["Developer"]
+    policies = {p.id: p for p in sdk.auth_api.list_policies().results}
+    assert {"Admin", "Developer", "Analyst"} <= set(policies)
+    assert sdk.auth_api.list_groups().results == []
+    assert sdk.auth_api.list_user_groups("dora").results == []
+    dora = served.client(creds.access_key_id, creds.secret_access_key)
+    assert dora.version == "1.50.0"
+    with pytest.raises(lakefs_sdk.exceptions.ApiException) as e:
+        sdk.auth_api.create_user(lakefs_sdk.UserCreation(id="dora"))
+    assert e.value.status == 409
+    with pytest.raises(lakefs_sdk.exceptions.NotFoundException):
+        sdk.auth_api.get_user("nobody")
+    sdk.auth_api.detach_policy_from_user("dora", "Developer")
+    sdk.auth_api.delete_credentials("dora", creds.access_key_id)
+    sdk.auth_api.delete_user("dora")
+    assert "dora" not in [u.id for u in sdk.auth_api.list_users().results]

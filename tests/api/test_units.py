@@ -1,0 +1,133 @@
+"""The API's parts without a server: layering, the error table, tokens, body validation, the form parser, the document."""
+
+from __future__ import annotations
+
+import ast
+import time
+from pathlib import Path
+
+import pytest
+
+import lakemount.errors as lm_errors
+from lakemount.api.auth import issue_token, signing_key, verify_token
+from lakemount.api.errors import ApiError, status_of
+from lakemount.api.openapi import document
+from lakemount.api.routing import OPERATIONS
+from lakemount.api.schemas import COMPONENTS, validate
+from lakemount.api.upload import _form_content
+
+API_DIR = Path(__file__).resolve().parents[2] / "lakemount" / "api"
+
+
+def test_api_never_reaches_graveler() -> None:
+    for path in API_DIR.glob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                assert not any(a.name.startswith("lakemount.graveler") for a in node.names), path
+            elif isinstance(node, ast.ImportFrom):
+                assert not (node.module or "").startswith("lakemount.graveler"), path
+            elif isinstance(node, ast.Attribute):
+                assert node.attr != "graveler", f"{path}:{node.lineno} touches .graveler"
+
+
+def test_every_error_category_has_a_status() -> None:
+    expected = {
+        lm_errors.NotFound: 404, lm_errors.AlreadyExists: 409, lm_errors.Conflict: 409,
+        lm_errors.PreconditionFailed: 412, lm_errors.InvalidArgument: 400, lm_errors.ReadOnly: 403,
+        lm_errors.PermissionDenied: 403,
+        lm_errors.Corrupt: 500, lm_errors.Unavailable: 503,
+    }
+    assert set(expected) == set(lm_errors.CATEGORIES)
+    for cls, status in expected.items():
+        assert status_of(cls("x")) == status
+    assert status_of(lm_errors.NothingToCommit("main")) == 400
+    assert status_of(lm_errors.MergeConflict(["a"])) == 409
+    assert status_of(lm_errors.ProtectedBranch("r", "main")) == 403
+    assert status_of(lm_errors.BranchNotFound("r", "b")) == 404
+
+
+def test_tokens() -> None:
+    key = signing_key("server key")
+    assert key != b"server key" and signing_key("other") != key
+    token, exp = issue_token(key, "alice", now=1000.0, seconds=60)
+    assert exp == 1060
+    assert verify_token(key, token, now=1059.0) == "alice"
+    for bad, now in ((token, 1060.0), (token, 5000.0), (token + "x", 1001.0), ("a.b", 1001.0), ("..", 1001.0)):
+        with pytest.raises(ApiError) as e:
+            verify_token(key, bad, now=now)
+        assert e.value.status == 401
+    with pytest.raises(ApiError):
+        verify_token(signing_key("other"), token, now=1001.0)
+    fresh, _ = issue_token(key, "bob")
+    assert verify_token(key, fresh) == "bob"
+    assert verify_token(key, issue_token(key, "c", now=time.time() - 10, seconds=60)[0]) == "c"
+
+
+def test_body_validation() -> None:
+    assert validate({"name": "b", "source": "main"}, "BranchCreation") == {"name": "b", "source": "main"}
+    bad = [
+        ({"name": "b"}, "missing required"),
+        ({"name": "b", "source": "main", "extra": 1}, "unknown field"),
+        ({"name": True, "source": "main"}, "expected string"),
+        ({"name": "b", "source": "main", "force": "yes"}, "expected boolean"),
+        ([], "expected object"),
+        (None, "null"),
+    ]
+    for body, msg in bad:
+        with pytest.raises(ApiError, match=msg) as e:
+            validate(body, "BranchCreation")
+        assert e.value.status == 400
+    with pytest.raises(ApiError, match="expected integer"):
+        validate({"message": "m", "date": True}, "CommitCreation")
+    with pytest.raises(ApiError, match="expected string"):
+        validate({"message": "m", "metadata": {"k": 1}}, "CommitCreation")
+    with pytest.raises(ApiError, match="must be one of"):
+        validate({"strategy": "mine"}, "Merge")
+    with pytest.raises(ApiError, match="at least 0"):
+        validate({"ref": "x", "parent_number": -1}, "RevertCreation")
+
+
+
+
+@pytest.mark.parametrize("split", [1, 3, 7, 64, 1 << 20])
+def test_form_parser_streams_the_content_part(split: int) -> None:
+    data = b"\r\n--B not yet\r\n-BB\r--BB\n--BB" * 50 + b"\x00\xff"
+    body = (b"preamble\r\n--BB\r\nContent-Disposition: form-data; name=\"content\"; filename=\"f\"\r\n"
+            b"Content-Type: text/csv\r\n\r\n" + data + b"\r\n--BB\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\n"
+            b"ignored\r\n--BB--\r\n")
+    pieces = iter([body[i : i + split] for i in range(0, len(body), split)])
+    ctype: list[str] = []
+    assert b"".join(_form_content(pieces, b"BB", ctype)) == data
+    assert ctype == ["text/csv"]
+
+
+def test_form_parser_refuses_truncated_or_odd_forms() -> None:
+    head = b"--BB\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\n"
+    for body in (head + b"data without end", head + b"data\r\n--BB", head + b"data\r\n--BBxx", b"no boundary at all",
+                 b"--BB\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nx\r\n--BB--"):
+        with pytest.raises(ApiError) as e:
+            b"".join(_form_content(iter([body]), b"BB", []))
+        assert e.value.status == 400
+
+
+def test_document_covers_the_route_table() -> None:
+    doc = document()
+    ids = {op["operationId"] for methods in doc["paths"].values() for op in methods.values()}
+    assert ids == {op.operation_id for op in OPERATIONS} - {"getOpenAPI"}
+    assert len(ids) == len([op for op in OPERATIONS if op.operation_id != "getOpenAPI"])
+    refs = set()
+
+    def walk(x: object) -> None:
+        if isinstance(x, dict):
+            if "$ref" in x:
+                refs.add(x["$ref"].rsplit("/", 1)[1])
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(doc)
+    assert refs <= set(COMPONENTS)
+    assert doc["x-lakemount-omitted"]

@@ -1,0 +1,366 @@
+"""A cluster of "hosts" on one machine: a network namespace and a private mount namespace each.
+
+Every host is an anchor process (``sleep``) started by ``ip netns exec NS unshare
+-m --propagation private``: it holds a network namespace with its own 10.x
+address on a veth pair plugged into a bridge, and a mount namespace of its own,
+so a FUSE mount made there (``/lake``) is seen by that host's processes only.
+Commands run in a host with ``nsenter -t ANCHOR -m -n``.  When the anchor and
+its processes die the mount namespace and its mounts go with it, so a killed
+test leaves no mount behind.
+
+:class:`Cluster` is a context manager, bounded in time (``deadline``), and torn
+down even on failure: on exit, from ``atexit`` and on SIGTERM.  Everything it
+creates carries the prefix ``lmc`` plus a per-run id; :func:`remove_stale`
+deletes what a killed run left (namespaces, links, processes in them).
+
+Roles: ``db`` runs PostgreSQL (``initdb``/``pg_ctl``, listening on its
+address), ``s3`` a moto server; ``add_mount`` starts ``lakemount mount /lake``
+on a host with its own ``LAKEMOUNT_HOME`` and cache.  Root is required (ip netns,
+FUSE); :func:`available` says why not when it is missing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PREFIX = "lmc"
+PG_BIN = Path(os.environ.get("LAKEMOUNT_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+S3_KEY, S3_SECRET, S3_BUCKET = "testing", "testing", "lake"
+
+
+def available() -> str | None:
+    """``None`` if clusters can be built here, else the reason."""
+    if os.geteuid() != 0:
+        return "needs root (ip netns, veth, FUSE in other mount namespaces)"
+    for tool in ("ip", "unshare", "nsenter", "runuser"):
+        if shutil.which(tool) is None:
+            return f"{tool} not installed"
+    if not (PG_BIN / "initdb").exists():
+        return f"PostgreSQL server binaries not found in {PG_BIN}"
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse missing"
+    return None
+
+
+def _run(*cmd: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(cmd), capture_output=True, text=True, check=check, timeout=timeout)
+
+
+def remove_stale(prefix: str = PREFIX) -> list[str]:
+    """Delete namespaces and links named ``prefix*`` (left by killed runs); returns what was removed."""
+    removed = []
+    out = _run("ip", "netns", "list", check=False).stdout
+    for line in out.splitlines():
+        name = line.split()[0] if line.split() else ""
+        if not name.startswith(prefix + "-"):
+            continue
+        pids = _run("ip", "netns", "pids", name, check=False).stdout.split()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+        _run("ip", "netns", "delete", name, check=False)
+        removed.append(name)
+    for line in _run("ip", "-o", "link", "show", check=False).stdout.splitlines():
+        parts = line.split(":")
+        if len(parts) > 1:
+            ifname = parts[1].strip().split("@")[0]
+            if ifname.startswith(prefix) and len(ifname) <= 15:
+                _run("ip", "link", "delete", ifname, check=False)
+                removed.append(ifname)
+    return removed
+
+
+@dataclass
+class Host:
+    """One host: its namespace, address, anchor process and the processes started on it."""
+
+    cluster: Cluster
+    name: str
+    ns: str
+    ip: str
+    veth: str
+    anchor: subprocess.Popen[bytes]
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    home: str = ""
+
+    def cmd(self, *argv: str) -> list[str]:
+        """``argv`` as run inside this host (its network and mount namespaces)."""
+        return ["nsenter", "-t", str(self.anchor.pid), "-m", "-n", "--", *argv]
+
+    def run(self, *argv: str, timeout: float = 60, check: bool = True, env: dict[str, str] | None = None,
+            input: str | bytes | None = None, text: bool = True) -> subprocess.CompletedProcess[Any]:
+        """Run ``argv`` on this host and wait; raises ``CalledProcessError`` (with output) when ``check``."""
+        p = subprocess.run(self.cmd(*argv), capture_output=True, text=text, timeout=timeout, env=env, input=input)
+        if check and p.returncode != 0:
+            tail = p.stderr if isinstance(p.stderr, str) else p.stderr.decode(errors="replace")
+            raise RuntimeError(f"on {self.name}: {quote(argv)} exited {p.returncode}: {tail.strip()[-1500:]}")
+        return p
+
+    def spawn(self, *argv: str, env: dict[str, str] | None = None, log: str | None = None) -> subprocess.Popen[bytes]:
+        """Start ``argv`` on this host in the background; it is killed at teardown."""
+        out = open(log or os.devnull, "ab")  # noqa: SIM115 (closed with the process)
+        try:
+            p = subprocess.Popen(self.cmd(*argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        finally:
+            out.close()
+        self.procs.append(p)
+        return p
+
+    def python(self, code: str, *args: str, timeout: float = 60, env: dict[str, str] | None = None) -> str:
+        """Run Python ``code`` on this host; returns its stdout."""
+        return self.run(PYTHON, "-c", code, *args, timeout=timeout, env=env or self.cluster.env(self)).stdout
+
+    def lakemount(self, *args: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run the ``lakemount`` CLI on this host with the cluster's configuration."""
+        return self.run(PYTHON, "-m", "lakemount.cli.main", *args, timeout=timeout, check=check, env=self.cluster.env(self))
+
+    def read(self, path: str, timeout: float = 30) -> bytes:
+        return self.run("cat", path, timeout=timeout, text=False).stdout
+
+    def link(self, up: bool) -> None:
+        """Plug (``True``) or cut (``False``) this host's network link."""
+        _run("ip", "link", "set", self.veth, "up" if up else "down")
+
+
+class Cluster:
+    """Hosts on a bridge, plus the shared stores; use as a context manager."""
+
+    def __init__(self, *, deadline: float = 600, net: int | None = None) -> None:
+        self.id = uuid.uuid4().hex[:4]
+        self.prefix = f"{PREFIX}{self.id}"
+        self.bridge = f"{self.prefix}br"
+        self.net = net if net is not None else 100 + int(self.id, 16) % 100
+        self.hosts: dict[str, Host] = {}
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{self.prefix}-"))
+        self.dir.chmod(0o755)  # the postgres user walks into it
+        self.deadline = time.monotonic() + deadline
+        self.db_url = ""
+        self.s3_endpoint = ""
+        self._pg_data = ""
+        self._closed = False
+        self._prev_term: Any = None
+
+    # -- lifecycle -----------------------------------------------------------------
+    def __enter__(self) -> Cluster:
+        atexit.register(self.close)
+        self._prev_term = signal.getsignal(signal.SIGTERM)
+        with contextlib.suppress(ValueError):  # not the main thread
+            signal.signal(signal.SIGTERM, self._on_term)
+        try:
+            _run("ip", "link", "add", self.bridge, "type", "bridge")
+            _run("ip", "link", "set", self.bridge, "up")
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _on_term(self, signum: int, frame: Any) -> None:
+        self.close()
+        raise SystemExit(128 + signum)
+
+    def left(self) -> float:
+        """Seconds left before the deadline; raises ``TimeoutError`` when it passed."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("cluster deadline passed")
+        return left
+
+    def close(self) -> None:
+        """Kill every process, drop namespaces, links and files (idempotent, never raises)."""
+        if self._closed:
+            return
+        self._closed = True
+        for host in self.hosts.values():
+            for p in reversed(host.procs):
+                if p.poll() is None:
+                    with contextlib.suppress(Exception):
+                        p.send_signal(signal.SIGTERM)
+            for p in reversed(host.procs):
+                with contextlib.suppress(Exception):
+                    p.wait(5)
+                if p.poll() is None:
+                    with contextlib.suppress(Exception):
+                        p.kill()
+                        p.wait(5)
+        if self._pg_data:
+            with contextlib.suppress(Exception):
+                _run("runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", self._pg_data, "-m", "immediate", "stop", check=False)
+        for host in self.hosts.values():
+            with contextlib.suppress(Exception):
+                host.anchor.kill()
+                host.anchor.wait(5)
+        remove_stale(self.prefix)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.close)
+        if self._prev_term is not None:
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, self._prev_term)
+
+    # -- hosts ---------------------------------------------------------------------
+    def add_host(self, name: str) -> Host:
+        """A new host ``name`` with address ``10.<net>.0.<n>`` on the bridge."""
+        self.left()
+        n = len(self.hosts) + 1
+        ns = f"{self.prefix}-{name}"
+        veth, peer = f"{self.prefix}v{n}", f"{self.prefix}p{n}"
+        ip = f"10.{self.net}.0.{n}"
+        _run("ip", "netns", "add", ns)
+        _run("ip", "link", "add", veth, "type", "veth", "peer", "name", peer)
+        _run("ip", "link", "set", peer, "netns", ns)
+        _run("ip", "link", "set", veth, "master", self.bridge)
+        _run("ip", "link", "set", veth, "up")
+        for argv in (("ip", "link", "set", "lo", "up"), ("ip", "addr", "add", f"{ip}/24", "dev", peer),
+                     ("ip", "link", "set", peer, "up")):
+            _run("ip", "netns", "exec", ns, *argv)
+        anchor = subprocess.Popen(
+            ["ip", "netns", "exec", ns, "unshare", "-m", "--propagation", "private", "sleep", "infinity"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        host = Host(self, name, ns, ip, veth, anchor)
+        self.hosts[name] = host
+        # ip netns exec and unshare both exec: the anchor's pid ends up as `sleep` in the new namespaces
+        for _ in range(200):
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{anchor.pid}/comm") as f:
+                    if f.read().strip() == "sleep":
+                        break
+            if anchor.poll() is not None:
+                raise RuntimeError(f"host {name}: the namespace anchor exited ({anchor.returncode})")
+            time.sleep(0.02)
+        host.procs.append(anchor)
+        host.home = str(self.dir / name)
+        os.makedirs(host.home, exist_ok=True)
+        return host
+
+    def __getitem__(self, name: str) -> Host:
+        return self.hosts[name]
+
+    # -- stores ---------------------------------------------------------------------
+    def start_postgres(self, host: Host) -> str:
+        """PostgreSQL on ``host``'s address (trust auth inside the cluster); returns the ``postgresql://`` URL."""
+        base = self.dir / "pg"
+        base.mkdir()
+        shutil.chown(base, user="postgres")
+        data = str(base / "data")
+        su = ("runuser", "-u", "postgres", "--")
+        host.run(*su, str(PG_BIN / "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "--no-instructions", timeout=120)
+        with open(os.path.join(data, "pg_hba.conf"), "a") as f:
+            f.write(f"host all all 10.{self.net}.0.0/24 trust\n")
+        self._pg_data = data
+        self.pg_start(host)
+        host.run(*su, str(PG_BIN / "psql"), "-h", host.ip, "-U", "postgres", "-c", "CREATE DATABASE lake")
+        self.db_url = f"postgresql://postgres@{host.ip}:5432/lake"
+        return self.db_url
+
+    def pg_start(self, host: Host) -> None:
+        opts = (f"-c listen_addresses='{host.ip}' -k {self.dir}/pg -c fsync=off -c synchronous_commit=off "
+                "-c full_page_writes=off -c max_connections=300")
+        host.run("runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", self._pg_data, "-l",
+                 str(self.dir / "pg" / "log"), "-o", opts, "-w", "-t", "60", "start", timeout=90)
+
+    def pg_stop(self, host: Host) -> None:
+        host.run("runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", self._pg_data, "-m", "fast", "-w", "stop", timeout=90)
+
+    def pg_query(self, host: Host, sql: str) -> str:
+        return host.run("runuser", "-u", "postgres", "--", str(PG_BIN / "psql"), "-h", host.ip, "-U", "postgres",
+                        "-d", "lake", "-Atc", sql).stdout.strip()
+
+    def start_s3(self, host: Host) -> str:
+        """A moto S3 server on ``host`` with the bucket ``lake``; returns its endpoint URL."""
+        host.spawn(PYTHON, "-m", "moto.server", "-H", host.ip, "-p", "5000", log=str(self.dir / "s3.log"))
+        self.s3_endpoint = f"http://{host.ip}:5000"
+        code = (
+            "import boto3,sys,time\n"
+            "c=boto3.client('s3',endpoint_url=sys.argv[1],aws_access_key_id='testing',aws_secret_access_key='testing',region_name='us-east-1')\n"
+            "for i in range(200):\n"
+            "    try:\n"
+            "        c.create_bucket(Bucket='lake'); break\n"
+            "    except Exception:\n"
+            "        time.sleep(0.1)\n"
+            "else:\n"
+            "    raise SystemExit('moto did not start')\n"
+        )
+        host.run(PYTHON, "-c", code, self.s3_endpoint, timeout=60, env=self.env(host))
+        return self.s3_endpoint
+
+    def env(self, host: Host, **extra: str) -> dict[str, str]:
+        """The environment of lakemount processes on ``host``: its own home, the shared stores."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
+        env.update(
+            PYTHONPATH=str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
+            LAKEMOUNT_HOME=host.home,
+            AWS_ACCESS_KEY_ID=S3_KEY,
+            AWS_SECRET_ACCESS_KEY=S3_SECRET,
+            AWS_DEFAULT_REGION="us-east-1",
+        )
+        if self.db_url:
+            env["LAKEMOUNT_METADATA_DB_URL"] = self.db_url
+        if self.s3_endpoint:
+            env.update(
+                LAKEMOUNT_BLOCKSTORE_TYPE="s3",
+                LAKEMOUNT_BLOCKSTORE_DEFAULT_NAMESPACE_PREFIX=f"s3://{S3_BUCKET}/ns",
+                LAKEMOUNT_BLOCKSTORE_S3_ENDPOINT=self.s3_endpoint,
+                LAKEMOUNT_BLOCKSTORE_S3_REGION="us-east-1",
+                LAKEMOUNT_BLOCKSTORE_S3_ACCESS_KEY_ID=S3_KEY,
+                LAKEMOUNT_BLOCKSTORE_S3_SECRET_ACCESS_KEY=S3_SECRET,
+            )
+        env.update(extra)
+        return env
+
+    def add_mount(self, host: Host, args: Sequence[str] = (), mountpoint: str = "/lake", timeout: float = 60) -> None:
+        """``lakemount mount MOUNTPOINT`` on ``host`` (own home and cache); returns once it serves."""
+        os.makedirs(mountpoint, exist_ok=True)  # an empty directory; the mount itself stays in the host
+        log = str(Path(host.home) / "mount.log")
+        argv = [PYTHON, "-m", "lakemount.cli.main", "mount", mountpoint, "--foreground", *args]
+        p = host.spawn(*argv, env=self.env(host), log=log)
+        end = time.monotonic() + min(timeout, self.left())
+        while time.monotonic() < end:
+            if p.poll() is not None:
+                raise RuntimeError(f"mount on {host.name} exited: {Path(log).read_text()[-2000:]}")
+            probe = host.run("sh", "-c", f"grep -q ' {mountpoint} ' /proc/self/mountinfo && ls {mountpoint} >/dev/null", check=False)
+            if probe.returncode == 0:
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"mount on {host.name} did not serve within {timeout}s: {Path(log).read_text()[-2000:]}")
+
+    def shell(self, host: Host, script: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return host.run("sh", "-c", script, timeout=timeout, check=check)
+
+
+@contextlib.contextmanager
+def cluster(names: Sequence[str], *, deadline: float = 600, mounts: Sequence[str] = (), mount_args: Sequence[str] = ()) -> Iterator[Cluster]:
+    """A cluster with hosts ``names`` (``db`` and ``s3`` get their stores) and a mount on each of ``mounts``."""
+    with Cluster(deadline=deadline) as c:
+        for name in names:
+            c.add_host(name)
+        if "db" in c.hosts:
+            c.start_postgres(c["db"])
+        if "s3" in c.hosts:
+            c.start_s3(c["s3"])
+        for name in mounts:
+            c.add_mount(c[name], mount_args)
+        yield c
+
+
+def quote(argv: Sequence[str]) -> str:
+    return " ".join(shlex.quote(a) for a in argv)

@@ -1,0 +1,80 @@
+"""Two mounts with separate homes over one PostgreSQL ref store: changes are pushed, not polled.
+
+Both mounts poll heads only every 30 s, so what the second sees within a second
+it learnt from the ref store's LISTEN/NOTIFY (``lakemount.refs.notify``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fuse.mounting import Mount, env_for, needs_fuse, start, stop, wait_for
+from tests.refs.conftest import pg_cluster, pg_url  # noqa: F401  (fixtures)
+
+pytestmark = [*needs_fuse, pytest.mark.postgres]
+
+
+def _mounts(tmp_path: Path, url: str, *extra: str) -> Iterator[tuple[Mount, Mount]]:
+    shared = {"LAKEMOUNT_METADATA_DB_URL": url, "LAKEMOUNT_BLOCKSTORE_LOCAL_PATH": str(tmp_path / "blocks")}
+    env_a = env_for(str(tmp_path / "a"), **shared)
+    subprocess.run(
+        [*(__import__("sys").executable, "-m", "lakemount.cli.main"), "repo", "create", "lakefs://demo"],
+        env=env_a, check=True, capture_output=True, timeout=60,
+    )
+    mounts: list[Mount] = []
+    try:
+        for name in ("a", "b"):
+            home = str(tmp_path / name)
+            mounts.append(start(home, str(tmp_path / f"mnt-{name}"), ["--head-ttl", "30", *extra], env=env_for(home, **shared)))
+        yield mounts[0], mounts[1]
+    finally:
+        for m in mounts:
+            stop(m)
+
+
+@pytest.fixture
+def notified(tmp_path: Path, pg_url: str) -> Iterator[tuple[Mount, Mount]]:  # noqa: F811
+    yield from _mounts(tmp_path, pg_url)
+
+
+@pytest.fixture
+def polled(tmp_path: Path, pg_url: str) -> Iterator[tuple[Mount, Mount]]:  # noqa: F811
+    yield from _mounts(tmp_path, pg_url, "--no-notify")
+
+
+def _head(m: Mount) -> str:
+    with open(os.path.join(m.mountpoint, "demo/main/.lakefs/head")) as f:
+        return f.read().strip()
+
+
+def test_a_commit_on_one_node_is_seen_by_the_other_at_once(notified: tuple[Mount, Mount]) -> None:
+    a, b = notified
+    main_b = os.path.join(b.mountpoint, "demo/main")
+    assert os.listdir(main_b) == [".lakefs"]  # b now caches main's (empty) listing for 30 s
+    with open(os.path.join(a.mountpoint, "demo/main/x.txt"), "w") as f:
+        f.write("staged on a\n")
+    # staging pushed: the file appears on b without waiting for head_ttl
+    assert wait_for(lambda: "x.txt" in os.listdir(main_b), timeout=3), b.log()
+    with open(os.path.join(a.mountpoint, "demo/main/.lakefs/commit"), "w") as f:
+        f.write("from a\n")
+    t0 = time.monotonic()
+    assert wait_for(lambda: _head(b) == _head(a), timeout=3), b.log()
+    assert time.monotonic() - t0 < 3
+    with open(os.path.join(main_b, "x.txt")) as f:
+        assert f.read() == "staged on a\n"
+
+
+def test_without_notices_the_other_node_waits_for_head_ttl(polled: tuple[Mount, Mount]) -> None:
+    a, b = polled
+    main_b = os.path.join(b.mountpoint, "demo/main")
+    assert os.listdir(main_b) == [".lakefs"]
+    with open(os.path.join(a.mountpoint, "demo/main/x.txt"), "w") as f:
+        f.write("staged on a\n")
+    time.sleep(2)
+    assert os.listdir(main_b) == [".lakefs"]  # still the cached listing: polling alone is slow

@@ -1,0 +1,79 @@
+"""PostgreSQL change notices: sent when a head moves or entries are staged, never for a failed CAS."""
+
+from __future__ import annotations
+
+import queue
+import time
+
+import pytest
+
+from lakemount.graveler.model import Branch, CommitID, StagingToken
+from lakemount.refs import notify
+from lakemount.refs.sql import SqlRefStore
+from tests.refs.conftest import PgCluster
+
+pytestmark = pytest.mark.postgres
+
+
+def test_payload_round_trips_and_foreign_text_is_ignored() -> None:
+    assert notify.parse(notify.payload("s1", notify.HEAD, "r", "main")) == notify.Change("s1", "head", "r", "main")
+    assert notify.parse("hello") is None and notify.parse("a\tother\tr\tb") is None
+
+
+def test_sqlite_has_no_listener(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    assert SqlRefStore(f"sqlite:///{tmp_path}/r.db").listen(lambda batch: None) is None
+
+
+def _drain(q: queue.Queue, until: float) -> list:  # type: ignore[type-arg]
+    got = []
+    while time.monotonic() < until:
+        try:
+            got.append(q.get(timeout=max(0.01, until - time.monotonic())))
+        except queue.Empty:
+            break
+    return got
+
+
+def test_head_moves_and_staging_are_pushed_to_listeners(pg_cluster: PgCluster, pg_url: str) -> None:
+    writer = SqlRefStore(pg_url)
+    reader = SqlRefStore(pg_url)
+    batches: queue.Queue = queue.Queue()  # type: ignore[type-arg]
+    listener = reader.listen(batches.put)
+    assert listener is not None
+    try:
+        assert listener.connected.wait(10)
+        from lakemount.graveler.model import Commit, Repository
+
+        root = Commit(CommitID("c0"), (), "mr", "", "init", "t", 0.0, (), 1)
+        writer.create_repository(Repository("r", "mem://ns", "main", 0.0), Branch("main", CommitID("c0"), StagingToken("t0")), root)
+        branch = writer.get_branch("r", "main")
+        moved = Branch("main", CommitID("c1"), StagingToken("t1"))
+        assert writer.cas_branch("r", branch, moved)
+        assert not writer.cas_branch("r", branch, moved)  # a failed CAS sends nothing
+        writer.stage("r", "main", [(b"k", b"v")])
+        t0 = time.monotonic()
+        changes = [c for b in _drain(batches, time.monotonic() + 2) for c in b]
+        kinds = [(c.kind, c.repo, c.branch, c.sender) for c in changes]
+        assert kinds == [("head", "r", "main", writer.sender), ("staging", "r", "main", writer.sender)], kinds
+        assert time.monotonic() - t0 < 2.5
+    finally:
+        listener.stop()
+
+
+def test_a_lost_connection_reconnects_and_reports_everything(pg_cluster: PgCluster, pg_url: str) -> None:
+    store = SqlRefStore(pg_url)
+    batches: queue.Queue = queue.Queue()  # type: ignore[type-arg]
+    listener = notify.Listener(store.engine.url, batches.put, poll=0.1, backoff=0.1).start()
+    try:
+        assert listener.connected.wait(10)
+        admin = pg_cluster.admin()
+        try:
+            admin.cursor().execute(  # type: ignore[attr-defined]
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'"
+            )
+        finally:
+            admin.close()  # type: ignore[attr-defined]
+        assert batches.get(timeout=10) is None  # "anything may have changed"
+        assert listener.connected.wait(10)
+    finally:
+        listener.stop()
