@@ -106,10 +106,14 @@ class App:
     @cached_property
     def catalog(self) -> Catalog:
         from lakemount.catalog.catalog import Catalog
+        from lakemount.refs.actions import SqlRunStore
 
         tmp = os.path.join(self.config.home, "tmp")
         os.makedirs(tmp, exist_ok=True)
-        return Catalog(self.graveler, self.adapter, namespace_root=self.namespace_root(), tmpdir=tmp)
+        return Catalog(
+            self.graveler, self.adapter, namespace_root=self.namespace_root(), tmpdir=tmp,
+            runs=SqlRunStore(self.refs.engine),
+        )
 
     @cached_property
     def auth(self) -> SqlAuthStore:

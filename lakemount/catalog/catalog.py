@@ -22,6 +22,7 @@ from typing import BinaryIO, Final, NamedTuple
 
 from lakemount.block.landing import Landing, landing
 from lakemount.catalog import protection as prot
+from lakemount.catalog.actions import ACTIONS_PREFIX, MAX_ACTION_FILE, Actions, Change, Event, HookContext, MemoryRunStore, RunStore
 from lakemount.catalog.protection import BranchProtection
 from lakemount.errors import InvalidArgument, ObjectNotFound, ReadOnlyRef
 from lakemount.graveler.committed.store import join
@@ -74,12 +75,18 @@ def decode_path(key: bytes) -> str:
 class Catalog:
     """Objects by path in repositories; every front end (mount, gateway, CLI, jobs) goes through here."""
 
-    def __init__(self, graveler: Graveler, adapter: BlockAdapter, *, namespace_root: str, tmpdir: str | None = None) -> None:
+    def __init__(
+        self, graveler: Graveler, adapter: BlockAdapter, *, namespace_root: str, tmpdir: str | None = None,
+        runs: RunStore | None = None,
+    ) -> None:
+        from lakemount.catalog.hooks import RUNNERS
+
         self.graveler = graveler
         self.adapter = adapter
         self.namespace_root = namespace_root.rstrip("/")
         self.tmpdir = tmpdir
         self.protection = BranchProtection(graveler)
+        self.actions = Actions(self, runs if runs is not None else MemoryRunStore(), RUNNERS, HookContext(self))
 
     # ------------------------------------------------------------------ repositories
     def create_repository(self, name: str, storage_namespace: str | None = None, default_branch: str = "main") -> Repository:
@@ -352,9 +359,30 @@ class Catalog:
     # Thin delegations so front ends (the REST API first) never reach graveler.
     # Each raises what the graveler operation of the same name raises.
 
+    # ------------------------------------------------------------------ actions (hooks)
+    def action_files(self, repo: str, ref: str) -> builtins.list[tuple[str, bytes]]:
+        """The ``_lakefs_actions/*.yaml`` files at ``ref`` (path, bytes), by path; oversize files are skipped."""
+        r = self.repository(repo)
+        found: builtins.list[tuple[str, bytes]] = []
+        for item in self.list(repo, ref, ACTIONS_PREFIX, delimiter="/"):
+            e = item.entry
+            if e is None or not item.path.endswith((".yaml", ".yml")) or e.is_dir or e.size > MAX_ACTION_FILE:
+                continue
+            found.append((item.path, self.read(r, e)))
+        return found
+
+    def _changes(self, records: Iterator[DiffRecord]) -> Iterator[Change]:
+        for rec in records:
+            entry = self.entry_of(rec.right)
+            yield Change(decode_path(rec.key), rec.kind, None if entry is None else entry.size)
+
     def create_branch(self, repo: str, name: str, source: str) -> Branch:
-        """Create branch ``name`` at ``source`` (any ref); ``AlreadyExists``, ``InvalidName``, ``RefNotFound``."""
-        return self.graveler.create_branch(repo, name, source)
+        """Create branch ``name`` at ``source`` (any ref); ``AlreadyExists``, ``InvalidName``, ``RefNotFound``,
+        ``HookFailed`` (a pre-create-branch hook, read from ``source``)."""
+        self.actions.run(Event("pre-create-branch", repo, name, source_ref=source), source)
+        b = self.graveler.create_branch(repo, name, source)
+        self.actions.run(Event("post-create-branch", repo, name, source_ref=source, commit_id=b.commit_id), b.commit_id)
+        return b
 
     def get_branch(self, repo: str, name: str) -> Branch:
         """Raises ``BranchNotFound``."""
@@ -363,21 +391,30 @@ class Catalog:
     def delete_branch(self, repo: str, name: str) -> None:
         """Delete a branch and its staging; refuses the default branch (``InvalidArgument``) and protected
         ones (``ProtectedBranch``); ``BranchNotFound``."""
-        self.graveler.get_branch(repo, name)
+        head = self.graveler.get_branch(repo, name).commit_id
         self.protection.check(repo, name, prot.DELETE)
+        self.actions.run(Event("pre-delete-branch", repo, name, commit_id=head), name)
         self.graveler.delete_branch(repo, name)
+        self.actions.run(Event("post-delete-branch", repo, name, commit_id=head), head)
 
     def create_tag(self, repo: str, name: str, target: str) -> Tag:
-        """Tag ``target``'s commit; raises ``AlreadyExists``, ``InvalidName``, ``RefNotFound``."""
-        return self.graveler.create_tag(repo, name, target)
+        """Tag ``target``'s commit; raises ``AlreadyExists``, ``InvalidName``, ``RefNotFound``, ``HookFailed``."""
+        cid = self.resolve(repo, target).commit_id
+        self.actions.run(Event("pre-create-tag", repo, "", source_ref=target, commit_id=cid, tag_id=name), cid)
+        tag = self.graveler.create_tag(repo, name, cid)
+        self.actions.run(Event("post-create-tag", repo, "", source_ref=target, commit_id=cid, tag_id=name), cid)
+        return tag
 
     def list_tags(self, repo: str) -> builtins.list[Tag]:
         """Tags by name; raises ``RepositoryNotFound``."""
         return sorted(self.graveler.list_tags(repo), key=lambda t: t.name)
 
     def delete_tag(self, repo: str, name: str) -> None:
-        """Raises ``NotFound`` for an unknown tag."""
+        """Raises ``NotFound`` for an unknown tag, ``HookFailed``."""
+        cid = self.graveler.refs.get_tag(repo, name).commit_id
+        self.actions.run(Event("pre-delete-tag", repo, "", commit_id=cid, tag_id=name), cid)
         self.graveler.delete_tag(repo, name)
+        self.actions.run(Event("post-delete-tag", repo, "", commit_id=cid, tag_id=name), cid)
 
     def get_commit(self, repo: str, commit_id: str) -> Commit:
         """A commit by full id; raises ``CommitNotFound``."""
@@ -414,11 +451,25 @@ class Catalog:
         allow_empty: bool = False,
         date: float | None = None,
     ) -> CommitResult:
-        """``commit``, also returning what it wrote (ranges written and reused); raises what ``commit`` raises."""
+        """``commit``, also returning what it wrote (ranges written and reused); raises what ``commit`` raises,
+        and ``HookFailed`` when a pre-commit hook (read from the branch, staged changes included) rejects it."""
         self.protection.check(repo, branch, prot.COMMIT)
-        return self.graveler.commit(
+        meta = dict(metadata)
+        self.actions.run(
+            Event("pre-commit", repo, branch, source_ref=branch, commit_message=message, committer=committer,
+                  commit_metadata=meta, changes=lambda: self._changes(self.diff_uncommitted(repo, branch)),
+                  read_ref=branch, dest_ref=f"{branch}@"),
+            branch,
+        )
+        res = self.graveler.commit(
             repo, branch, message, committer=committer, metadata=metadata, allow_empty=allow_empty, date=date
         )
+        self.actions.run(
+            Event("post-commit", repo, branch, source_ref=branch, commit_message=message, committer=committer,
+                  commit_metadata=meta, commit_id=res.commit.id),
+            res.commit.id,
+        )
+        return res
 
     def merge(
         self,
@@ -432,10 +483,32 @@ class Catalog:
         committer: str = "lakemount",
         metadata: Sequence[tuple[str, str]] = (),
     ) -> MergeResult:
-        """Merge ``source`` into branch ``dest``; raises ``MergeConflict``, ``PreconditionFailed`` (dirty dest)."""
-        return self.graveler.merge(
+        """Merge ``source`` into branch ``dest``; raises ``MergeConflict``, ``PreconditionFailed`` (dirty dest),
+        ``HookFailed`` when a pre-merge hook (read from ``dest`` and from ``source``) rejects it."""
+        meta = dict(metadata)
+        text = message or f"Merge '{source}' into '{dest}'"
+
+        def brought_in() -> Iterator[Change]:
+            base = self.merge_base(repo, dest, source)
+            if base is None:
+                return self._changes(self.diff_three_way(repo, dest, source))
+            return self._changes(self.diff(repo, base, source))
+
+        self.actions.run(
+            Event("pre-merge", repo, dest, source_ref=source, commit_message=text, committer=committer,
+                  commit_metadata=meta, changes=brought_in, read_ref=source, dest_ref=dest),
+            dest, source,
+        )
+        res = self.graveler.merge(
             repo, source, dest, strategy=strategy, squash=squash, message=message, committer=committer, metadata=metadata
         )
+        if res.merged:
+            self.actions.run(
+                Event("post-merge", repo, dest, source_ref=source, commit_message=text, committer=committer,
+                      commit_metadata=meta, commit_id=res.commit_id),
+                res.commit_id,
+            )
+        return res
 
     def merge_base(self, repo: str, a: str, b: str) -> str | None:
         """The best common ancestor of two refs' commits (None if unrelated)."""
