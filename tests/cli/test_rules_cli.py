@@ -41,3 +41,53 @@ def test_branch_protect_add_list_delete_and_enforcement(tmp_path: Path) -> None:
     gone = run(home, "branch-protect", "delete", "lakefs://rules", "main", ok=False)
     assert gone.returncode == 3 and "no protection rule" in gone.stderr
     run(home, "fs", "rm", "lakefs://rules/main/a.csv")
+
+
+CHECK = """name: guard
+on:
+  pre-commit:
+    branches: [main]
+hooks:
+  - id: paths
+    type: lakemount_check
+    properties:
+      allowed_paths: ["tables/*"]
+      required_metadata: [owner]
+"""
+
+
+def test_a_pre_commit_hook_rejects_a_cli_commit_and_runs_are_listed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    action = tmp_path / "guard.yaml"
+    action.write_text(CHECK)
+    data = tmp_path / "d.csv"
+    data.write_bytes(b"a\n1\n")
+    assert "action 'guard'" in run(home, "actions", "validate", str(action)).stdout
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\non: {pre-push: {}}\nhooks: [{id: a, type: webhook}]\n")
+    bad = run(home, "actions", "validate", str(broken), ok=False)
+    assert bad.returncode == 2 and "unknown event 'pre-push'" in bad.stderr
+    run(home, "repo", "create", "lakefs://hooks")
+    run(home, "fs", "upload", "lakefs://hooks/main/_lakefs_actions/guard.yaml", "--source", str(action))
+    run(home, "fs", "upload", "lakefs://hooks/main/misc/d.csv", "--source", str(data))
+    p = run(home, "commit", "lakefs://hooks/main", "-m", "rejected", "--meta", "owner=me", ok=False)
+    assert p.returncode == 10 and len(p.stderr.strip().splitlines()) == 1
+    assert p.stderr.startswith("error: pre-commit rejected by hook guard/paths: 1 path(s) outside allowed_paths: misc/d.csv")
+    run(home, "reset", "lakefs://hooks/main", "--object", "misc/d.csv")
+    run(home, "fs", "upload", "lakefs://hooks/main/tables/d.csv", "--source", str(data))
+    p = run(home, "commit", "lakefs://hooks/main", "-m", "no owner", ok=False)
+    assert p.returncode == 10 and "missing commit metadata: owner" in p.stderr
+    c = js(home, "commit", "lakefs://hooks/main", "-m", "fine", "--meta", "owner=me")
+    assert isinstance(c, dict)
+    runs = js(home, "actions", "runs", "list", "lakefs://hooks")
+    assert isinstance(runs, list) and [r["status"] for r in runs] == ["completed", "failed", "failed"]
+    assert all(r["event_type"] == "pre-commit" and r["branch"] == "main" for r in runs)
+    shown = js(home, "actions", "runs", "show", "lakefs://hooks", runs[1]["run_id"])
+    assert isinstance(shown, dict) and shown["hooks"][0]["hook_id"] == "paths"
+    assert shown["hooks"][0]["status"] == "failed" and "missing commit metadata" in shown["hooks"][0]["output"]
+    text = run(home, "actions", "runs", "describe", "lakefs://hooks", runs[0]["run_id"]).stdout
+    assert "Hook guard/paths: completed" in text and "1 object(s) checked: ok" in text
+    page = js(home, "actions", "runs", "list", "lakefs://hooks", "--amount", "1", "--after", runs[0]["run_id"])
+    assert isinstance(page, list) and [r["run_id"] for r in page] == [runs[1]["run_id"]]
+    missing = run(home, "actions", "runs", "show", "lakefs://hooks", "nope", ok=False)
+    assert missing.returncode == 3 and "action run not found" in missing.stderr

@@ -42,3 +42,41 @@ def test_a_protected_branch_refuses_writes_but_takes_merges(app: App, mounts: Mo
     write_control(f"{main}/.lakefs/merge", "dev")
     assert open(f"{main}/fresh.txt").read() == "fresh\n"
     assert app.catalog.stat(REPO, "main", "fresh.txt").size == 6
+
+
+def one_write(path: str, data: bytes) -> None:
+    """One write(2) call (a buffered file retries a failed flush when it is collected: a second command)."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+GUARD = """name: guard
+on:
+  pre-commit: {branches: [main]}
+hooks:
+  - id: csv_only
+    type: lakemount_check
+    properties: {formats: [csv]}
+"""
+
+
+def test_a_pre_commit_hook_fails_the_control_write_with_its_reason(app: App, mounts: MountFactory) -> None:
+    m = mounts()
+    main = f"{m.mountpoint}/{REPO}/main"
+    os.makedirs(f"{main}/_lakefs_actions")
+    with open(f"{main}/_lakefs_actions/guard.yaml", "w") as f:
+        f.write(GUARD)
+    sh(f"printf 'a,b\\n1,2\\n' > {main}/ok.csv && printf 'not csv' > {main}/notes.txt")
+    head = open(f"{main}/.lakefs/head").read()
+    assert oserror(lambda: one_write(f"{main}/.lakefs/commit", b"try")) == errno.EPERM
+    error = open(f"{main}/.lakefs/error").read()
+    assert "commit: pre-commit rejected by hook guard/csv_only: 1 path(s) not of formats csv: notes.txt" in error
+    assert open(f"{main}/.lakefs/head").read() == head
+    assert open(f"{main}/notes.txt").read() == "not csv"  # nothing lost
+    os.unlink(f"{main}/notes.txt")
+    write_control(f"{main}/.lakefs/commit", "csv only")
+    assert open(f"{main}/.lakefs/head").read() != head
+    assert [r.status for r in app.catalog.actions.store.list_runs(REPO)] == ["completed", "failed"]
