@@ -107,12 +107,13 @@ class App:
     def catalog(self) -> Catalog:
         from lakemount.catalog.catalog import Catalog
         from lakemount.refs.actions import SqlRunStore
+        from lakemount.refs.pulls import SqlPullStore
 
         tmp = os.path.join(self.config.home, "tmp")
         os.makedirs(tmp, exist_ok=True)
         return Catalog(
             self.graveler, self.adapter, namespace_root=self.namespace_root(), tmpdir=tmp,
-            runs=SqlRunStore(self.refs.engine),
+            runs=SqlRunStore(self.refs.engine), pulls=SqlPullStore(self.refs.engine),
         )
 
     @cached_property

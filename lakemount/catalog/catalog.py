@@ -24,7 +24,8 @@ from lakemount.block.landing import Landing, landing
 from lakemount.catalog import protection as prot
 from lakemount.catalog.actions import ACTIONS_PREFIX, MAX_ACTION_FILE, Actions, Change, Event, HookContext, MemoryRunStore, RunStore
 from lakemount.catalog.protection import BranchProtection
-from lakemount.errors import InvalidArgument, ObjectNotFound, ReadOnlyRef
+from lakemount.catalog.pulls import PullStore, Pulls
+from lakemount.errors import InvalidArgument, ObjectNotFound, ReadOnlyRef, Unavailable
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import CommitResult, DiffRecord, Graveler, MergeResult, prefix_end
 from lakemount.graveler.model import FILE_MODE, Branch, Commit, Entry, Repository, Tag, decode_value
@@ -77,7 +78,7 @@ class Catalog:
 
     def __init__(
         self, graveler: Graveler, adapter: BlockAdapter, *, namespace_root: str, tmpdir: str | None = None,
-        runs: RunStore | None = None,
+        runs: RunStore | None = None, pulls: PullStore | None = None,
     ) -> None:
         from lakemount.catalog.hooks import RUNNERS
 
@@ -87,6 +88,14 @@ class Catalog:
         self.tmpdir = tmpdir
         self.protection = BranchProtection(graveler)
         self.actions = Actions(self, runs if runs is not None else MemoryRunStore(), RUNNERS, HookContext(self))
+        self._pulls = None if pulls is None else Pulls(pulls, self)
+
+    @property
+    def pulls(self) -> Pulls:
+        """Pull requests; raises ``Unavailable`` for a catalog built without a pull request store."""
+        if self._pulls is None:
+            raise Unavailable("pull requests need a catalog built with a pull request store")
+        return self._pulls
 
     # ------------------------------------------------------------------ repositories
     def create_repository(self, name: str, storage_namespace: str | None = None, default_branch: str = "main") -> Repository:

@@ -79,11 +79,16 @@ def protect() -> None:
 @protect.command("add")
 @click.argument("uri")
 @click.argument("pattern")
+@click.option("--required-approvals", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Approvals a pull request into these branches needs before it merges.")
 @json_option
-def protect_add(uri: str, pattern: str) -> None:
+def protect_add(uri: str, pattern: str, required_approvals: int) -> None:
     """Protect branches of lakefs://REPO whose names match PATTERN (glob, e.g. 'release-*')."""
     u = parse_uri(uri)
-    rules = ctx_obj().app.catalog.protection.add(u.repo, pattern)
+    cat = ctx_obj().app.catalog
+    rules = cat.protection.add(u.repo, pattern)
+    if required_approvals:
+        cat.pulls.set_required(u.repo, pattern, required_approvals)
     emit({"patterns": rules}, f"Protected {pattern} in {u.repo}")
 
 
@@ -94,7 +99,9 @@ def protect_add(uri: str, pattern: str) -> None:
 def protect_delete(uri: str, pattern: str) -> None:
     """Remove the protection rule PATTERN of lakefs://REPO."""
     u = parse_uri(uri)
-    rules = ctx_obj().app.catalog.protection.delete(u.repo, pattern)
+    cat = ctx_obj().app.catalog
+    rules = cat.protection.delete(u.repo, pattern)
+    cat.pulls.set_required(u.repo, pattern, 0)
     emit({"patterns": rules}, f"Removed protection {pattern} from {u.repo}")
 
 
@@ -104,8 +111,11 @@ def protect_delete(uri: str, pattern: str) -> None:
 def protect_list(uri: str) -> None:
     """List the protection rules of lakefs://REPO."""
     u = parse_uri(uri)
-    rules = ctx_obj().app.catalog.protection.rules(u.repo)
-    emit({"patterns": rules}, rules)
+    cat = ctx_obj().app.catalog
+    rules = cat.protection.rules(u.repo)
+    approvals = cat.pulls.store.required_approvals(u.repo)
+    emit({"patterns": rules, "required_approvals": {p: approvals.get(p, 0) for p in rules}},
+         [f"{p}  (pull requests need {approvals[p]} approval(s))" if approvals.get(p) else p for p in rules])
 
 
 COMMANDS = [branch, protect]

@@ -91,3 +91,43 @@ def test_a_pre_commit_hook_rejects_a_cli_commit_and_runs_are_listed(tmp_path: Pa
     assert isinstance(page, list) and [r["run_id"] for r in page] == [runs[1]["run_id"]]
     missing = run(home, "actions", "runs", "show", "lakefs://hooks", "nope", ok=False)
     assert missing.returncode == 3 and "action run not found" in missing.stderr
+
+
+def test_pull_requests_from_the_cli(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    src = tmp_path / "a.csv"
+    src.write_bytes(b"x\n")
+    run(home, "repo", "create", "lakefs://prs")
+    run(home, "fs", "upload", "lakefs://prs/main/a.csv", "--source", str(src))
+    run(home, "commit", "lakefs://prs/main", "-m", "seed")
+    run(home, "branch", "create", "lakefs://prs/dev", "--source", "lakefs://prs/main")
+    run(home, "fs", "upload", "lakefs://prs/dev/b.csv", "--source", str(src))
+    run(home, "commit", "lakefs://prs/dev", "-m", "b")
+    run(home, "branch-protect", "add", "lakefs://prs", "main", "--required-approvals", "1")
+    listed = js(home, "branch-protect", "list", "lakefs://prs")
+    assert listed == {"patterns": ["main"], "required_approvals": {"main": 1}}
+    p = js(home, "pr", "create", "lakefs://prs", "-s", "dev", "-d", "main", "-t", "Add b", "--author", "ann")
+    assert isinstance(p, dict) and (p["id"], p["status"], p["source_branch"], p["destination_branch"]) == ("1", "open", "dev", "main")
+    run(home, "pr", "comment", "lakefs://prs", "1", "-m", "please <review>", "--author", "bob")
+    early = run(home, "pr", "merge", "lakefs://prs", "1", ok=False)
+    assert early.returncode == 6 and "has 0 of the 1 approvals main requires" in early.stderr
+    own = run(home, "pr", "approve", "lakefs://prs", "1", "--user", "ann", ok=False)
+    assert own.returncode == 6
+    run(home, "pr", "approve", "lakefs://prs", "1", "--user", "bob")
+    shown = js(home, "pr", "show", "lakefs://prs", "1")
+    assert isinstance(shown, dict)
+    assert shown["diff"] == [{"path": "b.csv", "type": "added"}] and shown["required_approvals"] == 1
+    assert [a["user"] for a in shown["approvals"]] == ["bob"] and shown["comments"][0]["body"] == "please <review>"
+    text = run(home, "pr", "show", "lakefs://prs", "1").stdout
+    assert "Approvals: 1 of 1 required (bob)" in text and "added     b.csv" in text
+    merged = js(home, "pr", "merge", "lakefs://prs", "1")
+    assert isinstance(merged, dict) and merged["status"] == "merged" and merged["merged_commit_id"]
+    assert run(home, "fs", "cat", "lakefs://prs/main/b.csv").stdout == "x\n"
+    p2 = js(home, "pr", "create", "lakefs://prs", "-s", "dev", "-d", "main", "-t", "again")
+    assert isinstance(p2, dict) and p2["id"] == "2"
+    assert js(home, "pr", "close", "lakefs://prs", "2")["status"] == "closed"  # type: ignore[index]
+    assert js(home, "pr", "list", "lakefs://prs") == []
+    assert [x["id"] for x in js(home, "pr", "list", "lakefs://prs", "--status", "all")] == ["1", "2"]  # type: ignore[union-attr]
+    assert js(home, "pr", "reopen", "lakefs://prs", "2")["status"] == "open"  # type: ignore[index]
+    missing = run(home, "pr", "show", "lakefs://prs", "7", ok=False)
+    assert missing.returncode == 3 and missing.stderr.strip() == "error: pull request not found: prs#7"
