@@ -30,10 +30,10 @@ import tempfile
 import time
 
 from lakemount.app import App
+from lakemount.catalog.storage import metarange_ranges, read_table, value_address
 from lakemount.config import load
 from lakemount.graveler.model import Entry
 from lakemount.jobs.retention import GcRules, retained_commits, store_rules
-from lakemount.jobs.tables import metarange_ranges, read_table, value_address
 
 DAY = 86400.0
 WINDOW = 50

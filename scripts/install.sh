@@ -15,6 +15,8 @@ APT_PACKAGES=(
   ca-certificates                             # pip over HTTPS
   git rocksdb-tools postgresql                # the suite's references: git (merge differential), sst_dump, PostgreSQL
   rclone s3fs s3cmd awscli                    # S3 clients the gateway and benchmark tests drive
+  hyperfine                                   # benchmarks/cli_startup_bench.py
+  iproute2                                    # the cluster tests: hosts are network namespaces (ip netns, veth, bridge)
 )
 
 say() { echo "install: $*" >&2; }

@@ -119,12 +119,12 @@ def commit(ctx: Ctx) -> Response:
         repo, ctx.params["branch"], body["message"], committer=ctx.user or "lakemount",
         metadata=sorted((body.get("metadata") or {}).items()), allow_empty=bool(body.get("allow_empty")),
         date=float(date) if date is not None else None,
-    )
+    ).commit
     return json_response(201, commit_json(c))
 
 
 def diff_page(ctx: Ctx, records: object, *, delimiter: str) -> Response:
-    """A page of diff records (``DiffRecord``s in key order), grouped by ``delimiter`` when given."""
+    """A page of diff records (``Difference``s in key order), grouped by ``delimiter`` when given."""
     if delimiter not in ("", "/"):
         raise bad_request("delimiter must be '/' or empty")
     prefix = ctx.q("prefix") or ""
@@ -147,7 +147,7 @@ def diff_page(ctx: Ctx, records: object, *, delimiter: str) -> Response:
                     continue
             if after and path <= after:
                 continue
-            entry = ctx.catalog.entry_of(rec.right if rec.right is not None else rec.left)
+            entry = rec.right if rec.right is not None else rec.left
             yield path, rec.kind, entry, False
 
     return json_response(200, paginate(items(), ctx.q_int("amount"), lambda t: t[0],

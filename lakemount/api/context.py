@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl
 
+import orjson
+
 from lakemount.api.errors import ApiError, bad_request
 from lakemount.api.routing import Operation
 from lakemount.api.schemas import validate
@@ -27,8 +29,11 @@ MAX_JSON_BYTES: Final = 1 << 20
 
 
 def json_response(status: int, payload: Any, headers: tuple[tuple[str, str], ...] = ()) -> Response:
-    """A JSON response."""
-    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """A JSON response (orjson; paths that are not valid UTF-8 go out as ``\\udcXX`` escapes)."""
+    try:
+        body = orjson.dumps(payload)
+    except TypeError:  # a str with lone surrogates (surrogate-escaped bytes of a non-UTF-8 key)
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=True).encode("ascii")
     return Response(status, [("Content-Type", "application/json"), *headers], body)
 
 

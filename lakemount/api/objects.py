@@ -208,12 +208,21 @@ def list_objects(ctx: Ctx) -> Response:
                           after=ctx.q("after") or "", limit=n + 1))
     more = len(items) > n
     items = items[:n]
+    # Rendered inline: a 1,000-entry page is the API's hottest loop.
+    ns = repo_rec.storage_namespace.rstrip("/") + "/"
     results = []
-    for it in items:
-        out = object_json(cat, repo_rec, it.path, it.entry)
-        if it.entry is not None:
-            out["metadata"] = dict(_user_meta(it.entry)) if with_meta else {}
-        results.append(out)
+    append = results.append
+    for path, e in items:
+        if e is None:
+            append({"path": path, "path_type": "common_prefix", "physical_address": "", "checksum": "", "mtime": 0})
+            continue
+        addr = e.address
+        append({
+            "path": path, "path_type": "object", "physical_address": addr if "://" in addr else ns + addr,
+            "checksum": e.etag, "size_bytes": e.size, "mtime": e.mtime_ns // 1_000_000_000,
+            "metadata": dict(_user_meta(e)) if with_meta and e.metadata else {},
+            "content_type": e.content_type or "application/octet-stream",
+        })
     return json_response(200, {
         "results": results,
         "pagination": {"has_more": more, "next_offset": items[-1].path if more else "", "results": len(results),

@@ -66,7 +66,7 @@ def _operation(op: Operation) -> dict[str, Any]:
     ok: dict[str, Any] = {"description": _STATUS_TEXT.get(op.status, "success")}
     if op.response is not None:
         ok["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{op.response}"}}}
-    elif op.content_type and op.status not in (204,) and op.method != "HEAD":
+    elif op.content_type not in ("", "application/json") and op.status != 204 and op.method != "HEAD":
         ok["content"] = {op.content_type: {"schema": {"type": "string"}}}
     responses: dict[str, Any] = {str(op.status): ok}
     if op.operation_id == "getObject":

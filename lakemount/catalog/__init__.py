@@ -1,10 +1,14 @@
-"""The catalog: objects by path in repositories, the one door front ends use into the versioned core.
+"""The catalog: the one door front ends use into the versioned core (lakeFS's ``pkg/catalog``).
 
-Front ends (mount, gateway, CLI, jobs) take ``Catalog`` from ``catalog.py``
-and the records its verbs speak in from here, never from ``lakemount.graveler``.
+- ``catalog``: the :class:`~lakemount.catalog.catalog.Catalog` facade, and paths and objects
+  (content-addressed data, entries, listings, staging);
+- ``refs``: repositories, branches, tags, protection rules, ref resolution;
+- ``history``: commit, merge, revert, cherry-pick, reset, log, diff;
+- ``storage``: what jobs that read the stores directly need (ranges of a commit,
+  tables read from the block store, recovery of the ref store);
+- ``model``: the records front ends name (entries, commits, refs...), cheap to import.
+
+The mount, the gateway, the CLI and the jobs import these, never ``lakemount.graveler``
+(``tests/test_layering.py`` checks it).  Importing this package runs nothing: each
+module is imported where it is used, so a command that needs only records stays fast.
 """
-
-from lakemount.graveler.model import DIR_MODE, FILE_MODE, Branch, Entry, Repository
-from lakemount.graveler.refexpr import ResolvedRef
-
-__all__ = ["DIR_MODE", "FILE_MODE", "Branch", "Entry", "Repository", "ResolvedRef"]

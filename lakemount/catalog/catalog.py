@@ -1,5 +1,10 @@
 """The catalog: paths and objects on top of graveler; the facade every front end uses.
 
+:class:`Catalog` is the one class front ends hold.  Its verbs on refs
+(:mod:`~lakemount.catalog.refs`), history (:mod:`~lakemount.catalog.history`)
+and the stores' tables (:mod:`~lakemount.catalog.storage`) live in their own
+modules; this one holds the verbs on paths and objects.
+
 Graveler versions opaque keys and values; the catalog gives them meaning:
 keys are UTF-8 paths, values are :class:`Entry` records, and object data is
 stored content-addressed in the repository's storage namespace
@@ -10,7 +15,6 @@ copies or renames never copy data.  Directory markers are keys ending in
 
 from __future__ import annotations
 
-import builtins
 import hashlib
 import os
 import tempfile
@@ -18,9 +22,11 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from itertools import islice
 from typing import BinaryIO, Final, NamedTuple
 
 from lakemount.block.landing import Landing, landing
+<<<<<<< HEAD
 from lakemount.catalog import protection as prot
 from lakemount.catalog.actions import ACTIONS_PREFIX, MAX_ACTION_FILE, Actions, Change, Event, HookContext, MemoryRunStore, RunStore
 from lakemount.catalog.protection import BranchProtection
@@ -29,8 +35,16 @@ from lakemount.errors import InvalidArgument, ObjectNotFound, ReadOnlyRef, Unava
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import CommitResult, DiffRecord, Graveler, MergeResult, prefix_end
 from lakemount.graveler.model import FILE_MODE, Branch, Commit, Entry, Repository, Tag, decode_value
+=======
+from lakemount.catalog.history import HistoryVerbs
+from lakemount.catalog.storage import StorageVerbs
+from lakemount.errors import InvalidArgument, ObjectNotFound
+from lakemount.graveler.committed.store import join
+from lakemount.graveler.graveler import Graveler
+from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value, prefix_end
+>>>>>>> main
 from lakemount.graveler.ports import BlockAdapter
-from lakemount.graveler.refexpr import ResolvedRef, View
+from lakemount.graveler.refexpr import ResolvedRef
 
 MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
 CHUNK: Final = 4 * 1024 * 1024
@@ -73,7 +87,7 @@ def decode_path(key: bytes) -> str:
     return key.decode("utf-8", "surrogateescape")
 
 
-class Catalog:
+class Catalog(HistoryVerbs, StorageVerbs):
     """Objects by path in repositories; every front end (mount, gateway, CLI, jobs) goes through here."""
 
     def __init__(
@@ -97,6 +111,7 @@ class Catalog:
             raise Unavailable("pull requests need a catalog built with a pull request store")
         return self._pulls
 
+<<<<<<< HEAD
     # ------------------------------------------------------------------ repositories
     def create_repository(self, name: str, storage_namespace: str | None = None, default_branch: str = "main") -> Repository:
         ns = storage_namespace or f"{self.namespace_root}/{name}"
@@ -132,6 +147,8 @@ class Catalog:
         self.protection.check(repo, r.branch, prot.WRITE)
         return r.branch
 
+=======
+>>>>>>> main
     # ------------------------------------------------------------------ data
     def physical_url(self, repo: Repository, address: str) -> str:
         return address if "://" in address else join(repo.storage_namespace, address)
@@ -255,8 +272,32 @@ class Catalog:
         return decode_value(value)
 
     def get_optional(self, repo: str, ref: str | ResolvedRef, path: str) -> Entry | None:
+        """The entry at ``path``, None if there is none."""
         value = self.graveler.get(repo, self.resolve(repo, ref), encode_path(path))
         return None if value is None else decode_value(value)
+
+    def exists(self, repo: str, ref: str | ResolvedRef, path: str) -> bool:
+        """True if ``path`` has an entry (checked without decoding it)."""
+        return self.graveler.get(repo, self.resolve(repo, ref), encode_path(path)) is not None
+
+    def scan_records(
+        self, repo: str, ref: str | ResolvedRef, start: bytes = b"", stop: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Raw records (key, stored value) with start <= key < stop at ``ref``, in key order.
+
+        For bulk readers that skip most records or compare identities without
+        decoding (directory listings, imports); decode a value with
+        :func:`~lakemount.catalog.model.decode_value`.  Paths and entries:
+        :meth:`list`.
+        """
+        return self.graveler.scan(repo, self.resolve(repo, ref), start, stop)
+
+    def stage_records(self, repo: str, branch: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Stage raw records (key, stored value or None to delete) on ``branch`` as one transaction.
+
+        Raises ``ProtectedBranch`` and what the ref store raises.
+        """
+        self.graveler.set_many(repo, branch, records)
 
     def list(
         self,
@@ -278,9 +319,10 @@ class Catalog:
             akey = after.encode("utf-8", "surrogateescape") + b"\x00"
             start = max(start, akey)
         dkey = delimiter.encode() if delimiter else b""
-        if not dkey and limit is None:
+        if not dkey:
             # The common bulk case (recursive listings, S3 without delimiter): a tight loop.
-            for key, value in self.graveler.scan(repo, r, start, stop):
+            scan = self.graveler.scan(repo, r, start, stop)
+            for key, value in scan if limit is None else islice(scan, max(limit, 0)):
                 yield Listed(key.decode("utf-8", "surrogateescape"), decode_value(value))
             return
         emitted = 0
@@ -363,6 +405,7 @@ class Catalog:
     def delete(self, repo: str, ref: str | ResolvedRef, path: str) -> None:
         """Stage the deletion of ``path``; raises ``ObjectNotFound`` if it is not there."""
         self.graveler.delete(repo, self.writable_branch(repo, ref), encode_path(path))
+<<<<<<< HEAD
 
     # ------------------------------------------------------------------ versioning verbs
     # Thin delegations so front ends (the REST API first) never reach graveler.
@@ -575,3 +618,5 @@ class Catalog:
     def entry_of(value: bytes | None) -> Entry | None:
         """The entry a diff record's value holds (None stays None); raises ``Corrupt``."""
         return None if value is None else decode_value(value)
+=======
+>>>>>>> main

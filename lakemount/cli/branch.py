@@ -35,7 +35,7 @@ def create(uri: str, source: str) -> None:
 def list_(uri: str) -> None:
     """List branches of repository URI (lakefs://REPO)."""
     u = parse_uri(uri)
-    bs = ctx_obj().app.graveler.list_branches(u.repo)
+    bs = ctx_obj().app.catalog.list_branches(u.repo)
     emit([{"id": b.name, "commit_id": b.commit_id} for b in bs], [f"{b.name:<40} {b.commit_id[:16]}" for b in bs])
 
 
@@ -46,7 +46,7 @@ def show(uri: str) -> None:
     """Show a branch's head commit and whether it has uncommitted changes."""
     u = parse_uri(uri, need_ref=True)
     assert u.ref
-    g = ctx_obj().app.graveler
+    g = ctx_obj().app.catalog
     b = g.get_branch(u.repo, u.ref)
     dirty = g.has_uncommitted(u.repo, b)
     emit({"id": b.name, "commit_id": b.commit_id, "uncommitted_changes": dirty},
@@ -85,11 +85,18 @@ def protect() -> None:
 def protect_add(uri: str, pattern: str, required_approvals: int) -> None:
     """Protect branches of lakefs://REPO whose names match PATTERN (glob, e.g. 'release-*')."""
     u = parse_uri(uri)
+<<<<<<< HEAD
     cat = ctx_obj().app.catalog
     rules = cat.protection.add(u.repo, pattern)
     if required_approvals:
         cat.pulls.set_required(u.repo, pattern, required_approvals)
     emit({"patterns": rules}, f"Protected {pattern} in {u.repo}")
+=======
+    g = ctx_obj().app.catalog
+    rules = g.protection_rules(u.repo)
+    g.set_protection_rules(u.repo, [*rules, pattern])
+    emit({"patterns": g.protection_rules(u.repo)}, f"Protected {pattern}")
+>>>>>>> main
 
 
 @protect.command("delete")
@@ -99,10 +106,21 @@ def protect_add(uri: str, pattern: str, required_approvals: int) -> None:
 def protect_delete(uri: str, pattern: str) -> None:
     """Remove the protection rule PATTERN of lakefs://REPO."""
     u = parse_uri(uri)
+<<<<<<< HEAD
     cat = ctx_obj().app.catalog
     rules = cat.protection.delete(u.repo, pattern)
     cat.pulls.set_required(u.repo, pattern, 0)
     emit({"patterns": rules}, f"Removed protection {pattern} from {u.repo}")
+=======
+    g = ctx_obj().app.catalog
+    rules = g.protection_rules(u.repo)
+    if pattern not in rules:
+        from lakemount.errors import NotFound
+
+        raise NotFound(f"no protection rule {pattern!r} in {u.repo}")
+    g.set_protection_rules(u.repo, [r for r in rules if r != pattern])
+    emit({"patterns": g.protection_rules(u.repo)}, f"Removed protection {pattern}")
+>>>>>>> main
 
 
 @protect.command("list")
@@ -111,11 +129,16 @@ def protect_delete(uri: str, pattern: str) -> None:
 def protect_list(uri: str) -> None:
     """List the protection rules of lakefs://REPO."""
     u = parse_uri(uri)
+<<<<<<< HEAD
     cat = ctx_obj().app.catalog
     rules = cat.protection.rules(u.repo)
     approvals = cat.pulls.store.required_approvals(u.repo)
     emit({"patterns": rules, "required_approvals": {p: approvals.get(p, 0) for p in rules}},
          [f"{p}  (pull requests need {approvals[p]} approval(s))" if approvals.get(p) else p for p in rules])
+=======
+    rules = ctx_obj().app.catalog.protection_rules(u.repo)
+    emit({"patterns": rules}, rules)
+>>>>>>> main
 
 
 COMMANDS = [branch, protect]

@@ -1,4 +1,8 @@
-"""Shared pieces of the command line: ``lakefs://`` URIs, output, errors, progress."""
+"""Shared pieces of the command line: ``lakefs://`` URIs, output, errors, progress.
+
+Every verb imports this module, so it imports nothing heavy at load time: the
+``App`` (and through it the stores) and tqdm are loaded when first used.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,17 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from tqdm import tqdm
 
-from lakemount.app import App
 from lakemount.errors import InvalidArgument
-from lakemount.graveler.model import Commit, Entry
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
+    from lakemount.app import App
+    from lakemount.catalog.model import Commit, Entry
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -62,7 +69,10 @@ class Ctx:
 
     @property
     def app(self) -> App:
+        """The app of ``--config`` (built on first use); raises ``ConfigError`` for a bad configuration."""
         if self._app is None:
+            from lakemount.app import App
+
             self._app = App.from_config(self.config_path)
         return self._app
 
@@ -144,6 +154,8 @@ def entry_json(path: str, e: Entry) -> dict[str, Any]:
 
 def progress(total: int | None, desc: str, unit: str = "it") -> tqdm:
     """A progress bar on stderr, shown when stderr is a terminal."""
+    from tqdm import tqdm
+
     return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=not sys.stderr.isatty(), leave=False)
 
 

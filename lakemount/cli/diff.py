@@ -6,7 +6,6 @@ import click
 
 from lakemount.cli.common import ctx_obj, emit, json_option, parse_uri
 from lakemount.errors import InvalidArgument
-from lakemount.graveler.model import decode_value
 
 _SIGN = {"added": "+", "removed": "-", "changed": "~", "conflict": "!"}
 
@@ -25,24 +24,23 @@ def diff(left: str, right: str | None, two_way: bool, prefix: str) -> None:
     with --two-way, every difference between LEFT and RIGHT.
     """
     lu = parse_uri(left, need_ref=True)
-    g = ctx_obj().app.graveler
+    g = ctx_obj().app.catalog
     assert lu.ref
     if right is None:
-        recs = list(g.diff_uncommitted(lu.repo, lu.ref, prefix=prefix.encode()))
+        recs = list(g.diff_uncommitted(lu.repo, lu.ref, prefix=prefix))
     else:
         ru = parse_uri(right, need_ref=True)
         assert ru.ref
         if ru.repo != lu.repo:
             raise InvalidArgument("both refs must be in the same repository")
         if two_way:
-            recs = list(g.diff(lu.repo, lu.ref, ru.ref, prefix=prefix.encode()))
+            recs = list(g.diff(lu.repo, lu.ref, ru.ref, prefix=prefix))
         else:
-            recs = [r for r in g.diff_three_way(lu.repo, lu.ref, ru.ref) if r.key.startswith(prefix.encode())]
+            recs = [r for r in g.diff_three_way(lu.repo, lu.ref, ru.ref) if r.path.startswith(prefix)]
     rows = []
     for r in recs:
-        v = r.right if r.right is not None else r.left
-        size = decode_value(v).size if v is not None else 0
-        rows.append({"path": r.key.decode("utf-8", "surrogateescape"), "type": r.kind, "size_bytes": size})
+        e = r.right if r.right is not None else r.left
+        rows.append({"path": r.path, "type": r.kind, "size_bytes": e.size if e is not None else 0})
     emit(rows, [f"{_SIGN[str(x['type'])]} {x['type']:<8} {x['path']}" for x in rows] or ["No changes"])
 
 

@@ -44,10 +44,10 @@ def doctor() -> None:
 
     def repos() -> str:
         bad = []
-        for r in app.graveler.list_repositories():
+        for r in app.catalog.list_repositories():
             try:
-                head = app.graveler.get_branch(r.name, r.default_branch)
-                app.graveler.metarange_of(r, app.graveler.get_commit(r.name, head.commit_id))
+                head = app.catalog.get_branch(r.name, r.default_branch)
+                app.catalog.ranges(r.name, head.commit_id)
             except LakeMountError as exc:
                 bad.append(f"{r.name}: {exc}")
         if bad:

@@ -53,13 +53,13 @@ def set_config(uri: str, default_retention_days: int, branches: tuple[str, ...],
     """Set the GC rules of repository URI (lakefs://REPO)."""
     u = parse_uri(uri)
     app = ctx_obj().app
-    repo = app.graveler.get_repository(u.repo)
+    repo = app.catalog.repository(u.repo)
     rules = GcRules(default_retention_days, _branch_rules(branches))
     if not rules.keeps_history and not force:
         raise InvalidArgument(
             "these rules keep no history: GC would delete everything but branch heads, tags and staging; use --force"
         )
-    known = {b.name for b in app.graveler.list_branches(u.repo)}
+    known = {b.name for b in app.catalog.list_branches(u.repo)}
     for name, _days in rules.branches:
         if name not in known:
             click.echo(f"warning: {u.repo} has no branch {name} (yet); the rule applies once it exists", err=True)
@@ -74,7 +74,7 @@ def get_config(uri: str) -> None:
     """Show the GC rules of repository URI."""
     u = parse_uri(uri)
     app = ctx_obj().app
-    repo = app.graveler.get_repository(u.repo)
+    repo = app.catalog.repository(u.repo)
     rules = load_rules(app.adapter, repo.storage_namespace)
     if rules is None:
         raise NotFound(f"no GC rules for repository {u.repo}")
@@ -88,7 +88,7 @@ def delete_config(uri: str) -> None:
     """Remove the GC rules of repository URI (GC then refuses to run)."""
     u = parse_uri(uri)
     app = ctx_obj().app
-    repo = app.graveler.get_repository(u.repo)
+    repo = app.catalog.repository(u.repo)
     delete_rules(app.adapter, repo.storage_namespace)
     emit({"deleted": u.repo}, f"GC rules of {u.repo} deleted")
 

@@ -34,9 +34,9 @@ def log(uri: str, limit: int | None, since: str | None, first_parent: bool, obje
     if limit is not None and limit < 1:
         raise InvalidArgument("--amount must be positive")
     commits = list(
-        ctx_obj().app.graveler.log(
+        ctx_obj().app.catalog.log(
             u.repo, u.ref, limit=limit, since=_since(since), first_parent=first_parent,
-            paths=[o.encode() for o in objects], prefixes=[p.encode() for p in prefixes],
+            paths=objects, prefixes=prefixes,
         )
     )
     emit([commit_json(c) for c in commits], [commit_text(c) for c in commits])

@@ -1,12 +1,17 @@
 """The ``lakemount`` command: one entry point whose verbs mirror lakectl's.
 
-Each verb lives in its own module; this one builds the group, registers the
-verbs, and turns lakemount errors into one line on stderr and a non-zero exit.
+Each verb lives in its own module (which lists it in ``COMMANDS``); this one
+builds the group, names the verbs in :data:`VERBS`, and turns lakemount errors
+into one line on stderr and a non-zero exit.  A verb's module is imported only
+when that verb runs, so ``lakemount --help`` and a quick ``fs cat`` do not pay
+for the rest (``benchmarks/cli_startup_bench.py`` measures it).
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Mapping
 
 import click
 
@@ -40,7 +45,77 @@ EXIT_CODES: dict[type[LakeMountError], int] = {
 }
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+# verb -> ("module:attribute", the first paragraph of its help).  ``--help`` lists
+# the verbs from here without importing them; tests/cli/test_lazy_cli.py checks
+# this table against every module's COMMANDS.
+VERBS: dict[str, tuple[str, str]] = {
+    "api": ("lakemount.cli.api:api", "Run the REST API (lakeFS's /api/v1 for lakeFS's clients) until interrupted."),
+    "auth": ("lakemount.cli.auth:auth", "Manage users, their access keys and their policies."),
+    "branch": ("lakemount.cli.branch:branch", "Create, list, show and delete branches."),
+    "branch-protect": ("lakemount.cli.branch:protect", "Protect branches from direct writes and commits (merges still allowed)."),
+    "cherry-pick": ("lakemount.cli.cherry_pick:cherry_pick", "Apply the change COMMIT (lakefs://REPO/REF) introduced onto BRANCH (lakefs://REPO/BRANCH)."),
+    "commit": ("lakemount.cli.commit:commit", "Commit the uncommitted changes of branch URI (lakefs://REPO/BRANCH)."),
+    "diff": ("lakemount.cli.diff:diff", "Show changes."),
+    "doctor": ("lakemount.cli.doctor:doctor", "Check the configuration, the ref store, the block store and FUSE; exit non-zero on a failure."),
+    "export": ("lakemount.cli.export:export", "Export the objects under URI (lakefs://REPO/REF[/PREFIX]) byte for byte."),
+    "fs": ("lakemount.cli.fs:fs", "Work with objects: ls, cat, stat, upload, download, rm."),
+    "gc": ("lakemount.cli.gc:gc", "Garbage collection: retention rules and the job that trashes, then deletes, expired data."),
+    "import": ("lakemount.cli.import_:import_", "Import objects without copying them: entries point at the objects where they are."),
+    "log": ("lakemount.cli.log:log", "Show the history of URI (lakefs://REPO/REF), newest first."),
+    "merge": ("lakemount.cli.merge:merge", "Merge SOURCE (lakefs://REPO/REF) into DESTINATION (lakefs://REPO/BRANCH)."),
+    "mount": ("lakemount.cli.mount:mount", "Mount the repositories at MOUNTPOINT: MOUNTPOINT/<repo>/<ref>/... (branches read-write)."),
+    "umount": ("lakemount.cli.mount:umount", "Unmount MOUNTPOINT; waits until the mount process has saved everything and exited."),
+    "recover": ("lakemount.cli.recover:recover", "Rebuild repositories, branches, tags and commits from the block store."),
+    "repo": ("lakemount.cli.repo:repo", "Create, list and delete repositories."),
+    "reset": ("lakemount.cli.reset:reset", "Drop uncommitted changes of URI (lakefs://REPO/BRANCH[/PATH])."),
+    "revert": ("lakemount.cli.revert:revert", "Revert COMMIT (a ref) on BRANCH (lakefs://REPO/BRANCH)."),
+    "serve": ("lakemount.cli.serve:serve", "Run the S3 gateway (bucket = repository, key = REF/PATH) and the REST API until interrupted."),
+    "show": ("lakemount.cli.show:show", "Show the commit URI (lakefs://REPO/REF) resolves to."),
+    "tag": ("lakemount.cli.tag:tag", "Create, list, show and delete tags."),
+    "up": ("lakemount.cli.up:up", "Bring up lakemount on embedded defaults with a demo repository."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose verbs are imported when invoked; its help lists them from a table of summaries."""
+
+    def __init__(self, *args: object, verbs: Mapping[str, tuple[str, str]], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.verbs = dict(verbs)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.verbs})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The verb ``cmd_name``, importing its module on first use; None if there is no such verb."""
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in self.verbs:
+            module, _, attribute = self.verbs[cmd_name][0].partition(":")
+            command = getattr(importlib.import_module(module), attribute)
+            assert isinstance(command, click.Command)
+            self.add_command(command, cmd_name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Like click's, with a stand-in per verb not imported yet: the same rows, no imports."""
+        commands = []
+        for name in self.list_commands(ctx):
+            command = self.commands.get(name)
+            if command is None:
+                command = click.Command(name, help=self.verbs[name][1])
+            if not command.hidden:
+                commands.append((name, command))
+        if commands:
+            limit = formatter.width - 6 - max(len(name) for name, _ in commands)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in commands])
+
+
+@click.group(
+    cls=LazyGroup,
+    verbs=VERBS,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.option("--config", "-c", envvar="LAKEMOUNT_CONFIG", help="YAML configuration file (default: built-in embedded setup).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @click.version_option(package_name="lakemount")
@@ -57,25 +132,6 @@ def cli(ctx: click.Context, config: str | None, as_json: bool) -> None:
     file or LAKEMOUNT_* variables say otherwise.
     """
     ctx.obj = Ctx(config, as_json)
-
-
-def _register() -> None:
-    """Register every verb: each module of this package that defines ``COMMANDS``.
-
-    Discovery instead of a hand-kept list, so adding a verb is adding a module.
-    """
-    import importlib
-    import pkgutil
-
-    import lakemount.cli as package
-
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
-        for command in getattr(module, "COMMANDS", ()):
-            cli.add_command(command)
-
-
-_register()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,8 +17,6 @@ def recover(force: bool) -> None:
     them into an empty ref store (e.g. after losing the SQLite file).  Uncommitted
     changes are not recovered: they live only in the ref store.
     """
-    from lakemount.graveler.recover import recover as run
-
     app = ctx_obj().app
     bars: dict[str, object] = {}
 
@@ -30,7 +28,7 @@ def recover(force: bool) -> None:
         bar.refresh()  # type: ignore[attr-defined]
 
     try:
-        report = run(app.journal, app.refs, force=force, progress=on_progress)
+        report = app.catalog.recover(force=force, progress=on_progress)
     finally:
         for bar in bars.values():
             bar.close()  # type: ignore[attr-defined]

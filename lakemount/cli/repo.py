@@ -35,7 +35,7 @@ def create(uri: str, storage_namespace: str | None, default_branch: str) -> None
 @json_option
 def list_() -> None:
     """List repositories."""
-    repos = ctx_obj().app.graveler.list_repositories()
+    repos = ctx_obj().app.catalog.list_repositories()
     emit(
         [{"id": r.name, "storage_namespace": r.storage_namespace, "default_branch": r.default_branch, "creation_date": r.creation_date} for r in repos],
         [f"{r.name:<30} {r.default_branch:<16} {iso(r.creation_date)}  {r.storage_namespace}" for r in repos],
@@ -51,7 +51,7 @@ def delete(uri: str, yes: bool) -> None:
     u = parse_uri(uri)
     if not yes:
         click.confirm(f"Delete repository {u.repo} and all its branches, tags and commits?", abort=True)
-    ctx_obj().app.graveler.delete_repository(u.repo)
+    ctx_obj().app.catalog.delete_repository(u.repo)
     emit({"deleted": u.repo}, f"Deleted repository {u.repo}")
 
 

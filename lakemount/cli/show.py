@@ -14,7 +14,7 @@ def show(uri: str) -> None:
     """Show the commit URI (lakefs://REPO/REF) resolves to."""
     u = parse_uri(uri, need_ref=True)
     assert u.ref
-    c = ctx_obj().app.graveler.commit_of(u.repo, u.ref)
+    c = ctx_obj().app.catalog.commit_of(u.repo, u.ref)
     emit(commit_json(c), commit_text(c))
 
 

@@ -34,7 +34,7 @@ def create(uri: str, commit_uri: str) -> None:
 def list_(uri: str) -> None:
     """List tags of lakefs://REPO."""
     u = parse_uri(uri)
-    ts = ctx_obj().app.graveler.list_tags(u.repo)
+    ts = ctx_obj().app.catalog.list_tags(u.repo)
     emit([{"id": t.name, "commit_id": t.commit_id} for t in ts], [f"{t.name:<40} {t.commit_id}" for t in ts])
 
 
@@ -45,7 +45,7 @@ def show(uri: str) -> None:
     """Show the commit a tag points at."""
     u = parse_uri(uri, need_ref=True)
     assert u.ref
-    t = ctx_obj().app.graveler.refs.get_tag(u.repo, u.ref)
+    t = ctx_obj().app.catalog.get_tag(u.repo, u.ref)
     emit({"id": t.name, "commit_id": t.commit_id}, f"{t.name} {t.commit_id}")
 
 

@@ -41,8 +41,8 @@ def ensure_demo(app: object) -> bool:
             w.writerow([f"{day}-{i:04d}", f"user{rng.randrange(20)}", f"{rng.random() * 100:.2f}"])
         cat.put(DEMO, "main", f"events/dt={day}/part-0000.csv", buf.getvalue().encode(), content_type="text/csv")
     cat.put(DEMO, "main", "README.md", b"# demo\n\nA lakemount demo repository: daily event files under events/.\n", content_type="text/markdown")
-    app.graveler.commit(DEMO, "main", "Demo dataset", committer="lakemount")
-    app.graveler.create_tag(DEMO, "v1", "main")
+    app.catalog.commit(DEMO, "main", "Demo dataset", committer="lakemount")
+    app.catalog.create_tag(DEMO, "v1", "main")
     return True
 
 
@@ -55,7 +55,7 @@ def up(no_services: bool) -> None:
     os.makedirs(app.config.home, exist_ok=True)
     created = ensure_demo(app)
     listing = [it.path for it in app.catalog.list(DEMO, "main", "")]
-    head = app.graveler.get_branch(DEMO, "main").commit_id
+    head = app.catalog.get_branch(DEMO, "main").commit_id
     emit(
         {"home": app.config.home, "repository": DEMO, "created": created, "head": head, "objects": listing},
         [

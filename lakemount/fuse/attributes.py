@@ -17,10 +17,10 @@ import stat
 import time
 from typing import Final
 
+from lakemount.catalog.model import LINK_MODE
 from lakemount.fuse import control
 from lakemount.fuse.inodes import Kind, Node
 from lakemount.fuse.values import Attr, MountOptions
-from lakemount.graveler.model import LINK_MODE
 
 # The file types mknod(2) makes and an entry's mode may carry besides directories and symlinks.
 MKNOD_TYPES: Final = frozenset({stat.S_IFREG, stat.S_IFIFO, stat.S_IFSOCK, stat.S_IFCHR, stat.S_IFBLK})

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.model import Commit
 from lakemount.errors import InvalidArgument, LakeMountError, MergeConflict, NotFound
 from lakemount.fuse.scope import Scope
-from lakemount.graveler.model import Commit, decode_value
 
 CONTROL_DIR: Final = ".lakefs"
 BRANCH_FILES: Final = ("commit", "merge", "revert", "reset", "status", "head", "log", "error")
@@ -93,15 +93,15 @@ class ControlFiles:
         if name == STATS:
             return self.render_stats().encode()
         assert scope is not None
-        g = self.catalog.graveler
+        catalog = self.catalog
         if name == "head":
             return (self._head(scope) + "\n").encode()
         if name == "commit":
-            return _json(_commit_json(g.get_commit(scope.repo, self._head(scope))))
+            return _json(_commit_json(catalog.get_commit(scope.repo, self._head(scope))))
         if name in ("merge", "revert", "reset"):
             return _json(scope.last.get(name, {}))
         if name == "log":
-            return _json([_commit_json(c) for c in g.log(scope.repo, self._ref(scope), limit=LOG_LIMIT)])
+            return _json([_commit_json(c) for c in catalog.log(scope.repo, self._ref(scope), limit=LOG_LIMIT)])
         if name == "status":
             return _json(self._status(scope))
         if name == "error":
@@ -113,22 +113,20 @@ class ControlFiles:
 
     def _head(self, scope: Scope) -> str:
         if scope.writable:
-            return self.catalog.graveler.get_branch(scope.repo, scope.branch).commit_id
+            return self.catalog.get_branch(scope.repo, scope.branch).commit_id
         return scope.resolved.commit_id
 
     def _status(self, scope: Scope) -> dict[str, Any]:
         changes: list[dict[str, Any]] = []
         truncated = False
-        for rec in self.catalog.graveler.diff_uncommitted(scope.repo, scope.branch):
+        for rec in self.catalog.diff_uncommitted(scope.repo, scope.branch):
             if len(changes) >= STATUS_LIMIT:
                 truncated = True
                 break
-            path = rec.key.decode("utf-8", "surrogateescape")
-            item: dict[str, Any] = {"path": path, "type": rec.kind}
+            item: dict[str, Any] = {"path": rec.path, "type": rec.kind}
             if rec.right is not None:
-                e = decode_value(rec.right)
-                item["size_bytes"] = e.size
-                item["checksum"] = e.etag
+                item["size_bytes"] = rec.right.size
+                item["checksum"] = rec.right.etag
             changes.append(item)
         return {"branch": scope.branch, "head": self._head(scope), "changes": changes, "truncated": truncated}
 
@@ -184,7 +182,11 @@ class ControlFiles:
             allow_empty = bool(spec.get("allow_empty", False))
         if not message:
             raise InvalidArgument("commit: write a commit message")
+<<<<<<< HEAD
         commit = self.catalog.commit(
+=======
+        res = self.catalog.commit(
+>>>>>>> main
             scope.repo, scope.branch, message, committer=committer_name(uid), metadata=metadata, allow_empty=allow_empty
         )
         scope.last["commit"] = _commit_json(commit)
@@ -250,6 +252,7 @@ class ControlFiles:
 
     def _reset(self, scope: Scope, text: str) -> Outcome:
         args = _split(text, "reset")
+<<<<<<< HEAD
         cat = self.catalog
         if not args:
             cat.reset(scope.repo, scope.branch)
@@ -259,6 +262,17 @@ class ControlFiles:
             scope.last["reset"] = {"scope": "object", "path": args[1]}
         elif len(args) == 1 and not args[0].startswith("-"):
             cat.reset(scope.repo, scope.branch, prefix=args[0].lstrip("/"))
+=======
+        catalog = self.catalog
+        if not args:
+            catalog.reset(scope.repo, scope.branch)
+            scope.last["reset"] = {"scope": "all"}
+        elif len(args) == 2 and args[0] == "--object":
+            catalog.reset(scope.repo, scope.branch, path=args[1].lstrip("/"))
+            scope.last["reset"] = {"scope": "object", "path": args[1]}
+        elif len(args) == 1 and not args[0].startswith("-"):
+            catalog.reset(scope.repo, scope.branch, prefix=args[0].lstrip("/"))
+>>>>>>> main
             scope.last["reset"] = {"scope": "prefix", "prefix": args[0]}
         else:
             raise InvalidArgument("reset: write nothing (all), a path prefix, or '--object PATH'")

@@ -60,6 +60,7 @@ from typing import Any, Final
 from lakemount.cache.disk import DiskCache
 from lakemount.cache.ram import RamCache
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.model import BlockAdapter
 from lakemount.fuse import control
 from lakemount.fuse.attributes import Attributes
 from lakemount.fuse.directories import READDIR_BATCH, Directories
@@ -75,7 +76,6 @@ from lakemount.fuse.state import NAME_MAX, MountState, NeedsThread, op
 from lakemount.fuse.stats import Metrics
 from lakemount.fuse.tree import Tree
 from lakemount.fuse.values import Attr, Caller, DirItem, MountOptions, Opened, SetAttr, StatFs
-from lakemount.graveler.ports import BlockAdapter
 
 # Any constant > 0 works for statfs: the store has no fixed capacity.  These
 # say "1 PiB, a billion inodes, all free" so df and space checks are happy.

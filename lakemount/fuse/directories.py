@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from lakemount.catalog.model import ResolvedRef, View
 from lakemount.errors import LakeMountError
 from lakemount.fuse import control
 from lakemount.fuse.attributes import Attributes
@@ -28,7 +29,6 @@ from lakemount.fuse.scope import Scopes
 from lakemount.fuse.state import MountState, decode_name, join_path, op
 from lakemount.fuse.tree import Tree
 from lakemount.fuse.values import DirItem
-from lakemount.graveler.refexpr import ResolvedRef, View
 
 log = logging.getLogger(__name__)
 
@@ -61,19 +61,19 @@ class Directories:
         items: list[tuple[bytes, Callable[[], Node]]] = []
         if node.kind == Kind.ROOT:
             self.state.io()
-            repos = sorted(r.name for r in self.state.catalog.graveler.list_repositories())
+            repos = sorted(r.name for r in self.state.catalog.list_repositories())
             items.append((control.CONTROL_DIR.encode(), lambda: tree.child(node, control.CONTROL_DIR.encode())))
             for repo in repos:
                 items.append((repo.encode(), functools.partial(self._repo_node, repo)))
         elif node.kind == Kind.REPO:
             self.state.io()
-            g = self.state.catalog.graveler
+            catalog = self.state.catalog
             refs: dict[str, Callable[[], Node]] = {}
-            for b in g.list_branches(node.repo):
+            for b in catalog.list_branches(node.repo):
                 resolved = ResolvedRef(b.name, "branch", b.commit_id, View.FULL, b.name)
                 sig = (b.commit_id, b.staging_token, *b.sealed_tokens)
                 refs[b.name] = functools.partial(self._ref_node, node.repo, b.name, resolved, sig, False)
-            for t in g.list_tags(node.repo):
+            for t in catalog.list_tags(node.repo):
                 if t.name not in refs:
                     resolved = ResolvedRef(t.name, "tag", t.commit_id, View.COMMITTED, None)
                     refs[t.name] = functools.partial(self._ref_node, node.repo, t.name, resolved, (t.commit_id,), True)

@@ -20,7 +20,7 @@ from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, NewType
 
-from lakemount.graveler.model import Entry
+from lakemount.catalog.model import Entry
 
 if TYPE_CHECKING:
     from lakemount.fuse.listing import Listing

@@ -4,7 +4,7 @@ A directory is a key prefix ending in ``/``.  Its children are the keys right
 below it (files, symlinks) and the next-level prefixes (subdirectories); an
 *explicit* directory also has a marker key (the prefix itself, e.g. ``a/b/``)
 whose entry holds its mode, owner and times, while an *implicit* one exists only
-because keys lie below it.  :func:`list_dir` walks graveler's ordered scan and
+because keys lie below it.  :func:`list_dir` walks the catalog's ordered scan and
 returns each subdirectory together with its marker entry, jumping over the
 subtree when it is large, so listing a directory costs one scan plus one seek
 per big subdirectory.  Names that cannot appear in a POSIX directory (empty,
@@ -19,9 +19,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from lakemount.catalog.catalog import Catalog
-from lakemount.graveler.graveler import prefix_end
-from lakemount.graveler.model import Entry, decode_value
-from lakemount.graveler.refexpr import ResolvedRef
+from lakemount.catalog.model import Entry, ResolvedRef, decode_value, prefix_end
 
 # Keys of one subdirectory skipped one by one before seeking past the rest.
 SKIP_BEFORE_SEEK: Final = 16
@@ -86,7 +84,7 @@ def list_dir(catalog: Catalog, repo: str, ref: ResolvedRef, dir_path: str) -> tu
         reseek: bytes | None = None
         current_dir: bytes | None = None
         skipped = 0
-        for key, value in catalog.graveler.scan(repo, ref, start, stop):
+        for key, value in catalog.scan_records(repo, ref, start, stop):
             rest = key[len(prefix) :]
             slash = rest.find(b"/")
             if slash < 0:
@@ -115,7 +113,7 @@ def list_dir(catalog: Catalog, repo: str, ref: ResolvedRef, dir_path: str) -> tu
 def lookup_child(catalog: Catalog, repo: str, ref: ResolvedRef, path: str) -> Child | None:
     """What ``path`` is in the ref (a directory wins over a file of the same name), by point queries."""
     dir_key = (path + "/").encode("utf-8", "surrogateescape")
-    for key, value in catalog.graveler.scan(repo, ref, dir_key, prefix_end(dir_key)):
+    for key, value in catalog.scan_records(repo, ref, dir_key, prefix_end(dir_key)):
         return Child(ChildKind.DIR, decode_value(value) if key == dir_key else None)
     entry = catalog.get_optional(repo, ref, path)
     return None if entry is None else child_for_entry(entry)
@@ -125,4 +123,4 @@ def has_children(catalog: Catalog, repo: str, ref: ResolvedRef, path: str, ignor
     """True if any key other than the directory's marker (and ``ignore``) lies below ``path``."""
     dir_key = (path + "/").encode("utf-8", "surrogateescape") if path else b""
     stop = prefix_end(dir_key) if dir_key else None
-    return any(key != dir_key and key not in ignore for key, _value in catalog.graveler.scan(repo, ref, dir_key, stop))
+    return any(key != dir_key and key not in ignore for key, _value in catalog.scan_records(repo, ref, dir_key, stop))

@@ -17,6 +17,7 @@ import os
 import stat
 import time
 
+from lakemount.catalog.model import DIR_MODE, LINK_MODE, Entry
 from lakemount.fuse.attributes import Attributes
 from lakemount.fuse.errno import ENOATTR, FsError
 from lakemount.fuse.inodes import Kind, Node
@@ -26,7 +27,6 @@ from lakemount.fuse.scope import Scopes
 from lakemount.fuse.state import MountState, op, with_changes
 from lakemount.fuse.tree import CHILD, Tree
 from lakemount.fuse.values import Attr, Caller, SetAttr
-from lakemount.graveler.model import DIR_MODE, LINK_MODE, Entry
 
 
 class Metadata:

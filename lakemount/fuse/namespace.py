@@ -22,6 +22,7 @@ import time
 from typing import Final
 
 from lakemount.catalog.catalog import MAX_KEY_BYTES
+from lakemount.catalog.model import DIR_MODE, LINK_MODE, Entry
 from lakemount.fuse import control
 from lakemount.fuse.attributes import MKNOD_TYPES, Attributes
 from lakemount.fuse.errno import FsError
@@ -32,8 +33,6 @@ from lakemount.fuse.scope import Scope, Scopes
 from lakemount.fuse.state import NAME_MAX, MountState, decode_name, join_path, key_len, op
 from lakemount.fuse.tree import CHILD, Tree
 from lakemount.fuse.values import Attr, Caller, Opened
-from lakemount.graveler.graveler import prefix_end
-from lakemount.graveler.model import DIR_MODE, LINK_MODE, Entry, decode_value
 
 RENAME_NOREPLACE: Final = 1
 
@@ -82,8 +81,7 @@ class Namespace:
         """A marker for ``parent`` if it is implicit and would be left empty by removing ``removed``."""
         if not parent.path:
             return []
-        marker_key = (parent.path + "/").encode("utf-8", "surrogateescape")
-        if self.catalog.graveler.get(scope.repo, scope.resolved, marker_key) is not None:
+        if self.catalog.exists(scope.repo, scope.resolved, parent.path + "/"):
             return []
         if has_children(self.catalog, scope.repo, scope.resolved, parent.path, ignore=removed):
             return []
@@ -91,11 +89,7 @@ class Namespace:
 
     def _subtree(self, scope: Scope, path: str) -> list[tuple[str, Entry]]:
         """Every entry at or below directory ``path`` (keys as paths, the marker included)."""
-        prefix = (path + "/").encode("utf-8", "surrogateescape")
-        return [
-            (k.decode("utf-8", "surrogateescape"), decode_value(v))
-            for k, v in self.catalog.graveler.scan(scope.repo, scope.resolved, prefix, prefix_end(prefix))
-        ]
+        return [(item.path, item.entry) for item in self.catalog.list(scope.repo, scope.resolved, path + "/") if item.entry is not None]
 
     # ------------------------------------------------------------------ creation
     @op("mkdir")
@@ -249,7 +243,7 @@ class Namespace:
                 raise FsError(errno.ENOTEMPTY, path)
             marker_key = path + "/"
             changes: list[tuple[str, Entry | None]] = []
-            if self.catalog.graveler.get(scope.repo, scope.resolved, marker_key.encode("utf-8", "surrogateescape")) is not None:
+            if self.catalog.exists(scope.repo, scope.resolved, marker_key):
                 changes.append((marker_key, None))
             changes += self._keep_parent(scope, parent, frozenset({marker_key.encode("utf-8", "surrogateescape")}))
             if changes:

@@ -30,8 +30,8 @@ from typing import BinaryIO, Final
 from lakemount.cache.disk import DiskCache
 from lakemount.cache.ram import RamCache
 from lakemount.cache.singleflight import SingleFlight
+from lakemount.catalog.model import BlockAdapter
 from lakemount.fuse.stats import Metrics
-from lakemount.graveler.ports import BlockAdapter
 
 BLOCK_SIZE: Final = 1 << 20
 MAX_READAHEAD: Final = 32 << 20

@@ -284,6 +284,7 @@ def _listen(app: App, fs: FileSystem) -> Any:
 
     listener = app.refs.listen(changed)
     if listener is not None:
+        fs.scopes.push_live = listener.connected.is_set
         log.info("listening for branch changes on the ref store (head_ttl %.1fs stays the fallback)", fs.options.head_ttl)
     return listener
 

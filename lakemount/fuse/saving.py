@@ -16,13 +16,13 @@ import logging
 import os
 import time
 
+from lakemount.catalog.model import Entry
 from lakemount.fuse.inodes import Node
 from lakemount.fuse.listing import Child, ChildKind
 from lakemount.fuse.scope import Scopes
 from lakemount.fuse.state import MountState, with_changes
 from lakemount.fuse.tree import Tree
 from lakemount.fuse.writes import DirtyFile
-from lakemount.graveler.model import Entry
 
 log = logging.getLogger(__name__)
 

@@ -27,16 +27,15 @@ import errno
 import logging
 import os
 import threading
-import time
 from dataclasses import dataclass, field
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.model import ResolvedRef, View
 from lakemount.errors import LakeMountError, NotFound
 from lakemount.fuse.errno import FsError
 from lakemount.fuse.inodes import Kind
-from lakemount.graveler.refexpr import ResolvedRef, View, parse
 
 if TYPE_CHECKING:
     from lakemount.fuse.state import MountState
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ScopeKey = tuple[str, str]
+PUSHED_POLL: Final = 30.0  # seconds between safety polls of branch heads while change notices arrive
 
 
 @dataclass(eq=False)
@@ -88,11 +88,27 @@ def resolve_scope(catalog: Catalog, repo: str, name: str) -> tuple[ResolvedRef, 
     """
     resolved = catalog.resolve(repo, name)
     if resolved.view is View.FULL and resolved.branch is not None:
-        branch = catalog.graveler.get_branch(repo, resolved.branch)
+        branch = catalog.get_branch(repo, resolved.branch)
         signature = (branch.commit_id, branch.staging_token, *branch.sealed_tokens)
         return ResolvedRef(name, "branch", branch.commit_id, View.FULL, branch.name), signature, False
-    stable = resolved.kind in ("tag", "commit") and not parse(name).steps
+    stable = catalog.is_fixed(resolved)
     return resolved, (resolved.commit_id,), stable
+
+
+def unchanged(catalog: Catalog, scope: Scope) -> bool:
+    """True if ``scope`` is a branch whose row still has the same signature (one point query).
+
+    The cheap re-check of an idle branch: a full ``resolve_scope`` costs three
+    queries (repository, branch, branch again).  ``False`` means "re-resolve":
+    the branch moved, vanished, or the scope is not a plain branch.
+    """
+    if not scope.writable or scope.resolved.kind != "branch" or scope.name != scope.branch:
+        return False
+    try:
+        b = catalog.graveler.get_branch(scope.repo, scope.branch)
+    except NotFound:
+        return False
+    return (b.commit_id, b.staging_token, *b.sealed_tokens) == scope.signature
 
 
 class Scopes:
@@ -101,6 +117,9 @@ class Scopes:
     def __init__(self, state: MountState) -> None:
         self.state = state
         self._scopes: dict[ScopeKey, Scope] = {}
+        # Set by the runner to the change listener's "connected" flag (PostgreSQL LISTEN/NOTIFY).
+        self.push_live: Callable[[], bool] = lambda: False
+        self._polled = 0.0
 
     def __len__(self) -> int:
         return len(self._scopes)
@@ -134,6 +153,10 @@ class Scopes:
             return
         state.io()
         checked = state.now()
+        if unchanged(state.catalog, scope):
+            with state.table.lock:
+                scope.checked = checked
+            return
         try:
             resolved, signature, _stable = resolve_scope(state.catalog, scope.repo, scope.name)
         except NotFound:
@@ -169,7 +192,16 @@ class Scopes:
                     state.invalidations.put(("entry", parent.ino, os.path.basename(node.path).encode("utf-8", "surrogateescape")))
 
     def poll_heads(self) -> None:
-        """Re-check every non-stable scope the kernel still knows (called every ``head_ttl``)."""
+        """Re-check every non-stable scope the kernel still knows (called every ``head_ttl``).
+
+        While ``push_live()`` says change notices arrive (see ``refs_changed``),
+        the poll runs only every ``PUSHED_POLL`` seconds, as a safety net: an
+        idle mount then costs the ref store next to nothing.
+        """
+        now = self.state.now()
+        if self.push_live() and now - self._polled < PUSHED_POLL:
+            return
+        self._polled = now
         table = self.state.table
         with table.lock:
             live = [s for key, s in self._scopes.items() if not s.stable and table.per_scope.get(key, 0) > 0]

@@ -24,12 +24,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 
 from lakemount.catalog.catalog import Catalog, DataInfo
+from lakemount.catalog.model import Entry, Repository
 from lakemount.fuse.errno import FsError, errno_of
 from lakemount.fuse.inodes import InodeTable, Node
 from lakemount.fuse.reader import BlockReader, ObjectRef
 from lakemount.fuse.stats import Metrics
 from lakemount.fuse.values import MountOptions
-from lakemount.graveler.model import Entry, Repository
 
 if TYPE_CHECKING:
     from lakemount.fuse.scope import Scope

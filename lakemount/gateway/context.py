@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lakemount.auth.policies import Action
-from lakemount.catalog import ResolvedRef
+from lakemount.catalog.model import ResolvedRef
 from lakemount.catalog.catalog import Catalog
 from lakemount.errors import NotFound
 from lakemount.gateway.access import Access, Principal

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Final
 
-from lakemount.catalog import Entry
+from lakemount.catalog.model import Entry
 from lakemount.catalog.catalog import Catalog
 from lakemount.errors import InvalidArgument, NotFound
 from lakemount.gateway.buckets import Target

@@ -47,6 +47,7 @@ from lakemount.graveler.model import (
     Repository,
     StagingToken,
     Tag,
+    prefix_end,
 )
 from lakemount.graveler.ports import RefStore
 from lakemount.graveler.refexpr import ResolvedRef, View, parse
@@ -59,17 +60,6 @@ Record = tuple[bytes, bytes]
 
 def new_token() -> StagingToken:
     return StagingToken(secrets.token_hex(12))
-
-
-def prefix_end(prefix: bytes) -> bytes | None:
-    """The smallest key greater than every key starting with ``prefix`` (None: no bound)."""
-    p = bytearray(prefix)
-    while p:
-        if p[-1] < 0xFF:
-            p[-1] += 1
-            return bytes(p)
-        p.pop()
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +270,10 @@ class Graveler:
         self.refs.create_tag(repo, tag)
         self.journal.record(self.get_repository(repo).storage_namespace, {"op": "tag", "name": name, "new": cid})
         return tag
+
+    def get_tag(self, repo: str, name: str) -> Tag:
+        """Tag ``name``; raises ``NotFound``."""
+        return self.refs.get_tag(repo, name)
 
     def delete_tag(self, repo: str, name: str) -> None:
         self.refs.delete_tag(repo, name)

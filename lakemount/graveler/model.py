@@ -117,6 +117,17 @@ def decode_value(value: bytes) -> Entry:
     return decode_entry(value[IDENTITY_LEN:])
 
 
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix`` (None: no bound)."""
+    p = bytearray(prefix)
+    while p:
+        if p[-1] < 0xFF:
+            p[-1] += 1
+            return bytes(p)
+        p.pop()
+    return None
+
+
 def value_identity(value: bytes) -> bytes:
     return value[:IDENTITY_LEN]
 

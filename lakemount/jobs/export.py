@@ -36,6 +36,8 @@ from functools import partial
 from typing import Any, Final
 
 from lakemount.app import App
+from lakemount.catalog.model import decode_value, prefix_end
+from lakemount.catalog.storage import read_table
 from lakemount.config import Config
 from lakemount.errors import (
     CATEGORIES,
@@ -46,12 +48,9 @@ from lakemount.errors import (
     PreconditionFailed,
     category_of,
 )
-from lakemount.graveler.graveler import prefix_end
-from lakemount.graveler.model import decode_value
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.s3client import client_from_config, split_s3
 from lakemount.jobs.session import Progress, get_spark, parallelism, timed, translated
-from lakemount.jobs.tables import read_table
 
 MANIFEST_DIR: Final = "_lakemount_export"
 COPY_THREADS: Final = 8
@@ -323,22 +322,16 @@ def export_objects(
     """
     timings: dict[str, float] = {}
     started = time.monotonic()
-    g = app.graveler
-    r = g.get_repository(repo)
-    resolved = g.resolve(repo, ref)
-    commit = g.get_commit(repo, resolved.commit_id)
-    mr = g.metarange_of(r, commit)
+    cat = app.catalog
+    r = cat.repository(repo)
+    commit = cat.commit_of(repo, ref)
     pkey = prefix.encode("utf-8")
     if pkey and not pkey.endswith(b"/"):
         pkey += b"/"
     stop = prefix_end(pkey) if pkey else None
-    if next(mr.scan(pkey, stop), None) is None:
+    if next(cat.scan_records(repo, commit.id, pkey, stop), None) is None:
         raise NotFound(f"no objects under {prefix or '/'} at {repo}/{ref} (commit {commit.id[:12]})")
-    ranges = [
-        (info.id, info.checksum)
-        for info in mr.ranges
-        if info.max_key >= pkey and (stop is None or info.min_key < stop)
-    ]
+    ranges = [(info.id, info.checksum) for info in cat.ranges(repo, commit.id, start=pkey, stop=stop)]
     dest = parse_destination(dest_text)
     client = client_from_config(app.config) if dest.kind == "s3" else None
     if not _is_empty(dest, client):

@@ -37,6 +37,16 @@ bucket task (``sweep_bucket``), with ``lakemount.jobs.trash``:
    ``_lakefs/gc/trash/tables/<id>`` (``lakemount.block.trash``).
 
 What each did goes to ``marks/<id>/sweeps/<sweep id>/{trashed,restored,purged}/``.
+
+**Observer.**  ``GcJob``/``run_gc`` take an optional ``observer(event, mark_id)``,
+called synchronously on the driver at the boundaries of the phases
+(``GC_EVENTS``): ``mark:start`` once ``T`` is taken, ``mark:end`` once
+``mark.json`` is written, ``sweep:start`` before the re-mark reads the refs,
+``sweep:moves`` when the re-mark is done and the buckets start restoring,
+purging and trashing, ``sweep:end`` once the sweep's report is written.  It is
+for progress reporting and for tests that must show that something happened
+*inside* a phase (e.g. writers overlapping the mark and the sweep); an
+exception it raises aborts the run.
 Every move re-checks the store and tolerates a missing object, so an
 interrupted sweep is simply run again.  Every run ends by deleting the
 files of all but the ``KEEP_MARKS`` newest marks.
@@ -80,7 +90,7 @@ import json
 import secrets
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, UTC
@@ -89,14 +99,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.app import App
 from lakemount.block.trash import TRASH_DATA, TRASH_TABLES
+from lakemount.catalog.model import EMPTY_METARANGE, Commit, CommitID, Repository, StagingToken
+from lakemount.catalog.storage import join, metarange_ranges, read_table, value_address
 from lakemount.config import Config
 from lakemount.errors import Corrupt, InvalidArgument, NotFound, ObjectNotFound, PreconditionFailed
-from lakemount.graveler.committed.store import join
-from lakemount.graveler.model import EMPTY_METARANGE, Commit, CommitID, Repository, StagingToken
 from lakemount.jobs.retention import GcRules, load_rules, retained_commits
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.session import Progress, get_spark, parallelism, timed, translated
-from lakemount.jobs.tables import data_sha, is_data_name, is_table_name, metarange_ranges, namespace_key, read_table, value_address
+from lakemount.jobs.tables import data_sha, is_data_name, is_table_name, namespace_key
 from lakemount.jobs.trash import purge, restore, trash
 
 if TYPE_CHECKING:
@@ -110,6 +120,10 @@ SAMPLE: Final = 10
 KEEP_MARKS: Final = 10
 SWEEP_THREADS: Final = 16
 MARK_VERSION: Final = 2  # 2: the mark lists the trash
+GC_EVENTS: Final = ("mark:start", "mark:end", "sweep:start", "sweep:moves", "sweep:end")  # in order; see Observer
+
+Observer = Callable[[str, str], None]
+"""``observer(event, mark_id)``: told of each of ``GC_EVENTS`` as the driver reaches it."""
 
 
 # ---------------------------------------------------------------------------- refs
@@ -409,21 +423,24 @@ class Mark:
 class GcJob:
     """GC of one repository on the process's Spark session.
 
-    Raises ``RepositoryNotFound`` for an unknown repository and
+    ``observer`` (optional) is called with each of ``GC_EVENTS`` and the mark
+    id as the job reaches it (see the module's docstring).  Raises
+    ``RepositoryNotFound`` for an unknown repository and
     ``PreconditionFailed`` when no rules are set.
     """
 
     def __init__(self, app: App, repo: str, *, master: str | None = None, buckets: int = DEFAULT_BUCKETS,
-                 show_progress: bool | None = None) -> None:
+                 show_progress: bool | None = None, observer: Observer | None = None) -> None:
         if not 1 <= buckets <= 256:
             raise InvalidArgument("buckets must be between 1 and 256")
         self.app = app
-        self.repo: Repository = app.graveler.get_repository(repo)
+        self.repo: Repository = app.catalog.repository(repo)
         self.ns = self.repo.storage_namespace
         self.adapter = app.adapter
         self.master = master
         self.buckets = buckets
         self.show_progress = show_progress
+        self.observer = observer
         self.timings: dict[str, float] = {}
         self._sc: SparkContext | None = None
 
@@ -433,6 +450,10 @@ class GcJob:
             with timed(self.timings, "spark_start"):
                 self._sc = get_spark(self.master).sparkContext
         return self._sc
+
+    def _tell(self, event: str, mark_id: str) -> None:
+        if self.observer is not None:
+            self.observer(event, mark_id)
 
     def mark_dir(self, mark_id: str) -> str:
         return join(self.ns, f"{MARKS_KEY}/{mark_id}")
@@ -487,6 +508,7 @@ class GcJob:
             self.adapter.put(started_url, json.dumps({"repository": self.repo.name, "mark_id": mark_id}).encode())
             started = self.adapter.stat(started_url).mtime
             cutoff = started - min_age - CLOCK_GRANULARITY
+            self._tell("mark:start", mark_id)
             refs = read_refs(self.app, self.repo.name)
             commits = all_commits(self.app, self.repo.name)
             retained = retained_commits(commits, refs.heads, refs.tags.values(), rules, started)
@@ -574,6 +596,7 @@ class GcJob:
             }
             # Written last: a mark without mark.json is incomplete and cannot be swept.
             self.adapter.put(join(mdir, "mark.json"), json.dumps(doc, indent=1, sort_keys=True).encode())
+        self._tell("mark:end", mark_id)
         return Mark(mark_id, started, cutoff, min_age, self.buckets, rules, set(retained), dry_run, report)
 
     def load_mark(self, mark_id: str) -> tuple[Mark, set[str]]:
@@ -625,6 +648,7 @@ class GcJob:
         scanned: set[str] = set()
         counters = self._counters()
         rdds: list[RDD[tuple[int, list[str]]]] = []
+        self._tell("sweep:start", mark_id)
         with timed(self.timings, "remark"):
             # Round 1: commits retained now that the mark did not read, and every
             # staging token.  A token may be sealed, committed and dropped between
@@ -660,6 +684,7 @@ class GcJob:
                     with translated():
                         rdd.count()
                     rdds.append(rdd)
+        self._tell("sweep:moves", mark_id)
         with timed(self.timings, "sweep"):
             live = sc.union(rdds) if rdds else sc.parallelize([], 1)
             tables = sc.broadcast(_by_bucket(extra_tables, m.buckets))
@@ -705,6 +730,7 @@ class GcJob:
             join(sweep_dir, "report.json"),
             json.dumps({"dry_run": dry_run, "mark_id": mark_id, **report}, indent=1, sort_keys=True).encode(),
         )
+        self._tell("sweep:end", mark_id)
         return report
 
 
@@ -720,6 +746,7 @@ def run_gc(
     buckets: int = DEFAULT_BUCKETS,
     show_progress: bool | None = None,
     force: bool = False,
+    observer: Observer | None = None,
 ) -> dict[str, Any]:
     """Run GC on ``repo`` and return its report.
 
@@ -727,12 +754,13 @@ def run_gc(
     what a sweep would consider), ``sweep=MARK_ID`` (sweep a stored mark).
     ``dry_run`` moves and deletes nothing; its ``trashed``, ``restored`` and
     ``purged`` sections list what a real sweep would do.  ``force`` accepts
-    rules that keep no history.  Raises ``NotFound`` (repository, mark),
+    rules that keep no history.  ``observer`` is told of each phase boundary
+    (``GC_EVENTS``, see ``GcJob``).  Raises ``NotFound`` (repository, mark),
     ``PreconditionFailed`` (no rules), ``InvalidArgument``.
     """
     if mark_only and sweep:
         raise InvalidArgument("--mark-only and --sweep exclude each other")
-    job = GcJob(app, repo, master=master, buckets=buckets, show_progress=show_progress)
+    job = GcJob(app, repo, master=master, buckets=buckets, show_progress=show_progress, observer=observer)
     warnings: list[str] = []
     if not hasattr(app.adapter, "touch"):
         warnings.append(

@@ -16,8 +16,8 @@ Work split: the driver lists the source one "directory" level at a time
 into tasks, each owning a contiguous key interval ``[lo, hi)``: one
 subdirectory, or a run of at most ``FILES_PER_TASK`` files.  Executors list
 their subtree themselves, hash local files, read the branch's current entries
-in their interval (``graveler.scan``) and stage the difference in batches
-through the graveler, so the driver never holds the listing's entries.
+in their interval (``Catalog.scan_records``) and stage the difference in batches
+through the catalog, so the driver never holds the listing's entries.
 With ``commit``, the branch is committed afterwards; that is refused up front
 when the branch has uncommitted changes outside the destination prefix.
 """
@@ -35,10 +35,15 @@ from typing import Any, Final
 
 from lakemount.app import App
 from lakemount.catalog.catalog import MAX_KEY_BYTES
+from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, prefix_end
 from lakemount.config import Config
+<<<<<<< HEAD
 from lakemount.errors import InvalidArgument, NotFound, NothingToCommit, PreconditionFailed, Unavailable
 from lakemount.graveler.graveler import prefix_end
 from lakemount.graveler.model import DIR_MODE, FILE_MODE, Entry
+=======
+from lakemount.errors import InvalidArgument, NotFound, NothingToCommit, PreconditionFailed, ProtectedBranch, Unavailable
+>>>>>>> main
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.s3client import client_from_config, split_s3
 from lakemount.jobs.session import Progress, get_spark, parallelism, timed, translated
@@ -294,8 +299,8 @@ def _import_task(
     config: Config, source: Source, target: Target, counters: dict[str, Any], tasks: Iterable[Task]
 ) -> Iterator[int]:
     app = app_for(config)
-    g = app.graveler
-    ref = g.resolve(target.repo, target.branch)
+    cat = app.catalog
+    ref = cat.resolve(target.repo, target.branch)
     end = prefix_end(target.prefix) if target.prefix else None
     for task in tasks:
         skipped = [0]
@@ -306,7 +311,7 @@ def _import_task(
         records.sort(key=lambda r: r[0])
         start = target.prefix + task.lo
         stop = target.prefix + task.hi if task.hi is not None else end
-        existing = g.scan(target.repo, ref, start, stop)
+        existing = cat.scan_records(target.repo, ref, start, stop)
         changes: list[tuple[bytes, bytes | None]] = []
         staged = unchanged = removed = size = 0
         cur = next(existing, None)
@@ -330,7 +335,7 @@ def _import_task(
             removed += 1
             cur = next(existing, None)
         for i in range(0, len(changes), STAGE_BATCH):
-            g.set_many(target.repo, target.branch, changes[i : i + STAGE_BATCH])
+            cat.stage_records(target.repo, target.branch, changes[i : i + STAGE_BATCH])
         counters["objects"].add(len(records))
         counters["staged"].add(staged)
         counters["unchanged"].add(unchanged)
@@ -342,11 +347,20 @@ def _import_task(
 
 # ---------------------------------------------------------------------------- driver
 def _check_target(app: App, target: Target, commit: bool) -> None:
+<<<<<<< HEAD
     g = app.graveler
     g.get_repository(target.repo)
     app.catalog.writable_branch(target.repo, target.branch)  # tags, commits, protected branches
+=======
+    cat = app.catalog
+    cat.repository(target.repo)
+    cat.writable_branch(target.repo, target.branch)
+    for pattern in cat.protection_rules(target.repo):
+        if fnmatch.fnmatchcase(target.branch, pattern):
+            raise ProtectedBranch(target.repo, target.branch)
+>>>>>>> main
     if commit:
-        for rec in g.diff_uncommitted(target.repo, target.branch):
+        for rec in cat.diff_uncommitted(target.repo, target.branch):
             if not rec.key.startswith(target.prefix):
                 raise PreconditionFailed(
                     f"branch {target.repo}/{target.branch} has uncommitted changes outside {target.prefix.decode(errors='replace') or '/'} "
@@ -408,7 +422,11 @@ def import_objects(
         meta = [("lakemount.import.from", source.url), ("lakemount.import.objects", str(stats["objects"])), *metadata]
         with timed(timings, "commit"):
             try:
+<<<<<<< HEAD
                 res = app.catalog.commit_with_stats(
+=======
+                res = app.catalog.commit(
+>>>>>>> main
                     repo, branch, message or f"Import {source.url} into {prefix or '/'}", committer=committer, metadata=meta
                 )
                 report["commit"] = {"id": res.commit.id, "message": res.commit.message}

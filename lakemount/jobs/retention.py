@@ -29,10 +29,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from lakemount.catalog.model import BlockAdapter, Commit, CommitID
+from lakemount.catalog.storage import join
 from lakemount.errors import InvalidArgument, ObjectNotFound
-from lakemount.graveler.committed.store import join
-from lakemount.graveler.model import Commit, CommitID
-from lakemount.graveler.ports import BlockAdapter
 
 DAY: Final = 86400.0
 RULES_KEY: Final = "_lakefs/gc/rules.json"

@@ -32,9 +32,9 @@ from typing import Final
 
 from lakemount.block.local import TEMP_PREFIX, LocalAdapter
 from lakemount.block.trash import trash_key
+from lakemount.catalog.model import BlockAdapter
+from lakemount.catalog.storage import join
 from lakemount.errors import InvalidArgument, ObjectNotFound
-from lakemount.graveler.committed.store import join
-from lakemount.graveler.ports import BlockAdapter
 
 LOCAL: Final = "local://"
 

@@ -11,32 +11,53 @@ markers and converted for PostgreSQL.
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import threading
 from collections.abc import Sequence
-from typing import Any
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING, Any
 
 from lakemount.errors import Unavailable
 from lakemount.refs.urls import KEY, one_line, where
 
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+
 
 class FastSql:
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine | None, sqlite_path: str | None = None) -> None:
+        """Connections made like ``engine``'s, or (engine None) straight to the SQLite file ``sqlite_path``."""
         self.engine = engine
-        self.dialect = engine.dialect.name
+        self._sqlite_path = sqlite_path
         self._local = threading.local()
+        self.errors: tuple[type[BaseException], ...]
+        if engine is None:
+            assert sqlite_path is not None
+            self.dialect = "sqlite"
+            self.errors = (sqlite3.OperationalError, sqlite3.InterfaceError)
+            self.where = f"sqlite {sqlite_path}"
+            return
+        self.dialect = engine.dialect.name
         dbapi = engine.dialect.dbapi
-        self.errors: tuple[type[BaseException], ...] = (dbapi.OperationalError, dbapi.InterfaceError) if dbapi else ()
+        self.errors = (dbapi.OperationalError, dbapi.InterfaceError) if dbapi else ()
         self.where = where(engine.url)
+
+    @classmethod
+    def sqlite(cls, path: str) -> FastSql:
+        """Connections to the SQLite file ``path`` as SQLAlchemy's pysqlite makes them, without SQLAlchemy."""
+        return cls(None, path)
+
+    def _connect(self) -> Any:
+        if self.engine is None:
+            return sqlite3.connect(self._sqlite_path or "", check_same_thread=False)
+        cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
+        return self.engine.dialect.connect(*cargs, **cparams)
 
     def connection(self) -> Any:
         """This thread's connection, outside the pool (which many threads would exhaust)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
             try:
-                conn = self.engine.dialect.connect(*cargs, **cparams)
+                conn = self._connect()
             except self.errors as exc:
                 raise Unavailable(self.message(exc)) from exc
             if self.dialect == "postgresql":

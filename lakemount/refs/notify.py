@@ -25,11 +25,12 @@ import select
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.refs.urls import one_line, where
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +93,9 @@ class Listener:
 
     def _connect(self) -> Any:
         import psycopg2
+        import sqlalchemy.dialects.postgresql.psycopg2
 
-        dialect = sa.dialects.postgresql.psycopg2.dialect()
+        dialect = sqlalchemy.dialects.postgresql.psycopg2.dialect()
         cargs, cparams = dialect.create_connect_args(self.url)
         # A peer that vanishes without a FIN (a cut link) is noticed within ~10 s.
         cparams = {"keepalives": 1, "keepalives_idle": 4, "keepalives_interval": 2, "keepalives_count": 3, "connect_timeout": 5, **cparams}

@@ -5,27 +5,29 @@ read the branch's current token and insert under it in one transaction that
 holds a share lock on the branch row (PostgreSQL) or the database write lock
 (SQLite, ``BEGIN IMMEDIATE``), so a commit's seal can never slip between the
 two and lose a write.
+
+The hot reads (repositories, branch heads, commits, tags, staged lookups) run
+on FastSql's plain DBAPI connections.  On a SQLite file whose schema is in
+place nothing else is needed, so SQLAlchemy (~0.15 s to import) is loaded, and
+the engine built, only when a statement needs them: ``lakemount fs cat`` never
+pays for it.  :mod:`lakemount.refs.sqlschema` holds the tables.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Final
-
-import sqlalchemy as sa
-from sqlalchemy import event
-from sqlalchemy.engine import Connection, Engine
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from lakemount.errors import (
     AlreadyExists,
     BranchNotFound,
     CommitNotFound,
-    InvalidArgument,
     NotFound,
     RepositoryNotFound,
     SchemaTooNew,
@@ -33,104 +35,82 @@ from lakemount.errors import (
 )
 from lakemount.refs import notify
 from lakemount.refs.fastsql import FastSql
-from lakemount.refs.urls import KEY, normalize, one_line, redact
-from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag
+from lakemount.refs.urls import KEY
+from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag, prefix_end
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+    from sqlalchemy.engine import Connection, Engine
+
+    from lakemount.refs.sqlschema import (
+        branches_t,
+        commits_t,
+        make_engine,
+        meta_t,
+        metadata,
+        protection_t,
+        repos_t,
+        staging_t,
+        tags_t,
+    )
 
 SCHEMA_VERSION: Final = 1
 SCAN_BATCH: Final = 5000
-
-metadata = sa.MetaData()
-
-meta_t = sa.Table(
-    "lm_meta", metadata, sa.Column("key", sa.String(64), primary_key=True), sa.Column("value", sa.Text, nullable=False)
-)
-repos_t = sa.Table(
-    "lm_repositories",
-    metadata,
-    sa.Column("name", sa.String(64), primary_key=True),
-    sa.Column("storage_namespace", sa.Text, nullable=False),
-    sa.Column("default_branch", sa.String(255), nullable=False),
-    sa.Column("creation_date", sa.Float, nullable=False),
-)
-branches_t = sa.Table(
-    "lm_branches",
-    metadata,
-    sa.Column("repo", sa.String(64), primary_key=True),
-    sa.Column("name", sa.String(255), primary_key=True),
-    sa.Column("commit_id", sa.String(64), nullable=False),
-    sa.Column("staging_token", sa.String(64), nullable=False),
-    sa.Column("sealed_tokens", sa.Text, nullable=False, default=""),
-)
-tags_t = sa.Table(
-    "lm_tags",
-    metadata,
-    sa.Column("repo", sa.String(64), primary_key=True),
-    sa.Column("name", sa.String(255), primary_key=True),
-    sa.Column("commit_id", sa.String(64), nullable=False),
-)
-commits_t = sa.Table(
-    "lm_commits",
-    metadata,
-    sa.Column("repo", sa.String(64), primary_key=True),
-    sa.Column("id", sa.String(64), primary_key=True),
-    sa.Column("parents", sa.Text, nullable=False),
-    sa.Column("metarange_id", sa.String(64), nullable=False),
-    sa.Column("metarange_checksum", sa.String(64), nullable=False),
-    sa.Column("message", sa.Text, nullable=False),
-    sa.Column("committer", sa.Text, nullable=False),
-    sa.Column("creation_date", sa.Float, nullable=False),
-    sa.Column("metadata", sa.Text, nullable=False),
-    sa.Column("generation", sa.Integer, nullable=False),
-)
-staging_t = sa.Table(
-    "lm_staging",
-    metadata,
-    sa.Column("token", sa.String(64), primary_key=True),
-    sa.Column("key", sa.LargeBinary, primary_key=True),
-    sa.Column("value", sa.LargeBinary, nullable=True),
-)
-protection_t = sa.Table(
-    "lm_protection",
-    metadata,
-    sa.Column("repo", sa.String(64), primary_key=True),
-    sa.Column("pattern", sa.String(255), primary_key=True),
+# Every table of the schema (tests/refs/test_fastsql.py checks it against sqlschema.metadata).
+TABLES: Final = frozenset({"lm_meta", "lm_repositories", "lm_branches", "lm_tags", "lm_commits", "lm_staging", "lm_protection"})
+_SCHEMA_NAMES: Final = frozenset(
+    {"branches_t", "commits_t", "make_engine", "meta_t", "metadata", "protection_t", "repos_t", "staging_t", "tags_t", "sa"}
 )
 
+_load_lock = threading.Lock()
 
-def make_engine(url: str) -> Engine:
-    """An engine for ``url`` with lakemount's connection settings (WAL and write locks on SQLite).
 
-    A bare ``postgresql://`` URL gets the psycopg2 driver (see :mod:`lakemount.refs.urls`).
-    Raises ``InvalidArgument`` naming ``metadata.db.url`` for a bad URL or a missing driver.
+def _load_sqlalchemy() -> None:
+    """Bind ``sa`` and the tables of :mod:`lakemount.refs.sqlschema` in this module, once.
+
+    The methods that build SQLAlchemy statements refer to them as module
+    globals; each reaches them through ``SqlRefStore.engine``, which calls this first.
     """
-    parsed = normalize(url)
-    try:
-        return _create_engine(parsed)
-    except (sa.exc.NoSuchModuleError, ImportError) as exc:
-        raise InvalidArgument(f"{KEY}: no driver for {redact(parsed)}: {one_line(exc)}") from None
-    except sa.exc.ArgumentError as exc:
-        raise InvalidArgument(f"{KEY}: {redact(parsed)}: {one_line(exc)}") from None
+    if "sa" in globals():
+        return
+    with _load_lock:
+        if "sa" in globals():
+            return
+        import sqlalchemy
+
+        from lakemount.refs import sqlschema
+
+        globals().update({name: getattr(sqlschema, name) for name in sqlschema.__all__})
+        globals()["sa"] = sqlalchemy
 
 
-def _create_engine(url: sa.URL) -> Engine:
-    if url.get_backend_name() == "sqlite":
-        engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False}, poolclass=sa.pool.QueuePool, pool_size=8, max_overflow=16)
+def __getattr__(name: str) -> Any:
+    """``lakemount.refs.sql.metadata`` and the other schema names still resolve (loading SQLAlchemy)."""
+    if name in _SCHEMA_NAMES:
+        _load_sqlalchemy()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-        @event.listens_for(engine, "connect")
-        def _connect(dbapi_conn: Any, _rec: Any) -> None:
-            dbapi_conn.isolation_level = None
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA busy_timeout=60000")
-            cur.close()
 
-        @event.listens_for(engine, "begin")
-        def _begin(conn: Connection) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("lm_write") else "BEGIN")
+def _sqlite_path(url: str) -> str | None:
+    """The file of a plain ``sqlite:///path`` URL (None for anything else: memory, options, other databases)."""
+    if url.startswith("sqlite:///") and "?" not in url and len(url) > len("sqlite:///"):
+        return url[len("sqlite:///") :]
+    return None
 
-        return engine
-    return sa.create_engine(url, pool_size=8, max_overflow=16, pool_pre_ping=True)
+
+class _CommitRow(NamedTuple):
+    """A row of ``lm_commits`` read through FastSql, shaped like SQLAlchemy's rows for ``_commit``."""
+
+    id: str
+    parents: str
+    metarange_id: str
+    metarange_checksum: str
+    message: str
+    committer: str
+    creation_date: float
+    metadata: str
+    generation: int
 
 
 def _split(s: str) -> tuple[str, ...]:
@@ -141,15 +121,54 @@ class SqlRefStore:
     """The ref store of every repository in one SQL database."""
 
     def __init__(self, engine: Engine | str) -> None:
-        self.engine = make_engine(engine) if isinstance(engine, str) else engine
-        self.dialect = self.engine.dialect.name
+        """A store on ``engine`` (or a database URL); creates the schema if missing.
+
+        Raises ``InvalidArgument`` for a bad URL, ``SchemaTooNew`` for a database
+        written by a newer lakemount and ``Unavailable`` when it cannot be reached.
+        """
         self._commit_cache: OrderedDict[tuple[str, str], Commit] = OrderedDict()
         self._lock = threading.Lock()
-        self._fast = FastSql(self.engine)
+        self._engine: Engine | None = None
+        path = _sqlite_path(engine) if isinstance(engine, str) else None
+        if isinstance(engine, str) and path is not None:
+            self._url = engine
+            self.dialect = "sqlite"
+            self._fast = FastSql.sqlite(path)
+        else:
+            _load_sqlalchemy()
+            self._engine = make_engine(engine) if isinstance(engine, str) else engine
+            self.dialect = self._engine.dialect.name
+            self._fast = FastSql(self._engine)
         self._dbapi_errors = self._fast.errors
         self.sender = uuid.uuid4().hex[:12]  # names this process in change notices
         self.where = self._fast.where  # the server (or SQLite file), for messages
-        self._init_schema()
+        if path is None or not os.path.exists(path) or not self._schema_ready():
+            self._init_schema()
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine; built, and SQLAlchemy imported, on first use."""
+        if self._engine is None:
+            with self._lock:
+                if self._engine is None:
+                    _load_sqlalchemy()
+                    self._engine = make_engine(self._url)
+        return self._engine
+
+    def _schema_ready(self) -> bool:
+        """Whether every table and the schema version are in place (SQLite, through FastSql).
+
+        Raises ``SchemaTooNew`` like ``_init_schema``.
+        """
+        found = {row[0] for row in self._query("SELECT name FROM sqlite_master WHERE type = 'table'", ())}
+        if not TABLES <= found:
+            return False
+        rows = self._query("SELECT value FROM lm_meta WHERE key = 'schema_version'", ())
+        if not rows:
+            return False
+        if int(rows[0][0]) > SCHEMA_VERSION:
+            raise SchemaTooNew(int(rows[0][0]), SCHEMA_VERSION)
+        return True
 
     # -- plumbing ----------------------------------------------------------------
     @contextmanager
@@ -355,11 +374,10 @@ class SqlRefStore:
             raise AlreadyExists(f"tag already exists: {repo}/{tag.name}") from exc
 
     def get_tag(self, repo: str, name: str) -> Tag:
-        with self._read() as conn:
-            row = conn.execute(sa.select(tags_t).where(tags_t.c.repo == repo, tags_t.c.name == name)).first()
-        if row is None:
+        rows = self._query("SELECT commit_id FROM lm_tags WHERE repo = ? AND name = ?", (repo, name))
+        if not rows:
             raise NotFound(f"tag not found: {repo}/{name}")
-        return Tag(row.name, CommitID(row.commit_id))
+        return Tag(name, CommitID(rows[0][0]))
 
     def list_tags(self, repo: str) -> list[Tag]:
         with self._read() as conn:
@@ -416,11 +434,14 @@ class SqlRefStore:
             c = self._commit_cache.get(key)
         if c is not None:
             return c
-        with self._read() as conn:
-            row = conn.execute(sa.select(commits_t).where(commits_t.c.repo == repo, commits_t.c.id == commit_id)).first()
-        if row is None:
+        rows = self._query(
+            "SELECT id, parents, metarange_id, metarange_checksum, message, committer, creation_date, metadata, generation "
+            "FROM lm_commits WHERE repo = ? AND id = ?",
+            (repo, commit_id),
+        )
+        if not rows:
             raise CommitNotFound(repo, commit_id)
-        c = self._commit(row)
+        c = self._commit(_CommitRow(*rows[0]))
         with self._lock:
             self._commit_cache[key] = c
             if len(self._commit_cache) > 100_000:
@@ -428,14 +449,11 @@ class SqlRefStore:
         return c
 
     def commits_with_prefix(self, repo: str, prefix: str, limit: int = 2) -> list[CommitID]:
-        with self._read() as conn:
-            rows = conn.execute(
-                sa.select(commits_t.c.id)
-                .where(commits_t.c.repo == repo, commits_t.c.id >= prefix, commits_t.c.id < prefix + "g")
-                .order_by(commits_t.c.id)
-                .limit(limit)
-            ).all()
-        return [CommitID(r.id) for r in rows]
+        rows = self._query(
+            f"SELECT id FROM lm_commits WHERE repo = ? AND id >= ? AND id < ? ORDER BY id LIMIT {int(limit)}",
+            (repo, prefix, prefix + "g"),
+        )
+        return [CommitID(r[0]) for r in rows]
 
     def list_commits(self, repo: str) -> Iterator[Commit]:
         with self._read() as conn:
@@ -535,12 +553,11 @@ class SqlRefStore:
             return int(conn.execute(sa.select(sa.func.count()).select_from(staging_t).where(staging_t.c.token == token)).scalar_one())
 
     def drop_staging(self, token: StagingToken, prefix: bytes = b"", key: bytes | None = None) -> None:
+        self.engine  # noqa: B018 - loads SQLAlchemy and the tables used below
         cond = [staging_t.c.token == token]
         if key is not None:
             cond.append(staging_t.c.key == key)
         elif prefix:
-            from lakemount.graveler.graveler import prefix_end
-
             cond.append(staging_t.c.key >= prefix)
             end = prefix_end(prefix)
             if end is not None:

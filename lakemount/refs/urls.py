@@ -13,11 +13,12 @@ a password.
 
 from __future__ import annotations
 
-from typing import Final
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING, Final
 
 from lakemount.errors import InvalidArgument
+
+if TYPE_CHECKING:  # imported where used: a quick read of a SQLite store never loads SQLAlchemy
+    import sqlalchemy as sa
 
 KEY: Final = "metadata.db.url"
 SUPPORTED: Final = ("sqlite", "postgresql")
@@ -25,6 +26,8 @@ SUPPORTED: Final = ("sqlite", "postgresql")
 
 def redact(url: str | sa.URL) -> str:
     """``url`` as text with its password replaced by ``***`` (safe to log or print)."""
+    import sqlalchemy as sa
+
     if isinstance(url, str):
         try:
             url = sa.make_url(url)
@@ -40,6 +43,8 @@ def normalize(url: str) -> sa.URL:
     Raises ``InvalidArgument`` naming ``metadata.db.url`` for text that is not a
     URL or names a database other than SQLite or PostgreSQL.
     """
+    import sqlalchemy as sa
+
     text = str(url).strip()
     if text.startswith("postgres://"):  # the Heroku / libpq spelling
         text = "postgresql://" + text[len("postgres://") :]

@@ -269,17 +269,24 @@ class Cluster:
         self._pg_data = data
         self.pg_start(host)
         host.run(*su, str(PG_BIN / "psql"), "-h", host.ip, "-U", "postgres", "-c", "CREATE DATABASE lake")
+        self.pg_query(host, "CREATE EXTENSION pg_stat_statements")
         self.db_url = f"postgresql://postgres@{host.ip}:5432/lake"
         return self.db_url
 
     def pg_start(self, host: Host) -> None:
         opts = (f"-c listen_addresses='{host.ip}' -k {self.dir}/pg -c fsync=off -c synchronous_commit=off "
-                "-c full_page_writes=off -c max_connections=300")
+                "-c full_page_writes=off -c max_connections=300 -c shared_preload_libraries=pg_stat_statements "
+                "-c pg_stat_statements.track=all")
         host.run("runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", self._pg_data, "-l",
                  str(self.dir / "pg" / "log"), "-o", opts, "-w", "-t", "60", "start", timeout=90)
 
     def pg_stop(self, host: Host) -> None:
         host.run("runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", self._pg_data, "-m", "fast", "-w", "stop", timeout=90)
+
+    def pg_statements(self) -> int:
+        """Statements the ``lake`` database has run so far (pg_stat_statements; this count's own excluded)."""
+        return int(self.pg_query(self.hosts["db"], "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_database d "
+                                 "ON d.oid = s.dbid WHERE d.datname = 'lake' AND s.query NOT LIKE '%pg_stat_statements%'"))
 
     def pg_query(self, host: Host, sql: str) -> str:
         return host.run("runuser", "-u", "postgres", "--", str(PG_BIN / "psql"), "-h", host.ip, "-U", "postgres",

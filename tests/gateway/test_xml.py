@@ -10,7 +10,7 @@ import botocore.session
 import pytest
 from botocore import handlers, parsers, serialize
 
-from lakemount.catalog import Entry
+from lakemount.catalog.model import Entry
 from lakemount.gateway import listing_xml
 from lakemount.gateway import xml as s3xml
 from lakemount.gateway.errors import S3Error, s3_error

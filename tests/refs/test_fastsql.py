@@ -54,3 +54,42 @@ def test_reset_forgets_a_connection_whose_close_fails(tmp_path: Path) -> None:
     assert broken.closed == 1
     assert fast.connection() is not broken
     fast.reset()  # nothing to close: no error
+
+
+def test_tables_lists_the_schema() -> None:
+    from lakemount.refs import sql, sqlschema
+
+    assert set(sqlschema.metadata.tables) == sql.TABLES
+
+
+def test_reads_of_an_existing_sqlite_store_do_not_load_sqlalchemy(tmp_path: Path) -> None:
+    """The hot reads run on plain sqlite3: a quick command does not pay for importing SQLAlchemy."""
+    import subprocess
+    import sys
+
+    from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag
+    from lakemount.refs.sql import SqlRefStore
+
+    url = f"sqlite:///{tmp_path / 'refs.db'}"
+    store = SqlRefStore(url)
+    commit = Commit(CommitID("ab" * 32), (), MetaRangeID("cd" * 32), "ef" * 16, "first", "me", 1.5, (("k", "v"),), 1)
+    store.create_repository(Repository("r", "local:///x", "main", 2.0), Branch("main", commit.id, StagingToken("t1")), commit)
+    store.create_tag("r", Tag("v1", commit.id))
+    store.stage("r", "main", [(b"key", b"value")])
+    script = f"""
+import sys
+from lakemount.refs.sql import SqlRefStore
+s = SqlRefStore({url!r})
+assert s.get_repository("r").default_branch == "main"
+b = s.get_branch("r", "main")
+c = s.get_commit("r", b.commit_id)
+assert c.message == "first" and c.metadata == (("k", "v"),) and c.generation == 1 and c.creation_date == 1.5
+assert s.get_tag("r", "v1").commit_id == c.id
+assert s.commits_with_prefix("r", "abab") == [c.id]
+assert s.staged_get([b.staging_token], b"key") == (True, b"value")
+assert "sqlalchemy" not in sys.modules, "SQLAlchemy was imported"
+assert len(s.list_branches("r")) == 1  # a listing loads it
+assert "sqlalchemy" in sys.modules
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr

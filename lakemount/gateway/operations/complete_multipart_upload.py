@@ -17,7 +17,7 @@ import logging
 import threading
 from collections.abc import Iterator
 
-from lakemount.catalog import Repository
+from lakemount.catalog.model import Repository
 from lakemount.errors import LakeMountError, UploadNotFound
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import S3Error, from_exception, s3_error

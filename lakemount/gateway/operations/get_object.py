@@ -8,7 +8,7 @@ stored headers.  The body streams from the block store in 1 MiB reads.
 from __future__ import annotations
 
 from lakemount.auth.policies import Action
-from lakemount.catalog import Entry
+from lakemount.catalog.model import Entry
 from lakemount.errors import NotFound, ObjectNotFound
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error

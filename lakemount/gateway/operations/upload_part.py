@@ -10,7 +10,7 @@ import secrets
 import time
 
 from lakemount.auth.policies import Action
-from lakemount.catalog import Repository
+from lakemount.catalog.model import Repository
 from lakemount.errors import ConcurrentUpdate, UploadNotFound
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,8 +32,19 @@ MAX_BYTES: Final = 8 * 1024 * 1024
 
 _hash = xxhash.xxh3_64_intdigest
 _len_prefix = struct.Struct("<I").pack
-# Finishing a table and uploading it (fsync, network) overlaps with building the next.
-_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lm-range")
+# Finishing a table and uploading it (fsync, network) overlaps with building the next,
+# on a pool shared by every writer and created on first use, not at import.
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lm-range")
+    return _pool
 
 
 @dataclass
@@ -85,7 +97,7 @@ class RangeBuilder:
         self._stats.ranges_written += 1
         self._stats.records_written += w.count
         self._stats.written_ids.append(range_id)
-        return _pool.submit(self._finish, w, range_id)
+        return _executor().submit(self._finish, w, range_id)
 
     def _finish(self, w: TableWriter, range_id: RangeID) -> RangeInfo:
         assert w.first_key is not None and w.last_key is not None

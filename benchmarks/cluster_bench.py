@@ -1,0 +1,167 @@
+"""Cluster figures on the namespace harness (tests/cluster/harness.py): freshness and ref store load.
+
+Builds db (PostgreSQL), s3 (moto), w1, w2 and client, each of w1/w2/client
+with its own ``lakemount mount /lake``, and prints, measured in this run:
+
+* head propagation across hosts, p50/p99: w1 merges a branch into ``main``
+  (through its mount's ``.lakefs/merge``); watchers on w2 and client re-read
+  ``/lake/repo/main/marker.txt`` every 2 ms until they see the new content.
+  The latency is from the merge write returning on w1 to the first read of the
+  new content on the other host (one machine, one clock).  Once with change
+  notification (PostgreSQL LISTEN/NOTIFY), once with ``--no-notify`` mounts
+  (polling every ``head_ttl``);
+* PostgreSQL statements per second of idle mounts (each with ``main`` open
+  in the kernel), from ``pg_stat_statements`` (this script's own excluded);
+* PostgreSQL statements per 1,000 file opens on a commit path after warm-up.
+
+Run as root: ``PYTHONPATH=. python benchmarks/cluster_bench.py [--samples 30] [--head-ttl 1]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.cluster.harness import PYTHON, Cluster, available, cluster, remove_stale  # noqa: E402
+
+WATCH = r"""
+import sys, time, json
+path, want_first, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+seen = {}
+want = want_first
+end = time.time() + 600
+while want < want_first + n and time.time() < end:
+    try:
+        with open(path) as f:
+            v = f.read().strip()
+    except OSError:
+        v = ""
+    if v.isdigit() and int(v) >= want:
+        seen[int(v)] = time.time()
+        want = int(v) + 1
+    else:
+        time.sleep(0.002)
+print(json.dumps(seen))
+"""
+
+WRITE = r"""
+import sys, time, json
+first, n, gap = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+done = {}
+for i in range(first, first + n):
+    with open("/lake/repo/src/marker.txt", "w") as f:
+        f.write(f"{i}\n")
+    with open("/lake/repo/src/.lakefs/commit", "w") as f:
+        f.write(f"marker {i}\n")
+    with open("/lake/repo/main/.lakefs/merge", "w") as f:
+        f.write("src\n")
+    done[i] = time.time()
+    time.sleep(gap)
+print(json.dumps(done))
+"""
+
+OPENS = r"""
+import os, sys, time
+root, n = sys.argv[1], int(sys.argv[2])
+names = sorted(n for n in os.listdir(root) if not n.startswith("."))
+for i in range(n):
+    with open(os.path.join(root, names[i % len(names)]), "rb") as f:
+        f.read()
+print(len(names))
+"""
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def xacts(c: Cluster) -> int:
+    return c.pg_statements()
+
+
+def propagation(c: Cluster, first: int, samples: int, gap: float) -> list[float]:
+    watchers = {
+        name: c[name].spawn(PYTHON, "-c", WATCH, "/lake/repo/main/marker.txt", str(first), str(samples),
+                            log=f"{c[name].home}/watch-{first}.out")
+        for name in ("w2", "client")
+    }
+    time.sleep(1.0)
+    done = json.loads(c["w1"].python(WRITE, str(first), str(samples), str(gap), timeout=900).strip().splitlines()[-1])
+    lat = []
+    for name, p in watchers.items():
+        p.wait(timeout=120)
+        seen = json.loads(Path(f"{c[name].home}/watch-{first}.out").read_text().strip().splitlines()[-1])
+        for k, t in seen.items():
+            if k in done or str(k) in done:
+                lat.append(max(0.0, t - done[str(k)]))
+    return lat
+
+
+def run(notify: bool, samples: int, head_ttl: float) -> dict[str, float]:
+    args = ["--head-ttl", str(head_ttl), *([] if notify else ["--no-notify"])]
+    with cluster(["db", "s3", "w1", "w2", "client"], deadline=1200, mounts=["w1", "w2", "client"], mount_args=args) as c:
+        w1 = c["w1"]
+        w1.lakemount("repo", "create", "lakefs://repo")
+        w1.lakemount("branch", "create", "lakefs://repo/src", "--source", "lakefs://repo/main")
+        w1.run("sh", "-c", "echo 0 > /lake/repo/src/marker.txt && echo m0 > /lake/repo/src/.lakefs/commit"
+                           " && echo src > /lake/repo/main/.lakefs/merge")
+        lat = propagation(c, 1, samples, gap=0.3)
+        out = {"samples": len(lat), "p50": statistics.median(lat), "p99": pct(lat, 99), "max": max(lat)}
+        # idle: every mount has main open in the kernel, nobody writes
+        for name in ("w1", "w2", "client"):
+            c[name].run("cat", "/lake/repo/main/marker.txt")
+        time.sleep(2 * head_ttl + 1)
+        seconds = 20.0
+        x0 = xacts(c)
+        time.sleep(seconds)
+        x1 = xacts(c)
+        out["idle_xacts_per_s_per_mount"] = (x1 - x0) / seconds / 3
+        # 1,000 opens on a commit path after warm-up
+        for i in range(20):
+            w1.run("sh", "-c", f"echo {i} > /lake/repo/src/f{i}.txt")
+        w1.run("sh", "-c", "echo files > /lake/repo/src/.lakefs/commit")
+        commit = w1.run("cat", "/lake/repo/src/.lakefs/head").stdout.strip()
+        root = f"/lake/repo/{commit}"
+        w2 = c["w2"]
+        w2.python(OPENS, root, "200")  # warm-up
+        x0 = xacts(c)
+        t = time.time()
+        w2.python(OPENS, root, "1000")
+        elapsed = time.time() - t
+        x1 = xacts(c)
+        idle_during = out["idle_xacts_per_s_per_mount"] * 3 * elapsed
+        out["xacts_per_1000_commit_opens"] = max(0.0, (x1 - x0) - idle_during)
+        out["xacts_per_1000_commit_opens_raw"] = x1 - x0
+        return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--samples", type=int, default=30)
+    ap.add_argument("--head-ttl", type=float, default=1.0)
+    a = ap.parse_args()
+    why = available()
+    if why:
+        raise SystemExit(f"cluster_bench: {why}")
+    remove_stale()
+    for notify in (True, False):
+        r = run(notify, a.samples, a.head_ttl)
+        label = "notify " if notify else "polling"
+        target = 0.2 if notify else a.head_ttl
+        print(f"head propagation ({label}, head_ttl {a.head_ttl:g}s, {r['samples']} samples over 2 hosts): "
+              f"p50 {r['p50'] * 1000:.0f} ms, p99 {r['p99'] * 1000:.0f} ms, max {r['max'] * 1000:.0f} ms "
+              f"(target p99 <= {target * 1000:.0f} ms: {'met' if r['p99'] <= target else 'NOT met'})")
+        print(f"  idle mount: {r['idle_xacts_per_s_per_mount']:.2f} PostgreSQL statements/s per mount (target <= 1)")
+        print(f"  1,000 opens on a commit path after warm-up: {r['xacts_per_1000_commit_opens']:.0f} statements "
+              f"beyond the idle rate ({r['xacts_per_1000_commit_opens_raw']} raw; target 0)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Catalog verbs on history: commit, merge, revert, cherry-pick, reset, log and diff.
+
+Paths and prefixes are strings here (encoded as graveler keys the way
+:func:`~lakemount.catalog.catalog.encode_path` does) and differences come back
+as :class:`~lakemount.catalog.model.Difference` records carrying decoded
+entries, so no front end handles stored values.  :class:`HistoryVerbs` is one
+part of the :class:`~lakemount.catalog.catalog.Catalog` facade.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from lakemount.catalog.model import Difference
+from lakemount.catalog.refs import RefVerbs
+from lakemount.graveler.graveler import CommitResult, DiffRecord, MergeResult
+from lakemount.graveler.model import Commit, decode_value
+
+
+def _key(path: str) -> bytes:
+    return path.encode("utf-8", "surrogateescape")
+
+
+def _differences(records: Iterable[DiffRecord]) -> Iterator[Difference]:
+    for r in records:
+        yield Difference(
+            r.key, r.kind, None if r.left is None else decode_value(r.left), None if r.right is None else decode_value(r.right)
+        )
+
+
+class HistoryVerbs(RefVerbs):
+    """Commits and what compares or moves them (part of ``Catalog``)."""
+
+    def commit(
+        self,
+        repo: str,
+        branch: str,
+        message: str,
+        *,
+        committer: str = "lakemount",
+        metadata: Sequence[tuple[str, str]] = (),
+        allow_empty: bool = False,
+        date: float | None = None,
+    ) -> CommitResult:
+        """Commit the branch's staged changes; raises ``NothingToCommit``, ``ProtectedBranch``, ``InvalidArgument``."""
+        return self.graveler.commit(
+            repo, branch, message, committer=committer, metadata=metadata, allow_empty=allow_empty, date=date
+        )
+
+    def merge(
+        self,
+        repo: str,
+        source: str,
+        dest: str,
+        *,
+        strategy: str | None = None,
+        squash: bool = False,
+        message: str | None = None,
+        committer: str = "lakemount",
+        metadata: Sequence[tuple[str, str]] = (),
+    ) -> MergeResult:
+        """Merge ref ``source`` into branch ``dest``; raises ``MergeConflict`` (with the paths), ``PreconditionFailed``."""
+        return self.graveler.merge(
+            repo, source, dest, strategy=strategy, squash=squash, message=message, committer=committer, metadata=metadata
+        )
+
+    def merge_base(self, repo: str, a: str, b: str) -> str | None:
+        """The best common ancestor of two refs' commits (None if unrelated); raises ``RefNotFound``."""
+        return self.graveler.merge_base(repo, self.resolve(repo, a).commit_id, self.resolve(repo, b).commit_id)
+
+    def revert(self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount") -> Commit:
+        """Commit the inverse of ``ref``'s change on ``branch``; ``MergeConflict``, ``NothingToCommit``, ``InvalidArgument``."""
+        return self.graveler.revert(repo, branch, ref, parent_number=parent_number, committer=committer)
+
+    def cherry_pick(
+        self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount"
+    ) -> Commit:
+        """Commit ``ref``'s change again on ``branch``; ``MergeConflict``, ``NothingToCommit``, ``InvalidArgument``."""
+        return self.graveler.cherry_pick(repo, branch, ref, parent_number=parent_number, committer=committer)
+
+    def reset(self, repo: str, branch: str, *, prefix: str | None = None, path: str | None = None) -> None:
+        """Drop uncommitted changes of ``branch``: all of them, those under ``prefix``, or the one at ``path``."""
+        self.graveler.reset(
+            repo, branch, prefix=None if prefix is None else _key(prefix), key=None if path is None else _key(path)
+        )
+
+    def log(
+        self,
+        repo: str,
+        ref: str,
+        *,
+        limit: int | None = None,
+        since: float | None = None,
+        first_parent: bool = False,
+        paths: Sequence[str] = (),
+        prefixes: Sequence[str] = (),
+    ) -> Iterator[Commit]:
+        """Commits reachable from ``ref``, newest first; only those changing ``paths``/``prefixes`` if given."""
+        return self.graveler.log(
+            repo, ref, limit=limit, since=since, first_parent=first_parent,
+            paths=[_key(p) for p in paths], prefixes=[_key(p) for p in prefixes],
+        )
+
+    def diff(self, repo: str, left: str, right: str, *, prefix: str = "") -> Iterator[Difference]:
+        """Every difference between the commits ``left`` and ``right`` point at (branches: their heads)."""
+        return _differences(self.graveler.diff(repo, left, right, prefix=_key(prefix)))
+
+    def diff_three_way(self, repo: str, left: str, right: str) -> Iterator[Difference]:
+        """What merging ``right`` into ``left`` would change, conflicts marked (lakeFS's three-dot diff)."""
+        return _differences(self.graveler.diff_three_way(repo, left, right))
+
+    def diff_uncommitted(self, repo: str, branch: str, *, prefix: str = "") -> Iterator[Difference]:
+        """The staged changes of ``branch`` against its head commit."""
+        return _differences(self.graveler.diff_uncommitted(repo, branch, prefix=_key(prefix)))

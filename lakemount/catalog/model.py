@@ -1,0 +1,76 @@
+"""The records front ends name, so that no front end imports graveler.
+
+Entries, commits, repositories, branches, tags, resolved refs, file modes and
+the block-store port are defined in graveler (the versioned core owns its
+records) and re-exported here; the mount, the gateway, the CLI and the jobs
+take them from this module, together with the catalog's own
+:class:`Difference` and the two helpers on raw keys and values that bulk
+readers need (:func:`prefix_end`, :func:`decode_value`, for
+:meth:`Catalog.scan_records <lakemount.catalog.catalog.Catalog.scan_records>`).
+Importing this module is cheap: it loads the record definitions only, not the
+versioned core's machinery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lakemount.graveler.model import (
+    DIR_MODE,
+    EMPTY_METARANGE,
+    FILE_MODE,
+    LINK_MODE,
+    Branch,
+    Commit,
+    CommitID,
+    Entry,
+    Repository,
+    StagingToken,
+    Tag,
+    decode_value,
+    prefix_end,
+)
+from lakemount.graveler.ports import BlockAdapter, ObjectInfo
+from lakemount.graveler.refexpr import ResolvedRef, View
+
+__all__ = [
+    "DIFF_KINDS",
+    "DIR_MODE",
+    "EMPTY_METARANGE",
+    "FILE_MODE",
+    "LINK_MODE",
+    "BlockAdapter",
+    "Branch",
+    "Commit",
+    "CommitID",
+    "Difference",
+    "Entry",
+    "ObjectInfo",
+    "Repository",
+    "ResolvedRef",
+    "StagingToken",
+    "Tag",
+    "View",
+    "decode_value",
+    "prefix_end",
+]
+
+DIFF_KINDS = ("added", "removed", "changed", "conflict")
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One path that differs: ``kind`` is one of :data:`DIFF_KINDS`; ``left``/``right`` the entries on each side.
+
+    ``left`` is None for an added path, ``right`` None for a removed one; a
+    conflict (three-way diff only) has the left side's and the source's entries.
+    """
+
+    key: bytes
+    kind: str
+    left: Entry | None
+    right: Entry | None
+
+    @property
+    def path(self) -> str:
+        return self.key.decode("utf-8", "surrogateescape")

@@ -1,0 +1,118 @@
+"""Catalog verbs on refs: repositories, branches, tags, protection rules, and ref resolution.
+
+Thin over graveler, as lakeFS's ``pkg/catalog`` is over its graveler: names
+are validated and errors raised there (``RepositoryNotFound``,
+``BranchNotFound``, ``RefNotFound``, ``AlreadyExists``, ``InvalidArgument``,
+``ProtectedBranch``...).  :class:`RefVerbs` is one part of the
+:class:`~lakemount.catalog.catalog.Catalog` facade.
+"""
+
+from __future__ import annotations
+
+from lakemount.errors import ReadOnlyRef
+from lakemount.graveler.graveler import Graveler
+from lakemount.graveler.model import Branch, Commit, Repository, Tag
+from lakemount.graveler.ports import BlockAdapter
+from lakemount.graveler.refexpr import ResolvedRef, View, parse
+
+
+class RefVerbs:
+    """Repositories, branches, tags and ref resolution (part of ``Catalog``)."""
+
+    graveler: Graveler
+    adapter: BlockAdapter
+    namespace_root: str
+
+    # ------------------------------------------------------------------ repositories
+    def create_repository(self, name: str, storage_namespace: str | None = None, default_branch: str = "main") -> Repository:
+        """Create a repository (its storage namespace defaults to ``<namespace root>/<name>``).
+
+        Raises ``InvalidArgument`` for a bad name or namespace, ``AlreadyExists``
+        if the name or the namespace is taken.
+        """
+        ns = storage_namespace or f"{self.namespace_root}/{name}"
+        return self.graveler.create_repository(name, ns, default_branch)
+
+    def repository(self, name: str) -> Repository:
+        """Repository ``name``; raises ``RepositoryNotFound``."""
+        return self.graveler.get_repository(name)
+
+    def list_repositories(self) -> list[Repository]:
+        """Every repository, by name."""
+        return self.graveler.list_repositories()
+
+    def delete_repository(self, name: str) -> None:
+        """Delete a repository's refs and staging (its stored objects stay, for GC); ``RepositoryNotFound``."""
+        self.graveler.delete_repository(name)
+
+    # ------------------------------------------------------------------ resolution
+    def resolve(self, repo: str, ref: str | ResolvedRef) -> ResolvedRef:
+        """What ref expression ``ref`` points at now; raises ``RefNotFound``, ``AmbiguousRef``, ``InvalidArgument``."""
+        return ref if isinstance(ref, ResolvedRef) else self.graveler.resolve(repo, ref)
+
+    def writable_branch(self, repo: str, ref: str | ResolvedRef) -> str:
+        """The branch name a write to ``ref`` goes to; ``ReadOnlyRef`` for tags, commits, ``@``, ``$``."""
+        r = self.resolve(repo, ref)
+        if r.view is not View.FULL or r.branch is None:
+            raise ReadOnlyRef(f"{repo}/{r.expr}")
+        return r.branch
+
+    @staticmethod
+    def is_fixed(resolved: ResolvedRef) -> bool:
+        """True if ``resolved`` names one commit for good: a tag or a commit id, without ``~``/``^`` steps."""
+        return resolved.kind in ("tag", "commit") and not parse(resolved.expr).steps
+
+    def commit_of(self, repo: str, ref: str) -> Commit:
+        """The commit ``ref`` points at (a branch's head commit); raises ``RefNotFound``..."""
+        return self.graveler.commit_of(repo, ref)
+
+    def get_commit(self, repo: str, commit_id: str) -> Commit:
+        """Commit ``commit_id`` (a full id); raises ``CommitNotFound``."""
+        return self.graveler.get_commit(repo, commit_id)
+
+    # ------------------------------------------------------------------ branches
+    def create_branch(self, repo: str, name: str, source: str) -> Branch:
+        """Branch ``name`` at the commit ``source`` points at; ``AlreadyExists`` if a branch or tag has the name."""
+        return self.graveler.create_branch(repo, name, source)
+
+    def get_branch(self, repo: str, name: str) -> Branch:
+        """Branch ``name`` (head commit and staging tokens); raises ``BranchNotFound``."""
+        return self.graveler.get_branch(repo, name)
+
+    def list_branches(self, repo: str) -> list[Branch]:
+        """The branches of ``repo``, by name; raises ``RepositoryNotFound``."""
+        return self.graveler.list_branches(repo)
+
+    def delete_branch(self, repo: str, name: str) -> None:
+        """Delete a branch and its uncommitted changes; ``InvalidArgument`` for the default branch, ``ProtectedBranch``."""
+        self.graveler.delete_branch(repo, name)
+
+    def has_uncommitted(self, repo: str, branch: Branch) -> bool:
+        """True if ``branch`` (as read by :meth:`get_branch`) has staged changes."""
+        return self.graveler.has_uncommitted(repo, branch)
+
+    # ------------------------------------------------------------------ tags
+    def create_tag(self, repo: str, name: str, target: str) -> Tag:
+        """Tag the commit ``target`` points at; ``AlreadyExists`` if a tag or branch has the name."""
+        return self.graveler.create_tag(repo, name, target)
+
+    def get_tag(self, repo: str, name: str) -> Tag:
+        """Tag ``name``; raises ``NotFound``."""
+        return self.graveler.get_tag(repo, name)
+
+    def list_tags(self, repo: str) -> list[Tag]:
+        """The tags of ``repo``, by name; raises ``RepositoryNotFound``."""
+        return self.graveler.list_tags(repo)
+
+    def delete_tag(self, repo: str, name: str) -> None:
+        """Delete tag ``name``; raises ``NotFound``."""
+        self.graveler.delete_tag(repo, name)
+
+    # ------------------------------------------------------------------ protection
+    def protection_rules(self, repo: str) -> list[str]:
+        """Glob patterns of the branches of ``repo`` that refuse direct writes and commits."""
+        return self.graveler.protection_rules(repo)
+
+    def set_protection_rules(self, repo: str, patterns: list[str]) -> None:
+        """Replace the protection rules of ``repo``."""
+        self.graveler.set_protection_rules(repo, patterns)

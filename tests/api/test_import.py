@@ -1,0 +1,57 @@
+"""Import through the lakefs SDK's ImportManager: start, poll status to the commit, and cancel."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lakefs.exceptions import ImportManagerException
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def source_dir(tmp_path: Path, n: int) -> Path:
+    src = tmp_path / "source"
+    for i in range(n):
+        p = src / f"d{i % 3}" / f"f{i:03d}.txt"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(f"file {i}\n".encode())
+    return src
+
+
+def test_import_commits_objects_in_place(repo: Any, tmp_path: Path) -> None:
+    src = source_dir(tmp_path, 30)
+    main = repo.branch("main")
+    mgr = main.import_data(commit_message="import thirty", metadata={"from": "test"})
+    status = mgr.prefix(f"local://{src}/", destination="imported/").run(poll_interval=timedelta(seconds=0.5))
+    assert status.completed and status.error is None
+    assert status.ingested_objects == 30
+    assert status.commit.message == "import thirty"
+    assert main.head.id == status.commit.id
+    paths = [o.path for o in main.objects(prefix="imported/")]
+    assert len(paths) == 30 and paths[0] == "imported/d0/f000.txt"
+    assert main.object("imported/d1/f001.txt").reader().read() == b"file 1\n"
+    assert main.object("imported/d1/f001.txt").stat().physical_address == f"local://{src}/d1/f001.txt"
+
+
+def test_import_cancel_and_refusals(repo: Any, tmp_path: Path) -> None:
+    src = source_dir(tmp_path, 5)
+    main = repo.branch("main")
+    head = main.head.id
+    mgr = main.import_data(commit_message="never").prefix(f"local://{src}/", destination="x/")
+    mgr.start()
+    mgr.cancel()
+    status = mgr.status()
+    assert not status.completed and status.error is not None
+    assert main.head.id == head
+    with pytest.raises(ImportManagerException):
+        mgr.start()  # an import manager runs once
+    from lakefs.exceptions import BadRequestException
+
+    with pytest.raises(BadRequestException):
+        main.import_data(commit_message="m").prefix("ftp://host/x/", destination="y/").start()
+    with pytest.raises(BadRequestException):
+        main.import_data(commit_message="m").prefix(f"local://{src}/", destination="a/").prefix(
+            f"local://{src}/", destination="b/").start()
