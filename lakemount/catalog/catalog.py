@@ -26,23 +26,15 @@ from itertools import islice
 from typing import BinaryIO, Final, NamedTuple
 
 from lakemount.block.landing import Landing, landing
-<<<<<<< HEAD
-from lakemount.catalog import protection as prot
-from lakemount.catalog.actions import ACTIONS_PREFIX, MAX_ACTION_FILE, Actions, Change, Event, HookContext, MemoryRunStore, RunStore
+from lakemount.catalog.actions import ACTIONS_PREFIX, MAX_ACTION_FILE, Actions, HookContext, MemoryRunStore, RunStore
+from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.protection import BranchProtection
 from lakemount.catalog.pulls import PullStore, Pulls
-from lakemount.errors import InvalidArgument, ObjectNotFound, ReadOnlyRef, Unavailable
-from lakemount.graveler.committed.store import join
-from lakemount.graveler.graveler import CommitResult, DiffRecord, Graveler, MergeResult, prefix_end
-from lakemount.graveler.model import FILE_MODE, Branch, Commit, Entry, Repository, Tag, decode_value
-=======
-from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.storage import StorageVerbs
-from lakemount.errors import InvalidArgument, ObjectNotFound
+from lakemount.errors import InvalidArgument, ObjectNotFound, Unavailable
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value, prefix_end
->>>>>>> main
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef
 
@@ -111,44 +103,17 @@ class Catalog(HistoryVerbs, StorageVerbs):
             raise Unavailable("pull requests need a catalog built with a pull request store")
         return self._pulls
 
-<<<<<<< HEAD
-    # ------------------------------------------------------------------ repositories
-    def create_repository(self, name: str, storage_namespace: str | None = None, default_branch: str = "main") -> Repository:
-        ns = storage_namespace or f"{self.namespace_root}/{name}"
-        return self.graveler.create_repository(name, ns, default_branch)
+    def action_files(self, repo: str, ref: str) -> list[tuple[str, bytes]]:
+        """The ``_lakefs_actions/*.yaml`` files at ``ref`` (path, bytes), by path; oversize files are skipped."""
+        r = self.repository(repo)
+        found: list[tuple[str, bytes]] = []
+        for item in self.list(repo, ref, ACTIONS_PREFIX, delimiter="/"):
+            e = item.entry
+            if e is None or not item.path.endswith((".yaml", ".yml")) or e.is_dir or e.size > MAX_ACTION_FILE:
+                continue
+            found.append((item.path, self.read(r, e)))
+        return found
 
-    def repository(self, name: str) -> Repository:
-        return self.graveler.get_repository(name)
-
-    def list_repositories(self) -> list[Repository]:
-        """Every repository, by name."""
-        return self.graveler.list_repositories()
-
-    def delete_repository(self, name: str) -> None:
-        """Delete a repository with its branches, tags and staged changes; raises ``RepositoryNotFound``.
-
-        Its objects stay in the storage namespace for garbage collection.
-        """
-        self.graveler.delete_repository(name)
-
-    def list_branches(self, repo: str) -> list[Branch]:
-        """The branches of ``repo``, by name; raises ``RepositoryNotFound``."""
-        return self.graveler.list_branches(repo)
-
-    def resolve(self, repo: str, ref: str | ResolvedRef) -> ResolvedRef:
-        return ref if isinstance(ref, ResolvedRef) else self.graveler.resolve(repo, ref)
-
-    def writable_branch(self, repo: str, ref: str | ResolvedRef) -> str:
-        """The branch name a write to ``ref`` goes to; ``ReadOnlyRef`` for tags, commits, ``@``, ``$``,
-        ``ProtectedBranch`` for a branch a protection rule covers."""
-        r = self.resolve(repo, ref)
-        if r.view is not View.FULL or r.branch is None:
-            raise ReadOnlyRef(f"{repo}/{r.expr}")
-        self.protection.check(repo, r.branch, prot.WRITE)
-        return r.branch
-
-=======
->>>>>>> main
     # ------------------------------------------------------------------ data
     def physical_url(self, repo: Repository, address: str) -> str:
         return address if "://" in address else join(repo.storage_namespace, address)
@@ -405,218 +370,3 @@ class Catalog(HistoryVerbs, StorageVerbs):
     def delete(self, repo: str, ref: str | ResolvedRef, path: str) -> None:
         """Stage the deletion of ``path``; raises ``ObjectNotFound`` if it is not there."""
         self.graveler.delete(repo, self.writable_branch(repo, ref), encode_path(path))
-<<<<<<< HEAD
-
-    # ------------------------------------------------------------------ versioning verbs
-    # Thin delegations so front ends (the REST API first) never reach graveler.
-    # Each raises what the graveler operation of the same name raises.
-
-    # ------------------------------------------------------------------ actions (hooks)
-    def action_files(self, repo: str, ref: str) -> builtins.list[tuple[str, bytes]]:
-        """The ``_lakefs_actions/*.yaml`` files at ``ref`` (path, bytes), by path; oversize files are skipped."""
-        r = self.repository(repo)
-        found: builtins.list[tuple[str, bytes]] = []
-        for item in self.list(repo, ref, ACTIONS_PREFIX, delimiter="/"):
-            e = item.entry
-            if e is None or not item.path.endswith((".yaml", ".yml")) or e.is_dir or e.size > MAX_ACTION_FILE:
-                continue
-            found.append((item.path, self.read(r, e)))
-        return found
-
-    def _changes(self, records: Iterator[DiffRecord]) -> Iterator[Change]:
-        for rec in records:
-            entry = self.entry_of(rec.right)
-            yield Change(decode_path(rec.key), rec.kind, None if entry is None else entry.size)
-
-    def create_branch(self, repo: str, name: str, source: str) -> Branch:
-        """Create branch ``name`` at ``source`` (any ref); ``AlreadyExists``, ``InvalidName``, ``RefNotFound``,
-        ``HookFailed`` (a pre-create-branch hook, read from ``source``)."""
-        self.actions.run(Event("pre-create-branch", repo, name, source_ref=source), source)
-        b = self.graveler.create_branch(repo, name, source)
-        self.actions.run(Event("post-create-branch", repo, name, source_ref=source, commit_id=b.commit_id), b.commit_id)
-        return b
-
-    def get_branch(self, repo: str, name: str) -> Branch:
-        """Raises ``BranchNotFound``."""
-        return self.graveler.get_branch(repo, name)
-
-    def delete_branch(self, repo: str, name: str) -> None:
-        """Delete a branch and its staging; refuses the default branch (``InvalidArgument``) and protected
-        ones (``ProtectedBranch``); ``BranchNotFound``."""
-        head = self.graveler.get_branch(repo, name).commit_id
-        self.protection.check(repo, name, prot.DELETE)
-        self.actions.run(Event("pre-delete-branch", repo, name, commit_id=head), name)
-        self.graveler.delete_branch(repo, name)
-        self.actions.run(Event("post-delete-branch", repo, name, commit_id=head), head)
-
-    def create_tag(self, repo: str, name: str, target: str) -> Tag:
-        """Tag ``target``'s commit; raises ``AlreadyExists``, ``InvalidName``, ``RefNotFound``, ``HookFailed``."""
-        cid = self.resolve(repo, target).commit_id
-        self.actions.run(Event("pre-create-tag", repo, "", source_ref=target, commit_id=cid, tag_id=name), cid)
-        tag = self.graveler.create_tag(repo, name, cid)
-        self.actions.run(Event("post-create-tag", repo, "", source_ref=target, commit_id=cid, tag_id=name), cid)
-        return tag
-
-    def list_tags(self, repo: str) -> builtins.list[Tag]:
-        """Tags by name; raises ``RepositoryNotFound``."""
-        return sorted(self.graveler.list_tags(repo), key=lambda t: t.name)
-
-    def delete_tag(self, repo: str, name: str) -> None:
-        """Raises ``NotFound`` for an unknown tag, ``HookFailed``."""
-        cid = self.graveler.refs.get_tag(repo, name).commit_id
-        self.actions.run(Event("pre-delete-tag", repo, "", commit_id=cid, tag_id=name), cid)
-        self.graveler.delete_tag(repo, name)
-        self.actions.run(Event("post-delete-tag", repo, "", commit_id=cid, tag_id=name), cid)
-
-    def get_commit(self, repo: str, commit_id: str) -> Commit:
-        """A commit by full id; raises ``CommitNotFound``."""
-        return self.graveler.get_commit(repo, commit_id)
-
-    def commit_of(self, repo: str, ref: str) -> Commit:
-        """The commit a ref expression names (a branch's committed head)."""
-        return self.graveler.commit_of(repo, ref)
-
-    def commit(
-        self,
-        repo: str,
-        branch: str,
-        message: str,
-        *,
-        committer: str = "lakemount",
-        metadata: Sequence[tuple[str, str]] = (),
-        allow_empty: bool = False,
-        date: float | None = None,
-    ) -> Commit:
-        """Commit the branch's staged changes; raises ``NothingToCommit``, ``ProtectedBranch``, ``InvalidArgument``."""
-        return self.commit_with_stats(
-            repo, branch, message, committer=committer, metadata=metadata, allow_empty=allow_empty, date=date
-        ).commit
-
-    def commit_with_stats(
-        self,
-        repo: str,
-        branch: str,
-        message: str,
-        *,
-        committer: str = "lakemount",
-        metadata: Sequence[tuple[str, str]] = (),
-        allow_empty: bool = False,
-        date: float | None = None,
-    ) -> CommitResult:
-        """``commit``, also returning what it wrote (ranges written and reused); raises what ``commit`` raises,
-        and ``HookFailed`` when a pre-commit hook (read from the branch, staged changes included) rejects it."""
-        self.protection.check(repo, branch, prot.COMMIT)
-        meta = dict(metadata)
-        self.actions.run(
-            Event("pre-commit", repo, branch, source_ref=branch, commit_message=message, committer=committer,
-                  commit_metadata=meta, changes=lambda: self._changes(self.diff_uncommitted(repo, branch)),
-                  read_ref=branch, dest_ref=f"{branch}@"),
-            branch,
-        )
-        res = self.graveler.commit(
-            repo, branch, message, committer=committer, metadata=metadata, allow_empty=allow_empty, date=date
-        )
-        self.actions.run(
-            Event("post-commit", repo, branch, source_ref=branch, commit_message=message, committer=committer,
-                  commit_metadata=meta, commit_id=res.commit.id),
-            res.commit.id,
-        )
-        return res
-
-    def merge(
-        self,
-        repo: str,
-        source: str,
-        dest: str,
-        *,
-        strategy: str | None = None,
-        squash: bool = False,
-        message: str | None = None,
-        committer: str = "lakemount",
-        metadata: Sequence[tuple[str, str]] = (),
-    ) -> MergeResult:
-        """Merge ``source`` into branch ``dest``; raises ``MergeConflict``, ``PreconditionFailed`` (dirty dest),
-        ``HookFailed`` when a pre-merge hook (read from ``dest`` and from ``source``) rejects it."""
-        meta = dict(metadata)
-        text = message or f"Merge '{source}' into '{dest}'"
-
-        def brought_in() -> Iterator[Change]:
-            base = self.merge_base(repo, dest, source)
-            if base is None:
-                return self._changes(self.diff_three_way(repo, dest, source))
-            return self._changes(self.diff(repo, base, source))
-
-        self.actions.run(
-            Event("pre-merge", repo, dest, source_ref=source, commit_message=text, committer=committer,
-                  commit_metadata=meta, changes=brought_in, read_ref=source, dest_ref=dest),
-            dest, source,
-        )
-        res = self.graveler.merge(
-            repo, source, dest, strategy=strategy, squash=squash, message=message, committer=committer, metadata=metadata
-        )
-        if res.merged:
-            self.actions.run(
-                Event("post-merge", repo, dest, source_ref=source, commit_message=text, committer=committer,
-                      commit_metadata=meta, commit_id=res.commit_id),
-                res.commit_id,
-            )
-        return res
-
-    def merge_base(self, repo: str, a: str, b: str) -> str | None:
-        """The best common ancestor of two refs' commits (None if unrelated)."""
-        return self.graveler.merge_base(repo, self.resolve(repo, a).commit_id, self.resolve(repo, b).commit_id)
-
-    def revert(self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount") -> Commit:
-        """Commit the inverse of ``ref``'s change on ``branch``; ``MergeConflict``, ``InvalidArgument``."""
-        return self.graveler.revert(repo, branch, ref, parent_number=parent_number, committer=committer)
-
-    def cherry_pick(self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount") -> Commit:
-        """Commit ``ref``'s change again on ``branch``; ``MergeConflict``, ``InvalidArgument``, ``ProtectedBranch``."""
-        self.protection.check(repo, branch, prot.CHERRY_PICK)
-        return self.graveler.cherry_pick(repo, branch, ref, parent_number=parent_number, committer=committer)
-
-    def reset(self, repo: str, branch: str, *, prefix: str | None = None, path: str | None = None) -> None:
-        """Drop uncommitted changes: all, those under ``prefix``, or the one at ``path``; ``ProtectedBranch``."""
-        self.protection.check(repo, branch, prot.RESET)
-        self.graveler.reset(
-            repo, branch,
-            prefix=None if prefix is None else prefix.encode("utf-8", "surrogateescape"),
-            key=None if path is None else encode_path(path),
-        )
-
-    def diff(self, repo: str, left: str, right: str, *, prefix: str = "") -> Iterator[DiffRecord]:
-        """Two-way diff of two refs' committed states, in key order."""
-        return self.graveler.diff(repo, left, right, prefix=prefix.encode("utf-8", "surrogateescape"))
-
-    def diff_three_way(self, repo: str, left: str, right: str) -> Iterator[DiffRecord]:
-        """What merging ``right`` into ``left`` would change (conflicts marked)."""
-        return self.graveler.diff_three_way(repo, left, right)
-
-    def diff_uncommitted(self, repo: str, branch: str, *, prefix: str = "") -> Iterator[DiffRecord]:
-        """Staged changes of ``branch`` against its head commit, in key order."""
-        return self.graveler.diff_uncommitted(repo, branch, prefix=prefix.encode("utf-8", "surrogateescape"))
-
-    def log(
-        self,
-        repo: str,
-        ref: str,
-        *,
-        limit: int | None = None,
-        since: float | None = None,
-        first_parent: bool = False,
-        paths: Sequence[str] = (),
-        prefixes: Sequence[str] = (),
-    ) -> Iterator[Commit]:
-        """Commits reachable from ``ref``, newest first, optionally only those changing ``paths``/``prefixes``."""
-        return self.graveler.log(
-            repo, ref, limit=limit, since=since, first_parent=first_parent,
-            paths=[encode_path(p) for p in paths],
-            prefixes=[p.encode("utf-8", "surrogateescape") for p in prefixes],
-        )
-
-    @staticmethod
-    def entry_of(value: bytes | None) -> Entry | None:
-        """The entry a diff record's value holds (None stays None); raises ``Corrupt``."""
-        return None if value is None else decode_value(value)
-=======
->>>>>>> main

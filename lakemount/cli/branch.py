@@ -85,18 +85,11 @@ def protect() -> None:
 def protect_add(uri: str, pattern: str, required_approvals: int) -> None:
     """Protect branches of lakefs://REPO whose names match PATTERN (glob, e.g. 'release-*')."""
     u = parse_uri(uri)
-<<<<<<< HEAD
     cat = ctx_obj().app.catalog
     rules = cat.protection.add(u.repo, pattern)
     if required_approvals:
         cat.pulls.set_required(u.repo, pattern, required_approvals)
     emit({"patterns": rules}, f"Protected {pattern} in {u.repo}")
-=======
-    g = ctx_obj().app.catalog
-    rules = g.protection_rules(u.repo)
-    g.set_protection_rules(u.repo, [*rules, pattern])
-    emit({"patterns": g.protection_rules(u.repo)}, f"Protected {pattern}")
->>>>>>> main
 
 
 @protect.command("delete")
@@ -106,21 +99,10 @@ def protect_add(uri: str, pattern: str, required_approvals: int) -> None:
 def protect_delete(uri: str, pattern: str) -> None:
     """Remove the protection rule PATTERN of lakefs://REPO."""
     u = parse_uri(uri)
-<<<<<<< HEAD
     cat = ctx_obj().app.catalog
     rules = cat.protection.delete(u.repo, pattern)
     cat.pulls.set_required(u.repo, pattern, 0)
     emit({"patterns": rules}, f"Removed protection {pattern} from {u.repo}")
-=======
-    g = ctx_obj().app.catalog
-    rules = g.protection_rules(u.repo)
-    if pattern not in rules:
-        from lakemount.errors import NotFound
-
-        raise NotFound(f"no protection rule {pattern!r} in {u.repo}")
-    g.set_protection_rules(u.repo, [r for r in rules if r != pattern])
-    emit({"patterns": g.protection_rules(u.repo)}, f"Removed protection {pattern}")
->>>>>>> main
 
 
 @protect.command("list")
@@ -129,16 +111,11 @@ def protect_delete(uri: str, pattern: str) -> None:
 def protect_list(uri: str) -> None:
     """List the protection rules of lakefs://REPO."""
     u = parse_uri(uri)
-<<<<<<< HEAD
     cat = ctx_obj().app.catalog
     rules = cat.protection.rules(u.repo)
     approvals = cat.pulls.store.required_approvals(u.repo)
     emit({"patterns": rules, "required_approvals": {p: approvals.get(p, 0) for p in rules}},
          [f"{p}  (pull requests need {approvals[p]} approval(s))" if approvals.get(p) else p for p in rules])
-=======
-    rules = ctx_obj().app.catalog.protection_rules(u.repo)
-    emit({"patterns": rules}, rules)
->>>>>>> main
 
 
 COMMANDS = [branch, protect]

@@ -20,11 +20,7 @@ def commit(uri: str, message: str, meta: tuple[str, ...], allow_empty: bool, com
 
     u = parse_uri(uri, need_ref=True)
     assert u.ref
-<<<<<<< HEAD
-    res = ctx_obj().app.catalog.commit_with_stats(
-=======
     res = ctx_obj().app.catalog.commit(
->>>>>>> main
         u.repo, u.ref, message, committer=committer or getpass.getuser(), metadata=parse_meta(meta), allow_empty=allow_empty
     )
     c = res.commit

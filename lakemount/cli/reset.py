@@ -28,11 +28,7 @@ def reset(uri: str, prefix: str | None, obj: str | None, yes: bool) -> None:
     what = f"changes under {prefix}" if prefix else f"changes to {obj}" if obj else "ALL uncommitted changes"
     if not yes and prefix is None and obj is None:
         click.confirm(f"Drop {what} on {u.repo}/{u.ref}?", abort=True)
-<<<<<<< HEAD
-    ctx_obj().app.catalog.reset(u.repo, u.ref, prefix=prefix, path=obj)
-=======
     ctx_obj().app.catalog.reset(u.repo, u.ref, prefix=prefix or None, path=obj or None)
->>>>>>> main
     emit({"reset": str(u), "scope": "prefix" if prefix else "object" if obj else "all"}, f"Dropped {what} on {u.ref}")
 
 

@@ -182,14 +182,10 @@ class ControlFiles:
             allow_empty = bool(spec.get("allow_empty", False))
         if not message:
             raise InvalidArgument("commit: write a commit message")
-<<<<<<< HEAD
-        commit = self.catalog.commit(
-=======
         res = self.catalog.commit(
->>>>>>> main
             scope.repo, scope.branch, message, committer=committer_name(uid), metadata=metadata, allow_empty=allow_empty
         )
-        scope.last["commit"] = _commit_json(commit)
+        scope.last["commit"] = _commit_json(res.commit)
         return Outcome(content_changed=False, head_moved=True)
 
     def _merge(self, scope: Scope, text: str, uid: int) -> Outcome:
@@ -252,17 +248,6 @@ class ControlFiles:
 
     def _reset(self, scope: Scope, text: str) -> Outcome:
         args = _split(text, "reset")
-<<<<<<< HEAD
-        cat = self.catalog
-        if not args:
-            cat.reset(scope.repo, scope.branch)
-            scope.last["reset"] = {"scope": "all"}
-        elif len(args) == 2 and args[0] == "--object":
-            cat.reset(scope.repo, scope.branch, path=args[1].lstrip("/"))
-            scope.last["reset"] = {"scope": "object", "path": args[1]}
-        elif len(args) == 1 and not args[0].startswith("-"):
-            cat.reset(scope.repo, scope.branch, prefix=args[0].lstrip("/"))
-=======
         catalog = self.catalog
         if not args:
             catalog.reset(scope.repo, scope.branch)
@@ -272,7 +257,6 @@ class ControlFiles:
             scope.last["reset"] = {"scope": "object", "path": args[1]}
         elif len(args) == 1 and not args[0].startswith("-"):
             catalog.reset(scope.repo, scope.branch, prefix=args[0].lstrip("/"))
->>>>>>> main
             scope.last["reset"] = {"scope": "prefix", "prefix": args[0]}
         else:
             raise InvalidArgument("reset: write nothing (all), a path prefix, or '--object PATH'")

@@ -24,6 +24,7 @@ when the branch has uncommitted changes outside the destination prefix.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 import stat
@@ -37,13 +38,7 @@ from lakemount.app import App
 from lakemount.catalog.catalog import MAX_KEY_BYTES
 from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, prefix_end
 from lakemount.config import Config
-<<<<<<< HEAD
-from lakemount.errors import InvalidArgument, NotFound, NothingToCommit, PreconditionFailed, Unavailable
-from lakemount.graveler.graveler import prefix_end
-from lakemount.graveler.model import DIR_MODE, FILE_MODE, Entry
-=======
 from lakemount.errors import InvalidArgument, NotFound, NothingToCommit, PreconditionFailed, ProtectedBranch, Unavailable
->>>>>>> main
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.s3client import client_from_config, split_s3
 from lakemount.jobs.session import Progress, get_spark, parallelism, timed, translated
@@ -347,18 +342,12 @@ def _import_task(
 
 # ---------------------------------------------------------------------------- driver
 def _check_target(app: App, target: Target, commit: bool) -> None:
-<<<<<<< HEAD
-    g = app.graveler
-    g.get_repository(target.repo)
-    app.catalog.writable_branch(target.repo, target.branch)  # tags, commits, protected branches
-=======
     cat = app.catalog
     cat.repository(target.repo)
     cat.writable_branch(target.repo, target.branch)
     for pattern in cat.protection_rules(target.repo):
         if fnmatch.fnmatchcase(target.branch, pattern):
             raise ProtectedBranch(target.repo, target.branch)
->>>>>>> main
     if commit:
         for rec in cat.diff_uncommitted(target.repo, target.branch):
             if not rec.key.startswith(target.prefix):
@@ -385,7 +374,7 @@ def import_objects(
     """Import ``source_text`` under ``prefix`` of ``repo``/``branch``; returns a report.
 
     Raises ``NotFound`` (repository, branch, source directory or bucket, empty
-    source), ``ReadOnly`` (not a branch), ``ProtectedBranch``, ``PreconditionFailed``
+    source), ``ReadOnly`` (not a branch, protected branch), ``PreconditionFailed``
     (``commit`` with unrelated uncommitted changes), ``InvalidArgument``.
     """
     timings: dict[str, float] = {}
@@ -422,11 +411,7 @@ def import_objects(
         meta = [("lakemount.import.from", source.url), ("lakemount.import.objects", str(stats["objects"])), *metadata]
         with timed(timings, "commit"):
             try:
-<<<<<<< HEAD
-                res = app.catalog.commit_with_stats(
-=======
                 res = app.catalog.commit(
->>>>>>> main
                     repo, branch, message or f"Import {source.url} into {prefix or '/'}", committer=committer, metadata=meta
                 )
                 report["commit"] = {"id": res.commit.id, "message": res.commit.message}

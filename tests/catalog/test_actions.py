@@ -121,7 +121,7 @@ def test_action_files_parse_and_refuse_bad_input() -> None:
 def test_webhook_accepts_and_gets_the_event(cat: Catalog, webhook: dict[str, Any]) -> None:
     action(cat, "main", "notify", webhook_action(webhook["url"], "pre-commit"))
     cat.put(R, "main", "t/a.csv", b"a\n")
-    c = cat.commit(R, "main", "with hook", committer="ann", metadata=[("k", "v")])
+    c = cat.commit(R, "main", "with hook", committer="ann", metadata=[("k", "v")]).commit
     (ev,) = webhook["events"]
     assert ev["path"] == "/hook?check=all" and ev["headers"]["X-Team"] == "data"
     body = ev["body"]
@@ -179,7 +179,7 @@ def test_unreachable_webhook_and_unknown_hook_type(cat: Catalog) -> None:
 def test_post_hooks_never_undo(cat: Catalog, webhook: dict[str, Any]) -> None:
     action(cat, "main", "notify", webhook_action(webhook["url"], "post-commit"))
     webhook["mode"] = "reject"
-    c = cat.commit(R, "main", "kept")
+    c = cat.commit(R, "main", "kept").commit
     assert cat.commit_of(R, "main").id == c.id
     (run,) = cat.actions.store.list_runs(R)
     assert run.event_type == "post-commit" and run.status == "failed" and run.commit_id == c.id
@@ -303,7 +303,7 @@ def test_sql_run_store_pages_newest_first(cat: Catalog) -> None:
     store = cat.actions.store
     assert isinstance(store, SqlRunStore)
     action(cat, "main", "c", "name: n\non: {post-commit: {}}\nhooks: [{id: x, type: lakemount_check}]")
-    ids = [cat.commit(R, "main", f"c{i}", allow_empty=True).id for i in range(5)]
+    ids = [cat.commit(R, "main", f"c{i}", allow_empty=True).commit.id for i in range(5)]
     runs = store.list_runs(R)
     assert [r.commit_id for r in runs] == ids[::-1]
     page = store.list_runs(R, limit=2)
