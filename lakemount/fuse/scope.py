@@ -105,7 +105,7 @@ def unchanged(catalog: Catalog, scope: Scope) -> bool:
     if not scope.writable or scope.resolved.kind != "branch" or scope.name != scope.branch:
         return False
     try:
-        b = catalog.graveler.get_branch(scope.repo, scope.branch)
+        b = catalog.get_branch(scope.repo, scope.branch)
     except NotFound:
         return False
     return (b.commit_id, b.staging_token, *b.sealed_tokens) == scope.signature
