@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 from lakemount.config import Config, load
 
 if TYPE_CHECKING:
+    from lakemount.refs.actions import SqlRunStore
+    from lakemount.refs.pulls import SqlPullStore
     from lakemount.auth.store import SqlAuthStore
     from lakemount.refs.buckets import SqlBucketStore
     from lakemount.refs.multipart import SqlMultipartStore
@@ -106,15 +108,23 @@ class App:
     @cached_property
     def catalog(self) -> Catalog:
         from lakemount.catalog.catalog import Catalog
-        from lakemount.refs.actions import SqlRunStore
-        from lakemount.refs.pulls import SqlPullStore
 
         tmp = os.path.join(self.config.home, "tmp")
         os.makedirs(tmp, exist_ok=True)
         return Catalog(
             self.graveler, self.adapter, namespace_root=self.namespace_root(), tmpdir=tmp,
-            runs=SqlRunStore(self.refs.engine), pulls=SqlPullStore(self.refs.engine),
+            runs=self._run_store, pulls=self._pull_store,
         )
+
+    def _run_store(self) -> SqlRunStore:
+        from lakemount.refs.actions import SqlRunStore
+
+        return SqlRunStore(self.refs.engine)
+
+    def _pull_store(self) -> SqlPullStore:
+        from lakemount.refs.pulls import SqlPullStore
+
+        return SqlPullStore(self.refs.engine)
 
     @cached_property
     def auth(self) -> SqlAuthStore:

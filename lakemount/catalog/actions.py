@@ -37,8 +37,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-import yaml
-
 from lakemount.errors import HookFailed, InvalidArgument
 
 ACTIONS_PREFIX: Final = "_lakefs_actions/"
@@ -81,6 +79,8 @@ class Action:
 
 def parse_action(text: str | bytes, path: str = "") -> Action:
     """Parse one action file; raises ``InvalidArgument`` with the file name and the reason."""
+    import yaml  # only when there are action files: the CLI's light verbs never parse YAML
+
     where = path or "action file"
     try:
         doc = yaml.safe_load(text)

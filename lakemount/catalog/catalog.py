@@ -19,7 +19,7 @@ import hashlib
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from itertools import islice
@@ -84,23 +84,36 @@ class Catalog(HistoryVerbs, StorageVerbs):
 
     def __init__(
         self, graveler: Graveler, adapter: BlockAdapter, *, namespace_root: str, tmpdir: str | None = None,
-        runs: RunStore | None = None, pulls: PullStore | None = None,
+        runs: Callable[[], RunStore] | None = None, pulls: Callable[[], PullStore] | None = None,
     ) -> None:
-        from lakemount.catalog.hooks import RUNNERS
-
+        """``runs`` and ``pulls`` make the stores of hook runs and pull requests on first use (so verbs
+        that need neither never load them); without ``runs`` runs are kept in memory."""
         self.graveler = graveler
         self.adapter = adapter
         self.namespace_root = namespace_root.rstrip("/")
         self.tmpdir = tmpdir
         self.protection = BranchProtection(graveler)
-        self.actions = Actions(self, runs if runs is not None else MemoryRunStore(), RUNNERS, HookContext(self))
-        self._pulls = None if pulls is None else Pulls(pulls, self)
+        self._make_runs = runs or MemoryRunStore
+        self._make_pulls = pulls
+        self._actions: Actions | None = None
+        self._pulls: Pulls | None = None
+
+    @property
+    def actions(self) -> Actions:
+        """Hooks: finds and runs the actions an event triggers, records the runs."""
+        if self._actions is None:
+            from lakemount.catalog.hooks import RUNNERS
+
+            self._actions = Actions(self, self._make_runs(), RUNNERS, HookContext(self))
+        return self._actions
 
     @property
     def pulls(self) -> Pulls:
         """Pull requests; raises ``Unavailable`` for a catalog built without a pull request store."""
         if self._pulls is None:
-            raise Unavailable("pull requests need a catalog built with a pull request store")
+            if self._make_pulls is None:
+                raise Unavailable("pull requests need a catalog built with a pull request store")
+            self._pulls = Pulls(self._make_pulls(), self)
         return self._pulls
 
     def action_files(self, repo: str, ref: str) -> list[tuple[str, bytes]]:

@@ -31,7 +31,11 @@ class RefVerbs:
     adapter: BlockAdapter
     namespace_root: str
     protection: BranchProtection
-    actions: Actions
+
+    if TYPE_CHECKING:
+
+        @property
+        def actions(self) -> Actions: ...  # Catalog's: made on first use
 
     # ------------------------------------------------------------------ repositories
     def create_repository(self, name: str, storage_namespace: str | None = None, default_branch: str = "main") -> Repository:
