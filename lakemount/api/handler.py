@@ -17,6 +17,7 @@ from typing import Any, Final
 from lakemount.api import (  # noqa: F401 - importing a resource module registers its operations
     branches,
     commits,
+    events,
     imports,
     objects,
     pulls,

@@ -275,12 +275,14 @@ class Actions:
     """Finds the actions an event triggers, runs their hooks, records the run."""
 
     def __init__(self, source: ActionSource, store: RunStore, runners: Mapping[str, HookRunner],
-                 context: HookContext, clock: Callable[[], float] = time.time) -> None:
+                 context: HookContext, clock: Callable[[], float] = time.time,
+                 on_run: Callable[[Run], None] | None = None) -> None:
         self.source = source
         self.store = store
         self.runners = dict(runners)
         self.context = context
         self.clock = clock
+        self.on_run = on_run
 
     def load(self, repo: str, *refs: str) -> tuple[list[Action], list[tuple[str, str]]]:
         """The actions at ``refs`` (a file identical at several counts once) and the (path, reason) of files that do not parse."""
@@ -331,6 +333,8 @@ class Actions:
         status = "failed" if any(h.status == "failed" for h in hook_runs) else "completed"
         run = Run(run_id, event.repo, event.type, event.branch, event.source_ref, event.commit_id, status, start, end, tuple(hook_runs))
         self.store.record(run)
+        if self.on_run is not None:
+            self.on_run(run)
         if failed is not None:
             raise HookFailed(event.type, failed.action, failed.hook_id, failed.output.strip().splitlines()[0] if failed.output.strip() else "failed", run_id)
         return run

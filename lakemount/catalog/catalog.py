@@ -26,7 +26,8 @@ from itertools import islice
 from typing import BinaryIO, Final, NamedTuple
 
 from lakemount.block.landing import Landing, landing
-from lakemount.catalog.actions import ACTIONS_PREFIX, MAX_ACTION_FILE, Actions, HookContext, MemoryRunStore, RunStore
+from lakemount.catalog.actions import ACTIONS_PREFIX, MAX_ACTION_FILE, Actions, HookContext, MemoryRunStore, Run, RunStore
+from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.protection import BranchProtection
 from lakemount.catalog.pulls import PullStore, Pulls
@@ -85,18 +86,37 @@ class Catalog(HistoryVerbs, StorageVerbs):
     def __init__(
         self, graveler: Graveler, adapter: BlockAdapter, *, namespace_root: str, tmpdir: str | None = None,
         runs: Callable[[], RunStore] | None = None, pulls: Callable[[], PullStore] | None = None,
+        events: Callable[[], EventLog] | None = None,
     ) -> None:
-        """``runs`` and ``pulls`` make the stores of hook runs and pull requests on first use (so verbs
-        that need neither never load them); without ``runs`` runs are kept in memory."""
+        """``runs``, ``pulls`` and ``events`` make the stores of hook runs, pull requests and the event
+        feed on first use (so verbs that need none never load them); without ``runs`` or ``events``
+        those are kept in memory."""
         self.graveler = graveler
         self.adapter = adapter
         self.namespace_root = namespace_root.rstrip("/")
         self.tmpdir = tmpdir
-        self.protection = BranchProtection(graveler)
+        self.protection = BranchProtection(graveler, on_change=self._protection_changed)
         self._make_runs = runs or MemoryRunStore
         self._make_pulls = pulls
+        self._make_events = events or MemoryEventLog
         self._actions: Actions | None = None
         self._pulls: Pulls | None = None
+        self._feed: Feed | None = None
+
+    @property
+    def feed(self) -> Feed:
+        """The event feed of every repository (commits, merges, rules, hook runs, pull requests)."""
+        if self._feed is None:
+            self._feed = Feed(self._make_events())
+        return self._feed
+
+    def _protection_changed(self, repo: str, patterns: list[str]) -> None:
+        self.feed.emit(repo, "", "protection", patterns=patterns)
+
+    def _hook_ran(self, run: Run) -> None:
+        self.feed.emit(run.repo, run.branch, "hook-run", run_id=run.run_id, event_type=run.event_type,
+                       status=run.status, commit_id=run.commit_id,
+                       hooks=[{"hook_id": h.hook_id, "status": h.status} for h in run.hooks])
 
     @property
     def actions(self) -> Actions:
@@ -104,7 +124,7 @@ class Catalog(HistoryVerbs, StorageVerbs):
         if self._actions is None:
             from lakemount.catalog.hooks import RUNNERS
 
-            self._actions = Actions(self, self._make_runs(), RUNNERS, HookContext(self))
+            self._actions = Actions(self, self._make_runs(), RUNNERS, HookContext(self), on_run=self._hook_ran)
         return self._actions
 
     @property

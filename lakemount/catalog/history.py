@@ -62,6 +62,7 @@ class HistoryVerbs(RefVerbs):
         res = self.graveler.commit(
             repo, branch, message, committer=committer, metadata=metadata, allow_empty=allow_empty, date=date
         )
+        self.feed.emit(repo, branch, "commit", commit_id=res.commit.id, message=message, committer=committer)
         self.actions.run(
             Event("post-commit", repo, branch, source_ref=branch, commit_message=message, committer=committer,
                   commit_metadata=meta, commit_id=res.commit.id),
@@ -101,6 +102,7 @@ class HistoryVerbs(RefVerbs):
             repo, source, dest, strategy=strategy, squash=squash, message=message, committer=committer, metadata=metadata
         )
         if res.merged:
+            self.feed.emit(repo, dest, "merge", source=source, commit_id=res.commit_id, changes=res.changes, committer=committer)
             self.actions.run(
                 Event("post-merge", repo, dest, source_ref=source, commit_message=text, committer=committer,
                       commit_metadata=meta, commit_id=res.commit_id),
@@ -114,7 +116,9 @@ class HistoryVerbs(RefVerbs):
 
     def revert(self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount") -> Commit:
         """Commit the inverse of ``ref``'s change on ``branch``; ``MergeConflict``, ``NothingToCommit``, ``InvalidArgument``."""
-        return self.graveler.revert(repo, branch, ref, parent_number=parent_number, committer=committer)
+        c = self.graveler.revert(repo, branch, ref, parent_number=parent_number, committer=committer)
+        self.feed.emit(repo, branch, "revert", reverted=ref, commit_id=c.id, committer=committer)
+        return c
 
     def cherry_pick(
         self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount"
@@ -122,7 +126,9 @@ class HistoryVerbs(RefVerbs):
         """Commit ``ref``'s change again on ``branch``; ``MergeConflict``, ``NothingToCommit``, ``InvalidArgument``,
         ``ProtectedBranch``."""
         self.protection.check(repo, branch, prot.CHERRY_PICK)
-        return self.graveler.cherry_pick(repo, branch, ref, parent_number=parent_number, committer=committer)
+        c = self.graveler.cherry_pick(repo, branch, ref, parent_number=parent_number, committer=committer)
+        self.feed.emit(repo, branch, "cherry-pick", picked=ref, commit_id=c.id, committer=committer)
+        return c
 
     def reset(self, repo: str, branch: str, *, prefix: str | None = None, path: str | None = None) -> None:
         """Drop uncommitted changes of ``branch``: all of them, those under ``prefix``, or the one at ``path``;

@@ -14,6 +14,7 @@ whatever implements :class:`RuleStore` (graveler, which journals them so
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from typing import Final, Protocol
 
 from lakemount.errors import AlreadyExists, InvalidArgument, NotFound, ProtectedBranch
@@ -50,8 +51,15 @@ def validate_pattern(pattern: str) -> str:
 class BranchProtection:
     """Reads, edits and enforces the protection rules of repositories."""
 
-    def __init__(self, store: RuleStore) -> None:
+    def __init__(self, store: RuleStore, on_change: Callable[[str, list[str]], None] | None = None) -> None:
         self.store = store
+        self.on_change = on_change
+
+    def _changed(self, repo: str) -> list[str]:
+        rules = self.rules(repo)
+        if self.on_change is not None:
+            self.on_change(repo, rules)
+        return rules
 
     def rules(self, repo: str) -> list[str]:
         """The patterns of ``repo``, sorted; raises ``RepositoryNotFound``."""
@@ -63,7 +71,7 @@ class BranchProtection:
         if validate_pattern(pattern) in rules:
             raise AlreadyExists(f"protection rule {pattern!r} already exists in {repo}")
         self.store.set_protection_rules(repo, [*rules, pattern])
-        return self.rules(repo)
+        return self._changed(repo)
 
     def delete(self, repo: str, pattern: str) -> list[str]:
         """Remove a rule; returns the rules.  Raises ``NotFound`` (no such rule), ``RepositoryNotFound``."""
@@ -71,7 +79,7 @@ class BranchProtection:
         if pattern not in rules:
             raise NotFound(f"no protection rule {pattern!r} in {repo}")
         self.store.set_protection_rules(repo, [r for r in rules if r != pattern])
-        return self.rules(repo)
+        return self._changed(repo)
 
     def matching(self, repo: str, branch: str) -> str | None:
         """The first rule (in sorted order) covering ``branch``, or None."""

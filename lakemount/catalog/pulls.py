@@ -107,7 +107,13 @@ class Pulls:
         pr = PullRequest("", repo, OPEN, _text(title, "title", MAX_TITLE, required=True),
                          _text(description, "description", MAX_TEXT, required=False), source, destination,
                          author, self.clock())
-        return self.store.create(pr)
+        pr = self.store.create(pr)
+        self._emit(pr, "opened", author)
+        return pr
+
+    def _emit(self, pr: PullRequest, action: str, user: str, kind: str = "pull-request", **extra: object) -> None:
+        self.catalog.feed.emit(pr.repo, pr.destination_branch, kind, id=pr.id, action=action, user=user,
+                               title=pr.title, source_branch=pr.source_branch, **extra)
 
     def get(self, repo: str, pull_id: str) -> PullRequest:
         """Raises ``NotFound``."""
@@ -133,8 +139,10 @@ class Pulls:
 
     def comment(self, repo: str, pull_id: str, body: str, *, author: str) -> Comment:
         """Add a comment (any status); raises ``NotFound``, ``InvalidArgument`` (empty)."""
-        self.get(repo, pull_id)
-        return self.store.add_comment(repo, Comment(0, pull_id, author, _text(body, "comment", MAX_TEXT, required=True), self.clock()))
+        pr = self.get(repo, pull_id)
+        c = self.store.add_comment(repo, Comment(0, pull_id, author, _text(body, "comment", MAX_TEXT, required=True), self.clock()))
+        self._emit(pr, "commented", author, "pull-request-comment", comment_id=c.id)
+        return c
 
     def comments(self, repo: str, pull_id: str) -> Sequence[Comment]:
         self.get(repo, pull_id)
@@ -148,6 +156,7 @@ class Pulls:
         if user == pr.author:
             raise PreconditionFailed("authors cannot approve their own pull request")
         self.store.approve(repo, Approval(pull_id, user, self.clock()))
+        self._emit(pr, "approved", user, "pull-request-approval")
         return self.store.approvals(repo, pull_id)
 
     def approvals(self, repo: str, pull_id: str) -> list[Approval]:
@@ -190,6 +199,7 @@ class Pulls:
         )
         merged = replace(pr, status=MERGED, closed_date=self.clock(), merged_commit_id=res.commit_id)
         self.store.update(merged)
+        self._emit(merged, "merged", committer, commit_id=res.commit_id)
         return merged, res
 
     def close(self, repo: str, pull_id: str) -> PullRequest:
@@ -199,6 +209,7 @@ class Pulls:
             raise PreconditionFailed(f"pull request {pull_id} is {pr.status}")
         pr = replace(pr, status=CLOSED, closed_date=self.clock())
         self.store.update(pr)
+        self._emit(pr, "closed", "")
         return pr
 
     def reopen(self, repo: str, pull_id: str) -> PullRequest:
@@ -210,4 +221,5 @@ class Pulls:
         self.catalog.get_branch(repo, pr.destination_branch)
         pr = replace(pr, status=OPEN, closed_date=None)
         self.store.update(pr)
+        self._emit(pr, "reopened", "")
         return pr

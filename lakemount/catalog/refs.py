@@ -21,6 +21,7 @@ from lakemount.graveler.refexpr import ResolvedRef, View, parse
 
 if TYPE_CHECKING:
     from lakemount.catalog.actions import Actions
+    from lakemount.catalog.events import Feed
     from lakemount.catalog.protection import BranchProtection
 
 
@@ -36,6 +37,9 @@ class RefVerbs:
 
         @property
         def actions(self) -> Actions: ...  # Catalog's: made on first use
+
+        @property
+        def feed(self) -> Feed: ...
 
     # ------------------------------------------------------------------ repositories
     def create_repository(self, name: str, storage_namespace: str | None = None, default_branch: str = "main") -> Repository:
@@ -92,6 +96,7 @@ class RefVerbs:
         ``HookFailed`` (a pre-create-branch hook, read from ``source``)."""
         self.actions.run(Event("pre-create-branch", repo, name, source_ref=source), source)
         b = self.graveler.create_branch(repo, name, source)
+        self.feed.emit(repo, name, "branch-created", source=source, commit_id=b.commit_id)
         self.actions.run(Event("post-create-branch", repo, name, source_ref=source, commit_id=b.commit_id), b.commit_id)
         return b
 
@@ -110,6 +115,7 @@ class RefVerbs:
         self.protection.check(repo, name, prot.DELETE)
         self.actions.run(Event("pre-delete-branch", repo, name, commit_id=head), name)
         self.graveler.delete_branch(repo, name)
+        self.feed.emit(repo, name, "branch-deleted", commit_id=head)
         self.actions.run(Event("post-delete-branch", repo, name, commit_id=head), head)
 
     def has_uncommitted(self, repo: str, branch: Branch) -> bool:
@@ -122,6 +128,7 @@ class RefVerbs:
         cid = self.resolve(repo, target).commit_id
         self.actions.run(Event("pre-create-tag", repo, "", source_ref=target, commit_id=cid, tag_id=name), cid)
         tag = self.graveler.create_tag(repo, name, cid)
+        self.feed.emit(repo, "", "tag-created", tag=name, commit_id=cid)
         self.actions.run(Event("post-create-tag", repo, "", source_ref=target, commit_id=cid, tag_id=name), cid)
         return tag
 
@@ -138,6 +145,7 @@ class RefVerbs:
         cid = self.graveler.get_tag(repo, name).commit_id
         self.actions.run(Event("pre-delete-tag", repo, "", commit_id=cid, tag_id=name), cid)
         self.graveler.delete_tag(repo, name)
+        self.feed.emit(repo, "", "tag-deleted", tag=name, commit_id=cid)
         self.actions.run(Event("post-delete-tag", repo, "", commit_id=cid, tag_id=name), cid)
 
     # ------------------------------------------------------------------ protection
@@ -148,3 +156,4 @@ class RefVerbs:
     def set_protection_rules(self, repo: str, patterns: list[str]) -> None:
         """Replace the protection rules of ``repo``; raises ``InvalidArgument`` for a bad pattern."""
         self.graveler.set_protection_rules(repo, [prot.validate_pattern(p) for p in patterns])
+        self.feed.emit(repo, "", "protection", patterns=self.protection.rules(repo))

@@ -100,3 +100,23 @@ def test_pull_requests_through_the_api(served: Served, repo_id: str) -> None:
     got = requests.get(f"{base}/{pid}", auth=AUTH, timeout=30).json()
     assert got["status"] == "merged" and got["merged_commit_id"] == m.json()["reference"] and got["title"] == "Add a"
     expect_error(requests.get(f"{base}/999", auth=AUTH, timeout=30), 404)
+
+
+def test_the_event_feed_as_server_sent_events(served: Served, repo_id: str) -> None:
+    url = api(served, f"/repositories/{repo_id}/events")
+    upload(served, repo_id, "main", "e.csv", b"e\n")
+    assert commit(served, repo_id, "main", "feed me").status_code == 201
+    r = requests.get(url, auth=AUTH, timeout=30)
+    assert r.status_code == 200 and r.headers["Content-Type"] == "text/event-stream"
+    blocks = [b for b in r.text.split("\n\n") if b.strip()]
+    assert blocks[0] == "retry: 1000"
+    lines = dict(line.split(": ", 1) for line in blocks[-1].splitlines())
+    assert lines["event"] == "commit" and '"message": "feed me"' in lines["data"]
+    last = lines["id"]
+    # A reconnecting EventSource sends Last-Event-ID: only newer events come back.
+    again = requests.get(url, auth=AUTH, headers={"Last-Event-ID": last}, timeout=30)
+    assert [b for b in again.text.split("\n\n") if b.strip()] == ["retry: 1000"]
+    requests.put(api(served, f"/repositories/{repo_id}/settings/branch_protection"), json=[{"pattern": "main"}], auth=AUTH, timeout=30)
+    newer = requests.get(url, params={"after": last}, auth=AUTH, timeout=30).text
+    assert "event: protection" in newer and '"patterns": ["main"]' in newer
+    expect_error(requests.get(url, auth=AUTH, headers={"Last-Event-ID": "x"}, timeout=30), 400)
