@@ -161,6 +161,17 @@ class ChecksumMismatch(Corrupt):
         self.what = what
 
 
+class SourceChanged(Corrupt):
+    """A zero-copy imported object whose source no longer holds what was imported."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(
+            f"imported object {url} changed at its source since the import ({reason}); "
+            "its committed bytes are gone: restore the source or import it again"
+        )
+        self.url, self.reason = url, reason
+
+
 class SchemaTooNew(Unavailable):
     def __init__(self, found: int, supported: int) -> None:
         super().__init__(

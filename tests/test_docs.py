@@ -13,7 +13,7 @@ import re
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DOCS = ["docs/SEMANTICS.md", "docs/GC.md", "docs/CONFIGURATION.md", "README.md"]
+DOCS = ["docs/SEMANTICS.md", "docs/GC.md", "docs/CONFIGURATION.md", "docs/API.md", "README.md"]
 NAME = re.compile(r"\btest_[A-Za-z0-9_]+\b")
 
 

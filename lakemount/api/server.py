@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -31,6 +32,7 @@ log = logging.getLogger("lakemount.api")
 STOP_GRACE: Final = 15.0
 RESTART_BACKOFF: Final = (0.5, 1.0, 2.0, 5.0, 10.0)
 DEFAULT_WORKERS_CAP: Final = 4
+SWITCH_INTERVAL: Final = 0.0005
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,11 @@ def _worker(config: Config, settings: ApiSettings, sock: socket.socket) -> None:
     import uvicorn
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A listing holds the GIL for milliseconds; with the default 5 ms switch
+    # interval, a stat waiting behind it waited that long.  In api_bench (8
+    # clients, loaded 2-core machine) 0.5 ms took the 1,000-entry listing's p99
+    # from 260-450 ms to 95-155 ms.
+    sys.setswitchinterval(SWITCH_INTERVAL)
     _configure_logging(config)
     app = build_asgi(config, settings)
     server = uvicorn.Server(uvicorn.Config(

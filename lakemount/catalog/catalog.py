@@ -16,6 +16,7 @@ copies or renames never copy data.  Directory markers are keys ending in
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import tempfile
 import time
@@ -32,7 +33,7 @@ from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.protection import BranchProtection
 from lakemount.catalog.pulls import PullStore, Pulls
 from lakemount.catalog.storage import StorageVerbs
-from lakemount.errors import InvalidArgument, ObjectNotFound, Unavailable
+from lakemount.errors import InvalidArgument, ObjectNotFound, SourceChanged, Unavailable
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value, prefix_end
@@ -43,6 +44,10 @@ MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any m
 CHUNK: Final = 4 * 1024 * 1024
 SMALL: Final = 8 * 1024 * 1024
 SKIP_BEFORE_SEEK: Final = 32
+# Metadata key where ``import`` records a local source's mtime (ns); reads check it (see check_source).
+SOURCE_MTIME_KEY: Final = "lakemount-source-mtime-ns"
+# The stat float's precision at today's epoch is ~0.2 us: differences below this are the same mtime.
+MTIME_TOLERANCE_NS: Final = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,11 +250,44 @@ class Catalog(HistoryVerbs, StorageVerbs):
         except ObjectNotFound:
             return False
 
+    @staticmethod
+    def is_imported(entry: Entry) -> bool:
+        """True for a zero-copy imported object: its data is someone else's file or S3 object."""
+        return "://" in entry.address and not entry.is_dir and not entry.is_symlink
+
+    def check_source(self, entry: Entry) -> None:
+        """Raise ``SourceChanged`` unless an imported object's source still holds what was imported.
+
+        The import contract (docs/SEMANTICS.md): a local source must keep its size
+        and modification time (recorded at import in the metadata key
+        ``SOURCE_MTIME_KEY``), an S3 source its ETag.  Objects stored by
+        lakemount itself are content-addressed and never checked.  Every read
+        path calls this first (CLI, mount, gateway), so no front end returns
+        bytes that do not match the entry.
+        """
+        if not self.is_imported(entry):
+            return
+        url = entry.address
+        try:
+            info = self.adapter.stat(url)
+        except ObjectNotFound:
+            raise SourceChanged(url, "it is gone") from None
+        if info.size != entry.size:
+            raise SourceChanged(url, f"{info.size} bytes, {entry.size} when imported")
+        if url.startswith("local://"):
+            recorded = dict(entry.metadata).get(SOURCE_MTIME_KEY)
+            if recorded is not None and abs(info.mtime * 1e9 - int(recorded)) > MTIME_TOLERANCE_NS:
+                raise SourceChanged(url, "modified since the import")
+        elif entry.etag and info.etag and info.etag != entry.etag:
+            raise SourceChanged(url, f"ETag {info.etag}, {entry.etag} when imported")
+
     def read(self, repo: Repository, entry: Entry, offset: int = 0, length: int | None = None) -> bytes:
-        """Bytes of an object's data ([offset, offset+length)); ``ObjectNotFound`` if the data is gone."""
+        """Bytes of an object's data ([offset, offset+length)); ``ObjectNotFound`` if the data is gone,
+        ``SourceChanged`` for an imported object whose source changed."""
         url = self.physical_url(repo, entry.address)
         if entry.size == 0 or entry.is_dir or entry.is_symlink:
             return b""
+        self.check_source(entry)
         if offset == 0 and (length is None or length >= entry.size):
             return self.adapter.get(url)
         n = entry.size - offset if length is None else min(length, entry.size - offset)
@@ -258,6 +296,11 @@ class Catalog(HistoryVerbs, StorageVerbs):
         return self.adapter.get_range(url, offset, n)
 
     def open(self, repo: Repository, entry: Entry) -> BinaryIO:
+        """A stream of an object's data; empty for directory markers, symlinks and empty objects
+        (they have no data object).  ``ObjectNotFound`` if the data is gone."""
+        if entry.size == 0 or entry.is_dir or entry.is_symlink or not entry.address:
+            return io.BytesIO(b"")
+        self.check_source(entry)
         return self.adapter.open(self.physical_url(repo, entry.address))
 
     # ------------------------------------------------------------------ entries

@@ -15,6 +15,7 @@ from lakemount.catalog import protection as prot
 from lakemount.catalog.actions import Change, Event
 from lakemount.catalog.model import Difference
 from lakemount.catalog.refs import RefVerbs
+from lakemount.errors import InvalidArgument
 from lakemount.graveler.graveler import CommitResult, DiffRecord, MergeResult
 from lakemount.graveler.model import Commit, decode_value
 
@@ -114,19 +115,30 @@ class HistoryVerbs(RefVerbs):
         """The best common ancestor of two refs' commits (None if unrelated); raises ``RefNotFound``."""
         return self.graveler.merge_base(repo, self.resolve(repo, a).commit_id, self.resolve(repo, b).commit_id)
 
-    def revert(self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount") -> Commit:
-        """Commit the inverse of ``ref``'s change on ``branch``; ``MergeConflict``, ``NothingToCommit``, ``InvalidArgument``."""
-        c = self.graveler.revert(repo, branch, ref, parent_number=parent_number, committer=committer)
+    def revert(
+        self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount",
+        allow_empty: bool = False,
+    ) -> Commit:
+        """Commit the inverse of ``ref``'s change on ``branch``; ``MergeConflict``, ``InvalidArgument``,
+        ``NothingToCommit`` unless ``allow_empty``, ``ReadOnlyRef`` if ``branch`` is another kind of ref.
+        Allowed on a protected branch (with merges, the way a protected branch changes)."""
+        c = self.graveler.revert(
+            repo, branch, ref, parent_number=parent_number, committer=committer, allow_empty=allow_empty
+        )
         self.feed.emit(repo, branch, "revert", reverted=ref, commit_id=c.id, committer=committer)
         return c
 
     def cherry_pick(
-        self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount"
+        self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount",
+        allow_empty: bool = False,
     ) -> Commit:
-        """Commit ``ref``'s change again on ``branch``; ``MergeConflict``, ``NothingToCommit``, ``InvalidArgument``,
+        """Commit ``ref``'s change again on ``branch``; ``MergeConflict``, ``InvalidArgument``,
+        ``NothingToCommit`` unless ``allow_empty``, ``ReadOnlyRef`` if ``branch`` is another kind of ref,
         ``ProtectedBranch``."""
         self.protection.check(repo, branch, prot.CHERRY_PICK)
-        c = self.graveler.cherry_pick(repo, branch, ref, parent_number=parent_number, committer=committer)
+        c = self.graveler.cherry_pick(
+            repo, branch, ref, parent_number=parent_number, committer=committer, allow_empty=allow_empty
+        )
         self.feed.emit(repo, branch, "cherry-pick", picked=ref, commit_id=c.id, committer=committer)
         return c
 
@@ -137,6 +149,18 @@ class HistoryVerbs(RefVerbs):
         self.graveler.reset(
             repo, branch, prefix=None if prefix is None else _key(prefix), key=None if path is None else _key(path)
         )
+
+    def reset_path(self, repo: str, branch: str, path: str) -> None:
+        """Drop uncommitted changes to the object ``path`` and to everything in the directory ``path/``.
+
+        A path is never a string prefix: resetting ``a`` leaves ``ab/...`` alone (as ``fs rm -r``).
+        ``InvalidArgument`` for an empty path (resetting a whole branch is :meth:`reset` with no scope).
+        """
+        path = path.strip("/")
+        if not path:
+            raise InvalidArgument("reset: an empty path; name an object or a directory, or reset the whole branch")
+        self.reset(repo, branch, path=path)
+        self.reset(repo, branch, prefix=path + "/")
 
     def log(
         self,

@@ -38,6 +38,7 @@ def repository_json(repo: Any) -> dict[str, Any]:
         "default_branch": repo.default_branch,
         "storage_namespace": repo.storage_namespace,
         "read_only": False,
+        "storage_id": "",
     }
 
 
@@ -73,31 +74,34 @@ def diff_json(kind: str, path: str, *, is_prefix: bool = False, size_bytes: int 
     return out
 
 
-def object_stats_json(path: str, e: Any) -> dict[str, Any]:
-    """lakeFS ``ObjectStats`` of a graveler ``Entry``, plus lakemount's ``mode`` (and ``target`` for symlinks).
+def object_stats_json(path: str, e: Any, *, physical_address: str | None = None, extras: bool = True) -> dict[str, Any]:
+    """lakeFS ``ObjectStats`` of a graveler ``Entry``.
 
-    Directory markers and symlinks written through the mount are objects to
-    lakeFS; ``mode`` (octal string) tells them apart.
+    ``physical_address``: the object's URL (default: the entry's address as
+    stored).  ``extras``: add lakemount's ``mode`` (octal string) and, for a
+    symlink, its ``target``, which tell apart directory markers and symlinks
+    written through the mount (objects to lakeFS); the REST API leaves them out.
     """
     out: dict[str, Any] = {
         "path": path,
         "path_type": PATH_TYPE_OBJECT,
-        "physical_address": e.address,
+        "physical_address": e.address if physical_address is None else physical_address,
         "checksum": e.etag,
         "size_bytes": e.size,
         "mtime": e.mtime_ns // 1_000_000_000,
         "metadata": dict(e.metadata),
-        "content_type": e.content_type,
-        "mode": oct(e.mode),
+        "content_type": e.content_type or "application/octet-stream",
     }
-    if stat.S_ISLNK(e.mode):
-        out["target"] = e.target
+    if extras:
+        out["mode"] = oct(e.mode)
+        if stat.S_ISLNK(e.mode):
+            out["target"] = e.target
     return out
 
 
 def prefix_json(path: str) -> dict[str, Any]:
     """A common prefix in a listing, as lakeFS lists one (``ObjectStats`` with ``path_type`` common_prefix)."""
-    return {"path": path, "path_type": PATH_TYPE_PREFIX}
+    return {"path": path, "path_type": PATH_TYPE_PREFIX, "physical_address": "", "checksum": "", "mtime": 0}
 
 
 def user_json(u: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import click
 
 from lakemount.auth.policies import Policy
 from lakemount.auth.store import SqlAuthStore
+from lakemount.catalog import shapes
 from lakemount.cli.common import ctx_obj, emit, json_option
 
 
@@ -43,7 +44,7 @@ def users() -> None:
 def users_create(user_id: str) -> None:
     """Create a user."""
     u = _store().create_user(user_id)
-    emit({"id": u.id, "creation_date": u.created_at.isoformat()}, f"User: {u.id}")
+    emit(shapes.user_json(u), f"User: {u.id}")
 
 
 @users.command("list")
@@ -54,7 +55,7 @@ def users_list(amount: int | None, after: str) -> None:
     """List users."""
     found = _store().list_users(after=after, limit=amount)
     emit(
-        [{"id": u.id, "creation_date": u.created_at.isoformat()} for u in found],
+        [shapes.user_json(u) for u in found],
         [f"{u.id}\t{u.created_at.isoformat(timespec='seconds')}" for u in found],
     )
 
@@ -85,12 +86,7 @@ def credentials_create(user_id: str, access_key_id: str | None, secret_access_ke
     """Create an access key; its secret is shown this once."""
     c = _store().create_credentials(user_id, access_key_id, secret_access_key)
     emit(
-        {
-            "access_key_id": c.access_key_id,
-            "secret_access_key": c.secret_access_key,
-            "user_id": c.user_id,
-            "creation_date": c.created_at.isoformat(),
-        },
+        shapes.credentials_json(c, with_secret=True),
         [f"Access key ID: {c.access_key_id}", f"Secret access key: {c.secret_access_key}"],
     )
 
@@ -102,7 +98,7 @@ def credentials_list(user_id: str) -> None:
     """List a user's access key ids (never their secrets)."""
     keys = _store().list_credentials(user_id)
     emit(
-        [{"access_key_id": k.access_key_id, "creation_date": k.created_at.isoformat()} for k in keys],
+        [shapes.credentials_json(k) for k in keys],
         [f"{k.access_key_id}\t{k.created_at.isoformat(timespec='seconds')}" for k in keys],
     )
 

@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import click
 
-from lakemount.cli.common import commit_json, ctx_obj, emit, json_option, parse_uri
+from lakemount.cli.common import commit_json, ctx_obj, emit, json_option, parse_uri, ref_of
 
 
 @click.command("cherry-pick")
 @click.argument("commit")
 @click.argument("branch")
 @click.option("--parent-number", "-m", type=int, default=None, help="For a merge commit: the parent (1-based) to diff against.")
+@click.option("--allow-empty", is_flag=True, help="Commit even if the change is already on BRANCH.")
 @json_option
-def cherry_pick(commit: str, branch: str, parent_number: int | None) -> None:
+def cherry_pick(commit: str, branch: str, parent_number: int | None, allow_empty: bool) -> None:
     """Apply the change COMMIT (lakefs://REPO/REF) introduced onto BRANCH (lakefs://REPO/BRANCH)."""
     import getpass
 
-    c = parse_uri(commit, need_ref=True)
     b = parse_uri(branch, need_ref=True)
-    assert c.ref and b.ref
-    new = ctx_obj().app.catalog.cherry_pick(b.repo, b.ref, c.ref, parent_number=parent_number, committer=getpass.getuser())
-    emit(commit_json(new), f"Cherry-picked {c.ref} onto {b.ref}: {new.id}")
+    assert b.ref
+    ref = ref_of(commit, b.repo)
+    new = ctx_obj().app.catalog.cherry_pick(
+        b.repo, b.ref, ref, parent_number=parent_number, committer=getpass.getuser(), allow_empty=allow_empty
+    )
+    emit(commit_json(new), f"Cherry-picked {ref} onto {b.ref}: {new.id}")
 
 
 COMMANDS = [cherry_pick]

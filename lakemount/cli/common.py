@@ -59,6 +59,22 @@ def parse_uri(text: str, *, need_ref: bool = False, need_path: bool = False) -> 
     return Uri(repo, ref, path)
 
 
+def ref_of(text: str, repo: str) -> str:
+    """The ref of ``lakefs://REPO/REF`` (lakectl's form), or ``text`` itself when it is a bare ref.
+
+    ``InvalidArgument`` if the URI names another repository or carries a path.
+    """
+    if not text.startswith("lakefs://"):
+        return text
+    u = parse_uri(text, need_ref=True)
+    assert u.ref
+    if u.repo != repo:
+        raise InvalidArgument(f"{text} is in repository {u.repo!r}, not {repo!r}")
+    if u.path:
+        raise InvalidArgument(f"expected a URI like lakefs://repo/ref without a path, got {text!r}")
+    return u.ref
+
+
 class Ctx:
     """Per-invocation state: the app (built lazily) and output mode."""
 
@@ -116,16 +132,10 @@ def iso(ts: float) -> str:
 
 
 def commit_json(c: Commit) -> dict[str, Any]:
-    return {
-        "id": c.id,
-        "parents": list(c.parents),
-        "committer": c.committer,
-        "message": c.message,
-        "creation_date": c.creation_date,
-        "metadata": dict(c.metadata),
-        "metarange_id": c.metarange_id,
-        "generation": c.generation,
-    }
+    """A commit as lakeFS's API draws it (one shape everywhere: see ``lakemount.catalog.shapes``)."""
+    from lakemount.catalog import shapes
+
+    return shapes.commit_json(c)
 
 
 def commit_text(c: Commit) -> str:
@@ -139,17 +149,10 @@ def commit_text(c: Commit) -> str:
 
 
 def entry_json(path: str, e: Entry) -> dict[str, Any]:
-    return {
-        "path": path,
-        "path_type": "directory" if e.is_dir else "symlink" if e.is_symlink else "object",
-        "physical_address": e.address,
-        "size_bytes": e.size,
-        "checksum": e.etag,
-        "mtime": e.mtime_ns / 1e9,
-        "content_type": e.content_type,
-        "metadata": dict(e.metadata),
-        "mode": oct(e.mode),
-    }
+    """An object's stats as lakeFS's API draws them (``ObjectStats``, plus ``mode``)."""
+    from lakemount.catalog import shapes
+
+    return shapes.object_stats_json(path, e)
 
 
 def progress(total: int | None, desc: str, unit: str = "it") -> tqdm:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from lakemount.catalog import shapes
 from lakemount.cli.common import ctx_obj, emit, json_option, parse_uri
 from lakemount.errors import InvalidArgument
 
@@ -40,7 +41,7 @@ def diff(left: str, right: str | None, two_way: bool, prefix: str) -> None:
     rows = []
     for r in recs:
         e = r.right if r.right is not None else r.left
-        rows.append({"path": r.path, "type": r.kind, "size_bytes": e.size if e is not None else 0})
+        rows.append(shapes.diff_json(r.kind, r.path, size_bytes=e.size if e is not None else 0))
     emit(rows, [f"{_SIGN[str(x['type'])]} {x['type']:<8} {x['path']}" for x in rows] or ["No changes"])
 
 

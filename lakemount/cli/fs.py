@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import base64
 import mimetypes
 import os
+import posixpath
 import sys
+from typing import TYPE_CHECKING, Final
 
 import click
 
 from lakemount.cli.common import ctx_obj, emit, entry_json, iso, json_option, parse_uri, progress
-from lakemount.errors import InvalidArgument, NotFound
+from lakemount.catalog import shapes
+from lakemount.catalog.paths import path_problem
+from lakemount.errors import InvalidArgument, LakeMountError, NotFound, ObjectNotFound
+
+if TYPE_CHECKING:
+    from lakemount.catalog.catalog import Catalog
+    from lakemount.catalog.model import Entry, ResolvedRef
+
+# Symlinks followed by ``fs cat`` and ``fs download`` of one path before giving up (as Linux's MAXSYMLINKS).
+MAX_SYMLINKS: Final = 40
 
 
 @click.group("fs")
@@ -34,7 +46,7 @@ def ls(uri: str, recursive: bool) -> None:
     lines = []
     for it in items:
         if it.entry is None:
-            rows.append({"path": it.path, "path_type": "common_prefix"})
+            rows.append(shapes.prefix_json(it.path))
             lines.append(f"{'DIR':<8} {'':>12} {'':<25} {it.path}")
         else:
             rows.append(entry_json(it.path, it.entry))
@@ -44,18 +56,60 @@ def ls(uri: str, recursive: bool) -> None:
 
 @fs.command("cat")
 @click.argument("uri")
+@json_option
 def cat_(uri: str) -> None:
-    """Write an object's content to stdout."""
+    """Write an object's content to stdout (a symlink written through the mount is followed).
+
+    With --json: the object's stats and its content (``content`` as text, or
+    ``content_base64`` when it is not UTF-8).
+    """
     u = parse_uri(uri, need_ref=True, need_path=True)
     assert u.ref
     c = ctx_obj().app.catalog
-    e = c.stat(u.repo, u.ref, u.path)
+    ref = c.resolve(u.repo, u.ref)
+    path, e = _follow(c, u.repo, ref, u.path)
+    if e.is_dir:
+        raise InvalidArgument(f"{u} is a directory")
     repo = c.repository(u.repo)
-    out = sys.stdout.buffer
+    if ctx_obj().as_json:
+        data = c.read(repo, e)
+        out: dict[str, object] = entry_json(path, e)
+        try:
+            out["content"] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            out["content_base64"] = base64.b64encode(data).decode()
+        emit(out)
+        return
+    stdout = sys.stdout.buffer
     with c.open(repo, e) as f:
         while chunk := f.read(4 * 1024 * 1024):
-            out.write(chunk)
-    out.flush()
+            stdout.write(chunk)
+    stdout.flush()
+
+
+def _follow(c: Catalog, repo: str, ref: ResolvedRef, path: str) -> tuple[str, Entry]:
+    """The entry at ``path`` after following symlinks (relative to the link's directory, within the ref).
+
+    ``ObjectNotFound`` for a missing path or dangling link; ``InvalidArgument``
+    for a link that leaves the repository or loops.
+    """
+    for _ in range(MAX_SYMLINKS):
+        e = c.get_optional(repo, ref, path)
+        if e is None:
+            marker = c.get_optional(repo, ref, path.rstrip("/") + "/")
+            if marker is not None and marker.is_dir:
+                return path, marker
+            raise ObjectNotFound(f"{repo}/{ref.expr}/{path}")
+        if not e.is_symlink:
+            return path, e
+        target = e.target
+        if target.startswith("/"):
+            raise InvalidArgument(f"{path} is a symlink to the absolute path {target!r}, outside the repository")
+        joined = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+        if joined in (".", "") or joined.startswith("../") or joined == "..":
+            raise InvalidArgument(f"{path} is a symlink to {target!r}, outside the repository")
+        path = joined
+    raise InvalidArgument(f"{path}: too many levels of symbolic links")
 
 
 @fs.command("stat")
@@ -90,6 +144,8 @@ def upload(uri: str, source: str, recursive: bool, content_type: str | None) -> 
                 full = os.path.join(root, n)
                 files.append((full, os.path.relpath(full, source).replace(os.sep, "/")))
         base = u.path.rstrip("/") + "/" if u.path else ""
+        for _full, rel in files:
+            _check_upload_path(base + rel)
         ref = c.resolve(u.repo, u.ref)
         done = []
         with progress(len(files), "upload", "file") as bar:
@@ -101,8 +157,18 @@ def upload(uri: str, source: str, recursive: bool, content_type: str | None) -> 
         return
     if not u.path:
         raise InvalidArgument("upload needs a destination path: lakefs://REPO/BRANCH/PATH")
+    _check_upload_path(u.path)
     e = c.put(u.repo, u.ref, u.path, source, content_type=content_type or mimetypes.guess_type(u.path)[0] or "")
     emit(entry_json(u.path, e), f"Path: {u.path}\nSize: {e.size} bytes\nChecksum: {e.etag}")
+
+
+def _check_upload_path(path: str) -> None:
+    """``InvalidArgument`` for a path a directory cannot show (see ``lakemount.catalog.paths``)."""
+    problem = path_problem(path)
+    if problem is not None:
+        raise InvalidArgument(
+            f"refusing to upload to {path!r}: {problem}; the mount could not show it (docs/SEMANTICS.md)"
+        )
 
 
 @fs.command("download")
@@ -111,38 +177,108 @@ def upload(uri: str, source: str, recursive: bool, content_type: str | None) -> 
 @click.option("--recursive", "-r", is_flag=True, help="Download everything under the URI's prefix.")
 @json_option
 def download(uri: str, dest: str, recursive: bool) -> None:
-    """Download URI (lakefs://REPO/REF/PATH) to local DEST."""
+    """Download URI (lakefs://REPO/REF/PATH) to local DEST.
+
+    With --recursive, nothing is ever written outside DEST: a key that would
+    land elsewhere (``../x``, ``/x``, ``a//b``) or that a directory cannot show
+    is skipped with a warning naming it, the rest is downloaded, and the exit
+    status is non-zero.  Directory markers become empty directories and
+    symlinks are recreated when their target stays inside DEST (else skipped
+    with a warning).  One failing entry never stops the others.
+    """
     u = parse_uri(uri, need_ref=True)
     assert u.ref
     c = ctx_obj().app.catalog
     repo = c.repository(u.repo)
     ref = c.resolve(u.repo, u.ref)
 
-    def fetch(path: str, target: str) -> int:
-        e = c.stat(u.repo, ref, path)
+    def fetch(e: Entry, target: str) -> int:
         os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
         tmp = target + ".lm-part"
-        with c.open(repo, e) as src, open(tmp, "wb") as out:
-            while chunk := src.read(4 * 1024 * 1024):
-                out.write(chunk)
-        os.replace(tmp, target)
+        try:
+            with c.open(repo, e) as src, open(tmp, "wb") as out:
+                while chunk := src.read(4 * 1024 * 1024):
+                    out.write(chunk)
+            os.replace(tmp, target)
+        finally:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
         return e.size
 
     if recursive:
         prefix = u.path.rstrip("/") + "/" if u.path else ""
-        items = [it for it in c.list(u.repo, ref, prefix) if it.entry is not None and not it.entry.is_dir]
-        total = 0
+        items = [it for it in c.list(u.repo, ref, prefix) if it.entry is not None]
+        os.makedirs(dest, exist_ok=True)
+        root = os.path.realpath(dest)
+        total = files = dirs = links = 0
+        skipped: list[dict[str, str]] = []
+
+        def skip(path: str, reason: str) -> None:
+            skipped.append({"path": path, "reason": reason})
+            click.echo(f"warning: skipped {path!r}: {reason}", err=True)
+
         with progress(len(items), "download", "file") as bar:
             for it in items:
-                total += fetch(it.path, os.path.join(dest, it.path[len(prefix) :]))
                 bar.update(1)
-        emit({"files": len(items), "bytes": total}, f"Downloaded {len(items)} files ({total} bytes) to {dest}")
+                e = it.entry
+                assert e is not None
+                rel = it.path[len(prefix) :]
+                if rel == "" and e.is_dir:
+                    continue  # the marker of the downloaded directory itself
+                problem = path_problem(rel, is_dir_marker=e.is_dir)
+                if problem is not None:
+                    skip(it.path, f"not a path inside DEST: {problem}")
+                    continue
+                target = os.path.join(root, *rel.rstrip("/").split("/"))
+                if not _inside(root, os.path.dirname(target)):
+                    skip(it.path, "its directory leads outside DEST through a symlink")
+                    continue
+                try:
+                    if e.is_dir:
+                        os.makedirs(target, exist_ok=True)
+                        dirs += 1
+                    elif e.is_symlink:
+                        resolved = os.path.normpath(os.path.join(os.path.dirname(target), e.target))
+                        if os.path.isabs(e.target) or not _inside(root, resolved):
+                            skip(it.path, f"symlink to {e.target!r} points outside DEST")
+                            continue
+                        os.makedirs(os.path.dirname(target), exist_ok=True)
+                        if os.path.lexists(target):
+                            os.unlink(target)
+                        os.symlink(e.target, target)
+                        links += 1
+                    else:
+                        total += fetch(e, target)
+                        files += 1
+                except (OSError, LakeMountError) as exc:
+                    skip(it.path, str(exc))
+        summary = {"files": files, "directories": dirs, "symlinks": links, "bytes": total, "skipped": skipped}
+        emit(summary, f"Downloaded {files} files ({total} bytes), {dirs} directories, {links} symlinks to {dest}"
+             + (f"; skipped {len(skipped)}" if skipped else ""))
+        if skipped:
+            sys.exit(1)
         return
     if not u.path:
         raise InvalidArgument("download needs a path (or --recursive)")
-    target = os.path.join(dest, os.path.basename(u.path)) if os.path.isdir(dest) else dest
-    size = fetch(u.path, target)
+    path, e = _follow(c, u.repo, ref, u.path)
+    if e.is_dir:
+        raise InvalidArgument(f"{u} is a directory: use --recursive")
+    name = posixpath.basename(path.rstrip("/"))
+    if dest.endswith(("/", os.sep)) or os.path.isdir(dest):
+        if name in ("", ".", ".."):
+            raise InvalidArgument(f"{u}: the key has no file name to download into {dest}")
+        os.makedirs(dest, exist_ok=True)
+        target = os.path.join(dest, name)
+    else:
+        target = dest
+    size = fetch(e, target)
     emit({"path": u.path, "dest": target, "bytes": size}, f"Downloaded {u.path} to {target} ({size} bytes)")
+
+
+def _inside(root: str, path: str) -> bool:
+    """True if ``path`` (symlinks resolved) is ``root`` or lies below it."""
+    real = os.path.realpath(path)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
 @fs.command("rm")

@@ -10,6 +10,7 @@ for the rest (``benchmarks/cli_startup_bench.py`` measures it).
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Mapping
 
@@ -22,6 +23,7 @@ from lakemount.errors import (
     Corrupt,
     InvalidArgument,
     LakeMountError,
+    MergeConflict,
     NotFound,
     PermissionDenied,
     PreconditionFailed,
@@ -70,7 +72,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "recover": ("lakemount.cli.recover:recover", "Rebuild repositories, branches, tags and commits from the block store."),
     "repo": ("lakemount.cli.repo:repo", "Create, list and delete repositories."),
     "reset": ("lakemount.cli.reset:reset", "Drop uncommitted changes of URI (lakefs://REPO/BRANCH[/PATH])."),
-    "revert": ("lakemount.cli.revert:revert", "Revert COMMIT (a ref) on BRANCH (lakefs://REPO/BRANCH)."),
+    "revert": ("lakemount.cli.revert:revert", "Revert COMMITS on BRANCH (lakefs://REPO/BRANCH), one new commit each, in order."),
     "serve": ("lakemount.cli.serve:serve", "Run the S3 gateway (bucket = repository, key = REF/PATH) and the REST API until interrupted."),
     "show": ("lakemount.cli.show:show", "Show the commit URI (lakefs://REPO/REF) resolves to."),
     "tag": ("lakemount.cli.tag:tag", "Create, list, show and delete tags."),
@@ -136,23 +138,49 @@ def cli(ctx: click.Context, config: str | None, as_json: bool) -> None:
     ctx.obj = Ctx(config, as_json)
 
 
+def _fail(message: str, code: int, as_json: bool, category: str | None = None, **extra: object) -> None:
+    """Report an error as one line on stderr (and as lakeFS's ``Error`` JSON on stdout under --json), then exit."""
+    if as_json:
+        import json
+
+        from lakemount.catalog.shapes import error_json
+
+        click.echo(json.dumps({**error_json(message, code=code, category=category), **extra}, indent=2))
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
 def main(argv: list[str] | None = None) -> None:
+    """Run the CLI: every failure is one line on stderr and an exit status by category (see ``EXIT_CODES``)."""
+    args = sys.argv[1:] if argv is None else argv
+    as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
     try:
-        cli.main(args=argv, prog_name="lakemount", standalone_mode=False)
+        cli.main(args=args, prog_name="lakemount", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
+        if as_json:
+            _fail(exc.format_message(), exc.exit_code, True, "usage")
         exc.show()
         sys.exit(exc.exit_code)
     except LakeMountError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_CODES.get(category_of(exc), 1))
+        category = category_of(exc)
+        extra = {"conflicts": exc.paths} if isinstance(exc, MergeConflict) else {}
+        _fail(str(exc), EXIT_CODES.get(category, 1), as_json, category.__name__, **extra)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as exc:
+        # Local files: a missing directory, a permission, a full disk.  One line, never a traceback.
+        where = f": {exc.filename}" if exc.filename else ""
+        _fail(f"{exc.strerror or exc}{where}", 1, as_json, "local")
+    except Exception as exc:  # noqa: BLE001 - a bug still gets one line, not a traceback
+        if os.environ.get("LAKEMOUNT_DEBUG"):
+            raise
+        _fail(f"internal error: {type(exc).__name__}: {exc} (LAKEMOUNT_DEBUG=1 shows the traceback)", 1, as_json, "internal")
 
 
 if __name__ == "__main__":

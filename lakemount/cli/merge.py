@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from lakemount.cli.common import ctx_obj, emit, json_option, parse_meta, parse_uri
-from lakemount.errors import InvalidArgument, MergeConflict
+from lakemount.errors import InvalidArgument
 
 
 @click.command("merge")
@@ -26,15 +26,10 @@ def merge(source: str, destination: str, strategy: str, squash: bool, message: s
     if s.repo != d.repo:
         raise InvalidArgument("source and destination must be in the same repository")
     assert s.ref and d.ref
-    try:
-        res = ctx_obj().app.catalog.merge(
-            s.repo, s.ref, d.ref, strategy=strategy, squash=squash, message=message,
-            committer=getpass.getuser(), metadata=parse_meta(meta),
-        )
-    except MergeConflict as exc:
-        if ctx_obj().as_json:
-            emit({"error": "conflict", "conflicts": exc.paths})
-        raise
+    res = ctx_obj().app.catalog.merge(
+        s.repo, s.ref, d.ref, strategy=strategy, squash=squash, message=message,
+        committer=getpass.getuser(), metadata=parse_meta(meta),
+    )
     text = f"Merged {s.ref} into {d.ref}: {res.commit_id}" if res.merged else f"Already up to date: {d.ref} contains {s.ref}"
     emit({"reference": res.commit_id, "merged": res.merged, "changes": res.changes}, text)
 

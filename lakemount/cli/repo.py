@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from lakemount.catalog import shapes
 from lakemount.cli.common import ctx_obj, emit, iso, json_option, parse_uri
 
 
@@ -26,7 +27,7 @@ def create(uri: str, storage_namespace: str | None, default_branch: str) -> None
     u = parse_uri(uri)
     r = ctx_obj().app.catalog.create_repository(u.repo, storage_namespace, default_branch)
     emit(
-        {"id": r.name, "storage_namespace": r.storage_namespace, "default_branch": r.default_branch, "creation_date": r.creation_date},
+        shapes.repository_json(r),
         f"Repository: lakefs://{r.name}\nStorage namespace: {r.storage_namespace}\nDefault branch: {r.default_branch}",
     )
 
@@ -37,7 +38,7 @@ def list_() -> None:
     """List repositories."""
     repos = ctx_obj().app.catalog.list_repositories()
     emit(
-        [{"id": r.name, "storage_namespace": r.storage_namespace, "default_branch": r.default_branch, "creation_date": r.creation_date} for r in repos],
+        [shapes.repository_json(r) for r in repos],
         [f"{r.name:<30} {r.default_branch:<16} {iso(r.creation_date)}  {r.storage_namespace}" for r in repos],
     )
 

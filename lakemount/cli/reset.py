@@ -10,26 +10,39 @@ from lakemount.errors import InvalidArgument
 
 @click.command("reset")
 @click.argument("uri")
-@click.option("--prefix", default=None, help="Only changes under this path prefix.")
+@click.option("--prefix", default=None, help="Only changes whose path starts with this string.")
 @click.option("--object", "obj", default=None, help="Only this one path.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @json_option
 def reset(uri: str, prefix: str | None, obj: str | None, yes: bool) -> None:
     """Drop uncommitted changes of URI (lakefs://REPO/BRANCH[/PATH]).
 
-    A path in the URI acts like --prefix.
+    A path in the URI means that object or that directory (PATH and PATH/...),
+    never a string prefix: lakefs://r/main/a leaves ab/ alone.  --prefix is a
+    string prefix; with no path, --prefix or --object the whole branch is reset.
     """
     u = parse_uri(uri, need_ref=True)
     assert u.ref
-    if u.path and prefix is None and obj is None:
-        prefix = u.path
-    if prefix is not None and obj is not None:
-        raise InvalidArgument("use either --prefix or --object")
-    what = f"changes under {prefix}" if prefix else f"changes to {obj}" if obj else "ALL uncommitted changes"
-    if not yes and prefix is None and obj is None:
+    chosen = [x for x in (u.path.strip("/") or None, prefix, obj) if x is not None]
+    if len(chosen) > 1:
+        raise InvalidArgument("reset: give one of a path in the URI, --prefix or --object")
+    cat = ctx_obj().app.catalog
+    path = u.path.strip("/")
+    if path:
+        what, scope = f"changes to {path} and under {path}/", "path"
+    elif prefix is not None:
+        what, scope = f"changes under prefix {prefix!r}", "prefix"
+    elif obj is not None:
+        what, scope = f"changes to {obj}", "object"
+    else:
+        what, scope = "ALL uncommitted changes", "all"
+    if not yes and scope == "all":
         click.confirm(f"Drop {what} on {u.repo}/{u.ref}?", abort=True)
-    ctx_obj().app.catalog.reset(u.repo, u.ref, prefix=prefix or None, path=obj or None)
-    emit({"reset": str(u), "scope": "prefix" if prefix else "object" if obj else "all"}, f"Dropped {what} on {u.ref}")
+    if scope == "path":
+        cat.reset_path(u.repo, u.ref, path)
+    else:
+        cat.reset(u.repo, u.ref, prefix=prefix, path=obj)
+    emit({"reset": str(u), "scope": scope}, f"Dropped {what} on {u.ref}")
 
 
 COMMANDS = [reset]

@@ -9,11 +9,12 @@ SIGTERM (systemd: ``lakemount-gateway.service``, ``lakemount-api.service``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import click
 
-from lakemount.cli.common import ctx_obj
+from lakemount.cli.common import ctx_obj, json_option
 
 
 @click.command("serve")
@@ -25,6 +26,7 @@ from lakemount.cli.common import ctx_obj
 @click.option("--tls-key", "tls_key_file", help="PEM private key of --tls-cert (default: gateways.s3.tls.key_file).")
 @click.option("--api/--no-api", "with_api", default=True, help="Also run the REST API (default: yes).")
 @click.option("--api-listen", "api_listen", help="host:port of the REST API (default: api.listen_address).")
+@json_option
 def serve(
     listen_address: str | None,
     workers: int | None,
@@ -35,7 +37,11 @@ def serve(
     with_api: bool,
     api_listen: str | None,
 ) -> None:
-    """Run the S3 gateway (bucket = repository, key = REF/PATH) and the REST API until interrupted."""
+    """Run the S3 gateway (bucket = repository, key = REF/PATH) and the REST API until interrupted.
+
+    With --json each announcement (where the gateway and the API listen) is one
+    JSON object per line: {"message": "..."}.
+    """
     from lakemount.gateway.server import serve_forever
     from lakemount.gateway.settings import from_config
 
@@ -69,11 +75,16 @@ def serve(
             api = None
             api_line = f"lakemount API not started: cannot listen on {api_settings.url} ({e.strerror}); use --api-listen"
 
+    as_json = ctx_obj().as_json
+
+    def say(line: str, err: bool = False) -> None:
+        click.echo(json.dumps({"message": line}) if as_json else line, err=err)
+
     def announce(line: str) -> None:
         # The gateway's line comes first: scripts read it to find the gateway.
-        click.echo(line, err=False)
+        say(line)
         if api_line:
-            click.echo(api_line, err=api is None)
+            say(api_line, err=api is None)
 
     try:
         serve_forever(app.config, settings, announce=announce)

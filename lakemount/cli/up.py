@@ -1,7 +1,8 @@
 """``lakemount up``: the embedded setup on one machine, with a demo repository.
 
 Creates LAKEMOUNT_HOME (SQLite ref store, local block store), a ``demo``
-repository with a small committed dataset, and runs the services this install
+repository with a small committed dataset (two commits on ``main``, a tag
+``v1``, a branch ``dev`` to merge: what README.md's examples use), and runs the services this install
 provides (the mount and the S3 gateway) in the foreground until interrupted.
 """
 
@@ -11,6 +12,7 @@ import csv
 import io
 import os
 import random
+import time
 
 import click
 
@@ -20,9 +22,25 @@ from lakemount.errors import NotFound
 DEMO = "demo"
 
 
+def _events(rng: random.Random, day: str, rows: int = 50, part: int = 0) -> bytes:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["event_id", "user", "amount"])
+    for i in range(rows):
+        w.writerow([f"{day}-{part}{i:03d}", f"user{rng.randrange(20)}", f"{rng.random() * 100:.2f}"])
+    return buf.getvalue().encode()
+
+
 def ensure_demo(app: object) -> bool:
-    """Create the demo repository with a committed dataset; False if it existed."""
+    """Create the demo repository; False if it existed.
+
+    It carries what README.md's examples use: on ``main`` two commits (so
+    ``main~1`` has the dataset too), daily event files under ``events/`` and the
+    empty directory ``events/dt=2026-11-04/`` the mount example copies into; a
+    tag ``v1``; and a branch ``dev`` one commit ahead, to merge.
+    """
     from lakemount.app import App
+    from lakemount.catalog.model import DIR_MODE, Entry
 
     assert isinstance(app, App)
     try:
@@ -33,16 +51,18 @@ def ensure_demo(app: object) -> bool:
     cat = app.catalog
     cat.create_repository(DEMO)
     rng = random.Random(7)
-    for day in ("2026-11-01", "2026-11-02", "2026-11-03"):
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow(["event_id", "user", "amount"])
-        for i in range(50):
-            w.writerow([f"{day}-{i:04d}", f"user{rng.randrange(20)}", f"{rng.random() * 100:.2f}"])
-        cat.put(DEMO, "main", f"events/dt={day}/part-0000.csv", buf.getvalue().encode(), content_type="text/csv")
+    for day in ("2026-11-01", "2026-11-02"):
+        cat.put(DEMO, "main", f"events/dt={day}/part-0000.csv", _events(rng, day), content_type="text/csv")
     cat.put(DEMO, "main", "README.md", b"# demo\n\nA lakemount demo repository: daily event files under events/.\n", content_type="text/markdown")
-    app.catalog.commit(DEMO, "main", "Demo dataset", committer="lakemount")
-    app.catalog.create_tag(DEMO, "v1", "main")
+    cat.commit(DEMO, "main", "Demo dataset", committer="lakemount")
+    cat.put(DEMO, "main", "events/dt=2026-11-03/part-0000.csv", _events(rng, "2026-11-03"), content_type="text/csv")
+    now = time.time_ns()
+    cat.put_entry(DEMO, "main", "events/dt=2026-11-04/", Entry("", 0, "", now, "", (), DIR_MODE))
+    cat.commit(DEMO, "main", "Add 2026-11-03", committer="lakemount")
+    cat.create_tag(DEMO, "v1", "main")
+    cat.create_branch(DEMO, "dev", "main")
+    cat.put(DEMO, "dev", "events/dt=2026-11-03/part-0001.csv", _events(rng, "2026-11-03", 10, 1), content_type="text/csv")
+    cat.commit(DEMO, "dev", "Late events of 2026-11-03", committer="lakemount")
     return True
 
 

@@ -9,8 +9,11 @@ commit    a message (or JSON ``{"message", "metadata",      the head commit (JSO
           "allow_empty"}``) -> commit the branch
 merge     ``SOURCE [--strategy fail|source-wins|dest-wins]  the last merge (JSON)
           [--squash] [-m MSG]`` -> merge into the branch
-revert    ``REF [--parent N]`` -> revert that commit         the last revert (JSON)
-reset     empty, a path prefix, or ``--object PATH``        the last reset (JSON)
+revert    ``REF [--parent N] [--allow-empty]`` -> revert     the last revert (JSON)
+          that commit (REF may be ``lakefs://REPO/REF``)
+reset     ``PATH`` (that object and that directory),        the last reset (JSON)
+          ``--object PATH``, ``--prefix P``, or ``--all``
+          for the whole branch (a blank write is EINVAL)
 status                                                      uncommitted changes (JSON)
 head                                                        the head commit id
 log                                                         recent commits (JSON)
@@ -34,14 +37,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from lakemount.catalog import shapes
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import Commit
 from lakemount.errors import InvalidArgument, LakeMountError, MergeConflict, NotFound
+from lakemount.fuse.listing import count_hidden
 from lakemount.fuse.scope import Scope
 
 CONTROL_DIR: Final = ".lakefs"
 BRANCH_FILES: Final = ("commit", "merge", "revert", "reset", "status", "head", "log", "error")
 READONLY_REF_FILES: Final = ("head", "log")
+# Keys ``status`` examines for ones the mount hides (``hidden.complete`` is false past it).
+HIDDEN_SCAN_LIMIT: Final = 100_000
+# What a write to ``.lakefs/reset`` must say to drop every uncommitted change of the branch.
+RESET_ALL: Final = "--all"
 WRITABLE: Final = frozenset({"commit", "merge", "revert", "reset"})
 STATS: Final = "stats"
 LOG_LIMIT: Final = 100
@@ -77,7 +86,8 @@ def _json(data: Any) -> bytes:
 
 
 def _commit_json(c: Commit) -> dict[str, Any]:
-    return c.to_json()
+    """A commit as the CLI's --json and the REST API draw it (lakeFS's ``Commit``)."""
+    return shapes.commit_json(c)
 
 
 class ControlFiles:
@@ -128,7 +138,11 @@ class ControlFiles:
                 item["size_bytes"] = rec.right.size
                 item["checksum"] = rec.right.etag
             changes.append(item)
-        return {"branch": scope.branch, "head": self._head(scope), "changes": changes, "truncated": truncated}
+        count, examples, complete = count_hidden(self.catalog, scope.repo, scope.resolved, HIDDEN_SCAN_LIMIT)
+        hidden = {"count": count, "examples": examples, "complete": complete}
+        return {
+            "branch": scope.branch, "head": self._head(scope), "changes": changes, "truncated": truncated, "hidden": hidden,
+        }
 
     # ------------------------------------------------------------------ writes
     def write(self, scope: Scope, name: str, data: bytes, uid: int) -> Outcome:
@@ -225,6 +239,7 @@ class ControlFiles:
     def _revert(self, scope: Scope, text: str, uid: int) -> Outcome:
         args = _split(text, "revert")
         parent: int | None = None
+        allow_empty = False
         ref = None
         it = iter(args)
         for a in it:
@@ -233,34 +248,57 @@ class ControlFiles:
                 if not value.isdigit():
                     raise InvalidArgument("revert: --parent needs a number")
                 parent = int(value)
+            elif a == "--allow-empty":
+                allow_empty = True
             elif a.startswith("-"):
-                raise InvalidArgument(f"revert: unknown option {a} (use REF [--parent N])")
+                raise InvalidArgument(f"revert: unknown option {a} (use REF [--parent N] [--allow-empty])")
             elif ref is None:
                 ref = a
             else:
                 raise InvalidArgument("revert: one ref only")
         if ref is None:
             raise InvalidArgument("revert: write the commit to revert, e.g. 'main~1'")
+        if ref.startswith("lakefs://"):
+            ref = _ref_of_uri(ref, scope.repo)
         self._check_ref(scope, ref, "revert")
-        c = self.catalog.revert(scope.repo, scope.branch, ref, parent_number=parent, committer=committer_name(uid))
-        scope.last["revert"] = {"reverted": ref, "reference": c.id}
+        c = self.catalog.revert(
+            scope.repo, scope.branch, ref, parent_number=parent, committer=committer_name(uid), allow_empty=allow_empty
+        )
+        scope.last["revert"] = {"reverted": ref, "reference": c.id, "commit": _commit_json(c)}
         return Outcome(content_changed=True, head_moved=True)
 
     def _reset(self, scope: Scope, text: str) -> Outcome:
+        """``--all``: the whole branch; ``PATH``: that object and that directory (never a string
+        prefix); ``--object PATH``: one key; ``--prefix P``: a string prefix.  Blank is EINVAL."""
         args = _split(text, "reset")
-        catalog = self.catalog
-        if not args:
-            catalog.reset(scope.repo, scope.branch)
+        cat = self.catalog
+        if args == [RESET_ALL]:
+            cat.reset(scope.repo, scope.branch)
             scope.last["reset"] = {"scope": "all"}
         elif len(args) == 2 and args[0] == "--object":
-            catalog.reset(scope.repo, scope.branch, path=args[1].lstrip("/"))
+            cat.reset(scope.repo, scope.branch, path=args[1].lstrip("/"))
             scope.last["reset"] = {"scope": "object", "path": args[1]}
-        elif len(args) == 1 and not args[0].startswith("-"):
-            catalog.reset(scope.repo, scope.branch, prefix=args[0].lstrip("/"))
-            scope.last["reset"] = {"scope": "prefix", "prefix": args[0]}
+        elif len(args) == 2 and args[0] == "--prefix":
+            cat.reset(scope.repo, scope.branch, prefix=args[1].lstrip("/"))
+            scope.last["reset"] = {"scope": "prefix", "prefix": args[1]}
+        elif len(args) == 1 and not args[0].startswith("-") and args[0].strip("/"):
+            cat.reset_path(scope.repo, scope.branch, args[0])
+            scope.last["reset"] = {"scope": "path", "path": args[0].strip("/")}
         else:
-            raise InvalidArgument("reset: write nothing (all), a path prefix, or '--object PATH'")
+            raise InvalidArgument(
+                f"reset: write a path (that object or directory), '--object PATH', '--prefix P', or '{RESET_ALL}' for the whole branch"
+            )
         return Outcome(content_changed=True, head_moved=False)
+
+
+def _ref_of_uri(text: str, repo: str) -> str:
+    """The ref of ``lakefs://REPO/REF`` written into a control file; ``InvalidArgument`` for another repository."""
+    rest = text[len("lakefs://") :].split("/")
+    if len(rest) < 2 or not rest[1] or any(rest[2:]):
+        raise InvalidArgument(f"expected a URI like lakefs://{repo}/REF, got {text!r}")
+    if rest[0] != repo:
+        raise InvalidArgument(f"{text} is in repository {rest[0]!r}, not {repo!r}")
+    return rest[1]
 
 
 def _split(text: str, verb: str) -> list[str]:

@@ -72,7 +72,8 @@ class Handles:
 
     @op("open")
     def open(self, ino: int, flags: int, caller: Caller | None = None) -> Opened:
-        """Open file ``ino``: EISDIR for a directory, ELOOP for a symlink, EROFS to write a read-only ref."""
+        """Open file ``ino``: EISDIR for a directory, ELOOP for a symlink, EROFS to write a read-only ref,
+        EIO for an imported object whose source changed since the import."""
         caller = caller or Caller()
         node = self.state.node(ino)
         if node.kind == Kind.CONTROL_FILE:
@@ -85,6 +86,11 @@ class Handles:
             self.scopes.writable(node.scope)
         if not node.detached:
             self.tree.revalidate(node)
+        entry = node.entry
+        if entry is not None and node.dirty is None and self.state.catalog.is_imported(entry):
+            # A zero-copy import: its source must still hold what was imported (EIO if not).
+            self.state.io()
+            self.state.catalog.check_source(entry)
         opened = self.open_file(node, flags, caller)
         if flags & os.O_ACCMODE == os.O_RDONLY:
             self.scan.opened(node)

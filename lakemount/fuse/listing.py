@@ -7,9 +7,13 @@ whose entry holds its mode, owner and times, while an *implicit* one exists only
 because keys lie below it.  :func:`list_dir` walks the catalog's ordered scan and
 returns each subdirectory together with its marker entry, jumping over the
 subtree when it is large, so listing a directory costs one scan plus one seek
-per big subdirectory.  Names that cannot appear in a POSIX directory (empty,
-``.``, ``..``, from keys such as ``a//b``) are skipped.  When a file and a
-directory share a name (keys ``a`` and ``a/b``), the directory wins.
+per big subdirectory.  Keys a directory cannot show (``lakemount.catalog.paths``:
+``/leading``, ``a//b``, ``a/../b``, a segment over 255 bytes, an object named
+``trail/`` that is not a directory marker) are hidden the same way everywhere:
+never listed, never found by lookup, and a directory whose keys are all hidden
+does not exist (so ``rmdir`` never deletes an object); ``.lakefs/status`` counts
+them.  When a file and a directory share a name (keys ``a`` and ``a/b``), the
+directory wins.
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ from lakemount.catalog.model import Entry, ResolvedRef, decode_value, prefix_end
 
 # Keys of one subdirectory skipped one by one before seeking past the rest.
 SKIP_BEFORE_SEEK: Final = 16
+# A POSIX file name's limit in bytes (segments longer than this are hidden).
+NAME_MAX: Final = 255
+# Hidden keys ``.lakefs/status`` names (it counts them all).
+HIDDEN_EXAMPLES: Final = 20
 
 
 class ChildKind(enum.Enum):
@@ -66,7 +74,17 @@ def child_for_entry(entry: Entry) -> Child:
 
 
 def valid_name(name: bytes) -> bool:
-    return bool(name) and name not in (b".", b"..") and b"\x00" not in name
+    """True if ``name`` can be one entry of a POSIX directory (the segment rule of ``catalog.paths``)."""
+    return bool(name) and len(name) <= NAME_MAX and name not in (b".", b"..") and b"\x00" not in name
+
+
+def showable_below(rest: bytes, value: bytes) -> bool:
+    """True if a key ``rest`` below a shown directory can itself be shown (its value decides for ``x/``)."""
+    if rest.endswith(b"/"):
+        if not decode_value(value).is_dir:
+            return False
+        rest = rest[:-1]
+    return all(valid_name(seg) for seg in rest.split(b"/"))
 
 
 def list_dir(catalog: Catalog, repo: str, ref: ResolvedRef, dir_path: str) -> tuple[dict[bytes, Child], Entry | None]:
@@ -83,44 +101,93 @@ def list_dir(catalog: Catalog, repo: str, ref: ResolvedRef, dir_path: str) -> tu
     while True:
         reseek: bytes | None = None
         current_dir: bytes | None = None
+        shown = False  # has current_dir a key that can be shown (so it exists)?
         skipped = 0
         for key, value in catalog.scan_records(repo, ref, start, stop):
             rest = key[len(prefix) :]
             slash = rest.find(b"/")
             if slash < 0:
                 if not rest:
-                    own_marker = decode_value(value)
+                    marker = decode_value(value)
+                    if marker.is_dir:
+                        own_marker = marker
                 elif valid_name(rest):
                     children[rest] = child_for_entry(decode_value(value))
                 continue
             name = rest[:slash]
-            if name == current_dir:
+            if name != current_dir:
+                current_dir, skipped, shown = name, 0, False
+                if not valid_name(name):
+                    shown = True  # never shown: skip it like a shown one
+                    continue
+            elif shown:
                 skipped += 1
                 if skipped > SKIP_BEFORE_SEEK:
                     reseek = prefix_end(prefix + name + b"/")
                     break
                 continue
-            current_dir, skipped = name, 0
-            if valid_name(name):
-                # Keys sort the marker "name/" before anything below it.
-                marker = decode_value(value) if slash == len(rest) - 1 else None
-                children[name] = Child(ChildKind.DIR, marker)
+            if not showable_below(rest[slash + 1 :], value) if slash < len(rest) - 1 else not decode_value(value).is_dir:
+                continue  # a hidden key: it does not make the directory exist
+            shown = True
+            # Keys sort the marker "name/" before anything below it.
+            marker_entry = decode_value(value) if slash == len(rest) - 1 else None
+            children[name] = Child(ChildKind.DIR, marker_entry)
         if reseek is None:
             return children, own_marker
         start = reseek
 
 
 def lookup_child(catalog: Catalog, repo: str, ref: ResolvedRef, path: str) -> Child | None:
-    """What ``path`` is in the ref (a directory wins over a file of the same name), by point queries."""
+    """What ``path`` is in the ref (a directory wins over a file of the same name), by point queries.
+
+    Agrees with :func:`list_dir`: a directory exists only through a key below it
+    that can be shown (its directory marker or a showable key).
+    """
     dir_key = (path + "/").encode("utf-8", "surrogateescape")
     for key, value in catalog.scan_records(repo, ref, dir_key, prefix_end(dir_key)):
-        return Child(ChildKind.DIR, decode_value(value) if key == dir_key else None)
+        rest = key[len(dir_key) :]
+        if not rest:
+            marker = decode_value(value)
+            if marker.is_dir:
+                return Child(ChildKind.DIR, marker)
+            continue
+        if showable_below(rest, value):
+            return Child(ChildKind.DIR, None)
     entry = catalog.get_optional(repo, ref, path)
     return None if entry is None else child_for_entry(entry)
 
 
+def count_hidden(catalog: Catalog, repo: str, ref: ResolvedRef, limit: int) -> tuple[int, list[str], bool]:
+    """Keys of the ref a directory cannot show: (count, the first few, complete).
+
+    Looks at no more than ``limit`` keys; ``complete`` is False when it stopped there.
+    """
+    from lakemount.catalog.paths import path_problem
+
+    count, examples, seen = 0, [], 0
+    for key, value in catalog.scan_records(repo, ref, b"", None):
+        seen += 1
+        if seen > limit:
+            return count, examples, False
+        text = key.decode("utf-8", "surrogateescape")
+        if path_problem(text, is_dir_marker=text.endswith("/") and decode_value(value).is_dir) is not None:
+            count += 1
+            if len(examples) < HIDDEN_EXAMPLES:
+                examples.append(text)
+    return count, examples, True
+
+
 def has_children(catalog: Catalog, repo: str, ref: ResolvedRef, path: str, ignore: frozenset[bytes] = frozenset()) -> bool:
-    """True if any key other than the directory's marker (and ``ignore``) lies below ``path``."""
+    """True if any key other than the directory's marker (and ``ignore``) lies below ``path``.
+
+    Hidden keys count (``rmdir`` never deletes an object), and so does an object
+    named ``path/`` that is not a directory marker.
+    """
     dir_key = (path + "/").encode("utf-8", "surrogateescape") if path else b""
     stop = prefix_end(dir_key) if dir_key else None
-    return any(key != dir_key and key not in ignore for key, _value in catalog.scan_records(repo, ref, dir_key, stop))
+    for key, value in catalog.scan_records(repo, ref, dir_key, stop):
+        if key in ignore:
+            continue
+        if key != dir_key or not decode_value(value).is_dir:
+            return True
+    return False

@@ -19,7 +19,7 @@ from lakemount.errors import NotFound
 from lakemount.gateway.buckets import Target
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.objects import READ_CHUNK, is_object, land_in
+from lakemount.gateway.objects import READ_CHUNK, is_object
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +76,7 @@ def address_in(catalog: Catalog, src_repo: Repository, dst_repo: Repository, ent
     dst_url = catalog.physical_url(dst_repo, entry.address)
     if catalog.adapter.exists(dst_url):
         return entry.address
-    with land_in(catalog, dst_repo, tmpdir) as land:
+    with catalog.landing(dst_repo, tmpdir) as land:
         with catalog.adapter.open(src_url) as f:
             while chunk := f.read(READ_CHUNK):
                 land.write(chunk)

@@ -62,6 +62,7 @@ CODES: Mapping[str, tuple[int, str]] = MappingProxyType(
         "InternalError": (500, "We encountered an internal error. Please try again."),
         "InvalidAccessKeyId": (403, "The AWS Access Key Id you provided does not exist in our records."),
         "InvalidArgument": (400, "Invalid Argument"),
+        "InvalidObjectState": (403, "The operation is not valid for the current state of the object."),
         "InvalidBucketName": (400, "The specified bucket is not valid."),
         "InvalidChunkSizeError": (403, "Only the last chunk is allowed to have a size less than 8192 bytes"),
         "InvalidDigest": (400, "The Content-MD5 or checksum value that you specified is not valid."),
@@ -165,6 +166,14 @@ def from_lakemount(err: lm.LakeMountError, **fields: object) -> S3Error:
     elif isinstance(err, lm.InvalidName) and err.kind in ("repository", "bucket"):
         code = "InvalidBucketName"
         fields.setdefault("BucketName", err.name)
+    elif isinstance(err, lm.SourceChanged):
+        # A zero-copy import whose source changed: the client's fault is nil, the server's too;
+        # say what happened without the source's location (a server path).
+        return s3_error(
+            "InvalidObjectState",
+            "The object was imported without copying and its source changed since; it must be restored or re-imported.",
+            **fields,
+        )
     elif isinstance(err, lm.UploadNotFound):
         # S3's own message and fields: clients match on them, and the key is not S3's to echo here.
         return s3_error("NoSuchUpload", UploadId=err.upload_id)

@@ -30,12 +30,11 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any, BinaryIO, Final
 
-from lakemount.block.landing import Landing, landing
+from lakemount.block.landing import Landing
 from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, Repository
 from lakemount.catalog.catalog import Catalog
 from lakemount.errors import ObjectNotFound
@@ -270,6 +269,7 @@ def read_stream(catalog: Catalog, repo: Repository, entry: Entry, start: int, le
     if length <= 0 or entry.size == 0:
         return iter(()), None
     url = catalog.physical_url(repo, entry.address)
+    catalog.check_source(entry)  # an imported object whose source changed is an error, never other bytes
     f = catalog.adapter.open(url)
     # Only objects lakemount wrote (inside the storage namespace) are mapped:
     # an imported object is someone else's file, which could be truncated
@@ -358,16 +358,6 @@ def _ranged_reads(catalog: Catalog, url: str, start: int, length: int) -> Iterat
 
 
 # --- bodies in ----------------------------------------------------------------------
-
-
-def land_in(catalog: Catalog, repo: Repository, tmpdir: str | None, sub: str = "data") -> AbstractContextManager[Landing]:
-    """A landing file for an object of ``repo`` under ``<namespace>/<sub>`` (``Catalog.landing``)."""
-    return catalog.landing(repo, tmpdir, sub)
-
-
-def store_content(catalog: Catalog, repo: Repository, land: Landing, sha256: str) -> str:
-    """Make the landing file the repository's content-addressed object (``Catalog.store_landed``)."""
-    return catalog.store_landed(repo, land, sha256)
 
 
 @dataclass(slots=True)
@@ -461,7 +451,7 @@ def receive(
     plan = getattr(auth, "body", None)
     signed_sha = plan.sha256 if plan is not None and plan.mode is PayloadMode.SHA256 else None
     sha = hashlib.sha256() if want_sha256 and signed_sha is None else None
-    with land_in(catalog, repo, tmpdir, sub) as land:
+    with catalog.landing(repo, tmpdir, sub) as land:
         # Large bodies: hash (SHA-256) and write in a second thread while this
         # one decodes and verifies (MD5, signatures); hashlib and os.write
         # release the GIL, so the two run on two cores.

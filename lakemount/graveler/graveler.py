@@ -24,11 +24,13 @@ from lakemount.errors import (
     BranchNotFound,
     ConcurrentUpdate,
     InvalidArgument,
+    LakeMountError,
     MergeConflict,
     NotFound,
     NothingToCommit,
     ObjectNotFound,
     PreconditionFailed,
+    ReadOnlyRef,
     RefNotFound,
 )
 from lakemount.graveler import names
@@ -215,6 +217,9 @@ class Graveler:
         return ResolvedRef(expr, kind, cid, View.COMMITTED, None, ns)
 
     def _commit_by_prefix(self, repo: str, prefix: str) -> CommitID:
+        """The one commit whose id starts with ``prefix`` (any case, at least ``MIN_COMMIT_PREFIX``
+        hex digits); ``RefNotFound`` or ``AmbiguousRef``."""
+        prefix = prefix.lower()
         if not names.is_hex(prefix) or len(prefix) < MIN_COMMIT_PREFIX:
             raise RefNotFound(repo, prefix)
         found = self.refs.commits_with_prefix(repo, prefix, limit=5)
@@ -391,7 +396,7 @@ class Graveler:
         backoff = _Backoff()
         first = True
         while True:
-            b = self.refs.get_branch(repo, branch)
+            b = self._branch_for_write(repo, branch)
             if first and not allow_empty and not self.has_uncommitted(repo, b):
                 raise NothingToCommit(f"{repo}/{branch}")
             sealed = b.tokens
@@ -469,8 +474,24 @@ class Graveler:
         return None
 
     # ------------------------------------------------------------------ merge
+    def _branch_for_write(self, repo: str, name: str) -> Branch:
+        """The branch ``name`` a write goes to; ``ReadOnlyRef`` if ``name`` is another kind of ref
+        (a tag, a commit id, an expression such as ``main~1`` or ``main@``), else ``BranchNotFound``.
+
+        One answer for every write verb: commit, reset, merge, revert and cherry-pick
+        report a non-branch ref as read-only, as uploads and deletes do.
+        """
+        try:
+            return self.refs.get_branch(repo, name)
+        except BranchNotFound as exc:
+            try:
+                self.resolve(repo, name)
+            except LakeMountError:
+                raise exc from None
+            raise ReadOnlyRef(f"{repo}/{name}") from exc
+
     def _clean_branch(self, repo: str, name: str, what: str) -> Branch:
-        b = self.refs.get_branch(repo, name)
+        b = self._branch_for_write(repo, name)
         if self.has_uncommitted(repo, b):
             raise PreconditionFailed(f"{what}: branch {repo}/{name} has uncommitted changes; commit or reset them first")
         return b
@@ -532,7 +553,7 @@ class Graveler:
 
     def _pick(
         self, repo: str, branch: str, base: CommitID | None, source: CommitID | None, message: str,
-        committer: str, metadata: Sequence[tuple[str, str]], what: str,
+        committer: str, metadata: Sequence[tuple[str, str]], what: str, allow_empty: bool = False,
     ) -> Commit:
         """Apply the change base->source onto ``branch`` (revert and cherry-pick)."""
         r = self.get_repository(repo)
@@ -543,10 +564,13 @@ class Graveler:
             delta, conflicts = three_way(self._metarange(r, base), self._metarange(r, source), dst_mr, Strategy.FAIL)
             if conflicts:
                 raise MergeConflict([k.decode("utf-8", "replace") for k in conflicts])
-            if not delta:
-                raise NothingToCommit(f"{repo}/{branch} ({what} changes nothing)")
-            mr_id, mr_sum, _stats = apply(self.committed, r.storage_namespace, dst_mr, delta)
             head = self.refs.get_commit(repo, d.commit_id)
+            if not delta and not allow_empty:
+                raise NothingToCommit(f"{repo}/{branch} ({what} changes nothing)")
+            if delta:
+                mr_id, mr_sum, _stats = apply(self.committed, r.storage_namespace, dst_mr, delta)
+            else:
+                mr_id, mr_sum = head.metarange_id, head.metarange_checksum
             commit = self._make_commit(
                 (d.commit_id,), mr_id, mr_sum, message, committer, metadata, self.clock(), head.generation + 1
             )
@@ -567,18 +591,26 @@ class Graveler:
         return c.parents[n - 1]
 
     def revert(
-        self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount"
+        self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount",
+        allow_empty: bool = False,
     ) -> Commit:
+        """Commit the inverse of ``ref``'s change on ``branch``; ``NothingToCommit`` if that changes
+        nothing (unless ``allow_empty``), ``MergeConflict``, ``ReadOnlyRef`` for a non-branch."""
         c = self.commit_of(repo, ref)
         parent = self._parent(c, parent_number)
-        return self._pick(repo, branch, c.id, parent, f"Revert {c.id[:12]}: {c.message}", committer, (), "revert")
+        return self._pick(
+            repo, branch, c.id, parent, f"Revert {c.id[:12]}: {c.message}", committer, (), "revert", allow_empty
+        )
 
     def cherry_pick(
-        self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount"
+        self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount",
+        allow_empty: bool = False,
     ) -> Commit:
+        """Commit ``ref``'s change again on ``branch``; ``NothingToCommit`` if that changes
+        nothing (unless ``allow_empty``), ``MergeConflict``, ``ReadOnlyRef`` for a non-branch."""
         c = self.commit_of(repo, ref)
         parent = self._parent(c, parent_number)
-        return self._pick(repo, branch, parent, c.id, c.message, committer, c.metadata, "cherry-pick")
+        return self._pick(repo, branch, parent, c.id, c.message, committer, c.metadata, "cherry-pick", allow_empty)
 
     # ------------------------------------------------------------------ reset
     def reset(self, repo: str, branch: str, *, prefix: bytes | None = None, key: bytes | None = None) -> None:
@@ -587,13 +619,13 @@ class Graveler:
         if prefix is None and key is None:
             backoff = _Backoff()
             while True:
-                b = self.refs.get_branch(repo, branch)
+                b = self._branch_for_write(repo, branch)
                 if self.refs.cas_branch(repo, b, Branch(b.name, b.commit_id, new_token(), ())):
                     for t in b.tokens:
                         self.refs.drop_staging(t)
                     return
                 backoff.wait()
-        b = self.refs.get_branch(repo, branch)
+        b = self._branch_for_write(repo, branch)
         for t in b.tokens:
             self.refs.drop_staging(t, prefix=prefix or b"", key=key)
 

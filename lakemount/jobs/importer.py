@@ -35,7 +35,7 @@ from functools import partial
 from typing import Any, Final
 
 from lakemount.app import App
-from lakemount.catalog.catalog import MAX_KEY_BYTES
+from lakemount.catalog.catalog import MAX_KEY_BYTES, SOURCE_MTIME_KEY
 from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, prefix_end
 from lakemount.config import Config
 from lakemount.errors import InvalidArgument, NotFound, NothingToCommit, PreconditionFailed, ProtectedBranch, Unavailable
@@ -239,7 +239,7 @@ def _local_records(source: Source, prefix: bytes, units: Iterable[Unit], skipped
         found = _hash_file(path)
         if found is not None:  # None: removed while we listed
             size, mtime_ns, etag = found
-            yield key, Entry(url, size, etag, mtime_ns, "", (), FILE_MODE)
+            yield key, Entry(url, size, etag, mtime_ns, "", ((SOURCE_MTIME_KEY, str(mtime_ns)),), FILE_MODE)
 
     def walk(rel: bytes) -> Iterator[tuple[bytes, Entry]]:
         try:

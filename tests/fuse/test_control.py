@@ -136,7 +136,7 @@ def test_reset_all_and_prefix(pfs: PathFS) -> None:
     control(pfs, "reset", "drop/")
     assert pfs.exists(f"{MAIN}/keep/a")
     assert not pfs.exists(f"{MAIN}/drop/b")
-    control(pfs, "reset", "")
+    control(pfs, "reset", "--all")
     assert pfs.listdir(MAIN) == [".lakefs"]
     assert control_errno(pfs, "reset", "--bogus x y") == errno.EINVAL
 
@@ -147,3 +147,100 @@ def test_control_files_of_two_branches_are_independent(pfs: PathFS, app: App) ->
     control(pfs, "commit", "on dev", root="/repo/dev")
     assert read_json(pfs, "status")["changes"] == []
     assert pfs.read_file(f"{CTL}/head") != pfs.read_file("/repo/dev/.lakefs/head")
+
+
+# -- issue 14 ----------------------------------------------------------------------------------------
+
+
+def test_item2_control_reset_path_is_object_or_directory_and_blank_is_einval(pfs: PathFS) -> None:
+    pfs.mkdir(f"{MAIN}/data")
+    pfs.mkdir(f"{MAIN}/datalake")
+    pfs.write_file(f"{MAIN}/data/a", b"1")
+    pfs.write_file(f"{MAIN}/datalake/b", b"2")
+    pfs.write_file(f"{MAIN}/data.csv", b"3")
+    control(pfs, "reset", "data")
+    assert not pfs.exists(f"{MAIN}/data")
+    assert pfs.read_file(f"{MAIN}/datalake/b") == b"2" and pfs.read_file(f"{MAIN}/data.csv") == b"3"
+    assert read_json(pfs, "reset") == {"scope": "path", "path": "data"}
+    for blank in ("", "  \n", "/"):
+        assert control_errno(pfs, "reset", blank) == errno.EINVAL
+    assert pfs.read_file(f"{MAIN}/datalake/b") == b"2"
+    control(pfs, "reset", "--prefix data")  # a string prefix only when asked for
+    assert not pfs.exists(f"{MAIN}/datalake") and not pfs.exists(f"{MAIN}/data.csv")
+
+
+def test_item9_control_revert_takes_uris_and_allow_empty(pfs: PathFS, app: App) -> None:
+    pfs.write_file(f"{MAIN}/x", b"1")
+    control(pfs, "commit", "one")
+    pfs.write_file(f"{MAIN}/y", b"2")
+    control(pfs, "commit", "two")
+    control(pfs, "revert", f"lakefs://{REPO}/main")
+    assert not pfs.exists(f"{MAIN}/y")
+    assert control_errno(pfs, "revert", "main~1") == errno.EBUSY or "--allow-empty" in pfs.read_file(f"{CTL}/error").decode()
+    assert "--allow-empty" in pfs.read_file(f"{CTL}/error").decode()
+    head = pfs.read_file(f"{CTL}/head").decode().strip()
+    control(pfs, "revert", "main~1 --allow-empty")
+    assert app.catalog.commit_of(REPO, "main").parents == (head,)
+    assert control_errno(pfs, "revert", "lakefs://other/main") == errno.EINVAL
+
+
+def test_item10_control_files_speak_the_cli_shapes(pfs: PathFS, app: App) -> None:
+    from lakemount.catalog import shapes
+
+    pfs.write_file(f"{MAIN}/x", b"1")
+    control(pfs, "commit", "one")
+    c = app.catalog.commit_of(REPO, "main")
+    assert read_json(pfs, "commit") == shapes.commit_json(c)
+    log = read_json(pfs, "log")
+    assert isinstance(log, list) and log[0] == shapes.commit_json(c)
+    assert "metarange_checksum" not in log[0] and type(log[0]["creation_date"]) is int
+
+
+def test_item4_mount_hides_keys_a_directory_cannot_show(pfs: PathFS, app: App) -> None:
+    import errno as _errno
+
+    from lakemount.catalog.model import FILE_MODE, Entry
+
+    cat = app.catalog
+    hidden = ["/leading", "a//b", "a/../b", "s/" + "x" * 300, "trail/", "t2/", "q/./r"]
+    for key in hidden:
+        cat.put(REPO, "main", key, b"h")
+    cat.put(REPO, "main", "a/ok", b"ok")
+    cat.put_entry(REPO, "main", "t2/", Entry("", 0, "", 1, "", (), FILE_MODE))  # an object, not a marker
+    cat.put(REPO, "main", "t2/x", b"x")
+    top = pfs.listdir(MAIN)
+    assert sorted(top) == [".lakefs", "a", "t2"]
+    for name in top:
+        assert pfs.exists(f"{MAIN}/{name}")
+    assert pfs.listdir(f"{MAIN}/a") == ["ok"] and pfs.listdir(f"{MAIN}/t2") == ["x"]
+    for gone in ("s", "trail", "q"):
+        assert not pfs.exists(f"{MAIN}/{gone}")
+        with pytest.raises(OSError) as info:
+            pfs.rmdir(f"{MAIN}/{gone}")
+        assert info.value.errno == _errno.ENOENT
+    pfs.unlink(f"{MAIN}/t2/x")
+    with pytest.raises(OSError) as info:
+        pfs.rmdir(f"{MAIN}/t2")  # its marker key is an object: rmdir never deletes it
+    assert info.value.errno in (_errno.ENOTEMPTY, _errno.ENOENT)
+    for key in hidden:
+        assert cat.get_optional(REPO, "main", key) is not None, key
+    assert not cat.stat(REPO, "main", "t2/").is_dir and not cat.stat(REPO, "main", "trail/").is_dir
+    status = read_json(pfs, "status")
+    assert isinstance(status, dict)
+    assert status["hidden"]["count"] == len(hidden) and status["hidden"]["complete"] is True
+    assert set(status["hidden"]["examples"]) == set(hidden)
+
+
+def test_item3_mount_returns_eio_for_an_import_whose_source_changed(pfs: PathFS, app: App, tmp_path: object) -> None:
+    from pathlib import Path
+
+    from tests.catalog.test_import_contract import imported_entry
+
+    src = Path(str(tmp_path)) / "source.csv"
+    src.write_bytes(b"ab")
+    app.catalog.put_entry(REPO, "main", "imported.csv", imported_entry(src))
+    assert pfs.read_file(f"{MAIN}/imported.csv") == b"ab"
+    src.write_bytes(b"XYZ")
+    with pytest.raises(OSError) as info:
+        pfs.read_file(f"{MAIN}/imported.csv")
+    assert info.value.errno == errno.EIO

@@ -1,4 +1,4 @@
-"""Importing the gateway starts nothing: no thread and no thread pool exists until a request needs one."""
+"""Importing the gateway (and what it builds on) starts nothing: no thread and no thread pool until a request needs one."""
 
 from __future__ import annotations
 
@@ -6,13 +6,11 @@ import json
 import subprocess
 import sys
 
-# Counts pools built and threads started while every gateway module is imported
-# (a pool starts its threads lazily, so the pools are counted as they are built).
-# What the gateway builds on (App, catalog, graveler, stores) is imported first:
-# only the gateway's own modules, and the block store's writer, are judged here.
+# Counts pools built and threads started while every gateway module, and all
+# they import (catalog, graveler, block store, auth), is imported (a pool starts
+# its threads lazily, so the pools are counted as they are built).
 SCRIPT = """
 import concurrent.futures, importlib, json, pkgutil, threading
-import lakemount.app
 made = []
 init = concurrent.futures.ThreadPoolExecutor.__init__
 def counting_init(self, *args, **kwargs):

@@ -69,3 +69,32 @@ def test_imported_objects_are_read_not_mapped(app: App, tmp_path: Path) -> None:
     finally:
         if f is not None:
             f.close()
+
+
+def test_item3_gateway_refuses_an_import_whose_source_changed(app: App, tmp_path: Path) -> None:
+    from lakemount.errors import Corrupt
+    from lakemount.gateway.errors import from_lakemount
+    from tests.catalog.test_import_contract import imported_entry
+
+    src = tmp_path / "source.csv"
+    src.write_bytes(b"ab")
+    app.catalog.put_entry("repo", "main", "imp.csv", imported_entry(src))
+    repo = app.catalog.repository("repo")
+    entry = app.catalog.stat("repo", "main", "imp.csv")
+    chunks, f = read_stream(app.catalog, repo, entry, 0, 2)
+    try:
+        assert b"".join(bytes(c) for c in chunks) == b"ab"
+    finally:
+        if f is not None:
+            f.close()
+    src.write_bytes(b"XY")
+    os.utime(src, ns=(entry.mtime_ns + 10**9, entry.mtime_ns + 10**9))
+    with pytest.raises(Corrupt, match="changed at its source") as info:
+        chunks, f = read_stream(app.catalog, repo, entry, 0, 2)
+        try:
+            assert b"".join(bytes(c) for c in chunks) == b"ab", "other bytes than the entry's"
+        finally:
+            if f is not None:
+                f.close()
+    err = from_lakemount(info.value)
+    assert err.code == "InvalidObjectState" and err.http_status == 403 and "re-imported" in err.message

@@ -88,3 +88,37 @@ def test_mount_writes_appear_in_the_gateway(both: tuple[Gateway, Path]) -> None:
     assert got["Body"].read() == b"a,b\n1,2\n"
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="main/dir/")["Contents"]]
     assert "main/dir/written.csv" in keys
+
+
+def test_item6_overwrite_and_delete_show_within_head_ttl(both: tuple[Gateway, Path]) -> None:
+    """docs/SEMANTICS.md's bound, measured: a known key's overwrite or delete through S3 shows in a
+    same-machine mount (SQLite ref store) within the head TTL (0.2 s here, plus the kernel's
+    attribute timeout of the same length), not "at once" as new keys do."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "SEMANTICS.md").read_text()
+    row = next(line for line in doc.splitlines() if "test_item6_overwrite_and_delete_show_within_head_ttl" in line)
+    assert "overwrite or delete" in row and "`mount.head_ttl`" in row
+    gw, mnt = both
+    s3 = gw.client()
+    bucket = gw.bucket(s3)
+    path = mnt / bucket / "main/item6.txt"
+    s3.put_object(Bucket=bucket, Key="main/item6.txt", Body=b"first")
+    assert eventually(path.read_bytes) == b"first"
+
+    def seen_after(change: Any, check: Any) -> float:
+        t = time.monotonic()
+        change()
+        eventually(check, timeout=5.0)
+        return time.monotonic() - t
+
+    def overwritten() -> None:
+        assert path.read_bytes() == b"second!"
+
+    def gone() -> None:
+        assert not path.exists()
+
+    took_overwrite = seen_after(lambda: s3.put_object(Bucket=bucket, Key="main/item6.txt", Body=b"second!"), overwritten)
+    took_delete = seen_after(lambda: s3.delete_object(Bucket=bucket, Key="main/item6.txt"), gone)
+    head_ttl = 0.2
+    # Twice the TTL (mount cache, then kernel attributes), plus generous slack for a loaded machine.
+    assert took_overwrite < 2 * head_ttl + 1.5, took_overwrite
+    assert took_delete < 2 * head_ttl + 1.5, took_delete

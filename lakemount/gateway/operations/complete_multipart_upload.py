@@ -23,7 +23,7 @@ from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import S3Error, from_exception, s3_error
 from lakemount.gateway.http import Response
 from lakemount.gateway.multipart import MIN_PART_SIZE
-from lakemount.gateway.objects import READ_CHUNK, land_in, make_entry, store_content
+from lakemount.gateway.objects import READ_CHUNK, make_entry
 from lakemount.gateway.operations.upload_part import upload_of
 from lakemount.gateway.stores import Part, Upload
 from lakemount.gateway.xml import (
@@ -96,7 +96,7 @@ def assemble(ctx: Ctx, upload: Upload, repo: Repository, parts: list[Part]) -> b
     cat = ctx.services.catalog
     sha = hashlib.sha256()
     size = 0
-    with land_in(cat, repo, ctx.services.tmpdir) as land:
+    with cat.landing(repo, ctx.services.tmpdir) as land:
         for p in parts:
             with cat.adapter.open(p.url) as f:
                 while chunk := f.read(READ_CHUNK):
@@ -105,7 +105,7 @@ def assemble(ctx: Ctx, upload: Upload, repo: Repository, parts: list[Part]) -> b
                     size += len(chunk)
         if size != sum(p.size for p in parts):
             raise s3_error("InternalError", "a stored part changed size")
-        address = store_content(cat, repo, land, sha.hexdigest())
+        address = cat.store_landed(repo, land, sha.hexdigest())
     etag = multipart_etag([p.etag for p in parts])
     entry = make_entry(address, size, etag, upload.path, upload.content_type, upload.metadata)
     cat.put_entry(upload.repo, upload.ref, upload.path, entry)

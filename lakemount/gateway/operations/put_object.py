@@ -21,7 +21,6 @@ from lakemount.gateway.objects import (
     metadata_from_headers,
     quoted,
     receive,
-    store_content,
 )
 
 
@@ -71,7 +70,7 @@ def handle(ctx: Ctx) -> Response:
     cat = ctx.services.catalog
     with receive(ctx.req, ctx.principal.auth, cat, target.repo, ctx.services.tmpdir, want_sha256=True) as body:
         assert body.sha256 is not None
-        address = store_content(cat, target.repo, body.land, body.sha256)
+        address = cat.store_landed(target.repo, body.land, body.sha256)
     entry = make_entry(address, body.size, body.md5, path, content_type_of(ctx.req), metadata)
     check_write_conditions(ctx, repo, branch, path)
     cat.put_entry(repo, branch, path, entry)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.copying import find_source
 from lakemount.gateway.http import Response
-from lakemount.gateway.objects import check_conditions, land_in, parse_copy_range, read_stream
+from lakemount.gateway.objects import check_conditions, parse_copy_range, read_stream
 from lakemount.gateway.operations.upload_part import part_number, part_url, parts_dir, record_part, upload_of
 from lakemount.gateway.stores import Part
 from lakemount.gateway.xml import render_copy_part_result
@@ -25,7 +25,7 @@ def handle(ctx: Ctx) -> Response:
     start, length = parse_copy_range(header, size) if header is not None else (0, size)
     cat = ctx.services.catalog
     md5 = hashlib.md5(usedforsecurity=False)
-    with land_in(cat, repo, ctx.services.tmpdir, parts_dir(upload)) as land:
+    with cat.landing(repo, ctx.services.tmpdir, parts_dir(upload)) as land:
         chunks, f = read_stream(cat, source.target.repo, source.entry, start, length)
         try:
             for chunk in chunks:
