@@ -36,7 +36,6 @@ OTHER_VARIABLES: Final = frozenset(
         "LAKEMOUNT_MOUNT_ARGS",  # systemd/lakemount-mount@.service
         "LAKEMOUNT_GATEWAY_ARGS",  # systemd/lakemount-gateway.service
         "LAKEMOUNT_API_ARGS",  # systemd/lakemount-api.service
-        "LAKEMOUNT_DEBUG",  # the CLI prints the traceback of an internal error
         # knobs of the test suite
         "LAKEMOUNT_TEST_POSTGRES_URL",
         "LAKEMOUNT_TEST_PG_BIN",
