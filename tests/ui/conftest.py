@@ -29,25 +29,31 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A persistent chromium context on a fresh profile directory (the ``--user-data-dir``)."""
+def chromium() -> Iterator[Any]:
+    """Debian's chromium (playwright gives each launch a fresh temporary ``--user-data-dir``)."""
     if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
         pytest.fail(f"chromium not found at {CHROMIUM} (scripts/install.sh installs Debian's chromium)")
     from playwright.sync_api import sync_playwright
 
-    profile = tmp_path_factory.mktemp("chromium-profile")
     pw = sync_playwright().start()
-    ctx = None
+    browser = None
     try:
-        ctx = pw.chromium.launch_persistent_context(
-            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1100, "height": 700},
-        )
-        ctx.set_default_timeout(15_000)
-        yield ctx
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield browser
     finally:
         try:
-            if ctx is not None:
-                ctx.close()
+            if browser is not None:
+                browser.close()
         finally:
             pw.stop()
+
+
+@pytest.fixture
+def browser(chromium: Any) -> Iterator[Any]:
+    """A fresh browser context (own cookies), closed after the test."""
+    ctx = chromium.new_context(viewport={"width": 1100, "height": 700})
+    ctx.set_default_timeout(15_000)
+    try:
+        yield ctx
+    finally:
+        ctx.close()

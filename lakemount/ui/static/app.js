@@ -166,7 +166,9 @@ async function refPicker(repo, ref, go) {
 function repoTabs(repo, ref) {
   return el("div", {class: "tabs"},
     link(route("r", repo, "tree", ref), "objects"), link(route("r", repo, "commits", ref), "commits"),
-    link(route("r", repo, "compare", ref, ref), "compare"));
+    link(route("r", repo, "compare", ref, ref), "compare"), link(route("r", repo, "pulls"), "pull requests"),
+    link(route("r", repo, "actions"), "hook runs"), link(route("r", repo, "feed"), "live feed"),
+    link(route("r", repo, "settings"), "protection"));
 }
 
 // ---- object browser ------------------------------------------------------------
@@ -343,6 +345,169 @@ async function comparePage(repo, left, right, q) {
   } catch (e) { counts.replaceChildren(errorBox(e)); }
 }
 
+// ---- live feed (server-sent events) ----------------------------------------------
+let live = null;  // the EventSource of the current page, closed when the page changes
+function subscribe(repo, onEvent) {
+  if (live) live.close();
+  live = new EventSource(API + route("repositories", repo, "events"), {withCredentials: true});
+  for (const kind of FEED_KINDS) live.addEventListener(kind, ev => {
+    let data = {};
+    try { data = JSON.parse(ev.data); } catch (_) { return; }
+    onEvent(kind, data, ev.lastEventId);
+  });
+  return live;
+}
+const FEED_KINDS = ["commit", "merge", "revert", "cherry-pick", "branch-created", "branch-deleted", "tag-created", "tag-deleted",
+  "protection", "hook-run", "pull-request", "pull-request-comment", "pull-request-approval"];
+
+function describe(kind, d) {
+  const skip = new Set(["id", "repository", "branch", "kind", "time"]);
+  return Object.entries(d).filter(([k]) => !skip.has(k)).map(([k, v]) => k + "=" + (typeof v === "object" ? JSON.stringify(v) : v)).join(" ");
+}
+
+async function feedPage(repo) {
+  const body = el("tbody", {});
+  const status = el("span", {class: "muted", id: "feed-status"}, "connecting…");
+  show(el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {}, "Live feed ", status),
+    el("table", {id: "feed"}, el("thead", {}, el("tr", {}, el("th", {}, "#"), el("th", {}, "time"), el("th", {}, "event"),
+      el("th", {}, "branch"), el("th", {}, "details"))), body));
+  const es = subscribe(repo, (kind, d, eventId) => {
+    body.prepend(el("tr", {class: "event", "data-kind": kind}, el("td", {}, eventId), el("td", {}, fmtTime(d.time)),
+      el("td", {}, kind), el("td", {}, d.branch || ""), el("td", {}, describe(kind, d))));
+  });
+  es.onopen = () => status.replaceChildren("live");
+  es.onerror = () => status.replaceChildren("reconnecting…");
+}
+
+// ---- pull requests -------------------------------------------------------------
+async function pullsPage(repo, q) {
+  const st = q.get("status") || "open";
+  const after = q.get("after") || "";
+  const [data, branches] = await Promise.all([
+    api("GET", route("repositories", repo, "pulls"), {status: st, after, amount: PAGE}),
+    api("GET", route("repositories", repo, "branches"), {amount: 1000})]);
+  const names = branches.results.map(b => b.id);
+  const sel = (id, value) => el("select", {id}, names.map(n => el("option", {value: n, selected: n === value}, n)));
+  const src = sel("pr-source", names.find(n => n !== "main") || names[0]);
+  const dst = sel("pr-destination", names.includes("main") ? "main" : names[0]);
+  const title = el("input", {id: "pr-title", placeholder: "title", size: 40, required: true});
+  const desc = el("textarea", {id: "pr-description", placeholder: "description", rows: 3, cols: 60});
+  const msg = el("div");
+  const form = el("form", {id: "open-pr", onsubmit: async ev => {
+    ev.preventDefault();
+    try {
+      const r = await api("POST", route("repositories", repo, "pulls"), {},
+        {source_branch: src.value, destination_branch: dst.value, title: title.value, description: desc.value});
+      location.assign("#" + route("r", repo, "pull", String(r.id)));
+    } catch (e) { msg.replaceChildren(errorBox(e)); }
+  }}, el("h3", {}, "Open a pull request"), el("div", {}, src, " → ", dst, " ", title), el("div", {}, desc),
+    el("button", {type: "submit"}, "open pull request"), msg);
+  const filters = el("p", {}, ["open", "closed", "merged", "all"].map(s => [s === st ? el("strong", {}, s) :
+    link(route("r", repo, "pulls") + "?status=" + s, s), " "]));
+  show(el("h2", {}, repo), repoTabs(repo, "main"), filters,
+    data.results.length ? el("table", {id: "pulls"}, el("tr", {}, el("th", {}, "#"), el("th", {}, "title"), el("th", {}, "branches"),
+      el("th", {}, "author"), el("th", {}, "status")),
+      data.results.map(p => el("tr", {class: "pull"}, el("td", {}, link(route("r", repo, "pull", String(p.id)), "#" + p.id)),
+        el("td", {}, link(route("r", repo, "pull", String(p.id)), p.title)), el("td", {}, p.source_branch + " → " + p.destination_branch),
+        el("td", {}, p.author), el("td", {}, p.status)))) : el("p", {class: "muted"}, "No " + st + " pull requests."),
+    pager(data, after, route("r", repo, "pulls"), q, {status: st}), form);
+}
+
+function conflictList(message) {
+  const m = /^merge conflict on \d+ path\(s\): (.*)$/.exec(message || "");
+  if (!m) return null;
+  return el("ul", {id: "conflicts"}, m[1].split(", ").map(p => el("li", {}, p)));
+}
+
+async function runsTable(repo, query) {
+  const runs = await api("GET", route("repositories", repo, "actions", "runs"), {amount: 20, ...query});
+  const rows = [];
+  for (const r of runs.results) {
+    let hooks = [];
+    try { hooks = (await api("GET", route("repositories", repo, "actions", "runs", r.run_id, "hooks"))).results; } catch (_) { /* shown empty */ }
+    rows.push(el("tr", {class: "run " + r.status}, el("td", {}, r.event_type), el("td", {}, r.branch),
+      el("td", {class: r.status === "completed" ? "ok" : "error"}, r.status), el("td", {}, r.start_time || ""),
+      el("td", {}, hooks.map(h => [el("a", {href: API + route("repositories", repo, "actions", "runs", r.run_id, "hooks", h.hook_run_id, "output"),
+        target: "_blank", rel: "noopener"}, h.action + "/" + h.hook_id + ": " + h.status), " "]))));
+  }
+  return rows.length ? el("table", {class: "runs"}, el("tr", {}, el("th", {}, "event"), el("th", {}, "branch"), el("th", {}, "status"),
+    el("th", {}, "started"), el("th", {}, "hooks (output)")), rows) : el("p", {class: "muted"}, "No hook runs.");
+}
+
+async function pullPage(repo, id) {
+  const base = route("repositories", repo, "pulls", id);
+  const [p, comments] = await Promise.all([api("GET", base), api("GET", base + "/comments")]);
+  const msg = el("div", {id: "pr-message"});
+  const act = fn => async ev => {
+    if (ev) ev.preventDefault();
+    msg.replaceChildren();
+    try { await fn(); await pullPage(repo, id); } catch (e) { msg.replaceChildren(errorBox(e), conflictList(e.message)); }
+  };
+  let diff;
+  try {
+    const d = await api("GET", route("repositories", repo, "refs", p.destination_branch, "diff", p.status === "merged" ? p.merged_commit_id : p.source_branch),
+      {amount: PAGE, type: p.status === "merged" ? "two_dot" : "three_dot"});
+    diff = [diffTable(repo, p.source_branch, d.results), d.pagination.has_more ? el("p", {class: "muted"}, "first " + PAGE + " changes; see compare") : null];
+  } catch (e) { diff = [errorBox(e)]; }
+  const body = el("textarea", {id: "comment-body", rows: 3, cols: 60, required: true});
+  const strategy = el("select", {id: "merge-strategy"}, el("option", {value: ""}, "default (fail on conflict)"),
+    el("option", {value: "source-wins"}, "source-wins"), el("option", {value: "dest-wins"}, "dest-wins"));
+  const approvals = p.approvals || [];
+  const open = p.status === "open";
+  show(el("h2", {}, repo), repoTabs(repo, p.source_branch),
+    el("h3", {id: "pr-title"}, "#" + p.id + " ", p.title, " ", el("span", {class: "muted", id: "pr-status"}, "[" + p.status + "]")),
+    el("p", {}, p.source_branch + " → " + p.destination_branch + " · by " + p.author + " · " + (p.creation_date || "")),
+    el("pre", {id: "pr-description"}, p.description || ""),
+    el("p", {id: "pr-approvals"}, "approvals: " + approvals.length + " of " + p.required_approvals + " required",
+      approvals.length ? " (" + approvals.map(a => a.user).join(", ") + ")" : ""),
+    msg,
+    open ? el("div", {class: "pr-actions"},
+      el("button", {id: "approve", onclick: act(() => api("POST", base + "/approvals"))}, "approve"), " ",
+      el("form", {class: "inline", id: "merge-form", onsubmit: act(() => api("PUT", base + "/merge", {}, strategy.value ? {strategy: strategy.value} : {}))},
+        strategy, el("button", {type: "submit", id: "merge"}, "merge")), " ",
+      el("button", {id: "close", onclick: act(() => api("PATCH", base, {}, {status: "closed"}))}, "close"))
+      : p.status === "closed" ? el("button", {id: "reopen", onclick: act(() => api("PATCH", base, {}, {status: "open"}))}, "reopen")
+        : el("p", {}, "merged as ", link(route("r", repo, "commit", p.merged_commit_id || ""), (p.merged_commit_id || "").slice(0, 12))),
+    el("h3", {}, "Changes"), ...diff,
+    el("h3", {}, "Hook runs on " + p.destination_branch), await runsTable(repo, {branch: p.destination_branch}),
+    el("h3", {}, "Comments"),
+    el("div", {id: "comments"}, comments.results.map(c => el("div", {class: "comment"},
+      el("p", {class: "muted"}, c.author + " · " + (c.creation_date || "")), el("pre", {}, c.body)))),
+    el("form", {id: "comment-form", onsubmit: act(() => api("POST", base + "/comments", {}, {body: body.value}))},
+      body, el("div", {}, el("button", {type: "submit", id: "comment"}, "comment"))));
+  // Live: another user's comment, approval or merge re-renders this page. A new EventSource replays the
+  // feed from its start; events from before this page was rendered (minus clock slack) are not news.
+  const since = Date.now() / 1000 - 2;
+  subscribe(repo, (kind, d) => {
+    if (d.time < since || String(d.id) !== String(id) || !kind.startsWith("pull-request")) return;
+    if (location.hash.includes("/pull/")) pullPage(repo, id).catch(() => {});
+  });
+}
+
+// ---- hook runs, protection -------------------------------------------------------
+async function actionsPage(repo, q) {
+  show(el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {}, "Hook runs"), await runsTable(repo, {branch: q.get("branch") || undefined}));
+}
+
+async function settingsPage(repo) {
+  const url = route("repositories", repo, "settings", "branch_protection");
+  const rules = await api("GET", url);
+  const msg = el("div");
+  const save = async list => {
+    try { await api("PUT", url, {}, list); await settingsPage(repo); } catch (e) { msg.replaceChildren(errorBox(e)); }
+  };
+  const pattern = el("input", {id: "rule-pattern", placeholder: "branch pattern, e.g. main or rel-*", required: true});
+  const approvals = el("input", {id: "rule-approvals", type: "number", min: 0, value: 0, size: 4});
+  show(el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {}, "Branch protection"),
+    el("p", {class: "muted"}, "A protected branch changes only by merge (and revert); a merge needs the approvals the rule requires."),
+    rules.length ? el("table", {id: "rules"}, el("tr", {}, el("th", {}, "pattern"), el("th", {}, "required approvals"), el("th", {}, "")),
+      rules.map((r, i) => el("tr", {}, el("td", {}, r.pattern), el("td", {}, r.required_approvals),
+        el("td", {}, el("button", {onclick: () => save(rules.filter((_, j) => j !== i))}, "remove"))))) : el("p", {class: "muted"}, "No rules."),
+    el("form", {class: "inline", id: "add-rule", onsubmit: ev => { ev.preventDefault();
+      save([...rules, {pattern: pattern.value.trim(), required_approvals: Number(approvals.value) || 0}]); }},
+      pattern, " approvals ", approvals, el("button", {type: "submit"}, "add rule")), msg);
+}
+
 // ---- routing -------------------------------------------------------------------
 async function whoami() {
   if (me) return me;
@@ -355,6 +520,7 @@ async function whoami() {
 }
 
 async function render() {
+  if (live) { live.close(); live = null; }
   if (location.pathname === "/login") return loginPage();
   const hash = location.hash.replace(/^#/, "") || "/";
   const [pathPart, query] = hash.split("?", 2);
@@ -362,7 +528,7 @@ async function render() {
   const parts = pathPart.split("/").filter((p, i) => i > 0).map(p => decodeURIComponent(p));
   try {
     await whoami();
-    if (parts[0] === "r" && parts.length >= 3) {
+    if (parts[0] === "r" && parts.length >= 4) {
       const repo = parts[1], view = parts[2], ref = parts[3];
       if (view === "tree") return await treePage(repo, ref, parts.slice(4).filter(Boolean).map(p => p + "/").join(""), q);
       if (view === "object") return await objectPage(repo, ref, q);
@@ -370,6 +536,14 @@ async function render() {
       if (view === "history") return await historyPage(repo, ref, q);
       if (view === "commit") return await commitPage(repo, ref, q);
       if (view === "compare") return await comparePage(repo, ref, parts[4] || ref, q);
+      if (view === "pull") return await pullPage(repo, ref);
+    }
+    if (parts[0] === "r" && parts.length === 3) {
+      const repo = parts[1], view = parts[2];
+      if (view === "pulls") return await pullsPage(repo, q);
+      if (view === "feed") return await feedPage(repo);
+      if (view === "actions") return await actionsPage(repo, q);
+      if (view === "settings") return await settingsPage(repo);
     }
     if (parts.length === 0 || parts[0] === "") return await reposPage(q);
     show(errorBox("no such page"));
