@@ -260,6 +260,7 @@ def test_pull_request_flow_with_hook_and_live_feed(served: Served, chromium: Any
         page.wait_for_selector("#pr-status >> text=[merged]")
         page.wait_for_selector(".runs tr.run >> text=pre-merge")
         assert "csv_only: completed" in page.locator(".runs").inner_text()
+        assert "data/b.csv" in page.locator("#diff").inner_text()  # what the merge brought in
         shot(page, "13-pr-merged-hook-run")
 
         # The watcher saw it all without a reload.

@@ -455,7 +455,12 @@ async function pullPage(repo, id) {
   };
   let diff;
   try {
-    const d = await api("GET", route("repositories", repo, "refs", p.destination_branch, "diff", p.status === "merged" ? p.merged_commit_id : p.source_branch),
+    let left = p.destination_branch, right = p.source_branch;
+    if (p.status === "merged" && p.merged_commit_id) {  // what the merge commit brought into the destination
+      const mc = await api("GET", route("repositories", repo, "commits", p.merged_commit_id));
+      left = (mc.parents || [mc.id])[0]; right = mc.id;
+    }
+    const d = await api("GET", route("repositories", repo, "refs", left, "diff", right),
       {amount: PAGE, type: p.status === "merged" ? "two_dot" : "three_dot"});
     diff = [diffTable(repo, p.source_branch, d.results)];
     if (d.pagination.has_more) diff.push(el("p", {class: "muted"}, "first " + PAGE + " changes; see compare"));
