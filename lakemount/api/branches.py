@@ -85,7 +85,7 @@ def revert_branch(ctx: Ctx) -> Response:
     if body.get("commit_overrides"):
         raise bad_request("commit_overrides is not supported")
     ctx.catalog.revert(repo, ctx.params["branch"], body["ref"], parent_number=_parent_number(body.get("parent_number")),
-                       committer=ctx.user or "lakemount")
+                       committer=ctx.user or "lakemount", allow_empty=bool(body.get("allow_empty")))
     return empty(204)
 
 

@@ -83,6 +83,8 @@ def test_bad_refs_and_parameters(served: Served, repo_id: str) -> None:
     expect_error(requests.get(api(served, "/repositories/%2e%2e%2f%2e%2e%2fetc"), auth=AUTH), (400, 404))
     expect_error(requests.get(api(served, "/repositories/%ff"), auth=AUTH), 400)
     expect_error(requests.get(api(served, "/repositories") + "?prefix=%ff", auth=AUTH), 400)
+    for ns in ("mem://x", "ftp://x/y", "local://relative", "://", "local:///dev/null/x"):
+        expect_error(requests.post(api(served, "/repositories"), json={"name": "nsbad", "storage_namespace": ns}, auth=AUTH), 400)
 
 
 @pytest.mark.parametrize("path", ["../etc/passwd", "a/../b", "./a", "a/./b", "/abs", "a\x00b", ""])
@@ -243,3 +245,19 @@ def test_users_policies_credentials_through_the_generated_client(served: Served,
     sdk.auth_api.delete_credentials("dora", creds.access_key_id)
     sdk.auth_api.delete_user("dora")
     assert "dora" not in [u.id for u in sdk.auth_api.list_users().results]
+
+
+def test_item9_revert_honours_allow_empty(served: Served, repo_id: str) -> None:
+    """RevertCreation.allow_empty (lakeFS's field) is not ignored: without it an empty revert is refused."""
+    base = api(served, f"/repositories/{repo_id}")
+    r = requests.post(f"{base}/branches/main/objects", params={"path": "x"}, files={"content": b"1"}, auth=AUTH, timeout=30)
+    assert r.status_code == 201, r.text
+    assert requests.post(f"{base}/branches/main/commits", json={"message": "one"}, auth=AUTH, timeout=30).status_code == 201
+    assert requests.post(f"{base}/branches/main/revert", json={"ref": "main", "parent_number": 0}, auth=AUTH,
+                         timeout=30).status_code == 204
+    again = {"ref": "main~1", "parent_number": 0}
+    expect_error(requests.post(f"{base}/branches/main/revert", json=again, auth=AUTH, timeout=30), (400, 409, 412))
+    head = requests.get(f"{base}/branches/main", auth=AUTH, timeout=30).json()["commit_id"]
+    r = requests.post(f"{base}/branches/main/revert", json={**again, "allow_empty": True}, auth=AUTH, timeout=30)
+    assert r.status_code == 204, r.text
+    assert requests.get(f"{base}/branches/main", auth=AUTH, timeout=30).json()["commit_id"] != head

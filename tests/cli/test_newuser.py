@@ -197,9 +197,9 @@ def test_item9_revert_and_cherry_pick_take_uris_and_allow_empty(repo: Path, tmp_
 
 
 def _leaves(cmd: click.Command, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
-    if isinstance(cmd, click.Group):  # through list/get_command: the top group loads its verbs on demand
+    if isinstance(cmd, click.Group):
         ctx = click.Context(cmd)
-        subs = [(name, cmd.get_command(ctx, name)) for name in cmd.list_commands(ctx)]
+        subs = [(name, cmd.get_command(ctx, name)) for name in cmd.list_commands(ctx)]  # imports lazy verbs
         return [leaf for name, sub in subs if sub is not None for leaf in _leaves(sub, (*path, name))]
     return [(path, cmd)]
 
