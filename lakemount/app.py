@@ -18,8 +18,6 @@ from lakemount.config import Config, load
 
 if TYPE_CHECKING:
     from lakemount.auth.store import SqlAuthStore
-    from lakemount.refs.buckets import SqlBucketStore
-    from lakemount.refs.multipart import SqlMultipartStore
     from lakemount.block.router import RouterAdapter
     from lakemount.block.trash import TrashFallbackAdapter
     from lakemount.cache.tiered import TieredCache
@@ -27,6 +25,8 @@ if TYPE_CHECKING:
     from lakemount.graveler.committed.store import CommittedStore
     from lakemount.graveler.graveler import Graveler
     from lakemount.graveler.journal import Journal
+    from lakemount.refs.buckets import SqlBucketStore
+    from lakemount.refs.multipart import SqlMultipartStore
     from lakemount.refs.sql import SqlRefStore
 
 

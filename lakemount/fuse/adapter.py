@@ -35,11 +35,11 @@ from typing import Any, Final, TypeVar
 import pyfuse3
 import trio
 
-from lakemount.fuse.core import FileSystem, NeedsThread
-from lakemount.fuse.values import Attr, Caller, Opened, SetAttr
 from lakemount.fuse import kflags
+from lakemount.fuse.core import FileSystem, NeedsThread
 from lakemount.fuse.errno import errno_of
 from lakemount.fuse.kflags import FH_CACHE_DIR, FH_MASK, FH_NOFLUSH
+from lakemount.fuse.values import Attr, Caller, Opened, SetAttr
 
 log = logging.getLogger(__name__)
 

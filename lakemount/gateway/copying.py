@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from lakemount.auth.policies import Action
-from lakemount.catalog.model import Entry, Repository
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.model import Entry, Repository
 from lakemount.errors import NotFound
 from lakemount.gateway.buckets import Target
 from lakemount.gateway.context import Ctx

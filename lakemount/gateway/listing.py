@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Final
 
-from lakemount.catalog.model import Entry
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.model import Entry
 from lakemount.errors import InvalidArgument, NotFound
 from lakemount.gateway.buckets import Target
 from lakemount.gateway.errors import s3_error

@@ -35,8 +35,8 @@ from datetime import UTC
 from typing import Any, BinaryIO, Final
 
 from lakemount.block.landing import Landing
-from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, Repository
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, Repository
 from lakemount.errors import ObjectNotFound
 from lakemount.gateway.errors import S3Error, s3_error
 from lakemount.gateway.http import Request, Response

@@ -38,7 +38,14 @@ from lakemount.app import App
 from lakemount.catalog.catalog import MAX_KEY_BYTES, SOURCE_MTIME_KEY
 from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, prefix_end
 from lakemount.config import Config
-from lakemount.errors import InvalidArgument, NotFound, NothingToCommit, PreconditionFailed, ProtectedBranch, Unavailable
+from lakemount.errors import (
+    InvalidArgument,
+    NotFound,
+    NothingToCommit,
+    PreconditionFailed,
+    ProtectedBranch,
+    Unavailable,
+)
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.s3client import client_from_config, split_s3
 from lakemount.jobs.session import Progress, get_spark, parallelism, timed, translated
