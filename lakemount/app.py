@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class App:
+    """The built parts of one lakemount process (stores, caches, graveler, catalog), each made on first use.
+
+    Properties raise ``ConfigError``/``InvalidArgument`` for a configuration that cannot build them and
+    ``Unavailable`` when a store cannot be reached.
+    """
     config: Config
 
     @staticmethod

@@ -164,7 +164,8 @@ def count_hidden(catalog: Catalog, repo: str, ref: ResolvedRef, limit: int) -> t
     """
     from lakemount.catalog.paths import path_problem
 
-    count, examples, seen = 0, [], 0
+    count, seen = 0, 0
+    examples: list[str] = []
     for key, value in catalog.scan_records(repo, ref, b"", None):
         seen += 1
         if seen > limit:

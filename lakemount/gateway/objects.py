@@ -29,7 +29,7 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any, BinaryIO, Final
@@ -252,7 +252,7 @@ def invalid_range(size: int) -> S3Error:
 # --- bodies out ---------------------------------------------------------------------
 
 
-def read_stream(catalog: Catalog, repo: Repository, entry: Entry, start: int, length: int) -> tuple[Iterator[bytes], BinaryIO | None]:
+def read_stream(catalog: Catalog, repo: Repository, entry: Entry, start: int, length: int) -> tuple[Iterable[bytes | memoryview], BinaryIO | None]:
     """An iterator over ``length`` bytes of an object from ``start``, and the file to close.
 
     An object in a local file is served from a read-only memory map
@@ -327,12 +327,12 @@ class MappedChunks:
         """Bring pages ``[lo, hi)`` into memory (one byte read per page)."""
         bytes(self.view[lo:hi:PAGE])
 
-    def __iter__(self) -> Iterator[bytes]:
+    def __iter__(self) -> Iterator[bytes | memoryview]:
         pos = self.start
         while pos < self.end:
             hi = min(pos + READ_CHUNK, self.end)
             self.fault(pos, hi)
-            yield self.view[pos:hi]  # type: ignore[misc] - a bytes-like view; writers take it
+            yield self.view[pos:hi]  # a bytes-like view: sockets, hashes and writers take it
             pos = hi
 
 
