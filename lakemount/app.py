@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING
 from lakemount.config import Config, load
 
 if TYPE_CHECKING:
+    from lakemount.refs.actions import SqlRunStore
+    from lakemount.refs.events import SqlEventLog
+    from lakemount.refs.pulls import SqlPullStore
     from lakemount.auth.store import SqlAuthStore
     from lakemount.block.router import RouterAdapter
     from lakemount.block.trash import TrashFallbackAdapter
@@ -114,7 +117,25 @@ class App:
 
         tmp = os.path.join(self.config.home, "tmp")
         os.makedirs(tmp, exist_ok=True)
-        return Catalog(self.graveler, self.adapter, namespace_root=self.namespace_root(), tmpdir=tmp)
+        return Catalog(
+            self.graveler, self.adapter, namespace_root=self.namespace_root(), tmpdir=tmp,
+            runs=self._run_store, pulls=self._pull_store, events=self._event_log,
+        )
+
+    def _run_store(self) -> SqlRunStore:
+        from lakemount.refs.actions import SqlRunStore
+
+        return SqlRunStore(self.refs.engine)
+
+    def _event_log(self) -> SqlEventLog:
+        from lakemount.refs.events import SqlEventLog
+
+        return SqlEventLog(self.refs.engine)
+
+    def _pull_store(self) -> SqlPullStore:
+        from lakemount.refs.pulls import SqlPullStore
+
+        return SqlPullStore(self.refs.engine)
 
     @cached_property
     def auth(self) -> SqlAuthStore:

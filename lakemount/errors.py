@@ -34,7 +34,11 @@ class InvalidArgument(LakeMountError):
 
 
 class ReadOnly(LakeMountError):
-    """A write to something immutable or protected."""
+    """A write to something immutable (a tag, a commit, a committed or staged-only view)."""
+
+
+class PermissionDenied(LakeMountError):
+    """A rule of the repository refuses the operation: branch protection, a pre-hook."""
 
 
 class Corrupt(LakeMountError):
@@ -137,11 +141,21 @@ class ConcurrentUpdate(Conflict):
     """A compare-and-swap lost too many times in a row."""
 
 
-class ProtectedBranch(ReadOnly):
-    """A write to a protected branch, which only merges may change."""
-    def __init__(self, repo: str, branch: str) -> None:
-        super().__init__(f"branch {repo}/{branch} is protected: write through a merge instead")
-        self.repo, self.branch = repo, branch
+class ProtectedBranch(PermissionDenied):
+    """A direct write, commit, reset, cherry-pick or deletion on a branch a protection rule covers."""
+
+    def __init__(self, repo: str, branch: str, action: str = "write", pattern: str = "") -> None:
+        rule = f" (rule {pattern!r})" if pattern else ""
+        super().__init__(f"branch {repo}/{branch} is protected{rule}: {action} refused, change it through a merge")
+        self.repo, self.branch, self.action, self.pattern = repo, branch, action, pattern
+
+
+class HookFailed(PermissionDenied):
+    """A pre-hook (lakeFS action) rejected the operation; ``run_id`` names the recorded run."""
+
+    def __init__(self, event: str, action: str, hook: str, reason: str, run_id: str = "") -> None:
+        super().__init__(f"{event} rejected by hook {action}/{hook}: {reason}" + (f" (run {run_id})" if run_id else ""))
+        self.event, self.action, self.hook, self.reason, self.run_id = event, action, hook, reason, run_id
 
 
 class ReadOnlyRef(ReadOnly):
@@ -185,6 +199,7 @@ CATEGORIES: tuple[type[LakeMountError], ...] = (
     PreconditionFailed,
     InvalidArgument,
     ReadOnly,
+    PermissionDenied,
     Corrupt,
     Unavailable,
 )

@@ -19,6 +19,7 @@ from lakemount.errors import (
     LakeMountError,
     NotFound,
     NothingToCommit,
+    PermissionDenied,
     PreconditionFailed,
     ReadOnly,
     Unavailable,
@@ -43,6 +44,7 @@ STATUS_BY_CATEGORY: Final[dict[type[LakeMountError], int]] = {
     PreconditionFailed: 412,
     InvalidArgument: 400,
     ReadOnly: 403,
+    PermissionDenied: 403,  # branch protection, a pre-hook's rejection
     Corrupt: 500,
     Unavailable: 503,
     LakeMountError: 500,

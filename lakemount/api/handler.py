@@ -17,10 +17,13 @@ from typing import Any, Final
 from lakemount.api import (  # noqa: F401 - importing a resource module registers its operations
     branches,
     commits,
+    events,
     imports,
     objects,
+    pulls,
     refs,
     repositories,
+    rules,
     setup,
     tags,
     users,

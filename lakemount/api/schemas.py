@@ -149,6 +149,36 @@ COMPONENTS: Final[dict[str, S]] = {
         access_key_id=STR, secret_access_key=STR, creation_date=INT, user_name=STR,
     ),
     "StagingLocation": obj([], closed=False, physical_address=STR, presigned_url=nullable(STR), presigned_url_expiry=INT),
+    # Branch protection (required_approvals: lakemount's extension, for pull requests).
+    "BranchProtectionRule": obj(["pattern"], pattern=STR, required_approvals={"type": "integer", "minimum": 0}),
+    "BranchProtectionRules": {"type": "array", "items": ref("BranchProtectionRule")},
+    # Actions (hooks) runs.
+    "ActionRun": obj(
+        ["run_id", "branch", "start_time", "event_type", "status", "commit_id"], closed=False,
+        run_id=STR, branch=STR, start_time=STR, end_time=STR, event_type=STR, status=STR, commit_id=STR, source_ref=STR,
+    ),
+    "ActionRunList": listing("ActionRun"),
+    "HookRun": obj(
+        ["hook_run_id", "action", "hook_id", "start_time", "status"], closed=False,
+        hook_run_id=STR, action=STR, hook_id=STR, start_time=STR, end_time=STR, status=STR,
+    ),
+    "HookRunList": listing("HookRun"),
+    # Pull requests (comments and approvals: lakemount's extension).
+    "PullRequest": obj(
+        ["id", "status", "title", "description", "source_branch", "destination_branch", "author", "creation_date"], closed=False,
+        id=STR, status=STR, title=STR, description=STR, source_branch=STR, destination_branch=STR, author=STR,
+        creation_date=STR, closed_date=nullable(STR), merged_commit_id=nullable(STR),
+    ),
+    "PullRequestsList": listing("PullRequest"),
+    "PullRequestCreation": obj(
+        ["title", "source_branch", "destination_branch"], title=STR, description=STR, source_branch=STR, destination_branch=STR,
+    ),
+    "PullRequestCreationResponse": obj(["id"], closed=False, id=STR),
+    "PullRequestBasic": obj([], status={"type": "string", "enum": ["open", "closed", "merged"]}, title=STR, description=STR),
+    "PullRequestMerge": obj([], strategy={"type": "string", "enum": ["source-wins", "dest-wins"]}, squash_merge=BOOL, message=STR),
+    "PullRequestComment": obj(["id", "author", "body", "creation_date"], closed=False, id=INT, author=STR, body=STR, creation_date=STR),
+    "PullRequestCommentList": listing("PullRequestComment"),
+    "PullRequestCommentCreation": obj(["body"], body=STR),
 }
 
 _TYPES: Final[dict[str, tuple[type, ...]]] = {

@@ -34,7 +34,7 @@ def storage_config(ctx: Ctx) -> dict[str, object]:
     return {
         "blockstore_type": kind,
         "blockstore_namespace_example": example,
-        "blockstore_namespace_ValidityRegex": "^(s3|local)://",
+        "blockstore_namespace_ValidityRegex": "^(s3://|local:///)",
         "default_namespace_prefix": ctx.service.app.config.blockstore.default_namespace_prefix,
         "pre_sign_support": False,
         "pre_sign_support_ui": False,

@@ -20,16 +20,20 @@ import io
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from itertools import islice
 from typing import BinaryIO, Final, NamedTuple
 
 from lakemount.block.landing import Landing, landing
+from lakemount.catalog.actions import ACTIONS_PREFIX, MAX_ACTION_FILE, Actions, HookContext, MemoryRunStore, Run, RunStore
+from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
 from lakemount.catalog.history import HistoryVerbs
+from lakemount.catalog.protection import BranchProtection
+from lakemount.catalog.pulls import PullStore, Pulls
 from lakemount.catalog.storage import StorageVerbs
-from lakemount.errors import InvalidArgument, ObjectNotFound, SourceChanged
+from lakemount.errors import InvalidArgument, ObjectNotFound, SourceChanged, Unavailable
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value, prefix_end
@@ -84,11 +88,69 @@ def decode_path(key: bytes) -> str:
 class Catalog(HistoryVerbs, StorageVerbs):
     """Objects by path in repositories; every front end (mount, gateway, CLI, jobs) goes through here."""
 
-    def __init__(self, graveler: Graveler, adapter: BlockAdapter, *, namespace_root: str, tmpdir: str | None = None) -> None:
+    def __init__(
+        self, graveler: Graveler, adapter: BlockAdapter, *, namespace_root: str, tmpdir: str | None = None,
+        runs: Callable[[], RunStore] | None = None, pulls: Callable[[], PullStore] | None = None,
+        events: Callable[[], EventLog] | None = None,
+    ) -> None:
+        """``runs``, ``pulls`` and ``events`` make the stores of hook runs, pull requests and the event
+        feed on first use (so verbs that need none never load them); without ``runs`` or ``events``
+        those are kept in memory."""
         self.graveler = graveler
         self.adapter = adapter
         self.namespace_root = namespace_root.rstrip("/")
         self.tmpdir = tmpdir
+        self.protection = BranchProtection(graveler, on_change=self._protection_changed)
+        self._make_runs = runs or MemoryRunStore
+        self._make_pulls = pulls
+        self._make_events = events or MemoryEventLog
+        self._actions: Actions | None = None
+        self._pulls: Pulls | None = None
+        self._feed: Feed | None = None
+
+    @property
+    def feed(self) -> Feed:
+        """The event feed of every repository (commits, merges, rules, hook runs, pull requests)."""
+        if self._feed is None:
+            self._feed = Feed(self._make_events())
+        return self._feed
+
+    def _protection_changed(self, repo: str, patterns: list[str]) -> None:
+        self.feed.emit(repo, "", "protection", patterns=patterns)
+
+    def _hook_ran(self, run: Run) -> None:
+        self.feed.emit(run.repo, run.branch, "hook-run", run_id=run.run_id, event_type=run.event_type,
+                       status=run.status, commit_id=run.commit_id,
+                       hooks=[{"hook_id": h.hook_id, "status": h.status} for h in run.hooks])
+
+    @property
+    def actions(self) -> Actions:
+        """Hooks: finds and runs the actions an event triggers, records the runs."""
+        if self._actions is None:
+            from lakemount.catalog.hooks import RUNNERS
+
+            self._actions = Actions(self, self._make_runs(), RUNNERS, HookContext(self), on_run=self._hook_ran)
+        return self._actions
+
+    @property
+    def pulls(self) -> Pulls:
+        """Pull requests; raises ``Unavailable`` for a catalog built without a pull request store."""
+        if self._pulls is None:
+            if self._make_pulls is None:
+                raise Unavailable("pull requests need a catalog built with a pull request store")
+            self._pulls = Pulls(self._make_pulls(), self)
+        return self._pulls
+
+    def action_files(self, repo: str, ref: str) -> list[tuple[str, bytes]]:
+        """The ``_lakefs_actions/*.yaml`` files at ``ref`` (path, bytes), by path; oversize files are skipped."""
+        r = self.repository(repo)
+        found: list[tuple[str, bytes]] = []
+        for item in self.list(repo, ref, ACTIONS_PREFIX, delimiter="/"):
+            e = item.entry
+            if e is None or not item.path.endswith((".yaml", ".yml")) or e.is_dir or e.size > MAX_ACTION_FILE:
+                continue
+            found.append((item.path, self.read(r, e)))
+        return found
 
     # ------------------------------------------------------------------ data
     def physical_url(self, repo: Repository, address: str) -> str:

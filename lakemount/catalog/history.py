@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
+from lakemount.catalog import protection as prot
+from lakemount.catalog.actions import Change, Event
 from lakemount.catalog.model import Difference
 from lakemount.catalog.refs import RefVerbs
 from lakemount.errors import InvalidArgument
@@ -29,6 +31,11 @@ def _differences(records: Iterable[DiffRecord]) -> Iterator[Difference]:
         )
 
 
+def _changes(diffs: Iterator[Difference]) -> Iterator[Change]:
+    for d in diffs:
+        yield Change(d.key.decode("utf-8", "surrogateescape"), d.kind, None if d.right is None else d.right.size)
+
+
 class HistoryVerbs(RefVerbs):
     """Commits and what compares or moves them (part of ``Catalog``)."""
 
@@ -43,10 +50,26 @@ class HistoryVerbs(RefVerbs):
         allow_empty: bool = False,
         date: float | None = None,
     ) -> CommitResult:
-        """Commit the branch's staged changes; raises ``NothingToCommit``, ``ProtectedBranch``, ``InvalidArgument``."""
-        return self.graveler.commit(
+        """Commit the branch's staged changes; raises ``NothingToCommit``, ``ProtectedBranch``, ``InvalidArgument``,
+        and ``HookFailed`` when a pre-commit hook (read from the branch, staged changes included) rejects it."""
+        self.protection.check(repo, branch, prot.COMMIT)
+        meta = dict(metadata)
+        self.actions.run(
+            Event("pre-commit", repo, branch, source_ref=branch, commit_message=message, committer=committer,
+                  commit_metadata=meta, changes=lambda: _changes(self.diff_uncommitted(repo, branch)),
+                  read_ref=branch, dest_ref=f"{branch}@"),
+            branch,
+        )
+        res = self.graveler.commit(
             repo, branch, message, committer=committer, metadata=metadata, allow_empty=allow_empty, date=date
         )
+        self.feed.emit(repo, branch, "commit", commit_id=res.commit.id, message=message, committer=committer)
+        self.actions.run(
+            Event("post-commit", repo, branch, source_ref=branch, commit_message=message, committer=committer,
+                  commit_metadata=meta, commit_id=res.commit.id),
+            res.commit.id,
+        )
+        return res
 
     def merge(
         self,
@@ -60,10 +83,33 @@ class HistoryVerbs(RefVerbs):
         committer: str = "lakemount",
         metadata: Sequence[tuple[str, str]] = (),
     ) -> MergeResult:
-        """Merge ref ``source`` into branch ``dest``; raises ``MergeConflict`` (with the paths), ``PreconditionFailed``."""
-        return self.graveler.merge(
+        """Merge ref ``source`` into branch ``dest``; raises ``MergeConflict`` (with the paths), ``PreconditionFailed``,
+        ``HookFailed`` when a pre-merge hook (read from ``dest`` and from ``source``) rejects it."""
+        meta = dict(metadata)
+        text = message or f"Merge '{source}' into '{dest}'"
+
+        def brought_in() -> Iterator[Change]:
+            base = self.merge_base(repo, dest, source)
+            if base is None:
+                return _changes(self.diff_three_way(repo, dest, source))
+            return _changes(self.diff(repo, base, source))
+
+        self.actions.run(
+            Event("pre-merge", repo, dest, source_ref=source, commit_message=text, committer=committer,
+                  commit_metadata=meta, changes=brought_in, read_ref=source, dest_ref=dest),
+            dest, source,
+        )
+        res = self.graveler.merge(
             repo, source, dest, strategy=strategy, squash=squash, message=message, committer=committer, metadata=metadata
         )
+        if res.merged:
+            self.feed.emit(repo, dest, "merge", source=source, commit_id=res.commit_id, changes=res.changes, committer=committer)
+            self.actions.run(
+                Event("post-merge", repo, dest, source_ref=source, commit_message=text, committer=committer,
+                      commit_metadata=meta, commit_id=res.commit_id),
+                res.commit_id,
+            )
+        return res
 
     def merge_base(self, repo: str, a: str, b: str) -> str | None:
         """The best common ancestor of two refs' commits (None if unrelated); raises ``RefNotFound``."""
@@ -74,23 +120,32 @@ class HistoryVerbs(RefVerbs):
         allow_empty: bool = False,
     ) -> Commit:
         """Commit the inverse of ``ref``'s change on ``branch``; ``MergeConflict``, ``InvalidArgument``,
-        ``NothingToCommit`` unless ``allow_empty``, ``ReadOnlyRef`` if ``branch`` is another kind of ref."""
-        return self.graveler.revert(
+        ``NothingToCommit`` unless ``allow_empty``, ``ReadOnlyRef`` if ``branch`` is another kind of ref.
+        Allowed on a protected branch (with merges, the way a protected branch changes)."""
+        c = self.graveler.revert(
             repo, branch, ref, parent_number=parent_number, committer=committer, allow_empty=allow_empty
         )
+        self.feed.emit(repo, branch, "revert", reverted=ref, commit_id=c.id, committer=committer)
+        return c
 
     def cherry_pick(
         self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount",
         allow_empty: bool = False,
     ) -> Commit:
         """Commit ``ref``'s change again on ``branch``; ``MergeConflict``, ``InvalidArgument``,
-        ``NothingToCommit`` unless ``allow_empty``, ``ReadOnlyRef`` if ``branch`` is another kind of ref."""
-        return self.graveler.cherry_pick(
+        ``NothingToCommit`` unless ``allow_empty``, ``ReadOnlyRef`` if ``branch`` is another kind of ref,
+        ``ProtectedBranch``."""
+        self.protection.check(repo, branch, prot.CHERRY_PICK)
+        c = self.graveler.cherry_pick(
             repo, branch, ref, parent_number=parent_number, committer=committer, allow_empty=allow_empty
         )
+        self.feed.emit(repo, branch, "cherry-pick", picked=ref, commit_id=c.id, committer=committer)
+        return c
 
     def reset(self, repo: str, branch: str, *, prefix: str | None = None, path: str | None = None) -> None:
-        """Drop uncommitted changes of ``branch``: all of them, those under ``prefix``, or the one at ``path``."""
+        """Drop uncommitted changes of ``branch``: all of them, those under ``prefix``, or the one at ``path``;
+        ``ProtectedBranch``."""
+        self.protection.check(repo, branch, prot.RESET)
         self.graveler.reset(
             repo, branch, prefix=None if prefix is None else _key(prefix), key=None if path is None else _key(path)
         )

@@ -9,11 +9,20 @@ are validated and errors raised there (``RepositoryNotFound``,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from lakemount.catalog import protection as prot
+from lakemount.catalog.actions import Event
 from lakemount.errors import ReadOnlyRef
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import Branch, Commit, Repository, Tag
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef, View, parse
+
+if TYPE_CHECKING:
+    from lakemount.catalog.actions import Actions
+    from lakemount.catalog.events import Feed
+    from lakemount.catalog.protection import BranchProtection
 
 
 class RefVerbs:
@@ -22,6 +31,15 @@ class RefVerbs:
     graveler: Graveler
     adapter: BlockAdapter
     namespace_root: str
+    protection: BranchProtection
+
+    if TYPE_CHECKING:
+
+        @property
+        def actions(self) -> Actions: ...  # Catalog's: made on first use
+
+        @property
+        def feed(self) -> Feed: ...
 
     # ------------------------------------------------------------------ repositories
     def create_repository(self, name: str, storage_namespace: str | None = None, default_branch: str = "main") -> Repository:
@@ -51,10 +69,12 @@ class RefVerbs:
         return ref if isinstance(ref, ResolvedRef) else self.graveler.resolve(repo, ref)
 
     def writable_branch(self, repo: str, ref: str | ResolvedRef) -> str:
-        """The branch name a write to ``ref`` goes to; ``ReadOnlyRef`` for tags, commits, ``@``, ``$``."""
+        """The branch name a write to ``ref`` goes to; ``ReadOnlyRef`` for tags, commits, ``@``, ``$``,
+        ``ProtectedBranch`` for a branch a protection rule covers."""
         r = self.resolve(repo, ref)
         if r.view is not View.FULL or r.branch is None:
             raise ReadOnlyRef(f"{repo}/{r.expr}")
+        self.protection.check(repo, r.branch, prot.WRITE)
         return r.branch
 
     @staticmethod
@@ -72,8 +92,13 @@ class RefVerbs:
 
     # ------------------------------------------------------------------ branches
     def create_branch(self, repo: str, name: str, source: str) -> Branch:
-        """Branch ``name`` at the commit ``source`` points at; ``AlreadyExists`` if a branch or tag has the name."""
-        return self.graveler.create_branch(repo, name, source)
+        """Branch ``name`` at the commit ``source`` points at; ``AlreadyExists`` if a branch or tag has the name,
+        ``HookFailed`` (a pre-create-branch hook, read from ``source``)."""
+        self.actions.run(Event("pre-create-branch", repo, name, source_ref=source), source)
+        b = self.graveler.create_branch(repo, name, source)
+        self.feed.emit(repo, name, "branch-created", source=source, commit_id=b.commit_id)
+        self.actions.run(Event("post-create-branch", repo, name, source_ref=source, commit_id=b.commit_id), b.commit_id)
+        return b
 
     def get_branch(self, repo: str, name: str) -> Branch:
         """Branch ``name`` (head commit and staging tokens); raises ``BranchNotFound``."""
@@ -84,8 +109,14 @@ class RefVerbs:
         return self.graveler.list_branches(repo)
 
     def delete_branch(self, repo: str, name: str) -> None:
-        """Delete a branch and its uncommitted changes; ``InvalidArgument`` for the default branch, ``ProtectedBranch``."""
+        """Delete a branch and its uncommitted changes; ``InvalidArgument`` for the default branch,
+        ``ProtectedBranch``, ``BranchNotFound``, ``HookFailed``."""
+        head = self.graveler.get_branch(repo, name).commit_id
+        self.protection.check(repo, name, prot.DELETE)
+        self.actions.run(Event("pre-delete-branch", repo, name, commit_id=head), name)
         self.graveler.delete_branch(repo, name)
+        self.feed.emit(repo, name, "branch-deleted", commit_id=head)
+        self.actions.run(Event("post-delete-branch", repo, name, commit_id=head), head)
 
     def has_uncommitted(self, repo: str, branch: Branch) -> bool:
         """True if ``branch`` (as read by :meth:`get_branch`) has staged changes."""
@@ -93,8 +124,13 @@ class RefVerbs:
 
     # ------------------------------------------------------------------ tags
     def create_tag(self, repo: str, name: str, target: str) -> Tag:
-        """Tag the commit ``target`` points at; ``AlreadyExists`` if a tag or branch has the name."""
-        return self.graveler.create_tag(repo, name, target)
+        """Tag the commit ``target`` points at; ``AlreadyExists`` if a tag or branch has the name, ``HookFailed``."""
+        cid = self.resolve(repo, target).commit_id
+        self.actions.run(Event("pre-create-tag", repo, "", source_ref=target, commit_id=cid, tag_id=name), cid)
+        tag = self.graveler.create_tag(repo, name, cid)
+        self.feed.emit(repo, "", "tag-created", tag=name, commit_id=cid)
+        self.actions.run(Event("post-create-tag", repo, "", source_ref=target, commit_id=cid, tag_id=name), cid)
+        return tag
 
     def get_tag(self, repo: str, name: str) -> Tag:
         """Tag ``name``; raises ``NotFound``."""
@@ -105,14 +141,19 @@ class RefVerbs:
         return self.graveler.list_tags(repo)
 
     def delete_tag(self, repo: str, name: str) -> None:
-        """Delete tag ``name``; raises ``NotFound``."""
+        """Delete tag ``name``; raises ``NotFound``, ``HookFailed``."""
+        cid = self.graveler.get_tag(repo, name).commit_id
+        self.actions.run(Event("pre-delete-tag", repo, "", commit_id=cid, tag_id=name), cid)
         self.graveler.delete_tag(repo, name)
+        self.feed.emit(repo, "", "tag-deleted", tag=name, commit_id=cid)
+        self.actions.run(Event("post-delete-tag", repo, "", commit_id=cid, tag_id=name), cid)
 
     # ------------------------------------------------------------------ protection
     def protection_rules(self, repo: str) -> list[str]:
-        """Glob patterns of the branches of ``repo`` that refuse direct writes and commits."""
-        return self.graveler.protection_rules(repo)
+        """Glob patterns of the branches of ``repo`` that change only by merge or revert (see ``protection``)."""
+        return self.protection.rules(repo)
 
     def set_protection_rules(self, repo: str, patterns: list[str]) -> None:
-        """Replace the protection rules of ``repo``."""
-        self.graveler.set_protection_rules(repo, patterns)
+        """Replace the protection rules of ``repo``; raises ``InvalidArgument`` for a bad pattern."""
+        self.graveler.set_protection_rules(repo, [prot.validate_pattern(p) for p in patterns])
+        self.feed.emit(repo, "", "protection", patterns=self.protection.rules(repo))

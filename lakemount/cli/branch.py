@@ -69,20 +69,27 @@ def delete(uri: str, yes: bool) -> None:
 
 @click.group("branch-protect")
 def protect() -> None:
-    """Protect branches from direct writes and commits (merges still allowed)."""
+    """Protect branches: a protected branch changes only by merge or revert.
+
+    Direct writes (mount, S3 gateway, fs upload/rm), commits, resets,
+    cherry-picks and deleting the branch are refused.
+    """
 
 
 @protect.command("add")
 @click.argument("uri")
 @click.argument("pattern")
+@click.option("--required-approvals", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Approvals a pull request into these branches needs before it merges.")
 @json_option
-def protect_add(uri: str, pattern: str) -> None:
-    """Protect branches of lakefs://REPO whose names match PATTERN (glob)."""
+def protect_add(uri: str, pattern: str, required_approvals: int) -> None:
+    """Protect branches of lakefs://REPO whose names match PATTERN (glob, e.g. 'release-*')."""
     u = parse_uri(uri)
-    g = ctx_obj().app.catalog
-    rules = g.protection_rules(u.repo)
-    g.set_protection_rules(u.repo, [*rules, pattern])
-    emit({"patterns": g.protection_rules(u.repo)}, f"Protected {pattern}")
+    cat = ctx_obj().app.catalog
+    rules = cat.protection.add(u.repo, pattern)
+    if required_approvals:
+        cat.pulls.set_required(u.repo, pattern, required_approvals)
+    emit({"patterns": rules}, f"Protected {pattern} in {u.repo}")
 
 
 @protect.command("delete")
@@ -90,26 +97,25 @@ def protect_add(uri: str, pattern: str) -> None:
 @click.argument("pattern")
 @json_option
 def protect_delete(uri: str, pattern: str) -> None:
-    """Remove a protection rule."""
+    """Remove the protection rule PATTERN of lakefs://REPO."""
     u = parse_uri(uri)
-    g = ctx_obj().app.catalog
-    rules = g.protection_rules(u.repo)
-    if pattern not in rules:
-        from lakemount.errors import NotFound
-
-        raise NotFound(f"no protection rule {pattern!r} in {u.repo}")
-    g.set_protection_rules(u.repo, [r for r in rules if r != pattern])
-    emit({"patterns": g.protection_rules(u.repo)}, f"Removed protection {pattern}")
+    cat = ctx_obj().app.catalog
+    rules = cat.protection.delete(u.repo, pattern)
+    cat.pulls.set_required(u.repo, pattern, 0)
+    emit({"patterns": rules}, f"Removed protection {pattern} from {u.repo}")
 
 
 @protect.command("list")
 @click.argument("uri")
 @json_option
 def protect_list(uri: str) -> None:
-    """List protection rules of lakefs://REPO."""
+    """List the protection rules of lakefs://REPO."""
     u = parse_uri(uri)
-    rules = ctx_obj().app.catalog.protection_rules(u.repo)
-    emit({"patterns": rules}, rules)
+    cat = ctx_obj().app.catalog
+    rules = cat.protection.rules(u.repo)
+    approvals = cat.pulls.store.required_approvals(u.repo)
+    emit({"patterns": rules, "required_approvals": {p: approvals.get(p, 0) for p in rules}},
+         [f"{p}  (pull requests need {approvals[p]} approval(s))" if approvals.get(p) else p for p in rules])
 
 
 COMMANDS = [branch, protect]

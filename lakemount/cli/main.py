@@ -25,6 +25,7 @@ from lakemount.errors import (
     LakeMountError,
     MergeConflict,
     NotFound,
+    PermissionDenied,
     PreconditionFailed,
     ReadOnly,
     Unavailable,
@@ -39,6 +40,7 @@ EXIT_CODES: dict[type[LakeMountError], int] = {
     PreconditionFailed: 6,
     InvalidArgument: 2,
     ReadOnly: 7,
+    PermissionDenied: 10,
     Corrupt: 8,
     Unavailable: 9,
     LakeMountError: 1,
@@ -49,10 +51,11 @@ EXIT_CODES: dict[type[LakeMountError], int] = {
 # the verbs from here without importing them; tests/cli/test_lazy_cli.py checks
 # this table against every module's COMMANDS.
 VERBS: dict[str, tuple[str, str]] = {
+    "actions": ("lakemount.cli.actions:actions", "Hook runs (lakeFS actions under _lakefs_actions/) and action files."),
     "api": ("lakemount.cli.api:api", "Run the REST API (lakeFS's /api/v1 for lakeFS's clients) until interrupted."),
     "auth": ("lakemount.cli.auth:auth", "Manage users, their access keys and their policies."),
     "branch": ("lakemount.cli.branch:branch", "Create, list, show and delete branches."),
-    "branch-protect": ("lakemount.cli.branch:protect", "Protect branches from direct writes and commits (merges still allowed)."),
+    "branch-protect": ("lakemount.cli.branch:protect", "Protect branches: a protected branch changes only by merge or revert."),
     "cherry-pick": ("lakemount.cli.cherry_pick:cherry_pick", "Apply the change COMMIT (lakefs://REPO/REF) introduced onto BRANCH (lakefs://REPO/BRANCH)."),
     "commit": ("lakemount.cli.commit:commit", "Commit the uncommitted changes of branch URI (lakefs://REPO/BRANCH)."),
     "diff": ("lakemount.cli.diff:diff", "Show changes."),
@@ -65,6 +68,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "merge": ("lakemount.cli.merge:merge", "Merge SOURCE (lakefs://REPO/REF) into DESTINATION (lakefs://REPO/BRANCH)."),
     "mount": ("lakemount.cli.mount:mount", "Mount the repositories at MOUNTPOINT: MOUNTPOINT/<repo>/<ref>/... (branches read-write)."),
     "umount": ("lakemount.cli.mount:umount", "Unmount MOUNTPOINT; waits until the mount process has saved everything and exited."),
+    "pr": ("lakemount.cli.pr:pr", "Pull requests: propose merging a branch, discuss, approve, merge."),
     "recover": ("lakemount.cli.recover:recover", "Rebuild repositories, branches, tags and commits from the block store."),
     "repo": ("lakemount.cli.repo:repo", "Create, list and delete repositories."),
     "reset": ("lakemount.cli.reset:reset", "Drop uncommitted changes of URI (lakefs://REPO/BRANCH[/PATH])."),

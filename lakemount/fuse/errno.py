@@ -19,6 +19,7 @@ from lakemount.errors import (
     InvalidArgument,
     LakeMountError,
     NotFound,
+    PermissionDenied,
     PreconditionFailed,
     ReadOnly,
     Unavailable,
@@ -42,7 +43,8 @@ ERRNO_BY_CATEGORY: Final[dict[type[LakeMountError], int]] = {
     Conflict: _errno.EBUSY,  # merge conflicts, lost compare-and-swap races
     PreconditionFailed: _errno.EBUSY,  # e.g. nothing to commit, uncommitted changes block a merge
     InvalidArgument: _errno.EINVAL,
-    ReadOnly: _errno.EROFS,  # tags, commits, ``@``/``$`` views, protected branches
+    ReadOnly: _errno.EROFS,  # tags, commits, ``@``/``$`` views
+    PermissionDenied: _errno.EPERM,  # protected branches, a pre-hook's rejection
     Corrupt: _errno.EIO,
     Unavailable: _errno.EIO,
     LakeMountError: _errno.EIO,

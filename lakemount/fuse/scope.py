@@ -243,13 +243,16 @@ class Scopes:
             except LakeMountError as exc:
                 log.debug("head check of %s/%s after a notice: %s", scope.repo, scope.name, exc)
 
-    @staticmethod
-    def writable(scope: Scope | None) -> Scope:
-        """``scope`` if writes may go to it; ``FsError`` EPERM outside a ref, EROFS on a read-only ref."""
+    def writable(self, scope: Scope | None) -> Scope:
+        """``scope`` if writes may go to it; ``FsError`` EPERM outside a ref, EROFS on a read-only ref,
+        ``ProtectedBranch`` (EPERM) on a branch a protection rule covers -- checked now, so a write
+        fails at open or create rather than when its data is saved."""
         if scope is None:
             raise FsError(errno.EPERM, "not inside a ref")
         if not scope.writable:
             raise FsError(errno.EROFS, f"{scope.repo}/{scope.name} is read-only (not a branch)")
+        self.state.io()
+        self.state.catalog.protection.check(scope.repo, scope.branch, "write")
         return scope
 
     @staticmethod

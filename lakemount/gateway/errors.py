@@ -141,6 +141,7 @@ CATEGORY_CODES: Mapping[type[lm.LakeMountError], str] = MappingProxyType(
         lm.PreconditionFailed: "PreconditionFailed",
         lm.InvalidArgument: "InvalidArgument",
         lm.ReadOnly: "AccessDenied",
+        lm.PermissionDenied: "AccessDenied",  # branch protection, a pre-hook's rejection
         lm.Corrupt: "InternalError",
         lm.Unavailable: "ServiceUnavailable",
     }

@@ -10,7 +10,6 @@ staging, and swaps the branch to the new commit; a lost swap retries.
 
 from __future__ import annotations
 
-import fnmatch
 import heapq
 import random
 import secrets
@@ -31,7 +30,6 @@ from lakemount.errors import (
     NothingToCommit,
     ObjectNotFound,
     PreconditionFailed,
-    ProtectedBranch,
     ReadOnlyRef,
     RefNotFound,
 )
@@ -263,7 +261,6 @@ class Graveler:
         r = self.get_repository(repo)
         if name == r.default_branch:
             raise InvalidArgument(f"cannot delete the default branch {repo}/{name}")
-        self._check_not_protected(repo, name)
         b = self.refs.delete_branch(repo, name)
         for t in b.tokens:
             self.refs.drop_staging(t)
@@ -296,20 +293,19 @@ class Graveler:
         return self.refs.list_tags(repo)
 
     # ------------------------------------------------------------------ protection
+    # Graveler stores the rules (journaled, so ``recover`` rebuilds them); the
+    # catalog enforces them, so a protected branch still moves by merge and revert.
     def protection_rules(self, repo: str) -> list[str]:
+        """The branch protection patterns of ``repo``, sorted; raises ``RepositoryNotFound``."""
         self.get_repository(repo)
         return self.refs.get_protection(repo)
 
     def set_protection_rules(self, repo: str, patterns: list[str]) -> None:
+        """Replace the protection patterns of ``repo``; raises ``RepositoryNotFound``."""
         r = self.get_repository(repo)
         rules = sorted(set(patterns))
         self.refs.set_protection(repo, rules)
         self.journal.record(r.storage_namespace, {"op": "protection", "patterns": rules})
-
-    def _check_not_protected(self, repo: str, branch: str) -> None:
-        for pattern in self.refs.get_protection(repo):
-            if fnmatch.fnmatchcase(branch, pattern):
-                raise ProtectedBranch(repo, branch)
 
     # ------------------------------------------------------------------ reads
     def get(self, repo: str, ref: ResolvedRef, key: bytes) -> bytes | None:
@@ -363,7 +359,6 @@ class Graveler:
     # ------------------------------------------------------------------ writes
     def _writable_branch(self, repo: str, branch: str) -> None:
         self.get_repository(repo)
-        self._check_not_protected(repo, branch)
 
     def set(self, repo: str, branch: str, key: bytes, value: bytes) -> None:
         self._writable_branch(repo, branch)
@@ -400,7 +395,6 @@ class Graveler:
     ) -> CommitResult:
         """Commit the branch's staging; raises ``NothingToCommit`` if it changes nothing."""
         r = self.get_repository(repo)
-        self._check_not_protected(repo, branch)
         if not message:
             raise InvalidArgument("a commit needs a message")
         backoff = _Backoff()
@@ -567,7 +561,6 @@ class Graveler:
     ) -> Commit:
         """Apply the change base->source onto ``branch`` (revert and cherry-pick)."""
         r = self.get_repository(repo)
-        self._check_not_protected(repo, branch)
         backoff = _Backoff()
         while True:
             d = self._clean_branch(repo, branch, what)

@@ -567,9 +567,9 @@ class SqlRefStore:
 
     # -- protection ----------------------------------------------------------------
     def get_protection(self, repo: str) -> list[str]:
-        with self._read() as conn:
-            rows = conn.execute(sa.select(protection_t.c.pattern).where(protection_t.c.repo == repo).order_by(protection_t.c.pattern)).all()
-        return [r.pattern for r in rows]
+        # Every staged write checks the rules: the fast path.
+        rows = self._query("SELECT pattern FROM lm_protection WHERE repo = ? ORDER BY pattern", (repo,))
+        return [r[0] for r in rows]
 
     def set_protection(self, repo: str, patterns: list[str]) -> None:
         with self._write() as conn:

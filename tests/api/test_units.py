@@ -35,6 +35,7 @@ def test_every_error_category_has_a_status() -> None:
     expected = {
         lm_errors.NotFound: 404, lm_errors.AlreadyExists: 409, lm_errors.Conflict: 409,
         lm_errors.PreconditionFailed: 412, lm_errors.InvalidArgument: 400, lm_errors.ReadOnly: 403,
+        lm_errors.PermissionDenied: 403,
         lm_errors.Corrupt: 500, lm_errors.Unavailable: 503,
     }
     assert set(expected) == set(lm_errors.CATEGORIES)

@@ -153,7 +153,9 @@ class Cluster:
         self.db_url = ""
         self.s3_endpoint = ""
         self._pg_data = ""
+        self.secret_key = uuid.uuid4().hex + uuid.uuid4().hex  # auth.encrypt.secret_key shared by every host
         self._closed = False
+        self._spark: list[subprocess.Popen[bytes]] = []
         self._prev_term: Any = None
 
     # -- lifecycle -----------------------------------------------------------------
@@ -319,6 +321,7 @@ class Cluster:
             AWS_ACCESS_KEY_ID=S3_KEY,
             AWS_SECRET_ACCESS_KEY=S3_SECRET,
             AWS_DEFAULT_REGION="us-east-1",
+            LAKEMOUNT_AUTH_ENCRYPT_SECRET_KEY=self.secret_key,
         )
         if self.db_url:
             env["LAKEMOUNT_METADATA_DB_URL"] = self.db_url
@@ -349,6 +352,91 @@ class Cluster:
                 return
             time.sleep(0.2)
         raise TimeoutError(f"mount on {host.name} did not serve within {timeout}s: {Path(log).read_text()[-2000:]}")
+
+    def start_gateway(self, host: Host, *, workers: int = 1, port: int = 8000) -> subprocess.Popen[bytes]:
+        """``lakemount serve`` on ``host``'s address; returns once it answers HTTP."""
+        p = host.spawn(PYTHON, "-m", "lakemount.cli.main", "serve", "--listen", f"{host.ip}:{port}", "--workers", str(workers),
+                       env=self.env(host), log=f"{host.home}/gateway.log")
+        code = ("import sys,time,urllib.request,urllib.error\n"
+                "end=time.time()+90\n"
+                "while time.time()<end:\n"
+                "    try:\n"
+                "        urllib.request.urlopen(sys.argv[1],timeout=2); break\n"
+                "    except urllib.error.HTTPError: break\n"
+                "    except OSError: time.sleep(0.2)\n"
+                "else: raise SystemExit('gateway did not answer')\n")
+        host.run(PYTHON, "-c", code, f"http://{host.ip}:{port}/", timeout=100)
+        return p
+
+    def kill_host_processes(self, host: Host) -> None:
+        """``kill -9`` every process on ``host`` but its namespace anchor (a crash of what runs there)."""
+        for pid in _run("ip", "netns", "pids", host.ns, check=False).stdout.split():
+            if int(pid) != host.anchor.pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+
+    # -- Spark standalone, from PySpark's own jars ----------------------------------------
+    def spark_env(self, host: Host, spark_python: str = PYTHON) -> dict[str, str]:
+        """The environment of Spark daemons and drivers on ``host`` (Spark from ``spark_python``'s PySpark)."""
+        home = subprocess.run([spark_python, "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        from tests.spark_s3a.s3a_job import JAVA_OPTS
+
+        return self.env(host, SPARK_HOME=home, SPARK_LOCAL_IP=host.ip, SPARK_LOG_DIR=f"{host.home}/spark-logs",
+                        SPARK_WORKER_DIR=f"{host.home}/spark-work", PYSPARK_PYTHON=spark_python,
+                        SPARK_DAEMON_MEMORY="256m", SPARK_DAEMON_JAVA_OPTS=JAVA_OPTS)
+
+    def start_spark(self, master: Host, workers: Sequence[Host], *, cores: int = 1, memory: str = "768m",
+                    spark_python: str = PYTHON) -> str:
+        """A standalone master on ``master`` and a worker on each of ``workers``; returns the master URL."""
+        spark_class = os.path.join(self.spark_env(master, spark_python)["SPARK_HOME"], "bin", "spark-class")
+        url = f"spark://{master.ip}:7077"
+        tag = str(len(self._spark))
+        mlog = f"{master.home}/master{tag}.log"
+        self._spark.append(master.spawn(spark_class, "org.apache.spark.deploy.master.Master", "--host", master.ip, "--port", "7077",
+                                        "--webui-port", "8080", env=self.spark_env(master, spark_python), log=mlog))
+        self._wait_port(master, master.ip, 7077)
+        for w in workers:
+            self._spark.append(w.spawn(spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", w.ip, "--cores",
+                                       str(cores), "--memory", memory, "--webui-port", "8081",
+                                       env=self.spark_env(w, spark_python), log=f"{w.home}/worker{tag}.log"))
+        end = time.monotonic() + min(180, self.left())
+        log = ""
+        while time.monotonic() < end:  # the master's log names every worker that registered
+            log = Path(mlog).read_text(errors="replace")
+            if all(f"Registering worker {w.ip}:" in log for w in workers):
+                return url
+            time.sleep(0.5)
+        raise TimeoutError(f"Spark workers did not register: {log[-2000:]}")
+
+    def stop_spark(self) -> None:
+        """Stop the Spark master and workers (and their executors)."""
+        for p in self._spark:
+            p.terminate()
+        for p in self._spark:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self._spark.clear()
+        time.sleep(1)
+
+    def map_name(self, host: Host, name: str, ip: str) -> None:
+        """Make ``name`` resolve to ``ip`` on ``host`` only (a bind mount over /etc/hosts in its mount namespace)."""
+        path = Path(host.home) / "hosts"
+        base = Path("/etc/hosts").read_text() if not path.exists() else path.read_text()
+        path.write_text(base + f"{ip} {name}\n")
+        host.run("mount", "--bind", str(path), "/etc/hosts")
+
+    def _wait_port(self, host: Host, ip: str, port: int, timeout: float = 120) -> None:
+        code = ("import socket,sys,time\n"
+                "end=time.time()+float(sys.argv[3])\n"
+                "while time.time()<end:\n"
+                "    try:\n"
+                "        socket.create_connection((sys.argv[1],int(sys.argv[2])),1).close(); break\n"
+                "    except OSError: time.sleep(0.2)\n"
+                "else: raise SystemExit('port closed')\n")
+        host.run(PYTHON, "-c", code, ip, str(port), str(timeout), timeout=timeout + 10)
 
     def shell(self, host: Host, script: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
         return host.run("sh", "-c", script, timeout=timeout, check=check)

@@ -678,11 +678,11 @@ def test_stats_are_prometheus_text(pfs: PathFS) -> None:
     assert "lakemount_fuse_inodes" in text
 
 
-def test_protected_branches_are_read_only(pfs: PathFS, app: App) -> None:
+def test_protected_branches_refuse_writes_with_eperm(pfs: PathFS, app: App) -> None:
     pfs.write_file(f"{MAIN}/before", b"1")
-    app.graveler.set_protection_rules(REPO, ["main"])
-    assert errno_of_call(lambda: pfs.write_file(f"{MAIN}/after", b"2")) == errno.EROFS
-    assert errno_of_call(lambda: pfs.unlink(f"{MAIN}/before")) == errno.EROFS
+    app.catalog.protection.add(REPO, "main")
+    assert errno_of_call(lambda: pfs.write_file(f"{MAIN}/after", b"2")) == errno.EPERM
+    assert errno_of_call(lambda: pfs.unlink(f"{MAIN}/before")) == errno.EPERM
     assert pfs.read_file(f"{MAIN}/before") == b"1"
 
 

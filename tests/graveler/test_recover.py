@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from lakemount.block import LocalAdapter
+from lakemount.catalog.protection import BranchProtection
 from lakemount.errors import PreconditionFailed, ProtectedBranch
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.recover import recover
@@ -142,9 +143,9 @@ def test_recover_rebuilds_everything(tmp_path: Path) -> None:
     assert all(b.sealed_tokens == () for r in after for b in g2.list_branches(r))
     assert list(g2.diff_uncommitted("alpha", "dev")) == []
 
-    # The recovered store works: protection, writes, commits, merges.
+    # The recovered store works: protection (enforced by a catalog over it), writes, commits, merges.
     with pytest.raises(ProtectedBranch):
-        g2.set("alpha", "main", b"x", val("x"))
+        BranchProtection(g2).check("alpha", "main", "write")
     g2.set("alpha", "dev", b"new", val("new"))
     c = g2.commit("alpha", "dev", "after recovery").commit
     assert c.generation == g2.commit_of("alpha", "dev~1").generation + 1

@@ -1,0 +1,148 @@
+"""Repository rules: branch protection (lakeFS's ``settings/branch_protection`` and the older ``branch_protection``) and action runs.
+
+Changing protection rules needs ``DeleteRepo`` on the repository (whoever may
+delete it may change what guards it; ``WriteRepo`` alone would let a writer
+unprotect the branch it is kept from); reading them and the runs of hooks
+needs ``ReadRepo``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lakemount.api.branches import repo_of
+from lakemount.api.context import Ctx, empty, json_response
+from lakemount.api.pagination import page_size
+from lakemount.api.routing import Param, operation
+from lakemount.auth.policies import Action
+from lakemount.catalog.actions import HookRun, Run
+from lakemount.errors import NotFound
+from lakemount.gateway.http import Response
+
+TAG = "repositories"
+ACTIONS = "actions"
+
+
+def _iso(ts: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ts, tz=datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _rules(ctx: Ctx, repo: str) -> list[dict[str, Any]]:
+    cat = ctx.catalog
+    approvals = cat.pulls.store.required_approvals(repo)
+    return [{"pattern": p, "required_approvals": approvals.get(p, 0)} for p in cat.protection.rules(repo)]
+
+
+@operation("GET", "/repositories/{repository}/settings/branch_protection", "getBranchProtectionRules", tag=TAG,
+           summary="branch protection rules", response="BranchProtectionRules")
+def get_rules(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.READ_REPO)
+    return json_response(200, _rules(ctx, repo))
+
+
+@operation("PUT", "/repositories/{repository}/settings/branch_protection", "setBranchProtectionRules", tag=TAG,
+           summary="replace the branch protection rules", body="BranchProtectionRules", status=204,
+           errors=(400, 401, 403, 404))
+def set_rules(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.DELETE_REPO)
+    body: list[dict[str, Any]] = ctx.json_body()  # type: ignore[assignment]
+    cat = ctx.catalog
+    cat.set_protection_rules(repo, [r["pattern"] for r in body])
+    old = cat.pulls.store.required_approvals(repo)
+    wanted = {r["pattern"]: int(r.get("required_approvals", 0)) for r in body}
+    for pattern in set(old) | set(wanted):
+        if old.get(pattern, 0) != wanted.get(pattern, 0):
+            cat.pulls.set_required(repo, pattern, max(0, wanted.get(pattern, 0)))
+    return empty(204)
+
+
+@operation("GET", "/repositories/{repository}/branch_protection", "internalGetBranchProtectionRules", tag=TAG,
+           summary="branch protection rules (older path)", response="BranchProtectionRules")
+def get_rules_old(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.READ_REPO)
+    return json_response(200, _rules(ctx, repo))
+
+
+@operation("POST", "/repositories/{repository}/branch_protection", "createBranchProtectionRulePreflight", tag=TAG,
+           summary="add a branch protection rule", body="BranchProtectionRule", status=204, errors=(400, 401, 403, 404, 409))
+def add_rule(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.DELETE_REPO)
+    body = ctx.json_body()
+    ctx.catalog.protection.add(repo, body["pattern"])
+    if body.get("required_approvals"):
+        ctx.catalog.pulls.set_required(repo, body["pattern"], int(body["required_approvals"]))
+    return empty(204)
+
+
+@operation("DELETE", "/repositories/{repository}/branch_protection", "deleteBranchProtectionRule", tag=TAG,
+           summary="remove a branch protection rule", body="BranchProtectionRule", status=204, errors=(400, 401, 403, 404))
+def delete_rule(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.DELETE_REPO)
+    pattern = ctx.json_body()["pattern"]
+    ctx.catalog.protection.delete(repo, pattern)
+    ctx.catalog.pulls.set_required(repo, pattern, 0)
+    return empty(204)
+
+
+# ---------------------------------------------------------------------------- action runs
+def run_json(r: Run) -> dict[str, Any]:
+    return {
+        "run_id": r.run_id, "branch": r.branch, "start_time": _iso(r.start_time), "end_time": _iso(r.end_time),
+        "event_type": r.event_type, "status": r.status, "commit_id": r.commit_id, "source_ref": r.source_ref,
+    }
+
+
+def hook_json(h: HookRun) -> dict[str, Any]:
+    return {
+        "hook_run_id": h.hook_run_id, "action": h.action, "hook_id": h.hook_id, "start_time": _iso(h.start_time),
+        "end_time": _iso(h.start_time + h.duration), "status": h.status,
+    }
+
+
+def _page(results: list[Any], more: bool, n: int, last: str) -> dict[str, Any]:
+    return {"results": results, "pagination": {"has_more": more, "next_offset": last if more else "", "results": len(results), "max_per_page": n}}
+
+
+@operation("GET", "/repositories/{repository}/actions/runs", "listRepositoryRuns", tag=ACTIONS, summary="runs of hooks",
+           params=(Param("after"), Param("amount", "integer", minimum=-1, maximum=1000), Param("branch"), Param("commit")),
+           response="ActionRunList")
+def list_runs(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.READ_REPO)
+    ctx.catalog.repository(repo)
+    n = page_size(ctx.q_int("amount"))
+    runs = ctx.catalog.actions.store.list_runs(repo, branch=ctx.q("branch") or None, commit_id=ctx.q("commit") or None,
+                                               after=ctx.q("after") or "", limit=n + 1)
+    more = len(runs) > n
+    runs = runs[:n]
+    return json_response(200, _page([run_json(r) for r in runs], more, n, runs[-1].run_id if runs else ""))
+
+
+@operation("GET", "/repositories/{repository}/actions/runs/{run_id}", "getRun", tag=ACTIONS, summary="one run of hooks",
+           response="ActionRun")
+def get_run(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.READ_REPO)
+    return json_response(200, run_json(ctx.catalog.actions.store.get_run(repo, ctx.params["run_id"])))
+
+
+@operation("GET", "/repositories/{repository}/actions/runs/{run_id}/hooks", "listRunHooks", tag=ACTIONS,
+           summary="the hooks of a run", params=(Param("after"), Param("amount", "integer", minimum=-1, maximum=1000)),
+           response="HookRunList")
+def list_run_hooks(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.READ_REPO)
+    hooks = list(ctx.catalog.actions.store.get_run(repo, ctx.params["run_id"]).hooks)
+    after = ctx.q("after") or ""
+    hooks = [h for h in hooks if h.hook_run_id > after]
+    n = page_size(ctx.q_int("amount"))
+    return json_response(200, _page([hook_json(h) for h in hooks[:n]], len(hooks) > n, n, hooks[n - 1].hook_run_id if len(hooks) > n else ""))
+
+
+@operation("GET", "/repositories/{repository}/actions/runs/{run_id}/hooks/{hook_run_id}/output", "getRunHookOutput",
+           tag=ACTIONS, summary="what a hook printed or answered", content_type="application/octet-stream")
+def hook_output(ctx: Ctx) -> Response:
+    repo = repo_of(ctx, Action.READ_REPO)
+    for h in ctx.catalog.actions.store.get_run(repo, ctx.params["run_id"]).hooks:
+        if h.hook_run_id == ctx.params["hook_run_id"]:
+            return Response(200, [("Content-Type", "application/octet-stream")], h.output.encode())
+    raise NotFound(f"hook run not found: {ctx.params['hook_run_id']}")

@@ -1,0 +1,225 @@
+"""Pull requests: a proposal to merge a source branch into a destination, with comments and approvals.
+
+Shaped like lakeFS's ``/repositories/{repo}/pulls`` records (``id``,
+``status`` open/closed/merged, ``title``, ``description``, ``source_branch``,
+``destination_branch``, ``author``, ``creation_date``, ``closed_date``,
+``merged_commit_id``).  Comments and approvals are lakemount's extension.  A
+pull request merges only while open and once it has the approvals the
+destination's protection rule requires (approvals by anyone but its author);
+the merge itself is :meth:`Catalog.merge`, so pre-merge hooks run and a
+conflict lists its paths.  Records live in a :class:`PullStore` (the ref
+store's database).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Final, Protocol
+
+from lakemount.errors import InvalidArgument, PreconditionFailed
+
+if TYPE_CHECKING:
+    from lakemount.catalog.catalog import Catalog
+    from lakemount.graveler.graveler import MergeResult
+
+OPEN: Final = "open"
+CLOSED: Final = "closed"
+MERGED: Final = "merged"
+STATUSES: Final = (OPEN, CLOSED, MERGED)
+MAX_TITLE: Final = 1000
+MAX_TEXT: Final = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequest:
+    """One pull request (lakeFS's field names)."""
+
+    id: str
+    repo: str
+    status: str
+    title: str
+    description: str
+    source_branch: str
+    destination_branch: str
+    author: str
+    creation_date: float
+    closed_date: float | None = None
+    merged_commit_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    id: int
+    pull_id: str
+    author: str
+    body: str
+    creation_date: float
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    pull_id: str
+    user: str
+    creation_date: float
+
+
+class PullStore(Protocol):
+    """Where pull requests, comments, approvals and approval rules live (``lakemount.refs.pulls.SqlPullStore``)."""
+
+    def create(self, pr: PullRequest) -> PullRequest: ...  # assigns the id
+    def get(self, repo: str, pull_id: str) -> PullRequest: ...  # NotFound
+    def update(self, pr: PullRequest) -> None: ...
+    def list_pulls(self, repo: str, status: str | None, after: str, limit: int) -> list[PullRequest]: ...
+    def add_comment(self, repo: str, comment: Comment) -> Comment: ...  # assigns the id
+    def comments(self, repo: str, pull_id: str) -> list[Comment]: ...
+    def approve(self, repo: str, approval: Approval) -> None: ...  # idempotent per user
+    def approvals(self, repo: str, pull_id: str) -> list[Approval]: ...
+    def required_approvals(self, repo: str) -> dict[str, int]: ...  # pattern -> count
+    def set_required_approvals(self, repo: str, pattern: str, count: int) -> None: ...  # 0 removes
+
+
+def _text(value: str, what: str, limit: int, *, required: bool) -> str:
+    value = value.strip() if required else value
+    if required and not value:
+        raise InvalidArgument(f"a pull request needs a {what}")
+    if len(value) > limit:
+        raise InvalidArgument(f"{what} longer than {limit} characters")
+    return value
+
+
+class Pulls:
+    """Pull requests of repositories, over a store and the catalog's merge."""
+
+    def __init__(self, store: PullStore, catalog: Catalog, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.clock = clock
+
+    def create(self, repo: str, source: str, destination: str, title: str, description: str = "", *, author: str) -> PullRequest:
+        """Open a pull request; raises ``BranchNotFound``, ``InvalidArgument`` (same branch, empty title)."""
+        self.catalog.get_branch(repo, source)
+        self.catalog.get_branch(repo, destination)
+        if source == destination:
+            raise InvalidArgument("source and destination branches must differ")
+        pr = PullRequest("", repo, OPEN, _text(title, "title", MAX_TITLE, required=True),
+                         _text(description, "description", MAX_TEXT, required=False), source, destination,
+                         author, self.clock())
+        pr = self.store.create(pr)
+        self._emit(pr, "opened", author)
+        return pr
+
+    def _emit(self, pr: PullRequest, action: str, user: str, kind: str = "pull-request", **extra: object) -> None:
+        self.catalog.feed.emit(pr.repo, pr.destination_branch, kind, id=pr.id, action=action, user=user,
+                               title=pr.title, source_branch=pr.source_branch, **extra)
+
+    def get(self, repo: str, pull_id: str) -> PullRequest:
+        """Raises ``NotFound``."""
+        self.catalog.repository(repo)
+        return self.store.get(repo, pull_id)
+
+    def list_pulls(self, repo: str, status: str | None = OPEN, after: str = "", limit: int = 100) -> list[PullRequest]:
+        """Pull requests by id (``status`` None: all); raises ``InvalidArgument`` for an unknown status."""
+        if status is not None and status not in STATUSES:
+            raise InvalidArgument(f"status must be one of {', '.join(STATUSES)} or all")
+        self.catalog.repository(repo)
+        return self.store.list_pulls(repo, status, after, limit)
+
+    def edit(self, repo: str, pull_id: str, *, title: str | None = None, description: str | None = None) -> PullRequest:
+        """Change title or description; raises ``NotFound``, ``InvalidArgument``."""
+        pr = self.get(repo, pull_id)
+        if title is not None:
+            pr = replace(pr, title=_text(title, "title", MAX_TITLE, required=True))
+        if description is not None:
+            pr = replace(pr, description=_text(description, "description", MAX_TEXT, required=False))
+        self.store.update(pr)
+        return pr
+
+    def comment(self, repo: str, pull_id: str, body: str, *, author: str) -> Comment:
+        """Add a comment (any status); raises ``NotFound``, ``InvalidArgument`` (empty)."""
+        pr = self.get(repo, pull_id)
+        c = self.store.add_comment(repo, Comment(0, pull_id, author, _text(body, "comment", MAX_TEXT, required=True), self.clock()))
+        self._emit(pr, "commented", author, "pull-request-comment", comment_id=c.id)
+        return c
+
+    def comments(self, repo: str, pull_id: str) -> Sequence[Comment]:
+        self.get(repo, pull_id)
+        return self.store.comments(repo, pull_id)
+
+    def approve(self, repo: str, pull_id: str, *, user: str) -> list[Approval]:
+        """Approve an open pull request; raises ``PreconditionFailed`` (not open, own pull request)."""
+        pr = self.get(repo, pull_id)
+        if pr.status != OPEN:
+            raise PreconditionFailed(f"pull request {pull_id} is {pr.status}")
+        if user == pr.author:
+            raise PreconditionFailed("authors cannot approve their own pull request")
+        self.store.approve(repo, Approval(pull_id, user, self.clock()))
+        self._emit(pr, "approved", user, "pull-request-approval")
+        return self.store.approvals(repo, pull_id)
+
+    def approvals(self, repo: str, pull_id: str) -> list[Approval]:
+        self.get(repo, pull_id)
+        return self.store.approvals(repo, pull_id)
+
+    def required(self, repo: str, branch: str) -> int:
+        """Approvals a pull request into ``branch`` needs: the largest count of the rules matching it."""
+        rules = self.store.required_approvals(repo)
+        return max((n for p, n in rules.items() if fnmatch.fnmatchcase(branch, p)), default=0)
+
+    def set_required(self, repo: str, pattern: str, count: int) -> None:
+        """Require ``count`` approvals for pull requests into branches matching ``pattern`` (0 removes)."""
+        from lakemount.catalog.protection import validate_pattern
+
+        self.catalog.repository(repo)
+        if count < 0:
+            raise InvalidArgument("required approvals cannot be negative")
+        self.store.set_required_approvals(repo, validate_pattern(pattern), count)
+
+    def merge(self, repo: str, pull_id: str, *, strategy: str | None = None, squash: bool = False,
+              committer: str = "lakemount") -> tuple[PullRequest, MergeResult]:
+        """Merge an open, sufficiently approved pull request into its destination.
+
+        Raises ``PreconditionFailed`` (not open, too few approvals), what
+        :meth:`Catalog.merge` raises (``MergeConflict`` listing the paths,
+        ``HookFailed``); the pull request stays open on failure.
+        """
+        pr = self.get(repo, pull_id)
+        if pr.status != OPEN:
+            raise PreconditionFailed(f"pull request {pull_id} is {pr.status}")
+        need = self.required(repo, pr.destination_branch)
+        have = len([a for a in self.store.approvals(repo, pull_id) if a.user != pr.author])
+        if have < need:
+            raise PreconditionFailed(f"pull request {pull_id} has {have} of the {need} approvals {pr.destination_branch} requires")
+        res = self.catalog.merge(
+            repo, pr.source_branch, pr.destination_branch, strategy=strategy, squash=squash,
+            message=f"Merge pull request #{pr.id}: {pr.title}", committer=committer,
+            metadata=[("lakemount.pull_request", pr.id)],
+        )
+        merged = replace(pr, status=MERGED, closed_date=self.clock(), merged_commit_id=res.commit_id)
+        self.store.update(merged)
+        self._emit(merged, "merged", committer, commit_id=res.commit_id)
+        return merged, res
+
+    def close(self, repo: str, pull_id: str) -> PullRequest:
+        """Close an open pull request; raises ``PreconditionFailed`` if it is not open."""
+        pr = self.get(repo, pull_id)
+        if pr.status != OPEN:
+            raise PreconditionFailed(f"pull request {pull_id} is {pr.status}")
+        pr = replace(pr, status=CLOSED, closed_date=self.clock())
+        self.store.update(pr)
+        self._emit(pr, "closed", "")
+        return pr
+
+    def reopen(self, repo: str, pull_id: str) -> PullRequest:
+        """Reopen a closed pull request; raises ``PreconditionFailed`` (merged or open), ``BranchNotFound``."""
+        pr = self.get(repo, pull_id)
+        if pr.status != CLOSED:
+            raise PreconditionFailed(f"pull request {pull_id} is {pr.status}: only closed ones reopen")
+        self.catalog.get_branch(repo, pr.source_branch)
+        self.catalog.get_branch(repo, pr.destination_branch)
+        pr = replace(pr, status=OPEN, closed_date=None)
+        self.store.update(pr)
+        self._emit(pr, "reopened", "")
+        return pr

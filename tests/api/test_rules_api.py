@@ -1,0 +1,122 @@
+"""Branch protection, hooks and pull requests through the REST API (a live ``lakemount serve``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import requests
+
+from tests.api.conftest import Served
+from tests.api.test_http import AUTH, api, expect_error
+
+
+@pytest.fixture
+def repo_id(repo: Any) -> str:
+    return str(repo.id)
+
+
+def upload(served: Served, repo: str, branch: str, path: str, data: bytes) -> requests.Response:
+    return requests.post(api(served, f"/repositories/{repo}/branches/{branch}/objects"), params={"path": path},
+                         files={"content": data}, auth=AUTH, timeout=30)
+
+
+def commit(served: Served, repo: str, branch: str, message: str) -> requests.Response:
+    return requests.post(api(served, f"/repositories/{repo}/branches/{branch}/commits"),
+                         json={"message": message}, auth=AUTH, timeout=30)
+
+
+def test_protection_rules_are_enforced_through_the_api(served: Served, repo_id: str) -> None:
+    url = api(served, f"/repositories/{repo_id}/settings/branch_protection")
+    assert requests.get(url, auth=AUTH, timeout=30).json() == []
+    r = requests.put(url, json=[{"pattern": "main", "required_approvals": 1}, {"pattern": "rel-*"}], auth=AUTH, timeout=30)
+    assert r.status_code == 204, r.text
+    assert requests.get(url, auth=AUTH, timeout=30).json() == [
+        {"pattern": "main", "required_approvals": 1}, {"pattern": "rel-*", "required_approvals": 0},
+    ]
+    assert "protected" in expect_error(upload(served, repo_id, "main", "x.csv", b"x"), 403)
+    assert "protected" in expect_error(commit(served, repo_id, "main", "direct"), 403)
+    expect_error(requests.put(url, json=[{"pattern": "has space"}], auth=AUTH, timeout=30), 400)
+    expect_error(requests.put(url, json=[{"nope": 1}], auth=AUTH, timeout=30), 400)
+    old = api(served, f"/repositories/{repo_id}/branch_protection")
+    assert requests.delete(old, json={"pattern": "main"}, auth=AUTH, timeout=30).status_code == 204
+    expect_error(requests.delete(old, json={"pattern": "main"}, auth=AUTH, timeout=30), 404)
+    assert upload(served, repo_id, "main", "x.csv", b"x").status_code == 201
+    assert requests.post(old, json={"pattern": "main"}, auth=AUTH, timeout=30).status_code == 204
+    expect_error(requests.post(old, json={"pattern": "main"}, auth=AUTH, timeout=30), 409)
+    assert [r["pattern"] for r in requests.get(old, auth=AUTH, timeout=30).json()] == ["main", "rel-*"]
+
+
+GUARD = b"""name: guard
+on: {pre-commit: {branches: [dev]}}
+hooks: [{id: csv_only, type: lakemount_check, properties: {formats: [csv]}}]
+"""
+
+
+def test_hooks_reject_api_commits_and_runs_are_listed(served: Served, repo_id: str) -> None:
+    requests.post(api(served, f"/repositories/{repo_id}/branches"), json={"name": "dev", "source": "main"}, auth=AUTH, timeout=30)
+    assert upload(served, repo_id, "dev", "_lakefs_actions/guard.yaml", GUARD).status_code == 201
+    assert upload(served, repo_id, "dev", "notes.txt", b"text").status_code == 201
+    message = expect_error(commit(served, repo_id, "dev", "refused"), 403)
+    assert message.startswith("pre-commit rejected by hook guard/csv_only: 1 path(s) not of formats csv: notes.txt")
+    runs = requests.get(api(served, f"/repositories/{repo_id}/actions/runs"), auth=AUTH, timeout=30).json()
+    (run,) = runs["results"]
+    assert (run["event_type"], run["branch"], run["status"]) == ("pre-commit", "dev", "failed")
+    one = requests.get(api(served, f"/repositories/{repo_id}/actions/runs/{run['run_id']}"), auth=AUTH, timeout=30).json()
+    assert one["run_id"] == run["run_id"]
+    hooks = requests.get(api(served, f"/repositories/{repo_id}/actions/runs/{run['run_id']}/hooks"), auth=AUTH, timeout=30).json()
+    (hook,) = hooks["results"]
+    assert (hook["hook_id"], hook["status"]) == ("csv_only", "failed")
+    out = requests.get(api(served, f"/repositories/{repo_id}/actions/runs/{run['run_id']}/hooks/{hook['hook_run_id']}/output"),
+                       auth=AUTH, timeout=30)
+    assert out.status_code == 200 and b"notes.txt" in out.content
+    expect_error(requests.get(api(served, f"/repositories/{repo_id}/actions/runs/nope"), auth=AUTH, timeout=30), 404)
+
+
+def test_pull_requests_through_the_api(served: Served, repo_id: str) -> None:
+    base = api(served, f"/repositories/{repo_id}/pulls")
+    requests.post(api(served, f"/repositories/{repo_id}/branches"), json={"name": "feat", "source": "main"}, auth=AUTH, timeout=30)
+    upload(served, repo_id, "feat", "a.csv", b"a\n")
+    assert commit(served, repo_id, "feat", "a").status_code == 201
+    r = requests.post(base, json={"title": "Add <a>", "description": "d", "source_branch": "feat", "destination_branch": "main"},
+                      auth=AUTH, timeout=30)
+    assert r.status_code == 201, r.text
+    pid = r.json()["id"]
+    expect_error(requests.post(base, json={"title": "x", "source_branch": "nope", "destination_branch": "main"}, auth=AUTH, timeout=30), 404)
+    expect_error(requests.post(base, json={"title": "x"}, auth=AUTH, timeout=30), 400)
+    listed = requests.get(base, auth=AUTH, timeout=30).json()
+    assert [p["id"] for p in listed["results"]] == [pid] and listed["results"][0]["title"] == "Add <a>"
+    c = requests.post(f"{base}/{pid}/comments", json={"body": "ok?"}, auth=AUTH, timeout=30)
+    assert c.status_code == 201 and c.json()["body"] == "ok?"
+    assert [x["body"] for x in requests.get(f"{base}/{pid}/comments", auth=AUTH, timeout=30).json()["results"]] == ["ok?"]
+    # The caller opened it: approving one's own pull request is refused.
+    expect_error(requests.post(f"{base}/{pid}/approvals", auth=AUTH, timeout=30), 412)
+    assert requests.patch(f"{base}/{pid}", json={"status": "closed"}, auth=AUTH, timeout=30).status_code == 204
+    assert requests.get(f"{base}/{pid}", auth=AUTH, timeout=30).json()["status"] == "closed"
+    expect_error(requests.put(f"{base}/{pid}/merge", json={}, auth=AUTH, timeout=30), 412)
+    assert requests.patch(f"{base}/{pid}", json={"status": "open", "title": "Add a"}, auth=AUTH, timeout=30).status_code == 204
+    m = requests.put(f"{base}/{pid}/merge", json={}, auth=AUTH, timeout=30)
+    assert m.status_code == 200, m.text
+    got = requests.get(f"{base}/{pid}", auth=AUTH, timeout=30).json()
+    assert got["status"] == "merged" and got["merged_commit_id"] == m.json()["reference"] and got["title"] == "Add a"
+    expect_error(requests.get(f"{base}/999", auth=AUTH, timeout=30), 404)
+
+
+def test_the_event_feed_as_server_sent_events(served: Served, repo_id: str) -> None:
+    url = api(served, f"/repositories/{repo_id}/events")
+    upload(served, repo_id, "main", "e.csv", b"e\n")
+    assert commit(served, repo_id, "main", "feed me").status_code == 201
+    r = requests.get(url, auth=AUTH, timeout=30)
+    assert r.status_code == 200 and r.headers["Content-Type"] == "text/event-stream"
+    blocks = [b for b in r.text.split("\n\n") if b.strip()]
+    assert blocks[0] == "retry: 1000"
+    lines = dict(line.split(": ", 1) for line in blocks[-1].splitlines())
+    assert lines["event"] == "commit" and '"message": "feed me"' in lines["data"]
+    last = lines["id"]
+    # A reconnecting EventSource sends Last-Event-ID: only newer events come back.
+    again = requests.get(url, auth=AUTH, headers={"Last-Event-ID": last}, timeout=30)
+    assert [b for b in again.text.split("\n\n") if b.strip()] == ["retry: 1000"]
+    requests.put(api(served, f"/repositories/{repo_id}/settings/branch_protection"), json=[{"pattern": "main"}], auth=AUTH, timeout=30)
+    newer = requests.get(url, params={"after": last}, auth=AUTH, timeout=30).text
+    assert "event: protection" in newer and '"patterns": ["main"]' in newer
+    expect_error(requests.get(url, auth=AUTH, headers={"Last-Event-ID": "x"}, timeout=30), 400)

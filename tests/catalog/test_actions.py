@@ -1,0 +1,314 @@
+"""Hooks (lakeFS actions) in the catalog: action files, webhooks, built-in data checks, recorded runs."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lakemount.app import App
+from lakemount.catalog.actions import parse_action
+from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.hooks import parse_duration, parse_size
+from lakemount.config import load
+from lakemount.errors import HookFailed, InvalidArgument, NotFound, PermissionDenied, category_of
+from lakemount.refs.actions import SqlRunStore
+
+R = "hooked"
+
+
+@pytest.fixture
+def cat(tmp_path: Path) -> Catalog:
+    app = App(load(env={"LAKEMOUNT_HOME": str(tmp_path / "home"), "LAKEMOUNT_CACHE_DISK_BYTES": "0"}))
+    c = app.catalog
+    c.create_repository(R)
+    c.put(R, "main", "seed.txt", b"seed")
+    c.commit(R, "main", "seed")
+    return c
+
+
+def action(cat: Catalog, branch: str, name: str, text: str) -> None:
+    cat.put(R, branch, f"_lakefs_actions/{name}.yaml", text.encode())
+
+
+class Hooked(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+
+@pytest.fixture
+def webhook() -> Iterator[dict[str, Any]]:
+    """A local HTTP server; ``state['mode']`` picks its behaviour, ``state['events']`` collects what it got."""
+    state: dict[str, Any] = {"mode": "ok", "events": []}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            state["events"].append({"path": self.path, "headers": dict(self.headers), "body": json.loads(body)})
+            mode = state["mode"]
+            if mode == "hang":
+                time.sleep(5)
+                return
+            if mode == "garbage":
+                self.wfile.write(b"\x00\xffNOT HTTP AT ALL\r\n\r\n")
+                return
+            status, text = (200, b"fine") if mode == "ok" else (422, b"bad \x1b[31mdata\x00 in tables/x\n" + b"y" * 2000)
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(text)))
+            self.end_headers()
+            self.wfile.write(text)
+
+    server = Hooked(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state["url"] = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def webhook_action(url: str, events: str = "pre-commit", timeout: str = "2s") -> str:
+    return f"""
+name: hook it
+on:
+  {events}:
+    branches: [main, "feat-*"]
+hooks:
+  - id: notify
+    type: webhook
+    properties:
+      url: {url}
+      timeout: {timeout}
+      query_params: {{check: all}}
+      headers: {{X-Team: data}}
+"""
+
+
+def test_action_files_parse_and_refuse_bad_input() -> None:
+    a = parse_action(webhook_action("http://x/y", "pre-merge"), "_lakefs_actions/a.yaml")
+    assert a.name == "hook it" and a.on == {"pre-merge": ("main", "feat-*")}
+    assert a.matches("pre-merge", "feat-1") and not a.matches("pre-merge", "dev") and not a.matches("pre-commit", "main")
+    assert parse_action("name: all\non:\n  post-commit:\nhooks: [{id: a, type: webhook}]").matches("post-commit", "any")
+    for bad, why in [
+        ("[1, 2", "not valid YAML"),
+        ("- a", "expected a mapping"),
+        ("on: {pre-commit: {}}\nhooks: [{id: a, type: webhook}]", "'name' is required"),
+        ("name: n\non: {pre-push: {}}\nhooks: [{id: a, type: webhook}]", "unknown event"),
+        ("name: n\non: {pre-commit: {branches: main}}\nhooks: [{id: a, type: webhook}]", "must be a list"),
+        ("name: n\non: {pre-commit: {}}\nhooks: []", "non-empty list"),
+        ("name: n\non: {pre-commit: {}}\nhooks: [{id: a, type: webhook}, {id: a, type: webhook}]", "duplicate"),
+    ]:
+        with pytest.raises(InvalidArgument, match=why):
+            parse_action(bad, "f.yaml")
+    assert parse_duration("1m30s") == 90 and parse_duration("500ms") == 0.5 and parse_duration(3) == 3
+    assert parse_size("10MB") == 10_000_000 and parse_size("1KiB") == 1024 and parse_size(7) == 7
+
+
+def test_webhook_accepts_and_gets_the_event(cat: Catalog, webhook: dict[str, Any]) -> None:
+    action(cat, "main", "notify", webhook_action(webhook["url"], "pre-commit"))
+    cat.put(R, "main", "t/a.csv", b"a\n")
+    c = cat.commit(R, "main", "with hook", committer="ann", metadata=[("k", "v")]).commit
+    (ev,) = webhook["events"]
+    assert ev["path"] == "/hook?check=all" and ev["headers"]["X-Team"] == "data"
+    body = ev["body"]
+    assert body["event_type"] == "pre-commit" and body["repository_id"] == R and body["branch_id"] == "main"
+    assert body["commit_message"] == "with hook" and body["committer"] == "ann" and body["commit_metadata"] == {"k": "v"}
+    assert body["hook_id"] == "notify" and body["action_name"] == "hook it"
+    (run,) = cat.actions.store.list_runs(R)
+    assert run.status == "completed" and run.event_type == "pre-commit" and run.branch == "main"
+    full = cat.actions.store.get_run(R, run.run_id)
+    assert [(h.hook_id, h.status) for h in full.hooks] == [("notify", "completed")]
+    assert full.hooks[0].output == "200 fine" and full.hooks[0].duration >= 0
+    assert cat.commit_of(R, "main").id == c.id
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("reject", "webhook answered 422: bad [31mdata in tables/x"),
+        ("hang", "webhook timed out after 1s"),
+        ("garbage", "webhook gave no valid HTTP response"),
+    ],
+)
+def test_a_failing_pre_commit_webhook_aborts_the_commit(cat: Catalog, webhook: dict[str, Any], mode: str, message: str) -> None:
+    action(cat, "main", "notify", webhook_action(webhook["url"], "pre-commit", timeout="1s"))
+    webhook["mode"] = mode
+    head = cat.commit_of(R, "main").id
+    started = time.monotonic()
+    with pytest.raises(HookFailed) as info:
+        cat.commit(R, "main", "refused")
+    assert time.monotonic() - started < 4
+    assert category_of(info.value) is PermissionDenied
+    assert message in str(info.value) and "pre-commit rejected by hook hook it/notify" in str(info.value)
+    assert "\x00" not in str(info.value) and len(str(info.value)) < 700
+    assert cat.commit_of(R, "main").id == head
+    assert [r.key for r in cat.diff_uncommitted(R, "main")] == [b"_lakefs_actions/notify.yaml"]  # nothing lost
+    run = cat.actions.store.get_run(R, info.value.run_id)
+    assert run.status == "failed" and run.hooks[0].status == "failed" and message in run.hooks[0].output
+
+
+def test_unreachable_webhook_and_unknown_hook_type(cat: Catalog) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    action(cat, "main", "notify", webhook_action(f"http://127.0.0.1:{port}/x"))
+    with pytest.raises(HookFailed, match="webhook unreachable"):
+        cat.commit(R, "main", "m")
+    action(cat, "main", "notify", "name: n\non: {pre-commit: {}}\nhooks: [{id: h, type: shell}]")
+    with pytest.raises(HookFailed, match="unknown hook type 'shell'"):
+        cat.commit(R, "main", "m")
+    action(cat, "main", "notify", "name: [broken")
+    with pytest.raises(HookFailed, match="not valid YAML"):
+        cat.commit(R, "main", "m")
+
+
+def test_post_hooks_never_undo(cat: Catalog, webhook: dict[str, Any]) -> None:
+    action(cat, "main", "notify", webhook_action(webhook["url"], "post-commit"))
+    webhook["mode"] = "reject"
+    c = cat.commit(R, "main", "kept").commit
+    assert cat.commit_of(R, "main").id == c.id
+    (run,) = cat.actions.store.list_runs(R)
+    assert run.event_type == "post-commit" and run.status == "failed" and run.commit_id == c.id
+    assert webhook["events"][0]["body"]["commit_id"] == c.id
+
+
+def test_merge_and_branch_and_tag_events(cat: Catalog, webhook: dict[str, Any]) -> None:
+    cat.create_branch(R, "feat-1", "main")
+    action(cat, "feat-1", "notify", webhook_action(webhook["url"], "pre-merge"))
+    cat.commit(R, "feat-1", "add action")
+    webhook["mode"] = "reject"
+    with pytest.raises(HookFailed, match="pre-merge rejected"):
+        cat.merge(R, "feat-1", "main")
+    assert cat.get_optional(R, "main", "_lakefs_actions/notify.yaml") is None
+    webhook["mode"] = "ok"
+    assert cat.merge(R, "feat-1", "main").merged
+    body = webhook["events"][-1]["body"]
+    assert (body["event_type"], body["branch_id"], body["source_ref"]) == ("pre-merge", "main", "feat-1")
+    everything = """
+name: all refs
+on: {pre-create-branch: {}, post-create-branch: {}, pre-delete-branch: {}, pre-create-tag: {}, pre-delete-tag: {}}
+hooks: [{id: n, type: webhook, properties: {url: URL}}]
+""".replace("URL", webhook["url"])
+    action(cat, "main", "refs", everything)
+    cat.commit(R, "main", "ref hooks")
+    webhook["events"].clear()
+    cat.create_branch(R, "dev", "main")
+    cat.create_tag(R, "v1", "main")
+    cat.delete_tag(R, "v1")
+    cat.delete_branch(R, "dev")
+    kinds = [(e["body"]["event_type"], e["body"]["branch_id"], e["body"].get("tag_id")) for e in webhook["events"]]
+    assert kinds == [
+        ("pre-create-branch", "dev", None), ("post-create-branch", "dev", None),
+        ("pre-create-tag", "", "v1"), ("pre-delete-tag", "", "v1"), ("pre-delete-branch", "dev", None),
+    ]
+    webhook["mode"] = "reject"
+    with pytest.raises(HookFailed):
+        cat.create_branch(R, "dev2", "main")
+    with pytest.raises(NotFound):
+        cat.get_branch(R, "dev2")
+
+
+def check_action(props: str, event: str = "pre-commit") -> str:
+    return f"name: checks\non: {{{event}: {{branches: [main]}}}}\nhooks: [{{id: data, type: lakemount_check, properties: {props}}}]"
+
+
+def parquet(table: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()
+
+
+def refused(cat: Catalog, match: str, **meta: str) -> None:
+    with pytest.raises(HookFailed, match=match):
+        cat.commit(R, "main", "m", metadata=list(meta.items()))
+    cat.reset(R, "main", prefix="t/")
+
+
+def test_check_allowed_and_denied_paths(cat: Catalog) -> None:
+    action(cat, "main", "c", check_action('{allowed_paths: ["t/*.csv"], denied_paths: ["t/tmp_*"]}'))
+    cat.put(R, "main", "t/a.csv", b"a\n")
+    cat.put(R, "main", "elsewhere.csv", b"a\n")
+    refused(cat, r"1 path\(s\) outside allowed_paths: elsewhere.csv")
+    cat.reset(R, "main", path="elsewhere.csv")
+    cat.put(R, "main", "t/tmp_1.csv", b"a\n")
+    refused(cat, "match denied_paths: t/tmp_1.csv")
+    cat.put(R, "main", "t/ok.csv", b"a\n")
+    cat.commit(R, "main", "fine")
+    run = cat.actions.store.list_runs(R)[0]
+    assert run.status == "completed"
+    assert cat.actions.store.get_run(R, run.run_id).hooks[0].output == "1 object(s) checked: ok"  # refused() reset t/a.csv
+
+
+def test_check_formats_sizes_and_metadata(cat: Catalog) -> None:
+    action(cat, "main", "c", check_action("{formats: [csv, json, parquet], max_size: 1KB, min_size: 2, required_metadata: [owner]}"))
+    cat.put(R, "main", "t/a.csv", b"a,b\n1,2\n")
+    refused(cat, "missing commit metadata: owner")
+    cat.put(R, "main", "t/a.txt", b"text")
+    refused(cat, r"not of formats csv, json, parquet: t/a.txt", owner="me")
+    cat.put(R, "main", "t/bad.csv", b"a,b\n1,2,3\n")
+    refused(cat, r"do not parse as their format: t/bad.csv \(rows have different numbers of fields\)", owner="me")
+    cat.put(R, "main", "t/bad.json", b"{nope")
+    refused(cat, r"t/bad.json \(bad JSON", owner="me")
+    cat.put(R, "main", "t/bad.parquet", b"PAR1 not really")
+    refused(cat, r"t/bad.parquet \(", owner="me")
+    cat.put(R, "main", "t/big.csv", b"x\n" * 600)
+    refused(cat, r"larger than 1000 bytes: t/big.csv \(1200 bytes\)", owner="me")
+    cat.put(R, "main", "t/tiny.csv", b"x")
+    refused(cat, r"smaller than 2 bytes: t/tiny.csv", owner="me")
+    cat.put(R, "main", "t/good.csv", b"a,b\n1,2\n")
+    cat.put(R, "main", "t/good.json", b'{"a": 1}')
+    cat.put(R, "main", "t/good.parquet", parquet(pa.table({"a": [1]})))
+    cat.commit(R, "main", "fine", metadata=[("owner", "me")])
+
+
+def test_check_parquet_schema_against_the_destination(cat: Catalog) -> None:
+    cat.put(R, "main", "t/part-0.parquet", parquet(pa.table({"id": pa.array([1], pa.int64()), "name": ["a"]})))
+    cat.commit(R, "main", "table")
+    cat.create_branch(R, "feat-x", "main")
+    action(cat, "main", "c", check_action("{parquet_schema: compatible}", "pre-merge"))
+    cat.commit(R, "main", "guard")
+    cat.put(R, "feat-x", "t/part-1.parquet", parquet(pa.table({"id": pa.array(["x"]), "extra": [1.0]})))
+    cat.commit(R, "feat-x", "bad schema")
+    with pytest.raises(HookFailed, match=r"t/part-1.parquet \(drops column\(s\) name; changes id: int64 -> string\)"):
+        cat.merge(R, "feat-x", "main")
+    # The destination's guard holds though the source branch never had it.
+    assert cat.get_optional(R, "feat-x", "_lakefs_actions/c.yaml") is None
+    cat.put(R, "feat-x", "t/part-1.parquet", parquet(pa.table({"id": pa.array([2], pa.int64()), "name": ["b"], "more": [1]})))
+    cat.commit(R, "feat-x", "compatible: a column added")
+    assert cat.merge(R, "feat-x", "main").merged
+    assert cat.actions.store.list_runs(R, branch="main")[0].status == "completed"
+
+
+def test_unknown_check_properties_fail_the_hook(cat: Catalog) -> None:
+    action(cat, "main", "c", check_action("{max_sise: 10}"))
+    with pytest.raises(HookFailed, match="unknown lakemount_check properties: max_sise"):
+        cat.commit(R, "main", "m")
+
+
+def test_sql_run_store_pages_newest_first(cat: Catalog) -> None:
+    store = cat.actions.store
+    assert isinstance(store, SqlRunStore)
+    action(cat, "main", "c", "name: n\non: {post-commit: {}}\nhooks: [{id: x, type: lakemount_check}]")
+    ids = [cat.commit(R, "main", f"c{i}", allow_empty=True).commit.id for i in range(5)]
+    runs = store.list_runs(R)
+    assert [r.commit_id for r in runs] == ids[::-1]
+    page = store.list_runs(R, limit=2)
+    rest = store.list_runs(R, after=page[-1].run_id)
+    assert [r.run_id for r in page + rest] == [r.run_id for r in runs]
+    assert store.list_runs(R, commit_id=ids[2])[0].commit_id == ids[2]
+    with pytest.raises(NotFound):
+        store.get_run(R, "nope")

@@ -1,0 +1,120 @@
+"""Branch protection in the catalog: a protected branch changes only by merge or revert."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakemount.app import App
+from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.protection import validate_pattern
+from lakemount.config import load
+from lakemount.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ProtectedBranch,
+    RepositoryNotFound,
+    category_of,
+)
+from lakemount.graveler.model import Entry
+
+R = "prot"
+
+
+@pytest.fixture
+def cat(tmp_path: Path) -> Catalog:
+    app = App(load(env={"LAKEMOUNT_HOME": str(tmp_path / "home"), "LAKEMOUNT_CACHE_DISK_BYTES": "0"}))
+    c = app.catalog
+    c.create_repository(R)
+    c.put(R, "main", "a", b"1")
+    c.commit(R, "main", "first")
+    c.create_branch(R, "dev", "main")
+    c.put(R, "dev", "b", b"2")
+    c.commit(R, "dev", "on dev")
+    return c
+
+
+def state(c: Catalog) -> Any:
+    heads = {b.name: b.commit_id for b in c.list_branches(R)}
+    staged = {b: [r.key for r in c.diff_uncommitted(R, b)] for b in heads}
+    return heads, staged
+
+
+@contextmanager
+def unchanged(c: Catalog) -> Iterator[None]:
+    before = state(c)
+    yield
+    assert state(c) == before
+
+
+def test_rules_add_list_delete(cat: Catalog) -> None:
+    assert cat.protection.rules(R) == []
+    assert cat.protection.add(R, "release-*") == ["release-*"]
+    assert cat.protection.add(R, "main") == ["main", "release-*"]
+    with pytest.raises(AlreadyExists):
+        cat.protection.add(R, "main")
+    assert cat.protection.matching(R, "release-2") == "release-*"
+    assert cat.protection.matching(R, "dev") is None
+    assert cat.protection.delete(R, "release-*") == ["main"]
+    with pytest.raises(NotFound):
+        cat.protection.delete(R, "release-*")
+    with pytest.raises(RepositoryNotFound):
+        cat.protection.add("nope", "main")
+
+
+@pytest.mark.parametrize("bad", ["", "has space", "x" * 256, "[abc", "tab\there"])
+def test_bad_patterns_are_refused(cat: Catalog, bad: str) -> None:
+    with pytest.raises(InvalidArgument):
+        validate_pattern(bad)
+    with pytest.raises(InvalidArgument):
+        cat.protection.add(R, bad)
+    assert cat.protection.rules(R) == []
+
+
+@pytest.mark.parametrize("branch", ["main", "release-1"])
+def test_direct_changes_are_refused(cat: Catalog, branch: str) -> None:
+    cat.create_branch(R, "release-1", "main")
+    cat.put(R, branch, "staged-before", b"s")  # something a reset would drop
+    cat.protection.add(R, "main")
+    cat.protection.add(R, "release-*")
+    entry = Entry("data/x", 1, "e", 0)
+    refused = {
+        "put": lambda: cat.put(R, branch, "x", b"x"),
+        "put_entry": lambda: cat.put_entry(R, branch, "x", entry),
+        "apply": lambda: cat.apply(R, branch, [("x", entry), ("a", None)]),
+        "delete": lambda: cat.delete(R, branch, "a"),
+        "commit": lambda: cat.commit(R, branch, "m", allow_empty=True),
+        "reset": lambda: cat.reset(R, branch),
+        "reset prefix": lambda: cat.reset(R, branch, prefix="staged"),
+        "cherry-pick": lambda: cat.cherry_pick(R, branch, "dev"),
+        "delete branch": lambda: cat.delete_branch(R, branch),
+        "writable_branch": lambda: cat.writable_branch(R, branch),
+    }
+    for what, call in refused.items():
+        with unchanged(cat), pytest.raises(ProtectedBranch) as info:
+            call()
+        assert category_of(info.value) is PermissionDenied, what
+        assert info.value.branch == branch and info.value.pattern in ("main", "release-*"), what
+        assert "protected" in str(info.value)
+    # Unprotected branches are untouched by the rules.
+    cat.put(R, "dev", "c", b"3")
+
+
+def test_merge_and_revert_are_the_way_in(cat: Catalog) -> None:
+    cat.protection.add(R, "main")
+    res = cat.merge(R, "dev", "main")
+    assert res.merged
+    assert cat.stat(R, "main", "b").size == 1
+    reverted = cat.revert(R, "main", "main", parent_number=1)
+    assert reverted.parents[0] == res.commit_id
+    assert cat.get_optional(R, "main", "b") is None
+    cat.protection.delete(R, "main")
+    cat.put(R, "main", "x", b"x")
+    cat.commit(R, "main", "direct again")
+    assert cat.stat(R, "main", "x").size == 1

@@ -1,0 +1,106 @@
+"""Pull requests: open, comment, approve (as the destination's rule requires), merge, close, reopen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lakemount.app import App
+from lakemount.catalog.catalog import Catalog
+from lakemount.config import load
+from lakemount.errors import BranchNotFound, HookFailed, InvalidArgument, MergeConflict, NotFound, PreconditionFailed
+
+R = "pulls"
+
+
+@pytest.fixture
+def cat(tmp_path: Path) -> Catalog:
+    app = App(load(env={"LAKEMOUNT_HOME": str(tmp_path / "home"), "LAKEMOUNT_CACHE_DISK_BYTES": "0"}))
+    c = app.catalog
+    c.create_repository(R)
+    c.put(R, "main", "a.csv", b"1")
+    c.commit(R, "main", "seed")
+    c.create_branch(R, "dev", "main")
+    c.put(R, "dev", "b.csv", b"2")
+    c.commit(R, "dev", "on dev")
+    return c
+
+
+def test_open_comment_approve_merge(cat: Catalog) -> None:
+    pulls = cat.pulls
+    cat.protection.add(R, "main")
+    pulls.set_required(R, "main", 2)
+    p = pulls.create(R, "dev", "main", "  Add b  ", "why: <b>bold</b>", author="ann")
+    assert (p.id, p.status, p.title, p.author) == ("1", "open", "Add b", "ann")
+    assert pulls.create(R, "dev", "main", "second", author="ann").id == "2"
+    assert [x.id for x in pulls.list_pulls(R)] == ["1", "2"]
+    c1 = pulls.comment(R, "1", "looks good", author="bob")
+    c2 = pulls.comment(R, "1", "one question", author="ann")
+    assert (c1.id, c2.id) == (1, 2) and [c.body for c in pulls.comments(R, "1")] == ["looks good", "one question"]
+    with pytest.raises(PreconditionFailed, match="own pull request"):
+        pulls.approve(R, "1", user="ann")
+    pulls.approve(R, "1", user="bob")
+    pulls.approve(R, "1", user="bob")  # once per user
+    with pytest.raises(PreconditionFailed, match="has 1 of the 2 approvals main requires"):
+        pulls.merge(R, "1")
+    assert pulls.required(R, "main") == 2 and pulls.required(R, "dev") == 0
+    assert [a.user for a in pulls.approve(R, "1", user="cy")] == ["bob", "cy"]
+    merged, res = pulls.merge(R, "1", committer="cy")
+    assert merged.status == "merged" and merged.merged_commit_id == res.commit_id and merged.closed_date
+    c = cat.get_commit(R, res.commit_id)
+    assert c.message == "Merge pull request #1: Add b" and dict(c.metadata) == {"lakemount.pull_request": "1"}
+    assert cat.stat(R, "main", "b.csv").size == 1
+    with pytest.raises(PreconditionFailed, match="is merged"):
+        pulls.merge(R, "1")
+    with pytest.raises(PreconditionFailed):
+        pulls.reopen(R, "1")
+    assert [x.id for x in pulls.list_pulls(R, "merged")] == ["1"]
+
+
+def test_close_reopen_and_bad_input(cat: Catalog) -> None:
+    pulls = cat.pulls
+    p = pulls.create(R, "dev", "main", "t", author="ann")
+    assert pulls.close(R, p.id).status == "closed"
+    with pytest.raises(PreconditionFailed):
+        pulls.approve(R, p.id, user="bob")
+    with pytest.raises(PreconditionFailed):
+        pulls.merge(R, p.id)
+    assert pulls.reopen(R, p.id).status == "open" and pulls.get(R, p.id).closed_date is None
+    assert pulls.edit(R, p.id, title="new", description="d").title == "new"
+    with pytest.raises(InvalidArgument):
+        pulls.create(R, "dev", "dev", "t", author="a")
+    with pytest.raises(InvalidArgument):
+        pulls.create(R, "dev", "main", "   ", author="a")
+    with pytest.raises(BranchNotFound):
+        pulls.create(R, "nope", "main", "t", author="a")
+    with pytest.raises(InvalidArgument):
+        pulls.comment(R, p.id, "", author="a")
+    with pytest.raises(InvalidArgument):
+        pulls.list_pulls(R, "weird")
+    for missing in ("99", "abc", "../1"):
+        with pytest.raises(NotFound):
+            pulls.get(R, missing)
+
+
+def test_conflicts_are_listed_and_the_pull_request_stays_open(cat: Catalog) -> None:
+    pulls = cat.pulls
+    cat.put(R, "main", "b.csv", b"main's")
+    cat.commit(R, "main", "conflicting")
+    p = pulls.create(R, "dev", "main", "t", author="ann")
+    with pytest.raises(MergeConflict) as info:
+        pulls.merge(R, p.id)
+    assert info.value.paths == ["b.csv"]
+    assert pulls.get(R, p.id).status == "open"
+    merged, _res = pulls.merge(R, p.id, strategy="source-wins")
+    assert merged.status == "merged" and cat.read(cat.repository(R), cat.stat(R, "main", "b.csv")) == b"2"
+
+
+def test_a_pre_merge_hook_blocks_the_pull_request(cat: Catalog) -> None:
+    cat.put(R, "main", "_lakefs_actions/g.yaml",
+            b"name: g\non: {pre-merge: {}}\nhooks: [{id: c, type: lakemount_check, properties: {allowed_paths: ['x/*']}}]")
+    cat.commit(R, "main", "guard")
+    p = cat.pulls.create(R, "dev", "main", "t", author="ann")
+    with pytest.raises(HookFailed, match="outside allowed_paths: b.csv"):
+        cat.pulls.merge(R, p.id)
+    assert cat.pulls.get(R, p.id).status == "open"
