@@ -17,9 +17,6 @@ from typing import TYPE_CHECKING
 from lakemount.config import Config, load
 
 if TYPE_CHECKING:
-    from lakemount.refs.actions import SqlRunStore
-    from lakemount.refs.events import SqlEventLog
-    from lakemount.refs.pulls import SqlPullStore
     from lakemount.auth.store import SqlAuthStore
     from lakemount.block.router import RouterAdapter
     from lakemount.block.trash import TrashFallbackAdapter
@@ -28,8 +25,11 @@ if TYPE_CHECKING:
     from lakemount.graveler.committed.store import CommittedStore
     from lakemount.graveler.graveler import Graveler
     from lakemount.graveler.journal import Journal
+    from lakemount.refs.actions import SqlRunStore
     from lakemount.refs.buckets import SqlBucketStore
+    from lakemount.refs.events import SqlEventLog
     from lakemount.refs.multipart import SqlMultipartStore
+    from lakemount.refs.pulls import SqlPullStore
     from lakemount.refs.sql import SqlRefStore
 
 
@@ -40,6 +40,7 @@ class App:
     Properties raise ``ConfigError``/``InvalidArgument`` for a configuration that cannot build them and
     ``Unavailable`` when a store cannot be reached.
     """
+
     config: Config
 
     @staticmethod

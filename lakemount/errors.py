@@ -54,6 +54,7 @@ class Unavailable(LakeMountError):
 
 class RepositoryNotFound(NotFound):
     """No repository named ``repo``."""
+
     def __init__(self, repo: str) -> None:
         super().__init__(f"repository not found: {repo}")
         self.repo = repo
@@ -61,6 +62,7 @@ class RepositoryNotFound(NotFound):
 
 class BranchNotFound(NotFound):
     """No branch ``branch`` in repository ``repo``."""
+
     def __init__(self, repo: str, branch: str) -> None:
         super().__init__(f"branch not found: {repo}/{branch}")
         self.repo, self.branch = repo, branch
@@ -68,6 +70,7 @@ class BranchNotFound(NotFound):
 
 class RefNotFound(NotFound):
     """``ref`` names no branch, tag or commit in ``repo``."""
+
     def __init__(self, repo: str, ref: str) -> None:
         super().__init__(f"ref not found: {repo}/{ref}")
         self.repo, self.ref = repo, ref
@@ -75,6 +78,7 @@ class RefNotFound(NotFound):
 
 class CommitNotFound(NotFound):
     """No commit ``commit_id`` in ``repo``."""
+
     def __init__(self, repo: str, commit_id: str) -> None:
         super().__init__(f"commit not found: {repo}@{commit_id}")
         self.repo, self.commit_id = repo, commit_id
@@ -82,6 +86,7 @@ class CommitNotFound(NotFound):
 
 class ObjectNotFound(NotFound):
     """No object at ``what`` (a path, key or physical address)."""
+
     def __init__(self, what: str) -> None:
         super().__init__(f"object not found: {what}")
         self.what = what
@@ -97,6 +102,7 @@ class UploadNotFound(NotFound):
 
 class AmbiguousRef(InvalidArgument):
     """A short commit id or ref that matches more than one commit (``candidates``)."""
+
     def __init__(self, repo: str, ref: str, candidates: list[str]) -> None:
         shown = ", ".join(candidates[:5])
         super().__init__(f"ambiguous ref {ref!r} in {repo}: matches {shown}")
@@ -105,6 +111,7 @@ class AmbiguousRef(InvalidArgument):
 
 class InvalidName(InvalidArgument):
     """A repository, branch or tag name that breaks lakemount's naming rules; ``reason`` says which."""
+
     def __init__(self, kind: str, name: str, reason: str) -> None:
         super().__init__(f"invalid {kind} name {name!r}: {reason}")
         self.kind, self.name, self.reason = kind, name, reason
@@ -124,6 +131,7 @@ class ConfigError(InvalidArgument):
 
 class NothingToCommit(PreconditionFailed):
     """Nothing is staged on ``branch``, and an empty commit was not allowed."""
+
     def __init__(self, branch: str) -> None:
         super().__init__(f"nothing to commit on branch {branch} (use --allow-empty)")
         self.branch = branch
@@ -131,6 +139,7 @@ class NothingToCommit(PreconditionFailed):
 
 class MergeConflict(Conflict):
     """A merge that found conflicting changes on ``paths`` under the ``fail`` strategy."""
+
     def __init__(self, paths: list[str]) -> None:
         shown = ", ".join(paths[:20]) + (f" (+{len(paths) - 20} more)" if len(paths) > 20 else "")
         super().__init__(f"merge conflict on {len(paths)} path(s): {shown}")
@@ -160,6 +169,7 @@ class HookFailed(PermissionDenied):
 
 class ReadOnlyRef(ReadOnly):
     """A write through a ref that is not a branch (a tag, a commit, ``branch@``)."""
+
     def __init__(self, ref: str) -> None:
         super().__init__(f"ref {ref} is read-only (not a branch)")
         self.ref = ref
@@ -167,6 +177,7 @@ class ReadOnlyRef(ReadOnly):
 
 class ChecksumMismatch(Corrupt):
     """Stored bytes whose checksum does not match what their parent recorded (``what`` is corrupt)."""
+
     def __init__(self, what: str) -> None:
         super().__init__(f"checksum mismatch: {what} is corrupt")
         self.what = what
@@ -185,6 +196,7 @@ class SourceChanged(Corrupt):
 
 class SchemaTooNew(Unavailable):
     """A ref store written by a newer lakemount (schema ``found`` > ``supported``): upgrade to use it."""
+
     def __init__(self, found: int, supported: int) -> None:
         super().__init__(
             f"ref store schema version {found} is newer than this lakemount supports ({supported}); upgrade lakemount"

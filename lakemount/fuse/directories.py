@@ -38,6 +38,7 @@ READDIR_BATCH: Final = 64
 @dataclass(eq=False)
 class DirHandle:
     """An open directory: its node and the listing snapshot taken at opendir, served by offset."""
+
     fh: int
     node: Node
     items: list[tuple[bytes, Callable[[], Node]]]

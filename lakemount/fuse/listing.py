@@ -35,6 +35,7 @@ HIDDEN_EXAMPLES: Final = 20
 
 class ChildKind(enum.Enum):
     """What a directory child is: a file, a directory or a symlink."""
+
     FILE = "file"
     DIR = "dir"
     SYMLINK = "symlink"

@@ -25,6 +25,7 @@ from lakemount.gateway.objects import READ_CHUNK, is_object
 @dataclass(frozen=True, slots=True)
 class Source:
     """The object a copy reads: the source bucket and key as sent, where they resolve, and its entry."""
+
     bucket: str
     key: str
     target: Target

@@ -31,6 +31,7 @@ Item = tuple[str, Entry | None]  # (key, entry) or (common prefix, None)
 @dataclass(frozen=True, slots=True)
 class Page:
     """One page of a listing: its items, and whether more follow (``last`` is the marker for the next page)."""
+
     items: list[Item]
     truncated: bool
 

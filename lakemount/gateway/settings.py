@@ -31,6 +31,7 @@ class Alias:
 @dataclass(frozen=True, slots=True)
 class GatewaySettings:
     """The gateway section of the configuration, validated (see ``from_config``)."""
+
     host: str = "127.0.0.1"
     port: int = 8000
     domain_names: tuple[str, ...] = ()

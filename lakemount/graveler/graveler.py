@@ -68,6 +68,7 @@ def new_token() -> StagingToken:
 @dataclass(frozen=True, slots=True)
 class CommitResult:
     """A new commit and, when a tree was written, what writing it cost."""
+
     commit: Commit
     stats: ApplyStats | None = None
 
@@ -75,6 +76,7 @@ class CommitResult:
 @dataclass(frozen=True, slots=True)
 class MergeResult:
     """Where a merge left the destination: the commit it points at, and whether anything was merged."""
+
     commit_id: CommitID
     merged: bool  # False when the destination already contained the source
     changes: int = 0
@@ -84,6 +86,7 @@ class MergeResult:
 @dataclass(frozen=True, slots=True)
 class DiffRecord:
     """One key that differs between two trees; ``left``/``right`` are its values (None when absent)."""
+
     key: bytes
     kind: str  # "added", "removed", "changed", "conflict"
     left: bytes | None

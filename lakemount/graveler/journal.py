@@ -29,6 +29,7 @@ class Journal:
     The block store's errors pass through: ``NotFound`` for a missing commit or
     repository record, ``Unavailable`` when the store cannot be reached.
     """
+
     def __init__(self, adapter: BlockAdapter, system_namespace: str) -> None:
         self.adapter = adapter
         self.system_namespace = system_namespace

@@ -217,6 +217,7 @@ class Commit:
 @dataclass(frozen=True, slots=True)
 class Repository:
     """A repository's settings: where its data lives and which branch is the default."""
+
     name: str
     storage_namespace: str
     default_branch: str
@@ -245,6 +246,7 @@ class Branch:
 @dataclass(frozen=True, slots=True)
 class Tag:
     """A tag: an immutable name for a commit."""
+
     name: str
     commit_id: CommitID
 

@@ -64,6 +64,7 @@ _PLURAL: Final = {"file": "files", "directory": "directories", "symlink": "symli
 @dataclass(frozen=True, slots=True)
 class Destination:
     """Where an export writes: a local directory, or an S3 bucket and key prefix."""
+
     kind: str  # "local" | "s3"
     root: str  # local: absolute directory; s3: bucket
     prefix: str = ""  # s3: "" or ending in "/"

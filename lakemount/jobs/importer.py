@@ -104,6 +104,7 @@ def parse_source(text: str) -> Source:
 @dataclass(frozen=True, slots=True)
 class Target:
     """Where imported objects land: a branch of a repository, under a key prefix."""
+
     repo: str
     branch: str
     prefix: bytes  # empty, or ends with b"/"
@@ -112,6 +113,7 @@ class Target:
 @dataclass(frozen=True, slots=True)
 class Task:
     """One unit of import work for an executor: the source keys in ``[lo, hi)`` and the listing units covering them."""
+
     lo: bytes  # relative to the source root
     hi: bytes | None
     units: tuple[Unit, ...]

@@ -6,7 +6,6 @@ import errno
 import os
 
 from lakemount.app import App
-
 from tests.fuse.conftest import REPO
 from tests.fuse.mounting import needs_fuse
 from tests.fuse.test_mount import MountFactory, mounts, oserror, sh, write_control

@@ -18,6 +18,7 @@ class MetaRange:
 
     Reading a range may raise ``Corrupt`` (checksum mismatch) or ``NotFound`` from the loader.
     """
+
     __slots__ = ("_load", "_readers", "checksum", "id", "max_keys", "ranges")
 
     def __init__(

@@ -64,6 +64,7 @@ def metarange_id_of(ranges: Iterable[RangeInfo]) -> str:
 @dataclass
 class StoreStats:
     """Counters of table loads and writes (what caching and reuse saved), for stats and tests."""
+
     tables_loaded: int = 0
     tables_written: int = 0
     tables_reused: int = 0
