@@ -63,6 +63,7 @@ _ANONYMOUS_OK: Final = frozenset(
 
 
 def anonymous_allowed(op: Operation) -> bool:
+    """True when ``op`` may be served to an unsigned request (the policy still decides on access)."""
     return op in _ANONYMOUS_OK
 
 
