@@ -13,12 +13,14 @@ with its own ``lakemount mount /lake``, and prints, measured in this run:
 * PostgreSQL statements per second of idle mounts (each with ``main`` open
   in the kernel), from ``pg_stat_statements`` (this script's own excluded);
 * PostgreSQL statements per 1,000 file opens on a commit path after warm-up;
+* the Spark ETL job of tests/cluster/spark_job.py through the mounts (file:///lake)
+  and through S3A on gw1+gw2 (pyspark 3.2.4), wall time of each in one run;
 * gateway requests/s (signed 4 KiB GETs from client processes on ``client``)
   against one gateway host, then spread over two (db, s3, gw1, gw2, client).
   All hosts share this machine's cores, so the ratio shows scale-out only
   where the client and gateways are not already CPU-bound together.
 
-Run as root: ``PYTHONPATH=. python benchmarks/cluster_bench.py [--samples 30] [--head-ttl 1] [--only heads|gateways]``.
+Run as root: ``PYTHONPATH=. python benchmarks/cluster_bench.py [--samples 30] [--head-ttl 1] [--only heads|gateways|spark]``.
 """
 
 from __future__ import annotations
@@ -135,6 +137,16 @@ def gateway_rps(procs: int, seconds: float, workers: int) -> dict[str, float]:
         return out
 
 
+def spark_jobs() -> tuple[dict[str, object], dict[str, object]]:
+    """The ETL job through the mounts, then through S3A on two gateways, on one cluster."""
+    from tests.cluster import etl
+
+    hosts = ["db", "s3", "master", "w1", "w2", "gw1", "gw2", "client"]
+    with cluster(hosts, deadline=1500, mounts=["w1", "w2", "client"]) as c:
+        key, secret = etl.setup(c, "etl", "etl3")
+        return etl.through_mounts(c, "etl"), etl.through_gateways(c, "etl3", key, secret)
+
+
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
@@ -207,13 +219,20 @@ def main() -> None:
     ap.add_argument("--gw-procs", type=int, default=4, help="client processes for the gateway GET load")
     ap.add_argument("--gw-seconds", type=float, default=10.0)
     ap.add_argument("--gw-workers", type=int, default=1, help="worker processes per gateway host")
-    ap.add_argument("--only", choices=["heads", "gateways"], default=None)
+    ap.add_argument("--only", choices=["heads", "gateways", "spark"], default=None)
     a = ap.parse_args()
     why = available()
     if why:
         raise SystemExit(f"cluster_bench: {why}")
     remove_stale()
-    if a.only != "heads":
+    if a.only in (None, "spark"):
+        m, g3 = spark_jobs()
+        print(f"Spark ETL job (20,000 rows, 4 partitions, 2 executors x 1 core): through the mounts {m['seconds']:.1f}s "
+              f"(write {m['write_seconds']:.1f}s), through S3A on two gateways {g3['seconds']:.1f}s "
+              f"(write {g3['write_seconds']:.1f}s); both include reading the result back")
+    if a.only == "spark":
+        return
+    if a.only in (None, "gateways"):
         g = gateway_rps(a.gw_procs, a.gw_seconds, a.gw_workers)
         print(f"gateway 4 KiB GETs ({a.gw_procs} client processes, {a.gw_workers} worker(s) per gateway host, "
               f"{os.cpu_count()} cores shared by all hosts): one gateway host {g['one']:.0f} req/s, "

@@ -66,6 +66,10 @@ def _operation(op: Operation) -> dict[str, Any]:
     ok: dict[str, Any] = {"description": _STATUS_TEXT.get(op.status, "success")}
     if op.response is not None:
         ok["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{op.response}"}}}
+    elif op.content_type == "text/event-stream":
+        # Each server-sent event, as clients (and schemathesis) parse it: its id, type and JSON data as text.
+        event = {"type": "object", "properties": {"id": {"type": "string"}, "event": {"type": "string"}, "data": {"type": "string"}}}
+        ok["content"] = {op.content_type: {"schema": event}}
     elif op.content_type not in ("", "application/json") and op.status != 204 and op.method != "HEAD":
         ok["content"] = {op.content_type: {"schema": {"type": "string"}}}
     responses: dict[str, Any] = {str(op.status): ok}

@@ -338,6 +338,7 @@ class Catalog(HistoryVerbs, StorageVerbs):
 
         Raises ``ProtectedBranch`` and what the ref store raises.
         """
+        self.protection.check(repo, branch, "write")
         self.graveler.set_many(repo, branch, records)
 
     def list(

@@ -4,14 +4,17 @@ Every host is an anchor process (``sleep``) started by ``ip netns exec NS unshar
 -m --propagation private``: it holds a network namespace with its own 10.x
 address on a veth pair plugged into a bridge, and a mount namespace of its own,
 so a FUSE mount made there (``/lake``) is seen by that host's processes only.
-Commands run in a host with ``nsenter -t ANCHOR -m -n``.  When the anchor and
+Commands run in a host with ``nsenter -t ANCHOR -m -n -r -w`` (``-r -w``: in the anchor's
+root and working directories; entering a mount namespace otherwise resets them to the namespace's,
+which escapes a chroot such as a debootstrap tree).  When the anchor and
 its processes die the mount namespace and its mounts go with it, so a killed
 test leaves no mount behind.
 
 :class:`Cluster` is a context manager, bounded in time (``deadline``), and torn
 down even on failure: on exit, from ``atexit`` and on SIGTERM.  Everything it
-creates carries the prefix ``lmc`` plus a per-run id; :func:`remove_stale`
-deletes what a killed run left (namespaces, links, processes in them).
+creates carries the prefix ``lmc`` plus a per-run id, and ``/run/lakemount-cluster/<id>``
+names the owning process; :func:`remove_stale` deletes what a killed run left
+(namespaces, links, processes in them), never the cluster of a live process.
 
 Roles: ``db`` runs PostgreSQL (``initdb``/``pg_ctl``, listening on its
 address), ``s3`` a moto server; ``add_mount`` starts ``lakemount mount /lake``
@@ -62,13 +65,38 @@ def _run(*cmd: str, check: bool = True, timeout: float = 30) -> subprocess.Compl
     return subprocess.run(list(cmd), capture_output=True, text=True, check=check, timeout=timeout)
 
 
+RUN_DIR = Path("/run/lakemount-cluster")  # <id> -> pid of the process that owns cluster <id>
+
+
+def _owner_alive(cluster_id: str) -> bool:
+    try:
+        pid = int((RUN_DIR / cluster_id).read_text())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def remove_stale(prefix: str = PREFIX) -> list[str]:
-    """Delete namespaces and links named ``prefix*`` (left by killed runs); returns what was removed."""
+    """Delete namespaces and links of clusters whose owning process died; returns what was removed.
+
+    Clusters of live processes (another test session on this machine) are left alone.
+    """
+    return _remove(prefix, only_dead=True)
+
+
+def _remove(prefix: str, *, only_dead: bool) -> list[str]:
     removed = []
+
+    def mine(name: str) -> bool:
+        if not name.startswith(prefix):
+            return False
+        return not only_dead or not _owner_alive(name[len(PREFIX) : len(PREFIX) + 4])
+
     out = _run("ip", "netns", "list", check=False).stdout
     for line in out.splitlines():
         name = line.split()[0] if line.split() else ""
-        if not name.startswith(prefix + "-"):
+        if not name.startswith(PREFIX) or "-" not in name or not mine(name):
             continue
         pids = _run("ip", "netns", "pids", name, check=False).stdout.split()
         for pid in pids:
@@ -80,9 +108,13 @@ def remove_stale(prefix: str = PREFIX) -> list[str]:
         parts = line.split(":")
         if len(parts) > 1:
             ifname = parts[1].strip().split("@")[0]
-            if ifname.startswith(prefix) and len(ifname) <= 15:
+            if mine(ifname) and len(ifname) <= 15:
                 _run("ip", "link", "delete", ifname, check=False)
                 removed.append(ifname)
+    if only_dead:
+        for f in RUN_DIR.glob("*") if RUN_DIR.exists() else ():
+            if not _owner_alive(f.name):
+                f.unlink(missing_ok=True)
     return removed
 
 
@@ -101,7 +133,7 @@ class Host:
 
     def cmd(self, *argv: str) -> list[str]:
         """``argv`` as run inside this host (its network and mount namespaces)."""
-        return ["nsenter", "-t", str(self.anchor.pid), "-m", "-n", "--", *argv]
+        return ["nsenter", "-t", str(self.anchor.pid), "-m", "-n", "-r", "-w", "--", *argv]
 
     def run(self, *argv: str, timeout: float = 60, check: bool = True, env: dict[str, str] | None = None,
             input: str | bytes | None = None, text: bool = True) -> subprocess.CompletedProcess[Any]:
@@ -161,6 +193,8 @@ class Cluster:
     # -- lifecycle -----------------------------------------------------------------
     def __enter__(self) -> Cluster:
         atexit.register(self.close)
+        RUN_DIR.mkdir(parents=True, exist_ok=True)
+        (RUN_DIR / self.id).write_text(str(os.getpid()))
         self._prev_term = signal.getsignal(signal.SIGTERM)
         with contextlib.suppress(ValueError):  # not the main thread
             signal.signal(signal.SIGTERM, self._on_term)
@@ -210,7 +244,8 @@ class Cluster:
             with contextlib.suppress(Exception):
                 host.anchor.kill()
                 host.anchor.wait(5)
-        remove_stale(self.prefix)
+        _remove(self.prefix, only_dead=False)
+        (RUN_DIR / self.id).unlink(missing_ok=True)
         shutil.rmtree(self.dir, ignore_errors=True)
         with contextlib.suppress(Exception):
             atexit.unregister(self.close)
@@ -240,14 +275,21 @@ class Cluster:
         )
         host = Host(self, name, ns, ip, veth, anchor)
         self.hosts[name] = host
-        # ip netns exec and unshare both exec: the anchor's pid ends up as `sleep` in the new namespaces
-        for _ in range(200):
+        # ip netns exec and unshare both exec: the anchor's pid ends up as `sleep` in the new namespaces.
+        # Until then, nsenter -t would join the wrong (our own) namespaces: wait, however loaded the machine.
+        end = time.monotonic() + 60
+        while True:
             with contextlib.suppress(OSError):
                 with open(f"/proc/{anchor.pid}/comm") as f:
-                    if f.read().strip() == "sleep":
-                        break
+                    comm = f.read().strip()
+                if (comm == "sleep" and os.readlink(f"/proc/{anchor.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+                        and os.readlink(f"/proc/{anchor.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")):
+                    break
             if anchor.poll() is not None:
                 raise RuntimeError(f"host {name}: the namespace anchor exited ({anchor.returncode})")
+            if time.monotonic() > end:
+                anchor.kill()
+                raise TimeoutError(f"host {name}: the namespace anchor did not start")
             time.sleep(0.02)
         host.procs.append(anchor)
         host.home = str(self.dir / name)
