@@ -103,6 +103,7 @@ def csv_preview(text: str, rows: int, truncated: bool) -> dict[str, Any]:
            summary="a bounded preview of an object for the web UI: text, CSV, JSON, Parquet (schema and rows), image",
            params=(PATH, Param("rows", "integer", minimum=1, maximum=MAX_ROWS, description="rows of a table (default 100)")))
 def preview_object(ctx: Ctx) -> Response:
+    """The preview of ``path`` at ``ref`` (see the module docstring); 404 for a missing object, 400 for a bad path."""
     repo = repo_of(ctx, Action.READ_REPO)
     path = check_path(ctx.q_required("path"))
     rows = ctx.q_int("rows", 100) or 100

@@ -132,10 +132,27 @@ def test_ui_flow(served: Served, browser: Any) -> None:
         page.wait_for_selector("#counts .added")
         assert page.locator("#counts span").all_inner_texts() == ["1 added", "1 removed", "1 changed"]
         page.click("#uncommitted")
+        page.wait_for_selector("#diff >> text=data/uncommitted.txt")
         page.wait_for_selector("#counts .added")
         assert page.locator("#counts .added").inner_text() == "1 added"
         assert "data/uncommitted.txt" in page.locator("#diff").inner_text()
         shot(page, "09-compare-uncommitted")
+
+        # Administration: a user, an access key (secret shown once), a policy attached.
+        page.goto(f"{base}/#/admin/users")
+        page.wait_for_selector("#users >> text=admin")
+        page.fill("#new-user", "alice")
+        page.click("#create-user button")
+        page.wait_for_selector("#users >> text=alice")
+        page.click("#users >> text=alice")
+        page.wait_for_selector("#create-key")
+        page.click("#create-key")
+        page.wait_for_selector("#new-secret")
+        assert page.locator("#keys tr").count() == 2
+        page.select_option("#attach-policy", "Analyst")
+        page.click("#attach-policy + button")
+        page.wait_for_selector("#user-policies >> text=Analyst")
+        shot(page, "17-admin-user-keys-policies")
 
         # Logout: the session is gone, / redirects to login again.
         page.click("#logout")
@@ -291,7 +308,8 @@ def test_pull_request_flow_with_hook_and_live_feed(served: Served, chromium: Any
 
         # Hook runs and protection rules pages.
         page.goto(f"{base}/#/r/{rid}/actions")
-        page.wait_for_selector(".runs tr.run")
+        page.wait_for_selector("#runs-page")
+        assert page.locator(".runs tr.run").count() >= 2
         page.goto(f"{base}/#/r/{rid}/settings")
         page.wait_for_selector("#rules >> text=main")
         page.fill("#rule-pattern", "rel-*")

@@ -57,6 +57,8 @@ async function api(method, path, query, body) {
 const enc = encodeURIComponent;
 const main = () => document.getElementById("main");
 function show(...nodes) { main().replaceChildren(el("div", {class: "page"}, ...nodes)); }
+// A page's slow load (or a live re-render) that finishes after the user moved on must not draw over the new page.
+function draw(g, ...nodes) { if (g === gen) show(...nodes); }
 function errorBox(e) { return el("p", {class: "error", role: "alert"}, String(e && e.message || e)); }
 function fmtSize(n) {
   if (n === undefined || n === null) return "";
@@ -99,6 +101,7 @@ async function logout() {
 
 // ---- repositories --------------------------------------------------------------
 async function reposPage(q) {
+  const g0 = gen;  // drawn only if the user is still on this page
   const after = q.get("after") || "";
   const data = await api("GET", "/repositories", {after, amount: PAGE});
   const isAdmin = me && me.admin;
@@ -120,7 +123,7 @@ async function reposPage(q) {
       render();
     } catch (e) { msg.replaceChildren(errorBox(e)); }
   }}, "New repository: ", name, ns, branch, el("button", {type: "submit"}, "create"));
-  show(el("h2", {}, "Repositories"), isAdmin === false ? null : create, msg,
+  draw(g0, el("h2", {}, "Repositories"), isAdmin === false ? null : create, msg,
     rows.length ? el("table", {id: "repos"}, el("tr", {}, el("th", {}, "repository"), el("th", {}, "default branch"),
       el("th", {}, "storage namespace"), el("th", {}, "created"), el("th", {}, "")), rows)
       : el("p", {class: "muted"}, "No repositories yet."),
@@ -173,6 +176,7 @@ function repoTabs(repo, ref) {
 
 // ---- object browser ------------------------------------------------------------
 async function treePage(repo, ref, prefix, q) {
+  const g0 = gen;  // drawn only if the user is still on this page
   const after = q.get("after") || "";
   const t0 = performance.now();
   const [data, picker] = await Promise.all([
@@ -193,7 +197,7 @@ async function treePage(repo, ref, prefix, q) {
       el("td", {}, fmtSize(o.size_bytes)), el("td", {}, fmtTime(o.mtime)),
       el("td", {}, link(route("r", repo, "history", ref) + "?path=" + enc(o.path), "history")));
   });
-  show(el("h2", {}, repo), repoTabs(repo, ref), picker, el("div", {}, crumbs),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), picker, el("div", {}, crumbs),
     el("table", {id: "listing", "data-ms": Math.round(performance.now() - t0)},
       el("tr", {}, el("th", {}, "name"), el("th", {}, "size"), el("th", {}, "modified"), el("th", {}, "")), rows),
     rows.length ? null : el("p", {class: "muted"}, "empty"),
@@ -209,6 +213,7 @@ function table(schema, rows) {
 }
 
 async function objectPage(repo, ref, q) {
+  const g0 = gen;  // drawn only if the user is still on this page
   const path = q.get("path") || "";
   const [stat, p] = await Promise.all([
     api("GET", route("repositories", repo, "refs", ref, "objects", "stat"), {path}),
@@ -241,7 +246,7 @@ async function objectPage(repo, ref, q) {
     default:
       body = el("p", {id: "preview", "data-kind": "error", class: "error"}, p.message || "no preview");
   }
-  show(el("h2", {}, repo), repoTabs(repo, ref),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref),
     el("div", {class: "crumbs"}, link(treeHash(repo, ref, dir), "← " + (dir || "/")), " ", el("strong", {id: "object-path"}, path)),
     el("p", {}, fmtSize(stat.size_bytes), " · ", stat.content_type || "", " · ", fmtTime(stat.mtime), " · ",
       el("a", {href: dataUrl, download: path.split("/").pop()}, "download"), " · ",
@@ -261,21 +266,23 @@ function commitTable(repo, results, id) {
 }
 
 async function commitsPage(repo, ref, q) {
+  const g0 = gen;  // drawn only if the user is still on this page
   const after = q.get("after") || "";
   const [data, picker] = await Promise.all([
     api("GET", route("repositories", repo, "refs", ref, "commits"), {after, amount: PAGE}),
     refPicker(repo, ref, r => location.assign("#" + route("r", repo, "commits", r)))]);
-  show(el("h2", {}, repo), repoTabs(repo, ref), picker, commitTable(repo, data.results, "commits"),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), picker, commitTable(repo, data.results, "commits"),
     pager(data, after, route("r", repo, "commits", ref), q));
 }
 
 async function historyPage(repo, ref, q) {
+  const g0 = gen;  // drawn only if the user is still on this page
   const path = q.get("path") || "";
   const after = q.get("after") || "";
   const isPrefix = path.endsWith("/");
   const data = await api("GET", route("repositories", repo, "refs", ref, "commits"),
     {after, amount: PAGE, objects: isPrefix ? undefined : path, prefixes: isPrefix ? path : undefined});
-  show(el("h2", {}, repo), repoTabs(repo, ref), el("h3", {}, "History of ", el("code", {}, path), " on ", ref),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), el("h3", {}, "History of ", el("code", {}, path), " on ", ref),
     data.results.length ? commitTable(repo, data.results, "history") : el("p", {class: "muted"}, "No commit changed it."),
     pager(data, after, route("r", repo, "history", ref), q, {path}));
 }
@@ -288,6 +295,7 @@ function diffTable(repo, ref, results) {
 }
 
 async function commitPage(repo, id, q) {
+  const g0 = gen;  // drawn only if the user is still on this page
   const after = q.get("after") || "";
   const c = await api("GET", route("repositories", repo, "commits", id));
   const parent = (c.parents || [])[0];
@@ -299,7 +307,7 @@ async function commitPage(repo, id, q) {
     diffPart = [el("p", {class: "muted"}, "The first commit: no parent to compare with.")];
   }
   const meta = Object.entries(c.metadata || {});
-  show(el("h2", {}, repo), repoTabs(repo, c.id),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, c.id),
     el("h3", {}, "Commit ", el("code", {}, c.id)),
     el("pre", {id: "commit-message"}, c.message),
     el("p", {}, c.committer, " · ", fmtTime(c.creation_date), " · parents: ",
@@ -321,6 +329,7 @@ async function countAll(fetchPage) {
 }
 
 async function comparePage(repo, left, right, q) {
+  const g0 = gen;  // drawn only if the user is still on this page
   const after = q.get("after") || "";
   const uncommitted = q.get("uncommitted") === "1";
   const pageOf = a => uncommitted
@@ -335,7 +344,7 @@ async function comparePage(repo, left, right, q) {
   const unc = el("label", {}, el("input", {type: "checkbox", id: "uncommitted", checked: uncommitted, onchange: ev => go(left, right, ev.target.checked)}),
     " uncommitted changes of the right branch");
   const counts = el("p", {class: "counts", id: "counts"}, el("span", {class: "muted"}, "counting…"));
-  show(el("h2", {}, repo), repoTabs(repo, right), el("div", {}, uncommitted ? null : ["base ", lp], " compare ", rp, " ", unc),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, right), el("div", {}, uncommitted ? null : ["base ", lp], " compare ", rp, " ", unc),
     counts, diffTable(repo, right, first.results),
     pager(first, after, route("r", repo, "compare", left, right), q, uncommitted ? {uncommitted: "1"} : {}));
   try {
@@ -346,6 +355,7 @@ async function comparePage(repo, left, right, q) {
 }
 
 // ---- live feed (server-sent events) ----------------------------------------------
+let gen = 0;  // counts page changes (render)
 let live = null;  // the EventSource of the current page, closed when the page changes
 const feedSeen = {};  // repository -> the highest event id any page has received (a new EventSource replays)
 function subscribe(repo, onEvent) {
@@ -370,9 +380,10 @@ function describe(kind, d) {
 }
 
 async function feedPage(repo) {
+  const g0 = gen;  // drawn only if the user is still on this page
   const body = el("tbody", {});
   const status = el("span", {class: "muted", id: "feed-status"}, "connecting…");
-  show(el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {}, "Live feed ", status),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {}, "Live feed ", status),
     el("table", {id: "feed"}, el("thead", {}, el("tr", {}, el("th", {}, "#"), el("th", {}, "time"), el("th", {}, "event"),
       el("th", {}, "branch"), el("th", {}, "details"))), body));
   const es = subscribe(repo, (kind, d, eventId) => {
@@ -387,6 +398,7 @@ async function feedPage(repo) {
 
 // ---- pull requests -------------------------------------------------------------
 async function pullsPage(repo, q) {
+  const g0 = gen;  // drawn only if the user is still on this page
   const st = q.get("status") || "open";
   const after = q.get("after") || "";
   const [data, branches] = await Promise.all([
@@ -410,7 +422,7 @@ async function pullsPage(repo, q) {
     el("button", {type: "submit"}, "open pull request"), msg);
   const filters = el("p", {}, ["open", "closed", "merged", "all"].map(s => [s === st ? el("strong", {}, s) :
     link(route("r", repo, "pulls") + "?status=" + s, s), " "]));
-  show(el("h2", {}, repo), repoTabs(repo, "main"), filters,
+  draw(g0, el("h2", {}, repo), repoTabs(repo, "main"), filters,
     data.results.length ? el("table", {id: "pulls"}, el("tr", {}, el("th", {}, "#"), el("th", {}, "title"), el("th", {}, "branches"),
       el("th", {}, "author"), el("th", {}, "status")),
       data.results.map(p => el("tr", {class: "pull"}, el("td", {}, link(route("r", repo, "pull", String(p.id)), "#" + p.id)),
@@ -441,6 +453,7 @@ async function runsTable(repo, query) {
 }
 
 async function pullPage(repo, id) {
+  const g0 = gen;  // drawn only if the user is still on this page
   const base = route("repositories", repo, "pulls", id);
   const [p, comments] = await Promise.all([api("GET", base), api("GET", base + "/comments")]);
   const msg = el("div", {id: "pr-message"});
@@ -472,7 +485,7 @@ async function pullPage(repo, id) {
   const open = p.status === "open";
   const old = document.getElementById("comment-body");  // a live re-render keeps the draft being typed
   if (old && old.dataset.pull === String(id)) body.value = old.value;
-  show(el("h2", {}, repo), repoTabs(repo, p.source_branch),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, p.source_branch),
     el("h3", {id: "pr-title"}, "#" + p.id + " ", p.title, " ", el("span", {class: "muted", id: "pr-status"}, "[" + p.status + "]")),
     el("p", {}, p.source_branch + " → " + p.destination_branch + " · by " + p.author + " · " + (p.creation_date || "")),
     el("pre", {id: "pr-description"}, p.description || ""),
@@ -504,10 +517,12 @@ async function pullPage(repo, id) {
 
 // ---- hook runs, protection -------------------------------------------------------
 async function actionsPage(repo, q) {
-  show(el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {}, "Hook runs"), await runsTable(repo, {branch: q.get("branch") || undefined}));
+  const g0 = gen;  // drawn only if the user is still on this page
+  draw(g0, el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {id: "runs-page"}, "Hook runs"), await runsTable(repo, {branch: q.get("branch") || undefined}));
 }
 
 async function settingsPage(repo) {
+  const g0 = gen;  // drawn only if the user is still on this page
   const url = route("repositories", repo, "settings", "branch_protection");
   const rules = await api("GET", url);
   const msg = el("div");
@@ -516,7 +531,7 @@ async function settingsPage(repo) {
   };
   const pattern = el("input", {id: "rule-pattern", placeholder: "branch pattern, e.g. main or rel-*", required: true});
   const approvals = el("input", {id: "rule-approvals", type: "number", min: 0, value: 0, size: 4});
-  show(el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {}, "Branch protection"),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {}, "Branch protection"),
     el("p", {class: "muted"}, "A protected branch changes only by merge (and revert); a merge needs the approvals the rule requires."),
     rules.length ? el("table", {id: "rules"}, el("tr", {}, el("th", {}, "pattern"), el("th", {}, "required approvals"), el("th", {}, "")),
       rules.map((r, i) => el("tr", {}, el("td", {}, r.pattern), el("td", {}, r.required_approvals),
@@ -526,6 +541,63 @@ async function settingsPage(repo) {
       pattern, " approvals ", approvals, el("button", {type: "submit"}, "add rule")), msg);
 }
 
+// ---- administration: users, access keys, policies ---------------------------------
+async function usersPage() {
+  const g0 = gen;  // drawn only if the user is still on this page
+  const users = await api("GET", "/auth/users", {amount: 1000});
+  const msg = el("div");
+  const run = fn => async ev => {
+    if (ev) ev.preventDefault();
+    try { await fn(); await usersPage(); } catch (e) { msg.replaceChildren(errorBox(e)); }
+  };
+  const name = el("input", {id: "new-user", placeholder: "user id", required: true});
+  draw(g0, el("h2", {}, "Users"), msg,
+    el("table", {id: "users"}, el("tr", {}, el("th", {}, "user"), el("th", {}, "created"), el("th", {}, "")),
+      users.results.map(u => el("tr", {}, el("td", {}, link(route("admin", "users", u.id), u.id)), el("td", {}, fmtTime(u.creation_date)),
+        el("td", {}, el("button", {onclick: run(() => confirm("Delete user " + u.id + "?") ? api("DELETE", route("auth", "users", u.id)) : null)}, "delete"))))),
+    el("form", {class: "inline", id: "create-user", onsubmit: run(() => api("POST", "/auth/users", {}, {id: name.value.trim()}))},
+      name, el("button", {type: "submit"}, "create user")),
+    el("p", {}, link(route("admin", "policies"), "policies")));
+}
+
+async function userPage(id) {
+  const g0 = gen;  // drawn only if the user is still on this page
+  const [keys, attached, policies] = await Promise.all([
+    api("GET", route("auth", "users", id, "credentials"), {amount: 1000}),
+    api("GET", route("auth", "users", id, "policies"), {amount: 1000}),
+    api("GET", "/auth/policies", {amount: 1000})]);
+  const msg = el("div", {id: "admin-message"});
+  const run = fn => async ev => {
+    if (ev) ev.preventDefault();
+    try { const r = await fn(); await userPage(id); if (r) document.getElementById("admin-message").replaceChildren(r); }
+    catch (e) { msg.replaceChildren(errorBox(e)); }
+  };
+  const have = new Set(attached.results.map(p => p.id));
+  const pick = el("select", {id: "attach-policy"}, policies.results.filter(p => !have.has(p.id)).map(p => el("option", {value: p.id}, p.id)));
+  draw(g0, el("h2", {}, "User ", id), msg,
+    el("h3", {}, "Access keys"),
+    el("table", {id: "keys"}, el("tr", {}, el("th", {}, "access key id"), el("th", {}, "created"), el("th", {}, "")),
+      keys.results.map(k => el("tr", {}, el("td", {}, k.access_key_id), el("td", {}, fmtTime(k.creation_date)),
+        el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "users", id, "credentials", k.access_key_id)))}, "revoke"))))),
+    el("button", {id: "create-key", onclick: run(async () => {
+      const c = await api("POST", route("auth", "users", id, "credentials"));
+      return el("p", {class: "ok"}, "New key ", el("code", {}, c.access_key_id), " secret ", el("code", {id: "new-secret"}, c.secret_access_key),
+        " (shown only now)");
+    })}, "create access key"),
+    el("h3", {}, "Policies"),
+    el("table", {id: "user-policies"}, attached.results.map(p => el("tr", {}, el("td", {}, p.id),
+      el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "users", id, "policies", p.id)))}, "detach"))))),
+    el("form", {class: "inline", onsubmit: run(() => api("PUT", route("auth", "users", id, "policies", pick.value)))},
+      pick, el("button", {type: "submit"}, "attach")));
+}
+
+async function policiesPage() {
+  const g0 = gen;  // drawn only if the user is still on this page
+  const policies = await api("GET", "/auth/policies", {amount: 1000});
+  draw(g0, el("h2", {}, "Policies"), el("table", {id: "policies"}, el("tr", {}, el("th", {}, "policy"), el("th", {}, "statements")),
+    policies.results.map(p => el("tr", {}, el("td", {}, p.id), el("td", {}, el("pre", {}, JSON.stringify(p.statement || [], null, 1)))))));
+}
+
 // ---- routing -------------------------------------------------------------------
 async function whoami() {
   if (me) return me;
@@ -533,11 +605,13 @@ async function whoami() {
   me = {id: u.user.id, admin: undefined};
   const who = document.getElementById("who");
   who.replaceChildren(el("span", {id: "user"}, u.user.id), el("button", {id: "logout", onclick: logout}, "log out"));
-  document.getElementById("nav").replaceChildren(link("/", "repositories"));
+  document.getElementById("nav").replaceChildren(link("/", "repositories"), " ", link(route("admin", "users"), "users"),
+    " ", link(route("admin", "policies"), "policies"));
   return me;
 }
 
 async function render() {
+  gen++;
   if (live) { live.close(); live = null; }
   if (location.pathname === "/login") return loginPage();
   const hash = location.hash.replace(/^#/, "") || "/";
@@ -562,6 +636,11 @@ async function render() {
       if (view === "feed") return await feedPage(repo);
       if (view === "actions") return await actionsPage(repo, q);
       if (view === "settings") return await settingsPage(repo);
+    }
+    if (parts[0] === "admin") {
+      if (parts[1] === "users" && parts[2]) return await userPage(parts[2]);
+      if (parts[1] === "users") return await usersPage();
+      if (parts[1] === "policies") return await policiesPage();
     }
     if (parts.length === 0 || parts[0] === "") return await reposPage(q);
     show(errorBox("no such page"));
