@@ -66,6 +66,10 @@ def _operation(op: Operation) -> dict[str, Any]:
     ok: dict[str, Any] = {"description": _STATUS_TEXT.get(op.status, "success")}
     if op.response is not None:
         ok["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{op.response}"}}}
+    elif op.content_type == "text/event-stream":
+        # Each server-sent event (its fields), as OpenAPI 3.2 describes a stream's items.
+        ok["content"] = {op.content_type: {"schema": {"type": "object", "properties": {
+            "id": {"type": "string"}, "event": {"type": "string"}, "data": {"type": "string"}, "retry": {"type": "integer"}}}}}
     elif op.content_type not in ("", "application/json") and op.status != 204 and op.method != "HEAD":
         ok["content"] = {op.content_type: {"schema": {"type": "string"}}}
     responses: dict[str, Any] = {str(op.status): ok}
