@@ -12,15 +12,22 @@ with its own ``lakemount mount /lake``, and prints, measured in this run:
   (polling every ``head_ttl``);
 * PostgreSQL statements per second of idle mounts (each with ``main`` open
   in the kernel), from ``pg_stat_statements`` (this script's own excluded);
-* PostgreSQL statements per 1,000 file opens on a commit path after warm-up.
+* PostgreSQL statements per 1,000 file opens on a commit path after warm-up;
+* the Spark ETL job of tests/cluster/spark_job.py through the mounts (file:///lake)
+  and through S3A on gw1+gw2 (pyspark 3.2.4), wall time of each in one run;
+* gateway requests/s (signed 4 KiB GETs from client processes on ``client``)
+  against one gateway host, then spread over two (db, s3, gw1, gw2, client).
+  All hosts share this machine's cores, so the ratio shows scale-out only
+  where the client and gateways are not already CPU-bound together.
 
-Run as root: ``PYTHONPATH=. python benchmarks/cluster_bench.py [--samples 30] [--head-ttl 1]``.
+Run as root: ``PYTHONPATH=. python benchmarks/cluster_bench.py [--samples 30] [--head-ttl 1] [--only heads|gateways|spark]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -75,6 +82,69 @@ for i in range(n):
         f.read()
 print(len(names))
 """
+
+
+SETUP_GW = r"""
+from lakemount.app import App
+from benchmarks.gateway_bench import KEY, SECRET, Client
+app = App.from_config(None)
+app.auth.create_user("bench")
+app.auth.attach_policy("bench", "Admin")
+app.auth.create_credentials("bench", KEY, SECRET)
+import sys
+c = Client(sys.argv[1])
+for i in range(64):
+    c.request("PUT", f"/repo/main/small/{i}", bytes([i]) * 4096)
+print("ok")
+"""
+
+LOAD = r"""
+import json, multiprocessing as mp, sys, time
+from benchmarks.gateway_bench import Client
+endpoints, procs, seconds = sys.argv[1].split(","), int(sys.argv[2]), float(sys.argv[3])
+def work(k):
+    c = Client(endpoints[k % len(endpoints)])
+    n, i = 0, k
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        status, size = c.request("GET", f"/repo/main/small/{i % 64}")
+        assert size == 4096
+        n += 1
+        i += 1
+    return n
+with mp.Pool(procs) as pool:
+    t = time.monotonic()
+    counts = pool.map(work, range(procs))
+    elapsed = time.monotonic() - t
+print(json.dumps({"requests": sum(counts), "seconds": elapsed}))
+"""
+
+
+def gateway_rps(procs: int, seconds: float, workers: int) -> dict[str, float]:
+    """4 KiB GETs/s from ``procs`` client processes against one gateway host, then two."""
+    with cluster(["db", "s3", "gw1", "gw2", "client"], deadline=900) as c:
+        client = c["client"]
+        client.lakemount("repo", "create", "lakefs://repo")
+        c.start_gateway(c["gw1"], workers=workers)
+        c.start_gateway(c["gw2"], workers=workers)
+        ep1, ep2 = f"http://{c['gw1'].ip}:8000", f"http://{c['gw2'].ip}:8000"
+        client.python(SETUP_GW, ep1, timeout=300)
+        out = {}
+        for label, eps in (("one", ep1), ("two", f"{ep1},{ep2}")):
+            client.python(LOAD, eps, str(procs), "2", timeout=300)  # warm-up
+            r = json.loads(client.python(LOAD, eps, str(procs), str(seconds), timeout=600).strip().splitlines()[-1])
+            out[label] = r["requests"] / r["seconds"]
+        return out
+
+
+def spark_jobs() -> tuple[dict[str, object], dict[str, object]]:
+    """The ETL job through the mounts, then through S3A on two gateways, on one cluster."""
+    from tests.cluster import etl
+
+    hosts = ["db", "s3", "master", "w1", "w2", "gw1", "gw2", "client"]
+    with cluster(hosts, deadline=1500, mounts=["w1", "w2", "client"]) as c:
+        key, secret = etl.setup(c, "etl", "etl3")
+        return etl.through_mounts(c, "etl"), etl.through_gateways(c, "etl3", key, secret)
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -146,11 +216,29 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--head-ttl", type=float, default=1.0)
+    ap.add_argument("--gw-procs", type=int, default=4, help="client processes for the gateway GET load")
+    ap.add_argument("--gw-seconds", type=float, default=10.0)
+    ap.add_argument("--gw-workers", type=int, default=1, help="worker processes per gateway host")
+    ap.add_argument("--only", choices=["heads", "gateways", "spark"], default=None)
     a = ap.parse_args()
     why = available()
     if why:
         raise SystemExit(f"cluster_bench: {why}")
     remove_stale()
+    if a.only in (None, "spark"):
+        m, g3 = spark_jobs()
+        print(f"Spark ETL job (20,000 rows, 4 partitions, 2 executors x 1 core): through the mounts {m['seconds']:.1f}s "
+              f"(write {m['write_seconds']:.1f}s), through S3A on two gateways {g3['seconds']:.1f}s "
+              f"(write {g3['write_seconds']:.1f}s); both include reading the result back")
+    if a.only == "spark":
+        return
+    if a.only in (None, "gateways"):
+        g = gateway_rps(a.gw_procs, a.gw_seconds, a.gw_workers)
+        print(f"gateway 4 KiB GETs ({a.gw_procs} client processes, {a.gw_workers} worker(s) per gateway host, "
+              f"{os.cpu_count()} cores shared by all hosts): one gateway host {g['one']:.0f} req/s, "
+              f"two {g['two']:.0f} req/s (x{g['two'] / g['one']:.2f})")
+    if a.only == "gateways":
+        return
     for notify in (True, False):
         r = run(notify, a.samples, a.head_ttl)
         label = "notify " if notify else "polling"

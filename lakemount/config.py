@@ -32,10 +32,10 @@ OTHER_VARIABLES: Final = frozenset(
         "LAKEMOUNT_HOME",  # anchors the defaults (here)
         "LAKEMOUNT_CONFIG",  # the configuration file (here and the CLI's --config)
         "LAKEMOUNT_SPARK_MASTER",  # --master of gc run / import / export
+        "LAKEMOUNT_DEBUG",  # the CLI shows an internal error's traceback
         "LAKEMOUNT_MOUNT_ARGS",  # systemd/lakemount-mount@.service
         "LAKEMOUNT_GATEWAY_ARGS",  # systemd/lakemount-gateway.service
         "LAKEMOUNT_API_ARGS",  # systemd/lakemount-api.service
-        "LAKEMOUNT_DEBUG",  # the CLI prints the traceback of an internal error
         # knobs of the test suite
         "LAKEMOUNT_TEST_POSTGRES_URL",
         "LAKEMOUNT_TEST_PG_BIN",
@@ -206,7 +206,7 @@ def _schema(cls: type = Config, prefix: str = "") -> dict[str, Any]:
         key = prefix + f.name
         tp = hints[f.name]
         out[key] = tp
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             out.update(_schema(tp, key + "."))
     return out
 

@@ -7,6 +7,7 @@ no NUL, no ``.`` or ``..`` segment; anything else is a 400.
 
 from __future__ import annotations
 
+import fnmatch
 import time
 from typing import Any, Final
 
@@ -19,7 +20,7 @@ from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.api.upload import receive_object
 from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import MAX_KEY_BYTES
-from lakemount.errors import ObjectNotFound
+from lakemount.errors import ObjectNotFound, ProtectedBranch
 from lakemount.gateway.errors import S3Error
 from lakemount.gateway.http import Response
 from lakemount.gateway.objects import STORED_PREFIX, http_date, make_entry, parse_range, read_stream
@@ -92,16 +93,20 @@ def _read(ctx: Ctx, *, with_body: bool) -> Response:
     inm = ctx.request.header("if-none-match")
     if with_body and inm is not None and inm.strip() in (f'"{entry.etag}"', entry.etag, "*"):
         return Response(304, headers[1:3], b"")
+    # Directories and symbolic links made through the mount have no data (as in the gateway).
+    size = 0 if entry.is_dir or entry.is_symlink else entry.size
     try:
-        rng = parse_range(ctx.request.header("range"), entry.size)
+        rng = parse_range(ctx.request.header("range"), size)
     except S3Error:
-        raise ApiError(416, "requested range not satisfiable", (("Content-Range", f"bytes */{entry.size}"),)) from None
-    start, length = (0, entry.size) if rng is None else rng
+        raise ApiError(416, "requested range not satisfiable", (("Content-Range", f"bytes */{size}"),)) from None
+    start, length = (0, size) if rng is None else rng
     status = 200 if rng is None else 206
     if rng is not None:
-        headers.append(("Content-Range", f"bytes {start}-{start + length - 1}/{entry.size}"))
+        headers.append(("Content-Range", f"bytes {start}-{start + length - 1}/{size}"))
     if not with_body:
         headers.append(("Content-Length", str(length)))
+        return Response(status, headers, b"")
+    if length == 0:
         return Response(status, headers, b"")
     body, f = read_stream(ctx.catalog, ctx.catalog.repository(repo), entry, start, length)
     return Response(status, headers, body, length=length, close=f.close if f is not None else None)
@@ -147,6 +152,9 @@ def upload_object(ctx: Ctx) -> Response:
     repo_rec = cat.repository(repo)
     cat.get_branch(repo, branch)
     cat.writable_branch(repo, branch)
+    # Refused before the body is read: a protected branch takes no upload (the staging would refuse it after).
+    if any(fnmatch.fnmatchcase(branch, p) for p in cat.protection_rules(repo)):
+        raise ProtectedBranch(repo, branch)
     exclusive = (ctx.request.header("if-none-match") or "").strip() == "*"
     if exclusive and cat.get_optional(repo, branch, path) is not None:
         raise ApiError(412, f"object exists: {path}")
@@ -210,7 +218,7 @@ def list_objects(ctx: Ctx) -> Response:
     items = items[:n]
     # Rendered inline: a 1,000-entry page is the API's hottest loop.
     ns = repo_rec.storage_namespace.rstrip("/") + "/"
-    results = []
+    results: list[dict[str, Any]] = []
     append = results.append
     for path, e in items:
         if e is None:

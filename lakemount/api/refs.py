@@ -80,9 +80,9 @@ def diff_refs(ctx: Ctx) -> Response:
     if kind == "two_dot":
         records = ctx.catalog.diff(repo, left, right, prefix=ctx.q("prefix") or "")
     elif kind == "three_dot":
+        # What rightRef changed since it and leftRef parted (unrelated histories: against leftRef itself).
         base = ctx.catalog.merge_base(repo, left, right)
-        records = ctx.catalog.diff(repo, base or left, right, prefix=ctx.q("prefix") or "") if base else \
-            ctx.catalog.diff(repo, left, right, prefix=ctx.q("prefix") or "")
+        records = ctx.catalog.diff(repo, base or left, right, prefix=ctx.q("prefix") or "")
     else:
         raise bad_request("type must be two_dot or three_dot")
     return diff_page(ctx, records, delimiter=ctx.q("delimiter") or "")

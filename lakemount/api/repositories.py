@@ -36,7 +36,12 @@ def create_repository(ctx: Ctx) -> Response:
         raise bad_request("read-only repositories are not supported")
     if ctx.q_bool("bare"):
         raise bad_request("bare repositories are not supported")
-    repo = ctx.catalog.create_repository(name, body["storage_namespace"] or None, body.get("default_branch") or "main")
+    ns = body["storage_namespace"]
+    if ns and not ns.startswith(("s3://", "local:///")):
+        # What the storage config advertises (blockstore_namespace_ValidityRegex); an in-memory
+        # store would be one worker's alone.
+        raise bad_request("storage_namespace must be s3://bucket/prefix or local:///absolute/path")
+    repo = ctx.catalog.create_repository(name, ns or None, body.get("default_branch") or "main")
     return json_response(201, repository_json(repo))
 
 

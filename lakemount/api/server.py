@@ -185,7 +185,7 @@ def serve_forever(config: Config, settings: ApiSettings, *, announce: Any = prin
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    announce(f"lakemount API listening on {server.url}/api/v1 ({settings.workers} workers)")
+    announce(f"lakemount API listening on {server.url}/api/v1 ({settings.workers} workers); web UI: {server.url}/")
     try:
         while not stop.wait(0.5):
             pass

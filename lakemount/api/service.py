@@ -24,6 +24,7 @@ def start_for_up(app: App) -> None:
     server.start()
     _servers[id(app)] = server
     click.echo(f"REST API: {server.url}/api/v1 ({server.settings.workers} workers; lakeFS clients: host={server.url})")
+    click.echo(f"web UI: {server.url}/ (log in with an access key)")
 
 
 def wait_for_up(app: App, poll: float = 0.5) -> None:

@@ -13,6 +13,7 @@ import lakemount
 from lakemount.api.auth import COOKIE, TOKEN_SECONDS
 from lakemount.api.context import Ctx, empty, json_response
 from lakemount.api.routing import operation
+from lakemount.ui import csrf
 from lakemount.gateway.http import Response
 
 LAKEFS_API_LEVEL: Final = "1.50.0"
@@ -34,7 +35,7 @@ def storage_config(ctx: Ctx) -> dict[str, object]:
     return {
         "blockstore_type": kind,
         "blockstore_namespace_example": example,
-        "blockstore_namespace_ValidityRegex": "^(s3|local)://",
+        "blockstore_namespace_ValidityRegex": "^(s3://|local:///)",
         "default_namespace_prefix": ctx.service.app.config.blockstore.default_namespace_prefix,
         "pre_sign_support": False,
         "pre_sign_support_ui": False,
@@ -78,13 +79,15 @@ def login(ctx: Ctx) -> Response:
     body = ctx.json_body()
     token, exp = ctx.auth.login(body["access_key_id"], body["secret_access_key"])
     cookie = f"{COOKIE}={token}; Path=/; Max-Age={TOKEN_SECONDS}; HttpOnly; SameSite=Strict"
-    return json_response(200, {"token": token, "token_expiration": exp}, (("Set-Cookie", cookie),))
+    return json_response(200, {"token": token, "token_expiration": exp},
+                         (("Set-Cookie", cookie), ("Set-Cookie", csrf.new_cookie())))
 
 
 @operation("POST", "/auth/logout", "logout", tag="auth", summary="forget the session cookie", status=204,
            auth=False, errors=())
 def logout(ctx: Ctx) -> Response:
-    return Response(204, [("Set-Cookie", f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict")], b"")
+    return Response(204, [("Set-Cookie", f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"),
+                          ("Set-Cookie", csrf.clear_cookie())], b"")
 
 
 @operation("GET", "/user", "getCurrentUser", tag="auth", summary="the authenticated user", response="CurrentUser",

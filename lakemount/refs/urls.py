@@ -29,11 +29,12 @@ def redact(url: str | sa.URL) -> str:
     import sqlalchemy as sa
 
     if isinstance(url, str):
+        text = url
         try:
-            url = sa.make_url(url)
+            url = sa.make_url(text)
         except (sa.exc.ArgumentError, ValueError):
-            scheme, sep, rest = url.partition("://")
-            return scheme + sep + rest.rpartition("@")[2] if "@" in rest else url
+            scheme, sep, rest = text.partition("://")
+            return scheme + sep + rest.rpartition("@")[2] if "@" in rest else text
     return url.render_as_string(hide_password=True)
 
 

@@ -91,3 +91,11 @@ def test_one_catalog_under_api_gateway_and_cli(served: Served, repo: Any) -> Non
     assert head.message == "through the CLI"
     assert [c.message for c in main.log(max_amount=2)] == ["through the CLI", "through the API"]
     assert list(main.uncommitted()) == []
+    # What only the mount makes (a directory, a symbolic link) reads as an empty object, as through the gateway.
+    from lakemount.catalog.catalog import Entry
+
+    app.catalog.put_entry(repo.id, "main", "link", Entry("", 4, "", 0, "", (), 0o120777, 0, 0, "from-api.txt"))
+    app.catalog.put_entry(repo.id, "main", "dir/", Entry("", 0, "", 0, "", (), 0o40755))
+    assert main.object("link").reader().read() == b""
+    assert main.object("dir/").reader().read() == b""
+    assert {o.path for o in main.objects()} >= {"link", "dir/"}

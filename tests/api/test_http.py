@@ -83,6 +83,8 @@ def test_bad_refs_and_parameters(served: Served, repo_id: str) -> None:
     expect_error(requests.get(api(served, "/repositories/%2e%2e%2f%2e%2e%2fetc"), auth=AUTH), (400, 404))
     expect_error(requests.get(api(served, "/repositories/%ff"), auth=AUTH), 400)
     expect_error(requests.get(api(served, "/repositories") + "?prefix=%ff", auth=AUTH), 400)
+    for ns in ("mem://x", "ftp://x/y", "local://relative", "://", "local:///dev/null/x"):
+        expect_error(requests.post(api(served, "/repositories"), json={"name": "nsbad", "storage_namespace": ns}, auth=AUTH), 400)
 
 
 @pytest.mark.parametrize("path", ["../etc/passwd", "a/../b", "./a", "a/./b", "/abs", "a\x00b", ""])

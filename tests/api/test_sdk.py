@@ -16,6 +16,7 @@ from lakefs.exceptions import (
     NotFoundException,
     ObjectExistsException,
     ObjectNotFoundException,
+    PermissionException,
     TransactionException,
 )
 
@@ -262,3 +263,72 @@ def test_error_types(served: Served, repo: Any) -> None:
     with pytest.raises(NotFoundException):
         lakefs.WriteableObject(repo.id, "t1", "g", client=repo._client).upload(b"g")
     assert [o.path for o in main.objects()] == ["f"]
+
+
+def test_protected_branch_changes_only_by_merge(served: Served, repo: Any) -> None:
+    main = repo.branch("main")
+    main.object("seed").upload(b"seed")
+    main.commit("seed")
+    feature = repo.branch("feature").create(main)
+    app = served.gateway.app()
+    app.catalog.set_protection_rules(repo.id, ["main"])  # the API has no protection endpoint yet
+    stored = sorted((served.home / "ns" / repo.id / "data").rglob("*"))
+    with pytest.raises(ForbiddenException):
+        main.object("direct").upload(b"refused before its body is read")
+    assert sorted((served.home / "ns" / repo.id / "data").rglob("*")) == stored
+    with pytest.raises(PermissionException):  # what the SDK's object delete makes of a 403
+        main.object("seed").delete()
+    feature.object("via-merge").upload(b"y")
+    feature.commit("feature work")
+    feature.merge_into(main)
+    assert {o.path for o in main.objects()} == {"seed", "via-merge"}
+    assert list(main.uncommitted()) == []
+
+
+def test_concurrent_writers_and_transactions(served: Served, repo: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def writer(i: int) -> None:
+        branch = lakefs.Repository(repo.id, client=served.client()).branch("main")
+        for j in range(10):
+            branch.object(f"w{i}/o{j}").upload(f"{i}-{j}".encode())
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(writer, range(8)))
+    main = repo.branch("main")
+    main.commit("eighty objects")
+    assert len(list(main.objects())) == 80
+
+    def transaction(i: int) -> None:
+        branch = lakefs.Repository(repo.id, client=served.client()).branch("main")
+        with branch.transact(commit_message=f"tx {i}") as tx:
+            tx.object(f"tx{i}/data").upload(b"d")
+            tx.object(f"w{i}/o0").delete()
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(transaction, range(4)))
+    paths = {o.path for o in main.objects()}
+    assert {f"tx{i}/data" for i in range(4)} <= paths
+    assert not {f"w{i}/o0" for i in range(4)} & paths
+    assert len(paths) == 80
+    assert {b.id for b in repo.branches()} == {"main"}
+
+
+def test_diff_two_dot_and_three_dot(repo: Any) -> None:
+    main = repo.branch("main")
+    main.object("base").upload(b"b")
+    main.commit("base")
+    dev = repo.branch("dev").create(main)
+    dev.object("dev-only").upload(b"d")
+    dev.commit("dev")
+    main.object("main-only").upload(b"m")
+    main.commit("main")
+    refs = repo._client.sdk_client.refs_api
+    three = {(d.path, d.type) for d in refs.diff_refs(repo.id, "main", "dev").results}
+    two = {(d.path, d.type) for d in refs.diff_refs(repo.id, "main", "dev", type="two_dot").results}
+    assert three == {("dev-only", "added")}
+    assert two == {("dev-only", "added"), ("main-only", "removed")}
+    grouped = refs.diff_refs(repo.id, "main", "dev", type="two_dot", delimiter="/").results
+    assert {d.path for d in grouped} == {"dev-only", "main-only"}
+    base = refs.find_merge_base(repo.id, "dev", "main")
+    assert base.base_commit_id == dev.get_commit().parents[0]

@@ -88,3 +88,19 @@ def test_up_runs_the_api(tmp_path: Path, capsys: pytest.CaptureFixture[str], mon
     finally:
         service.stop_for_up(app)
         app.refs.engine.dispose()
+
+
+def test_serve_without_the_api(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    proc = subprocess.Popen(lakemount_cmd("serve", "--listen", "127.0.0.1:0", "--workers", "1", "--no-api"), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        assert "S3 gateway listening on" in proc.stdout.readline()
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=30)
+        assert "API" not in rest
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)

@@ -31,10 +31,11 @@ def _declared() -> dict[str, tuple[str, click.Command]]:
 
 def test_the_verb_table_matches_the_modules() -> None:
     declared = _declared()
-    assert set(VERBS) == set(declared)
+    assert set(VERBS) == set(declared), "VERBS in lakemount/cli/main.py must name every verb in a COMMANDS list"
     for name, (target, command) in declared.items():
-        assert VERBS[name][0] == target, name
-        assert VERBS[name][1] == " ".join((command.help or "").partition("\n\n")[0].split()), name
+        summary = " ".join((command.help or "").partition("\n\n")[0].split())
+        entry = f"{name!r}: ({target!r}, {summary!r}),"
+        assert VERBS[name] == (target, summary), f"VERBS in lakemount/cli/main.py is stale; the entry should be: {entry}"
 
 
 def test_help_is_the_same_as_with_every_verb_imported() -> None:

@@ -4,14 +4,17 @@ Every host is an anchor process (``sleep``) started by ``ip netns exec NS unshar
 -m --propagation private``: it holds a network namespace with its own 10.x
 address on a veth pair plugged into a bridge, and a mount namespace of its own,
 so a FUSE mount made there (``/lake``) is seen by that host's processes only.
-Commands run in a host with ``nsenter -t ANCHOR -m -n``.  When the anchor and
+Commands run in a host with ``nsenter -t ANCHOR -m -n -r -w`` (``-r -w``: in the anchor's
+root and working directories; entering a mount namespace otherwise resets them to the namespace's,
+which escapes a chroot such as a debootstrap tree).  When the anchor and
 its processes die the mount namespace and its mounts go with it, so a killed
 test leaves no mount behind.
 
 :class:`Cluster` is a context manager, bounded in time (``deadline``), and torn
 down even on failure: on exit, from ``atexit`` and on SIGTERM.  Everything it
-creates carries the prefix ``lmc`` plus a per-run id; :func:`remove_stale`
-deletes what a killed run left (namespaces, links, processes in them).
+creates carries the prefix ``lmc`` plus a per-run id, and ``/run/lakemount-cluster/<id>``
+names the owning process; :func:`remove_stale` deletes what a killed run left
+(namespaces, links, processes in them), never the cluster of a live process.
 
 Roles: ``db`` runs PostgreSQL (``initdb``/``pg_ctl``, listening on its
 address), ``s3`` a moto server; ``add_mount`` starts ``lakemount mount /lake``
@@ -62,13 +65,38 @@ def _run(*cmd: str, check: bool = True, timeout: float = 30) -> subprocess.Compl
     return subprocess.run(list(cmd), capture_output=True, text=True, check=check, timeout=timeout)
 
 
+RUN_DIR = Path("/run/lakemount-cluster")  # <id> -> pid of the process that owns cluster <id>
+
+
+def _owner_alive(cluster_id: str) -> bool:
+    try:
+        pid = int((RUN_DIR / cluster_id).read_text())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def remove_stale(prefix: str = PREFIX) -> list[str]:
-    """Delete namespaces and links named ``prefix*`` (left by killed runs); returns what was removed."""
+    """Delete namespaces and links of clusters whose owning process died; returns what was removed.
+
+    Clusters of live processes (another test session on this machine) are left alone.
+    """
+    return _remove(prefix, only_dead=True)
+
+
+def _remove(prefix: str, *, only_dead: bool) -> list[str]:
     removed = []
+
+    def mine(name: str) -> bool:
+        if not name.startswith(prefix):
+            return False
+        return not only_dead or not _owner_alive(name[len(PREFIX) : len(PREFIX) + 4])
+
     out = _run("ip", "netns", "list", check=False).stdout
     for line in out.splitlines():
         name = line.split()[0] if line.split() else ""
-        if not name.startswith(prefix + "-"):
+        if not name.startswith(PREFIX) or "-" not in name or not mine(name):
             continue
         pids = _run("ip", "netns", "pids", name, check=False).stdout.split()
         for pid in pids:
@@ -80,9 +108,13 @@ def remove_stale(prefix: str = PREFIX) -> list[str]:
         parts = line.split(":")
         if len(parts) > 1:
             ifname = parts[1].strip().split("@")[0]
-            if ifname.startswith(prefix) and len(ifname) <= 15:
+            if mine(ifname) and len(ifname) <= 15:
                 _run("ip", "link", "delete", ifname, check=False)
                 removed.append(ifname)
+    if only_dead:
+        for f in RUN_DIR.glob("*") if RUN_DIR.exists() else ():
+            if not _owner_alive(f.name):
+                f.unlink(missing_ok=True)
     return removed
 
 
@@ -101,7 +133,7 @@ class Host:
 
     def cmd(self, *argv: str) -> list[str]:
         """``argv`` as run inside this host (its network and mount namespaces)."""
-        return ["nsenter", "-t", str(self.anchor.pid), "-m", "-n", "--", *argv]
+        return ["nsenter", "-t", str(self.anchor.pid), "-m", "-n", "-r", "-w", "--", *argv]
 
     def run(self, *argv: str, timeout: float = 60, check: bool = True, env: dict[str, str] | None = None,
             input: str | bytes | None = None, text: bool = True) -> subprocess.CompletedProcess[Any]:
@@ -153,12 +185,16 @@ class Cluster:
         self.db_url = ""
         self.s3_endpoint = ""
         self._pg_data = ""
+        self.secret_key = uuid.uuid4().hex + uuid.uuid4().hex  # auth.encrypt.secret_key shared by every host
         self._closed = False
+        self._spark: list[subprocess.Popen[bytes]] = []
         self._prev_term: Any = None
 
     # -- lifecycle -----------------------------------------------------------------
     def __enter__(self) -> Cluster:
         atexit.register(self.close)
+        RUN_DIR.mkdir(parents=True, exist_ok=True)
+        (RUN_DIR / self.id).write_text(str(os.getpid()))
         self._prev_term = signal.getsignal(signal.SIGTERM)
         with contextlib.suppress(ValueError):  # not the main thread
             signal.signal(signal.SIGTERM, self._on_term)
@@ -208,7 +244,8 @@ class Cluster:
             with contextlib.suppress(Exception):
                 host.anchor.kill()
                 host.anchor.wait(5)
-        remove_stale(self.prefix)
+        _remove(self.prefix, only_dead=False)
+        (RUN_DIR / self.id).unlink(missing_ok=True)
         shutil.rmtree(self.dir, ignore_errors=True)
         with contextlib.suppress(Exception):
             atexit.unregister(self.close)
@@ -238,14 +275,21 @@ class Cluster:
         )
         host = Host(self, name, ns, ip, veth, anchor)
         self.hosts[name] = host
-        # ip netns exec and unshare both exec: the anchor's pid ends up as `sleep` in the new namespaces
-        for _ in range(200):
+        # ip netns exec and unshare both exec: the anchor's pid ends up as `sleep` in the new namespaces.
+        # Until then, nsenter -t would join the wrong (our own) namespaces: wait, however loaded the machine.
+        end = time.monotonic() + 60
+        while True:
             with contextlib.suppress(OSError):
                 with open(f"/proc/{anchor.pid}/comm") as f:
-                    if f.read().strip() == "sleep":
-                        break
+                    comm = f.read().strip()
+                if (comm == "sleep" and os.readlink(f"/proc/{anchor.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+                        and os.readlink(f"/proc/{anchor.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")):
+                    break
             if anchor.poll() is not None:
                 raise RuntimeError(f"host {name}: the namespace anchor exited ({anchor.returncode})")
+            if time.monotonic() > end:
+                anchor.kill()
+                raise TimeoutError(f"host {name}: the namespace anchor did not start")
             time.sleep(0.02)
         host.procs.append(anchor)
         host.home = str(self.dir / name)
@@ -319,6 +363,7 @@ class Cluster:
             AWS_ACCESS_KEY_ID=S3_KEY,
             AWS_SECRET_ACCESS_KEY=S3_SECRET,
             AWS_DEFAULT_REGION="us-east-1",
+            LAKEMOUNT_AUTH_ENCRYPT_SECRET_KEY=self.secret_key,
         )
         if self.db_url:
             env["LAKEMOUNT_METADATA_DB_URL"] = self.db_url
@@ -349,6 +394,91 @@ class Cluster:
                 return
             time.sleep(0.2)
         raise TimeoutError(f"mount on {host.name} did not serve within {timeout}s: {Path(log).read_text()[-2000:]}")
+
+    def start_gateway(self, host: Host, *, workers: int = 1, port: int = 8000) -> subprocess.Popen[bytes]:
+        """``lakemount serve`` on ``host``'s address; returns once it answers HTTP."""
+        p = host.spawn(PYTHON, "-m", "lakemount.cli.main", "serve", "--listen", f"{host.ip}:{port}", "--workers", str(workers),
+                       env=self.env(host), log=f"{host.home}/gateway.log")
+        code = ("import sys,time,urllib.request,urllib.error\n"
+                "end=time.time()+90\n"
+                "while time.time()<end:\n"
+                "    try:\n"
+                "        urllib.request.urlopen(sys.argv[1],timeout=2); break\n"
+                "    except urllib.error.HTTPError: break\n"
+                "    except OSError: time.sleep(0.2)\n"
+                "else: raise SystemExit('gateway did not answer')\n")
+        host.run(PYTHON, "-c", code, f"http://{host.ip}:{port}/", timeout=100)
+        return p
+
+    def kill_host_processes(self, host: Host) -> None:
+        """``kill -9`` every process on ``host`` but its namespace anchor (a crash of what runs there)."""
+        for pid in _run("ip", "netns", "pids", host.ns, check=False).stdout.split():
+            if int(pid) != host.anchor.pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+
+    # -- Spark standalone, from PySpark's own jars ----------------------------------------
+    def spark_env(self, host: Host, spark_python: str = PYTHON) -> dict[str, str]:
+        """The environment of Spark daemons and drivers on ``host`` (Spark from ``spark_python``'s PySpark)."""
+        home = subprocess.run([spark_python, "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        from tests.spark_s3a.s3a_job import JAVA_OPTS
+
+        return self.env(host, SPARK_HOME=home, SPARK_LOCAL_IP=host.ip, SPARK_LOG_DIR=f"{host.home}/spark-logs",
+                        SPARK_WORKER_DIR=f"{host.home}/spark-work", PYSPARK_PYTHON=spark_python,
+                        SPARK_DAEMON_MEMORY="256m", SPARK_DAEMON_JAVA_OPTS=JAVA_OPTS)
+
+    def start_spark(self, master: Host, workers: Sequence[Host], *, cores: int = 1, memory: str = "768m",
+                    spark_python: str = PYTHON) -> str:
+        """A standalone master on ``master`` and a worker on each of ``workers``; returns the master URL."""
+        spark_class = os.path.join(self.spark_env(master, spark_python)["SPARK_HOME"], "bin", "spark-class")
+        url = f"spark://{master.ip}:7077"
+        tag = str(len(self._spark))
+        mlog = f"{master.home}/master{tag}.log"
+        self._spark.append(master.spawn(spark_class, "org.apache.spark.deploy.master.Master", "--host", master.ip, "--port", "7077",
+                                        "--webui-port", "8080", env=self.spark_env(master, spark_python), log=mlog))
+        self._wait_port(master, master.ip, 7077)
+        for w in workers:
+            self._spark.append(w.spawn(spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", w.ip, "--cores",
+                                       str(cores), "--memory", memory, "--webui-port", "8081",
+                                       env=self.spark_env(w, spark_python), log=f"{w.home}/worker{tag}.log"))
+        end = time.monotonic() + min(180, self.left())
+        log = ""
+        while time.monotonic() < end:  # the master's log names every worker that registered
+            log = Path(mlog).read_text(errors="replace")
+            if all(f"Registering worker {w.ip}:" in log for w in workers):
+                return url
+            time.sleep(0.5)
+        raise TimeoutError(f"Spark workers did not register: {log[-2000:]}")
+
+    def stop_spark(self) -> None:
+        """Stop the Spark master and workers (and their executors)."""
+        for p in self._spark:
+            p.terminate()
+        for p in self._spark:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self._spark.clear()
+        time.sleep(1)
+
+    def map_name(self, host: Host, name: str, ip: str) -> None:
+        """Make ``name`` resolve to ``ip`` on ``host`` only (a bind mount over /etc/hosts in its mount namespace)."""
+        path = Path(host.home) / "hosts"
+        base = Path("/etc/hosts").read_text() if not path.exists() else path.read_text()
+        path.write_text(base + f"{ip} {name}\n")
+        host.run("mount", "--bind", str(path), "/etc/hosts")
+
+    def _wait_port(self, host: Host, ip: str, port: int, timeout: float = 120) -> None:
+        code = ("import socket,sys,time\n"
+                "end=time.time()+float(sys.argv[3])\n"
+                "while time.time()<end:\n"
+                "    try:\n"
+                "        socket.create_connection((sys.argv[1],int(sys.argv[2])),1).close(); break\n"
+                "    except OSError: time.sleep(0.2)\n"
+                "else: raise SystemExit('port closed')\n")
+        host.run(PYTHON, "-c", code, ip, str(port), str(timeout), timeout=timeout + 10)
 
     def shell(self, host: Host, script: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
         return host.run("sh", "-c", script, timeout=timeout, check=check)

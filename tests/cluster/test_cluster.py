@@ -185,3 +185,55 @@ def test_three_hosts_times_four_processes_commit_to_one_branch(lake: Cluster) ->
         body = lakemount.read(f"/lake/repo/{final}/{name}")
         assert body == f"{root}/{name}".encode()
         digest.update(body)
+
+
+SLOW_WRITER = r"""
+import os, sys, time
+path, size = sys.argv[1], int(sys.argv[2])
+block = bytes(range(256)) * 4096  # 1 MiB, a pattern any partial copy would break
+f = open(path, "wb")
+for i in range(size):
+    f.write(block)
+print("closing", flush=True)
+t = time.time()
+f.close()
+print("closed", round(time.time() - t, 1), flush=True)
+"""
+
+
+def test_a_workers_link_cut_mid_write_harms_no_one_else(lake: Cluster) -> None:
+    root = branch(lake, "cut")
+    w1, w2, client = lake["w1"], lake["w2"], lake["client"]
+    out = f"{w2.home}/cut-writer.out"
+    writer = w2.spawn(__import__("sys").executable, "-c", SLOW_WRITER, f"{root}/big.bin", "24", log=out)
+    end = time.monotonic() + 60
+    while "closing" not in open(out).read():  # the close uploads to S3 and stages in PostgreSQL
+        assert writer.poll() is None and time.monotonic() < end, open(out).read()
+        time.sleep(0.01)
+    w2.link(False)
+    try:
+        # the other hosts keep working while w2 is cut off
+        t = time.monotonic()
+        w1.run("sh", "-c", f"echo other > {root}/other.txt && echo other > {root}/.lakefs/commit", timeout=30)
+        assert client.read(f"/lake/repo/{head(w1, root)}/other.txt") == b"other\n"
+        assert time.monotonic() - t < 10
+        time.sleep(max(0.0, 8 - (time.monotonic() - t)))
+    finally:
+        w2.link(True)
+    writer.wait(timeout=180)
+    print(f"\nwriter on the cut host: {open(out).read().strip()!r} (exit {writer.returncode})")
+    # whatever the writer was told, no host ever sees a partial object
+    expected = (bytes(range(256)) * 4096) * 24
+    for h in (w1, client, w2):
+        p = h.run("cat", f"{root}/big.bin", check=False, text=False, timeout=120)
+        assert p.returncode != 0 or p.stdout == expected, (h.name, len(p.stdout))
+    if writer.returncode == 0:  # told "closed": it must be there, whole
+        assert wait_read(client, f"{root}/big.bin", timeout=10) == expected
+    # and w2 works again without remounting
+    end = time.monotonic() + 60
+    while True:
+        p = w2.run("sh", "-c", f"echo back > {root}/back.txt && cat {root}/back.txt", check=False)
+        if p.returncode == 0 and p.stdout == "back\n":
+            break
+        assert time.monotonic() < end, p.stderr
+        time.sleep(1)

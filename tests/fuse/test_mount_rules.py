@@ -7,7 +7,6 @@ import os
 
 from lakemount.app import App
 from lakemount.fuse.control import RESET_ALL
-
 from tests.fuse.conftest import REPO
 from tests.fuse.mounting import needs_fuse
 from tests.fuse.test_mount import MountFactory, mounts, oserror, sh, write_control

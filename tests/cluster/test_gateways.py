@@ -1,0 +1,86 @@
+"""Two gateway hosts over the shared stores: a gateway killed (-9) during a multipart upload harms nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.cluster.harness import Cluster, available, cluster, remove_stale
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.fuse, pytest.mark.postgres]
+
+CLIENT = r"""
+import json, sys, threading, time, boto3, botocore.config
+ep1, ep2, key, secret, phase = sys.argv[1:6]
+cfg = botocore.config.Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, connect_timeout=5, read_timeout=30)
+def s3(ep):
+    return boto3.client("s3", endpoint_url=ep, aws_access_key_id=key, aws_secret_access_key=secret, region_name="us-east-1", config=cfg)
+out = {}
+if phase == "upload":
+    c = s3(ep1)
+    up = c.create_multipart_upload(Bucket="repo", Key="main/mp.bin")["UploadId"]
+    c.upload_part(Bucket="repo", Key="main/mp.bin", UploadId=up, PartNumber=1, Body=b"a" * (5 << 20))
+    print(json.dumps({"upload_id": up, "part1": True}), flush=True)
+    try:
+        c.upload_part(Bucket="repo", Key="main/mp.bin", UploadId=up, PartNumber=2, Body=b"b" * (64 << 20))
+        c.complete_multipart_upload(Bucket="repo", Key="main/mp.bin", UploadId=up, MultipartUpload={"Parts": []})
+        out["completed"] = True
+    except Exception as exc:
+        out["error"] = type(exc).__name__
+else:
+    c = s3(ep2)
+    keys = [o["Key"] for o in c.list_objects_v2(Bucket="repo", Prefix="main/").get("Contents", [])]
+    out["keys"] = keys
+    c.put_object(Bucket="repo", Key="main/after.txt", Body=b"after")
+    out["after"] = c.get_object(Bucket="repo", Key="main/after.txt")["Body"].read().decode()
+print(json.dumps(out), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def gw_lake() -> Iterator[tuple[Cluster, str, str]]:
+    why = available()
+    if why is not None:
+        pytest.fail(f"cluster tests cannot run here: {why}") if os.environ.get("CI") else pytest.skip(why)
+    remove_stale()
+    with cluster(["db", "s3", "gw1", "gw2", "client"], deadline=900, mounts=["client"]) as c:
+        client = c["client"]
+        client.lakemount("repo", "create", "lakefs://repo")
+        client.lakemount("auth", "users", "create", "--id", "etl")
+        client.lakemount("auth", "users", "policies", "attach", "--id", "etl", "--policy", "Admin")
+        cred = json.loads(client.lakemount("auth", "users", "credentials", "create", "--id", "etl", "--json").stdout)
+        c.start_gateway(c["gw1"])
+        c.start_gateway(c["gw2"])
+        yield c, cred["access_key_id"], cred["secret_access_key"]
+
+
+def test_kill_9_of_a_gateway_during_a_multipart_upload(gw_lake: tuple[Cluster, str, str]) -> None:
+    c, key, secret = gw_lake
+    client, gw1, gw2 = c["client"], c["gw1"], c["gw2"]
+    ep1, ep2 = f"http://{gw1.ip}:8000", f"http://{gw2.ip}:8000"
+    import sys
+
+    log = f"{client.home}/mp.out"
+    up = client.spawn(sys.executable, "-c", CLIENT, ep1, ep2, key, secret, "upload", env=c.env(client), log=log)
+    end = time.monotonic() + 120
+    while '"part1": true' not in open(log).read():
+        assert up.poll() is None and time.monotonic() < end, open(log).read()
+        time.sleep(0.02)
+    time.sleep(0.3)  # part 2 (64 MiB) is on its way
+    c.kill_host_processes(gw1)
+    up.wait(timeout=120)
+    result = json.loads(open(log).read().strip().splitlines()[-1])
+    assert "completed" not in result, result
+    # gw2 and the mounts never see the unfinished object; gw2 keeps serving
+    other = json.loads(client.python(CLIENT, ep1, ep2, key, secret, "check", timeout=120).strip().splitlines()[-1])
+    assert "main/mp.bin" not in other["keys"] and other["after"] == "after", other
+    assert "mp.bin" not in client.run("ls", "/lake/repo/main/").stdout.split()
+    assert client.read("/lake/repo/main/after.txt") == b"after"
+    # gw1 comes back on its own stores, no repair needed
+    c.start_gateway(gw1)
+    again = json.loads(client.python(CLIENT, ep2, ep1, key, secret, "check", timeout=120).strip().splitlines()[-1])
+    assert "main/mp.bin" not in again["keys"] and again["after"] == "after", again
