@@ -161,3 +161,144 @@ def test_forged_cookie_redirects_to_login(served: Served, browser: Any) -> None:
     finally:
         page.close()
         browser.clear_cookies()
+
+
+CHECK = b"""name: data-check
+on: {pre-merge: {branches: [main]}}
+hooks: [{id: csv_only, type: lakemount_check, properties: {formats: [csv]}}]
+"""
+
+
+def login(page: Any, base: str, key: str, secret: str) -> None:
+    page.goto(base + "/login")
+    page.fill("#access_key_id", key)
+    page.fill("#secret_access_key", secret)
+    page.click("#login")
+    page.wait_for_selector("#repos")
+
+
+def test_pull_request_flow_with_hook_and_live_feed(served: Served, chromium: Any) -> None:
+    """Open a PR in the UI, comment, a second user approves, the pre-merge hook runs, merge; a second page
+    on the live feed sees each step without reloading; a conflicting PR lists its paths; close and reopen."""
+    from lakemount.app import App
+    from lakemount.config import load
+
+    app = App(load(None, env={"LAKEMOUNT_HOME": str(served.home)}))
+    try:
+        app.auth.create_user("reviewer")
+        app.auth.attach_policy("reviewer", "Admin")
+        app.auth.create_credentials("reviewer", "AKIAREVIEWER00000000", "reviewersecretreviewersecretreviewer0000")
+    finally:
+        app.refs.engine.dispose()
+    repo = served.repo(prefix="pr")
+    main = repo.branch("main")
+    main.object("_lakefs_actions/check.yaml").upload(CHECK)
+    main.object("data/a.csv").upload(b"id\n1\n")
+    main.commit(message="hooks and data")
+    feat = repo.branch("feat").create(source_reference="main")
+    feat.object("data/b.csv").upload(b"id\n2\n")
+    feat.commit(message="add b")
+    clash = repo.branch("clash").create(source_reference="main")
+    clash.object("data/a.csv").upload(b"id\nclash\n")
+    clash.commit(message="clash")
+    main.object("data/a.csv").upload(b"id\nmain\n")
+    main.commit(message="main changes a")
+    import requests
+
+    from tests.api.test_http import AUTH
+
+    rules = f"{served.api}/api/v1/repositories/{repo.id}/settings/branch_protection"
+    assert requests.put(rules, json=[{"pattern": "main", "required_approvals": 1}], auth=AUTH, timeout=30).status_code == 204
+    base = served.api
+    rid = str(repo.id)
+    admin = chromium.new_context(viewport={"width": 1100, "height": 700})
+    reviewer = chromium.new_context(viewport={"width": 1100, "height": 700})
+    try:
+        for ctx in (admin, reviewer):
+            ctx.set_default_timeout(15_000)
+        page = admin.new_page()
+        watcher = admin.new_page()
+        login(page, base, ADMIN_KEY, ADMIN_SECRET)
+        watcher.goto(f"{base}/#/r/{rid}/feed")
+        watcher.wait_for_selector("#feed-status >> text=live")
+        watcher.wait_for_selector("#feed tr[data-kind=protection]")
+
+        page.goto(f"{base}/#/r/{rid}/pulls")
+        page.wait_for_selector("#open-pr")
+        page.select_option("#pr-source", "feat")
+        page.select_option("#pr-destination", "main")
+        page.fill("#pr-title", "Add b <script>alert(5)</script>")
+        page.fill("#pr-description", "new <em>rows</em>")
+        shot(page, "10-pr-open")
+        page.click("#open-pr button[type=submit]")
+        page.wait_for_selector("#pr-title >> text=[open]")
+        assert "Add b <script>alert(5)</script>" in page.locator("#pr-title").inner_text()
+        assert "data/b.csv" in page.locator("#diff").inner_text()
+        assert page.locator("#pr-approvals").inner_text().startswith("approvals: 0 of 1 required")
+        page.fill("#comment-body", "looks <b>good</b>?")
+        page.click("#comment")
+        page.wait_for_selector("#comments .comment")
+        assert page.locator("#comments pre").inner_text() == "looks <b>good</b>?"
+        # Merging without the required approval: refused with the reason, the page stays.
+        page.click("#merge")
+        page.wait_for_selector("#pr-message .error")
+        shot(page, "11-pr-comment-merge-refused")
+
+        # The reviewer approves in their own session; the author's page updates live.
+        rpage = reviewer.new_page()
+        login(rpage, base, "AKIAREVIEWER00000000", "reviewersecretreviewersecretreviewer0000")
+        pid = page.url.rsplit("/", 1)[1]
+        rpage.goto(f"{base}/#/r/{rid}/pull/{pid}")
+        rpage.wait_for_selector("#approve")
+        rpage.click("#approve")
+        rpage.wait_for_selector("#pr-approvals >> text=approvals: 1 of 1 required")
+        shot(rpage, "12-pr-approved-by-reviewer")
+        page.wait_for_selector("#pr-approvals >> text=approvals: 1 of 1 required")  # no reload: the feed
+
+        page.select_option("#merge-strategy", "source-wins")
+        page.click("#merge")
+        page.wait_for_selector("#pr-status >> text=[merged]")
+        page.wait_for_selector(".runs tr.run >> text=pre-merge")
+        assert "csv_only: completed" in page.locator(".runs").inner_text()
+        assert "data/b.csv" in page.locator("#diff").inner_text()  # what the merge brought in
+        shot(page, "13-pr-merged-hook-run")
+
+        # The watcher saw it all without a reload.
+        for kind in ("pull-request", "pull-request-comment", "pull-request-approval", "hook-run", "merge"):
+            watcher.wait_for_selector(f"#feed tr[data-kind={kind}]")
+        assert "action=merged" in watcher.locator("#feed").inner_text()
+        shot(watcher, "14-live-feed")
+
+        # A conflicting pull request lists its paths; close and reopen.
+        page.goto(f"{base}/#/r/{rid}/pulls")
+        page.wait_for_selector("#open-pr")
+        page.select_option("#pr-source", "clash")
+        page.fill("#pr-title", "clash")
+        page.click("#open-pr button[type=submit]")
+        page.wait_for_selector("#pr-title >> text=[open]")
+        cid = page.url.rsplit("/", 1)[1]
+        rpage.goto(f"{base}/#/r/{rid}/pull/{cid}")
+        rpage.click("#approve")
+        page.wait_for_selector("#pr-approvals >> text=approvals: 1 of 1 required")
+        page.click("#merge")
+        page.wait_for_selector("#conflicts li")
+        assert page.locator("#conflicts li").all_inner_texts() == ["data/a.csv"]
+        shot(page, "15-pr-conflicts")
+        page.click("#close")
+        page.wait_for_selector("#pr-status >> text=[closed]")
+        page.click("#reopen")
+        page.wait_for_selector("#pr-status >> text=[open]")
+
+        # Hook runs and protection rules pages.
+        page.goto(f"{base}/#/r/{rid}/actions")
+        page.wait_for_selector(".runs tr.run")
+        page.goto(f"{base}/#/r/{rid}/settings")
+        page.wait_for_selector("#rules >> text=main")
+        page.fill("#rule-pattern", "rel-*")
+        page.click("#add-rule button")
+        page.wait_for_selector("#rules >> text=rel-*")
+        shot(page, "16-protection-rules")
+        assert requests.get(rules, auth=AUTH, timeout=30).json()[1] == {"pattern": "rel-*", "required_approvals": 0}
+    finally:
+        admin.close()
+        reviewer.close()

@@ -14,7 +14,7 @@ function el(tag, attrs, ...children) {
     if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     e.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -56,7 +56,7 @@ async function api(method, path, query, body) {
 
 const enc = encodeURIComponent;
 const main = () => document.getElementById("main");
-function show(...nodes) { const m = main(); m.replaceChildren(...nodes); }
+function show(...nodes) { main().replaceChildren(el("div", {class: "page"}, ...nodes)); }
 function errorBox(e) { return el("p", {class: "error", role: "alert"}, String(e && e.message || e)); }
 function fmtSize(n) {
   if (n === undefined || n === null) return "";
@@ -347,13 +347,17 @@ async function comparePage(repo, left, right, q) {
 
 // ---- live feed (server-sent events) ----------------------------------------------
 let live = null;  // the EventSource of the current page, closed when the page changes
+const feedSeen = {};  // repository -> the highest event id any page has received (a new EventSource replays)
 function subscribe(repo, onEvent) {
   if (live) live.close();
   live = new EventSource(API + route("repositories", repo, "events"), {withCredentials: true});
   for (const kind of FEED_KINDS) live.addEventListener(kind, ev => {
     let data = {};
     try { data = JSON.parse(ev.data); } catch (_) { return; }
-    onEvent(kind, data, ev.lastEventId);
+    const eid = Number(ev.lastEventId) || 0;
+    const fresh = eid > (feedSeen[repo] || 0);
+    if (fresh) feedSeen[repo] = eid;
+    onEvent(kind, data, ev.lastEventId, fresh);
   });
   return live;
 }
@@ -375,8 +379,10 @@ async function feedPage(repo) {
     body.prepend(el("tr", {class: "event", "data-kind": kind}, el("td", {}, eventId), el("td", {}, fmtTime(d.time)),
       el("td", {}, kind), el("td", {}, d.branch || ""), el("td", {}, describe(kind, d))));
   });
+  // The server answers each poll with what is new and closes; EventSource reconnects (retry: 1000 ms)
+  // with Last-Event-ID, so an error while it reconnects is the normal rhythm, not an outage.
   es.onopen = () => status.replaceChildren("live");
-  es.onerror = () => status.replaceChildren("reconnecting…");
+  es.onerror = () => { if (es.readyState === EventSource.CLOSED) status.replaceChildren("disconnected"); };
 }
 
 // ---- pull requests -------------------------------------------------------------
@@ -438,22 +444,34 @@ async function pullPage(repo, id) {
   const base = route("repositories", repo, "pulls", id);
   const [p, comments] = await Promise.all([api("GET", base), api("GET", base + "/comments")]);
   const msg = el("div", {id: "pr-message"});
-  const act = fn => async ev => {
+  const act = (fn, sent) => async ev => {
     if (ev) ev.preventDefault();
     msg.replaceChildren();
-    try { await fn(); await pullPage(repo, id); } catch (e) { msg.replaceChildren(errorBox(e), conflictList(e.message)); }
+    try {
+      await fn();
+      if (sent) body.value = "";
+      await pullPage(repo, id);
+    } catch (e) { msg.replaceChildren(errorBox(e), conflictList(e.message) || ""); }
   };
   let diff;
   try {
-    const d = await api("GET", route("repositories", repo, "refs", p.destination_branch, "diff", p.status === "merged" ? p.merged_commit_id : p.source_branch),
+    let left = p.destination_branch, right = p.source_branch;
+    if (p.status === "merged" && p.merged_commit_id) {  // what the merge commit brought into the destination
+      const mc = await api("GET", route("repositories", repo, "commits", p.merged_commit_id));
+      left = (mc.parents || [mc.id])[0]; right = mc.id;
+    }
+    const d = await api("GET", route("repositories", repo, "refs", left, "diff", right),
       {amount: PAGE, type: p.status === "merged" ? "two_dot" : "three_dot"});
-    diff = [diffTable(repo, p.source_branch, d.results), d.pagination.has_more ? el("p", {class: "muted"}, "first " + PAGE + " changes; see compare") : null];
+    diff = [diffTable(repo, p.source_branch, d.results)];
+    if (d.pagination.has_more) diff.push(el("p", {class: "muted"}, "first " + PAGE + " changes; see compare"));
   } catch (e) { diff = [errorBox(e)]; }
-  const body = el("textarea", {id: "comment-body", rows: 3, cols: 60, required: true});
+  const body = el("textarea", {id: "comment-body", rows: 3, cols: 60, required: true, "data-pull": id});
   const strategy = el("select", {id: "merge-strategy"}, el("option", {value: ""}, "default (fail on conflict)"),
     el("option", {value: "source-wins"}, "source-wins"), el("option", {value: "dest-wins"}, "dest-wins"));
   const approvals = p.approvals || [];
   const open = p.status === "open";
+  const old = document.getElementById("comment-body");  // a live re-render keeps the draft being typed
+  if (old && old.dataset.pull === String(id)) body.value = old.value;
   show(el("h2", {}, repo), repoTabs(repo, p.source_branch),
     el("h3", {id: "pr-title"}, "#" + p.id + " ", p.title, " ", el("span", {class: "muted", id: "pr-status"}, "[" + p.status + "]")),
     el("p", {}, p.source_branch + " → " + p.destination_branch + " · by " + p.author + " · " + (p.creation_date || "")),
@@ -473,13 +491,13 @@ async function pullPage(repo, id) {
     el("h3", {}, "Comments"),
     el("div", {id: "comments"}, comments.results.map(c => el("div", {class: "comment"},
       el("p", {class: "muted"}, c.author + " · " + (c.creation_date || "")), el("pre", {}, c.body)))),
-    el("form", {id: "comment-form", onsubmit: act(() => api("POST", base + "/comments", {}, {body: body.value}))},
+    el("form", {id: "comment-form", onsubmit: act(() => api("POST", base + "/comments", {}, {body: body.value}), true)},
       body, el("div", {}, el("button", {type: "submit", id: "comment"}, "comment"))));
   // Live: another user's comment, approval or merge re-renders this page. A new EventSource replays the
   // feed from its start; events from before this page was rendered (minus clock slack) are not news.
   const since = Date.now() / 1000 - 2;
-  subscribe(repo, (kind, d) => {
-    if (d.time < since || String(d.id) !== String(id) || !kind.startsWith("pull-request")) return;
+  subscribe(repo, (kind, d, _eid, fresh) => {
+    if (!fresh || d.time < since || String(d.id) !== String(id) || !kind.startsWith("pull-request") || d.action === "opened") return;
     if (location.hash.includes("/pull/")) pullPage(repo, id).catch(() => {});
   });
 }
