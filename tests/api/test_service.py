@@ -74,6 +74,7 @@ def test_up_runs_the_api(tmp_path: Path, capsys: pytest.CaptureFixture[str], mon
         out = capsys.readouterr().out
         m = re.search(r"REST API: (http://\S+)/api/v1", out)
         assert m, out
+        assert f"web UI: {m.group(1)}/" in out  # up prints where the web UI is
         deadline = time.monotonic() + 60
         client = lakefs.Client(host=m.group(1), username=ADMIN_KEY, password=ADMIN_SECRET)
         while True:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,11 @@ from tests.api.conftest import Served, running
 CHROMIUM = os.environ.get("LAKEMOUNT_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+# Where each step's screenshot goes: docs/screenshots/ when LAKEMOUNT_UI_SCREENSHOTS=docs (how the committed
+# ones were made), else a temporary directory, so a test run leaves the tree clean.
+DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+_where = os.environ.get("LAKEMOUNT_UI_SCREENSHOTS", "")
+SCREENSHOTS = DOCS_SCREENSHOTS if _where == "docs" else Path(_where or tempfile.mkdtemp(prefix="lm-ui-shots-"))
 
 
 @pytest.fixture(scope="module")
