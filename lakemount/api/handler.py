@@ -28,8 +28,6 @@ from lakemount.api import (  # noqa: F401 - importing a resource module register
     tags,
     users,
 )
-from lakemount.ui import csrf, pages
-from lakemount.ui import preview as _ui_preview  # noqa: F401 - registers previewObject
 from lakemount.api.auth import Authenticator, signing_key
 from lakemount.api.context import Ctx, error_response, parse_query
 from lakemount.api.errors import ApiError, not_found, translate
@@ -39,6 +37,8 @@ from lakemount.auth.crypto import read_key_file
 from lakemount.errors import LakeMountError
 from lakemount.gateway.errors import S3Error
 from lakemount.gateway.http import ClientDisconnected, Request, Response
+from lakemount.ui import csrf, pages
+from lakemount.ui import preview as _ui_preview  # noqa: F401 - registers previewObject
 
 log = logging.getLogger("lakemount.api")
 

@@ -13,8 +13,8 @@ import lakemount
 from lakemount.api.auth import COOKIE, TOKEN_SECONDS
 from lakemount.api.context import Ctx, empty, json_response
 from lakemount.api.routing import operation
-from lakemount.ui import csrf
 from lakemount.gateway.http import Response
+from lakemount.ui import csrf
 
 LAKEFS_API_LEVEL: Final = "1.50.0"
 """The lakeFS API level these operations follow: clients gate features on ``version_config.version``

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from lakemount.api.errors import ApiError, bad_request
-from lakemount.gateway.http import Request
 from lakemount.block.landing import Landing
+from lakemount.gateway.http import Request
 
 MAX_OBJECT_BYTES: Final = 5 * 1024**3
 MAX_PART_HEADER: Final = 64 * 1024
