@@ -36,6 +36,7 @@ def _hash_pool() -> ThreadPoolExecutor:
 
 @dataclass(frozen=True, slots=True)
 class Stored:
+    """An object body landed in the block store: its address, size, MD5 and content type."""
     address: str
     size: int
     md5: str
