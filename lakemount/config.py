@@ -43,6 +43,7 @@ OTHER_VARIABLES: Final = frozenset(
         "LAKEMOUNT_KERNEL_MODEL_EXAMPLES",
         "LAKEMOUNT_KERNEL_MODEL_STEPS",
         "LAKEMOUNT_SPARK_S3A_DEBUG",
+        "LAKEMOUNT_CHROMIUM",  # the browser the UI tests and ui_bench drive
     }
 )
 
