@@ -37,6 +37,7 @@ SWITCH_INTERVAL: Final = 0.0005
 
 @dataclass(frozen=True, slots=True)
 class ApiSettings:
+    """Where and how the REST API serves: bind address, port, worker processes and threads per worker."""
     host: str = "127.0.0.1"
     port: int = 8001
     workers: int = 2

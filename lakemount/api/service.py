@@ -18,6 +18,7 @@ _servers: dict[int, ApiServer] = {}
 
 
 def start_for_up(app: App) -> None:
+    """Start the REST API server for ``lakemount up`` and print its URLs."""
     from lakemount.api.server import ApiServer, settings_from_config
 
     server = ApiServer(app.config, settings_from_config(app.config))
@@ -35,6 +36,7 @@ def wait_for_up(app: App, poll: float = 0.5) -> None:
 
 
 def stop_for_up(app: App) -> None:
+    """Stop the REST API server ``start_for_up`` started for ``app``, if any."""
     server: Any = _servers.pop(id(app), None)
     if server is not None:
         server.stop()

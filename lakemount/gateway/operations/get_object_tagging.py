@@ -15,6 +15,7 @@ from lakemount.gateway.xml import S3_NAMESPACE
 
 
 def handle(ctx: Ctx) -> Response:
+    """GetObjectTagging: an empty tag set for an object the caller may read; errors as GetObject."""
     find(ctx)  # NoSuchKey, NoSuchBucket, AccessDenied as GetObject
     body = f'<?xml version="1.0" encoding="UTF-8"?>\n<Tagging xmlns="{S3_NAMESPACE}"><TagSet/></Tagging>'
     return Response(200, [("Content-Type", "application/xml")], body.encode())
