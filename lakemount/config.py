@@ -44,6 +44,7 @@ OTHER_VARIABLES: Final = frozenset(
         "LAKEMOUNT_KERNEL_MODEL_STEPS",
         "LAKEMOUNT_SPARK_S3A_DEBUG",
         "LAKEMOUNT_CHROMIUM",  # the browser the UI tests and ui_bench drive
+        "LAKEMOUNT_UI_SCREENSHOTS",  # =docs: the UI tests save their screenshots under docs/screenshots/
     }
 )
 
