@@ -18,11 +18,11 @@ import binascii
 import hashlib
 import hmac
 import json
-import threading
 import time
 from typing import Final
 
 from lakemount.api.errors import ApiError, unauthorized
+from lakemount.auth.cache import TtlCache
 from lakemount.auth.model import CredentialsNotFound, UserID, UserNotFound
 from lakemount.auth.policies import Action
 from lakemount.auth.store import SqlAuthStore
@@ -86,29 +86,6 @@ def verify_token(key: bytes, token: str, *, now: float | None = None) -> str:
     return claims["sub"]
 
 
-class _TtlCache:
-    def __init__(self, ttl: float) -> None:
-        self._ttl = ttl
-        self._data: dict[object, tuple[float, object]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, key: object) -> object | None:
-        hit = self._data.get(key)
-        if hit is None or hit[0] < time.monotonic():
-            return None
-        return hit[1]
-
-    def put(self, key: object, value: object) -> None:
-        with self._lock:
-            if len(self._data) >= MAX_ENTRIES:
-                self._data.clear()
-            self._data[key] = (time.monotonic() + self._ttl, value)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-
-
 def _cookie(header: str | None, name: str) -> str | None:
     if not header:
         return None
@@ -125,9 +102,9 @@ class Authenticator:
     def __init__(self, store: SqlAuthStore, key: bytes, *, ttl: float = TTL) -> None:
         self.store = store
         self.key = key
-        self._secrets = _TtlCache(ttl)
-        self._users = _TtlCache(ttl)
-        self._decisions = _TtlCache(ttl)
+        self._secrets = TtlCache(ttl, MAX_ENTRIES)
+        self._users = TtlCache(ttl, MAX_ENTRIES)
+        self._decisions = TtlCache(ttl, MAX_ENTRIES)
 
     def check_secret(self, access_key_id: str, secret: str) -> UserID:
         """The owner of a key whose secret is ``secret``; raises ``ApiError`` 401 otherwise."""

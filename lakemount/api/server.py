@@ -13,24 +13,20 @@ gateway.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import signal
 import socket
 import sys
-import threading
-import time
 from dataclasses import dataclass, replace
-from multiprocessing.process import BaseProcess
 from typing import Any, Final
 
+from lakemount import serving
 from lakemount.config import Config
 from lakemount.errors import InvalidArgument
+from lakemount.serving import STOP_GRACE, WorkerPool, bind
 
 log = logging.getLogger("lakemount.api")
 
-STOP_GRACE: Final = 15.0
-RESTART_BACKOFF: Final = (0.5, 1.0, 2.0, 5.0, 10.0)
 DEFAULT_WORKERS_CAP: Final = 4
 SWITCH_INTERVAL: Final = 0.0005
 
@@ -109,16 +105,13 @@ def prepare_stores(config: Config) -> None:
     app.refs.engine.dispose()
 
 
-class ApiServer:
+class ApiServer(WorkerPool):
     """The API's supervisor: a socket and ``settings.workers`` worker processes."""
 
     def __init__(self, config: Config, settings: ApiSettings) -> None:
+        super().__init__("api", _worker, log=log, thread_name="lm-api-supervisor")
         self.config = config
         self.settings = settings
-        self.sock: socket.socket | None = None
-        self._procs: list[BaseProcess] = []
-        self._stopping = threading.Event()
-        self._ctx = multiprocessing.get_context("spawn")
 
     @property
     def url(self) -> str:
@@ -126,69 +119,18 @@ class ApiServer:
 
     def start(self) -> None:
         """Bind and start the workers; returns at once (connections queue until a worker accepts)."""
-        from lakemount.gateway.server import bind
-
         prepare_stores(self.config)
         self.sock = bind(self.settings.host, self.settings.port)
         self.settings = replace(self.settings, port=self.sock.getsockname()[1])
-        self._procs = [self._spawn(i) for i in range(self.settings.workers)]
-        threading.Thread(target=self._watch, name="lm-api-supervisor", daemon=True).start()
-
-    def _spawn(self, index: int) -> BaseProcess:
-        proc = self._ctx.Process(target=_worker, args=(self.config, self.settings, self.sock),
-                                 name=f"lakemount-api-{index}", daemon=True)
-        proc.start()
-        return proc
-
-    def _watch(self) -> None:
-        failures = [0] * len(self._procs)
-        while not self._stopping.wait(0.5):
-            for i, proc in enumerate(self._procs):
-                if proc.is_alive() or self._stopping.is_set():
-                    continue
-                log.warning("api worker %s exited with %s; restarting", proc.pid, proc.exitcode)
-                time.sleep(RESTART_BACKOFF[min(failures[i], len(RESTART_BACKOFF) - 1)])
-                failures[i] += 1
-                if not self._stopping.is_set():
-                    self._procs[i] = self._spawn(i)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until ``stop`` (True) or the timeout (False)."""
-        return self._stopping.wait(timeout)
-
-    def stop(self) -> None:
-        """Stop accepting, let workers finish in-flight requests, then end them."""
-        if self._stopping.is_set():
-            return
-        self._stopping.set()
-        for proc in self._procs:
-            if proc.pid is not None and proc.is_alive():
-                os.kill(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE
-        for proc in self._procs:
-            proc.join(max(0.0, deadline - time.monotonic()))
-            if proc.is_alive():
-                proc.kill()
-                proc.join(2)
-        if self.sock is not None:
-            self.sock.close()
+        self.start_workers(self.settings.workers, (self.config, self.settings, self.sock))
 
 
 def serve_forever(config: Config, settings: ApiSettings, *, announce: Any = print) -> None:
     """Run the API in the foreground until SIGINT or SIGTERM."""
     _configure_logging(config)
     server = ApiServer(config, settings)
-    server.start()
-    stop = threading.Event()
-
-    def on_signal(_sig: int, _frame: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    announce(f"lakemount API listening on {server.url}/api/v1 ({settings.workers} workers); web UI: {server.url}/")
-    try:
-        while not stop.wait(0.5):
-            pass
-    finally:
-        server.stop()
+    serving.serve_forever(
+        server,
+        lambda: f"lakemount API listening on {server.url}/api/v1 ({settings.workers} workers); web UI: {server.url}/",
+        announce=announce,
+    )

@@ -6,15 +6,16 @@ keys; the same keys work here (basic auth, or ``/auth/login`` for a token).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
+from lakemount.serving import UpServers
+
 if TYPE_CHECKING:
-    from lakemount.api.server import ApiServer
     from lakemount.app import App
 
-_servers: dict[int, ApiServer] = {}
+_servers = UpServers()
 
 
 def start_for_up(app: App) -> None:
@@ -23,20 +24,16 @@ def start_for_up(app: App) -> None:
 
     server = ApiServer(app.config, settings_from_config(app.config))
     server.start()
-    _servers[id(app)] = server
+    _servers.add(app, server)
     click.echo(f"REST API: {server.url}/api/v1 ({server.settings.workers} workers; lakeFS clients: host={server.url})")
     click.echo(f"web UI: {server.url}/ (log in with an access key)")
 
 
 def wait_for_up(app: App, poll: float = 0.5) -> None:
     """Block until the API is stopped (Ctrl-C raises out of here)."""
-    server = _servers.get(id(app))
-    while server is not None and not server.wait(poll):
-        pass
+    _servers.wait(app, poll)
 
 
 def stop_for_up(app: App) -> None:
-    """Stop the REST API server ``start_for_up`` started for ``app``, if any."""
-    server: Any = _servers.pop(id(app), None)
-    if server is not None:
-        server.stop()
+    """Stop the REST API server ``start_for_up`` started for ``app`` (no-op if none was started)."""
+    _servers.stop(app)

@@ -11,11 +11,10 @@ in every gateway process.
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass
 from typing import Final
 
+from lakemount.auth.cache import TtlCache
 from lakemount.auth.model import UserID
 from lakemount.auth.policies import Action
 from lakemount.auth.store import SqlAuthStore
@@ -43,31 +42,6 @@ class Principal:
 ANONYMOUS: Final = Principal(None, None)
 
 
-class _TtlCache:
-    """A small thread-safe map whose entries expire."""
-
-    def __init__(self, ttl: float) -> None:
-        self._ttl = ttl
-        self._data: dict[object, tuple[float, object]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, key: object) -> object | None:
-        hit = self._data.get(key)
-        if hit is None or hit[0] < time.monotonic():
-            return None
-        return hit[1]
-
-    def put(self, key: object, value: object) -> None:
-        with self._lock:
-            if len(self._data) >= MAX_ENTRIES:
-                self._data.clear()
-            self._data[key] = (time.monotonic() + self._ttl, value)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-
-
 def is_signed(request: Request) -> bool:
     """Whether a request carries any signature (header or presigned query)."""
     if request.header("authorization") is not None:
@@ -81,8 +55,8 @@ class Access:
 
     def __init__(self, store: SqlAuthStore, *, ttl: float = TTL) -> None:
         self.store = store
-        self._keys = _TtlCache(ttl)
-        self._decisions = _TtlCache(ttl)
+        self._keys = TtlCache(ttl, MAX_ENTRIES)
+        self._decisions = TtlCache(ttl, MAX_ENTRIES)
 
     def _lookup(self, access_key_id: str) -> tuple[UserID, str]:
         hit = self._keys.get(access_key_id)

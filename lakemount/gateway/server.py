@@ -18,25 +18,20 @@ up`` runs one beside the mount through :mod:`lakemount.gateway.service`
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import signal
 import socket
-import threading
-import time
 from dataclasses import replace
-from multiprocessing.process import BaseProcess
-from typing import Any, Final
+from typing import Any
 
+from lakemount import serving
 from lakemount.config import Config
 from lakemount.gateway.settings import GatewaySettings
+from lakemount.serving import RESTART_BACKOFF, STOP_GRACE, WorkerPool, bind
 
 log = logging.getLogger("lakemount.gateway")
 
-STOP_GRACE: Final = 15.0
-RESTART_BACKOFF: Final = (0.5, 1.0, 2.0, 5.0, 10.0)
-
-__all__ = ["GatewayServer", "build_asgi", "serve_forever"]
+__all__ = ["RESTART_BACKOFF", "STOP_GRACE", "GatewayServer", "bind", "build_asgi", "serve_forever"]
 
 
 def build_asgi(config: Config, settings: GatewaySettings) -> Any:
@@ -122,28 +117,13 @@ def _worker(config: Config, settings: GatewaySettings, sock: socket.socket) -> N
     server.run(sockets=[sock])
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port`` (port 0: any free port)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
-
-
-class GatewayServer:
+class GatewayServer(WorkerPool):
     """The gateway's supervisor: a socket and ``settings.workers`` worker processes."""
 
     def __init__(self, config: Config, settings: GatewaySettings) -> None:
+        super().__init__("gateway", _worker, log=log, thread_name="lm-gw-supervisor")
         self.config = config
         self.settings = settings
-        self.sock: socket.socket | None = None
-        self._procs: list[BaseProcess] = []
-        self._stopping = threading.Event()
-        self._monitor: threading.Thread | None = None
-        self._ctx = multiprocessing.get_context("spawn")
 
     @property
     def address(self) -> tuple[str, int]:
@@ -162,66 +142,16 @@ class GatewayServer:
         self.sock = bind(self.settings.host, self.settings.port)
         # Workers see the port actually bound (port 0 resolved), for their own logs.
         self.settings = replace(self.settings, port=self.address[1])
-        self._procs = [self._spawn(i) for i in range(self.settings.workers)]
-        self._monitor = threading.Thread(target=self._watch, name="lm-gw-supervisor", daemon=True)
-        self._monitor.start()
-
-    def _spawn(self, index: int) -> BaseProcess:
-        proc = self._ctx.Process(
-            target=_worker, args=(self.config, self.settings, self.sock), name=f"lakemount-gateway-{index}", daemon=True
-        )
-        proc.start()
-        return proc
-
-    def _watch(self) -> None:
-        failures = [0] * len(self._procs)
-        while not self._stopping.wait(0.5):
-            for i, proc in enumerate(self._procs):
-                if proc.is_alive() or self._stopping.is_set():
-                    continue
-                log.warning("gateway worker %s exited with %s; restarting", proc.pid, proc.exitcode)
-                time.sleep(RESTART_BACKOFF[min(failures[i], len(RESTART_BACKOFF) - 1)])
-                failures[i] += 1
-                if not self._stopping.is_set():
-                    self._procs[i] = self._spawn(i)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until ``stop`` (True) or the timeout (False)."""
-        return self._stopping.wait(timeout)
-
-    def stop(self) -> None:
-        """Stop accepting, let workers finish in-flight requests, then end them."""
-        if self._stopping.is_set():
-            return
-        self._stopping.set()
-        for proc in self._procs:
-            if proc.pid is not None and proc.is_alive():
-                os.kill(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE
-        for proc in self._procs:
-            proc.join(max(0.0, deadline - time.monotonic()))
-            if proc.is_alive():
-                proc.kill()
-                proc.join(2)
-        if self.sock is not None:
-            self.sock.close()
+        self.start_workers(self.settings.workers, (self.config, self.settings, self.sock))
 
 
 def serve_forever(config: Config, settings: GatewaySettings, *, announce: Any = print) -> None:
     """Run the gateway in the foreground until SIGINT or SIGTERM."""
     _configure_logging(config)
     server = GatewayServer(config, settings)
-    server.start()
-    stop = threading.Event()
-
-    def on_signal(_sig: int, _frame: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    announce(f"lakemount S3 gateway listening on {server.url} ({settings.workers} workers{', flat buckets' if settings.flat else ''})")
-    try:
-        while not stop.wait(0.5):
-            pass
-    finally:
-        server.stop()
+    flat = ", flat buckets" if settings.flat else ""
+    serving.serve_forever(
+        server,
+        lambda: f"lakemount S3 gateway listening on {server.url} ({settings.workers} workers{flat})",
+        announce=announce,
+    )

@@ -8,17 +8,18 @@ clear anywhere, so that is the only time they are shown.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
+from lakemount.serving import UpServers
+
 if TYPE_CHECKING:
     from lakemount.app import App
-    from lakemount.gateway.server import GatewayServer
 
 ADMIN_USER = "admin"
 
-_servers: dict[int, GatewayServer] = {}
+_servers = UpServers()
 
 
 def ensure_admin(app: App) -> tuple[str, str] | None:
@@ -50,7 +51,7 @@ def start_for_up(app: App) -> None:
     created = ensure_admin(app)
     server = GatewayServer(app.config, settings)
     server.start()
-    _servers[id(app)] = server
+    _servers.add(app, server)
     click.echo(f"S3 gateway: {server.url} ({settings.workers} workers)")
     if created is not None:
         key_id, secret = created
@@ -62,13 +63,9 @@ def start_for_up(app: App) -> None:
 
 def wait_for_up(app: App, poll: float = 0.5) -> None:
     """Block until the gateway is stopped (Ctrl-C raises out of here)."""
-    server = _servers.get(id(app))
-    while server is not None and not server.wait(poll):
-        pass
+    _servers.wait(app, poll)
 
 
 def stop_for_up(app: App) -> None:
-    """Stop the gateway started for ``app`` (no-op if none was started)."""
-    server: Any = _servers.pop(id(app), None)
-    if server is not None:
-        server.stop()
+    """Stop the gateway ``start_for_up`` started for ``app`` (no-op if none was started)."""
+    _servers.stop(app)

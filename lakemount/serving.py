@@ -1,0 +1,166 @@
+"""Serving a front end from worker processes: the supervisor the S3 gateway and the REST API share.
+
+Both front ends run the same way: :func:`bind` opens one listening socket,
+:class:`WorkerPool` spawns ``workers`` processes that inherit it (the kernel
+hands each connection to one of them), restarts a worker that dies with a
+growing backoff (``RESTART_BACKOFF``) and, on ``stop``, lets workers finish the
+requests in flight for up to ``STOP_GRACE`` seconds.  :func:`serve_forever`
+runs such a server in the foreground until SIGINT or SIGTERM, and
+:class:`UpServers` keeps the servers ``lakemount up`` started.  What a worker
+serves (its target function and arguments) is the front end's business
+(``gateway/server.py``, ``api/server.py``); this module imports neither.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing.process import BaseProcess
+from typing import Any, Final, Protocol
+
+STOP_GRACE: Final = 15.0
+RESTART_BACKOFF: Final = (0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: any free port), inheritable by worker processes.
+
+    Raises ``OSError`` when the address cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+class WorkerPool:
+    """A supervisor of worker processes that all serve one inherited socket.
+
+    ``name`` names the processes (``lakemount-<name>-<i>``) and the log lines;
+    ``target(*args)`` is what each worker runs (``spawn`` context, so it and
+    its arguments must pickle).  Subclasses bind ``sock`` and call
+    :meth:`start_workers`; ``wait`` and ``stop`` are public.
+    """
+
+    def __init__(self, name: str, target: Callable[..., None], *, log: logging.Logger, thread_name: str) -> None:
+        self.sock: socket.socket | None = None
+        self._name = name
+        self._target = target
+        self._log = log
+        self._thread_name = thread_name
+        self._args: tuple[Any, ...] = ()
+        self._procs: list[BaseProcess] = []
+        self._stopping = threading.Event()
+        self._monitor: threading.Thread | None = None
+        self._ctx = multiprocessing.get_context("spawn")
+
+    def start_workers(self, count: int, args: tuple[Any, ...]) -> None:
+        """Spawn ``count`` workers running ``target(*args)`` and the thread that restarts dead ones."""
+        self._args = args
+        self._procs = [self._spawn(i) for i in range(count)]
+        self._monitor = threading.Thread(target=self._watch, name=self._thread_name, daemon=True)
+        self._monitor.start()
+
+    def _spawn(self, index: int) -> BaseProcess:
+        proc = self._ctx.Process(
+            target=self._target, args=self._args, name=f"lakemount-{self._name}-{index}", daemon=True
+        )
+        proc.start()
+        return proc
+
+    def _watch(self) -> None:
+        failures = [0] * len(self._procs)
+        while not self._stopping.wait(0.5):
+            for i, proc in enumerate(self._procs):
+                if proc.is_alive() or self._stopping.is_set():
+                    continue
+                self._log.warning("%s worker %s exited with %s; restarting", self._name, proc.pid, proc.exitcode)
+                time.sleep(RESTART_BACKOFF[min(failures[i], len(RESTART_BACKOFF) - 1)])
+                failures[i] += 1
+                if not self._stopping.is_set():
+                    self._procs[i] = self._spawn(i)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until ``stop`` (True) or the timeout (False)."""
+        return self._stopping.wait(timeout)
+
+    def stop(self) -> None:
+        """Stop accepting, let workers finish in-flight requests, then end them (idempotent)."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        for proc in self._procs:
+            if proc.pid is not None and proc.is_alive():
+                os.kill(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE
+        for proc in self._procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(2)
+        if self.sock is not None:
+            self.sock.close()
+
+
+class Server(Protocol):
+    """What :func:`serve_forever` and :class:`UpServers` need of a server."""
+
+    def start(self) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
+def serve_forever(server: Server, announce_line: Callable[[], str], *, announce: Any = print) -> None:
+    """Start ``server``, ``announce(announce_line())``, and serve until SIGINT or SIGTERM, then stop it.
+
+    ``announce_line`` is called after ``start`` (so it may read the bound URL).
+    Errors of ``start`` (a port that cannot be bound: ``OSError``) propagate.
+    """
+    server.start()
+    stop = threading.Event()
+
+    def on_signal(_sig: int, _frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    announce(announce_line())
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.stop()
+
+
+class UpServers:
+    """The servers ``lakemount up`` started, one per ``App``, for its ``wait_for_up``/``stop_for_up``."""
+
+    def __init__(self) -> None:
+        self._servers: dict[int, Server] = {}
+
+    def add(self, app: object, server: Server) -> None:
+        """Remember ``server`` as the one started for ``app``."""
+        self._servers[id(app)] = server
+
+    def wait(self, app: object, poll: float = 0.5) -> None:
+        """Block until the server of ``app`` is stopped (returns at once if none; Ctrl-C raises out of here)."""
+        server = self._servers.get(id(app))
+        while server is not None and not server.wait(poll):
+            pass
+
+    def stop(self, app: object) -> None:
+        """Stop and forget the server of ``app`` (no-op if none was started)."""
+        server = self._servers.pop(id(app), None)
+        if server is not None:
+            server.stop()
