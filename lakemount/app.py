@@ -17,12 +17,7 @@ from typing import TYPE_CHECKING
 from lakemount.config import Config, load
 
 if TYPE_CHECKING:
-    from lakemount.refs.actions import SqlRunStore
-    from lakemount.refs.events import SqlEventLog
-    from lakemount.refs.pulls import SqlPullStore
     from lakemount.auth.store import SqlAuthStore
-    from lakemount.refs.buckets import SqlBucketStore
-    from lakemount.refs.multipart import SqlMultipartStore
     from lakemount.block.router import RouterAdapter
     from lakemount.block.trash import TrashFallbackAdapter
     from lakemount.cache.tiered import TieredCache
@@ -30,11 +25,22 @@ if TYPE_CHECKING:
     from lakemount.graveler.committed.store import CommittedStore
     from lakemount.graveler.graveler import Graveler
     from lakemount.graveler.journal import Journal
+    from lakemount.refs.actions import SqlRunStore
+    from lakemount.refs.buckets import SqlBucketStore
+    from lakemount.refs.events import SqlEventLog
+    from lakemount.refs.multipart import SqlMultipartStore
+    from lakemount.refs.pulls import SqlPullStore
     from lakemount.refs.sql import SqlRefStore
 
 
 @dataclass
 class App:
+    """The built parts of one lakemount process (stores, caches, graveler, catalog), each made on first use.
+
+    Properties raise ``ConfigError``/``InvalidArgument`` for a configuration that cannot build them and
+    ``Unavailable`` when a store cannot be reached.
+    """
+
     config: Config
 
     @staticmethod

@@ -43,27 +43,32 @@ OTHER_VARIABLES: Final = frozenset(
         "LAKEMOUNT_KERNEL_MODEL_EXAMPLES",
         "LAKEMOUNT_KERNEL_MODEL_STEPS",
         "LAKEMOUNT_SPARK_S3A_DEBUG",
+        "LAKEMOUNT_CHROMIUM",  # the browser the UI tests and ui_bench drive
     }
 )
 
 
 @dataclass(frozen=True, slots=True)
 class LoggingConfig:
+    """``logging``: the log level."""
     level: str = "INFO"
 
 
 @dataclass(frozen=True, slots=True)
 class DbConfig:
+    """``metadata.db``: the database URL (empty: SQLite under ``LAKEMOUNT_HOME``)."""
     url: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class MetadataConfig:
+    """``metadata``: where refs and staging live."""
     db: DbConfig = field(default_factory=DbConfig)
 
 
 @dataclass(frozen=True, slots=True)
 class LocalBlockConfig:
+    """``blockstore.local``: the directory of the local block store (empty: under ``LAKEMOUNT_HOME``)."""
     path: str = ""
 
 
@@ -95,6 +100,7 @@ class S3BlockConfig:
 
 @dataclass(frozen=True, slots=True)
 class BlockstoreConfig:
+    """``blockstore``: the block store type (``local`` or ``s3``), default namespace prefix and per-type settings."""
     type: str = "local"
     default_namespace_prefix: str = ""
     local: LocalBlockConfig = field(default_factory=LocalBlockConfig)
@@ -103,12 +109,14 @@ class BlockstoreConfig:
 
 @dataclass(frozen=True, slots=True)
 class TlsConfig:
+    """``gateways.s3.tls``: PEM certificate and key files; both set, the gateway serves HTTPS."""
     cert_file: str = ""
     key_file: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class S3GatewayConfig:
+    """``gateways.s3``: the S3 gateway's address, virtual-host domains, region, workers, flat mode, threads, bucket aliases and TLS."""
     listen_address: str = "127.0.0.1:8000"
     domain_name: str = ""
     region: str = "us-east-1"
@@ -122,6 +130,7 @@ class S3GatewayConfig:
 
 @dataclass(frozen=True, slots=True)
 class GatewaysConfig:
+    """``gateways``: the S3 gateway section."""
     s3: S3GatewayConfig = field(default_factory=S3GatewayConfig)
 
 
@@ -135,6 +144,7 @@ class ApiConfig:
 
 @dataclass(frozen=True, slots=True)
 class CacheConfig:
+    """``cache``: the disk cache directory and the RAM and disk bounds in bytes (disk 0 disables the disk tier)."""
     dir: str = ""
     ram_bytes: int = 512 * 1024 * 1024
     disk_bytes: int = 8 * 1024 * 1024 * 1024
@@ -142,6 +152,7 @@ class CacheConfig:
 
 @dataclass(frozen=True, slots=True)
 class MountConfig:
+    """``mount``: where ``lakemount up`` mounts, the branch-head re-check interval (seconds) and the read-ahead window (KiB)."""
     path: str = ""
     head_ttl: float = 1.0
     read_ahead_kb: int = 1024
@@ -149,11 +160,13 @@ class MountConfig:
 
 @dataclass(frozen=True, slots=True)
 class EncryptConfig:
+    """``auth.encrypt``: the server key (empty: a key file under ``LAKEMOUNT_HOME``); secrets at rest and API tokens use keys derived from it."""
     secret_key: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class AuthConfig:
+    """``auth``: authentication settings."""
     encrypt: EncryptConfig = field(default_factory=EncryptConfig)
 
 

@@ -53,30 +53,40 @@ class Unavailable(LakeMountError):
 
 
 class RepositoryNotFound(NotFound):
+    """No repository named ``repo``."""
+
     def __init__(self, repo: str) -> None:
         super().__init__(f"repository not found: {repo}")
         self.repo = repo
 
 
 class BranchNotFound(NotFound):
+    """No branch ``branch`` in repository ``repo``."""
+
     def __init__(self, repo: str, branch: str) -> None:
         super().__init__(f"branch not found: {repo}/{branch}")
         self.repo, self.branch = repo, branch
 
 
 class RefNotFound(NotFound):
+    """``ref`` names no branch, tag or commit in ``repo``."""
+
     def __init__(self, repo: str, ref: str) -> None:
         super().__init__(f"ref not found: {repo}/{ref}")
         self.repo, self.ref = repo, ref
 
 
 class CommitNotFound(NotFound):
+    """No commit ``commit_id`` in ``repo``."""
+
     def __init__(self, repo: str, commit_id: str) -> None:
         super().__init__(f"commit not found: {repo}@{commit_id}")
         self.repo, self.commit_id = repo, commit_id
 
 
 class ObjectNotFound(NotFound):
+    """No object at ``what`` (a path, key or physical address)."""
+
     def __init__(self, what: str) -> None:
         super().__init__(f"object not found: {what}")
         self.what = what
@@ -91,6 +101,8 @@ class UploadNotFound(NotFound):
 
 
 class AmbiguousRef(InvalidArgument):
+    """A short commit id or ref that matches more than one commit (``candidates``)."""
+
     def __init__(self, repo: str, ref: str, candidates: list[str]) -> None:
         shown = ", ".join(candidates[:5])
         super().__init__(f"ambiguous ref {ref!r} in {repo}: matches {shown}")
@@ -98,6 +110,8 @@ class AmbiguousRef(InvalidArgument):
 
 
 class InvalidName(InvalidArgument):
+    """A repository, branch or tag name that breaks lakemount's naming rules; ``reason`` says which."""
+
     def __init__(self, kind: str, name: str, reason: str) -> None:
         super().__init__(f"invalid {kind} name {name!r}: {reason}")
         self.kind, self.name, self.reason = kind, name, reason
@@ -116,12 +130,16 @@ class ConfigError(InvalidArgument):
 
 
 class NothingToCommit(PreconditionFailed):
+    """Nothing is staged on ``branch``, and an empty commit was not allowed."""
+
     def __init__(self, branch: str) -> None:
         super().__init__(f"nothing to commit on branch {branch} (use --allow-empty)")
         self.branch = branch
 
 
 class MergeConflict(Conflict):
+    """A merge that found conflicting changes on ``paths`` under the ``fail`` strategy."""
+
     def __init__(self, paths: list[str]) -> None:
         shown = ", ".join(paths[:20]) + (f" (+{len(paths) - 20} more)" if len(paths) > 20 else "")
         super().__init__(f"merge conflict on {len(paths)} path(s): {shown}")
@@ -150,12 +168,16 @@ class HookFailed(PermissionDenied):
 
 
 class ReadOnlyRef(ReadOnly):
+    """A write through a ref that is not a branch (a tag, a commit, ``branch@``)."""
+
     def __init__(self, ref: str) -> None:
         super().__init__(f"ref {ref} is read-only (not a branch)")
         self.ref = ref
 
 
 class ChecksumMismatch(Corrupt):
+    """Stored bytes whose checksum does not match what their parent recorded (``what`` is corrupt)."""
+
     def __init__(self, what: str) -> None:
         super().__init__(f"checksum mismatch: {what} is corrupt")
         self.what = what
@@ -173,6 +195,8 @@ class SourceChanged(Corrupt):
 
 
 class SchemaTooNew(Unavailable):
+    """A ref store written by a newer lakemount (schema ``found`` > ``supported``): upgrade to use it."""
+
     def __init__(self, found: int, supported: int) -> None:
         super().__init__(
             f"ref store schema version {found} is newer than this lakemount supports ({supported}); upgrade lakemount"

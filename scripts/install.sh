@@ -16,6 +16,7 @@ APT_PACKAGES=(
   git rocksdb-tools postgresql                # the suite's references: git (merge differential), sst_dump, PostgreSQL
   rclone s3fs s3cmd awscli                    # S3 clients the gateway and benchmark tests drive
   hyperfine                                   # benchmarks/cli_startup_bench.py
+  chromium                                    # the web UI's browser tests (tests/ui, playwright drives it by path)
   iproute2                                    # the cluster tests: hosts are network namespaces (ip netns, veth, bridge)
 )
 

@@ -15,6 +15,7 @@ DELIMITER = Param("delimiter", description="group paths by this delimiter (only 
 
 
 def repo_of(ctx: Ctx, action: Action) -> str:
+    """The request's ``repository`` path parameter, after checking ``action`` on it (403 if denied)."""
     repo = ctx.params["repository"]
     ctx.require(action, repo)
     return repo
@@ -23,6 +24,7 @@ def repo_of(ctx: Ctx, action: Action) -> str:
 @operation("GET", "/repositories/{repository}/branches", "listBranches", tag=TAG, summary="branches of a repository",
            params=(*PAGINATION, Param("show_hidden", "boolean")), response="RefList")
 def list_branches(ctx: Ctx) -> Response:
+    """listBranches: branches by name after ``after``/under ``prefix``, a page of ``amount``; 403 without ReadRepo."""
     repo = repo_of(ctx, Action.READ_REPO)
     items = after_filter(ctx.catalog.list_branches(repo), lambda b: b.name, prefix=ctx.q("prefix") or "", after=ctx.q("after") or "")
     return json_response(200, paginate(items, ctx.q_int("amount"), lambda b: b.name, lambda b: ref_json(b.name, b.commit_id)))
@@ -31,6 +33,7 @@ def list_branches(ctx: Ctx) -> Response:
 @operation("POST", "/repositories/{repository}/branches", "createBranch", tag=TAG, summary="create a branch at a ref",
            body="BranchCreation", status=201, content_type="text/html", errors=(400, 401, 403, 404, 409))
 def create_branch(ctx: Ctx) -> Response:
+    """createBranch: create branch ``name`` at ref ``source``, answering its commit id as text (201); 404 unknown source, 409 if it exists."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     body = ctx.json_body()
     b = ctx.catalog.create_branch(repo, body["name"], body["source"])
@@ -39,6 +42,7 @@ def create_branch(ctx: Ctx) -> Response:
 
 @operation("GET", "/repositories/{repository}/branches/{branch}", "getBranch", tag=TAG, summary="a branch", response="Ref")
 def get_branch(ctx: Ctx) -> Response:
+    """getBranch: a branch and its head commit; 403 without ReadRepo, 404 if unknown."""
     repo = repo_of(ctx, Action.READ_REPO)
     b = ctx.catalog.get_branch(repo, ctx.params["branch"])
     return json_response(200, ref_json(b.name, b.commit_id))
@@ -47,6 +51,7 @@ def get_branch(ctx: Ctx) -> Response:
 @operation("DELETE", "/repositories/{repository}/branches/{branch}", "deleteBranch", tag=TAG, summary="delete a branch",
            params=(Param("force", "boolean"),), status=204, errors=(400, 401, 403, 404))
 def delete_branch(ctx: Ctx) -> Response:
+    """deleteBranch: delete a branch (204); 403 without WriteRepo, 404 if unknown."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     ctx.catalog.delete_branch(repo, ctx.params["branch"])
     return empty(204)
@@ -56,6 +61,7 @@ def delete_branch(ctx: Ctx) -> Response:
            summary="drop uncommitted changes (all, under a prefix, or one object)", body="ResetCreation", status=204,
            errors=(400, 401, 403, 404))
 def reset_branch(ctx: Ctx) -> Response:
+    """resetBranch: drop uncommitted changes (all, under ``path`` as prefix, or one object) (204); 400 for an object reset without a path, 404 unknown branch."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     body = ctx.json_body()
     branch = ctx.params["branch"]
@@ -80,6 +86,7 @@ def _parent_number(n: int | None) -> int | None:
            summary="commit the inverse of a commit's change", body="RevertCreation", status=204,
            errors=(400, 401, 403, 404, 409))
 def revert_branch(ctx: Ctx) -> Response:
+    """revertBranch: commit the inverse of commit ``ref``'s change on the branch (204); 400 for commit_overrides, 409 on conflict."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     body = ctx.json_body()
     if body.get("commit_overrides"):
@@ -93,6 +100,7 @@ def revert_branch(ctx: Ctx) -> Response:
            summary="commit a commit's change again on this branch", body="CherryPickCreation", response="Commit",
            status=201, errors=(400, 401, 403, 404, 409))
 def cherry_pick(ctx: Ctx) -> Response:
+    """cherryPick: commit ``ref``'s change again on the branch (201, the new commit); 400 for commit_overrides, 409 on conflict."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     body = ctx.json_body()
     if body.get("commit_overrides"):
@@ -106,6 +114,7 @@ def cherry_pick(ctx: Ctx) -> Response:
            summary="commit the branch's staged changes", body="CommitCreation", response="Commit", status=201,
            params=(Param("source_metarange", description="not supported"),), errors=(400, 401, 403, 404, 409, 412))
 def commit(ctx: Ctx) -> Response:
+    """commit: commit the branch's staged changes (201); 400 for an empty message, an out-of-range date or source_metarange, 412/409 from the catalog."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     body = ctx.json_body()
     if ctx.q("source_metarange"):
@@ -157,6 +166,7 @@ def diff_page(ctx: Ctx, records: object, *, delimiter: str) -> Response:
 @operation("GET", "/repositories/{repository}/branches/{branch}/diff", "diffBranch", tag=TAG,
            summary="uncommitted changes of a branch", params=(*PAGINATION, DELIMITER), response="DiffList")
 def diff_branch(ctx: Ctx) -> Response:
+    """diffBranch: a page of the branch's uncommitted changes, grouped by ``delimiter``; 403 without ReadRepo."""
     repo = repo_of(ctx, Action.READ_REPO)
     records = ctx.catalog.diff_uncommitted(repo, ctx.params["branch"], prefix=ctx.q("prefix") or "")
     return diff_page(ctx, records, delimiter=ctx.q("delimiter") or "")

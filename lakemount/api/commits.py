@@ -13,5 +13,6 @@ from lakemount.gateway.http import Response
 @operation("GET", "/repositories/{repository}/commits/{commitId}", "getCommit", tag="commits",
            summary="a commit (by id, or the commit a ref names)", response="Commit")
 def get_commit(ctx: Ctx) -> Response:
+    """getCommit: the commit a commit id or ref names; 403 without ReadRepo, 404 if none."""
     repo = repo_of(ctx, Action.READ_REPO)
     return json_response(200, commit_json(ctx.catalog.commit_of(repo, ctx.params["commitId"])))

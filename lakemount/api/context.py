@@ -38,10 +38,12 @@ def json_response(status: int, payload: Any, headers: tuple[tuple[str, str], ...
 
 
 def empty(status: int = 204) -> Response:
+    """A response with ``status`` and no body."""
     return Response(status, [], b"")
 
 
 def error_response(err: ApiError) -> Response:
+    """The JSON ``{"message": ...}`` response for ``err``, with its status and headers."""
     return json_response(err.status, {"message": err.message}, err.headers)
 
 

@@ -68,16 +68,20 @@ def translate(err: LakeMountError) -> ApiError:
 
 
 def bad_request(message: str) -> ApiError:
+    """A 400 ``ApiError`` carrying ``message`` (for the caller to raise)."""
     return ApiError(400, message)
 
 
 def not_found(message: str) -> ApiError:
+    """A 404 ``ApiError`` carrying ``message`` (for the caller to raise)."""
     return ApiError(404, message)
 
 
 def unauthorized(message: str = "error authenticating request") -> ApiError:
+    """A 401 ``ApiError`` carrying ``message`` (for the caller to raise)."""
     return ApiError(401, message)
 
 
 def forbidden(message: str = "insufficient permissions") -> ApiError:
+    """A 403 ``ApiError`` carrying ``message`` (for the caller to raise)."""
     return ApiError(403, message)

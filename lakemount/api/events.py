@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 
 from lakemount.api.branches import repo_of
-from lakemount.api.errors import bad_request
 from lakemount.api.context import Ctx
+from lakemount.api.errors import bad_request
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
 from lakemount.gateway.http import Response
@@ -30,6 +30,7 @@ MAX_EVENTS = 500
                    Param("Last-Event-ID", where="header")),
            content_type="text/event-stream")
 def events(ctx: Ctx) -> Response:
+    """Events of a repository (commits, merges, rules, hook runs, pull requests) as server-sent events."""
     repo = repo_of(ctx, Action.READ_REPO)
     ctx.catalog.repository(repo)
     after = ctx.q_int("after")

@@ -37,6 +37,8 @@ from lakemount.auth.crypto import read_key_file
 from lakemount.errors import LakeMountError
 from lakemount.gateway.errors import S3Error
 from lakemount.gateway.http import ClientDisconnected, Request, Response
+from lakemount.ui import csrf, pages
+from lakemount.ui import preview as _ui_preview  # noqa: F401 - registers previewObject
 
 log = logging.getLogger("lakemount.api")
 
@@ -84,7 +86,7 @@ class ApiService:
     def _handle(self, request: Request) -> Response:
         path = request.raw_path
         if not path.startswith(PREFIX + "/") and path != PREFIX:
-            raise not_found(f"no such API path: {path.split('?')[0][:200]}")
+            return pages.serve(self.authenticator, request)  # the web UI
         try:
             op, params, other = self.router.match(request.method, path[len(PREFIX) :] or "/")
         except UnicodeDecodeError:
@@ -96,6 +98,8 @@ class ApiService:
         ctx = Ctx(self, request, op, params, parse_query(request.raw_query))
         if op.auth:
             ctx.user = self.authenticator.authenticate(request.header("authorization"), request.header("cookie"))
+            csrf.check(request.method, request.header("authorization"), request.header("cookie"),
+                       request.header(csrf.HEADER))
         ctx.check_query()
         result = op.func(ctx)
         assert isinstance(result, Response)

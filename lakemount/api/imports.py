@@ -70,6 +70,7 @@ def _iso(t: float) -> str:
            summary="import objects from s3:// or local:// without copying them, then commit", body="ImportCreation",
            response="ImportCreationResponse", status=202, errors=(400, 401, 403, 404))
 def import_start(ctx: Ctx) -> Response:
+    """importStart: start importing one ``common_prefix`` location (s3:// or local://) in a background process, answering its id (202); 400 for other locations, 403 without WriteRepo."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     branch = ctx.params["branch"]
     body = ctx.json_body()
@@ -118,6 +119,7 @@ def import_start(ctx: Ctx) -> Response:
 @operation("GET", "/repositories/{repository}/branches/{branch}/import", "importStatus", tag=TAG,
            summary="an import's state", params=(ID,), response="ImportStatus")
 def import_status(ctx: Ctx) -> Response:
+    """importStatus: state of import ``id`` (completion, ingested count, its commit or error); 404 for an unknown id."""
     repo_of(ctx, Action.READ_REPO)
     _, r = _read(ctx, ctx.q_required("id"))
     out: dict[str, Any] = {"completed": r["state"] == "done", "update_time": _iso(r["update_time"]),
@@ -133,6 +135,7 @@ def import_status(ctx: Ctx) -> Response:
 @operation("DELETE", "/repositories/{repository}/branches/{branch}/import", "importCancel", tag=TAG,
            summary="cancel a running import", params=(ID,), status=204, errors=(400, 401, 403, 404, 409))
 def import_cancel(ctx: Ctx) -> Response:
+    """importCancel: kill running import ``id`` and record it canceled (204); 409 if it is not running, 404 for an unknown id."""
     repo_of(ctx, Action.WRITE_REPO)
     path, r = _read(ctx, ctx.q_required("id"))
     if r["state"] != "running":

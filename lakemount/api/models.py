@@ -16,14 +16,17 @@ from lakemount.catalog.catalog import Catalog, Entry
 
 
 def repository_json(r: Any) -> dict[str, Any]:
+    """A repository in lakeFS's ``Repository`` shape."""
     return shapes.repository_json(r)
 
 
 def ref_json(name: str, commit_id: str) -> dict[str, Any]:
+    """A branch or tag in lakeFS's ``Ref`` shape."""
     return shapes.ref_json(name, commit_id)
 
 
 def commit_json(c: Any) -> dict[str, Any]:
+    """A commit in lakeFS's ``Commit`` shape."""
     return shapes.commit_json(c)
 
 
@@ -35,4 +38,5 @@ def object_json(catalog: Catalog, repo: Any, path: str, entry: Entry | None) -> 
 
 
 def diff_json(path: str, kind: str, entry: Entry | None, *, prefix: bool = False) -> dict[str, Any]:
+    """One ``Diff`` record: ``path`` changed by ``kind``, sized from ``entry``; ``prefix`` marks a grouped common prefix."""
     return shapes.diff_json(kind, path, is_prefix=prefix, size_bytes=None if entry is None else entry.size)

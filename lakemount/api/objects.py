@@ -66,6 +66,7 @@ def _stats(ctx: Ctx, repo_rec: Any, path: str, entry: Any) -> dict[str, Any]:
            summary="an object's metadata", params=(PATH, Param("user_metadata", "boolean"), PRESIGN),
            response="ObjectStats")
 def stat_object(ctx: Ctx) -> Response:
+    """statObject: an object's ``ObjectStats`` with its user metadata; 400 for a bad path or presign, 404 if absent."""
     repo = repo_of(ctx, Action.READ_REPO)
     _no_presign(ctx)
     path = check_path(ctx.q_required("path"))
@@ -117,6 +118,7 @@ def _read(ctx: Ctx, *, with_body: bool) -> Response:
            params=(PATH, PRESIGN, Param("Range", where="header"), Param("If-None-Match", where="header")),
            errors=(400, 401, 404, 416))
 def get_object(ctx: Ctx) -> Response:
+    """getObject: an object's data, honouring Range (206/416) and If-None-Match (304); 404 if absent."""
     return _read(ctx, with_body=True)
 
 
@@ -124,6 +126,7 @@ def get_object(ctx: Ctx) -> Response:
            summary="an object's headers", params=(PATH, Param("Range", where="header")), errors=(400, 401, 404, 416),
            content_type="")
 def head_object(ctx: Ctx) -> Response:
+    """headObject: getObject's status and headers without the body."""
     return _read(ctx, with_body=False)
 
 
@@ -145,6 +148,7 @@ def _metadata(ctx: Ctx) -> list[tuple[str, str]]:
            params=(PATH, Param("storageClass"), Param("force", "boolean"), Param("If-None-Match", where="header")),
            body="raw", response="ObjectStats", status=201, errors=(400, 401, 403, 404, 412, 413))
 def upload_object(ctx: Ctx) -> Response:
+    """uploadObject: stage the body (raw or multipart ``content``) as the object at ``path`` (201, its stats); 412 if If-None-Match: * and it exists, 403 on a protected branch."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     branch = ctx.params["branch"]
     path = check_path(ctx.q_required("path"))
@@ -171,6 +175,7 @@ def upload_object(ctx: Ctx) -> Response:
            summary="delete an object", params=(PATH, Param("force", "boolean")), status=204,
            errors=(400, 401, 403, 404))
 def delete_object(ctx: Ctx) -> Response:
+    """deleteObject: stage the removal of the object at ``path`` (204); 403 without WriteRepo, 404 if absent."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     ctx.catalog.delete(repo, ctx.params["branch"], check_path(ctx.q_required("path")))
     return empty(204)
@@ -180,6 +185,7 @@ def delete_object(ctx: Ctx) -> Response:
            summary="delete up to 1000 objects at once (missing ones are not errors)", body="PathList",
            params=(Param("force", "boolean"),), response="ObjectErrorList", errors=(400, 401, 403, 404))
 def delete_objects(ctx: Ctx) -> Response:
+    """deleteObjects: stage the removal of up to 1000 paths; bad paths are reported per path, missing ones ignored; 400 over the limit."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     branch = ctx.params["branch"]
     paths = ctx.json_body()["paths"]
@@ -206,6 +212,7 @@ def delete_objects(ctx: Ctx) -> Response:
            params=(*PAGINATION, Param("delimiter"), Param("user_metadata", "boolean"), PRESIGN),
            response="ObjectStatsList")
 def list_objects(ctx: Ctx) -> Response:
+    """listObjects: a page of ``amount`` objects under ``prefix`` after ``after``, with common prefixes when ``delimiter`` is given; 400 for presign."""
     repo = repo_of(ctx, Action.READ_REPO)
     _no_presign(ctx)
     cat = ctx.catalog
@@ -243,6 +250,7 @@ def list_objects(ctx: Ctx) -> Response:
            params=(Param("dest_path", required=True),), response="ObjectStats", status=201,
            errors=(400, 401, 403, 404))
 def copy_object(ctx: Ctx) -> Response:
+    """copyObject: stage ``dest_path`` as a copy of ``src_path`` at ``src_ref`` sharing its data (201); 404 if the source is absent."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     branch = ctx.params["branch"]
     body = ctx.json_body()

@@ -29,6 +29,7 @@ def _iso(ts: float | None) -> str | None:
 
 
 def pr_json(p: PullRequest) -> dict[str, Any]:
+    """A pull request in lakeFS's PullRequest shape."""
     return {
         "id": p.id, "status": p.status, "title": p.title, "description": p.description,
         "source_branch": p.source_branch, "destination_branch": p.destination_branch, "author": p.author,
@@ -37,6 +38,7 @@ def pr_json(p: PullRequest) -> dict[str, Any]:
 
 
 def comment_json(c: Comment) -> dict[str, Any]:
+    """A comment as JSON."""
     return {"id": c.id, "author": c.author, "body": c.body, "creation_date": _iso(c.creation_date)}
 
 
@@ -48,6 +50,7 @@ def _user(ctx: Ctx) -> str:
            params=(*PAGINATION, Param("status", description="open, closed, merged or all (default open)")),
            response="PullRequestsList")
 def list_pulls(ctx: Ctx) -> Response:
+    """Pull requests of a repository."""
     repo = repo_of(ctx, Action.READ_REPO)
     status = ctx.q("status") or "open"
     if status != "all" and status not in STATUSES:
@@ -61,6 +64,7 @@ def list_pulls(ctx: Ctx) -> Response:
 @operation("POST", "/repositories/{repository}/pulls", "createPullRequest", tag=TAG, summary="open a pull request",
            body="PullRequestCreation", response="PullRequestCreationResponse", status=201, errors=(400, 401, 403, 404))
 def create_pull(ctx: Ctx) -> Response:
+    """Open a pull request."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     b = ctx.json_body()
     p = ctx.catalog.pulls.create(repo, b["source_branch"], b["destination_branch"], b["title"], b.get("description", ""),
@@ -71,6 +75,7 @@ def create_pull(ctx: Ctx) -> Response:
 @operation("GET", "/repositories/{repository}/pulls/{pull_request}", "getPullRequest", tag=TAG, summary="a pull request",
            response="PullRequest")
 def get_pull(ctx: Ctx) -> Response:
+    """A pull request."""
     repo = repo_of(ctx, Action.READ_REPO)
     pulls = ctx.catalog.pulls
     p = pulls.get(repo, ctx.params["pull_request"])
@@ -84,6 +89,7 @@ def get_pull(ctx: Ctx) -> Response:
 @operation("PATCH", "/repositories/{repository}/pulls/{pull_request}", "updatePullRequest", tag=TAG,
            summary="edit, close or reopen a pull request", body="PullRequestBasic", status=204, errors=(400, 401, 403, 404, 412))
 def update_pull(ctx: Ctx) -> Response:
+    """Edit, close or reopen a pull request."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     pid = ctx.params["pull_request"]
     b = ctx.json_body()
@@ -105,6 +111,7 @@ def update_pull(ctx: Ctx) -> Response:
            summary="merge a pull request", body="PullRequestMerge", body_required=False, response="MergeResult",
            errors=(400, 401, 403, 404, 409, 412))
 def merge_pull(ctx: Ctx) -> Response:
+    """Merge a pull request."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     b = ctx.json_body()
     p, res = ctx.catalog.pulls.merge(repo, ctx.params["pull_request"], strategy=b.get("strategy"),
@@ -115,6 +122,7 @@ def merge_pull(ctx: Ctx) -> Response:
 @operation("GET", "/repositories/{repository}/pulls/{pull_request}/comments", "listPullRequestComments", tag=TAG,
            summary="comments on a pull request (lakemount extension)", response="PullRequestCommentList")
 def list_comments(ctx: Ctx) -> Response:
+    """Comments on a pull request (lakemount extension)."""
     repo = repo_of(ctx, Action.READ_REPO)
     found = list(ctx.catalog.pulls.comments(repo, ctx.params["pull_request"]))
     return json_response(200, paginate(found, 1000, lambda c: str(c.id), comment_json))
@@ -124,6 +132,7 @@ def list_comments(ctx: Ctx) -> Response:
            summary="comment on a pull request (lakemount extension)", body="PullRequestCommentCreation",
            response="PullRequestComment", status=201, errors=(400, 401, 403, 404))
 def create_comment(ctx: Ctx) -> Response:
+    """Comment on a pull request (lakemount extension)."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     c = ctx.catalog.pulls.comment(repo, ctx.params["pull_request"], ctx.json_body()["body"], author=_user(ctx))
     return json_response(201, comment_json(c))
@@ -132,6 +141,7 @@ def create_comment(ctx: Ctx) -> Response:
 @operation("POST", "/repositories/{repository}/pulls/{pull_request}/approvals", "approvePullRequest", tag=TAG,
            summary="approve a pull request as the caller (lakemount extension)", status=204, errors=(400, 401, 403, 404, 412))
 def approve(ctx: Ctx) -> Response:
+    """Approve a pull request as the caller (lakemount extension)."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     ctx.catalog.pulls.approve(repo, ctx.params["pull_request"], user=_user(ctx))
     return empty(204)

@@ -40,6 +40,7 @@ def _since(text: str | None) -> float | None:
            ),
            response="CommitList")
 def log_commits(ctx: Ctx) -> Response:
+    """logCommits: a page of the ref's history, filtered by ``objects``/``prefixes``/``since`` and stopped at ``stop_at``; 403 without ReadRepo."""
     repo = repo_of(ctx, Action.READ_REPO)
     commits = ctx.catalog.log(
         repo, ctx.params["ref"], since=_since(ctx.q("since")), first_parent=ctx.q_bool("first_parent"),
@@ -74,6 +75,7 @@ def log_commits(ctx: Ctx) -> Response:
                    Param("include_right_stats", "boolean")),
            response="DiffList")
 def diff_refs(ctx: Ctx) -> Response:
+    """diffRefs: a page of what ``rightRef`` changed, since the merge base (three_dot) or against ``leftRef`` (two_dot); 400 for another type."""
     repo = repo_of(ctx, Action.READ_REPO)
     kind = ctx.q("type") or "three_dot"
     left, right = ctx.params["leftRef"], ctx.params["rightRef"]
@@ -92,6 +94,7 @@ def diff_refs(ctx: Ctx) -> Response:
            summary="merge a ref into a branch", body="Merge", body_required=False, response="MergeResult",
            errors=(400, 401, 403, 404, 409, 412))
 def merge_into_branch(ctx: Ctx) -> Response:
+    """mergeIntoBranch: merge ``sourceRef`` into the branch, answering the resulting commit id; 409 on conflict, 403 without WriteRepo."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     body = ctx.json_body()
     strategy = body.get("strategy") or None
@@ -106,6 +109,7 @@ def merge_into_branch(ctx: Ctx) -> Response:
 @operation("GET", "/repositories/{repository}/refs/{sourceRef}/merge/{destinationBranch}", "findMergeBase", tag=TAG,
            summary="the merge base of a ref and a branch", response="FindMergeBaseResult")
 def find_merge_base(ctx: Ctx) -> Response:
+    """findMergeBase: the commits of both refs and their merge base; 400 when they share no history."""
     repo = repo_of(ctx, Action.READ_REPO)
     src, dst = ctx.params["sourceRef"], ctx.params["destinationBranch"]
     base = ctx.catalog.merge_base(repo, src, dst)

@@ -17,6 +17,7 @@ TAG = "repositories"
            params=(*PAGINATION, Param("search", description="only repositories whose name contains this")),
            response="RepositoryList")
 def list_repositories(ctx: Ctx) -> Response:
+    """listRepositories: a page of the repositories the caller may read, filtered by ``search``/``prefix``/``after``."""
     search = ctx.q("search") or ""
     repos = [r for r in ctx.catalog.list_repositories() if search in r.name and ctx.allowed(Action.READ_REPO, r.name)]
     items = after_filter(repos, lambda r: r.name, prefix=ctx.q("prefix") or "", after=ctx.q("after") or "")
@@ -27,6 +28,7 @@ def list_repositories(ctx: Ctx) -> Response:
            params=(Param("bare", "boolean", description="create without an initial commit (refused: every repository starts with one)"),),
            body="RepositoryCreation", response="Repository", status=201, errors=(400, 401, 403, 409))
 def create_repository(ctx: Ctx) -> Response:
+    """createRepository: create a repository (201); 400 for sample_data, read_only or bare, 409 if it exists, 403 without CreateRepo."""
     body = ctx.json_body()
     name = body["name"]
     ctx.require(Action.CREATE_REPO, name)
@@ -47,6 +49,7 @@ def create_repository(ctx: Ctx) -> Response:
 
 @operation("GET", "/repositories/{repository}", "getRepository", tag=TAG, summary="a repository", response="Repository")
 def get_repository(ctx: Ctx) -> Response:
+    """getRepository: one repository; 403 without ReadRepo, 404 if unknown."""
     name = ctx.params["repository"]
     ctx.require(Action.READ_REPO, name)
     return json_response(200, repository_json(ctx.catalog.repository(name)))
@@ -55,6 +58,7 @@ def get_repository(ctx: Ctx) -> Response:
 @operation("DELETE", "/repositories/{repository}", "deleteRepository", tag=TAG, summary="delete a repository",
            params=(Param("force", "boolean"),), status=204, errors=(400, 401, 403, 404))
 def delete_repository(ctx: Ctx) -> Response:
+    """deleteRepository: delete a repository (204); 403 without DeleteRepo, 404 if unknown."""
     name = ctx.params["repository"]
     ctx.require(Action.DELETE_REPO, name)
     ctx.catalog.delete_repository(name)
@@ -64,6 +68,7 @@ def delete_repository(ctx: Ctx) -> Response:
 @operation("GET", "/repositories/{repository}/metadata", "getRepositoryMetadata", tag=TAG,
            summary="a repository's metadata (lakemount keeps none: always empty)", response="RepositoryMetadata")
 def get_repository_metadata(ctx: Ctx) -> Response:
+    """getRepositoryMetadata: always ``{}`` (lakemount keeps none) once the repository exists (404 if not)."""
     name = ctx.params["repository"]
     ctx.require(Action.READ_REPO, name)
     ctx.catalog.repository(name)

@@ -38,6 +38,7 @@ def _rules(ctx: Ctx, repo: str) -> list[dict[str, Any]]:
 @operation("GET", "/repositories/{repository}/settings/branch_protection", "getBranchProtectionRules", tag=TAG,
            summary="branch protection rules", response="BranchProtectionRules")
 def get_rules(ctx: Ctx) -> Response:
+    """Branch protection rules."""
     repo = repo_of(ctx, Action.READ_REPO)
     return json_response(200, _rules(ctx, repo))
 
@@ -46,6 +47,7 @@ def get_rules(ctx: Ctx) -> Response:
            summary="replace the branch protection rules", body="BranchProtectionRules", status=204,
            errors=(400, 401, 403, 404))
 def set_rules(ctx: Ctx) -> Response:
+    """Replace the branch protection rules."""
     repo = repo_of(ctx, Action.DELETE_REPO)
     body: list[dict[str, Any]] = ctx.json_body()  # type: ignore[assignment]
     cat = ctx.catalog
@@ -61,6 +63,7 @@ def set_rules(ctx: Ctx) -> Response:
 @operation("GET", "/repositories/{repository}/branch_protection", "internalGetBranchProtectionRules", tag=TAG,
            summary="branch protection rules (older path)", response="BranchProtectionRules")
 def get_rules_old(ctx: Ctx) -> Response:
+    """Branch protection rules (older path)."""
     repo = repo_of(ctx, Action.READ_REPO)
     return json_response(200, _rules(ctx, repo))
 
@@ -68,6 +71,7 @@ def get_rules_old(ctx: Ctx) -> Response:
 @operation("POST", "/repositories/{repository}/branch_protection", "createBranchProtectionRulePreflight", tag=TAG,
            summary="add a branch protection rule", body="BranchProtectionRule", status=204, errors=(400, 401, 403, 404, 409))
 def add_rule(ctx: Ctx) -> Response:
+    """Add a branch protection rule."""
     repo = repo_of(ctx, Action.DELETE_REPO)
     body = ctx.json_body()
     ctx.catalog.protection.add(repo, body["pattern"])
@@ -79,6 +83,7 @@ def add_rule(ctx: Ctx) -> Response:
 @operation("DELETE", "/repositories/{repository}/branch_protection", "deleteBranchProtectionRule", tag=TAG,
            summary="remove a branch protection rule", body="BranchProtectionRule", status=204, errors=(400, 401, 403, 404))
 def delete_rule(ctx: Ctx) -> Response:
+    """Remove a branch protection rule."""
     repo = repo_of(ctx, Action.DELETE_REPO)
     pattern = ctx.json_body()["pattern"]
     ctx.catalog.protection.delete(repo, pattern)
@@ -88,6 +93,7 @@ def delete_rule(ctx: Ctx) -> Response:
 
 # ---------------------------------------------------------------------------- action runs
 def run_json(r: Run) -> dict[str, Any]:
+    """A run in lakeFS's ActionRun shape."""
     return {
         "run_id": r.run_id, "branch": r.branch, "start_time": _iso(r.start_time), "end_time": _iso(r.end_time),
         "event_type": r.event_type, "status": r.status, "commit_id": r.commit_id, "source_ref": r.source_ref,
@@ -95,6 +101,7 @@ def run_json(r: Run) -> dict[str, Any]:
 
 
 def hook_json(h: HookRun) -> dict[str, Any]:
+    """A hook run in lakeFS's HookRun shape."""
     return {
         "hook_run_id": h.hook_run_id, "action": h.action, "hook_id": h.hook_id, "start_time": _iso(h.start_time),
         "end_time": _iso(h.start_time + h.duration), "status": h.status,
@@ -109,6 +116,7 @@ def _page(results: list[Any], more: bool, n: int, last: str) -> dict[str, Any]:
            params=(Param("after"), Param("amount", "integer", minimum=-1, maximum=1000), Param("branch"), Param("commit")),
            response="ActionRunList")
 def list_runs(ctx: Ctx) -> Response:
+    """Runs of hooks."""
     repo = repo_of(ctx, Action.READ_REPO)
     ctx.catalog.repository(repo)
     n = page_size(ctx.q_int("amount"))
@@ -122,6 +130,7 @@ def list_runs(ctx: Ctx) -> Response:
 @operation("GET", "/repositories/{repository}/actions/runs/{run_id}", "getRun", tag=ACTIONS, summary="one run of hooks",
            response="ActionRun")
 def get_run(ctx: Ctx) -> Response:
+    """One run of hooks."""
     repo = repo_of(ctx, Action.READ_REPO)
     return json_response(200, run_json(ctx.catalog.actions.store.get_run(repo, ctx.params["run_id"])))
 
@@ -130,6 +139,7 @@ def get_run(ctx: Ctx) -> Response:
            summary="the hooks of a run", params=(Param("after"), Param("amount", "integer", minimum=-1, maximum=1000)),
            response="HookRunList")
 def list_run_hooks(ctx: Ctx) -> Response:
+    """The hooks of a run."""
     repo = repo_of(ctx, Action.READ_REPO)
     hooks = list(ctx.catalog.actions.store.get_run(repo, ctx.params["run_id"]).hooks)
     after = ctx.q("after") or ""
@@ -141,6 +151,7 @@ def list_run_hooks(ctx: Ctx) -> Response:
 @operation("GET", "/repositories/{repository}/actions/runs/{run_id}/hooks/{hook_run_id}/output", "getRunHookOutput",
            tag=ACTIONS, summary="what a hook printed or answered", content_type="application/octet-stream")
 def hook_output(ctx: Ctx) -> Response:
+    """What a hook printed or answered."""
     repo = repo_of(ctx, Action.READ_REPO)
     for h in ctx.catalog.actions.store.get_run(repo, ctx.params["run_id"]).hooks:
         if h.hook_run_id == ctx.params["hook_run_id"]:

@@ -25,10 +25,12 @@ STR_MAP: Final[S] = {"type": "object", "additionalProperties": {"type": "string"
 
 
 def ref(name: str) -> S:
+    """A ``$ref`` to component schema ``name``."""
     return {"$ref": f"#/components/schemas/{name}"}
 
 
 def obj(required: list[str], closed: bool = True, **props: S) -> S:
+    """An object schema with ``props``, ``required`` names, closed to other properties unless ``closed`` is false."""
     out: S = {"type": "object", "properties": props}
     if required:
         out["required"] = required
@@ -38,10 +40,12 @@ def obj(required: list[str], closed: bool = True, **props: S) -> S:
 
 
 def listing(item: str) -> S:
+    """The schema of a paginated list of ``item``s (``pagination`` and ``results``)."""
     return obj(["pagination", "results"], closed=False, pagination=ref("Pagination"), results={"type": "array", "items": ref(item)})
 
 
 def nullable(s: S) -> S:
+    """``s`` with ``nullable: true``."""
     return {**s, "nullable": True}
 
 

@@ -37,6 +37,7 @@ SWITCH_INTERVAL: Final = 0.0005
 
 @dataclass(frozen=True, slots=True)
 class ApiSettings:
+    """Where and how the REST API serves: bind address, port, worker processes and threads per worker."""
     host: str = "127.0.0.1"
     port: int = 8001
     workers: int = 2
@@ -185,7 +186,7 @@ def serve_forever(config: Config, settings: ApiSettings, *, announce: Any = prin
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    announce(f"lakemount API listening on {server.url}/api/v1 ({settings.workers} workers)")
+    announce(f"lakemount API listening on {server.url}/api/v1 ({settings.workers} workers); web UI: {server.url}/")
     try:
         while not stop.wait(0.5):
             pass

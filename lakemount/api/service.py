@@ -18,12 +18,14 @@ _servers: dict[int, ApiServer] = {}
 
 
 def start_for_up(app: App) -> None:
+    """Start the REST API server for ``lakemount up`` and print its URLs."""
     from lakemount.api.server import ApiServer, settings_from_config
 
     server = ApiServer(app.config, settings_from_config(app.config))
     server.start()
     _servers[id(app)] = server
     click.echo(f"REST API: {server.url}/api/v1 ({server.settings.workers} workers; lakeFS clients: host={server.url})")
+    click.echo(f"web UI: {server.url}/ (log in with an access key)")
 
 
 def wait_for_up(app: App, poll: float = 0.5) -> None:
@@ -34,6 +36,7 @@ def wait_for_up(app: App, poll: float = 0.5) -> None:
 
 
 def stop_for_up(app: App) -> None:
+    """Stop the REST API server ``start_for_up`` started for ``app``, if any."""
     server: Any = _servers.pop(id(app), None)
     if server is not None:
         server.stop()

@@ -14,6 +14,7 @@ from lakemount.api.auth import COOKIE, TOKEN_SECONDS
 from lakemount.api.context import Ctx, empty, json_response
 from lakemount.api.routing import operation
 from lakemount.gateway.http import Response
+from lakemount.ui import csrf
 
 LAKEFS_API_LEVEL: Final = "1.50.0"
 """The lakeFS API level these operations follow: clients gate features on ``version_config.version``
@@ -29,6 +30,7 @@ def _context() -> str:
 
 
 def storage_config(ctx: Ctx) -> dict[str, object]:
+    """lakeFS's ``StorageConfig`` for the configured block store: no presigning, imports supported."""
     kind = ctx.service.app.config.blockstore.type
     example = "s3://bucket/prefix" if kind == "s3" else "local:///var/lib/lakemount/data/repo"
     return {
@@ -49,24 +51,28 @@ def storage_config(ctx: Ctx) -> dict[str, object]:
 @operation("GET", "/healthcheck", "healthCheck", tag="healthCheck", summary="check that the API serves", status=204,
            auth=False, errors=())
 def health_check(ctx: Ctx) -> Response:
+    """healthCheck: 204 while the API serves; needs no authentication."""
     return empty(204)
 
 
 @operation("GET", "/config/version", "getLakeFSVersion", tag="config", summary="server version",
            response="VersionConfig", errors=(401,))
 def get_version(ctx: Ctx) -> Response:
+    """getLakeFSVersion: the lakeFS API level followed, with lakemount's version as ``version_context``."""
     return json_response(200, {"version": _version(), "version_context": _context(), "upgrade_recommended": False})
 
 
 @operation("GET", "/config/storage", "getStorageConfig", tag="config", summary="block store configuration",
            response="StorageConfig", errors=(401,))
 def get_storage_config(ctx: Ctx) -> Response:
+    """getStorageConfig: the block store configuration (see ``storage_config``)."""
     return json_response(200, storage_config(ctx))
 
 
 @operation("GET", "/config", "getConfig", tag="config", summary="version and storage configuration",
            response="Config", errors=(401,))
 def get_config(ctx: Ctx) -> Response:
+    """getConfig: version and storage configuration together."""
     sc = storage_config(ctx)
     return json_response(200, {"version_config": {"version": _version(), "version_context": _context(), "upgrade_recommended": False},
                                "storage_config": sc, "storage_config_list": [sc]})
@@ -75,21 +81,26 @@ def get_config(ctx: Ctx) -> Response:
 @operation("POST", "/auth/login", "login", tag="auth", summary="exchange an access key and its secret for a token",
            body="LoginInformation", response="AuthenticationToken", auth=False, errors=(400, 401))
 def login(ctx: Ctx) -> Response:
+    """login: exchange an access key and secret for a token, also set as session and CSRF cookies; 401 on bad credentials."""
     body = ctx.json_body()
     token, exp = ctx.auth.login(body["access_key_id"], body["secret_access_key"])
     cookie = f"{COOKIE}={token}; Path=/; Max-Age={TOKEN_SECONDS}; HttpOnly; SameSite=Strict"
-    return json_response(200, {"token": token, "token_expiration": exp}, (("Set-Cookie", cookie),))
+    return json_response(200, {"token": token, "token_expiration": exp},
+                         (("Set-Cookie", cookie), ("Set-Cookie", csrf.new_cookie())))
 
 
 @operation("POST", "/auth/logout", "logout", tag="auth", summary="forget the session cookie", status=204,
            auth=False, errors=())
 def logout(ctx: Ctx) -> Response:
-    return Response(204, [("Set-Cookie", f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict")], b"")
+    """logout: clear the session and CSRF cookies (204); needs no authentication."""
+    return Response(204, [("Set-Cookie", f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"),
+                          ("Set-Cookie", csrf.clear_cookie())], b"")
 
 
 @operation("GET", "/user", "getCurrentUser", tag="auth", summary="the authenticated user", response="CurrentUser",
            errors=(401,))
 def current_user(ctx: Ctx) -> Response:
+    """getCurrentUser: the authenticated user in lakeFS's ``CurrentUser`` shape."""
     from lakemount.api.users import user_json
 
     assert ctx.user is not None
@@ -99,6 +110,7 @@ def current_user(ctx: Ctx) -> Response:
 @operation("GET", "/openapi.json", "getOpenAPI", tag="internal", summary="this API's OpenAPI document",
            auth=False, errors=())
 def openapi_document(ctx: Ctx) -> Response:
+    """getOpenAPI: this API's OpenAPI document, unauthenticated."""
     from lakemount.api.openapi import document
 
     return json_response(200, document())

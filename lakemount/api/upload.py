@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from lakemount.api.errors import ApiError, bad_request
-from lakemount.gateway.http import Request
 from lakemount.block.landing import Landing
+from lakemount.gateway.http import Request
 
 MAX_OBJECT_BYTES: Final = 5 * 1024**3
 MAX_PART_HEADER: Final = 64 * 1024
@@ -36,6 +36,7 @@ def _hash_pool() -> ThreadPoolExecutor:
 
 @dataclass(frozen=True, slots=True)
 class Stored:
+    """An object body landed in the block store: its address, size, MD5 and content type."""
     address: str
     size: int
     md5: str

@@ -27,6 +27,7 @@ ARN_REPO: Final = "arn:lakefs:fs:::repository/"
 
 
 def user_json(u: Any) -> dict[str, Any]:
+    """A user in lakeFS's ``User`` shape (id, creation date in epoch seconds, friendly name = id)."""
     return {"id": u.id, "creation_date": int(u.created_at.timestamp()), "friendly_name": u.id}
 
 
@@ -49,6 +50,7 @@ def _own_or_manage(ctx: Ctx, user_id: str) -> None:
 
 
 def policy_json(p: Policy) -> dict[str, Any]:
+    """A policy in lakeFS's ``Policy`` shape; repository resources are shown in ARN form."""
     return {
         "id": p.name,
         "statement": [
@@ -83,6 +85,7 @@ def _page(ctx: Ctx, items: list[Any], key: Any, render: Any) -> Response:
 
 @operation("GET", "/auth/users", "listUsers", tag=TAG, summary="users", params=PAGINATION, response="UserList", errors=(400, 401, 403))
 def list_users(ctx: Ctx) -> Response:
+    """listUsers: users by id after ``after``/under ``prefix``, a page of ``amount``; 403 without ManageUsers."""
     _manage(ctx)
     return _page(ctx, _store(ctx).list_users(), lambda u: u.id, user_json)
 
@@ -90,6 +93,7 @@ def list_users(ctx: Ctx) -> Response:
 @operation("POST", "/auth/users", "createUser", tag=TAG, summary="create a user", body="UserCreation", response="User",
            status=201, errors=(400, 401, 403, 409))
 def create_user(ctx: Ctx) -> Response:
+    """createUser: create user ``id`` (201); 400 for ``invite_user``, 409 if it exists, 403 without ManageUsers."""
     _manage(ctx)
     body = ctx.json_body()
     if body.get("invite_user"):
@@ -100,6 +104,7 @@ def create_user(ctx: Ctx) -> Response:
 
 @operation("GET", "/auth/users/{userId}", "getUser", tag=TAG, summary="a user", response="User", errors=(400, 401, 403, 404))
 def get_user(ctx: Ctx) -> Response:
+    """getUser: one user; another user than oneself needs ManageUsers (403), 404 if unknown."""
     if ctx.params["userId"] != ctx.user:
         _manage(ctx)
     return json_response(200, user_json(_store(ctx).get_user(ctx.params["userId"])))
@@ -108,6 +113,7 @@ def get_user(ctx: Ctx) -> Response:
 @operation("DELETE", "/auth/users/{userId}", "deleteUser", tag=TAG, summary="delete a user with their credentials",
            status=204, errors=(400, 401, 403, 404))
 def delete_user(ctx: Ctx) -> Response:
+    """deleteUser: delete a user and their credentials (204) and drop cached auth; 403 without ManageUsers, 404 if unknown."""
     _manage(ctx)
     _store(ctx).delete_user(ctx.params["userId"])
     ctx.auth.forget()
@@ -120,6 +126,7 @@ def delete_user(ctx: Ctx) -> Response:
 @operation("GET", "/auth/users/{userId}/credentials", "listUserCredentials", tag=TAG, summary="a user's access keys",
            params=PAGINATION, response="CredentialsList", errors=(400, 401, 403, 404))
 def list_credentials(ctx: Ctx) -> Response:
+    """listUserCredentials: a page of a user's access keys (no secrets); 403 unless ManageUsers or one's own with ManageOwnCredentials."""
     _own_or_manage(ctx, ctx.params["userId"])
     return _page(ctx, _store(ctx).list_credentials(ctx.params["userId"]), lambda c: c.access_key_id, _cred_json)
 
@@ -128,6 +135,7 @@ def list_credentials(ctx: Ctx) -> Response:
            summary="a new access key (its secret is shown only here)", response="CredentialsWithSecret", status=201,
            errors=(400, 401, 403, 404))
 def create_credentials(ctx: Ctx) -> Response:
+    """createCredentials: a new access key for the user, the only response carrying its secret (201); same rights as listUserCredentials."""
     _own_or_manage(ctx, ctx.params["userId"])
     c = _store(ctx).create_credentials(ctx.params["userId"])
     return json_response(201, {"access_key_id": c.access_key_id, "secret_access_key": c.secret_access_key,
@@ -137,6 +145,7 @@ def create_credentials(ctx: Ctx) -> Response:
 @operation("GET", "/auth/users/{userId}/credentials/{accessKeyId}", "getCredentials", tag=TAG,
            summary="one access key (no secret)", response="Credentials", errors=(400, 401, 403, 404))
 def get_credentials(ctx: Ctx) -> Response:
+    """getCredentials: one access key (no secret); 404 if the key is unknown or belongs to another user."""
     _own_or_manage(ctx, ctx.params["userId"])
     c = _store(ctx).get_credentials(ctx.params["accessKeyId"])
     if c.user_id != ctx.params["userId"]:
@@ -149,6 +158,7 @@ def get_credentials(ctx: Ctx) -> Response:
 @operation("DELETE", "/auth/users/{userId}/credentials/{accessKeyId}", "deleteCredentials", tag=TAG,
            summary="delete an access key", status=204, errors=(400, 401, 403, 404))
 def delete_credentials(ctx: Ctx) -> Response:
+    """deleteCredentials: delete an access key (204) and drop cached auth; same rights as listUserCredentials, 404 if unknown."""
     _own_or_manage(ctx, ctx.params["userId"])
     _store(ctx).delete_credentials(ctx.params["userId"], ctx.params["accessKeyId"])
     ctx.auth.forget()
@@ -161,6 +171,7 @@ def delete_credentials(ctx: Ctx) -> Response:
 @operation("GET", "/auth/policies", "listPolicies", tag=TAG, summary="built-in and custom policies", params=PAGINATION,
            response="PolicyList", errors=(400, 401, 403))
 def list_policies(ctx: Ctx) -> Response:
+    """listPolicies: a page of built-in and custom policies by name; 403 without ManageUsers."""
     _manage(ctx)
     return _page(ctx, _store(ctx).list_policies(), lambda p: p.name, policy_json)
 
@@ -168,6 +179,7 @@ def list_policies(ctx: Ctx) -> Response:
 @operation("POST", "/auth/policies", "createPolicy", tag=TAG, summary="create a custom policy", body="Policy",
            response="Policy", status=201, errors=(400, 401, 403, 409))
 def create_policy(ctx: Ctx) -> Response:
+    """createPolicy: store a custom policy (201); 400 for conditions or non-repository ARNs, 409 if the name exists, 403 without ManageUsers."""
     _manage(ctx)
     policy = _policy_from(ctx.json_body())
     _store(ctx).create_policy(policy)
@@ -177,6 +189,7 @@ def create_policy(ctx: Ctx) -> Response:
 @operation("GET", "/auth/policies/{policyId}", "getPolicy", tag=TAG, summary="a policy", response="Policy",
            errors=(400, 401, 403, 404))
 def get_policy(ctx: Ctx) -> Response:
+    """getPolicy: one policy; 403 without ManageUsers, 404 if unknown."""
     _manage(ctx)
     return json_response(200, policy_json(_store(ctx).get_policy(ctx.params["policyId"])))
 
@@ -184,6 +197,7 @@ def get_policy(ctx: Ctx) -> Response:
 @operation("DELETE", "/auth/policies/{policyId}", "deletePolicy", tag=TAG, summary="delete a custom policy",
            status=204, errors=(400, 401, 403, 404))
 def delete_policy(ctx: Ctx) -> Response:
+    """deletePolicy: delete a custom policy (204) and drop cached auth; 403 without ManageUsers, 404 if unknown."""
     _manage(ctx)
     _store(ctx).delete_policy(ctx.params["policyId"])
     ctx.auth.forget()
@@ -193,6 +207,7 @@ def delete_policy(ctx: Ctx) -> Response:
 @operation("GET", "/auth/users/{userId}/policies", "listUserPolicies", tag=TAG, summary="policies attached to a user",
            params=(*PAGINATION, Param("effective", "boolean")), response="PolicyList", errors=(400, 401, 403, 404))
 def list_user_policies(ctx: Ctx) -> Response:
+    """listUserPolicies: a page of the policies attached to a user; another user than oneself needs ManageUsers (403)."""
     if ctx.params["userId"] != ctx.user:
         _manage(ctx)
     store = _store(ctx)
@@ -203,6 +218,7 @@ def list_user_policies(ctx: Ctx) -> Response:
 @operation("PUT", "/auth/users/{userId}/policies/{policyId}", "attachPolicyToUser", tag=TAG,
            summary="attach a policy to a user", status=201, errors=(400, 401, 403, 404, 409))
 def attach_policy(ctx: Ctx) -> Response:
+    """attachPolicyToUser: attach a policy to a user (201) and drop cached auth; 403 without ManageUsers, 404/409 from the store."""
     _manage(ctx)
     _store(ctx).attach_policy(ctx.params["userId"], ctx.params["policyId"])
     ctx.auth.forget()
@@ -212,6 +228,7 @@ def attach_policy(ctx: Ctx) -> Response:
 @operation("DELETE", "/auth/users/{userId}/policies/{policyId}", "detachPolicyFromUser", tag=TAG,
            summary="detach a policy from a user", status=204, errors=(400, 401, 403, 404))
 def detach_policy(ctx: Ctx) -> Response:
+    """detachPolicyFromUser: detach a policy from a user (204) and drop cached auth; 403 without ManageUsers, 404 if not attached."""
     _manage(ctx)
     _store(ctx).detach_policy(ctx.params["userId"], ctx.params["policyId"])
     ctx.auth.forget()
@@ -224,6 +241,7 @@ def detach_policy(ctx: Ctx) -> Response:
 @operation("GET", "/auth/groups", "listGroups", tag=TAG, summary="groups (lakemount has none: always empty)",
            params=PAGINATION, response="GroupList", errors=(400, 401, 403))
 def list_groups(ctx: Ctx) -> Response:
+    """listGroups: always an empty page (lakemount has no groups); 403 without ManageUsers."""
     _manage(ctx)
     return _page(ctx, [], lambda g: g, lambda g: g)
 
@@ -232,6 +250,7 @@ def list_groups(ctx: Ctx) -> Response:
            summary="a user's groups (lakemount has none: always empty)", params=PAGINATION, response="GroupList",
            errors=(400, 401, 403, 404))
 def list_user_groups(ctx: Ctx) -> Response:
+    """listUserGroups: always an empty page once the user exists (404 if not); another user than oneself needs ManageUsers."""
     if ctx.params["userId"] != ctx.user:
         _manage(ctx)
     _store(ctx).get_user(ctx.params["userId"])

@@ -32,6 +32,8 @@ OPERATIONS = frozenset({"put", "put_file", "get", "get_range", "open", "stat", "
 
 
 class FaultKind(enum.Enum):
+    """How an injected fault behaves (see the module docstring for each kind)."""
+
     ERROR = "error"
     ERROR_AFTER = "error_after"
     SLOW = "slow"

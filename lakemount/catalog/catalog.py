@@ -27,11 +27,19 @@ from itertools import islice
 from typing import BinaryIO, Final, NamedTuple
 
 from lakemount.block.landing import Landing, landing
-from lakemount.catalog.actions import ACTIONS_PREFIX, MAX_ACTION_FILE, Actions, HookContext, MemoryRunStore, Run, RunStore
+from lakemount.catalog.actions import (
+    ACTIONS_PREFIX,
+    MAX_ACTION_FILE,
+    Actions,
+    HookContext,
+    MemoryRunStore,
+    Run,
+    RunStore,
+)
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.protection import BranchProtection
-from lakemount.catalog.pulls import PullStore, Pulls
+from lakemount.catalog.pulls import Pulls, PullStore
 from lakemount.catalog.storage import StorageVerbs
 from lakemount.errors import InvalidArgument, ObjectNotFound, SourceChanged, Unavailable
 from lakemount.graveler.committed.store import join
@@ -82,6 +90,7 @@ def encode_path(path: str) -> bytes:
 
 
 def decode_path(key: bytes) -> str:
+    """A graveler key as a path (bytes that are not UTF-8 survive as surrogate escapes)."""
     return key.decode("utf-8", "surrogateescape")
 
 
@@ -338,6 +347,7 @@ class Catalog(HistoryVerbs, StorageVerbs):
 
         Raises ``ProtectedBranch`` and what the ref store raises.
         """
+        self.protection.check(repo, branch, "write")
         self.graveler.set_many(repo, branch, records)
 
     def list(

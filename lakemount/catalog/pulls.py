@@ -52,6 +52,8 @@ class PullRequest:
 
 @dataclass(frozen=True, slots=True)
 class Comment:
+    """A comment on a pull request; ``id`` counts from 1 within the pull request."""
+
     id: int
     pull_id: str
     author: str
@@ -61,6 +63,8 @@ class Comment:
 
 @dataclass(frozen=True, slots=True)
 class Approval:
+    """One user's approval of a pull request (one per user)."""
+
     pull_id: str
     user: str
     creation_date: float

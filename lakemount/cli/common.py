@@ -108,6 +108,7 @@ def json_option(f: F) -> F:
 
 
 def ctx_obj() -> Ctx:
+    """The CLI's ``Ctx`` of the running click command (asserts one exists)."""
     obj = click.get_current_context().find_object(Ctx)
     assert obj is not None
     return obj
@@ -128,6 +129,7 @@ def emit(data: Any, text: str | Iterable[str] | None = None) -> None:
 
 
 def iso(ts: float) -> str:
+    """``ts`` (epoch seconds) as an ISO 8601 UTC timestamp to the second."""
     return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds")
 
 
@@ -139,6 +141,7 @@ def commit_json(c: Commit) -> dict[str, Any]:
 
 
 def commit_text(c: Commit) -> str:
+    """A commit as the CLI's human-readable block (id, author, date, merge parents, metadata, message)."""
     lines = [f"ID:            {c.id}", f"Author:        {c.committer}", f"Date:          {iso(c.creation_date)}"]
     if len(c.parents) > 1:
         lines.append("Merge:         " + " ".join(p[:12] for p in c.parents))
@@ -163,6 +166,7 @@ def progress(total: int | None, desc: str, unit: str = "it") -> tqdm:
 
 
 def parse_meta(pairs: tuple[str, ...]) -> list[tuple[str, str]]:
+    """``key=value`` options as (key, value) pairs in order; InvalidArgument for an option without ``=``."""
     out = []
     for p in pairs:
         if "=" not in p:

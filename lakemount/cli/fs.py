@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
-from lakemount.cli.common import ctx_obj, emit, entry_json, iso, json_option, parse_uri, progress
 from lakemount.catalog import shapes
 from lakemount.catalog.paths import path_problem
+from lakemount.cli.common import ctx_obj, emit, entry_json, iso, json_option, parse_uri, progress
 from lakemount.errors import InvalidArgument, LakeMountError, NotFound, ObjectNotFound
 
 if TYPE_CHECKING:

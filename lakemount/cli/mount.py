@@ -33,6 +33,7 @@ def parse_size(text: str) -> int:
 
 
 def parse_ref(text: str) -> tuple[str, str]:
+    """``REPO/REF`` (optionally ``lakefs://``-prefixed) as (repo, ref); InvalidArgument for any other shape."""
     body = text.removeprefix("lakefs://").strip("/")
     repo, _, ref = body.partition("/")
     if not repo or not ref or "/" in ref:

@@ -67,7 +67,7 @@ def serve(
         api = ApiServer(app.config, api_settings)
         try:
             api.start()
-            api_line = f"lakemount API listening on {api.url}/api/v1 ({api.settings.workers} workers)"
+            api_line = f"lakemount API listening on {api.url}/api/v1 ({api.settings.workers} workers); web UI: {api.url}/"
         except OSError as e:
             if api_listen is not None:
                 raise

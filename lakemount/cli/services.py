@@ -14,6 +14,7 @@ from lakemount.app import App
 
 
 def available(module: str) -> bool:
+    """Whether ``module`` can be imported (its package installed), without importing it."""
     try:
         return importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:

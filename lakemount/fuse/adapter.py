@@ -35,11 +35,11 @@ from typing import Any, Final, TypeVar
 import pyfuse3
 import trio
 
-from lakemount.fuse.core import FileSystem, NeedsThread
-from lakemount.fuse.values import Attr, Caller, Opened, SetAttr
 from lakemount.fuse import kflags
+from lakemount.fuse.core import FileSystem, NeedsThread
 from lakemount.fuse.errno import errno_of
 from lakemount.fuse.kflags import FH_CACHE_DIR, FH_MASK, FH_NOFLUSH
+from lakemount.fuse.values import Attr, Caller, Opened, SetAttr
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ DEFAULT_THREADS: Final = 16
 READDIR_BATCH: Final = 16
 
 
-def entry_attributes(a: Attr) -> pyfuse3.EntryAttributes:
+def _entry_attributes(a: Attr) -> pyfuse3.EntryAttributes:
     e = pyfuse3.EntryAttributes()
     e.st_ino = pyfuse3.InodeT(a.ino)
     e.generation = 0
@@ -138,7 +138,7 @@ class FuseOperations(pyfuse3.Operations):
 
     # ------------------------------------------------------------------ lookups and attributes
     async def lookup(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        return entry_attributes(await self._call(self.fs.lookup, parent_inode, name, fast=True))
+        return _entry_attributes(await self._call(self.fs.lookup, parent_inode, name, fast=True))
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         try:
@@ -147,7 +147,7 @@ class FuseOperations(pyfuse3.Operations):
             log.exception("forget failed")
 
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        return entry_attributes(await self._call(self.fs.getattr, inode, fast=True))
+        return _entry_attributes(await self._call(self.fs.getattr, inode, fast=True))
 
     async def setattr(
         self,
@@ -166,7 +166,7 @@ class FuseOperations(pyfuse3.Operations):
             mtime_ns=attr.st_mtime_ns if fields.update_mtime else None,
         )
         fh = None if fh is None else fh & FH_MASK
-        return entry_attributes(await self._call(self.fs.setattr, inode, changes, fh, _caller(ctx)))
+        return _entry_attributes(await self._call(self.fs.setattr, inode, changes, fh, _caller(ctx)))
 
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
         return await self._call(self.fs.readlink, inode, fast=True)
@@ -184,10 +184,10 @@ class FuseOperations(pyfuse3.Operations):
     async def mknod(
         self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        return entry_attributes(await self._call(self.fs.mknod, parent_inode, name, mode, rdev, _caller(ctx)))
+        return _entry_attributes(await self._call(self.fs.mknod, parent_inode, name, mode, rdev, _caller(ctx)))
 
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        return entry_attributes(await self._call(self.fs.mkdir, parent_inode, name, mode, _caller(ctx)))
+        return _entry_attributes(await self._call(self.fs.mkdir, parent_inode, name, mode, _caller(ctx)))
 
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         await self._call(self.fs.unlink, parent_inode, name)
@@ -198,7 +198,7 @@ class FuseOperations(pyfuse3.Operations):
     async def symlink(
         self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        return entry_attributes(await self._call(self.fs.symlink, parent_inode, name, target, _caller(ctx)))
+        return _entry_attributes(await self._call(self.fs.symlink, parent_inode, name, target, _caller(ctx)))
 
     async def rename(
         self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes, flags: int,
@@ -209,7 +209,7 @@ class FuseOperations(pyfuse3.Operations):
     async def link(
         self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        return entry_attributes(await self._call(self.fs.link, inode, new_parent_inode, new_name, fast=True))
+        return _entry_attributes(await self._call(self.fs.link, inode, new_parent_inode, new_name, fast=True))
 
     # ------------------------------------------------------------------ files
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
@@ -219,7 +219,7 @@ class FuseOperations(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         opened, attr = await self._call(self.fs.create, parent_inode, name, mode, flags, _caller(ctx))
-        return self._file_info(opened), entry_attributes(attr)
+        return self._file_info(opened), _entry_attributes(attr)
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
         return await self._call(self.fs.read, fh & FH_MASK, off, size, fast=True)
@@ -256,7 +256,7 @@ class FuseOperations(pyfuse3.Operations):
             if not items:
                 return
             for i, item in enumerate(items):
-                if not pyfuse3.readdir_reply(token, item.name, entry_attributes(item.attr), item.next_id):
+                if not pyfuse3.readdir_reply(token, item.name, _entry_attributes(item.attr), item.next_id):
                     # The kernel's buffer is full: give back the references it did not take.
                     self._guard(self.fs.forget, [(it.attr.ino, 1) for it in items[i:] if it.counted])
                     return

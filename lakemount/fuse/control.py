@@ -75,6 +75,7 @@ def files_for(scope: Scope | None, with_stats: bool) -> tuple[str, ...]:
 
 
 def committer_name(uid: int) -> str:
+    """The login name of ``uid`` for commits made through the mount, or ``uid:N`` when it has none."""
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:

@@ -37,6 +37,8 @@ READDIR_BATCH: Final = 64
 
 @dataclass(eq=False)
 class DirHandle:
+    """An open directory: its node and the listing snapshot taken at opendir, served by offset."""
+
     fh: int
     node: Node
     items: list[tuple[bytes, Callable[[], Node]]]

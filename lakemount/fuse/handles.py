@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(eq=False)
 class FileHandle:
+    """An open file: its node, whether it was opened for writing, and its read/write state."""
+
     fh: int
     node: Node
     writable: bool

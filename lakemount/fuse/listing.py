@@ -34,6 +34,8 @@ HIDDEN_EXAMPLES: Final = 20
 
 
 class ChildKind(enum.Enum):
+    """What a directory child is: a file, a directory or a symlink."""
+
     FILE = "file"
     DIR = "dir"
     SYMLINK = "symlink"
@@ -164,7 +166,8 @@ def count_hidden(catalog: Catalog, repo: str, ref: ResolvedRef, limit: int) -> t
     """
     from lakemount.catalog.paths import path_problem
 
-    count, examples, seen = 0, [], 0
+    count, seen = 0, 0
+    examples: list[str] = []
     for key, value in catalog.scan_records(repo, ref, b"", None):
         seen += 1
         if seen > limit:

@@ -32,6 +32,7 @@ class Started:
 
 
 def mount_command(config_path: str | None, mountpoint: str, options: Sequence[str], ready_fd: int) -> list[str]:
+    """The argv that runs ``lakemount mount`` in the foreground, reporting readiness on ``ready_fd``."""
     cmd = [sys.executable, "-m", "lakemount.cli.main"]
     if config_path:
         cmd += ["--config", config_path]

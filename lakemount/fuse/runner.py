@@ -46,6 +46,7 @@ class MountEntry:
 
 
 def unescape(field: str) -> str:
+    """A /proc/self/mountinfo field with its ``\\ooo`` octal escapes (space, tab, newline, backslash) decoded."""
     # mountinfo escapes space, tab, newline and backslash as \ooo octal.
     out, i = [], 0
     while i < len(field):
@@ -126,12 +127,14 @@ def _unmount(mountpoint: str, *, lazy: bool) -> None:
 
 
 def pid_file(home: str, mountpoint: str) -> str:
+    """The pid file path under ``home/run`` for a mount at ``mountpoint`` (unique per absolute path)."""
     mp = os.path.abspath(mountpoint)
     slug = mp.strip("/").replace("/", "-")[-80:] or "root"
     return os.path.join(home, "run", f"mount-{slug}-{hashlib.sha1(mp.encode()).hexdigest()[:8]}.pid")
 
 
 def read_pid(path: str) -> int | None:
+    """The pid recorded in ``path`` if that process is alive, else None (missing or bad file, dead process)."""
     try:
         with open(path) as f:
             pid = int(f.read().strip() or 0)
@@ -178,6 +181,10 @@ def build_filesystem(app: App, options: MountOptions) -> FileSystem:
 def mount_options(
     app: App, *, ref: tuple[str, str] | None, head_ttl: float | None, read_ahead_kb: int | None = None, notify: bool = True
 ) -> MountOptions:
+    """The ``MountOptions`` for a mount of ``app``; flags override the ``mount`` config section.
+
+    Raises ``InvalidArgument`` for a negative ``head_ttl`` or ``read_ahead_kb``.
+    """
     home = app.config.home
     ttl = float(app.config.mount.head_ttl if head_ttl is None else head_ttl)
     if ttl < 0:

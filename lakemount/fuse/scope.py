@@ -27,8 +27,8 @@ import errno
 import logging
 import os
 import threading
-from dataclasses import dataclass, field
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.catalog.catalog import Catalog

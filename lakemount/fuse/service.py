@@ -53,12 +53,14 @@ def start_for_up(app: App) -> None:
 
 
 def wait_for_up(app: App) -> None:
+    """Block until the mount started by ``start_for_up(app)`` exits (returns at once if none was started)."""
     started = _running.get(id(app))
     if started is not None:
         started.process.wait()
 
 
 def stop_for_up(app: App) -> None:
+    """Stop the mount started for ``app``: SIGTERM, then SIGKILL after ``STOP_WAIT`` seconds; no-op if none."""
     started = _running.pop(id(app), None)
     if started is None:
         return

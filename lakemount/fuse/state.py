@@ -155,14 +155,17 @@ class MountState:
 
 
 def join_path(parent: str, name: str) -> str:
+    """The key of ``name`` inside directory ``parent`` (``name`` itself at the root, where ``parent`` is '')."""
     return f"{parent}/{name}" if parent else name
 
 
 def key_len(path: str) -> int:
+    """The length in bytes of ``path`` as a key (UTF-8, undecodable bytes kept by surrogateescape)."""
     return len(path.encode("utf-8", "surrogateescape"))
 
 
 def decode_name(name: bytes) -> str:
+    """A FUSE name as a str, undecodable bytes kept by surrogateescape (so it round-trips to the key)."""
     return name.decode("utf-8", "surrogateescape")
 
 

@@ -60,6 +60,8 @@ class SetAttr:
 
 @dataclass(frozen=True, slots=True)
 class Opened:
+    """The reply to open/create: the handle and the kernel cache flags for it."""
+
     fh: int
     keep_cache: bool = False
     direct_io: bool = False
@@ -77,6 +79,8 @@ class DirItem(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class StatFs:
+    """The reply to statfs: block and inode counts as statvfs(3) reports them."""
+
     bsize: int
     frsize: int
     blocks: int

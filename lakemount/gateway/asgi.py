@@ -231,12 +231,12 @@ class AsgiApp:
             if isinstance(content, MappedChunks):
                 await self._stream_mapped(loop, content, gone, send)
             else:
-                await self._stream(loop, content, gone, send)
+                await self._stream(loop, iter(content), gone, send)
         finally:
             watcher.cancel()
 
     async def _stream(
-        self, loop: asyncio.AbstractEventLoop, chunks: Iterator[bytes], gone: asyncio.Event, send: Send
+        self, loop: asyncio.AbstractEventLoop, chunks: Iterator[bytes | memoryview], gone: asyncio.Event, send: Send
     ) -> None:
         while not gone.is_set():
             try:

@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from lakemount.catalog.model import Repository
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.model import Repository
 from lakemount.errors import NotFound
 from lakemount.gateway.errors import S3Error, s3_error
 from lakemount.gateway.settings import GatewaySettings

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lakemount.auth.policies import Action
-from lakemount.catalog.model import ResolvedRef
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.model import ResolvedRef
 from lakemount.errors import NotFound
 from lakemount.gateway.access import Access, Principal
 from lakemount.gateway.buckets import BucketMap, Target

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from lakemount.auth.policies import Action
-from lakemount.catalog.model import Entry, Repository
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.model import Entry, Repository
 from lakemount.errors import NotFound
 from lakemount.gateway.buckets import Target
 from lakemount.gateway.context import Ctx
@@ -24,6 +24,8 @@ from lakemount.gateway.objects import READ_CHUNK, is_object
 
 @dataclass(frozen=True, slots=True)
 class Source:
+    """The object a copy reads: the source bucket and key as sent, where they resolve, and its entry."""
+
     bucket: str
     key: str
     target: Target

@@ -9,7 +9,7 @@ pool, so a 5 GiB GET never sits in memory.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import unquote_plus
@@ -101,14 +101,14 @@ class Request:
 class Response:
     """Status, headers and body of a response.
 
-    ``body`` is bytes, or an iterator of chunks whose total is ``length`` bytes
+    ``body`` is bytes, or an iterable of bytes-like chunks whose total is ``length`` bytes
     (then ``Content-Length`` is ``length``).  ``close`` is called once the body
     was sent or abandoned.
     """
 
     status: int = 200
     headers: list[tuple[str, str]] = field(default_factory=list)
-    body: bytes | Iterator[bytes] = b""
+    body: bytes | Iterable[bytes | memoryview] = b""
     length: int | None = None
     close: Callable[[], None] | None = None
 

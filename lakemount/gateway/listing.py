@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Final
 
-from lakemount.catalog.model import Entry
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.model import Entry
 from lakemount.errors import InvalidArgument, NotFound
 from lakemount.gateway.buckets import Target
 from lakemount.gateway.errors import s3_error
@@ -30,6 +30,8 @@ Item = tuple[str, Entry | None]  # (key, entry) or (common prefix, None)
 
 @dataclass(frozen=True, slots=True)
 class Page:
+    """One page of a listing: its items, and whether more follow (``last`` is the marker for the next page)."""
+
     items: list[Item]
     truncated: bool
 
@@ -52,10 +54,12 @@ def parse_max(value: str | None, name: str = "max-keys", cap: int = MAX_KEYS) ->
 
 
 def encode_token(key: str) -> str:
+    """A continuation token for resuming a listing after ``key`` (URL-safe base64, opaque to clients)."""
     return base64.urlsafe_b64encode(key.encode("utf-8", "surrogateescape")).decode()
 
 
 def decode_token(token: str) -> str:
+    """The key a continuation token resumes after; raises ``S3Error`` InvalidArgument for a malformed token."""
     try:
         return base64.urlsafe_b64decode(token.encode()).decode("utf-8", "surrogateescape")
     except (binascii.Error, ValueError):

@@ -29,14 +29,14 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any, BinaryIO, Final
 
 from lakemount.block.landing import Landing
-from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, Repository
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, Repository
 from lakemount.errors import ObjectNotFound
 from lakemount.gateway.errors import S3Error, s3_error
 from lakemount.gateway.http import Request, Response
@@ -83,14 +83,17 @@ def metadata_from_headers(req: Request) -> list[tuple[str, str]]:
 
 
 def content_type_of(req: Request) -> str:
+    """The request's Content-Type, or '' when it has none."""
     return req.header("content-type") or ""
 
 
 def http_date(ns: int) -> str:
+    """An HTTP-date (RFC 7231, GMT) for a time in nanoseconds since the epoch."""
     return email.utils.formatdate(ns / 1e9, usegmt=True)
 
 
 def quoted(etag: str) -> str:
+    """``etag`` in double quotes, as S3 sends it in ETag headers and XML."""
     return f'"{etag}"'
 
 
@@ -112,7 +115,7 @@ def object_headers(entry: Entry) -> list[tuple[str, str]]:
     return headers
 
 
-def is_directory_key(path: str, size: int) -> bool:
+def _is_directory_key(path: str, size: int) -> bool:
     return path.endswith("/") and size == 0
 
 
@@ -125,7 +128,7 @@ def make_entry(
     metadata: list[tuple[str, str]] | tuple[tuple[str, str], ...],
 ) -> Entry:
     """The entry a PUT stages: a directory marker for an empty ``.../`` key, else a file."""
-    mode = DIR_MODE if is_directory_key(path, size) else FILE_MODE
+    mode = DIR_MODE if _is_directory_key(path, size) else FILE_MODE
     return Entry(address, size, etag, time.time_ns(), content_type, tuple(sorted(metadata)), mode)
 
 
@@ -148,6 +151,7 @@ def _parse_http_date(text: str) -> float | None:
 
 
 def etag_matches(header: str, etag: str) -> bool:
+    """True when an If-Match/If-None-Match header value names ``etag`` (or is ``*``)."""
     for candidate in header.split(","):
         c = candidate.strip()
         if c == "*" or c.strip('"') == etag:
@@ -210,14 +214,14 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     if not first:
         n = int(last)
         if n == 0 or size == 0:
-            raise invalid_range(size)
+            raise _invalid_range(size)
         n = min(n, size)
         return size - n, n
     start = int(first)
     if last and int(last) < start:
         return None
     if start >= size:
-        raise invalid_range(size)
+        raise _invalid_range(size)
     end = min(int(last), size - 1) if last else size - 1
     return start, end - start + 1
 
@@ -245,14 +249,14 @@ def parse_copy_range(header: str, size: int) -> tuple[int, int]:
     return start, end - start + 1
 
 
-def invalid_range(size: int) -> S3Error:
+def _invalid_range(size: int) -> S3Error:
     return s3_error("InvalidRange", ActualObjectSize=size, RangeRequested="")
 
 
 # --- bodies out ---------------------------------------------------------------------
 
 
-def read_stream(catalog: Catalog, repo: Repository, entry: Entry, start: int, length: int) -> tuple[Iterator[bytes], BinaryIO | None]:
+def read_stream(catalog: Catalog, repo: Repository, entry: Entry, start: int, length: int) -> tuple[Iterable[bytes | memoryview], BinaryIO | None]:
     """An iterator over ``length`` bytes of an object from ``start``, and the file to close.
 
     An object in a local file is served from a read-only memory map
@@ -327,12 +331,12 @@ class MappedChunks:
         """Bring pages ``[lo, hi)`` into memory (one byte read per page)."""
         bytes(self.view[lo:hi:PAGE])
 
-    def __iter__(self) -> Iterator[bytes]:
+    def __iter__(self) -> Iterator[bytes | memoryview]:
         pos = self.start
         while pos < self.end:
             hi = min(pos + READ_CHUNK, self.end)
             self.fault(pos, hi)
-            yield self.view[pos:hi]  # type: ignore[misc] - a bytes-like view; writers take it
+            yield self.view[pos:hi]  # a bytes-like view: sockets, hashes and writers take it
             pos = hi
 
 

@@ -2,8 +2,9 @@
 
 One table read top to bottom; each operation lives in its own module under
 ``operations/``.  Sub-resources outside the gateway's subset (ACL writes,
-policies, lifecycle, tagging, ...) answer NotImplemented rather than being
-mistaken for a plain GET or PUT of the bucket or object.
+policies, lifecycle, tag writes, ...) answer NotImplemented rather than being
+mistaken for a plain GET or PUT of the bucket or object.  Reading an object's
+tags answers an empty set (lakemount keeps none).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from lakemount.gateway.operations import (
     get_bucket_location,
     get_bucket_versioning,
     get_object,
+    get_object_tagging,
     head_bucket,
     head_object,
     list_buckets,
@@ -47,7 +49,7 @@ UNSUPPORTED: Final = frozenset(
         "accelerate", "analytics", "attributes", "cors", "encryption", "intelligent-tiering", "inventory",
         "legal-hold", "lifecycle", "logging", "metrics", "notification", "object-lock", "ownershipControls",
         "policy", "policyStatus", "publicAccessBlock", "replication", "requestPayment", "restore", "retention",
-        "select", "tagging", "torrent", "website", "session",
+        "select", "torrent", "website", "session",
     }
 )  # fmt: skip
 
@@ -61,6 +63,7 @@ _ANONYMOUS_OK: Final = frozenset(
 
 
 def anonymous_allowed(op: Operation) -> bool:
+    """True when ``op`` may be served to an unsigned request (the policy still decides on access)."""
     return op in _ANONYMOUS_OK
 
 
@@ -80,6 +83,8 @@ def operation(req: Request, bucket: str | None, key: str | None) -> Operation:
             return list_buckets.handle
         raise _method_not_allowed()
     if key is None:
+        if "tagging" in q:
+            raise not_implemented("the ?tagging sub-resource of a bucket")
         if method == "GET":
             if "location" in q:
                 return get_bucket_location.handle
@@ -109,6 +114,10 @@ def operation(req: Request, bucket: str | None, key: str | None) -> Operation:
         raise _method_not_allowed()
     if "acl" in q:
         raise not_implemented("object ACLs")
+    if "tagging" in q:
+        if method == "GET":
+            return get_object_tagging.handle
+        raise not_implemented("writing object tags")
     if method == "GET":
         if "uploadId" in q:
             return list_parts.handle

@@ -39,6 +39,10 @@ def ensure_admin(app: App) -> tuple[str, str] | None:
 
 
 def start_for_up(app: App) -> None:
+    """Start the gateway for ``lakemount up``, creating the admin user (and printing its keys) on first run.
+
+    Raises ``InvalidArgument`` for bad gateway settings; a port that cannot be bound raises ``OSError``.
+    """
     from lakemount.gateway.server import GatewayServer
     from lakemount.gateway.settings import from_config
 
@@ -64,6 +68,7 @@ def wait_for_up(app: App, poll: float = 0.5) -> None:
 
 
 def stop_for_up(app: App) -> None:
+    """Stop the gateway started for ``app`` (no-op if none was started)."""
     server: Any = _servers.pop(id(app), None)
     if server is not None:
         server.stop()

@@ -30,6 +30,8 @@ class Alias:
 
 @dataclass(frozen=True, slots=True)
 class GatewaySettings:
+    """The gateway section of the configuration, validated (see ``from_config``)."""
+
     host: str = "127.0.0.1"
     port: int = 8000
     domain_names: tuple[str, ...] = ()

@@ -61,17 +61,22 @@ Record = tuple[bytes, bytes]
 
 
 def new_token() -> StagingToken:
+    """A fresh random staging token (24 hex digits) for a branch's new staging area."""
     return StagingToken(secrets.token_hex(12))
 
 
 @dataclass(frozen=True, slots=True)
 class CommitResult:
+    """A new commit and, when a tree was written, what writing it cost."""
+
     commit: Commit
     stats: ApplyStats | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class MergeResult:
+    """Where a merge left the destination: the commit it points at, and whether anything was merged."""
+
     commit_id: CommitID
     merged: bool  # False when the destination already contained the source
     changes: int = 0
@@ -80,6 +85,8 @@ class MergeResult:
 
 @dataclass(frozen=True, slots=True)
 class DiffRecord:
+    """One key that differs between two trees; ``left``/``right`` are its values (None when absent)."""
+
     key: bytes
     kind: str  # "added", "removed", "changed", "conflict"
     left: bytes | None

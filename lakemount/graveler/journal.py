@@ -24,6 +24,12 @@ from lakemount.graveler.ports import BlockAdapter
 
 
 class Journal:
+    """Writes and reads the journal of repositories, commits and ref changes in the block store.
+
+    The block store's errors pass through: ``NotFound`` for a missing commit or
+    repository record, ``Unavailable`` when the store cannot be reached.
+    """
+
     def __init__(self, adapter: BlockAdapter, system_namespace: str) -> None:
         self.adapter = adapter
         self.system_namespace = system_namespace

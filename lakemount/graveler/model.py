@@ -129,6 +129,7 @@ def prefix_end(prefix: bytes) -> bytes | None:
 
 
 def value_identity(value: bytes) -> bytes:
+    """The part of a staged/committed value that identifies its content (the first ``IDENTITY_LEN`` bytes)."""
     return value[:IDENTITY_LEN]
 
 
@@ -215,6 +216,8 @@ class Commit:
 
 @dataclass(frozen=True, slots=True)
 class Repository:
+    """A repository's settings: where its data lives and which branch is the default."""
+
     name: str
     storage_namespace: str
     default_branch: str
@@ -242,6 +245,8 @@ class Branch:
 
 @dataclass(frozen=True, slots=True)
 class Tag:
+    """A tag: an immutable name for a commit."""
+
     name: str
     commit_id: CommitID
 

@@ -13,12 +13,14 @@ _HEX = re.compile(r"^[0-9a-f]+$")
 
 
 def validate_repo(name: str) -> str:
+    """``name`` if it is a valid repository name, else raises ``InvalidName``."""
     if not _REPO.match(name):
         raise InvalidName("repository", name, "use 3-63 lowercase letters, digits and '-', starting with a letter or digit")
     return name
 
 
 def validate_branch(name: str) -> str:
+    """``name`` if it is a valid branch name (and does not look like a commit id), else raises ``InvalidName``."""
     if not _BRANCH.match(name) or len(name) > 255:
         raise InvalidName("branch", name, "use letters, digits, '_' and '-', not starting with '-'")
     if _HEX.match(name) and len(name) >= 40:
@@ -27,10 +29,12 @@ def validate_branch(name: str) -> str:
 
 
 def validate_tag(name: str) -> str:
+    """``name`` if it is a valid tag name, else raises ``InvalidName``."""
     if not _TAG.match(name) or len(name) > 255 or ".." in name or name.endswith("."):
         raise InvalidName("tag", name, "use letters, digits, '_', '-' and '.', no '..'")
     return name
 
 
 def is_hex(s: str) -> bool:
+    """True when ``s`` is non-empty lowercase hex (a commit id or a prefix of one)."""
     return bool(_HEX.match(s))

@@ -29,6 +29,8 @@ Progress = Callable[[str, int, int], None]
 
 @dataclass
 class RepositoryReport:
+    """What ``recover`` rebuilt for one repository."""
+
     name: str
     commits: int = 0
     branches: int = 0
@@ -37,6 +39,8 @@ class RepositoryReport:
 
 @dataclass
 class RecoverReport:
+    """What ``recover`` rebuilt, per repository, and what it could not (``warnings``)."""
+
     repositories: list[RepositoryReport] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 

@@ -15,6 +15,8 @@ from lakemount.graveler.model import CommitID
 
 
 class View(str, Enum):
+    """What a ref expression reads: a branch's full state, a commit, or only a branch's staging."""
+
     FULL = "full"  # a branch: committed state plus staging (read-write)
     COMMITTED = "committed"  # an immutable commit (tags, ids, ~N, ^N, branch@)
     STAGING = "staging"  # branch$: only what is staged
@@ -22,6 +24,8 @@ class View(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class RefExpr:
+    """A parsed ref expression: ``base`` then ``~n``/``^n`` steps, then an optional ``@`` or ``$`` suffix."""
+
     base: str
     steps: tuple[tuple[str, int], ...]  # ("~", n) or ("^", n)
     suffix: str  # "", "@" or "$"

@@ -63,6 +63,8 @@ _PLURAL: Final = {"file": "files", "directory": "directories", "symlink": "symli
 
 @dataclass(frozen=True, slots=True)
 class Destination:
+    """Where an export writes: a local directory, or an S3 bucket and key prefix."""
+
     kind: str  # "local" | "s3"
     root: str  # local: absolute directory; s3: bucket
     prefix: str = ""  # s3: "" or ending in "/"
@@ -76,7 +78,7 @@ class Destination:
         return self.root if self.kind == "local" else f"s3://{self.root}/{self.prefix}"
 
 
-def parse_destination(text: str) -> Destination:
+def _parse_destination(text: str) -> Destination:
     if text.startswith(("s3://", "s3a://")):
         bucket, prefix = split_s3(text)
         prefix = prefix.lstrip("/")
@@ -332,7 +334,7 @@ def export_objects(
     if next(cat.scan_records(repo, commit.id, pkey, stop), None) is None:
         raise NotFound(f"no objects under {prefix or '/'} at {repo}/{ref} (commit {commit.id[:12]})")
     ranges = [(info.id, info.checksum) for info in cat.ranges(repo, commit.id, start=pkey, stop=stop)]
-    dest = parse_destination(dest_text)
+    dest = _parse_destination(dest_text)
     client = client_from_config(app.config) if dest.kind == "s3" else None
     if not _is_empty(dest, client):
         if not overwrite:

@@ -93,7 +93,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
@@ -139,7 +139,7 @@ class RefState:
         return sorted({t for ts in self.tokens.values() for t in ts})
 
 
-def read_refs(app: App, repo: str) -> RefState:
+def _read_refs(app: App, repo: str) -> RefState:
     branches = app.refs.list_branches(repo)
     tags = app.refs.list_tags(repo)
     return RefState(
@@ -401,7 +401,7 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="seconds")
 
 
-def new_id() -> str:
+def _new_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
@@ -501,7 +501,7 @@ class GcJob:
                 "tags and staging would be deleted; use --force"
             )
         sc = self.sc
-        mark_id = new_id()
+        mark_id = _new_id()
         mdir = self.mark_dir(mark_id)
         with timed(self.timings, "mark"):
             started_url = join(mdir, "started")
@@ -509,7 +509,7 @@ class GcJob:
             started = self.adapter.stat(started_url).mtime
             cutoff = started - min_age - CLOCK_GRANULARITY
             self._tell("mark:start", mark_id)
-            refs = read_refs(self.app, self.repo.name)
+            refs = _read_refs(self.app, self.repo.name)
             commits = all_commits(self.app, self.repo.name)
             retained = retained_commits(commits, refs.heads, refs.tags.values(), rules, started)
             metaranges = {
@@ -641,7 +641,7 @@ class GcJob:
         m, marked_tables = self.load_mark(mark_id)
         sc = self.sc
         mdir = self.mark_dir(mark_id)
-        sweep_id = new_id()
+        sweep_id = _new_id()
         sweep_dir = join(mdir, f"sweeps/{sweep_id}")
         known = set(m.retained)
         extra_tables: set[str] = set()
@@ -659,7 +659,7 @@ class GcJob:
             # re-used bytes were touched.  So two rounds suffice, however busy
             # the repository is.
             for round_no in (1, 2):
-                state = read_refs(self.app, self.repo.name)
+                state = _read_refs(self.app, self.repo.name)
                 commits = all_commits(self.app, self.repo.name)
                 retained = retained_commits(commits, state.heads, state.tags.values(), m.rules, m.started)
                 new = retained - known

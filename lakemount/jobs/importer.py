@@ -38,7 +38,14 @@ from lakemount.app import App
 from lakemount.catalog.catalog import MAX_KEY_BYTES, SOURCE_MTIME_KEY
 from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, prefix_end
 from lakemount.config import Config
-from lakemount.errors import InvalidArgument, NotFound, NothingToCommit, PreconditionFailed, ProtectedBranch, Unavailable
+from lakemount.errors import (
+    InvalidArgument,
+    NotFound,
+    NothingToCommit,
+    PreconditionFailed,
+    ProtectedBranch,
+    Unavailable,
+)
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.s3client import client_from_config, split_s3
 from lakemount.jobs.session import Progress, get_spark, parallelism, timed, translated
@@ -96,6 +103,8 @@ def parse_source(text: str) -> Source:
 
 @dataclass(frozen=True, slots=True)
 class Target:
+    """Where imported objects land: a branch of a repository, under a key prefix."""
+
     repo: str
     branch: str
     prefix: bytes  # empty, or ends with b"/"
@@ -103,6 +112,8 @@ class Target:
 
 @dataclass(frozen=True, slots=True)
 class Task:
+    """One unit of import work for an executor: the source keys in ``[lo, hi)`` and the listing units covering them."""
+
     lo: bytes  # relative to the source root
     hi: bytes | None
     units: tuple[Unit, ...]

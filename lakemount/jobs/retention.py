@@ -79,28 +79,30 @@ class GcRules:
         return GcRules(default, branches)
 
 
-def rules_url(namespace: str) -> str:
+def _rules_url(namespace: str) -> str:
     return join(namespace, RULES_KEY)
 
 
 def load_rules(adapter: BlockAdapter, namespace: str) -> GcRules | None:
     """The repository's rules, or None if none were set."""
     try:
-        data = adapter.get(rules_url(namespace))
+        data = adapter.get(_rules_url(namespace))
     except ObjectNotFound:
         return None
     try:
         return GcRules.from_json(json.loads(data))
     except ValueError as exc:
-        raise InvalidArgument(f"{rules_url(namespace)} is not valid JSON: {exc}") from exc
+        raise InvalidArgument(f"{_rules_url(namespace)} is not valid JSON: {exc}") from exc
 
 
 def store_rules(adapter: BlockAdapter, namespace: str, rules: GcRules) -> None:
-    adapter.put(rules_url(namespace), json.dumps(rules.to_json(), indent=2, sort_keys=True).encode())
+    """Store ``rules`` as the repository's GC rules (replacing any); block-store errors pass through."""
+    adapter.put(_rules_url(namespace), json.dumps(rules.to_json(), indent=2, sort_keys=True).encode())
 
 
 def delete_rules(adapter: BlockAdapter, namespace: str) -> None:
-    adapter.delete(rules_url(namespace))
+    """Remove the repository's GC rules (a no-op if none were set); block-store errors pass through."""
+    adapter.delete(_rules_url(namespace))
 
 
 def retained_commits(

@@ -18,6 +18,10 @@ from lakemount.errors import InvalidArgument
 
 
 def client_from_config(config: Config) -> Any:
+    """A boto3 S3 client for ``config.blockstore.s3`` (endpoint, credentials, path style, retries).
+
+    Imports boto3 on first call; raises whatever boto3 raises for unusable settings.
+    """
     import boto3
     import botocore.config
 

@@ -121,6 +121,7 @@ def stop_spark() -> None:
 
 
 def parallelism(sc: SparkContext) -> int:
+    """How many tasks to split a job into: Spark's default parallelism, at least 1."""
     return max(1, int(sc.defaultParallelism))
 
 

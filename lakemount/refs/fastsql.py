@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 
 class FastSql:
+    """Thread-local autocommit DBAPI connections to the ref store's database, for hot-path point statements."""
     def __init__(self, engine: sa.Engine | None, sqlite_path: str | None = None) -> None:
         """Connections made like ``engine``'s, or (engine None) straight to the SQLite file ``sqlite_path``."""
         self.engine = engine

@@ -33,10 +33,10 @@ from lakemount.errors import (
     SchemaTooNew,
     Unavailable,
 )
+from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag, prefix_end
 from lakemount.refs import notify
 from lakemount.refs.fastsql import FastSql
 from lakemount.refs.urls import KEY
-from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag, prefix_end
 
 if TYPE_CHECKING:
     import sqlalchemy as sa

@@ -13,13 +13,13 @@ from lakemount.catalog import catalog as catalog_module
 from lakemount.catalog.catalog import Catalog
 from lakemount.config import load
 from lakemount.errors import Corrupt
+from lakemount.graveler.model import FILE_MODE, Entry
+from lakemount.jobs.importer import Source, _local_records
 
 # The metadata key where import records a local source's mtime (catalog.SOURCE_MTIME_KEY).
 SOURCE_MTIME_KEY = "lakemount-source-mtime-ns"
 # What the catalog raises (errors.SourceChanged, a Corrupt); spelled by category so the test imports on any version.
 SourceChanged = Corrupt
-from lakemount.graveler.model import FILE_MODE, Entry
-from lakemount.jobs.importer import Source, _local_records
 
 
 def imported_entry(src: Path) -> Entry:

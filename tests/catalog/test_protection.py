@@ -92,6 +92,8 @@ def test_direct_changes_are_refused(cat: Catalog, branch: str) -> None:
         "commit": lambda: cat.commit(R, branch, "m", allow_empty=True),
         "reset": lambda: cat.reset(R, branch),
         "reset prefix": lambda: cat.reset(R, branch, prefix="staged"),
+        "reset path": lambda: cat.reset_path(R, branch, "staged-before"),
+        "stage_records": lambda: cat.stage_records(R, branch, [(b"x", entry.value())]),
         "cherry-pick": lambda: cat.cherry_pick(R, branch, "dev"),
         "delete branch": lambda: cat.delete_branch(R, branch),
         "writable_branch": lambda: cat.writable_branch(R, branch),

@@ -4,7 +4,9 @@ Every host is an anchor process (``sleep``) started by ``ip netns exec NS unshar
 -m --propagation private``: it holds a network namespace with its own 10.x
 address on a veth pair plugged into a bridge, and a mount namespace of its own,
 so a FUSE mount made there (``/lake``) is seen by that host's processes only.
-Commands run in a host with ``nsenter -t ANCHOR -m -n``.  When the anchor and
+Commands run in a host with ``nsenter -t ANCHOR -m -n -r -w`` (``-r -w``: in the anchor's
+root and working directories; entering a mount namespace otherwise resets them to the namespace's,
+which escapes a chroot such as a debootstrap tree).  When the anchor and
 its processes die the mount namespace and its mounts go with it, so a killed
 test leaves no mount behind.
 
@@ -131,7 +133,7 @@ class Host:
 
     def cmd(self, *argv: str) -> list[str]:
         """``argv`` as run inside this host (its network and mount namespaces)."""
-        return ["nsenter", "-t", str(self.anchor.pid), "-m", "-n", "--", *argv]
+        return ["nsenter", "-t", str(self.anchor.pid), "-m", "-n", "-r", "-w", "--", *argv]
 
     def run(self, *argv: str, timeout: float = 60, check: bool = True, env: dict[str, str] | None = None,
             input: str | bytes | None = None, text: bool = True) -> subprocess.CompletedProcess[Any]:

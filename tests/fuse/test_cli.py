@@ -9,7 +9,6 @@ import pytest
 
 from lakemount.cli.mount import parse_ref, parse_size
 from lakemount.errors import InvalidArgument
-
 from tests.fuse.mounting import env_for, lakemount_cmd, needs_fuse
 
 

@@ -9,7 +9,6 @@ import os
 import pytest
 
 from lakemount.app import App
-
 from tests.fuse.conftest import REPO
 from tests.fuse.pathfs import PathFS
 

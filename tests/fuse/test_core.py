@@ -13,7 +13,6 @@ import pytest
 from lakemount.app import App
 from lakemount.fuse.core import Caller, FileSystem, NeedsThread, SetAttr
 from lakemount.fuse.inodes import ROOT_INODE
-
 from tests.fuse.conftest import REPO
 from tests.fuse.pathfs import PathFS
 

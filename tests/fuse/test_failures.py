@@ -12,7 +12,6 @@ from lakemount.app import App
 from lakemount.block import FaultKind, FlakyAdapter
 from lakemount.fuse.core import FileSystem
 from lakemount.fuse.errno import errno_of
-
 from tests.fuse.conftest import REPO, make_fs
 from tests.fuse.fakes import FlakyRefStore
 from tests.fuse.pathfs import PathFS

@@ -10,7 +10,6 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from lakemount.app import App
-
 from tests.fuse.conftest import make_fs
 from tests.fuse.model import CoreDriver, FsModel, OsDriver
 from tests.fuse.pathfs import PathFS

@@ -23,11 +23,20 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from lakemount.app import App
 from lakemount.fuse import runner
-
 from tests import skip_policy
 from tests.fuse.conftest import REPO
 from tests.fuse.model import FsModel, OsDriver
-from tests.fuse.mounting import Mount, cleanup_mountpoint, env_for, lakemount_cmd, mounted_points, needs_fuse, start, stop, wait_for
+from tests.fuse.mounting import (
+    Mount,
+    cleanup_mountpoint,
+    env_for,
+    lakemount_cmd,
+    mounted_points,
+    needs_fuse,
+    start,
+    stop,
+    wait_for,
+)
 
 pytestmark = needs_fuse
 

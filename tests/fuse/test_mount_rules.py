@@ -6,7 +6,7 @@ import errno
 import os
 
 from lakemount.app import App
-
+from lakemount.fuse.control import RESET_ALL
 from tests.fuse.conftest import REPO
 from tests.fuse.mounting import needs_fuse
 from tests.fuse.test_mount import MountFactory, mounts, oserror, sh, write_control
@@ -34,7 +34,7 @@ def test_a_protected_branch_refuses_writes_but_takes_merges(app: App, mounts: Mo
     assert proc.returncode != 0 and "not permitted" in proc.stderr
     assert oserror(lambda: write_control(f"{main}/.lakefs/commit", "direct")) == errno.EPERM
     assert "protected" in open(f"{main}/.lakefs/error").read()
-    assert oserror(lambda: write_control(f"{main}/.lakefs/reset", "\n")) == errno.EPERM
+    assert oserror(lambda: write_control(f"{main}/.lakefs/reset", RESET_ALL)) == errno.EPERM
     assert sorted(os.listdir(main)) == [".lakefs", "kept.txt"]
     # The way in: write on dev, commit, merge into main through its control file.
     sh(f"echo fresh > {dev}/fresh.txt")

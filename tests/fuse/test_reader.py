@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import random
-from concurrent.futures import Future
 from collections import Counter
+from concurrent.futures import Future
 from typing import Any, BinaryIO
 
 from lakemount.block.memory import MemoryAdapter

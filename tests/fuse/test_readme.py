@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.fuse.mounting import cleanup_mountpoint, env_for, lakemount_cmd, needs_fuse
 
 pytestmark = needs_fuse

@@ -10,7 +10,6 @@ import pytest
 from lakemount.app import App
 from lakemount.config import load
 from lakemount.fuse import runner, service
-
 from tests.fuse.mounting import cleanup_mountpoint, needs_fuse
 
 SECRET_KEY = "auth-secret-8c1f0e2d"

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from botocore.exceptions import ClientError
 
-from .server_fixture import code, ADMIN_KEY, Gateway, signed_headers
+from .server_fixture import ADMIN_KEY, Gateway, code, signed_headers
 
 # Policy decisions are cached per gateway process for a few seconds.
 CACHE_TTL = 5.5

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from .server_fixture import code, Gateway, signed_headers
+from .server_fixture import Gateway, code, signed_headers
 
 MiB = 1024 * 1024
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from .server_fixture import code, ADMIN_KEY, ADMIN_SECRET, Gateway, start_gateway
+from .server_fixture import ADMIN_KEY, ADMIN_SECRET, Gateway, code, start_gateway
 
 
 @pytest.fixture(scope="module")

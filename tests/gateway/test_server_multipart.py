@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from .server_fixture import code, Gateway
+from .server_fixture import Gateway, code
 
 MiB = 1024 * 1024
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from .server_fixture import code, Gateway, signed_headers
+from .server_fixture import Gateway, code, signed_headers
 
 ODD_KEYS = [
     "plain.txt",
@@ -323,3 +323,22 @@ def test_visible_at_once_to_the_catalog_and_back(gw: Gateway, s3: Any, bucket: s
     assert s3.get_object(Bucket=bucket, Key="main/from-cli.txt")["Body"].read() == b"via cli"
     gw.app().catalog.put(bucket, "main", "from-catalog.txt", b"as the mount writes on close")
     assert s3.get_object(Bucket=bucket, Key="main/from-catalog.txt")["Body"].read() == b"as the mount writes on close"
+
+
+def test_object_tags_read_as_an_empty_set_and_cannot_be_written(s3: Any, bucket: str) -> None:
+    # The AWS CLI v2 reads the source's tags before a multipart copy (tests/gateway/test_clients_awscli.py).
+    s3.put_object(Bucket=bucket, Key="main/tagged", Body=b"x")
+    assert s3.get_object_tagging(Bucket=bucket, Key="main/tagged")["TagSet"] == []
+    with pytest.raises(ClientError) as e:
+        s3.get_object_tagging(Bucket=bucket, Key="main/absent")
+    assert code(e) == "NoSuchKey"
+    with pytest.raises(ClientError) as e:
+        s3.put_object_tagging(Bucket=bucket, Key="main/tagged", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]})
+    assert code(e) == "NotImplemented"
+    with pytest.raises(ClientError) as e:
+        s3.delete_object_tagging(Bucket=bucket, Key="main/tagged")
+    assert code(e) == "NotImplemented"
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_tagging(Bucket=bucket)
+    assert code(e) == "NotImplemented"
+    assert s3.get_object(Bucket=bucket, Key="main/tagged")["Body"].read() == b"x"

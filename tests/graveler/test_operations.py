@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from lakemount.cache.ram import RamCache
 from lakemount.errors import (
     AlreadyExists,
     AmbiguousRef,
@@ -26,7 +27,6 @@ from lakemount.errors import (
 from lakemount.graveler.committed.store import CommittedStore
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.refexpr import View
-from lakemount.cache.ram import RamCache
 
 from ._support import content, val
 

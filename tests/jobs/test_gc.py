@@ -17,7 +17,6 @@ from lakemount.graveler.model import Entry
 from lakemount.jobs.gc import GcJob, run_gc
 from lakemount.jobs.retention import GcRules, store_rules
 from lakemount.jobs.trash import trash
-
 from tests.jobs.scenario import Model, build_gc_scenario, data_key, live_contents
 
 pytestmark = [pytest.mark.spark]

@@ -23,7 +23,6 @@ from lakemount.app import App
 from lakemount.errors import NothingToCommit
 from lakemount.jobs.gc import GC_EVENTS, run_gc
 from lakemount.jobs.retention import GcRules, store_rules
-
 from tests.jobs.scenario import Model, build_gc_scenario, data_key, live_contents
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

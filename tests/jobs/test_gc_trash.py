@@ -22,7 +22,6 @@ from lakemount.block.trash import trash_key
 from lakemount.graveler.committed.store import join
 from lakemount.jobs.gc import GcJob, run_gc, sweep_bucket
 from lakemount.jobs.retention import GcRules, store_rules
-
 from tests.jobs.scenario import Model, data_key, sha
 from tests.jobs.test_gc import candidate_keys, swept_keys
 from tests.jobs.test_trash import AfterStat

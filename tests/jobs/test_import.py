@@ -13,7 +13,6 @@ import pytest
 from lakemount.app import App
 from lakemount.errors import InvalidArgument, NotFound, PreconditionFailed, ReadOnly
 from lakemount.jobs.importer import FILES_PER_TASK, Source, import_objects, plan
-
 from tests.jobs.conftest import moto_backend
 
 pytestmark = [pytest.mark.spark]

@@ -28,7 +28,6 @@ from lakemount.errors import (
 from lakemount.graveler.committed.store import CommittedStore
 from lakemount.graveler.graveler import Graveler, new_token
 from lakemount.graveler.journal import Journal
-from lakemount.graveler.recover import recover
 from lakemount.graveler.model import (
     EMPTY_METARANGE,
     Branch,
@@ -39,6 +38,7 @@ from lakemount.graveler.model import (
     StagingToken,
     Tag,
 )
+from lakemount.graveler.recover import recover
 from lakemount.refs.sql import SCAN_BATCH, SCHEMA_VERSION, SqlRefStore
 
 from . import _workers

@@ -8,6 +8,7 @@ from lakemount.gateway.operations.upload_part import upload_of
 
 
 def handle(ctx: Ctx) -> Response:
+    """AbortMultipartUpload: forget the upload and delete its parts; raises ``S3Error`` NoSuchUpload."""
     upload, _repo = upload_of(ctx)
     for part in ctx.services.uploads.delete(upload.upload_id):
         ctx.services.catalog.adapter.delete(part.url)

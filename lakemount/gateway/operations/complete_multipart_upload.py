@@ -85,7 +85,7 @@ def multipart_etag(etags: list[str]) -> str:
     return f"{digest}-{len(etags)}"
 
 
-def result(upload: Upload, etag: str) -> bytes:
+def _result(upload: Upload, etag: str) -> bytes:
     return render_complete_multipart_upload(
         location=f"/{upload.bucket}/{upload.key}", bucket=upload.bucket, key=upload.key, etag=etag
     )
@@ -116,7 +116,7 @@ def assemble(ctx: Ctx, upload: Upload, repo: Repository, parts: list[Part]) -> b
     for p in leftovers:
         with contextlib.suppress(LakeMountError):
             cat.adapter.delete(p.url)
-    return result(upload, etag)
+    return _result(upload, etag)
 
 
 def _streamed(ctx: Ctx, upload: Upload, repo: Repository, parts: list[Part]) -> Iterator[bytes]:
@@ -142,6 +142,10 @@ def _streamed(ctx: Ctx, upload: Upload, repo: Repository, parts: list[Part]) -> 
 
 
 def handle(ctx: Ctx) -> Response:
+    """CompleteMultipartUpload: write the listed parts as one object (a retry of the same list gets the same answer).
+
+    Raises ``S3Error`` NoSuchUpload, InvalidPart or InvalidPartOrder for a bad part list.
+    """
     upload, repo = upload_of(ctx, completed=True)
     requested = requested_parts(ctx)
     if upload.completed_etag is not None:
@@ -152,7 +156,7 @@ def handle(ctx: Ctx) -> Response:
             same = False
         if not same:
             raise s3_error("InvalidPart", UploadId=upload.upload_id)
-        return Response(200, [("Content-Type", "application/xml")], result(upload, upload.completed_etag))
+        return Response(200, [("Content-Type", "application/xml")], _result(upload, upload.completed_etag))
     stored = {p.part_number: p for p in ctx.services.uploads.parts(upload.upload_id)}
     parts = chosen_parts(upload, requested, stored)
     if sum(p.size for p in parts) < STREAM_ABOVE:

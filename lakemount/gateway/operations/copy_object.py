@@ -20,6 +20,11 @@ from lakemount.gateway.xml import render_copy_object_result
 
 
 def handle(ctx: Ctx) -> Response:
+    """CopyObject: copy the source object to the target key, its metadata copied or replaced (``x-amz-metadata-directive``).
+
+    Raises ``S3Error`` NoSuchKey/NoSuchVersion for a missing source, PreconditionFailed for a failed
+    copy condition, InvalidArgument for a bad directive or source, InvalidRequest for a copy onto itself.
+    """
     target = ctx.target()
     ctx.require(Action.WRITE_REPO, target)
     assert ctx.key is not None

@@ -23,6 +23,7 @@ OWNER_POLICY_PREFIX = "BucketOwner-"
 
 
 def owner_policy_name(repo: str) -> str:
+    """The name of the policy that makes a bucket's creator its owner."""
     return OWNER_POLICY_PREFIX + repo
 
 
@@ -45,6 +46,11 @@ def grant_owner(ctx: Ctx, repo: str) -> None:
 
 
 def handle(ctx: Ctx) -> Response:
+    """CreateBucket: create a repository for the bucket and grant the caller ownership.
+
+    Raises ``S3Error`` InvalidBucketName, InvalidArgument (unsupported ACL), AccessDenied, BucketAlreadyExists;
+    succeeds for a caller who can already read an existing bucket of that name.
+    """
     bucket = ctx.bucket
     assert bucket is not None
     if not valid_bucket_name(bucket):

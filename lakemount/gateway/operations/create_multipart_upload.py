@@ -13,6 +13,7 @@ from lakemount.gateway.xml import render_initiate_multipart_upload
 
 
 def handle(ctx: Ctx) -> Response:
+    """CreateMultipartUpload: record a new upload of the target key and return its id."""
     target = ctx.target()
     ctx.require(Action.WRITE_REPO, target)
     assert ctx.bucket is not None and ctx.key is not None

@@ -18,6 +18,10 @@ from lakemount.gateway.operations.create_bucket import owner_policy_name
 
 
 def handle(ctx: Ctx) -> Response:
+    """DeleteBucket: delete an empty bucket's repository, its pending uploads and owner policy.
+
+    Raises ``S3Error`` BucketNotEmpty if any branch has an object, MethodNotAllowed for a configured alias.
+    """
     target = ctx.target()
     ctx.require(Action.DELETE_REPO, target)
     if target.bucket in ctx.services.settings.aliases:

@@ -9,6 +9,7 @@ from lakemount.gateway.http import Response
 
 
 def handle(ctx: Ctx) -> Response:
+    """DeleteObject: remove the key from the target branch (204 even if it was absent, as S3 does)."""
     target = ctx.target()
     ctx.require(Action.WRITE_REPO, target)
     assert ctx.key is not None

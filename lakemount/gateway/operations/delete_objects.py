@@ -13,6 +13,7 @@ from lakemount.gateway.xml import MAX_BODY_BYTES, DeletedRecord, DeleteErrorReco
 
 
 def handle(ctx: Ctx) -> Response:
+    """DeleteObjects: remove each listed key; per-key failures are reported in the result, not raised."""
     target = ctx.target()
     ctx.require(Action.WRITE_REPO, target)
     request = parse_delete(ctx.read_body(MAX_BODY_BYTES))

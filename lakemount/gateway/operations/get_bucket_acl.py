@@ -9,6 +9,7 @@ from lakemount.gateway.xml import S3_NAMESPACE, escape
 
 
 def handle(ctx: Ctx) -> Response:
+    """GetBucketAcl: the caller as owner with FULL_CONTROL (lakemount has no per-bucket ACLs)."""
     ctx.require(Action.READ_REPO)
     owner = escape(ctx.user)
     body = (

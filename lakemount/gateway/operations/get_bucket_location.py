@@ -9,5 +9,6 @@ from lakemount.gateway.xml import render_location_constraint
 
 
 def handle(ctx: Ctx) -> Response:
+    """GetBucketLocation: the gateway's configured region."""
     ctx.require(Action.READ_REPO)
     return Response(200, [("Content-Type", "application/xml")], render_location_constraint(ctx.services.settings.region))

@@ -62,6 +62,10 @@ def _part_range(ctx: Ctx, entry: Entry, size: int, text: str) -> tuple[int, int,
 
 
 def respond(ctx: Ctx, *, head: bool) -> Response:
+    """GetObject or HeadObject (``head``): headers, conditions and range handling; the body only for GET.
+
+    Raises ``S3Error`` NoSuchKey, PreconditionFailed, InvalidRange; returns 304 when not modified.
+    """
     target, entry = find(ctx)
     not_modified = check_conditions(ctx.req, entry)
     if not_modified is not None:
@@ -107,4 +111,5 @@ def respond(ctx: Ctx, *, head: bool) -> Response:
 
 
 def handle(ctx: Ctx) -> Response:
+    """GetObject: the object's bytes (or the requested range) with its headers."""
     return respond(ctx, head=False)

@@ -8,5 +8,6 @@ from lakemount.gateway.http import Response
 
 
 def handle(ctx: Ctx) -> Response:
+    """HeadBucket: 200 with the region when the caller may read the bucket."""
     ctx.require(Action.READ_REPO)
     return Response(200, [("x-amz-bucket-region", ctx.services.settings.region)])

@@ -8,4 +8,5 @@ from lakemount.gateway.operations.get_object import respond
 
 
 def handle(ctx: Ctx) -> Response:
+    """HeadObject: the headers GetObject would send, without the body."""
     return respond(ctx, head=True)

@@ -14,6 +14,7 @@ MAX_BUCKETS = 10_000
 
 
 def handle(ctx: Ctx) -> Response:
+    """ListBuckets: the buckets (repositories and aliases) the caller may read, paginated."""
     limit = parse_max(ctx.query.get("max-buckets"), "max-buckets", MAX_BUCKETS)
     token = ctx.query.get("continuation-token")
     after = decode_token(token) if token else ""

@@ -12,6 +12,7 @@ from lakemount.gateway.xml import Owner, UploadRecord, render_list_multipart_upl
 
 
 def handle(ctx: Ctx) -> Response:
+    """ListMultipartUploads: the bucket's uploads in progress, by key and upload id."""
     ctx.require(Action.READ_REPO)
     assert ctx.bucket is not None
     q = ctx.query

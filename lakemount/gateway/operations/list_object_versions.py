@@ -16,6 +16,7 @@ from lakemount.gateway.xml import Owner, VersionRecord, render_list_versions
 
 
 def handle(ctx: Ctx) -> Response:
+    """ListObjectVersions: each object as its single ``null`` version (refs, not S3 versions, hold history)."""
     target = ctx.target()
     ctx.require(Action.READ_REPO, target)
     q = ctx.query

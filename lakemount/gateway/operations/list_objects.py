@@ -10,6 +10,7 @@ from lakemount.gateway.listing_xml import encoder, render_v1
 
 
 def handle(ctx: Ctx) -> Response:
+    """ListObjects (v1): one page of keys with prefix, delimiter and marker."""
     target = ctx.target()
     ctx.require(Action.READ_REPO, target)
     q = ctx.query

@@ -10,6 +10,7 @@ from lakemount.gateway.listing_xml import encoder, render_v2
 
 
 def handle(ctx: Ctx) -> Response:
+    """ListObjectsV2: one page of keys with prefix, delimiter, start-after and continuation token."""
     target = ctx.target()
     ctx.require(Action.READ_REPO, target)
     q = ctx.query

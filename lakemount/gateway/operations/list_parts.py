@@ -14,6 +14,7 @@ from lakemount.gateway.xml import Owner, PartRecord, render_list_parts
 
 
 def handle(ctx: Ctx) -> Response:
+    """ListParts: the upload's stored parts, paginated; raises ``S3Error`` NoSuchUpload, InvalidArgument."""
     upload, _repo = upload_of(ctx, Action.READ_REPO)
     limit = parse_max(ctx.query.get("max-parts"), "max-parts")
     marker_text = ctx.query.get("part-number-marker", "0") or "0"

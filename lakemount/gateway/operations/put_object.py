@@ -57,6 +57,11 @@ def branch_marker(ctx: Ctx, target: Target, key: str) -> Response | None:
 
 
 def handle(ctx: Ctx) -> Response:
+    """PutObject: store the body at the target key and stage it on the branch; returns its ETag.
+
+    Raises ``S3Error`` PreconditionFailed/NoSuchKey for a failed If-Match/If-None-Match, InvalidRequest for
+    a key that names a branch, and the body errors (MissingContentLength, EntityTooLarge, MetadataTooLarge).
+    """
     target = ctx.target()
     ctx.require(Action.WRITE_REPO, target)
     assert ctx.key is not None

@@ -34,6 +34,7 @@ def upload_of(ctx: Ctx, action: Action = Action.WRITE_REPO, *, completed: bool =
 
 
 def part_number(ctx: Ctx) -> int:
+    """The request's ``partNumber`` (1-10000); raises ``S3Error`` InvalidArgument otherwise."""
     text = ctx.query.get("partNumber", "")
     if not text.isdigit() or not 1 <= int(text) <= MAX_PART_NUMBER:
         raise s3_error("InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive", ArgumentName="partNumber", ArgumentValue=text)
@@ -46,6 +47,7 @@ def parts_dir(upload: Upload) -> str:
 
 
 def part_url(ctx: Ctx, repo: Repository, upload: Upload, number: int) -> str:
+    """A fresh physical URL for part ``number`` of ``upload`` (unique, so a retried part never overwrites)."""
     return ctx.services.catalog.physical_url(repo, f"{parts_dir(upload)}/{number:05d}-{secrets.token_hex(4)}")
 
 
@@ -62,6 +64,7 @@ def record_part(ctx: Ctx, upload: Upload, part: Part) -> None:
 
 
 def handle(ctx: Ctx) -> Response:
+    """UploadPart: store the body as part ``partNumber``; returns its ETag. Raises ``S3Error`` NoSuchUpload."""
     upload, repo = upload_of(ctx)
     number = part_number(ctx)
     cat = ctx.services.catalog

@@ -16,6 +16,7 @@ from lakemount.gateway.xml import render_copy_part_result
 
 
 def handle(ctx: Ctx) -> Response:
+    """UploadPartCopy: store (a range of) an existing object as a part; raises ``S3Error`` NoSuchUpload, NoSuchKey."""
     upload, repo = upload_of(ctx)
     number = part_number(ctx)
     source = find_source(ctx)

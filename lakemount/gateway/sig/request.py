@@ -52,6 +52,7 @@ class HttpRequest:
 
 
 def raw_query_pairs(query: str) -> list[tuple[str, str]]:
+    """The raw ``name=value`` pairs of a query string, in order, still percent-encoded."""
     pairs = []
     for part in query.split("&"):
         if part:
@@ -61,6 +62,7 @@ def raw_query_pairs(query: str) -> list[tuple[str, str]]:
 
 
 def decode_component(text: str) -> str:
+    """A percent-decoded URL component; bytes that are not UTF-8 survive as surrogates."""
     return unquote_to_bytes(text).decode("utf-8", "surrogateescape")
 
 
@@ -71,6 +73,7 @@ def first(headers: Mapping[str, list[str]], name: str) -> str | None:
 
 
 def signatures_equal(a: str, b: str) -> bool:
+    """Constant-time comparison of two signatures (no timing side channel)."""
     return hmac.compare_digest(a.encode("utf-8", "surrogateescape"), b.encode("utf-8", "surrogateescape"))
 
 

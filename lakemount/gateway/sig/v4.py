@@ -48,6 +48,7 @@ def signing_key(secret: str, date: str, region: str, service: str = SERVICE) -> 
 
 
 def sign(key: bytes, sts: str) -> str:
+    """The hex HMAC-SHA256 of the string to sign ``sts`` under the derived signing ``key``."""
     return hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
 
 

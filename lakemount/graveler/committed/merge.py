@@ -19,6 +19,8 @@ from lakemount.graveler.committed.metarange import MetaRange
 
 
 class Strategy(str, Enum):
+    """How a three-way merge resolves a key changed on both sides: fail, or let one side win."""
+
     FAIL = "fail"
     SOURCE_WINS = "source-wins"
     DEST_WINS = "dest-wins"

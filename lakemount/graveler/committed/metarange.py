@@ -14,6 +14,11 @@ from lakemount.graveler.sstable import TableReader
 
 
 class MetaRange:
+    """A committed tree: its ranges, in key order, with readers loaded lazily through ``load``.
+
+    Reading a range may raise ``Corrupt`` (checksum mismatch) or ``NotFound`` from the loader.
+    """
+
     __slots__ = ("_load", "_readers", "checksum", "id", "max_keys", "ranges")
 
     def __init__(

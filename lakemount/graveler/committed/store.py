@@ -32,14 +32,16 @@ from lakemount.graveler.sstable import TableReader
 
 
 def join(namespace: str, key: str) -> str:
+    """The block-store URL of ``key`` under ``namespace`` (exactly one ``/`` between them)."""
     return namespace.rstrip("/") + "/" + key
 
 
 def table_url(namespace: str, table_id: str) -> str:
+    """The URL of the table file ``table_id`` under the repository's ``_lakefs/`` prefix."""
     return join(namespace, f"_lakefs/{table_id}")
 
 
-def checksum(data: bytes) -> str:
+def _checksum(data: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(data)
 
 
@@ -61,6 +63,8 @@ def metarange_id_of(ranges: Iterable[RangeInfo]) -> str:
 
 @dataclass
 class StoreStats:
+    """Counters of table loads and writes (what caching and reuse saved), for stats and tests."""
+
     tables_loaded: int = 0
     tables_written: int = 0
     tables_reused: int = 0
@@ -114,7 +118,7 @@ class CommittedStore:
             return data
 
         data = self.cache.get_or_load(table_id, load)
-        if checksum(data) != expected and (verify is None or not verify(data)):
+        if _checksum(data) != expected and (verify is None or not verify(data)):
             raise ChecksumMismatch(f"table {table_id} in {namespace}")
         return data
 
@@ -201,7 +205,7 @@ class CommittedStore:
         try:
             with open(path, "rb") as f:
                 data = f.read()
-            digest = checksum(data)
+            digest = _checksum(data)
             url = table_url(namespace, table_id)
             if self.cache.get(table_id) is not None or self.adapter.exists(url):
                 # Same records, possibly different file bytes (table properties carry
@@ -244,4 +248,4 @@ class CommittedStore:
             if not same:
                 return None
         self.cache.put(table_id, data)
-        return len(data), checksum(data)
+        return len(data), _checksum(data)

@@ -49,6 +49,8 @@ def _executor() -> ThreadPoolExecutor:
 
 @dataclass
 class ApplyStats:
+    """What applying changes to a metarange wrote: ranges written or reused, records and changes."""
+
     ranges_written: int = 0
     ranges_reused: int = 0
     records_written: int = 0

@@ -1,0 +1,574 @@
+// lakemount web UI: a client of /api/v1. Every value from the server is inserted
+// as text (el() makes text nodes and attributes, never parsed markup), so object names,
+// commit messages and previews cannot inject markup. State changes send the CSRF
+// header (double-submit of the lakemount_csrf cookie).
+"use strict";
+
+const API = "/api/v1";
+const PAGE = 100;
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    e.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+function cookie(name) {
+  for (const part of document.cookie.split(";")) {
+    const [k, ...v] = part.trim().split("=");
+    if (k === name) return v.join("=");
+  }
+  return "";
+}
+
+class ApiError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+
+async function api(method, path, query, body) {
+  const qs = new URLSearchParams();
+  for (const [k, v] of Object.entries(query || {})) {
+    if (v === undefined || v === null || v === "") continue;
+    for (const one of Array.isArray(v) ? v : [v]) qs.append(k, one);
+  }
+  const headers = {};
+  if (method !== "GET" && method !== "HEAD") headers["X-Lakemount-CSRF"] = cookie("lakemount_csrf");
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const url = API + path + (qs.toString() ? "?" + qs : "");
+  const r = await fetch(url, {method, headers, credentials: "same-origin",
+                              body: body === undefined ? undefined : JSON.stringify(body)});
+  if (r.status === 401 && path !== "/auth/login") { location.assign("/login"); throw new ApiError(401, "not logged in"); }
+  if (r.status === 204) return null;
+  const text = await r.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (_) { data = {message: text.slice(0, 300)}; }
+  if (!r.ok) throw new ApiError(r.status, (data && data.message) || ("HTTP " + r.status));
+  return data;
+}
+
+const enc = encodeURIComponent;
+const main = () => document.getElementById("main");
+function show(...nodes) { main().replaceChildren(el("div", {class: "page"}, ...nodes)); }
+function errorBox(e) { return el("p", {class: "error", role: "alert"}, String(e && e.message || e)); }
+function fmtSize(n) {
+  if (n === undefined || n === null) return "";
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0; let x = n;
+  while (x >= 1024 && i < u.length - 1) { x /= 1024; i++; }
+  return (i ? x.toFixed(1) : x) + " " + u[i];
+}
+function fmtTime(t) { return t ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) : ""; }
+function link(hash, ...text) { return el("a", {href: "#" + hash}, ...text); }
+function route(...parts) { return "/" + parts.map(p => enc(p)).join("/"); }
+
+let me = null;
+
+// ---- login ---------------------------------------------------------------------
+function loginPage() {
+  document.getElementById("nav").replaceChildren();
+  document.getElementById("who").replaceChildren();
+  const msg = el("div");
+  const id = el("input", {id: "access_key_id", name: "access_key_id", autocomplete: "username", required: true});
+  const secret = el("input", {id: "secret_access_key", name: "secret_access_key", type: "password",
+                              autocomplete: "current-password", required: true});
+  const form = el("form", {class: "login", id: "login-form", onsubmit: async ev => {
+    ev.preventDefault();
+    msg.replaceChildren();
+    try {
+      await api("POST", "/auth/login", {}, {access_key_id: id.value.trim(), secret_access_key: secret.value});
+      location.assign("/#/");
+    } catch (e) { msg.replaceChildren(errorBox(e.status === 401 ? "wrong access key or secret" : e)); }
+  }},
+    el("h2", {}, "Log in to lakemount"),
+    el("label", {for: "access_key_id"}, "Access key ID"), id,
+    el("label", {for: "secret_access_key"}, "Secret access key"), secret,
+    el("button", {type: "submit", id: "login"}, "Log in"), msg);
+  show(form);
+}
+
+async function logout() {
+  try { await api("POST", "/auth/logout"); } finally { location.assign("/login"); }
+}
+
+// ---- repositories --------------------------------------------------------------
+async function reposPage(q) {
+  const after = q.get("after") || "";
+  const data = await api("GET", "/repositories", {after, amount: PAGE});
+  const isAdmin = me && me.admin;
+  const rows = data.results.map(r => el("tr", {},
+    el("td", {}, link(route("r", r.id, "tree", r.default_branch), r.id)),
+    el("td", {}, r.default_branch), el("td", {}, r.storage_namespace), el("td", {}, fmtTime(r.creation_date)),
+    el("td", {}, el("button", {class: "delete-repo", onclick: async () => {
+      if (!confirm("Delete repository " + r.id + "?")) return;
+      try { await api("DELETE", "/repositories/" + enc(r.id)); render(); } catch (e) { main().prepend(errorBox(e)); }
+    }}, "delete"))));
+  const name = el("input", {name: "name", placeholder: "name", required: true});
+  const ns = el("input", {name: "storage_namespace", placeholder: "storage namespace (e.g. local:///data/repo)", size: 40, required: true});
+  const branch = el("input", {name: "default_branch", value: "main", size: 10});
+  const msg = el("div");
+  const create = el("form", {class: "inline", id: "create-repo", onsubmit: async ev => {
+    ev.preventDefault();
+    try {
+      await api("POST", "/repositories", {}, {name: name.value.trim(), storage_namespace: ns.value.trim(), default_branch: branch.value.trim() || "main"});
+      render();
+    } catch (e) { msg.replaceChildren(errorBox(e)); }
+  }}, "New repository: ", name, ns, branch, el("button", {type: "submit"}, "create"));
+  show(el("h2", {}, "Repositories"), isAdmin === false ? null : create, msg,
+    rows.length ? el("table", {id: "repos"}, el("tr", {}, el("th", {}, "repository"), el("th", {}, "default branch"),
+      el("th", {}, "storage namespace"), el("th", {}, "created"), el("th", {}, "")), rows)
+      : el("p", {class: "muted"}, "No repositories yet."),
+    pager(data, after, "/", q));
+}
+
+// Forward paging with a stack of previous offsets in the URL (?after=..&back=..).
+function pager(data, after, base, q, extra) {
+  const back = q.getAll("back");
+  const mk = (a, b) => {
+    const p = new URLSearchParams(extra || {});
+    if (a) p.set("after", a);
+    for (const x of b) p.append("back", x);
+    const s = p.toString();
+    return "#" + base + (s ? "?" + s : "");
+  };
+  const prev = after ? el("a", {href: mk(back[back.length - 1] || "", back.slice(0, -1)), class: "prev"}, "← previous") : null;
+  const next = data.pagination.has_more ? el("a", {href: mk(data.pagination.next_offset, after ? [...back, after] : back), class: "next"}, "next →") : null;
+  return el("div", {class: "pager"}, prev, el("span", {class: "muted"}, data.pagination.results + " shown"), next);
+}
+
+// ---- ref picker ----------------------------------------------------------------
+async function refPicker(repo, ref, go) {
+  const sel = el("select", {id: "ref-picker", onchange: () => go(sel.value)});
+  const seen = new Set();
+  const add = (group, items) => {
+    const g = el("optgroup", {label: group});
+    for (const it of items) { seen.add(it.id); g.appendChild(el("option", {value: it.id, selected: it.id === ref}, it.id)); }
+    if (items.length) sel.appendChild(g);
+  };
+  try {
+    const [b, t] = await Promise.all([api("GET", route("repositories", repo, "branches"), {amount: 1000}),
+                                     api("GET", route("repositories", repo, "tags"), {amount: 1000})]);
+    add("branches", b.results); add("tags", t.results);
+  } catch (e) { /* the page shows its own error */ }
+  if (!seen.has(ref)) sel.appendChild(el("option", {value: ref, selected: true}, ref));
+  const commit = el("input", {placeholder: "commit id", size: 14, id: "ref-commit"});
+  const form = el("form", {class: "inline", onsubmit: ev => { ev.preventDefault(); if (commit.value.trim()) go(commit.value.trim()); }},
+    commit, el("button", {type: "submit"}, "go"));
+  return el("span", {class: "picker"}, "ref: ", sel, " or ", form);
+}
+
+function repoTabs(repo, ref) {
+  return el("div", {class: "tabs"},
+    link(route("r", repo, "tree", ref), "objects"), link(route("r", repo, "commits", ref), "commits"),
+    link(route("r", repo, "compare", ref, ref), "compare"), link(route("r", repo, "pulls"), "pull requests"),
+    link(route("r", repo, "actions"), "hook runs"), link(route("r", repo, "feed"), "live feed"),
+    link(route("r", repo, "settings"), "protection"));
+}
+
+// ---- object browser ------------------------------------------------------------
+async function treePage(repo, ref, prefix, q) {
+  const after = q.get("after") || "";
+  const t0 = performance.now();
+  const [data, picker] = await Promise.all([
+    api("GET", route("repositories", repo, "refs", ref, "objects", "ls"), {prefix, after, amount: PAGE, delimiter: "/", user_metadata: "false"}),
+    refPicker(repo, ref, r => location.assign("#" + route("r", repo, "tree", r) + "/" + prefix.split("/").map(enc).join("/")))]);
+  const crumbs = el("span", {class: "crumbs"}, link(route("r", repo, "tree", ref), repo));
+  let acc = "";
+  for (const part of prefix.split("/").filter(Boolean)) {
+    acc += part + "/";
+    crumbs.append(" / ", link(treeHash(repo, ref, acc), part));
+  }
+  const rows = data.results.map(o => {
+    const name = o.path.slice(prefix.length);
+    if (o.path_type === "common_prefix") {
+      return el("tr", {class: "dir"}, el("td", {}, link(treeHash(repo, ref, o.path), name)), el("td", {}), el("td", {}), el("td", {}));
+    }
+    return el("tr", {class: "obj"}, el("td", {}, link(objHash(repo, ref, o.path), name)),
+      el("td", {}, fmtSize(o.size_bytes)), el("td", {}, fmtTime(o.mtime)),
+      el("td", {}, link(route("r", repo, "history", ref) + "?path=" + enc(o.path), "history")));
+  });
+  show(el("h2", {}, repo), repoTabs(repo, ref), picker, el("div", {}, crumbs),
+    el("table", {id: "listing", "data-ms": Math.round(performance.now() - t0)},
+      el("tr", {}, el("th", {}, "name"), el("th", {}, "size"), el("th", {}, "modified"), el("th", {}, "")), rows),
+    rows.length ? null : el("p", {class: "muted"}, "empty"),
+    pager(data, after, route("r", repo, "tree", ref) + (prefix ? "/" + prefix.split("/").map(enc).join("/") : ""), q));
+}
+function treeHash(repo, ref, prefix) { return route("r", repo, "tree", ref) + "/" + prefix.split("/").map(enc).join("/"); }
+function objHash(repo, ref, path) { return route("r", repo, "object", ref) + "?path=" + enc(path); }
+
+function table(schema, rows) {
+  return el("table", {class: "preview-table"},
+    el("tr", {}, schema.map(c => el("th", {}, c.name, c.type && c.type !== "string" ? el("div", {class: "muted"}, c.type) : null))),
+    rows.map(r => el("tr", {}, r.map(v => el("td", {}, v === null ? "null" : typeof v === "object" ? JSON.stringify(v) : v)))));
+}
+
+async function objectPage(repo, ref, q) {
+  const path = q.get("path") || "";
+  const [stat, p] = await Promise.all([
+    api("GET", route("repositories", repo, "refs", ref, "objects", "stat"), {path}),
+    api("GET", route("repositories", repo, "refs", ref, "objects", "preview"), {path, rows: 100})]);
+  const dataUrl = API + route("repositories", repo, "refs", ref, "objects") + "?path=" + enc(path);
+  const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/") + 1) : "";
+  let body;
+  switch (p.kind) {
+    case "parquet":
+      body = el("div", {id: "preview", "data-kind": "parquet"},
+        el("h3", {}, "Schema"), el("table", {class: "schema"}, el("tr", {}, el("th", {}, "column"), el("th", {}, "type")),
+          p.schema.map(c => el("tr", {}, el("td", {}, c.name), el("td", {}, c.type)))),
+        el("h3", {}, "Rows ", el("span", {class: "muted"}, `(first ${p.rows.length} of ${p.num_rows})`)), table(p.schema, p.rows));
+      break;
+    case "csv":
+      body = el("div", {id: "preview", "data-kind": "csv"}, table(p.schema, p.rows), p.truncated ? el("p", {class: "muted"}, "first rows only") : null);
+      break;
+    case "json": case "text":
+      body = el("div", {id: "preview", "data-kind": p.kind}, el("pre", {}, p.text), p.truncated ? el("p", {class: "muted"}, "truncated: the first 256 KiB") : null);
+      break;
+    case "image":
+      body = el("div", {id: "preview", "data-kind": "image"}, el("img", {class: "preview", src: dataUrl, alt: path}));
+      break;
+    case "binary":
+      body = el("p", {id: "preview", "data-kind": "binary", class: "muted"}, "Binary file: no preview. Download it instead.");
+      break;
+    case "too_large":
+      body = el("p", {id: "preview", "data-kind": "too_large", class: "muted"}, "Too large to preview (" + fmtSize(p.size_bytes) + ").");
+      break;
+    default:
+      body = el("p", {id: "preview", "data-kind": "error", class: "error"}, p.message || "no preview");
+  }
+  show(el("h2", {}, repo), repoTabs(repo, ref),
+    el("div", {class: "crumbs"}, link(treeHash(repo, ref, dir), "← " + (dir || "/")), " ", el("strong", {id: "object-path"}, path)),
+    el("p", {}, fmtSize(stat.size_bytes), " · ", stat.content_type || "", " · ", fmtTime(stat.mtime), " · ",
+      el("a", {href: dataUrl, download: path.split("/").pop()}, "download"), " · ",
+      link(route("r", repo, "history", ref) + "?path=" + enc(path), "history")),
+    body);
+}
+
+// ---- commits, history, diffs ---------------------------------------------------
+function commitRows(repo, results) {
+  return results.map(c => el("tr", {class: "commit"},
+    el("td", {}, link(route("r", repo, "commit", c.id), c.id.slice(0, 12))),
+    el("td", {class: "message"}, c.message), el("td", {}, c.committer), el("td", {}, fmtTime(c.creation_date))));
+}
+function commitTable(repo, results, id) {
+  return el("table", {id}, el("tr", {}, el("th", {}, "commit"), el("th", {}, "message"), el("th", {}, "committer"), el("th", {}, "date")),
+    commitRows(repo, results));
+}
+
+async function commitsPage(repo, ref, q) {
+  const after = q.get("after") || "";
+  const [data, picker] = await Promise.all([
+    api("GET", route("repositories", repo, "refs", ref, "commits"), {after, amount: PAGE}),
+    refPicker(repo, ref, r => location.assign("#" + route("r", repo, "commits", r)))]);
+  show(el("h2", {}, repo), repoTabs(repo, ref), picker, commitTable(repo, data.results, "commits"),
+    pager(data, after, route("r", repo, "commits", ref), q));
+}
+
+async function historyPage(repo, ref, q) {
+  const path = q.get("path") || "";
+  const after = q.get("after") || "";
+  const isPrefix = path.endsWith("/");
+  const data = await api("GET", route("repositories", repo, "refs", ref, "commits"),
+    {after, amount: PAGE, objects: isPrefix ? undefined : path, prefixes: isPrefix ? path : undefined});
+  show(el("h2", {}, repo), repoTabs(repo, ref), el("h3", {}, "History of ", el("code", {}, path), " on ", ref),
+    data.results.length ? commitTable(repo, data.results, "history") : el("p", {class: "muted"}, "No commit changed it."),
+    pager(data, after, route("r", repo, "history", ref), q, {path}));
+}
+
+function diffTable(repo, ref, results) {
+  return el("table", {id: "diff"}, el("tr", {}, el("th", {}, "change"), el("th", {}, "path"), el("th", {}, "size")),
+    results.map(d => el("tr", {class: "change " + d.type},
+      el("td", {class: d.type}, d.type), el("td", {}, d.type === "removed" || !ref ? d.path : link(route("r", repo, "object", ref) + "?path=" + enc(d.path), d.path)),
+      el("td", {}, fmtSize(d.size_bytes)))));
+}
+
+async function commitPage(repo, id, q) {
+  const after = q.get("after") || "";
+  const c = await api("GET", route("repositories", repo, "commits", id));
+  const parent = (c.parents || [])[0];
+  let diffPart;
+  if (parent) {
+    const d = await api("GET", route("repositories", repo, "refs", parent, "diff", c.id), {after, amount: PAGE, type: "two_dot"});
+    diffPart = [diffTable(repo, c.id, d.results), pager(d, after, route("r", repo, "commit", id), q)];
+  } else {
+    diffPart = [el("p", {class: "muted"}, "The first commit: no parent to compare with.")];
+  }
+  const meta = Object.entries(c.metadata || {});
+  show(el("h2", {}, repo), repoTabs(repo, c.id),
+    el("h3", {}, "Commit ", el("code", {}, c.id)),
+    el("pre", {id: "commit-message"}, c.message),
+    el("p", {}, c.committer, " · ", fmtTime(c.creation_date), " · parents: ",
+      (c.parents || []).map(p => [link(route("r", repo, "commit", p), p.slice(0, 12)), " "])),
+    meta.length ? el("table", {}, meta.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v)))) : null,
+    el("p", {}, link(route("r", repo, "tree", c.id), "browse at this commit")),
+    ...diffPart);
+}
+
+async function countAll(fetchPage) {
+  const counts = {added: 0, removed: 0, changed: 0};
+  let after = "";
+  for (;;) {
+    const d = await fetchPage(after);
+    for (const r of d.results) counts[r.type] = (counts[r.type] || 0) + 1;
+    if (!d.pagination.has_more) return counts;
+    after = d.pagination.next_offset;
+  }
+}
+
+async function comparePage(repo, left, right, q) {
+  const after = q.get("after") || "";
+  const uncommitted = q.get("uncommitted") === "1";
+  const pageOf = a => uncommitted
+    ? api("GET", route("repositories", repo, "branches", right, "diff"), {after: a, amount: 1000})
+    : api("GET", route("repositories", repo, "refs", left, "diff", right), {after: a, amount: 1000});
+  const first = uncommitted
+    ? await api("GET", route("repositories", repo, "branches", right, "diff"), {after, amount: PAGE})
+    : await api("GET", route("repositories", repo, "refs", left, "diff", right), {after, amount: PAGE});
+  const go = (l, r, u) => location.assign("#" + route("r", repo, "compare", l, r) + (u ? "?uncommitted=1" : ""));
+  const lp = await refPicker(repo, left, v => go(v, right, false));
+  const rp = await refPicker(repo, right, v => go(left, v, uncommitted));
+  const unc = el("label", {}, el("input", {type: "checkbox", id: "uncommitted", checked: uncommitted, onchange: ev => go(left, right, ev.target.checked)}),
+    " uncommitted changes of the right branch");
+  const counts = el("p", {class: "counts", id: "counts"}, el("span", {class: "muted"}, "counting…"));
+  show(el("h2", {}, repo), repoTabs(repo, right), el("div", {}, uncommitted ? null : ["base ", lp], " compare ", rp, " ", unc),
+    counts, diffTable(repo, right, first.results),
+    pager(first, after, route("r", repo, "compare", left, right), q, uncommitted ? {uncommitted: "1"} : {}));
+  try {
+    const c = await countAll(pageOf);
+    counts.replaceChildren(el("span", {class: "added"}, c.added + " added"), el("span", {class: "removed"}, c.removed + " removed"),
+      el("span", {class: "changed"}, (c.changed + (c.prefix_changed || 0)) + " changed"));
+  } catch (e) { counts.replaceChildren(errorBox(e)); }
+}
+
+// ---- live feed (server-sent events) ----------------------------------------------
+let live = null;  // the EventSource of the current page, closed when the page changes
+const feedSeen = {};  // repository -> the highest event id any page has received (a new EventSource replays)
+function subscribe(repo, onEvent) {
+  if (live) live.close();
+  live = new EventSource(API + route("repositories", repo, "events"), {withCredentials: true});
+  for (const kind of FEED_KINDS) live.addEventListener(kind, ev => {
+    let data = {};
+    try { data = JSON.parse(ev.data); } catch (_) { return; }
+    const eid = Number(ev.lastEventId) || 0;
+    const fresh = eid > (feedSeen[repo] || 0);
+    if (fresh) feedSeen[repo] = eid;
+    onEvent(kind, data, ev.lastEventId, fresh);
+  });
+  return live;
+}
+const FEED_KINDS = ["commit", "merge", "revert", "cherry-pick", "branch-created", "branch-deleted", "tag-created", "tag-deleted",
+  "protection", "hook-run", "pull-request", "pull-request-comment", "pull-request-approval"];
+
+function describe(kind, d) {
+  const skip = new Set(["id", "repository", "branch", "kind", "time"]);
+  return Object.entries(d).filter(([k]) => !skip.has(k)).map(([k, v]) => k + "=" + (typeof v === "object" ? JSON.stringify(v) : v)).join(" ");
+}
+
+async function feedPage(repo) {
+  const body = el("tbody", {});
+  const status = el("span", {class: "muted", id: "feed-status"}, "connecting…");
+  show(el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {}, "Live feed ", status),
+    el("table", {id: "feed"}, el("thead", {}, el("tr", {}, el("th", {}, "#"), el("th", {}, "time"), el("th", {}, "event"),
+      el("th", {}, "branch"), el("th", {}, "details"))), body));
+  const es = subscribe(repo, (kind, d, eventId) => {
+    body.prepend(el("tr", {class: "event", "data-kind": kind}, el("td", {}, eventId), el("td", {}, fmtTime(d.time)),
+      el("td", {}, kind), el("td", {}, d.branch || ""), el("td", {}, describe(kind, d))));
+  });
+  // The server answers each poll with what is new and closes; EventSource reconnects (retry: 1000 ms)
+  // with Last-Event-ID, so an error while it reconnects is the normal rhythm, not an outage.
+  es.onopen = () => status.replaceChildren("live");
+  es.onerror = () => { if (es.readyState === EventSource.CLOSED) status.replaceChildren("disconnected"); };
+}
+
+// ---- pull requests -------------------------------------------------------------
+async function pullsPage(repo, q) {
+  const st = q.get("status") || "open";
+  const after = q.get("after") || "";
+  const [data, branches] = await Promise.all([
+    api("GET", route("repositories", repo, "pulls"), {status: st, after, amount: PAGE}),
+    api("GET", route("repositories", repo, "branches"), {amount: 1000})]);
+  const names = branches.results.map(b => b.id);
+  const sel = (id, value) => el("select", {id}, names.map(n => el("option", {value: n, selected: n === value}, n)));
+  const src = sel("pr-source", names.find(n => n !== "main") || names[0]);
+  const dst = sel("pr-destination", names.includes("main") ? "main" : names[0]);
+  const title = el("input", {id: "pr-title", placeholder: "title", size: 40, required: true});
+  const desc = el("textarea", {id: "pr-description", placeholder: "description", rows: 3, cols: 60});
+  const msg = el("div");
+  const form = el("form", {id: "open-pr", onsubmit: async ev => {
+    ev.preventDefault();
+    try {
+      const r = await api("POST", route("repositories", repo, "pulls"), {},
+        {source_branch: src.value, destination_branch: dst.value, title: title.value, description: desc.value});
+      location.assign("#" + route("r", repo, "pull", String(r.id)));
+    } catch (e) { msg.replaceChildren(errorBox(e)); }
+  }}, el("h3", {}, "Open a pull request"), el("div", {}, src, " → ", dst, " ", title), el("div", {}, desc),
+    el("button", {type: "submit"}, "open pull request"), msg);
+  const filters = el("p", {}, ["open", "closed", "merged", "all"].map(s => [s === st ? el("strong", {}, s) :
+    link(route("r", repo, "pulls") + "?status=" + s, s), " "]));
+  show(el("h2", {}, repo), repoTabs(repo, "main"), filters,
+    data.results.length ? el("table", {id: "pulls"}, el("tr", {}, el("th", {}, "#"), el("th", {}, "title"), el("th", {}, "branches"),
+      el("th", {}, "author"), el("th", {}, "status")),
+      data.results.map(p => el("tr", {class: "pull"}, el("td", {}, link(route("r", repo, "pull", String(p.id)), "#" + p.id)),
+        el("td", {}, link(route("r", repo, "pull", String(p.id)), p.title)), el("td", {}, p.source_branch + " → " + p.destination_branch),
+        el("td", {}, p.author), el("td", {}, p.status)))) : el("p", {class: "muted"}, "No " + st + " pull requests."),
+    pager(data, after, route("r", repo, "pulls"), q, {status: st}), form);
+}
+
+function conflictList(message) {
+  const m = /^merge conflict on \d+ path\(s\): (.*)$/.exec(message || "");
+  if (!m) return null;
+  return el("ul", {id: "conflicts"}, m[1].split(", ").map(p => el("li", {}, p)));
+}
+
+async function runsTable(repo, query) {
+  const runs = await api("GET", route("repositories", repo, "actions", "runs"), {amount: 20, ...query});
+  const rows = [];
+  for (const r of runs.results) {
+    let hooks = [];
+    try { hooks = (await api("GET", route("repositories", repo, "actions", "runs", r.run_id, "hooks"))).results; } catch (_) { /* shown empty */ }
+    rows.push(el("tr", {class: "run " + r.status}, el("td", {}, r.event_type), el("td", {}, r.branch),
+      el("td", {class: r.status === "completed" ? "ok" : "error"}, r.status), el("td", {}, r.start_time || ""),
+      el("td", {}, hooks.map(h => [el("a", {href: API + route("repositories", repo, "actions", "runs", r.run_id, "hooks", h.hook_run_id, "output"),
+        target: "_blank", rel: "noopener"}, h.action + "/" + h.hook_id + ": " + h.status), " "]))));
+  }
+  return rows.length ? el("table", {class: "runs"}, el("tr", {}, el("th", {}, "event"), el("th", {}, "branch"), el("th", {}, "status"),
+    el("th", {}, "started"), el("th", {}, "hooks (output)")), rows) : el("p", {class: "muted"}, "No hook runs.");
+}
+
+async function pullPage(repo, id) {
+  const base = route("repositories", repo, "pulls", id);
+  const [p, comments] = await Promise.all([api("GET", base), api("GET", base + "/comments")]);
+  const msg = el("div", {id: "pr-message"});
+  const act = (fn, sent) => async ev => {
+    if (ev) ev.preventDefault();
+    msg.replaceChildren();
+    try {
+      await fn();
+      if (sent) body.value = "";
+      await pullPage(repo, id);
+    } catch (e) { msg.replaceChildren(errorBox(e), conflictList(e.message) || ""); }
+  };
+  let diff;
+  try {
+    let left = p.destination_branch, right = p.source_branch;
+    if (p.status === "merged" && p.merged_commit_id) {  // what the merge commit brought into the destination
+      const mc = await api("GET", route("repositories", repo, "commits", p.merged_commit_id));
+      left = (mc.parents || [mc.id])[0]; right = mc.id;
+    }
+    const d = await api("GET", route("repositories", repo, "refs", left, "diff", right),
+      {amount: PAGE, type: p.status === "merged" ? "two_dot" : "three_dot"});
+    diff = [diffTable(repo, p.source_branch, d.results)];
+    if (d.pagination.has_more) diff.push(el("p", {class: "muted"}, "first " + PAGE + " changes; see compare"));
+  } catch (e) { diff = [errorBox(e)]; }
+  const body = el("textarea", {id: "comment-body", rows: 3, cols: 60, required: true, "data-pull": id});
+  const strategy = el("select", {id: "merge-strategy"}, el("option", {value: ""}, "default (fail on conflict)"),
+    el("option", {value: "source-wins"}, "source-wins"), el("option", {value: "dest-wins"}, "dest-wins"));
+  const approvals = p.approvals || [];
+  const open = p.status === "open";
+  const old = document.getElementById("comment-body");  // a live re-render keeps the draft being typed
+  if (old && old.dataset.pull === String(id)) body.value = old.value;
+  show(el("h2", {}, repo), repoTabs(repo, p.source_branch),
+    el("h3", {id: "pr-title"}, "#" + p.id + " ", p.title, " ", el("span", {class: "muted", id: "pr-status"}, "[" + p.status + "]")),
+    el("p", {}, p.source_branch + " → " + p.destination_branch + " · by " + p.author + " · " + (p.creation_date || "")),
+    el("pre", {id: "pr-description"}, p.description || ""),
+    el("p", {id: "pr-approvals"}, "approvals: " + approvals.length + " of " + p.required_approvals + " required",
+      approvals.length ? " (" + approvals.map(a => a.user).join(", ") + ")" : ""),
+    msg,
+    open ? el("div", {class: "pr-actions"},
+      el("button", {id: "approve", onclick: act(() => api("POST", base + "/approvals"))}, "approve"), " ",
+      el("form", {class: "inline", id: "merge-form", onsubmit: act(() => api("PUT", base + "/merge", {}, strategy.value ? {strategy: strategy.value} : {}))},
+        strategy, el("button", {type: "submit", id: "merge"}, "merge")), " ",
+      el("button", {id: "close", onclick: act(() => api("PATCH", base, {}, {status: "closed"}))}, "close"))
+      : p.status === "closed" ? el("button", {id: "reopen", onclick: act(() => api("PATCH", base, {}, {status: "open"}))}, "reopen")
+        : el("p", {}, "merged as ", link(route("r", repo, "commit", p.merged_commit_id || ""), (p.merged_commit_id || "").slice(0, 12))),
+    el("h3", {}, "Changes"), ...diff,
+    el("h3", {}, "Hook runs on " + p.destination_branch), await runsTable(repo, {branch: p.destination_branch}),
+    el("h3", {}, "Comments"),
+    el("div", {id: "comments"}, comments.results.map(c => el("div", {class: "comment"},
+      el("p", {class: "muted"}, c.author + " · " + (c.creation_date || "")), el("pre", {}, c.body)))),
+    el("form", {id: "comment-form", onsubmit: act(() => api("POST", base + "/comments", {}, {body: body.value}), true)},
+      body, el("div", {}, el("button", {type: "submit", id: "comment"}, "comment"))));
+  // Live: another user's comment, approval or merge re-renders this page. A new EventSource replays the
+  // feed from its start; events from before this page was rendered (minus clock slack) are not news.
+  const since = Date.now() / 1000 - 2;
+  subscribe(repo, (kind, d, _eid, fresh) => {
+    if (!fresh || d.time < since || String(d.id) !== String(id) || !kind.startsWith("pull-request") || d.action === "opened") return;
+    if (location.hash.includes("/pull/")) pullPage(repo, id).catch(() => {});
+  });
+}
+
+// ---- hook runs, protection -------------------------------------------------------
+async function actionsPage(repo, q) {
+  show(el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {}, "Hook runs"), await runsTable(repo, {branch: q.get("branch") || undefined}));
+}
+
+async function settingsPage(repo) {
+  const url = route("repositories", repo, "settings", "branch_protection");
+  const rules = await api("GET", url);
+  const msg = el("div");
+  const save = async list => {
+    try { await api("PUT", url, {}, list); await settingsPage(repo); } catch (e) { msg.replaceChildren(errorBox(e)); }
+  };
+  const pattern = el("input", {id: "rule-pattern", placeholder: "branch pattern, e.g. main or rel-*", required: true});
+  const approvals = el("input", {id: "rule-approvals", type: "number", min: 0, value: 0, size: 4});
+  show(el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {}, "Branch protection"),
+    el("p", {class: "muted"}, "A protected branch changes only by merge (and revert); a merge needs the approvals the rule requires."),
+    rules.length ? el("table", {id: "rules"}, el("tr", {}, el("th", {}, "pattern"), el("th", {}, "required approvals"), el("th", {}, "")),
+      rules.map((r, i) => el("tr", {}, el("td", {}, r.pattern), el("td", {}, r.required_approvals),
+        el("td", {}, el("button", {onclick: () => save(rules.filter((_, j) => j !== i))}, "remove"))))) : el("p", {class: "muted"}, "No rules."),
+    el("form", {class: "inline", id: "add-rule", onsubmit: ev => { ev.preventDefault();
+      save([...rules, {pattern: pattern.value.trim(), required_approvals: Number(approvals.value) || 0}]); }},
+      pattern, " approvals ", approvals, el("button", {type: "submit"}, "add rule")), msg);
+}
+
+// ---- routing -------------------------------------------------------------------
+async function whoami() {
+  if (me) return me;
+  const u = await api("GET", "/user");
+  me = {id: u.user.id, admin: undefined};
+  const who = document.getElementById("who");
+  who.replaceChildren(el("span", {id: "user"}, u.user.id), el("button", {id: "logout", onclick: logout}, "log out"));
+  document.getElementById("nav").replaceChildren(link("/", "repositories"));
+  return me;
+}
+
+async function render() {
+  if (live) { live.close(); live = null; }
+  if (location.pathname === "/login") return loginPage();
+  const hash = location.hash.replace(/^#/, "") || "/";
+  const [pathPart, query] = hash.split("?", 2);
+  const q = new URLSearchParams(query || "");
+  const parts = pathPart.split("/").filter((p, i) => i > 0).map(p => decodeURIComponent(p));
+  try {
+    await whoami();
+    if (parts[0] === "r" && parts.length >= 4) {
+      const repo = parts[1], view = parts[2], ref = parts[3];
+      if (view === "tree") return await treePage(repo, ref, parts.slice(4).filter(Boolean).map(p => p + "/").join(""), q);
+      if (view === "object") return await objectPage(repo, ref, q);
+      if (view === "commits") return await commitsPage(repo, ref, q);
+      if (view === "history") return await historyPage(repo, ref, q);
+      if (view === "commit") return await commitPage(repo, ref, q);
+      if (view === "compare") return await comparePage(repo, ref, parts[4] || ref, q);
+      if (view === "pull") return await pullPage(repo, ref);
+    }
+    if (parts[0] === "r" && parts.length === 3) {
+      const repo = parts[1], view = parts[2];
+      if (view === "pulls") return await pullsPage(repo, q);
+      if (view === "feed") return await feedPage(repo);
+      if (view === "actions") return await actionsPage(repo, q);
+      if (view === "settings") return await settingsPage(repo);
+    }
+    if (parts.length === 0 || parts[0] === "") return await reposPage(q);
+    show(errorBox("no such page"));
+  } catch (e) {
+    if (e.status !== 401) show(errorBox(e));
+  }
+}
+
+window.addEventListener("hashchange", render);
+window.addEventListener("DOMContentLoaded", render);

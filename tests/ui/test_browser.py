@@ -1,0 +1,304 @@
+"""The web UI in a real browser (chromium via playwright): log in, browse, preview Parquet and CSV (an XSS name
+stays text), commit log and a commit's diff, history by path, compare with uncommitted changes, paging, logout.
+Each step leaves a screenshot in docs/screenshots/."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from tests.api.conftest import Served
+from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET
+from tests.ui.conftest import SCREENSHOTS
+
+XSS = "<img src=x onerror=alert(1)>.csv"
+MAX_SHOT = 300 * 1024
+
+
+def shot(page: Any, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    assert path.stat().st_size < MAX_SHOT, f"{path} is {path.stat().st_size} bytes"
+
+
+def seed(served: Served) -> str:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    repo = served.repo(prefix="ui")
+    main = repo.branch("main")
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"event_id": [f"e{i:04d}" for i in range(300)], "amount": [i * 1.5 for i in range(300)],
+                             "note": ["<script>alert(2)</script>"] * 300}), buf)
+    main.object("data/events.parquet").upload(buf.getvalue())
+    main.object(f"data/{XSS}").upload(b"id,comment\n1,<b onmouseover=alert(3)>hi</b>\n")
+    main.object("data/readme.json").upload(b'{"owner": "team", "tags": ["a", "b"]}')
+    main.object("data/blob.bin").upload(bytes(range(256)) * 64)
+    for i in range(230):
+        main.object(f"many/f{i:04d}.txt").upload(b"x")
+    main.commit(message="first <i>commit</i> with <script>alert(4)</script>")
+    main.object("data/events.parquet").upload(buf.getvalue()[:-1] + b"1")  # changed
+    main.object("data/new.txt").upload(b"new line\n")
+    main.object("data/readme.json").delete()
+    main.commit(message="second commit")
+    main.object("data/uncommitted.txt").upload(b"staged\n")
+    return str(repo.id)
+
+
+def test_ui_flow(served: Served, browser: Any) -> None:
+    repo = seed(served)
+    base = served.api
+    dialogs: list[str] = []
+    page = browser.new_page()
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        # A missing cookie: redirected to the login page.
+        page.goto(base + "/")
+        page.wait_for_url(base + "/login")
+        page.fill("#access_key_id", ADMIN_KEY)
+        page.fill("#secret_access_key", "wrong")
+        page.click("#login")
+        page.wait_for_selector("text=wrong access key or secret")
+        page.fill("#secret_access_key", ADMIN_SECRET)
+        shot(page, "01-login")
+        page.click("#login")
+        page.wait_for_selector("#repos")
+        assert page.locator("#user").inner_text() == "admin"
+        shot(page, "02-repositories")
+
+        page.click(f"#repos >> text={repo}")
+        page.wait_for_selector("#listing >> text=data/")
+        page.click("#listing >> text=data/")
+        page.wait_for_selector(f"#listing >> text={XSS}")
+        shot(page, "03-browse")
+
+        page.click("#listing >> text=events.parquet")
+        page.wait_for_selector("#preview[data-kind=parquet]")
+        assert page.locator(".schema td").all_inner_texts()[:2] == ["event_id", "string"]
+        assert "(first 100 of 300)" in page.locator("#preview").inner_text()
+        assert page.locator(".preview-table tr").count() == 101
+        assert "<script>alert(2)</script>" in page.locator(".preview-table").inner_text()
+        shot(page, "04-parquet-preview")
+
+        page.go_back()
+        page.wait_for_selector(f"#listing >> text={XSS}")
+        page.click(f"#listing >> text={XSS}")
+        page.wait_for_selector("#preview[data-kind=csv]")
+        assert page.locator("#object-path").inner_text() == f"data/{XSS}"
+        assert page.locator(".preview-table td").all_inner_texts()[1] == "<b onmouseover=alert(3)>hi</b>"
+        assert page.locator("#main img").count() == 0  # the name never became an element
+        shot(page, "05-csv-xss-name")
+
+        page.goto(f"{base}/#/r/{repo}/object/main?path=data%2Fblob.bin")
+        page.wait_for_selector("#preview[data-kind=binary]")
+
+        # Paging: 230 entries in many/, pages of 100.
+        page.goto(f"{base}/#/r/{repo}/tree/main/many")
+        page.wait_for_selector("#listing >> text=f0099.txt")
+        assert page.locator("#listing tr.obj").count() == 100
+        page.click("a.next")
+        page.wait_for_selector("#listing >> text=f0100.txt")
+        page.click("a.next")
+        page.wait_for_selector("#listing >> text=f0229.txt")
+        assert page.locator("#listing tr.obj").count() == 30 and page.locator("a.next").count() == 0
+        page.click("a.prev")
+        page.wait_for_selector("#listing >> text=f0100.txt")
+
+        # Commit log, a commit's diff, the first commit's message as text.
+        page.goto(f"{base}/#/r/{repo}/commits/main")
+        page.wait_for_selector("#commits >> text=second commit")
+        assert "first <i>commit</i> with <script>alert(4)</script>" in page.locator("#commits").inner_text()
+        shot(page, "06-commits")
+        page.locator("#commits tr.commit", has_text="second commit").locator("a").first.click()
+        page.wait_for_selector("#diff tr.change")
+        kinds = sorted(page.locator("#diff tr.change td:first-child").all_inner_texts())
+        assert kinds == ["added", "changed", "removed"]
+        shot(page, "07-commit-diff")
+
+        # History by path: only the commits that changed it.
+        page.goto(f"{base}/#/r/{repo}/history/main?path=data%2Freadme.json")
+        page.wait_for_selector("#history tr.commit")
+        assert page.locator("#history tr.commit").count() == 2
+        page.goto(f"{base}/#/r/{repo}/history/main?path=data%2Fnew.txt")
+        page.wait_for_selector("#history tr.commit")
+        assert page.locator("#history tr.commit").count() == 1
+        shot(page, "08-history")
+
+        # Compare: two commits, then uncommitted changes of main.
+        page.goto(f"{base}/#/r/{repo}/compare/main~1/main")
+        page.wait_for_selector("#counts .added")
+        assert page.locator("#counts span").all_inner_texts() == ["1 added", "1 removed", "1 changed"]
+        page.click("#uncommitted")
+        page.wait_for_selector("#counts .added")
+        assert page.locator("#counts .added").inner_text() == "1 added"
+        assert "data/uncommitted.txt" in page.locator("#diff").inner_text()
+        shot(page, "09-compare-uncommitted")
+
+        # Logout: the session is gone, / redirects to login again.
+        page.click("#logout")
+        page.wait_for_url(base + "/login")
+        page.goto(base + "/")
+        page.wait_for_url(base + "/login")
+        assert dialogs == [] and errors == []
+    finally:
+        page.close()
+
+
+def test_forged_cookie_redirects_to_login(served: Served, browser: Any) -> None:
+    host = served.api.split("//", 1)[1].split(":")[0]
+    browser.add_cookies([{"name": "internal_auth_session", "value": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhZG1pbiJ9.Zm9yZ2Vk",
+                          "domain": host, "path": "/"}])
+    page = browser.new_page()
+    try:
+        page.goto(served.api + "/")
+        page.wait_for_url(served.api + "/login")
+        # The hash routes' API calls get 401 too and land on the login page.
+        page.goto(served.api + "/login")
+        page.wait_for_selector("#login-form")
+    finally:
+        page.close()
+        browser.clear_cookies()
+
+
+CHECK = b"""name: data-check
+on: {pre-merge: {branches: [main]}}
+hooks: [{id: csv_only, type: lakemount_check, properties: {formats: [csv]}}]
+"""
+
+
+def login(page: Any, base: str, key: str, secret: str) -> None:
+    page.goto(base + "/login")
+    page.fill("#access_key_id", key)
+    page.fill("#secret_access_key", secret)
+    page.click("#login")
+    page.wait_for_selector("#repos")
+
+
+def test_pull_request_flow_with_hook_and_live_feed(served: Served, chromium: Any) -> None:
+    """Open a PR in the UI, comment, a second user approves, the pre-merge hook runs, merge; a second page
+    on the live feed sees each step without reloading; a conflicting PR lists its paths; close and reopen."""
+    from lakemount.app import App
+    from lakemount.config import load
+
+    app = App(load(None, env={"LAKEMOUNT_HOME": str(served.home)}))
+    try:
+        app.auth.create_user("reviewer")
+        app.auth.attach_policy("reviewer", "Admin")
+        app.auth.create_credentials("reviewer", "AKIAREVIEWER00000000", "reviewersecretreviewersecretreviewer0000")
+    finally:
+        app.refs.engine.dispose()
+    repo = served.repo(prefix="pr")
+    main = repo.branch("main")
+    main.object("_lakefs_actions/check.yaml").upload(CHECK)
+    main.object("data/a.csv").upload(b"id\n1\n")
+    main.commit(message="hooks and data")
+    feat = repo.branch("feat").create(source_reference="main")
+    feat.object("data/b.csv").upload(b"id\n2\n")
+    feat.commit(message="add b")
+    clash = repo.branch("clash").create(source_reference="main")
+    clash.object("data/a.csv").upload(b"id\nclash\n")
+    clash.commit(message="clash")
+    main.object("data/a.csv").upload(b"id\nmain\n")
+    main.commit(message="main changes a")
+    import requests
+
+    from tests.api.test_http import AUTH
+
+    rules = f"{served.api}/api/v1/repositories/{repo.id}/settings/branch_protection"
+    assert requests.put(rules, json=[{"pattern": "main", "required_approvals": 1}], auth=AUTH, timeout=30).status_code == 204
+    base = served.api
+    rid = str(repo.id)
+    admin = chromium.new_context(viewport={"width": 1100, "height": 700})
+    reviewer = chromium.new_context(viewport={"width": 1100, "height": 700})
+    try:
+        for ctx in (admin, reviewer):
+            ctx.set_default_timeout(15_000)
+        page = admin.new_page()
+        watcher = admin.new_page()
+        login(page, base, ADMIN_KEY, ADMIN_SECRET)
+        watcher.goto(f"{base}/#/r/{rid}/feed")
+        watcher.wait_for_selector("#feed-status >> text=live")
+        watcher.wait_for_selector("#feed tr[data-kind=protection]")
+
+        page.goto(f"{base}/#/r/{rid}/pulls")
+        page.wait_for_selector("#open-pr")
+        page.select_option("#pr-source", "feat")
+        page.select_option("#pr-destination", "main")
+        page.fill("#pr-title", "Add b <script>alert(5)</script>")
+        page.fill("#pr-description", "new <em>rows</em>")
+        shot(page, "10-pr-open")
+        page.click("#open-pr button[type=submit]")
+        page.wait_for_selector("#pr-title >> text=[open]")
+        assert "Add b <script>alert(5)</script>" in page.locator("#pr-title").inner_text()
+        assert "data/b.csv" in page.locator("#diff").inner_text()
+        assert page.locator("#pr-approvals").inner_text().startswith("approvals: 0 of 1 required")
+        page.fill("#comment-body", "looks <b>good</b>?")
+        page.click("#comment")
+        page.wait_for_selector("#comments .comment")
+        assert page.locator("#comments pre").inner_text() == "looks <b>good</b>?"
+        # Merging without the required approval: refused with the reason, the page stays.
+        page.click("#merge")
+        page.wait_for_selector("#pr-message .error")
+        shot(page, "11-pr-comment-merge-refused")
+
+        # The reviewer approves in their own session; the author's page updates live.
+        rpage = reviewer.new_page()
+        login(rpage, base, "AKIAREVIEWER00000000", "reviewersecretreviewersecretreviewer0000")
+        pid = page.url.rsplit("/", 1)[1]
+        rpage.goto(f"{base}/#/r/{rid}/pull/{pid}")
+        rpage.wait_for_selector("#approve")
+        rpage.click("#approve")
+        rpage.wait_for_selector("#pr-approvals >> text=approvals: 1 of 1 required")
+        shot(rpage, "12-pr-approved-by-reviewer")
+        page.wait_for_selector("#pr-approvals >> text=approvals: 1 of 1 required")  # no reload: the feed
+
+        page.select_option("#merge-strategy", "source-wins")
+        page.click("#merge")
+        page.wait_for_selector("#pr-status >> text=[merged]")
+        page.wait_for_selector(".runs tr.run >> text=pre-merge")
+        assert "csv_only: completed" in page.locator(".runs").inner_text()
+        assert "data/b.csv" in page.locator("#diff").inner_text()  # what the merge brought in
+        shot(page, "13-pr-merged-hook-run")
+
+        # The watcher saw it all without a reload.
+        for kind in ("pull-request", "pull-request-comment", "pull-request-approval", "hook-run", "merge"):
+            watcher.wait_for_selector(f"#feed tr[data-kind={kind}]")
+        assert "action=merged" in watcher.locator("#feed").inner_text()
+        shot(watcher, "14-live-feed")
+
+        # A conflicting pull request lists its paths; close and reopen.
+        page.goto(f"{base}/#/r/{rid}/pulls")
+        page.wait_for_selector("#open-pr")
+        page.select_option("#pr-source", "clash")
+        page.fill("#pr-title", "clash")
+        page.click("#open-pr button[type=submit]")
+        page.wait_for_selector("#pr-title >> text=[open]")
+        cid = page.url.rsplit("/", 1)[1]
+        rpage.goto(f"{base}/#/r/{rid}/pull/{cid}")
+        rpage.click("#approve")
+        page.wait_for_selector("#pr-approvals >> text=approvals: 1 of 1 required")
+        page.click("#merge")
+        page.wait_for_selector("#conflicts li")
+        assert page.locator("#conflicts li").all_inner_texts() == ["data/a.csv"]
+        shot(page, "15-pr-conflicts")
+        page.click("#close")
+        page.wait_for_selector("#pr-status >> text=[closed]")
+        page.click("#reopen")
+        page.wait_for_selector("#pr-status >> text=[open]")
+
+        # Hook runs and protection rules pages.
+        page.goto(f"{base}/#/r/{rid}/actions")
+        page.wait_for_selector(".runs tr.run")
+        page.goto(f"{base}/#/r/{rid}/settings")
+        page.wait_for_selector("#rules >> text=main")
+        page.fill("#rule-pattern", "rel-*")
+        page.click("#add-rule button")
+        page.wait_for_selector("#rules >> text=rel-*")
+        shot(page, "16-protection-rules")
+        assert requests.get(rules, auth=AUTH, timeout=30).json()[1] == {"pattern": "rel-*", "required_approvals": 0}
+    finally:
+        admin.close()
+        reviewer.close()
