@@ -400,14 +400,18 @@ class Cluster:
         p = host.spawn(PYTHON, "-m", "lakemount.cli.main", "serve", "--listen", f"{host.ip}:{port}", "--workers", str(workers),
                        env=self.env(host), log=f"{host.home}/gateway.log")
         code = ("import sys,time,urllib.request,urllib.error\n"
-                "end=time.time()+90\n"
+                "end=time.time()+180\n"
                 "while time.time()<end:\n"
                 "    try:\n"
                 "        urllib.request.urlopen(sys.argv[1],timeout=2); break\n"
                 "    except urllib.error.HTTPError: break\n"
                 "    except OSError: time.sleep(0.2)\n"
                 "else: raise SystemExit('gateway did not answer')\n")
-        host.run(PYTHON, "-c", code, f"http://{host.ip}:{port}/", timeout=100)
+        try:
+            host.run(PYTHON, "-c", code, f"http://{host.ip}:{port}/", timeout=200)
+        except RuntimeError as exc:
+            log = Path(f"{host.home}/gateway.log").read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{exc}; gateway exit status {p.poll()}; its log: {log}") from None
         return p
 
     def kill_host_processes(self, host: Host) -> None:
@@ -437,7 +441,7 @@ class Cluster:
         mlog = f"{master.home}/master{tag}.log"
         self._spark.append(master.spawn(spark_class, "org.apache.spark.deploy.master.Master", "--host", master.ip, "--port", "7077",
                                         "--webui-port", "8080", env=self.spark_env(master, spark_python), log=mlog))
-        self._wait_port(master, master.ip, 7077)
+        self._wait_port(master, master.ip, 7077, timeout=min(300, self.left()))
         for w in workers:
             self._spark.append(w.spawn(spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", w.ip, "--cores",
                                        str(cores), "--memory", memory, "--webui-port", "8081",
