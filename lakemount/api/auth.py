@@ -22,7 +22,7 @@ import time
 from typing import Final
 
 from lakemount.api.errors import ApiError, unauthorized
-from lakemount.auth.cache import TtlCache
+from lakemount.auth.cache import CachedDecisions, TtlCache
 from lakemount.auth.model import CredentialsNotFound, UserID, UserNotFound
 from lakemount.auth.policies import Action
 from lakemount.auth.store import SqlAuthStore
@@ -104,7 +104,7 @@ class Authenticator:
         self.key = key
         self._secrets = TtlCache(ttl, MAX_ENTRIES)
         self._users = TtlCache(ttl, MAX_ENTRIES)
-        self._decisions = TtlCache(ttl, MAX_ENTRIES)
+        self._decisions = CachedDecisions(store, ttl, MAX_ENTRIES)
 
     def check_secret(self, access_key_id: str, secret: str) -> UserID:
         """The owner of a key whose secret is ``secret``; raises ``ApiError`` 401 otherwise."""
@@ -159,13 +159,7 @@ class Authenticator:
 
     def allowed(self, user_id: str, action: Action, repo: str = "*") -> bool:
         """Whether ``user_id``'s policies allow ``action`` on ``repo`` (cached for ``TTL``)."""
-        key = (user_id, action, repo)
-        hit = self._decisions.get(key)
-        if hit is not None:
-            return bool(hit)
-        decision = self.store.authorize(user_id, action, repo)
-        self._decisions.put(key, decision)
-        return decision
+        return self._decisions.allowed(user_id, action, repo)
 
     def require(self, user_id: str, action: Action, repo: str = "*") -> None:
         """Raises ``ApiError`` 403 unless ``allowed``."""

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from lakemount.auth.policies import Action
+    from lakemount.auth.store import SqlAuthStore
 
 MAX_ENTRIES: Final = 10_000
 
@@ -46,3 +50,25 @@ class TtlCache:
         """Drop every entry."""
         with self._lock:
             self._data.clear()
+
+
+class CachedDecisions:
+    """Policy decisions of an auth store, each kept for ``ttl`` seconds (a detached policy takes effect within it)."""
+
+    def __init__(self, store: SqlAuthStore, ttl: float, max_entries: int = MAX_ENTRIES) -> None:
+        self.store = store
+        self._decisions = TtlCache(ttl, max_entries)
+
+    def allowed(self, user_id: str, action: Action, repo: str = "*") -> bool:
+        """Whether ``user_id``'s policies allow ``action`` on ``repo``; raises what ``SqlAuthStore.authorize`` raises."""
+        key = (user_id, action, repo)
+        hit = self._decisions.get(key)
+        if hit is not None:
+            return bool(hit)
+        decision = self.store.authorize(user_id, action, repo)
+        self._decisions.put(key, decision)
+        return decision
+
+    def clear(self) -> None:
+        """Drop every cached decision (after this process changed policies)."""
+        self._decisions.clear()

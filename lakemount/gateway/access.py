@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from lakemount.auth.cache import TtlCache
+from lakemount.auth.cache import CachedDecisions, TtlCache
 from lakemount.auth.model import UserID
 from lakemount.auth.policies import Action
 from lakemount.auth.store import SqlAuthStore
@@ -56,7 +56,7 @@ class Access:
     def __init__(self, store: SqlAuthStore, *, ttl: float = TTL) -> None:
         self.store = store
         self._keys = TtlCache(ttl, MAX_ENTRIES)
-        self._decisions = TtlCache(ttl, MAX_ENTRIES)
+        self._decisions = CachedDecisions(store, ttl, MAX_ENTRIES)
 
     def _lookup(self, access_key_id: str) -> tuple[UserID, str]:
         hit = self._keys.get(access_key_id)
@@ -86,13 +86,7 @@ class Access:
 
     def allowed(self, user_id: str, action: Action, repo: str = "*") -> bool:
         """Whether ``user_id``'s policies allow ``action`` on ``repo`` (cached for ``TTL``)."""
-        key = (user_id, action, repo)
-        hit = self._decisions.get(key)
-        if hit is not None:
-            return bool(hit)
-        decision = self.store.authorize(user_id, action, repo)
-        self._decisions.put(key, decision)
-        return decision
+        return self._decisions.allowed(user_id, action, repo)
 
     def forget(self) -> None:
         """Drop cached decisions (after this process changed policies)."""
