@@ -17,7 +17,6 @@ OMITTED: Final = [
     "presigned URLs (getPhysicalAddress, linkPhysicalAddress, presign=true): storage config says pre_sign_support false",
     "groups (lakemount attaches policies to users; group listings are empty, creating groups is refused)",
     "updatePolicy, external principals, OIDC/SAML/STS login, tokens other than /auth/login's",
-    "actions and hooks, branch protection rules API, pull requests, retention/GC rules API",
     "metaranges and ranges (ingestRange, createMetaRange), commit record creation, dump/restore of refs",
     "repository metadata setting, read-only and bare repositories, sample data",
     "multi-location or object-type imports (one common_prefix per import)",

@@ -1,6 +1,7 @@
-"""Repository rules: branch protection (lakeFS's ``settings/branch_protection`` and the older ``branch_protection``) and action runs.
+"""Repository rules: branch protection (lakeFS's ``settings/branch_protection`` and the older ``branch_protection``),
+garbage collection rules (``settings/gc_rules``, the rules ``lakemount gc`` reads) and action runs.
 
-Changing protection rules needs ``DeleteRepo`` on the repository (whoever may
+Changing protection or GC rules needs ``DeleteRepo`` on the repository (whoever may
 delete it may change what guards it; ``WriteRepo`` alone would let a writer
 unprotect the branch it is kept from); reading them and the runs of hooks
 needs ``ReadRepo``.
@@ -16,7 +17,7 @@ from lakemount.api.pagination import page_size
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
 from lakemount.catalog.actions import HookRun, Run
-from lakemount.errors import NotFound
+from lakemount.errors import InvalidArgument, NotFound
 from lakemount.gateway.http import Response
 
 TAG = "repositories"
@@ -157,3 +158,42 @@ def hook_output(ctx: Ctx) -> Response:
         if h.hook_run_id == ctx.params["hook_run_id"]:
             return Response(200, [("Content-Type", "application/octet-stream")], h.output.encode())
     raise NotFound(f"hook run not found: {ctx.params['hook_run_id']}")
+
+
+@operation("GET", "/repositories/{repository}/settings/gc_rules", "getGCRules", tag=TAG,
+           summary="garbage collection rules", response="GarbageCollectionRules")
+def get_gc_rules(ctx: Ctx) -> Response:
+    """getGCRules: the repository's retention rules; 404 when none are set."""
+    from lakemount.jobs.retention import load_rules
+
+    repo = repo_of(ctx, Action.READ_REPO)
+    rules = load_rules(ctx.catalog.adapter, ctx.catalog.repository(repo).storage_namespace)
+    if rules is None:
+        raise NotFound(f"no GC rules for repository {repo}")
+    return json_response(200, rules.to_json())
+
+
+@operation("PUT", "/repositories/{repository}/settings/gc_rules", "setGCRules", tag=TAG,
+           summary="replace the garbage collection rules", body="GarbageCollectionRules", status=204,
+           errors=(400, 401, 403, 404))
+def set_gc_rules(ctx: Ctx) -> Response:
+    """setGCRules: replace the retention rules (a rule may name a branch not created yet); 400 if they keep no history."""
+    from lakemount.jobs.retention import GcRules, store_rules
+
+    repo = repo_of(ctx, Action.DELETE_REPO)
+    rules = GcRules.from_json(ctx.json_body())
+    if not rules.keeps_history:
+        raise InvalidArgument("these rules keep no history (0 days everywhere); set them with `lakemount gc set-config --force`")
+    store_rules(ctx.catalog.adapter, ctx.catalog.repository(repo).storage_namespace, rules)
+    return empty(204)
+
+
+@operation("DELETE", "/repositories/{repository}/settings/gc_rules", "deleteGCRules", tag=TAG,
+           summary="delete the garbage collection rules", status=204, errors=(401, 403, 404))
+def delete_gc_rules(ctx: Ctx) -> Response:
+    """deleteGCRules: drop the retention rules (GC then refuses to run until new ones are set)."""
+    from lakemount.jobs.retention import delete_rules
+
+    repo = repo_of(ctx, Action.DELETE_REPO)
+    delete_rules(ctx.catalog.adapter, ctx.catalog.repository(repo).storage_namespace)
+    return empty(204)

@@ -156,6 +156,13 @@ COMPONENTS: Final[dict[str, S]] = {
     # Branch protection (required_approvals: lakemount's extension, for pull requests).
     "BranchProtectionRule": obj(["pattern"], pattern=STR, required_approvals={"type": "integer", "minimum": 0}),
     "BranchProtectionRules": {"type": "array", "items": ref("BranchProtectionRule")},
+    # Garbage collection rules (lakeFS's GarbageCollectionRules).
+    "GarbageCollectionRule": obj(["branch_id", "retention_days"], branch_id=STR, retention_days={"type": "integer", "minimum": 0}),
+    "GarbageCollectionRules": obj(
+        ["default_retention_days", "branches"],
+        default_retention_days={"type": "integer", "minimum": 0},
+        branches={"type": "array", "items": ref("GarbageCollectionRule")},
+    ),
     # Actions (hooks) runs.
     "ActionRun": obj(
         ["run_id", "branch", "start_time", "event_type", "status", "commit_id"], closed=False,

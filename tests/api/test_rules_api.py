@@ -47,6 +47,26 @@ def test_protection_rules_are_enforced_through_the_api(served: Served, repo_id: 
     assert [r["pattern"] for r in requests.get(old, auth=AUTH, timeout=30).json()] == ["main", "rel-*"]
 
 
+
+def test_gc_rules_through_the_api_are_the_rules_gc_reads(served: Served, repo_id: str) -> None:
+    from lakemount.app import App
+    from lakemount.config import load
+    from lakemount.jobs.retention import load_rules
+
+    url = api(served, f"/repositories/{repo_id}/settings/gc_rules")
+    assert "no GC rules" in expect_error(requests.get(url, auth=AUTH, timeout=30), 404)
+    rules = {"default_retention_days": 21, "branches": [{"branch_id": "main", "retention_days": 90}]}
+    assert requests.put(url, json=rules, auth=AUTH, timeout=30).status_code == 204
+    assert requests.get(url, auth=AUTH, timeout=30).json() == rules
+    app = App(load(env={"LAKEMOUNT_HOME": str(served.home)}))  # the server's stores: `lakemount gc run` sees these rules
+    stored = load_rules(app.adapter, app.catalog.repository(repo_id).storage_namespace)
+    assert stored is not None and stored.days_for("main") == 90 and stored.days_for("dev") == 21
+    expect_error(requests.put(url, json={"default_retention_days": -1, "branches": []}, auth=AUTH, timeout=30), 400)
+    expect_error(requests.put(url, json={"default_retention_days": 0, "branches": []}, auth=AUTH, timeout=30), 400)
+    expect_error(requests.put(url, json={"default_retention_days": 1}, auth=AUTH, timeout=30), 400)
+    assert requests.delete(url, auth=AUTH, timeout=30).status_code == 204
+    expect_error(requests.get(url, auth=AUTH, timeout=30), 404)
+
 GUARD = b"""name: guard
 on: {pre-commit: {branches: [dev]}}
 hooks: [{id: csv_only, type: lakemount_check, properties: {formats: [csv]}}]

@@ -317,6 +317,20 @@ def test_pull_request_flow_with_hook_and_live_feed(served: Served, chromium: Any
         page.wait_for_selector("#rules >> text=rel-*")
         shot(page, "16-protection-rules")
         assert requests.get(rules, auth=AUTH, timeout=30).json()[1] == {"pattern": "rel-*", "required_approvals": 0}
+
+        # GC rules on the same page: none yet, then set through the UI (the API's settings/gc_rules).
+        gc_rules = f"{served.api}/api/v1/repositories/{rid}/settings/gc_rules"
+        page.wait_for_selector("#gc-rules >> text=No GC rules")
+        page.fill("#gc-default-days", "14")
+        page.click("#gc-default button")
+        page.wait_for_selector("#gc-rules >> text=delete rules")
+        page.fill("#gc-branch", "main")
+        page.fill("#gc-branch-days", "60")
+        page.click("#gc-add-branch button")
+        page.wait_for_selector("#gc-branches >> text=main")
+        shot(page, "18-gc-rules")
+        assert requests.get(gc_rules, auth=AUTH, timeout=30).json() == {
+            "default_retention_days": 14, "branches": [{"branch_id": "main", "retention_days": 60}]}
     finally:
         admin.close()
         reviewer.close()

@@ -171,7 +171,7 @@ function repoTabs(repo, ref) {
     link(route("r", repo, "tree", ref), "objects"), link(route("r", repo, "commits", ref), "commits"),
     link(route("r", repo, "compare", ref, ref), "compare"), link(route("r", repo, "pulls"), "pull requests"),
     link(route("r", repo, "actions"), "hook runs"), link(route("r", repo, "feed"), "live feed"),
-    link(route("r", repo, "settings"), "protection"));
+    link(route("r", repo, "settings"), "protection & GC"));
 }
 
 // ---- object browser ------------------------------------------------------------
@@ -538,7 +538,39 @@ async function settingsPage(repo) {
         el("td", {}, el("button", {onclick: () => save(rules.filter((_, j) => j !== i))}, "remove"))))) : el("p", {class: "muted"}, "No rules."),
     el("form", {class: "inline", id: "add-rule", onsubmit: ev => { ev.preventDefault();
       save([...rules, {pattern: pattern.value.trim(), required_approvals: Number(approvals.value) || 0}]); }},
-      pattern, " approvals ", approvals, el("button", {type: "submit"}, "add rule")), msg);
+      pattern, " approvals ", approvals, el("button", {type: "submit"}, "add rule")), msg,
+    await gcRulesSection(repo));
+}
+
+// GC rules: the retention `lakemount gc run` applies (lakeFS's settings/gc_rules).
+async function gcRulesSection(repo) {
+  const url = route("repositories", repo, "settings", "gc_rules");
+  let rules = null;
+  try { rules = await api("GET", url); } catch (e) { if (e.status !== 404) return errorBox(e); }
+  const msg = el("div");
+  const save = async body => {
+    try { await (body ? api("PUT", url, {}, body) : api("DELETE", url)); await settingsPage(repo); }
+    catch (e) { msg.replaceChildren(errorBox(e)); }
+  };
+  const current = rules || {default_retention_days: 21, branches: []};
+  const days = el("input", {id: "gc-default-days", type: "number", min: 0, value: current.default_retention_days, size: 4});
+  const branch = el("input", {id: "gc-branch", placeholder: "branch"});
+  const branchDays = el("input", {id: "gc-branch-days", type: "number", min: 0, value: 90, size: 4});
+  return el("div", {id: "gc-rules"}, el("h3", {}, "Garbage collection rules"),
+    el("p", {class: "muted"}, rules ? "Commits older than these days (and not a branch head or tag) are collected by `lakemount gc run`."
+      : "No GC rules: `lakemount gc run` refuses to run until they are set."),
+    rules && rules.branches.length ? el("table", {id: "gc-branches"}, el("tr", {}, el("th", {}, "branch"), el("th", {}, "retention days"), el("th", {}, "")),
+      rules.branches.map((b, i) => el("tr", {}, el("td", {}, b.branch_id), el("td", {}, b.retention_days),
+        el("td", {}, el("button", {onclick: () => save({...current, branches: current.branches.filter((_, j) => j !== i)})}, "remove"))))) : "",
+    el("form", {class: "inline", id: "gc-default", onsubmit: ev => { ev.preventDefault();
+      save({...current, default_retention_days: Number(days.value) || 0}); }},
+      "default retention days ", days, el("button", {type: "submit"}, rules ? "save" : "set rules")),
+    el("form", {class: "inline", id: "gc-add-branch", onsubmit: ev => { ev.preventDefault();
+      const name = branch.value.trim();
+      save({...current, branches: [...current.branches.filter(b => b.branch_id !== name), {branch_id: name, retention_days: Number(branchDays.value) || 0}]}); }},
+      branch, " days ", branchDays, el("button", {type: "submit"}, "set branch rule")),
+    rules ? el("button", {id: "gc-delete", onclick: () => confirm("Delete the GC rules?") ? save(null) : null}, "delete rules") : "",
+    msg);
 }
 
 // ---- administration: users, access keys, policies ---------------------------------
