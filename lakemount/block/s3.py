@@ -104,6 +104,8 @@ class S3Adapter:
             # jittered backoff; max_attempts counts the first try.
             retries={"max_attempts": max_attempts, "mode": "standard"},
             s3={"addressing_style": "path" if path_style else "auto"},
+            # SigV4 for presigned URLs too (botocore would presign with legacy SigV2, which newer regions refuse).
+            signature_version="s3v4",
         )
         # A private session: boto3's default session is not thread-safe to create clients from.
         session = boto3.session.Session(
