@@ -26,6 +26,7 @@ from lakemount.gateway.objects import make_entry
 
 TAG = "staging"
 MAX_USER_METADATA = 2048
+MAX_MTIME = (1 << 63) // 1_000_000_000 - 1  # seconds whose nanoseconds still fit the entry's int64
 
 
 @operation("GET", "/repositories/{repository}/branches/{branch}/staging/backing", "getPhysicalAddress", tag=TAG,
@@ -67,6 +68,9 @@ def link_physical_address(ctx: Ctx) -> Response:
     if not address:
         raise bad_request("staging.physical_address is required")
     meta = _user_metadata(body)
+    mtime = body.get("mtime")
+    if mtime is not None and not 0 <= mtime <= MAX_MTIME:
+        raise bad_request(f"mtime out of range: {mtime}")
     linked = cat.verify_link(repo, branch, path, address, size=body["size_bytes"], checksum=body["checksum"])
     inm = (ctx.request.header("if-none-match") or "").strip()
     im = (ctx.request.header("if-match") or "").strip()
@@ -80,6 +84,8 @@ def link_physical_address(ctx: Ctx) -> Response:
             raise ApiError(412, f"If-Match does not match the object at {path}")
     entry = make_entry(linked.address, linked.size, linked.etag, path,
                        body.get("content_type") or "application/octet-stream", meta)
+    if mtime is not None:  # lakeFS takes the client's time as the object's (the SDK sends none)
+        entry = entry._replace(mtime_ns=mtime * 1_000_000_000)
     cat.put_entry(repo, branch, path, entry)
     out = object_json(cat, cat.repository(repo), path, entry)
     out["metadata"] = dict(meta)

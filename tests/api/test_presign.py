@@ -260,6 +260,11 @@ def test_missing_object_wrong_size_or_checksum_stage_nothing(s3_served: Served) 
     expect_error(link(s3_served, repo, "f", loc, 5, etag, headers={"If-None-Match": "*"}), 412)
     expect_error(link(s3_served, repo, "f", loc, 5, etag, headers={"If-Match": '"nope"'}), 412)
     assert link(s3_served, repo, "f", loc, 5, etag, headers={"If-Match": f'"{etag}"'}).status_code == 200
+    # The client's mtime is taken, as lakeFS does; one out of range is refused.
+    assert "mtime" in expect_error(link(s3_served, repo, "g", loc, 5, etag, mtime=-1), 400)
+    assert not staged(s3_served, repo, "g")
+    r = link(s3_served, repo, "f", loc, 5, etag, mtime=1_600_000_000)
+    assert r.status_code == 200 and r.json()["mtime"] == 1_600_000_000
 
 
 def test_protected_branch_and_read_only_user_are_refused(s3_served: Served) -> None:
