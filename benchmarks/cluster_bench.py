@@ -12,6 +12,8 @@ with its own ``lakemount mount /lake``, and prints, measured in this run:
   (polling every ``head_ttl``);
 * PostgreSQL statements per second of idle mounts (each with ``main`` open
   in the kernel), from ``pg_stat_statements`` (this script's own excluded);
+* PostgreSQL statements per second of mounts in use: on each host a reader
+  opens ``main/marker.txt`` and ``src/marker.txt`` (two branches) every 0.2 s;
 * PostgreSQL statements per 1,000 file opens on a commit path after warm-up;
 * the Spark ETL job of tests/cluster/spark_job.py through the mounts (file:///lake)
   and through S3A on gw1+gw2 (pyspark 3.2.4), wall time of each in one run;
@@ -81,6 +83,20 @@ for i in range(n):
     with open(os.path.join(root, names[i % len(names)]), "rb") as f:
         f.read()
 print(len(names))
+"""
+
+READERS = r"""
+import sys, time
+paths, seconds, gap = sys.argv[1].split(","), float(sys.argv[2]), float(sys.argv[3])
+end = time.time() + seconds
+n = 0
+while time.time() < end:
+    for p in paths:
+        with open(p) as f:
+            f.read()
+    n += 1
+    time.sleep(gap)
+print(n)
 """
 
 
@@ -193,6 +209,19 @@ def run(notify: bool, samples: int, head_ttl: float) -> dict[str, float]:
         time.sleep(seconds)
         x1 = xacts(c)
         out["idle_xacts_per_s_per_mount"] = (x1 - x0) / seconds / 3
+        # in use: a reader of two branches on every host
+        readers = [
+            c[name].spawn(PYTHON, "-c", READERS, "/lake/repo/main/marker.txt,/lake/repo/src/marker.txt",
+                          str(seconds + 4 * head_ttl + 2), "0.2", log=f"{c[name].home}/readers.out")
+            for name in ("w1", "w2", "client")
+        ]
+        time.sleep(2 * head_ttl + 1)
+        x0 = xacts(c)
+        time.sleep(seconds)
+        x1 = xacts(c)
+        for p in readers:
+            p.wait(timeout=120)
+        out["busy_xacts_per_s_per_mount"] = (x1 - x0) / seconds / 3
         # 1,000 opens on a commit path after warm-up
         for i in range(20):
             w1.run("sh", "-c", f"echo {i} > /lake/repo/src/f{i}.txt")
@@ -247,6 +276,8 @@ def main() -> None:
               f"p50 {r['p50'] * 1000:.0f} ms, p99 {r['p99'] * 1000:.0f} ms, max {r['max'] * 1000:.0f} ms "
               f"(target p99 <= {target * 1000:.0f} ms: {'met' if r['p99'] <= target else 'NOT met'})")
         print(f"  idle mount: {r['idle_xacts_per_s_per_mount']:.2f} PostgreSQL statements/s per mount (target <= 1)")
+        print(f"  mount in use (a reader of 2 branches every 0.2 s on each host): "
+              f"{r['busy_xacts_per_s_per_mount']:.2f} PostgreSQL statements/s per mount")
         print(f"  1,000 opens on a commit path after warm-up: {r['xacts_per_1000_commit_opens']:.0f} statements "
               f"beyond the idle rate ({r['xacts_per_1000_commit_opens_raw']} raw; target 0)")
 

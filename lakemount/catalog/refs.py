@@ -9,6 +9,7 @@ are validated and errors raised there (``RepositoryNotFound``,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lakemount.catalog import protection as prot
@@ -103,6 +104,11 @@ class RefVerbs:
     def get_branch(self, repo: str, name: str) -> Branch:
         """Branch ``name`` (head commit and staging tokens); raises ``BranchNotFound``."""
         return self.graveler.get_branch(repo, name)
+
+    def get_branches(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Branch]:
+        """The branches named by ``(repo, name)`` keys, by key, read in one query (a mount's head poll
+        of every branch it watches); keys naming no branch or repository are left out."""
+        return self.graveler.get_branches(keys)
 
     def list_branches(self, repo: str) -> list[Branch]:
         """The branches of ``repo``, by name; raises ``RepositoryNotFound``."""

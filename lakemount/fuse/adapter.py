@@ -288,15 +288,22 @@ class FuseOperations(pyfuse3.Operations):
 
     # ------------------------------------------------------------------ background tasks
     async def poll_heads(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Re-check branch heads every ``head_ttl`` until cancelled."""
+        """Re-check branch heads every ``head_ttl`` until cancelled.
+
+        At a fixed rate, not ``head_ttl`` after the previous poll ended: a poll
+        then comes before the branch's lazy re-check on the next request (due
+        ``head_ttl`` after the last check), which would cost a query of its own.
+        """
         task_status.started()
         interval = max(0.05, self.fs.options.head_ttl)
+        due = trio.current_time() + interval
         while True:
-            await trio.sleep(interval)
+            await trio.sleep_until(due)
             try:
                 await trio.to_thread.run_sync(self.fs.poll_heads, limiter=self.limiter)
             except Exception:
                 log.exception("head check failed")
+            due = max(due + interval, trio.current_time() + interval / 2)
 
     async def invalidate(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Issue queued kernel cache invalidations until cancelled."""

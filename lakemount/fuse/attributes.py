@@ -42,11 +42,14 @@ class Attributes:
         return uid, gid
 
     def timeout(self, node: Node) -> float:
-        """How long the kernel may cache ``node``'s attributes and name."""
+        """How long the kernel may cache ``node``'s attributes and name; on a branch, notes the grant
+        in ``scope.granted`` (the head poll skips branches whose grants have all run out)."""
         scope = node.scope
         if node.kind == Kind.CONTROL_FILE:
             return 0.0
         if scope is None or scope.writable:
+            if scope is not None:
+                scope.granted = time.monotonic()  # the clock of MountState.now
             return self.options.head_ttl
         # Committed refs are immutable; a moving expression (main@, main~1)
         # is re-checked by ``poll_heads``, which invalidates on change.

@@ -63,6 +63,10 @@ class Scope:
     mutex: threading.RLock = field(default_factory=threading.RLock)
     last_error: str = ""  # .lakefs/error
     last: dict[str, dict[str, Any]] = field(default_factory=dict)  # last result per control file
+    # Monotonic time this mount last gave the kernel an entry or attributes of
+    # the scope to cache (for ``head_ttl``, on a branch): once ``head_ttl`` has
+    # passed since, the kernel asks again and that request re-checks the branch.
+    granted: float = 0.0
 
     key: ScopeKey = field(init=False)  # (repo, name): fixed for the scope's life, read on every lookup
 
@@ -78,6 +82,16 @@ class Scope:
         """The branch a write goes to; only meaningful when ``writable``."""
         return self.resolved.branch or ""
 
+    @property
+    def plain_branch(self) -> bool:
+        """True if the scope is a branch by its own name (``main``), whose whole state is its branch row."""
+        return self.writable and self.resolved.kind == "branch" and self.name == self.branch
+
+
+def branch_signature(branch: Any) -> tuple[str, ...]:
+    """The change signature of a branch row (``Catalog.get_branch``): head commit and staging tokens."""
+    return (branch.commit_id, branch.staging_token, *branch.sealed_tokens)
+
 
 def resolve_scope(catalog: Catalog, repo: str, name: str) -> tuple[ResolvedRef, tuple[str, ...], bool]:
     """Resolve ``name`` in ``repo``: (resolved ref, change signature, stable?).
@@ -89,26 +103,9 @@ def resolve_scope(catalog: Catalog, repo: str, name: str) -> tuple[ResolvedRef, 
     resolved = catalog.resolve(repo, name)
     if resolved.view is View.FULL and resolved.branch is not None:
         branch = catalog.get_branch(repo, resolved.branch)
-        signature = (branch.commit_id, branch.staging_token, *branch.sealed_tokens)
-        return ResolvedRef(name, "branch", branch.commit_id, View.FULL, branch.name), signature, False
+        return ResolvedRef(name, "branch", branch.commit_id, View.FULL, branch.name), branch_signature(branch), False
     stable = catalog.is_fixed(resolved)
     return resolved, (resolved.commit_id,), stable
-
-
-def unchanged(catalog: Catalog, scope: Scope) -> bool:
-    """True if ``scope`` is a branch whose row still has the same signature (one point query).
-
-    The cheap re-check of an idle branch: a full ``resolve_scope`` costs three
-    queries (repository, branch, branch again).  ``False`` means "re-resolve":
-    the branch moved, vanished, or the scope is not a plain branch.
-    """
-    if not scope.writable or scope.resolved.kind != "branch" or scope.name != scope.branch:
-        return False
-    try:
-        b = catalog.get_branch(scope.repo, scope.branch)
-    except NotFound:
-        return False
-    return (b.commit_id, b.staging_token, *b.sealed_tokens) == scope.signature
 
 
 class Scopes:
@@ -147,16 +144,70 @@ class Scopes:
             return scope
 
     def check(self, scope: Scope, *, force: bool = False) -> None:
-        """Re-resolve a non-stable scope if ``head_ttl`` passed; a change drops every cache of it."""
+        """Re-resolve a non-stable scope if ``head_ttl`` passed (or ``force``); a change drops every cache of it.
+
+        A plain branch is re-read together with the mount's other branches that
+        are half-way due and that the kernel may still cache, in one query (see
+        :meth:`_check_branches`).  Raises ``NotFound`` (the scope is dropped)
+        when the name no longer resolves, ``Unavailable``.
+        """
         state = self.state
         if scope.stable or (not force and state.now() - scope.checked < state.options.head_ttl):
             return
         state.io()
+        if not scope.plain_branch:
+            self._resolve_again(scope, state.now())
+            return
+        batch = [scope]
+        if not force:
+            batch += [s for s in self._due_branches(state.now()) if s is not scope]
+        self._check_branches(batch, scope)
+
+    def _due_branches(self, now: float) -> list[Scope]:
+        """Plain branch scopes worth re-reading now: checked at least ``head_ttl / 2`` ago, with entries
+        the kernel may still cache (given out less than ``head_ttl`` ago) and inodes it still holds.
+
+        A branch nothing asked about for ``head_ttl`` needs no check: the kernel
+        has dropped what it had, so its next request comes to this mount, which
+        re-checks the branch then (``check``), as its ``checked`` is old by then.
+        """
+        ttl = self.state.options.head_ttl
+        table = self.state.table
+        with table.lock:
+            return [
+                s for key, s in self._scopes.items()
+                if s.plain_branch and table.per_scope.get(key, 0) > 0 and now - s.granted < ttl and now - s.checked >= ttl / 2
+            ]
+
+    def _check_branches(self, scopes: Sequence[Scope], owner: Scope | None = None) -> None:
+        """Re-read the branch rows of plain branch ``scopes`` in one query; a moved one gets a new generation.
+
+        A branch that is gone is resolved again by name (it may be a tag now),
+        or dropped; errors of that are raised for ``owner`` only, logged for the others.
+        """
+        state = self.state
         checked = state.now()
-        if unchanged(state.catalog, scope):
+        rows = state.catalog.get_branches([(s.repo, s.branch) for s in scopes])
+        state.metrics.add("head_checks")
+        for scope in scopes:
+            b = rows.get((scope.repo, scope.branch))
+            if b is None:
+                try:
+                    self._resolve_again(scope, checked)
+                except LakeMountError as exc:
+                    if scope is owner:
+                        raise
+                    log.debug("head check of %s/%s: %s", scope.repo, scope.name, exc)
+                continue
+            signature = branch_signature(b)
             with state.table.lock:
                 scope.checked = checked
-            return
+                if signature != scope.signature:
+                    self.changed(scope, ResolvedRef(scope.name, "branch", b.commit_id, View.FULL, b.name), signature)
+
+    def _resolve_again(self, scope: Scope, checked: float) -> None:
+        """Resolve ``scope``'s name from scratch (about three queries); ``NotFound`` drops the scope and is raised."""
+        state = self.state
         try:
             resolved, signature, _stable = resolve_scope(state.catalog, scope.repo, scope.name)
         except NotFound:
@@ -192,22 +243,37 @@ class Scopes:
                     state.invalidations.put(("entry", parent.ino, os.path.basename(node.path).encode("utf-8", "surrogateescape")))
 
     def poll_heads(self) -> None:
-        """Re-check every non-stable scope the kernel still knows (called every ``head_ttl``).
+        """Re-check the non-stable scopes the kernel may still cache (called every ``head_ttl``).
 
+        Every due plain branch is re-read in one query, however many the mount
+        shows (:meth:`_due_branches`: a branch nobody asked about for
+        ``head_ttl`` is re-checked by its next request instead, so an idle mount
+        issues no query at all).  Moving committed views (``main~1``), which the
+        kernel caches for long, are re-resolved one by one while it holds them.
         While ``push_live()`` says change notices arrive (see ``refs_changed``),
-        the poll runs only every ``PUSHED_POLL`` seconds, as a safety net: an
-        idle mount then costs the ref store next to nothing.
+        the poll runs only every ``PUSHED_POLL`` seconds, as a safety net.
         """
-        now = self.state.now()
+        state = self.state
+        now = state.now()
         if self.push_live() and now - self._polled < PUSHED_POLL:
             return
         self._polled = now
-        table = self.state.table
+        half = state.options.head_ttl / 2
+        table = state.table
         with table.lock:
-            live = [s for key, s in self._scopes.items() if not s.stable and table.per_scope.get(key, 0) > 0]
-        for scope in live:
+            views = [
+                s for key, s in self._scopes.items()
+                if not s.stable and not s.plain_branch and table.per_scope.get(key, 0) > 0 and now - s.checked >= half
+            ]
+        branches = self._due_branches(now)
+        if branches:
             try:
-                self.check(scope)
+                self._check_branches(branches)
+            except LakeMountError as exc:
+                log.debug("head check of %d branches: %s", len(branches), exc)
+        for scope in views:
+            try:
+                self._resolve_again(scope, state.now())
             except LakeMountError as exc:
                 log.debug("head check of %s/%s: %s", scope.repo, scope.name, exc)
 
@@ -217,10 +283,10 @@ class Scopes:
         ``changes`` are ``lakemount.refs.notify.Change`` values (``kind``, ``repo``, ``branch``).
 
         A moved head re-resolves every non-stable scope of its repository now
-        (expressions such as ``main~1`` follow it) instead of after ``head_ttl``;
-        staged writes elsewhere make the branch's cached entries and listings
-        stale.  Runs on the listener's thread; errors are logged, the
-        ``head_ttl`` poll stays the fallback.
+        (expressions such as ``main~1`` follow it; plain branches in one query)
+        instead of after ``head_ttl``; staged writes elsewhere make the branch's
+        cached entries and listings stale.  Runs on the listener's thread;
+        errors are logged, the ``head_ttl`` poll stays the fallback.
         """
         state = self.state
         with state.table.lock:
@@ -231,17 +297,25 @@ class Scopes:
             heads = {c.repo for c in changes if c.kind == "head"}
             staged = {(c.repo, c.branch) for c in changes if c.kind == "staging"}
             todo = [(s, s.repo in heads) for s in live if s.repo in heads or s.key in staged]
+        branches = []
         for scope, moved in todo:
             state.metrics.add("change_notices")
             if not moved:
                 with state.table.lock:
                     scope.gen += 1
                     self._invalidate(scope)
-                continue
+            elif scope.plain_branch:
+                branches.append(scope)
+            else:
+                try:
+                    self.check(scope, force=True)
+                except LakeMountError as exc:
+                    log.debug("head check of %s/%s after a notice: %s", scope.repo, scope.name, exc)
+        if branches:
             try:
-                self.check(scope, force=True)
+                self._check_branches(branches)
             except LakeMountError as exc:
-                log.debug("head check of %s/%s after a notice: %s", scope.repo, scope.name, exc)
+                log.debug("head check of %d branches after a notice: %s", len(branches), exc)
 
     def writable(self, scope: Scope | None) -> Scope:
         """``scope`` if writes may go to it; ``FsError`` EPERM outside a ref, EROFS on a read-only ref,

@@ -256,6 +256,9 @@ class Graveler:
     def get_branch(self, repo: str, name: str) -> Branch:
         return self.refs.get_branch(repo, name)
 
+    def get_branches(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Branch]:
+        return self.refs.get_branches(keys)
+
     def list_branches(self, repo: str) -> list[Branch]:
         self.get_repository(repo)
         return self.refs.list_branches(repo)

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION: Final = 1
 SCAN_BATCH: Final = 5000
+BRANCHES_PER_STATEMENT: Final = 200  # get_branches: 400 parameters, under every SQLite build's limit
 # Every table of the schema (tests/refs/test_fastsql.py checks it against sqlschema.metadata).
 TABLES: Final = frozenset({"lm_meta", "lm_repositories", "lm_branches", "lm_tags", "lm_commits", "lm_staging", "lm_protection"})
 _SCHEMA_NAMES: Final = frozenset(
@@ -308,6 +309,21 @@ class SqlRefStore:
             raise BranchNotFound(repo, name)
         cid, token, sealed = rows[0]
         return Branch(name, CommitID(cid), StagingToken(token), tuple(StagingToken(t) for t in _split(sealed)))
+
+    def get_branches(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Branch]:
+        # One statement for up to BRANCHES_PER_STATEMENT branches: a mount's
+        # head poll asks for every branch it watches at once.
+        found: dict[tuple[str, str], Branch] = {}
+        wanted = list(dict.fromkeys(keys))
+        for i in range(0, len(wanted), BRANCHES_PER_STATEMENT):
+            chunk = wanted[i:i + BRANCHES_PER_STATEMENT]
+            where = " OR ".join(["(repo = ? AND name = ?)"] * len(chunk))
+            params = [v for key in chunk for v in key]
+            for repo, name, cid, token, sealed in self._query(
+                f"SELECT repo, name, commit_id, staging_token, sealed_tokens FROM lm_branches WHERE {where}", params
+            ):
+                found[(repo, name)] = Branch(name, CommitID(cid), StagingToken(token), tuple(StagingToken(t) for t in _split(sealed)))
+        return found
 
     def list_branches(self, repo: str) -> list[Branch]:
         with self._read() as conn:

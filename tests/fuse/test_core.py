@@ -6,9 +6,11 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
+import sqlalchemy as sa
 
 from lakemount.app import App
 from lakemount.fuse.core import Caller, FileSystem, NeedsThread, SetAttr
@@ -21,6 +23,25 @@ MAIN = f"/{REPO}/main"
 
 def staged(app: App, path: str, ref: str = "main"):
     return app.catalog.get_optional(REPO, ref, path)
+
+
+@contextmanager
+def statements(app: App) -> Iterator[list[str]]:
+    """The SQL statements the ref store's database runs from this thread meanwhile (hot path and SQLAlchemy)."""
+    seen: list[str] = []
+    conn = app.refs._fast.connection()
+    engine = app.refs.engine
+
+    def on_execute(_conn: object, _cursor: object, text: str, *_args: object) -> None:
+        seen.append(text)
+
+    conn.set_trace_callback(seen.append)
+    sa.event.listen(engine, "before_cursor_execute", on_execute)
+    try:
+        yield seen
+    finally:
+        conn.set_trace_callback(None)
+        sa.event.remove(engine, "before_cursor_execute", on_execute)
 
 
 def errno_of_call(fn: Callable[[], object]) -> int:
@@ -547,6 +568,44 @@ def test_head_change_elsewhere_invalidates_a_moving_ref(fs_factory: Callable[...
         queued.append(fs.invalidations.get_nowait())
     assert ("inode", pfs.ino("/repo/main@/f")) in queued or any(q[0] == "inode" for q in queued)
     assert pfs.read_file("/repo/main@/f") == b"two!"
+
+
+def test_a_head_poll_reads_every_open_branch_in_one_statement(fs_factory: Callable[..., FileSystem], app: App) -> None:
+    """The poll's cost does not grow with the branches a mount shows: one query for 1 branch or for 8."""
+    per_poll = {}
+    for n in (1, 8):
+        names = [f"b{n}x{i}" for i in range(n)]
+        for name in names:
+            app.graveler.create_branch(REPO, name, "main")
+            app.catalog.put(REPO, name, "f", name.encode())
+        fs = fs_factory(head_ttl=2.0)
+        pfs = PathFS(fs)
+        for name in names:
+            assert pfs.read_file(f"/{REPO}/{name}/f") == name.encode()
+        time.sleep(1.1)  # half-way due; the kernel may still cache what it was given
+        app.graveler.commit(REPO, names[-1], "moved elsewhere")
+        gens = {name: fs.scopes.get(REPO, name).gen for name in names}
+        with statements(app) as seen:
+            fs.poll_heads()
+        per_poll[n] = len(seen)
+        assert {name: fs.scopes.get(REPO, name).gen for name in names} == {**gens, names[-1]: gens[names[-1]] + 1}
+    assert per_poll == {1: 1, 8: 1}
+
+
+def test_an_idle_mount_polls_nothing_and_rechecks_on_the_next_request(fs_factory: Callable[..., FileSystem], app: App) -> None:
+    fs = fs_factory(head_ttl=0.2)
+    pfs = PathFS(fs)
+    app.catalog.put(REPO, "main", "f", b"one")
+    app.graveler.commit(REPO, "main", "c1")
+    assert pfs.read_file(f"{MAIN}/f") == b"one"
+    assert fs.table.per_scope[(REPO, "main")] > 0
+    time.sleep(0.25)  # everything the kernel was given has run out
+    app.catalog.put(REPO, "main", "f", b"two!")
+    app.graveler.commit(REPO, "main", "c2")
+    with statements(app) as seen:
+        fs.poll_heads()
+    assert seen == []
+    assert pfs.read_file(f"{MAIN}/f") == b"two!"
 
 
 def test_immutable_refs_answer_from_memory(pfs: PathFS, fs: FileSystem, app: App) -> None:

@@ -138,6 +138,33 @@ def test_branches(store: SqlRefStore) -> None:
     assert [x.name for x in store.list_branches("repo")] == ["main"]
 
 
+def test_get_branches_reads_many_branches_in_one_statement(store: SqlRefStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakemount.refs import sql
+
+    other = mk_commit(1)
+    store.create_repository(Repository("abc", "mem://abc", "main", 2.0), Branch("main", other.id, StagingToken("t-abc")), other)
+    dev = Branch("dev", ROOT.id, StagingToken("t1"), (StagingToken("s2"), StagingToken("s1")))
+    store.create_branch("repo", dev)
+    keys = [("repo", "main"), ("abc", "main"), ("repo", "dev"), ("repo", "nope"), ("nope", "main"), ("repo", "main")]
+    statements = []
+    fast = store._fast
+    query = fast.query
+    monkeypatch.setattr(fast, "query", lambda text, params: statements.append(text) or query(text, params))
+    got = store.get_branches(keys)
+    assert len(statements) == 1
+    assert got == {
+        ("repo", "main"): Branch("main", ROOT.id, StagingToken("t-main")),
+        ("abc", "main"): Branch("main", other.id, StagingToken("t-abc")),
+        ("repo", "dev"): dev,
+    }
+    assert store.get_branches([]) == {}
+    # More keys than one statement takes: several statements, same answer.
+    monkeypatch.setattr(sql, "BRANCHES_PER_STATEMENT", 2)
+    statements.clear()
+    assert store.get_branches(keys) == got
+    assert len(statements) == 3  # five distinct keys, two per statement
+
+
 def test_cas_branch(store: SqlRefStore) -> None:
     c1 = mk_commit(1, (ROOT.id,))
     store.put_commit("repo", c1)
