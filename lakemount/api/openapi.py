@@ -15,7 +15,7 @@ from lakemount.api.schemas import COMPONENTS
 
 OMITTED: Final = [
     "presigned URLs (getPhysicalAddress, linkPhysicalAddress, presign=true): storage config says pre_sign_support false",
-    "groups (lakemount attaches policies to users; group listings are empty, creating groups is refused)",
+    "group ACLs (getGroupACL, setGroupACL: lakeFS's simplified ACL mode)",
     "updatePolicy, external principals, OIDC/SAML/STS login, tokens other than /auth/login's",
     "metaranges and ranges (ingestRange, createMetaRange), commit record creation, dump/restore of refs",
     "repository metadata setting, read-only and bare repositories, sample data",
