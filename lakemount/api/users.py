@@ -21,6 +21,7 @@ from lakemount.api.errors import bad_request
 from lakemount.api.pagination import after_filter, paginate
 from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.auth.policies import Action, Effect, Policy, Statement
+from lakemount.catalog.shapes import group_json
 from lakemount.gateway.http import Response
 
 TAG = "auth"
@@ -242,11 +243,6 @@ def detach_policy(ctx: Ctx) -> Response:
 
 
 # --- groups --------------------------------------------------------------------------
-
-
-def group_json(g: Any) -> dict[str, Any]:
-    """A group in lakeFS's ``Group`` shape (id, name = id, description, creation date in epoch seconds)."""
-    return {"id": g.id, "name": g.id, "description": g.description, "creation_date": int(g.created_at.timestamp())}
 
 
 @operation("GET", "/auth/groups", "listGroups", tag=TAG, summary="groups", params=PAGINATION, response="GroupList",
