@@ -57,7 +57,7 @@ from lakemount.auth.model import (
     UserID,
     UserNotFound,
 )
-from lakemount.auth.policies import BUILTIN_POLICIES, Action, Policy, evaluate
+from lakemount.auth.policies import BUILTIN_POLICIES, DEFAULT_GROUPS, Action, Policy, evaluate
 from lakemount.errors import InvalidArgument, ReadOnly
 
 metadata = sa.MetaData()
@@ -477,6 +477,25 @@ class SqlAuthStore:
             conn.execute(group_policies.delete().where(group_policies.c.group_id == group_id))
             if conn.execute(groups.delete().where(groups.c.id == group_id)).rowcount == 0:
                 raise GroupNotFound(group_id)
+
+    def create_default_groups(self) -> list[Group]:
+        """Create the groups of ``policies.DEFAULT_GROUPS`` with their built-in policy; returns those created.
+
+        A group that exists already is left as it is (an operator may have
+        changed it), so this is safe to call more than once.
+        """
+        created: list[Group] = []
+        for group_id, policy_name in DEFAULT_GROUPS.items():
+            try:
+                group = self.create_group(group_id, f"members have the built-in {policy_name} policy")
+            except GroupAlreadyExists:
+                continue
+            try:
+                self.attach_group_policy(group_id, policy_name)
+            except (GroupNotFound, GroupPolicyAlreadyAttached):
+                continue  # another process deleted or finished it meanwhile
+            created.append(group)
+        return created
 
     def add_member(self, group_id: str, user_id: str) -> None:
         """Make ``user_id`` a member of ``group_id``.

@@ -198,3 +198,17 @@ def test_cached_decision_revoked_after_ttl_or_clear(store: SqlAuthStore) -> None
     store.delete_group("Writers")
     decisions.clear()
     assert not decisions.allowed("alice", Action.WRITE_REPO, "demo")
+
+
+def test_default_groups_once(store: SqlAuthStore) -> None:
+    created = store.create_default_groups()
+    assert [g.id for g in created] == ["Admins", "Developers", "Viewers"]
+    assert {g: store.list_group_policies(g) for g in ("Admins", "Developers", "Viewers")} == {
+        "Admins": [ADMIN], "Developers": [DEVELOPER], "Viewers": [ANALYST],
+    }
+    store.detach_group_policy("Viewers", ANALYST)  # an operator's change survives a second call
+    assert store.create_default_groups() == []
+    assert store.list_group_policies("Viewers") == []
+    store.create_user("v")
+    store.add_member("Developers", "v")
+    assert store.authorize("v", Action.CREATE_REPO) and not store.authorize("v", Action.MANAGE_USERS)
