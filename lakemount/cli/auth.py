@@ -7,7 +7,7 @@
     lakemount auth groups attach --id Developers --policy Developer
     lakemount auth groups add-user --id Developers --user alice
 
-``auth group`` is accepted for ``auth groups``.
+The singulars ``auth group``, ``auth user`` and ``auth policy`` are accepted too.
 
 Secrets are printed once, when created; they are stored encrypted under the
 server key and never shown again.
