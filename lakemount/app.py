@@ -120,8 +120,16 @@ class App:
         os.makedirs(tmp, exist_ok=True)
         return Catalog(
             self.graveler, self.adapter, namespace_root=self.namespace_root(), tmpdir=tmp,
-            runs=self._run_store, pulls=self._pull_store, events=self._event_log,
+            runs=self._run_store, pulls=self._pull_store, events=self._event_log, link_key=lambda: self.link_key,
         )
+
+    @cached_property
+    def link_key(self) -> bytes:
+        """The key that signs upload addresses (``catalog/uploads.py``), derived from the server key."""
+        from lakemount.auth.crypto import read_key_file
+        from lakemount.catalog.uploads import link_key
+
+        return link_key(self.config.auth.encrypt.secret_key or read_key_file(os.path.join(self.config.home, "server.key")))
 
     def _run_store(self) -> SqlRunStore:
         from lakemount.refs.actions import SqlRunStore

@@ -96,6 +96,8 @@ class S3BlockConfig:
     connect_timeout: float | None = None
     read_timeout: float | None = None
     max_attempts: int | None = None
+    disable_pre_signed: bool = False
+    pre_signed_expiry: int = 900
     credentials: S3CredentialsConfig = field(default_factory=S3CredentialsConfig)
 
 

@@ -117,6 +117,17 @@ class InvalidName(InvalidArgument):
         self.kind, self.name, self.reason = kind, name, reason
 
 
+class InvalidLinkAddress(InvalidArgument):
+    """An address given to link that lakemount did not hand out for this repository, branch and path, or whose time ran out.
+
+    ``reason`` says which (not signed, bad signature, expired, outside the storage namespace).
+    """
+
+    def __init__(self, address: str, reason: str) -> None:
+        super().__init__(f"link address invalid: {reason}: {address[:300]!r}")
+        self.address, self.reason = address, reason
+
+
 class ConfigError(InvalidArgument):
     """A configuration that cannot be used: an unknown key, a wrong type, an unreadable file.
 

@@ -25,6 +25,7 @@ from lakemount.api import (  # noqa: F401 - importing a resource module register
     repositories,
     rules,
     setup,
+    staging,
     tags,
     users,
 )

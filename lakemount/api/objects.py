@@ -29,7 +29,8 @@ TAG = "objects"
 META_HEADER: Final = "x-lakefs-meta-"
 MAX_DELETE: Final = 1000
 PATH = Param("path", required=True, description="the object's path")
-PRESIGN = Param("presign", "boolean", description="presigned URLs are not supported: must be false")
+PRESIGN = Param("presign", "boolean", description="physical addresses as presigned GET URLs (S3 block store); "
+                "getObject answers 302 to one")
 
 
 def check_path(path: str) -> str:
@@ -47,9 +48,19 @@ def check_path(path: str) -> str:
     return path
 
 
-def _no_presign(ctx: Ctx) -> None:
-    if ctx.q_bool("presign"):
-        raise bad_request("presigned URLs are not supported (storage config says pre_sign_support: false)")
+def _presigning(ctx: Ctx, repo_rec: Any) -> bool:
+    """Whether the request asked for presigned URLs; 400 if it did and ``repo_rec``'s block store cannot give them."""
+    if not ctx.q_bool("presign"):
+        return False
+    if not ctx.catalog.can_presign(repo_rec):
+        scheme = repo_rec.storage_namespace.split("://", 1)[0]
+        raise bad_request(f"presigned URLs are not supported for repository {repo_rec.name}: its {scheme}:// block "
+                          "store does not hand them out (read through the API with presign=false)")
+    return True
+
+
+def _has_data(entry: Any) -> bool:
+    return not (entry.is_dir or entry.is_symlink or entry.size == 0 or not entry.address)
 
 
 def _user_meta(entry: Any) -> list[tuple[str, str]]:
@@ -66,12 +77,18 @@ def _stats(ctx: Ctx, repo_rec: Any, path: str, entry: Any) -> dict[str, Any]:
            summary="an object's metadata", params=(PATH, Param("user_metadata", "boolean"), PRESIGN),
            response="ObjectStats")
 def stat_object(ctx: Ctx) -> Response:
-    """statObject: an object's ``ObjectStats`` with its user metadata; 400 for a bad path or presign, 404 if absent."""
+    """statObject: an object's ``ObjectStats`` with its user metadata (presign: its address a presigned GET URL);
+    400 for a bad path or presign on a store that cannot, 404 if absent."""
     repo = repo_of(ctx, Action.READ_REPO)
-    _no_presign(ctx)
+    repo_rec = ctx.catalog.repository(repo)
+    presign = _presigning(ctx, repo_rec)
     path = check_path(ctx.q_required("path"))
     entry = ctx.catalog.stat(repo, ctx.params["ref"], path)
-    return json_response(200, _stats(ctx, ctx.catalog.repository(repo), path, entry))
+    out = _stats(ctx, repo_rec, path, entry)
+    if presign and _has_data(entry):
+        url, expiry = ctx.catalog.presign_read(repo_rec, entry)
+        out["physical_address"], out["physical_address_expiry"] = url, int(expiry)
+    return json_response(200, out)
 
 
 def _object_headers(entry: Any) -> list[tuple[str, str]]:
@@ -87,9 +104,13 @@ def _object_headers(entry: Any) -> list[tuple[str, str]]:
 
 def _read(ctx: Ctx, *, with_body: bool) -> Response:
     repo = repo_of(ctx, Action.READ_REPO)
-    _no_presign(ctx)
+    presign = with_body and _presigning(ctx, ctx.catalog.repository(repo))
     path = check_path(ctx.q_required("path"))
     entry = ctx.catalog.stat(repo, ctx.params["ref"], path)
+    if presign and _has_data(entry):
+        # As lakeFS: the client follows the redirect to the block store, Range and all.
+        url, _expiry = ctx.catalog.presign_read(ctx.catalog.repository(repo), entry)
+        return Response(302, [("Location", url), ("Cache-Control", "no-store")], b"")
     headers = _object_headers(entry)
     inm = ctx.request.header("if-none-match")
     if with_body and inm is not None and inm.strip() in (f'"{entry.etag}"', entry.etag, "*"):
@@ -118,7 +139,8 @@ def _read(ctx: Ctx, *, with_body: bool) -> Response:
            params=(PATH, PRESIGN, Param("Range", where="header"), Param("If-None-Match", where="header")),
            errors=(400, 401, 404, 416))
 def get_object(ctx: Ctx) -> Response:
-    """getObject: an object's data, honouring Range (206/416) and If-None-Match (304); 404 if absent."""
+    """getObject: an object's data, honouring Range (206/416) and If-None-Match (304); 404 if absent;
+    presign: 302 to a presigned GET URL of it (objects without data are answered here)."""
     return _read(ctx, with_body=True)
 
 
@@ -212,11 +234,12 @@ def delete_objects(ctx: Ctx) -> Response:
            params=(*PAGINATION, Param("delimiter"), Param("user_metadata", "boolean"), PRESIGN),
            response="ObjectStatsList")
 def list_objects(ctx: Ctx) -> Response:
-    """listObjects: a page of ``amount`` objects under ``prefix`` after ``after``, with common prefixes when ``delimiter`` is given; 400 for presign."""
+    """listObjects: a page of ``amount`` objects under ``prefix`` after ``after``, with common prefixes when ``delimiter`` is given;
+    presign: physical addresses as presigned GET URLs (400 on a store that cannot)."""
     repo = repo_of(ctx, Action.READ_REPO)
-    _no_presign(ctx)
     cat = ctx.catalog
     repo_rec = cat.repository(repo)
+    presign = _presigning(ctx, repo_rec)
     n = page_size(ctx.q_int("amount"))
     with_meta = ctx.q_bool("user_metadata", True)
     items = list(cat.list(repo, ctx.params["ref"], ctx.q("prefix") or "", delimiter=ctx.q("delimiter") or "",
@@ -238,6 +261,9 @@ def list_objects(ctx: Ctx) -> Response:
             "metadata": dict(_user_meta(e)) if with_meta and e.metadata else {},
             "content_type": e.content_type or "application/octet-stream",
         })
+        if presign and _has_data(e):
+            url, expiry = cat.presign_read(repo_rec, e)
+            results[-1]["physical_address"], results[-1]["physical_address_expiry"] = url, int(expiry)
     return json_response(200, {
         "results": results,
         "pagination": {"has_more": more, "next_offset": items[-1].path if more else "", "results": len(results),

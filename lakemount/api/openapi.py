@@ -14,7 +14,8 @@ from lakemount.api.routing import OPERATIONS, Operation
 from lakemount.api.schemas import COMPONENTS
 
 OMITTED: Final = [
-    "presigned URLs (getPhysicalAddress, linkPhysicalAddress, presign=true): storage config says pre_sign_support false",
+    "presigned URLs on the local block store (presign=true is a 400 there; S3 presigns), presigned multipart uploads, "
+    "linking addresses getPhysicalAddress did not hand out (such as ones outside the storage namespace)",
     "group ACLs (getGroupACL, setGroupACL: lakeFS's simplified ACL mode)",
     "updatePolicy, external principals, OIDC/SAML/STS login, tokens other than /auth/login's",
     "metaranges and ranges (ingestRange, createMetaRange), commit record creation, dump/restore of refs",
@@ -25,7 +26,8 @@ OMITTED: Final = [
 ]
 
 _STATUS_TEXT: Final = {
-    200: "OK", 201: "created", 202: "accepted", 204: "no content", 206: "partial content", 304: "not modified",
+    200: "OK", 201: "created", 202: "accepted", 204: "no content", 206: "partial content", 302: "found",
+    304: "not modified",
     400: "bad request", 401: "unauthorized", 403: "forbidden", 404: "not found", 405: "method not allowed",
     408: "request timeout", 409: "conflict", 412: "precondition failed", 413: "payload too large",
     415: "unsupported media type", 416: "range not satisfiable",
@@ -73,6 +75,8 @@ def _operation(op: Operation) -> dict[str, Any]:
         ok["content"] = {op.content_type: {"schema": {"type": "string"}}}
     responses: dict[str, Any] = {str(op.status): ok}
     if op.operation_id == "getObject":
+        responses["302"] = {"description": "presign=true: redirect to a presigned GET URL of the data",
+                            "headers": {"Location": {"schema": {"type": "string"}}}}
         responses["206"] = {"description": "partial content", "content": {"application/octet-stream": {"schema": {"type": "string"}}}}
         responses["304"] = {"description": "not modified"}
     if op.operation_id == "headObject":

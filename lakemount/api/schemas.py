@@ -115,7 +115,13 @@ COMPONENTS: Final[dict[str, S]] = {
     "ObjectStats": obj(
         ["path", "path_type", "physical_address", "checksum", "mtime"], closed=False,
         path=STR, path_type={"type": "string", "enum": ["common_prefix", "object"]}, physical_address=STR,
-        checksum=STR, size_bytes=INT, mtime=INT, metadata=STR_MAP, content_type=STR,
+        physical_address_expiry=INT, checksum=STR, size_bytes=INT, mtime=INT, metadata=STR_MAP, content_type=STR,
+    ),
+    "StagingLocation": obj([], closed=False, physical_address=STR, presigned_url=nullable(STR), presigned_url_expiry=INT),
+    "StagingMetadata": obj(
+        ["staging", "checksum", "size_bytes"], staging=ref("StagingLocation"), checksum=STR,
+        size_bytes={"type": "integer", "format": "int64", "minimum": 0}, user_metadata=STR_MAP, content_type=STR,
+        mtime=nullable(INT), force=BOOL,
     ),
     "ObjectStatsList": listing("ObjectStats"),
     "ObjectCopyCreation": obj(["src_path"], src_path=STR, src_ref=STR, force=BOOL, shallow=BOOL),
@@ -153,7 +159,6 @@ COMPONENTS: Final[dict[str, S]] = {
         ["access_key_id", "secret_access_key", "creation_date"], closed=False,
         access_key_id=STR, secret_access_key=STR, creation_date=INT, user_name=STR,
     ),
-    "StagingLocation": obj([], closed=False, physical_address=STR, presigned_url=nullable(STR), presigned_url_expiry=INT),
     # Branch protection (required_approvals: lakemount's extension, for pull requests).
     "BranchProtectionRule": obj(["pattern"], pattern=STR, required_approvals={"type": "integer", "minimum": 0}),
     "BranchProtectionRules": {"type": "array", "items": ref("BranchProtectionRule")},

@@ -1,8 +1,13 @@
 """Server-level operations: health, version and storage configuration, login, the current user, the API document.
 
-Storage configuration answers ``pre_sign_support: false``: clients then send
-object data through the API itself (``uploadObject``) rather than to
-presigned block-store URLs, which lakemount does not hand out.
+Storage configuration answers ``pre_sign_support: true`` when the block store
+is S3 and ``blockstore.s3.disable_pre_signed`` is not set: lakeFS's clients
+then move object data straight to and from S3 with presigned URLs
+(``getPhysicalAddress``/``linkPhysicalAddress``, ``presign=true`` on stat and
+get).  On the local block store it is false (lakeFS's local adapter does not
+presign either) and clients send data through the API (``uploadObject``).
+``pre_sign_support_ui`` stays false (lakeFS's default; our UI uploads through
+the API) and presigned multipart uploads are not offered.
 """
 
 from __future__ import annotations
@@ -30,15 +35,17 @@ def _context() -> str:
 
 
 def storage_config(ctx: Ctx) -> dict[str, object]:
-    """lakeFS's ``StorageConfig`` for the configured block store: no presigning, imports supported."""
-    kind = ctx.service.app.config.blockstore.type
+    """lakeFS's ``StorageConfig`` for the configured block store: presigning on S3 unless disabled, imports supported."""
+    blockstore = ctx.service.app.config.blockstore
+    kind = blockstore.type
+    presign = kind == "s3" and not blockstore.s3.disable_pre_signed
     example = "s3://bucket/prefix" if kind == "s3" else "local:///var/lib/lakemount/data/repo"
     return {
         "blockstore_type": kind,
         "blockstore_namespace_example": example,
         "blockstore_namespace_ValidityRegex": "^(s3://|local:///)",
         "default_namespace_prefix": ctx.service.app.config.blockstore.default_namespace_prefix,
-        "pre_sign_support": False,
+        "pre_sign_support": presign,
         "pre_sign_support_ui": False,
         "import_support": True,
         "import_validity_regex": "^(s3|local)://",

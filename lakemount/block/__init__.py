@@ -49,6 +49,7 @@ _S3_KEYS = {
     "connect_timeout": "connect_timeout",
     "read_timeout": "read_timeout",
     "max_attempts": "max_attempts",
+    "pre_signed_expiry": "presign_expiry",
 }
 _S3_CREDENTIAL_KEYS = ("access_key_id", "secret_access_key", "session_token")
 
@@ -69,8 +70,12 @@ def s3_options(s3_cfg: Mapping[str, Any]) -> dict[str, Any]:
                 if cvalue not in (None, ""):
                     options[ckey] = cvalue
             continue
+        if key == "disable_pre_signed":
+            if value not in (None, ""):
+                options["presign"] = not _coerce(key, value)
+            continue
         if key not in _S3_KEYS:
-            known = ", ".join(sorted({*_S3_KEYS, "credentials"}))
+            known = ", ".join(sorted({*_S3_KEYS, "credentials", "disable_pre_signed"}))
             raise InvalidArgument(f"unknown key blockstore.s3.{key} (known: {known})")
         if value not in (None, ""):
             options[_S3_KEYS[key]] = _coerce(key, value)
@@ -79,13 +84,13 @@ def s3_options(s3_cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 def _coerce(key: str, value: Any) -> Any:
     """Values from environment variables arrive as strings; give S3Adapter its types."""
-    if key == "force_path_style" and isinstance(value, str):
+    if key in ("force_path_style", "disable_pre_signed") and isinstance(value, str):
         lowered = value.strip().lower()
         if lowered not in ("true", "1", "yes", "false", "0", "no"):
-            raise InvalidArgument(f"blockstore.s3.force_path_style must be true or false, got {value!r}")
+            raise InvalidArgument(f"blockstore.s3.{key} must be true or false, got {value!r}")
         return lowered in ("true", "1", "yes")
     try:
-        if key in ("max_pool_connections", "max_attempts"):
+        if key in ("max_pool_connections", "max_attempts", "pre_signed_expiry"):
             return int(value)
         if key in ("connect_timeout", "read_timeout"):
             return float(value)

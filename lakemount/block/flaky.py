@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, TypeVar
 
+from lakemount.block.router import presign
 from lakemount.errors import InvalidArgument, Unavailable
 from lakemount.graveler.ports import BlockAdapter, ObjectInfo
 
@@ -155,6 +156,10 @@ class FlakyAdapter:
     def list(self, prefix_url: str) -> Iterator[ObjectInfo]:
         # The fault strikes when the listing starts, not midway through it.
         return self._call("list", prefix_url, lambda: iter(list(self.inner.list(prefix_url))))
+
+    def presign(self, url: str, method: str) -> tuple[str, float] | None:
+        """The inner adapter's presigned URL (signing is local: no fault is injected)."""
+        return presign(self.inner, url, method)
 
 
 def _check_ops(ops: Iterable[str]) -> frozenset[str]:

@@ -53,6 +53,10 @@ class MemoryAdapter:
             raise ObjectNotFound(url)
         return stored
 
+    def presign(self, url: str, method: str) -> None:
+        """No presigned URLs: objects in this process's memory have no URL a client could use."""
+        return None
+
     def put(self, url: str, data: bytes) -> None:
         self._check(url)
         # md5 gives the same ETag S3 reports for a single-part upload, so code

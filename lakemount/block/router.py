@@ -16,7 +16,7 @@ from lakemount.block.urls import join_url, scheme_of
 from lakemount.errors import InvalidArgument
 from lakemount.graveler.ports import BlockAdapter, ObjectInfo
 
-__all__ = ["RouterAdapter", "join_url"]
+__all__ = ["RouterAdapter", "join_url", "presign"]
 
 AdapterFactory = Callable[[], BlockAdapter]
 
@@ -119,3 +119,13 @@ class RouterAdapter:
 
     def list(self, prefix_url: str) -> Iterator[ObjectInfo]:
         return self.adapter_for(prefix_url).list(prefix_url)
+
+    def presign(self, url: str, method: str) -> tuple[str, float] | None:
+        """The backend's presigned URL for ``url`` (see ``S3Adapter.presign``); None if it does not presign."""
+        return presign(self.adapter_for(url), url, method)
+
+
+def presign(adapter: object, url: str, method: str) -> tuple[str, float] | None:
+    """``adapter.presign(url, method)`` if the adapter has that capability, else None."""
+    fn = getattr(adapter, "presign", None)
+    return fn(url, method) if fn is not None else None  # type: ignore[no-any-return]

@@ -9,12 +9,19 @@ and only here, into the error tree: a missing key is ``ObjectNotFound``, an
 unreachable, throttling or refusing endpoint is ``Unavailable`` (after the
 client's own retries).  One adapter may be shared by many threads: boto3
 clients are thread-safe and the connection pool is sized for it.
+
+``presign`` hands out presigned GET and PUT URLs (lakeFS's ``presign=true``):
+signed locally with the adapter's credentials, valid for ``presign_expiry``
+seconds, for the endpoint this adapter talks to (so clients must reach that
+endpoint too); ``presign=False`` (``blockstore.s3.disable_pre_signed``) turns
+them off and ``presign`` then answers None, like the other backends.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -42,6 +49,8 @@ if TYPE_CHECKING:
 
 SCHEME = "s3"
 MiB = 1 << 20
+MAX_PRESIGN_EXPIRY = 7 * 24 * 3600  # SigV4's limit on X-Amz-Expires
+_PRESIGN_OPS = {"GET": "get_object", "PUT": "put_object"}
 
 _MISSING_KEY = frozenset({"NoSuchKey", "404", "NotFound"})
 _DENIED = frozenset(
@@ -78,7 +87,13 @@ class S3Adapter:
         multipart_chunksize: int = 8 * MiB,
         max_transfer_concurrency: int = 8,
         list_page_size: int = 1000,
+        presign: bool = True,
+        presign_expiry: int = 900,
     ) -> None:
+        if not 1 <= presign_expiry <= MAX_PRESIGN_EXPIRY:
+            raise InvalidArgument(f"blockstore.s3.pre_signed_expiry must be 1..{MAX_PRESIGN_EXPIRY} seconds, got {presign_expiry}")
+        self._presign = presign
+        self._presign_expiry = presign_expiry
         path_style = force_path_style if force_path_style is not None else endpoint_url is not None
         config = botocore.config.Config(
             region_name=region,
@@ -89,6 +104,8 @@ class S3Adapter:
             # jittered backoff; max_attempts counts the first try.
             retries={"max_attempts": max_attempts, "mode": "standard"},
             s3={"addressing_style": "path" if path_style else "auto"},
+            # SigV4 for presigned URLs too (botocore would presign with legacy SigV2, which newer regions refuse).
+            signature_version="s3v4",
         )
         # A private session: boto3's default session is not thread-safe to create clients from.
         session = boto3.session.Session(
@@ -152,6 +169,27 @@ class S3Adapter:
         bucket, key = _split_object(url)
         with contextlib.suppress(NotFound), _translated(url):
             self._client.delete_object(Bucket=bucket, Key=key)
+
+    # --- presigned URLs -------------------------------------------------------
+
+    def presign(self, url: str, method: str) -> tuple[str, float] | None:
+        """A presigned ``method`` (GET or PUT) URL for the object ``url`` and the time it expires; None when disabled.
+
+        Signing is local (no request to S3).  Raises ``InvalidArgument`` for
+        another method or a URL without a key.
+        """
+        if not self._presign:
+            return None
+        op = _PRESIGN_OPS.get(method)
+        if op is None:
+            raise InvalidArgument(f"cannot presign {method!r} (GET or PUT)")
+        bucket, key = _split_object(url)
+        expires = time.time() + self._presign_expiry
+        with _translated(url):
+            signed = self._client.generate_presigned_url(
+                op, Params={"Bucket": bucket, "Key": key}, ExpiresIn=self._presign_expiry
+            )
+        return signed, expires
 
     # --- reads ---------------------------------------------------------------
 

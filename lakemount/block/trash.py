@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import BinaryIO, Final, TypeVar
 
+from lakemount.block.router import presign
 from lakemount.errors import ObjectNotFound
 from lakemount.graveler.ports import BlockAdapter, ObjectInfo
 
@@ -139,3 +140,7 @@ class TrashFallbackAdapter:
 
     def list(self, prefix_url: str) -> Iterator[ObjectInfo]:
         return self.inner.list(prefix_url)
+
+    def presign(self, url: str, method: str) -> tuple[str, float] | None:
+        """The inner store's presigned URL for the original key (never the trash copy); None if it does not presign."""
+        return presign(self.inner, url, method)

@@ -41,6 +41,7 @@ from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.protection import BranchProtection
 from lakemount.catalog.pulls import Pulls, PullStore
 from lakemount.catalog.storage import StorageVerbs
+from lakemount.catalog.uploads import UploadVerbs
 from lakemount.errors import InvalidArgument, ObjectNotFound, SourceChanged, Unavailable
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler
@@ -94,17 +95,18 @@ def decode_path(key: bytes) -> str:
     return key.decode("utf-8", "surrogateescape")
 
 
-class Catalog(HistoryVerbs, StorageVerbs):
+class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
     """Objects by path in repositories; every front end (mount, gateway, CLI, jobs) goes through here."""
 
     def __init__(
         self, graveler: Graveler, adapter: BlockAdapter, *, namespace_root: str, tmpdir: str | None = None,
         runs: Callable[[], RunStore] | None = None, pulls: Callable[[], PullStore] | None = None,
-        events: Callable[[], EventLog] | None = None,
+        events: Callable[[], EventLog] | None = None, link_key: Callable[[], bytes] | None = None,
     ) -> None:
         """``runs``, ``pulls`` and ``events`` make the stores of hook runs, pull requests and the event
         feed on first use (so verbs that need none never load them); without ``runs`` or ``events``
-        those are kept in memory."""
+        those are kept in memory.  ``link_key`` gives the key that signs upload addresses
+        (``uploads.py``); without it, handing them out raises ``Unavailable``."""
         self.graveler = graveler
         self.adapter = adapter
         self.namespace_root = namespace_root.rstrip("/")
@@ -116,6 +118,7 @@ class Catalog(HistoryVerbs, StorageVerbs):
         self._actions: Actions | None = None
         self._pulls: Pulls | None = None
         self._feed: Feed | None = None
+        self._link_key = link_key
 
     @property
     def feed(self) -> Feed:

@@ -78,9 +78,19 @@ have already expired (its tables are in the trash too), staged after the
 re-mark of the run that purges both: reading history the rules gave up is,
 as in lakeFS, at one's own risk.
 
+**Uploads not linked yet.**  An address the API handed out for a direct
+upload (``getPhysicalAddress``, ``lakemount.catalog.uploads``) is
+``data/<aa>/<64 hex>`` like any data object, and nothing references it until
+the client links it.  The API writes a marker ``_lakefs/links/<name>.<deadline>``
+when it hands the address out; the mark counts every object whose marker's
+deadline is not more than ``LINK_CLOCK_SLACK`` before ``T`` as referenced (so
+any link that still succeeds happened before the mark read staging), and
+deletes the markers older than that.  An upload never linked is garbage from
+then on, collected like any other.
+
 GC only ever moves or deletes ``<ns>/data/<aa>/<sha256>``, ``<ns>/_lakefs/<64 hex>``,
-their copies in ``<ns>/_lakefs/gc/trash/`` and the files of its own old
-marks; commit objects, the journal, the rules, imported objects (absolute
+their copies in ``<ns>/_lakefs/gc/trash/``, the files of its own old
+marks and expired upload markers; commit objects, the journal, the rules, imported objects (absolute
 URLs) and anything it does not recognise are never candidates.
 """
 
@@ -101,6 +111,7 @@ from lakemount.app import App
 from lakemount.block.trash import TRASH_DATA, TRASH_TABLES
 from lakemount.catalog.model import EMPTY_METARANGE, Commit, CommitID, Repository, StagingToken
 from lakemount.catalog.storage import join, metarange_ranges, read_table, value_address
+from lakemount.catalog.uploads import LINKS_PREFIX, parse_marker
 from lakemount.config import Config
 from lakemount.errors import Corrupt, InvalidArgument, NotFound, ObjectNotFound, PreconditionFailed
 from lakemount.jobs.retention import GcRules, load_rules, retained_commits
@@ -114,6 +125,8 @@ if TYPE_CHECKING:
 
 MARKS_KEY: Final = "_lakefs/gc/marks"
 DEFAULT_MIN_AGE: Final = 600.0
+# Clock skew allowed between API hosts (which check link deadlines) and the block store (whose clock gives T).
+LINK_CLOCK_SLACK: Final = 300.0
 DEFAULT_BUCKETS: Final = 16
 CLOCK_GRANULARITY: Final = 1.0  # S3 reports LastModified in whole seconds
 SAMPLE: Final = 10
@@ -483,6 +496,24 @@ class GcJob:
         fn = partial(_live_keys, self.app.config, self.ns, self.buckets, counters)
         return self.sc.parallelize(items, n).mapPartitions(fn)
 
+    def linkable_uploads(self, started: float, *, dry_run: bool) -> set[str]:
+        """Names of the data objects handed out for upload that may still be linked at ``started``.
+
+        Deletes (unless ``dry_run``) the markers of those that no longer may.
+        """
+        root = join(self.ns, LINKS_PREFIX)
+        names: set[str] = set()
+        for info in self.adapter.list(root):
+            parsed = parse_marker(info.url[len(root) :])
+            if parsed is None:
+                continue
+            name, deadline = parsed
+            if deadline + LINK_CLOCK_SLACK >= started:
+                names.add(name)
+            elif not dry_run:
+                self.adapter.delete(info.url)
+        return names
+
     def _counters(self) -> tuple[Any, Any, Any]:
         return self.sc.accumulator(0), self.sc.accumulator(0), self.sc.accumulator(0)
 
@@ -524,11 +555,14 @@ class GcJob:
             items: list[tuple[str, ...]] = [("range", r, c) for r, c in sorted(ranges.items())]
             items += [("token", t) for t in tokens]
             counters = self._counters()
+            linkable = self.linkable_uploads(started, dry_run=dry_run)
+            pending = [(b, sorted(names)) for b, names in _by_bucket(linkable, self.buckets).items()]
             tables = sc.broadcast(_by_bucket(live_tables, self.buckets))
             fn = partial(_mark_bucket, self.app.config, self.ns, self.buckets, cutoff, mdir, tables)
             with translated(), Progress(sc, "gc mark", unit="task", enabled=self.show_progress), timed(self.timings, "mark_scan"):
                 results = (
                     self._live_rdd(items, counters)
+                    .union(sc.parallelize(pending, 1))
                     .partitionBy(self.buckets, _identity)
                     .mapPartitionsWithIndex(fn)
                     .collect()
@@ -563,6 +597,7 @@ class GcJob:
                     "referenced": stats["referenced"],
                     "recent": stats["recent"],
                     "unrecognized": stats["unrecognized"],
+                    "linkable_uploads": len(linkable),
                 },
                 "garbage": {
                     "data_objects": stats["garbage_data"],

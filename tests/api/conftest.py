@@ -54,11 +54,13 @@ class Served:
         return lakefs.Repository(name, client=client or self.client()).create(storage_namespace=ns)
 
 
-def start(tmp: Path, *, gateway_workers: int = 1) -> Served:
+def start(tmp: Path, *, gateway_workers: int = 1, env: dict[str, str] | None = None) -> Served:
+    """A running ``lakemount serve`` on a fresh home under ``tmp``; ``env`` adds ``LAKEMOUNT_*`` settings."""
     home = tmp / "home"
     home.mkdir(parents=True, exist_ok=True)
+    extra = env or {}
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
-    env.update(LAKEMOUNT_HOME=str(home))
+    env.update(extra, LAKEMOUNT_HOME=str(home))
     _create_admin(env)
     log_path = tmp / "serve.log"
     log = open(log_path, "w")  # noqa: SIM115 - owned by the process for its lifetime
