@@ -16,7 +16,7 @@ from lakemount.api.schemas import COMPONENTS
 OMITTED: Final = [
     "presigned URLs on the local block store (presign=true is a 400 there; S3 presigns), presigned multipart uploads, "
     "linking addresses getPhysicalAddress did not hand out (such as ones outside the storage namespace)",
-    "groups (lakemount attaches policies to users; group listings are empty, creating groups is refused)",
+    "group ACLs (getGroupACL, setGroupACL: lakeFS's simplified ACL mode)",
     "updatePolicy, external principals, OIDC/SAML/STS login, tokens other than /auth/login's",
     "metaranges and ranges (ingestRange, createMetaRange), commit record creation, dump/restore of refs",
     "repository metadata setting, read-only and bare repositories, sample data",

@@ -146,6 +146,7 @@ COMPONENTS: Final[dict[str, S]] = {
     "CurrentUser": obj(["user"], closed=False, user=ref("User")),
     "Group": obj(["id", "creation_date"], closed=False, id=STR, name=STR, description=STR, creation_date=INT),
     "GroupList": listing("Group"),
+    "GroupCreation": obj(["id"], id=STR, description=STR),
     "Statement": obj(
         ["effect", "resource", "action"], effect={"type": "string", "enum": ["allow", "deny"]}, resource=STR,
         action={"type": "array", "items": STR}, condition={"type": "object"},

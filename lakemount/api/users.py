@@ -1,14 +1,15 @@
 """Users, credentials, policies and groups as lakemount's RBAC maps onto lakeFS's auth API.
 
-lakemount attaches policies to users directly and has no groups: the group
-listings are always empty and creating a group is refused (400).  A policy
+Policies attach to users directly and to groups, whose members all get
+them; a user's effective policies are their own and their groups'.  A policy
 statement is shown in lakeFS's shape (``effect`` allow/deny, ``action`` list,
 ``resource``) with lakemount's action names (``ReadRepo``, ``WriteRepo``,
 ``CreateRepo``, ``DeleteRepo``, ``ManageUsers``, ``ManageOwnCredentials`` or
 ``*``) and a resource that is ``*`` or a repository name pattern; resources
 in lakeFS's ARN form ``arn:lakefs:fs:::repository/NAME`` are accepted.
-Managing users and policies needs ``ManageUsers``; a user may list, create
-and delete their own credentials with ``ManageOwnCredentials``.
+Managing users, groups and policies needs ``ManageUsers``; a user may read
+their own record, policies and groups, and list, create and delete their own
+credentials with ``ManageOwnCredentials``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from lakemount.api.errors import bad_request
 from lakemount.api.pagination import after_filter, paginate
 from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.auth.policies import Action, Effect, Policy, Statement
+from lakemount.catalog.shapes import group_json
 from lakemount.gateway.http import Response
 
 TAG = "auth"
@@ -207,11 +209,16 @@ def delete_policy(ctx: Ctx) -> Response:
 @operation("GET", "/auth/users/{userId}/policies", "listUserPolicies", tag=TAG, summary="policies attached to a user",
            params=(*PAGINATION, Param("effective", "boolean")), response="PolicyList", errors=(400, 401, 403, 404))
 def list_user_policies(ctx: Ctx) -> Response:
-    """listUserPolicies: a page of the policies attached to a user; another user than oneself needs ManageUsers (403)."""
+    """listUserPolicies: a page of the policies attached to a user (``effective``: also through their groups, each once).
+
+    Another user than oneself needs ManageUsers (403); 404 for an unknown user.
+    """
     if ctx.params["userId"] != ctx.user:
         _manage(ctx)
     store = _store(ctx)
-    policies = [store.get_policy(n) for n in store.list_user_policies(ctx.params["userId"])]
+    user_id = ctx.params["userId"]
+    names = store.effective_policy_names(user_id) if ctx.q_bool("effective") else store.list_user_policies(user_id)
+    policies = [store.get_policy(n) for n in names]
     return _page(ctx, policies, lambda p: p.name, policy_json)
 
 
@@ -235,23 +242,107 @@ def detach_policy(ctx: Ctx) -> Response:
     return empty(204)
 
 
-# --- groups (none) -------------------------------------------------------------------
+# --- groups --------------------------------------------------------------------------
 
 
-@operation("GET", "/auth/groups", "listGroups", tag=TAG, summary="groups (lakemount has none: always empty)",
-           params=PAGINATION, response="GroupList", errors=(400, 401, 403))
+@operation("GET", "/auth/groups", "listGroups", tag=TAG, summary="groups", params=PAGINATION, response="GroupList",
+           errors=(400, 401, 403))
 def list_groups(ctx: Ctx) -> Response:
-    """listGroups: always an empty page (lakemount has no groups); 403 without ManageUsers."""
+    """listGroups: groups by id after ``after``/under ``prefix``, a page of ``amount``; 403 without ManageUsers."""
     _manage(ctx)
-    return _page(ctx, [], lambda g: g, lambda g: g)
+    return _page(ctx, _store(ctx).list_groups(), lambda g: g.id, group_json)
 
 
-@operation("GET", "/auth/users/{userId}/groups", "listUserGroups", tag=TAG,
-           summary="a user's groups (lakemount has none: always empty)", params=PAGINATION, response="GroupList",
+@operation("POST", "/auth/groups", "createGroup", tag=TAG, summary="create a group", body="GroupCreation",
+           response="Group", status=201, errors=(400, 401, 403, 409))
+def create_group(ctx: Ctx) -> Response:
+    """createGroup: create group ``id`` with an optional ``description`` (201); 400 for a bad id, 409 if it exists, 403 without ManageUsers."""
+    _manage(ctx)
+    body = ctx.json_body()
+    g = _store(ctx).create_group(body["id"], body.get("description") or "")
+    return json_response(201, group_json(g))
+
+
+@operation("GET", "/auth/groups/{groupId}", "getGroup", tag=TAG, summary="a group", response="Group",
            errors=(400, 401, 403, 404))
+def get_group(ctx: Ctx) -> Response:
+    """getGroup: one group; 403 without ManageUsers, 404 if unknown."""
+    _manage(ctx)
+    return json_response(200, group_json(_store(ctx).get_group(ctx.params["groupId"])))
+
+
+@operation("DELETE", "/auth/groups/{groupId}", "deleteGroup", tag=TAG,
+           summary="delete a group with its memberships and policy attachments", status=204, errors=(400, 401, 403, 404))
+def delete_group(ctx: Ctx) -> Response:
+    """deleteGroup: delete a group, its memberships and attachments (204) and drop cached auth; 403 without ManageUsers, 404 if unknown."""
+    _manage(ctx)
+    _store(ctx).delete_group(ctx.params["groupId"])
+    ctx.auth.forget()
+    return empty(204)
+
+
+@operation("GET", "/auth/groups/{groupId}/members", "listGroupMembers", tag=TAG, summary="a group's members",
+           params=PAGINATION, response="UserList", errors=(400, 401, 403, 404))
+def list_group_members(ctx: Ctx) -> Response:
+    """listGroupMembers: a page of the group's members by id; 403 without ManageUsers, 404 if the group is unknown."""
+    _manage(ctx)
+    return _page(ctx, _store(ctx).list_members(ctx.params["groupId"]), lambda u: u.id, user_json)
+
+
+@operation("PUT", "/auth/groups/{groupId}/members/{userId}", "addGroupMembership", tag=TAG,
+           summary="add a user to a group", status=201, errors=(400, 401, 403, 404, 409))
+def add_group_membership(ctx: Ctx) -> Response:
+    """addGroupMembership: make the user a member (201) and drop cached auth; 404 for an unknown group or user, 409 if already a member."""
+    _manage(ctx)
+    _store(ctx).add_member(ctx.params["groupId"], ctx.params["userId"])
+    ctx.auth.forget()
+    return empty(201)
+
+
+@operation("DELETE", "/auth/groups/{groupId}/members/{userId}", "deleteGroupMembership", tag=TAG,
+           summary="remove a user from a group", status=204, errors=(400, 401, 403, 404))
+def delete_group_membership(ctx: Ctx) -> Response:
+    """deleteGroupMembership: remove the user from the group (204) and drop cached auth; 404 if not a member."""
+    _manage(ctx)
+    _store(ctx).remove_member(ctx.params["groupId"], ctx.params["userId"])
+    ctx.auth.forget()
+    return empty(204)
+
+
+@operation("GET", "/auth/groups/{groupId}/policies", "listGroupPolicies", tag=TAG, summary="policies attached to a group",
+           params=PAGINATION, response="PolicyList", errors=(400, 401, 403, 404))
+def list_group_policies(ctx: Ctx) -> Response:
+    """listGroupPolicies: a page of the policies attached to a group; 403 without ManageUsers, 404 if the group is unknown."""
+    _manage(ctx)
+    store = _store(ctx)
+    policies = [store.get_policy(n) for n in store.list_group_policies(ctx.params["groupId"])]
+    return _page(ctx, policies, lambda p: p.name, policy_json)
+
+
+@operation("PUT", "/auth/groups/{groupId}/policies/{policyId}", "attachPolicyToGroup", tag=TAG,
+           summary="attach a policy to a group", status=201, errors=(400, 401, 403, 404, 409))
+def attach_group_policy(ctx: Ctx) -> Response:
+    """attachPolicyToGroup: attach a policy to a group (201) and drop cached auth; 404 for an unknown group or policy, 409 if attached."""
+    _manage(ctx)
+    _store(ctx).attach_group_policy(ctx.params["groupId"], ctx.params["policyId"])
+    ctx.auth.forget()
+    return empty(201)
+
+
+@operation("DELETE", "/auth/groups/{groupId}/policies/{policyId}", "detachPolicyFromGroup", tag=TAG,
+           summary="detach a policy from a group", status=204, errors=(400, 401, 403, 404))
+def detach_group_policy(ctx: Ctx) -> Response:
+    """detachPolicyFromGroup: detach a policy from a group (204) and drop cached auth; 404 if not attached."""
+    _manage(ctx)
+    _store(ctx).detach_group_policy(ctx.params["groupId"], ctx.params["policyId"])
+    ctx.auth.forget()
+    return empty(204)
+
+
+@operation("GET", "/auth/users/{userId}/groups", "listUserGroups", tag=TAG, summary="the groups a user belongs to",
+           params=PAGINATION, response="GroupList", errors=(400, 401, 403, 404))
 def list_user_groups(ctx: Ctx) -> Response:
-    """listUserGroups: always an empty page once the user exists (404 if not); another user than oneself needs ManageUsers."""
+    """listUserGroups: a page of the user's groups by id (404 for an unknown user); another user than oneself needs ManageUsers."""
     if ctx.params["userId"] != ctx.user:
         _manage(ctx)
-    _store(ctx).get_user(ctx.params["userId"])
-    return _page(ctx, [], lambda g: g, lambda g: g)
+    return _page(ctx, _store(ctx).list_user_groups(ctx.params["userId"]), lambda g: g.id, group_json)

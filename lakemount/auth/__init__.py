@@ -1,8 +1,9 @@
-"""Users, access keys and role policies shared by the gateway, the API and the CLI.
+"""Users, groups, access keys and role policies shared by the gateway, the API and the CLI.
 
 ``SqlAuthStore`` (``store.py``) keeps them in the ref store's database with
 secrets encrypted under the server key (``crypto.py``); ``policies.py`` defines
 the actions and the built-in roles ``Admin``, ``Developer`` and ``Analyst``.
+A user's effective policies are their own and those of every group they belong to.
 """
 
 from lakemount.auth.crypto import SecretBox, UndecryptableSecret, read_key_file
@@ -12,6 +13,14 @@ from lakemount.auth.model import (
     Credentials,
     CredentialsAlreadyExist,
     CredentialsNotFound,
+    Group,
+    GroupAlreadyExists,
+    GroupID,
+    GroupNotFound,
+    GroupPolicyAlreadyAttached,
+    GroupPolicyNotAttached,
+    MembershipAlreadyExists,
+    MembershipNotFound,
     PolicyAlreadyAttached,
     PolicyAlreadyExists,
     PolicyNotAttached,
@@ -36,6 +45,14 @@ __all__ = [
     "CredentialsAlreadyExist",
     "CredentialsNotFound",
     "Effect",
+    "Group",
+    "GroupAlreadyExists",
+    "GroupID",
+    "GroupNotFound",
+    "GroupPolicyAlreadyAttached",
+    "GroupPolicyNotAttached",
+    "MembershipAlreadyExists",
+    "MembershipNotFound",
     "Policy",
     "PolicyAlreadyAttached",
     "PolicyAlreadyExists",

@@ -15,7 +15,7 @@ import re
 import secrets
 import string
 
-from lakemount.auth.model import AccessKeyID, UserID
+from lakemount.auth.model import AccessKeyID, GroupID, UserID
 from lakemount.errors import InvalidArgument, InvalidName
 
 ACCESS_KEY_PREFIX = "AKIA"
@@ -25,6 +25,7 @@ SECRET_LENGTH = 40
 
 # IAM's user-name alphabet, so names can move between lakemount, lakeFS and IAM.
 _USER_ID = re.compile(r"[A-Za-z0-9_+=,.@-]{1,64}")
+_GROUP_ID = re.compile(r"[A-Za-z0-9_+=,.@-]{1,128}")
 _POLICY_NAME = re.compile(r"[A-Za-z0-9_+=,.@-]{1,128}")
 _ACCESS_KEY_ID = re.compile(r"[A-Za-z0-9._-]{3,128}")
 # Printable ASCII without space: the secret is only ever an HMAC key, but it is
@@ -47,6 +48,13 @@ def check_user_id(user_id: str) -> UserID:
     if not _USER_ID.fullmatch(user_id):
         raise InvalidName("user", user_id, "use 1-64 characters of A-Z a-z 0-9 _+=,.@-")
     return UserID(user_id)
+
+
+def check_group_id(group_id: str) -> GroupID:
+    """Return ``group_id`` typed, or raise ``InvalidName``."""
+    if not _GROUP_ID.fullmatch(group_id):
+        raise InvalidName("group", group_id, "use 1-128 characters of A-Z a-z 0-9 _+=,.@-")
+    return GroupID(group_id)
 
 
 def check_policy_name(name: str) -> str:

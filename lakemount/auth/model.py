@@ -1,4 +1,4 @@
-"""Records and errors of the auth subsystem: users, access keys, credentials.
+"""Records and errors of the auth subsystem: users, groups, access keys, credentials.
 
 The records are what ``SqlAuthStore`` hands out; they never carry the server key
 and only :class:`Credentials` carries a secret (hidden from ``repr`` so that a
@@ -16,6 +16,7 @@ from typing import NewType
 from lakemount.errors import AlreadyExists, NotFound
 
 UserID = NewType("UserID", str)
+GroupID = NewType("GroupID", str)
 AccessKeyID = NewType("AccessKeyID", str)
 
 
@@ -25,6 +26,15 @@ class User:
 
     id: UserID
     created_at: datetime  # timezone-aware, UTC
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A named set of users; the policies attached to it apply to each member."""
+
+    id: GroupID
+    created_at: datetime  # timezone-aware, UTC
+    description: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,3 +121,51 @@ class PolicyAlreadyAttached(AlreadyExists):
     def __init__(self, user_id: str, name: str) -> None:
         super().__init__(f"policy {name} is already attached to user {user_id}")
         self.user_id, self.name = user_id, name
+
+
+class GroupNotFound(NotFound):
+    """No group has this id."""
+
+    def __init__(self, group_id: str) -> None:
+        super().__init__(f"group not found: {group_id}")
+        self.group_id = group_id
+
+
+class GroupAlreadyExists(AlreadyExists):
+    """A group with this id exists."""
+
+    def __init__(self, group_id: str) -> None:
+        super().__init__(f"group already exists: {group_id}")
+        self.group_id = group_id
+
+
+class MembershipNotFound(NotFound):
+    """The user is not a member of the group."""
+
+    def __init__(self, group_id: str, user_id: str) -> None:
+        super().__init__(f"user {user_id} is not a member of group {group_id}")
+        self.group_id, self.user_id = group_id, user_id
+
+
+class MembershipAlreadyExists(AlreadyExists):
+    """The user is already a member of the group."""
+
+    def __init__(self, group_id: str, user_id: str) -> None:
+        super().__init__(f"user {user_id} is already a member of group {group_id}")
+        self.group_id, self.user_id = group_id, user_id
+
+
+class GroupPolicyNotAttached(NotFound):
+    """The policy is not attached to the group."""
+
+    def __init__(self, group_id: str, name: str) -> None:
+        super().__init__(f"policy {name} is not attached to group {group_id}")
+        self.group_id, self.name = group_id, name
+
+
+class GroupPolicyAlreadyAttached(AlreadyExists):
+    """The policy is already attached to the group."""
+
+    def __init__(self, group_id: str, name: str) -> None:
+        super().__init__(f"policy {name} is already attached to group {group_id}")
+        self.group_id, self.name = group_id, name

@@ -16,6 +16,12 @@ Built-in roles (always present, cannot be changed or deleted):
 - ``Analyst``: ``ReadRepo`` on every repository, and managing one's own
   credentials.
 
+Default groups, made with the first admin on the first ``lakemount up``
+(like lakeFS's setup): ``Admins`` (Admin), ``Developers`` (Developer),
+``Viewers`` (Analyst).  lakeFS also has ``SuperUsers`` (FSFullAccess without
+auth management); lakemount's Developer already is that, so a fourth group
+would only duplicate ``Developers``.
+
 Actions that are not about a repository (``ManageUsers``,
 ``ManageOwnCredentials``) are checked against the resource ``*``.
 """
@@ -136,3 +142,6 @@ BUILTIN_POLICIES: Mapping[str, Policy] = {
     DEVELOPER: Policy(DEVELOPER, (Statement(Effect.ALLOW, tuple(a.value for a in REPO_ACTIONS)), _OWN_CREDENTIALS)),
     ANALYST: Policy(ANALYST, (Statement(Effect.ALLOW, (Action.READ_REPO.value,)), _OWN_CREDENTIALS)),
 }
+
+# Group -> the built-in policy attached to it (see the module docstring).
+DEFAULT_GROUPS: Mapping[str, str] = {"Admins": ADMIN, "Developers": DEVELOPER, "Viewers": ANALYST}

@@ -1,8 +1,10 @@
-"""``SqlAuthStore``: users, access keys and policy attachments in the ref store.
+"""``SqlAuthStore``: users, groups, access keys and policy attachments in the ref store.
 
 Its tables (``auth_users``, ``auth_credentials``, ``auth_policies``,
-``auth_user_policies``) live in their own ``MetaData`` and are created on first
-use, so the auth store can share the ref store's engine without the ref store
+``auth_user_policies``, ``auth_groups``, ``auth_group_members``,
+``auth_group_policies``) live in their own ``MetaData`` and are created on first
+use (a database made before groups existed gets the group tables on its next
+open), so the auth store can share the ref store's engine without the ref store
 knowing of it.  SQL is plain SQLAlchemy Core and runs unchanged on SQLite and
 PostgreSQL; uniqueness is enforced by primary keys, so two processes creating
 the same user race safely and one of them gets ``AlreadyExists``.
@@ -15,8 +17,9 @@ front ends call them through ``trio.to_thread.run_sync``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -24,6 +27,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from lakemount.auth.crypto import SecretBox
 from lakemount.auth.keys import (
     check_access_key_id,
+    check_group_id,
     check_policy_name,
     check_secret,
     check_user_id,
@@ -36,6 +40,14 @@ from lakemount.auth.model import (
     Credentials,
     CredentialsAlreadyExist,
     CredentialsNotFound,
+    Group,
+    GroupAlreadyExists,
+    GroupID,
+    GroupNotFound,
+    GroupPolicyAlreadyAttached,
+    GroupPolicyNotAttached,
+    MembershipAlreadyExists,
+    MembershipNotFound,
     PolicyAlreadyAttached,
     PolicyAlreadyExists,
     PolicyNotAttached,
@@ -45,7 +57,7 @@ from lakemount.auth.model import (
     UserID,
     UserNotFound,
 )
-from lakemount.auth.policies import BUILTIN_POLICIES, Action, Policy, evaluate
+from lakemount.auth.policies import BUILTIN_POLICIES, DEFAULT_GROUPS, Action, Policy, evaluate
 from lakemount.errors import InvalidArgument, ReadOnly
 
 metadata = sa.MetaData()
@@ -81,6 +93,29 @@ user_policies = sa.Table(
     sa.Column("policy_name", sa.String(128), primary_key=True),
 )
 
+groups = sa.Table(
+    "auth_groups",
+    metadata,
+    sa.Column("id", sa.String(128), primary_key=True),
+    sa.Column("description", sa.Text, nullable=False, default=""),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+group_members = sa.Table(
+    "auth_group_members",
+    metadata,
+    sa.Column("group_id", sa.String(128), sa.ForeignKey("auth_groups.id"), primary_key=True),
+    # Indexed for the other direction: a user's groups, and authorize()'s join.
+    sa.Column("user_id", sa.String(64), sa.ForeignKey("auth_users.id"), primary_key=True, index=True),
+)
+
+group_policies = sa.Table(
+    "auth_group_policies",
+    metadata,
+    sa.Column("group_id", sa.String(128), sa.ForeignKey("auth_groups.id"), primary_key=True),
+    sa.Column("policy_name", sa.String(128), primary_key=True),
+)
+
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
@@ -91,8 +126,19 @@ def _aware(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
+def _attached_names(user_id: str) -> sa.CompoundSelect[Any]:
+    """The names of the policies attached to ``user_id`` directly or through a group, each once."""
+    own = sa.select(user_policies.c.policy_name.label("policy_name")).where(user_policies.c.user_id == user_id)
+    via_groups = (
+        sa.select(group_policies.c.policy_name.label("policy_name"))
+        .select_from(group_members.join(group_policies, group_policies.c.group_id == group_members.c.group_id))
+        .where(group_members.c.user_id == user_id)
+    )
+    return sa.union(own, via_groups)
+
+
 class SqlAuthStore:
-    """Users, credentials and policies in SQL; thread-safe like its engine."""
+    """Users, groups, credentials and policies in SQL; thread-safe like its engine."""
 
     def __init__(
         self,
@@ -150,8 +196,9 @@ class SqlAuthStore:
             return [User(UserID(r.id), _aware(r.created_at)) for r in conn.execute(query)]
 
     def delete_user(self, user_id: str) -> None:
-        """Delete a user with its credentials and attachments; raises ``UserNotFound``."""
+        """Delete a user with its credentials, attachments and group memberships; raises ``UserNotFound``."""
         with self._engine.begin() as conn:
+            conn.execute(group_members.delete().where(group_members.c.user_id == user_id))
             conn.execute(user_policies.delete().where(user_policies.c.user_id == user_id))
             conn.execute(credentials.delete().where(credentials.c.user_id == user_id))
             if conn.execute(users.delete().where(users.c.id == user_id)).rowcount == 0:
@@ -282,7 +329,7 @@ class SqlAuthStore:
         return [BUILTIN_POLICIES[n] for n in sorted(BUILTIN_POLICIES)] + custom
 
     def delete_policy(self, name: str) -> None:
-        """Delete a custom policy and detach it from every user.
+        """Delete a custom policy and detach it from every user and group.
 
         Raises ``ReadOnly`` for a built-in policy and ``PolicyNotFound``.
         """
@@ -290,6 +337,7 @@ class SqlAuthStore:
             raise ReadOnly(f"built-in policy {name} cannot be deleted")
         with self._engine.begin() as conn:
             conn.execute(user_policies.delete().where(user_policies.c.policy_name == name))
+            conn.execute(group_policies.delete().where(group_policies.c.policy_name == name))
             if conn.execute(policies.delete().where(policies.c.name == name)).rowcount == 0:
                 raise PolicyNotFound(name)
 
@@ -345,17 +393,190 @@ class SqlAuthStore:
             name = Action(action).value
         except ValueError:
             raise InvalidArgument(f"unknown action {action!r}") from None
+        # One round trip: the user's own attachments and those of every group
+        # they belong to, each joined to its custom policy's statements
+        # (built-in ones have none stored).
+        attached_names = _attached_names(user_id).subquery()
         with self._engine.connect() as conn:
             rows = conn.execute(
-                sa.select(user_policies.c.policy_name, policies.c.statements)
-                .select_from(user_policies.outerjoin(policies, policies.c.name == user_policies.c.policy_name))
-                .where(user_policies.c.user_id == user_id)
+                sa.select(attached_names.c.policy_name, policies.c.statements).select_from(
+                    attached_names.outerjoin(policies, policies.c.name == attached_names.c.policy_name)
+                )
             ).all()
-        attached: list[Policy] = []
+        return evaluate(self._policies_of(rows), name, repo)
+
+    @staticmethod
+    def _policies_of(rows: Sequence[Any]) -> list[Policy]:
+        found: list[Policy] = []
         for r in rows:
             builtin = BUILTIN_POLICIES.get(r.policy_name)
             if builtin is not None:
-                attached.append(builtin)
+                found.append(builtin)
             elif r.statements is not None:
-                attached.append(Policy.from_json(r.policy_name, r.statements))
-        return evaluate(attached, name, repo)
+                found.append(Policy.from_json(r.policy_name, r.statements))
+        return found
+
+    def effective_policy_names(self, user_id: str) -> list[str]:
+        """Names of the policies attached to a user or any of their groups, sorted, once each; raises ``UserNotFound``."""
+        with self._engine.connect() as conn:
+            self._require_user(conn, user_id)
+            rows = conn.execute(_attached_names(user_id).order_by("policy_name")).all()
+        return [r.policy_name for r in rows]
+
+    # --- groups ------------------------------------------------------------------
+
+    @staticmethod
+    def _require_user(conn: sa.Connection, user_id: str) -> None:
+        if conn.execute(sa.select(users.c.id).where(users.c.id == user_id)).first() is None:
+            raise UserNotFound(user_id)
+
+    @staticmethod
+    def _require_group(conn: sa.Connection, group_id: str) -> None:
+        if conn.execute(sa.select(groups.c.id).where(groups.c.id == group_id)).first() is None:
+            raise GroupNotFound(group_id)
+
+    @staticmethod
+    def _group(row: Any) -> Group:
+        return Group(GroupID(row.id), _aware(row.created_at), row.description or "")
+
+    def create_group(self, group_id: str, description: str = "") -> Group:
+        """Create a group; raises ``InvalidName`` or ``GroupAlreadyExists``."""
+        gid = check_group_id(group_id)
+        now = self._clock()
+        try:
+            with self._engine.begin() as conn:
+                conn.execute(groups.insert().values(id=gid, description=description, created_at=now))
+        except IntegrityError:
+            raise GroupAlreadyExists(gid) from None
+        return Group(gid, now, description)
+
+    def get_group(self, group_id: str) -> Group:
+        """Raises ``GroupNotFound``."""
+        with self._engine.connect() as conn:
+            row = conn.execute(sa.select(groups).where(groups.c.id == group_id)).first()
+        if row is None:
+            raise GroupNotFound(group_id)
+        return self._group(row)
+
+    def list_groups(self, *, after: str = "", limit: int | None = None) -> list[Group]:
+        """Groups with id greater than ``after``, in id order, at most ``limit``."""
+        query = sa.select(groups).where(groups.c.id > after).order_by(groups.c.id)
+        if limit is not None:
+            query = query.limit(limit)
+        with self._engine.connect() as conn:
+            return [self._group(r) for r in conn.execute(query)]
+
+    def delete_group(self, group_id: str) -> None:
+        """Delete a group with its memberships and policy attachments; raises ``GroupNotFound``.
+
+        Its members keep their own policies and other groups; what they had
+        only through this group is gone (within the decision cache's ttl).
+        """
+        with self._engine.begin() as conn:
+            conn.execute(group_members.delete().where(group_members.c.group_id == group_id))
+            conn.execute(group_policies.delete().where(group_policies.c.group_id == group_id))
+            if conn.execute(groups.delete().where(groups.c.id == group_id)).rowcount == 0:
+                raise GroupNotFound(group_id)
+
+    def create_default_groups(self) -> list[Group]:
+        """Create the groups of ``policies.DEFAULT_GROUPS`` with their built-in policy; returns those created.
+
+        A group that exists already is left as it is (an operator may have
+        changed it), so this is safe to call more than once.
+        """
+        created: list[Group] = []
+        for group_id, policy_name in DEFAULT_GROUPS.items():
+            try:
+                group = self.create_group(group_id, f"members have the built-in {policy_name} policy")
+            except GroupAlreadyExists:
+                continue
+            try:
+                self.attach_group_policy(group_id, policy_name)
+            except (GroupNotFound, GroupPolicyAlreadyAttached):
+                continue  # another process deleted or finished it meanwhile
+            created.append(group)
+        return created
+
+    def add_member(self, group_id: str, user_id: str) -> None:
+        """Make ``user_id`` a member of ``group_id``.
+
+        Raises ``GroupNotFound``, ``UserNotFound`` and ``MembershipAlreadyExists``.
+        """
+        try:
+            with self._engine.begin() as conn:
+                self._require_group(conn, group_id)
+                self._require_user(conn, user_id)
+                conn.execute(group_members.insert().values(group_id=group_id, user_id=user_id))
+        except IntegrityError:
+            raise MembershipAlreadyExists(group_id, user_id) from None
+
+    def remove_member(self, group_id: str, user_id: str) -> None:
+        """Raises ``MembershipNotFound`` (also for an unknown user or group)."""
+        with self._engine.begin() as conn:
+            deleted = conn.execute(
+                group_members.delete().where(group_members.c.group_id == group_id, group_members.c.user_id == user_id)
+            ).rowcount
+        if deleted == 0:
+            raise MembershipNotFound(group_id, user_id)
+
+    def list_members(self, group_id: str) -> list[User]:
+        """The members of a group, by id; raises ``GroupNotFound``."""
+        with self._engine.connect() as conn:
+            self._require_group(conn, group_id)
+            rows = conn.execute(
+                sa.select(users.c.id, users.c.created_at)
+                .select_from(group_members.join(users, users.c.id == group_members.c.user_id))
+                .where(group_members.c.group_id == group_id)
+                .order_by(users.c.id)
+            ).all()
+        return [User(UserID(r.id), _aware(r.created_at)) for r in rows]
+
+    def list_user_groups(self, user_id: str) -> list[Group]:
+        """The groups ``user_id`` belongs to, by id; raises ``UserNotFound``."""
+        with self._engine.connect() as conn:
+            self._require_user(conn, user_id)
+            rows = conn.execute(
+                sa.select(groups)
+                .select_from(group_members.join(groups, groups.c.id == group_members.c.group_id))
+                .where(group_members.c.user_id == user_id)
+                .order_by(groups.c.id)
+            ).all()
+        return [self._group(r) for r in rows]
+
+    def attach_group_policy(self, group_id: str, policy_name: str) -> None:
+        """Attach a policy to a group: every member gets it.
+
+        Raises ``GroupNotFound``, ``PolicyNotFound`` and ``GroupPolicyAlreadyAttached``.
+        """
+        try:
+            with self._engine.begin() as conn:
+                self._require_group(conn, group_id)
+                if policy_name not in BUILTIN_POLICIES and (
+                    conn.execute(sa.select(policies.c.name).where(policies.c.name == policy_name)).first() is None
+                ):
+                    raise PolicyNotFound(policy_name)
+                conn.execute(group_policies.insert().values(group_id=group_id, policy_name=policy_name))
+        except IntegrityError:
+            raise GroupPolicyAlreadyAttached(group_id, policy_name) from None
+
+    def detach_group_policy(self, group_id: str, policy_name: str) -> None:
+        """Raises ``GroupPolicyNotAttached`` (also for an unknown group or policy)."""
+        with self._engine.begin() as conn:
+            deleted = conn.execute(
+                group_policies.delete().where(
+                    group_policies.c.group_id == group_id, group_policies.c.policy_name == policy_name
+                )
+            ).rowcount
+        if deleted == 0:
+            raise GroupPolicyNotAttached(group_id, policy_name)
+
+    def list_group_policies(self, group_id: str) -> list[str]:
+        """Names of the policies attached to a group, sorted; raises ``GroupNotFound``."""
+        with self._engine.connect() as conn:
+            self._require_group(conn, group_id)
+            rows = conn.execute(
+                sa.select(group_policies.c.policy_name)
+                .where(group_policies.c.group_id == group_id)
+                .order_by(group_policies.c.policy_name)
+            ).all()
+        return [r.policy_name for r in rows]

@@ -114,6 +114,11 @@ def user_json(u: Any) -> dict[str, Any]:
     }
 
 
+def group_json(g: Any) -> dict[str, Any]:
+    """lakeFS ``Group`` of an auth ``Group`` (``id``, ``name`` = id, ``description``, ``creation_date``)."""
+    return {"id": g.id, "name": g.id, "description": g.description, "creation_date": epoch_seconds(g.created_at)}
+
+
 def credentials_json(k: Any, *, with_secret: bool = False) -> dict[str, Any]:
     """lakeFS ``Credentials`` (or ``CredentialsWithSecret``) of an access key."""
     out: dict[str, Any] = {"access_key_id": k.access_key_id, "creation_date": epoch_seconds(k.created_at)}

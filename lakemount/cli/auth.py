@@ -1,8 +1,13 @@
-"""``lakemount auth``: users, access keys and policies, mirroring ``lakectl auth``.
+"""``lakemount auth``: users, groups, access keys and policies, mirroring ``lakectl auth``.
 
     lakemount auth users create --id alice
     lakemount auth users credentials create --id alice --json
     lakemount auth users policies attach --id alice --policy Developer
+    lakemount auth groups create --id Developers
+    lakemount auth groups attach --id Developers --policy Developer
+    lakemount auth groups add-user --id Developers --user alice
+
+The singulars ``auth group``, ``auth user`` and ``auth policy`` are accepted too.
 
 Secrets are printed once, when created; they are stored encrypted under the
 server key and never shown again.
@@ -11,7 +16,7 @@ server key and never shown again.
 from __future__ import annotations
 
 import json
-from typing import IO
+from typing import IO, ClassVar
 
 import click
 
@@ -25,9 +30,28 @@ def _store() -> SqlAuthStore:
     return ctx_obj().app.auth
 
 
-@click.group("auth")
+class _Aliased(click.Group):
+    """A click group that also answers to the singular of a subgroup's name."""
+
+    aliases: ClassVar[dict[str, str]] = {"group": "groups", "user": "users", "policy": "policies"}
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, self.aliases.get(cmd_name, cmd_name))
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, cmd, rest = super().resolve_command(ctx, args)
+        return (cmd.name if cmd is not None else name), cmd, rest
+
+
+@click.group("auth", cls=_Aliased)
 def auth() -> None:
-    """Manage users, their access keys and their policies."""
+    """Manage users, groups, their access keys and their policies.
+
+    A user may do what the policies attached to them, and to every group they
+    belong to, allow; any matching Deny wins.
+    """
 
 
 # --- users -------------------------------------------------------------------------
@@ -143,11 +167,127 @@ def policies_detach(user_id: str, policy: str) -> None:
 
 @user_policies.command("list")
 @click.option("--id", "user_id", required=True, help="User id.")
+@click.option("--effective", is_flag=True, help="Also the policies the user has through their groups.")
 @json_option
-def policies_list(user_id: str) -> None:
-    """List the policies attached to a user."""
-    names = _store().list_user_policies(user_id)
+def policies_list(user_id: str, effective: bool) -> None:
+    """List the policies attached to a user (with --effective, also through groups)."""
+    store = _store()
+    names = store.effective_policy_names(user_id) if effective else store.list_user_policies(user_id)
     emit([{"id": n} for n in names], names)
+
+
+@users.command("groups")
+@click.option("--id", "user_id", required=True, help="User id.")
+@json_option
+def users_groups(user_id: str) -> None:
+    """List the groups a user belongs to."""
+    found = _store().list_user_groups(user_id)
+    emit([shapes.group_json(g) for g in found], [g.id for g in found])
+
+
+# --- groups -------------------------------------------------------------------------
+
+
+@auth.group("groups")
+def groups() -> None:
+    """Create and delete groups, manage their members and policies.
+
+    Every member of a group has the policies attached to the group, besides
+    their own.  Changes take effect in running servers within 5 seconds.
+    """
+
+
+@groups.command("create")
+@click.option("--id", "group_id", required=True, help="Group id (1-128 of A-Z a-z 0-9 _+=,.@-).")
+@click.option("--description", default="", help="What the group is for.")
+@json_option
+def groups_create(group_id: str, description: str) -> None:
+    """Create a group (with no members and no policies)."""
+    g = _store().create_group(group_id, description)
+    emit(shapes.group_json(g), f"Group: {g.id}")
+
+
+@groups.command("delete")
+@click.option("--id", "group_id", required=True, help="Group id.")
+@json_option
+def groups_delete(group_id: str) -> None:
+    """Delete a group; its members lose the policies they had only through it."""
+    _store().delete_group(group_id)
+    emit({"deleted": group_id}, f"Group deleted: {group_id}")
+
+
+@groups.command("list")
+@click.option("--amount", type=int, default=None, help="How many to list.")
+@click.option("--after", default="", help="List groups after this id.")
+@json_option
+def groups_list(amount: int | None, after: str) -> None:
+    """List groups."""
+    found = _store().list_groups(after=after, limit=amount)
+    emit(
+        [shapes.group_json(g) for g in found],
+        [f"{g.id}\t{g.created_at.isoformat(timespec='seconds')}\t{g.description}".rstrip("\t") for g in found],
+    )
+
+
+@groups.command("show")
+@click.option("--id", "group_id", required=True, help="Group id.")
+@json_option
+def groups_show(group_id: str) -> None:
+    """Show a group with its members and the policies attached to it."""
+    store = _store()
+    g = store.get_group(group_id)
+    members = [u.id for u in store.list_members(group_id)]
+    attached = store.list_group_policies(group_id)
+    emit(
+        {**shapes.group_json(g), "members": members, "policies": attached},
+        [
+            f"Group: {g.id}",
+            *([f"Description: {g.description}"] if g.description else []),
+            f"Created: {g.created_at.isoformat(timespec='seconds')}",
+            f"Members: {', '.join(members) or '-'}",
+            f"Policies: {', '.join(attached) or '-'}",
+        ],
+    )
+
+
+@groups.command("add-user")
+@click.option("--id", "group_id", required=True, help="Group id.")
+@click.option("--user", "user_id", required=True, help="User id.")
+@json_option
+def groups_add_user(group_id: str, user_id: str) -> None:
+    """Make a user a member of a group."""
+    _store().add_member(group_id, user_id)
+    emit({"group": group_id, "added": user_id}, f"User added: {user_id} -> {group_id}")
+
+
+@groups.command("remove-user")
+@click.option("--id", "group_id", required=True, help="Group id.")
+@click.option("--user", "user_id", required=True, help="User id.")
+@json_option
+def groups_remove_user(group_id: str, user_id: str) -> None:
+    """Remove a user from a group."""
+    _store().remove_member(group_id, user_id)
+    emit({"group": group_id, "removed": user_id}, f"User removed: {user_id} -x- {group_id}")
+
+
+@groups.command("attach")
+@click.option("--id", "group_id", required=True, help="Group id.")
+@click.option("--policy", required=True, help="Policy name (Admin, Developer, Analyst, or a custom one).")
+@json_option
+def groups_attach(group_id: str, policy: str) -> None:
+    """Attach a policy to a group: every member gets it."""
+    _store().attach_group_policy(group_id, policy)
+    emit({"group": group_id, "attached": policy}, f"Policy attached: {policy} -> {group_id}")
+
+
+@groups.command("detach")
+@click.option("--id", "group_id", required=True, help="Group id.")
+@click.option("--policy", required=True, help="Policy name.")
+@json_option
+def groups_detach(group_id: str, policy: str) -> None:
+    """Detach a policy from a group."""
+    _store().detach_group_policy(group_id, policy)
+    emit({"group": group_id, "detached": policy}, f"Policy detached: {policy} -x- {group_id}")
 
 
 # --- policies -------------------------------------------------------------------------
@@ -215,7 +355,7 @@ def policies_show(name: str) -> None:
 @click.option("--id", "name", required=True, help="Policy name.")
 @json_option
 def policies_delete(name: str) -> None:
-    """Delete a custom policy (detaching it from every user)."""
+    """Delete a custom policy (detaching it from every user and group)."""
     _store().delete_policy(name)
     emit({"deleted": name}, f"Policy deleted: {name}")
 

@@ -3,7 +3,11 @@
 ``start_for_up`` starts a ``GatewayServer`` beside the mount.  On the first
 ``up`` (no user in the auth store yet) it creates the user ``admin`` with the
 Admin role and prints its access key and secret once: they are not stored in
-clear anywhere, so that is the only time they are shown.
+clear anywhere, so that is the only time they are shown.  The same first run
+creates the default groups ``Admins``, ``Developers`` and ``Viewers`` (see
+``auth.policies.DEFAULT_GROUPS``) and makes ``admin`` a member of ``Admins``;
+``admin`` also keeps Admin attached directly, so that editing the groups
+cannot lock the only administrator out.
 """
 
 from __future__ import annotations
@@ -23,9 +27,9 @@ _servers = UpServers()
 
 
 def ensure_admin(app: App) -> tuple[str, str] | None:
-    """Create the first admin user if there is no user at all; returns its new (key id, secret)."""
-    from lakemount.auth.model import UserAlreadyExists
-    from lakemount.auth.policies import ADMIN
+    """Create the first admin user and the default groups if there is no user at all; returns its new (key id, secret)."""
+    from lakemount.auth.model import MembershipAlreadyExists, UserAlreadyExists
+    from lakemount.auth.policies import ADMIN, DEFAULT_GROUPS
 
     store = app.auth
     if store.list_users(limit=1):
@@ -35,6 +39,12 @@ def ensure_admin(app: App) -> tuple[str, str] | None:
     except UserAlreadyExists:
         return None  # another process won the race and printed the keys
     store.attach_policy(ADMIN_USER, ADMIN)
+    store.create_default_groups()
+    admins = next(g for g, p in DEFAULT_GROUPS.items() if p == ADMIN)
+    try:
+        store.add_member(admins, ADMIN_USER)
+    except MembershipAlreadyExists:
+        pass
     creds = store.create_credentials(ADMIN_USER)
     return creds.access_key_id, creds.secret_access_key
 

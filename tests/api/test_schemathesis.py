@@ -46,12 +46,13 @@ PINNED = {
     "tag": ["v1"],
     "userId": ["admin"],
     "policyId": ["Developer", "Analyst"],
+    "groupId": ["fuzzers"],
     "accessKeyId": [ADMIN_KEY],
     "path": ["a", "b/c", "b/"],
     "id": ["0123456789abcdef0123"],
 }
 # Pinned to real names these would remove what the rest of the run (and its authentication) stands on.
-DESTRUCTIVE = ["deleteRepository", "deleteUser", "deleteCredentials", "detachPolicyFromUser", "deletePolicy"]
+DESTRUCTIVE = ["deleteRepository", "deleteUser", "deleteCredentials", "detachPolicyFromUser", "deletePolicy", "deleteGroup"]
 
 
 def pin(doc: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +66,7 @@ def pin(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def prepare(served: Served) -> None:
-    """A repository with objects, a second branch with a commit, and a tag."""
+    """A repository with objects, a second branch with a commit, a tag, and a group."""
     base = f"{served.api}/api/v1/repositories"
     ns = f"local://{served.home}/ns/fuzz"
     requests.post(base, json={"name": "fuzz", "storage_namespace": ns}, headers=AUTH, timeout=30).raise_for_status()
@@ -77,6 +78,7 @@ def prepare(served: Served) -> None:
     requests.post(f"{base}/fuzz/branches/dev/objects", params={"path": "e"}, data=b"y", headers=AUTH, timeout=30).raise_for_status()
     requests.post(f"{base}/fuzz/branches/dev/commits", json={"message": "two"}, headers=AUTH, timeout=30).raise_for_status()
     requests.post(f"{base}/fuzz/tags", json={"id": "v1", "ref": "dev"}, headers=AUTH, timeout=30).raise_for_status()
+    requests.post(f"{served.api}/api/v1/auth/groups", json={"id": "fuzzers"}, headers=AUTH, timeout=30).raise_for_status()
 
 
 def fuzz(served: Served, doc: dict[str, Any], exclude: list[str], max_examples: int) -> tuple[int, list[str]]:

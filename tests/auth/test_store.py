@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,28 +30,9 @@ from lakemount.auth import (
     UserNotFound,
     read_key_file,
 )
-from lakemount.auth.store import metadata as auth_metadata
 from lakemount.errors import AlreadyExists, InvalidArgument, NotFound, ReadOnly
 
 SERVER_KEY = "test-server-key"
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sa.Engine]:
-    if request.param == "sqlite":
-        eng = sa.create_engine(f"sqlite:///{tmp_path / 'refs.db'}")
-        yield eng
-    else:
-        eng = sa.create_engine(request.getfixturevalue("postgres_url"))
-        auth_metadata.drop_all(eng)
-        yield eng
-        auth_metadata.drop_all(eng)
-    eng.dispose()
-
-
-@pytest.fixture
-def store(engine: sa.Engine) -> SqlAuthStore:
-    return SqlAuthStore(engine, SERVER_KEY)
 
 
 def test_users_lifecycle(store: SqlAuthStore) -> None:

@@ -1,4 +1,4 @@
-"""The gateway as a service of ``lakemount up``: it serves, and the first ``up`` creates an admin and shows its keys once."""
+"""The gateway as a service of ``lakemount up``: it serves, and the first ``up`` creates an admin (and default groups) and shows its keys once."""
 
 from __future__ import annotations
 
@@ -41,3 +41,7 @@ def test_first_up_creates_an_admin_and_prints_its_keys_once(tmp_path: Path, caps
     assert "S3 gateway:" in again and "secret_access_key" not in again
     assert [u.id for u in app2.auth.list_users()] == ["admin"]
     assert app2.auth.list_user_policies("admin") == ["Admin"]
+    # The first up also made lakeFS-like default groups, admin in Admins.
+    groups = {g.id: app2.auth.list_group_policies(g.id) for g in app2.auth.list_groups()}
+    assert groups == {"Admins": ["Admin"], "Developers": ["Developer"], "Viewers": ["Analyst"]}
+    assert [g.id for g in app2.auth.list_user_groups("admin")] == ["Admins"]

@@ -1,5 +1,6 @@
 """The web UI in a real browser (chromium via playwright): log in, browse, preview Parquet and CSV (an XSS name
-stays text), commit log and a commit's diff, history by path, compare with uncommitted changes, paging, logout.
+stays text), commit log and a commit's diff, history by path, compare with uncommitted changes, paging, users and
+groups, logout.
 Each step leaves a screenshot in docs/screenshots/."""
 
 from __future__ import annotations
@@ -153,6 +154,27 @@ def test_ui_flow(served: Served, browser: Any) -> None:
         page.click("#attach-policy + button")
         page.wait_for_selector("#user-policies >> text=Analyst")
         shot(page, "17-admin-user-keys-policies")
+
+        # Groups: create one, add alice, attach a policy; her page lists the group.
+        page.goto(f"{base}/#/admin/groups")
+        page.fill("#new-group", "analysts")
+        page.fill("#new-group-description", "the data team")
+        page.click("#create-group button")
+        page.wait_for_selector("#groups >> text=analysts")
+        page.click("#groups >> text=analysts")
+        page.wait_for_selector("#add-member")
+        page.select_option("#add-member", "alice")
+        page.click("#add-member + button")
+        page.wait_for_selector("#group-members >> text=alice")
+        page.select_option("#attach-group-policy", "Developer")
+        page.click("#attach-group-policy + button")
+        page.wait_for_selector("#group-policies >> text=Developer")
+        shot(page, "19-admin-group")
+        page.click("#group-members >> text=alice")
+        page.wait_for_selector("#user-groups >> text=analysts")
+        page.click("#user-groups button")
+        page.wait_for_selector("#join-group >> option[value=analysts]", state="attached")
+        assert page.locator("#user-groups tr").count() == 0
 
         # Logout: the session is gone, / redirects to login again.
         page.click("#logout")

@@ -573,7 +573,7 @@ async function gcRulesSection(repo) {
     msg);
 }
 
-// ---- administration: users, access keys, policies ---------------------------------
+// ---- administration: users, groups, access keys, policies ---------------------------
 async function usersPage() {
   const g0 = gen;  // drawn only if the user is still on this page
   const users = await api("GET", "/auth/users", {amount: 1000});
@@ -589,15 +589,17 @@ async function usersPage() {
         el("td", {}, el("button", {onclick: run(() => confirm("Delete user " + u.id + "?") ? api("DELETE", route("auth", "users", u.id)) : null)}, "delete"))))),
     el("form", {class: "inline", id: "create-user", onsubmit: run(() => api("POST", "/auth/users", {}, {id: name.value.trim()}))},
       name, el("button", {type: "submit"}, "create user")),
-    el("p", {}, link(route("admin", "policies"), "policies")));
+    el("p", {}, link(route("admin", "groups"), "groups"), " ", link(route("admin", "policies"), "policies")));
 }
 
 async function userPage(id) {
   const g0 = gen;  // drawn only if the user is still on this page
-  const [keys, attached, policies] = await Promise.all([
+  const [keys, attached, policies, mine, groups] = await Promise.all([
     api("GET", route("auth", "users", id, "credentials"), {amount: 1000}),
     api("GET", route("auth", "users", id, "policies"), {amount: 1000}),
-    api("GET", "/auth/policies", {amount: 1000})]);
+    api("GET", "/auth/policies", {amount: 1000}),
+    api("GET", route("auth", "users", id, "groups"), {amount: 1000}),
+    api("GET", "/auth/groups", {amount: 1000})]);
   const msg = el("div", {id: "admin-message"});
   const run = fn => async ev => {
     if (ev) ev.preventDefault();
@@ -606,6 +608,8 @@ async function userPage(id) {
   };
   const have = new Set(attached.results.map(p => p.id));
   const pick = el("select", {id: "attach-policy"}, policies.results.filter(p => !have.has(p.id)).map(p => el("option", {value: p.id}, p.id)));
+  const member = new Set(mine.results.map(g => g.id));
+  const pickGroup = el("select", {id: "join-group"}, groups.results.filter(g => !member.has(g.id)).map(g => el("option", {value: g.id}, g.id)));
   draw(g0, el("h2", {}, "User ", id), msg,
     el("h3", {}, "Access keys"),
     el("table", {id: "keys"}, el("tr", {}, el("th", {}, "access key id"), el("th", {}, "created"), el("th", {}, "")),
@@ -620,6 +624,60 @@ async function userPage(id) {
     el("table", {id: "user-policies"}, attached.results.map(p => el("tr", {}, el("td", {}, p.id),
       el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "users", id, "policies", p.id)))}, "detach"))))),
     el("form", {class: "inline", onsubmit: run(() => api("PUT", route("auth", "users", id, "policies", pick.value)))},
+      pick, el("button", {type: "submit"}, "attach")),
+    el("h3", {}, "Groups (their policies apply too)"),
+    el("table", {id: "user-groups"}, mine.results.map(g => el("tr", {}, el("td", {}, link(route("admin", "groups", g.id), g.id)),
+      el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "groups", g.id, "members", id)))}, "leave"))))),
+    el("form", {class: "inline", onsubmit: run(() => pickGroup.value ? api("PUT", route("auth", "groups", pickGroup.value, "members", id)) : null)},
+      pickGroup, el("button", {type: "submit"}, "add to group")));
+}
+
+async function groupsPage() {
+  const g0 = gen;  // drawn only if the user is still on this page
+  const groups = await api("GET", "/auth/groups", {amount: 1000});
+  const msg = el("div");
+  const run = fn => async ev => {
+    if (ev) ev.preventDefault();
+    try { await fn(); await groupsPage(); } catch (e) { msg.replaceChildren(errorBox(e)); }
+  };
+  const name = el("input", {id: "new-group", placeholder: "group id", required: true});
+  const about = el("input", {id: "new-group-description", placeholder: "description"});
+  draw(g0, el("h2", {}, "Groups"), msg,
+    el("table", {id: "groups"}, el("tr", {}, el("th", {}, "group"), el("th", {}, "description"), el("th", {}, "created"), el("th", {}, "")),
+      groups.results.map(g => el("tr", {}, el("td", {}, link(route("admin", "groups", g.id), g.id)), el("td", {}, g.description || ""),
+        el("td", {}, fmtTime(g.creation_date)),
+        el("td", {}, el("button", {onclick: run(() => confirm("Delete group " + g.id + "?") ? api("DELETE", route("auth", "groups", g.id)) : null)}, "delete"))))),
+    el("form", {class: "inline", id: "create-group", onsubmit: run(() => api("POST", "/auth/groups", {}, {id: name.value.trim(), description: about.value}))},
+      name, about, el("button", {type: "submit"}, "create group")));
+}
+
+async function groupPage(id) {
+  const g0 = gen;  // drawn only if the user is still on this page
+  const [group, members, attached, users, policies] = await Promise.all([
+    api("GET", route("auth", "groups", id)),
+    api("GET", route("auth", "groups", id, "members"), {amount: 1000}),
+    api("GET", route("auth", "groups", id, "policies"), {amount: 1000}),
+    api("GET", "/auth/users", {amount: 1000}),
+    api("GET", "/auth/policies", {amount: 1000})]);
+  const msg = el("div");
+  const run = fn => async ev => {
+    if (ev) ev.preventDefault();
+    try { await fn(); await groupPage(id); } catch (e) { msg.replaceChildren(errorBox(e)); }
+  };
+  const inGroup = new Set(members.results.map(u => u.id));
+  const have = new Set(attached.results.map(p => p.id));
+  const pickUser = el("select", {id: "add-member"}, users.results.filter(u => !inGroup.has(u.id)).map(u => el("option", {value: u.id}, u.id)));
+  const pick = el("select", {id: "attach-group-policy"}, policies.results.filter(p => !have.has(p.id)).map(p => el("option", {value: p.id}, p.id)));
+  draw(g0, el("h2", {}, "Group ", id), el("p", {}, group.description || ""), msg,
+    el("h3", {}, "Members"),
+    el("table", {id: "group-members"}, members.results.map(u => el("tr", {}, el("td", {}, link(route("admin", "users", u.id), u.id)),
+      el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "groups", id, "members", u.id)))}, "remove"))))),
+    el("form", {class: "inline", onsubmit: run(() => pickUser.value ? api("PUT", route("auth", "groups", id, "members", pickUser.value)) : null)},
+      pickUser, el("button", {type: "submit"}, "add member")),
+    el("h3", {}, "Policies (every member has them)"),
+    el("table", {id: "group-policies"}, attached.results.map(p => el("tr", {}, el("td", {}, p.id),
+      el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "groups", id, "policies", p.id)))}, "detach"))))),
+    el("form", {class: "inline", onsubmit: run(() => pick.value ? api("PUT", route("auth", "groups", id, "policies", pick.value)) : null)},
       pick, el("button", {type: "submit"}, "attach")));
 }
 
@@ -638,7 +696,7 @@ async function whoami() {
   const who = document.getElementById("who");
   who.replaceChildren(el("span", {id: "user"}, u.user.id), el("button", {id: "logout", onclick: logout}, "log out"));
   document.getElementById("nav").replaceChildren(link("/", "repositories"), " ", link(route("admin", "users"), "users"),
-    " ", link(route("admin", "policies"), "policies"));
+    " ", link(route("admin", "groups"), "groups"), " ", link(route("admin", "policies"), "policies"));
   return me;
 }
 
@@ -672,6 +730,8 @@ async function render() {
     if (parts[0] === "admin") {
       if (parts[1] === "users" && parts[2]) return await userPage(parts[2]);
       if (parts[1] === "users") return await usersPage();
+      if (parts[1] === "groups" && parts[2]) return await groupPage(parts[2]);
+      if (parts[1] === "groups") return await groupsPage();
       if (parts[1] === "policies") return await policiesPage();
     }
     if (parts.length === 0 || parts[0] === "") return await reposPage(q);
