@@ -33,7 +33,7 @@ import time
 from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway_bench import KEY, SECRET, Client  # noqa: E402 - the gateway bench's SigV4 client and bench user
+from gateway_bench import KEY, SECRET, Client, bench_home  # noqa: E402 - the gateway bench's SigV4 client and bench user
 
 BIG = 64 * 1024 * 1024
 AUTH = "Basic " + base64.b64encode(f"{KEY}:{SECRET}".encode()).decode()
@@ -43,15 +43,7 @@ LIST_N = 1000
 
 def start(home: str) -> tuple[subprocess.Popen[str], str, str]:
     """``lakemount serve`` on free ports: (process, gateway URL, API URL)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
-    env["LAKEMOUNT_HOME"] = home
-    from lakemount.app import App
-    from lakemount.config import load
-
-    app = App(load(None, env=env))
-    app.auth.create_user("bench")
-    app.auth.attach_policy("bench", "Admin")
-    app.auth.create_credentials("bench", KEY, SECRET)
+    env, app = bench_home(home)
     cat = app.catalog
     cat.create_repository(REPO)
     cat.put(REPO, "main", "stat/obj", os.urandom(4096))
