@@ -147,13 +147,17 @@ class UpService:
     """A server as one of the services of ``lakemount up`` (see ``cli/services.py``), one server per ``App``.
 
     ``start`` creates and starts the server and prints its addresses; the
-    front end's ``service`` module exposes this object's three methods as its
+    front end's ``service`` module exports :meth:`functions` as its
     ``start_for_up``, ``wait_for_up`` and ``stop_for_up``.
     """
 
     def __init__(self, start: Callable[[Any], Server]) -> None:
         self._start = start
         self._servers: dict[int, Server] = {}
+
+    def functions(self) -> tuple[Callable[[Any], None], Callable[..., None], Callable[[Any], None]]:
+        """``start_for_up``, ``wait_for_up`` and ``stop_for_up``, for a ``service`` module to export."""
+        return self.start_for_up, self.wait_for_up, self.stop_for_up
 
     def start_for_up(self, app: Any) -> None:
         """Start the server for ``app``; errors of ``start`` (bad settings, a port that cannot be bound) propagate."""

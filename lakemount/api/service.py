@@ -28,7 +28,4 @@ def _start(app: App) -> ApiServerType:
     return server
 
 
-_service = UpService(_start)
-start_for_up = _service.start_for_up
-wait_for_up = _service.wait_for_up
-stop_for_up = _service.stop_for_up
+start_for_up, wait_for_up, stop_for_up = UpService(_start).functions()
