@@ -33,7 +33,7 @@ import time
 from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway_bench import KEY, SECRET, Client  # noqa: E402 - the gateway bench's SigV4 client and bench user
+from gateway_bench import KEY, SECRET, bench_home, big_round  # noqa: E402 - the gateway bench's bench user and 64 MiB round
 
 BIG = 64 * 1024 * 1024
 AUTH = "Basic " + base64.b64encode(f"{KEY}:{SECRET}".encode()).decode()
@@ -43,15 +43,7 @@ LIST_N = 1000
 
 def start(home: str) -> tuple[subprocess.Popen[str], str, str]:
     """``lakemount serve`` on free ports: (process, gateway URL, API URL)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
-    env["LAKEMOUNT_HOME"] = home
-    from lakemount.app import App
-    from lakemount.config import load
-
-    app = App(load(None, env=env))
-    app.auth.create_user("bench")
-    app.auth.attach_policy("bench", "Admin")
-    app.auth.create_credentials("bench", KEY, SECRET)
+    env, app = bench_home(home)
     cat = app.catalog
     cat.create_repository(REPO)
     cat.put(REPO, "main", "stat/obj", os.urandom(4096))
@@ -157,15 +149,8 @@ def big_api(api: str, i: int, data: bytes) -> tuple[float, float]:
 
 
 def big_gateway(gw: str, i: int, data: bytes) -> tuple[float, float]:
-    c = Client(gw)
-    payload = data[:-8] + (i + 1_000_000).to_bytes(8, "big")
-    t = time.perf_counter()
-    c.request("PUT", f"/{REPO}/main/big/gw-{i}", payload)
-    up = BIG / (time.perf_counter() - t) / 1e6
-    t = time.perf_counter()
-    _, n = c.request("GET", f"/{REPO}/main/big/gw-{i}")
-    assert n == BIG
-    return up, BIG / (time.perf_counter() - t) / 1e6
+    """The gateway bench's 64 MiB round, with content of its own (the API's rounds use ``i``)."""
+    return big_round(gw, f"/{REPO}/main/big/gw", i + 1_000_000, data)
 
 
 def main() -> None:

@@ -40,7 +40,11 @@ import tempfile
 import threading
 import time
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, quote, urlsplit
+
+if TYPE_CHECKING:
+    from lakemount.app import App
 
 KEY = "AKIABENCHMARK0000000"
 SECRET = "benchmarksecret000000000000000000000000x"
@@ -114,7 +118,8 @@ def wait_port(port: int, timeout: float = 60) -> None:
     raise RuntimeError(f"nothing listens on {port}")
 
 
-def start_gateway(home: str) -> tuple[subprocess.Popen[str], str]:
+def bench_home(home: str) -> tuple[dict[str, str], App]:
+    """An embedded lakemount under ``home`` with the user ``bench`` (Admin, keys KEY/SECRET): its environment and App."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
     env["LAKEMOUNT_HOME"] = home
     from lakemount.app import App
@@ -124,6 +129,11 @@ def start_gateway(home: str) -> tuple[subprocess.Popen[str], str]:
     app.auth.create_user("bench")
     app.auth.attach_policy("bench", "Admin")
     app.auth.create_credentials("bench", KEY, SECRET)
+    return env, app
+
+
+def start_gateway(home: str) -> tuple[subprocess.Popen[str], str]:
+    env, app = bench_home(home)
     app.refs.engine.dispose()
     proc = subprocess.Popen(
         [sys.executable, "-m", "lakemount.cli.main", "serve", "--listen", "127.0.0.1:0"],

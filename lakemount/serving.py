@@ -6,7 +6,7 @@ hands each connection to one of them), restarts a worker that dies with a
 growing backoff (``RESTART_BACKOFF``) and, on ``stop``, lets workers finish the
 requests in flight for up to ``STOP_GRACE`` seconds.  :func:`serve_forever`
 runs such a server in the foreground until SIGINT or SIGTERM, and
-:class:`UpServers` keeps the servers ``lakemount up`` started.  What a worker
+:class:`UpService` runs one as a service of ``lakemount up``.  What a worker
 serves (its target function and arguments) is the front end's business
 (``gateway/server.py``, ``api/server.py``); this module imports neither.
 """
@@ -112,7 +112,7 @@ class WorkerPool:
 
 
 class Server(Protocol):
-    """What :func:`serve_forever` and :class:`UpServers` need of a server."""
+    """What :func:`serve_forever` and :class:`UpService` need of a server."""
 
     def start(self) -> None: ...
 
@@ -143,23 +143,33 @@ def serve_forever(server: Server, announce_line: Callable[[], str], *, announce:
         server.stop()
 
 
-class UpServers:
-    """The servers ``lakemount up`` started, one per ``App``, for its ``wait_for_up``/``stop_for_up``."""
+class UpService:
+    """A server as one of the services of ``lakemount up`` (see ``cli/services.py``), one server per ``App``.
 
-    def __init__(self) -> None:
+    ``start`` creates and starts the server and prints its addresses; the
+    front end's ``service`` module exports :meth:`functions` as its
+    ``start_for_up``, ``wait_for_up`` and ``stop_for_up``.
+    """
+
+    def __init__(self, start: Callable[[Any], Server]) -> None:
+        self._start = start
         self._servers: dict[int, Server] = {}
 
-    def add(self, app: object, server: Server) -> None:
-        """Remember ``server`` as the one started for ``app``."""
-        self._servers[id(app)] = server
+    def functions(self) -> tuple[Callable[[Any], None], Callable[..., None], Callable[[Any], None]]:
+        """``start_for_up``, ``wait_for_up`` and ``stop_for_up``, for a ``service`` module to export."""
+        return self.start_for_up, self.wait_for_up, self.stop_for_up
 
-    def wait(self, app: object, poll: float = 0.5) -> None:
+    def start_for_up(self, app: Any) -> None:
+        """Start the server for ``app``; errors of ``start`` (bad settings, a port that cannot be bound) propagate."""
+        self._servers[id(app)] = self._start(app)
+
+    def wait_for_up(self, app: Any, poll: float = 0.5) -> None:
         """Block until the server of ``app`` is stopped (returns at once if none; Ctrl-C raises out of here)."""
         server = self._servers.get(id(app))
         while server is not None and not server.wait(poll):
             pass
 
-    def stop(self, app: object) -> None:
+    def stop_for_up(self, app: Any) -> None:
         """Stop and forget the server of ``app`` (no-op if none was started)."""
         server = self._servers.pop(id(app), None)
         if server is not None:

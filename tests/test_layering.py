@@ -1,10 +1,12 @@
 """The package layering, checked statically: the catalog is the only door into the versioned core.
 
-Front ends (the mount, the gateway, the CLI, the jobs, the REST API) must not
-import ``lakemount.graveler`` nor reach around the catalog through a
-``.graveler`` attribute (``catalog.graveler``, ``app.graveler``); graveler
-imports nothing of lakemount but its errors.  Imports are read with ``ast``,
-so lazy imports inside functions and ``TYPE_CHECKING`` blocks count too.
+Front ends (the mount, the gateway, the CLI, the jobs, the REST API, the web
+UI) must not import ``lakemount.graveler`` nor reach around the catalog through
+a ``.graveler`` attribute (``catalog.graveler``, ``app.graveler``); graveler
+imports nothing of lakemount but its errors.  Front-end packages may use one
+another (the CLI starts the gateway, the API server hosts the UI's pages) but
+never in a cycle: one of the two is the lower layer.  Imports are read with
+``ast``, so lazy imports inside functions and ``TYPE_CHECKING`` blocks count too.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "lakemount"
-FRONT_ENDS = ("fuse", "gateway", "cli", "jobs", "api")
+FRONT_ENDS = ("fuse", "gateway", "cli", "jobs", "api", "ui")
 CORE = "lakemount.graveler"
 # What graveler may import of lakemount besides itself.
 CORE_MAY_IMPORT = frozenset({"lakemount.errors"})
@@ -97,6 +99,70 @@ def test_graveler_imports_nothing_outward() -> None:
         and not any(m.startswith(allowed + ".") for allowed in CORE_MAY_IMPORT)
     ]
     assert not bad, "graveler depends on nothing but lakemount.errors:\n" + "\n".join(bad)
+
+
+def front_end_edges() -> dict[str, dict[str, str]]:
+    """Which front-end package imports which other one: ``{importer: {imported: "first file:line"}}``."""
+    edges: dict[str, dict[str, str]] = {pkg: {} for pkg in FRONT_ENDS}
+    for path in front_end_files():
+        importer = rel(path).split("/", 1)[0]
+        for line, m in imports(path):
+            parts = m.split(".")
+            if len(parts) > 1 and parts[0] == "lakemount" and parts[1] in FRONT_ENDS and parts[1] != importer:
+                edges[importer].setdefault(parts[1], f"lakemount/{rel(path)}:{line}")
+    return edges
+
+
+def find_cycle(edges: dict[str, dict[str, str]]) -> list[str]:
+    """A cycle of the graph as a closed path ``[a, b, ..., a]``, or [] when it has none (depth-first search)."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        if node in path:
+            return [*path[path.index(node):], node]
+        if node in done:
+            return []
+        path.append(node)
+        for nxt in sorted(edges.get(node, {})):
+            if found := visit(nxt):
+                return found
+        path.pop()
+        done.add(node)
+        return []
+
+    for start in sorted(edges):
+        if found := visit(start):
+            return found
+    return []
+
+
+def test_front_end_packages_import_each_other_in_no_cycle() -> None:
+    """api <-> ui (or any loop of front ends) fails: name the cycle and the first import of each step."""
+    edges = front_end_edges()
+    cycle = find_cycle(edges)
+    steps = [f"  {a} -> {b}: {edges[a][b]}" for a, b in zip(cycle, cycle[1:], strict=False)]
+    assert not cycle, "front-end packages import each other in a cycle:\n" + "\n".join(steps)
+
+
+@pytest.mark.parametrize(
+    "edges, expected",
+    [
+        ({"api": {"ui": "x"}, "ui": {}}, []),
+        ({"api": {"ui": "x"}, "ui": {"api": "y"}}, ["api", "ui", "api"]),
+        ({"cli": {"api": "x"}, "api": {"ui": "y"}, "ui": {"cli": "z"}}, ["api", "ui", "cli", "api"]),
+        ({"cli": {"api": "x", "gateway": "x"}, "api": {"gateway": "y"}, "gateway": {}}, []),
+    ],
+)
+def test_the_cycle_check_finds_loops(edges: dict[str, dict[str, str]], expected: list[str]) -> None:
+    """The checker itself: a two- or three-package loop is found, a diamond is not a loop."""
+    assert find_cycle(edges) == expected
+
+
+def test_the_package_graph_is_read_from_imports() -> None:
+    """The edges come from real imports: the API server hosts the UI's pages, so api -> ui is one of them."""
+    edges = front_end_edges()
+    assert "ui" in edges["api"] and "api" not in edges["ui"]
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,11 @@ from typing import Any, Final
 from lakemount.api import (  # noqa: F401 - importing a resource module registers its operations
     branches,
     commits,
+    csrf,
     events,
     imports,
     objects,
+    preview,
     pulls,
     refs,
     repositories,
@@ -29,7 +31,7 @@ from lakemount.api import (  # noqa: F401 - importing a resource module register
     tags,
     users,
 )
-from lakemount.api.auth import Authenticator, signing_key
+from lakemount.api.auth import COOKIE, Authenticator, _cookie, signing_key
 from lakemount.api.context import Ctx, error_response, parse_query
 from lakemount.api.errors import ApiError, not_found, translate
 from lakemount.api.routing import OPERATIONS, Router
@@ -38,8 +40,7 @@ from lakemount.auth.crypto import read_key_file
 from lakemount.errors import LakeMountError
 from lakemount.gateway.errors import S3Error
 from lakemount.gateway.http import ClientDisconnected, Request, Response
-from lakemount.ui import csrf, pages
-from lakemount.ui import preview as _ui_preview  # noqa: F401 - registers previewObject
+from lakemount.ui import pages
 
 log = logging.getLogger("lakemount.api")
 
@@ -84,10 +85,23 @@ class ApiService:
             log.exception("unexpected error serving %s %s", request.method, request.raw_path)
             return error_response(ApiError(500, "internal error"))
 
+    def _logged_in(self, cookie: str | None) -> bool:
+        """Whether the ``Cookie`` header carries a valid session (not forged, expired, or of a deleted user)."""
+        if not _cookie(cookie, COOKIE):
+            return False
+        try:
+            self.authenticator.authenticate(None, cookie)
+        except ApiError:
+            return False
+        return True
+
     def _handle(self, request: Request) -> Response:
         path = request.raw_path
         if not path.startswith(PREFIX + "/") and path != PREFIX:
-            return pages.serve(self.authenticator, request)  # the web UI
+            try:
+                return pages.serve(request, self._logged_in)  # the web UI
+            except pages.PageError as e:
+                raise ApiError(e.status, e.message, e.headers) from None
         try:
             op, params, other = self.router.match(request.method, path[len(PREFIX) :] or "/")
         except UnicodeDecodeError:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from itertools import dropwhile
 
 from lakemount.api.branches import DELIMITER, diff_page, repo_of
@@ -12,18 +11,10 @@ from lakemount.api.models import commit_json
 from lakemount.api.pagination import paginate
 from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.auth.policies import Action
+from lakemount.catalog.shapes import parse_since
 from lakemount.gateway.http import Response
 
 TAG = "refs"
-
-
-def _since(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        raise bad_request("since must be an ISO 8601 date-time") from None
 
 
 @operation("GET", "/repositories/{repository}/refs/{ref}/commits", "logCommits", tag=TAG,
@@ -43,7 +34,7 @@ def log_commits(ctx: Ctx) -> Response:
     """logCommits: a page of the ref's history, filtered by ``objects``/``prefixes``/``since`` and stopped at ``stop_at``; 403 without ReadRepo."""
     repo = repo_of(ctx, Action.READ_REPO)
     commits = ctx.catalog.log(
-        repo, ctx.params["ref"], since=_since(ctx.q("since")), first_parent=ctx.q_bool("first_parent"),
+        repo, ctx.params["ref"], since=parse_since(ctx.q("since"), "since"), first_parent=ctx.q_bool("first_parent"),
         paths=ctx.q_list("objects"), prefixes=ctx.q_list("prefixes"),
     )
     stop_at = ctx.q("stop_at") or ""

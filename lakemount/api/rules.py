@@ -64,9 +64,8 @@ def set_rules(ctx: Ctx) -> Response:
 @operation("GET", "/repositories/{repository}/branch_protection", "internalGetBranchProtectionRules", tag=TAG,
            summary="branch protection rules (older path)", response="BranchProtectionRules")
 def get_rules_old(ctx: Ctx) -> Response:
-    """Branch protection rules (older path)."""
-    repo = repo_of(ctx, Action.READ_REPO)
-    return json_response(200, _rules(ctx, repo))
+    """Branch protection rules (older path): the same answer as ``getBranchProtectionRules``."""
+    return get_rules(ctx)
 
 
 @operation("POST", "/repositories/{repository}/branch_protection", "createBranchProtectionRulePreflight", tag=TAG,

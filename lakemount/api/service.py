@@ -10,30 +10,22 @@ from typing import TYPE_CHECKING
 
 import click
 
-from lakemount.serving import UpServers
+from lakemount.serving import UpService
 
 if TYPE_CHECKING:
+    from lakemount.api.server import ApiServer as ApiServerType
     from lakemount.app import App
 
-_servers = UpServers()
 
-
-def start_for_up(app: App) -> None:
+def _start(app: App) -> ApiServerType:
     """Start the REST API server for ``lakemount up`` and print its URLs."""
     from lakemount.api.server import ApiServer, settings_from_config
 
     server = ApiServer(app.config, settings_from_config(app.config))
     server.start()
-    _servers.add(app, server)
     click.echo(f"REST API: {server.url}/api/v1 ({server.settings.workers} workers; lakeFS clients: host={server.url})")
     click.echo(f"web UI: {server.url}/ (log in with an access key)")
+    return server
 
 
-def wait_for_up(app: App, poll: float = 0.5) -> None:
-    """Block until the API is stopped (Ctrl-C raises out of here)."""
-    _servers.wait(app, poll)
-
-
-def stop_for_up(app: App) -> None:
-    """Stop the REST API server ``start_for_up`` started for ``app`` (no-op if none was started)."""
-    _servers.stop(app)
+start_for_up, wait_for_up, stop_for_up = UpService(_start).functions()

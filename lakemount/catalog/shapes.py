@@ -17,6 +17,8 @@ import stat
 from datetime import datetime
 from typing import Any
 
+from lakemount.errors import InvalidArgument
+
 PATH_TYPE_OBJECT = "object"
 PATH_TYPE_PREFIX = "common_prefix"
 
@@ -28,6 +30,19 @@ def epoch_seconds(when: float | datetime | None) -> int:
     if isinstance(when, datetime):
         return int(when.timestamp())
     return int(when)
+
+
+def parse_since(text: str | None, what: str) -> float | None:
+    """Epoch seconds of an ISO 8601 date/time (``Z`` for UTC), for a ``since`` filter; None for None or "".
+
+    Raises ``InvalidArgument`` naming ``what`` (the option or parameter) when ``text`` is not such a time.
+    """
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise InvalidArgument(f"{what} must be an ISO 8601 date/time, got {text!r}") from None
 
 
 def repository_json(repo: Any) -> dict[str, Any]:

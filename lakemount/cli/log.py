@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import click
 
+from lakemount.catalog.shapes import parse_since
 from lakemount.cli.common import commit_json, commit_text, ctx_obj, emit, json_option, parse_uri
 from lakemount.errors import InvalidArgument
-
-
-def _since(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        raise InvalidArgument(f"--since must be an ISO 8601 date/time, got {text!r}") from None
 
 
 @click.command("log")
@@ -35,7 +25,7 @@ def log(uri: str, limit: int | None, since: str | None, first_parent: bool, obje
         raise InvalidArgument("--amount must be positive")
     commits = list(
         ctx_obj().app.catalog.log(
-            u.repo, u.ref, limit=limit, since=_since(since), first_parent=first_parent,
+            u.repo, u.ref, limit=limit, since=parse_since(since, "--since"), first_parent=first_parent,
             paths=objects, prefixes=prefixes,
         )
     )

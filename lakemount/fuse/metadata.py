@@ -23,7 +23,7 @@ from lakemount.fuse.errno import ENOATTR, FsError
 from lakemount.fuse.inodes import Kind, Node
 from lakemount.fuse.listing import Child
 from lakemount.fuse.saving import Saver
-from lakemount.fuse.scope import Scopes
+from lakemount.fuse.scope import Scope, Scopes
 from lakemount.fuse.state import MountState, op, with_changes
 from lakemount.fuse.tree import CHILD, Tree
 from lakemount.fuse.values import Attr, Caller, SetAttr
@@ -82,18 +82,27 @@ class Metadata:
             )
             if node.kind == Kind.SYMLINK:
                 new = with_changes(new, mode=LINK_MODE)
-            if not node.detached:
-                self.state.stage(scope, [(node.path + "/" if node.kind == Kind.DIR else node.path, new)])
-            with self.table.lock:
-                self.scopes.local_change(scope)
-                node.entry, node.fetched, node.gen = new, self.state.now(), scope.gen
-                node.ctime_ns = time.time_ns()
-                if changes.mtime_ns is not None:
-                    node.mtime_ns = 0  # utimens sets a directory's mtime, also backwards
-                parent = self.state.parent_of(node)
-                if parent is not None:
-                    self.tree.listing_put(parent, os.path.basename(node.path).encode("utf-8", "surrogateescape"), Child(CHILD[node.kind], new))
+            self._replace_entry(scope, node, new, forget_mtime=changes.mtime_ns is not None, relist=True)
         return self.attrs.attr(node)
+
+    def _replace_entry(self, scope: Scope, node: Node, new: Entry, *, forget_mtime: bool = False, relist: bool = False) -> None:
+        """Stage ``new`` as ``node``'s entry (unless the node is detached) and keep it as fresh, ctime now.
+
+        The caller holds ``scope.mutex``.  ``forget_mtime``: drop the node's own
+        mtime, so the entry's counts (utimens may set it backwards); ``relist``:
+        update the entry in the parent's cached listing too.
+        """
+        if not node.detached:
+            self.state.stage(scope, [(node.path + "/" if node.kind == Kind.DIR else node.path, new)])
+        with self.table.lock:
+            self.scopes.local_change(scope)
+            node.entry, node.fetched, node.gen = new, self.state.now(), scope.gen
+            node.ctime_ns = time.time_ns()
+            if forget_mtime:
+                node.mtime_ns = 0
+            parent = self.state.parent_of(node) if relist else None
+            if parent is not None:
+                self.tree.listing_put(parent, os.path.basename(node.path).encode("utf-8", "surrogateescape"), Child(CHILD[node.kind], new))
 
     def _truncate(self, node: Node, size: int) -> None:
         if node.kind == Kind.DIR:
@@ -169,10 +178,4 @@ class Metadata:
                 del meta[key]
             else:
                 meta[key] = value
-            new = with_changes(base, metadata=tuple(sorted(meta.items())))
-            if not node.detached:
-                self.state.stage(scope, [(node.path + "/" if node.kind == Kind.DIR else node.path, new)])
-            with self.table.lock:
-                self.scopes.local_change(scope)
-                node.entry, node.fetched, node.gen = new, self.state.now(), scope.gen
-                node.ctime_ns = time.time_ns()
+            self._replace_entry(scope, node, with_changes(base, metadata=tuple(sorted(meta.items()))))

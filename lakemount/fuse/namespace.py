@@ -212,40 +212,39 @@ class Namespace:
     @op("unlink")
     def unlink(self, parent_ino: int, name: bytes) -> None:
         """Remove a non-directory; open handles keep working on the detached node."""
-        parent, scope, path = self._dir_for_change(parent_ino, name)
-        self.state.io()
-        with scope.mutex:
-            node = self.tree.find(parent, name)
-            if node is None:
-                raise FsError(errno.ENOENT, path)
-            if node.kind == Kind.DIR:
-                raise FsError(errno.EISDIR, path)
-            key = path.encode("utf-8", "surrogateescape")
-            self.state.stage(scope, [(path, None), *self._keep_parent(scope, parent, frozenset({key}))])
-            with self.table.lock:
-                self.scopes.local_change(scope)
-                self.table.detach(node)
-                self.tree.listing_put(parent, name, None)
-                self.tree.names_changed(parent)
+        self._remove(parent_ino, name, directory=False)
 
     @op("rmdir")
     def rmdir(self, parent_ino: int, name: bytes) -> None:
         """Remove an empty directory (its marker, if it has one); ENOTEMPTY otherwise."""
+        self._remove(parent_ino, name, directory=True)
+
+    def _remove(self, parent_ino: int, name: bytes, *, directory: bool) -> None:
+        """unlink (``directory`` false: EISDIR on a directory) or rmdir (ENOTDIR, ENOTEMPTY); ENOENT if absent.
+
+        Stages the deletion, and a marker for the parent if it would vanish, then detaches the node.
+        """
         parent, scope, path = self._dir_for_change(parent_ino, name)
         self.state.io()
         with scope.mutex:
             node = self.tree.find(parent, name)
             if node is None:
                 raise FsError(errno.ENOENT, path)
-            if node.kind != Kind.DIR:
-                raise FsError(errno.ENOTDIR, path)
-            if has_children(self.catalog, scope.repo, scope.resolved, path):
-                raise FsError(errno.ENOTEMPTY, path)
-            marker_key = path + "/"
             changes: list[tuple[str, Entry | None]] = []
-            if self.catalog.exists(scope.repo, scope.resolved, marker_key):
-                changes.append((marker_key, None))
-            changes += self._keep_parent(scope, parent, frozenset({marker_key.encode("utf-8", "surrogateescape")}))
+            if directory:
+                if node.kind != Kind.DIR:
+                    raise FsError(errno.ENOTDIR, path)
+                if has_children(self.catalog, scope.repo, scope.resolved, path):
+                    raise FsError(errno.ENOTEMPTY, path)
+                key = path + "/"
+                if self.catalog.exists(scope.repo, scope.resolved, key):
+                    changes.append((key, None))
+            else:
+                if node.kind == Kind.DIR:
+                    raise FsError(errno.EISDIR, path)
+                key = path
+                changes.append((key, None))
+            changes += self._keep_parent(scope, parent, frozenset({key.encode("utf-8", "surrogateescape")}))
             if changes:
                 self.state.stage(scope, changes)
             with self.table.lock:

@@ -16,14 +16,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from lakemount.serving import UpServers
+from lakemount.serving import UpService
 
 if TYPE_CHECKING:
     from lakemount.app import App
+    from lakemount.gateway.server import GatewayServer as GatewayServerType
 
 ADMIN_USER = "admin"
-
-_servers = UpServers()
 
 
 def ensure_admin(app: App) -> tuple[str, str] | None:
@@ -49,7 +48,7 @@ def ensure_admin(app: App) -> tuple[str, str] | None:
     return creds.access_key_id, creds.secret_access_key
 
 
-def start_for_up(app: App) -> None:
+def _start(app: App) -> GatewayServerType:
     """Start the gateway for ``lakemount up``, creating the admin user (and printing its keys) on first run.
 
     Raises ``InvalidArgument`` for bad gateway settings; a port that cannot be bound raises ``OSError``.
@@ -61,7 +60,6 @@ def start_for_up(app: App) -> None:
     created = ensure_admin(app)
     server = GatewayServer(app.config, settings)
     server.start()
-    _servers.add(app, server)
     click.echo(f"S3 gateway: {server.url} ({settings.workers} workers)")
     if created is not None:
         key_id, secret = created
@@ -69,13 +67,7 @@ def start_for_up(app: App) -> None:
         click.echo(f"  access_key_id:     {key_id}")
         click.echo(f"  secret_access_key: {secret}")
         click.echo(f"  e.g. AWS_ACCESS_KEY_ID={key_id} AWS_SECRET_ACCESS_KEY=... aws --endpoint-url {server.url} s3 ls")
+    return server
 
 
-def wait_for_up(app: App, poll: float = 0.5) -> None:
-    """Block until the gateway is stopped (Ctrl-C raises out of here)."""
-    _servers.wait(app, poll)
-
-
-def stop_for_up(app: App) -> None:
-    """Stop the gateway ``start_for_up`` started for ``app`` (no-op if none was started)."""
-    _servers.stop(app)
+start_for_up, wait_for_up, stop_for_up = UpService(_start).functions()

@@ -4,8 +4,9 @@
 (``static/index.html``, its script and style) and the login page; a page
 request without a valid session cookie is redirected to ``/login``.  All
 data and every change go through the API from the browser, with the
-``internal_auth_session`` cookie and the CSRF header ``csrf.HEADER``
-(checked in ``csrf.check`` for cookie-authenticated state changes).
-``preview`` adds the one operation the UI needs beyond lakeFS's API: a
-bounded, typed preview of an object (text, CSV, JSON, Parquet, image).
+``internal_auth_session`` cookie and the CSRF header of ``api/csrf.py``.
+The API server (``api/handler.py``) hosts the UI: it imports this package,
+which imports nothing of ``lakemount.api`` (tests/test_layering.py); the
+session check and the UI's own operation (``api/preview.py``, a bounded,
+typed preview of an object) are the API's.
 """

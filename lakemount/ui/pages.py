@@ -8,12 +8,11 @@ or of a deleted user) is a 302 to ``/login``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
-from typing import Any, Final
+from typing import Final
 
-from lakemount.api.auth import COOKIE, _cookie
-from lakemount.api.errors import ApiError
 from lakemount.gateway.http import Request, Response
 
 TYPES: Final = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
@@ -30,6 +29,19 @@ SECURITY_HEADERS: Final = [
 PAGES: Final = frozenset({"/", "/index.html", "/login"})
 
 
+class PageError(Exception):
+    """A request the pages do not answer with a page: an HTTP status, a one-line message, extra headers.
+
+    The API server sends it as one of its own errors (JSON ``{"message": ...}``).
+    """
+
+    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers
+
+
 @cache
 def asset(name: str) -> bytes | None:
     """The bytes of ``static/<name>`` (package data), or None when there is no such file."""
@@ -42,35 +54,27 @@ def asset(name: str) -> bytes | None:
 def _file(name: str) -> Response:
     data = asset(name)
     if data is None:
-        raise ApiError(404, f"no such file: /static/{name[:200]}")
+        raise PageError(404, f"no such file: /static/{name[:200]}")
     ctype = TYPES.get(name[name.rfind("."):], "application/octet-stream")
     return Response(200, [("Content-Type", ctype), ("Content-Length", str(len(data))), *SECURITY_HEADERS], data)
 
 
-def _logged_in(authenticator: Any, request: Request) -> bool:
-    token = _cookie(request.header("cookie"), COOKIE)
-    if not token:
-        return False
-    try:
-        authenticator.authenticate(None, request.header("cookie"))
-    except ApiError:
-        return False
-    return True
+def serve(request: Request, logged_in: Callable[[str | None], bool]) -> Response:
+    """Answer a request outside ``/api/v1`` (GET/HEAD only); raises ``PageError`` 404/405.
 
-
-def serve(authenticator: Any, request: Request) -> Response:
-    """Answer a request outside ``/api/v1`` (GET/HEAD only); raises ``ApiError`` 404/405 (JSON, as the API's)."""
+    ``logged_in(cookie_header)`` says whether the request's cookies hold a valid session (the API server's business).
+    """
     path = request.raw_path.split("?", 1)[0]
     if path not in PAGES and not path.startswith("/static/"):
-        raise ApiError(404, f"no such API path: {path[:200]}")
+        raise PageError(404, f"no such API path: {path[:200]}")
     if request.method not in ("GET", "HEAD"):
-        raise ApiError(405, f"method {request.method} not allowed here", (("Allow", "GET, HEAD"),))
+        raise PageError(405, f"method {request.method} not allowed here", (("Allow", "GET, HEAD"),))
     if path.startswith("/static/"):
         return _file(path[len("/static/"):])
     if path == "/login":
         return _file("index.html")
     if path in ("/", "/index.html"):
-        if not _logged_in(authenticator, request):
+        if not logged_in(request.header("cookie")):
             return Response(302, [("Location", "/login"), ("Content-Length", "0")], b"")
         return _file("index.html")
     raise AssertionError(path)  # PAGES covers every other path

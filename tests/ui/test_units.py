@@ -121,7 +121,7 @@ def test_previews(svc: Svc) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lakemount.ui.preview import TEXT_CAP
+    from lakemount.api.preview import TEXT_CAP
 
     cat = svc.app.catalog
     buf = io.BytesIO()

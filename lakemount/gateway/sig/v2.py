@@ -119,7 +119,7 @@ def _resources(request: HttpRequest, bucket: str | None) -> list[str]:
 
 def _check(
     request: HttpRequest,
-    secret: str,
+    lookup: SecretLookup,
     provided: str,
     access_key_id: str,
     md5: str,
@@ -128,6 +128,11 @@ def _check(
     amz: str,
     bucket: str | None,
 ) -> None:
+    """Check ``provided`` against the signatures of the request's candidate strings to sign, with the key's secret.
+
+    Raises ``S3Error`` InvalidAccessKeyId for an unknown key, SignatureDoesNotMatch when none matches.
+    """
+    secret = lookup_secret(lookup, access_key_id)
     first_sts = None
     for date in dates:
         for resource in _resources(request, bucket):
@@ -180,10 +185,9 @@ def verify_header(
     # S3 signs an empty Date line when x-amz-date is set; some clients sign the
     # Date header anyway.
     dates = ["", date_header] if "x-amz-date" in headers else [date_header]
-    secret = lookup_secret(lookup, access_key_id)
     _check(
         request,
-        secret,
+        lookup,
         provided,
         access_key_id,
         (first(headers, "content-md5") or "").strip(),
@@ -240,10 +244,9 @@ def verify_query(
     access_key_id = params["AWSAccessKeyId"]
     # Base64 has '+' but no spaces: a space can only be a '+' decoded as a form.
     provided = params["Signature"].replace(" ", "+")
-    secret = lookup_secret(lookup, access_key_id)
     _check(
         request,
-        secret,
+        lookup,
         provided,
         access_key_id,
         (first(headers, "content-md5") or params.get("content-md5", "")).strip(),

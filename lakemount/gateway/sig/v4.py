@@ -90,9 +90,15 @@ def _check_signature(
     signed: Sequence[str],
     payload: str,
     provided: str,
-    key: bytes,
+    lookup: SecretLookup,
     exclude_param: str | None,
-) -> None:
+) -> bytes:
+    """Check ``provided`` against the signatures of the request's candidate canonical forms; returns the signing key.
+
+    Raises ``S3Error`` InvalidAccessKeyId for an unknown key, SignatureDoesNotMatch when none matches.
+    """
+    secret = lookup_secret(lookup, scope.access_key_id)
+    key = signing_key(secret, scope.date, scope.region, scope.service)
     uris = [uri_encode_path(request.path)]
     if request.path and request.path not in uris:
         uris.append(request.path)
@@ -109,7 +115,7 @@ def _check_signature(
             creq = canonical_request(request.method, uri, query, headers, signed, payload)
             sts = string_to_sign(amz_date, scope.text, creq)
             if signatures_equal(sign(key, sts), provided):
-                return
+                return key
             if first_candidate is None:
                 first_candidate = (creq, sts)
     assert first_candidate is not None
@@ -192,10 +198,8 @@ def verify_header(
         payload = hashlib.sha256(request.body()).hexdigest() if request.body is not None else EMPTY_SHA256
     else:
         payload = payload.strip()
-    secret = lookup_secret(lookup, scope.access_key_id)
-    key = signing_key(secret, scope.date, scope.region, scope.service)
     provided = fields["Signature"]
-    _check_signature(
+    key = _check_signature(
         request=request,
         headers=headers,
         scope=scope,
@@ -203,7 +207,7 @@ def verify_header(
         signed=signed,
         payload=payload,
         provided=provided,
-        key=key,
+        lookup=lookup,
         exclude_param=None,
     )
     signing = ChunkSigning(key, amz_date, scope.text, provided.lower())
@@ -284,8 +288,6 @@ def verify_query(
 
     payload = params.get("X-Amz-Content-Sha256") or first(headers, "x-amz-content-sha256") or UNSIGNED_PAYLOAD
     payload = payload.strip()
-    secret = lookup_secret(lookup, scope.access_key_id)
-    key = signing_key(secret, scope.date, scope.region, scope.service)
     _check_signature(
         request=request,
         headers=headers,
@@ -294,7 +296,7 @@ def verify_query(
         signed=signed,
         payload=payload,
         provided=params["X-Amz-Signature"],
-        key=key,
+        lookup=lookup,
         exclude_param="X-Amz-Signature",
     )
     # No chunk signing: a presigned URL cannot carry a seed signature.

@@ -1,6 +1,6 @@
 """``GET /repositories/{repository}/refs/{ref}/objects/preview``: a bounded, typed preview of one object.
 
-The UI's only addition to lakeFS's API.  The kind comes from the path's
+The one operation the web UI needs beyond lakeFS's API.  The kind comes from the path's
 extension (and the bytes): ``parquet`` (schema and the first ``rows`` rows,
 read with pyarrow batch by batch, never the whole file), ``csv`` (header and
 rows), ``json`` (pretty-printed), ``image`` (the browser fetches the object
