@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import socket
 import sys
 import tempfile
 import threading
@@ -68,6 +69,15 @@ def _log_config() -> str:
     return path
 
 
+def _hostname_resolves() -> bool:
+    """Whether this machine's own name resolves (Spark's driver asks for it at start-up)."""
+    try:
+        socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return False
+    return True
+
+
 def get_spark(master: str | None = None) -> SparkSession:
     """The process's Spark session, built on first use.
 
@@ -102,6 +112,12 @@ def get_spark(master: str | None = None) -> SparkSession:
             .config("spark.driver.extraJavaOptions", java_opts)
             .config("spark.executor.extraJavaOptions", java_opts)
         )
+        if want.startswith("local") and not _hostname_resolves():
+            # A container or chroot whose hostname is in no /etc/hosts: the JVM
+            # dies at start-up looking itself up ("Java gateway process exited").
+            # A local master needs no address but loopback.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
         try:
             session = builder.getOrCreate()
         except Exception as exc:  # py4j/JVM start-up failures have no common base class

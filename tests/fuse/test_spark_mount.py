@@ -60,10 +60,13 @@ def have_java() -> bool:
 
 
 @pytest.fixture
-def spark() -> Iterator[object]:
+def spark(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     sql = pytest.importorskip("pyspark.sql", reason="PySpark is not installed")
     if not have_java():
         pytest.skip("Spark needs a Java runtime (java on PATH or JAVA_HOME)")
+    # The launcher looks the hostname up before any setting applies; on loopback
+    # it starts also where that name resolves nowhere (containers, chroots).
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     session = (
         sql.SparkSession.builder.master("local[2]")
         .appName("lakemount-fuse")
