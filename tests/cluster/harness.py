@@ -30,6 +30,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -294,6 +295,9 @@ class Cluster:
         host.procs.append(anchor)
         host.home = str(self.dir / name)
         os.makedirs(host.home, exist_ok=True)
+        # A real node resolves its own name (Spark's daemons look it up at start-up): here the
+        # machine's hostname and the host's name are its own address, whatever /etc/hosts holds.
+        self.map_name(host, f"{name} {socket.gethostname()}", ip)
         return host
 
     def __getitem__(self, name: str) -> Host:
@@ -468,7 +472,7 @@ class Cluster:
         time.sleep(1)
 
     def map_name(self, host: Host, name: str, ip: str) -> None:
-        """Make ``name`` resolve to ``ip`` on ``host`` only (a bind mount over /etc/hosts in its mount namespace)."""
+        """Make ``name`` (one or more, space-separated) resolve to ``ip`` on ``host`` only (a bind mount over /etc/hosts in its mount namespace)."""
         path = Path(host.home) / "hosts"
         base = Path("/etc/hosts").read_text() if not path.exists() else path.read_text()
         path.write_text(base + f"{ip} {name}\n")
