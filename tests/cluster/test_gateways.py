@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -76,7 +78,12 @@ def test_kill_9_of_a_gateway_during_a_multipart_upload(gw_lake: tuple[Cluster, s
     result = json.loads(open(log).read().strip().splitlines()[-1])
     assert "completed" not in result, result
     # gw2 and the mounts never see the unfinished object; gw2 keeps serving
-    other = json.loads(client.python(CLIENT, ep1, ep2, key, secret, "check", timeout=120).strip().splitlines()[-1])
+    try:
+        other = json.loads(client.python(CLIENT, ep1, ep2, key, secret, "check", timeout=120).strip().splitlines()[-1])
+    except RuntimeError as exc:  # say what gw2 was doing: a flake under load must leave evidence
+        tail = Path(f"{gw2.home}/gateway.log").read_text(errors="replace")[-3000:]
+        pids = subprocess.run(["ip", "netns", "pids", gw2.ns], capture_output=True, text=True).stdout.split()
+        raise AssertionError(f"{exc}\ngw2 processes {pids}; gw2's log: {tail}") from None
     assert "main/mp.bin" not in other["keys"] and other["after"] == "after", other
     assert "mp.bin" not in client.run("ls", "/lake/repo/main/").stdout.split()
     assert client.read("/lake/repo/main/after.txt") == b"after"
