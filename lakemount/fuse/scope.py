@@ -154,13 +154,22 @@ class Scopes:
 
         A plain branch is re-read together with the mount's other branches that
         are half-way due and that the kernel may still cache, in one query (see
-        :meth:`_check_branches`).  Raises ``NotFound`` (the scope is dropped)
-        when the name no longer resolves, ``Unavailable``.
+        :meth:`_check_branches`), unless a read of its content since told its
+        row (:meth:`absorb`).  While change notices arrive (``push_live``), a
+        plain branch's moves are pushed (:meth:`refs_changed`) and it is re-read
+        on request only every ``PUSHED_POLL`` seconds, like the safety poll.
+        Raises ``NotFound`` (the scope is dropped) when the name no longer
+        resolves, ``Unavailable``.
         """
         state = self.state
-        if scope.stable or (not force and state.now() - scope.checked < state.options.head_ttl):
+        if scope.stable:
             return
-        if not force and scope.plain_branch and self.absorb(scope) and state.now() - scope.checked < state.options.head_ttl:
+        ttl = state.options.head_ttl
+        if scope.plain_branch and self.push_live():
+            ttl = max(ttl, PUSHED_POLL)
+        if not force and state.now() - scope.checked < ttl:
+            return
+        if not force and scope.plain_branch and self.absorb(scope) and state.now() - scope.checked < ttl:
             return
         state.io()
         if not scope.plain_branch:

@@ -652,6 +652,33 @@ def test_a_branch_in_use_shows_changes_made_elsewhere_within_head_ttl(fs_factory
     assert fs.scopes.get(REPO, "main").gen > gen
 
 
+def test_with_change_notices_a_branch_in_use_needs_no_head_check_of_its_own(fs_factory: Callable[..., FileSystem], app: App) -> None:
+    """While notices arrive, a branch's moves are pushed: a request past ``head_ttl`` sends only the
+    lookup of the name it needs again (which reads the branch row too), and a notice shows a moved head at once."""
+    from lakemount.refs.notify import Change
+
+    other = App.from_config()  # another process
+    other.catalog.put(REPO, "main", "f", b"one")
+    other.graveler.commit(REPO, "main", "c1")
+    fs = fs_factory(head_ttl=0.2)
+    fs.scopes.push_live = lambda: True
+    pfs = PathFS(fs)
+    assert pfs.read_file(f"{MAIN}/f") == b"one"
+    for _round in range(2):
+        time.sleep(0.25)
+        with statements(app) as seen:
+            assert pfs.read_file(f"{MAIN}/f") == b"one"
+        if _round:
+            assert len(seen) == 1 and seen[0].startswith("SELECT 0, commit_id"), seen
+    other.graveler.create_branch(REPO, "dev", "main")
+    other.catalog.put(REPO, "dev", "f", b"two")
+    other.graveler.commit(REPO, "dev", "c")
+    other.graveler.merge(REPO, "dev", "main")
+    assert pfs.read_file(f"{MAIN}/f") == b"one"  # trusted for head_ttl, like any entry
+    fs.refs_changed([Change("elsewhere", "head", REPO, "main")])
+    assert pfs.read_file(f"{MAIN}/f") == b"two"
+
+
 def test_an_idle_mount_polls_nothing_and_rechecks_on_the_next_request(fs_factory: Callable[..., FileSystem], app: App) -> None:
     fs = fs_factory(head_ttl=0.2)
     pfs = PathFS(fs)
