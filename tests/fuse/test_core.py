@@ -761,6 +761,35 @@ def test_files_opened_by_path_in_listing_order_are_prefetched_too(pfs: PathFS, f
     assert i <= 4
 
 
+def test_a_file_opened_again_and_again_does_not_list_its_directory(fs_factory: Callable[..., FileSystem], app: App) -> None:
+    """A reader polling one file is no scan: its directory is listed for scan-ahead once, not every ``head_ttl``;
+    opening another file there lists it again."""
+    app.catalog.put(REPO, "main", "d/f", b"f")
+    app.catalog.put(REPO, "main", "d/g", b"g")
+    fs = fs_factory(head_ttl=0.2)
+    pfs = PathFS(fs)
+
+    def listed() -> float:
+        listing = fs.table.get(pfs.ino(f"{MAIN}/d")).listing  # type: ignore[union-attr]
+        return listing.fetched if listing is not None else 0.0
+
+    assert pfs.read_file(f"{MAIN}/d/f") == b"f"
+    deadline = time.monotonic() + 10
+    while not listed() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    first = listed()
+    assert first
+    for _round in range(3):
+        time.sleep(0.25)  # the listing is stale now
+        assert pfs.read_file(f"{MAIN}/d/f") == b"f"
+        time.sleep(0.1)
+        assert listed() == first
+    assert pfs.read_file(f"{MAIN}/d/g") == b"g"
+    while listed() == first and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert listed() > first
+
+
 def test_branch_entries_need_io_after_head_ttl(fs_factory: Callable[..., FileSystem], app: App) -> None:
     fs = fs_factory(head_ttl=0.1)
     pfs = PathFS(fs)
