@@ -447,22 +447,21 @@ class Graveler:
         yield from _overlay(committed, staged)
 
     # ------------------------------------------------------------------ writes
-    def _writable_branch(self, repo: str, branch: str) -> None:
-        self.get_repository(repo)
-
     def set(self, repo: str, branch: str, key: bytes, value: bytes) -> None:
-        self._writable_branch(repo, branch)
         self.refs.stage(repo, branch, [(key, value)])
 
     def set_many(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
-        """Stage several changes in one transaction (atomic: a rename is one call)."""
-        self._writable_branch(repo, branch)
+        """Stage several changes in one transaction (atomic: a rename is one call).
+
+        The ref store raises ``RepositoryNotFound``/``BranchNotFound`` (writes ask nothing else first).
+        """
         if items:
             self.refs.stage(repo, branch, items)
+        else:
+            self.get_branch(repo, branch)  # nothing to stage: still an error for a missing branch
 
     def delete(self, repo: str, branch: str, key: bytes) -> None:
         """Stage a deletion; raises ``ObjectNotFound`` if the key is not there."""
-        self._writable_branch(repo, branch)
         ref = ResolvedRef(branch, "branch", CommitID(""), View.FULL, branch)
         if self.get(repo, ref, key) is None:
             raise ObjectNotFound(f"{repo}/{branch}/{key.decode('utf-8', 'replace')}")
@@ -709,7 +708,6 @@ class Graveler:
     # ------------------------------------------------------------------ reset
     def reset(self, repo: str, branch: str, *, prefix: bytes | None = None, key: bytes | None = None) -> None:
         """Drop uncommitted changes: all of them, those under ``prefix``, or one ``key``."""
-        self._writable_branch(repo, branch)
         if prefix is None and key is None:
             backoff = _Backoff()
             while True:
