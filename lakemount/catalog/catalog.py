@@ -345,6 +345,14 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         """
         return self.graveler.scan(repo, self.resolve(repo, ref), start, stop)
 
+    def lookup_records(
+        self, repo: str, ref: str | ResolvedRef, path: str, start: bytes, stop: bytes | None
+    ) -> tuple[bytes | None, Iterator[tuple[bytes, bytes]]]:
+        """The stored value at ``path`` (None if none) and the raw records in [start, stop), read
+        together: on a branch in use, one statement of the ref store for both (a mount's lookup
+        of a name asks whether it is a file and whether anything lies below it)."""
+        return self.graveler.probe(repo, self.resolve(repo, ref), encode_path(path), start, stop)
+
     def stage_records(self, repo: str, branch: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Stage raw records (key, stored value or None to delete) on ``branch`` as one transaction.
 

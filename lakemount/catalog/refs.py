@@ -110,6 +110,16 @@ class RefVerbs:
         of every branch it watches); keys naming no branch or repository are left out."""
         return self.graveler.get_branches(keys)
 
+    def branch_seen(self, repo: str, name: str) -> tuple[Branch, float] | None:
+        """Branch ``name`` as this process's last read of its content found it, with the
+        ``time.monotonic()`` taken just before that read; None if none read it yet.
+
+        Every read of a branch's content reads its row too (in the same statement
+        as the staged entries), so a mount reading a branch learns whether its
+        head moved without a separate head check.
+        """
+        return self.graveler.branch_seen(repo, name)
+
     def list_branches(self, repo: str) -> list[Branch]:
         """The branches of ``repo``, by name; raises ``RepositoryNotFound``."""
         return self.graveler.list_branches(repo)

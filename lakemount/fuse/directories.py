@@ -71,13 +71,14 @@ class Directories:
             self.state.io()
             catalog = self.state.catalog
             refs: dict[str, Callable[[], Node]] = {}
+            ns = self.state.repo(node.repo).storage_namespace
             for b in catalog.list_branches(node.repo):
-                resolved = ResolvedRef(b.name, "branch", b.commit_id, View.FULL, b.name)
+                resolved = ResolvedRef(b.name, "branch", b.commit_id, View.FULL, b.name, ns)
                 sig = (b.commit_id, b.staging_token, *b.sealed_tokens)
                 refs[b.name] = functools.partial(self._ref_node, node.repo, b.name, resolved, sig, False)
             for t in catalog.list_tags(node.repo):
                 if t.name not in refs:
-                    resolved = ResolvedRef(t.name, "tag", t.commit_id, View.COMMITTED, None)
+                    resolved = ResolvedRef(t.name, "tag", t.commit_id, View.COMMITTED, None, ns)
                     refs[t.name] = functools.partial(self._ref_node, node.repo, t.name, resolved, (t.commit_id,), True)
             items = [(name.encode(), refs[name]) for name in sorted(refs)]
         elif node.kind == Kind.CONTROL_DIR:

@@ -146,7 +146,8 @@ def lookup_child(catalog: Catalog, repo: str, ref: ResolvedRef, path: str) -> Ch
     that can be shown (its directory marker or a showable key).
     """
     dir_key = (path + "/").encode("utf-8", "surrogateescape")
-    for key, value in catalog.scan_records(repo, ref, dir_key, prefix_end(dir_key)):
+    own, below = catalog.lookup_records(repo, ref, path, dir_key, prefix_end(dir_key))
+    for key, value in below:
         rest = key[len(dir_key) :]
         if not rest:
             marker = decode_value(value)
@@ -155,8 +156,7 @@ def lookup_child(catalog: Catalog, repo: str, ref: ResolvedRef, path: str) -> Ch
             continue
         if showable_below(rest, value):
             return Child(ChildKind.DIR, None)
-    entry = catalog.get_optional(repo, ref, path)
-    return None if entry is None else child_for_entry(entry)
+    return None if own is None else child_for_entry(decode_value(own))
 
 
 def count_hidden(catalog: Catalog, repo: str, ref: ResolvedRef, limit: int) -> tuple[int, list[str], bool]:

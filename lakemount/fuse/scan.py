@@ -40,6 +40,8 @@ class ScanAhead:
         self._scans: dict[int, tuple[int, int]] = {}
         self._pool: ThreadPoolExecutor | None = None  # lists directories a scan needs, in the background
         self._listing: set[int] = set()  # directory inodes being listed for a scan
+        # Directory inode -> name of the file opened last in it while its listing was not cached.
+        self._reopened: dict[int, bytes] = {}
 
     def opened(self, node: Node) -> None:
         """A file was opened read-only: prefetch the next small ones if this continues a scan.
@@ -55,13 +57,22 @@ class ScanAhead:
         if parent is None or repo is None:
             return
         listing = self.tree.listing_fresh(parent)
+        name = os.path.basename(node.path).encode("utf-8", "surrogateescape")
         if listing is None:
             # Files opened by path (no readdir): list the directory in the background,
-            # so the next opens can tell whether this is a scan.
-            self._list_in_background(parent)
+            # so the next opens can tell whether this is a scan -- unless this file was
+            # the last one opened there: one file opened again and again (a reader
+            # polling a marker) is no scan, and listing its directory every
+            # ``head_ttl`` would cost the ref store a scan each time.
+            with self.table.lock:
+                again = self._reopened.get(parent.ino) == name
+                self._reopened[parent.ino] = name
+                if len(self._reopened) > MAX_SCANS:
+                    self._reopened.pop(next(iter(self._reopened)))
+            if not again:
+                self._list_in_background(parent)
             return
         names = listing.names
-        name = os.path.basename(node.path).encode("utf-8", "surrogateescape")
         pos = bisect.bisect_left(names, name)
         if pos == len(names) or names[pos] != name:
             return

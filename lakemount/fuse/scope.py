@@ -93,6 +93,11 @@ def branch_signature(branch: Any) -> tuple[str, ...]:
     return (branch.commit_id, branch.staging_token, *branch.sealed_tokens)
 
 
+def branch_ref(scope: Scope, branch: Any) -> ResolvedRef:
+    """What plain branch ``scope`` resolves to with ``branch`` as its row (the repository's namespace kept)."""
+    return ResolvedRef(scope.name, "branch", branch.commit_id, View.FULL, branch.name, scope.resolved.namespace)
+
+
 def resolve_scope(catalog: Catalog, repo: str, name: str) -> tuple[ResolvedRef, tuple[str, ...], bool]:
     """Resolve ``name`` in ``repo``: (resolved ref, change signature, stable?).
 
@@ -103,7 +108,8 @@ def resolve_scope(catalog: Catalog, repo: str, name: str) -> tuple[ResolvedRef, 
     resolved = catalog.resolve(repo, name)
     if resolved.view is View.FULL and resolved.branch is not None:
         branch = catalog.get_branch(repo, resolved.branch)
-        return ResolvedRef(name, "branch", branch.commit_id, View.FULL, branch.name), branch_signature(branch), False
+        ref = ResolvedRef(name, "branch", branch.commit_id, View.FULL, branch.name, resolved.namespace)
+        return ref, branch_signature(branch), False
     stable = catalog.is_fixed(resolved)
     return resolved, (resolved.commit_id,), stable
 
@@ -148,11 +154,22 @@ class Scopes:
 
         A plain branch is re-read together with the mount's other branches that
         are half-way due and that the kernel may still cache, in one query (see
-        :meth:`_check_branches`).  Raises ``NotFound`` (the scope is dropped)
-        when the name no longer resolves, ``Unavailable``.
+        :meth:`_check_branches`), unless a read of its content since told its
+        row (:meth:`absorb`).  While change notices arrive (``push_live``), a
+        plain branch's moves are pushed (:meth:`refs_changed`) and it is re-read
+        on request only every ``PUSHED_POLL`` seconds, like the safety poll.
+        Raises ``NotFound`` (the scope is dropped) when the name no longer
+        resolves, ``Unavailable``.
         """
         state = self.state
-        if scope.stable or (not force and state.now() - scope.checked < state.options.head_ttl):
+        if scope.stable:
+            return
+        ttl = state.options.head_ttl
+        if scope.plain_branch and self.push_live():
+            ttl = max(ttl, PUSHED_POLL)
+        if not force and state.now() - scope.checked < ttl:
+            return
+        if not force and scope.plain_branch and self.absorb(scope) and state.now() - scope.checked < ttl:
             return
         state.io()
         if not scope.plain_branch:
@@ -162,6 +179,27 @@ class Scopes:
         if not force:
             batch += [s for s in self._due_branches(state.now()) if s is not scope]
         self._check_branches(batch, scope)
+
+    def absorb(self, scope: Scope) -> bool:
+        """Take plain branch ``scope``'s row from the catalog's last read of the branch if that read
+        is newer than ``scope.checked`` (it is a head check: a moved head makes a new generation).
+
+        Every read of a branch's content reads the row in the same statement
+        (``Catalog.branch_seen``), so a branch in use needs no head check of
+        its own.  True if the scope was brought up to that read.
+        """
+        seen = self.state.catalog.branch_seen(scope.repo, scope.branch)
+        if seen is None or seen[1] <= scope.checked:
+            return False
+        branch, at = seen
+        with self.state.table.lock:
+            if at <= scope.checked or branch.name != scope.branch:
+                return False
+            scope.checked = at
+            signature = branch_signature(branch)
+            if signature != scope.signature:
+                self.changed(scope, branch_ref(scope, branch), signature)
+        return True
 
     def _due_branches(self, now: float) -> list[Scope]:
         """Plain branch scopes worth re-reading now: checked at least ``head_ttl / 2`` ago, with entries
@@ -174,10 +212,11 @@ class Scopes:
         ttl = self.state.options.head_ttl
         table = self.state.table
         with table.lock:
-            return [
+            due = [
                 s for key, s in self._scopes.items()
                 if s.plain_branch and table.per_scope.get(key, 0) > 0 and now - s.granted < ttl and now - s.checked >= ttl / 2
             ]
+        return [s for s in due if not self.absorb(s) or now - s.checked >= ttl / 2]
 
     def _check_branches(self, scopes: Sequence[Scope], owner: Scope | None = None) -> None:
         """Re-read the branch rows of plain branch ``scopes`` in one query; a moved one gets a new generation.
@@ -203,7 +242,7 @@ class Scopes:
             with state.table.lock:
                 scope.checked = checked
                 if signature != scope.signature:
-                    self.changed(scope, ResolvedRef(scope.name, "branch", b.commit_id, View.FULL, b.name), signature)
+                    self.changed(scope, branch_ref(scope, b), signature)
 
     def _resolve_again(self, scope: Scope, checked: float) -> None:
         """Resolve ``scope``'s name from scratch (about three queries); ``NotFound`` drops the scope and is raised."""

@@ -11,6 +11,7 @@ staging, and swaps the branch to the new commit; a lost swap retries.
 from __future__ import annotations
 
 import heapq
+import itertools
 import random
 import secrets
 import time
@@ -56,6 +57,8 @@ from lakemount.graveler.refexpr import ResolvedRef, View, parse
 
 MAX_CAS_ATTEMPTS: Final = 200
 MIN_COMMIT_PREFIX: Final = 4
+PROBE_PAGE: Final = 16  # staged entries below a key read with it by ``probe`` (more follow if needed)
+SEEN_BRANCHES: Final = 4096  # branch rows remembered from reads (``branch_seen``) before starting over
 
 Record = tuple[bytes, bytes]
 
@@ -120,6 +123,10 @@ class Graveler:
         self.committed = committed
         self.journal = journal
         self.clock = clock
+        # (repo, branch) -> (row, monotonic time just before the statement that read it), from reads
+        # of branch content.  Reads pass the tokens as a hint to read the row and the staged
+        # entries in one statement (checked against the row read there, so never stale).
+        self._seen: dict[tuple[str, str], tuple[Branch, float]] = {}
 
     # ------------------------------------------------------------------ repos
     def create_repository(
@@ -314,12 +321,40 @@ class Graveler:
         self.journal.record(r.storage_namespace, {"op": "protection", "patterns": rules})
 
     # ------------------------------------------------------------------ reads
+    def branch_seen(self, repo: str, name: str) -> tuple[Branch, float] | None:
+        """Branch ``name`` as the last read of its content found it, and the ``time.monotonic()``
+        taken just before that read (the row was current then or later); None if not read yet."""
+        return self._seen.get((repo, name))
+
+    def _saw(self, repo: str, branch: Branch, at: float) -> None:
+        seen = self._seen
+        key = (repo, branch.name)
+        old = seen.get(key)
+        if old is not None and old[1] > at:
+            return  # a newer read already told more
+        if old is None and len(seen) >= SEEN_BRANCHES:
+            seen.clear()
+        seen[key] = (branch, at)
+
     def get(self, repo: str, ref: ResolvedRef, key: bytes) -> bytes | None:
-        """The value of ``key`` at ``ref`` (None if absent)."""
+        """The value of ``key`` at ``ref`` (None if absent).
+
+        On a branch, its row and the staged entry are read in one statement when
+        the branch's tokens are known from an earlier read (and still the same).
+        """
         if ref.view is not View.COMMITTED:
             assert ref.branch is not None
-            branch = self.refs.get_branch(repo, ref.branch)
-            found, value = self.refs.staged_get(branch.tokens, key)
+            at = time.monotonic()
+            seen = self._seen.get((repo, ref.branch))
+            if seen is None:
+                branch = self.refs.get_branch(repo, ref.branch)
+                found, value = self.refs.staged_get(branch.tokens, key)
+            else:
+                tokens = seen[0].tokens
+                branch, found, value = self.refs.branch_staged_get(repo, ref.branch, tokens, key)
+                if branch.tokens != tokens:
+                    found, value = self.refs.staged_get(branch.tokens, key)
+            self._saw(repo, branch, at)
             if found or ref.view is View.STAGING:
                 return value
             commit = self.refs.get_commit(repo, branch.commit_id)
@@ -327,6 +362,53 @@ class Graveler:
             commit = self.refs.get_commit(repo, ref.commit_id)
         ns = ref.namespace or self.get_repository(repo).storage_namespace
         return self.committed.metarange(ns, commit.metarange_id, commit.metarange_checksum).get(key)
+
+    def _branch_staged(self, repo: str, name: str, start: bytes, stop: bytes | None) -> tuple[Branch, Iterator[tuple[bytes, bytes | None]]]:
+        """Branch ``name`` now and its staged entries in [start, stop): one statement for both
+        when its single token is known from an earlier read, and a page holds them all."""
+        at = time.monotonic()
+        seen = self._seen.get((repo, name))
+        if seen is not None and not seen[0].sealed_tokens:
+            token = seen[0].staging_token
+            branch, page, complete = self.refs.branch_staged_scan(repo, name, token, start, stop)
+            if branch.tokens == (token,):
+                self._saw(repo, branch, at)
+                if complete:
+                    return branch, iter(page)
+                return branch, itertools.chain(page, self.refs.staged_scan(token, page[-1][0] + b"\x00", stop))
+        else:
+            branch = self.refs.get_branch(repo, name)
+        self._saw(repo, branch, at)
+        return branch, self._staged_scan(branch.tokens, start, stop)
+
+    def probe(
+        self, repo: str, ref: ResolvedRef, key: bytes, start: bytes, stop: bytes | None
+    ) -> tuple[bytes | None, Iterator[Record]]:
+        """``get(ref, key)`` and ``scan(ref, start, stop)`` together (a path lookup: the key and
+        what lies below it).  On a branch whose single token is known from an earlier read, the
+        branch row and both staged parts are one statement; the scan reads more only as iterated.
+        """
+        if ref.view is not View.COMMITTED:
+            assert ref.branch is not None
+            at = time.monotonic()
+            seen = self._seen.get((repo, ref.branch))
+            if seen is not None and not seen[0].sealed_tokens:
+                token = seen[0].staging_token
+                branch, (found, value), page, complete = self.refs.branch_staged_probe(
+                    repo, ref.branch, token, key, start, stop, PROBE_PAGE
+                )
+                if branch.tokens == (token,):
+                    self._saw(repo, branch, at)
+                    staged: Iterator[tuple[bytes, bytes | None]] = iter(page)
+                    if not complete:
+                        staged = itertools.chain(page, self.refs.staged_scan(token, page[-1][0] + b"\x00", stop))
+                    if ref.view is View.STAGING:
+                        return value, ((k, v) for k, v in staged if v is not None)
+                    commit = self.refs.get_commit(repo, branch.commit_id)
+                    ns = ref.namespace or self.get_repository(repo).storage_namespace
+                    mr = self.committed.metarange(ns, commit.metarange_id, commit.metarange_checksum)
+                    return (value if found else mr.get(key)), _overlay(mr.scan(start, stop), staged)
+        return self.get(repo, ref, key), self.scan(repo, ref, start, stop)
 
     def _staged_scan(
         self, tokens: Sequence[StagingToken], start: bytes, stop: bytes | None
@@ -348,37 +430,38 @@ class Graveler:
     ) -> Iterator[Record]:
         """Live records with start <= key < stop at ``ref``, in key order."""
         if ref.view is View.COMMITTED:
-            yield from self.metarange_of(self.get_repository(repo), self.refs.get_commit(repo, ref.commit_id)).scan(start, stop)
+            commit = self.refs.get_commit(repo, ref.commit_id)
+            ns = ref.namespace or self.get_repository(repo).storage_namespace
+            yield from self.committed.metarange(ns, commit.metarange_id, commit.metarange_checksum).scan(start, stop)
             return
         assert ref.branch is not None
-        branch = self.refs.get_branch(repo, ref.branch)
-        staged = self._staged_scan(branch.tokens, start, stop)
+        branch, staged = self._branch_staged(repo, ref.branch, start, stop)
         if ref.view is View.STAGING:
             for k, v in staged:
                 if v is not None:
                     yield k, v
             return
         commit = self.refs.get_commit(repo, branch.commit_id)
-        committed = self.metarange_of(self.get_repository(repo), commit).scan(start, stop)
+        ns = ref.namespace or self.get_repository(repo).storage_namespace
+        committed = self.committed.metarange(ns, commit.metarange_id, commit.metarange_checksum).scan(start, stop)
         yield from _overlay(committed, staged)
 
     # ------------------------------------------------------------------ writes
-    def _writable_branch(self, repo: str, branch: str) -> None:
-        self.get_repository(repo)
-
     def set(self, repo: str, branch: str, key: bytes, value: bytes) -> None:
-        self._writable_branch(repo, branch)
         self.refs.stage(repo, branch, [(key, value)])
 
     def set_many(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
-        """Stage several changes in one transaction (atomic: a rename is one call)."""
-        self._writable_branch(repo, branch)
+        """Stage several changes in one transaction (atomic: a rename is one call).
+
+        The ref store raises ``RepositoryNotFound``/``BranchNotFound`` (writes ask nothing else first).
+        """
         if items:
             self.refs.stage(repo, branch, items)
+        else:
+            self.get_branch(repo, branch)  # nothing to stage: still an error for a missing branch
 
     def delete(self, repo: str, branch: str, key: bytes) -> None:
         """Stage a deletion; raises ``ObjectNotFound`` if the key is not there."""
-        self._writable_branch(repo, branch)
         ref = ResolvedRef(branch, "branch", CommitID(""), View.FULL, branch)
         if self.get(repo, ref, key) is None:
             raise ObjectNotFound(f"{repo}/{branch}/{key.decode('utf-8', 'replace')}")
@@ -625,7 +708,6 @@ class Graveler:
     # ------------------------------------------------------------------ reset
     def reset(self, repo: str, branch: str, *, prefix: bytes | None = None, key: bytes | None = None) -> None:
         """Drop uncommitted changes: all of them, those under ``prefix``, or one ``key``."""
-        self._writable_branch(repo, branch)
         if prefix is None and key is None:
             backoff = _Backoff()
             while True:

@@ -142,6 +142,30 @@ class RefStore(Protocol):
     ) -> Iterator[tuple[bytes, bytes | None]]:
         """Entries of one token with start <= key < stop, in key order."""
 
+    def branch_staged_get(
+        self, repo: str, name: str, tokens: Sequence[StagingToken], key: bytes
+    ) -> tuple[Branch, bool, bytes | None]:
+        """The branch row and ``staged_get(tokens, key)``, read together in one statement (one snapshot).
+
+        ``tokens`` are those the caller expects the branch to have; the staged
+        answer is the branch's own only if ``branch.tokens == tuple(tokens)``.
+        Raises ``BranchNotFound``/``RepositoryNotFound`` like ``get_branch``.
+        """
+
+    def branch_staged_scan(
+        self, repo: str, name: str, token: StagingToken, start: bytes = b"", stop: bytes | None = None
+    ) -> tuple[Branch, list[tuple[bytes, bytes | None]], bool]:
+        """The branch row and the first page of ``staged_scan(token, start, stop)`` in one statement:
+        (branch, entries in key order, complete?).  When not complete, the rest follows the page's
+        last key.  The page is the branch's own only if ``branch.tokens == (token,)``."""
+
+    def branch_staged_probe(
+        self, repo: str, name: str, token: StagingToken, key: bytes, start: bytes, stop: bytes | None, limit: int
+    ) -> tuple[Branch, tuple[bool, bytes | None], list[tuple[bytes, bytes | None]], bool]:
+        """The branch row, ``staged_get([token], key)`` and the first ``limit`` entries of
+        ``staged_scan(token, start, stop)``, in one statement: (branch, (found, value), page, complete?).
+        The staged answers are the branch's own only if ``branch.tokens == (token,)``."""
+
     def staged_count(self, token: StagingToken) -> int: ...
 
     def drop_staging(self, token: StagingToken, prefix: bytes = b"", key: bytes | None = None) -> None:

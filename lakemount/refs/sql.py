@@ -545,6 +545,74 @@ class SqlRefStore:
                 return True, bytes(v) if v is not None else None
         return False, None
 
+    def _branch_of(self, repo: str, name: str, rows: Sequence[Any]) -> Branch:
+        """The branch of a combined statement's kind-0 row; raises what ``get_branch`` raises when there is none."""
+        for row in rows:
+            if row[0] == 0:
+                return Branch(name, CommitID(row[1]), StagingToken(row[2]), tuple(StagingToken(t) for t in _split(row[3])))
+        return self.get_branch(repo, name)  # raises BranchNotFound or RepositoryNotFound
+
+    def branch_staged_get(
+        self, repo: str, name: str, tokens: Sequence[StagingToken], key: bytes
+    ) -> tuple[Branch, bool, bytes | None]:
+        # One statement (one snapshot): the branch row, and the staged rows of
+        # ``key`` under the tokens the caller expects the branch to have.
+        marks = ",".join("?" * len(tokens))
+        rows = self._query(
+            "SELECT 0, commit_id, staging_token, sealed_tokens, NULL FROM lm_branches WHERE repo = ? AND name = ? "
+            f"UNION ALL SELECT 1, token, NULL, NULL, value FROM lm_staging WHERE key = ? AND token IN ({marks})",
+            (repo, name, key, *tokens),
+        )
+        branch = self._branch_of(repo, name, rows)
+        found = {r[1]: r[4] for r in rows if r[0] == 1}
+        for t in tokens:
+            if t in found:
+                v = found[t]
+                return branch, True, bytes(v) if v is not None else None
+        return branch, False, None
+
+    def branch_staged_scan(
+        self, repo: str, name: str, token: StagingToken, start: bytes = b"", stop: bytes | None = None
+    ) -> tuple[Branch, list[tuple[bytes, bytes | None]], bool]:
+        # One statement (one snapshot): the branch row and the first page of the token's entries.
+        text = "SELECT key, value FROM lm_staging WHERE token = ? AND key >= ?"
+        params: list[Any] = [repo, name, token, start]
+        if stop is not None:
+            text += " AND key < ?"
+            params.append(stop)
+        rows = self._query(
+            "SELECT 0, commit_id, staging_token, sealed_tokens, NULL, NULL FROM lm_branches WHERE repo = ? AND name = ? "
+            f"UNION ALL SELECT 1, NULL, NULL, NULL, s.key, s.value FROM ({text} ORDER BY key LIMIT {SCAN_BATCH}) AS s",
+            params,
+        )
+        branch = self._branch_of(repo, name, rows)
+        page = sorted((bytes(r[4]), bytes(r[5]) if r[5] is not None else None) for r in rows if r[0] == 1)
+        return branch, page, len(page) < SCAN_BATCH
+
+    def branch_staged_probe(
+        self, repo: str, name: str, token: StagingToken, key: bytes, start: bytes, stop: bytes | None, limit: int
+    ) -> tuple[Branch, tuple[bool, bytes | None], list[tuple[bytes, bytes | None]], bool]:
+        # One statement (one snapshot): the branch row, the token's entry of ``key``
+        # and its first ``limit`` entries in [start, stop).
+        text = "SELECT key, value FROM lm_staging WHERE token = ? AND key >= ?"
+        params: list[Any] = [repo, name, token, key, token, start]
+        if stop is not None:
+            text += " AND key < ?"
+            params.append(stop)
+        rows = self._query(
+            "SELECT 0, commit_id, staging_token, sealed_tokens, NULL, NULL FROM lm_branches WHERE repo = ? AND name = ? "
+            "UNION ALL SELECT 1, NULL, NULL, NULL, key, value FROM lm_staging WHERE token = ? AND key = ? "
+            f"UNION ALL SELECT 2, NULL, NULL, NULL, s.key, s.value FROM ({text} ORDER BY key LIMIT {int(limit)}) AS s",
+            params,
+        )
+        branch = self._branch_of(repo, name, rows)
+        own: tuple[bool, bytes | None] = (False, None)
+        for r in rows:
+            if r[0] == 1:
+                own = (True, bytes(r[5]) if r[5] is not None else None)
+        page = sorted((bytes(r[4]), bytes(r[5]) if r[5] is not None else None) for r in rows if r[0] == 2)
+        return branch, own, page, len(page) < limit
+
     def staged_scan(
         self, token: StagingToken, start: bytes = b"", stop: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes | None]]:

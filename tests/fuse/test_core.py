@@ -592,6 +592,93 @@ def test_a_head_poll_reads_every_open_branch_in_one_statement(fs_factory: Callab
     assert per_poll == {1: 1, 8: 1}
 
 
+def test_a_mount_in_use_looks_a_name_up_again_in_one_statement(fs_factory: Callable[..., FileSystem], app: App) -> None:
+    """A reader of two branches, its entries looked up again every ``head_ttl``: one statement per name
+    (the branch row comes with the staged entries), one head check per branch root, nothing else
+    (no repository or separate branch lookups, no separate staged lookups)."""
+    app.graveler.create_branch(REPO, "src", "main")
+    app.catalog.put(REPO, "main", "marker.txt", b"main")
+    app.graveler.commit(REPO, "main", "c1")
+    app.catalog.put(REPO, "src", "marker.txt", b"src")  # staged
+    fs = fs_factory(head_ttl=0.3)
+    pfs = PathFS(fs)
+    for _round in range(3):
+        time.sleep(0.35)  # every entry the mount and the kernel had is due again
+        with statements(app) as seen:
+            for b in ("main", "src"):
+                assert pfs.read_file(f"/{REPO}/{b}/marker.txt") == b.encode()
+        if _round == 0:
+            continue  # the first round learns the branches' tokens
+        assert not [s for s in seen if "lm_repositories" in s]
+        assert not [s for s in seen if s.startswith("SELECT commit_id, staging_token")]  # no get_branch
+        assert not [s for s in seen if s.startswith("SELECT key, value FROM lm_staging") or s.startswith("SELECT token")]
+        probes = [s for s in seen if s.startswith("SELECT 0, commit_id")]
+        assert len(probes) == 2 and len(seen) <= 4, seen
+
+
+def test_a_branch_in_use_shows_changes_made_elsewhere_within_head_ttl(fs_factory: Callable[..., FileSystem], app: App) -> None:
+    """Reads that reuse the branch state the mount saw last still show a staged write and a moved head of
+    another process within ``head_ttl``, and a commit elsewhere (its staging dropped) never hides a file."""
+    other = App.from_config()  # another process: its own graveler and ref store connections
+    other.catalog.put(REPO, "main", "f", b"one")
+    other.graveler.commit(REPO, "main", "c1")
+    fs = fs_factory(head_ttl=0.2)
+    pfs = PathFS(fs)
+    assert pfs.read_file(f"{MAIN}/f") == b"one"
+    time.sleep(0.25)
+    assert pfs.read_file(f"{MAIN}/f") == b"one"  # the tokens are known now
+    other.catalog.put(REPO, "main", "f", b"two")
+    other.catalog.put(REPO, "main", "d/g", b"new")
+    deadline = time.monotonic() + 0.25
+    while pfs.read_file(f"{MAIN}/f") != b"two":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert pfs.read_file(f"{MAIN}/d/g") == b"new"
+    other.graveler.commit(REPO, "main", "c2")  # seals and drops the staging the mount last read
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:
+        assert pfs.read_file(f"{MAIN}/f") == b"two"
+        assert pfs.read_file(f"{MAIN}/d/g") == b"new"
+        time.sleep(0.02)
+    other.graveler.create_branch(REPO, "dev", "main")
+    other.catalog.put(REPO, "dev", "f", b"three")
+    other.graveler.commit(REPO, "dev", "c3")
+    gen = fs.scopes.get(REPO, "main").gen
+    other.graveler.merge(REPO, "dev", "main")
+    deadline = time.monotonic() + 0.25
+    while pfs.read_file(f"{MAIN}/f") != b"three":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert fs.scopes.get(REPO, "main").gen > gen
+
+
+def test_with_change_notices_a_branch_in_use_needs_no_head_check_of_its_own(fs_factory: Callable[..., FileSystem], app: App) -> None:
+    """While notices arrive, a branch's moves are pushed: a request past ``head_ttl`` sends only the
+    lookup of the name it needs again (which reads the branch row too), and a notice shows a moved head at once."""
+    from lakemount.refs.notify import Change
+
+    other = App.from_config()  # another process
+    other.catalog.put(REPO, "main", "f", b"one")
+    other.graveler.commit(REPO, "main", "c1")
+    fs = fs_factory(head_ttl=0.2)
+    fs.scopes.push_live = lambda: True
+    pfs = PathFS(fs)
+    assert pfs.read_file(f"{MAIN}/f") == b"one"
+    for _round in range(2):
+        time.sleep(0.25)
+        with statements(app) as seen:
+            assert pfs.read_file(f"{MAIN}/f") == b"one"
+        if _round:
+            assert len(seen) == 1 and seen[0].startswith("SELECT 0, commit_id"), seen
+    other.graveler.create_branch(REPO, "dev", "main")
+    other.catalog.put(REPO, "dev", "f", b"two")
+    other.graveler.commit(REPO, "dev", "c")
+    other.graveler.merge(REPO, "dev", "main")
+    assert pfs.read_file(f"{MAIN}/f") == b"one"  # trusted for head_ttl, like any entry
+    fs.refs_changed([Change("elsewhere", "head", REPO, "main")])
+    assert pfs.read_file(f"{MAIN}/f") == b"two"
+
+
 def test_an_idle_mount_polls_nothing_and_rechecks_on_the_next_request(fs_factory: Callable[..., FileSystem], app: App) -> None:
     fs = fs_factory(head_ttl=0.2)
     pfs = PathFS(fs)
@@ -672,6 +759,35 @@ def test_files_opened_by_path_in_listing_order_are_prefetched_too(pfs: PathFS, f
         time.sleep(0.05)  # let the background listing land
     assert fs.metrics.counter("prefetched_files") > 0, "opening files in order never started a prefetch"
     assert i <= 4
+
+
+def test_a_file_opened_again_and_again_does_not_list_its_directory(fs_factory: Callable[..., FileSystem], app: App) -> None:
+    """A reader polling one file is no scan: its directory is listed for scan-ahead once, not every ``head_ttl``;
+    opening another file there lists it again."""
+    app.catalog.put(REPO, "main", "d/f", b"f")
+    app.catalog.put(REPO, "main", "d/g", b"g")
+    fs = fs_factory(head_ttl=0.2)
+    pfs = PathFS(fs)
+
+    def listed() -> float:
+        listing = fs.table.get(pfs.ino(f"{MAIN}/d")).listing  # type: ignore[union-attr]
+        return listing.fetched if listing is not None else 0.0
+
+    assert pfs.read_file(f"{MAIN}/d/f") == b"f"
+    deadline = time.monotonic() + 10
+    while not listed() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    first = listed()
+    assert first
+    for _round in range(3):
+        time.sleep(0.25)  # the listing is stale now
+        assert pfs.read_file(f"{MAIN}/d/f") == b"f"
+        time.sleep(0.1)
+        assert listed() == first
+    assert pfs.read_file(f"{MAIN}/d/g") == b"g"
+    while listed() == first and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert listed() > first
 
 
 def test_branch_entries_need_io_after_head_ttl(fs_factory: Callable[..., FileSystem], app: App) -> None:

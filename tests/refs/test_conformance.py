@@ -306,6 +306,86 @@ def test_staged_get_precedence(store: SqlRefStore) -> None:
     assert store.staged_get([t1], b"only2") == (False, None)
 
 
+def test_branch_row_and_staged_entries_in_one_statement(store: SqlRefStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The combined reads of a branch's row with its staged entries: one statement each, same answers
+    as ``get_branch`` plus ``staged_get``/``staged_scan``, whatever tokens the caller expected."""
+    from lakemount.refs import sql
+
+    main = store.get_branch("repo", "main")
+    t = main.staging_token
+    store.stage("repo", "main", [(b"a", b"1"), (b"d/1", b"x"), (b"d/2", None), (b"d/3", b"z"), (b"e", b"e")])
+    statements: list[str] = []
+    fast = store._fast
+    query = fast.query
+    monkeypatch.setattr(fast, "query", lambda text, params: statements.append(text) or query(text, params))
+    assert store.branch_staged_get("repo", "main", [t], b"a") == (main, True, b"1")
+    assert store.branch_staged_get("repo", "main", [t], b"d/2") == (main, True, None)  # a tombstone
+    assert store.branch_staged_get("repo", "main", [t], b"zz") == (main, False, None)
+    # Tokens the branch no longer has: the row tells, the staged answer is theirs.
+    assert store.branch_staged_get("repo", "main", [StagingToken("gone")], b"a") == (main, False, None)
+    assert store.branch_staged_scan("repo", "main", t, b"d/", b"d0") == (main, [(b"d/1", b"x"), (b"d/2", None), (b"d/3", b"z")], True)
+    assert store.branch_staged_scan("repo", "main", t, b"b") == (main, [(b"d/1", b"x"), (b"d/2", None), (b"d/3", b"z"), (b"e", b"e")], True)
+    assert store.branch_staged_probe("repo", "main", t, b"d", b"d/", b"d0", 2) == (main, (False, None), [(b"d/1", b"x"), (b"d/2", None)], False)
+    assert store.branch_staged_probe("repo", "main", t, b"a", b"a/", b"a0", 2) == (main, (True, b"1"), [], True)
+    assert store.branch_staged_probe("repo", "main", t, b"d/2", b"d/2/", b"d/20", 2) == (main, (True, None), [], True)
+    assert len(statements) == 9
+    monkeypatch.setattr(sql, "SCAN_BATCH", 2)
+    assert store.branch_staged_scan("repo", "main", t, b"d/", b"d0") == (main, [(b"d/1", b"x"), (b"d/2", None)], False)
+    for call in (
+        lambda repo, name: store.branch_staged_get(repo, name, [t], b"a"),
+        lambda repo, name: store.branch_staged_scan(repo, name, t),
+        lambda repo, name: store.branch_staged_probe(repo, name, t, b"a", b"a/", b"a0", 2),
+    ):
+        with pytest.raises(BranchNotFound):
+            call("repo", "nope")
+        with pytest.raises(RepositoryNotFound):
+            call("nope", "main")
+
+
+def test_graveler_reads_stay_current_when_the_branch_moves_under_them(ref_url: str, tmp_path: Path) -> None:
+    """Reads pass the branch's last seen tokens to read row and staged entries in one statement;
+    a commit elsewhere (new token, the old one dropped) is noticed in that same statement."""
+    def graveler() -> Graveler:
+        return Graveler(
+            SqlRefStore(ref_url),
+            CommittedStore(LocalAdapter(), RamCache(1 << 24)),
+            Journal(LocalAdapter(), f"local://{tmp_path}/sys"),
+        )
+
+    reader, writer = graveler(), graveler()
+    writer.create_repository("repo", f"local://{tmp_path}/ns")
+    v1, v2 = b"1" * 17, b"2" * 17  # values start with their 16-byte identity
+    writer.set_many("repo", "main", [(b"d/f", v1), (b"g", v1)])
+    ref = reader.resolve("repo", "main")
+    assert reader.get("repo", ref, b"zz") is None  # learns the tokens (and reads the head commit, kept)
+    statements: list[str] = []
+    fast = reader.refs._fast
+    query = fast.query
+    fast.query = lambda text, params: statements.append(text) or query(text, params)  # type: ignore[method-assign]
+    assert reader.get("repo", ref, b"g") == v1
+    assert list(reader.scan("repo", ref, b"d/", b"d0")) == [(b"d/f", v1)]
+    own, below = reader.probe("repo", ref, b"d", b"d/", b"d0")
+    assert (own, list(below)) == (None, [(b"d/f", v1)])
+    assert len(statements) == 3
+    seen = reader.branch_seen("repo", "main")
+    assert seen is not None and seen[0] == writer.get_branch("repo", "main")
+    # Another process commits: the staged entries move into a commit, their token is dropped.
+    writer.commit("repo", "main", "c1")
+    writer.set_many("repo", "main", [(b"g", v2)])
+    assert reader.get("repo", ref, b"g") == v2
+    assert reader.get("repo", ref, b"d/f") == v1
+    writer.commit("repo", "main", "c2")
+    assert list(reader.scan("repo", ref, b"", None)) == [(b"d/f", v1), (b"g", v2)]
+    writer.set_many("repo", "main", [(b"d/f", None)])
+    writer.commit("repo", "main", "c3")
+    own, below = reader.probe("repo", ref, b"g", b"g/", b"g0")
+    assert (own, list(below)) == (v2, [])
+    own, below = reader.probe("repo", ref, b"d", b"d/", b"d0")
+    assert (own, list(below)) == (None, [])
+    seen = reader.branch_seen("repo", "main")
+    assert seen is not None and seen[0] == writer.get_branch("repo", "main")
+
+
 def test_graveler_reads_across_sealed_tokens(ref_url: str, tmp_path: Path) -> None:
     """A branch's view merges its staging token over its sealed ones (commits in flight), newest first."""
     g = Graveler(
