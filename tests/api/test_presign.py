@@ -28,25 +28,17 @@ from lakefs.exceptions import ForbiddenException
 from lakemount.catalog.uploads import LINK_SECONDS, LINKS_PREFIX
 from tests.api.conftest import Served, running
 from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET
+from tests.moto_server import CREDENTIALS, moto_s3
 
 AUTH = (ADMIN_KEY, ADMIN_SECRET)
 BUCKET = "presign-test"
-S3_CREDS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
+S3_CREDS = CREDENTIALS
 
 
 @pytest.fixture(scope="module")
 def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        boto3.client("s3", endpoint_url=endpoint, **S3_CREDS).create_bucket(Bucket=BUCKET)
+    with moto_s3(BUCKET) as endpoint:
         yield endpoint
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from lakemount.graveler.ports import BlockAdapter
+from tests.moto_server import moto_s3
 
 BUCKET = "lakemount-test"
 CREDENTIALS = {"access_key_id": "testing", "secret_access_key": "testing", "region": "us-east-1"}
@@ -16,24 +17,8 @@ CREDENTIALS = {"access_key_id": "testing", "secret_access_key": "testing", "regi
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     """URL of a moto S3 server (in this process, on a free port) holding bucket BUCKET."""
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            aws_access_key_id=CREDENTIALS["access_key_id"],
-            aws_secret_access_key=CREDENTIALS["secret_access_key"],
-            region_name=CREDENTIALS["region"],
-        ).create_bucket(Bucket=BUCKET)
+    with moto_s3(BUCKET) as endpoint:
         yield endpoint
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")

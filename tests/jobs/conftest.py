@@ -14,6 +14,7 @@ import pytest
 
 from lakemount.app import App
 from lakemount.config import Config, load
+from tests.moto_server import moto_s3
 
 CREDENTIALS = {"access_key_id": "testing", "secret_access_key": "testing", "region": "us-east-1"}
 
@@ -42,18 +43,11 @@ def spark() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     """A moto S3 server in this process, with a fast bucket listing (see moto_listing.py)."""
-    from moto.server import ThreadedMotoServer
-
     from tests.jobs import moto_listing
 
     moto_listing.install()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with moto_s3() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

@@ -31,6 +31,8 @@ from types import ModuleType
 
 import pytest
 
+from tests.moto_server import moto_s3
+
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -294,15 +296,8 @@ def run_job(
 
 @pytest.fixture
 def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with moto_s3() as endpoint:
+        yield endpoint
 
 
 def test_s3a_against_moto(spark_python: Path, moto_endpoint: str, tmp_path: Path) -> None:
