@@ -229,8 +229,7 @@ class SqlAuthStore:
             with self._engine.begin() as conn:
                 # SQLite does not enforce foreign keys unless asked per
                 # connection, so the user's existence is checked here.
-                if conn.execute(sa.select(users.c.id).where(users.c.id == user_id)).first() is None:
-                    raise UserNotFound(user_id)
+                self._require_user(conn, user_id)
                 conn.execute(credentials.insert().values(**row))
         except IntegrityError:
             # Either the key id is taken or (PostgreSQL) the user vanished
@@ -258,8 +257,7 @@ class SqlAuthStore:
     def list_credentials(self, user_id: str) -> list[AccessKey]:
         """The access keys of ``user_id`` (no secrets), by id; raises ``UserNotFound``."""
         with self._engine.connect() as conn:
-            if conn.execute(sa.select(users.c.id).where(users.c.id == user_id)).first() is None:
-                raise UserNotFound(user_id)
+            self._require_user(conn, user_id)
             rows = conn.execute(
                 sa.select(credentials.c.access_key_id, credentials.c.user_id, credentials.c.created_at)
                 .where(credentials.c.user_id == user_id)
@@ -348,12 +346,8 @@ class SqlAuthStore:
         """
         try:
             with self._engine.begin() as conn:
-                if conn.execute(sa.select(users.c.id).where(users.c.id == user_id)).first() is None:
-                    raise UserNotFound(user_id)
-                if policy_name not in BUILTIN_POLICIES and (
-                    conn.execute(sa.select(policies.c.name).where(policies.c.name == policy_name)).first() is None
-                ):
-                    raise PolicyNotFound(policy_name)
+                self._require_user(conn, user_id)
+                self._require_policy(conn, policy_name)
                 conn.execute(user_policies.insert().values(user_id=user_id, policy_name=policy_name))
         except IntegrityError:
             raise PolicyAlreadyAttached(user_id, policy_name) from None
@@ -372,8 +366,7 @@ class SqlAuthStore:
     def list_user_policies(self, user_id: str) -> list[str]:
         """Names of the policies attached to a user, sorted; raises ``UserNotFound``."""
         with self._engine.connect() as conn:
-            if conn.execute(sa.select(users.c.id).where(users.c.id == user_id)).first() is None:
-                raise UserNotFound(user_id)
+            self._require_user(conn, user_id)
             rows = conn.execute(
                 sa.select(user_policies.c.policy_name)
                 .where(user_policies.c.user_id == user_id)
@@ -429,6 +422,13 @@ class SqlAuthStore:
     def _require_user(conn: sa.Connection, user_id: str) -> None:
         if conn.execute(sa.select(users.c.id).where(users.c.id == user_id)).first() is None:
             raise UserNotFound(user_id)
+
+    @staticmethod
+    def _require_policy(conn: sa.Connection, policy_name: str) -> None:
+        if policy_name not in BUILTIN_POLICIES and (
+            conn.execute(sa.select(policies.c.name).where(policies.c.name == policy_name)).first() is None
+        ):
+            raise PolicyNotFound(policy_name)
 
     @staticmethod
     def _require_group(conn: sa.Connection, group_id: str) -> None:
@@ -551,10 +551,7 @@ class SqlAuthStore:
         try:
             with self._engine.begin() as conn:
                 self._require_group(conn, group_id)
-                if policy_name not in BUILTIN_POLICIES and (
-                    conn.execute(sa.select(policies.c.name).where(policies.c.name == policy_name)).first() is None
-                ):
-                    raise PolicyNotFound(policy_name)
+                self._require_policy(conn, policy_name)
                 conn.execute(group_policies.insert().values(group_id=group_id, policy_name=policy_name))
         except IntegrityError:
             raise GroupPolicyAlreadyAttached(group_id, policy_name) from None

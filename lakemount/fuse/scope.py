@@ -93,9 +93,9 @@ def branch_signature(branch: Any) -> tuple[str, ...]:
     return (branch.commit_id, branch.staging_token, *branch.sealed_tokens)
 
 
-def branch_ref(scope: Scope, branch: Any) -> ResolvedRef:
-    """What plain branch ``scope`` resolves to with ``branch`` as its row (the repository's namespace kept)."""
-    return ResolvedRef(scope.name, "branch", branch.commit_id, View.FULL, branch.name, scope.resolved.namespace)
+def branch_ref(name: str, namespace: str, branch: Any) -> ResolvedRef:
+    """What plain branch ``name`` resolves to with ``branch`` as its row, in the repository's ``namespace``."""
+    return ResolvedRef(name, "branch", branch.commit_id, View.FULL, branch.name, namespace)
 
 
 def resolve_scope(catalog: Catalog, repo: str, name: str) -> tuple[ResolvedRef, tuple[str, ...], bool]:
@@ -108,7 +108,7 @@ def resolve_scope(catalog: Catalog, repo: str, name: str) -> tuple[ResolvedRef, 
     resolved = catalog.resolve(repo, name)
     if resolved.view is View.FULL and resolved.branch is not None:
         branch = catalog.get_branch(repo, resolved.branch)
-        ref = ResolvedRef(name, "branch", branch.commit_id, View.FULL, branch.name, resolved.namespace)
+        ref = branch_ref(name, resolved.namespace, branch)
         return ref, branch_signature(branch), False
     stable = catalog.is_fixed(resolved)
     return resolved, (resolved.commit_id,), stable
@@ -198,7 +198,7 @@ class Scopes:
             scope.checked = at
             signature = branch_signature(branch)
             if signature != scope.signature:
-                self.changed(scope, branch_ref(scope, branch), signature)
+                self.changed(scope, branch_ref(scope.name, scope.resolved.namespace, branch), signature)
         return True
 
     def _due_branches(self, now: float) -> list[Scope]:
@@ -242,7 +242,7 @@ class Scopes:
             with state.table.lock:
                 scope.checked = checked
                 if signature != scope.signature:
-                    self.changed(scope, branch_ref(scope, b), signature)
+                    self.changed(scope, branch_ref(scope.name, scope.resolved.namespace, b), signature)
 
     def _resolve_again(self, scope: Scope, checked: float) -> None:
         """Resolve ``scope``'s name from scratch (about three queries); ``NotFound`` drops the scope and is raised."""

@@ -191,6 +191,19 @@ class Graveler:
     def metarange_of(self, repo: Repository, commit: Commit) -> MetaRange:
         return self.committed.metarange(repo.storage_namespace, commit.metarange_id, commit.metarange_checksum)
 
+    def _metarange_at(self, repo: str, ref: ResolvedRef, commit: Commit) -> MetaRange:
+        """``commit``'s metarange, in the namespace ``ref`` carries (asking the ref store only if it carries none)."""
+        ns = ref.namespace or self.get_repository(repo).storage_namespace
+        return self.committed.metarange(ns, commit.metarange_id, commit.metarange_checksum)
+
+    def _staged_rest(
+        self, token: StagingToken, page: list[tuple[bytes, bytes | None]], complete: bool, stop: bytes | None
+    ) -> Iterator[tuple[bytes, bytes | None]]:
+        """A first page of ``token``'s staged entries, followed by the rest up to ``stop`` when it was not complete."""
+        if complete:
+            return iter(page)
+        return itertools.chain(page, self.refs.staged_scan(token, page[-1][0] + b"\x00", stop))
+
     # ------------------------------------------------------------------ refs
     def resolve(self, repo: str, expr: str) -> ResolvedRef:
         """Resolve a ref expression; raises ``RefNotFound``, ``AmbiguousRef`` or ``InvalidArgument``."""
@@ -360,8 +373,7 @@ class Graveler:
             commit = self.refs.get_commit(repo, branch.commit_id)
         else:
             commit = self.refs.get_commit(repo, ref.commit_id)
-        ns = ref.namespace or self.get_repository(repo).storage_namespace
-        return self.committed.metarange(ns, commit.metarange_id, commit.metarange_checksum).get(key)
+        return self._metarange_at(repo, ref, commit).get(key)
 
     def _branch_staged(self, repo: str, name: str, start: bytes, stop: bytes | None) -> tuple[Branch, Iterator[tuple[bytes, bytes | None]]]:
         """Branch ``name`` now and its staged entries in [start, stop): one statement for both
@@ -373,9 +385,7 @@ class Graveler:
             branch, page, complete = self.refs.branch_staged_scan(repo, name, token, start, stop)
             if branch.tokens == (token,):
                 self._saw(repo, branch, at)
-                if complete:
-                    return branch, iter(page)
-                return branch, itertools.chain(page, self.refs.staged_scan(token, page[-1][0] + b"\x00", stop))
+                return branch, self._staged_rest(token, page, complete, stop)
         else:
             branch = self.refs.get_branch(repo, name)
         self._saw(repo, branch, at)
@@ -399,14 +409,11 @@ class Graveler:
                 )
                 if branch.tokens == (token,):
                     self._saw(repo, branch, at)
-                    staged: Iterator[tuple[bytes, bytes | None]] = iter(page)
-                    if not complete:
-                        staged = itertools.chain(page, self.refs.staged_scan(token, page[-1][0] + b"\x00", stop))
+                    staged = self._staged_rest(token, page, complete, stop)
                     if ref.view is View.STAGING:
                         return value, ((k, v) for k, v in staged if v is not None)
                     commit = self.refs.get_commit(repo, branch.commit_id)
-                    ns = ref.namespace or self.get_repository(repo).storage_namespace
-                    mr = self.committed.metarange(ns, commit.metarange_id, commit.metarange_checksum)
+                    mr = self._metarange_at(repo, ref, commit)
                     return (value if found else mr.get(key)), _overlay(mr.scan(start, stop), staged)
         return self.get(repo, ref, key), self.scan(repo, ref, start, stop)
 
@@ -431,8 +438,7 @@ class Graveler:
         """Live records with start <= key < stop at ``ref``, in key order."""
         if ref.view is View.COMMITTED:
             commit = self.refs.get_commit(repo, ref.commit_id)
-            ns = ref.namespace or self.get_repository(repo).storage_namespace
-            yield from self.committed.metarange(ns, commit.metarange_id, commit.metarange_checksum).scan(start, stop)
+            yield from self._metarange_at(repo, ref, commit).scan(start, stop)
             return
         assert ref.branch is not None
         branch, staged = self._branch_staged(repo, ref.branch, start, stop)
@@ -442,8 +448,7 @@ class Graveler:
                     yield k, v
             return
         commit = self.refs.get_commit(repo, branch.commit_id)
-        ns = ref.namespace or self.get_repository(repo).storage_namespace
-        committed = self.committed.metarange(ns, commit.metarange_id, commit.metarange_checksum).scan(start, stop)
+        committed = self._metarange_at(repo, ref, commit).scan(start, stop)
         yield from _overlay(committed, staged)
 
     # ------------------------------------------------------------------ writes

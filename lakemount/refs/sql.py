@@ -118,6 +118,11 @@ def _split(s: str) -> tuple[str, ...]:
     return tuple(p for p in s.split(",") if p)
 
 
+def _branch_from(name: str, commit_id: str, token: str, sealed: str) -> Branch:
+    """A ``Branch`` from the columns of its ``lm_branches`` row."""
+    return Branch(name, CommitID(commit_id), StagingToken(token), tuple(StagingToken(t) for t in _split(sealed)))
+
+
 class SqlRefStore:
     """The ref store of every repository in one SQL database."""
 
@@ -293,7 +298,7 @@ class SqlRefStore:
 
     @staticmethod
     def _branch(row: Any) -> Branch:
-        return Branch(row.name, CommitID(row.commit_id), StagingToken(row.staging_token), tuple(StagingToken(t) for t in _split(row.sealed_tokens)))
+        return _branch_from(row.name, row.commit_id, row.staging_token, row.sealed_tokens)
 
     def _require_repo(self, conn: Connection, repo: str) -> None:
         if conn.execute(sa.select(repos_t.c.name).where(repos_t.c.name == repo)).first() is None:
@@ -308,7 +313,7 @@ class SqlRefStore:
                 raise RepositoryNotFound(repo)
             raise BranchNotFound(repo, name)
         cid, token, sealed = rows[0]
-        return Branch(name, CommitID(cid), StagingToken(token), tuple(StagingToken(t) for t in _split(sealed)))
+        return _branch_from(name, cid, token, sealed)
 
     def get_branches(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Branch]:
         # One statement for up to BRANCHES_PER_STATEMENT branches: a mount's
@@ -322,7 +327,7 @@ class SqlRefStore:
             for repo, name, cid, token, sealed in self._query(
                 f"SELECT repo, name, commit_id, staging_token, sealed_tokens FROM lm_branches WHERE {where}", params
             ):
-                found[(repo, name)] = Branch(name, CommitID(cid), StagingToken(token), tuple(StagingToken(t) for t in _split(sealed)))
+                found[(repo, name)] = _branch_from(name, cid, token, sealed)
         return found
 
     def list_branches(self, repo: str) -> list[Branch]:
@@ -549,7 +554,7 @@ class SqlRefStore:
         """The branch of a combined statement's kind-0 row; raises what ``get_branch`` raises when there is none."""
         for row in rows:
             if row[0] == 0:
-                return Branch(name, CommitID(row[1]), StagingToken(row[2]), tuple(StagingToken(t) for t in _split(row[3])))
+                return _branch_from(name, row[1], row[2], row[3])
         return self.get_branch(repo, name)  # raises BranchNotFound or RepositoryNotFound
 
     def branch_staged_get(
