@@ -6,7 +6,10 @@
     connection each, basic auth as lakeFS's SDKs send it): p50/p90/p99
     latency and requests/s.  Target: p90 <= 5 ms.
 (b) listObjects of 1,000 entries (one page, amount=1000) with 8 concurrent
-    clients: p50/p90/p99 and requests/s.  Target: p90 <= 40 ms.
+    clients: p50/p90/p99 and requests/s.  Target: p90 <= 40 ms.  The same
+    page again and again: after the first request a worker decodes none of
+    its entries (graveler.model's memo of decoded values), as a worker
+    serving a team's hot directories would.
 (c) 64 MiB upload and download through the API (uploadObject, getObject) and
     through the S3 gateway (PUT, GET) of the same ``lakemount serve``, in
     alternating rounds, each keeping its best.  Target: API >= 0.8x gateway.

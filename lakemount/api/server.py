@@ -23,7 +23,7 @@ from typing import Any, Final
 from lakemount import serving
 from lakemount.config import Config
 from lakemount.errors import InvalidArgument
-from lakemount.serving import STOP_GRACE, WorkerPool, bind
+from lakemount.serving import STOP_GRACE, WorkerPool, bind, settle_worker_heap
 
 log = logging.getLogger("lakemount.api")
 
@@ -86,6 +86,7 @@ def _worker(config: Config, settings: ApiSettings, sock: socket.socket) -> None:
     sys.setswitchinterval(SWITCH_INTERVAL)
     _configure_logging(config)
     app = build_asgi(config, settings)
+    settle_worker_heap()
     server = uvicorn.Server(uvicorn.Config(
         app, http="httptools", loop="uvloop", lifespan="off", access_log=False, log_config=None,
         log_level="warning", server_header=False, timeout_keep_alive=75,

@@ -27,7 +27,7 @@ from typing import Any
 from lakemount import serving
 from lakemount.config import Config
 from lakemount.gateway.settings import GatewaySettings
-from lakemount.serving import RESTART_BACKOFF, STOP_GRACE, WorkerPool, bind
+from lakemount.serving import RESTART_BACKOFF, STOP_GRACE, WorkerPool, bind, settle_worker_heap
 
 log = logging.getLogger("lakemount.gateway")
 
@@ -98,6 +98,7 @@ def _worker(config: Config, settings: GatewaySettings, sock: socket.socket) -> N
 
     _configure_logging(config)
     app = build_asgi(config, settings)
+    settle_worker_heap()
     server = uvicorn.Server(
         uvicorn.Config(
             app,
