@@ -7,9 +7,10 @@
     latency and requests/s.  Target: p90 <= 5 ms.
 (b) listObjects of 1,000 entries (one page, amount=1000) with 8 concurrent
     clients: p50/p90/p99 and requests/s.  Target: p90 <= 40 ms.  The same
-    page again and again: after the first request a worker decodes none of
-    its entries (graveler.model's memo of decoded values), as a worker
-    serving a team's hot directories would.
+    page again and again: from the second request on a worker decodes none
+    of its entries (a range's blocks listed again keep their decoded values,
+    graveler/sstable.py), as a worker serving a team's hot directories would;
+    core_bench (e) keeps measuring a listing that decodes everything.
 (c) 64 MiB upload and download through the API (uploadObject, getObject) and
     through the S3 gateway (PUT, GET) of the same ``lakemount serve``, in
     alternating rounds, each keeping its best.  Target: API >= 0.8x gateway.

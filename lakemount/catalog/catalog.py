@@ -383,16 +383,16 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         dkey = delimiter.encode() if delimiter else b""
         if not dkey:
             # The common bulk case (recursive listings, S3 without delimiter): a tight loop.
-            scan = self.graveler.scan(repo, r, start, stop)
-            for key, value in scan if limit is None else islice(scan, max(limit, 0)):
-                yield Listed(key.decode("utf-8", "surrogateescape"), decode_value(value))
+            scan = self.graveler.scan_entries(repo, r, start, stop)
+            for key, entry in scan if limit is None else islice(scan, max(limit, 0)):
+                yield Listed(key.decode("utf-8", "surrogateescape"), entry)
             return
         emitted = 0
         last_prefix: bytes | None = None
         while True:
             reseek: bytes | None = None
             skipped = 0
-            for key, value in self.graveler.scan(repo, r, start, stop):
+            for key, entry in self.graveler.scan_entries(repo, r, start, stop):
                 if dkey:
                     i = key.find(dkey, len(pkey))
                     if i >= 0:
@@ -414,7 +414,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
                         if limit is not None and emitted >= limit:
                             return
                         continue
-                yield Listed(decode_path(key), decode_value(value))
+                yield Listed(decode_path(key), entry)
                 emitted += 1
                 if limit is not None and emitted >= limit:
                     return

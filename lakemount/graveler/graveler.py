@@ -17,7 +17,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from lakemount.errors import (
     AlreadyExists,
@@ -46,10 +46,12 @@ from lakemount.graveler.model import (
     Branch,
     Commit,
     CommitID,
+    Entry,
     MetaRangeID,
     Repository,
     StagingToken,
     Tag,
+    decode_value,
     prefix_end,
 )
 from lakemount.graveler.ports import RefStore
@@ -436,19 +438,32 @@ class Graveler:
         self, repo: str, ref: ResolvedRef, start: bytes = b"", stop: bytes | None = None
     ) -> Iterator[Record]:
         """Live records with start <= key < stop at ``ref``, in key order."""
+        return self._scan(repo, ref, start, stop, None)
+
+    def scan_entries(
+        self, repo: str, ref: ResolvedRef, start: bytes = b"", stop: bytes | None = None
+    ) -> Iterator[tuple[bytes, Entry]]:
+        """``scan`` with each value decoded; committed ranges listed again are not decoded again."""
+        return self._scan(repo, ref, start, stop, decode_value)
+
+    def _scan(
+        self, repo: str, ref: ResolvedRef, start: bytes, stop: bytes | None, decode: Callable[[bytes], Any] | None
+    ) -> Iterator[tuple[bytes, Any]]:
         if ref.view is View.COMMITTED:
             commit = self.refs.get_commit(repo, ref.commit_id)
-            yield from self._metarange_at(repo, ref, commit).scan(start, stop)
+            yield from self._metarange_at(repo, ref, commit).scan(start, stop, decode)
             return
         assert ref.branch is not None
         branch, staged = self._branch_staged(repo, ref.branch, start, stop)
+        if decode is not None:
+            staged = ((k, None if v is None else decode(v)) for k, v in staged)
         if ref.view is View.STAGING:
             for k, v in staged:
                 if v is not None:
                     yield k, v
             return
         commit = self.refs.get_commit(repo, branch.commit_id)
-        committed = self._metarange_at(repo, ref, commit).scan(start, stop)
+        committed = self._metarange_at(repo, ref, commit).scan(start, stop, decode)
         yield from _overlay(committed, staged)
 
     # ------------------------------------------------------------------ writes
@@ -816,8 +831,8 @@ class Graveler:
         return False
 
 
-def _overlay(committed: Iterable[Record], staged: Iterable[tuple[bytes, bytes | None]]) -> Iterator[Record]:
-    """Committed records with staged ones on top (a None value hides the key)."""
+def _overlay(committed: Iterable[tuple[bytes, Any]], staged: Iterable[tuple[bytes, Any]]) -> Iterator[tuple[bytes, Any]]:
+    """Committed records with staged ones on top (a None value hides the key); values pass through as they are."""
     c_it = iter(committed)
     s_it = iter(staged)
     c = next(c_it, None)

@@ -105,36 +105,16 @@ def _unpack(data: bytes) -> Any:
     return msgpack.unpackb(data, use_list=False, raw=False)
 
 
-DECODED_MEMO: Final = 1 << 15
-_decoded: dict[bytes, Entry] = {}
-
-
 def decode_value(value: bytes) -> Entry:
-    """Decode a stored record value (identity + entry); raises ``Corrupt``.
-
-    Values are immutable and the same ones are decoded again and again (every
-    listing of a committed directory reads the same cached blocks), so the last
-    ``DECODED_MEMO`` decodings are kept: a hit is one dict lookup on a bytes
-    object whose hash is already cached.  Full, the memo starts over (cheaper
-    than LRU bookkeeping on every call; dict operations are atomic, so threads
-    need no lock).
-    """
-    e = _decoded.get(value)
-    if e is not None:
-        return e
+    """Decode a stored record value (identity + entry); raises ``Corrupt``."""
     try:
         if value[IDENTITY_LEN] == ENTRY_VERSION:
             f = _unpack(value[IDENTITY_LEN + 1 :])
             if len(f) == 10:
-                e = _make_entry(f)
+                return _make_entry(f)
     except Exception:  # noqa: BLE001 - any decoding failure is reported below
         pass
-    if e is None:
-        e = decode_entry(value[IDENTITY_LEN:])
-    if len(_decoded) >= DECODED_MEMO:
-        _decoded.clear()
-    _decoded[value] = e
-    return e
+    return decode_entry(value[IDENTITY_LEN:])
 
 
 def prefix_end(prefix: bytes) -> bytes | None:

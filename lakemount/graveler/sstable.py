@@ -19,9 +19,11 @@ from __future__ import annotations
 import os
 import struct
 import tempfile
+import threading
 from bisect import bisect_left
-from collections.abc import Iterator
-from typing import Final
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any, Final
 
 from rocksdict import BlockBasedOptions, DBCompressionType, Options, SstFileWriter
 
@@ -33,6 +35,46 @@ TRAILER_LEN: Final = 5  # compression type byte + 32-bit checksum
 FORMAT_VERSION: Final = 5  # Debian's sst_dump (RocksDB 7.8) rejects rocksdict's default 6
 BLOCK_SIZE: Final = 16 * 1024
 HOT_AFTER: Final = 32  # point lookups on one table before it is turned into a dict
+# Scans of one block before its values are kept decoded (``scan(decode=...)``):
+# a block read once (a bulk scan) is not worth the memory, one listed again
+# (a directory page clients keep asking for) is.  Decoded values of all tables
+# together stay within DECODED_BUDGET values (an entry is ~500 bytes decoded),
+# the least recently scanned blocks dropped first.
+DECODE_AFTER: Final = 1
+DECODED_BUDGET: Final = 1 << 16
+
+
+class _DecodedBlocks:
+    """The (table, block) pairs whose values are kept decoded, least recently scanned first."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._lru: OrderedDict[tuple[TableReader, int], list[Any]] = OrderedDict()
+        self._total = 0
+        self._lock = threading.Lock()
+
+    def get(self, reader: TableReader, i: int) -> list[Any] | None:
+        with self._lock:
+            values = self._lru.get((reader, i))
+            if values is not None:
+                self._lru.move_to_end((reader, i))
+            return values
+
+    def put(self, reader: TableReader, i: int, values: list[Any]) -> None:
+        with self._lock:
+            old = self._lru.pop((reader, i), None)
+            self._total += len(values) - (len(old) if old is not None else 0)
+            self._lru[(reader, i)] = values
+            while self._total > self.budget and self._lru:
+                self._total -= len(self._lru.popitem(last=False)[1])
+
+    def drop(self, reader: TableReader) -> None:
+        with self._lock:
+            for key in [k for k in self._lru if k[0] is reader]:
+                self._total -= len(self._lru.pop(key))
+
+
+DECODED = _DecodedBlocks(DECODED_BUDGET)
 
 _u32 = struct.Struct("<I")
 
@@ -211,7 +253,7 @@ class TableReader:
     Raises ``Corrupt`` when the bytes are not a table this reader understands.
     """
 
-    __slots__ = ("_blocks", "_data", "_gets", "_handles", "_index_keys", "_map", "count", "name")
+    __slots__ = ("_blocks", "_data", "_gets", "_handles", "_index_keys", "_map", "_scans", "count", "name")
 
     def __init__(self, data: bytes, name: str = "table") -> None:
         self.name = name
@@ -223,6 +265,7 @@ class TableReader:
         self._blocks: dict[int, tuple[list[bytes], list[bytes]]] = {}
         self._map: dict[bytes, bytes] | None = None
         self._gets = 0
+        self._scans: dict[int, int] = {}
 
     def _parse_footer(self) -> None:
         data = self._data
@@ -288,8 +331,14 @@ class TableReader:
             return values[j]
         return None
 
-    def scan(self, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
-        """Records with key >= ``start`` in key order."""
+    def scan(self, start: bytes = b"", decode: Callable[[bytes], Any] | None = None) -> Iterator[tuple[bytes, Any]]:
+        """Records with key >= ``start`` in key order; with ``decode``, values as ``decode`` returns them.
+
+        Values are immutable, so a block scanned with ``decode`` more than
+        ``DECODE_AFTER`` times keeps its decoded values (one ``decode`` per
+        table reader and block, whatever the caller); ``decode`` must be a pure
+        function of the bytes, and always the same one for a table.
+        """
         i = bisect_left(self._index_keys, start) if start else 0
         n = len(self._index_keys)
         first = True
@@ -297,8 +346,26 @@ class TableReader:
             keys, values = self._block(i)
             j = bisect_left(keys, start) if first and start else 0
             first = False
-            yield from zip(keys[j:], values[j:]) if j else zip(keys, values)
+            if j:
+                keys, values = keys[j:], values[j:]
+            if decode is None:
+                yield from zip(keys, values)
+            else:
+                done = self._decoded_values(i, decode)
+                yield from zip(keys, map(decode, values) if done is None else done[j:] if j else done)
             i += 1
+
+    def _decoded_values(self, i: int, decode: Callable[[bytes], Any]) -> list[Any] | None:
+        """Block ``i``'s decoded values once it has been scanned ``DECODE_AFTER`` times, else None."""
+        done = DECODED.get(self, i)
+        if done is None:
+            seen = self._scans.get(i, 0)
+            if seen < DECODE_AFTER:
+                self._scans[i] = seen + 1
+                return None
+            done = [decode(v) for v in self._block(i)[1]]
+            DECODED.put(self, i, done)
+        return done
 
     def items(self) -> list[tuple[bytes, bytes]]:
         """All records, decoded at once (faster than ``scan`` for whole-table work)."""
@@ -311,5 +378,7 @@ class TableReader:
     def drop_blocks(self) -> None:
         """Forget decoded blocks (memory); they are decoded again on demand."""
         self._blocks.clear()
+        self._scans.clear()
+        DECODED.drop(self)
         self._map = None
         self._gets = 0

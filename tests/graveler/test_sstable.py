@@ -12,6 +12,7 @@ import pytest
 
 from lakemount.block import LocalAdapter
 from lakemount.errors import ChecksumMismatch, Corrupt
+from lakemount.graveler import sstable
 from lakemount.graveler.committed.store import metarange_id_of, range_id_of
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import decode_value
@@ -347,3 +348,51 @@ def test_sst_dump_is_available_or_skipped_explicitly() -> None:
     if SST_DUMP is None:
         pytest.skip("sst_dump not installed (Debian package rocksdb-tools): cannot check RocksDB compatibility")
     assert os.access(SST_DUMP, os.X_OK)
+
+
+# --------------------------------------------------------------------------- decoded scans
+
+
+def test_decoded_scans_equal_decoding_the_plain_scan_and_decode_a_block_twice_at_most(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sstable, "DECODED", sstable._DecodedBlocks(1 << 20))
+    records = [(b"k/%05d" % i, b"v%d" % i) for i in range(5000)]
+    reader = TableReader(write_table(records, tmp_path))
+    calls = 0
+
+    def decode(v: bytes) -> int:
+        nonlocal calls
+        calls += 1
+        return int(v[1:])
+
+    starts = [b"", b"k/", b"k/00000", b"k/01234", b"k/01234\x00", b"k/04999", b"k/5", b"z"]
+    want = {s: [(k, int(v[1:])) for k, v in reader.scan(s)] for s in starts}
+    for rnd in range(4):
+        for s in starts:
+            assert list(reader.scan(s, decode)) == want[s], (rnd, s)
+    # Each block is decoded when scanned (DECODE_AFTER times) and once more to be kept,
+    # whatever the starts asked; then never again.
+    before = calls
+    for s in starts:
+        list(reader.scan(s, decode))
+    assert calls == before
+    assert calls <= len(records) * (sstable.DECODE_AFTER + 1) * len(starts)
+
+
+def test_decoded_blocks_stay_within_their_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kept = sstable._DecodedBlocks(300)
+    monkeypatch.setattr(sstable, "DECODED", kept)
+    readers = [
+        TableReader(write_table([(b"t%d/%05d" % (t, i), b"%d" % i) for i in range(2000)], tmp_path)) for t in range(3)
+    ]
+    for _ in range(3):
+        for t, reader in enumerate(readers):
+            got = list(reader.scan(b"", int))
+            assert got == [(b"t%d/%05d" % (t, i), i) for i in range(2000)]
+            assert kept._total <= 300
+            assert kept._total == sum(len(v) for v in kept._lru.values())
+    reader = readers[0]
+    reader.drop_blocks()
+    assert all(k[0] is not reader for k in kept._lru)
+    assert list(reader.scan(b"t0/01999", int)) == [(b"t0/01999", 1999)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from lakemount.graveler.model import MetaRangeID, RangeInfo
 from lakemount.graveler.sstable import TableReader
@@ -50,8 +51,11 @@ class MetaRange:
     def first_range(self, start: bytes) -> int:
         return bisect_left(self.max_keys, start)
 
-    def scan(self, start: bytes = b"", stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-        """Records with start <= key < stop, in order."""
+    def scan(
+        self, start: bytes = b"", stop: bytes | None = None, decode: Callable[[bytes], Any] | None = None
+    ) -> Iterator[tuple[bytes, Any]]:
+        """Records with start <= key < stop, in order; with ``decode``, values decoded
+        (and kept decoded by the range's reader once listed again: ``TableReader.scan``)."""
         i = bisect_left(self.max_keys, start) if start else 0
         n = len(self.ranges)
         while i < n:
@@ -59,7 +63,10 @@ class MetaRange:
             if stop is not None and info.min_key >= stop:
                 return
             reader = self.reader(i)
-            it = reader.scan(start) if start > info.min_key else iter(reader.items())
+            if decode is not None:
+                it = reader.scan(start, decode)
+            else:
+                it = reader.scan(start) if start > info.min_key else iter(reader.items())
             if stop is not None and info.max_key >= stop:
                 for k, v in it:
                     if k >= stop:
