@@ -560,13 +560,10 @@ class GcJob:
             tables = sc.broadcast(_by_bucket(live_tables, self.buckets))
             fn = partial(_mark_bucket, self.app.config, self.ns, self.buckets, cutoff, mdir, tables)
             with translated(), Progress(sc, "gc mark", unit="task", enabled=self.show_progress), timed(self.timings, "mark_scan"):
-                results = (
-                    self._live_rdd(items, counters)
-                    .union(sc.parallelize(pending, 1))
-                    .partitionBy(self.buckets, _identity)
-                    .mapPartitionsWithIndex(fn)
-                    .collect()
-                )
+                live = self._live_rdd(items, counters)
+                if pending:  # an empty union still costs a task
+                    live = live.union(sc.parallelize(pending, 1))
+                results = live.partitionBy(self.buckets, _identity).mapPartitionsWithIndex(fn).collect()
             tables.destroy()
             stats: Counter[str] = Counter()
             sample: list[str] = []
