@@ -2,10 +2,11 @@
 
 The bytes go to a landing file (the gateway's: inside a local storage
 namespace, so storing is a rename) while MD5 and SHA-256 are computed on two
-threads; only when the whole body arrived, its length matches
-``Content-Length`` and (for a form) the closing boundary was seen, is the
-file stored content-addressed.  A client that disconnects or times out
-leaves nothing behind: the landing file is removed, nothing is staged.
+threads (``block.landing.Pipeline``, as the gateway's PUT); only when the
+whole body arrived, its length matches ``Content-Length`` and (for a form) the
+closing boundary was seen, is the file stored content-addressed. A client that
+disconnects or times out leaves nothing behind: the landing file is removed,
+nothing is staged.
 """
 
 from __future__ import annotations
@@ -13,25 +14,15 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
 from lakemount.api.errors import ApiError, bad_request
-from lakemount.block.landing import Landing
+from lakemount.block.landing import PIPELINE_ABOVE, Landing, Pipeline
 from lakemount.gateway.http import Request
 
 MAX_OBJECT_BYTES: Final = 5 * 1024**3
 MAX_PART_HEADER: Final = 64 * 1024
-_hasher: ThreadPoolExecutor | None = None
-
-
-def _hash_pool() -> ThreadPoolExecutor:
-    """The SHA-256 threads, made on the first upload (no pool at import)."""
-    global _hasher
-    if _hasher is None:
-        _hasher = ThreadPoolExecutor(8, thread_name_prefix="lm-api-sha")
-    return _hasher
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,22 +98,25 @@ def _form_content(chunks: Iterator[bytes], boundary: bytes, part_type: list[str]
         buf += piece
 
 
-def _fill(land: Landing, data: Iterator[bytes], limit: int) -> tuple[int, str, str]:
+def _fill(land: Landing, data: Iterator[bytes], limit: int, declared: int | None) -> tuple[int, str, str]:
+    """Land ``data`` (MD5 here; SHA-256 and the writes in a ``Pipeline`` for large or unsized bodies)."""
     md5, sha = hashlib.md5(), hashlib.sha256()
     size = 0
-    pending = None
-    pool = _hash_pool()
-    for piece in data:
-        size += len(piece)
-        if size > limit:
-            raise ApiError(413, f"object larger than {limit} bytes")
-        if pending is not None:
-            pending.result()
-        pending = pool.submit(sha.update, piece)
-        md5.update(piece)
-        land.write(piece)
-    if pending is not None:
-        pending.result()
+    pipe = Pipeline(land, sha) if declared is None or declared >= PIPELINE_ABOVE else None
+    try:
+        for piece in data:
+            size += len(piece)
+            if size > limit:
+                raise ApiError(413, f"object larger than {limit} bytes")
+            md5.update(piece)
+            if pipe is not None:
+                pipe.put(piece)
+            else:
+                sha.update(piece)
+                land.write(piece)
+    finally:
+        if pipe is not None:
+            pipe.finish()
     return size, md5.hexdigest(), sha.hexdigest()
 
 
@@ -144,7 +138,7 @@ def receive_object(request: Request, catalog: Any, repo: Any, tmpdir: str) -> St
     chunks = _chunks(request)
     data = _form_content(chunks, _boundary(ctype), part_type) if is_form else chunks
     with catalog.landing(repo, tmpdir) as land:
-        size, md5, sha = _fill(land, data, MAX_OBJECT_BYTES)
+        size, md5, sha = _fill(land, data, MAX_OBJECT_BYTES, None if declared is None else int(declared))
         if not is_form and declared is not None and int(declared) != size:
             raise bad_request(f"body has {size} bytes, Content-Length said {declared}")
         address = catalog.store_landed(repo, land, sha)

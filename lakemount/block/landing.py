@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import secrets
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Final
+from typing import Any, Final
 
 from lakemount.block.local import TEMP_PREFIX, LocalAdapter
 from lakemount.block.urls import scheme_of
@@ -30,6 +31,7 @@ from lakemount.graveler.ports import BlockAdapter
 
 FLUSH_EVERY: Final = 16 * 1024 * 1024
 FLUSH_THREADS: Final = 4
+PIPELINE_ABOVE: Final = 4 << 20  # bodies from this size on are written by a Pipeline
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -109,6 +111,49 @@ class Landing:
             return
         self.close()
         adapter.put_file(url, self.path)
+
+
+class Pipeline:
+    """Hashes (SHA-256, when given one) and writes chunks to a landing file in its own thread, in order.
+
+    The receiving thread ``put``s what it has decoded and verified and goes on
+    reading; hashlib and ``os.write`` release the GIL, so receiving and
+    writing run on two cores.  At most ``QUEUE`` chunks wait.  Errors (a full
+    disk) surface in the next ``put`` or in ``finish``, which must always be
+    called (it ends the thread).  Worth its thread above ``PIPELINE_ABOVE`` bytes.
+    """
+
+    QUEUE: Final = 8
+
+    def __init__(self, land: Landing, sha: Any = None) -> None:
+        self._sha = sha
+        self._land = land
+        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=self.QUEUE)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="lm-land-pipe", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (data := self._queue.get()) is not None:
+            if self._error is not None:
+                continue
+            try:
+                if self._sha is not None:
+                    self._sha.update(data)
+                self._land.write(data)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in put() or finish()
+                self._error = exc
+
+    def put(self, data: bytes) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put(data)
+
+    def finish(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
 
 
 @contextlib.contextmanager

@@ -24,17 +24,15 @@ import hashlib
 import io
 import mmap
 import os
-import queue
 import re
 import stat
-import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC
-from typing import Any, BinaryIO, Final
+from typing import BinaryIO, Final
 
-from lakemount.block.landing import Landing
+from lakemount.block.landing import PIPELINE_ABOVE, Landing, Pipeline
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, Repository
 from lakemount.errors import ObjectNotFound
@@ -52,7 +50,6 @@ MAX_PUT_SIZE: Final = 5 * 1024**3
 DEFAULT_CONTENT_TYPE: Final = "binary/octet-stream"
 READ_CHUNK: Final = 1 << 20
 PAGE: Final = mmap.PAGESIZE
-PIPELINE_ABOVE: Final = 4 << 20
 
 
 # --- metadata -----------------------------------------------------------------------
@@ -393,40 +390,6 @@ def decoder_for(req: Request, auth: object | None) -> BodyDecoder:
     return BodyDecoder(body_plan(hmap, sha, None))
 
 
-class _Sink:
-    """Hashes and writes chunks in its own thread, in order; errors surface in ``finish``."""
-
-    def __init__(self, sha: Any, land: Landing) -> None:
-        self._sha = sha
-        self._land = land
-        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="lm-gw-sink", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while (data := self._queue.get()) is not None:
-            if self._error is not None:
-                continue
-            try:
-                if self._sha is not None:
-                    self._sha.update(data)
-                self._land.write(data)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in finish()
-                self._error = exc
-
-    def put(self, data: bytes) -> None:
-        if self._error is not None:
-            raise self._error
-        self._queue.put(data)
-
-    def finish(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-
-
 @contextlib.contextmanager
 def receive(
     req: Request,
@@ -459,7 +422,7 @@ def receive(
         # Large bodies: hash (SHA-256) and write in a second thread while this
         # one decodes and verifies (MD5, signatures); hashlib and os.write
         # release the GIL, so the two run on two cores.
-        sink = _Sink(sha, land) if length is None or length >= PIPELINE_ABOVE else None
+        sink = Pipeline(land, sha) if length is None or length >= PIPELINE_ABOVE else None
         try:
             size = 0
             while True:

@@ -1,0 +1,43 @@
+"""Landing files and the pipeline that hashes and writes an upload on a second thread."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from lakemount.block.landing import Landing, Pipeline, landing
+
+
+def test_a_pipeline_writes_and_hashes_every_chunk_in_order(tmp_path: Path) -> None:
+    chunks = [os.urandom(n) for n in (1, 0, 65536, 3, 1 << 20, 7) * 20]
+    sha = hashlib.sha256()
+    with landing(f"local://{tmp_path}/ns", None) as land:
+        pipe = Pipeline(land, sha)
+        for c in chunks:
+            pipe.put(c)
+        pipe.finish()
+        land.close()
+        with open(land.path, "rb") as f:
+            assert f.read() == b"".join(chunks)
+    assert sha.hexdigest() == hashlib.sha256(b"".join(chunks)).hexdigest()
+    assert os.listdir(tmp_path / "ns") == []  # not stored: the landing file is gone
+
+
+def test_a_failed_write_surfaces_in_put_or_finish_and_the_thread_ends(tmp_path: Path) -> None:
+    class FullDisk(Landing):
+        def write(self, data: bytes | memoryview) -> None:
+            raise OSError(28, "No space left on device")
+
+    land = FullDisk(str(tmp_path / "f"), local_namespace=False)
+    pipe = Pipeline(land)
+    with pytest.raises(OSError, match="No space"):
+        for _ in range(100):
+            pipe.put(b"x" * 1024)
+        pipe.finish()
+    with pytest.raises(OSError, match="No space"):
+        pipe.finish()
+    assert not pipe._thread.is_alive()
+    land.discard()
