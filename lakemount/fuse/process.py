@@ -16,11 +16,15 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, Final
+from typing import IO, TYPE_CHECKING, Final
 
 from lakemount.errors import CATEGORIES, LakeMountError, Unavailable, category_of
 
+if TYPE_CHECKING:
+    from lakemount.fuse.runner import MountEntry
+
 READY_TIMEOUT: Final = 60.0
+ABANDON_GRACE: Final = 10.0  # seconds a mount that failed to report gets to stop on SIGTERM
 
 
 @dataclass
@@ -73,7 +77,15 @@ def start(
     timeout: float = READY_TIMEOUT,
     pass_fds: Sequence[int] = (),
 ) -> Started:
-    """Run ``command(ready_fd)`` — any program that reports on ``ready_fd`` like ``report_ready`` — and wait for it."""
+    """Run ``command(ready_fd)`` — any program that reports on ``ready_fd`` like ``report_ready`` — and wait for it.
+
+    If it fails or does not report in time it is stopped, and a mount it made
+    meanwhile at ``mountpoint`` (slow to report, not failed) is detached: a
+    failed start never leaves a mount behind.
+    """
+    from lakemount.fuse.runner import find_mount
+
+    before = find_mount(mountpoint)
     r, w = os.pipe()
     try:
         proc = subprocess.Popen(
@@ -93,10 +105,26 @@ def start(
         os.close(r)
     if message == "ok":
         return Started(proc, mountpoint)
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+    _abandon(proc, mountpoint, before)
     raise _error_from(message) if message else Unavailable(f"the mount process exited with status {proc.returncode}")
+
+
+def _abandon(proc: subprocess.Popen[bytes], mountpoint: str, before: MountEntry | None) -> None:
+    """Stop a mount process that did not report ``ok`` (SIGTERM: it unmounts what it mounted; then SIGKILL)
+    and detach any mount at ``mountpoint`` that was not there before it started."""
+    from lakemount.fuse.runner import find_mount, lazy_unmount
+
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(ABANDON_GRACE)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    now = find_mount(mountpoint)
+    if now is not None and now != before:
+        with contextlib.suppress(LakeMountError):
+            lazy_unmount(mountpoint)
 
 
 def _error_from(message: str) -> LakeMountError:
