@@ -6,7 +6,10 @@
 - ``history``: commit, merge, revert, cherry-pick, reset, log, diff;
 - ``storage``: what jobs that read the stores directly need (ranges of a commit,
   tables read from the block store, recovery of the ref store);
-- ``model``: the records front ends name (entries, commits, refs...), cheap to import.
+- ``model``: the records front ends name (entries, commits, refs...), cheap to import;
+- ``pulls``, ``actions``, ``events``, ``s3state``: records kept beside the versioned data
+  (pull requests, hook runs, the live feed, the gateway's buckets and multipart uploads)
+  and the interfaces ``lakemount/refs`` implements for them.
 
 The mount, the gateway, the CLI and the jobs import these, never ``lakemount.graveler``
 (``tests/test_layering.py`` checks it).  Importing this package runs nothing: each

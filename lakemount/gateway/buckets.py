@@ -24,10 +24,10 @@ from typing import Final
 
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import Repository
+from lakemount.catalog.s3state import BucketRecord, BucketStore
 from lakemount.errors import NotFound
 from lakemount.gateway.errors import S3Error, s3_error
 from lakemount.gateway.settings import GatewaySettings
-from lakemount.gateway.stores import BucketRecord, BucketStore
 
 CANNED_ACLS: Final = ("private", "public-read", "public-read-write", "authenticated-read")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import ResolvedRef
+from lakemount.catalog.s3state import MultipartStore
 from lakemount.errors import NotFound
 from lakemount.gateway.access import Access, Principal
 from lakemount.gateway.buckets import BucketMap, Target
@@ -21,7 +22,6 @@ from lakemount.gateway.errors import S3Error, s3_error
 from lakemount.gateway.http import Request
 from lakemount.gateway.objects import decoder_for
 from lakemount.gateway.settings import GatewaySettings
-from lakemount.gateway.stores import MultipartStore
 
 _ANONYMOUS_ACTIONS = {
     "public-read": {Action.READ_REPO},

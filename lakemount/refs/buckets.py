@@ -1,6 +1,6 @@
 """``SqlBucketStore``: the gateway's bucket records in the ``lm_gw_buckets`` table of the ref store's database.
 
-Implements :class:`lakemount.gateway.stores.BucketStore`.  A record exists
+Implements :class:`lakemount.catalog.s3state.BucketStore`.  A record exists
 for buckets created through the gateway whose repository has a derived name
 or whose canned ACL is not ``private``; lookups run on every request, so they
 go through ``FastSql``.
@@ -13,7 +13,7 @@ import time
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from lakemount.gateway.stores import BucketRecord
+from lakemount.catalog.s3state import BucketRecord
 from lakemount.refs.fastsql import FastSql
 from lakemount.refs.tables import create_tables
 

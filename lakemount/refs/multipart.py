@@ -1,6 +1,6 @@
 """``SqlMultipartStore``: multipart upload state on the ref store's database, shared by every gateway process.
 
-Implements :class:`lakemount.gateway.stores.MultipartStore`.  An upload and
+Implements :class:`lakemount.catalog.s3state.MultipartStore`.  An upload and
 its parts are rows (tables ``lm_gw_uploads``, ``lm_gw_parts``); each part's
 bytes are an object the gateway wrote before its row points at it.  A
 completed upload's row stays ``keep_completed`` seconds so that a retried
@@ -21,8 +21,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from lakemount.catalog.s3state import Part, Upload
 from lakemount.errors import ConcurrentUpdate, UploadNotFound
-from lakemount.gateway.stores import Part, Upload
 from lakemount.refs.tables import create_tables
 
 KEEP_COMPLETED: Final = 24 * 3600.0

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from lakemount.catalog.s3state import BucketRecord, BucketStore, MultipartStore, Part, Upload
 from lakemount.errors import NotFound, UploadNotFound
-from lakemount.gateway.stores import BucketRecord, BucketStore, MultipartStore, Part, Upload
 from lakemount.refs.buckets import SqlBucketStore
 from lakemount.refs.multipart import SqlMultipartStore
 from lakemount.refs.sql import SqlRefStore

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator
 
 from lakemount.catalog.model import Repository
+from lakemount.catalog.s3state import Part, Upload
 from lakemount.errors import LakeMountError, UploadNotFound
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import S3Error, from_exception, s3_error
@@ -25,7 +26,6 @@ from lakemount.gateway.http import Response
 from lakemount.gateway.multipart import MIN_PART_SIZE
 from lakemount.gateway.objects import READ_CHUNK, make_entry
 from lakemount.gateway.operations.upload_part import upload_of
-from lakemount.gateway.stores import Part, Upload
 from lakemount.gateway.xml import (
     MAX_BODY_BYTES,
     CompletedPart,

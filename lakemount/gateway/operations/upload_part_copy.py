@@ -6,12 +6,12 @@ import hashlib
 import time
 from datetime import UTC, datetime
 
+from lakemount.catalog.s3state import Part
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.copying import find_source
 from lakemount.gateway.http import Response
 from lakemount.gateway.objects import check_conditions, parse_copy_range, read_stream
 from lakemount.gateway.operations.upload_part import part_number, part_url, parts_dir, record_part, upload_of
-from lakemount.gateway.stores import Part
 from lakemount.gateway.xml import render_copy_part_result
 
 

@@ -1,8 +1,10 @@
-"""The gateway's own state, as interfaces: which buckets were renamed or shared, and multipart uploads.
+"""The S3 gateway's own state, as interfaces: which buckets were renamed or shared, and multipart uploads.
 
-The gateway declares what it needs here (``BucketStore``, ``MultipartStore``
-and their records); ``lakemount/refs`` implements them on the ref store's
-database (``SqlBucketStore``, ``SqlMultipartStore``) and ``App`` wires them.
+What the gateway needs kept beside the versioned data (``BucketStore``,
+``MultipartStore`` and their records) is declared here, at the catalog's
+level like pull requests and hook runs, so that ``lakemount/refs`` can
+implement it on the ref store's database (``SqlBucketStore``,
+``SqlMultipartStore``) without importing the gateway; ``App`` wires them.
 The stores speak lakemount errors (``UploadNotFound``, ``ConcurrentUpdate``);
 the gateway turns them into S3 codes at its edge (``errors.py``).
 """
