@@ -1,8 +1,9 @@
 """Change notification over PostgreSQL ``LISTEN``/``NOTIFY``: branch heads and staging, pushed to every node.
 
 The SQL ref store sends ``pg_notify('lakemount_refs', payload)`` inside the
-transaction that moves a branch (commit, merge, reset, create, delete) or
-stages entries, so the notice is delivered exactly when the change is visible
+transaction that moves a branch (commit, merge, reset, create, delete; a
+deleted repository counts as each of its branches deleted) or stages or drops
+staged entries (a write, a partial reset), so the notice is delivered exactly when the change is visible
 (PostgreSQL sends notifications on commit, never for a rolled-back
 transaction).  The payload is ``sender TAB kind TAB repo TAB branch`` with
 ``kind`` ``head`` or ``staging``; ``sender`` identifies the sending process so

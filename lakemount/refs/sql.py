@@ -272,15 +272,16 @@ class SqlRefStore:
         with self._write() as conn:
             if conn.execute(repos_t.delete().where(repos_t.c.name == name)).rowcount == 0:
                 raise RepositoryNotFound(name)
-            tokens = [
-                t
-                for row in conn.execute(sa.select(branches_t.c.staging_token, branches_t.c.sealed_tokens).where(branches_t.c.repo == name))
-                for t in (row.staging_token, *_split(row.sealed_tokens))
-            ]
+            rows = conn.execute(
+                sa.select(branches_t.c.name, branches_t.c.staging_token, branches_t.c.sealed_tokens).where(branches_t.c.repo == name)
+            ).all()
+            tokens = [t for row in rows for t in (row.staging_token, *_split(row.sealed_tokens))]
             if tokens:
                 conn.execute(staging_t.delete().where(staging_t.c.token.in_(tokens)))
             for t in (branches_t, tags_t, commits_t, protection_t):
                 conn.execute(t.delete().where(t.c.repo == name))
+            for row in rows:  # every branch is gone: mounts drop what they cache of it now
+                self._notify(conn, notify.HEAD, name, row.name)
         with self._lock:
             for k in [k for k in self._commit_cache if k[0] == name]:
                 del self._commit_cache[k]
@@ -653,6 +654,12 @@ class SqlRefStore:
                 cond.append(staging_t.c.key < end)
         with self._write() as conn:
             conn.execute(staging_t.delete().where(*cond))
+            if self.dialect == "postgresql":
+                # A partial reset drops entries of a branch's live token: tell mounts, as a staged write
+                # does.  Tokens dropped after a commit or a full reset belong to no branch any more.
+                owners = conn.execute(sa.select(branches_t.c.repo, branches_t.c.name).where(branches_t.c.staging_token == token))
+                for repo, branch in owners.all():
+                    self._notify(conn, notify.STAGING, repo, branch)
 
     # -- protection ----------------------------------------------------------------
     def get_protection(self, repo: str) -> list[str]:

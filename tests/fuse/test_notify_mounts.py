@@ -70,6 +70,29 @@ def test_a_commit_on_one_node_is_seen_by_the_other_at_once(notified: tuple[Mount
         assert f.read() == "staged on a\n"
 
 
+def test_a_partial_reset_and_a_deleted_repository_are_seen_by_the_other_at_once(
+    notified: tuple[Mount, Mount], tmp_path: Path, pg_url: str  # noqa: F811
+) -> None:
+    """No head moves in a partial reset, and a deleted repository has no head left: both are pushed all the same."""
+    a, b = notified
+    main_a, main_b = (os.path.join(m.mountpoint, "demo/main") for m in (a, b))
+    os.makedirs(os.path.join(main_a, "data"))
+    for name in ("data/x.txt", "datalake.txt"):
+        with open(os.path.join(main_a, name), "w") as f:
+            f.write("staged on a\n")
+    assert wait_for(lambda: "x.txt" in os.listdir(os.path.join(main_b, "data")) and "datalake.txt" in os.listdir(main_b), timeout=3), b.log()
+    with open(os.path.join(main_a, ".lakefs/reset"), "w") as f:
+        f.write("data\n")
+    # b caches main's listing for 30 s (head_ttl); the reset reaches it as a staging notice
+    assert wait_for(lambda: sorted(os.listdir(main_b)) == [".lakefs", "datalake.txt"], timeout=3), b.log()
+    subprocess.run(
+        [__import__("sys").executable, "-m", "lakemount.cli.main", "repo", "delete", "lakefs://demo", "-y"],
+        env=env_for(a.home, LAKEMOUNT_METADATA_DB_URL=pg_url, LAKEMOUNT_BLOCKSTORE_LOCAL_PATH=str(tmp_path / "blocks")),
+        check=True, capture_output=True, timeout=60,
+    )
+    assert wait_for(lambda: not os.path.exists(os.path.join(main_b, "datalake.txt")), timeout=3), b.log()
+
+
 def test_without_notices_the_other_node_waits_for_head_ttl(polled: tuple[Mount, Mount]) -> None:
     a, b = polled
     main_b = os.path.join(b.mountpoint, "demo/main")

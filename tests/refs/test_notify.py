@@ -77,3 +77,32 @@ def test_a_lost_connection_reconnects_and_reports_everything(pg_cluster: PgClust
         assert listener.connected.wait(10)
     finally:
         listener.stop()
+
+
+def test_partial_resets_and_repository_deletion_are_pushed(pg_cluster: PgCluster, pg_url: str) -> None:
+    """Dropping staged entries of a branch's live token is a staging change; deleting a repository moves every head."""
+    writer = SqlRefStore(pg_url)
+    reader = SqlRefStore(pg_url)
+    batches: queue.Queue = queue.Queue()  # type: ignore[type-arg]
+    listener = reader.listen(batches.put)
+    assert listener is not None
+    try:
+        assert listener.connected.wait(10)
+        from lakemount.graveler.model import Commit, Repository
+
+        root = Commit(CommitID("c0"), (), "mr", "", "init", "t", 0.0, (), 1)
+        writer.create_repository(Repository("r2", "mem://ns", "main", 0.0), Branch("main", CommitID("c0"), StagingToken("s0")), root)
+        writer.create_branch("r2", Branch("dev", CommitID("c0"), StagingToken("s1")))
+        writer.stage("r2", "main", [(b"a/x", b"v"), (b"ab", b"v")])
+        _drain(batches, time.monotonic() + 1)  # creation and staging notices
+
+        writer.drop_staging(StagingToken("s0"), prefix=b"a/")
+        writer.drop_staging(StagingToken("gone"))  # a token no branch holds: nothing to tell
+        changes = [(c.kind, c.repo, c.branch) for b in _drain(batches, time.monotonic() + 1.5) for c in b]
+        assert changes == [("staging", "r2", "main")], changes
+
+        writer.delete_repository("r2")
+        changes = sorted((c.kind, c.repo, c.branch) for b in _drain(batches, time.monotonic() + 1.5) for c in b)
+        assert changes == [("head", "r2", "dev"), ("head", "r2", "main")], changes
+    finally:
+        listener.stop()
