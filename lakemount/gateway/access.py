@@ -43,8 +43,8 @@ ANONYMOUS: Final = Principal(None, None)
 
 
 def is_signed(request: Request) -> bool:
-    """Whether a request carries any signature (header or presigned query)."""
-    if request.header("authorization") is not None:
+    """Whether a request carries any signature (header or presigned query); an empty ``Authorization`` is none."""
+    if (request.header("authorization") or "").strip():
         return True
     q = request.raw_query
     return "X-Amz-Credential" in q or "X-Amz-Algorithm" in q or ("Signature=" in q and "AWSAccessKeyId" in q)

@@ -159,10 +159,13 @@ def test_presigned_url_expiry(gw: Gateway) -> None:
     assert e.value.code == 403 and b"SignatureDoesNotMatch" in e.value.read()
 
 
-def test_anonymous_requests_are_refused(gw: Gateway) -> None:
+@pytest.mark.parametrize("authorization", [None, "", "   "], ids=["absent", "empty", "blank"])
+def test_anonymous_requests_are_refused(gw: Gateway, authorization: str | None) -> None:
+    """No signature is anonymous, and so is an empty ``Authorization`` header (S3's AccessDenied, not InvalidArgument)."""
     bucket = gw.bucket()
+    headers = {} if authorization is None else {"Authorization": authorization}
     for url, method in ((f"{gw.url}/", "GET"), (f"{gw.url}/{bucket}", "GET"), (f"{gw.url}/{bucket}/main/k", "PUT")):
-        req = urllib.request.Request(url, data=b"x" if method == "PUT" else None, method=method)
+        req = urllib.request.Request(url, data=b"x" if method == "PUT" else None, method=method, headers=headers)
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(req)
         assert e.value.code == 403 and b"<Code>AccessDenied</Code>" in e.value.read()

@@ -26,14 +26,16 @@ def authenticate(
     """Authenticate an S3 request signed any way the gateway accepts.
 
     SigV4 header or presigned query, or SigV2 header or query.  A request with
-    no signature at all is refused with ``AccessDenied`` (the gateway has no
-    public buckets).  ``virtual_host_bucket`` is the bucket taken from the Host
+    no signature at all (an empty ``Authorization`` header included) is refused
+    with ``AccessDenied``.  ``virtual_host_bucket`` is the bucket taken from the Host
     header of a virtual-hosted-style request: SigV2 signs it as part of the path.
     ``region``, if given, is enforced on SigV4 credential scopes.  Raises
     ``S3Error`` only; errors of ``lookup`` other than "not found" propagate.
     """
     headers = request.header_map()
     auth = first(headers, "authorization")
+    if auth is not None and not auth.strip():
+        auth = None  # an empty header signs nothing: the request is anonymous, as S3 treats it
     params = {name for name, _ in request.query_pairs()}
     presigned_v4 = "X-Amz-Algorithm" in params or "X-Amz-Credential" in params
     presigned_v2 = "AWSAccessKeyId" in params and "Signature" in params
