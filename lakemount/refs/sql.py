@@ -654,9 +654,9 @@ class SqlRefStore:
                 cond.append(staging_t.c.key < end)
         with self._write() as conn:
             conn.execute(staging_t.delete().where(*cond))
-            if self.dialect == "postgresql":
+            if self.dialect == "postgresql" and (prefix or key is not None):
                 # A partial reset drops entries of a branch's live token: tell mounts, as a staged write
-                # does.  Tokens dropped after a commit or a full reset belong to no branch any more.
+                # does.  Whole tokens are dropped after a commit or a full reset, which moved the head.
                 owners = conn.execute(sa.select(branches_t.c.repo, branches_t.c.name).where(branches_t.c.staging_token == token))
                 for repo, branch in owners.all():
                     self._notify(conn, notify.STAGING, repo, branch)

@@ -97,7 +97,7 @@ def test_partial_resets_and_repository_deletion_are_pushed(pg_cluster: PgCluster
         _drain(batches, time.monotonic() + 1)  # creation and staging notices
 
         writer.drop_staging(StagingToken("s0"), prefix=b"a/")
-        writer.drop_staging(StagingToken("gone"))  # a token no branch holds: nothing to tell
+        writer.drop_staging(StagingToken("gone"), key=b"a/x")  # a token no branch holds: nothing to tell
         changes = [(c.kind, c.repo, c.branch) for b in _drain(batches, time.monotonic() + 1.5) for c in b]
         assert changes == [("staging", "r2", "main")], changes
 
