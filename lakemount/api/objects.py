@@ -17,7 +17,7 @@ from lakemount.api.errors import ApiError, bad_request
 from lakemount.api.models import object_json
 from lakemount.api.pagination import page_size
 from lakemount.api.routing import PAGINATION, Param, operation
-from lakemount.api.upload import receive_object
+from lakemount.api.upload import header_text, receive_object
 from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import MAX_KEY_BYTES
 from lakemount.errors import ObjectNotFound, ProtectedBranch
@@ -158,6 +158,7 @@ def _metadata(ctx: Ctx) -> list[tuple[str, str]]:
     for name, value in ctx.request.headers:
         if name.startswith(META_HEADER):
             key = name[len(META_HEADER) :]
+            value = header_text(value)
             out.setdefault(key, value)
             size += len(key) + len(value)
     if size > 2048:
