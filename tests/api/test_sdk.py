@@ -212,6 +212,14 @@ def test_non_ascii_metadata_and_content_type_round_trip(repo: Any) -> None:
     assert main.object("written").stat().metadata == {"note": "naïve"}
 
 
+def test_stat_and_list_leave_user_metadata_out_when_asked(repo: Any) -> None:
+    repo.branch("main").object("m").upload(b"m", metadata={"owner": "team"})
+    sdk = repo._client.sdk_client.objects_api
+    assert sdk.stat_object(repo.id, "main", "m").metadata == {"owner": "team"}
+    assert sdk.stat_object(repo.id, "main", "m", user_metadata=False).metadata == {}
+    assert sdk.list_objects(repo.id, "main", user_metadata=False).results[0].metadata == {}
+
+
 def test_form_upload_through_generated_client(repo: Any) -> None:
     sdk = repo._client.sdk_client.objects_api
     content = b"\x00form data\r\n--not a boundary" * 1000
