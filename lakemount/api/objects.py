@@ -17,7 +17,7 @@ from lakemount.api.errors import ApiError, bad_request
 from lakemount.api.models import object_json
 from lakemount.api.pagination import page_size
 from lakemount.api.routing import PAGINATION, Param, operation
-from lakemount.api.upload import receive_object
+from lakemount.api.upload import header_text, receive_object
 from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import MAX_KEY_BYTES
 from lakemount.errors import ObjectNotFound, ProtectedBranch
@@ -77,7 +77,7 @@ def _stats(ctx: Ctx, repo_rec: Any, path: str, entry: Any) -> dict[str, Any]:
            summary="an object's metadata", params=(PATH, Param("user_metadata", "boolean"), PRESIGN),
            response="ObjectStats")
 def stat_object(ctx: Ctx) -> Response:
-    """statObject: an object's ``ObjectStats`` with its user metadata (presign: its address a presigned GET URL);
+    """statObject: an object's ``ObjectStats`` with its user metadata unless user_metadata=false (presign: its address a presigned GET URL);
     400 for a bad path or presign on a store that cannot, 404 if absent."""
     repo = repo_of(ctx, Action.READ_REPO)
     repo_rec = ctx.catalog.repository(repo)
@@ -85,6 +85,8 @@ def stat_object(ctx: Ctx) -> Response:
     path = check_path(ctx.q_required("path"))
     entry = ctx.catalog.stat(repo, ctx.params["ref"], path)
     out = _stats(ctx, repo_rec, path, entry)
+    if not ctx.q_bool("user_metadata", True):  # as lakeFS: asked not to, an empty map
+        out["metadata"] = {}
     if presign and _has_data(entry):
         url, expiry = ctx.catalog.presign_read(repo_rec, entry)
         out["physical_address"], out["physical_address_expiry"] = url, int(expiry)
@@ -158,6 +160,7 @@ def _metadata(ctx: Ctx) -> list[tuple[str, str]]:
     for name, value in ctx.request.headers:
         if name.startswith(META_HEADER):
             key = name[len(META_HEADER) :]
+            value = header_text(value)
             out.setdefault(key, value)
             size += len(key) + len(value)
     if size > 2048:

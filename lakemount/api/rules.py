@@ -9,10 +9,13 @@ needs ``ReadRepo``.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from lakemount.api.branches import repo_of
 from lakemount.api.context import Ctx, empty, json_response
+from lakemount.api.errors import ApiError
 from lakemount.api.pagination import page_size
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
@@ -36,22 +39,36 @@ def _rules(ctx: Ctx, repo: str) -> list[dict[str, Any]]:
     return [{"pattern": p, "required_approvals": approvals.get(p, 0)} for p in cat.protection.rules(repo)]
 
 
+def _etag(rules: list[dict[str, Any]]) -> str:
+    """The version of a rule set, as lakeFS's ETag: a digest of the rules, "" when there are none."""
+    if not rules:
+        return ""
+    return hashlib.sha256(json.dumps(rules, sort_keys=True).encode()).hexdigest()
+
+
 @operation("GET", "/repositories/{repository}/settings/branch_protection", "getBranchProtectionRules", tag=TAG,
-           summary="branch protection rules", response="BranchProtectionRules")
+           summary="branch protection rules (their version in the ETag header)", response="BranchProtectionRules")
 def get_rules(ctx: Ctx) -> Response:
-    """Branch protection rules."""
+    """Branch protection rules, with their ETag for a conditional ``setBranchProtectionRules``."""
     repo = repo_of(ctx, Action.READ_REPO)
-    return json_response(200, _rules(ctx, repo))
+    rules = _rules(ctx, repo)
+    return json_response(200, rules, (("ETag", _etag(rules)),))
 
 
 @operation("PUT", "/repositories/{repository}/settings/branch_protection", "setBranchProtectionRules", tag=TAG,
-           summary="replace the branch protection rules", body="BranchProtectionRules", status=204,
-           errors=(400, 401, 403, 404))
+           summary="replace the branch protection rules (only if If-Match is their ETag, when given)",
+           body="BranchProtectionRules", status=204, params=(Param("If-Match", where="header"),),
+           errors=(400, 401, 403, 404, 412))
 def set_rules(ctx: Ctx) -> Response:
-    """Replace the branch protection rules."""
+    """Replace the branch protection rules; 412 when If-Match is given and is not their current ETag
+    ("" = there are none), so a read-modify-write (``lakectl branch-protect add``) does not drop a
+    concurrent change.  The check precedes the write: two writers in the same instant can still both pass."""
     repo = repo_of(ctx, Action.DELETE_REPO)
     body: list[dict[str, Any]] = ctx.json_body()  # type: ignore[assignment]
     cat = ctx.catalog
+    if_match = ctx.request.header("if-match")
+    if if_match is not None and if_match.strip().strip('"') != _etag(_rules(ctx, repo)):
+        raise ApiError(412, f"branch protection rules of {repo} changed since ETag {if_match.strip()!r}")
     cat.set_protection_rules(repo, [r["pattern"] for r in body])
     old = cat.pulls.store.required_approvals(repo)
     wanted = {r["pattern"]: int(r.get("required_approvals", 0)) for r in body}

@@ -120,6 +120,22 @@ def _fill(land: Landing, data: Iterator[bytes], limit: int, declared: int | None
     return size, md5.hexdigest(), sha.hexdigest()
 
 
+def header_text(value: str) -> str:
+    """A header value as text: its bytes as UTF-8 when they are, else as Latin-1.
+
+    The server hands header values over as UTF-8 with undecodable bytes
+    surrogate-escaped; Python's HTTP clients (the lakeFS SDKs among them) send
+    a non-ASCII ``str`` value as Latin-1, which HTTP reads its high bytes as.
+    Stored as they arrive, the escapes could not be encoded (a 500); read as
+    Latin-1 they round-trip, since responses send such values as Latin-1.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape").decode("latin-1")
+    return value
+
+
 def receive_object(request: Request, catalog: Any, repo: Any, tmpdir: str) -> Stored:
     """Read the request's object data (raw or form), verify it and store it content-addressed.
 
@@ -132,7 +148,7 @@ def receive_object(request: Request, catalog: Any, repo: Any, tmpdir: str) -> St
             raise bad_request("malformed Content-Length")
         if int(declared) > MAX_OBJECT_BYTES + MAX_PART_HEADER:
             raise ApiError(413, f"object larger than {MAX_OBJECT_BYTES} bytes")
-    ctype = request.header("content-type") or ""
+    ctype = header_text(request.header("content-type") or "")
     is_form = ctype.split(";")[0].strip().lower() == "multipart/form-data"
     part_type: list[str] = []
     chunks = _chunks(request)

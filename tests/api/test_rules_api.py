@@ -48,6 +48,33 @@ def test_protection_rules_are_enforced_through_the_api(served: Served, repo_id: 
 
 
 
+def test_protection_rules_update_is_conditional_on_their_etag(served: Served, repo: Any) -> None:
+    # lakectl branch-protect add reads the rules with their ETag and writes them back with
+    # If-Match: a change made in between must make the write fail (412), not be dropped.
+    import lakefs_sdk
+
+    sdk = repo._client.sdk_client.repositories_api
+    rule = lakefs_sdk.BranchProtectionRule
+    first = sdk.get_branch_protection_rules_with_http_info(repo.id)
+    assert first.data == [] and first.headers["ETag"] == ""
+    # The Python SDK leaves an empty if_match out; lakectl (Go) sends it: "" = only while there are none.
+    sdk.set_branch_protection_rules(repo.id, [rule(pattern="main")], _headers={"If-Match": ""})
+    with pytest.raises(lakefs_sdk.exceptions.ApiException) as e:
+        sdk.set_branch_protection_rules(repo.id, [rule(pattern="other")], _headers={"If-Match": ""})
+    assert e.value.status == 412
+    seen = sdk.get_branch_protection_rules_with_http_info(repo.id).headers["ETag"]
+    assert seen
+    sdk.set_branch_protection_rules(repo.id, [rule(pattern="main"), rule(pattern="rel-*")])  # a concurrent change
+    with pytest.raises(lakefs_sdk.exceptions.ApiException) as e:
+        sdk.set_branch_protection_rules(repo.id, [rule(pattern="main"), rule(pattern="dev")], if_match=seen)
+    assert e.value.status == 412
+    assert [r.pattern for r in sdk.get_branch_protection_rules(repo.id)] == ["main", "rel-*"]
+    now = sdk.get_branch_protection_rules_with_http_info(repo.id).headers["ETag"]
+    assert now != seen
+    sdk.set_branch_protection_rules(repo.id, [rule(pattern="dev")], if_match=now)
+    assert [r.pattern for r in sdk.get_branch_protection_rules(repo.id)] == ["dev"]
+
+
 def test_gc_rules_through_the_api_are_the_rules_gc_reads(served: Served, repo_id: str) -> None:
     from lakemount.app import App
     from lakemount.config import load

@@ -197,6 +197,29 @@ def test_objects_ranges_and_metadata(repo: Any) -> None:
         main.object("nope").reader().read()
 
 
+def test_non_ascii_metadata_and_content_type_round_trip(repo: Any) -> None:
+    # The SDK sends a non-ASCII header value as Latin-1 bytes (not UTF-8): stored as
+    # they came they could not be encoded, and the upload failed with a 500.
+    main = repo.branch("main")
+    obj = main.object("accents").upload(b"x", content_type="text/plain; name=café", metadata={"owner": "Zoë"})
+    st = obj.stat()
+    assert st.metadata == {"owner": "Zoë"} and st.content_type == "text/plain; name=café"
+    assert [o.metadata for o in main.objects(prefix="accents")] == [{"owner": "Zoë"}]
+    raw = repo._client.sdk_client.objects_api.get_object_with_http_info(repo.id, "main", "accents")
+    assert raw.headers["x-lakefs-meta-owner"] == "Zoë" and raw.headers["Content-Type"] == "text/plain; name=café"
+    with main.object("written").writer(mode="wb", metadata={"note": "naïve"}) as w:
+        w.write(b"y")
+    assert main.object("written").stat().metadata == {"note": "naïve"}
+
+
+def test_stat_and_list_leave_user_metadata_out_when_asked(repo: Any) -> None:
+    repo.branch("main").object("m").upload(b"m", metadata={"owner": "team"})
+    sdk = repo._client.sdk_client.objects_api
+    assert sdk.stat_object(repo.id, "main", "m").metadata == {"owner": "team"}
+    assert sdk.stat_object(repo.id, "main", "m", user_metadata=False).metadata == {}
+    assert sdk.list_objects(repo.id, "main", user_metadata=False).results[0].metadata == {}
+
+
 def test_form_upload_through_generated_client(repo: Any) -> None:
     sdk = repo._client.sdk_client.objects_api
     content = b"\x00form data\r\n--not a boundary" * 1000
