@@ -147,8 +147,13 @@ def umount(mountpoint: str, lazy: bool) -> None:
     from lakemount.fuse import runner
 
     mp = os.path.abspath(mountpoint)
-    pid = runner.unmount(ctx_obj().app.config.home, mp, lazy=lazy, wait=0.0 if lazy else runner.UNMOUNT_WAIT)
-    emit({"mountpoint": mp, "pid": pid, "lazy": lazy}, f"unmounted {mp}")
+    pid, finished = runner.unmount(
+        ctx_obj().app.config.home, mp, lazy=lazy, wait=runner.LAZY_UNMOUNT_WAIT if lazy else runner.UNMOUNT_WAIT
+    )
+    text = f"unmounted {mp}"
+    if not finished:
+        text = f"detached {mp}; the mount process (pid {pid}) saves the files still open there and exits once they are closed"
+    emit({"mountpoint": mp, "pid": pid, "lazy": lazy, "finished": finished}, text)
 
 
 COMMANDS = [mount, umount]

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 FSNAME: Final = "lakemount"
 UNMOUNT_WAIT: Final = 60.0
+# How long ``umount --lazy`` waits for a mount with nothing open to finish before it reports a detach only.
+LAZY_UNMOUNT_WAIT: Final = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +124,9 @@ def _unmount(mountpoint: str, *, lazy: bool) -> None:
     if proc.returncode != 0:
         message = (proc.stderr or proc.stdout).strip()
         if "busy" in message.lower():
-            raise Unavailable(f"{mountpoint} is busy (files are open there): {message}")
+            raise Unavailable(
+                f"{mountpoint} is busy (files are open there; close them, or detach now with `lakemount umount --lazy`): {message}"
+            )
         raise Unavailable(f"cannot unmount {mountpoint}: {message or 'exit status ' + str(proc.returncode)}")
 
 
@@ -348,11 +352,15 @@ async def _on_signal(ops: object) -> None:
             return
 
 
-def unmount(home: str, mountpoint: str, *, lazy: bool = False, wait: float = UNMOUNT_WAIT) -> int | None:
-    """Unmount ``mountpoint`` and wait for its lakemount process to exit; returns that process's pid.
+def unmount(home: str, mountpoint: str, *, lazy: bool = False, wait: float = UNMOUNT_WAIT) -> tuple[int | None, bool]:
+    """Unmount ``mountpoint`` and wait up to ``wait`` seconds for its lakemount process to exit.
 
-    Raises ``InvalidArgument`` if nothing is mounted there, ``Unavailable`` if
-    the mount is busy (without ``lazy``) or the process does not exit in time.
+    Returns that process's pid and whether it has finished.  A lazy unmount
+    succeeds once the mount is detached: files still open there keep working,
+    and the process saves them and exits when the last one is closed, so it
+    may still be running (``False``).  Raises ``InvalidArgument`` if nothing is
+    mounted there, ``Unavailable`` if the mount is busy (without ``lazy``) or
+    the process does not exit in time.
     """
     mp = os.path.abspath(mountpoint)
     pid = read_pid(pid_file(home, mp))
@@ -362,9 +370,14 @@ def unmount(home: str, mountpoint: str, *, lazy: bool = False, wait: float = UNM
     # go, the serving process saves what is open and exits; wait for that.
     _unmount(mp, lazy=lazy or is_stale(mp))
     deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
+    while True:
+        detached = find_mount(mp) is None
         alive = pid is not None and read_pid(pid_file(home, mp)) == pid
-        if not alive and find_mount(mp) is None:
-            return pid
+        if detached and not alive:
+            return pid, True
+        if time.monotonic() >= deadline:
+            break
         time.sleep(0.05)
+    if lazy and detached:
+        return pid, False
     raise Unavailable(f"{mp}: the mount process did not finish within {wait:.0f}s")

@@ -428,3 +428,41 @@ def test_sequential_reads_reach_the_daemon_in_large_requests(app: App, mounts: M
     device = runner.find_mount(small.mountpoint).device  # type: ignore[union-attr]
     with open(f"/sys/class/bdi/{device}/read_ahead_kb") as f:
         assert int(f.read()) == 128  # 0 leaves the kernel's default
+
+
+def test_umount_of_a_busy_mount_says_so_and_lazy_detaches_keeping_open_files(app: App, home: str, tmp_path: os.PathLike[str]) -> None:
+    """Plain ``umount`` refuses a busy mount and names ``--lazy``; ``--lazy`` detaches (exit 0) while an
+    open file keeps working and is saved when closed, then the mount process exits."""
+    mp = os.path.join(os.fspath(tmp_path), "busy")
+    os.makedirs(mp)
+    env = env_for(home)
+    pid = None
+    try:
+        up = subprocess.run(lakemount_cmd("mount", mp, "--head-ttl", "0.2", "--json"), env=env, capture_output=True, text=True, timeout=90)
+        assert up.returncode == 0, up.stderr
+        pid = json.loads(up.stdout)["pid"]
+        f = open(f"{mp}/{REPO}/main/open.txt", "w")
+        f.write("written while detached")
+        f.flush()
+        busy = subprocess.run(lakemount_cmd("umount", mp), env=env, capture_output=True, text=True, timeout=90)
+        assert busy.returncode == 9 and "--lazy" in busy.stderr, busy.stderr
+        assert runner.find_mount(mp) is not None
+        lazy = subprocess.run(lakemount_cmd("umount", "--lazy", mp, "--json"), env=env, capture_output=True, text=True, timeout=90)
+        assert lazy.returncode == 0, lazy.stderr
+        out = json.loads(lazy.stdout)
+        assert out["pid"] == pid and out["finished"] is False
+        assert runner.find_mount(mp) is None and _alive(pid)
+        f.write(" and closed")
+        f.close()
+        assert wait_for(lambda: not _alive(pid), timeout=30)
+        assert app.catalog.read(app.catalog.repository(REPO), app.catalog.stat(REPO, "main", "open.txt")) == b"written while detached and closed"
+        again = subprocess.run(lakemount_cmd("mount", mp, "--json"), env=env, capture_output=True, text=True, timeout=90)
+        assert again.returncode == 0, again.stderr
+        pid = json.loads(again.stdout)["pid"]
+        idle = subprocess.run(lakemount_cmd("umount", "-l", mp), env=env, capture_output=True, text=True, timeout=90)
+        assert idle.returncode == 0 and idle.stdout.startswith("unmounted"), (idle.stdout, idle.stderr)
+        assert wait_for(lambda: not _alive(pid), timeout=10)
+    finally:
+        if pid is not None and _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        cleanup_mountpoint(mp)
