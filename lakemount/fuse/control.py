@@ -18,6 +18,8 @@ status                                                      uncommitted changes 
 head                                                        the head commit id
 log                                                         recent commits (JSON)
 error                                                       the last failure's message
+                                                            (also a write refused by a
+                                                            protection rule)
 stats     (mount-wide, at the mount root)                   Prometheus text
 ========  ================================================  ==========================
 
@@ -32,7 +34,6 @@ from __future__ import annotations
 import json
 import pwd
 import shlex
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -173,11 +174,7 @@ class ControlFiles:
             raise InvalidArgument(f"{verb}: {exc}") from None
 
     def _fail(self, scope: Scope, name: str, exc: LakeMountError) -> Outcome:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        lines = [f"{stamp} {name}: {exc}"]
-        if isinstance(exc, MergeConflict):
-            lines += ["conflicting paths:", *exc.paths]
-        scope.last_error = "\n".join(lines) + "\n"
+        scope.record_error(name, exc, ["conflicting paths:", *exc.paths] if isinstance(exc, MergeConflict) else ())
         raise exc
 
     def _commit(self, scope: Scope, text: str, uid: int) -> Outcome:

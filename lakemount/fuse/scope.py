@@ -27,6 +27,7 @@ import errno
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -72,6 +73,14 @@ class Scope:
 
     def __post_init__(self) -> None:
         self.key = (self.repo, self.name)
+
+    def record_error(self, verb: str, exc: LakeMountError, details: Sequence[str] = ()) -> None:
+        """Keep ``exc`` as the branch's last failure (``.lakefs/error``): a UTC time, the verb, the message."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        message = str(exc)
+        if not message.startswith(f"{verb}: "):  # control verbs' messages often name the verb already
+            message = f"{verb}: {message}"
+        self.last_error = "\n".join([f"{stamp} {message}", *details]) + "\n"
 
     @property
     def writable(self) -> bool:
@@ -365,7 +374,11 @@ class Scopes:
         if not scope.writable:
             raise FsError(errno.EROFS, f"{scope.repo}/{scope.name} is read-only (not a branch)")
         self.state.io()
-        self.state.catalog.protection.check(scope.repo, scope.branch, "write")
+        try:
+            self.state.catalog.protection.check(scope.repo, scope.branch, "write")
+        except LakeMountError as exc:
+            scope.record_error("write", exc)  # EPERM alone does not say why; .lakefs/error does
+            raise
         return scope
 
     @staticmethod

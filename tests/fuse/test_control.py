@@ -101,6 +101,8 @@ def test_merge_bad_input_is_einval(pfs: PathFS) -> None:
     assert control_errno(pfs, "merge", "") == errno.EINVAL
     assert control_errno(pfs, "merge", "nosuchbranch") == errno.EINVAL
     assert control_errno(pfs, "merge", "main --strategy sideways") == errno.EINVAL
+    error = pfs.read_file(f"{CTL}/error").decode()  # one verb prefix, not "merge: merge: --strategy ..."
+    assert " merge: --strategy must be one of" in error and "merge: merge:" not in error
     assert control_errno(pfs, "merge", "main --bogus") == errno.EINVAL
     assert control_errno(pfs, "merge", "'unterminated") == errno.EINVAL
 

@@ -861,6 +861,18 @@ def test_protected_branches_refuse_writes_with_eperm(pfs: PathFS, app: App) -> N
     assert pfs.read_file(f"{MAIN}/before") == b"1"
 
 
+def test_a_refused_write_to_a_protected_branch_leaves_its_reason_in_lakefs_error(pfs: PathFS, app: App) -> None:
+    """``cp`` into a protected branch says only "Operation not permitted"; ``.lakefs/error`` says why."""
+    pfs.write_file(f"{MAIN}/before", b"1")
+    app.catalog.protection.add(REPO, "ma*")
+    assert pfs.read_file(f"{MAIN}/.lakefs/error") == b""
+    assert errno_of_call(lambda: pfs.write_file(f"{MAIN}/after", b"2")) == errno.EPERM
+    error = pfs.read_file(f"{MAIN}/.lakefs/error").decode()
+    assert "write:" in error and f"{REPO}/main is protected" in error and "'ma*'" in error and "merge" in error
+    assert errno_of_call(lambda: pfs.unlink(f"{MAIN}/before")) == errno.EPERM
+    assert "is protected" in pfs.read_file(f"{MAIN}/.lakefs/error").decode()
+
+
 def test_a_refs_root_keeps_no_attributes(pfs: PathFS) -> None:
     before = pfs.lstat(MAIN)
     after = pfs.setattr(MAIN, SetAttr(mode=0o700, mtime_ns=1))
