@@ -1,7 +1,7 @@
 """A node's POSIX attributes, computed from what the mount has cached (never any I/O).
 
 Directories of the layout (the mount root, repository directories, ``.lakefs``)
-belong to the mounting user and date from the mount's start; a directory inside
+and control files belong to the mounting user and date from the mount's start; a directory inside
 a ref takes mode, owner and mtime from its marker entry (``0755`` and the mount's
 start when implicit) and counts its link number from its cached listing; files,
 symlinks, FIFOs, sockets and device nodes take theirs from their entry, and a
@@ -64,8 +64,9 @@ class Attributes:
             return Attr(node.ino, stat.S_IFDIR | 0o755, 2, o_uid, o_gid, 0, started, started, started, timeout)
         if node.kind == Kind.CONTROL_FILE:
             perm = 0o644 if node.control in control.WRITABLE else 0o444
-            now = time.time_ns()
-            return Attr(node.ino, stat.S_IFREG | perm, 1, o_uid, o_gid, 0, now, now, now, timeout)
+            # The mount's start, not "now": tar compares a file's ctime before and
+            # after reading it and calls a changing one "file changed as we read it".
+            return Attr(node.ino, stat.S_IFREG | perm, 1, o_uid, o_gid, 0, started, started, started, timeout)
         entry = node.entry
         if node.kind == Kind.DIR:
             if entry is None:
