@@ -156,7 +156,11 @@ def main(argv: list[str] | None = None) -> None:
     as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
     try:
         cli.main(args=args, prog_name="lakemount", standalone_mode=False)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        # A job's Ctrl-C (lakemount.jobs.session.Interrupted) says what it left behind.
+        cause = exc.__cause__
+        if isinstance(cause, KeyboardInterrupt) and str(cause):
+            _fail(str(cause), 130, as_json, "interrupted")
         click.echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:

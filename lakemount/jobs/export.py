@@ -46,11 +46,12 @@ from lakemount.errors import (
     LakeMountError,
     NotFound,
     PreconditionFailed,
+    Unavailable,
     category_of,
 )
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.s3client import client_from_config, split_s3
-from lakemount.jobs.session import Progress, get_spark, parallelism, timed, translated
+from lakemount.jobs.session import Progress, get_spark, interruptible, parallelism, timed, translated
 
 MANIFEST_DIR: Final = "_lakemount_export"
 COPY_THREADS: Final = 8
@@ -113,7 +114,11 @@ def _s3_keys(client: Any, dest: Destination, prefix: str, limit: int | None = No
         code = str(exc.response.get("Error", {}).get("Code", ""))
         if code == "NoSuchBucket":
             raise NotFound(f"export bucket does not exist: s3://{dest.root}") from None
+        if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+            raise Unavailable(f"S3 refused to list s3://{dest.root}/{prefix}: {code}") from exc
         raise InvalidArgument(f"cannot list s3://{dest.root}/{prefix}: {code}") from exc
+    except botocore.exceptions.BotoCoreError as exc:  # no credentials, endpoint down, ...
+        raise Unavailable(f"cannot list s3://{dest.root}/{prefix}: {exc}") from exc
 
 
 def _is_empty(dest: Destination, client: Any) -> bool:
@@ -348,7 +353,13 @@ def export_objects(
     n = max(1, min(len(ranges), parallelism(sc) * 4))
     fn = partial(_export_task, app.config, r.storage_namespace, pkey, stop, dest, counter)
     with timed(timings, "export"):
-        with translated(), Progress(sc, "export", unit="obj", counter=lambda: counter.value, enabled=show_progress):
+        left = (
+            f"export interrupted: {dest} holds part of it and no {MANIFEST_DIR}/manifest.json; "
+            f"run the same export again with --overwrite to finish it"
+        )
+        with interruptible(sc, left), translated(), Progress(
+            sc, "export", unit="obj", counter=lambda: counter.value, enabled=show_progress
+        ):
             results = sc.parallelize(ranges, n).mapPartitionsWithIndex(fn).collect()
     stats: Counter[str] = Counter()
     failures: list[tuple[str, str, str]] = []

@@ -48,14 +48,15 @@ from lakemount.errors import (
 )
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.s3client import client_from_config, split_s3
-from lakemount.jobs.session import Progress, get_spark, parallelism, timed, translated
+from lakemount.jobs.session import Progress, get_spark, interruptible, parallelism, timed, translated
 
 FILES_PER_TASK: Final = 5000
 STAGE_BATCH: Final = 5000
 MAX_PLAN_DEPTH: Final = 4
 HASH_CHUNK: Final = 1 << 20
 
-# A planned unit: ("dir", rel) | ("lfile", rel) | ("sfile", rel, size, mtime, etag)
+# A planned unit: ("dir", rel) | ("lfile", rel) | ("lother", rel) (a local symlink, socket...: skipped)
+# | ("sfile", rel, size, mtime, etag)
 Unit = tuple[Any, ...]
 
 
@@ -133,6 +134,9 @@ def _level_local(source: Source, rel: bytes) -> list[tuple[bytes, Unit]]:
                     elif e.is_file(follow_symlinks=False):
                         key = rel + e.name
                         out.append((key, ("lfile", key)))
+                    else:  # symlinks, sockets, devices: the executor counts them as skipped
+                        key = rel + e.name
+                        out.append((key, ("lother", key)))
                 except OSError:
                     continue
     except FileNotFoundError:
@@ -272,6 +276,8 @@ def _local_records(source: Source, prefix: bytes, units: Iterable[Unit], skipped
     for unit in units:
         if unit[0] == "dir":
             yield from walk(unit[1])
+        elif unit[0] == "lother":
+            skipped[0] += 1
         else:
             yield from one(unit[1])
 
@@ -406,7 +412,14 @@ def import_objects(
     n = max(1, min(len(tasks), parallelism(sc) * 4))
     fn = partial(_import_task, app.config, source, target, counters)
     with timed(timings, "import"):
-        with translated(), Progress(sc, "import", unit="obj", counter=lambda: counters["objects"].value, enabled=show_progress):
+        left = (
+            f"import interrupted, nothing committed; part of it may be staged on lakefs://{repo}/{branch}/{prefix}: "
+            f"run the same import again to finish it (unchanged objects are skipped), or drop it with "
+            f"lakemount reset lakefs://{repo}/{branch} --prefix '{prefix}'"
+        )
+        with interruptible(sc, left), translated(), Progress(
+            sc, "import", unit="obj", counter=lambda: counters["objects"].value, enabled=show_progress
+        ):
             sc.parallelize(tasks, n).mapPartitions(fn).count()
     stats = {k: v.value for k, v in counters.items()}
     if stats["objects"] == 0 and stats["removed"] == 0:

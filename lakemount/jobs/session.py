@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import socket
 import sys
 import tempfile
@@ -118,13 +119,37 @@ def get_spark(master: str | None = None) -> SparkSession:
             # A local master needs no address but loopback.
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-        try:
-            session = builder.getOrCreate()
-        except Exception as exc:  # py4j/JVM start-up failures have no common base class
-            raise Unavailable(f"cannot start Spark (master {want}): {exc}") from exc
+        session = _start(builder, want)
         session.sparkContext.setLogLevel("ERROR")
         _session, _master = session, want
         return session
+
+
+def _start(builder: Any, want: str) -> SparkSession:
+    """``builder.getOrCreate()`` in a helper thread, so that Ctrl-C meanwhile is a clean ``Interrupted``.
+
+    Created in the main thread, a SparkContext installs a SIGINT handler that
+    raises KeyboardInterrupt inside py4j calls (py4j logs it as a traceback);
+    created elsewhere it installs none, and :func:`interruptible` handles Ctrl-C.
+    """
+    box: dict[str, Any] = {}
+
+    def create() -> None:
+        try:
+            box["session"] = builder.getOrCreate()
+        except Exception as exc:  # py4j/JVM start-up failures have no common base class
+            box["error"] = exc
+
+    thread = threading.Thread(target=create, name="lakemount-spark-start", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.2)
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted while Spark was starting: nothing was done") from None
+    if "error" in box:
+        raise Unavailable(f"cannot start Spark (master {want}): {box['error']}") from box["error"]
+    return box["session"]  # type: ignore[no-any-return]
 
 
 def stop_spark() -> None:
@@ -169,6 +194,52 @@ def translated() -> Iterator[None]:
                 raise errors.category_of(_bare(cls))(message) from exc
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), name)
         raise Unavailable(f"Spark job failed: {first[:500]}") from exc
+
+
+def _cancel_all(sc: SparkContext) -> None:
+    with contextlib.suppress(Exception):
+        sc.cancelAllJobs()
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a Spark job; the message says what the job left behind and how to finish it."""
+
+
+@contextlib.contextmanager
+def interruptible(sc: SparkContext, left: str) -> Iterator[None]:
+    """Run a Spark job so that Ctrl-C (SIGINT) cancels it and raises ``Interrupted(left)``.
+
+    PySpark's own handler raises ``KeyboardInterrupt`` in the middle of a py4j
+    socket read, which py4j logs as a traceback.  Here the first SIGINT only
+    cancels the jobs (the blocked call then returns with a cancellation), a
+    second one stops waiting.  Wrap it around ``translated()``.  Outside the
+    main thread signals cannot be handled: the block just runs.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    hit = threading.Event()
+
+    def on_sigint(_signum: int, _frame: object) -> None:
+        if hit.is_set():
+            raise Interrupted(left)
+        hit.set()
+        # From another thread: this one is inside a py4j call (pinned-thread mode gives each thread its own connection).
+        threading.Thread(target=_cancel_all, args=(sc,), name="lakemount-cancel", daemon=True).start()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    except Interrupted:
+        raise
+    except BaseException as exc:
+        if hit.is_set():
+            raise Interrupted(left) from exc
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if hit.is_set():  # the job ended before the cancellation reached it: still honour the Ctrl-C
+        raise Interrupted(left)
 
 
 def _bare(cls: type[LakeMountError]) -> LakeMountError:
