@@ -5,7 +5,8 @@ destination prefix of a branch, one entry per object whose address is the
 object's absolute URL (``local:///abs/path``, ``s3://bucket/key``), with size,
 ETag and modification time from the listing (MD5 of the content for local
 files, which have no ETag).  No byte is copied, and GC never deletes such
-objects: they are outside every storage namespace's collectable layout.
+objects: they are outside every storage namespace (a source that overlaps one
+is refused, ``namespaces.py``).
 
 Like lakeFS's import, the result *replaces* the destination prefix: keys
 under it that the source does not have are staged as deletions.  Re-importing
@@ -46,6 +47,7 @@ from lakemount.errors import (
     ProtectedBranch,
     Unavailable,
 )
+from lakemount.jobs.namespaces import check_outside_namespaces, local_location, s3_location
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.s3client import client_from_config, split_s3
 from lakemount.jobs.session import Progress, get_spark, interruptible, parallelism, timed, translated
@@ -397,6 +399,9 @@ def import_objects(
     timings: dict[str, float] = {}
     started = time.monotonic()
     source = parse_source(source_text)
+    check_outside_namespaces(
+        app, local_location(source.root) if source.kind == "local" else s3_location(source.root, source.prefix), "import source"
+    )
     if prefix and not prefix.endswith("/"):
         prefix += "/"
     target = Target(repo, branch, prefix.encode())
