@@ -191,3 +191,15 @@ def test_listing_pages_by_after(svc: Svc) -> None:
             break
         after = page["pagination"]["next_offset"]
     assert pages == 3 and seen == [f"dir/{i:05d}" for i in range(250)]
+
+
+def test_text_preview_cut_inside_a_character_drops_it(svc: Svc) -> None:
+    """A text longer than the cap, cut in the middle of a multi-byte character: the partial character is left
+    out, not shown as U+FFFD."""
+    from lakemount.api.preview import TEXT_CAP
+
+    cat = svc.app.catalog
+    cat.put("rui", "main", "cjk.txt", "日".encode() * (TEXT_CAP // 3 + 10))  # TEXT_CAP is not a multiple of 3
+    p = _preview(svc, "cjk.txt")
+    assert p["kind"] == "text" and p["truncated"]
+    assert "\ufffd" not in p["text"] and set(p["text"]) == {"日"} and len(p["text"]) == TEXT_CAP // 3
