@@ -356,3 +356,55 @@ def test_pull_request_flow_with_hook_and_live_feed(served: Served, chromium: Any
     finally:
         admin.close()
         reviewer.close()
+
+
+def test_new_user_pass_deep_links_odd_paths_and_sessions(served: Served, chromium: Any) -> None:
+    """What a new user ran into: a deep link opened logged out comes back after logging in; no console error
+    (the browser's favicon request); a directory with an empty path segment (``a//b``) can be entered;
+    a malformed %-escape in the address is an error on the page, not an uncaught exception over a stale
+    page; a live feed in a second tab goes to the login page when the session ends in the first."""
+    repo = served.repo(prefix="nu")
+    main = repo.branch("main")
+    for path in ("dbl//x.txt", "a b/c.txt"):
+        main.object(path).upload(b"z")
+    rid = str(repo.id)
+    base = served.api
+    ctx = chromium.new_context(viewport={"width": 1100, "height": 700})
+    ctx.set_default_timeout(15_000)
+    console: list[str] = []
+    errors: list[str] = []
+    try:
+        page = ctx.new_page()
+        page.on("console", lambda m: m.type == "error" and console.append(m.text))
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{base}/#/r/{rid}/tree/main/a%20b/")
+        page.wait_for_selector("#login-form")
+        page.fill("#access_key_id", ADMIN_KEY)
+        page.fill("#secret_access_key", ADMIN_SECRET)
+        page.click("#login")
+        page.wait_for_selector("#listing >> text=c.txt")  # the deep link, not the repository list
+        assert console == [], console
+
+        page.goto(f"{base}/#/r/{rid}/tree/main")
+        page.locator("#listing tr.dir a").get_by_text("dbl/", exact=True).click()
+        page.wait_for_selector(".crumbs >> text=dbl")
+        page.locator("#listing tr.dir a").get_by_text("/", exact=True).click()  # dbl// (was: dbl/ again)
+        page.locator("#listing tr.obj a").get_by_text("x.txt", exact=True).click()
+        page.wait_for_selector("#object-path >> text=dbl//x.txt")
+        page.click(".crumbs a")  # back to its directory, dbl//
+        page.wait_for_selector("#listing tr.obj >> text=x.txt")
+
+        page.goto(f"{base}/#/r/{rid}/tree/main/%E0%A4%A/")
+        page.wait_for_selector("#main .error")
+        assert page.locator("#object-path").count() == 0 and errors == []
+
+        watcher = ctx.new_page()
+        watcher.goto(f"{base}/#/r/{rid}/feed")
+        watcher.wait_for_selector("#feed-status >> text=live")
+        page.goto(f"{base}/#/")
+        page.click("#logout")
+        page.wait_for_url(base + "/login")
+        watcher.wait_for_url(f"{base}/login#/r/{rid}/feed")
+        watcher.wait_for_selector("#login-form")
+    finally:
+        ctx.close()

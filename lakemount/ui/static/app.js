@@ -45,7 +45,7 @@ async function api(method, path, query, body) {
   const url = API + path + (qs.toString() ? "?" + qs : "");
   const r = await fetch(url, {method, headers, credentials: "same-origin",
                               body: body === undefined ? undefined : JSON.stringify(body)});
-  if (r.status === 401 && path !== "/auth/login") { location.assign("/login"); throw new ApiError(401, "not logged in"); }
+  if (r.status === 401 && path !== "/auth/login") { location.assign("/login" + location.hash); throw new ApiError(401, "not logged in"); }
   if (r.status === 204) return null;
   const text = await r.text();
   let data = null;
@@ -85,7 +85,7 @@ function loginPage() {
     msg.replaceChildren();
     try {
       await api("POST", "/auth/login", {}, {access_key_id: id.value.trim(), secret_access_key: secret.value});
-      location.assign("/#/");
+      location.assign("/" + (location.hash || "#/"));  // back to the page that asked for the login
     } catch (e) { msg.replaceChildren(errorBox(e.status === 401 ? "wrong access key or secret" : e)); }
   }},
     el("h2", {}, "Log in to lakemount"),
@@ -202,6 +202,12 @@ async function treePage(repo, ref, prefix, q) {
       el("tr", {}, el("th", {}, "name"), el("th", {}, "size"), el("th", {}, "modified"), el("th", {}, "")), rows),
     rows.length ? null : el("p", {class: "muted"}, "empty"),
     pager(data, after, route("r", repo, "tree", ref) + (prefix ? "/" + prefix.split("/").map(enc).join("/") : ""), q));
+}
+// The listing prefix of a tree route's segments, empty ones kept (the path "a//b" is in directory "a//",
+// "/x" in "/"); a typed route without the trailing slash still names a directory.
+function treePrefix(segments) {
+  const p = segments.join("/");
+  return p && !p.endsWith("/") ? p + "/" : p;
 }
 function treeHash(repo, ref, prefix) { return route("r", repo, "tree", ref) + "/" + prefix.split("/").map(enc).join("/"); }
 function objHash(repo, ref, path) { return route("r", repo, "object", ref) + "?path=" + enc(path); }
@@ -360,7 +366,9 @@ let live = null;  // the EventSource of the current page, closed when the page c
 const feedSeen = {};  // repository -> the highest event id any page has received (a new EventSource replays)
 function subscribe(repo, onEvent) {
   if (live) live.close();
-  live = new EventSource(API + route("repositories", repo, "events"), {withCredentials: true});
+  const es = live = new EventSource(API + route("repositories", repo, "events"), {withCredentials: true});
+  // Closed for good (not the normal reconnect): if the session ended (logout in another tab), api() goes to /login.
+  es.addEventListener("error", () => { if (es.readyState === EventSource.CLOSED) api("GET", "/user").catch(() => {}); });
   for (const kind of FEED_KINDS) live.addEventListener(kind, ev => {
     let data = {};
     try { data = JSON.parse(ev.data); } catch (_) { return; }
@@ -707,12 +715,12 @@ async function render() {
   const hash = location.hash.replace(/^#/, "") || "/";
   const [pathPart, query] = hash.split("?", 2);
   const q = new URLSearchParams(query || "");
-  const parts = pathPart.split("/").filter((p, i) => i > 0).map(p => decodeURIComponent(p));
   try {
+    const parts = pathPart.split("/").filter((p, i) => i > 0).map(p => decodeURIComponent(p));
     await whoami();
     if (parts[0] === "r" && parts.length >= 4) {
       const repo = parts[1], view = parts[2], ref = parts[3];
-      if (view === "tree") return await treePage(repo, ref, parts.slice(4).filter(Boolean).map(p => p + "/").join(""), q);
+      if (view === "tree") return await treePage(repo, ref, treePrefix(parts.slice(4)), q);
       if (view === "object") return await objectPage(repo, ref, q);
       if (view === "commits") return await commitsPage(repo, ref, q);
       if (view === "history") return await historyPage(repo, ref, q);
