@@ -408,3 +408,49 @@ def test_new_user_pass_deep_links_odd_paths_and_sessions(served: Served, chromiu
         watcher.wait_for_selector("#login-form")
     finally:
         ctx.close()
+
+
+def test_repository_pages_follow_the_default_branch_and_a_slow_page_keeps_off_the_feed(served: Served, browser: Any) -> None:
+    """The tabs of the repository-wide pages (pulls, feed, hook runs, settings) open the repository's default
+    branch, not "main"; a pull request page still loading when the user goes to the live feed does not take
+    the feed's stream over when it finishes (the feed keeps updating)."""
+    import requests
+
+    from tests.api.test_http import AUTH
+
+    name = served.repo_name("db")
+    api = f"{served.api}/api/v1"
+    assert requests.post(f"{api}/repositories", auth=AUTH, timeout=30, json={
+        "name": name, "storage_namespace": f"local://{served.home}/ns/{name}", "default_branch": "trunk"}).status_code == 201
+    assert requests.post(f"{api}/repositories/{name}/branches", auth=AUTH, timeout=30,
+                         json={"name": "feat", "source": "trunk"}).status_code == 201
+    pull = requests.post(f"{api}/repositories/{name}/pulls", auth=AUTH, timeout=30,
+                         json={"title": "t", "source_branch": "feat", "destination_branch": "trunk"}).json()
+    base = served.api
+    page = browser.new_page()
+    try:
+        login(page, base, ADMIN_KEY, ADMIN_SECRET)
+        for view, ready in (("pulls", "#open-pr"), ("feed", "#feed"), ("actions", "#runs-page"), ("settings", "#add-rule")):
+            page.goto(f"{base}/#/r/{name}/{view}")
+            page.wait_for_selector(ready)
+            assert page.locator(".tabs a", has_text="objects").get_attribute("href") == f"#/r/{name}/tree/trunk", view
+        page.goto(f"{base}/#/r/{name}/pulls")
+        page.wait_for_selector("#open-pr")
+        assert page.locator("#pr-destination").input_value() == "trunk" and page.locator("#pr-source").input_value() == "feat"
+
+        held: list[Any] = []
+        page.route("**/actions/runs?*", lambda route: held.append(route))  # the PR page waits on its hook runs
+        page.goto(f"{base}/#/r/{name}/pull/{pull['id']}")
+        while not held:
+            page.wait_for_timeout(50)
+        page.goto(f"{base}/#/r/{name}/feed")
+        page.wait_for_selector("#feed-status >> text=live")
+        for route in held:
+            route.continue_()
+        page.unroute("**/actions/runs?*")
+        page.wait_for_timeout(500)  # the PR page finishes loading behind the feed
+        assert requests.post(f"{api}/repositories/{name}/branches", auth=AUTH, timeout=30,
+                             json={"name": "later", "source": "trunk"}).status_code == 201
+        page.wait_for_selector("#feed tr[data-kind=branch-created] >> text=later")
+    finally:
+        page.close()

@@ -166,6 +166,9 @@ async function refPicker(repo, ref, go) {
   return el("span", {class: "picker"}, "ref: ", sel, " or ", form);
 }
 
+// The repository's default branch: the ref of the tabs on its repository-wide pages (pulls, feed, hook runs, settings).
+async function defaultBranch(repo) { return (await api("GET", route("repositories", repo))).default_branch; }
+
 function repoTabs(repo, ref) {
   return el("div", {class: "tabs"},
     link(route("r", repo, "tree", ref), "objects"), link(route("r", repo, "commits", ref), "commits"),
@@ -391,7 +394,9 @@ async function feedPage(repo) {
   const g0 = gen;  // drawn only if the user is still on this page
   const body = el("tbody", {});
   const status = el("span", {class: "muted", id: "feed-status"}, "connecting…");
-  draw(g0, el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {}, "Live feed ", status),
+  const ref = await defaultBranch(repo);
+  if (g0 !== gen) return;  // the user moved on: no stream for a page not shown
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), el("h3", {}, "Live feed ", status),
     el("table", {id: "feed"}, el("thead", {}, el("tr", {}, el("th", {}, "#"), el("th", {}, "time"), el("th", {}, "event"),
       el("th", {}, "branch"), el("th", {}, "details"))), body));
   const es = subscribe(repo, (kind, d, eventId) => {
@@ -409,13 +414,13 @@ async function pullsPage(repo, q) {
   const g0 = gen;  // drawn only if the user is still on this page
   const st = q.get("status") || "open";
   const after = q.get("after") || "";
-  const [data, branches] = await Promise.all([
+  const [data, branches, ref] = await Promise.all([
     api("GET", route("repositories", repo, "pulls"), {status: st, after, amount: PAGE}),
-    api("GET", route("repositories", repo, "branches"), {amount: 1000})]);
+    api("GET", route("repositories", repo, "branches"), {amount: 1000}), defaultBranch(repo)]);
   const names = branches.results.map(b => b.id);
   const sel = (id, value) => el("select", {id}, names.map(n => el("option", {value: n, selected: n === value}, n)));
-  const src = sel("pr-source", names.find(n => n !== "main") || names[0]);
-  const dst = sel("pr-destination", names.includes("main") ? "main" : names[0]);
+  const src = sel("pr-source", names.find(n => n !== ref) || names[0]);
+  const dst = sel("pr-destination", names.includes(ref) ? ref : names[0]);
   const title = el("input", {id: "pr-title", placeholder: "title", size: 40, required: true});
   const desc = el("textarea", {id: "pr-description", placeholder: "description", rows: 3, cols: 60});
   const msg = el("div");
@@ -430,7 +435,7 @@ async function pullsPage(repo, q) {
     el("button", {type: "submit"}, "open pull request"), msg);
   const filters = el("p", {}, ["open", "closed", "merged", "all"].map(s => [s === st ? el("strong", {}, s) :
     link(route("r", repo, "pulls") + "?status=" + s, s), " "]));
-  draw(g0, el("h2", {}, repo), repoTabs(repo, "main"), filters,
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), filters,
     data.results.length ? el("table", {id: "pulls"}, el("tr", {}, el("th", {}, "#"), el("th", {}, "title"), el("th", {}, "branches"),
       el("th", {}, "author"), el("th", {}, "status")),
       data.results.map(p => el("tr", {class: "pull"}, el("td", {}, link(route("r", repo, "pull", String(p.id)), "#" + p.id)),
@@ -516,6 +521,8 @@ async function pullPage(repo, id) {
       body, el("div", {}, el("button", {type: "submit", id: "comment"}, "comment"))));
   // Live: another user's comment, approval or merge re-renders this page. A new EventSource replays the
   // feed from its start; events from before this page was rendered (minus clock slack) are not news.
+  // Not when the user moved on while this page loaded: that would close the new page's stream (the live feed's).
+  if (g0 !== gen) return;
   const since = Date.now() / 1000 - 2;
   subscribe(repo, (kind, d, _eid, fresh) => {
     if (!fresh || d.time < since || String(d.id) !== String(id) || !kind.startsWith("pull-request") || d.action === "opened") return;
@@ -526,20 +533,21 @@ async function pullPage(repo, id) {
 // ---- hook runs, protection -------------------------------------------------------
 async function actionsPage(repo, q) {
   const g0 = gen;  // drawn only if the user is still on this page
-  draw(g0, el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {id: "runs-page"}, "Hook runs"), await runsTable(repo, {branch: q.get("branch") || undefined}));
+  const [ref, runs] = await Promise.all([defaultBranch(repo), runsTable(repo, {branch: q.get("branch") || undefined})]);
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), el("h3", {id: "runs-page"}, "Hook runs"), runs);
 }
 
 async function settingsPage(repo) {
   const g0 = gen;  // drawn only if the user is still on this page
   const url = route("repositories", repo, "settings", "branch_protection");
-  const rules = await api("GET", url);
+  const [rules, ref] = await Promise.all([api("GET", url), defaultBranch(repo)]);
   const msg = el("div");
   const save = async list => {
     try { await api("PUT", url, {}, list); await settingsPage(repo); } catch (e) { msg.replaceChildren(errorBox(e)); }
   };
   const pattern = el("input", {id: "rule-pattern", placeholder: "branch pattern, e.g. main or rel-*", required: true});
   const approvals = el("input", {id: "rule-approvals", type: "number", min: 0, value: 0, size: 4});
-  draw(g0, el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {}, "Branch protection"),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), el("h3", {}, "Branch protection"),
     el("p", {class: "muted"}, "A protected branch changes only by merge (and revert); a merge needs the approvals the rule requires."),
     rules.length ? el("table", {id: "rules"}, el("tr", {}, el("th", {}, "pattern"), el("th", {}, "required approvals"), el("th", {}, "")),
       rules.map((r, i) => el("tr", {}, el("td", {}, r.pattern), el("td", {}, r.required_approvals),
