@@ -454,3 +454,43 @@ def test_repository_pages_follow_the_default_branch_and_a_slow_page_keeps_off_th
         page.wait_for_selector("#feed tr[data-kind=branch-created] >> text=later")
     finally:
         page.close()
+
+
+def test_empty_directory_entry_and_a_login_in_another_tab(served: Served, browser: Any) -> None:
+    """An empty directory kept by the mount (its own entry, path == prefix) lists as empty, not as a row without
+    a name; after another tab logs in as someone else (one cookie for all tabs), the next page shows who is
+    logged in now, not the first user."""
+    import time
+
+    from lakemount.app import App
+    from lakemount.catalog.model import DIR_MODE, Entry
+    from lakemount.config import load
+
+    repo = served.repo(prefix="ed")
+    rid = str(repo.id)
+    app = App(load(None, env={"LAKEMOUNT_HOME": str(served.home)}))
+    try:
+        app.catalog.put_entry(rid, "main", "empty/", Entry("", 0, "", time.time_ns(), "", (), DIR_MODE))
+        app.auth.create_user("tabuser")
+        app.auth.attach_policy("tabuser", "Admin")
+        app.auth.create_credentials("tabuser", "AKIATABUSER000000000", "tabusersecrettabusersecrettabuser0000000")
+    finally:
+        app.refs.engine.dispose()
+    base = served.api
+    page = browser.new_page()
+    other = browser.new_page()
+    try:
+        login(page, base, ADMIN_KEY, ADMIN_SECRET)
+        page.goto(f"{base}/#/r/{rid}/tree/main")
+        page.locator("#listing tr.dir a").get_by_text("empty/", exact=True).click()
+        page.wait_for_selector(".crumbs >> text=empty")
+        page.wait_for_selector("#main p.muted >> text=empty")
+        assert page.locator("#listing tr.obj").count() == 0
+        assert page.locator("#user").inner_text() == "admin"
+
+        login(other, base, "AKIATABUSER000000000", "tabusersecrettabusersecrettabuser0000000")
+        page.goto(f"{base}/#/r/{rid}/commits/main")
+        page.wait_for_selector("#user >> text=tabuser")
+    finally:
+        page.close()
+        other.close()

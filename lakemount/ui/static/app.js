@@ -191,7 +191,8 @@ async function treePage(repo, ref, prefix, q) {
     acc += part + "/";
     crumbs.append(" / ", link(treeHash(repo, ref, acc), part));
   }
-  const rows = data.results.map(o => {
+  // The directory's own entry (an empty directory kept by the mount, path == prefix) is not a row without a name.
+  const rows = data.results.filter(o => o.path !== prefix).map(o => {
     const name = o.path.slice(prefix.length);
     if (o.path_type === "common_prefix") {
       return el("tr", {class: "dir"}, el("td", {}, link(treeHash(repo, ref, o.path), name)), el("td", {}), el("td", {}), el("td", {}));
@@ -706,7 +707,12 @@ async function policiesPage() {
 
 // ---- routing -------------------------------------------------------------------
 async function whoami() {
-  if (me) return me;
+  if (me) {
+    // Each page change re-checks, without waiting: another tab may have logged in as someone else (one cookie
+    // for all tabs) or out (api() then goes to the login page).
+    api("GET", "/user").then(u => { if (u.user.id !== me.id) { me = null; whoami().catch(() => {}); } }).catch(() => {});
+    return me;
+  }
   const u = await api("GET", "/user");
   me = {id: u.user.id, admin: undefined};
   const who = document.getElementById("who");
