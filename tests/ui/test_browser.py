@@ -299,6 +299,10 @@ def test_pull_request_flow_with_hook_and_live_feed(served: Served, chromium: Any
         page.wait_for_selector("#pr-status >> text=[merged]")
         page.wait_for_selector(".runs tr.run >> text=pre-merge")
         assert "csv_only: completed" in page.locator(".runs").inner_text()
+        # Its output shows on the page (it is served as octet-stream: a plain link only downloaded it).
+        page.locator(".runs a.hook-link", has_text="csv_only").first.click()
+        page.wait_for_selector(".runs pre.hook-output:visible")
+        assert page.locator(".runs pre.hook-output:visible").first.inner_text().strip() and len(admin.pages) == 2
         assert "data/b.csv" in page.locator("#diff").inner_text()  # what the merge brought in
         shot(page, "13-pr-merged-hook-run")
 

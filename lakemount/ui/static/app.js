@@ -451,6 +451,24 @@ function conflictList(message) {
   return el("ul", {id: "conflicts"}, m[1].split(", ").map(p => el("li", {}, p)));
 }
 
+// A hook's output is served as application/octet-stream (as lakeFS does): a plain link only downloaded a file
+// named "output". A click shows it under the link (again: hides it); the link still downloads it, as <id>.log.
+function hookOutput(repo, runId, h) {
+  const url = API + route("repositories", repo, "actions", "runs", runId, "hooks", h.hook_run_id, "output");
+  const out = el("pre", {class: "hook-output", hidden: true});
+  const show = async ev => {
+    ev.preventDefault();
+    if (!out.hidden) { out.hidden = true; return; }
+    try {
+      const r = await fetch(url, {credentials: "same-origin"});
+      if (r.status === 401) { location.assign("/login" + location.hash); return; }
+      out.replaceChildren(r.ok ? (await r.text()) || "(no output)" : "HTTP " + r.status);
+    } catch (e) { out.replaceChildren(String(e)); }
+    out.hidden = false;
+  };
+  return [el("a", {href: url, download: h.hook_id + ".log", class: "hook-link", onclick: show}, h.action + "/" + h.hook_id + ": " + h.status), " ", out];
+}
+
 async function runsTable(repo, query) {
   const runs = await api("GET", route("repositories", repo, "actions", "runs"), {amount: 20, ...query});
   const rows = [];
@@ -459,8 +477,7 @@ async function runsTable(repo, query) {
     try { hooks = (await api("GET", route("repositories", repo, "actions", "runs", r.run_id, "hooks"))).results; } catch (_) { /* shown empty */ }
     rows.push(el("tr", {class: "run " + r.status}, el("td", {}, r.event_type), el("td", {}, r.branch),
       el("td", {class: r.status === "completed" ? "ok" : "error"}, r.status), el("td", {}, r.start_time || ""),
-      el("td", {}, hooks.map(h => [el("a", {href: API + route("repositories", repo, "actions", "runs", r.run_id, "hooks", h.hook_run_id, "output"),
-        target: "_blank", rel: "noopener"}, h.action + "/" + h.hook_id + ": " + h.status), " "]))));
+      el("td", {}, hooks.map(h => hookOutput(repo, r.run_id, h)))));
   }
   return rows.length ? el("table", {class: "runs"}, el("tr", {}, el("th", {}, "event"), el("th", {}, "branch"), el("th", {}, "status"),
     el("th", {}, "started"), el("th", {}, "hooks (output)")), rows) : el("p", {class: "muted"}, "No hook runs.");
