@@ -365,13 +365,21 @@ def test_pull_request_flow_with_hook_and_live_feed(served: Served, chromium: Any
 def test_new_user_pass_deep_links_odd_paths_and_sessions(served: Served, chromium: Any) -> None:
     """What a new user ran into: a deep link opened logged out comes back after logging in; no console error
     (the browser's favicon request); a directory with an empty path segment (``a//b``) can be entered;
-    a malformed %-escape in the address is an error on the page, not an uncaught exception over a stale
-    page; a live feed in a second tab goes to the login page when the session ends in the first."""
+    a compare that cannot be had keeps its pickers; a malformed %-escape in the address is an error on the
+    page, not an uncaught exception over a stale page; a live feed in a second tab goes to the login page
+    when the session ends in the first."""
+    import requests
+
+    from tests.api.test_http import AUTH
+
     repo = served.repo(prefix="nu")
     main = repo.branch("main")
     for path in ("dbl//x.txt", "a b/c.txt"):
         main.object(path).upload(b"z")
+    main.commit(message="odd paths")
     rid = str(repo.id)
+    assert requests.post(f"{served.api}/api/v1/repositories/{rid}/tags", json={"id": "v1", "ref": "main"},
+                         auth=AUTH, timeout=30).status_code == 201
     base = served.api
     ctx = chromium.new_context(viewport={"width": 1100, "height": 700})
     ctx.set_default_timeout(15_000)
@@ -397,6 +405,12 @@ def test_new_user_pass_deep_links_odd_paths_and_sessions(served: Served, chromiu
         page.wait_for_selector("#object-path >> text=dbl//x.txt")
         page.click(".crumbs a")  # back to its directory, dbl//
         page.wait_for_selector("#listing tr.obj >> text=x.txt")
+
+        # Uncommitted changes of a tag: the error, with the checkbox still there to compare the refs instead.
+        page.goto(f"{base}/#/r/{rid}/compare/main/v1?uncommitted=1")
+        page.wait_for_selector("#main .error")
+        page.click("#uncommitted")
+        page.wait_for_selector("#counts >> text=0 added")
 
         page.goto(f"{base}/#/r/{rid}/tree/main/%E0%A4%A/")
         page.wait_for_selector("#main .error")

@@ -345,18 +345,29 @@ async function comparePage(repo, left, right, q) {
   const pageOf = a => uncommitted
     ? api("GET", route("repositories", repo, "branches", right, "diff"), {after: a, amount: 1000})
     : api("GET", route("repositories", repo, "refs", left, "diff", right), {after: a, amount: 1000});
-  const first = uncommitted
-    ? await api("GET", route("repositories", repo, "branches", right, "diff"), {after, amount: PAGE})
-    : await api("GET", route("repositories", repo, "refs", left, "diff", right), {after, amount: PAGE});
+  // A diff that cannot be had (uncommitted changes of a tag, a ref that does not exist) is an error under the
+  // pickers and the checkbox, so the user can change them (the error alone left only the back button).
+  let first;
+  try {
+    first = uncommitted
+      ? await api("GET", route("repositories", repo, "branches", right, "diff"), {after, amount: PAGE})
+      : await api("GET", route("repositories", repo, "refs", left, "diff", right), {after, amount: PAGE});
+  } catch (e) {
+    if (e.status === 401) throw e;
+    first = e;
+  }
   const go = (l, r, u) => location.assign("#" + route("r", repo, "compare", l, r) + (u ? "?uncommitted=1" : ""));
   const lp = await refPicker(repo, left, v => go(v, right, false));
   const rp = await refPicker(repo, right, v => go(left, v, uncommitted));
   const unc = el("label", {}, el("input", {type: "checkbox", id: "uncommitted", checked: uncommitted, onchange: ev => go(left, right, ev.target.checked)}),
     " uncommitted changes of the right branch");
+  const pickers = el("div", {}, uncommitted ? null : ["base ", lp], " compare ", rp, " ", unc);
+  if (first instanceof Error) return draw(g0, el("h2", {}, repo), repoTabs(repo, right), pickers, errorBox(first));
   const counts = el("p", {class: "counts", id: "counts"}, el("span", {class: "muted"}, "counting…"));
-  draw(g0, el("h2", {}, repo), repoTabs(repo, right), el("div", {}, uncommitted ? null : ["base ", lp], " compare ", rp, " ", unc),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, right), pickers,
     counts, diffTable(repo, right, first.results),
     pager(first, after, route("r", repo, "compare", left, right), q, uncommitted ? {uncommitted: "1"} : {}));
+  if (g0 !== gen) return;  // moved on: no need to count
   try {
     const c = await countAll(pageOf);
     counts.replaceChildren(el("span", {class: "added"}, c.added + " added"), el("span", {class: "removed"}, c.removed + " removed"),
