@@ -312,6 +312,14 @@ def test_pull_request_flow_with_hook_and_live_feed(served: Served, chromium: Any
         assert "action=merged" in watcher.locator("#feed").inner_text()
         shot(watcher, "14-live-feed")
 
+        # The source branch deleted after the merge (as is usual): the PR's links still work.
+        assert requests.delete(f"{served.api}/api/v1/repositories/{rid}/branches/feat", auth=AUTH, timeout=30).status_code == 204
+        page.reload()
+        page.wait_for_selector("#pr-status >> text=[merged]")
+        assert page.locator(".tabs a", has_text="objects").get_attribute("href") == f"#/r/{rid}/tree/main"
+        page.locator("#diff a", has_text="data/b.csv").click()
+        page.wait_for_selector("#preview[data-kind=csv]")
+
         # A conflicting pull request lists its paths; close and reopen.
         page.goto(f"{base}/#/r/{rid}/pulls")
         page.wait_for_selector("#open-pr")

@@ -517,7 +517,7 @@ async function pullPage(repo, id) {
     }
     const d = await api("GET", route("repositories", repo, "refs", left, "diff", right),
       {amount: PAGE, type: p.status === "merged" ? "two_dot" : "three_dot"});
-    diff = [diffTable(repo, p.source_branch, d.results)];
+    diff = [diffTable(repo, right, d.results)];  // merged: the objects as the merge made them (the source may be gone)
     if (d.pagination.has_more) diff.push(el("p", {class: "muted"}, "first " + PAGE + " changes; see compare"));
   } catch (e) { diff = [errorBox(e)]; }
   const body = el("textarea", {id: "comment-body", rows: 3, cols: 60, required: true, "data-pull": id});
@@ -527,7 +527,7 @@ async function pullPage(repo, id) {
   const open = p.status === "open";
   const old = document.getElementById("comment-body");  // a live re-render keeps the draft being typed
   if (old && old.dataset.pull === String(id)) body.value = old.value;
-  draw(g0, el("h2", {}, repo), repoTabs(repo, p.source_branch),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, p.status === "merged" ? p.destination_branch : p.source_branch),
     el("h3", {id: "pr-title"}, "#" + p.id + " ", p.title, " ", el("span", {class: "muted", id: "pr-status"}, "[" + p.status + "]")),
     el("p", {}, p.source_branch + " → " + p.destination_branch + " · by " + p.author + " · " + (p.creation_date || "")),
     el("pre", {id: "pr-description"}, p.description || ""),
