@@ -236,3 +236,19 @@ def test_serve_on_a_home_without_users_says_how_to_get_a_key(tmp_path: Path) -> 
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_object_data_cannot_run_script_in_the_ui_origin(svc: Svc) -> None:
+    """The UI's download link and image preview point at getObject on the UI's own origin: an object stored as
+    text/html must come back sandboxed (no script, no origin) and never sniffed, or opening it would act with the
+    user's session. HEAD answers the same headers."""
+    from lakemount.api.objects import OBJECT_CSP
+
+    svc.app.catalog.put("rui", "main", "evil.html", b"<script>fetch('/api/v1/auth/users')</script>", content_type="text/html")
+    for method in ("GET", "HEAD"):
+        status, headers, _ = svc.call(method, "/api/v1/repositories/rui/refs/main/objects", "path=evil.html",
+                                      headers={"authorization": BASIC})
+        h = dict(headers)
+        assert status == 200 and h["Content-Type"] == "text/html"
+        assert h["Content-Security-Policy"] == OBJECT_CSP and OBJECT_CSP.startswith("sandbox;") and "script-src" not in OBJECT_CSP
+        assert h["X-Content-Type-Options"] == "nosniff"
