@@ -13,6 +13,7 @@ data; the page inserts them as text, so a preview cannot inject markup.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
 from typing import Any, Final
@@ -133,7 +134,8 @@ def preview_object(ctx: Ctx) -> Response:
     data = data[:TEXT_CAP]
     if looks_binary(data):
         return json_response(200, {**base, "kind": "binary"})
-    text = data.decode("utf-8", "replace")
+    # Cut at TEXT_CAP, the last character may be cut in two: dropped, not shown as U+FFFD.
+    text = codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=not truncated)
     if kind == "csv":
         return json_response(200, {**base, "kind": "csv", **csv_preview(text, rows, truncated)})
     if kind == "json" and not truncated:

@@ -85,6 +85,9 @@ def serve(
         say(line)
         if api_line:
             say(api_line, err=api is None)
+        if not app.auth.list_users(limit=1):
+            # Only `up` creates the first user (DESIGN: credentials on first `up`): without one nobody can log in.
+            say(NO_USER_HINT, err=True)
 
     try:
         serve_forever(app.config, settings, announce=announce)
@@ -92,5 +95,9 @@ def serve(
         if api is not None:
             api.stop()
 
+
+NO_USER_HINT = ("no user yet, so no one can log in (web UI, API, S3): `lakemount up` creates the user admin and prints "
+                "its key once; or: lakemount auth users create --id admin && lakemount auth users policies attach "
+                "--id admin --policy Admin && lakemount auth users credentials create --id admin")
 
 COMMANDS = [serve]

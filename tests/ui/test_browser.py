@@ -299,6 +299,10 @@ def test_pull_request_flow_with_hook_and_live_feed(served: Served, chromium: Any
         page.wait_for_selector("#pr-status >> text=[merged]")
         page.wait_for_selector(".runs tr.run >> text=pre-merge")
         assert "csv_only: completed" in page.locator(".runs").inner_text()
+        # Its output shows on the page (it is served as octet-stream: a plain link only downloaded it).
+        page.locator(".runs a.hook-link", has_text="csv_only").first.click()
+        page.wait_for_selector(".runs pre.hook-output:visible")
+        assert page.locator(".runs pre.hook-output:visible").first.inner_text().strip() and len(admin.pages) == 2
         assert "data/b.csv" in page.locator("#diff").inner_text()  # what the merge brought in
         shot(page, "13-pr-merged-hook-run")
 
@@ -307,6 +311,14 @@ def test_pull_request_flow_with_hook_and_live_feed(served: Served, chromium: Any
             watcher.wait_for_selector(f"#feed tr[data-kind={kind}]")
         assert "action=merged" in watcher.locator("#feed").inner_text()
         shot(watcher, "14-live-feed")
+
+        # The source branch deleted after the merge (as is usual): the PR's links still work.
+        assert requests.delete(f"{served.api}/api/v1/repositories/{rid}/branches/feat", auth=AUTH, timeout=30).status_code == 204
+        page.reload()
+        page.wait_for_selector("#pr-status >> text=[merged]")
+        assert page.locator(".tabs a", has_text="objects").get_attribute("href") == f"#/r/{rid}/tree/main"
+        page.locator("#diff a", has_text="data/b.csv").click()
+        page.wait_for_selector("#preview[data-kind=csv]")
 
         # A conflicting pull request lists its paths; close and reopen.
         page.goto(f"{base}/#/r/{rid}/pulls")
@@ -356,3 +368,155 @@ def test_pull_request_flow_with_hook_and_live_feed(served: Served, chromium: Any
     finally:
         admin.close()
         reviewer.close()
+
+
+def test_new_user_pass_deep_links_odd_paths_and_sessions(served: Served, chromium: Any) -> None:
+    """What a new user ran into: a deep link opened logged out comes back after logging in; no console error
+    (the browser's favicon request); a directory with an empty path segment (``a//b``) can be entered;
+    a compare that cannot be had keeps its pickers; a malformed %-escape in the address is an error on the
+    page, not an uncaught exception over a stale page; a live feed in a second tab goes to the login page
+    when the session ends in the first."""
+    import requests
+
+    from tests.api.test_http import AUTH
+
+    repo = served.repo(prefix="nu")
+    main = repo.branch("main")
+    for path in ("dbl//x.txt", "a b/c.txt"):
+        main.object(path).upload(b"z")
+    main.commit(message="odd paths")
+    rid = str(repo.id)
+    assert requests.post(f"{served.api}/api/v1/repositories/{rid}/tags", json={"id": "v1", "ref": "main"},
+                         auth=AUTH, timeout=30).status_code == 201
+    base = served.api
+    ctx = chromium.new_context(viewport={"width": 1100, "height": 700})
+    ctx.set_default_timeout(15_000)
+    console: list[str] = []
+    errors: list[str] = []
+    try:
+        page = ctx.new_page()
+        page.on("console", lambda m: m.type == "error" and console.append(m.text))
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{base}/#/r/{rid}/tree/main/a%20b/")
+        page.wait_for_selector("#login-form")
+        page.fill("#access_key_id", ADMIN_KEY)
+        page.fill("#secret_access_key", ADMIN_SECRET)
+        page.click("#login")
+        page.wait_for_selector("#listing >> text=c.txt")  # the deep link, not the repository list
+        assert console == [], console
+
+        page.goto(f"{base}/#/r/{rid}/tree/main")
+        page.locator("#listing tr.dir a").get_by_text("dbl/", exact=True).click()
+        page.wait_for_selector(".crumbs >> text=dbl")
+        page.locator("#listing tr.dir a").get_by_text("/", exact=True).click()  # dbl// (was: dbl/ again)
+        page.locator("#listing tr.obj a").get_by_text("x.txt", exact=True).click()
+        page.wait_for_selector("#object-path >> text=dbl//x.txt")
+        page.click(".crumbs a")  # back to its directory, dbl//
+        page.wait_for_selector("#listing tr.obj >> text=x.txt")
+
+        # Uncommitted changes of a tag: the error, with the checkbox still there to compare the refs instead.
+        page.goto(f"{base}/#/r/{rid}/compare/main/v1?uncommitted=1")
+        page.wait_for_selector("#main .error")
+        page.click("#uncommitted")
+        page.wait_for_selector("#counts >> text=0 added")
+
+        page.goto(f"{base}/#/r/{rid}/tree/main/%E0%A4%A/")
+        page.wait_for_selector("#main .error")
+        assert page.locator("#object-path").count() == 0 and errors == []
+
+        watcher = ctx.new_page()
+        watcher.goto(f"{base}/#/r/{rid}/feed")
+        watcher.wait_for_selector("#feed-status >> text=live")
+        page.goto(f"{base}/#/")
+        page.click("#logout")
+        page.wait_for_url(base + "/login")
+        watcher.wait_for_url(f"{base}/login#/r/{rid}/feed")
+        watcher.wait_for_selector("#login-form")
+    finally:
+        ctx.close()
+
+
+def test_repository_pages_follow_the_default_branch_and_a_slow_page_keeps_off_the_feed(served: Served, browser: Any) -> None:
+    """The tabs of the repository-wide pages (pulls, feed, hook runs, settings) open the repository's default
+    branch, not "main"; a pull request page still loading when the user goes to the live feed does not take
+    the feed's stream over when it finishes (the feed keeps updating)."""
+    import requests
+
+    from tests.api.test_http import AUTH
+
+    name = served.repo_name("db")
+    api = f"{served.api}/api/v1"
+    assert requests.post(f"{api}/repositories", auth=AUTH, timeout=30, json={
+        "name": name, "storage_namespace": f"local://{served.home}/ns/{name}", "default_branch": "trunk"}).status_code == 201
+    assert requests.post(f"{api}/repositories/{name}/branches", auth=AUTH, timeout=30,
+                         json={"name": "feat", "source": "trunk"}).status_code == 201
+    pull = requests.post(f"{api}/repositories/{name}/pulls", auth=AUTH, timeout=30,
+                         json={"title": "t", "source_branch": "feat", "destination_branch": "trunk"}).json()
+    base = served.api
+    page = browser.new_page()
+    try:
+        login(page, base, ADMIN_KEY, ADMIN_SECRET)
+        for view, ready in (("pulls", "#open-pr"), ("feed", "#feed"), ("actions", "#runs-page"), ("settings", "#add-rule")):
+            page.goto(f"{base}/#/r/{name}/{view}")
+            page.wait_for_selector(ready)
+            assert page.locator(".tabs a", has_text="objects").get_attribute("href") == f"#/r/{name}/tree/trunk", view
+        page.goto(f"{base}/#/r/{name}/pulls")
+        page.wait_for_selector("#open-pr")
+        assert page.locator("#pr-destination").input_value() == "trunk" and page.locator("#pr-source").input_value() == "feat"
+
+        held: list[Any] = []
+        page.route("**/actions/runs?*", lambda route: held.append(route))  # the PR page waits on its hook runs
+        page.goto(f"{base}/#/r/{name}/pull/{pull['id']}")
+        while not held:
+            page.wait_for_timeout(50)
+        page.goto(f"{base}/#/r/{name}/feed")
+        page.wait_for_selector("#feed-status >> text=live")
+        for route in held:
+            route.continue_()
+        page.unroute("**/actions/runs?*")
+        page.wait_for_timeout(500)  # the PR page finishes loading behind the feed
+        assert requests.post(f"{api}/repositories/{name}/branches", auth=AUTH, timeout=30,
+                             json={"name": "later", "source": "trunk"}).status_code == 201
+        page.wait_for_selector("#feed tr[data-kind=branch-created] >> text=later")
+    finally:
+        page.close()
+
+
+def test_empty_directory_entry_and_a_login_in_another_tab(served: Served, browser: Any) -> None:
+    """An empty directory kept by the mount (its own entry, path == prefix) lists as empty, not as a row without
+    a name; after another tab logs in as someone else (one cookie for all tabs), the next page shows who is
+    logged in now, not the first user."""
+    import time
+
+    from lakemount.app import App
+    from lakemount.catalog.model import DIR_MODE, Entry
+    from lakemount.config import load
+
+    repo = served.repo(prefix="ed")
+    rid = str(repo.id)
+    app = App(load(None, env={"LAKEMOUNT_HOME": str(served.home)}))
+    try:
+        app.catalog.put_entry(rid, "main", "empty/", Entry("", 0, "", time.time_ns(), "", (), DIR_MODE))
+        app.auth.create_user("tabuser")
+        app.auth.attach_policy("tabuser", "Admin")
+        app.auth.create_credentials("tabuser", "AKIATABUSER000000000", "tabusersecrettabusersecrettabuser0000000")
+    finally:
+        app.refs.engine.dispose()
+    base = served.api
+    page = browser.new_page()
+    other = browser.new_page()
+    try:
+        login(page, base, ADMIN_KEY, ADMIN_SECRET)
+        page.goto(f"{base}/#/r/{rid}/tree/main")
+        page.locator("#listing tr.dir a").get_by_text("empty/", exact=True).click()
+        page.wait_for_selector(".crumbs >> text=empty")
+        page.wait_for_selector("#main p.muted >> text=empty")
+        assert page.locator("#listing tr.obj").count() == 0
+        assert page.locator("#user").inner_text() == "admin"
+
+        login(other, base, "AKIATABUSER000000000", "tabusersecrettabusersecrettabuser0000000")
+        page.goto(f"{base}/#/r/{rid}/commits/main")
+        page.wait_for_selector("#user >> text=tabuser")
+    finally:
+        page.close()
+        other.close()

@@ -191,3 +191,64 @@ def test_listing_pages_by_after(svc: Svc) -> None:
             break
         after = page["pagination"]["next_offset"]
     assert pages == 3 and seen == [f"dir/{i:05d}" for i in range(250)]
+
+
+def test_text_preview_cut_inside_a_character_drops_it(svc: Svc) -> None:
+    """A text longer than the cap, cut in the middle of a multi-byte character: the partial character is left
+    out, not shown as U+FFFD."""
+    from lakemount.api.preview import TEXT_CAP
+
+    cat = svc.app.catalog
+    cat.put("rui", "main", "cjk.txt", "日".encode() * (TEXT_CAP // 3 + 10))  # TEXT_CAP is not a multiple of 3
+    p = _preview(svc, "cjk.txt")
+    assert p["kind"] == "text" and p["truncated"]
+    assert "\ufffd" not in p["text"] and set(p["text"]) == {"日"} and len(p["text"]) == TEXT_CAP // 3
+
+
+def test_serve_on_a_home_without_users_says_how_to_get_a_key(tmp_path: Path) -> None:
+    """Only ``up`` creates the first user: ``serve`` on a fresh home printed its web UI address and nothing a new
+    user could log in with. It says so (on stderr: stdout's first lines stay the addresses scripts read)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from lakemount.cli.serve import NO_USER_HINT
+    from tests.gateway.server_fixture import lakemount_cmd
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
+    env["LAKEMOUNT_HOME"] = str(tmp_path / "home")
+    err = tmp_path / "serve.err"
+    with open(err, "w") as errf:
+        proc = subprocess.Popen(lakemount_cmd("serve", "--listen", "127.0.0.1:0", "--workers", "1"), env=env,
+                                stdout=subprocess.PIPE, stderr=errf, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        assert "listening on" in proc.stdout.readline() and "web UI" in proc.stdout.readline()
+        deadline = time.monotonic() + 20
+        while NO_USER_HINT not in err.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert NO_USER_HINT in err.read_text()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_object_data_cannot_run_script_in_the_ui_origin(svc: Svc) -> None:
+    """The UI's download link and image preview point at getObject on the UI's own origin: an object stored as
+    text/html must come back sandboxed (no script, no origin) and never sniffed, or opening it would act with the
+    user's session. HEAD answers the same headers."""
+    from lakemount.api.objects import OBJECT_CSP
+
+    svc.app.catalog.put("rui", "main", "evil.html", b"<script>fetch('/api/v1/auth/users')</script>", content_type="text/html")
+    for method in ("GET", "HEAD"):
+        status, headers, _ = svc.call(method, "/api/v1/repositories/rui/refs/main/objects", "path=evil.html",
+                                      headers={"authorization": BASIC})
+        h = dict(headers)
+        assert status == 200 and h["Content-Type"] == "text/html"
+        assert h["Content-Security-Policy"] == OBJECT_CSP and OBJECT_CSP.startswith("sandbox;") and "script-src" not in OBJECT_CSP
+        assert h["X-Content-Type-Options"] == "nosniff"

@@ -45,7 +45,7 @@ async function api(method, path, query, body) {
   const url = API + path + (qs.toString() ? "?" + qs : "");
   const r = await fetch(url, {method, headers, credentials: "same-origin",
                               body: body === undefined ? undefined : JSON.stringify(body)});
-  if (r.status === 401 && path !== "/auth/login") { location.assign("/login"); throw new ApiError(401, "not logged in"); }
+  if (r.status === 401 && path !== "/auth/login") { location.assign("/login" + location.hash); throw new ApiError(401, "not logged in"); }
   if (r.status === 204) return null;
   const text = await r.text();
   let data = null;
@@ -85,7 +85,7 @@ function loginPage() {
     msg.replaceChildren();
     try {
       await api("POST", "/auth/login", {}, {access_key_id: id.value.trim(), secret_access_key: secret.value});
-      location.assign("/#/");
+      location.assign("/" + (location.hash || "#/"));  // back to the page that asked for the login
     } catch (e) { msg.replaceChildren(errorBox(e.status === 401 ? "wrong access key or secret" : e)); }
   }},
     el("h2", {}, "Log in to lakemount"),
@@ -166,6 +166,9 @@ async function refPicker(repo, ref, go) {
   return el("span", {class: "picker"}, "ref: ", sel, " or ", form);
 }
 
+// The repository's default branch: the ref of the tabs on its repository-wide pages (pulls, feed, hook runs, settings).
+async function defaultBranch(repo) { return (await api("GET", route("repositories", repo))).default_branch; }
+
 function repoTabs(repo, ref) {
   return el("div", {class: "tabs"},
     link(route("r", repo, "tree", ref), "objects"), link(route("r", repo, "commits", ref), "commits"),
@@ -188,7 +191,8 @@ async function treePage(repo, ref, prefix, q) {
     acc += part + "/";
     crumbs.append(" / ", link(treeHash(repo, ref, acc), part));
   }
-  const rows = data.results.map(o => {
+  // The directory's own entry (an empty directory kept by the mount, path == prefix) is not a row without a name.
+  const rows = data.results.filter(o => o.path !== prefix).map(o => {
     const name = o.path.slice(prefix.length);
     if (o.path_type === "common_prefix") {
       return el("tr", {class: "dir"}, el("td", {}, link(treeHash(repo, ref, o.path), name)), el("td", {}), el("td", {}), el("td", {}));
@@ -202,6 +206,12 @@ async function treePage(repo, ref, prefix, q) {
       el("tr", {}, el("th", {}, "name"), el("th", {}, "size"), el("th", {}, "modified"), el("th", {}, "")), rows),
     rows.length ? null : el("p", {class: "muted"}, "empty"),
     pager(data, after, route("r", repo, "tree", ref) + (prefix ? "/" + prefix.split("/").map(enc).join("/") : ""), q));
+}
+// The listing prefix of a tree route's segments, empty ones kept (the path "a//b" is in directory "a//",
+// "/x" in "/"); a typed route without the trailing slash still names a directory.
+function treePrefix(segments) {
+  const p = segments.join("/");
+  return p && !p.endsWith("/") ? p + "/" : p;
 }
 function treeHash(repo, ref, prefix) { return route("r", repo, "tree", ref) + "/" + prefix.split("/").map(enc).join("/"); }
 function objHash(repo, ref, path) { return route("r", repo, "object", ref) + "?path=" + enc(path); }
@@ -335,18 +345,29 @@ async function comparePage(repo, left, right, q) {
   const pageOf = a => uncommitted
     ? api("GET", route("repositories", repo, "branches", right, "diff"), {after: a, amount: 1000})
     : api("GET", route("repositories", repo, "refs", left, "diff", right), {after: a, amount: 1000});
-  const first = uncommitted
-    ? await api("GET", route("repositories", repo, "branches", right, "diff"), {after, amount: PAGE})
-    : await api("GET", route("repositories", repo, "refs", left, "diff", right), {after, amount: PAGE});
+  // A diff that cannot be had (uncommitted changes of a tag, a ref that does not exist) is an error under the
+  // pickers and the checkbox, so the user can change them (the error alone left only the back button).
+  let first;
+  try {
+    first = uncommitted
+      ? await api("GET", route("repositories", repo, "branches", right, "diff"), {after, amount: PAGE})
+      : await api("GET", route("repositories", repo, "refs", left, "diff", right), {after, amount: PAGE});
+  } catch (e) {
+    if (e.status === 401) throw e;
+    first = e;
+  }
   const go = (l, r, u) => location.assign("#" + route("r", repo, "compare", l, r) + (u ? "?uncommitted=1" : ""));
   const lp = await refPicker(repo, left, v => go(v, right, false));
   const rp = await refPicker(repo, right, v => go(left, v, uncommitted));
   const unc = el("label", {}, el("input", {type: "checkbox", id: "uncommitted", checked: uncommitted, onchange: ev => go(left, right, ev.target.checked)}),
     " uncommitted changes of the right branch");
+  const pickers = el("div", {}, uncommitted ? null : ["base ", lp], " compare ", rp, " ", unc);
+  if (first instanceof Error) return draw(g0, el("h2", {}, repo), repoTabs(repo, right), pickers, errorBox(first));
   const counts = el("p", {class: "counts", id: "counts"}, el("span", {class: "muted"}, "counting…"));
-  draw(g0, el("h2", {}, repo), repoTabs(repo, right), el("div", {}, uncommitted ? null : ["base ", lp], " compare ", rp, " ", unc),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, right), pickers,
     counts, diffTable(repo, right, first.results),
     pager(first, after, route("r", repo, "compare", left, right), q, uncommitted ? {uncommitted: "1"} : {}));
+  if (g0 !== gen) return;  // moved on: no need to count
   try {
     const c = await countAll(pageOf);
     counts.replaceChildren(el("span", {class: "added"}, c.added + " added"), el("span", {class: "removed"}, c.removed + " removed"),
@@ -360,7 +381,9 @@ let live = null;  // the EventSource of the current page, closed when the page c
 const feedSeen = {};  // repository -> the highest event id any page has received (a new EventSource replays)
 function subscribe(repo, onEvent) {
   if (live) live.close();
-  live = new EventSource(API + route("repositories", repo, "events"), {withCredentials: true});
+  const es = live = new EventSource(API + route("repositories", repo, "events"), {withCredentials: true});
+  // Closed for good (not the normal reconnect): if the session ended (logout in another tab), api() goes to /login.
+  es.addEventListener("error", () => { if (es.readyState === EventSource.CLOSED) api("GET", "/user").catch(() => {}); });
   for (const kind of FEED_KINDS) live.addEventListener(kind, ev => {
     let data = {};
     try { data = JSON.parse(ev.data); } catch (_) { return; }
@@ -383,7 +406,9 @@ async function feedPage(repo) {
   const g0 = gen;  // drawn only if the user is still on this page
   const body = el("tbody", {});
   const status = el("span", {class: "muted", id: "feed-status"}, "connecting…");
-  draw(g0, el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {}, "Live feed ", status),
+  const ref = await defaultBranch(repo);
+  if (g0 !== gen) return;  // the user moved on: no stream for a page not shown
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), el("h3", {}, "Live feed ", status),
     el("table", {id: "feed"}, el("thead", {}, el("tr", {}, el("th", {}, "#"), el("th", {}, "time"), el("th", {}, "event"),
       el("th", {}, "branch"), el("th", {}, "details"))), body));
   const es = subscribe(repo, (kind, d, eventId) => {
@@ -401,13 +426,13 @@ async function pullsPage(repo, q) {
   const g0 = gen;  // drawn only if the user is still on this page
   const st = q.get("status") || "open";
   const after = q.get("after") || "";
-  const [data, branches] = await Promise.all([
+  const [data, branches, ref] = await Promise.all([
     api("GET", route("repositories", repo, "pulls"), {status: st, after, amount: PAGE}),
-    api("GET", route("repositories", repo, "branches"), {amount: 1000})]);
+    api("GET", route("repositories", repo, "branches"), {amount: 1000}), defaultBranch(repo)]);
   const names = branches.results.map(b => b.id);
   const sel = (id, value) => el("select", {id}, names.map(n => el("option", {value: n, selected: n === value}, n)));
-  const src = sel("pr-source", names.find(n => n !== "main") || names[0]);
-  const dst = sel("pr-destination", names.includes("main") ? "main" : names[0]);
+  const src = sel("pr-source", names.find(n => n !== ref) || names[0]);
+  const dst = sel("pr-destination", names.includes(ref) ? ref : names[0]);
   const title = el("input", {id: "pr-title", placeholder: "title", size: 40, required: true});
   const desc = el("textarea", {id: "pr-description", placeholder: "description", rows: 3, cols: 60});
   const msg = el("div");
@@ -422,7 +447,7 @@ async function pullsPage(repo, q) {
     el("button", {type: "submit"}, "open pull request"), msg);
   const filters = el("p", {}, ["open", "closed", "merged", "all"].map(s => [s === st ? el("strong", {}, s) :
     link(route("r", repo, "pulls") + "?status=" + s, s), " "]));
-  draw(g0, el("h2", {}, repo), repoTabs(repo, "main"), filters,
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), filters,
     data.results.length ? el("table", {id: "pulls"}, el("tr", {}, el("th", {}, "#"), el("th", {}, "title"), el("th", {}, "branches"),
       el("th", {}, "author"), el("th", {}, "status")),
       data.results.map(p => el("tr", {class: "pull"}, el("td", {}, link(route("r", repo, "pull", String(p.id)), "#" + p.id)),
@@ -437,6 +462,24 @@ function conflictList(message) {
   return el("ul", {id: "conflicts"}, m[1].split(", ").map(p => el("li", {}, p)));
 }
 
+// A hook's output is served as application/octet-stream (as lakeFS does): a plain link only downloaded a file
+// named "output". A click shows it under the link (again: hides it); the link still downloads it, as <id>.log.
+function hookOutput(repo, runId, h) {
+  const url = API + route("repositories", repo, "actions", "runs", runId, "hooks", h.hook_run_id, "output");
+  const out = el("pre", {class: "hook-output", hidden: true});
+  const show = async ev => {
+    ev.preventDefault();
+    if (!out.hidden) { out.hidden = true; return; }
+    try {
+      const r = await fetch(url, {credentials: "same-origin"});
+      if (r.status === 401) { location.assign("/login" + location.hash); return; }
+      out.replaceChildren(r.ok ? (await r.text()) || "(no output)" : "HTTP " + r.status);
+    } catch (e) { out.replaceChildren(String(e)); }
+    out.hidden = false;
+  };
+  return [el("a", {href: url, download: h.hook_id + ".log", class: "hook-link", onclick: show}, h.action + "/" + h.hook_id + ": " + h.status), " ", out];
+}
+
 async function runsTable(repo, query) {
   const runs = await api("GET", route("repositories", repo, "actions", "runs"), {amount: 20, ...query});
   const rows = [];
@@ -445,8 +488,7 @@ async function runsTable(repo, query) {
     try { hooks = (await api("GET", route("repositories", repo, "actions", "runs", r.run_id, "hooks"))).results; } catch (_) { /* shown empty */ }
     rows.push(el("tr", {class: "run " + r.status}, el("td", {}, r.event_type), el("td", {}, r.branch),
       el("td", {class: r.status === "completed" ? "ok" : "error"}, r.status), el("td", {}, r.start_time || ""),
-      el("td", {}, hooks.map(h => [el("a", {href: API + route("repositories", repo, "actions", "runs", r.run_id, "hooks", h.hook_run_id, "output"),
-        target: "_blank", rel: "noopener"}, h.action + "/" + h.hook_id + ": " + h.status), " "]))));
+      el("td", {}, hooks.map(h => hookOutput(repo, r.run_id, h)))));
   }
   return rows.length ? el("table", {class: "runs"}, el("tr", {}, el("th", {}, "event"), el("th", {}, "branch"), el("th", {}, "status"),
     el("th", {}, "started"), el("th", {}, "hooks (output)")), rows) : el("p", {class: "muted"}, "No hook runs.");
@@ -475,7 +517,7 @@ async function pullPage(repo, id) {
     }
     const d = await api("GET", route("repositories", repo, "refs", left, "diff", right),
       {amount: PAGE, type: p.status === "merged" ? "two_dot" : "three_dot"});
-    diff = [diffTable(repo, p.source_branch, d.results)];
+    diff = [diffTable(repo, right, d.results)];  // merged: the objects as the merge made them (the source may be gone)
     if (d.pagination.has_more) diff.push(el("p", {class: "muted"}, "first " + PAGE + " changes; see compare"));
   } catch (e) { diff = [errorBox(e)]; }
   const body = el("textarea", {id: "comment-body", rows: 3, cols: 60, required: true, "data-pull": id});
@@ -485,7 +527,7 @@ async function pullPage(repo, id) {
   const open = p.status === "open";
   const old = document.getElementById("comment-body");  // a live re-render keeps the draft being typed
   if (old && old.dataset.pull === String(id)) body.value = old.value;
-  draw(g0, el("h2", {}, repo), repoTabs(repo, p.source_branch),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, p.status === "merged" ? p.destination_branch : p.source_branch),
     el("h3", {id: "pr-title"}, "#" + p.id + " ", p.title, " ", el("span", {class: "muted", id: "pr-status"}, "[" + p.status + "]")),
     el("p", {}, p.source_branch + " → " + p.destination_branch + " · by " + p.author + " · " + (p.creation_date || "")),
     el("pre", {id: "pr-description"}, p.description || ""),
@@ -508,6 +550,8 @@ async function pullPage(repo, id) {
       body, el("div", {}, el("button", {type: "submit", id: "comment"}, "comment"))));
   // Live: another user's comment, approval or merge re-renders this page. A new EventSource replays the
   // feed from its start; events from before this page was rendered (minus clock slack) are not news.
+  // Not when the user moved on while this page loaded: that would close the new page's stream (the live feed's).
+  if (g0 !== gen) return;
   const since = Date.now() / 1000 - 2;
   subscribe(repo, (kind, d, _eid, fresh) => {
     if (!fresh || d.time < since || String(d.id) !== String(id) || !kind.startsWith("pull-request") || d.action === "opened") return;
@@ -518,20 +562,21 @@ async function pullPage(repo, id) {
 // ---- hook runs, protection -------------------------------------------------------
 async function actionsPage(repo, q) {
   const g0 = gen;  // drawn only if the user is still on this page
-  draw(g0, el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {id: "runs-page"}, "Hook runs"), await runsTable(repo, {branch: q.get("branch") || undefined}));
+  const [ref, runs] = await Promise.all([defaultBranch(repo), runsTable(repo, {branch: q.get("branch") || undefined})]);
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), el("h3", {id: "runs-page"}, "Hook runs"), runs);
 }
 
 async function settingsPage(repo) {
   const g0 = gen;  // drawn only if the user is still on this page
   const url = route("repositories", repo, "settings", "branch_protection");
-  const rules = await api("GET", url);
+  const [rules, ref] = await Promise.all([api("GET", url), defaultBranch(repo)]);
   const msg = el("div");
   const save = async list => {
     try { await api("PUT", url, {}, list); await settingsPage(repo); } catch (e) { msg.replaceChildren(errorBox(e)); }
   };
   const pattern = el("input", {id: "rule-pattern", placeholder: "branch pattern, e.g. main or rel-*", required: true});
   const approvals = el("input", {id: "rule-approvals", type: "number", min: 0, value: 0, size: 4});
-  draw(g0, el("h2", {}, repo), repoTabs(repo, "main"), el("h3", {}, "Branch protection"),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), el("h3", {}, "Branch protection"),
     el("p", {class: "muted"}, "A protected branch changes only by merge (and revert); a merge needs the approvals the rule requires."),
     rules.length ? el("table", {id: "rules"}, el("tr", {}, el("th", {}, "pattern"), el("th", {}, "required approvals"), el("th", {}, "")),
       rules.map((r, i) => el("tr", {}, el("td", {}, r.pattern), el("td", {}, r.required_approvals),
@@ -690,7 +735,12 @@ async function policiesPage() {
 
 // ---- routing -------------------------------------------------------------------
 async function whoami() {
-  if (me) return me;
+  if (me) {
+    // Each page change re-checks, without waiting: another tab may have logged in as someone else (one cookie
+    // for all tabs) or out (api() then goes to the login page).
+    api("GET", "/user").then(u => { if (u.user.id !== me.id) { me = null; whoami().catch(() => {}); } }).catch(() => {});
+    return me;
+  }
   const u = await api("GET", "/user");
   me = {id: u.user.id, admin: undefined};
   const who = document.getElementById("who");
@@ -707,12 +757,12 @@ async function render() {
   const hash = location.hash.replace(/^#/, "") || "/";
   const [pathPart, query] = hash.split("?", 2);
   const q = new URLSearchParams(query || "");
-  const parts = pathPart.split("/").filter((p, i) => i > 0).map(p => decodeURIComponent(p));
   try {
+    const parts = pathPart.split("/").filter((p, i) => i > 0).map(p => decodeURIComponent(p));
     await whoami();
     if (parts[0] === "r" && parts.length >= 4) {
       const repo = parts[1], view = parts[2], ref = parts[3];
-      if (view === "tree") return await treePage(repo, ref, parts.slice(4).filter(Boolean).map(p => p + "/").join(""), q);
+      if (view === "tree") return await treePage(repo, ref, treePrefix(parts.slice(4)), q);
       if (view === "object") return await objectPage(repo, ref, q);
       if (view === "commits") return await commitsPage(repo, ref, q);
       if (view === "history") return await historyPage(repo, ref, q);
