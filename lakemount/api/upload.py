@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from lakemount.api.errors import ApiError, bad_request
-from lakemount.block.landing import PIPELINE_ABOVE, Landing, Pipeline
+from lakemount.block.landing import Landing, Pipeline
 from lakemount.gateway.http import Request
 
 MAX_OBJECT_BYTES: Final = 5 * 1024**3
@@ -99,24 +99,19 @@ def _form_content(chunks: Iterator[bytes], boundary: bytes, part_type: list[str]
 
 
 def _fill(land: Landing, data: Iterator[bytes], limit: int, declared: int | None) -> tuple[int, str, str]:
-    """Land ``data`` (MD5 here; SHA-256 and the writes in a ``Pipeline`` for large or unsized bodies)."""
+    """Land ``data`` (MD5 here; SHA-256 and the writes in a ``Pipeline``, threaded for large or unsized bodies)."""
     md5, sha = hashlib.md5(), hashlib.sha256()
     size = 0
-    pipe = Pipeline(land, sha) if declared is None or declared >= PIPELINE_ABOVE else None
+    pipe = Pipeline(land, sha, expected=declared)
     try:
         for piece in data:
             size += len(piece)
             if size > limit:
                 raise ApiError(413, f"object larger than {limit} bytes")
             md5.update(piece)
-            if pipe is not None:
-                pipe.put(piece)
-            else:
-                sha.update(piece)
-                land.write(piece)
+            pipe.put(piece)
     finally:
-        if pipe is not None:
-            pipe.finish()
+        pipe.finish()
     return size, md5.hexdigest(), sha.hexdigest()
 
 

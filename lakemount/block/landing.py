@@ -114,42 +114,55 @@ class Landing:
 
 
 class Pipeline:
-    """Hashes (SHA-256, when given one) and writes chunks to a landing file in its own thread, in order.
+    """Hashes (SHA-256, when given one) and writes chunks to a landing file, in order.
 
-    The receiving thread ``put``s what it has decoded and verified and goes on
-    reading; hashlib and ``os.write`` release the GIL, so receiving and
-    writing run on two cores.  At most ``QUEUE`` chunks wait.  Errors (a full
-    disk) surface in the next ``put`` or in ``finish``, which must always be
-    called (it ends the thread).  Worth its thread above ``PIPELINE_ABOVE`` bytes.
+    A body of ``expected`` bytes from ``PIPELINE_ABOVE`` on, or of unknown
+    size (``None``), is written by a thread of its own: the receiving thread
+    ``put``s what it has decoded and verified and goes on reading; hashlib and
+    ``os.write`` release the GIL, so receiving and writing run on two cores.
+    At most ``QUEUE`` chunks wait.  A smaller body is hashed and written in
+    ``put`` itself (a thread is not worth it).  Errors (a full disk) surface in
+    the next ``put`` or in ``finish``, which must always be called (it ends the
+    thread).
     """
 
     QUEUE: Final = 8
 
-    def __init__(self, land: Landing, sha: Any = None) -> None:
+    def __init__(self, land: Landing, sha: Any = None, *, expected: int | None = None) -> None:
         self._sha = sha
         self._land = land
-        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=self.QUEUE)
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="lm-land-pipe", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        if expected is None or expected >= PIPELINE_ABOVE:
+            self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=self.QUEUE)
+            self._thread = threading.Thread(target=self._run, name="lm-land-pipe", daemon=True)
+            self._thread.start()
+
+    def _write(self, data: bytes) -> None:
+        if self._sha is not None:
+            self._sha.update(data)
+        self._land.write(data)
 
     def _run(self) -> None:
         while (data := self._queue.get()) is not None:
             if self._error is not None:
                 continue
             try:
-                if self._sha is not None:
-                    self._sha.update(data)
-                self._land.write(data)
+                self._write(data)
             except BaseException as exc:  # noqa: BLE001 - re-raised in put() or finish()
                 self._error = exc
 
     def put(self, data: bytes) -> None:
+        if self._thread is None:
+            self._write(data)
+            return
         if self._error is not None:
             raise self._error
         self._queue.put(data)
 
     def finish(self) -> None:
+        if self._thread is None:
+            return
         self._queue.put(None)
         self._thread.join()
         if self._error is not None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from typing import BinaryIO, Final
 
-from lakemount.block.landing import PIPELINE_ABOVE, Landing, Pipeline
+from lakemount.block.landing import Landing, Pipeline
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, Repository
 from lakemount.errors import ObjectNotFound
@@ -419,10 +419,9 @@ def receive(
     signed_sha = plan.sha256 if plan is not None and plan.mode is PayloadMode.SHA256 else None
     sha = hashlib.sha256() if want_sha256 and signed_sha is None else None
     with catalog.landing(repo, tmpdir, sub) as land:
-        # Large bodies: hash (SHA-256) and write in a second thread while this
-        # one decodes and verifies (MD5, signatures); hashlib and os.write
-        # release the GIL, so the two run on two cores.
-        sink = Pipeline(land, sha) if length is None or length >= PIPELINE_ABOVE else None
+        # Large bodies are hashed (SHA-256) and written in a second thread while
+        # this one decodes and verifies (MD5, signatures): see ``Pipeline``.
+        sink = Pipeline(land, sha, expected=length)
         try:
             size = 0
             while True:
@@ -434,16 +433,10 @@ def receive(
                     size += len(data)
                     if size > max_size:
                         raise s3_error("EntityTooLarge", MaxSizeAllowed=max_size)
-                    if sink is not None:
-                        sink.put(data)
-                    else:
-                        if sha is not None:
-                            sha.update(data)
-                        land.write(data)
+                    sink.put(data)
             summary = decoder.finish()
         finally:
-            if sink is not None:
-                sink.finish()
+            sink.finish()
         digest = signed_sha if signed_sha is not None else (sha.hexdigest() if sha is not None else None)
         yield Received(land, summary.length, summary.md5.hex(), digest, dict(summary.checksums))
 

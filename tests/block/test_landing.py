@@ -41,3 +41,19 @@ def test_a_failed_write_surfaces_in_put_or_finish_and_the_thread_ends(tmp_path: 
         pipe.finish()
     assert not pipe._thread.is_alive()
     land.discard()
+
+
+def test_a_small_body_is_written_inline_with_the_same_result(tmp_path: Path) -> None:
+    """Below PIPELINE_ABOVE no thread is started; bytes and digest are those of the threaded path."""
+    chunks = [os.urandom(n) for n in (1, 0, 4096, 3)]
+    sha = hashlib.sha256()
+    with landing(f"local://{tmp_path}/ns", None) as land:
+        pipe = Pipeline(land, sha, expected=sum(map(len, chunks)))
+        assert pipe._thread is None
+        for c in chunks:
+            pipe.put(c)
+        pipe.finish()
+        land.close()
+        with open(land.path, "rb") as f:
+            assert f.read() == b"".join(chunks)
+    assert sha.hexdigest() == hashlib.sha256(b"".join(chunks)).hexdigest()
