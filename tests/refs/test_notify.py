@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -34,18 +36,26 @@ def _drain(q: queue.Queue, until: float) -> list:  # type: ignore[type-arg]
     return got
 
 
-def test_head_moves_and_staging_are_pushed_to_listeners(pg_cluster: PgCluster, pg_url: str) -> None:
+@contextlib.contextmanager
+def _listening(pg_url: str, repo: str, token: str) -> Iterator[tuple[SqlRefStore, queue.Queue]]:  # type: ignore[type-arg]
+    """A writer store with repository ``repo`` (branch main on staging ``token``) and a connected listener's queue."""
+    from lakemount.graveler.model import Commit, Repository
+
     writer = SqlRefStore(pg_url)
-    reader = SqlRefStore(pg_url)
     batches: queue.Queue = queue.Queue()  # type: ignore[type-arg]
-    listener = reader.listen(batches.put)
+    listener = SqlRefStore(pg_url).listen(batches.put)
     assert listener is not None
     try:
         assert listener.connected.wait(10)
-        from lakemount.graveler.model import Commit, Repository
-
         root = Commit(CommitID("c0"), (), "mr", "", "init", "t", 0.0, (), 1)
-        writer.create_repository(Repository("r", "mem://ns", "main", 0.0), Branch("main", CommitID("c0"), StagingToken("t0")), root)
+        writer.create_repository(Repository(repo, "mem://ns", "main", 0.0), Branch("main", CommitID("c0"), StagingToken(token)), root)
+        yield writer, batches
+    finally:
+        listener.stop()
+
+
+def test_head_moves_and_staging_are_pushed_to_listeners(pg_cluster: PgCluster, pg_url: str) -> None:
+    with _listening(pg_url, "r", "t0") as (writer, batches):
         branch = writer.get_branch("r", "main")
         moved = Branch("main", CommitID("c1"), StagingToken("t1"))
         assert writer.cas_branch("r", branch, moved)
@@ -56,8 +66,6 @@ def test_head_moves_and_staging_are_pushed_to_listeners(pg_cluster: PgCluster, p
         kinds = [(c.kind, c.repo, c.branch, c.sender) for c in changes]
         assert kinds == [("head", "r", "main", writer.sender), ("staging", "r", "main", writer.sender)], kinds
         assert time.monotonic() - t0 < 2.5
-    finally:
-        listener.stop()
 
 
 def test_a_lost_connection_reconnects_and_reports_everything(pg_cluster: PgCluster, pg_url: str) -> None:
@@ -81,17 +89,7 @@ def test_a_lost_connection_reconnects_and_reports_everything(pg_cluster: PgClust
 
 def test_partial_resets_and_repository_deletion_are_pushed(pg_cluster: PgCluster, pg_url: str) -> None:
     """Dropping staged entries of a branch's live token is a staging change; deleting a repository moves every head."""
-    writer = SqlRefStore(pg_url)
-    reader = SqlRefStore(pg_url)
-    batches: queue.Queue = queue.Queue()  # type: ignore[type-arg]
-    listener = reader.listen(batches.put)
-    assert listener is not None
-    try:
-        assert listener.connected.wait(10)
-        from lakemount.graveler.model import Commit, Repository
-
-        root = Commit(CommitID("c0"), (), "mr", "", "init", "t", 0.0, (), 1)
-        writer.create_repository(Repository("r2", "mem://ns", "main", 0.0), Branch("main", CommitID("c0"), StagingToken("s0")), root)
+    with _listening(pg_url, "r2", "s0") as (writer, batches):
         writer.create_branch("r2", Branch("dev", CommitID("c0"), StagingToken("s1")))
         writer.stage("r2", "main", [(b"a/x", b"v"), (b"ab", b"v")])
         _drain(batches, time.monotonic() + 1)  # creation and staging notices
@@ -104,5 +102,3 @@ def test_partial_resets_and_repository_deletion_are_pushed(pg_cluster: PgCluster
         writer.delete_repository("r2")
         changes = sorted((c.kind, c.repo, c.branch) for b in _drain(batches, time.monotonic() + 1.5) for c in b)
         assert changes == [("head", "r2", "dev"), ("head", "r2", "main")], changes
-    finally:
-        listener.stop()
