@@ -49,7 +49,7 @@ from lakemount.errors import (
     Unavailable,
     category_of,
 )
-from lakemount.jobs.namespaces import check_outside_namespaces, local_location, s3_location
+from lakemount.jobs.namespaces import check_outside_namespaces, location_of
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.s3client import client_from_config, split_s3
 from lakemount.jobs.session import Progress, get_spark, interruptible, parallelism, timed, translated
@@ -341,9 +341,7 @@ def export_objects(
         raise NotFound(f"no objects under {prefix or '/'} at {repo}/{ref} (commit {commit.id[:12]})")
     ranges = [(info.id, info.checksum) for info in cat.ranges(repo, commit.id, start=pkey, stop=stop)]
     dest = _parse_destination(dest_text)
-    check_outside_namespaces(
-        app, local_location(dest.root) if dest.kind == "local" else s3_location(dest.root, dest.prefix), "export target"
-    )
+    check_outside_namespaces(app, location_of(dest.kind, dest.root, dest.prefix), "export target")
     client = client_from_config(app.config) if dest.kind == "s3" else None
     if not _is_empty(dest, client):
         if not overwrite:

@@ -47,7 +47,7 @@ from lakemount.errors import (
     ProtectedBranch,
     Unavailable,
 )
-from lakemount.jobs.namespaces import check_outside_namespaces, local_location, s3_location
+from lakemount.jobs.namespaces import check_outside_namespaces, location_of
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.s3client import client_from_config, split_s3
 from lakemount.jobs.session import Progress, get_spark, interruptible, parallelism, timed, translated
@@ -399,9 +399,7 @@ def import_objects(
     timings: dict[str, float] = {}
     started = time.monotonic()
     source = parse_source(source_text)
-    check_outside_namespaces(
-        app, local_location(source.root) if source.kind == "local" else s3_location(source.root, source.prefix), "import source"
-    )
+    check_outside_namespaces(app, location_of(source.kind, source.root, source.prefix), "import source")
     if prefix and not prefix.endswith("/"):
         prefix += "/"
     target = Target(repo, branch, prefix.encode())

@@ -36,6 +36,11 @@ def s3_location(bucket: str, prefix: str = "") -> str:
     return f"s3://{bucket}/{prefix + '/' if prefix else ''}"
 
 
+def location_of(kind: str, root: str, prefix: str = "") -> str:
+    """The location of a job's source or target: ``kind`` ``local`` (``root`` a directory) or ``s3`` (a bucket)."""
+    return local_location(root) if kind == "local" else s3_location(root, prefix)
+
+
 def namespace_location(namespace: str) -> str | None:
     """The location of a storage namespace URL, or ``None`` for a store no job reads or writes."""
     if namespace.startswith("local://"):
