@@ -151,6 +151,17 @@ def test_packages_import_each_other_in_no_cycle() -> None:
     assert not cycle, "lakemount packages import each other in a cycle:\n" + "\n".join(steps)
 
 
+# Front ends that stand side by side: neither imports the other; what they
+# share lives below both (``lakemount/serving``, the catalog).
+SIBLINGS = (("api", "gateway"), ("ui", "gateway"), ("serving", "gateway"), ("serving", "api"), ("serving", "ui"))
+
+
+@pytest.mark.parametrize("importer, imported", SIBLINGS)
+def test_sibling_front_ends_share_code_only_through_a_lower_layer(importer: str, imported: str) -> None:
+    where = package_edges().get(importer, {}).get(imported)
+    assert where is None, f"{importer} must not import {imported} (first at {where}); move what both need to lakemount/serving"
+
+
 @pytest.mark.parametrize(
     "edges, expected",
     [

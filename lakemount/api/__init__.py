@@ -6,13 +6,11 @@
 resource module (``repositories``, ``branches``, ``refs``, ``commits``,
 ``tags``, ``objects``, ``imports``, ``users``, ``setup``).  Errors become
 lakeFS's ``{"message": ...}`` bodies with its status codes (``errors.py``);
-listings use its pagination (``pagination.py``).  The API stands on the
-gateway for its HTTP plumbing, one layer down (the gateway imports nothing of
-the API): the framework-free ``Request``/``Response`` (``gateway/http.py``), the
-raw ASGI adapter (``gateway/asgi.py``), and the object helpers (ranges,
-memory-mapped local reads, entries made from uploads in ``gateway/objects.py``),
-so an object reads and lands the same through both; ``server.py`` runs several
-worker processes.  Like
-the mount and the gateway, the API is a front end of the catalog and never
-touches graveler.
+listings use its pagination (``pagination.py``).  The API shares its HTTP
+plumbing with the S3 gateway through ``lakemount/serving`` (the framework-free
+``Request``/``Response``, the raw ASGI adapter, memory-mapped object bodies,
+byte ranges, the worker processes) and imports nothing of the gateway, so an
+object reads the same through both; ``server.py`` runs several worker
+processes.  Like the mount and the gateway, the API is a front end of the
+catalog and never touches graveler.
 """

@@ -7,7 +7,7 @@ from lakemount.api.context import Ctx, json_response
 from lakemount.api.models import commit_json
 from lakemount.api.routing import operation
 from lakemount.auth.policies import Action
-from lakemount.gateway.http import Response
+from lakemount.serving.http import Response
 
 
 @operation("GET", "/repositories/{repository}/commits/{commitId}", "getCommit", tag="commits",

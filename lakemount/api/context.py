@@ -20,7 +20,7 @@ from lakemount.api.routing import Operation
 from lakemount.api.schemas import validate
 from lakemount.auth.model import UserID
 from lakemount.auth.policies import Action
-from lakemount.gateway.http import Request, Response
+from lakemount.serving.http import Request, Response
 
 if TYPE_CHECKING:
     from lakemount.api.handler import ApiService

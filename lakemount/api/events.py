@@ -17,7 +17,7 @@ from lakemount.api.context import Ctx
 from lakemount.api.errors import bad_request
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
-from lakemount.gateway.http import Response
+from lakemount.serving.http import Response
 
 RETRY_MS = 1000
 MAX_EVENTS = 500

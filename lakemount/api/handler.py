@@ -1,7 +1,7 @@
 """The API's request handler: route, authenticate, run the operation, translate errors.
 
 ``ApiService.handle`` is the blocking ``Request -> Response`` function the
-gateway's ASGI adapter runs in its thread pool.  Every failure becomes a
+ASGI adapter (``serving/asgi.py``) runs in its thread pool.  Every failure becomes a
 JSON ``{"message": ...}`` with lakeFS's status code; an unexpected exception
 is logged and answered 500 without details (it is a bug, and tests assert
 it never happens).
@@ -38,8 +38,7 @@ from lakemount.api.routing import OPERATIONS, Router
 from lakemount.app import App
 from lakemount.auth.crypto import read_key_file
 from lakemount.errors import LakeMountError
-from lakemount.gateway.errors import S3Error
-from lakemount.gateway.http import ClientDisconnected, Request, Response
+from lakemount.serving.http import BodyTimeout, ClientDisconnected, Request, Response
 from lakemount.ui import pages
 
 log = logging.getLogger("lakemount.api")
@@ -79,8 +78,8 @@ class ApiService:
             return error_response(translate(e))
         except ClientDisconnected:
             return error_response(ApiError(400, "client disconnected before the request body was complete"))
-        except S3Error as e:  # the body pump's timeout
-            return error_response(ApiError(408, e.message or "request body timed out"))
+        except BodyTimeout as e:
+            return error_response(ApiError(408, str(e)))
         except Exception:  # noqa: BLE001 - a bug: logged, answered without details
             log.exception("unexpected error serving %s %s", request.method, request.raw_path)
             return error_response(ApiError(500, "internal error"))

@@ -29,7 +29,7 @@ from lakemount.api.errors import ApiError, bad_request, not_found
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
 from lakemount.config import config_pipe
-from lakemount.gateway.http import Response
+from lakemount.serving.http import Response
 
 TAG = "import"
 ID = Param("id", required=True, description="the import's id")

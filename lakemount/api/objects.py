@@ -20,10 +20,11 @@ from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.api.upload import header_text, receive_object
 from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import MAX_KEY_BYTES
+from lakemount.catalog.model import STORED_PREFIX, upload_entry
 from lakemount.errors import ObjectNotFound, ProtectedBranch
-from lakemount.gateway.errors import S3Error
-from lakemount.gateway.http import Response
-from lakemount.gateway.objects import STORED_PREFIX, http_date, make_entry, parse_range, read_stream
+from lakemount.serving.bodies import read_stream
+from lakemount.serving.http import Response
+from lakemount.serving.ranges import RangeNotSatisfiable, http_date, parse_range
 
 TAG = "objects"
 META_HEADER: Final = "x-lakefs-meta-"
@@ -128,7 +129,7 @@ def _read(ctx: Ctx, *, with_body: bool) -> Response:
     size = 0 if entry.is_dir or entry.is_symlink else entry.size
     try:
         rng = parse_range(ctx.request.header("range"), size)
-    except S3Error:
+    except RangeNotSatisfiable:
         raise ApiError(416, "requested range not satisfiable", (("Content-Range", f"bytes */{size}"),)) from None
     start, length = (0, size) if rng is None else rng
     status = 200 if rng is None else 206
@@ -196,7 +197,7 @@ def upload_object(ctx: Ctx) -> Response:
         raise ApiError(412, f"object exists: {path}")
     meta = _metadata(ctx)
     stored = receive_object(ctx.request, cat, repo_rec, ctx.service.tmpdir)
-    entry = make_entry(stored.address, stored.size, stored.md5, path, stored.content_type, meta)
+    entry = upload_entry(stored.address, stored.size, stored.md5, path, stored.content_type, meta)
     if exclusive and cat.get_optional(repo, branch, path) is not None:
         raise ApiError(412, f"object exists: {path}")
     cat.put_entry(repo, branch, path, entry)

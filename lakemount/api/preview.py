@@ -23,7 +23,7 @@ from lakemount.api.context import Ctx, json_response
 from lakemount.api.objects import PATH, check_path
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
-from lakemount.gateway.http import Response
+from lakemount.serving.http import Response
 
 TEXT_CAP: Final = 256 * 1024
 PARQUET_CAP: Final = 512 * 1024 * 1024

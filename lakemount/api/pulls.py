@@ -17,7 +17,7 @@ from lakemount.api.pagination import after_filter, paginate
 from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.auth.policies import Action
 from lakemount.catalog.pulls import STATUSES, Comment, PullRequest
-from lakemount.gateway.http import Response
+from lakemount.serving.http import Response
 
 TAG = "pulls"
 

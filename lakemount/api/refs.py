@@ -12,7 +12,7 @@ from lakemount.api.pagination import paginate
 from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.auth.policies import Action
 from lakemount.catalog.shapes import parse_since
-from lakemount.gateway.http import Response
+from lakemount.serving.http import Response
 
 TAG = "refs"
 

@@ -8,7 +8,7 @@ from lakemount.api.models import repository_json
 from lakemount.api.pagination import after_filter, paginate
 from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.auth.policies import Action
-from lakemount.gateway.http import Response
+from lakemount.serving.http import Response
 
 TAG = "repositories"
 

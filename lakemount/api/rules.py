@@ -21,7 +21,7 @@ from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
 from lakemount.catalog.actions import HookRun, Run
 from lakemount.errors import InvalidArgument, NotFound
-from lakemount.gateway.http import Response
+from lakemount.serving.http import Response
 
 TAG = "repositories"
 ACTIONS = "actions"

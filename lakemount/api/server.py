@@ -20,10 +20,10 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from lakemount import serving
 from lakemount.config import Config
 from lakemount.errors import InvalidArgument
-from lakemount.serving import STOP_GRACE, WorkerPool, bind, settle_worker_heap
+from lakemount.serving import workers
+from lakemount.serving.workers import STOP_GRACE, WorkerPool, bind, settle_worker_heap
 
 log = logging.getLogger("lakemount.api")
 
@@ -63,10 +63,10 @@ def build_asgi(config: Config, settings: ApiSettings) -> Any:
     """The ASGI application of one worker over a fresh ``App``."""
     from lakemount.api.handler import ApiService
     from lakemount.app import App
-    from lakemount.gateway.asgi import AsgiApp
+    from lakemount.serving.asgi import AsgiApp
 
     service = ApiService(App(config))
-    return AsgiApp(service.handle, threads=settings.threads)
+    return AsgiApp(service.handle, threads=settings.threads, thread_name="lm-api")
 
 
 def _configure_logging(config: Config) -> None:
@@ -130,7 +130,7 @@ def serve_forever(config: Config, settings: ApiSettings, *, announce: Any = prin
     """Run the API in the foreground until SIGINT or SIGTERM."""
     _configure_logging(config)
     server = ApiServer(config, settings)
-    serving.serve_forever(
+    workers.serve_forever(
         server,
         lambda: f"lakemount API listening on {server.url}/api/v1 ({settings.workers} workers); web UI: {server.url}/",
         announce=announce,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from lakemount.serving import UpService
+from lakemount.serving.workers import UpService
 
 if TYPE_CHECKING:
     from lakemount.api.server import ApiServer as ApiServerType

@@ -19,7 +19,7 @@ from lakemount.api import csrf
 from lakemount.api.auth import COOKIE, TOKEN_SECONDS
 from lakemount.api.context import Ctx, empty, json_response
 from lakemount.api.routing import operation
-from lakemount.gateway.http import Response
+from lakemount.serving.http import Response
 
 LAKEFS_API_LEVEL: Final = "1.50.0"
 """The lakeFS API level these operations follow: clients gate features on ``version_config.version``

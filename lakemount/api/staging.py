@@ -21,8 +21,8 @@ from lakemount.api.models import object_json
 from lakemount.api.objects import PATH, check_path
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
-from lakemount.gateway.http import Response
-from lakemount.gateway.objects import make_entry
+from lakemount.catalog.model import upload_entry
+from lakemount.serving.http import Response
 
 TAG = "staging"
 MAX_USER_METADATA = 2048
@@ -82,7 +82,7 @@ def link_physical_address(ctx: Ctx) -> Response:
             raise bad_request("If-None-Match supports only '*'")
         if im and (current is None or im.strip('"') != current.etag):
             raise ApiError(412, f"If-Match does not match the object at {path}")
-    entry = make_entry(linked.address, linked.size, linked.etag, path,
+    entry = upload_entry(linked.address, linked.size, linked.etag, path,
                        body.get("content_type") or "application/octet-stream", meta)
     if mtime is not None:  # lakeFS takes the client's time as the object's (the SDK sends none)
         entry = entry._replace(mtime_ns=mtime * 1_000_000_000)

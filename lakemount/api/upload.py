@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from lakemount.api.errors import ApiError, bad_request
 from lakemount.block.landing import Landing, Pipeline
-from lakemount.gateway.http import Request
+from lakemount.serving.http import Request
 
 MAX_OBJECT_BYTES: Final = 5 * 1024**3
 MAX_PART_HEADER: Final = 64 * 1024

@@ -22,7 +22,7 @@ from lakemount.api.pagination import after_filter, paginate
 from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.auth.policies import Action, Effect, Policy, Statement
 from lakemount.catalog.shapes import group_json
-from lakemount.gateway.http import Response
+from lakemount.serving.http import Response
 
 TAG = "auth"
 ARN_REPO: Final = "arn:lakefs:fs:::repository/"

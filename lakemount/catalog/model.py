@@ -13,7 +13,9 @@ versioned core's machinery.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from typing import Final
 
 from lakemount.graveler.model import (
     DIR_MODE,
@@ -39,6 +41,7 @@ __all__ = [
     "EMPTY_METARANGE",
     "FILE_MODE",
     "LINK_MODE",
+    "STORED_PREFIX",
     "BlockAdapter",
     "Branch",
     "Commit",
@@ -53,9 +56,28 @@ __all__ = [
     "View",
     "decode_value",
     "prefix_end",
+    "upload_entry",
 ]
 
 DIFF_KINDS = ("added", "removed", "changed", "conflict")
+
+STORED_PREFIX: Final = "s3:"
+"""Metadata names under this prefix are standard headers stored with an object
+(``s3:cache-control``, ...), not user metadata: a colon cannot occur in an HTTP
+header name, so they never collide with ``x-amz-meta-*`` names."""
+
+
+def upload_entry(
+    address: str,
+    size: int,
+    etag: str,
+    path: str,
+    content_type: str,
+    metadata: list[tuple[str, str]] | tuple[tuple[str, str], ...],
+) -> Entry:
+    """The entry an upload stages: a directory marker for an empty ``.../`` key, else a file."""
+    mode = DIR_MODE if path.endswith("/") and size == 0 else FILE_MODE
+    return Entry(address, size, etag, time.time_ns(), content_type, tuple(sorted(metadata)), mode)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,11 @@ How a request flows, and where each concern lives:
 - ``server.py``      ``lakemount serve``: one socket, several worker processes (uvicorn on
                      httptools + uvloop), each a stateless client of the shared stores;
                      ``service.py`` runs it beside the mount for ``lakemount up``.
-- ``asgi.py``        the only module that knows the HTTP framework: requests to worker
-                     threads, bodies pulled on demand, responses streamed.
+- ``lakemount/serving``  shared with the REST API: the framework-free ``Request`` and
+                     ``Response`` (``http.py``), the only module that knows the HTTP
+                     framework (``asgi.py``: requests to worker threads, bodies pulled
+                     on demand, responses streamed), object bodies out (``bodies.py``:
+                     memory-mapped local reads), byte ranges, worker processes.
 - ``handler.py``     one request: bucket and key (path or virtual-host style), the caller
                      (``access.py``: signatures via ``sig/``, role policies), the
                      operation (``routing.py``), S3 XML errors (``errors.py``, ``xml.py``).
@@ -15,7 +18,7 @@ How a request flows, and where each concern lives:
                      (catalog, access, buckets, uploads, settings), never the gateway.
 - ``buckets.py``     what a bucket stands for: a repository, or one ref (flat buckets,
                      aliases); ``listing.py``/``listing_xml.py`` list either kind.
-- ``objects.py``     object headers, conditions, ranges, and verified uploads that land
+- ``objects.py``     object headers, conditions, copy ranges, and verified uploads that land
                      (the block store's writer, ``block/landing.py``) before they are
                      stored and staged.
 - ``multipart.py``   S3's multipart limits; parts live in the block store.

@@ -19,9 +19,10 @@ from lakemount.auth.model import UserID
 from lakemount.auth.policies import Action
 from lakemount.auth.store import SqlAuthStore
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.http import Request
 from lakemount.gateway.sig.auth import authenticate
+from lakemount.gateway.sig.request import HttpRequest
 from lakemount.gateway.sig.result import AuthResult
+from lakemount.serving.http import Request
 
 TTL: Final = 5.0
 MAX_ENTRIES: Final = 10_000
@@ -81,7 +82,7 @@ class Access:
         if "X-Amz-Expires=-" in request.raw_query:
             # A URL presigned to expire in the past (S3 answers as for any expired URL).
             raise s3_error("AccessDenied", "Request has expired")
-        result = authenticate(request.signed_view(), self.secret, virtual_host_bucket=virtual_host_bucket)
+        result = authenticate(HttpRequest.of(request), self.secret, virtual_host_bucket=virtual_host_bucket)
         return Principal(self._lookup(result.access_key_id)[0], result)
 
     def allowed(self, user_id: str, action: Action, repo: str = "*") -> bool:

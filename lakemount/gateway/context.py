@@ -19,9 +19,9 @@ from lakemount.errors import NotFound
 from lakemount.gateway.access import Access, Principal
 from lakemount.gateway.buckets import BucketMap, Target
 from lakemount.gateway.errors import S3Error, s3_error
-from lakemount.gateway.http import Request
 from lakemount.gateway.objects import decoder_for
 from lakemount.gateway.settings import GatewaySettings
+from lakemount.serving.http import Request
 
 _ANONYMOUS_ACTIONS = {
     "public-read": {Action.READ_REPO},

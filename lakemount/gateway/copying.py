@@ -19,7 +19,8 @@ from lakemount.errors import NotFound
 from lakemount.gateway.buckets import Target
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.objects import READ_CHUNK, is_object
+from lakemount.gateway.objects import is_object
+from lakemount.serving.bodies import READ_CHUNK
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ Finds the bucket and key (path style, or virtual-host style under a configured
 domain), authenticates the caller, picks the operation (``routing.py``) and
 runs it; every failure becomes S3's XML error with the request id that the
 ``x-amz-request-id`` header also carries.  Blocking and synchronous: the
-server adapter (``asgi.py``) calls it from worker threads.
+server adapter (``serving/asgi.py``) calls it from worker threads.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from lakemount.gateway.access import ANONYMOUS, Access, Principal
 from lakemount.gateway.buckets import BucketMap
 from lakemount.gateway.context import Ctx, Services
 from lakemount.gateway.errors import S3Error, from_exception
-from lakemount.gateway.http import ClientDisconnected, Request, Response
 from lakemount.gateway.settings import GatewaySettings
 from lakemount.gateway.xml import render_error
+from lakemount.serving.http import BodyTimeout, ClientDisconnected, Request, Response
 
 log = logging.getLogger("lakemount.gateway")
 
@@ -112,6 +112,13 @@ class S3Gateway:
             response = Response(400, [], b"")
         except S3Error as err:
             response = self.error_response(req, err, request_id)
+        except BodyTimeout:
+            timeout = S3Error(
+                "RequestTimeout",
+                "Your socket connection to the server was not read from or written to within the timeout period.",
+                400,
+            )
+            response = self.error_response(req, timeout, request_id)
         except LakeMountError as err:
             fields = {"BucketName": bucket} if bucket and key is None else {"Key": key} if key else {}
             response = self.error_response(req, from_exception(err, **fields), request_id)

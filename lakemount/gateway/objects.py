@@ -1,12 +1,14 @@
-"""Objects as S3 shows them: entry <-> headers, conditions, ranges, bodies in and out.
+"""Objects as S3 shows them: entry <-> headers, conditions, copy ranges, and bodies in.
 
 Shared by the object operations.  User metadata (``x-amz-meta-*``) is the
 entry's metadata under its lower-cased name, the same pairs the mount shows as
 ``user.*`` xattrs.  The standard headers S3 stores with an object
 (Cache-Control, Content-Disposition, Content-Encoding, Content-Language,
-Expires) are kept as metadata too, under ``s3:<header>``: a colon cannot occur
-in an HTTP header name, so they never collide with user metadata, and a mount
-user can set one as the xattr ``user.s3:cache-control``.
+Expires) are kept as metadata too, under ``s3:<header>`` (``STORED_PREFIX`` of
+``catalog/model.py``): a colon cannot occur in an HTTP header name, so they
+never collide with user metadata, and a mount user can set one as the xattr
+``user.s3:cache-control``.  Bodies out (memory-mapped local reads) and plain
+HTTP ranges are shared with the REST API in ``lakemount/serving``.
 
 Uploads are written whole to a landing file (the block store's writer,
 ``block/landing.py``) while the protocol layer's ``BodyDecoder`` verifies
@@ -21,35 +23,29 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import hashlib
-import io
-import mmap
-import os
-import re
 import stat
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC
-from typing import BinaryIO, Final
+from typing import Final
 
 from lakemount.block.landing import Landing, Pipeline
 from lakemount.catalog.catalog import Catalog
-from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, Repository
-from lakemount.errors import ObjectNotFound
+from lakemount.catalog.model import STORED_PREFIX, Entry, Repository
 from lakemount.gateway.errors import S3Error, s3_error
-from lakemount.gateway.http import Request, Response
 from lakemount.gateway.sig.chunked import BodyDecoder, strip_aws_chunked
 from lakemount.gateway.sig.payload import PayloadMode, body_plan
+from lakemount.gateway.sig.request import HttpRequest
 from lakemount.gateway.sig.result import AuthResult
+from lakemount.serving import ranges
+from lakemount.serving.http import Request, Response
+from lakemount.serving.ranges import http_date
 
 META_PREFIX: Final = "x-amz-meta-"
-STORED_PREFIX: Final = "s3:"
 STORED_HEADERS: Final = ("cache-control", "content-disposition", "content-encoding", "content-language", "expires")
 MAX_METADATA_BYTES: Final = 2048
 MAX_PUT_SIZE: Final = 5 * 1024**3
 DEFAULT_CONTENT_TYPE: Final = "binary/octet-stream"
-READ_CHUNK: Final = 1 << 20
-PAGE: Final = mmap.PAGESIZE
 
 
 # --- metadata -----------------------------------------------------------------------
@@ -84,11 +80,6 @@ def content_type_of(req: Request) -> str:
     return req.header("content-type") or ""
 
 
-def http_date(ns: int) -> str:
-    """An HTTP-date (RFC 7231, GMT) for a time in nanoseconds since the epoch."""
-    return email.utils.formatdate(ns / 1e9, usegmt=True)
-
-
 def quoted(etag: str) -> str:
     """``etag`` in double quotes, as S3 sends it in ETag headers and XML."""
     return f'"{etag}"'
@@ -110,23 +101,6 @@ def object_headers(entry: Entry) -> list[tuple[str, str]]:
         else:
             headers.append((META_PREFIX + name, value))
     return headers
-
-
-def _is_directory_key(path: str, size: int) -> bool:
-    return path.endswith("/") and size == 0
-
-
-def make_entry(
-    address: str,
-    size: int,
-    etag: str,
-    path: str,
-    content_type: str,
-    metadata: list[tuple[str, str]] | tuple[tuple[str, str], ...],
-) -> Entry:
-    """The entry a PUT stages: a directory marker for an empty ``.../`` key, else a file."""
-    mode = DIR_MODE if _is_directory_key(path, size) else FILE_MODE
-    return Entry(address, size, etag, time.time_ns(), content_type, tuple(sorted(metadata)), mode)
 
 
 def is_object(entry: Entry) -> bool:
@@ -191,36 +165,15 @@ def check_conditions(req: Request, entry: Entry, *, prefix: str = "if-") -> Resp
 
 # --- ranges -------------------------------------------------------------------------
 
-_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
-
-
 def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
-    """(start, length) of a Range header; None for no (or an ignorable) range.
+    """(start, length) of a Range header, as :func:`lakemount.serving.ranges.parse_range`.
 
-    Raises ``S3Error`` InvalidRange (416) when the range is unsatisfiable.  As S3
-    does, a malformed header or several ranges mean the whole object.
+    Raises ``S3Error`` InvalidRange (416) when the range is unsatisfiable.
     """
-    if header is None:
-        return None
-    m = _RANGE.match(header.strip())
-    if m is None:
-        return None
-    first, last = m.group(1), m.group(2)
-    if not first and not last:
-        return None
-    if not first:
-        n = int(last)
-        if n == 0 or size == 0:
-            raise _invalid_range(size)
-        n = min(n, size)
-        return size - n, n
-    start = int(first)
-    if last and int(last) < start:
-        return None
-    if start >= size:
-        raise _invalid_range(size)
-    end = min(int(last), size - 1) if last else size - 1
-    return start, end - start + 1
+    try:
+        return ranges.parse_range(header, size)
+    except ranges.RangeNotSatisfiable:
+        raise _invalid_range(size) from None
 
 
 def parse_copy_range(header: str, size: int) -> tuple[int, int]:
@@ -229,7 +182,7 @@ def parse_copy_range(header: str, size: int) -> tuple[int, int]:
     Raises ``S3Error`` InvalidArgument for a malformed value and InvalidRange
     when it does not lie within the source.
     """
-    m = _RANGE.match(header.strip())
+    m = ranges.RANGE.match(header.strip())
     if m is None or not m.group(1) or not m.group(2):
         raise s3_error(
             "InvalidArgument",
@@ -248,114 +201,6 @@ def parse_copy_range(header: str, size: int) -> tuple[int, int]:
 
 def _invalid_range(size: int) -> S3Error:
     return s3_error("InvalidRange", ActualObjectSize=size, RangeRequested="")
-
-
-# --- bodies out ---------------------------------------------------------------------
-
-
-def read_stream(catalog: Catalog, repo: Repository, entry: Entry, start: int, length: int) -> tuple[Iterable[bytes | memoryview], BinaryIO | None]:
-    """An iterator over ``length`` bytes of an object from ``start``, and the file to close.
-
-    An object in a local file is served from a read-only memory map
-    (``MappedChunks``): each chunk is a view of the page cache that the
-    server writes to the socket directly, one copy fewer than ``read()`` into
-    a new buffer (64 MiB GETs in gateway_bench went from about 2.1 to
-    2.4-2.75 GB/s).  A worker thread faults pages in before their view is
-    handed out, so a cold object's disk reads never happen on the event
-    loop.  The block store
-    never rewrites a stored object in place (it writes a temporary file and
-    renames it), so a mapping cannot be truncated under a reader; imported
-    objects, which live outside it, are read, not mapped.
-    """
-    if length <= 0 or entry.size == 0:
-        return iter(()), None
-    url = catalog.physical_url(repo, entry.address)
-    catalog.check_source(entry)  # an imported object whose source changed is an error, never other bytes
-    f = catalog.adapter.open(url)
-    # Only objects lakemount wrote (inside the storage namespace) are mapped:
-    # an imported object is someone else's file, which could be truncated
-    # while mapped, and touching a page past its end would kill the worker.
-    imported = "://" in entry.address
-    try:
-        mapped = None if imported else _mapped_reads(f, start, length)
-    except BaseException:
-        f.close()
-        raise
-    if mapped is not None:
-        return mapped, f
-    if start:
-        try:
-            f.seek(start)
-        except (OSError, AttributeError, ValueError):
-            f.close()
-            return _ranged_reads(catalog, url, start, length), None
-    return _file_reads(f, length), f
-
-
-def _mapped_reads(f: BinaryIO, start: int, length: int) -> MappedChunks | None:
-    """Views of ``f`` mapped read-only, or None when ``f`` is not a plain local file."""
-    if not isinstance(f, io.BufferedReader):
-        return None
-    try:
-        size = os.fstat(f.fileno()).st_size
-        if size < start + length:
-            raise ObjectNotFound("object data is shorter than its entry")
-        m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
-    except (OSError, ValueError):
-        return None
-    return MappedChunks(memoryview(m), start, start + length)
-
-
-class MappedChunks:
-    """``view[start:end]`` of a mapped object, as chunks.
-
-    Iterating faults each chunk's pages in before handing its view out (for
-    a caller in a worker thread, such as UploadPartCopy).  The ASGI adapter
-    instead sends views straight from the event loop and calls ``fault`` in
-    its thread pool, a window ahead of what it sends, so a cold object's disk
-    reads never happen on the loop.  The map is unmapped when the last view
-    of it is released, never closed here: the server may still hold a chunk.
-    """
-
-    __slots__ = ("end", "start", "view")
-
-    def __init__(self, view: memoryview, start: int, end: int) -> None:
-        self.view = view
-        self.start = start
-        self.end = end
-
-    def fault(self, lo: int, hi: int) -> None:
-        """Bring pages ``[lo, hi)`` into memory (one byte read per page)."""
-        bytes(self.view[lo:hi:PAGE])
-
-    def __iter__(self) -> Iterator[bytes | memoryview]:
-        pos = self.start
-        while pos < self.end:
-            hi = min(pos + READ_CHUNK, self.end)
-            self.fault(pos, hi)
-            yield self.view[pos:hi]  # a bytes-like view: sockets, hashes and writers take it
-            pos = hi
-
-
-def _file_reads(f: BinaryIO, length: int) -> Iterator[bytes]:
-    left = length
-    while left > 0:
-        chunk = f.read(min(READ_CHUNK, left))
-        if not chunk:
-            raise ObjectNotFound("object data is shorter than its entry")
-        left -= len(chunk)
-        yield chunk
-
-
-def _ranged_reads(catalog: Catalog, url: str, start: int, length: int) -> Iterator[bytes]:
-    end = start + length
-    pos = start
-    while pos < end:
-        chunk = catalog.adapter.get_range(url, pos, min(8 * READ_CHUNK, end - pos))
-        if not chunk:
-            raise ObjectNotFound("object data is shorter than its entry")
-        pos += len(chunk)
-        yield chunk
 
 
 # --- bodies in ----------------------------------------------------------------------
@@ -385,7 +230,7 @@ def decoder_for(req: Request, auth: object | None) -> BodyDecoder:
     """The body decoder of an authenticated request, or one built from headers (anonymous)."""
     if isinstance(auth, AuthResult):
         return auth.body_decoder()
-    hmap = req.signed_view().header_map()
+    hmap = HttpRequest.of(req).header_map()
     sha = hmap.get("x-amz-content-sha256", [None])[0]
     return BodyDecoder(body_plan(hmap, sha, None))
 

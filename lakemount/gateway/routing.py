@@ -14,7 +14,6 @@ from typing import Final
 
 from lakemount.gateway.context import Ctx, not_implemented
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.http import Request, Response
 from lakemount.gateway.operations import (
     abort_multipart_upload,
     complete_multipart_upload,
@@ -41,6 +40,7 @@ from lakemount.gateway.operations import (
     upload_part,
     upload_part_copy,
 )
+from lakemount.serving.http import Request, Response
 
 Operation = Callable[[Ctx], Response]
 

@@ -3,7 +3,7 @@
 ``GatewayServer`` binds the configured address and starts ``workers``
 processes that share the socket (the kernel hands each connection to one of
 them).  Each worker is a stateless client of the shared stores: it builds its
-own ``App`` and serves the raw ASGI application of ``asgi.py`` with uvicorn on
+own ``App`` and serves the raw ASGI application of ``serving/asgi.py`` with uvicorn on
 httptools and uvloop -- the stack chosen by measurement (see
 ``benchmarks/gateway_stack.py``: it served the most small requests per second
 when the work runs in a thread pool, and large bodies as fast as the
@@ -24,10 +24,10 @@ import socket
 from dataclasses import replace
 from typing import Any
 
-from lakemount import serving
 from lakemount.config import Config
 from lakemount.gateway.settings import GatewaySettings
-from lakemount.serving import RESTART_BACKOFF, STOP_GRACE, WorkerPool, bind, settle_worker_heap
+from lakemount.serving import workers
+from lakemount.serving.workers import RESTART_BACKOFF, STOP_GRACE, WorkerPool, bind, settle_worker_heap
 
 log = logging.getLogger("lakemount.gateway")
 
@@ -37,11 +37,11 @@ __all__ = ["RESTART_BACKOFF", "STOP_GRACE", "GatewayServer", "bind", "build_asgi
 def build_asgi(config: Config, settings: GatewaySettings) -> Any:
     """The ASGI application of one worker over a fresh ``App``."""
     from lakemount.app import App
-    from lakemount.gateway.asgi import AsgiApp
     from lakemount.gateway.handler import S3Gateway
+    from lakemount.serving.asgi import AsgiApp
 
     gateway = S3Gateway(App(config), settings)
-    return AsgiApp(gateway.handle, threads=settings.threads)
+    return AsgiApp(gateway.handle, threads=settings.threads, thread_name="lm-gw")
 
 
 def prepare_stores(config: Config) -> None:
@@ -151,7 +151,7 @@ def serve_forever(config: Config, settings: GatewaySettings, *, announce: Any = 
     _configure_logging(config)
     server = GatewayServer(config, settings)
     flat = ", flat buckets" if settings.flat else ""
-    serving.serve_forever(
+    workers.serve_forever(
         server,
         lambda: f"lakemount S3 gateway listening on {server.url} ({settings.workers} workers{flat})",
         announce=announce,

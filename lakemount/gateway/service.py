@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from lakemount.serving import UpService
+from lakemount.serving.workers import UpService
 
 if TYPE_CHECKING:
     from lakemount.app import App

@@ -13,7 +13,7 @@ from functools import cache
 from importlib import resources
 from typing import Final
 
-from lakemount.gateway.http import Request, Response
+from lakemount.serving.http import Request, Response
 
 TYPES: Final = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                 ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import base64
+import json
 import time
 from pathlib import Path
 
@@ -11,10 +13,15 @@ import pytest
 import lakemount.errors as lm_errors
 from lakemount.api.auth import issue_token, signing_key, verify_token
 from lakemount.api.errors import ApiError, status_of
+from lakemount.api.handler import ApiService
 from lakemount.api.openapi import document
 from lakemount.api.routing import OPERATIONS
 from lakemount.api.schemas import COMPONENTS, validate
 from lakemount.api.upload import _form_content
+from lakemount.app import App
+from lakemount.config import load
+from lakemount.serving.http import BodyTimeout, BytesBody, Request
+from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET, _create_admin
 
 API_DIR = Path(__file__).resolve().parents[2] / "lakemount" / "api"
 
@@ -131,3 +138,32 @@ def test_document_covers_the_route_table() -> None:
     walk(doc)
     assert refs <= set(COMPONENTS)
     assert doc["x-lakemount-omitted"]
+
+
+class _StalledBody:
+    """One piece of an upload, then silence until the server gives up (as the ASGI adapter reports it)."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def read(self) -> bytes:
+        self.reads += 1
+        if self.reads == 1:
+            return b"x" * 1024
+        raise BodyTimeout("no request body received for 0.1 s")
+
+
+def test_a_stalled_upload_is_408_and_stages_nothing(tmp_path: Path) -> None:
+    env = {"LAKEMOUNT_HOME": str(tmp_path)}
+    _create_admin(env)
+    app = App(load(None, env=env))
+    app.catalog.create_repository("stall")
+    service = ApiService(app)
+    auth = ("authorization", "Basic " + base64.b64encode(f"{ADMIN_KEY}:{ADMIN_SECRET}".encode()).decode())
+    path = "/api/v1/repositories/stall/branches/main/objects"
+    put = Request("POST", path, "path=slow", (auth, ("content-type", "application/octet-stream"), ("content-length", "4096")),
+                  _StalledBody())
+    resp = service.handle(put)
+    assert resp.status == 408 and "0.1 s" in json.loads(resp.body)["message"]  # type: ignore[arg-type]
+    stat = service.handle(Request("GET", path + "/stat", "path=slow", (auth,), BytesBody()))
+    assert stat.status == 404

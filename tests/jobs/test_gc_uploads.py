@@ -17,9 +17,9 @@ import pytest
 
 from lakemount.app import App
 from lakemount.block.trash import trash_key
+from lakemount.catalog.model import upload_entry
 from lakemount.catalog.uploads import LINK_SECONDS, LINKS_PREFIX
 from lakemount.errors import ObjectNotFound
-from lakemount.gateway.objects import make_entry
 from lakemount.graveler.committed.store import join
 from lakemount.jobs.gc import LINK_CLOCK_SLACK, run_gc
 from lakemount.jobs.retention import GcRules, store_rules
@@ -63,7 +63,7 @@ def test_unlinked_upload_is_kept_while_linkable_and_collected_after(app: App, sp
     data = b"still linkable"
     linked = cat.verify_link("lake", "main", "pending", pending.physical_address, size=len(data),
                              checksum=hashlib.md5(data).hexdigest())
-    cat.put_entry("lake", "main", "pending", make_entry(linked.address, linked.size, linked.etag, "pending", "", ()))
+    cat.put_entry("lake", "main", "pending", upload_entry(linked.address, linked.size, linked.etag, "pending", "", ()))
     assert cat.read(cat.repository("lake"), cat.stat("lake", "main", "pending")) == data
     # The expired one cannot be linked (its address expired, and its bytes are in the trash).
     with pytest.raises(ObjectNotFound):

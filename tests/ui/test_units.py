@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from lakemount.gateway.http import BytesBody, Request
+from lakemount.serving.http import BytesBody, Request
 from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET, _create_admin
 
 XSS = "<img src=x onerror=alert(1)>.csv"

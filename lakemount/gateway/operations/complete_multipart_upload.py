@@ -17,14 +17,12 @@ import logging
 import threading
 from collections.abc import Iterator
 
-from lakemount.catalog.model import Repository
+from lakemount.catalog.model import Repository, upload_entry
 from lakemount.catalog.s3state import Part, Upload
 from lakemount.errors import LakeMountError, UploadNotFound
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import S3Error, from_exception, s3_error
-from lakemount.gateway.http import Response
 from lakemount.gateway.multipart import MIN_PART_SIZE
-from lakemount.gateway.objects import READ_CHUNK, make_entry
 from lakemount.gateway.operations.upload_part import upload_of
 from lakemount.gateway.xml import (
     MAX_BODY_BYTES,
@@ -33,6 +31,8 @@ from lakemount.gateway.xml import (
     render_complete_multipart_upload,
     render_error,
 )
+from lakemount.serving.bodies import READ_CHUNK
+from lakemount.serving.http import Response
 
 log = logging.getLogger("lakemount.gateway")
 
@@ -107,7 +107,7 @@ def assemble(ctx: Ctx, upload: Upload, repo: Repository, parts: list[Part]) -> b
             raise s3_error("InternalError", "a stored part changed size")
         address = cat.store_landed(repo, land, sha.hexdigest())
     etag = multipart_etag([p.etag for p in parts])
-    entry = make_entry(address, size, etag, upload.path, upload.content_type, upload.metadata)
+    entry = upload_entry(address, size, etag, upload.path, upload.content_type, upload.metadata)
     cat.put_entry(upload.repo, upload.ref, upload.path, entry)
     ctx.services.uploads.record_layout(etag, [p.size for p in parts])
     leftovers: list[Part] = []

@@ -11,12 +11,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from lakemount.auth.policies import Action
+from lakemount.catalog.model import upload_entry
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.copying import address_in, find_source
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.http import Response
-from lakemount.gateway.objects import check_conditions, content_type_of, make_entry, metadata_from_headers
+from lakemount.gateway.objects import check_conditions, content_type_of, metadata_from_headers
 from lakemount.gateway.xml import render_copy_object_result
+from lakemount.serving.http import Response
 
 
 def handle(ctx: Ctx) -> Response:
@@ -47,7 +48,7 @@ def handle(ctx: Ctx) -> Response:
         content_type, metadata = content_type_of(ctx.req), metadata_from_headers(ctx.req)
     cat = ctx.services.catalog
     address = address_in(cat, source.target.repo, target.repo, src, ctx.services.tmpdir)
-    entry = make_entry(address, src.size, src.etag, path, content_type, metadata)._replace(mode=src.mode, target=src.target)
+    entry = upload_entry(address, src.size, src.etag, path, content_type, metadata)._replace(mode=src.mode, target=src.target)
     cat.put_entry(target.repo.name, branch, path, entry)
     body = render_copy_object_result(entry.etag, datetime.fromtimestamp(entry.mtime_ns / 1e9, UTC))
     return Response(200, [("Content-Type", "application/xml")], body)

@@ -16,8 +16,8 @@ from lakemount.errors import AlreadyExists
 from lakemount.gateway.buckets import CANNED_ACLS, repo_name_for, valid_bucket_name
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.http import Response
 from lakemount.gateway.xml import parse_create_bucket_configuration
+from lakemount.serving.http import Response
 
 OWNER_POLICY_PREFIX = "BucketOwner-"
 

@@ -6,10 +6,10 @@ import secrets
 
 from lakemount.auth.policies import Action
 from lakemount.gateway.context import Ctx
-from lakemount.gateway.http import Response
 from lakemount.gateway.multipart import new_upload
 from lakemount.gateway.objects import content_type_of, metadata_from_headers
 from lakemount.gateway.xml import render_initiate_multipart_upload
+from lakemount.serving.http import Response
 
 
 def handle(ctx: Ctx) -> Response:

@@ -13,8 +13,8 @@ from lakemount.auth.policies import Action
 from lakemount.errors import LakeMountError
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.http import Response
 from lakemount.gateway.operations.create_bucket import owner_policy_name
+from lakemount.serving.http import Response
 
 
 def handle(ctx: Ctx) -> Response:

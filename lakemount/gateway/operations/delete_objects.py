@@ -8,8 +8,8 @@ from lakemount.auth.policies import Action
 from lakemount.errors import LakeMountError
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import S3Error, from_exception
-from lakemount.gateway.http import Response
 from lakemount.gateway.xml import MAX_BODY_BYTES, DeletedRecord, DeleteErrorRecord, parse_delete, render_delete_result
+from lakemount.serving.http import Response
 
 
 def handle(ctx: Ctx) -> Response:

@@ -12,8 +12,9 @@ from lakemount.catalog.model import Entry
 from lakemount.errors import NotFound, ObjectNotFound
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.http import Response
-from lakemount.gateway.objects import check_conditions, is_object, object_headers, parse_range, read_stream
+from lakemount.gateway.objects import check_conditions, is_object, object_headers, parse_range
+from lakemount.serving.bodies import read_stream
+from lakemount.serving.http import Response
 
 INLINE_BYTES = 1 << 20
 

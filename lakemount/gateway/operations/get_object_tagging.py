@@ -9,9 +9,9 @@ DeleteObjectTagging) and bucket tags stay NotImplemented (see ``routing``).
 from __future__ import annotations
 
 from lakemount.gateway.context import Ctx
-from lakemount.gateway.http import Response
 from lakemount.gateway.operations.get_object import find
 from lakemount.gateway.xml import S3_NAMESPACE
+from lakemount.serving.http import Response
 
 
 def handle(ctx: Ctx) -> Response:

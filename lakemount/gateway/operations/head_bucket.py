@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lakemount.auth.policies import Action
 from lakemount.gateway.context import Ctx
-from lakemount.gateway.http import Response
+from lakemount.serving.http import Response
 
 
 def handle(ctx: Ctx) -> Response:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from lakemount.gateway.context import Ctx
-from lakemount.gateway.http import Response
 from lakemount.gateway.operations.get_object import respond
+from lakemount.serving.http import Response
 
 
 def handle(ctx: Ctx) -> Response:

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 from lakemount.auth.policies import Action
 from lakemount.gateway.context import Ctx
-from lakemount.gateway.http import Response
 from lakemount.gateway.listing import decode_token, encode_token, parse_max
 from lakemount.gateway.xml import BucketRecord, Owner, escape, render_list_buckets
+from lakemount.serving.http import Response
 
 MAX_BUCKETS = 10_000
 

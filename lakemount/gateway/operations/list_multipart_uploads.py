@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 from lakemount.auth.policies import Action
 from lakemount.gateway.context import Ctx
-from lakemount.gateway.http import Response
 from lakemount.gateway.listing import parse_max
 from lakemount.gateway.xml import Owner, UploadRecord, render_list_multipart_uploads
+from lakemount.serving.http import Response
 
 
 def handle(ctx: Ctx) -> Response:

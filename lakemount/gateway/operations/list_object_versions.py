@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 
 from lakemount.auth.policies import Action
 from lakemount.gateway.context import Ctx
-from lakemount.gateway.http import Response
 from lakemount.gateway.listing import list_page, parse_max
 from lakemount.gateway.xml import Owner, VersionRecord, render_list_versions
+from lakemount.serving.http import Response
 
 
 def handle(ctx: Ctx) -> Response:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from lakemount.auth.policies import Action
 from lakemount.gateway.context import Ctx
-from lakemount.gateway.http import Response
 from lakemount.gateway.listing import list_page, parse_max
 from lakemount.gateway.listing_xml import encoder, render_v1
+from lakemount.serving.http import Response
 
 
 def handle(ctx: Ctx) -> Response:

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 from lakemount.auth.policies import Action
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.http import Response
 from lakemount.gateway.listing import parse_max
 from lakemount.gateway.operations.upload_part import upload_of
 from lakemount.gateway.xml import Owner, PartRecord, render_list_parts
+from lakemount.serving.http import Response
 
 
 def handle(ctx: Ctx) -> Response:

@@ -10,18 +10,18 @@ ETag; both are checked before and again after the upload.
 from __future__ import annotations
 
 from lakemount.auth.policies import Action
+from lakemount.catalog.model import upload_entry
 from lakemount.gateway.buckets import Target
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.http import Response
 from lakemount.gateway.objects import (
     content_type_of,
     etag_matches,
-    make_entry,
     metadata_from_headers,
     quoted,
     receive,
 )
+from lakemount.serving.http import Response
 
 
 def check_write_conditions(ctx: Ctx, repo: str, branch: str, path: str) -> None:
@@ -76,7 +76,7 @@ def handle(ctx: Ctx) -> Response:
     with receive(ctx.req, ctx.principal.auth, cat, target.repo, ctx.services.tmpdir, want_sha256=True) as body:
         assert body.sha256 is not None
         address = cat.store_landed(target.repo, body.land, body.sha256)
-    entry = make_entry(address, body.size, body.md5, path, content_type_of(ctx.req), metadata)
+    entry = upload_entry(address, body.size, body.md5, path, content_type_of(ctx.req), metadata)
     check_write_conditions(ctx, repo, branch, path)
     cat.put_entry(repo, branch, path, entry)
     headers = [("ETag", quoted(entry.etag))]

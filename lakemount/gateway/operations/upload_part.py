@@ -15,9 +15,9 @@ from lakemount.catalog.s3state import Part, Upload
 from lakemount.errors import ConcurrentUpdate, UploadNotFound
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.http import Response
 from lakemount.gateway.multipart import MAX_PART_NUMBER, MAX_PART_SIZE
 from lakemount.gateway.objects import quoted, receive
+from lakemount.serving.http import Response
 
 
 def upload_of(ctx: Ctx, action: Action = Action.WRITE_REPO, *, completed: bool = False) -> tuple[Upload, Repository]:

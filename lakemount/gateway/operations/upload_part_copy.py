@@ -9,10 +9,11 @@ from datetime import UTC, datetime
 from lakemount.catalog.s3state import Part
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.copying import find_source
-from lakemount.gateway.http import Response
-from lakemount.gateway.objects import check_conditions, parse_copy_range, read_stream
+from lakemount.gateway.objects import check_conditions, parse_copy_range
 from lakemount.gateway.operations.upload_part import part_number, part_url, parts_dir, record_part, upload_of
 from lakemount.gateway.xml import render_copy_part_result
+from lakemount.serving.bodies import read_stream
+from lakemount.serving.http import Response
 
 
 def handle(ctx: Ctx) -> Response:

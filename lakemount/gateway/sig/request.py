@@ -16,6 +16,7 @@ from urllib.parse import unquote_to_bytes
 
 from lakemount import errors as lm
 from lakemount.gateway.errors import s3_error
+from lakemount.serving.http import Request
 
 SecretLookup = Callable[[str], str]
 """``lookup(access_key_id) -> secret``; raises ``NotFound`` (or ``KeyError``) for
@@ -38,6 +39,11 @@ class HttpRequest:
     query: str = ""
     headers: tuple[tuple[str, str], ...] = ()
     body: Callable[[], bytes] | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, request: Request) -> HttpRequest:
+        """What the verifiers need of a front end's request (its body is not consulted)."""
+        return cls(request.method, request.raw_path, request.raw_query, request.headers)
 
     def header_map(self) -> dict[str, list[str]]:
         """Lower-cased header names to their values, in received order."""

@@ -10,7 +10,7 @@ def test_settle_worker_heap_freezes_start_up_objects_and_raises_the_young_thresh
     # In a child: freezing and thresholds are process-wide, the suite keeps CPython's defaults.
     code = (
         "import gc\n"
-        "from lakemount.serving import GC_YOUNG_THRESHOLD, settle_worker_heap\n"
+        "from lakemount.serving.workers import GC_YOUNG_THRESHOLD, settle_worker_heap\n"
         "before = gc.get_threshold()\n"
         "settle_worker_heap()\n"
         "after = gc.get_threshold()\n"

@@ -1,4 +1,4 @@
-"""How the gateway streams object bodies out: memory maps for local files, reads otherwise."""
+"""How the front ends stream object bodies out: memory maps for local files, reads otherwise."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from lakemount.app import App
 from lakemount.config import load
 from lakemount.errors import ObjectNotFound
-from lakemount.gateway.objects import MappedChunks, read_stream
+from lakemount.serving.bodies import MappedChunks, read_stream
 
 SIZE = 3 * (1 << 20) + 4099  # several chunks and a partial page at the end
 

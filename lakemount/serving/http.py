@@ -1,7 +1,7 @@
-"""The gateway's HTTP request and response, independent of any server framework.
+"""The HTTP request and response the front ends handle, independent of any server framework.
 
-The S3 core (``handler.py`` and ``operations/``) is synchronous: it runs in a
-worker thread and reads the request body through :class:`Body`, a blocking
+The S3 gateway's core and the REST API's handler are synchronous: each runs in
+a worker thread and reads the request body through :class:`Body`, a blocking
 reader the server adapter (``asgi.py``) feeds.  A :class:`Response` carries its
 body as bytes or as an iterator of chunks the adapter pulls in the same thread
 pool, so a 5 GiB GET never sits in memory.
@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import unquote_plus
 
-from lakemount.gateway.sig.request import HttpRequest
-
 
 class ClientDisconnected(Exception):
     """The client went away before the request body was complete."""
+
+
+class BodyTimeout(Exception):
+    """The client stopped sending the request body for longer than the server waits."""
 
 
 class Body(Protocol):
@@ -28,7 +30,7 @@ class Body(Protocol):
         """The next piece of the raw body; ``b""`` at its end.
 
         Raises ``ClientDisconnected`` when the client closes the connection
-        early and ``S3Error`` (RequestTimeout) when it stops sending.
+        early and ``BodyTimeout`` when it stops sending.
         """
 
 
@@ -46,7 +48,7 @@ class BytesBody:
 
 
 def _decode_query(raw_query: str) -> dict[str, str]:
-    """Query parameters decoded as S3 decodes them (``+`` is a space); first value wins."""
+    """Query parameters decoded as S3 and lakeFS decode them (``+`` is a space); first value wins."""
     out: dict[str, str] = {}
     for part in raw_query.split("&"):
         if not part:
@@ -60,7 +62,7 @@ def _decode_query(raw_query: str) -> dict[str, str]:
 
 @dataclass(slots=True)
 class Request:
-    """One HTTP request as the gateway sees it.
+    """One HTTP request as a front end sees it.
 
     ``raw_path`` and ``raw_query`` are exactly as sent on the request line
     (still percent-encoded; signatures are computed over them); ``headers`` are
@@ -91,10 +93,6 @@ class Request:
         if self._query is None:
             self._query = _decode_query(self.raw_query)
         return self._query
-
-    def signed_view(self) -> HttpRequest:
-        """What the signature verifiers need of this request."""
-        return HttpRequest(self.method, self.raw_path, self.raw_query, self.headers)
 
 
 @dataclass(slots=True)

@@ -1,6 +1,7 @@
-"""The gateway as a raw ASGI application: the one place that knows the server framework.
+"""A front end as a raw ASGI application: the one place that knows the server framework.
 
-Each request is handed to the synchronous S3 core in a thread pool (the
+Each request is handed to the synchronous core (the S3 gateway's or the REST
+API's handler) in a thread pool (the
 catalog, the ref store and the block store are blocking APIs).  The body is
 read on demand: nothing is received before the core first asks, so a request
 refused by authentication never makes the client send its body (``Expect:
@@ -24,11 +25,10 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
-from lakemount.gateway.errors import S3Error
-from lakemount.gateway.http import ClientDisconnected, Request, Response
-from lakemount.gateway.objects import MappedChunks
+from lakemount.serving.bodies import MappedChunks
+from lakemount.serving.http import BodyTimeout, ClientDisconnected, Request, Response
 
-log = logging.getLogger("lakemount.gateway")
+log = logging.getLogger("lakemount.serving")
 
 PULL_BYTES: Final = 1 << 20
 AHEAD_BYTES: Final = 8 << 20
@@ -79,13 +79,7 @@ class _AsgiBody:
                 await self._space.wait()
             self._pieces.put(b"")
         except TimeoutError:
-            self._pieces.put(
-                S3Error(
-                    "RequestTimeout",
-                    "Your socket connection to the server was not read from or written to within the timeout period.",
-                    400,
-                )
-            )
+            self._pieces.put(BodyTimeout(f"no request body received for {self._idle:g} s"))
         except asyncio.CancelledError:
             self._pieces.put(ClientDisconnected())
             raise
@@ -152,9 +146,10 @@ class AsgiApp:
         threads: int = 32,
         body_idle_timeout: float = BODY_IDLE_TIMEOUT,
         on_startup: Callable[[], None] | None = None,
+        thread_name: str = "lm-http",
     ) -> None:
         self.handler = handler
-        self.executor = ThreadPoolExecutor(threads, thread_name_prefix="lm-gw")
+        self.executor = ThreadPoolExecutor(threads, thread_name_prefix=thread_name)
         self.body_idle_timeout = body_idle_timeout
         self.on_startup = on_startup
 

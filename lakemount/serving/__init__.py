@@ -1,0 +1,14 @@
+"""What the HTTP front ends (the S3 gateway and the REST API) share, below both.
+
+- ``http.py``     the framework-free ``Request`` (body read on demand by a worker
+                  thread) and ``Response`` (bytes, or chunks streamed).
+- ``asgi.py``     the only module that knows the server framework: a blocking
+                  ``Request -> Response`` handler served as a raw ASGI application.
+- ``bodies.py``   a stored object's bytes as chunks (memory-mapped when local).
+- ``ranges.py``   HTTP byte ranges and dates.
+- ``workers.py``  one listening socket, several worker processes, a supervisor.
+
+This package imports neither front end; protocol concerns (S3's XML errors and
+signatures, lakeFS's JSON errors) stay with them.  Each module is imported on
+its own (this one imports nothing), so a CLI verb pays only for what it uses.
+"""

@@ -1,0 +1,128 @@
+"""Object bodies out: a stored object's bytes as chunks a front end streams.
+
+Shared by the S3 gateway's GetObject and UploadPartCopy and the REST API's
+getObject, so an object reads the same through both.  A local object is
+served as views of a read-only memory map (:class:`MappedChunks`, which the
+ASGI adapter sends straight from its loop); any other object is read in
+``READ_CHUNK`` pieces, by range where the stream cannot seek.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+from collections.abc import Iterable, Iterator
+from typing import BinaryIO, Final
+
+from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.model import Entry, Repository
+from lakemount.errors import ObjectNotFound
+
+READ_CHUNK: Final = 1 << 20
+PAGE: Final = mmap.PAGESIZE
+
+
+def read_stream(catalog: Catalog, repo: Repository, entry: Entry, start: int, length: int) -> tuple[Iterable[bytes | memoryview], BinaryIO | None]:
+    """An iterator over ``length`` bytes of an object from ``start``, and the file to close.
+
+    An object in a local file is served from a read-only memory map
+    (``MappedChunks``): each chunk is a view of the page cache that the
+    server writes to the socket directly, one copy fewer than ``read()`` into
+    a new buffer (64 MiB GETs in gateway_bench went from about 2.1 to
+    2.4-2.75 GB/s).  A worker thread faults pages in before their view is
+    handed out, so a cold object's disk reads never happen on the event
+    loop.  The block store
+    never rewrites a stored object in place (it writes a temporary file and
+    renames it), so a mapping cannot be truncated under a reader; imported
+    objects, which live outside it, are read, not mapped.
+    """
+    if length <= 0 or entry.size == 0:
+        return iter(()), None
+    url = catalog.physical_url(repo, entry.address)
+    catalog.check_source(entry)  # an imported object whose source changed is an error, never other bytes
+    f = catalog.adapter.open(url)
+    # Only objects lakemount wrote (inside the storage namespace) are mapped:
+    # an imported object is someone else's file, which could be truncated
+    # while mapped, and touching a page past its end would kill the worker.
+    imported = "://" in entry.address
+    try:
+        mapped = None if imported else _mapped_reads(f, start, length)
+    except BaseException:
+        f.close()
+        raise
+    if mapped is not None:
+        return mapped, f
+    if start:
+        try:
+            f.seek(start)
+        except (OSError, AttributeError, ValueError):
+            f.close()
+            return _ranged_reads(catalog, url, start, length), None
+    return _file_reads(f, length), f
+
+
+def _mapped_reads(f: BinaryIO, start: int, length: int) -> MappedChunks | None:
+    """Views of ``f`` mapped read-only, or None when ``f`` is not a plain local file."""
+    if not isinstance(f, io.BufferedReader):
+        return None
+    try:
+        size = os.fstat(f.fileno()).st_size
+        if size < start + length:
+            raise ObjectNotFound("object data is shorter than its entry")
+        m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    except (OSError, ValueError):
+        return None
+    return MappedChunks(memoryview(m), start, start + length)
+
+
+class MappedChunks:
+    """``view[start:end]`` of a mapped object, as chunks.
+
+    Iterating faults each chunk's pages in before handing its view out (for
+    a caller in a worker thread, such as UploadPartCopy).  The ASGI adapter
+    instead sends views straight from the event loop and calls ``fault`` in
+    its thread pool, a window ahead of what it sends, so a cold object's disk
+    reads never happen on the loop.  The map is unmapped when the last view
+    of it is released, never closed here: the server may still hold a chunk.
+    """
+
+    __slots__ = ("end", "start", "view")
+
+    def __init__(self, view: memoryview, start: int, end: int) -> None:
+        self.view = view
+        self.start = start
+        self.end = end
+
+    def fault(self, lo: int, hi: int) -> None:
+        """Bring pages ``[lo, hi)`` into memory (one byte read per page)."""
+        bytes(self.view[lo:hi:PAGE])
+
+    def __iter__(self) -> Iterator[bytes | memoryview]:
+        pos = self.start
+        while pos < self.end:
+            hi = min(pos + READ_CHUNK, self.end)
+            self.fault(pos, hi)
+            yield self.view[pos:hi]  # a bytes-like view: sockets, hashes and writers take it
+            pos = hi
+
+
+def _file_reads(f: BinaryIO, length: int) -> Iterator[bytes]:
+    left = length
+    while left > 0:
+        chunk = f.read(min(READ_CHUNK, left))
+        if not chunk:
+            raise ObjectNotFound("object data is shorter than its entry")
+        left -= len(chunk)
+        yield chunk
+
+
+def _ranged_reads(catalog: Catalog, url: str, start: int, length: int) -> Iterator[bytes]:
+    end = start + length
+    pos = start
+    while pos < end:
+        chunk = catalog.adapter.get_range(url, pos, min(8 * READ_CHUNK, end - pos))
+        if not chunk:
+            raise ObjectNotFound("object data is shorter than its entry")
+        pos += len(chunk)
+        yield chunk
