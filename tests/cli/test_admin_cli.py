@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import click
+from pathlib import Path
 
-from tests.cli.test_newuser import _leaves
+import click
+import pytest
+
+from tests.cli.test_newuser import _leaves, inproc
 
 
 def test_every_visible_option_says_what_it_does() -> None:
@@ -18,3 +21,23 @@ def test_every_visible_option_says_what_it_does() -> None:
         if isinstance(param, click.Option) and not param.hidden and not (param.help or "").strip()
     ]
     assert bare == []
+
+
+@pytest.mark.parametrize(("namespace", "code", "needle"), [
+    # Used to be "not a block-store URL ... 's3:/_lakefs/commits/<id>'", an internal key the user never typed.
+    ("s3://", 2, "must be a URL such as"),
+    ("local://", 2, "must be a URL such as"),
+    # Used to be exit 3, "object not found: local:///proc/x/_lakefs/commits/<id>".
+    ("local:///proc/lakemount-x", 2, "cannot write to storage namespace local:///proc/lakemount-x: its location does not exist"),
+    ("foo://bar", 2, "cannot write to storage namespace foo://bar: no block store for scheme 'foo'"),
+])
+def test_repo_create_with_a_bad_storage_namespace_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, namespace: str, code: int, needle: str
+) -> None:
+    home = tmp_path / "home"
+    rc, out, err = inproc(capsys, home, "repo", "create", "lakefs://bad", namespace)
+    assert rc == code, err
+    assert err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
+    assert "Traceback" not in err
+    rc, out, err = inproc(capsys, home, "--json", "repo", "list")
+    assert rc == 0 and out.strip() == "[]"  # nothing half-created
