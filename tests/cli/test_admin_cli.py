@@ -41,3 +41,30 @@ def test_repo_create_with_a_bad_storage_namespace_says_so(
     assert "Traceback" not in err
     rc, out, err = inproc(capsys, home, "--json", "repo", "list")
     assert rc == 0 and out.strip() == "[]"  # nothing half-created
+
+
+def test_a_declined_confirmation_exits_1_not_130(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # Answering "n" (or a closed stdin) exited 130, the status of Ctrl-C.
+    import io
+
+    home = tmp_path / "home"
+    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
+    for answer in ("n\n", ""):
+        monkeypatch.setattr("sys.stdin", io.StringIO(answer))
+        rc, _out, err = inproc(capsys, home, "repo", "delete", "lakefs://keep")
+        assert rc == 1, err
+        assert err.strip().splitlines()[-1] == "error: aborted: nothing was changed"
+    assert inproc(capsys, home, "repo", "list")[1].startswith("keep")
+
+
+def test_ctrl_c_at_a_confirmation_exits_130(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupt(*_a: object, **_k: object) -> str:
+        raise KeyboardInterrupt
+
+    home = tmp_path / "home"
+    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
+    monkeypatch.setattr("click.termui.visible_prompt_func", interrupt)
+    rc, _out, err = inproc(capsys, home, "repo", "delete", "lakefs://keep")
+    assert rc == 130 and err.strip().splitlines()[-1] == "interrupted", err
