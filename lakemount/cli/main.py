@@ -157,12 +157,16 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=args, prog_name="lakemount", standalone_mode=False)
     except click.exceptions.Abort as exc:
-        # A job's Ctrl-C (lakemount.jobs.session.Interrupted) says what it left behind.
-        cause = exc.__cause__
+        # A job's Ctrl-C (lakemount.jobs.session.Interrupted) says what it left behind.  Ctrl-C at a
+        # prompt leaves its KeyboardInterrupt as the context (click raises Abort "from None").
+        cause = exc.__cause__ or exc.__context__
         if isinstance(cause, KeyboardInterrupt) and str(cause):
             _fail(str(cause), 130, as_json, "interrupted")
-        click.echo("aborted", err=True)
-        sys.exit(130)
+        if isinstance(cause, KeyboardInterrupt):
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        # A confirmation answered no (or stdin closed): nothing was done, but it was no interrupt.
+        _fail("aborted: nothing was changed", 1, as_json, "aborted")
     except click.ClickException as exc:
         if as_json:
             _fail(exc.format_message(), exc.exit_code, True, "usage")

@@ -43,7 +43,7 @@ def pr() -> None:
 @click.argument("uri")
 @click.option("--source", "-s", required=True, help="Branch with the changes.")
 @click.option("--destination", "--dest", "-d", required=True, help="Branch to merge into.")
-@click.option("--title", "-t", required=True)
+@click.option("--title", "-t", required=True, help="One line saying what the change is.")
 @click.option("--description", default="", help="Longer text.")
 @click.option("--author", default=None, help="Author (default: $USER).")
 @json_option
@@ -56,8 +56,9 @@ def create(uri: str, source: str, destination: str, title: str, description: str
 
 @pr.command("list")
 @click.argument("uri")
-@click.option("--status", default="open", type=click.Choice(["open", "closed", "merged", "all"]), show_default=True)
-@click.option("--amount", default=100, show_default=True)
+@click.option("--status", default="open", type=click.Choice(["open", "closed", "merged", "all"]), show_default=True,
+              help="Only pull requests in this state.")
+@click.option("--amount", default=100, show_default=True, help="Show at most this many.")
 @click.option("--after", default="", help="Only ids after this one (paging).")
 @json_option
 def list_(uri: str, status: str, amount: int, after: str) -> None:
@@ -115,7 +116,7 @@ def show(uri: str, pull_id: str) -> None:
 @pr.command("comment")
 @click.argument("uri")
 @click.argument("pull_id")
-@click.option("--message", "-m", required=True)
+@click.option("--message", "-m", required=True, help="The comment's text.")
 @click.option("--author", default=None, help="Author (default: $USER).")
 @json_option
 def comment(uri: str, pull_id: str, message: str, author: str | None) -> None:
@@ -142,7 +143,7 @@ def approve(uri: str, pull_id: str, user: str | None) -> None:
 @click.argument("pull_id")
 @click.option("--strategy", type=click.Choice(["source-wins", "dest-wins"]), default=None,
               help="How to resolve paths changed on both sides (default: fail on conflicts).")
-@click.option("--squash", is_flag=True)
+@click.option("--squash", is_flag=True, help="Record one parent only (the destination).")
 @json_option
 def merge(uri: str, pull_id: str, strategy: str | None, squash: bool) -> None:
     """Merge an approved pull request into its destination."""

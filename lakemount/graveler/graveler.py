@@ -33,6 +33,7 @@ from lakemount.errors import (
     PreconditionFailed,
     ReadOnlyRef,
     RefNotFound,
+    category_of,
 )
 from lakemount.graveler import names
 from lakemount.graveler.committed.diff import diff as committed_diff
@@ -136,7 +137,7 @@ class Graveler:
     ) -> Repository:
         names.validate_repo(name)
         names.validate_branch(default_branch)
-        if not storage_namespace or "://" not in storage_namespace:
+        if not storage_namespace or not storage_namespace.partition("://")[2].strip("/"):
             raise InvalidArgument(f"storage namespace must be a URL such as local:///path or s3://bucket/prefix: {storage_namespace!r}")
         for other in self.refs.list_repositories():
             if other.name == name:
@@ -147,7 +148,15 @@ class Graveler:
         repo = Repository(name, storage_namespace.rstrip("/"), default_branch, now)
         commit = self._make_commit((), EMPTY_METARANGE, "", "Repository created", committer, (), now)
         branch = Branch(default_branch, commit.id, new_token())
-        self.journal.write_commit(repo.storage_namespace, commit)
+        try:
+            self.journal.write_commit(repo.storage_namespace, commit)
+        except LakeMountError as exc:
+            # The first write into the namespace: say so, rather than "object not found" for a
+            # directory that cannot be created, or an internal key for a store that refuses.
+            category = category_of(exc)
+            why = "its location does not exist and cannot be created" if category is NotFound else str(exc)
+            cls = InvalidArgument if category in (NotFound, LakeMountError) else category
+            raise cls(f"cannot write to storage namespace {repo.storage_namespace}: {why}") from exc
         self.refs.create_repository(repo, branch, commit)
         self.journal.record_repository(repo)
         self.journal.record(repo.storage_namespace, {"op": "branch", "name": default_branch, "old": None, "new": commit.id})

@@ -96,8 +96,10 @@ URLs) and anything it does not recognise are never candidates.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -116,7 +118,15 @@ from lakemount.config import Config
 from lakemount.errors import Corrupt, InvalidArgument, NotFound, ObjectNotFound, PreconditionFailed
 from lakemount.jobs.retention import GcRules, load_rules, retained_commits
 from lakemount.jobs.runtime import app_for
-from lakemount.jobs.session import Progress, get_spark, parallelism, timed, translated
+from lakemount.jobs.session import (
+    Progress,
+    check_interrupted,
+    get_spark,
+    interruptible,
+    parallelism,
+    timed,
+    translated,
+)
 from lakemount.jobs.tables import data_sha, is_data_name, is_table_name, namespace_key
 from lakemount.jobs.trash import purge, restore, trash
 
@@ -456,6 +466,7 @@ class GcJob:
         self.observer = observer
         self.timings: dict[str, float] = {}
         self._sc: SparkContext | None = None
+        self._hit: threading.Event | None = None
 
     @property
     def sc(self) -> SparkContext:
@@ -467,6 +478,21 @@ class GcJob:
     def _tell(self, event: str, mark_id: str) -> None:
         if self.observer is not None:
             self.observer(event, mark_id)
+
+    @contextlib.contextmanager
+    def _phase(self, left: str) -> Iterator[None]:
+        """A mark or a sweep: Ctrl-C cancels its running Spark job, or stops it before the next, with ``Interrupted(left)``."""
+        with interruptible(self.sc, left) as hit:
+            self._hit = hit
+            try:
+                yield
+            finally:
+                self._hit = None
+
+    def _job(self) -> contextlib.AbstractContextManager[None]:
+        """Around each Spark job of a phase: none starts after a Ctrl-C, and executor errors come back translated."""
+        check_interrupted(self._hit)
+        return translated()
 
     def mark_dir(self, mark_id: str) -> str:
         return join(self.ns, f"{MARKS_KEY}/{mark_id}")
@@ -487,7 +513,7 @@ class GcJob:
         items = sorted(metaranges)
         n = min(len(items), parallelism(self.sc) * 2)
         fn = partial(_read_metaranges, self.app.config, self.ns)
-        with translated():
+        with self._job():
             pairs = self.sc.parallelize(items, n).mapPartitions(fn).collect()
         return dict(pairs)
 
@@ -534,7 +560,11 @@ class GcJob:
         sc = self.sc
         mark_id = _new_id()
         mdir = self.mark_dir(mark_id)
-        with timed(self.timings, "mark"):
+        left = (
+            f"gc of {self.repo.name} interrupted during the mark: nothing was moved or deleted "
+            f"(the incomplete mark {mark_id} is never swept); run it again"
+        )
+        with self._phase(left), timed(self.timings, "mark"):
             started_url = join(mdir, "started")
             self.adapter.put(started_url, json.dumps({"repository": self.repo.name, "mark_id": mark_id}).encode())
             started = self.adapter.stat(started_url).mtime
@@ -559,12 +589,15 @@ class GcJob:
             pending = [(b, sorted(names)) for b, names in _by_bucket(linkable, self.buckets).items()]
             tables = sc.broadcast(_by_bucket(live_tables, self.buckets))
             fn = partial(_mark_bucket, self.app.config, self.ns, self.buckets, cutoff, mdir, tables)
-            with translated(), Progress(sc, "gc mark", unit="task", enabled=self.show_progress), timed(self.timings, "mark_scan"):
-                live = self._live_rdd(items, counters)
-                if pending:  # an empty union still costs a task
-                    live = live.union(sc.parallelize(pending, 1))
-                results = live.partitionBy(self.buckets, _identity).mapPartitionsWithIndex(fn).collect()
-            tables.destroy()
+            try:
+                with self._job(), Progress(sc, "gc mark", unit="task", enabled=self.show_progress), \
+                        timed(self.timings, "mark_scan"):
+                    live = self._live_rdd(items, counters)
+                    if pending:  # an empty union still costs a task
+                        live = live.union(sc.parallelize(pending, 1))
+                    results = live.partitionBy(self.buckets, _identity).mapPartitionsWithIndex(fn).collect()
+            finally:
+                _release(tables)
             stats: Counter[str] = Counter()
             sample: list[str] = []
             for r in results:
@@ -680,52 +713,65 @@ class GcJob:
         scanned: set[str] = set()
         counters = self._counters()
         rdds: list[RDD[tuple[int, list[str]]]] = []
-        self._tell("sweep:start", mark_id)
-        with timed(self.timings, "remark"):
-            # Round 1: commits retained now that the mark did not read, and every
-            # staging token.  A token may be sealed, committed and dropped between
-            # reading the refs and scanning it (the scan finds it empty); its
-            # entries are then in a commit that round 2 sees as a new head.
-            # Tokens that appear after round 1's read hold only entries staged
-            # after the mark began: new bytes are younger than the cutoff, and
-            # re-used bytes were touched.  So two rounds suffice, however busy
-            # the repository is.
-            for round_no in (1, 2):
-                state = _read_refs(self.app, self.repo.name)
-                commits = all_commits(self.app, self.repo.name)
-                retained = retained_commits(commits, state.heads, state.tags.values(), m.rules, m.started)
-                new = retained - known
-                known |= new
-                metaranges = {
-                    (commits[c].metarange_id, commits[c].metarange_checksum)
-                    for c in new
-                    if commits[c].metarange_id != EMPTY_METARANGE
-                    and commits[c].metarange_id not in marked_tables
-                    and commits[c].metarange_id not in extra_tables
-                }
-                ranges = {
-                    r: c for r, c in self._ranges_of(metaranges).items() if r not in marked_tables and r not in extra_tables
-                }
-                extra_tables |= {mr for mr, _ in metaranges} | set(ranges)
-                tokens = state.all_tokens() if round_no == 1 else []
-                scanned.update(tokens)
-                items: list[tuple[str, ...]] = [("range", r, c) for r, c in sorted(ranges.items())]
-                items += [("token", t) for t in tokens]
-                if items:
-                    rdd = self._live_rdd(items, counters).persist()
-                    with translated():
-                        rdd.count()
-                    rdds.append(rdd)
-        self._tell("sweep:moves", mark_id)
-        with timed(self.timings, "sweep"):
-            live = sc.union(rdds) if rdds else sc.parallelize([], 1)
-            tables = sc.broadcast(_by_bucket(extra_tables, m.buckets))
-            fn = partial(_sweep_bucket, self.app.config, self.ns, m.cutoff, mdir, sweep_dir, tables, dry_run)
-            with translated(), Progress(sc, "gc sweep", unit="task", enabled=self.show_progress):
-                results = live.partitionBy(m.buckets, _identity).mapPartitionsWithIndex(fn).collect()
-            tables.destroy()
+        if dry_run:
+            left = f"gc dry run of {self.repo.name} interrupted during the sweep of mark {mark_id}: nothing was moved or deleted"
+        else:
+            left = (
+                f"gc of {self.repo.name} interrupted during the sweep of mark {mark_id}: part of the garbage may be in "
+                f"the trash already (reads still find it there); finish with: lakemount gc run lakefs://{self.repo.name} "
+                f"--sweep {mark_id} (or run the whole gc again)"
+            )
+        try:
+            with self._phase(left):
+                self._tell("sweep:start", mark_id)
+                with timed(self.timings, "remark"):
+                    # Round 1: commits retained now that the mark did not read, and every
+                    # staging token.  A token may be sealed, committed and dropped between
+                    # reading the refs and scanning it (the scan finds it empty); its
+                    # entries are then in a commit that round 2 sees as a new head.
+                    # Tokens that appear after round 1's read hold only entries staged
+                    # after the mark began: new bytes are younger than the cutoff, and
+                    # re-used bytes were touched.  So two rounds suffice, however busy
+                    # the repository is.
+                    for round_no in (1, 2):
+                        state = _read_refs(self.app, self.repo.name)
+                        commits = all_commits(self.app, self.repo.name)
+                        retained = retained_commits(commits, state.heads, state.tags.values(), m.rules, m.started)
+                        new = retained - known
+                        known |= new
+                        metaranges = {
+                            (commits[c].metarange_id, commits[c].metarange_checksum)
+                            for c in new
+                            if commits[c].metarange_id != EMPTY_METARANGE
+                            and commits[c].metarange_id not in marked_tables
+                            and commits[c].metarange_id not in extra_tables
+                        }
+                        ranges = {
+                            r: c for r, c in self._ranges_of(metaranges).items() if r not in marked_tables and r not in extra_tables
+                        }
+                        extra_tables |= {mr for mr, _ in metaranges} | set(ranges)
+                        tokens = state.all_tokens() if round_no == 1 else []
+                        scanned.update(tokens)
+                        items: list[tuple[str, ...]] = [("range", r, c) for r, c in sorted(ranges.items())]
+                        items += [("token", t) for t in tokens]
+                        if items:
+                            rdd = self._live_rdd(items, counters).persist()
+                            rdds.append(rdd)
+                            with self._job():
+                                rdd.count()
+                self._tell("sweep:moves", mark_id)
+                with timed(self.timings, "sweep"):
+                    live = sc.union(rdds) if rdds else sc.parallelize([], 1)
+                    tables = sc.broadcast(_by_bucket(extra_tables, m.buckets))
+                    fn = partial(_sweep_bucket, self.app.config, self.ns, m.cutoff, mdir, sweep_dir, tables, dry_run)
+                    try:
+                        with self._job(), Progress(sc, "gc sweep", unit="task", enabled=self.show_progress):
+                            results = live.partitionBy(m.buckets, _identity).mapPartitionsWithIndex(fn).collect()
+                    finally:
+                        _release(tables)
+        finally:
             for rdd in rdds:
-                rdd.unpersist()
+                _release(rdd)
         stats: Counter[str] = Counter()
         samples: dict[str, list[str]] = {"trashed": [], "restored": [], "purged": []}
         for r in results:
@@ -764,6 +810,15 @@ class GcJob:
         )
         self._tell("sweep:end", mark_id)
         return report
+
+
+def _release(resource: Any) -> None:
+    """Drop a broadcast or unpersist an RDD; after a cancelled job this is best effort."""
+    with contextlib.suppress(Exception):
+        if hasattr(resource, "destroy"):
+            resource.destroy()
+        else:
+            resource.unpersist()
 
 
 def run_gc(

@@ -206,17 +206,20 @@ class Interrupted(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def interruptible(sc: SparkContext, left: str) -> Iterator[None]:
-    """Run a Spark job so that Ctrl-C (SIGINT) cancels it and raises ``Interrupted(left)``.
+def interruptible(sc: SparkContext, left: str) -> Iterator[threading.Event]:
+    """Run Spark jobs so that Ctrl-C (SIGINT) cancels them and raises ``Interrupted(left)``.
 
     PySpark's own handler raises ``KeyboardInterrupt`` in the middle of a py4j
     socket read, which py4j logs as a traceback.  Here the first SIGINT only
     cancels the jobs (the blocked call then returns with a cancellation), a
-    second one stops waiting.  Wrap it around ``translated()``.  Outside the
-    main thread signals cannot be handled: the block just runs.
+    second one stops waiting.  Wrap it around ``translated()``.  The block gets
+    the event the first SIGINT sets: a block that runs several jobs checks it
+    (or calls :func:`check_interrupted`) before starting the next one, since a
+    Ctrl-C between two jobs has nothing to cancel.  Outside the main thread
+    signals cannot be handled: the block just runs (and the event stays clear).
     """
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield threading.Event()
         return
     hit = threading.Event()
 
@@ -229,7 +232,7 @@ def interruptible(sc: SparkContext, left: str) -> Iterator[None]:
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        yield
+        yield hit
     except Interrupted:
         raise
     except BaseException as exc:
@@ -240,6 +243,12 @@ def interruptible(sc: SparkContext, left: str) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
     if hit.is_set():  # the job ended before the cancellation reached it: still honour the Ctrl-C
         raise Interrupted(left)
+
+
+def check_interrupted(hit: threading.Event | None) -> None:
+    """Inside :func:`interruptible`: stop (it raises ``Interrupted``) if Ctrl-C came before the next job starts."""
+    if hit is not None and hit.is_set():
+        raise KeyboardInterrupt
 
 
 def _bare(cls: type[LakeMountError]) -> LakeMountError:

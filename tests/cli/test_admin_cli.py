@@ -1,0 +1,70 @@
+"""A new platform engineer's pass over the administration side of the CLI: help, repositories, exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+
+from tests.cli.test_newuser import _leaves, inproc
+
+
+def test_every_visible_option_says_what_it_does() -> None:
+    # `lakemount pr merge --help` listed a bare `--squash`, `pr create` a bare `--title`.
+    from lakemount.cli.main import cli
+
+    bare = [
+        f"{' '.join(path)} {param.opts[0]}"
+        for path, command in _leaves(cli)
+        for param in command.params
+        if isinstance(param, click.Option) and not param.hidden and not (param.help or "").strip()
+    ]
+    assert bare == []
+
+
+@pytest.mark.parametrize(("namespace", "code", "needle"), [
+    # Used to be "not a block-store URL ... 's3:/_lakefs/commits/<id>'", an internal key the user never typed.
+    ("s3://", 2, "must be a URL such as"),
+    ("local://", 2, "must be a URL such as"),
+    # Used to be exit 3, "object not found: local:///proc/x/_lakefs/commits/<id>".
+    ("local:///proc/lakemount-x", 2, "cannot write to storage namespace local:///proc/lakemount-x: its location does not exist"),
+    ("foo://bar", 2, "cannot write to storage namespace foo://bar: no block store for scheme 'foo'"),
+])
+def test_repo_create_with_a_bad_storage_namespace_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, namespace: str, code: int, needle: str
+) -> None:
+    home = tmp_path / "home"
+    rc, out, err = inproc(capsys, home, "repo", "create", "lakefs://bad", namespace)
+    assert rc == code, err
+    assert err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
+    assert "Traceback" not in err
+    rc, out, err = inproc(capsys, home, "--json", "repo", "list")
+    assert rc == 0 and out.strip() == "[]"  # nothing half-created
+
+
+def test_a_declined_confirmation_exits_1_not_130(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # Answering "n" (or a closed stdin) exited 130, the status of Ctrl-C.
+    import io
+
+    home = tmp_path / "home"
+    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
+    for answer in ("n\n", ""):
+        monkeypatch.setattr("sys.stdin", io.StringIO(answer))
+        rc, _out, err = inproc(capsys, home, "repo", "delete", "lakefs://keep")
+        assert rc == 1, err
+        assert err.strip().splitlines()[-1] == "error: aborted: nothing was changed"
+    assert inproc(capsys, home, "repo", "list")[1].startswith("keep")
+
+
+def test_ctrl_c_at_a_confirmation_exits_130(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupt(*_a: object, **_k: object) -> str:
+        raise KeyboardInterrupt
+
+    home = tmp_path / "home"
+    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
+    monkeypatch.setattr("click.termui.visible_prompt_func", interrupt)
+    rc, _out, err = inproc(capsys, home, "repo", "delete", "lakefs://keep")
+    assert rc == 130 and err.strip().splitlines()[-1] == "interrupted", err
