@@ -19,7 +19,7 @@ from lakemount.auth.model import UserID
 from lakemount.auth.policies import Action
 from lakemount.auth.store import SqlAuthStore
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.sig.auth import authenticate
+from lakemount.gateway.sig.auth import authenticate, is_signed
 from lakemount.gateway.sig.request import HttpRequest
 from lakemount.gateway.sig.result import AuthResult
 from lakemount.serving.http import Request
@@ -41,14 +41,6 @@ class Principal:
 
 
 ANONYMOUS: Final = Principal(None, None)
-
-
-def is_signed(request: Request) -> bool:
-    """Whether a request carries any signature (header or presigned query); an empty ``Authorization`` is none."""
-    if (request.header("authorization") or "").strip():
-        return True
-    q = request.raw_query
-    return "X-Amz-Credential" in q or "X-Amz-Algorithm" in q or ("Signature=" in q and "AWSAccessKeyId" in q)
 
 
 class Access:
@@ -77,12 +69,13 @@ class Access:
         Raises ``S3Error`` for a signature that does not verify (see
         ``sig.auth.authenticate``).
         """
-        if not is_signed(request):
+        signed = HttpRequest.of(request)
+        if not is_signed(signed):
             return ANONYMOUS
         if "X-Amz-Expires=-" in request.raw_query:
             # A URL presigned to expire in the past (S3 answers as for any expired URL).
             raise s3_error("AccessDenied", "Request has expired")
-        result = authenticate(HttpRequest.of(request), self.secret, virtual_host_bucket=virtual_host_bucket)
+        result = authenticate(signed, self.secret, virtual_host_bucket=virtual_host_bucket)
         return Principal(self._lookup(result.access_key_id)[0], result)
 
     def allowed(self, user_id: str, action: Action, repo: str = "*") -> bool:

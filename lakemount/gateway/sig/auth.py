@@ -15,6 +15,27 @@ from lakemount.gateway.sig.request import HttpRequest, SecretLookup, first
 from lakemount.gateway.sig.result import AuthResult
 
 
+def mechanisms(request: HttpRequest) -> tuple[str | None, bool, bool]:
+    """How a request claims to be signed: its Authorization header, a presigned SigV4 query, a presigned SigV2 query.
+
+    The header is None when absent or blank: an empty header signs nothing, the
+    request is anonymous, as S3 treats it.
+    """
+    auth = first(request.header_map(), "authorization")
+    if auth is not None and not auth.strip():
+        auth = None
+    params = {name for name, _ in request.query_pairs()}
+    presigned_v4 = "X-Amz-Algorithm" in params or "X-Amz-Credential" in params
+    presigned_v2 = "AWSAccessKeyId" in params and "Signature" in params
+    return auth, presigned_v4, presigned_v2
+
+
+def is_signed(request: HttpRequest) -> bool:
+    """Whether a request carries any signature (header or presigned query); unsigned ones are anonymous."""
+    auth, presigned_v4, presigned_v2 = mechanisms(request)
+    return auth is not None or presigned_v4 or presigned_v2
+
+
 def authenticate(
     request: HttpRequest,
     lookup: SecretLookup,
@@ -32,13 +53,7 @@ def authenticate(
     ``region``, if given, is enforced on SigV4 credential scopes.  Raises
     ``S3Error`` only; errors of ``lookup`` other than "not found" propagate.
     """
-    headers = request.header_map()
-    auth = first(headers, "authorization")
-    if auth is not None and not auth.strip():
-        auth = None  # an empty header signs nothing: the request is anonymous, as S3 treats it
-    params = {name for name, _ in request.query_pairs()}
-    presigned_v4 = "X-Amz-Algorithm" in params or "X-Amz-Credential" in params
-    presigned_v2 = "AWSAccessKeyId" in params and "Signature" in params
+    auth, presigned_v4, presigned_v2 = mechanisms(request)
     if auth is not None and (presigned_v4 or presigned_v2):
         raise s3_error(
             "InvalidArgument",
