@@ -61,9 +61,11 @@ def delete(uri: str, yes: bool) -> None:
     """Delete a branch (not the default branch); its uncommitted changes are dropped."""
     u = parse_uri(uri, need_ref=True)
     assert u.ref
+    cat = ctx_obj().app.catalog
+    cat.get_branch(u.repo, u.ref)  # a missing branch is an error before any question
     if not yes:
         click.confirm(f"Delete branch {u.ref} of {u.repo}?", abort=True)
-    ctx_obj().app.catalog.delete_branch(u.repo, u.ref)
+    cat.delete_branch(u.repo, u.ref)
     emit({"deleted": u.ref}, f"Deleted branch {u.ref}")
 
 

@@ -50,9 +50,11 @@ def list_() -> None:
 def delete(uri: str, yes: bool) -> None:
     """Delete a repository's refs (its data stays in the storage namespace until GC)."""
     u = parse_uri(uri)
+    cat = ctx_obj().app.catalog
+    cat.repository(u.repo)  # a missing repository is an error before any question
     if not yes:
         click.confirm(f"Delete repository {u.repo} and all its branches, tags and commits?", abort=True)
-    ctx_obj().app.catalog.delete_repository(u.repo)
+    cat.delete_repository(u.repo)
     emit({"deleted": u.repo}, f"Deleted repository {u.repo}")
 
 

@@ -37,6 +37,7 @@ def reset(uri: str, prefix: str | None, obj: str | None, yes: bool) -> None:
     else:
         what, scope = "ALL uncommitted changes", "all"
     if not yes and scope == "all":
+        cat.get_branch(u.repo, u.ref)  # a missing branch is an error before any question
         click.confirm(f"Drop {what} on {u.repo}/{u.ref}?", abort=True)
     if scope == "path":
         cat.reset_path(u.repo, u.ref, path)

@@ -57,9 +57,11 @@ def delete(uri: str, yes: bool) -> None:
     """Delete a tag."""
     u = parse_uri(uri, need_ref=True)
     assert u.ref
+    cat = ctx_obj().app.catalog
+    cat.get_tag(u.repo, u.ref)  # a missing tag is an error before any question
     if not yes:
         click.confirm(f"Delete tag {u.ref}?", abort=True)
-    ctx_obj().app.catalog.delete_tag(u.repo, u.ref)
+    cat.delete_tag(u.repo, u.ref)
     emit({"deleted": u.ref}, f"Deleted tag {u.ref}")
 
 

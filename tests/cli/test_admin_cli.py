@@ -68,3 +68,23 @@ def test_ctrl_c_at_a_confirmation_exits_130(capsys: pytest.CaptureFixture[str], 
     monkeypatch.setattr("click.termui.visible_prompt_func", interrupt)
     rc, _out, err = inproc(capsys, home, "repo", "delete", "lakefs://keep")
     assert rc == 130 and err.strip().splitlines()[-1] == "interrupted", err
+
+
+@pytest.mark.parametrize("argv", [
+    ("repo", "delete", "lakefs://nope"),
+    ("branch", "delete", "lakefs://keep/nope"),
+    ("tag", "delete", "lakefs://keep/nope"),
+    ("reset", "lakefs://keep/nope"),
+])
+def test_deleting_what_does_not_exist_fails_before_asking(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: tuple[str, ...]
+) -> None:
+    # It asked "Delete tag nope?" first, and only after a "y" said there was no such tag.
+    def no_questions(*_a: object, **_k: object) -> str:
+        raise AssertionError("asked for confirmation of a delete that cannot happen")
+
+    home = tmp_path / "home"
+    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
+    monkeypatch.setattr("click.termui.visible_prompt_func", no_questions)
+    rc, _out, err = inproc(capsys, home, *argv)
+    assert rc == 3 and err.startswith("error: ") and "nope" in err and err.count("\n") == 1, err
