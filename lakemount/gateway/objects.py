@@ -29,7 +29,7 @@ import stat
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import BinaryIO, Final
 
 from lakemount.block.landing import Landing, Pipeline
@@ -87,6 +87,16 @@ def content_type_of(req: Request) -> str:
 def http_date(ns: int) -> str:
     """An HTTP-date (RFC 7231, GMT) for a time in nanoseconds since the epoch."""
     return email.utils.formatdate(ns / 1e9, usegmt=True)
+
+
+def last_modified(entry: Entry) -> datetime:
+    """The object's LastModified in XML: whole seconds, as S3 keeps it and as ``Last-Modified`` says.
+
+    Tools compare a listed time with HEAD's, or with the file time they set from
+    it (``aws s3 sync --exact-timestamps`` sets whole seconds): a fraction would
+    make every object look changed.
+    """
+    return datetime.fromtimestamp(entry.mtime_ns // 1_000_000_000, UTC)
 
 
 def quoted(etag: str) -> str:
