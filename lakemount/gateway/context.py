@@ -106,12 +106,18 @@ class Ctx:
         decoder.finish()
         return bytes(out)
 
-    def resolve_ref(self, target: Target, ref: str) -> ResolvedRef:
-        """A ref of the target's repository; raises NoSuchKey for an unknown ref."""
+    def resolve_ref(self, target: Target, ref: str, key: str | None = None) -> ResolvedRef:
+        """A ref of the target's repository; raises NoSuchKey naming the ref for an unknown one.
+
+        The message says it is the ref that is missing, so a mistyped branch
+        (``s3://repo/mian/x``) reads as such, as it does for a write.
+        """
         try:
             return self.services.catalog.resolve(target.repo.name, ref)
         except NotFound:
-            raise s3_error("NoSuchKey", Key=self.key or "") from None
+            raise s3_error(
+                "NoSuchKey", f"no branch, tag or commit {ref!r} in repository {target.repo.name}", Key=key or self.key or ""
+            ) from None
 
     def object_path(self, target: Target, key: str) -> tuple[str, str]:
         """(ref, path) of an object key; raises NoSuchKey when the key names no path."""
@@ -128,8 +134,12 @@ class Ctx:
                 "InvalidRequest",
                 f"key {key!r} must be <ref>/<path> in bucket {target.bucket} (a branch, then the object's path)",
             )
+        return self.writable_branch(target, ref, key), path
+
+    def writable_branch(self, target: Target, ref: str, key: str) -> str:
+        """The branch a write of ``key`` goes to; NoSuchKey naming the branch if there is none."""
         try:
-            return self.services.catalog.writable_branch(target.repo.name, ref), path
+            return self.services.catalog.writable_branch(target.repo.name, ref)
         except NotFound:
             raise s3_error("NoSuchKey", f"no branch {ref!r} in repository {target.repo.name}", Key=key) from None
 

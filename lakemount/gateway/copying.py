@@ -62,8 +62,9 @@ def find_source(ctx: Ctx) -> Source:
     ref, path = target.split(key)
     if not ref or not path:
         raise s3_error("NoSuchKey", Key=key)
+    resolved = ctx.resolve_ref(target, ref, key)
     try:
-        entry = ctx.services.catalog.stat(target.repo.name, ref, path)
+        entry = ctx.services.catalog.stat(target.repo.name, resolved, path)
     except NotFound:
         raise s3_error("NoSuchKey", Key=key) from None
     if not is_object(entry):

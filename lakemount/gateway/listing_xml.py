@@ -2,7 +2,7 @@
 
 The hot path of every S3A job and of ``aws s3 ls --recursive``: 1000 keys per
 page are written with one string join, no intermediate records, timestamps
-formatted once per distinct second.  ``encoding-type=url`` percent-encodes as
+formatted once per distinct second (whole seconds, as S3 and ``Last-Modified``).  ``encoding-type=url`` percent-encodes as
 S3 does (``%20`` for a space, ``%2B`` for a plus, ``/`` kept) the fields each
 version documents -- for v1 not ``Prefix``, which botocore does not decode.
 """
@@ -29,22 +29,19 @@ def encoder(encoding_type: str | None) -> Callable[[str], str] | None:
     return url_encode
 
 
-_MILLIS = [f".{i:03d}Z" for i in range(1000)]
-
-
 class _Stamps:
-    """``2009-10-12T17:50:30.000Z`` strings, cached per second."""
+    """``2009-10-12T17:50:30.000Z`` strings (the second of ``objects.last_modified``), cached per second."""
 
     def __init__(self) -> None:
         self._second = -1
         self._text = ""
 
     def __call__(self, ns: int) -> str:
-        sec, rest = divmod(ns, 1_000_000_000)
+        sec = ns // 1_000_000_000
         if sec != self._second:
             self._second = sec
-            self._text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
-        return self._text + _MILLIS[rest // 1_000_000]
+            self._text = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(sec))
+        return self._text
 
 
 _SPECIAL = re.compile(r"[&<>\"'\x00-\x08\x0b-\x1f\r]")

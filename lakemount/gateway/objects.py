@@ -26,7 +26,7 @@ import hashlib
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Final
 
 from lakemount.block.landing import Landing, Pipeline
@@ -78,6 +78,16 @@ def metadata_from_headers(req: Request) -> list[tuple[str, str]]:
 def content_type_of(req: Request) -> str:
     """The request's Content-Type, or '' when it has none."""
     return req.header("content-type") or ""
+
+
+def last_modified(entry: Entry) -> datetime:
+    """The object's LastModified in XML: whole seconds, as S3 keeps it and as ``Last-Modified`` says.
+
+    Tools compare a listed time with HEAD's, or with the file time they set from
+    it (``aws s3 sync --exact-timestamps`` sets whole seconds): a fraction would
+    make every object look changed.
+    """
+    return datetime.fromtimestamp(entry.mtime_ns // 1_000_000_000, UTC)
 
 
 def quoted(etag: str) -> str:

@@ -69,8 +69,10 @@ def test_sync_up_and_down(gw: Gateway, tmp_path: Path) -> None:
     aws(gw, "s3", "sync", str(src), f"s3://{bucket}/main/tree/")
     aws(gw, "s3", "sync", f"s3://{bucket}/main/tree/", str(back))
     assert same_tree(src, back)
-    # A second sync has nothing to do; a deletion is mirrored with --delete.
+    # A second sync has nothing to do, either way (also comparing times to the second); a
+    # deletion is mirrored with --delete.
     assert aws(gw, "s3", "sync", str(src), f"s3://{bucket}/main/tree/").strip() == ""
+    assert aws(gw, "s3", "sync", "--exact-timestamps", f"s3://{bucket}/main/tree/", str(back)).strip() == ""
     (src / "a.txt").unlink()
     aws(gw, "s3", "sync", str(src), f"s3://{bucket}/main/tree/", "--delete")
     listing = aws(gw, "s3", "ls", "--recursive", f"s3://{bucket}/main/tree/")

@@ -110,6 +110,38 @@ def test_bucket_lifecycle(gw: Gateway, s3: Any) -> None:
     assert code(e) == "InvalidBucketName"
 
 
+def test_delete_bucket_keeps_a_repository_whose_tags_hold_objects(gw: Gateway, s3: Any, bucket: str) -> None:
+    # `aws s3 rb --force` empties every branch, then deletes the bucket: a tag's objects,
+    # still readable as `<tag>/<path>`, must not go with it.
+    s3.put_object(Bucket=bucket, Key="main/kept.txt", Body=b"tagged")
+    gw.cli("commit", f"lakefs://{bucket}/main", "-m", "release")
+    gw.cli("tag", "create", f"lakefs://{bucket}/v1", f"lakefs://{bucket}/main")
+    s3.delete_object(Bucket=bucket, Key="main/kept.txt")
+    with pytest.raises(ClientError) as e:
+        s3.delete_bucket(Bucket=bucket)
+    assert code(e) == "BucketNotEmpty" and "'v1'" in e.value.response["Error"]["Message"]
+    assert s3.get_object(Bucket=bucket, Key="v1/kept.txt")["Body"].read() == b"tagged"
+    gw.cli("tag", "delete", f"lakefs://{bucket}/v1", "--yes")
+    s3.delete_bucket(Bucket=bucket)
+    assert bucket not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+
+
+def test_listed_last_modified_is_the_heads_whole_second(s3: Any, bucket: str) -> None:
+    # S3 keeps whole seconds; tools compare a listing's LastModified with what they
+    # set locally from it (aws s3 sync --exact-timestamps truncates to seconds) or with HEAD.
+    names = [f"main/t{i}" for i in range(3)]
+    for k in names:
+        s3.put_object(Bucket=bucket, Key=k, Body=b"x")
+    heads = [s3.head_object(Bucket=bucket, Key=k)["LastModified"] for k in names]
+    assert all(h.microsecond == 0 for h in heads)
+    listed = [o["LastModified"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="main/")["Contents"]]
+    assert listed == heads
+    assert [o["LastModified"] for o in s3.list_objects(Bucket=bucket, Prefix="main/")["Contents"]] == heads
+    assert [v["LastModified"] for v in s3.list_object_versions(Bucket=bucket, Prefix="main/")["Versions"]] == heads
+    copied = s3.copy_object(Bucket=bucket, Key="main/c", CopySource={"Bucket": bucket, "Key": "main/t0"})
+    assert copied["CopyObjectResult"]["LastModified"] == s3.head_object(Bucket=bucket, Key="main/c")["LastModified"]
+
+
 def test_bucket_with_a_dot_gets_a_derived_repository(gw: Gateway, s3: Any) -> None:
     s3.create_bucket(Bucket="my.dotted.bucket")
     s3.put_object(Bucket="my.dotted.bucket", Key="k", Body=b"flat")

@@ -98,7 +98,14 @@ def test_missing_key_bucket_and_ref(s3: Any, bucket: str) -> None:
     assert code(e) == "NoSuchKey" and status(e) == 404
     with pytest.raises(ClientError) as e:
         s3.get_object(Bucket=bucket, Key="no-such-branch/x")
-    assert code(e) == "NoSuchKey"
+    # The message says it is the ref that is missing (a mistyped branch), as for a PUT.
+    assert code(e) == "NoSuchKey" and "'no-such-branch'" in e.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as e:
+        s3.copy_object(Bucket=bucket, Key="main/c", CopySource={"Bucket": bucket, "Key": "no-such-branch/x"})
+    assert code(e) == "NoSuchKey" and "'no-such-branch'" in e.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as e:  # the branch's own marker (pyarrow's create_dir of its parents)
+        s3.put_object(Bucket=bucket, Key="no-such-branch/", Body=b"")
+    assert code(e) == "NoSuchKey" and "no branch 'no-such-branch'" in e.value.response["Error"]["Message"]
     with pytest.raises(ClientError) as e:
         s3.get_object(Bucket="no-such-bucket-here", Key="main/x")
     assert code(e) == "NoSuchBucket"

@@ -8,14 +8,12 @@ itself is only allowed with REPLACE, as in S3.  The copy-source conditions
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from lakemount.auth.policies import Action
 from lakemount.catalog.model import upload_entry
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.copying import address_in, find_source
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.objects import check_conditions, content_type_of, metadata_from_headers
+from lakemount.gateway.objects import check_conditions, content_type_of, last_modified, metadata_from_headers
 from lakemount.gateway.xml import render_copy_object_result
 from lakemount.serving.http import Response
 
@@ -50,5 +48,5 @@ def handle(ctx: Ctx) -> Response:
     address = address_in(cat, source.target.repo, target.repo, src, ctx.services.tmpdir)
     entry = upload_entry(address, src.size, src.etag, path, content_type, metadata)._replace(mode=src.mode, target=src.target)
     cat.put_entry(target.repo.name, branch, path, entry)
-    body = render_copy_object_result(entry.etag, datetime.fromtimestamp(entry.mtime_ns / 1e9, UTC))
+    body = render_copy_object_result(entry.etag, last_modified(entry))
     return Response(200, [("Content-Type", "application/xml")], body)

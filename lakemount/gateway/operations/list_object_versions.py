@@ -6,11 +6,10 @@ find what exists (some sync and backup tools do) get the current state.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from lakemount.auth.policies import Action
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.listing import list_page, parse_max
+from lakemount.gateway.objects import last_modified
 from lakemount.gateway.xml import Owner, VersionRecord, render_list_versions
 from lakemount.serving.http import Response
 
@@ -33,8 +32,7 @@ def handle(ctx: Ctx) -> Response:
             prefixes.append(key)
             continue
         size = 0 if entry.is_dir or entry.is_symlink else entry.size
-        when = datetime.fromtimestamp(entry.mtime_ns / 1e9, UTC)
-        versions.append(VersionRecord(key, "null", True, when, entry.etag, size, owner=owner))
+        versions.append(VersionRecord(key, "null", True, last_modified(entry), entry.etag, size, owner=owner))
     body = render_list_versions(
         bucket=target.bucket,
         prefix=prefix,

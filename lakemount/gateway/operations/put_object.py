@@ -49,7 +49,7 @@ def branch_marker(ctx: Ctx, target: Target, key: str) -> Response | None:
     ref, path = target.split(key)
     if path or not key.endswith("/") or target.flat:
         return None
-    ctx.services.catalog.writable_branch(target.repo.name, ref)
+    ctx.writable_branch(target, ref, key)
     with receive(ctx.req, ctx.principal.auth, ctx.services.catalog, target.repo, ctx.services.tmpdir, want_sha256=False) as body:
         if body.size:
             raise s3_error("InvalidRequest", f"{key!r} names a branch: an object there needs a path after it")
