@@ -520,3 +520,52 @@ def test_empty_directory_entry_and_a_login_in_another_tab(served: Served, browse
     finally:
         page.close()
         other.close()
+
+
+def test_requests_in_flight_show_loading_and_a_double_click_merges_once(served: Served, browser: Any) -> None:
+    """A slow request (a 100,000-entry listing, a big merge) showed nothing: the main region is aria-busy at once
+    and "Loading…" shows while it runs, both gone after; a double click on merge sent two merges, now the button
+    is disabled while the first runs."""
+    import requests
+
+    from tests.api.test_http import AUTH
+
+    repo = served.repo(prefix="bz")
+    rid = str(repo.id)
+    feat = repo.branch("feat").create(source_reference="main")
+    feat.object("x.txt").upload(b"x")
+    feat.commit(message="x")
+    api = f"{served.api}/api/v1/repositories/{rid}"
+    pull = requests.post(f"{api}/pulls", auth=AUTH, timeout=30,
+                         json={"title": "t", "source_branch": "feat", "destination_branch": "main"}).json()
+    base = served.api
+    page = browser.new_page()
+    try:
+        login(page, base, ADMIN_KEY, ADMIN_SECRET)
+        listing: list[Any] = []
+        page.route("**/objects/ls?*", lambda route: listing.append(route))
+        page.goto(f"{base}/#/r/{rid}/tree/main")
+        page.wait_for_selector("#busy >> text=Loading…")
+        assert page.locator("#main").get_attribute("aria-busy") == "true" and page.locator("#listing").count() == 0
+        for route in listing:
+            route.continue_()
+        page.unroute("**/objects/ls?*")
+        page.wait_for_selector("#listing")
+        page.wait_for_function("!document.getElementById('main').hasAttribute('aria-busy')")
+        assert page.locator("#busy").inner_text() == ""
+
+        merges: list[Any] = []
+        page.route("**/merge", lambda route: merges.append(route))
+        page.goto(f"{base}/#/r/{rid}/pull/{pull['id']}")
+        page.wait_for_selector("#merge")
+        page.dblclick("#merge")
+        page.wait_for_selector("#busy >> text=Loading…")
+        assert page.locator("#merge").is_disabled() and len(merges) == 1
+        for route in merges:
+            route.continue_()
+        page.unroute("**/merge")
+        page.wait_for_selector("#pr-status >> text=[merged]")
+        assert page.locator("#busy").inner_text() == ""
+    finally:
+        page.close()
+

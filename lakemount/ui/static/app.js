@@ -11,7 +11,8 @@ function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    if (k === "onsubmit" || (k === "onclick" && tag === "button")) e.addEventListener(k.slice(2), action(v));
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? "" : String(v));
   }
   for (const c of children.flat(Infinity)) {
@@ -52,6 +53,44 @@ async function api(method, path, query, body) {
   try { data = text ? JSON.parse(text) : null; } catch (_) { data = {message: text.slice(0, 300)}; }
   if (!r.ok) throw new ApiError(r.status, (data && data.message) || ("HTTP " + r.status));
   return data;
+}
+
+// Feedback while requests run: the main region is aria-busy at once, and the #busy live region says
+// "Loading…" once BUSY_DELAY ms have passed (a quick page does not flicker). Counted, so overlapping work
+// (a page load and an action) clears it only when the last one ends.
+const BUSY_DELAY = 150;
+let busyCount = 0;
+let busyTimer = null;
+async function busy(fn) {
+  if (busyCount++ === 0) {
+    main().setAttribute("aria-busy", "true");
+    busyTimer = setTimeout(() => { document.getElementById("busy").textContent = "Loading…"; }, BUSY_DELAY);
+  }
+  try { return await fn(); } finally {
+    if (--busyCount === 0) {
+      clearTimeout(busyTimer);
+      main().removeAttribute("aria-busy");
+      document.getElementById("busy").textContent = "";
+    }
+  }
+}
+
+// A form's submit or a button's click runs one request at a time: its buttons are disabled until the action
+// ends (a double click merged or committed twice), and the page shows it is busy. A form's default submit
+// (a reload of the page) is always prevented, also for the submit ignored while the first one runs.
+function action(handler) {
+  return async ev => {
+    const node = ev.currentTarget;  // read now: null once the event has been dispatched
+    if (node.tagName === "FORM") ev.preventDefault();
+    if (node.dataset.running) return;
+    const buttons = node.tagName === "FORM" ? [...node.querySelectorAll("button")] : [node];
+    node.dataset.running = "1";
+    for (const b of buttons) b.disabled = true;
+    try { await busy(() => handler(ev)); } finally {
+      delete node.dataset.running;
+      for (const b of buttons) b.disabled = false;
+    }
+  };
 }
 
 const enc = encodeURIComponent;
@@ -327,10 +366,12 @@ async function commitPage(repo, id, q) {
     ...diffPart);
 }
 
-async function countAll(fetchPage) {
+// Counts every page of a diff; null when the user moved on meanwhile (a huge diff kept the page busy after it was left).
+async function countAll(fetchPage, g0) {
   const counts = {added: 0, removed: 0, changed: 0};
   let after = "";
   for (;;) {
+    if (g0 !== gen) return null;
     const d = await fetchPage(after);
     for (const r of d.results) counts[r.type] = (counts[r.type] || 0) + 1;
     if (!d.pagination.has_more) return counts;
@@ -369,8 +410,8 @@ async function comparePage(repo, left, right, q) {
     pager(first, after, route("r", repo, "compare", left, right), q, uncommitted ? {uncommitted: "1"} : {}));
   if (g0 !== gen) return;  // moved on: no need to count
   try {
-    const c = await countAll(pageOf);
-    counts.replaceChildren(el("span", {class: "added"}, c.added + " added"), el("span", {class: "removed"}, c.removed + " removed"),
+    const c = await countAll(pageOf, g0);
+    if (c) counts.replaceChildren(el("span", {class: "added"}, c.added + " added"), el("span", {class: "removed"}, c.removed + " removed"),
       el("span", {class: "changed"}, (c.changed + (c.prefix_changed || 0)) + " changed"));
   } catch (e) { counts.replaceChildren(errorBox(e)); }
 }
@@ -750,7 +791,9 @@ async function whoami() {
   return me;
 }
 
-async function render() {
+function render() { return busy(renderPage); }
+
+async function renderPage() {
   gen++;
   if (live) { live.close(); live = null; }
   if (location.pathname === "/login") return loginPage();
