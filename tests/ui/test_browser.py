@@ -569,3 +569,35 @@ def test_requests_in_flight_show_loading_and_a_double_click_merges_once(served: 
     finally:
         page.close()
 
+
+
+def test_long_names_and_titles_wrap_instead_of_widening_the_page(served: Served, browser: Any) -> None:
+    """A name, title or message without spaces (a generated path, a pasted hash) made the pull request page
+    eight times the window's width and the directory and object pages scroll sideways: every page fits the window."""
+    import requests
+
+    from tests.api.test_http import AUTH
+
+    long_dir = "very_long_directory_name_" * 12
+    long_file = "file" * 60 + ".txt"
+    long_text = "a_very_long_title_without_spaces_" * 20
+    repo = served.repo(prefix="ln")
+    rid = str(repo.id)
+    feat = repo.branch("feat").create(source_reference="main")
+    feat.object(f"{long_dir}/{long_file}").upload(b"x")
+    feat.commit(message=long_text)
+    pull = requests.post(f"{served.api}/api/v1/repositories/{rid}/pulls", auth=AUTH, timeout=30, json={
+        "title": long_text, "description": long_text, "source_branch": "feat", "destination_branch": "main"}).json()
+    base = served.api
+    page = browser.new_page()
+    try:
+        login(page, base, ADMIN_KEY, ADMIN_SECRET)
+        for hash_, ready in ((f"/r/{rid}/pull/{pull['id']}", "#pr-title"), (f"/r/{rid}/tree/feat/{long_dir}/", "#listing tr.obj"),
+                             (f"/r/{rid}/object/feat?path={long_dir}/{long_file}", "#object-path"),
+                             (f"/r/{rid}/commits/feat", "#commits")):
+            page.goto(f"{base}/#{hash_}")
+            page.wait_for_selector(ready)
+            widths = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+            assert widths[0] <= widths[1], (hash_, widths)
+    finally:
+        page.close()
