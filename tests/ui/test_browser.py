@@ -601,3 +601,41 @@ def test_long_names_and_titles_wrap_instead_of_widening_the_page(served: Served,
             assert widths[0] <= widths[1], (hash_, widths)
     finally:
         page.close()
+
+
+def test_a_user_without_admin_rights_manages_their_own_keys(served: Served, browser: Any) -> None:
+    """An Analyst (ManageOwnCredentials, not ManageUsers) could not open their own page: it also listed every
+    policy and group, so the whole page was a 403 and their keys could not be rotated in the UI. Their name in the
+    header opens it: keys (a new secret shown once), their policies, no admin forms; admin pages say why not."""
+    from lakemount.app import App
+    from lakemount.config import load
+
+    app = App(load(None, env={"LAKEMOUNT_HOME": str(served.home)}))
+    try:
+        app.auth.create_user("analyst")
+        app.auth.attach_policy("analyst", "Analyst")
+        app.auth.create_credentials("analyst", "AKIAANALYST000000000", "analystsecretanalystsecretanalystsecret0")
+    finally:
+        app.refs.engine.dispose()
+    base = served.api
+    page = browser.new_page()
+    try:
+        page.goto(base + "/login")
+        page.fill("#access_key_id", "AKIAANALYST000000000")
+        page.fill("#secret_access_key", "analystsecretanalystsecretanalystsecret0")
+        page.click("#login")
+        page.click("#user a")
+        page.wait_for_selector("#keys >> text=AKIAANALYST000000000")
+        assert page.locator("#user-policies").inner_text().strip() == "Analyst"
+        assert page.locator("#attach-policy, #join-group, #user-policies button").count() == 0
+        page.wait_for_selector("#managed-by-admin")
+        page.click("#create-key")
+        page.wait_for_selector("#new-secret")
+        assert page.locator("#keys tr").count() == 3
+        page.reload()
+        page.wait_for_selector("#keys")
+        assert page.locator("#new-secret").count() == 0  # shown only once
+        page.goto(f"{base}/#/admin/users")
+        page.wait_for_selector("#main .error >> text=insufficient permissions")
+    finally:
+        page.close()

@@ -680,12 +680,16 @@ async function usersPage() {
 
 async function userPage(id) {
   const g0 = gen;  // drawn only if the user is still on this page
+  // A user without ManageUsers may still see their own page (ManageOwnCredentials: keys, their policies and groups)
+  // but not every policy and group: their page is the keys and what they have, without the admin's forms.
+  const unlessForbidden = p => p.catch(e => { if (e.status === 403) return null; throw e; });
   const [keys, attached, policies, mine, groups] = await Promise.all([
     api("GET", route("auth", "users", id, "credentials"), {amount: 1000}),
     api("GET", route("auth", "users", id, "policies"), {amount: 1000}),
-    api("GET", "/auth/policies", {amount: 1000}),
+    unlessForbidden(api("GET", "/auth/policies", {amount: 1000})),
     api("GET", route("auth", "users", id, "groups"), {amount: 1000}),
-    api("GET", "/auth/groups", {amount: 1000})]);
+    unlessForbidden(api("GET", "/auth/groups", {amount: 1000}))]);
+  const manage = policies !== null && groups !== null;
   const msg = el("div", {id: "admin-message"});
   const run = fn => async ev => {
     if (ev) ev.preventDefault();
@@ -693,9 +697,9 @@ async function userPage(id) {
     catch (e) { msg.replaceChildren(errorBox(e)); }
   };
   const have = new Set(attached.results.map(p => p.id));
-  const pick = el("select", {id: "attach-policy"}, policies.results.filter(p => !have.has(p.id)).map(p => el("option", {value: p.id}, p.id)));
+  const pick = el("select", {id: "attach-policy"}, (policies ? policies.results : []).filter(p => !have.has(p.id)).map(p => el("option", {value: p.id}, p.id)));
   const member = new Set(mine.results.map(g => g.id));
-  const pickGroup = el("select", {id: "join-group"}, groups.results.filter(g => !member.has(g.id)).map(g => el("option", {value: g.id}, g.id)));
+  const pickGroup = el("select", {id: "join-group"}, (groups ? groups.results : []).filter(g => !member.has(g.id)).map(g => el("option", {value: g.id}, g.id)));
   draw(g0, el("h2", {}, "User ", id), msg,
     el("h3", {}, "Access keys"),
     el("table", {id: "keys"}, el("tr", {}, el("th", {}, "access key id"), el("th", {}, "created"), el("th", {}, "")),
@@ -708,14 +712,15 @@ async function userPage(id) {
     })}, "create access key"),
     el("h3", {}, "Policies"),
     el("table", {id: "user-policies"}, attached.results.map(p => el("tr", {}, el("td", {}, p.id),
-      el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "users", id, "policies", p.id)))}, "detach"))))),
-    el("form", {class: "inline", onsubmit: run(() => api("PUT", route("auth", "users", id, "policies", pick.value)))},
-      pick, el("button", {type: "submit"}, "attach")),
+      manage ? el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "users", id, "policies", p.id)))}, "detach")) : null))),
+    manage ? el("form", {class: "inline", onsubmit: run(() => api("PUT", route("auth", "users", id, "policies", pick.value)))},
+      pick, el("button", {type: "submit"}, "attach")) : null,
     el("h3", {}, "Groups (their policies apply too)"),
-    el("table", {id: "user-groups"}, mine.results.map(g => el("tr", {}, el("td", {}, link(route("admin", "groups", g.id), g.id)),
-      el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "groups", g.id, "members", id)))}, "leave"))))),
-    el("form", {class: "inline", onsubmit: run(() => pickGroup.value ? api("PUT", route("auth", "groups", pickGroup.value, "members", id)) : null)},
-      pickGroup, el("button", {type: "submit"}, "add to group")));
+    el("table", {id: "user-groups"}, mine.results.map(g => el("tr", {}, el("td", {}, manage ? link(route("admin", "groups", g.id), g.id) : g.id),
+      manage ? el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "groups", g.id, "members", id)))}, "leave")) : null))),
+    manage ? el("form", {class: "inline", onsubmit: run(() => pickGroup.value ? api("PUT", route("auth", "groups", pickGroup.value, "members", id)) : null)},
+      pickGroup, el("button", {type: "submit"}, "add to group"))
+      : el("p", {class: "muted", id: "managed-by-admin"}, "Policies and groups are changed by an administrator."));
 }
 
 async function groupsPage() {
@@ -785,7 +790,7 @@ async function whoami() {
   const u = await api("GET", "/user");
   me = {id: u.user.id, admin: undefined};
   const who = document.getElementById("who");
-  who.replaceChildren(el("span", {id: "user"}, u.user.id), el("button", {id: "logout", onclick: logout}, "log out"));
+  who.replaceChildren(el("span", {id: "user"}, link(route("admin", "users", u.user.id), u.user.id)), el("button", {id: "logout", onclick: logout}, "log out"));
   document.getElementById("nav").replaceChildren(link("/", "repositories"), " ", link(route("admin", "users"), "users"),
     " ", link(route("admin", "groups"), "groups"), " ", link(route("admin", "policies"), "policies"));
   return me;
