@@ -639,3 +639,23 @@ def test_a_user_without_admin_rights_manages_their_own_keys(served: Served, brow
         page.wait_for_selector("#main .error >> text=insufficient permissions")
     finally:
         page.close()
+
+
+def test_live_feed_says_when_it_is_reconnecting(served: Served, browser: Any) -> None:
+    """The server stopped (or restarting): the feed page said "live" all along while EventSource retried. After a
+    few seconds without a connection it says "reconnecting…", and "live" again once the stream is back."""
+    repo = served.repo(prefix="fd")
+    base = served.api
+    page = browser.new_page()
+    try:
+        login(page, base, ADMIN_KEY, ADMIN_SECRET)
+        page.goto(f"{base}/#/r/{repo.id}/feed")
+        page.wait_for_selector("#feed-status >> text=live")
+        page.route("**/events*", lambda route: route.abort("connectionrefused"))
+        page.wait_for_selector("#feed-status >> text=reconnecting…")
+        page.unroute("**/events*")
+        page.wait_for_selector("#feed-status >> text=live")
+        repo.branch("back").create(source_reference="main")
+        page.wait_for_selector("#feed tr[data-kind=branch-created] >> text=back")
+    finally:
+        page.close()

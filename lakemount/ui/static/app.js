@@ -457,10 +457,16 @@ async function feedPage(repo) {
       el("td", {}, kind), el("td", {}, d.branch || ""), el("td", {}, describe(kind, d))));
   });
   // The server answers each poll with what is new and closes; EventSource reconnects (retry: 1000 ms)
-  // with Last-Event-ID, so an error while it reconnects is the normal rhythm, not an outage.
-  es.onopen = () => status.replaceChildren("live");
-  es.onerror = () => { if (es.readyState === EventSource.CLOSED) status.replaceChildren("disconnected"); };
+  // with Last-Event-ID, so an error while it reconnects is the normal rhythm, not an outage. No open within
+  // FEED_GRACE ms of an error is one (the server stopped or restarts): the page said "live" all along.
+  let outage = null;
+  es.onopen = () => { clearTimeout(outage); outage = null; status.replaceChildren("live"); };
+  es.onerror = () => {
+    if (es.readyState === EventSource.CLOSED) { clearTimeout(outage); status.replaceChildren("disconnected"); return; }
+    if (outage === null) outage = setTimeout(() => { if (es.readyState !== EventSource.OPEN) status.replaceChildren("reconnecting…"); }, FEED_GRACE);
+  };
 }
+const FEED_GRACE = 3000;
 
 // ---- pull requests -------------------------------------------------------------
 async function pullsPage(repo, q) {
