@@ -659,3 +659,43 @@ def test_live_feed_says_when_it_is_reconnecting(served: Served, browser: Any) ->
         page.wait_for_selector("#feed tr[data-kind=branch-created] >> text=back")
     finally:
         page.close()
+
+
+def test_keyboard_only_use_keeps_its_place_after_an_action(served: Served, browser: Any) -> None:
+    """With the keyboard alone, every action (a comment, a refused approval, a rule added) left the focus on the
+    page's body, so the next Tab started over at the header: the control used (or the field typed in) keeps it."""
+    import requests
+
+    from tests.api.test_http import AUTH
+
+    repo = served.repo(prefix="kb")
+    rid = str(repo.id)
+    feat = repo.branch("feat").create(source_reference="main")
+    feat.object("k.txt").upload(b"k")
+    feat.commit(message="k")
+    pull = requests.post(f"{served.api}/api/v1/repositories/{rid}/pulls", auth=AUTH, timeout=30,
+                         json={"title": "kb", "source_branch": "feat", "destination_branch": "main"}).json()
+    base = served.api
+    page = browser.new_page()
+    focused = "document.activeElement.id"
+    try:
+        login(page, base, ADMIN_KEY, ADMIN_SECRET)
+        page.goto(f"{base}/#/r/{rid}/pull/{pull['id']}")
+        page.focus("#comment-body")
+        page.keyboard.type("by keyboard")
+        page.keyboard.press("Tab")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#comments .comment >> text=by keyboard")
+        assert page.evaluate(focused) == "comment"
+        page.focus("#approve")
+        page.keyboard.press("Enter")  # the author's own approval: refused, the page stays
+        page.wait_for_selector("#pr-message .error")
+        assert page.evaluate(focused) == "approve"
+        page.goto(f"{base}/#/r/{rid}/settings")
+        page.focus("#rule-pattern")
+        page.keyboard.type("kb-*")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#rules >> text=kb-*")
+        assert page.evaluate(focused) == "rule-pattern"
+    finally:
+        page.close()

@@ -84,18 +84,38 @@ function action(handler) {
     if (node.tagName === "FORM") ev.preventDefault();
     if (node.dataset.running) return;
     const buttons = node.tagName === "FORM" ? [...node.querySelectorAll("button")] : [node];
+    const had = document.activeElement;  // disabling a focused button drops its focus: given back at the end
     node.dataset.running = "1";
+    focusAfter = had && buttons.includes(had) ? had.id : "";
     for (const b of buttons) b.disabled = true;
     try { await busy(() => handler(ev)); } finally {
       delete node.dataset.running;
       for (const b of buttons) b.disabled = false;
+      focusAfter = "";
+      if (buttons.includes(had) && had.isConnected && document.activeElement === document.body) had.focus({preventScroll: true});
     }
   };
 }
 
 const enc = encodeURIComponent;
 const main = () => document.getElementById("main");
-function show(...nodes) { main().replaceChildren(el("div", {class: "page"}, ...nodes)); }
+// A redraw keeps the keyboard's place: the element focused before (a field being typed in, the button just
+// used) is focused again in the new page when it has the same id, with its caret; else focus goes to main,
+// so the next Tab is in the page, not back at the header (a keyboard user started over after every action).
+function show(...nodes) {
+  const had = document.activeElement;
+  const id = had && had !== document.body ? had.id : focusAfter;
+  const caret = had && typeof had.selectionStart === "number" ? [had.selectionStart, had.selectionEnd] : null;
+  main().replaceChildren(el("div", {class: "page"}, ...nodes));
+  const again = id ? document.getElementById(id) : null;
+  if (again && main().contains(again)) {
+    again.focus({preventScroll: true});
+    if (caret && typeof again.selectionStart === "number") again.setSelectionRange(...caret);
+  } else if (focusAfter || (had && had !== document.body && !had.isConnected)) {
+    main().focus({preventScroll: true});
+  }
+}
+let focusAfter = "";  // the id of the control whose action is running (disabled, so it lost the focus)
 // A page's slow load (or a live re-render) that finishes after the user moved on must not draw over the new page.
 function draw(g, ...nodes) { if (g === gen) show(...nodes); }
 function errorBox(e) { return el("p", {class: "error", role: "alert"}, String(e && e.message || e)); }
