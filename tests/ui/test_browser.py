@@ -213,7 +213,7 @@ def login(page: Any, base: str, key: str, secret: str) -> None:
     page.fill("#access_key_id", key)
     page.fill("#secret_access_key", secret)
     page.click("#login")
-    page.wait_for_selector("#repos")
+    page.wait_for_selector("#main h2 >> text=Repositories")  # the list, or none yet (a test run alone)
 
 
 def test_pull_request_flow_with_hook_and_live_feed(served: Served, chromium: Any) -> None:
@@ -620,10 +620,7 @@ def test_a_user_without_admin_rights_manages_their_own_keys(served: Served, brow
     base = served.api
     page = browser.new_page()
     try:
-        page.goto(base + "/login")
-        page.fill("#access_key_id", "AKIAANALYST000000000")
-        page.fill("#secret_access_key", "analystsecretanalystsecretanalystsecret0")
-        page.click("#login")
+        login(page, base, "AKIAANALYST000000000", "analystsecretanalystsecretanalystsecret0")
         page.click("#user a")
         page.wait_for_selector("#keys >> text=AKIAANALYST000000000")
         assert page.locator("#user-policies").inner_text().strip() == "Analyst"
@@ -697,5 +694,28 @@ def test_keyboard_only_use_keeps_its_place_after_an_action(served: Served, brows
         page.keyboard.press("Enter")
         page.wait_for_selector("#rules >> text=kb-*")
         assert page.evaluate(focused) == "rule-pattern"
+    finally:
+        page.close()
+
+
+def test_no_attach_form_when_every_policy_is_attached(served: Served, browser: Any) -> None:
+    """A user who has every policy: the attach form's empty list sent PUT .../policies/ and showed "no such API
+    path"; there is no form when nothing is left to attach."""
+    from lakemount.app import App
+    from lakemount.config import load
+
+    app = App(load(None, env={"LAKEMOUNT_HOME": str(served.home)}))
+    try:
+        app.auth.create_user("haseverything")
+        for policy in app.auth.list_policies():
+            app.auth.attach_policy("haseverything", policy.name)
+    finally:
+        app.refs.engine.dispose()
+    page = browser.new_page()
+    try:
+        login(page, served.api, ADMIN_KEY, ADMIN_SECRET)
+        page.goto(f"{served.api}/#/admin/users/haseverything")
+        page.wait_for_selector("#user-policies >> text=Analyst")
+        assert page.locator("#attach-policy").count() == 0 and page.locator("#main .error").count() == 0
     finally:
         page.close()

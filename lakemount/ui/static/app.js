@@ -722,6 +722,8 @@ async function userPage(id) {
     try { const r = await fn(); await userPage(id); if (r) document.getElementById("admin-message").replaceChildren(r); }
     catch (e) { msg.replaceChildren(errorBox(e)); }
   };
+  // A pick-and-add form shows only when there is something left to pick: with an empty list its button sent
+  // PUT .../policies/ (answered "no such API path") or did nothing.
   const have = new Set(attached.results.map(p => p.id));
   const pick = el("select", {id: "attach-policy"}, (policies ? policies.results : []).filter(p => !have.has(p.id)).map(p => el("option", {value: p.id}, p.id)));
   const member = new Set(mine.results.map(g => g.id));
@@ -739,14 +741,14 @@ async function userPage(id) {
     el("h3", {}, "Policies"),
     el("table", {id: "user-policies"}, attached.results.map(p => el("tr", {}, el("td", {}, p.id),
       manage ? el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "users", id, "policies", p.id)))}, "detach")) : null))),
-    manage ? el("form", {class: "inline", onsubmit: run(() => api("PUT", route("auth", "users", id, "policies", pick.value)))},
+    manage && pick.options.length ? el("form", {class: "inline", onsubmit: run(() => api("PUT", route("auth", "users", id, "policies", pick.value)))},
       pick, el("button", {type: "submit"}, "attach")) : null,
     el("h3", {}, "Groups (their policies apply too)"),
     el("table", {id: "user-groups"}, mine.results.map(g => el("tr", {}, el("td", {}, manage ? link(route("admin", "groups", g.id), g.id) : g.id),
       manage ? el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "groups", g.id, "members", id)))}, "leave")) : null))),
-    manage ? el("form", {class: "inline", onsubmit: run(() => pickGroup.value ? api("PUT", route("auth", "groups", pickGroup.value, "members", id)) : null)},
-      pickGroup, el("button", {type: "submit"}, "add to group"))
-      : el("p", {class: "muted", id: "managed-by-admin"}, "Policies and groups are changed by an administrator."));
+    !manage ? el("p", {class: "muted", id: "managed-by-admin"}, "Policies and groups are changed by an administrator.")
+      : pickGroup.options.length ? el("form", {class: "inline", onsubmit: run(() => api("PUT", route("auth", "groups", pickGroup.value, "members", id)))},
+        pickGroup, el("button", {type: "submit"}, "add to group")) : null);
 }
 
 async function groupsPage() {
@@ -789,13 +791,13 @@ async function groupPage(id) {
     el("h3", {}, "Members"),
     el("table", {id: "group-members"}, members.results.map(u => el("tr", {}, el("td", {}, link(route("admin", "users", u.id), u.id)),
       el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "groups", id, "members", u.id)))}, "remove"))))),
-    el("form", {class: "inline", onsubmit: run(() => pickUser.value ? api("PUT", route("auth", "groups", id, "members", pickUser.value)) : null)},
-      pickUser, el("button", {type: "submit"}, "add member")),
+    pickUser.options.length ? el("form", {class: "inline", onsubmit: run(() => api("PUT", route("auth", "groups", id, "members", pickUser.value)))},
+      pickUser, el("button", {type: "submit"}, "add member")) : null,
     el("h3", {}, "Policies (every member has them)"),
     el("table", {id: "group-policies"}, attached.results.map(p => el("tr", {}, el("td", {}, p.id),
       el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "groups", id, "policies", p.id)))}, "detach"))))),
-    el("form", {class: "inline", onsubmit: run(() => pick.value ? api("PUT", route("auth", "groups", id, "policies", pick.value)) : null)},
-      pick, el("button", {type: "submit"}, "attach")));
+    pick.options.length ? el("form", {class: "inline", onsubmit: run(() => api("PUT", route("auth", "groups", id, "policies", pick.value)))},
+      pick, el("button", {type: "submit"}, "attach")) : null);
 }
 
 async function policiesPage() {
