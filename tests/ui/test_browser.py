@@ -213,7 +213,7 @@ def login(page: Any, base: str, key: str, secret: str) -> None:
     page.fill("#access_key_id", key)
     page.fill("#secret_access_key", secret)
     page.click("#login")
-    page.wait_for_selector("#repos")
+    page.wait_for_selector("#main h2 >> text=Repositories")  # the list, or none yet (a test run alone)
 
 
 def test_pull_request_flow_with_hook_and_live_feed(served: Served, chromium: Any) -> None:
@@ -520,3 +520,202 @@ def test_empty_directory_entry_and_a_login_in_another_tab(served: Served, browse
     finally:
         page.close()
         other.close()
+
+
+def test_requests_in_flight_show_loading_and_a_double_click_merges_once(served: Served, browser: Any) -> None:
+    """A slow request (a 100,000-entry listing, a big merge) showed nothing: the main region is aria-busy at once
+    and "Loading…" shows while it runs, both gone after; a double click on merge sent two merges, now the button
+    is disabled while the first runs."""
+    import requests
+
+    from tests.api.test_http import AUTH
+
+    repo = served.repo(prefix="bz")
+    rid = str(repo.id)
+    feat = repo.branch("feat").create(source_reference="main")
+    feat.object("x.txt").upload(b"x")
+    feat.commit(message="x")
+    api = f"{served.api}/api/v1/repositories/{rid}"
+    pull = requests.post(f"{api}/pulls", auth=AUTH, timeout=30,
+                         json={"title": "t", "source_branch": "feat", "destination_branch": "main"}).json()
+    base = served.api
+    page = browser.new_page()
+    try:
+        login(page, base, ADMIN_KEY, ADMIN_SECRET)
+        listing: list[Any] = []
+        page.route("**/objects/ls?*", lambda route: listing.append(route))
+        page.goto(f"{base}/#/r/{rid}/tree/main")
+        page.wait_for_selector("#busy >> text=Loading…")
+        assert page.locator("#main").get_attribute("aria-busy") == "true" and page.locator("#listing").count() == 0
+        for route in listing:
+            route.continue_()
+        page.unroute("**/objects/ls?*")
+        page.wait_for_selector("#listing")
+        page.wait_for_function("!document.getElementById('main').hasAttribute('aria-busy')")
+        assert page.locator("#busy").inner_text() == ""
+
+        merges: list[Any] = []
+        page.route("**/merge", lambda route: merges.append(route))
+        page.goto(f"{base}/#/r/{rid}/pull/{pull['id']}")
+        page.wait_for_selector("#merge")
+        page.dblclick("#merge")
+        page.wait_for_selector("#busy >> text=Loading…")
+        assert page.locator("#merge").is_disabled() and len(merges) == 1
+        for route in merges:
+            route.continue_()
+        page.unroute("**/merge")
+        page.wait_for_selector("#pr-status >> text=[merged]")
+        assert page.locator("#busy").inner_text() == ""
+    finally:
+        page.close()
+
+
+
+def test_long_names_and_titles_wrap_instead_of_widening_the_page(served: Served, browser: Any) -> None:
+    """A name, title or message without spaces (a generated path, a pasted hash) made the pull request page
+    eight times the window's width and the directory and object pages scroll sideways: every page fits the window."""
+    import requests
+
+    from tests.api.test_http import AUTH
+
+    long_dir = "very_long_directory_name_" * 12
+    long_file = "file" * 60 + ".txt"
+    long_text = "a_very_long_title_without_spaces_" * 20
+    repo = served.repo(prefix="ln")
+    rid = str(repo.id)
+    feat = repo.branch("feat").create(source_reference="main")
+    feat.object(f"{long_dir}/{long_file}").upload(b"x")
+    feat.commit(message=long_text)
+    pull = requests.post(f"{served.api}/api/v1/repositories/{rid}/pulls", auth=AUTH, timeout=30, json={
+        "title": long_text, "description": long_text, "source_branch": "feat", "destination_branch": "main"}).json()
+    base = served.api
+    page = browser.new_page()
+    try:
+        login(page, base, ADMIN_KEY, ADMIN_SECRET)
+        for hash_, ready in ((f"/r/{rid}/pull/{pull['id']}", "#pr-title"), (f"/r/{rid}/tree/feat/{long_dir}/", "#listing tr.obj"),
+                             (f"/r/{rid}/object/feat?path={long_dir}/{long_file}", "#object-path"),
+                             (f"/r/{rid}/commits/feat", "#commits")):
+            page.goto(f"{base}/#{hash_}")
+            page.wait_for_selector(ready)
+            widths = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+            assert widths[0] <= widths[1], (hash_, widths)
+    finally:
+        page.close()
+
+
+def test_a_user_without_admin_rights_manages_their_own_keys(served: Served, browser: Any) -> None:
+    """An Analyst (ManageOwnCredentials, not ManageUsers) could not open their own page: it also listed every
+    policy and group, so the whole page was a 403 and their keys could not be rotated in the UI. Their name in the
+    header opens it: keys (a new secret shown once), their policies, no admin forms; admin pages say why not."""
+    from lakemount.app import App
+    from lakemount.config import load
+
+    app = App(load(None, env={"LAKEMOUNT_HOME": str(served.home)}))
+    try:
+        app.auth.create_user("analyst")
+        app.auth.attach_policy("analyst", "Analyst")
+        app.auth.create_credentials("analyst", "AKIAANALYST000000000", "analystsecretanalystsecretanalystsecret0")
+    finally:
+        app.refs.engine.dispose()
+    base = served.api
+    page = browser.new_page()
+    try:
+        login(page, base, "AKIAANALYST000000000", "analystsecretanalystsecretanalystsecret0")
+        page.click("#user a")
+        page.wait_for_selector("#keys >> text=AKIAANALYST000000000")
+        assert page.locator("#user-policies").inner_text().strip() == "Analyst"
+        assert page.locator("#attach-policy, #join-group, #user-policies button").count() == 0
+        page.wait_for_selector("#managed-by-admin")
+        page.click("#create-key")
+        page.wait_for_selector("#new-secret")
+        assert page.locator("#keys tr").count() == 3
+        page.reload()
+        page.wait_for_selector("#keys")
+        assert page.locator("#new-secret").count() == 0  # shown only once
+        page.goto(f"{base}/#/admin/users")
+        page.wait_for_selector("#main .error >> text=insufficient permissions")
+    finally:
+        page.close()
+
+
+def test_live_feed_says_when_it_is_reconnecting(served: Served, browser: Any) -> None:
+    """The server stopped (or restarting): the feed page said "live" all along while EventSource retried. After a
+    few seconds without a connection it says "reconnecting…", and "live" again once the stream is back."""
+    repo = served.repo(prefix="fd")
+    base = served.api
+    page = browser.new_page()
+    try:
+        login(page, base, ADMIN_KEY, ADMIN_SECRET)
+        page.goto(f"{base}/#/r/{repo.id}/feed")
+        page.wait_for_selector("#feed-status >> text=live")
+        page.route("**/events*", lambda route: route.abort("connectionrefused"))
+        page.wait_for_selector("#feed-status >> text=reconnecting…")
+        page.unroute("**/events*")
+        page.wait_for_selector("#feed-status >> text=live")
+        repo.branch("back").create(source_reference="main")
+        page.wait_for_selector("#feed tr[data-kind=branch-created] >> text=back")
+    finally:
+        page.close()
+
+
+def test_keyboard_only_use_keeps_its_place_after_an_action(served: Served, browser: Any) -> None:
+    """With the keyboard alone, every action (a comment, a refused approval, a rule added) left the focus on the
+    page's body, so the next Tab started over at the header: the control used (or the field typed in) keeps it."""
+    import requests
+
+    from tests.api.test_http import AUTH
+
+    repo = served.repo(prefix="kb")
+    rid = str(repo.id)
+    feat = repo.branch("feat").create(source_reference="main")
+    feat.object("k.txt").upload(b"k")
+    feat.commit(message="k")
+    pull = requests.post(f"{served.api}/api/v1/repositories/{rid}/pulls", auth=AUTH, timeout=30,
+                         json={"title": "kb", "source_branch": "feat", "destination_branch": "main"}).json()
+    base = served.api
+    page = browser.new_page()
+    focused = "document.activeElement.id"
+    try:
+        login(page, base, ADMIN_KEY, ADMIN_SECRET)
+        page.goto(f"{base}/#/r/{rid}/pull/{pull['id']}")
+        page.focus("#comment-body")
+        page.keyboard.type("by keyboard")
+        page.keyboard.press("Tab")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#comments .comment >> text=by keyboard")
+        assert page.evaluate(focused) == "comment"
+        page.focus("#approve")
+        page.keyboard.press("Enter")  # the author's own approval: refused, the page stays
+        page.wait_for_selector("#pr-message .error")
+        assert page.evaluate(focused) == "approve"
+        page.goto(f"{base}/#/r/{rid}/settings")
+        page.focus("#rule-pattern")
+        page.keyboard.type("kb-*")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#rules >> text=kb-*")
+        assert page.evaluate(focused) == "rule-pattern"
+    finally:
+        page.close()
+
+
+def test_no_attach_form_when_every_policy_is_attached(served: Served, browser: Any) -> None:
+    """A user who has every policy: the attach form's empty list sent PUT .../policies/ and showed "no such API
+    path"; there is no form when nothing is left to attach."""
+    from lakemount.app import App
+    from lakemount.config import load
+
+    app = App(load(None, env={"LAKEMOUNT_HOME": str(served.home)}))
+    try:
+        app.auth.create_user("haseverything")
+        for policy in app.auth.list_policies():
+            app.auth.attach_policy("haseverything", policy.name)
+    finally:
+        app.refs.engine.dispose()
+    page = browser.new_page()
+    try:
+        login(page, served.api, ADMIN_KEY, ADMIN_SECRET)
+        page.goto(f"{served.api}/#/admin/users/haseverything")
+        page.wait_for_selector("#user-policies >> text=Analyst")
+        assert page.locator("#attach-policy").count() == 0 and page.locator("#main .error").count() == 0
+    finally:
+        page.close()

@@ -11,7 +11,8 @@ function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    if (k === "onsubmit" || (k === "onclick" && tag === "button")) e.addEventListener(k.slice(2), action(v));
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? "" : String(v));
   }
   for (const c of children.flat(Infinity)) {
@@ -54,9 +55,67 @@ async function api(method, path, query, body) {
   return data;
 }
 
+// Feedback while requests run: the main region is aria-busy at once, and the #busy live region says
+// "Loading…" once BUSY_DELAY ms have passed (a quick page does not flicker). Counted, so overlapping work
+// (a page load and an action) clears it only when the last one ends.
+const BUSY_DELAY = 150;
+let busyCount = 0;
+let busyTimer = null;
+async function busy(fn) {
+  if (busyCount++ === 0) {
+    main().setAttribute("aria-busy", "true");
+    busyTimer = setTimeout(() => { document.getElementById("busy").textContent = "Loading…"; }, BUSY_DELAY);
+  }
+  try { return await fn(); } finally {
+    if (--busyCount === 0) {
+      clearTimeout(busyTimer);
+      main().removeAttribute("aria-busy");
+      document.getElementById("busy").textContent = "";
+    }
+  }
+}
+
+// A form's submit or a button's click runs one request at a time: its buttons are disabled until the action
+// ends (a double click merged or committed twice), and the page shows it is busy. A form's default submit
+// (a reload of the page) is always prevented, also for the submit ignored while the first one runs.
+function action(handler) {
+  return async ev => {
+    const node = ev.currentTarget;  // read now: null once the event has been dispatched
+    if (node.tagName === "FORM") ev.preventDefault();
+    if (node.dataset.running) return;
+    const buttons = node.tagName === "FORM" ? [...node.querySelectorAll("button")] : [node];
+    const had = document.activeElement;  // disabling a focused button drops its focus: given back at the end
+    node.dataset.running = "1";
+    focusAfter = had && buttons.includes(had) ? had.id : "";
+    for (const b of buttons) b.disabled = true;
+    try { await busy(() => handler(ev)); } finally {
+      delete node.dataset.running;
+      for (const b of buttons) b.disabled = false;
+      focusAfter = "";
+      if (buttons.includes(had) && had.isConnected && document.activeElement === document.body) had.focus({preventScroll: true});
+    }
+  };
+}
+
 const enc = encodeURIComponent;
 const main = () => document.getElementById("main");
-function show(...nodes) { main().replaceChildren(el("div", {class: "page"}, ...nodes)); }
+// A redraw keeps the keyboard's place: the element focused before (a field being typed in, the button just
+// used) is focused again in the new page when it has the same id, with its caret; else focus goes to main,
+// so the next Tab is in the page, not back at the header (a keyboard user started over after every action).
+function show(...nodes) {
+  const had = document.activeElement;
+  const id = had && had !== document.body ? had.id : focusAfter;
+  const caret = had && typeof had.selectionStart === "number" ? [had.selectionStart, had.selectionEnd] : null;
+  main().replaceChildren(el("div", {class: "page"}, ...nodes));
+  const again = id ? document.getElementById(id) : null;
+  if (again && main().contains(again)) {
+    again.focus({preventScroll: true});
+    if (caret && typeof again.selectionStart === "number") again.setSelectionRange(...caret);
+  } else if (focusAfter || (had && had !== document.body && !had.isConnected)) {
+    main().focus({preventScroll: true});
+  }
+}
+let focusAfter = "";  // the id of the control whose action is running (disabled, so it lost the focus)
 // A page's slow load (or a live re-render) that finishes after the user moved on must not draw over the new page.
 function draw(g, ...nodes) { if (g === gen) show(...nodes); }
 function errorBox(e) { return el("p", {class: "error", role: "alert"}, String(e && e.message || e)); }
@@ -327,10 +386,12 @@ async function commitPage(repo, id, q) {
     ...diffPart);
 }
 
-async function countAll(fetchPage) {
+// Counts every page of a diff; null when the user moved on meanwhile (a huge diff kept the page busy after it was left).
+async function countAll(fetchPage, g0) {
   const counts = {added: 0, removed: 0, changed: 0};
   let after = "";
   for (;;) {
+    if (g0 !== gen) return null;
     const d = await fetchPage(after);
     for (const r of d.results) counts[r.type] = (counts[r.type] || 0) + 1;
     if (!d.pagination.has_more) return counts;
@@ -369,8 +430,8 @@ async function comparePage(repo, left, right, q) {
     pager(first, after, route("r", repo, "compare", left, right), q, uncommitted ? {uncommitted: "1"} : {}));
   if (g0 !== gen) return;  // moved on: no need to count
   try {
-    const c = await countAll(pageOf);
-    counts.replaceChildren(el("span", {class: "added"}, c.added + " added"), el("span", {class: "removed"}, c.removed + " removed"),
+    const c = await countAll(pageOf, g0);
+    if (c) counts.replaceChildren(el("span", {class: "added"}, c.added + " added"), el("span", {class: "removed"}, c.removed + " removed"),
       el("span", {class: "changed"}, (c.changed + (c.prefix_changed || 0)) + " changed"));
   } catch (e) { counts.replaceChildren(errorBox(e)); }
 }
@@ -416,10 +477,16 @@ async function feedPage(repo) {
       el("td", {}, kind), el("td", {}, d.branch || ""), el("td", {}, describe(kind, d))));
   });
   // The server answers each poll with what is new and closes; EventSource reconnects (retry: 1000 ms)
-  // with Last-Event-ID, so an error while it reconnects is the normal rhythm, not an outage.
-  es.onopen = () => status.replaceChildren("live");
-  es.onerror = () => { if (es.readyState === EventSource.CLOSED) status.replaceChildren("disconnected"); };
+  // with Last-Event-ID, so an error while it reconnects is the normal rhythm, not an outage. No open within
+  // FEED_GRACE ms of an error is one (the server stopped or restarts): the page said "live" all along.
+  let outage = null;
+  es.onopen = () => { clearTimeout(outage); outage = null; status.replaceChildren("live"); };
+  es.onerror = () => {
+    if (es.readyState === EventSource.CLOSED) { clearTimeout(outage); status.replaceChildren("disconnected"); return; }
+    if (outage === null) outage = setTimeout(() => { if (es.readyState !== EventSource.OPEN) status.replaceChildren("reconnecting…"); }, FEED_GRACE);
+  };
 }
+const FEED_GRACE = 3000;
 
 // ---- pull requests -------------------------------------------------------------
 async function pullsPage(repo, q) {
@@ -639,22 +706,28 @@ async function usersPage() {
 
 async function userPage(id) {
   const g0 = gen;  // drawn only if the user is still on this page
+  // A user without ManageUsers may still see their own page (ManageOwnCredentials: keys, their policies and groups)
+  // but not every policy and group: their page is the keys and what they have, without the admin's forms.
+  const unlessForbidden = p => p.catch(e => { if (e.status === 403) return null; throw e; });
   const [keys, attached, policies, mine, groups] = await Promise.all([
     api("GET", route("auth", "users", id, "credentials"), {amount: 1000}),
     api("GET", route("auth", "users", id, "policies"), {amount: 1000}),
-    api("GET", "/auth/policies", {amount: 1000}),
+    unlessForbidden(api("GET", "/auth/policies", {amount: 1000})),
     api("GET", route("auth", "users", id, "groups"), {amount: 1000}),
-    api("GET", "/auth/groups", {amount: 1000})]);
+    unlessForbidden(api("GET", "/auth/groups", {amount: 1000}))]);
+  const manage = policies !== null && groups !== null;
   const msg = el("div", {id: "admin-message"});
   const run = fn => async ev => {
     if (ev) ev.preventDefault();
     try { const r = await fn(); await userPage(id); if (r) document.getElementById("admin-message").replaceChildren(r); }
     catch (e) { msg.replaceChildren(errorBox(e)); }
   };
+  // A pick-and-add form shows only when there is something left to pick: with an empty list its button sent
+  // PUT .../policies/ (answered "no such API path") or did nothing.
   const have = new Set(attached.results.map(p => p.id));
-  const pick = el("select", {id: "attach-policy"}, policies.results.filter(p => !have.has(p.id)).map(p => el("option", {value: p.id}, p.id)));
+  const pick = el("select", {id: "attach-policy"}, (policies ? policies.results : []).filter(p => !have.has(p.id)).map(p => el("option", {value: p.id}, p.id)));
   const member = new Set(mine.results.map(g => g.id));
-  const pickGroup = el("select", {id: "join-group"}, groups.results.filter(g => !member.has(g.id)).map(g => el("option", {value: g.id}, g.id)));
+  const pickGroup = el("select", {id: "join-group"}, (groups ? groups.results : []).filter(g => !member.has(g.id)).map(g => el("option", {value: g.id}, g.id)));
   draw(g0, el("h2", {}, "User ", id), msg,
     el("h3", {}, "Access keys"),
     el("table", {id: "keys"}, el("tr", {}, el("th", {}, "access key id"), el("th", {}, "created"), el("th", {}, "")),
@@ -667,14 +740,15 @@ async function userPage(id) {
     })}, "create access key"),
     el("h3", {}, "Policies"),
     el("table", {id: "user-policies"}, attached.results.map(p => el("tr", {}, el("td", {}, p.id),
-      el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "users", id, "policies", p.id)))}, "detach"))))),
-    el("form", {class: "inline", onsubmit: run(() => api("PUT", route("auth", "users", id, "policies", pick.value)))},
-      pick, el("button", {type: "submit"}, "attach")),
+      manage ? el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "users", id, "policies", p.id)))}, "detach")) : null))),
+    manage && pick.options.length ? el("form", {class: "inline", onsubmit: run(() => api("PUT", route("auth", "users", id, "policies", pick.value)))},
+      pick, el("button", {type: "submit"}, "attach")) : null,
     el("h3", {}, "Groups (their policies apply too)"),
-    el("table", {id: "user-groups"}, mine.results.map(g => el("tr", {}, el("td", {}, link(route("admin", "groups", g.id), g.id)),
-      el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "groups", g.id, "members", id)))}, "leave"))))),
-    el("form", {class: "inline", onsubmit: run(() => pickGroup.value ? api("PUT", route("auth", "groups", pickGroup.value, "members", id)) : null)},
-      pickGroup, el("button", {type: "submit"}, "add to group")));
+    el("table", {id: "user-groups"}, mine.results.map(g => el("tr", {}, el("td", {}, manage ? link(route("admin", "groups", g.id), g.id) : g.id),
+      manage ? el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "groups", g.id, "members", id)))}, "leave")) : null))),
+    !manage ? el("p", {class: "muted", id: "managed-by-admin"}, "Policies and groups are changed by an administrator.")
+      : pickGroup.options.length ? el("form", {class: "inline", onsubmit: run(() => api("PUT", route("auth", "groups", pickGroup.value, "members", id)))},
+        pickGroup, el("button", {type: "submit"}, "add to group")) : null);
 }
 
 async function groupsPage() {
@@ -717,13 +791,13 @@ async function groupPage(id) {
     el("h3", {}, "Members"),
     el("table", {id: "group-members"}, members.results.map(u => el("tr", {}, el("td", {}, link(route("admin", "users", u.id), u.id)),
       el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "groups", id, "members", u.id)))}, "remove"))))),
-    el("form", {class: "inline", onsubmit: run(() => pickUser.value ? api("PUT", route("auth", "groups", id, "members", pickUser.value)) : null)},
-      pickUser, el("button", {type: "submit"}, "add member")),
+    pickUser.options.length ? el("form", {class: "inline", onsubmit: run(() => api("PUT", route("auth", "groups", id, "members", pickUser.value)))},
+      pickUser, el("button", {type: "submit"}, "add member")) : null,
     el("h3", {}, "Policies (every member has them)"),
     el("table", {id: "group-policies"}, attached.results.map(p => el("tr", {}, el("td", {}, p.id),
       el("td", {}, el("button", {onclick: run(() => api("DELETE", route("auth", "groups", id, "policies", p.id)))}, "detach"))))),
-    el("form", {class: "inline", onsubmit: run(() => pick.value ? api("PUT", route("auth", "groups", id, "policies", pick.value)) : null)},
-      pick, el("button", {type: "submit"}, "attach")));
+    pick.options.length ? el("form", {class: "inline", onsubmit: run(() => api("PUT", route("auth", "groups", id, "policies", pick.value)))},
+      pick, el("button", {type: "submit"}, "attach")) : null);
 }
 
 async function policiesPage() {
@@ -744,13 +818,15 @@ async function whoami() {
   const u = await api("GET", "/user");
   me = {id: u.user.id, admin: undefined};
   const who = document.getElementById("who");
-  who.replaceChildren(el("span", {id: "user"}, u.user.id), el("button", {id: "logout", onclick: logout}, "log out"));
+  who.replaceChildren(el("span", {id: "user"}, link(route("admin", "users", u.user.id), u.user.id)), el("button", {id: "logout", onclick: logout}, "log out"));
   document.getElementById("nav").replaceChildren(link("/", "repositories"), " ", link(route("admin", "users"), "users"),
     " ", link(route("admin", "groups"), "groups"), " ", link(route("admin", "policies"), "policies"));
   return me;
 }
 
-async function render() {
+function render() { return busy(renderPage); }
+
+async function renderPage() {
   gen++;
   if (live) { live.close(); live = null; }
   if (location.pathname === "/login") return loginPage();
