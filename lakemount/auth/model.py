@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NewType
 
-from lakemount.errors import AlreadyExists, NotFound
+from lakemount.errors import AlreadyExists, Conflict, NotFound
 
 UserID = NewType("UserID", str)
 GroupID = NewType("GroupID", str)
@@ -169,3 +169,13 @@ class GroupPolicyAlreadyAttached(AlreadyExists):
     def __init__(self, group_id: str, name: str) -> None:
         super().__init__(f"policy {name} is already attached to group {group_id}")
         self.group_id, self.name = group_id, name
+
+
+class LastAdministrator(Conflict):
+    """A change that would leave nobody able to administer users (lock-out)."""
+
+    def __init__(self, change: str, administrators: list[str]) -> None:
+        super().__init__(
+            f"{change} would leave no administrator (a user with an access key who may ManageUsers; now: "
+            f"{', '.join(administrators)}): make another user an administrator first"
+        )

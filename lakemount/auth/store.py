@@ -9,15 +9,22 @@ knowing of it.  SQL is plain SQLAlchemy Core and runs unchanged on SQLite and
 PostgreSQL; uniqueness is enforced by primary keys, so two processes creating
 the same user race safely and one of them gets ``AlreadyExists``.
 
+A change that would leave no administrator (no user who holds an access key
+and may ``ManageUsers``) is refused with ``LastAdministrator``: deleting the
+last one, their last key, or the policy, group or membership that made them
+one.  The web UI and the API could otherwise lock everybody out, leaving only
+``lakemount auth`` on a server.  The check runs in the change's transaction.
+
 Secrets are stored encrypted under the server key (see ``crypto.SecretBox``) and
 returned in clear only by ``create_credentials`` (once, to show the user) and
-``lookup_secret`` (to verify a signature).  All methods are blocking; the async
-front ends call them through ``trio.to_thread.run_sync``.
+``lookup_secret`` (to verify a signature).  All methods are blocking; the front
+ends call them from worker threads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,6 +53,7 @@ from lakemount.auth.model import (
     GroupNotFound,
     GroupPolicyAlreadyAttached,
     GroupPolicyNotAttached,
+    LastAdministrator,
     MembershipAlreadyExists,
     MembershipNotFound,
     PolicyAlreadyAttached,
@@ -137,6 +145,26 @@ def _attached_names(user_id: str) -> sa.CompoundSelect[Any]:
     return sa.union(own, via_groups)
 
 
+def _administrators(conn: sa.Connection) -> set[str]:
+    """Users who can log in (hold an access key) and whose policies allow ``ManageUsers``."""
+    own = sa.select(user_policies.c.user_id, user_policies.c.policy_name)
+    via_groups = sa.select(group_members.c.user_id, group_policies.c.policy_name).select_from(
+        group_members.join(group_policies, group_policies.c.group_id == group_members.c.group_id)
+    )
+    attached = sa.union(own, via_groups).subquery()
+    keyed = sa.select(credentials.c.user_id).distinct()
+    rows = conn.execute(
+        sa.select(attached.c.user_id, attached.c.policy_name, policies.c.statements)
+        .select_from(attached.outerjoin(policies, policies.c.name == attached.c.policy_name))
+        .where(attached.c.user_id.in_(keyed))
+    ).all()
+    by_user: dict[str, list[Any]] = {}
+    for r in rows:
+        by_user.setdefault(r.user_id, []).append(r)
+    manage = Action.MANAGE_USERS.value
+    return {u for u, found in by_user.items() if evaluate(SqlAuthStore._policies_of(found), manage)}
+
+
 class SqlAuthStore:
     """Users, groups, credentials and policies in SQL; thread-safe like its engine."""
 
@@ -165,6 +193,19 @@ class SqlAuthStore:
 
     def __repr__(self) -> str:
         return f"SqlAuthStore({self._engine.url.render_as_string(hide_password=True)!r})"
+
+    @contextlib.contextmanager
+    def _keeping_an_administrator(self, change: str) -> Iterator[sa.Connection]:
+        """A transaction for ``change`` that rolls back with ``LastAdministrator`` if it removed the last one.
+
+        A store that never had an administrator (tests, a fresh home before
+        ``setup``) is left alone.
+        """
+        with self._engine.begin() as conn:
+            before = _administrators(conn)
+            yield conn
+            if before and not _administrators(conn):
+                raise LastAdministrator(change, sorted(before))
 
     # --- users -------------------------------------------------------------------
 
@@ -197,7 +238,7 @@ class SqlAuthStore:
 
     def delete_user(self, user_id: str) -> None:
         """Delete a user with its credentials, attachments and group memberships; raises ``UserNotFound``."""
-        with self._engine.begin() as conn:
+        with self._keeping_an_administrator(f"deleting user {user_id}") as conn:
             conn.execute(group_members.delete().where(group_members.c.user_id == user_id))
             conn.execute(user_policies.delete().where(user_policies.c.user_id == user_id))
             conn.execute(credentials.delete().where(credentials.c.user_id == user_id))
@@ -245,7 +286,7 @@ class SqlAuthStore:
 
     def delete_credentials(self, user_id: str, access_key_id: str) -> None:
         """Delete one access key of ``user_id``; raises ``CredentialsNotFound``."""
-        with self._engine.begin() as conn:
+        with self._keeping_an_administrator(f"deleting access key {access_key_id} of {user_id}") as conn:
             deleted = conn.execute(
                 credentials.delete().where(
                     credentials.c.access_key_id == access_key_id, credentials.c.user_id == user_id
@@ -333,7 +374,7 @@ class SqlAuthStore:
         """
         if name in BUILTIN_POLICIES:
             raise ReadOnly(f"built-in policy {name} cannot be deleted")
-        with self._engine.begin() as conn:
+        with self._keeping_an_administrator(f"deleting policy {name}") as conn:
             conn.execute(user_policies.delete().where(user_policies.c.policy_name == name))
             conn.execute(group_policies.delete().where(group_policies.c.policy_name == name))
             if conn.execute(policies.delete().where(policies.c.name == name)).rowcount == 0:
@@ -354,7 +395,7 @@ class SqlAuthStore:
 
     def detach_policy(self, user_id: str, policy_name: str) -> None:
         """Raises ``PolicyNotAttached`` (also for an unknown user or policy)."""
-        with self._engine.begin() as conn:
+        with self._keeping_an_administrator(f"detaching policy {policy_name} from {user_id}") as conn:
             deleted = conn.execute(
                 user_policies.delete().where(
                     user_policies.c.user_id == user_id, user_policies.c.policy_name == policy_name
@@ -472,7 +513,7 @@ class SqlAuthStore:
         Its members keep their own policies and other groups; what they had
         only through this group is gone (within the decision cache's ttl).
         """
-        with self._engine.begin() as conn:
+        with self._keeping_an_administrator(f"deleting group {group_id}") as conn:
             conn.execute(group_members.delete().where(group_members.c.group_id == group_id))
             conn.execute(group_policies.delete().where(group_policies.c.group_id == group_id))
             if conn.execute(groups.delete().where(groups.c.id == group_id)).rowcount == 0:
@@ -512,7 +553,7 @@ class SqlAuthStore:
 
     def remove_member(self, group_id: str, user_id: str) -> None:
         """Raises ``MembershipNotFound`` (also for an unknown user or group)."""
-        with self._engine.begin() as conn:
+        with self._keeping_an_administrator(f"removing {user_id} from group {group_id}") as conn:
             deleted = conn.execute(
                 group_members.delete().where(group_members.c.group_id == group_id, group_members.c.user_id == user_id)
             ).rowcount
@@ -558,7 +599,7 @@ class SqlAuthStore:
 
     def detach_group_policy(self, group_id: str, policy_name: str) -> None:
         """Raises ``GroupPolicyNotAttached`` (also for an unknown group or policy)."""
-        with self._engine.begin() as conn:
+        with self._keeping_an_administrator(f"detaching policy {policy_name} from group {group_id}") as conn:
             deleted = conn.execute(
                 group_policies.delete().where(
                     group_policies.c.group_id == group_id, group_policies.c.policy_name == policy_name

@@ -122,6 +122,9 @@ def test_secrets_never_logged_or_repr(store: SqlAuthStore, caplog: pytest.LogCap
 
 
 def test_delete_user_removes_keys_and_attachments(store: SqlAuthStore) -> None:
+    store.create_user("root")  # alice is not the last administrator (tests/auth/test_last_admin.py)
+    store.create_credentials("root")
+    store.attach_policy("root", ADMIN)
     store.create_user("alice")
     creds = store.create_credentials("alice")
     store.attach_policy("alice", ADMIN)
