@@ -335,6 +335,18 @@ class Graveler:
         self.refs.set_protection(repo, rules)
         self.journal.record(r.storage_namespace, {"op": "protection", "patterns": rules})
 
+    def swap_protection_rules(
+        self, repo: str, patterns: list[str], approvals: dict[str, int],
+        check: Callable[[list[str], dict[str, int]], None],
+    ) -> None:
+        """Replace the protection patterns of ``repo`` and the approvals pull requests need in one
+        ref-store transaction, if ``check(current patterns, current approvals)`` does not raise
+        (compare-and-set); raises ``RepositoryNotFound``, what ``check`` raises."""
+        r = self.get_repository(repo)
+        rules = sorted(set(patterns))
+        self.refs.swap_protection(repo, rules, approvals, check)
+        self.journal.record(r.storage_namespace, {"op": "protection", "patterns": rules})
+
     # ------------------------------------------------------------------ reads
     def branch_seen(self, repo: str, name: str) -> tuple[Branch, float] | None:
         """Branch ``name`` as the last read of its content found it, and the ``time.monotonic()``

@@ -75,6 +75,37 @@ def test_protection_rules_update_is_conditional_on_their_etag(served: Served, re
     assert [r.pattern for r in sdk.get_branch_protection_rules(repo.id)] == ["dev"]
 
 
+WRITERS, ROUNDS = 12, 10
+
+
+def test_concurrent_conditional_protection_writes_one_wins(served: Served, repo_id: str) -> None:
+    # Writers that all read the same ETag and write at once: the compare and the write are one
+    # transaction, so exactly one write lands and every other gets 412 (none is silently lost).
+    import threading
+
+    url = api(served, f"/repositories/{repo_id}/settings/branch_protection")
+    for round_ in range(ROUNDS):
+        etag = requests.get(url, auth=AUTH, timeout=30).headers["ETag"]
+        barrier = threading.Barrier(WRITERS)
+        codes: dict[int, int] = {}
+
+        def put(i: int, etag: str = etag, barrier: threading.Barrier = barrier, codes: dict[int, int] = codes,
+                round_: int = round_) -> None:
+            body = [{"pattern": f"r{round_}-w{i}", "required_approvals": i}]
+            barrier.wait()
+            codes[i] = requests.put(url, json=body, headers={"If-Match": etag}, auth=AUTH, timeout=60).status_code
+
+        threads = [threading.Thread(target=put, args=(i,)) for i in range(WRITERS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [i for i, c in codes.items() if c == 204]
+        assert len(winners) == 1 and sorted(codes.values()) == [204] + [412] * (WRITERS - 1), codes
+        assert requests.get(url, auth=AUTH, timeout=30).json() == [
+            {"pattern": f"r{round_}-w{winners[0]}", "required_approvals": winners[0]}]
+
+
 def test_gc_rules_through_the_api_are_the_rules_gc_reads(served: Served, repo_id: str) -> None:
     from lakemount.app import App
     from lakemount.config import load
