@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from lakemount.api.branches import repo_of
-from lakemount.api.context import Ctx, empty, json_response
+from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response
 from lakemount.api.pagination import page_size
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
@@ -174,7 +174,7 @@ def hook_output(ctx: Ctx) -> Response:
     repo = repo_of(ctx, Action.READ_REPO)
     for h in ctx.catalog.actions.store.get_run(repo, ctx.params["run_id"]).hooks:
         if h.hook_run_id == ctx.params["hook_run_id"]:
-            return Response(200, [("Content-Type", "application/octet-stream")], h.output.encode())
+            return Response(200, [("Content-Type", "application/octet-stream"), *INERT_HEADERS], h.output.encode())
     raise NotFound(f"hook run not found: {ctx.params['hook_run_id']}")
 
 

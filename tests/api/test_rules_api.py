@@ -148,6 +148,30 @@ def test_hooks_reject_api_commits_and_runs_are_listed(served: Served, repo_id: s
     out = requests.get(api(served, f"/repositories/{repo_id}/actions/runs/{run['run_id']}/hooks/{hook['hook_run_id']}/output"),
                        auth=AUTH, timeout=30)
     assert out.status_code == 200 and b"notes.txt" in out.content
+    assert_inert(out)
+
+
+def assert_inert(r: requests.Response) -> None:
+    """Bytes a user controls come back sandboxed and never sniffed (the web UI shares the API's origin)."""
+    from lakemount.api.context import UNTRUSTED_CSP
+
+    assert r.headers["X-Content-Type-Options"] == "nosniff", r.headers
+    assert r.headers["Content-Security-Policy"] == UNTRUSTED_CSP and UNTRUSTED_CSP.startswith("sandbox;")
+
+
+def test_user_bytes_served_as_text_are_inert(served: Served, repo_id: str) -> None:
+    # A commit message is user-controlled and reaches the event stream; a branch's creation answers text/html.
+    r = requests.post(api(served, f"/repositories/{repo_id}/branches"), json={"name": "x", "source": "main"}, auth=AUTH, timeout=30)
+    assert r.status_code == 201 and r.headers["Content-Type"] == "text/html"
+    assert_inert(r)
+    assert upload(served, repo_id, "x", "a.html", b"a").status_code == 201
+    assert commit(served, repo_id, "x", "<script>alert(1)</script>").status_code == 201
+    r = requests.get(api(served, f"/repositories/{repo_id}/events"), auth=AUTH, timeout=30)
+    assert r.status_code == 200 and b"<script>" in r.content
+    assert_inert(r)
+    # JSON (errors echo names the caller sent) is never sniffed as HTML either.
+    r = requests.get(api(served, f"/repositories/{repo_id}/branches/%3Cscript%3E"), auth=AUTH, timeout=30)
+    assert r.status_code in (400, 404) and r.headers["X-Content-Type-Options"] == "nosniff"
     expect_error(requests.get(api(served, f"/repositories/{repo_id}/actions/runs/nope"), auth=AUTH, timeout=30), 404)
 
 
