@@ -22,6 +22,7 @@ from lakemount.errors import (
     PermissionDenied,
     PreconditionFailed,
     ReadOnly,
+    ReadOnlyRef,
     Unavailable,
     category_of,
 )
@@ -55,15 +56,22 @@ def status_of(err: LakeMountError) -> int:
     """The HTTP status lakeFS answers for an error of this kind.
 
     ``NothingToCommit`` is lakeFS's "no changes", a 400; a write to a
-    protected branch or a tag is a 403 as in lakeFS.
+    protected branch is a 403 as in lakeFS.  A write through a ref that is
+    not a branch (a tag, a commit id, ``main@``: ``ReadOnlyRef``, read-only
+    for the mount and the gateway) is a 404, as lakeFS answers a branch it
+    does not find under ``/branches/{branch}``.
     """
     if isinstance(err, NothingToCommit):
         return 400
+    if isinstance(err, ReadOnlyRef):
+        return 404
     return STATUS_BY_CATEGORY[category_of(err)]
 
 
 def translate(err: LakeMountError) -> ApiError:
     """The API error for a lakemount error."""
+    if isinstance(err, ReadOnlyRef):
+        return ApiError(404, f"branch not found: {err.ref} (a tag or commit is read-only)")
     return ApiError(status_of(err), str(err))
 
 

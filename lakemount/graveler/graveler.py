@@ -23,6 +23,7 @@ from lakemount.errors import (
     AlreadyExists,
     AmbiguousRef,
     BranchNotFound,
+    CommitNotFound,
     ConcurrentUpdate,
     InvalidArgument,
     LakeMountError,
@@ -270,6 +271,12 @@ class Graveler:
             raise AlreadyExists(f"a tag named {name} exists in {repo}")
         except NotFound:
             pass
+        if names.is_hex(name):  # a branch named like a commit would hide it from ref resolution (lakeFS: 409)
+            try:
+                self.refs.get_commit(repo, CommitID(name))
+                raise AlreadyExists(f"a commit with id {name} exists in {repo}")
+            except CommitNotFound:
+                pass
         branch = Branch(name, cid, new_token())
         self.refs.create_branch(repo, branch)
         self.journal.record(self.get_repository(repo).storage_namespace, {"op": "branch", "name": name, "old": None, "new": cid})
