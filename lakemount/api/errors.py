@@ -15,6 +15,7 @@ from lakemount.errors import (
     AlreadyExists,
     Conflict,
     Corrupt,
+    DirtyBranch,
     InvalidArgument,
     LakeMountError,
     NotFound,
@@ -55,13 +56,14 @@ STATUS_BY_CATEGORY: Final[dict[type[LakeMountError], int]] = {
 def status_of(err: LakeMountError) -> int:
     """The HTTP status lakeFS answers for an error of this kind.
 
-    ``NothingToCommit`` is lakeFS's "no changes", a 400; a write to a
+    ``NothingToCommit`` is lakeFS's "no changes" and ``DirtyBranch`` its
+    "dirty branch" (a merge into uncommitted changes), both a 400; a write to a
     protected branch is a 403 as in lakeFS.  A write through a ref that is
     not a branch (a tag, a commit id, ``main@``: ``ReadOnlyRef``, read-only
     for the mount and the gateway) is a 404, as lakeFS answers a branch it
     does not find under ``/branches/{branch}``.
     """
-    if isinstance(err, NothingToCommit):
+    if isinstance(err, NothingToCommit | DirtyBranch):  # lakeFS: ErrNoChanges, ErrDirtyBranch
         return 400
     if isinstance(err, ReadOnlyRef):
         return 404

@@ -25,13 +25,13 @@ from lakemount.errors import (
     BranchNotFound,
     CommitNotFound,
     ConcurrentUpdate,
+    DirtyBranch,
     InvalidArgument,
     LakeMountError,
     MergeConflict,
     NotFound,
     NothingToCommit,
     ObjectNotFound,
-    PreconditionFailed,
     ReadOnlyRef,
     RefNotFound,
 )
@@ -623,9 +623,16 @@ class Graveler:
             raise ReadOnlyRef(f"{repo}/{name}") from exc
 
     def _clean_branch(self, repo: str, name: str, what: str) -> Branch:
+        """Branch ``name`` for a merge, revert or cherry-pick; ``DirtyBranch`` if anything is staged on it.
+
+        Staged entries that change nothing (an object written and deleted again before a commit)
+        count too: the head moves under the staging, where such an entry would start to mean
+        something (a tombstone would hide what the merge brings).  lakeFS seals them and drops them
+        when they change nothing; here the branch needs a reset first.
+        """
         b = self._branch_for_write(repo, name)
         if self.has_uncommitted(repo, b):
-            raise PreconditionFailed(f"{what}: branch {repo}/{name} has uncommitted changes; commit or reset them first")
+            raise DirtyBranch(what, f"{repo}/{name}")
         return b
 
     def _metarange(self, repo: Repository, commit_id: CommitID | None) -> MetaRange:
