@@ -140,6 +140,14 @@ class ConfigError(InvalidArgument):
         self.key, self.source = key, source
 
 
+class DirtyBranch(PreconditionFailed):
+    """A merge, revert or cherry-pick into a branch whose uncommitted changes it would mix with."""
+
+    def __init__(self, what: str, branch: str) -> None:
+        super().__init__(f"{what}: branch {branch} has uncommitted changes; commit or reset them first")
+        self.branch = branch
+
+
 class NothingToCommit(PreconditionFailed):
     """Nothing is staged on ``branch``, and an empty commit was not allowed."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lakemount.api.context import Ctx, empty, json_response
+from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response
 from lakemount.api.errors import bad_request
 from lakemount.api.models import commit_json, diff_json, ref_json
 from lakemount.api.pagination import after_filter, paginate
@@ -37,7 +37,7 @@ def create_branch(ctx: Ctx) -> Response:
     repo = repo_of(ctx, Action.WRITE_REPO)
     body = ctx.json_body()
     b = ctx.catalog.create_branch(repo, body["name"], body["source"])
-    return Response(201, [("Content-Type", "text/html")], b.commit_id.encode())
+    return Response(201, [("Content-Type", "text/html"), *INERT_HEADERS], b.commit_id.encode())  # lakeFS's type
 
 
 @operation("GET", "/repositories/{repository}/branches/{branch}", "getBranch", tag=TAG, summary="a branch", response="Ref")

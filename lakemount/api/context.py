@@ -26,6 +26,12 @@ if TYPE_CHECKING:
     from lakemount.api.handler import ApiService
 
 MAX_JSON_BYTES: Final = 1 << 20
+# The web UI shares the API's origin: bytes a user controls (an object, a hook's output, commit messages in
+# the event stream) opened in the browser must not run scripts with the UI's session and CSRF cookies.
+# Sandboxed, such a response is an inert document of no origin, and nosniff keeps the browser from
+# reading it as HTML whatever it looks like; clients of the API ignore both headers.
+UNTRUSTED_CSP: Final = "sandbox; default-src 'none'; img-src 'self' data:; media-src 'self'; style-src 'unsafe-inline'"
+INERT_HEADERS: Final = (("Content-Security-Policy", UNTRUSTED_CSP), ("X-Content-Type-Options", "nosniff"))
 
 
 def json_response(status: int, payload: Any, headers: tuple[tuple[str, str], ...] = ()) -> Response:
@@ -34,7 +40,7 @@ def json_response(status: int, payload: Any, headers: tuple[tuple[str, str], ...
         body = orjson.dumps(payload)
     except TypeError:  # a str with lone surrogates (surrogate-escaped bytes of a non-UTF-8 key)
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=True).encode("ascii")
-    return Response(status, [("Content-Type", "application/json"), *headers], body)
+    return Response(status, [("Content-Type", "application/json"), ("X-Content-Type-Options", "nosniff"), *headers], body)
 
 
 def empty(status: int = 204) -> Response:

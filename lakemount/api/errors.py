@@ -15,6 +15,7 @@ from lakemount.errors import (
     AlreadyExists,
     Conflict,
     Corrupt,
+    DirtyBranch,
     InvalidArgument,
     LakeMountError,
     NotFound,
@@ -22,6 +23,7 @@ from lakemount.errors import (
     PermissionDenied,
     PreconditionFailed,
     ReadOnly,
+    ReadOnlyRef,
     Unavailable,
     category_of,
 )
@@ -54,16 +56,24 @@ STATUS_BY_CATEGORY: Final[dict[type[LakeMountError], int]] = {
 def status_of(err: LakeMountError) -> int:
     """The HTTP status lakeFS answers for an error of this kind.
 
-    ``NothingToCommit`` is lakeFS's "no changes", a 400; a write to a
-    protected branch or a tag is a 403 as in lakeFS.
+    ``NothingToCommit`` is lakeFS's "no changes" and ``DirtyBranch`` its
+    "dirty branch" (a merge into uncommitted changes), both a 400; a write to a
+    protected branch is a 403 as in lakeFS.  A write through a ref that is
+    not a branch (a tag, a commit id, ``main@``: ``ReadOnlyRef``, read-only
+    for the mount and the gateway) is a 404, as lakeFS answers a branch it
+    does not find under ``/branches/{branch}``.
     """
-    if isinstance(err, NothingToCommit):
+    if isinstance(err, NothingToCommit | DirtyBranch):  # lakeFS: ErrNoChanges, ErrDirtyBranch
         return 400
+    if isinstance(err, ReadOnlyRef):
+        return 404
     return STATUS_BY_CATEGORY[category_of(err)]
 
 
 def translate(err: LakeMountError) -> ApiError:
     """The API error for a lakemount error."""
+    if isinstance(err, ReadOnlyRef):
+        return ApiError(404, f"branch not found: {err.ref} (a tag or commit is read-only)")
     return ApiError(status_of(err), str(err))
 
 

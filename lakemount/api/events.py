@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from lakemount.api.branches import repo_of
-from lakemount.api.context import Ctx
+from lakemount.api.context import INERT_HEADERS, Ctx
 from lakemount.api.errors import bad_request
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
@@ -44,4 +44,4 @@ def events(ctx: Ctx) -> Response:
     for e in found:
         data = json.dumps({"id": e.id, "repository": e.repo, "branch": e.branch, "kind": e.kind, "time": e.time, **e.payload})
         out.append(f"id: {e.id}\nevent: {e.kind}\ndata: {data}\n\n")
-    return Response(200, [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")], "".join(out).encode())
+    return Response(200, [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"), *INERT_HEADERS], "".join(out).encode())

@@ -12,7 +12,7 @@ import time
 from typing import Any, Final
 
 from lakemount.api.branches import repo_of
-from lakemount.api.context import Ctx, empty, json_response
+from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response
 from lakemount.api.errors import ApiError, bad_request
 from lakemount.api.models import object_json
 from lakemount.api.pagination import page_size
@@ -94,9 +94,6 @@ def stat_object(ctx: Ctx) -> Response:
     return json_response(200, out)
 
 
-OBJECT_CSP: Final = "sandbox; default-src 'none'; img-src 'self' data:; media-src 'self'; style-src 'unsafe-inline'"
-
-
 def _object_headers(entry: Any) -> list[tuple[str, str]]:
     headers = [
         ("Content-Type", entry.content_type or "application/octet-stream"),
@@ -105,10 +102,7 @@ def _object_headers(entry: Any) -> list[tuple[str, str]]:
         ("Accept-Ranges", "bytes"),
     ]
     headers += [(META_HEADER + k, v) for k, v in _user_meta(entry)]
-    # The web UI shares this origin: an object stored as text/html (or sniffed as such) opened from its download
-    # link would run its scripts with the UI's session and CSRF cookies. Sandboxed, it is an inert document of no
-    # origin; clients of the API ignore these headers.
-    headers += [("Content-Security-Policy", OBJECT_CSP), ("X-Content-Type-Options", "nosniff")]
+    headers += INERT_HEADERS  # an object stored as text/html, opened from its download link, runs nothing
     return headers
 
 

@@ -14,13 +14,12 @@ import json
 from typing import Any
 
 from lakemount.api.branches import repo_of
-from lakemount.api.context import Ctx, empty, json_response
-from lakemount.api.errors import ApiError
+from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response
 from lakemount.api.pagination import page_size
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
 from lakemount.catalog.actions import HookRun, Run
-from lakemount.errors import InvalidArgument, NotFound
+from lakemount.errors import InvalidArgument, NotFound, PreconditionFailed
 from lakemount.serving.http import Response
 
 TAG = "repositories"
@@ -33,10 +32,13 @@ def _iso(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts, tz=datetime.UTC).isoformat().replace("+00:00", "Z")
 
 
+def _rules_of(patterns: list[str], approvals: dict[str, int]) -> list[dict[str, Any]]:
+    return [{"pattern": p, "required_approvals": approvals.get(p, 0)} for p in patterns]
+
+
 def _rules(ctx: Ctx, repo: str) -> list[dict[str, Any]]:
     cat = ctx.catalog
-    approvals = cat.pulls.store.required_approvals(repo)
-    return [{"pattern": p, "required_approvals": approvals.get(p, 0)} for p in cat.protection.rules(repo)]
+    return _rules_of(cat.protection.rules(repo), cat.pulls.store.required_approvals(repo))
 
 
 def _etag(rules: list[dict[str, Any]]) -> str:
@@ -62,19 +64,19 @@ def get_rules(ctx: Ctx) -> Response:
 def set_rules(ctx: Ctx) -> Response:
     """Replace the branch protection rules; 412 when If-Match is given and is not their current ETag
     ("" = there are none), so a read-modify-write (``lakectl branch-protect add``) does not drop a
-    concurrent change.  The check precedes the write: two writers in the same instant can still both pass."""
+    concurrent change.  Compare and write are one ref-store transaction: of two writers sending the
+    same ETag, one wins and the other gets 412."""
     repo = repo_of(ctx, Action.DELETE_REPO)
     body: list[dict[str, Any]] = ctx.json_body()  # type: ignore[assignment]
-    cat = ctx.catalog
     if_match = ctx.request.header("if-match")
-    if if_match is not None and if_match.strip().strip('"') != _etag(_rules(ctx, repo)):
-        raise ApiError(412, f"branch protection rules of {repo} changed since ETag {if_match.strip()!r}")
-    cat.set_protection_rules(repo, [r["pattern"] for r in body])
-    old = cat.pulls.store.required_approvals(repo)
-    wanted = {r["pattern"]: int(r.get("required_approvals", 0)) for r in body}
-    for pattern in set(old) | set(wanted):
-        if old.get(pattern, 0) != wanted.get(pattern, 0):
-            cat.pulls.set_required(repo, pattern, max(0, wanted.get(pattern, 0)))
+    expected = None if if_match is None else if_match.strip().strip('"')
+
+    def check(patterns: list[str], approvals: dict[str, int]) -> None:
+        if expected is not None and expected != _etag(_rules_of(patterns, approvals)):
+            raise PreconditionFailed(f"branch protection rules of {repo} changed since ETag {expected!r}")
+
+    wanted = {r["pattern"]: max(0, int(r.get("required_approvals", 0))) for r in body}
+    ctx.catalog.swap_protection_rules(repo, wanted, check)
     return empty(204)
 
 
@@ -172,7 +174,7 @@ def hook_output(ctx: Ctx) -> Response:
     repo = repo_of(ctx, Action.READ_REPO)
     for h in ctx.catalog.actions.store.get_run(repo, ctx.params["run_id"]).hooks:
         if h.hook_run_id == ctx.params["hook_run_id"]:
-            return Response(200, [("Content-Type", "application/octet-stream")], h.output.encode())
+            return Response(200, [("Content-Type", "application/octet-stream"), *INERT_HEADERS], h.output.encode())
     raise NotFound(f"hook run not found: {ctx.params['hook_run_id']}")
 
 

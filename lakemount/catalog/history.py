@@ -9,7 +9,7 @@ part of the :class:`~lakemount.catalog.catalog.Catalog` facade.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from lakemount.catalog import protection as prot
 from lakemount.catalog.actions import Change, Event
@@ -82,9 +82,12 @@ class HistoryVerbs(RefVerbs):
         message: str | None = None,
         committer: str = "lakemount",
         metadata: Sequence[tuple[str, str]] = (),
+        guard: Callable[[], None] | None = None,
     ) -> MergeResult:
         """Merge ref ``source`` into branch ``dest``; raises ``MergeConflict`` (with the paths), ``PreconditionFailed``,
-        ``HookFailed`` when a pre-merge hook (read from ``dest`` and from ``source``) rejects it."""
+        ``HookFailed`` when a pre-merge hook (read from ``dest`` and from ``source``) rejects it.
+        ``guard`` runs after the pre-merge hooks passed, just before the merge, and raises to stop it
+        (a pull request re-checks its approvals there: hooks may run for minutes)."""
         meta = dict(metadata)
         text = message or f"Merge '{source}' into '{dest}'"
 
@@ -99,6 +102,8 @@ class HistoryVerbs(RefVerbs):
                   commit_metadata=meta, changes=brought_in, read_ref=source, dest_ref=dest),
             dest, source,
         )
+        if guard is not None:
+            guard()
         res = self.graveler.merge(
             repo, source, dest, strategy=strategy, squash=squash, message=message, committer=committer, metadata=metadata
         )

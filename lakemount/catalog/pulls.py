@@ -187,19 +187,28 @@ class Pulls:
 
         Raises ``PreconditionFailed`` (not open, too few approvals), what
         :meth:`Catalog.merge` raises (``MergeConflict`` listing the paths,
-        ``HookFailed``); the pull request stays open on failure.
+        ``HookFailed``); the pull request stays open on failure.  Status and
+        approvals are checked before the pre-merge hooks and again after them,
+        just before the merge, so a rule raised or a pull request closed while
+        hooks ran stops it; what changes during the merge itself (computing the
+        merged tree and moving the branch head) is not seen.
         """
         pr = self.get(repo, pull_id)
-        if pr.status != OPEN:
-            raise PreconditionFailed(f"pull request {pull_id} is {pr.status}")
-        need = self.required(repo, pr.destination_branch)
-        have = len([a for a in self.store.approvals(repo, pull_id) if a.user != pr.author])
-        if have < need:
-            raise PreconditionFailed(f"pull request {pull_id} has {have} of the {need} approvals {pr.destination_branch} requires")
+
+        def ready() -> None:
+            now = self.store.get(repo, pull_id)
+            if now.status != OPEN:
+                raise PreconditionFailed(f"pull request {pull_id} is {now.status}")
+            need = self.required(repo, pr.destination_branch)
+            have = len([a for a in self.store.approvals(repo, pull_id) if a.user != pr.author])
+            if have < need:
+                raise PreconditionFailed(f"pull request {pull_id} has {have} of the {need} approvals {pr.destination_branch} requires")
+
+        ready()
         res = self.catalog.merge(
             repo, pr.source_branch, pr.destination_branch, strategy=strategy, squash=squash,
             message=f"Merge pull request #{pr.id}: {pr.title}", committer=committer,
-            metadata=[("lakemount.pull_request", pr.id)],
+            metadata=[("lakemount.pull_request", pr.id)], guard=ready,
         )
         merged = replace(pr, status=MERGED, closed_date=self.clock(), merged_commit_id=res.commit_id)
         self.store.update(merged)

@@ -9,12 +9,12 @@ are validated and errors raised there (``RepositoryNotFound``,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from lakemount.catalog import protection as prot
 from lakemount.catalog.actions import Event
-from lakemount.errors import ReadOnlyRef
+from lakemount.errors import InvalidArgument, ReadOnlyRef
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import Branch, Commit, Repository, Tag
 from lakemount.graveler.ports import BlockAdapter
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from lakemount.catalog.actions import Actions
     from lakemount.catalog.events import Feed
     from lakemount.catalog.protection import BranchProtection
+    from lakemount.catalog.pulls import Pulls
 
 
 class RefVerbs:
@@ -41,6 +42,9 @@ class RefVerbs:
 
         @property
         def feed(self) -> Feed: ...
+
+        @property
+        def pulls(self) -> Pulls: ...
 
     # ------------------------------------------------------------------ repositories
     def create_repository(self, name: str, storage_namespace: str | None = None, default_branch: str = "main") -> Repository:
@@ -172,4 +176,20 @@ class RefVerbs:
     def set_protection_rules(self, repo: str, patterns: list[str]) -> None:
         """Replace the protection rules of ``repo``; raises ``InvalidArgument`` for a bad pattern."""
         self.graveler.set_protection_rules(repo, [prot.validate_pattern(p) for p in patterns])
+        self.feed.emit(repo, "", "protection", patterns=self.protection.rules(repo))
+
+    def swap_protection_rules(
+        self, repo: str, rules: dict[str, int], check: Callable[[list[str], dict[str, int]], None],
+    ) -> None:
+        """Replace the protection rules of ``repo`` and the approvals a pull request into a branch
+        they match needs (``rules``: pattern -> count, 0 for none), both in one ref-store transaction
+        and only if ``check(current patterns, current approvals)`` does not raise: a conditional
+        write (``If-Match``) that two writers cannot both pass.  Raises ``InvalidArgument`` for a
+        bad pattern or a negative count, ``RepositoryNotFound``, what ``check`` raises."""
+        for pattern, count in rules.items():
+            prot.validate_pattern(pattern)
+            if count < 0:
+                raise InvalidArgument("required approvals cannot be negative")
+        _ = self.pulls  # builds the pull request store: the approvals are in its table
+        self.graveler.swap_protection_rules(repo, list(rules), rules, check)
         self.feed.emit(repo, "", "protection", patterns=self.protection.rules(repo))

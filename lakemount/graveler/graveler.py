@@ -23,14 +23,15 @@ from lakemount.errors import (
     AlreadyExists,
     AmbiguousRef,
     BranchNotFound,
+    CommitNotFound,
     ConcurrentUpdate,
+    DirtyBranch,
     InvalidArgument,
     LakeMountError,
     MergeConflict,
     NotFound,
     NothingToCommit,
     ObjectNotFound,
-    PreconditionFailed,
     ReadOnlyRef,
     RefNotFound,
     category_of,
@@ -279,6 +280,12 @@ class Graveler:
             raise AlreadyExists(f"a tag named {name} exists in {repo}")
         except NotFound:
             pass
+        if names.is_hex(name):  # a branch named like a commit would hide it from ref resolution (lakeFS: 409)
+            try:
+                self.refs.get_commit(repo, CommitID(name))
+                raise AlreadyExists(f"a commit with id {name} exists in {repo}")
+            except CommitNotFound:
+                pass
         branch = Branch(name, cid, new_token())
         self.refs.create_branch(repo, branch)
         self.journal.record(self.get_repository(repo).storage_namespace, {"op": "branch", "name": name, "old": None, "new": cid})
@@ -342,6 +349,18 @@ class Graveler:
         r = self.get_repository(repo)
         rules = sorted(set(patterns))
         self.refs.set_protection(repo, rules)
+        self.journal.record(r.storage_namespace, {"op": "protection", "patterns": rules})
+
+    def swap_protection_rules(
+        self, repo: str, patterns: list[str], approvals: dict[str, int],
+        check: Callable[[list[str], dict[str, int]], None],
+    ) -> None:
+        """Replace the protection patterns of ``repo`` and the approvals pull requests need in one
+        ref-store transaction, if ``check(current patterns, current approvals)`` does not raise
+        (compare-and-set); raises ``RepositoryNotFound``, what ``check`` raises."""
+        r = self.get_repository(repo)
+        rules = sorted(set(patterns))
+        self.refs.swap_protection(repo, rules, approvals, check)
         self.journal.record(r.storage_namespace, {"op": "protection", "patterns": rules})
 
     # ------------------------------------------------------------------ reads
@@ -613,9 +632,16 @@ class Graveler:
             raise ReadOnlyRef(f"{repo}/{name}") from exc
 
     def _clean_branch(self, repo: str, name: str, what: str) -> Branch:
+        """Branch ``name`` for a merge, revert or cherry-pick; ``DirtyBranch`` if anything is staged on it.
+
+        Staged entries that change nothing (an object written and deleted again before a commit)
+        count too: the head moves under the staging, where such an entry would start to mean
+        something (a tombstone would hide what the merge brings).  lakeFS seals them and drops them
+        when they change nothing; here the branch needs a reset first.
+        """
         b = self._branch_for_write(repo, name)
         if self.has_uncommitted(repo, b):
-            raise PreconditionFailed(f"{what}: branch {repo}/{name} has uncommitted changes; commit or reset them first")
+            raise DirtyBranch(what, f"{repo}/{name}")
         return b
 
     def _metarange(self, repo: Repository, commit_id: CommitID | None) -> MetaRange:

@@ -20,11 +20,13 @@ def validate_repo(name: str) -> str:
 
 
 def validate_branch(name: str) -> str:
-    """``name`` if it is a valid branch name (and does not look like a commit id), else raises ``InvalidName``."""
+    """``name`` if it is a valid branch name, else raises ``InvalidName``.
+
+    Hex names are valid, as in lakeFS; creating a branch named exactly like an
+    existing commit id is refused where the commits are known (``Graveler.create_branch``).
+    """
     if not _BRANCH.match(name) or len(name) > 255:
         raise InvalidName("branch", name, "use letters, digits, '_' and '-', not starting with '-'")
-    if _HEX.match(name) and len(name) >= 40:
-        raise InvalidName("branch", name, "a branch name may not look like a commit id")
     return name
 
 

@@ -174,3 +174,8 @@ class RefStore(Protocol):
     # branch protection -------------------------------------------------------------
     def get_protection(self, repo: str) -> list[str]: ...
     def set_protection(self, repo: str, patterns: list[str]) -> None: ...
+    def swap_protection(
+        self, repo: str, patterns: list[str], approvals: dict[str, int],
+        check: Callable[[list[str], dict[str, int]], None],
+    ) -> None:
+        """Replace the patterns and the approval counts in one transaction once ``check`` accepted the current ones."""

@@ -20,7 +20,7 @@ import os
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
@@ -673,3 +673,36 @@ class SqlRefStore:
             conn.execute(protection_t.delete().where(protection_t.c.repo == repo))
             if patterns:
                 conn.execute(protection_t.insert(), [{"repo": repo, "pattern": p} for p in patterns])
+
+    def swap_protection(
+        self, repo: str, patterns: list[str], approvals: dict[str, int],
+        check: Callable[[list[str], dict[str, int]], None],
+    ) -> None:
+        """Replace the protection patterns of ``repo`` and the approvals pull requests need
+        (``lm_pull_approval_rules``, pattern -> count; counts below 1 are dropped) in one write
+        transaction, after ``check(patterns, approvals)`` saw the current ones: it raises to refuse.
+
+        The transaction holds the database's write lock (SQLite, ``BEGIN IMMEDIATE``) or the
+        repository's row lock (PostgreSQL, ``FOR UPDATE``) from the read to the commit, so of two
+        writers that expect the same rules exactly one passes ``check``.  The pull request tables
+        must exist (``SqlPullStore`` creates them).  Raises ``RepositoryNotFound``, what ``check`` raises.
+        """
+        from lakemount.refs.pulls import rules_t
+
+        with self._write() as conn:
+            lock = sa.select(repos_t.c.name).where(repos_t.c.name == repo)
+            if self.dialect == "postgresql":
+                lock = lock.with_for_update()
+            if conn.execute(lock).first() is None:
+                raise RepositoryNotFound(repo)
+            now = [r[0] for r in conn.execute(
+                sa.select(protection_t.c.pattern).where(protection_t.c.repo == repo).order_by(protection_t.c.pattern))]
+            counts = {r.pattern: r.required for r in conn.execute(sa.select(rules_t).where(rules_t.c.repo == repo))}
+            check(now, counts)
+            conn.execute(protection_t.delete().where(protection_t.c.repo == repo))
+            if patterns:
+                conn.execute(protection_t.insert(), [{"repo": repo, "pattern": p} for p in patterns])
+            conn.execute(rules_t.delete().where(rules_t.c.repo == repo))
+            wanted = [{"repo": repo, "pattern": p, "required": n} for p, n in sorted(approvals.items()) if n > 0]
+            if wanted:
+                conn.execute(rules_t.insert(), wanted)

@@ -260,3 +260,39 @@ def test_item9_revert_honours_allow_empty(served: Served, repo_id: str) -> None:
     r = requests.post(f"{base}/branches/main/revert", json={**again, "allow_empty": True}, auth=AUTH, timeout=30)
     assert r.status_code == 204, r.text
     assert requests.get(f"{base}/branches/main", auth=AUTH, timeout=30).json()["commit_id"] != head
+
+
+def test_branch_names_that_look_like_commit_ids(served: Served, repo: Any) -> None:
+    # lakeFS's branch names are ^\w[-\w]*$, hex ones included: getBranch and deleteBranch of a missing one
+    # are 404 and createBranch makes it (201); only a name that is an existing commit's id is a 409.
+    import lakefs
+    from lakefs.exceptions import ConflictException, NotFoundException
+
+    base = f"/repositories/{repo.id}/branches"
+    head = requests.get(api(served, f"{base}/main"), auth=AUTH, timeout=30).json()["commit_id"]
+    for name in ("f" * 40, "f" * 64, "abc123", head[:12]):
+        expect_error(requests.get(api(served, f"{base}/{name}"), auth=AUTH, timeout=30), 404)
+        expect_error(requests.delete(api(served, f"{base}/{name}"), auth=AUTH, timeout=30), 404)
+        r = requests.post(api(served, base), json={"name": name, "source": "main"}, auth=AUTH, timeout=30)
+        assert (r.status_code, r.text) == (201, head)
+        assert requests.get(api(served, f"{base}/{name}"), auth=AUTH, timeout=30).json()["id"] == name
+        assert requests.delete(api(served, f"{base}/{name}"), auth=AUTH, timeout=30).status_code == 204
+    assert "commit" in expect_error(
+        requests.post(api(served, base), json={"name": head, "source": "main"}, auth=AUTH, timeout=30), 409)
+    with pytest.raises(NotFoundException):
+        lakefs.Branch(repo.id, "a" * 40, client=repo._client).get_commit()
+    # Writes through a commit id, a tag or main@ under /branches/{branch}: lakeFS finds no such branch (404).
+    requests.post(api(served, f"/repositories/{repo.id}/tags"), json={"id": "v1", "ref": "main"}, auth=AUTH, timeout=30)
+    for ref in (head, head[:12], "v1", "main@"):
+        for method, path, kw in (
+            ("POST", "commits", {"json": {"message": "m"}}),
+            ("POST", "objects", {"params": {"path": "x"}, "data": b"x"}),
+            ("DELETE", "objects", {"params": {"path": "x"}}),
+            ("POST", "revert", {"json": {"ref": "main", "parent_number": 0}}),
+        ):
+            r = requests.request(method, api(served, f"{base}/{ref}/{path}"), auth=AUTH, timeout=30, **kw)
+            assert "branch not found" in expect_error(r, 404), (ref, method, path)
+    with pytest.raises(NotFoundException):
+        lakefs.Branch(repo.id, "v1", client=repo._client).commit("through a tag")
+    with pytest.raises(ConflictException):
+        lakefs.Branch(repo.id, head, client=repo._client).create("main")

@@ -75,6 +75,37 @@ def test_protection_rules_update_is_conditional_on_their_etag(served: Served, re
     assert [r.pattern for r in sdk.get_branch_protection_rules(repo.id)] == ["dev"]
 
 
+WRITERS, ROUNDS = 12, 10
+
+
+def test_concurrent_conditional_protection_writes_one_wins(served: Served, repo_id: str) -> None:
+    # Writers that all read the same ETag and write at once: the compare and the write are one
+    # transaction, so exactly one write lands and every other gets 412 (none is silently lost).
+    import threading
+
+    url = api(served, f"/repositories/{repo_id}/settings/branch_protection")
+    for round_ in range(ROUNDS):
+        etag = requests.get(url, auth=AUTH, timeout=30).headers["ETag"]
+        barrier = threading.Barrier(WRITERS)
+        codes: dict[int, int] = {}
+
+        def put(i: int, etag: str = etag, barrier: threading.Barrier = barrier, codes: dict[int, int] = codes,
+                round_: int = round_) -> None:
+            body = [{"pattern": f"r{round_}-w{i}", "required_approvals": i}]
+            barrier.wait()
+            codes[i] = requests.put(url, json=body, headers={"If-Match": etag}, auth=AUTH, timeout=60).status_code
+
+        threads = [threading.Thread(target=put, args=(i,)) for i in range(WRITERS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [i for i, c in codes.items() if c == 204]
+        assert len(winners) == 1 and sorted(codes.values()) == [204] + [412] * (WRITERS - 1), codes
+        assert requests.get(url, auth=AUTH, timeout=30).json() == [
+            {"pattern": f"r{round_}-w{winners[0]}", "required_approvals": winners[0]}]
+
+
 def test_gc_rules_through_the_api_are_the_rules_gc_reads(served: Served, repo_id: str) -> None:
     from lakemount.app import App
     from lakemount.config import load
@@ -117,6 +148,30 @@ def test_hooks_reject_api_commits_and_runs_are_listed(served: Served, repo_id: s
     out = requests.get(api(served, f"/repositories/{repo_id}/actions/runs/{run['run_id']}/hooks/{hook['hook_run_id']}/output"),
                        auth=AUTH, timeout=30)
     assert out.status_code == 200 and b"notes.txt" in out.content
+    assert_inert(out)
+
+
+def assert_inert(r: requests.Response) -> None:
+    """Bytes a user controls come back sandboxed and never sniffed (the web UI shares the API's origin)."""
+    from lakemount.api.context import UNTRUSTED_CSP
+
+    assert r.headers["X-Content-Type-Options"] == "nosniff", r.headers
+    assert r.headers["Content-Security-Policy"] == UNTRUSTED_CSP and UNTRUSTED_CSP.startswith("sandbox;")
+
+
+def test_user_bytes_served_as_text_are_inert(served: Served, repo_id: str) -> None:
+    # A commit message is user-controlled and reaches the event stream; a branch's creation answers text/html.
+    r = requests.post(api(served, f"/repositories/{repo_id}/branches"), json={"name": "x", "source": "main"}, auth=AUTH, timeout=30)
+    assert r.status_code == 201 and r.headers["Content-Type"] == "text/html"
+    assert_inert(r)
+    assert upload(served, repo_id, "x", "a.html", b"a").status_code == 201
+    assert commit(served, repo_id, "x", "<script>alert(1)</script>").status_code == 201
+    r = requests.get(api(served, f"/repositories/{repo_id}/events"), auth=AUTH, timeout=30)
+    assert r.status_code == 200 and b"<script>" in r.content
+    assert_inert(r)
+    # JSON (errors echo names the caller sent) is never sniffed as HTML either.
+    r = requests.get(api(served, f"/repositories/{repo_id}/branches/%3Cscript%3E"), auth=AUTH, timeout=30)
+    assert r.status_code in (400, 404) and r.headers["X-Content-Type-Options"] == "nosniff"
     expect_error(requests.get(api(served, f"/repositories/{repo_id}/actions/runs/nope"), auth=AUTH, timeout=30), 404)
 
 

@@ -128,6 +128,28 @@ def test_merge_conflict_and_strategy(repo: Any) -> None:
     assert main.object("k").reader().read() == b"other side"
 
 
+def test_merge_into_a_dirty_branch_is_a_bad_request(repo: Any) -> None:
+    # A merge, revert or cherry-pick into a branch with uncommitted changes is lakeFS's ErrDirtyBranch:
+    # a 400 (BadRequestException), not a 412 (ServerException in the SDK).
+    main = repo.branch("main")
+    dev = repo.branch("dev").create(main)
+    dev.object("d.txt").upload(b"d")
+    picked = dev.commit("on dev")
+    dev.merge_into(main)
+    dev.object("e.txt").upload(b"e")
+    dev.commit("more")
+    main.object("w.txt").upload(b"w")
+    with pytest.raises(BadRequestException, match="uncommitted changes"):
+        dev.merge_into(main)
+    with pytest.raises(BadRequestException, match="uncommitted changes"):
+        main.revert(picked.get_commit().id, parent_number=0)
+    with pytest.raises(BadRequestException, match="uncommitted changes"):
+        main.cherry_pick(dev.get_commit().id)
+    main.reset_changes()
+    dev.merge_into(main)
+    assert main.object("e.txt").reader().read() == b"e"
+
+
 def test_transaction_commits(repo: Any) -> None:
     main = repo.branch("main")
     main.object("old").upload(b"old")

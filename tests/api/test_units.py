@@ -51,6 +51,7 @@ def test_every_error_category_has_a_status() -> None:
     assert status_of(lm_errors.NothingToCommit("main")) == 400
     assert status_of(lm_errors.MergeConflict(["a"])) == 409
     assert status_of(lm_errors.ProtectedBranch("r", "main")) == 403
+    assert status_of(lm_errors.ReadOnlyRef("r/v1")) == 404  # lakeFS: no branch v1
     assert status_of(lm_errors.BranchNotFound("r", "b")) == 404
 
 

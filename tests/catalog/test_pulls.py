@@ -104,3 +104,32 @@ def test_a_pre_merge_hook_blocks_the_pull_request(cat: Catalog) -> None:
     with pytest.raises(HookFailed, match="outside allowed_paths: b.csv"):
         cat.pulls.merge(R, p.id)
     assert cat.pulls.get(R, p.id).status == "open"
+
+
+def test_a_rule_raised_while_pre_merge_hooks_run_stops_the_merge(cat: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Approvals are checked before the pre-merge hooks and again after them: a rule raised (or the
+    # pull request closed) while hooks ran must not let the merge through on the first check.
+    p = cat.pulls.create(R, "dev", "main", "t", author="ann")
+    head = cat.get_branch(R, "main").commit_id
+    run = cat.actions.run
+
+    def run_and_raise_the_rule(event, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if event.type == "pre-merge":
+            cat.pulls.set_required(R, "main", 1)
+        return run(event, *args, **kwargs)
+
+    monkeypatch.setattr(cat.actions, "run", run_and_raise_the_rule)
+    with pytest.raises(PreconditionFailed, match="has 0 of the 1 approvals main requires"):
+        cat.pulls.merge(R, p.id)
+    assert cat.get_branch(R, "main").commit_id == head and cat.pulls.get(R, p.id).status == "open"
+
+    def run_and_close(event, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if event.type == "pre-merge":
+            cat.pulls.close(R, p.id)
+        return run(event, *args, **kwargs)
+
+    cat.pulls.approve(R, p.id, user="bob")
+    monkeypatch.setattr(cat.actions, "run", run_and_close)
+    with pytest.raises(PreconditionFailed, match="is closed"):
+        cat.pulls.merge(R, p.id)
+    assert cat.get_branch(R, "main").commit_id == head

@@ -387,12 +387,25 @@ def test_invalid_names(g: Graveler) -> None:
         g.create_repository("other", "mem://other", default_branch="bad name")
     assert [r.name for r in g.list_repositories()] == [R]
     with unchanged(g):
-        for bad in ("", "-x", "a b", "a/b", "a~1", "a^", "a@", "a$", "a:b", "a" * 256, "f" * 40, "a..b"):
+        for bad in ("", "-x", "a b", "a/b", "a~1", "a^", "a@", "a$", "a:b", "a" * 256, "a..b"):
             with pytest.raises(InvalidName):
                 g.create_branch(R, bad, "main")
         for bad in ("", "-x", "a b", "a/b", "v1..2", "v1.", "a~1", "a@", "t" * 256):
             with pytest.raises(InvalidName):
                 g.create_tag(R, bad, "main")
+
+
+def test_hex_branch_names_as_in_lakefs(g: Graveler) -> None:
+    # Hex names are branch names like any other (lakeFS's rule); only an existing commit's exact id is taken.
+    head = g.get_branch(R, "main").commit_id
+    with unchanged(g):
+        with pytest.raises(AlreadyExists, match="commit"):
+            g.create_branch(R, head, "main")
+    for name in ("f" * 40, "f" * 64, head[:12]):
+        b = g.create_branch(R, name, "main")
+        assert g.get_branch(R, name) == b and g.resolve(R, name).kind == "branch"
+        g.delete_branch(R, name)
+    assert g.resolve(R, head).kind == "commit"
 
 
 def test_unknown_things(g: Graveler) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from lakemount.errors import (
     BranchNotFound,
     CommitNotFound,
     NotFound,
+    PreconditionFailed,
     RepositoryNotFound,
     SchemaTooNew,
 )
@@ -460,6 +462,48 @@ def test_protection(store: SqlRefStore) -> None:
     assert store.get_protection("repo") == []
     with pytest.raises(RepositoryNotFound):
         store.set_protection("nope", ["main"])
+
+
+def test_swap_protection_is_one_compare_and_set(store: SqlRefStore, ref_url: str) -> None:
+    """Two writers (each its own store, as two API workers) expecting the same rules: the second waits
+    for the first's transaction, then sees its rules and is refused -- not both pass the check."""
+    from lakemount.refs.pulls import SqlPullStore
+
+    pulls = SqlPullStore(store.engine)
+    other = SqlRefStore(ref_url)
+    inside = threading.Event()
+    results: dict[str, object] = {}
+
+    def expect(patterns: list[str], approvals: dict[str, int], name: str) -> None:
+        results[f"{name}-saw"] = (patterns, approvals)
+        if (patterns, approvals) != ([], {}):
+            raise PreconditionFailed(f"{name}: rules changed")
+        if name == "a":
+            inside.set()
+            time.sleep(0.5)  # b starts its transaction meanwhile
+
+    def write(s: SqlRefStore, name: str, patterns: list[str], approvals: dict[str, int]) -> None:
+        if name == "b":
+            assert inside.wait(10)
+        try:
+            s.swap_protection("repo", patterns, approvals, lambda p, a: expect(p, a, name))
+            results[name] = "won"
+        except PreconditionFailed:
+            results[name] = "refused"
+
+    threads = [threading.Thread(target=write, args=(store, "a", ["main"], {"main": 2})),
+               threading.Thread(target=write, args=(other, "b", ["dev"], {}))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (results["a"], results["b"]) == ("won", "refused")
+    assert results["b-saw"] == (["main"], {"main": 2})
+    assert store.get_protection("repo") == ["main"] and pulls.required_approvals("repo") == {"main": 2}
+    store.swap_protection("repo", ["a", "b"], {"a": 0, "b": 1}, lambda p, a: None)  # counts below 1 are dropped
+    assert store.get_protection("repo") == ["a", "b"] and pulls.required_approvals("repo") == {"b": 1}
+    with pytest.raises(RepositoryNotFound):
+        store.swap_protection("nope", ["main"], {}, lambda p, a: None)
 
 
 # --------------------------------------------------------------------------- schema

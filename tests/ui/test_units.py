@@ -242,7 +242,7 @@ def test_object_data_cannot_run_script_in_the_ui_origin(svc: Svc) -> None:
     """The UI's download link and image preview point at getObject on the UI's own origin: an object stored as
     text/html must come back sandboxed (no script, no origin) and never sniffed, or opening it would act with the
     user's session. HEAD answers the same headers."""
-    from lakemount.api.objects import OBJECT_CSP
+    from lakemount.api.context import UNTRUSTED_CSP as OBJECT_CSP
 
     svc.app.catalog.put("rui", "main", "evil.html", b"<script>fetch('/api/v1/auth/users')</script>", content_type="text/html")
     for method in ("GET", "HEAD"):
