@@ -37,6 +37,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -464,7 +465,9 @@ def main() -> None:
                 print(f"    rounds with metrics: {', '.join(f'{r:.0f}' for r in on_rounds)};"
                       f" without: {', '.join(f'{r:.0f}' for r in off_rounds)} req/s")
                 on, off_best = max(on_rounds), max(off_rounds)
-                print(f"    with metrics {on:7.0f} req/s   without {off_best:7.0f} req/s   with/without {on / off_best:5.3f}")
+                on_med, off_med = statistics.median(on_rounds), statistics.median(off_rounds)
+                print(f"    with metrics {on:7.0f} req/s   without {off_best:7.0f} req/s   with/without {on / off_best:5.3f}"
+                      f"   (medians {on_med:.0f} / {off_med:.0f} = {on_med / off_med:5.3f})")
             finally:
                 stop(off_proc)
     finally:
