@@ -14,6 +14,9 @@ a burst of load from elsewhere on a shared machine does not decide a ratio.
     pages fetched and discarded), the same CLI against a server that only
     replays the recorded pages (the client's own floor), and ``lakemount fs
     ls -r`` (the native client; seed 002 timed lakectl at 16 s).
+(d) the cost of the request metrics: (b)'s 4 KiB GETs against the gateway as
+    configured (metrics recorded and published) and against a second gateway
+    on the same home with ``api.metrics: false``, in alternating rounds.
 
 The clients are deliberately light (http.client with hand-made SigV4 headers
 or presigned URLs, UNSIGNED-PAYLOAD, reading into a reused buffer) so the
@@ -34,6 +37,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -132,12 +136,16 @@ def bench_home(home: str) -> tuple[dict[str, str], App]:
     return env, app
 
 
-def start_gateway(home: str) -> tuple[subprocess.Popen[str], str]:
-    env, app = bench_home(home)
-    app.refs.engine.dispose()
+def start_gateway(home: str, extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
+    if extra_env is None:
+        env, app = bench_home(home)
+        app.refs.engine.dispose()
+    else:  # a second server on a home bench_home already made
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
+        env.update(extra_env, LAKEMOUNT_HOME=home)
     proc = subprocess.Popen(
         [sys.executable, "-m", "lakemount.cli.main", "serve", "--listen", "127.0.0.1:0"],
-        env=env, stdout=subprocess.PIPE, stderr=open(os.path.join(home, "gateway.log"), "w"), text=True,
+        env=env, stdout=subprocess.PIPE, stderr=open(os.path.join(home, "gateway-metrics-off.log" if extra_env else "gateway.log"), "w"), text=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -444,6 +452,24 @@ def main() -> None:
                   f"for {n2} lines: the CLI alone; gateway adds {secs - floor:+.2f} s")
             secs, n = native_ls(home, "listing")
             print(f"    lakemount fs ls -r (the native client, as lakectl is lakeFS's): {secs:6.2f} s for {n} lines")
+        if "d" in only:
+            Client(gw).request("PUT", "/bench/main/small", os.urandom(SMALL))
+            off_proc, off = start_gateway(home, {"LAKEMOUNT_API_METRICS": "false"})
+            try:
+                per = args.seconds / args.rounds
+                print(f"(d) 4 KiB GETs with and without request metrics, {args.rounds} alternating rounds of {per:.0f} s, best of each")
+                on_rounds, off_rounds = [], []
+                for _ in range(args.rounds):
+                    on_rounds.append(small_gets(gw, "/bench/main/small", per))
+                    off_rounds.append(small_gets(off, "/bench/main/small", per))
+                print(f"    rounds with metrics: {', '.join(f'{r:.0f}' for r in on_rounds)};"
+                      f" without: {', '.join(f'{r:.0f}' for r in off_rounds)} req/s")
+                on, off_best = max(on_rounds), max(off_rounds)
+                on_med, off_med = statistics.median(on_rounds), statistics.median(off_rounds)
+                print(f"    with metrics {on:7.0f} req/s   without {off_best:7.0f} req/s   with/without {on / off_best:5.3f}"
+                      f"   (medians {on_med:.0f} / {off_med:.0f} = {on_med / off_med:5.3f})")
+            finally:
+                stop(off_proc)
     finally:
         stop(gw_proc)
         stop(moto_proc)

@@ -139,10 +139,12 @@ class GatewaysConfig:
 
 @dataclass(frozen=True, slots=True)
 class ApiConfig:
-    """``api``: the REST API server (0 workers: one per CPU, at most 4)."""
+    """``api``: the REST API server (0 workers: one per CPU, at most 4) and whether it serves ``/metrics``."""
 
     listen_address: str = "127.0.0.1:8001"
     workers: int = 0
+    # Also switches the recording off in the workers of both servers.
+    metrics: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@
 ASGI adapter (``serving/asgi.py``) runs in its thread pool.  Every failure becomes a
 JSON ``{"message": ...}`` with lakeFS's status code; an unexpected exception
 is logged and answered 500 without details (it is a bug, and tests assert
-it never happens).
+it never happens).  ``GET /metrics`` (outside ``/api/v1``) answers the request
+metrics of every server sharing the home (``serving/metrics.py``).
 """
 
 from __future__ import annotations
@@ -38,12 +39,15 @@ from lakemount.api.routing import OPERATIONS, Router
 from lakemount.app import App
 from lakemount.auth.crypto import read_key_file
 from lakemount.errors import LakeMountError
+from lakemount.serving import metrics
 from lakemount.serving.http import BodyTimeout, ClientDisconnected, Request, Response
 from lakemount.ui import pages
 
 log = logging.getLogger("lakemount.api")
 
 PREFIX: Final = "/api/v1"
+# Outside the lakeFS API (so not in its OpenAPI document), where lakeFS serves it too.
+METRICS_PATH: Final = "/metrics"
 
 
 def server_key(app: App) -> str:
@@ -69,20 +73,23 @@ class ApiService:
         return Authenticator(self.app.auth, signing_key(server_key(self.app)))
 
     def handle(self, request: Request) -> Response:
-        """Answer one request (never raises)."""
+        """Answer one request (never raises); ``Response.operation`` is its operationId, ``ui`` or ``metrics``."""
+        name = ["unknown"]  # set by _handle once the request is routed
         try:
-            return self._handle(request)
+            response = self._handle(request, name)
         except ApiError as e:
-            return error_response(e)
+            response = error_response(e)
         except LakeMountError as e:
-            return error_response(translate(e))
+            response = error_response(translate(e))
         except ClientDisconnected:
-            return error_response(ApiError(400, "client disconnected before the request body was complete"))
+            response = error_response(ApiError(400, "client disconnected before the request body was complete"))
         except BodyTimeout as e:
-            return error_response(ApiError(408, str(e)))
+            response = error_response(ApiError(408, str(e)))
         except Exception:  # noqa: BLE001 - a bug: logged, answered without details
             log.exception("unexpected error serving %s %s", request.method, request.raw_path)
-            return error_response(ApiError(500, "internal error"))
+            response = error_response(ApiError(500, "internal error"))
+        response.operation = name[0]
+        return response
 
     def _logged_in(self, cookie: str | None) -> bool:
         """Whether the ``Cookie`` header carries a valid session (not forged, expired, or of a deleted user)."""
@@ -94,9 +101,13 @@ class ApiService:
             return False
         return True
 
-    def _handle(self, request: Request) -> Response:
+    def _handle(self, request: Request, name: list[str]) -> Response:
         path = request.raw_path
+        if path == METRICS_PATH and self.app.config.api.metrics:
+            name[0] = "metrics"
+            return self._metrics(request)
         if not path.startswith(PREFIX + "/") and path != PREFIX:
+            name[0] = "ui"
             try:
                 return pages.serve(request, self._logged_in)  # the web UI
             except pages.PageError as e:
@@ -109,6 +120,7 @@ class ApiService:
             if other:
                 raise ApiError(405, f"method {request.method} not allowed here")
             raise not_found(f"no such API path: {path[:200]}")
+        name[0] = op.operation_id
         ctx = Ctx(self, request, op, params, parse_query(request.raw_query))
         if op.auth:
             ctx.user = self.authenticator.authenticate(request.header("authorization"), request.header("cookie"))
@@ -118,3 +130,10 @@ class ApiService:
         result = op.func(ctx)
         assert isinstance(result, Response)
         return result
+
+    def _metrics(self, request: Request) -> Response:
+        """Prometheus text of every server sharing this home (unauthenticated, like lakeFS's; ``api.metrics``)."""
+        if request.method not in ("GET", "HEAD"):
+            raise ApiError(405, f"method {request.method} not allowed here", (("Allow", "GET, HEAD"),))
+        text = metrics.exposition(self.app.config.home)
+        return Response(200, [("Content-Type", metrics.CONTENT_TYPE), ("Cache-Control", "no-store")], text.encode())

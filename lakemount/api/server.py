@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from lakemount.config import Config
 from lakemount.errors import InvalidArgument
-from lakemount.serving import workers
+from lakemount.serving import metrics, workers
 from lakemount.serving.workers import STOP_GRACE, WorkerPool, bind, settle_worker_heap
 
 log = logging.getLogger("lakemount.api")
@@ -66,7 +66,8 @@ def build_asgi(config: Config, settings: ApiSettings) -> Any:
     from lakemount.serving.asgi import AsgiApp
 
     service = ApiService(App(config))
-    return AsgiApp(service.handle, threads=settings.threads, thread_name="lm-api")
+    registry = metrics.registry("api") if config.api.metrics else None
+    return AsgiApp(service.handle, threads=settings.threads, thread_name="lm-api", metrics=registry)
 
 
 def _configure_logging(config: Config) -> None:
@@ -92,7 +93,14 @@ def _worker(config: Config, settings: ApiSettings, sock: socket.socket) -> None:
         log_level="warning", server_header=False, timeout_keep_alive=75,
         timeout_graceful_shutdown=int(STOP_GRACE) - 2,
     ))
-    server.run(sockets=[sock])
+    publisher = metrics.Publisher(config.home, app.metrics) if app.metrics is not None else None
+    if publisher is not None:
+        publisher.start()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if publisher is not None:
+            publisher.close()
 
 
 def prepare_stores(config: Config) -> None:
@@ -123,6 +131,7 @@ class ApiServer(WorkerPool):
         prepare_stores(self.config)
         self.sock = bind(self.settings.host, self.settings.port)
         self.settings = replace(self.settings, port=self.sock.getsockname()[1])
+        metrics.clear_stale(self.config.home, "api")
         self.start_workers(self.settings.workers, (self.config, self.settings, self.sock))
 
 

@@ -99,10 +99,18 @@ class S3Gateway:
     def handle(self, req: Request) -> Response:
         request_id = secrets.token_hex(8).upper()
         bucket = key = None
+        name = "unknown"
         try:
             vhost, bucket, key = self.locate(req)
+            # Routed before authenticating so that a refused request is still
+            # counted under its operation; authentication's error comes first.
+            try:
+                op = routing.operation(req, bucket, key)
+            except S3Error as routing_error:
+                self.services.access.authenticate(req, virtual_host_bucket=vhost)
+                raise routing_error from None
+            name = routing.operation_name(op)
             principal: Principal = self.services.access.authenticate(req, virtual_host_bucket=vhost)
-            op = routing.operation(req, bucket, key)
             ctx = Ctx(self.services, req, principal, bucket, key, request_id)
             if principal is ANONYMOUS and not routing.anonymous_allowed(op):
                 raise S3Error("AccessDenied", "Access Denied", 403)
@@ -128,6 +136,7 @@ class S3Gateway:
         response.headers.append(("x-amz-request-id", request_id))
         response.headers.append(("x-amz-id-2", HOST_ID))
         response.headers.append(("Server", "lakemount"))
+        response.operation = name
         return response
 
     def error_response(self, req: Request, err: S3Error, request_id: str) -> Response:

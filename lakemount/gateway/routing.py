@@ -67,6 +67,18 @@ def anonymous_allowed(op: Operation) -> bool:
     return op in _ANONYMOUS_OK
 
 
+def operation_name(op: Operation) -> str:
+    """S3's name of ``op`` (``GetObject`` for ``get_object.handle``), the metrics' operation label."""
+    name = _NAMES.get(op)
+    if name is None:
+        module = op.__module__.rsplit(".", 1)[-1]
+        name = _NAMES[op] = "".join(part.capitalize() for part in module.split("_"))
+    return name
+
+
+_NAMES: dict[Operation, str] = {}
+
+
 def _method_not_allowed() -> Exception:
     return s3_error("MethodNotAllowed")
 

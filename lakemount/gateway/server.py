@@ -26,7 +26,7 @@ from typing import Any
 
 from lakemount.config import Config
 from lakemount.gateway.settings import GatewaySettings
-from lakemount.serving import workers
+from lakemount.serving import metrics, workers
 from lakemount.serving.workers import RESTART_BACKOFF, STOP_GRACE, WorkerPool, bind, settle_worker_heap
 
 log = logging.getLogger("lakemount.gateway")
@@ -41,7 +41,8 @@ def build_asgi(config: Config, settings: GatewaySettings) -> Any:
     from lakemount.serving.asgi import AsgiApp
 
     gateway = S3Gateway(App(config), settings)
-    return AsgiApp(gateway.handle, threads=settings.threads, thread_name="lm-gw")
+    registry = metrics.registry("s3") if config.api.metrics else None
+    return AsgiApp(gateway.handle, threads=settings.threads, thread_name="lm-gw", metrics=registry)
 
 
 def prepare_stores(config: Config) -> None:
@@ -115,7 +116,14 @@ def _worker(config: Config, settings: GatewaySettings, sock: socket.socket) -> N
             timeout_graceful_shutdown=int(STOP_GRACE) - 2,
         )
     )
-    server.run(sockets=[sock])
+    publisher = metrics.Publisher(config.home, app.metrics) if app.metrics is not None else None
+    if publisher is not None:
+        publisher.start()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if publisher is not None:
+            publisher.close()
 
 
 class GatewayServer(WorkerPool):
@@ -143,6 +151,7 @@ class GatewayServer(WorkerPool):
         self.sock = bind(self.settings.host, self.settings.port)
         # Workers see the port actually bound (port 0 resolved), for their own logs.
         self.settings = replace(self.settings, port=self.address[1])
+        metrics.clear_stale(self.config.home, "s3")
         self.start_workers(self.settings.workers, (self.config, self.settings, self.sock))
 
 

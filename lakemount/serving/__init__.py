@@ -7,6 +7,8 @@
 - ``bodies.py``   a stored object's bytes as chunks (memory-mapped when local).
 - ``ranges.py``   HTTP byte ranges and dates.
 - ``workers.py``  one listening socket, several worker processes, a supervisor.
+- ``metrics.py``  request counters per worker, summed over the workers as
+                  Prometheus text (the API's ``/metrics``).
 
 This package imports neither front end; protocol concerns (S3's XML errors and
 signatures, lakeFS's JSON errors) stay with them.  Each module is imported on

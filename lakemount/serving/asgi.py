@@ -11,7 +11,9 @@ thread hand-off per MiB, not per socket read).  Response bodies are pulled
 from the core's iterator in the same pool and written with back-pressure; a
 local object (``MappedChunks``) is instead sent as views of its memory map
 from the loop, with the pool faulting pages in a window ahead.  A client that
-disconnects stops the transfer.
+disconnects stops the transfer.  With a metrics registry, each request is
+recorded once, when its response is complete or abandoned: the operation the
+core named, the status, body bytes both ways and the time since it arrived.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
 from lakemount.serving.bodies import MappedChunks
 from lakemount.serving.http import BodyTimeout, ClientDisconnected, Request, Response
+from lakemount.serving.metrics import Registry
 
 log = logging.getLogger("lakemount.serving")
 
@@ -65,6 +69,7 @@ class _AsgiBody:
         self._eof = False
         self._done = False  # the whole body was received
         self.disconnected = False
+        self.received = 0  # body bytes received so far
 
     async def _run_pump(self) -> None:
         self._task = asyncio.current_task()
@@ -98,6 +103,7 @@ class _AsgiBody:
             if piece:
                 parts.append(piece)
                 size += len(piece)
+                self.received += len(piece)
             if not msg.get("more_body", False):
                 self._done = True
                 break
@@ -147,8 +153,10 @@ class AsgiApp:
         body_idle_timeout: float = BODY_IDLE_TIMEOUT,
         on_startup: Callable[[], None] | None = None,
         thread_name: str = "lm-http",
+        metrics: Registry | None = None,
     ) -> None:
         self.handler = handler
+        self.metrics = metrics
         self.executor = ThreadPoolExecutor(threads, thread_name_prefix=thread_name)
         self.body_idle_timeout = body_idle_timeout
         self.on_startup = on_startup
@@ -156,7 +164,10 @@ class AsgiApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
-            await self._http(scope, receive, send)
+            if self.metrics is None:
+                await self._http(scope, receive, send)
+            else:
+                await self._http_measured(self.metrics, scope, receive, send)
         elif kind == "lifespan":
             await self._lifespan(receive, send)
 
@@ -172,7 +183,29 @@ class AsgiApp:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _http_measured(self, metrics: Registry, scope: Scope, receive: Receive, send: Send) -> None:
+        start = time.perf_counter()
+        sent = 0
+        outcome: list[Any] = []  # the response and the request body, once known
+
+        async def counting_send(msg: dict[str, Any]) -> None:
+            nonlocal sent
+            if msg["type"] == "http.response.body":
+                sent += len(msg.get("body", b""))
+            await send(msg)
+
+        metrics.started()
+        try:
+            await self._http(scope, receive, counting_send, outcome)
+        finally:
+            if outcome:
+                response, body = outcome
+                name, status, received = response.operation or "unknown", response.status, body.received
+            else:  # the core raised (it should answer every failure itself)
+                name, status, received = "unknown", 500, 0
+            metrics.finished(name, status, received, sent, time.perf_counter() - start)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send, outcome: list[Any] | None = None) -> None:
         loop = asyncio.get_running_loop()
         raw_path: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
         body = _AsgiBody(loop, receive, self.body_idle_timeout)
@@ -186,6 +219,8 @@ class AsgiApp:
             f"{client[0]}:{client[1]}" if client else "",
         )
         response = await loop.run_in_executor(self.executor, self.handler, request)
+        if outcome is not None:
+            outcome += (response, body)
         await body.stop()
         try:
             await self._send(loop, scope, response, body, receive, send)

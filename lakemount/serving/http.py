@@ -101,7 +101,9 @@ class Response:
 
     ``body`` is bytes, or an iterable of bytes-like chunks whose total is ``length`` bytes
     (then ``Content-Length`` is ``length``).  ``close`` is called once the body
-    was sent or abandoned.
+    was sent or abandoned.  ``operation`` names what the front end did (an S3
+    operation name, an API operationId) for the request metrics; a label, so
+    never a path or a key.
     """
 
     status: int = 200
@@ -109,6 +111,7 @@ class Response:
     body: bytes | Iterable[bytes | memoryview] = b""
     length: int | None = None
     close: Callable[[], None] | None = None
+    operation: str = ""
 
     def header(self, name: str) -> str | None:
         lname = name.lower()
