@@ -154,13 +154,17 @@ class _StalledBody:
         raise BodyTimeout("no request body received for 0.1 s")
 
 
-def test_a_stalled_upload_is_408_and_stages_nothing(tmp_path: Path) -> None:
-    env = {"LAKEMOUNT_HOME": str(tmp_path)}
+def _in_process(home: Path) -> tuple[ApiService, tuple[str, str]]:
+    """An ``ApiService`` over a fresh home with the admin user, and the admin's Authorization header."""
+    env = {"LAKEMOUNT_HOME": str(home)}
     _create_admin(env)
-    app = App(load(None, env=env))
-    app.catalog.create_repository("stall")
-    service = ApiService(app)
-    auth = ("authorization", "Basic " + base64.b64encode(f"{ADMIN_KEY}:{ADMIN_SECRET}".encode()).decode())
+    service = ApiService(App(load(None, env=env)))
+    return service, ("authorization", "Basic " + base64.b64encode(f"{ADMIN_KEY}:{ADMIN_SECRET}".encode()).decode())
+
+
+def test_a_stalled_upload_is_408_and_stages_nothing(tmp_path: Path) -> None:
+    service, auth = _in_process(tmp_path)
+    service.app.catalog.create_repository("stall")
     path = "/api/v1/repositories/stall/branches/main/objects"
     put = Request("POST", path, "path=slow", (auth, ("content-type", "application/octet-stream"), ("content-length", "4096")),
                   _StalledBody())
@@ -168,3 +172,11 @@ def test_a_stalled_upload_is_408_and_stages_nothing(tmp_path: Path) -> None:
     assert resp.status == 408 and "0.1 s" in json.loads(resp.body)["message"]  # type: ignore[arg-type]
     stat = service.handle(Request("GET", path + "/stat", "path=slow", (auth,), BytesBody()))
     assert stat.status == 404
+
+
+def test_the_last_administrator_cannot_delete_themselves(tmp_path: Path) -> None:
+    # The web UI let the only admin delete their own user and lock everybody out.
+    service, auth = _in_process(tmp_path)
+    resp = service.handle(Request("DELETE", "/api/v1/auth/users/admin", "", (auth,), BytesBody()))
+    assert resp.status == 409 and "no administrator" in json.loads(resp.body)["message"]  # type: ignore[arg-type]
+    assert service.handle(Request("GET", "/api/v1/auth/users/admin", "", (auth,), BytesBody())).status == 200
