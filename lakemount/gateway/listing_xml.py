@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from lakemount.gateway.errors import s3_error
 from lakemount.gateway.listing import Item
 from lakemount.gateway.xml import S3_NAMESPACE, escape, url_encode
+from lakemount.serving.ranges import http_seconds
 
 _HEAD = f'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="{S3_NAMESPACE}">'
 
@@ -37,7 +38,7 @@ class _Stamps:
         self._text = ""
 
     def __call__(self, ns: int) -> str:
-        sec = ns // 1_000_000_000
+        sec = http_seconds(ns)
         if sec != self._second:
             self._second = sec
             self._text = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(sec))

@@ -39,7 +39,7 @@ from lakemount.gateway.sig.request import HttpRequest
 from lakemount.gateway.sig.result import AuthResult
 from lakemount.serving import ranges
 from lakemount.serving.http import Request, Response
-from lakemount.serving.ranges import http_date
+from lakemount.serving.ranges import http_date, http_seconds
 
 META_PREFIX: Final = "x-amz-meta-"
 STORED_HEADERS: Final = ("cache-control", "content-disposition", "content-encoding", "content-language", "expires")
@@ -81,13 +81,13 @@ def content_type_of(req: Request) -> str:
 
 
 def last_modified(entry: Entry) -> datetime:
-    """The object's LastModified in XML: whole seconds, as S3 keeps it and as ``Last-Modified`` says.
+    """The object's LastModified in XML: the whole second ``Last-Modified`` says (:func:`http_seconds`).
 
     Tools compare a listed time with HEAD's, or with the file time they set from
     it (``aws s3 sync --exact-timestamps`` sets whole seconds): a fraction would
     make every object look changed.
     """
-    return datetime.fromtimestamp(entry.mtime_ns // 1_000_000_000, UTC)
+    return datetime.fromtimestamp(http_seconds(entry.mtime_ns), UTC)
 
 
 def quoted(etag: str) -> str:
@@ -148,7 +148,7 @@ def check_conditions(req: Request, entry: Entry, *, prefix: str = "if-") -> Resp
     forms (``prefix="x-amz-copy-source-if-"``) every failure is a 412, as S3 does.
     """
     copy = prefix != "if-"
-    mtime = entry.mtime_ns // 1_000_000_000
+    mtime = http_seconds(entry.mtime_ns)
     if_match = req.header(prefix + "match")
     if_none = req.header(prefix + "none-match")
     ims = req.header(prefix + "modified-since")

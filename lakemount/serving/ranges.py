@@ -15,9 +15,21 @@ class RangeNotSatisfiable(Exception):
         self.size = size
 
 
+def http_seconds(ns: int) -> int:
+    """A time in nanoseconds since the epoch as the whole second HTTP and S3 show: rounded up.
+
+    HTTP dates and S3's LastModified have no fraction.  Rounding down would
+    date an object before the moment it was written, so a file written and
+    uploaded within one second would look newer than its upload, and ``aws s3
+    sync`` would upload it again on every run; rounded up, the shown time is
+    never earlier than the write, and every front end shows the same second.
+    """
+    return -(-ns // 1_000_000_000)
+
+
 def http_date(ns: int) -> str:
-    """An HTTP-date (RFC 7231, GMT) for a time in nanoseconds since the epoch."""
-    return email.utils.formatdate(ns / 1e9, usegmt=True)
+    """An HTTP-date (RFC 7231, GMT) for a time in nanoseconds since the epoch (its :func:`http_seconds`)."""
+    return email.utils.formatdate(http_seconds(ns), usegmt=True)
 
 
 RANGE: Final = re.compile(r"^bytes=(\d*)-(\d*)$")

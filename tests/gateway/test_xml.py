@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import botocore.session
@@ -58,8 +58,9 @@ def test_list_objects_v2_round_trips_through_botocore() -> None:
     parsed = boto_parse("ListObjectsV2", body)
     assert [c["Key"] for c in parsed["Contents"]] == keys
     assert parsed["Contents"][0]["ETag"] == '"d41d8cd98f00b204e9800998ecf8427e"'
-    # Whole seconds, as S3 and the Last-Modified header (objects.last_modified).
-    assert parsed["Contents"][0]["LastModified"] == T.replace(microsecond=0) and parsed["Contents"][0]["Size"] == 7
+    # Whole seconds, as S3 and the Last-Modified header (objects.last_modified): rounded up, never before the write.
+    assert parsed["Contents"][0]["LastModified"] == T.replace(microsecond=0) + timedelta(seconds=1)
+    assert parsed["Contents"][0]["Size"] == 7
     assert [p["Prefix"] for p in parsed["CommonPrefixes"]] == ["main/dir/", "main/dir two/"]
     assert parsed["KeyCount"] == 6 and parsed["IsTruncated"] is True
     assert parsed["NextContinuationToken"] == "tok2" and parsed["ContinuationToken"] == "tok&1"
