@@ -70,6 +70,7 @@ def test_ui_flow(served: Served, browser: Any) -> None:
         page.click("#login")
         page.wait_for_selector("#repos")
         assert page.locator("#user").inner_text() == "admin"
+        assert page.locator("#nav a").all_inner_texts() == ["repositories", "users", "groups", "policies"]
         shot(page, "02-repositories")
 
         page.click(f"#repos >> text={repo}")
@@ -623,6 +624,8 @@ def test_a_user_without_admin_rights_manages_their_own_keys(served: Served, brow
     page = browser.new_page()
     try:
         login(page, base, "AKIAANALYST000000000", "analystsecretanalystsecretanalystsecret0")
+        # The header offers only what is theirs: no users, groups or policies pages.
+        assert page.locator("#nav a").all_inner_texts() == ["repositories"]
         page.click("#user a")
         page.wait_for_selector("#keys >> text=AKIAANALYST000000000")
         assert page.locator("#user-policies").inner_text().strip() == "Analyst"

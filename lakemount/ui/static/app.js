@@ -163,7 +163,6 @@ async function reposPage(q) {
   const g0 = gen;  // drawn only if the user is still on this page
   const after = q.get("after") || "";
   const data = await api("GET", "/repositories", {after, amount: PAGE});
-  const isAdmin = me && me.admin;
   const rows = data.results.map(r => el("tr", {},
     el("td", {}, link(route("r", r.id, "tree", r.default_branch), r.id)),
     el("td", {}, r.default_branch), el("td", {}, r.storage_namespace), el("td", {}, fmtTime(r.creation_date)),
@@ -182,7 +181,7 @@ async function reposPage(q) {
       render();
     } catch (e) { msg.replaceChildren(errorBox(e)); }
   }}, "New repository: ", name, ns, branch, el("button", {type: "submit"}, "create"));
-  draw(g0, el("h2", {}, "Repositories"), isAdmin === false ? null : create, msg,
+  draw(g0, el("h2", {}, "Repositories"), create, msg,
     rows.length ? el("table", {id: "repos"}, el("tr", {}, el("th", {}, "repository"), el("th", {}, "default branch"),
       el("th", {}, "storage namespace"), el("th", {}, "created"), el("th", {}, "")), rows)
       : el("p", {class: "muted"}, "No repositories yet."),
@@ -816,11 +815,13 @@ async function whoami() {
     return me;
   }
   const u = await api("GET", "/user");
-  me = {id: u.user.id, admin: undefined};
+  // Whether this user administers users (ManageUsers): only then the users, groups and policies pages are theirs.
+  const admin = await api("GET", "/auth/users", {amount: 1}).then(() => true, e => { if (e.status === 403) return false; throw e; });
+  me = {id: u.user.id, admin};
   const who = document.getElementById("who");
   who.replaceChildren(el("span", {id: "user"}, link(route("admin", "users", u.user.id), u.user.id)), el("button", {id: "logout", onclick: logout}, "log out"));
-  document.getElementById("nav").replaceChildren(link("/", "repositories"), " ", link(route("admin", "users"), "users"),
-    " ", link(route("admin", "groups"), "groups"), " ", link(route("admin", "policies"), "policies"));
+  document.getElementById("nav").replaceChildren(link("/", "repositories"), ...(admin ? [" ", link(route("admin", "users"), "users"),
+    " ", link(route("admin", "groups"), "groups"), " ", link(route("admin", "policies"), "policies")] : []));
   return me;
 }
 
