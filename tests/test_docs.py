@@ -188,7 +188,10 @@ def _uri_requirements(command: click.Command) -> dict[str, dict[str, bool]]:
                 and isinstance(node.args[0], ast.Name)):
             continue
         if node.func.id == "parse_uri":
-            flags = {k.arg: bool(k.value.value) for k in node.keywords if k.arg and isinstance(k.value, ast.Constant)}
+            flags = {k.arg: bool(k.value.value) for k in node.keywords
+                     if k.arg and k.arg != "path_hint" and isinstance(k.value, ast.Constant)}
+            if any(k.arg == "path_hint" for k in node.keywords):
+                flags["ref_only"] = True  # parse_uri refuses a path
             out[node.args[0].id] = flags
         elif node.func.id == "ref_of":
             out[node.args[0].id] = {"need_ref": True, "ref_only": True}

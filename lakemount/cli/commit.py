@@ -18,7 +18,7 @@ def commit(uri: str, message: str, meta: tuple[str, ...], allow_empty: bool, com
     """Commit the uncommitted changes of branch URI (lakefs://REPO/BRANCH)."""
     import getpass
 
-    u = parse_uri(uri, need_ref=True)
+    u = parse_uri(uri, need_ref=True, path_hint="a commit takes every uncommitted change of the branch")
     assert u.ref
     res = ctx_obj().app.catalog.commit(
         u.repo, u.ref, message, committer=committer or getpass.getuser(), metadata=parse_meta(meta), allow_empty=allow_empty

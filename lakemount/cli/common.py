@@ -44,8 +44,12 @@ class Uri:
         return s
 
 
-def parse_uri(text: str, *, need_ref: bool = False, need_path: bool = False) -> Uri:
-    """Parse a ``lakefs://`` URI; raises ``InvalidArgument`` with the expected form."""
+def parse_uri(text: str, *, need_ref: bool = False, need_path: bool = False, path_hint: str | None = None) -> Uri:
+    """Parse a ``lakefs://`` URI; raises ``InvalidArgument`` with the expected form.
+
+    With ``path_hint`` (a verb that takes a ref, not an object) a path is refused,
+    never silently ignored; the hint says what to use instead ("" for nothing).
+    """
     form = "lakefs://repo" + ("/ref" if need_ref else "") + ("/path" if need_path else "")
     if not text.startswith("lakefs://"):
         raise InvalidArgument(f"expected a URI like {form}, got {text!r}")
@@ -56,6 +60,8 @@ def parse_uri(text: str, *, need_ref: bool = False, need_path: bool = False) -> 
     path = parts[2] if len(parts) > 2 else ""
     if not repo or (need_ref and not ref) or (need_path and not path):
         raise InvalidArgument(f"expected a URI like {form}, got {text!r}")
+    if path_hint is not None and path:
+        raise InvalidArgument(f"expected a URI like {form} without a path, got {text!r}" + (f"; {path_hint}" if path_hint else ""))
     return Uri(repo, ref, path)
 
 

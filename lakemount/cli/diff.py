@@ -8,6 +8,7 @@ from lakemount.catalog import shapes
 from lakemount.cli.common import ctx_obj, emit, json_option, parse_uri
 from lakemount.errors import InvalidArgument
 
+_HINT = "to see the changes under a path use --prefix PATH"
 _SIGN = {"added": "+", "removed": "-", "changed": "~", "conflict": "!"}
 
 
@@ -24,13 +25,13 @@ def diff(left: str, right: str | None, two_way: bool, prefix: str) -> None:
     merging RIGHT into LEFT would change (three-way, conflicts marked '!');
     with --two-way, every difference between LEFT and RIGHT.
     """
-    lu = parse_uri(left, need_ref=True)
+    lu = parse_uri(left, need_ref=True, path_hint=_HINT)
     g = ctx_obj().app.catalog
     assert lu.ref
     if right is None:
         recs = list(g.diff_uncommitted(lu.repo, lu.ref, prefix=prefix))
     else:
-        ru = parse_uri(right, need_ref=True)
+        ru = parse_uri(right, need_ref=True, path_hint=_HINT)
         assert ru.ref
         if ru.repo != lu.repo:
             raise InvalidArgument("both refs must be in the same repository")

@@ -19,10 +19,10 @@ from lakemount.errors import InvalidArgument
 @json_option
 def log(uri: str, limit: int | None, since: str | None, first_parent: bool, objects: tuple[str, ...], prefixes: tuple[str, ...]) -> None:
     """Show the history of URI (lakefs://REPO/REF), newest first."""
-    u = parse_uri(uri, need_ref=True)
+    u = parse_uri(uri, need_ref=True, path_hint=_path_hint(uri))
     assert u.ref
     if limit is not None and limit < 1:
-        raise InvalidArgument("--amount must be positive")
+        raise InvalidArgument("--amount (--limit) must be positive")
     commits = list(
         ctx_obj().app.catalog.log(
             u.repo, u.ref, limit=limit, since=parse_since(since, "--since"), first_parent=first_parent,
@@ -30,6 +30,14 @@ def log(uri: str, limit: int | None, since: str | None, first_parent: bool, obje
         )
     )
     emit([commit_json(c) for c in commits], [commit_text(c) for c in commits])
+
+
+def _path_hint(uri: str) -> str:
+    """What to type instead of ``log lakefs://REPO/REF/PATH``: the history of that path."""
+    path = uri.removeprefix("lakefs://").split("/", 2)[-1]
+    if path.endswith("/"):
+        return f"for the history of a directory use --prefixes {path}"
+    return f"for the history of a path use --objects {path} (an object) or --prefixes {path.rstrip('/')}/ (a directory)"
 
 
 COMMANDS = [log]

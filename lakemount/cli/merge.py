@@ -21,8 +21,9 @@ def merge(source: str, destination: str, strategy: str, squash: bool, message: s
     """Merge SOURCE (lakefs://REPO/REF) into DESTINATION (lakefs://REPO/BRANCH)."""
     import getpass
 
-    s = parse_uri(source, need_ref=True)
-    d = parse_uri(destination, need_ref=True)
+    hint = "a merge takes every change of the source"
+    s = parse_uri(source, need_ref=True, path_hint=hint)
+    d = parse_uri(destination, need_ref=True, path_hint=hint)
     if s.repo != d.repo:
         raise InvalidArgument("source and destination must be in the same repository")
     assert s.ref and d.ref

@@ -12,7 +12,7 @@ from lakemount.cli.common import commit_json, commit_text, ctx_obj, emit, json_o
 @json_option
 def show(uri: str) -> None:
     """Show the commit URI (lakefs://REPO/REF) resolves to."""
-    u = parse_uri(uri, need_ref=True)
+    u = parse_uri(uri, need_ref=True, path_hint="for an object use: lakemount fs stat URI")
     assert u.ref
     c = ctx_obj().app.catalog.commit_of(u.repo, u.ref)
     emit(commit_json(c), commit_text(c))

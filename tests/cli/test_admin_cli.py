@@ -88,3 +88,33 @@ def test_deleting_what_does_not_exist_fails_before_asking(
     monkeypatch.setattr("click.termui.visible_prompt_func", no_questions)
     rc, _out, err = inproc(capsys, home, *argv)
     assert rc == 3 and err.startswith("error: ") and "nope" in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    # Each used to drop the path and act on the whole ref: `log` printed the full history, `diff` every
+    # change, `commit` committed the whole branch, `merge` merged every change of the source.
+    (("log", "lakefs://keep/main/x/a.txt"), "use --objects x/a.txt (an object) or --prefixes x/a.txt/"),
+    (("log", "lakefs://keep/main/x/"), "use --prefixes x/"),
+    (("diff", "lakefs://keep/main/y"), "use --prefix PATH"),
+    (("diff", "lakefs://keep/main", "lakefs://keep/main~1/y"), "use --prefix PATH"),
+    (("show", "lakefs://keep/main/x/a.txt"), "lakemount fs stat URI"),
+    (("commit", "lakefs://keep/main/x", "-m", "m"), "every uncommitted change of the branch"),
+    (("merge", "lakefs://keep/main/x", "lakefs://keep/other"), "every change of the source"),
+])
+def test_verbs_of_a_ref_refuse_a_path_instead_of_ignoring_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: tuple[str, ...], needle: str
+) -> None:
+    home = tmp_path / "home"
+    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
+    rc, out, err = inproc(capsys, home, *args)
+    assert rc == 2, (out, err)
+    assert err.count("\n") == 1 and "without a path" in err and needle in err, err
+    assert out == ""
+
+
+def test_log_limit_error_names_the_option_typed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # `log --limit 0` answered "--amount must be positive", an option the user never typed.
+    home = tmp_path / "home"
+    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
+    rc, _out, err = inproc(capsys, home, "log", "lakefs://keep/main", "--limit", "0")
+    assert rc == 2 and "--limit" in err, err
