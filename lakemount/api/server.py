@@ -129,7 +129,7 @@ class ApiServer(WorkerPool):
     def start(self) -> None:
         """Bind and start the workers; returns at once (connections queue until a worker accepts)."""
         prepare_stores(self.config)
-        self.sock = bind(self.settings.host, self.settings.port)
+        self.sock = bind(self.settings.host, self.settings.port, "api.listen_address")
         self.settings = replace(self.settings, port=self.sock.getsockname()[1])
         metrics.clear_stale(self.config.home, "api")
         self.start_workers(self.settings.workers, (self.config, self.settings, self.sock))

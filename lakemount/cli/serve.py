@@ -73,7 +73,7 @@ def serve(
                 raise
             api.stop()
             api = None
-            api_line = f"lakemount API not started: cannot listen on {api_settings.url} ({e.strerror}); use --api-listen"
+            api_line = f"lakemount API not started: {e.strerror}; use --api-listen"
 
     as_json = ctx_obj().as_json
 

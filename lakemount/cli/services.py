@@ -36,9 +36,11 @@ def run_services(app: App) -> None:
     import importlib
 
     runners = [importlib.import_module(m) for m in services]
-    for r in runners:
-        r.start_for_up(app)  # type: ignore[attr-defined]
     try:
+        # Inside the try: a service that fails to start (a port in use) stops those already
+        # started, so `up` never exits leaving a mount or a gateway behind.
+        for r in runners:
+            r.start_for_up(app)  # type: ignore[attr-defined]
         for r in runners:
             r.wait_for_up(app)  # type: ignore[attr-defined]
     finally:

@@ -148,7 +148,7 @@ class GatewayServer(WorkerPool):
     def start(self) -> None:
         """Bind and start the workers; returns at once (connections queue until a worker accepts)."""
         prepare_stores(self.config)
-        self.sock = bind(self.settings.host, self.settings.port)
+        self.sock = bind(self.settings.host, self.settings.port, "gateways.s3.listen_address")
         # Workers see the port actually bound (port 0 resolved), for their own logs.
         self.settings = replace(self.settings, port=self.address[1])
         metrics.clear_stale(self.config.home, "s3")

@@ -36,15 +36,23 @@ RESTART_BACKOFF: Final = (0.5, 1.0, 2.0, 5.0, 10.0)
 GC_YOUNG_THRESHOLD: Final = 50_000
 
 
-def bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int, key: str = "") -> socket.socket:
     """A listening socket on ``host:port`` (port 0: any free port), inheritable by worker processes.
 
-    Raises ``OSError`` when the address cannot be bound.
+    Raises ``OSError`` when the address cannot be bound; its ``strerror`` names
+    the address and ``key``, the configuration key that chose it (a port in use
+    otherwise reads as a bare "Address already in use").
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        where = f" ({key})" if key else ""
+        raise OSError(exc.errno, f"cannot listen on {address}{where}: {exc.strerror or exc}") from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock

@@ -118,3 +118,16 @@ def test_log_limit_error_names_the_option_typed(capsys: pytest.CaptureFixture[st
     assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
     rc, _out, err = inproc(capsys, home, "log", "lakefs://keep/main", "--limit", "0")
     assert rc == 2 and "--limit" in err, err
+
+
+def test_serve_on_a_port_in_use_names_the_address_and_the_key(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # Was a bare "error: Address already in use": which of the two servers, which address, set where?
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        rc, _out, err = inproc(capsys, tmp_path / "home", "serve", "--listen", f"127.0.0.1:{port}", "--no-api")
+    assert rc == 1
+    assert err == f"error: cannot listen on 127.0.0.1:{port} (gateways.s3.listen_address): Address already in use\n"

@@ -366,6 +366,30 @@ def test_lakemount_up_service_mounts_at_mount_path(home: str, tmp_path: os.PathL
         cleanup_mountpoint(mp)
 
 
+def test_up_whose_api_port_is_taken_stops_the_mount_and_names_the_address(home: str, tmp_path: os.PathLike[str]) -> None:
+    # `up` with api.listen_address in use exited 1 with a bare "Address already in use" and left the
+    # mount it had started (a detached process) behind.
+    import socket
+
+    mp = os.path.join(os.fspath(tmp_path), "up-mnt")
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    env = {**os.environ, "LAKEMOUNT_MOUNT_PATH": mp, "LAKEMOUNT_GATEWAYS_S3_LISTEN_ADDRESS": "127.0.0.1:0",
+           "LAKEMOUNT_API_LISTEN_ADDRESS": f"127.0.0.1:{port}", "LAKEMOUNT_GATEWAYS_S3_WORKERS": "1"}
+    try:
+        p = subprocess.run([sys.executable, "-m", "lakemount.cli.main", "up"], env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 1, p.stderr
+        assert p.stderr.strip().splitlines()[-1] == (
+            f"error: cannot listen on 127.0.0.1:{port} (api.listen_address): Address already in use"), p.stderr
+        assert runner.find_mount(mp) is None, "up exited and left its mount behind"
+    finally:
+        taken.close()
+        cleanup_mountpoint(mp)
+
+
 def _ops(mountpoint: str) -> dict[str, int]:
     counts = {}
     with open(f"{mountpoint}/.lakefs/stats") as f:
