@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import mimetypes
 import os
 import posixpath
 import sys
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
@@ -149,10 +151,19 @@ def upload(uri: str, source: str, recursive: bool, content_type: str | None) -> 
         ref = c.resolve(u.repo, u.ref)
         done = []
         with progress(len(files), "upload", "file") as bar:
-            for full, rel in files:
-                e = c.put(u.repo, ref, base + rel, full, content_type=content_type or mimetypes.guess_type(rel)[0] or "")
-                done.append(entry_json(base + rel, e))
-                bar.update(1)
+            try:
+                for full, rel in files:
+                    e = c.put(u.repo, ref, base + rel, full, content_type=content_type or mimetypes.guess_type(rel)[0] or "")
+                    done.append(entry_json(base + rel, e))
+                    bar.update(1)
+            except KeyboardInterrupt:
+                # What was uploaded is staged and stays so: say how much, and how to see or drop it.
+                branch = f"lakefs://{u.repo}/{u.ref}"
+                raise KeyboardInterrupt(
+                    f"interrupted after uploading {len(done)} of {len(files)} files to {u}: those are staged "
+                    f"(uncommitted), the rest are not; 'lakemount diff {branch}' lists them, "
+                    f"'lakemount reset {u}' drops them"
+                ) from None
         emit(done, f"Uploaded {len(done)} files to {u}")
         return
     if not u.path:
@@ -217,7 +228,7 @@ def download(uri: str, dest: str, recursive: bool) -> None:
             skipped.append({"path": path, "reason": reason})
             click.echo(f"warning: skipped {path!r}: {reason}", err=True)
 
-        with progress(len(items), "download", "file") as bar:
+        with progress(len(items), "download", "file") as bar, _interrupted_download(items, dest, lambda: files):
             for it in items:
                 bar.update(1)
                 e = it.entry
@@ -273,6 +284,17 @@ def download(uri: str, dest: str, recursive: bool) -> None:
         target = dest
     size = fetch(e, target)
     emit({"path": u.path, "dest": target, "bytes": size}, f"Downloaded {u.path} to {target} ({size} bytes)")
+
+
+@contextlib.contextmanager
+def _interrupted_download(items: list[Any], dest: str, files: Callable[[], int]) -> Iterator[None]:
+    """Turn Ctrl-C into a ``KeyboardInterrupt`` that says how far ``download -r`` got (no partial file is left)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(
+            f"interrupted after downloading {files()} files to {dest} (of {len(items)} entries); no partial file is left"
+        ) from None
 
 
 def _inside(root: str, path: str) -> bool:

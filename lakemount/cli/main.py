@@ -80,6 +80,10 @@ VERBS: dict[str, tuple[str, str]] = {
 }
 
 
+class Interrupted(Exception):  # noqa: N818 - it is Ctrl-C, not an error of lakemount's
+    """Ctrl-C in a verb; the message (may be empty) says what the verb left behind."""
+
+
 class LazyGroup(click.Group):
     """A group whose verbs are imported when invoked; its help lists them from a table of summaries."""
 
@@ -99,6 +103,13 @@ class LazyGroup(click.Group):
             assert isinstance(command, click.Command)
             self.add_command(command, cmd_name)
         return command
+
+    def invoke(self, ctx: click.Context) -> object:
+        """Run the verb; Ctrl-C leaves as :class:`Interrupted`, so that click prints no blank line before ours."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise Interrupted(str(exc)) from exc
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Like click's, with a stand-in per verb not imported yet: the same rows, no imports."""
@@ -157,8 +168,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=args, prog_name="lakemount", standalone_mode=False)
     except click.exceptions.Abort as exc:
-        # A job's Ctrl-C (lakemount.jobs.session.Interrupted) says what it left behind.  Ctrl-C at a
-        # prompt leaves its KeyboardInterrupt as the context (click raises Abort "from None").
+        # Ctrl-C in a verb arrives as Interrupted (below); here only Ctrl-C while click parses (the
+        # cause) or at a prompt (the context: click raises Abort "from None").
         cause = exc.__cause__ or exc.__context__
         if isinstance(cause, KeyboardInterrupt) and str(cause):
             _fail(str(cause), 130, as_json, "interrupted")
@@ -167,6 +178,13 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(130)
         # A confirmation answered no (or stdin closed): nothing was done, but it was no interrupt.
         _fail("aborted: nothing was changed", 1, as_json, "aborted")
+    except Interrupted as exc:
+        if sys.stderr.isatty():
+            click.echo(err=True)  # end the line the terminal's ^C is on
+        if str(exc):
+            _fail(str(exc), 130, as_json, "interrupted")
+        click.echo("interrupted", err=True)
+        sys.exit(130)
     except click.ClickException as exc:
         if as_json:
             _fail(exc.format_message(), exc.exit_code, True, "usage")

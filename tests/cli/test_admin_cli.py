@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -131,3 +132,75 @@ def test_serve_on_a_port_in_use_names_the_address_and_the_key(capsys: pytest.Cap
         rc, _out, err = inproc(capsys, tmp_path / "home", "serve", "--listen", f"127.0.0.1:{port}", "--no-api")
     assert rc == 1
     assert err == f"error: cannot listen on 127.0.0.1:{port} (gateways.s3.listen_address): Address already in use\n"
+
+
+def test_ctrl_c_mid_upload_says_in_one_line_what_is_staged(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # Was a blank line, then "interrupted": nothing said that the files already uploaded stay staged.
+    from lakemount.catalog.catalog import Catalog
+
+    home = tmp_path / "home"
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(5):
+        (src / f"f{i}.csv").write_text(f"{i}\n")
+    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
+    real_put, calls = Catalog.put, []
+
+    def put(self: Catalog, *args: object, **kwargs: object) -> object:
+        calls.append(args)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_put(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Catalog, "put", put)
+    rc, out, err = inproc(capsys, home, "fs", "upload", "-r", "lakefs://keep/main/in/", "--source", str(src))
+    monkeypatch.undo()
+    assert rc == 130 and out == ""
+    assert err == ("error: interrupted after uploading 2 of 5 files to lakefs://keep/main/in/: those are staged "
+                   "(uncommitted), the rest are not; 'lakemount diff lakefs://keep/main' lists them, "
+                   "'lakemount reset lakefs://keep/main/in/' drops them\n"), err
+    rc, out, _err = inproc(capsys, home, "--json", "diff", "lakefs://keep/main")
+    assert [r["path"] for r in json.loads(out)] == ["in/f0.csv", "in/f1.csv"]
+
+
+def test_ctrl_c_mid_download_says_how_far_it_got(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakemount.catalog.catalog import Catalog
+
+    home = tmp_path / "home"
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(4):
+        (src / f"f{i}.csv").write_text(f"{i}\n")
+    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
+    assert inproc(capsys, home, "fs", "upload", "-r", "lakefs://keep/main/", "--source", str(src))[0] == 0
+    real_open, calls = Catalog.open, []
+
+    def open_(self: Catalog, *args: object, **kwargs: object) -> object:
+        calls.append(args)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_open(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Catalog, "open", open_)
+    dest = tmp_path / "dest"
+    rc, out, err = inproc(capsys, home, "fs", "download", "-r", "lakefs://keep/main/", str(dest))
+    assert rc == 130 and out == ""
+    assert err == f"error: interrupted after downloading 1 files to {dest} (of 4 entries); no partial file is left\n", err
+    assert sorted(p.name for p in dest.iterdir()) == ["f0.csv"]
+
+
+def test_plain_ctrl_c_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # click printed an empty line to stderr before our "interrupted".
+    from lakemount.catalog.catalog import Catalog
+
+    def interrupt(*_a: object, **_k: object) -> object:
+        raise KeyboardInterrupt
+
+    home = tmp_path / "home"
+    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
+    monkeypatch.setattr(Catalog, "log", interrupt)
+    rc, out, err = inproc(capsys, home, "log", "lakefs://keep/main")
+    assert (rc, out, err) == (130, "", "interrupted\n")
