@@ -165,10 +165,17 @@ def entry_json(path: str, e: Entry) -> dict[str, Any]:
 
 
 def progress(total: int | None, desc: str, unit: str = "it") -> tqdm:
-    """A progress bar on stderr, shown when stderr is a terminal."""
+    """A progress bar on stderr, shown when stderr is a terminal and not under --json (``unit="B"``: bytes, scaled).
+
+    Under --json the output is for a program, which reads the result, not a bar.
+    """
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=not sys.stderr.isatty(), leave=False)
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_object(Ctx) if ctx is not None else None
+    show = sys.stderr.isatty() and not (obj is not None and obj.as_json)
+    scale = {"unit_scale": True, "unit_divisor": 1024} if unit == "B" else {}
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=not show, leave=False, **scale)
 
 
 def parse_meta(pairs: tuple[str, ...]) -> list[tuple[str, str]]:

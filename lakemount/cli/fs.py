@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import mimetypes
 import os
 import posixpath
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from lakemount.catalog.catalog import Catalog
     from lakemount.catalog.model import Entry, ResolvedRef
 
+# A single-file upload at least this large shows a progress bar in bytes (on a terminal).
+BIG_FILE: Final = 8 << 20
 # Symlinks followed by ``fs cat`` and ``fs download`` of one path before giving up (as Linux's MAXSYMLINKS).
 MAX_SYMLINKS: Final = 40
 
@@ -169,8 +172,28 @@ def upload(uri: str, source: str, recursive: bool, content_type: str | None) -> 
     if not u.path:
         raise InvalidArgument("upload needs a destination path: lakefs://REPO/BRANCH/PATH")
     _check_upload_path(u.path)
-    e = c.put(u.repo, u.ref, u.path, source, content_type=content_type or mimetypes.guess_type(u.path)[0] or "")
+    kind = content_type or mimetypes.guess_type(u.path)[0] or ""
+    size = os.path.getsize(source)
+    if size < BIG_FILE:
+        e = c.put(u.repo, u.ref, u.path, source, content_type=kind)
+    else:
+        with progress(size, "upload", "B") as bar, _Counted(source, bar.update) as f:
+            e = c.put(u.repo, u.ref, u.path, f, content_type=kind)
     emit(entry_json(u.path, e), f"Path: {u.path}\nSize: {e.size} bytes\nChecksum: {e.etag}")
+
+
+class _Counted(io.FileIO):
+    """A local file opened for reading whose reads are counted by ``count`` (a progress bar's ``update``)."""
+
+    def __init__(self, path: str, count: Callable[[int], object]) -> None:
+        super().__init__(path, "rb")
+        self.count = count
+
+    def read(self, n: int | None = -1) -> bytes:
+        """Read like ``FileIO.read`` and count the bytes read."""
+        data = super().read(n) or b""
+        self.count(len(data))
+        return data
 
 
 def _check_upload_path(path: str) -> None:

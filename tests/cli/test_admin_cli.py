@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
@@ -204,3 +205,30 @@ def test_plain_ctrl_c_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: 
     monkeypatch.setattr(Catalog, "log", interrupt)
     rc, out, err = inproc(capsys, home, "log", "lakefs://keep/main")
     assert (rc, out, err) == (130, "", "interrupted\n")
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_upload_of_a_big_file_shows_progress_in_bytes_on_a_terminal(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, as_json: bool
+) -> None:
+    # `fs upload` of one large file showed nothing until it ended (only -r had a bar, per file);
+    # under --json (a program reads the output) no bar at all.
+    import sys
+
+    from lakemount.cli.fs import BIG_FILE
+
+    home = tmp_path / "home"
+    src = tmp_path / "big.bin"
+    src.write_bytes(os.urandom(BIG_FILE + 1))
+    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    rc, out, err = inproc(capsys, home, *(["--json"] if as_json else []), "fs", "upload", "lakefs://keep/main/big.bin",
+                          "--source", str(src))
+    assert rc == 0, err
+    if as_json:
+        assert err == "" and json.loads(out)["size_bytes"] == BIG_FILE + 1
+    else:
+        assert "upload:" in err and "/8.00M" in err and "B/s" in err, err
+    monkeypatch.undo()
+    rc, out, _err = inproc(capsys, home, "--json", "fs", "stat", "lakefs://keep/main/big.bin")
+    assert rc == 0 and json.loads(out)["size_bytes"] == BIG_FILE + 1
