@@ -42,6 +42,7 @@ def start_for_up(app: App) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(app.config.home, _OLD_CONFIG_FILE))
     mountpoint = os.path.abspath(os.path.expanduser(app.config.mount.path))
+    _check_free(app.config.home, mountpoint)
     env = dict(os.environ, LAKEMOUNT_HOME=app.config.home)
     r = config_pipe(app)
     try:
@@ -50,6 +51,25 @@ def start_for_up(app: App) -> None:
         os.close(r)
     _running[id(app)] = started
     click.echo(f"mount: {mountpoint}/<repo>/<ref>/  (e.g. ls {mountpoint}/demo/main)")
+
+
+def _check_free(home: str, mountpoint: str) -> None:
+    """``AlreadyExists`` if a live mount holds ``mountpoint``, most likely another ``up`` on the same home.
+
+    The mount process would say "run 'lakemount umount'", which for a running
+    ``up`` is the wrong advice: that ``up`` is what to stop.
+    """
+    from lakemount.errors import AlreadyExists
+    from lakemount.fuse import runner
+
+    if runner.find_mount(mountpoint) is None or runner.is_stale(mountpoint):
+        return
+    pid = runner.read_pid(runner.pid_file(home, mountpoint))
+    raise AlreadyExists(
+        f"{mountpoint} (mount.path) is already mounted{f' (pid {pid})' if pid else ''}: is 'lakemount up' already "
+        f"running on {home}? Stop it (Ctrl-C) first, or set another mount.path; a mount made by "
+        f"'lakemount mount' is removed with 'lakemount umount {mountpoint}'"
+    )
 
 
 def wait_for_up(app: App) -> None:

@@ -390,6 +390,29 @@ def test_up_whose_api_port_is_taken_stops_the_mount_and_names_the_address(home: 
         cleanup_mountpoint(mp)
 
 
+def test_a_second_up_on_the_same_home_says_up_is_running(home: str, tmp_path: os.PathLike[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # The second `up` answered "... is already mounted by lakemount (pid N); run 'lakemount umount' first",
+    # advice that breaks the running `up` instead of naming it.
+    from lakemount.fuse import service
+
+    mp = os.path.join(os.fspath(tmp_path), "up-mnt")
+    monkeypatch.setenv("LAKEMOUNT_MOUNT_PATH", mp)
+    app = App.from_config()
+    try:
+        service.start_for_up(app)
+        env = {**os.environ, "LAKEMOUNT_GATEWAYS_S3_LISTEN_ADDRESS": "127.0.0.1:0", "LAKEMOUNT_API_LISTEN_ADDRESS": "127.0.0.1:0"}
+        p = subprocess.run([sys.executable, "-m", "lakemount.cli.main", "up"], env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 4, p.stderr
+        last = p.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"error: {mp} (mount.path) is already mounted (pid ") and "is 'lakemount up' already running" in last, last
+        assert runner.find_mount(mp) is not None  # the first one's mount is untouched
+    finally:
+        service.stop_for_up(app)
+        cleanup_mountpoint(mp)
+
+
 def _ops(mountpoint: str) -> dict[str, int]:
     counts = {}
     with open(f"{mountpoint}/.lakefs/stats") as f:
