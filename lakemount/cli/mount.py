@@ -86,6 +86,11 @@ def mount(
     """Mount the repositories at MOUNTPOINT: MOUNTPOINT/<repo>/<ref>/... (branches read-write).
 
     Commit, merge, revert and reset by writing to MOUNTPOINT/<repo>/<branch>/.lakefs/*.
+
+    The mount runs in the background (its log under LAKEMOUNT_HOME/log) and the
+    command returns once it serves; --foreground stays attached.  MOUNTPOINT is
+    created if missing; files already in it are hidden while mounted (a warning
+    says so).
     """
     from lakemount.fuse import process, runner
 
@@ -94,6 +99,8 @@ def mount(
     one_ref = parse_ref(ref) if ref else None
     if cache_size is not None:
         parse_size(cache_size)
+    if ready_fd is None:  # said once, by the command the user ran (not again by the process it spawns)
+        _warn_if_not_empty(mp)
     if not foreground:
         app = ctx.app
         home = app.config.home
@@ -136,6 +143,20 @@ def mount(
     except LakeMountError as exc:
         process.report_error(ready_fd, exc)
         raise
+
+
+def _warn_if_not_empty(mp: str) -> None:
+    """Warn that the files in ``mp`` will be hidden by the mount (FUSE mounts over them without a word)."""
+    from lakemount.fuse import runner
+
+    if runner.find_mount(mp) is not None:
+        return  # a mount already there: the mount itself reports it
+    try:
+        names = os.listdir(mp)
+    except OSError:
+        return  # missing (it is created) or unreadable (the mount reports it)
+    if names:
+        click.echo(f"warning: {mp} is not empty: its {len(names)} entries are hidden while the mount is there", err=True)
 
 
 @click.command("umount")

@@ -413,6 +413,25 @@ def test_a_second_up_on_the_same_home_says_up_is_running(home: str, tmp_path: os
         cleanup_mountpoint(mp)
 
 
+def test_mount_on_a_non_empty_directory_warns_that_its_files_are_hidden(home: str, tmp_path: os.PathLike[str]) -> None:
+    # FUSE mounts over a non-empty directory without a word: the files seemed gone.
+    mp = os.path.join(os.fspath(tmp_path), "full")
+    os.makedirs(mp)
+    with open(os.path.join(mp, "mine.txt"), "w") as f:
+        f.write("kept\n")
+    cli = [sys.executable, "-m", "lakemount.cli.main"]
+    try:
+        p = subprocess.run([*cli, "mount", mp], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert p.stderr == f"warning: {mp} is not empty: its 1 entries are hidden while the mount is there\n"
+        assert runner.find_mount(mp) is not None
+    finally:
+        subprocess.run([*cli, "umount", mp], capture_output=True, timeout=120)
+        cleanup_mountpoint(mp)
+    with open(os.path.join(mp, "mine.txt")) as f:
+        assert f.read() == "kept\n"
+
+
 def _ops(mountpoint: str) -> dict[str, int]:
     counts = {}
     with open(f"{mountpoint}/.lakefs/stats") as f:
