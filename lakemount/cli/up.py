@@ -70,7 +70,15 @@ def ensure_demo(app: object) -> bool:
 @click.option("--no-services", is_flag=True, help="Only prepare the embedded setup and the demo repository, then exit.")
 @json_option
 def up(no_services: bool) -> None:
-    """Bring up lakemount on embedded defaults with a demo repository."""
+    """Bring up lakemount on embedded defaults with a demo repository.
+
+    Then, in the foreground until Ctrl-C: the mount at mount.path (default
+    LAKEMOUNT_HOME/mnt), the S3 gateway on gateways.s3.listen_address
+    (127.0.0.1:8000) and the REST API and web UI on api.listen_address
+    (127.0.0.1:8001).  The first run creates the user admin and prints its key
+    once.  Ctrl-C (or a service that fails to start) stops them all and
+    unmounts.  Run again on the same home, it keeps the existing repository.
+    """
     app = ctx_obj().app
     os.makedirs(app.config.home, exist_ok=True)
     created = ensure_demo(app)
