@@ -22,7 +22,7 @@ import click
 import pytest
 
 from lakemount import config
-from lakemount.cli.common import parse_uri
+from lakemount.cli.common import parse_repo_uri, parse_uri
 from lakemount.cli.main import VERBS, cli
 from lakemount.config import Config
 from lakemount.errors import ConfigError, InvalidArgument
@@ -195,12 +195,16 @@ def _uri_requirements(command: click.Command) -> dict[str, dict[str, bool]]:
             out[node.args[0].id] = flags
         elif node.func.id == "ref_of":
             out[node.args[0].id] = {"need_ref": True, "ref_only": True}
+        elif node.func.id == "parse_repo_uri":
+            out[node.args[0].id] = {"repo_only": True}
     return out
 
 
-def _check_uri(text: str, need_ref: bool = False, need_path: bool = False, ref_only: bool = False) -> str | None:
+def _check_uri(
+    text: str, need_ref: bool = False, need_path: bool = False, ref_only: bool = False, repo_only: bool = False
+) -> str | None:
     try:
-        uri = parse_uri(text, need_ref=need_ref, need_path=need_path)
+        uri = parse_repo_uri(text) if repo_only else parse_uri(text, need_ref=need_ref, need_path=need_path)
     except InvalidArgument as exc:
         return str(exc)
     if ref_only and uri.path:
@@ -381,8 +385,11 @@ def test_uri_requirements_come_from_the_callbacks() -> None:
     assert isinstance(group, click.Group)
     assert _uri_requirements(group.commands["cat"]) == {"uri": {"need_ref": True, "need_path": True}}
     assert _uri_requirements(cli.get_command(click.Context(cli), "cherry-pick")) == {  # type: ignore[arg-type]
-        "branch": {"need_ref": True}, "commit": {"need_ref": True, "ref_only": True}
+        "branch": {"need_ref": True, "ref_only": True}, "commit": {"need_ref": True, "ref_only": True}
     }
+    repo = cli.get_command(click.Context(cli), "repo")
+    assert isinstance(repo, click.Group)
+    assert _uri_requirements(repo.commands["delete"]) == {"uri": {"repo_only": True}}
 
 
 SECTIONS = {f.name for f in dataclasses.fields(Config)} - {"home"}

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from lakemount.catalog.actions import HookRun, Run, parse_action
-from lakemount.cli.common import ctx_obj, emit, iso, json_option, parse_uri
+from lakemount.cli.common import ctx_obj, emit, iso, json_option, parse_repo_uri
 from lakemount.errors import InvalidArgument
 
 
@@ -57,7 +57,7 @@ def runs() -> None:
 @json_option
 def runs_list(uri: str, branch: str | None, commit_id: str | None, amount: int, after: str) -> None:
     """List hook runs of lakefs://REPO, newest first."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     cat = ctx_obj().app.catalog
     cat.repository(u.repo)
     if amount < 1:
@@ -75,7 +75,7 @@ def runs_list(uri: str, branch: str | None, commit_id: str | None, amount: int, 
 @json_option
 def runs_show(uri: str, run_id: str) -> None:
     """Show one run of lakefs://REPO with each hook's status, duration and output."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     cat = ctx_obj().app.catalog
     cat.repository(u.repo)
     r = cat.actions.store.get_run(u.repo, run_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from lakemount.cli.common import ctx_obj, emit, json_option, parse_uri
+from lakemount.cli.common import ctx_obj, emit, json_option, parse_repo_uri, parse_uri
 
 
 @click.group("branch")
@@ -18,8 +18,8 @@ def branch() -> None:
 @json_option
 def create(uri: str, source: str) -> None:
     """Create branch URI (lakefs://REPO/BRANCH) at the commit SOURCE points to."""
-    u = parse_uri(uri, need_ref=True)
-    s = parse_uri(source, need_ref=True)
+    u = parse_uri(uri, need_ref=True, path_hint="")
+    s = parse_uri(source, need_ref=True, path_hint="")
     if s.repo != u.repo:
         from lakemount.errors import InvalidArgument
 
@@ -34,7 +34,7 @@ def create(uri: str, source: str) -> None:
 @json_option
 def list_(uri: str) -> None:
     """List branches of repository URI (lakefs://REPO)."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     bs = ctx_obj().app.catalog.list_branches(u.repo)
     emit([{"id": b.name, "commit_id": b.commit_id} for b in bs], [f"{b.name:<40} {b.commit_id[:16]}" for b in bs])
 
@@ -44,7 +44,7 @@ def list_(uri: str) -> None:
 @json_option
 def show(uri: str) -> None:
     """Show a branch's head commit and whether it has uncommitted changes."""
-    u = parse_uri(uri, need_ref=True)
+    u = parse_uri(uri, need_ref=True, path_hint="")
     assert u.ref
     g = ctx_obj().app.catalog
     b = g.get_branch(u.repo, u.ref)
@@ -59,7 +59,7 @@ def show(uri: str) -> None:
 @json_option
 def delete(uri: str, yes: bool) -> None:
     """Delete a branch (not the default branch); its uncommitted changes are dropped."""
-    u = parse_uri(uri, need_ref=True)
+    u = parse_uri(uri, need_ref=True, path_hint="")
     assert u.ref
     cat = ctx_obj().app.catalog
     cat.get_branch(u.repo, u.ref)  # a missing branch is an error before any question
@@ -86,7 +86,7 @@ def protect() -> None:
 @json_option
 def protect_add(uri: str, pattern: str, required_approvals: int) -> None:
     """Protect branches of lakefs://REPO whose names match PATTERN (glob, e.g. 'release-*')."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     cat = ctx_obj().app.catalog
     rules = cat.protection.add(u.repo, pattern)
     if required_approvals:
@@ -100,7 +100,7 @@ def protect_add(uri: str, pattern: str, required_approvals: int) -> None:
 @json_option
 def protect_delete(uri: str, pattern: str) -> None:
     """Remove the protection rule PATTERN of lakefs://REPO."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     cat = ctx_obj().app.catalog
     rules = cat.protection.delete(u.repo, pattern)
     cat.pulls.set_required(u.repo, pattern, 0)
@@ -112,7 +112,7 @@ def protect_delete(uri: str, pattern: str) -> None:
 @json_option
 def protect_list(uri: str) -> None:
     """List the protection rules of lakefs://REPO."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     cat = ctx_obj().app.catalog
     rules = cat.protection.rules(u.repo)
     approvals = cat.pulls.store.required_approvals(u.repo)

@@ -17,7 +17,7 @@ def cherry_pick(commit: str, branch: str, parent_number: int | None, allow_empty
     """Apply the change COMMIT (lakefs://REPO/REF) introduced onto BRANCH (lakefs://REPO/BRANCH)."""
     import getpass
 
-    b = parse_uri(branch, need_ref=True)
+    b = parse_uri(branch, need_ref=True, path_hint="")
     assert b.ref
     ref = ref_of(commit, b.repo)
     new = ctx_obj().app.catalog.cherry_pick(

@@ -65,6 +65,20 @@ def parse_uri(text: str, *, need_ref: bool = False, need_path: bool = False, pat
     return Uri(repo, ref, path)
 
 
+def parse_repo_uri(text: str) -> Uri:
+    """A repository's URI, ``lakefs://REPO``, for a verb that acts on the whole repository.
+
+    A ref or a path is refused, never ignored: ``repo delete lakefs://r/main``
+    deleted the repository of a user who meant the branch.
+    """
+    u = parse_uri(text)
+    if u.ref or u.path:
+        raise InvalidArgument(
+            f"expected a repository URI like lakefs://{u.repo}, got {text!r}: this command acts on the whole repository"
+        )
+    return u
+
+
 def ref_of(text: str, repo: str) -> str:
     """The ref of ``lakefs://REPO/REF`` (lakectl's form), or ``text`` itself when it is a bare ref.
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from lakemount.cli.common import ctx_obj, emit, json_option, parse_uri
+from lakemount.cli.common import ctx_obj, emit, json_option, parse_repo_uri
 from lakemount.errors import InvalidArgument, NotFound
 from lakemount.jobs.gc import DEFAULT_MIN_AGE, run_gc
 from lakemount.jobs.retention import GcRules, delete_rules, load_rules, store_rules
@@ -51,7 +51,7 @@ def _rules_text(rules: GcRules) -> list[str]:
 @json_option
 def set_config(uri: str, default_retention_days: int, branches: tuple[str, ...], force: bool) -> None:
     """Set the GC rules of repository URI (lakefs://REPO)."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     app = ctx_obj().app
     repo = app.catalog.repository(u.repo)
     rules = GcRules(default_retention_days, _branch_rules(branches))
@@ -72,7 +72,7 @@ def set_config(uri: str, default_retention_days: int, branches: tuple[str, ...],
 @json_option
 def get_config(uri: str) -> None:
     """Show the GC rules of repository URI."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     app = ctx_obj().app
     repo = app.catalog.repository(u.repo)
     rules = load_rules(app.adapter, repo.storage_namespace)
@@ -86,7 +86,7 @@ def get_config(uri: str) -> None:
 @json_option
 def delete_config(uri: str) -> None:
     """Remove the GC rules of repository URI (GC then refuses to run)."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     app = ctx_obj().app
     repo = app.catalog.repository(u.repo)
     delete_rules(app.adapter, repo.storage_namespace)
@@ -147,7 +147,7 @@ def _report_text(r: dict[str, Any]) -> list[str]:
 @json_option
 def run(uri: str, dry_run: bool, mark_only: bool, sweep_id: str | None, min_age: float, master: str | None, force: bool) -> None:
     """Garbage-collect repository URI (lakefs://REPO) on Spark."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     app = ctx_obj().app
     report = run_gc(
         app, u.repo, dry_run=dry_run, mark_only=mark_only, sweep=sweep_id, min_age=min_age, master=master, force=force

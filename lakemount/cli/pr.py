@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from lakemount.catalog.pulls import PullRequest
-from lakemount.cli.common import ctx_obj, emit, iso, json_option, parse_uri
+from lakemount.cli.common import ctx_obj, emit, iso, json_option, parse_repo_uri
 from lakemount.errors import MergeConflict
 
 DIFF_SHOWN = 1000
@@ -49,7 +49,7 @@ def pr() -> None:
 @json_option
 def create(uri: str, source: str, destination: str, title: str, description: str, author: str | None) -> None:
     """Open a pull request in lakefs://REPO from SOURCE into DESTINATION."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     p = ctx_obj().app.catalog.pulls.create(u.repo, source, destination, title, description, author=_user(author))
     emit(pr_json(p), f"Opened pull request #{p.id}: {p.source_branch} -> {p.destination_branch}")
 
@@ -63,7 +63,7 @@ def create(uri: str, source: str, destination: str, title: str, description: str
 @json_option
 def list_(uri: str, status: str, amount: int, after: str) -> None:
     """List pull requests of lakefs://REPO."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     found = ctx_obj().app.catalog.pulls.list_pulls(u.repo, None if status == "all" else status, after, amount)
     emit([pr_json(p) for p in found],
          [f"#{p.id:<5} {p.status:<7} {p.source_branch} -> {p.destination_branch}  {p.title}  ({p.author})" for p in found])
@@ -75,7 +75,7 @@ def list_(uri: str, status: str, amount: int, after: str) -> None:
 @json_option
 def show(uri: str, pull_id: str) -> None:
     """Show a pull request: its fields, approvals, comments and what the merge would change."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     cat = ctx_obj().app.catalog
     pulls = cat.pulls
     p = pulls.get(u.repo, pull_id)
@@ -121,7 +121,7 @@ def show(uri: str, pull_id: str) -> None:
 @json_option
 def comment(uri: str, pull_id: str, message: str, author: str | None) -> None:
     """Comment on a pull request."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     c = ctx_obj().app.catalog.pulls.comment(u.repo, pull_id, message, author=_user(author))
     emit({"id": c.id, "author": c.author, "body": c.body, "creation_date": iso(c.creation_date)}, f"Commented on #{pull_id}")
 
@@ -133,7 +133,7 @@ def comment(uri: str, pull_id: str, message: str, author: str | None) -> None:
 @json_option
 def approve(uri: str, pull_id: str, user: str | None) -> None:
     """Approve a pull request (not your own)."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     approvals = ctx_obj().app.catalog.pulls.approve(u.repo, pull_id, user=_user(user))
     emit({"approvals": [a.user for a in approvals]}, f"Approved #{pull_id} ({len(approvals)} approval(s))")
 
@@ -147,7 +147,7 @@ def approve(uri: str, pull_id: str, user: str | None) -> None:
 @json_option
 def merge(uri: str, pull_id: str, strategy: str | None, squash: bool) -> None:
     """Merge an approved pull request into its destination."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     try:
         p, res = ctx_obj().app.catalog.pulls.merge(u.repo, pull_id, strategy=strategy, squash=squash, committer=getpass.getuser())
     except MergeConflict as exc:
@@ -163,7 +163,7 @@ def merge(uri: str, pull_id: str, strategy: str | None, squash: bool) -> None:
 @json_option
 def close(uri: str, pull_id: str) -> None:
     """Close a pull request without merging."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     p = ctx_obj().app.catalog.pulls.close(u.repo, pull_id)
     emit(pr_json(p), f"Closed #{p.id}")
 
@@ -174,7 +174,7 @@ def close(uri: str, pull_id: str) -> None:
 @json_option
 def reopen(uri: str, pull_id: str) -> None:
     """Reopen a closed pull request."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     p = ctx_obj().app.catalog.pulls.reopen(u.repo, pull_id)
     emit(pr_json(p), f"Reopened #{p.id}")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from lakemount.catalog import shapes
-from lakemount.cli.common import ctx_obj, emit, iso, json_option, parse_uri
+from lakemount.cli.common import ctx_obj, emit, iso, json_option, parse_repo_uri
 
 
 @click.group("repo")
@@ -24,7 +24,7 @@ def create(uri: str, storage_namespace: str | None, default_branch: str) -> None
     STORAGE_NAMESPACE is a URL (local:///path or s3://bucket/prefix); by default it
     lies under the block store's root (LAKEMOUNT_HOME/data for the embedded setup).
     """
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     r = ctx_obj().app.catalog.create_repository(u.repo, storage_namespace, default_branch)
     emit(
         shapes.repository_json(r),
@@ -49,7 +49,7 @@ def list_() -> None:
 @json_option
 def delete(uri: str, yes: bool) -> None:
     """Delete a repository's refs (its data stays in the storage namespace until GC)."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     cat = ctx_obj().app.catalog
     cat.repository(u.repo)  # a missing repository is an error before any question
     if not yes:

@@ -22,7 +22,7 @@ def revert(branch: str, commits: tuple[str, ...], parent_number: int | None, all
     """
     import getpass
 
-    u = parse_uri(branch, need_ref=True)
+    u = parse_uri(branch, need_ref=True, path_hint="")
     assert u.ref
     refs = [ref_of(c, u.repo) for c in commits]
     cat = ctx_obj().app.catalog

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from lakemount.cli.common import ctx_obj, emit, json_option, parse_uri
+from lakemount.cli.common import ctx_obj, emit, json_option, parse_repo_uri, parse_uri
 from lakemount.errors import InvalidArgument
 
 
@@ -19,8 +19,8 @@ def tag() -> None:
 @json_option
 def create(uri: str, commit_uri: str) -> None:
     """Create tag URI (lakefs://REPO/TAG) pointing at COMMIT_URI (lakefs://REPO/REF)."""
-    u = parse_uri(uri, need_ref=True)
-    c = parse_uri(commit_uri, need_ref=True)
+    u = parse_uri(uri, need_ref=True, path_hint="")
+    c = parse_uri(commit_uri, need_ref=True, path_hint="")
     if c.repo != u.repo:
         raise InvalidArgument("the tag and its commit must be in the same repository")
     assert u.ref and c.ref
@@ -33,7 +33,7 @@ def create(uri: str, commit_uri: str) -> None:
 @json_option
 def list_(uri: str) -> None:
     """List tags of lakefs://REPO."""
-    u = parse_uri(uri)
+    u = parse_repo_uri(uri)
     ts = ctx_obj().app.catalog.list_tags(u.repo)
     emit([{"id": t.name, "commit_id": t.commit_id} for t in ts], [f"{t.name:<40} {t.commit_id}" for t in ts])
 
@@ -43,7 +43,7 @@ def list_(uri: str) -> None:
 @json_option
 def show(uri: str) -> None:
     """Show the commit a tag points at."""
-    u = parse_uri(uri, need_ref=True)
+    u = parse_uri(uri, need_ref=True, path_hint="")
     assert u.ref
     t = ctx_obj().app.catalog.get_tag(u.repo, u.ref)
     emit({"id": t.name, "commit_id": t.commit_id}, f"{t.name} {t.commit_id}")
@@ -55,7 +55,7 @@ def show(uri: str) -> None:
 @json_option
 def delete(uri: str, yes: bool) -> None:
     """Delete a tag."""
-    u = parse_uri(uri, need_ref=True)
+    u = parse_uri(uri, need_ref=True, path_hint="")
     assert u.ref
     cat = ctx_obj().app.catalog
     cat.get_tag(u.repo, u.ref)  # a missing tag is an error before any question

@@ -102,6 +102,14 @@ def test_deleting_what_does_not_exist_fails_before_asking(
     (("show", "lakefs://keep/main/x/a.txt"), "lakemount fs stat URI"),
     (("commit", "lakefs://keep/main/x", "-m", "m"), "every uncommitted change of the branch"),
     (("merge", "lakefs://keep/main/x", "lakefs://keep/other"), "every change of the source"),
+    # And these named the branch or tag and dropped the rest: `branch delete lakefs://keep/main/x -y`
+    # deleted the branch of someone who meant a directory.
+    (("branch", "delete", "lakefs://keep/main/x", "-y"), "lakefs://keep/main/x"),
+    (("branch", "create", "lakefs://keep/b/x", "--source", "lakefs://keep/main"), "lakefs://keep/b/x"),
+    (("branch", "create", "lakefs://keep/b", "--source", "lakefs://keep/main/x"), "lakefs://keep/main/x"),
+    (("tag", "create", "lakefs://keep/t/x", "lakefs://keep/main"), "lakefs://keep/t/x"),
+    (("revert", "lakefs://keep/main/x", "lakefs://keep/main"), "lakefs://keep/main/x"),
+    (("cherry-pick", "lakefs://keep/main", "lakefs://keep/main/x"), "lakefs://keep/main/x"),
 ])
 def test_verbs_of_a_ref_refuse_a_path_instead_of_ignoring_it(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, args: tuple[str, ...], needle: str
@@ -232,3 +240,21 @@ def test_upload_of_a_big_file_shows_progress_in_bytes_on_a_terminal(
     monkeypatch.undo()
     rc, out, _err = inproc(capsys, home, "--json", "fs", "stat", "lakefs://keep/main/big.bin")
     assert rc == 0 and json.loads(out)["size_bytes"] == BIG_FILE + 1
+
+
+@pytest.mark.parametrize("argv", [
+    ("repo", "delete", "lakefs://keep/main", "-y"),
+    ("branch", "list", "lakefs://keep/main"),
+    ("gc", "get-config", "lakefs://keep/main"),
+    ("pr", "list", "lakefs://keep/main"),
+    ("branch-protect", "list", "lakefs://keep/main/x"),
+])
+def test_repository_verbs_refuse_a_ref_instead_of_ignoring_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    # `repo delete lakefs://keep/main -y` deleted the whole repository, not the branch.
+    home = tmp_path / "home"
+    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
+    rc, _out, err = inproc(capsys, home, *argv)
+    assert rc == 2 and "acts on the whole repository" in err and err.count("\n") == 1, err
+    assert inproc(capsys, home, "repo", "list")[1].startswith("keep")
