@@ -14,7 +14,7 @@ builders take records by duck type so this module imports nothing heavy.
 from __future__ import annotations
 
 import stat
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from lakemount.errors import InvalidArgument
@@ -33,16 +33,19 @@ def epoch_seconds(when: float | datetime | None) -> int:
 
 
 def parse_since(text: str | None, what: str) -> float | None:
-    """Epoch seconds of an ISO 8601 date/time (``Z`` for UTC), for a ``since`` filter; None for None or "".
+    """Epoch seconds of an ISO 8601 date/time, for a ``since`` filter; None for None or "".
 
-    Raises ``InvalidArgument`` naming ``what`` (the option or parameter) when ``text`` is not such a time.
+    A time without an offset is UTC, as ``log`` prints times (not the zone of
+    whichever host parses it).  Raises ``InvalidArgument`` naming ``what`` (the
+    option or parameter) when ``text`` is not such a time.
     """
     if not text:
         return None
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise InvalidArgument(f"{what} must be an ISO 8601 date/time, got {text!r}") from None
+    return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).timestamp()
 
 
 def repository_json(repo: Any) -> dict[str, Any]:

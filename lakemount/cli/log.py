@@ -12,7 +12,7 @@ from lakemount.errors import InvalidArgument
 @click.command("log")
 @click.argument("uri")
 @click.option("--amount", "--limit", "limit", type=int, default=None, help="Show at most this many commits.")
-@click.option("--since", default=None, help="Only commits made at or after this ISO 8601 time.")
+@click.option("--since", default=None, help="Only commits made at or after this ISO 8601 time (UTC unless it has an offset).")
 @click.option("--first-parent", is_flag=True, help="Follow only the first parent of merge commits.")
 @click.option("--objects", multiple=True, help="Only commits that changed this path (repeatable).")
 @click.option("--prefixes", multiple=True, help="Only commits that changed something under this prefix (repeatable).")

@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from lakemount.catalog import shapes
 from lakemount.graveler.model import Commit, CommitID, Entry, MetaRangeID, Repository
 
@@ -60,3 +62,20 @@ def test_item10_shapes_name_only_fields_lakefs_knows_or_documented_extras() -> N
         "path", "path_type", "physical_address", "checksum", "size_bytes", "mtime", "metadata", "content_type"
     }
     assert keys <= extras and re.search(r"``mode``", doc)
+
+
+def test_since_without_an_offset_is_utc_on_any_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A naive time was read in the parsing host's zone, while log prints UTC: on a server
+    # in UTC+2 `since=2026-01-01T10:00:00` skipped two hours of commits.
+    import time
+
+    monkeypatch.setenv("TZ", "Etc/GMT-2")
+    time.tzset()
+    try:
+        expected = datetime(2026, 1, 1, 10, tzinfo=UTC).timestamp()
+        assert shapes.parse_since("2026-01-01T10:00:00", "since") == expected
+        assert shapes.parse_since("2026-01-01T10:00:00Z", "since") == expected
+        assert shapes.parse_since("2026-01-01T12:00:00+02:00", "since") == expected
+    finally:
+        monkeypatch.undo()  # the original TZ back, then the zone it names
+        time.tzset()
