@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import click
 
 from lakemount.catalog import shapes
@@ -43,7 +45,15 @@ def diff(left: str, right: str | None, two_way: bool, prefix: str) -> None:
     for r in recs:
         e = r.right if r.right is not None else r.left
         rows.append(shapes.diff_json(r.kind, r.path, size_bytes=e.size if e is not None else 0))
-    emit(rows, [f"{_SIGN[str(x['type'])]} {x['type']:<8} {x['path']}" for x in rows] or ["No changes"])
+    lines = [f"{_SIGN[str(x['type'])]} {x['type']:<8} {x['path']}" for x in rows]
+    emit(rows, [*lines, _summary(rows)] if rows else ["No changes"])
+
+
+def _summary(rows: list[dict[str, object]]) -> str:
+    """``3 changes: 1 added, 1 removed, 1 changed`` (kinds in a fixed order, only those present)."""
+    counts = Counter(str(x["type"]) for x in rows)
+    kinds = ", ".join(f"{counts[k]} {k}" for k in _SIGN if counts[k])
+    return f"{len(rows)} change{'s' if len(rows) != 1 else ''}: {kinds}"
 
 
 COMMANDS = [diff]

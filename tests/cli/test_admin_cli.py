@@ -258,3 +258,18 @@ def test_repository_verbs_refuse_a_ref_instead_of_ignoring_it(
     rc, _out, err = inproc(capsys, home, *argv)
     assert rc == 2 and "acts on the whole repository" in err and err.count("\n") == 1, err
     assert inproc(capsys, home, "repo", "list")[1].startswith("keep")
+
+
+def test_diff_text_ends_with_counts_per_kind(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # Ten thousand lines of changes and no total: the counts come last, as a compare page shows them.
+    home = tmp_path / "home"
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("a", "b", "c"):
+        (src / name).write_text(name)
+    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
+    assert inproc(capsys, home, "fs", "upload", "-r", "-s", str(src), "lakefs://keep/main/d")[0] == 0
+    rc, out, _err = inproc(capsys, home, "diff", "lakefs://keep/main")
+    assert rc == 0 and out.splitlines()[-1] == "3 changes: 3 added", out
+    assert inproc(capsys, home, "commit", "lakefs://keep/main", "-m", "m")[0] == 0
+    assert inproc(capsys, home, "diff", "lakefs://keep/main")[1].strip() == "No changes"
