@@ -1,21 +1,25 @@
 """Garbage collection as a Spark job: mark what is still referenced, move the rest to a trash, empty the trash later.
 
+This module is the driver and the entry points (``run_gc``, ``GcJob``).  What
+runs in Spark tasks is ``lakemount.jobs.gc_tasks``, how object names are
+spread over tasks is ``lakemount.jobs.gc_buckets``, and the moves in and out
+of the trash are ``lakemount.jobs.trash``.
+
 **Mark** (``GcJob.mark``): write a marker object and take *its* modification
 time from the store as the mark start ``T`` (no clock skew between this host
 and the store).  Choose the commits the rules retain at ``T`` (``retention``),
 read their metaranges on executors, then read every distinct range and every
 staging token of every branch on executors, turning each record into the key
 of the data object it references.  Keys are shuffled into ``P`` buckets by the
-first two hex digits of their name; the task of bucket ``b`` lists the data
-objects (``data/<aa>/``) and tables (``_lakefs/<aa>...``) of its prefixes
-itself and keeps as *candidates* those that nothing references and that were
-last modified before ``cutoff = T - min_age - 1 s``.  It also lists its part
-of the trash (below) and records, for each trashed object, whether something
-references it.  Candidates go to ``_lakefs/gc/marks/<id>/candidates/part-<b>.tsv``,
-the trash to ``.../trash/part-<b>.tsv``, the summary (retained commits,
-referenced tables, rules, ``T``) to ``mark.json`` last.  Neither the driver
-nor any single task ever holds the repository's entries: the driver sees
-commits, metarange and range ids only.
+first two hex digits of their name; the task of bucket ``b``
+(``gc_tasks.mark_task``) lists the objects of its prefixes itself and keeps
+as *candidates* those that nothing references and that were last modified
+before ``cutoff = T - min_age - 1 s``, and lists its part of the trash with,
+for each trashed object, whether something references it.  Each task writes
+its candidates and its trash to the mark's part files; the driver writes the
+summary (retained commits, referenced tables, rules, ``T``) to ``mark.json``
+last.  Neither the driver nor any single task ever holds the repository's
+entries: the driver sees commits, metarange and range ids only.
 
 **Sweep** (``GcJob.sweep``): refs may have moved since the mark (new commits,
 new tags, new branches, commits that consumed a staging token before the mark
@@ -23,18 +27,11 @@ read it, writers that re-staged existing bytes).  So the sweep marks again,
 incrementally: commits retained now (still relative to ``T``) that the mark
 did not retain, ranges the mark did not read, and every staging token of
 every branch; then, once more, commits that appeared meanwhile.  Then each
-bucket task (``sweep_bucket``), with ``lakemount.jobs.trash``:
-
-1. *restores* every trashed object the mark or the re-mark found referenced
-   (moves it back to its key);
-2. *purges* (really deletes) every trashed object that neither found
-   referenced and that was trashed before ``cutoff``, i.e. by an earlier run
-   and at least ``min_age`` before ``T``; one trashed since stays there;
-3. *trashes* every candidate the re-mark did not find referenced and whose
-   modification time, read again, is still older than ``cutoff`` (``touch``
-   on dedup keeps re-used bytes): it moves ``data/<aa>/<sha256>`` to
-   ``_lakefs/gc/trash/data/<aa>/<sha256>`` and ``_lakefs/<id>`` to
-   ``_lakefs/gc/trash/tables/<id>`` (``lakemount.block.trash``).
+bucket task (``gc_tasks.sweep_bucket``, whose docstring has the rules)
+*restores* every trashed object the mark or the re-mark found referenced,
+*purges* every trashed object neither found referenced that an earlier run
+trashed before ``cutoff``, and *trashes* every candidate the re-mark did not
+find referenced and that is, read again, still older than ``cutoff``.
 
 What each did goes to ``marks/<id>/sweeps/<sweep id>/{trashed,restored,purged}/``.
 
@@ -103,21 +100,19 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.app import App
-from lakemount.block.trash import TRASH_DATA, TRASH_TABLES
 from lakemount.catalog.model import EMPTY_METARANGE, Commit, CommitID, Repository, StagingToken
-from lakemount.catalog.storage import join, metarange_ranges, read_table, value_address
+from lakemount.catalog.storage import join
 from lakemount.catalog.uploads import LINKS_PREFIX, parse_marker
-from lakemount.config import Config
-from lakemount.errors import Corrupt, InvalidArgument, NotFound, ObjectNotFound, PreconditionFailed
+from lakemount.errors import InvalidArgument, NotFound, ObjectNotFound, PreconditionFailed
+from lakemount.jobs.gc_buckets import by_bucket, identity
+from lakemount.jobs.gc_tasks import SAMPLE, live_keys, mark_task, read_metaranges, sweep_task
 from lakemount.jobs.retention import GcRules, load_rules, retained_commits
-from lakemount.jobs.runtime import app_for
 from lakemount.jobs.session import (
     Progress,
     check_interrupted,
@@ -127,8 +122,6 @@ from lakemount.jobs.session import (
     timed,
     translated,
 )
-from lakemount.jobs.tables import data_sha, is_data_name, is_table_name, namespace_key
-from lakemount.jobs.trash import purge, restore, trash
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
@@ -139,9 +132,7 @@ DEFAULT_MIN_AGE: Final = 600.0
 LINK_CLOCK_SLACK: Final = 300.0
 DEFAULT_BUCKETS: Final = 16
 CLOCK_GRANULARITY: Final = 1.0  # S3 reports LastModified in whole seconds
-SAMPLE: Final = 10
 KEEP_MARKS: Final = 10
-SWEEP_THREADS: Final = 16
 MARK_VERSION: Final = 2  # 2: the mark lists the trash
 GC_EVENTS: Final = ("mark:start", "mark:end", "sweep:start", "sweep:moves", "sweep:end")  # in order; see Observer
 
@@ -175,248 +166,6 @@ def _read_refs(app: App, repo: str) -> RefState:
 def all_commits(app: App, repo: str) -> dict[str, Commit]:
     """Every commit of ``repo``; read refs first, then this, so every head is here."""
     return {c.id: c for c in app.refs.list_commits(repo)}
-
-
-# ---------------------------------------------------------------------------- buckets
-def bucket_prefixes(bucket: int, buckets: int) -> list[str]:
-    """The two-hex-digit name prefixes a bucket owns."""
-    return [f"{i:02x}" for i in range(256) if i % buckets == bucket]
-
-
-def _bucket_map(buckets: int) -> dict[str, int]:
-    return {f"{i:02x}": i % buckets for i in range(256)}
-
-
-def _by_bucket(ids: Iterable[str], buckets: int) -> dict[int, frozenset[str]]:
-    bmap = _bucket_map(buckets)
-    out: dict[int, set[str]] = {}
-    for i in ids:
-        b = bmap.get(i[:2])
-        if b is not None:
-            out.setdefault(b, set()).add(i)
-    return {b: frozenset(s) for b, s in out.items()}
-
-
-def _identity(bucket: int) -> int:
-    return bucket
-
-
-# ---------------------------------------------------------------------------- executor functions
-def _read_metaranges(config: Config, namespace: str, items: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
-    """(range id, checksum) of every range the given metaranges list, once per task."""
-    adapter = app_for(config).adapter
-    seen: set[str] = set()
-    for mr_id, checksum in items:
-        for info in metarange_ranges(adapter, namespace, mr_id, checksum):
-            if info.id not in seen:
-                seen.add(info.id)
-                yield info.id, info.checksum
-
-
-def _live_keys(
-    config: Config, namespace: str, buckets: int, counters: tuple[Any, Any, Any], items: Iterable[tuple[str, ...]]
-) -> Iterator[tuple[int, list[str]]]:
-    """Names of the data objects that ranges and staging tokens reference, grouped by bucket.
-
-    One record per bucket per task (not per object) goes into the shuffle.
-    """
-    app = app_for(config)
-    bmap = _bucket_map(buckets)
-    found: dict[int, set[str]] = {}
-    entries = staged = external = 0
-
-    def add(address: str) -> None:
-        nonlocal external
-        key = namespace_key(address, namespace)
-        if key is None:
-            external += 1
-            return
-        sha = data_sha(key)
-        if sha is not None:
-            b = bmap.get(sha[:2])
-            if b is not None:
-                found.setdefault(b, set()).add(sha)
-
-    for item in items:
-        if item[0] == "range":
-            reader = read_table(app.adapter, namespace, item[1], item[2], "range")
-            for _key, value in reader.items():
-                entries += 1
-                address = value_address(value)
-                # Fast path for the usual record: a relative data/<aa>/<sha256> address.
-                if len(address) == 72 and address[:5] == "data/" and address[5:7] == address[8:10]:
-                    b = bmap.get(address[5:7])
-                    if b is not None:
-                        shas = found.get(b)
-                        if shas is None:
-                            shas = found[b] = set()
-                        shas.add(address[8:])
-                        continue
-                add(address)
-        else:
-            for _key, staged_value in app.refs.staged_scan(StagingToken(item[1])):
-                if staged_value is not None:
-                    staged += 1
-                    add(value_address(staged_value))
-    counters[0].add(entries)
-    counters[1].add(staged)
-    counters[2].add(external)
-    for b, shas in found.items():
-        yield b, list(shas)
-
-
-def _list_bucket(adapter: Any, namespace: str, bucket: int, buckets: int) -> Iterator[tuple[str, str, Any]]:
-    """("data"|"table"|"other", key, ObjectInfo) for every object of the bucket's prefixes."""
-    tables_root = join(namespace, "_lakefs/")
-    for h in bucket_prefixes(bucket, buckets):
-        base = join(namespace, f"data/{h}/")
-        for info in adapter.list(base):
-            name = info.url[len(base) :]
-            yield ("data" if is_data_name(h, name) else "other"), f"data/{h}/{name}", info
-        for info in adapter.list(tables_root + h):
-            name = info.url[len(tables_root) :]
-            yield ("table" if is_table_name(name) else "other"), f"_lakefs/{name}", info
-
-
-def _list_trash(adapter: Any, namespace: str, bucket: int, buckets: int) -> Iterator[tuple[str, str, Any]]:
-    """("data"|"table", original key, ObjectInfo of the trashed copy) for the bucket's part of the trash."""
-    for h in bucket_prefixes(bucket, buckets):
-        base = join(namespace, f"{TRASH_DATA}{h}/")
-        for info in adapter.list(base):
-            name = info.url[len(base) :]
-            if is_data_name(h, name):
-                yield "data", f"data/{h}/{name}", info
-        tables_root = join(namespace, TRASH_TABLES)
-        for info in adapter.list(tables_root + h):
-            name = info.url[len(tables_root) :]
-            if is_table_name(name):
-                yield "table", f"_lakefs/{name}", info
-
-
-def _mark_bucket(
-    config: Config, namespace: str, buckets: int, cutoff: float, mark_dir: str, tables: Any,
-    index: int, records: Iterable[tuple[int, list[str]]],
-) -> Iterator[dict[str, Any]]:
-    adapter = app_for(config).adapter
-    live: set[str] = set()
-    for _b, shas in records:
-        live.update(shas)
-    live_tables = tables.value.get(index, frozenset())
-    stats: Counter[str] = Counter()
-    lines: list[str] = []
-    keys: list[str] = []
-    for kind, key, info in _list_bucket(adapter, namespace, index, buckets):
-        if kind == "other":
-            stats["unrecognized"] += 1
-            continue
-        stats[f"{kind}_objects"] += 1
-        stats["bytes"] += info.size
-        name = key[8:]
-        if name in (live if kind == "data" else live_tables):
-            stats["referenced"] += 1
-            continue
-        if info.mtime >= cutoff:
-            stats["recent"] += 1
-            continue
-        stats[f"garbage_{kind}"] += 1
-        stats["garbage_bytes"] += info.size
-        lines.append(f"{key}\t{info.size}\t{info.mtime!r}\n")
-        keys.append(key)
-    # The trash, with what this mark knows and the sweep cannot recompute: whether it is referenced.
-    trashed: list[str] = []
-    for kind, key, info in _list_trash(adapter, namespace, index, buckets):
-        stats[f"trash_{kind}"] += 1
-        stats["trash_bytes"] += info.size
-        referenced = key[8:] in (live if kind == "data" else live_tables)
-        if referenced:
-            stats["trash_referenced"] += 1
-        elif info.mtime < cutoff:
-            stats["trash_expired"] += 1
-        trashed.append(f"{key}\t{info.size}\t{info.mtime!r}\t{int(referenced)}\n")
-    adapter.put(join(mark_dir, f"trash/part-{index:05d}.tsv"), "".join(trashed).encode())
-    adapter.put(join(mark_dir, f"candidates/part-{index:05d}.tsv"), "".join(lines).encode())
-    yield {"stats": dict(stats), "sample": sorted(keys)[:SAMPLE]}
-
-
-def _part(adapter: Any, url: str) -> list[list[str]]:
-    try:
-        text = adapter.get(url).decode()
-    except ObjectNotFound:
-        raise Corrupt(f"GC mark is incomplete: {url} is missing") from None
-    return [line.split("\t") for line in text.splitlines()]
-
-
-def sweep_bucket(
-    adapter: Any, namespace: str, cutoff: float, mark_dir: str, sweep_dir: str,
-    live: set[str], live_tables: frozenset[str], dry_run: bool, index: int,
-) -> dict[str, Any]:
-    """Sweep one bucket of a mark, given what the re-mark found referenced (``live``: shas, ``live_tables``: ids).
-
-    First the trash the mark listed: what the mark or the re-mark found
-    referenced is restored, what neither did and was trashed before
-    ``cutoff`` is purged, the rest stays.  Then the candidates: what the
-    re-mark found referenced stays, the rest is trashed (if still older than
-    ``cutoff``).  Writes what was trashed, restored and purged to the sweep's
-    part files, and returns the bucket's counters and a sample.
-    """
-    stats: Counter[str] = Counter()
-    todo_trash: list[tuple[str, str]] = []
-    for key, _size, mtime, referenced in _part(adapter, join(mark_dir, f"trash/part-{index:05d}.tsv")):
-        if referenced == "1" or key[8:] in (live if key.startswith("data/") else live_tables):
-            todo_trash.append(("restore", key))
-        elif float(mtime) < cutoff:
-            todo_trash.append(("purge", key))
-        else:
-            stats["recent"] += 1
-    todo: list[tuple[str, str]] = []
-    for key, _size, _mtime in _part(adapter, join(mark_dir, f"candidates/part-{index:05d}.tsv")):
-        if key[8:] in (live if key.startswith("data/") else live_tables):
-            stats["referenced_again"] += 1
-            continue
-        todo.append(("trash", key))
-
-    def one(item: tuple[str, str]) -> tuple[str, str, int]:
-        op, key = item
-        if op == "restore":
-            outcome, size = restore(adapter, namespace, key, dry_run=dry_run)
-        elif op == "purge":
-            outcome, size = purge(adapter, namespace, key, cutoff, dry_run=dry_run)
-        else:
-            outcome, size = trash(adapter, namespace, key, cutoff, dry_run=dry_run)
-            return outcome, key, size
-        # Counted apart from candidates already gone: an interrupted sweep's count stays exact.
-        return ("gone_from_trash" if outcome == "already_gone" else outcome), key, size
-
-    done: dict[str, list[str]] = {"trashed": [], "restored": [], "purged": []}
-    with ThreadPoolExecutor(SWEEP_THREADS) as pool:
-        # The trash first, so that no purge ever meets a copy this sweep has just trashed.
-        for batch in (todo_trash, todo):
-            for outcome, key, nbytes in pool.map(one, batch):
-                stats[outcome] += 1
-                if outcome in done:
-                    kind = "data" if key.startswith("data/") else "table"
-                    stats[f"{outcome}_{kind}"] += 1
-                    stats[f"{outcome}_bytes"] += nbytes
-                    done[outcome].append(f"{key}\t{nbytes}\n")
-    samples: dict[str, list[str]] = {}
-    for outcome, lines in done.items():
-        lines.sort()
-        adapter.put(join(sweep_dir, f"{outcome}/part-{index:05d}.tsv"), "".join(lines).encode())
-        samples[outcome] = [line.split("\t", 1)[0] for line in lines[:SAMPLE]]
-    return {"stats": dict(stats), "samples": samples}
-
-
-def _sweep_bucket(
-    config: Config, namespace: str, cutoff: float, mark_dir: str, sweep_dir: str, tables: Any, dry_run: bool,
-    index: int, records: Iterable[tuple[int, list[str]]],
-) -> Iterator[dict[str, Any]]:
-    live: set[str] = set()
-    for _b, shas in records:
-        live.update(shas)
-    yield sweep_bucket(
-        app_for(config).adapter, namespace, cutoff, mark_dir, sweep_dir,
-        live, tables.value.get(index, frozenset()), dry_run, index,
-    )
 
 
 # ---------------------------------------------------------------------------- the job
@@ -512,14 +261,14 @@ class GcJob:
             return {}
         items = sorted(metaranges)
         n = min(len(items), parallelism(self.sc) * 2)
-        fn = partial(_read_metaranges, self.app.config, self.ns)
+        fn = partial(read_metaranges, self.app.config, self.ns)
         with self._job():
             pairs = self.sc.parallelize(items, n).mapPartitions(fn).collect()
         return dict(pairs)
 
     def _live_rdd(self, items: list[tuple[str, ...]], counters: tuple[Any, Any, Any]) -> RDD[tuple[int, list[str]]]:
         n = max(1, min(len(items), parallelism(self.sc) * 4))
-        fn = partial(_live_keys, self.app.config, self.ns, self.buckets, counters)
+        fn = partial(live_keys, self.app.config, self.ns, self.buckets, counters)
         return self.sc.parallelize(items, n).mapPartitions(fn)
 
     def linkable_uploads(self, started: float, *, dry_run: bool) -> set[str]:
@@ -586,16 +335,16 @@ class GcJob:
             items += [("token", t) for t in tokens]
             counters = self._counters()
             linkable = self.linkable_uploads(started, dry_run=dry_run)
-            pending = [(b, sorted(names)) for b, names in _by_bucket(linkable, self.buckets).items()]
-            tables = sc.broadcast(_by_bucket(live_tables, self.buckets))
-            fn = partial(_mark_bucket, self.app.config, self.ns, self.buckets, cutoff, mdir, tables)
+            pending = [(b, sorted(names)) for b, names in by_bucket(linkable, self.buckets).items()]
+            tables = sc.broadcast(by_bucket(live_tables, self.buckets))
+            fn = partial(mark_task, self.app.config, self.ns, self.buckets, cutoff, mdir, tables)
             try:
                 with self._job(), Progress(sc, "gc mark", unit="task", enabled=self.show_progress), \
                         timed(self.timings, "mark_scan"):
                     live = self._live_rdd(items, counters)
                     if pending:  # an empty union still costs a task
                         live = live.union(sc.parallelize(pending, 1))
-                    results = live.partitionBy(self.buckets, _identity).mapPartitionsWithIndex(fn).collect()
+                    results = live.partitionBy(self.buckets, identity).mapPartitionsWithIndex(fn).collect()
             finally:
                 _release(tables)
             stats: Counter[str] = Counter()
@@ -762,11 +511,11 @@ class GcJob:
                 self._tell("sweep:moves", mark_id)
                 with timed(self.timings, "sweep"):
                     live = sc.union(rdds) if rdds else sc.parallelize([], 1)
-                    tables = sc.broadcast(_by_bucket(extra_tables, m.buckets))
-                    fn = partial(_sweep_bucket, self.app.config, self.ns, m.cutoff, mdir, sweep_dir, tables, dry_run)
+                    tables = sc.broadcast(by_bucket(extra_tables, m.buckets))
+                    fn = partial(sweep_task, self.app.config, self.ns, m.cutoff, mdir, sweep_dir, tables, dry_run)
                     try:
                         with self._job(), Progress(sc, "gc sweep", unit="task", enabled=self.show_progress):
-                            results = live.partitionBy(m.buckets, _identity).mapPartitionsWithIndex(fn).collect()
+                            results = live.partitionBy(m.buckets, identity).mapPartitionsWithIndex(fn).collect()
                     finally:
                         _release(tables)
         finally:

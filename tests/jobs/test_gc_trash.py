@@ -20,7 +20,8 @@ from lakemount.app import App
 from lakemount.block.local import LocalAdapter
 from lakemount.block.trash import trash_key
 from lakemount.graveler.committed.store import join
-from lakemount.jobs.gc import GcJob, run_gc, sweep_bucket
+from lakemount.jobs.gc import GcJob, run_gc
+from lakemount.jobs.gc_tasks import sweep_bucket
 from lakemount.jobs.retention import GcRules, store_rules
 from tests.jobs.scenario import Model, data_key, sha
 from tests.jobs.test_gc import candidate_keys, swept_keys
