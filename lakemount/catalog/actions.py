@@ -266,9 +266,11 @@ class ActionSource(Protocol):
 
 @dataclass
 class HookContext:
-    """Services hooks may use (the catalog, for data checks)."""
+    """Services hooks may use: the catalog (for data checks) and the addresses webhooks may reach
+    (a ``hooks.WebhookPolicy``; None: the default policy)."""
 
     catalog: Any
+    webhooks: Any = None
 
 
 class Actions:
