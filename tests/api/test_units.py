@@ -180,3 +180,17 @@ def test_the_last_administrator_cannot_delete_themselves(tmp_path: Path) -> None
     resp = service.handle(Request("DELETE", "/api/v1/auth/users/admin", "", (auth,), BytesBody()))
     assert resp.status == 409 and "no administrator" in json.loads(resp.body)["message"]  # type: ignore[arg-type]
     assert service.handle(Request("GET", "/api/v1/auth/users/admin", "", (auth,), BytesBody())).status == 200
+
+
+def test_uploads_refuse_metadata_and_types_that_cannot_be_headers(tmp_path: Path) -> None:
+    # Stored as given, CR/LF came back in x-lakefs-meta-* / Content-Type and the server dropped the connection.
+    service, auth = _in_process(tmp_path)
+    service.app.catalog.create_repository("hdr")
+    path = "/api/v1/repositories/hdr/branches/main/objects"
+    for extra in (("x-lakefs-meta-a", "1\r\nSet-Cookie: x=1"), ("content-type", "text/plain\r\nX-Evil: 1"), ("x-lakefs-meta-a b", "1")):
+        put = Request("POST", path, "path=o", (auth, extra, ("content-length", "1")), BytesBody(b"x"))
+        resp = service.handle(put)
+        assert resp.status == 400, extra
+        assert service.handle(Request("GET", path + "/stat", "path=o", (auth,), BytesBody())).status == 404
+    put = Request("POST", path, "path=o", (auth, ("x-lakefs-meta-a", "1\t2"), ("content-length", "1")), BytesBody(b"x"))
+    assert service.handle(put).status == 201
