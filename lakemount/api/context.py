@@ -163,6 +163,8 @@ class Ctx:
             value = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:
             raise bad_request(f"malformed JSON body: {e}") from None
+        except RecursionError:  # a 1 MiB body of '[[[[...' (was a 500)
+            raise bad_request("malformed JSON body: nested too deeply") from None
         self._json = validate(value, self.op.body)
         return self._json  # type: ignore[no-any-return]
 

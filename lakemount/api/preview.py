@@ -141,8 +141,8 @@ def preview_object(ctx: Ctx) -> Response:
     if kind == "json" and not truncated:
         try:
             return json_response(200, {**base, "kind": "json", "text": json.dumps(json.loads(text), indent=2, ensure_ascii=False), "truncated": False})
-        except ValueError:
-            pass  # shown as text
+        except (ValueError, RecursionError):
+            pass  # shown as text (a file nested too deeply for the parser as well)
     return json_response(200, {**base, "kind": "text", "text": text, "truncated": truncated})
 
 

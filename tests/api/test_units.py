@@ -194,3 +194,21 @@ def test_uploads_refuse_metadata_and_types_that_cannot_be_headers(tmp_path: Path
         assert service.handle(Request("GET", path + "/stat", "path=o", (auth,), BytesBody())).status == 404
     put = Request("POST", path, "path=o", (auth, ("x-lakefs-meta-a", "1\t2"), ("content-length", "1")), BytesBody(b"x"))
     assert service.handle(put).status == 201
+
+
+def test_deeply_nested_json_is_a_4xx_never_a_500(tmp_path: Path) -> None:
+    # json.loads raises RecursionError (not ValueError) on '[[[[...': the body, a token and a preview were 500s.
+    service, auth = _in_process(tmp_path)
+    service.app.catalog.create_repository("deep")
+    deep = b"[" * 200_000
+    body = Request("POST", "/api/v1/repositories/deep/branches", "", (auth, ("content-type", "application/json"),
+                                                                        ("content-length", str(len(deep)))), BytesBody(deep))
+    resp = service.handle(body)
+    assert resp.status == 400 and "nested too deeply" in json.loads(resp.body)["message"]  # type: ignore[arg-type]
+    nested = base64.urlsafe_b64encode(deep).rstrip(b"=").decode()
+    with pytest.raises(ApiError) as info:
+        verify_token(signing_key("k"), f"{nested}.{nested}.c2ln")
+    assert info.value.status == 401
+    service.app.catalog.put("deep", "main", "d.json", deep[:100_000])
+    resp = service.handle(Request("GET", "/api/v1/repositories/deep/refs/main/objects/preview", "path=d.json", (auth,), BytesBody()))
+    assert resp.status == 200 and json.loads(resp.body)["kind"] == "text"  # type: ignore[arg-type]
