@@ -401,3 +401,22 @@ def test_webhook_does_not_follow_redirects(cat: Catalog) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_yaml_alias_bombs_are_refused_cheaply(cat: Catalog) -> None:
+    # Nine levels of nine aliases: 387 million strings once expanded; the webhook's str() of a header
+    # value took a worker's memory (gigabytes) and minutes of CPU.
+    levels = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    bomb = "\n".join(levels) + "\nname: bomb\non: {pre-commit: {}}\nhooks: [{id: x, type: webhook, properties: {url: http://127.0.0.1:9/, headers: {X: *a8}}}]\n"
+    action(cat, "main", "bomb", bomb)
+    t0 = time.monotonic()
+    with pytest.raises(HookFailed, match="more than 100000 values once YAML aliases are expanded"):
+        cat.commit(R, "main", "m")
+    assert time.monotonic() - t0 < 5
+    with pytest.raises(InvalidArgument, match="once YAML aliases are expanded"):
+        parse_action("a: &a [*a]\nname: n\non: {pre-commit: {}}\nhooks: [{id: x, type: webhook}]")
+    # Modest anchors stay usable.
+    ok = parse_action("b: &b [main, release-*]\nname: n\non: {pre-commit: {branches: *b}, pre-merge: {branches: *b}}\n"
+                      "hooks: [{id: x, type: webhook}]")
+    assert ok.matches("pre-merge", "release-1")
