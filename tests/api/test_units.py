@@ -212,3 +212,38 @@ def test_deeply_nested_json_is_a_4xx_never_a_500(tmp_path: Path) -> None:
     service.app.catalog.put("deep", "main", "d.json", deep[:100_000])
     resp = service.handle(Request("GET", "/api/v1/repositories/deep/refs/main/objects/preview", "path=d.json", (auth,), BytesBody()))
     assert resp.status == 200 and json.loads(resp.body)["kind"] == "text"  # type: ignore[arg-type]
+
+
+def test_parquet_previews_of_crafted_files_stay_bounded(tmp_path: Path) -> None:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lakemount.api.preview import parquet_preview
+
+    decoded_cap, max_columns = 64 << 20, 1000  # preview.DECODED_CAP, MAX_COLUMNS
+
+    # One 8 MiB value in a dictionary page, repeated by 40 rows: a few KiB on disk, 320 MiB decoded
+    # (a 1 KiB file of 20 x 20 MiB took 1.6 GB of memory to preview).
+    big = pa.DictionaryArray.from_arrays(pa.array([0] * 40, pa.int32()), pa.array([b"\0" * (8 << 20)], pa.binary()))
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"c": big}), buf, compression="zstd")
+    assert buf.tell() < 64 * 1024
+    buf.seek(0)
+    got = parquet_preview(buf, 100)
+    assert got["truncated"] and got["num_rows"] == 40
+    assert 1 <= len(got["rows"]) <= decoded_cap // (8 << 20) + 1
+    assert len(got["rows"][0][0]) == 1001  # the cell shown cut
+    # A wide file: the preview shows and reads the first MAX_COLUMNS columns and says how many there are.
+    wide = io.BytesIO()
+    pq.write_table(pa.table({f"c{i}": [i] for i in range(max_columns + 200)}), wide)
+    wide.seek(0)
+    got = parquet_preview(wide, 10)
+    assert len(got["schema"]) == max_columns and got["columns"] == max_columns + 200 and got["rows"] == [list(range(max_columns))]
+    # A normal file previews as before.
+    plain = io.BytesIO()
+    pq.write_table(pa.table({"a": list(range(300)), "b": [str(i) for i in range(300)]}), plain, row_group_size=128)
+    plain.seek(0)
+    got = parquet_preview(plain, 100)
+    assert got["rows"][99] == [99, "99"] and len(got["rows"]) == 100 and got["truncated"]
