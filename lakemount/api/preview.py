@@ -162,7 +162,10 @@ def preview_object(ctx: Ctx) -> Response:
     # Cut at TEXT_CAP, the last character may be cut in two: dropped, not shown as U+FFFD.
     text = codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=not truncated)
     if kind == "csv":
-        return json_response(200, {**base, "kind": "csv", **csv_preview(text, rows, truncated)})
+        try:
+            return json_response(200, {**base, "kind": "csv", **csv_preview(text, rows, truncated)})
+        except csv.Error:
+            pass  # a field over csv's limit (128 KiB): shown as text, not a 500
     if kind == "json" and not truncated:
         try:
             return json_response(200, {**base, "kind": "json", "text": json.dumps(json.loads(text), indent=2, ensure_ascii=False), "truncated": False})

@@ -247,3 +247,11 @@ def test_parquet_previews_of_crafted_files_stay_bounded(tmp_path: Path) -> None:
     plain.seek(0)
     got = parquet_preview(plain, 100)
     assert got["rows"][99] == [99, "99"] and len(got["rows"]) == 100 and got["truncated"]
+
+
+def test_a_csv_preview_with_a_huge_field_is_text_not_a_500(tmp_path: Path) -> None:
+    service, auth = _in_process(tmp_path)
+    service.app.catalog.create_repository("wide")
+    service.app.catalog.put("wide", "main", "w.csv", b'a,b\n1,"' + b"x" * 200_000 + b'"\n')
+    resp = service.handle(Request("GET", "/api/v1/repositories/wide/refs/main/objects/preview", "path=w.csv", (auth,), BytesBody()))
+    assert resp.status == 200 and json.loads(resp.body)["kind"] == "text"  # type: ignore[arg-type]
