@@ -2,7 +2,7 @@
 
 ``webhook`` POSTs the event JSON to ``url`` (``query_params`` and ``headers``
 added; ``timeout`` a Go-style duration such as ``30s`` or ``1m30s``, default
-1m).  Any 2xx answer passes; another status (a redirect is not followed), a
+1m, bounds the whole exchange).  Any 2xx answer passes; another status (a redirect is not followed), a
 timeout, a refused connection or a response that is not HTTP fails the hook,
 with the status and the start of the body (control characters removed) as its
 message.  Whoever may write a branch may write an action file, so a webhook
@@ -41,6 +41,7 @@ import json
 import posixpath
 import re
 import socket
+import threading
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Final
@@ -227,6 +228,22 @@ def run_webhook(hook: Hook, event: Event, payload: dict[str, Any], ctx: HookCont
         port = 443 if parts.scheme == "https" else 80
     conn = (_HTTPS if parts.scheme == "https" else _HTTP)(policy, parts.hostname, port, timeout=timeout)
     target = (parts.path or "/") + ("?" + query if query else "")
+    # ``timeout`` bounds each socket operation; this bounds the whole exchange, so an answer
+    # trickled a byte at a time cannot hold the operation (and a server thread) for ever.
+    expired = threading.Event()
+    connected: list[socket.socket] = []  # the connection's socket (it leaves ``conn`` when the answer closes it)
+
+    def expire() -> None:
+        expired.set()
+        for sock in connected or ([conn.sock] if conn.sock is not None else []):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
     try:
         try:
             conn.connect()
@@ -236,6 +253,10 @@ def run_webhook(hook: Hook, event: Event, payload: dict[str, Any], ctx: HookCont
             raise HookFailure(f"webhook timed out after {timeout:g}s") from None
         except OSError as exc:
             raise HookFailure(f"webhook unreachable: {exc}") from None
+        if conn.sock is not None:
+            connected.append(conn.sock)
+        if expired.is_set():  # the deadline passed while connecting
+            raise HookFailure(f"webhook timed out after {timeout:g}s")
         try:
             conn.request("POST", target, body=json.dumps(payload).encode(), headers=headers)
             resp = conn.getresponse()
@@ -243,8 +264,13 @@ def run_webhook(hook: Hook, event: Event, payload: dict[str, Any], ctx: HookCont
         except TimeoutError:
             raise HookFailure(f"webhook timed out after {timeout:g}s") from None
         except (http.client.HTTPException, OSError) as exc:
+            if expired.is_set():
+                raise HookFailure(f"webhook timed out after {timeout:g}s") from None
             raise HookFailure(f"webhook gave no valid HTTP response: {type(exc).__name__}: {printable(str(exc).encode())}") from None
+        if expired.is_set():
+            raise HookFailure(f"webhook timed out after {timeout:g}s")
     finally:
+        timer.cancel()
         conn.close()
     if 200 <= resp.status < 300:
         return f"{resp.status} {printable(body)}".strip()

@@ -61,6 +61,18 @@ def webhook() -> Iterator[dict[str, Any]]:
             if mode == "hang":
                 time.sleep(5)
                 return
+            if mode == "trickle":  # an answer a byte at a time, each well within the socket timeout
+                self.send_response(200)
+                self.send_header("Content-Length", "40")
+                self.end_headers()
+                for _ in range(40):
+                    try:
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+                    except OSError:
+                        return
+                    time.sleep(0.2)
+                return
             if mode == "garbage":
                 self.wfile.write(b"\x00\xffNOT HTTP AT ALL\r\n\r\n")
                 return
@@ -420,3 +432,14 @@ def test_yaml_alias_bombs_are_refused_cheaply(cat: Catalog) -> None:
     ok = parse_action("b: &b [main, release-*]\nname: n\non: {pre-commit: {branches: *b}, pre-merge: {branches: *b}}\n"
                       "hooks: [{id: x, type: webhook}]")
     assert ok.matches("pre-merge", "release-1")
+
+
+def test_webhook_timeout_bounds_the_whole_exchange(cat: Catalog, webhook: dict[str, Any]) -> None:
+    # The timeout bounded each socket read only: 40 bytes at 0.2 s each held the commit for 8 s (a byte a
+    # minute: for ever).
+    action(cat, "main", "notify", webhook_action(webhook["url"], "pre-commit", timeout="1s"))
+    webhook["mode"] = "trickle"
+    t0 = time.monotonic()
+    with pytest.raises(HookFailed, match="webhook timed out after 1s"):
+        cat.commit(R, "main", "m")
+    assert time.monotonic() - t0 < 4
