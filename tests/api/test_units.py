@@ -255,3 +255,14 @@ def test_a_csv_preview_with_a_huge_field_is_text_not_a_500(tmp_path: Path) -> No
     service.app.catalog.put("wide", "main", "w.csv", b'a,b\n1,"' + b"x" * 200_000 + b'"\n')
     resp = service.handle(Request("GET", "/api/v1/repositories/wide/refs/main/objects/preview", "path=w.csv", (auth,), BytesBody()))
     assert resp.status == 200 and json.loads(resp.body)["kind"] == "text"  # type: ignore[arg-type]
+
+
+def test_integers_beyond_the_database_are_400_not_500(tmp_path: Path) -> None:
+    # after=10**30 reached SQLite: OverflowError, a 500.
+    service, auth = _in_process(tmp_path)
+    service.app.catalog.create_repository("evx")
+    url = "/api/v1/repositories/evx/events"
+    for query, headers in ((f"after={10**30}", (auth,)), ("", (auth, ("last-event-id", str(10**30))))):
+        resp = service.handle(Request("GET", url, query, headers, BytesBody()))
+        assert resp.status == 400, resp.body
+    assert service.handle(Request("GET", url, f"after={(1 << 63) - 1}", (auth,), BytesBody())).status == 200
