@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from lakemount.block.trash import TrashFallbackAdapter
     from lakemount.cache.tiered import TieredCache
     from lakemount.catalog.catalog import Catalog
+    from lakemount.catalog.hooks import WebhookPolicy
     from lakemount.graveler.committed.store import CommittedStore
     from lakemount.graveler.graveler import Graveler
     from lakemount.graveler.journal import Journal
@@ -121,7 +122,22 @@ class App:
         return Catalog(
             self.graveler, self.adapter, namespace_root=self.namespace_root(), tmpdir=tmp,
             runs=self._run_store, pulls=self._pull_store, events=self._event_log, link_key=lambda: self.link_key,
+            webhooks=self.webhook_policy,
         )
+
+    @cached_property
+    def webhook_policy(self) -> WebhookPolicy:
+        """The addresses webhooks may reach (``actions.webhook.*``); raises ``ConfigError`` for a bad network."""
+        from lakemount.catalog.hooks import WebhookPolicy
+        from lakemount.errors import ConfigError
+
+        section = self.config.actions.webhook
+        for name in ("allowed_networks", "denied_networks"):
+            try:
+                WebhookPolicy.parse(getattr(section, name), "")
+            except ValueError as exc:
+                raise ConfigError(f"actions.webhook.{name}: {exc}", f"actions.webhook.{name}", "configuration") from None
+        return WebhookPolicy.parse(section.allowed_networks, section.denied_networks)
 
     @cached_property
     def link_key(self) -> bytes:

@@ -175,6 +175,24 @@ class AuthConfig:
     encrypt: EncryptConfig = field(default_factory=EncryptConfig)
 
 
+# Cloud metadata services and link-local addresses: what a webhook in an action
+# file (written by anyone who may write a branch) must not reach from the server.
+DEFAULT_WEBHOOK_DENIED: Final = "169.254.0.0/16,fe80::/10,fd00:ec2::254/128,100.100.100.200/32"
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookConfig:
+    """``actions.webhook``: the networks webhooks may reach (comma-separated CIDRs; empty allowed: any not denied)."""
+    allowed_networks: str = ""
+    denied_networks: str = DEFAULT_WEBHOOK_DENIED
+
+
+@dataclass(frozen=True, slots=True)
+class ActionsConfig:
+    """``actions``: hooks (lakeFS actions) settings."""
+    webhook: WebhookConfig = field(default_factory=WebhookConfig)
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     """The whole configuration; ``home`` is ``LAKEMOUNT_HOME`` (not a key), the rest are sections."""
@@ -188,6 +206,7 @@ class Config:
     cache: CacheConfig = field(default_factory=CacheConfig)
     mount: MountConfig = field(default_factory=MountConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    actions: ActionsConfig = field(default_factory=ActionsConfig)
 
     def sections(self) -> dict[str, Any]:
         """Every key as nested plain data (what a configuration file holding all of them would say)."""

@@ -70,12 +70,16 @@ def verify_token(key: bytes, token: str, *, now: float | None = None) -> str:
     expected = hmac.new(key, f"{head}.{payload}".encode("ascii", "replace"), hashlib.sha256).digest()
     try:
         given = _unb64(sig)
-        header = json.loads(_unb64(head))
-        claims = json.loads(_unb64(payload))
-    except (ValueError, binascii.Error, UnicodeDecodeError):
+    except (ValueError, binascii.Error):
         raise unauthorized("malformed token") from None
+    # The signature first: nothing an unauthenticated caller sends is parsed (deeply nested JSON raised RecursionError, a 500).
     if not hmac.compare_digest(expected, given):
         raise unauthorized("token signature does not verify")
+    try:
+        header = json.loads(_unb64(head))
+        claims = json.loads(_unb64(payload))
+    except (ValueError, binascii.Error, UnicodeDecodeError, RecursionError):
+        raise unauthorized("malformed token") from None
     if not isinstance(header, dict) or header.get("alg") != "HS256":
         raise unauthorized("unsupported token algorithm")
     if not isinstance(claims, dict) or claims.get("aud") != AUDIENCE or not isinstance(claims.get("sub"), str):

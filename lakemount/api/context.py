@@ -115,9 +115,12 @@ class Ctx:
         if v is None or v == "":
             return default
         try:
-            return int(v)
+            n = int(v)
         except ValueError:
             raise bad_request(f"query parameter {name!r} must be an integer") from None
+        if not -(1 << 63) <= n < 1 << 63:  # what the database takes (a larger one was a 500)
+            raise bad_request(f"query parameter {name!r} out of range")
+        return n
 
     def q_bool(self, name: str, default: bool = False) -> bool:
         v = self.q(name)
@@ -163,6 +166,8 @@ class Ctx:
             value = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:
             raise bad_request(f"malformed JSON body: {e}") from None
+        except RecursionError:  # a 1 MiB body of '[[[[...' (was a 500)
+            raise bad_request("malformed JSON body: nested too deeply") from None
         self._json = validate(value, self.op.body)
         return self._json  # type: ignore[no-any-return]
 

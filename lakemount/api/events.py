@@ -36,7 +36,7 @@ def events(ctx: Ctx) -> Response:
     after = ctx.q_int("after")
     if after is None:
         last = (ctx.request.header("last-event-id") or "").strip()
-        if last and not last.isdigit():
+        if last and not (last.isdigit() and int(last) < 1 << 63):
             raise bad_request("Last-Event-ID must be an event id")
         after = int(last) if last else 0
     found = ctx.catalog.feed.read(repo, branch=ctx.q("branch") or None, after=after, limit=MAX_EVENTS)

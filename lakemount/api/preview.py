@@ -30,6 +30,9 @@ PARQUET_CAP: Final = 512 * 1024 * 1024
 IMAGE_CAP: Final = 20 * 1024 * 1024
 MAX_ROWS: Final = 500
 MAX_CELL: Final = 1000
+FOOTER_CAP: Final = 8 * 1024 * 1024  # a Parquet footer (schema and row group metadata) larger than this is not read
+MAX_COLUMNS: Final = 1000  # columns a Parquet preview shows (the answer says how many there are)
+DECODED_CAP: Final = 64 * 1024 * 1024  # decoded bytes after which a Parquet preview stops reading rows
 IMAGES: Final = frozenset({"png", "jpg", "jpeg", "gif", "webp", "bmp", "svg"})
 TEXTS: Final = frozenset({"txt", "md", "log", "py", "yaml", "yml", "toml", "ini", "cfg", "sh", "sql", "xml", "html", "tsv"})
 
@@ -68,20 +71,42 @@ def _cell(v: Any) -> Any:
 
 
 def parquet_preview(f: Any, rows: int) -> dict[str, Any]:
-    """Schema and the first ``rows`` rows of a Parquet file (``f``: a seekable binary file)."""
+    """Schema and the first ``rows`` rows of a Parquet file (``f``: a seekable binary file), at bounded cost.
+
+    A file of a few KiB can declare a footer of hundreds of MiB, thousands of
+    columns, or values that expand to GiB (a dictionary page holding one large
+    value that every row repeats: 1 KiB on disk took 1.6 GB to preview).  So a
+    footer over ``FOOTER_CAP`` is refused before pyarrow reads it, at most
+    ``MAX_COLUMNS`` columns are shown and read, rows are decoded one at a time
+    and decoding stops (``truncated``) once ``DECODED_CAP`` bytes are decoded.
+    """
     import pyarrow.parquet as pq
 
+    f.seek(-8, 2)
+    tail = f.read(8)
+    if len(tail) == 8 and tail[4:] == b"PAR1" and int.from_bytes(tail[:4], "little") > FOOTER_CAP:
+        raise ValueError(f"footer larger than {FOOTER_CAP} bytes")
+    f.seek(0)
     pf = pq.ParquetFile(f)
-    schema = [{"name": fld.name, "type": str(fld.type)} for fld in pf.schema_arrow]
+    fields = list(pf.schema_arrow)
+    schema = [{"name": fld.name, "type": str(fld.type)} for fld in fields[:MAX_COLUMNS]]
+    columns = [c["name"] for c in schema]
     out: list[list[Any]] = []
-    for batch in pf.iter_batches(batch_size=min(rows, 1024) or 1):
+    decoded = 0
+    stopped = False
+    # One row per batch: the decoded size is checked before the next row is decoded.
+    for batch in pf.iter_batches(batch_size=1, columns=columns if len(fields) > MAX_COLUMNS else None):
+        decoded += batch.get_total_buffer_size()
+        if decoded > DECODED_CAP and out:
+            stopped = True
+            break
         for row in batch.to_pylist():
-            out.append([_cell(row.get(c["name"])) for c in schema])
-            if len(out) >= rows:
-                break
+            out.append([_cell(row.get(c)) for c in columns])
         if len(out) >= rows:
             break
-    return {"schema": schema, "rows": out, "num_rows": pf.metadata.num_rows, "truncated": pf.metadata.num_rows > len(out)}
+    num_rows = pf.metadata.num_rows
+    return {"schema": schema, "rows": out, "num_rows": num_rows, "truncated": stopped or num_rows > len(out),
+            "columns": len(fields)}
 
 
 def csv_preview(text: str, rows: int, truncated: bool) -> dict[str, Any]:
@@ -137,12 +162,15 @@ def preview_object(ctx: Ctx) -> Response:
     # Cut at TEXT_CAP, the last character may be cut in two: dropped, not shown as U+FFFD.
     text = codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=not truncated)
     if kind == "csv":
-        return json_response(200, {**base, "kind": "csv", **csv_preview(text, rows, truncated)})
+        try:
+            return json_response(200, {**base, "kind": "csv", **csv_preview(text, rows, truncated)})
+        except csv.Error:
+            pass  # a field over csv's limit (128 KiB): shown as text, not a 500
     if kind == "json" and not truncated:
         try:
             return json_response(200, {**base, "kind": "json", "text": json.dumps(json.loads(text), indent=2, ensure_ascii=False), "truncated": False})
-        except ValueError:
-            pass  # shown as text
+        except (ValueError, RecursionError):
+            pass  # shown as text (a file nested too deeply for the parser as well)
     return json_response(200, {**base, "kind": "text", "text": text, "truncated": truncated})
 
 

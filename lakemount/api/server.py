@@ -79,6 +79,8 @@ def _configure_logging(config: Config) -> None:
 def _worker(config: Config, settings: ApiSettings, sock: socket.socket) -> None:
     import uvicorn
 
+    from lakemount.serving.protocol import limited_protocol
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A listing holds the GIL for milliseconds; with the default 5 ms switch
     # interval, a stat waiting behind it waited that long.  In api_bench (8
@@ -89,7 +91,7 @@ def _worker(config: Config, settings: ApiSettings, sock: socket.socket) -> None:
     app = build_asgi(config, settings)
     settle_worker_heap()
     server = uvicorn.Server(uvicorn.Config(
-        app, http="httptools", loop="uvloop", lifespan="off", access_log=False, log_config=None,
+        app, http=limited_protocol(), loop="uvloop", lifespan="off", access_log=False, log_config=None,
         log_level="warning", server_header=False, timeout_keep_alive=75,
         timeout_graceful_shutdown=int(STOP_GRACE) - 2,
     ))

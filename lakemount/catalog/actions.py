@@ -46,6 +46,10 @@ EVENTS: Final = tuple(
     for when in ("pre", "post")
 )
 MAX_ACTION_FILE: Final = 1 << 20
+# Values an action file may hold once YAML aliases are expanded: a file of a few
+# KiB of nested aliases (a "billion laughs") otherwise expands to billions of
+# values when a hook walks or prints its properties.
+MAX_ACTION_VALUES: Final = 100_000
 MAX_OUTPUT: Final = 64 * 1024
 
 
@@ -86,6 +90,8 @@ def parse_action(text: str | bytes, path: str = "") -> Action:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise InvalidArgument(f"{where}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not _within(doc, MAX_ACTION_VALUES):
+        raise InvalidArgument(f"{where}: more than {MAX_ACTION_VALUES} values once YAML aliases are expanded")
     if not isinstance(doc, dict):
         raise InvalidArgument(f"{where}: expected a mapping with name, on and hooks")
     name = doc.get("name")
@@ -123,6 +129,23 @@ def parse_action(text: str | bytes, path: str = "") -> Action:
             raise InvalidArgument(f"{where}: hook {h['id']}: 'properties' must be a mapping")
         hooks.append(Hook(h["id"], h["type"], props, str(h.get("description") or "")))
     return Action(name.strip(), path, on, tuple(hooks), str(doc.get("description") or ""))
+
+
+def _within(doc: Any, budget: int) -> bool:
+    """Whether ``doc`` holds at most ``budget`` values, counting a shared (aliased) value each time it occurs;
+    stops counting past the budget (so a recursive alias is refused too)."""
+    stack = [doc]
+    while stack:
+        budget -= 1
+        if budget < 0:
+            return False
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,9 +289,11 @@ class ActionSource(Protocol):
 
 @dataclass
 class HookContext:
-    """Services hooks may use (the catalog, for data checks)."""
+    """Services hooks may use: the catalog (for data checks) and the addresses webhooks may reach
+    (a ``hooks.WebhookPolicy``; None: the default policy)."""
 
     catalog: Any
+    webhooks: Any = None
 
 
 class Actions:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from itertools import islice
-from typing import BinaryIO, Final, NamedTuple
+from typing import TYPE_CHECKING, BinaryIO, Final, NamedTuple
 
 from lakemount.block.landing import Landing, landing
 from lakemount.catalog.actions import (
@@ -48,6 +48,9 @@ from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value, prefix_end
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef
+
+if TYPE_CHECKING:
+    from lakemount.catalog.hooks import WebhookPolicy
 
 MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
 CHUNK: Final = 4 * 1024 * 1024
@@ -102,11 +105,13 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         self, graveler: Graveler, adapter: BlockAdapter, *, namespace_root: str, tmpdir: str | None = None,
         runs: Callable[[], RunStore] | None = None, pulls: Callable[[], PullStore] | None = None,
         events: Callable[[], EventLog] | None = None, link_key: Callable[[], bytes] | None = None,
+        webhooks: WebhookPolicy | None = None,
     ) -> None:
         """``runs``, ``pulls`` and ``events`` make the stores of hook runs, pull requests and the event
         feed on first use (so verbs that need none never load them); without ``runs`` or ``events``
         those are kept in memory.  ``link_key`` gives the key that signs upload addresses
-        (``uploads.py``); without it, handing them out raises ``Unavailable``."""
+        (``uploads.py``); without it, handing them out raises ``Unavailable``.  ``webhooks`` is the
+        ``hooks.WebhookPolicy`` of the addresses webhooks may reach (None: the default one)."""
         self.graveler = graveler
         self.adapter = adapter
         self.namespace_root = namespace_root.rstrip("/")
@@ -119,6 +124,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         self._pulls: Pulls | None = None
         self._feed: Feed | None = None
         self._link_key = link_key
+        self._webhooks = webhooks
 
     @property
     def feed(self) -> Feed:
@@ -141,7 +147,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         if self._actions is None:
             from lakemount.catalog.hooks import RUNNERS
 
-            self._actions = Actions(self, self._make_runs(), RUNNERS, HookContext(self), on_run=self._hook_ran)
+            self._actions = Actions(self, self._make_runs(), RUNNERS, HookContext(self, self._webhooks), on_run=self._hook_ran)
         return self._actions
 
     @property

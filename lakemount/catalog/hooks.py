@@ -2,9 +2,13 @@
 
 ``webhook`` POSTs the event JSON to ``url`` (``query_params`` and ``headers``
 added; ``timeout`` a Go-style duration such as ``30s`` or ``1m30s``, default
-1m).  Any 2xx answer passes; another status, a timeout, a refused connection
-or a response that is not HTTP fails the hook, with the status and the start
-of the body (control characters removed) as its message.
+1m, bounds the whole exchange).  Any 2xx answer passes; another status (a redirect is not followed), a
+timeout, a refused connection or a response that is not HTTP fails the hook,
+with the status and the start of the body (control characters removed) as its
+message.  Whoever may write a branch may write an action file, so a webhook
+connects only to addresses the server's :class:`WebhookPolicy` allows
+(``actions.webhook.*``; by default not cloud metadata services nor link-local
+addresses), checked after DNS resolution; a refused address fails the hook.
 
 ``lakemount_check`` looks at the objects the operation brings in (a commit's
 staged changes, what a merge brings from its source since the merge base);
@@ -29,14 +33,17 @@ from __future__ import annotations
 
 import csv
 import fnmatch
+import functools
 import http.client
 import io
+import ipaddress
 import json
 import posixpath
 import re
-import urllib.error
+import socket
+import threading
 import urllib.parse
-import urllib.request
+from dataclasses import dataclass
 from typing import Any, Final
 
 from lakemount.catalog.actions import ACTIONS_PREFIX, Event, Hook, HookContext, HookFailure, HookRunner
@@ -93,45 +100,184 @@ def printable(data: bytes, limit: int = MAX_MESSAGE) -> str:
 
 
 # ---------------------------------------------------------------------------- webhook
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class WebhookRefused(OSError):
+    """The webhook's host resolves only to addresses the policy refuses."""
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookPolicy:
+    """Which addresses webhooks may connect to (``actions.webhook.*``): never a denied network; when
+    ``allowed`` is not empty, only those.  Checked on every address the host resolves to, and the
+    connection goes to the checked address (a second DNS answer cannot swap it)."""
+
+    allowed: tuple[Network, ...] = ()
+    denied: tuple[Network, ...] = ()
+
+    @classmethod
+    def parse(cls, allowed: str, denied: str) -> WebhookPolicy:
+        """A policy from comma-separated CIDRs; raises ``ValueError`` naming the bad one."""
+        def nets(text: str) -> tuple[Network, ...]:
+            out = []
+            for part in (p.strip() for p in text.split(",")):
+                if part:
+                    try:
+                        out.append(ipaddress.ip_network(part, strict=False))
+                    except ValueError:
+                        raise ValueError(f"not a network (CIDR such as 10.0.0.0/8): {part!r}") from None
+            return tuple(out)
+        return cls(nets(allowed), nets(denied))
+
+    def refusal(self, address: str) -> str:
+        """Why a webhook may not connect to ``address`` ('' if it may)."""
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        if any(ip.version == n.version and ip in n for n in self.denied):
+            return f"{ip} is in actions.webhook.denied_networks"
+        if self.allowed and not any(ip.version == n.version and ip in n for n in self.allowed):
+            return f"{ip} is not in actions.webhook.allowed_networks"
+        return ""
+
+
+def default_policy() -> WebhookPolicy:
+    """The policy of the default configuration."""
+    from lakemount.config import DEFAULT_WEBHOOK_DENIED
+
+    return WebhookPolicy.parse("", DEFAULT_WEBHOOK_DENIED)
+
+
+def _guarded_connect(policy: WebhookPolicy, address: tuple[str, int], timeout: Any = None,
+                     source_address: Any = None, *args: Any) -> socket.socket:
+    """``socket.create_connection`` that connects only to addresses ``policy`` allows."""
+    host, port = address
+    try:
+        literal = policy.refusal(host)  # an address literal is refused even where it cannot resolve
+    except ValueError:
+        literal = ""
+    if literal:
+        raise WebhookRefused(literal)
+    refused: list[str] = []
+    error: OSError | None = None
+    for family, kind, proto, _, sockaddr in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        reason = policy.refusal(str(sockaddr[0]))
+        if reason:
+            refused.append(reason)
+            continue
+        sock = socket.socket(family, kind, proto)
+        try:
+            if timeout is not None and timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:  # type: ignore[attr-defined]
+                sock.settimeout(timeout)
+            if source_address:
+                sock.bind(source_address)
+            sock.connect(sockaddr)
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+    if error is not None:
+        raise error
+    raise WebhookRefused(f"{host}: " + "; ".join(dict.fromkeys(refused)) if refused else f"{host}: no address")
+
+
+class _HTTP(http.client.HTTPConnection):
+    def __init__(self, policy: WebhookPolicy, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._create_connection = functools.partial(_guarded_connect, policy)  # type: ignore[assignment]
+
+
+class _HTTPS(http.client.HTTPSConnection):
+    def __init__(self, policy: WebhookPolicy, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._create_connection = functools.partial(_guarded_connect, policy)  # type: ignore[assignment]
+
+
 def run_webhook(hook: Hook, event: Event, payload: dict[str, Any], ctx: HookContext) -> str:
-    """POST the event to the hook's ``url``; returns the output, raises ``HookFailure``."""
+    """POST the event to the hook's ``url``; returns the output, raises ``HookFailure``.
+
+    The connection goes directly to the host (no proxy) and only to an address the
+    context's :class:`WebhookPolicy` allows; redirects are not followed (a 3xx fails
+    the hook), so an answer cannot send the server on to another address.
+    """
     props = hook.properties
     url = props.get("url")
-    if not isinstance(url, str) or urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+    parts = urllib.parse.urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise HookFailure("webhook needs an http(s) 'url' property")
     timeout = parse_duration(props.get("timeout", DEFAULT_TIMEOUT))
+    query = parts.query
     params = props.get("query_params") or {}
     if params:
         if not isinstance(params, dict):
             raise HookFailure("webhook 'query_params' must be a mapping")
         pairs = [(k, v) for k, vs in params.items() for v in (vs if isinstance(vs, list) else [vs])]
-        url += ("&" if "?" in url else "?") + urllib.parse.urlencode(pairs)
+        query += ("&" if query else "") + urllib.parse.urlencode(pairs)
     headers = {"Content-Type": "application/json", "User-Agent": "lakemount-actions"}
     extra = props.get("headers") or {}
     if not isinstance(extra, dict):
         raise HookFailure("webhook 'headers' must be a mapping")
     headers.update({str(k): str(v) for k, v in extra.items()})
-    req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers, method="POST")
+    policy = ctx.webhooks if ctx.webhooks is not None else default_policy()
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            body = resp.read(MAX_BODY)
-            return f"{resp.status} {printable(body)}".strip()
-    except urllib.error.HTTPError as exc:
-        body = b""
+        port = parts.port
+    except ValueError:
+        raise HookFailure("webhook 'url' has a bad port") from None
+    if port is None:
+        port = 443 if parts.scheme == "https" else 80
+    conn = (_HTTPS if parts.scheme == "https" else _HTTP)(policy, parts.hostname, port, timeout=timeout)
+    target = (parts.path or "/") + ("?" + query if query else "")
+    # ``timeout`` bounds each socket operation; this bounds the whole exchange, so an answer
+    # trickled a byte at a time cannot hold the operation (and a server thread) for ever.
+    expired = threading.Event()
+    connected: list[socket.socket] = []  # the connection's socket (it leaves ``conn`` when the answer closes it)
+
+    def expire() -> None:
+        expired.set()
+        for sock in connected or ([conn.sock] if conn.sock is not None else []):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
+    try:
         try:
-            body = exc.read(MAX_BODY)
-        except (OSError, http.client.HTTPException):
-            pass
-        reason = printable(body) or exc.reason
-        raise HookFailure(f"webhook answered {exc.code}: {reason}") from None
-    except TimeoutError:
-        raise HookFailure(f"webhook timed out after {timeout:g}s") from None
-    except urllib.error.URLError as exc:
-        if isinstance(exc.reason, TimeoutError):
+            conn.connect()
+        except WebhookRefused as exc:
+            raise HookFailure(f"webhook refused: {exc}") from None
+        except TimeoutError:
             raise HookFailure(f"webhook timed out after {timeout:g}s") from None
-        raise HookFailure(f"webhook unreachable: {exc.reason}") from None
-    except (http.client.HTTPException, OSError) as exc:
-        raise HookFailure(f"webhook gave no valid HTTP response: {type(exc).__name__}: {printable(str(exc).encode())}") from None
+        except OSError as exc:
+            raise HookFailure(f"webhook unreachable: {exc}") from None
+        if conn.sock is not None:
+            connected.append(conn.sock)
+        if expired.is_set():  # the deadline passed while connecting
+            raise HookFailure(f"webhook timed out after {timeout:g}s")
+        try:
+            conn.request("POST", target, body=json.dumps(payload).encode(), headers=headers)
+            resp = conn.getresponse()
+            body = resp.read(MAX_BODY)
+        except TimeoutError:
+            raise HookFailure(f"webhook timed out after {timeout:g}s") from None
+        except (http.client.HTTPException, OSError) as exc:
+            if expired.is_set():
+                raise HookFailure(f"webhook timed out after {timeout:g}s") from None
+            raise HookFailure(f"webhook gave no valid HTTP response: {type(exc).__name__}: {printable(str(exc).encode())}") from None
+        if expired.is_set():
+            raise HookFailure(f"webhook timed out after {timeout:g}s")
+    finally:
+        timer.cancel()
+        conn.close()
+    if 200 <= resp.status < 300:
+        return f"{resp.status} {printable(body)}".strip()
+    if 300 <= resp.status < 400:
+        where = printable((resp.getheader("Location") or "").encode(), 200)
+        raise HookFailure(f"webhook answered {resp.status} (redirect to {where or '?'}): redirects are not followed")
+    raise HookFailure(f"webhook answered {resp.status}: {printable(body) or resp.reason}")
 
 
 # ---------------------------------------------------------------------------- data checks

@@ -13,10 +13,12 @@ versioned core's machinery.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Final
 
+from lakemount.errors import InvalidArgument
 from lakemount.graveler.model import (
     DIR_MODE,
     EMPTY_METARANGE,
@@ -57,6 +59,7 @@ __all__ = [
     "decode_value",
     "prefix_end",
     "upload_entry",
+    "check_header_safe",
 ]
 
 DIFF_KINDS = ("added", "removed", "changed", "conflict")
@@ -67,6 +70,24 @@ STORED_PREFIX: Final = "s3:"
 header name, so they never collide with ``x-amz-meta-*`` names."""
 
 
+# HTTP's token (a header name) and the control characters a header value may not hold (HTAB aside).
+_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def check_header_safe(content_type: str, metadata: list[tuple[str, str]] | tuple[tuple[str, str], ...]) -> None:
+    """Refuse what would be sent back as a broken header: a content type or metadata value holding a
+    control character (CR, LF, NUL, ...), a metadata name that is not an HTTP header name; raises ``InvalidArgument``."""
+    if _CONTROL.search(content_type):
+        raise InvalidArgument(f"content type holds a control character: {content_type!r}")
+    for name, value in metadata:
+        bare = name[len(STORED_PREFIX):] if name.startswith(STORED_PREFIX) else name
+        if not _TOKEN.fullmatch(bare):
+            raise InvalidArgument(f"metadata name is not an HTTP header name: {name!r}")
+        if _CONTROL.search(value):
+            raise InvalidArgument(f"metadata {name!r} holds a control character")
+
+
 def upload_entry(
     address: str,
     size: int,
@@ -75,7 +96,10 @@ def upload_entry(
     content_type: str,
     metadata: list[tuple[str, str]] | tuple[tuple[str, str], ...],
 ) -> Entry:
-    """The entry an upload stages: a directory marker for an empty ``.../`` key, else a file."""
+    """The entry an upload stages: a directory marker for an empty ``.../`` key, else a file.
+
+    Raises ``InvalidArgument`` for a content type or metadata that cannot go back out as headers (:func:`check_header_safe`)."""
+    check_header_safe(content_type, metadata)
     mode = DIR_MODE if path.endswith("/") and size == 0 else FILE_MODE
     return Entry(address, size, etag, time.time_ns(), content_type, tuple(sorted(metadata)), mode)
 

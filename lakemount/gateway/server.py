@@ -73,11 +73,12 @@ def _protocol_class() -> type:
     is still being served (a client that sent more body than its
     Content-Length said), that plain 400 overtook the S3 answer the request
     deserves (BadDigest, say).  Here the request is answered and then the
-    connection closed; a parse error anywhere else is uvicorn's as before.
+    connection closed; a parse error anywhere else is uvicorn's as before.  A request head
+    larger than 1 MiB is refused (``serving/protocol.py``).
     """
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    from lakemount.serving.protocol import limited_protocol
 
-    class Protocol(HttpToolsProtocol):
+    class Protocol(limited_protocol()):  # type: ignore[misc]
         def send_400_response(self, msg: str) -> None:
             cycle = getattr(self, "cycle", None)
             if cycle is not None and not cycle.response_complete and not cycle.more_body and not cycle.disconnected:

@@ -180,3 +180,89 @@ def test_the_last_administrator_cannot_delete_themselves(tmp_path: Path) -> None
     resp = service.handle(Request("DELETE", "/api/v1/auth/users/admin", "", (auth,), BytesBody()))
     assert resp.status == 409 and "no administrator" in json.loads(resp.body)["message"]  # type: ignore[arg-type]
     assert service.handle(Request("GET", "/api/v1/auth/users/admin", "", (auth,), BytesBody())).status == 200
+
+
+def test_uploads_refuse_metadata_and_types_that_cannot_be_headers(tmp_path: Path) -> None:
+    # Stored as given, CR/LF came back in x-lakefs-meta-* / Content-Type and the server dropped the connection.
+    service, auth = _in_process(tmp_path)
+    service.app.catalog.create_repository("hdr")
+    path = "/api/v1/repositories/hdr/branches/main/objects"
+    for extra in (("x-lakefs-meta-a", "1\r\nSet-Cookie: x=1"), ("content-type", "text/plain\r\nX-Evil: 1"), ("x-lakefs-meta-a b", "1")):
+        put = Request("POST", path, "path=o", (auth, extra, ("content-length", "1")), BytesBody(b"x"))
+        resp = service.handle(put)
+        assert resp.status == 400, extra
+        assert service.handle(Request("GET", path + "/stat", "path=o", (auth,), BytesBody())).status == 404
+    put = Request("POST", path, "path=o", (auth, ("x-lakefs-meta-a", "1\t2"), ("content-length", "1")), BytesBody(b"x"))
+    assert service.handle(put).status == 201
+
+
+def test_deeply_nested_json_is_a_4xx_never_a_500(tmp_path: Path) -> None:
+    # json.loads raises RecursionError (not ValueError) on '[[[[...': the body, a token and a preview were 500s.
+    service, auth = _in_process(tmp_path)
+    service.app.catalog.create_repository("deep")
+    deep = b"[" * 200_000
+    body = Request("POST", "/api/v1/repositories/deep/branches", "", (auth, ("content-type", "application/json"),
+                                                                        ("content-length", str(len(deep)))), BytesBody(deep))
+    resp = service.handle(body)
+    assert resp.status == 400 and "nested too deeply" in json.loads(resp.body)["message"]  # type: ignore[arg-type]
+    nested = base64.urlsafe_b64encode(deep).rstrip(b"=").decode()
+    with pytest.raises(ApiError) as info:
+        verify_token(signing_key("k"), f"{nested}.{nested}.c2ln")
+    assert info.value.status == 401
+    service.app.catalog.put("deep", "main", "d.json", deep[:100_000])
+    resp = service.handle(Request("GET", "/api/v1/repositories/deep/refs/main/objects/preview", "path=d.json", (auth,), BytesBody()))
+    assert resp.status == 200 and json.loads(resp.body)["kind"] == "text"  # type: ignore[arg-type]
+
+
+def test_parquet_previews_of_crafted_files_stay_bounded(tmp_path: Path) -> None:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lakemount.api.preview import parquet_preview
+
+    decoded_cap, max_columns = 64 << 20, 1000  # preview.DECODED_CAP, MAX_COLUMNS
+
+    # One 8 MiB value in a dictionary page, repeated by 40 rows: a few KiB on disk, 320 MiB decoded
+    # (a 1 KiB file of 20 x 20 MiB took 1.6 GB of memory to preview).
+    big = pa.DictionaryArray.from_arrays(pa.array([0] * 40, pa.int32()), pa.array([b"\0" * (8 << 20)], pa.binary()))
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"c": big}), buf, compression="zstd")
+    assert buf.tell() < 64 * 1024
+    buf.seek(0)
+    got = parquet_preview(buf, 100)
+    assert got["truncated"] and got["num_rows"] == 40
+    assert 1 <= len(got["rows"]) <= decoded_cap // (8 << 20) + 1
+    assert len(got["rows"][0][0]) == 1001  # the cell shown cut
+    # A wide file: the preview shows and reads the first MAX_COLUMNS columns and says how many there are.
+    wide = io.BytesIO()
+    pq.write_table(pa.table({f"c{i}": [i] for i in range(max_columns + 200)}), wide)
+    wide.seek(0)
+    got = parquet_preview(wide, 10)
+    assert len(got["schema"]) == max_columns and got["columns"] == max_columns + 200 and got["rows"] == [list(range(max_columns))]
+    # A normal file previews as before.
+    plain = io.BytesIO()
+    pq.write_table(pa.table({"a": list(range(300)), "b": [str(i) for i in range(300)]}), plain, row_group_size=128)
+    plain.seek(0)
+    got = parquet_preview(plain, 100)
+    assert got["rows"][99] == [99, "99"] and len(got["rows"]) == 100 and got["truncated"]
+
+
+def test_a_csv_preview_with_a_huge_field_is_text_not_a_500(tmp_path: Path) -> None:
+    service, auth = _in_process(tmp_path)
+    service.app.catalog.create_repository("wide")
+    service.app.catalog.put("wide", "main", "w.csv", b'a,b\n1,"' + b"x" * 200_000 + b'"\n')
+    resp = service.handle(Request("GET", "/api/v1/repositories/wide/refs/main/objects/preview", "path=w.csv", (auth,), BytesBody()))
+    assert resp.status == 200 and json.loads(resp.body)["kind"] == "text"  # type: ignore[arg-type]
+
+
+def test_integers_beyond_the_database_are_400_not_500(tmp_path: Path) -> None:
+    # after=10**30 reached SQLite: OverflowError, a 500.
+    service, auth = _in_process(tmp_path)
+    service.app.catalog.create_repository("evx")
+    url = "/api/v1/repositories/evx/events"
+    for query, headers in ((f"after={10**30}", (auth,)), ("", (auth, ("last-event-id", str(10**30))))):
+        resp = service.handle(Request("GET", url, query, headers, BytesBody()))
+        assert resp.status == 400, resp.body
+    assert service.handle(Request("GET", url, f"after={(1 << 63) - 1}", (auth,), BytesBody())).status == 200

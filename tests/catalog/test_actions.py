@@ -61,6 +61,18 @@ def webhook() -> Iterator[dict[str, Any]]:
             if mode == "hang":
                 time.sleep(5)
                 return
+            if mode == "trickle":  # an answer a byte at a time, each well within the socket timeout
+                self.send_response(200)
+                self.send_header("Content-Length", "40")
+                self.end_headers()
+                for _ in range(40):
+                    try:
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+                    except OSError:
+                        return
+                    time.sleep(0.2)
+                return
             if mode == "garbage":
                 self.wfile.write(b"\x00\xffNOT HTTP AT ALL\r\n\r\n")
                 return
@@ -312,3 +324,122 @@ def test_sql_run_store_pages_newest_first(cat: Catalog) -> None:
     assert store.list_runs(R, commit_id=ids[2])[0].commit_id == ids[2]
     with pytest.raises(NotFound):
         store.get_run(R, "nope")
+
+
+# ---------------------------------------------------------------------------- webhook targets (SSRF)
+def policy_cat(tmp_path: Path, **env: str) -> Catalog:
+    app = App(load(env={"LAKEMOUNT_HOME": str(tmp_path / "home2"), "LAKEMOUNT_CACHE_DISK_BYTES": "0", **env}))
+    c = app.catalog
+    c.create_repository(R)
+    c.put(R, "main", "seed.txt", b"seed")
+    c.commit(R, "main", "seed")
+    return c
+
+
+@pytest.mark.parametrize("url", [
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[fd00:ec2::254]/latest/meta-data/",
+    "http://[::ffff:169.254.169.254]/latest/",
+    "http://[fe80::1]:8080/x",
+])
+def test_webhook_to_a_metadata_or_link_local_address_is_refused(cat: Catalog, url: str) -> None:
+    action(cat, "main", "notify", webhook_action(url, timeout="5s"))
+    t0 = time.monotonic()
+    with pytest.raises(HookFailed, match="webhook refused: .* is in actions.webhook.denied_networks") as info:
+        cat.commit(R, "main", "m")
+    assert time.monotonic() - t0 < 2  # refused before any connection attempt
+    run = cat.actions.store.get_run(R, info.value.run_id)
+    assert run.status == "failed" and "denied_networks" in run.hooks[0].output
+
+
+def test_webhook_policy_is_checked_after_dns_resolution(tmp_path: Path, webhook: dict[str, Any]) -> None:
+    port = webhook["url"].split(":")[2].split("/")[0]
+    c = policy_cat(tmp_path, LAKEMOUNT_ACTIONS_WEBHOOK_DENIED_NETWORKS="127.0.0.0/8,::1/128")
+    action(c, "main", "notify", webhook_action(f"http://localhost:{port}/hook"))
+    with pytest.raises(HookFailed, match=r"webhook refused: localhost: 127\.0\.0\.1 is in actions.webhook.denied_networks"):
+        c.commit(R, "main", "m")
+    assert webhook["events"] == []
+
+
+def test_webhook_allowed_networks_restrict_and_loopback_stays_allowed_by_default(tmp_path: Path, cat: Catalog,
+                                                                                  webhook: dict[str, Any]) -> None:
+    action(cat, "main", "notify", webhook_action(webhook["url"]))
+    cat.commit(R, "main", "loopback is allowed by default")
+    assert len(webhook["events"]) == 1
+    c = policy_cat(tmp_path, LAKEMOUNT_ACTIONS_WEBHOOK_ALLOWED_NETWORKS="10.0.0.0/8")
+    action(c, "main", "notify", webhook_action(webhook["url"]))
+    with pytest.raises(HookFailed, match=r"127\.0\.0\.1 is not in actions.webhook.allowed_networks"):
+        c.commit(R, "main", "m")
+    assert len(webhook["events"]) == 1
+    with pytest.raises(InvalidArgument, match="actions.webhook.denied_networks: not a network"):
+        assert App(load(env={"LAKEMOUNT_HOME": str(tmp_path / "h3"), "LAKEMOUNT_ACTIONS_WEBHOOK_DENIED_NETWORKS": "10.0.0.0/8,nope"})).webhook_policy
+
+
+def test_webhook_does_not_follow_redirects(cat: Catalog) -> None:
+    """A webhook answering 30x must not send the server on (POST 302 becomes a GET elsewhere in urllib)."""
+    got: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            got.append("POST " + self.path)
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(302)
+            self.send_header("Location", "/secret")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_GET(self) -> None:
+            got.append("GET " + self.path)
+            body = b"instance-secret"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = Hooked(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        action(cat, "main", "notify", webhook_action(f"http://127.0.0.1:{server.server_address[1]}/hook", "post-commit"))
+        cat.commit(R, "main", "m")
+        (listed,) = cat.actions.store.list_runs(R, limit=1)
+        run = cat.actions.store.get_run(R, listed.run_id)
+        assert run.status == "failed"
+        assert "answered 302 (redirect to /secret): redirects are not followed" in run.hooks[0].output
+        assert "instance-secret" not in run.hooks[0].output
+        assert got == ["POST /hook?check=all"]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_yaml_alias_bombs_are_refused_cheaply(cat: Catalog) -> None:
+    # Nine levels of nine aliases: 387 million strings once expanded; the webhook's str() of a header
+    # value took a worker's memory (gigabytes) and minutes of CPU.
+    levels = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    bomb = "\n".join(levels) + "\nname: bomb\non: {pre-commit: {}}\nhooks: [{id: x, type: webhook, properties: {url: http://127.0.0.1:9/, headers: {X: *a8}}}]\n"
+    action(cat, "main", "bomb", bomb)
+    t0 = time.monotonic()
+    with pytest.raises(HookFailed, match="more than 100000 values once YAML aliases are expanded"):
+        cat.commit(R, "main", "m")
+    assert time.monotonic() - t0 < 5
+    with pytest.raises(InvalidArgument, match="once YAML aliases are expanded"):
+        parse_action("a: &a [*a]\nname: n\non: {pre-commit: {}}\nhooks: [{id: x, type: webhook}]")
+    # Modest anchors stay usable.
+    ok = parse_action("b: &b [main, release-*]\nname: n\non: {pre-commit: {branches: *b}, pre-merge: {branches: *b}}\n"
+                      "hooks: [{id: x, type: webhook}]")
+    assert ok.matches("pre-merge", "release-1")
+
+
+def test_webhook_timeout_bounds_the_whole_exchange(cat: Catalog, webhook: dict[str, Any]) -> None:
+    # The timeout bounded each socket read only: 40 bytes at 0.2 s each held the commit for 8 s (a byte a
+    # minute: for ever).
+    action(cat, "main", "notify", webhook_action(webhook["url"], "pre-commit", timeout="1s"))
+    webhook["mode"] = "trickle"
+    t0 = time.monotonic()
+    with pytest.raises(HookFailed, match="webhook timed out after 1s"):
+        cat.commit(R, "main", "m")
+    assert time.monotonic() - t0 < 4

@@ -349,3 +349,35 @@ def test_object_tags_read_as_an_empty_set_and_cannot_be_written(s3: Any, bucket:
         s3.get_bucket_tagging(Bucket=bucket)
     assert code(e) == "NotImplemented"
     assert s3.get_object(Bucket=bucket, Key="main/tagged")["Body"].read() == b"x"
+
+
+def test_control_characters_never_reach_response_headers(gw: Gateway, s3: Any, bucket: str) -> None:
+    """A response-* override or stored metadata holding CR/LF neither splits the response nor makes it a 500."""
+    from lakemount.catalog.model import Entry
+
+    s3.put_object(Bucket=bucket, Key="main/o", Body=b"data")
+    got = s3.get_object(Bucket=bucket, Key="main/o", ResponseContentDisposition="attachment\r\nSet-Cookie: pwned=1",
+                        ResponseContentType="text/plain\r\n\r\n<script>")
+    headers = got["ResponseMetadata"]["HTTPHeaders"]
+    assert got["Body"].read() == b"data"
+    assert "set-cookie" not in headers and headers["content-disposition"] == "attachment  Set-Cookie: pwned=1"
+    assert headers["content-type"] == "text/plain    <script>"
+    # Metadata stored before writers refused it (or by a writer that does not check) goes out cleaned.
+    cat = gw.app().catalog
+    old = cat.stat(bucket, "main", "o")
+    cat.put_entry(bucket, "main", "legacy", Entry(old.address, old.size, old.etag, old.mtime_ns, "text/x\r\nX-Evil: 1",
+                                                  (("bad name", "v"), ("ok", "a\r\nX-Evil: 2")), old.mode))
+    got = s3.get_object(Bucket=bucket, Key="main/legacy")
+    headers = got["ResponseMetadata"]["HTTPHeaders"]
+    assert got["Body"].read() == b"data" and "x-evil" not in headers
+    assert headers["content-type"] == "text/x  X-Evil: 1" and got["Metadata"] == {"ok": "a  X-Evil: 2"}
+
+
+def test_writes_refuse_metadata_that_cannot_be_a_header(gw: Gateway, bucket: str) -> None:
+    from lakemount.catalog.model import upload_entry
+    from lakemount.errors import InvalidArgument
+
+    for ctype, meta in (("text/plain\r\nX-Evil: 1", []), ("text/plain", [("a b", "v")]), ("text/plain", [("k", "v\x00")])):
+        with pytest.raises(InvalidArgument):
+            upload_entry("addr", 1, "etag", "p", ctype, meta)
+    upload_entry("addr", 1, "etag", "p", "text/plain; charset=utf-8", [("s3:content-disposition", "inline"), ("k", "v\tw")])
