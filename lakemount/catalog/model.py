@@ -40,6 +40,8 @@ from lakemount.graveler.refexpr import ResolvedRef, View
 __all__ = [
     "DIFF_KINDS",
     "DIR_MODE",
+    "HEADER_CONTROL",
+    "HEADER_NAME",
     "EMPTY_METARANGE",
     "FILE_MODE",
     "LINK_MODE",
@@ -70,21 +72,22 @@ STORED_PREFIX: Final = "s3:"
 header name, so they never collide with ``x-amz-meta-*`` names."""
 
 
-# HTTP's token (a header name) and the control characters a header value may not hold (HTAB aside).
-_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_CONTROL: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# HTTP's token (a header name) and the control characters a header value may not hold (HTAB aside);
+# the ASGI adapter applies the same two rules to every response header.
+HEADER_NAME: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+HEADER_CONTROL: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def check_header_safe(content_type: str, metadata: list[tuple[str, str]] | tuple[tuple[str, str], ...]) -> None:
     """Refuse what would be sent back as a broken header: a content type or metadata value holding a
     control character (CR, LF, NUL, ...), a metadata name that is not an HTTP header name; raises ``InvalidArgument``."""
-    if _CONTROL.search(content_type):
+    if HEADER_CONTROL.search(content_type):
         raise InvalidArgument(f"content type holds a control character: {content_type!r}")
     for name, value in metadata:
         bare = name[len(STORED_PREFIX):] if name.startswith(STORED_PREFIX) else name
-        if not _TOKEN.fullmatch(bare):
+        if not HEADER_NAME.fullmatch(bare):
             raise InvalidArgument(f"metadata name is not an HTTP header name: {name!r}")
-        if _CONTROL.search(value):
+        if HEADER_CONTROL.search(value):
             raise InvalidArgument(f"metadata {name!r} holds a control character")
 
 

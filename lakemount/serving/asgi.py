@@ -22,13 +22,13 @@ import asyncio
 import contextlib
 import logging
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
+from lakemount.catalog.model import HEADER_CONTROL, HEADER_NAME
 from lakemount.serving.bodies import MappedChunks
 from lakemount.serving.http import BodyTimeout, ClientDisconnected, Request, Response
 from lakemount.serving.metrics import Registry
@@ -38,9 +38,6 @@ log = logging.getLogger("lakemount.serving")
 PULL_BYTES: Final = 1 << 20
 AHEAD_BYTES: Final = 8 << 20
 SEND_CHUNK: Final = 1 << 20
-# An HTTP header name; a header whose name is not one is left out of a response.
-_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_CONTROL: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 FAULT_WINDOW: Final = 8 << 20
 BODY_IDLE_TIMEOUT: Final = 120.0
 
@@ -241,7 +238,8 @@ class AsgiApp:
         receive: Receive,
         send: Send,
     ) -> None:
-        headers = [(k.lower().encode("latin-1"), _header_bytes(v)) for k, v in response.headers if _TOKEN.fullmatch(k)]
+        # A header whose name is not an HTTP header name is left out.
+        headers = [(k.lower().encode("latin-1"), _header_bytes(v)) for k, v in response.headers if HEADER_NAME.fullmatch(k)]
         sized = isinstance(response.body, bytes | bytearray) or response.length is not None
         if sized and not any(k == b"content-length" for k, _ in headers):
             headers.append((b"content-length", str(response.content_length()).encode()))
@@ -312,7 +310,7 @@ def _header_bytes(value: str) -> bytes:
     # the UTF-8 bytes the value arrived as.  Control characters (CR, LF, NUL...)
     # become spaces: a value from a user (stored metadata, a response-* override)
     # can neither split the response nor make the server refuse to send it (a 500).
-    value = _CONTROL.sub(" ", value)
+    value = HEADER_CONTROL.sub(" ", value)
     try:
         return value.encode("latin-1")
     except UnicodeEncodeError:
