@@ -95,14 +95,8 @@ def _worker(config: Config, settings: ApiSettings, sock: socket.socket) -> None:
         log_level="warning", server_header=False, timeout_keep_alive=75,
         timeout_graceful_shutdown=int(STOP_GRACE) - 2,
     ))
-    publisher = metrics.Publisher(config.home, app.metrics) if app.metrics is not None else None
-    if publisher is not None:
-        publisher.start()
-    try:
+    with metrics.publishing(config.home, app.metrics):
         server.run(sockets=[sock])
-    finally:
-        if publisher is not None:
-            publisher.close()
 
 
 def prepare_stores(config: Config) -> None:

@@ -117,14 +117,8 @@ def _worker(config: Config, settings: GatewaySettings, sock: socket.socket) -> N
             timeout_graceful_shutdown=int(STOP_GRACE) - 2,
         )
     )
-    publisher = metrics.Publisher(config.home, app.metrics) if app.metrics is not None else None
-    if publisher is not None:
-        publisher.start()
-    try:
+    with metrics.publishing(config.home, app.metrics):
         server.run(sockets=[sock])
-    finally:
-        if publisher is not None:
-            publisher.close()
 
 
 class GatewayServer(WorkerPool):

@@ -310,7 +310,9 @@ def _header_bytes(value: str) -> bytes:
     # the UTF-8 bytes the value arrived as.  Control characters (CR, LF, NUL...)
     # become spaces: a value from a user (stored metadata, a response-* override)
     # can neither split the response nor make the server refuse to send it (a 500).
-    value = HEADER_CONTROL.sub(" ", value)
+    # Nearly every value is printable, which str checks in C: only others are scanned.
+    if not value.isprintable():
+        value = HEADER_CONTROL.sub(" ", value)
     try:
         return value.encode("latin-1")
     except UnicodeEncodeError:

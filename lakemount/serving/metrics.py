@@ -27,7 +27,7 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 # Seconds: the upper bounds of the latency buckets (Prometheus's defaults), then +Inf.
@@ -152,6 +152,20 @@ class Publisher:
             self._thread.join()
             self._thread = None
         self.publish()
+
+
+@contextlib.contextmanager
+def publishing(home: str, reg: Registry | None) -> Iterator[None]:
+    """While the block runs (a worker serving), publish ``reg``'s snapshots under ``home``; nothing without a registry."""
+    if reg is None:
+        yield
+        return
+    publisher = Publisher(home, reg)
+    publisher.start()
+    try:
+        yield
+    finally:
+        publisher.close()
 
 
 def _alive(pid: int) -> bool:
