@@ -20,8 +20,9 @@ from lakemount.api.schemas import COMPONENTS, validate
 from lakemount.api.upload import _form_content
 from lakemount.app import App
 from lakemount.config import load
-from lakemount.serving.http import BodyTimeout, BytesBody, Request
+from lakemount.serving.http import BytesBody, Request
 from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET, _create_admin
+from tests.serving.stalled import StalledBody
 
 API_DIR = Path(__file__).resolve().parents[2] / "lakemount" / "api"
 
@@ -141,19 +142,6 @@ def test_document_covers_the_route_table() -> None:
     assert doc["x-lakemount-omitted"]
 
 
-class _StalledBody:
-    """One piece of an upload, then silence until the server gives up (as the ASGI adapter reports it)."""
-
-    def __init__(self) -> None:
-        self.reads = 0
-
-    def read(self) -> bytes:
-        self.reads += 1
-        if self.reads == 1:
-            return b"x" * 1024
-        raise BodyTimeout("no request body received for 0.1 s")
-
-
 def _in_process(home: Path) -> tuple[ApiService, tuple[str, str]]:
     """An ``ApiService`` over a fresh home with the admin user, and the admin's Authorization header."""
     env = {"LAKEMOUNT_HOME": str(home)}
@@ -167,7 +155,7 @@ def test_a_stalled_upload_is_408_and_stages_nothing(tmp_path: Path) -> None:
     service.app.catalog.create_repository("stall")
     path = "/api/v1/repositories/stall/branches/main/objects"
     put = Request("POST", path, "path=slow", (auth, ("content-type", "application/octet-stream"), ("content-length", "4096")),
-                  _StalledBody())
+                  StalledBody())
     resp = service.handle(put)
     assert resp.status == 408 and "0.1 s" in json.loads(resp.body)["message"]  # type: ignore[arg-type]
     stat = service.handle(Request("GET", path + "/stat", "path=slow", (auth,), BytesBody()))

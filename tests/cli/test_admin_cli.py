@@ -143,26 +143,36 @@ def test_serve_on_a_port_in_use_names_the_address_and_the_key(capsys: pytest.Cap
     assert err == f"error: cannot listen on 127.0.0.1:{port} (gateways.s3.listen_address): Address already in use\n"
 
 
+def _repo_and_files(capsys: pytest.CaptureFixture[str], tmp_path: Path, n: int) -> tuple[Path, Path]:
+    """A home with repository ``keep``, and a local directory of ``n`` small CSV files."""
+    home, src = tmp_path / "home", tmp_path / "src"
+    src.mkdir()
+    for i in range(n):
+        (src / f"f{i}.csv").write_text(f"{i}\n")
+    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
+    return home, src
+
+
+def _ctrl_c_at_call(monkeypatch: pytest.MonkeyPatch, method: str, n: int) -> None:
+    """Make the ``n``-th call of ``Catalog.<method>`` raise KeyboardInterrupt (Ctrl-C at that moment)."""
+    from lakemount.catalog.catalog import Catalog
+
+    real, calls = getattr(Catalog, method), []
+
+    def interrupted(self: Catalog, *args: object, **kwargs: object) -> object:
+        calls.append(args)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Catalog, method, interrupted)
+
+
 def test_ctrl_c_mid_upload_says_in_one_line_what_is_staged(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     # Was a blank line, then "interrupted": nothing said that the files already uploaded stay staged.
-    from lakemount.catalog.catalog import Catalog
-
-    home = tmp_path / "home"
-    src = tmp_path / "src"
-    src.mkdir()
-    for i in range(5):
-        (src / f"f{i}.csv").write_text(f"{i}\n")
-    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
-    real_put, calls = Catalog.put, []
-
-    def put(self: Catalog, *args: object, **kwargs: object) -> object:
-        calls.append(args)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real_put(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(Catalog, "put", put)
+    home, src = _repo_and_files(capsys, tmp_path, 5)
+    _ctrl_c_at_call(monkeypatch, "put", 3)
     rc, out, err = inproc(capsys, home, "fs", "upload", "-r", "lakefs://keep/main/in/", "--source", str(src))
     monkeypatch.undo()
     assert rc == 130 and out == ""
@@ -175,24 +185,9 @@ def test_ctrl_c_mid_upload_says_in_one_line_what_is_staged(capsys: pytest.Captur
 
 def test_ctrl_c_mid_download_says_how_far_it_got(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from lakemount.catalog.catalog import Catalog
-
-    home = tmp_path / "home"
-    src = tmp_path / "src"
-    src.mkdir()
-    for i in range(4):
-        (src / f"f{i}.csv").write_text(f"{i}\n")
-    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
+    home, src = _repo_and_files(capsys, tmp_path, 4)
     assert inproc(capsys, home, "fs", "upload", "-r", "lakefs://keep/main/", "--source", str(src))[0] == 0
-    real_open, calls = Catalog.open, []
-
-    def open_(self: Catalog, *args: object, **kwargs: object) -> object:
-        calls.append(args)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_open(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(Catalog, "open", open_)
+    _ctrl_c_at_call(monkeypatch, "open", 2)
     dest = tmp_path / "dest"
     rc, out, err = inproc(capsys, home, "fs", "download", "-r", "lakefs://keep/main/", str(dest))
     assert rc == 130 and out == ""
@@ -262,12 +257,7 @@ def test_repository_verbs_refuse_a_ref_instead_of_ignoring_it(
 
 def test_diff_text_ends_with_counts_per_kind(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     # Ten thousand lines of changes and no total: the counts come last, as a compare page shows them.
-    home = tmp_path / "home"
-    src = tmp_path / "src"
-    src.mkdir()
-    for name in ("a", "b", "c"):
-        (src / name).write_text(name)
-    assert inproc(capsys, home, "repo", "create", "lakefs://keep")[0] == 0
+    home, src = _repo_and_files(capsys, tmp_path, 3)
     assert inproc(capsys, home, "fs", "upload", "-r", "-s", str(src), "lakefs://keep/main/d")[0] == 0
     rc, out, _err = inproc(capsys, home, "diff", "lakefs://keep/main")
     assert rc == 0 and out.splitlines()[-1] == "3 changes: 3 added", out

@@ -19,7 +19,8 @@ from lakemount.gateway.listing import decode_token, encode_token, parse_max
 from lakemount.gateway.objects import etag_matches, parse_copy_range, parse_range
 from lakemount.gateway.operations import complete_multipart_upload
 from lakemount.gateway.settings import from_config, parse_aliases, parse_listen_address
-from lakemount.serving.http import BodyTimeout, BytesBody, Request, Response
+from lakemount.serving.http import BytesBody, Request, Response
+from tests.serving.stalled import StalledBody
 
 from .server_fixture import ADMIN_KEY, ADMIN_SECRET, signed_headers
 
@@ -79,23 +80,10 @@ def test_streamed_completion_of_a_large_upload(gw: S3Gateway, monkeypatch: pytes
     assert call(gw, "GET", "/big/main/obj").body == b"".join(parts)
 
 
-class _StalledBody:
-    """A body that sends one piece, then stops until the server gives up (what the ASGI adapter reports)."""
-
-    def __init__(self) -> None:
-        self.reads = 0
-
-    def read(self) -> bytes:
-        self.reads += 1
-        if self.reads == 1:
-            return b"x" * 1024
-        raise BodyTimeout("no request body received for 0.1 s")
-
-
 def test_a_stalled_upload_is_s3s_request_timeout_and_stages_nothing(gw: S3Gateway) -> None:
     assert call(gw, "PUT", "/core").status == 200
     h = signed_headers("PUT", "http://gw/core/main/slow", {"content-length": "4096"}, "UNSIGNED-PAYLOAD")
-    resp = gw.handle(Request("PUT", "/core/main/slow", "", tuple((k.lower(), v) for k, v in h.items()), _StalledBody()))
+    resp = gw.handle(Request("PUT", "/core/main/slow", "", tuple((k.lower(), v) for k, v in h.items()), StalledBody()))
     assert resp.status == 400 and ET.fromstring(resp.body).findtext("Code") == "RequestTimeout"
     assert call(gw, "HEAD", "/core/main/slow").status == 404
 

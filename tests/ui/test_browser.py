@@ -222,16 +222,7 @@ def login(page: Any, base: str, key: str, secret: str) -> None:
 def test_pull_request_flow_with_hook_and_live_feed(served: Served, chromium: Any) -> None:
     """Open a PR in the UI, comment, a second user approves, the pre-merge hook runs, merge; a second page
     on the live feed sees each step without reloading; a conflicting PR lists its paths; close and reopen."""
-    from lakemount.app import App
-    from lakemount.config import load
-
-    app = App(load(None, env={"LAKEMOUNT_HOME": str(served.home)}))
-    try:
-        app.auth.create_user("reviewer")
-        app.auth.attach_policy("reviewer", "Admin")
-        app.auth.create_credentials("reviewer", "AKIAREVIEWER00000000", "reviewersecretreviewersecretreviewer0000")
-    finally:
-        app.refs.engine.dispose()
+    reviewer_key, reviewer_secret = served.gateway.user("reviewer", "Admin")
     repo = served.repo(prefix="pr")
     main = repo.branch("main")
     main.object("_lakefs_actions/check.yaml").upload(CHECK)
@@ -288,7 +279,7 @@ def test_pull_request_flow_with_hook_and_live_feed(served: Served, chromium: Any
 
         # The reviewer approves in their own session; the author's page updates live.
         rpage = reviewer.new_page()
-        login(rpage, base, "AKIAREVIEWER00000000", "reviewersecretreviewersecretreviewer0000")
+        login(rpage, base, reviewer_key, reviewer_secret)
         pid = page.url.rsplit("/", 1)[1]
         rpage.goto(f"{base}/#/r/{rid}/pull/{pid}")
         rpage.wait_for_selector("#approve")
@@ -500,11 +491,9 @@ def test_empty_directory_entry_and_a_login_in_another_tab(served: Served, browse
     app = App(load(None, env={"LAKEMOUNT_HOME": str(served.home)}))
     try:
         app.catalog.put_entry(rid, "main", "empty/", Entry("", 0, "", time.time_ns(), "", (), DIR_MODE))
-        app.auth.create_user("tabuser")
-        app.auth.attach_policy("tabuser", "Admin")
-        app.auth.create_credentials("tabuser", "AKIATABUSER000000000", "tabusersecrettabusersecrettabuser0000000")
     finally:
         app.refs.engine.dispose()
+    tab_key, tab_secret = served.gateway.user("tabuser", "Admin")
     base = served.api
     page = browser.new_page()
     other = browser.new_page()
@@ -517,7 +506,7 @@ def test_empty_directory_entry_and_a_login_in_another_tab(served: Served, browse
         assert page.locator("#listing tr.obj").count() == 0
         assert page.locator("#user").inner_text() == "admin"
 
-        login(other, base, "AKIATABUSER000000000", "tabusersecrettabusersecrettabuser0000000")
+        login(other, base, tab_key, tab_secret)
         page.goto(f"{base}/#/r/{rid}/commits/main")
         page.wait_for_selector("#user >> text=tabuser")
     finally:
@@ -610,24 +599,15 @@ def test_a_user_without_admin_rights_manages_their_own_keys(served: Served, brow
     """An Analyst (ManageOwnCredentials, not ManageUsers) could not open their own page: it also listed every
     policy and group, so the whole page was a 403 and their keys could not be rotated in the UI. Their name in the
     header opens it: keys (a new secret shown once), their policies, no admin forms; admin pages say why not."""
-    from lakemount.app import App
-    from lakemount.config import load
-
-    app = App(load(None, env={"LAKEMOUNT_HOME": str(served.home)}))
-    try:
-        app.auth.create_user("analyst")
-        app.auth.attach_policy("analyst", "Analyst")
-        app.auth.create_credentials("analyst", "AKIAANALYST000000000", "analystsecretanalystsecretanalystsecret0")
-    finally:
-        app.refs.engine.dispose()
+    analyst_key, analyst_secret = served.gateway.user("analyst", "Analyst")
     base = served.api
     page = browser.new_page()
     try:
-        login(page, base, "AKIAANALYST000000000", "analystsecretanalystsecretanalystsecret0")
+        login(page, base, analyst_key, analyst_secret)
         # The header offers only what is theirs: no users, groups or policies pages.
         assert page.locator("#nav a").all_inner_texts() == ["repositories"]
         page.click("#user a")
-        page.wait_for_selector("#keys >> text=AKIAANALYST000000000")
+        page.wait_for_selector(f"#keys >> text={analyst_key}")
         assert page.locator("#user-policies").inner_text().strip() == "Analyst"
         assert page.locator("#attach-policy, #join-group, #user-policies button").count() == 0
         page.wait_for_selector("#managed-by-admin")
