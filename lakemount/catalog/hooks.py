@@ -182,16 +182,12 @@ def _guarded_connect(policy: WebhookPolicy, address: tuple[str, int], timeout: A
     raise WebhookRefused(f"{host}: " + "; ".join(dict.fromkeys(refused)) if refused else f"{host}: no address")
 
 
-class _HTTP(http.client.HTTPConnection):
-    def __init__(self, policy: WebhookPolicy, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._create_connection = functools.partial(_guarded_connect, policy)  # type: ignore[assignment]
-
-
-class _HTTPS(http.client.HTTPSConnection):
-    def __init__(self, policy: WebhookPolicy, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._create_connection = functools.partial(_guarded_connect, policy)  # type: ignore[assignment]
+def _connection(scheme: str, policy: WebhookPolicy, host: str, port: int, timeout: float) -> http.client.HTTPConnection:
+    """An HTTP(S) connection whose socket comes from :func:`_guarded_connect` under ``policy``."""
+    cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+    conn = cls(host, port, timeout=timeout)
+    conn._create_connection = functools.partial(_guarded_connect, policy)  # type: ignore[attr-defined]
+    return conn
 
 
 def run_webhook(hook: Hook, event: Event, payload: dict[str, Any], ctx: HookContext) -> str:
@@ -226,7 +222,7 @@ def run_webhook(hook: Hook, event: Event, payload: dict[str, Any], ctx: HookCont
         raise HookFailure("webhook 'url' has a bad port") from None
     if port is None:
         port = 443 if parts.scheme == "https" else 80
-    conn = (_HTTPS if parts.scheme == "https" else _HTTP)(policy, parts.hostname, port, timeout=timeout)
+    conn = _connection(parts.scheme, policy, parts.hostname, port, timeout)
     target = (parts.path or "/") + ("?" + query if query else "")
     # ``timeout`` bounds each socket operation; this bounds the whole exchange, so an answer
     # trickled a byte at a time cannot hold the operation (and a server thread) for ever.
@@ -241,6 +237,7 @@ def run_webhook(hook: Hook, event: Event, payload: dict[str, Any], ctx: HookCont
             except OSError:
                 pass
 
+    timed_out = f"webhook timed out after {timeout:g}s"
     timer = threading.Timer(timeout, expire)
     timer.daemon = True
     timer.start()
@@ -250,25 +247,25 @@ def run_webhook(hook: Hook, event: Event, payload: dict[str, Any], ctx: HookCont
         except WebhookRefused as exc:
             raise HookFailure(f"webhook refused: {exc}") from None
         except TimeoutError:
-            raise HookFailure(f"webhook timed out after {timeout:g}s") from None
+            raise HookFailure(timed_out) from None
         except OSError as exc:
             raise HookFailure(f"webhook unreachable: {exc}") from None
         if conn.sock is not None:
             connected.append(conn.sock)
         if expired.is_set():  # the deadline passed while connecting
-            raise HookFailure(f"webhook timed out after {timeout:g}s")
+            raise HookFailure(timed_out)
         try:
             conn.request("POST", target, body=json.dumps(payload).encode(), headers=headers)
             resp = conn.getresponse()
             body = resp.read(MAX_BODY)
         except TimeoutError:
-            raise HookFailure(f"webhook timed out after {timeout:g}s") from None
+            raise HookFailure(timed_out) from None
         except (http.client.HTTPException, OSError) as exc:
             if expired.is_set():
-                raise HookFailure(f"webhook timed out after {timeout:g}s") from None
+                raise HookFailure(timed_out) from None
             raise HookFailure(f"webhook gave no valid HTTP response: {type(exc).__name__}: {printable(str(exc).encode())}") from None
         if expired.is_set():
-            raise HookFailure(f"webhook timed out after {timeout:g}s")
+            raise HookFailure(timed_out)
     finally:
         timer.cancel()
         conn.close()
