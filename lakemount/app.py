@@ -132,12 +132,13 @@ class App:
         from lakemount.errors import ConfigError
 
         section = self.config.actions.webhook
+        networks = []
         for name in ("allowed_networks", "denied_networks"):
             try:
-                WebhookPolicy.parse(getattr(section, name), "")
+                networks.append(WebhookPolicy.parse(getattr(section, name), "").allowed)
             except ValueError as exc:
                 raise ConfigError(f"actions.webhook.{name}: {exc}", f"actions.webhook.{name}", "configuration") from None
-        return WebhookPolicy.parse(section.allowed_networks, section.denied_networks)
+        return WebhookPolicy(*networks)
 
     @cached_property
     def link_key(self) -> bytes:
