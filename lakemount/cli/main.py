@@ -161,6 +161,14 @@ def _fail(message: str, code: int, as_json: bool, category: str | None = None, *
     sys.exit(code)
 
 
+def _interrupted(message: str, as_json: bool) -> None:
+    """Exit 130 after Ctrl-C: with what the verb left behind (``message``) as an error line, else "interrupted"."""
+    if message:
+        _fail(message, 130, as_json, "interrupted")
+    click.echo("interrupted", err=True)
+    sys.exit(130)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI: every failure is one line on stderr and an exit status by category (see ``EXIT_CODES``)."""
     args = sys.argv[1:] if argv is None else argv
@@ -171,20 +179,14 @@ def main(argv: list[str] | None = None) -> None:
         # Ctrl-C in a verb arrives as Interrupted (below); here only Ctrl-C while click parses (the
         # cause) or at a prompt (the context: click raises Abort "from None").
         cause = exc.__cause__ or exc.__context__
-        if isinstance(cause, KeyboardInterrupt) and str(cause):
-            _fail(str(cause), 130, as_json, "interrupted")
         if isinstance(cause, KeyboardInterrupt):
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+            _interrupted(str(cause), as_json)
         # A confirmation answered no (or stdin closed): nothing was done, but it was no interrupt.
         _fail("aborted: nothing was changed", 1, as_json, "aborted")
     except Interrupted as exc:
         if sys.stderr.isatty():
             click.echo(err=True)  # end the line the terminal's ^C is on
-        if str(exc):
-            _fail(str(exc), 130, as_json, "interrupted")
-        click.echo("interrupted", err=True)
-        sys.exit(130)
+        _interrupted(str(exc), as_json)
     except click.ClickException as exc:
         if as_json:
             _fail(exc.format_message(), exc.exit_code, True, "usage")
