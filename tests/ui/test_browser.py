@@ -673,6 +673,11 @@ def test_keyboard_only_use_keeps_its_place_after_an_action(served: Served, brows
         page.keyboard.press("Enter")  # the author's own approval: refused, the page stays
         page.wait_for_selector("#pr-message .error")
         assert page.evaluate(focused) == "approve"
+        # A live re-render (a comment arriving on the feed) kept the page but wiped the refusal.
+        requests.post(f"{served.api}/api/v1/repositories/{rid}/pulls/{pull['id']}/comments", auth=AUTH, timeout=30,
+                      json={"body": "from elsewhere"})
+        page.wait_for_selector("#comments .comment >> text=from elsewhere")
+        assert page.locator("#pr-message .error").count() == 1
         page.goto(f"{base}/#/r/{rid}/settings")
         page.focus("#rule-pattern")
         page.keyboard.type("kb-*")

@@ -591,8 +591,14 @@ async function pullPage(repo, id) {
     el("option", {value: "source-wins"}, "source-wins"), el("option", {value: "dest-wins"}, "dest-wins"));
   const approvals = p.approvals || [];
   const open = p.status === "open";
-  const old = document.getElementById("comment-body");  // a live re-render keeps the draft being typed
-  if (old && old.dataset.pull === String(id)) body.value = old.value;
+  // A live re-render keeps the draft being typed and the message shown (a refusal must not vanish
+  // because the user's own comment, or someone else's, came back on the feed a moment later).
+  const old = document.getElementById("comment-body");
+  if (old && old.dataset.pull === String(id)) {
+    body.value = old.value;
+    const shown = document.getElementById("pr-message");
+    if (shown && msg.childNodes.length === 0) msg.replaceChildren(...shown.childNodes);
+  }
   draw(g0, el("h2", {}, repo), repoTabs(repo, p.status === "merged" ? p.destination_branch : p.source_branch),
     el("h3", {id: "pr-title"}, "#" + p.id + " ", p.title, " ", el("span", {class: "muted", id: "pr-status"}, "[" + p.status + "]")),
     el("p", {}, p.source_branch + " → " + p.destination_branch + " · by " + p.author + " · " + (p.creation_date || "")),
