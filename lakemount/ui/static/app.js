@@ -593,6 +593,7 @@ async function pullPage(repo, id) {
   const open = p.status === "open";
   // A live re-render keeps the draft being typed and the message shown (a refusal must not vanish
   // because the user's own comment, or someone else's, came back on the feed a moment later).
+  const runs = await runsTable(repo, {branch: p.destination_branch});  // the last wait: what is shown is read after it
   const old = document.getElementById("comment-body");
   if (old && old.dataset.pull === String(id)) {
     body.value = old.value;
@@ -614,7 +615,7 @@ async function pullPage(repo, id) {
       : p.status === "closed" ? el("button", {id: "reopen", onclick: act(() => api("PATCH", base, {}, {status: "open"}))}, "reopen")
         : el("p", {}, "merged as ", link(route("r", repo, "commit", p.merged_commit_id || ""), (p.merged_commit_id || "").slice(0, 12))),
     el("h3", {}, "Changes"), ...diff,
-    el("h3", {}, "Hook runs on " + p.destination_branch), await runsTable(repo, {branch: p.destination_branch}),
+    el("h3", {}, "Hook runs on " + p.destination_branch), runs,
     el("h3", {}, "Comments"),
     el("div", {id: "comments"}, comments.results.map(c => el("div", {class: "comment"},
       el("p", {class: "muted"}, c.author + " · " + (c.creation_date || "")), el("pre", {}, c.body)))),
