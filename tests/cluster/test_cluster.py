@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 
@@ -165,7 +166,7 @@ def test_three_hosts_times_four_processes_commit_to_one_branch(lake: Cluster) ->
     hosts = [lake[n] for n in ("w1", "w2", "client")]
     procs, rounds = 4, 3
     t = time.monotonic()
-    runs = [h.spawn("python3" if False else __import__("sys").executable, "-c", WRITER, root, h.name, str(procs), str(rounds),
+    runs = [h.spawn(sys.executable, "-c", WRITER, root, h.name, str(procs), str(rounds),
                     log=f"{h.home}/conc.out") for h in hosts]
     for r in runs:
         assert r.wait(timeout=600) == 0
@@ -205,7 +206,7 @@ def test_a_workers_link_cut_mid_write_harms_no_one_else(lake: Cluster) -> None:
     root = branch(lake, "cut")
     w1, w2, client = lake["w1"], lake["w2"], lake["client"]
     out = f"{w2.home}/cut-writer.out"
-    writer = w2.spawn(__import__("sys").executable, "-c", SLOW_WRITER, f"{root}/big.bin", "24", log=out)
+    writer = w2.spawn(sys.executable, "-c", SLOW_WRITER, f"{root}/big.bin", "24", log=out)
     end = time.monotonic() + 60
     while "closing" not in open(out).read():  # the close uploads to S3 and stages in PostgreSQL
         assert writer.poll() is None and time.monotonic() < end, open(out).read()

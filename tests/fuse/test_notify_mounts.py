@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ def _mounts(tmp_path: Path, url: str, *extra: str) -> Iterator[tuple[Mount, Moun
     shared = {"LAKEMOUNT_METADATA_DB_URL": url, "LAKEMOUNT_BLOCKSTORE_LOCAL_PATH": str(tmp_path / "blocks")}
     env_a = env_for(str(tmp_path / "a"), **shared)
     subprocess.run(
-        [*(__import__("sys").executable, "-m", "lakemount.cli.main"), "repo", "create", "lakefs://demo"],
+        [sys.executable, "-m", "lakemount.cli.main", "repo", "create", "lakefs://demo"],
         env=env_a, check=True, capture_output=True, timeout=60,
     )
     mounts: list[Mount] = []
@@ -86,7 +87,7 @@ def test_a_partial_reset_and_a_deleted_repository_are_seen_by_the_other_at_once(
     # b caches main's listing for 30 s (head_ttl); the reset reaches it as a staging notice
     assert wait_for(lambda: sorted(os.listdir(main_b)) == [".lakefs", "datalake.txt"], timeout=3), b.log()
     subprocess.run(
-        [__import__("sys").executable, "-m", "lakemount.cli.main", "repo", "delete", "lakefs://demo", "-y"],
+        [sys.executable, "-m", "lakemount.cli.main", "repo", "delete", "lakefs://demo", "-y"],
         env=env_for(a.home, LAKEMOUNT_METADATA_DB_URL=pg_url, LAKEMOUNT_BLOCKSTORE_LOCAL_PATH=str(tmp_path / "blocks")),
         check=True, capture_output=True, timeout=60,
     )
