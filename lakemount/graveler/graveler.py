@@ -516,7 +516,14 @@ class Graveler:
         self.refs.stage(repo, branch, [(key, None)])
 
     def has_uncommitted(self, repo: str, branch: Branch) -> bool:
+        """Whether anything is staged on ``branch``, changes or not (one count per token)."""
         return any(self.refs.staged_count(t) for t in branch.tokens)
+
+    def has_changes(self, repo: str, branch: Branch) -> bool:
+        """Whether ``branch``'s staging changes its head's tree (what ``diff_uncommitted`` would list)."""
+        if not self.has_uncommitted(repo, branch):
+            return False
+        return self._changes_anything(self.get_repository(repo), branch.commit_id, branch.tokens)
 
     # ------------------------------------------------------------------ commit
     def commit(

@@ -269,13 +269,15 @@ def test_staged_entries_that_change_nothing_do_not_block_a_merge(g: Graveler) ->
     g.delete(R, "main", b"b")
     g.set(R, "main", b"tmp.swp", val("x"))
     g.delete(R, "main", b"tmp.swp")
-    assert list(g.diff_uncommitted(R, "main")) == [] and g.has_uncommitted(R, g.get_branch(R, "main"))
+    main = g.get_branch(R, "main")
+    assert list(g.diff_uncommitted(R, "main")) == [] and g.has_uncommitted(R, main) and not g.has_changes(R, main)
     with pytest.raises(NothingToCommit):
         g.commit(R, "main", "nothing")
     res = g.merge(R, "dev", "main")
     assert res.merged and snapshot(g, "main") == {b"a": "1", b"b": "1", b"c": "1"}
     assert not g.has_uncommitted(R, g.get_branch(R, "main"))  # the no-op entries went with the old head
     put(g, "main", d="1")  # a real change still refuses, and stays staged
+    assert g.has_changes(R, g.get_branch(R, "main"))
     g.create_branch(R, "dev2", "dev")
     commit(g, "dev2", e="1")
     with unchanged(g), pytest.raises(PreconditionFailed):
