@@ -133,13 +133,25 @@ class WebhookPolicy:
     def refusal(self, address: str) -> str:
         """Why a webhook may not connect to ``address`` ('' if it may)."""
         ip = ipaddress.ip_address(address.split("%", 1)[0])
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
-        if any(ip.version == n.version and ip in n for n in self.denied):
-            return f"{ip} is in actions.webhook.denied_networks"
-        if self.allowed and not any(ip.version == n.version and ip in n for n in self.allowed):
-            return f"{ip} is not in actions.webhook.allowed_networks"
+        names = _reached(ip)
+        for each in names:
+            if any(each.version == n.version and each in n for n in self.denied):
+                return f"{each} is in actions.webhook.denied_networks"
+        if self.allowed and not any(each.version == n.version and each in n for each in names for n in self.allowed):
+            return f"{names[-1]} is not in actions.webhook.allowed_networks"
         return ""
+
+
+NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052's well-known prefix: the last 32 bits are IPv4
+
+
+def _reached(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The addresses a connection to ``ip`` reaches: itself, and the IPv4 address an IPv6 one carries
+    (IPv4-mapped, NAT64's well-known prefix, 6to4), so ``64:ff9b::169.254.169.254`` is the metadata service."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return [ip]
+    inner = ip.ipv4_mapped or ip.sixtofour or (ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in NAT64 else None)
+    return [ip] if inner is None else [ip, inner]
 
 
 def default_policy() -> WebhookPolicy:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import fnmatch
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final, Protocol
 
-from lakemount.errors import InvalidArgument, PreconditionFailed
+from lakemount.errors import ConcurrentUpdate, InvalidArgument, PreconditionFailed
 
 if TYPE_CHECKING:
     from lakemount.catalog.catalog import Catalog
@@ -31,6 +31,7 @@ MERGED: Final = "merged"
 STATUSES: Final = (OPEN, CLOSED, MERGED)
 MAX_TITLE: Final = 1000
 MAX_TEXT: Final = 64 * 1024
+EDIT_ATTEMPTS: Final = 5  # re-reads when a status change lands between an edit's read and its write
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +76,7 @@ class PullStore(Protocol):
 
     def create(self, pr: PullRequest) -> PullRequest: ...  # assigns the id
     def get(self, repo: str, pull_id: str) -> PullRequest: ...  # NotFound
-    def update(self, pr: PullRequest) -> None: ...
+    def update(self, pr: PullRequest, *, expect: Collection[str]) -> None: ...  # NotFound; PreconditionFailed unless status in expect
     def list_pulls(self, repo: str, status: str | None, after: str, limit: int) -> list[PullRequest]: ...
     def add_comment(self, repo: str, comment: Comment) -> Comment: ...  # assigns the id
     def comments(self, repo: str, pull_id: str) -> list[Comment]: ...
@@ -132,14 +133,25 @@ class Pulls:
         return self.store.list_pulls(repo, status, after, limit)
 
     def edit(self, repo: str, pull_id: str, *, title: str | None = None, description: str | None = None) -> PullRequest:
-        """Change title or description; raises ``NotFound``, ``InvalidArgument``."""
-        pr = self.get(repo, pull_id)
+        """Change title or description; raises ``NotFound``, ``InvalidArgument``.
+
+        The change is stored only over the status it was made from, and made again from a fresh read if a
+        merge, close or reopen came in between (a stale status must not reopen a merged pull request).
+        """
         if title is not None:
-            pr = replace(pr, title=_text(title, "title", MAX_TITLE, required=True))
+            title = _text(title, "title", MAX_TITLE, required=True)
         if description is not None:
-            pr = replace(pr, description=_text(description, "description", MAX_TEXT, required=False))
-        self.store.update(pr)
-        return pr
+            description = _text(description, "description", MAX_TEXT, required=False)
+        for _ in range(EDIT_ATTEMPTS):
+            pr = self.get(repo, pull_id)
+            pr = replace(pr, title=pr.title if title is None else title,
+                         description=pr.description if description is None else description)
+            try:
+                self.store.update(pr, expect=(pr.status,))
+                return pr
+            except PreconditionFailed:
+                continue
+        raise ConcurrentUpdate(f"pull request {pull_id} kept changing while it was edited")
 
     def comment(self, repo: str, pull_id: str, body: str, *, author: str) -> Comment:
         """Add a comment (any status); raises ``NotFound``, ``InvalidArgument`` (empty)."""
@@ -211,7 +223,7 @@ class Pulls:
             metadata=[("lakemount.pull_request", pr.id)], guard=ready,
         )
         merged = replace(pr, status=MERGED, closed_date=self.clock(), merged_commit_id=res.commit_id)
-        self.store.update(merged)
+        self.store.update(merged, expect=(OPEN, CLOSED))  # a close that raced the merge loses: it merged
         self._emit(merged, "merged", committer, commit_id=res.commit_id)
         return merged, res
 
@@ -221,7 +233,7 @@ class Pulls:
         if pr.status != OPEN:
             raise PreconditionFailed(f"pull request {pull_id} is {pr.status}")
         pr = replace(pr, status=CLOSED, closed_date=self.clock())
-        self.store.update(pr)
+        self.store.update(pr, expect=(OPEN,))
         self._emit(pr, "closed", "")
         return pr
 
@@ -233,6 +245,6 @@ class Pulls:
         self.catalog.get_branch(repo, pr.source_branch)
         self.catalog.get_branch(repo, pr.destination_branch)
         pr = replace(pr, status=OPEN, closed_date=None)
-        self.store.update(pr)
+        self.store.update(pr, expect=(CLOSED,))
         self._emit(pr, "reopened", "")
         return pr

@@ -139,8 +139,9 @@ class RefVerbs:
         self.actions.run(Event("post-delete-branch", repo, name, commit_id=head), head)
 
     def has_uncommitted(self, repo: str, branch: Branch) -> bool:
-        """True if ``branch`` (as read by :meth:`get_branch`) has staged changes."""
-        return self.graveler.has_uncommitted(repo, branch)
+        """True if ``branch`` (as read by :meth:`get_branch`) has staged changes: entries that change
+        nothing (written and deleted again) do not count, as for a merge."""
+        return self.graveler.has_changes(repo, branch)
 
     # ------------------------------------------------------------------ tags
     def create_tag(self, repo: str, name: str, target: str) -> Tag:

@@ -516,7 +516,14 @@ class Graveler:
         self.refs.stage(repo, branch, [(key, None)])
 
     def has_uncommitted(self, repo: str, branch: Branch) -> bool:
+        """Whether anything is staged on ``branch``, changes or not (one count per token)."""
         return any(self.refs.staged_count(t) for t in branch.tokens)
+
+    def has_changes(self, repo: str, branch: Branch) -> bool:
+        """Whether ``branch``'s staging changes its head's tree (what ``diff_uncommitted`` would list)."""
+        if not self.has_uncommitted(repo, branch):
+            return False
+        return self._changes_anything(self.get_repository(repo), branch.commit_id, branch.tokens)
 
     # ------------------------------------------------------------------ commit
     def commit(
@@ -584,10 +591,13 @@ class Graveler:
                 return True
 
     def _swap_head(self, repo: str, expected: Branch, commit: Commit) -> bool:
-        """Move a clean branch to ``commit``; False if the branch changed meanwhile."""
-        new = Branch(expected.name, commit.id, expected.staging_token, expected.sealed_tokens)
+        """Move a clean branch (from :meth:`_clean_branch`) to ``commit``, dropping its sealed tokens,
+        which change nothing; False if the branch changed meanwhile."""
+        new = Branch(expected.name, commit.id, expected.staging_token, ())
         if not self.refs.cas_branch(repo, expected, new):
             return False
+        for t in expected.sealed_tokens:
+            self.refs.drop_staging(t)
         r = self.get_repository(repo)
         self.journal.record(r.storage_namespace, {"op": "branch", "name": expected.name, "old": expected.commit_id, "new": commit.id})
         return True
@@ -632,17 +642,36 @@ class Graveler:
             raise ReadOnlyRef(f"{repo}/{name}") from exc
 
     def _clean_branch(self, repo: str, name: str, what: str) -> Branch:
-        """Branch ``name`` for a merge, revert or cherry-pick; ``DirtyBranch`` if anything is staged on it.
+        """Branch ``name`` for a merge, revert or cherry-pick; ``DirtyBranch`` if its staging changes anything.
 
-        Staged entries that change nothing (an object written and deleted again before a commit)
-        count too: the head moves under the staging, where such an entry would start to mean
-        something (a tombstone would hide what the merge brings).  lakeFS seals them and drops them
-        when they change nothing; here the branch needs a reset first.
+        Staged entries that change nothing (an object written and deleted again before a commit, such
+        as an editor's swap file) do not make the branch dirty, as in lakeFS: they are sealed, so writes
+        from then on go to a fresh token, checked again once sealed, and dropped by the head swap
+        (:meth:`_swap_head`).  Left under a moved head they could start to mean something: a
+        tombstone would hide what the merge brings.
         """
-        b = self._branch_for_write(repo, name)
-        if self.has_uncommitted(repo, b):
-            raise DirtyBranch(what, f"{repo}/{name}")
-        return b
+        backoff = _Backoff()
+        while True:
+            b = self._branch_for_write(repo, name)
+            if not self.has_uncommitted(repo, b):
+                return b
+            r = self.get_repository(repo)
+            if self._changes_anything(r, b.commit_id, b.tokens):
+                raise DirtyBranch(what, f"{repo}/{name}")
+            sealed = Branch(b.name, b.commit_id, new_token(), b.tokens)
+            if not self.refs.cas_branch(repo, b, sealed):
+                backoff.wait()
+                continue
+            # A write may have reached the old token between the check and the seal.
+            if self._changes_anything(r, b.commit_id, sealed.sealed_tokens):
+                raise DirtyBranch(what, f"{repo}/{name}")
+            return sealed
+
+    def _changes_anything(self, r: Repository, commit_id: CommitID, tokens: Sequence[StagingToken]) -> bool:
+        """Whether the staged entries of ``tokens`` change the tree of ``commit_id``: a value it does not
+        hold (byte for byte), or a tombstone over a key it has."""
+        mr = self._metarange(r, commit_id)
+        return any(mr.get(k) != v for k, v in self._staged_scan(tokens, b"", None))
 
     def _metarange(self, repo: Repository, commit_id: CommitID | None) -> MetaRange:
         if commit_id is None:

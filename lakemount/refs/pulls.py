@@ -8,6 +8,7 @@ primary key is retried).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
@@ -15,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
 from lakemount.catalog.pulls import Approval, Comment, PullRequest
-from lakemount.errors import ConcurrentUpdate, NotFound
+from lakemount.errors import ConcurrentUpdate, NotFound, PreconditionFailed
 from lakemount.refs.tables import create_tables
 
 metadata = sa.MetaData()
@@ -109,15 +110,21 @@ class SqlPullStore:
             raise NotFound(f"pull request not found: {repo}#{pull_id}")
         return self._pr(row)
 
-    def update(self, pr: PullRequest) -> None:
-        """Store status, title, description, dates and merged commit of ``pr``; raises ``NotFound``."""
+    def update(self, pr: PullRequest, *, expect: Collection[str]) -> None:
+        """Store status, title, description, dates and merged commit of ``pr`` if its stored status is one of
+        ``expect`` (compare-and-set: a change made from a stale read cannot undo a merge or a close);
+        raises ``NotFound``, ``PreconditionFailed`` naming the stored status."""
+        where = (pulls_t.c.repo == pr.repo, pulls_t.c.id == _pull_id(pr.id))
         with self._write() as conn, conn.begin():
-            n = conn.execute(pulls_t.update().where(pulls_t.c.repo == pr.repo, pulls_t.c.id == _pull_id(pr.id)).values(
+            n = conn.execute(pulls_t.update().where(*where, pulls_t.c.status.in_(list(expect))).values(
                 status=pr.status, title=pr.title, description=pr.description, closed_date=pr.closed_date,
                 merged_commit_id=pr.merged_commit_id,
             )).rowcount
-        if n == 0:
+            now = None if n else conn.execute(sa.select(pulls_t.c.status).where(*where)).scalar()
+        if n == 0 and now is None:
             raise NotFound(f"pull request not found: {pr.repo}#{pr.id}")
+        if n == 0:
+            raise PreconditionFailed(f"pull request {pr.id} is {now}")
 
     def list_pulls(self, repo: str, status: str | None, after: str, limit: int) -> list[PullRequest]:
         """Pull requests of ``repo`` by id, with ``status`` (None: all), ids above ``after``."""

@@ -19,7 +19,7 @@ import pytest
 from lakemount.app import App
 from lakemount.catalog.actions import parse_action
 from lakemount.catalog.catalog import Catalog
-from lakemount.catalog.hooks import parse_duration, parse_size
+from lakemount.catalog.hooks import WebhookPolicy, parse_duration, parse_size
 from lakemount.config import load
 from lakemount.errors import HookFailed, InvalidArgument, NotFound, PermissionDenied, category_of
 from lakemount.refs.actions import SqlRunStore
@@ -340,6 +340,8 @@ def policy_cat(tmp_path: Path, **env: str) -> Catalog:
     "http://169.254.169.254/latest/meta-data/",
     "http://[fd00:ec2::254]/latest/meta-data/",
     "http://[::ffff:169.254.169.254]/latest/",
+    "http://[64:ff9b::a9fe:a9fe]/latest/",  # NAT64 to 169.254.169.254
+    "http://[2002:a9fe:a9fe::1]/latest/",  # 6to4 from 169.254.169.254
     "http://[fe80::1]:8080/x",
 ])
 def test_webhook_to_a_metadata_or_link_local_address_is_refused(cat: Catalog, url: str) -> None:
@@ -350,6 +352,16 @@ def test_webhook_to_a_metadata_or_link_local_address_is_refused(cat: Catalog, ur
     assert time.monotonic() - t0 < 2  # refused before any connection attempt
     run = cat.actions.store.get_run(R, info.value.run_id)
     assert run.status == "failed" and "denied_networks" in run.hooks[0].output
+
+
+def test_webhook_policy_judges_the_ipv4_address_an_ipv6_one_carries() -> None:
+    p = WebhookPolicy.parse("10.0.0.0/8", "10.9.0.0/16")
+    assert p.refusal("10.1.2.3") == "" and p.refusal("64:ff9b::a01:203") == "" and p.refusal("::ffff:10.1.2.3") == ""
+    assert p.refusal("64:ff9b::a09:1") == "10.9.0.1 is in actions.webhook.denied_networks"
+    assert p.refusal("2002:a09:1::") == "10.9.0.1 is in actions.webhook.denied_networks"
+    assert p.refusal("64:ff9b::b00:1") == "11.0.0.1 is not in actions.webhook.allowed_networks"
+    assert p.refusal("2001:db8::1") == "2001:db8::1 is not in actions.webhook.allowed_networks"
+    assert WebhookPolicy.parse("", "").refusal("64:ff9b::a9fe:a9fe") == ""
 
 
 def test_webhook_policy_is_checked_after_dns_resolution(tmp_path: Path, webhook: dict[str, Any]) -> None:

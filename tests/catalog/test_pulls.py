@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,35 @@ def test_a_rule_raised_while_pre_merge_hooks_run_stops_the_merge(cat: Catalog, m
     with pytest.raises(PreconditionFailed, match="is closed"):
         cat.pulls.merge(R, p.id)
     assert cat.get_branch(R, "main").commit_id == head
+
+
+def test_status_changes_from_a_stale_read_cannot_undo_a_merge(cat: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An edit or a close reads the pull request, then writes it back.  A merge that lands in between
+    # must stay a merge: before, the edit wrote its stale "open" back (the merged pull request could be
+    # merged again) and the close turned it "closed".
+    p = cat.pulls.create(R, "dev", "main", "t", author="ann")
+    get, merged = cat.pulls.get, []
+
+    def get_then_merge(repo: str, pull_id: str):  # type: ignore[no-untyped-def]
+        pr = get(repo, pull_id)
+        if not merged:
+            merged.append(None)
+            monkeypatch.setattr(cat.pulls, "get", get)  # the merge itself reads as usual
+            merged[0] = cat.pulls.merge(repo, pull_id)  # lands between the edit's read and its write
+            monkeypatch.setattr(cat.pulls, "get", get_then_merge)
+        return pr
+
+    monkeypatch.setattr(cat.pulls, "get", get_then_merge)
+    assert cat.pulls.edit(R, p.id, title="renamed").title == "renamed"  # made again from a fresh read
+    monkeypatch.setattr(cat.pulls, "get", get)
+    now = cat.pulls.get(R, p.id)
+    assert (now.status, now.title, now.merged_commit_id) == ("merged", "renamed", merged[0][1].commit_id)
+
+    q = cat.pulls.create(R, "dev", "main", "second", author="ann")
+    stale = cat.pulls.get(R, q.id)
+    cat.pulls.close(R, q.id)
+    with pytest.raises(PreconditionFailed, match="is closed"):
+        cat.pulls.store.update(stale, expect=("open",))
+    with pytest.raises(NotFound):
+        cat.pulls.store.update(replace(stale, id="999"), expect=("open",))
+    assert cat.pulls.get(R, q.id).status == "closed"

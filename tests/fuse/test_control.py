@@ -116,6 +116,20 @@ def test_merge_with_uncommitted_changes_is_refused(pfs: PathFS, app: App) -> Non
     assert "uncommitted" in pfs.read_file(f"{CTL}/error").decode()
 
 
+def test_a_swap_file_written_and_removed_does_not_block_a_merge(pfs: PathFS, app: App) -> None:
+    # An editor in the mount leaves a staged entry behind for its removed swap file: it changes nothing,
+    # so the merge goes through (before: EBUSY, while a commit said there was nothing to commit).
+    app.graveler.create_branch(REPO, "dev", "main")
+    pfs.write_file("/repo/dev/f", b"1")
+    control(pfs, "commit", "c", root="/repo/dev")
+    pfs.write_file(f"{MAIN}/.f.swp", b"swap")
+    pfs.unlink(f"{MAIN}/.f.swp")
+    assert control_errno(pfs, "commit", "nothing") == errno.EBUSY
+    control(pfs, "merge", "dev")
+    assert pfs.read_file(f"{MAIN}/f") == b"1" and not pfs.exists(f"{MAIN}/.f.swp")
+    assert read_json(pfs, "status")["changes"] == []
+
+
 def test_revert(pfs: PathFS, app: App) -> None:
     pfs.write_file(f"{MAIN}/f", b"v1")
     control(pfs, "commit", "v1")

@@ -258,6 +258,36 @@ def test_merge_into_dirty_branch_refused(g: Graveler) -> None:
         g.merge(R, "dev", "main")
 
 
+def test_staged_entries_that_change_nothing_do_not_block_a_merge(g: Graveler) -> None:
+    # An editor's swap file written and deleted in the mount, and a key rewritten as committed, leave
+    # staged entries that change nothing: lakeFS merges over them (its checkEmpty), and so do we.
+    # Before, the merge was refused as dirty while a commit said "nothing to commit".
+    commit(g, "main", a="1")
+    g.create_branch(R, "dev", "main")
+    commit(g, "dev", b="1", c="1")
+    put(g, "main", a="1", b="x")  # b: the merge brings it; its tombstone must not hide it
+    g.delete(R, "main", b"b")
+    g.set(R, "main", b"tmp.swp", val("x"))
+    g.delete(R, "main", b"tmp.swp")
+    main = g.get_branch(R, "main")
+    assert list(g.diff_uncommitted(R, "main")) == [] and g.has_uncommitted(R, main) and not g.has_changes(R, main)
+    with pytest.raises(NothingToCommit):
+        g.commit(R, "main", "nothing")
+    res = g.merge(R, "dev", "main")
+    assert res.merged and snapshot(g, "main") == {b"a": "1", b"b": "1", b"c": "1"}
+    assert not g.has_uncommitted(R, g.get_branch(R, "main"))  # the no-op entries went with the old head
+    put(g, "main", d="1")  # a real change still refuses, and stays staged
+    assert g.has_changes(R, g.get_branch(R, "main"))
+    g.create_branch(R, "dev2", "dev")
+    commit(g, "dev2", e="1")
+    with unchanged(g), pytest.raises(PreconditionFailed):
+        g.merge(R, "dev2", "main")
+    assert snapshot(g, "main") == {b"a": "1", b"b": "1", b"c": "1", b"d": "1"}
+    g.delete(R, "main", b"d")  # written and deleted: nothing again, so revert goes through too
+    g.revert(R, "main", res.commit_id, parent_number=1)
+    assert snapshot(g, "main") == {b"a": "1"} and not g.has_uncommitted(R, g.get_branch(R, "main"))
+
+
 def test_merge_squash(g: Graveler) -> None:
     base = commit(g, "main", a="1")
     g.create_branch(R, "dev", "main")

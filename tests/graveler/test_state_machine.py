@@ -323,7 +323,7 @@ class GravelerMachine(RuleBasedStateMachine):
         if dest not in self.heads:
             self._expect(attempt, BranchNotFound)
             return
-        if self.staging[dest]:
+        if self.dirty(dest):
             self._expect(attempt, PreconditionFailed)
             return
         if source not in self.heads:
@@ -356,6 +356,9 @@ class GravelerMachine(RuleBasedStateMachine):
         assert any(not c and snap == got for snap, c in outcomes), (got, outcomes)
         self.add_commit(res.commit_id, (dst,) if squash else (dst, src), got)
         self.heads[dest] = res.commit_id
+        if self.staging[dest]:
+            event("merge: over staged entries that change nothing")
+        self.staging[dest] = {}  # entries that changed nothing went with the old head
 
     @rule(
         source=st.sampled_from(BRANCHES),
@@ -371,6 +374,12 @@ class GravelerMachine(RuleBasedStateMachine):
                 if self.staging[b]:
                     self.reset_all(b)
         self.merge(source, dest, strategy, squash)
+
+    def dirty(self, branch: str) -> bool:
+        """Whether the branch's staging changes its head's tree (what refuses a merge, revert or cherry-pick):
+        a value written and deleted again, or written as the commit holds it, changes nothing."""
+        committed = self.snaps[self.heads[branch]]
+        return any(committed.get(k) != v for k, v in self.staging[branch].items())
 
     def _expect(self, fn: object, exc: type[BaseException]) -> None:
         before = dict(self.heads)
@@ -399,7 +408,7 @@ class GravelerMachine(RuleBasedStateMachine):
         if branch not in self.heads:
             self._expect(attempt, BranchNotFound)
             return
-        if self.staging[branch]:
+        if self.dirty(branch):
             self._expect(attempt, PreconditionFailed)
             return
         parent_snap = self.snaps[parents[(parent_number or 1) - 1]] if parents else {}
@@ -424,6 +433,7 @@ class GravelerMachine(RuleBasedStateMachine):
         event(f"{kind}: committed" + (" (merge commit)" if len(parents) > 1 else ""))
         self.add_commit(new.id, (head,), result)
         self.heads[branch] = new.id
+        self.staging[branch] = {}  # entries that changed nothing went with the old head
 
     @rule(branch=st.sampled_from(BRANCHES), i=st.integers(0, 50), parent_number=st.sampled_from([None, 1, 2, 3]))
     def revert(self, branch: str, i: int, parent_number: int | None) -> None:
