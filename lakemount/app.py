@@ -128,14 +128,14 @@ class App:
     @cached_property
     def webhook_policy(self) -> WebhookPolicy:
         """The addresses webhooks may reach (``actions.webhook.*``); raises ``ConfigError`` for a bad network."""
-        from lakemount.catalog.hooks import WebhookPolicy
+        from lakemount.catalog.hooks import WebhookPolicy, parse_networks
         from lakemount.errors import ConfigError
 
         section = self.config.actions.webhook
         networks = []
         for name in ("allowed_networks", "denied_networks"):
             try:
-                networks.append(WebhookPolicy.parse(getattr(section, name), "").allowed)
+                networks.append(parse_networks(getattr(section, name)))
             except ValueError as exc:
                 raise ConfigError(f"actions.webhook.{name}: {exc}", f"actions.webhook.{name}", "configuration") from None
         return WebhookPolicy(*networks)

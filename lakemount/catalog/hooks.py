@@ -107,6 +107,18 @@ class WebhookRefused(OSError):
     """The webhook's host resolves only to addresses the policy refuses."""
 
 
+def parse_networks(text: str) -> tuple[Network, ...]:
+    """Comma-separated CIDRs (blank parts ignored); raises ``ValueError`` naming the bad one."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if part:
+            try:
+                out.append(ipaddress.ip_network(part, strict=False))
+            except ValueError:
+                raise ValueError(f"not a network (CIDR such as 10.0.0.0/8): {part!r}") from None
+    return tuple(out)
+
+
 @dataclass(frozen=True, slots=True)
 class WebhookPolicy:
     """Which addresses webhooks may connect to (``actions.webhook.*``): never a denied network; when
@@ -119,16 +131,7 @@ class WebhookPolicy:
     @classmethod
     def parse(cls, allowed: str, denied: str) -> WebhookPolicy:
         """A policy from comma-separated CIDRs; raises ``ValueError`` naming the bad one."""
-        def nets(text: str) -> tuple[Network, ...]:
-            out = []
-            for part in (p.strip() for p in text.split(",")):
-                if part:
-                    try:
-                        out.append(ipaddress.ip_network(part, strict=False))
-                    except ValueError:
-                        raise ValueError(f"not a network (CIDR such as 10.0.0.0/8): {part!r}") from None
-            return tuple(out)
-        return cls(nets(allowed), nets(denied))
+        return cls(parse_networks(allowed), parse_networks(denied))
 
     def refusal(self, address: str) -> str:
         """Why a webhook may not connect to ``address`` ('' if it may)."""
