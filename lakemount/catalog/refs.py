@@ -1,7 +1,8 @@
 """Catalog verbs on refs: repositories, branches, tags, protection rules, and ref resolution.
 
 Thin over graveler, as lakeFS's ``pkg/catalog`` is over its graveler: names
-are validated and errors raised there (``RepositoryNotFound``,
+are validated here (:mod:`~lakemount.catalog.names`, before any hook runs),
+other errors raised there (``RepositoryNotFound``,
 ``BranchNotFound``, ``RefNotFound``, ``AlreadyExists``, ``InvalidArgument``,
 ``ProtectedBranch``...).  :class:`RefVerbs` is one part of the
 :class:`~lakemount.catalog.catalog.Catalog` facade.
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from lakemount.catalog import names
 from lakemount.catalog import protection as prot
 from lakemount.catalog.actions import Event
 from lakemount.errors import InvalidArgument, ReadOnlyRef
@@ -53,6 +55,8 @@ class RefVerbs:
         Raises ``InvalidArgument`` for a bad name or namespace, ``AlreadyExists``
         if the name or the namespace is taken.
         """
+        names.check_repository(name)
+        names.check_branch(default_branch)
         ns = storage_namespace or f"{self.namespace_root}/{name}"
         return self.graveler.create_repository(name, ns, default_branch)
 
@@ -98,7 +102,8 @@ class RefVerbs:
     # ------------------------------------------------------------------ branches
     def create_branch(self, repo: str, name: str, source: str) -> Branch:
         """Branch ``name`` at the commit ``source`` points at; ``AlreadyExists`` if a branch or tag has the name,
-        ``HookFailed`` (a pre-create-branch hook, read from ``source``)."""
+        ``HookFailed`` (a pre-create-branch hook, read from ``source``), ``InvalidName``."""
+        names.check_branch(name)
         self.actions.run(Event("pre-create-branch", repo, name, source_ref=source), source)
         b = self.graveler.create_branch(repo, name, source)
         self.feed.emit(repo, name, "branch-created", source=source, commit_id=b.commit_id)
@@ -145,7 +150,9 @@ class RefVerbs:
 
     # ------------------------------------------------------------------ tags
     def create_tag(self, repo: str, name: str, target: str) -> Tag:
-        """Tag the commit ``target`` points at; ``AlreadyExists`` if a tag or branch has the name, ``HookFailed``."""
+        """Tag the commit ``target`` points at; ``AlreadyExists`` if a tag or branch has the name, ``HookFailed``,
+        ``InvalidName``."""
+        names.check_tag(name)
         cid = self.resolve(repo, target).commit_id
         self.actions.run(Event("pre-create-tag", repo, "", source_ref=target, commit_id=cid, tag_id=name), cid)
         tag = self.graveler.create_tag(repo, name, cid)

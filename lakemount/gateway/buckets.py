@@ -24,6 +24,7 @@ from typing import Final
 
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import Repository
+from lakemount.catalog.names import is_repository_name
 from lakemount.catalog.s3state import BucketRecord, BucketStore
 from lakemount.errors import NotFound
 from lakemount.gateway.errors import S3Error, s3_error
@@ -31,7 +32,6 @@ from lakemount.gateway.settings import GatewaySettings
 
 CANNED_ACLS: Final = ("private", "public-read", "public-read-write", "authenticated-read")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_REPO_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{2,62}$")
 _IPV4 = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
 
 
@@ -63,7 +63,7 @@ def valid_bucket_name(name: str) -> bool:
 
 def repo_name_for(bucket: str) -> str:
     """The repository a new bucket gets: its own name when valid, else a derived one."""
-    if _REPO_NAME.match(bucket):
+    if is_repository_name(bucket):
         return bucket
     digest = hashlib.sha256(bucket.encode()).hexdigest()[:10]
     base = re.sub(r"[^a-z0-9-]", "-", bucket.lower())[:52].strip("-") or "bucket"

@@ -36,7 +36,6 @@ from lakemount.errors import (
     RefNotFound,
     category_of,
 )
-from lakemount.graveler import names
 from lakemount.graveler.committed.diff import diff as committed_diff
 from lakemount.graveler.committed.merge import Strategy, three_way
 from lakemount.graveler.committed.metarange import MetaRange
@@ -57,7 +56,7 @@ from lakemount.graveler.model import (
     prefix_end,
 )
 from lakemount.graveler.ports import RefStore
-from lakemount.graveler.refexpr import ResolvedRef, View, parse
+from lakemount.graveler.refexpr import ResolvedRef, View, is_hex, parse
 
 MAX_CAS_ATTEMPTS: Final = 200
 MIN_COMMIT_PREFIX: Final = 4
@@ -136,8 +135,6 @@ class Graveler:
     def create_repository(
         self, name: str, storage_namespace: str, default_branch: str = "main", *, committer: str = "lakemount"
     ) -> Repository:
-        names.validate_repo(name)
-        names.validate_branch(default_branch)
         if not storage_namespace or not storage_namespace.partition("://")[2].strip("/"):
             raise InvalidArgument(f"storage namespace must be a URL such as local:///path or s3://bucket/prefix: {storage_namespace!r}")
         for other in self.refs.list_repositories():
@@ -259,7 +256,7 @@ class Graveler:
         """The one commit whose id starts with ``prefix`` (any case, at least ``MIN_COMMIT_PREFIX``
         hex digits); ``RefNotFound`` or ``AmbiguousRef``."""
         prefix = prefix.lower()
-        if not names.is_hex(prefix) or len(prefix) < MIN_COMMIT_PREFIX:
+        if not is_hex(prefix) or len(prefix) < MIN_COMMIT_PREFIX:
             raise RefNotFound(repo, prefix)
         found = self.refs.commits_with_prefix(repo, prefix, limit=5)
         if not found:
@@ -273,14 +270,13 @@ class Graveler:
 
     # ------------------------------------------------------------------ branches
     def create_branch(self, repo: str, name: str, source: str) -> Branch:
-        names.validate_branch(name)
         cid = self.resolve(repo, source).commit_id
         try:
             self.refs.get_tag(repo, name)
             raise AlreadyExists(f"a tag named {name} exists in {repo}")
         except NotFound:
             pass
-        if names.is_hex(name):  # a branch named like a commit would hide it from ref resolution (lakeFS: 409)
+        if is_hex(name):  # a branch named like a commit would hide it from ref resolution (lakeFS: 409)
             try:
                 self.refs.get_commit(repo, CommitID(name))
                 raise AlreadyExists(f"a commit with id {name} exists in {repo}")
@@ -312,7 +308,6 @@ class Graveler:
 
     # ------------------------------------------------------------------ tags
     def create_tag(self, repo: str, name: str, target: str) -> Tag:
-        names.validate_tag(name)
         cid = self.resolve(repo, target).commit_id
         try:
             self.refs.get_branch(repo, name)

@@ -32,6 +32,12 @@ class RefExpr:
 
 
 _STEP = re.compile(r"([~^])(\d*)")
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+def is_hex(s: str) -> bool:
+    """True when ``s`` is non-empty lowercase hex (a commit id or a prefix of one)."""
+    return _HEX.fullmatch(s) is not None
 
 
 def parse(expr: str) -> RefExpr:
