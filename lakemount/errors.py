@@ -117,6 +117,18 @@ class InvalidName(InvalidArgument):
         self.kind, self.name, self.reason = kind, name, reason
 
 
+class NotUtf8Text(InvalidArgument):
+    """Text a verb takes (a commit message, metadata, a control file's command) that is not UTF-8.
+
+    ``what`` names the verb; the message is the same from every front end (the mount's control
+    files, the CLI's arguments, the API), because the catalog raises it for all of them.
+    """
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}: input is not UTF-8 text")
+        self.what = what
+
+
 class InvalidLinkAddress(InvalidArgument):
     """An address given to link that lakemount did not hand out for this repository, branch and path, or whose time ran out.
 

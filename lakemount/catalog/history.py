@@ -15,13 +15,25 @@ from lakemount.catalog import protection as prot
 from lakemount.catalog.actions import Change, Event
 from lakemount.catalog.model import Difference
 from lakemount.catalog.refs import RefVerbs
-from lakemount.errors import InvalidArgument
+from lakemount.errors import InvalidArgument, NotUtf8Text
 from lakemount.graveler.graveler import CommitResult, DiffRecord, MergeResult
 from lakemount.graveler.model import Commit, decode_value
 
 
 def _key(path: str) -> bytes:
     return path.encode("utf-8", "surrogateescape")
+
+
+def _check_text(what: str, *texts: str | None, metadata: Sequence[tuple[str, str]] = ()) -> None:
+    """``NotUtf8Text`` when a text a commit records is not UTF-8: bytes a front end could not decode arrive
+    as surrogate escapes (a CLI argument from a Latin-1 terminal) and failed deep in the commit's hashing."""
+    for text in (*texts, *(part for pair in metadata for part in pair)):
+        if text is None:
+            continue
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise NotUtf8Text(what) from None
 
 
 def _differences(records: Iterable[DiffRecord]) -> Iterator[Difference]:
@@ -52,6 +64,7 @@ class HistoryVerbs(RefVerbs):
     ) -> CommitResult:
         """Commit the branch's staged changes; raises ``NothingToCommit``, ``ProtectedBranch``, ``InvalidArgument``,
         and ``HookFailed`` when a pre-commit hook (read from the branch, staged changes included) rejects it."""
+        _check_text("commit", message, committer, metadata=metadata)
         self.protection.check(repo, branch, prot.COMMIT)
         meta = dict(metadata)
         self.actions.run(
@@ -88,6 +101,7 @@ class HistoryVerbs(RefVerbs):
         ``HookFailed`` when a pre-merge hook (read from ``dest`` and from ``source``) rejects it.
         ``guard`` runs after the pre-merge hooks passed, just before the merge, and raises to stop it
         (a pull request re-checks its approvals there: hooks may run for minutes)."""
+        _check_text("merge", message, committer, metadata=metadata)
         meta = dict(metadata)
         text = message or f"Merge '{source}' into '{dest}'"
 

@@ -41,7 +41,7 @@ from typing import Any, Final
 from lakemount.catalog import shapes
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import Commit
-from lakemount.errors import InvalidArgument, LakeMountError, MergeConflict, NotFound
+from lakemount.errors import InvalidArgument, LakeMountError, MergeConflict, NotFound, NotUtf8Text
 from lakemount.fuse.listing import count_hidden
 from lakemount.fuse.scope import Scope
 
@@ -152,7 +152,7 @@ class ControlFiles:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            return self._fail(scope, name, InvalidArgument(f"{name}: input is not UTF-8 text"))
+            return self._fail(scope, name, NotUtf8Text(name))
         try:
             if name == "commit":
                 return self._commit(scope, text, uid)

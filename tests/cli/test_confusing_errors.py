@@ -1,0 +1,45 @@
+"""Errors that confused a new user (issue 23): each is now one clear line, and the same from every front end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+LAKEMOUNT = [sys.executable, "-m", "lakemount.cli.main"]
+
+
+@pytest.fixture()
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    run(home, "repo", "create", "lakefs://demo")
+    return home
+
+
+def run(home: Path, *args: str | bytes, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LAKEMOUNT_HOME": str(home), "LAKEMOUNT_CACHE_DISK_BYTES": "0"}
+    env.pop("LAKEMOUNT_DEBUG", None)
+    p = subprocess.run([*LAKEMOUNT, *args], capture_output=True, text=True, env=env, timeout=120)
+    if ok:
+        assert p.returncode == 0, f"{args}: rc={p.returncode} stderr={p.stderr}"
+    return p
+
+
+def test_a_commit_message_that_is_not_utf8_is_bad_input_not_an_internal_error(home: Path, tmp_path: Path) -> None:
+    # Before: "error: internal error: UnicodeEncodeError: ..." (exit 1) from the commit id's hashing.
+    src = tmp_path / "a.txt"
+    src.write_bytes(b"a\n")
+    run(home, "fs", "upload", "lakefs://demo/main/a.txt", "--source", str(src))
+    for args in ([b"-m", b"caf\xe9"], [b"-m", b"ok", b"--meta", b"k=\xff"]):
+        p = run(home, "commit", "lakefs://demo/main", *args, ok=False)
+        # The mount's .lakefs/commit says the same (tests/fuse/test_control.py).
+        assert p.stderr == "error: commit: input is not UTF-8 text\n" and p.returncode == 2, p.stderr
+    p = run(home, "commit", "lakefs://demo/main", b"-m", b"caf\xe9", "--json", ok=False)
+    assert json.loads(p.stdout)["message"] == "commit: input is not UTF-8 text"
+    p = run(home, "merge", "lakefs://demo/main", "lakefs://demo/main", b"-m", b"\xff", ok=False)
+    assert p.stderr == "error: merge: input is not UTF-8 text\n" and p.returncode == 2, p.stderr
+    run(home, "commit", "lakefs://demo/main", "-m", "café")  # UTF-8 text is fine, and nothing was lost
