@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import click
 
-from lakemount.cli.common import commit_json, ctx_obj, emit, json_option, parse_uri, ref_of
+from lakemount.cli.common import commit_json, ctx_obj, emit, json_option, parent_number_option, parse_uri, ref_of
 
 
 @click.command("cherry-pick")
 @click.argument("commit")
 @click.argument("branch")
-@click.option("--parent-number", "-m", type=int, default=None, help="For a merge commit: the parent (1-based) to diff against.")
+@parent_number_option("For a merge commit: the parent (1-based) to diff against.")
 @click.option("--allow-empty", is_flag=True, help="Commit even if the change is already on BRANCH.")
 @json_option
 def cherry_pick(commit: str, branch: str, parent_number: int | None, allow_empty: bool) -> None:

@@ -127,6 +127,24 @@ def json_option(f: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def parent_number_option(help_text: str) -> Callable[[F], F]:
+    """A verb's ``--parent-number N`` (``-m N``), lakectl's spelling and the one its help shows; ``--parent N``,
+    the mount's control files' older spelling, is taken too (hidden), so neither front end refuses the other's."""
+
+    def decorate(f: F) -> F:
+        @click.option("--parent-number", "-m", "parent_number", type=int, default=None, help=help_text)
+        @click.option("--parent", "parent_alias", type=int, default=None, hidden=True)
+        @functools.wraps(f)
+        def wrapper(*args: Any, parent_number: int | None = None, parent_alias: int | None = None, **kwargs: Any) -> Any:
+            if parent_number is not None and parent_alias is not None and parent_number != parent_alias:
+                raise click.UsageError(f"--parent {parent_alias} and --parent-number {parent_number} disagree: give one")
+            return f(*args, parent_number=parent_alias if parent_number is None else parent_number, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
 def ctx_obj() -> Ctx:
     """The CLI's ``Ctx`` of the running click command (asserts one exists)."""
     obj = click.get_current_context().find_object(Ctx)

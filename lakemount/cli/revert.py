@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from lakemount.cli.common import commit_json, ctx_obj, emit, json_option, parse_uri, ref_of
+from lakemount.cli.common import commit_json, ctx_obj, emit, json_option, parent_number_option, parse_uri, ref_of
 from lakemount.errors import InvalidArgument
 
 
 @click.command("revert")
 @click.argument("branch")
 @click.argument("commits", nargs=-1, required=True)
-@click.option("--parent-number", "-m", type=int, default=None, help="For a merge commit: the parent (1-based) to revert to.")
+@parent_number_option("For a merge commit: the parent (1-based) to revert to.")
 @click.option("--allow-empty", is_flag=True, help="Commit even if the revert changes nothing.")
 @json_option
 def revert(branch: str, commits: tuple[str, ...], parent_number: int | None, allow_empty: bool) -> None:

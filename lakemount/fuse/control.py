@@ -9,8 +9,10 @@ commit    a message (or JSON ``{"message", "metadata",      the head commit (JSO
           "allow_empty"}``) -> commit the branch
 merge     ``SOURCE [--strategy fail|source-wins|dest-wins]  the last merge (JSON)
           [--squash] [-m MSG]`` -> merge into the branch
-revert    ``REF [--parent N] [--allow-empty]`` -> revert     the last revert (JSON)
-          that commit (REF may be ``lakefs://REPO/REF``)
+revert    ``REF [--parent-number N] [--allow-empty]`` ->     the last revert (JSON)
+          revert that commit (REF may be
+          ``lakefs://REPO/REF``; ``--parent N`` and ``-m N``
+          are taken too)
 reset     ``PATH`` (that object and that directory),        the last reset (JSON)
           ``--object PATH``, ``--prefix P``, or ``--all``
           for the whole branch (a blank write is EINVAL)
@@ -57,6 +59,8 @@ STATS: Final = "stats"
 LOG_LIMIT: Final = 100
 STATUS_LIMIT: Final = 100_000
 STRATEGIES: Final = ("fail", "source-wins", "dest-wins")
+# A merge commit's parent to revert to: lakectl's --parent-number (documented), and the spellings this file took before.
+PARENT_OPTIONS: Final = ("--parent-number", "--parent", "-m")
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,15 +245,16 @@ class ControlFiles:
         ref = None
         it = iter(args)
         for a in it:
-            if a in ("--parent", "-m"):
-                value = next(it, "")
+            name, eq, attached = a.partition("=")
+            if name in PARENT_OPTIONS and (eq or name == a):
+                value = attached if eq else next(it, "")
                 if not value.isdigit():
-                    raise InvalidArgument("revert: --parent needs a number")
+                    raise InvalidArgument("revert: --parent-number needs a number")
                 parent = int(value)
             elif a == "--allow-empty":
                 allow_empty = True
             elif a.startswith("-"):
-                raise InvalidArgument(f"revert: unknown option {a} (use REF [--parent N] [--allow-empty])")
+                raise InvalidArgument(f"revert: unknown option {a} (use REF [--parent-number N] [--allow-empty])")
             elif ref is None:
                 ref = a
             else:

@@ -43,3 +43,31 @@ def test_a_commit_message_that_is_not_utf8_is_bad_input_not_an_internal_error(ho
     p = run(home, "merge", "lakefs://demo/main", "lakefs://demo/main", b"-m", b"\xff", ok=False)
     assert p.stderr == "error: merge: input is not UTF-8 text\n" and p.returncode == 2, p.stderr
     run(home, "commit", "lakefs://demo/main", "-m", "café")  # UTF-8 text is fine, and nothing was lost
+
+
+def merged_twice(home: Path, tmp_path: Path) -> None:
+    """main has two merge commits of dev (main~1 and main)."""
+    src = tmp_path / "f"
+    src.write_bytes(b"1")
+    run(home, "branch", "create", "lakefs://demo/dev", "--source", "lakefs://demo/main")
+    for i in range(2):
+        run(home, "fs", "upload", f"lakefs://demo/dev/d{i}", "--source", str(src))
+        run(home, "commit", "lakefs://demo/dev", "-m", f"dev {i}")
+        run(home, "fs", "upload", f"lakefs://demo/main/m{i}", "--source", str(src))
+        run(home, "commit", "lakefs://demo/main", "-m", f"main {i}")
+        run(home, "merge", "lakefs://demo/dev", "lakefs://demo/main")
+
+
+def test_revert_takes_the_control_files_spelling_of_the_parent_too(home: Path, tmp_path: Path) -> None:
+    # The control file says --parent, the CLI said --parent-number only ("No such option: --parent").
+    merged_twice(home, tmp_path)
+    p = run(home, "revert", "lakefs://demo/main", "main", "--parent", "3", ok=False)
+    assert p.returncode == 2 and "parent" in p.stderr  # the number reached the revert
+    run(home, "revert", "lakefs://demo/main", "main", "--parent", "1")
+    run(home, "revert", "lakefs://demo/main", "main~3", "--parent-number", "1")  # the first merge
+    ls = json.loads(run(home, "fs", "ls", "lakefs://demo/main/", "--json").stdout)
+    assert sorted(o["path"] for o in ls) == ["m0", "m1"]
+    p = run(home, "revert", "lakefs://demo/main", "main~4", "--parent", "1", "--parent-number", "2", ok=False)
+    assert p.returncode == 2 and "disagree" in p.stderr
+    helptext = run(home, "revert", "--help").stdout
+    assert "--parent-number" in helptext and "--parent " not in helptext  # one spelling documented

@@ -259,3 +259,22 @@ def test_item3_mount_returns_eio_for_an_import_whose_source_changed(pfs: PathFS,
     with pytest.raises(OSError) as info:
         pfs.read_file(f"{MAIN}/imported.csv")
     assert info.value.errno == errno.EIO
+
+
+@pytest.mark.parametrize("spelling", ["--parent-number 1", "--parent-number=1", "--parent 1", "-m 1"])
+def test_revert_of_a_merge_takes_the_cli_spelling_of_the_parent(pfs: PathFS, app: App, spelling: str) -> None:
+    # The CLI says --parent-number (lakectl's), this file said --parent: each refused the other's spelling.
+    cat = app.catalog
+    cat.create_branch(REPO, "dev", "main")
+    cat.put(REPO, "dev", "from-dev", b"d")
+    cat.commit(REPO, "dev", "on dev")
+    pfs.write_file(f"{MAIN}/from-main", b"m")
+    control(pfs, "commit", "on main")
+    control(pfs, "merge", "dev")
+    assert len(cat.commit_of(REPO, "main").parents) == 2
+    assert control_errno(pfs, "revert", "main") == errno.EINVAL  # a merge needs its parent
+    assert control_errno(pfs, "revert", spelling.replace("1", "3") + " main") == errno.EINVAL  # the number is used
+    control(pfs, "revert", f"main {spelling}")
+    assert not pfs.exists(f"{MAIN}/from-dev") and pfs.read_file(f"{MAIN}/from-main") == b"m"
+    assert control_errno(pfs, "revert", "main --parent-number x") == errno.EINVAL
+    assert "--parent-number needs a number" in pfs.read_file(f"{CTL}/error").decode()
