@@ -133,15 +133,21 @@ class RefVerbs:
         """The branches of ``repo``, by name; raises ``RepositoryNotFound``."""
         return self.graveler.list_branches(repo)
 
-    def delete_branch(self, repo: str, name: str) -> None:
-        """Delete a branch and its uncommitted changes; ``InvalidArgument`` for the default branch,
-        ``ProtectedBranch``, ``BranchNotFound``, ``HookFailed``."""
+    def delete_branch(self, repo: str, name: str) -> int:
+        """Delete a branch and its uncommitted changes, returning how many changes were dropped with it;
+        ``InvalidArgument`` for the default branch, ``ProtectedBranch``, ``BranchNotFound``, ``HookFailed``."""
         head = self.graveler.get_branch(repo, name).commit_id
         self.protection.check(repo, name, prot.DELETE)
         self.actions.run(Event("pre-delete-branch", repo, name, commit_id=head), name)
-        self.graveler.delete_branch(repo, name)
-        self.feed.emit(repo, name, "branch-deleted", commit_id=head)
+        dropped = self.graveler.delete_branch(repo, name)
+        self.feed.emit(repo, name, "branch-deleted", commit_id=head, uncommitted_changes=dropped)
         self.actions.run(Event("post-delete-branch", repo, name, commit_id=head), head)
+        return dropped
+
+    def count_uncommitted(self, repo: str, branch: Branch) -> int:
+        """How many changes ``branch`` (as read by :meth:`get_branch`) has staged: entries that change
+        nothing (written and deleted again) do not count, as for :meth:`has_uncommitted`."""
+        return self.graveler.count_changes(repo, branch)
 
     def has_uncommitted(self, repo: str, branch: Branch) -> bool:
         """True if ``branch`` (as read by :meth:`get_branch`) has staged changes: entries that change

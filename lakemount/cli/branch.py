@@ -58,15 +58,22 @@ def show(uri: str) -> None:
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @json_option
 def delete(uri: str, yes: bool) -> None:
-    """Delete a branch (not the default branch); its uncommitted changes are dropped."""
+    """Delete a branch (not the default branch); its uncommitted changes are dropped, and counted."""
     u = parse_uri(uri, need_ref=True, path_hint="")
     assert u.ref
     cat = ctx_obj().app.catalog
-    cat.get_branch(u.repo, u.ref)  # a missing branch is an error before any question
+    b = cat.get_branch(u.repo, u.ref)  # a missing branch is an error before any question
     if not yes:
-        click.confirm(f"Delete branch {u.ref} of {u.repo}?", abort=True)
-    cat.delete_branch(u.repo, u.ref)
-    emit({"deleted": u.ref}, f"Deleted branch {u.ref}")
+        pending = cat.count_uncommitted(u.repo, b)
+        lost = f" Its {_changes(pending)} will be lost." if pending else ""
+        click.confirm(f"Delete branch {u.ref} of {u.repo}?{lost}", abort=True)
+    dropped = cat.delete_branch(u.repo, u.ref)
+    emit({"deleted": u.ref, "uncommitted_changes": dropped},
+         f"Deleted branch {u.ref}" + (f" and its {_changes(dropped)}" if dropped else " (no uncommitted changes)"))
+
+
+def _changes(n: int) -> str:
+    return f"{n} uncommitted change" + ("" if n == 1 else "s")
 
 
 @click.group("branch-protect")

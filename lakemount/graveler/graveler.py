@@ -297,14 +297,18 @@ class Graveler:
         self.get_repository(repo)
         return self.refs.list_branches(repo)
 
-    def delete_branch(self, repo: str, name: str) -> None:
+    def delete_branch(self, repo: str, name: str) -> int:
+        """Delete branch ``name`` and its staging; returns how many uncommitted changes went with it
+        (counted on the deleted row's own staging, so a write that raced the delete is counted or refused)."""
         r = self.get_repository(repo)
         if name == r.default_branch:
             raise InvalidArgument(f"cannot delete the default branch {repo}/{name}")
         b = self.refs.delete_branch(repo, name)
+        dropped = self.count_changes(repo, b)
         for t in b.tokens:
             self.refs.drop_staging(t)
         self.journal.record(r.storage_namespace, {"op": "branch-deleted", "name": name, "old": b.commit_id})
+        return dropped
 
     # ------------------------------------------------------------------ tags
     def create_tag(self, repo: str, name: str, target: str) -> Tag:
@@ -519,6 +523,13 @@ class Graveler:
         if not self.has_uncommitted(repo, branch):
             return False
         return self._changes_anything(self.get_repository(repo), branch.commit_id, branch.tokens)
+
+    def count_changes(self, repo: str, branch: Branch) -> int:
+        """How many keys ``branch``'s staging changes in its head's tree (what ``diff_uncommitted`` would list)."""
+        if not self.has_uncommitted(repo, branch):
+            return 0
+        mr = self._metarange(self.get_repository(repo), branch.commit_id)
+        return sum(1 for k, v in self._staged_scan(branch.tokens, b"", None) if mr.get(k) != v)
 
     # ------------------------------------------------------------------ commit
     def commit(

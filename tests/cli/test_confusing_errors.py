@@ -71,3 +71,26 @@ def test_revert_takes_the_control_files_spelling_of_the_parent_too(home: Path, t
     assert p.returncode == 2 and "disagree" in p.stderr
     helptext = run(home, "revert", "--help").stdout
     assert "--parent-number" in helptext and "--parent " not in helptext  # one spelling documented
+
+
+def test_branch_delete_says_how_many_uncommitted_changes_go_with_it(home: Path, tmp_path: Path) -> None:
+    # Before: "Deleted branch dev" and {"deleted": "dev"}, whatever was staged on it.
+    src = tmp_path / "f"
+    src.write_bytes(b"1")
+    run(home, "fs", "upload", "lakefs://demo/main/kept", "--source", str(src))
+    run(home, "commit", "lakefs://demo/main", "-m", "base")
+    for name in ("dev", "dev2", "clean"):
+        run(home, "branch", "create", f"lakefs://demo/{name}", "--source", "lakefs://demo/main")
+    for path in ("a", "b", "c"):
+        run(home, "fs", "upload", f"lakefs://demo/dev/{path}", "--source", str(src))
+    run(home, "fs", "rm", "lakefs://demo/dev/c")  # written and removed again: no change
+    run(home, "fs", "rm", "lakefs://demo/dev2/kept")
+    assert json.loads(run(home, "branch", "delete", "lakefs://demo/dev", "--yes", "--json").stdout) == {
+        "deleted": "dev", "uncommitted_changes": 2}
+    env = {**os.environ, "LAKEMOUNT_HOME": str(home), "LAKEMOUNT_CACHE_DISK_BYTES": "0"}
+    asked = subprocess.run([*LAKEMOUNT, "branch", "delete", "lakefs://demo/dev2"], input="y\n", capture_output=True,
+                           text=True, env=env, timeout=120)
+    assert asked.returncode == 0, asked.stderr
+    assert "Its 1 uncommitted change will be lost." in asked.stdout
+    assert asked.stdout.rstrip().endswith("Deleted branch dev2 and its 1 uncommitted change")
+    assert run(home, "branch", "delete", "lakefs://demo/clean", "-y").stdout == "Deleted branch clean (no uncommitted changes)\n"
