@@ -27,7 +27,7 @@ def list_branches(ctx: Ctx) -> Response:
     """listBranches: branches by name after ``after``/under ``prefix``, a page of ``amount``; 403 without ReadRepo."""
     repo = repo_of(ctx, Action.READ_REPO)
     items = after_filter(ctx.catalog.list_branches(repo), lambda b: b.name, prefix=ctx.q("prefix") or "", after=ctx.q("after") or "")
-    return json_response(200, paginate(items, ctx.q_int("amount"), lambda b: b.name, lambda b: ref_json(b.name, b.commit_id)))
+    return json_response(200, paginate(items, ctx.page_size(), lambda b: b.name, lambda b: ref_json(b.name, b.commit_id)))
 
 
 @operation("POST", "/repositories/{repository}/branches", "createBranch", tag=TAG, summary="create a branch at a ref",
@@ -159,7 +159,7 @@ def diff_page(ctx: Ctx, records: object, *, delimiter: str) -> Response:
             entry = rec.right if rec.right is not None else rec.left
             yield path, rec.kind, entry, False
 
-    return json_response(200, paginate(items(), ctx.q_int("amount"), lambda t: t[0],
+    return json_response(200, paginate(items(), ctx.page_size(), lambda t: t[0],
                                        lambda t: diff_json(t[0], "prefix_changed" if t[3] else t[1], t[2], prefix=t[3])))
 
 

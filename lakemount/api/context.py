@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl
 import orjson
 
 from lakemount.api.errors import ApiError, bad_request
+from lakemount.api.pagination import page_size
 from lakemount.api.routing import Operation
 from lakemount.api.schemas import validate
 from lakemount.auth.model import UserID
@@ -121,6 +122,10 @@ class Ctx:
         if not -(1 << 63) <= n < 1 << 63:  # what the database takes (a larger one was a 500)
             raise bad_request(f"query parameter {name!r} out of range")
         return n
+
+    def page_size(self) -> int:
+        """The page size the request's ``amount`` asks for (see ``pagination.page_size``); 400 if it is no integer."""
+        return page_size(self.q_int("amount"))
 
     def q_bool(self, name: str, default: bool = False) -> bool:
         v = self.q(name)

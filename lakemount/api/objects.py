@@ -15,7 +15,7 @@ from lakemount.api.branches import repo_of
 from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response
 from lakemount.api.errors import ApiError, bad_request
 from lakemount.api.models import object_json
-from lakemount.api.pagination import page_size
+from lakemount.api.pagination import page
 from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.api.upload import header_text, receive_object
 from lakemount.auth.policies import Action
@@ -245,7 +245,7 @@ def list_objects(ctx: Ctx) -> Response:
     cat = ctx.catalog
     repo_rec = cat.repository(repo)
     presign = _presigning(ctx, repo_rec)
-    n = page_size(ctx.q_int("amount"))
+    n = ctx.page_size()
     with_meta = ctx.q_bool("user_metadata", True)
     items = list(cat.list(repo, ctx.params["ref"], ctx.q("prefix") or "", delimiter=ctx.q("delimiter") or "",
                           after=ctx.q("after") or "", limit=n + 1))
@@ -269,11 +269,7 @@ def list_objects(ctx: Ctx) -> Response:
         if presign and _has_data(e):
             url, expiry = cat.presign_read(repo_rec, e)
             results[-1]["physical_address"], results[-1]["physical_address_expiry"] = url, int(expiry)
-    return json_response(200, {
-        "results": results,
-        "pagination": {"has_more": more, "next_offset": items[-1].path if more else "", "results": len(results),
-                       "max_per_page": 1000},
-    })
+    return json_response(200, page(results, more, items[-1].path if more else ""))
 
 
 @operation("POST", "/repositories/{repository}/branches/{branch}/objects/copy", "copyObject", tag=TAG,

@@ -1,7 +1,12 @@
 """lakeFS's pagination: ``{results, pagination: {has_more, next_offset, results, max_per_page}}``.
 
 A listing takes ``after`` (exclusive; the ``next_offset`` of the previous
-page) and ``amount`` (default 100, at most 1000; -1 and 0 mean the default).
+page) and ``amount``, read by :meth:`~lakemount.api.context.Ctx.page_size` and
+judged here, the same for every listing: none, 0 or less (lakeFS's -1) is the
+default 100; more than 1000 is served as 1000, the ``max_per_page`` every page
+states, as lakeFS's controller clamps it (an ``amount`` that is no integer is a 400).
+A client asking for "everything" with -1 or with 100000000 gets a full page and
+``has_more``, not one a 200 and the other a 400.
 """
 
 from __future__ import annotations
@@ -17,27 +22,31 @@ T = TypeVar("T")
 
 
 def page_size(amount: int | None) -> int:
-    """The page size a request's ``amount`` asks for (clamped to ``MAX_AMOUNT``)."""
+    """The page size a request's ``amount`` asks for: ``DEFAULT_AMOUNT`` for none or <= 0, at most ``MAX_AMOUNT``."""
     if amount is None or amount <= 0:
         return DEFAULT_AMOUNT
     return min(amount, MAX_AMOUNT)
 
 
-def paginate(items: Iterable[T], amount: int | None, key: Callable[[T], str], render: Callable[[T], Any]) -> dict[str, Any]:
-    """One page of ``items`` (already positioned after ``after``): at most ``amount`` rendered results.
+def paginate(items: Iterable[T], n: int, key: Callable[[T], str], render: Callable[[T], Any]) -> dict[str, Any]:
+    """One page of ``items`` (already positioned after ``after``): at most ``n`` (a :func:`page_size`) rendered results.
 
     ``next_offset`` is the key of the last result when there are more, else "".
     """
-    n = page_size(amount)
     taken = list(islice(iter(items), n + 1))
     more = len(taken) > n
     taken = taken[:n]
+    return page([render(t) for t in taken], more, key(taken[-1]) if more and taken else "")
+
+
+def page(results: list[Any], more: bool, next_offset: str) -> dict[str, Any]:
+    """A page in lakeFS's shape: ``results`` and the ``pagination`` that says whether more follow after ``next_offset``."""
     return {
-        "results": [render(t) for t in taken],
+        "results": results,
         "pagination": {
             "has_more": more,
-            "next_offset": key(taken[-1]) if more and taken else "",
-            "results": len(taken),
+            "next_offset": next_offset if more else "",
+            "results": len(results),
             "max_per_page": MAX_AMOUNT,
         },
     }

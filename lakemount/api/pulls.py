@@ -13,7 +13,7 @@ from typing import Any
 from lakemount.api.branches import repo_of
 from lakemount.api.context import Ctx, empty, json_response
 from lakemount.api.errors import bad_request
-from lakemount.api.pagination import after_filter, paginate
+from lakemount.api.pagination import MAX_AMOUNT, after_filter, paginate
 from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.auth.policies import Action
 from lakemount.catalog.pulls import STATUSES, Comment, PullRequest
@@ -58,7 +58,7 @@ def list_pulls(ctx: Ctx) -> Response:
     found = ctx.catalog.pulls.list_pulls(repo, None if status == "all" else status, limit=100_000)
     after = ctx.q("after") or ""
     items = after_filter(found, lambda p: f"{int(p.id):012d}", after=f"{int(after):012d}" if after.isdigit() else "")
-    return json_response(200, paginate(items, ctx.q_int("amount"), lambda p: p.id, pr_json))
+    return json_response(200, paginate(items, ctx.page_size(), lambda p: p.id, pr_json))
 
 
 @operation("POST", "/repositories/{repository}/pulls", "createPullRequest", tag=TAG, summary="open a pull request",
@@ -125,7 +125,7 @@ def list_comments(ctx: Ctx) -> Response:
     """Comments on a pull request (lakemount extension)."""
     repo = repo_of(ctx, Action.READ_REPO)
     found = list(ctx.catalog.pulls.comments(repo, ctx.params["pull_request"]))
-    return json_response(200, paginate(found, 1000, lambda c: str(c.id), comment_json))
+    return json_response(200, paginate(found, MAX_AMOUNT, lambda c: str(c.id), comment_json))
 
 
 @operation("POST", "/repositories/{repository}/pulls/{pull_request}/comments", "createPullRequestComment", tag=TAG,

@@ -9,7 +9,7 @@ from lakemount.api.context import Ctx, json_response
 from lakemount.api.errors import bad_request
 from lakemount.api.models import commit_json
 from lakemount.api.pagination import paginate
-from lakemount.api.routing import PAGINATION, Param, operation
+from lakemount.api.routing import AMOUNT, PAGINATION, Param, operation
 from lakemount.auth.policies import Action
 from lakemount.catalog.shapes import parse_since
 from lakemount.serving.http import Response
@@ -21,7 +21,7 @@ TAG = "refs"
            summary="commits reachable from a ref, newest first; with objects/prefixes only those changing them",
            params=(
                Param("after", description="commit id of the previous page's last commit"),
-               Param("amount", "integer", minimum=-1, maximum=1000),
+               AMOUNT,
                Param("objects", array=True, description="only commits that change one of these paths"),
                Param("prefixes", array=True, description="only commits that change something under one of these"),
                Param("limit", "boolean", description="stop after amount results (no further pages)"),
@@ -53,7 +53,7 @@ def log_commits(ctx: Ctx) -> Response:
         seen = iter(commits)
         commits = dropwhile(lambda c: c.id != after, seen)
         next(commits, None)  # the previous page's last commit itself
-    page = paginate(commits, ctx.q_int("amount"), lambda c: c.id, commit_json)
+    page = paginate(commits, ctx.page_size(), lambda c: c.id, commit_json)
     if ctx.q_bool("limit"):
         page["pagination"]["has_more"] = False
         page["pagination"]["next_offset"] = ""

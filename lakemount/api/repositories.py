@@ -21,7 +21,7 @@ def list_repositories(ctx: Ctx) -> Response:
     search = ctx.q("search") or ""
     repos = [r for r in ctx.catalog.list_repositories() if search in r.name and ctx.allowed(Action.READ_REPO, r.name)]
     items = after_filter(repos, lambda r: r.name, prefix=ctx.q("prefix") or "", after=ctx.q("after") or "")
-    return json_response(200, paginate(items, ctx.q_int("amount"), lambda r: r.name, repository_json))
+    return json_response(200, paginate(items, ctx.page_size(), lambda r: r.name, repository_json))
 
 
 @operation("POST", "/repositories", "createRepository", tag=TAG, summary="create a repository",

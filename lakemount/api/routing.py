@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+from lakemount.api.pagination import DEFAULT_AMOUNT, MAX_AMOUNT
+
 
 @dataclass(frozen=True, slots=True)
 class Param:
@@ -51,10 +53,14 @@ class Operation:
 
 OPERATIONS: list[Operation] = []
 
+# Every listing declares this one ``amount``; ``Ctx.page_size`` reads it and ``pagination.page_size`` judges it.
+AMOUNT = Param("amount", "integer", description=(
+    f"how many items to return: at most {MAX_AMOUNT} (a larger amount is served as {MAX_AMOUNT}, the page's "
+    f"max_per_page); none, 0 or -1: {DEFAULT_AMOUNT}"))
 PAGINATION = (
     Param("prefix", description="return items prefixed with this value"),
     Param("after", description="return items after this value"),
-    Param("amount", "integer", description="how many items to return", minimum=-1, maximum=1000),
+    AMOUNT,
 )
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from lakemount.api.branches import repo_of
 from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response
-from lakemount.api.pagination import page_size
-from lakemount.api.routing import Param, operation
+from lakemount.api.pagination import page
+from lakemount.api.routing import AMOUNT, Param, operation
 from lakemount.auth.policies import Action
 from lakemount.catalog.actions import HookRun, Run
 from lakemount.errors import InvalidArgument, NotFound, PreconditionFailed
@@ -127,23 +127,19 @@ def hook_json(h: HookRun) -> dict[str, Any]:
     }
 
 
-def _page(results: list[Any], more: bool, n: int, last: str) -> dict[str, Any]:
-    return {"results": results, "pagination": {"has_more": more, "next_offset": last if more else "", "results": len(results), "max_per_page": n}}
-
-
 @operation("GET", "/repositories/{repository}/actions/runs", "listRepositoryRuns", tag=ACTIONS, summary="runs of hooks",
-           params=(Param("after"), Param("amount", "integer", minimum=-1, maximum=1000), Param("branch"), Param("commit")),
+           params=(Param("after"), AMOUNT, Param("branch"), Param("commit")),
            response="ActionRunList")
 def list_runs(ctx: Ctx) -> Response:
     """Runs of hooks."""
     repo = repo_of(ctx, Action.READ_REPO)
     ctx.catalog.repository(repo)
-    n = page_size(ctx.q_int("amount"))
+    n = ctx.page_size()
     runs = ctx.catalog.actions.store.list_runs(repo, branch=ctx.q("branch") or None, commit_id=ctx.q("commit") or None,
                                                after=ctx.q("after") or "", limit=n + 1)
     more = len(runs) > n
     runs = runs[:n]
-    return json_response(200, _page([run_json(r) for r in runs], more, n, runs[-1].run_id if runs else ""))
+    return json_response(200, page([run_json(r) for r in runs], more, runs[-1].run_id if runs else ""))
 
 
 @operation("GET", "/repositories/{repository}/actions/runs/{run_id}", "getRun", tag=ACTIONS, summary="one run of hooks",
@@ -155,7 +151,7 @@ def get_run(ctx: Ctx) -> Response:
 
 
 @operation("GET", "/repositories/{repository}/actions/runs/{run_id}/hooks", "listRunHooks", tag=ACTIONS,
-           summary="the hooks of a run", params=(Param("after"), Param("amount", "integer", minimum=-1, maximum=1000)),
+           summary="the hooks of a run", params=(Param("after"), AMOUNT),
            response="HookRunList")
 def list_run_hooks(ctx: Ctx) -> Response:
     """The hooks of a run."""
@@ -163,8 +159,8 @@ def list_run_hooks(ctx: Ctx) -> Response:
     hooks = list(ctx.catalog.actions.store.get_run(repo, ctx.params["run_id"]).hooks)
     after = ctx.q("after") or ""
     hooks = [h for h in hooks if h.hook_run_id > after]
-    n = page_size(ctx.q_int("amount"))
-    return json_response(200, _page([hook_json(h) for h in hooks[:n]], len(hooks) > n, n, hooks[n - 1].hook_run_id if len(hooks) > n else ""))
+    n = ctx.page_size()
+    return json_response(200, page([hook_json(h) for h in hooks[:n]], len(hooks) > n, hooks[n - 1].hook_run_id if len(hooks) > n else ""))
 
 
 @operation("GET", "/repositories/{repository}/actions/runs/{run_id}/hooks/{hook_run_id}/output", "getRunHookOutput",

@@ -20,7 +20,7 @@ def list_tags(ctx: Ctx) -> Response:
     """listTags: a page of tags by name after ``after``/under ``prefix``; 403 without ReadRepo."""
     repo = repo_of(ctx, Action.READ_REPO)
     items = after_filter(ctx.catalog.list_tags(repo), lambda t: t.name, prefix=ctx.q("prefix") or "", after=ctx.q("after") or "")
-    return json_response(200, paginate(items, ctx.q_int("amount"), lambda t: t.name, lambda t: ref_json(t.name, t.commit_id)))
+    return json_response(200, paginate(items, ctx.page_size(), lambda t: t.name, lambda t: ref_json(t.name, t.commit_id)))
 
 
 @operation("POST", "/repositories/{repository}/tags", "createTag", tag=TAG, summary="tag a ref's commit",

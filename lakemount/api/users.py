@@ -79,7 +79,7 @@ def _policy_from(body: dict[str, Any]) -> Policy:
 
 def _page(ctx: Ctx, items: list[Any], key: Any, render: Any) -> Response:
     chosen = after_filter(sorted(items, key=key), key, prefix=ctx.q("prefix") or "", after=ctx.q("after") or "")
-    return json_response(200, paginate(chosen, ctx.q_int("amount"), key, render))
+    return json_response(200, paginate(chosen, ctx.page_size(), key, render))
 
 
 # --- users ---------------------------------------------------------------------------
