@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import json
 import time
+from dataclasses import dataclass
 from typing import Final
 
 from lakemount.api.errors import ApiError, unauthorized
@@ -26,6 +27,26 @@ from lakemount.auth.cache import CachedDecisions, TtlCache
 from lakemount.auth.model import CredentialsNotFound, UserID, UserNotFound
 from lakemount.auth.policies import Action
 from lakemount.auth.store import SqlAuthStore
+
+
+@dataclass(frozen=True, slots=True)
+class Permission:
+    """An operation whose right is not named by the policy action that grants it: lakeFS's own action
+    name, what the operation does in words, and the action of lakemount's policies that grants it.
+    A refusal names the operation, then the action to ask for ("may not DeleteRepo" confused a user
+    who had tried to change branch protection)."""
+
+    lakefs_action: str
+    doing: str
+    action: Action
+
+
+# Whoever may delete a repository may change what guards it; WriteRepo alone would let a writer unprotect
+# the branch it is kept from (lakeFS grants both with RepoManagementFullAccess, not FSFullAccess).
+SET_BRANCH_PROTECTION: Final = Permission(
+    "branches:SetBranchProtectionRules", "change the branch protection rules", Action.DELETE_REPO)
+SET_GC_RULES: Final = Permission("retention:SetGarbageCollectionRules", "change the garbage collection rules",
+                                 Action.DELETE_REPO)
 
 TTL: Final = 5.0
 TOKEN_SECONDS: Final = 24 * 3600
@@ -165,11 +186,17 @@ class Authenticator:
         """Whether ``user_id``'s policies allow ``action`` on ``repo`` (cached for ``TTL``)."""
         return self._decisions.allowed(user_id, action, repo)
 
-    def require(self, user_id: str, action: Action, repo: str = "*") -> None:
-        """Raises ``ApiError`` 403 unless ``allowed``."""
-        if not self.allowed(user_id, action, repo):
-            where = "" if repo == "*" else f" on repository {repo}"
-            raise ApiError(403, f"insufficient permissions: {user_id} may not {action.value}{where}")
+    def require(self, user_id: str, action: Action | Permission, repo: str = "*") -> None:
+        """Raises ``ApiError`` 403 unless ``allowed``; a ``Permission``'s refusal says what was refused and which
+        action grants it."""
+        needed = action.action if isinstance(action, Permission) else action
+        if self.allowed(user_id, needed, repo):
+            return
+        where = "" if repo == "*" else f" on repository {repo}"
+        if isinstance(action, Permission):
+            raise ApiError(403, f"insufficient permissions: {user_id} may not {action.doing}{where}: "
+                                f"that needs {needed.value} ({action.lakefs_action} in lakeFS)")
+        raise ApiError(403, f"insufficient permissions: {user_id} may not {needed.value}{where}")
 
     def forget(self) -> None:
         """Drop cached decisions and users (after this process changed policies or users)."""

@@ -24,6 +24,7 @@ from lakemount.auth.policies import Action
 from lakemount.serving.http import Request, Response
 
 if TYPE_CHECKING:
+    from lakemount.api.auth import Permission
     from lakemount.api.handler import ApiService
 
 MAX_JSON_BYTES: Final = 1 << 20
@@ -87,7 +88,7 @@ class Ctx:
         return self.service.authenticator
 
     # --- authorization ---------------------------------------------------------------
-    def require(self, action: Action, repo: str = "*") -> None:
+    def require(self, action: Action | Permission, repo: str = "*") -> None:
         """Raises ``ApiError`` 403 unless the caller may do ``action`` on ``repo``."""
         assert self.user is not None
         self.service.authenticator.require(self.user, action, repo)

@@ -1,4 +1,4 @@
-"""Repositories: create (with a storage namespace), list, get, delete, metadata."""
+"""Repositories: create (with a storage namespace), list, get, delete, metadata, and what the caller may do in one."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from lakemount.auth.policies import Action
 from lakemount.serving.http import Response
 
 TAG = "repositories"
+# What getRepositoryPermissions answers about: the actions of lakemount's policies that speak of one repository.
+REPOSITORY_ACTIONS = (Action.READ_REPO, Action.WRITE_REPO, Action.DELETE_REPO)
 
 
 @operation("GET", "/repositories", "listRepositories", tag=TAG, summary="repositories the caller may read",
@@ -73,3 +75,16 @@ def get_repository_metadata(ctx: Ctx) -> Response:
     ctx.require(Action.READ_REPO, name)
     ctx.catalog.repository(name)
     return json_response(200, {})
+
+
+@operation("GET", "/repositories/{repository}/permissions", "getRepositoryPermissions", tag=TAG,
+           summary="which repository actions the caller may do here (lakemount extension: the web UI disables "
+                   "the controls of actions it may not)", response="RepositoryPermissions")
+def get_repository_permissions(ctx: Ctx) -> Response:
+    """getRepositoryPermissions: ``{user, repository, actions: {ReadRepo, WriteRepo, DeleteRepo: bool}}`` as the
+    caller's policies decide them, the same decisions every operation makes; 403 without ReadRepo, 404 if unknown."""
+    name = ctx.params["repository"]
+    ctx.require(Action.READ_REPO, name)
+    ctx.catalog.repository(name)
+    return json_response(200, {"user": str(ctx.user), "repository": name,
+                               "actions": {a.value: ctx.allowed(a, name) for a in REPOSITORY_ACTIONS}})

@@ -1,10 +1,9 @@
 """Repository rules: branch protection (lakeFS's ``settings/branch_protection`` and the older ``branch_protection``),
 garbage collection rules (``settings/gc_rules``, the rules ``lakemount gc`` reads) and action runs.
 
-Changing protection or GC rules needs ``DeleteRepo`` on the repository (whoever may
-delete it may change what guards it; ``WriteRepo`` alone would let a writer
-unprotect the branch it is kept from); reading them and the runs of hooks
-needs ``ReadRepo``.
+Changing protection or GC rules needs ``DeleteRepo`` on the repository (see
+``auth.SET_BRANCH_PROTECTION``, ``auth.SET_GC_RULES``: a refusal names the operation
+and lakeFS's action for it); reading them and the runs of hooks needs ``ReadRepo``.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ import hashlib
 import json
 from typing import Any
 
+from lakemount.api.auth import SET_BRANCH_PROTECTION, SET_GC_RULES
 from lakemount.api.branches import repo_of
 from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response
 from lakemount.api.pagination import page
@@ -66,7 +66,7 @@ def set_rules(ctx: Ctx) -> Response:
     ("" = there are none), so a read-modify-write (``lakectl branch-protect add``) does not drop a
     concurrent change.  Compare and write are one ref-store transaction: of two writers sending the
     same ETag, one wins and the other gets 412."""
-    repo = repo_of(ctx, Action.DELETE_REPO)
+    repo = repo_of(ctx, SET_BRANCH_PROTECTION)
     body: list[dict[str, Any]] = ctx.json_body()  # type: ignore[assignment]
     if_match = ctx.request.header("if-match")
     expected = None if if_match is None else if_match.strip().strip('"')
@@ -91,7 +91,7 @@ def get_rules_old(ctx: Ctx) -> Response:
            summary="add a branch protection rule", body="BranchProtectionRule", status=204, errors=(400, 401, 403, 404, 409))
 def add_rule(ctx: Ctx) -> Response:
     """Add a branch protection rule."""
-    repo = repo_of(ctx, Action.DELETE_REPO)
+    repo = repo_of(ctx, SET_BRANCH_PROTECTION)
     body = ctx.json_body()
     ctx.catalog.protection.add(repo, body["pattern"])
     if body.get("required_approvals"):
@@ -103,7 +103,7 @@ def add_rule(ctx: Ctx) -> Response:
            summary="remove a branch protection rule", body="BranchProtectionRule", status=204, errors=(400, 401, 403, 404))
 def delete_rule(ctx: Ctx) -> Response:
     """Remove a branch protection rule."""
-    repo = repo_of(ctx, Action.DELETE_REPO)
+    repo = repo_of(ctx, SET_BRANCH_PROTECTION)
     pattern = ctx.json_body()["pattern"]
     ctx.catalog.protection.delete(repo, pattern)
     ctx.catalog.pulls.set_required(repo, pattern, 0)
@@ -194,7 +194,7 @@ def set_gc_rules(ctx: Ctx) -> Response:
     """setGCRules: replace the retention rules (a rule may name a branch not created yet); 400 if they keep no history."""
     from lakemount.jobs.retention import GcRules, store_rules
 
-    repo = repo_of(ctx, Action.DELETE_REPO)
+    repo = repo_of(ctx, SET_GC_RULES)
     rules = GcRules.from_json(ctx.json_body())
     if not rules.keeps_history:
         raise InvalidArgument("these rules keep no history (0 days everywhere); set them with `lakemount gc set-config --force`")
@@ -208,6 +208,6 @@ def delete_gc_rules(ctx: Ctx) -> Response:
     """deleteGCRules: drop the retention rules (GC then refuses to run until new ones are set)."""
     from lakemount.jobs.retention import delete_rules
 
-    repo = repo_of(ctx, Action.DELETE_REPO)
+    repo = repo_of(ctx, SET_GC_RULES)
     delete_rules(ctx.catalog.adapter, ctx.catalog.repository(repo).storage_namespace)
     return empty(204)

@@ -77,6 +77,8 @@ COMPONENTS: Final[dict[str, S]] = {
     ),
     "RepositoryList": listing("Repository"),
     "RepositoryMetadata": STR_MAP,
+    "RepositoryPermissions": obj(["user", "repository", "actions"], user=STR, repository=STR,
+                                 actions={"type": "object", "additionalProperties": BOOL}),
     "Ref": obj(["id", "commit_id"], closed=False, id=STR, commit_id=STR),
     "RefList": listing("Ref"),
     "BranchCreation": obj(["name", "source"], name=STR, source=STR, force=BOOL, hidden=BOOL),

@@ -370,3 +370,30 @@ def test_every_paginated_operation_declares_the_one_amount() -> None:
     # ... and only Ctx.page_size reads it (routing.py declares it).
     readers = [f.name for f in Path(lakemount.api.handler.__file__).parent.glob("*.py") if '"amount"' in f.read_text()]
     assert sorted(readers) == ["context.py", "routing.py"]
+
+
+def test_a_refused_rule_change_names_what_was_refused_and_the_permissions_say_it_first(served: Served, repo_id: str) -> None:
+    """A read-only user changing branch protection was told "may not DeleteRepo", an action they never tried;
+    the refusal names the operation, the action that grants it and lakeFS's name for it. The UI learns the
+    same decisions beforehand from getRepositoryPermissions."""
+    key, secret = served.gateway.user("reader23", "Analyst")
+    reader = (key, secret)
+    base = api(served, f"/repositories/{repo_id}/settings")
+    for method, path, kw in (("put", "/branch_protection", {"json": [{"pattern": "main"}]}),
+                             ("put", "/gc_rules", {"json": {"default_retention_days": 7, "branches": []}}),
+                             ("delete", "/gc_rules", {})):
+        message = expect_error(getattr(requests, method)(base + path, auth=reader, timeout=30, **kw), 403)
+        what = "branch protection" if "protection" in path else "garbage collection"
+        assert message.startswith(f"insufficient permissions: reader23 may not change the {what} rules on repository {repo_id}: "
+                                  "that needs DeleteRepo ("), message
+    message = expect_error(requests.post(api(served, f"/repositories/{repo_id}/branch_protection"), json={"pattern": "x"},
+                                         auth=reader, timeout=30), 403)
+    assert "branches:SetBranchProtectionRules" in message
+    # Every other refusal still names its action.
+    assert expect_error(requests.delete(api(served, f"/repositories/{repo_id}"), auth=reader, timeout=30), 403).endswith(
+        f"may not DeleteRepo on repository {repo_id}")
+    perms = api(served, f"/repositories/{repo_id}/permissions")
+    assert requests.get(perms, auth=reader, timeout=30).json() == {
+        "user": "reader23", "repository": repo_id, "actions": {"ReadRepo": True, "WriteRepo": False, "DeleteRepo": False}}
+    assert requests.get(perms, auth=AUTH, timeout=30).json()["actions"] == {"ReadRepo": True, "WriteRepo": True, "DeleteRepo": True}
+    expect_error(requests.get(api(served, "/repositories/no-such-repo/permissions"), auth=AUTH, timeout=30), 404)
