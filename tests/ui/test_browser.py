@@ -709,3 +709,84 @@ def test_no_attach_form_when_every_policy_is_attached(served: Served, browser: A
         assert page.locator("#attach-policy").count() == 0 and page.locator("#main .error").count() == 0
     finally:
         page.close()
+
+
+def test_a_refused_merge_shows_its_hook_run_without_a_reload(served: Served, browser: Any) -> None:
+    """A pre-merge hook rejected the merge and the page said "No hook runs" until a reload: the runs on the
+    destination are read again after every merge attempt, refused or not."""
+    import requests
+
+    from tests.api.test_http import AUTH
+
+    repo = served.repo(prefix="hk")
+    rid = str(repo.id)
+    main = repo.branch("main")
+    main.object("_lakefs_actions/check.yaml").upload(CHECK)
+    main.commit(message="hooks")
+    feat = repo.branch("feat").create(source_reference="main")
+    feat.object("data/notes.txt").upload(b"not a csv\n")  # the csv_only check refuses it
+    feat.commit(message="a text file")
+    pull = requests.post(f"{served.api}/api/v1/repositories/{rid}/pulls", auth=AUTH, timeout=30,
+                         json={"title": "txt", "source_branch": "feat", "destination_branch": "main"}).json()
+    page = browser.new_page()
+    try:
+        login(page, served.api, ADMIN_KEY, ADMIN_SECRET)
+        page.goto(f"{served.api}/#/r/{rid}/pull/{pull['id']}")
+        page.wait_for_selector("#main >> text=No hook runs.")
+        page.route("**/events*", lambda route: route.abort())  # only the merge attempt itself may refresh them
+        page.click("#merge")
+        page.wait_for_selector("#pr-message .error")
+        assert "pre-merge" in page.locator("#pr-message").inner_text()
+        page.wait_for_selector(".runs tr.run >> text=pre-merge", timeout=5_000)
+        assert "csv_only: failed" in page.locator(".runs").inner_text()
+        assert page.locator("#pr-status").inner_text() == "[open]" and page.locator("#pr-message .error").count() == 1
+        shot(page, "19-pr-merge-refused-by-hook")
+    finally:
+        page.close()
+
+
+def test_write_controls_are_disabled_for_a_user_who_may_not_write(served: Served, browser: Any) -> None:
+    """A read-only user saw approve, merge, comment and rule buttons whose clicks all ended in "insufficient
+    permissions": the UI asks getRepositoryPermissions and disables them, saying why in a tooltip."""
+    import requests
+
+    from tests.api.test_http import AUTH
+
+    reader_key, reader_secret = served.gateway.user("uireader", "Analyst")
+    repo = served.repo(prefix="ro")
+    rid = str(repo.id)
+    feat = repo.branch("feat").create(source_reference="main")
+    feat.object("a.csv").upload(b"id\n1\n")
+    feat.commit(message="a")
+    pull = requests.post(f"{served.api}/api/v1/repositories/{rid}/pulls", auth=AUTH, timeout=30,
+                         json={"title": "ro", "source_branch": "feat", "destination_branch": "main"}).json()
+    controls = {
+        f"#/r/{rid}/pull/{pull['id']}": ("#approve", "#merge", "#close", "#merge-strategy", "#comment", "#comment-body"),
+        f"#/r/{rid}/pulls": ("#open-pr button[type=submit]", "#pr-title"),
+        f"#/r/{rid}/settings": ("#add-rule button", "#rule-pattern", "#gc-default button"),
+    }
+    page = browser.new_page()
+    try:
+        login(page, served.api, reader_key, reader_secret)
+        for hash_, selectors in controls.items():
+            page.goto(f"{served.api}/{hash_}")
+            page.wait_for_selector(selectors[0])
+            for sel in selectors:
+                assert page.locator(sel).is_disabled(), (hash_, sel)
+                assert "needs" in (page.locator(sel).get_attribute("title") or ""), (hash_, sel)
+        page.goto(f"{served.api}/#/r/{rid}/pull/{pull['id']}")
+        page.wait_for_selector("#approve")
+        assert page.locator("#approve").get_attribute("title") == "You may not do this: it needs WriteRepo on this repository"
+        shot(page, "20-read-only-user-pull-request")
+        page.goto(f"{served.api}/#/r/{rid}/settings")
+        page.wait_for_selector("#add-rule")
+        assert "DeleteRepo" in (page.locator("#add-rule button").get_attribute("title") or "")
+        # An administrator gets the same pages with every control enabled.
+        login(page, served.api, ADMIN_KEY, ADMIN_SECRET)
+        for hash_, selectors in controls.items():
+            page.goto(f"{served.api}/{hash_}")
+            page.wait_for_selector(selectors[0])
+            for sel in selectors:
+                assert page.locator(sel).is_enabled() and page.locator(sel).get_attribute("title") is None, (hash_, sel)
+    finally:
+        page.close()

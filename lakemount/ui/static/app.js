@@ -227,6 +227,27 @@ async function refPicker(repo, ref, go) {
 // The repository's default branch: the ref of the tabs on its repository-wide pages (pulls, feed, hook runs, settings).
 async function defaultBranch(repo) { return (await api("GET", route("repositories", repo))).default_branch; }
 
+// What the user may do in a repository, as the server decides it (getRepositoryPermissions: ReadRepo, WriteRepo,
+// DeleteRepo). A control the user may not use is disabled with the reason as its tooltip, instead of a button
+// whose click ends in "insufficient permissions". Unknown (the request failed): every control stays enabled,
+// and the server still refuses what it refuses.
+async function rights(repo) {
+  try { return (await api("GET", route("repositories", repo, "permissions"))).actions; }
+  catch (e) { if (e.status === 401) throw e; return null; }
+}
+function mayNot(node, can, action) {
+  if (!can || can[action] !== false) return node;
+  const why = "You may not do this: it needs " + action + " on this repository";
+  node.classList.add("no-rights");
+  node.setAttribute("title", why);
+  node.dataset.needs = action;
+  for (const c of node.matches("button, input, select, textarea") ? [node] : node.querySelectorAll("button, input, select, textarea")) {
+    c.disabled = true;
+    c.setAttribute("title", why);
+  }
+  return node;
+}
+
 function repoTabs(repo, ref) {
   return el("div", {class: "tabs"},
     link(route("r", repo, "tree", ref), "objects"), link(route("r", repo, "commits", ref), "commits"),
@@ -492,9 +513,9 @@ async function pullsPage(repo, q) {
   const g0 = gen;  // drawn only if the user is still on this page
   const st = q.get("status") || "open";
   const after = q.get("after") || "";
-  const [data, branches, ref] = await Promise.all([
+  const [data, branches, ref, can] = await Promise.all([
     api("GET", route("repositories", repo, "pulls"), {status: st, after, amount: PAGE}),
-    api("GET", route("repositories", repo, "branches"), {amount: 1000}), defaultBranch(repo)]);
+    api("GET", route("repositories", repo, "branches"), {amount: 1000}), defaultBranch(repo), rights(repo)]);
   const names = branches.results.map(b => b.id);
   const sel = (id, value) => el("select", {id}, names.map(n => el("option", {value: n, selected: n === value}, n)));
   const src = sel("pr-source", names.find(n => n !== ref) || names[0]);
@@ -519,7 +540,7 @@ async function pullsPage(repo, q) {
       data.results.map(p => el("tr", {class: "pull"}, el("td", {}, link(route("r", repo, "pull", String(p.id)), "#" + p.id)),
         el("td", {}, link(route("r", repo, "pull", String(p.id)), p.title)), el("td", {}, p.source_branch + " → " + p.destination_branch),
         el("td", {}, p.author), el("td", {}, p.status)))) : el("p", {class: "muted"}, "No " + st + " pull requests."),
-    pager(data, after, route("r", repo, "pulls"), q, {status: st}), form);
+    pager(data, after, route("r", repo, "pulls"), q, {status: st}), mayNot(form, can, "WriteRepo"));
 }
 
 function conflictList(message) {
@@ -563,16 +584,26 @@ async function runsTable(repo, query) {
 async function pullPage(repo, id) {
   const g0 = gen;  // drawn only if the user is still on this page
   const base = route("repositories", repo, "pulls", id);
-  const [p, comments] = await Promise.all([api("GET", base), api("GET", base + "/comments")]);
+  const [p, comments, can] = await Promise.all([api("GET", base), api("GET", base + "/comments"), rights(repo)]);
   const msg = el("div", {id: "pr-message"});
-  const act = (fn, sent) => async ev => {
+  // The hook runs on the destination, redrawn where they are: a merge attempt runs the pre-merge hooks, and a
+  // refused one re-renders nothing else (the page kept saying "No hook runs" until a reload).
+  const runsBox = el("div", {id: "pr-runs"});
+  const refreshRuns = async () => {
+    const fresh = await runsTable(repo, {branch: p.destination_branch});
+    if (runsBox.isConnected) runsBox.replaceChildren(fresh);
+  };
+  const act = (fn, sent, ran) => async ev => {
     if (ev) ev.preventDefault();
     msg.replaceChildren();
     try {
       await fn();
       if (sent) body.value = "";
       await pullPage(repo, id);
-    } catch (e) { msg.replaceChildren(errorBox(e), conflictList(e.message) || ""); }
+    } catch (e) {
+      msg.replaceChildren(errorBox(e), conflictList(e.message) || "");
+      if (ran) await ran().catch(() => {});
+    }
   };
   let diff;
   try {
@@ -593,7 +624,7 @@ async function pullPage(repo, id) {
   const open = p.status === "open";
   // A live re-render keeps the draft being typed and the message shown (a refusal must not vanish
   // because the user's own comment, or someone else's, came back on the feed a moment later).
-  const runs = await runsTable(repo, {branch: p.destination_branch});  // the last wait: what is shown is read after it
+  runsBox.replaceChildren(await runsTable(repo, {branch: p.destination_branch}));  // the last wait: what is shown is read after it
   const old = document.getElementById("comment-body");
   if (old && old.dataset.pull === String(id)) {
     body.value = old.value;
@@ -607,27 +638,30 @@ async function pullPage(repo, id) {
     el("p", {id: "pr-approvals"}, "approvals: " + approvals.length + " of " + p.required_approvals + " required",
       approvals.length ? " (" + approvals.map(a => a.user).join(", ") + ")" : ""),
     msg,
-    open ? el("div", {class: "pr-actions"},
+    open ? mayNot(el("div", {class: "pr-actions"},
       el("button", {id: "approve", onclick: act(() => api("POST", base + "/approvals"))}, "approve"), " ",
-      el("form", {class: "inline", id: "merge-form", onsubmit: act(() => api("PUT", base + "/merge", {}, strategy.value ? {strategy: strategy.value} : {}))},
+      el("form", {class: "inline", id: "merge-form", onsubmit: act(() => api("PUT", base + "/merge", {}, strategy.value ? {strategy: strategy.value} : {}), false, refreshRuns)},
         strategy, el("button", {type: "submit", id: "merge"}, "merge")), " ",
-      el("button", {id: "close", onclick: act(() => api("PATCH", base, {}, {status: "closed"}))}, "close"))
-      : p.status === "closed" ? el("button", {id: "reopen", onclick: act(() => api("PATCH", base, {}, {status: "open"}))}, "reopen")
+      el("button", {id: "close", onclick: act(() => api("PATCH", base, {}, {status: "closed"}))}, "close")), can, "WriteRepo")
+      : p.status === "closed" ? mayNot(el("button", {id: "reopen", onclick: act(() => api("PATCH", base, {}, {status: "open"}))}, "reopen"), can, "WriteRepo")
         : el("p", {}, "merged as ", link(route("r", repo, "commit", p.merged_commit_id || ""), (p.merged_commit_id || "").slice(0, 12))),
     el("h3", {}, "Changes"), ...diff,
-    el("h3", {}, "Hook runs on " + p.destination_branch), runs,
+    el("h3", {}, "Hook runs on " + p.destination_branch), runsBox,
     el("h3", {}, "Comments"),
     el("div", {id: "comments"}, comments.results.map(c => el("div", {class: "comment"},
       el("p", {class: "muted"}, c.author + " · " + (c.creation_date || "")), el("pre", {}, c.body)))),
-    el("form", {id: "comment-form", onsubmit: act(() => api("POST", base + "/comments", {}, {body: body.value}), true)},
-      body, el("div", {}, el("button", {type: "submit", id: "comment"}, "comment"))));
+    mayNot(el("form", {id: "comment-form", onsubmit: act(() => api("POST", base + "/comments", {}, {body: body.value}), true)},
+      body, el("div", {}, el("button", {type: "submit", id: "comment"}, "comment"))), can, "WriteRepo"));
   // Live: another user's comment, approval or merge re-renders this page. A new EventSource replays the
   // feed from its start; events from before this page was rendered (minus clock slack) are not news.
   // Not when the user moved on while this page loaded: that would close the new page's stream (the live feed's).
   if (g0 !== gen) return;
   const since = Date.now() / 1000 - 2;
   subscribe(repo, (kind, d, _eid, fresh) => {
-    if (!fresh || d.time < since || String(d.id) !== String(id) || !kind.startsWith("pull-request") || d.action === "opened") return;
+    if (!fresh || d.time < since) return;
+    // Hooks that ran on the destination (this page's merge, or anyone's commit there) show without a reload.
+    if (kind === "hook-run" && d.branch === p.destination_branch) { refreshRuns().catch(() => {}); return; }
+    if (String(d.id) !== String(id) || !kind.startsWith("pull-request") || d.action === "opened") return;
     if (location.hash.includes("/pull/")) pullPage(repo, id).catch(() => {});
   });
 }
@@ -642,7 +676,7 @@ async function actionsPage(repo, q) {
 async function settingsPage(repo) {
   const g0 = gen;  // drawn only if the user is still on this page
   const url = route("repositories", repo, "settings", "branch_protection");
-  const [rules, ref] = await Promise.all([api("GET", url), defaultBranch(repo)]);
+  const [rules, ref, can] = await Promise.all([api("GET", url), defaultBranch(repo), rights(repo)]);
   const msg = el("div");
   const save = async list => {
     try { await api("PUT", url, {}, list); await settingsPage(repo); } catch (e) { msg.replaceChildren(errorBox(e)); }
@@ -653,11 +687,11 @@ async function settingsPage(repo) {
     el("p", {class: "muted"}, "A protected branch changes only by merge (and revert); a merge needs the approvals the rule requires."),
     rules.length ? el("table", {id: "rules"}, el("tr", {}, el("th", {}, "pattern"), el("th", {}, "required approvals"), el("th", {}, "")),
       rules.map((r, i) => el("tr", {}, el("td", {}, r.pattern), el("td", {}, r.required_approvals),
-        el("td", {}, el("button", {onclick: () => save(rules.filter((_, j) => j !== i))}, "remove"))))) : el("p", {class: "muted"}, "No rules."),
-    el("form", {class: "inline", id: "add-rule", onsubmit: ev => { ev.preventDefault();
+        el("td", {}, mayNot(el("button", {onclick: () => save(rules.filter((_, j) => j !== i))}, "remove"), can, "DeleteRepo"))))) : el("p", {class: "muted"}, "No rules."),
+    mayNot(el("form", {class: "inline", id: "add-rule", onsubmit: ev => { ev.preventDefault();
       save([...rules, {pattern: pattern.value.trim(), required_approvals: Number(approvals.value) || 0}]); }},
-      pattern, " approvals ", approvals, el("button", {type: "submit"}, "add rule")), msg,
-    await gcRulesSection(repo));
+      pattern, " approvals ", approvals, el("button", {type: "submit"}, "add rule")), can, "DeleteRepo"), msg,
+    mayNot(await gcRulesSection(repo), can, "DeleteRepo"));
 }
 
 // GC rules: the retention `lakemount gc run` applies (lakeFS's settings/gc_rules).
