@@ -46,8 +46,6 @@ class NameRule:
         """Why ``name`` is refused (the rule in words), or None when it is a valid name."""
         if not self.minimum <= len(name) <= self.limit or self.pattern.fullmatch(name) is None:
             return self.rule
-        if self.kind == "tag" and (".." in name or name.endswith(".")):
-            return self.rule
         return None
 
     def check(self, name: str) -> str:
@@ -73,7 +71,7 @@ BRANCH: Final = NameRule(
     f"use 1 to {NAME_MAX} ASCII letters, digits, '_' and '-', not starting with '-' (lakeFS's rule ^\\w[-\\w]*$)",
 )
 TAG: Final = NameRule(
-    "tag", re.compile(r"\w[-\w.]*", re.ASCII), 1, NAME_MAX,
+    "tag", re.compile(r"\w(?:[-\w]|\.(?!\.|$))*", re.ASCII), 1, NAME_MAX,  # a '.' followed by neither '.' nor the end
     f"use 1 to {NAME_MAX} ASCII letters, digits, '_', '-' and '.', not starting with '-' or '.', "
     "without '..' and not ending in '.'",
 )
