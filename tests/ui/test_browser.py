@@ -781,6 +781,10 @@ def test_write_controls_are_disabled_for_a_user_who_may_not_write(served: Served
         page.goto(f"{served.api}/#/r/{rid}/settings")
         page.wait_for_selector("#add-rule")
         assert "DeleteRepo" in (page.locator("#add-rule button").get_attribute("title") or "")
+        page.goto(f"{served.api}/#/")
+        row = page.locator("#repos tr", has=page.locator(f"a:text-is('{rid}')"))
+        row.locator(".delete-repo[data-needs=DeleteRepo]").wait_for()
+        assert row.locator(".delete-repo").is_disabled()
         # An administrator gets the same pages with every control enabled.
         login(page, served.api, ADMIN_KEY, ADMIN_SECRET)
         for hash_, selectors in controls.items():
@@ -788,5 +792,9 @@ def test_write_controls_are_disabled_for_a_user_who_may_not_write(served: Served
             page.wait_for_selector(selectors[0])
             for sel in selectors:
                 assert page.locator(sel).is_enabled() and page.locator(sel).get_attribute("title") is None, (hash_, sel)
+        page.goto(f"{served.api}/#/")
+        page.wait_for_selector("#repos")
+        page.wait_for_load_state("networkidle")
+        assert page.locator(".delete-repo[data-needs], .delete-repo:disabled").count() == 0
     finally:
         page.close()

@@ -186,6 +186,11 @@ async function reposPage(q) {
       el("th", {}, "storage namespace"), el("th", {}, "created"), el("th", {}, "")), rows)
       : el("p", {class: "muted"}, "No repositories yet."),
     pager(data, after, "/", q));
+  // Each repository's delete button, once its rights are known (after the list is drawn: one request per row
+  // must not hold up the first page).
+  data.results.forEach((r, i) => rights(r.id).then(can => {
+    if (g0 === gen) mayNot(rows[i].querySelector(".delete-repo"), can, "DeleteRepo");
+  }).catch(() => {}));
 }
 
 // Forward paging with a stack of previous offsets in the URL (?after=..&back=..).
