@@ -11,10 +11,10 @@ from lakemount.app import App
 from lakemount.block.memory import MemoryAdapter
 from lakemount.catalog import catalog as catalog_module
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.confinement import ImportSource
 from lakemount.config import load
 from lakemount.errors import Corrupt
 from lakemount.graveler.model import FILE_MODE, Entry
-from lakemount.catalog.confinement import ImportSource
 from lakemount.jobs.importer import _local_records
 
 # The metadata key where import records a local source's mtime (catalog.SOURCE_MTIME_KEY).

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from lakemount.app import App
-from lakemount.errors import InvalidArgument, NotFound, PreconditionFailed, ReadOnly
 from lakemount.catalog.confinement import ImportSource
+from lakemount.errors import InvalidArgument, NotFound, PreconditionFailed, ReadOnly
 from lakemount.jobs.importer import FILES_PER_TASK, import_objects, plan
 from tests.jobs.conftest import moto_backend
 
