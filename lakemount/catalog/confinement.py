@@ -120,8 +120,7 @@ class ImportSource:
 
 
 def _split_s3(text: str) -> tuple[str, str]:
-    scheme, _, rest = text.partition("://")
-    bucket, _, prefix = rest.partition("/")
+    bucket, _, prefix = text.partition("://")[2].partition("/")
     if not bucket:
         raise InvalidArgument(f"s3 URL without a bucket: {text!r}")
     prefix = prefix.lstrip("/")
