@@ -69,7 +69,8 @@ def main() -> None:
         print(f"created {args.objects} files in {time.monotonic() - t:.1f} s")
         base = baseline(src)
         print(f"baseline: one process walks + hashes      {base:>10,.0f} objects/s")
-        app = App(load(env={"LAKEMOUNT_HOME": os.path.join(tmp, "home"), "LAKEMOUNT_CACHE_DISK_BYTES": "0"}))
+        app = App(load(env={"LAKEMOUNT_HOME": os.path.join(tmp, "home"), "LAKEMOUNT_CACHE_DISK_BYTES": "0",
+                            "LAKEMOUNT_BLOCKSTORE_LOCAL_IMPORT_ROOTS": src}))
         app.catalog.create_repository("bench")
         t = time.monotonic()
         sc = get_spark(args.master).sparkContext

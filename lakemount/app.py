@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from lakemount.block.trash import TrashFallbackAdapter
     from lakemount.cache.tiered import TieredCache
     from lakemount.catalog.catalog import Catalog
+    from lakemount.catalog.confinement import Confinement
     from lakemount.catalog.hooks import WebhookPolicy
     from lakemount.graveler.committed.store import CommittedStore
     from lakemount.graveler.graveler import Graveler
@@ -93,11 +94,49 @@ class App:
             raise InvalidArgument("blockstore.type is s3: set blockstore.default_namespace_prefix (s3://bucket/prefix)")
         return "local://" + os.path.abspath(blockstore.local.path)
 
+    def system_namespace(self) -> str:
+        """The namespace of the server's own store: the journal of repositories ``recover`` starts from."""
+        return self.namespace_root() + "/_system"
+
     @cached_property
     def journal(self) -> Journal:
         from lakemount.graveler.journal import Journal
 
-        return Journal(self.adapter, self.namespace_root() + "/_system")
+        return Journal(self.adapter, self.system_namespace())
+
+    @cached_property
+    def confinement(self) -> Confinement:
+        """Where imports may read and ``local://`` namespaces may lie (``blockstore.local.*_roots``).
+
+        Unset roots are the local block store's directory (and, for namespaces, a
+        ``local://`` default namespace prefix too, where repositories created
+        without a namespace go).  Raises ``ConfigError`` for a root that is not
+        an absolute path.
+        """
+        from lakemount.catalog.confinement import Confinement
+        from lakemount.errors import ConfigError
+
+        blockstore = self.config.blockstore
+        data = os.path.abspath(blockstore.local.path)
+        prefix = blockstore.default_namespace_prefix
+        default_ns = (data, prefix[len("local://") :]) if prefix.startswith("local://") else (data,)
+
+        def roots(name: str, given: tuple[str, ...] | None, default: tuple[str, ...]) -> tuple[str, ...]:
+            if given is None:
+                return default
+            found = tuple(os.path.expanduser(r) for r in given)
+            for root in found:
+                if not os.path.isabs(root):
+                    key = f"blockstore.local.{name}"
+                    raise ConfigError(f"{key}: {root!r} is not an absolute path", key, "configuration")
+            return found
+
+        local = blockstore.local
+        return Confinement(
+            roots("import_roots", local.import_roots, (data,)),
+            roots("namespace_roots", local.namespace_roots, default_ns),
+            self.system_namespace(),
+        )
 
     @cached_property
     def committed(self) -> CommittedStore:
@@ -120,7 +159,7 @@ class App:
         tmp = os.path.join(self.config.home, "tmp")
         os.makedirs(tmp, exist_ok=True)
         return Catalog(
-            self.graveler, self.adapter, namespace_root=self.namespace_root(), tmpdir=tmp,
+            self.graveler, self.adapter, namespace_root=self.namespace_root(), confinement=self.confinement, tmpdir=tmp,
             runs=self._run_store, pulls=self._pull_store, events=self._event_log, link_key=lambda: self.link_key,
             webhooks=self.webhook_policy,
         )

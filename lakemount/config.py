@@ -69,8 +69,12 @@ class MetadataConfig:
 
 @dataclass(frozen=True, slots=True)
 class LocalBlockConfig:
-    """``blockstore.local``: the directory of the local block store (empty: under ``LAKEMOUNT_HOME``)."""
+    """``blockstore.local``: the directory of the local block store (empty: under ``LAKEMOUNT_HOME``), and the
+    directories imports may read and repositories may be stored in (None: the block store's directory;
+    ``catalog/confinement.py``)."""
     path: str = ""
+    import_roots: tuple[str, ...] | None = None
+    namespace_roots: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +284,7 @@ def _shown(value: Any) -> str:
         return "nothing"
     if isinstance(value, Mapping):
         return "a mapping"
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return "a list"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -305,6 +309,12 @@ def _convert(value: Any, tp: Any, key: str, source: str) -> Any:
         if isinstance(value, Mapping) and all(not isinstance(v, (Mapping, list)) for v in value.values()):
             return {str(k): str(v) for k, v in value.items()}
         raise bad("a mapping or a string")
+    if typing.get_origin(tp) is tuple:
+        # A list of strings: a YAML list, or comma-separated text (a variable, or one string in the file).
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
+            raise bad("a list of strings")
+        return tuple(i.strip() for i in items if i.strip())
     if tp is bool:
         if isinstance(value, bool):
             return value

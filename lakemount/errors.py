@@ -140,6 +140,15 @@ class InvalidLinkAddress(InvalidArgument):
         self.address, self.reason = address, reason
 
 
+class OutsideRoots(InvalidArgument):
+    """A local location (an import source, a storage namespace) outside the directories the configuration
+    key ``key`` allows; ``shown`` is the location as the user gave it (never where it resolved to)."""
+
+    def __init__(self, what: str, shown: str, key: str) -> None:
+        super().__init__(f"{what} {shown} is outside the directories {key} allows")
+        self.what, self.shown, self.key = what, shown, key
+
+
 class ConfigError(InvalidArgument):
     """A configuration that cannot be used: an unknown key, a wrong type, an unreadable file.
 

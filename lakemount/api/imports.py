@@ -70,8 +70,13 @@ def _iso(t: float) -> str:
            summary="import objects from s3:// or local:// without copying them, then commit", body="ImportCreation",
            response="ImportCreationResponse", status=202, errors=(400, 401, 403, 404))
 def import_start(ctx: Ctx) -> Response:
-    """importStart: start importing one ``common_prefix`` location (s3:// or local://) in a background process, answering its id (202); 400 for other locations, 403 without WriteRepo."""
+    """importStart: start importing one ``common_prefix`` location (s3:// or local://) in a background process, answering
+    its id (202); 403 without both WriteRepo and ImportFromStorage, 400 for other locations and for a local one outside
+    ``blockstore.local.import_roots``."""
     repo = repo_of(ctx, Action.WRITE_REPO)
+    # Reading the server's storage is a right of its own (lakeFS's fs:ImportFromStorage): write rights
+    # alone would let any writer read what the server can.  Asked before the body says anything.
+    ctx.require(Action.IMPORT_FROM_STORAGE, repo)
     branch = ctx.params["branch"]
     body = ctx.json_body()
     paths = body["paths"]
@@ -81,11 +86,10 @@ def import_start(ctx: Ctx) -> Response:
     if loc["type"] != "common_prefix":
         raise bad_request("only common_prefix import locations are supported")
     source = loc["path"]
-    if source.startswith("local://"):
-        source = source[len("local://") :]
-    elif not source.startswith("s3://"):
+    if not source.startswith(("s3://", "local://")):
         raise bad_request("import path must be s3://bucket/prefix or local:///absolute/path")
     ctx.catalog.writable_branch(repo, branch)
+    ctx.catalog.import_source(source)  # refused here (400), not as a failed import later; the job asks again
     commit = body["commit"]
     import_id = secrets.token_hex(10)
     home = ctx.service.app.config.home

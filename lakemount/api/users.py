@@ -4,7 +4,7 @@ Policies attach to users directly and to groups, whose members all get
 them; a user's effective policies are their own and their groups'.  A policy
 statement is shown in lakeFS's shape (``effect`` allow/deny, ``action`` list,
 ``resource``) with lakemount's action names (``ReadRepo``, ``WriteRepo``,
-``CreateRepo``, ``DeleteRepo``, ``ManageUsers``, ``ManageOwnCredentials`` or
+``CreateRepo``, ``DeleteRepo``, ``ImportFromStorage``, ``ManageUsers``, ``ManageOwnCredentials`` or
 ``*``) and a resource that is ``*`` or a repository name pattern; resources
 in lakeFS's ARN form ``arn:lakefs:fs:::repository/NAME`` are accepted.
 Managing users, groups and policies needs ``ManageUsers``; a user may read

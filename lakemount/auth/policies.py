@@ -7,7 +7,9 @@ it, and any matching ``Deny`` wins over every ``Allow``.
 
 Built-in roles (always present, cannot be changed or deleted):
 
-- ``Admin``: every action on every resource.
+- ``Admin``: every action on every resource, the only role with ``ImportFromStorage``
+  (an import reads what the server's own rights reach; attach a policy allowing it,
+  per repository, to let others import).
 - ``Developer``: like lakeFS's FSFullAccess, every repository action
   (``CreateRepo``, ``DeleteRepo``, ``ReadRepo``, ``WriteRepo``) on every repository,
   and managing one's own credentials; nothing else of auth.  ``DeleteRepo`` is
@@ -45,6 +47,9 @@ class Action(StrEnum):
     DELETE_REPO = "DeleteRepo"
     READ_REPO = "ReadRepo"
     WRITE_REPO = "WriteRepo"
+    # Import objects from the server's storage into a repository (lakeFS's fs:ImportFromStorage): the
+    # server reads what its own rights reach, so this is granted apart from WriteRepo, by Admin only.
+    IMPORT_FROM_STORAGE = "ImportFromStorage"
     MANAGE_USERS = "ManageUsers"  # users, credentials of others, policies
     MANAGE_OWN_CREDENTIALS = "ManageOwnCredentials"
 

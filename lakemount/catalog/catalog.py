@@ -50,6 +50,7 @@ from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef
 
 if TYPE_CHECKING:
+    from lakemount.catalog.confinement import Confinement
     from lakemount.catalog.hooks import WebhookPolicy
 
 MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
@@ -102,12 +103,14 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
     """Objects by path in repositories; every front end (mount, gateway, CLI, jobs) goes through here."""
 
     def __init__(
-        self, graveler: Graveler, adapter: BlockAdapter, *, namespace_root: str, tmpdir: str | None = None,
+        self, graveler: Graveler, adapter: BlockAdapter, *, namespace_root: str, confinement: Confinement,
+        tmpdir: str | None = None,
         runs: Callable[[], RunStore] | None = None, pulls: Callable[[], PullStore] | None = None,
         events: Callable[[], EventLog] | None = None, link_key: Callable[[], bytes] | None = None,
         webhooks: WebhookPolicy | None = None,
     ) -> None:
-        """``runs``, ``pulls`` and ``events`` make the stores of hook runs, pull requests and the event
+        """``confinement`` says which local locations imports and new repositories may use.
+        ``runs``, ``pulls`` and ``events`` make the stores of hook runs, pull requests and the event
         feed on first use (so verbs that need none never load them); without ``runs`` or ``events``
         those are kept in memory.  ``link_key`` gives the key that signs upload addresses
         (``uploads.py``); without it, handing them out raises ``Unavailable``.  ``webhooks`` is the
@@ -115,6 +118,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         self.graveler = graveler
         self.adapter = adapter
         self.namespace_root = namespace_root.rstrip("/")
+        self.confinement = confinement
         self.tmpdir = tmpdir
         self.protection = BranchProtection(graveler, on_change=self._protection_changed)
         self._make_runs = runs or MemoryRunStore

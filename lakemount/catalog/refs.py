@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from lakemount.catalog import names
 from lakemount.catalog import protection as prot
 from lakemount.catalog.actions import Event
-from lakemount.errors import InvalidArgument, ReadOnlyRef
+from lakemount.errors import AlreadyExists, InvalidArgument, ReadOnlyRef
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import Branch, Commit, Repository, Tag
 from lakemount.graveler.ports import BlockAdapter
@@ -24,6 +24,7 @@ from lakemount.graveler.refexpr import ResolvedRef, View, parse
 
 if TYPE_CHECKING:
     from lakemount.catalog.actions import Actions
+    from lakemount.catalog.confinement import Confinement, ImportSource
     from lakemount.catalog.events import Feed
     from lakemount.catalog.protection import BranchProtection
     from lakemount.catalog.pulls import Pulls
@@ -35,6 +36,7 @@ class RefVerbs:
     graveler: Graveler
     adapter: BlockAdapter
     namespace_root: str
+    confinement: Confinement
     protection: BranchProtection
 
     if TYPE_CHECKING:
@@ -52,13 +54,35 @@ class RefVerbs:
     def create_repository(self, name: str, storage_namespace: str | None = None, default_branch: str = "main") -> Repository:
         """Create a repository (its storage namespace defaults to ``<namespace root>/<name>``).
 
-        Raises ``InvalidArgument`` for a bad name or namespace, ``AlreadyExists``
-        if the name or the namespace is taken.
+        Raises ``InvalidArgument`` for a bad name or namespace (``OutsideRoots`` for
+        a ``local://`` one outside the configured roots, or one inside or around
+        another repository's: ``confinement.py``), ``AlreadyExists`` if the name
+        or the namespace is taken.
         """
-        names.check_repository(name)
+        names.check_repository(name)  # before the name is used in a message or a default namespace
         names.check_branch(default_branch)
+        taken = self._namespaces()
+        if any(other == name for other, _ns in taken):
+            # Before the namespace: re-creating an existing repository is a 409 whatever it names
+            # (lakeFS's clients treat that as "exists", e.g. ``create(exist_ok=True)``).
+            raise AlreadyExists(f"repository already exists: {name}")
         ns = storage_namespace or f"{self.namespace_root}/{name}"
+        shown = storage_namespace or f"(the default one for {name})"
+        self.confinement.check_namespace(ns, shown, taken)
         return self.graveler.create_repository(name, ns, default_branch)
+
+    def _namespaces(self) -> list[tuple[str, str]]:
+        return [(r.name, r.storage_namespace) for r in self.graveler.list_repositories()]
+
+    def import_source(self, text: str) -> ImportSource:
+        """Where an import of ``text`` (``/dir``, ``local:///dir``, ``file:///dir``, ``s3://bucket/prefix``) reads from.
+
+        Every front end asks this before importing (the API before it starts the
+        job, the job before Spark): raises ``OutsideRoots`` for a local directory
+        outside ``blockstore.local.import_roots``, ``NotFound``, ``InvalidArgument``
+        (see ``Confinement.import_source``).
+        """
+        return self.confinement.import_source(text, self._namespaces())
 
     def repository(self, name: str) -> Repository:
         """Repository ``name``; raises ``RepositoryNotFound``."""

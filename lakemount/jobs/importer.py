@@ -5,8 +5,11 @@ destination prefix of a branch, one entry per object whose address is the
 object's absolute URL (``local:///abs/path``, ``s3://bucket/key``), with size,
 ETag and modification time from the listing (MD5 of the content for local
 files, which have no ETag).  No byte is copied, and GC never deletes such
-objects: they are outside every storage namespace (a source that overlaps one
-is refused, ``namespaces.py``).
+objects: they are outside every storage namespace.  What may be imported is
+the catalog's rule (``Catalog.import_source``, ``catalog/confinement.py``): a
+local source lies under ``blockstore.local.import_roots`` after symlinks and
+``..`` are resolved, and no source overlaps a storage namespace; the driver
+asks it before Spark starts, and walks the resolved directory.
 
 Like lakeFS's import, the result *replaces* the destination prefix: keys
 under it that the source does not have are staged as deletions.  Re-importing
@@ -37,6 +40,7 @@ from typing import Any, Final
 
 from lakemount.app import App
 from lakemount.catalog.catalog import MAX_KEY_BYTES, SOURCE_MTIME_KEY
+from lakemount.catalog.confinement import ImportSource
 from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, prefix_end
 from lakemount.config import Config
 from lakemount.errors import (
@@ -47,9 +51,8 @@ from lakemount.errors import (
     ProtectedBranch,
     Unavailable,
 )
-from lakemount.jobs.namespaces import check_outside_namespaces, location_of
 from lakemount.jobs.runtime import app_for
-from lakemount.jobs.s3client import client_from_config, split_s3
+from lakemount.jobs.s3client import client_from_config
 from lakemount.jobs.session import Progress, get_spark, interruptible, parallelism, timed, translated
 
 FILES_PER_TASK: Final = 5000
@@ -60,48 +63,6 @@ HASH_CHUNK: Final = 1 << 20
 # A planned unit: ("dir", rel) | ("lfile", rel) | ("lother", rel) (a local symlink, socket...: skipped)
 # | ("sfile", rel, size, mtime, etag)
 Unit = tuple[Any, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Source:
-    """Where objects are imported from: a local directory or an S3 prefix (ending in ``/`` or empty)."""
-
-    kind: str  # "local" | "s3"
-    root: str  # local: absolute directory path; s3: bucket
-    prefix: str = ""  # s3 only
-
-    @property
-    def url(self) -> str:
-        if self.kind == "local":
-            return f"local://{self.root}/"
-        return f"s3://{self.root}/{self.prefix}"
-
-
-def parse_source(text: str) -> Source:
-    """A source from ``/dir``, ``file:///dir``, ``local:///dir`` or ``s3://bucket/prefix``."""
-    if text.startswith(("s3://", "s3a://")):
-        bucket, prefix = split_s3(text)
-        prefix = prefix.lstrip("/")
-        if prefix and not prefix.endswith("/"):
-            prefix += "/"
-        return Source("s3", bucket, prefix)
-    for scheme in ("local://", "file://"):
-        if text.startswith(scheme):
-            text = text[len(scheme) :]
-            if not text.startswith("/"):
-                raise InvalidArgument(f"{scheme} source must be an absolute path: {scheme}{text}")
-            break
-    else:
-        if "://" in text:
-            raise InvalidArgument(f"cannot import from {text!r}: use a local directory or s3://bucket/prefix")
-    path = os.path.abspath(text)
-    if not os.path.exists(path):
-        raise NotFound(f"source directory does not exist: {path}")
-    if not os.path.isdir(path):
-        raise InvalidArgument(f"source is not a directory: {path}")
-    if path == "/":
-        raise InvalidArgument("refusing to import the root directory")
-    return Source("local", path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +84,7 @@ class Task:
 
 
 # ---------------------------------------------------------------------------- planning (driver)
-def _level_local(source: Source, rel: bytes) -> list[tuple[bytes, Unit]]:
+def _level_local(source: ImportSource, rel: bytes) -> list[tuple[bytes, Unit]]:
     base = os.fsencode(source.root) + b"/" + rel
     out: list[tuple[bytes, Unit]] = []
     try:
@@ -147,7 +108,7 @@ def _level_local(source: Source, rel: bytes) -> list[tuple[bytes, Unit]]:
     return out
 
 
-def _level_s3(client: Any, source: Source, rel: bytes) -> list[tuple[bytes, Unit]]:
+def _level_s3(client: Any, source: ImportSource, rel: bytes) -> list[tuple[bytes, Unit]]:
     import botocore.exceptions
 
     out: list[tuple[bytes, Unit]] = []
@@ -176,7 +137,7 @@ def _level_s3(client: Any, source: Source, rel: bytes) -> list[tuple[bytes, Unit
     return out
 
 
-def plan(source: Source, want_tasks: int, client: Any = None) -> list[Task]:
+def plan(source: ImportSource, want_tasks: int, client: Any = None) -> list[Task]:
     """Cut the source into tasks covering disjoint, contiguous key intervals."""
     level = (lambda rel: _level_local(source, rel)) if source.kind == "local" else (lambda rel: _level_s3(client, source, rel))
     items = level(b"")
@@ -239,7 +200,7 @@ def _hash_file(path: bytes) -> tuple[int, int, str] | None:
         os.close(fd)
 
 
-def _local_records(source: Source, prefix: bytes, units: Iterable[Unit], skipped: list[int]) -> Iterator[tuple[bytes, Entry]]:
+def _local_records(source: ImportSource, prefix: bytes, units: Iterable[Unit], skipped: list[int]) -> Iterator[tuple[bytes, Entry]]:
     root = os.fsencode(source.root) + b"/"
 
     def one(rel: bytes) -> Iterator[tuple[bytes, Entry]]:
@@ -285,7 +246,7 @@ def _local_records(source: Source, prefix: bytes, units: Iterable[Unit], skipped
 
 
 def _s3_records(
-    adapter: Any, source: Source, prefix: bytes, units: Iterable[Unit], skipped: list[int]
+    adapter: Any, source: ImportSource, prefix: bytes, units: Iterable[Unit], skipped: list[int]
 ) -> Iterator[tuple[bytes, Entry]]:
     base = source.url
 
@@ -310,7 +271,7 @@ def _s3_records(
 
 
 def _import_task(
-    config: Config, source: Source, target: Target, counters: dict[str, Any], tasks: Iterable[Task]
+    config: Config, source: ImportSource, target: Target, counters: dict[str, Any], tasks: Iterable[Task]
 ) -> Iterator[int]:
     app = app_for(config)
     cat = app.catalog
@@ -392,14 +353,15 @@ def import_objects(
 ) -> dict[str, Any]:
     """Import ``source_text`` under ``prefix`` of ``repo``/``branch``; returns a report.
 
-    Raises ``NotFound`` (repository, branch, source directory or bucket, empty
+    Raises ``OutsideRoots`` (a local source outside ``blockstore.local.import_roots``),
+    ``NotFound`` (repository, branch, source directory or bucket, empty
     source), ``ReadOnly`` (not a branch, protected branch), ``PreconditionFailed``
     (``commit`` with unrelated uncommitted changes), ``InvalidArgument``.
     """
     timings: dict[str, float] = {}
     started = time.monotonic()
-    source = parse_source(source_text)
-    check_outside_namespaces(app, location_of(source.kind, source.root, source.prefix), "import source")
+    # The one rule of what may be imported (roots, namespaces), asked before Spark starts.
+    source = app.catalog.import_source(source_text)
     if prefix and not prefix.endswith("/"):
         prefix += "/"
     target = Target(repo, branch, prefix.encode())

@@ -50,7 +50,7 @@ class Served:
         import lakefs
 
         name = self.repo_name(prefix)
-        ns = f"local://{self.home}/ns/{name}"
+        ns = f"local://{self.home}/data/ns/{name}"  # under the default namespace root
         return lakefs.Repository(name, client=client or self.client()).create(storage_namespace=ns)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,17 @@ from typing import Any
 import pytest
 from lakefs.exceptions import ImportManagerException
 
+from tests.api.conftest import Served, running
+
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A server whose imports may read the test run's temporary directories (where each test makes its source)."""
+    roots = str(tmp_path_factory.getbasetemp())
+    with running(tmp_path_factory.mktemp("api"), env={"LAKEMOUNT_BLOCKSTORE_LOCAL_IMPORT_ROOTS": roots}) as s:
+        yield s
 
 
 def source_dir(tmp_path: Path, n: int) -> Path:

@@ -68,7 +68,7 @@ def pin(doc: dict[str, Any]) -> dict[str, Any]:
 def prepare(served: Served) -> None:
     """A repository with objects, a second branch with a commit, a tag, and a group."""
     base = f"{served.api}/api/v1/repositories"
-    ns = f"local://{served.home}/ns/fuzz"
+    ns = f"local://{served.home}/data/ns/fuzz"
     requests.post(base, json={"name": "fuzz", "storage_namespace": ns}, headers=AUTH, timeout=30).raise_for_status()
     for p in ("a", "b/c", "b/d"):
         requests.post(f"{base}/fuzz/branches/main/objects", params={"path": p}, data=b"x", headers=AUTH,

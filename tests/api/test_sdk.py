@@ -52,7 +52,7 @@ def test_repository_crud_and_pagination(served: Served, client: Any) -> None:
     again = lakefs.Repository(names[1], client=client).create(storage_namespace="local:///elsewhere", exist_ok=True)
     assert again.properties.storage_namespace.endswith(names[1])
     with pytest.raises(ConflictException):
-        lakefs.Repository(names[1], client=client).create(storage_namespace=f"local://{served.home}/ns/x{names[1]}")
+        lakefs.Repository(names[1], client=client).create(storage_namespace=f"local://{served.home}/data/ns/x{names[1]}")
 
 
 def test_branch_commit_merge_revert_tag(repo: Any) -> None:

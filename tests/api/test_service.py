@@ -42,7 +42,7 @@ def test_lakemount_api_alone(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline and proc.poll() is None
                 time.sleep(0.1)
         client = lakefs.Client(host=m.group(1), username=ADMIN_KEY, password=ADMIN_SECRET)
-        repo = lakefs.Repository("alone", client=client).create(storage_namespace=f"local://{tmp_path}/ns")
+        repo = lakefs.Repository("alone", client=client).create(storage_namespace=f"local://{tmp_path}/home/data/ns")
         repo.branch("main").object("x").upload(b"x")
         assert repo.branch("main").commit("x").get_commit().message == "x"
         proc.send_signal(signal.SIGTERM)
@@ -79,7 +79,7 @@ def test_up_runs_the_api(tmp_path: Path, capsys: pytest.CaptureFixture[str], mon
         client = lakefs.Client(host=m.group(1), username=ADMIN_KEY, password=ADMIN_SECRET)
         while True:
             try:
-                lakefs.Repository("upped", client=client).create(storage_namespace=f"local://{tmp_path}/ns")
+                lakefs.Repository("upped", client=client).create(storage_namespace=f"local://{tmp_path}/home/data/ns")
                 break
             except Exception:
                 assert time.monotonic() < deadline

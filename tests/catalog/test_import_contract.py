@@ -11,10 +11,11 @@ from lakemount.app import App
 from lakemount.block.memory import MemoryAdapter
 from lakemount.catalog import catalog as catalog_module
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.confinement import ImportSource
 from lakemount.config import load
 from lakemount.errors import Corrupt
 from lakemount.graveler.model import FILE_MODE, Entry
-from lakemount.jobs.importer import Source, _local_records
+from lakemount.jobs.importer import _local_records
 
 # The metadata key where import records a local source's mtime (catalog.SOURCE_MTIME_KEY).
 SOURCE_MTIME_KEY = "lakemount-source-mtime-ns"
@@ -24,7 +25,7 @@ SourceChanged = Corrupt
 
 def imported_entry(src: Path) -> Entry:
     """The entry ``import`` writes for a local file (the importer's own record builder)."""
-    records = list(_local_records(Source("local", os.fspath(src.parent)), b"", [("lfile", src.name.encode())], [0]))
+    records = list(_local_records(ImportSource("local", os.fspath(src.parent)), b"", [("lfile", src.name.encode())], [0]))
     assert len(records) == 1
     return records[0][1]
 

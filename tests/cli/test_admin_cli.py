@@ -29,8 +29,10 @@ def test_every_visible_option_says_what_it_does() -> None:
     # Used to be "not a block-store URL ... 's3:/_lakefs/commits/<id>'", an internal key the user never typed.
     ("s3://", 2, "must be a URL such as"),
     ("local://", 2, "must be a URL such as"),
-    # Used to be exit 3, "object not found: local:///proc/x/_lakefs/commits/<id>".
-    ("local:///proc/lakemount-x", 2, "cannot write to storage namespace local:///proc/lakemount-x: its location does not exist"),
+    # Used to be exit 3, "object not found: local:///proc/x/_lakefs/commits/<id>"; now refused before any
+    # write, as outside the namespace roots (issue 23 item 2).
+    ("local:///proc/lakemount-x", 2, "storage namespace local:///proc/lakemount-x is outside the directories "
+                                     "blockstore.local.namespace_roots allows"),
     ("foo://bar", 2, "cannot write to storage namespace foo://bar: no block store for scheme 'foo'"),
 ])
 def test_repo_create_with_a_bad_storage_namespace_says_so(

@@ -210,3 +210,22 @@ def test_flat_mode(tmp_path: Path) -> None:
         s3.delete_bucket(Bucket="flatbucket")
     finally:
         g.stop()
+
+
+def test_item23_2_flat_create_bucket_refuses_a_namespace_around_another(tmp_path: Path) -> None:
+    # Issue 23 item 2: CreateBucket makes a repository in the default namespace <root>/<bucket>; one that
+    # would contain another repository's namespace is refused like any other creation, in one line.
+    g = start_gateway(tmp_path, workers=1, extra_args=("--flat",))
+    try:
+        cat = g.app().catalog
+        cat.create_repository("keeper", f"{cat.namespace_root}/holder/keeper")
+        s3 = g.client()
+        with pytest.raises(ClientError) as info:
+            s3.create_bucket(Bucket="holder")
+        assert code(info) == "InvalidArgument"
+        message = info.value.response["Error"]["Message"]
+        assert message == "storage namespace (the default one for holder) contains another repository's storage namespace"
+        assert "holder" not in [r.name for r in g.app().catalog.list_repositories()]
+        s3.create_bucket(Bucket="holder2")  # a sibling is fine
+    finally:
+        g.stop()

@@ -20,7 +20,9 @@ CREDENTIALS = {"access_key_id": "testing", "secret_access_key": "testing", "regi
 
 
 def make_config(home: Path, s3_endpoint: str | None = None) -> Config:
-    env = {"LAKEMOUNT_HOME": str(home), "LAKEMOUNT_CACHE_DISK_BYTES": "0"}
+    # The tests import from directories beside the home: the roots a local import may read.
+    env = {"LAKEMOUNT_HOME": str(home), "LAKEMOUNT_CACHE_DISK_BYTES": "0",
+           "LAKEMOUNT_BLOCKSTORE_LOCAL_IMPORT_ROOTS": str(home.parent)}
     if s3_endpoint:
         env.update(
             LAKEMOUNT_BLOCKSTORE_S3_ENDPOINT=s3_endpoint,

@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 def run(home: Path, *args: str, error: type[Exception] | None = None) -> Any:
     """Invoke the CLI in-process; lakemount errors surface as the exception ``main()`` would print."""
-    env = {"LAKEMOUNT_HOME": str(home), "LAKEMOUNT_CACHE_DISK_BYTES": "0"}
+    env = {"LAKEMOUNT_HOME": str(home), "LAKEMOUNT_CACHE_DISK_BYTES": "0",
+           "LAKEMOUNT_BLOCKSTORE_LOCAL_IMPORT_ROOTS": str(home.parent)}  # imports read beside the home
     res = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=True)
     if error is None:
         assert res.exit_code == 0, (args, res.output, res.exception)

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from lakemount.app import App
+from lakemount.catalog.confinement import ImportSource
 from lakemount.errors import InvalidArgument, NotFound, PreconditionFailed, ReadOnly
-from lakemount.jobs.importer import FILES_PER_TASK, Source, import_objects, plan
+from lakemount.jobs.importer import FILES_PER_TASK, import_objects, plan
 from tests.jobs.conftest import moto_backend
 
 pytestmark = [pytest.mark.spark]
@@ -35,7 +36,7 @@ def test_plan_cuts_contiguous_intervals(tmp_path: Path) -> None:
     (root / "b").mkdir()
     for i in range(FILES_PER_TASK + 3):
         (root / f"top{i:05d}").write_bytes(b"y")
-    tasks = plan(Source("local", str(root)), want_tasks=4)
+    tasks = plan(ImportSource("local", str(root)), want_tasks=4)
     assert tasks[0].lo == b"" and tasks[-1].hi is None
     for a, b in zip(tasks, tasks[1:]):
         assert a.hi == b.lo and a.hi is not None and a.lo < a.hi

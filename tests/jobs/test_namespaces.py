@@ -89,3 +89,62 @@ def test_neighbours_of_a_namespace_are_not_refused(repos: App, tmp_path: Path) -
         import_objects(repos, sibling, "demo", "main", "imported/")
     with pytest.raises(AssertionError, match="Spark must not start"):
         export_objects(repos, "demo", "main", "data", "s3://bucket/lakemount/lakeside/")
+
+
+# -- issue 23 item 1: the job's own entry (what the CLI and the API's import process call) -----------
+
+
+@pytest.mark.parametrize("how", ["plain", "dotdot", "symlink", "file-url", "missing"])
+def test_item1_a_job_import_outside_the_import_roots_is_refused_before_spark(repos: App, tmp_path: Path, how: str) -> None:
+    # The fixture's roots are this test's directory; /etc is outside it.  Spark never starts (``_fail``).
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "link").symlink_to("/etc")
+    source = {
+        "plain": "/etc",
+        "dotdot": f"{tmp_path}/in/../../../../../../../etc",
+        "symlink": f"{tmp_path}/in/link",
+        "file-url": "file:///etc/",
+        "missing": "/etc/lakemount-no-such-dir",  # not NotFound: nothing is said of what exists out there
+    }[how]
+    with pytest.raises(InvalidArgument) as e:
+        import_objects(repos, source, "demo", "main", "stolen/")
+    assert str(e.value) == f"import source {source} is outside the directories blockstore.local.import_roots allows"
+    assert not any(i.path.startswith("stolen/") for i in repos.catalog.list("demo", "main"))
+
+
+def test_item1_import_roots_are_configured_not_assumed(tmp_path: Path, s3_endpoint: str) -> None:
+    # An empty list in the file: no local import at all; S3 sources are not a matter of local roots.
+    from lakemount.config import load
+
+    config = tmp_path / "c.yaml"
+    config.write_text("blockstore:\n  local:\n    import_roots: []\n")
+    app = App(load(str(config), env={"LAKEMOUNT_HOME": str(tmp_path / "home")}))
+    (tmp_path / "home" / "data" / "incoming").mkdir(parents=True)
+    with pytest.raises(InvalidArgument, match="outside the directories blockstore.local.import_roots allows"):
+        app.catalog.import_source(str(tmp_path / "home" / "data" / "incoming"))
+    assert app.catalog.import_source("s3://bucket/raw").url == "s3://bucket/raw/"
+    # By default: the block store's directory, apart from the namespaces in it.
+    default = App(load(env={"LAKEMOUNT_HOME": str(tmp_path / "home")}))
+    assert default.catalog.import_source(str(tmp_path / "home" / "data" / "incoming")).kind == "local"
+    with pytest.raises(InvalidArgument, match="outside the directories"):
+        default.catalog.import_source(str(tmp_path))
+    bad = App(load(env={"LAKEMOUNT_HOME": str(tmp_path / "home"), "LAKEMOUNT_BLOCKSTORE_LOCAL_IMPORT_ROOTS": "rel/dir"}))
+    with pytest.raises(InvalidArgument, match="blockstore.local.import_roots: 'rel/dir' is not an absolute path"):
+        _ = bad.catalog
+
+
+# -- issue 23 item 2: no namespace inside or around another, S3 too ---------------------------------
+
+
+def test_item2_an_s3_namespace_inside_or_around_another_is_refused(repos: App) -> None:
+    from lakemount.errors import AlreadyExists
+
+    cat = repos.catalog
+    with pytest.raises(InvalidArgument, match=r"^storage namespace s3://bucket/lakemount/lake/x is inside another"):
+        cat.create_repository("inner", "s3://bucket/lakemount/lake/x")
+    with pytest.raises(InvalidArgument, match=r"^storage namespace s3a://bucket/lakemount contains another"):
+        cat.create_repository("outer", "s3a://bucket/lakemount")
+    with pytest.raises(AlreadyExists):
+        cat.create_repository("same", "s3a://bucket/lakemount/lake/")
+    assert [r.name for r in cat.list_repositories()] == ["demo", "lake"]
+    assert cat.create_repository("sibling", "s3://bucket/lakemount/lake2").name == "sibling"

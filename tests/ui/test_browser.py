@@ -441,7 +441,7 @@ def test_repository_pages_follow_the_default_branch_and_a_slow_page_keeps_off_th
     name = served.repo_name("db")
     api = f"{served.api}/api/v1"
     assert requests.post(f"{api}/repositories", auth=AUTH, timeout=30, json={
-        "name": name, "storage_namespace": f"local://{served.home}/ns/{name}", "default_branch": "trunk"}).status_code == 201
+        "name": name, "storage_namespace": f"local://{served.home}/data/ns/{name}", "default_branch": "trunk"}).status_code == 201
     assert requests.post(f"{api}/repositories/{name}/branches", auth=AUTH, timeout=30,
                          json={"name": "feat", "source": "trunk"}).status_code == 201
     pull = requests.post(f"{api}/repositories/{name}/pulls", auth=AUTH, timeout=30,

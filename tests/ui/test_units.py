@@ -78,7 +78,7 @@ def test_api_with_forged_cookie_is_401(svc: Svc) -> None:
 def test_csrf_cookie_session_needs_the_header(svc: Svc) -> None:
     session, token = svc.login()
     cookies = f"{session}; lakemount_csrf={token}"
-    body = json.dumps({"name": "cc1", "storage_namespace": f"local://{svc.app.config.home}/ns/cc1"}).encode()
+    body = json.dumps({"name": "cc1", "storage_namespace": f"local://{svc.app.config.home}/data/ns/cc1"}).encode()
     ct = {"content-type": "application/json"}
     # No header, a wrong one, or a header without the cookie: refused, nothing created.
     assert svc.call("POST", "/api/v1/repositories", body=body, headers={**ct, "cookie": cookies})[0] == 403
@@ -93,7 +93,7 @@ def test_csrf_cookie_session_needs_the_header(svc: Svc) -> None:
 
 
 def test_csrf_does_not_touch_basic_auth(svc: Svc) -> None:
-    body = json.dumps({"name": "cc2", "storage_namespace": f"local://{svc.app.config.home}/ns/cc2"}).encode()
+    body = json.dumps({"name": "cc2", "storage_namespace": f"local://{svc.app.config.home}/data/ns/cc2"}).encode()
     # Basic auth (the SDKs), even with a stray session cookie in the request: no CSRF header needed.
     session, _ = svc.login()
     assert svc.call("POST", "/api/v1/repositories", body=body,
