@@ -20,6 +20,7 @@ from lakemount.api.routing import Operation
 from lakemount.api.schemas import validate
 from lakemount.auth.model import UserID
 from lakemount.auth.policies import Action
+from lakemount.catalog.paths import printable
 from lakemount.serving.http import Request, Response
 
 if TYPE_CHECKING:
@@ -35,12 +36,25 @@ INERT_HEADERS: Final = (("Content-Security-Policy", UNTRUSTED_CSP), ("X-Content-
 
 
 def json_response(status: int, payload: Any, headers: tuple[tuple[str, str], ...] = ()) -> Response:
-    """A JSON response (orjson; paths that are not valid UTF-8 go out as ``\\udcXX`` escapes)."""
+    """A JSON response (orjson), always UTF-8 text: a key stored before the catalog refused keys
+    that are not UTF-8 goes out printable (``catalog.paths.printable``: ``\\xNN`` per undecodable
+    byte), never as a lone ``\\udcXX`` escape that JSON parsers and the web UI choke on."""
     try:
         body = orjson.dumps(payload)
     except TypeError:  # a str with lone surrogates (surrogate-escaped bytes of a non-UTF-8 key)
-        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+        body = orjson.dumps(_printable_tree(payload))
     return Response(status, [("Content-Type", "application/json"), ("X-Content-Type-Options", "nosniff"), *headers], body)
+
+
+def _printable_tree(value: Any) -> Any:
+    """``value`` with every str (keys of dicts included) made printable."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(k) if isinstance(k, str) else k: _printable_tree(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_printable_tree(v) for v in value]
+    return value
 
 
 def empty(status: int = 204) -> Response:

@@ -19,7 +19,7 @@ from lakemount.api.pagination import page_size
 from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.api.upload import header_text, receive_object
 from lakemount.auth.policies import Action
-from lakemount.catalog.catalog import MAX_KEY_BYTES
+from lakemount.catalog.catalog import MAX_KEY_BYTES, encode_new_path
 from lakemount.catalog.model import STORED_PREFIX, upload_entry
 from lakemount.errors import ObjectNotFound, ProtectedBranch
 from lakemount.serving.bodies import read_stream
@@ -179,6 +179,7 @@ def upload_object(ctx: Ctx) -> Response:
     repo = repo_of(ctx, Action.WRITE_REPO)
     branch = ctx.params["branch"]
     path = check_path(ctx.q_required("path"))
+    encode_new_path(path)  # the catalog's key rule, before the body is read
     cat = ctx.catalog
     repo_rec = cat.repository(repo)
     cat.get_branch(repo, branch)

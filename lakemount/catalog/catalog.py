@@ -38,6 +38,7 @@ from lakemount.catalog.actions import (
 )
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
 from lakemount.catalog.history import HistoryVerbs
+from lakemount.catalog.paths import key_problem, printable
 from lakemount.catalog.protection import BranchProtection
 from lakemount.catalog.pulls import Pulls, PullStore
 from lakemount.catalog.storage import StorageVerbs
@@ -91,6 +92,29 @@ def encode_path(path: str) -> bytes:
     if len(key) > MAX_KEY_BYTES:
         raise InvalidArgument(f"path longer than {MAX_KEY_BYTES} bytes")
     return key
+
+
+def encode_new_path(path: str) -> bytes:
+    """A path as the key of a new or changed entry: the one key validity rule of every front end.
+
+    Raises ``InvalidArgument`` (one line, the path shown printable) for a key
+    that :func:`~lakemount.catalog.paths.key_problem` refuses (empty, not UTF-8
+    text, oversize).  Reads and deletes take any stored key (:func:`encode_path`),
+    so a key stored before this rule can still be read, moved and removed.
+    """
+    problem = key_problem(path, MAX_KEY_BYTES)
+    if problem is not None:
+        raise InvalidArgument(f"invalid path '{printable(path)}': {problem}")
+    return path.encode("utf-8")
+
+
+def check_new_key(key: bytes) -> None:
+    """:func:`encode_new_path`'s rule for a raw key (bulk writers such as import); raises ``InvalidArgument``."""
+    try:
+        path = key.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidArgument(f"invalid path '{printable(decode_path(key))}': a name that is not UTF-8 text") from None
+    encode_new_path(path)
 
 
 def decode_path(key: bytes) -> str:
@@ -362,8 +386,12 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
     def stage_records(self, repo: str, branch: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Stage raw records (key, stored value or None to delete) on ``branch`` as one transaction.
 
-        Raises ``ProtectedBranch`` and what the ref store raises.
+        Raises ``InvalidArgument`` for a key no front end may write (:func:`encode_new_path`),
+        ``ProtectedBranch`` and what the ref store raises.
         """
+        for key, value in records:
+            if value is not None:
+                check_new_key(key)
         self.protection.check(repo, branch, "write")
         self.graveler.set_many(repo, branch, records)
 
@@ -429,14 +457,19 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
             start = reseek
 
     def put_entry(self, repo: str, ref: str | ResolvedRef, path: str, entry: Entry) -> None:
-        self.graveler.set(repo, self.writable_branch(repo, ref), encode_path(path), entry.value())
+        """Stage ``entry`` at ``path``; raises ``InvalidArgument`` for a key no front end may write."""
+        key = encode_new_path(path)
+        self.graveler.set(repo, self.writable_branch(repo, ref), key, entry.value())
 
     def apply(self, repo: str, ref: str | ResolvedRef, changes: Sequence[tuple[str, Entry | None]]) -> None:
-        """Stage several puts (Entry) and deletes (None) as one atomic transaction."""
+        """Stage several puts (Entry) and deletes (None) as one atomic transaction.
+
+        Raises ``InvalidArgument`` if a put's key is one no front end may write
+        (deletes take any stored key), before anything is staged.
+        """
+        records = [(encode_path(p) if e is None else encode_new_path(p), None if e is None else e.value()) for p, e in changes]
         branch = self.writable_branch(repo, ref)
-        self.graveler.set_many(
-            repo, branch, [(encode_path(p), None if e is None else e.value()) for p, e in changes]
-        )
+        self.graveler.set_many(repo, branch, records)
 
     def put(
         self,
@@ -452,9 +485,12 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         gid: int = 0,
         mtime_ns: int | None = None,
     ) -> Entry:
-        """Write an object's data and stage its entry; returns the entry."""
+        """Write an object's data and stage its entry; returns the entry.
+
+        Raises ``InvalidArgument`` for a key no front end may write (before any data is written).
+        """
+        key = encode_new_path(path)
         branch = self.writable_branch(repo, ref)
-        key = encode_path(path)
         info = self.write_data(repo, source)
         entry = Entry(
             info.address,

@@ -140,7 +140,7 @@ class ControlFiles:
                 item["size_bytes"] = rec.right.size
                 item["checksum"] = rec.right.etag
             changes.append(item)
-        count, examples, complete = count_hidden(self.catalog, scope.repo, scope.resolved, HIDDEN_SCAN_LIMIT)
+        count, examples, complete = count_hidden(self.catalog, scope.repo, scope.resolved, HIDDEN_SCAN_LIMIT, CONTROL_DIR)
         hidden = {"count": count, "examples": examples, "complete": complete}
         return {
             "branch": scope.branch, "head": self._head(scope), "changes": changes, "truncated": truncated, "hidden": hidden,

@@ -13,6 +13,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 
+from lakemount.catalog.paths import printable_bytes
 from lakemount.gateway.errors import s3_error
 from lakemount.gateway.listing import Item
 from lakemount.gateway.xml import S3_NAMESPACE, escape, url_encode
@@ -120,7 +121,7 @@ def render_v1(
         _items(items, enc, owner),
         "</ListBucketResult>",
     ]
-    return "".join(parts).encode("utf-8", "surrogateescape")
+    return printable_bytes("".join(parts))
 
 
 def render_v2(
@@ -154,4 +155,4 @@ def render_v2(
         _items(items, enc, owner),
         "</ListBucketResult>",
     ]
-    return "".join(parts).encode("utf-8", "surrogateescape")
+    return printable_bytes("".join(parts))

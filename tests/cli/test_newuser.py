@@ -137,6 +137,20 @@ def test_item4_cli_refuses_keys_a_directory_cannot_show(repo: Path, tmp_path: Pa
     assert [d["path"] for d in js(repo, "diff", "lakefs://rep/main")] == ["t/d/" + "y" * 255]  # type: ignore[union-attr]
 
 
+def test_issue23_item4_cli_refuses_names_that_are_not_utf8(repo: Path, tmp_path: Path) -> None:
+    p = upload(repo, tmp_path, "lakefs://rep/main/dir/bad\udcffname.txt", b"1", ok=False)
+    assert p.returncode == 2, p.stderr  # type: ignore[attr-defined]
+    err = p.stderr.strip()  # type: ignore[attr-defined]
+    assert len(err.splitlines()) == 1 and "not UTF-8 text" in err and "bad\\xffname.txt" in err
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "ok.txt").write_bytes(b"ok")
+    (tree / os.fsdecode(b"bad\xffname.txt")).write_bytes(b"bad")
+    p = run(repo, "fs", "upload", "lakefs://rep/main/t", "--source", str(tree), "-r", ok=False)
+    assert p.returncode == 2 and "not UTF-8 text" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert js(repo, "diff", "lakefs://rep/main") == []
+
+
 # -- 5 ---------------------------------------------------------------------------------------------
 
 
