@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, BinaryIO, Final, NamedTuple
@@ -38,6 +39,7 @@ from lakemount.catalog.actions import (
 )
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
 from lakemount.catalog.history import HistoryVerbs
+from lakemount.catalog.model import object_view
 from lakemount.catalog.paths import key_problem, printable
 from lakemount.catalog.protection import BranchProtection
 from lakemount.catalog.pulls import Pulls, PullStore
@@ -52,6 +54,8 @@ from lakemount.graveler.refexpr import ResolvedRef
 
 if TYPE_CHECKING:
     from lakemount.catalog.hooks import WebhookPolicy
+
+log = logging.getLogger("lakemount.catalog")
 
 MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
 CHUNK: Final = 4 * 1024 * 1024
@@ -120,6 +124,24 @@ def check_new_key(key: bytes) -> None:
 def decode_path(key: bytes) -> str:
     """A graveler key as a path (bytes that are not UTF-8 survive as surrogate escapes)."""
     return key.decode("utf-8", "surrogateescape")
+
+
+@contextmanager
+def _data_errors(repo: Repository, url: str) -> Iterator[None]:
+    """Block-store errors on an object's data, told without the server's storage path (which goes to the log).
+
+    Users of every front end see these messages; the address is the server's business (and on a local block
+    store, a path of the server's filesystem).
+    """
+    try:
+        yield
+    except ObjectNotFound:
+        log.warning("data object missing in repository %s: %s", repo.name, url)
+        raise ObjectNotFound(f"the stored data of an object in repository {repo.name} (see the server log)") from None
+    except (Unavailable, InvalidArgument) as exc:
+        log.warning("reading data object %s of repository %s failed: %s", url, repo.name, exc)
+        raise Unavailable(f"the block store could not read an object's data in repository {repo.name} "
+                          "(see the server log)") from None
 
 
 class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
@@ -326,24 +348,27 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
     def read(self, repo: Repository, entry: Entry, offset: int = 0, length: int | None = None) -> bytes:
         """Bytes of an object's data ([offset, offset+length)); ``ObjectNotFound`` if the data is gone,
         ``SourceChanged`` for an imported object whose source changed."""
-        url = self.physical_url(repo, entry.address)
-        if entry.size == 0 or entry.is_dir or entry.is_symlink:
+        if entry.size == 0 or not object_view(entry).has_data:
             return b""
+        url = self.physical_url(repo, entry.address)
         self.check_source(entry)
-        if offset == 0 and (length is None or length >= entry.size):
-            return self.adapter.get(url)
         n = entry.size - offset if length is None else min(length, entry.size - offset)
         if n <= 0:
             return b""
-        return self.adapter.get_range(url, offset, n)
+        with _data_errors(repo, url):
+            if offset == 0 and n >= entry.size:
+                return self.adapter.get(url)
+            return self.adapter.get_range(url, offset, n)
 
     def open(self, repo: Repository, entry: Entry) -> BinaryIO:
         """A stream of an object's data; empty for directory markers, symlinks and empty objects
         (they have no data object).  ``ObjectNotFound`` if the data is gone."""
-        if entry.size == 0 or entry.is_dir or entry.is_symlink or not entry.address:
+        if entry.size == 0 or not entry.address or not object_view(entry).has_data:
             return io.BytesIO(b"")
         self.check_source(entry)
-        return self.adapter.open(self.physical_url(repo, entry.address))
+        url = self.physical_url(repo, entry.address)
+        with _data_errors(repo, url):
+            return self.adapter.open(url)
 
     # ------------------------------------------------------------------ entries
     def stat(self, repo: str, ref: str | ResolvedRef, path: str) -> Entry:
