@@ -20,7 +20,7 @@ from lakemount.api.routing import Operation
 from lakemount.api.schemas import validate
 from lakemount.auth.model import UserID
 from lakemount.auth.policies import Action
-from lakemount.catalog.paths import printable
+from lakemount.catalog.paths import printable_tree
 from lakemount.serving.http import Request, Response
 
 if TYPE_CHECKING:
@@ -42,19 +42,8 @@ def json_response(status: int, payload: Any, headers: tuple[tuple[str, str], ...
     try:
         body = orjson.dumps(payload)
     except TypeError:  # a str with lone surrogates (surrogate-escaped bytes of a non-UTF-8 key)
-        body = orjson.dumps(_printable_tree(payload))
+        body = orjson.dumps(printable_tree(payload))
     return Response(status, [("Content-Type", "application/json"), ("X-Content-Type-Options", "nosniff"), *headers], body)
-
-
-def _printable_tree(value: Any) -> Any:
-    """``value`` with every str (keys of dicts included) made printable."""
-    if isinstance(value, str):
-        return printable(value)
-    if isinstance(value, dict):
-        return {printable(k) if isinstance(k, str) else k: _printable_tree(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_printable_tree(v) for v in value]
-    return value
 
 
 def empty(status: int = 204) -> Response:

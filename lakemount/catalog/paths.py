@@ -22,7 +22,7 @@ and removes it.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 NAME_MAX: Final = 255
 
@@ -63,6 +63,21 @@ def printable(text: str) -> str:
             return text.encode("utf-8", "backslashreplace").decode("utf-8")
         return raw.decode("utf-8", "backslashreplace")
     return text
+
+
+def printable_tree(value: Any) -> Any:
+    """``value`` (a JSON document: dicts, lists, strings) with every string made :func:`printable`.
+
+    What every JSON edge (the API, the CLI's ``--json``, the mount's control
+    files) sends, so no document carries a lone ``\\udcXX`` escape.
+    """
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(k) if isinstance(k, str) else k: printable_tree(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [printable_tree(v) for v in value]
+    return value
 
 
 def printable_bytes(text: str) -> bytes:

@@ -41,6 +41,7 @@ from typing import Any, Final
 from lakemount.catalog import shapes
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import Commit
+from lakemount.catalog.paths import printable_tree
 from lakemount.errors import InvalidArgument, LakeMountError, MergeConflict, NotFound
 from lakemount.fuse.listing import count_hidden
 from lakemount.fuse.scope import Scope
@@ -84,7 +85,7 @@ def committer_name(uid: int) -> str:
 
 
 def _json(data: Any) -> bytes:
-    return (json.dumps(data, indent=2, sort_keys=False, default=str) + "\n").encode()
+    return (json.dumps(printable_tree(data), indent=2, sort_keys=False, default=str) + "\n").encode()
 
 
 def _commit_json(c: Commit) -> dict[str, Any]:

@@ -151,6 +151,24 @@ def test_issue23_item4_cli_refuses_names_that_are_not_utf8(repo: Path, tmp_path:
     assert js(repo, "diff", "lakefs://rep/main") == []
 
 
+
+def test_issue23_item4_cli_json_shows_an_old_bad_key_printable(repo: Path) -> None:
+    from lakemount.catalog.catalog import encode_path
+    from lakemount.graveler.model import Entry
+
+    os.environ["LAKEMOUNT_HOME"] = str(repo)
+    try:
+        cat = App.from_config(None).catalog
+        info = cat.write_data("rep", b"old")  # planted below the catalog's rule, as an older mount wrote it
+        cat.graveler.set("rep", "main", encode_path("d/bad\udcffname.txt"), Entry(info.address, 3, info.etag, 1).value())
+    finally:
+        del os.environ["LAKEMOUNT_HOME"]
+    for args in (("diff", "lakefs://rep/main"), ("fs", "ls", "lakefs://rep/main/", "-r")):
+        out = run(repo, *args, "--json").stdout
+        assert "\\udc" not in out, out
+        assert [d["path"] for d in json.loads(out)] == ["d/bad\\xffname.txt"]
+
+
 # -- 5 ---------------------------------------------------------------------------------------------
 
 
