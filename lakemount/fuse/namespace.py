@@ -12,9 +12,9 @@ keeps them): making something inside a directory deletes the directory's
 marker in the same transaction, unless the marker records what an implicit
 directory would not show (a mode other than 0755, another owner, xattrs), so
 object-store readers (pyarrow datasets, fsspec) never meet a ``dir/`` object
-beside the files of a non-empty directory.  A new child of a set-group-ID directory takes its group.  The cached
-listings and the inode table follow each change (renames re-key nodes,
-removals detach them).
+beside the files of a non-empty directory.  A new child of a set-group-ID
+directory takes its group.  The cached listings and the inode table follow
+each change (renames re-key nodes, removals detach them).
 """
 
 from __future__ import annotations

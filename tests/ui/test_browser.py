@@ -713,8 +713,8 @@ def test_no_attach_form_when_every_policy_is_attached(served: Served, browser: A
 
 def test_item4_an_old_key_that_is_not_utf8_leaves_every_page_working(served: Served, browser: Any) -> None:
     """A key stored before non-UTF-8 names were refused (planted below the catalog) lists printable on the
-    directory, the branch root and compare pages, and a hand-typed ``%FF`` in the address is one odd name,
-    never a page that says only "URI malformed"."""
+    directory, the branch root and compare pages, and a hand-typed ``%FF`` in the address is told as a
+    malformed %-escape, never a page that says only "URI malformed"."""
     import time
 
     from lakemount.app import App
@@ -749,7 +749,7 @@ def test_item4_an_old_key_that_is_not_utf8_leaves_every_page_working(served: Ser
         page.goto(f"{base}/#/r/{rid}/compare/main/dev")
         page.wait_for_selector("#main >> text=dir/bad\\xffname.txt")
         page.goto(f"{base}/#/r/{rid}/tree/dev/dir%FF/")
-        page.wait_for_selector(".crumbs")
+        page.wait_for_selector("#main .error >> text=malformed %-escape")
         assert "URI malformed" not in page.locator("#main").inner_text()
         assert "URI malformed" not in " ".join(errors), errors
     finally:

@@ -98,15 +98,16 @@ function action(handler) {
 }
 
 // URI escaping that never throws: the API sends paths as well-formed text (a key stored before the server
-// refused non-UTF-8 names comes printable, "bad\\xffname"), but a lone surrogate from anywhere else, or a
-// hand-typed "%FF" in the address bar, must cost one odd name, never the whole page ("URI malformed").
+// refused non-UTF-8 names comes printable, "bad\\xffname"), but a lone surrogate from anywhere else must
+// cost one odd name, never the whole page ("URI malformed"). A hand-typed malformed %-escape in the address
+// is told as such, not as "URI malformed".
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 function enc(s) {
   s = String(s);
   try { return encodeURIComponent(s); } catch (e) { return encodeURIComponent(s.replace(LONE_SURROGATE, "\uFFFD")); }
 }
 function dec(s) {
-  try { return decodeURIComponent(s); } catch (e) { return s; }
+  try { return decodeURIComponent(s); } catch (e) { throw new Error(`the address holds a malformed %-escape: ${s}`); }
 }
 const main = () => document.getElementById("main");
 // A redraw keeps the keyboard's place: the element focused before (a field being typed in, the button just
