@@ -21,6 +21,7 @@ from lakemount.api.routing import Operation
 from lakemount.api.schemas import validate
 from lakemount.auth.model import UserID
 from lakemount.auth.policies import Action
+from lakemount.catalog.paths import printable_tree
 from lakemount.serving.http import Request, Response
 
 if TYPE_CHECKING:
@@ -37,11 +38,13 @@ INERT_HEADERS: Final = (("Content-Security-Policy", UNTRUSTED_CSP), ("X-Content-
 
 
 def json_response(status: int, payload: Any, headers: tuple[tuple[str, str], ...] = ()) -> Response:
-    """A JSON response (orjson; paths that are not valid UTF-8 go out as ``\\udcXX`` escapes)."""
+    """A JSON response (orjson), always UTF-8 text: a key stored before the catalog refused keys
+    that are not UTF-8 goes out printable (``catalog.paths.printable``: ``\\xNN`` per undecodable
+    byte), never as a lone ``\\udcXX`` escape that JSON parsers and the web UI choke on."""
     try:
         body = orjson.dumps(payload)
     except TypeError:  # a str with lone surrogates (surrogate-escaped bytes of a non-UTF-8 key)
-        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+        body = orjson.dumps(printable_tree(payload))
     return Response(status, [("Content-Type", "application/json"), ("X-Content-Type-Options", "nosniff"), *headers], body)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from lakemount.catalog import shapes
 from lakemount.catalog.catalog import Catalog, Entry
+from lakemount.catalog.model import object_view
 
 
 def repository_json(r: Any) -> dict[str, Any]:
@@ -39,4 +40,4 @@ def object_json(catalog: Catalog, repo: Any, path: str, entry: Entry | None) -> 
 
 def diff_json(path: str, kind: str, entry: Entry | None, *, prefix: bool = False) -> dict[str, Any]:
     """One ``Diff`` record: ``path`` changed by ``kind``, sized from ``entry``; ``prefix`` marks a grouped common prefix."""
-    return shapes.diff_json(kind, path, is_prefix=prefix, size_bytes=None if entry is None else entry.size)
+    return shapes.diff_json(kind, path, is_prefix=prefix, size_bytes=None if entry is None else object_view(entry).size)

@@ -19,8 +19,8 @@ from lakemount.api.pagination import page
 from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.api.upload import header_text, receive_object
 from lakemount.auth.policies import Action
-from lakemount.catalog.catalog import MAX_KEY_BYTES
-from lakemount.catalog.model import STORED_PREFIX, upload_entry
+from lakemount.catalog.catalog import MAX_KEY_BYTES, encode_new_path
+from lakemount.catalog.model import STORED_PREFIX, object_view, upload_entry
 from lakemount.errors import ObjectNotFound, ProtectedBranch
 from lakemount.serving.bodies import read_stream
 from lakemount.serving.http import Response
@@ -61,11 +61,12 @@ def _presigning(ctx: Ctx, repo_rec: Any) -> bool:
 
 
 def _has_data(entry: Any) -> bool:
-    return not (entry.is_dir or entry.is_symlink or entry.size == 0 or not entry.address)
+    return entry.size != 0 and bool(entry.address) and object_view(entry).has_data
 
 
 def _user_meta(entry: Any) -> list[tuple[str, str]]:
-    return [(k, v) for k, v in entry.metadata if not k.startswith(STORED_PREFIX)]
+    """User metadata as the object view shows it (a symlink's target included)."""
+    return [(k, v) for k, v in object_view(entry).metadata if not k.startswith(STORED_PREFIX)]
 
 
 def _stats(ctx: Ctx, repo_rec: Any, path: str, entry: Any) -> dict[str, Any]:
@@ -95,9 +96,10 @@ def stat_object(ctx: Ctx) -> Response:
 
 
 def _object_headers(entry: Any) -> list[tuple[str, str]]:
+    view = object_view(entry)
     headers = [
-        ("Content-Type", entry.content_type or "application/octet-stream"),
-        ("ETag", f'"{entry.etag}"'),
+        ("Content-Type", view.content_type or "application/octet-stream"),
+        ("ETag", f'"{view.etag}"'),
         ("Last-Modified", http_date(entry.mtime_ns)),
         ("Accept-Ranges", "bytes"),
     ]
@@ -117,10 +119,10 @@ def _read(ctx: Ctx, *, with_body: bool) -> Response:
         return Response(302, [("Location", url), ("Cache-Control", "no-store")], b"")
     headers = _object_headers(entry)
     inm = ctx.request.header("if-none-match")
-    if with_body and inm is not None and inm.strip() in (f'"{entry.etag}"', entry.etag, "*"):
+    view = object_view(entry)
+    if with_body and inm is not None and inm.strip() in (f'"{view.etag}"', view.etag, "*"):
         return Response(304, headers[1:3], b"")
-    # Directories and symbolic links made through the mount have no data (as in the gateway).
-    size = 0 if entry.is_dir or entry.is_symlink else entry.size
+    size = view.size  # directory markers and symlinks have no data (the one object view, as in the gateway)
     try:
         rng = parse_range(ctx.request.header("range"), size)
     except RangeNotSatisfiable:
@@ -179,6 +181,7 @@ def upload_object(ctx: Ctx) -> Response:
     repo = repo_of(ctx, Action.WRITE_REPO)
     branch = ctx.params["branch"]
     path = check_path(ctx.q_required("path"))
+    encode_new_path(path)  # the catalog's key rule, before the body is read
     cat = ctx.catalog
     repo_rec = cat.repository(repo)
     cat.get_branch(repo, branch)
@@ -260,11 +263,13 @@ def list_objects(ctx: Ctx) -> Response:
             append({"path": path, "path_type": "common_prefix", "physical_address": "", "checksum": "", "mtime": 0})
             continue
         addr = e.address
+        view = object_view(e)
         append({
-            "path": path, "path_type": "object", "physical_address": addr if "://" in addr else ns + addr,
-            "checksum": e.etag, "size_bytes": e.size, "mtime": e.mtime_ns // 1_000_000_000,
-            "metadata": dict(_user_meta(e)) if with_meta and e.metadata else {},
-            "content_type": e.content_type or "application/octet-stream",
+            "path": path, "path_type": "object",
+            "physical_address": "" if not view.has_data else addr if "://" in addr else ns + addr,
+            "checksum": view.etag, "size_bytes": view.size, "mtime": e.mtime_ns // 1_000_000_000,
+            "metadata": dict(_user_meta(e)) if with_meta and view.metadata else {},
+            "content_type": view.content_type or "application/octet-stream",
         })
         if presign and _has_data(e):
             url, expiry = cat.presign_read(repo_rec, e)

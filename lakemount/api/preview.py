@@ -23,6 +23,7 @@ from lakemount.api.context import Ctx, json_response
 from lakemount.api.objects import PATH, check_path
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
+from lakemount.catalog.model import object_view
 from lakemount.serving.http import Response
 
 TEXT_CAP: Final = 256 * 1024
@@ -136,16 +137,16 @@ def preview_object(ctx: Ctx) -> Response:
     cat = ctx.catalog
     entry = cat.stat(repo, ctx.params["ref"], path)
     kind = kind_of(path)
-    base: dict[str, Any] = {"path": path, "size_bytes": entry.size, "content_type": entry.content_type or ""}
+    view = object_view(entry)
+    base: dict[str, Any] = {"path": path, "size_bytes": view.size, "content_type": view.content_type}
+    if not view.has_data or view.size == 0:  # markers and symlinks are 0 bytes (their address is no data)
+        return json_response(200, {**base, "kind": "text", "text": "", "truncated": False})
     if kind == "image":
         return json_response(200, {**base, "kind": "image" if entry.size <= IMAGE_CAP else "too_large"})
     if kind == "parquet" and entry.size > PARQUET_CAP:
         return json_response(200, {**base, "kind": "too_large"})
     repo_rec = cat.repository(repo)
-    cat.check_source(entry)
-    if entry.size == 0:
-        return json_response(200, {**base, "kind": "text", "text": "", "truncated": False})
-    f = cat.adapter.open(cat.physical_url(repo_rec, entry.address))
+    f = cat.open(repo_rec, entry)
     try:
         if kind == "parquet":
             try:

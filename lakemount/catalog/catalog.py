@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, BinaryIO, Final, NamedTuple
@@ -38,6 +39,8 @@ from lakemount.catalog.actions import (
 )
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
 from lakemount.catalog.history import HistoryVerbs
+from lakemount.catalog.model import object_view
+from lakemount.catalog.paths import key_problem, printable
 from lakemount.catalog.protection import BranchProtection
 from lakemount.catalog.pulls import Pulls, PullStore
 from lakemount.catalog.storage import StorageVerbs
@@ -52,6 +55,8 @@ from lakemount.graveler.refexpr import ResolvedRef
 if TYPE_CHECKING:
     from lakemount.catalog.confinement import Confinement
     from lakemount.catalog.hooks import WebhookPolicy
+
+log = logging.getLogger("lakemount.catalog")
 
 MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
 CHUNK: Final = 4 * 1024 * 1024
@@ -94,9 +99,50 @@ def encode_path(path: str) -> bytes:
     return key
 
 
+def encode_new_path(path: str) -> bytes:
+    """A path as the key of a new or changed entry: the one key validity rule of every front end.
+
+    Raises ``InvalidArgument`` (one line, the path shown printable) for a key
+    that :func:`~lakemount.catalog.paths.key_problem` refuses (empty, not UTF-8
+    text, oversize).  Reads and deletes take any stored key (:func:`encode_path`),
+    so a key stored before this rule can still be read, moved and removed.
+    """
+    problem = key_problem(path, MAX_KEY_BYTES)
+    if problem is not None:
+        raise InvalidArgument(f"invalid path '{printable(path)}': {problem}")
+    return path.encode("utf-8")
+
+
+def check_new_key(key: bytes) -> None:
+    """:func:`encode_new_path`'s rule for a raw key (bulk writers such as import); raises ``InvalidArgument``."""
+    try:
+        path = key.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidArgument(f"invalid path '{printable(decode_path(key))}': a name that is not UTF-8 text") from None
+    encode_new_path(path)
+
+
 def decode_path(key: bytes) -> str:
     """A graveler key as a path (bytes that are not UTF-8 survive as surrogate escapes)."""
     return key.decode("utf-8", "surrogateescape")
+
+
+@contextmanager
+def _data_errors(repo: Repository, url: str) -> Iterator[None]:
+    """Block-store errors on an object's data, told without the server's storage path (which goes to the log).
+
+    Users of every front end see these messages; the address is the server's business (and on a local block
+    store, a path of the server's filesystem).
+    """
+    try:
+        yield
+    except ObjectNotFound:
+        log.warning("data object missing in repository %s: %s", repo.name, url)
+        raise ObjectNotFound(f"the stored data of an object in repository {repo.name} (see the server log)") from None
+    except (Unavailable, InvalidArgument) as exc:
+        log.warning("reading data object %s of repository %s failed: %s", url, repo.name, exc)
+        raise Unavailable(f"the block store could not read an object's data in repository {repo.name} "
+                          "(see the server log)") from None
 
 
 class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
@@ -306,24 +352,27 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
     def read(self, repo: Repository, entry: Entry, offset: int = 0, length: int | None = None) -> bytes:
         """Bytes of an object's data ([offset, offset+length)); ``ObjectNotFound`` if the data is gone,
         ``SourceChanged`` for an imported object whose source changed."""
-        url = self.physical_url(repo, entry.address)
-        if entry.size == 0 or entry.is_dir or entry.is_symlink:
+        if entry.size == 0 or not object_view(entry).has_data:
             return b""
+        url = self.physical_url(repo, entry.address)
         self.check_source(entry)
-        if offset == 0 and (length is None or length >= entry.size):
-            return self.adapter.get(url)
         n = entry.size - offset if length is None else min(length, entry.size - offset)
         if n <= 0:
             return b""
-        return self.adapter.get_range(url, offset, n)
+        with _data_errors(repo, url):
+            if offset == 0 and n >= entry.size:
+                return self.adapter.get(url)
+            return self.adapter.get_range(url, offset, n)
 
     def open(self, repo: Repository, entry: Entry) -> BinaryIO:
         """A stream of an object's data; empty for directory markers, symlinks and empty objects
         (they have no data object).  ``ObjectNotFound`` if the data is gone."""
-        if entry.size == 0 or entry.is_dir or entry.is_symlink or not entry.address:
+        if entry.size == 0 or not entry.address or not object_view(entry).has_data:
             return io.BytesIO(b"")
         self.check_source(entry)
-        return self.adapter.open(self.physical_url(repo, entry.address))
+        url = self.physical_url(repo, entry.address)
+        with _data_errors(repo, url):
+            return self.adapter.open(url)
 
     # ------------------------------------------------------------------ entries
     def stat(self, repo: str, ref: str | ResolvedRef, path: str) -> Entry:
@@ -366,8 +415,12 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
     def stage_records(self, repo: str, branch: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Stage raw records (key, stored value or None to delete) on ``branch`` as one transaction.
 
-        Raises ``ProtectedBranch`` and what the ref store raises.
+        Raises ``InvalidArgument`` for a key no front end may write (:func:`encode_new_path`),
+        ``ProtectedBranch`` and what the ref store raises.
         """
+        for key, value in records:
+            if value is not None:
+                check_new_key(key)
         self.protection.check(repo, branch, "write")
         self.graveler.set_many(repo, branch, records)
 
@@ -433,14 +486,19 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
             start = reseek
 
     def put_entry(self, repo: str, ref: str | ResolvedRef, path: str, entry: Entry) -> None:
-        self.graveler.set(repo, self.writable_branch(repo, ref), encode_path(path), entry.value())
+        """Stage ``entry`` at ``path``; raises ``InvalidArgument`` for a key no front end may write."""
+        key = encode_new_path(path)
+        self.graveler.set(repo, self.writable_branch(repo, ref), key, entry.value())
 
     def apply(self, repo: str, ref: str | ResolvedRef, changes: Sequence[tuple[str, Entry | None]]) -> None:
-        """Stage several puts (Entry) and deletes (None) as one atomic transaction."""
+        """Stage several puts (Entry) and deletes (None) as one atomic transaction.
+
+        Raises ``InvalidArgument`` if a put's key is one no front end may write
+        (deletes take any stored key), before anything is staged.
+        """
+        records = [(encode_path(p) if e is None else encode_new_path(p), None if e is None else e.value()) for p, e in changes]
         branch = self.writable_branch(repo, ref)
-        self.graveler.set_many(
-            repo, branch, [(encode_path(p), None if e is None else e.value()) for p, e in changes]
-        )
+        self.graveler.set_many(repo, branch, records)
 
     def put(
         self,
@@ -456,9 +514,12 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         gid: int = 0,
         mtime_ns: int | None = None,
     ) -> Entry:
-        """Write an object's data and stage its entry; returns the entry."""
+        """Write an object's data and stage its entry; returns the entry.
+
+        Raises ``InvalidArgument`` for a key no front end may write (before any data is written).
+        """
+        key = encode_new_path(path)
         branch = self.writable_branch(repo, ref)
-        key = encode_path(path)
         info = self.write_data(repo, source)
         entry = Entry(
             info.address,

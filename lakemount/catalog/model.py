@@ -14,9 +14,11 @@ versioned core's machinery.
 from __future__ import annotations
 
 import re
+import stat
 import time
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import quote
 
 from lakemount.errors import InvalidArgument
 from lakemount.graveler.model import (
@@ -62,6 +64,12 @@ __all__ = [
     "prefix_end",
     "upload_entry",
     "check_header_safe",
+    "DIRECTORY_CONTENT_TYPE",
+    "EMPTY_ETAG",
+    "SYMLINK_CONTENT_TYPE",
+    "SYMLINK_TARGET_KEY",
+    "ObjectView",
+    "object_view",
 ]
 
 DIFF_KINDS = ("added", "removed", "changed", "conflict")
@@ -105,6 +113,50 @@ def upload_entry(
     check_header_safe(content_type, metadata)
     mode = DIR_MODE if path.endswith("/") and size == 0 else FILE_MODE
     return Entry(address, size, etag, time.time_ns(), content_type, tuple(sorted(metadata)), mode)
+
+
+EMPTY_ETAG: Final = "d41d8cd98f00b204e9800998ecf8427e"  # MD5 of no bytes: S3's ETag of an empty object
+# What a directory marker is, as s3fs, Hadoop and Cyberduck mark theirs.
+DIRECTORY_CONTENT_TYPE: Final = "application/x-directory"
+# What a symlink is, as OpenStack Swift marks its symlink objects.
+SYMLINK_CONTENT_TYPE: Final = "application/symlink"
+# User metadata (x-amz-meta-*, the API's metadata) that carries a symlink's target, percent-encoded (RFC 3986)
+# so any target is a valid header value; added to the view, never stored (so it is no user.* xattr).
+SYMLINK_TARGET_KEY: Final = "lakemount-symlink-target"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectView:
+    """An entry as every front end shows it as an object: S3 HEAD/GET/listings, the API's stat, GET,
+    listings and diffs, the CLI's ``fs stat`` (the mount shows the entry itself).
+
+    ``content_type`` is "" when the entry has none (each front end has its default).
+    ``has_data``: there are bytes to read at the entry's address; when False
+    (directory markers, symlinks, other special files) the object is 0 bytes
+    with the empty ETag and no physical address, whatever the entry records
+    (a symlink made by the mount records its target's length as its size).
+    """
+
+    size: int
+    etag: str
+    content_type: str
+    metadata: tuple[tuple[str, str], ...]
+    has_data: bool
+
+
+def object_view(entry: Entry) -> ObjectView:
+    """How ``entry`` looks as an object (see :class:`ObjectView`)."""
+    fmt = stat.S_IFMT(entry.mode)
+    if fmt in (0, stat.S_IFREG):
+        return ObjectView(entry.size, entry.etag, entry.content_type, entry.metadata, True)
+    if fmt == stat.S_IFDIR:
+        content_type = entry.content_type or DIRECTORY_CONTENT_TYPE
+        return ObjectView(0, EMPTY_ETAG, content_type, entry.metadata, False)
+    if fmt == stat.S_IFLNK:
+        target = quote(entry.target, safe="/:@!$&'()*+,;=-._~")
+        meta = tuple(sorted((*entry.metadata, (SYMLINK_TARGET_KEY, target))))
+        return ObjectView(0, EMPTY_ETAG, SYMLINK_CONTENT_TYPE, meta, False)
+    return ObjectView(0, EMPTY_ETAG, entry.content_type, entry.metadata, False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,13 +11,81 @@ S3 gateway accepts what S3 accepts; the mount hides unshowable keys (they are
 never listed, never looked up, never deleted by ``rmdir``) and counts them in
 ``.lakefs/status``; ``fs download -r`` and ``export`` skip them with a warning.
 See docs/SEMANTICS.md, "Keys a directory cannot show".
+
+Separately, a key every front end can *write* is UTF-8 text
+(:func:`key_problem`): the catalog refuses any other key at every entry (mount,
+gateway, API, CLI, import), because S3 clients, JSON and the web UI cannot carry
+one.  A key stored before that rule still lists everywhere, shown with :func:`printable` (each undecodable byte as
+``\\xNN``), and the mount, which names it by its bytes, still reads, renames
+and removes it.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 NAME_MAX: Final = 255
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` (a key or a name, undecodable bytes held as surrogate escapes) is not UTF-8 text (None if it is)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a name that is not UTF-8 text"
+    return None
+
+
+def key_problem(path: str, max_bytes: int) -> str | None:
+    """Why no front end may write the key ``path`` (None if it may): empty, not UTF-8, or over ``max_bytes``."""
+    if path == "":
+        return "an empty path"
+    problem = text_problem(path)
+    if problem is not None:
+        return problem
+    if len(path.encode("utf-8")) > max_bytes:
+        return f"a path longer than {max_bytes} bytes"
+    return None
+
+
+def printable(text: str) -> str:
+    """``text`` as UTF-8 text: each undecodable byte (a surrogate escape) shown as ``\\xNN``.
+
+    How listings, JSON and XML show a key stored before :func:`key_problem`
+    refused such keys; valid text comes back unchanged (the same object).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            raw = text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a lone surrogate that is no escaped byte (from JSON's \\udXXX)
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+        return raw.decode("utf-8", "backslashreplace")
+    return text
+
+
+def printable_tree(value: Any) -> Any:
+    """``value`` (a JSON document: dicts, lists, strings) with every string made :func:`printable`.
+
+    What every JSON edge (the API, the CLI's ``--json``, the mount's control
+    files) sends, so no document carries a lone ``\\udcXX`` escape.
+    """
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(k) if isinstance(k, str) else k: printable_tree(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [printable_tree(v) for v in value]
+    return value
+
+
+def printable_bytes(text: str) -> bytes:
+    """``text`` encoded as UTF-8, undecodable bytes shown as by :func:`printable` (for XML and other documents)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return printable(text).encode("utf-8")
 
 
 def segment_problem(segment: str) -> str | None:

@@ -17,6 +17,7 @@ import stat
 from datetime import UTC, datetime
 from typing import Any
 
+from lakemount.catalog.model import object_view
 from lakemount.errors import InvalidArgument
 
 PATH_TYPE_OBJECT = "object"
@@ -95,20 +96,26 @@ def diff_json(kind: str, path: str, *, is_prefix: bool = False, size_bytes: int 
 def object_stats_json(path: str, e: Any, *, physical_address: str | None = None, extras: bool = True) -> dict[str, Any]:
     """lakeFS ``ObjectStats`` of a graveler ``Entry``.
 
-    ``physical_address``: the object's URL (default: the entry's address as
-    stored).  ``extras``: add lakemount's ``mode`` (octal string) and, for a
+    Size, checksum, content type and metadata are the entry's object view
+    (:func:`~lakemount.catalog.model.object_view`): a directory marker or a
+    symlink is 0 bytes with the empty checksum, its content type says what it
+    is, and it has no physical address.  ``physical_address``: the object's
+    URL (default: the entry's address as stored).  ``extras``: add lakemount's ``mode`` (octal string) and, for a
     symlink, its ``target``, which tell apart directory markers and symlinks
     written through the mount (objects to lakeFS); the REST API leaves them out.
     """
+    view = object_view(e)
+    if not view.has_data:
+        physical_address = ""
     out: dict[str, Any] = {
         "path": path,
         "path_type": PATH_TYPE_OBJECT,
         "physical_address": e.address if physical_address is None else physical_address,
-        "checksum": e.etag,
-        "size_bytes": e.size,
+        "checksum": view.etag,
+        "size_bytes": view.size,
         "mtime": e.mtime_ns // 1_000_000_000,
-        "metadata": dict(e.metadata),
-        "content_type": e.content_type or "application/octet-stream",
+        "metadata": dict(view.metadata),
+        "content_type": view.content_type or "application/octet-stream",
     }
     if extras:
         out["mode"] = oct(e.mode)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from lakemount.catalog.paths import printable_tree
 from lakemount.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ def ctx_obj() -> Ctx:
 def emit(data: Any, text: str | Iterable[str] | None = None) -> None:
     """Print ``data`` as JSON in --json mode, else the human text."""
     if ctx_obj().as_json:
-        click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+        click.echo(json.dumps(printable_tree(data), indent=2, sort_keys=False, default=str))
         return
     if text is None:
         return

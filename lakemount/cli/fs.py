@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from lakemount.catalog import shapes
-from lakemount.catalog.paths import path_problem
+from lakemount.catalog.catalog import MAX_KEY_BYTES
+from lakemount.catalog.paths import key_problem, path_problem, printable
 from lakemount.cli.common import ctx_obj, emit, entry_json, iso, json_option, parse_uri, progress
 from lakemount.errors import InvalidArgument, LakeMountError, NotFound, ObjectNotFound
 
@@ -197,7 +198,10 @@ class _Counted(io.FileIO):
 
 
 def _check_upload_path(path: str) -> None:
-    """``InvalidArgument`` for a path a directory cannot show (see ``lakemount.catalog.paths``)."""
+    """``InvalidArgument`` for a path no front end may write or a directory cannot show (see ``lakemount.catalog.paths``)."""
+    problem = key_problem(path, MAX_KEY_BYTES)
+    if problem is not None:
+        raise InvalidArgument(f"refusing to upload to '{printable(path)}': {problem}")
     problem = path_problem(path)
     if problem is not None:
         raise InvalidArgument(

@@ -43,6 +43,7 @@ from typing import Any, Final
 from lakemount.catalog import shapes
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import Commit
+from lakemount.catalog.paths import printable_tree
 from lakemount.errors import InvalidArgument, LakeMountError, MergeConflict, NotFound, NotUtf8Text
 from lakemount.fuse.listing import count_hidden
 from lakemount.fuse.scope import Scope
@@ -88,7 +89,7 @@ def committer_name(uid: int) -> str:
 
 
 def _json(data: Any) -> bytes:
-    return (json.dumps(data, indent=2, sort_keys=False, default=str) + "\n").encode()
+    return (json.dumps(printable_tree(data), indent=2, sort_keys=False, default=str) + "\n").encode()
 
 
 def _commit_json(c: Commit) -> dict[str, Any]:
@@ -144,7 +145,7 @@ class ControlFiles:
                 item["size_bytes"] = rec.right.size
                 item["checksum"] = rec.right.etag
             changes.append(item)
-        count, examples, complete = count_hidden(self.catalog, scope.repo, scope.resolved, HIDDEN_SCAN_LIMIT)
+        count, examples, complete = count_hidden(self.catalog, scope.repo, scope.resolved, HIDDEN_SCAN_LIMIT, CONTROL_DIR)
         hidden = {"count": count, "examples": examples, "complete": complete}
         return {
             "branch": scope.branch, "head": self._head(scope), "changes": changes, "truncated": truncated, "hidden": hidden,

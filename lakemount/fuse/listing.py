@@ -12,7 +12,7 @@ per big subdirectory.  Keys a directory cannot show (``lakemount.catalog.paths``
 ``trail/`` that is not a directory marker) are hidden the same way everywhere:
 never listed, never found by lookup, and a directory whose keys are all hidden
 does not exist (so ``rmdir`` never deletes an object); ``.lakefs/status`` counts
-them.  When a file and a directory share a name (keys ``a`` and ``a/b``), the
+them, and the keys that the control directory ``.lakefs`` covers at a ref's root.  When a file and a directory share a name (keys ``a`` and ``a/b``), the
 directory wins.
 """
 
@@ -159,12 +159,16 @@ def lookup_child(catalog: Catalog, repo: str, ref: ResolvedRef, path: str) -> Ch
     return None if own is None else child_for_entry(decode_value(own))
 
 
-def count_hidden(catalog: Catalog, repo: str, ref: ResolvedRef, limit: int) -> tuple[int, list[str], bool]:
-    """Keys of the ref a directory cannot show: (count, the first few, complete).
+def count_hidden(catalog: Catalog, repo: str, ref: ResolvedRef, limit: int, reserved: str) -> tuple[int, list[str], bool]:
+    """Keys of the ref the mount does not show: (count, the first few, complete).
 
-    Looks at no more than ``limit`` keys; ``complete`` is False when it stopped there.
+    Those a directory cannot show (``catalog.paths``), and those the ref root's
+    ``reserved`` name (the control directory) covers: the key ``reserved`` and
+    every key below ``reserved/`` (S3 and the API accept them, as lakeFS does).
+    Examples are printable (``catalog.paths.printable``).  Looks at no more than
+    ``limit`` keys; ``complete`` is False when it stopped there.
     """
-    from lakemount.catalog.paths import path_problem
+    from lakemount.catalog.paths import path_problem, printable
 
     count, seen = 0, 0
     examples: list[str] = []
@@ -173,10 +177,14 @@ def count_hidden(catalog: Catalog, repo: str, ref: ResolvedRef, limit: int) -> t
         if seen > limit:
             return count, examples, False
         text = key.decode("utf-8", "surrogateescape")
-        if path_problem(text, is_dir_marker=text.endswith("/") and decode_value(value).is_dir) is not None:
+        if (
+            text == reserved
+            or text.startswith(reserved + "/")
+            or path_problem(text, is_dir_marker=text.endswith("/") and decode_value(value).is_dir) is not None
+        ):
             count += 1
             if len(examples) < HIDDEN_EXAMPLES:
-                examples.append(text)
+                examples.append(printable(text))
     return count, examples, True
 
 

@@ -7,9 +7,14 @@ every entry below it in that one transaction and copies no data; a rename
 across refs is EXDEV (``mv`` then copies).  An empty directory persists as a
 marker key ``dir/``; removing the last entry of an implicit directory stages a
 marker for it in the same transaction, so directories never vanish under the
-user.  A new child of a set-group-ID directory takes its group.  The cached
-listings and the inode table follow each change (renames re-key nodes,
-removals detach them).
+user.  A marker is needed only while its directory is empty (as Hadoop S3A
+keeps them): making something inside a directory deletes the directory's
+marker in the same transaction, unless the marker records what an implicit
+directory would not show (a mode other than 0755, another owner, xattrs), so
+object-store readers (pyarrow datasets, fsspec) never meet a ``dir/`` object
+beside the files of a non-empty directory.  A new child of a set-group-ID
+directory takes its group.  The cached listings and the inode table follow
+each change (renames re-key nodes, removals detach them).
 """
 
 from __future__ import annotations
@@ -87,6 +92,43 @@ class Namespace:
             return []
         return [(parent.path + "/", Entry("", 0, "", time.time_ns(), "", (), DIR_MODE))]
 
+    def _plain_marker(self, entry: Entry) -> bool:
+        """True if ``entry`` is a marker that records nothing an implicit directory does not show."""
+        return (
+            entry.is_dir
+            and entry.mode & 0o7777 == 0o755
+            and not entry.metadata
+            and self.attrs.owner(entry.uid, entry.gid) == self.attrs.owner(0, 0)
+        )
+
+    def _drop_marker(self, scope: Scope, parent: Node) -> list[tuple[str, Entry | None]]:
+        """The deletion of ``parent``'s marker, staged with a change that puts something inside it.
+
+        Only a marker this mount believes is there (its cached entry) is looked
+        up, so a create in an implicit directory costs no extra read; a marker
+        that another writer made meanwhile stays, as before.
+        """
+        cached = parent.entry
+        if not parent.path or cached is None or not self._plain_marker(cached):
+            return []
+        current = self.catalog.get_optional(scope.repo, scope.resolved, parent.path + "/")
+        if current is None or not self._plain_marker(current):
+            return []
+        return [(parent.path + "/", None)]
+
+    def _marker_dropped(self, parent: Node) -> None:
+        """``parent`` is implicit now (its marker was deleted): its node and its parent's listing say so."""
+        parent.entry = None
+        grand = self.state.parent_of(parent)
+        if grand is not None:
+            self.tree.listing_put(grand, os.path.basename(parent.path).encode("utf-8", "surrogateescape"), Child(ChildKind.DIR, None))
+
+    @staticmethod
+    def _marker_kept(parent: Node, kept: list[tuple[str, Entry | None]]) -> None:
+        """``parent`` has the marker ``_keep_parent`` staged: its node knows, so a new child deletes it again."""
+        for _key, marker in kept:
+            parent.entry = marker
+
     def _subtree(self, scope: Scope, path: str) -> list[tuple[str, Entry]]:
         """Every entry at or below directory ``path`` (keys as paths, the marker included)."""
         return [(item.path, item.entry) for item in self.catalog.list(scope.repo, scope.resolved, path + "/") if item.entry is not None]
@@ -102,9 +144,12 @@ class Namespace:
                 raise FsError(errno.EEXIST, path)
             gid, mode = self._inherit(parent, caller, stat.S_IFDIR | (mode & 0o7777))
             marker = Entry("", 0, "", time.time_ns(), "", (), mode, caller.uid, gid)
-            self.state.stage(scope, [(path + "/", marker)])
+            dropped = self._drop_marker(scope, parent)
+            self.state.stage(scope, [(path + "/", marker), *dropped])
             with self.table.lock:
                 self.scopes.local_change(scope)
+                if dropped:
+                    self._marker_dropped(parent)
                 node = self.table.get_or_add((scope.key, path), kind=Kind.DIR, scope=scope, path=path)
                 node.entry, node.fetched, node.gen = marker, self.state.now(), scope.gen
                 node.listing = Listing({}, [], node.fetched, scope.gen)
@@ -147,9 +192,12 @@ class Namespace:
             empty = self.state.empty_data(scope.repo)
             content_type = mimetypes.guess_type(path)[0] or "" if stat.S_ISREG(mode) else ""
             entry = Entry(empty.address, 0, empty.etag, time.time_ns(), content_type, (), mode, caller.uid, gid, target)
-            self.state.stage(scope, [(path, entry)])
+            dropped = self._drop_marker(scope, parent)
+            self.state.stage(scope, [(path, entry), *dropped])
             with self.table.lock:
                 self.scopes.local_change(scope)
+                if dropped:
+                    self._marker_dropped(parent)
                 node = self.table.get_or_add((scope.key, path), kind=Kind.FILE, scope=scope, path=path)
                 if node.kind != Kind.FILE:  # a stale node of another kind held the key
                     self.table.detach(node)
@@ -183,9 +231,12 @@ class Namespace:
                 raise FsError(errno.EEXIST, path)
             gid, _mode = self._inherit(parent, caller, LINK_MODE)
             entry = Entry("", len(target), "", time.time_ns(), "", (), LINK_MODE, caller.uid, gid, target_text)
-            self.state.stage(scope, [(path, entry)])
+            dropped = self._drop_marker(scope, parent)
+            self.state.stage(scope, [(path, entry), *dropped])
             with self.table.lock:
                 self.scopes.local_change(scope)
+                if dropped:
+                    self._marker_dropped(parent)
                 node = self.table.get_or_add((scope.key, path), kind=Kind.SYMLINK, scope=scope, path=path)
                 node.entry, node.fetched, node.gen = entry, self.state.now(), scope.gen
                 self.tree.listing_put(parent, name, Child(ChildKind.SYMLINK, entry))
@@ -244,11 +295,13 @@ class Namespace:
                     raise FsError(errno.EISDIR, path)
                 key = path
                 changes.append((key, None))
-            changes += self._keep_parent(scope, parent, frozenset({key.encode("utf-8", "surrogateescape")}))
+            kept = self._keep_parent(scope, parent, frozenset({key.encode("utf-8", "surrogateescape")}))
+            changes += kept
             if changes:
                 self.state.stage(scope, changes)
             with self.table.lock:
                 self.scopes.local_change(scope)
+                self._marker_kept(parent, kept)
                 self.table.detach(node)
                 self.tree.listing_put(parent, name, None)
                 self.tree.names_changed(parent)
@@ -309,12 +362,20 @@ class Namespace:
                     raise FsError(errno.ENOENT, old_path)
                 changes[old_path] = None
                 changes[new_path] = src.entry
+            dropped: list[tuple[str, Entry | None]] = []
+            kept: list[tuple[str, Entry | None]] = []
             if old_parent is not new_parent:
                 removed = frozenset(k.encode("utf-8", "surrogateescape") for k, e in changes.items() if e is None)
-                changes.update(self._keep_parent(scope, old_parent, removed))
+                kept = self._keep_parent(scope, old_parent, removed)
+                changes.update(kept)
+                dropped = self._drop_marker(scope, new_parent)
+                changes.update(dropped)
             self.state.stage(scope, list(changes.items()))
             with self.table.lock:
                 self.scopes.local_change(scope)
+                if dropped:
+                    self._marker_dropped(new_parent)
+                self._marker_kept(old_parent, kept)
                 if dst is not None:
                     self.table.detach(dst)
                 for node in list(self.table.under(scope.key, old_path)):

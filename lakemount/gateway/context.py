@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lakemount.auth.policies import Action
-from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.catalog import Catalog, encode_new_path
 from lakemount.catalog.model import ResolvedRef
+from lakemount.catalog.paths import printable
 from lakemount.catalog.s3state import MultipartStore
 from lakemount.errors import NotFound
 from lakemount.gateway.access import Access, Principal
@@ -126,14 +127,21 @@ class Ctx:
             raise s3_error("NoSuchKey", Key=key)
         return ref, path
 
-    def write_path(self, target: Target, key: str) -> tuple[str, str]:
-        """(branch, path) to write an object key to; raises when it names no writable path."""
+    def write_path(self, target: Target, key: str, *, new: bool = False) -> tuple[str, str]:
+        """(branch, path) to write an object key to; raises when it names no writable path.
+
+        ``new``: the write stores an object there, so the catalog's key rule
+        applies before any body is read (``InvalidArgument`` for a key that is
+        not UTF-8 text); deletes take any stored key.
+        """
         ref, path = target.split(key)
         if not ref or not path:
             raise s3_error(
                 "InvalidRequest",
-                f"key {key!r} must be <ref>/<path> in bucket {target.bucket} (a branch, then the object's path)",
+                f"key {printable(key)!r} must be <ref>/<path> in bucket {target.bucket} (a branch, then the object's path)",
             )
+        if new:
+            encode_new_path(path)
         return self.writable_branch(target, ref, key), path
 
     def writable_branch(self, target: Target, ref: str, key: str) -> str:

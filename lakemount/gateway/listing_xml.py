@@ -13,6 +13,8 @@ import re
 import time
 from collections.abc import Callable, Sequence
 
+from lakemount.catalog.model import object_view
+from lakemount.catalog.paths import printable_bytes
 from lakemount.gateway.errors import s3_error
 from lakemount.gateway.listing import Item
 from lakemount.gateway.xml import S3_NAMESPACE, escape, url_encode
@@ -75,8 +77,11 @@ def _items(items: Sequence[Item], enc: Callable[[str], str] | None, owner: str |
         if entry is None:
             prefixes.append(f"<CommonPrefixes><Prefix>{k}</Prefix></CommonPrefixes>")
             continue
-        size = entry.size if entry.mode & _S_IFMT == _S_IFREG else 0
-        etag = entry.etag
+        if entry.mode & _S_IFMT == _S_IFREG:
+            size, etag = entry.size, entry.etag
+        else:  # markers, symlinks: 0 bytes, the empty ETag (the one shape, catalog.model.object_view)
+            view = object_view(entry)
+            size, etag = view.size, view.etag
         if search(etag):
             etag = escape(etag)
         contents.append(
@@ -120,7 +125,7 @@ def render_v1(
         _items(items, enc, owner),
         "</ListBucketResult>",
     ]
-    return "".join(parts).encode("utf-8", "surrogateescape")
+    return printable_bytes("".join(parts))
 
 
 def render_v2(
@@ -154,4 +159,4 @@ def render_v2(
         _items(items, enc, owner),
         "</ListBucketResult>",
     ]
-    return "".join(parts).encode("utf-8", "surrogateescape")
+    return printable_bytes("".join(parts))

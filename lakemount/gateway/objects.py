@@ -31,7 +31,7 @@ from typing import Final
 
 from lakemount.block.landing import Landing, Pipeline
 from lakemount.catalog.catalog import Catalog
-from lakemount.catalog.model import STORED_PREFIX, Entry, Repository
+from lakemount.catalog.model import STORED_PREFIX, Entry, Repository, object_view
 from lakemount.gateway.errors import S3Error, s3_error
 from lakemount.gateway.sig.chunked import BodyDecoder, strip_aws_chunked
 from lakemount.gateway.sig.payload import PayloadMode, body_plan
@@ -96,14 +96,15 @@ def quoted(etag: str) -> str:
 
 
 def object_headers(entry: Entry) -> list[tuple[str, str]]:
-    """Headers describing an object (without Content-Length)."""
+    """Headers describing an object (without Content-Length), as ``object_view`` shows it."""
+    view = object_view(entry)
     headers = [
         ("Last-Modified", http_date(entry.mtime_ns)),
-        ("ETag", quoted(entry.etag)),
-        ("Content-Type", entry.content_type or DEFAULT_CONTENT_TYPE),
+        ("ETag", quoted(view.etag)),
+        ("Content-Type", view.content_type or DEFAULT_CONTENT_TYPE),
         ("Accept-Ranges", "bytes"),
     ]
-    for name, value in entry.metadata:
+    for name, value in view.metadata:
         if name.startswith(STORED_PREFIX):
             h = name[len(STORED_PREFIX) :]
             if h in STORED_HEADERS:
@@ -148,13 +149,14 @@ def check_conditions(req: Request, entry: Entry, *, prefix: str = "if-") -> Resp
     forms (``prefix="x-amz-copy-source-if-"``) every failure is a 412, as S3 does.
     """
     copy = prefix != "if-"
+    etag = object_view(entry).etag
     mtime = http_seconds(entry.mtime_ns)
     if_match = req.header(prefix + "match")
     if_none = req.header(prefix + "none-match")
     ims = req.header(prefix + "modified-since")
     ius = req.header(prefix + "unmodified-since")
     if if_match is not None:
-        if not etag_matches(if_match, entry.etag):
+        if not etag_matches(if_match, etag):
             raise s3_error("PreconditionFailed", Condition="If-Match")
     elif ius is not None:
         t = _parse_http_date(ius)
@@ -162,14 +164,14 @@ def check_conditions(req: Request, entry: Entry, *, prefix: str = "if-") -> Resp
             raise s3_error("PreconditionFailed", Condition="If-Unmodified-Since")
     not_modified = False
     if if_none is not None:
-        not_modified = etag_matches(if_none, entry.etag)
+        not_modified = etag_matches(if_none, etag)
     elif ims is not None:
         t = _parse_http_date(ims)
         not_modified = t is not None and mtime <= t
     if not_modified:
         if copy:
             raise s3_error("PreconditionFailed", Condition="If-None-Match" if if_none is not None else "If-Modified-Since")
-        return Response(304, [("ETag", quoted(entry.etag)), ("Last-Modified", http_date(entry.mtime_ns))])
+        return Response(304, [("ETag", quoted(etag)), ("Last-Modified", http_date(entry.mtime_ns))])
     return None
 
 

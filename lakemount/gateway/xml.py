@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import quote
 
+from lakemount.catalog.paths import printable_bytes
 from lakemount.gateway.errors import CODES, S3Error, s3_error
 
 S3_NAMESPACE = "http://s3.amazonaws.com/doc/2006-03-01/"
@@ -158,7 +159,7 @@ def _open(tag: str) -> list[str]:
 
 def _done(out: list[str], tag: str) -> bytes:
     out.append(f"</{tag}>")
-    return "".join(out).encode("utf-8", "surrogateescape")
+    return printable_bytes("".join(out))
 
 
 def _owner(out: list[str], owner: Owner | None, tag: str = "Owner") -> None:
@@ -412,7 +413,7 @@ def render_error(err: S3Error, *, resource: str | None = None, request_id: str =
     _el(out, "RequestId", err.fields.get("RequestId", request_id))
     _el(out, "HostId", err.fields.get("HostId", host_id))
     out.append("</Error>")
-    return "".join(out).encode("utf-8", "surrogateescape")
+    return printable_bytes("".join(out))
 
 
 # --- parsing ---------------------------------------------------------------------

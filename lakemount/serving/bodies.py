@@ -40,8 +40,8 @@ def read_stream(catalog: Catalog, repo: Repository, entry: Entry, start: int, le
     if length <= 0 or entry.size == 0:
         return iter(()), None
     url = catalog.physical_url(repo, entry.address)
-    catalog.check_source(entry)  # an imported object whose source changed is an error, never other bytes
-    f = catalog.adapter.open(url)
+    # An imported object whose source changed is an error, never other bytes; errors name no storage path.
+    f = catalog.open(repo, entry)
     # Only objects lakemount wrote (inside the storage namespace) are mapped:
     # an imported object is someone else's file, which could be truncated
     # while mapped, and touching a page past its end would kill the worker.

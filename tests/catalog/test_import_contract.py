@@ -98,3 +98,15 @@ def test_item3_cli_cat_of_changed_import_is_one_line_error(app: App, tmp_path: P
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert p.returncode == 8 and p.stdout == ""
     assert len(p.stderr.strip().splitlines()) == 1 and "changed at its source" in p.stderr
+
+
+def test_issue23_item4_import_skips_local_names_that_are_not_utf8(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "ok.csv").write_bytes(b"ok")
+    bad = os.path.join(os.fsencode(root / "d"), b"bad\xffname.csv")
+    with open(bad, "wb") as f:
+        f.write(b"bad")
+    skipped = [0]
+    records = list(_local_records(Source("local", str(root)), b"t/", [("dir", b"")], skipped))
+    assert [k for k, _e in records] == [b"t/d/ok.csv"] and skipped == [1]

@@ -798,3 +798,48 @@ def test_write_controls_are_disabled_for_a_user_who_may_not_write(served: Served
         assert page.locator(".delete-repo[data-needs], .delete-repo:disabled").count() == 0
     finally:
         page.close()
+
+
+def test_item4_an_old_key_that_is_not_utf8_leaves_every_page_working(served: Served, browser: Any) -> None:
+    """A key stored before non-UTF-8 names were refused (planted below the catalog) lists printable on the
+    directory, the branch root and compare pages, and a hand-typed ``%FF`` in the address is told as a
+    malformed %-escape, never a page that says only "URI malformed"."""
+    import time
+
+    from lakemount.app import App
+    from lakemount.catalog.catalog import encode_path
+    from lakemount.catalog.model import FILE_MODE, Entry
+    from lakemount.config import load
+
+    repo = served.repo(prefix="nu")
+    rid = str(repo.id)
+    repo.branch("main").object("dir/good.txt").upload(b"g")
+    repo.branch("main").commit(message="good")
+    repo.branch("dev").create(source_reference="main")
+    app = App(load(None, env={"LAKEMOUNT_HOME": str(served.home)}))
+    try:
+        info = app.catalog.write_data(rid, b"old")
+        bad = encode_path("dir/bad\udcffname.txt")
+        app.catalog.graveler.set(rid, "dev", bad, Entry(info.address, 3, info.etag, time.time_ns(), "", (), FILE_MODE).value())
+    finally:
+        app.refs.engine.dispose()
+    repo.branch("dev").commit(message="the old key")
+    base = served.api
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        login(page, base, ADMIN_KEY, ADMIN_SECRET)
+        page.goto(f"{base}/#/r/{rid}/tree/dev/dir/")
+        page.wait_for_selector("#listing >> text=good.txt")
+        assert page.locator("#listing").get_by_text("bad\\xffname.txt").count() == 1
+        page.goto(f"{base}/#/r/{rid}/tree/dev")
+        page.wait_for_selector("#listing >> text=dir/")
+        page.goto(f"{base}/#/r/{rid}/compare/main/dev")
+        page.wait_for_selector("#main >> text=dir/bad\\xffname.txt")
+        page.goto(f"{base}/#/r/{rid}/tree/dev/dir%FF/")
+        page.wait_for_selector("#main .error >> text=malformed %-escape")
+        assert "URI malformed" not in page.locator("#main").inner_text()
+        assert "URI malformed" not in " ".join(errors), errors
+    finally:
+        page.close()

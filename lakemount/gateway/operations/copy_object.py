@@ -27,7 +27,7 @@ def handle(ctx: Ctx) -> Response:
     target = ctx.target()
     ctx.require(Action.WRITE_REPO, target)
     assert ctx.key is not None
-    branch, path = ctx.write_path(target, ctx.key)
+    branch, path = ctx.write_path(target, ctx.key, new=True)
     source = find_source(ctx)
     check_conditions(ctx.req, source.entry, prefix="x-amz-copy-source-if-")
     directive = (ctx.req.header("x-amz-metadata-directive") or "COPY").upper()

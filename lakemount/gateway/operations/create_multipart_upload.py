@@ -17,7 +17,7 @@ def handle(ctx: Ctx) -> Response:
     target = ctx.target()
     ctx.require(Action.WRITE_REPO, target)
     assert ctx.bucket is not None and ctx.key is not None
-    branch, path = ctx.write_path(target, ctx.key)
+    branch, path = ctx.write_path(target, ctx.key, new=True)
     upload_id = secrets.token_hex(20)
     ctx.services.uploads.create(
         new_upload(

@@ -8,7 +8,7 @@ stored headers.  The body streams from the block store in 1 MiB reads.
 from __future__ import annotations
 
 from lakemount.auth.policies import Action
-from lakemount.catalog.model import Entry
+from lakemount.catalog.model import Entry, object_view
 from lakemount.errors import NotFound, ObjectNotFound
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error
@@ -71,7 +71,7 @@ def respond(ctx: Ctx, *, head: bool) -> Response:
     not_modified = check_conditions(ctx.req, entry)
     if not_modified is not None:
         return not_modified
-    size = 0 if entry.is_dir or entry.is_symlink else entry.size
+    size = object_view(entry).size
     headers = object_headers(entry)
     status = 200
     start, length = 0, size

@@ -7,6 +7,7 @@ find what exists (some sync and backup tools do) get the current state.
 from __future__ import annotations
 
 from lakemount.auth.policies import Action
+from lakemount.catalog.model import object_view
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.listing import list_page, parse_max
 from lakemount.gateway.objects import last_modified
@@ -31,8 +32,8 @@ def handle(ctx: Ctx) -> Response:
         if entry is None:
             prefixes.append(key)
             continue
-        size = 0 if entry.is_dir or entry.is_symlink else entry.size
-        versions.append(VersionRecord(key, "null", True, last_modified(entry), entry.etag, size, owner=owner))
+        view = object_view(entry)
+        versions.append(VersionRecord(key, "null", True, last_modified(entry), view.etag, view.size, owner=owner))
     body = render_list_versions(
         bucket=target.bucket,
         prefix=prefix,

@@ -68,7 +68,7 @@ def handle(ctx: Ctx) -> Response:
     marker = branch_marker(ctx, target, ctx.key)
     if marker is not None:
         return marker
-    branch, path = ctx.write_path(target, ctx.key)
+    branch, path = ctx.write_path(target, ctx.key, new=True)
     repo = target.repo.name
     metadata = metadata_from_headers(ctx.req)
     check_write_conditions(ctx, repo, branch, path)

@@ -97,7 +97,18 @@ function action(handler) {
   };
 }
 
-const enc = encodeURIComponent;
+// URI escaping that never throws: the API sends paths as well-formed text (a key stored before the server
+// refused non-UTF-8 names comes printable, "bad\\xffname"), but a lone surrogate from anywhere else must
+// cost one odd name, never the whole page ("URI malformed"). A hand-typed malformed %-escape in the address
+// is told as such, not as "URI malformed".
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+function enc(s) {
+  s = String(s);
+  try { return encodeURIComponent(s); } catch (e) { return encodeURIComponent(s.replace(LONE_SURROGATE, "\uFFFD")); }
+}
+function dec(s) {
+  try { return decodeURIComponent(s); } catch (e) { throw new Error(`the address holds a malformed %-escape: ${s}`); }
+}
 const main = () => document.getElementById("main");
 // A redraw keeps the keyboard's place: the element focused before (a field being typed in, the button just
 // used) is focused again in the new page when it has the same id, with its caret; else focus goes to main,
@@ -881,7 +892,7 @@ async function renderPage() {
   const [pathPart, query] = hash.split("?", 2);
   const q = new URLSearchParams(query || "");
   try {
-    const parts = pathPart.split("/").filter((p, i) => i > 0).map(p => decodeURIComponent(p));
+    const parts = pathPart.split("/").filter((p, i) => i > 0).map(dec);
     await whoami();
     if (parts[0] === "r" && parts.length >= 4) {
       const repo = parts[1], view = parts[2], ref = parts[3];
