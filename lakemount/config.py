@@ -138,13 +138,20 @@ class GatewaysConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class PreviewConfig:
+    """``api.preview``: the largest Parquet page (bytes, compressed or decoded) an object preview decodes."""
+    max_page_bytes: int = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
 class ApiConfig:
-    """``api``: the REST API server (0 workers: one per CPU, at most 4) and whether it serves ``/metrics``."""
+    """``api``: the REST API server (0 workers: one per CPU, at most 4), whether it serves ``/metrics``, previews."""
 
     listen_address: str = "127.0.0.1:8001"
     workers: int = 0
     # Also switches the recording off in the workers of both servers.
     metrics: bool = True
+    preview: PreviewConfig = field(default_factory=PreviewConfig)
 
 
 @dataclass(frozen=True, slots=True)
