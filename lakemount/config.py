@@ -189,15 +189,25 @@ DEFAULT_WEBHOOK_DENIED: Final = "169.254.0.0/16,fe80::/10,fd00:ec2::254/128,100.
 
 @dataclass(frozen=True, slots=True)
 class WebhookConfig:
-    """``actions.webhook``: the networks webhooks may reach (comma-separated CIDRs; empty allowed: any not denied)."""
+    """``actions.webhook``: the networks webhooks may reach (comma-separated CIDRs; empty allowed: any not denied)
+    and the longest timeout (seconds) an action file may give one."""
     allowed_networks: str = ""
     denied_networks: str = DEFAULT_WEBHOOK_DENIED
+    max_timeout: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class HooksConfig:
+    """``actions.hooks``: how many hooks one process runs at once, and how long (seconds) a hook waits for a turn."""
+    max_running: int = 16
+    max_wait: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
 class ActionsConfig:
     """``actions``: hooks (lakeFS actions) settings."""
     webhook: WebhookConfig = field(default_factory=WebhookConfig)
+    hooks: HooksConfig = field(default_factory=HooksConfig)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from lakemount.catalog.actions import (
     MAX_ACTION_FILE,
     Actions,
     HookContext,
+    HookLimits,
     MemoryRunStore,
     Run,
     RunStore,
@@ -105,13 +106,14 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         self, graveler: Graveler, adapter: BlockAdapter, *, namespace_root: str, tmpdir: str | None = None,
         runs: Callable[[], RunStore] | None = None, pulls: Callable[[], PullStore] | None = None,
         events: Callable[[], EventLog] | None = None, link_key: Callable[[], bytes] | None = None,
-        webhooks: WebhookPolicy | None = None,
+        webhooks: WebhookPolicy | None = None, hook_limits: HookLimits | None = None,
     ) -> None:
         """``runs``, ``pulls`` and ``events`` make the stores of hook runs, pull requests and the event
         feed on first use (so verbs that need none never load them); without ``runs`` or ``events``
         those are kept in memory.  ``link_key`` gives the key that signs upload addresses
         (``uploads.py``); without it, handing them out raises ``Unavailable``.  ``webhooks`` is the
-        ``hooks.WebhookPolicy`` of the addresses webhooks may reach (None: the default one)."""
+        ``hooks.WebhookPolicy`` of the addresses webhooks may reach (None: the default one);
+        ``hook_limits`` bounds the hooks running at once (None: the default bounds)."""
         self.graveler = graveler
         self.adapter = adapter
         self.namespace_root = namespace_root.rstrip("/")
@@ -125,6 +127,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         self._feed: Feed | None = None
         self._link_key = link_key
         self._webhooks = webhooks
+        self._hook_limits = hook_limits
 
     @property
     def feed(self) -> Feed:
@@ -147,7 +150,8 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         if self._actions is None:
             from lakemount.catalog.hooks import RUNNERS
 
-            self._actions = Actions(self, self._make_runs(), RUNNERS, HookContext(self, self._webhooks), on_run=self._hook_ran)
+            self._actions = Actions(self, self._make_runs(), RUNNERS, HookContext(self, self._webhooks), on_run=self._hook_ran,
+                                    limits=self._hook_limits)
         return self._actions
 
     @property
