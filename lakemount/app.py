@@ -123,7 +123,7 @@ class App:
         return Catalog(
             self.graveler, self.adapter, namespace_root=self.namespace_root(), tmpdir=tmp,
             runs=self._run_store, pulls=self._pull_store, events=self._event_log, link_key=lambda: self.link_key,
-            webhooks=self.webhook_policy, hook_limits=self.hook_limits,
+            webhooks=self.webhook_policy, hook_limits=self.hook_limits, max_comments=self.config.pulls.max_comments,
         )
 
     @cached_property

@@ -211,6 +211,12 @@ class ActionsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class PullsConfig:
+    """``pulls``: the most comments one pull request takes (each up to 64 KiB)."""
+    max_comments: int = 10_000
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """The whole configuration; ``home`` is ``LAKEMOUNT_HOME`` (not a key), the rest are sections."""
 
@@ -224,6 +230,7 @@ class Config:
     mount: MountConfig = field(default_factory=MountConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     actions: ActionsConfig = field(default_factory=ActionsConfig)
+    pulls: PullsConfig = field(default_factory=PullsConfig)
 
     def sections(self) -> dict[str, Any]:
         """Every key as nested plain data (what a configuration file holding all of them would say)."""

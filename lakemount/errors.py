@@ -165,6 +165,14 @@ class MergeConflict(Conflict):
         self.paths = paths
 
 
+class TooManyComments(InvalidArgument):
+    """A pull request that already holds the most comments it may (``pulls.max_comments``)."""
+
+    def __init__(self, pull_id: str, most: int) -> None:
+        super().__init__(f"pull request {pull_id} has {most} comments, the most pulls.max_comments allows")
+        self.pull_id, self.most = pull_id, most
+
+
 class ConcurrentUpdate(Conflict):
     """A compare-and-swap lost too many times in a row."""
 

@@ -40,7 +40,7 @@ from lakemount.catalog.actions import (
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.protection import BranchProtection
-from lakemount.catalog.pulls import Pulls, PullStore
+from lakemount.catalog.pulls import MAX_COMMENTS, Pulls, PullStore
 from lakemount.catalog.storage import StorageVerbs
 from lakemount.catalog.uploads import UploadVerbs
 from lakemount.errors import InvalidArgument, ObjectNotFound, SourceChanged, Unavailable
@@ -106,14 +106,15 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         self, graveler: Graveler, adapter: BlockAdapter, *, namespace_root: str, tmpdir: str | None = None,
         runs: Callable[[], RunStore] | None = None, pulls: Callable[[], PullStore] | None = None,
         events: Callable[[], EventLog] | None = None, link_key: Callable[[], bytes] | None = None,
-        webhooks: WebhookPolicy | None = None, hook_limits: HookLimits | None = None,
+        webhooks: WebhookPolicy | None = None, hook_limits: HookLimits | None = None, max_comments: int = MAX_COMMENTS,
     ) -> None:
         """``runs``, ``pulls`` and ``events`` make the stores of hook runs, pull requests and the event
         feed on first use (so verbs that need none never load them); without ``runs`` or ``events``
         those are kept in memory.  ``link_key`` gives the key that signs upload addresses
         (``uploads.py``); without it, handing them out raises ``Unavailable``.  ``webhooks`` is the
         ``hooks.WebhookPolicy`` of the addresses webhooks may reach (None: the default one);
-        ``hook_limits`` bounds the hooks running at once (None: the default bounds)."""
+        ``hook_limits`` bounds the hooks running at once (None: the default bounds); ``max_comments``
+        the comments of one pull request."""
         self.graveler = graveler
         self.adapter = adapter
         self.namespace_root = namespace_root.rstrip("/")
@@ -128,6 +129,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         self._link_key = link_key
         self._webhooks = webhooks
         self._hook_limits = hook_limits
+        self._max_comments = max_comments
 
     @property
     def feed(self) -> Feed:
@@ -160,7 +162,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         if self._pulls is None:
             if self._make_pulls is None:
                 raise Unavailable("pull requests need a catalog built with a pull request store")
-            self._pulls = Pulls(self._make_pulls(), self)
+            self._pulls = Pulls(self._make_pulls(), self, max_comments=self._max_comments)
         return self._pulls
 
     def action_files(self, repo: str, ref: str) -> list[tuple[str, bytes]]:
