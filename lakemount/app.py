@@ -146,7 +146,8 @@ class App:
 
     @cached_property
     def hook_limits(self) -> HookLimits:
-        """How many hooks this process runs at once and how long one waits (``actions.hooks.*``); raises ``ConfigError``."""
+        """How many hooks this process runs at once and how long one waits (``actions.hooks.*``), and the
+        most action files an event reads (``actions.max_files``); raises ``ConfigError``."""
         from lakemount.catalog.actions import HookLimits
         from lakemount.errors import ConfigError
 
@@ -155,7 +156,9 @@ class App:
             raise ConfigError("actions.hooks.max_running: must be at least 1", "actions.hooks.max_running", "configuration")
         if section.max_wait < 0:
             raise ConfigError("actions.hooks.max_wait: must not be negative", "actions.hooks.max_wait", "configuration")
-        return HookLimits(section.max_running, section.max_wait)
+        if self.config.actions.max_files < 1:
+            raise ConfigError("actions.max_files: must be at least 1", "actions.max_files", "configuration")
+        return HookLimits(section.max_running, section.max_wait, self.config.actions.max_files)
 
     @cached_property
     def link_key(self) -> bytes:

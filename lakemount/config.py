@@ -205,9 +205,11 @@ class HooksConfig:
 
 @dataclass(frozen=True, slots=True)
 class ActionsConfig:
-    """``actions``: hooks (lakeFS actions) settings."""
+    """``actions``: hooks (lakeFS actions) settings, and the most action files an event reads."""
     webhook: WebhookConfig = field(default_factory=WebhookConfig)
     hooks: HooksConfig = field(default_factory=HooksConfig)
+    # Action files one event reads (each at most 1 MiB) from each ref it reads them at.
+    max_files: int = 100
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,6 +173,14 @@ class TooManyComments(InvalidArgument):
         self.pull_id, self.most = pull_id, most
 
 
+class TooManyActionFiles(InvalidArgument):
+    """A ref holding more action files than an event reads (``actions.max_files``)."""
+
+    def __init__(self, ref: str, most: int) -> None:
+        super().__init__(f"more than {most} action files at {ref} (actions.max_files): none of them run")
+        self.ref, self.most = ref, most
+
+
 class ConcurrentUpdate(Conflict):
     """A compare-and-swap lost too many times in a row."""
 

@@ -25,9 +25,10 @@ at most ``actions.hooks.max_running`` hooks at once; a hook that finds no turn
 within ``actions.hooks.max_wait`` seconds fails, naming the limit.  Every run --
 event, each hook's status, output, start and duration -- is recorded in a
 :class:`RunStore` (the ref store's database); runs of events that no action
-matched are not recorded.  An action file that does not parse fails the
-pre-event (a broken guard must not silently let data through) and is recorded
-as a failed hook ``(action file)``.
+matched are not recorded.  An action file that does not parse, or is larger
+than ``MAX_ACTION_FILE``, fails the pre-event (a broken guard must not silently
+let data through) and is recorded as a failed hook ``(action file)``; so do
+more than ``actions.max_files`` action files at a ref (none of them is read).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from lakemount.config import HooksConfig
-from lakemount.errors import HookFailed, InvalidArgument
+from lakemount.config import ActionsConfig, HooksConfig
+from lakemount.errors import HookFailed, InvalidArgument, TooManyActionFiles
 
 ACTIONS_PREFIX: Final = "_lakefs_actions/"
 EVENTS: Final = tuple(
@@ -288,7 +289,7 @@ HookRunner = Callable[[Hook, Event, dict[str, Any], "HookContext"], str]
 class ActionSource(Protocol):
     """What the runner needs from the catalog: the action files at a ref, and object reads for checks."""
 
-    def action_files(self, repo: str, ref: str) -> list[tuple[str, bytes]]: ...
+    def action_files(self, repo: str, ref: str, most: int) -> list[tuple[str, bytes | None]]: ...  # None: over MAX_ACTION_FILE
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +301,7 @@ class HookLimits:
 
     max_running: int = HooksConfig().max_running
     max_wait: float = HooksConfig().max_wait
+    max_files: int = ActionsConfig().max_files  # action files an event reads at one ref (actions.max_files)
 
 
 @dataclass
@@ -332,7 +334,15 @@ class Actions:
         broken: list[tuple[str, str]] = []
         seen: set[tuple[str, bytes]] = set()
         for ref in dict.fromkeys(refs):
-            for path, data in self.source.action_files(repo, ref):
+            try:
+                files = self.source.action_files(repo, ref, self.limits.max_files)
+            except TooManyActionFiles as exc:
+                broken.append((ACTIONS_PREFIX, str(exc)))
+                continue
+            for path, data in files:
+                if data is None:
+                    broken.append((path, f"{path}: larger than {MAX_ACTION_FILE} bytes, the most an action file may hold"))
+                    continue
                 if (path, data) in seen:
                     continue
                 seen.add((path, data))

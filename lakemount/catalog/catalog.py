@@ -43,7 +43,7 @@ from lakemount.catalog.protection import BranchProtection
 from lakemount.catalog.pulls import MAX_COMMENTS, Pulls, PullStore
 from lakemount.catalog.storage import StorageVerbs
 from lakemount.catalog.uploads import UploadVerbs
-from lakemount.errors import InvalidArgument, ObjectNotFound, SourceChanged, Unavailable
+from lakemount.errors import InvalidArgument, ObjectNotFound, SourceChanged, TooManyActionFiles, Unavailable
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value, prefix_end
@@ -165,16 +165,20 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
             self._pulls = Pulls(self._make_pulls(), self, max_comments=self._max_comments)
         return self._pulls
 
-    def action_files(self, repo: str, ref: str) -> list[tuple[str, bytes]]:
-        """The ``_lakefs_actions/*.yaml`` files at ``ref`` (path, bytes), by path; oversize files are skipped."""
+    def action_files(self, repo: str, ref: str, most: int) -> list[tuple[str, bytes | None]]:
+        """The ``_lakefs_actions/*.yaml`` files at ``ref`` (path, bytes), by path; a file over
+        ``MAX_ACTION_FILE`` bytes is not read (its bytes are None).  Raises ``TooManyActionFiles`` when
+        there are more than ``most``, having read none of them."""
         r = self.repository(repo)
-        found: list[tuple[str, bytes]] = []
+        chosen: list[tuple[str, Entry]] = []
         for item in self.list(repo, ref, ACTIONS_PREFIX, delimiter="/"):
             e = item.entry
-            if e is None or not item.path.endswith((".yaml", ".yml")) or e.is_dir or e.size > MAX_ACTION_FILE:
+            if e is None or not item.path.endswith((".yaml", ".yml")) or e.is_dir:
                 continue
-            found.append((item.path, self.read(r, e)))
-        return found
+            if len(chosen) == most:
+                raise TooManyActionFiles(ref, most)
+            chosen.append((item.path, e))
+        return [(path, None if e.size > MAX_ACTION_FILE else self.read(r, e)) for path, e in chosen]
 
     # ------------------------------------------------------------------ data
     def physical_url(self, repo: Repository, address: str) -> str:

@@ -550,3 +550,24 @@ def test_hooks_running_at_once_are_bounded_per_process(tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_action_files_past_their_limits_fail_the_pre_event(tmp_path: Path, webhook: dict[str, Any]) -> None:
+    # An action file over 1 MiB was skipped without a word (a guard padded with a comment stopped guarding),
+    # and an event read every action file at the ref, however many, into memory.
+    c = policy_cat(tmp_path, LAKEMOUNT_ACTIONS_MAX_FILES="3")
+    guard = webhook_action(webhook["url"])
+    action(c, "main", "padded", guard + "#" + "x" * (1 << 20) + "\n")
+    with pytest.raises(HookFailed, match=r"_lakefs_actions/padded\.yaml: larger than 1048576 bytes"):
+        c.commit(R, "main", "m")
+    c.delete(R, "main", "_lakefs_actions/padded.yaml")
+    for i in range(3):
+        action(c, "main", f"a{i}", guard.replace("name: hook it", f"name: hook {i}"))
+    c.commit(R, "main", "three actions")
+    assert len(webhook["events"]) == 3
+    action(c, "main", "a3", guard)
+    with pytest.raises(HookFailed, match=r"more than 3 action files at main \(actions\.max_files\): none of them run"):
+        c.commit(R, "main", "m")
+    assert len(webhook["events"]) == 3  # none ran
+    (listed, *_) = c.actions.store.list_runs(R, limit=1)
+    assert c.actions.store.get_run(R, listed.run_id).hooks[0].hook_id == "(action file)"
