@@ -178,6 +178,30 @@ def test_bodies_past_their_limits_are_refused_while_others_are_served(served: Se
         s3.abort_multipart_upload(Bucket=repo, Key="main/mp", UploadId=upload)
 
 
+def test_s3_objects_past_their_limits_are_refused(served: Served, repo: str) -> None:
+    s3 = served.gateway.client()
+    with others_served(served, repo):
+        with pytest.raises(ClientError) as info:  # user metadata: 2 KiB
+            s3.put_object(Bucket=repo, Key="main/meta", Body=b"x", Metadata={"k": "v" * 3000})
+        assert info.value.response["Error"]["Code"] == "MetadataTooLarge"
+        # A PutObject declaring 6 GiB (the most is 5 GiB): refused before its body is read.
+        req = AWSRequest("PUT", f"{served.gateway.url}/{repo}/main/huge", headers={"x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+        S3SigV4Auth(Credentials(ADMIN_KEY, ADMIN_SECRET), "s3", "us-east-1").add_auth(req)
+        u = urlsplit(served.gateway.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+        conn.putrequest("PUT", f"/{repo}/main/huge", skip_host=True)
+        for k, v in req.headers.items():
+            conn.putheader(k, v)
+        conn.putheader("Host", u.netloc)
+        conn.putheader("Content-Length", str(6 << 30))
+        conn.endheaders(b"x")
+        answer = conn.getresponse()
+        assert answer.status == 400 and b"<Code>EntityTooLarge</Code>" in answer.read()
+        conn.close()
+    with pytest.raises(ClientError):
+        s3.head_object(Bucket=repo, Key="main/huge")
+
+
 def test_listings_diffs_and_logs_are_pages(served: Served, repo: str) -> None:
     s3 = served.gateway.client()
     for i in range(1005):
