@@ -150,6 +150,10 @@ def test_bodies_past_their_limits_are_refused_while_others_are_served(served: Se
         r = requests.post(api(served, f"/repositories/{repo}/branches"), data=iter([big[:1 << 20], big[1 << 20:(3 << 19)]]),
                           auth=AUTH, timeout=60, headers={"Content-Type": "application/json"})
         assert "request body larger than 1048576 bytes" in message(r, 413)
+        # API deleteObjects: 1,000 paths.
+        r = requests.post(api(served, f"/repositories/{repo}/branches/main/objects/delete"),
+                          json={"paths": [f"p{i}" for i in range(1001)]}, auth=AUTH, timeout=60)
+        assert "at most 1000 paths per request" in message(r, 400)
         # An upload: 5 GiB (413 before a byte of the body is stored).
         u = urlsplit(served.api)
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
@@ -298,3 +302,30 @@ def test_slow_or_greedy_webhooks_are_bounded(served: Served, repo: str) -> None:
     finally:
         hooks.shutdown()
         hooks.server_close()
+
+
+def test_the_limits_table_names_real_keys_and_tests() -> None:
+    import re
+
+    from lakemount.config import keys
+
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "CONFIGURATION.md").read_text()
+    table = doc.split("## Limits", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| ") and not line.startswith("| what")]
+    assert len(rows) >= 20
+    named = 0
+    for what, _bound, set_by, _past, tests in rows:
+        for key in re.findall(r"`([a-z_]+\.[a-z_.]+)`", set_by):
+            if not key.endswith(".py"):
+                assert key in keys(), (what, key)
+        path = None
+        for ref in re.findall(r"`([^`]+)`", tests):
+            file, _, name = ref.rpartition("::")
+            if file:
+                path = root / "tests" / "api" / file if "/" not in file else root / file
+            assert path is not None and path.exists(), (what, ref)
+            if name or not file:
+                assert re.search(rf"^def {re.escape(name or ref)}\(", path.read_text(), re.M), (what, ref)
+                named += 1
+    assert named >= 25
