@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from lakemount.block.router import RouterAdapter
     from lakemount.block.trash import TrashFallbackAdapter
     from lakemount.cache.tiered import TieredCache
+    from lakemount.catalog.actions import HookLimits
     from lakemount.catalog.catalog import Catalog
     from lakemount.catalog.confinement import Confinement
     from lakemount.catalog.hooks import WebhookPolicy
@@ -161,12 +162,12 @@ class App:
         return Catalog(
             self.graveler, self.adapter, namespace_root=self.namespace_root(), confinement=self.confinement, tmpdir=tmp,
             runs=self._run_store, pulls=self._pull_store, events=self._event_log, link_key=lambda: self.link_key,
-            webhooks=self.webhook_policy,
+            webhooks=self.webhook_policy, hook_limits=self.hook_limits, max_comments=self.config.pulls.max_comments,
         )
 
     @cached_property
     def webhook_policy(self) -> WebhookPolicy:
-        """The addresses webhooks may reach (``actions.webhook.*``); raises ``ConfigError`` for a bad network."""
+        """The addresses webhooks may reach and their longest timeout (``actions.webhook.*``); raises ``ConfigError`` for a bad value."""
         from lakemount.catalog.hooks import WebhookPolicy, parse_networks
         from lakemount.errors import ConfigError
 
@@ -177,7 +178,26 @@ class App:
                 networks.append(parse_networks(getattr(section, name)))
             except ValueError as exc:
                 raise ConfigError(f"actions.webhook.{name}: {exc}", f"actions.webhook.{name}", "configuration") from None
-        return WebhookPolicy(*networks)
+        if not section.max_timeout > 0:
+            raise ConfigError("actions.webhook.max_timeout: must be positive", "actions.webhook.max_timeout", "configuration")
+        allowed, denied = networks
+        return WebhookPolicy(allowed, denied, section.max_timeout)
+
+    @cached_property
+    def hook_limits(self) -> HookLimits:
+        """How many hooks this process runs at once and how long one waits (``actions.hooks.*``), and the
+        most action files an event reads (``actions.max_files``); raises ``ConfigError``."""
+        from lakemount.catalog.actions import HookLimits
+        from lakemount.errors import ConfigError
+
+        section = self.config.actions.hooks
+        if section.max_running < 1:
+            raise ConfigError("actions.hooks.max_running: must be at least 1", "actions.hooks.max_running", "configuration")
+        if section.max_wait < 0:
+            raise ConfigError("actions.hooks.max_wait: must not be negative", "actions.hooks.max_wait", "configuration")
+        if self.config.actions.max_files < 1:
+            raise ConfigError("actions.max_files: must be at least 1", "actions.max_files", "configuration")
+        return HookLimits(section.max_running, section.max_wait, self.config.actions.max_files)
 
     @cached_property
     def link_key(self) -> bytes:

@@ -142,13 +142,20 @@ class GatewaysConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class PreviewConfig:
+    """``api.preview``: the largest Parquet page (bytes, compressed or decoded) an object preview decodes."""
+    max_page_bytes: int = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
 class ApiConfig:
-    """``api``: the REST API server (0 workers: one per CPU, at most 4) and whether it serves ``/metrics``."""
+    """``api``: the REST API server (0 workers: one per CPU, at most 4), whether it serves ``/metrics``, previews."""
 
     listen_address: str = "127.0.0.1:8001"
     workers: int = 0
     # Also switches the recording off in the workers of both servers.
     metrics: bool = True
+    preview: PreviewConfig = field(default_factory=PreviewConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,15 +193,33 @@ DEFAULT_WEBHOOK_DENIED: Final = "169.254.0.0/16,fe80::/10,fd00:ec2::254/128,100.
 
 @dataclass(frozen=True, slots=True)
 class WebhookConfig:
-    """``actions.webhook``: the networks webhooks may reach (comma-separated CIDRs; empty allowed: any not denied)."""
+    """``actions.webhook``: the networks webhooks may reach (comma-separated CIDRs; empty allowed: any not denied)
+    and the longest timeout (seconds) an action file may give one."""
     allowed_networks: str = ""
     denied_networks: str = DEFAULT_WEBHOOK_DENIED
+    max_timeout: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class HooksConfig:
+    """``actions.hooks``: how many hooks one process runs at once, and how long (seconds) a hook waits for a turn."""
+    max_running: int = 16
+    max_wait: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
 class ActionsConfig:
-    """``actions``: hooks (lakeFS actions) settings."""
+    """``actions``: hooks (lakeFS actions) settings, and the most action files an event reads."""
     webhook: WebhookConfig = field(default_factory=WebhookConfig)
+    hooks: HooksConfig = field(default_factory=HooksConfig)
+    # Action files one event reads (each at most 1 MiB) from each ref it reads them at.
+    max_files: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class PullsConfig:
+    """``pulls``: the most comments one pull request takes (each up to 64 KiB)."""
+    max_comments: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +236,7 @@ class Config:
     mount: MountConfig = field(default_factory=MountConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     actions: ActionsConfig = field(default_factory=ActionsConfig)
+    pulls: PullsConfig = field(default_factory=PullsConfig)
 
     def sections(self) -> dict[str, Any]:
         """Every key as nested plain data (what a configuration file holding all of them would say)."""

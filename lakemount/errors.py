@@ -186,6 +186,22 @@ class MergeConflict(Conflict):
         self.paths = paths
 
 
+class TooManyComments(InvalidArgument):
+    """A pull request that already holds the most comments it may (``pulls.max_comments``)."""
+
+    def __init__(self, pull_id: str, most: int) -> None:
+        super().__init__(f"pull request {pull_id} has {most} comments, the most pulls.max_comments allows")
+        self.pull_id, self.most = pull_id, most
+
+
+class TooManyActionFiles(InvalidArgument):
+    """A ref holding more action files than an event reads (``actions.max_files``)."""
+
+    def __init__(self, ref: str, most: int) -> None:
+        super().__init__(f"more than {most} action files at {ref} (actions.max_files): none of them run")
+        self.ref, self.most = ref, most
+
+
 class ConcurrentUpdate(Conflict):
     """A compare-and-swap lost too many times in a row."""
 

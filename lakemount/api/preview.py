@@ -7,7 +7,9 @@ rows), ``json`` (pretty-printed), ``image`` (the browser fetches the object
 itself), ``text``; anything else, or bytes that are not UTF-8 text, is
 ``binary``.  At most ``TEXT_CAP`` bytes are read for text kinds (the answer
 says ``truncated``); a Parquet file larger than ``PARQUET_CAP`` or an image
-larger than ``IMAGE_CAP`` is ``too_large``.  Values are returned as JSON
+larger than ``IMAGE_CAP`` is ``too_large``; a Parquet page that would decode
+to more than ``api.preview.max_page_bytes`` is not read (the rows before it
+are shown, with a ``message`` naming the limit).  Values are returned as JSON
 data; the page inserts them as text, so a preview cannot inject markup.
 """
 
@@ -21,9 +23,11 @@ from typing import Any, Final
 from lakemount.api.branches import repo_of
 from lakemount.api.context import Ctx, json_response
 from lakemount.api.objects import PATH, check_path
+from lakemount.api.parquet_pages import BadPage, pages
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
 from lakemount.catalog.model import object_view
+from lakemount.config import PreviewConfig
 from lakemount.serving.http import Response
 
 TEXT_CAP: Final = 256 * 1024
@@ -34,6 +38,9 @@ MAX_CELL: Final = 1000
 FOOTER_CAP: Final = 8 * 1024 * 1024  # a Parquet footer (schema and row group metadata) larger than this is not read
 MAX_COLUMNS: Final = 1000  # columns a Parquet preview shows (the answer says how many there are)
 DECODED_CAP: Final = 64 * 1024 * 1024  # decoded bytes after which a Parquet preview stops reading rows
+PAGE_CAP: Final = PreviewConfig().max_page_bytes  # the largest Parquet page a preview decodes, unless configured
+MAX_PAGES: Final = 100_000  # page headers a preview reads before it gives up checking (and shows no more rows)
+READ_BUFFER: Final = 1 << 20  # pyarrow reads a column chunk through a buffer of this size, not whole
 IMAGES: Final = frozenset({"png", "jpg", "jpeg", "gif", "webp", "bmp", "svg"})
 TEXTS: Final = frozenset({"txt", "md", "log", "py", "yaml", "yml", "toml", "ini", "cfg", "sh", "sql", "xml", "html", "tsv"})
 
@@ -71,15 +78,19 @@ def _cell(v: Any) -> Any:
     return s if len(s) <= MAX_CELL else s[:MAX_CELL] + "…"
 
 
-def parquet_preview(f: Any, rows: int) -> dict[str, Any]:
+def parquet_preview(f: Any, rows: int, page_cap: int = PAGE_CAP) -> dict[str, Any]:
     """Schema and the first ``rows`` rows of a Parquet file (``f``: a seekable binary file), at bounded cost.
 
     A file of a few KiB can declare a footer of hundreds of MiB, thousands of
     columns, or values that expand to GiB (a dictionary page holding one large
-    value that every row repeats: 1 KiB on disk took 1.6 GB to preview).  So a
+    value that every row repeats: 1 KiB on disk took 1.6 GB to preview; one
+    512 MiB page of a repeated byte, 16 KiB on disk, took 2.7 GB).  So a
     footer over ``FOOTER_CAP`` is refused before pyarrow reads it, at most
-    ``MAX_COLUMNS`` columns are shown and read, rows are decoded one at a time
-    and decoding stops (``truncated``) once ``DECODED_CAP`` bytes are decoded.
+    ``MAX_COLUMNS`` columns are shown and read, the page headers of what will
+    be read are checked first and pyarrow reads only the row groups whose pages
+    each decode to at most ``page_cap`` bytes (the answer's ``message`` says
+    why it stopped), rows are decoded one at a time and decoding stops
+    (``truncated``) once ``DECODED_CAP`` bytes are decoded.
     """
     import pyarrow.parquet as pq
 
@@ -88,15 +99,19 @@ def parquet_preview(f: Any, rows: int) -> dict[str, Any]:
     if len(tail) == 8 and tail[4:] == b"PAR1" and int.from_bytes(tail[:4], "little") > FOOTER_CAP:
         raise ValueError(f"footer larger than {FOOTER_CAP} bytes")
     f.seek(0)
-    pf = pq.ParquetFile(f)
+    # By default pyarrow reads every column chunk of a row group whole (pre_buffer) before its first
+    # page: a 300 MB chunk held 300 MB to show one row.  Buffered, it reads READ_BUFFER at a time.
+    pf = pq.ParquetFile(f, buffer_size=READ_BUFFER, pre_buffer=False)
     fields = list(pf.schema_arrow)
     schema = [{"name": fld.name, "type": str(fld.type)} for fld in fields[:MAX_COLUMNS]]
     columns = [c["name"] for c in schema]
+    groups, why = _row_groups_within(f, pf, _leaves(pf, len(columns)), rows, page_cap)
     out: list[list[Any]] = []
     decoded = 0
-    stopped = False
+    stopped = bool(why)
     # One row per batch: the decoded size is checked before the next row is decoded.
-    for batch in pf.iter_batches(batch_size=1, columns=columns if len(fields) > MAX_COLUMNS else None):
+    batches = pf.iter_batches(batch_size=1, row_groups=groups, columns=columns if len(fields) > MAX_COLUMNS else None) if groups else ()
+    for batch in batches:
         decoded += batch.get_total_buffer_size()
         if decoded > DECODED_CAP and out:
             stopped = True
@@ -106,8 +121,72 @@ def parquet_preview(f: Any, rows: int) -> dict[str, Any]:
         if len(out) >= rows:
             break
     num_rows = pf.metadata.num_rows
-    return {"schema": schema, "rows": out, "num_rows": num_rows, "truncated": stopped or num_rows > len(out),
-            "columns": len(fields)}
+    answer = {"schema": schema, "rows": out, "num_rows": num_rows, "truncated": stopped or num_rows > len(out),
+              "columns": len(fields)}
+    if why:
+        answer["message"] = why
+    return answer
+
+
+def _leaves(pf: Any, shown: int) -> range:
+    """The Parquet leaf columns under the first ``shown`` top-level fields (all of them if they cannot be counted)."""
+    import pyarrow as pa
+
+    def count(t: Any) -> int:
+        if pa.types.is_struct(t):
+            return sum(count(t.field(i).type) for i in range(t.num_fields))
+        if pa.types.is_map(t):
+            return count(t.key_type) + count(t.item_type)
+        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            return count(t.value_type)
+        return 1
+
+    fields = list(pf.schema_arrow)
+    total = pf.metadata.num_columns
+    if sum(count(fld.type) for fld in fields) != total:
+        return range(total)
+    return range(sum(count(fld.type) for fld in fields[:shown]))
+
+
+def _row_groups_within(f: Any, pf: Any, leaves: range, rows: int, page_cap: int) -> tuple[list[int], str]:
+    """The first row groups, enough for ``rows`` rows, whose pages (of the ``leaves`` columns) each decode to at
+    most ``page_cap`` bytes, and why the list stops early ('' if it does not).
+
+    Of a column without repeated values only the pages holding the wanted rows, and one more, are
+    checked (its values are its rows; pyarrow loads a page when it needs its first row); of any other
+    column every page of the row group.
+    """
+    meta = pf.metadata
+    chosen: list[int] = []
+    covered = walked = 0
+    for g in range(meta.num_row_groups):
+        if covered >= rows:
+            break
+        group = meta.row_group(g)
+        need = rows - covered
+        for i in leaves:
+            col = group.column(i)
+            start = col.data_page_offset
+            if col.has_dictionary_page and 0 < (col.dictionary_page_offset or 0) < start:
+                start = col.dictionary_page_offset
+            flat = pf.schema.column(i).max_repetition_level == 0
+            values = 0
+            try:
+                for page in pages(f, start, col.total_compressed_size):
+                    walked += 1
+                    if walked > MAX_PAGES:
+                        return chosen, f"more than {MAX_PAGES} pages to check before the first rows: rows not shown"
+                    if max(page.uncompressed, page.compressed) > page_cap:
+                        return chosen, (f"column {col.path_in_schema} has a page of {max(page.uncompressed, page.compressed)} bytes, "
+                                        f"more than api.preview.max_page_bytes ({page_cap}): rows from there on not shown")
+                    if flat and values >= need:
+                        break
+                    values += page.values
+            except BadPage as exc:
+                return chosen, f"column {col.path_in_schema}: {exc}: rows from there on not shown"
+        chosen.append(g)
+        covered += group.num_rows
+    return chosen, ""
 
 
 def csv_preview(text: str, rows: int, truncated: bool) -> dict[str, Any]:
@@ -150,7 +229,8 @@ def preview_object(ctx: Ctx) -> Response:
     try:
         if kind == "parquet":
             try:
-                return json_response(200, {**base, "kind": "parquet", **parquet_preview(f, rows)})
+                page_cap = ctx.service.app.config.api.preview.max_page_bytes
+                return json_response(200, {**base, "kind": "parquet", **parquet_preview(f, rows, page_cap)})
             except Exception as e:  # noqa: BLE001 - pyarrow's many errors on a bad file: shown, not a 500
                 return json_response(200, {**base, "kind": "error", "message": f"not a readable Parquet file: {str(e)[:300]}"})
         data = f.read(TEXT_CAP + 1)

@@ -13,8 +13,8 @@ from typing import Any
 from lakemount.api.branches import repo_of
 from lakemount.api.context import Ctx, empty, json_response
 from lakemount.api.errors import bad_request
-from lakemount.api.pagination import MAX_AMOUNT, after_filter, paginate
-from lakemount.api.routing import PAGINATION, Param, operation
+from lakemount.api.pagination import after_filter, paginate
+from lakemount.api.routing import AMOUNT, PAGINATION, Param, operation
 from lakemount.auth.policies import Action
 from lakemount.catalog.pulls import STATUSES, Comment, PullRequest
 from lakemount.serving.http import Response
@@ -120,12 +120,18 @@ def merge_pull(ctx: Ctx) -> Response:
 
 
 @operation("GET", "/repositories/{repository}/pulls/{pull_request}/comments", "listPullRequestComments", tag=TAG,
-           summary="comments on a pull request (lakemount extension)", response="PullRequestCommentList")
+           summary="comments on a pull request, oldest first (lakemount extension)", response="PullRequestCommentList",
+           params=(Param("after", description="id of the previous page's last comment"), AMOUNT))
 def list_comments(ctx: Ctx) -> Response:
-    """Comments on a pull request (lakemount extension)."""
+    """A page of the comments on a pull request (lakemount extension): read a page at a time, since a pull
+    request may hold ``pulls.max_comments`` comments of up to 64 KiB each; 400 for a bad ``after``."""
     repo = repo_of(ctx, Action.READ_REPO)
-    found = list(ctx.catalog.pulls.comments(repo, ctx.params["pull_request"]))
-    return json_response(200, paginate(found, MAX_AMOUNT, lambda c: str(c.id), comment_json))
+    after = ctx.q("after") or "0"
+    if not after.isascii() or not after.isdigit() or len(after) > 18:
+        raise bad_request("after must be a comment id")
+    n = ctx.page_size()
+    found = ctx.catalog.pulls.comments(repo, ctx.params["pull_request"], int(after), n + 1)
+    return json_response(200, paginate(found, n, lambda c: str(c.id), comment_json))
 
 
 @operation("POST", "/repositories/{repository}/pulls/{pull_request}/comments", "createPullRequestComment", tag=TAG,

@@ -20,24 +20,29 @@ cannot drop the destination's guards) and the source (as lakeFS does); a file
 identical in both runs once.  A pre-event's hooks run in file order and
 the first failure aborts the operation with ``HookFailed`` (EPERM in the mount,
 403 in the API, exit 10 in the CLI) naming the hook and its message;
-post-event hooks run after the operation and never undo it.  Every run --
+post-event hooks run after the operation and never undo it.  A process runs
+at most ``actions.hooks.max_running`` hooks at once; a hook that finds no turn
+within ``actions.hooks.max_wait`` seconds fails, naming the limit.  Every run --
 event, each hook's status, output, start and duration -- is recorded in a
 :class:`RunStore` (the ref store's database); runs of events that no action
-matched are not recorded.  An action file that does not parse fails the
-pre-event (a broken guard must not silently let data through) and is recorded
-as a failed hook ``(action file)``.
+matched are not recorded.  An action file that does not parse, or is larger
+than ``MAX_ACTION_FILE``, fails the pre-event (a broken guard must not silently
+let data through) and is recorded as a failed hook ``(action file)``; so do
+more than ``actions.max_files`` action files at a ref (none of them is read).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from lakemount.errors import HookFailed, InvalidArgument
+from lakemount.config import ActionsConfig, HooksConfig
+from lakemount.errors import HookFailed, InvalidArgument, TooManyActionFiles
 
 ACTIONS_PREFIX: Final = "_lakefs_actions/"
 EVENTS: Final = tuple(
@@ -284,7 +289,19 @@ HookRunner = Callable[[Hook, Event, dict[str, Any], "HookContext"], str]
 class ActionSource(Protocol):
     """What the runner needs from the catalog: the action files at a ref, and object reads for checks."""
 
-    def action_files(self, repo: str, ref: str) -> list[tuple[str, bytes]]: ...
+    def action_files(self, repo: str, ref: str, most: int) -> list[tuple[str, bytes | None]]: ...  # None: over MAX_ACTION_FILE
+
+
+@dataclass(frozen=True, slots=True)
+class HookLimits:
+    """How many hooks a process runs at once (``actions.hooks.max_running``) and how long a hook waits
+    for a turn (``max_wait`` seconds) before it fails naming the limit.  Hooks are slow and chosen by
+    whoever may write a branch: without a bound, a hundred commits under a webhook that takes its full
+    timeout hold a hundred server threads and connections."""
+
+    max_running: int = HooksConfig().max_running
+    max_wait: float = HooksConfig().max_wait
+    max_files: int = ActionsConfig().max_files  # action files an event reads at one ref (actions.max_files)
 
 
 @dataclass
@@ -301,13 +318,15 @@ class Actions:
 
     def __init__(self, source: ActionSource, store: RunStore, runners: Mapping[str, HookRunner],
                  context: HookContext, clock: Callable[[], float] = time.time,
-                 on_run: Callable[[Run], None] | None = None) -> None:
+                 on_run: Callable[[Run], None] | None = None, limits: HookLimits | None = None) -> None:
         self.source = source
         self.store = store
         self.runners = dict(runners)
         self.context = context
         self.clock = clock
         self.on_run = on_run
+        self.limits = limits or HookLimits()
+        self._turns = threading.BoundedSemaphore(self.limits.max_running)
 
     def load(self, repo: str, *refs: str) -> tuple[list[Action], list[tuple[str, str]]]:
         """The actions at ``refs`` (a file identical at several counts once) and the (path, reason) of files that do not parse."""
@@ -315,7 +334,15 @@ class Actions:
         broken: list[tuple[str, str]] = []
         seen: set[tuple[str, bytes]] = set()
         for ref in dict.fromkeys(refs):
-            for path, data in self.source.action_files(repo, ref):
+            try:
+                files = self.source.action_files(repo, ref, self.limits.max_files)
+            except TooManyActionFiles as exc:
+                broken.append((ACTIONS_PREFIX, str(exc)))
+                continue
+            for path, data in files:
+                if data is None:
+                    broken.append((path, f"{path}: larger than {MAX_ACTION_FILE} bytes, the most an action file may hold"))
+                    continue
                 if (path, data) in seen:
                     continue
                 seen.add((path, data))
@@ -371,7 +398,13 @@ class Actions:
         try:
             if runner is None:
                 raise HookFailure(f"unknown hook type {hook.type!r} (known: {', '.join(sorted(self.runners))})")
-            output = runner(hook, event, event.payload(run_id, action.name, hook.id), self.context)
+            if not self._turns.acquire(timeout=self.limits.max_wait):
+                raise HookFailure(f"not run: {self.limits.max_running} hooks were already running in this process "
+                                  f"(actions.hooks.max_running) for the {self.limits.max_wait:g}s it may wait (actions.hooks.max_wait)")
+            try:
+                output = runner(hook, event, event.payload(run_id, action.name, hook.id), self.context)
+            finally:
+                self._turns.release()
             status = "completed"
         except HookFailure as exc:
             output, status = str(exc), "failed"

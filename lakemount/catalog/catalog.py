@@ -33,6 +33,7 @@ from lakemount.catalog.actions import (
     MAX_ACTION_FILE,
     Actions,
     HookContext,
+    HookLimits,
     MemoryRunStore,
     Run,
     RunStore,
@@ -42,10 +43,10 @@ from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.model import object_view
 from lakemount.catalog.paths import key_problem, printable
 from lakemount.catalog.protection import BranchProtection
-from lakemount.catalog.pulls import Pulls, PullStore
+from lakemount.catalog.pulls import MAX_COMMENTS, Pulls, PullStore
 from lakemount.catalog.storage import StorageVerbs
 from lakemount.catalog.uploads import UploadVerbs
-from lakemount.errors import InvalidArgument, ObjectNotFound, SourceChanged, Unavailable
+from lakemount.errors import InvalidArgument, ObjectNotFound, SourceChanged, TooManyActionFiles, Unavailable
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value, prefix_end
@@ -153,14 +154,16 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         tmpdir: str | None = None,
         runs: Callable[[], RunStore] | None = None, pulls: Callable[[], PullStore] | None = None,
         events: Callable[[], EventLog] | None = None, link_key: Callable[[], bytes] | None = None,
-        webhooks: WebhookPolicy | None = None,
+        webhooks: WebhookPolicy | None = None, hook_limits: HookLimits | None = None, max_comments: int = MAX_COMMENTS,
     ) -> None:
         """``confinement`` says which local locations imports and new repositories may use.
         ``runs``, ``pulls`` and ``events`` make the stores of hook runs, pull requests and the event
         feed on first use (so verbs that need none never load them); without ``runs`` or ``events``
         those are kept in memory.  ``link_key`` gives the key that signs upload addresses
         (``uploads.py``); without it, handing them out raises ``Unavailable``.  ``webhooks`` is the
-        ``hooks.WebhookPolicy`` of the addresses webhooks may reach (None: the default one)."""
+        ``hooks.WebhookPolicy`` of the addresses webhooks may reach (None: the default one);
+        ``hook_limits`` bounds the hooks running at once (None: the default bounds); ``max_comments``
+        the comments of one pull request."""
         self.graveler = graveler
         self.adapter = adapter
         self.namespace_root = namespace_root.rstrip("/")
@@ -175,6 +178,8 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         self._feed: Feed | None = None
         self._link_key = link_key
         self._webhooks = webhooks
+        self._hook_limits = hook_limits
+        self._max_comments = max_comments
 
     @property
     def feed(self) -> Feed:
@@ -197,7 +202,8 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         if self._actions is None:
             from lakemount.catalog.hooks import RUNNERS
 
-            self._actions = Actions(self, self._make_runs(), RUNNERS, HookContext(self, self._webhooks), on_run=self._hook_ran)
+            self._actions = Actions(self, self._make_runs(), RUNNERS, HookContext(self, self._webhooks), on_run=self._hook_ran,
+                                    limits=self._hook_limits)
         return self._actions
 
     @property
@@ -206,19 +212,23 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         if self._pulls is None:
             if self._make_pulls is None:
                 raise Unavailable("pull requests need a catalog built with a pull request store")
-            self._pulls = Pulls(self._make_pulls(), self)
+            self._pulls = Pulls(self._make_pulls(), self, max_comments=self._max_comments)
         return self._pulls
 
-    def action_files(self, repo: str, ref: str) -> list[tuple[str, bytes]]:
-        """The ``_lakefs_actions/*.yaml`` files at ``ref`` (path, bytes), by path; oversize files are skipped."""
+    def action_files(self, repo: str, ref: str, most: int) -> list[tuple[str, bytes | None]]:
+        """The ``_lakefs_actions/*.yaml`` files at ``ref`` (path, bytes), by path; a file over
+        ``MAX_ACTION_FILE`` bytes is not read (its bytes are None).  Raises ``TooManyActionFiles`` when
+        there are more than ``most``, having read none of them."""
         r = self.repository(repo)
-        found: list[tuple[str, bytes]] = []
+        chosen: list[tuple[str, Entry]] = []
         for item in self.list(repo, ref, ACTIONS_PREFIX, delimiter="/"):
             e = item.entry
-            if e is None or not item.path.endswith((".yaml", ".yml")) or e.is_dir or e.size > MAX_ACTION_FILE:
+            if e is None or not item.path.endswith((".yaml", ".yml")) or e.is_dir:
                 continue
-            found.append((item.path, self.read(r, e)))
-        return found
+            if len(chosen) == most:
+                raise TooManyActionFiles(ref, most)
+            chosen.append((item.path, e))
+        return [(path, None if e.size > MAX_ACTION_FILE else self.read(r, e)) for path, e in chosen]
 
     # ------------------------------------------------------------------ data
     def physical_url(self, repo: Repository, address: str) -> str:

@@ -2,7 +2,8 @@
 
 ``webhook`` POSTs the event JSON to ``url`` (``query_params`` and ``headers``
 added; ``timeout`` a Go-style duration such as ``30s`` or ``1m30s``, default
-1m, bounds the whole exchange).  Any 2xx answer passes; another status (a redirect is not followed), a
+1m, bounds the whole exchange; one over ``actions.webhook.max_timeout`` fails
+the hook).  Any 2xx answer passes; another status (a redirect is not followed), a
 timeout, a refused connection or a response that is not HTTP fails the hook,
 with the status and the start of the body (control characters removed) as its
 message.  Whoever may write a branch may write an action file, so a webhook
@@ -47,8 +48,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from lakemount.catalog.actions import ACTIONS_PREFIX, Event, Hook, HookContext, HookFailure, HookRunner
+from lakemount.config import WebhookConfig
 
 DEFAULT_TIMEOUT: Final = 60.0
+# A webhook holds its operation (and a server thread) for its timeout, and whoever may write a branch
+# chooses the timeout: an action file may not ask for more than actions.webhook.max_timeout.
+DEFAULT_MAX_TIMEOUT: Final = WebhookConfig().max_timeout
 MAX_BODY: Final = 64 * 1024
 MAX_MESSAGE: Final = 500
 SAMPLE: Final = 1 << 20
@@ -121,17 +126,19 @@ def parse_networks(text: str) -> tuple[Network, ...]:
 
 @dataclass(frozen=True, slots=True)
 class WebhookPolicy:
-    """Which addresses webhooks may connect to (``actions.webhook.*``): never a denied network; when
-    ``allowed`` is not empty, only those.  Checked on every address the host resolves to, and the
-    connection goes to the checked address (a second DNS answer cannot swap it)."""
+    """What webhooks may do (``actions.webhook.*``): connect never to a denied network and, when
+    ``allowed`` is not empty, only to those; wait at most ``max_timeout`` seconds.  Addresses are
+    checked on every address the host resolves to, and the connection goes to the checked address (a
+    second DNS answer cannot swap it)."""
 
     allowed: tuple[Network, ...] = ()
     denied: tuple[Network, ...] = ()
+    max_timeout: float = DEFAULT_MAX_TIMEOUT
 
     @classmethod
-    def parse(cls, allowed: str, denied: str) -> WebhookPolicy:
+    def parse(cls, allowed: str, denied: str, max_timeout: float = DEFAULT_MAX_TIMEOUT) -> WebhookPolicy:
         """A policy from comma-separated CIDRs; raises ``ValueError`` naming the bad one."""
-        return cls(parse_networks(allowed), parse_networks(denied))
+        return cls(parse_networks(allowed), parse_networks(denied), max_timeout)
 
     def refusal(self, address: str) -> str:
         """Why a webhook may not connect to ``address`` ('' if it may)."""
@@ -217,7 +224,13 @@ def run_webhook(hook: Hook, event: Event, payload: dict[str, Any], ctx: HookCont
     parts = urllib.parse.urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise HookFailure("webhook needs an http(s) 'url' property")
-    timeout = parse_duration(props.get("timeout", DEFAULT_TIMEOUT))
+    policy = ctx.webhooks if ctx.webhooks is not None else default_policy()
+    timeout = min(DEFAULT_TIMEOUT, policy.max_timeout)
+    if "timeout" in props:
+        timeout = parse_duration(props["timeout"])
+        if timeout > policy.max_timeout:
+            raise HookFailure(f"webhook timeout {printable(str(props['timeout']).encode(), 40)} is more than "
+                              f"actions.webhook.max_timeout ({policy.max_timeout:g}s)")
     query = parts.query
     params = props.get("query_params") or {}
     if params:
@@ -230,7 +243,6 @@ def run_webhook(hook: Hook, event: Event, payload: dict[str, Any], ctx: HookCont
     if not isinstance(extra, dict):
         raise HookFailure("webhook 'headers' must be a mapping")
     headers.update({str(k): str(v) for k, v in extra.items()})
-    policy = ctx.webhooks if ctx.webhooks is not None else default_policy()
     try:
         port = parts.port
     except ValueError:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final, Protocol
 
+from lakemount.config import PullsConfig
 from lakemount.errors import ConcurrentUpdate, InvalidArgument, PreconditionFailed
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ MERGED: Final = "merged"
 STATUSES: Final = (OPEN, CLOSED, MERGED)
 MAX_TITLE: Final = 1000
 MAX_TEXT: Final = 64 * 1024
+MAX_COMMENTS: Final = PullsConfig().max_comments  # unless configured (pulls.max_comments)
 EDIT_ATTEMPTS: Final = 5  # re-reads when a status change lands between an edit's read and its write
 
 
@@ -78,8 +80,8 @@ class PullStore(Protocol):
     def get(self, repo: str, pull_id: str) -> PullRequest: ...  # NotFound
     def update(self, pr: PullRequest, *, expect: Collection[str]) -> None: ...  # NotFound; PreconditionFailed unless status in expect
     def list_pulls(self, repo: str, status: str | None, after: str, limit: int) -> list[PullRequest]: ...
-    def add_comment(self, repo: str, comment: Comment) -> Comment: ...  # assigns the id
-    def comments(self, repo: str, pull_id: str) -> list[Comment]: ...
+    def add_comment(self, repo: str, comment: Comment, most: int) -> Comment: ...  # assigns the id; TooManyComments past most
+    def comments(self, repo: str, pull_id: str, after: int, limit: int) -> list[Comment]: ...  # ids over after, by id
     def approve(self, repo: str, approval: Approval) -> None: ...  # idempotent per user
     def approvals(self, repo: str, pull_id: str) -> list[Approval]: ...
     def required_approvals(self, repo: str) -> dict[str, int]: ...  # pattern -> count
@@ -98,10 +100,12 @@ def _text(value: str, what: str, limit: int, *, required: bool) -> str:
 class Pulls:
     """Pull requests of repositories, over a store and the catalog's merge."""
 
-    def __init__(self, store: PullStore, catalog: Catalog, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: PullStore, catalog: Catalog, clock: Callable[[], float] = time.time,
+                 max_comments: int = MAX_COMMENTS) -> None:
         self.store = store
         self.catalog = catalog
         self.clock = clock
+        self.max_comments = max_comments
 
     def create(self, repo: str, source: str, destination: str, title: str, description: str = "", *, author: str) -> PullRequest:
         """Open a pull request; raises ``BranchNotFound``, ``InvalidArgument`` (same branch, empty title)."""
@@ -154,15 +158,19 @@ class Pulls:
         raise ConcurrentUpdate(f"pull request {pull_id} kept changing while it was edited")
 
     def comment(self, repo: str, pull_id: str, body: str, *, author: str) -> Comment:
-        """Add a comment (any status); raises ``NotFound``, ``InvalidArgument`` (empty)."""
+        """Add a comment (any status); raises ``NotFound``, ``InvalidArgument`` (empty, too long, or the pull
+        request already has ``max_comments``: ``TooManyComments``)."""
         pr = self.get(repo, pull_id)
-        c = self.store.add_comment(repo, Comment(0, pull_id, author, _text(body, "comment", MAX_TEXT, required=True), self.clock()))
+        c = self.store.add_comment(repo, Comment(0, pull_id, author, _text(body, "comment", MAX_TEXT, required=True), self.clock()),
+                                   self.max_comments)
         self._emit(pr, "commented", author, "pull-request-comment", comment_id=c.id)
         return c
 
-    def comments(self, repo: str, pull_id: str) -> Sequence[Comment]:
+    def comments(self, repo: str, pull_id: str, after: int = 0, limit: int = 1000) -> Sequence[Comment]:
+        """At most ``limit`` comments with ids over ``after``, oldest first (a page: a pull request may
+        hold ``max_comments`` of up to ``MAX_TEXT`` each); raises ``NotFound``."""
         self.get(repo, pull_id)
-        return self.store.comments(repo, pull_id)
+        return self.store.comments(repo, pull_id, after, limit)
 
     def approve(self, repo: str, pull_id: str, *, user: str) -> list[Approval]:
         """Approve an open pull request; raises ``PreconditionFailed`` (not open, own pull request)."""

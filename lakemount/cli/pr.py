@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import getpass
+from collections.abc import Iterator
 from typing import Any
 
 import click
 
-from lakemount.catalog.pulls import PullRequest
+from lakemount.catalog.pulls import Comment, PullRequest, Pulls
 from lakemount.cli.common import ctx_obj, emit, iso, json_option, parse_repo_uri
 from lakemount.errors import MergeConflict
 
@@ -28,6 +29,14 @@ def pr_json(p: PullRequest) -> dict[str, Any]:
         "closed_date": iso(p.closed_date) if p.closed_date else None,
         "merged_commit_id": p.merged_commit_id,
     }
+
+
+def _all_comments(pulls: Pulls, repo: str, pull_id: str) -> Iterator[Comment]:
+    """Every comment of a pull request, read a page at a time."""
+    after = 0
+    while page := pulls.comments(repo, pull_id, after):
+        yield from page
+        after = page[-1].id
 
 
 def _user(author: str | None) -> str:
@@ -80,7 +89,7 @@ def show(uri: str, pull_id: str) -> None:
     pulls = cat.pulls
     p = pulls.get(u.repo, pull_id)
     approvals = pulls.approvals(u.repo, pull_id)
-    comments = pulls.comments(u.repo, pull_id)
+    comments = list(_all_comments(pulls, u.repo, pull_id))
     required = pulls.required(u.repo, p.destination_branch)
     diff: list[dict[str, Any]] = []
     truncated = False

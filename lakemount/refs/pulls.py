@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
 from lakemount.catalog.pulls import Approval, Comment, PullRequest
-from lakemount.errors import ConcurrentUpdate, NotFound, PreconditionFailed
+from lakemount.errors import ConcurrentUpdate, NotFound, PreconditionFailed, TooManyComments
 from lakemount.refs.tables import create_tables
 
 metadata = sa.MetaData()
@@ -137,14 +137,19 @@ class SqlPullStore:
             rows = conn.execute(sa.select(pulls_t).where(*cond).order_by(pulls_t.c.id).limit(limit)).all()
         return [self._pr(r) for r in rows]
 
-    def add_comment(self, repo: str, comment: Comment) -> Comment:
-        """Store a comment under the next comment id of its pull request; returns it with the id."""
+    def add_comment(self, repo: str, comment: Comment, most: int) -> Comment:
+        """Store a comment under the next comment id of its pull request; returns it with the id.
+
+        Comment ids count from 1 and comments are never removed, so the last id is their number:
+        ``TooManyComments`` when it is already ``most``."""
         for _ in range(ATTEMPTS):
             try:
                 with self._write() as conn, conn.begin():
                     pid = _pull_id(comment.pull_id)
                     last = conn.execute(sa.select(sa.func.max(comments_t.c.id)).where(
                         comments_t.c.repo == repo, comments_t.c.pull_id == pid)).scalar()
+                    if (last or 0) >= most:
+                        raise TooManyComments(comment.pull_id, most)
                     new = replace(comment, id=(last or 0) + 1)
                     conn.execute(comments_t.insert().values(repo=repo, pull_id=pid, id=new.id, author=new.author,
                                                             body=new.body, creation_date=new.creation_date))
@@ -153,10 +158,11 @@ class SqlPullStore:
                 continue
         raise ConcurrentUpdate(f"could not add a comment to {repo}#{comment.pull_id}")
 
-    def comments(self, repo: str, pull_id: str) -> list[Comment]:
+    def comments(self, repo: str, pull_id: str, after: int, limit: int) -> list[Comment]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(comments_t).where(
-                comments_t.c.repo == repo, comments_t.c.pull_id == _pull_id(pull_id)).order_by(comments_t.c.id)).all()
+                comments_t.c.repo == repo, comments_t.c.pull_id == _pull_id(pull_id), comments_t.c.id > after,
+            ).order_by(comments_t.c.id).limit(limit)).all()
         return [Comment(r.id, str(r.pull_id), r.author, r.body, r.creation_date) for r in rows]
 
     def approve(self, repo: str, approval: Approval) -> None:

@@ -237,6 +237,99 @@ def test_parquet_previews_of_crafted_files_stay_bounded(tmp_path: Path) -> None:
     assert got["rows"][99] == [99, "99"] and len(got["rows"]) == 100 and got["truncated"]
 
 
+_PREVIEW_IN_A_PROCESS = """
+import json, sys
+import pyarrow.parquet
+from lakemount.api.preview import parquet_preview
+def peak():  # VmHWM, not ru_maxrss: Linux carries the forking process's peak over into ru_maxrss across exec
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+before = peak()
+with open(sys.argv[1], "rb") as f:
+    got = parquet_preview(f, 100, *map(int, sys.argv[2:]))
+print(json.dumps({"grown": peak() - before, "rows": len(got["rows"]), "message": got.get("message", ""), "truncated": got["truncated"]}))
+"""
+
+
+def _preview_in_a_process(path: Path, *page_cap: int) -> dict[str, object]:
+    """``parquet_preview`` of ``path`` in a fresh interpreter: what it answered and how much its peak memory grew."""
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, "-c", _PREVIEW_IN_A_PROCESS, str(path), *map(str, page_cap)],
+                          capture_output=True, text=True, timeout=300, env={"PYTHONPATH": root, "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def test_a_parquet_page_bomb_is_not_decoded(tmp_path: Path) -> None:
+    # One page that decodes to 512 MiB, in a file of 16 KiB: pyarrow decompresses a page whole before its
+    # first value, and previewing it took 2.7 GB (a 1 GiB page, 5.3 GB).  The page header is read first now.
+    from tests.api.parquet_bombs import write_bomb
+
+    one_value, many_rows = tmp_path / "one.parquet", tmp_path / "many.parquet"
+    assert write_bomb(one_value, 1, 512 << 20) < 64 * 1024
+    assert write_bomb(many_rows, 512 << 10, 1020) < 64 * 1024
+    for bomb in (one_value, many_rows):
+        got = _preview_in_a_process(bomb)
+        assert got["grown"] < 64 << 20, got  # (no page of 64 MiB, the limit, is allocated either)
+        assert got["rows"] == 0 and got["truncated"]
+        assert "api.preview.max_page_bytes (67108864)" in str(got["message"]) and "column v has a page of" in str(got["message"])
+    # The same kind of file with pages under the limit previews its rows; a limit set lower stops it.
+    fine = tmp_path / "fine.parquet"
+    write_bomb(fine, 1000, 1000)
+    got = _preview_in_a_process(fine)
+    assert got["rows"] == 100 and got["message"] == ""
+    got = _preview_in_a_process(fine, 1000)
+    assert got["rows"] == 0 and "more than api.preview.max_page_bytes (1000)" in str(got["message"])
+
+
+def test_a_parquet_preview_stops_before_the_row_group_with_the_bomb(tmp_path: Path) -> None:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lakemount.api.preview import parquet_preview
+
+    # Row groups of 10 rows; the third holds one value of 300 KiB, and the limit is 256 KiB.
+    values = [b"x"] * 20 + [b"y" * (300 << 10)] + [b"z"] * 9
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"n": list(range(30)), "v": values}), buf, row_group_size=10, compression="zstd")
+    buf.seek(0)
+    got = parquet_preview(buf, 100, 256 << 10)
+    assert [r[0] for r in got["rows"]] == list(range(20)) and got["truncated"]
+    assert "column v has a page of" in got["message"] and "(262144)" in got["message"]
+    buf.seek(0)
+    got = parquet_preview(buf, 15, 256 << 10)  # the rows asked for lie before it: nothing said
+    assert [r[0] for r in got["rows"]] == list(range(15)) and "message" not in got
+    # A nested (repeated) column: every page of the group is checked, the rows shown are right.
+    nested = io.BytesIO()
+    pq.write_table(pa.table({"l": [[i, i + 1] for i in range(50)], "s": [{"a": i} for i in range(50)]}), nested)
+    nested.seek(0)
+    got = parquet_preview(nested, 5, 256 << 10)
+    assert got["rows"][4] == ["[4, 5]", "{'a': 4}"] and "message" not in got
+
+
+def test_a_parquet_preview_does_not_read_a_column_chunk_whole(tmp_path: Path) -> None:
+    # pyarrow pre-buffers every column chunk of a row group before its first page: a 160 MB chunk of
+    # 2 MB pages held 160 MB to show 100 rows.
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "wide_chunk.parquet"
+    rows = 160_000
+    pq.write_table(pa.table({"v": pa.array([os.urandom(1000) for _ in range(rows)])}), path, compression="none",
+                   row_group_size=rows, use_dictionary=False)
+    assert pq.ParquetFile(path).metadata.row_group(0).total_byte_size > 150 << 20
+    got = _preview_in_a_process(path)
+    assert got["rows"] == 100 and got["message"] == ""
+    assert got["grown"] < 64 << 20, got
+
+
 def test_a_csv_preview_with_a_huge_field_is_text_not_a_500(tmp_path: Path) -> None:
     service, auth = _in_process(tmp_path)
     service.app.catalog.create_repository("wide")

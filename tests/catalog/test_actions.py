@@ -456,3 +456,118 @@ def test_webhook_timeout_bounds_the_whole_exchange(cat: Catalog, webhook: dict[s
     with pytest.raises(HookFailed, match="webhook timed out after 1s"):
         cat.commit(R, "main", "m")
     assert time.monotonic() - t0 < 4
+
+
+def test_a_webhook_timeout_over_the_configured_maximum_fails_the_hook(tmp_path: Path, webhook: dict[str, Any]) -> None:
+    # Any timeout was taken: an action file asking for 1000h held its commit, and a server thread, that long.
+    c = policy_cat(tmp_path)
+    action(c, "main", "notify", webhook_action(webhook["url"], timeout="1000h"))
+    with pytest.raises(HookFailed, match=r"webhook timeout 1000h is more than actions\.webhook\.max_timeout \(300s\)"):
+        c.commit(R, "main", "m")
+    assert webhook["events"] == []  # refused before connecting
+    action(c, "main", "notify", webhook_action(webhook["url"], timeout="5m"))  # the maximum itself is fine
+    c.commit(R, "main", "m")
+    assert len(webhook["events"]) == 1
+    # Configured lower: 5s is too much, and a webhook without a timeout waits the maximum, not 1m.
+    low = policy_cat(tmp_path / "low", LAKEMOUNT_ACTIONS_WEBHOOK_MAX_TIMEOUT="1")
+    action(low, "main", "notify", webhook_action(webhook["url"], timeout="5s"))
+    with pytest.raises(HookFailed, match=r"webhook timeout 5s is more than actions\.webhook\.max_timeout \(1s\)"):
+        low.commit(R, "main", "m")
+    action(low, "main", "notify", webhook_action(webhook["url"]).replace("      timeout: 2s\n", ""))
+    webhook["mode"] = "hang"
+    t0 = time.monotonic()
+    with pytest.raises(HookFailed, match="webhook timed out after 1s"):
+        low.commit(R, "main", "m")
+    assert time.monotonic() - t0 < 4
+    with pytest.raises(InvalidArgument, match="actions.webhook.max_timeout: must be positive"):
+        assert App(load(env={"LAKEMOUNT_HOME": str(tmp_path / "h4"), "LAKEMOUNT_ACTIONS_WEBHOOK_MAX_TIMEOUT": "0"})).webhook_policy
+
+
+def test_hooks_running_at_once_are_bounded_per_process(tmp_path: Path) -> None:
+    # Slow hooks ran unbounded in parallel: every commit under a webhook that takes its whole timeout held
+    # a server thread and a connection. With max_running 2, the third at once waits max_wait, then fails.
+    lock = threading.Lock()
+    state = {"now": 0, "most": 0, "calls": 0}
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            with lock:
+                state["now"] += 1
+                state["calls"] += 1
+                state["most"] = max(state["most"], state["now"])
+            time.sleep(1.5)
+            with lock:
+                state["now"] -= 1
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+    server = Hooked(("127.0.0.1", 0), Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        c = policy_cat(tmp_path, LAKEMOUNT_ACTIONS_HOOKS_MAX_RUNNING="2", LAKEMOUNT_ACTIONS_HOOKS_MAX_WAIT="0.5")
+        action(c, "main", "notify", webhook_action(f"http://127.0.0.1:{server.server_address[1]}/hook", timeout="10s"))
+        c.commit(R, "main", "the action")
+        assert state["calls"] == 1
+        branches = [f"feat-{i}" for i in range(5)]
+        for b in branches:
+            c.create_branch(R, b, "main")
+            c.put(R, b, "x", b.encode())
+        outcomes: dict[str, str] = {}
+
+        def commit(b: str) -> None:
+            try:
+                c.commit(R, b, "m")
+                outcomes[b] = "committed"
+            except HookFailed as exc:
+                outcomes[b] = str(exc)
+
+        threads = [threading.Thread(target=commit, args=(b,)) for b in branches]
+        for t in threads:
+            t.start()
+        time.sleep(0.2)
+        assert c.stat(R, "main", "seed.txt").size == 4  # the catalog answers others meanwhile
+        for t in threads:
+            t.join(30)
+        assert not any(t.is_alive() for t in threads)
+        assert state["most"] == 2, state  # never more than max_running webhooks in flight
+        committed = [b for b, o in outcomes.items() if o == "committed"]
+        refused = [o for o in outcomes.values() if o != "committed"]
+        assert len(committed) == 2 and len(refused) == 3, outcomes
+        for message in refused:
+            assert "not run: 2 hooks were already running in this process (actions.hooks.max_running)" in message
+            assert "0.5s it may wait (actions.hooks.max_wait)" in message
+        assert state["calls"] == 3
+        # Once they are done, hooks run again.
+        c.put(R, "main", "y", b"y")
+        c.commit(R, "main", "after")
+        assert state["calls"] == 4
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_action_files_past_their_limits_fail_the_pre_event(tmp_path: Path, webhook: dict[str, Any]) -> None:
+    # An action file over 1 MiB was skipped without a word (a guard padded with a comment stopped guarding),
+    # and an event read every action file at the ref, however many, into memory.
+    c = policy_cat(tmp_path, LAKEMOUNT_ACTIONS_MAX_FILES="3")
+    guard = webhook_action(webhook["url"])
+    action(c, "main", "padded", guard + "#" + "x" * (1 << 20) + "\n")
+    with pytest.raises(HookFailed, match=r"_lakefs_actions/padded\.yaml: larger than 1048576 bytes"):
+        c.commit(R, "main", "m")
+    c.delete(R, "main", "_lakefs_actions/padded.yaml")
+    for i in range(3):
+        action(c, "main", f"a{i}", guard.replace("name: hook it", f"name: hook {i}"))
+    c.commit(R, "main", "three actions")
+    assert len(webhook["events"]) == 3
+    action(c, "main", "a3", guard)
+    with pytest.raises(HookFailed, match=r"more than 3 action files at main \(actions\.max_files\): none of them run"):
+        c.commit(R, "main", "m")
+    assert len(webhook["events"]) == 3  # none ran
+    (listed, *_) = c.actions.store.list_runs(R, limit=1)
+    assert c.actions.store.get_run(R, listed.run_id).hooks[0].hook_id == "(action file)"

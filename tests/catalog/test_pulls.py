@@ -166,3 +166,25 @@ def test_status_changes_from_a_stale_read_cannot_undo_a_merge(cat: Catalog, monk
     with pytest.raises(NotFound):
         cat.pulls.store.update(replace(stale, id="999"), expect=("open",))
     assert cat.pulls.get(R, q.id).status == "closed"
+
+
+def test_comments_are_bounded_and_read_a_page_at_a_time(tmp_path: Path) -> None:
+    # A pull request took any number of 64 KiB comments, and every read of them loaded all of them.
+    app = App(load(env={"LAKEMOUNT_HOME": str(tmp_path / "h"), "LAKEMOUNT_CACHE_DISK_BYTES": "0", "LAKEMOUNT_PULLS_MAX_COMMENTS": "5"}))
+    c = app.catalog
+    c.create_repository(R)
+    c.put(R, "main", "a", b"1")
+    c.commit(R, "main", "seed")
+    c.create_branch(R, "dev", "main")
+    pulls = c.pulls
+    pulls.create(R, "dev", "main", "t", author="ann")
+    for i in range(5):
+        pulls.comment(R, "1", f"c{i}", author="bob")
+    with pytest.raises(InvalidArgument, match="pull request 1 has 5 comments, the most pulls.max_comments allows"):
+        pulls.comment(R, "1", "one more", author="bob")
+    assert [x.body for x in pulls.comments(R, "1", 0, 2)] == ["c0", "c1"]
+    assert [x.body for x in pulls.comments(R, "1", 2, 2)] == ["c2", "c3"]
+    assert [x.body for x in pulls.comments(R, "1", 4, 2)] == ["c4"]
+    # Another pull request has its own count.
+    pulls.create(R, "dev", "main", "u", author="ann")
+    assert pulls.comment(R, "2", "fine", author="bob").id == 1

@@ -203,6 +203,24 @@ def test_framing_errors(body: bytes, decoded_length: int, code: str) -> None:
     assert exc.value.code == code
 
 
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        # A signed chunk is held until its signature is checked: at most 16 MiB of it.
+        (b"1000001;chunk-signature=" + b"a" * 64 + b"\r\n", "InvalidChunkSizeError"),
+        (b"5" + b" " * 5000, "InvalidRequest"),  # a chunk line that never ends: 4 KiB
+        (b"0\r\n" + b"x-amz-checksum-crc32: AAAAAA==\r\n" * 40, "MalformedTrailerError"),  # trailers: 32 lines, 16 KiB
+    ],
+)
+def test_chunked_bodies_are_bounded(body: bytes, code: str) -> None:
+    signing = doc_signing(SEED) if b"chunk-signature" in body else None
+    mode = PayloadMode.STREAMING_SIGNED if signing else PayloadMode.STREAMING_UNSIGNED_TRAILER
+    decoder = BodyDecoder(BodyPlan(mode, decoded_length=1 << 30, chunk_signing=signing))
+    with pytest.raises(S3Error) as exc:
+        decoder.feed(body)
+    assert exc.value.code == code
+
+
 def _https_client() -> Any:
     return boto3.client(
         "s3",

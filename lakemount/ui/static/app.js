@@ -331,7 +331,8 @@ async function objectPage(repo, ref, q) {
       body = el("div", {id: "preview", "data-kind": "parquet"},
         el("h3", {}, "Schema"), el("table", {class: "schema"}, el("tr", {}, el("th", {}, "column"), el("th", {}, "type")),
           p.schema.map(c => el("tr", {}, el("td", {}, c.name), el("td", {}, c.type)))),
-        el("h3", {}, "Rows ", el("span", {class: "muted"}, `(first ${p.rows.length} of ${p.num_rows})`)), table(p.schema, p.rows));
+        el("h3", {}, "Rows ", el("span", {class: "muted"}, `(first ${p.rows.length} of ${p.num_rows})`)), table(p.schema, p.rows),
+        p.message ? el("p", {class: "muted"}, p.message) : null);
       break;
     case "csv":
       body = el("div", {id: "preview", "data-kind": "csv"}, table(p.schema, p.rows), p.truncated ? el("p", {class: "muted"}, "first rows only") : null);
