@@ -127,6 +127,16 @@ def json_option(f: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def engine_option(f: F) -> F:
+    """``--engine``: where a job's tasks run (``lakemount.jobs.inprocess.job_context``)."""
+    from lakemount.jobs.inprocess import ENGINES
+
+    return click.option(
+        "--engine", type=click.Choice(ENGINES), default="auto", show_default=True,
+        help="Run on Spark, in this process, or (auto) in this process when the input is small and no --master is named.",
+    )(f)
+
+
 def ctx_obj() -> Ctx:
     """The CLI's ``Ctx`` of the running click command (asserts one exists)."""
     obj = click.get_current_context().find_object(Ctx)
