@@ -178,7 +178,8 @@ def _s3_listing(source: Source) -> Iterator[None]:
 def is_small(source: Source, client: Any = None) -> bool:
     """Whether ``source`` holds at most ``SMALL_OBJECTS`` objects (and, local, ``SMALL_BYTES``).
 
-    Lists at most that many objects to find out (one request on S3).
+    Lists at most that many objects to find out (one request on S3); locally,
+    directories count as objects, so that a tree of empty ones is not walked whole.
     """
     if source.kind == "s3":
         with _s3_listing(source):
@@ -192,14 +193,13 @@ def is_small(source: Source, client: Any = None) -> bool:
                 entries = list(it)
         except (FileNotFoundError, NotADirectoryError):
             return
-        for e in entries:
+        for e in entries:  # every entry counts, directories too: the walk stops after SMALL_OBJECTS of any kind
+            yield None
             with contextlib.suppress(FileNotFoundError):
                 if e.is_dir(follow_symlinks=False):
                     yield from walk(e.path)
-                    continue
-                if e.is_file(follow_symlinks=False):
+                elif e.is_file(follow_symlinks=False):
                     total[0] += e.stat(follow_symlinks=False).st_size
-            yield None
 
     seen = sum(1 for _ in itertools.islice(walk(os.fsencode(source.root)), SMALL_OBJECTS + 1))
     return seen <= SMALL_OBJECTS and total[0] <= SMALL_BYTES

@@ -133,16 +133,16 @@ def test_auto_imports_small_sources_in_process_and_others_on_spark(
     monkeypatch.setattr(importer, "SMALL_BYTES", 100)
     app.catalog.create_repository("auto")
     src = tmp_path / "src"
-    (src / "d").mkdir(parents=True)
-    for i in range(3):
+    (src / "d").mkdir(parents=True)  # a directory counts as one of the 3
+    for i in range(2):
         (src / "d" / f"{i}").write_bytes(b"x" * 10)
     assert import_objects(app, str(src), "auto", "main", "a")["engine"] == "in-process"
     assert no_spark_running == []
     assert import_objects(app, str(src), "auto", "main", "a", master="local[1]")["engine"] == "spark"  # a named master
-    (src / "3").write_bytes(b"x")  # one object too many
+    (src / "e").mkdir()  # one entry too many
     assert import_objects(app, str(src), "auto", "main", "b")["engine"] == "spark"
-    (src / "3").unlink()
-    (src / "d" / "0").write_bytes(b"x" * 90)  # too many bytes to hash
+    (src / "e").rmdir()
+    (src / "d" / "0").write_bytes(b"x" * 91)  # too many bytes to hash
     assert import_objects(app, str(src), "auto", "main", "c")["engine"] == "spark"
     assert no_spark_running == ["local[1]", None, None]
 
