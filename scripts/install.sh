@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Install everything lakemount and its test suite need on a fresh Debian 12 machine: Debian packages
-# (as root, via apt-get) and Python packages (via pip, into the project's .venv).
-# Idempotent: rerunning skips what is already there.
+# Install what lakemount needs on a fresh Debian 12 machine: Debian packages (as root, via apt-get)
+# and Python packages (via pip, into the project's .venv).
+#
+#   scripts/install.sh            what running lakemount needs (scripts/up.sh)
+#   scripts/install.sh --test     that, plus the test suite's tools, the `test` extras and the separate
+#                                 Spark 3.2 venv of the S3A test (scripts/test.sh, hence CI)
+#   scripts/install.sh --list [--test]   print what would be installed, install nothing
+#
+# Idempotent: rerunning skips what is already there (a --test install also serves a plain one).
 #
 # Python: $PYTHON, else python3 on PATH (e.g. pyenv's), else Debian's python3 (installed if missing).
 # Debian's python needs its venv and headers packages; any other python must bring its own headers
@@ -9,16 +15,39 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+test=0 list=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) test=1 ;;
+    --list) list=1 ;;
+    *) echo "usage: scripts/install.sh [--test] [--list]" >&2; exit 2 ;;
+  esac
+done
+
 APT_PACKAGES=(
   fuse3 libfuse3-dev pkg-config gcc           # the mount: pyfuse3 builds from source; our C extensions (setup.py)
-  openjdk-17-jre-headless procps              # PySpark (jobs, Spark tests): a Java runtime; Spark's launcher runs ps
+  openjdk-17-jre-headless procps              # PySpark (import, gc, export jobs): a Java runtime; Spark's launcher runs ps
   ca-certificates                             # pip over HTTPS
+)
+TEST_APT_PACKAGES=(
   git rocksdb-tools postgresql                # the suite's references: git (merge differential), sst_dump, PostgreSQL
   rclone s3fs s3cmd awscli                    # S3 clients the gateway and benchmark tests drive
   hyperfine                                   # benchmarks/cli_startup_bench.py
   chromium                                    # the web UI's browser tests (tests/ui, playwright drives it by path)
   iproute2                                    # the cluster tests: hosts are network namespaces (ip netns, veth, bridge)
 )
+
+EXTRAS=""
+if [ "$test" = 1 ]; then
+  APT_PACKAGES+=("${TEST_APT_PACKAGES[@]}")
+  EXTRAS="[test]"
+fi
+if [ "$list" = 1 ]; then
+  echo "apt: ${APT_PACKAGES[*]}"
+  echo "pip: -e .$EXTRAS"
+  [ "$test" = 0 ] || echo "spark-s3a: ${SPARK_S3A_VENV:-.venv-spark32} (pyspark 3.2.4, hadoop-aws jars)"
+  exit 0
+fi
 
 say() { echo "install: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -63,15 +92,18 @@ import pyfuse3
 assert kflags.active(), "lakemount.fuse._kflags is missing or pyfuse3 does not bind to it"
 ' 2>&1
 }
-stamp=.venv/.lakemount-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
-   || [ -n "$(find lakemount -name '*.c' -newer "$stamp")" ] || ! built >/dev/null; then
+fresh() { # stamp -> 0 if the install it stands for is newer than what it installed from
+  [ -f "$1" ] && [ ! pyproject.toml -nt "$1" ] && [ ! setup.py -nt "$1" ] && [ -z "$(find lakemount -name '*.c' -newer "$1")" ]
+}
+# One stamp per flavour; the test one stands for the plain one too (its extras are a superset).
+stamp=.venv/.lakemount-installed$([ "$test" = 1 ] && echo -test || true)
+if { ! fresh "$stamp" && ! fresh .venv/.lakemount-installed-test; } || ! built >/dev/null; then
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e ".[test]"
+  .venv/bin/pip install -q -e ".$EXTRAS"
   touch "$stamp"
 fi
 if ! err=$(built); then
-  rm -f "$stamp"
+  rm -f .venv/.lakemount-installed .venv/.lakemount-installed-test
   die "C extensions or pyfuse3 did not build (${err##*$'\n'}); see the compiler's error with: .venv/bin/pip install -v -e ."
 fi
 
@@ -80,5 +112,7 @@ if [ "$(id -u)" -eq 0 ] && [ ! -e /usr/local/bin/lakemount ]; then
   ln -sfn "$(pwd)/.venv/bin/lakemount" /usr/local/bin/lakemount
 fi
 
-# The separate venv for the Spark S3A end-to-end test (pyspark 3.2.4 + hadoop-aws jars).
-PYTHON="$PY" scripts/install_spark_s3a.sh
+# The separate venv for the Spark S3A end-to-end test (pyspark 3.2.4 + hadoop-aws jars): tests only.
+if [ "$test" = 1 ]; then
+  PYTHON="$PY" scripts/install_spark_s3a.sh
+fi

@@ -64,7 +64,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         reason = _reason(rep.longrepr)
         rep.outcome = "failed"
         rep.longrepr = (
-            f"skipped under CI ({reason}): CI=true refuses skips; install what is missing with scripts/install.sh, "
+            f"skipped under CI ({reason}): CI=true refuses skips; install what is missing with scripts/install.sh --test, "
             "or allow it in tests/skip_policy.py"
         )
         item.config.stash[_REFUSED_KEY].append((item.nodeid, reason))

@@ -145,6 +145,15 @@ def parent_number_option(help_text: str) -> Callable[[F], F]:
 
     return decorate
 
+def engine_option(f: F) -> F:
+    """``--engine``: where a job's tasks run (``lakemount.jobs.inprocess.job_context``)."""
+    from lakemount.jobs.inprocess import ENGINES
+
+    return click.option(
+        "--engine", type=click.Choice(ENGINES), default="auto", show_default=True,
+        help="Run on Spark, in this process, or (auto) in this process when the input is small and no --master is named.",
+    )(f)
+
 
 def ctx_obj() -> Ctx:
     """The CLI's ``Ctx`` of the running click command (asserts one exists)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from lakemount.cli.common import ctx_obj, emit, json_option, parse_repo_uri
+from lakemount.cli.common import ctx_obj, emit, engine_option, json_option, parse_repo_uri
 from lakemount.errors import InvalidArgument, NotFound
 from lakemount.jobs.gc import DEFAULT_MIN_AGE, run_gc
 from lakemount.jobs.retention import GcRules, delete_rules, load_rules, store_rules
@@ -143,14 +143,17 @@ def _report_text(r: dict[str, Any]) -> list[str]:
               help="Never trash objects modified, nor purge objects trashed, less than this many seconds before the mark.")
 @click.option("--master", envvar="LAKEMOUNT_SPARK_MASTER", default=None,
               help="Spark master URL (default local[*]; env LAKEMOUNT_SPARK_MASTER).")
+@engine_option
 @click.option("--force", is_flag=True, help="Run even if the rules keep no history.")
 @json_option
-def run(uri: str, dry_run: bool, mark_only: bool, sweep_id: str | None, min_age: float, master: str | None, force: bool) -> None:
+def run(uri: str, dry_run: bool, mark_only: bool, sweep_id: str | None, min_age: float, master: str | None, engine: str,
+        force: bool) -> None:
     """Garbage-collect repository URI (lakefs://REPO) on Spark."""
     u = parse_repo_uri(uri)
     app = ctx_obj().app
     report = run_gc(
-        app, u.repo, dry_run=dry_run, mark_only=mark_only, sweep=sweep_id, min_age=min_age, master=master, force=force
+        app, u.repo, dry_run=dry_run, mark_only=mark_only, sweep=sweep_id, min_age=min_age, master=master, force=force,
+        engine=engine,
     )
     emit(report, _report_text(report))
 

@@ -6,7 +6,7 @@ import getpass
 
 import click
 
-from lakemount.cli.common import ctx_obj, emit, json_option, parse_meta, parse_uri
+from lakemount.cli.common import ctx_obj, emit, engine_option, json_option, parse_meta, parse_uri
 from lakemount.errors import InvalidArgument
 from lakemount.jobs.importer import import_objects
 
@@ -19,9 +19,10 @@ from lakemount.jobs.importer import import_objects
 @click.option("--meta", multiple=True, help="Commit metadata key=value (with --commit; repeatable).")
 @click.option("--master", envvar="LAKEMOUNT_SPARK_MASTER", default=None,
               help="Spark master URL (default local[*]; env LAKEMOUNT_SPARK_MASTER).")
+@engine_option
 @click.option("--no-progress", is_flag=True, help="Do not show a progress bar.")
 @json_option
-def import_(source: str, dest: str, do_commit: bool, message: str | None, meta: tuple[str, ...], master: str | None,
+def import_(source: str, dest: str, do_commit: bool, message: str | None, meta: tuple[str, ...], master: str | None, engine: str,
             no_progress: bool) -> None:
     """Import objects without copying them: entries point at the objects where they are.
 
@@ -34,7 +35,7 @@ def import_(source: str, dest: str, do_commit: bool, message: str | None, meta: 
         raise InvalidArgument("-m/--meta describe a commit: add --commit")
     report = import_objects(
         ctx_obj().app, source, u.repo, u.ref, u.path, commit=do_commit, message=message,
-        committer=getpass.getuser(), metadata=parse_meta(meta), master=master,
+        committer=getpass.getuser(), metadata=parse_meta(meta), master=master, engine=engine,
         show_progress=False if no_progress else None,
     )
     lines = [

@@ -5,7 +5,10 @@ and control files belong to the mounting user and date from the mount's start; a
 a ref takes mode, owner and mtime from its marker entry (``0755`` and the mount's
 start when implicit) and counts its link number from its cached listing; files,
 symlinks, FIFOs, sockets and device nodes take theirs from their entry, and a
-file open for writing shows the size of its temp file.  Entries written by
+file open for writing shows the size of its temp file, and as ``st_blocks`` the
+bytes that temp file really holds (holes left by ``truncate`` or a seek past the
+end take none); a saved file's blocks are its size, since the block store holds
+every byte of the object, zeros included.  Entries written by
 other front ends carry owner 0, which a mount run by an ordinary user shows as
 that user's.  The kernel caches an attribute for ``head_ttl`` on a branch and
 for ``immutable_ttl`` on a committed ref; control files are never cached.
@@ -79,6 +82,7 @@ class Attributes:
             return Attr(node.ino, mode, self.dir_nlink(node), uid, gid, 0, node.atime_ns or mtime, mtime, max(node.ctime_ns, mtime), timeout)
         assert entry is not None
         size = entry.size
+        stored: int | None = None
         rdev = 0
         if node.kind == Kind.SYMLINK:
             mode = LINK_MODE
@@ -91,10 +95,11 @@ class Attributes:
             dirty = node.dirty
             if dirty is not None:
                 size = dirty.size
+                stored = dirty.stored()
         uid, gid = self.owner(entry.uid, entry.gid)
         mtime = entry.mtime_ns
         nlink = 0 if node.detached else 1  # an unlinked file still open (fstat) has no names left
-        return Attr(node.ino, mode, nlink, uid, gid, size, node.atime_ns or mtime, mtime, max(node.ctime_ns, mtime), timeout, rdev=rdev)
+        return Attr(node.ino, mode, nlink, uid, gid, size, node.atime_ns or mtime, mtime, max(node.ctime_ns, mtime), timeout, rdev=rdev, stored=stored)
 
     @staticmethod
     def dir_nlink(node: Node) -> int:

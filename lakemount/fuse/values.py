@@ -40,10 +40,12 @@ class Attr(NamedTuple):
     timeout: float
     blksize: int = 1 << 17
     rdev: int = 0  # device number of a character or block device node
+    stored: int | None = None  # bytes the content takes where it is held, if not ``size`` (an open write buffer with holes)
 
     @property
     def blocks(self) -> int:
-        return (self.size + 511) // 512
+        """``st_blocks``: 512-byte units of what is stored, so ``du`` counts a sparse file's written bytes only."""
+        return ((self.size if self.stored is None else self.stored) + 511) // 512
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,6 +96,16 @@ class DirtyFile:
             self.version += 1
             return len(data)
 
+    def stored(self) -> int:
+        """Bytes the temp file has allocated (holes take none); its size once discarded.
+
+        An ``fstat`` of a local file: no I/O, cheap enough for every ``getattr``.
+        """
+        try:
+            return os.fstat(self.fd).st_blocks * 512 if self.fd >= 0 else self.size
+        except OSError:  # closed by a concurrent discard
+            return self.size
+
     def pread(self, offset: int, size: int) -> bytes:
         return os.pread(self.fd, size, offset)
 

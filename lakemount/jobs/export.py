@@ -52,7 +52,7 @@ from lakemount.errors import (
 from lakemount.jobs.namespaces import check_outside_namespaces, location_of
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.s3client import client_from_config, split_s3
-from lakemount.jobs.session import Progress, get_spark, interruptible, parallelism, timed, translated
+from lakemount.jobs.session import Progress, get_context, interruptible, parallelism, timed, translated
 
 MANIFEST_DIR: Final = "_lakemount_export"
 COPY_THREADS: Final = 8
@@ -350,7 +350,7 @@ def export_objects(
     if dest.kind == "local":
         os.makedirs(dest.root, exist_ok=True)
     with timed(timings, "spark_start"):
-        sc = get_spark(master).sparkContext
+        sc = get_context(master)
     counter = sc.accumulator(0)
     n = max(1, min(len(ranges), parallelism(sc) * 4))
     fn = partial(_export_task, app.config, r.storage_namespace, pkey, stop, dest, counter)

@@ -85,6 +85,10 @@ any link that still succeeds happened before the mark read staging), and
 deletes the markers older than that.  An upload never linked is garbage from
 then on, collected like any other.
 
+**Small repositories.**  A namespace of at most ``SMALL_OBJECTS`` objects is
+collected in this process (``inprocess.py``): the same steps and the same
+tasks, without the seconds a Spark context takes to start.
+
 GC only ever moves or deletes ``<ns>/data/<aa>/<sha256>``, ``<ns>/_lakefs/<64 hex>``,
 their copies in ``<ns>/_lakefs/gc/trash/``, the files of its own old
 marks and expired upload markers; commit objects, the journal, the rules, imported objects (absolute
@@ -94,6 +98,7 @@ URLs) and anything it does not recognise are never candidates.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import secrets
 import threading
@@ -112,11 +117,11 @@ from lakemount.catalog.uploads import LINKS_PREFIX, parse_marker
 from lakemount.errors import InvalidArgument, NotFound, ObjectNotFound, PreconditionFailed
 from lakemount.jobs.gc_buckets import by_bucket, identity
 from lakemount.jobs.gc_tasks import SAMPLE, live_keys, mark_task, read_metaranges, sweep_task
+from lakemount.jobs.inprocess import JobContext, job_context
 from lakemount.jobs.retention import GcRules, load_rules, retained_commits
 from lakemount.jobs.session import (
     Progress,
     check_interrupted,
-    get_spark,
     interruptible,
     parallelism,
     timed,
@@ -124,7 +129,7 @@ from lakemount.jobs.session import (
 )
 
 if TYPE_CHECKING:
-    from pyspark import RDD, SparkContext
+    from pyspark import RDD
 
 MARKS_KEY: Final = "_lakefs/gc/marks"
 DEFAULT_MIN_AGE: Final = 600.0
@@ -133,6 +138,9 @@ LINK_CLOCK_SLACK: Final = 300.0
 DEFAULT_BUCKETS: Final = 16
 CLOCK_GRANULARITY: Final = 1.0  # S3 reports LastModified in whole seconds
 KEEP_MARKS: Final = 10
+# Up to this many objects in the namespace (data, tables, marks, trash) a run is in-process: its ranges
+# and listings are a few thousand records, read faster than Spark starts.
+SMALL_OBJECTS: Final = 1000
 MARK_VERSION: Final = 2  # 2: the mark lists the trash
 GC_EVENTS: Final = ("mark:start", "mark:end", "sweep:start", "sweep:moves", "sweep:end")  # in order; see Observer
 
@@ -202,7 +210,7 @@ class GcJob:
     """
 
     def __init__(self, app: App, repo: str, *, master: str | None = None, buckets: int = DEFAULT_BUCKETS,
-                 show_progress: bool | None = None, observer: Observer | None = None) -> None:
+                 show_progress: bool | None = None, observer: Observer | None = None, engine: str = "auto") -> None:
         if not 1 <= buckets <= 256:
             raise InvalidArgument("buckets must be between 1 and 256")
         self.app = app
@@ -210,19 +218,27 @@ class GcJob:
         self.ns = self.repo.storage_namespace
         self.adapter = app.adapter
         self.master = master
+        self.engine = engine
+        self.ran_on: str | None = None  # "spark" or "in-process" once the first job started
         self.buckets = buckets
         self.show_progress = show_progress
         self.observer = observer
         self.timings: dict[str, float] = {}
-        self._sc: SparkContext | None = None
+        self._sc: JobContext | None = None
         self._hit: threading.Event | None = None
 
     @property
-    def sc(self) -> SparkContext:
+    def sc(self) -> JobContext:
         if self._sc is None:
-            with timed(self.timings, "spark_start"):
-                self._sc = get_spark(self.master).sparkContext
+            start = time.monotonic()
+            self._sc, self.ran_on = job_context(self.engine, self.master, self.is_small)
+            self.timings["spark_start" if self.ran_on == "spark" else "size_check"] = round(time.monotonic() - start, 3)
         return self._sc
+
+    def is_small(self) -> bool:
+        """Whether the namespace holds at most ``SMALL_OBJECTS`` objects (lists at most that many)."""
+        listed = itertools.islice(self.adapter.list(join(self.ns, "")), SMALL_OBJECTS + 1)
+        return sum(1 for _ in listed) <= SMALL_OBJECTS
 
     def _tell(self, event: str, mark_id: str) -> None:
         if self.observer is not None:
@@ -267,6 +283,7 @@ class GcJob:
         return dict(pairs)
 
     def _live_rdd(self, items: list[tuple[str, ...]], counters: tuple[Any, Any, Any]) -> RDD[tuple[int, list[str]]]:
+        """Records ``(bucket, names)`` of what ``items`` (ranges, staging tokens) reference (a Spark or in-process RDD)."""
         n = max(1, min(len(items), parallelism(self.sc) * 4))
         fn = partial(live_keys, self.app.config, self.ns, self.buckets, counters)
         return self.sc.parallelize(items, n).mapPartitions(fn)
@@ -583,6 +600,7 @@ def run_gc(
     show_progress: bool | None = None,
     force: bool = False,
     observer: Observer | None = None,
+    engine: str = "auto",
 ) -> dict[str, Any]:
     """Run GC on ``repo`` and return its report.
 
@@ -591,12 +609,13 @@ def run_gc(
     ``dry_run`` moves and deletes nothing; its ``trashed``, ``restored`` and
     ``purged`` sections list what a real sweep would do.  ``force`` accepts
     rules that keep no history.  ``observer`` is told of each phase boundary
-    (``GC_EVENTS``, see ``GcJob``).  Raises ``NotFound`` (repository, mark),
+    (``GC_EVENTS``, see ``GcJob``).  ``engine``: ``auto``, ``spark`` or
+    ``in-process`` (``inprocess.job_context``); the report's ``engine`` says which ran.  Raises ``NotFound`` (repository, mark),
     ``PreconditionFailed`` (no rules), ``InvalidArgument``.
     """
     if mark_only and sweep:
         raise InvalidArgument("--mark-only and --sweep exclude each other")
-    job = GcJob(app, repo, master=master, buckets=buckets, show_progress=show_progress, observer=observer)
+    job = GcJob(app, repo, master=master, buckets=buckets, show_progress=show_progress, observer=observer, engine=engine)
     warnings: list[str] = []
     if not hasattr(app.adapter, "touch"):
         warnings.append(
@@ -621,6 +640,7 @@ def run_gc(
         out.update({k: v for k, v in swept.items() if k != "kept"})
         out["kept"] = {**out.get("kept", {}), **swept["kept"]}
     job.prune_marks()
+    out["engine"] = job.ran_on
     out["warnings"] = warnings
     out["timings"] = {**job.timings, "total": round(time.monotonic() - started, 3)}
     return out

@@ -24,12 +24,18 @@ in their interval (``Catalog.scan_records``) and stage the difference in batches
 through the catalog, so the driver never holds the listing's entries.
 With ``commit``, the branch is committed afterwards; that is refused up front
 when the branch has uncommitted changes outside the destination prefix.
+
+A source of at most ``SMALL_OBJECTS`` objects (and, local, ``SMALL_BYTES`` to
+hash) is imported in this process (``inprocess.py``): the same plan and the same
+tasks, without the seconds a Spark context takes to start.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
+import itertools
 import os
 import stat
 import time
@@ -51,14 +57,18 @@ from lakemount.errors import (
     ProtectedBranch,
     Unavailable,
 )
+from lakemount.jobs.inprocess import job_context
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.s3client import client_from_config
-from lakemount.jobs.session import Progress, get_spark, interruptible, parallelism, timed, translated
+from lakemount.jobs.session import Progress, interruptible, parallelism, timed, translated
 
 FILES_PER_TASK: Final = 5000
 STAGE_BATCH: Final = 5000
 MAX_PLAN_DEPTH: Final = 4
 HASH_CHUNK: Final = 1 << 20
+# Up to here an import runs in-process: listing and hashing this much takes well under the seconds Spark takes to start.
+SMALL_OBJECTS: Final = 1000
+SMALL_BYTES: Final = 256 << 20
 
 # A planned unit: ("dir", rel) | ("lfile", rel) | ("lother", rel) (a local symlink, socket...: skipped)
 # | ("sfile", rel, size, mtime, etag)
@@ -108,22 +118,13 @@ def _level_local(source: ImportSource, rel: bytes) -> list[tuple[bytes, Unit]]:
     return out
 
 
-def _level_s3(client: Any, source: ImportSource, rel: bytes) -> list[tuple[bytes, Unit]]:
+@contextlib.contextmanager
+def _s3_listing(source: ImportSource) -> Iterator[None]:
+    """Turn S3's refusals of a listing of ``source`` into lakemount errors."""
     import botocore.exceptions
 
-    out: list[tuple[bytes, Unit]] = []
-    prefix = source.prefix + rel.decode()
-    paginator = client.get_paginator("list_objects_v2")
     try:
-        for page in paginator.paginate(Bucket=source.root, Prefix=prefix, Delimiter="/"):
-            for cp in page.get("CommonPrefixes", []):
-                key = cp["Prefix"][len(source.prefix) :].encode()
-                out.append((key, ("dir", key)))
-            for obj in page.get("Contents", []):
-                key = obj["Key"][len(source.prefix) :].encode()
-                out.append(
-                    (key, ("sfile", key, int(obj["Size"]), obj["LastModified"].timestamp(), obj["ETag"].strip('"')))
-                )
+        yield
     except botocore.exceptions.ClientError as exc:
         code = str(exc.response.get("Error", {}).get("Code", ""))
         if code == "NoSuchBucket":
@@ -133,6 +134,52 @@ def _level_s3(client: Any, source: ImportSource, rel: bytes) -> list[tuple[bytes
         raise InvalidArgument(f"cannot list {source.url}: {code}") from exc
     except botocore.exceptions.BotoCoreError as exc:
         raise Unavailable(f"cannot list {source.url}: {exc}") from exc
+
+
+def is_small(source: ImportSource, client: Any = None) -> bool:
+    """Whether ``source`` holds at most ``SMALL_OBJECTS`` objects (and, local, ``SMALL_BYTES``).
+
+    Lists at most that many objects to find out (one request on S3); locally,
+    directories count as objects, so that a tree of empty ones is not walked whole.
+    """
+    if source.kind == "s3":
+        with _s3_listing(source):
+            page = client.list_objects_v2(Bucket=source.root, Prefix=source.prefix, MaxKeys=SMALL_OBJECTS)
+        return not page.get("IsTruncated")
+    total = [0]
+
+    def walk(path: bytes) -> Iterator[None]:
+        try:
+            with os.scandir(path) as it:
+                entries = list(it)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for e in entries:  # every entry counts, directories too: the walk stops after SMALL_OBJECTS of any kind
+            yield None
+            with contextlib.suppress(FileNotFoundError):
+                if e.is_dir(follow_symlinks=False):
+                    yield from walk(e.path)
+                elif e.is_file(follow_symlinks=False):
+                    total[0] += e.stat(follow_symlinks=False).st_size
+
+    seen = sum(1 for _ in itertools.islice(walk(os.fsencode(source.root)), SMALL_OBJECTS + 1))
+    return seen <= SMALL_OBJECTS and total[0] <= SMALL_BYTES
+
+
+def _level_s3(client: Any, source: ImportSource, rel: bytes) -> list[tuple[bytes, Unit]]:
+    out: list[tuple[bytes, Unit]] = []
+    prefix = source.prefix + rel.decode()
+    paginator = client.get_paginator("list_objects_v2")
+    with _s3_listing(source):
+        for page in paginator.paginate(Bucket=source.root, Prefix=prefix, Delimiter="/"):
+            for cp in page.get("CommonPrefixes", []):
+                key = cp["Prefix"][len(source.prefix) :].encode()
+                out.append((key, ("dir", key)))
+            for obj in page.get("Contents", []):
+                key = obj["Key"][len(source.prefix) :].encode()
+                out.append(
+                    (key, ("sfile", key, int(obj["Size"]), obj["LastModified"].timestamp(), obj["ETag"].strip('"')))
+                )
     out.sort(key=lambda t: t[0])
     return out
 
@@ -349,9 +396,13 @@ def import_objects(
     committer: str = "lakemount",
     metadata: Iterable[tuple[str, str]] = (),
     master: str | None = None,
+    engine: str = "auto",
     show_progress: bool | None = None,
 ) -> dict[str, Any]:
     """Import ``source_text`` under ``prefix`` of ``repo``/``branch``; returns a report.
+
+    ``engine`` is ``auto``, ``spark`` or ``in-process`` (``inprocess.job_context``);
+    the report's ``engine`` says which ran.
 
     Raises ``OutsideRoots`` (a local source outside ``blockstore.local.import_roots``),
     ``NotFound`` (repository, branch, source directory or bucket, empty
@@ -366,9 +417,10 @@ def import_objects(
         prefix += "/"
     target = Target(repo, branch, prefix.encode())
     _check_target(app, target, commit)
-    with timed(timings, "spark_start"):
-        sc = get_spark(master).sparkContext
     client = client_from_config(app.config) if source.kind == "s3" else None
+    start = time.monotonic()
+    sc, ran_on = job_context(engine, master, lambda: is_small(source, client))
+    timings["spark_start" if ran_on == "spark" else "size_check"] = round(time.monotonic() - start, 3)
     with timed(timings, "plan"):
         tasks = plan(source, parallelism(sc) * 4, client)
     if not tasks:
@@ -393,6 +445,7 @@ def import_objects(
         "source": source.url,
         "destination": f"lakefs://{repo}/{branch}/{prefix}",
         "tasks": len(tasks),
+        "engine": ran_on,
         **stats,
         "commit": None,
     }

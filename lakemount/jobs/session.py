@@ -1,10 +1,15 @@
-"""The Spark session of a lakemount process, and the translation of Spark failures.
+"""The Spark context of a lakemount process, and the translation of Spark failures.
 
 PySpark allows one active ``SparkContext`` per process, so every job shares
-the session built here: ``local[*]`` unless another master URL is asked for,
+the context built here: ``local[*]`` unless another master URL is asked for,
 no web UI, few shuffle partitions (jobs partition their own data), executors
 running this interpreter, and a log configuration that keeps the JVM quiet
-but for errors.  An exception raised by lakemount code inside an executor
+but for errors.  The jobs use RDDs only, so they start a bare context
+(``get_context``); a ``SparkSession`` (``get_spark``), whose start costs about
+as much again, is built on it only when asked for.  What the JVM prints
+before its log configuration applies (the launcher's module warnings,
+"Using Spark's default log4j profile"...) is filtered out of its stderr
+(``_forward``); everything else, errors included, still reaches ours.  An exception raised by lakemount code inside an executor
 reaches the driver wrapped in a Java exception; :func:`translated` turns it
 back into the lakemount error it was, so the command line can print its one
 line and exit with the right status.
@@ -21,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
@@ -50,7 +56,20 @@ logger.shutdown.name = org.apache.spark.util.ShutdownHookManager
 logger.shutdown.level = off
 """
 
+# Lines of the JVM's stderr that tell a user of `lakemount import` or `gc run` nothing: printed by the
+# java launcher or by Spark before our log configuration applies, whatever the log level.
+_NOISE: Final = re.compile(
+    rb"WARNING: Using incubator modules"
+    rb"|WARNING: (An )?[Ii]llegal reflective access|WARNING: Please consider reporting this to the maintainers"
+    rb"|WARNING: Use --illegal-access=warn|WARNING: All illegal access operations will be denied"
+    rb"|Using Spark's default log4j profile"
+    rb"|WARN NativeCodeLoader: Unable to load native-hadoop library"
+    rb"|Setting default log level to|To adjust logging level use sc\.setLogLevel"
+    rb"|WARN Utils: (Your hostname, .* resolves to a loopback address|Set SPARK_LOCAL_IP if you need)"
+)
+
 _lock = threading.Lock()
+_context: SparkContext | None = None
 _session: SparkSession | None = None
 _master: str | None = None
 
@@ -79,54 +98,108 @@ def _hostname_resolves() -> bool:
     return True
 
 
-def get_spark(master: str | None = None) -> SparkSession:
-    """The process's Spark session, built on first use.
+def running() -> bool:
+    """Whether this process has a Spark context up (a job then costs no start-up)."""
+    return _context is not None
+
+
+def get_context(master: str | None = None) -> SparkContext:
+    """The process's Spark context, built on first use.
 
     ``master`` None means "whatever is running, else ``local[*]``".  Asking for
-    a different master than the running session's stops it and starts anew
+    a different master than the running context's stops it and starts anew
     (one context per process).  Raises ``Unavailable`` when Spark cannot start
     (no Java, no PySpark).
     """
-    global _session, _master
     with _lock:
-        if _session is not None:
-            if master is None or master == _master:
-                return _session
-            _session.stop()
-            _session = None
-        want = master or DEFAULT_MASTER
-        try:
+        return _context_locked(master)
+
+
+def get_spark(master: str | None = None) -> SparkSession:
+    """A ``SparkSession`` on the process's context (see :func:`get_context`), for DataFrame work."""
+    global _session
+    with _lock:
+        _context_locked(master)
+        if _session is None:
             from pyspark.sql import SparkSession
-        except ImportError as exc:  # pragma: no cover - pyspark is a dependency
-            raise Unavailable("PySpark is not installed: pip install pyspark") from exc
-        # Executors must run this interpreter, which has lakemount installed.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        java_opts = f"-Dlog4j2.configurationFile=file:{_log_config()}"
-        builder = (
-            SparkSession.builder.master(want)
-            .appName("lakemount")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
-            .config("spark.python.worker.reuse", "true")
-            .config("spark.pyspark.python", sys.executable)
-            .config("spark.driver.extraJavaOptions", java_opts)
-            .config("spark.executor.extraJavaOptions", java_opts)
-        )
-        if want.startswith("local") and not _hostname_resolves():
-            # A container or chroot whose hostname is in no /etc/hosts: the JVM
-            # dies at start-up looking itself up ("Java gateway process exited").
-            # A local master needs no address but loopback.
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-        session = _start(builder, want)
-        session.sparkContext.setLogLevel("ERROR")
-        _session, _master = session, want
-        return session
+
+            _session = SparkSession.builder.getOrCreate()  # adopts the running context
+        return _session
 
 
-def _start(builder: Any, want: str) -> SparkSession:
-    """``builder.getOrCreate()`` in a helper thread, so that Ctrl-C meanwhile is a clean ``Interrupted``.
+def _context_locked(master: str | None) -> SparkContext:
+    global _context, _master
+    if _context is not None:
+        if master is None or master == _master:
+            return _context
+        _stop_locked()
+    want = master or DEFAULT_MASTER
+    try:
+        from pyspark import SparkConf, SparkContext
+    except ImportError as exc:  # pragma: no cover - pyspark is a dependency
+        raise Unavailable("PySpark is not installed: pip install pyspark") from exc
+    # Executors must run this interpreter, which has lakemount installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    java_opts = f"-Dlog4j2.configurationFile=file:{_log_config()}"
+    conf = (
+        SparkConf()
+        .setMaster(want)
+        .setAppName("lakemount")
+        .set("spark.ui.enabled", "false")
+        .set("spark.ui.showConsoleProgress", "false")
+        .set("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+        .set("spark.python.worker.reuse", "true")
+        .set("spark.pyspark.python", sys.executable)
+        .set("spark.driver.extraJavaOptions", java_opts)
+        .set("spark.executor.extraJavaOptions", java_opts)
+    )
+    if want.startswith("local") and not _hostname_resolves():
+        # A container or chroot whose hostname is in no /etc/hosts: the JVM dies
+        # at start-up looking itself up ("Java gateway process exited").  A local
+        # master needs no address but loopback.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        conf = conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
+    # PySpark's py4j converters import pyspark.testing, which warns about pandas 3 (jobs use no pandas).
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+
+    def create() -> SparkContext:
+        # One JVM gateway per process: a context started after a stop reuses it.
+        gateway = None if SparkContext._gateway is not None else _launch_gateway(conf)
+        return SparkContext(conf=conf, gateway=gateway)
+
+    sc = _start(create, want)
+    sc.setLogLevel("ERROR")
+    _context, _master = sc, want
+    return sc
+
+
+def _launch_gateway(conf: Any) -> Any:
+    """Start the JVM with its stderr piped through :func:`_forward`."""
+    from pyspark.java_gateway import launch_gateway
+
+    read_fd, write_fd = os.pipe()
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": write_fd})
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)  # the JVM holds its end; EOF once it exits
+    threading.Thread(target=_forward, args=(read_fd,), name="lakemount-jvm-stderr", daemon=True).start()
+    return gateway
+
+
+def _forward(fd: int) -> None:
+    """Copy the JVM's stderr to ours line by line, leaving out the ``_NOISE`` lines (until the JVM exits)."""
+    with os.fdopen(fd, "rb") as lines:
+        for line in lines:
+            if not _NOISE.search(line):
+                with contextlib.suppress(OSError):
+                    os.write(2, line)
+
+
+def _start(create: Callable[[], SparkContext], want: str) -> SparkContext:
+    """``create()`` in a helper thread, so that Ctrl-C meanwhile is a clean ``Interrupted``.
 
     Created in the main thread, a SparkContext installs a SIGINT handler that
     raises KeyboardInterrupt inside py4j calls (py4j logs it as a traceback);
@@ -134,13 +207,13 @@ def _start(builder: Any, want: str) -> SparkSession:
     """
     box: dict[str, Any] = {}
 
-    def create() -> None:
+    def run() -> None:
         try:
-            box["session"] = builder.getOrCreate()
+            box["context"] = create()
         except Exception as exc:  # py4j/JVM start-up failures have no common base class
             box["error"] = exc
 
-    thread = threading.Thread(target=create, name="lakemount-spark-start", daemon=True)
+    thread = threading.Thread(target=run, name="lakemount-spark-start", daemon=True)
     thread.start()
     try:
         while thread.is_alive():
@@ -149,16 +222,22 @@ def _start(builder: Any, want: str) -> SparkSession:
         raise Interrupted("interrupted while Spark was starting: nothing was done") from None
     if "error" in box:
         raise Unavailable(f"cannot start Spark (master {want}): {box['error']}") from box["error"]
-    return box["session"]  # type: ignore[no-any-return]
+    return box["context"]  # type: ignore[no-any-return]
 
 
 def stop_spark() -> None:
-    """Stop the process's session (tests and benchmarks that switch masters)."""
-    global _session, _master
+    """Stop the process's context (tests and benchmarks that switch masters)."""
     with _lock:
-        if _session is not None:
-            _session.stop()
-        _session, _master = None, None
+        _stop_locked()
+
+
+def _stop_locked() -> None:
+    global _context, _session, _master
+    if _session is not None:
+        _session.stop()
+    elif _context is not None:
+        _context.stop()
+    _context, _session, _master = None, None, None
 
 
 def parallelism(sc: SparkContext) -> int:

@@ -21,7 +21,7 @@ def _no_spark(*_a: object, **_k: object) -> None:
 def test_item1_cli_import_outside_the_roots_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("lakemount.jobs.importer.get_spark", _no_spark)
+    monkeypatch.setattr("lakemount.jobs.importer.job_context", _no_spark)
     home = tmp_path / "home"
     secret = tmp_path / "secret"
     secret.mkdir()

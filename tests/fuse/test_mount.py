@@ -190,6 +190,28 @@ def test_control_files_through_the_kernel(app: App, mounts: MountFactory) -> Non
     assert 'lakemount_fuse_ops_total{op="lookup"}' in stats and "lakemount_fuse_control_merge_total" in stats
 
 
+def test_sparse_file_counts_the_blocks_written_while_open_and_the_object_once_saved(app: App, mounts: MountFactory) -> None:
+    m = mounts()
+    path = f"{m.mountpoint}/{REPO}/main/sparse.bin"
+    mib = 1 << 20
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        os.ftruncate(fd, 100 * mib)  # what `truncate -s 100M` does
+        st = os.stat(path)
+        assert st.st_size == 100 * mib and st.st_blocks * 512 < 64 * 1024, st  # a hole: `du` says ~0, not 100 MiB
+        os.pwrite(fd, b"x" * mib, 50 * mib)  # one MiB written in the middle of the hole
+        st = os.fstat(fd)
+        assert st.st_size == 100 * mib and mib <= st.st_blocks * 512 < 2 * mib, st
+    finally:
+        os.close(fd)
+    # Saved, the content is one content-addressed object holding all 100 MiB (zeros included): counted whole.
+    st = os.stat(path)
+    assert st.st_size == 100 * mib and st.st_blocks * 512 == 100 * mib, st
+    with open(path, "rb") as f:
+        f.seek(50 * mib - 1)
+        assert f.read(2) == b"\0x"
+
+
 # ---------------------------------------------------------------------------- consistency
 def test_two_mounts_see_each_others_closed_files(app: App, mounts: MountFactory) -> None:
     a, b = mounts("a"), mounts("b")

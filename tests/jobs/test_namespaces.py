@@ -22,15 +22,15 @@ from lakemount.jobs.namespaces import local_location, namespace_location, s3_loc
 
 
 def _fail(*_a: object, **_k: object) -> None:
-    raise AssertionError("Spark must not start for a refused job")
+    raise AssertionError("Spark must not start for a refused job (nor the in-process engine)")
 
 
 @pytest.fixture
 def repos(app: App, s3: Any, monkeypatch: pytest.MonkeyPatch) -> App:
     if "bucket" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
         s3.create_bucket(Bucket="bucket")
-    for module in ("lakemount.jobs.importer", "lakemount.jobs.export"):
-        monkeypatch.setattr(f"{module}.get_spark", _fail)
+    monkeypatch.setattr("lakemount.jobs.importer.job_context", _fail)
+    monkeypatch.setattr("lakemount.jobs.export.get_context", _fail)
     app.catalog.create_repository("demo")
     app.catalog.create_repository("lake", "s3://bucket/lakemount/lake")
     app.catalog.put("demo", "main", "data/x.csv", b"1,2\n")  # something to export

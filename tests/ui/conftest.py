@@ -37,7 +37,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 def chromium() -> Iterator[Any]:
     """Debian's chromium (playwright gives each launch a fresh temporary ``--user-data-dir``)."""
     if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
-        pytest.fail(f"chromium not found at {CHROMIUM} (scripts/install.sh installs Debian's chromium)")
+        pytest.fail(f"chromium not found at {CHROMIUM} (scripts/install.sh --test installs Debian's chromium)")
     from playwright.sync_api import sync_playwright
 
     pw = sync_playwright().start()

@@ -1,0 +1,71 @@
+"""What the install scripts install: ``up.sh`` only what running lakemount needs, ``test.sh`` the test tools too.
+
+``scripts/install.sh --list`` prints its plan without installing anything;
+``up.sh`` and ``test.sh`` are run in a copy of the tree whose ``install.sh``
+and ``.venv`` are stand-ins that record how they were called.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import stat
+import subprocess
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TEST_ONLY_APT = ("postgresql", "chromium", "rclone", "s3fs", "hyperfine", "rocksdb-tools")
+
+
+def plan(*args: str) -> dict[str, str]:
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts/install.sh"), "--list", *args], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    return dict(line.split(": ", 1) for line in out.splitlines())
+
+
+def test_plain_install_leaves_out_the_test_tools_and_the_spark32_venv() -> None:
+    p = plan()
+    apt = p["apt"].split()
+    assert "fuse3" in apt and "openjdk-17-jre-headless" in apt  # the mount, and Spark for import/gc
+    assert not set(TEST_ONLY_APT) & set(apt)
+    assert p["pip"] == "-e ."
+    assert "spark-s3a" not in p
+
+
+def test_test_install_adds_the_test_tools_extras_and_the_spark32_venv() -> None:
+    p = plan("--test")
+    assert set(TEST_ONLY_APT) <= set(p["apt"].split())
+    assert p["pip"] == "-e .[test]"
+    assert "pyspark 3.2.4" in p["spark-s3a"]
+
+
+def test_install_refuses_an_unknown_option() -> None:
+    r = subprocess.run(["bash", str(ROOT / "scripts/install.sh"), "--tset"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip() == "usage: scripts/install.sh [--test] [--list]"
+
+
+def _stub(path: pathlib.Path, log: pathlib.Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\necho "$(basename "$0") $*" >> {log}\n')
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def test_up_installs_for_running_and_test_installs_for_testing(tmp_path: pathlib.Path) -> None:
+    log = tmp_path / "calls"
+    tree = tmp_path / "tree"
+    (tree / "scripts").mkdir(parents=True)
+    for name in ("up.sh", "test.sh"):
+        shutil.copy2(ROOT / "scripts" / name, tree / "scripts" / name)
+    _stub(tree / "scripts/install.sh", log)
+    _stub(tree / ".venv/bin/lakemount", log)
+    _stub(tree / ".venv/bin/python", log)
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    subprocess.run([str(tree / "scripts/up.sh"), "--no-mount"], check=True, env=env, timeout=60)
+    subprocess.run([str(tree / "scripts/test.sh"), "-k", "x"], check=True, env=env, timeout=60)
+    assert log.read_text().splitlines() == [
+        "install.sh ",
+        "lakemount up --no-mount",
+        "install.sh --test",
+        "python -m pytest -q -k x",
+    ]
