@@ -153,23 +153,41 @@ def test_readers_never_see_a_partial_object(gw: Gateway, s3: Any, bucket: str) -
     s3.put_object(Bucket=bucket, Key="main/atomic", Body=versions[0])
     reader = gw.client()
     bad: list[int] = []
+    reads: list[tuple[float, float]] = []  # (start, end) of every whole read
+    errors: list[BaseException] = []  # a reader that crashed (a truncated body) must fail the test, not end it quietly
     stop = threading.Event()
 
     def read() -> None:
-        while not stop.is_set():
-            data = reader.get_object(Bucket=bucket, Key="main/atomic")["Body"].read()
-            if data not in versions:
-                bad.append(len(data))
+        try:
+            while not stop.is_set():
+                t = time.monotonic()
+                data = reader.get_object(Bucket=bucket, Key="main/atomic")["Body"].read()
+                reads.append((t, time.monotonic()))
+                if data not in versions:
+                    bad.append(len(data))
+        except BaseException as exc:
+            errors.append(exc)
 
     t = threading.Thread(target=read)
     t.start()
+    writes: list[tuple[float, float]] = []
     try:
-        for v in versions[1:] * 2:
-            s3.put_object(Bucket=bucket, Key="main/atomic", Body=v)
+        # keep writing until reads have overlapped writes a few times (or the reader died)
+        deadline = time.monotonic() + 60
+        for i in range(1000):
+            w = time.monotonic()
+            s3.put_object(Bucket=bucket, Key="main/atomic", Body=versions[1 + i % 2])
+            writes.append((w, time.monotonic()))
+            overlapped = sum(1 for r0, r1 in reads if any(r0 < w1 and w0 < r1 for w0, w1 in writes))
+            if overlapped >= 3 or errors or not t.is_alive() or time.monotonic() > deadline:
+                break
     finally:
         stop.set()
         t.join()
+    if errors:
+        raise errors[0]
     assert bad == []
+    assert overlapped >= 3, f"only {overlapped} of {len(reads)} reads overlapped one of {len(writes)} writes"
 
 
 def test_more_body_than_content_length_gets_an_s3_answer(gw: Gateway, bucket: str) -> None:
