@@ -62,7 +62,10 @@ class DurablePg:
         """Kill the server as a crash would (``-m immediate``: no checkpoint, backends killed); returns the dead pid."""
         pid = self.pid()
         self.ctl("-m", "immediate", "-w", "stop")
-        assert not _running(pid), f"postmaster {pid} survived the crash"
+        end = time.monotonic() + 10  # pg_ctl returns once postmaster.pid is gone, as the process exits
+        while _running(pid):
+            assert time.monotonic() < end, f"postmaster {pid} survived the crash"
+            time.sleep(0.05)
         return pid
 
 
