@@ -294,6 +294,7 @@ def test_block_store_failures_are_eio_and_the_mount_keeps_serving(
 
     inject("get 1000")  # the kernel retries a failed read-ahead: fail them all
     assert oserror(lambda: open(f"{main}/f", "rb").read()) == errno.EIO
+    assert "injected fault: get" in m.log()  # the EIO was the injected fault's (the mount logs the first)
     inject("heal")
     assert open(f"{main}/f", "rb").read() == b"payload"
     inject("put_file 1000")
@@ -302,6 +303,7 @@ def test_block_store_failures_are_eio_and_the_mount_keeps_serving(
         with open(f"{main}/new", "wb") as f:
             f.write(b"data")
     assert info.value.errno == errno.EIO
+    assert "injected fault: put" in m.log()
     inject("heal")
     with open(f"{main}/new2", "wb") as f:
         f.write(b"fine again")
