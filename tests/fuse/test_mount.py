@@ -224,7 +224,7 @@ def test_kill_9_loses_nothing_closed_or_fsynced_and_the_next_mount_cleans_up(
     os.write(fd, b"fsynced before the crash")
     os.fsync(fd)
     os.kill(m.proc.pid, signal.SIGKILL)
-    m.proc.wait()
+    assert m.proc.wait() == -signal.SIGKILL  # the mount died of the kill, not of anything else
     assert wait_for(lambda: runner.is_stale(m.mountpoint), timeout=5)
     try:
         os.close(fd)
