@@ -120,6 +120,30 @@ while time.time() < until:  # a writer closing files; each acknowledged name is 
 """
 
 
+# Over TCP a backend killed by "-m immediate" still sends "terminating connection" (an
+# OperationalError, always retried); a unix socket's client sees only the closed socket (a bare
+# DatabaseError, EIO before): tests/refs/test_pg_crash.py reproduces that one.
+READER = r"""
+import os, sys, time
+from lakemount.app import App
+branch, go = sys.argv[1], sys.argv[2]
+cat = App.from_config().catalog  # a long-lived reader on the catalog, as a Spark executor is
+def read(name):
+    return cat.read(cat.repository("repo"), cat.stat("repo", branch, name))
+read("kept.bin")  # this process keeps its connections to PostgreSQL now
+print("ready", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.05)
+for name in ["kept.bin", *sys.argv[3:]]:
+    try:
+        data = read(name)
+        good = len(data) == 100_000 if name == "kept.bin" else data == name.removesuffix(".txt").encode()
+        print("ok" if good else "wrong", name, flush=True)
+    except Exception as exc:
+        print("error", name, type(exc).__name__, str(exc).splitlines()[0], flush=True)
+"""
+
+
 def test_postgres_crash_while_one_host_writes_and_another_reads(lake: Cluster) -> None:
     root = branch(lake, "pgcrash")
     w1, w2, db = lake["w1"], lake["w2"], lake["db"]
@@ -135,9 +159,19 @@ def test_postgres_crash_while_one_host_writes_and_another_reads(lake: Cluster) -
     first = [line for line in open(out).read().splitlines() if line.startswith("c")]
     for name in first[:4]:  # w2's worker threads look names up, on connections they keep
         assert wait_read(w2, f"{root}/{name}") == name.removesuffix(".txt").encode()
+    go, rout = f"{w2.home}/reader.go", f"{w2.home}/reader.out"
+    reader = w2.spawn(sys.executable, "-c", READER, "pgcrash", go, *first[4:8], env=lake.env(w2), log=rout)
+    while "ready" not in open(rout).read():
+        assert reader.poll() is None and time.monotonic() < end, open(rout).read()
+        time.sleep(0.05)
     dead = lake.pg_crash(db)  # fsync on (the module's cluster is durable): a crash, not a shutdown
     lake.pg_start(db)
     assert lake.pg_pid() != dead and running(lake.pg_pid())
+    # The reader's first reads after the restart, on the connections the crash broke: no error.
+    open(go, "w").close()
+    assert reader.wait(timeout=60) == 0, open(rout).read()
+    results = open(rout).read().splitlines()[1:]
+    assert results == [f"ok {n}" for n in ["kept.bin", *first[4:8]]], results
     # The first reads on w2 after the restart, of files it never looked up (the kernel has
     # not cached them): each asks PostgreSQL, on a connection the crash broke.  No EIO, no retry.
     for name in first[4:8]:
