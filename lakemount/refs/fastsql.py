@@ -92,10 +92,11 @@ class FastSql:
         """Whether the driver error ``exc`` raised on ``conn`` means the database did not answer, not that it refused the statement.
 
         A PostgreSQL server that dies under a connection (a crash, ``pg_ctl -m
-        immediate``) kills its backends without a word, and psycopg2 reports the
-        closed socket as a bare ``DatabaseError`` ("server closed the connection
-        unexpectedly"), not an ``OperationalError`` as it does for an orderly
-        shutdown's message: the dialect's own disconnect test tells them apart.
+        immediate``) kills its backends; a client that misses their last word
+        (seen on a unix socket) finds only a closed socket, which psycopg2
+        reports as a bare ``DatabaseError`` ("server closed the connection
+        unexpectedly"), not the ``OperationalError`` of a shutdown's message:
+        the dialect's own disconnect test tells them apart.
         """
         if isinstance(exc, self.errors):
             return True

@@ -1,8 +1,9 @@
 """A PostgreSQL crash (``pg_ctl -m immediate``, durable settings) costs a reader nothing once the server is back.
 
 A fast stop tells every backend's client "terminating connection", an
-``OperationalError``; a crash kills the backends without a word and psycopg2
-reports the closed socket as a bare ``DatabaseError``.  The first statement on
+``OperationalError``; after a crash, a client on the server's unix socket (as
+here) finds only the closed socket, which psycopg2 reports as a bare
+``DatabaseError``.  The first statement on
 each kept connection meets it: reads (and staging writes whose COMMIT never
 went out) are repeated once on a fresh connection instead of failing (EIO in a
 mount, a failed Spark task).  Each test asserts the crash happened: the
