@@ -30,16 +30,19 @@ class FastSql:
         self.engine = engine
         self._sqlite_path = sqlite_path
         self._local = threading.local()
-        self.errors: tuple[type[BaseException], ...]
+        self.errors: tuple[type[BaseException], ...]  # the driver's "could not answer" classes
+        self.driver_errors: tuple[type[BaseException], ...]  # every error the driver raises
         if engine is None:
             assert sqlite_path is not None
             self.dialect = "sqlite"
             self.errors = (sqlite3.OperationalError, sqlite3.InterfaceError)
+            self.driver_errors = (sqlite3.Error,)
             self.where = f"sqlite {sqlite_path}"
             return
         self.dialect = engine.dialect.name
         dbapi = engine.dialect.dbapi
         self.errors = (dbapi.OperationalError, dbapi.InterfaceError) if dbapi else ()
+        self.driver_errors = (dbapi.Error,) if dbapi else ()
         self.where = where(engine.url)
 
     @classmethod
@@ -85,25 +88,44 @@ class FastSql:
             with contextlib.suppress(Exception):
                 conn.close()
 
+    def lost(self, exc: BaseException, conn: Any) -> bool:
+        """Whether the driver error ``exc`` raised on ``conn`` means the database did not answer, not that it refused the statement.
+
+        A PostgreSQL server that dies under a connection (a crash, ``pg_ctl -m
+        immediate``) kills its backends; a client that misses their last word
+        (seen on a unix socket) finds only a closed socket, which psycopg2
+        reports as a bare ``DatabaseError`` ("server closed the connection
+        unexpectedly"), not the ``OperationalError`` of a shutdown's message:
+        the dialect's own disconnect test tells them apart.
+        """
+        if isinstance(exc, self.errors):
+            return True
+        return (self.engine is not None and isinstance(exc, self.driver_errors)
+                and bool(self.engine.dialect.is_disconnect(exc, conn, None)))  # type: ignore[arg-type]
+
     def sql(self, text: str) -> str:
         return text if self.dialect == "sqlite" else text.replace("?", "%s")
 
     def query(self, text: str, params: Sequence[Any]) -> list[Any]:
         """Rows of one read-only statement; raises ``Unavailable`` when the database cannot answer.
 
-        A kept connection the server dropped (a restart, an idle timeout) is
-        replaced and the statement tried once more on a new one.
+        A kept connection the server dropped (a restart, a crash, an idle timeout)
+        is replaced and the statement tried once more on a new one: a read is
+        safe to repeat.  Any other driver error (a refused statement) propagates.
         """
         fresh = getattr(self._local, "conn", None) is None
         while True:
+            conn = self.connection()
             try:
-                cur = self.connection().cursor()
+                cur = conn.cursor()
                 try:
                     cur.execute(self.sql(text), params)
                     return cur.fetchall()
                 finally:
                     cur.close()
-            except self.errors as exc:
+            except self.driver_errors as exc:
+                if not self.lost(exc, conn):
+                    raise
                 self.reset()
                 if fresh:
                     raise Unavailable(self.message(exc)) from exc

@@ -22,7 +22,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from lakemount.errors import (
     AlreadyExists,
@@ -64,6 +64,7 @@ _SCHEMA_NAMES: Final = frozenset(
 )
 
 _load_lock = threading.Lock()
+_T = TypeVar("_T")
 
 
 def _load_sqlalchemy() -> None:
@@ -123,6 +124,15 @@ def _branch_from(name: str, commit_id: str, token: str, sealed: str) -> Branch:
     return Branch(name, CommitID(commit_id), StagingToken(token), tuple(StagingToken(t) for t in _split(sealed)))
 
 
+def _lost(exc: sa.exc.DBAPIError) -> bool:
+    """Whether ``exc`` says the database did not answer (unreachable, or the connection died), not that it refused a statement."""
+    return isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)) or exc.connection_invalidated
+
+
+class _LostBeforeCommit(Unavailable):
+    """The connection died before a staging write's COMMIT was sent: nothing was applied, a repeat is safe."""
+
+
 class SqlRefStore:
     """The ref store of every repository in one SQL database."""
 
@@ -145,7 +155,6 @@ class SqlRefStore:
             self._engine = make_engine(engine) if isinstance(engine, str) else engine
             self.dialect = self._engine.dialect.name
             self._fast = FastSql(self._engine)
-        self._dbapi_errors = self._fast.errors
         self.sender = uuid.uuid4().hex[:12]  # names this process in change notices
         self.where = self._fast.where  # the server (or SQLite file), for messages
         if path is None or not os.path.exists(path) or not self._schema_ready():
@@ -179,19 +188,32 @@ class SqlRefStore:
     # -- plumbing ----------------------------------------------------------------
     @contextmanager
     def _write(self) -> Iterator[Connection]:
+        # Never repeated: whether a write whose connection died applied is unknown.
         try:
             with self.engine.connect().execution_options(lm_write=True) as conn, conn.begin():
                 yield conn
-        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+        except sa.exc.DBAPIError as exc:
+            if not _lost(exc):
+                raise
             raise Unavailable(self._fast.message(exc)) from exc
 
-    @contextmanager
-    def _read(self) -> Iterator[Connection]:
-        try:
-            with self.engine.connect() as conn, conn.begin():
-                yield conn
-        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
-            raise Unavailable(self._fast.message(exc)) from exc
+    def _select(self, work: Callable[[Connection], _T]) -> _T:
+        """``work(conn)`` in a read transaction; raises ``Unavailable`` when the database cannot answer.
+
+        The pool pings a connection before handing it out, but a server that
+        dies during the transaction breaks it there: a read is safe to repeat,
+        so it runs once more on a fresh connection.
+        """
+        for again in (True, False):
+            try:
+                with self.engine.connect() as conn, conn.begin():
+                    return work(conn)
+            except sa.exc.DBAPIError as exc:
+                if not _lost(exc):
+                    raise
+                if not again:
+                    raise Unavailable(self._fast.message(exc)) from exc
+        raise AssertionError("unreachable")
 
     def _notify(self, conn: Connection, kind: str, repo: str, branch: str) -> None:
         """Tell listening nodes (PostgreSQL) that ``repo``/``branch`` changed, when ``conn``'s transaction commits."""
@@ -264,8 +286,7 @@ class SqlRefStore:
         return Repository(name, ns, default_branch, created)
 
     def list_repositories(self) -> list[Repository]:
-        with self._read() as conn:
-            rows = conn.execute(sa.select(repos_t).order_by(repos_t.c.name)).all()
+        rows = self._select(lambda conn: conn.execute(sa.select(repos_t).order_by(repos_t.c.name)).all())
         return [Repository(r.name, r.storage_namespace, r.default_branch, r.creation_date) for r in rows]
 
     def delete_repository(self, name: str) -> None:
@@ -332,9 +353,11 @@ class SqlRefStore:
         return found
 
     def list_branches(self, repo: str) -> list[Branch]:
-        with self._read() as conn:
+        def select(conn: Connection) -> Sequence[Any]:
             self._require_repo(conn, repo)
-            rows = conn.execute(sa.select(branches_t).where(branches_t.c.repo == repo).order_by(branches_t.c.name)).all()
+            return conn.execute(sa.select(branches_t).where(branches_t.c.repo == repo).order_by(branches_t.c.name)).all()
+
+        rows = self._select(select)
         return [self._branch(r) for r in rows]
 
     def create_branch(self, repo: str, branch: Branch) -> None:
@@ -402,8 +425,7 @@ class SqlRefStore:
         return Tag(name, CommitID(rows[0][0]))
 
     def list_tags(self, repo: str) -> list[Tag]:
-        with self._read() as conn:
-            rows = conn.execute(sa.select(tags_t).where(tags_t.c.repo == repo).order_by(tags_t.c.name)).all()
+        rows = self._select(lambda conn: conn.execute(sa.select(tags_t).where(tags_t.c.repo == repo).order_by(tags_t.c.name)).all())
         return [Tag(r.name, CommitID(r.commit_id)) for r in rows]
 
     def delete_tag(self, repo: str, name: str) -> None:
@@ -478,8 +500,7 @@ class SqlRefStore:
         return [CommitID(r[0]) for r in rows]
 
     def list_commits(self, repo: str) -> Iterator[Commit]:
-        with self._read() as conn:
-            rows = conn.execute(sa.select(commits_t).where(commits_t.c.repo == repo).order_by(commits_t.c.id)).all()
+        rows = self._select(lambda conn: conn.execute(sa.select(commits_t).where(commits_t.c.repo == repo).order_by(commits_t.c.id)).all())
         for r in rows:
             yield self._commit(r)
 
@@ -487,13 +508,15 @@ class SqlRefStore:
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Upsert ``items`` into the branch's current staging token.
 
-        A kept connection the server dropped is replaced and the write tried
-        once more (the upsert is idempotent, so a repeat is harmless).
+        A kept connection the server dropped before the write's COMMIT went out
+        is replaced and the write tried once more: nothing of it was applied.
+        Lost while the COMMIT was on its way, whether it applied is unknown, and
+        a repeat could overwrite a later write of the same key: ``Unavailable``.
         """
         kept = getattr(self._fast._local, "conn", None) is not None
         try:
             self._stage_once(repo, branch, items)
-        except Unavailable:
+        except _LostBeforeCommit:
             if not kept:
                 raise
             self._stage_once(repo, branch, items)
@@ -505,6 +528,7 @@ class SqlRefStore:
             "ON CONFLICT (token, key) DO UPDATE SET value = excluded.value"
         )
         conn = self._raw()
+        committing = False
         try:
             cur = conn.cursor()
             try:
@@ -525,19 +549,23 @@ class SqlRefStore:
                             "SELECT pg_notify(%s, %s)",
                             (notify.CHANNEL, notify.payload(self.sender, notify.STAGING, repo, branch)),
                         )
+                    committing = True
                     cur.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction if self.dialect == "sqlite" else True:
                         try:
                             cur.execute("ROLLBACK")
-                        except self._dbapi_errors + (getattr(self.engine.dialect.dbapi, "Error", Exception),):
+                        except self._fast.driver_errors:
                             pass
                     raise
             finally:
                 cur.close()
-        except self._dbapi_errors as exc:
+        except self._fast.driver_errors as exc:
+            if not self._fast.lost(exc, conn):
+                raise
             self._fast.reset()
-            raise Unavailable(self._fast.message(exc)) from exc
+            lost = Unavailable if committing else _LostBeforeCommit
+            raise lost(self._fast.message(exc)) from exc
 
     def staged_get(self, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
         marks = ",".join("?" * len(tokens))
@@ -639,8 +667,9 @@ class SqlRefStore:
             lower, inclusive = rows[-1][0], False
 
     def staged_count(self, token: StagingToken) -> int:
-        with self._read() as conn:
-            return int(conn.execute(sa.select(sa.func.count()).select_from(staging_t).where(staging_t.c.token == token)).scalar_one())
+        return int(self._select(
+            lambda conn: conn.execute(sa.select(sa.func.count()).select_from(staging_t).where(staging_t.c.token == token)).scalar_one()
+        ))
 
     def drop_staging(self, token: StagingToken, prefix: bytes = b"", key: bytes | None = None) -> None:
         self.engine  # noqa: B018 - loads SQLAlchemy and the tables used below

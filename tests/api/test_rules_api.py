@@ -88,18 +88,24 @@ def test_concurrent_conditional_protection_writes_one_wins(served: Served, repo_
         etag = requests.get(url, auth=AUTH, timeout=30).headers["ETag"]
         barrier = threading.Barrier(WRITERS)
         codes: dict[int, int] = {}
+        errors: list[BaseException] = []  # a writer that raised (a timeout) fails the test with its own error
 
         def put(i: int, etag: str = etag, barrier: threading.Barrier = barrier, codes: dict[int, int] = codes,
-                round_: int = round_) -> None:
-            body = [{"pattern": f"r{round_}-w{i}", "required_approvals": i}]
-            barrier.wait()
-            codes[i] = requests.put(url, json=body, headers={"If-Match": etag}, auth=AUTH, timeout=60).status_code
+                round_: int = round_, errors: list[BaseException] = errors) -> None:
+            try:
+                body = [{"pattern": f"r{round_}-w{i}", "required_approvals": i}]
+                barrier.wait()
+                codes[i] = requests.put(url, json=body, headers={"If-Match": etag}, auth=AUTH, timeout=60).status_code
+            except BaseException as exc:
+                errors.append(exc)
 
         threads = [threading.Thread(target=put, args=(i,)) for i in range(WRITERS)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        if errors:
+            raise errors[0]
         winners = [i for i, c in codes.items() if c == 204]
         assert len(winners) == 1 and sorted(codes.values()) == [204] + [412] * (WRITERS - 1), codes
         assert requests.get(url, auth=AUTH, timeout=30).json() == [

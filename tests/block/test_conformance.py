@@ -198,21 +198,36 @@ def test_overwrite_is_atomic_for_readers(store: Store) -> None:
     store.adapter.put(url, a)
     stop = threading.Event()
     seen: list[bytes] = []
+    reads: list[tuple[float, float]] = []
+    errors: list[BaseException] = []  # a reader that died must fail the test, not end it quietly
 
     def reader() -> None:
-        while not stop.is_set():
-            seen.append(store.adapter.get(url))
+        try:
+            while not stop.is_set():
+                t = time.monotonic()
+                seen.append(store.adapter.get(url))
+                reads.append((t, time.monotonic()))
+        except BaseException as exc:
+            errors.append(exc)
 
     thread = threading.Thread(target=reader)
     thread.start()
+    overlapped = i = 0  # writes that a read overlapped
+    deadline = time.monotonic() + 30
     try:
-        for i in range(12):
+        while i < 12 or (overlapped < 3 and time.monotonic() < deadline and not errors and thread.is_alive()):
+            k, t0 = len(reads), time.monotonic()
             store.adapter.put(url, b if i % 2 == 0 else a)
+            t1 = time.monotonic()
+            overlapped += any(r0 < t1 and t0 < r1 for r0, r1 in reads[k:])  # reads are appended as they end
+            i += 1
     finally:
         stop.set()
         thread.join()
-    assert seen
+    if errors:
+        raise errors[0]
     assert all(s in (a, b) for s in seen)
+    assert overlapped >= 3, f"only {overlapped} of {i} writes overlapped a read"
 
 
 def test_put_file_large(store: Store, tmp_path: Path) -> None:

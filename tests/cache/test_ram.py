@@ -62,17 +62,24 @@ def test_hits_and_misses_are_counted() -> None:
 
 def test_threads_keep_the_bound() -> None:
     cache = RamCache(max_bytes=1000)
+    errors: list[BaseException] = []  # a worker that raised must fail the test
 
     def work(t: int) -> None:
-        for i in range(300):
-            cache.put(f"{t}-{i}", b"x" * (i % 50))
-            cache.get(f"{t}-{i // 2}")
+        try:
+            for i in range(300):
+                cache.put(f"{t}-{i}", b"x" * (i % 50))
+                got = cache.get(f"{t}-{i // 2}")
+                assert got is None or got == b"x" * ((i // 2) % 50)
+        except BaseException as exc:
+            errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
+    if errors:
+        raise errors[0]
     stats = cache.stats()
     assert stats["bytes"] <= 1000
     assert stats["bytes"] == sum(len(cache.get(k) or b"") for k in list(cache._items))

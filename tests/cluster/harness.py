@@ -174,7 +174,7 @@ class Host:
 class Cluster:
     """Hosts on a bridge, plus the shared stores; use as a context manager."""
 
-    def __init__(self, *, deadline: float = 600, net: int | None = None) -> None:
+    def __init__(self, *, deadline: float = 600, net: int | None = None, durable: bool = False) -> None:
         self.id = uuid.uuid4().hex[:4]
         self.prefix = f"{PREFIX}{self.id}"
         self.bridge = f"{self.prefix}br"
@@ -186,6 +186,7 @@ class Cluster:
         self.db_url = ""
         self.s3_endpoint = ""
         self._pg_data = ""
+        self.durable = durable  # PostgreSQL with fsync and synchronous commit, for tests that crash it
         self.secret_key = uuid.uuid4().hex + uuid.uuid4().hex  # auth.encrypt.secret_key shared by every host
         self._closed = False
         self._spark: list[subprocess.Popen[bytes]] = []
@@ -322,14 +323,34 @@ class Cluster:
         return self.db_url
 
     def pg_start(self, host: Host) -> None:
-        opts = (f"-c listen_addresses='{host.ip}' -k {self.dir}/pg -c fsync=off -c synchronous_commit=off "
-                "-c full_page_writes=off -c max_connections=300 -c shared_preload_libraries=pg_stat_statements "
+        # Not durable, PostgreSQL is faster and a crash could lose acknowledged commits: a test that
+        # crashes it builds its cluster ``durable`` (fsync, synchronous commit, full page writes: the defaults).
+        sync = "on" if self.durable else "off"
+        opts = (f"-c listen_addresses='{host.ip}' -k {self.dir}/pg -c fsync={sync} -c synchronous_commit={sync} "
+                f"-c full_page_writes={sync} -c max_connections=300 -c shared_preload_libraries=pg_stat_statements "
                 "-c pg_stat_statements.track=all")
         host.run("runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", self._pg_data, "-l",
                  str(self.dir / "pg" / "log"), "-o", opts, "-w", "-t", "60", "start", timeout=90)
 
     def pg_stop(self, host: Host) -> None:
         host.run("runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", self._pg_data, "-m", "fast", "-w", "stop", timeout=90)
+
+    def pg_pid(self) -> int:
+        """The running postmaster's pid (the first line of ``postmaster.pid``)."""
+        return int(Path(self._pg_data, "postmaster.pid").read_text().splitlines()[0])
+
+    def pg_crash(self, host: Host) -> int:
+        """Kill PostgreSQL as a crash would (``-m immediate``: backends killed, no checkpoint); returns the dead postmaster's pid.
+
+        Raises ``AssertionError`` if the postmaster is still running afterwards.
+        """
+        pid = self.pg_pid()
+        host.run("runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", self._pg_data, "-m", "immediate", "-w", "stop", timeout=90)
+        end = time.monotonic() + 10  # pg_ctl returns once postmaster.pid is gone, as the process exits
+        while running(pid):
+            assert time.monotonic() < end, f"postmaster {pid} survived pg_ctl -m immediate"
+            time.sleep(0.05)
+        return pid
 
     def pg_statements(self) -> int:
         """Statements the ``lake`` database has run so far (pg_stat_statements; this count's own excluded)."""
@@ -493,9 +514,10 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster(names: Sequence[str], *, deadline: float = 600, mounts: Sequence[str] = (), mount_args: Sequence[str] = ()) -> Iterator[Cluster]:
+def cluster(names: Sequence[str], *, deadline: float = 600, mounts: Sequence[str] = (), mount_args: Sequence[str] = (),
+            durable: bool = False) -> Iterator[Cluster]:
     """A cluster with hosts ``names`` (``db`` and ``s3`` get their stores) and a mount on each of ``mounts``."""
-    with Cluster(deadline=deadline) as c:
+    with Cluster(deadline=deadline, durable=durable) as c:
         for name in names:
             c.add_host(name)
         if "db" in c.hosts:
@@ -505,6 +527,25 @@ def cluster(names: Sequence[str], *, deadline: float = 600, mounts: Sequence[str
         for name in mounts:
             c.add_mount(c[name], mount_args)
         yield c
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (a dead daemon waits for the reaper it was reparented to)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def stat_total(stats: str, metric: str, **labels: str) -> int:
+    """The sum of ``metric``'s samples in Prometheus text ``stats`` whose labels include ``labels``."""
+    total = 0
+    want = [f'{k}="{v}"' for k, v in labels.items()]
+    for line in stats.splitlines():
+        if line.startswith(metric + "{") and all(w in line.split("}")[0] for w in want):
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
 
 
 def quote(argv: Sequence[str]) -> str:

@@ -44,6 +44,7 @@ def test_block_store_errors_are_eio_and_the_mount_recovers(flaky: tuple[App, Fla
     with pytest.raises(OSError) as info:
         pfs.pread(fh, 0, 100)
     assert info.value.errno == errno.EIO
+    assert adapter.injected["get"] == 1  # the EIO was the injected fault's
     assert pfs.pread(fh, 0, 100) == b"payload"
     pfs.close(fh)
     assert fs.metrics.counter("block_misses") == 1
@@ -59,6 +60,7 @@ def test_a_failed_save_reports_eio_and_keeps_the_data_for_a_retry(flaky: tuple[A
     with pytest.raises(Exception) as info:
         fs.flush(fh)
     assert errno_of(info.value) == errno.EIO
+    assert adapter.injected["put_file"] + adapter.injected["put"] >= 1  # the EIO was the injected fault's
     fs.fsync(fh)  # the retry succeeds
     pfs.close(fh)
     e = app.catalog.get_optional(REPO, "main", "w")
@@ -75,6 +77,7 @@ def test_unsaved_content_is_kept_aside_when_the_store_stays_down(flaky: tuple[Ap
     with pytest.raises(Exception) as info:
         fs.flush(fh)
     assert errno_of(info.value) == errno.EIO
+    assert adapter.injected["put_file"] + adapter.injected["put"] >= 1  # the EIO was the injected fault's
     fs.release(fh)  # logs, keeps the bytes aside
     kept = os.listdir(os.path.join(home, "recovered"))
     assert len(kept) == 1
@@ -90,11 +93,13 @@ def test_ref_store_failures_and_timeouts_are_eio(flaky: tuple[App, FlakyAdapter,
     with pytest.raises(OSError) as info:
         pfs.lstat(f"{MAIN}/g")
     assert info.value.errno == errno.EIO
+    assert refs.injected == 1  # the EIO was the injected fault's
     assert pfs.read_file(f"{MAIN}/f") == b"1"
     refs.fail_next(1)
     with pytest.raises(OSError) as info:
         pfs.write_file(f"{MAIN}/h", b"2")
     assert info.value.errno == errno.EIO
+    assert refs.injected == 2
     pfs.write_file(f"{MAIN}/h", b"2")
     assert pfs.read_file(f"{MAIN}/h") == b"2"
 
@@ -115,5 +120,6 @@ def test_random_faults_never_escape_as_anything_but_oserror(flaky: tuple[App, Fl
             failed += 1
     adapter.heal()
     assert failed > 0 and ok > 0
+    assert sum(adapter.injected.values()) >= failed  # every failure had a fault behind it
     pfs.write_file(f"{MAIN}/after", b"fine")
     assert pfs.read_file(f"{MAIN}/after") == b"fine"

@@ -246,7 +246,7 @@ def test_kill_9_loses_nothing_closed_or_fsynced_and_the_next_mount_cleans_up(
     os.write(fd, b"fsynced before the crash")
     os.fsync(fd)
     os.kill(m.proc.pid, signal.SIGKILL)
-    m.proc.wait()
+    assert m.proc.wait() == -signal.SIGKILL  # the mount died of the kill, not of anything else
     assert wait_for(lambda: runner.is_stale(m.mountpoint), timeout=5)
     try:
         os.close(fd)
@@ -316,6 +316,7 @@ def test_block_store_failures_are_eio_and_the_mount_keeps_serving(
 
     inject("get 1000")  # the kernel retries a failed read-ahead: fail them all
     assert oserror(lambda: open(f"{main}/f", "rb").read()) == errno.EIO
+    assert "injected fault: get" in m.log()  # the EIO was the injected fault's (the mount logs the first)
     inject("heal")
     assert open(f"{main}/f", "rb").read() == b"payload"
     inject("put_file 1000")
@@ -324,6 +325,7 @@ def test_block_store_failures_are_eio_and_the_mount_keeps_serving(
         with open(f"{main}/new", "wb") as f:
             f.write(b"data")
     assert info.value.errno == errno.EIO
+    assert "injected fault: put" in m.log()
     inject("heal")
     with open(f"{main}/new2", "wb") as f:
         f.write(b"fine again")

@@ -153,23 +153,40 @@ def test_readers_never_see_a_partial_object(gw: Gateway, s3: Any, bucket: str) -
     s3.put_object(Bucket=bucket, Key="main/atomic", Body=versions[0])
     reader = gw.client()
     bad: list[int] = []
+    reads: list[tuple[float, float]] = []  # (start, end) of every whole read
+    errors: list[BaseException] = []  # a reader that crashed (a truncated body) must fail the test, not end it quietly
     stop = threading.Event()
 
     def read() -> None:
-        while not stop.is_set():
-            data = reader.get_object(Bucket=bucket, Key="main/atomic")["Body"].read()
-            if data not in versions:
-                bad.append(len(data))
+        try:
+            while not stop.is_set():
+                t = time.monotonic()
+                data = reader.get_object(Bucket=bucket, Key="main/atomic")["Body"].read()
+                reads.append((t, time.monotonic()))
+                if data not in versions:
+                    bad.append(len(data))
+        except BaseException as exc:
+            errors.append(exc)
 
     t = threading.Thread(target=read)
     t.start()
+    overlapped = i = 0  # writes that a read overlapped
+    deadline = time.monotonic() + 60
     try:
-        for v in versions[1:] * 2:
-            s3.put_object(Bucket=bucket, Key="main/atomic", Body=v)
+        # keep writing until reads have overlapped writes a few times (or the reader died)
+        while i < 4 or (overlapped < 3 and time.monotonic() < deadline and not errors and t.is_alive()):
+            k, t0 = len(reads), time.monotonic()
+            s3.put_object(Bucket=bucket, Key="main/atomic", Body=versions[1 + i % 2])
+            t1 = time.monotonic()
+            overlapped += any(r0 < t1 and t0 < r1 for r0, r1 in reads[k:])  # reads are appended as they end
+            i += 1
     finally:
         stop.set()
         t.join()
+    if errors:
+        raise errors[0]
     assert bad == []
+    assert overlapped >= 3, f"only {overlapped} of {i} writes overlapped a read"
 
 
 def test_more_body_than_content_length_gets_an_s3_answer(gw: Gateway, bucket: str) -> None:

@@ -194,21 +194,29 @@ def test_cas_branch(store: SqlRefStore) -> None:
 def test_cas_exactly_one_winner(store: SqlRefStore) -> None:
     """Threads racing to swap from the same expected state: one wins, the others see False."""
 
-    def swap(cur: Branch, barrier: threading.Barrier, wins: list[int], round_: int, i: int) -> None:
-        barrier.wait()
-        if store.cas_branch("repo", cur, Branch("main", cur.commit_id, StagingToken(f"r{round_}-{i}"), ())):
-            wins.append(i)
+    errors: list[BaseException] = []  # a swapper that raised must fail the test, not count as a loser
+
+    def swap(cur: Branch, barrier: threading.Barrier, wins: list[int], losses: list[int], round_: int, i: int) -> None:
+        try:
+            barrier.wait()
+            won = store.cas_branch("repo", cur, Branch("main", cur.commit_id, StagingToken(f"r{round_}-{i}"), ()))
+            (wins if won else losses).append(i)
+        except BaseException as exc:
+            errors.append(exc)
 
     for round_ in range(5):
         cur = store.get_branch("repo", "main")
         wins: list[int] = []
+        losses: list[int] = []
         barrier = threading.Barrier(6)
-        threads = [threading.Thread(target=swap, args=(cur, barrier, wins, round_, i)) for i in range(6)]
+        threads = [threading.Thread(target=swap, args=(cur, barrier, wins, losses, round_, i)) for i in range(6)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        assert len(wins) == 1
+        if errors:
+            raise errors[0]
+        assert len(wins) == 1 and len(losses) == 5
         assert store.get_branch("repo", "main").staging_token == f"r{round_}-{wins[0]}"
 
 
@@ -482,14 +490,19 @@ def test_swap_protection_is_one_compare_and_set(store: SqlRefStore, ref_url: str
             inside.set()
             time.sleep(0.5)  # b starts its transaction meanwhile
 
+    errors: list[BaseException] = []
+
     def write(s: SqlRefStore, name: str, patterns: list[str], approvals: dict[str, int]) -> None:
-        if name == "b":
-            assert inside.wait(10)
         try:
-            s.swap_protection("repo", patterns, approvals, lambda p, a: expect(p, a, name))
-            results[name] = "won"
-        except PreconditionFailed:
-            results[name] = "refused"
+            if name == "b":
+                assert inside.wait(10)
+            try:
+                s.swap_protection("repo", patterns, approvals, lambda p, a: expect(p, a, name))
+                results[name] = "won"
+            except PreconditionFailed:
+                results[name] = "refused"
+        except BaseException as exc:  # re-raised by the test
+            errors.append(exc)
 
     threads = [threading.Thread(target=write, args=(store, "a", ["main"], {"main": 2})),
                threading.Thread(target=write, args=(other, "b", ["dev"], {}))]
@@ -497,6 +510,8 @@ def test_swap_protection_is_one_compare_and_set(store: SqlRefStore, ref_url: str
         t.start()
     for t in threads:
         t.join()
+    if errors:
+        raise errors[0]
     assert (results["a"], results["b"]) == ("won", "refused")
     assert results["b-saw"] == (["main"], {"main": 2})
     assert store.get_protection("repo") == ["main"] and pulls.required_approvals("repo") == {"main": 2}

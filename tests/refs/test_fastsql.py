@@ -93,3 +93,58 @@ assert "sqlalchemy" in sys.modules
 """
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+class _Lossy(sqlite3.Connection):
+    """A connection that loses itself once at the statement starting with ``fail_on``.
+
+    At a COMMIT the commit is applied first and only its reply is lost, as when
+    the server dies right after it: the writer cannot tell it applied.
+    """
+
+    fail_on = ""
+    upserts = 0
+
+    def cursor(self, factory: type[sqlite3.Cursor] | None = None) -> sqlite3.Cursor:  # type: ignore[override]
+        return super().cursor(_LossyCursor)
+
+
+class _LossyCursor(sqlite3.Cursor):
+    def execute(self, sql: str, params: object = (), /) -> sqlite3.Cursor:  # type: ignore[override]
+        if _Lossy.fail_on and sql.startswith(_Lossy.fail_on):
+            armed, _Lossy.fail_on = _Lossy.fail_on, ""
+            if armed == "COMMIT":
+                super().execute(sql, params)  # type: ignore[arg-type]
+            raise sqlite3.OperationalError("disk I/O error (injected: the connection is gone)")
+        return super().execute(sql, params)  # type: ignore[arg-type]
+
+    def executemany(self, sql: str, rows: object, /) -> sqlite3.Cursor:  # type: ignore[override]
+        _Lossy.upserts += 1
+        return super().executemany(sql, rows)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("lost_at", "repeated"), [("BEGIN", True), ("COMMIT", False)])
+def test_a_staging_write_is_repeated_only_when_its_commit_never_went_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lost_at: str, repeated: bool
+) -> None:
+    from lakemount.graveler.model import Branch, Commit, CommitID, Repository, StagingToken
+    from lakemount.refs.sql import SqlRefStore
+
+    path = tmp_path / "refs.db"
+    store = SqlRefStore(f"sqlite:///{path}")
+    root = Commit(CommitID("c0"), (), "mr", "", "init", "t", 0.0, (), 1)
+    store.create_repository(Repository("repo", "mem://ns", "main", 0.0), Branch("main", CommitID("c0"), StagingToken("t0")), root)
+    monkeypatch.setattr(store._fast, "_connect", lambda: sqlite3.connect(path, check_same_thread=False, factory=_Lossy))
+    monkeypatch.setattr(_Lossy, "upserts", 0)
+    store._fast.reset()
+    store.get_branch("repo", "main")  # this thread now keeps a connection
+    monkeypatch.setattr(_Lossy, "fail_on", lost_at)
+    if repeated:  # lost before the COMMIT: nothing applied, repeated on a fresh connection
+        store.stage("repo", "main", [(b"k", b"v")])
+    else:  # lost during the COMMIT: applied, but the writer cannot know; never applied twice
+        with pytest.raises(Unavailable):
+            store.stage("repo", "main", [(b"k", b"v")])
+    assert _Lossy.fail_on == "", "the connection was never lost"
+    # lost at BEGIN, only the repeat reached the upsert; lost at COMMIT, the upsert was not repeated
+    assert _Lossy.upserts == 1
+    assert store.staged_get([StagingToken("t0")], b"k") == (True, b"v")

@@ -1,0 +1,175 @@
+"""A PostgreSQL crash (``pg_ctl -m immediate``, durable settings) costs a reader nothing once the server is back.
+
+A fast stop tells every backend's client "terminating connection", an
+``OperationalError``; after a crash, a client on the server's unix socket (as
+here) finds only the closed socket, which psycopg2 reports as a bare
+``DatabaseError``.  The first statement on
+each kept connection meets it: reads (and staging writes whose COMMIT never
+went out) are repeated once on a fresh connection instead of failing (EIO in a
+mount, a failed Spark task).  Each test asserts the crash happened: the
+postmaster's pid is gone and a new one serves.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from lakemount.app import App
+from lakemount.config import load
+from lakemount.errors import Unavailable
+from tests.refs.conftest import PG_BIN, _run_as
+
+pytestmark = pytest.mark.postgres
+
+
+@dataclass
+class DurablePg:
+    """A private PostgreSQL cluster with fsync and synchronous commit on, which a test may crash."""
+
+    base: Path
+    prefix: list[str]
+
+    @property
+    def data(self) -> str:
+        return str(self.base / "data")
+
+    def url(self) -> str:
+        return f"postgresql+psycopg2://postgres@/lake?host={self.base}&port=5432"
+
+    def pid(self) -> int:
+        """The running postmaster's pid (first line of ``postmaster.pid``)."""
+        return int((self.base / "data" / "postmaster.pid").read_text().splitlines()[0])
+
+    def ctl(self, *args: str) -> None:
+        p = subprocess.run([*self.prefix, str(PG_BIN / "pg_ctl"), "-D", self.data, *args], capture_output=True, text=True, timeout=120)
+        log = self.base / "server.log"
+        assert p.returncode == 0, f"pg_ctl {args}: {p.stderr} {log.read_text()[-2000:] if log.exists() else ''}"
+
+    def start(self) -> None:
+        # durable on purpose: fsync, synchronous commit and full page writes are the server defaults
+        opts = f"-k {self.base} -p 5432 -c listen_addresses='' -c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+        self.ctl("-l", str(self.base / "server.log"), "-o", opts, "-w", "-t", "60", "start")
+
+    def crash(self) -> int:
+        """Kill the server as a crash would (``-m immediate``: no checkpoint, backends killed); returns the dead pid."""
+        pid = self.pid()
+        self.ctl("-m", "immediate", "-w", "stop")
+        end = time.monotonic() + 10  # pg_ctl returns once postmaster.pid is gone, as the process exits
+        while _running(pid):
+            assert time.monotonic() < end, f"postmaster {pid} survived the crash"
+            time.sleep(0.05)
+        return pid
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (a dead postmaster waits for its reparented reaper)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.fixture
+def durable_pg() -> Iterator[DurablePg]:
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip(f"PostgreSQL server binaries not found in {PG_BIN} (Debian package postgresql-15)")
+    prefix = _run_as()
+    base = Path(tempfile.mkdtemp(prefix="lm-pgcrash-"))
+    if prefix:
+        shutil.chown(base, user=prefix[2])
+    pg = DurablePg(base, prefix)
+    try:
+        subprocess.run([*prefix, str(PG_BIN / "initdb"), "-D", pg.data, "-A", "trust", "-U", "postgres", "-E", "UTF8",
+                        "--no-instructions"], check=True, capture_output=True, timeout=120)
+        pg.start()
+        subprocess.run([*prefix, str(PG_BIN / "psql"), "-h", str(base), "-p", "5432", "-U", "postgres", "-c", "CREATE DATABASE lake"],
+                       check=True, capture_output=True, timeout=60)
+        yield pg
+    finally:
+        subprocess.run([*prefix, str(PG_BIN / "pg_ctl"), "-D", pg.data, "-m", "immediate", "-w", "stop"], capture_output=True, timeout=60)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _app(pg: DurablePg, home: Path) -> App:
+    """A lakemount process's composition over ``pg`` and a shared local namespace root (no disk cache)."""
+    return App(load(env={
+        "LAKEMOUNT_HOME": str(home),
+        "LAKEMOUNT_METADATA_DB_URL": pg.url(),
+        "LAKEMOUNT_CACHE_DISK_BYTES": "0",
+        "LAKEMOUNT_BLOCKSTORE_DEFAULT_NAMESPACE_PREFIX": f"local://{pg.base.parent / (pg.base.name + '-ns')}",
+    }))
+
+
+def test_reads_after_a_crash_while_another_node_writes(durable_pg: DurablePg, tmp_path: Path) -> None:
+    writer, reader = _app(durable_pg, tmp_path / "a"), _app(durable_pg, tmp_path / "b")
+    w, r = writer.catalog, reader.catalog
+    w.create_repository("crash")
+    for i in range(3):
+        w.put("crash", "main", f"kept{i}", b"kept %d" % i)
+    w.commit("crash", "main", "base")
+    # every kind of read keeps a connection on the reader: the crash breaks each of them
+    assert r.read(r.repository("crash"), r.stat("crash", "main", "kept0")) == b"kept 0"
+    assert [b.name for b in reader.refs.list_branches("crash")] == ["main"]
+    written: list[str] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def write() -> None:  # a writer closing files on another node while the server dies
+        i = 0
+        while not stop.is_set():
+            try:
+                w.put("crash", "main", f"w{i}", b"w")
+                written.append(f"w{i}")
+                i += 1
+            except Unavailable:
+                time.sleep(0.05)  # the server is down: what the writer is told; retried by the job
+            except BaseException as exc:  # anything else is a bug: re-raised below
+                errors.append(exc)
+                return
+
+    t = threading.Thread(target=write)
+    t.start()
+    try:
+        while len(written) < 3:
+            assert t.is_alive() and not errors, errors
+            time.sleep(0.01)
+        dead = durable_pg.crash()
+        durable_pg.start()
+        assert durable_pg.pid() != dead
+        before_restart = len(written)
+        # the first reads after the restart, each on a connection the crash broke
+        assert r.read(r.repository("crash"), r.stat("crash", "main", "kept1")) == b"kept 1"
+        assert [b.name for b in reader.refs.list_branches("crash")] == ["main"]
+        while len(written) < before_restart + 3:  # the writer recovers on its own
+            assert t.is_alive() and not errors, errors
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        t.join(30)
+    if errors:
+        raise errors[0]
+    # nothing acknowledged was lost: every acknowledged write reads back on the other node
+    names = {e.path for e in r.list("crash", "main", "")}
+    assert set(written) <= names
+
+
+def test_a_staging_write_on_a_connection_the_crash_broke_is_repeated(durable_pg: DurablePg, tmp_path: Path) -> None:
+    app = _app(durable_pg, tmp_path / "a")
+    cat = app.catalog
+    cat.create_repository("crashw")
+    cat.put("crashw", "main", "before", b"before")  # this thread now keeps a connection
+    dead = durable_pg.crash()
+    durable_pg.start()
+    assert durable_pg.pid() != dead
+    cat.put("crashw", "main", "after", b"after")  # its BEGIN fails: nothing applied, so it is repeated
+    assert cat.read(cat.repository("crashw"), cat.stat("crashw", "main", "after")) == b"after"
