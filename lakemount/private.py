@@ -92,6 +92,6 @@ def prepare_home(home: str, others: tuple[str, ...] = ()) -> None:
         except OSError as exc:
             failed.append(f"{path} ({exc.strerror})")
     if tightened:
-        log.warning("made private to this user (an older lakemount left them open to others): %s", ", ".join(tightened))
+        log.warning("made private to this user (they were open to others): %s", ", ".join(tightened))
     if failed:
         log.warning("could not make private (others may read them): %s", ", ".join(failed))
