@@ -245,8 +245,6 @@ def run_mount(
 
     home = app.config.home
     access = shared_access(app) if allow_other else None
-    if access is None and app.config.mount.users:
-        log.info("mount.users applies only to a mount shared with other users (--allow-other): only this user reaches this one")
     mp = prepare_mountpoint(home, mountpoint)
     clean_dead_spools(home)
     fs = build_filesystem(app, options)
@@ -267,6 +265,12 @@ def run_mount(
     with open(pid_path, "w") as f:
         f.write(f"{os.getpid()}\n")
     log.info("mounted %s at %s (pid %d)", "/".join(options.ref) if options.ref else "all repositories", mp, os.getpid())
+    if access is not None:
+        mapped = ", ".join(f"uid {uid} as {user}" for uid, user in sorted(access.users.items()))
+        log.info("shared with other users: %s act as the mount; %s", " and ".join(f"uid {u}" for u in sorted(access.owners)),
+                 f"{mapped}; any other uid is refused" if mapped else "any other uid is refused (no mount.users)")
+    elif app.config.mount.users:
+        log.info("mount.users applies only to a mount shared with other users (--allow-other): only this user reaches this one")
     if not kflags.active():
         log.info("open-reply shim not loaded: the kernel sends FLUSH on every close and re-reads immutable directories")
     try:
@@ -291,9 +295,6 @@ def shared_access(app: App) -> MountAccess:
     """The access control of a mount shared with other users (``mount.users``); ``InvalidArgument`` for a bad mapping."""
     owners = frozenset({os.getuid(), 0})
     users = parse_users(app.config.mount.users, owners=owners)
-    log.info("shared with other users: %s act as the mount; %s", ", ".join(f"uid {u}" for u in sorted(owners)),
-             ", ".join(f"uid {uid} as {user}" for uid, user in sorted(users.items())) + "; others are refused"
-             if users else "every other uid is refused (no mount.users)")
     return MountAccess(users, lambda user, action, repo: app.auth.authorize(user, action, repo), owners=owners)
 
 
