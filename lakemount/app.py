@@ -46,6 +46,15 @@ class App:
 
     config: Config
 
+    def __post_init__(self) -> None:
+        # Before any store opens a file there: the home is private (see lakemount/private.py).
+        from lakemount.private import prepare_home
+
+        config = self.config
+        url = config.metadata.db.url
+        others = (url[len("sqlite:///") :],) if url.startswith("sqlite:///") else ()
+        prepare_home(config.home, (*others, config.blockstore.local.path, config.cache.dir))
+
     @staticmethod
     def from_config(path: str | None = None) -> App:
         """An app over ``load(path)``; raises ``ConfigError`` for a bad configuration."""

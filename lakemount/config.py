@@ -168,10 +168,13 @@ class CacheConfig:
 
 @dataclass(frozen=True, slots=True)
 class MountConfig:
-    """``mount``: where ``lakemount up`` mounts, the branch-head re-check interval (seconds) and the read-ahead window (KiB)."""
+    """``mount``: where ``lakemount up`` mounts, the branch-head re-check interval (seconds), the read-ahead window (KiB)
+    and, for a mount shared with other local users, which lakemount user each of them is."""
     path: str = ""
     head_ttl: float = 1.0
     read_ahead_kb: int = 1024
+    # A mapping ``local user name or uid: lakemount user id`` (file) or ``name=user,...`` (variable).
+    users: str | Mapping[str, str] = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,7 +332,7 @@ def _convert(value: Any, tp: Any, key: str, source: str) -> Any:
                 return None
             (inner,) = [a for a in args if a is not type(None)]
             return _convert(value, inner, key, source)
-        # str | Mapping[str, str]: the one mapping-valued key (gateways.s3.aliases)
+        # str | Mapping[str, str]: the mapping-valued keys (gateways.s3.aliases, mount.users)
         if isinstance(value, str):
             return value
         if isinstance(value, Mapping) and all(not isinstance(v, (Mapping, list)) for v in value.values()):

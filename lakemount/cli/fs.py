@@ -19,6 +19,7 @@ from lakemount.catalog.catalog import MAX_KEY_BYTES
 from lakemount.catalog.paths import key_problem, path_problem, printable
 from lakemount.cli.common import ctx_obj, emit, entry_json, iso, json_option, parse_uri, progress
 from lakemount.errors import InvalidArgument, LakeMountError, NotFound, ObjectNotFound
+from lakemount.private import user_makedirs, user_mode
 
 if TYPE_CHECKING:
     from lakemount.catalog.catalog import Catalog
@@ -231,10 +232,12 @@ def download(uri: str, dest: str, recursive: bool) -> None:
     ref = c.resolve(u.repo, u.ref)
 
     def fetch(e: Entry, target: str) -> int:
-        os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
+        user_makedirs(os.path.dirname(os.path.abspath(target)))
         tmp = target + ".lm-part"
         try:
             with c.open(repo, e) as src, open(tmp, "wb") as out:
+                # The user's file, not lakemount's: the user's umask, not the private one.
+                os.fchmod(out.fileno(), user_mode(0o666))
                 while chunk := src.read(4 * 1024 * 1024):
                     out.write(chunk)
             os.replace(tmp, target)
@@ -246,7 +249,7 @@ def download(uri: str, dest: str, recursive: bool) -> None:
     if recursive:
         prefix = u.path.rstrip("/") + "/" if u.path else ""
         items = [it for it in c.list(u.repo, ref, prefix) if it.entry is not None]
-        os.makedirs(dest, exist_ok=True)
+        user_makedirs(dest)
         root = os.path.realpath(dest)
         total = files = dirs = links = 0
         skipped: list[dict[str, str]] = []
@@ -273,14 +276,14 @@ def download(uri: str, dest: str, recursive: bool) -> None:
                     continue
                 try:
                     if e.is_dir:
-                        os.makedirs(target, exist_ok=True)
+                        user_makedirs(target)
                         dirs += 1
                     elif e.is_symlink:
                         resolved = os.path.normpath(os.path.join(os.path.dirname(target), e.target))
                         if os.path.isabs(e.target) or not _inside(root, resolved):
                             skip(it.path, f"symlink to {e.target!r} points outside DEST")
                             continue
-                        os.makedirs(os.path.dirname(target), exist_ok=True)
+                        user_makedirs(os.path.dirname(target))
                         if os.path.lexists(target):
                             os.unlink(target)
                         os.symlink(e.target, target)
@@ -305,7 +308,7 @@ def download(uri: str, dest: str, recursive: bool) -> None:
     if dest.endswith(("/", os.sep)) or os.path.isdir(dest):
         if name in ("", ".", ".."):
             raise InvalidArgument(f"{u}: the key has no file name to download into {dest}")
-        os.makedirs(dest, exist_ok=True)
+        user_makedirs(dest)
         target = os.path.join(dest, name)
     else:
         target = dest

@@ -171,6 +171,9 @@ def _interrupted(message: str, as_json: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI: every failure is one line on stderr and an exit status by category (see ``EXIT_CODES``)."""
+    from lakemount.private import keep_private
+
+    keep_private()
     args = sys.argv[1:] if argv is None else argv
     as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
     try:

@@ -76,8 +76,9 @@ def up(no_services: bool) -> None:
     LAKEMOUNT_HOME/mnt), the S3 gateway on gateways.s3.listen_address
     (127.0.0.1:8000) and the REST API and web UI on api.listen_address
     (127.0.0.1:8001).  The first run creates the user admin and prints its key
-    once.  Ctrl-C (or a service that fails to start) stops them all and
-    unmounts.  Run again on the same home, it keeps the existing repository.
+    once.  Ctrl-C, SIGINT or SIGTERM (also when started in the background) or a
+    service that fails to start stops them all and unmounts.  Run again on the
+    same home, it keeps the existing repository.
     """
     app = ctx_obj().app
     os.makedirs(app.config.home, exist_ok=True)

@@ -17,6 +17,12 @@ then costs no FLUSH round trip) and ``FH_CACHE_DIR`` on directories of
 immutable refs (the kernel keeps their entries).  Every handler masks them off
 with ``FH_MASK`` before the core sees a handle.
 
+A mount shared with other local users (``allow_other``) is given a
+:class:`~lakemount.fuse.access.MountAccess`: each handler that carries the
+request's context first asks it whether the caller's uid may read (or
+change) the repository the request is about; read and write calls on an
+open handle were judged when it was opened.
+
 Two background tasks run beside the request loop: one re-checks branch heads
 every ``head_ttl``, one issues the kernel cache invalidations the core queues
 (never from inside a request handler, where they could deadlock).
@@ -27,6 +33,7 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import os
 import queue
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -36,6 +43,7 @@ import pyfuse3
 import trio
 
 from lakemount.fuse import kflags
+from lakemount.fuse.access import MountAccess
 from lakemount.fuse.core import FileSystem, NeedsThread
 from lakemount.fuse.errno import errno_of
 from lakemount.fuse.kflags import FH_CACHE_DIR, FH_MASK, FH_NOFLUSH
@@ -81,9 +89,10 @@ class FuseOperations(pyfuse3.Operations):
     enable_writeback_cache = False  # writes must reach the core in order, as they happen
     enable_acl = False
 
-    def __init__(self, fs: FileSystem, *, threads: int = DEFAULT_THREADS) -> None:
+    def __init__(self, fs: FileSystem, *, threads: int = DEFAULT_THREADS, access: MountAccess | None = None) -> None:
         super().__init__()
         self.fs = fs
+        self.sharing = access  # None: only the mount's own user reaches it (no allow_other)
         self.limiter = trio.CapacityLimiter(threads)
         self._eio_counts: Counter[str] = Counter()
         self._kflags = kflags.active()  # whether the kernel hears FH_NOFLUSH / FH_CACHE_DIR
@@ -105,6 +114,19 @@ class FuseOperations(pyfuse3.Operations):
             raise
         except Exception as exc:
             raise pyfuse3.FUSEError(self._errno(fn, exc)) from None
+
+    async def _allow(self, ctx: pyfuse3.RequestContext | None, ino: int, name: bytes | None = None, *,
+                     write: bool = False) -> None:
+        """EACCES unless the caller may read (``write``: change) what ``ino`` (or its child ``name``) belongs to."""
+        access = self.sharing
+        if access is None or ctx is None or access.is_owner(ctx.uid):
+            return
+        repo = self._guard(self.fs.repository_of, ino, name)
+        allowed = access.cached(ctx.uid, repo, write)
+        if allowed is None:  # not decided within the TTL: the auth store is asked, off the request loop
+            allowed = await self._call(access.decide, ctx.uid, repo, write)
+        if not allowed:
+            raise pyfuse3.FUSEError(errno.EACCES)
 
     def _errno(self, fn: Callable[..., Any], exc: BaseException) -> int:
         code = errno_of(exc)
@@ -138,6 +160,7 @@ class FuseOperations(pyfuse3.Operations):
 
     # ------------------------------------------------------------------ lookups and attributes
     async def lookup(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        await self._allow(ctx, parent_inode, name)
         return _entry_attributes(await self._call(self.fs.lookup, parent_inode, name, fast=True))
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
@@ -147,6 +170,7 @@ class FuseOperations(pyfuse3.Operations):
             log.exception("forget failed")
 
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        await self._allow(ctx, inode)
         return _entry_attributes(await self._call(self.fs.getattr, inode, fast=True))
 
     async def setattr(
@@ -157,6 +181,7 @@ class FuseOperations(pyfuse3.Operations):
         fh: int | None,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
+        await self._allow(ctx, inode, write=True)
         changes = SetAttr(
             size=attr.st_size if fields.update_size else None,
             mode=attr.st_mode if fields.update_mode else None,
@@ -169,9 +194,11 @@ class FuseOperations(pyfuse3.Operations):
         return _entry_attributes(await self._call(self.fs.setattr, inode, changes, fh, _caller(ctx)))
 
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
+        await self._allow(ctx, inode)
         return await self._call(self.fs.readlink, inode, fast=True)
 
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        await self._allow(ctx, pyfuse3.ROOT_INODE)
         s = await self._call(self.fs.statfs, fast=True)
         out = pyfuse3.StatvfsData()
         out.f_bsize, out.f_frsize = s.bsize, s.frsize
@@ -184,40 +211,50 @@ class FuseOperations(pyfuse3.Operations):
     async def mknod(
         self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
+        await self._allow(ctx, parent_inode, write=True)
         return _entry_attributes(await self._call(self.fs.mknod, parent_inode, name, mode, rdev, _caller(ctx)))
 
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        await self._allow(ctx, parent_inode, write=True)
         return _entry_attributes(await self._call(self.fs.mkdir, parent_inode, name, mode, _caller(ctx)))
 
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        await self._allow(ctx, parent_inode, write=True)
         await self._call(self.fs.unlink, parent_inode, name)
 
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        await self._allow(ctx, parent_inode, write=True)
         await self._call(self.fs.rmdir, parent_inode, name)
 
     async def symlink(
         self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
+        await self._allow(ctx, parent_inode, write=True)
         return _entry_attributes(await self._call(self.fs.symlink, parent_inode, name, target, _caller(ctx)))
 
     async def rename(
         self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes, flags: int,
         ctx: pyfuse3.RequestContext,
     ) -> None:
+        await self._allow(ctx, parent_inode_old, write=True)
+        await self._allow(ctx, parent_inode_new, write=True)
         await self._call(self.fs.rename, parent_inode_old, name_old, parent_inode_new, name_new, flags)
 
     async def link(
         self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
+        await self._allow(ctx, new_parent_inode, write=True)
         return _entry_attributes(await self._call(self.fs.link, inode, new_parent_inode, new_name, fast=True))
 
     # ------------------------------------------------------------------ files
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        await self._allow(ctx, inode, write=bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND)))
         return self._file_info(await self._call(self.fs.open, inode, flags, _caller(ctx), fast=True))
 
     async def create(
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        await self._allow(ctx, parent_inode, write=True)
         opened, attr = await self._call(self.fs.create, parent_inode, name, mode, flags, _caller(ctx))
         return self._file_info(opened), _entry_attributes(attr)
 
@@ -238,6 +275,7 @@ class FuseOperations(pyfuse3.Operations):
 
     # ------------------------------------------------------------------ directories
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+        await self._allow(ctx, inode)
         fh = await self._call(self.fs.opendir, inode, fast=True)
         # An immutable directory's entries may stay in the kernel's cache (cache_readdir).
         if self._kflags and self._guard(self.fs.dir_cacheable, fh):
@@ -275,15 +313,19 @@ class FuseOperations(pyfuse3.Operations):
             # ENOTSUP, not ENOATTR: tools such as ls(1) then stop asking for
             # security.selinux on this file system instead of asking per file.
             raise pyfuse3.FUSEError(errno.EOPNOTSUPP)
+        await self._allow(ctx, inode)
         return await self._call(self.fs.getxattr, inode, name, fast=True)
 
     async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
+        await self._allow(ctx, inode)
         return await self._call(self.fs.listxattr, inode, fast=True)
 
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: pyfuse3.RequestContext) -> None:
+        await self._allow(ctx, inode, write=True)
         await self._call(self.fs.setxattr, inode, name, value)
 
     async def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        await self._allow(ctx, inode, write=True)
         await self._call(self.fs.removexattr, inode, name)
 
     # ------------------------------------------------------------------ background tasks

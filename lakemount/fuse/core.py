@@ -147,6 +147,21 @@ class FileSystem:
         """The kernel dropped ``n`` references to each inode of ``items``."""
         self.tree.forget(items)
 
+    def repository_of(self, ino: int, name: bytes | None = None) -> str | None:
+        """The repository that ``ino`` (or its child ``name``) belongs to, None for the mount root and its ``.lakefs``.
+
+        What the mount's access control judges a request by; ``FsError(ESTALE)`` for an unknown inode.
+        """
+        node = self.state.node(ino)
+        if node.scope is not None:
+            return node.scope.repo
+        if node.kind is Kind.ROOT:
+            # A lookup in the root names a repository; its .lakefs holds the mount's statistics.
+            if name is None or name in (b".", b"..", control.CONTROL_DIR.encode()):
+                return None
+            return name.decode(errors="replace")
+        return node.repo or None
+
     def getattr(self, ino: int) -> Attr:
         """The attributes of ``ino``, revalidated if stale (a path deleted elsewhere keeps its last ones)."""
         return self.tree.getattr(ino)

@@ -101,6 +101,10 @@ def start(
         os.close(w)
     try:
         message = _read_ready(r, proc, timeout)
+    except BaseException:
+        # Interrupted while waiting (``up`` got SIGINT or SIGTERM): the child is no one's to stop otherwise.
+        _abandon(proc, mountpoint, before)
+        raise
     finally:
         os.close(r)
     if message == "ok":

@@ -27,6 +27,7 @@ from typing import Any, Final
 from lakemount.app import App
 from lakemount.errors import AlreadyExists, InvalidArgument, Unavailable
 from lakemount.fuse import kflags
+from lakemount.fuse.access import MountAccess, parse_users
 from lakemount.fuse.core import FileSystem, MountOptions
 
 log = logging.getLogger(__name__)
@@ -243,12 +244,15 @@ def run_mount(
     from lakemount.fuse.adapter import FuseOperations
 
     home = app.config.home
+    access = shared_access(app) if allow_other else None
     mp = prepare_mountpoint(home, mountpoint)
     clean_dead_spools(home)
     fs = build_filesystem(app, options)
-    ops = FuseOperations(fs, threads=threads)
+    ops = FuseOperations(fs, threads=threads, access=access)
     fuse_options = set(pyfuse3.default_options) | {f"fsname={FSNAME}", f"subtype={FSNAME}"}
     if allow_other:
+        # As root the kernel takes allow_other without /etc/fuse.conf's user_allow_other (fusermount3 asks for it
+        # from other users only); the access control below is what keeps other users to their policies.
         fuse_options.add("allow_other")
     try:
         pyfuse3.init(ops, mp, fuse_options)
@@ -261,6 +265,12 @@ def run_mount(
     with open(pid_path, "w") as f:
         f.write(f"{os.getpid()}\n")
     log.info("mounted %s at %s (pid %d)", "/".join(options.ref) if options.ref else "all repositories", mp, os.getpid())
+    if access is not None:
+        mapped = ", ".join(f"uid {uid} as {user}" for uid, user in sorted(access.users.items()))
+        log.info("shared with other users: %s act as the mount; %s", " and ".join(f"uid {u}" for u in sorted(access.owners)),
+                 f"{mapped}; any other uid is refused" if mapped else "any other uid is refused (no mount.users)")
+    elif app.config.mount.users:
+        log.info("mount.users applies only to a mount shared with other users (--allow-other): only this user reaches this one")
     if not kflags.active():
         log.info("open-reply shim not loaded: the kernel sends FLUSH on every close and re-reads immutable directories")
     try:
@@ -279,6 +289,13 @@ def run_mount(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(pid_path)
         log.info("unmounted %s", mp)
+
+
+def shared_access(app: App) -> MountAccess:
+    """The access control of a mount shared with other users (``mount.users``); ``InvalidArgument`` for a bad mapping."""
+    owners = frozenset({os.getuid(), 0})
+    users = parse_users(app.config.mount.users, owners=owners)
+    return MountAccess(users, lambda user, action, repo: app.auth.authorize(user, action, repo), owners=owners)
 
 
 def _listen(app: App, fs: FileSystem) -> Any:

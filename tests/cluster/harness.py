@@ -295,7 +295,7 @@ class Cluster:
             time.sleep(0.02)
         host.procs.append(anchor)
         host.home = str(self.dir / name)
-        os.makedirs(host.home, exist_ok=True)
+        os.makedirs(host.home, mode=0o700, exist_ok=True)  # as lakemount makes it (an open one is tightened with a warning)
         # A real node resolves its own name (Spark's daemons look it up at start-up): here the
         # machine's hostname and the host's name are its own address, whatever /etc/hosts holds.
         self.map_name(host, f"{name} {socket.gethostname()}", ip)

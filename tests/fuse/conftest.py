@@ -28,7 +28,7 @@ def no_mount_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
 def home(tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> str:
     """A fresh LAKEMOUNT_HOME for this test; nothing touches ~/.lakemount."""
     path = os.path.join(os.fspath(tmp_path), "home")
-    os.makedirs(path)
+    os.makedirs(path, mode=0o700)  # as lakemount makes it (an open one is tightened with a warning)
     monkeypatch.setenv("LAKEMOUNT_HOME", path)
     monkeypatch.delenv("LAKEMOUNT_CONFIG", raising=False)
     monkeypatch.setenv("LAKEMOUNT_CACHE_RAM_BYTES", str(64 << 20))

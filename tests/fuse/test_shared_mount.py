@@ -1,0 +1,151 @@
+"""A mount shared with other local users (``allow_other``) applies each uid's lakemount user's policies.
+
+Before, a root mount (``allow_other`` by default) let every local user read
+every repository and write wherever the file modes allowed: the policies the
+gateway and the API enforce did not exist for the mount.  Now the mount's own
+user and root act as the mount; a uid mapped in ``mount.users`` gets its
+lakemount user's ``ReadRepo``/``WriteRepo``; any other uid gets EACCES.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from collections.abc import Callable
+
+import pytest
+
+from lakemount.app import App
+from lakemount.fuse import runner
+from tests.fuse.conftest import REPO
+from tests.fuse.mounting import env_for, needs_fuse, start, stop
+
+pytestmark = [*needs_fuse, pytest.mark.skipif(os.getuid() != 0, reason="switches to other uids: needs root")]
+
+READER, WRITER, STRANGER = 54321, 54322, 54323
+
+
+def as_uid(uid: int, cwd: str, ops: dict[str, Callable[[], object]]) -> dict[str, str]:
+    """Run each of ``ops`` in a child process that changed to ``cwd`` and then to ``uid`` (no groups).
+
+    Returns ``{name: "ok" | errno name}``.  ``cwd`` is entered as root first, so
+    the test's private temporary directories above it need not be open to ``uid``.
+    """
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: only system calls, then _exit
+        try:
+            os.close(r)
+            os.chdir(cwd)
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            out = {}
+            for name, op in ops.items():
+                try:
+                    op()
+                    out[name] = "ok"
+                except OSError as exc:
+                    out[name] = errno.errorcode.get(exc.errno or 0, str(exc))
+            os.write(w, json.dumps(out).encode())
+            os._exit(0)
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent, never raised in a forked pytest
+            os.write(w, json.dumps({"child failed": repr(exc)}).encode())
+            os._exit(1)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+def read(path: str) -> Callable[[], object]:
+    def op() -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+    return op
+
+
+def write(path: str, flags: int = os.O_WRONLY | os.O_CREAT) -> Callable[[], object]:
+    def op() -> None:
+        fd = os.open(path, flags, 0o666)
+        try:
+            os.write(fd, b"x")
+        finally:
+            os.close(fd)
+    return op
+
+
+def test_other_uids_get_their_mapped_users_policies_and_unmapped_ones_nothing(
+    app: App, home: str, tmp_path: os.PathLike[str]
+) -> None:
+    auth = app.auth
+    auth.create_user("reader")
+    auth.attach_policy("reader", "Analyst")  # ReadRepo only
+    auth.create_user("writer")
+    auth.attach_policy("writer", "Developer")
+    app.catalog.put(REPO, "main", "f.txt", b"hello")
+    mp = os.path.join(os.fspath(tmp_path), "mnt")
+    users = f"{READER}=reader,{WRITER}=writer"
+    m = start(home, mp, ["--allow-other"], env=env_for(home, LAKEMOUNT_MOUNT_USERS=users))
+    try:
+        options = runner.find_mount(mp)
+        assert options is not None
+        with open("/proc/mounts") as f:
+            line = next(line for line in f if line.split()[1] == mp)
+        assert "allow_other" in line.split()[3].split(","), line  # root needs no user_allow_other in /etc/fuse.conf
+        # A directory and a file every uid may write as far as modes go: only the policies can refuse.
+        os.mkdir(f"{mp}/{REPO}/main/open", 0o777)
+        os.chmod(f"{mp}/{REPO}/main/open", 0o777)
+        write(f"{mp}/{REPO}/main/open/shared.txt")()
+        os.chmod(f"{mp}/{REPO}/main/open/shared.txt", 0o666)
+        base = f"{REPO}/main"
+
+        reader = as_uid(READER, mp, {
+            "list root": lambda: os.listdir("."),
+            "list branch": lambda: os.listdir(base),
+            "read": read(f"{base}/f.txt"),
+            "create": write(f"{base}/open/new-by-reader.txt"),
+            "write": write(f"{base}/open/shared.txt", os.O_WRONLY),
+            "mkdir": lambda: os.mkdir(f"{base}/open/dir-by-reader"),
+            "unlink": lambda: os.unlink(f"{base}/open/shared.txt"),
+            "commit": write(f"{base}/.lakefs/commit", os.O_WRONLY),
+        })
+        assert reader == {"list root": "ok", "list branch": "ok", "read": "ok", "create": "EACCES", "write": "EACCES",
+                          "mkdir": "EACCES", "unlink": "EACCES", "commit": "EACCES"}, reader
+
+        writer = as_uid(WRITER, mp, {
+            "read": read(f"{base}/f.txt"),
+            "create": write(f"{base}/open/new-by-writer.txt"),
+            "write": write(f"{base}/open/shared.txt", os.O_WRONLY),
+        })
+        assert writer == {"read": "ok", "create": "ok", "write": "ok"}, writer
+
+        stranger = as_uid(STRANGER, mp, {
+            "list root": lambda: os.listdir("."),
+            "list branch": lambda: os.listdir(base),
+            "read": read(f"{base}/f.txt"),
+            "create": write(f"{base}/open/new-by-stranger.txt"),
+            "write": write(f"{base}/open/shared.txt", os.O_WRONLY),
+        })
+        assert stranger == dict.fromkeys(stranger, "EACCES") and len(stranger) == 5, stranger
+
+        # The mount's own user (root here) is the mount itself, as before.
+        assert read(f"{mp}/{REPO}/main/f.txt")() == b"hello"
+        names = set(os.listdir(f"{mp}/{REPO}/main/open"))
+        assert names == {"shared.txt", "new-by-writer.txt"}, names
+    finally:
+        stop(m)
+    assert app.catalog.stat(REPO, "main", "open/new-by-writer.txt").size == 1
+
+
+def test_a_bad_user_mapping_is_refused_before_mounting(app: App, home: str, tmp_path: os.PathLike[str]) -> None:
+    from lakemount.errors import InvalidArgument
+
+    mp = os.path.join(os.fspath(tmp_path), "mnt")
+    with pytest.raises(InvalidArgument, match="mount.users: no local user named 'no-such-user-here'"):
+        start(home, mp, ["--allow-other"], env=env_for(home, LAKEMOUNT_MOUNT_USERS="no-such-user-here=reader"))
+    assert runner.find_mount(mp) is None
