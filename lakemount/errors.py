@@ -165,16 +165,25 @@ class DirtyBranch(PreconditionFailed):
     """A merge, revert or cherry-pick into a branch whose uncommitted changes it would mix with."""
 
     def __init__(self, what: str, branch: str) -> None:
-        super().__init__(f"{what}: branch {branch} has uncommitted changes; commit or reset them first")
+        super().__init__(f"uncommitted changes (dirty branch): {what} into {branch}; commit or reset them first")
         self.branch = branch
 
 
 class NothingToCommit(PreconditionFailed):
     """Nothing is staged on ``branch``, and an empty commit was not allowed."""
 
-    def __init__(self, branch: str) -> None:
-        super().__init__(f"nothing to commit on branch {branch} (use --allow-empty)")
+    def __init__(self, branch: str, detail: str | None = None) -> None:
+        # lakeFS's wording first ("no changes"), so scripts that match on it keep working.
+        super().__init__(f"no changes: {detail or f'nothing to commit on branch {branch} (use --allow-empty)'}")
         self.branch = branch
+
+
+class NothingToMerge(NothingToCommit):
+    """A merge whose source brings nothing to ``branch``, and an empty merge commit was not allowed."""
+
+    def __init__(self, source: str, branch: str) -> None:
+        super().__init__(branch, f"{source} brings nothing to merge into {branch} (use allow_empty)")
+        self.source = source
 
 
 class MergeConflict(Conflict):
@@ -182,7 +191,7 @@ class MergeConflict(Conflict):
 
     def __init__(self, paths: list[str]) -> None:
         shown = ", ".join(paths[:20]) + (f" (+{len(paths) - 20} more)" if len(paths) > 20 else "")
-        super().__init__(f"merge conflict on {len(paths)} path(s): {shown}")
+        super().__init__(f"conflict found: merge conflict on {len(paths)} path(s): {shown}")
         self.paths = paths
 
 

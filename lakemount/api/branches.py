@@ -157,8 +157,7 @@ def diff_page(ctx: Ctx, records: object, *, delimiter: str) -> Response:
                     continue
             if after and path <= after:
                 continue
-            entry = rec.right if rec.right is not None else rec.left
-            yield path, rec.kind, entry, False
+            yield path, rec.kind, rec.size, False
 
     return json_response(200, paginate(items(), ctx.page_size(), lambda t: t[0],
                                        lambda t: diff_json(t[0], "prefix_changed" if t[3] else t[1], t[2], prefix=t[3])))

@@ -13,7 +13,6 @@ from typing import Any
 
 from lakemount.catalog import shapes
 from lakemount.catalog.catalog import Catalog, Entry
-from lakemount.catalog.model import object_view
 
 
 def repository_json(r: Any) -> dict[str, Any]:
@@ -38,6 +37,7 @@ def object_json(catalog: Catalog, repo: Any, path: str, entry: Entry | None) -> 
     return shapes.object_stats_json(path, entry, physical_address=catalog.physical_url(repo, entry.address), extras=False)
 
 
-def diff_json(path: str, kind: str, entry: Entry | None, *, prefix: bool = False) -> dict[str, Any]:
-    """One ``Diff`` record: ``path`` changed by ``kind``, sized from ``entry``; ``prefix`` marks a grouped common prefix."""
-    return shapes.diff_json(kind, path, is_prefix=prefix, size_bytes=None if entry is None else object_view(entry).size)
+def diff_json(path: str, kind: str, size: int | None, *, prefix: bool = False) -> dict[str, Any]:
+    """One ``Diff`` record: ``path`` changed by ``kind``, of ``size`` bytes (``Difference.size``); ``prefix``
+    marks a grouped common prefix, which has no size."""
+    return shapes.diff_json(kind, path, is_prefix=prefix, size_bytes=size)

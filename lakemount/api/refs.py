@@ -12,6 +12,7 @@ from lakemount.api.pagination import paginate
 from lakemount.api.routing import AMOUNT, PAGINATION, Param, operation
 from lakemount.auth.policies import Action
 from lakemount.catalog.shapes import parse_since
+from lakemount.errors import NothingToMerge
 from lakemount.serving.http import Response
 
 TAG = "refs"
@@ -85,15 +86,20 @@ def diff_refs(ctx: Ctx) -> Response:
            summary="merge a ref into a branch", body="Merge", body_required=False, response="MergeResult",
            errors=(400, 401, 403, 404, 409, 412))
 def merge_into_branch(ctx: Ctx) -> Response:
-    """mergeIntoBranch: merge ``sourceRef`` into the branch, answering the resulting commit id; 409 on conflict, 403 without WriteRepo."""
+    """mergeIntoBranch: merge ``sourceRef`` into the branch, answering the resulting commit id; 409 on conflict, 403 without
+    WriteRepo, 400 "no changes" when the source brings nothing and ``allow_empty`` is not set (as lakeFS)."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     body = ctx.json_body()
     strategy = body.get("strategy") or None
+    source, dest = ctx.params["sourceRef"], ctx.params["destinationBranch"]
     result = ctx.catalog.merge(
-        repo, ctx.params["sourceRef"], ctx.params["destinationBranch"], strategy=strategy,
+        repo, source, dest, strategy=strategy,
         squash=bool(body.get("squash_merge")), message=body.get("message") or None,
         committer=ctx.user or "lakemount", metadata=sorted((body.get("metadata") or {}).items()),
+        allow_empty=bool(body.get("allow_empty")),
     )
+    if not result.merged:
+        raise NothingToMerge(source, f"{repo}/{dest}")
     return json_response(200, {"reference": result.commit_id})
 
 

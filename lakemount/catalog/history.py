@@ -36,10 +36,11 @@ def _check_text(what: str, *texts: str | None, metadata: Sequence[tuple[str, str
             raise NotUtf8Text(what) from None
 
 
-def _differences(records: Iterable[DiffRecord]) -> Iterator[Difference]:
+def _differences(records: Iterable[DiffRecord], *, staged: bool = False) -> Iterator[Difference]:
     for r in records:
         yield Difference(
-            r.key, r.kind, None if r.left is None else decode_value(r.left), None if r.right is None else decode_value(r.right)
+            r.key, r.kind, None if r.left is None else decode_value(r.left), None if r.right is None else decode_value(r.right),
+            staged,
         )
 
 
@@ -96,11 +97,13 @@ class HistoryVerbs(RefVerbs):
         committer: str = "lakemount",
         metadata: Sequence[tuple[str, str]] = (),
         guard: Callable[[], None] | None = None,
+        allow_empty: bool = False,
     ) -> MergeResult:
         """Merge ref ``source`` into branch ``dest``; raises ``MergeConflict`` (with the paths), ``PreconditionFailed``,
         ``HookFailed`` when a pre-merge hook (read from ``dest`` and from ``source``) rejects it.
         ``guard`` runs after the pre-merge hooks passed, just before the merge, and raises to stop it
-        (a pull request re-checks its approvals there: hooks may run for minutes)."""
+        (a pull request re-checks its approvals there: hooks may run for minutes).  A source that brings
+        nothing leaves ``dest`` as it was (``merged=False``) unless ``allow_empty`` (Graveler.merge)."""
         _check_text("merge", message, committer, metadata=metadata)
         meta = dict(metadata)
         text = message or f"Merge '{source}' into '{dest}'"
@@ -119,7 +122,8 @@ class HistoryVerbs(RefVerbs):
         if guard is not None:
             guard()
         res = self.graveler.merge(
-            repo, source, dest, strategy=strategy, squash=squash, message=message, committer=committer, metadata=metadata
+            repo, source, dest, strategy=strategy, squash=squash, message=message, committer=committer, metadata=metadata,
+            allow_empty=allow_empty,
         )
         if res.merged:
             self.feed.emit(repo, dest, "merge", source=source, commit_id=res.commit_id, changes=res.changes, committer=committer)
@@ -208,4 +212,4 @@ class HistoryVerbs(RefVerbs):
 
     def diff_uncommitted(self, repo: str, branch: str, *, prefix: str = "") -> Iterator[Difference]:
         """The staged changes of ``branch`` against its head commit."""
-        return _differences(self.graveler.diff_uncommitted(repo, branch, prefix=_key(prefix)))
+        return _differences(self.graveler.diff_uncommitted(repo, branch, prefix=_key(prefix)), staged=True)

@@ -165,12 +165,24 @@ class Difference:
 
     ``left`` is None for an added path, ``right`` None for a removed one; a
     conflict (three-way diff only) has the left side's and the source's entries.
+    ``staged`` marks a branch's uncommitted change (:meth:`size` reads it).
     """
 
     key: bytes
     kind: str
     left: Entry | None
     right: Entry | None
+    staged: bool = False
+
+    @property
+    def size(self) -> int:
+        """The size a diff reports, as lakeFS does: the new entry's (as an object: a symlink or marker is 0
+        bytes); for a removal between two commits the removed entry's, and 0 for a staged removal (a tombstone carries no size in lakeFS's uncommitted diff)."""
+        if self.right is not None:
+            return object_view(self.right).size
+        if self.left is None or self.staged:
+            return 0
+        return object_view(self.left).size
 
     @property
     def path(self) -> str:

@@ -43,8 +43,7 @@ def diff(left: str, right: str | None, two_way: bool, prefix: str) -> None:
             recs = [r for r in g.diff_three_way(lu.repo, lu.ref, ru.ref) if r.path.startswith(prefix)]
     rows = []
     for r in recs:
-        e = r.right if r.right is not None else r.left
-        rows.append(shapes.diff_json(r.kind, r.path, size_bytes=e.size if e is not None else 0))
+        rows.append(shapes.diff_json(r.kind, r.path, size_bytes=r.size))
     lines = [f"{_SIGN[str(x['type'])]} {x['type']:<8} {x['path']}" for x in rows]
     emit(rows, [*lines, _summary(rows)] if rows else ["No changes"])
 

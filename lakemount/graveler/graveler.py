@@ -695,23 +695,30 @@ class Graveler:
         message: str | None = None,
         committer: str = "lakemount",
         metadata: Sequence[tuple[str, str]] = (),
+        allow_empty: bool = False,
     ) -> MergeResult:
-        """Merge ``source`` (any ref) into branch ``dest``; raises ``MergeConflict`` listing paths."""
+        """Merge ``source`` (any ref) into branch ``dest``; raises ``MergeConflict`` listing paths.
+
+        A source that brings nothing (``dest`` already holds it, or its changes since the merge base
+        add up to none: lakeFS's "no changes") leaves ``dest`` where it was (``merged=False``), unless
+        ``allow_empty``, which records a merge commit all the same, as lakeFS does.
+        """
         r = self.get_repository(repo)
         strat = Strategy.parse(strategy)
         backoff = _Backoff()
         while True:
             d = self._clean_branch(repo, dest, "merge")
             src_id = self.resolve(repo, source).commit_id
-            if src_id == d.commit_id:
-                return MergeResult(d.commit_id, merged=False)
-            base_id = self.merge_base(repo, src_id, d.commit_id)
-            if base_id == src_id:
-                return MergeResult(d.commit_id, merged=False)
+            base_id = src_id if src_id == d.commit_id else self.merge_base(repo, src_id, d.commit_id)
             src_mr = self._metarange(r, src_id)
             dst_mr = self._metarange(r, d.commit_id)
             stats: ApplyStats | None = None
-            if base_id == d.commit_id:
+            changes = 0
+            if base_id == src_id or (base_id is not None and self._metarange(r, base_id).id == src_mr.id):
+                if not allow_empty:
+                    return MergeResult(d.commit_id, merged=False)
+                mr_id, mr_sum = dst_mr.id, dst_mr.checksum
+            elif base_id == d.commit_id:
                 # The destination has nothing of its own: the result is the source's tree.
                 mr_id, mr_sum = src_mr.id, src_mr.checksum
                 changes = sum(1 for _ in committed_diff(dst_mr, src_mr))
@@ -724,7 +731,7 @@ class Graveler:
                 mr_id, mr_sum, stats = apply(self.committed, r.storage_namespace, dst_mr, delta)
             head = self.refs.get_commit(repo, d.commit_id)
             src_commit = self.refs.get_commit(repo, src_id)
-            parents = (d.commit_id,) if squash else (d.commit_id, src_id)
+            parents = (d.commit_id,) if squash or src_id == d.commit_id else (d.commit_id, src_id)
             gen = max(head.generation, 0 if squash else src_commit.generation) + 1
             msg = message or f"Merge '{source}' into '{dest}'"
             commit = self._make_commit(parents, mr_id, mr_sum, msg, committer, metadata, self.clock(), gen)
@@ -793,7 +800,11 @@ class Graveler:
         nothing (unless ``allow_empty``), ``MergeConflict``, ``ReadOnlyRef`` for a non-branch."""
         c = self.commit_of(repo, ref)
         parent = self._parent(c, parent_number)
-        return self._pick(repo, branch, parent, c.id, c.message, committer, c.metadata, "cherry-pick", allow_empty)
+        # lakeFS's keys: where the change came from and who made it (the new commit's committer is the picker).
+        picked = {**dict(c.metadata), "cherry-pick-origin": c.id, "cherry-pick-committer": c.committer}
+        return self._pick(
+            repo, branch, parent, c.id, c.message, committer, sorted(picked.items()), "cherry-pick", allow_empty
+        )
 
     # ------------------------------------------------------------------ reset
     def reset(self, repo: str, branch: str, *, prefix: bytes | None = None, key: bytes | None = None) -> None:

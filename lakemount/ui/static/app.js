@@ -561,7 +561,7 @@ async function pullsPage(repo, q) {
 }
 
 function conflictList(message) {
-  const m = /^merge conflict on \d+ path\(s\): (.*)$/.exec(message || "");
+  const m = /^(?:conflict found: )?merge conflict on \d+ path\(s\): (.*)$/.exec(message || "");
   if (!m) return null;
   return el("ul", {id: "conflicts"}, m[1].split(", ").map(p => el("li", {}, p)));
 }

@@ -1,0 +1,87 @@
+"""lakeFS behaviours its clients rely on, through the unmodified ``lakefs`` SDK and ``lakefs-spec``:
+empty merges, the wording of common refusals, cherry-pick metadata and the size of a staged removal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from lakefs.exceptions import BadRequestException, ConflictException
+
+
+def test_merge_that_brings_nothing_is_no_changes_unless_allowed(repo: Any) -> None:
+    main = repo.branch("main")
+    main.object("a").upload(b"a")
+    main.commit("a")
+    dev = repo.branch("dev").create(main)
+    head = main.head.id
+    # dev holds nothing main lacks: lakeFS answers 400 "no changes" and makes no commit.
+    with pytest.raises(BadRequestException, match="no changes"):
+        dev.merge_into(main)
+    assert main.head.id == head
+    # dev's own commits that add up to nothing (a file added and removed again) bring nothing either.
+    dev.object("tmp").upload(b"t")
+    dev.commit("add tmp")
+    dev.object("tmp").delete()
+    dev.commit("drop tmp")
+    main.object("b").upload(b"b")
+    main.commit("b")
+    head = main.head.id
+    with pytest.raises(BadRequestException, match="no changes"):
+        dev.merge_into(main)
+    assert main.head.id == head
+    # allow_empty records the merge commit all the same, with main's tree.
+    merged = dev.merge_into(main, allow_empty=True)
+    assert main.head.id == merged != head
+    c = main.get_commit()
+    assert len(c.parents) == 2 and c.parents[0] == head
+    assert {o.path for o in main.objects()} == {"a", "b"}
+
+
+def test_refusals_use_lakefs_wording(repo: Any) -> None:
+    main = repo.branch("main")
+    main.object("k").upload(b"base")
+    main.commit("base")
+    other = repo.branch("other").create(main)
+    main.object("k").upload(b"main side")
+    main.commit("main")
+    other.object("k").upload(b"other side")
+    other.commit("other")
+    with pytest.raises(ConflictException, match="conflict found"):
+        other.merge_into(main)
+    main.object("dirty").upload(b"d")
+    with pytest.raises(BadRequestException, match=r"uncommitted changes \(dirty branch\)"):
+        other.merge_into(main, strategy="source-wins")
+    main.reset_changes()
+    with pytest.raises(BadRequestException, match="no changes"):
+        main.commit("nothing")
+
+
+def test_cherry_pick_records_its_origin(repo: Any) -> None:
+    main = repo.branch("main")
+    main.object("a").upload(b"a")
+    main.commit("a")
+    dev = repo.branch("dev").create(main)
+    dev.object("fix").upload(b"fix")
+    picked = dev.commit("the fix", metadata={"ticket": "42"}).get_commit()
+    c = main.cherry_pick(picked.id)
+    assert c.metadata["cherry-pick-origin"] == picked.id
+    assert c.metadata["cherry-pick-committer"] == picked.committer
+    assert c.metadata["ticket"] == "42"  # the picked commit's own metadata comes along
+    assert c.message == picked.message
+
+
+def test_uncommitted_removal_is_sized_zero(repo: Any) -> None:
+    main = repo.branch("main")
+    main.object("gone.bin").upload(b"x" * 1000)
+    main.object("kept.bin").upload(b"y" * 10)
+    main.commit("two")
+    main.object("gone.bin").delete()
+    main.object("new.bin").upload(b"z" * 7)
+    sizes = {d.path: (d.type, d.size_bytes) for d in main.uncommitted()}
+    assert sizes == {"gone.bin": ("removed", 0), "new.bin": ("added", 7)}
+    # Between two commits, a removal keeps the removed object's size (lakeFS's refs diff).
+    before = main.head.id
+    main.commit("drop and add")
+    sizes = {d.path: (d.type, d.size_bytes) for d in repo.ref(before).diff(main)}
+    assert sizes == {"gone.bin": ("removed", 1000), "new.bin": ("added", 7)}
