@@ -46,12 +46,11 @@ from lakemount.errors import (
     LakeMountError,
     NotFound,
     PreconditionFailed,
-    Unavailable,
     category_of,
 )
 from lakemount.jobs.namespaces import check_outside_namespaces, location_of
 from lakemount.jobs.runtime import app_for
-from lakemount.jobs.s3client import client_from_config, split_s3
+from lakemount.jobs.s3client import client_from_config, listing_errors, split_s3
 from lakemount.jobs.session import Progress, get_context, interruptible, parallelism, timed, translated
 
 MANIFEST_DIR: Final = "_lakemount_export"
@@ -103,23 +102,12 @@ def _parse_destination(text: str) -> Destination:
 
 
 def _s3_keys(client: Any, dest: Destination, prefix: str, limit: int | None = None) -> Iterator[str]:
-    import botocore.exceptions
-
     paginator = client.get_paginator("list_objects_v2")
     config = {"MaxItems": limit} if limit else {}
-    try:
+    with listing_errors("export", dest.root, f"s3://{dest.root}/{prefix}"):
         for page in paginator.paginate(Bucket=dest.root, Prefix=prefix, PaginationConfig=config):
             for obj in page.get("Contents", []):
                 yield obj["Key"]
-    except botocore.exceptions.ClientError as exc:
-        code = str(exc.response.get("Error", {}).get("Code", ""))
-        if code == "NoSuchBucket":
-            raise NotFound(f"export bucket does not exist: s3://{dest.root}") from None
-        if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
-            raise Unavailable(f"S3 refused to list s3://{dest.root}/{prefix}: {code}") from exc
-        raise InvalidArgument(f"cannot list s3://{dest.root}/{prefix}: {code}") from exc
-    except botocore.exceptions.BotoCoreError as exc:  # no credentials, endpoint down, ...
-        raise Unavailable(f"cannot list s3://{dest.root}/{prefix}: {exc}") from exc
 
 
 def _is_empty(dest: Destination, client: Any) -> bool:

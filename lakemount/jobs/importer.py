@@ -40,6 +40,7 @@ import os
 import stat
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
@@ -50,16 +51,14 @@ from lakemount.catalog.confinement import ImportSource
 from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, prefix_end
 from lakemount.config import Config
 from lakemount.errors import (
-    InvalidArgument,
     NotFound,
     NothingToCommit,
     PreconditionFailed,
     ProtectedBranch,
-    Unavailable,
 )
 from lakemount.jobs.inprocess import job_context
 from lakemount.jobs.runtime import app_for
-from lakemount.jobs.s3client import client_from_config
+from lakemount.jobs.s3client import client_from_config, listing_errors
 from lakemount.jobs.session import Progress, interruptible, parallelism, timed, translated
 
 FILES_PER_TASK: Final = 5000
@@ -118,22 +117,8 @@ def _level_local(source: ImportSource, rel: bytes) -> list[tuple[bytes, Unit]]:
     return out
 
 
-@contextlib.contextmanager
-def _s3_listing(source: ImportSource) -> Iterator[None]:
-    """Turn S3's refusals of a listing of ``source`` into lakemount errors."""
-    import botocore.exceptions
-
-    try:
-        yield
-    except botocore.exceptions.ClientError as exc:
-        code = str(exc.response.get("Error", {}).get("Code", ""))
-        if code == "NoSuchBucket":
-            raise NotFound(f"source bucket does not exist: s3://{source.root}") from None
-        if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
-            raise Unavailable(f"S3 refused to list {source.url}: {code}") from exc
-        raise InvalidArgument(f"cannot list {source.url}: {code}") from exc
-    except botocore.exceptions.BotoCoreError as exc:
-        raise Unavailable(f"cannot list {source.url}: {exc}") from exc
+def _s3_listing(source: ImportSource) -> AbstractContextManager[None]:
+    return listing_errors("source", source.root, source.url)
 
 
 def is_small(source: ImportSource, client: Any = None) -> bool:

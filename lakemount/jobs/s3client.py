@@ -8,13 +8,15 @@ credentials as the adapter, taken through ``block.s3_options``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 from lakemount.block import s3_options
 from lakemount.block.urls import split_url
 from lakemount.config import Config
-from lakemount.errors import InvalidArgument
+from lakemount.errors import InvalidArgument, NotFound, Unavailable
 
 
 def client_from_config(config: Config) -> Any:
@@ -52,3 +54,23 @@ def split_s3(url: str) -> tuple[str, str]:
     if not bucket:
         raise InvalidArgument(f"s3 URL without a bucket: {url!r}")
     return bucket, prefix
+
+
+@contextlib.contextmanager
+def listing_errors(role: str, bucket: str, url: str) -> Iterator[None]:
+    """Turn S3's refusals of a listing of ``url`` (in ``bucket``, the job's ``role``: source, export) into
+    lakemount errors: ``NotFound`` for a missing bucket, ``Unavailable`` for refused credentials or an
+    unreachable endpoint, ``InvalidArgument`` for the rest."""
+    import botocore.exceptions
+
+    try:
+        yield
+    except botocore.exceptions.ClientError as exc:
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        if code == "NoSuchBucket":
+            raise NotFound(f"{role} bucket does not exist: s3://{bucket}") from None
+        if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+            raise Unavailable(f"S3 refused to list {url}: {code}") from exc
+        raise InvalidArgument(f"cannot list {url}: {code}") from exc
+    except botocore.exceptions.BotoCoreError as exc:  # no credentials, endpoint down, ...
+        raise Unavailable(f"cannot list {url}: {exc}") from exc
