@@ -6,6 +6,7 @@ keys; the same keys work here (basic auth, or ``/auth/login`` for a token).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -17,15 +18,17 @@ if TYPE_CHECKING:
     from lakemount.app import App
 
 
-def _start(app: App) -> ApiServerType:
-    """Start the REST API server for ``lakemount up`` and print its URLs."""
+def _make(app: App) -> tuple[ApiServerType, Callable[[], None]]:
+    """The REST API server for ``lakemount up`` (not started) and what prints its URLs once it is."""
     from lakemount.api.server import ApiServer, settings_from_config
 
     server = ApiServer(app.config, settings_from_config(app.config))
-    server.start()
-    click.echo(f"REST API: {server.url}/api/v1 ({server.settings.workers} workers; lakeFS clients: host={server.url})")
-    click.echo(f"web UI: {server.url}/ (log in with an access key)")
-    return server
+
+    def announce() -> None:
+        click.echo(f"REST API: {server.url}/api/v1 ({server.settings.workers} workers; lakeFS clients: host={server.url})")
+        click.echo(f"web UI: {server.url}/ (log in with an access key)")
+
+    return server, announce
 
 
-start_for_up, wait_for_up, stop_for_up = UpService(_start).functions()
+start_for_up, wait_for_up, stop_for_up = UpService(_make).functions()

@@ -12,6 +12,7 @@ cannot lock the only administrator out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -48,10 +49,11 @@ def ensure_admin(app: App) -> tuple[str, str] | None:
     return creds.access_key_id, creds.secret_access_key
 
 
-def _start(app: App) -> GatewayServerType:
-    """Start the gateway for ``lakemount up``, creating the admin user (and printing its keys) on first run.
+def _make(app: App) -> tuple[GatewayServerType, Callable[[], None]]:
+    """The gateway for ``lakemount up`` (not started), creating the admin user on first run, and what prints
+    its address (and the admin's keys, once) when it serves.
 
-    Raises ``InvalidArgument`` for bad gateway settings; a port that cannot be bound raises ``OSError``.
+    Raises ``InvalidArgument`` for bad gateway settings; a port that cannot be bound raises ``OSError`` from ``start``.
     """
     from lakemount.gateway.server import GatewayServer
     from lakemount.gateway.settings import from_config
@@ -59,15 +61,17 @@ def _start(app: App) -> GatewayServerType:
     settings = from_config(app.config)
     created = ensure_admin(app)
     server = GatewayServer(app.config, settings)
-    server.start()
-    click.echo(f"S3 gateway: {server.url} ({settings.workers} workers)")
-    if created is not None:
-        key_id, secret = created
-        click.echo("Created user 'admin' (Admin role). Its credentials are shown this once; keep them:")
-        click.echo(f"  access_key_id:     {key_id}")
-        click.echo(f"  secret_access_key: {secret}")
-        click.echo(f"  e.g. AWS_ACCESS_KEY_ID={key_id} AWS_SECRET_ACCESS_KEY=... aws --endpoint-url {server.url} s3 ls")
-    return server
+
+    def announce() -> None:
+        click.echo(f"S3 gateway: {server.url} ({settings.workers} workers)")
+        if created is not None:
+            key_id, secret = created
+            click.echo("Created user 'admin' (Admin role). Its credentials are shown this once; keep them:")
+            click.echo(f"  access_key_id:     {key_id}")
+            click.echo(f"  secret_access_key: {secret}")
+            click.echo(f"  e.g. AWS_ACCESS_KEY_ID={key_id} AWS_SECRET_ACCESS_KEY=... aws --endpoint-url {server.url} s3 ls")
+
+    return server, announce
 
 
-start_for_up, wait_for_up, stop_for_up = UpService(_start).functions()
+start_for_up, wait_for_up, stop_for_up = UpService(_make).functions()

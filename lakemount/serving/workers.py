@@ -92,7 +92,9 @@ class WorkerPool:
     def start_workers(self, count: int, args: tuple[Any, ...]) -> None:
         """Spawn ``count`` workers running ``target(*args)`` and the thread that restarts dead ones."""
         self._args = args
-        self._procs = [self._spawn(i) for i in range(count)]
+        # One at a time into the list ``stop`` reads: a stop signal raised while spawning still ends those started.
+        for i in range(count):
+            self._procs.append(self._spawn(i))
         self._monitor = threading.Thread(target=self._watch, name=self._thread_name, daemon=True)
         self._monitor.start()
 
@@ -172,13 +174,13 @@ def serve_forever(server: Server, announce_line: Callable[[], str], *, announce:
 class UpService:
     """A server as one of the services of ``lakemount up`` (see ``cli/services.py``), one server per ``App``.
 
-    ``start`` creates and starts the server and prints its addresses; the
-    front end's ``service`` module exports :meth:`functions` as its
-    ``start_for_up``, ``wait_for_up`` and ``stop_for_up``.
+    ``make(app)`` creates the server (not yet started) and the function that prints its addresses; the
+    front end's ``service`` module exports :meth:`functions` as its ``start_for_up``, ``wait_for_up`` and
+    ``stop_for_up``.
     """
 
-    def __init__(self, start: Callable[[Any], Server]) -> None:
-        self._start = start
+    def __init__(self, make: Callable[[Any], tuple[Server, Callable[[], None]]]) -> None:
+        self._make = make
         self._servers: dict[int, Server] = {}
 
     def functions(self) -> tuple[Callable[[Any], None], Callable[..., None], Callable[[Any], None]]:
@@ -186,8 +188,16 @@ class UpService:
         return self.start_for_up, self.wait_for_up, self.stop_for_up
 
     def start_for_up(self, app: Any) -> None:
-        """Start the server for ``app``; errors of ``start`` (bad settings, a port that cannot be bound) propagate."""
-        self._servers[id(app)] = self._start(app)
+        """Start the server for ``app`` and print its addresses; errors of ``start`` (bad settings, a port that
+        cannot be bound) propagate.
+
+        The server is known to :meth:`stop_for_up` before it starts: a stop signal that lands while it starts
+        or prints (``up`` raises out of whatever it runs) still stops the workers already spawned.
+        """
+        server, announce = self._make(app)
+        self._servers[id(app)] = server
+        server.start()
+        announce()
 
     def wait_for_up(self, app: Any, poll: float = 0.5) -> None:
         """Block until the server of ``app`` is stopped (returns at once if none; Ctrl-C raises out of here)."""

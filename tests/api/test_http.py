@@ -42,7 +42,7 @@ def uncommitted(served: Served, repo: str) -> list[str]:
 
 
 def landing_files(served: Served, repo: str) -> list[str]:
-    return [str(p) for p in (served.home / "ns" / repo).rglob(".tmp-*")]
+    return [str(p) for p in (served.home / "data" / "ns" / repo).rglob(".tmp-*")]
 
 
 @pytest.fixture

@@ -315,12 +315,12 @@ def test_local_block_store_refuses_presign_clearly(served: Served) -> None:
     loc = get_address(served, repo.id, "b", presign=False)
     assert loc["presigned_url"] is None
     path = Path(loc["physical_address"].rpartition(",")[0].removeprefix("local://"))
-    assert path.is_relative_to(served.home / "ns" / repo.id / "data")
+    assert path.is_relative_to(served.home / "data" / "ns" / repo.id / "data")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"written directly")
     r = link(served, repo.id, "b", loc, 16, hashlib.md5(b"written directly").hexdigest())
     assert r.status_code == 200, r.text
     assert main.object("b").reader().read() == b"written directly"
     # Handing it out left the marker that keeps the upload from garbage collection until it may no longer be linked.
-    markers = list((served.home / "ns" / repo.id / LINKS_PREFIX).iterdir())
+    markers = list((served.home / "data" / "ns" / repo.id / LINKS_PREFIX).iterdir())
     assert [m.name.split(".")[0] for m in markers] == [path.name]

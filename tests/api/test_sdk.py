@@ -317,10 +317,10 @@ def test_protected_branch_changes_only_by_merge(served: Served, repo: Any) -> No
     feature = repo.branch("feature").create(main)
     app = served.gateway.app()
     app.catalog.set_protection_rules(repo.id, ["main"])  # the API has no protection endpoint yet
-    stored = sorted((served.home / "ns" / repo.id / "data").rglob("*"))
+    stored = sorted((served.home / "data" / "ns" / repo.id / "data").rglob("*"))
     with pytest.raises(ForbiddenException):
         main.object("direct").upload(b"refused before its body is read")
-    assert sorted((served.home / "ns" / repo.id / "data").rglob("*")) == stored
+    assert sorted((served.home / "data" / "ns" / repo.id / "data").rglob("*")) == stored
     with pytest.raises(PermissionException):  # what the SDK's object delete makes of a 403
         main.object("seed").delete()
     feature.object("via-merge").upload(b"y")

@@ -108,5 +108,5 @@ def test_issue23_item4_import_skips_local_names_that_are_not_utf8(tmp_path: Path
     with open(bad, "wb") as f:
         f.write(b"bad")
     skipped = [0]
-    records = list(_local_records(Source("local", str(root)), b"t/", [("dir", b"")], skipped))
+    records = list(_local_records(ImportSource("local", str(root)), b"t/", [("dir", b"")], skipped))
     assert [k for k, _e in records] == [b"t/d/ok.csv"] and skipped == [1]

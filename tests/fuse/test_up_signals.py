@@ -52,6 +52,15 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def cmdline(pid: int) -> str:
+    """``pid`` and its command line, for a failure's message."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f"{pid}: " + f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return f"{pid}: (gone)"
+
+
 def alive(pid: int) -> bool:
     """Whether ``pid`` exists and is not a zombie."""
     try:
@@ -139,7 +148,7 @@ def test_up_in_the_background_stops_everything_on_a_stop_signal(
         # Died of the signal itself: it was delivered, and whoever waits on `up` can tell.
         assert status == -signum, (status, out + rest)
         assert wait_for(lambda: not any(alive(pid) for pid in children), timeout=10), (
-            [pid for pid in children if alive(pid)], rest)
+            [cmdline(pid) for pid in children if alive(pid)], rest)
         assert not in_proc_mounts(mp), rest
         assert not any(port_open(p) for p in ports), rest
         assert f"{signum.name}: stopped every service" in rest, rest

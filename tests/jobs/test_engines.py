@@ -212,6 +212,7 @@ def test_import_and_gc_on_spark_print_no_warnings(tmp_path: Path) -> None:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("LAKEMOUNT_", "SPARK_", "PYSPARK_"))},
         "LAKEMOUNT_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT),
+        "LAKEMOUNT_BLOCKSTORE_LOCAL_IMPORT_ROOTS": str(tmp_path),  # the source lies beside the home
     }
     src = tmp_path / "src"
     src.mkdir()
