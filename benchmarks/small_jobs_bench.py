@@ -68,7 +68,8 @@ def main() -> None:
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="lm-small-jobs-bench-")
     try:
-        env = {**os.environ, "LAKEMOUNT_HOME": os.path.join(tmp, "home"), "PYTHONPATH": ROOT}
+        env = {**os.environ, "LAKEMOUNT_HOME": os.path.join(tmp, "home"), "PYTHONPATH": ROOT,
+               "LAKEMOUNT_BLOCKSTORE_LOCAL_IMPORT_ROOTS": tmp}  # the source lies beside the home
         env.pop("LAKEMOUNT_SPARK_MASTER", None)
         src = os.path.join(tmp, "src")
         os.makedirs(src)
