@@ -20,7 +20,7 @@ from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.api.upload import header_text, receive_object
 from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import MAX_KEY_BYTES, encode_new_path
-from lakemount.catalog.model import STORED_PREFIX, object_view, upload_entry
+from lakemount.catalog.model import STORED_PREFIX, has_data, object_view, upload_entry
 from lakemount.errors import ObjectNotFound, ProtectedBranch
 from lakemount.serving.bodies import read_stream
 from lakemount.serving.http import Response
@@ -61,7 +61,7 @@ def _presigning(ctx: Ctx, repo_rec: Any) -> bool:
 
 
 def _has_data(entry: Any) -> bool:
-    return entry.size != 0 and bool(entry.address) and object_view(entry).has_data
+    return entry.size != 0 and bool(entry.address) and has_data(entry)
 
 
 def _user_meta(entry: Any) -> list[tuple[str, str]]:

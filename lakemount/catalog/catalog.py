@@ -40,7 +40,7 @@ from lakemount.catalog.actions import (
 )
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
 from lakemount.catalog.history import HistoryVerbs
-from lakemount.catalog.model import object_view
+from lakemount.catalog.model import has_data
 from lakemount.catalog.paths import key_problem, printable
 from lakemount.catalog.protection import BranchProtection
 from lakemount.catalog.pulls import MAX_COMMENTS, Pulls, PullStore
@@ -362,7 +362,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
     def read(self, repo: Repository, entry: Entry, offset: int = 0, length: int | None = None) -> bytes:
         """Bytes of an object's data ([offset, offset+length)); ``ObjectNotFound`` if the data is gone,
         ``SourceChanged`` for an imported object whose source changed."""
-        if entry.size == 0 or not object_view(entry).has_data:
+        if entry.size == 0 or not has_data(entry):
             return b""
         url = self.physical_url(repo, entry.address)
         self.check_source(entry)
@@ -377,7 +377,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
     def open(self, repo: Repository, entry: Entry) -> BinaryIO:
         """A stream of an object's data; empty for directory markers, symlinks and empty objects
         (they have no data object).  ``ObjectNotFound`` if the data is gone."""
-        if entry.size == 0 or not entry.address or not object_view(entry).has_data:
+        if entry.size == 0 or not entry.address or not has_data(entry):
             return io.BytesIO(b"")
         self.check_source(entry)
         url = self.physical_url(repo, entry.address)

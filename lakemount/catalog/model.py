@@ -69,6 +69,7 @@ __all__ = [
     "SYMLINK_CONTENT_TYPE",
     "SYMLINK_TARGET_KEY",
     "ObjectView",
+    "has_data",
     "object_view",
 ]
 
@@ -144,10 +145,16 @@ class ObjectView:
     has_data: bool
 
 
+def has_data(entry: Entry) -> bool:
+    """Whether ``entry`` is a regular file, whose address holds bytes (:attr:`ObjectView.has_data`, without building
+    the view: every data read asks this)."""
+    return stat.S_IFMT(entry.mode) in (0, stat.S_IFREG)
+
+
 def object_view(entry: Entry) -> ObjectView:
     """How ``entry`` looks as an object (see :class:`ObjectView`)."""
     fmt = stat.S_IFMT(entry.mode)
-    if fmt in (0, stat.S_IFREG):
+    if has_data(entry):
         return ObjectView(entry.size, entry.etag, entry.content_type, entry.metadata, True)
     if fmt == stat.S_IFDIR:
         content_type = entry.content_type or DIRECTORY_CONTENT_TYPE
