@@ -28,12 +28,12 @@ if TYPE_CHECKING:
     from lakemount.graveler.committed.store import CommittedStore
     from lakemount.graveler.graveler import Graveler
     from lakemount.graveler.journal import Journal
-    from lakemount.refs.actions import SqlRunStore
-    from lakemount.refs.buckets import SqlBucketStore
-    from lakemount.refs.events import SqlEventLog
-    from lakemount.refs.multipart import SqlMultipartStore
-    from lakemount.refs.pulls import SqlPullStore
-    from lakemount.refs.sql import SqlRefStore
+    from lakemount.metastore.actions import SqlRunStore
+    from lakemount.metastore.buckets import SqlBucketStore
+    from lakemount.metastore.events import SqlEventLog
+    from lakemount.metastore.multipart import SqlMultipartStore
+    from lakemount.metastore.pulls import SqlPullStore
+    from lakemount.metastore.sql import SqlRefStore
 
 
 @dataclass
@@ -86,7 +86,7 @@ class App:
 
     @cached_property
     def refs(self) -> SqlRefStore:
-        from lakemount.refs.sql import SqlRefStore
+        from lakemount.metastore.sql import SqlRefStore
 
         url = self.config.metadata.db.url
         if url.startswith("sqlite:///"):
@@ -217,17 +217,17 @@ class App:
         return link_key(self.config.auth.encrypt.secret_key or read_key_file(os.path.join(self.config.home, "server.key")))
 
     def _run_store(self) -> SqlRunStore:
-        from lakemount.refs.actions import SqlRunStore
+        from lakemount.metastore.actions import SqlRunStore
 
         return SqlRunStore(self.refs.engine)
 
     def _event_log(self) -> SqlEventLog:
-        from lakemount.refs.events import SqlEventLog
+        from lakemount.metastore.events import SqlEventLog
 
         return SqlEventLog(self.refs.engine)
 
     def _pull_store(self) -> SqlPullStore:
-        from lakemount.refs.pulls import SqlPullStore
+        from lakemount.metastore.pulls import SqlPullStore
 
         return SqlPullStore(self.refs.engine)
 
@@ -249,13 +249,13 @@ class App:
     @cached_property
     def bucket_store(self) -> SqlBucketStore:
         """The S3 gateway's bucket records, in the ref store's database (table created if missing)."""
-        from lakemount.refs.buckets import SqlBucketStore
+        from lakemount.metastore.buckets import SqlBucketStore
 
         return SqlBucketStore(self.refs.engine)
 
     @cached_property
     def multipart_store(self) -> SqlMultipartStore:
         """The S3 gateway's multipart uploads, in the ref store's database (tables created if missing)."""
-        from lakemount.refs.multipart import SqlMultipartStore
+        from lakemount.metastore.multipart import SqlMultipartStore
 
         return SqlMultipartStore(self.refs.engine)

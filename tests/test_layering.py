@@ -144,7 +144,7 @@ def find_cycle(edges: dict[str, dict[str, str]]) -> list[str]:
 
 
 def test_packages_import_each_other_in_no_cycle() -> None:
-    """api <-> ui, or gateway -> app -> refs -> gateway (any loop of lakemount's packages) fails: name each step."""
+    """api <-> ui, or gateway -> app -> metastore -> gateway (any loop of lakemount's packages) fails: name each step."""
     edges = package_edges()
     cycle = find_cycle(edges)
     steps = [f"  {a} -> {b}: {edges[a][b]}" for a, b in zip(cycle, cycle[1:], strict=False)]
@@ -180,7 +180,7 @@ def test_the_package_graph_is_read_from_imports() -> None:
     """The edges come from real imports: the API server hosts the UI's pages (api -> ui), every front end builds an ``App``."""
     edges = package_edges()
     assert "ui" in edges["api"] and "api" not in edges["ui"]
-    assert {"catalog", "refs"} <= edges["app"].keys() and "app" in edges["gateway"]
+    assert {"catalog", "metastore"} <= edges["app"].keys() and "app" in edges["gateway"]
     assert "graveler" not in edges["gateway"] and "errors" in edges["graveler"]
 
 

@@ -9,7 +9,7 @@
 - ``model``: the records front ends name (entries, commits, refs...), cheap to import;
 - ``pulls``, ``actions``, ``events``, ``s3state``: records kept beside the versioned data
   (pull requests, hook runs, the live feed, the gateway's buckets and multipart uploads)
-  and the interfaces ``lakemount/refs`` implements for them.
+  and the interfaces ``lakemount/metastore`` implements for them.
 
 The mount, the gateway, the CLI and the jobs import these, never ``lakemount.graveler``
 (``tests/test_layering.py`` checks it).  Importing this package runs nothing: each

@@ -235,7 +235,7 @@ class Run:
 
 
 class RunStore(Protocol):
-    """Where runs are recorded (``lakemount.refs.actions.SqlRunStore``, or ``MemoryRunStore``)."""
+    """Where runs are recorded (``lakemount.metastore.actions.SqlRunStore``, or ``MemoryRunStore``)."""
 
     def record(self, run: Run) -> None: ...
 

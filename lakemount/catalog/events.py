@@ -36,7 +36,7 @@ class FeedEvent:
 
 
 class EventLog(Protocol):
-    """Where the feed lives (``lakemount.refs.events.SqlEventLog``, or ``MemoryEventLog``)."""
+    """Where the feed lives (``lakemount.metastore.events.SqlEventLog``, or ``MemoryEventLog``)."""
 
     def append(self, repo: str, branch: str, kind: str, payload: dict[str, Any], at: float) -> None: ...
 

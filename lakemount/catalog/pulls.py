@@ -74,7 +74,7 @@ class Approval:
 
 
 class PullStore(Protocol):
-    """Where pull requests, comments, approvals and approval rules live (``lakemount.refs.pulls.SqlPullStore``)."""
+    """Where pull requests, comments, approvals and approval rules live (``lakemount.metastore.pulls.SqlPullStore``)."""
 
     def create(self, pr: PullRequest) -> PullRequest: ...  # assigns the id
     def get(self, repo: str, pull_id: str) -> PullRequest: ...  # NotFound

@@ -2,7 +2,7 @@
 
 What the gateway needs kept beside the versioned data (``BucketStore``,
 ``MultipartStore`` and their records) is declared here, at the catalog's
-level like pull requests and hook runs, so that ``lakemount/refs`` can
+level like pull requests and hook runs, so that ``lakemount/metastore`` can
 implement it on the ref store's database (``SqlBucketStore``,
 ``SqlMultipartStore``) without importing the gateway; ``App`` wires them.
 The stores speak lakemount errors (``UploadNotFound``, ``ConcurrentUpdate``);

@@ -328,7 +328,7 @@ class Scopes:
     def refs_changed(self, changes: Sequence[Any] | None) -> None:
         """Act on change notices of other processes (``None``: anything may have changed).
 
-        ``changes`` are ``lakemount.refs.notify.Change`` values (``kind``, ``repo``, ``branch``).
+        ``changes`` are ``lakemount.metastore.notify.Change`` values (``kind``, ``repo``, ``branch``).
 
         A moved head re-resolves every non-stable scope of its repository now
         (expressions such as ``main~1`` follow it; plain branches in one query)

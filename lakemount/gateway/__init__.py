@@ -24,7 +24,7 @@ How a request flows, and where each concern lives:
 - ``multipart.py``   S3's multipart limits; parts live in the block store.
   The gateway's own state (bucket records, multipart uploads) is declared in
   ``lakemount/catalog/s3state.py`` (``BucketStore``, ``MultipartStore``) and kept by
-  ``lakemount/refs``; the stores raise lakemount errors, which ``errors.py`` turns
+  ``lakemount/metastore``; the stores raise lakemount errors, which ``errors.py`` turns
   into S3 codes.
 - ``copying.py``     the source side of CopyObject and UploadPartCopy.
 - ``sig/``           signatures (SigV4, SigV2) and body verification (aws-chunked, checksums).

@@ -1,7 +1,7 @@
 """Multipart uploads as the gateway sees them: S3's limits, and a new upload's record.
 
 Upload state is shared by every gateway process through a ``MultipartStore``
-(``lakemount/catalog/s3state.py``; on the ref store's database: ``lakemount/refs/multipart.py``).
+(``lakemount/catalog/s3state.py``; on the ref store's database: ``lakemount/metastore/multipart.py``).
 Each part's bytes are an object in the repository's storage namespace under
 ``_lakefs/multipart/<upload>/``, written whole before the store points at it,
 so any process may take any request of an upload.  Completing an upload

@@ -22,7 +22,7 @@ from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.hooks import WebhookPolicy, parse_duration, parse_size
 from lakemount.config import load
 from lakemount.errors import HookFailed, InvalidArgument, NotFound, PermissionDenied, category_of
-from lakemount.refs.actions import SqlRunStore
+from lakemount.metastore.actions import SqlRunStore
 
 R = "hooked"
 

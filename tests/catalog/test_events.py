@@ -9,7 +9,7 @@ import pytest
 from lakemount.app import App
 from lakemount.catalog.events import Feed, MemoryEventLog
 from lakemount.config import load
-from lakemount.refs.events import SqlEventLog
+from lakemount.metastore.events import SqlEventLog
 
 R = "feed"
 

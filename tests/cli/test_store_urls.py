@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.refs.conftest import pg_cluster, pg_url  # noqa: F401  (fixtures)
+from tests.metastore.conftest import pg_cluster, pg_url  # noqa: F401  (fixtures)
 
 LAKEMOUNT = [sys.executable, "-m", "lakemount.cli.main"]
 

@@ -122,7 +122,7 @@ while time.time() < until:  # a writer closing files; each acknowledged name is 
 
 # Over TCP a backend killed by "-m immediate" still sends "terminating connection" (an
 # OperationalError, always retried); a unix socket's client sees only the closed socket (a bare
-# DatabaseError, EIO before): tests/refs/test_pg_crash.py reproduces that one.
+# DatabaseError, EIO before): tests/metastore/test_pg_crash.py reproduces that one.
 READER = r"""
 import os, sys, time
 from lakemount.app import App

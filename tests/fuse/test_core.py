@@ -655,7 +655,7 @@ def test_a_branch_in_use_shows_changes_made_elsewhere_within_head_ttl(fs_factory
 def test_with_change_notices_a_branch_in_use_needs_no_head_check_of_its_own(fs_factory: Callable[..., FileSystem], app: App) -> None:
     """While notices arrive, a branch's moves are pushed: a request past ``head_ttl`` sends only the
     lookup of the name it needs again (which reads the branch row too), and a notice shows a moved head at once."""
-    from lakemount.refs.notify import Change
+    from lakemount.metastore.notify import Change
 
     other = App.from_config()  # another process
     other.catalog.put(REPO, "main", "f", b"one")

@@ -1,7 +1,7 @@
 """Two mounts with separate homes over one PostgreSQL ref store: changes are pushed, not polled.
 
 Both mounts poll heads only every 30 s, so what the second sees within a second
-it learnt from the ref store's LISTEN/NOTIFY (``lakemount.refs.notify``).
+it learnt from the ref store's LISTEN/NOTIFY (``lakemount.metastore.notify``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.fuse.mounting import Mount, env_for, needs_fuse, start, stop, wait_for
-from tests.refs.conftest import pg_cluster, pg_url  # noqa: F401  (fixtures)
+from tests.metastore.conftest import pg_cluster, pg_url  # noqa: F401  (fixtures)
 
 pytestmark = [*needs_fuse, pytest.mark.postgres]
 

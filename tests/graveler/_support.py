@@ -11,7 +11,7 @@ from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.journal import Journal
 from lakemount.graveler.model import Entry, decode_value
 from lakemount.graveler.ports import BlockAdapter
-from lakemount.refs.sql import SqlRefStore
+from lakemount.metastore.sql import SqlRefStore
 
 
 class TickClock:

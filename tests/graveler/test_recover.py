@@ -14,7 +14,7 @@ from lakemount.catalog.protection import BranchProtection
 from lakemount.errors import PreconditionFailed, ProtectedBranch
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.recover import recover
-from lakemount.refs.sql import SqlRefStore
+from lakemount.metastore.sql import SqlRefStore
 
 from ._support import build_graveler, content, fresh_view, val
 

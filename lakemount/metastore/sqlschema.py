@@ -1,6 +1,6 @@
 """The ref store's tables as SQLAlchemy Core objects, and the engine settings (SQLite in WAL mode).
 
-Imported by :mod:`lakemount.refs.sql` only when it first needs SQLAlchemy
+Imported by :mod:`lakemount.metastore.sql` only when it first needs SQLAlchemy
 (schema creation, writes, listings): the hot reads run on plain DBAPI
 connections and a quick command never loads SQLAlchemy.
 """
@@ -14,7 +14,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from lakemount.errors import InvalidArgument
-from lakemount.refs.urls import KEY, normalize, one_line, redact
+from lakemount.metastore.urls import KEY, normalize, one_line, redact
 
 __all__ = [
     "branches_t",
@@ -89,7 +89,7 @@ protection_t = sa.Table(
 def make_engine(url: str) -> Engine:
     """An engine for ``url`` with lakemount's connection settings (WAL and write locks on SQLite).
 
-    A bare ``postgresql://`` URL gets the psycopg2 driver (see :mod:`lakemount.refs.urls`).
+    A bare ``postgresql://`` URL gets the psycopg2 driver (see :mod:`lakemount.metastore.urls`).
     Raises ``InvalidArgument`` naming ``metadata.db.url`` for a bad URL or a missing driver.
     """
     parsed = normalize(url)

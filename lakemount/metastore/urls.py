@@ -2,8 +2,8 @@
 
 SQLAlchemy 2.1 maps a bare ``postgresql://`` URL to psycopg 3, which lakemount
 does not ship: psycopg2 (``psycopg2-binary``) is its PostgreSQL driver, the one
-the hot paths (:mod:`lakemount.refs.fastsql`) and the change listener
-(:mod:`lakemount.refs.notify`) are written and tested against.  So
+the hot paths (:mod:`lakemount.metastore.fastsql`) and the change listener
+(:mod:`lakemount.metastore.notify`) are written and tested against.  So
 ``postgresql://`` and ``postgres://`` mean ``postgresql+psycopg2://``; a URL that
 names another driver explicitly (``postgresql+psycopg://``) is kept as written
 and fails with a one-line error if that driver is not installed.  Every error

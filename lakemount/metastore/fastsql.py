@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakemount.errors import Unavailable
-from lakemount.refs.urls import KEY, one_line, where
+from lakemount.metastore.urls import KEY, one_line, where
 
 if TYPE_CHECKING:
     import sqlalchemy as sa

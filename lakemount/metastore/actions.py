@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from lakemount.catalog.actions import HookRun, Run
 from lakemount.errors import NotFound
-from lakemount.refs.tables import create_tables
+from lakemount.metastore.tables import create_tables
 
 metadata = sa.MetaData()
 

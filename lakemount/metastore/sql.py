@@ -10,7 +10,7 @@ The hot reads (repositories, branch heads, commits, tags, staged lookups) run
 on FastSql's plain DBAPI connections.  On a SQLite file whose schema is in
 place nothing else is needed, so SQLAlchemy (~0.15 s to import) is loaded, and
 the engine built, only when a statement needs them: ``lakemount fs cat`` never
-pays for it.  :mod:`lakemount.refs.sqlschema` holds the tables.
+pays for it.  :mod:`lakemount.metastore.sqlschema` holds the tables.
 """
 
 from __future__ import annotations
@@ -34,15 +34,15 @@ from lakemount.errors import (
     Unavailable,
 )
 from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag, prefix_end
-from lakemount.refs import notify
-from lakemount.refs.fastsql import FastSql
-from lakemount.refs.urls import KEY
+from lakemount.metastore import notify
+from lakemount.metastore.fastsql import FastSql
+from lakemount.metastore.urls import KEY
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
     from sqlalchemy.engine import Connection, Engine
 
-    from lakemount.refs.sqlschema import (
+    from lakemount.metastore.sqlschema import (
         branches_t,
         commits_t,
         make_engine,
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION: Final = 1
 SCAN_BATCH: Final = 5000
 BRANCHES_PER_STATEMENT: Final = 200  # get_branches: 400 parameters, under every SQLite build's limit
-# Every table of the schema (tests/refs/test_fastsql.py checks it against sqlschema.metadata).
+# Every table of the schema (tests/metastore/test_fastsql.py checks it against sqlschema.metadata).
 TABLES: Final = frozenset({"lm_meta", "lm_repositories", "lm_branches", "lm_tags", "lm_commits", "lm_staging", "lm_protection"})
 _SCHEMA_NAMES: Final = frozenset(
     {"branches_t", "commits_t", "make_engine", "meta_t", "metadata", "protection_t", "repos_t", "staging_t", "tags_t", "sa"}
@@ -68,7 +68,7 @@ _T = TypeVar("_T")
 
 
 def _load_sqlalchemy() -> None:
-    """Bind ``sa`` and the tables of :mod:`lakemount.refs.sqlschema` in this module, once.
+    """Bind ``sa`` and the tables of :mod:`lakemount.metastore.sqlschema` in this module, once.
 
     The methods that build SQLAlchemy statements refer to them as module
     globals; each reaches them through ``SqlRefStore.engine``, which calls this first.
@@ -80,14 +80,14 @@ def _load_sqlalchemy() -> None:
             return
         import sqlalchemy
 
-        from lakemount.refs import sqlschema
+        from lakemount.metastore import sqlschema
 
         globals().update({name: getattr(sqlschema, name) for name in sqlschema.__all__})
         globals()["sa"] = sqlalchemy
 
 
 def __getattr__(name: str) -> Any:
-    """``lakemount.refs.sql.metadata`` and the other schema names still resolve (loading SQLAlchemy)."""
+    """``lakemount.metastore.sql.metadata`` and the other schema names still resolve (loading SQLAlchemy)."""
     if name in _SCHEMA_NAMES:
         _load_sqlalchemy()
         return globals()[name]
@@ -716,7 +716,7 @@ class SqlRefStore:
         writers that expect the same rules exactly one passes ``check``.  The pull request tables
         must exist (``SqlPullStore`` creates them).  Raises ``RepositoryNotFound``, what ``check`` raises.
         """
-        from lakemount.refs.pulls import rules_t
+        from lakemount.metastore.pulls import rules_t
 
         with self._write() as conn:
             lock = sa.select(repos_t.c.name).where(repos_t.c.name == repo)

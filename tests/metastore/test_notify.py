@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from lakemount.graveler.model import Branch, CommitID, StagingToken
-from lakemount.refs import notify
-from lakemount.refs.sql import SqlRefStore
-from tests.refs.conftest import PgCluster
+from lakemount.metastore import notify
+from lakemount.metastore.sql import SqlRefStore
+from tests.metastore.conftest import PgCluster
 
 pytestmark = pytest.mark.postgres
 

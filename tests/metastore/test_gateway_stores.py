@@ -12,9 +12,9 @@ import sqlalchemy as sa
 
 from lakemount.catalog.s3state import BucketRecord, BucketStore, MultipartStore, Part, Upload
 from lakemount.errors import NotFound, UploadNotFound
-from lakemount.refs.buckets import SqlBucketStore
-from lakemount.refs.multipart import SqlMultipartStore
-from lakemount.refs.sql import SqlRefStore
+from lakemount.metastore.buckets import SqlBucketStore
+from lakemount.metastore.multipart import SqlMultipartStore
+from lakemount.metastore.sql import SqlRefStore
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from lakemount.refs.urls import one_line, where
+from lakemount.metastore.urls import one_line, where
 
 if TYPE_CHECKING:
     import sqlalchemy as sa

@@ -41,7 +41,7 @@ from lakemount.graveler.model import (
     Tag,
 )
 from lakemount.graveler.recover import recover
-from lakemount.refs.sql import SCAN_BATCH, SCHEMA_VERSION, SqlRefStore
+from lakemount.metastore.sql import SCAN_BATCH, SCHEMA_VERSION, SqlRefStore
 
 from . import _workers
 
@@ -141,7 +141,7 @@ def test_branches(store: SqlRefStore) -> None:
 
 
 def test_get_branches_reads_many_branches_in_one_statement(store: SqlRefStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lakemount.refs import sql
+    from lakemount.metastore import sql
 
     other = mk_commit(1)
     store.create_repository(Repository("abc", "mem://abc", "main", 2.0), Branch("main", other.id, StagingToken("t-abc")), other)
@@ -319,7 +319,7 @@ def test_staged_get_precedence(store: SqlRefStore) -> None:
 def test_branch_row_and_staged_entries_in_one_statement(store: SqlRefStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """The combined reads of a branch's row with its staged entries: one statement each, same answers
     as ``get_branch`` plus ``staged_get``/``staged_scan``, whatever tokens the caller expected."""
-    from lakemount.refs import sql
+    from lakemount.metastore import sql
 
     main = store.get_branch("repo", "main")
     t = main.staging_token
@@ -475,7 +475,7 @@ def test_protection(store: SqlRefStore) -> None:
 def test_swap_protection_is_one_compare_and_set(store: SqlRefStore, ref_url: str) -> None:
     """Two writers (each its own store, as two API workers) expecting the same rules: the second waits
     for the first's transaction, then sees its rules and is refused -- not both pass the check."""
-    from lakemount.refs.pulls import SqlPullStore
+    from lakemount.metastore.pulls import SqlPullStore
 
     pulls = SqlPullStore(store.engine)
     other = SqlRefStore(ref_url)

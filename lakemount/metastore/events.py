@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from lakemount.catalog.events import FeedEvent
-from lakemount.refs.tables import create_tables
+from lakemount.metastore.tables import create_tables
 
 metadata = sa.MetaData()
 

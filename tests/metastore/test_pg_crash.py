@@ -26,7 +26,7 @@ import pytest
 from lakemount.app import App
 from lakemount.config import load
 from lakemount.errors import Unavailable
-from tests.refs.conftest import PG_BIN, _run_as
+from tests.metastore.conftest import PG_BIN, _run_as
 
 pytestmark = pytest.mark.postgres
 

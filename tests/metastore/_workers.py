@@ -23,7 +23,7 @@ def commit_worker(url: str, system_ns: str, worker: int, rounds: int, keys: int,
         from lakemount.graveler.graveler import Graveler
         from lakemount.graveler.journal import Journal
         from lakemount.graveler.model import Entry
-        from lakemount.refs.sql import SqlRefStore
+        from lakemount.metastore.sql import SqlRefStore
 
         adapter = LocalAdapter()
         g = Graveler(SqlRefStore(url), CommittedStore(adapter, RamCache(1 << 26)), Journal(adapter, system_ns))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from lakemount.errors import InvalidArgument, Unavailable
-from lakemount.refs.sql import SqlRefStore, make_engine
-from lakemount.refs.urls import normalize, redact
-from tests.refs.conftest import PgCluster
+from lakemount.metastore.sql import SqlRefStore, make_engine
+from lakemount.metastore.urls import normalize, redact
+from tests.metastore.conftest import PgCluster
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from lakemount.errors import Unavailable
-from lakemount.refs.fastsql import FastSql
+from lakemount.metastore.fastsql import FastSql
 
 
 def _fast(tmp_path: Path) -> FastSql:
@@ -57,7 +57,7 @@ def test_reset_forgets_a_connection_whose_close_fails(tmp_path: Path) -> None:
 
 
 def test_tables_lists_the_schema() -> None:
-    from lakemount.refs import sql, sqlschema
+    from lakemount.metastore import sql, sqlschema
 
     assert set(sqlschema.metadata.tables) == sql.TABLES
 
@@ -68,7 +68,7 @@ def test_reads_of_an_existing_sqlite_store_do_not_load_sqlalchemy(tmp_path: Path
     import sys
 
     from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag
-    from lakemount.refs.sql import SqlRefStore
+    from lakemount.metastore.sql import SqlRefStore
 
     url = f"sqlite:///{tmp_path / 'refs.db'}"
     store = SqlRefStore(url)
@@ -78,7 +78,7 @@ def test_reads_of_an_existing_sqlite_store_do_not_load_sqlalchemy(tmp_path: Path
     store.stage("r", "main", [(b"key", b"value")])
     script = f"""
 import sys
-from lakemount.refs.sql import SqlRefStore
+from lakemount.metastore.sql import SqlRefStore
 s = SqlRefStore({url!r})
 assert s.get_repository("r").default_branch == "main"
 b = s.get_branch("r", "main")
@@ -128,7 +128,7 @@ def test_a_staging_write_is_repeated_only_when_its_commit_never_went_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lost_at: str, repeated: bool
 ) -> None:
     from lakemount.graveler.model import Branch, Commit, CommitID, Repository, StagingToken
-    from lakemount.refs.sql import SqlRefStore
+    from lakemount.metastore.sql import SqlRefStore
 
     path = tmp_path / "refs.db"
     store = SqlRefStore(f"sqlite:///{path}")
