@@ -314,7 +314,7 @@ def _import_task(
         if source.kind == "local":
             records = list(_local_records(source, target.prefix, task.units, skipped))
         else:
-            records = list(_s3_records(app.adapter, source, target.prefix, task.units, skipped))
+            records = list(_s3_records(app.catalog.adapter, source, target.prefix, task.units, skipped))
         records.sort(key=lambda r: r[0])
         start = target.prefix + task.lo
         stop = target.prefix + task.hi if task.hi is not None else end
