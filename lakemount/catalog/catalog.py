@@ -435,7 +435,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         for key, value in records:
             if value is not None:
                 check_new_key(key)
-        self.protection.check(repo, branch, "write")
+        self.check_writable(repo, branch)
         self.graveler.set_many(repo, branch, records)
 
     def list(

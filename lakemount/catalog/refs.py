@@ -123,8 +123,20 @@ class RefVerbs:
         r = self.resolve(repo, ref)
         if r.view is not View.FULL or r.branch is None:
             raise ReadOnlyRef(f"{repo}/{r.expr}")
-        self.protection.check(repo, r.branch, prot.WRITE)
+        self.check_writable(repo, r.branch)
         return r.branch
+
+    def check_writable(self, repo: str, branch: str, action: str = prot.WRITE) -> None:
+        """Raise ``ProtectedBranch`` if a protection rule covers ``branch`` of ``repo``.
+
+        The one decision whether a branch may change directly: every catalog verb
+        that changes a branch asks it, and so does every front end that refuses a
+        write before it reads one (the mount at open, the API and the gateway
+        before the body, an import before it lists its source).  ``action`` names
+        what is refused (``protection.WRITE``, ``COMMIT``, ``RESET``,
+        ``CHERRY_PICK``, ``DELETE``).
+        """
+        self.protection.check(repo, branch, action)
 
     @staticmethod
     def is_fixed(resolved: ResolvedRef) -> bool:
@@ -201,7 +213,7 @@ class RefVerbs:
         """Delete a branch and its uncommitted changes, returning how many changes were dropped with it;
         ``InvalidArgument`` for the default branch, ``ProtectedBranch``, ``BranchNotFound``, ``HookFailed``."""
         head = self.graveler.get_branch(repo, name).commit_id
-        self.protection.check(repo, name, prot.DELETE)
+        self.check_writable(repo, name, prot.DELETE)
         self.actions.run(Event("pre-delete-branch", repo, name, commit_id=head), name)
         dropped = self.graveler.delete_branch(repo, name)
         self.feed.emit(repo, name, "branch-deleted", commit_id=head, uncommitted_changes=dropped)
