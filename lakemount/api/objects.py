@@ -10,8 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Final
 
-from lakemount.api.branches import repo_of
-from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response
+from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response, repo_of
 from lakemount.api.errors import ApiError, bad_request
 from lakemount.api.models import object_json
 from lakemount.api.pagination import page
