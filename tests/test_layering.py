@@ -128,6 +128,17 @@ def test_graveler_imports_nothing_outward() -> None:
     assert not bad, "graveler depends on nothing but lakemount.errors:\n" + "\n".join(bad)
 
 
+def test_graveler_says_what_the_core_is_module_by_module() -> None:
+    """graveler had no ``__init__.py``: nothing said what the core holds; now its docstring names every module."""
+    init = PACKAGE / "graveler" / "__init__.py"
+    assert init.is_file(), "lakemount/graveler/__init__.py is missing"
+    doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+    parts = {p.stem for p in (PACKAGE / "graveler").glob("*.py") if p.stem != "__init__"}
+    parts |= {p.name for p in (PACKAGE / "graveler").iterdir() if (p / "__init__.py").is_file()}
+    assert doc and not [m for m in sorted(parts) if f"``{m}``" not in doc], f"name every module of graveler: {sorted(parts)}"
+    assert not [line for line, m in imports(init) if m.startswith("lakemount")]  # importing the core runs nothing
+
+
 def package_edges() -> dict[str, dict[str, str]]:
     """Which top-level part of lakemount (package or module) imports which other: ``{importer: {imported: "first file:line"}}``."""
     edges: dict[str, dict[str, str]] = {}
