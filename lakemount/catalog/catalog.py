@@ -56,6 +56,7 @@ from lakemount.graveler.refexpr import ResolvedRef
 if TYPE_CHECKING:
     from lakemount.catalog.confinement import Confinement
     from lakemount.catalog.hooks import WebhookPolicy
+    from lakemount.catalog.refs import ChangeSource
 
 log = logging.getLogger("lakemount.catalog")
 
@@ -155,6 +156,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         runs: Callable[[], RunStore] | None = None, pulls: Callable[[], PullStore] | None = None,
         events: Callable[[], EventLog] | None = None, link_key: Callable[[], bytes] | None = None,
         webhooks: WebhookPolicy | None = None, hook_limits: HookLimits | None = None, max_comments: int = MAX_COMMENTS,
+        changes: ChangeSource | None = None,
     ) -> None:
         """``confinement`` says which local locations imports and new repositories may use.
         ``runs``, ``pulls`` and ``events`` make the stores of hook runs, pull requests and the event
@@ -163,7 +165,8 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         (``uploads.py``); without it, handing them out raises ``Unavailable``.  ``webhooks`` is the
         ``hooks.WebhookPolicy`` of the addresses webhooks may reach (None: the default one);
         ``hook_limits`` bounds the hooks running at once (None: the default bounds); ``max_comments``
-        the comments of one pull request."""
+        the comments of one pull request; ``changes`` pushes other processes' branch changes
+        (``watch_branches``; None: none are pushed)."""
         self.graveler = graveler
         self.adapter = adapter
         self.namespace_root = namespace_root.rstrip("/")
@@ -180,6 +183,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         self._webhooks = webhooks
         self._hook_limits = hook_limits
         self._max_comments = max_comments
+        self.changes = changes
 
     @property
     def feed(self) -> Feed:
@@ -431,7 +435,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         for key, value in records:
             if value is not None:
                 check_new_key(key)
-        self.protection.check(repo, branch, "write")
+        self.check_writable(repo, branch)
         self.graveler.set_many(repo, branch, records)
 
     def list(

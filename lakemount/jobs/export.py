@@ -133,7 +133,7 @@ def _clear_manifest(dest: Destination, app: App, client: Any) -> None:
                 os.unlink(os.path.join(parts, name))
         return
     for key in list(_s3_keys(client, dest, dest.prefix + MANIFEST_DIR + "/")):
-        app.adapter.delete(f"s3://{dest.root}/{key}")
+        app.catalog.adapter.delete(f"s3://{dest.root}/{key}")
 
 
 def _safe_rel(rel: bytes) -> str | None:
@@ -235,7 +235,7 @@ def _export_task(
     index: int, ranges: Iterable[tuple[str, str]],
 ) -> Iterator[dict[str, Any]]:
     app = app_for(config)
-    adapter = app.adapter
+    adapter = app.catalog.adapter
     tmpdir = os.path.join(config.home, "tmp")
     os.makedirs(tmpdir, exist_ok=True)
     work: list[tuple[bytes, Any]] = []
@@ -387,7 +387,7 @@ def export_objects(
         with open(path, "wb") as f:
             f.write(body)
     else:
-        app.adapter.put(dest.url(f"{MANIFEST_DIR}/manifest.json"), body)
+        app.catalog.adapter.put(dest.url(f"{MANIFEST_DIR}/manifest.json"), body)
     elapsed = time.monotonic() - started
     summary["timings"] = {**timings, "total": round(elapsed, 3)}
     return summary
