@@ -19,23 +19,23 @@ from lakemount.config import load
 R = "hooked"
 
 
-@pytest.fixture
-def cat(tmp_path: Path) -> Catalog:
-    app = App(load(env={"LAKEMOUNT_HOME": str(tmp_path / "home"), "LAKEMOUNT_CACHE_DISK_BYTES": "0"}))
-    c = app.catalog
+def seeded_catalog(home: Path, **env: str) -> Catalog:
+    """The catalog of ``home`` (configured by ``env``, ``LAKEMOUNT_*`` variables) whose repository R has one commit."""
+    c = App(load(env={"LAKEMOUNT_HOME": str(home), "LAKEMOUNT_CACHE_DISK_BYTES": "0", **env})).catalog
     c.create_repository(R)
     c.put(R, "main", "seed.txt", b"seed")
     c.commit(R, "main", "seed")
     return c
+
+
+@pytest.fixture
+def cat(tmp_path: Path) -> Catalog:
+    return seeded_catalog(tmp_path / "home")
 
 
 def policy_cat(tmp_path: Path, **env: str) -> Catalog:
-    app = App(load(env={"LAKEMOUNT_HOME": str(tmp_path / "home2"), "LAKEMOUNT_CACHE_DISK_BYTES": "0", **env}))
-    c = app.catalog
-    c.create_repository(R)
-    c.put(R, "main", "seed.txt", b"seed")
-    c.commit(R, "main", "seed")
-    return c
+    """A second catalog, beside ``cat``'s, configured by ``env``."""
+    return seeded_catalog(tmp_path / "home2", **env)
 
 
 def action(cat: Catalog, branch: str, name: str, text: str) -> None:
