@@ -39,7 +39,8 @@ MAX_OUTPUT: Final = 64 * 1024
 
 
 class ActionSource(Protocol):
-    """What the runner needs from the catalog: the action files at a ref, and object reads for checks."""
+    """What the runner needs from the catalog: the action files at a ref (checks read objects through
+    ``HookContext.catalog``)."""
 
     def action_files(self, repo: str, ref: str, most: int) -> list[tuple[str, bytes | None]]: ...  # None: over MAX_ACTION_FILE
 
