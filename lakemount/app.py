@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 from lakemount.config import Config, load
 
 if TYPE_CHECKING:
+    from lakemount.actions.network import WebhookPolicy
+    from lakemount.actions.runner import HookLimits
     from lakemount.auth.store import SqlAuthStore
     from lakemount.block.router import RouterAdapter
     from lakemount.block.trash import TrashFallbackAdapter
     from lakemount.cache.tiered import TieredCache
-    from lakemount.catalog.actions import HookLimits
     from lakemount.catalog.catalog import Catalog
     from lakemount.catalog.confinement import Confinement
-    from lakemount.catalog.hooks import WebhookPolicy
     from lakemount.graveler.committed.store import CommittedStore
     from lakemount.graveler.graveler import Graveler
     from lakemount.graveler.journal import Journal
@@ -213,7 +213,7 @@ class App:
     @cached_property
     def webhook_policy(self) -> WebhookPolicy:
         """The addresses webhooks may reach and their longest timeout (``actions.webhook.*``); raises ``ConfigError`` for a bad value."""
-        from lakemount.catalog.hooks import WebhookPolicy, parse_networks
+        from lakemount.actions.network import WebhookPolicy, parse_networks
         from lakemount.errors import ConfigError
 
         section = self.config.actions.webhook
@@ -232,7 +232,7 @@ class App:
     def hook_limits(self) -> HookLimits:
         """How many hooks this process runs at once and how long one waits (``actions.hooks.*``), and the
         most action files an event reads (``actions.max_files``); raises ``ConfigError``."""
-        from lakemount.catalog.actions import HookLimits
+        from lakemount.actions.runner import HookLimits
         from lakemount.errors import ConfigError
 
         section = self.config.actions.hooks

@@ -117,14 +117,20 @@ def test_the_list_of_known_violations_only_shrinks() -> None:
     assert not fixed, f"no longer violating, remove from KNOWN_VIOLATIONS: {fixed}"
 
 
-def test_graveler_imports_nothing_outward() -> None:
-    bad = [
+def outward_imports(package: str, may_import: frozenset[str]) -> list[str]:
+    """``file:line: imports m`` for each import in ``lakemount/<package>`` of a part of lakemount outside it and ``may_import``."""
+    own = f"lakemount.{package}"
+    return [
         f"lakemount/{rel(p)}:{line}: imports {m}"
-        for p in sorted((PACKAGE / "graveler").rglob("*.py"))
+        for p in sorted((PACKAGE / package).rglob("*.py"))
         for line, m in imports(p)
-        if (m == "lakemount" or m.startswith("lakemount.")) and not is_core(m) and m not in CORE_MAY_IMPORT
-        and not any(m.startswith(allowed + ".") for allowed in CORE_MAY_IMPORT)
+        if (m == "lakemount" or m.startswith("lakemount.")) and m != own and not m.startswith(own + ".")
+        and m not in may_import and not any(m.startswith(allowed + ".") for allowed in may_import)
     ]
+
+
+def test_graveler_imports_nothing_outward() -> None:
+    bad = outward_imports("graveler", CORE_MAY_IMPORT)
     assert not bad, "graveler depends on nothing but lakemount.errors:\n" + "\n".join(bad)
 
 
@@ -137,6 +143,17 @@ def test_graveler_says_what_the_core_is_module_by_module() -> None:
     parts |= {p.name for p in (PACKAGE / "graveler").iterdir() if (p / "__init__.py").is_file()}
     assert doc and not [m for m in sorted(parts) if f"``{m}``" not in doc], f"name every module of graveler: {sorted(parts)}"
     assert not [line for line, m in imports(init) if m.startswith("lakemount")]  # importing the core runs nothing
+
+# Hooks sit below the catalog: the catalog owns the runner and calls it from its verbs, and hooks see the
+# catalog only through the ports they declare (``runner.ActionSource``, ``hook.HookContext``).
+ACTIONS_MAY_IMPORT = frozenset({"lakemount.errors", "lakemount.config"})
+
+
+def test_hooks_sit_below_the_catalog() -> None:
+    assert (PACKAGE / "actions" / "runner.py").is_file(), "hooks live in their own package, lakemount/actions"
+    bad = outward_imports("actions", ACTIONS_MAY_IMPORT)
+    assert not bad, "lakemount/actions depends on nothing but lakemount.errors and lakemount.config:\n" + "\n".join(bad)
+    assert "actions" in package_edges()["catalog"]
 
 
 def package_edges() -> dict[str, dict[str, str]]:

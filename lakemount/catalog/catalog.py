@@ -27,17 +27,11 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, BinaryIO, Final, NamedTuple
 
+from lakemount.actions.hook import HookContext
+from lakemount.actions.parser import ACTIONS_PREFIX, MAX_ACTION_FILE
+from lakemount.actions.runner import Actions, HookLimits
+from lakemount.actions.runs import MemoryRunStore, Run, RunStore
 from lakemount.block.landing import Landing, landing
-from lakemount.catalog.actions import (
-    ACTIONS_PREFIX,
-    MAX_ACTION_FILE,
-    Actions,
-    HookContext,
-    HookLimits,
-    MemoryRunStore,
-    Run,
-    RunStore,
-)
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.model import has_data
@@ -54,8 +48,8 @@ from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef
 
 if TYPE_CHECKING:
+    from lakemount.actions.network import WebhookPolicy
     from lakemount.catalog.confinement import Confinement
-    from lakemount.catalog.hooks import WebhookPolicy
     from lakemount.catalog.refs import ChangeSource
 
 log = logging.getLogger("lakemount.catalog")
@@ -163,7 +157,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         feed on first use (so verbs that need none never load them); without ``runs`` or ``events``
         those are kept in memory.  ``link_key`` gives the key that signs upload addresses
         (``uploads.py``); without it, handing them out raises ``Unavailable``.  ``webhooks`` is the
-        ``hooks.WebhookPolicy`` of the addresses webhooks may reach (None: the default one);
+        ``actions.network.WebhookPolicy`` of the addresses webhooks may reach (None: the default one);
         ``hook_limits`` bounds the hooks running at once (None: the default bounds); ``max_comments``
         the comments of one pull request; ``changes`` pushes other processes' branch changes
         (``watch_branches``; None: none are pushed)."""
@@ -204,7 +198,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
     def actions(self) -> Actions:
         """Hooks: finds and runs the actions an event triggers, records the runs."""
         if self._actions is None:
-            from lakemount.catalog.hooks import RUNNERS
+            from lakemount.actions.builtin import RUNNERS
 
             self._actions = Actions(self, self._make_runs(), RUNNERS, HookContext(self, self._webhooks), on_run=self._hook_ran,
                                     limits=self._hook_limits)

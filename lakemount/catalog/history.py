@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
+from lakemount.actions.events import Change, Event
 from lakemount.catalog import protection as prot
-from lakemount.catalog.actions import Change, Event
 from lakemount.catalog.model import Difference
 from lakemount.catalog.refs import RefVerbs
 from lakemount.errors import InvalidArgument, NotUtf8Text

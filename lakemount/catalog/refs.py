@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from lakemount.actions.events import Event
 from lakemount.catalog import names
 from lakemount.catalog import protection as prot
-from lakemount.catalog.actions import Event
 from lakemount.errors import AlreadyExists, InvalidArgument, ReadOnlyRef
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import Branch, Commit, Repository, Tag
@@ -23,7 +23,7 @@ from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef, View, parse
 
 if TYPE_CHECKING:
-    from lakemount.catalog.actions import Actions
+    from lakemount.actions.runner import Actions
     from lakemount.catalog.confinement import Confinement, ImportSource
     from lakemount.catalog.events import Feed
     from lakemount.catalog.protection import BranchProtection
