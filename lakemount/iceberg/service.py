@@ -252,7 +252,7 @@ def list_namespaces(svc: IcebergService, call: Call) -> Response:
             raise no_such_namespace(parent[0]) from None
     else:
         svc.read(call, parent[0])
-        names = svc.tables.child_namespaces(parent[0], parent[1], parent[2:])
+        names = [(parent[0], parent[1], *n) for n in svc.tables.child_namespaces(parent[0], parent[1], parent[2:])]
     return _json(200, {"namespaces": [call.base.shown(n) for n in names]})
 
 

@@ -32,10 +32,12 @@ def iceberg_catalog(lake: Served, key: str = ADMIN_KEY, secret: str = ADMIN_SECR
     """A pyiceberg REST catalog on ``lake`` (``uri``: another address form, e.g. a ``relative_to`` one)."""
     from pyiceberg.catalog.rest import RestCatalog
 
+    uri = uri or f"{lake.api}/iceberg/api"
     return RestCatalog(
         f"lake{next(_names)}",
-        uri=uri or f"{lake.api}/iceberg/api",
+        uri=uri,
         credential=f"{key}:{secret}",
+        **{"oauth2-server-uri": f"{uri}/v1/oauth/tokens"},
         **{"s3.endpoint": lake.gateway.url, "s3.access-key-id": key, "s3.secret-access-key": secret,
            "s3.region": "us-east-1"},
     )
