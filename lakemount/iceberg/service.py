@@ -231,7 +231,7 @@ def get_config(svc: IcebergService, call: Call) -> Response:
 @route("POST", "/v1/oauth/tokens", auth=False)
 def get_token(svc: IcebergService, call: Call) -> Response:
     """getToken: client credentials (access key id and secret) for a bearer token."""
-    return _json(200, issue(_read(call.request), svc.gate))
+    return _json(200, issue(_read(call.request), call.request.header("authorization"), svc.gate))
 
 
 # ---------------------------------------------------------------------- namespaces

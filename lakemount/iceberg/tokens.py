@@ -8,9 +8,11 @@ as the spec's ``OAuthErrorResponse`` says, not the catalog's.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import time
 from typing import Any, Final, Protocol
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote_plus
 
 from lakemount.iceberg.errors import IcebergError
 
@@ -37,8 +39,22 @@ class OAuthError(Exception):
         return {"error": self.error, "error_description": self.description}
 
 
-def issue(form: bytes, gate: Login) -> dict[str, Any]:
-    """The ``OAuthTokenResponse`` for a form body; raises ``OAuthError`` (400 bad request or grant, 401 bad client)."""
+def _basic(authorization: str | None) -> tuple[str, str]:
+    """(client id, secret) from ``Authorization: Basic`` (RFC 6749's client_secret_basic, as DuckDB sends them)."""
+    scheme, _, cred = (authorization or "").strip().partition(" ")
+    if scheme.lower() != "basic":
+        return "", ""
+    try:
+        decoded = base64.b64decode(cred.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise OAuthError(401, "invalid_client", "malformed basic credentials") from None
+    client_id, _, secret = decoded.partition(":")
+    return unquote_plus(client_id), unquote_plus(secret)
+
+
+def issue(form: bytes, authorization: str | None, gate: Login) -> dict[str, Any]:
+    """The ``OAuthTokenResponse`` for a form body, the client's credentials in it or in ``authorization`` (basic);
+    raises ``OAuthError`` (400 bad request or grant, 401 bad client)."""
     try:
         fields = dict(parse_qsl(form.decode("utf-8"), keep_blank_values=True, strict_parsing=False))
     except (UnicodeDecodeError, ValueError):
@@ -48,6 +64,8 @@ def issue(form: bytes, gate: Login) -> dict[str, Any]:
         raise OAuthError(400, "unsupported_grant_type",
                          f"grant_type {grant[:60]!r} is not supported: use client_credentials with an access key")
     client_id, secret = fields.get("client_id", ""), fields.get("client_secret", "")
+    if not client_id and not secret:
+        client_id, secret = _basic(authorization)
     if not client_id or not secret:
         raise OAuthError(401, "invalid_client", "client_id and client_secret (an access key id and its secret) are required")
     try:

@@ -140,6 +140,10 @@ def test_tokens_come_from_access_keys_and_refusals_take_oauths_shape(lake: Serve
     assert status == 200 and body["token_type"] == "bearer" and body["expires_in"] > 0, body
     status, _ = call(lake, "GET", "/v1/config", auth=f"Bearer {body['access_token']}")
     assert status == 200
+    # RFC 6749's client_secret_basic, as DuckDB sends the credentials
+    status, body = call(lake, "POST", "/v1/oauth/tokens", raw=b"grant_type=client_credentials&scope=PRINCIPAL_ROLE%3AALL",
+                        auth=BASIC, ctype="application/x-www-form-urlencoded")
+    assert status == 200 and body["access_token"], body
     bad = f"grant_type=client_credentials&client_id={ADMIN_KEY}&client_secret=wrong".encode()
     status, body = call(lake, "POST", "/v1/oauth/tokens", raw=bad, auth=None, ctype="application/x-www-form-urlencoded")
     assert status == 401 and body["error"] == "invalid_client", body
