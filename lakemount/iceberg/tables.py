@@ -262,7 +262,7 @@ class Tables:
                         raise bad_request(f"table {c.table.shown()} would have no schema")
                 previous = None if loaded is None else loaded.metadata_path
                 if loaded is not None:
-                    log_previous(new, url(first.repo, first.ref, loaded.metadata_path), loaded.metadata["last-updated-ms"])
+                    log_previous(new, url(first.repo, first.ref, loaded.metadata_path), loaded.metadata.get("last-updated-ms", 0))
                 path = self._metadata_path(c.table, new, previous)
                 body = _dumps(new)
                 pointer = self._object(first.repo, c.table.pointer,

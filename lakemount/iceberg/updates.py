@@ -269,7 +269,12 @@ def apply(meta: dict[str, Any], updates: list[dict[str, Any]]) -> dict[str, Any]
     """New metadata: ``updates`` applied in order to a copy of ``meta``; 400 for one that cannot apply."""
     c = _Commit(copy.deepcopy(meta))
     for u in updates:
-        APPLY[u["action"]](c, u)
+        try:
+            APPLY[u["action"]](c, u)
+        except (KeyError, TypeError, AttributeError) as e:
+            # Only stored metadata the catalog did not write can lack what an update reads (a registered
+            # file): the update cannot apply to it, which is the client's to know, not a server fault.
+            raise bad_request(f"{u['action']}: the table's metadata lacks or mistypes {str(e)[:80]}") from None
     if updates:
         c.meta["last-updated-ms"] = max(now_ms(), c.meta.get("last-updated-ms", 0))
     return c.meta

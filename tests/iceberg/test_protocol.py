@@ -193,6 +193,9 @@ def test_malformed_requests_get_the_protocols_errors(lake: Served) -> None:
         ({"requirements": [], "updates": [{"action": "upgrade-format-version", "format-version": 1}]}, None),
         ({"requirements": [{"type": "assert-ref-snapshot-id", "ref": "main"}], "updates": []}, None),
         ({"requirements": [], "updates": ["set-properties"]}, None),
+        ({"requirements": [], "updates": [{"action": "add-schema", "schema": {"type": "struct", "fields": [
+            {"id": 2, "name": "deep", "type": json.loads('{"type": "list", "element-id": 3, "element": ' * 900 + '"long"'
+                                                         + "}" * 900)}]}}]}, None),
     ]
     for body, raw in cases:
         status, answer = commit(body, raw)
