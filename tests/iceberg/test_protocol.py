@@ -234,3 +234,31 @@ def test_malformed_requests_get_the_protocols_errors(lake: Served) -> None:
     error_of(status, answer, 404, "NoSuchEndpointException")
     status, answer = call(lake, "POST", "/v1/transactions/commit", {"table-changes": [{"requirements": [], "updates": []}]})
     error_of(status, answer, 400, "BadRequestException")
+
+
+def test_register_points_a_table_at_a_metadata_file_of_its_branch(lake: Served) -> None:
+    repo = lake.repo()
+    made = make_table(lake, repo.id, "main", "t")
+    location = made["metadata-location"]
+    assert location.startswith(f"s3://{repo.id}/main/db/t/metadata/")
+    status, body = call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/register",
+                        {"name": "again", "metadata-location": location})
+    assert status == 200 and body["metadata"]["table-uuid"] == made["metadata"]["table-uuid"], body
+    status, body = call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/register",
+                        {"name": "again", "metadata-location": location})
+    error_of(status, body, 409, "AlreadyExistsException")
+    for bad in ("s3://other-repo/main/x.json", "http://elsewhere/x.json", "db/../x", "db/none.metadata.json"):
+        status, body = call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/register",
+                            {"name": "bad", "metadata-location": bad})
+        error_of(status, body, 400, "BadRequestException")
+
+    # A file the catalog did not write, lacking what an update needs: the update is refused, not a crash.
+    repo.branch("main").object("db/sparse.metadata.json").upload(
+        json.dumps({"table-uuid": "u-1", "schemas": [SCHEMA], "format-version": 2}).encode())
+    status, body = call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/register",
+                        {"name": "sparse", "metadata-location": "db/sparse.metadata.json"})
+    assert status == 200, body
+    status, body = call(lake, "POST", table_path(repo.id, "main", "sparse"),
+                        {"requirements": [], "updates": [{"action": "set-snapshot-ref", "ref-name": "main",
+                                                          "type": "branch", "snapshot-id": 1}]})
+    assert "set-snapshot-ref" in error_of(status, body, 400, "BadRequestException")
