@@ -260,6 +260,8 @@ class Tables:
                     new = updates.apply(base, c.updates)
                     if not new.get("schemas"):
                         raise bad_request(f"table {c.table.shown()} would have no schema")
+                if loaded is None and self.catalog.exists(first.repo, branch, c.table.path + NAMESPACE_MARKER):
+                    raise IcebergError(409, "AlreadyExistsException", f"a namespace is named {c.table.shown()}")
                 previous = None if loaded is None else loaded.metadata_path
                 if loaded is not None:
                     log_previous(new, url(first.repo, first.ref, loaded.metadata_path), loaded.metadata.get("last-updated-ms", 0))

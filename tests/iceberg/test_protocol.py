@@ -223,6 +223,12 @@ def test_malformed_requests_get_the_protocols_errors(lake: Served) -> None:
     error_of(status, answer, 400, "BadRequestException")  # a ref alone holds no tables
     status, answer = call(lake, "POST", "/v1/namespaces", {"namespace": [repo.id, "main", "a", "b"]})
     error_of(status, answer, 404, "NoSuchNamespaceException")  # its parent a does not exist
+    status, answer = call(lake, "POST", "/v1/namespaces", {"namespace": [repo.id, "main", "db", "t"]})
+    error_of(status, answer, 409, "AlreadyExistsException")  # a table is named so
+    status, answer = call(lake, "POST", "/v1/namespaces", {"namespace": [repo.id, "main", "db", "sub"]})
+    assert status == 200, answer
+    status, answer = call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/tables", {"name": "sub", "schema": SCHEMA})
+    error_of(status, answer, 409, "AlreadyExistsException")  # a namespace is named so
     status, answer = call(lake, "POST", "/v1/namespaces", {"namespace": "db"})
     error_of(status, answer, 400, "BadRequestException")
     status, answer = call(lake, "POST", "/v1/tables/rename", {"source": {"namespace": [repo.id, "main", "db"], "name": "t"},
