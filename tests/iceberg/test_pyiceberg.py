@@ -209,3 +209,24 @@ def test_the_per_ref_address_names_namespaces_below_its_ref(lake: Served, repo: 
     relative.create_table("db.events", schema=SCHEMA).append(batch([5]))
     assert relative.list_namespaces() == [("db",)]
     assert [r["id"] for r in rows(iceberg_catalog(lake).load_table((repo.id, "main", "db", "events")))] == [5]
+
+
+def test_a_create_transaction_builds_the_table_from_its_updates(lake: Served, catalog: Any, repo: Any) -> None:
+    """pyiceberg's create_table_transaction: stage-create, then one commit asserting the table does not exist
+    with the whole table as updates (uuid, format version, schema, partition spec, sort order, location)."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    catalog.create_namespace((repo.id, "main", "db"))
+    spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="name"))
+    with catalog.create_table_transaction((repo.id, "main", "db", "staged"), schema=SCHEMA, partition_spec=spec) as tx:
+        tx.set_properties(owner="ana")
+    table = catalog.load_table((repo.id, "main", "db", "staged"))
+    assert table.properties["owner"] == "ana"
+    assert [f.name for f in table.spec().fields] == ["name"]
+    table.append(batch([1, 2]))
+    assert [r["id"] for r in rows(catalog.load_table((repo.id, "main", "db", "staged")))] == [1, 2]
+    from pyiceberg.exceptions import TableAlreadyExistsError
+
+    with pytest.raises(TableAlreadyExistsError):
+        catalog.create_table_transaction((repo.id, "main", "db", "staged"), schema=SCHEMA)
