@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "lakemount"
-FRONT_ENDS = ("fuse", "gateway", "cli", "jobs", "api", "ui", "serving")
+FRONT_ENDS = ("fuse", "gateway", "cli", "jobs", "api", "ui", "serving", "iceberg")
 CORE = "lakemount.graveler"
 # What graveler may import of lakemount besides itself.
 CORE_MAY_IMPORT = frozenset({"lakemount.errors"})

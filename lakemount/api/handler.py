@@ -38,7 +38,10 @@ from lakemount.api.errors import ApiError, not_found, translate
 from lakemount.api.routing import OPERATIONS, Router
 from lakemount.app import App
 from lakemount.auth.crypto import read_key_file
+from lakemount.auth.policies import Action
 from lakemount.errors import LakeMountError
+from lakemount.iceberg.errors import IcebergError
+from lakemount.iceberg.service import IcebergService
 from lakemount.serving import metrics
 from lakemount.serving.http import BodyTimeout, ClientDisconnected, Request, Response
 from lakemount.ui import pages
@@ -53,6 +56,54 @@ METRICS_PATH: Final = "/metrics"
 def server_key(app: App) -> str:
     """The install's server key (``auth.encrypt.secret_key``, else ``LAKEMOUNT_HOME/server.key``), as ``App.auth`` reads it."""
     return (app.config.auth.encrypt.secret_key or read_key_file(os.path.join(app.config.home, "server.key")))
+
+
+class IcebergGate:
+    """The authenticator as the Iceberg catalog asks it: the same keys, tokens and policies, errors in its shape."""
+
+    TYPES: Final = {401: "NotAuthorizedException", 403: "ForbiddenException"}
+
+    def __init__(self, authenticator: Authenticator) -> None:
+        self.auth = authenticator
+
+    def _shaped(self, e: ApiError) -> IcebergError:
+        return IcebergError(e.status, self.TYPES.get(e.status, "BadRequestException"), e.message)
+
+    def login(self, access_key_id: str, secret: str) -> tuple[str, int]:
+        try:
+            return self.auth.login(access_key_id, secret)
+        except ApiError as e:
+            raise self._shaped(e) from None
+
+    def user(self, authorization: str | None) -> str:
+        if not authorization:
+            raise IcebergError(401, "NotAuthorizedException",
+                               "missing credentials: a bearer token from oauth/tokens, or basic auth with an access key")
+        try:
+            return self.auth.authenticate(authorization, None)
+        except ApiError as e:
+            raise self._shaped(e) from None
+
+    def require(self, user: str, action: Action, repo: str) -> None:
+        try:
+            self.auth.require(user, action, repo)
+        except ApiError as e:
+            raise self._shaped(e) from None
+
+    def allowed(self, user: str, action: Action, repo: str) -> bool:
+        return self.auth.allowed(user, action, repo)
+
+
+def iceberg_defaults(app: App) -> dict[str, str]:
+    """What the catalog's ``config`` tells clients: path-style S3 through the gateway (its address when it is fixed)."""
+    gw = app.config.gateways.s3
+    out = {"s3.path-style-access": "true", "s3.region": gw.region, "client.region": gw.region}
+    host, _, port = gw.listen_address.rpartition(":")
+    host = host.strip("[]")
+    if port.isdigit() and int(port) and host not in ("", "0.0.0.0", "::"):
+        scheme = "https" if gw.tls.cert_file else "http"
+        out["s3.endpoint"] = f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
+    return out
 
 
 class ApiService:
@@ -71,6 +122,10 @@ class ApiService:
     @cached_property
     def authenticator(self) -> Authenticator:
         return Authenticator(self.app.auth, signing_key(server_key(self.app)))
+
+    @cached_property
+    def iceberg(self) -> IcebergService:
+        return IcebergService(self.catalog, IcebergGate(self.authenticator), iceberg_defaults(self.app))
 
     def handle(self, request: Request) -> Response:
         """Answer one request (never raises); ``Response.operation`` is its operationId, ``ui`` or ``metrics``."""
@@ -106,6 +161,10 @@ class ApiService:
         if path == METRICS_PATH and self.app.config.api.metrics:
             name[0] = "metrics"
             return self._metrics(request)
+        if IcebergService.serves(path):
+            response = self.iceberg.handle(request)  # answers in the Iceberg protocol's shape, never raises
+            name[0] = response.operation
+            return response
         if not path.startswith(PREFIX + "/") and path != PREFIX:
             name[0] = "ui"
             try:

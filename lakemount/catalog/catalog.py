@@ -508,6 +508,21 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         branch = self.writable_branch(repo, ref)
         self.graveler.set_many(repo, branch, records)
 
+    def apply_if(
+        self, repo: str, ref: str | ResolvedRef, changes: Sequence[tuple[str, Entry | None]],
+        expected: Sequence[tuple[str, Entry | None]],
+    ) -> None:
+        """``apply`` only if each path of ``expected`` holds exactly that entry now (None: no entry).
+
+        A compare-and-set: the check and the write are one transaction, so of writers that read
+        the same entry and each expect it, one stages and the others get ``PreconditionFailed``
+        naming the path (the entry's identity includes its mtime, so a rewrite of the same bytes
+        is a change).  Raises ``InvalidArgument`` for a put's bad key, before anything is staged.
+        """
+        records = [(encode_path(p) if e is None else encode_new_path(p), None if e is None else e.value()) for p, e in changes]
+        branch = self.writable_branch(repo, ref)
+        self.graveler.set_many_if(repo, branch, records, [(encode_path(p), None if e is None else e.value()) for p, e in expected])
+
     def put(
         self,
         repo: str,

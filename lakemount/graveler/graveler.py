@@ -32,6 +32,7 @@ from lakemount.errors import (
     NotFound,
     NothingToCommit,
     ObjectNotFound,
+    PreconditionFailed,
     ReadOnlyRef,
     RefNotFound,
     category_of,
@@ -506,6 +507,29 @@ class Graveler:
             self.refs.stage(repo, branch, items)
         else:
             self.get_branch(repo, branch)  # nothing to stage: still an error for a missing branch
+
+    def set_many_if(
+        self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
+        expected: Sequence[tuple[bytes, bytes | None]],
+    ) -> None:
+        """``set_many`` only if every key of ``expected`` holds exactly its value on ``branch`` (None: absent).
+
+        Checked and written in one ref-store transaction that holds the branch row, so of two
+        writers expecting the same value one wins and the other gets ``PreconditionFailed``
+        naming the key; a commit running meanwhile moves values from staging into history
+        without changing them, so it fails neither.
+        """
+        r = self.get_repository(repo)
+
+        def check(b: Branch, staged_get: Callable[[Sequence[StagingToken], bytes], tuple[bool, bytes | None]]) -> None:
+            for key, want in expected:
+                found, value = staged_get(b.tokens, key)
+                if not found:
+                    value = self._metarange(r, b.commit_id).get(key)
+                if value != want:
+                    raise PreconditionFailed(f"{repo}/{branch}/{key.decode('utf-8', 'replace')} changed")
+
+        self.refs.stage(repo, branch, items, check)
 
     def delete(self, repo: str, branch: str, key: bytes) -> None:
         """Stage a deletion; raises ``ObjectNotFound`` if the key is not there."""
