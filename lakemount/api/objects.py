@@ -193,7 +193,7 @@ def upload_object(ctx: Ctx) -> Response:
     if exclusive and cat.get_optional(repo, branch, path) is not None:
         raise ApiError(412, f"object exists: {path}")
     meta = _metadata(ctx)
-    stored = receive_object(ctx.request, cat, repo_rec, ctx.service.tmpdir)
+    stored = receive_object(ctx.request, cat, repo_rec)
     entry = upload_entry(stored.address, stored.size, stored.md5, path, stored.content_type, meta)
     if exclusive and cat.get_optional(repo, branch, path) is not None:
         raise ApiError(412, f"object exists: {path}")

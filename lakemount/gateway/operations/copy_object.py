@@ -45,7 +45,7 @@ def handle(ctx: Ctx) -> Response:
     else:
         content_type, metadata = content_type_of(ctx.req), metadata_from_headers(ctx.req)
     cat = ctx.services.catalog
-    address = address_in(cat, source.target.repo, target.repo, src, ctx.services.tmpdir)
+    address = address_in(cat, source.target.repo, target.repo, src)
     entry = upload_entry(address, src.size, src.etag, path, content_type, metadata)._replace(mode=src.mode, target=src.target)
     cat.put_entry(target.repo.name, branch, path, entry)
     body = render_copy_object_result(entry.etag, last_modified(entry))

@@ -50,9 +50,9 @@ def branch_marker(ctx: Ctx, target: Target, key: str) -> Response | None:
     if path or not key.endswith("/") or target.flat:
         return None
     ctx.writable_branch(target, ref, key)
-    with receive(ctx.req, ctx.principal.auth, ctx.services.catalog, target.repo, ctx.services.tmpdir, want_sha256=False) as body:
-        if body.size:
-            raise s3_error("InvalidRequest", f"{key!r} names a branch: an object there needs a path after it")
+    body = receive(ctx.req, ctx.principal.auth, ctx.services.catalog, target.repo, store=False)
+    if body.size:
+        raise s3_error("InvalidRequest", f"{key!r} names a branch: an object there needs a path after it")
     return Response(200, [("ETag", quoted(body.md5))])
 
 
@@ -73,10 +73,8 @@ def handle(ctx: Ctx) -> Response:
     metadata = metadata_from_headers(ctx.req)
     check_write_conditions(ctx, repo, branch, path)
     cat = ctx.services.catalog
-    with receive(ctx.req, ctx.principal.auth, cat, target.repo, ctx.services.tmpdir, want_sha256=True) as body:
-        assert body.sha256 is not None
-        address = cat.store_landed(target.repo, body.land, body.sha256)
-    entry = upload_entry(address, body.size, body.md5, path, content_type_of(ctx.req), metadata)
+    body = receive(ctx.req, ctx.principal.auth, cat, target.repo)
+    entry = upload_entry(body.address, body.size, body.md5, path, content_type_of(ctx.req), metadata)
     check_write_conditions(ctx, repo, branch, path)
     cat.put_entry(repo, branch, path, entry)
     headers = [("ETag", quoted(entry.etag))]
