@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Final
 
 from lakemount.api.errors import ApiError, bad_request
 from lakemount.serving.http import Request
+from lakemount.serving.metadata import header_text
 
 if TYPE_CHECKING:
     from lakemount.catalog.catalog import Catalog
@@ -106,22 +107,6 @@ def _fill(w: DataWriter, data: Iterator[bytes], limit: int) -> None:
         if w.size + len(piece) > limit:
             raise ApiError(413, f"object larger than {limit} bytes")
         w.write(piece)
-
-
-def header_text(value: str) -> str:
-    """A header value as text: its bytes as UTF-8 when they are, else as Latin-1.
-
-    The server hands header values over as UTF-8 with undecodable bytes
-    surrogate-escaped; Python's HTTP clients (the lakeFS SDKs among them) send
-    a non-ASCII ``str`` value as Latin-1, which HTTP reads its high bytes as.
-    Stored as they arrive, the escapes could not be encoded (a 500); read as
-    Latin-1 they round-trip, since responses send such values as Latin-1.
-    """
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return value.encode("utf-8", "surrogateescape").decode("latin-1")
-    return value
 
 
 def receive_object(request: Request, catalog: Catalog, repo: Repository) -> Stored:

@@ -1,13 +1,9 @@
 """Objects as S3 shows them: entry <-> headers, conditions, copy ranges, and bodies in.
 
-Shared by the object operations.  User metadata (``x-amz-meta-*``) is the
-entry's metadata under its lower-cased name, the same pairs the mount shows as
-``user.*`` xattrs.  The standard headers S3 stores with an object
-(Cache-Control, Content-Disposition, Content-Encoding, Content-Language,
-Expires) are kept as metadata too, under ``s3:<header>`` (``STORED_PREFIX`` of
-``catalog/model.py``): a colon cannot occur in an HTTP header name, so they
-never collide with user metadata, and a mount user can set one as the xattr
-``user.s3:cache-control``.  Bodies out (memory-mapped local reads) and plain
+Shared by the object operations.  User metadata travels as ``x-amz-meta-*``
+headers; it and the standard headers S3 stores with an object map to an
+entry's metadata as ``lakemount/serving/metadata.py`` says, the one mapping
+the REST API uses too.  Bodies out (memory-mapped local reads) and plain
 HTTP ranges are shared with the REST API in ``lakemount/serving``.
 
 Uploads go through the catalog's object writer (``catalog/writer.py``) while
@@ -26,48 +22,23 @@ from datetime import UTC, datetime
 from typing import Final
 
 from lakemount.catalog.catalog import Catalog
-from lakemount.catalog.model import STORED_PREFIX, Entry, Repository, object_view
+from lakemount.catalog.model import Entry, Repository, object_view
 from lakemount.gateway.errors import S3Error, s3_error
-from lakemount.gateway.sig.chunked import BodyDecoder, strip_aws_chunked
+from lakemount.gateway.sig.chunked import BodyDecoder
 from lakemount.gateway.sig.payload import PayloadMode, body_plan
 from lakemount.gateway.sig.request import HttpRequest
 from lakemount.gateway.sig.result import AuthResult
 from lakemount.serving import ranges
 from lakemount.serving.http import Request, Response
+from lakemount.serving.metadata import metadata_headers
 from lakemount.serving.ranges import http_date, http_seconds
 
 META_PREFIX: Final = "x-amz-meta-"
-STORED_HEADERS: Final = ("cache-control", "content-disposition", "content-encoding", "content-language", "expires")
-MAX_METADATA_BYTES: Final = 2048
 MAX_PUT_SIZE: Final = 5 * 1024**3
 DEFAULT_CONTENT_TYPE: Final = "binary/octet-stream"
 
 
 # --- metadata -----------------------------------------------------------------------
-
-
-def metadata_from_headers(req: Request) -> list[tuple[str, str]]:
-    """User metadata and stored standard headers of a PUT/POST; raises MetadataTooLarge."""
-    out: list[tuple[str, str]] = []
-    user_bytes = 0
-    seen: set[str] = set()
-    for name, value in req.headers:
-        if name.startswith(META_PREFIX):
-            meta = name[len(META_PREFIX) :]
-            if meta in seen:
-                continue
-            seen.add(meta)
-            user_bytes += len(meta) + len(value)
-            out.append((meta, value))
-    if user_bytes > MAX_METADATA_BYTES:
-        raise s3_error("MetadataTooLarge", MaxSizeAllowed=MAX_METADATA_BYTES, Size=user_bytes)
-    for h in STORED_HEADERS:
-        stored = req.header(h)
-        if h == "content-encoding":
-            stored = strip_aws_chunked(stored)
-        if stored:
-            out.append((STORED_PREFIX + h, stored))
-    return sorted(out)
 
 
 def content_type_of(req: Request) -> str:
@@ -99,14 +70,7 @@ def object_headers(entry: Entry) -> list[tuple[str, str]]:
         ("Content-Type", view.content_type or DEFAULT_CONTENT_TYPE),
         ("Accept-Ranges", "bytes"),
     ]
-    for name, value in view.metadata:
-        if name.startswith(STORED_PREFIX):
-            h = name[len(STORED_PREFIX) :]
-            if h in STORED_HEADERS:
-                headers.append((h.title(), value))
-        else:
-            headers.append((META_PREFIX + name, value))
-    return headers
+    return headers + metadata_headers(view.metadata, META_PREFIX)
 
 
 def is_object(entry: Entry) -> bool:

@@ -15,13 +15,14 @@ from lakemount.gateway.buckets import Target
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error
 from lakemount.gateway.objects import (
+    META_PREFIX,
     content_type_of,
     etag_matches,
-    metadata_from_headers,
     quoted,
     receive,
 )
 from lakemount.serving.http import Response
+from lakemount.serving.metadata import metadata_from_headers
 
 
 def check_write_conditions(ctx: Ctx, repo: str, branch: str, path: str) -> None:
@@ -70,7 +71,7 @@ def handle(ctx: Ctx) -> Response:
         return marker
     branch, path = ctx.write_path(target, ctx.key, new=True)
     repo = target.repo.name
-    metadata = metadata_from_headers(ctx.req)
+    metadata = metadata_from_headers(ctx.req, META_PREFIX)
     check_write_conditions(ctx, repo, branch, path)
     cat = ctx.services.catalog
     body = receive(ctx.req, ctx.principal.auth, cat, target.repo)
