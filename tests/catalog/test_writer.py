@@ -7,6 +7,7 @@ layout (``data/<aa>/<sha256>``).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from lakemount.app import App
+from lakemount.block.landing import Landing
 from lakemount.block.layout import data_address, data_sha, is_data_key
 from lakemount.catalog.writer import INLINE_MAX
 from lakemount.config import load
@@ -75,6 +77,22 @@ def test_an_exception_in_the_block_leaves_nothing_visible(app: App, size: int) -
                                                                     data_address(hashlib.sha256(body).hexdigest())))
     with pytest.raises(RuntimeError, match="stored nothing"):
         _ = w.info
+
+
+def test_a_full_disk_while_landing_fails_the_block_and_leaves_nothing(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    writes: list[int] = []
+
+    def full(self: Landing, data: bytes | memoryview) -> None:
+        writes.append(len(data))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Landing, "write", full)
+    before = stored_files(app)
+    with pytest.raises(OSError) as err, app.catalog.writer(REPO, expected=8 << 20) as w:
+        for _ in range(8):
+            w.write(os.urandom(1 << 20))
+    assert err.value.errno == errno.ENOSPC and writes, "the fault hit the landing file"
+    assert stored_files(app) == before
 
 
 def test_a_large_body_streams_to_disk_while_it_is_written(app: App) -> None:
