@@ -112,8 +112,6 @@ class ApiService:
     def __init__(self, app: App) -> None:
         self.app = app
         self.router = Router(OPERATIONS)
-        self.tmpdir = os.path.join(app.config.home, "tmp")
-        os.makedirs(self.tmpdir, exist_ok=True)
 
     @cached_property
     def catalog(self) -> Any:

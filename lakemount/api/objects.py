@@ -15,13 +15,14 @@ from lakemount.api.errors import ApiError, bad_request
 from lakemount.api.models import object_json
 from lakemount.api.pagination import page
 from lakemount.api.routing import PAGINATION, Param, operation
-from lakemount.api.upload import header_text, receive_object
+from lakemount.api.upload import receive_object
 from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import MAX_KEY_BYTES, encode_new_path
-from lakemount.catalog.model import STORED_PREFIX, has_data, object_view, upload_entry
+from lakemount.catalog.model import has_data, object_view, upload_entry
 from lakemount.errors import ObjectNotFound
 from lakemount.serving.bodies import read_stream
 from lakemount.serving.http import Response
+from lakemount.serving.metadata import metadata_from_headers, metadata_headers, user_metadata
 from lakemount.serving.ranges import RangeNotSatisfiable, http_date, parse_range
 
 TAG = "objects"
@@ -64,7 +65,7 @@ def _has_data(entry: Any) -> bool:
 
 def _user_meta(entry: Any) -> list[tuple[str, str]]:
     """User metadata as the object view shows it (a symlink's target included)."""
-    return [(k, v) for k, v in object_view(entry).metadata if not k.startswith(STORED_PREFIX)]
+    return user_metadata(object_view(entry).metadata)
 
 
 def _stats(ctx: Ctx, repo_rec: Any, path: str, entry: Any) -> dict[str, Any]:
@@ -101,7 +102,7 @@ def _object_headers(entry: Any) -> list[tuple[str, str]]:
         ("Last-Modified", http_date(entry.mtime_ns)),
         ("Accept-Ranges", "bytes"),
     ]
-    headers += [(META_HEADER + k, v) for k, v in _user_meta(entry)]
+    headers += metadata_headers(view.metadata, META_HEADER)  # the gateway's mapping (serving/metadata.py)
     headers += INERT_HEADERS  # an object stored as text/html, opened from its download link, runs nothing
     return headers
 
@@ -156,20 +157,6 @@ def head_object(ctx: Ctx) -> Response:
     return _read(ctx, with_body=False)
 
 
-def _metadata(ctx: Ctx) -> list[tuple[str, str]]:
-    out: dict[str, str] = {}
-    size = 0
-    for name, value in ctx.request.headers:
-        if name.startswith(META_HEADER):
-            key = name[len(META_HEADER) :]
-            value = header_text(value)
-            out.setdefault(key, value)
-            size += len(key) + len(value)
-    if size > 2048:
-        raise bad_request("user metadata larger than 2048 bytes")
-    return sorted(out.items())
-
-
 @operation("POST", "/repositories/{repository}/branches/{branch}/objects", "uploadObject", tag=TAG,
            summary="upload an object (raw body, or multipart/form-data with a 'content' field)",
            params=(PATH, Param("storageClass"), Param("force", "boolean"), Param("If-None-Match", where="header")),
@@ -188,8 +175,8 @@ def upload_object(ctx: Ctx) -> Response:
     exclusive = (ctx.request.header("if-none-match") or "").strip() == "*"
     if exclusive and cat.get_optional(repo, branch, path) is not None:
         raise ApiError(412, f"object exists: {path}")
-    meta = _metadata(ctx)
-    stored = receive_object(ctx.request, cat, repo_rec, ctx.service.tmpdir)
+    meta = metadata_from_headers(ctx.request, META_HEADER)
+    stored = receive_object(ctx.request, cat, repo_rec)
     entry = upload_entry(stored.address, stored.size, stored.md5, path, stored.content_type, meta)
     if exclusive and cat.get_optional(repo, branch, path) is not None:
         raise ApiError(412, f"object exists: {path}")

@@ -2,6 +2,7 @@
 
 - ``catalog``: the :class:`~lakemount.catalog.catalog.Catalog` facade, and paths and objects
   (content-addressed data, entries, listings, staging);
+- ``writer``: the object writer, the one way object data is stored (``Catalog.writer``);
 - ``refs``: repositories, branches, tags, protection rules, ref resolution;
 - ``history``: commit, merge, revert, cherry-pick, reset, log, diff;
 - ``storage``: what jobs that read the stores directly need (ranges of a commit,

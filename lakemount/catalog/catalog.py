@@ -8,22 +8,19 @@ modules; this one holds the verbs on paths and objects.
 Graveler versions opaque keys and values; the catalog gives them meaning:
 keys are UTF-8 paths, values are :class:`Entry` records, and object data is
 stored content-addressed in the repository's storage namespace
-(``data/<aa>/<sha256>``), so writing the same bytes twice stores them once and
-copies or renames never copy data.  Directory markers are keys ending in
-``/`` whose entry has a directory mode.
+(``data/<aa>/<sha256>``, :mod:`lakemount.block.layout`) by the one object
+writer (:mod:`~lakemount.catalog.writer`), so writing the same bytes twice
+stores them once and copies or renames never copy data.  Directory markers
+are keys ending in ``/`` whose entry has a directory mode.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager
 from itertools import islice
 from typing import TYPE_CHECKING, BinaryIO, Final, NamedTuple
 
@@ -31,7 +28,6 @@ from lakemount.actions.hook import HookContext
 from lakemount.actions.parser import ACTIONS_PREFIX, MAX_ACTION_FILE
 from lakemount.actions.runner import Actions, HookLimits
 from lakemount.actions.runs import MemoryRunStore, Run, RunStore
-from lakemount.block.landing import Landing, landing
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.model import has_data
@@ -40,6 +36,7 @@ from lakemount.catalog.protection import BranchProtection
 from lakemount.catalog.pulls import MAX_COMMENTS, Pulls, PullStore
 from lakemount.catalog.storage import StorageVerbs
 from lakemount.catalog.uploads import UploadVerbs
+from lakemount.catalog.writer import DataInfo, DataWriter
 from lakemount.errors import InvalidArgument, ObjectNotFound, SourceChanged, TooManyActionFiles, Unavailable
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler
@@ -55,23 +52,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("lakemount.catalog")
 
 MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
-CHUNK: Final = 4 * 1024 * 1024
-SMALL: Final = 8 * 1024 * 1024
 SKIP_BEFORE_SEEK: Final = 32
 # Metadata key where ``import`` records a local source's mtime (ns); reads check it (see check_source).
 SOURCE_MTIME_KEY: Final = "lakemount-source-mtime-ns"
 # The stat float's precision at today's epoch is ~0.2 us: differences below this are the same mtime.
 MTIME_TOLERANCE_NS: Final = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class DataInfo:
-    """Where written bytes went, and their digests."""
-
-    address: str
-    size: int
-    etag: str  # MD5 hex
-    sha256: str
 
 
 class Listed(NamedTuple):
@@ -232,90 +217,34 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
     def physical_url(self, repo: Repository, address: str) -> str:
         return address if "://" in address else join(repo.storage_namespace, address)
 
+    def writer(
+        self, repo: str | Repository, *, expected: int | None = None, address: str | None = None,
+        hash_md5: bool = True, hash_sha256: bool = True,
+    ) -> DataWriter:
+        """The writer of one object's data in ``repo``'s storage namespace: the one way bytes are stored.
+
+        Use it as a context manager (``with catalog.writer(repo) as w: w.write(...)``); leaving the
+        block stores the bytes and sets ``w.info``; an exception leaves nothing (see
+        :mod:`~lakemount.catalog.writer`).  ``expected`` is the body's announced size (it decides
+        whether a thread hashes and writes it), ``address`` a namespace-relative place to store the
+        bytes at instead of their content address, ``hash_md5`` / ``hash_sha256`` False for a digest
+        the caller computes and hands over with ``w.vouch``.  Raises ``RepositoryNotFound``.
+        """
+        r = self.repository(repo) if isinstance(repo, str) else repo
+        return DataWriter(self, r, expected=expected, address=address, hash_md5=hash_md5, hash_sha256=hash_sha256)
+
     def write_data(self, repo: str, source: bytes | BinaryIO | str) -> DataInfo:
-        """Store bytes (a ``bytes``, a readable stream, or a local file path) content-addressed."""
-        r = self.repository(repo)
-        if isinstance(source, bytes | bytearray | memoryview):
-            data = bytes(source)
-            sha = hashlib.sha256(data).hexdigest()
-            info = DataInfo(f"data/{sha[:2]}/{sha}", len(data), hashlib.md5(data).hexdigest(), sha)
-            url = self.physical_url(r, info.address)
-            if not self.refresh_existing(url):
-                self.adapter.put(url, data)
-            return info
-        if isinstance(source, str):
-            with open(source, "rb") as f:
-                return self._write_stream(r, f, source_path=source)
-        return self._write_stream(r, source, source_path=None)
-
-    def write_file(self, repo: str, path: str, *, digests: tuple[int, str, str] | None = None) -> DataInfo:
-        """Store a local file's bytes content-addressed, uploading the file itself (no temp copy).
-
-        ``digests`` is ``(size, sha256 hex, md5 hex)`` when the caller computed
-        them while writing the file (then the file is not read to hash it).
-        The caller guarantees the file does not change during the call: the
-        address names the bytes that were hashed.  Raises ``ObjectNotFound``
-        if the file is missing, and what the adapter raises.
-        """
-        r = self.repository(repo)
-        if digests is None:
-            sha, md5 = hashlib.sha256(), hashlib.md5()
-            size = 0
-            with open(path, "rb") as f:
-                while chunk := f.read(CHUNK):
-                    sha.update(chunk)
-                    md5.update(chunk)
-                    size += len(chunk)
-            digests = (size, sha.hexdigest(), md5.hexdigest())
-        size, sha256, md5hex = digests
-        info = DataInfo(f"data/{sha256[:2]}/{sha256}", size, md5hex, sha256)
-        url = self.physical_url(r, info.address)
-        if not self.refresh_existing(url):
-            self.adapter.put_file(url, path)
-        return info
-
-    def _write_stream(self, r: Repository, stream: BinaryIO, source_path: str | None) -> DataInfo:
-        sha = hashlib.sha256()
-        md5 = hashlib.md5()
-        size = 0
-        fd, tmp = tempfile.mkstemp(prefix="lm-data-", dir=self.tmpdir)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                while True:
-                    chunk = stream.read(CHUNK)
-                    if not chunk:
-                        break
-                    sha.update(chunk)
-                    md5.update(chunk)
-                    size += len(chunk)
-                    out.write(chunk)
-            digest = sha.hexdigest()
-            info = DataInfo(f"data/{digest[:2]}/{digest}", size, md5.hexdigest(), digest)
-            url = self.physical_url(r, info.address)
-            if not self.refresh_existing(url):
-                self.adapter.put_file(url, tmp)
-            return info
-        finally:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-
-    def landing(self, repo: Repository, tmpdir: str | None, sub: str = "data") -> AbstractContextManager[Landing]:
-        """A landing file for an object of ``repo`` under ``<namespace>/<sub>``; removed on exit unless stored."""
-        return landing(self.physical_url(repo, sub), tmpdir)
-
-    def store_landed(self, repo: Repository, land: Landing, sha256: str) -> str:
-        """Make a landing file the repository's content-addressed object; returns its address.
-
-        An object already there is kept (and refreshed against garbage collection,
-        as ``write_data`` does); raises what the block adapter raises.
-        """
-        address = f"data/{sha256[:2]}/{sha256}"
-        url = self.physical_url(repo, address)
-        if not self.refresh_existing(url):
-            land.store(self.adapter, url)
-        return address
+        """Store a body in hand (bytes, a readable stream, or a local file path, read as it is copied)
+        with :meth:`writer`; returns where it went."""
+        with self.writer(repo) as w:
+            if isinstance(source, bytes | bytearray | memoryview):
+                w.write(source)
+            elif isinstance(source, str):
+                with open(source, "rb") as f:
+                    w.write_from(f)
+            else:
+                w.write_from(source)
+        return w.info
 
     def refresh_existing(self, url: str) -> bool:
         """True if the data object ``url`` exists; its modification time is refreshed so a

@@ -39,7 +39,6 @@ class Services:
     buckets: BucketMap
     uploads: MultipartStore
     settings: GatewaySettings
-    tmpdir: str  # where landing files go when the storage namespace is not local
 
 
 @dataclass
