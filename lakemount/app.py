@@ -172,6 +172,7 @@ class App:
             self.graveler, self.adapter, namespace_root=self.namespace_root(), confinement=self.confinement, tmpdir=tmp,
             runs=self._run_store, pulls=self._pull_store, events=self._event_log, link_key=lambda: self.link_key,
             webhooks=self.webhook_policy, hook_limits=self.hook_limits, max_comments=self.config.pulls.max_comments,
+            cache=self.cache,
         )
 
     @cached_property

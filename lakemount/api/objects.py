@@ -22,7 +22,7 @@ from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import MAX_KEY_BYTES, encode_new_path
 from lakemount.catalog.model import STORED_PREFIX, has_data, object_view, upload_entry
 from lakemount.errors import ObjectNotFound, ProtectedBranch
-from lakemount.serving.bodies import read_stream
+from lakemount.serving.bodies import read_body
 from lakemount.serving.http import Response
 from lakemount.serving.ranges import RangeNotSatisfiable, http_date, parse_range
 
@@ -136,8 +136,8 @@ def _read(ctx: Ctx, *, with_body: bool) -> Response:
         return Response(status, headers, b"")
     if length == 0:
         return Response(status, headers, b"")
-    body, f = read_stream(ctx.catalog, ctx.catalog.repository(repo), entry, start, length)
-    return Response(status, headers, body, length=length, close=f.close if f is not None else None)
+    body, close = read_body(ctx.catalog, ctx.catalog.repository(repo), entry, start, length)
+    return Response(status, headers, body, length=length, close=close)
 
 
 @operation("GET", "/repositories/{repository}/refs/{ref}/objects", "getObject", tag=TAG,
