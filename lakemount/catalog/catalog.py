@@ -443,6 +443,19 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
             raise ObjectNotFound(f"{repo}/{r.expr}/{path}")
         return decode_value(value)
 
+    def lookup(self, repo: str | Repository, ref: str, path: str) -> tuple[ResolvedRef, Entry | None]:
+        """What ``ref`` resolves to now, and the entry at ``path`` there (None if there is none).
+
+        For a point read (a GET): on a branch this process has read before, one
+        ref-store statement resolves the branch and finds the entry
+        (``Graveler.lookup``); ``repo`` may be the repository's record, just
+        read, which is then not read again.  Raises what :meth:`resolve` raises.
+        """
+        key = encode_path(path)
+        name, namespace = (repo.name, repo.storage_namespace) if isinstance(repo, Repository) else (repo, "")
+        resolved, value = self.graveler.lookup(name, ref, key, namespace=namespace)
+        return resolved, None if value is None else decode_value(value)
+
     def get_optional(self, repo: str, ref: str | ResolvedRef, path: str) -> Entry | None:
         """The entry at ``path``, None if there is none."""
         value = self.graveler.get(repo, self.resolve(repo, ref), encode_path(path))

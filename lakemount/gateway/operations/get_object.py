@@ -33,15 +33,15 @@ def find(ctx: Ctx) -> tuple[object, Entry]:
     ctx.require(Action.READ_REPO, target)
     assert ctx.key is not None
     ref, path = ctx.object_path(target, ctx.key)
-    resolved = ctx.resolve_ref(target, ref)
+    # The ref and the entry in one step: on a branch, one ref-store statement (Catalog.lookup).
+    try:
+        _, entry = ctx.services.catalog.lookup(target.repo, ref, path)
+    except NotFound:
+        raise ctx.no_such_ref(target, ref) from None
     version = ctx.query.get("versionId")
     if version not in (None, "", "null"):
         raise s3_error("NoSuchVersion", Key=ctx.key, VersionId=version)
-    try:
-        entry = ctx.services.catalog.stat(target.repo.name, resolved, path)
-    except NotFound:
-        raise s3_error("NoSuchKey", Key=ctx.key) from None
-    if not is_object(entry):
+    if entry is None or not is_object(entry):
         raise s3_error("NoSuchKey", Key=ctx.key)
     return target, entry
 
