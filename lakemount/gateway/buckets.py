@@ -79,11 +79,11 @@ def repo_name_for(bucket: str) -> str:
 class BucketMap:
     """Resolves bucket names; records gateway-created buckets that need it (in a ``BucketStore``)."""
 
-    def __init__(self, store: BucketStore, catalog: Catalog, settings: GatewaySettings, *, ttl: float = RECORD_TTL) -> None:
+    def __init__(self, store: BucketStore, catalog: Catalog, settings: GatewaySettings, *, ttl: float | None = None) -> None:
         self.store = store
         self.catalog = catalog
         self.settings = settings
-        self._records = TtlCache(ttl)  # bucket -> (record or None,)
+        self._records = TtlCache(RECORD_TTL if ttl is None else ttl)  # bucket -> (record or None,)
 
     def _record(self, bucket: str) -> BucketRecord | None:
         hit = self._records.get(bucket)
