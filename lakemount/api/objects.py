@@ -110,12 +110,16 @@ def _object_headers(entry: Any) -> list[tuple[str, str]]:
 
 def _read(ctx: Ctx, *, with_body: bool) -> Response:
     repo = repo_of(ctx, Action.READ_REPO)
-    presign = with_body and _presigning(ctx, ctx.catalog.repository(repo))
+    repo_rec = ctx.catalog.repository(repo)
+    presign = with_body and _presigning(ctx, repo_rec)
     path = check_path(ctx.q_required("path"))
-    entry = ctx.catalog.stat(repo, ctx.params["ref"], path)
+    # The ref and the entry in one step: on a branch, one ref-store statement (Catalog.lookup).
+    resolved, entry = ctx.catalog.lookup(repo_rec, ctx.params["ref"], path)
+    if entry is None:
+        raise ObjectNotFound(f"{repo}/{resolved.expr}/{path}")
     if presign and _has_data(entry):
         # As lakeFS: the client follows the redirect to the block store, Range and all.
-        url, _expiry = ctx.catalog.presign_read(ctx.catalog.repository(repo), entry)
+        url, _expiry = ctx.catalog.presign_read(repo_rec, entry)
         return Response(302, [("Location", url), ("Cache-Control", "no-store")], b"")
     headers = _object_headers(entry)
     inm = ctx.request.header("if-none-match")
@@ -136,7 +140,7 @@ def _read(ctx: Ctx, *, with_body: bool) -> Response:
         return Response(status, headers, b"")
     if length == 0:
         return Response(status, headers, b"")
-    body, close = read_body(ctx.catalog, ctx.catalog.repository(repo), entry, start, length)
+    body, close = read_body(ctx.catalog, repo_rec, entry, start, length)
     return Response(status, headers, body, length=length, close=close)
 
 

@@ -25,6 +25,7 @@ from lakemount.gateway.handler import S3Gateway
 from lakemount.gateway.settings import from_config
 from lakemount.serving.http import BytesBody, Request, Response
 from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET, signed_headers
+from tests.gateway.test_hot_get import statements
 from tests.moto_server import moto_s3
 
 BUCKET = "cached-reads"
@@ -171,3 +172,15 @@ def test_a_damaged_cache_file_is_refetched_not_served(app: App) -> None:
     assert again.status == 200 and again.body == data
     assert disk.stats()["corrupt"] == 1
     assert store_requests(app) == before + 1, "the damaged block was fetched again"
+
+
+def test_a_hot_api_get_is_two_statements(app: App) -> None:
+    # The repository's record once (it was read three times) and the branch row with the staged entry.
+    data = _data(SMALL, b"statements")
+    app.catalog.put("repo", "main", "st.bin", data)
+    get = front_ends(app)["api"]
+    for _ in range(2):
+        assert get("main", "st.bin").body == data  # type: ignore[operator]
+    with statements() as seen:
+        assert get("main", "st.bin").body == data  # type: ignore[operator]
+    assert len(seen) == 2, seen
