@@ -191,25 +191,26 @@ def hot_gets(procs: int, seconds: float, workers: int, rounds: int, baseline: st
         trees = {"this code": (root, 8000)}
         if baseline:
             trees["baseline"] = (os.path.abspath(baseline), 8002)
+        wait = ("import sys, time, urllib.request, urllib.error\n"
+                "end = time.time() + 180\n"
+                "while time.time() < end:\n"
+                "    try:\n"
+                "        urllib.request.urlopen(sys.argv[1] + '/', timeout=2); break\n"
+                "    except urllib.error.HTTPError: break\n"
+                "    except OSError: time.sleep(0.2)\n"
+                "else: raise SystemExit(sys.argv[1] + ' did not answer')\n")
         for tree, port in trees.values():
             for gw in (c["gw1"], c["gw2"]):
                 argv = [PYTHON, "-m", "lakemount.cli.main", "serve", "--listen", f"{gw.ip}:{port}", "--workers", str(workers),
                         "--no-api"]
                 # ``python -m`` puts the working directory first on sys.path: start in the tree to be measured.
-                gw.spawn("sh", "-c", f"cd {tree} && exec " + " ".join(argv), env=c.env(gw, PYTHONPATH=tree),
-                         log=f"{gw.home}/gateway-{port}.log")
+                log = f"{gw.home}/gateway-{port}.log"
+                gw.spawn("sh", "-c", f"cd {tree} && exec " + " ".join(argv), env=c.env(gw, PYTHONPATH=tree), log=log)
+                try:  # one at a time: a gateway creates its tables as it starts, and starting ones would race
+                    client.python(wait, f"http://{gw.ip}:{port}", timeout=200)
+                except RuntimeError as exc:
+                    raise RuntimeError(f"{exc}; its log: {Path(log).read_text(errors='replace')[-3000:]}") from None
         eps = {name: f"http://{c['gw1'].ip}:{port},http://{c['gw2'].ip}:{port}" for name, (_, port) in trees.items()}
-        wait = ("import sys, time, urllib.request, urllib.error\n"
-                "for ep in sys.argv[1].split(','):\n"
-                "    end = time.time() + 180\n"
-                "    while time.time() < end:\n"
-                "        try:\n"
-                "            urllib.request.urlopen(ep + '/', timeout=2); break\n"
-                "        except urllib.error.HTTPError: break\n"
-                "        except OSError: time.sleep(0.2)\n"
-                "    else: raise SystemExit(ep + ' did not answer')\n")
-        for ep in eps.values():
-            client.python(wait, ep, timeout=400)
         client.python(SETUP_GW, eps["this code"].split(",")[0], timeout=300)
 
         def counts() -> dict[str, int]:
