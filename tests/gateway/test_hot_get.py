@@ -21,6 +21,7 @@ from lakemount.config import load
 from lakemount.gateway import buckets
 from lakemount.gateway.handler import S3Gateway
 from lakemount.gateway.settings import from_config
+from lakemount.gateway.sig import v4
 from lakemount.metastore.fastsql import FastSql
 from lakemount.serving.http import BytesBody, Request, Response
 
@@ -149,3 +150,14 @@ def test_a_bucket_record_made_elsewhere_shows_within_the_ttl(hosts: tuple[S3Gate
     time.sleep(0.35)
     got = call(reader, "GET", "/pub/main/f", signed=False)
     assert got.status == 200 and got.body == b"public", "an anonymous GET of a public-read bucket made elsewhere"
+
+
+def test_a_key_signs_many_requests_with_one_derived_signing_key(hosts: tuple[S3Gateway, S3Gateway]) -> None:
+    # Deriving the day's signing key is four HMACs: once per key, day and region, not per request.
+    writer, reader = hosts
+    call(writer, "PUT", "/repo/main/s", b"s")
+    assert call(reader, "GET", "/repo/main/s").status == 200
+    derived = v4.signing_key.cache_info().misses
+    for _ in range(3):
+        assert call(reader, "GET", "/repo/main/s").status == 200
+    assert v4.signing_key.cache_info().misses == derived
