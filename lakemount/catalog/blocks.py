@@ -39,6 +39,15 @@ def block_key(url: str, etag: str, size: int, index: int) -> str:
     return f"blk1:{url}|{etag}|{size}|{BLOCK_SIZE}|{index}"
 
 
+def content_addressed(address: str) -> bool:
+    """Whether an entry's address names bytes that never change: lakemount's own ``data/<aa>/<sha256>``.
+
+    Not an imported object (someone else's file, checked at every read) nor
+    one linked at an address a client uploaded to (``_lakefs/links/``).
+    """
+    return address.startswith("data/")
+
+
 def is_remote(url: str) -> bool:
     """Whether blocks of ``url`` are worth a copy in the disk tier (the object is not a local file)."""
     return not url.startswith("local://")

@@ -38,7 +38,7 @@ from lakemount.catalog.actions import (
     Run,
     RunStore,
 )
-from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks
+from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks, content_addressed
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.model import has_data
@@ -366,8 +366,8 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
             raise SourceChanged(url, f"ETag {info.etag}, {entry.etag} when imported")
 
     def read(self, repo: Repository, entry: Entry, offset: int = 0, length: int | None = None) -> bytes:
-        """Bytes of an object's data ([offset, offset+length)), through the node's caches for data lakemount
-        stored; ``ObjectNotFound`` if the data is gone, ``SourceChanged`` for an imported object whose source
+        """Bytes of an object's data ([offset, offset+length)), through the node's caches for content-addressed
+        data (``blocks.content_addressed``); ``ObjectNotFound`` if the data is gone, ``SourceChanged`` for an imported object whose source
         changed."""
         if entry.size == 0 or not has_data(entry):
             return b""
@@ -377,7 +377,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         url = self.physical_url(repo, entry.address)
         self.check_source(entry)
         with _data_errors(repo, url):
-            if self.blocks is not None and not self.is_imported(entry):
+            if self.blocks is not None and content_addressed(entry.address):
                 return self.blocks.read(url, entry.etag, entry.size, offset, n)
             if offset == 0 and n >= entry.size:
                 return self.adapter.get(url)
@@ -387,9 +387,10 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         """``length`` bytes of an object's data from ``start`` (fewer at its end), as chunks of at most
         ``blocks.BLOCK_SIZE`` bytes, for a front end that streams a large body.
 
-        Data lakemount stored is read through the node's caches, the blocks it
-        misses from one stream of the object; an imported object is streamed
-        from its source after :meth:`check_source`.  The first chunk is read
+        Content-addressed data (``blocks.content_addressed``) is read through
+        the node's caches, the blocks it misses from one stream of the object;
+        any other object is streamed from the store (an imported one after
+        :meth:`check_source`).  The first chunk is read
         before this returns, so that a front end learns of a failure before it
         sends a status: raises (here, or later while iterating) ``ObjectNotFound``
         if the data is gone or shorter than the entry, ``SourceChanged``,
@@ -399,7 +400,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
             return iter(())
         url = self.physical_url(repo, entry.address)
         self.check_source(entry)
-        if self.blocks is not None and not self.is_imported(entry):
+        if self.blocks is not None and content_addressed(entry.address):
             chunks = self.blocks.chunks(url, entry.etag, entry.size, start, length)
         else:
             chunks = self._streamed(url, start, min(length, entry.size - start))

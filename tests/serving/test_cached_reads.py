@@ -20,6 +20,7 @@ from lakemount.api.handler import ApiService
 from lakemount.app import App
 from lakemount.block.flaky import OPERATIONS, FlakyAdapter
 from lakemount.catalog.blocks import BLOCK_SIZE
+from lakemount.catalog.model import upload_entry
 from lakemount.config import load
 from lakemount.gateway.handler import S3Gateway
 from lakemount.gateway.settings import from_config
@@ -184,3 +185,16 @@ def test_a_hot_api_get_is_two_statements(app: App) -> None:
     with statements() as seen:
         assert get("main", "st.bin").body == data  # type: ignore[operator]
     assert len(seen) == 2, seen
+
+
+def test_an_object_at_an_address_a_client_uploaded_to_is_not_cached(app: App) -> None:
+    # Only content-addressed data (data/<aa>/<sha256>) never changes; a linked address is the client's upload.
+    repo = app.catalog.repository("repo")
+    address = "_lakefs/links/not-content-addressed"
+    app.adapter.put(app.catalog.physical_url(repo, address), b"linked")
+    app.catalog.put_entry("repo", "main", "l.bin", upload_entry(address, 6, hashlib.md5(b"linked").hexdigest(), "l.bin", "", ()))
+    get = front_ends(app)["gateway"]
+    assert get("main", "l.bin").body == b"linked"  # type: ignore[operator]
+    before = store_requests(app)
+    assert get("main", "l.bin").body == b"linked"  # type: ignore[operator]
+    assert store_requests(app) > before
