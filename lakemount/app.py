@@ -208,6 +208,7 @@ class App:
             runs=self._run_store, pulls=self._pull_store, events=self._event_log, link_key=lambda: self.link_key,
             webhooks=self.webhook_policy, hook_limits=self.hook_limits, max_comments=self.config.pulls.max_comments,
             changes=self.metastore,
+            cache=self.cache,
         )
 
     @cached_property

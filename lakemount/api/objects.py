@@ -20,7 +20,7 @@ from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import MAX_KEY_BYTES, encode_new_path
 from lakemount.catalog.model import has_data, object_view, upload_entry
 from lakemount.errors import ObjectNotFound
-from lakemount.serving.bodies import read_stream
+from lakemount.serving.bodies import read_body
 from lakemount.serving.http import Response
 from lakemount.serving.metadata import metadata_from_headers, metadata_headers, user_metadata
 from lakemount.serving.ranges import RangeNotSatisfiable, http_date, parse_range
@@ -109,12 +109,16 @@ def _object_headers(entry: Any) -> list[tuple[str, str]]:
 
 def _read(ctx: Ctx, *, with_body: bool) -> Response:
     repo = repo_of(ctx, Action.READ_REPO)
-    presign = with_body and _presigning(ctx, ctx.catalog.repository(repo))
+    repo_rec = ctx.catalog.repository(repo)
+    presign = with_body and _presigning(ctx, repo_rec)
     path = check_path(ctx.q_required("path"))
-    entry = ctx.catalog.stat(repo, ctx.params["ref"], path)
+    # The ref and the entry in one step: on a branch, one ref-store statement (Catalog.lookup).
+    resolved, entry = ctx.catalog.lookup(repo_rec, ctx.params["ref"], path)
+    if entry is None:
+        raise ObjectNotFound(f"{repo}/{resolved.expr}/{path}")
     if presign and _has_data(entry):
         # As lakeFS: the client follows the redirect to the block store, Range and all.
-        url, _expiry = ctx.catalog.presign_read(ctx.catalog.repository(repo), entry)
+        url, _expiry = ctx.catalog.presign_read(repo_rec, entry)
         return Response(302, [("Location", url), ("Cache-Control", "no-store")], b"")
     headers = _object_headers(entry)
     inm = ctx.request.header("if-none-match")
@@ -135,8 +139,8 @@ def _read(ctx: Ctx, *, with_body: bool) -> Response:
         return Response(status, headers, b"")
     if length == 0:
         return Response(status, headers, b"")
-    body, f = read_stream(ctx.catalog, ctx.catalog.repository(repo), entry, start, length)
-    return Response(status, headers, body, length=length, close=f.close if f is not None else None)
+    body, close = read_body(ctx.catalog, repo_rec, entry, start, length)
+    return Response(status, headers, body, length=length, close=close)
 
 
 @operation("GET", "/repositories/{repository}/refs/{ref}/objects", "getObject", tag=TAG,

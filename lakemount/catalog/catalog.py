@@ -21,13 +21,14 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from itertools import islice
+from itertools import chain, islice
 from typing import TYPE_CHECKING, BinaryIO, Final, NamedTuple
 
 from lakemount.actions.hook import HookContext
 from lakemount.actions.parser import ACTIONS_PREFIX, MAX_ACTION_FILE
 from lakemount.actions.runner import Actions, HookLimits
 from lakemount.actions.runs import MemoryRunStore, Run, RunStore
+from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks, content_addressed
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.model import has_data
@@ -46,6 +47,7 @@ from lakemount.graveler.refexpr import ResolvedRef
 
 if TYPE_CHECKING:
     from lakemount.actions.network import WebhookPolicy
+    from lakemount.cache.tiered import TieredCache
     from lakemount.catalog.confinement import Confinement
     from lakemount.catalog.refs import ChangeSource
 
@@ -136,6 +138,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         events: Callable[[], EventLog] | None = None, link_key: Callable[[], bytes] | None = None,
         webhooks: WebhookPolicy | None = None, hook_limits: HookLimits | None = None, max_comments: int = MAX_COMMENTS,
         changes: ChangeSource | None = None,
+        cache: TieredCache | None = None,
     ) -> None:
         """``confinement`` says which local locations imports and new repositories may use.
         ``runs``, ``pulls`` and ``events`` make the stores of hook runs, pull requests and the event
@@ -145,9 +148,12 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         ``actions.network.WebhookPolicy`` of the addresses webhooks may reach (None: the default one);
         ``hook_limits`` bounds the hooks running at once (None: the default bounds); ``max_comments``
         the comments of one pull request; ``changes`` pushes other processes' branch changes
-        (``watch_branches``; None: none are pushed)."""
+        (``watch_branches``; None: none are pushed).  ``cache`` is the node's cache, whose tiers keep
+        the blocks of data objects that reads fetch (:mod:`~lakemount.catalog.blocks`); without it,
+        every read asks the block store."""
         self.graveler = graveler
         self.adapter = adapter
+        self.blocks = None if cache is None else CachedBlocks(adapter, cache.ram, cache.disk)
         self.namespace_root = namespace_root.rstrip("/")
         self.confinement = confinement
         self.tmpdir = tmpdir
@@ -287,19 +293,64 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
             raise SourceChanged(url, f"ETag {info.etag}, {entry.etag} when imported")
 
     def read(self, repo: Repository, entry: Entry, offset: int = 0, length: int | None = None) -> bytes:
-        """Bytes of an object's data ([offset, offset+length)); ``ObjectNotFound`` if the data is gone,
-        ``SourceChanged`` for an imported object whose source changed."""
+        """Bytes of an object's data ([offset, offset+length)), through the node's caches for content-addressed
+        data (``blocks.content_addressed``); ``ObjectNotFound`` if the data is gone, ``SourceChanged`` for an imported object whose source
+        changed."""
         if entry.size == 0 or not has_data(entry):
             return b""
-        url = self.physical_url(repo, entry.address)
-        self.check_source(entry)
         n = entry.size - offset if length is None else min(length, entry.size - offset)
         if n <= 0:
             return b""
+        url = self.physical_url(repo, entry.address)
+        self.check_source(entry)
         with _data_errors(repo, url):
+            if self.blocks is not None and content_addressed(entry.address):
+                return self.blocks.read(url, entry.etag, entry.size, offset, n)
             if offset == 0 and n >= entry.size:
                 return self.adapter.get(url)
             return self.adapter.get_range(url, offset, n)
+
+    def read_chunks(self, repo: Repository, entry: Entry, start: int, length: int) -> Iterator[bytes]:
+        """``length`` bytes of an object's data from ``start`` (fewer at its end), as chunks of at most
+        ``blocks.BLOCK_SIZE`` bytes, for a front end that streams a large body.
+
+        Content-addressed data (``blocks.content_addressed``) is read through
+        the node's caches, the blocks it misses from one stream of the object;
+        any other object is streamed from the store (an imported one after
+        :meth:`check_source`).  The first chunk is read
+        before this returns, so that a front end learns of a failure before it
+        sends a status: raises (here, or later while iterating) ``ObjectNotFound``
+        if the data is gone or shorter than the entry, ``SourceChanged``,
+        ``Unavailable``.
+        """
+        if entry.size == 0 or not has_data(entry) or start >= entry.size or length <= 0:
+            return iter(())
+        url = self.physical_url(repo, entry.address)
+        self.check_source(entry)
+        if self.blocks is not None and content_addressed(entry.address):
+            chunks = self.blocks.chunks(url, entry.etag, entry.size, start, length)
+        else:
+            chunks = self._streamed(url, start, min(length, entry.size - start))
+        translated = self._translated(repo, url, chunks)
+        first = next(translated, None)
+        return iter(()) if first is None else chain((first,), translated)
+
+    def _streamed(self, url: str, start: int, length: int) -> Iterator[bytes]:
+        with self.adapter.open(url) as f:
+            if start:
+                f.seek(start)
+            left = length
+            while left > 0:
+                chunk = f.read(min(BLOCK_SIZE, left))
+                if not chunk:
+                    raise ObjectNotFound("object data is shorter than its entry")
+                left -= len(chunk)
+                yield chunk
+
+    @staticmethod
+    def _translated(repo: Repository, url: str, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        with _data_errors(repo, url):
+            yield from chunks
 
     def open(self, repo: Repository, entry: Entry) -> BinaryIO:
         """A stream of an object's data; empty for directory markers, symlinks and empty objects
@@ -319,6 +370,19 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         if value is None:
             raise ObjectNotFound(f"{repo}/{r.expr}/{path}")
         return decode_value(value)
+
+    def lookup(self, repo: str | Repository, ref: str, path: str) -> tuple[ResolvedRef, Entry | None]:
+        """What ``ref`` resolves to now, and the entry at ``path`` there (None if there is none).
+
+        For a point read (a GET): on a branch this process has read before, one
+        ref-store statement resolves the branch and finds the entry
+        (``Graveler.lookup``); ``repo`` may be the repository's record, just
+        read, which is then not read again.  Raises what :meth:`resolve` raises.
+        """
+        key = encode_path(path)
+        name, namespace = (repo.name, repo.storage_namespace) if isinstance(repo, Repository) else (repo, "")
+        resolved, value = self.graveler.lookup(name, ref, key, namespace=namespace)
+        return resolved, None if value is None else decode_value(value)
 
     def get_optional(self, repo: str, ref: str | ResolvedRef, path: str) -> Entry | None:
         """The entry at ``path``, None if there is none."""

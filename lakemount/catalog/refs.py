@@ -113,9 +113,17 @@ class RefVerbs:
         self.graveler.delete_repository(name)
 
     # ------------------------------------------------------------------ resolution
-    def resolve(self, repo: str, ref: str | ResolvedRef) -> ResolvedRef:
-        """What ref expression ``ref`` points at now; raises ``RefNotFound``, ``AmbiguousRef``, ``InvalidArgument``."""
-        return ref if isinstance(ref, ResolvedRef) else self.graveler.resolve(repo, ref)
+    def resolve(self, repo: str | Repository, ref: str | ResolvedRef) -> ResolvedRef:
+        """What ref expression ``ref`` points at now; raises ``RefNotFound``, ``AmbiguousRef``, ``InvalidArgument``.
+
+        ``repo`` is a name, or the repository's record when the caller has just
+        read it (a front end that found it by a bucket name): then it is not read again.
+        """
+        if isinstance(ref, ResolvedRef):
+            return ref
+        if isinstance(repo, Repository):
+            return self.graveler.resolve(repo.name, ref, namespace=repo.storage_namespace)
+        return self.graveler.resolve(repo, ref)
 
     def writable_branch(self, repo: str, ref: str | ResolvedRef) -> str:
         """The branch name a write to ``ref`` goes to; ``ReadOnlyRef`` for tags, commits, ``@``, ``$``,
