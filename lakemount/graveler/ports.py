@@ -84,10 +84,11 @@ class Cache(Protocol):
 
 
 class RefStore(Protocol):
-    """Mutable state of every repository: repositories, refs, commits and staging.
+    """Mutable state of every repository: repositories, refs, commits and protection rules.
 
     All coordination between lakemount processes is compare-and-swap here.
-    Implementations: ``refs.SqlRefStore`` (SQLite, PostgreSQL).
+    Implementations: ``metastore.sql.SqlRefStore`` (SQLite, PostgreSQL).  Staging is
+    its own port, :class:`StagingStore`.
     Lookups raise the ``NotFound`` subclass that names what is missing;
     creations raise ``AlreadyExists``.
     """
@@ -126,7 +127,26 @@ class RefStore(Protocol):
     def commits_with_prefix(self, repo: str, prefix: str, limit: int = 2) -> list[CommitID]: ...
     def list_commits(self, repo: str) -> Iterator[Commit]: ...
 
-    # staging ----------------------------------------------------------------------
+    # branch protection -------------------------------------------------------------
+    def get_protection(self, repo: str) -> list[str]: ...
+    def set_protection(self, repo: str, patterns: list[str]) -> None: ...
+    def swap_protection(
+        self, repo: str, patterns: list[str], approvals: dict[str, int],
+        check: Callable[[list[str], dict[str, int]], None],
+    ) -> None:
+        """Replace the patterns and the approval counts in one transaction once ``check`` accepted the current ones."""
+
+
+class StagingStore(Protocol):
+    """Uncommitted entries of every branch, by staging token (lakeFS's ``StagingManager``).
+
+    A branch row (``RefStore``) names the tokens whose entries are visible on it; this
+    port holds the entries.  Values are stored record values, ``None`` a tombstone.
+    Implementations: ``metastore.sql.SqlRefStore`` (rows in the ref store) and
+    ``graveler.staging.lsm.LsmStaging`` (immutable staging files on the block store,
+    listed per token in the ref store: seed 001).
+    """
+
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Write entries (None = tombstone) into the branch's *current* token.
 
@@ -171,11 +191,3 @@ class RefStore(Protocol):
     def drop_staging(self, token: StagingToken, prefix: bytes = b"", key: bytes | None = None) -> None:
         """Forget staged entries: all, those under ``prefix``, or exactly ``key``."""
 
-    # branch protection -------------------------------------------------------------
-    def get_protection(self, repo: str) -> list[str]: ...
-    def set_protection(self, repo: str, patterns: list[str]) -> None: ...
-    def swap_protection(
-        self, repo: str, patterns: list[str], approvals: dict[str, int],
-        check: Callable[[list[str], dict[str, int]], None],
-    ) -> None:
-        """Replace the patterns and the approval counts in one transaction once ``check`` accepted the current ones."""
