@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from lakemount.graveler.model import Branch, Commit, CommitID, Repository, StagingToken, Tag
+
+if TYPE_CHECKING:
+    from lakemount.graveler.staging.file import StagingFileInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,3 +194,48 @@ class StagingStore(Protocol):
     def drop_staging(self, token: StagingToken, prefix: bytes = b"", key: bytes | None = None) -> None:
         """Forget staged entries: all, those under ``prefix``, or exactly ``key``."""
 
+
+
+class StagingLists(Protocol):
+    """Per staging token, the ordered lists of staging files (L1 recent, L2 compacted) of seed 001.
+
+    Every change is one ref-store statement (an append, a removal) or one
+    compare-and-set; no process holds a lock across a file write.  Files are
+    returned newest first: L1 by descending ``seq``, then L2.
+    Implementation: ``metastore.staging_lists.SqlStagingLists``.
+    """
+
+    def append(self, repo: str, branch: str, namespace: str, info: StagingFileInfo) -> StagingToken:
+        """Append an L1 file to the branch's *current* token in one statement and return that token.
+
+        Atomic with respect to sealing (a commit's CAS on the branch row): the file
+        lands in the token the commit seals, and the commit sees it, or in the next.
+        ``namespace`` is the repository's storage namespace the file was written to:
+        ``PreconditionFailed`` if the repository now has another one (deleted and
+        created again); ``BranchNotFound``/``RepositoryNotFound`` if gone.
+        """
+
+    def append_to_token(self, token: StagingToken, info: StagingFileInfo) -> None:
+        """Append an L1 file to ``token`` itself (a partial reset of a sealed token)."""
+
+    def files(self, tokens: Sequence[StagingToken], start: bytes = b"", stop: bytes | None = None) -> list[StagingFileInfo]:
+        """Files of ``tokens`` whose key range meets [start, stop] (``stop`` inclusive; None: no bound),
+        grouped by token in the order given, each group newest first."""
+
+    def branch_files(
+        self, repo: str, name: str, tokens: Sequence[StagingToken], start: bytes = b"", stop: bytes | None = None
+    ) -> tuple[Branch, list[StagingFileInfo]]:
+        """The branch row and ``files(tokens, start, stop)`` in one statement (one snapshot);
+        raises ``BranchNotFound``/``RepositoryNotFound`` like ``RefStore.get_branch``."""
+
+    def compact(
+        self, token: StagingToken, consumed: Sequence[int], old_l2: Sequence[int], new_l2: StagingFileInfo | None
+    ) -> bool:
+        """Replace L1 files ``consumed`` and L2 files ``old_l2`` (by ``seq``) with ``new_l2``, iff every
+        one of them is still listed and L2 is exactly ``old_l2`` (compare-and-set); True if done."""
+
+    def drop(self, token: StagingToken) -> None:
+        """Forget both lists of ``token`` (its files become garbage)."""
+
+    def referenced(self, url_prefix: str) -> set[str]:
+        """The URLs under ``url_prefix`` that some list holds (what a collector must keep)."""
