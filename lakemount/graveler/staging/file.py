@@ -3,9 +3,9 @@
 A staging file is a table in the same RocksDB-compatible format as ranges.
 Each value starts with a tag byte: ``PUT`` then the stored record value,
 ``TOMBSTONE`` (the key is deleted on the branch) or ``UNSTAGED`` (a partial
-reset: the key has no staged change in this token, look below it).  The key
-``BLOOM_KEY`` holds the file's bloom filter: keys are UTF-8 paths, and no UTF-8
-string contains the byte 0xFF, so it never collides with one and sorts last.
+reset: the key has no staged change in this token, look below it).  The empty
+key ``BLOOM_KEY`` holds the file's bloom filter: it sorts first, and no path is
+empty (the writer refuses an empty key).
 The file's key range, entry count, size and checksum live in its list row, so
 a lookup skips files that cannot hold its key without fetching them.
 """
@@ -27,7 +27,7 @@ from lakemount.graveler.staging.bloom import Bloom
 PUT: Final = 1
 TOMBSTONE: Final = 0
 UNSTAGED: Final = 2
-BLOOM_KEY: Final = b"\xff\xffbloom"
+BLOOM_KEY: Final = b""
 _TOMBSTONE_VALUE: Final = bytes((TOMBSTONE,))
 _UNSTAGED_VALUE: Final = bytes((UNSTAGED,))
 _PUT_TAG: Final = bytes((PUT,))
@@ -75,9 +75,9 @@ def encode_file(records: Sequence[tuple[bytes, Tagged]], tmpdir: str | None = No
     """The bytes of a staging file holding ``records`` (sorted by key, unique, non-empty)."""
     bloom = Bloom.of((k for k, _ in records), len(records))
     with TableWriter(tmpdir) as w:
+        w.add(BLOOM_KEY, bloom.encode())
         for k, v in records:
             w.add(k, v)
-        w.add(BLOOM_KEY, bloom.encode())
         path = w.finish()
     try:
         with open(path, "rb") as f:
@@ -108,7 +108,7 @@ class StagingFile:
 
     def scan(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, Tagged]]:
         """Records with start <= key < stop, in key order."""
-        for k, v in self._reader.scan(start):
-            if (stop is not None and k >= stop) or k == BLOOM_KEY:
+        for k, v in self._reader.scan(start or b"\x00"):
+            if stop is not None and k >= stop:
                 return
             yield k, v

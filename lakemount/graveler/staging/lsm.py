@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from lakemount.errors import Corrupt, ObjectNotFound, PreconditionFailed
+from lakemount.errors import Corrupt, InvalidArgument, ObjectNotFound, PreconditionFailed
 from lakemount.graveler.model import Branch, StagingToken, prefix_end
 from lakemount.graveler.ports import BlockAdapter, Cache, StagingLists
 from lakemount.graveler.staging.file import (
@@ -127,6 +127,8 @@ class LsmStaging:
         Raises ``BranchNotFound``/``RepositoryNotFound``, or ``Unavailable`` when the block store or
         the ref store fails during the flush (then nothing of the batch is acknowledged).
         """
+        if any(not k for k, _ in items):
+            raise InvalidArgument("an empty key cannot be staged")
         with self._lock:
             q = self._queues.get((repo, branch))
             if q is None:
