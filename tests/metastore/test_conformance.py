@@ -43,7 +43,6 @@ from lakemount.graveler.model import (
 )
 from lakemount.graveler.recover import recover
 from lakemount.metastore.sql import SCAN_BATCH, SCHEMA_VERSION, SqlRefStore
-
 from tests.graveler._support import STAGING_BACKENDS, make_staging
 
 from . import _workers
@@ -167,7 +166,6 @@ def test_branches(store: SqlRefStore) -> None:
 
 
 def test_get_branches_reads_many_branches_in_one_statement(store: SqlRefStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lakemount.graveler.staging import lsm
     from lakemount.metastore import sql
 
     other = mk_commit(1)

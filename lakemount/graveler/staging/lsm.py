@@ -60,6 +60,7 @@ def _ranked(records: Iterator[tuple[bytes, Tagged]], rank: int) -> Iterator[tupl
 
 
 def staging_url(namespace: str, file_id: str) -> str:
+    """Where staging file ``file_id`` of a repository whose storage namespace is ``namespace`` is stored."""
     return f"{namespace.rstrip('/')}/{STAGING_DIR}{file_id}.sst"
 
 
