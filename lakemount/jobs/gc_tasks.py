@@ -111,7 +111,7 @@ def live_keys(
                         continue
                 add(address)
         else:
-            for _key, staged_value in app.refs.staged_scan(StagingToken(item[1])):
+            for _key, staged_value in app.staging.staged_scan(StagingToken(item[1])):
                 if staged_value is not None:
                     staged += 1
                     add(value_address(staged_value))
