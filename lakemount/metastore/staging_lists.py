@@ -140,7 +140,17 @@ class SqlStagingLists:
             "VALUES (?, 1, ?, ?, ?, ?, ?, ?)"
         )
         params = (token, info.url, info.min_key, info.max_key, info.count, info.size, info.checksum)
-        self._run(lambda cur: cur.execute(text, params))
+
+        def work(cur: Any) -> None:
+            cur.execute(text, params)
+            if self.dialect == "postgresql":
+                # A partial reset of a branch's live token is a staging change: tell mounts, as an append does.
+                cur.execute("SELECT repo, name FROM lm_branches WHERE staging_token = %s", (token,))
+                for repo, branch in cur.fetchall():
+                    cur.execute("SELECT pg_notify(%s, %s)",
+                                (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch)))
+
+        self._run(work, transaction=True)
 
     # -- reads -------------------------------------------------------------------
     @staticmethod
