@@ -231,8 +231,9 @@ class StagingLists(Protocol):
     def compact(
         self, token: StagingToken, consumed: Sequence[int], old_l2: Sequence[int], new_l2: StagingFileInfo | None
     ) -> bool:
-        """Replace L1 files ``consumed`` and L2 files ``old_l2`` (by ``seq``) with ``new_l2``, iff every
-        one of them is still listed and L2 is exactly ``old_l2`` (compare-and-set); True if done."""
+        """Replace the files ``consumed`` (by ``seq``: L1 files and some L2 ones) with the L2 file ``new_l2``,
+        newest of L2, iff every one of them is still listed and L2 is exactly ``old_l2`` (compare-and-set);
+        True if done."""
 
     def drop(self, token: StagingToken) -> None:
         """Forget both lists of ``token`` (its files become garbage)."""

@@ -215,15 +215,17 @@ class SqlStagingLists:
         self, token: StagingToken, consumed: Sequence[int], old_l2: Sequence[int], new_l2: StagingFileInfo | None
     ) -> bool:
         def work(cur: Any) -> bool:
-            lock = " FOR UPDATE" if self.dialect == "postgresql" else ""
-            cur.execute(self._sql("SELECT id FROM lm_staging_files WHERE token = ? AND level = 2" + lock), (token,))
-            if sorted(int(r[0]) for r in cur.fetchall()) != sorted(old_l2):
+            # Every row of the token locked at once, in id order, as ``drop`` locks them: two
+            # statements that lock a token's rows in different orders could deadlock.
+            lock = " ORDER BY id FOR UPDATE" if self.dialect == "postgresql" else ""
+            cur.execute(self._sql("SELECT id, level FROM lm_staging_files WHERE token = ?" + lock), (token,))
+            if sorted(int(r[0]) for r in cur.fetchall() if r[1] == 2) != sorted(old_l2):
                 raise _Lost
             gone = 0
-            for seq in (*consumed, *old_l2):
+            for seq in consumed:
                 cur.execute(self._sql("DELETE FROM lm_staging_files WHERE id = ? AND token = ?"), (seq, token))
                 gone += cur.rowcount
-            if gone != len(consumed) + len(old_l2):
+            if gone != len(consumed):
                 raise _Lost  # a reset or a commit dropped some meanwhile
             if new_l2 is not None:
                 cur.execute(
@@ -242,6 +244,9 @@ class SqlStagingLists:
 
     def drop(self, token: StagingToken) -> None:
         text = self._sql("DELETE FROM lm_staging_files WHERE token = ?")
+        if self.dialect == "postgresql":  # rows locked in id order, as compaction locks them
+            text = ("DELETE FROM lm_staging_files WHERE id IN "
+                    "(SELECT id FROM lm_staging_files WHERE token = %s ORDER BY id FOR UPDATE)")
         self._run(lambda cur: cur.execute(text, (token,)))
 
 

@@ -137,7 +137,7 @@ def test_compaction_keeps_the_view_and_loses_its_cas_when_l2_changed(g: Graveler
     assert lsm(other).compact(token, minimum=2)
     l1 = [f.seq for f in stale if f.level == 1]
     l2 = [f.seq for f in stale if f.level == 2]
-    assert not s.lists.compact(token, l1, l2, None)
+    assert not s.lists.compact(token, l1 + l2, l2, None)
     assert snapshot(g) == {**before, b"b": "b", b"c": "c"}
 
 

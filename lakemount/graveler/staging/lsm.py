@@ -13,9 +13,9 @@ acknowledges every write in it: nothing is acknowledged before the file and
 the append are durable.  One ``stage`` call is always within one file, so a
 multi-key change (a rename, a DeleteObjects) is atomic.
 
-Compaction merges a token's L1 files and its L2 file into one new L2 file and
-installs it with a compare-and-set that succeeds only if L2 is unchanged;
-appends carry on meanwhile.  Unreferenced staging files (a writer killed
+Compaction merges a token's L1 files (and the newest L2 files no larger than
+them) into one new L2 file and installs it with a compare-and-set that
+succeeds only if L2 is unchanged; appends carry on meanwhile.  Unreferenced staging files (a writer killed
 between PUT and append, lists dropped by commit or reset, compacted inputs)
 are garbage: :meth:`LsmStaging.collect` deletes them after a grace period.
 """
@@ -49,6 +49,7 @@ from lakemount.graveler.staging.file import (
 
 STAGING_DIR: Final = "_lakefs/staging/"
 SCAN_PAGE: Final = 5000
+L2_MAX: Final = 8  # L2 files of one token before compaction merges them whatever their sizes
 MAX_READERS: Final = 4096
 GC_GRACE_S: Final = 6 * 3600.0  # an unlisted file younger than this may still be on its way to a list
 
@@ -211,9 +212,15 @@ class LsmStaging:
         self.compact(token)
 
     def compact(self, token: StagingToken, *, minimum: int | None = None) -> bool:
-        """Merge ``token``'s L1 files and its L2 into one new L2 file, if it has at least ``minimum``
-        (default ``l1_max``) L1 files; True if a compaction was installed.  A compaction that lost
-        its compare-and-set (L2 changed, or the token was dropped) leaves the lists as they are."""
+        """Merge ``token``'s L1 files, with the newest L2 files no larger than what is merged so far,
+        into one new L2 file, if it has at least ``minimum`` (default ``l1_max``) L1 files; True if a
+        compaction was installed.
+
+        Size-tiered: an L2 file is rewritten only when what lands on it is at least half its size,
+        so each staged entry is rewritten O(log n) times, never the whole staging every time.  A
+        compaction that lost its compare-and-set (L2 changed, or the token was dropped or
+        committed) leaves the lists as they were; its file is garbage.
+        """
         with self._lock:
             if token in self._compacting:
                 return False
@@ -221,16 +228,21 @@ class LsmStaging:
         try:
             files = self.lists.files([token])
             l1 = [f for f in files if f.level == 1]
-            l2 = [f for f in files if f.level == 2]
-            if len(l1) < (self.l1_max if minimum is None else minimum) or not files:
+            l2 = [f for f in files if f.level == 2]  # newest first
+            if not l1 or len(l1) < (self.l1_max if minimum is None else minimum):
                 return False
-            merged: list[tuple[bytes, Tagged]] = []
-            for k, v in self._merge(files, b"", None):
-                if v[0] != UNSTAGED:  # nothing of this token lies below L2
-                    merged.append((k, v))
+            merged_count = sum(f.count for f in l1)
+            taken: list[StagingFileInfo] = []
+            for f in l2:
+                if f.count > 2 * merged_count and len(l2) - len(taken) <= L2_MAX:
+                    break
+                taken.append(f)
+                merged_count += f.count
+            bottom = len(taken) == len(l2)  # nothing of this token lies below the new file
+            records = [(k, v) for k, v in self._merge(l1 + taken, b"", None) if not (bottom and v[0] == UNSTAGED)]
             namespace = files[0].url[: files[0].url.index(STAGING_DIR)].rstrip("/")
-            new = self._write_file(namespace, merged, 2) if merged else None
-            ok = self.lists.compact(token, [f.seq for f in l1], [f.seq for f in l2], new)
+            new = self._write_file(namespace, records, 2) if records else None
+            ok = self.lists.compact(token, [f.seq for f in l1 + taken], [f.seq for f in l2], new)
             if ok:
                 self.stats.compactions += 1
             else:
