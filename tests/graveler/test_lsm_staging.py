@@ -129,6 +129,14 @@ def test_compaction_keeps_the_view_and_loses_its_cas_when_l2_changed(g: Graveler
     files = s.lists.files([token])
     assert [f.level for f in files] == [2]
     assert snapshot(g) == before
+    # Size-tiered: two small L1 files do not rewrite the big L2 file; they become a new L2 file above it.
+    g.set(R, "main", b"n/0", val("again"))
+    g.reset(R, "main", key=b"a")  # an UNSTAGED mark, kept above the older L2 file that holds "a"
+    assert s.compact(token, minimum=2)
+    assert [(f.level, f.count) for f in s.lists.files([token])] == [(2, 2), (2, files[0].count)]
+    before = {**before, b"n/0": "again"}
+    del before[b"a"]
+    assert snapshot(g) == before
     # A compactor that read the lists before another one installed its L2 loses its compare-and-set.
     g.set(R, "main", b"b", val("b"))
     g.set(R, "main", b"c", val("c"))
