@@ -129,6 +129,8 @@ class LsmStaging:
         Raises ``BranchNotFound``/``RepositoryNotFound``, or ``Unavailable`` when the block store or
         the ref store fails during the flush (then nothing of the batch is acknowledged).
         """
+        if not items:
+            return  # nothing to make durable (the facade checks the branch exists)
         if any(not k for k, _ in items):
             raise InvalidArgument("an empty key cannot be staged")
         with self._lock:
