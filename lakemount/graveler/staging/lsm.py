@@ -51,6 +51,7 @@ STAGING_DIR: Final = "_lakefs/staging/"
 SCAN_PAGE: Final = 5000
 L2_MAX: Final = 8  # L2 files of one token before compaction merges them whatever their sizes
 MAX_READERS: Final = 4096
+MAX_TOKENS_COUNTED: Final = 4096  # tokens whose flushes this process counts towards a compaction
 GC_GRACE_S: Final = 6 * 3600.0  # an unlisted file younger than this may still be on its way to a list
 
 
@@ -196,8 +197,9 @@ class LsmStaging:
                 if fresh:
                     raise
                 continue  # the repository was created again elsewhere: write into its namespace
-            self.stats.flushes += 1
-            self.stats.entries_flushed += len(records)
+            with self._lock:
+                self.stats.flushes += 1
+                self.stats.entries_flushed += len(records)
             return token
         raise AssertionError("unreachable")
 
@@ -207,6 +209,8 @@ class LsmStaging:
         if token is None:
             return
         with self._lock:
+            if token not in self._flushes and len(self._flushes) >= MAX_TOKENS_COUNTED:
+                self._flushes.clear()  # tokens of old commits; a count restarting only delays a compaction
             n = self._flushes[token] = self._flushes.get(token, 0) + 1
             if n < self.l1_max:
                 return
@@ -245,10 +249,11 @@ class LsmStaging:
             namespace = files[0].url[: files[0].url.index(STAGING_DIR)].rstrip("/")
             new = self._write_file(namespace, records, 2) if records else None
             ok = self.lists.compact(token, [f.seq for f in l1 + taken], [f.seq for f in l2], new)
-            if ok:
-                self.stats.compactions += 1
-            else:
-                self.stats.compactions_lost += 1
+            with self._lock:
+                if ok:
+                    self.stats.compactions += 1
+                else:
+                    self.stats.compactions_lost += 1
             return ok
         finally:
             with self._lock:
@@ -268,7 +273,8 @@ class LsmStaging:
                 data = self.adapter.get(info.url)
             except ObjectNotFound as exc:
                 raise Corrupt(f"missing {name}: the branch's staging is damaged") from exc
-            self.stats.files_loaded += 1
+            with self._lock:
+                self.stats.files_loaded += 1
             return data
 
         data = self.cache.get_or_load(info.url, load)
