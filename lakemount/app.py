@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from lakemount.graveler.committed.store import CommittedStore
     from lakemount.graveler.graveler import Graveler
     from lakemount.graveler.journal import Journal
+    from lakemount.graveler.ports import StagingStore
     from lakemount.metastore.actions import SqlRunStore
     from lakemount.metastore.buckets import SqlBucketStore
     from lakemount.metastore.events import SqlEventLog
@@ -195,7 +196,28 @@ class App:
     def graveler(self) -> Graveler:
         from lakemount.graveler.graveler import Graveler
 
-        return Graveler(self.metastore, self.committed, self.journal)
+        return Graveler(self.metastore, self.committed, self.journal, staging=self.staging)
+
+    @cached_property
+    def staging(self) -> StagingStore:
+        """Where uncommitted entries live (``staging.backend``): the ref store's rows, or staging files (seed 001)."""
+        from lakemount.errors import ConfigError
+
+        section = self.config.staging
+        if section.backend == "sql":
+            return self.metastore
+        if section.backend != "lsm":
+            raise ConfigError(f"staging.backend: expected sql or lsm, got {section.backend!r}", "staging.backend", "configuration")
+        from lakemount.graveler.staging.lsm import LsmStaging
+        from lakemount.metastore.staging_lists import SqlStagingLists
+
+        tmp = os.path.join(self.config.home, "tmp")
+        os.makedirs(tmp, exist_ok=True)
+        refs = self.metastore
+        return LsmStaging(
+            SqlStagingLists(refs), self.adapter, self.cache, lambda repo: refs.get_repository(repo).storage_namespace,
+            flush_ms=section.flush_ms, l1_max=section.l1_max, tmpdir=tmp,
+        )
 
     @cached_property
     def catalog(self) -> Catalog:

@@ -226,6 +226,16 @@ class PullsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class StagingConfig:
+    """``staging``: where uncommitted entries live (``sql``: rows in the ref store; ``lsm``: staging files on the
+    block store, listed in the ref store), how long a write waits for an in-flight flush (ms), and how many L1
+    files a branch's staging gathers before they are compacted."""
+    backend: str = "sql"
+    flush_ms: float = 5.0
+    l1_max: int = 16
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """The whole configuration; ``home`` is ``LAKEMOUNT_HOME`` (not a key), the rest are sections."""
 
@@ -240,6 +250,7 @@ class Config:
     auth: AuthConfig = field(default_factory=AuthConfig)
     actions: ActionsConfig = field(default_factory=ActionsConfig)
     pulls: PullsConfig = field(default_factory=PullsConfig)
+    staging: StagingConfig = field(default_factory=StagingConfig)
 
     def sections(self) -> dict[str, Any]:
         """Every key as nested plain data (what a configuration file holding all of them would say)."""

@@ -224,8 +224,26 @@ def test_sections_are_frozen_dataclasses(tmp_path: Path) -> None:
         seen += 1
     assert seen >= 15
     assert {f.name for f in dataclasses.fields(Config)} == {
-        "home", "logging", "metadata", "blockstore", "gateways", "api", "cache", "mount", "auth", "actions", "pulls"
+        "home", "logging", "metadata", "blockstore", "gateways", "api", "cache", "mount", "auth", "actions", "pulls",
+        "staging",
     }
+
+
+def test_staging_backend_is_chosen_by_configuration(tmp_path: Path) -> None:
+    from lakemount.app import App
+    from lakemount.graveler.staging.lsm import LsmStaging
+    from lakemount.metastore.sql import SqlRefStore
+
+    def app(backend: str) -> App:
+        return App(load(env={"LAKEMOUNT_HOME": str(tmp_path / backend), "LAKEMOUNT_STAGING_BACKEND": backend,
+                             "LAKEMOUNT_STAGING_FLUSH_MS": "7.5"}))
+
+    assert isinstance(app("sql").staging, SqlRefStore)
+    lsm = app("lsm")
+    assert isinstance(lsm.staging, LsmStaging) and lsm.staging.flush_ms == 7.5
+    assert lsm.graveler.staging is lsm.staging
+    with pytest.raises(ConfigError, match=r"^config: staging.backend: expected sql or lsm, got 'rocks'$"):
+        app("rocks").staging  # noqa: B018 - the property builds the backend
 
 
 def test_config_pickles_and_hides_secrets_in_repr(tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ class StorageVerbs:
 
     def staged_records(self, token: StagingToken) -> Iterator[tuple[bytes, bytes | None]]:
         """Every record staged under ``token`` (key, value or ``None`` for a tombstone), in key order."""
-        return self.graveler.refs.staged_scan(token)
+        return self.graveler.staging.staged_scan(token)
 
     def recover(self, *, force: bool = False, progress: Progress | None = None) -> RecoverReport:
         """Rebuild repositories, branches, tags and commits from the journal in the block store.

@@ -10,8 +10,12 @@ front ends use into this package.  One module per concept:
   reader, ``_sstblock.c`` for its hot loop);
 - ``committed``: immutable ranges and metaranges in the block store -- loading and
   storing them verified and cached, writing them, two-way diff and three-way merge;
-- ``ports``: the interfaces it consumes (``BlockAdapter``, ``Cache``, ``RefStore`` with
-  its staging), implemented in ``lakemount/block``, ``lakemount/cache``, ``lakemount/metastore``;
+- ``ports``: the interfaces it consumes (``BlockAdapter``, ``Cache``, ``RefStore``,
+  ``StagingStore``, ``StagingLists``), implemented in ``lakemount/block``, ``lakemount/cache``,
+  ``lakemount/metastore``;
+- ``staging``: uncommitted entries as an LSM of immutable staging files on the object store
+  (seed 001; ``staging.backend = "lsm"``): the file format with its bloom filter, and the
+  group-commit writer, reader and compactor over the ref store's per-token lists;
 - ``refexpr``: ref expressions (``main~2``, ``v1``, ``main@``) and what they resolve to;
 - ``journal`` and ``recover``: the record of refs kept in the block store, and rebuilding
   a lost ref store from it;

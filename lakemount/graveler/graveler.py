@@ -1,7 +1,8 @@
 """The Graveler facade: versioned key/value operations over refs, staging and committed data.
 
 Keys are bytes; values are stored record values (16-byte identity + encoded
-entry, see ``model``).  Everything mutable lives in the ``RefStore``;
+entry, see ``model``).  Everything mutable lives in the ``RefStore`` (heads) and
+the ``StagingStore`` (uncommitted entries, by staging token);
 everything immutable (ranges, metaranges, commit objects, the journal) in the
 block store.  Writers never lock: a commit seals the branch's staging token
 with a compare-and-swap, writes ranges from the base metarange plus the sealed
@@ -17,7 +18,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from lakemount.errors import (
     AlreadyExists,
@@ -56,7 +57,7 @@ from lakemount.graveler.model import (
     decode_value,
     prefix_end,
 )
-from lakemount.graveler.ports import RefStore
+from lakemount.graveler.ports import RefStore, StagingStore
 from lakemount.graveler.refexpr import ResolvedRef, View, is_hex, parse
 
 MAX_CAS_ATTEMPTS: Final = 200
@@ -121,9 +122,13 @@ class Graveler:
         committed: CommittedStore,
         journal: Journal,
         *,
+        staging: StagingStore | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``staging`` holds uncommitted entries; by default the ref store's own staging rows
+        (``SqlRefStore`` implements both ports)."""
         self.refs = refs
+        self.staging: StagingStore = staging if staging is not None else cast(StagingStore, refs)
         self.committed = committed
         self.journal = journal
         self.clock = clock
@@ -174,7 +179,7 @@ class Graveler:
         repo = self.refs.get_repository(name)
         for b in self.refs.list_branches(name):
             for t in b.tokens:
-                self.refs.drop_staging(t)
+                self.staging.drop_staging(t)
         self.refs.delete_repository(name)
         self.journal.forget_repository(name)
         self.journal.record(repo.storage_namespace, {"op": "repository-deleted", "name": name})
@@ -212,7 +217,7 @@ class Graveler:
         """A first page of ``token``'s staged entries, followed by the rest up to ``stop`` when it was not complete."""
         if complete:
             return iter(page)
-        return itertools.chain(page, self.refs.staged_scan(token, page[-1][0] + b"\x00", stop))
+        return itertools.chain(page, self.staging.staged_scan(token, page[-1][0] + b"\x00", stop))
 
     # ------------------------------------------------------------------ refs
     def resolve(self, repo: str, expr: str, *, namespace: str = "") -> ResolvedRef:
@@ -311,7 +316,7 @@ class Graveler:
         b = self.refs.delete_branch(repo, name)
         dropped = self.count_changes(repo, b)
         for t in b.tokens:
-            self.refs.drop_staging(t)
+            self.staging.drop_staging(t)
         self.journal.record(r.storage_namespace, {"op": "branch-deleted", "name": name, "old": b.commit_id})
         return dropped
 
@@ -403,12 +408,12 @@ class Graveler:
         at = time.monotonic()
         if seen is None:
             branch = self.refs.get_branch(repo, ref.branch)
-            found, value = self.refs.staged_get(branch.tokens, key)
+            found, value = self.staging.staged_get(branch.tokens, key)
         else:
             tokens = seen[0].tokens
-            branch, found, value = self.refs.branch_staged_get(repo, ref.branch, tokens, key)
+            branch, found, value = self.staging.branch_staged_get(repo, ref.branch, tokens, key)
             if branch.tokens != tokens:
-                found, value = self.refs.staged_get(branch.tokens, key)
+                found, value = self.staging.staged_get(branch.tokens, key)
         self._saw(repo, branch, at)
         if found or ref.view is View.STAGING:
             return branch, value
@@ -445,7 +450,7 @@ class Graveler:
         seen = self._seen.get((repo, name))
         if seen is not None and not seen[0].sealed_tokens:
             token = seen[0].staging_token
-            branch, page, complete = self.refs.branch_staged_scan(repo, name, token, start, stop)
+            branch, page, complete = self.staging.branch_staged_scan(repo, name, token, start, stop)
             if branch.tokens == (token,):
                 self._saw(repo, branch, at)
                 return branch, self._staged_rest(token, page, complete, stop)
@@ -467,7 +472,7 @@ class Graveler:
             seen = self._seen.get((repo, ref.branch))
             if seen is not None and not seen[0].sealed_tokens:
                 token = seen[0].staging_token
-                branch, (found, value), page, complete = self.refs.branch_staged_probe(
+                branch, (found, value), page, complete = self.staging.branch_staged_probe(
                     repo, ref.branch, token, key, start, stop, PROBE_PAGE
                 )
                 if branch.tokens == (token,):
@@ -484,10 +489,10 @@ class Graveler:
         self, tokens: Sequence[StagingToken], start: bytes, stop: bytes | None
     ) -> Iterator[tuple[bytes, bytes | None]]:
         if len(tokens) == 1:
-            yield from self.refs.staged_scan(tokens[0], start, stop)
+            yield from self.staging.staged_scan(tokens[0], start, stop)
             return
         streams = [
-            ((k, i, v) for k, v in self.refs.staged_scan(t, start, stop)) for i, t in enumerate(tokens)
+            ((k, i, v) for k, v in self.staging.staged_scan(t, start, stop)) for i, t in enumerate(tokens)
         ]
         last: bytes | None = None
         for k, _i, v in heapq.merge(*streams, key=lambda r: (r[0], r[1])):
@@ -529,7 +534,7 @@ class Graveler:
 
     # ------------------------------------------------------------------ writes
     def set(self, repo: str, branch: str, key: bytes, value: bytes) -> None:
-        self.refs.stage(repo, branch, [(key, value)])
+        self.staging.stage(repo, branch, [(key, value)])
 
     def set_many(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Stage several changes in one transaction (atomic: a rename is one call).
@@ -537,7 +542,7 @@ class Graveler:
         The ref store raises ``RepositoryNotFound``/``BranchNotFound`` (writes ask nothing else first).
         """
         if items:
-            self.refs.stage(repo, branch, items)
+            self.staging.stage(repo, branch, items)
         else:
             self.get_branch(repo, branch)  # nothing to stage: still an error for a missing branch
 
@@ -562,18 +567,18 @@ class Graveler:
                 if value != want:
                     raise PreconditionFailed(f"{repo}/{branch}/{key.decode('utf-8', 'replace')} changed")
 
-        self.refs.stage(repo, branch, items, check)
+        self.staging.stage(repo, branch, items, check)
 
     def delete(self, repo: str, branch: str, key: bytes) -> None:
         """Stage a deletion; raises ``ObjectNotFound`` if the key is not there."""
         ref = ResolvedRef(branch, "branch", CommitID(""), View.FULL, branch)
         if self.get(repo, ref, key) is None:
             raise ObjectNotFound(f"{repo}/{branch}/{key.decode('utf-8', 'replace')}")
-        self.refs.stage(repo, branch, [(key, None)])
+        self.staging.stage(repo, branch, [(key, None)])
 
     def has_uncommitted(self, repo: str, branch: Branch) -> bool:
         """Whether anything is staged on ``branch``, changes or not (one count per token)."""
-        return any(self.refs.staged_count(t) for t in branch.tokens)
+        return any(self.staging.staged_count(t) for t in branch.tokens)
 
     def has_changes(self, repo: str, branch: Branch) -> bool:
         """Whether ``branch``'s staging changes its head's tree (what ``diff_uncommitted`` would list)."""
@@ -631,7 +636,7 @@ class Graveler:
             if self._finish_commit(repo, branch, b.commit_id, sealed, commit):
                 self.journal.record(r.storage_namespace, {"op": "branch", "name": branch, "old": base.id, "new": commit.id})
                 for t in sealed:
-                    self.refs.drop_staging(t)
+                    self.staging.drop_staging(t)
                 return CommitResult(commit, stats)
             first = False
             backoff.wait()
@@ -660,7 +665,7 @@ class Graveler:
         if not self.refs.cas_branch(repo, expected, new):
             return False
         for t in expected.sealed_tokens:
-            self.refs.drop_staging(t)
+            self.staging.drop_staging(t)
         r = self.get_repository(repo)
         self.journal.record(r.storage_namespace, {"op": "branch", "name": expected.name, "old": expected.commit_id, "new": commit.id})
         return True
@@ -872,12 +877,12 @@ class Graveler:
                 b = self._branch_for_write(repo, branch)
                 if self.refs.cas_branch(repo, b, Branch(b.name, b.commit_id, new_token(), ())):
                     for t in b.tokens:
-                        self.refs.drop_staging(t)
+                        self.staging.drop_staging(t)
                     return
                 backoff.wait()
         b = self._branch_for_write(repo, branch)
         for t in b.tokens:
-            self.refs.drop_staging(t, prefix=prefix or b"", key=key)
+            self.staging.drop_staging(t, prefix=prefix or b"", key=key)
 
     # ------------------------------------------------------------------ diff
     def diff(

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from lakemount.graveler.model import Branch, Commit, CommitID, Repository, StagingToken, Tag
+
+if TYPE_CHECKING:
+    from lakemount.graveler.staging.file import StagingFileInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +91,11 @@ StageCheck = Callable[[Branch, Callable[[Sequence[StagingToken], bytes], tuple[b
 
 
 class RefStore(Protocol):
-    """Mutable state of every repository: repositories, refs, commits and staging.
+    """Mutable state of every repository: repositories, refs, commits and protection rules.
 
     All coordination between lakemount processes is compare-and-swap here.
-    Implementations: ``refs.SqlRefStore`` (SQLite, PostgreSQL).
+    Implementations: ``metastore.sql.SqlRefStore`` (SQLite, PostgreSQL).  Staging is
+    its own port, :class:`StagingStore`.
     Lookups raise the ``NotFound`` subclass that names what is missing;
     creations raise ``AlreadyExists``.
     """
@@ -130,7 +134,26 @@ class RefStore(Protocol):
     def commits_with_prefix(self, repo: str, prefix: str, limit: int = 2) -> list[CommitID]: ...
     def list_commits(self, repo: str) -> Iterator[Commit]: ...
 
-    # staging ----------------------------------------------------------------------
+    # branch protection -------------------------------------------------------------
+    def get_protection(self, repo: str) -> list[str]: ...
+    def set_protection(self, repo: str, patterns: list[str]) -> None: ...
+    def swap_protection(
+        self, repo: str, patterns: list[str], approvals: dict[str, int],
+        check: Callable[[list[str], dict[str, int]], None],
+    ) -> None:
+        """Replace the patterns and the approval counts in one transaction once ``check`` accepted the current ones."""
+
+
+class StagingStore(Protocol):
+    """Uncommitted entries of every branch, by staging token (lakeFS's ``StagingManager``).
+
+    A branch row (``RefStore``) names the tokens whose entries are visible on it; this
+    port holds the entries.  Values are stored record values, ``None`` a tombstone.
+    Implementations: ``metastore.sql.SqlRefStore`` (rows in the ref store) and
+    ``graveler.staging.lsm.LsmStaging`` (immutable staging files on the block store,
+    listed per token in the ref store: seed 001).
+    """
+
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
               check: StageCheck | None = None) -> None:
         """Write entries (None = tombstone) into the branch's *current* token.
@@ -179,11 +202,57 @@ class RefStore(Protocol):
     def drop_staging(self, token: StagingToken, prefix: bytes = b"", key: bytes | None = None) -> None:
         """Forget staged entries: all, those under ``prefix``, or exactly ``key``."""
 
-    # branch protection -------------------------------------------------------------
-    def get_protection(self, repo: str) -> list[str]: ...
-    def set_protection(self, repo: str, patterns: list[str]) -> None: ...
-    def swap_protection(
-        self, repo: str, patterns: list[str], approvals: dict[str, int],
-        check: Callable[[list[str], dict[str, int]], None],
-    ) -> None:
-        """Replace the patterns and the approval counts in one transaction once ``check`` accepted the current ones."""
+
+
+class StagingLists(Protocol):
+    """Per staging token, the ordered lists of staging files (L1 recent, L2 compacted) of seed 001.
+
+    Every change is one ref-store statement (an append, a removal) or one
+    compare-and-set; no process holds a lock across a file write.  Files are
+    returned newest first: L1 by descending ``seq``, then L2.
+    Implementation: ``metastore.staging_lists.SqlStagingLists``.
+    """
+
+    def append(
+        self, repo: str, branch: str, namespace: str, info: StagingFileInfo,
+        check: Callable[[Branch], None] | None = None,
+    ) -> StagingToken:
+        """Append an L1 file to the branch's *current* token in one statement and return that token.
+
+        With ``check``, the append is one transaction that first locks the branch row
+        exclusively and calls ``check(branch)``; lookups the check makes on this thread
+        (``files``) run in that transaction, so no other append, commit or checked append
+        comes between what it judged and the append.  What it raises aborts the append.
+
+        Atomic with respect to sealing (a commit's CAS on the branch row): the file
+        lands in the token the commit seals, and the commit sees it, or in the next.
+        ``namespace`` is the repository's storage namespace the file was written to:
+        ``PreconditionFailed`` if the repository now has another one (deleted and
+        created again); ``BranchNotFound``/``RepositoryNotFound`` if gone.
+        """
+
+    def append_to_token(self, token: StagingToken, info: StagingFileInfo) -> None:
+        """Append an L1 file to ``token`` itself (a partial reset of a sealed token)."""
+
+    def files(self, tokens: Sequence[StagingToken], start: bytes = b"", stop: bytes | None = None) -> list[StagingFileInfo]:
+        """Files of ``tokens`` whose key range meets [start, stop] (``stop`` inclusive; None: no bound),
+        grouped by token in the order given, each group newest first."""
+
+    def branch_files(
+        self, repo: str, name: str, tokens: Sequence[StagingToken], start: bytes = b"", stop: bytes | None = None
+    ) -> tuple[Branch, list[StagingFileInfo]]:
+        """The branch row and ``files(tokens, start, stop)`` in one statement (one snapshot);
+        raises ``BranchNotFound``/``RepositoryNotFound`` like ``RefStore.get_branch``."""
+
+    def compact(
+        self, token: StagingToken, consumed: Sequence[int], old_l2: Sequence[int], new_l2: StagingFileInfo | None
+    ) -> bool:
+        """Replace the files ``consumed`` (by ``seq``: L1 files and some L2 ones) with the L2 file ``new_l2``,
+        newest of L2, iff every one of them is still listed and L2 is exactly ``old_l2`` (compare-and-set);
+        True if done."""
+
+    def drop(self, token: StagingToken) -> None:
+        """Forget both lists of ``token`` (its files become garbage)."""
+
+    def referenced(self, url_prefix: str) -> set[str]:
+        """The URLs under ``url_prefix`` that some list holds (what a collector must keep)."""

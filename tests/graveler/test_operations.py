@@ -27,7 +27,7 @@ from lakemount.graveler.committed.store import CommittedStore
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.refexpr import View
 
-from ._support import content, val
+from ._support import STAGING_BACKENDS, content, val
 
 Factory = Callable[..., Graveler]
 R = "repo"
@@ -53,9 +53,10 @@ def unchanged(g: Graveler) -> Iterator[None]:
     assert state(g) == before
 
 
-@pytest.fixture
-def g(make_graveler: Factory) -> Graveler:
-    g = make_graveler()
+@pytest.fixture(params=STAGING_BACKENDS)
+def g(make_graveler: Factory, request: pytest.FixtureRequest) -> Graveler:
+    """A Graveler with one repository, once per staging backend."""
+    g = make_graveler(staging=request.param)
     g.create_repository(R, "mem://repo")
     return g
 

@@ -130,6 +130,7 @@ def test_recover_rebuilds_everything(tmp_path: Path) -> None:
 
     g2 = fresh_view(g)
     g2.refs = refs
+    g2.staging = refs  # the recovered store holds the (empty) staging too
     after = everything(g2)
     for name in before:
         for part in ("repository", "branches", "tags", "commits", "logs", "protection", "contents"):

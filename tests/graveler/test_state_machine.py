@@ -92,10 +92,13 @@ def overlay(committed: Snap, staging: dict[bytes, str | None]) -> Snap:
 
 
 class GravelerMachine(RuleBasedStateMachine):
+    STAGING = "sql"
+    STAGING_KW: dict[str, object] = {}
+
     def __init__(self) -> None:
         super().__init__()
         self.tmp = tempfile.mkdtemp(prefix="lm-sm-")
-        self.g: Graveler = build_graveler(Path(self.tmp) / "refs.db")
+        self.g: Graveler = build_graveler(Path(self.tmp) / "refs.db", staging=self.STAGING, **self.STAGING_KW)
         self.g.create_repository(R, "mem://repo")
         root = self.g.resolve(R, "main").commit_id
         self.snaps: dict[str, Snap] = {root: {}}
@@ -518,6 +521,17 @@ _SETTINGS = {
 
 
 class TestGravelerModel(GravelerMachine.TestCase):  # type: ignore[name-defined,misc]
+    settings = settings(max_examples=35, **_SETTINGS)  # type: ignore[arg-type]
+
+
+class LsmGravelerMachine(GravelerMachine):
+    """The same model on the LSM staging; a short L1 list so that compaction runs between the steps."""
+
+    STAGING = "lsm"
+    STAGING_KW = {"l1_max": 3}
+
+
+class TestGravelerModelLsm(LsmGravelerMachine.TestCase):  # type: ignore[name-defined,misc]
     settings = settings(max_examples=35, **_SETTINGS)  # type: ignore[arg-type]
 
 

@@ -102,3 +102,22 @@ def test_partial_resets_and_repository_deletion_are_pushed(pg_cluster: PgCluster
         writer.delete_repository("r2")
         changes = sorted((c.kind, c.repo, c.branch) for b in _drain(batches, time.monotonic() + 1.5) for c in b)
         assert changes == [("head", "r2", "dev"), ("head", "r2", "main")], changes
+
+
+def test_lsm_appends_and_partial_resets_are_pushed(pg_cluster: PgCluster, pg_url: str) -> None:
+    """With staging files (staging.backend lsm) the append statement itself sends the staging notice."""
+    from lakemount.block import MemoryAdapter
+    from lakemount.cache.ram import RamCache
+    from lakemount.graveler.staging.lsm import LsmStaging
+    from lakemount.metastore.staging_lists import SqlStagingLists
+
+    with _listening(pg_url, "r3", "s0") as (writer, batches):
+        staging = LsmStaging(SqlStagingLists(writer), MemoryAdapter(), RamCache(1 << 20), lambda r: "mem://ns")
+        _drain(batches, time.monotonic() + 1)
+        staging.stage("r3", "main", [(b"a/x", b"v" * 17), (b"ab", b"v" * 17)])
+        changes = [(c.kind, c.repo, c.branch, c.sender) for b in _drain(batches, time.monotonic() + 1.5) for c in b]
+        assert changes == [("staging", "r3", "main", writer.sender)], changes
+        staging.drop_staging(StagingToken("s0"), prefix=b"a/")
+        changes = [(c.kind, c.repo, c.branch) for b in _drain(batches, time.monotonic() + 1.5) for c in b]
+        assert changes == [("staging", "r3", "main")], changes
+        assert list(staging.staged_scan(StagingToken("s0"))) == [(b"ab", b"v" * 17)]

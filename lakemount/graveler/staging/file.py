@@ -1,0 +1,127 @@
+"""Staging files: immutable SSTables of staged changes, the L1 and L2 files of seed 001.
+
+A staging file is a table in the same RocksDB-compatible format as ranges.
+Each value starts with a tag byte: ``PUT`` then the stored record value,
+``TOMBSTONE`` (the key is deleted on the branch) or ``UNSTAGED`` (a partial
+reset: the key has no staged change in this token, look below it).  The empty
+key ``BLOOM_KEY`` holds the file's bloom filter: it sorts first, and no path is
+empty (the writer refuses an empty key).
+The file's key range, entry count, size and checksum live in its list row, so
+a lookup skips files that cannot hold its key without fetching them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import xxhash
+
+from lakemount.errors import Corrupt
+from lakemount.graveler.model import StagingToken
+from lakemount.graveler.sstable import TableReader, TableWriter
+from lakemount.graveler.staging.bloom import Bloom
+
+PUT: Final = 1
+TOMBSTONE: Final = 0
+UNSTAGED: Final = 2
+BLOOM_KEY: Final = b""
+_TOMBSTONE_VALUE: Final = bytes((TOMBSTONE,))
+_UNSTAGED_VALUE: Final = bytes((UNSTAGED,))
+_PUT_TAG: Final = bytes((PUT,))
+
+Tagged = bytes  # a tag byte, then the record value for PUT
+
+
+def tag(value: bytes | None) -> Tagged:
+    """The file form of a staged value (None = tombstone)."""
+    return _TOMBSTONE_VALUE if value is None else _PUT_TAG + value
+
+
+UNSTAGED_MARK: Final = _UNSTAGED_VALUE
+
+
+def untag(tagged: Tagged) -> bytes | None:
+    """The staged value of a PUT or TOMBSTONE (callers handle UNSTAGED first)."""
+    return tagged[1:] if tagged[0] == PUT else None
+
+
+def checksum(data: bytes) -> str:
+    """A staging file's checksum (xxh3-128 hex), kept in its list row and checked on every load."""
+    return xxhash.xxh3_128_hexdigest(data)
+
+
+@dataclass(frozen=True, slots=True)
+class StagingFileInfo:
+    """One entry of a token's L1 or L2 list: where the file is and what it covers.
+
+    ``seq`` orders files within a token (a larger ``seq`` is newer); the list
+    store assigns it when the file is appended.
+    """
+
+    url: str
+    level: int  # 1 (recent) or 2 (compacted)
+    min_key: bytes
+    max_key: bytes
+    count: int
+    size: int
+    checksum: str
+    seq: int = 0
+    token: StagingToken = StagingToken("")
+
+
+def _scratch(tmpdir: str | None) -> str | None:
+    """Where a staging file is built before its bytes are read back: RAM (``/dev/shm``) when there is one.
+
+    The file only lives for the moment it takes to read it back, but the table writer syncs it
+    on finish: on a disk that is 20x the whole encoding (6.7 ms against 0.33 ms measured here).
+    """
+    return _SHM if _SHM is not None else tmpdir
+
+
+_SHM: Final = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+def encode_file(records: Sequence[tuple[bytes, Tagged]], tmpdir: str | None = None) -> bytes:
+    """The bytes of a staging file holding ``records`` (sorted by key, unique, non-empty)."""
+    bloom = Bloom.of((k for k, _ in records), len(records))
+    with TableWriter(_scratch(tmpdir)) as w:
+        w.add(BLOOM_KEY, bloom.encode())
+        for k, v in records:
+            w.add(k, v)
+        path = w.finish()
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    finally:
+        os.unlink(path)
+
+
+class StagingFile:
+    """A parsed staging file: point lookups behind its bloom filter, and ordered scans."""
+
+    __slots__ = ("_bloom", "_reader", "name")
+
+    def __init__(self, data: bytes, name: str) -> None:
+        """Raises ``Corrupt`` naming ``name`` when ``data`` is not a staging file."""
+        self.name = name
+        self._reader = TableReader(data, name=name)
+        raw = self._reader.get(BLOOM_KEY)
+        if raw is None:
+            raise Corrupt(f"{name}: no bloom filter (not a staging file)")
+        self._bloom = Bloom.decode(raw, name)
+
+    def get(self, key: bytes) -> Tagged | None:
+        """The tagged value of ``key`` in this file, None if the file does not hold it."""
+        if not self._bloom.may_contain(key):
+            return None
+        return self._reader.get(key)
+
+    def scan(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, Tagged]]:
+        """Records with start <= key < stop, in key order."""
+        for k, v in self._reader.scan(start or b"\x00"):
+            if stop is not None and k >= stop:
+                return
+            yield k, v

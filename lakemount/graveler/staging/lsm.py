@@ -1,0 +1,415 @@
+"""``LsmStaging``: the ``StagingStore`` on the object store (seed 001).
+
+A token's staged entries are immutable staging files (:mod:`.file`) under the
+repository's namespace, listed in the ref store (``StagingLists``) as L1
+(recent, one per flush) and L2 (compacted).  Reads merge newest L1 first, then
+L2; the Graveler facade puts the base commit's metarange beneath.
+
+Writes go through a group-commit memstore per (repo, branch) in this process:
+a write with no flush in flight flushes at once; writes arriving during a flush
+gather and go as the next one when it ends (or after ``flush_ms``, in
+parallel).  A flush PUTs one file, appends it with one statement, and only then
+acknowledges every write in it: nothing is acknowledged before the file and
+the append are durable.  One ``stage`` call is always within one file, so a
+multi-key change (a rename, a DeleteObjects) is atomic.
+
+Compaction merges a token's L1 files (and the newest L2 files no larger than
+them) into one new L2 file and installs it with a compare-and-set that
+succeeds only if L2 is unchanged; appends carry on meanwhile.  Unreferenced staging files (a writer killed
+between PUT and append, lists dropped by commit or reset, compacted inputs)
+are garbage: :meth:`LsmStaging.collect` deletes them after a grace period.
+"""
+
+from __future__ import annotations
+
+import heapq
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from lakemount.errors import Corrupt, InvalidArgument, ObjectNotFound, PreconditionFailed
+from lakemount.graveler.model import Branch, StagingToken, prefix_end
+from lakemount.graveler.ports import BlockAdapter, Cache, StageCheck, StagingLists
+from lakemount.graveler.staging.file import (
+    PUT,
+    UNSTAGED,
+    UNSTAGED_MARK,
+    StagingFile,
+    StagingFileInfo,
+    Tagged,
+    checksum,
+    encode_file,
+    tag,
+    untag,
+)
+
+STAGING_DIR: Final = "_lakefs/staging/"
+SCAN_PAGE: Final = 5000
+L2_MAX: Final = 8  # L2 files of one token before compaction merges them whatever their sizes
+MAX_READERS: Final = 4096
+MAX_TOKENS_COUNTED: Final = 4096  # tokens whose flushes this process counts towards a compaction
+GC_GRACE_S: Final = 6 * 3600.0  # an unlisted file younger than this may still be on its way to a list
+
+
+def _ranked(records: Iterator[tuple[bytes, Tagged]], rank: int) -> Iterator[tuple[bytes, int, Tagged]]:
+    """``records`` tagged with their file's rank (0 = newest), so a merge puts the newest first on equal keys."""
+    for k, v in records:
+        yield k, rank, v
+
+
+def staging_url(namespace: str, file_id: str) -> str:
+    """Where staging file ``file_id`` of a repository whose storage namespace is ``namespace`` is stored."""
+    return f"{namespace.rstrip('/')}/{STAGING_DIR}{file_id}.sst"
+
+
+@dataclass
+class _Batch:
+    items: dict[bytes, bytes | None] = field(default_factory=dict)
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+
+@dataclass
+class _Queue:
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    pending: _Batch | None = None
+    in_flight: int = 0
+
+
+@dataclass
+class LsmStats:
+    """Counters of this process's staging (for benchmarks and ``.lakefs/stats``)."""
+
+    flushes: int = 0
+    entries_flushed: int = 0
+    compactions: int = 0
+    compactions_lost: int = 0
+    files_loaded: int = 0
+
+
+class LsmStaging:
+    """Staged entries as staging files on the block store, listed per token in the ref store."""
+
+    def __init__(
+        self,
+        lists: StagingLists,
+        adapter: BlockAdapter,
+        cache: Cache,
+        namespace_of: Callable[[str], str],
+        *,
+        flush_ms: float = 5.0,
+        l1_max: int = 16,
+        tmpdir: str | None = None,
+    ) -> None:
+        """``namespace_of(repo)`` is the repository's storage namespace (raises ``RepositoryNotFound``);
+        ``flush_ms`` bounds how long a write waits for an in-flight flush before flushing beside it;
+        a token with ``l1_max`` L1 files is compacted."""
+        self.lists = lists
+        self.adapter = adapter
+        self.cache = cache
+        self._namespace_of = namespace_of
+        self.flush_ms = flush_ms
+        self.l1_max = l1_max
+        self.tmpdir = tmpdir
+        self.stats = LsmStats()
+        self._lock = threading.Lock()
+        self._queues: dict[tuple[str, str], _Queue] = {}
+        self._namespaces: dict[str, str] = {}
+        self._readers: OrderedDict[str, StagingFile] = OrderedDict()
+        self._flushes: dict[StagingToken, int] = {}
+        self._compacting: set[StagingToken] = set()
+
+    # ------------------------------------------------------------------ writes
+    def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
+              check: StageCheck | None = None) -> None:
+        """Stage ``items`` (None = tombstone) on the branch's current token; returns once they are durable.
+
+        Raises ``BranchNotFound``/``RepositoryNotFound``, or ``Unavailable`` when the block store or
+        the ref store fails during the flush (then nothing of the batch is acknowledged).  A
+        ``check`` (``StagingStore.stage``) makes the write its own file, appended in the
+        transaction that locks the branch row and runs the check; what it raises writes nothing
+        visible (the file it wrote is an orphan, collected later).
+        """
+        if not items:
+            return  # nothing to make durable (the facade checks the branch exists)
+        if any(not k for k, _ in items):
+            raise InvalidArgument("an empty key cannot be staged")
+        if check is not None:
+            self._flush(repo, branch, dict(items), check)
+            return
+        with self._lock:
+            q = self._queues.get((repo, branch))
+            if q is None:
+                q = self._queues[(repo, branch)] = _Queue()
+        with q.cond:
+            batch = q.pending
+            lead = batch is None
+            if batch is None:
+                batch = q.pending = _Batch()
+            batch.items.update(items)
+            if lead:
+                # No fixed wait: flush now unless a flush is in flight; then gather what
+                # arrives until it ends (or flush_ms passes, and flush beside it).
+                deadline = time.monotonic() + self.flush_ms / 1000.0
+                while q.in_flight:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    q.cond.wait(left)
+                q.pending = None
+                q.in_flight += 1
+        if not lead:
+            batch.done.wait()
+            if batch.error is not None:
+                raise batch.error
+            return
+        token: StagingToken | None = None
+        try:
+            token = self._flush(repo, branch, batch.items)
+        except BaseException as exc:
+            batch.error = exc
+            raise
+        finally:
+            with q.cond:
+                q.in_flight -= 1
+                q.cond.notify_all()
+            batch.done.set()
+        self._maybe_compact(token)
+
+    def _namespace(self, repo: str, fresh: bool = False) -> str:
+        ns = None if fresh else self._namespaces.get(repo)
+        if ns is None:
+            ns = self._namespaces[repo] = self._namespace_of(repo)
+        return ns
+
+    def _write_file(self, namespace: str, records: list[tuple[bytes, Tagged]], level: int) -> StagingFileInfo:
+        data = encode_file(records, self.tmpdir)
+        url = staging_url(namespace, secrets.token_hex(16))
+        self.adapter.put(url, data)
+        self.cache.put(url, data)
+        return StagingFileInfo(url, level, records[0][0], records[-1][0], len(records), len(data), checksum(data))
+
+    def _flush(
+        self, repo: str, branch: str, items: dict[bytes, bytes | None], check: StageCheck | None = None
+    ) -> StagingToken:
+        records = sorted((k, tag(v)) for k, v in items.items())
+        judge = None if check is None else (lambda b: check(b, self.staged_get))
+        for fresh in (False, True):
+            ns = self._namespace(repo, fresh)
+            info = self._write_file(ns, records, 1)
+            try:
+                token = self.lists.append(repo, branch, ns, info, judge)
+            except PreconditionFailed:
+                if fresh:
+                    raise
+                continue  # the repository was created again elsewhere: write into its namespace
+            with self._lock:
+                self.stats.flushes += 1
+                self.stats.entries_flushed += len(records)
+            return token
+        raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------------ compaction
+    def _maybe_compact(self, token: StagingToken | None) -> None:
+        """Every ``l1_max`` flushes of this process into a token, compact it if its L1 list is long."""
+        if token is None:
+            return
+        with self._lock:
+            if token not in self._flushes and len(self._flushes) >= MAX_TOKENS_COUNTED:
+                self._flushes.clear()  # tokens of old commits; a count restarting only delays a compaction
+            n = self._flushes[token] = self._flushes.get(token, 0) + 1
+            if n < self.l1_max:
+                return
+            self._flushes[token] = 0
+        self.compact(token)
+
+    def compact(self, token: StagingToken, *, minimum: int | None = None) -> bool:
+        """Merge ``token``'s L1 files, with the newest L2 files no larger than what is merged so far,
+        into one new L2 file, if it has at least ``minimum`` (default ``l1_max``) L1 files; True if a
+        compaction was installed.
+
+        Size-tiered: an L2 file is rewritten only when what lands on it is at least half its size,
+        so each staged entry is rewritten O(log n) times, never the whole staging every time.  A
+        compaction that lost its compare-and-set (L2 changed, or the token was dropped or
+        committed) leaves the lists as they were; its file is garbage.
+        """
+        with self._lock:
+            if token in self._compacting:
+                return False
+            self._compacting.add(token)
+        try:
+            files = self.lists.files([token])
+            l1 = [f for f in files if f.level == 1]
+            l2 = [f for f in files if f.level == 2]  # newest first
+            if not l1 or len(l1) < (self.l1_max if minimum is None else minimum):
+                return False
+            merged_count = sum(f.count for f in l1)
+            taken: list[StagingFileInfo] = []
+            for f in l2:
+                if f.count > 2 * merged_count and len(l2) - len(taken) <= L2_MAX:
+                    break
+                taken.append(f)
+                merged_count += f.count
+            bottom = len(taken) == len(l2)  # nothing of this token lies below the new file
+            records = [(k, v) for k, v in self._merge(l1 + taken, b"", None) if not (bottom and v[0] == UNSTAGED)]
+            namespace = files[0].url[: files[0].url.index(STAGING_DIR)].rstrip("/")
+            new = self._write_file(namespace, records, 2) if records else None
+            ok = self.lists.compact(token, [f.seq for f in l1 + taken], [f.seq for f in l2], new)
+            with self._lock:
+                if ok:
+                    self.stats.compactions += 1
+                else:
+                    self.stats.compactions_lost += 1
+            return ok
+        finally:
+            with self._lock:
+                self._compacting.discard(token)
+
+    # ------------------------------------------------------------------ reading files
+    def _open(self, info: StagingFileInfo) -> StagingFile:
+        with self._lock:
+            f = self._readers.get(info.url)
+            if f is not None:
+                self._readers.move_to_end(info.url)
+                return f
+        name = f"staging file {info.url.rsplit('/', 1)[-1]}"
+
+        def load() -> bytes:
+            try:
+                data = self.adapter.get(info.url)
+            except ObjectNotFound as exc:
+                raise Corrupt(f"missing {name}: the branch's staging is damaged") from exc
+            with self._lock:
+                self.stats.files_loaded += 1
+            return data
+
+        data = self.cache.get_or_load(info.url, load)
+        if len(data) != info.size or checksum(data) != info.checksum:
+            raise Corrupt(f"{name}: checksum mismatch")
+        f = StagingFile(data, name)
+        with self._lock:
+            self._readers[info.url] = f
+            while len(self._readers) > MAX_READERS:
+                self._readers.popitem(last=False)
+        return f
+
+    def _merge(
+        self, files: Sequence[StagingFileInfo], start: bytes, stop: bytes | None
+    ) -> Iterator[tuple[bytes, Tagged]]:
+        """The newest record of every key in [start, stop) over ``files`` (given newest first), markers included."""
+        streams = [_ranked(self._open(f).scan(start, stop), rank) for rank, f in enumerate(files)]
+        last: bytes | None = None
+        for k, _rank, v in heapq.merge(*streams):
+            if k != last:
+                last = k
+                yield k, v
+
+    def _lookup(self, tokens: Sequence[StagingToken], files: list[StagingFileInfo], key: bytes) -> tuple[bool, bytes | None]:
+        by_token: dict[str, list[StagingFileInfo]] = {}
+        for f in files:
+            by_token.setdefault(f.token, []).append(f)
+        for t in tokens:
+            for f in by_token.get(t, ()):
+                if not f.min_key <= key <= f.max_key:
+                    continue
+                v = self._open(f).get(key)
+                if v is None:
+                    continue
+                if v[0] == UNSTAGED:
+                    break  # this token has no change of the key: look in the next one
+                return True, untag(v)
+        return False, None
+
+    def _scan_token(
+        self, files: list[StagingFileInfo], start: bytes, stop: bytes | None
+    ) -> Iterator[tuple[bytes, bytes | None]]:
+        for k, v in self._merge(files, start, stop):
+            if v[0] != UNSTAGED:
+                yield k, (v[1:] if v[0] == PUT else None)
+
+    # ------------------------------------------------------------------ StagingStore reads
+    def staged_get(self, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
+        if not tokens:
+            return False, None
+        return self._lookup(tokens, self.lists.files(tokens, key, key), key)
+
+    def staged_scan(
+        self, token: StagingToken, start: bytes = b"", stop: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes | None]]:
+        files = self.lists.files([token], start, stop)
+        return self._scan_token(files, start, stop)
+
+    def branch_staged_get(
+        self, repo: str, name: str, tokens: Sequence[StagingToken], key: bytes
+    ) -> tuple[Branch, bool, bytes | None]:
+        branch, files = self.lists.branch_files(repo, name, tokens, key, key)
+        found, value = self._lookup(tokens, files, key)
+        return branch, found, value
+
+    def _page(
+        self, files: list[StagingFileInfo], start: bytes, stop: bytes | None, limit: int
+    ) -> tuple[list[tuple[bytes, bytes | None]], bool]:
+        page: list[tuple[bytes, bytes | None]] = []
+        it = self._scan_token(files, start, stop)
+        for rec in it:
+            page.append(rec)
+            if len(page) >= limit:
+                return page, next(it, None) is None
+        return page, True
+
+    def branch_staged_scan(
+        self, repo: str, name: str, token: StagingToken, start: bytes = b"", stop: bytes | None = None
+    ) -> tuple[Branch, list[tuple[bytes, bytes | None]], bool]:
+        branch, files = self.lists.branch_files(repo, name, [token], start, stop)
+        page, complete = self._page(files, start, stop, SCAN_PAGE)
+        return branch, page, complete
+
+    def branch_staged_probe(
+        self, repo: str, name: str, token: StagingToken, key: bytes, start: bytes, stop: bytes | None, limit: int
+    ) -> tuple[Branch, tuple[bool, bytes | None], list[tuple[bytes, bytes | None]], bool]:
+        lo = min(key, start)
+        hi = None if stop is None else max(key, stop)
+        branch, files = self.lists.branch_files(repo, name, [token], lo, hi)
+        own = self._lookup([token], files, key)
+        scan_files = [f for f in files if f.max_key >= start and (stop is None or f.min_key < stop)]
+        page, complete = self._page(scan_files, start, stop, limit)
+        return branch, own, page, complete
+
+    def staged_count(self, token: StagingToken) -> int:
+        return sum(1 for _ in self.staged_scan(token))
+
+    # ------------------------------------------------------------------ drops
+    def drop_staging(self, token: StagingToken, prefix: bytes = b"", key: bytes | None = None) -> None:
+        """Forget staged entries of ``token``: all (its lists go), or those under ``prefix``, or ``key``
+        (one file of UNSTAGED marks, appended to the token, hides them)."""
+        if key is None and not prefix:
+            self.lists.drop(token)
+            return
+        if key is not None:
+            keys = [key] if self.staged_get([token], key)[0] else []
+        else:
+            keys = [k for k, _ in self.staged_scan(token, prefix, prefix_end(prefix))]
+        if not keys:
+            return
+        files = self.lists.files([token])
+        namespace = files[0].url[: files[0].url.index(STAGING_DIR)].rstrip("/")
+        info = self._write_file(namespace, [(k, UNSTAGED_MARK) for k in keys], 1)
+        self.lists.append_to_token(token, info)
+
+    # ------------------------------------------------------------------ garbage
+    def collect(self, namespace: str, *, grace_s: float = GC_GRACE_S, now: float | None = None) -> int:
+        """Delete staging files under ``namespace`` that no list holds and that are older than
+        ``grace_s`` (a younger one may be between its PUT and its append); returns how many."""
+        prefix = f"{namespace.rstrip('/')}/{STAGING_DIR}"
+        keep = self.lists.referenced(prefix)
+        cutoff = (time.time() if now is None else now) - grace_s
+        gone = 0
+        for obj in list(self.adapter.list(prefix)):
+            if obj.url not in keep and obj.mtime < cutoff:
+                self.adapter.delete(obj.url)
+                gone += 1
+        return gone

@@ -1,0 +1,296 @@
+"""``SqlStagingLists``: per staging token, the L1 and L2 lists of staging files (seed 001), in one table.
+
+Implements :class:`lakemount.graveler.ports.StagingLists` on the ref store's
+database.  A list entry is one row of ``lm_staging_files``; its ``id`` (from
+the database's sequence) orders a token's files, newest last.  An append is
+one statement that reads the branch's current token under a share lock on the
+branch row (PostgreSQL ``FOR SHARE``; SQLite runs one statement at a time), so
+a commit's seal cannot slip between reading the token and inserting the file:
+the append lands in the token the commit seals, and the commit sees it, or in
+the next.  On PostgreSQL the same statement sends the change notice mounts
+listen for.  Compaction's compare-and-set is one short transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeVar
+
+import sqlalchemy as sa
+
+from lakemount.errors import BranchNotFound, PreconditionFailed, Unavailable
+from lakemount.graveler.model import Branch, CommitID, StagingToken, prefix_end
+from lakemount.graveler.staging.file import StagingFileInfo
+from lakemount.metastore import notify
+from lakemount.metastore.sql import SqlRefStore
+from lakemount.metastore.tables import create_tables
+
+metadata = sa.MetaData()
+
+files_t = sa.Table(
+    "lm_staging_files",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("token", sa.String(64), nullable=False, index=True),
+    sa.Column("level", sa.SmallInteger, nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("min_key", sa.LargeBinary, nullable=False),
+    sa.Column("max_key", sa.LargeBinary, nullable=False),
+    sa.Column("count", sa.Integer, nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("checksum", sa.String(64), nullable=False),
+    sqlite_autoincrement=True,
+)
+
+_COLS: Final = "token, level, id, url, min_key, max_key, count, size, checksum"
+_T = TypeVar("_T")
+
+
+def _info(row: Sequence[Any]) -> StagingFileInfo:
+    token, level, seq, url, lo, hi, count, size, digest = row
+    return StagingFileInfo(url, int(level), bytes(lo), bytes(hi), int(count), int(size), digest, int(seq), StagingToken(token))
+
+
+def _split(s: str) -> tuple[StagingToken, ...]:
+    return tuple(StagingToken(p) for p in s.split(",") if p)
+
+
+class SqlStagingLists:
+    """The staging file lists of every branch, in the ref store's database."""
+
+    def __init__(self, refs: SqlRefStore) -> None:
+        """Lists beside ``refs``'s tables, on its connections; creates the table if missing."""
+        self.refs = refs
+        self._fast = refs._fast
+        self.dialect = refs.dialect
+        create_tables(refs.engine, metadata)
+
+    # -- plumbing ----------------------------------------------------------------
+    def _run(self, work: Callable[[Any], _T], *, transaction: bool = False) -> _T:
+        """``work(cursor)`` on this thread's connection (autocommit, or one write transaction).
+
+        A write is never repeated: whether one whose connection died applied is unknown.
+        """
+        conn = self._fast.connection()
+        try:
+            cur = conn.cursor()
+            try:
+                if not transaction:
+                    return work(cur)
+                cur.execute("BEGIN IMMEDIATE" if self.dialect == "sqlite" else "BEGIN")
+                try:
+                    out = work(cur)
+                    cur.execute("COMMIT")
+                    return out
+                except BaseException:
+                    try:
+                        cur.execute("ROLLBACK")
+                    except self._fast.driver_errors:
+                        pass
+                    raise
+            finally:
+                cur.close()
+        except self._fast.driver_errors as exc:
+            if not self._fast.lost(exc, conn):
+                raise
+            self._fast.reset()
+            raise Unavailable(self._fast.message(exc)) from exc
+
+    def _sql(self, text: str) -> str:
+        return self._fast.sql(text)
+
+    # -- appends -----------------------------------------------------------------
+    def append(
+        self, repo: str, branch: str, namespace: str, info: StagingFileInfo,
+        check: Callable[[Branch], None] | None = None,
+    ) -> StagingToken:
+        if check is not None:
+            return self._append_checked(repo, branch, namespace, info, check)
+        values = (info.url, info.min_key, info.max_key, info.count, info.size, info.checksum)
+        if self.dialect == "postgresql":
+            text = (
+                "WITH b AS (SELECT br.staging_token FROM lm_branches br JOIN lm_repositories r ON r.name = br.repo "
+                "WHERE br.repo = %s AND br.name = %s AND r.storage_namespace = %s FOR SHARE OF br), "
+                "ins AS (INSERT INTO lm_staging_files (token, level, url, min_key, max_key, count, size, checksum) "
+                "SELECT staging_token, 1, %s, %s, %s, %s, %s, %s FROM b RETURNING token) "
+                "SELECT token, pg_notify(%s, %s) FROM ins"
+            )
+            params: tuple[Any, ...] = (
+                repo, branch, namespace, *values,
+                notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch),
+            )
+        else:
+            text = (
+                "INSERT INTO lm_staging_files (token, level, url, min_key, max_key, count, size, checksum) "
+                "SELECT br.staging_token, 1, ?, ?, ?, ?, ?, ? FROM lm_branches br JOIN lm_repositories r ON r.name = br.repo "
+                "WHERE br.repo = ? AND br.name = ? AND r.storage_namespace = ? RETURNING token"
+            )
+            params = (*values, repo, branch, namespace)
+
+        def work(cur: Any) -> list[Any]:
+            cur.execute(text, params)
+            return list(cur.fetchall())
+
+        rows = self._run(work)
+        if rows:
+            return StagingToken(rows[0][0])
+        return self._missing(repo, branch, namespace)
+
+    def _missing(self, repo: str, branch: str, namespace: str) -> StagingToken:
+        """Raise why an append found no branch row: gone, or its repository created again elsewhere."""
+        self.refs.get_branch(repo, branch)  # raises RepositoryNotFound/BranchNotFound
+        if self.refs.get_repository(repo).storage_namespace != namespace:
+            raise PreconditionFailed(f"repository {repo} was created again with another storage namespace")
+        raise BranchNotFound(repo, branch)
+
+    def _append_checked(
+        self, repo: str, branch: str, namespace: str, info: StagingFileInfo, check: Callable[[Branch], None]
+    ) -> StagingToken:
+        # The branch row locked FOR UPDATE waits out plain appends (FOR SHARE), commits' swaps and
+        # other checked appends; on SQLite, BEGIN IMMEDIATE holds the one write lock.  The check's
+        # file lookups use this thread's connection, hence this transaction.
+        lock = " FOR UPDATE OF br" if self.dialect == "postgresql" else ""
+        select = self._sql(
+            "SELECT br.staging_token, br.commit_id, br.sealed_tokens FROM lm_branches br "
+            "JOIN lm_repositories r ON r.name = br.repo WHERE br.repo = ? AND br.name = ? AND r.storage_namespace = ?"
+            + lock
+        )
+        insert = self._sql(
+            "INSERT INTO lm_staging_files (token, level, url, min_key, max_key, count, size, checksum) "
+            "VALUES (?, 1, ?, ?, ?, ?, ?, ?)"
+        )
+
+        def work(cur: Any) -> StagingToken | None:
+            cur.execute(select, (repo, branch, namespace))
+            row = cur.fetchone()
+            if row is None:
+                return None
+            token = StagingToken(row[0])
+            check(Branch(branch, CommitID(row[1]), token, _split(row[2])))
+            cur.execute(insert, (token, info.url, info.min_key, info.max_key, info.count, info.size, info.checksum))
+            if self.dialect == "postgresql":
+                cur.execute("SELECT pg_notify(%s, %s)",
+                            (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch)))
+            return token
+
+        found = self._run(work, transaction=True)
+        return found if found is not None else self._missing(repo, branch, namespace)
+
+    def append_to_token(self, token: StagingToken, info: StagingFileInfo) -> None:
+        text = self._sql(
+            "INSERT INTO lm_staging_files (token, level, url, min_key, max_key, count, size, checksum) "
+            "VALUES (?, 1, ?, ?, ?, ?, ?, ?)"
+        )
+        params = (token, info.url, info.min_key, info.max_key, info.count, info.size, info.checksum)
+
+        def work(cur: Any) -> None:
+            cur.execute(text, params)
+            if self.dialect == "postgresql":
+                # A partial reset of a branch's live token is a staging change: tell mounts, as an append does.
+                cur.execute("SELECT repo, name FROM lm_branches WHERE staging_token = %s", (token,))
+                for repo, branch in cur.fetchall():
+                    cur.execute("SELECT pg_notify(%s, %s)",
+                                (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch)))
+
+        self._run(work, transaction=True)
+
+    # -- reads -------------------------------------------------------------------
+    @staticmethod
+    def _where(tokens: Sequence[StagingToken], start: bytes, stop: bytes | None) -> tuple[str, list[Any]]:
+        marks = ",".join("?" * len(tokens))
+        text = f"token IN ({marks}) AND max_key >= ?"
+        params: list[Any] = [*tokens, start]
+        if stop is not None:
+            text += " AND min_key <= ?"
+            params.append(stop)
+        return text, params
+
+    @staticmethod
+    def _grouped(tokens: Sequence[StagingToken], infos: list[StagingFileInfo]) -> list[StagingFileInfo]:
+        """Files grouped by token in the order of ``tokens``, each group L1 newest first, then L2."""
+        order = {t: i for i, t in enumerate(tokens)}
+        return sorted(infos, key=lambda f: (order.get(f.token, len(order)), f.level, -f.seq))
+
+    def files(self, tokens: Sequence[StagingToken], start: bytes = b"", stop: bytes | None = None) -> list[StagingFileInfo]:
+        if not tokens:
+            return []
+        where, params = self._where(tokens, start, stop)
+        rows = self._fast.query(f"SELECT {_COLS} FROM lm_staging_files WHERE {where}", params)
+        return self._grouped(tokens, [_info(r) for r in rows])
+
+    def branch_files(
+        self, repo: str, name: str, tokens: Sequence[StagingToken], start: bytes = b"", stop: bytes | None = None
+    ) -> tuple[Branch, list[StagingFileInfo]]:
+        # One statement (one snapshot): the branch row and the file rows of the tokens the caller expects.
+        if tokens:
+            where, params = self._where(tokens, start, stop)
+            rest = f" UNION ALL SELECT 1, NULL, NULL, NULL, {_COLS} FROM lm_staging_files WHERE {where}"
+        else:
+            rest, params = "", []
+        rows = self._fast.query(
+            "SELECT 0, commit_id, staging_token, sealed_tokens, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL "
+            "FROM lm_branches WHERE repo = ? AND name = ?" + rest,
+            [repo, name, *params],
+        )
+        branch: Branch | None = None
+        infos: list[StagingFileInfo] = []
+        for r in rows:
+            if r[0] == 0:
+                branch = Branch(name, CommitID(r[1]), StagingToken(r[2]), _split(r[3]))
+            else:
+                infos.append(_info(r[4:]))
+        if branch is None:
+            branch = self.refs.get_branch(repo, name)  # raises BranchNotFound or RepositoryNotFound
+        return branch, self._grouped(tokens, infos)
+
+    def referenced(self, url_prefix: str) -> set[str]:
+        end = prefix_end(url_prefix.encode())
+        text = "SELECT url FROM lm_staging_files WHERE url >= ?"
+        params: list[Any] = [url_prefix]
+        if end is not None:
+            text += " AND url < ?"
+            params.append(end.decode("utf-8", "surrogateescape"))
+        return {r[0] for r in self._fast.query(text, params)}
+
+    # -- compaction and drops ------------------------------------------------------
+    def compact(
+        self, token: StagingToken, consumed: Sequence[int], old_l2: Sequence[int], new_l2: StagingFileInfo | None
+    ) -> bool:
+        def work(cur: Any) -> bool:
+            # Every row of the token locked at once, in id order, as ``drop`` locks them: two
+            # statements that lock a token's rows in different orders could deadlock.
+            lock = " ORDER BY id FOR UPDATE" if self.dialect == "postgresql" else ""
+            cur.execute(self._sql("SELECT id, level FROM lm_staging_files WHERE token = ?" + lock), (token,))
+            if sorted(int(r[0]) for r in cur.fetchall() if r[1] == 2) != sorted(old_l2):
+                raise _Lost
+            gone = 0
+            for seq in consumed:
+                cur.execute(self._sql("DELETE FROM lm_staging_files WHERE id = ? AND token = ?"), (seq, token))
+                gone += cur.rowcount
+            if gone != len(consumed):
+                raise _Lost  # a reset or a commit dropped some meanwhile
+            if new_l2 is not None:
+                cur.execute(
+                    self._sql(
+                        "INSERT INTO lm_staging_files (token, level, url, min_key, max_key, count, size, checksum) "
+                        "VALUES (?, 2, ?, ?, ?, ?, ?, ?)"
+                    ),
+                    (token, new_l2.url, new_l2.min_key, new_l2.max_key, new_l2.count, new_l2.size, new_l2.checksum),
+                )
+            return True
+
+        try:
+            return self._run(work, transaction=True)
+        except _Lost:
+            return False
+
+    def drop(self, token: StagingToken) -> None:
+        text = self._sql("DELETE FROM lm_staging_files WHERE token = ?")
+        if self.dialect == "postgresql":  # rows locked in id order, as compaction locks them
+            text = ("DELETE FROM lm_staging_files WHERE id IN "
+                    "(SELECT id FROM lm_staging_files WHERE token = %s ORDER BY id FOR UPDATE)")
+        self._run(lambda cur: cur.execute(text, (token,)))
+
+
+class _Lost(Exception):
+    """Compaction's compare-and-set found the lists changed (rolls the transaction back)."""

@@ -1,0 +1,392 @@
+"""The LSM staging backend (seed 001): group commit, compaction, faults, garbage, and a model.
+
+Each fault test asserts its fault happened (a process killed by SIGKILL, a PUT the
+flaky adapter failed, a file removed or damaged) and counts the acknowledged writes
+lost (always 0).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from lakemount.block import LocalAdapter, MemoryAdapter
+from lakemount.block.flaky import FlakyAdapter
+from lakemount.errors import Corrupt, InvalidArgument, NothingToCommit, Unavailable
+from lakemount.graveler.graveler import Graveler
+from lakemount.graveler.staging.lsm import STAGING_DIR, LsmStaging
+from lakemount.metastore.sql import SqlRefStore
+from lakemount.metastore.staging_lists import SqlStagingLists
+
+from ._support import build_graveler, content, fresh_view, val
+
+R = "repo"
+
+
+def lsm(g: Graveler) -> LsmStaging:
+    assert isinstance(g.staging, LsmStaging)
+    return g.staging
+
+
+def snapshot(g: Graveler, ref: str = "main") -> dict[bytes, str | None]:
+    return {k: content(v) for k, v in g.scan(R, g.resolve(R, ref))}
+
+
+def staging_files(adapter: Any, ns: str) -> list[str]:
+    return [o.url for o in adapter.list(f"{ns}/{STAGING_DIR}")]
+
+
+@pytest.fixture
+def g(tmp_path: Path) -> Graveler:
+    g = build_graveler(tmp_path / "refs.db", staging="lsm", l1_max=4)
+    g.create_repository(R, "mem://repo")
+    return g
+
+
+# --------------------------------------------------------------------------- writes and reads
+
+
+def test_one_call_is_one_file_and_a_lone_writer_does_not_wait(tmp_path: Path) -> None:
+    g = build_graveler(tmp_path / "refs.db", staging="lsm", flush_ms=2000)
+    g.create_repository(R, "mem://repo")
+    s = lsm(g)
+    t0 = time.monotonic()
+    g.set_many(R, "main", [(b"d/%d" % i, val(str(i))) for i in range(50)])
+    g.set(R, "main", b"x", val("x"))
+    assert time.monotonic() - t0 < 1.0  # no flush in flight: flushed at once, flush_ms is not a fixed wait
+    assert s.stats.flushes == 2 and s.stats.entries_flushed == 51
+    token = g.get_branch(R, "main").staging_token
+    assert [f.count for f in s.lists.files([token])] == [1, 50]
+    with pytest.raises(InvalidArgument):
+        g.set(R, "main", b"", val("e"))
+
+
+def test_concurrent_writers_are_group_committed(g: Graveler) -> None:
+    s = lsm(g)
+    s.flush_ms = 50.0
+    errors: list[BaseException] = []
+    start = threading.Barrier(16)
+    other = fresh_view(g)  # another process: sees a write once it is acknowledged, not before
+    ref = other.resolve(R, "main")
+
+    def writer(i: int) -> None:
+        try:
+            start.wait()
+            for j in range(10):
+                g.set(R, "main", b"w%02d/%02d" % (i, j), val(f"{i}.{j}"))
+                assert content(other.get(R, ref, b"w%02d/%02d" % (i, j))) == f"{i}.{j}"
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert s.stats.entries_flushed == 160
+    assert s.stats.flushes < 160  # writes that arrived during a flush went together
+    assert snapshot(g) == {b"w%02d/%02d" % (i, j): f"{i}.{j}" for i in range(16) for j in range(10)}
+
+
+def test_reads_use_key_ranges_and_bloom_filters(g: Graveler) -> None:
+    s = lsm(g)
+    s.l1_max = 1000
+    for i in range(20):
+        g.set_many(R, "main", [(b"k/%03d/%d" % (i, j), val(f"{i}.{j}")) for j in range(5)])
+    reader = fresh_view(g)
+    r = lsm(reader)
+    ref = reader.resolve(R, "main")
+    assert content(reader.get(R, ref, b"k/007/3")) == "7.3"
+    assert r.stats.files_loaded == 1  # the key range of 19 other files ruled them out
+    assert reader.get(R, ref, b"k/007/9") is None  # in range, not in the bloom filter (almost surely)
+    assert r.stats.files_loaded == 1
+
+
+def test_compaction_keeps_the_view_and_loses_its_cas_when_l2_changed(g: Graveler) -> None:
+    s = lsm(g)
+    s.l1_max = 1000
+    g.set_many(R, "main", [(b"old/1", val("o1")), (b"old/2", val("o2"))])
+    g.commit(R, "main", "base")
+    for i in range(6):
+        g.set_many(R, "main", [(b"a", val(f"a{i}")), (b"n/%d" % i, val(str(i)))])
+    g.delete(R, "main", b"n/2")
+    g.delete(R, "main", b"old/1")  # a tombstone over the base must survive compaction
+    before = snapshot(g)
+    assert b"old/1" not in before
+    token = g.get_branch(R, "main").staging_token
+    assert s.compact(token, minimum=2)
+    files = s.lists.files([token])
+    assert [f.level for f in files] == [2]
+    assert snapshot(g) == before
+    # Size-tiered: two small L1 files do not rewrite the big L2 file; they become a new L2 file above it.
+    g.set(R, "main", b"n/0", val("again"))
+    g.reset(R, "main", key=b"a")  # an UNSTAGED mark, kept above the older L2 file that holds "a"
+    assert s.compact(token, minimum=2)
+    assert [(f.level, f.count) for f in s.lists.files([token])] == [(2, 2), (2, files[0].count)]
+    before = {**before, b"n/0": "again"}
+    del before[b"a"]
+    assert snapshot(g) == before
+    # A compactor that read the lists before another one installed its L2 loses its compare-and-set.
+    g.set(R, "main", b"b", val("b"))
+    g.set(R, "main", b"c", val("c"))
+    stale = s.lists.files([token])
+    other = fresh_view(g)
+    assert lsm(other).compact(token, minimum=2)
+    l1 = [f.seq for f in stale if f.level == 1]
+    l2 = [f.seq for f in stale if f.level == 2]
+    assert not s.lists.compact(token, l1 + l2, l2, None)
+    assert snapshot(g) == {**before, b"b": "b", b"c": "c"}
+
+
+def test_commit_takes_the_files_and_reset_drops_the_lists(g: Graveler) -> None:
+    g.set_many(R, "main", [(b"a", val("1")), (b"b/1", val("2")), (b"b/2", val("3"))])
+    g.commit(R, "main", "c1")
+    assert lsm(g).lists.files(g.get_branch(R, "main").tokens) == []
+    assert snapshot(g, "main@") == {b"a": "1", b"b/1": "2", b"b/2": "3"}
+    g.set_many(R, "main", [(b"b/1", None), (b"b/3", val("4")), (b"c", val("5"))])
+    g.reset(R, "main", prefix=b"b/")
+    assert snapshot(g) == {b"a": "1", b"b/1": "2", b"b/2": "3", b"c": "5"}
+    g.reset(R, "main", key=b"c")
+    with pytest.raises(NothingToCommit):
+        g.commit(R, "main", "nothing")
+    g.set(R, "main", b"d", val("6"))
+    g.reset(R, "main")
+    assert snapshot(g) == snapshot(g, "main@")
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def _kill_before_append(db: str, root: str, acked: str, where: str) -> None:
+    """A writer process: stages w0..w4 (noting each acknowledged one), then stages w5 and is
+    killed (SIGKILL) ``where`` ("before": between the file's PUT and its append; "after":
+    between the append and the acknowledgement)."""
+    g = build_graveler(db, LocalAdapter(), system_ns=f"local://{root}/sys", staging="lsm")
+    s = lsm(g)
+    for i in range(5):
+        g.set(R, "main", b"w%d" % i, val(str(i)))
+        with open(acked, "a") as f:
+            f.write(f"w{i}\n")
+    real = s.lists.append
+
+    def append(*args: Any) -> Any:
+        if where == "before":
+            os.kill(os.getpid(), signal.SIGKILL)
+        out = real(*args)
+        os.kill(os.getpid(), signal.SIGKILL)
+        return out
+
+    s.lists.append = append  # type: ignore[method-assign]
+    g.set(R, "main", b"w5", val("5"))
+    with open(acked, "a") as f:  # never reached
+        f.write("w5\n")
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_writer_killed_around_the_append_loses_nothing_acknowledged(tmp_path: Path, where: str) -> None:
+    db, root, acked = str(tmp_path / "refs.db"), str(tmp_path), str(tmp_path / "acked")
+    ns = f"local://{root}/ns"
+    g = build_graveler(db, LocalAdapter(), system_ns=f"local://{root}/sys", staging="lsm")
+    g.create_repository(R, ns)
+    p = multiprocessing.get_context("spawn").Process(target=_kill_before_append, args=(db, root, acked, where))
+    p.start()
+    p.join(120)
+    assert p.exitcode == -signal.SIGKILL  # the fault happened: the writer died by SIGKILL
+    with open(acked) as f:
+        acknowledged = f.read().split()
+    assert acknowledged == [f"w{i}" for i in range(5)]
+    seen = snapshot(g)
+    lost = [k for k in acknowledged if k.encode() not in seen]
+    assert lost == []
+    files = staging_files(g.committed.adapter, ns)
+    assert len(files) == 6  # five appended, and the killed write's file
+    if where == "before":
+        assert b"w5" not in seen  # an orphan file: not visible
+        assert lsm(g).collect(ns, grace_s=0) == 1  # and collected as garbage
+        assert len(staging_files(g.committed.adapter, ns)) == 5
+    else:
+        assert seen[b"w5"] == "5"  # appended, not acknowledged: there; a retry is idempotent
+        g.set(R, "main", b"w5", val("5"))
+        assert snapshot(g) == seen
+        assert lsm(g).collect(ns, grace_s=0) == 0
+    assert snapshot(g) == seen
+
+
+def test_object_store_failing_during_a_flush_acknowledges_nothing(tmp_path: Path) -> None:
+    flaky = FlakyAdapter(MemoryAdapter())
+    g = build_graveler(tmp_path / "refs.db", flaky, staging="lsm")
+    g.create_repository(R, "mem://repo")
+    g.set(R, "main", b"kept", val("k"))
+    flaky.fail_next("put", 1)
+    with pytest.raises(Unavailable):
+        g.set_many(R, "main", [(b"a", val("1")), (b"b", val("2"))])
+    assert flaky.injected["put"] == 1  # the fault hit the flush's PUT
+    assert snapshot(g) == {b"kept": "k"}
+    assert len(lsm(g).lists.files(g.get_branch(R, "main").tokens)) == 1
+    g.set_many(R, "main", [(b"a", val("1"))])  # the store is back: writes go on
+    assert snapshot(g) == {b"kept": "k", b"a": "1"}
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt"])
+def test_a_missing_or_corrupt_staging_file_is_an_error_naming_it(g: Graveler, damage: str) -> None:
+    g.set(R, "main", b"a", val("1"))
+    token = g.get_branch(R, "main").staging_token
+    (info,) = lsm(g).lists.files([token])
+    adapter = g.committed.adapter
+    if damage == "missing":
+        adapter.delete(info.url)
+    else:
+        data = bytearray(adapter.get(info.url))
+        data[len(data) // 2] ^= 0xFF
+        adapter.put(info.url, bytes(data))
+    assert adapter.exists(info.url) == (damage == "corrupt")  # the fault is in place
+    reader = fresh_view(g)  # a process that has not cached the file
+    file_id = info.url.rsplit("/", 1)[-1]
+    with pytest.raises(Corrupt, match=file_id):
+        reader.get(R, reader.resolve(R, "main"), b"a")
+    with pytest.raises(Corrupt, match=file_id):
+        list(reader.scan(R, reader.resolve(R, "main")))
+
+
+# --------------------------------------------------------------------------- concurrency and a model
+
+
+def test_writers_compactor_and_committer_together_lose_nothing(tmp_path: Path) -> None:
+    adapter = MemoryAdapter()
+    g = build_graveler(tmp_path / "refs.db", adapter, staging="lsm", l1_max=3)
+    g.create_repository(R, "mem://repo")
+    views = [fresh_view(g) for _ in range(3)]  # three "processes" on the same stores
+    acked: dict[bytes, str] = {}
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    lock = threading.Lock()
+
+    def writer(w: int) -> None:
+        try:
+            for i in range(40):
+                key, value = b"w%d/%03d" % (w, i), f"{w}.{i}"
+                views[w % 3].set(R, "main", key, val(value))
+                with lock:
+                    acked[key] = value
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors.append(exc)
+
+    def committer() -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    g.commit(R, "main", "c")
+                except NothingToCommit:
+                    pass
+                time.sleep(0.01)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    def compactor() -> None:
+        try:
+            while not stop.is_set():
+                lsm(views[0]).compact(views[0].get_branch(R, "main").staging_token, minimum=2)
+                time.sleep(0.005)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    writers = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
+    others = [threading.Thread(target=committer), threading.Thread(target=compactor)]
+    for t in writers + others:
+        t.start()
+    for t in writers:
+        t.join()
+    stop.set()
+    for t in others:
+        t.join()
+    assert not errors, errors
+    assert sum(lsm(v).stats.compactions for v in views) + lsm(g).stats.compactions > 0  # compaction ran
+    assert len(list(g.log(R, "main"))) > 2  # commits ran
+    seen = snapshot(g)
+    assert {k: v for k, v in acked.items() if seen.get(k) != v} == {}
+    assert seen == acked
+
+
+class LsmModel(RuleBasedStateMachine):
+    """Writers in several processes, a compactor and a committer interleaved, against a dict."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import tempfile
+
+        self.tmp = tempfile.mkdtemp(prefix="lm-lsm-")
+        self.g = build_graveler(Path(self.tmp) / "refs.db", staging="lsm", l1_max=1000)
+        self.g.create_repository(R, "mem://repo")
+        self.views = [self.g, fresh_view(self.g), fresh_view(self.g)]
+        self.model: dict[bytes, str] = {}
+
+    def teardown(self) -> None:
+        import shutil
+
+        assert isinstance(self.g.refs, SqlRefStore)
+        self.g.refs.engine.dispose()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    keys = st.sampled_from([b"a", b"b", b"c/1", b"c/2", b"d"])
+
+    @rule(w=st.integers(0, 2), items=st.lists(st.tuples(keys, st.one_of(st.none(), st.sampled_from("xyz"))), min_size=1, max_size=4))
+    def stage(self, w: int, items: list[tuple[bytes, str | None]]) -> None:
+        self.views[w].set_many(R, "main", [(k, None if v is None else val(v)) for k, v in items])
+        for k, v in items:
+            if v is None:
+                self.model.pop(k, None)
+            else:
+                self.model[k] = v
+
+    @rule(w=st.integers(0, 2), minimum=st.integers(1, 3))
+    def compact(self, w: int, minimum: int) -> None:
+        lsm(self.views[w]).compact(self.g.get_branch(R, "main").staging_token, minimum=minimum)
+
+    @rule(w=st.integers(0, 2))
+    def commit(self, w: int) -> None:
+        try:
+            self.views[w].commit(R, "main", "m")
+        except NothingToCommit:
+            pass
+
+    @precondition(lambda self: bool(self.model))
+    @rule(w=st.integers(0, 2), prefix=st.sampled_from([b"c/", b"a", b"d"]))
+    def reset_prefix(self, w: int, prefix: bytes) -> None:
+        self.views[w].reset(R, "main", prefix=prefix)
+        committed = snapshot(self.g, "main@")
+        for k in [k for k in self.model if k.startswith(prefix)]:
+            del self.model[k]
+        self.model.update({k: v for k, v in committed.items() if k.startswith(prefix) and v is not None})
+
+    @invariant()
+    def every_process_sees_the_model(self) -> None:
+        for v in self.views:
+            assert snapshot(v) == self.model
+            ref = v.resolve(R, "main")
+            for k in (b"a", b"c/2", b"zz"):
+                assert content(v.get(R, ref, k)) == self.model.get(k)
+
+
+TestLsmModel = LsmModel.TestCase
+TestLsmModel.settings = settings(
+    max_examples=25, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+def test_lists_are_one_table_beside_the_ref_store(tmp_path: Path) -> None:
+    refs = SqlRefStore(f"sqlite:///{tmp_path}/refs.db")
+    SqlStagingLists(refs)
+    assert refs._query("SELECT name FROM sqlite_master WHERE name = 'lm_staging_files'", ())
+    # A second process creating the table again is harmless.
+    SqlStagingLists(SqlRefStore(f"sqlite:///{tmp_path}/refs.db"))
