@@ -190,14 +190,10 @@ def upload_object(ctx: Ctx) -> Response:
     if any(fnmatch.fnmatchcase(branch, p) for p in cat.protection_rules(repo)):
         raise ProtectedBranch(repo, branch)
     exclusive = (ctx.request.header("if-none-match") or "").strip() == "*"
-    if exclusive and cat.get_optional(repo, branch, path) is not None:
-        raise ApiError(412, f"object exists: {path}")
     meta = _metadata(ctx)
     stored = receive_object(ctx.request, cat, repo_rec, ctx.service.tmpdir)
     entry = upload_entry(stored.address, stored.size, stored.md5, path, stored.content_type, meta)
-    if exclusive and cat.get_optional(repo, branch, path) is not None:
-        raise ApiError(412, f"object exists: {path}")
-    cat.put_entry(repo, branch, path, entry)
+    entry = cat.stage_upload(repo, branch, path, entry, if_absent=exclusive)
     return json_response(201, _stats(ctx, repo_rec, path, entry))
 
 

@@ -46,7 +46,7 @@ from lakemount.catalog.protection import BranchProtection
 from lakemount.catalog.pulls import MAX_COMMENTS, Pulls, PullStore
 from lakemount.catalog.storage import StorageVerbs
 from lakemount.catalog.uploads import UploadVerbs
-from lakemount.errors import InvalidArgument, ObjectNotFound, SourceChanged, TooManyActionFiles, Unavailable
+from lakemount.errors import InvalidArgument, ObjectExists, ObjectNotFound, SourceChanged, TooManyActionFiles, Unavailable
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value, prefix_end
@@ -121,6 +121,11 @@ def check_new_key(key: bytes) -> None:
     except UnicodeDecodeError:
         raise InvalidArgument(f"invalid path '{printable(decode_path(key))}': a name that is not UTF-8 text") from None
     encode_new_path(path)
+
+
+def _same_content(a: Entry, b: Entry) -> bool:
+    """Whether two entries differ in nothing but their mtime (lakeFS's value identity leaves time out)."""
+    return a._replace(mtime_ns=0) == b._replace(mtime_ns=0)
 
 
 def decode_path(key: bytes) -> str:
@@ -499,6 +504,34 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         """Stage ``entry`` at ``path``; raises ``InvalidArgument`` for a key no front end may write."""
         key = encode_new_path(path)
         self.graveler.set(repo, self.writable_branch(repo, ref), key, entry.value())
+
+    def stage_upload(
+        self, repo: str, ref: str | ResolvedRef, path: str, entry: Entry, *, if_absent: bool = False, timed: bool = False
+    ) -> Entry:
+        """Stage an uploaded object's ``entry`` (the API's upload and link, the gateway's PUT and multipart
+        completion); returns the entry ``path`` now has.
+
+        As in lakeFS, an object's identity is its content (data, size, ETag, type, metadata), not the time
+        it was put: an upload of what the branch already holds at ``path`` (staged, or at its head) stages
+        no new version, so putting the same bytes again leaves nothing to commit or merge.  (The mount
+        stages through :meth:`put_entry`: there ``utimens`` alone is a change; so is an upload whose client
+        chose its mtime, ``timed``.)  ``if_absent`` is
+        ``If-None-Match: *``: raises ``ObjectExists`` if ``path`` has an object.  Also raises what
+        :meth:`writable_branch` and :meth:`put_entry` raise.
+        """
+        key = encode_new_path(path)
+        branch = self.writable_branch(repo, ref)
+        current = self.get_optional(repo, branch, path)
+        if current is not None:
+            if if_absent:
+                raise ObjectExists(f"{repo}/{branch}/{path}")
+            if current == entry or (not timed and _same_content(current, entry)):
+                return current
+            committed = self.get_optional(repo, f"{branch}@", path)
+            if committed is not None and (committed == entry or (not timed and _same_content(committed, entry))):
+                entry = committed  # back to the head's version: the staged change undone
+        self.graveler.set(repo, branch, key, entry.value())
+        return entry
 
     def apply(self, repo: str, ref: str | ResolvedRef, changes: Sequence[tuple[str, Entry | None]]) -> None:
         """Stage several puts (Entry) and deletes (None) as one atomic transaction.

@@ -85,3 +85,30 @@ def test_uncommitted_removal_is_sized_zero(repo: Any) -> None:
     main.commit("drop and add")
     sizes = {d.path: (d.type, d.size_bytes) for d in repo.ref(before).diff(main)}
     assert sizes == {"gone.bin": ("removed", 1000), "new.bin": ("added", 7)}
+
+
+def test_transaction_that_changed_nothing_leaves_the_head(served: Any, repo: Any) -> None:
+    from lakefs_spec import LakeFSFileSystem
+
+    from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET
+
+    main = repo.branch("main")
+    fs = LakeFSFileSystem(host=served.api, username=ADMIN_KEY, password=ADMIN_SECRET)
+    fs.pipe(f"{repo.id}/main/data/x.csv", b"a,b\n1,2\n")
+    main.commit("x")
+    head = main.head.id
+    with fs.transaction(repo.id, "main") as tx:
+        fs.pipe(f"{repo.id}/{tx.branch.id}/data/x.csv", b"a,b\n1,2\n")
+        assert list(tx.branch.uncommitted()) == []  # the same bytes again: no change
+        tx.commit("again")
+    assert main.head.id == head
+    # Direct re-puts to the branch: nothing to commit; a put back to the head's version undoes a change.
+    fs.pipe(f"{repo.id}/main/data/x.csv", b"a,b\n1,2\n")
+    assert list(main.uncommitted()) == []
+    fs.pipe(f"{repo.id}/main/data/x.csv", b"changed")
+    assert [d.path for d in main.uncommitted()] == ["data/x.csv"]
+    fs.pipe(f"{repo.id}/main/data/x.csv", b"a,b\n1,2\n")
+    assert list(main.uncommitted()) == []
+    # Other metadata is a change all the same (lakeFS's identity holds the type and user metadata).
+    fs.pipe(f"{repo.id}/main/data/x.csv", b"a,b\n1,2\n", metadata={"k": "v"})
+    assert [d.path for d in main.uncommitted()] == ["data/x.csv"]

@@ -78,7 +78,8 @@ def handle(ctx: Ctx) -> Response:
         address = cat.store_landed(target.repo, body.land, body.sha256)
     entry = upload_entry(address, body.size, body.md5, path, content_type_of(ctx.req), metadata)
     check_write_conditions(ctx, repo, branch, path)
-    cat.put_entry(repo, branch, path, entry)
+    exclusive = (ctx.req.header("if-none-match") or "").strip() == "*"
+    entry = cat.stage_upload(repo, branch, path, entry, if_absent=exclusive)
     headers = [("ETag", quoted(entry.etag))]
     headers += [(f"x-amz-checksum-{a}", v) for a, v in body.checksums.items()]
     return Response(200, headers)
