@@ -27,7 +27,8 @@ def repo_of(ctx: Ctx, action: Action | Permission) -> str:
 def list_branches(ctx: Ctx) -> Response:
     """listBranches: branches by name after ``after``/under ``prefix``, a page of ``amount``; 403 without ReadRepo."""
     repo = repo_of(ctx, Action.READ_REPO)
-    items = after_filter(ctx.catalog.list_branches(repo), lambda b: b.name, prefix=ctx.q("prefix") or "", after=ctx.q("after") or "")
+    shown = ctx.catalog.list_branches(repo, show_hidden=ctx.q_bool("show_hidden"))
+    items = after_filter(shown, lambda b: b.name, prefix=ctx.q("prefix") or "", after=ctx.q("after") or "")
     return json_response(200, paginate(items, ctx.page_size(), lambda b: b.name, lambda b: ref_json(b.name, b.commit_id)))
 
 
@@ -37,7 +38,7 @@ def create_branch(ctx: Ctx) -> Response:
     """createBranch: create branch ``name`` at ref ``source``, answering its commit id as text (201); 404 unknown source, 409 if it exists."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     body = ctx.json_body()
-    b = ctx.catalog.create_branch(repo, body["name"], body["source"])
+    b = ctx.catalog.create_branch(repo, body["name"], body["source"], hidden=bool(body.get("hidden")))
     return Response(201, [("Content-Type", "text/html"), *INERT_HEADERS], b.commit_id.encode())  # lakeFS's type
 
 

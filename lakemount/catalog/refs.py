@@ -124,12 +124,13 @@ class RefVerbs:
         return self.graveler.get_commit(repo, commit_id)
 
     # ------------------------------------------------------------------ branches
-    def create_branch(self, repo: str, name: str, source: str) -> Branch:
-        """Branch ``name`` at the commit ``source`` points at; ``AlreadyExists`` if a branch or tag has the name,
-        ``HookFailed`` (a pre-create-branch hook, read from ``source``), ``InvalidName``."""
+    def create_branch(self, repo: str, name: str, source: str, *, hidden: bool = False) -> Branch:
+        """Branch ``name`` at the commit ``source`` points at, ``hidden`` from listings unless asked (lakeFS's hidden
+        branches); ``AlreadyExists`` if a branch or tag has the name, ``HookFailed`` (a pre-create-branch hook, read
+        from ``source``), ``InvalidName``."""
         names.check_branch(name)
         self.actions.run(Event("pre-create-branch", repo, name, source_ref=source), source)
-        b = self.graveler.create_branch(repo, name, source)
+        b = self.graveler.create_branch(repo, name, source, hidden=hidden)
         self.feed.emit(repo, name, "branch-created", source=source, commit_id=b.commit_id)
         self.actions.run(Event("post-create-branch", repo, name, source_ref=source, commit_id=b.commit_id), b.commit_id)
         return b
@@ -153,9 +154,10 @@ class RefVerbs:
         """
         return self.graveler.branch_seen(repo, name)
 
-    def list_branches(self, repo: str) -> list[Branch]:
-        """The branches of ``repo``, by name; raises ``RepositoryNotFound``."""
-        return self.graveler.list_branches(repo)
+    def list_branches(self, repo: str, *, show_hidden: bool = True) -> list[Branch]:
+        """The branches of ``repo``, by name, those created hidden only if ``show_hidden``; raises ``RepositoryNotFound``."""
+        branches = self.graveler.list_branches(repo)
+        return branches if show_hidden else [b for b in branches if not b.hidden]
 
     def delete_branch(self, repo: str, name: str) -> int:
         """Delete a branch and its uncommitted changes, returning how many changes were dropped with it;

@@ -269,7 +269,7 @@ class Graveler:
         return self.refs.get_commit(repo, self.resolve(repo, expr).commit_id)
 
     # ------------------------------------------------------------------ branches
-    def create_branch(self, repo: str, name: str, source: str) -> Branch:
+    def create_branch(self, repo: str, name: str, source: str, *, hidden: bool = False) -> Branch:
         cid = self.resolve(repo, source).commit_id
         try:
             self.refs.get_tag(repo, name)
@@ -282,7 +282,7 @@ class Graveler:
                 raise AlreadyExists(f"a commit with id {name} exists in {repo}")
             except CommitNotFound:
                 pass
-        branch = Branch(name, cid, new_token())
+        branch = Branch(name, cid, new_token(), hidden=hidden)
         self.refs.create_branch(repo, branch)
         self.journal.record(self.get_repository(repo).storage_namespace, {"op": "branch", "name": name, "old": None, "new": cid})
         return branch

@@ -236,6 +236,9 @@ class Branch:
     commit_id: CommitID
     staging_token: StagingToken
     sealed_tokens: tuple[StagingToken, ...] = field(default=())
+    # Left out of listings unless asked (lakeFS 1.44's hidden branches: a transaction's temporary branch).
+    # Not part of equality: compare-and-swap compares a branch's head and staging, never this.
+    hidden: bool = field(default=False, compare=False)
 
     @property
     def tokens(self) -> tuple[StagingToken, ...]:

@@ -112,3 +112,25 @@ def test_transaction_that_changed_nothing_leaves_the_head(served: Any, repo: Any
     # Other metadata is a change all the same (lakeFS's identity holds the type and user metadata).
     fs.pipe(f"{repo.id}/main/data/x.csv", b"a,b\n1,2\n", metadata={"k": "v"})
     assert [d.path for d in main.uncommitted()] == ["data/x.csv"]
+
+
+def test_hidden_branches_are_listed_only_when_asked(repo: Any, client: Any) -> None:
+    main = repo.branch("main")
+    main.object("a").upload(b"a")
+    main.commit("a")
+    repo.branch("shown").create(main)
+    repo.branch("secret").create(main, hidden=True)
+    assert {b.id for b in repo.branches()} == {"main", "shown"}
+    api = client.sdk_client.branches_api
+    assert {r.id for r in api.list_branches(repo.id, show_hidden=True).results} == {"main", "shown", "secret"}
+    assert repo.branch("secret").head.id == main.head.id  # hidden from listings only
+    # transact() works on a hidden temporary branch: a listing meanwhile shows only the user's branches.
+    with main.transact(commit_message="tx") as tx:
+        tx.object("b").upload(b"b")
+        assert {b.id for b in repo.branches()} == {"main", "shown"}
+        assert len(api.list_branches(repo.id, show_hidden=True).results) == 4
+    assert {o.path for o in main.objects()} == {"a", "b"}
+    # Deleted and made again without hidden, the name is listed.
+    repo.branch("secret").delete()
+    repo.branch("secret").create(main)
+    assert {b.id for b in repo.branches()} == {"main", "shown", "secret"}
