@@ -80,6 +80,19 @@ def reset_branch(ctx: Ctx) -> Response:
     return empty(204)
 
 
+@operation("PUT", "/repositories/{repository}/branches/{branch}/hard_reset", "hardResetBranch", tag="experimental",
+           summary="point the branch at a ref (it must have no uncommitted changes)",
+           params=(Param("ref", required=True, description="after the reset, the branch points at this ref's commit"),
+                   Param("force", "boolean")),
+           status=204, errors=(400, 401, 403, 404))
+def hard_reset_branch(ctx: Ctx) -> Response:
+    """hardResetBranch: move the branch's head to ``ref``'s commit (204); 400 if it has uncommitted changes (dirty
+    branch), 403 on a protected branch, 404 for an unknown branch or ref."""
+    repo = repo_of(ctx, Action.WRITE_REPO)
+    ctx.catalog.hard_reset(repo, ctx.params["branch"], ctx.q_required("ref"), committer=ctx.user or "lakemount")
+    return empty(204)
+
+
 def _parent_number(n: int | None) -> int | None:
     return None if not n else n
 

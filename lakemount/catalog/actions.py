@@ -13,8 +13,10 @@ An action file is YAML under ``_lakefs_actions/`` (lakeFS's format)::
         properties: {allowed_paths: ["tables/*"], max_size: 1048576}
 
 Events: ``pre-``/``post-`` ``commit``, ``merge``, ``create-branch``,
-``delete-branch``, ``create-tag``, ``delete-tag``.  Files are read from the
-branch being committed or deleted, the source of a new branch, the commit a
+``delete-branch``, ``create-tag``, ``delete-tag``, ``revert``, ``cherry-pick``,
+and ``prepare-commit`` (lakeFS's: before ``pre-commit``, and a failure aborts the
+commit like a pre-event's).  Files are read from the
+branch being committed, reverted, picked onto or deleted, the source of a new branch, the commit a
 tag names, and for a merge from both the destination (so a source branch
 cannot drop the destination's guards) and the source (as lakeFS does); a file
 identical in both runs once.  A pre-event's hooks run in file order and
@@ -45,10 +47,13 @@ from lakemount.config import ActionsConfig, HooksConfig
 from lakemount.errors import HookFailed, InvalidArgument, TooManyActionFiles
 
 ACTIONS_PREFIX: Final = "_lakefs_actions/"
-EVENTS: Final = tuple(
-    f"{when}-{what}"
-    for what in ("commit", "merge", "create-branch", "delete-branch", "create-tag", "delete-tag")
-    for when in ("pre", "post")
+EVENTS: Final = (
+    "prepare-commit",
+    *(
+        f"{when}-{what}"
+        for what in ("commit", "merge", "create-branch", "delete-branch", "create-tag", "delete-tag", "revert", "cherry-pick")
+        for when in ("pre", "post")
+    ),
 )
 MAX_ACTION_FILE: Final = 1 << 20
 # Values an action file may hold once YAML aliases are expanded: a file of a few
@@ -361,7 +366,7 @@ class Actions:
         """
         actions, broken = self.load(event.repo, *refs)
         matching = [a for a in actions if a.matches(event.type, event.branch)]
-        pre = event.type.startswith("pre-")
+        pre = event.type.startswith("pre-") or event.type == "prepare-commit"  # a failure aborts the operation
         if not matching and not (broken and pre):
             return None
         start = self.clock()

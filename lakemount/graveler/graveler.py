@@ -807,6 +807,21 @@ class Graveler:
         )
 
     # ------------------------------------------------------------------ reset
+    def hard_reset(self, repo: str, branch: str, ref: str) -> Commit:
+        """Move ``branch``'s head to the commit ``ref`` points at (lakeFS's hard reset), returning it.
+
+        Raises ``DirtyBranch`` if the branch has uncommitted changes, ``RefNotFound`` and what
+        :meth:`resolve` raises.  ``ref`` is resolved under the swap, as lakeFS does: a reset to
+        ``branch~1`` racing a commit lands one commit below whichever head it swaps.
+        """
+        backoff = _Backoff()
+        while True:
+            b = self._clean_branch(repo, branch, "hard reset")
+            commit = self.refs.get_commit(repo, self.resolve(repo, ref).commit_id)
+            if self._swap_head(repo, b, commit):
+                return commit
+            backoff.wait()
+
     def reset(self, repo: str, branch: str, *, prefix: bytes | None = None, key: bytes | None = None) -> None:
         """Drop uncommitted changes: all of them, those under ``prefix``, or one ``key``."""
         if prefix is None and key is None:

@@ -134,3 +134,111 @@ def test_hidden_branches_are_listed_only_when_asked(repo: Any, client: Any) -> N
     repo.branch("secret").delete()
     repo.branch("secret").create(main)
     assert {b.id for b in repo.branches()} == {"main", "shown", "secret"}
+
+
+def test_squash_merge_has_one_parent(repo: Any) -> None:
+    main = repo.branch("main")
+    main.object("a").upload(b"a")
+    main.commit("a")
+    dev = repo.branch("dev").create(main)
+    for i in range(3):
+        dev.object(f"d{i}").upload(b"d")
+        dev.commit(f"d{i}")
+    head = main.head.id
+    dev.merge_into(main, squash_merge=True, message="squashed")
+    c = main.get_commit()
+    assert c.parents == [head] and c.message == "squashed"
+    assert {o.path for o in main.objects()} == {"a", "d0", "d1", "d2"}
+
+
+def test_hard_reset_moves_a_clean_branch_to_a_ref(repo: Any, client: Any) -> None:
+    from lakefs_sdk.exceptions import NotFoundException
+
+    experimental = client.sdk_client.experimental_api
+    main = repo.branch("main")
+    main.object("a").upload(b"a")
+    first = main.commit("a").get_commit().id
+    main.object("b").upload(b"b")
+    main.commit("b")
+    main.object("dirty").upload(b"d")
+    with pytest.raises(Exception, match=r"dirty branch") as err:
+        experimental.hard_reset_branch(repo.id, "main", first)
+    assert err.value.status == 400
+    main.reset_changes()
+    experimental.hard_reset_branch(repo.id, "main", "main~1")
+    assert main.head.id == first
+    assert {o.path for o in main.objects()} == {"a"}
+    with pytest.raises(NotFoundException):
+        experimental.hard_reset_branch(repo.id, "main", "no-such-ref")
+
+
+def test_put_if_absent_on_the_api_and_the_gateway(served: Any, repo: Any) -> None:
+    from botocore.exceptions import ClientError
+    from lakefs.exceptions import ObjectExistsException
+
+    main = repo.branch("main")
+    main.object("once").upload(b"1", mode="xb")
+    with pytest.raises(ObjectExistsException):
+        main.object("once").upload(b"2", mode="xb")
+    assert main.object("once").reader().read() == b"1"
+    s3 = served.gateway.client()
+    s3.put_object(Bucket=repo.id, Key="main/g", Body=b"1", IfNoneMatch="*")
+    with pytest.raises(ClientError) as err:
+        s3.put_object(Bucket=repo.id, Key="main/g", Body=b"2", IfNoneMatch="*")
+    assert err.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert s3.get_object(Bucket=repo.id, Key="main/g")["Body"].read() == b"1"
+
+
+def test_revert_cherry_pick_and_prepare_commit_hooks_run(repo: Any) -> None:
+    import http.server
+    import json
+    import threading
+
+    seen: list[tuple[str, str]] = []
+    refuse: set[str] = set()
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            event = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            seen.append((event["event_type"], event.get("commit_id", "")))
+            self.send_response(412 if event["event_type"] in refuse else 200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    hooks = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    hooks.daemon_threads = True
+    threading.Thread(target=hooks.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{hooks.server_address[1]}/"
+        events = ("prepare-commit", "pre-revert", "post-revert", "pre-cherry-pick", "post-cherry-pick")
+        on = ", ".join(f"{e}: {{}}" for e in events)
+        main = repo.branch("main")
+        main.object("_lakefs_actions/watch.yaml").upload(
+            f"name: watch\non: {{{on}}}\nhooks: [{{id: w, type: webhook, properties: {{url: '{url}'}}}}]\n".encode())
+        main.object("a").upload(b"a")
+        c = main.commit("a").get_commit().id
+        assert [e for e, _ in seen] == ["prepare-commit"]
+        dev = repo.branch("dev").create(main)
+        dev.object("x").upload(b"x")
+        picked = dev.commit("x").get_commit().id
+        seen.clear()
+        main.cherry_pick(picked)
+        new = main.head.id
+        assert seen == [("pre-cherry-pick", ""), ("post-cherry-pick", new)]
+        seen.clear()
+        main.revert(new)
+        assert seen == [("pre-revert", ""), ("post-revert", main.head.id)]
+        # A failing prepare-commit or pre-revert hook refuses the operation.
+        refuse.update({"prepare-commit", "pre-revert"})
+        main.object("b").upload(b"b")
+        with pytest.raises(Exception, match="prepare-commit"):
+            main.commit("b")
+        head = main.head.id
+        with pytest.raises(Exception, match="pre-revert"):
+            main.revert(c)
+        assert main.head.id == head
+    finally:
+        hooks.shutdown()
