@@ -74,7 +74,7 @@ class RefVerbs:
     def _namespaces(self) -> list[tuple[str, str]]:
         return [(r.name, r.storage_namespace) for r in self.graveler.list_repositories()]
 
-    def import_source(self, text: str) -> ImportSource:
+    def import_source(self, text: str, *, single: bool = False) -> ImportSource:
         """Where an import of ``text`` (``/dir``, ``local:///dir``, ``file:///dir``, ``s3://bucket/prefix``) reads from.
 
         Every front end asks this before importing (the API before it starts the
@@ -82,7 +82,7 @@ class RefVerbs:
         outside ``blockstore.local.import_roots``, ``NotFound``, ``InvalidArgument``
         (see ``Confinement.import_source``).
         """
-        return self.confinement.import_source(text, self._namespaces())
+        return self.confinement.import_source(text, self._namespaces(), single=single)
 
     def repository(self, name: str) -> Repository:
         """Repository ``name``; raises ``RepositoryNotFound``."""
