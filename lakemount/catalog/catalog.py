@@ -49,7 +49,7 @@ from lakemount.catalog.uploads import UploadVerbs
 from lakemount.errors import InvalidArgument, ObjectExists, ObjectNotFound, SourceChanged, TooManyActionFiles, Unavailable
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler
-from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value, prefix_end
+from lakemount.graveler.model import FILE_MODE, Commit, Entry, Repository, decode_value, prefix_end
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef
 
@@ -577,6 +577,17 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         )
         self.graveler.set(repo, branch, key, entry.value())
         return entry
+
+    def add_samples(self, repo: str, *, committer: str = "lakemount") -> Commit:
+        """Commit the sample dataset (:mod:`~lakemount.catalog.samples`) to ``repo``'s default branch, in one
+        commit; returns it.  For a repository just created with lakeFS's ``sample_data``; raises what
+        :meth:`put` and :meth:`commit` raise."""
+        from lakemount.catalog.samples import SAMPLE_MESSAGE, sample_files
+
+        branch = self.repository(repo).default_branch
+        for path, data, content_type in sample_files():
+            self.put(repo, branch, path, data, content_type=content_type)
+        return self.commit(repo, branch, SAMPLE_MESSAGE, committer=committer).commit
 
     def delete(self, repo: str, ref: str | ResolvedRef, path: str) -> None:
         """Stage the deletion of ``path``; raises ``ObjectNotFound`` if it is not there."""

@@ -242,3 +242,41 @@ def test_revert_cherry_pick_and_prepare_commit_hooks_run(repo: Any) -> None:
         assert main.head.id == head
     finally:
         hooks.shutdown()
+
+
+def test_repository_with_samples_and_the_default_namespace(served: Any, client: Any) -> None:
+    import io
+
+    import lakefs
+    import pyarrow.parquet as pq
+
+    # The storage config names where repositories go, so a client composes a namespace without asking.
+    prefix = client.storage_config.default_namespace_prefix
+    assert prefix == f"local://{served.home}/data"
+    name = served.repo_name("s")
+    repo = lakefs.Repository(name, client=client).create(storage_namespace=f"{prefix}/{name}", include_samples=True)
+    main = repo.branch("main")
+    commits = list(main.log())
+    assert len(commits) == 2 and commits[0].message == "Add sample data"
+    paths = {o.path for o in main.objects()}
+    assert {"README.md", "lakes.parquet", "lakes.csv", "_lakefs_actions/check_tables.yaml"} <= paths
+    assert len([p for p in paths if p.startswith("images/") and p.endswith(".png")]) >= 3
+    table = pq.read_table(io.BytesIO(main.object("lakes.parquet").reader().read()))
+    assert table.column_names == ["name", "country", "area_km2", "max_depth_m"] and table.num_rows > 0
+    assert main.object("lakes.csv").reader().read().decode().count("\n") == table.num_rows + 1
+    assert main.object("images/lake.png").reader().read().startswith(b"\x89PNG\r\n\x1a\n")
+    assert repo.properties.storage_id == ""
+    # The example hook is live: a merge into main bringing a Parquet file that drops a column is refused.
+    import pyarrow as pa
+
+    dev = repo.branch("dev").create(main)
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"name": ["x"]}), buf)
+    dev.object("lakes2.parquet").upload(buf.getvalue())
+    dev.commit("narrower table")
+    with pytest.raises(Exception, match="tables_keep_their_columns"):
+        dev.merge_into(main)
+    # A store this server does not have is refused.
+    with pytest.raises(BadRequestException, match="storage_id"):
+        lakefs.Repository(served.repo_name("s"), client=client).create(
+            storage_namespace=f"{prefix}/other", storage_id="elsewhere")

@@ -182,16 +182,22 @@ async function reposPage(q) {
       try { await api("DELETE", "/repositories/" + enc(r.id)); render(); } catch (e) { main().prepend(errorBox(e)); }
     }}, "delete"))));
   const name = el("input", {name: "name", placeholder: "name", required: true});
-  const ns = el("input", {name: "storage_namespace", placeholder: "storage namespace (e.g. local:///data/repo)", size: 40, required: true});
+  // Left empty, the namespace is the storage config's default_namespace_prefix + "/" + name, as lakeFS's form fills it.
+  const ns = el("input", {name: "storage_namespace", placeholder: "storage namespace (default: under the server's store)", size: 40});
+  api("GET", "/config/storage").then(c => {
+    if (c.default_namespace_prefix) ns.placeholder = "storage namespace (default: " + c.default_namespace_prefix + "/<name>)";
+  }).catch(() => {});
   const branch = el("input", {name: "default_branch", value: "main", size: 10});
+  const samples = el("input", {type: "checkbox", name: "sample_data"});
   const msg = el("div");
   const create = el("form", {class: "inline", id: "create-repo", onsubmit: async ev => {
     ev.preventDefault();
     try {
-      await api("POST", "/repositories", {}, {name: name.value.trim(), storage_namespace: ns.value.trim(), default_branch: branch.value.trim() || "main"});
+      await api("POST", "/repositories", {}, {name: name.value.trim(), storage_namespace: ns.value.trim(),
+                                                default_branch: branch.value.trim() || "main", sample_data: samples.checked});
       render();
     } catch (e) { msg.replaceChildren(errorBox(e)); }
-  }}, "New repository: ", name, ns, branch, el("button", {type: "submit"}, "create"));
+  }}, "New repository: ", name, ns, branch, el("label", {}, samples, " sample data"), el("button", {type: "submit"}, "create"));
   draw(g0, el("h2", {}, "Repositories"), create, msg,
     rows.length ? el("table", {id: "repos"}, el("tr", {}, el("th", {}, "repository"), el("th", {}, "default branch"),
       el("th", {}, "storage namespace"), el("th", {}, "created"), el("th", {}, "")), rows)
