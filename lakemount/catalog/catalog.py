@@ -46,7 +46,14 @@ from lakemount.catalog.protection import BranchProtection
 from lakemount.catalog.pulls import MAX_COMMENTS, Pulls, PullStore
 from lakemount.catalog.storage import StorageVerbs
 from lakemount.catalog.uploads import UploadVerbs
-from lakemount.errors import InvalidArgument, ObjectExists, ObjectNotFound, SourceChanged, TooManyActionFiles, Unavailable
+from lakemount.errors import (
+    InvalidArgument,
+    ObjectExists,
+    ObjectNotFound,
+    SourceChanged,
+    TooManyActionFiles,
+    Unavailable,
+)
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import FILE_MODE, Commit, Entry, Repository, decode_value, prefix_end

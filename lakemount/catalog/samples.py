@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Final
 
 SAMPLE_MESSAGE: Final = "Add sample data"
@@ -64,15 +64,14 @@ hooks:
 """
 
 
-def _png(width: int, height: int, pixel: object) -> bytes:
+def _png(width: int, height: int, pixel: Callable[[int, int], tuple[int, int, int]]) -> bytes:
     """An 8-bit RGB PNG whose pixel (x, y) is ``pixel(x, y)`` -> (r, g, b)."""
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
     rows = b"".join(
-        b"\x00" + b"".join(bytes(pixel(x, y)) for x in range(width))  # type: ignore[operator]
-        for y in range(height)
+        b"\x00" + b"".join(bytes(pixel(x, y)) for x in range(width)) for y in range(height)
     )
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 9)) + chunk(b"IEND", b"")
