@@ -74,7 +74,9 @@ class Entry(NamedTuple):
         """Hash of everything a user can observe, mtime included (16 bytes).
 
         The mtime counts because the mount versions ``utimens`` like chmod and
-        chown; re-uploading identical bytes is a new version, as in S3.
+        chown.  An upload of what a path already holds keeps the held entry
+        (``Catalog.stage_upload``), so re-putting identical bytes is no change,
+        as lakeFS's identity (which leaves time out) has it.
         """
         return hashlib.blake2b(self.encode(), digest_size=IDENTITY_LEN).digest()
 

@@ -419,6 +419,18 @@ async function commitPage(repo, id, q) {
     diffPart = [el("p", {class: "muted"}, "The first commit: no parent to compare with.")];
   }
   const meta = Object.entries(c.metadata || {});
+  // Revert this commit on a branch (lakeFS's UI does it from the commit): a new commit undoing its change.
+  // A merge commit is reverted against its first parent, the branch it was merged into.
+  const target = el("input", {id: "revert-branch", name: "branch", placeholder: "branch", size: 14, required: true});
+  const revertMsg = el("div");
+  const revert = el("form", {class: "inline", id: "revert-commit", onsubmit: async () => {
+    const branch = target.value.trim();
+    try {
+      await api("POST", route("repositories", repo, "branches", branch, "revert"), {},
+                {ref: c.id, parent_number: (c.parents || []).length > 1 ? 1 : 0});
+      location.assign("#" + route("r", repo, "commits", branch));
+    } catch (e) { revertMsg.replaceChildren(errorBox(e)); }
+  }}, "Revert this commit on ", target, el("button", {type: "submit", id: "revert-button"}, "revert"));
   draw(g0, el("h2", {}, repo), repoTabs(repo, c.id),
     el("h3", {}, "Commit ", el("code", {}, c.id)),
     el("pre", {id: "commit-message"}, c.message),
@@ -426,6 +438,7 @@ async function commitPage(repo, id, q) {
       (c.parents || []).map(p => [link(route("r", repo, "commit", p), p.slice(0, 12)), " "])),
     meta.length ? el("table", {}, meta.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v)))) : null,
     el("p", {}, link(route("r", repo, "tree", c.id), "browse at this commit")),
+    parent ? revert : null, revertMsg,
     ...diffPart);
 }
 
