@@ -131,8 +131,10 @@ def check_new_key(key: bytes) -> None:
 
 
 def _same_content(a: Entry, b: Entry) -> bool:
-    """Whether two entries differ in nothing but their mtime (lakeFS's value identity leaves time out)."""
-    return a._replace(mtime_ns=0) == b._replace(mtime_ns=0)
+    """Whether two entries differ in nothing but their time and where their bytes lie: lakeFS's value identity
+    (size, ETag, metadata, content type; here also mode, owner and symlink target) leaves both out.  A presigned
+    upload lands at an address of its own; the same size and ETag are the same bytes."""
+    return a._replace(mtime_ns=0, address="") == b._replace(mtime_ns=0, address="")
 
 
 def decode_path(key: bytes) -> str:
@@ -518,9 +520,10 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         """Stage an uploaded object's ``entry`` (the API's upload and link, the gateway's PUT and multipart
         completion); returns the entry ``path`` now has.
 
-        As in lakeFS, an object's identity is its content (data, size, ETag, type, metadata), not the time
-        it was put: an upload of what the branch already holds at ``path`` (staged, or at its head) stages
-        no new version, so putting the same bytes again leaves nothing to commit or merge.  (The mount
+        As in lakeFS, an object's identity is its content (size, ETag, type, metadata), not the time it
+        was put nor where its bytes landed: an upload of what the branch already holds at ``path``
+        (staged, or at its head) stages no new version, so putting the same bytes again leaves nothing
+        to commit or merge.  (The mount
         stages through :meth:`put_entry`: there ``utimens`` alone is a change; so is an upload whose client
         chose its mtime, ``timed``.)  ``if_absent`` is
         ``If-None-Match: *``: raises ``ObjectExists`` if ``path`` has an object.  Also raises what

@@ -280,3 +280,71 @@ def test_repository_with_samples_and_the_default_namespace(served: Any, client: 
     with pytest.raises(BadRequestException, match="storage_id"):
         lakefs.Repository(served.repo_name("s"), client=client).create(
             storage_namespace=f"{prefix}/other", storage_id="elsewhere")
+
+
+@pytest.fixture(scope="module")
+def s3_served(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``lakemount serve`` on the S3 block store (moto), with a bucket of import sources beside the store's."""
+    from tests.api.conftest import running
+    from tests.moto_server import moto_s3
+
+    with moto_s3("parity-store", "parity-sources") as endpoint:
+        env = {
+            "LAKEMOUNT_BLOCKSTORE_TYPE": "s3",
+            "LAKEMOUNT_BLOCKSTORE_DEFAULT_NAMESPACE_PREFIX": "s3://parity-store/repos",
+            "LAKEMOUNT_BLOCKSTORE_S3_ENDPOINT": endpoint,
+            "LAKEMOUNT_BLOCKSTORE_S3_REGION": "us-east-1",
+            "LAKEMOUNT_BLOCKSTORE_S3_ACCESS_KEY_ID": "testing",
+            "LAKEMOUNT_BLOCKSTORE_S3_SECRET_ACCESS_KEY": "testing",
+        }
+        with running(tmp_path_factory.mktemp("parity-s3"), env=env) as s:
+            s.moto = endpoint
+            yield s
+            log = s.gateway.log()
+        assert "unexpected error serving" not in log, log[-5000:]
+
+
+def test_s3_store_samples_re_put_and_an_import_of_prefixes_and_objects(s3_served: Any) -> None:
+    from datetime import timedelta
+
+    import boto3
+    import lakefs
+
+    from tests.moto_server import CREDENTIALS
+
+    client = s3_served.client()
+    prefix = client.storage_config.default_namespace_prefix
+    assert prefix == "s3://parity-store/repos"
+    name = s3_served.repo_name("s3")
+    repo = lakefs.Repository(name, client=client).create(storage_namespace=f"{prefix}/{name}", include_samples=True)
+    main = repo.branch("main")
+    assert main.get_commit().message == "Add sample data"
+    csv = main.object("lakes.csv").reader().read()
+    head = main.head.id
+    main.object("lakes.csv").upload(csv, content_type="text/csv")  # what the sample holds: no change
+    assert list(main.uncommitted()) == []
+    with pytest.raises(BadRequestException, match="no changes"):
+        main.commit("nothing")
+    main.object("lakes.csv").upload(b"other", mode="w")
+    from lakefs.exceptions import ObjectExistsException
+
+    with pytest.raises(ObjectExistsException):  # presigned here: the link is If-None-Match: *
+        main.object("lakes.csv").upload(b"again", mode="xb")
+    main.reset_changes()
+    assert main.head.id == head
+    # An import of two prefixes and one object from another bucket, in one commit.
+    src = boto3.client("s3", endpoint_url=s3_served.moto, **CREDENTIALS)
+    for key in ("a/1.txt", "a/2.txt", "b/3.txt", "c/only.txt", "c/not-this.txt"):
+        src.put_object(Bucket="parity-sources", Key=key, Body=key.encode())
+    status = (
+        main.import_data(commit_message="from s3")
+        .prefix("s3://parity-sources/a/", destination="in/a/")
+        .prefix("s3://parity-sources/b/", destination="in/b/")
+        .object("s3://parity-sources/c/only.txt", destination="in/one.txt")
+        .run(poll_interval=timedelta(seconds=0.5))
+    )
+    assert status.completed and status.error is None, status.error
+    assert status.ingested_objects == 4
+    assert {o.path for o in main.objects(prefix="in/")} == {"in/a/1.txt", "in/a/2.txt", "in/b/3.txt", "in/one.txt"}
+    assert main.object("in/one.txt").reader().read() == b"c/only.txt"
+    assert main.get_commit().parents == [head]
