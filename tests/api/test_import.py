@@ -97,3 +97,17 @@ def test_import_of_several_prefixes_and_objects_is_one_commit(repo: Any, tmp_pat
     assert paths == {f"p0/f{i:03d}.txt" for i in (0, 3, 6)} | {f"p1/f{i:03d}.txt" for i in (1, 4, 7)} | {"single/first.csv"}
     assert main.object("single/first.csv").reader().read() == b"a,b\n"
     assert main.object("single/first.csv").stat().physical_address == f"local://{other}/one.csv"
+
+
+def test_import_whose_destinations_overlap_fails_and_stages_nothing(repo: Any, tmp_path: Path) -> None:
+    src = source_dir(tmp_path, 3)
+    main = repo.branch("main")
+    head = main.head.id
+    mgr = (
+        main.import_data(commit_message="overlap")
+        .prefix(f"local://{src}/d0/", destination="x/")
+        .object(f"local://{src}/d1/f001.txt", destination="x/inside.txt")
+    )
+    with pytest.raises(ImportManagerException, match="import destinations overlap: x/inside.txt and x/"):
+        mgr.run(poll_interval=timedelta(seconds=0.5))
+    assert main.head.id == head and list(main.uncommitted()) == []
