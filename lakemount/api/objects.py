@@ -7,12 +7,10 @@ no NUL, no ``.`` or ``..`` segment; anything else is a 400.
 
 from __future__ import annotations
 
-import fnmatch
 import time
 from typing import Any, Final
 
-from lakemount.api.branches import repo_of
-from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response
+from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response, repo_of
 from lakemount.api.errors import ApiError, bad_request
 from lakemount.api.models import object_json
 from lakemount.api.pagination import page
@@ -21,7 +19,7 @@ from lakemount.api.upload import header_text, receive_object
 from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import MAX_KEY_BYTES, encode_new_path
 from lakemount.catalog.model import STORED_PREFIX, has_data, object_view, upload_entry
-from lakemount.errors import ObjectNotFound, ProtectedBranch
+from lakemount.errors import ObjectNotFound
 from lakemount.serving.bodies import read_stream
 from lakemount.serving.http import Response
 from lakemount.serving.ranges import RangeNotSatisfiable, http_date, parse_range
@@ -185,10 +183,8 @@ def upload_object(ctx: Ctx) -> Response:
     cat = ctx.catalog
     repo_rec = cat.repository(repo)
     cat.get_branch(repo, branch)
+    # Refused before the body is read: a tag or a protected branch takes no upload (the staging would refuse it after).
     cat.writable_branch(repo, branch)
-    # Refused before the body is read: a protected branch takes no upload (the staging would refuse it after).
-    if any(fnmatch.fnmatchcase(branch, p) for p in cat.protection_rules(repo)):
-        raise ProtectedBranch(repo, branch)
     exclusive = (ctx.request.header("if-none-match") or "").strip() == "*"
     meta = _metadata(ctx)
     stored = receive_object(ctx.request, cat, repo_rec, ctx.service.tmpdir)

@@ -27,17 +27,11 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, BinaryIO, Final, NamedTuple
 
+from lakemount.actions.hook import HookContext
+from lakemount.actions.parser import ACTIONS_PREFIX, MAX_ACTION_FILE
+from lakemount.actions.runner import Actions, HookLimits
+from lakemount.actions.runs import MemoryRunStore, Run, RunStore
 from lakemount.block.landing import Landing, landing
-from lakemount.catalog.actions import (
-    ACTIONS_PREFIX,
-    MAX_ACTION_FILE,
-    Actions,
-    HookContext,
-    HookLimits,
-    MemoryRunStore,
-    Run,
-    RunStore,
-)
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.model import has_data
@@ -61,8 +55,9 @@ from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef
 
 if TYPE_CHECKING:
+    from lakemount.actions.network import WebhookPolicy
     from lakemount.catalog.confinement import Confinement
-    from lakemount.catalog.hooks import WebhookPolicy
+    from lakemount.catalog.refs import ChangeSource
 
 log = logging.getLogger("lakemount.catalog")
 
@@ -169,15 +164,17 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         runs: Callable[[], RunStore] | None = None, pulls: Callable[[], PullStore] | None = None,
         events: Callable[[], EventLog] | None = None, link_key: Callable[[], bytes] | None = None,
         webhooks: WebhookPolicy | None = None, hook_limits: HookLimits | None = None, max_comments: int = MAX_COMMENTS,
+        changes: ChangeSource | None = None,
     ) -> None:
         """``confinement`` says which local locations imports and new repositories may use.
         ``runs``, ``pulls`` and ``events`` make the stores of hook runs, pull requests and the event
         feed on first use (so verbs that need none never load them); without ``runs`` or ``events``
         those are kept in memory.  ``link_key`` gives the key that signs upload addresses
         (``uploads.py``); without it, handing them out raises ``Unavailable``.  ``webhooks`` is the
-        ``hooks.WebhookPolicy`` of the addresses webhooks may reach (None: the default one);
+        ``actions.network.WebhookPolicy`` of the addresses webhooks may reach (None: the default one);
         ``hook_limits`` bounds the hooks running at once (None: the default bounds); ``max_comments``
-        the comments of one pull request."""
+        the comments of one pull request; ``changes`` pushes other processes' branch changes
+        (``watch_branches``; None: none are pushed)."""
         self.graveler = graveler
         self.adapter = adapter
         self.namespace_root = namespace_root.rstrip("/")
@@ -194,6 +191,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         self._webhooks = webhooks
         self._hook_limits = hook_limits
         self._max_comments = max_comments
+        self.changes = changes
 
     @property
     def feed(self) -> Feed:
@@ -214,7 +212,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
     def actions(self) -> Actions:
         """Hooks: finds and runs the actions an event triggers, records the runs."""
         if self._actions is None:
-            from lakemount.catalog.hooks import RUNNERS
+            from lakemount.actions.builtin import RUNNERS
 
             self._actions = Actions(self, self._make_runs(), RUNNERS, HookContext(self, self._webhooks), on_run=self._hook_ran,
                                     limits=self._hook_limits)
@@ -445,7 +443,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         for key, value in records:
             if value is not None:
                 check_new_key(key)
-        self.protection.check(repo, branch, "write")
+        self.check_writable(repo, branch)
         self.graveler.set_many(repo, branch, records)
 
     def list(

@@ -180,7 +180,7 @@ def prepare_mountpoint(home: str, mountpoint: str) -> str:
 def build_filesystem(app: App, options: MountOptions) -> FileSystem:
     """Wire a filesystem core from the composition root's stores and caches."""
     cache = app.cache
-    return FileSystem(app.catalog, app.adapter, cache.ram, cache.disk, options, cache_stats=cache.stats)
+    return FileSystem(app.catalog, app.catalog.adapter, cache.ram, cache.disk, options, cache_stats=cache.stats)
 
 
 def mount_options(
@@ -300,17 +300,7 @@ def shared_access(app: App) -> MountAccess:
 
 def _listen(app: App, fs: FileSystem) -> Any:
     """Push other nodes' branch changes into ``fs`` as they commit (PostgreSQL); ``None`` where unsupported."""
-    own = app.refs.sender
-
-    def changed(batch: Any) -> None:
-        if batch is None:
-            fs.refs_changed(None)
-            return
-        others = [c for c in batch if c.sender != own]
-        if others:
-            fs.refs_changed(others)
-
-    listener = app.refs.listen(changed)
+    listener = app.catalog.watch_branches(fs.refs_changed)
     if listener is not None:
         fs.scopes.push_live = listener.connected.is_set
         log.info("listening for branch changes on the ref store (head_ttl %.1fs stays the fallback)", fs.options.head_ttl)

@@ -1,4 +1,4 @@
-"""Interfaces graveler consumes; implementations live in ``block/``, ``cache/``, ``refs/``.
+"""Interfaces graveler consumes; implementations live in ``block/``, ``cache/``, ``metastore/``.
 
 Graveler imports none of its implementations: the composition root
 (``lakemount.app``) wires a ``BlockAdapter``, a ``Cache`` and a ``RefStore``

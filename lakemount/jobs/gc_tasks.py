@@ -61,7 +61,7 @@ SWEEP_THREADS: Final = 16
 
 def read_metaranges(config: Config, namespace: str, items: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
     """(range id, checksum) of every range the given metaranges list, once per task."""
-    adapter = app_for(config).adapter
+    adapter = app_for(config).catalog.adapter
     seen: set[str] = set()
     for mr_id, checksum in items:
         for info in metarange_ranges(adapter, namespace, mr_id, checksum):
@@ -96,7 +96,7 @@ def live_keys(
 
     for item in items:
         if item[0] == "range":
-            reader = read_table(app.adapter, namespace, item[1], item[2], "range")
+            reader = read_table(app.catalog.adapter, namespace, item[1], item[2], "range")
             for _key, value in reader.items():
                 entries += 1
                 address = value_address(value)
@@ -111,7 +111,7 @@ def live_keys(
                         continue
                 add(address)
         else:
-            for _key, staged_value in app.refs.staged_scan(StagingToken(item[1])):
+            for _key, staged_value in app.catalog.staged_records(StagingToken(item[1])):
                 if staged_value is not None:
                     staged += 1
                     add(value_address(staged_value))
@@ -160,7 +160,7 @@ def mark_task(
     objects, ``tables`` a broadcast of the referenced tables by bucket.
     Yields the bucket's counters and a sample of its candidates.
     """
-    adapter = app_for(config).adapter
+    adapter = app_for(config).catalog.adapter
     live: set[str] = set()
     for _b, shas in records:
         live.update(shas)
@@ -278,6 +278,6 @@ def sweep_task(
     for _b, shas in records:
         live.update(shas)
     yield sweep_bucket(
-        app_for(config).adapter, namespace, cutoff, mark_dir, sweep_dir,
+        app_for(config).catalog.adapter, namespace, cutoff, mark_dir, sweep_dir,
         live, tables.value.get(index, frozenset()), dry_run, index,
     )
