@@ -390,9 +390,9 @@ def import_object(app: App, source: ImportSource, repo: str, branch: str, key: s
     else:
         url = source.url
         with _s3_listing(source):
-            found = [i for i in app.adapter.list(url) if i.url == url]
+            found = [i for i in app.catalog.adapter.list(url) if i.url == url]
         units = [("sfile", source.name.encode(), f.size, f.mtime, f.etag) for f in found]
-        records = list(_s3_records(app.adapter, ImportSource("s3", source.root, source.prefix), b"", units, skipped))
+        records = list(_s3_records(app.catalog.adapter, ImportSource("s3", source.root, source.prefix), b"", units, skipped))
     if not records:
         raise NotFound(f"nothing to import: {source.url} does not exist")
     entry = records[0][1]
