@@ -41,7 +41,11 @@ def seed(served: Served) -> str:
     for i in range(230):
         main.object(f"many/f{i:04d}.txt").upload(b"x")
     main.commit(message="first <i>commit</i> with <script>alert(4)</script>")
-    main.object("data/events.parquet").upload(buf.getvalue()[:-1] + b"1")  # changed
+    # Changed: other bytes (the same bytes again would be no change, as in lakeFS).
+    changed = io.BytesIO()
+    pq.write_table(pa.table({"event_id": [f"e{i:04d}" for i in range(300)], "amount": [i * 2.5 for i in range(300)],
+                             "note": ["<script>alert(2)</script>"] * 300}), changed)
+    main.object("data/events.parquet").upload(changed.getvalue())
     main.object("data/new.txt").upload(b"new line\n")
     main.object("data/readme.json").delete()
     main.commit(message="second commit")
