@@ -177,6 +177,14 @@ class DirtyBranch(PreconditionFailed):
         self.branch = branch
 
 
+class ObjectExists(PreconditionFailed):
+    """A put-if-absent (``If-None-Match: *``) of a path that already has an object."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"object exists: {what} (If-None-Match: *)")
+        self.what = what
+
+
 class NothingToCommit(PreconditionFailed):
     """Nothing is staged on ``branch``, and an empty commit was not allowed."""
 

@@ -13,11 +13,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-EVENTS: Final = tuple(
-    f"{when}-{what}"
-    for what in ("commit", "merge", "create-branch", "delete-branch", "create-tag", "delete-tag")
-    for when in ("pre", "post")
+EVENTS: Final = (
+    "prepare-commit",  # lakeFS's: before pre-commit, and its failure aborts the commit as a pre-event's does
+    *(
+        f"{when}-{what}"
+        for what in ("commit", "merge", "create-branch", "delete-branch", "create-tag", "delete-tag", "revert", "cherry-pick")
+        for when in ("pre", "post")
+    ),
 )
+
+
+def aborts(event_type: str) -> bool:
+    """Whether a failed hook of ``event_type`` aborts the operation (pre-events and prepare-commit)."""
+    return event_type.startswith("pre-") or event_type == "prepare-commit"
 
 
 @dataclass(frozen=True, slots=True)

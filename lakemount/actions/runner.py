@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from lakemount.actions.events import Event
+from lakemount.actions.events import Event, aborts
 from lakemount.actions.hook import HookContext, HookFailure, HookRunner
 from lakemount.actions.parser import ACTIONS_PREFIX, MAX_ACTION_FILE, Action, Hook, parse_action
 from lakemount.actions.runs import HookRun, Run, RunStore, new_run_id
@@ -99,13 +99,13 @@ class Actions:
     def run(self, event: Event, *refs: str) -> Run | None:
         """Run every hook ``event`` triggers, reading actions at ``refs``; returns the recorded run or None.
 
-        For a ``pre-`` event a failed hook raises ``HookFailed`` (after the
+        For a ``pre-`` event (and ``prepare-commit``: :func:`~lakemount.actions.events.aborts`) a failed hook raises ``HookFailed`` (after the
         run is recorded) and later hooks do not run.  ``post-`` events never
         raise for a hook's failure.
         """
         actions, broken = self.load(event.repo, *refs)
         matching = [a for a in actions if a.matches(event.type, event.branch)]
-        pre = event.type.startswith("pre-")
+        pre = aborts(event.type)
         if not matching and not (broken and pre):
             return None
         start = self.clock()

@@ -19,7 +19,8 @@ DELIMITER = Param("delimiter", description="group paths by this delimiter (only 
 def list_branches(ctx: Ctx) -> Response:
     """listBranches: branches by name after ``after``/under ``prefix``, a page of ``amount``; 403 without ReadRepo."""
     repo = repo_of(ctx, Action.READ_REPO)
-    items = after_filter(ctx.catalog.list_branches(repo), lambda b: b.name, prefix=ctx.q("prefix") or "", after=ctx.q("after") or "")
+    shown = ctx.catalog.list_branches(repo, show_hidden=ctx.q_bool("show_hidden"))
+    items = after_filter(shown, lambda b: b.name, prefix=ctx.q("prefix") or "", after=ctx.q("after") or "")
     return json_response(200, paginate(items, ctx.page_size(), lambda b: b.name, lambda b: ref_json(b.name, b.commit_id)))
 
 
@@ -29,7 +30,7 @@ def create_branch(ctx: Ctx) -> Response:
     """createBranch: create branch ``name`` at ref ``source``, answering its commit id as text (201); 404 unknown source, 409 if it exists."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     body = ctx.json_body()
-    b = ctx.catalog.create_branch(repo, body["name"], body["source"])
+    b = ctx.catalog.create_branch(repo, body["name"], body["source"], hidden=bool(body.get("hidden")))
     return Response(201, [("Content-Type", "text/html"), *INERT_HEADERS], b.commit_id.encode())  # lakeFS's type
 
 
@@ -68,6 +69,19 @@ def reset_branch(ctx: Ctx) -> Response:
         if not body.get("path"):
             raise bad_request("reset of an object needs its path")
         ctx.catalog.reset(repo, branch, path=body["path"])
+    return empty(204)
+
+
+@operation("PUT", "/repositories/{repository}/branches/{branch}/hard_reset", "hardResetBranch", tag="experimental",
+           summary="point the branch at a ref (it must have no uncommitted changes)",
+           params=(Param("ref", required=True, description="after the reset, the branch points at this ref's commit"),
+                   Param("force", "boolean")),
+           status=204, errors=(400, 401, 403, 404))
+def hard_reset_branch(ctx: Ctx) -> Response:
+    """hardResetBranch: move the branch's head to ``ref``'s commit (204); 400 if it has uncommitted changes (dirty
+    branch), 403 on a protected branch, 404 for an unknown branch or ref."""
+    repo = repo_of(ctx, Action.WRITE_REPO)
+    ctx.catalog.hard_reset(repo, ctx.params["branch"], ctx.q_required("ref"), committer=ctx.user or "lakemount")
     return empty(204)
 
 

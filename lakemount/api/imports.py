@@ -4,11 +4,12 @@ An import runs in its own process (``python -m lakemount.api.imports``: it
 starts Spark, which an API worker must not host) and records its state in
 ``LAKEMOUNT_HOME/imports/<id>.json``, which every API process reads, so
 status and cancel work whichever worker the client reaches.  As in lakeFS
-the import replaces the destination prefix and ends with a commit.  One
-source per import (lakemount's importer takes one prefix): several
-``paths`` are refused with 400.  Cancel kills the import's process group;
-what it had staged stays staged (reset the branch to drop it), nothing is
-committed.
+each prefix import replaces its destination prefix, an ``object`` source is
+staged at its destination key, and the import ends with one commit; an import
+takes several sources at once (``importer.import_locations``), each asked of
+the catalog's rule before anything starts.  Cancel kills the import's process
+group and its status says "Canceled" (lakeFS's word); what it had staged stays
+staged (reset the branch to drop it), nothing is committed.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from lakemount.serving.http import Response
 
 TAG = "import"
 ID = Param("id", required=True, description="the import's id")
+MAX_LOCATIONS = 1000
+CANCELED = "Canceled"  # lakeFS's catalog.ImportCanceled: scripts match on it
 
 
 def _dir(home: str) -> str:
@@ -69,9 +72,9 @@ def _iso(t: float) -> str:
            summary="import objects from s3:// or local:// without copying them, then commit", body="ImportCreation",
            response="ImportCreationResponse", status=202, errors=(400, 401, 403, 404))
 def import_start(ctx: Ctx) -> Response:
-    """importStart: start importing one ``common_prefix`` location (s3:// or local://) in a background process, answering
-    its id (202); 403 without both WriteRepo and ImportFromStorage, 400 for other locations and for a local one outside
-    ``blockstore.local.import_roots``."""
+    """importStart: start importing ``paths`` (``common_prefix`` and ``object`` locations, s3:// or local://) in a
+    background process, answering its id (202); 403 without both WriteRepo and ImportFromStorage, 400 for other
+    locations and for a local one outside ``blockstore.local.import_roots`` (overlapping destinations fail the import)."""
     repo = repo_of(ctx, Action.WRITE_REPO)
     # Reading the server's storage is a right of its own (lakeFS's fs:ImportFromStorage): write rights
     # alone would let any writer read what the server can.  Asked before the body says anything.
@@ -79,16 +82,18 @@ def import_start(ctx: Ctx) -> Response:
     branch = ctx.params["branch"]
     body = ctx.json_body()
     paths = body["paths"]
-    if len(paths) != 1:
-        raise bad_request("exactly one import location per import is supported")
-    loc = paths[0]
-    if loc["type"] != "common_prefix":
-        raise bad_request("only common_prefix import locations are supported")
-    source = loc["path"]
-    if not source.startswith(("s3://", "local://")):
-        raise bad_request("import path must be s3://bucket/prefix or local:///absolute/path")
+    if not 1 <= len(paths) <= MAX_LOCATIONS:
+        raise bad_request(f"an import takes 1 to {MAX_LOCATIONS} paths, not {len(paths)}")
+    locations: list[dict[str, str]] = []
+    for loc in paths:
+        if loc["type"] not in ("common_prefix", "object"):
+            raise bad_request(f"unknown import location type {loc['type']!r} (common_prefix or object)")
+        if not loc["path"].startswith(("s3://", "local://")):
+            raise bad_request("import path must be s3://bucket/prefix or local:///absolute/path")
+        locations.append({"type": loc["type"], "path": loc["path"], "destination": loc["destination"]})
     ctx.catalog.writable_branch(repo, branch)
-    ctx.catalog.import_source(source)  # refused here (400), not as a failed import later; the job asks again
+    for loc in locations:  # each refused here (400), not as a failed import later; the job asks again
+        ctx.catalog.import_source(loc["path"], single=loc["type"] == "object")
     commit = body["commit"]
     import_id = secrets.token_hex(10)
     home = ctx.service.app.config.home
@@ -96,7 +101,7 @@ def import_start(ctx: Ctx) -> Response:
     path = os.path.join(d, f"{import_id}.json")
     now = time.time()
     record: dict[str, Any] = {"id": import_id, "repo": repo, "branch": branch, "state": "running", "pid": None,
-                              "update_time": now, "source": loc["path"], "destination": loc["destination"],
+                              "update_time": now, "locations": locations,
                               "message": commit["message"], "metadata": commit.get("metadata") or {},
                               "committer": ctx.user}
     _write(path, record)
@@ -104,7 +109,7 @@ def import_start(ctx: Ctx) -> Response:
     cfg = config_pipe(ctx.service.app.config)
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "lakemount.api.imports", path, f"/dev/fd/{cfg}", source],
+            [sys.executable, "-m", "lakemount.api.imports", path, f"/dev/fd/{cfg}"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, env={**os.environ, "LAKEMOUNT_HOME": home}, pass_fds=(cfg,),
         )
@@ -149,24 +154,24 @@ def import_cancel(ctx: Ctx) -> Response:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    r.update(state="canceled", update_time=time.time(), error="canceled")
+    r.update(state="canceled", update_time=time.time(), error=CANCELED)
     _write(path, r)
     return empty(204)
 
 
-def _run(record_path: str, config_path: str, source: str) -> None:
+def _run(record_path: str, config_path: str) -> None:
     """The import process: run the import, then record its outcome (never raises)."""
     from lakemount.api.models import commit_json
     from lakemount.app import App
     from lakemount.config import load
-    from lakemount.jobs.importer import import_objects
+    from lakemount.jobs.importer import Location, import_locations
 
     with open(record_path) as f:
         record = json.load(f)
     try:
         app = App(load(config_path))
-        report = import_objects(
-            app, source, record["repo"], record["branch"], record["destination"], commit=True,
+        report = import_locations(
+            app, [Location(**loc) for loc in record["locations"]], record["repo"], record["branch"], commit=True,
             message=record["message"], committer=record.get("committer") or "lakemount",
             metadata=sorted(record["metadata"].items()), show_progress=False,
         )
@@ -183,4 +188,4 @@ def _run(record_path: str, config_path: str, source: str) -> None:
 
 
 if __name__ == "__main__":
-    _run(sys.argv[1], sys.argv[2], sys.argv[3])
+    _run(sys.argv[1], sys.argv[2])

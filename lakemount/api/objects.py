@@ -177,14 +177,10 @@ def upload_object(ctx: Ctx) -> Response:
     # Refused before the body is read: a tag or a protected branch takes no upload (the staging would refuse it after).
     cat.writable_branch(repo, branch)
     exclusive = (ctx.request.header("if-none-match") or "").strip() == "*"
-    if exclusive and cat.get_optional(repo, branch, path) is not None:
-        raise ApiError(412, f"object exists: {path}")
     meta = metadata_from_headers(ctx.request, META_HEADER)
     stored = receive_object(ctx.request, cat, repo_rec)
     entry = upload_entry(stored.address, stored.size, stored.md5, path, stored.content_type, meta)
-    if exclusive and cat.get_optional(repo, branch, path) is not None:
-        raise ApiError(412, f"object exists: {path}")
-    cat.put_entry(repo, branch, path, entry)
+    entry = cat.stage_upload(repo, branch, path, entry, if_absent=exclusive)
     return json_response(201, _stats(ctx, repo_rec, path, entry))
 
 

@@ -19,10 +19,9 @@ OMITTED: Final = [
     "group ACLs (getGroupACL, setGroupACL: lakeFS's simplified ACL mode)",
     "updatePolicy, external principals, OIDC/SAML/STS login, tokens other than /auth/login's",
     "metaranges and ranges (ingestRange, createMetaRange), commit record creation, dump/restore of refs",
-    "repository metadata setting, read-only and bare repositories, sample data",
-    "multi-location or object-type imports (one common_prefix per import)",
+    "repository metadata setting, read-only and bare repositories",
     "statistics, usage reports, licensing, setup_lakefs, comm prefs, templates, async operations",
-    "commit_overrides on revert and cherry-pick, source_metarange on commit, hidden branches (accepted, listed)",
+    "commit_overrides on revert and cherry-pick, source_metarange on commit",
 ]
 
 _STATUS_TEXT: Final = {

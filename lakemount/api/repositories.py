@@ -30,12 +30,14 @@ def list_repositories(ctx: Ctx) -> Response:
            params=(Param("bare", "boolean", description="create without an initial commit (refused: every repository starts with one)"),),
            body="RepositoryCreation", response="Repository", status=201, errors=(400, 401, 403, 409))
 def create_repository(ctx: Ctx) -> Response:
-    """createRepository: create a repository (201); 400 for sample_data, read_only or bare, 409 if it exists, 403 without CreateRepo."""
+    """createRepository: create a repository (201), with ``sample_data`` holding a sample dataset in one commit; 400 for
+    read_only, bare or a ``storage_id`` other than the one store's (""), 409 if it exists, 403 without CreateRepo."""
     body = ctx.json_body()
     name = body["name"]
     ctx.require(Action.CREATE_REPO, name)
-    if body.get("sample_data"):
-        raise bad_request("sample_data is not supported")
+    if body.get("storage_id"):
+        # One block store per server, whose id is "" (the storage config's blockstore_id), as lakeFS's single store.
+        raise bad_request(f"unknown storage_id {body['storage_id'][:64]!r}: this server has one store, whose id is ''")
     if body.get("read_only"):
         raise bad_request("read-only repositories are not supported")
     if ctx.q_bool("bare"):
@@ -46,6 +48,8 @@ def create_repository(ctx: Ctx) -> Response:
         # store would be one worker's alone.
         raise bad_request("storage_namespace must be s3://bucket/prefix or local:///absolute/path")
     repo = ctx.catalog.create_repository(name, ns or None, body.get("default_branch") or "main")
+    if body.get("sample_data"):
+        ctx.catalog.add_samples(name, committer=ctx.user or "lakemount")
     return json_response(201, repository_json(repo))
 
 

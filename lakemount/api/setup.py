@@ -44,7 +44,9 @@ def storage_config(ctx: Ctx) -> dict[str, object]:
         "blockstore_type": kind,
         "blockstore_namespace_example": example,
         "blockstore_namespace_ValidityRegex": "^(s3://|local:///)",
-        "default_namespace_prefix": ctx.service.app.config.blockstore.default_namespace_prefix,
+        # Where repositories created without a namespace go (the configured prefix, or the local store's
+        # data directory): the SDK's, lakefs-spec's and the UI's repository forms start from it.
+        "default_namespace_prefix": ctx.catalog.namespace_root,
         "pre_sign_support": presign,
         "pre_sign_support_ui": False,
         "import_support": True,

@@ -73,19 +73,17 @@ def link_physical_address(ctx: Ctx) -> Response:
     linked = cat.verify_link(repo, branch, path, address, size=body["size_bytes"], checksum=body["checksum"])
     inm = (ctx.request.header("if-none-match") or "").strip()
     im = (ctx.request.header("if-match") or "").strip()
-    if inm or im:
+    if inm and inm != "*":
+        raise bad_request("If-None-Match supports only '*'")
+    if im:
         current = cat.get_optional(repo, branch, path)
-        if inm == "*" and current is not None:
-            raise ApiError(412, f"object exists: {path}")
-        if inm and inm != "*":
-            raise bad_request("If-None-Match supports only '*'")
-        if im and (current is None or im.strip('"') != current.etag):
+        if current is None or im.strip('"') != current.etag:
             raise ApiError(412, f"If-Match does not match the object at {path}")
     entry = upload_entry(linked.address, linked.size, linked.etag, path,
                        body.get("content_type") or "application/octet-stream", meta)
     if mtime is not None:  # lakeFS takes the client's time as the object's (the SDK sends none)
         entry = entry._replace(mtime_ns=mtime * 1_000_000_000)
-    cat.put_entry(repo, branch, path, entry)
+    entry = cat.stage_upload(repo, branch, path, entry, if_absent=inm == "*", timed=mtime is not None)
     out = object_json(cat, cat.repository(repo), path, entry)
     out["metadata"] = dict(meta)
     return json_response(200, out)

@@ -38,10 +38,17 @@ from lakemount.catalog.pulls import MAX_COMMENTS, Pulls, PullStore
 from lakemount.catalog.storage import StorageVerbs
 from lakemount.catalog.uploads import UploadVerbs
 from lakemount.catalog.writer import DataInfo, DataWriter
-from lakemount.errors import InvalidArgument, ObjectNotFound, SourceChanged, TooManyActionFiles, Unavailable
+from lakemount.errors import (
+    InvalidArgument,
+    ObjectExists,
+    ObjectNotFound,
+    SourceChanged,
+    TooManyActionFiles,
+    Unavailable,
+)
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler
-from lakemount.graveler.model import FILE_MODE, Entry, Repository, decode_value, prefix_end
+from lakemount.graveler.model import FILE_MODE, Commit, Entry, Repository, decode_value, prefix_end
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef
 
@@ -103,6 +110,13 @@ def check_new_key(key: bytes) -> None:
     except UnicodeDecodeError:
         raise InvalidArgument(f"invalid path '{printable(decode_path(key))}': a name that is not UTF-8 text") from None
     encode_new_path(path)
+
+
+def _same_content(a: Entry, b: Entry) -> bool:
+    """Whether two entries differ in nothing but their time and where their bytes lie: lakeFS's value identity
+    (size, ETag, metadata, content type; here also mode, owner and symlink target) leaves both out.  A presigned
+    upload lands at an address of its own; the same size and ETag are the same bytes."""
+    return a._replace(mtime_ns=0, address="") == b._replace(mtime_ns=0, address="")
 
 
 def decode_path(key: bytes) -> str:
@@ -491,6 +505,35 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         key = encode_new_path(path)
         self.graveler.set(repo, self.writable_branch(repo, ref), key, entry.value())
 
+    def stage_upload(
+        self, repo: str, ref: str | ResolvedRef, path: str, entry: Entry, *, if_absent: bool = False, timed: bool = False
+    ) -> Entry:
+        """Stage an uploaded object's ``entry`` (the API's upload and link, the gateway's PUT and multipart
+        completion); returns the entry ``path`` now has.
+
+        As in lakeFS, an object's identity is its content (size, ETag, type, metadata), not the time it
+        was put nor where its bytes landed: an upload of what the branch already holds at ``path``
+        (staged, or at its head) stages no new version, so putting the same bytes again leaves nothing
+        to commit or merge.  (The mount
+        stages through :meth:`put_entry`: there ``utimens`` alone is a change; so is an upload whose client
+        chose its mtime, ``timed``.)  ``if_absent`` is
+        ``If-None-Match: *``: raises ``ObjectExists`` if ``path`` has an object.  Also raises what
+        :meth:`writable_branch` and :meth:`put_entry` raise.
+        """
+        key = encode_new_path(path)
+        branch = self.writable_branch(repo, ref)
+        current = self.get_optional(repo, branch, path)
+        if current is not None:
+            if if_absent:
+                raise ObjectExists(f"{repo}/{branch}/{path}")
+            if current == entry or (not timed and _same_content(current, entry)):
+                return current
+            committed = self.get_optional(repo, f"{branch}@", path)
+            if committed is not None and (committed == entry or (not timed and _same_content(committed, entry))):
+                entry = committed  # back to the head's version: the staged change undone
+        self.graveler.set(repo, branch, key, entry.value())
+        return entry
+
     def apply(self, repo: str, ref: str | ResolvedRef, changes: Sequence[tuple[str, Entry | None]]) -> None:
         """Stage several puts (Entry) and deletes (None) as one atomic transaction.
 
@@ -550,6 +593,17 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         )
         self.graveler.set(repo, branch, key, entry.value())
         return entry
+
+    def add_samples(self, repo: str, *, committer: str = "lakemount") -> Commit:
+        """Commit the sample dataset (:mod:`~lakemount.catalog.samples`) to ``repo``'s default branch, in one
+        commit; returns it.  For a repository just created with lakeFS's ``sample_data``; raises what
+        :meth:`put` and :meth:`commit` raise."""
+        from lakemount.catalog.samples import SAMPLE_MESSAGE, sample_files
+
+        branch = self.repository(repo).default_branch
+        for path, data, content_type in sample_files():
+            self.put(repo, branch, path, data, content_type=content_type)
+        return self.commit(repo, branch, SAMPLE_MESSAGE, committer=committer).commit
 
     def delete(self, repo: str, ref: str | ResolvedRef, path: str) -> None:
         """Stage the deletion of ``path``; raises ``ObjectNotFound`` if it is not there."""

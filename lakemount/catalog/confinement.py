@@ -102,20 +102,24 @@ def _within(path: str, root: str) -> bool:
 # ---------------------------------------------------------------------------- import sources
 @dataclass(frozen=True, slots=True)
 class ImportSource:
-    """Where objects are imported from: a local directory (its real path) or an S3 prefix (ending in ``/`` or empty)."""
+    """Where objects are imported from: a local directory (its real path) or an S3 prefix (ending in ``/`` or empty),
+    or with ``name``, the one object of that name in it (lakeFS's ``object`` import location)."""
 
     kind: str  # "local" | "s3"
     root: str  # local: the directory's real path; s3: the bucket
     prefix: str = ""  # s3 only
+    name: str = ""  # one object only
 
     @property
     def url(self) -> str:
         if self.kind == "local":
-            return f"local://{self.root}/"
-        return f"s3://{self.root}/{self.prefix}"
+            return f"local://{self.root}/{self.name}"
+        return f"s3://{self.root}/{self.prefix}{self.name}"
 
     @property
     def location(self) -> str:
+        if self.name:  # the object's own location: what lies beside it is not read
+            return location_of(self.kind, f"{self.root}/{self.name}") if self.kind == "local" else s3_location(self.root, self.prefix + self.name)
         return location_of(self.kind, self.root, self.prefix)
 
 
@@ -165,8 +169,9 @@ class Confinement:
             owned.append((None, self.system))
         return owned
 
-    def import_source(self, text: str, repositories: Iterable[tuple[str, str]]) -> ImportSource:
-        """The source ``text`` names (``/dir``, ``file:///dir``, ``local:///dir``, ``s3://bucket/prefix``), once allowed.
+    def import_source(self, text: str, repositories: Iterable[tuple[str, str]], *, single: bool = False) -> ImportSource:
+        """The source ``text`` names (``/dir``, ``file:///dir``, ``local:///dir``, ``s3://bucket/prefix``), once allowed;
+        with ``single``, the one object it names (``local:///dir/file``, ``s3://bucket/key``), under the same rules.
 
         ``repositories`` are (name, storage namespace) of every repository.  Raises
         ``OutsideRoots`` for a local directory outside ``import_roots`` (checked
@@ -177,18 +182,30 @@ class Confinement:
         """
         kind, path, prefix = split_location(text, "import from", "source")
         if kind == "s3":
-            source = ImportSource("s3", path, prefix)
+            if single:
+                key = prefix.removesuffix("/")
+                if not key or text.endswith("/"):
+                    raise InvalidArgument(f"an object import names one object (s3://bucket/key): {text}")
+                parent, _, name = key.rpartition("/")
+                source = ImportSource("s3", path, parent + "/" if parent else "", name)
+            else:
+                source = ImportSource("s3", path, prefix)
         else:
             if not self._inside(path, self.import_roots):
                 raise OutsideRoots("import source", text, "blockstore.local.import_roots")
             real = os.path.realpath(path)
             if not os.path.exists(real):
-                raise NotFound(f"source directory does not exist: {text}")
-            if not os.path.isdir(real):
-                raise InvalidArgument(f"source is not a directory: {text}")
-            if real == "/":
-                raise InvalidArgument("refusing to import the root directory")
-            source = ImportSource("local", real)
+                raise NotFound(f"source {'object' if single else 'directory'} does not exist: {text}")
+            if single:
+                if not os.path.isfile(real):
+                    raise InvalidArgument(f"source is not a regular file: {text}")
+                source = ImportSource("local", os.path.dirname(real), name=os.path.basename(real))
+            else:
+                if not os.path.isdir(real):
+                    raise InvalidArgument(f"source is not a directory: {text}")
+                if real == "/":
+                    raise InvalidArgument("refusing to import the root directory")
+                source = ImportSource("local", real)
         found = overlap(source.location, self._owned(repositories))
         if found is not None:
             whose = f"repository {found.owner}" if found.owner else "the server's own store"

@@ -69,6 +69,11 @@ class HistoryVerbs(RefVerbs):
         self.check_writable(repo, branch, prot.COMMIT)
         meta = dict(metadata)
         self.actions.run(
+            Event("prepare-commit", repo, branch, source_ref=branch, commit_message=message, committer=committer,
+                  commit_metadata=meta),
+            branch,
+        )
+        self.actions.run(
             Event("pre-commit", repo, branch, source_ref=branch, commit_message=message, committer=committer,
                   commit_metadata=meta, changes=lambda: _changes(self.diff_uncommitted(repo, branch)),
                   read_ref=branch, dest_ref=f"{branch}@"),
@@ -144,11 +149,18 @@ class HistoryVerbs(RefVerbs):
     ) -> Commit:
         """Commit the inverse of ``ref``'s change on ``branch``; ``MergeConflict``, ``InvalidArgument``,
         ``NothingToCommit`` unless ``allow_empty``, ``ReadOnlyRef`` if ``branch`` is another kind of ref.
-        Allowed on a protected branch (with merges, the way a protected branch changes)."""
+        Allowed on a protected branch (with merges, the way a protected branch changes).
+        ``HookFailed`` when a pre-revert hook (read from ``branch``) rejects it."""
+        self.actions.run(Event("pre-revert", repo, branch, source_ref=ref, committer=committer), branch)
         c = self.graveler.revert(
             repo, branch, ref, parent_number=parent_number, committer=committer, allow_empty=allow_empty
         )
         self.feed.emit(repo, branch, "revert", reverted=ref, commit_id=c.id, committer=committer)
+        self.actions.run(
+            Event("post-revert", repo, branch, source_ref=ref, commit_message=c.message, committer=committer,
+                  commit_metadata=dict(c.metadata), commit_id=c.id),
+            c.id,
+        )
         return c
 
     def cherry_pick(
@@ -157,12 +169,18 @@ class HistoryVerbs(RefVerbs):
     ) -> Commit:
         """Commit ``ref``'s change again on ``branch``; ``MergeConflict``, ``InvalidArgument``,
         ``NothingToCommit`` unless ``allow_empty``, ``ReadOnlyRef`` if ``branch`` is another kind of ref,
-        ``ProtectedBranch``."""
+        ``ProtectedBranch``, ``HookFailed`` when a pre-cherry-pick hook (read from ``branch``) rejects it."""
         self.check_writable(repo, branch, prot.CHERRY_PICK)
+        self.actions.run(Event("pre-cherry-pick", repo, branch, source_ref=ref, committer=committer), branch)
         c = self.graveler.cherry_pick(
             repo, branch, ref, parent_number=parent_number, committer=committer, allow_empty=allow_empty
         )
         self.feed.emit(repo, branch, "cherry-pick", picked=ref, commit_id=c.id, committer=committer)
+        self.actions.run(
+            Event("post-cherry-pick", repo, branch, source_ref=ref, commit_message=c.message, committer=committer,
+                  commit_metadata=dict(c.metadata), commit_id=c.id),
+            c.id,
+        )
         return c
 
     def reset(self, repo: str, branch: str, *, prefix: str | None = None, path: str | None = None) -> None:
@@ -172,6 +190,17 @@ class HistoryVerbs(RefVerbs):
         self.graveler.reset(
             repo, branch, prefix=None if prefix is None else _key(prefix), key=None if path is None else _key(path)
         )
+
+    def hard_reset(self, repo: str, branch: str, ref: str, *, committer: str = "lakemount") -> Commit:
+        """Point ``branch`` at the commit ``ref`` names (lakeFS's hard reset), returning it; ``DirtyBranch`` if the
+        branch has uncommitted changes, ``ProtectedBranch`` (a reset moves the head as a commit does),
+        ``RefNotFound``, ``ReadOnlyRef`` if ``branch`` is another kind of ref."""
+        branch = self.writable_branch(repo, branch)
+        self.check_writable(repo, branch, prot.COMMIT)
+        old = self.graveler.get_branch(repo, branch).commit_id
+        c = self.graveler.hard_reset(repo, branch, ref)
+        self.feed.emit(repo, branch, "hard-reset", ref=ref, old=old, commit_id=c.id, committer=committer)
+        return c
 
     def reset_path(self, repo: str, branch: str, path: str) -> None:
         """Drop uncommitted changes to the object ``path`` and to everything in the directory ``path/``.

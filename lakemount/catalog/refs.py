@@ -90,7 +90,7 @@ class RefVerbs:
     def _namespaces(self) -> list[tuple[str, str]]:
         return [(r.name, r.storage_namespace) for r in self.graveler.list_repositories()]
 
-    def import_source(self, text: str) -> ImportSource:
+    def import_source(self, text: str, *, single: bool = False) -> ImportSource:
         """Where an import of ``text`` (``/dir``, ``local:///dir``, ``file:///dir``, ``s3://bucket/prefix``) reads from.
 
         Every front end asks this before importing (the API before it starts the
@@ -98,7 +98,7 @@ class RefVerbs:
         outside ``blockstore.local.import_roots``, ``NotFound``, ``InvalidArgument``
         (see ``Confinement.import_source``).
         """
-        return self.confinement.import_source(text, self._namespaces())
+        return self.confinement.import_source(text, self._namespaces(), single=single)
 
     def repository(self, name: str) -> Repository:
         """Repository ``name``; raises ``RepositoryNotFound``."""
@@ -160,12 +160,13 @@ class RefVerbs:
         return self.graveler.get_commit(repo, commit_id)
 
     # ------------------------------------------------------------------ branches
-    def create_branch(self, repo: str, name: str, source: str) -> Branch:
-        """Branch ``name`` at the commit ``source`` points at; ``AlreadyExists`` if a branch or tag has the name,
-        ``HookFailed`` (a pre-create-branch hook, read from ``source``), ``InvalidName``."""
+    def create_branch(self, repo: str, name: str, source: str, *, hidden: bool = False) -> Branch:
+        """Branch ``name`` at the commit ``source`` points at, ``hidden`` from listings unless asked (lakeFS's hidden
+        branches); ``AlreadyExists`` if a branch or tag has the name, ``HookFailed`` (a pre-create-branch hook, read
+        from ``source``), ``InvalidName``."""
         names.check_branch(name)
         self.actions.run(Event("pre-create-branch", repo, name, source_ref=source), source)
-        b = self.graveler.create_branch(repo, name, source)
+        b = self.graveler.create_branch(repo, name, source, hidden=hidden)
         self.feed.emit(repo, name, "branch-created", source=source, commit_id=b.commit_id)
         self.actions.run(Event("post-create-branch", repo, name, source_ref=source, commit_id=b.commit_id), b.commit_id)
         return b
@@ -189,9 +190,10 @@ class RefVerbs:
         """
         return self.graveler.branch_seen(repo, name)
 
-    def list_branches(self, repo: str) -> list[Branch]:
-        """The branches of ``repo``, by name; raises ``RepositoryNotFound``."""
-        return self.graveler.list_branches(repo)
+    def list_branches(self, repo: str, *, show_hidden: bool = True) -> list[Branch]:
+        """The branches of ``repo``, by name, those created hidden only if ``show_hidden``; raises ``RepositoryNotFound``."""
+        branches = self.graveler.list_branches(repo)
+        return branches if show_hidden else [b for b in branches if not b.hidden]
 
     def watch_branches(self, callback: Callable[[list[Any] | None], None]) -> Any:
         """Call ``callback`` from a thread with the branch changes other processes make, as they commit.

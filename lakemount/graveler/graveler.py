@@ -279,7 +279,7 @@ class Graveler:
         return self.refs.get_commit(repo, self.resolve(repo, expr).commit_id)
 
     # ------------------------------------------------------------------ branches
-    def create_branch(self, repo: str, name: str, source: str) -> Branch:
+    def create_branch(self, repo: str, name: str, source: str, *, hidden: bool = False) -> Branch:
         cid = self.resolve(repo, source).commit_id
         try:
             self.refs.get_tag(repo, name)
@@ -292,7 +292,7 @@ class Graveler:
                 raise AlreadyExists(f"a commit with id {name} exists in {repo}")
             except CommitNotFound:
                 pass
-        branch = Branch(name, cid, new_token())
+        branch = Branch(name, cid, new_token(), hidden=hidden)
         self.refs.create_branch(repo, branch)
         self.journal.record(self.get_repository(repo).storage_namespace, {"op": "branch", "name": name, "old": None, "new": cid})
         return branch
@@ -869,6 +869,21 @@ class Graveler:
         )
 
     # ------------------------------------------------------------------ reset
+    def hard_reset(self, repo: str, branch: str, ref: str) -> Commit:
+        """Move ``branch``'s head to the commit ``ref`` points at (lakeFS's hard reset), returning it.
+
+        Raises ``DirtyBranch`` if the branch has uncommitted changes, ``RefNotFound`` and what
+        :meth:`resolve` raises.  ``ref`` is resolved under the swap, as lakeFS does: a reset to
+        ``branch~1`` racing a commit lands one commit below whichever head it swaps.
+        """
+        backoff = _Backoff()
+        while True:
+            b = self._clean_branch(repo, branch, "hard reset")
+            commit = self.refs.get_commit(repo, self.resolve(repo, ref).commit_id)
+            if self._swap_head(repo, b, commit):
+                return commit
+            backoff.wait()
+
     def reset(self, repo: str, branch: str, *, prefix: bytes | None = None, key: bytes | None = None) -> None:
         """Drop uncommitted changes: all of them, those under ``prefix``, or one ``key``."""
         if prefix is None and key is None:

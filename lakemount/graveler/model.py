@@ -74,7 +74,9 @@ class Entry(NamedTuple):
         """Hash of everything a user can observe, mtime included (16 bytes).
 
         The mtime counts because the mount versions ``utimens`` like chmod and
-        chown; re-uploading identical bytes is a new version, as in S3.
+        chown.  An upload of what a path already holds keeps the held entry
+        (``Catalog.stage_upload``), so re-putting identical bytes is no change,
+        as lakeFS's identity (which leaves time out) has it.
         """
         return hashlib.blake2b(self.encode(), digest_size=IDENTITY_LEN).digest()
 
@@ -236,6 +238,9 @@ class Branch:
     commit_id: CommitID
     staging_token: StagingToken
     sealed_tokens: tuple[StagingToken, ...] = field(default=())
+    # Left out of listings unless asked (lakeFS 1.44's hidden branches: a transaction's temporary branch).
+    # Not part of equality: compare-and-swap compares a branch's head and staging, never this.
+    hidden: bool = field(default=False, compare=False)
 
     @property
     def tokens(self) -> tuple[StagingToken, ...]:

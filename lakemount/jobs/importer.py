@@ -50,6 +50,7 @@ from lakemount.catalog.confinement import ImportSource
 from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, prefix_end
 from lakemount.config import Config
 from lakemount.errors import (
+    InvalidArgument,
     NotFound,
     NothingToCommit,
     PreconditionFailed,
@@ -351,17 +352,110 @@ def _import_task(
 
 
 # ---------------------------------------------------------------------------- driver
-def _check_target(app: App, target: Target, commit: bool) -> None:
+def _check_target(app: App, target: Target, commit: bool, also: tuple[bytes, ...] = ()) -> None:
+    """The branch takes the import (``commit``: has no uncommitted changes outside its destination
+    prefix, nor outside ``also``, the other destinations of an import of several sources)."""
     cat = app.catalog
     cat.repository(target.repo)
     cat.writable_branch(target.repo, target.branch)  # a tag, a protected branch: refused before the source is listed
     if commit:
+        places = (target.prefix, *also)
         for rec in cat.diff_uncommitted(target.repo, target.branch):
-            if not rec.key.startswith(target.prefix):
+            if not rec.key.startswith(places):
+                shown = ", ".join(p.decode(errors="replace") or "/" for p in places)
                 raise PreconditionFailed(
-                    f"branch {target.repo}/{target.branch} has uncommitted changes outside {target.prefix.decode(errors='replace') or '/'} "
+                    f"branch {target.repo}/{target.branch} has uncommitted changes outside {shown} "
                     f"(e.g. {rec.key.decode(errors='replace')}): commit or reset them, or import without --commit"
                 )
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """One source of an import (lakeFS's ``ImportLocation``): a ``common_prefix`` whose objects replace the
+    destination prefix, or one ``object`` staged at the destination key."""
+
+    type: str  # "common_prefix" | "object"
+    path: str
+    destination: str
+
+
+def import_object(app: App, source: ImportSource, repo: str, branch: str, key: str) -> Entry:
+    """Stage the one object ``source`` names (``Catalog.import_source(..., single=True)``) at ``key``; returns its entry.
+
+    Raises ``NotFound`` if it is gone, and what staging raises.
+    """
+    skipped = [0]
+    if source.kind == "local":
+        records = list(_local_records(source, b"", [("lfile", os.fsencode(source.name))], skipped))
+    else:
+        url = source.url
+        with _s3_listing(source):
+            found = [i for i in app.catalog.adapter.list(url) if i.url == url]
+        units = [("sfile", source.name.encode(), f.size, f.mtime, f.etag) for f in found]
+        records = list(_s3_records(app.catalog.adapter, ImportSource("s3", source.root, source.prefix), b"", units, skipped))
+    if not records:
+        raise NotFound(f"nothing to import: {source.url} does not exist")
+    entry = records[0][1]
+    app.catalog.apply(repo, branch, [(key, entry)])
+    return entry
+
+
+def import_locations(
+    app: App,
+    locations: Iterable[Location],
+    repo: str,
+    branch: str,
+    *,
+    commit: bool = False,
+    message: str | None = None,
+    committer: str = "lakemount",
+    metadata: Iterable[tuple[str, str]] = (),
+    engine: str = "auto",
+    show_progress: bool | None = None,
+) -> dict[str, Any]:
+    """Import several sources together, prefixes and single objects, committed once (lakeFS's ``importStart``
+    with several ``paths``); returns a report whose ``objects`` counts them all.
+
+    Every source is asked of the catalog's rule (``import_source``) before anything is staged, so one
+    refused source refuses the import.  Destinations may not overlap (``InvalidArgument``: a prefix's import
+    would remove what another source put under it).  Raises what :func:`import_objects` raises.
+    """
+    locs = list(locations)
+    if not locs:
+        raise InvalidArgument("an import needs at least one source")
+    sources = [app.catalog.import_source(loc.path, single=loc.type == "object") for loc in locs]
+    places: list[bytes] = []
+    for loc in locs:
+        if loc.type == "object":
+            if not loc.destination or loc.destination.endswith("/"):
+                raise InvalidArgument(f"an object import needs a destination object path: {loc.path}")
+            places.append(loc.destination.encode())
+        else:
+            places.append((loc.destination if not loc.destination or loc.destination.endswith("/") else loc.destination + "/").encode())
+    for (i, a), (j, b) in itertools.permutations(enumerate(places), 2):
+        if a.startswith(b) and (locs[j].type != "object" or a == b) and i != j:
+            raise InvalidArgument(
+                f"import destinations overlap: {a.decode(errors='replace') or '/'} and {b.decode(errors='replace') or '/'}"
+            )
+    _check_target(app, Target(repo, branch, places[0]), commit, tuple(places[1:]))
+    objects = 0
+    for loc, source, place in zip(locs, sources, places, strict=True):
+        if loc.type == "object":
+            import_object(app, source, repo, branch, loc.destination)
+            objects += 1
+        else:
+            report = import_objects(app, loc.path, repo, branch, place.decode(), engine=engine, show_progress=show_progress)
+            objects += report["objects"]
+    out: dict[str, Any] = {"sources": [s.url for s in sources], "objects": objects, "commit": None}
+    if commit:
+        urls = ", ".join(s.url for s in sources)
+        meta = [("lakemount.import.from", urls), ("lakemount.import.objects", str(objects)), *metadata]
+        try:
+            res = app.catalog.commit(repo, branch, message or f"Import {urls}", committer=committer, metadata=meta)
+            out["commit"] = {"id": res.commit.id, "message": res.commit.message}
+        except NothingToCommit:
+            pass
+    return out
 
 
 def import_objects(

@@ -15,6 +15,7 @@ pays for it.  :mod:`lakemount.metastore.sqlschema` holds the tables.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from lakemount.metastore.sqlschema import (
         branches_t,
         commits_t,
+        hidden_t,
         make_engine,
         meta_t,
         metadata,
@@ -59,9 +61,9 @@ SCHEMA_VERSION: Final = 1
 SCAN_BATCH: Final = 5000
 BRANCHES_PER_STATEMENT: Final = 200  # get_branches: 400 parameters, under every SQLite build's limit
 # Every table of the schema (tests/metastore/test_fastsql.py checks it against sqlschema.metadata).
-TABLES: Final = frozenset({"lm_meta", "lm_repositories", "lm_branches", "lm_tags", "lm_commits", "lm_staging", "lm_protection"})
+TABLES: Final = frozenset({"lm_meta", "lm_repositories", "lm_branches", "lm_tags", "lm_commits", "lm_staging", "lm_protection", "lm_hidden_branches"})
 _SCHEMA_NAMES: Final = frozenset(
-    {"branches_t", "commits_t", "make_engine", "meta_t", "metadata", "protection_t", "repos_t", "staging_t", "tags_t", "sa"}
+    {"branches_t", "hidden_t", "commits_t", "make_engine", "meta_t", "metadata", "protection_t", "repos_t", "staging_t", "tags_t", "sa"}
 )
 
 _load_lock = threading.Lock()
@@ -300,7 +302,7 @@ class SqlRefStore:
             tokens = [t for row in rows for t in (row.staging_token, *_split(row.sealed_tokens))]
             if tokens:
                 conn.execute(staging_t.delete().where(staging_t.c.token.in_(tokens)))
-            for t in (branches_t, tags_t, commits_t, protection_t):
+            for t in (branches_t, hidden_t, tags_t, commits_t, protection_t):
                 conn.execute(t.delete().where(t.c.repo == name))
             for row in rows:  # every branch is gone: mounts drop what they cache of it now
                 self._notify(conn, notify.HEAD, name, row.name)
@@ -356,10 +358,12 @@ class SqlRefStore:
     def list_branches(self, repo: str) -> list[Branch]:
         def select(conn: Connection) -> Sequence[Any]:
             self._require_repo(conn, repo)
-            return conn.execute(sa.select(branches_t).where(branches_t.c.repo == repo).order_by(branches_t.c.name)).all()
+            rows = conn.execute(sa.select(branches_t).where(branches_t.c.repo == repo).order_by(branches_t.c.name)).all()
+            hidden = {r.name for r in conn.execute(sa.select(hidden_t.c.name).where(hidden_t.c.repo == repo))}
+            return rows, hidden
 
-        rows = self._select(select)
-        return [self._branch(r) for r in rows]
+        rows, hidden = self._select(select)
+        return [dataclasses.replace(b, hidden=True) if b.name in hidden else b for b in map(self._branch, rows)]
 
     def create_branch(self, repo: str, branch: Branch) -> None:
         try:
@@ -370,6 +374,8 @@ class SqlRefStore:
                 ).first():
                     raise AlreadyExists(f"branch already exists: {repo}/{branch.name}")
                 conn.execute(branches_t.insert().values(**self._branch_row(repo, branch)))
+                if branch.hidden:
+                    conn.execute(hidden_t.insert().values(repo=repo, name=branch.name))
                 self._notify(conn, notify.HEAD, repo, branch.name)
         except sa.exc.IntegrityError as exc:
             raise AlreadyExists(f"branch already exists: {repo}/{branch.name}") from exc
@@ -383,6 +389,7 @@ class SqlRefStore:
                 self._require_repo(conn, repo)
                 raise BranchNotFound(repo, name)
             conn.execute(branches_t.delete().where(branches_t.c.repo == repo, branches_t.c.name == name))
+            conn.execute(hidden_t.delete().where(hidden_t.c.repo == repo, hidden_t.c.name == name))
             self._notify(conn, notify.HEAD, repo, name)
         return self._branch(row)
 

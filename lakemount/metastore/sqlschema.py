@@ -23,6 +23,7 @@ __all__ = [
     "meta_t",
     "metadata",
     "protection_t",
+    "hidden_t",
     "repos_t",
     "staging_t",
     "tags_t",
@@ -77,6 +78,14 @@ staging_t = sa.Table(
     sa.Column("token", sa.String(64), primary_key=True),
     sa.Column("key", sa.LargeBinary, primary_key=True),
     sa.Column("value", sa.LargeBinary, nullable=True),
+)
+# Branches created hidden (lakeFS's ``hidden``): a table of its own, so a database made before it
+# gains it by ``create_all`` without touching ``lm_branches``.
+hidden_t = sa.Table(
+    "lm_hidden_branches",
+    metadata,
+    sa.Column("repo", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(255), primary_key=True),
 )
 protection_t = sa.Table(
     "lm_protection",

@@ -56,6 +56,7 @@ def test_import_cancel_and_refusals(repo: Any, tmp_path: Path) -> None:
     mgr.cancel()
     status = mgr.status()
     assert not status.completed and status.error is not None
+    assert status.error.message == "Canceled"  # lakeFS's word
     assert main.head.id == head
     with pytest.raises(ImportManagerException):
         mgr.start()  # an import manager runs once
@@ -63,6 +64,50 @@ def test_import_cancel_and_refusals(repo: Any, tmp_path: Path) -> None:
 
     with pytest.raises(BadRequestException):
         main.import_data(commit_message="m").prefix("ftp://host/x/", destination="y/").start()
-    with pytest.raises(BadRequestException):
-        main.import_data(commit_message="m").prefix(f"local://{src}/", destination="a/").prefix(
-            f"local://{src}/", destination="b/").start()
+    with pytest.raises(BadRequestException, match="not a regular file"):
+        main.import_data(commit_message="m").prefix(f"local://{src}/", destination="a/").object(
+            f"local://{src}/d0", destination="b").start()
+    # Every source is asked of the confinement rule: one outside the import roots refuses the import.
+    with pytest.raises(BadRequestException, match="import_roots"):
+        main.import_data(commit_message="m").prefix(f"local://{src}/", destination="a/").object(
+            "local:///etc/hostname", destination="b").start()
+    assert main.head.id == head
+
+
+def test_import_of_several_prefixes_and_objects_is_one_commit(repo: Any, tmp_path: Path) -> None:
+    src = source_dir(tmp_path, 9)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "one.csv").write_bytes(b"a,b\n")
+    (other / "two.csv").write_bytes(b"c,d\n")
+    main = repo.branch("main")
+    head = main.head.id
+    mgr = (
+        main.import_data(commit_message="three sources")
+        .prefix(f"local://{src}/d0/", destination="p0/")
+        .prefix(f"local://{src}/d1/", destination="p1/")
+        .object(f"local://{other}/one.csv", destination="single/first.csv")
+    )
+    status = mgr.run(poll_interval=timedelta(seconds=0.5))
+    assert status.completed and status.error is None, status.error
+    assert status.ingested_objects == 7
+    c = main.get_commit()
+    assert c.id == status.commit.id and c.parents == [head] and c.message == "three sources"
+    paths = {o.path for o in main.objects()}
+    assert paths == {f"p0/f{i:03d}.txt" for i in (0, 3, 6)} | {f"p1/f{i:03d}.txt" for i in (1, 4, 7)} | {"single/first.csv"}
+    assert main.object("single/first.csv").reader().read() == b"a,b\n"
+    assert main.object("single/first.csv").stat().physical_address == f"local://{other}/one.csv"
+
+
+def test_import_whose_destinations_overlap_fails_and_stages_nothing(repo: Any, tmp_path: Path) -> None:
+    src = source_dir(tmp_path, 3)
+    main = repo.branch("main")
+    head = main.head.id
+    mgr = (
+        main.import_data(commit_message="overlap")
+        .prefix(f"local://{src}/d0/", destination="x/")
+        .object(f"local://{src}/d1/f001.txt", destination="x/inside.txt")
+    )
+    with pytest.raises(ImportManagerException, match="import destinations overlap: x/inside.txt and x/"):
+        mgr.run(poll_interval=timedelta(seconds=0.5))
+    assert main.head.id == head and list(main.uncommitted()) == []

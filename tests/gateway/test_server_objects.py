@@ -183,6 +183,20 @@ def test_conditional_put(s3: Any, bucket: str) -> None:
     assert s3.get_object(Bucket=bucket, Key="main/once")["Body"].read() == b"first"
 
 
+def test_put_of_what_a_key_holds_is_no_change(gw: Gateway, s3: Any, bucket: str) -> None:
+    cat = gw.app().catalog
+    s3.put_object(Bucket=bucket, Key="main/same", Body=b"v1", ContentType="text/plain", Metadata={"m": "1"})
+    cat.commit(bucket, "main", "v1")
+    held = cat.stat(bucket, "main", "same")
+    # The same bytes, type and metadata again (a retried upload, a sync): the held object stays, time included.
+    s3.put_object(Bucket=bucket, Key="main/same", Body=b"v1", ContentType="text/plain", Metadata={"m": "1"})
+    assert cat.stat(bucket, "main", "same") == held
+    assert list(cat.diff_uncommitted(bucket, "main")) == []
+    # Anything a reader sees differently is a change: here the metadata.
+    s3.put_object(Bucket=bucket, Key="main/same", Body=b"v1", ContentType="text/plain", Metadata={"m": "2"})
+    assert [d.key for d in cat.diff_uncommitted(bucket, "main")] == [b"same"]
+
+
 def test_response_overrides(s3: Any, bucket: str) -> None:
     s3.put_object(Bucket=bucket, Key="main/o", Body=b"x", ContentType="text/plain")
     got = s3.get_object(Bucket=bucket, Key="main/o", ResponseContentType="application/json", ResponseCacheControl="no-cache",

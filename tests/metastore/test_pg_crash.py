@@ -122,7 +122,7 @@ def test_reads_after_a_crash_while_another_node_writes(durable_pg: DurablePg, tm
     w.commit("crash", "main", "base")
     # every kind of read keeps a connection on the reader: the crash breaks each of them
     assert r.read(r.repository("crash"), r.stat("crash", "main", "kept0")) == b"kept 0"
-    assert [b.name for b in reader.refs.list_branches("crash")] == ["main"]
+    assert [b.name for b in reader.metastore.list_branches("crash")] == ["main"]
     written: list[str] = []
     errors: list[BaseException] = []
     stop = threading.Event()
@@ -152,7 +152,7 @@ def test_reads_after_a_crash_while_another_node_writes(durable_pg: DurablePg, tm
         before_restart = len(written)
         # the first reads after the restart, each on a connection the crash broke
         assert r.read(r.repository("crash"), r.stat("crash", "main", "kept1")) == b"kept 1"
-        assert [b.name for b in reader.refs.list_branches("crash")] == ["main"]
+        assert [b.name for b in reader.metastore.list_branches("crash")] == ["main"]
         while len(written) < before_restart + 3:  # the writer recovers on its own
             assert t.is_alive() and not errors, errors
             time.sleep(0.01)

@@ -41,7 +41,11 @@ def seed(served: Served) -> str:
     for i in range(230):
         main.object(f"many/f{i:04d}.txt").upload(b"x")
     main.commit(message="first <i>commit</i> with <script>alert(4)</script>")
-    main.object("data/events.parquet").upload(buf.getvalue()[:-1] + b"1")  # changed
+    # Changed: other bytes (the same bytes again would be no change, as in lakeFS).
+    changed = io.BytesIO()
+    pq.write_table(pa.table({"event_id": [f"e{i:04d}" for i in range(300)], "amount": [i * 2.5 for i in range(300)],
+                             "note": ["<script>alert(2)</script>"] * 300}), changed)
+    main.object("data/events.parquet").upload(changed.getvalue())
     main.object("data/new.txt").upload(b"new line\n")
     main.object("data/readme.json").delete()
     main.commit(message="second commit")
@@ -841,5 +845,30 @@ def test_item4_an_old_key_that_is_not_utf8_leaves_every_page_working(served: Ser
         page.wait_for_selector("#main .error >> text=malformed %-escape")
         assert "URI malformed" not in page.locator("#main").inner_text()
         assert "URI malformed" not in " ".join(errors), errors
+    finally:
+        page.close()
+
+
+def test_a_commit_is_reverted_on_a_branch_from_its_page(served: Served, browser: Any) -> None:
+    repo = served.repo(prefix="rv")
+    main = repo.branch("main")
+    main.object("keep.txt").upload(b"k")
+    main.commit("keep")
+    main.object("oops.txt").upload(b"o")
+    bad = main.commit("oops").get_commit().id
+    page = browser.new_page()
+    try:
+        login(page, served.api, ADMIN_KEY, ADMIN_SECRET)
+        page.goto(f"{served.api}/#/r/{repo.id}/commit/{bad}")
+        page.fill("#revert-branch", "nope")
+        page.click("#revert-button")
+        expect(page.locator("p.error")).to_contain_text("not found")  # the API's refusal, shown in place
+        page.fill("#revert-branch", "main")
+        page.click("#revert-button")
+        page.wait_for_url(f"**/#/r/{repo.id}/commits/main")
+        head = main.get_commit()
+        assert head.parents == [bad]
+        assert {o.path for o in main.objects()} == {"keep.txt"}
+        expect(page.locator("body")).to_contain_text(head.message)
     finally:
         page.close()

@@ -104,7 +104,7 @@ def assemble(ctx: Ctx, upload: Upload, repo: Repository, parts: list[Part]) -> b
             raise s3_error("InternalError", "a stored part changed size")
     etag = multipart_etag([p.etag for p in parts])
     entry = upload_entry(w.info.address, w.size, etag, upload.path, upload.content_type, upload.metadata)
-    cat.put_entry(upload.repo, upload.ref, upload.path, entry)
+    cat.stage_upload(upload.repo, upload.ref, upload.path, entry)
     ctx.services.uploads.record_layout(etag, [p.size for p in parts])
     leftovers: list[Part] = []
     with contextlib.suppress(UploadNotFound):  # a concurrent identical completion already cleaned up

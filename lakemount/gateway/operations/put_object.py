@@ -77,7 +77,8 @@ def handle(ctx: Ctx) -> Response:
     body = receive(ctx.req, ctx.principal.auth, cat, target.repo)
     entry = upload_entry(body.address, body.size, body.md5, path, content_type_of(ctx.req), metadata)
     check_write_conditions(ctx, repo, branch, path)
-    cat.put_entry(repo, branch, path, entry)
+    exclusive = (ctx.req.header("if-none-match") or "").strip() == "*"
+    entry = cat.stage_upload(repo, branch, path, entry, if_absent=exclusive)
     headers = [("ETag", quoted(entry.etag))]
     headers += [(f"x-amz-checksum-{a}", v) for a, v in body.checksums.items()]
     return Response(200, headers)

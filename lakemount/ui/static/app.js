@@ -182,16 +182,22 @@ async function reposPage(q) {
       try { await api("DELETE", "/repositories/" + enc(r.id)); render(); } catch (e) { main().prepend(errorBox(e)); }
     }}, "delete"))));
   const name = el("input", {name: "name", placeholder: "name", required: true});
-  const ns = el("input", {name: "storage_namespace", placeholder: "storage namespace (e.g. local:///data/repo)", size: 40, required: true});
+  // Left empty, the namespace is the storage config's default_namespace_prefix + "/" + name, as lakeFS's form fills it.
+  const ns = el("input", {name: "storage_namespace", placeholder: "storage namespace (default: under the server's store)", size: 40});
+  api("GET", "/config/storage").then(c => {
+    if (c.default_namespace_prefix) ns.placeholder = "storage namespace (default: " + c.default_namespace_prefix + "/<name>)";
+  }).catch(() => {});
   const branch = el("input", {name: "default_branch", value: "main", size: 10});
+  const samples = el("input", {type: "checkbox", name: "sample_data"});
   const msg = el("div");
   const create = el("form", {class: "inline", id: "create-repo", onsubmit: async ev => {
     ev.preventDefault();
     try {
-      await api("POST", "/repositories", {}, {name: name.value.trim(), storage_namespace: ns.value.trim(), default_branch: branch.value.trim() || "main"});
+      await api("POST", "/repositories", {}, {name: name.value.trim(), storage_namespace: ns.value.trim(),
+                                                default_branch: branch.value.trim() || "main", sample_data: samples.checked});
       render();
     } catch (e) { msg.replaceChildren(errorBox(e)); }
-  }}, "New repository: ", name, ns, branch, el("button", {type: "submit"}, "create"));
+  }}, "New repository: ", name, ns, branch, el("label", {}, samples, " sample data"), el("button", {type: "submit"}, "create"));
   draw(g0, el("h2", {}, "Repositories"), create, msg,
     rows.length ? el("table", {id: "repos"}, el("tr", {}, el("th", {}, "repository"), el("th", {}, "default branch"),
       el("th", {}, "storage namespace"), el("th", {}, "created"), el("th", {}, "")), rows)
@@ -413,6 +419,18 @@ async function commitPage(repo, id, q) {
     diffPart = [el("p", {class: "muted"}, "The first commit: no parent to compare with.")];
   }
   const meta = Object.entries(c.metadata || {});
+  // Revert this commit on a branch (lakeFS's UI does it from the commit): a new commit undoing its change.
+  // A merge commit is reverted against its first parent, the branch it was merged into.
+  const target = el("input", {id: "revert-branch", name: "branch", placeholder: "branch", size: 14, required: true});
+  const revertMsg = el("div");
+  const revert = el("form", {class: "inline", id: "revert-commit", onsubmit: async () => {
+    const branch = target.value.trim();
+    try {
+      await api("POST", route("repositories", repo, "branches", branch, "revert"), {},
+                {ref: c.id, parent_number: (c.parents || []).length > 1 ? 1 : 0});
+      location.assign("#" + route("r", repo, "commits", branch));
+    } catch (e) { revertMsg.replaceChildren(errorBox(e)); }
+  }}, "Revert this commit on ", target, el("button", {type: "submit", id: "revert-button"}, "revert"));
   draw(g0, el("h2", {}, repo), repoTabs(repo, c.id),
     el("h3", {}, "Commit ", el("code", {}, c.id)),
     el("pre", {id: "commit-message"}, c.message),
@@ -420,6 +438,7 @@ async function commitPage(repo, id, q) {
       (c.parents || []).map(p => [link(route("r", repo, "commit", p), p.slice(0, 12)), " "])),
     meta.length ? el("table", {}, meta.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v)))) : null,
     el("p", {}, link(route("r", repo, "tree", c.id), "browse at this commit")),
+    parent ? revert : null, revertMsg,
     ...diffPart);
 }
 
