@@ -42,6 +42,7 @@ from lakemount.errors import (
     InvalidArgument,
     ObjectExists,
     ObjectNotFound,
+    PreconditionFailed,
     SourceChanged,
     TooManyActionFiles,
     Unavailable,
@@ -517,7 +518,8 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         to commit or merge.  (The mount
         stages through :meth:`put_entry`: there ``utimens`` alone is a change; so is an upload whose client
         chose its mtime, ``timed``.)  ``if_absent`` is
-        ``If-None-Match: *``: raises ``ObjectExists`` if ``path`` has an object.  Also raises what
+        ``If-None-Match: *``: raises ``ObjectExists`` if ``path`` has an object, checked in the
+        transaction that stages the entry (of uploads racing for one path, exactly one wins).  Also raises what
         :meth:`writable_branch` and :meth:`put_entry` raise.
         """
         key = encode_new_path(path)
@@ -531,6 +533,13 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
             committed = self.get_optional(repo, f"{branch}@", path)
             if committed is not None and (committed == entry or (not timed and _same_content(committed, entry))):
                 entry = committed  # back to the head's version: the staged change undone
+        if if_absent:
+            # Checked again where it is written: of uploads racing for one absent path, one stages.
+            try:
+                self.graveler.set_many_if(repo, branch, [(key, entry.value())], [(key, None)])
+            except PreconditionFailed as exc:
+                raise ObjectExists(f"{repo}/{branch}/{path}") from exc
+            return entry
         self.graveler.set(repo, branch, key, entry.value())
         return entry
 

@@ -6,6 +6,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from lakemount.app import App
 from lakemount.config import load
 
@@ -87,3 +89,45 @@ def test_apply_if_is_a_compare_and_set_that_one_of_racing_writers_wins(tmp_path:
     assert not errors, errors
     assert len(wins) == 1, wins
     assert cat.stat("cas", "main", "t/ptr").address == cat.stat("cas", "main", f"w{wins[0]}").address
+
+
+def test_put_if_absent_is_decided_where_the_entry_is_staged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``stage_upload(if_absent=True)`` (``If-None-Match: *``): racers that all read the path as absent
+    (the early read is made to see nothing, as when every racer reads before any writes) still
+    stage exactly one entry; the rest get ``ObjectExists``."""
+    import threading
+
+    from lakemount.catalog.model import upload_entry
+    from lakemount.errors import ObjectExists
+
+    cat = make_app(tmp_path).catalog
+    cat.create_repository("pia")
+    entries = [cat.put("pia", "main", f"src{i}", str(i).encode()) for i in range(6)]
+    monkeypatch.setattr(cat, "get_optional", lambda *a, **k: None)
+    wins: list[int] = []
+    refused: list[int] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(entries))
+
+    def racer(i: int) -> None:
+        e = entries[i]
+        mine = upload_entry(e.address, e.size, e.etag, "obj", "", ())
+        start.wait()
+        try:
+            cat.stage_upload("pia", "main", "obj", mine, if_absent=True)
+            wins.append(i)
+        except ObjectExists:
+            refused.append(i)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=racer, args=(i,)) for i in range(len(entries))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    assert len(wins) == 1 and len(refused) == len(entries) - 1
+    monkeypatch.undo()
+    assert cat.read(cat.repository("pia"), cat.stat("pia", "main", "obj")) == str(wins[0]).encode()
