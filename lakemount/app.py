@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from lakemount.config import Config, load
 
 if TYPE_CHECKING:
+    from lakemount.audit.log import AuditLog
     from lakemount.auth.store import SqlAuthStore
     from lakemount.block.router import RouterAdapter
     from lakemount.block.trash import TrashFallbackAdapter
@@ -172,7 +173,26 @@ class App:
             self.graveler, self.adapter, namespace_root=self.namespace_root(), confinement=self.confinement, tmpdir=tmp,
             runs=self._run_store, pulls=self._pull_store, events=self._event_log, link_key=lambda: self.link_key,
             webhooks=self.webhook_policy, hook_limits=self.hook_limits, max_comments=self.config.pulls.max_comments,
+            observer=self.audit.versioning if self.audit is not None else None,
         )
+
+    @cached_property
+    def audit(self) -> AuditLog | None:
+        """This process's audit log (``audit.*``), None when ``audit.enabled`` is false; raises ``ConfigError``."""
+        from lakemount.errors import ConfigError
+
+        section = self.config.audit
+        if not section.enabled:
+            return None
+        if not section.flush_s > 0:
+            raise ConfigError("audit.flush_s: must be positive", "audit.flush_s", "configuration")
+        if section.flush_records < 1:
+            raise ConfigError("audit.flush_records: must be at least 1", "audit.flush_records", "configuration")
+        from lakemount.audit.log import AuditLog
+
+        return AuditLog(self.adapter, lambda repo: self.catalog.repository(repo).storage_namespace,
+                        home=self.config.home, flush_s=section.flush_s, flush_records=section.flush_records,
+                        retention_days=section.retention_days)
 
     @cached_property
     def webhook_policy(self) -> WebhookPolicy:

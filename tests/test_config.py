@@ -224,7 +224,7 @@ def test_sections_are_frozen_dataclasses(tmp_path: Path) -> None:
         seen += 1
     assert seen >= 15
     assert {f.name for f in dataclasses.fields(Config)} == {
-        "home", "logging", "metadata", "blockstore", "gateways", "api", "cache", "mount", "auth", "actions", "pulls"
+        "home", "logging", "metadata", "blockstore", "gateways", "api", "cache", "mount", "auth", "actions", "pulls", "audit"
     }
 
 

@@ -38,7 +38,7 @@ from lakemount.catalog.actions import (
     Run,
     RunStore,
 )
-from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
+from lakemount.catalog.events import EventLog, Feed, MemoryEventLog, Observer
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.model import has_data
 from lakemount.catalog.paths import key_problem, printable
@@ -155,6 +155,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         runs: Callable[[], RunStore] | None = None, pulls: Callable[[], PullStore] | None = None,
         events: Callable[[], EventLog] | None = None, link_key: Callable[[], bytes] | None = None,
         webhooks: WebhookPolicy | None = None, hook_limits: HookLimits | None = None, max_comments: int = MAX_COMMENTS,
+        observer: Observer | None = None,
     ) -> None:
         """``confinement`` says which local locations imports and new repositories may use.
         ``runs``, ``pulls`` and ``events`` make the stores of hook runs, pull requests and the event
@@ -163,7 +164,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         (``uploads.py``); without it, handing them out raises ``Unavailable``.  ``webhooks`` is the
         ``hooks.WebhookPolicy`` of the addresses webhooks may reach (None: the default one);
         ``hook_limits`` bounds the hooks running at once (None: the default bounds); ``max_comments``
-        the comments of one pull request."""
+        the comments of one pull request; ``observer`` hears every feed event (the audit trail)."""
         self.graveler = graveler
         self.adapter = adapter
         self.namespace_root = namespace_root.rstrip("/")
@@ -180,12 +181,13 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         self._webhooks = webhooks
         self._hook_limits = hook_limits
         self._max_comments = max_comments
+        self._observer = observer
 
     @property
     def feed(self) -> Feed:
         """The event feed of every repository (commits, merges, rules, hook runs, pull requests)."""
         if self._feed is None:
-            self._feed = Feed(self._make_events())
+            self._feed = Feed(self._make_events(), self._observer)
         return self._feed
 
     def _protection_changed(self, repo: str, patterns: list[str]) -> None:

@@ -172,6 +172,8 @@ class HistoryVerbs(RefVerbs):
         self.graveler.reset(
             repo, branch, prefix=None if prefix is None else _key(prefix), key=None if path is None else _key(path)
         )
+        self.feed.emit(repo, branch, "reset", **({"prefix": prefix} if prefix is not None else {}),
+                       **({"path": path} if path is not None else {}))
 
     def reset_path(self, repo: str, branch: str, path: str) -> None:
         """Drop uncommitted changes to the object ``path`` and to everything in the directory ``path/``.

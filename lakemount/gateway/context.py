@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lakemount.audit.context import note
 from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import Catalog, encode_new_path
 from lakemount.catalog.model import ResolvedRef
@@ -114,11 +115,13 @@ class Ctx:
         (``s3://repo/mian/x``) reads as such, as it does for a write.
         """
         try:
-            return self.services.catalog.resolve(target.repo.name, ref)
+            resolved = self.services.catalog.resolve(target.repo.name, ref)
         except NotFound:
             raise s3_error(
                 "NoSuchKey", f"no branch, tag or commit {ref!r} in repository {target.repo.name}", Key=key or self.key or ""
             ) from None
+        note(ref=ref, commit=resolved.commit_id)
+        return resolved
 
     def object_path(self, target: Target, key: str) -> tuple[str, str]:
         """(ref, path) of an object key; raises NoSuchKey when the key names no path."""
@@ -146,8 +149,11 @@ class Ctx:
 
     def writable_branch(self, target: Target, ref: str, key: str) -> str:
         """The branch a write of ``key`` goes to; NoSuchKey naming the branch if there is none."""
+        catalog = self.services.catalog
         try:
-            return self.services.catalog.writable_branch(target.repo.name, ref)
+            resolved = catalog.resolve(target.repo.name, ref)
+            note(ref=ref, commit=resolved.commit_id)
+            return catalog.writable_branch(target.repo.name, resolved)
         except NotFound:
             raise s3_error("NoSuchKey", f"no branch {ref!r} in repository {target.repo.name}", Key=key) from None
 

@@ -1,0 +1,55 @@
+"""One audit record: who did what to which path of which repository, through which front end, with what result.
+
+Records are frozen; the log (``log.py``) stamps the time and a logical sequence
+when they are made.  ``status`` is HTTP-like for every front end (200 done, 403
+refused, 404 missing, 5xx failed) so one filter works across all of them; the
+mount and the CLI translate their outcomes into the same codes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+# Front ends, as stored in the ``frontend`` column.
+GATEWAY: Final = "s3"
+API: Final = "api"
+MOUNT: Final = "mount"
+CLI: Final = "cli"
+JOBS: Final = "jobs"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One data access or change.
+
+    ``time`` is seconds since the epoch (UTC); ``seq`` increases within the
+    process that wrote the record (``host`` and ``pid`` name it), so
+    ``(host, pid, seq)`` orders one process's records and identifies each one.
+    ``ref`` is the ref as asked (a branch, tag or commit expression) and
+    ``commit`` what it resolved to ("" when nothing was resolved).  ``path`` is
+    an object's path, or the prefix of a listing.  ``uid``, ``process`` and
+    ``pid`` are the local caller of a mount operation (-1, "" and -1 elsewhere);
+    ``detail`` is a small JSON text for what a versioning verb or job adds.
+    """
+
+    time: float
+    seq: int
+    user: str
+    frontend: str
+    client: str
+    repo: str
+    ref: str
+    commit: str
+    path: str
+    op: str
+    bytes: int
+    status: int
+    uid: int = -1
+    process: str = ""
+    pid: int = -1
+    host: str = ""
+    detail: str = ""
+
+
+FIELDS: Final = tuple(AuditRecord.__dataclass_fields__)
