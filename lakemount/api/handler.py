@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Any, Final
 
 from lakemount.api import (  # noqa: F401 - importing a resource module registers its operations
+    audit,
     branches,
     commits,
     csrf,
@@ -37,6 +38,8 @@ from lakemount.api.context import Ctx, error_response, parse_query
 from lakemount.api.errors import ApiError, not_found, translate
 from lakemount.api.routing import OPERATIONS, Router
 from lakemount.app import App
+from lakemount.audit import context as audit_context
+from lakemount.audit.record import API
 from lakemount.auth.crypto import read_key_file
 from lakemount.errors import LakeMountError
 from lakemount.serving import metrics
@@ -48,6 +51,10 @@ log = logging.getLogger("lakemount.api")
 PREFIX: Final = "/api/v1"
 # Outside the lakeFS API (so not in its OpenAPI document), where lakeFS serves it too.
 METRICS_PATH: Final = "/metrics"
+# Data operations the audit trail records, one record per request when its status is known; the
+# versioning verbs (commit, merge, branches, ...) are recorded by the catalog itself (catalog/events.py).
+AUDITED: Final = frozenset({"statObject", "getObject", "headObject", "uploadObject", "deleteObject", "deleteObjects",
+                            "listObjects", "copyObject"})
 
 
 def server_key(app: App) -> str:
@@ -75,8 +82,10 @@ class ApiService:
     def handle(self, request: Request) -> Response:
         """Answer one request (never raises); ``Response.operation`` is its operationId, ``ui`` or ``metrics``."""
         name = ["unknown"]  # set by _handle once the request is routed
+        seen: list[Ctx] = []  # the request's context, once routed and authenticated
+        pending = audit_context.Pending()
         try:
-            response = self._handle(request, name)
+            response = self._handle(request, name, seen, pending)
         except ApiError as e:
             response = error_response(e)
         except LakeMountError as e:
@@ -89,7 +98,22 @@ class ApiService:
             log.exception("unexpected error serving %s %s", request.method, request.raw_path)
             response = error_response(ApiError(500, "internal error"))
         response.operation = name[0]
+        if seen and name[0] in AUDITED and self.app.audit is not None:
+            self._record(seen[0], pending, response)
         return response
+
+    def _record(self, ctx: Ctx, pending: audit_context.Pending, response: Response) -> None:
+        """One audit record of a data operation (refused and failed ones too)."""
+        assert self.app.audit is not None
+        op = ctx.op.operation_id
+        path = pending.path or ctx.q("path") or ctx.q("dest_path") or ctx.q("prefix") or ""
+        nbytes = pending.bytes
+        if op == "getObject" and response.status < 300:
+            nbytes = response.content_length()
+        self.app.audit.record(repo=ctx.params.get("repository", ""), op=op,
+                              ref=pending.ref or ctx.params.get("ref") or ctx.params.get("branch") or "",
+                              commit=pending.commit, path=path, nbytes=nbytes, status=response.status,
+                              user=ctx.user or "", frontend=API, client=ctx.request.client)
 
     def _logged_in(self, cookie: str | None) -> bool:
         """Whether the ``Cookie`` header carries a valid session (not forged, expired, or of a deleted user)."""
@@ -101,7 +125,7 @@ class ApiService:
             return False
         return True
 
-    def _handle(self, request: Request, name: list[str]) -> Response:
+    def _handle(self, request: Request, name: list[str], seen: list[Ctx], pending: audit_context.Pending) -> Response:
         path = request.raw_path
         if path == METRICS_PATH and self.app.config.api.metrics:
             name[0] = "metrics"
@@ -127,7 +151,9 @@ class ApiService:
             csrf.check(request.method, request.header("authorization"), request.header("cookie"),
                        request.header(csrf.HEADER))
         ctx.check_query()
-        result = op.func(ctx)
+        seen.append(ctx)
+        with audit_context.acting(audit_context.Actor(ctx.user or "", API, request.client), pending):
+            result = op.func(ctx)
         assert isinstance(result, Response)
         return result
 

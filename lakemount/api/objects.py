@@ -18,6 +18,7 @@ from lakemount.api.models import object_json
 from lakemount.api.pagination import page
 from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.api.upload import header_text, receive_object
+from lakemount.audit.context import note
 from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import MAX_KEY_BYTES, encode_new_path
 from lakemount.catalog.model import STORED_PREFIX, has_data, object_view, upload_entry
@@ -69,6 +70,13 @@ def _user_meta(entry: Any) -> list[tuple[str, str]]:
     return [(k, v) for k, v in object_view(entry).metadata if not k.startswith(STORED_PREFIX)]
 
 
+def _resolve(ctx: Ctx, repo: str) -> Any:
+    """The request's ref, resolved once (the audit trail records the commit it named)."""
+    resolved = ctx.catalog.resolve(repo, ctx.params["ref"])
+    note(commit=resolved.commit_id)
+    return resolved
+
+
 def _stats(ctx: Ctx, repo_rec: Any, path: str, entry: Any) -> dict[str, Any]:
     out = object_json(ctx.catalog, repo_rec, path, entry)
     out["metadata"] = dict(_user_meta(entry))
@@ -85,7 +93,7 @@ def stat_object(ctx: Ctx) -> Response:
     repo_rec = ctx.catalog.repository(repo)
     presign = _presigning(ctx, repo_rec)
     path = check_path(ctx.q_required("path"))
-    entry = ctx.catalog.stat(repo, ctx.params["ref"], path)
+    entry = ctx.catalog.stat(repo, _resolve(ctx, repo), path)
     out = _stats(ctx, repo_rec, path, entry)
     if not ctx.q_bool("user_metadata", True):  # as lakeFS: asked not to, an empty map
         out["metadata"] = {}
@@ -112,7 +120,7 @@ def _read(ctx: Ctx, *, with_body: bool) -> Response:
     repo = repo_of(ctx, Action.READ_REPO)
     presign = with_body and _presigning(ctx, ctx.catalog.repository(repo))
     path = check_path(ctx.q_required("path"))
-    entry = ctx.catalog.stat(repo, ctx.params["ref"], path)
+    entry = ctx.catalog.stat(repo, _resolve(ctx, repo), path)
     if presign and _has_data(entry):
         # As lakeFS: the client follows the redirect to the block store, Range and all.
         url, _expiry = ctx.catalog.presign_read(ctx.catalog.repository(repo), entry)
@@ -184,7 +192,7 @@ def upload_object(ctx: Ctx) -> Response:
     encode_new_path(path)  # the catalog's key rule, before the body is read
     cat = ctx.catalog
     repo_rec = cat.repository(repo)
-    cat.get_branch(repo, branch)
+    note(commit=cat.get_branch(repo, branch).commit_id)
     cat.writable_branch(repo, branch)
     # Refused before the body is read: a protected branch takes no upload (the staging would refuse it after).
     if any(fnmatch.fnmatchcase(branch, p) for p in cat.protection_rules(repo)):
@@ -194,6 +202,7 @@ def upload_object(ctx: Ctx) -> Response:
         raise ApiError(412, f"object exists: {path}")
     meta = _metadata(ctx)
     stored = receive_object(ctx.request, cat, repo_rec, ctx.service.tmpdir)
+    note(nbytes=stored.size)
     entry = upload_entry(stored.address, stored.size, stored.md5, path, stored.content_type, meta)
     if exclusive and cat.get_optional(repo, branch, path) is not None:
         raise ApiError(412, f"object exists: {path}")
@@ -250,7 +259,7 @@ def list_objects(ctx: Ctx) -> Response:
     presign = _presigning(ctx, repo_rec)
     n = ctx.page_size()
     with_meta = ctx.q_bool("user_metadata", True)
-    items = list(cat.list(repo, ctx.params["ref"], ctx.q("prefix") or "", delimiter=ctx.q("delimiter") or "",
+    items = list(cat.list(repo, _resolve(ctx, repo), ctx.q("prefix") or "", delimiter=ctx.q("delimiter") or "",
                           after=ctx.q("after") or "", limit=n + 1))
     more = len(items) > n
     items = items[:n]

@@ -53,3 +53,19 @@ class AuditRecord:
 
 
 FIELDS: Final = tuple(AuditRecord.__dataclass_fields__)
+
+
+def cursor(r: AuditRecord) -> str:
+    """A record's place in the table's order, as text that sorts the same way (a listing's ``after``)."""
+    return f"{int(r.time * 1_000_000):020d}.{r.host}.{r.pid:010d}.{r.seq:012d}"
+
+
+def as_json(r: AuditRecord) -> dict[str, object]:
+    """A record as JSON data: the fields, the time as UTC ISO 8601 too, and its :func:`cursor`."""
+    from datetime import UTC, datetime
+
+    out: dict[str, object] = {name: getattr(r, name) for name in FIELDS}
+    out["time"] = datetime.fromtimestamp(r.time, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    out["timestamp"] = r.time
+    out["id"] = cursor(r)
+    return out

@@ -54,6 +54,8 @@ from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef
 
 if TYPE_CHECKING:
+    from lakemount.audit.record import AuditRecord
+    from lakemount.audit.table import Filter as AuditFilter
     from lakemount.catalog.confinement import Confinement
     from lakemount.catalog.hooks import WebhookPolicy
 
@@ -231,6 +233,16 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
                 raise TooManyActionFiles(ref, most)
             chosen.append((item.path, e))
         return [(path, None if e.size > MAX_ACTION_FILE else self.read(r, e)) for path, e in chosen]
+
+    # ------------------------------------------------------------------ audit
+    def audit_records(self, repo: str, where: AuditFilter) -> Iterator[AuditRecord]:
+        """The audit records of ``repo`` that ``where`` keeps, oldest first (``lakemount/audit/table.py``).
+
+        Callers check ``AuditRead`` first.  Raises ``RepositoryNotFound`` and what the block store raises.
+        """
+        from lakemount.audit.table import query
+
+        return query(self.adapter, self.repository(repo).storage_namespace, where)
 
     # ------------------------------------------------------------------ data
     def physical_url(self, repo: Repository, address: str) -> str:
