@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from lakemount.errors import LakeMountError
 from lakemount.fuse import control
+from lakemount.fuse.auditing import MountAudit
 from lakemount.fuse.errno import FsError
 from lakemount.fuse.inodes import Kind, Node
 from lakemount.fuse.reader import ObjectRef, ReadState
@@ -45,6 +46,9 @@ class FileHandle:
     read_state: ReadState = dataclasses.field(default_factory=ReadState)
     content: bytes | None = None  # control files: a snapshot taken at open
     uid: int = 0  # who opened it (a control write's committer)
+    pid: int = 0  # the process that opened it (the audit record's)
+    read_bytes: int = 0  # counted for the handle's audit record, written at release
+    written_bytes: int = 0
 
 
 class Handles:
@@ -67,6 +71,7 @@ class Handles:
         self.controls = controls
         self.table = state.table
         self.metrics = state.metrics
+        self.audit: MountAudit | None = None  # set by the FileSystem when the trail is on
         self._handles: dict[int, FileHandle] = {}
 
     def __len__(self) -> int:
@@ -118,7 +123,7 @@ class Handles:
             identity = entry.identity() if entry is not None and node.dirty is None else node.page_identity
             keep = scope.stable or (identity is not None and identity == node.page_identity and not truncate)
             node.page_identity = identity
-            self._handles[fh] = FileHandle(fh, node, writable, None, uid=caller.uid)
+            self._handles[fh] = FileHandle(fh, node, writable, None, uid=caller.uid, pid=caller.pid)
         if truncate:
             try:
                 dirty = self.saver.ensure_dirty(node, keep=False)
@@ -194,6 +199,7 @@ class Handles:
                 data = cached
             reader.advise(obj, handle.read_state, offset, size)
         self.metrics.add("read_bytes", len(data))
+        handle.read_bytes += len(data)
         return data
 
     @op("write")
@@ -212,6 +218,7 @@ class Handles:
             if node.entry is not None:
                 node.entry = with_changes(node.entry, mtime_ns=time.time_ns())
         self.metrics.add("written_bytes", n)
+        handle.written_bytes += n
         return n
 
     def _write_control(self, node: Node, data: bytes, uid: int) -> int:
@@ -263,11 +270,16 @@ class Handles:
             node.opens = max(0, node.opens - 1)
             if handle.writable:
                 node.writers = max(0, node.writers - 1)
+        status = 200
         if handle.writable and node.dirty is not None and node.dirty.modified:
             try:
                 self.saver.save(node)
             except (LakeMountError, OSError) as exc:
                 log.error("saving %s on release failed: %s", node.path, exc)
+                status = 500
+        if self.audit is not None and node.kind == Kind.FILE:
+            self.audit.record(node, Caller(handle.uid, 0, handle.pid), "write" if handle.written_bytes else "read",
+                              nbytes=handle.written_bytes or handle.read_bytes, status=status)
         if node.dirty is not None:
             self.saver.drop_dirty_if_idle(node)
         self.table.drop_if_dead(node)

@@ -1,0 +1,66 @@
+"""The mount's records: one per open handle (bytes at release) with uid, process and pid; one per listing."""
+
+from __future__ import annotations
+
+import os
+import pwd
+from pathlib import Path
+
+from lakemount.app import App
+from lakemount.audit.table import Filter
+from lakemount.config import load
+from lakemount.fuse.core import Caller
+from lakemount.fuse.runner import build_filesystem, mount_options
+from tests.fuse.pathfs import PathFS
+
+
+def _comm() -> str:
+    with open(f"/proc/{os.getpid()}/comm") as f:
+        return f.read().strip()
+
+
+def test_a_read_and_a_write_through_the_mount_are_one_record_per_handle(tmp_path: Path) -> None:
+    app = App(load(None, env={"LAKEMOUNT_HOME": str(tmp_path / "home")}))
+    cat = app.catalog
+    cat.create_repository("mnt")
+    cat.put("mnt", "main", "d/in.txt", b"0123456789")
+    head = cat.commit("mnt", "main", "seed", committer="t").commit.id
+    fs = build_filesystem(app, mount_options(app, ref=None, head_ttl=0.0))
+    try:
+        me = Caller(os.getuid(), os.getgid(), os.getpid())
+        pfs = PathFS(fs, me)
+        with pfs.opened("mnt/main/d/in.txt") as fh:  # four read calls, one record
+            for off in range(0, 10, 3):
+                pfs.pread(fh, off, 3)
+        pfs.write_file("mnt/main/d/out.txt", b"abcdef")
+        assert sorted(pfs.listdir("mnt/main/d")) == ["in.txt", "out.txt"]
+        assert app.audit is not None
+        app.audit.flush()
+        recs = list(cat.audit_records("mnt", Filter()))
+    finally:
+        fs.close()
+        if app.audit is not None:
+            app.audit.close()
+    by_op = {r.op: r for r in recs if r.frontend == "mount"}
+    assert set(by_op) == {"read", "write", "list"}, recs
+    user = pwd.getpwuid(os.getuid()).pw_name
+    for r in by_op.values():
+        assert (r.user, r.uid, r.pid, r.process, r.ref) == (user, os.getuid(), os.getpid(), _comm(), "main")
+    assert (by_op["read"].path, by_op["read"].bytes, by_op["read"].commit) == ("d/in.txt", 10, head)
+    assert (by_op["write"].path, by_op["write"].bytes) == ("d/out.txt", 6)
+    assert by_op["list"].path == "d/"
+    assert len([r for r in recs if r.op == "read"]) == 1
+
+
+def test_the_mount_stats_show_the_audit_counters(tmp_path: Path) -> None:
+    app = App(load(None, env={"LAKEMOUNT_HOME": str(tmp_path / "home")}))
+    app.catalog.create_repository("sta")
+    fs = build_filesystem(app, mount_options(app, ref=None, head_ttl=0.0))
+    try:
+        PathFS(fs, Caller(os.getuid(), 0, os.getpid())).listdir("sta/main")
+        text = fs.render_stats()
+    finally:
+        fs.close()
+        assert app.audit is not None
+        app.audit.close()
+    assert "lakemount_audit_recorded_total 1" in text and "lakemount_audit_lost_intervals_total 0" in text
