@@ -57,7 +57,7 @@ FIELDS: Final = tuple(AuditRecord.__dataclass_fields__)
 
 def cursor(r: AuditRecord) -> str:
     """A record's place in the table's order, as text that sorts the same way (a listing's ``after``)."""
-    return f"{int(r.time * 1_000_000):020d}.{r.host}.{r.pid:010d}.{r.seq:012d}"
+    return f"{int(r.time * 1_000_000):020d}.{r.host}.{max(r.pid, 0):010d}.{r.seq:012d}"
 
 
 def as_json(r: AuditRecord) -> dict[str, object]:
@@ -69,3 +69,24 @@ def as_json(r: AuditRecord) -> dict[str, object]:
     out["timestamp"] = r.time
     out["id"] = cursor(r)
     return out
+
+
+def shown(text: str) -> str:
+    """``text`` safe for a terminal or a table cell: control and other unprintable characters (and ``\\``)
+    escaped as ``\\xNN``/``\\uNNNN``, undecodable bytes as ``\\xNN``; stored records keep the text as it was."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    out = []
+    for c in text:
+        n = ord(c)
+        if c == "\\":
+            out.append("\\\\")
+        elif c.isprintable():
+            out.append(c)
+        elif 0xDC80 <= n <= 0xDCFF:  # a surrogate-escaped byte of a key that is not UTF-8
+            out.append(f"\\x{n - 0xDC00:02x}")
+        elif n < 0x100:
+            out.append(f"\\x{n:02x}")
+        else:
+            out.append(f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}")
+    return "".join(out)

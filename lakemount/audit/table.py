@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from lakemount.audit.record import FIELDS, AuditRecord
+from lakemount.audit.record import FIELDS, AuditRecord, cursor
 from lakemount.errors import ObjectNotFound
 from lakemount.graveler.ports import BlockAdapter
 
@@ -72,7 +72,9 @@ def decode(data: bytes) -> list[AuditRecord]:
     """The records of one Parquet file written by :func:`encode`."""
     import pyarrow.parquet as pq
 
-    table = pq.read_table(io.BytesIO(data), columns=list(FIELDS))
+    # One thread: a small file gains nothing from the pool, and a CLI exiting while pool threads
+    # wind down aborted (std::terminate) now and then.
+    table = pq.read_table(io.BytesIO(data), columns=list(FIELDS), use_threads=False)
     cols = {name: table.column(name).to_pylist() for name in FIELDS}
     cols["time"] = [t.timestamp() for t in cols["time"]]
     return [AuditRecord(**{name: cols[name][i] for name in FIELDS}) for i in range(table.num_rows)]
@@ -158,9 +160,10 @@ class Filter:
                 and (self.until is None or r.time <= self.until))
 
 
-def order_key(r: AuditRecord) -> tuple[float, str, int, int]:
-    """The table's order: time, then the writing process, then its logical sequence."""
-    return (r.time, r.host, r.pid, r.seq)
+def order_key(r: AuditRecord) -> str:
+    """The table's order: time, then the writing process, then its logical sequence (as :func:`cursor`
+    spells it, so a listing's ``after`` and this order agree)."""
+    return cursor(r)
 
 
 def query(adapter: BlockAdapter, namespace: str, where: Filter) -> Iterator[AuditRecord]:
