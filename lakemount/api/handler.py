@@ -70,6 +70,8 @@ class ApiService:
         self.router = Router(OPERATIONS)
         self.tmpdir = os.path.join(app.config.home, "tmp")
         os.makedirs(self.tmpdir, exist_ok=True)
+        if app.audit is not None:
+            app.audit.start()  # counts at once the trail a killed process of this host left unwritten
 
     @cached_property
     def catalog(self) -> Any:
@@ -162,4 +164,8 @@ class ApiService:
         if request.method not in ("GET", "HEAD"):
             raise ApiError(405, f"method {request.method} not allowed here", (("Allow", "GET, HEAD"),))
         text = metrics.exposition(self.app.config.home)
+        if self.app.audit is not None:
+            from lakemount.audit.log import render_metrics
+
+            text += render_metrics(self.app.config.home)
         return Response(200, [("Content-Type", metrics.CONTENT_TYPE), ("Cache-Control", "no-store")], text.encode())

@@ -53,30 +53,53 @@ def partition(at: float) -> str:
     return f"date={t:%Y-%m-%d}/hour={t:%H}/"
 
 
+def _text(value: str) -> str:
+    """``value`` as valid UTF-8 text: the undecodable bytes of a non-UTF-8 key (surrogate escapes) as ``\\xNN``."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def encode(records: Sequence[AuditRecord]) -> bytes:
-    """``records`` as one Parquet file."""
-    import pyarrow as pa
+    """``records`` as one Parquet file.
+
+    Built by Arrow's JSON reader, not from Python lists: pyarrow imports pandas
+    (two seconds, holding the GIL) the first time it converts Python objects,
+    which a CLI verb would pay at exit and a server in its first flush.
+    """
+    import json
+
+    import pyarrow.json as pj
     import pyarrow.parquet as pq
 
-    columns: dict[str, list[Any]] = {name: [getattr(r, name) for r in records] for name in FIELDS}
-    columns["time"] = [int(t * 1_000_000) for t in columns["time"]]
-    schema = _schema()
-    arrays = [pa.array(columns[name], type=pa.int64()).cast(schema.field(name).type) if name == "time"
-              else pa.array(columns[name], type=schema.field(name).type) for name in FIELDS]
+    lines = []
+    for r in records:
+        row = {name: getattr(r, name) for name in FIELDS}
+        row["time"] = datetime.fromtimestamp(r.time, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        for name in FIELDS:
+            if isinstance(row[name], str):
+                row[name] = _text(row[name])
+        lines.append(json.dumps(row))
+    data = ("\n".join(lines) + "\n").encode()
+    table = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(use_threads=False, block_size=max(len(data), 1 << 20)),
+                         parse_options=pj.ParseOptions(explicit_schema=_schema(), unexpected_field_behavior="error"))
     sink = io.BytesIO()
-    pq.write_table(pa.Table.from_arrays(arrays, schema=schema), sink, compression="zstd")
+    pq.write_table(table, sink, compression="zstd")
     return sink.getvalue()
 
 
 def decode(data: bytes) -> list[AuditRecord]:
     """The records of one Parquet file written by :func:`encode`."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     # One thread: a small file gains nothing from the pool, and a CLI exiting while pool threads
     # wind down aborted (std::terminate) now and then.
     table = pq.read_table(io.BytesIO(data), columns=list(FIELDS), use_threads=False)
-    cols = {name: table.column(name).to_pylist() for name in FIELDS}
-    cols["time"] = [t.timestamp() for t in cols["time"]]
+    cols = {name: table.column(name).to_pylist() for name in FIELDS if name != "time"}
+    cols["time"] = [us / 1_000_000 for us in table.column("time").cast(pa.int64()).to_pylist()]
     return [AuditRecord(**{name: cols[name][i] for name in FIELDS}) for i in range(table.num_rows)]
 
 

@@ -66,6 +66,8 @@ class S3Gateway:
         self.app = app
         self.settings = settings
         self.audit = app.audit
+        if self.audit is not None:
+            self.audit.start()  # counts at once the trail a killed process of this host left unwritten
         tmpdir = os.path.join(app.config.home, "tmp")
         os.makedirs(tmpdir, exist_ok=True)
         self.services = Services(
