@@ -150,10 +150,10 @@ def files(adapter: BlockAdapter, namespace: str, since: float | None = None, unt
     for info in listed:
         if not info.url.endswith(".parquet"):
             continue
-        hour = _hour_of(info.url)
-        if hour is None:
+        at = _hour_of(info.url)
+        if at is None:
             continue
-        start = hour.timestamp()
+        start = at.timestamp()
         if since is not None and start + 3600 <= since:
             continue
         if until is not None and start > until:
