@@ -24,10 +24,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -118,15 +120,22 @@ def opens(root: str, seconds: float) -> float:
             return n / (now - start)
 
 
-def alternate(rounds: int, on: object, off: object) -> tuple[list[float], list[float]]:
-    a, b = [], []
-    for _ in range(rounds):
-        a.append(on())  # type: ignore[operator]
-        b.append(off())  # type: ignore[operator]
+def alternate(rounds: int, on: Callable[[], float], off: Callable[[], float]) -> tuple[list[float], list[float]]:
+    """``rounds`` measurements of each, alternating, and which goes first alternating too (no order bias)."""
+    a: list[float] = []
+    b: list[float] = []
+    for i in range(rounds):
+        if i % 2:
+            b.append(off())
+            a.append(on())
+        else:
+            a.append(on())
+            b.append(off())
     return a, b
 
 
 def main() -> None:
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=30.0, help="seconds of each measurement, split into rounds")
     parser.add_argument("--rounds", type=int, default=6)
@@ -158,14 +167,16 @@ def main() -> None:
                              lambda: gateway_bench.small_gets(gw_off, path, per))
             print(f"(gw) 4 KiB GETs/s, {args.rounds} alternating rounds of {per:.0f} s: "
                   f"on {', '.join(f'{x:.0f}' for x in a)}; off {', '.join(f'{x:.0f}' for x in b)}")
-            print(f"     best on {max(a):7.0f}  off {max(b):7.0f}  on/off {max(a) / max(b):5.3f}  (target >= 0.95)")
+            print(f"     best on {max(a):7.0f}  off {max(b):7.0f}  on/off {max(a) / max(b):5.3f}  (target >= 0.95);"
+                  f" medians on/off {statistics.median(a) / statistics.median(b):5.3f}")
         if "api" in only:
             path = f"/repositories/{REPO}/refs/main/objects/stat?path=stat/obj"
             a, b = alternate(args.rounds, lambda: api_bench.concurrent(api_on, path, 4, per)[1],
                              lambda: api_bench.concurrent(api_off, path, 4, per)[1])
             print(f"(api) statObject p90 ms, {args.rounds} alternating rounds of {per:.0f} s, 4 clients: "
                   f"on {', '.join(f'{x:.2f}' for x in a)}; off {', '.join(f'{x:.2f}' for x in b)}")
-            print(f"     best on {min(a):6.2f} ms  off {min(b):6.2f} ms  on/off {min(a) / min(b):5.3f}  (target <= 1.05)")
+            print(f"     best on {min(a):6.2f} ms  off {min(b):6.2f} ms  on/off {min(a) / min(b):5.3f}  (target <= 1.05);"
+                  f" medians on/off {statistics.median(a) / statistics.median(b):5.3f}")
         if "mount" in only:
             mp_on, mp_off = os.path.join(tmp, "mnt-on"), os.path.join(tmp, "mnt-off")
             m_on = mount(home, mp_on, {})
@@ -180,7 +191,8 @@ def main() -> None:
                 unmount(m_on, mp_on)
             print(f"(mount) warm small-file opens/s, {args.rounds} alternating rounds of {per:.0f} s: "
                   f"on {', '.join(f'{x:.0f}' for x in a)}; off {', '.join(f'{x:.0f}' for x in b)}")
-            print(f"     best on {max(a):7.0f}  off {max(b):7.0f}  on/off {max(a) / max(b):5.3f}  (target >= 0.95)")
+            print(f"     best on {max(a):7.0f}  off {max(b):7.0f}  on/off {max(a) / max(b):5.3f}  (target >= 0.95);"
+                  f" medians on/off {statistics.median(a) / statistics.median(b):5.3f}")
     finally:
         for p in procs:
             gateway_bench.stop(p)  # type: ignore[arg-type]

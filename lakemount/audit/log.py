@@ -122,7 +122,10 @@ class AuditLog:
         detail = {k: v for k, v in payload.items() if k in ("source", "tag", "reverted", "picked", "patterns", "id",
                                                             "action", "changes", "event_type", "status", "prefix",
                                                             "path", "message")}
-        self.record(repo=repo, op=kind, ref=branch, commit=str(commit or ""),
+        who = None
+        if context.current() is None:  # no edge said who acts: the verb's own committer or user, if any
+            who = str(payload.get("committer") or payload.get("user") or "")
+        self.record(repo=repo, op=kind, ref=branch, commit=str(commit or ""), user=who,
                     path=str(payload.get("path") or payload.get("prefix") or ""),
                     detail=json.dumps(detail, default=str, ensure_ascii=False) if detail else "")
 

@@ -12,6 +12,7 @@ scope is re-resolved so the mount shows the new head.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import logging
@@ -19,6 +20,8 @@ import os
 import time
 from dataclasses import dataclass
 
+from lakemount.audit.context import Actor, acting
+from lakemount.audit.record import MOUNT
 from lakemount.errors import LakeMountError
 from lakemount.fuse import control
 from lakemount.fuse.auditing import MountAudit
@@ -226,8 +229,11 @@ class Handles:
         if scope is None or node.control not in control.WRITABLE:
             raise FsError(errno.EACCES)
         self.state.io()
+        # A commit, merge or reset written to a control file is the audit trail's record of this uid.
+        actor = Actor(self.audit.user(uid), MOUNT) if self.audit is not None else None
         try:
-            outcome = self.controls.write(scope, node.control, data, uid)
+            with acting(actor) if actor is not None else contextlib.nullcontext():
+                outcome = self.controls.write(scope, node.control, data, uid)
         finally:
             self.metrics.add(f"control_{node.control}")
         if outcome.content_changed or outcome.head_moved:

@@ -34,6 +34,8 @@ def test_a_read_and_a_write_through_the_mount_are_one_record_per_handle(tmp_path
                 pfs.pread(fh, off, 3)
         pfs.write_file("mnt/main/d/out.txt", b"abcdef")
         assert sorted(pfs.listdir("mnt/main/d")) == ["in.txt", "out.txt"]
+        with pfs.opened("mnt/main/.lakefs/commit", os.O_WRONLY | os.O_TRUNC) as fh:  # a commit through the mount
+            pfs.pwrite(fh, 0, b"from the mount\n")
         assert app.audit is not None
         app.audit.flush()
         recs = list(cat.audit_records("mnt", Filter()))
@@ -42,10 +44,13 @@ def test_a_read_and_a_write_through_the_mount_are_one_record_per_handle(tmp_path
         if app.audit is not None:
             app.audit.close()
     by_op = {r.op: r for r in recs if r.frontend == "mount"}
-    assert set(by_op) == {"read", "write", "list"}, recs
+    assert set(by_op) == {"read", "write", "list", "commit"}, recs
     user = pwd.getpwuid(os.getuid()).pw_name
     for r in by_op.values():
-        assert (r.user, r.uid, r.pid, r.process, r.ref) == (user, os.getuid(), os.getpid(), _comm(), "main")
+        assert (r.user, r.ref) == (user, "main")
+        if r.op != "commit":
+            assert (r.uid, r.pid, r.process) == (os.getuid(), os.getpid(), _comm())
+    assert by_op["commit"].commit == cat.get_branch("mnt", "main").commit_id != head
     assert (by_op["read"].path, by_op["read"].bytes, by_op["read"].commit) == ("d/in.txt", 10, head)
     assert (by_op["write"].path, by_op["write"].bytes) == ("d/out.txt", 6)
     assert by_op["list"].path == "d/"
