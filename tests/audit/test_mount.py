@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import os
 import pwd
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from lakemount.app import App
 from lakemount.audit.table import Filter
 from lakemount.config import load
 from lakemount.fuse.core import Caller
 from lakemount.fuse.runner import build_filesystem, mount_options
+from tests.fuse.mounting import HAVE_FUSE, start, stop
 from tests.fuse.pathfs import PathFS
 
 
@@ -69,3 +73,29 @@ def test_the_mount_stats_show_the_audit_counters(tmp_path: Path) -> None:
         assert app.audit is not None
         app.audit.close()
     assert "lakemount_audit_recorded_total 1" in text and "lakemount_audit_lost_intervals_total 0" in text
+
+
+@pytest.mark.fuse
+@pytest.mark.skipif(not HAVE_FUSE, reason="needs /dev/fuse and fusermount3")
+def test_through_the_kernel_the_record_names_the_reading_process(tmp_path: Path) -> None:
+    home = str(tmp_path / "home")
+    app = App(load(None, env={"LAKEMOUNT_HOME": home}))
+    app.catalog.create_repository("kern")
+    app.catalog.put("kern", "main", "k.txt", b"kernel!")
+    app.refs.engine.dispose()
+    mp = str(tmp_path / "mnt")
+    m = start(home, mp)
+    try:
+        reader = subprocess.run(["cat", f"{mp}/kern/main/k.txt"], capture_output=True, check=True)
+        assert reader.stdout == b"kernel!"
+        with open(f"{mp}/kern/main/w.txt", "wb") as f:
+            f.write(b"12345")
+    finally:
+        stop(m)  # a clean stop writes what is still buffered
+    assert m.proc.returncode == 0, m.log()
+    recs = [r for r in app.catalog.audit_records("kern", Filter()) if r.frontend == "mount"]
+    read = [r for r in recs if r.op == "read" and r.path == "k.txt"]
+    assert len(read) == 1 and (read[0].process, read[0].bytes, read[0].uid) == ("cat", 7, os.getuid())
+    assert read[0].pid != os.getpid() and read[0].pid > 0
+    written = [r for r in recs if r.op == "write" and r.path == "w.txt"]
+    assert len(written) == 1 and (written[0].pid, written[0].bytes) == (os.getpid(), 5)
