@@ -32,6 +32,8 @@ import time
 from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# This checkout's lakemount, not whichever the environment has installed (the servers run from here too).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import api_bench  # noqa: E402 - the sibling benchmarks' clients
 import gateway_bench  # noqa: E402
