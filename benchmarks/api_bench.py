@@ -55,7 +55,7 @@ def start(home: str) -> tuple[subprocess.Popen[str], str, str]:
         cat.put(REPO, "main", f"list/part-{i:05d}.parquet", f"row {i}".encode())
     cat.put(REPO, "main", "zzz/after", b"x")
     cat.commit(REPO, "main", "bench data")
-    app.refs.engine.dispose()
+    app.release_connections()
     proc = subprocess.Popen(
         [sys.executable, "-m", "lakemount.cli.main", "serve", "--listen", "127.0.0.1:0"],
         env=env, stdout=subprocess.PIPE, stderr=open(os.path.join(home, "serve.log"), "w"), text=True,

@@ -154,7 +154,7 @@ def main() -> None:
     for i in range(FILES):
         cat.put(REPO, "main", f"small/f{i:04d}", os.urandom(4096))
     cat.commit(REPO, "main", "bench data")
-    app.refs.engine.dispose()
+    app.metastore.engine.dispose()
     off_env = {"LAKEMOUNT_AUDIT_ENABLED": "false"}
     procs = []
     try:

@@ -20,9 +20,16 @@ with its own ``lakemount mount /lake``, and prints, measured in this run:
 * gateway requests/s (signed 4 KiB GETs from client processes on ``client``)
   against one gateway host, then spread over two (db, s3, gw1, gw2, client).
   All hosts share this machine's cores, so the ratio shows scale-out only
-  where the client and gateways are not already CPU-bound together.
+  where the client and gateways are not already CPU-bound together;
+* hot 4 KiB GETs/s through two gateway hosts (issue 26: reads of immutable data
+  come from each host's RAM/disk cache, target >= 1,400 req/s), with the
+  object-store requests (a counting moto server) and the PostgreSQL statements
+  per GET; with ``--baseline DIR`` (a tree of the code before, e.g. ``git archive
+  main | tar -x -C DIR`` plus its compiled extensions) the same load against that
+  code's gateways on the same hosts, in alternating rounds, each keeping its best.
 
-Run as root: ``PYTHONPATH=. python benchmarks/cluster_bench.py [--samples 30] [--head-ttl 1] [--only heads|gateways|spark]``.
+Run as root: ``PYTHONPATH=. python benchmarks/cluster_bench.py [--samples 30] [--head-ttl 1]
+[--only heads|gateways|hot|spark] [--baseline DIR]``.
 """
 
 from __future__ import annotations
@@ -153,6 +160,79 @@ def gateway_rps(procs: int, seconds: float, workers: int) -> dict[str, float]:
         return out
 
 
+COUNTS = r"""
+import json, sys, urllib.request
+print(urllib.request.urlopen(sys.argv[1] + "/__counts", timeout=30).read().decode())
+"""
+
+
+def hot_gets(procs: int, seconds: float, workers: int, rounds: int, baseline: str | None) -> dict[str, dict[str, float]]:
+    """Hot 4 KiB GETs/s through gw1+gw2, object-store requests and PostgreSQL statements per GET, per code tree.
+
+    The s3 host runs ``benchmarks/moto_counting.py`` (moto counting what it serves). Each tree's
+    gateways serve on their own port of gw1 and gw2 (``--no-api``: one REST API per host is enough);
+    rounds alternate between trees so a burst of load elsewhere on the machine does not decide a ratio.
+    """
+    root = str(Path(__file__).resolve().parents[1])
+    with cluster(["db", "gw1", "gw2", "client"], deadline=1500) as c:
+        s3 = c.add_host("s3")
+        s3.spawn(PYTHON, f"{root}/benchmarks/moto_counting.py", "5000", s3.ip, log=f"{s3.home}/moto.log")
+        c.s3_endpoint = f"http://{s3.ip}:5000"
+        c["client"].python("import boto3, sys, time\n"
+                           "c = boto3.client('s3', endpoint_url=sys.argv[1], aws_access_key_id='testing',"
+                           " aws_secret_access_key='testing', region_name='us-east-1')\n"
+                           "for i in range(300):\n"
+                           "    try:\n"
+                           "        c.create_bucket(Bucket='lake'); break\n"
+                           "    except Exception:\n"
+                           "        time.sleep(0.1)\n", c.s3_endpoint, timeout=120, env=c.env(c["client"]))
+        client = c["client"]
+        client.lakemount("repo", "create", "lakefs://repo")
+        trees = {"this code": (root, 8000)}
+        if baseline:
+            trees["baseline"] = (os.path.abspath(baseline), 8002)
+        wait = ("import sys, time, urllib.request, urllib.error\n"
+                "end = time.time() + 180\n"
+                "while time.time() < end:\n"
+                "    try:\n"
+                "        urllib.request.urlopen(sys.argv[1] + '/', timeout=2); break\n"
+                "    except urllib.error.HTTPError: break\n"
+                "    except OSError: time.sleep(0.2)\n"
+                "else: raise SystemExit(sys.argv[1] + ' did not answer')\n")
+        for tree, port in trees.values():
+            for gw in (c["gw1"], c["gw2"]):
+                argv = [PYTHON, "-m", "lakemount.cli.main", "serve", "--listen", f"{gw.ip}:{port}", "--workers", str(workers),
+                        "--no-api"]
+                # ``python -m`` puts the working directory first on sys.path: start in the tree to be measured.
+                log = f"{gw.home}/gateway-{port}.log"
+                gw.spawn("sh", "-c", f"cd {tree} && exec " + " ".join(argv), env=c.env(gw, PYTHONPATH=tree), log=log)
+                try:  # one at a time: a gateway creates its tables as it starts, and starting ones would race
+                    client.python(wait, f"http://{gw.ip}:{port}", timeout=200)
+                except RuntimeError as exc:
+                    raise RuntimeError(f"{exc}; its log: {Path(log).read_text(errors='replace')[-3000:]}") from None
+        eps = {name: f"http://{c['gw1'].ip}:{port},http://{c['gw2'].ip}:{port}" for name, (_, port) in trees.items()}
+        client.python(SETUP_GW, eps["this code"].split(",")[0], timeout=300)
+
+        def counts() -> dict[str, int]:
+            return dict(json.loads(client.python(COUNTS, c.s3_endpoint, timeout=60).strip().splitlines()[-1]))
+
+        out: dict[str, dict[str, float]] = {name: {"rps": 0.0} for name in eps}
+        for ep in eps.values():
+            client.python(LOAD, ep, str(procs), "3", timeout=300)  # warm-up: each host's caches, connections
+        for _ in range(rounds):
+            for name, ep in eps.items():
+                m0, x0 = counts(), c.pg_statements()
+                r = json.loads(client.python(LOAD, ep, str(procs), str(seconds), timeout=600).strip().splitlines()[-1])
+                m1, x1 = counts(), c.pg_statements()
+                rps = r["requests"] / r["seconds"]
+                if rps > out[name]["rps"]:
+                    out[name] = {"rps": rps, "store_per_get": (m1.get("total", 0) - m0.get("total", 0)) / r["requests"],
+                                 "store_gets_per_get": (m1.get("GET", 0) + m1.get("GET_RANGE", 0) - m0.get("GET", 0)
+                                                        - m0.get("GET_RANGE", 0)) / r["requests"],
+                                 "pg_per_get": (x1 - x0) / r["requests"]}
+        return out
+
+
 def spark_jobs() -> tuple[dict[str, object], dict[str, object]]:
     """The ETL job through the mounts, then through S3A on two gateways, on one cluster."""
     from tests.cluster import etl
@@ -248,7 +328,9 @@ def main() -> None:
     ap.add_argument("--gw-procs", type=int, default=4, help="client processes for the gateway GET load")
     ap.add_argument("--gw-seconds", type=float, default=10.0)
     ap.add_argument("--gw-workers", type=int, default=1, help="worker processes per gateway host")
-    ap.add_argument("--only", choices=["heads", "gateways", "spark"], default=None)
+    ap.add_argument("--only", choices=["heads", "gateways", "hot", "spark"], default=None)
+    ap.add_argument("--hot-rounds", type=int, default=3, help="alternating rounds of the hot GET load per code tree")
+    ap.add_argument("--baseline", default=None, help="a tree of the code to compare hot GETs with (see the docstring)")
     a = ap.parse_args()
     why = available()
     if why:
@@ -267,6 +349,17 @@ def main() -> None:
               f"{os.cpu_count()} cores shared by all hosts): one gateway host {g['one']:.0f} req/s, "
               f"two {g['two']:.0f} req/s (x{g['two'] / g['one']:.2f})")
     if a.only == "gateways":
+        return
+    if a.only in (None, "hot"):
+        hot = hot_gets(a.gw_procs, a.gw_seconds, a.gw_workers, a.hot_rounds, a.baseline)
+        print(f"hot 4 KiB GETs through two gateway hosts ({a.gw_procs} client processes, {a.gw_workers} worker(s) per host, "
+              f"best of {a.hot_rounds} rounds; target >= 1,400 req/s; 281-377 req/s before issue 26):")
+        for name, r in hot.items():
+            print(f"  {name}: {r['rps']:.0f} req/s, object-store requests per GET {r['store_per_get']:.3f} "
+                  f"(GETs {r['store_gets_per_get']:.3f}), PostgreSQL statements per GET {r['pg_per_get']:.2f}")
+        if "baseline" in hot:
+            print(f"  ratio this code / baseline: x{hot['this code']['rps'] / hot['baseline']['rps']:.2f}")
+    if a.only == "hot":
         return
     for notify in (True, False):
         r = run(notify, a.samples, a.head_ttl)

@@ -139,7 +139,7 @@ def bench_home(home: str) -> tuple[dict[str, str], App]:
 def start_gateway(home: str, extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
     if extra_env is None:
         env, app = bench_home(home)
-        app.refs.engine.dispose()
+        app.release_connections()
     else:  # a second server on a home bench_home already made
         env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
         env.update(extra_env, LAKEMOUNT_HOME=home)

@@ -82,8 +82,8 @@ def build(home: str, entries: int, commits: int, files_every: int) -> tuple[int,
 def scan_baseline(home: str) -> tuple[float, int]:
     app = App(load(env=env(home)))
     repo = app.catalog.repository("bench")
-    commits = {c.id: c for c in app.refs.list_commits("bench")}
-    heads = {b.name: b.commit_id for b in app.refs.list_branches("bench")}
+    commits = {c.id: c for c in app.metastore.list_commits("bench")}
+    heads = {b.name: b.commit_id for b in app.metastore.list_branches("bench")}
     keep = retained_commits(commits, heads, [], GcRules(30), time.time())
     start = time.monotonic()
     ranges: dict[str, str] = {}

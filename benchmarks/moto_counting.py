@@ -1,6 +1,6 @@
 """A moto S3 server on loopback that counts the requests it serves, for the mount benchmarks.
 
-    python benchmarks/moto_counting.py PORT
+    python benchmarks/moto_counting.py PORT [HOST]
 
 Wraps moto's WSGI application in a middleware that counts requests by kind
 (GET, ranged GET, HEAD, PUT, LIST, other); ``GET /__counts`` returns the counts
@@ -55,8 +55,9 @@ class Counting:
 
 def main() -> None:
     port = int(sys.argv[1])
+    host = sys.argv[2] if len(sys.argv) > 2 else "127.0.0.1"
     app = Counting(DomainDispatcherApplication(create_backend_app))
-    server = make_server("127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler)
+    server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
     print("ready", flush=True)
     server.serve_forever()
 

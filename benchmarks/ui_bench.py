@@ -76,7 +76,7 @@ def prepare(home: str) -> tuple[str, float]:
     cat.apply(REPO, "main", [(f"changes/c-{i:05d}.csv", entry) for i in range(DIFF_N)])
     commit = cat.commit(REPO, "main", "10,000 changes").commit.id
     took = time.perf_counter() - t0
-    app.refs.engine.dispose()
+    app.release_connections()
     return commit, took
 
 
@@ -129,7 +129,7 @@ def session_cookie(home: str) -> str:
     try:
         return issue_token(signing_key(server_key(app)), "bench")[0]
     finally:
-        app.refs.engine.dispose()
+        app.release_connections()
 
 
 def summary(times: list[float]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import uuid
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -17,15 +18,15 @@ from typing import TYPE_CHECKING
 from lakemount.config import Config, load
 
 if TYPE_CHECKING:
+    from lakemount.actions.network import WebhookPolicy
+    from lakemount.actions.runner import HookLimits
     from lakemount.audit.log import AuditLog
     from lakemount.auth.store import SqlAuthStore
     from lakemount.block.router import RouterAdapter
     from lakemount.block.trash import TrashFallbackAdapter
     from lakemount.cache.tiered import TieredCache
-    from lakemount.catalog.actions import HookLimits
     from lakemount.catalog.catalog import Catalog
     from lakemount.catalog.confinement import Confinement
-    from lakemount.catalog.hooks import WebhookPolicy
     from lakemount.graveler.committed.store import CommittedStore
     from lakemount.graveler.graveler import Graveler
     from lakemount.graveler.journal import Journal
@@ -86,13 +87,35 @@ class App:
         return TieredCache(RamCache(section.ram_bytes), disk)
 
     @cached_property
-    def refs(self) -> SqlRefStore:
+    def metastore(self) -> SqlRefStore:
+        """The SQL store of refs and staging, and the database every other record store shares (its engine)."""
         from lakemount.metastore.sql import SqlRefStore
 
         url = self.config.metadata.db.url
         if url.startswith("sqlite:///"):
             os.makedirs(os.path.dirname(url[len("sqlite:///") :]) or ".", exist_ok=True)
         return SqlRefStore(url)
+
+    def check_metastore(self) -> str:
+        """Where the metadata database is and how many repositories it holds (``lakemount doctor``).
+
+        Opens only the database, so a block store or catalog problem does not
+        hide whether it is reachable; raises ``Unavailable``, ``SchemaTooNew``.
+        """
+        return f"{self.metastore.where}, {len(self.metastore.list_repositories())} repositories"
+
+    def check_block_store(self) -> str:
+        """Write, read back and delete a scratch object under the system namespace (``lakemount doctor``).
+
+        Uses only the block store; raises its errors, or ``OSError`` if the bytes read back differ.
+        """
+        url = f"{self.system_namespace()}/doctor/{uuid.uuid4().hex}"
+        self.adapter.put(url, b"ok")
+        data = self.adapter.get(url)
+        self.adapter.delete(url)
+        if data != b"ok":
+            raise OSError("read back different bytes")
+        return f"read/write {self.namespace_root()}"
 
     def namespace_root(self) -> str:
         """Where storage namespaces of repositories created without one go."""
@@ -108,6 +131,18 @@ class App:
     def system_namespace(self) -> str:
         """The namespace of the server's own store: the journal of repositories ``recover`` starts from."""
         return self.namespace_root() + "/_system"
+
+    def release_connections(self) -> None:
+        """Close the pooled database connections this app holds (every store here shares one pool).
+
+        A connection inherited by a forked process is shared by two sessions and
+        corrupts both: the server supervisors call this before they fork their
+        workers (each worker builds its own ``App``), and a process calls it when
+        done with an app.  The app stays usable: a new pool opens on the next
+        query.  Does nothing if the database was never opened.
+        """
+        if "metastore" in self.__dict__:
+            self.metastore.engine.dispose()
 
     @cached_property
     def journal(self) -> Journal:
@@ -161,7 +196,7 @@ class App:
     def graveler(self) -> Graveler:
         from lakemount.graveler.graveler import Graveler
 
-        return Graveler(self.refs, self.committed, self.journal)
+        return Graveler(self.metastore, self.committed, self.journal)
 
     @cached_property
     def catalog(self) -> Catalog:
@@ -173,6 +208,8 @@ class App:
             self.graveler, self.adapter, namespace_root=self.namespace_root(), confinement=self.confinement, tmpdir=tmp,
             runs=self._run_store, pulls=self._pull_store, events=self._event_log, link_key=lambda: self.link_key,
             webhooks=self.webhook_policy, hook_limits=self.hook_limits, max_comments=self.config.pulls.max_comments,
+            changes=self.metastore,
+            cache=self.cache,
             observer=self.audit.versioning if self.audit is not None else None,
         )
 
@@ -197,7 +234,7 @@ class App:
     @cached_property
     def webhook_policy(self) -> WebhookPolicy:
         """The addresses webhooks may reach and their longest timeout (``actions.webhook.*``); raises ``ConfigError`` for a bad value."""
-        from lakemount.catalog.hooks import WebhookPolicy, parse_networks
+        from lakemount.actions.network import WebhookPolicy, parse_networks
         from lakemount.errors import ConfigError
 
         section = self.config.actions.webhook
@@ -216,7 +253,7 @@ class App:
     def hook_limits(self) -> HookLimits:
         """How many hooks this process runs at once and how long one waits (``actions.hooks.*``), and the
         most action files an event reads (``actions.max_files``); raises ``ConfigError``."""
-        from lakemount.catalog.actions import HookLimits
+        from lakemount.actions.runner import HookLimits
         from lakemount.errors import ConfigError
 
         section = self.config.actions.hooks
@@ -239,17 +276,17 @@ class App:
     def _run_store(self) -> SqlRunStore:
         from lakemount.metastore.actions import SqlRunStore
 
-        return SqlRunStore(self.refs.engine)
+        return SqlRunStore(self.metastore.engine)
 
     def _event_log(self) -> SqlEventLog:
         from lakemount.metastore.events import SqlEventLog
 
-        return SqlEventLog(self.refs.engine)
+        return SqlEventLog(self.metastore.engine)
 
     def _pull_store(self) -> SqlPullStore:
         from lakemount.metastore.pulls import SqlPullStore
 
-        return SqlPullStore(self.refs.engine)
+        return SqlPullStore(self.metastore.engine)
 
     @cached_property
     def auth(self) -> SqlAuthStore:
@@ -264,18 +301,18 @@ class App:
         from lakemount.auth.store import SqlAuthStore
 
         key = self.config.auth.encrypt.secret_key or read_key_file(os.path.join(self.config.home, "server.key"))
-        return SqlAuthStore(self.refs.engine, key)
+        return SqlAuthStore(self.metastore.engine, key)
 
     @cached_property
     def bucket_store(self) -> SqlBucketStore:
         """The S3 gateway's bucket records, in the ref store's database (table created if missing)."""
         from lakemount.metastore.buckets import SqlBucketStore
 
-        return SqlBucketStore(self.refs.engine)
+        return SqlBucketStore(self.metastore.engine)
 
     @cached_property
     def multipart_store(self) -> SqlMultipartStore:
         """The S3 gateway's multipart uploads, in the ref store's database (tables created if missing)."""
         from lakemount.metastore.multipart import SqlMultipartStore
 
-        return SqlMultipartStore(self.refs.engine)
+        return SqlMultipartStore(self.metastore.engine)

@@ -109,6 +109,14 @@ class AmbiguousRef(InvalidArgument):
         self.repo, self.ref, self.candidates = repo, ref, candidates
 
 
+class MetadataTooLarge(InvalidArgument):
+    """User metadata over the size an object may carry (``size`` bytes of names and values, ``limit`` allowed)."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"user metadata larger than {limit} bytes ({size} bytes of names and values)")
+        self.size, self.limit = size, limit
+
+
 class InvalidName(InvalidArgument):
     """A repository, branch or tag name that breaks lakemount's naming rules; ``reason`` says which."""
 

@@ -60,6 +60,42 @@ def test_every_test_a_document_names_exists(doc: str) -> None:
     assert not missing, f"{doc} names tests that do not exist: {missing}"
 
 
+# A file a document names: ``../x/y.md``, or a relative path with a known suffix not inside an absolute
+# path (``/lake/demo/main~1/README.md`` is a path on a mount, not in this repository).
+FILE_NAME = re.compile(
+    r"(?<![\w/~.*-])((?:\.\./)+[\w./-]+|[\w.-]+(?:/[\w.-]+)*\.(?:md|py|toml|yaml|yml|sh|service|c|js|css|html))(?![\w/*-])"
+)
+
+
+def files_outside(text: str) -> list[str]:
+    """The files ``text`` names that are not in this repository: any ``../`` path, a bare ``X.md`` that is
+    neither at the top nor under docs/, a path under a top-level directory of the repository that does not exist."""
+    top = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")}
+    out = []
+    for name in FILE_NAME.findall(text):
+        if name.startswith("../"):
+            out.append(name)
+        elif "/" not in name and name.endswith(".md"):
+            if not (ROOT / name).exists() and not (ROOT / "docs" / name).exists():
+                out.append(name)
+        elif name.split("/")[0] in top and not (ROOT / name).exists():
+            out.append(name)
+    return out
+
+
+@pytest.mark.parametrize("doc", documents())
+def test_every_file_a_document_names_is_in_the_repository(doc: str) -> None:
+    """The README pointed at ``../shared/DESIGN.md``, a file a clone of the repository does not have."""
+    missing = files_outside((ROOT / doc).read_text())
+    assert not missing, f"{doc} names files outside the repository: {missing}"
+
+
+def test_the_file_check_sees_outside_and_missing_files() -> None:
+    text = ("See `../shared/DESIGN.md`, DESIGN.md 6b, `docs/NOPE.md`, `lakemount/nope.py`; "
+            "`docs/SEMANTICS.md`, `scripts/import_map.py`, `cat /lake/demo/main~1/README.md`, /etc/lakemount/config.yaml")
+    assert files_outside(text) == ["../shared/DESIGN.md", "DESIGN.md", "docs/NOPE.md", "lakemount/nope.py"]
+
+
 def test_the_check_sees_a_missing_name() -> None:
     functions, modules = _defined_tests()
     cited = named_tests("see `test_no_such_claim_checker_xyz` and tests/fuse/test_mount.py::test_mount_behaves_like_a_local_directory")

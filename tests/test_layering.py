@@ -1,9 +1,12 @@
 """The package layering, checked statically: the catalog is the only door into the versioned core.
 
 Front ends (the mount, the gateway, the CLI, the jobs, the REST API, the web
-UI) must not import ``lakemount.graveler`` nor reach around the catalog through
-a ``.graveler`` attribute (``catalog.graveler``, ``app.graveler``); graveler
-imports nothing of lakemount but its errors.  Packages may use one another
+UI, the code the servers share) must not import ``lakemount.graveler`` nor
+reach around the catalog through a ``.graveler`` attribute (``catalog.graveler``,
+``app.graveler``), nor take the stores under it from the composition root: no
+``.refs``/``.metastore`` attribute at all, no ``.adapter``/``.blockstore`` of an
+``App`` (spelled ``app``, ``<x>.app``, ``<x>_app``, ``app_for(...)``,
+``App(...)``); graveler imports nothing of lakemount but its errors.  Packages may use one another
 (the CLI starts the gateway, the API server hosts the UI's pages, the ref
 store keeps records the catalog declares) but never in a cycle: one of the
 two is the lower layer.  Imports are read with
@@ -18,10 +21,17 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "lakemount"
-FRONT_ENDS = ("fuse", "gateway", "cli", "jobs", "api", "ui")
+FRONT_ENDS = ("fuse", "gateway", "cli", "jobs", "api", "ui", "serving", "iceberg")
 CORE = "lakemount.graveler"
 # What graveler may import of lakemount besides itself.
 CORE_MAY_IMPORT = frozenset({"lakemount.errors"})
+# Attributes that reach a store under the catalog whatever holds them (the core, the SQL ref store).
+AROUND_THE_CATALOG = frozenset({"graveler", "refs", "metastore"})
+# Attributes of an ``App`` that are stores under the catalog (``config.blockstore`` or a reader's own
+# ``self.adapter`` are not).
+APP_STORES = frozenset({"adapter", "blockstore"})
+# How front ends get hold of an App besides a name: ``app_for(config)``, ``App(config)``, ``App.from_config()``.
+APP_MAKERS = frozenset({"app_for", "App", "from_config"})
 
 # Gateway files that still reach graveler until the gateway's own rework lands.
 # The list may only shrink: an entry that no longer violates fails the test.
@@ -61,12 +71,28 @@ def is_core(module: str) -> bool:
     return module == CORE or module.startswith(CORE + ".")
 
 
+def is_app(node: ast.expr) -> bool:
+    """Whether ``node`` is an ``App`` as front ends spell one (see the module's docstring)."""
+    if isinstance(node, ast.Name):
+        return node.id == "app" or node.id.endswith("_app")
+    if isinstance(node, ast.Attribute):
+        return node.attr == "app"
+    if isinstance(node, ast.Call):
+        func = node.func
+        return (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "") in APP_MAKERS
+    return False
+
+
 def violations(path: Path, source: str | None = None) -> list[str]:
     """Why ``path`` (a front-end module, or ``source`` placed there) breaks the layering; empty if it does not."""
     text = path.read_text() if source is None else source
     out = [f"line {line}: imports {m}" for line, m in imports(path, text) if is_core(m)]
     tree = ast.parse(text, str(path))
-    out += [f"line {n.lineno}: uses .graveler" for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "graveler"]
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and n.attr in AROUND_THE_CATALOG:
+            out.append(f"line {n.lineno}: uses .{n.attr}")
+        elif isinstance(n, ast.Attribute) and n.attr in APP_STORES and is_app(n.value):
+            out.append(f"line {n.lineno}: uses App.{n.attr}")
     return out
 
 
@@ -80,7 +106,7 @@ def rel(path: Path) -> str:
 
 def test_front_ends_reach_the_versioned_core_only_through_the_catalog() -> None:
     bad = {rel(p): v for p in front_end_files() if (v := violations(p)) and rel(p) not in KNOWN_VIOLATIONS}
-    assert not bad, "front ends must use lakemount.catalog, not graveler:\n" + "\n".join(
+    assert not bad, "front ends must use lakemount.catalog, not graveler nor the stores under it:\n" + "\n".join(
         f"  lakemount/{f}: {'; '.join(v)}" for f, v in sorted(bad.items())
     )
 
@@ -91,15 +117,43 @@ def test_the_list_of_known_violations_only_shrinks() -> None:
     assert not fixed, f"no longer violating, remove from KNOWN_VIOLATIONS: {fixed}"
 
 
-def test_graveler_imports_nothing_outward() -> None:
-    bad = [
+def outward_imports(package: str, may_import: frozenset[str]) -> list[str]:
+    """``file:line: imports m`` for each import in ``lakemount/<package>`` of a part of lakemount outside it and ``may_import``."""
+    own = f"lakemount.{package}"
+    return [
         f"lakemount/{rel(p)}:{line}: imports {m}"
-        for p in sorted((PACKAGE / "graveler").rglob("*.py"))
+        for p in sorted((PACKAGE / package).rglob("*.py"))
         for line, m in imports(p)
-        if (m == "lakemount" or m.startswith("lakemount.")) and not is_core(m) and m not in CORE_MAY_IMPORT
-        and not any(m.startswith(allowed + ".") for allowed in CORE_MAY_IMPORT)
+        if (m == "lakemount" or m.startswith("lakemount.")) and m != own and not m.startswith(own + ".")
+        and m not in may_import and not any(m.startswith(allowed + ".") for allowed in may_import)
     ]
+
+
+def test_graveler_imports_nothing_outward() -> None:
+    bad = outward_imports("graveler", CORE_MAY_IMPORT)
     assert not bad, "graveler depends on nothing but lakemount.errors:\n" + "\n".join(bad)
+
+
+def test_graveler_says_what_the_core_is_module_by_module() -> None:
+    """graveler had no ``__init__.py``: nothing said what the core holds; now its docstring names every module."""
+    init = PACKAGE / "graveler" / "__init__.py"
+    assert init.is_file(), "lakemount/graveler/__init__.py is missing"
+    doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+    parts = {p.stem for p in (PACKAGE / "graveler").glob("*.py") if p.stem != "__init__"}
+    parts |= {p.name for p in (PACKAGE / "graveler").iterdir() if (p / "__init__.py").is_file()}
+    assert doc and not [m for m in sorted(parts) if f"``{m}``" not in doc], f"name every module of graveler: {sorted(parts)}"
+    assert not [line for line, m in imports(init) if m.startswith("lakemount")]  # importing the core runs nothing
+
+# Hooks sit below the catalog: the catalog owns the runner and calls it from its verbs, and hooks see the
+# catalog only through the ports they declare (``runner.ActionSource``, ``hook.HookContext``).
+ACTIONS_MAY_IMPORT = frozenset({"lakemount.errors", "lakemount.config"})
+
+
+def test_hooks_sit_below_the_catalog() -> None:
+    assert (PACKAGE / "actions" / "runner.py").is_file(), "hooks live in their own package, lakemount/actions"
+    bad = outward_imports("actions", ACTIONS_MAY_IMPORT)
+    assert not bad, "lakemount/actions depends on nothing but lakemount.errors and lakemount.config:\n" + "\n".join(bad)
+    assert "actions" in package_edges()["catalog"]
 
 
 def package_edges() -> dict[str, dict[str, str]]:
@@ -195,8 +249,19 @@ def test_the_package_graph_is_read_from_imports() -> None:
         ("from ..graveler import model\n", ["line 1: imports lakemount.graveler", "line 1: imports lakemount.graveler.model"]),
         ("x = app.graveler.commit()\n", ["line 1: uses .graveler"]),
         ("from lakemount.catalog.model import Entry\nfrom . import common\nx = app.catalog.commit()\n", []),
+        ("heads = app.refs.list_branches(repo)\n", ["line 1: uses .refs"]),
+        ("app.metastore.engine.dispose()\n", ["line 1: uses .metastore"]),
+        ("def f(ctx):\n    return ctx.service.app.metastore.where\n", ["line 2: uses .metastore"]),
+        ("data = app.adapter.get(url)\n", ["line 1: uses App.adapter"]),
+        ("stores = self.app.blockstore\n", ["line 1: uses App.blockstore"]),
+        ("probe = gateway_app.adapter\n", ["line 1: uses App.adapter"]),
+        ("adapter = app_for(config).adapter\n", ["line 1: uses App.adapter"]),
+        ("adapter = App(config).blockstore\n", ["line 1: uses App.blockstore"]),
+        ("adapter = App.from_config(path).adapter\n", ["line 1: uses App.adapter"]),
+        ("data = self.adapter.get(url)\nroot = app.config.blockstore.local.path\nrules = load(app.catalog.adapter)\n", []),
     ],
 )
 def test_the_check_sees_every_form(source: str, expected: list[str]) -> None:
-    """The checker itself: every way of importing graveler or reaching it is caught, the catalog is not."""
+    """The checker itself: every way of importing graveler or reaching a store under the catalog is caught,
+    the catalog (and a front end's own adapter, or the configuration's ``blockstore`` section) is not."""
     assert sorted(violations(PACKAGE / "cli" / "probe.py", source)) == sorted(expected)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from lakemount.api.auth import Permission
-from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response
+from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response, repo_of
 from lakemount.api.errors import bad_request
 from lakemount.api.models import commit_json, diff_json, ref_json
 from lakemount.api.pagination import after_filter, paginate
@@ -13,13 +12,6 @@ from lakemount.serving.http import Response
 
 TAG = "branches"
 DELIMITER = Param("delimiter", description="group paths by this delimiter (only '/' or none)")
-
-
-def repo_of(ctx: Ctx, action: Action | Permission) -> str:
-    """The request's ``repository`` path parameter, after checking ``action`` on it (403 if denied)."""
-    repo = ctx.params["repository"]
-    ctx.require(action, repo)
-    return repo
 
 
 @operation("GET", "/repositories/{repository}/branches", "listBranches", tag=TAG, summary="branches of a repository",

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from lakemount.api.branches import repo_of
-from lakemount.api.context import Ctx, json_response
+from lakemount.api.context import Ctx, json_response, repo_of
 from lakemount.api.models import commit_json
 from lakemount.api.routing import operation
 from lakemount.auth.policies import Action

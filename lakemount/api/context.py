@@ -3,7 +3,8 @@
 Query parameters are checked against the operation's declared ones (type,
 range); JSON bodies are read up to ``MAX_JSON_BYTES``, must be sent as
 ``application/json`` and are validated against the operation's schema, so
-an operation only ever sees well-formed input.
+an operation only ever sees well-formed input.  :func:`repo_of` is how an
+operation names the repository it acts on, the caller's permission checked.
 """
 
 from __future__ import annotations
@@ -193,3 +194,10 @@ class Ctx:
                 raise ApiError(413, f"request body larger than {limit} bytes")
             parts.append(piece)
         return b"".join(parts)
+
+
+def repo_of(ctx: Ctx, action: Action | Permission) -> str:
+    """The request's ``repository`` path parameter, after checking ``action`` on it (403 if denied)."""
+    repo = ctx.params["repository"]
+    ctx.require(action, repo)
+    return repo

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import json
 
-from lakemount.api.branches import repo_of
-from lakemount.api.context import INERT_HEADERS, Ctx
+from lakemount.api.context import INERT_HEADERS, Ctx, repo_of
 from lakemount.api.errors import bad_request
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action

@@ -41,7 +41,10 @@ from lakemount.app import App
 from lakemount.audit import context as audit_context
 from lakemount.audit.record import API
 from lakemount.auth.crypto import read_key_file
+from lakemount.auth.policies import Action
 from lakemount.errors import LakeMountError
+from lakemount.iceberg.errors import IcebergError
+from lakemount.iceberg.service import IcebergService
 from lakemount.serving import metrics
 from lakemount.serving.http import BodyTimeout, ClientDisconnected, Request, Response
 from lakemount.ui import pages
@@ -62,14 +65,60 @@ def server_key(app: App) -> str:
     return (app.config.auth.encrypt.secret_key or read_key_file(os.path.join(app.config.home, "server.key")))
 
 
+class IcebergGate:
+    """The authenticator as the Iceberg catalog asks it: the same keys, tokens and policies, errors in its shape."""
+
+    TYPES: Final = {401: "NotAuthorizedException", 403: "ForbiddenException"}
+
+    def __init__(self, authenticator: Authenticator) -> None:
+        self.auth = authenticator
+
+    def _shaped(self, e: ApiError) -> IcebergError:
+        return IcebergError(e.status, self.TYPES.get(e.status, "BadRequestException"), e.message)
+
+    def login(self, access_key_id: str, secret: str) -> tuple[str, int]:
+        try:
+            return self.auth.login(access_key_id, secret)
+        except ApiError as e:
+            raise self._shaped(e) from None
+
+    def user(self, authorization: str | None) -> str:
+        if not authorization:
+            raise IcebergError(401, "NotAuthorizedException",
+                               "missing credentials: a bearer token from oauth/tokens, or basic auth with an access key")
+        try:
+            return self.auth.authenticate(authorization, None)
+        except ApiError as e:
+            raise self._shaped(e) from None
+
+    def require(self, user: str, action: Action, repo: str) -> None:
+        try:
+            self.auth.require(user, action, repo)
+        except ApiError as e:
+            raise self._shaped(e) from None
+
+    def allowed(self, user: str, action: Action, repo: str) -> bool:
+        return self.auth.allowed(user, action, repo)
+
+
+def iceberg_defaults(app: App) -> dict[str, str]:
+    """What the catalog's ``config`` tells clients: path-style S3 through the gateway (its address when it is fixed)."""
+    gw = app.config.gateways.s3
+    out = {"s3.path-style-access": "true", "s3.region": gw.region, "client.region": gw.region}
+    host, _, port = gw.listen_address.rpartition(":")
+    host = host.strip("[]")
+    if port.isdigit() and int(port) and host not in ("", "0.0.0.0", "::"):
+        scheme = "https" if gw.tls.cert_file else "http"
+        out["s3.endpoint"] = f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
+    return out
+
+
 class ApiService:
     """The API of one process over one ``App``."""
 
     def __init__(self, app: App) -> None:
         self.app = app
         self.router = Router(OPERATIONS)
-        self.tmpdir = os.path.join(app.config.home, "tmp")
-        os.makedirs(self.tmpdir, exist_ok=True)
         if app.audit is not None:
             app.audit.start()  # counts at once the trail a killed process of this host left unwritten
 
@@ -80,6 +129,10 @@ class ApiService:
     @cached_property
     def authenticator(self) -> Authenticator:
         return Authenticator(self.app.auth, signing_key(server_key(self.app)))
+
+    @cached_property
+    def iceberg(self) -> IcebergService:
+        return IcebergService(self.catalog, IcebergGate(self.authenticator), iceberg_defaults(self.app))
 
     def handle(self, request: Request) -> Response:
         """Answer one request (never raises); ``Response.operation`` is its operationId, ``ui`` or ``metrics``."""
@@ -132,6 +185,10 @@ class ApiService:
         if path == METRICS_PATH and self.app.config.api.metrics:
             name[0] = "metrics"
             return self._metrics(request)
+        if IcebergService.serves(path):
+            response = self.iceberg.handle(request)  # answers in the Iceberg protocol's shape, never raises
+            name[0] = response.operation
+            return response
         if not path.startswith(PREFIX + "/") and path != PREFIX:
             name[0] = "ui"
             try:

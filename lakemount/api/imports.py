@@ -23,8 +23,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from lakemount.api.branches import repo_of
-from lakemount.api.context import Ctx, empty, json_response
+from lakemount.api.context import Ctx, empty, json_response, repo_of
 from lakemount.api.errors import ApiError, bad_request, not_found
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action

@@ -7,24 +7,23 @@ no NUL, no ``.`` or ``..`` segment; anything else is a 400.
 
 from __future__ import annotations
 
-import fnmatch
 import time
 from typing import Any, Final
 
-from lakemount.api.branches import repo_of
-from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response
+from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response, repo_of
 from lakemount.api.errors import ApiError, bad_request
 from lakemount.api.models import object_json
 from lakemount.api.pagination import page
 from lakemount.api.routing import PAGINATION, Param, operation
-from lakemount.api.upload import header_text, receive_object
+from lakemount.api.upload import receive_object
 from lakemount.audit.context import note
 from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import MAX_KEY_BYTES, encode_new_path
-from lakemount.catalog.model import STORED_PREFIX, has_data, object_view, upload_entry
-from lakemount.errors import ObjectNotFound, ProtectedBranch
-from lakemount.serving.bodies import read_stream
+from lakemount.catalog.model import has_data, object_view, upload_entry
+from lakemount.errors import ObjectNotFound
+from lakemount.serving.bodies import read_body
 from lakemount.serving.http import Response
+from lakemount.serving.metadata import metadata_from_headers, metadata_headers, user_metadata
 from lakemount.serving.ranges import RangeNotSatisfiable, http_date, parse_range
 
 TAG = "objects"
@@ -67,7 +66,7 @@ def _has_data(entry: Any) -> bool:
 
 def _user_meta(entry: Any) -> list[tuple[str, str]]:
     """User metadata as the object view shows it (a symlink's target included)."""
-    return [(k, v) for k, v in object_view(entry).metadata if not k.startswith(STORED_PREFIX)]
+    return user_metadata(object_view(entry).metadata)
 
 
 def _resolve(ctx: Ctx, repo: str) -> Any:
@@ -93,7 +92,7 @@ def stat_object(ctx: Ctx) -> Response:
     repo_rec = ctx.catalog.repository(repo)
     presign = _presigning(ctx, repo_rec)
     path = check_path(ctx.q_required("path"))
-    entry = ctx.catalog.stat(repo, _resolve(ctx, repo), path)
+    entry = ctx.catalog.stat(repo, _resolve(ctx, repo), path)  # _resolve: the audit trail notes the commit
     out = _stats(ctx, repo_rec, path, entry)
     if not ctx.q_bool("user_metadata", True):  # as lakeFS: asked not to, an empty map
         out["metadata"] = {}
@@ -111,19 +110,24 @@ def _object_headers(entry: Any) -> list[tuple[str, str]]:
         ("Last-Modified", http_date(entry.mtime_ns)),
         ("Accept-Ranges", "bytes"),
     ]
-    headers += [(META_HEADER + k, v) for k, v in _user_meta(entry)]
+    headers += metadata_headers(view.metadata, META_HEADER)  # the gateway's mapping (serving/metadata.py)
     headers += INERT_HEADERS  # an object stored as text/html, opened from its download link, runs nothing
     return headers
 
 
 def _read(ctx: Ctx, *, with_body: bool) -> Response:
     repo = repo_of(ctx, Action.READ_REPO)
-    presign = with_body and _presigning(ctx, ctx.catalog.repository(repo))
+    repo_rec = ctx.catalog.repository(repo)
+    presign = with_body and _presigning(ctx, repo_rec)
     path = check_path(ctx.q_required("path"))
-    entry = ctx.catalog.stat(repo, _resolve(ctx, repo), path)
+    # The ref and the entry in one step: on a branch, one ref-store statement (Catalog.lookup).
+    resolved, entry = ctx.catalog.lookup(repo_rec, ctx.params["ref"], path)
+    note(commit=resolved.commit_id)
+    if entry is None:
+        raise ObjectNotFound(f"{repo}/{resolved.expr}/{path}")
     if presign and _has_data(entry):
         # As lakeFS: the client follows the redirect to the block store, Range and all.
-        url, _expiry = ctx.catalog.presign_read(ctx.catalog.repository(repo), entry)
+        url, _expiry = ctx.catalog.presign_read(repo_rec, entry)
         return Response(302, [("Location", url), ("Cache-Control", "no-store")], b"")
     headers = _object_headers(entry)
     inm = ctx.request.header("if-none-match")
@@ -144,8 +148,8 @@ def _read(ctx: Ctx, *, with_body: bool) -> Response:
         return Response(status, headers, b"")
     if length == 0:
         return Response(status, headers, b"")
-    body, f = read_stream(ctx.catalog, ctx.catalog.repository(repo), entry, start, length)
-    return Response(status, headers, body, length=length, close=f.close if f is not None else None)
+    body, close = read_body(ctx.catalog, repo_rec, entry, start, length)
+    return Response(status, headers, body, length=length, close=close)
 
 
 @operation("GET", "/repositories/{repository}/refs/{ref}/objects", "getObject", tag=TAG,
@@ -166,20 +170,6 @@ def head_object(ctx: Ctx) -> Response:
     return _read(ctx, with_body=False)
 
 
-def _metadata(ctx: Ctx) -> list[tuple[str, str]]:
-    out: dict[str, str] = {}
-    size = 0
-    for name, value in ctx.request.headers:
-        if name.startswith(META_HEADER):
-            key = name[len(META_HEADER) :]
-            value = header_text(value)
-            out.setdefault(key, value)
-            size += len(key) + len(value)
-    if size > 2048:
-        raise bad_request("user metadata larger than 2048 bytes")
-    return sorted(out.items())
-
-
 @operation("POST", "/repositories/{repository}/branches/{branch}/objects", "uploadObject", tag=TAG,
            summary="upload an object (raw body, or multipart/form-data with a 'content' field)",
            params=(PATH, Param("storageClass"), Param("force", "boolean"), Param("If-None-Match", where="header")),
@@ -193,15 +183,13 @@ def upload_object(ctx: Ctx) -> Response:
     cat = ctx.catalog
     repo_rec = cat.repository(repo)
     note(commit=cat.get_branch(repo, branch).commit_id)
+    # Refused before the body is read: a tag or a protected branch takes no upload (the staging would refuse it after).
     cat.writable_branch(repo, branch)
-    # Refused before the body is read: a protected branch takes no upload (the staging would refuse it after).
-    if any(fnmatch.fnmatchcase(branch, p) for p in cat.protection_rules(repo)):
-        raise ProtectedBranch(repo, branch)
     exclusive = (ctx.request.header("if-none-match") or "").strip() == "*"
     if exclusive and cat.get_optional(repo, branch, path) is not None:
         raise ApiError(412, f"object exists: {path}")
-    meta = _metadata(ctx)
-    stored = receive_object(ctx.request, cat, repo_rec, ctx.service.tmpdir)
+    meta = metadata_from_headers(ctx.request, META_HEADER)
+    stored = receive_object(ctx.request, cat, repo_rec)
     note(nbytes=stored.size)
     entry = upload_entry(stored.address, stored.size, stored.md5, path, stored.content_type, meta)
     if exclusive and cat.get_optional(repo, branch, path) is not None:

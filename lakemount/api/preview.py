@@ -20,8 +20,7 @@ import csv
 import json
 from typing import Any, Final
 
-from lakemount.api.branches import repo_of
-from lakemount.api.context import Ctx, json_response
+from lakemount.api.context import Ctx, json_response, repo_of
 from lakemount.api.objects import PATH, check_path
 from lakemount.api.parquet_pages import BadPage, pages
 from lakemount.api.routing import Param, operation

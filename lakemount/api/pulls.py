@@ -10,8 +10,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from lakemount.api.branches import repo_of
-from lakemount.api.context import Ctx, empty, json_response
+from lakemount.api.context import Ctx, empty, json_response, repo_of
 from lakemount.api.errors import bad_request
 from lakemount.api.pagination import after_filter, paginate
 from lakemount.api.routing import AMOUNT, PAGINATION, Param, operation

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from itertools import dropwhile
 
-from lakemount.api.branches import DELIMITER, diff_page, repo_of
-from lakemount.api.context import Ctx, json_response
+from lakemount.api.branches import DELIMITER, diff_page
+from lakemount.api.context import Ctx, json_response, repo_of
 from lakemount.api.errors import bad_request
 from lakemount.api.models import commit_json
 from lakemount.api.pagination import paginate

@@ -12,13 +12,12 @@ import hashlib
 import json
 from typing import Any
 
+from lakemount.actions.runs import HookRun, Run
 from lakemount.api.auth import SET_BRANCH_PROTECTION, SET_GC_RULES
-from lakemount.api.branches import repo_of
-from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response
+from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response, repo_of
 from lakemount.api.pagination import page
 from lakemount.api.routing import AMOUNT, Param, operation
 from lakemount.auth.policies import Action
-from lakemount.catalog.actions import HookRun, Run
 from lakemount.errors import InvalidArgument, NotFound, PreconditionFailed
 from lakemount.serving.http import Response
 

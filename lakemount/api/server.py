@@ -108,7 +108,7 @@ def prepare_stores(config: Config) -> None:
     app = App(config)
     app.auth  # noqa: B018 - builds the auth tables
     server_key(app)
-    app.refs.engine.dispose()
+    app.release_connections()
 
 
 class ApiServer(WorkerPool):

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lakemount.api.branches import repo_of
-from lakemount.api.context import Ctx, json_response
+from lakemount.api.context import Ctx, json_response, repo_of
 from lakemount.api.errors import ApiError, bad_request
 from lakemount.api.models import object_json
 from lakemount.api.objects import PATH, check_path

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from lakemount.api.branches import repo_of
-from lakemount.api.context import Ctx, empty, json_response
+from lakemount.api.context import Ctx, empty, json_response, repo_of
 from lakemount.api.errors import not_found
 from lakemount.api.models import ref_json
 from lakemount.api.pagination import after_filter, paginate

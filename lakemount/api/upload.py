@@ -1,25 +1,28 @@
 """Receiving object data: a raw body or a ``multipart/form-data`` one, verified before anything is staged.
 
-The bytes go to a landing file (the gateway's: inside a local storage
-namespace, so storing is a rename) while MD5 and SHA-256 are computed on two
-threads (``block.landing.Pipeline``, as the gateway's PUT); only when the
-whole body arrived, its length matches ``Content-Length`` and (for a form) the
-closing boundary was seen, is the file stored content-addressed. A client that
-disconnects or times out leaves nothing behind: the landing file is removed,
-nothing is staged.
+The bytes go through the catalog's object writer (``catalog/writer.py``, as
+the gateway's PUT: a landing file inside a local storage namespace, MD5 and
+SHA-256 computed on two threads); only when the whole body arrived, its
+length matches ``Content-Length`` and (for a form) the closing boundary was
+seen, is it stored content-addressed. A client that disconnects or times out
+leaves nothing behind: the writer's block fails, nothing is stored or staged.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from lakemount.api.errors import ApiError, bad_request
-from lakemount.block.landing import Landing, Pipeline
 from lakemount.serving.http import Request
+from lakemount.serving.metadata import header_text
+
+if TYPE_CHECKING:
+    from lakemount.catalog.catalog import Catalog
+    from lakemount.catalog.model import Repository
+    from lakemount.catalog.writer import DataWriter
 
 MAX_OBJECT_BYTES: Final = 5 * 1024**3
 MAX_PART_HEADER: Final = 64 * 1024
@@ -98,40 +101,15 @@ def _form_content(chunks: Iterator[bytes], boundary: bytes, part_type: list[str]
         buf += piece
 
 
-def _fill(land: Landing, data: Iterator[bytes], limit: int, declared: int | None) -> tuple[int, str, str]:
-    """Land ``data`` (MD5 here; SHA-256 and the writes in a ``Pipeline``, threaded for large or unsized bodies)."""
-    md5, sha = hashlib.md5(), hashlib.sha256()
-    size = 0
-    pipe = Pipeline(land, sha, expected=declared)
-    try:
-        for piece in data:
-            size += len(piece)
-            if size > limit:
-                raise ApiError(413, f"object larger than {limit} bytes")
-            md5.update(piece)
-            pipe.put(piece)
-    finally:
-        pipe.finish()
-    return size, md5.hexdigest(), sha.hexdigest()
+def _fill(w: DataWriter, data: Iterator[bytes], limit: int) -> None:
+    """Write ``data`` into ``w``; 413 once it passes ``limit`` bytes."""
+    for piece in data:
+        if w.size + len(piece) > limit:
+            raise ApiError(413, f"object larger than {limit} bytes")
+        w.write(piece)
 
 
-def header_text(value: str) -> str:
-    """A header value as text: its bytes as UTF-8 when they are, else as Latin-1.
-
-    The server hands header values over as UTF-8 with undecodable bytes
-    surrogate-escaped; Python's HTTP clients (the lakeFS SDKs among them) send
-    a non-ASCII ``str`` value as Latin-1, which HTTP reads its high bytes as.
-    Stored as they arrive, the escapes could not be encoded (a 500); read as
-    Latin-1 they round-trip, since responses send such values as Latin-1.
-    """
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return value.encode("utf-8", "surrogateescape").decode("latin-1")
-    return value
-
-
-def receive_object(request: Request, catalog: Any, repo: Any, tmpdir: str) -> Stored:
+def receive_object(request: Request, catalog: Catalog, repo: Repository) -> Stored:
     """Read the request's object data (raw or form), verify it and store it content-addressed.
 
     Raises ``ApiError`` (400 malformed or truncated, 413 too large) and
@@ -148,10 +126,9 @@ def receive_object(request: Request, catalog: Any, repo: Any, tmpdir: str) -> St
     part_type: list[str] = []
     chunks = _chunks(request)
     data = _form_content(chunks, _boundary(ctype), part_type) if is_form else chunks
-    with catalog.landing(repo, tmpdir) as land:
-        size, md5, sha = _fill(land, data, MAX_OBJECT_BYTES, None if declared is None else int(declared))
-        if not is_form and declared is not None and int(declared) != size:
-            raise bad_request(f"body has {size} bytes, Content-Length said {declared}")
-        address = catalog.store_landed(repo, land, sha)
+    with catalog.writer(repo, expected=None if declared is None else int(declared)) as w:
+        _fill(w, data, MAX_OBJECT_BYTES)
+        if not is_form and declared is not None and int(declared) != w.size:
+            raise bad_request(f"body has {w.size} bytes, Content-Length said {declared}")
     content_type = part_type[0] if is_form and part_type else (ctype if not is_form else "")
-    return Stored(address, size, md5, content_type or "application/octet-stream")
+    return Stored(w.info.address, w.size, w.info.etag, content_type or "application/octet-stream")

@@ -2,7 +2,9 @@
 
 Each backend implements graveler's ``BlockAdapter`` for one URL scheme
 (``local.py``, ``s3.py``, ``memory.py``; ``flaky.py`` injects failures for
-tests) and ``RouterAdapter`` dispatches by scheme.  :func:`adapter_from_config`
+tests) and ``RouterAdapter`` dispatches by scheme.  ``layout.py`` knows where a
+storage namespace keeps data objects and tables; ``landing.py`` is the streaming
+writer under the catalog's object writer.  :func:`adapter_from_config`
 builds the router the composition root hands to graveler.  ``s3.py`` is not
 imported here: boto3 is loaded only when an ``s3://`` URL is first used.
 """

@@ -22,10 +22,10 @@ GC's own ``stat`` sees where an object really is.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from typing import BinaryIO, Final, TypeVar
 
+from lakemount.block.layout import DATA_PREFIX, KEY_LEN, TABLES_PREFIX, is_data_key, is_table_key
 from lakemount.block.router import presign
 from lakemount.errors import ObjectNotFound
 from lakemount.graveler.ports import BlockAdapter, ObjectInfo
@@ -36,28 +36,22 @@ TRASH_KEY: Final = "_lakefs/gc/trash"
 TRASH_DATA: Final = f"{TRASH_KEY}/data/"
 TRASH_TABLES: Final = f"{TRASH_KEY}/tables/"
 
-_DATA_KEY: Final = re.compile(r"data/([0-9a-f]{2})/(\1[0-9a-f]{62})")
-_TABLE_KEY: Final = re.compile(r"_lakefs/([0-9a-f]{64})")
-_KEY_LEN: Final = 72  # both shapes: "data/" + 2 + "/" + 64, "_lakefs/" + 64
-
 
 def trash_key(key: str) -> str | None:
     """The trash key of a namespace-relative ``data/<aa>/<sha256>`` or ``_lakefs/<64 hex>`` key, else None."""
-    m = _DATA_KEY.fullmatch(key)
-    if m is not None:
-        return f"{TRASH_DATA}{m.group(1)}/{m.group(2)}"
-    m = _TABLE_KEY.fullmatch(key)
-    if m is not None:
-        return f"{TRASH_TABLES}{m.group(1)}"
+    if is_data_key(key):
+        return TRASH_DATA + key[len(DATA_PREFIX) :]
+    if is_table_key(key):
+        return TRASH_TABLES + key[len(TABLES_PREFIX) :]
     return None
 
 
 def original_key(key: str) -> str | None:
     """The key a trash key (``_lakefs/gc/trash/...``) was moved from, else None."""
     if key.startswith(TRASH_DATA):
-        original = "data/" + key[len(TRASH_DATA) :]
+        original = DATA_PREFIX + key[len(TRASH_DATA) :]
     elif key.startswith(TRASH_TABLES):
-        original = "_lakefs/" + key[len(TRASH_TABLES) :]
+        original = TABLES_PREFIX + key[len(TRASH_TABLES) :]
     else:
         return None
     return original if trash_key(original) == key else None
@@ -69,9 +63,9 @@ def trash_url(url: str) -> str | None:
     ``url`` is absolute, ``<ns>/data/<aa>/<sha256>`` or ``<ns>/_lakefs/<64 hex>``;
     the namespace is whatever precedes that tail.
     """
-    if len(url) <= _KEY_LEN or url[-_KEY_LEN - 1] != "/":
+    if len(url) <= KEY_LEN or url[-KEY_LEN - 1] != "/":
         return None
-    namespace, key = url[: -_KEY_LEN - 1], url[-_KEY_LEN:]
+    namespace, key = url[: -KEY_LEN - 1], url[-KEY_LEN:]
     trashed = trash_key(key)
     if trashed is None or namespace.endswith("/" + TRASH_KEY):
         return None

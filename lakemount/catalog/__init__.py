@@ -2,14 +2,18 @@
 
 - ``catalog``: the :class:`~lakemount.catalog.catalog.Catalog` facade, and paths and objects
   (content-addressed data, entries, listings, staging);
+- ``writer``: the object writer, the one way object data is stored (``Catalog.writer``);
 - ``refs``: repositories, branches, tags, protection rules, ref resolution;
 - ``history``: commit, merge, revert, cherry-pick, reset, log, diff;
 - ``storage``: what jobs that read the stores directly need (ranges of a commit,
   tables read from the block store, recovery of the ref store);
 - ``model``: the records front ends name (entries, commits, refs...), cheap to import;
-- ``pulls``, ``actions``, ``events``, ``s3state``: records kept beside the versioned data
-  (pull requests, hook runs, the live feed, the gateway's buckets and multipart uploads)
+- ``pulls``, ``events``, ``s3state``: records kept beside the versioned data
+  (pull requests, the live feed, the gateway's buckets and multipart uploads)
   and the interfaces ``lakemount/metastore`` implements for them.
+
+Hooks (lakeFS actions) are their own package below this one, ``lakemount/actions``: the
+catalog owns their runner (``Catalog.actions``) and calls it from its verbs.
 
 The mount, the gateway, the CLI and the jobs import these, never ``lakemount.graveler``
 (``tests/test_layering.py`` checks it).  Importing this package runs nothing: each

@@ -8,36 +8,27 @@ modules; this one holds the verbs on paths and objects.
 Graveler versions opaque keys and values; the catalog gives them meaning:
 keys are UTF-8 paths, values are :class:`Entry` records, and object data is
 stored content-addressed in the repository's storage namespace
-(``data/<aa>/<sha256>``), so writing the same bytes twice stores them once and
-copies or renames never copy data.  Directory markers are keys ending in
-``/`` whose entry has a directory mode.
+(``data/<aa>/<sha256>``, :mod:`lakemount.block.layout`) by the one object
+writer (:mod:`~lakemount.catalog.writer`), so writing the same bytes twice
+stores them once and copies or renames never copy data.  Directory markers
+are keys ending in ``/`` whose entry has a directory mode.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
-from itertools import islice
+from contextlib import contextmanager
+from itertools import chain, islice
 from typing import TYPE_CHECKING, BinaryIO, Final, NamedTuple
 
-from lakemount.block.landing import Landing, landing
-from lakemount.catalog.actions import (
-    ACTIONS_PREFIX,
-    MAX_ACTION_FILE,
-    Actions,
-    HookContext,
-    HookLimits,
-    MemoryRunStore,
-    Run,
-    RunStore,
-)
+from lakemount.actions.hook import HookContext
+from lakemount.actions.parser import ACTIONS_PREFIX, MAX_ACTION_FILE
+from lakemount.actions.runner import Actions, HookLimits
+from lakemount.actions.runs import MemoryRunStore, Run, RunStore
+from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks, content_addressed
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog, Observer
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.model import has_data
@@ -46,6 +37,7 @@ from lakemount.catalog.protection import BranchProtection
 from lakemount.catalog.pulls import MAX_COMMENTS, Pulls, PullStore
 from lakemount.catalog.storage import StorageVerbs
 from lakemount.catalog.uploads import UploadVerbs
+from lakemount.catalog.writer import DataInfo, DataWriter
 from lakemount.errors import InvalidArgument, ObjectNotFound, SourceChanged, TooManyActionFiles, Unavailable
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler
@@ -54,31 +46,21 @@ from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef
 
 if TYPE_CHECKING:
+    from lakemount.actions.network import WebhookPolicy
     from lakemount.audit.record import AuditRecord
     from lakemount.audit.table import Filter as AuditFilter
+    from lakemount.cache.tiered import TieredCache
     from lakemount.catalog.confinement import Confinement
-    from lakemount.catalog.hooks import WebhookPolicy
+    from lakemount.catalog.refs import ChangeSource
 
 log = logging.getLogger("lakemount.catalog")
 
 MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
-CHUNK: Final = 4 * 1024 * 1024
-SMALL: Final = 8 * 1024 * 1024
 SKIP_BEFORE_SEEK: Final = 32
 # Metadata key where ``import`` records a local source's mtime (ns); reads check it (see check_source).
 SOURCE_MTIME_KEY: Final = "lakemount-source-mtime-ns"
 # The stat float's precision at today's epoch is ~0.2 us: differences below this are the same mtime.
 MTIME_TOLERANCE_NS: Final = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class DataInfo:
-    """Where written bytes went, and their digests."""
-
-    address: str
-    size: int
-    etag: str  # MD5 hex
-    sha256: str
 
 
 class Listed(NamedTuple):
@@ -157,6 +139,8 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         runs: Callable[[], RunStore] | None = None, pulls: Callable[[], PullStore] | None = None,
         events: Callable[[], EventLog] | None = None, link_key: Callable[[], bytes] | None = None,
         webhooks: WebhookPolicy | None = None, hook_limits: HookLimits | None = None, max_comments: int = MAX_COMMENTS,
+        changes: ChangeSource | None = None,
+        cache: TieredCache | None = None,
         observer: Observer | None = None,
     ) -> None:
         """``confinement`` says which local locations imports and new repositories may use.
@@ -164,11 +148,15 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         feed on first use (so verbs that need none never load them); without ``runs`` or ``events``
         those are kept in memory.  ``link_key`` gives the key that signs upload addresses
         (``uploads.py``); without it, handing them out raises ``Unavailable``.  ``webhooks`` is the
-        ``hooks.WebhookPolicy`` of the addresses webhooks may reach (None: the default one);
+        ``actions.network.WebhookPolicy`` of the addresses webhooks may reach (None: the default one);
         ``hook_limits`` bounds the hooks running at once (None: the default bounds); ``max_comments``
-        the comments of one pull request; ``observer`` hears every feed event (the audit trail)."""
+        the comments of one pull request; ``changes`` pushes other processes' branch changes
+        (``watch_branches``; None: none are pushed).  ``cache`` is the node's cache, whose tiers keep
+        the blocks of data objects that reads fetch (:mod:`~lakemount.catalog.blocks`); without it,
+        every read asks the block store.  ``observer`` hears every feed event (the audit trail)."""
         self.graveler = graveler
         self.adapter = adapter
+        self.blocks = None if cache is None else CachedBlocks(adapter, cache.ram, cache.disk)
         self.namespace_root = namespace_root.rstrip("/")
         self.confinement = confinement
         self.tmpdir = tmpdir
@@ -183,6 +171,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         self._webhooks = webhooks
         self._hook_limits = hook_limits
         self._max_comments = max_comments
+        self.changes = changes
         self._observer = observer
 
     @property
@@ -204,7 +193,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
     def actions(self) -> Actions:
         """Hooks: finds and runs the actions an event triggers, records the runs."""
         if self._actions is None:
-            from lakemount.catalog.hooks import RUNNERS
+            from lakemount.actions.builtin import RUNNERS
 
             self._actions = Actions(self, self._make_runs(), RUNNERS, HookContext(self, self._webhooks), on_run=self._hook_ran,
                                     limits=self._hook_limits)
@@ -248,90 +237,34 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
     def physical_url(self, repo: Repository, address: str) -> str:
         return address if "://" in address else join(repo.storage_namespace, address)
 
+    def writer(
+        self, repo: str | Repository, *, expected: int | None = None, address: str | None = None,
+        hash_md5: bool = True, hash_sha256: bool = True,
+    ) -> DataWriter:
+        """The writer of one object's data in ``repo``'s storage namespace: the one way bytes are stored.
+
+        Use it as a context manager (``with catalog.writer(repo) as w: w.write(...)``); leaving the
+        block stores the bytes and sets ``w.info``; an exception leaves nothing (see
+        :mod:`~lakemount.catalog.writer`).  ``expected`` is the body's announced size (it decides
+        whether a thread hashes and writes it), ``address`` a namespace-relative place to store the
+        bytes at instead of their content address, ``hash_md5`` / ``hash_sha256`` False for a digest
+        the caller computes and hands over with ``w.vouch``.  Raises ``RepositoryNotFound``.
+        """
+        r = self.repository(repo) if isinstance(repo, str) else repo
+        return DataWriter(self, r, expected=expected, address=address, hash_md5=hash_md5, hash_sha256=hash_sha256)
+
     def write_data(self, repo: str, source: bytes | BinaryIO | str) -> DataInfo:
-        """Store bytes (a ``bytes``, a readable stream, or a local file path) content-addressed."""
-        r = self.repository(repo)
-        if isinstance(source, bytes | bytearray | memoryview):
-            data = bytes(source)
-            sha = hashlib.sha256(data).hexdigest()
-            info = DataInfo(f"data/{sha[:2]}/{sha}", len(data), hashlib.md5(data).hexdigest(), sha)
-            url = self.physical_url(r, info.address)
-            if not self.refresh_existing(url):
-                self.adapter.put(url, data)
-            return info
-        if isinstance(source, str):
-            with open(source, "rb") as f:
-                return self._write_stream(r, f, source_path=source)
-        return self._write_stream(r, source, source_path=None)
-
-    def write_file(self, repo: str, path: str, *, digests: tuple[int, str, str] | None = None) -> DataInfo:
-        """Store a local file's bytes content-addressed, uploading the file itself (no temp copy).
-
-        ``digests`` is ``(size, sha256 hex, md5 hex)`` when the caller computed
-        them while writing the file (then the file is not read to hash it).
-        The caller guarantees the file does not change during the call: the
-        address names the bytes that were hashed.  Raises ``ObjectNotFound``
-        if the file is missing, and what the adapter raises.
-        """
-        r = self.repository(repo)
-        if digests is None:
-            sha, md5 = hashlib.sha256(), hashlib.md5()
-            size = 0
-            with open(path, "rb") as f:
-                while chunk := f.read(CHUNK):
-                    sha.update(chunk)
-                    md5.update(chunk)
-                    size += len(chunk)
-            digests = (size, sha.hexdigest(), md5.hexdigest())
-        size, sha256, md5hex = digests
-        info = DataInfo(f"data/{sha256[:2]}/{sha256}", size, md5hex, sha256)
-        url = self.physical_url(r, info.address)
-        if not self.refresh_existing(url):
-            self.adapter.put_file(url, path)
-        return info
-
-    def _write_stream(self, r: Repository, stream: BinaryIO, source_path: str | None) -> DataInfo:
-        sha = hashlib.sha256()
-        md5 = hashlib.md5()
-        size = 0
-        fd, tmp = tempfile.mkstemp(prefix="lm-data-", dir=self.tmpdir)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                while True:
-                    chunk = stream.read(CHUNK)
-                    if not chunk:
-                        break
-                    sha.update(chunk)
-                    md5.update(chunk)
-                    size += len(chunk)
-                    out.write(chunk)
-            digest = sha.hexdigest()
-            info = DataInfo(f"data/{digest[:2]}/{digest}", size, md5.hexdigest(), digest)
-            url = self.physical_url(r, info.address)
-            if not self.refresh_existing(url):
-                self.adapter.put_file(url, tmp)
-            return info
-        finally:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-
-    def landing(self, repo: Repository, tmpdir: str | None, sub: str = "data") -> AbstractContextManager[Landing]:
-        """A landing file for an object of ``repo`` under ``<namespace>/<sub>``; removed on exit unless stored."""
-        return landing(self.physical_url(repo, sub), tmpdir)
-
-    def store_landed(self, repo: Repository, land: Landing, sha256: str) -> str:
-        """Make a landing file the repository's content-addressed object; returns its address.
-
-        An object already there is kept (and refreshed against garbage collection,
-        as ``write_data`` does); raises what the block adapter raises.
-        """
-        address = f"data/{sha256[:2]}/{sha256}"
-        url = self.physical_url(repo, address)
-        if not self.refresh_existing(url):
-            land.store(self.adapter, url)
-        return address
+        """Store a body in hand (bytes, a readable stream, or a local file path, read as it is copied)
+        with :meth:`writer`; returns where it went."""
+        with self.writer(repo) as w:
+            if isinstance(source, bytes | bytearray | memoryview):
+                w.write(source)
+            elif isinstance(source, str):
+                with open(source, "rb") as f:
+                    w.write_from(f)
+            else:
+                w.write_from(source)
+        return w.info
 
     def refresh_existing(self, url: str) -> bool:
         """True if the data object ``url`` exists; its modification time is refreshed so a
@@ -374,19 +307,64 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
             raise SourceChanged(url, f"ETag {info.etag}, {entry.etag} when imported")
 
     def read(self, repo: Repository, entry: Entry, offset: int = 0, length: int | None = None) -> bytes:
-        """Bytes of an object's data ([offset, offset+length)); ``ObjectNotFound`` if the data is gone,
-        ``SourceChanged`` for an imported object whose source changed."""
+        """Bytes of an object's data ([offset, offset+length)), through the node's caches for content-addressed
+        data (``blocks.content_addressed``); ``ObjectNotFound`` if the data is gone, ``SourceChanged`` for an imported object whose source
+        changed."""
         if entry.size == 0 or not has_data(entry):
             return b""
-        url = self.physical_url(repo, entry.address)
-        self.check_source(entry)
         n = entry.size - offset if length is None else min(length, entry.size - offset)
         if n <= 0:
             return b""
+        url = self.physical_url(repo, entry.address)
+        self.check_source(entry)
         with _data_errors(repo, url):
+            if self.blocks is not None and content_addressed(entry.address):
+                return self.blocks.read(url, entry.etag, entry.size, offset, n)
             if offset == 0 and n >= entry.size:
                 return self.adapter.get(url)
             return self.adapter.get_range(url, offset, n)
+
+    def read_chunks(self, repo: Repository, entry: Entry, start: int, length: int) -> Iterator[bytes]:
+        """``length`` bytes of an object's data from ``start`` (fewer at its end), as chunks of at most
+        ``blocks.BLOCK_SIZE`` bytes, for a front end that streams a large body.
+
+        Content-addressed data (``blocks.content_addressed``) is read through
+        the node's caches, the blocks it misses from one stream of the object;
+        any other object is streamed from the store (an imported one after
+        :meth:`check_source`).  The first chunk is read
+        before this returns, so that a front end learns of a failure before it
+        sends a status: raises (here, or later while iterating) ``ObjectNotFound``
+        if the data is gone or shorter than the entry, ``SourceChanged``,
+        ``Unavailable``.
+        """
+        if entry.size == 0 or not has_data(entry) or start >= entry.size or length <= 0:
+            return iter(())
+        url = self.physical_url(repo, entry.address)
+        self.check_source(entry)
+        if self.blocks is not None and content_addressed(entry.address):
+            chunks = self.blocks.chunks(url, entry.etag, entry.size, start, length)
+        else:
+            chunks = self._streamed(url, start, min(length, entry.size - start))
+        translated = self._translated(repo, url, chunks)
+        first = next(translated, None)
+        return iter(()) if first is None else chain((first,), translated)
+
+    def _streamed(self, url: str, start: int, length: int) -> Iterator[bytes]:
+        with self.adapter.open(url) as f:
+            if start:
+                f.seek(start)
+            left = length
+            while left > 0:
+                chunk = f.read(min(BLOCK_SIZE, left))
+                if not chunk:
+                    raise ObjectNotFound("object data is shorter than its entry")
+                left -= len(chunk)
+                yield chunk
+
+    @staticmethod
+    def _translated(repo: Repository, url: str, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        with _data_errors(repo, url):
+            yield from chunks
 
     def open(self, repo: Repository, entry: Entry) -> BinaryIO:
         """A stream of an object's data; empty for directory markers, symlinks and empty objects
@@ -406,6 +384,19 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         if value is None:
             raise ObjectNotFound(f"{repo}/{r.expr}/{path}")
         return decode_value(value)
+
+    def lookup(self, repo: str | Repository, ref: str, path: str) -> tuple[ResolvedRef, Entry | None]:
+        """What ``ref`` resolves to now, and the entry at ``path`` there (None if there is none).
+
+        For a point read (a GET): on a branch this process has read before, one
+        ref-store statement resolves the branch and finds the entry
+        (``Graveler.lookup``); ``repo`` may be the repository's record, just
+        read, which is then not read again.  Raises what :meth:`resolve` raises.
+        """
+        key = encode_path(path)
+        name, namespace = (repo.name, repo.storage_namespace) if isinstance(repo, Repository) else (repo, "")
+        resolved, value = self.graveler.lookup(name, ref, key, namespace=namespace)
+        return resolved, None if value is None else decode_value(value)
 
     def get_optional(self, repo: str, ref: str | ResolvedRef, path: str) -> Entry | None:
         """The entry at ``path``, None if there is none."""
@@ -445,7 +436,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         for key, value in records:
             if value is not None:
                 check_new_key(key)
-        self.protection.check(repo, branch, "write")
+        self.check_writable(repo, branch)
         self.graveler.set_many(repo, branch, records)
 
     def list(
@@ -523,6 +514,21 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         records = [(encode_path(p) if e is None else encode_new_path(p), None if e is None else e.value()) for p, e in changes]
         branch = self.writable_branch(repo, ref)
         self.graveler.set_many(repo, branch, records)
+
+    def apply_if(
+        self, repo: str, ref: str | ResolvedRef, changes: Sequence[tuple[str, Entry | None]],
+        expected: Sequence[tuple[str, Entry | None]],
+    ) -> None:
+        """``apply`` only if each path of ``expected`` holds exactly that entry now (None: no entry).
+
+        A compare-and-set: the check and the write are one transaction, so of writers that read
+        the same entry and each expect it, one stages and the others get ``PreconditionFailed``
+        naming the path (the entry's identity includes its mtime, so a rewrite of the same bytes
+        is a change).  Raises ``InvalidArgument`` for a put's bad key, before anything is staged.
+        """
+        records = [(encode_path(p) if e is None else encode_new_path(p), None if e is None else e.value()) for p, e in changes]
+        branch = self.writable_branch(repo, ref)
+        self.graveler.set_many_if(repo, branch, records, [(encode_path(p), None if e is None else e.value()) for p, e in expected])
 
     def put(
         self,

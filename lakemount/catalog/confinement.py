@@ -119,14 +119,29 @@ class ImportSource:
         return location_of(self.kind, self.root, self.prefix)
 
 
-def _split_s3(text: str) -> tuple[str, str]:
-    bucket, _, prefix = text.partition("://")[2].partition("/")
-    if not bucket:
-        raise InvalidArgument(f"s3 URL without a bucket: {text!r}")
-    prefix = prefix.lstrip("/")
-    if prefix and not prefix.endswith("/"):
-        prefix += "/"
-    return bucket, prefix
+def split_location(text: str, verb: str, role: str) -> tuple[str, str, str]:
+    """What a job's source or target ``text`` names: ``("s3", bucket, prefix)`` for ``s3://`` and ``s3a://``
+    (the prefix empty or ending in ``/``), or ``("local", path, "")`` for a path, bare or after ``local://``
+    or ``file://`` (as written; after a scheme it must be absolute).  ``verb`` ("import from") and ``role``
+    ("source") word the refusals: ``InvalidArgument`` for another scheme, a relative path after a scheme,
+    an S3 URL without a bucket."""
+    if text.startswith(("s3://", "s3a://")):
+        bucket, _, prefix = text.partition("://")[2].partition("/")
+        if not bucket:
+            raise InvalidArgument(f"s3 URL without a bucket: {text!r}")
+        prefix = prefix.lstrip("/")
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        return "s3", bucket, prefix
+    for scheme in ("local://", "file://"):
+        if text.startswith(scheme):
+            path = text[len(scheme) :]
+            if not path.startswith("/"):
+                raise InvalidArgument(f"{scheme} {role} must be an absolute path: {text}")
+            return "local", path, ""
+    if "://" in text:
+        raise InvalidArgument(f"cannot {verb} {text!r}: use a local directory or s3://bucket/prefix")
+    return "local", text, ""
 
 
 # ---------------------------------------------------------------------------- the rule
@@ -160,19 +175,10 @@ class Confinement:
         scheme, or a source that overlaps a repository's namespace or the
         server's store.
         """
-        if text.startswith(("s3://", "s3a://")):
-            source = ImportSource("s3", *_split_s3(text))
+        kind, path, prefix = split_location(text, "import from", "source")
+        if kind == "s3":
+            source = ImportSource("s3", path, prefix)
         else:
-            path = text
-            for scheme in ("local://", "file://"):
-                if text.startswith(scheme):
-                    path = text[len(scheme) :]
-                    if not path.startswith("/"):
-                        raise InvalidArgument(f"{scheme} source must be an absolute path: {text}")
-                    break
-            else:
-                if "://" in text:
-                    raise InvalidArgument(f"cannot import from {text!r}: use a local directory or s3://bucket/prefix")
             if not self._inside(path, self.import_roots):
                 raise OutsideRoots("import source", text, "blockstore.local.import_roots")
             real = os.path.realpath(path)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
+from lakemount.actions.events import Change, Event
 from lakemount.catalog import protection as prot
-from lakemount.catalog.actions import Change, Event
 from lakemount.catalog.model import Difference
 from lakemount.catalog.refs import RefVerbs
 from lakemount.errors import InvalidArgument, NotUtf8Text
@@ -66,7 +66,7 @@ class HistoryVerbs(RefVerbs):
         """Commit the branch's staged changes; raises ``NothingToCommit``, ``ProtectedBranch``, ``InvalidArgument``,
         and ``HookFailed`` when a pre-commit hook (read from the branch, staged changes included) rejects it."""
         _check_text("commit", message, committer, metadata=metadata)
-        self.protection.check(repo, branch, prot.COMMIT)
+        self.check_writable(repo, branch, prot.COMMIT)
         meta = dict(metadata)
         self.actions.run(
             Event("pre-commit", repo, branch, source_ref=branch, commit_message=message, committer=committer,
@@ -158,7 +158,7 @@ class HistoryVerbs(RefVerbs):
         """Commit ``ref``'s change again on ``branch``; ``MergeConflict``, ``InvalidArgument``,
         ``NothingToCommit`` unless ``allow_empty``, ``ReadOnlyRef`` if ``branch`` is another kind of ref,
         ``ProtectedBranch``."""
-        self.protection.check(repo, branch, prot.CHERRY_PICK)
+        self.check_writable(repo, branch, prot.CHERRY_PICK)
         c = self.graveler.cherry_pick(
             repo, branch, ref, parent_number=parent_number, committer=committer, allow_empty=allow_empty
         )
@@ -168,7 +168,7 @@ class HistoryVerbs(RefVerbs):
     def reset(self, repo: str, branch: str, *, prefix: str | None = None, path: str | None = None) -> None:
         """Drop uncommitted changes of ``branch``: all of them, those under ``prefix``, or the one at ``path``;
         ``ProtectedBranch``."""
-        self.protection.check(repo, branch, prot.RESET)
+        self.check_writable(repo, branch, prot.RESET)
         self.graveler.reset(
             repo, branch, prefix=None if prefix is None else _key(prefix), key=None if path is None else _key(path)
         )

@@ -11,11 +11,11 @@ other errors raised there (``RepositoryNotFound``,
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
+from lakemount.actions.events import Event
 from lakemount.catalog import names
 from lakemount.catalog import protection as prot
-from lakemount.catalog.actions import Event
 from lakemount.errors import AlreadyExists, InvalidArgument, ReadOnlyRef
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import Branch, Commit, Repository, Tag
@@ -23,17 +23,33 @@ from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef, View, parse
 
 if TYPE_CHECKING:
-    from lakemount.catalog.actions import Actions
+    from lakemount.actions.runner import Actions
     from lakemount.catalog.confinement import Confinement, ImportSource
     from lakemount.catalog.events import Feed
     from lakemount.catalog.protection import BranchProtection
     from lakemount.catalog.pulls import Pulls
 
 
+class ChangeSource(Protocol):
+    """Where other processes' branch changes come from (``lakemount.metastore.sql.SqlRefStore``).
+
+    ``sender`` names this process in the changes it sends itself; ``listen``
+    starts a thread calling back with batches of changes (each with
+    ``sender``, ``kind``, ``repo``, ``branch``), or ``None`` after a lost
+    connection (anything may have changed), and returns it (``stop()`` ends
+    it), or returns ``None`` where the store cannot push changes.
+    """
+
+    sender: str
+
+    def listen(self, callback: Callable[[Any], None]) -> Any: ...
+
+
 class RefVerbs:
     """Repositories, branches, tags and ref resolution (part of ``Catalog``)."""
 
     graveler: Graveler
+    changes: ChangeSource | None
     adapter: BlockAdapter
     namespace_root: str
     confinement: Confinement
@@ -97,9 +113,17 @@ class RefVerbs:
         self.graveler.delete_repository(name)
 
     # ------------------------------------------------------------------ resolution
-    def resolve(self, repo: str, ref: str | ResolvedRef) -> ResolvedRef:
-        """What ref expression ``ref`` points at now; raises ``RefNotFound``, ``AmbiguousRef``, ``InvalidArgument``."""
-        return ref if isinstance(ref, ResolvedRef) else self.graveler.resolve(repo, ref)
+    def resolve(self, repo: str | Repository, ref: str | ResolvedRef) -> ResolvedRef:
+        """What ref expression ``ref`` points at now; raises ``RefNotFound``, ``AmbiguousRef``, ``InvalidArgument``.
+
+        ``repo`` is a name, or the repository's record when the caller has just
+        read it (a front end that found it by a bucket name): then it is not read again.
+        """
+        if isinstance(ref, ResolvedRef):
+            return ref
+        if isinstance(repo, Repository):
+            return self.graveler.resolve(repo.name, ref, namespace=repo.storage_namespace)
+        return self.graveler.resolve(repo, ref)
 
     def writable_branch(self, repo: str, ref: str | ResolvedRef) -> str:
         """The branch name a write to ``ref`` goes to; ``ReadOnlyRef`` for tags, commits, ``@``, ``$``,
@@ -107,8 +131,20 @@ class RefVerbs:
         r = self.resolve(repo, ref)
         if r.view is not View.FULL or r.branch is None:
             raise ReadOnlyRef(f"{repo}/{r.expr}")
-        self.protection.check(repo, r.branch, prot.WRITE)
+        self.check_writable(repo, r.branch)
         return r.branch
+
+    def check_writable(self, repo: str, branch: str, action: str = prot.WRITE) -> None:
+        """Raise ``ProtectedBranch`` if a protection rule covers ``branch`` of ``repo``.
+
+        The one decision whether a branch may change directly: every catalog verb
+        that changes a branch asks it, and so does every front end that refuses a
+        write before it reads one (the mount at open, the API and the gateway
+        before the body, an import before it lists its source).  ``action`` names
+        what is refused (``protection.WRITE``, ``COMMIT``, ``RESET``,
+        ``CHERRY_PICK``, ``DELETE``).
+        """
+        self.protection.check(repo, branch, action)
 
     @staticmethod
     def is_fixed(resolved: ResolvedRef) -> bool:
@@ -157,11 +193,35 @@ class RefVerbs:
         """The branches of ``repo``, by name; raises ``RepositoryNotFound``."""
         return self.graveler.list_branches(repo)
 
+    def watch_branches(self, callback: Callable[[list[Any] | None], None]) -> Any:
+        """Call ``callback`` from a thread with the branch changes other processes make, as they commit.
+
+        Each call gets a non-empty list of changes (``kind`` ``head`` or
+        ``staging``, ``repo``, ``branch``), never this process's own, or
+        ``None`` when notices may have been lost (re-check everything).
+        Returns the running listener (``stop()`` ends it), or ``None`` where
+        the ref store pushes no changes (SQLite, or a catalog built without a
+        change source): then only polling sees them.
+        """
+        if self.changes is None:
+            return None
+        own = self.changes.sender
+
+        def changed(batch: Any) -> None:
+            if batch is None:
+                callback(None)
+                return
+            others = [c for c in batch if c.sender != own]
+            if others:
+                callback(others)
+
+        return self.changes.listen(changed)
+
     def delete_branch(self, repo: str, name: str) -> int:
         """Delete a branch and its uncommitted changes, returning how many changes were dropped with it;
         ``InvalidArgument`` for the default branch, ``ProtectedBranch``, ``BranchNotFound``, ``HookFailed``."""
         head = self.graveler.get_branch(repo, name).commit_id
-        self.protection.check(repo, name, prot.DELETE)
+        self.check_writable(repo, name, prot.DELETE)
         self.actions.run(Event("pre-delete-branch", repo, name, commit_id=head), name)
         dropped = self.graveler.delete_branch(repo, name)
         self.feed.emit(repo, name, "branch-deleted", commit_id=head, uncommitted_changes=dropped)

@@ -1,8 +1,10 @@
-"""What jobs that read the stores directly need: a commit's ranges, tables from the block store, recovery.
+"""What jobs that read the stores directly need: a commit's ranges, tables from the block store, every commit and
+staged record, recovery.
 
 Export and garbage collection read every table of a commit once, in Spark
 executors, so they skip the committed store's caches: :meth:`StorageVerbs.ranges`
-lists a commit's ranges (lakeFS's ``GetMetaRange``), and :func:`read_table`
+lists a commit's ranges (lakeFS's ``GetMetaRange``), :meth:`StorageVerbs.all_commits`
+and :meth:`StorageVerbs.staged_records` what GC must see besides the heads and tags, and :func:`read_table`
 fetches one from the block store, verifies the xxh3-128 checksum its parent
 recorded and parses it.  :func:`value_address` reads the one field GC needs of
 a record (a 16-byte identity, a version byte, then a msgpack array whose first
@@ -15,13 +17,22 @@ core's machinery).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import xxhash
 
 from lakemount.errors import ChecksumMismatch, Corrupt, ObjectNotFound
 from lakemount.graveler.committed.store import join, table_url
-from lakemount.graveler.model import EMPTY_METARANGE, ENTRY_VERSION, IDENTITY_LEN, RangeInfo, decode_value
+from lakemount.graveler.model import (
+    EMPTY_METARANGE,
+    ENTRY_VERSION,
+    IDENTITY_LEN,
+    Commit,
+    RangeInfo,
+    StagingToken,
+    decode_value,
+)
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.sstable import TableReader
 
@@ -70,7 +81,7 @@ def value_address(value: bytes) -> str:
 
 
 class StorageVerbs:
-    """A commit's tables and the ref store's recovery (part of ``Catalog``)."""
+    """A commit's tables, every commit and staged record, and the ref store's recovery (part of ``Catalog``)."""
 
     graveler: Graveler
 
@@ -83,6 +94,14 @@ class StorageVerbs:
         g = self.graveler
         mr = g.metarange_of(g.get_repository(repo), g.commit_of(repo, ref))
         return [info for info in mr.ranges if info.max_key >= start and (stop is None or info.min_key < stop)]
+
+    def all_commits(self, repo: str) -> Iterator[Commit]:
+        """Every commit of ``repo``, reachable from a ref or not, in no particular order (GC decides which to keep)."""
+        return iter(self.graveler.refs.list_commits(repo))
+
+    def staged_records(self, token: StagingToken) -> Iterator[tuple[bytes, bytes | None]]:
+        """Every record staged under ``token`` (key, value or ``None`` for a tombstone), in key order."""
+        return self.graveler.refs.staged_scan(token)
 
     def recover(self, *, force: bool = False, progress: Progress | None = None) -> RecoverReport:
         """Rebuild repositories, branches, tags and commits from the journal in the block store.

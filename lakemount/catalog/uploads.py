@@ -42,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from lakemount.block.layout import DATA_PREFIX, data_address
 from lakemount.block.router import presign
 from lakemount.catalog.refs import RefVerbs
 from lakemount.catalog.storage import join
@@ -111,7 +112,7 @@ class UploadVerbs(RefVerbs):
 
     def can_presign(self, repo: Repository) -> bool:
         """Whether the block store of ``repo``'s storage namespace hands out presigned URLs."""
-        return presign(self.adapter, join(repo.storage_namespace, "data/00/probe"), "GET") is not None
+        return presign(self.adapter, join(repo.storage_namespace, data_address("0" * 64)), "GET") is not None
 
     def _presigned(self, repo: Repository, url: str, method: str) -> tuple[str, float]:
         signed = presign(self.adapter, url, method)
@@ -148,7 +149,7 @@ class UploadVerbs(RefVerbs):
         r = self.repository(repo)
         self.writable_branch(repo, branch)
         name = secrets.token_hex(32)
-        address = f"data/{name[:2]}/{name}"
+        address = data_address(name)
         url = self.physical_url(r, address)
         put: tuple[str, float] | None = self._presigned(r, url, "PUT") if presigned else None
         deadline = int(time.time() if now is None else now) + LINK_SECONDS
@@ -170,7 +171,7 @@ class UploadVerbs(RefVerbs):
         there, ``InvalidArgument`` for a wrong size or checksum.
         """
         r = self.repository(repo)
-        data_root = join(r.storage_namespace, "data/")
+        data_root = join(r.storage_namespace, DATA_PREFIX)
         if not signed_address.startswith(data_root):
             raise InvalidLinkAddress(signed_address, f"not in the storage namespace of repository {repo}")
         url, sep, suffix = signed_address.rpartition(SIGNATURE_DELIMITER)
@@ -179,7 +180,7 @@ class UploadVerbs(RefVerbs):
             raise InvalidLinkAddress(signed_address, "not signed (link only addresses getPhysicalAddress handed out)")
         address = url[len(r.storage_namespace.rstrip("/")) + 1 :]
         name = address.rsplit("/", 1)[-1]
-        if address != f"data/{name[:2]}/{name}" or _NAME.fullmatch(name) is None:
+        if address != data_address(name) or _NAME.fullmatch(name) is None:
             raise InvalidLinkAddress(signed_address, "not an address lakemount hands out")
         deadline = int(m.group(1))
         expected = _sign(self._key(), repo, branch, path, address, deadline)

@@ -6,7 +6,8 @@ from typing import Any
 
 import click
 
-from lakemount.catalog.actions import HookRun, Run, parse_action
+from lakemount.actions.parser import parse_action
+from lakemount.actions.runs import HookRun, Run
 from lakemount.cli.common import ctx_obj, emit, iso, json_option, parse_repo_uri
 from lakemount.errors import InvalidArgument
 
@@ -101,7 +102,7 @@ runs.add_command(runs_show, "describe")  # lakectl's name
 @json_option
 def validate(path: str) -> None:
     """Check that the action file PATH parses; prints its events and hooks."""
-    from lakemount.catalog.hooks import RUNNERS
+    from lakemount.actions.builtin import RUNNERS
 
     with open(path, "rb") as f:
         a = parse_action(f.read(), path)

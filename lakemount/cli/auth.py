@@ -16,7 +16,8 @@ server key and never shown again.
 from __future__ import annotations
 
 import json
-from typing import IO, ClassVar
+from collections.abc import Callable
+from typing import IO, ClassVar, Final
 
 import click
 
@@ -25,9 +26,29 @@ from lakemount.auth.store import SqlAuthStore
 from lakemount.catalog import shapes
 from lakemount.cli.common import ctx_obj, emit, json_option
 
+POLICY_HELP: Final = "Policy name (Admin, Developer, Analyst, or a custom one)."
+
 
 def _store() -> SqlAuthStore:
     return ctx_obj().app.auth
+
+
+def _relation(group: click.Group, name: str, doc: str, *, subject: str, other: str, joined: bool,
+              change: Callable[[SqlAuthStore, str, str], None]) -> None:
+    """Add to ``group`` the verb ``name`` that links (``joined``) or unlinks a user or group (``--id``) and a
+    policy or user (``--policy``, ``--user``) through ``change(store, id, other)``, and says so:
+    ``Policy attached: Developer -> alice``, ``User removed: alice -x- Developers``."""
+    past = {"attach": "attached", "detach": "detached", "add-user": "added", "remove-user": "removed"}[name]
+    other_help = "User id." if other == "user" else (POLICY_HELP if joined else "Policy name.")
+
+    @group.command(name, help=doc)
+    @click.option("--id", "subject_id", required=True, help=f"{subject.capitalize()} id.")
+    @click.option(f"--{other}", "other_id", required=True, help=other_help)
+    @json_option
+    def verb(subject_id: str, other_id: str) -> None:
+        change(_store(), subject_id, other_id)
+        emit({subject: subject_id, past: other_id},
+             f"{other.capitalize()} {past}: {other_id} {'->' if joined else '-x-'} {subject_id}")
 
 
 class _Aliased(click.Group):
@@ -145,24 +166,10 @@ def user_policies() -> None:
     """Attach, detach and list a user's policies."""
 
 
-@user_policies.command("attach")
-@click.option("--id", "user_id", required=True, help="User id.")
-@click.option("--policy", required=True, help="Policy name (Admin, Developer, Analyst, or a custom one).")
-@json_option
-def policies_attach(user_id: str, policy: str) -> None:
-    """Attach a policy to a user."""
-    _store().attach_policy(user_id, policy)
-    emit({"user": user_id, "attached": policy}, f"Policy attached: {policy} -> {user_id}")
-
-
-@user_policies.command("detach")
-@click.option("--id", "user_id", required=True, help="User id.")
-@click.option("--policy", required=True, help="Policy name.")
-@json_option
-def policies_detach(user_id: str, policy: str) -> None:
-    """Detach a policy from a user."""
-    _store().detach_policy(user_id, policy)
-    emit({"user": user_id, "detached": policy}, f"Policy detached: {policy} -x- {user_id}")
+_relation(user_policies, "attach", "Attach a policy to a user.", subject="user", other="policy", joined=True,
+          change=SqlAuthStore.attach_policy)
+_relation(user_policies, "detach", "Detach a policy from a user.", subject="user", other="policy", joined=False,
+          change=SqlAuthStore.detach_policy)
 
 
 @user_policies.command("list")
@@ -250,44 +257,14 @@ def groups_show(group_id: str) -> None:
     )
 
 
-@groups.command("add-user")
-@click.option("--id", "group_id", required=True, help="Group id.")
-@click.option("--user", "user_id", required=True, help="User id.")
-@json_option
-def groups_add_user(group_id: str, user_id: str) -> None:
-    """Make a user a member of a group."""
-    _store().add_member(group_id, user_id)
-    emit({"group": group_id, "added": user_id}, f"User added: {user_id} -> {group_id}")
-
-
-@groups.command("remove-user")
-@click.option("--id", "group_id", required=True, help="Group id.")
-@click.option("--user", "user_id", required=True, help="User id.")
-@json_option
-def groups_remove_user(group_id: str, user_id: str) -> None:
-    """Remove a user from a group."""
-    _store().remove_member(group_id, user_id)
-    emit({"group": group_id, "removed": user_id}, f"User removed: {user_id} -x- {group_id}")
-
-
-@groups.command("attach")
-@click.option("--id", "group_id", required=True, help="Group id.")
-@click.option("--policy", required=True, help="Policy name (Admin, Developer, Analyst, or a custom one).")
-@json_option
-def groups_attach(group_id: str, policy: str) -> None:
-    """Attach a policy to a group: every member gets it."""
-    _store().attach_group_policy(group_id, policy)
-    emit({"group": group_id, "attached": policy}, f"Policy attached: {policy} -> {group_id}")
-
-
-@groups.command("detach")
-@click.option("--id", "group_id", required=True, help="Group id.")
-@click.option("--policy", required=True, help="Policy name.")
-@json_option
-def groups_detach(group_id: str, policy: str) -> None:
-    """Detach a policy from a group."""
-    _store().detach_group_policy(group_id, policy)
-    emit({"group": group_id, "detached": policy}, f"Policy detached: {policy} -x- {group_id}")
+_relation(groups, "add-user", "Make a user a member of a group.", subject="group", other="user", joined=True,
+          change=SqlAuthStore.add_member)
+_relation(groups, "remove-user", "Remove a user from a group.", subject="group", other="user", joined=False,
+          change=SqlAuthStore.remove_member)
+_relation(groups, "attach", "Attach a policy to a group: every member gets it.", subject="group", other="policy", joined=True,
+          change=SqlAuthStore.attach_group_policy)
+_relation(groups, "detach", "Detach a policy from a group.", subject="group", other="policy", joined=False,
+          change=SqlAuthStore.detach_group_policy)
 
 
 # --- policies -------------------------------------------------------------------------

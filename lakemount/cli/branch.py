@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from lakemount.cli.common import ctx_obj, emit, json_option, parse_repo_uri, parse_uri
+from lakemount.catalog.shapes import ref_json
+from lakemount.cli.common import ctx_obj, emit, emit_refs, json_option, parse_ref_uri, parse_repo_uri, ref_and_target
 
 
 @click.group("branch")
@@ -18,15 +19,9 @@ def branch() -> None:
 @json_option
 def create(uri: str, source: str) -> None:
     """Create branch URI (lakefs://REPO/BRANCH) at the commit SOURCE points to."""
-    u = parse_uri(uri, need_ref=True, path_hint="")
-    s = parse_uri(source, need_ref=True, path_hint="")
-    if s.repo != u.repo:
-        from lakemount.errors import InvalidArgument
-
-        raise InvalidArgument("source must be in the same repository")
-    assert u.ref is not None and s.ref is not None
-    b = ctx_obj().app.catalog.create_branch(u.repo, u.ref, s.ref)
-    emit({"id": b.name, "commit_id": b.commit_id}, f"Created branch {u.ref} at {b.commit_id[:12]}")
+    repo, name, ref = ref_and_target(uri, source, "source must be in the same repository")
+    b = ctx_obj().app.catalog.create_branch(repo, name, ref)
+    emit(ref_json(b.name, b.commit_id), f"Created branch {name} at {b.commit_id[:12]}")
 
 
 @branch.command("list")
@@ -34,9 +29,7 @@ def create(uri: str, source: str) -> None:
 @json_option
 def list_(uri: str) -> None:
     """List branches of repository URI (lakefs://REPO)."""
-    u = parse_repo_uri(uri)
-    bs = ctx_obj().app.catalog.list_branches(u.repo)
-    emit([{"id": b.name, "commit_id": b.commit_id} for b in bs], [f"{b.name:<40} {b.commit_id[:16]}" for b in bs])
+    emit_refs(ctx_obj().app.catalog.list_branches(parse_repo_uri(uri).repo), id_chars=16)
 
 
 @branch.command("show")
@@ -44,12 +37,11 @@ def list_(uri: str) -> None:
 @json_option
 def show(uri: str) -> None:
     """Show a branch's head commit and whether it has uncommitted changes."""
-    u = parse_uri(uri, need_ref=True, path_hint="")
-    assert u.ref
+    repo, name = parse_ref_uri(uri)
     g = ctx_obj().app.catalog
-    b = g.get_branch(u.repo, u.ref)
-    dirty = g.has_uncommitted(u.repo, b)
-    emit({"id": b.name, "commit_id": b.commit_id, "uncommitted_changes": dirty},
+    b = g.get_branch(repo, name)
+    dirty = g.has_uncommitted(repo, b)
+    emit({**ref_json(b.name, b.commit_id), "uncommitted_changes": dirty},
          f"Branch: {b.name}\nCommit ID: {b.commit_id}\nUncommitted changes: {'yes' if dirty else 'no'}")
 
 
@@ -59,17 +51,16 @@ def show(uri: str) -> None:
 @json_option
 def delete(uri: str, yes: bool) -> None:
     """Delete a branch (not the default branch); its uncommitted changes are dropped, and counted."""
-    u = parse_uri(uri, need_ref=True, path_hint="")
-    assert u.ref
+    repo, name = parse_ref_uri(uri)
     cat = ctx_obj().app.catalog
-    b = cat.get_branch(u.repo, u.ref)  # a missing branch is an error before any question
+    b = cat.get_branch(repo, name)  # a missing branch is an error before any question
     if not yes:
-        pending = cat.count_uncommitted(u.repo, b)
+        pending = cat.count_uncommitted(repo, b)
         lost = f" Its {_changes(pending)} will be lost." if pending else ""
-        click.confirm(f"Delete branch {u.ref} of {u.repo}?{lost}", abort=True)
-    dropped = cat.delete_branch(u.repo, u.ref)
-    emit({"deleted": u.ref, "uncommitted_changes": dropped},
-         f"Deleted branch {u.ref}" + (f" and its {_changes(dropped)}" if dropped else " (no uncommitted changes)"))
+        click.confirm(f"Delete branch {name} of {repo}?{lost}", abort=True)
+    dropped = cat.delete_branch(repo, name)
+    emit({"deleted": name, "uncommitted_changes": dropped},
+         f"Deleted branch {name}" + (f" and its {_changes(dropped)}" if dropped else " (no uncommitted changes)"))
 
 
 def _changes(n: int) -> str:

@@ -81,6 +81,31 @@ def parse_repo_uri(text: str) -> Uri:
     return u
 
 
+def parse_ref_uri(text: str, path_hint: str = "") -> tuple[str, str]:
+    """``(repo, ref)`` of ``lakefs://REPO/REF``, for a verb on a ref: a path is refused (``path_hint`` says what to use instead)."""
+    u = parse_uri(text, need_ref=True, path_hint=path_hint)
+    assert u.ref
+    return u.repo, u.ref
+
+
+def ref_and_target(uri: str, target: str, elsewhere: str) -> tuple[str, str, str]:
+    """``(repo, name, target ref)`` of a branch or tag to make, ``uri``, and the ref it will point at, ``target``;
+    ``InvalidArgument(elsewhere)`` when they are in different repositories."""
+    repo, name = parse_ref_uri(uri)
+    target_repo, ref = parse_ref_uri(target)
+    if target_repo != repo:
+        raise InvalidArgument(elsewhere)
+    return repo, name, ref
+
+
+def emit_refs(refs: Iterable[Any], id_chars: int | None = None) -> None:
+    """List branches or tags: lakeFS ``Ref`` records in JSON, ``name  commit`` lines in text (the commit id cut to ``id_chars``)."""
+    from lakemount.catalog.shapes import ref_json
+
+    found = list(refs)
+    emit([ref_json(r.name, r.commit_id) for r in found], [f"{r.name:<40} {r.commit_id[:id_chars]}" for r in found])
+
+
 def ref_of(text: str, repo: str) -> str:
     """The ref of ``lakefs://REPO/REF`` (lakectl's form), or ``text`` itself when it is a bare ref.
 

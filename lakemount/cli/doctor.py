@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-import uuid
 
 import click
 
@@ -29,18 +28,8 @@ def doctor() -> None:
             checks.append({"check": name, "ok": False, "detail": str(exc)})
 
     check("config", lambda: f"home {app.config.home}")
-    check("ref store", lambda: f"{app.refs.where}, {len(app.refs.list_repositories())} repositories")
-
-    def block() -> str:
-        url = f"{app.namespace_root()}/_system/doctor/{uuid.uuid4().hex}"
-        app.adapter.put(url, b"ok")
-        data = app.adapter.get(url)
-        app.adapter.delete(url)
-        if data != b"ok":
-            raise OSError("read back different bytes")
-        return f"read/write {app.namespace_root()}"
-
-    check("block store", block)
+    check("ref store", app.check_metastore)
+    check("block store", app.check_block_store)
 
     def repos() -> str:
         bad = []

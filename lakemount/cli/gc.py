@@ -63,7 +63,7 @@ def set_config(uri: str, default_retention_days: int, branches: tuple[str, ...],
     for name, _days in rules.branches:
         if name not in known:
             click.echo(f"warning: {u.repo} has no branch {name} (yet); the rule applies once it exists", err=True)
-    store_rules(app.adapter, repo.storage_namespace, rules)
+    store_rules(app.catalog.adapter, repo.storage_namespace, rules)
     emit(rules.to_json(), [f"GC rules of {u.repo} set:", *_rules_text(rules)])
 
 
@@ -75,7 +75,7 @@ def get_config(uri: str) -> None:
     u = parse_repo_uri(uri)
     app = ctx_obj().app
     repo = app.catalog.repository(u.repo)
-    rules = load_rules(app.adapter, repo.storage_namespace)
+    rules = load_rules(app.catalog.adapter, repo.storage_namespace)
     if rules is None:
         raise NotFound(f"no GC rules for repository {u.repo}")
     emit(rules.to_json(), _rules_text(rules))
@@ -89,7 +89,7 @@ def delete_config(uri: str) -> None:
     u = parse_repo_uri(uri)
     app = ctx_obj().app
     repo = app.catalog.repository(u.repo)
-    delete_rules(app.adapter, repo.storage_namespace)
+    delete_rules(app.catalog.adapter, repo.storage_namespace)
     emit({"deleted": u.repo}, f"GC rules of {u.repo} deleted")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from lakemount.cli.common import commit_json, commit_text, ctx_obj, emit, json_option, parse_uri
+from lakemount.cli.common import commit_json, commit_text, ctx_obj, emit, json_option, parse_ref_uri
 
 
 @click.command("show")
@@ -12,9 +12,7 @@ from lakemount.cli.common import commit_json, commit_text, ctx_obj, emit, json_o
 @json_option
 def show(uri: str) -> None:
     """Show the commit URI (lakefs://REPO/REF) resolves to."""
-    u = parse_uri(uri, need_ref=True, path_hint="for an object use: lakemount fs stat URI")
-    assert u.ref
-    c = ctx_obj().app.catalog.commit_of(u.repo, u.ref)
+    c = ctx_obj().app.catalog.commit_of(*parse_ref_uri(uri, "for an object use: lakemount fs stat URI"))
     emit(commit_json(c), commit_text(c))
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from lakemount.cli.common import ctx_obj, emit, json_option, parse_repo_uri, parse_uri
-from lakemount.errors import InvalidArgument
+from lakemount.catalog.shapes import ref_json
+from lakemount.cli.common import ctx_obj, emit, emit_refs, json_option, parse_ref_uri, parse_repo_uri, ref_and_target
 
 
 @click.group("tag")
@@ -19,13 +19,9 @@ def tag() -> None:
 @json_option
 def create(uri: str, commit_uri: str) -> None:
     """Create tag URI (lakefs://REPO/TAG) pointing at COMMIT_URI (lakefs://REPO/REF)."""
-    u = parse_uri(uri, need_ref=True, path_hint="")
-    c = parse_uri(commit_uri, need_ref=True, path_hint="")
-    if c.repo != u.repo:
-        raise InvalidArgument("the tag and its commit must be in the same repository")
-    assert u.ref and c.ref
-    t = ctx_obj().app.catalog.create_tag(u.repo, u.ref, c.ref)
-    emit({"id": t.name, "commit_id": t.commit_id}, f"Created tag {t.name} ({t.commit_id})")
+    repo, name, ref = ref_and_target(uri, commit_uri, "the tag and its commit must be in the same repository")
+    t = ctx_obj().app.catalog.create_tag(repo, name, ref)
+    emit(ref_json(t.name, t.commit_id), f"Created tag {t.name} ({t.commit_id})")
 
 
 @tag.command("list")
@@ -33,9 +29,7 @@ def create(uri: str, commit_uri: str) -> None:
 @json_option
 def list_(uri: str) -> None:
     """List tags of lakefs://REPO."""
-    u = parse_repo_uri(uri)
-    ts = ctx_obj().app.catalog.list_tags(u.repo)
-    emit([{"id": t.name, "commit_id": t.commit_id} for t in ts], [f"{t.name:<40} {t.commit_id}" for t in ts])
+    emit_refs(ctx_obj().app.catalog.list_tags(parse_repo_uri(uri).repo))
 
 
 @tag.command("show")
@@ -43,10 +37,8 @@ def list_(uri: str) -> None:
 @json_option
 def show(uri: str) -> None:
     """Show the commit a tag points at."""
-    u = parse_uri(uri, need_ref=True, path_hint="")
-    assert u.ref
-    t = ctx_obj().app.catalog.get_tag(u.repo, u.ref)
-    emit({"id": t.name, "commit_id": t.commit_id}, f"{t.name} {t.commit_id}")
+    t = ctx_obj().app.catalog.get_tag(*parse_ref_uri(uri))
+    emit(ref_json(t.name, t.commit_id), f"{t.name} {t.commit_id}")
 
 
 @tag.command("delete")
@@ -55,14 +47,13 @@ def show(uri: str) -> None:
 @json_option
 def delete(uri: str, yes: bool) -> None:
     """Delete a tag."""
-    u = parse_uri(uri, need_ref=True, path_hint="")
-    assert u.ref
+    repo, name = parse_ref_uri(uri)
     cat = ctx_obj().app.catalog
-    cat.get_tag(u.repo, u.ref)  # a missing tag is an error before any question
+    cat.get_tag(repo, name)  # a missing tag is an error before any question
     if not yes:
-        click.confirm(f"Delete tag {u.ref}?", abort=True)
-    cat.delete_tag(u.repo, u.ref)
-    emit({"deleted": u.ref}, f"Deleted tag {u.ref}")
+        click.confirm(f"Delete tag {name}?", abort=True)
+    cat.delete_tag(repo, name)
+    emit({"deleted": name}, f"Deleted tag {name}")
 
 
 COMMANDS = [tag]

@@ -25,6 +25,7 @@ error                                                       the last failure's m
 stats     (mount-wide, at the mount root)                   Prometheus text
 ========  ================================================  ==========================
 
+An option's value follows it or an ``=`` (``--strategy=source-wins``).
 Read-only refs get ``head`` and ``log`` only.  A failing write raises the
 lakemount error (EBUSY for a conflict, EINVAL for bad input, via the errno
 table) and leaves its message, with conflicting paths one per line, in
@@ -206,31 +207,14 @@ class ControlFiles:
         return Outcome(content_changed=False, head_moved=True)
 
     def _merge(self, scope: Scope, text: str, uid: int) -> Outcome:
-        args = _split(text, "merge")
-        source = None
-        strategy = "fail"
-        squash = False
-        message: str | None = None
-        it = iter(args)
-        for a in it:
-            if a == "--strategy" or a.startswith("--strategy="):
-                strategy = a.split("=", 1)[1] if "=" in a else next(it, "")
-                if strategy not in STRATEGIES:
-                    raise InvalidArgument(f"merge: --strategy must be one of {', '.join(STRATEGIES)}")
-            elif a == "--squash":
-                squash = True
-            elif a in ("-m", "--message"):
-                message = next(it, None)
-                if message is None:
-                    raise InvalidArgument("merge: -m needs a message")
-            elif a.startswith("-"):
-                raise InvalidArgument(f"merge: unknown option {a} (use SOURCE [--strategy X] [--squash] [-m MSG])")
-            elif source is None:
-                source = a
-            else:
-                raise InvalidArgument("merge: one source ref only")
-        if source is None:
-            raise InvalidArgument("merge: write a source ref, e.g. 'dev' or 'dev --strategy source-wins'")
+        line = _parse(text, "merge", MERGE_OPTIONS, "SOURCE [--strategy X] [--squash] [-m MSG]", "source ref",
+                      "write a source ref, e.g. 'dev' or 'dev --strategy source-wins'")
+        source = line.operand
+        strategy = line.values.get("--strategy", "fail")
+        if strategy not in STRATEGIES:
+            raise InvalidArgument(f"merge: --strategy must be one of {', '.join(STRATEGIES)}")
+        squash = "--squash" in line.values
+        message = line.values.get("-m")
         self._check_ref(scope, source, "merge")
         res = self.catalog.merge(
             scope.repo, source, scope.branch, strategy=None if strategy == "fail" else strategy, squash=squash,
@@ -240,28 +224,14 @@ class ControlFiles:
         return Outcome(content_changed=res.merged, head_moved=res.merged)
 
     def _revert(self, scope: Scope, text: str, uid: int) -> Outcome:
-        args = _split(text, "revert")
-        parent: int | None = None
-        allow_empty = False
-        ref = None
-        it = iter(args)
-        for a in it:
-            name, eq, attached = a.partition("=")
-            if name in PARENT_OPTIONS and (eq or name == a):
-                value = attached if eq else next(it, "")
-                if not value.isdigit():
-                    raise InvalidArgument("revert: --parent-number needs a number")
-                parent = int(value)
-            elif a == "--allow-empty":
-                allow_empty = True
-            elif a.startswith("-"):
-                raise InvalidArgument(f"revert: unknown option {a} (use REF [--parent-number N] [--allow-empty])")
-            elif ref is None:
-                ref = a
-            else:
-                raise InvalidArgument("revert: one ref only")
-        if ref is None:
-            raise InvalidArgument("revert: write the commit to revert, e.g. 'main~1'")
+        line = _parse(text, "revert", REVERT_OPTIONS, "REF [--parent-number N] [--allow-empty]", "ref",
+                      "write the commit to revert, e.g. 'main~1'")
+        ref = line.operand
+        number = line.values.get("--parent-number")
+        if number is not None and not number.isdigit():
+            raise InvalidArgument("revert: --parent-number needs a number")
+        parent = None if number is None else int(number)
+        allow_empty = "--allow-empty" in line.values
         if ref.startswith("lakefs://"):
             ref = _ref_of_uri(ref, scope.repo)
         self._check_ref(scope, ref, "revert")
@@ -303,6 +273,56 @@ def _ref_of_uri(text: str, repo: str) -> str:
     if rest[0] != repo:
         raise InvalidArgument(f"{text} is in repository {rest[0]!r}, not {repo!r}")
     return rest[1]
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """An option a control file's line may carry: its spellings (the first names it in messages) and,
+    for one that takes a value (``--x V`` or ``--x=V``), what the value is (``a number``); a flag has none."""
+
+    spellings: tuple[str, ...]
+    value: str = ""
+
+
+MERGE_OPTIONS: Final = (
+    Option(("--strategy",), f"one of {', '.join(STRATEGIES)}"), Option(("--squash",)), Option(("-m", "--message"), "a message"),
+)
+REVERT_OPTIONS: Final = (Option(PARENT_OPTIONS, "a number"), Option(("--allow-empty",)))
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """A parsed control line: its one operand and its options' values by first spelling ('' for a flag)."""
+
+    operand: str
+    values: dict[str, str]
+
+
+def _parse(text: str, verb: str, options: tuple[Option, ...], usage: str, operand: str, missing: str) -> Line:
+    """The line written to control file ``verb``: one ``operand`` and ``options``; raises ``InvalidArgument``
+    (``verb: ...``) for an unknown option (naming ``usage``), an option without its value, a second
+    operand, or none (``missing`` says what to write)."""
+    by_spelling = {spelling: o for o in options for spelling in o.spellings}
+    values: dict[str, str] = {}
+    found: str | None = None
+    it = iter(_split(text, verb))
+    for a in it:
+        name, eq, attached = a.partition("=")
+        option = by_spelling.get(name if eq else a)
+        if option is not None and (option.value or not eq):
+            value = attached if eq else (next(it, None) if option.value else "")
+            if value is None:
+                raise InvalidArgument(f"{verb}: {option.spellings[0]} needs {option.value}")
+            values[option.spellings[0]] = value
+        elif a.startswith("-"):
+            raise InvalidArgument(f"{verb}: unknown option {a} (use {usage})")
+        elif found is None:
+            found = a
+        else:
+            raise InvalidArgument(f"{verb}: one {operand} only")
+    if found is None:
+        raise InvalidArgument(f"{verb}: {missing}")
+    return Line(found, values)
 
 
 def _split(text: str, verb: str) -> list[str]:

@@ -114,6 +114,8 @@ class Handles:
         assert scope is not None
         if truncate:
             self.state.io()
+        if self.audit is not None:  # the process's name while it is alive (a short one is gone by release)
+            self.audit.process(caller.pid)
         fh = self.state.new_fh()
         # Register the handle first, under the node's lock: the kernel sends
         # RELEASE asynchronously, and a release that found no open handle

@@ -1,7 +1,8 @@
 """Reading data objects for the mount: fixed-size blocks through the caches, with read-ahead.
 
 Data objects are immutable (content-addressed), so their bytes can be cached
-forever under a key naming the object and the block: ``BLOCK_SIZE`` blocks go
+forever under a key naming the object and the block (``catalog/blocks.py``'s,
+which the gateway's and the API's reads share): ``BLOCK_SIZE`` blocks go
 to the RAM tier and, when the object lives in a remote store, to the disk
 tier as well (a ``local://`` object already is a local file: a second copy on
 the same disk would only cost writes).  Concurrent misses on one block share
@@ -30,10 +31,10 @@ from typing import BinaryIO, Final
 from lakemount.cache.disk import DiskCache
 from lakemount.cache.ram import RamCache
 from lakemount.cache.singleflight import SingleFlight
+from lakemount.catalog.blocks import BLOCK_SIZE, block_key
 from lakemount.catalog.model import BlockAdapter
 from lakemount.fuse.stats import Metrics
 
-BLOCK_SIZE: Final = 1 << 20
 MAX_READAHEAD: Final = 32 << 20
 SEQUENTIAL_SLACK: Final = 4 << 20  # reordering among a handle's parallel reads
 READAHEAD_THREADS: Final = 4
@@ -85,7 +86,7 @@ class BlockReader:
 
     @staticmethod
     def _key(obj: ObjectRef, index: int) -> str:
-        return f"blk1:{obj.url}|{obj.etag}|{obj.size}|{BLOCK_SIZE}|{index}"
+        return block_key(obj.url, obj.etag, obj.size, index)
 
     def _load(self, obj: ObjectRef, index: int) -> bytes:
         start = index * BLOCK_SIZE

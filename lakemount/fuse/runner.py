@@ -187,7 +187,8 @@ def build_filesystem(app: App, options: MountOptions) -> FileSystem:
     if app.audit is not None:
         app.audit.start()  # counts, at once, the trail a crashed mount of this host left unwritten
         audit = MountAudit(app.audit, parse_users(app.config.mount.users, owners=frozenset({os.getuid()})))
-    return FileSystem(app.catalog, app.adapter, cache.ram, cache.disk, options, cache_stats=cache.stats, audit=audit)
+    return FileSystem(app.catalog, app.catalog.adapter, cache.ram, cache.disk, options, cache_stats=cache.stats,
+                      audit=audit)
 
 
 def mount_options(
@@ -307,17 +308,7 @@ def shared_access(app: App) -> MountAccess:
 
 def _listen(app: App, fs: FileSystem) -> Any:
     """Push other nodes' branch changes into ``fs`` as they commit (PostgreSQL); ``None`` where unsupported."""
-    own = app.refs.sender
-
-    def changed(batch: Any) -> None:
-        if batch is None:
-            fs.refs_changed(None)
-            return
-        others = [c for c in batch if c.sender != own]
-        if others:
-            fs.refs_changed(others)
-
-    listener = app.refs.listen(changed)
+    listener = app.catalog.watch_branches(fs.refs_changed)
     if listener is not None:
         fs.scopes.push_live = listener.connected.is_set
         log.info("listening for branch changes on the ref store (head_ttl %.1fs stays the fallback)", fs.options.head_ttl)

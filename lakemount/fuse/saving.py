@@ -16,7 +16,9 @@ import logging
 import os
 import time
 
+from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import Entry
+from lakemount.catalog.writer import DataInfo
 from lakemount.fuse.inodes import Node
 from lakemount.fuse.listing import Child, ChildKind
 from lakemount.fuse.scope import Scopes
@@ -83,7 +85,7 @@ class Saver:
             return
         catalog = self.state.catalog
         # The temp file itself is uploaded, with digests computed while it was written.
-        version, info = dirty.store(lambda path, digests: catalog.write_file(scope.repo, path, digests=digests))
+        version, info = dirty.store(lambda path, digests: _store_file(catalog, scope.repo, path, digests))
         with scope.mutex:
             if node.detached:
                 dirty.end_save(version)
@@ -155,3 +157,10 @@ class Saver:
                 else:
                     dirty.discard()
                 node.dirty = None
+
+
+def _store_file(catalog: Catalog, repo: str, path: str, digests: tuple[int, str, str] | None) -> DataInfo:
+    """Store a temp file that no write changes meanwhile (``Dirty.store``) through the catalog's writer."""
+    with catalog.writer(repo) as w:
+        w.write_file(path, digests=digests)
+    return w.info

@@ -375,7 +375,7 @@ class Scopes:
             raise FsError(errno.EROFS, f"{scope.repo}/{scope.name} is read-only (not a branch)")
         self.state.io()
         try:
-            self.state.catalog.protection.check(scope.repo, scope.branch, "write")
+            self.state.catalog.check_writable(scope.repo, scope.branch)
         except LakeMountError as exc:
             scope.record_error("write", exc)  # EPERM alone does not say why; .lakefs/error does
             raise

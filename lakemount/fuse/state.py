@@ -23,8 +23,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 
-from lakemount.catalog.catalog import Catalog, DataInfo
+from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import Entry, Repository
+from lakemount.catalog.writer import DataInfo
 from lakemount.fuse.errno import FsError, errno_of
 from lakemount.fuse.inodes import InodeTable, Node
 from lakemount.fuse.reader import BlockReader, ObjectRef

@@ -18,9 +18,9 @@ How a request flows, and where each concern lives:
                      (catalog, access, buckets, uploads, settings), never the gateway.
 - ``buckets.py``     what a bucket stands for: a repository, or one ref (flat buckets,
                      aliases); ``listing.py``/``listing_xml.py`` list either kind.
-- ``objects.py``     object headers, conditions, copy ranges, and verified uploads that land
-                     (the block store's writer, ``block/landing.py``) before they are
-                     stored and staged.
+- ``objects.py``     object headers, conditions, copy ranges, and verified uploads written
+                     through the catalog's object writer (``catalog/writer.py``) before
+                     they are staged.
 - ``multipart.py``   S3's multipart limits; parts live in the block store.
   The gateway's own state (bucket records, multipart uploads) is declared in
   ``lakemount/catalog/s3state.py`` (``BucketStore``, ``MultipartStore``) and kept by

@@ -12,7 +12,11 @@ stands for one ref, and its keys are paths on it:
 
 The same store keeps the canned ACL a bucket was created with
 (``public-read`` and ``public-read-write`` admit anonymous requests; the
-default ``private`` admits none).
+default ``private`` admits none).  A gateway process keeps what it read of
+the store (a record, or that there is none) for ``RECORD_TTL`` seconds, as it
+keeps access decisions: every request names a bucket, and most buckets have
+no record, so asking the database each time would cost a statement per GET.
+A bucket created or deleted through another gateway process shows within it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from lakemount.auth.cache import TtlCache
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import Repository
 from lakemount.catalog.names import is_repository_name
@@ -33,6 +38,7 @@ from lakemount.gateway.settings import GatewaySettings
 CANNED_ACLS: Final = ("private", "public-read", "public-read-write", "authenticated-read")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _IPV4 = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
+RECORD_TTL: Final = 5.0  # seconds a bucket record (or its absence) read from the store is trusted
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +79,18 @@ def repo_name_for(bucket: str) -> str:
 class BucketMap:
     """Resolves bucket names; records gateway-created buckets that need it (in a ``BucketStore``)."""
 
-    def __init__(self, store: BucketStore, catalog: Catalog, settings: GatewaySettings) -> None:
+    def __init__(self, store: BucketStore, catalog: Catalog, settings: GatewaySettings, *, ttl: float | None = None) -> None:
         self.store = store
         self.catalog = catalog
         self.settings = settings
+        self._records = TtlCache(RECORD_TTL if ttl is None else ttl)  # bucket -> (record or None,)
+
+    def _record(self, bucket: str) -> BucketRecord | None:
+        hit = self._records.get(bucket)
+        if hit is None:
+            hit = (self.store.get(bucket),)
+            self._records.put(bucket, hit)
+        return hit[0]  # type: ignore[index,no-any-return]
 
     def _repo(self, name: str, bucket: str) -> Repository:
         try:
@@ -89,7 +103,7 @@ class BucketMap:
         alias = self.settings.aliases.get(bucket)
         if alias is not None:
             return Target(bucket, self._repo(alias.repo, bucket), alias.ref)
-        record = self.store.get(bucket)
+        record = self._record(bucket)
         if record is not None:
             repo = self._repo(record.repo, bucket)
             ref = record.ref or (repo.default_branch if self.settings.flat or record.repo != bucket else None)
@@ -107,11 +121,14 @@ class BucketMap:
 
     def record(self, bucket: str, repo: str, *, acl: str, owner: str) -> None:
         """Remember a gateway-created bucket (its repository name and ACL)."""
-        self.store.put(BucketRecord(bucket, repo, None, acl, owner))
+        record = BucketRecord(bucket, repo, None, acl, owner)
+        self.store.put(record)
+        self._records.put(bucket, (record,))
 
     def forget(self, bucket: str) -> None:
         """Forget a bucket's record (nothing happens if it has none)."""
         self.store.delete(bucket)
+        self._records.put(bucket, (None,))
 
     def listing(self) -> list[tuple[str, Repository]]:
         """Every bucket by name with its repository (derived-name repositories under their bucket name)."""

@@ -40,7 +40,6 @@ class Services:
     buckets: BucketMap
     uploads: MultipartStore
     settings: GatewaySettings
-    tmpdir: str  # where landing files go when the storage namespace is not local
 
 
 @dataclass
@@ -115,13 +114,17 @@ class Ctx:
         (``s3://repo/mian/x``) reads as such, as it does for a write.
         """
         try:
-            resolved = self.services.catalog.resolve(target.repo.name, ref)
+            resolved = self.services.catalog.resolve(target.repo, ref)
         except NotFound:
-            raise s3_error(
-                "NoSuchKey", f"no branch, tag or commit {ref!r} in repository {target.repo.name}", Key=key or self.key or ""
-            ) from None
+            raise self.no_such_ref(target, ref, key) from None
         note(ref=ref, commit=resolved.commit_id)
         return resolved
+
+    def no_such_ref(self, target: Target, ref: str, key: str | None = None) -> S3Error:
+        """NoSuchKey naming ``ref`` as what is missing (see ``resolve_ref``)."""
+        return s3_error(
+            "NoSuchKey", f"no branch, tag or commit {ref!r} in repository {target.repo.name}", Key=key or self.key or ""
+        )
 
     def object_path(self, target: Target, key: str) -> tuple[str, str]:
         """(ref, path) of an object key; raises NoSuchKey when the key names no path."""

@@ -72,7 +72,7 @@ def find_source(ctx: Ctx) -> Source:
     return Source(bucket, key, target, entry)
 
 
-def address_in(catalog: Catalog, src_repo: Repository, dst_repo: Repository, entry: Entry, tmpdir: str) -> str:
+def address_in(catalog: Catalog, src_repo: Repository, dst_repo: Repository, entry: Entry) -> str:
     """The address under which ``entry``'s data is reachable from ``dst_repo``."""
     if "://" in entry.address or src_repo.storage_namespace == dst_repo.storage_namespace or entry.size == 0:
         return entry.address
@@ -80,9 +80,11 @@ def address_in(catalog: Catalog, src_repo: Repository, dst_repo: Repository, ent
     dst_url = catalog.physical_url(dst_repo, entry.address)
     if catalog.adapter.exists(dst_url):
         return entry.address
-    with catalog.landing(dst_repo, tmpdir) as land:
-        with catalog.adapter.open(src_url) as f:
-            while chunk := f.read(READ_CHUNK):
-                land.write(chunk)
-        land.store(catalog.adapter, dst_url)
+    # The same address in the other namespace (a content address, or an upload's linked name).
+    with (
+        catalog.writer(dst_repo, address=entry.address, hash_md5=False, hash_sha256=False) as w,
+        catalog.adapter.open(src_url) as f,
+    ):
+        while chunk := f.read(READ_CHUNK):
+            w.write(chunk)
     return entry.address

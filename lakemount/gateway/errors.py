@@ -174,6 +174,8 @@ def from_lakemount(err: lm.LakeMountError, **fields: object) -> S3Error:
             "The object was imported without copying and its source changed since; it must be restored or re-imported.",
             **fields,
         )
+    elif isinstance(err, lm.MetadataTooLarge):
+        return s3_error("MetadataTooLarge", MaxSizeAllowed=err.limit, Size=err.size)
     elif isinstance(err, lm.UploadNotFound):
         # S3's own message and fields: clients match on them, and the key is not S3's to echo here.
         return s3_error("NoSuchUpload", UploadId=err.upload_id)

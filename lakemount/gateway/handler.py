@@ -10,7 +10,6 @@ server adapter (``serving/asgi.py``) calls it from worker threads.
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import unicodedata
 from urllib.parse import unquote_to_bytes
@@ -68,15 +67,12 @@ class S3Gateway:
         self.audit = app.audit
         if self.audit is not None:
             self.audit.start()  # counts at once the trail a killed process of this host left unwritten
-        tmpdir = os.path.join(app.config.home, "tmp")
-        os.makedirs(tmpdir, exist_ok=True)
         self.services = Services(
             catalog=app.catalog,
             access=Access(app.auth),
             buckets=BucketMap(app.bucket_store, app.catalog, settings),
             uploads=app.multipart_store,
             settings=settings,
-            tmpdir=tmpdir,
         )
 
     # -- locating ----------------------------------------------------------------

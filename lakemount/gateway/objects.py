@@ -1,78 +1,44 @@
 """Objects as S3 shows them: entry <-> headers, conditions, copy ranges, and bodies in.
 
-Shared by the object operations.  User metadata (``x-amz-meta-*``) is the
-entry's metadata under its lower-cased name, the same pairs the mount shows as
-``user.*`` xattrs.  The standard headers S3 stores with an object
-(Cache-Control, Content-Disposition, Content-Encoding, Content-Language,
-Expires) are kept as metadata too, under ``s3:<header>`` (``STORED_PREFIX`` of
-``catalog/model.py``): a colon cannot occur in an HTTP header name, so they
-never collide with user metadata, and a mount user can set one as the xattr
-``user.s3:cache-control``.  Bodies out (memory-mapped local reads) and plain
+Shared by the object operations.  User metadata travels as ``x-amz-meta-*``
+headers; it and the standard headers S3 stores with an object map to an
+entry's metadata as ``lakemount/serving/metadata.py`` says, the one mapping
+the REST API uses too.  Bodies out (memory-mapped local reads) and plain
 HTTP ranges are shared with the REST API in ``lakemount/serving``.
 
-Uploads are written whole to a landing file (the block store's writer,
-``block/landing.py``) while the protocol layer's ``BodyDecoder`` verifies
-framing, chunk signatures, length, Content-MD5 and checksums; only a body that
-passed every check is stored (content-addressed, ``data/<aa>/<sha256>``) and
-only then is an entry staged.  A client that goes away mid-upload leaves a
-landing file that is removed, nothing else.
+Uploads go through the catalog's object writer (``catalog/writer.py``) while
+the protocol layer's ``BodyDecoder`` verifies framing, chunk signatures,
+length, Content-MD5 and checksums; only a body that passed every check is
+stored (content-addressed) and only then is an entry staged.  A client that
+goes away mid-upload leaves nothing: the writer's landing file is removed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import email.utils
-import hashlib
 import stat
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final
 
-from lakemount.block.landing import Landing, Pipeline
 from lakemount.catalog.catalog import Catalog
-from lakemount.catalog.model import STORED_PREFIX, Entry, Repository, object_view
+from lakemount.catalog.model import Entry, Repository, object_view
 from lakemount.gateway.errors import S3Error, s3_error
-from lakemount.gateway.sig.chunked import BodyDecoder, strip_aws_chunked
+from lakemount.gateway.sig.chunked import BodyDecoder
 from lakemount.gateway.sig.payload import PayloadMode, body_plan
 from lakemount.gateway.sig.request import HttpRequest
 from lakemount.gateway.sig.result import AuthResult
 from lakemount.serving import ranges
 from lakemount.serving.http import Request, Response
+from lakemount.serving.metadata import metadata_headers
 from lakemount.serving.ranges import http_date, http_seconds
 
 META_PREFIX: Final = "x-amz-meta-"
-STORED_HEADERS: Final = ("cache-control", "content-disposition", "content-encoding", "content-language", "expires")
-MAX_METADATA_BYTES: Final = 2048
 MAX_PUT_SIZE: Final = 5 * 1024**3
 DEFAULT_CONTENT_TYPE: Final = "binary/octet-stream"
 
 
 # --- metadata -----------------------------------------------------------------------
-
-
-def metadata_from_headers(req: Request) -> list[tuple[str, str]]:
-    """User metadata and stored standard headers of a PUT/POST; raises MetadataTooLarge."""
-    out: list[tuple[str, str]] = []
-    user_bytes = 0
-    seen: set[str] = set()
-    for name, value in req.headers:
-        if name.startswith(META_PREFIX):
-            meta = name[len(META_PREFIX) :]
-            if meta in seen:
-                continue
-            seen.add(meta)
-            user_bytes += len(meta) + len(value)
-            out.append((meta, value))
-    if user_bytes > MAX_METADATA_BYTES:
-        raise s3_error("MetadataTooLarge", MaxSizeAllowed=MAX_METADATA_BYTES, Size=user_bytes)
-    for h in STORED_HEADERS:
-        stored = req.header(h)
-        if h == "content-encoding":
-            stored = strip_aws_chunked(stored)
-        if stored:
-            out.append((STORED_PREFIX + h, stored))
-    return sorted(out)
 
 
 def content_type_of(req: Request) -> str:
@@ -104,14 +70,7 @@ def object_headers(entry: Entry) -> list[tuple[str, str]]:
         ("Content-Type", view.content_type or DEFAULT_CONTENT_TYPE),
         ("Accept-Ranges", "bytes"),
     ]
-    for name, value in view.metadata:
-        if name.startswith(STORED_PREFIX):
-            h = name[len(STORED_PREFIX) :]
-            if h in STORED_HEADERS:
-                headers.append((h.title(), value))
-        else:
-            headers.append((META_PREFIX + name, value))
-    return headers
+    return headers + metadata_headers(view.metadata, META_PREFIX)
 
 
 def is_object(entry: Entry) -> bool:
@@ -218,14 +177,13 @@ def _invalid_range(size: int) -> S3Error:
 # --- bodies in ----------------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Received:
-    """A verified request body, in its landing file until the ``with`` block ends."""
+    """A verified request body, stored (``address`` is '' when it was only checked)."""
 
-    land: Landing
+    address: str
     size: int
     md5: str  # hex
-    sha256: str | None
     checksums: dict[str, str] = field(default_factory=dict)
 
 
@@ -247,23 +205,21 @@ def decoder_for(req: Request, auth: object | None) -> BodyDecoder:
     return BodyDecoder(body_plan(hmap, sha, None))
 
 
-@contextlib.contextmanager
 def receive(
     req: Request,
     auth: object | None,
     catalog: Catalog,
     repo: Repository,
-    tmpdir: str | None,
     *,
-    want_sha256: bool,
     max_size: int = MAX_PUT_SIZE,
-    sub: str = "data",
-) -> Iterator[Received]:
-    """Read, decode and verify the whole body into a landing file (see ``block/landing.py``).
+    address: str | None = None,
+    store: bool = True,
+) -> Received:
+    """Read, decode and verify the whole body, and store it with the catalog's writer.
 
-    Raises ``S3Error`` (framing, signature, digest, length) or
-    ``ClientDisconnected`` before yielding; the landing file is gone after the
-    block unless the caller stored it.
+    Stored content-addressed, or at the namespace-relative ``address``; with
+    ``store`` False only checked.  Raises ``S3Error`` (framing, signature,
+    digest, length) or ``ClientDisconnected``; nothing is stored then.
     """
     te = (req.header("transfer-encoding") or "").lower()
     length = declared_length(req)
@@ -274,26 +230,22 @@ def receive(
     decoder = decoder_for(req, auth)
     plan = getattr(auth, "body", None)
     signed_sha = plan.sha256 if plan is not None and plan.mode is PayloadMode.SHA256 else None
-    sha = hashlib.sha256() if want_sha256 and signed_sha is None else None
-    with catalog.landing(repo, tmpdir, sub) as land:
-        # Large bodies are hashed (SHA-256) and written in a second thread while
-        # this one decodes and verifies (MD5, signatures): see ``Pipeline``.
-        sink = Pipeline(land, sha, expected=length)
-        try:
-            size = 0
-            while True:
-                raw = req.body.read()
-                if not raw:
-                    break
-                data = decoder.feed(raw)
-                if data:
-                    size += len(data)
-                    if size > max_size:
-                        raise s3_error("EntityTooLarge", MaxSizeAllowed=max_size)
-                    sink.put(data)
-            summary = decoder.finish()
-        finally:
-            sink.finish()
-        digest = signed_sha if signed_sha is not None else (sha.hexdigest() if sha is not None else None)
-        yield Received(land, summary.length, summary.md5.hex(), digest, dict(summary.checksums))
-
+    # The decoder computes the MD5 (and checks a signed SHA-256); the writer hashes only what is left.
+    hash_sha256 = store and address is None and signed_sha is None
+    with catalog.writer(repo, expected=length, address=address, hash_md5=False, hash_sha256=hash_sha256) as w:
+        size = 0
+        while True:
+            raw = req.body.read()
+            if not raw:
+                break
+            data = decoder.feed(raw)
+            if data:
+                size += len(data)
+                if size > max_size:
+                    raise s3_error("EntityTooLarge", MaxSizeAllowed=max_size)
+                w.write(data)
+        summary = decoder.finish()
+        w.vouch(md5=summary.md5.hex(), sha256=signed_sha)
+        if not store:
+            w.cancel()
+    return Received(w.info.address if store else "", summary.length, summary.md5.hex(), dict(summary.checksums))

@@ -61,7 +61,7 @@ def prepare_stores(config: Config) -> None:
     app.auth  # noqa: B018
     app.bucket_store  # noqa: B018
     app.multipart_store  # noqa: B018
-    app.refs.engine.dispose()
+    app.release_connections()
 
 
 def _configure_logging(config: Config) -> None:

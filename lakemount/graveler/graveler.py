@@ -16,7 +16,7 @@ import random
 import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from lakemount.errors import (
@@ -32,6 +32,7 @@ from lakemount.errors import (
     NotFound,
     NothingToCommit,
     ObjectNotFound,
+    PreconditionFailed,
     ReadOnlyRef,
     RefNotFound,
     category_of,
@@ -214,9 +215,13 @@ class Graveler:
         return itertools.chain(page, self.refs.staged_scan(token, page[-1][0] + b"\x00", stop))
 
     # ------------------------------------------------------------------ refs
-    def resolve(self, repo: str, expr: str) -> ResolvedRef:
-        """Resolve a ref expression; raises ``RefNotFound``, ``AmbiguousRef`` or ``InvalidArgument``."""
-        ns = self.get_repository(repo).storage_namespace
+    def resolve(self, repo: str, expr: str, *, namespace: str = "") -> ResolvedRef:
+        """Resolve a ref expression; raises ``RefNotFound``, ``AmbiguousRef`` or ``InvalidArgument``.
+
+        ``namespace``: the repository's storage namespace when the caller has
+        just read its record (the lookup is then not repeated).
+        """
+        ns = namespace or self.get_repository(repo).storage_namespace
         parsed = parse(expr)
         base = parsed.base
         kind: str
@@ -386,23 +391,52 @@ class Graveler:
         """
         if ref.view is not View.COMMITTED:
             assert ref.branch is not None
-            at = time.monotonic()
-            seen = self._seen.get((repo, ref.branch))
-            if seen is None:
-                branch = self.refs.get_branch(repo, ref.branch)
-                found, value = self.refs.staged_get(branch.tokens, key)
-            else:
-                tokens = seen[0].tokens
-                branch, found, value = self.refs.branch_staged_get(repo, ref.branch, tokens, key)
-                if branch.tokens != tokens:
-                    found, value = self.refs.staged_get(branch.tokens, key)
-            self._saw(repo, branch, at)
-            if found or ref.view is View.STAGING:
-                return value
-            commit = self.refs.get_commit(repo, branch.commit_id)
-        else:
-            commit = self.refs.get_commit(repo, ref.commit_id)
+            return self._branch_get(repo, ref, key, self._seen.get((repo, ref.branch)))[1]
+        commit = self.refs.get_commit(repo, ref.commit_id)
         return self._metarange_at(repo, ref, commit).get(key)
+
+    def _branch_get(
+        self, repo: str, ref: ResolvedRef, key: bytes, seen: tuple[Branch, float] | None
+    ) -> tuple[Branch, bytes | None]:
+        """The branch ``ref`` names as read now, and the value of ``key`` on it (``ref.view`` decides which part)."""
+        assert ref.branch is not None
+        at = time.monotonic()
+        if seen is None:
+            branch = self.refs.get_branch(repo, ref.branch)
+            found, value = self.refs.staged_get(branch.tokens, key)
+        else:
+            tokens = seen[0].tokens
+            branch, found, value = self.refs.branch_staged_get(repo, ref.branch, tokens, key)
+            if branch.tokens != tokens:
+                found, value = self.refs.staged_get(branch.tokens, key)
+        self._saw(repo, branch, at)
+        if found or ref.view is View.STAGING:
+            return branch, value
+        commit = self.refs.get_commit(repo, branch.commit_id)
+        return branch, self._metarange_at(repo, ref, commit).get(key)
+
+    def lookup(self, repo: str, expr: str, key: bytes, *, namespace: str = "") -> tuple[ResolvedRef, bytes | None]:
+        """What ``resolve(repo, expr)`` returns, and the value of ``key`` there (None if absent).
+
+        A plain name this process last read as a branch costs one statement of
+        the ref store for both: the branch row is read with its staged entry, as
+        ``get`` reads them, so a point read (a GET through a front end) needs no
+        head resolution of its own.  A name that is no longer a branch is
+        resolved as usual (a tag or commit id of that name then applies).
+        Raises what ``resolve`` and ``get`` raise; ``namespace`` as for ``resolve``.
+        """
+        seen = self._seen.get((repo, expr))  # only branch names are kept there: no suffix, no steps
+        if seen is not None:
+            ns = namespace or self.get_repository(repo).storage_namespace
+            guess = ResolvedRef(expr, "branch", seen[0].commit_id, View.FULL, expr, ns)
+            try:
+                branch, value = self._branch_get(repo, guess, key, seen)
+            except BranchNotFound:
+                pass
+            else:
+                return replace(guess, commit_id=branch.commit_id), value
+        ref = self.resolve(repo, expr, namespace=namespace)
+        return ref, self.get(repo, ref, key)
 
     def _branch_staged(self, repo: str, name: str, start: bytes, stop: bytes | None) -> tuple[Branch, Iterator[tuple[bytes, bytes | None]]]:
         """Branch ``name`` now and its staged entries in [start, stop): one statement for both
@@ -506,6 +540,29 @@ class Graveler:
             self.refs.stage(repo, branch, items)
         else:
             self.get_branch(repo, branch)  # nothing to stage: still an error for a missing branch
+
+    def set_many_if(
+        self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
+        expected: Sequence[tuple[bytes, bytes | None]],
+    ) -> None:
+        """``set_many`` only if every key of ``expected`` holds exactly its value on ``branch`` (None: absent).
+
+        Checked and written in one ref-store transaction that holds the branch row, so of two
+        writers expecting the same value one wins and the other gets ``PreconditionFailed``
+        naming the key; a commit running meanwhile moves values from staging into history
+        without changing them, so it fails neither.
+        """
+        r = self.get_repository(repo)
+
+        def check(b: Branch, staged_get: Callable[[Sequence[StagingToken], bytes], tuple[bool, bytes | None]]) -> None:
+            for key, want in expected:
+                found, value = staged_get(b.tokens, key)
+                if not found:
+                    value = self._metarange(r, b.commit_id).get(key)
+                if value != want:
+                    raise PreconditionFailed(f"{repo}/{branch}/{key.decode('utf-8', 'replace')} changed")
+
+        self.refs.stage(repo, branch, items, check)
 
     def delete(self, repo: str, branch: str, key: bytes) -> None:
         """Stage a deletion; raises ``ObjectNotFound`` if the key is not there."""

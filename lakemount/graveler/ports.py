@@ -1,4 +1,4 @@
-"""Interfaces graveler consumes; implementations live in ``block/``, ``cache/``, ``refs/``.
+"""Interfaces graveler consumes; implementations live in ``block/``, ``cache/``, ``metastore/``.
 
 Graveler imports none of its implementations: the composition root
 (``lakemount.app``) wires a ``BlockAdapter``, a ``Cache`` and a ``RefStore``
@@ -83,6 +83,10 @@ class Cache(Protocol):
     def get_or_load(self, key: str, load: Callable[[], bytes]) -> bytes: ...
 
 
+# A checked staging write's condition: (the branch row, staged_get(tokens, key) in the write's transaction).
+StageCheck = Callable[[Branch, Callable[[Sequence[StagingToken], bytes], tuple[bool, "bytes | None"]]], None]
+
+
 class RefStore(Protocol):
     """Mutable state of every repository: repositories, refs, commits and staging.
 
@@ -127,11 +131,15 @@ class RefStore(Protocol):
     def list_commits(self, repo: str) -> Iterator[Commit]: ...
 
     # staging ----------------------------------------------------------------------
-    def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
+    def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
+              check: StageCheck | None = None) -> None:
         """Write entries (None = tombstone) into the branch's *current* token.
 
         Atomic with respect to sealing: a write either lands in the token a
         concurrent commit seals (and that commit sees it) or in the next one.
+        ``check``, when given, runs inside the write's transaction with the branch row as it
+        is locked there and a ``staged_get`` reading that transaction; if it raises, nothing is
+        written and its error propagates (a compare-and-set no concurrent writer can interleave).
         """
 
     def staged_get(self, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:

@@ -37,6 +37,7 @@ from typing import Any, Final
 
 from lakemount.app import App
 from lakemount.audit.record import JOBS
+from lakemount.catalog.confinement import split_location
 from lakemount.catalog.model import decode_value, prefix_end
 from lakemount.catalog.storage import read_table
 from lakemount.config import Config
@@ -51,7 +52,7 @@ from lakemount.errors import (
 )
 from lakemount.jobs.namespaces import check_outside_namespaces, location_of
 from lakemount.jobs.runtime import app_for
-from lakemount.jobs.s3client import client_from_config, listing_errors, split_s3
+from lakemount.jobs.s3client import client_from_config, listing_errors
 from lakemount.jobs.session import Progress, get_context, interruptible, parallelism, timed, translated
 
 MANIFEST_DIR: Final = "_lakemount_export"
@@ -81,20 +82,10 @@ class Destination:
 
 
 def _parse_destination(text: str) -> Destination:
-    if text.startswith(("s3://", "s3a://")):
-        bucket, prefix = split_s3(text)
-        prefix = prefix.lstrip("/")
-        if prefix and not prefix.endswith("/"):
-            prefix += "/"
-        return Destination("s3", bucket, prefix)
-    for scheme in ("local://", "file://"):
-        if text.startswith(scheme):
-            text = text[len(scheme) :]
-            break
-    else:
-        if "://" in text:
-            raise InvalidArgument(f"cannot export to {text!r}: use a local directory or s3://bucket/prefix")
-    path = os.path.abspath(text)
+    kind, where, prefix = split_location(text, "export to", "target")
+    if kind == "s3":
+        return Destination("s3", where, prefix)
+    path = os.path.abspath(where)
     if os.path.exists(path) and not os.path.isdir(path):
         raise InvalidArgument(f"export target exists and is not a directory: {path}")
     if path == "/":
@@ -134,7 +125,7 @@ def _clear_manifest(dest: Destination, app: App, client: Any) -> None:
                 os.unlink(os.path.join(parts, name))
         return
     for key in list(_s3_keys(client, dest, dest.prefix + MANIFEST_DIR + "/")):
-        app.adapter.delete(f"s3://{dest.root}/{key}")
+        app.catalog.adapter.delete(f"s3://{dest.root}/{key}")
 
 
 def _safe_rel(rel: bytes) -> str | None:
@@ -236,7 +227,7 @@ def _export_task(
     index: int, ranges: Iterable[tuple[str, str]],
 ) -> Iterator[dict[str, Any]]:
     app = app_for(config)
-    adapter = app.adapter
+    adapter = app.catalog.adapter
     tmpdir = os.path.join(config.home, "tmp")
     os.makedirs(tmpdir, exist_ok=True)
     work: list[tuple[bytes, Any]] = []
@@ -388,7 +379,7 @@ def export_objects(
         with open(path, "wb") as f:
             f.write(body)
     else:
-        app.adapter.put(dest.url(f"{MANIFEST_DIR}/manifest.json"), body)
+        app.catalog.adapter.put(dest.url(f"{MANIFEST_DIR}/manifest.json"), body)
     elapsed = time.monotonic() - started
     summary["timings"] = {**timings, "total": round(elapsed, 3)}
     if app.audit is not None:  # one record per job, with its counts

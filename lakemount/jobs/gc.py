@@ -49,7 +49,7 @@ interrupted sweep is simply run again.  Every run ends by deleting the
 files of all but the ``KEEP_MARKS`` newest marks.
 
 **Why a trash.**  Readers fall back to it (``TrashFallbackAdapter``, wired
-in ``App.adapter`` under the catalog, the committed store, the mount and
+in ``App`` under the catalog, the committed store, the mount and
 the gateway), so an object trashed while something came to reference it
 still reads, and the next run puts it back.  That closes the two holes of a
 lock-free offline GC that deletes at once:
@@ -162,8 +162,8 @@ class RefState:
 
 
 def _read_refs(app: App, repo: str) -> RefState:
-    branches = app.refs.list_branches(repo)
-    tags = app.refs.list_tags(repo)
+    branches = app.catalog.list_branches(repo)
+    tags = app.catalog.list_tags(repo)
     return RefState(
         {b.name: b.commit_id for b in branches},
         {b.name: b.tokens for b in branches},
@@ -173,7 +173,7 @@ def _read_refs(app: App, repo: str) -> RefState:
 
 def all_commits(app: App, repo: str) -> dict[str, Commit]:
     """Every commit of ``repo``; read refs first, then this, so every head is here."""
-    return {c.id: c for c in app.refs.list_commits(repo)}
+    return {c.id: c for c in app.catalog.all_commits(repo)}
 
 
 # ---------------------------------------------------------------------------- the job
@@ -216,7 +216,7 @@ class GcJob:
         self.app = app
         self.repo: Repository = app.catalog.repository(repo)
         self.ns = self.repo.storage_namespace
-        self.adapter = app.adapter
+        self.adapter = app.catalog.adapter
         self.master = master
         self.engine = engine
         self.ran_on: str | None = None  # "spark" or "in-process" once the first job started
@@ -617,7 +617,7 @@ def run_gc(
         raise InvalidArgument("--mark-only and --sweep exclude each other")
     job = GcJob(app, repo, master=master, buckets=buckets, show_progress=show_progress, observer=observer, engine=engine)
     warnings: list[str] = []
-    if not hasattr(app.adapter, "touch"):
+    if not hasattr(app.catalog.adapter, "touch"):
         warnings.append(
             "the block adapter has no touch(): bytes re-staged by dedup during this run are protected "
             "only by the re-mark before deletion"
@@ -644,7 +644,7 @@ def run_gc(
         # The audit table's partitions past audit.retention_days (the writers expire them too, hourly).
         from lakemount.audit.table import expire
 
-        out["audit_files_expired"] = expire(app.adapter, job.ns, app.config.audit.retention_days)
+        out["audit_files_expired"] = expire(app.catalog.adapter, job.ns, app.config.audit.retention_days)
     out["engine"] = job.ran_on
     out["warnings"] = warnings
     out["timings"] = {**job.timings, "total": round(time.monotonic() - started, 3)}

@@ -45,6 +45,16 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
+from lakemount.block.layout import (
+    TABLES_PREFIX,
+    collected_name,
+    data_dir,
+    data_sha,
+    is_data,
+    is_data_name,
+    is_table_name,
+    table_key,
+)
 from lakemount.block.trash import TRASH_DATA, TRASH_TABLES
 from lakemount.catalog.model import StagingToken
 from lakemount.catalog.storage import join, metarange_ranges, read_table, value_address
@@ -52,7 +62,7 @@ from lakemount.config import Config
 from lakemount.errors import Corrupt, ObjectNotFound
 from lakemount.jobs.gc_buckets import bucket_map, bucket_prefixes
 from lakemount.jobs.runtime import app_for
-from lakemount.jobs.tables import data_sha, is_data_name, is_table_name, namespace_key
+from lakemount.jobs.tables import namespace_key
 from lakemount.jobs.trash import purge, restore, trash
 
 SAMPLE: Final = 10  # keys per bucket, and per report section, shown as a sample
@@ -61,7 +71,7 @@ SWEEP_THREADS: Final = 16
 
 def read_metaranges(config: Config, namespace: str, items: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
     """(range id, checksum) of every range the given metaranges list, once per task."""
-    adapter = app_for(config).adapter
+    adapter = app_for(config).catalog.adapter
     seen: set[str] = set()
     for mr_id, checksum in items:
         for info in metarange_ranges(adapter, namespace, mr_id, checksum):
@@ -96,22 +106,23 @@ def live_keys(
 
     for item in items:
         if item[0] == "range":
-            reader = read_table(app.adapter, namespace, item[1], item[2], "range")
+            reader = read_table(app.catalog.adapter, namespace, item[1], item[2], "range")
             for _key, value in reader.items():
                 entries += 1
                 address = value_address(value)
                 # Fast path for the usual record: a relative data/<aa>/<sha256> address.
-                if len(address) == 72 and address[:5] == "data/" and address[5:7] == address[8:10]:
-                    b = bmap.get(address[5:7])
+                sha = data_sha(address)
+                if sha is not None:
+                    b = bmap.get(sha[:2])
                     if b is not None:
                         shas = found.get(b)
                         if shas is None:
                             shas = found[b] = set()
-                        shas.add(address[8:])
-                        continue
+                        shas.add(sha)
+                    continue
                 add(address)
         else:
-            for _key, staged_value in app.refs.staged_scan(StagingToken(item[1])):
+            for _key, staged_value in app.catalog.staged_records(StagingToken(item[1])):
                 if staged_value is not None:
                     staged += 1
                     add(value_address(staged_value))
@@ -124,15 +135,15 @@ def live_keys(
 
 def _list_bucket(adapter: Any, namespace: str, bucket: int, buckets: int) -> Iterator[tuple[str, str, Any]]:
     """("data"|"table"|"other", key, ObjectInfo) for every object of the bucket's prefixes."""
-    tables_root = join(namespace, "_lakefs/")
+    tables_root = join(namespace, TABLES_PREFIX)
     for h in bucket_prefixes(bucket, buckets):
-        base = join(namespace, f"data/{h}/")
+        base = join(namespace, data_dir(h))
         for info in adapter.list(base):
             name = info.url[len(base) :]
-            yield ("data" if is_data_name(h, name) else "other"), f"data/{h}/{name}", info
+            yield ("data" if is_data_name(h, name) else "other"), data_dir(h) + name, info
         for info in adapter.list(tables_root + h):
             name = info.url[len(tables_root) :]
-            yield ("table" if is_table_name(name) else "other"), f"_lakefs/{name}", info
+            yield ("table" if is_table_name(name) else "other"), table_key(name), info
 
 
 def _list_trash(adapter: Any, namespace: str, bucket: int, buckets: int) -> Iterator[tuple[str, str, Any]]:
@@ -142,12 +153,12 @@ def _list_trash(adapter: Any, namespace: str, bucket: int, buckets: int) -> Iter
         for info in adapter.list(base):
             name = info.url[len(base) :]
             if is_data_name(h, name):
-                yield "data", f"data/{h}/{name}", info
+                yield "data", data_dir(h) + name, info
         tables_root = join(namespace, TRASH_TABLES)
         for info in adapter.list(tables_root + h):
             name = info.url[len(tables_root) :]
             if is_table_name(name):
-                yield "table", f"_lakefs/{name}", info
+                yield "table", table_key(name), info
 
 
 def mark_task(
@@ -160,7 +171,7 @@ def mark_task(
     objects, ``tables`` a broadcast of the referenced tables by bucket.
     Yields the bucket's counters and a sample of its candidates.
     """
-    adapter = app_for(config).adapter
+    adapter = app_for(config).catalog.adapter
     live: set[str] = set()
     for _b, shas in records:
         live.update(shas)
@@ -174,7 +185,7 @@ def mark_task(
             continue
         stats[f"{kind}_objects"] += 1
         stats["bytes"] += info.size
-        name = key[8:]
+        name = collected_name(key)
         if name in (live if kind == "data" else live_tables):
             stats["referenced"] += 1
             continue
@@ -190,7 +201,7 @@ def mark_task(
     for kind, key, info in _list_trash(adapter, namespace, index, buckets):
         stats[f"trash_{kind}"] += 1
         stats["trash_bytes"] += info.size
-        referenced = key[8:] in (live if kind == "data" else live_tables)
+        referenced = collected_name(key) in (live if kind == "data" else live_tables)
         if referenced:
             stats["trash_referenced"] += 1
         elif info.mtime < cutoff:
@@ -225,7 +236,7 @@ def sweep_bucket(
     stats: Counter[str] = Counter()
     todo_trash: list[tuple[str, str]] = []
     for key, _size, mtime, referenced in _part(adapter, join(mark_dir, f"trash/part-{index:05d}.tsv")):
-        if referenced == "1" or key[8:] in (live if key.startswith("data/") else live_tables):
+        if referenced == "1" or collected_name(key) in (live if is_data(key) else live_tables):
             todo_trash.append(("restore", key))
         elif float(mtime) < cutoff:
             todo_trash.append(("purge", key))
@@ -233,7 +244,7 @@ def sweep_bucket(
             stats["recent"] += 1
     todo: list[tuple[str, str]] = []
     for key, _size, _mtime in _part(adapter, join(mark_dir, f"candidates/part-{index:05d}.tsv")):
-        if key[8:] in (live if key.startswith("data/") else live_tables):
+        if collected_name(key) in (live if is_data(key) else live_tables):
             stats["referenced_again"] += 1
             continue
         todo.append(("trash", key))
@@ -257,7 +268,7 @@ def sweep_bucket(
             for outcome, key, nbytes in pool.map(one, batch):
                 stats[outcome] += 1
                 if outcome in done:
-                    kind = "data" if key.startswith("data/") else "table"
+                    kind = "data" if is_data(key) else "table"
                     stats[f"{outcome}_{kind}"] += 1
                     stats[f"{outcome}_bytes"] += nbytes
                     done[outcome].append(f"{key}\t{nbytes}\n")
@@ -278,6 +289,6 @@ def sweep_task(
     for _b, shas in records:
         live.update(shas)
     yield sweep_bucket(
-        app_for(config).adapter, namespace, cutoff, mark_dir, sweep_dir,
+        app_for(config).catalog.adapter, namespace, cutoff, mark_dir, sweep_dir,
         live, tables.value.get(index, frozenset()), dry_run, index,
     )

@@ -33,7 +33,6 @@ tasks, without the seconds a Spark context takes to start.
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import hashlib
 import itertools
 import json
@@ -56,7 +55,6 @@ from lakemount.errors import (
     NotFound,
     NothingToCommit,
     PreconditionFailed,
-    ProtectedBranch,
 )
 from lakemount.jobs.inprocess import job_context
 from lakemount.jobs.runtime import app_for
@@ -316,7 +314,7 @@ def _import_task(
         if source.kind == "local":
             records = list(_local_records(source, target.prefix, task.units, skipped))
         else:
-            records = list(_s3_records(app.adapter, source, target.prefix, task.units, skipped))
+            records = list(_s3_records(app.catalog.adapter, source, target.prefix, task.units, skipped))
         records.sort(key=lambda r: r[0])
         start = target.prefix + task.lo
         stop = target.prefix + task.hi if task.hi is not None else end
@@ -358,10 +356,7 @@ def _import_task(
 def _check_target(app: App, target: Target, commit: bool) -> None:
     cat = app.catalog
     cat.repository(target.repo)
-    cat.writable_branch(target.repo, target.branch)
-    for pattern in cat.protection_rules(target.repo):
-        if fnmatch.fnmatchcase(target.branch, pattern):
-            raise ProtectedBranch(target.repo, target.branch)
+    cat.writable_branch(target.repo, target.branch)  # a tag, a protected branch: refused before the source is listed
     if commit:
         for rec in cat.diff_uncommitted(target.repo, target.branch):
             if not rec.key.startswith(target.prefix):

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from lakemount.block import s3_options
-from lakemount.block.urls import split_url
 from lakemount.config import Config
 from lakemount.errors import InvalidArgument, NotFound, Unavailable
 
@@ -43,17 +42,6 @@ def client_from_config(config: Config) -> Any:
         s3={"addressing_style": "path" if path_style else "auto"},
     )
     return session.client("s3", endpoint_url=endpoint, config=cfg)
-
-
-def split_s3(url: str) -> tuple[str, str]:
-    """``(bucket, prefix)`` of ``s3://bucket[/prefix]`` (``s3a://`` accepted)."""
-    scheme, rest = split_url(url)
-    if scheme not in ("s3", "s3a"):
-        raise InvalidArgument(f"not an s3:// URL: {url!r}")
-    bucket, _, prefix = rest.partition("/")
-    if not bucket:
-        raise InvalidArgument(f"s3 URL without a bucket: {url!r}")
-    return bucket, prefix
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
 """``SqlRunStore``: action runs and their hook runs in the ref store's database (``lm_action_runs``, ``lm_hook_runs``).
 
-Implements :class:`lakemount.catalog.actions.RunStore`.  A run and its hook
+Implements :class:`lakemount.actions.runs.RunStore`.  A run and its hook
 runs are written in one transaction; run ids sort by start time, so listing
 newest-first is an index scan.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from lakemount.catalog.actions import HookRun, Run
+from lakemount.actions.runs import HookRun, Run
 from lakemount.errors import NotFound
 from lakemount.metastore.tables import create_tables
 

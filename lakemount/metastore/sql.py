@@ -34,6 +34,7 @@ from lakemount.errors import (
     Unavailable,
 )
 from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag, prefix_end
+from lakemount.graveler.ports import StageCheck
 from lakemount.metastore import notify
 from lakemount.metastore.fastsql import FastSql
 from lakemount.metastore.urls import KEY
@@ -505,8 +506,9 @@ class SqlRefStore:
             yield self._commit(r)
 
     # -- staging -------------------------------------------------------------------
-    def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
-        """Upsert ``items`` into the branch's current staging token.
+    def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
+              check: StageCheck | None = None) -> None:
+        """Upsert ``items`` into the branch's current staging token (see ``RefStore.stage`` for ``check``).
 
         A kept connection the server dropped before the write's COMMIT went out
         is replaced and the write tried once more: nothing of it was applied.
@@ -515,14 +517,17 @@ class SqlRefStore:
         """
         kept = getattr(self._fast._local, "conn", None) is not None
         try:
-            self._stage_once(repo, branch, items)
+            self._stage_once(repo, branch, items, check)
         except _LostBeforeCommit:
             if not kept:
                 raise
-            self._stage_once(repo, branch, items)
+            self._stage_once(repo, branch, items, check)
 
-    def _stage_once(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
-        lock = " FOR SHARE" if self.dialect == "postgresql" else ""
+    def _stage_once(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
+                    check: StageCheck | None) -> None:
+        # A checked write locks the row exclusively: two checked writers (and a commit's swap of
+        # the tokens) wait for each other, so the state one checked is the state it writes over.
+        lock = (" FOR UPDATE" if check is not None else " FOR SHARE") if self.dialect == "postgresql" else ""
         upsert = self._sql(
             "INSERT INTO lm_staging (token, key, value) VALUES (?, ?, ?) "
             "ON CONFLICT (token, key) DO UPDATE SET value = excluded.value"
@@ -534,15 +539,17 @@ class SqlRefStore:
             try:
                 cur.execute("BEGIN IMMEDIATE" if self.dialect == "sqlite" else "BEGIN")
                 try:
-                    cur.execute(
-                        self._sql("SELECT staging_token FROM lm_branches WHERE repo = ? AND name = ?" + lock), (repo, branch)
-                    )
+                    cur.execute(self._sql(
+                        "SELECT staging_token, commit_id, sealed_tokens FROM lm_branches WHERE repo = ? AND name = ?" + lock
+                    ), (repo, branch))
                     row = cur.fetchone()
                     if row is None:
                         cur.execute("ROLLBACK")
                         self.get_branch(repo, branch)  # raises the precise NotFound
                         raise BranchNotFound(repo, branch)
                     token = row[0]
+                    if check is not None:
+                        check(_branch_from(branch, row[1], row[0], row[2]), lambda tokens, key: self._staged_in(cur, tokens, key))
                     cur.executemany(upsert, [(token, k, v) for k, v in dict(items).items()])
                     if self.dialect == "postgresql":
                         cur.execute(
@@ -566,6 +573,17 @@ class SqlRefStore:
             self._fast.reset()
             lost = Unavailable if committing else _LostBeforeCommit
             raise lost(self._fast.message(exc)) from exc
+
+    def _staged_in(self, cur: Any, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
+        """``staged_get`` inside the transaction of ``cur`` (a checked write reads what it holds locked)."""
+        marks = ",".join("?" * len(tokens))
+        cur.execute(self._sql(f"SELECT token, value FROM lm_staging WHERE key = ? AND token IN ({marks})"), (key, *tokens))
+        found = {r[0]: r[1] for r in cur.fetchall()}
+        for t in tokens:
+            if t in found:
+                v = found[t]
+                return True, bytes(v) if v is not None else None
+        return False, None
 
     def staged_get(self, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
         marks = ",".join("?" * len(tokens))

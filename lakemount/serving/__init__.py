@@ -6,6 +6,8 @@
                   ``Request -> Response`` handler served as a raw ASGI application.
 - ``bodies.py``   a stored object's bytes as chunks (memory-mapped when local).
 - ``ranges.py``   HTTP byte ranges and dates.
+- ``metadata.py`` an object's metadata as headers (user metadata, the standard
+                  headers S3 stores), one mapping for both front ends.
 - ``workers.py``  one listening socket, several worker processes, a supervisor.
 - ``metrics.py``  request counters per worker, summed over the workers as
                   Prometheus text (the API's ``/metrics``).

@@ -1,10 +1,14 @@
-"""Object bodies out: a stored object's bytes as chunks a front end streams.
+"""Object bodies out: a stored object's bytes as a body a front end sends.
 
 Shared by the S3 gateway's GetObject and UploadPartCopy and the REST API's
-getObject, so an object reads the same through both.  A local object is
-served as views of a read-only memory map (:class:`MappedChunks`, which the
-ASGI adapter sends straight from its loop); any other object is read in
-``READ_CHUNK`` pieces, by range where the stream cannot seek.
+getObject, so an object reads the same through both.  :func:`read_body` is
+the one rule: a body of up to ``INLINE_BYTES`` is read whole through the
+catalog (from the node's caches when hot: no request to the object store);
+a larger one streams (:func:`read_stream`).  A local object is then served
+as views of a read-only memory map (:class:`MappedChunks`, which the ASGI
+adapter sends straight from its loop: the page cache is its cache); any
+other streams block by block through the node's caches
+(``Catalog.read_chunks``).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import io
 import mmap
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO, Final
 
 from lakemount.catalog.catalog import Catalog
@@ -20,11 +24,31 @@ from lakemount.catalog.model import Entry, Repository
 from lakemount.errors import ObjectNotFound
 
 READ_CHUNK: Final = 1 << 20
+INLINE_BYTES: Final = 1 << 20  # one block of the caches: read in one piece, no streaming round trips
 PAGE: Final = mmap.PAGESIZE
 
 
+def read_body(
+    catalog: Catalog, repo: Repository, entry: Entry, start: int, length: int
+) -> tuple[bytes | Iterable[bytes | memoryview], Callable[[], None] | None]:
+    """The body of ``length`` bytes of an object from ``start``, and what to call once it is sent (or None).
+
+    Raises ``ObjectNotFound`` when the data is gone or shorter than the
+    entry, and what :meth:`Catalog.read` raises, before any byte is sent.
+    """
+    if length <= 0 or entry.size == 0:
+        return b"", None
+    if length <= INLINE_BYTES:
+        data = catalog.read(repo, entry, start, length)
+        if len(data) != length:
+            raise ObjectNotFound("object data is shorter than its entry")
+        return data, None
+    chunks, f = read_stream(catalog, repo, entry, start, length)
+    return chunks, f.close if f is not None else None
+
+
 def read_stream(catalog: Catalog, repo: Repository, entry: Entry, start: int, length: int) -> tuple[Iterable[bytes | memoryview], BinaryIO | None]:
-    """An iterator over ``length`` bytes of an object from ``start``, and the file to close.
+    """An iterator over ``length`` bytes of an object from ``start``, and the file to close (or None).
 
     An object in a local file is served from a read-only memory map
     (``MappedChunks``): each chunk is a view of the page cache that the
@@ -35,31 +59,25 @@ def read_stream(catalog: Catalog, repo: Repository, entry: Entry, start: int, le
     loop.  The block store
     never rewrites a stored object in place (it writes a temporary file and
     renames it), so a mapping cannot be truncated under a reader; imported
-    objects, which live outside it, are read, not mapped.
+    objects, which live outside it, are read, not mapped.  Every other
+    object streams through the node's caches (``Catalog.read_chunks``).
     """
     if length <= 0 or entry.size == 0:
         return iter(()), None
-    url = catalog.physical_url(repo, entry.address)
-    # An imported object whose source changed is an error, never other bytes; errors name no storage path.
-    f = catalog.open(repo, entry)
     # Only objects lakemount wrote (inside the storage namespace) are mapped:
     # an imported object is someone else's file, which could be truncated
     # while mapped, and touching a page past its end would kill the worker.
-    imported = "://" in entry.address
-    try:
-        mapped = None if imported else _mapped_reads(f, start, length)
-    except BaseException:
-        f.close()
-        raise
-    if mapped is not None:
-        return mapped, f
-    if start:
+    if not catalog.is_imported(entry) and catalog.physical_url(repo, entry.address).startswith("local://"):
+        f = catalog.open(repo, entry)
         try:
-            f.seek(start)
-        except (OSError, AttributeError, ValueError):
+            mapped = _mapped_reads(f, start, length)
+        except BaseException:
             f.close()
-            return _ranged_reads(catalog, url, start, length), None
-    return _file_reads(f, length), f
+            raise
+        if mapped is not None:
+            return mapped, f
+        f.close()
+    return catalog.read_chunks(repo, entry, start, length), None
 
 
 def _mapped_reads(f: BinaryIO, start: int, length: int) -> MappedChunks | None:
@@ -105,24 +123,3 @@ class MappedChunks:
             self.fault(pos, hi)
             yield self.view[pos:hi]  # a bytes-like view: sockets, hashes and writers take it
             pos = hi
-
-
-def _file_reads(f: BinaryIO, length: int) -> Iterator[bytes]:
-    left = length
-    while left > 0:
-        chunk = f.read(min(READ_CHUNK, left))
-        if not chunk:
-            raise ObjectNotFound("object data is shorter than its entry")
-        left -= len(chunk)
-        yield chunk
-
-
-def _ranged_reads(catalog: Catalog, url: str, start: int, length: int) -> Iterator[bytes]:
-    end = start + length
-    pos = start
-    while pos < end:
-        chunk = catalog.adapter.get_range(url, pos, min(8 * READ_CHUNK, end - pos))
-        if not chunk:
-            raise ObjectNotFound("object data is shorter than its entry")
-        pos += len(chunk)
-        yield chunk

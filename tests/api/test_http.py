@@ -339,7 +339,7 @@ def test_every_listing_reads_amount_the_same_way(served: Served, repo_id: str) -
         entry = app.catalog.put(repo_id, "main", "seed", b"x")
         app.catalog.apply(repo_id, "main", [(f"many/{i:05d}", entry) for i in range(1001)])
     finally:
-        app.refs.engine.dispose()
+        app.release_connections()
     ls = api(served, f"/repositories/{repo_id}/refs/main/objects/ls")
     for amount, size in (("-1", 100), ("0", 100), ("-5", 100), ("", 100), ("7", 7), ("1000", 1000), ("1001", 1000),
                          ("100000000", 1000), (str(1 << 62), 1000)):

@@ -88,7 +88,7 @@ def test_up_runs_the_api(tmp_path: Path, capsys: pytest.CaptureFixture[str], mon
         assert app.catalog.repository("upped").default_branch == "main"
     finally:
         service.stop_for_up(app)
-        app.refs.engine.dispose()
+        app.release_connections()
 
 
 def test_serve_without_the_api(tmp_path: Path) -> None:

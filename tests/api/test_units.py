@@ -39,6 +39,20 @@ def test_api_never_reaches_graveler() -> None:
                 assert node.attr != "graveler", f"{path}:{node.lineno} touches .graveler"
 
 
+def test_operations_name_their_repository_through_the_context_not_a_sibling() -> None:
+    """``repo_of`` lived in ``branches.py`` and ten operation modules imported it sideways from there."""
+    from lakemount.api import context
+
+    sideways = []
+    for path in sorted(API_DIR.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and any(a.name == "repo_of" for a in node.names):
+                if node.module != "lakemount.api.context":
+                    sideways.append(f"{path.name}:{node.lineno} from {node.module}")
+    assert sideways == []
+    assert context.repo_of.__module__ == "lakemount.api.context"
+
+
 def test_every_error_category_has_a_status() -> None:
     expected = {
         lm_errors.NotFound: 404, lm_errors.AlreadyExists: 409, lm_errors.Conflict: 409,

@@ -82,7 +82,7 @@ def test_through_the_kernel_the_record_names_the_reading_process(tmp_path: Path)
     app = App(load(None, env={"LAKEMOUNT_HOME": home}))
     app.catalog.create_repository("kern")
     app.catalog.put("kern", "main", "k.txt", b"kernel!")
-    app.refs.engine.dispose()
+    app.metastore.engine.dispose()
     mp = str(tmp_path / "mnt")
     m = start(home, mp)
     try:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.api.conftest import Served, running
 from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET
@@ -42,7 +43,7 @@ def test_audit_page_lists_records_and_an_object_page_says_who_touched_it(served:
     assert page.locator("#main img").count() == 0
     page.fill("#audit-op", "getObject")
     page.click("#audit-filter button")
-    page.wait_for_function("document.querySelectorAll('#audit tr.audit').length === 1")
+    expect(page.locator("#audit tr.audit")).to_have_count(1)
     page.goto(f"{served.api}/#/r/{repo.id}/object/main?path=d%2Fplain.csv")
     page.wait_for_selector("#who-touched-table tr.audit")
     who = page.locator("#who-touched-table").inner_text()

@@ -40,3 +40,50 @@ def test_delimiter_listing_with_markers_and_pagination(tmp_path: Path) -> None:
     page2 = [x.path for x in cat.list("lst", "main", "", delimiter="/", after=page1[-1])]
     assert page1 + page2 == ["a/", "b/", "c", "d/"]
     assert [x.path for x in cat.list("lst", "main", "a/")] == ["a/1", "a/2"]
+
+
+def test_apply_if_is_a_compare_and_set_that_one_of_racing_writers_wins(tmp_path: Path) -> None:
+    """``apply_if`` stages only over the entry the caller read: from staging, from history after a
+    commit, absent; of eight threads expecting the same entry exactly one stages."""
+    import threading
+
+    import pytest
+
+    from lakemount.errors import PreconditionFailed
+
+    cat = make_app(tmp_path).catalog
+    cat.create_repository("cas")
+    cat.apply_if("cas", "main", [("t/ptr", cat.put("cas", "main", "x", b"0"))], [("t/ptr", None)])
+    first = cat.stat("cas", "main", "t/ptr")
+    with pytest.raises(PreconditionFailed, match="t/ptr"):
+        cat.apply_if("cas", "main", [("t/ptr", first)], [("t/ptr", None)])  # it exists now
+    cat.commit("cas", "main", "history")  # the expected entry now lies in the committed tree
+    second = cat.put("cas", "main", "y", b"1")
+    cat.apply_if("cas", "main", [("t/ptr", second)], [("t/ptr", first)])
+    assert cat.stat("cas", "main", "t/ptr") == second
+    with pytest.raises(PreconditionFailed):
+        cat.apply_if("cas", "main", [("t/ptr", first)], [("t/ptr", first)])  # stale expectation
+
+    wins: list[int] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def writer(i: int) -> None:
+        mine = cat.put("cas", "main", f"w{i}", str(i).encode())
+        start.wait()
+        try:
+            cat.apply_if("cas", "main", [("t/ptr", mine)], [("t/ptr", second)])
+            wins.append(i)
+        except PreconditionFailed:
+            pass
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(wins) == 1, wins
+    assert cat.stat("cas", "main", "t/ptr").address == cat.stat("cas", "main", f"w{wins[0]}").address

@@ -78,3 +78,21 @@ def test_groups_help_explains() -> None:
     for verb in ("create", "delete", "list", "show", "add-user", "remove-user", "attach", "detach"):
         assert verb in out
     assert "Attach a policy to a group: every member gets it." in run(home, "auth", "group", "attach", "--help").stdout
+
+
+def test_the_verbs_that_link_users_groups_and_policies_report_alike(tmp_path: Path) -> None:
+    # Six verbs (a user's policies attach/detach; a group's add-user/remove-user, attach/detach) were six
+    # copies of one function; they are made by one now and must say what they did as before.
+    home = tmp_path / "home"
+    run(home, "auth", "users", "create", "--id", "ann")
+    run(home, "auth", "groups", "create", "--id", "Devs")
+    assert js(home, "auth", "users", "policies", "attach", "--id", "ann", "--policy", "Developer") == {"user": "ann", "attached": "Developer"}
+    assert run(home, "auth", "users", "policies", "detach", "--id", "ann", "--policy", "Developer").stdout == "Policy detached: Developer -x- ann\n"
+    assert run(home, "auth", "user", "policies", "attach", "--id", "ann", "--policy", "Analyst").stdout == "Policy attached: Analyst -> ann\n"
+    assert run(home, "auth", "groups", "add-user", "--id", "Devs", "--user", "ann").stdout == "User added: ann -> Devs\n"
+    assert js(home, "auth", "groups", "remove-user", "--id", "Devs", "--user", "ann") == {"group": "Devs", "removed": "ann"}
+    assert run(home, "auth", "groups", "attach", "--id", "Devs", "--policy", "Developer").stdout == "Policy attached: Developer -> Devs\n"
+    assert js(home, "auth", "groups", "detach", "--id", "Devs", "--policy", "Developer") == {"group": "Devs", "detached": "Developer"}
+    assert _store(home).list_user_policies("ann") == ["Analyst"] and _store(home).list_group_policies("Devs") == []
+    missing = run(home, "auth", "groups", "attach", "--id", "Devs", ok=False)
+    assert missing.returncode == 2 and "Missing option '--policy'" in missing.stderr

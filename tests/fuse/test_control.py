@@ -107,6 +107,33 @@ def test_merge_bad_input_is_einval(pfs: PathFS) -> None:
     assert control_errno(pfs, "merge", "'unterminated") == errno.EINVAL
 
 
+@pytest.mark.parametrize("spelling", ["-m 'merged by hand'", "--message 'merged by hand'", "--message='merged by hand'", "-m='merged by hand'"])
+def test_merge_takes_its_message_in_either_form_of_an_option(pfs: PathFS, app: App, spelling: str) -> None:
+    # merge and revert parsed their options in two loops: revert's --parent-number took --x=V, merge's
+    # -m/--message only the separate form (--message=V was an unknown option). One parser serves both.
+    app.graveler.create_branch(REPO, "dev", "main")
+    pfs.write_file("/repo/dev/f", b"1")
+    control(pfs, "commit", "c", root="/repo/dev")
+    control(pfs, "merge", f"dev {spelling}")
+    assert app.catalog.commit_of(REPO, "main").message == "merged by hand"
+
+
+@pytest.mark.parametrize(("verb", "line", "message"), [
+    ("merge", "main -m", "merge: -m needs a message"),
+    ("merge", "main --message", "merge: -m needs a message"),
+    ("merge", "main dev", "merge: one source ref only"),
+    ("merge", "main --squash=yes", "merge: unknown option --squash=yes (use SOURCE [--strategy X] [--squash] [-m MSG])"),
+    ("revert", "main --parent", "revert: --parent-number needs a number"),
+    ("revert", "main -m=x", "revert: --parent-number needs a number"),
+    ("revert", "main main~1", "revert: one ref only"),
+    ("revert", "main --allow-empty=1", "revert: unknown option --allow-empty=1 (use REF [--parent-number N] [--allow-empty])"),
+    ("revert", "--allow-empty", "revert: write the commit to revert, e.g. 'main~1'"),
+])
+def test_control_lines_name_the_verb_and_the_option_at_fault(pfs: PathFS, verb: str, line: str, message: str) -> None:
+    assert control_errno(pfs, verb, line) == errno.EINVAL
+    assert message in pfs.read_file(f"{CTL}/error").decode()
+
+
 def test_merge_with_uncommitted_changes_is_refused(pfs: PathFS, app: App) -> None:
     app.graveler.create_branch(REPO, "dev", "main")
     pfs.write_file("/repo/dev/f", b"1")

@@ -29,8 +29,8 @@ def staged(app: App, path: str, ref: str = "main"):
 def statements(app: App) -> Iterator[list[str]]:
     """The SQL statements the ref store's database runs from this thread meanwhile (hot path and SQLAlchemy)."""
     seen: list[str] = []
-    conn = app.refs._fast.connection()
-    engine = app.refs.engine
+    conn = app.metastore._fast.connection()
+    engine = app.metastore.engine
 
     def on_execute(_conn: object, _cursor: object, text: str, *_args: object) -> None:
         seen.append(text)

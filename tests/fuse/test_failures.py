@@ -23,10 +23,10 @@ MAIN = f"/{REPO}/main"
 def flaky(home: str) -> Iterator[tuple[App, FlakyAdapter, FlakyRefStore, FileSystem]]:
     app = App.from_config()
     adapter = FlakyAdapter(app.adapter)
-    refs = FlakyRefStore(app.refs)
+    refs = FlakyRefStore(app.metastore)
     # Seed the composition root's cached stores before anything else is built.
     app.__dict__["adapter"] = adapter
-    app.__dict__["refs"] = refs
+    app.__dict__["metastore"] = refs
     app.catalog.create_repository(REPO)
     fs = make_fs(app, home, head_ttl=0.0)
     yield app, adapter, refs, fs

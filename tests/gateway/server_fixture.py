@@ -139,7 +139,7 @@ class Gateway:
     def stop(self) -> None:
         for app in self._apps:
             with contextlib.suppress(Exception):
-                app.refs.engine.dispose()
+                app.release_connections()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -157,7 +157,7 @@ def _create_admin(env: dict[str, str]) -> None:
     app.auth.create_user("admin")
     app.auth.attach_policy("admin", "Admin")
     app.auth.create_credentials("admin", ADMIN_KEY, ADMIN_SECRET)
-    app.refs.engine.dispose()
+    app.release_connections()
 
 
 def start_gateway(

@@ -23,11 +23,12 @@ from botocore.config import Config
 from lakemount.gateway.errors import S3Error
 from lakemount.gateway.sig.auth import authenticate
 from lakemount.gateway.sig.checksums import crc64_nvme
-from lakemount.gateway.sig.chunked import BodyDecoder, strip_aws_chunked
+from lakemount.gateway.sig.chunked import BodyDecoder
 from lakemount.gateway.sig.payload import STREAMING_SIGNED, BodyPlan, ChunkSigning, PayloadMode, body_plan
 from lakemount.gateway.sig.request import HttpRequest
 from lakemount.gateway.sig.result import AuthResult, AuthScheme
 from lakemount.gateway.sig.v4 import signing_key, verify
+from lakemount.serving.metadata import strip_aws_chunked
 
 from .helpers import AKID, SECRET, encode_signed_chunks, from_prepared, lookup
 

@@ -149,4 +149,4 @@ def test_gc_while_writers_write_and_commit(app: App, spark: Any) -> None:
 
 
 def _recent(app: App, cid: str) -> bool:
-    return app.refs.get_commit("lake", cid).creation_date > time.time() - 86400
+    return app.metastore.get_commit("lake", cid).creation_date > time.time() - 86400

@@ -12,6 +12,7 @@ import multiprocessing
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -295,6 +296,50 @@ def test_stage_goes_to_the_current_token(store: SqlRefStore) -> None:
         store.stage("repo", "nope", [(b"a", b"1")])
     with pytest.raises(RepositoryNotFound):
         store.stage("nope", "main", [(b"a", b"1")])
+
+
+def test_a_checked_stage_sees_its_locked_branch_and_exactly_one_racer_passes(store: SqlRefStore) -> None:
+    """``stage(..., check)``: the check gets the branch row and the staged values inside the write's
+    transaction; raising writes nothing; of threads checking the same value, one writes."""
+    store.stage("repo", "main", [(b"ptr", b"v0")])
+    seen: list[tuple[Branch, tuple[bool, bytes | None]]] = []
+    store.stage("repo", "main", [(b"ptr", b"v1")], lambda b, get: seen.append((b, get(b.tokens, b"ptr"))))
+    assert seen == [(store.get_branch("repo", "main"), (True, b"v0"))]
+
+    def refuse(b: Branch, get: object) -> None:
+        raise PreconditionFailed("no")
+
+    with pytest.raises(PreconditionFailed):
+        store.stage("repo", "main", [(b"ptr", b"never"), (b"other", b"never")], refuse)
+    assert store.staged_get(store.get_branch("repo", "main").tokens, b"ptr") == (True, b"v1")
+    assert store.staged_get(store.get_branch("repo", "main").tokens, b"other") == (False, None)
+
+    errors: list[BaseException] = []
+    wins: list[int] = []
+    barrier = threading.Barrier(6)
+
+    def racer(i: int) -> None:
+        def expect_v1(b: Branch, get: Any) -> None:
+            if get(b.tokens, b"ptr") != (True, b"v1"):
+                raise PreconditionFailed("moved")
+        try:
+            barrier.wait()
+            store.stage("repo", "main", [(b"ptr", f"w{i}".encode())], expect_v1)
+            wins.append(i)
+        except PreconditionFailed:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=racer, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    assert len(wins) == 1
+    assert store.staged_get(store.get_branch("repo", "main").tokens, b"ptr") == (True, f"w{wins[0]}".encode())
 
 
 def test_staged_get_precedence(store: SqlRefStore) -> None:

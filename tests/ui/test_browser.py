@@ -492,7 +492,7 @@ def test_empty_directory_entry_and_a_login_in_another_tab(served: Served, browse
     try:
         app.catalog.put_entry(rid, "main", "empty/", Entry("", 0, "", time.time_ns(), "", (), DIR_MODE))
     finally:
-        app.refs.engine.dispose()
+        app.release_connections()
     tab_key, tab_secret = served.gateway.user("tabuser", "Admin")
     base = served.api
     page = browser.new_page()
@@ -700,7 +700,7 @@ def test_no_attach_form_when_every_policy_is_attached(served: Served, browser: A
         for policy in app.auth.list_policies():
             app.auth.attach_policy("haseverything", policy.name)
     finally:
-        app.refs.engine.dispose()
+        app.release_connections()
     page = browser.new_page()
     try:
         login(page, served.api, ADMIN_KEY, ADMIN_SECRET)
@@ -822,7 +822,7 @@ def test_item4_an_old_key_that_is_not_utf8_leaves_every_page_working(served: Ser
         bad = encode_path("dir/bad\udcffname.txt")
         app.catalog.graveler.set(rid, "dev", bad, Entry(info.address, 3, info.etag, time.time_ns(), "", (), FILE_MODE).value())
     finally:
-        app.refs.engine.dispose()
+        app.release_connections()
     repo.branch("dev").commit(message="the old key")
     base = served.api
     page = browser.new_page()

@@ -95,22 +95,18 @@ def _result(upload: Upload, etag: str) -> bytes:
 def assemble(ctx: Ctx, upload: Upload, repo: Repository, parts: list[Part]) -> bytes:
     """Join, store and stage; returns the result document.  Raises on failure."""
     cat = ctx.services.catalog
-    sha = hashlib.sha256()
-    size = 0
-    with cat.landing(repo, ctx.services.tmpdir) as land:
+    # The object's ETag is made of the parts' (below): the writer needs only the SHA-256.
+    with cat.writer(repo, hash_md5=False) as w:
         for p in parts:
             with cat.adapter.open(p.url) as f:
                 while chunk := f.read(READ_CHUNK):
-                    sha.update(chunk)
-                    land.write(chunk)
-                    size += len(chunk)
-        if size != sum(p.size for p in parts):
+                    w.write(chunk)
+        if w.size != sum(p.size for p in parts):
             raise s3_error("InternalError", "a stored part changed size")
-        address = cat.store_landed(repo, land, sha.hexdigest())
     etag = multipart_etag([p.etag for p in parts])
-    entry = upload_entry(address, size, etag, upload.path, upload.content_type, upload.metadata)
+    entry = upload_entry(w.info.address, w.size, etag, upload.path, upload.content_type, upload.metadata)
     cat.put_entry(upload.repo, upload.ref, upload.path, entry)
-    note(ref=upload.ref, path=upload.path, nbytes=size)
+    note(ref=upload.ref, path=upload.path, nbytes=w.size)
     ctx.services.uploads.record_layout(etag, [p.size for p in parts])
     leftovers: list[Part] = []
     with contextlib.suppress(UploadNotFound):  # a concurrent identical completion already cleaned up

@@ -13,9 +13,10 @@ from lakemount.catalog.model import upload_entry
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.copying import address_in, find_source
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.objects import check_conditions, content_type_of, last_modified, metadata_from_headers
+from lakemount.gateway.objects import META_PREFIX, check_conditions, content_type_of, last_modified
 from lakemount.gateway.xml import render_copy_object_result
 from lakemount.serving.http import Response
+from lakemount.serving.metadata import metadata_from_headers
 
 
 def handle(ctx: Ctx) -> Response:
@@ -43,9 +44,9 @@ def handle(ctx: Ctx) -> Response:
             )
         content_type, metadata = src.content_type, list(src.metadata)
     else:
-        content_type, metadata = content_type_of(ctx.req), metadata_from_headers(ctx.req)
+        content_type, metadata = content_type_of(ctx.req), metadata_from_headers(ctx.req, META_PREFIX)
     cat = ctx.services.catalog
-    address = address_in(cat, source.target.repo, target.repo, src, ctx.services.tmpdir)
+    address = address_in(cat, source.target.repo, target.repo, src)
     entry = upload_entry(address, src.size, src.etag, path, content_type, metadata)._replace(mode=src.mode, target=src.target)
     cat.put_entry(target.repo.name, branch, path, entry)
     body = render_copy_object_result(entry.etag, last_modified(entry))

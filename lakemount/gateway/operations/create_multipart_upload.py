@@ -7,9 +7,10 @@ import secrets
 from lakemount.auth.policies import Action
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.multipart import new_upload
-from lakemount.gateway.objects import content_type_of, metadata_from_headers
+from lakemount.gateway.objects import META_PREFIX, content_type_of
 from lakemount.gateway.xml import render_initiate_multipart_upload
 from lakemount.serving.http import Response
+from lakemount.serving.metadata import metadata_from_headers
 
 
 def handle(ctx: Ctx) -> Response:
@@ -29,7 +30,7 @@ def handle(ctx: Ctx) -> Response:
             path,
             ctx.user,
             content_type_of(ctx.req),
-            metadata_from_headers(ctx.req),
+            metadata_from_headers(ctx.req, META_PREFIX),
         )
     )
     body = render_initiate_multipart_upload(ctx.bucket, ctx.key, upload_id)

@@ -2,21 +2,21 @@
 
 Conditions (If-Match, If-None-Match, If-Modified-Since, If-Unmodified-Since)
 apply with S3's precedence; ``response-*`` query parameters override the
-stored headers.  The body streams from the block store in 1 MiB reads.
+stored headers.  The body is read through the catalog's cached data reads
+(``serving/bodies.py``): a hot object is served without asking the object store.
 """
 
 from __future__ import annotations
 
+from lakemount.audit.context import note
 from lakemount.auth.policies import Action
 from lakemount.catalog.model import Entry, object_view
-from lakemount.errors import NotFound, ObjectNotFound
+from lakemount.errors import NotFound
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error
 from lakemount.gateway.objects import check_conditions, is_object, object_headers, parse_range
-from lakemount.serving.bodies import read_stream
+from lakemount.serving.bodies import read_body
 from lakemount.serving.http import Response
-
-INLINE_BYTES = 1 << 20
 
 OVERRIDES = {
     "response-content-type": "Content-Type",
@@ -34,15 +34,16 @@ def find(ctx: Ctx) -> tuple[object, Entry]:
     ctx.require(Action.READ_REPO, target)
     assert ctx.key is not None
     ref, path = ctx.object_path(target, ctx.key)
-    resolved = ctx.resolve_ref(target, ref)
+    # The ref and the entry in one step: on a branch, one ref-store statement (Catalog.lookup).
+    try:
+        resolved, entry = ctx.services.catalog.lookup(target.repo, ref, path)
+    except NotFound:
+        raise ctx.no_such_ref(target, ref) from None
+    note(ref=ref, commit=resolved.commit_id)  # the audit trail's record of this read
     version = ctx.query.get("versionId")
     if version not in (None, "", "null"):
         raise s3_error("NoSuchVersion", Key=ctx.key, VersionId=version)
-    try:
-        entry = ctx.services.catalog.stat(target.repo.name, resolved, path)
-    except NotFound:
-        raise s3_error("NoSuchKey", Key=ctx.key) from None
-    if not is_object(entry):
+    if entry is None or not is_object(entry):
         raise s3_error("NoSuchKey", Key=ctx.key)
     return target, entry
 
@@ -100,15 +101,8 @@ def respond(ctx: Ctx, *, head: bool) -> Response:
     headers.append(("Content-Length", str(length)))
     if head:
         return Response(status, headers, b"", length)
-    repo = target.repo  # type: ignore[attr-defined]
-    if length <= INLINE_BYTES:
-        # Small objects are read here, in one piece: no streaming round trips.
-        data = ctx.services.catalog.read(repo, entry, start, length) if length else b""
-        if len(data) != length:
-            raise ObjectNotFound("object data is shorter than its entry")
-        return Response(status, headers, data)
-    chunks, f = read_stream(ctx.services.catalog, repo, entry, start, length)
-    return Response(status, headers, chunks, length, f.close if f is not None else None)
+    body, close = read_body(ctx.services.catalog, target.repo, entry, start, length)  # type: ignore[attr-defined]
+    return Response(status, headers, body, length, close)
 
 
 def handle(ctx: Ctx) -> Response:

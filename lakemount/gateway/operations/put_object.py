@@ -15,13 +15,14 @@ from lakemount.gateway.buckets import Target
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error
 from lakemount.gateway.objects import (
+    META_PREFIX,
     content_type_of,
     etag_matches,
-    metadata_from_headers,
     quoted,
     receive,
 )
 from lakemount.serving.http import Response
+from lakemount.serving.metadata import metadata_from_headers
 
 
 def check_write_conditions(ctx: Ctx, repo: str, branch: str, path: str) -> None:
@@ -50,9 +51,9 @@ def branch_marker(ctx: Ctx, target: Target, key: str) -> Response | None:
     if path or not key.endswith("/") or target.flat:
         return None
     ctx.writable_branch(target, ref, key)
-    with receive(ctx.req, ctx.principal.auth, ctx.services.catalog, target.repo, ctx.services.tmpdir, want_sha256=False) as body:
-        if body.size:
-            raise s3_error("InvalidRequest", f"{key!r} names a branch: an object there needs a path after it")
+    body = receive(ctx.req, ctx.principal.auth, ctx.services.catalog, target.repo, store=False)
+    if body.size:
+        raise s3_error("InvalidRequest", f"{key!r} names a branch: an object there needs a path after it")
     return Response(200, [("ETag", quoted(body.md5))])
 
 
@@ -70,13 +71,11 @@ def handle(ctx: Ctx) -> Response:
         return marker
     branch, path = ctx.write_path(target, ctx.key, new=True)
     repo = target.repo.name
-    metadata = metadata_from_headers(ctx.req)
+    metadata = metadata_from_headers(ctx.req, META_PREFIX)
     check_write_conditions(ctx, repo, branch, path)
     cat = ctx.services.catalog
-    with receive(ctx.req, ctx.principal.auth, cat, target.repo, ctx.services.tmpdir, want_sha256=True) as body:
-        assert body.sha256 is not None
-        address = cat.store_landed(target.repo, body.land, body.sha256)
-    entry = upload_entry(address, body.size, body.md5, path, content_type_of(ctx.req), metadata)
+    body = receive(ctx.req, ctx.principal.auth, cat, target.repo)
+    entry = upload_entry(body.address, body.size, body.md5, path, content_type_of(ctx.req), metadata)
     check_write_conditions(ctx, repo, branch, path)
     cat.put_entry(repo, branch, path, entry)
     headers = [("ETag", quoted(entry.etag))]

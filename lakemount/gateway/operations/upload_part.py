@@ -46,9 +46,9 @@ def parts_dir(upload: Upload) -> str:
     return f"_lakefs/multipart/{upload.upload_id}"
 
 
-def part_url(ctx: Ctx, repo: Repository, upload: Upload, number: int) -> str:
-    """A fresh physical URL for part ``number`` of ``upload`` (unique, so a retried part never overwrites)."""
-    return ctx.services.catalog.physical_url(repo, f"{parts_dir(upload)}/{number:05d}-{secrets.token_hex(4)}")
+def part_key(upload: Upload, number: int) -> str:
+    """A fresh namespace-relative key for part ``number`` of ``upload`` (unique, so a retried part never overwrites)."""
+    return f"{parts_dir(upload)}/{number:05d}-{secrets.token_hex(4)}"
 
 
 def record_part(ctx: Ctx, upload: Upload, part: Part) -> None:
@@ -68,12 +68,9 @@ def handle(ctx: Ctx) -> Response:
     upload, repo = upload_of(ctx)
     number = part_number(ctx)
     cat = ctx.services.catalog
-    with receive(
-        ctx.req, ctx.principal.auth, cat, repo, ctx.services.tmpdir, want_sha256=False, max_size=MAX_PART_SIZE, sub=parts_dir(upload)
-    ) as body:
-        url = part_url(ctx, repo, upload, number)
-        body.land.store(cat.adapter, url)
-    record_part(ctx, upload, Part(number, body.md5, body.size, url, time.time()))
+    key = part_key(upload, number)
+    body = receive(ctx.req, ctx.principal.auth, cat, repo, max_size=MAX_PART_SIZE, address=key)
+    record_part(ctx, upload, Part(number, body.md5, body.size, cat.physical_url(repo, key), time.time()))
     headers = [("ETag", quoted(body.md5))]
     headers += [(f"x-amz-checksum-{a}", v) for a, v in body.checksums.items()]
     return Response(200, headers)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from datetime import UTC, datetime
 
@@ -10,7 +9,7 @@ from lakemount.catalog.s3state import Part
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.copying import find_source
 from lakemount.gateway.objects import check_conditions, parse_copy_range
-from lakemount.gateway.operations.upload_part import part_number, part_url, parts_dir, record_part, upload_of
+from lakemount.gateway.operations.upload_part import part_key, part_number, record_part, upload_of
 from lakemount.gateway.xml import render_copy_part_result
 from lakemount.serving.bodies import read_stream
 from lakemount.serving.http import Response
@@ -26,19 +25,16 @@ def handle(ctx: Ctx) -> Response:
     header = ctx.req.header("x-amz-copy-source-range")
     start, length = parse_copy_range(header, size) if header is not None else (0, size)
     cat = ctx.services.catalog
-    md5 = hashlib.md5(usedforsecurity=False)
-    with cat.landing(repo, ctx.services.tmpdir, parts_dir(upload)) as land:
+    key = part_key(upload, number)
+    with cat.writer(repo, address=key, hash_sha256=False) as w:
         chunks, f = read_stream(cat, source.target.repo, source.entry, start, length)
         try:
             for chunk in chunks:
-                md5.update(chunk)
-                land.write(chunk)
+                w.write(chunk)
         finally:
             if f is not None:
                 f.close()
-        url = part_url(ctx, repo, upload, number)
-        land.store(cat.adapter, url)
     now = time.time()
-    record_part(ctx, upload, Part(number, md5.hexdigest(), length, url, now))
-    body = render_copy_part_result(md5.hexdigest(), datetime.fromtimestamp(now, UTC))
+    record_part(ctx, upload, Part(number, w.info.etag, length, cat.physical_url(repo, key), now))
+    body = render_copy_part_result(w.info.etag, datetime.fromtimestamp(now, UTC))
     return Response(200, [("Content-Type", "application/xml")], body)

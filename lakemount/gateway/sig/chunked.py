@@ -326,11 +326,3 @@ class BodyDecoder:
                     "The trailer signature we calculated does not match the signature you provided.",
                 )
         return values
-
-
-def strip_aws_chunked(content_encoding: str | None) -> str | None:
-    """The Content-Encoding to store: the header minus the ``aws-chunked`` transport coding."""
-    if content_encoding is None:
-        return None
-    kept = [c.strip() for c in content_encoding.split(",") if c.strip() and c.strip().lower() != "aws-chunked"]
-    return ", ".join(kept) or None

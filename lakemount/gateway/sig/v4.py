@@ -11,6 +11,7 @@ on the wire, so accepting any of them admits no other request.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -39,8 +40,14 @@ def string_to_sign(amz_date: str, scope: str, canonical: str) -> str:
     )
 
 
+@functools.lru_cache(maxsize=256)
 def signing_key(secret: str, date: str, region: str, service: str = SERVICE) -> bytes:
-    """The SigV4 key for one day, region and service."""
+    """The SigV4 key for one day, region and service.
+
+    Kept for the next requests of the same key that day (as AWS's own SDKs
+    keep it): four HMACs less per request on the gateway's hot path.  A
+    revoked key is refused before this is asked (its secret is looked up first).
+    """
     key = hmac.new(f"AWS4{secret}".encode(), date.encode(), hashlib.sha256).digest()
     for part in (region, service, TERMINATOR):
         key = hmac.new(key, part.encode(), hashlib.sha256).digest()

@@ -1,0 +1,45 @@
+"""What a hook type implements: a :data:`HookRunner` called with the hook, the event and a :class:`HookContext`.
+
+A runner returns its output, or raises :class:`HookFailure` with the one-line
+message the run records (and a failed pre-event reports).  Messages quote what
+others wrote (a webhook's answer, a broken file's error) through
+:func:`printable`, so they stay one line of text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from lakemount.actions.events import Event
+from lakemount.actions.parser import Hook
+
+if TYPE_CHECKING:
+    from lakemount.actions.network import WebhookPolicy
+
+MAX_MESSAGE: Final = 500
+
+
+class HookFailure(Exception):
+    """Raised by a hook implementation: the hook failed with this message."""
+
+
+@dataclass
+class HookContext:
+    """Services hooks may use: the catalog (for data checks) and the addresses webhooks may reach
+    (a :class:`~lakemount.actions.network.WebhookPolicy`; None: the default policy)."""
+
+    catalog: Any
+    webhooks: WebhookPolicy | None = None
+
+
+HookRunner = Callable[[Hook, Event, dict[str, Any], HookContext], str]
+
+
+def printable(data: bytes, limit: int = MAX_MESSAGE) -> str:
+    """The start of a response body as one line of text: undecodable bytes and control characters removed."""
+    text = data[: limit * 4].decode("utf-8", "replace")
+    text = "".join(c if c.isprintable() else " " for c in text)
+    text = " ".join(text.split())
+    return text[:limit] + ("..." if len(text) > limit else "")

@@ -1,0 +1,24 @@
+"""Graveler: the versioned key/value core (lakeFS's ``pkg/graveler``), knowing nothing of paths or front ends.
+
+Keys and values are opaque bytes here; the catalog (``lakemount.catalog``) gives
+them meaning (paths, entries, content-addressed data) and is the only door
+front ends use into this package.  One module per concept:
+
+- ``model``: the records -- typed ids (``CommitID``, ``StagingToken``...), entries,
+  ranges, commits, branches, tags, repositories;
+- ``sstable``: the table format of committed data (RocksDB block-based SSTables, our own
+  reader, ``_sstblock.c`` for its hot loop);
+- ``committed``: immutable ranges and metaranges in the block store -- loading and
+  storing them verified and cached, writing them, two-way diff and three-way merge;
+- ``ports``: the interfaces it consumes (``BlockAdapter``, ``Cache``, ``RefStore`` with
+  its staging), implemented in ``lakemount/block``, ``lakemount/cache``, ``lakemount/metastore``;
+- ``refexpr``: ref expressions (``main~2``, ``v1``, ``main@``) and what they resolve to;
+- ``journal`` and ``recover``: the record of refs kept in the block store, and rebuilding
+  a lost ref store from it;
+- ``graveler``: the ``Graveler`` facade -- repositories, branches, tags, staging, commit,
+  merge, revert, diff, log -- over those ports.
+
+It imports nothing of lakemount above it but ``lakemount.errors``
+(``tests/test_layering.py`` checks it); the composition root (``lakemount.app``)
+wires its ports.
+"""

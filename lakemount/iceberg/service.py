@@ -1,0 +1,454 @@
+"""The Iceberg REST catalog's HTTP side: routes under ``/iceberg/api/v1`` and ``/iceberg/relative_to/<repo>.<ref>/api/v1``.
+
+The API server hands every request under ``/iceberg/`` to
+:meth:`IcebergService.handle` with a :class:`Gate` (its authenticator, adapted),
+so a token, a key and a policy mean the same here as in the lakeFS API: reads
+need ``ReadRepo`` and writes ``WriteRepo`` on the namespace's repository.
+Every failure is answered in the protocol's shape (``errors.py``); an
+unexpected exception is logged and answered 500 without details, as the API
+answers it (it is a bug, and tests assert it never happens).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+from urllib.parse import parse_qsl, unquote
+
+import orjson
+
+from lakemount.auth.policies import Action
+from lakemount.errors import LakeMountError, NotFound
+from lakemount.iceberg import requirements, updates
+from lakemount.iceberg.errors import IcebergError, bad_request, no_such_namespace, translate
+from lakemount.iceberg.metadata import new_table, string_map, want
+from lakemount.iceberg.names import Base, Namespace, TableId, check_level, path_in, split_levels, url
+from lakemount.iceberg.tables import Change, Tables
+from lakemount.iceberg.tokens import OAuthError, issue
+from lakemount.serving.http import Request, Response
+
+log = logging.getLogger("lakemount.iceberg")
+
+ROOT: Final = "/iceberg/api"
+RELATIVE: Final = "/iceberg/relative_to/"
+MAX_BODY: Final = 16 << 20  # a transaction of many tables with large snapshot summaries fits
+
+
+class Gate(Protocol):
+    """Authentication and rights, as the API server decides them (errors already in the protocol's shape)."""
+
+    def login(self, access_key_id: str, secret: str) -> tuple[str, int]:
+        """(token, expiry); raises ``IcebergError`` 401."""
+
+    def user(self, authorization: str | None) -> str:
+        """The caller of a request with this ``Authorization`` header; raises ``IcebergError`` 401."""
+
+    def require(self, user: str, action: Action, repo: str) -> None:
+        """Raises ``IcebergError`` 403 unless ``user`` may do ``action`` on ``repo``."""
+
+    def allowed(self, user: str, action: Action, repo: str) -> bool: ...
+
+
+@dataclass
+class Call:
+    """One routed request: the address form, path parameters, the caller."""
+
+    request: Request
+    base: Base
+    params: dict[str, str]
+    user: str = ""
+    _body: Any = None
+
+    def json(self) -> Any:
+        """The JSON body (an object); 400 if missing or malformed, 413 past ``MAX_BODY``."""
+        if self._body is None:
+            raw = _read(self.request)
+            try:
+                self._body = orjson.loads(raw) if raw.strip() else None
+            except orjson.JSONDecodeError:
+                raise bad_request("malformed JSON body") from None
+            if not isinstance(self._body, dict):
+                raise bad_request("the request body must be a JSON object")
+        return self._body
+
+    def levels(self) -> tuple[str, ...]:
+        return split_levels(self.params["namespace"])
+
+    def namespace(self) -> Namespace:
+        return self.base.namespace(self.levels())
+
+    def table(self) -> TableId:
+        return self.base.table(self.levels(), self.params["table"])
+
+    def query(self) -> dict[str, str]:
+        try:
+            return dict(parse_qsl(self.request.raw_query, keep_blank_values=True, errors="strict"))
+        except (UnicodeDecodeError, ValueError):
+            raise bad_request("query string is not valid UTF-8") from None
+
+
+def _read(request: Request) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    while piece := request.body.read():
+        size += len(piece)
+        if size > MAX_BODY:
+            raise IcebergError(413, "BadRequestException", f"request body larger than {MAX_BODY} bytes")
+        parts.append(piece)
+    return b"".join(parts)
+
+
+def _json(status: int, payload: Any) -> Response:
+    return Response(status, [("Content-Type", "application/json"), ("X-Content-Type-Options", "nosniff")],
+                    orjson.dumps(payload))
+
+
+def _empty(status: int = 204) -> Response:
+    return Response(status, [], b"")
+
+
+Handler = Callable[["IcebergService", Call], Response]
+ROUTES: list[tuple[str, re.Pattern[str], Handler, bool]] = []
+
+
+def route(method: str, template: str, *, auth: bool = True) -> Callable[[Handler], Handler]:
+    """Register a handler for ``method`` and a path template below ``/v1`` (``{name}``: one segment)."""
+    pattern = "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(template)) + "$"
+
+    def register(func: Handler) -> Handler:
+        ROUTES.append((method, re.compile(pattern), func, auth))
+        return func
+
+    return register
+
+
+ENDPOINTS: Final = [
+    "GET /v1/{prefix}/namespaces", "POST /v1/{prefix}/namespaces", "GET /v1/{prefix}/namespaces/{namespace}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}", "DELETE /v1/{prefix}/namespaces/{namespace}",
+    "POST /v1/{prefix}/namespaces/{namespace}/properties", "GET /v1/{prefix}/namespaces/{namespace}/tables",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables", "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}", "POST /v1/{prefix}/namespaces/{namespace}/register",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics", "POST /v1/{prefix}/tables/rename",
+    "POST /v1/{prefix}/transactions/commit",
+]
+
+
+class IcebergService:
+    """The catalog's HTTP front end over one catalog and one gate."""
+
+    def __init__(self, catalog: Any, gate: Gate, defaults: dict[str, str] | None = None) -> None:
+        self.tables = Tables(catalog)
+        self.catalog = catalog
+        self.gate = gate
+        self.defaults = dict(defaults or {})
+
+    @staticmethod
+    def serves(path: str) -> bool:
+        """Whether a raw request path is the catalog's."""
+        return path.startswith("/iceberg/")
+
+    def handle(self, request: Request) -> Response:
+        """Answer one request (never raises); ``Response.operation`` names the route."""
+        name = "iceberg"
+        try:
+            response, name = self._handle(request)
+        except IcebergError as e:
+            response = _json(e.code, e.body())
+        except OAuthError as e:
+            response = _json(e.status, e.body())
+        except LakeMountError as e:
+            err = translate(e)
+            response = _json(err.code, err.body())
+        except Exception:  # noqa: BLE001 - a bug: logged, answered without details
+            log.exception("unexpected error serving %s %s", request.method, request.raw_path)
+            response = _json(500, IcebergError(500, "InternalServerError", "internal error").body())
+        if request.method == "HEAD":
+            response = _empty(response.status if response.status != 200 else 204)
+        response.operation = name
+        return response
+
+    def _split(self, path: str) -> tuple[Base, str]:
+        """(address form, the path below it) of a raw path; 404 for a path of no form."""
+        if path.startswith(ROOT + "/"):
+            return Base(), path[len(ROOT):]
+        if path.startswith(RELATIVE):
+            where, sep, rest = path[len(RELATIVE):].partition("/api/")
+            repo, dot, ref = unquote(where, errors="strict").partition(".")
+            if sep and dot:
+                check_level(repo, "repository")
+                check_level(ref, "ref")
+                return Base((repo, ref)), "/" + rest
+        raise IcebergError(404, "NoSuchEndpointException", f"no such catalog path: {path[:200]}")
+
+    def _handle(self, request: Request) -> tuple[Response, str]:
+        try:
+            base, rest = self._split(request.raw_path)
+        except UnicodeDecodeError:
+            raise bad_request("path is not valid UTF-8") from None
+        other = False
+        for method, pattern, func, auth in ROUTES:
+            m = pattern.match(rest)
+            if m is None:
+                continue
+            if method != request.method:
+                other = True
+                continue
+            try:
+                params = {k: unquote(v, errors="strict") for k, v in m.groupdict().items()}
+            except UnicodeDecodeError:
+                raise bad_request("path is not valid UTF-8") from None
+            call = Call(request, base, params)
+            if auth:
+                call.user = self.gate.user(request.header("authorization"))
+            return func(self, call), func.__name__
+        if other:
+            raise IcebergError(405, "MethodNotAllowedException", f"method {request.method} not allowed here")
+        raise IcebergError(404, "NoSuchEndpointException", f"no such catalog path: {request.raw_path[:200]}")
+
+    # ------------------------------------------------------------------ helpers
+    def read(self, call: Call, repo: str) -> None:
+        self.gate.require(call.user, Action.READ_REPO, repo)
+
+    def write(self, call: Call, repo: str) -> None:
+        self.gate.require(call.user, Action.WRITE_REPO, repo)
+
+    def loaded_json(self, call: Call, table: TableId) -> dict[str, Any]:
+        return self.tables.load(table).result()
+
+
+# ---------------------------------------------------------------------- config and tokens
+@route("GET", "/v1/config")
+def get_config(svc: IcebergService, call: Call) -> Response:
+    """getConfig: client defaults (path-style S3 through the gateway) and the endpoints served."""
+    return _json(200, {"defaults": svc.defaults, "overrides": {}, "endpoints": ENDPOINTS})
+
+
+@route("POST", "/v1/oauth/tokens", auth=False)
+def get_token(svc: IcebergService, call: Call) -> Response:
+    """getToken: client credentials (access key id and secret) for a bearer token."""
+    return _json(200, issue(_read(call.request), call.request.header("authorization"), svc.gate))
+
+
+# ---------------------------------------------------------------------- namespaces
+@route("GET", "/v1/namespaces")
+def list_namespaces(svc: IcebergService, call: Call) -> Response:
+    """listNamespaces: repositories, their branches, or the namespaces below ``parent``."""
+    parent = call.base.full(split_levels(call.query().get("parent", "")))
+    for level in parent:
+        check_level(level)
+    names: list[tuple[str, ...]]
+    if not parent:
+        names = [(r.name,) for r in svc.catalog.list_repositories() if svc.gate.allowed(call.user, Action.READ_REPO, r.name)]
+    elif len(parent) == 1:
+        svc.read(call, parent[0])
+        try:
+            names = [(parent[0], b.name) for b in svc.catalog.list_branches(parent[0])]
+        except NotFound:
+            raise no_such_namespace(parent[0]) from None
+    else:
+        svc.read(call, parent[0])
+        names = [(parent[0], parent[1], *n) for n in svc.tables.child_namespaces(parent[0], parent[1], parent[2:])]
+    return _json(200, {"namespaces": [call.base.shown(n) for n in names]})
+
+
+@route("POST", "/v1/namespaces")
+def create_namespace(svc: IcebergService, call: Call) -> Response:
+    """createNamespace: a namespace below a branch (its parent must exist)."""
+    body = call.json()
+    levels = want(body, "namespace", list, "create namespace request")
+    if not all(isinstance(x, str) for x in levels):
+        raise bad_request("namespace levels must be strings")
+    ns = call.base.namespace(tuple(levels))
+    props = string_map(body.get("properties"), "properties")
+    svc.write(call, ns.repo)
+    svc.tables.create_namespace(ns, props)
+    return _json(200, {"namespace": call.base.shown(ns.full), "properties": props})
+
+
+def _namespace_or_ref(svc: IcebergService, call: Call) -> tuple[tuple[str, ...], dict[str, str]]:
+    """(full levels, properties) of the namespace of a path; a repository or ref alone is a namespace without properties."""
+    full = call.base.full(call.levels())
+    for level in full:
+        check_level(level)
+    if not full:
+        raise bad_request("empty namespace")
+    svc.read(call, full[0])
+    if len(full) >= 3:
+        ns = Namespace(full[0], full[1], full[2:])
+        return full, svc.tables.namespace_properties(ns)
+    try:
+        if len(full) == 1:
+            svc.catalog.repository(full[0])
+        else:
+            svc.catalog.resolve(full[0], full[1])
+    except NotFound:
+        raise no_such_namespace(".".join(full)) from None
+    return full, {}
+
+
+@route("GET", "/v1/namespaces/{namespace}")
+def load_namespace(svc: IcebergService, call: Call) -> Response:
+    """loadNamespaceMetadata: a namespace's properties."""
+    full, props = _namespace_or_ref(svc, call)
+    return _json(200, {"namespace": call.base.shown(full), "properties": props})
+
+
+@route("HEAD", "/v1/namespaces/{namespace}")
+def namespace_exists(svc: IcebergService, call: Call) -> Response:
+    """namespaceExists: 204 if it exists, else 404."""
+    _namespace_or_ref(svc, call)
+    return _empty()
+
+
+@route("DELETE", "/v1/namespaces/{namespace}")
+def drop_namespace(svc: IcebergService, call: Call) -> Response:
+    """dropNamespace: an empty namespace (409 ``NamespaceNotEmptyException`` otherwise)."""
+    ns = call.namespace()
+    svc.write(call, ns.repo)
+    svc.tables.drop_namespace(ns)
+    return _empty()
+
+
+@route("POST", "/v1/namespaces/{namespace}/properties")
+def update_properties(svc: IcebergService, call: Call) -> Response:
+    """updateProperties: set and remove a namespace's properties."""
+    ns = call.namespace()
+    body = call.json()
+    removals = body.get("removals") or []
+    if not isinstance(removals, list) or not all(isinstance(x, str) for x in removals):
+        raise bad_request("'removals' must be a list of strings")
+    changes = string_map(body.get("updates"), "updates")
+    svc.write(call, ns.repo)
+    return _json(200, svc.tables.update_namespace(ns, removals, changes))
+
+
+# ---------------------------------------------------------------------- tables
+def _identifier(base: Base, table: TableId) -> dict[str, Any]:
+    return {"namespace": base.shown(table.namespace.full), "name": table.name}
+
+
+@route("GET", "/v1/namespaces/{namespace}/tables")
+def list_tables(svc: IcebergService, call: Call) -> Response:
+    """listTables: the tables of a namespace, in name order."""
+    ns = call.namespace()
+    svc.read(call, ns.repo)
+    names = svc.tables.table_names(ns)
+    return _json(200, {"identifiers": [_identifier(call.base, TableId(ns, n)) for n in names]})
+
+
+@route("POST", "/v1/namespaces/{namespace}/tables")
+def create_table(svc: IcebergService, call: Call) -> Response:
+    """createTable: a table's first metadata (``stage-create``: the metadata, nothing written)."""
+    ns = call.namespace()
+    body = call.json()
+    table = TableId(ns, check_level(body.get("name"), "table name"))
+    svc.write(call, ns.repo)
+    if body.get("location") not in (None, ""):
+        want(body, "location", str, "create table request")
+    if body.get("stage-create"):
+        if svc.tables.exists(table):
+            raise IcebergError(409, "AlreadyExistsException", f"Table already exists: {table.shown()}")
+        location = url(ns.repo, ns.ref, table.path.rstrip("/"))
+        return _json(200, {"metadata": new_table(body, location), "config": {}})
+    done = svc.tables.commit([Change(table, [], [])], create=body)
+    return _json(200, done[0].result())
+
+
+@route("GET", "/v1/namespaces/{namespace}/tables/{table}")
+def load_table(svc: IcebergService, call: Call) -> Response:
+    """loadTable: a table's metadata at the namespace's ref (a tag or commit: read-only time travel)."""
+    table = call.table()
+    svc.read(call, table.namespace.repo)
+    return _json(200, svc.loaded_json(call, table))
+
+
+@route("HEAD", "/v1/namespaces/{namespace}/tables/{table}")
+def table_exists(svc: IcebergService, call: Call) -> Response:
+    """tableExists: 204 if it exists, else 404."""
+    table = call.table()
+    svc.read(call, table.namespace.repo)
+    svc.tables.load(table)
+    return _empty()
+
+
+def _change(call: Call, table: TableId, body: Any) -> Change:
+    return Change(table, requirements.parse(want(body, "requirements", list, "commit request")),
+                  updates.parse(want(body, "updates", list, "commit request")))
+
+
+@route("POST", "/v1/namespaces/{namespace}/tables/{table}")
+def update_table(svc: IcebergService, call: Call) -> Response:
+    """updateTable: commit requirements and updates to one table (409 ``CommitFailedException`` if one fails)."""
+    table = call.table()
+    body = call.json()
+    if body.get("identifier") is not None and call.base.identifier(body["identifier"]) != table:
+        raise bad_request("the body's identifier is not the table of the path")
+    change = _change(call, table, body)
+    svc.write(call, table.namespace.repo)
+    done = svc.tables.commit([change])[0]
+    result = done.result()
+    return _json(200, {"metadata-location": result["metadata-location"], "metadata": result["metadata"]})
+
+
+@route("DELETE", "/v1/namespaces/{namespace}/tables/{table}")
+def drop_table(svc: IcebergService, call: Call) -> Response:
+    """dropTable: remove a table's pointer (``purgeRequested``: its objects too)."""
+    table = call.table()
+    purge = call.query().get("purgeRequested", "false").lower() == "true"
+    svc.write(call, table.namespace.repo)
+    svc.tables.drop(table, purge=purge)
+    return _empty()
+
+
+@route("POST", "/v1/namespaces/{namespace}/register")
+def register_table(svc: IcebergService, call: Call) -> Response:
+    """registerTable: a table from a metadata file already in the branch."""
+    ns = call.namespace()
+    body = call.json()
+    table = TableId(ns, check_level(body.get("name"), "table name"))
+    location = want(body, "metadata-location", str, "register table request")
+    overwrite = want(body, "overwrite", bool, "register table request", optional=True) or False
+    svc.write(call, ns.repo)
+    return _json(200, svc.tables.register(table, path_in(ns.repo, location), overwrite=overwrite).result())
+
+
+@route("POST", "/v1/namespaces/{namespace}/tables/{table}/metrics")
+def report_metrics(svc: IcebergService, call: Call) -> Response:
+    """reportMetrics: accepted and not kept (clients send scan and commit reports)."""
+    table = call.table()
+    svc.read(call, table.namespace.repo)
+    call.json()
+    return _empty()
+
+
+@route("POST", "/v1/tables/rename")
+def rename_table(svc: IcebergService, call: Call) -> Response:
+    """renameTable: within one repository and ref."""
+    body = call.json()
+    source = call.base.identifier(body.get("source"))
+    dest = call.base.identifier(body.get("destination"))
+    svc.write(call, source.namespace.repo)
+    svc.tables.rename(source, dest)
+    return _empty()
+
+
+@route("POST", "/v1/transactions/commit")
+def commit_transaction(svc: IcebergService, call: Call) -> Response:
+    """commitTransaction: several tables of one branch in one staging change (all or none)."""
+    body = call.json()
+    changes_json = want(body, "table-changes", list, "commit transaction request")
+    if not changes_json:
+        raise bad_request("'table-changes' is empty")
+    changes = []
+    for c in changes_json:
+        if not isinstance(c, dict) or c.get("identifier") is None:
+            raise bad_request("every table change of a transaction needs its 'identifier'")
+        changes.append(_change(call, call.base.identifier(c["identifier"]), c))
+    svc.write(call, changes[0].table.namespace.repo)
+    svc.tables.commit(changes)
+    return _empty()

@@ -1,0 +1,104 @@
+"""What front ends used to take from the stores under the catalog, now asked of the catalog or the ``App``.
+
+GC read heads, tags, commits and staging from the ref store itself, the
+mount listened on it for other nodes' changes, the servers disposed its
+engine before forking and ``doctor`` probed it and the block store
+(``tests/test_layering.py`` keeps them out now).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakemount.app import App
+from lakemount.catalog.catalog import decode_path
+from lakemount.config import load
+from lakemount.metastore.notify import Change
+from tests.cli.test_newuser import inproc
+
+R = "door"
+
+
+def make_app(tmp_path: Path) -> App:
+    return App(load(env={"LAKEMOUNT_HOME": str(tmp_path / "home"), "LAKEMOUNT_CACHE_DISK_BYTES": "0"}))
+
+
+def test_gc_reads_every_commit_and_every_staged_record_through_the_catalog(tmp_path: Path) -> None:
+    cat = make_app(tmp_path).catalog
+    cat.create_repository(R)
+    cat.put(R, "main", "kept", b"1")
+    first = cat.commit(R, "main", "first").commit.id
+    cat.create_branch(R, "dev", "main")
+    cat.put(R, "dev", "other", b"2")
+    on_dev = cat.commit(R, "dev", "on dev").commit.id
+    cat.delete_branch(R, "dev")  # its commit stays in the store, unreachable: GC must still see it
+    cat.put(R, "main", "staged", b"3")
+    cat.delete(R, "main", "kept")
+
+    commits = {c.id for c in cat.all_commits(R)}
+    assert {first, on_dev} <= commits and commits == {c.id for c in cat.all_commits(R)}
+    main = cat.get_branch(R, "main")
+    staged = {decode_path(k): v is None for t in main.tokens for k, v in cat.staged_records(t)}
+    assert staged == {"staged": False, "kept": True}  # a write and a tombstone
+
+
+class FakeChanges:
+    """A change source that hands its callback to the test instead of listening on a database."""
+
+    sender = "me"
+
+    def __init__(self) -> None:
+        self.callback: Any = None
+
+    def listen(self, callback: Any) -> str:
+        self.callback = callback
+        return "listener"
+
+
+def test_watch_branches_passes_on_what_other_processes_changed(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    cat = app.catalog
+    source = FakeChanges()
+    cat.changes = source
+    got: list[Any] = []
+    assert cat.watch_branches(got.append) == "listener"
+    mine, theirs = Change("me", "head", R, "main"), Change("them", "staging", R, "dev")
+    source.callback([mine])  # only this process's own change: nothing to tell
+    source.callback([mine, theirs])
+    source.callback(None)  # notices may have been lost
+    assert got == [[theirs], None]
+
+
+def test_an_app_catalog_listens_on_its_ref_store_and_sqlite_pushes_nothing(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    assert app.catalog.changes is app.metastore
+    assert app.catalog.watch_branches(lambda batch: None) is None  # SQLite: the mount polls
+
+
+def test_release_connections_closes_the_pool_and_the_app_stays_usable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = make_app(tmp_path)
+    app.release_connections()
+    assert "metastore" not in app.__dict__  # nothing opened just to be closed
+    app.auth.create_user("alice")  # the auth store shares the ref store's engine
+    disposed: list[bool] = []
+    engine = app.metastore.engine
+    real = engine.dispose
+    monkeypatch.setattr(engine, "dispose", lambda *a, **k: (disposed.append(True), real(*a, **k))[1])
+    app.release_connections()
+    assert disposed == [True]
+    assert [u.id for u in app.auth.list_users()] == ["alice"]
+
+
+def test_doctor_checks_the_ref_store_and_the_block_store(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert inproc(capsys, home, "repo", "create", "lakefs://one")[0] == 0
+    rc, out, err = inproc(capsys, home, "--json", "doctor")
+    checks = {c["check"]: c for c in json.loads(out)["checks"]}
+    assert checks["ref store"]["ok"] and checks["ref store"]["detail"].endswith(", 1 repositories"), checks
+    assert checks["block store"]["ok"] and checks["block store"]["detail"].startswith("read/write local://"), checks
+    root = Path(App(load(env={"LAKEMOUNT_HOME": str(home)})).system_namespace().removeprefix("local://"))
+    assert not list((root / "doctor").glob("*"))  # the scratch object is gone again

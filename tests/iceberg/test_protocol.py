@@ -1,0 +1,270 @@
+"""The catalog's HTTP protocol without a client library: transactions, merges, tokens and the error shapes.
+
+Requests are raw (``urllib``) so malformed and hostile input reaches the
+server as sent; every refusal must be the spec's ``{"error": {"message",
+"type", "code"}}`` (or OAuth2's shape for ``oauth/tokens``), never a 500 (the
+``lake`` fixture also fails the module if the server logged an unexpected error).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from tests.api.conftest import Served
+from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET
+
+BASIC = "Basic " + base64.b64encode(f"{ADMIN_KEY}:{ADMIN_SECRET}".encode()).decode()
+SCHEMA = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+
+
+def call(lake: Served, method: str, path: str, body: Any = None, *, auth: str | None = BASIC,
+         raw: bytes | None = None, ctype: str = "application/json") -> tuple[int, Any]:
+    data = raw if raw is not None else None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{lake.api}/iceberg/api{path}", data=data, method=method)
+    if auth:
+        req.add_header("Authorization", auth)
+    if data is not None:
+        req.add_header("Content-Type", ctype)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            text = r.read()
+            return r.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as e:
+        text = e.read()
+        return e.code, json.loads(text) if text else None
+
+
+def ns(*levels: str) -> str:
+    return quote("\x1f".join(levels), safe="")
+
+
+def error_of(status: int, body: Any, code: int, type_: str) -> str:
+    assert status == code, (status, body)
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "code"}, body
+    assert body["error"]["code"] == code and body["error"]["type"] == type_, body
+    return str(body["error"]["message"])
+
+
+def make_table(lake: Served, repo: str, ref: str, name: str, namespace: str = "db") -> dict[str, Any]:
+    status, _ = call(lake, "POST", "/v1/namespaces", {"namespace": [repo, ref, namespace]})
+    assert status in (200, 409)
+    status, body = call(lake, "POST", f"/v1/namespaces/{ns(repo, ref, namespace)}/tables", {"name": name, "schema": SCHEMA})
+    assert status == 200, body
+    return body  # type: ignore[no-any-return]
+
+
+def table_path(repo: str, ref: str, name: str) -> str:
+    return f"/v1/namespaces/{ns(repo, ref, 'db')}/tables/{quote(name, safe='')}"
+
+
+def props(lake: Served, repo: str, ref: str, name: str) -> dict[str, str]:
+    status, body = call(lake, "GET", table_path(repo, ref, name))
+    assert status == 200, body
+    return body["metadata"]["properties"]  # type: ignore[no-any-return]
+
+
+def change(repo: str, ref: str, name: str, uuid: str, **properties: str) -> dict[str, Any]:
+    return {"identifier": {"namespace": [repo, ref, "db"], "name": name},
+            "requirements": [{"type": "assert-table-uuid", "uuid": uuid}],
+            "updates": [{"action": "set-properties", "updates": properties}]}
+
+
+def test_a_transaction_changes_several_tables_in_one_staging_change_or_none(lake: Served) -> None:
+    repo = lake.repo()
+    a = make_table(lake, repo.id, "main", "a")["metadata"]["table-uuid"]
+    b = make_table(lake, repo.id, "main", "b")["metadata"]["table-uuid"]
+    main = repo.branch("main")
+    main.commit(message="two tables")
+
+    broken = change(repo.id, "main", "b", "not-the-uuid", v="1")
+    status, body = call(lake, "POST", "/v1/transactions/commit",
+                        {"table-changes": [change(repo.id, "main", "a", a, v="1"), broken]})
+    assert "UUID does not match" in error_of(status, body, 409, "CommitFailedException")
+    assert "v" not in props(lake, repo.id, "main", "a"), "a failed transaction changed a table"
+    assert list(main.uncommitted()) == []
+
+    status, body = call(lake, "POST", "/v1/transactions/commit",
+                        {"table-changes": [change(repo.id, "main", "a", a, v="2"), change(repo.id, "main", "b", b, v="2")]})
+    assert status == 204, body
+    assert props(lake, repo.id, "main", "a")["v"] == props(lake, repo.id, "main", "b")["v"] == "2"
+    commit = main.commit(message="both tables at once")
+    changed = {d.path for d in repo.ref(commit.get_commit().parents[0]).diff(main)}
+    assert {"db/a/_iceberg_table.json", "db/b/_iceberg_table.json"} <= changed
+
+    status, body = call(lake, "POST", "/v1/transactions/commit",
+                        {"table-changes": [change(repo.id, "main", "a", a, v="3"), change(repo.id, "feat", "b", b, v="3")]})
+    error_of(status, body, 400, "BadRequestException")
+
+
+def test_merging_branches_that_changed_one_table_conflicts_on_it_and_other_tables_merge(lake: Served) -> None:
+    import lakefs
+
+    repo = lake.repo()
+    a = make_table(lake, repo.id, "main", "a")["metadata"]["table-uuid"]
+    make_table(lake, repo.id, "main", "b")
+    repo.branch("main").commit(message="tables")
+    left = repo.branch("left").create(source_reference="main")
+    right = repo.branch("right").create(source_reference="main")
+    for branch in ("left", "right"):
+        status, body = call(lake, "POST", table_path(repo.id, branch, "a"), change(repo.id, branch, "a", a, side=branch))
+        assert status == 200, body
+    left.commit(message="left changes a")
+    right.commit(message="right changes a")
+    left.merge_into(repo.branch("main"))
+    with pytest.raises(lakefs.exceptions.ConflictException, match="db/a/_iceberg_table.json"):
+        right.merge_into(repo.branch("main"))
+
+    other = repo.branch("other").create(source_reference="main")
+    b = props(lake, repo.id, "other", "b")
+    assert "side" not in b
+    status, body = call(lake, "GET", table_path(repo.id, "other", "b"))
+    uuid_b = body["metadata"]["table-uuid"]
+    status, body = call(lake, "POST", table_path(repo.id, "other", "b"), change(repo.id, "other", "b", uuid_b, side="other"))
+    assert status == 200, body
+    other.commit(message="other changes b")
+    other.merge_into(repo.branch("main"))
+    assert props(lake, repo.id, "main", "a")["side"] == "left"
+    assert props(lake, repo.id, "main", "b")["side"] == "other"
+
+
+def test_tokens_come_from_access_keys_and_refusals_take_oauths_shape(lake: Served) -> None:
+    form = f"grant_type=client_credentials&client_id={ADMIN_KEY}&client_secret={ADMIN_SECRET}&scope=catalog".encode()
+    status, body = call(lake, "POST", "/v1/oauth/tokens", raw=form, auth=None, ctype="application/x-www-form-urlencoded")
+    assert status == 200 and body["token_type"] == "bearer" and body["expires_in"] > 0, body
+    status, _ = call(lake, "GET", "/v1/config", auth=f"Bearer {body['access_token']}")
+    assert status == 200
+    # RFC 6749's client_secret_basic, as DuckDB sends the credentials
+    status, body = call(lake, "POST", "/v1/oauth/tokens", raw=b"grant_type=client_credentials&scope=PRINCIPAL_ROLE%3AALL",
+                        auth=BASIC, ctype="application/x-www-form-urlencoded")
+    assert status == 200 and body["access_token"], body
+    bad = f"grant_type=client_credentials&client_id={ADMIN_KEY}&client_secret=wrong".encode()
+    status, body = call(lake, "POST", "/v1/oauth/tokens", raw=bad, auth=None, ctype="application/x-www-form-urlencoded")
+    assert status == 401 and body["error"] == "invalid_client", body
+    status, body = call(lake, "POST", "/v1/oauth/tokens", raw=b"grant_type=password", auth=None,
+                        ctype="application/x-www-form-urlencoded")
+    assert status == 400 and body["error"] == "unsupported_grant_type", body
+    status, body = call(lake, "GET", "/v1/namespaces", auth=None)
+    error_of(status, body, 401, "NotAuthorizedException")
+    status, body = call(lake, "GET", "/v1/namespaces", auth="Bearer forged.token.here")
+    error_of(status, body, 401, "NotAuthorizedException")
+
+
+HOSTILE = ["..", ".", "a/b", "x\x00y", "_iceberg_table.json", "tab\nle", "é" * 200, ""]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_hostile_table_names_are_400(lake: Served, name: str) -> None:
+    repo = lake.repo()
+    make_table(lake, repo.id, "main", "ok")
+    status, body = call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/tables", {"name": name, "schema": SCHEMA})
+    error_of(status, body, 400, "BadRequestException")
+    if name:
+        status, body = call(lake, "GET", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/tables/{quote(name, safe='')}")
+        assert status in (400, 404), body  # '.', '..' and 'a/b' may be normalised away by the URL before routing
+        assert body["error"]["type"] in ("BadRequestException", "NoSuchEndpointException"), body
+
+
+def test_malformed_requests_get_the_protocols_errors(lake: Served) -> None:
+    repo = lake.repo()
+    made = make_table(lake, repo.id, "main", "t")
+    uuid = made["metadata"]["table-uuid"]
+    path = table_path(repo.id, "main", "t")
+
+    def commit(body: Any, raw: bytes | None = None) -> tuple[int, Any]:
+        return call(lake, "POST", path, body, raw=raw)
+
+    cases: list[tuple[Any, bytes | None]] = [
+        (None, b"{not json"), (None, b"[1, 2]"), ({"updates": []}, None), ({"requirements": [], "updates": {}}, None),
+        ({"requirements": [{"type": "assert-nonsense"}], "updates": []}, None),
+        ({"requirements": [], "updates": [{"action": "explode"}]}, None),
+        ({"requirements": [], "updates": [{"action": "add-snapshot", "snapshot": {"snapshot-id": "x"}}]}, None),
+        ({"requirements": [], "updates": [{"action": "add-schema", "schema": {"type": "struct", "fields": [{"id": True}]}}]}, None),
+        ({"requirements": [], "updates": [{"action": "set-current-schema", "schema-id": 77}]}, None),
+        ({"requirements": [], "updates": [{"action": "set-current-schema", "schema-id": -1}]}, None),
+        ({"requirements": [], "updates": [{"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 5}]}, None),
+        ({"requirements": [], "updates": [{"action": "set-properties", "updates": {"a": 1}}]}, None),
+        ({"requirements": [], "updates": [{"action": "upgrade-format-version", "format-version": 1}]}, None),
+        ({"requirements": [{"type": "assert-ref-snapshot-id", "ref": "main"}], "updates": []}, None),
+        ({"requirements": [], "updates": ["set-properties"]}, None),
+        ({"requirements": [], "updates": [{"action": "add-schema", "schema": {"type": "struct", "fields": [
+            {"id": 2, "name": "deep", "type": json.loads('{"type": "list", "element-id": 3, "element": ' * 900 + '"long"'
+                                                         + "}" * 900)}]}}]}, None),
+    ]
+    for body, raw in cases:
+        status, answer = commit(body, raw)
+        error_of(status, answer, 400, "BadRequestException")
+
+    status, answer = commit({"requirements": [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": 42}], "updates": []})
+    assert "main has changed" in error_of(status, answer, 409, "CommitFailedException")
+    status, answer = commit({"requirements": [{"type": "assert-current-schema-id", "current-schema-id": 3}], "updates": []})
+    error_of(status, answer, 409, "CommitFailedException")
+    status, answer = commit({"requirements": [{"type": "assert-create"}], "updates": []})
+    error_of(status, answer, 409, "CommitFailedException")
+    status, answer = commit({"requirements": [{"type": "assert-table-uuid", "uuid": uuid}],
+                             "updates": [{"action": "set-properties", "updates": {"ok": "yes"}}]})
+    assert status == 200 and answer["metadata"]["properties"] == {"ok": "yes"}, answer
+
+    status, answer = call(lake, "GET", f"/v1/namespaces/{ns(repo.id, 'main', 'nope')}/tables")
+    assert "nope" in error_of(status, answer, 404, "NoSuchNamespaceException")
+    status, answer = call(lake, "GET", f"/v1/namespaces/{ns('no-such-repo', 'main', 'db')}/tables/t")
+    error_of(status, answer, 404, "NoSuchNamespaceException")
+    status, answer = call(lake, "GET", f"/v1/namespaces/{ns(repo.id, 'no-such-branch', 'db')}/tables/t")
+    error_of(status, answer, 404, "NoSuchNamespaceException")
+    status, answer = call(lake, "GET", table_path(repo.id, "main", "absent"))
+    error_of(status, answer, 404, "NoSuchTableException")
+    status, answer = call(lake, "GET", f"/v1/namespaces/{ns(repo.id, 'main')}/tables")
+    error_of(status, answer, 400, "BadRequestException")  # a ref alone holds no tables
+    status, answer = call(lake, "POST", "/v1/namespaces", {"namespace": [repo.id, "main", "a", "b"]})
+    error_of(status, answer, 404, "NoSuchNamespaceException")  # its parent a does not exist
+    status, answer = call(lake, "POST", "/v1/namespaces", {"namespace": [repo.id, "main", "db", "t"]})
+    error_of(status, answer, 409, "AlreadyExistsException")  # a table is named so
+    status, answer = call(lake, "POST", "/v1/namespaces", {"namespace": [repo.id, "main", "db", "sub"]})
+    assert status == 200, answer
+    status, answer = call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/tables", {"name": "sub", "schema": SCHEMA})
+    error_of(status, answer, 409, "AlreadyExistsException")  # a namespace is named so
+    status, answer = call(lake, "POST", "/v1/namespaces", {"namespace": "db"})
+    error_of(status, answer, 400, "BadRequestException")
+    status, answer = call(lake, "POST", "/v1/tables/rename", {"source": {"namespace": [repo.id, "main", "db"], "name": "t"},
+                                                              "destination": {"namespace": [repo.id, "feat", "db"], "name": "t"}})
+    error_of(status, answer, 400, "BadRequestException")
+    status, answer = call(lake, "DELETE", "/v1/config")
+    error_of(status, answer, 405, "MethodNotAllowedException")
+    status, answer = call(lake, "GET", "/v1/nothing/here")
+    error_of(status, answer, 404, "NoSuchEndpointException")
+    status, answer = call(lake, "POST", "/v1/transactions/commit", {"table-changes": [{"requirements": [], "updates": []}]})
+    error_of(status, answer, 400, "BadRequestException")
+
+
+def test_register_points_a_table_at_a_metadata_file_of_its_branch(lake: Served) -> None:
+    repo = lake.repo()
+    made = make_table(lake, repo.id, "main", "t")
+    location = made["metadata-location"]
+    assert location.startswith(f"s3://{repo.id}/main/db/t/metadata/")
+    status, body = call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/register",
+                        {"name": "again", "metadata-location": location})
+    assert status == 200 and body["metadata"]["table-uuid"] == made["metadata"]["table-uuid"], body
+    status, body = call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/register",
+                        {"name": "again", "metadata-location": location})
+    error_of(status, body, 409, "AlreadyExistsException")
+    for bad in ("s3://other-repo/main/x.json", "http://elsewhere/x.json", "db/../x", "db/none.metadata.json"):
+        status, body = call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/register",
+                            {"name": "bad", "metadata-location": bad})
+        error_of(status, body, 400, "BadRequestException")
+
+    # A file the catalog did not write, lacking what an update needs: the update is refused, not a crash.
+    repo.branch("main").object("db/sparse.metadata.json").upload(
+        json.dumps({"table-uuid": "u-1", "schemas": [SCHEMA], "format-version": 2}).encode())
+    status, body = call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/register",
+                        {"name": "sparse", "metadata-location": "db/sparse.metadata.json"})
+    assert status == 200, body
+    status, body = call(lake, "POST", table_path(repo.id, "main", "sparse"),
+                        {"requirements": [], "updates": [{"action": "set-snapshot-ref", "ref-name": "main",
+                                                          "type": "branch", "snapshot-id": 1}]})
+    assert "set-snapshot-ref" in error_of(status, body, 400, "BadRequestException")
