@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from itertools import islice
 
-from lakemount.api.branches import repo_of
-from lakemount.api.context import Ctx, json_response
+from lakemount.api.context import Ctx, json_response, repo_of
 from lakemount.api.errors import bad_request
 from lakemount.api.pagination import page
 from lakemount.api.routing import AMOUNT, Param, operation
