@@ -20,6 +20,7 @@ from lakemount.config import Config, load
 if TYPE_CHECKING:
     from lakemount.actions.network import WebhookPolicy
     from lakemount.actions.runner import HookLimits
+    from lakemount.audit.log import AuditLog
     from lakemount.auth.store import SqlAuthStore
     from lakemount.block.router import RouterAdapter
     from lakemount.block.trash import TrashFallbackAdapter
@@ -231,7 +232,26 @@ class App:
             webhooks=self.webhook_policy, hook_limits=self.hook_limits, max_comments=self.config.pulls.max_comments,
             changes=self.metastore,
             cache=self.cache,
+            observer=self.audit.versioning if self.audit is not None else None,
         )
+
+    @cached_property
+    def audit(self) -> AuditLog | None:
+        """This process's audit log (``audit.*``), None when ``audit.enabled`` is false; raises ``ConfigError``."""
+        from lakemount.errors import ConfigError
+
+        section = self.config.audit
+        if not section.enabled:
+            return None
+        if not section.flush_s > 0:
+            raise ConfigError("audit.flush_s: must be positive", "audit.flush_s", "configuration")
+        if section.flush_records < 1:
+            raise ConfigError("audit.flush_records: must be at least 1", "audit.flush_records", "configuration")
+        from lakemount.audit.log import AuditLog
+
+        return AuditLog(self.adapter, lambda repo: self.catalog.repository(repo).storage_namespace,
+                        home=self.config.home, flush_s=section.flush_s, flush_records=section.flush_records,
+                        retention_days=section.retention_days)
 
     @cached_property
     def webhook_policy(self) -> WebhookPolicy:

@@ -236,6 +236,16 @@ class StagingConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditConfig:
+    """``audit``: the audit trail (``lakemount/audit/``): on or off, how often each process writes its records
+    (seconds, or as soon as this many wait), and how many days of partitions are kept (0: all)."""
+    enabled: bool = True
+    flush_s: float = 10.0
+    flush_records: int = 10_000
+    retention_days: int = 90
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """The whole configuration; ``home`` is ``LAKEMOUNT_HOME`` (not a key), the rest are sections."""
 
@@ -251,6 +261,7 @@ class Config:
     actions: ActionsConfig = field(default_factory=ActionsConfig)
     pulls: PullsConfig = field(default_factory=PullsConfig)
     staging: StagingConfig = field(default_factory=StagingConfig)
+    audit: AuditConfig = field(default_factory=AuditConfig)
 
     def sections(self) -> dict[str, Any]:
         """Every key as nested plain data (what a configuration file holding all of them would say)."""

@@ -225,7 +225,7 @@ def test_sections_are_frozen_dataclasses(tmp_path: Path) -> None:
     assert seen >= 15
     assert {f.name for f in dataclasses.fields(Config)} == {
         "home", "logging", "metadata", "blockstore", "gateways", "api", "cache", "mount", "auth", "actions", "pulls",
-        "staging",
+        "staging", "audit",
     }
 
 

@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Any, Final
 
 from lakemount.api import (  # noqa: F401 - importing a resource module registers its operations
+    audit,
     branches,
     commits,
     csrf,
@@ -37,6 +38,8 @@ from lakemount.api.context import Ctx, error_response, parse_query
 from lakemount.api.errors import ApiError, not_found, translate
 from lakemount.api.routing import OPERATIONS, Router
 from lakemount.app import App
+from lakemount.audit import context as audit_context
+from lakemount.audit.record import API
 from lakemount.auth.crypto import read_key_file
 from lakemount.auth.policies import Action
 from lakemount.errors import LakeMountError
@@ -51,6 +54,10 @@ log = logging.getLogger("lakemount.api")
 PREFIX: Final = "/api/v1"
 # Outside the lakeFS API (so not in its OpenAPI document), where lakeFS serves it too.
 METRICS_PATH: Final = "/metrics"
+# Data operations the audit trail records, one record per request when its status is known; the
+# versioning verbs (commit, merge, branches, ...) are recorded by the catalog itself (catalog/events.py).
+AUDITED: Final = frozenset({"statObject", "getObject", "headObject", "uploadObject", "deleteObject", "deleteObjects",
+                            "listObjects", "copyObject"})
 
 
 def server_key(app: App) -> str:
@@ -112,6 +119,8 @@ class ApiService:
     def __init__(self, app: App) -> None:
         self.app = app
         self.router = Router(OPERATIONS)
+        if app.audit is not None:
+            app.audit.start()  # counts at once the trail a killed process of this host left unwritten
 
     @cached_property
     def catalog(self) -> Any:
@@ -128,8 +137,10 @@ class ApiService:
     def handle(self, request: Request) -> Response:
         """Answer one request (never raises); ``Response.operation`` is its operationId, ``ui`` or ``metrics``."""
         name = ["unknown"]  # set by _handle once the request is routed
+        seen: list[Ctx] = []  # the request's context, once routed and authenticated
+        pending = audit_context.Pending()
         try:
-            response = self._handle(request, name)
+            response = self._handle(request, name, seen, pending)
         except ApiError as e:
             response = error_response(e)
         except LakeMountError as e:
@@ -142,7 +153,22 @@ class ApiService:
             log.exception("unexpected error serving %s %s", request.method, request.raw_path)
             response = error_response(ApiError(500, "internal error"))
         response.operation = name[0]
+        if seen and name[0] in AUDITED and self.app.audit is not None:
+            self._record(seen[0], pending, response)
         return response
+
+    def _record(self, ctx: Ctx, pending: audit_context.Pending, response: Response) -> None:
+        """One audit record of a data operation (refused and failed ones too)."""
+        assert self.app.audit is not None
+        op = ctx.op.operation_id
+        path = pending.path or ctx.q("path") or ctx.q("dest_path") or ctx.q("prefix") or ""
+        nbytes = pending.bytes
+        if op == "getObject" and response.status < 300:
+            nbytes = response.content_length()
+        self.app.audit.record(repo=ctx.params.get("repository", ""), op=op,
+                              ref=pending.ref or ctx.params.get("ref") or ctx.params.get("branch") or "",
+                              commit=pending.commit, path=path, nbytes=nbytes, status=response.status,
+                              user=ctx.user or "", frontend=API, client=ctx.request.client)
 
     def _logged_in(self, cookie: str | None) -> bool:
         """Whether the ``Cookie`` header carries a valid session (not forged, expired, or of a deleted user)."""
@@ -154,7 +180,7 @@ class ApiService:
             return False
         return True
 
-    def _handle(self, request: Request, name: list[str]) -> Response:
+    def _handle(self, request: Request, name: list[str], seen: list[Ctx], pending: audit_context.Pending) -> Response:
         path = request.raw_path
         if path == METRICS_PATH and self.app.config.api.metrics:
             name[0] = "metrics"
@@ -184,7 +210,9 @@ class ApiService:
             csrf.check(request.method, request.header("authorization"), request.header("cookie"),
                        request.header(csrf.HEADER))
         ctx.check_query()
-        result = op.func(ctx)
+        seen.append(ctx)
+        with audit_context.acting(audit_context.Actor(ctx.user or "", API, request.client), pending):
+            result = op.func(ctx)
         assert isinstance(result, Response)
         return result
 
@@ -193,4 +221,8 @@ class ApiService:
         if request.method not in ("GET", "HEAD"):
             raise ApiError(405, f"method {request.method} not allowed here", (("Allow", "GET, HEAD"),))
         text = metrics.exposition(self.app.config.home)
+        if self.app.audit is not None:
+            from lakemount.audit.log import render_metrics
+
+            text += render_metrics(self.app.config.home)
         return Response(200, [("Content-Type", metrics.CONTENT_TYPE), ("Cache-Control", "no-store")], text.encode())

@@ -16,6 +16,7 @@ from lakemount.api.models import object_json
 from lakemount.api.pagination import page
 from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.api.upload import receive_object
+from lakemount.audit.context import note
 from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import MAX_KEY_BYTES, encode_new_path
 from lakemount.catalog.model import has_data, object_view, upload_entry
@@ -68,6 +69,13 @@ def _user_meta(entry: Any) -> list[tuple[str, str]]:
     return user_metadata(object_view(entry).metadata)
 
 
+def _resolve(ctx: Ctx, repo: str) -> Any:
+    """The request's ref, resolved once (the audit trail records the commit it named)."""
+    resolved = ctx.catalog.resolve(repo, ctx.params["ref"])
+    note(commit=resolved.commit_id)
+    return resolved
+
+
 def _stats(ctx: Ctx, repo_rec: Any, path: str, entry: Any) -> dict[str, Any]:
     out = object_json(ctx.catalog, repo_rec, path, entry)
     out["metadata"] = dict(_user_meta(entry))
@@ -84,7 +92,7 @@ def stat_object(ctx: Ctx) -> Response:
     repo_rec = ctx.catalog.repository(repo)
     presign = _presigning(ctx, repo_rec)
     path = check_path(ctx.q_required("path"))
-    entry = ctx.catalog.stat(repo, ctx.params["ref"], path)
+    entry = ctx.catalog.stat(repo, _resolve(ctx, repo), path)  # _resolve: the audit trail notes the commit
     out = _stats(ctx, repo_rec, path, entry)
     if not ctx.q_bool("user_metadata", True):  # as lakeFS: asked not to, an empty map
         out["metadata"] = {}
@@ -114,6 +122,7 @@ def _read(ctx: Ctx, *, with_body: bool) -> Response:
     path = check_path(ctx.q_required("path"))
     # The ref and the entry in one step: on a branch, one ref-store statement (Catalog.lookup).
     resolved, entry = ctx.catalog.lookup(repo_rec, ctx.params["ref"], path)
+    note(commit=resolved.commit_id)
     if entry is None:
         raise ObjectNotFound(f"{repo}/{resolved.expr}/{path}")
     if presign and _has_data(entry):
@@ -173,12 +182,13 @@ def upload_object(ctx: Ctx) -> Response:
     encode_new_path(path)  # the catalog's key rule, before the body is read
     cat = ctx.catalog
     repo_rec = cat.repository(repo)
-    cat.get_branch(repo, branch)
+    note(commit=cat.get_branch(repo, branch).commit_id)
     # Refused before the body is read: a tag or a protected branch takes no upload (the staging would refuse it after).
     cat.writable_branch(repo, branch)
     exclusive = (ctx.request.header("if-none-match") or "").strip() == "*"
     meta = metadata_from_headers(ctx.request, META_HEADER)
     stored = receive_object(ctx.request, cat, repo_rec)
+    note(nbytes=stored.size)
     entry = upload_entry(stored.address, stored.size, stored.md5, path, stored.content_type, meta)
     entry = cat.stage_upload(repo, branch, path, entry, if_absent=exclusive)
     return json_response(201, _stats(ctx, repo_rec, path, entry))
@@ -233,7 +243,7 @@ def list_objects(ctx: Ctx) -> Response:
     presign = _presigning(ctx, repo_rec)
     n = ctx.page_size()
     with_meta = ctx.q_bool("user_metadata", True)
-    items = list(cat.list(repo, ctx.params["ref"], ctx.q("prefix") or "", delimiter=ctx.q("delimiter") or "",
+    items = list(cat.list(repo, _resolve(ctx, repo), ctx.q("prefix") or "", delimiter=ctx.q("delimiter") or "",
                           after=ctx.q("after") or "", limit=n + 1))
     more = len(items) > n
     items = items[:n]

@@ -126,6 +126,12 @@ COMPONENTS: Final[dict[str, S]] = {
         mtime=nullable(INT), force=BOOL,
     ),
     "ObjectStatsList": listing("ObjectStats"),
+    "AuditRecord": obj(
+        ["id", "time", "seq", "user", "frontend", "repo", "ref", "commit", "path", "op", "bytes", "status"], closed=False,
+        id=STR, time=STR, timestamp={"type": "number"}, seq=INT, user=STR, frontend=STR, client=STR, repo=STR, ref=STR,
+        commit=STR, path=STR, op=STR, bytes=INT, status=INT, uid=INT, process=STR, pid=INT, host=STR, detail=STR,
+    ),
+    "AuditRecordList": listing("AuditRecord"),
     "ObjectCopyCreation": obj(["src_path"], src_path=STR, src_ref=STR, force=BOOL, shallow=BOOL),
     "PathList": obj(["paths"], paths={"type": "array", "items": STR}),
     "ObjectError": obj(["status_code", "message"], closed=False, status_code=INT, message=STR, path=STR),

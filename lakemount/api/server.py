@@ -23,7 +23,7 @@ from typing import Any, Final
 from lakemount.config import Config
 from lakemount.errors import InvalidArgument
 from lakemount.serving import metrics, workers
-from lakemount.serving.workers import STOP_GRACE, WorkerPool, bind, settle_worker_heap
+from lakemount.serving.workers import STOP_GRACE, WorkerPool, bind, exit_cleanly_on_sigterm, settle_worker_heap
 
 log = logging.getLogger("lakemount.api")
 
@@ -82,6 +82,7 @@ def _worker(config: Config, settings: ApiSettings, sock: socket.socket) -> None:
     from lakemount.serving.protocol import limited_protocol
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_cleanly_on_sigterm()
     # A listing holds the GIL for milliseconds; with the default 5 ms switch
     # interval, a stat waiting behind it waited that long.  In api_bench (8
     # clients, loaded 2-core machine) 0.5 ms took the 1,000-entry listing's p99

@@ -7,7 +7,7 @@ it, and any matching ``Deny`` wins over every ``Allow``.
 
 Built-in roles (always present, cannot be changed or deleted):
 
-- ``Admin``: every action on every resource, the only role with ``ImportFromStorage``
+- ``Admin``: every action on every resource, the only role with ``ImportFromStorage`` and ``AuditRead``
   (an import reads what the server's own rights reach; attach a policy allowing it,
   per repository, to let others import).
 - ``Developer``: like lakeFS's FSFullAccess, every repository action
@@ -51,6 +51,9 @@ class Action(StrEnum):
     # server reads what its own rights reach, so this is granted apart from WriteRepo, by Admin only.
     IMPORT_FROM_STORAGE = "ImportFromStorage"
     MANAGE_USERS = "ManageUsers"  # users, credentials of others, policies
+    # Read a repository's audit trail (who read and changed what): Admin only by default, since it
+    # shows other users' activity.
+    AUDIT_READ = "AuditRead"
     MANAGE_OWN_CREDENTIALS = "ManageOwnCredentials"
 
 

@@ -29,7 +29,7 @@ from lakemount.actions.parser import ACTIONS_PREFIX, MAX_ACTION_FILE
 from lakemount.actions.runner import Actions, HookLimits
 from lakemount.actions.runs import MemoryRunStore, Run, RunStore
 from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks, content_addressed
-from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
+from lakemount.catalog.events import EventLog, Feed, MemoryEventLog, Observer
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.model import has_data
 from lakemount.catalog.paths import key_problem, printable
@@ -55,6 +55,8 @@ from lakemount.graveler.refexpr import ResolvedRef
 
 if TYPE_CHECKING:
     from lakemount.actions.network import WebhookPolicy
+    from lakemount.audit.record import AuditRecord
+    from lakemount.audit.table import Filter as AuditFilter
     from lakemount.cache.tiered import TieredCache
     from lakemount.catalog.confinement import Confinement
     from lakemount.catalog.refs import ChangeSource
@@ -154,6 +156,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         webhooks: WebhookPolicy | None = None, hook_limits: HookLimits | None = None, max_comments: int = MAX_COMMENTS,
         changes: ChangeSource | None = None,
         cache: TieredCache | None = None,
+        observer: Observer | None = None,
     ) -> None:
         """``confinement`` says which local locations imports and new repositories may use.
         ``runs``, ``pulls`` and ``events`` make the stores of hook runs, pull requests and the event
@@ -165,7 +168,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         the comments of one pull request; ``changes`` pushes other processes' branch changes
         (``watch_branches``; None: none are pushed).  ``cache`` is the node's cache, whose tiers keep
         the blocks of data objects that reads fetch (:mod:`~lakemount.catalog.blocks`); without it,
-        every read asks the block store."""
+        every read asks the block store.  ``observer`` hears every feed event (the audit trail)."""
         self.graveler = graveler
         self.adapter = adapter
         self.blocks = None if cache is None else CachedBlocks(adapter, cache.ram, cache.disk)
@@ -184,12 +187,13 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         self._hook_limits = hook_limits
         self._max_comments = max_comments
         self.changes = changes
+        self._observer = observer
 
     @property
     def feed(self) -> Feed:
         """The event feed of every repository (commits, merges, rules, hook runs, pull requests)."""
         if self._feed is None:
-            self._feed = Feed(self._make_events())
+            self._feed = Feed(self._make_events(), self._observer)
         return self._feed
 
     def _protection_changed(self, repo: str, patterns: list[str]) -> None:
@@ -233,6 +237,16 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
                 raise TooManyActionFiles(ref, most)
             chosen.append((item.path, e))
         return [(path, None if e.size > MAX_ACTION_FILE else self.read(r, e)) for path, e in chosen]
+
+    # ------------------------------------------------------------------ audit
+    def audit_records(self, repo: str, where: AuditFilter) -> Iterator[AuditRecord]:
+        """The audit records of ``repo`` that ``where`` keeps, oldest first (``lakemount/audit/table.py``).
+
+        Callers check ``AuditRead`` first.  Raises ``RepositoryNotFound`` and what the block store raises.
+        """
+        from lakemount.audit.table import query
+
+        return query(self.adapter, self.repository(repo).storage_namespace, where)
 
     # ------------------------------------------------------------------ data
     def physical_url(self, repo: Repository, address: str) -> str:

@@ -6,12 +6,17 @@ Every catalog operation that changes history or rules appends one
 operation succeeded.  Ids increase, so a reader resumes after the last id it
 saw (the API serves the feed as server-sent events with that id).  Appending
 is best effort: a failure is logged and never fails the operation it reports.
+
+The feed is also the one place the audit trail hears of versioning verbs: every
+verb that changes history, refs or rules already reports here, in every front
+end, so an ``observer`` (``AuditLog.versioning``) sees each exactly once.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -19,8 +24,11 @@ log = logging.getLogger("lakemount.catalog.events")
 
 KINDS: Final = (
     "commit", "merge", "revert", "cherry-pick", "branch-created", "branch-deleted", "tag-created", "tag-deleted",
-    "protection", "hook-run", "pull-request", "pull-request-comment", "pull-request-approval",
+    "protection", "hook-run", "pull-request", "pull-request-comment", "pull-request-approval", "reset",
 )
+
+# Told of each event after it is appended: (repo, branch, kind, payload); must not block.
+Observer = Callable[[str, str, str, dict[str, Any]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +70,9 @@ class MemoryEventLog:
 class Feed:
     """Appends events, best effort."""
 
-    def __init__(self, log_: EventLog) -> None:
+    def __init__(self, log_: EventLog, observer: Observer | None = None) -> None:
         self.log = log_
+        self.observer = observer
 
     def emit(self, repo: str, branch: str, kind: str, **payload: Any) -> None:
         """Append an event; a failing store is logged, never raised."""
@@ -71,6 +80,11 @@ class Feed:
             self.log.append(repo, branch, kind, payload, time.time())
         except Exception as exc:  # the operation this reports already happened
             log.warning("event feed: could not record %s on %s/%s: %s", kind, repo, branch, exc)
+        if self.observer is not None:
+            try:
+                self.observer(repo, branch, kind, payload)
+            except Exception as exc:  # the operation this reports already happened
+                log.warning("event feed: observer failed on %s: %s", kind, exc)
 
     def read(self, repo: str, *, branch: str | None = None, after: int = 0, limit: int = 100) -> list[FeedEvent]:
         """Events of ``repo`` (and ``branch``) after id ``after``, oldest first."""

@@ -190,6 +190,8 @@ class HistoryVerbs(RefVerbs):
         self.graveler.reset(
             repo, branch, prefix=None if prefix is None else _key(prefix), key=None if path is None else _key(path)
         )
+        self.feed.emit(repo, branch, "reset", **({"prefix": prefix} if prefix is not None else {}),
+                       **({"path": path} if path is not None else {}))
 
     def hard_reset(self, repo: str, branch: str, ref: str, *, committer: str = "lakemount") -> Commit:
         """Point ``branch`` at the commit ``ref`` names (lakeFS's hard reset), returning it; ``DirtyBranch`` if the

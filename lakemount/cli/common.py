@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -136,7 +137,28 @@ class Ctx:
             from lakemount.app import App
 
             self._app = App.from_config(self.config_path)
+            from lakemount.audit.context import Actor, act_as
+            from lakemount.audit.record import CLI
+
+            # What this process does is done by the local account that runs it (no access key in local mode).
+            act_as(Actor(local_user(), CLI))
         return self._app
+
+    def audit(self, repo: str, op: str, ref: str, path: str, *, nbytes: int = 0, commit: str = "", detail: str = "") -> None:
+        """One audit record of a data verb (versioning verbs are recorded by the catalog itself)."""
+        log = self.app.audit
+        if log is not None:
+            log.record(repo=repo, op=op, ref=ref, commit=commit, path=path, nbytes=nbytes, detail=detail)
+
+
+def local_user() -> str:
+    """The local account running this process (``uid:N`` when it has no name)."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return f"uid:{os.getuid()}"
 
 
 def json_option(f: F) -> F:

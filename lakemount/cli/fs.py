@@ -48,7 +48,9 @@ def ls(uri: str, recursive: bool) -> None:
     if prefix and not prefix.endswith("/"):
         prefix += "/"
     cat = ctx_obj().app.catalog
-    items = list(cat.list(u.repo, u.ref, prefix, delimiter="" if recursive else "/"))
+    resolved = cat.resolve(u.repo, u.ref)
+    items = list(cat.list(u.repo, resolved, prefix, delimiter="" if recursive else "/"))
+    ctx_obj().audit(u.repo, "ls", u.ref, prefix, commit=resolved.commit_id)
     rows = []
     lines = []
     for it in items:
@@ -78,6 +80,7 @@ def cat_(uri: str) -> None:
     if e.is_dir:
         raise InvalidArgument(f"{u} is a directory")
     repo = c.repository(u.repo)
+    ctx_obj().audit(u.repo, "cat", u.ref, path, nbytes=e.size, commit=ref.commit_id)
     if ctx_obj().as_json:
         data = c.read(repo, e)
         out: dict[str, object] = entry_json(path, e)
@@ -126,7 +129,9 @@ def stat_(uri: str) -> None:
     """Show an object's metadata."""
     u = parse_uri(uri, need_ref=True, need_path=True)
     assert u.ref
-    e = ctx_obj().app.catalog.stat(u.repo, u.ref, u.path)
+    resolved = ctx_obj().app.catalog.resolve(u.repo, u.ref)
+    e = ctx_obj().app.catalog.stat(u.repo, resolved, u.path)
+    ctx_obj().audit(u.repo, "stat", u.ref, u.path, commit=resolved.commit_id)
     j = entry_json(u.path, e)
     emit(j, [f"{k.replace('_', ' ').capitalize() + ':':<20}{v}" for k, v in j.items()])
 
@@ -169,6 +174,8 @@ def upload(uri: str, source: str, recursive: bool, content_type: str | None) -> 
                     f"(uncommitted), the rest are not; 'lakemount diff {branch}' lists them, "
                     f"'lakemount reset {u}' drops them"
                 ) from None
+        ctx_obj().audit(u.repo, "upload", u.ref, base, nbytes=sum(int(d["size_bytes"]) for d in done),
+                        commit=ref.commit_id, detail=f'{{"files": {len(done)}}}')
         emit(done, f"Uploaded {len(done)} files to {u}")
         return
     if not u.path:
@@ -181,6 +188,7 @@ def upload(uri: str, source: str, recursive: bool, content_type: str | None) -> 
     else:
         with progress(size, "upload", "B") as bar, _Counted(source, bar.update) as f:
             e = c.put(u.repo, u.ref, u.path, f, content_type=kind)
+    ctx_obj().audit(u.repo, "upload", u.ref, u.path, nbytes=e.size)
     emit(entry_json(u.path, e), f"Path: {u.path}\nSize: {e.size} bytes\nChecksum: {e.etag}")
 
 
@@ -348,9 +356,11 @@ def rm(uri: str, recursive: bool) -> None:
         if not paths:
             raise NotFound(f"nothing under {u}")
         c.apply(u.repo, u.ref, [(p, None) for p in paths])
+        ctx_obj().audit(u.repo, "rm", u.ref, prefix, detail=f'{{"files": {len(paths)}}}')
         emit({"deleted": len(paths)}, f"Deleted {len(paths)} objects under {u}")
         return
     c.delete(u.repo, u.ref, u.path)
+    ctx_obj().audit(u.repo, "rm", u.ref, u.path)
     emit({"deleted": u.path}, f"Deleted {u.path}")
 
 

@@ -276,7 +276,7 @@ class FuseOperations(pyfuse3.Operations):
     # ------------------------------------------------------------------ directories
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
         await self._allow(ctx, inode)
-        fh = await self._call(self.fs.opendir, inode, fast=True)
+        fh = await self._call(self.fs.opendir, inode, _caller(ctx), fast=True)
         # An immutable directory's entries may stay in the kernel's cache (cache_readdir).
         if self._kflags and self._guard(self.fs.dir_cacheable, fh):
             self.fs.metrics.add("kernel_cached_dir_opens")

@@ -63,6 +63,7 @@ from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import BlockAdapter
 from lakemount.fuse import control
 from lakemount.fuse.attributes import Attributes
+from lakemount.fuse.auditing import MountAudit
 from lakemount.fuse.directories import READDIR_BATCH, Directories
 from lakemount.fuse.handles import Handles
 from lakemount.fuse.inodes import ROOT_INODE, Kind, Node
@@ -99,6 +100,7 @@ class FileSystem:
         options: MountOptions,
         *,
         cache_stats: Callable[[], dict[str, dict[str, int]]] | None = None,
+        audit: MountAudit | None = None,
     ) -> None:
         self.catalog = catalog
         self.options = options
@@ -116,6 +118,7 @@ class FileSystem:
         self.saver = Saver(state, self.scopes, self.tree)
         self.scan = ScanAhead(state, self.tree)
         self.handles = Handles(state, self.scopes, self.tree, self.saver, self.scan, self.control)
+        self.handles.audit = self.audit = audit
         self.metadata = Metadata(state, self.scopes, self.tree, self.attrs, self.saver)
         self.namespace = Namespace(state, self.scopes, self.tree, self.attrs, self.handles)
         os.makedirs(options.spool_dir, exist_ok=True)
@@ -167,9 +170,14 @@ class FileSystem:
         return self.tree.getattr(ino)
 
     # ================================================================== directories
-    def opendir(self, ino: int) -> int:
-        """Open directory ``ino``; ENOTDIR for anything else."""
-        return self.directories.opendir(ino)
+    def opendir(self, ino: int, caller: Caller | None = None) -> int:
+        """Open directory ``ino``; ENOTDIR for anything else.  A listing of a ref's directory is one audit record."""
+        fh = self.directories.opendir(ino)
+        if self.audit is not None and caller is not None:
+            node = self.state.node(ino)
+            if node.kind == Kind.DIR:
+                self.audit.record(node, caller, "list", path=node.path + "/" if node.path else "")
+        return fh
 
     def dir_cacheable(self, fh: int) -> bool:
         """True if the kernel may keep the listing of directory handle ``fh`` (an immutable ref's directory)."""
@@ -302,4 +310,8 @@ class FileSystem:
                 "scopes": len(self.scopes),
             }
 
-        return self.metrics.render(self._cache_stats() if self._cache_stats else None, gauges)
+        text = self.metrics.render(self._cache_stats() if self._cache_stats else None, gauges)
+        if self.audit is not None:  # the same names as the API's /metrics (audit/log.py)
+            text += "".join(f"# TYPE lakemount_{k}_total counter\nlakemount_{k}_total {v}\n"
+                            for k, v in self.audit.log.stats().items())
+        return text

@@ -12,6 +12,7 @@ scope is re-resolved so the mount shows the new head.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import logging
@@ -19,8 +20,11 @@ import os
 import time
 from dataclasses import dataclass
 
+from lakemount.audit.context import Actor, acting
+from lakemount.audit.record import MOUNT
 from lakemount.errors import LakeMountError
 from lakemount.fuse import control
+from lakemount.fuse.auditing import MountAudit
 from lakemount.fuse.errno import FsError
 from lakemount.fuse.inodes import Kind, Node
 from lakemount.fuse.reader import ObjectRef, ReadState
@@ -45,6 +49,9 @@ class FileHandle:
     read_state: ReadState = dataclasses.field(default_factory=ReadState)
     content: bytes | None = None  # control files: a snapshot taken at open
     uid: int = 0  # who opened it (a control write's committer)
+    pid: int = 0  # the process that opened it (the audit record's)
+    read_bytes: int = 0  # counted for the handle's audit record, written at release
+    written_bytes: int = 0
 
 
 class Handles:
@@ -67,6 +74,7 @@ class Handles:
         self.controls = controls
         self.table = state.table
         self.metrics = state.metrics
+        self.audit: MountAudit | None = None  # set by the FileSystem when the trail is on
         self._handles: dict[int, FileHandle] = {}
 
     def __len__(self) -> int:
@@ -106,6 +114,8 @@ class Handles:
         assert scope is not None
         if truncate:
             self.state.io()
+        if self.audit is not None:  # the process's name while it is alive (a short one is gone by release)
+            self.audit.process(caller.pid)
         fh = self.state.new_fh()
         # Register the handle first, under the node's lock: the kernel sends
         # RELEASE asynchronously, and a release that found no open handle
@@ -118,7 +128,7 @@ class Handles:
             identity = entry.identity() if entry is not None and node.dirty is None else node.page_identity
             keep = scope.stable or (identity is not None and identity == node.page_identity and not truncate)
             node.page_identity = identity
-            self._handles[fh] = FileHandle(fh, node, writable, None, uid=caller.uid)
+            self._handles[fh] = FileHandle(fh, node, writable, None, uid=caller.uid, pid=caller.pid)
         if truncate:
             try:
                 dirty = self.saver.ensure_dirty(node, keep=False)
@@ -194,6 +204,7 @@ class Handles:
                 data = cached
             reader.advise(obj, handle.read_state, offset, size)
         self.metrics.add("read_bytes", len(data))
+        handle.read_bytes += len(data)
         return data
 
     @op("write")
@@ -212,6 +223,7 @@ class Handles:
             if node.entry is not None:
                 node.entry = with_changes(node.entry, mtime_ns=time.time_ns())
         self.metrics.add("written_bytes", n)
+        handle.written_bytes += n
         return n
 
     def _write_control(self, node: Node, data: bytes, uid: int) -> int:
@@ -219,8 +231,11 @@ class Handles:
         if scope is None or node.control not in control.WRITABLE:
             raise FsError(errno.EACCES)
         self.state.io()
+        # A commit, merge or reset written to a control file is the audit trail's record of this uid.
+        actor = Actor(self.audit.user(uid), MOUNT) if self.audit is not None else None
         try:
-            outcome = self.controls.write(scope, node.control, data, uid)
+            with acting(actor) if actor is not None else contextlib.nullcontext():
+                outcome = self.controls.write(scope, node.control, data, uid)
         finally:
             self.metrics.add(f"control_{node.control}")
         if outcome.content_changed or outcome.head_moved:
@@ -263,11 +278,16 @@ class Handles:
             node.opens = max(0, node.opens - 1)
             if handle.writable:
                 node.writers = max(0, node.writers - 1)
+        status = 200
         if handle.writable and node.dirty is not None and node.dirty.modified:
             try:
                 self.saver.save(node)
             except (LakeMountError, OSError) as exc:
                 log.error("saving %s on release failed: %s", node.path, exc)
+                status = 500
+        if self.audit is not None and node.kind == Kind.FILE:
+            self.audit.record(node, Caller(handle.uid, 0, handle.pid), "write" if handle.written_bytes else "read",
+                              nbytes=handle.written_bytes or handle.read_bytes, status=status)
         if node.dirty is not None:
             self.saver.drop_dirty_if_idle(node)
         self.table.drop_if_dead(node)

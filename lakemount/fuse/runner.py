@@ -179,8 +179,16 @@ def prepare_mountpoint(home: str, mountpoint: str) -> str:
 
 def build_filesystem(app: App, options: MountOptions) -> FileSystem:
     """Wire a filesystem core from the composition root's stores and caches."""
+    from lakemount.fuse.access import parse_users
+    from lakemount.fuse.auditing import MountAudit
+
     cache = app.cache
-    return FileSystem(app.catalog, app.catalog.adapter, cache.ram, cache.disk, options, cache_stats=cache.stats)
+    audit = None
+    if app.audit is not None:
+        app.audit.start()  # counts, at once, the trail a crashed mount of this host left unwritten
+        audit = MountAudit(app.audit, parse_users(app.config.mount.users, owners=frozenset({os.getuid()})))
+    return FileSystem(app.catalog, app.catalog.adapter, cache.ram, cache.disk, options, cache_stats=cache.stats,
+                      audit=audit)
 
 
 def mount_options(

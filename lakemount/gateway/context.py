@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lakemount.audit.context import note
 from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import Catalog, encode_new_path
 from lakemount.catalog.model import ResolvedRef
@@ -113,9 +114,11 @@ class Ctx:
         (``s3://repo/mian/x``) reads as such, as it does for a write.
         """
         try:
-            return self.services.catalog.resolve(target.repo, ref)
+            resolved = self.services.catalog.resolve(target.repo, ref)
         except NotFound:
             raise self.no_such_ref(target, ref, key) from None
+        note(ref=ref, commit=resolved.commit_id)
+        return resolved
 
     def no_such_ref(self, target: Target, ref: str, key: str | None = None) -> S3Error:
         """NoSuchKey naming ``ref`` as what is missing (see ``resolve_ref``)."""
@@ -149,8 +152,11 @@ class Ctx:
 
     def writable_branch(self, target: Target, ref: str, key: str) -> str:
         """The branch a write of ``key`` goes to; NoSuchKey naming the branch if there is none."""
+        catalog = self.services.catalog
         try:
-            return self.services.catalog.writable_branch(target.repo.name, ref)
+            resolved = catalog.resolve(target.repo.name, ref)
+            note(ref=ref, commit=resolved.commit_id)
+            return catalog.writable_branch(target.repo.name, resolved)
         except NotFound:
             raise s3_error("NoSuchKey", f"no branch {ref!r} in repository {target.repo.name}", Key=key) from None
 

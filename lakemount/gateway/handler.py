@@ -15,6 +15,8 @@ import unicodedata
 from urllib.parse import unquote_to_bytes
 
 from lakemount.app import App
+from lakemount.audit import context as audit_context
+from lakemount.audit.record import GATEWAY
 from lakemount.errors import LakeMountError
 from lakemount.gateway import routing
 from lakemount.gateway.access import ANONYMOUS, Access, Principal
@@ -29,6 +31,14 @@ log = logging.getLogger("lakemount.gateway")
 
 
 HOST_ID = "lakemount"
+
+# Operations the audit trail records (one record per request, written when the response is known),
+# with whether they change data; bucket-level housekeeping (ACL, location, uploads' parts) is not data access.
+AUDITED = {
+    "GetObject": False, "HeadObject": False, "ListObjects": False, "ListObjectsV2": False,
+    "PutObject": True, "CopyObject": True, "DeleteObject": True, "DeleteObjects": True,
+    "CompleteMultipartUpload": True,
+}
 
 
 def _bad_uri() -> S3Error:
@@ -54,6 +64,9 @@ class S3Gateway:
     def __init__(self, app: App, settings: GatewaySettings) -> None:
         self.app = app
         self.settings = settings
+        self.audit = app.audit
+        if self.audit is not None:
+            self.audit.start()  # counts at once the trail a killed process of this host left unwritten
         self.services = Services(
             catalog=app.catalog,
             access=Access(app.auth),
@@ -96,6 +109,8 @@ class S3Gateway:
         request_id = secrets.token_hex(8).upper()
         bucket = key = None
         name = "unknown"
+        ctx: Ctx | None = None
+        pending = audit_context.Pending()
         try:
             vhost, bucket, key = self.locate(req)
             # Routed before authenticating so that a refused request is still
@@ -110,7 +125,8 @@ class S3Gateway:
             ctx = Ctx(self.services, req, principal, bucket, key, request_id)
             if principal is ANONYMOUS and not routing.anonymous_allowed(op):
                 raise S3Error("AccessDenied", "Access Denied", 403)
-            response = op(ctx)
+            with audit_context.acting(audit_context.Actor(ctx.user, GATEWAY, req.client), pending):
+                response = op(ctx)
         except ClientDisconnected:
             log.info("client %s went away during %s %s", req.client, req.method, req.raw_path)
             response = Response(400, [], b"")
@@ -133,7 +149,32 @@ class S3Gateway:
         response.headers.append(("x-amz-id-2", HOST_ID))
         response.headers.append(("Server", "lakemount"))
         response.operation = name
+        if self.audit is not None and ctx is not None and name in AUDITED:
+            self._record(ctx, name, pending, response)
         return response
+
+    def _record(self, ctx: Ctx, name: str, pending: audit_context.Pending, response: Response) -> None:
+        """One audit record of an object or listing request, refused ones too (when the bucket was found)."""
+        target = ctx._target
+        if target is None or self.audit is None:
+            return
+        req = ctx.req
+        if name.startswith("List"):  # the prefix within the ref (a repository bucket's keys start with the ref)
+            path = target.split(req.query.get("prefix", ""))[1]
+        else:
+            path = pending.path or (target.split(ctx.key)[1] if ctx.key else "")
+        if pending.bytes:
+            nbytes = pending.bytes
+        elif name == "GetObject" and response.status < 300:
+            nbytes = response.content_length()
+        elif name == "PutObject":
+            text = req.header("x-amz-decoded-content-length") or req.header("content-length") or "0"
+            nbytes = int(text) if text.isdigit() else 0
+        else:
+            nbytes = 0
+        ref = pending.ref or (target.split(ctx.key)[0] if ctx.key else target.ref or "")
+        self.audit.record(repo=target.repo.name, op=name, ref=ref, commit=pending.commit, path=path, nbytes=nbytes,
+                          status=response.status, user=ctx.user, frontend=GATEWAY, client=req.client)
 
     def error_response(self, req: Request, err: S3Error, request_id: str) -> Response:
         if err.http_status >= 500:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Final
 
+from lakemount.audit.context import note
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import Entry
 from lakemount.errors import InvalidArgument, NotFound
@@ -112,5 +113,6 @@ def _ref_items(
         resolved = catalog.resolve(repo, ref)
     except (NotFound, InvalidArgument):
         return  # a prefix naming no ref lists nothing
+    note(ref=ref, commit=resolved.commit_id)
     for item in catalog.list(repo, resolved, path_prefix, delimiter=delimiter, after=path_after, limit=limit):
         yield head + item.path, item.entry

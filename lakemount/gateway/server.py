@@ -27,7 +27,14 @@ from typing import Any
 from lakemount.config import Config
 from lakemount.gateway.settings import GatewaySettings
 from lakemount.serving import metrics, workers
-from lakemount.serving.workers import RESTART_BACKOFF, STOP_GRACE, WorkerPool, bind, settle_worker_heap
+from lakemount.serving.workers import (
+    RESTART_BACKOFF,
+    STOP_GRACE,
+    WorkerPool,
+    bind,
+    exit_cleanly_on_sigterm,
+    settle_worker_heap,
+)
 
 log = logging.getLogger("lakemount.gateway")
 
@@ -97,6 +104,7 @@ def _worker(config: Config, settings: GatewaySettings, sock: socket.socket) -> N
     # Ctrl-C reaches the whole process group; the supervisor stops workers
     # with SIGTERM, so a worker ignores SIGINT instead of dying mid-request.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_cleanly_on_sigterm()
 
     _configure_logging(config)
     app = build_asgi(config, settings)

@@ -36,6 +36,7 @@ from functools import partial
 from typing import Any, Final
 
 from lakemount.app import App
+from lakemount.audit.record import JOBS
 from lakemount.catalog.confinement import split_location
 from lakemount.catalog.model import decode_value, prefix_end
 from lakemount.catalog.storage import read_table
@@ -381,4 +382,7 @@ def export_objects(
         app.catalog.adapter.put(dest.url(f"{MANIFEST_DIR}/manifest.json"), body)
     elapsed = time.monotonic() - started
     summary["timings"] = {**timings, "total": round(elapsed, 3)}
+    if app.audit is not None:  # one record per job, with its counts
+        app.audit.record(repo=repo, op="export", ref=ref, commit=commit.id, path=pkey.decode(), nbytes=stats["bytes"],
+                         frontend=JOBS, detail=json.dumps({"target": str(dest), "files": stats["files"], "failed": stats["failed"]}))
     return summary

@@ -640,6 +640,11 @@ def run_gc(
         out.update({k: v for k, v in swept.items() if k != "kept"})
         out["kept"] = {**out.get("kept", {}), **swept["kept"]}
     job.prune_marks()
+    if not mark_only and not dry_run:
+        # The audit table's partitions past audit.retention_days (the writers expire them too, hourly).
+        from lakemount.audit.table import expire
+
+        out["audit_files_expired"] = expire(app.catalog.adapter, job.ns, app.config.audit.retention_days)
     out["engine"] = job.ran_on
     out["warnings"] = warnings
     out["timings"] = {**job.timings, "total": round(time.monotonic() - started, 3)}

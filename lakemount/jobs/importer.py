@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import json
 import os
 import stat
 import time
@@ -45,6 +46,7 @@ from functools import partial
 from typing import Any, Final
 
 from lakemount.app import App
+from lakemount.audit.record import JOBS
 from lakemount.catalog.catalog import MAX_KEY_BYTES, SOURCE_MTIME_KEY
 from lakemount.catalog.confinement import ImportSource
 from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, prefix_end
@@ -537,4 +539,7 @@ def import_objects(
     report["timings"] = {**timings, "total": round(elapsed, 3)}
     work = timings.get("plan", 0.0) + timings.get("import", 0.0)
     report["objects_per_second"] = round(stats["objects"] / work) if work > 0 else None
+    if app.audit is not None:  # one record per job, with its counts (the records of its tasks would be millions)
+        app.audit.record(repo=repo, op="import", ref=branch, commit=(report["commit"] or {}).get("id", ""), path=prefix,
+                         nbytes=stats["bytes"], frontend=JOBS, detail=json.dumps({"source": source.url, "engine": ran_on, **stats}))
     return report

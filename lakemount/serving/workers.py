@@ -68,6 +68,20 @@ def settle_worker_heap() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
 
+def exit_cleanly_on_sigterm() -> None:
+    """Call in a worker: the supervisor's SIGTERM ends it through ``SystemExit``, so exit handlers run.
+
+    uvicorn catches SIGTERM, shuts down, then raises the signal again under the
+    handler it found; with the default one the process died on the spot and
+    its exit handlers (the audit trail's last flush, ``audit/log.py``) never ran.
+    """
+
+    def on_term(_sig: int, _frame: Any) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
 class WorkerPool:
     """A supervisor of worker processes that all serve one inherited socket.
 

@@ -82,7 +82,7 @@ class PathFS:
 
     def listdir(self, path: str) -> list[str]:
         ino = self.ino(path)
-        fh = self._call(lambda: self.fs.opendir(ino))
+        fh = self._call(lambda: self.fs.opendir(ino, self.caller))
         names: list[str] = []
         try:
             pos = 0

@@ -17,6 +17,7 @@ import logging
 import threading
 from collections.abc import Iterator
 
+from lakemount.audit.context import note
 from lakemount.catalog.model import Repository, upload_entry
 from lakemount.catalog.s3state import Part, Upload
 from lakemount.errors import LakeMountError, UploadNotFound
@@ -105,6 +106,7 @@ def assemble(ctx: Ctx, upload: Upload, repo: Repository, parts: list[Part]) -> b
     etag = multipart_etag([p.etag for p in parts])
     entry = upload_entry(w.info.address, w.size, etag, upload.path, upload.content_type, upload.metadata)
     cat.stage_upload(upload.repo, upload.ref, upload.path, entry)
+    note(ref=upload.ref, path=upload.path, nbytes=w.size)
     ctx.services.uploads.record_layout(etag, [p.size for p in parts])
     leftovers: list[Part] = []
     with contextlib.suppress(UploadNotFound):  # a concurrent identical completion already cleaned up

@@ -8,6 +8,7 @@ stored headers.  The body is read through the catalog's cached data reads
 
 from __future__ import annotations
 
+from lakemount.audit.context import note
 from lakemount.auth.policies import Action
 from lakemount.catalog.model import Entry, object_view
 from lakemount.errors import NotFound
@@ -35,9 +36,10 @@ def find(ctx: Ctx) -> tuple[object, Entry]:
     ref, path = ctx.object_path(target, ctx.key)
     # The ref and the entry in one step: on a branch, one ref-store statement (Catalog.lookup).
     try:
-        _, entry = ctx.services.catalog.lookup(target.repo, ref, path)
+        resolved, entry = ctx.services.catalog.lookup(target.repo, ref, path)
     except NotFound:
         raise ctx.no_such_ref(target, ref) from None
+    note(ref=ref, commit=resolved.commit_id)  # the audit trail's record of this read
     version = ctx.query.get("versionId")
     if version not in (None, "", "null"):
         raise s3_error("NoSuchVersion", Key=ctx.key, VersionId=version)

@@ -275,7 +275,7 @@ function repoTabs(repo, ref) {
     link(route("r", repo, "tree", ref), "objects"), link(route("r", repo, "commits", ref), "commits"),
     link(route("r", repo, "compare", ref, ref), "compare"), link(route("r", repo, "pulls"), "pull requests"),
     link(route("r", repo, "actions"), "hook runs"), link(route("r", repo, "feed"), "live feed"),
-    link(route("r", repo, "settings"), "protection & GC"));
+    link(route("r", repo, "audit"), "audit"), link(route("r", repo, "settings"), "protection & GC"));
 }
 
 // ---- object browser ------------------------------------------------------------
@@ -362,8 +362,55 @@ async function objectPage(repo, ref, q) {
     el("div", {class: "crumbs"}, link(treeHash(repo, ref, dir), "← " + (dir || "/")), " ", el("strong", {id: "object-path"}, path)),
     el("p", {}, fmtSize(stat.size_bytes), " · ", stat.content_type || "", " · ", fmtTime(stat.mtime), " · ",
       el("a", {href: dataUrl, download: path.split("/").pop()}, "download"), " · ",
-      link(route("r", repo, "history", ref) + "?path=" + enc(path), "history")),
-    body);
+      link(route("r", repo, "history", ref) + "?path=" + enc(path), "history"), " · ",
+      link(route("r", repo, "audit") + "?path=" + enc(path), "who read / changed this")),
+    body, await whoTouched(repo, path));
+}
+
+// ---- audit trail ------------------------------------------------------------------
+// Paths and user names are shown as stored, with control characters escaped (\xNN), as the CLI shows them:
+// a name holding a newline or a terminal escape reads as what it is.
+function shown(s) {
+  return String(s).replace(/[\\\u0000-\u001f\u007f-\u009f\u2028\u2029]/g,
+    c => c === "\\" ? "\\\\" : "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0").slice(-4));
+}
+function auditRows(results) {
+  return results.map(r => el("tr", {class: "audit"}, el("td", {}, r.time.replace("T", " ").slice(0, 23)),
+    el("td", {class: "user"}, shown(r.user)), el("td", {}, r.frontend), el("td", {}, r.op), el("td", {}, String(r.status)),
+    el("td", {}, fmtSize(r.bytes)), el("td", {}, shown(r.ref) + (r.commit ? "@" + r.commit.slice(0, 12) : "")),
+    el("td", {class: "path"}, shown(r.path)), el("td", {class: "muted"}, r.pid >= 0 ? shown(r.process) + " pid " + r.pid : shown(r.client || ""))));
+}
+function auditTable(results, id) {
+  return el("table", {id}, el("tr", {}, ["time (UTC)", "user", "via", "operation", "status", "bytes", "ref", "path", "client"]
+    .map(h => el("th", {}, h))), auditRows(results));
+}
+// The last reads and changes of one object on its page; nothing (not an error) for a user without AuditRead.
+async function whoTouched(repo, path) {
+  try {
+    const d = await api("GET", route("repositories", repo, "audit"), {path, amount: 1000});
+    const mine = d.results.filter(r => r.path === path).slice(-20).reverse();
+    return el("div", {id: "who-touched"}, el("h3", {}, "Who read / changed this"),
+      mine.length ? auditTable(mine, "who-touched-table") : el("p", {class: "muted"}, "no audit records yet"));
+  } catch (e) {
+    return null;
+  }
+}
+async function auditPage(repo, q) {
+  const g0 = gen;  // drawn only if the user is still on this page
+  const after = q.get("after") || "";
+  const filters = {};
+  for (const k of ["path", "user", "op"]) if (q.get(k)) filters[k] = q.get(k);
+  const [data, ref] = await Promise.all([api("GET", route("repositories", repo, "audit"), {...filters, after, amount: 100}),
+                                         defaultBranch(repo)]);
+  const field = (k, label) => el("input", {id: "audit-" + k, name: k, placeholder: label, value: q.get(k) || ""});
+  const form = el("form", {id: "audit-filter", onsubmit: ev => {
+    ev.preventDefault();
+    const p = new URLSearchParams();
+    for (const k of ["path", "user", "op"]) { const v = form.querySelector("#audit-" + k).value; if (v) p.set(k, v); }
+    location.assign("#" + route("r", repo, "audit") + (p.toString() ? "?" + p : ""));
+  }}, field("path", "path prefix"), " ", field("user", "user"), " ", field("op", "operation"), " ", el("button", {type: "submit"}, "filter"));
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), el("h3", {}, "Audit trail ", el("span", {class: "muted"}, "(oldest first; the last seconds are still on their way)")),
+    form, auditTable(data.results, "audit"), pager(data, after, route("r", repo, "audit"), q, filters));
 }
 
 // ---- commits, history, diffs ---------------------------------------------------
@@ -928,6 +975,7 @@ async function renderPage() {
       const repo = parts[1], view = parts[2];
       if (view === "pulls") return await pullsPage(repo, q);
       if (view === "feed") return await feedPage(repo);
+      if (view === "audit") return await auditPage(repo, q);
       if (view === "actions") return await actionsPage(repo, q);
       if (view === "settings") return await settingsPage(repo);
     }

@@ -1,0 +1,305 @@
+"""The per-process audit log: a bounded buffer the request path appends to, and a thread that flushes it.
+
+:meth:`AuditLog.record` never blocks and never raises: it stamps the record
+and appends it to a deque (a full buffer drops it, counted).  A daemon
+thread writes the buffer as Parquet (``table.py``) every ``flush_s`` seconds,
+as soon as ``flush_records`` records wait, and at a clean exit; a store that
+fails drops that batch, counted, and the data path never notices.
+
+Crash accounting: a process that starts logging writes an open marker
+``<home>/run/audit/open/<host>-<pid>`` and removes it when it stops cleanly.
+A process that starts and finds the marker of a dead process of this host
+(kill -9, OOM) counts one lost interval -- at most ``flush_s`` seconds of that
+process's records were never written -- logs it, and removes the marker.
+Counters are published to ``<home>/run/audit/stats/<host>-<pid>.json`` at each
+flush, which ``/metrics`` sums (``render_metrics``) and a mount's
+``.lakefs/stats`` shows.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Final
+
+from lakemount.audit import context, table
+from lakemount.audit.record import AuditRecord
+from lakemount.graveler.ports import BlockAdapter
+
+log = logging.getLogger("lakemount.audit")
+
+# Records one process holds unflushed at most (beyond that they are dropped, counted).
+MAX_PENDING: Final = 100_000
+COUNTERS: Final = ("recorded", "written", "dropped", "lost_intervals")
+EXPIRE_EVERY: Final = 3600.0  # seconds between retention passes per repository
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run_dir(home: str) -> str:
+    """Where markers and counters of every process sharing ``home`` live."""
+    return os.path.join(home, "run", "audit")
+
+
+class AuditLog:
+    """The audit records of this process, on their way to the repositories' audit tables.
+
+    ``namespace_of(repo)`` gives a repository's storage namespace (it may raise:
+    the batch is then dropped).  Thread-safe; survives ``fork`` (the child starts
+    its own buffer, marker and thread on its first record).
+    """
+
+    def __init__(self, adapter: BlockAdapter, namespace_of: Callable[[str], str], *, home: str, flush_s: float,
+                 flush_records: int, retention_days: float, max_pending: int = MAX_PENDING) -> None:
+        self.adapter = adapter
+        self.namespace_of = namespace_of
+        self.home = home
+        self.flush_s = max(flush_s, 0.01)
+        self.flush_records = max(flush_records, 1)
+        self.retention_days = retention_days
+        self.max_pending = max_pending
+        self.host = socket.gethostname()
+        self.counters = dict.fromkeys(COUNTERS, 0)
+        self._lock = threading.Lock()
+        self._pending: deque[AuditRecord] = deque()
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._seq = itertools.count(1)
+        self._flushes = itertools.count(1)
+        self._expired: dict[str, float] = {}
+        self._write_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ the request path
+    def record(self, *, repo: str, op: str, ref: str = "", commit: str = "", path: str = "", nbytes: int = 0,
+               status: int = 200, user: str | None = None, frontend: str | None = None, client: str | None = None,
+               uid: int = -1, process: str = "", pid: int = -1, detail: str = "") -> None:
+        """Queue one record; who acts defaults to the context's actor (``context.py``). Never blocks, never raises."""
+        try:
+            if self._pid != os.getpid():
+                self._start()
+            actor = context.current()
+            rec = AuditRecord(
+                time.time(), next(self._seq),
+                user if user is not None else actor.user if actor else "",
+                frontend if frontend is not None else actor.frontend if actor else "",
+                client if client is not None else actor.client if actor else "",
+                repo, ref, commit, path, op, nbytes, status, uid, process, pid, self.host, detail,
+            )
+            pending = self._pending
+            if len(pending) >= self.max_pending:
+                self.counters["dropped"] += 1
+                return
+            pending.append(rec)
+            self.counters["recorded"] += 1
+            if len(pending) == self.flush_records:
+                self._wake.set()
+        except Exception:  # noqa: BLE001 - the trail must never fail the operation it reports
+            log.exception("audit: could not queue a record")
+            self.counters["dropped"] += 1
+
+    def versioning(self, repo: str, branch: str, kind: str, payload: dict[str, object]) -> None:
+        """A versioning verb the catalog's feed reports (commit, merge, branch and tag changes, ...)."""
+        commit = payload.get("commit_id")
+        detail = {k: v for k, v in payload.items() if k in ("source", "tag", "reverted", "picked", "patterns", "id",
+                                                            "action", "changes", "event_type", "status", "prefix",
+                                                            "path", "message")}
+        who = None
+        if context.current() is None:  # no edge said who acts: the verb's own committer or user, if any
+            who = str(payload.get("committer") or payload.get("user") or "")
+        self.record(repo=repo, op=kind, ref=branch, commit=str(commit or ""), user=who,
+                    path=str(payload.get("path") or payload.get("prefix") or ""),
+                    detail=json.dumps(detail, default=str, ensure_ascii=False) if detail else "")
+
+    # ------------------------------------------------------------------ lifecycle
+    def _start(self) -> None:
+        with self._lock:
+            if self._pid == os.getpid():
+                return
+            forked = self._pid != 0
+            self._pid = os.getpid()
+            if forked:  # a child of a process that logged: its buffer and counters are the parent's
+                self._pending = deque()
+                self.counters = dict.fromkeys(COUNTERS, 0)
+                self._seq = itertools.count(1)
+                self._flushes = itertools.count(1)
+                self._wake = threading.Event()
+                self._write_lock = threading.Lock()
+            self._stop = False
+            self._adopt_dead()
+            self._write_marker()
+            self._thread = threading.Thread(target=self._run, name="lm-audit-flush", daemon=True)
+            self._thread.start()
+            atexit.register(self.close)
+
+    def start(self) -> None:
+        """Start now (markers of dead processes are counted at once) rather than at the first record."""
+        if self._pid != os.getpid():
+            self._start()
+
+    def _marker(self, pid: int | None = None) -> str:
+        return os.path.join(run_dir(self.home), "open", f"{self.host}-{pid or os.getpid()}")
+
+    def _write_marker(self) -> None:
+        try:
+            os.makedirs(os.path.dirname(self._marker()), exist_ok=True)
+            with open(self._marker(), "w") as f:
+                f.write(json.dumps({"pid": os.getpid(), "started": time.time(), "flush_s": self.flush_s}))
+        except OSError as exc:
+            log.warning("audit: cannot write the open marker (a crash would go uncounted): %s", exc)
+
+    def _adopt_dead(self) -> None:
+        """Count (and clear) the open markers of dead processes of this host."""
+        folder = os.path.join(run_dir(self.home), "open")
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            return
+        for name in names:
+            host, _, pid_text = name.rpartition("-")
+            if host != self.host or not pid_text.isdigit():
+                continue
+            pid = int(pid_text)
+            if pid == os.getpid() or _alive(pid):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(folder, name))
+                self.counters["lost_intervals"] += 1
+                log.warning("audit: process %d ended without flushing its audit trail; up to its last %.0f s of "
+                            "records are lost", pid, self.flush_s)
+
+    def close(self) -> None:
+        """Flush what is pending, stop the thread, remove the open marker (a clean stop loses nothing)."""
+        if self._pid != os.getpid():
+            return
+        self._stop = True
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=30)
+        self.flush()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._marker())
+        self._pid = 0
+        self._thread = None
+        with contextlib.suppress(ValueError):
+            atexit.unregister(self.close)
+
+    def _run(self) -> None:
+        while not self._stop:
+            self._wake.wait(self.flush_s)
+            self._wake.clear()
+            if self._stop:
+                return
+            self.flush()
+
+    # ------------------------------------------------------------------ flushing
+    def flush(self) -> int:
+        """Write every pending record now; returns how many were written (failures are counted dropped)."""
+        with self._write_lock:
+            batch: list[AuditRecord] = []
+            pending = self._pending
+            while pending:
+                try:
+                    batch.append(pending.popleft())
+                except IndexError:
+                    break
+            by_repo: dict[str, list[AuditRecord]] = {}
+            for r in batch:
+                by_repo.setdefault(r.repo, []).append(r)
+            written = 0
+            if batch:
+                name = f"{self.host}-{os.getpid()}-{next(self._flushes):08d}.parquet"
+                for repo, records in by_repo.items():
+                    try:
+                        namespace = self.namespace_of(repo)
+                        table.write(self.adapter, namespace, name, records)
+                    except Exception as exc:  # noqa: BLE001 - a failing store drops the batch, never the data path
+                        self.counters["dropped"] += len(records)
+                        log.warning("audit: %d records of repository %s dropped: %s", len(records), repo, exc)
+                        continue
+                    written += len(records)
+                    self._expire(repo, namespace)
+                self.counters["written"] += written
+            self._publish()
+            return written
+
+    def _expire(self, repo: str, namespace: str) -> None:
+        now = time.monotonic()
+        if self.retention_days <= 0 or now - self._expired.get(repo, -EXPIRE_EVERY) < EXPIRE_EVERY:
+            return
+        self._expired[repo] = now
+        try:
+            table.expire(self.adapter, namespace, self.retention_days)
+        except Exception as exc:  # noqa: BLE001 - retention is retried at the next pass
+            log.warning("audit: removing expired partitions of %s failed: %s", repo, exc)
+
+    def _publish(self) -> None:
+        folder = os.path.join(run_dir(self.home), "stats")
+        path = os.path.join(folder, f"{self.host}-{os.getpid()}.json")
+        try:
+            os.makedirs(folder, exist_ok=True)
+            tmp = path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(self.counters, f)
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.debug("audit: cannot publish counters: %s", exc)
+
+    def stats(self) -> dict[str, int]:
+        """This process's counters (``audit_recorded``, ``audit_written``, ``audit_dropped``, ``audit_lost_intervals``)."""
+        return {f"audit_{k}": v for k, v in self.counters.items()}
+
+
+def collect(home: str) -> dict[str, int]:
+    """The counters of every process sharing ``home`` (live and ended), summed."""
+    total = dict.fromkeys(COUNTERS, 0)
+    folder = os.path.join(run_dir(home), "stats")
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return total
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(folder, name)) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            continue
+        for k in COUNTERS:
+            if isinstance(data.get(k), int):
+                total[k] += data[k]
+    return total
+
+
+def render_metrics(home: str) -> str:
+    """The audit counters of every process sharing ``home`` as Prometheus text."""
+    texts = {
+        "recorded": "Audit records queued.", "written": "Audit records written to the audit tables.",
+        "dropped": "Audit records dropped (buffer full or store failing).",
+        "lost_intervals": "Processes found ended without flushing their audit trail (each lost at most one flush interval).",
+    }
+    out = []
+    for k, v in collect(home).items():
+        name = f"lakemount_audit_{k}_total"
+        out += [f"# HELP {name} {texts[k]}", f"# TYPE {name} counter", f"{name} {v}"]
+    return "\n".join(out) + "\n"

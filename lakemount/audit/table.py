@@ -1,0 +1,225 @@
+"""The audit table: Parquet files under ``<namespace>/_lakefs/audit/``, partitioned by date and hour (UTC).
+
+Layout (Hive-style, so DuckDB, pandas, pyarrow and Spark read it as one table)::
+
+    <namespace>/_lakefs/audit/date=YYYY-MM-DD/hour=HH/<host>-<pid>-<flush seq>.parquet
+
+Each flush of a process writes one file per repository and hour; files are
+written whole in one PUT (a reader never sees half a file) and never changed.
+GC leaves the prefix alone (it only touches ``data/`` and ``_lakefs/<hex>``);
+:func:`expire` removes the partitions older than the retention.  :func:`query`
+reads only the partitions its time window can touch.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from lakemount.audit.record import FIELDS, AuditRecord, cursor
+from lakemount.errors import ObjectNotFound
+from lakemount.graveler.ports import BlockAdapter
+
+PREFIX: Final = "_lakefs/audit/"
+_PARTITION = re.compile(r"date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})/")
+
+_INT_FIELDS: Final = frozenset({"seq", "bytes", "status", "uid", "pid"})
+
+
+def _schema() -> Any:
+    import pyarrow as pa
+
+    def kind(name: str) -> Any:
+        if name == "time":
+            return pa.timestamp("us", tz="UTC")
+        return pa.int64() if name in _INT_FIELDS else pa.string()
+
+    return pa.schema([(name, kind(name)) for name in FIELDS])
+
+
+def root(namespace: str) -> str:
+    """The audit table's root URL in a storage namespace."""
+    return namespace.rstrip("/") + "/" + PREFIX
+
+
+def partition(at: float) -> str:
+    """``date=YYYY-MM-DD/hour=HH/`` of a time (UTC)."""
+    t = datetime.fromtimestamp(at, UTC)
+    return f"date={t:%Y-%m-%d}/hour={t:%H}/"
+
+
+def _text(value: str) -> str:
+    """``value`` as valid UTF-8 text: the undecodable bytes of a non-UTF-8 key (surrogate escapes) as ``\\xNN``."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def encode(records: Sequence[AuditRecord]) -> bytes:
+    """``records`` as one Parquet file.
+
+    Built by Arrow's JSON reader, not from Python lists: pyarrow imports pandas
+    (two seconds, holding the GIL) the first time it converts Python objects,
+    which a CLI verb would pay at exit and a server in its first flush.
+    """
+    import json
+
+    import pyarrow.json as pj
+    import pyarrow.parquet as pq
+
+    lines = []
+    for r in records:
+        row = {name: getattr(r, name) for name in FIELDS}
+        row["time"] = datetime.fromtimestamp(r.time, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        for name in FIELDS:
+            if isinstance(row[name], str):
+                row[name] = _text(row[name])
+        lines.append(json.dumps(row))
+    data = ("\n".join(lines) + "\n").encode()
+    table = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(use_threads=False, block_size=max(len(data), 1 << 20)),
+                         parse_options=pj.ParseOptions(explicit_schema=_schema(), unexpected_field_behavior="error"))
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def decode(data: bytes) -> list[AuditRecord]:
+    """The records of one Parquet file written by :func:`encode`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # One thread: a small file gains nothing from the pool, and a CLI exiting while pool threads
+    # wind down aborted (std::terminate) now and then.
+    table = pq.read_table(io.BytesIO(data), columns=list(FIELDS), use_threads=False)
+    cols = {name: table.column(name).to_pylist() for name in FIELDS if name != "time"}
+    cols["time"] = [us / 1_000_000 for us in table.column("time").cast(pa.int64()).to_pylist()]
+    return [AuditRecord(**{name: cols[name][i] for name in FIELDS}) for i in range(table.num_rows)]
+
+
+def write(adapter: BlockAdapter, namespace: str, name: str, records: Sequence[AuditRecord]) -> list[str]:
+    """Store ``records`` of one repository as one file ``name`` per hour they fall in; returns the URLs written.
+
+    Raises what the adapter raises (the caller counts the records as dropped).
+    """
+    by_hour: dict[str, list[AuditRecord]] = {}
+    for r in records:
+        by_hour.setdefault(partition(r.time), []).append(r)
+    urls = []
+    for part, group in sorted(by_hour.items()):
+        url = root(namespace) + part + name
+        adapter.put(url, encode(group))
+        urls.append(url)
+    return urls
+
+
+def _hour_of(url: str) -> datetime | None:
+    m = _PARTITION.search(url)
+    if m is None:
+        return None
+    try:
+        return datetime.strptime(f"{m.group(1)} {m.group(2)}", "%Y-%m-%d %H").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def files(adapter: BlockAdapter, namespace: str, since: float | None = None, until: float | None = None) -> list[str]:
+    """The table's files whose hour overlaps [since, until], oldest hour first.
+
+    When both ends are given, only those hours' partitions are listed (a window
+    of a day lists 24 prefixes, not the whole history).
+    """
+    base = root(namespace)
+    if since is not None and until is not None and until - since <= 7 * 24 * 3600:
+        hour = datetime.fromtimestamp(since, UTC).replace(minute=0, second=0, microsecond=0)
+        end = datetime.fromtimestamp(until, UTC)
+        prefixes = []
+        while hour <= end:
+            prefixes.append(base + partition(hour.timestamp()))
+            hour += timedelta(hours=1)
+        listed: Iterable[Any] = (info for p in prefixes for info in adapter.list(p))
+    else:
+        listed = adapter.list(base)
+    out = []
+    for info in listed:
+        if not info.url.endswith(".parquet"):
+            continue
+        at = _hour_of(info.url)
+        if at is None:
+            continue
+        start = at.timestamp()
+        if since is not None and start + 3600 <= since:
+            continue
+        if until is not None and start > until:
+            continue
+        out.append((start, info.url))
+    return [u for _, u in sorted(out)]
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """What :func:`query` keeps: every given field must match (``path`` is a prefix)."""
+
+    repo: str | None = None
+    path: str | None = None
+    user: str | None = None
+    since: float | None = None
+    until: float | None = None
+    op: str | None = None
+
+    def keeps(self, r: AuditRecord) -> bool:
+        """Whether ``r`` passes every given condition."""
+        return ((self.repo is None or r.repo == self.repo)
+                and (self.path is None or r.path.startswith(self.path))
+                and (self.user is None or r.user == self.user)
+                and (self.op is None or r.op == self.op)
+                and (self.since is None or r.time >= self.since)
+                and (self.until is None or r.time <= self.until))
+
+
+def order_key(r: AuditRecord) -> str:
+    """The table's order: time, then the writing process, then its logical sequence (as :func:`cursor`
+    spells it, so a listing's ``after`` and this order agree)."""
+    return cursor(r)
+
+
+def query(adapter: BlockAdapter, namespace: str, where: Filter) -> Iterator[AuditRecord]:
+    """The records of the table at ``namespace`` that ``where`` keeps, oldest first.
+
+    A file removed meanwhile (retention) is skipped; other adapter errors propagate.
+    """
+    found: list[AuditRecord] = []
+    for url in files(adapter, namespace, where.since, where.until):
+        try:
+            data = adapter.get(url)
+        except ObjectNotFound:
+            continue
+        found.extend(r for r in decode(data) if where.keeps(r))
+    found.sort(key=order_key)
+    yield from found
+
+
+def expire(adapter: BlockAdapter, namespace: str, retention_days: float, now: float | None = None) -> int:
+    """Delete the table's files in hours that ended more than ``retention_days`` ago; returns how many.
+
+    ``retention_days`` <= 0 keeps everything.
+    """
+    if retention_days <= 0:
+        return 0
+    cutoff = (time.time() if now is None else now) - retention_days * 86400
+    removed = 0
+    for url in files(adapter, namespace):
+        hour = _hour_of(url)
+        if hour is not None and hour.timestamp() + 3600 <= cutoff:
+            try:
+                adapter.delete(url)
+            except ObjectNotFound:
+                pass
+            removed += 1
+    return removed

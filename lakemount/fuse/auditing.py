@@ -1,0 +1,77 @@
+"""The mount's audit records: one per open handle (bytes read and written, at release) and one per directory listing.
+
+Per handle, not per read call: a process streaming a file with a million
+``read(2)`` calls is one record.  The caller is the local uid, its process
+name and pid (from the FUSE request at open); the user is the lakemount user
+``mount.users`` maps the uid to, else the local account name.  Names are looked
+up once per uid and pid (small bounded caches): a warm open costs a dict
+lookup and an append to the audit buffer.
+"""
+
+from __future__ import annotations
+
+import pwd
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
+
+from lakemount.audit.record import MOUNT
+
+if TYPE_CHECKING:
+    from lakemount.audit.log import AuditLog
+    from lakemount.fuse.inodes import Node
+    from lakemount.fuse.values import Caller
+
+_MOST_NAMES: Final = 4096
+
+
+def _process_name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as f:
+            return f.read().rstrip(b"\n").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+class MountAudit:
+    """Turns handles and listings of one mount into audit records."""
+
+    def __init__(self, log: AuditLog, users: Mapping[int, str] | None = None) -> None:
+        self.log = log
+        self.users = dict(users or {})
+        self._names: dict[int, str] = {}
+        self._processes: dict[int, str] = {}
+
+    def user(self, uid: int) -> str:
+        """The lakemount user ``mount.users`` maps ``uid`` to, else its local account name (else ``uid:N``)."""
+        name = self._names.get(uid)
+        if name is None:
+            name = self.users.get(uid)
+            if name is None:
+                try:
+                    name = pwd.getpwuid(uid).pw_name
+                except KeyError:
+                    name = f"uid:{uid}"
+            if len(self._names) >= _MOST_NAMES:
+                self._names.clear()
+            self._names[uid] = name
+        return name
+
+    def process(self, pid: int) -> str:
+        """The command name of process ``pid`` ("" if it is gone), remembered per pid."""
+        name = self._processes.get(pid)
+        if name is None:
+            name = _process_name(pid) if pid > 0 else ""
+            if len(self._processes) >= _MOST_NAMES:
+                self._processes.clear()
+            self._processes[pid] = name
+        return name
+
+    def record(self, node: Node, caller: Caller, op: str, *, nbytes: int = 0, status: int = 200, path: str | None = None) -> None:
+        """One record of ``op`` on ``node`` (a file or directory of a mounted ref) by ``caller``."""
+        scope = node.scope
+        if scope is None:
+            return
+        self.log.record(repo=scope.repo, op=op, ref=scope.name, commit=scope.resolved.commit_id,
+                        path=node.path if path is None else path, nbytes=nbytes, status=status,
+                        user=self.user(caller.uid), frontend=MOUNT, client="", uid=caller.uid,
+                        process=self.process(caller.pid), pid=caller.pid)
