@@ -28,7 +28,7 @@ from lakemount.actions.hook import HookContext
 from lakemount.actions.parser import ACTIONS_PREFIX, MAX_ACTION_FILE
 from lakemount.actions.runner import Actions, HookLimits
 from lakemount.actions.runs import MemoryRunStore, Run, RunStore
-from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks, content_addressed
+from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks, ReadOnlyBlocks, content_addressed
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.model import has_data
@@ -265,6 +265,11 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
             else:
                 w.write_from(source)
         return w.info
+
+    def block_source(self) -> ReadOnlyBlocks:
+        """Reads of stored objects by URL for a front end that keeps its own block cache (the mount's
+        reader); it cannot write, list nor delete through it."""
+        return ReadOnlyBlocks(self.adapter)
 
     def refresh_existing(self, url: str) -> bool:
         """True if the data object ``url`` exists; its modification time is refreshed so a

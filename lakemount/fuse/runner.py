@@ -180,7 +180,7 @@ def prepare_mountpoint(home: str, mountpoint: str) -> str:
 def build_filesystem(app: App, options: MountOptions) -> FileSystem:
     """Wire a filesystem core from the composition root's stores and caches."""
     cache = app.cache
-    return FileSystem(app.catalog, app.catalog.adapter, cache.ram, cache.disk, options, cache_stats=cache.stats)
+    return FileSystem(app.catalog, app.catalog.block_source(), cache.ram, cache.disk, options, cache_stats=cache.stats)
 
 
 def mount_options(

@@ -102,3 +102,20 @@ def test_doctor_checks_the_ref_store_and_the_block_store(capsys: pytest.CaptureF
     assert checks["block store"]["ok"] and checks["block store"]["detail"].startswith("read/write local://"), checks
     root = Path(App(load(env={"LAKEMOUNT_HOME": str(home)})).system_namespace().removeprefix("local://"))
     assert not list((root / "doctor").glob("*"))  # the scratch object is gone again
+
+
+def test_the_mount_reads_blocks_through_a_read_only_source_the_catalog_hands_out(tmp_path: Path) -> None:
+    """The mount's block reader held the catalog's block adapter (``catalog.adapter``: writes, listings,
+    deletes); now it holds ``Catalog.block_source()``, reads by URL and nothing else."""
+    from lakemount.fuse.runner import build_filesystem, mount_options
+
+    app = make_app(tmp_path)
+    app.catalog.create_repository(R)
+    app.catalog.put(R, "main", "a", b"abcdef")
+    repo = app.catalog.repository(R)
+    url = app.catalog.physical_url(repo, app.catalog.stat(R, "main", "a").address)
+    source = build_filesystem(app, mount_options(app, ref=None, head_ttl=None)).reader.adapter
+    assert source.get(url) == b"abcdef" and source.get_range(url, 2, 3) == b"cde"
+    with source.open(url) as f:
+        assert f.read() == b"abcdef"
+    assert not [m for m in ("put", "put_file", "delete", "list", "touch") if hasattr(source, m)]
