@@ -271,6 +271,20 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         reader); it cannot write, list nor delete through it."""
         return ReadOnlyBlocks(self.adapter)
 
+    # Stored objects by URL that no entry points at yet (a multipart upload's parts, an address
+    # being copied into another namespace): the front end holds the URL, the catalog the store.
+    def is_stored(self, url: str) -> bool:
+        """Whether the stored object ``url`` exists."""
+        return self.adapter.exists(url)
+
+    def open_stored(self, url: str) -> BinaryIO:
+        """A stream of the stored object ``url``; raises ``ObjectNotFound`` if it is gone, ``Unavailable``."""
+        return self.adapter.open(url)
+
+    def delete_stored(self, url: str) -> None:
+        """Delete the stored object ``url`` (a multipart upload's part); raises what the block store raises."""
+        self.adapter.delete(url)
+
     def refresh_existing(self, url: str) -> bool:
         """True if the data object ``url`` exists; its modification time is refreshed so a
         concurrent garbage collection that began earlier does not delete it."""
