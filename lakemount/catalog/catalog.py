@@ -30,6 +30,7 @@ from lakemount.actions.runner import Actions, HookLimits
 from lakemount.actions.runs import MemoryRunStore, Run, RunStore
 from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks, ReadOnlyBlocks, content_addressed
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
+from lakemount.catalog.gcrules import GcRules, delete_rules, load_rules, store_rules
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.model import has_data
 from lakemount.catalog.paths import key_problem, printable
@@ -284,6 +285,19 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
     def delete_stored(self, url: str) -> None:
         """Delete the stored object ``url`` (a multipart upload's part); raises what the block store raises."""
         self.adapter.delete(url)
+
+    # ------------------------------------------------------------------ GC rules
+    def gc_rules(self, repo: str) -> GcRules | None:
+        """The repository's garbage-collection rules, or None if none were set."""
+        return load_rules(self.adapter, self.repository(repo).storage_namespace)
+
+    def set_gc_rules(self, repo: str, rules: GcRules) -> None:
+        """Store ``rules`` as the repository's GC rules (replacing any); block-store errors pass through."""
+        store_rules(self.adapter, self.repository(repo).storage_namespace, rules)
+
+    def delete_gc_rules(self, repo: str) -> None:
+        """Remove the repository's GC rules (a no-op if none were set); block-store errors pass through."""
+        delete_rules(self.adapter, self.repository(repo).storage_namespace)
 
     def refresh_existing(self, url: str) -> bool:
         """True if the data object ``url`` exists; its modification time is refreshed so a

@@ -119,3 +119,23 @@ def test_the_mount_reads_blocks_through_a_read_only_source_the_catalog_hands_out
     with source.open(url) as f:
         assert f.read() == b"abcdef"
     assert not [m for m in ("put", "put_file", "delete", "list", "touch") if hasattr(source, m)]
+
+
+def test_gc_rules_are_read_and_set_through_the_catalog(tmp_path: Path) -> None:
+    """The CLI and the REST API read and wrote GC rules with the catalog's block adapter
+    (``load_rules(catalog.adapter, ...)``); now they ask the catalog, which keeps them where GC reads them."""
+    from lakemount.catalog.gcrules import GcRules
+    from lakemount.errors import RepositoryNotFound
+    from lakemount.jobs.retention import load_rules
+
+    app = make_app(tmp_path)
+    cat = app.catalog
+    cat.create_repository(R)
+    assert cat.gc_rules(R) is None
+    rules = GcRules(7, (("main", 30),))
+    cat.set_gc_rules(R, rules)
+    assert cat.gc_rules(R) == rules == load_rules(app.adapter, cat.repository(R).storage_namespace)
+    cat.delete_gc_rules(R)
+    assert cat.gc_rules(R) is None
+    with pytest.raises(RepositoryNotFound):
+        cat.gc_rules("nope")
