@@ -43,7 +43,6 @@ KNOWN_ADAPTER_USES: frozenset[str] = frozenset({
     "jobs/gc.py",
     "jobs/gc_tasks.py",
     "jobs/export.py",
-    "jobs/importer.py",
 })
 
 # Gateway files that still reach graveler until the gateway's own rework lands.

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from lakemount.actions.network import WebhookPolicy
     from lakemount.cache.tiered import TieredCache
     from lakemount.catalog.confinement import Confinement
+    from lakemount.catalog.model import ObjectInfo
     from lakemount.catalog.refs import ChangeSource
 
 log = logging.getLogger("lakemount.catalog")
@@ -281,6 +282,10 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
     def open_stored(self, url: str) -> BinaryIO:
         """A stream of the stored object ``url``; raises ``ObjectNotFound`` if it is gone, ``Unavailable``."""
         return self.adapter.open(url)
+
+    def list_stored(self, prefix_url: str) -> Iterator[ObjectInfo]:
+        """The stored objects whose URL starts with ``prefix_url`` (an import's S3 source), as the block store lists them."""
+        return self.adapter.list(prefix_url)
 
     def delete_stored(self, url: str) -> None:
         """Delete the stored object ``url`` (a multipart upload's part); raises what the block store raises."""
