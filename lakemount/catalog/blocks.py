@@ -86,6 +86,25 @@ class ReadOnlyBlocks:
         return self._adapter.open(url)
 
 
+class ExportBlocks(ReadOnlyBlocks):
+    """What an export needs of the block store (``Catalog.export_blocks``): the reads of a
+    :class:`ReadOnlyBlocks`, and writing and deleting at the destination's URLs; no listing.
+
+    Raises what the adapter raises (``ObjectNotFound``, ``Unavailable``).
+    """
+
+    __slots__ = ()
+
+    def put(self, url: str, data: bytes) -> None:
+        self._adapter.put(url, data)
+
+    def put_file(self, url: str, path: str) -> None:
+        self._adapter.put_file(url, path)
+
+    def delete(self, url: str) -> None:
+        self._adapter.delete(url)
+
+
 class CachedBlocks:
     """Block reads of immutable objects through a RAM tier and an optional disk tier; thread-safe.
 

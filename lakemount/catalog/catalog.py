@@ -28,7 +28,7 @@ from lakemount.actions.hook import HookContext
 from lakemount.actions.parser import ACTIONS_PREFIX, MAX_ACTION_FILE
 from lakemount.actions.runner import Actions, HookLimits
 from lakemount.actions.runs import MemoryRunStore, Run, RunStore
-from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks, ReadOnlyBlocks, content_addressed
+from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks, ExportBlocks, ReadOnlyBlocks, content_addressed
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog
 from lakemount.catalog.gcrules import GcRules, delete_rules, load_rules, store_rules
 from lakemount.catalog.history import HistoryVerbs
@@ -36,7 +36,7 @@ from lakemount.catalog.model import has_data
 from lakemount.catalog.paths import key_problem, printable
 from lakemount.catalog.protection import BranchProtection
 from lakemount.catalog.pulls import MAX_COMMENTS, Pulls, PullStore
-from lakemount.catalog.storage import StorageVerbs
+from lakemount.catalog.storage import StorageVerbs, TableReader, read_table
 from lakemount.catalog.uploads import UploadVerbs
 from lakemount.catalog.writer import DataInfo, DataWriter
 from lakemount.errors import (
@@ -272,6 +272,16 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         """Reads of stored objects by URL for a front end that keeps its own block cache (the mount's
         reader); it cannot write, list nor delete through it."""
         return ReadOnlyBlocks(self.adapter)
+
+    def export_blocks(self) -> ExportBlocks:
+        """Reads of stored objects by URL, and writes and deletes at an export's destination URLs, for
+        ``jobs.export``; it cannot list nor touch through it."""
+        return ExportBlocks(self.adapter)
+
+    def read_range(self, namespace: str, range_id: str, checksum: str) -> TableReader:
+        """The range table ``range_id`` of the storage namespace, checked against ``checksum``; raises
+        ``ObjectNotFound``, ``ChecksumMismatch``."""
+        return read_table(self.adapter, namespace, range_id, checksum, "range")
 
     # Stored objects by URL that no entry points at yet (a multipart upload's parts, an address
     # being copied into another namespace): the front end holds the URL, the catalog the store.

@@ -139,3 +139,24 @@ def test_gc_rules_are_read_and_set_through_the_catalog(tmp_path: Path) -> None:
     assert cat.gc_rules(R) is None
     with pytest.raises(RepositoryNotFound):
         cat.gc_rules("nope")
+
+
+def test_export_reads_ranges_and_writes_its_destination_through_what_the_catalog_hands_out(tmp_path: Path) -> None:
+    """Export took the catalog's block adapter for range tables, source data and the destination; now it
+    asks ``Catalog.read_range`` and ``Catalog.export_blocks()``, which reads, writes and deletes by URL but
+    cannot list nor touch."""
+    app = make_app(tmp_path)
+    cat = app.catalog
+    cat.create_repository(R)
+    cat.put(R, "main", "a", b"x")
+    cat.commit(R, "main", "one")
+    ns = cat.repository(R).storage_namespace
+    [rng] = cat.ranges(R, "main")
+    assert [decode_path(k) for k, _v in cat.read_range(ns, rng.id, rng.checksum).items()] == ["a"]
+    blocks = cat.export_blocks()
+    dest = f"{ns.rstrip('/')}/export-probe"
+    blocks.put(dest, b"manifest")
+    assert blocks.get(dest) == b"manifest"
+    blocks.delete(dest)
+    assert not cat.is_stored(dest)
+    assert not [m for m in ("list", "touch", "stat", "exists", "copy") if hasattr(blocks, m)]
