@@ -6,7 +6,8 @@ reach around the catalog through a ``.graveler`` attribute (``catalog.graveler``
 ``app.graveler``), nor take the stores under it from the composition root: no
 ``.refs``/``.metastore`` attribute at all, no ``.adapter``/``.blockstore`` of an
 ``App`` (spelled ``app``, ``<x>.app``, ``<x>_app``, ``app_for(...)``,
-``App(...)``); graveler imports nothing of lakemount but its errors.  Packages may use one another
+``App(...)``), and no ``.adapter``/``.blockstore`` of a catalog (spelled ``catalog``, ``cat``,
+``<x>.catalog``): the catalog hands out named verbs and narrow ports instead; graveler imports nothing of lakemount but its errors.  Packages may use one another
 (the CLI starts the gateway, the API server hosts the UI's pages, the ref
 store keeps records the catalog declares) but never in a cycle: one of the
 two is the lower layer.  Imports are read with
@@ -32,6 +33,19 @@ AROUND_THE_CATALOG = frozenset({"graveler", "refs", "metastore"})
 APP_STORES = frozenset({"adapter", "blockstore"})
 # How front ends get hold of an App besides a name: ``app_for(config)``, ``App(config)``, ``App.from_config()``.
 APP_MAKERS = frozenset({"app_for", "App", "from_config"})
+# How front ends spell a catalog: ``catalog``, ``cat``, ``app.catalog``, ``ctx.services.catalog``.
+CATALOG_NAMES = frozenset({"catalog", "cat"})
+
+# Front-end files that still take the block adapter from the catalog (``catalog.adapter``).  The list
+# may only shrink: an entry that no longer violates fails ``test_the_list_of_known_violations_only_shrinks``.
+# What is left is garbage collection (issue 24): it is the storage namespace's own sweeper (it lists the
+# data objects and range tables of the namespace, writes its mark and sweep files there, moves objects to
+# its trash, restores and purges them, and asks whether the store can ``touch``), so a port for it would
+# be the whole block adapter under another name; the sweep itself has to move under the catalog first.
+KNOWN_ADAPTER_USES: frozenset[str] = frozenset({
+    "jobs/gc.py",
+    "jobs/gc_tasks.py",
+})
 
 # Gateway files that still reach graveler until the gateway's own rework lands.
 # The list may only shrink: an entry that no longer violates fails the test.
@@ -83,6 +97,13 @@ def is_app(node: ast.expr) -> bool:
     return False
 
 
+def is_catalog(node: ast.expr) -> bool:
+    """Whether ``node`` is a catalog as front ends spell one (``catalog``, ``cat``, ``<x>.catalog``)."""
+    if isinstance(node, ast.Name):
+        return node.id in CATALOG_NAMES
+    return isinstance(node, ast.Attribute) and node.attr == "catalog"
+
+
 def violations(path: Path, source: str | None = None) -> list[str]:
     """Why ``path`` (a front-end module, or ``source`` placed there) breaks the layering; empty if it does not."""
     text = path.read_text() if source is None else source
@@ -93,6 +114,8 @@ def violations(path: Path, source: str | None = None) -> list[str]:
             out.append(f"line {n.lineno}: uses .{n.attr}")
         elif isinstance(n, ast.Attribute) and n.attr in APP_STORES and is_app(n.value):
             out.append(f"line {n.lineno}: uses App.{n.attr}")
+        elif isinstance(n, ast.Attribute) and n.attr in APP_STORES and is_catalog(n.value):
+            out.append(f"line {n.lineno}: uses Catalog.{n.attr}")
     return out
 
 
@@ -105,16 +128,28 @@ def rel(path: Path) -> str:
 
 
 def test_front_ends_reach_the_versioned_core_only_through_the_catalog() -> None:
-    bad = {rel(p): v for p in front_end_files() if (v := violations(p)) and rel(p) not in KNOWN_VIOLATIONS}
+    bad = {rel(p): v for p in front_end_files() if (v := allowed(rel(p), violations(p)))}
     assert not bad, "front ends must use lakemount.catalog, not graveler nor the stores under it:\n" + "\n".join(
         f"  lakemount/{f}: {'; '.join(v)}" for f, v in sorted(bad.items())
     )
+
+
+def allowed(path: str, found: list[str]) -> list[str]:
+    """``found`` less what the known-violation lists still allow ``path``."""
+    if path in KNOWN_VIOLATIONS:
+        return []
+    if path in KNOWN_ADAPTER_USES:
+        return [v for v in found if ": uses Catalog." not in v]
+    return found
 
 
 def test_the_list_of_known_violations_only_shrinks() -> None:
     still = {rel(p) for p in front_end_files() if violations(p)}
     fixed = sorted(KNOWN_VIOLATIONS - still)
     assert not fixed, f"no longer violating, remove from KNOWN_VIOLATIONS: {fixed}"
+    still = {rel(p) for p in front_end_files() if any(": uses Catalog." in v for v in violations(p))}
+    fixed = sorted(KNOWN_ADAPTER_USES - still)
+    assert not fixed, f"no longer taking the catalog's adapter, remove from KNOWN_ADAPTER_USES: {fixed}"
 
 
 def outward_imports(package: str, may_import: frozenset[str]) -> list[str]:
@@ -258,7 +293,14 @@ def test_the_package_graph_is_read_from_imports() -> None:
         ("adapter = app_for(config).adapter\n", ["line 1: uses App.adapter"]),
         ("adapter = App(config).blockstore\n", ["line 1: uses App.blockstore"]),
         ("adapter = App.from_config(path).adapter\n", ["line 1: uses App.adapter"]),
-        ("data = self.adapter.get(url)\nroot = app.config.blockstore.local.path\nrules = load(app.catalog.adapter)\n", []),
+        ("data = self.adapter.get(url)\nroot = app.config.blockstore.local.path\nrules = app.catalog.gc_rules(repo)\n", []),
+        ("rules = load(app.catalog.adapter)\n", ["line 1: uses Catalog.adapter"]),
+        ("catalog.adapter.delete(url)\n", ["line 1: uses Catalog.adapter"]),
+        ("with cat.adapter.open(url) as f:\n    pass\n", ["line 1: uses Catalog.adapter"]),
+        ("def f(ctx):\n    ctx.services.catalog.adapter.delete(url)\n", ["line 2: uses Catalog.adapter"]),
+        ("stores = ctx.catalog.blockstore\n", ["line 1: uses Catalog.blockstore"]),
+        ("adapter = app_for(config).catalog.adapter\n", ["line 1: uses Catalog.adapter"]),
+        ("reader = app.catalog.block_source()\nbackend = cat.config.blockstore\n", []),
     ],
 )
 def test_the_check_sees_every_form(source: str, expected: list[str]) -> None:

@@ -177,10 +177,8 @@ def hook_output(ctx: Ctx) -> Response:
            summary="garbage collection rules", response="GarbageCollectionRules")
 def get_gc_rules(ctx: Ctx) -> Response:
     """getGCRules: the repository's retention rules; 404 when none are set."""
-    from lakemount.jobs.retention import load_rules
-
     repo = repo_of(ctx, Action.READ_REPO)
-    rules = load_rules(ctx.catalog.adapter, ctx.catalog.repository(repo).storage_namespace)
+    rules = ctx.catalog.gc_rules(repo)
     if rules is None:
         raise NotFound(f"no GC rules for repository {repo}")
     return json_response(200, rules.to_json())
@@ -191,13 +189,13 @@ def get_gc_rules(ctx: Ctx) -> Response:
            errors=(400, 401, 403, 404))
 def set_gc_rules(ctx: Ctx) -> Response:
     """setGCRules: replace the retention rules (a rule may name a branch not created yet); 400 if they keep no history."""
-    from lakemount.jobs.retention import GcRules, store_rules
+    from lakemount.catalog.gcrules import GcRules
 
     repo = repo_of(ctx, SET_GC_RULES)
     rules = GcRules.from_json(ctx.json_body())
     if not rules.keeps_history:
         raise InvalidArgument("these rules keep no history (0 days everywhere); set them with `lakemount gc set-config --force`")
-    store_rules(ctx.catalog.adapter, ctx.catalog.repository(repo).storage_namespace, rules)
+    ctx.catalog.set_gc_rules(repo, rules)
     return empty(204)
 
 
@@ -205,8 +203,6 @@ def set_gc_rules(ctx: Ctx) -> Response:
            summary="delete the garbage collection rules", status=204, errors=(401, 403, 404))
 def delete_gc_rules(ctx: Ctx) -> Response:
     """deleteGCRules: drop the retention rules (GC then refuses to run until new ones are set)."""
-    from lakemount.jobs.retention import delete_rules
-
     repo = repo_of(ctx, SET_GC_RULES)
-    delete_rules(ctx.catalog.adapter, ctx.catalog.repository(repo).storage_namespace)
+    ctx.catalog.delete_gc_rules(repo)
     return empty(204)

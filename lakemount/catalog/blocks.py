@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import BinaryIO, Final
+from typing import BinaryIO, Final, Protocol
 
 from lakemount.block import layout
 from lakemount.cache.disk import DiskCache
@@ -52,6 +52,57 @@ def content_addressed(address: str) -> bool:
 def is_remote(url: str) -> bool:
     """Whether blocks of ``url`` are worth a copy in the disk tier (the object is not a local file)."""
     return not url.startswith("local://")
+
+
+class BlockSource(Protocol):
+    """Reads of stored objects by URL: all a front end's own block cache (the mount's reader) needs of the store."""
+
+    def get(self, url: str) -> bytes: ...
+
+    def get_range(self, url: str, start: int, length: int) -> bytes: ...
+
+    def open(self, url: str) -> BinaryIO: ...
+
+
+class ReadOnlyBlocks:
+    """The :class:`BlockSource` the catalog hands out (``Catalog.block_source``): the block store's reads and
+    nothing else, so a front end that caches blocks itself cannot write, list or delete around the catalog.
+
+    Raises what the adapter raises (``ObjectNotFound``, ``Unavailable``).
+    """
+
+    __slots__ = ("_adapter",)
+
+    def __init__(self, adapter: BlockAdapter) -> None:
+        self._adapter = adapter
+
+    def get(self, url: str) -> bytes:
+        return self._adapter.get(url)
+
+    def get_range(self, url: str, start: int, length: int) -> bytes:
+        return self._adapter.get_range(url, start, length)
+
+    def open(self, url: str) -> BinaryIO:
+        return self._adapter.open(url)
+
+
+class ExportBlocks(ReadOnlyBlocks):
+    """What an export needs of the block store (``Catalog.export_blocks``): the reads of a
+    :class:`ReadOnlyBlocks`, and writing and deleting at the destination's URLs; no listing.
+
+    Raises what the adapter raises (``ObjectNotFound``, ``Unavailable``).
+    """
+
+    __slots__ = ()
+
+    def put(self, url: str, data: bytes) -> None:
+        self._adapter.put(url, data)
+
+    def put_file(self, url: str, path: str) -> None:
+        self._adapter.put_file(url, path)
+
+    def delete(self, url: str) -> None:
+        self._adapter.delete(url)
 
 
 class CachedBlocks:

@@ -28,14 +28,15 @@ from lakemount.actions.hook import HookContext
 from lakemount.actions.parser import ACTIONS_PREFIX, MAX_ACTION_FILE
 from lakemount.actions.runner import Actions, HookLimits
 from lakemount.actions.runs import MemoryRunStore, Run, RunStore
-from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks, content_addressed
+from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks, ExportBlocks, ReadOnlyBlocks, content_addressed
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog, Observer
+from lakemount.catalog.gcrules import GcRules, delete_rules, load_rules, store_rules
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.model import has_data
 from lakemount.catalog.paths import key_problem, printable
 from lakemount.catalog.protection import BranchProtection
 from lakemount.catalog.pulls import MAX_COMMENTS, Pulls, PullStore
-from lakemount.catalog.storage import StorageVerbs
+from lakemount.catalog.storage import StorageVerbs, TableReader, read_table
 from lakemount.catalog.uploads import UploadVerbs
 from lakemount.catalog.writer import DataInfo, DataWriter
 from lakemount.errors import (
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from lakemount.audit.table import Filter as AuditFilter
     from lakemount.cache.tiered import TieredCache
     from lakemount.catalog.confinement import Confinement
+    from lakemount.catalog.model import ObjectInfo
     from lakemount.catalog.refs import ChangeSource
 
 log = logging.getLogger("lakemount.catalog")
@@ -280,6 +282,52 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
             else:
                 w.write_from(source)
         return w.info
+
+    def block_source(self) -> ReadOnlyBlocks:
+        """Reads of stored objects by URL for a front end that keeps its own block cache (the mount's
+        reader); it cannot write, list nor delete through it."""
+        return ReadOnlyBlocks(self.adapter)
+
+    def export_blocks(self) -> ExportBlocks:
+        """Reads of stored objects by URL, and writes and deletes at an export's destination URLs, for
+        ``jobs.export``; it cannot list nor touch through it."""
+        return ExportBlocks(self.adapter)
+
+    def read_range(self, namespace: str, range_id: str, checksum: str) -> TableReader:
+        """The range table ``range_id`` of the storage namespace, checked against ``checksum``; raises
+        ``ObjectNotFound``, ``ChecksumMismatch``."""
+        return read_table(self.adapter, namespace, range_id, checksum, "range")
+
+    # Stored objects by URL that no entry points at yet (a multipart upload's parts, an address
+    # being copied into another namespace): the front end holds the URL, the catalog the store.
+    def is_stored(self, url: str) -> bool:
+        """Whether the stored object ``url`` exists."""
+        return self.adapter.exists(url)
+
+    def open_stored(self, url: str) -> BinaryIO:
+        """A stream of the stored object ``url``; raises ``ObjectNotFound`` if it is gone, ``Unavailable``."""
+        return self.adapter.open(url)
+
+    def list_stored(self, prefix_url: str) -> Iterator[ObjectInfo]:
+        """The stored objects whose URL starts with ``prefix_url`` (an import's S3 source), as the block store lists them."""
+        return self.adapter.list(prefix_url)
+
+    def delete_stored(self, url: str) -> None:
+        """Delete the stored object ``url`` (a multipart upload's part); raises what the block store raises."""
+        self.adapter.delete(url)
+
+    # ------------------------------------------------------------------ GC rules
+    def gc_rules(self, repo: str) -> GcRules | None:
+        """The repository's garbage-collection rules, or None if none were set."""
+        return load_rules(self.adapter, self.repository(repo).storage_namespace)
+
+    def set_gc_rules(self, repo: str, rules: GcRules) -> None:
+        """Store ``rules`` as the repository's GC rules (replacing any); block-store errors pass through."""
+        store_rules(self.adapter, self.repository(repo).storage_namespace, rules)
+
+    def delete_gc_rules(self, repo: str) -> None:
+        """Remove the repository's GC rules (a no-op if none were set); block-store errors pass through."""
+        delete_rules(self.adapter, self.repository(repo).storage_namespace)
 
     def refresh_existing(self, url: str) -> bool:
         """True if the data object ``url`` exists; its modification time is refreshed so a

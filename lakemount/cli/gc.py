@@ -16,7 +16,7 @@ import click
 from lakemount.cli.common import ctx_obj, emit, engine_option, json_option, parse_repo_uri
 from lakemount.errors import InvalidArgument, NotFound
 from lakemount.jobs.gc import DEFAULT_MIN_AGE, run_gc
-from lakemount.jobs.retention import GcRules, delete_rules, load_rules, store_rules
+from lakemount.jobs.retention import GcRules
 
 
 @click.group("gc")
@@ -53,7 +53,7 @@ def set_config(uri: str, default_retention_days: int, branches: tuple[str, ...],
     """Set the GC rules of repository URI (lakefs://REPO)."""
     u = parse_repo_uri(uri)
     app = ctx_obj().app
-    repo = app.catalog.repository(u.repo)
+    app.catalog.repository(u.repo)  # an unknown repository is the first error, before the rules'
     rules = GcRules(default_retention_days, _branch_rules(branches))
     if not rules.keeps_history and not force:
         raise InvalidArgument(
@@ -63,7 +63,7 @@ def set_config(uri: str, default_retention_days: int, branches: tuple[str, ...],
     for name, _days in rules.branches:
         if name not in known:
             click.echo(f"warning: {u.repo} has no branch {name} (yet); the rule applies once it exists", err=True)
-    store_rules(app.catalog.adapter, repo.storage_namespace, rules)
+    app.catalog.set_gc_rules(u.repo, rules)
     emit(rules.to_json(), [f"GC rules of {u.repo} set:", *_rules_text(rules)])
 
 
@@ -74,8 +74,7 @@ def get_config(uri: str) -> None:
     """Show the GC rules of repository URI."""
     u = parse_repo_uri(uri)
     app = ctx_obj().app
-    repo = app.catalog.repository(u.repo)
-    rules = load_rules(app.catalog.adapter, repo.storage_namespace)
+    rules = app.catalog.gc_rules(u.repo)
     if rules is None:
         raise NotFound(f"no GC rules for repository {u.repo}")
     emit(rules.to_json(), _rules_text(rules))
@@ -88,8 +87,7 @@ def delete_config(uri: str) -> None:
     """Remove the GC rules of repository URI (GC then refuses to run)."""
     u = parse_repo_uri(uri)
     app = ctx_obj().app
-    repo = app.catalog.repository(u.repo)
-    delete_rules(app.catalog.adapter, repo.storage_namespace)
+    app.catalog.delete_gc_rules(u.repo)
     emit({"deleted": u.repo}, f"GC rules of {u.repo} deleted")
 
 

@@ -59,8 +59,8 @@ from typing import Any, Final
 
 from lakemount.cache.disk import DiskCache
 from lakemount.cache.ram import RamCache
+from lakemount.catalog.blocks import BlockSource
 from lakemount.catalog.catalog import Catalog
-from lakemount.catalog.model import BlockAdapter
 from lakemount.fuse import control
 from lakemount.fuse.attributes import Attributes
 from lakemount.fuse.auditing import MountAudit
@@ -94,7 +94,7 @@ class FileSystem:
     def __init__(
         self,
         catalog: Catalog,
-        adapter: BlockAdapter,
+        adapter: BlockSource,
         ram: RamCache,
         disk: DiskCache | None,
         options: MountOptions,

@@ -31,8 +31,7 @@ from typing import BinaryIO, Final
 from lakemount.cache.disk import DiskCache
 from lakemount.cache.ram import RamCache
 from lakemount.cache.singleflight import SingleFlight
-from lakemount.catalog.blocks import BLOCK_SIZE, block_key
-from lakemount.catalog.model import BlockAdapter
+from lakemount.catalog.blocks import BLOCK_SIZE, BlockSource, block_key
 from lakemount.fuse.stats import Metrics
 
 MAX_READAHEAD: Final = 32 << 20
@@ -69,7 +68,7 @@ class ReadState:
 class BlockReader:
     """Cached block reads of immutable objects; thread-safe."""
 
-    def __init__(self, adapter: BlockAdapter, ram: RamCache, disk: DiskCache | None, metrics: Metrics) -> None:
+    def __init__(self, adapter: BlockSource, ram: RamCache, disk: DiskCache | None, metrics: Metrics) -> None:
         self.adapter = adapter
         self.ram = ram
         self.disk = disk

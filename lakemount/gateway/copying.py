@@ -78,12 +78,12 @@ def address_in(catalog: Catalog, src_repo: Repository, dst_repo: Repository, ent
         return entry.address
     src_url = catalog.physical_url(src_repo, entry.address)
     dst_url = catalog.physical_url(dst_repo, entry.address)
-    if catalog.adapter.exists(dst_url):
+    if catalog.is_stored(dst_url):
         return entry.address
     # The same address in the other namespace (a content address, or an upload's linked name).
     with (
         catalog.writer(dst_repo, address=entry.address, hash_md5=False, hash_sha256=False) as w,
-        catalog.adapter.open(src_url) as f,
+        catalog.open_stored(src_url) as f,
     ):
         while chunk := f.read(READ_CHUNK):
             w.write(chunk)

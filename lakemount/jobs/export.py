@@ -37,9 +37,9 @@ from typing import Any, Final
 
 from lakemount.app import App
 from lakemount.audit.record import JOBS
+from lakemount.catalog.blocks import ExportBlocks
 from lakemount.catalog.confinement import split_location
 from lakemount.catalog.model import decode_value, prefix_end
-from lakemount.catalog.storage import read_table
 from lakemount.config import Config
 from lakemount.errors import (
     CATEGORIES,
@@ -125,7 +125,7 @@ def _clear_manifest(dest: Destination, app: App, client: Any) -> None:
                 os.unlink(os.path.join(parts, name))
         return
     for key in list(_s3_keys(client, dest, dest.prefix + MANIFEST_DIR + "/")):
-        app.catalog.adapter.delete(f"s3://{dest.root}/{key}")
+        app.catalog.delete_stored(f"s3://{dest.root}/{key}")
 
 
 def _safe_rel(rel: bytes) -> str | None:
@@ -143,18 +143,18 @@ def _safe_rel(rel: bytes) -> str | None:
     return text
 
 
-def _copy_bytes(adapter: Any, src: str, size: int, sink: Any) -> tuple[str, str, int]:
+def _copy_bytes(blocks: ExportBlocks, src: str, size: int, sink: Any) -> tuple[str, str, int]:
     """Stream ``src`` into ``sink(chunk)``; returns (sha256, md5, bytes)."""
     sha = hashlib.sha256()
     md5 = hashlib.md5(usedforsecurity=False)
     n = 0
     if size <= IN_MEMORY:
-        data = adapter.get(src)
+        data = blocks.get(src)
         sha.update(data)
         md5.update(data)
         sink(data)
         return sha.hexdigest(), md5.hexdigest(), len(data)
-    with adapter.open(src) as f:
+    with blocks.open(src) as f:
         while chunk := f.read(CHUNK):
             sha.update(chunk)
             md5.update(chunk)
@@ -170,7 +170,7 @@ def _verify(key: str, entry: Any, got_size: int, got_md5: str) -> None:
         raise Corrupt(f"{key}: content does not match its ETag (changed or damaged at the source)")
 
 
-def _copy_local(adapter: Any, dest: Destination, src: str, rel: str, entry: Any) -> tuple[str, str, int]:
+def _copy_local(blocks: ExportBlocks, dest: Destination, src: str, rel: str, entry: Any) -> tuple[str, str, int]:
     path = os.path.join(dest.root, rel)
     if entry.is_dir:
         os.makedirs(path, exist_ok=True)
@@ -185,7 +185,7 @@ def _copy_local(adapter: Any, dest: Destination, src: str, rel: str, entry: Any)
     fd, tmp = tempfile.mkstemp(prefix=".lakemount-export-", dir=directory)
     try:
         with os.fdopen(fd, "wb") as out:
-            sha, md5, n = _copy_bytes(adapter, src, entry.size, out.write)
+            sha, md5, n = _copy_bytes(blocks, src, entry.size, out.write)
         _verify(rel, entry, n, md5)
         os.chmod(tmp, entry.mode & 0o7777 or 0o644)
         if entry.mtime_ns:
@@ -200,23 +200,23 @@ def _copy_local(adapter: Any, dest: Destination, src: str, rel: str, entry: Any)
     return sha, md5, n
 
 
-def _copy_s3(adapter: Any, dest: Destination, src: str, rel: str, entry: Any, tmpdir: str | None) -> tuple[str, str, int]:
+def _copy_s3(blocks: ExportBlocks, dest: Destination, src: str, rel: str, entry: Any, tmpdir: str | None) -> tuple[str, str, int]:
     url = dest.url(rel)
     if entry.is_dir:
-        adapter.put(url if url.endswith("/") else url + "/", b"")
+        blocks.put(url if url.endswith("/") else url + "/", b"")
         return "", "", 0
     if entry.size <= IN_MEMORY:
         buf: list[bytes] = []
-        sha, md5, n = _copy_bytes(adapter, src, entry.size, buf.append)
+        sha, md5, n = _copy_bytes(blocks, src, entry.size, buf.append)
         _verify(rel, entry, n, md5)
-        adapter.put(url, b"".join(buf))
+        blocks.put(url, b"".join(buf))
         return sha, md5, n
     fd, tmp = tempfile.mkstemp(prefix="lakemount-export-", dir=tmpdir)
     try:
         with os.fdopen(fd, "wb") as out:
-            sha, md5, n = _copy_bytes(adapter, src, entry.size, out.write)
+            sha, md5, n = _copy_bytes(blocks, src, entry.size, out.write)
         _verify(rel, entry, n, md5)
-        adapter.put_file(url, tmp)
+        blocks.put_file(url, tmp)
     finally:
         os.unlink(tmp)
     return sha, md5, n
@@ -227,12 +227,12 @@ def _export_task(
     index: int, ranges: Iterable[tuple[str, str]],
 ) -> Iterator[dict[str, Any]]:
     app = app_for(config)
-    adapter = app.catalog.adapter
+    blocks = app.catalog.export_blocks()
     tmpdir = os.path.join(config.home, "tmp")
     os.makedirs(tmpdir, exist_ok=True)
     work: list[tuple[bytes, Any]] = []
     for range_id, checksum in ranges:
-        reader = read_table(adapter, namespace, range_id, checksum, "range")
+        reader = app.catalog.read_range(namespace, range_id, checksum)
         for key, value in reader.scan(prefix):
             if stop is not None and key >= stop:
                 break
@@ -252,8 +252,8 @@ def _export_task(
         src = entry.address if "://" in entry.address else f"{namespace.rstrip('/')}/{entry.address}"
         try:
             if dest.kind == "local":
-                return rel, entry, _copy_local(adapter, dest, src, rel, entry), None
-            return rel, entry, _copy_s3(adapter, dest, src, rel, entry, tmpdir), None
+                return rel, entry, _copy_local(blocks, dest, src, rel, entry), None
+            return rel, entry, _copy_s3(blocks, dest, src, rel, entry, tmpdir), None
         except (LakeMountError, OSError) as exc:
             return rel, entry, None, exc
 
@@ -285,7 +285,7 @@ def _export_task(
         with open(path, "wb") as f:
             f.write(data)
     else:
-        adapter.put(dest.url(part), data)
+        blocks.put(dest.url(part), data)
     yield {"stats": dict(stats), "failures": failures, "part": part if lines else None}
 
 
@@ -379,7 +379,7 @@ def export_objects(
         with open(path, "wb") as f:
             f.write(body)
     else:
-        app.catalog.adapter.put(dest.url(f"{MANIFEST_DIR}/manifest.json"), body)
+        app.catalog.export_blocks().put(dest.url(f"{MANIFEST_DIR}/manifest.json"), body)
     elapsed = time.monotonic() - started
     summary["timings"] = {**timings, "total": round(elapsed, 3)}
     if app.audit is not None:  # one record per job, with its counts

@@ -47,7 +47,7 @@ from typing import Any, Final
 
 from lakemount.app import App
 from lakemount.audit.record import JOBS
-from lakemount.catalog.catalog import MAX_KEY_BYTES, SOURCE_MTIME_KEY
+from lakemount.catalog.catalog import MAX_KEY_BYTES, SOURCE_MTIME_KEY, Catalog
 from lakemount.catalog.confinement import ImportSource
 from lakemount.catalog.model import DIR_MODE, FILE_MODE, Entry, prefix_end
 from lakemount.config import Config
@@ -279,7 +279,7 @@ def _local_records(source: ImportSource, prefix: bytes, units: Iterable[Unit], s
 
 
 def _s3_records(
-    adapter: Any, source: ImportSource, prefix: bytes, units: Iterable[Unit], skipped: list[int]
+    catalog: Catalog, source: ImportSource, prefix: bytes, units: Iterable[Unit], skipped: list[int]
 ) -> Iterator[tuple[bytes, Entry]]:
     base = source.url
 
@@ -296,7 +296,7 @@ def _s3_records(
 
     for unit in units:
         if unit[0] == "dir":
-            for info in adapter.list(base + unit[1].decode()):
+            for info in catalog.list_stored(base + unit[1].decode()):
                 yield from entry(info.url[len(base) :].encode(), info.url, info.size, info.mtime, info.etag)
         else:
             _kind, rel, size, mtime, etag = unit
@@ -315,7 +315,7 @@ def _import_task(
         if source.kind == "local":
             records = list(_local_records(source, target.prefix, task.units, skipped))
         else:
-            records = list(_s3_records(app.catalog.adapter, source, target.prefix, task.units, skipped))
+            records = list(_s3_records(cat, source, target.prefix, task.units, skipped))
         records.sort(key=lambda r: r[0])
         start = target.prefix + task.lo
         stop = target.prefix + task.hi if task.hi is not None else end
@@ -392,9 +392,9 @@ def import_object(app: App, source: ImportSource, repo: str, branch: str, key: s
     else:
         url = source.url
         with _s3_listing(source):
-            found = [i for i in app.catalog.adapter.list(url) if i.url == url]
+            found = [i for i in app.catalog.list_stored(url) if i.url == url]
         units = [("sfile", source.name.encode(), f.size, f.mtime, f.etag) for f in found]
-        records = list(_s3_records(app.catalog.adapter, ImportSource("s3", source.root, source.prefix), b"", units, skipped))
+        records = list(_s3_records(app.catalog, ImportSource("s3", source.root, source.prefix), b"", units, skipped))
     if not records:
         raise NotFound(f"nothing to import: {source.url} does not exist")
     entry = records[0][1]

@@ -102,3 +102,61 @@ def test_doctor_checks_the_ref_store_and_the_block_store(capsys: pytest.CaptureF
     assert checks["block store"]["ok"] and checks["block store"]["detail"].startswith("read/write local://"), checks
     root = Path(App(load(env={"LAKEMOUNT_HOME": str(home)})).system_namespace().removeprefix("local://"))
     assert not list((root / "doctor").glob("*"))  # the scratch object is gone again
+
+
+def test_the_mount_reads_blocks_through_a_read_only_source_the_catalog_hands_out(tmp_path: Path) -> None:
+    """The mount's block reader held the catalog's block adapter (``catalog.adapter``: writes, listings,
+    deletes); now it holds ``Catalog.block_source()``, reads by URL and nothing else."""
+    from lakemount.fuse.runner import build_filesystem, mount_options
+
+    app = make_app(tmp_path)
+    app.catalog.create_repository(R)
+    app.catalog.put(R, "main", "a", b"abcdef")
+    repo = app.catalog.repository(R)
+    url = app.catalog.physical_url(repo, app.catalog.stat(R, "main", "a").address)
+    source = build_filesystem(app, mount_options(app, ref=None, head_ttl=None)).reader.adapter
+    assert source.get(url) == b"abcdef" and source.get_range(url, 2, 3) == b"cde"
+    with source.open(url) as f:
+        assert f.read() == b"abcdef"
+    assert not [m for m in ("put", "put_file", "delete", "list", "touch") if hasattr(source, m)]
+
+
+def test_gc_rules_are_read_and_set_through_the_catalog(tmp_path: Path) -> None:
+    """The CLI and the REST API read and wrote GC rules with the catalog's block adapter
+    (``load_rules(catalog.adapter, ...)``); now they ask the catalog, which keeps them where GC reads them."""
+    from lakemount.catalog.gcrules import GcRules
+    from lakemount.errors import RepositoryNotFound
+    from lakemount.jobs.retention import load_rules
+
+    app = make_app(tmp_path)
+    cat = app.catalog
+    cat.create_repository(R)
+    assert cat.gc_rules(R) is None
+    rules = GcRules(7, (("main", 30),))
+    cat.set_gc_rules(R, rules)
+    assert cat.gc_rules(R) == rules == load_rules(app.adapter, cat.repository(R).storage_namespace)
+    cat.delete_gc_rules(R)
+    assert cat.gc_rules(R) is None
+    with pytest.raises(RepositoryNotFound):
+        cat.gc_rules("nope")
+
+
+def test_export_reads_ranges_and_writes_its_destination_through_what_the_catalog_hands_out(tmp_path: Path) -> None:
+    """Export took the catalog's block adapter for range tables, source data and the destination; now it
+    asks ``Catalog.read_range`` and ``Catalog.export_blocks()``, which reads, writes and deletes by URL but
+    cannot list nor touch."""
+    app = make_app(tmp_path)
+    cat = app.catalog
+    cat.create_repository(R)
+    cat.put(R, "main", "a", b"x")
+    cat.commit(R, "main", "one")
+    ns = cat.repository(R).storage_namespace
+    [rng] = cat.ranges(R, "main")
+    assert [decode_path(k) for k, _v in cat.read_range(ns, rng.id, rng.checksum).items()] == ["a"]
+    blocks = cat.export_blocks()
+    dest = f"{ns.rstrip('/')}/export-probe"
+    blocks.put(dest, b"manifest")
+    assert blocks.get(dest) == b"manifest"
+    blocks.delete(dest)
+    assert not cat.is_stored(dest)
+    assert not [m for m in ("list", "touch", "stat", "exists", "copy") if hasattr(blocks, m)]

@@ -11,5 +11,5 @@ def handle(ctx: Ctx) -> Response:
     """AbortMultipartUpload: forget the upload and delete its parts; raises ``S3Error`` NoSuchUpload."""
     upload, _repo = upload_of(ctx)
     for part in ctx.services.uploads.delete(upload.upload_id):
-        ctx.services.catalog.adapter.delete(part.url)
+        ctx.services.catalog.delete_stored(part.url)
     return Response(204)

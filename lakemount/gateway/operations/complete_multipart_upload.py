@@ -98,7 +98,7 @@ def assemble(ctx: Ctx, upload: Upload, repo: Repository, parts: list[Part]) -> b
     # The object's ETag is made of the parts' (below): the writer needs only the SHA-256.
     with cat.writer(repo, hash_md5=False) as w:
         for p in parts:
-            with cat.adapter.open(p.url) as f:
+            with cat.open_stored(p.url) as f:
                 while chunk := f.read(READ_CHUNK):
                     w.write(chunk)
         if w.size != sum(p.size for p in parts):
@@ -113,7 +113,7 @@ def assemble(ctx: Ctx, upload: Upload, repo: Repository, parts: list[Part]) -> b
         leftovers = ctx.services.uploads.complete(upload.upload_id, etag)
     for p in leftovers:
         with contextlib.suppress(LakeMountError):
-            cat.adapter.delete(p.url)
+            cat.delete_stored(p.url)
     return _result(upload, etag)
 
 

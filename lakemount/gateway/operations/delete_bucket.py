@@ -50,7 +50,7 @@ def handle(ctx: Ctx) -> Response:
             )
     for part in ctx.services.uploads.forget_repo(repo):
         with contextlib.suppress(LakeMountError):
-            cat.adapter.delete(part.url)
+            cat.delete_stored(part.url)
     cat.delete_repository(repo)
     ctx.services.buckets.forget(target.bucket)
     with contextlib.suppress(PolicyNotFound):

@@ -53,14 +53,14 @@ def part_key(upload: Upload, number: int) -> str:
 
 def record_part(ctx: Ctx, upload: Upload, part: Part) -> None:
     """Point the upload's part at a stored object; the object goes if the upload is gone."""
-    adapter = ctx.services.catalog.adapter
+    cat = ctx.services.catalog
     try:
         old = ctx.services.uploads.put_part(upload.upload_id, part)
     except (UploadNotFound, ConcurrentUpdate):
-        adapter.delete(part.url)
+        cat.delete_stored(part.url)
         raise
     if old is not None:
-        adapter.delete(old)
+        cat.delete_stored(old)
 
 
 def handle(ctx: Ctx) -> Response:
