@@ -89,7 +89,7 @@ def test_branches_and_tags_are_created_from_any_ref_and_deleted(served: Served, 
         page.close()
 
 
-def test_upload_by_input_and_drop_with_progress_cancel_and_delete(served: Served, browser: Any) -> None:
+def test_upload_by_input_and_drop_with_progress_cancel_and_delete(served: Served, browser: Any, tmp_path: Any) -> None:
     repo = served.repo(prefix="wu")
     rid = str(repo.id)
     main = repo.branch("main")
@@ -116,6 +116,15 @@ def test_upload_by_input_and_drop_with_progress_cancel_and_delete(served: Served
                            auth=AUTH, timeout=30)
         assert got.content == b"dropped bytes"
         assert rest(served, "GET", f"/repositories/{rid}/refs/main/objects/stat", params={"path": "dir/picked.csv"})["size_bytes"] == 5
+        # A folder keeps its layout under the directory shown.
+        (tmp_path / "batch" / "sub").mkdir(parents=True)
+        (tmp_path / "batch" / "one.txt").write_bytes(b"one")
+        (tmp_path / "batch" / "sub" / "two.txt").write_bytes(b"two")
+        page.set_input_files("#upload-folder", str(tmp_path / "batch"))
+        page.wait_for_selector("#uploads li[data-path='dir/batch/sub/two.txt'][data-state=done]")
+        page.wait_for_selector("#uploads li[data-path='dir/batch/one.txt'][data-state=done]")
+        page.wait_for_selector("#listing >> text=batch/")
+        assert {"dir/batch/one.txt", "dir/batch/sub/two.txt"} <= paths(served, rid, "main")
         # Cancel: the upload is held in flight (the route never answers) and cancelled from the page.
         held: list[Any] = []
         page.route("**/objects?path=dir%2Fslow.bin", lambda route: held.append(route))
@@ -132,7 +141,8 @@ def test_upload_by_input_and_drop_with_progress_cancel_and_delete(served: Served
         page.click("#listing .delete-object[data-path='dir/gone.txt']")
         page.wait_for_selector("#listing >> text=gone.txt", state="detached")
         assert "dir/gone.txt" not in paths(served, rid, "main")
-        assert staged(served, rid, "main") == {"dir/picked.csv", "dir/dropped.txt", "dir/gone.txt"}
+        assert staged(served, rid, "main") == {"dir/picked.csv", "dir/dropped.txt", "dir/gone.txt", "dir/batch/one.txt",
+                                               "dir/batch/sub/two.txt"}
         # A tag takes no change: no upload box and no delete buttons there.
         page.goto(f"{served.api}/#/r/{rid}/tree/t1/dir/")
         page.wait_for_selector("#listing >> text=gone.txt")
@@ -200,8 +210,12 @@ def test_merge_from_the_compare_page_with_a_strategy(served: Served, browser: An
     main.commit(message="main side")
     page = admin_page(served, browser)
     try:
-        page.goto(f"{served.api}/#/r/{rid}/compare/main/feat")
+        # From the branch page: its row leads to the compare page with the merge form.
+        page.goto(f"{served.api}/#/r/{rid}/refs/main")
+        page.click("#branches tr[data-name=feat] .merge-link")
+        page.wait_for_url(f"**/#/r/{rid}/compare/main/feat")
         page.wait_for_selector("#compare-merge")
+        assert page.locator("#branches tr[data-name=main] .merge-link").count() == 0
         page.click("#compare-merge-button")  # the default strategy: a conflict, listed
         page.wait_for_selector("#merge-message #conflicts >> text=a.csv")
         page.select_option("#compare-merge-strategy", "source-wins")
@@ -213,7 +227,7 @@ def test_merge_from_the_compare_page_with_a_strategy(served: Served, browser: An
         assert got.content == b"id\nfeat\n"
         head = rest(served, "GET", f"/repositories/{rid}/refs/main/commits", params={"amount": 1})["results"][0]
         assert head["message"] == "feat wins" and len(head["parents"]) == 2
-        # dest-wins the other way round: main's content stays on feat... feat takes main's merge and keeps its own bytes.
+        # dest-wins, main into feat after both changed a.csv again: feat (the destination) keeps its bytes.
         feat.object("a.csv").upload(b"id\nfeat2\n")
         feat.commit(message="feat again")
         main.object("a.csv").upload(b"id\nmain2\n")
@@ -257,9 +271,17 @@ def test_breadcrumb_with_the_ref_picker_and_one_date_format(served: Served, brow
         crumbs.locator("a.dir", has_text="d1").click()
         page.wait_for_selector("#listing >> text=d2/")
         assert page.locator("#breadcrumb #ref-picker").input_value() == "dev"
-        for view in ("commits/main", "refs/main", "changes/main", f"history/main?path=d1%2Fd2%2Ff.txt"):
+        for view in ("commits/main", "refs/main", "changes/main", "history/main?path=d1%2Fd2%2Ff.txt", "compare/main/dev",
+                     "pulls", "feed", "actions", "settings"):
             page.goto(f"{served.api}/#/r/{rid}/{view}")
             page.wait_for_selector("#breadcrumb #ref-picker")
+            assert page.locator("#breadcrumb a").first.inner_text() == rid, view
+        # On compare, the breadcrumb's picker is the compared ref; the base keeps its own.
+        page.goto(f"{served.api}/#/r/{rid}/compare/main/dev")
+        page.wait_for_selector("#base-picker")
+        page.select_option("#breadcrumb #ref-picker", "main")
+        page.wait_for_url(f"**/#/r/{rid}/compare/main/main")
+        assert page.locator("#base-picker").input_value() == "main"
         # Dates: relative text, the exact ISO time as the tooltip, on the listing, the log and the object page.
         page.goto(f"{served.api}/#/r/{rid}/commits/main")
         page.wait_for_selector("#commits time")
@@ -288,7 +310,7 @@ def test_write_controls_are_disabled_with_the_reason_for_a_reader(served: Served
     main.object("staged.txt").upload(b"s")
     controls = {
         f"#/r/{rid}/refs/main": ("#create-branch button", "#new-branch", "#create-tag button", ".delete-branch"),
-        f"#/r/{rid}/tree/main": ("#upload-input", ".delete-object"),
+        f"#/r/{rid}/tree/main": ("#upload-input", "#upload-folder", ".delete-object"),
         f"#/r/{rid}/changes/main": ("#commit-button", "#commit-message-input", "#reset-all", ".reset-path", "#reset-prefix-form button"),
         f"#/r/{rid}/compare/main/feat": ("#compare-merge-button", "#compare-merge-strategy"),
     }

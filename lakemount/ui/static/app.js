@@ -245,8 +245,8 @@ function pager(data, after, base, q, extra) {
 }
 
 // ---- ref picker ----------------------------------------------------------------
-async function refPicker(repo, ref, go) {
-  const sel = el("select", {id: "ref-picker", onchange: () => go(sel.value)});
+async function refPicker(repo, ref, go, id = "ref-picker") {
+  const sel = el("select", {id, "aria-label": "ref", onchange: () => go(sel.value)});
   const seen = new Set();
   const add = (group, items) => {
     const g = el("optgroup", {label: group});
@@ -281,6 +281,10 @@ async function breadcrumb(repo, ref, path, go) {
   if (file) nav.append(" / ", el("strong", {class: "file"}, file));
   return nav;
 }
+
+// The breadcrumb of a repository-wide page (pull requests, feed, hook runs, settings): its picker leads to the
+// objects of the picked ref.
+function repoCrumb(repo, ref) { return breadcrumb(repo, ref, "", r => location.assign("#" + route("r", repo, "tree", r))); }
 
 // The repository's default branch: the ref of the tabs on its repository-wide pages (pulls, feed, hook runs, settings).
 async function defaultBranch(repo) { return (await api("GET", route("repositories", repo))).default_branch; }
@@ -510,18 +514,19 @@ async function comparePage(repo, left, right, q) {
     first = e;
   }
   const go = (l, r, u) => location.assign("#" + route("r", repo, "compare", l, r) + (u ? "?uncommitted=1" : ""));
-  const lp = await refPicker(repo, left, v => go(v, right, false));
-  const rp = await refPicker(repo, right, v => go(left, v, uncommitted));
+  // The compared ref is the breadcrumb's; the base has its own picker.
+  const lp = await refPicker(repo, left, v => go(v, right, false), "base-picker");
+  const crumbs = await breadcrumb(repo, right, "", v => go(left, v, uncommitted));
   const unc = el("label", {}, el("input", {type: "checkbox", id: "uncommitted", checked: uncommitted, onchange: ev => go(left, right, ev.target.checked)}),
     " uncommitted changes of the right branch");
-  const pickers = el("div", {}, uncommitted ? null : ["base ", lp], " compare ", rp, " ", unc);
-  if (first instanceof Error) return draw(g0, el("h2", {}, repo), repoTabs(repo, right), pickers, errorBox(first));
+  const pickers = el("div", {}, uncommitted ? null : ["base ", lp, " ← compared: the breadcrumb's ref "], unc);
+  if (first instanceof Error) return draw(g0, el("h2", {}, repo), repoTabs(repo, right), crumbs, pickers, errorBox(first));
   const counts = el("p", {class: "counts", id: "counts"}, el("span", {class: "muted"}, "counting…"));
   // Merge the compared ref into the base, when the base is a branch (a tag or commit takes no merge).
   const [baseIsBranch, can] = uncommitted || left === right ? [false, null] : await Promise.all([
     api("GET", route("repositories", repo, "branches", left)).then(() => true, e => { if (e.status === 401) throw e; return false; }),
     rights(repo)]);
-  draw(g0, el("h2", {}, repo), repoTabs(repo, right), pickers, baseIsBranch ? mergeForm(repo, right, left, can) : null,
+  draw(g0, el("h2", {}, repo), repoTabs(repo, right), crumbs, pickers, baseIsBranch ? mergeForm(repo, right, left, can) : null,
     counts, diffTable(repo, right, first.results),
     pager(first, after, route("r", repo, "compare", left, right), q, uncommitted ? {uncommitted: "1"} : {}));
   if (g0 !== gen) return;  // moved on: no need to count
@@ -564,8 +569,9 @@ async function feedPage(repo) {
   const body = el("tbody", {});
   const status = el("span", {class: "muted", id: "feed-status"}, "connecting…");
   const ref = await defaultBranch(repo);
+  const crumbs = await repoCrumb(repo, ref);
   if (g0 !== gen) return;  // the user moved on: no stream for a page not shown
-  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), el("h3", {}, "Live feed ", status),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), crumbs, el("h3", {}, "Live feed ", status),
     el("table", {id: "feed"}, el("thead", {}, el("tr", {}, el("th", {}, "#"), el("th", {}, "time"), el("th", {}, "event"),
       el("th", {}, "branch"), el("th", {}, "details"))), body));
   const es = subscribe(repo, (kind, d, eventId) => {
@@ -610,7 +616,7 @@ async function pullsPage(repo, q) {
     el("button", {type: "submit"}, "open pull request"), msg);
   const filters = el("p", {}, ["open", "closed", "merged", "all"].map(s => [s === st ? el("strong", {}, s) :
     link(route("r", repo, "pulls") + "?status=" + s, s), " "]));
-  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), filters,
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), await repoCrumb(repo, ref), filters,
     data.results.length ? el("table", {id: "pulls"}, el("tr", {}, el("th", {}, "#"), el("th", {}, "title"), el("th", {}, "branches"),
       el("th", {}, "author"), el("th", {}, "status")),
       data.results.map(p => el("tr", {class: "pull"}, el("td", {}, link(route("r", repo, "pull", String(p.id)), "#" + p.id)),
@@ -700,6 +706,8 @@ async function pullPage(repo, id) {
   const open = p.status === "open";
   // A live re-render keeps the draft being typed and the message shown (a refusal must not vanish
   // because the user's own comment, or someone else's, came back on the feed a moment later).
+  const shownRef = p.status === "merged" ? p.destination_branch : p.source_branch;
+  const crumbs = await repoCrumb(repo, shownRef);
   runsBox.replaceChildren(await runsTable(repo, {branch: p.destination_branch}));  // the last wait: what is shown is read after it
   const old = document.getElementById("comment-body");
   if (old && old.dataset.pull === String(id)) {
@@ -707,7 +715,7 @@ async function pullPage(repo, id) {
     const shown = document.getElementById("pr-message");
     if (shown && msg.childNodes.length === 0) msg.replaceChildren(...shown.childNodes);
   }
-  draw(g0, el("h2", {}, repo), repoTabs(repo, p.status === "merged" ? p.destination_branch : p.source_branch),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, shownRef), crumbs,
     el("h3", {id: "pr-title"}, "#" + p.id + " ", p.title, " ", el("span", {class: "muted", id: "pr-status"}, "[" + p.status + "]")),
     el("p", {}, p.source_branch + " → " + p.destination_branch + " · by " + p.author + " · ", fmtTime(p.creation_date)),
     el("pre", {id: "pr-description"}, p.description || ""),
@@ -746,7 +754,7 @@ async function pullPage(repo, id) {
 async function actionsPage(repo, q) {
   const g0 = gen;  // drawn only if the user is still on this page
   const [ref, runs] = await Promise.all([defaultBranch(repo), runsTable(repo, {branch: q.get("branch") || undefined})]);
-  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), el("h3", {id: "runs-page"}, "Hook runs"), runs);
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), await repoCrumb(repo, ref), el("h3", {id: "runs-page"}, "Hook runs"), runs);
 }
 
 async function settingsPage(repo) {
@@ -759,7 +767,7 @@ async function settingsPage(repo) {
   };
   const pattern = el("input", {id: "rule-pattern", placeholder: "branch pattern, e.g. main or rel-*", required: true});
   const approvals = el("input", {id: "rule-approvals", type: "number", min: 0, value: 0, size: 4});
-  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), el("h3", {}, "Branch protection"),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), await repoCrumb(repo, ref), el("h3", {}, "Branch protection"),
     el("p", {class: "muted"}, "A protected branch changes only by merge (and revert); a merge needs the approvals the rule requires."),
     rules.length ? el("table", {id: "rules"}, el("tr", {}, el("th", {}, "pattern"), el("th", {}, "required approvals"), el("th", {}, "")),
       rules.map((r, i) => el("tr", {}, el("td", {}, r.pattern), el("td", {}, r.required_approvals),

@@ -9,10 +9,10 @@
 // Both from any ref: a branch, a tag or a commit id (the datalist offers the names; a typed commit id works too).
 async function refsPage(repo, ref) {
   const g0 = gen;  // drawn only if the user is still on this page
-  const [branches, tags, can, crumbs] = await Promise.all([
+  const [branches, tags, can, crumbs, dflt] = await Promise.all([
     api("GET", route("repositories", repo, "branches"), {amount: 1000}),
     api("GET", route("repositories", repo, "tags"), {amount: 1000}), rights(repo),
-    breadcrumb(repo, ref, "", r => location.assign("#" + route("r", repo, "refs", r)))]);
+    breadcrumb(repo, ref, "", r => location.assign("#" + route("r", repo, "refs", r))), defaultBranch(repo)]);
   const msg = el("div", {id: "refs-message"});
   const run = fn => async ev => {
     if (ev && ev.preventDefault) ev.preventDefault();
@@ -24,21 +24,24 @@ async function refsPage(repo, ref) {
   const branchFrom = el("input", {id: "new-branch-source", list: "ref-names", value: ref, placeholder: "from ref", required: true});
   const newTag = el("input", {id: "new-tag", placeholder: "new tag name", required: true});
   const tagFrom = el("input", {id: "new-tag-source", list: "ref-names", value: ref, placeholder: "at ref", required: true});
+  // A branch's row leads to its merge: the compare page of the default branch against it has the merge form.
   const row = (kind, r, del) => el("tr", {class: kind, "data-name": r.id},
     el("td", {}, link(route("r", repo, "tree", r.id), r.id)), el("td", {}, link(route("r", repo, "commit", r.commit_id), r.commit_id.slice(0, 12))),
+    el("td", {}, kind === "branch" && r.id !== dflt ? el("a", {href: "#" + route("r", repo, "compare", dflt, r.id), class: "merge-link"},
+      "compare & merge into " + dflt) : null),
     el("td", {}, mayNot(el("button", {class: "delete-" + kind, onclick: run(() => confirm(`Delete ${kind} ${r.id}?`) ? del(r.id) : null)}, "delete"), can, "WriteRepo")));
   draw(g0, el("h2", {}, repo), repoTabs(repo, ref), crumbs, refs, msg,
     el("h3", {}, "Branches"),
     mayNot(el("form", {class: "inline", id: "create-branch", onsubmit: run(() => api("POST", route("repositories", repo, "branches"), {},
       {name: newBranch.value.trim(), source: branchFrom.value.trim()}))}, newBranch, " from ", branchFrom,
       el("button", {type: "submit"}, "create branch")), can, "WriteRepo"),
-    el("table", {id: "branches"}, el("tr", {}, el("th", {}, "branch"), el("th", {}, "head"), el("th", {}, "")),
+    el("table", {id: "branches"}, el("tr", {}, el("th", {}, "branch"), el("th", {}, "head"), el("th", {}, ""), el("th", {}, "")),
       branches.results.map(b => row("branch", b, id => api("DELETE", route("repositories", repo, "branches", id))))),
     el("h3", {}, "Tags"),
     mayNot(el("form", {class: "inline", id: "create-tag", onsubmit: run(() => api("POST", route("repositories", repo, "tags"), {},
       {id: newTag.value.trim(), ref: tagFrom.value.trim()}))}, newTag, " at ", tagFrom,
       el("button", {type: "submit"}, "create tag")), can, "WriteRepo"),
-    tags.results.length ? el("table", {id: "tags"}, el("tr", {}, el("th", {}, "tag"), el("th", {}, "commit"), el("th", {}, "")),
+    tags.results.length ? el("table", {id: "tags"}, el("tr", {}, el("th", {}, "tag"), el("th", {}, "commit"), el("th", {}, ""), el("th", {}, "")),
       tags.results.map(t => row("tag", t, id => api("DELETE", route("repositories", repo, "tags", id))))) : el("p", {class: "muted"}, "No tags."));
 }
 
@@ -69,17 +72,25 @@ function uploadBox(repo, branch, prefix) {
   if (uploadLog.key !== key) uploadLog = {key, list: el("ul", {id: "uploads"})};
   const list = uploadLog.list;
   let running = 0;
+  // files: [path under the directory shown, File] pairs.
   const start = files => {
     if (input.disabled) return;  // no right to write: a drop is refused as the input is
-    for (const f of files) {
+    for (const [rel, f] of files) {
       running++;
-      uploadOne(repo, branch, prefix + f.name, f, list).finally(() => { if (--running === 0 && list.isConnected) render(); });
+      uploadOne(repo, branch, prefix + rel, f, list).finally(() => { if (--running === 0 && list.isConnected) render(); });
     }
   };
-  const input = el("input", {type: "file", id: "upload-input", multiple: true, onchange: () => { start([...input.files]); input.value = ""; }});
+  const input = el("input", {type: "file", id: "upload-input", multiple: true, onchange: () => {
+    start([...input.files].map(f => [f.name, f])); input.value = "";
+  }});
+  // A folder keeps its layout: each file goes to prefix + its path inside the picked folder (named too).
+  const folder = el("input", {type: "file", id: "upload-folder", webkitdirectory: true, onchange: () => {
+    start([...folder.files].map(f => [f.webkitRelativePath || f.name, f])); folder.value = "";
+  }});
   const box = el("div", {id: "upload", class: "upload"},
-    el("label", {for: "upload-input"}, "Upload to ", el("code", {}, "/" + prefix), ": "), input,
-    el("span", {class: "muted"}, " or drop files on the listing"), list);
+    el("label", {for: "upload-input"}, "Upload files to ", el("code", {}, "/" + prefix), ": "), input,
+    el("label", {for: "upload-folder"}, " a folder: "), folder,
+    el("span", {class: "muted"}, " or drop files and folders on the listing"), list);
   // The listing is drawn after this box: the drop handlers go on it once it is in the page.
   queueMicrotask(() => {
     const target = document.getElementById("listing");
@@ -89,10 +100,30 @@ function uploadBox(repo, branch, prefix) {
     target.addEventListener("drop", ev => {
       ev.preventDefault();
       target.classList.remove("drop");
-      start([...(ev.dataTransfer ? ev.dataTransfer.files : [])]);
+      if (ev.dataTransfer && !input.disabled) droppedFiles(ev.dataTransfer).then(start, e => list.appendChild(el("li", {}, errorBox(e))));
     });
   });
   return box;
+}
+
+// What a drop holds, as [relative path, File] pairs: a dropped folder is walked (its entries are read in
+// batches until an empty one). The entries are taken at once: a DataTransfer is emptied after the event.
+async function droppedFiles(dt) {
+  const entries = [...(dt.items || [])].filter(i => i.kind === "file").map(i => i.webkitGetAsEntry ? i.webkitGetAsEntry() : null);
+  const files = [...dt.files];
+  if (!entries.length || entries.some(e => !e)) return files.map(f => [f.name, f]);
+  const out = [];
+  const walk = async (entry, dir) => {
+    if (entry.isFile) { out.push([dir + entry.name, await new Promise((ok, no) => entry.file(ok, no))]); return; }
+    const reader = entry.createReader();
+    for (;;) {
+      const batch = await new Promise((ok, no) => reader.readEntries(ok, no));
+      if (!batch.length) return;
+      for (const e of batch) await walk(e, dir + entry.name + "/");
+    }
+  };
+  for (const e of entries) await walk(e, "");
+  return out;
 }
 
 function uploadOne(repo, branch, path, file, list) {
