@@ -308,7 +308,9 @@ def test_write_controls_are_disabled_with_the_reason_for_a_reader(served: Served
     main.commit(message="a")
     repo.branch("feat").create(source_reference="main")
     main.object("staged.txt").upload(b"s")
+    head = main.get_commit().id
     controls = {
+        f"#/r/{rid}/commit/{head}": ("#revert-button", "#revert-branch"),
         f"#/r/{rid}/refs/main": ("#create-branch button", "#new-branch", "#create-tag button", ".delete-branch"),
         f"#/r/{rid}/tree/main": ("#upload-input", "#upload-folder", ".delete-object"),
         f"#/r/{rid}/changes/main": ("#commit-button", "#commit-message-input", "#reset-all", ".reset-path", "#reset-prefix-form button"),

@@ -448,8 +448,8 @@ function diffTable(repo, ref, results) {
 async function commitPage(repo, id, q) {
   const g0 = gen;  // drawn only if the user is still on this page
   const after = q.get("after") || "";
-  const [c, crumbs] = await Promise.all([api("GET", route("repositories", repo, "commits", id)),
-    breadcrumb(repo, id, "", r => location.assign("#" + route("r", repo, "tree", r)))]);
+  const [c, crumbs, can] = await Promise.all([api("GET", route("repositories", repo, "commits", id)),
+    breadcrumb(repo, id, "", r => location.assign("#" + route("r", repo, "tree", r))), rights(repo)]);
   const parent = (c.parents || [])[0];
   let diffPart;
   if (parent) {
@@ -478,7 +478,7 @@ async function commitPage(repo, id, q) {
       (c.parents || []).map(p => [link(route("r", repo, "commit", p), p.slice(0, 12)), " "])),
     meta.length ? el("table", {}, meta.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v)))) : null,
     el("p", {}, link(route("r", repo, "tree", c.id), "browse at this commit")),
-    parent ? revert : null, revertMsg,
+    parent ? mayNot(revert, can, "WriteRepo") : null, revertMsg,
     ...diffPart);
 }
 
