@@ -409,7 +409,7 @@ def test_new_user_pass_deep_links_odd_paths_and_sessions(served: Served, chromiu
         page.locator("#listing tr.dir a").get_by_text("/", exact=True).click()  # dbl// (was: dbl/ again)
         page.locator("#listing tr.obj a").get_by_text("x.txt", exact=True).click()
         page.wait_for_selector("#object-path >> text=dbl//x.txt")
-        page.click(".crumbs a")  # back to its directory, dbl//
+        page.locator("#breadcrumb a.dir").last.click()  # back to its directory, dbl// (the breadcrumb keeps the empty segment)
         page.wait_for_selector("#listing tr.obj >> text=x.txt")
 
         # Uncommitted changes of a tag: the error, with the checkbox still there to compare the refs instead.

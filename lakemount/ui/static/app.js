@@ -136,7 +136,26 @@ function fmtSize(n) {
   while (x >= 1024 && i < u.length - 1) { x /= 1024; i++; }
   return (i ? x.toFixed(1) : x) + " " + u[i];
 }
-function fmtTime(t) { return t ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) : ""; }
+// One date format everywhere: relative ("3 min ago") with the exact UTC time (ISO 8601) as the tooltip. The API
+// gives seconds since the epoch (commits, objects) or ISO text (pull requests, hook runs): both are taken.
+function fmtTime(t) {
+  if (t === undefined || t === null || t === "" || t === 0) return "";
+  const d = typeof t === "number" ? new Date(t * 1000) : new Date(t);
+  if (isNaN(d.getTime())) return String(t);
+  const iso = d.toISOString();
+  return el("time", {datetime: iso, title: iso}, relTime(d));
+}
+function relTime(d) {
+  const s = Math.round((Date.now() - d.getTime()) / 1000);
+  const ahead = s < 0, a = Math.abs(s);
+  const say = (n, unit) => ahead ? `in ${n} ${unit}` : `${n} ${unit} ago`;
+  if (a < 45) return "just now";
+  if (a < 3600) return say(Math.max(1, Math.round(a / 60)), "min");
+  if (a < 86400) return say(Math.round(a / 3600), "h");
+  if (a < 86400 * 30) return say(Math.round(a / 86400), Math.round(a / 86400) === 1 ? "day" : "days");
+  if (a < 86400 * 365) return say(Math.round(a / (86400 * 30)), Math.round(a / (86400 * 30)) === 1 ? "month" : "months");
+  return say(Math.round(a / (86400 * 365)), Math.round(a / (86400 * 365)) === 1 ? "year" : "years");
+}
 function link(hash, ...text) { return el("a", {href: "#" + hash}, ...text); }
 function route(...parts) { return "/" + parts.map(p => enc(p)).join("/"); }
 
@@ -226,8 +245,8 @@ function pager(data, after, base, q, extra) {
 }
 
 // ---- ref picker ----------------------------------------------------------------
-async function refPicker(repo, ref, go) {
-  const sel = el("select", {id: "ref-picker", onchange: () => go(sel.value)});
+async function refPicker(repo, ref, go, id = "ref-picker") {
+  const sel = el("select", {id, "aria-label": "ref", onchange: () => go(sel.value)});
   const seen = new Set();
   const add = (group, items) => {
     const g = el("optgroup", {label: group});
@@ -245,6 +264,27 @@ async function refPicker(repo, ref, go) {
     commit, el("button", {type: "submit"}, "go"));
   return el("span", {class: "picker"}, "ref: ", sel, " or ", form);
 }
+
+// The breadcrumb of every page of a ref: repo / ref (the picker) / dir / ... / file. Each directory links to its
+// listing; empty segments are kept ("a//b" is in "a/" then "a//"), as the listing's prefixes are. ``go(ref)``
+// is where the picker leads: the same page at another ref.
+async function breadcrumb(repo, ref, path, go) {
+  const nav = el("nav", {class: "crumbs", id: "breadcrumb", "aria-label": "breadcrumb"},
+    link(route("r", repo, "tree", ref), repo), " / ", await refPicker(repo, ref, go));
+  const segments = (path || "").split("/");
+  const file = segments.pop();  // "" for a directory (path ends with "/") or the root
+  let acc = "";
+  for (const part of segments) {
+    acc += part + "/";
+    nav.append(" / ", el("a", {href: "#" + treeHash(repo, ref, acc), class: "dir"}, part || "(empty)"));
+  }
+  if (file) nav.append(" / ", el("strong", {class: "file"}, file));
+  return nav;
+}
+
+// The breadcrumb of a repository-wide page (pull requests, feed, hook runs, settings): its picker leads to the
+// objects of the picked ref.
+function repoCrumb(repo, ref) { return breadcrumb(repo, ref, "", r => location.assign("#" + route("r", repo, "tree", r))); }
 
 // The repository's default branch: the ref of the tabs on its repository-wide pages (pulls, feed, hook runs, settings).
 async function defaultBranch(repo) { return (await api("GET", route("repositories", repo))).default_branch; }
@@ -273,6 +313,7 @@ function mayNot(node, can, action) {
 function repoTabs(repo, ref) {
   return el("div", {class: "tabs"},
     link(route("r", repo, "tree", ref), "objects"), link(route("r", repo, "commits", ref), "commits"),
+    link(route("r", repo, "refs", ref), "branches & tags"), link(route("r", repo, "changes", ref), "uncommitted"),
     link(route("r", repo, "compare", ref, ref), "compare"), link(route("r", repo, "pulls"), "pull requests"),
     link(route("r", repo, "actions"), "hook runs"), link(route("r", repo, "feed"), "live feed"),
     link(route("r", repo, "audit"), "audit"), link(route("r", repo, "settings"), "protection & GC"));
@@ -285,13 +326,8 @@ async function treePage(repo, ref, prefix, q) {
   const t0 = performance.now();
   const [data, picker] = await Promise.all([
     api("GET", route("repositories", repo, "refs", ref, "objects", "ls"), {prefix, after, amount: PAGE, delimiter: "/", user_metadata: "false"}),
-    refPicker(repo, ref, r => location.assign("#" + route("r", repo, "tree", r) + "/" + prefix.split("/").map(enc).join("/")))]);
-  const crumbs = el("span", {class: "crumbs"}, link(route("r", repo, "tree", ref), repo));
-  let acc = "";
-  for (const part of prefix.split("/").filter(Boolean)) {
-    acc += part + "/";
-    crumbs.append(" / ", link(treeHash(repo, ref, acc), part));
-  }
+    breadcrumb(repo, ref, prefix, r => location.assign("#" + route("r", repo, "tree", r) + "/" + prefix.split("/").map(enc).join("/")))]);
+  const writing = await branchWriting(repo, ref);  // null on a tag or commit: no upload, delete, commit there
   // The directory's own entry (an empty directory kept by the mount, path == prefix) is not a row without a name.
   const rows = data.results.filter(o => o.path !== prefix).map(o => {
     const name = o.path.slice(prefix.length);
@@ -300,9 +336,10 @@ async function treePage(repo, ref, prefix, q) {
     }
     return el("tr", {class: "obj"}, el("td", {}, link(objHash(repo, ref, o.path), name)),
       el("td", {}, fmtSize(o.size_bytes)), el("td", {}, fmtTime(o.mtime)),
-      el("td", {}, link(route("r", repo, "history", ref) + "?path=" + enc(o.path), "history")));
+      el("td", {}, link(route("r", repo, "history", ref) + "?path=" + enc(o.path), "history"),
+        writing ? [" ", writing.deleteButton(o.path)] : null));
   });
-  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), picker, el("div", {}, crumbs),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), picker, writing ? writing.uploadBox(prefix) : null,
     el("table", {id: "listing", "data-ms": Math.round(performance.now() - t0)},
       el("tr", {}, el("th", {}, "name"), el("th", {}, "size"), el("th", {}, "modified"), el("th", {}, "")), rows),
     rows.length ? null : el("p", {class: "muted"}, "empty"),
@@ -326,9 +363,10 @@ function table(schema, rows) {
 async function objectPage(repo, ref, q) {
   const g0 = gen;  // drawn only if the user is still on this page
   const path = q.get("path") || "";
-  const [stat, p] = await Promise.all([
+  const [stat, p, crumbs] = await Promise.all([
     api("GET", route("repositories", repo, "refs", ref, "objects", "stat"), {path}),
-    api("GET", route("repositories", repo, "refs", ref, "objects", "preview"), {path, rows: 100})]);
+    api("GET", route("repositories", repo, "refs", ref, "objects", "preview"), {path, rows: 100}),
+    breadcrumb(repo, ref, path, r => location.assign("#" + objHash(repo, r, path)))]);
   const dataUrl = API + route("repositories", repo, "refs", ref, "objects") + "?path=" + enc(path);
   const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/") + 1) : "";
   let body;
@@ -358,8 +396,8 @@ async function objectPage(repo, ref, q) {
     default:
       body = el("p", {id: "preview", "data-kind": "error", class: "error"}, p.message || "no preview");
   }
-  draw(g0, el("h2", {}, repo), repoTabs(repo, ref),
-    el("div", {class: "crumbs"}, link(treeHash(repo, ref, dir), "← " + (dir || "/")), " ", el("strong", {id: "object-path"}, path)),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), crumbs,
+    el("div", {}, el("a", {href: "#" + treeHash(repo, ref, dir), id: "up"}, "← " + (dir || "/")), " ", el("strong", {id: "object-path"}, path)),
     el("p", {}, fmtSize(stat.size_bytes), " · ", stat.content_type || "", " · ", fmtTime(stat.mtime), " · ",
       el("a", {href: dataUrl, download: path.split("/").pop()}, "download"), " · ",
       link(route("r", repo, "history", ref) + "?path=" + enc(path), "history"), " · ",
@@ -429,7 +467,7 @@ async function commitsPage(repo, ref, q) {
   const after = q.get("after") || "";
   const [data, picker] = await Promise.all([
     api("GET", route("repositories", repo, "refs", ref, "commits"), {after, amount: PAGE}),
-    refPicker(repo, ref, r => location.assign("#" + route("r", repo, "commits", r)))]);
+    breadcrumb(repo, ref, "", r => location.assign("#" + route("r", repo, "commits", r)))]);
   draw(g0, el("h2", {}, repo), repoTabs(repo, ref), picker, commitTable(repo, data.results, "commits"),
     pager(data, after, route("r", repo, "commits", ref), q));
 }
@@ -439,9 +477,10 @@ async function historyPage(repo, ref, q) {
   const path = q.get("path") || "";
   const after = q.get("after") || "";
   const isPrefix = path.endsWith("/");
-  const data = await api("GET", route("repositories", repo, "refs", ref, "commits"),
-    {after, amount: PAGE, objects: isPrefix ? undefined : path, prefixes: isPrefix ? path : undefined});
-  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), el("h3", {}, "History of ", el("code", {}, path), " on ", ref),
+  const [data, crumbs] = await Promise.all([api("GET", route("repositories", repo, "refs", ref, "commits"),
+    {after, amount: PAGE, objects: isPrefix ? undefined : path, prefixes: isPrefix ? path : undefined}),
+    breadcrumb(repo, ref, path, r => location.assign("#" + route("r", repo, "history", r) + "?path=" + enc(path)))]);
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), crumbs, el("h3", {}, "History of ", el("code", {}, path), " on ", ref),
     data.results.length ? commitTable(repo, data.results, "history") : el("p", {class: "muted"}, "No commit changed it."),
     pager(data, after, route("r", repo, "history", ref), q, {path}));
 }
@@ -456,7 +495,8 @@ function diffTable(repo, ref, results) {
 async function commitPage(repo, id, q) {
   const g0 = gen;  // drawn only if the user is still on this page
   const after = q.get("after") || "";
-  const c = await api("GET", route("repositories", repo, "commits", id));
+  const [c, crumbs, can] = await Promise.all([api("GET", route("repositories", repo, "commits", id)),
+    breadcrumb(repo, id, "", r => location.assign("#" + route("r", repo, "tree", r))), rights(repo)]);
   const parent = (c.parents || [])[0];
   let diffPart;
   if (parent) {
@@ -478,14 +518,14 @@ async function commitPage(repo, id, q) {
       location.assign("#" + route("r", repo, "commits", branch));
     } catch (e) { revertMsg.replaceChildren(errorBox(e)); }
   }}, "Revert this commit on ", target, el("button", {type: "submit", id: "revert-button"}, "revert"));
-  draw(g0, el("h2", {}, repo), repoTabs(repo, c.id),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, c.id), crumbs,
     el("h3", {}, "Commit ", el("code", {}, c.id)),
     el("pre", {id: "commit-message"}, c.message),
     el("p", {}, c.committer, " · ", fmtTime(c.creation_date), " · parents: ",
       (c.parents || []).map(p => [link(route("r", repo, "commit", p), p.slice(0, 12)), " "])),
     meta.length ? el("table", {}, meta.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v)))) : null,
     el("p", {}, link(route("r", repo, "tree", c.id), "browse at this commit")),
-    parent ? revert : null, revertMsg,
+    parent ? mayNot(revert, can, "WriteRepo") : null, revertMsg,
     ...diffPart);
 }
 
@@ -521,14 +561,19 @@ async function comparePage(repo, left, right, q) {
     first = e;
   }
   const go = (l, r, u) => location.assign("#" + route("r", repo, "compare", l, r) + (u ? "?uncommitted=1" : ""));
-  const lp = await refPicker(repo, left, v => go(v, right, false));
-  const rp = await refPicker(repo, right, v => go(left, v, uncommitted));
+  // The compared ref is the breadcrumb's; the base has its own picker.
+  const lp = await refPicker(repo, left, v => go(v, right, false), "base-picker");
+  const crumbs = await breadcrumb(repo, right, "", v => go(left, v, uncommitted));
   const unc = el("label", {}, el("input", {type: "checkbox", id: "uncommitted", checked: uncommitted, onchange: ev => go(left, right, ev.target.checked)}),
     " uncommitted changes of the right branch");
-  const pickers = el("div", {}, uncommitted ? null : ["base ", lp], " compare ", rp, " ", unc);
-  if (first instanceof Error) return draw(g0, el("h2", {}, repo), repoTabs(repo, right), pickers, errorBox(first));
+  const pickers = el("div", {}, uncommitted ? null : ["base ", lp, " ← compared: the breadcrumb's ref "], unc);
+  if (first instanceof Error) return draw(g0, el("h2", {}, repo), repoTabs(repo, right), crumbs, pickers, errorBox(first));
   const counts = el("p", {class: "counts", id: "counts"}, el("span", {class: "muted"}, "counting…"));
-  draw(g0, el("h2", {}, repo), repoTabs(repo, right), pickers,
+  // Merge the compared ref into the base, when the base is a branch (a tag or commit takes no merge).
+  const [baseIsBranch, can] = uncommitted || left === right ? [false, null] : await Promise.all([
+    api("GET", route("repositories", repo, "branches", left)).then(() => true, e => { if (e.status === 401) throw e; return false; }),
+    rights(repo)]);
+  draw(g0, el("h2", {}, repo), repoTabs(repo, right), crumbs, pickers, baseIsBranch ? mergeForm(repo, right, left, can) : null,
     counts, diffTable(repo, right, first.results),
     pager(first, after, route("r", repo, "compare", left, right), q, uncommitted ? {uncommitted: "1"} : {}));
   if (g0 !== gen) return;  // moved on: no need to count
@@ -571,8 +616,9 @@ async function feedPage(repo) {
   const body = el("tbody", {});
   const status = el("span", {class: "muted", id: "feed-status"}, "connecting…");
   const ref = await defaultBranch(repo);
+  const crumbs = await repoCrumb(repo, ref);
   if (g0 !== gen) return;  // the user moved on: no stream for a page not shown
-  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), el("h3", {}, "Live feed ", status),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), crumbs, el("h3", {}, "Live feed ", status),
     el("table", {id: "feed"}, el("thead", {}, el("tr", {}, el("th", {}, "#"), el("th", {}, "time"), el("th", {}, "event"),
       el("th", {}, "branch"), el("th", {}, "details"))), body));
   const es = subscribe(repo, (kind, d, eventId) => {
@@ -617,7 +663,7 @@ async function pullsPage(repo, q) {
     el("button", {type: "submit"}, "open pull request"), msg);
   const filters = el("p", {}, ["open", "closed", "merged", "all"].map(s => [s === st ? el("strong", {}, s) :
     link(route("r", repo, "pulls") + "?status=" + s, s), " "]));
-  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), filters,
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), await repoCrumb(repo, ref), filters,
     data.results.length ? el("table", {id: "pulls"}, el("tr", {}, el("th", {}, "#"), el("th", {}, "title"), el("th", {}, "branches"),
       el("th", {}, "author"), el("th", {}, "status")),
       data.results.map(p => el("tr", {class: "pull"}, el("td", {}, link(route("r", repo, "pull", String(p.id)), "#" + p.id)),
@@ -657,7 +703,7 @@ async function runsTable(repo, query) {
     let hooks = [];
     try { hooks = (await api("GET", route("repositories", repo, "actions", "runs", r.run_id, "hooks"))).results; } catch (_) { /* shown empty */ }
     rows.push(el("tr", {class: "run " + r.status}, el("td", {}, r.event_type), el("td", {}, r.branch),
-      el("td", {class: r.status === "completed" ? "ok" : "error"}, r.status), el("td", {}, r.start_time || ""),
+      el("td", {class: r.status === "completed" ? "ok" : "error"}, r.status), el("td", {}, fmtTime(r.start_time)),
       el("td", {}, hooks.map(h => hookOutput(repo, r.run_id, h)))));
   }
   return rows.length ? el("table", {class: "runs"}, el("tr", {}, el("th", {}, "event"), el("th", {}, "branch"), el("th", {}, "status"),
@@ -707,6 +753,8 @@ async function pullPage(repo, id) {
   const open = p.status === "open";
   // A live re-render keeps the draft being typed and the message shown (a refusal must not vanish
   // because the user's own comment, or someone else's, came back on the feed a moment later).
+  const shownRef = p.status === "merged" ? p.destination_branch : p.source_branch;
+  const crumbs = await repoCrumb(repo, shownRef);
   runsBox.replaceChildren(await runsTable(repo, {branch: p.destination_branch}));  // the last wait: what is shown is read after it
   const old = document.getElementById("comment-body");
   if (old && old.dataset.pull === String(id)) {
@@ -714,9 +762,9 @@ async function pullPage(repo, id) {
     const shown = document.getElementById("pr-message");
     if (shown && msg.childNodes.length === 0) msg.replaceChildren(...shown.childNodes);
   }
-  draw(g0, el("h2", {}, repo), repoTabs(repo, p.status === "merged" ? p.destination_branch : p.source_branch),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, shownRef), crumbs,
     el("h3", {id: "pr-title"}, "#" + p.id + " ", p.title, " ", el("span", {class: "muted", id: "pr-status"}, "[" + p.status + "]")),
-    el("p", {}, p.source_branch + " → " + p.destination_branch + " · by " + p.author + " · " + (p.creation_date || "")),
+    el("p", {}, p.source_branch + " → " + p.destination_branch + " · by " + p.author + " · ", fmtTime(p.creation_date)),
     el("pre", {id: "pr-description"}, p.description || ""),
     el("p", {id: "pr-approvals"}, "approvals: " + approvals.length + " of " + p.required_approvals + " required",
       approvals.length ? " (" + approvals.map(a => a.user).join(", ") + ")" : ""),
@@ -732,7 +780,7 @@ async function pullPage(repo, id) {
     el("h3", {}, "Hook runs on " + p.destination_branch), runsBox,
     el("h3", {}, "Comments"),
     el("div", {id: "comments"}, comments.results.map(c => el("div", {class: "comment"},
-      el("p", {class: "muted"}, c.author + " · " + (c.creation_date || "")), el("pre", {}, c.body)))),
+      el("p", {class: "muted"}, c.author + " · ", fmtTime(c.creation_date)), el("pre", {}, c.body)))),
     mayNot(el("form", {id: "comment-form", onsubmit: act(() => api("POST", base + "/comments", {}, {body: body.value}), true)},
       body, el("div", {}, el("button", {type: "submit", id: "comment"}, "comment"))), can, "WriteRepo"));
   // Live: another user's comment, approval or merge re-renders this page. A new EventSource replays the
@@ -753,7 +801,7 @@ async function pullPage(repo, id) {
 async function actionsPage(repo, q) {
   const g0 = gen;  // drawn only if the user is still on this page
   const [ref, runs] = await Promise.all([defaultBranch(repo), runsTable(repo, {branch: q.get("branch") || undefined})]);
-  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), el("h3", {id: "runs-page"}, "Hook runs"), runs);
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), await repoCrumb(repo, ref), el("h3", {id: "runs-page"}, "Hook runs"), runs);
 }
 
 async function settingsPage(repo) {
@@ -766,7 +814,7 @@ async function settingsPage(repo) {
   };
   const pattern = el("input", {id: "rule-pattern", placeholder: "branch pattern, e.g. main or rel-*", required: true});
   const approvals = el("input", {id: "rule-approvals", type: "number", min: 0, value: 0, size: 4});
-  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), el("h3", {}, "Branch protection"),
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), await repoCrumb(repo, ref), el("h3", {}, "Branch protection"),
     el("p", {class: "muted"}, "A protected branch changes only by merge (and revert); a merge needs the approvals the rule requires."),
     rules.length ? el("table", {id: "rules"}, el("tr", {}, el("th", {}, "pattern"), el("th", {}, "required approvals"), el("th", {}, "")),
       rules.map((r, i) => el("tr", {}, el("td", {}, r.pattern), el("td", {}, r.required_approvals),
@@ -970,6 +1018,8 @@ async function renderPage() {
       if (view === "commit") return await commitPage(repo, ref, q);
       if (view === "compare") return await comparePage(repo, ref, parts[4] || ref, q);
       if (view === "pull") return await pullPage(repo, ref);
+      if (view === "refs") return await refsPage(repo, ref);
+      if (view === "changes") return await changesPage(repo, ref, q);
     }
     if (parts[0] === "r" && parts.length === 3) {
       const repo = parts[1], view = parts[2];
