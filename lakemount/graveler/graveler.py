@@ -709,6 +709,12 @@ class Graveler:
                 raise exc from None
             raise ReadOnlyRef(f"{repo}/{name}") from exc
 
+    @staticmethod
+    def _same_tree(a: Any, b: Any) -> bool:
+        """Whether two metaranges hold the same entries: equal ids, or no difference (a tree rebuilt
+        by a squash or an apply can hold the same entries in other ranges, hence another id)."""
+        return bool(a.id == b.id or next(iter(committed_diff(a, b)), None) is None)
+
     def _clean_branch(self, repo: str, name: str, what: str) -> Branch:
         """Branch ``name`` for a merge, revert or cherry-pick; ``DirtyBranch`` if its staging changes anything.
 
@@ -776,7 +782,7 @@ class Graveler:
             dst_mr = self._metarange(r, d.commit_id)
             stats: ApplyStats | None = None
             changes = 0
-            if base_id == src_id or (base_id is not None and self._metarange(r, base_id).id == src_mr.id):
+            if base_id == src_id or (base_id is not None and self._same_tree(self._metarange(r, base_id), src_mr)):
                 if not allow_empty:
                     return MergeResult(d.commit_id, merged=False)
                 mr_id, mr_sum = dst_mr.id, dst_mr.checksum
