@@ -144,9 +144,10 @@ def _error_from(message: str) -> LakeMountError:
 def _read_ready(fd: int, proc: subprocess.Popen[bytes], timeout: float) -> str:
     deadline = time.monotonic() + timeout
     data = b""
+    waiter = select.poll()  # not select(): it refuses descriptors >= 1024
+    waiter.register(fd, select.POLLIN | select.POLLHUP)
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
+        if waiter.poll(200):
             chunk = os.read(fd, 4096)
             if not chunk:
                 break

@@ -128,6 +128,9 @@ class Listener:
                 self._serve(conn)
             except (psycopg2.Error, OSError) as exc:
                 log.warning("change listener: connection to %s lost: %s", where(self.url), one_line(exc))
+            except Exception:  # the listener outlives any surprise: it reconnects and reports "anything changed"
+                log.exception("change listener: unexpected error; reconnecting")
+                self._stop.wait(delay)
             finally:
                 self.connected.clear()
                 try:
@@ -136,9 +139,11 @@ class Listener:
                     pass
 
     def _serve(self, conn: Any) -> None:
+        # poll(), not select(): select() refuses descriptors >= 1024, which a busy daemon's sockets reach.
+        waiter = select.poll()
+        waiter.register(conn.fileno(), select.POLLIN)
         while not self._stop.is_set():
-            ready, _, _ = select.select([conn], [], [], self.poll)
-            if not ready:
+            if not waiter.poll(self.poll * 1000):
                 continue
             conn.poll()
             batch: dict[Change, None] = {}

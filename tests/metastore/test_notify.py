@@ -121,3 +121,25 @@ def test_lsm_appends_and_partial_resets_are_pushed(pg_cluster: PgCluster, pg_url
         changes = [(c.kind, c.repo, c.branch) for b in _drain(batches, time.monotonic() + 1.5) for c in b]
         assert changes == [("staging", "r3", "main")], changes
         assert list(staging.staged_scan(StagingToken("s0"))) == [(b"ab", b"v" * 17)]
+
+
+def test_a_listener_whose_socket_is_past_descriptor_1024_still_hears(pg_cluster: PgCluster, pg_url: str) -> None:
+    """A daemon holding many files gets socket numbers past 1024, where select() refuses to wait (CI's full run did)."""
+    import os
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the descriptor limit ({hard}) is below 1200")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    fillers = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        assert max(fillers) >= 1024
+        with _listening(pg_url, "rfd", "t0") as (writer, batches):
+            writer.stage("rfd", "main", [(b"k", b"v")])
+            changes = [(c.kind, c.repo) for b in _drain(batches, time.monotonic() + 2) for c in b]
+            assert ("staging", "rfd") in changes, changes
+    finally:
+        for fd in fillers:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
