@@ -145,6 +145,18 @@ class App:
         if "metastore" in self.__dict__:
             self.metastore.engine.dispose()
 
+    def close(self) -> None:
+        """Done with this app: flush and stop its audit log, close its database connections.
+
+        A process with one app needs not call it (its audit log flushes at exit);
+        a process that builds many (tests, tools) calls it so threads and pooled
+        connections do not outlive their app.  Reading the app again reopens what it needs.
+        """
+        audit = self.__dict__.get("audit")
+        if audit is not None:
+            audit.close()
+        self.release_connections()
+
     @cached_property
     def journal(self) -> Journal:
         from lakemount.graveler.journal import Journal

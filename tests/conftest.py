@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from lakemount.app import App
 from lakemount.graveler.graveler import Graveler
 
 # skip_policy: under CI=true a skipped test fails the run (see its docstring); pytester tests it.
@@ -23,3 +24,26 @@ def make_graveler(tmp_path: Path) -> Callable[..., Graveler]:
         return build_graveler(tmp_path / db, adapter, **kw)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _close_apps(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Close every ``App`` a test builds, so its audit thread and pooled connections end with it.
+
+    Without this a full run kept each test's database files and sockets open
+    (past descriptor 1024 in CI), and behaviour that depends on descriptor numbers changed late in the run.
+    """
+    built: list[App] = []
+    post_init = App.__post_init__
+
+    def tracked(self: App) -> None:
+        post_init(self)
+        built.append(self)
+
+    monkeypatch.setattr(App, "__post_init__", tracked)
+    yield
+    for app in built:
+        try:
+            app.close()
+        except Exception:  # noqa: BLE001 - a test that broke its app must not fail the next one's teardown
+            pass
