@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from lakemount.catalog.tables import NAMESPACE_MARKER, RESERVED, TABLE_POINTER
+from lakemount.tables import NAMESPACE_MARKER, RESERVED, TABLE_POINTER
 from lakemount.iceberg.errors import bad_request
 
-__all__ = ["NAMESPACE_MARKER", "RESERVED", "TABLE_POINTER"]  # the layout's names, decided in lakemount.catalog.tables
+__all__ = ["NAMESPACE_MARKER", "RESERVED", "TABLE_POINTER"]  # the layout's names, decided in lakemount.tables
 
 SEPARATOR: Final = "\x1f"  # multi-level namespaces in a URL, as the spec joins them
 MAX_LEVEL_BYTES: Final = 255

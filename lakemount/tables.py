@@ -4,8 +4,11 @@ The Iceberg catalog (``lakemount/iceberg/``) stores a table ``t`` of namespace
 ``a.b`` as the directory ``a/b/t/`` whose pointer object
 ``a/b/t/_iceberg_table.json`` names its current metadata file.  A merge that
 conflicts on a pointer is two branches that changed one table, and a pre-merge
-check reads a table's schema through its pointer; both find tables here, so the
-layout is decided once, in this module, and the catalog's front end imports it.
+check (``lakemount_check``'s ``iceberg_schema``) reads a table's schema through its
+pointer; both find tables here, so the
+layout is decided once, in this module (a leaf: it imports nothing of lakemount, so
+the catalog, its hooks and the Iceberg front end all may), and the Iceberg catalog
+imports its names from here.
 """
 
 from __future__ import annotations
