@@ -145,6 +145,7 @@ def relocate_jars(out_path: str, in_paths: list[str], packages: list[tuple[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Relocate the jars the command line names into one; the exit status (1 with a one-line reason on failure)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", help="the jar to write")
     parser.add_argument("jars", nargs="+", help="jars whose entries it holds, relocated")

@@ -15,10 +15,10 @@ from lakemount.actions.events import Change, Event
 from lakemount.catalog import protection as prot
 from lakemount.catalog.model import Difference
 from lakemount.catalog.refs import RefVerbs
-from lakemount.tables import tables_in
 from lakemount.errors import InvalidArgument, MergeConflict, NotUtf8Text
 from lakemount.graveler.graveler import CommitResult, DiffRecord, MergeResult
 from lakemount.graveler.model import Commit, decode_value
+from lakemount.tables import tables_in
 
 
 def _key(path: str) -> bytes:

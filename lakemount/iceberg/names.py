@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from lakemount.tables import NAMESPACE_MARKER, RESERVED, TABLE_POINTER
 from lakemount.iceberg.errors import bad_request
+from lakemount.tables import NAMESPACE_MARKER, RESERVED, TABLE_POINTER
 
 __all__ = ["NAMESPACE_MARKER", "RESERVED", "TABLE_POINTER"]  # the layout's names, decided in lakemount.tables
 
