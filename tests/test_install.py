@@ -30,7 +30,7 @@ def test_plain_install_leaves_out_the_test_tools_and_the_spark32_venv() -> None:
     assert "fuse3" in apt and "openjdk-17-jre-headless" in apt  # the mount, and Spark for import/gc
     assert not set(TEST_ONLY_APT) & set(apt)
     assert p["pip"] == "-e ."
-    assert "spark-s3a" not in p
+    assert "spark-s3a" not in p and "spark-iceberg" not in p
 
 
 def test_test_install_adds_the_test_tools_extras_and_the_spark32_venv() -> None:
@@ -38,6 +38,7 @@ def test_test_install_adds_the_test_tools_extras_and_the_spark32_venv() -> None:
     assert set(TEST_ONLY_APT) <= set(p["apt"].split())
     assert p["pip"] == "-e .[test]"
     assert "pyspark 3.2.4" in p["spark-s3a"]
+    assert "pyspark 3.5.9" in p["spark-iceberg"]
 
 
 def test_install_refuses_an_unknown_option() -> None:

@@ -15,6 +15,12 @@ required_metadata   commit metadata keys the commit or merge must carry
 parquet_schema      ``compatible``: a new Parquet file keeps every column (name
                     and type) of an existing Parquet file in its directory on
                     the destination; new columns may be added
+iceberg_schema      ``compatible``: an Iceberg table whose pointer the change
+                    brings (``<ns>/<table>/_iceberg_table.json``) keeps, in its
+                    new current schema, every required column of its current
+                    schema on the destination (by field id), and changes no
+                    column's type but by Iceberg's promotions (int to long,
+                    float to double, a decimal's precision widened)
 max_reported        how many offending paths the message lists (default 10)
 ==================  =========================================================
 """
@@ -32,6 +38,7 @@ from typing import Any, Final
 from lakemount.actions.events import Event
 from lakemount.actions.hook import HookContext, HookFailure, printable
 from lakemount.actions.parser import ACTIONS_PREFIX, Hook
+from lakemount.tables import table_of
 
 SAMPLE: Final = 1 << 20
 MAX_JSON: Final = 64 << 20
@@ -76,7 +83,8 @@ def _offenders(kind: str, paths: list[str], limit: int) -> str:
 def run_check(hook: Hook, event: Event, payload: dict[str, Any], ctx: HookContext) -> str:
     """Check the changes ``event`` brings in against the hook's properties; raises ``HookFailure``."""
     props = hook.properties
-    known = {"allowed_paths", "denied_paths", "formats", "max_size", "min_size", "required_metadata", "parquet_schema", "max_reported"}
+    known = {"allowed_paths", "denied_paths", "formats", "max_size", "min_size", "required_metadata", "parquet_schema",
+             "iceberg_schema", "max_reported"}
     unknown = sorted(set(props) - known)
     if unknown:
         raise HookFailure(f"unknown lakemount_check properties: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
@@ -101,6 +109,9 @@ def run_check(hook: Hook, event: Event, payload: dict[str, Any], ctx: HookContex
     schema_mode = props.get("parquet_schema")
     if schema_mode not in (None, "compatible"):
         raise HookFailure("'parquet_schema' must be 'compatible'")
+    table_mode = props.get("iceberg_schema")
+    if table_mode not in (None, "compatible"):
+        raise HookFailure("'iceberg_schema' must be 'compatible'")
     checked = 0
     outside: list[str] = []
     forbidden: list[str] = []
@@ -109,6 +120,7 @@ def run_check(hook: Hook, event: Event, payload: dict[str, Any], ctx: HookContex
     too_big: list[str] = []
     too_small: list[str] = []
     schema: list[str] = []
+    tables: list[str] = []
     reader = ObjectReader(ctx.catalog, event)
     for change in event.changes() if event.changes is not None else iter(()):
         if change.kind == "removed" or change.path.startswith(ACTIONS_PREFIX):
@@ -136,11 +148,20 @@ def run_check(hook: Hook, event: Event, payload: dict[str, Any], ctx: HookContex
             error = reader.schema_error(p)
             if error:
                 schema.append(f"{p} ({error})")
+        if table_mode and (table := table_of(p)) is not None:
+            error = reader.table_schema_error(p)
+            if error:
+                tables.append(f"table {table} ({error})")
     for kind, paths in (
         ("outside allowed_paths", outside), ("match denied_paths", forbidden),
         (f"not of formats {', '.join(formats)}", wrong_ext), ("do not parse as their format", unreadable),
         (f"larger than {max_size} bytes", too_big), (f"smaller than {min_size} bytes", too_small),
         ("change the Parquet schema incompatibly", schema),
+    ):
+        if paths:
+            problems.append(_offenders(kind, paths, limit))
+    for kind, paths in (
+        ("change the schema incompatibly with the destination's", tables),
     ):
         if paths:
             problems.append(_offenders(kind, paths, limit))
@@ -223,6 +244,36 @@ class ObjectReader:
         reasons = ([f"drops column(s) {', '.join(missing)}"] if missing else []) + ([f"changes {', '.join(changed)}"] if changed else [])
         return "; ".join(reasons)
 
+    def _table_schema(self, ref: str, pointer: str) -> dict[str, Any] | None:
+        """The current schema of the table whose pointer is at ``pointer`` on ``ref`` (None if it has none there)."""
+        entry = self.catalog.get_optional(self.event.repo, ref, pointer)
+        if entry is None:
+            return None
+        target = json.loads(self.catalog.read(self.repository, entry))
+        meta_entry = self.catalog.get_optional(self.event.repo, ref, target["metadata"])
+        if meta_entry is None:
+            raise ValueError(f"its metadata file {target['metadata']} is missing")
+        meta = json.loads(self.catalog.read(self.repository, meta_entry))
+        current = meta["current-schema-id"]
+        for schema in meta["schemas"]:
+            if schema.get("schema-id") == current:
+                return schema  # type: ignore[no-any-return]
+        raise ValueError(f"its current schema {current} is not among its schemas")
+
+    def table_schema_error(self, pointer: str) -> str:
+        """Why the table whose new pointer is at ``pointer`` has a schema incompatible with the destination's ('' if not)."""
+        dest = self.event.dest_ref
+        if not dest:
+            return ""
+        try:
+            old = self._table_schema(dest, pointer)
+            new = self._table_schema(self.event.read_ref or self.event.branch, pointer)
+        except (ValueError, KeyError, TypeError) as exc:
+            return printable(f"unreadable metadata: {type(exc).__name__}: {exc}".encode(), 200)
+        if old is None or new is None:
+            return ""
+        return "; ".join(schema_changes(old, new))
+
     def _dest_schema(self, directory: str, exclude: str) -> Any:
         if directory in self._dest_schemas:
             return self._dest_schemas[directory]
@@ -249,3 +300,46 @@ def schema_of(stream: Any) -> Any:
         raise HookFailure("Parquet checks need pyarrow (pip install pyarrow)") from None
     with stream:
         return pq.ParquetFile(stream).schema_arrow
+
+
+def _columns(struct: dict[str, Any], prefix: str = "") -> dict[int, tuple[str, Any, bool]]:
+    """Every field of an Iceberg struct type, nested ones too: id -> (dotted name, type, required)."""
+    out: dict[int, tuple[str, Any, bool]] = {}
+    for f in struct.get("fields", []):
+        name = prefix + str(f.get("name"))
+        out[f["id"]] = (name, f.get("type"), bool(f.get("required")))
+        kind = f.get("type")
+        if isinstance(kind, dict) and kind.get("type") == "struct":
+            out.update(_columns(kind, name + "."))
+    return out
+
+
+_DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+PROMOTIONS: Final = {("int", "long"), ("float", "double")}
+
+
+def _promotes(old: Any, new: Any) -> bool:
+    """Whether Iceberg reads values of type ``old`` as ``new`` (the same type, or one of its promotions)."""
+    if old == new:
+        return True
+    if isinstance(old, dict) or isinstance(new, dict):  # nested: its kind must stay; its fields are checked by id
+        return isinstance(old, dict) and isinstance(new, dict) and old.get("type") == new.get("type")
+    if (old, new) in PROMOTIONS:
+        return True
+    a, b = _DECIMAL.fullmatch(str(old)), _DECIMAL.fullmatch(str(new))
+    return bool(a and b and a[2] == b[2] and int(b[1]) >= int(a[1]))
+
+
+def _shown(kind: Any) -> str:
+    return kind if isinstance(kind, str) else str(kind.get("type") if isinstance(kind, dict) else kind)
+
+
+def schema_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What makes Iceberg schema ``new`` incompatible with ``old``: dropped required columns, type changes that are
+    no promotion (columns are matched by field id, so a rename is compatible)."""
+    before, after = _columns(old), _columns(new)
+    dropped = [name for fid, (name, _, required) in before.items() if required and fid not in after]
+    changed = [f"{name}: {_shown(kind)} -> {_shown(after[fid][1])}" for fid, (name, kind, _) in before.items()
+               if fid in after and not _promotes(kind, after[fid][1])]
+    return ([f"drops required column(s) {', '.join(dropped)}"] if dropped else []) + (
+        [f"changes {', '.join(changed)}"] if changed else [])

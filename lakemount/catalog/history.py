@@ -15,9 +15,10 @@ from lakemount.actions.events import Change, Event
 from lakemount.catalog import protection as prot
 from lakemount.catalog.model import Difference
 from lakemount.catalog.refs import RefVerbs
-from lakemount.errors import InvalidArgument, NotUtf8Text
+from lakemount.errors import InvalidArgument, MergeConflict, NotUtf8Text
 from lakemount.graveler.graveler import CommitResult, DiffRecord, MergeResult
 from lakemount.graveler.model import Commit, decode_value
+from lakemount.tables import tables_in
 
 
 def _key(path: str) -> bytes:
@@ -126,10 +127,16 @@ class HistoryVerbs(RefVerbs):
         )
         if guard is not None:
             guard()
-        res = self.graveler.merge(
-            repo, source, dest, strategy=strategy, squash=squash, message=message, committer=committer, metadata=metadata,
-            allow_empty=allow_empty,
-        )
+        try:
+            res = self.graveler.merge(
+                repo, source, dest, strategy=strategy, squash=squash, message=message, committer=committer,
+                metadata=metadata, allow_empty=allow_empty,
+            )
+        except MergeConflict as exc:
+            tables = tables_in(exc.paths)
+            if not tables:
+                raise
+            raise MergeConflict(exc.paths, tables) from None  # a table's pointer: say which table, not which object
         if res.merged:
             self.feed.emit(repo, dest, "merge", source=source, commit_id=res.commit_id, changes=res.changes, committer=committer)
             self.actions.run(

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from lakemount.iceberg.errors import bad_request
+from lakemount.tables import NAMESPACE_MARKER, RESERVED, TABLE_POINTER
+
+__all__ = ["NAMESPACE_MARKER", "RESERVED", "TABLE_POINTER"]  # the layout's names, decided in lakemount.tables
 
 SEPARATOR: Final = "\x1f"  # multi-level namespaces in a URL, as the spec joins them
-RESERVED: Final = "_iceberg"
-NAMESPACE_MARKER: Final = RESERVED + "_namespace.json"
-TABLE_POINTER: Final = RESERVED + "_table.json"
 MAX_LEVEL_BYTES: Final = 255
 
 

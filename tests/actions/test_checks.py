@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import io
+import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lakemount.actions.checks import parse_size
+from lakemount.actions.checks import parse_size, schema_changes
 from lakemount.actions.hook import HookFailure
 from lakemount.catalog.catalog import Catalog
 from lakemount.errors import HookFailed
@@ -96,3 +97,46 @@ def test_sizes_take_decimal_and_binary_units() -> None:
     assert parse_size("10MB") == 10_000_000 and parse_size("1KiB") == 1024 and parse_size(7) == 7
     with pytest.raises(HookFailure, match="bad size"):
         parse_size("ten")
+
+
+def iceberg_table(cat: Catalog, branch: str, version: int, fields: list[tuple[int, str, str, bool]]) -> None:
+    """Stage table ``db.events`` on ``branch`` as the Iceberg catalog lays it out: a metadata file and the pointer to it."""
+    schema = {"type": "struct", "schema-id": version,
+              "fields": [{"id": i, "name": n, "type": t, "required": r} for i, n, t, r in fields]}
+    meta = f"db/events/metadata/{version:05d}-x.metadata.json"
+    cat.put(R, branch, meta, json.dumps({"current-schema-id": version, "schemas": [schema]}).encode())
+    cat.put(R, branch, "db/events/_iceberg_table.json", json.dumps({"metadata": meta}).encode())
+
+
+def test_check_iceberg_schema_against_the_destination(cat: Catalog) -> None:
+    iceberg_table(cat, "main", 0, [(1, "id", "int", True), (2, "name", "string", True), (3, "price", "decimal(9, 2)", False)])
+    cat.commit(R, "main", "table")
+    cat.create_branch(R, "feat-t", "main")
+    action(cat, "main", "c", check_action("{iceberg_schema: compatible}", "pre-merge"))
+    cat.commit(R, "main", "guard")
+    # drops required column name, makes id a string: refused, naming the table and the columns
+    iceberg_table(cat, "feat-t", 1, [(1, "id", "string", True), (3, "price", "decimal(9, 2)", False)])
+    cat.commit(R, "feat-t", "bad schema")
+    with pytest.raises(HookFailed, match=r"table db\.events \(drops required column\(s\) name; changes id: int -> string\)"):
+        cat.merge(R, "feat-t", "main")
+    # Iceberg's promotions, a rename (same field id), a dropped optional and an added column: compatible
+    iceberg_table(cat, "feat-t", 2, [(1, "id", "long", True), (2, "title", "string", True), (4, "more", "double", False)])
+    cat.commit(R, "feat-t", "compatible schema")
+    assert cat.merge(R, "feat-t", "main").merged
+    assert cat.actions.store.list_runs(R, branch="main")[0].status == "completed"
+
+
+def test_iceberg_schema_changes_follow_icebergs_promotions() -> None:
+    old = {"type": "struct", "fields": [
+        {"id": 1, "name": "n", "type": "float", "required": False},
+        {"id": 2, "name": "d", "type": "decimal(9,2)", "required": False},
+        {"id": 3, "name": "s", "type": {"type": "struct", "fields": [{"id": 4, "name": "x", "type": "int", "required": True}]},
+         "required": False},
+    ]}
+    new = {"type": "struct", "fields": [
+        {"id": 1, "name": "n", "type": "double", "required": False},
+        {"id": 2, "name": "d", "type": "decimal(8,2)", "required": False},
+        {"id": 3, "name": "s", "type": {"type": "struct", "fields": []}, "required": False},
+    ]}
+    assert schema_changes(old, new) == ["drops required column(s) s.x", "changes d: decimal(9,2) -> decimal(8,2)"]
+    assert schema_changes(old, old) == []

@@ -305,3 +305,18 @@ def test_revert_of_a_merge_takes_the_cli_spelling_of_the_parent(pfs: PathFS, app
     assert not pfs.exists(f"{MAIN}/from-dev") and pfs.read_file(f"{MAIN}/from-main") == b"m"
     assert control_errno(pfs, "revert", "main --parent-number x") == errno.EINVAL
     assert "--parent-number needs a number" in pfs.read_file(f"{CTL}/error").decode()
+
+
+def test_a_merge_conflict_on_a_tables_pointer_names_the_table(pfs: PathFS, app: App) -> None:
+    """Two branches that changed one Iceberg table conflict on its pointer object; the error says which table."""
+    pointer = "sales/db/events/_iceberg_table.json"
+    app.catalog.put(REPO, "main", pointer, b'{"metadata": "m0"}')
+    app.graveler.commit(REPO, "main", "table")
+    app.graveler.create_branch(REPO, "dev", "main")
+    pfs.write_file(f"{MAIN}/{pointer}", b'{"metadata": "main"}')
+    control(pfs, "commit", "main edit")
+    pfs.write_file(f"/repo/dev/{pointer}", b'{"metadata": "dev"}')
+    control(pfs, "commit", "dev edit", root="/repo/dev")
+    assert control_errno(pfs, "merge", "dev") == errno.EBUSY
+    error = pfs.read_file(f"{CTL}/error").decode()
+    assert "table sales.db.events changed on both branches" in error and pointer in error

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 import urllib.error
 import urllib.request
 from typing import Any
@@ -18,6 +19,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.api.conftest import Served
+from tests.fuse.mounting import env_for, lakemount_cmd
 from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET
 
 BASIC = "Basic " + base64.b64encode(f"{ADMIN_KEY}:{ADMIN_SECRET}".encode()).decode()
@@ -118,8 +120,12 @@ def test_merging_branches_that_changed_one_table_conflicts_on_it_and_other_table
     left.commit(message="left changes a")
     right.commit(message="right changes a")
     left.merge_into(repo.branch("main"))
-    with pytest.raises(lakefs.exceptions.ConflictException, match="db/a/_iceberg_table.json"):
+    with pytest.raises(lakefs.exceptions.ConflictException, match="table db.a changed on both branches") as info:
         right.merge_into(repo.branch("main"))
+    assert "db/a/_iceberg_table.json" in str(info.value)
+    cli = subprocess.run(lakemount_cmd("merge", f"lakefs://{repo.id}/right", f"lakefs://{repo.id}/main"),
+                         env=env_for(str(lake.home)), capture_output=True, text=True, timeout=120)
+    assert cli.returncode != 0 and "table db.a changed on both branches" in cli.stderr, cli.stderr
 
     other = repo.branch("other").create(source_reference="main")
     b = props(lake, repo.id, "other", "b")
