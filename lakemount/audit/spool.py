@@ -35,9 +35,9 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import astuple
-from typing import Final
+from typing import Any, Final
 
 from lakemount.audit.record import FIELDS, AuditRecord
 
@@ -74,7 +74,7 @@ def decode(line: bytes) -> AuditRecord:
     data = json.loads(line)
     if not isinstance(data, dict):
         raise ValueError("not a record")
-    values = []
+    values: list[Any] = []
     for name in FIELDS:
         v = data.get(name)
         if isinstance(v, bool) or not isinstance(v, _TYPES[name]):
@@ -184,7 +184,7 @@ def claim(directory: str, host: str) -> list[str]:
 
 def _reclaim(claimed_dir: str, host: str, me: str) -> list[str]:
     """The files a dead drainer of this host had claimed, claimed again by ``me``."""
-    out = []
+    out: list[str] = []
     try:
         names = os.listdir(claimed_dir)
     except FileNotFoundError:
@@ -269,7 +269,7 @@ def ask_for_drain(directory: str, every_s: float, start: Callable[[], None]) -> 
 
 
 @contextlib.contextmanager
-def draining(directory: str):  # type: ignore[no-untyped-def]
+def draining(directory: str) -> Iterator[None]:
     """Hold the drain lock while the block runs (so CLI verbs do not start another drain meanwhile)."""
     os.makedirs(directory, exist_ok=True)
     fd = os.open(os.path.join(directory, LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
