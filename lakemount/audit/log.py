@@ -160,8 +160,7 @@ class AuditLog:
             self.counters["dropped"] += 1
             log.warning("audit: a record could not be spooled, dropped: %s", exc)
             self._publish()
-            return
-        self.counters["recorded"] += 1
+        # Counted as recorded (and written or dropped) by the process that drains the spool, which publishes.
 
     def versioning(self, repo: str, branch: str, kind: str, payload: dict[str, object]) -> None:
         """A versioning verb the catalog's feed reports (commit, merge, branch and tag changes, ...)."""
@@ -271,7 +270,8 @@ class AuditLog:
 
     # ------------------------------------------------------------------ flushing
     def flush(self) -> int:
-        """Write every pending record now; returns how many were written (failures are counted dropped)."""
+        """Write every pending record now, then drain the spools (:meth:`drain`); returns how many were written
+        (failures are counted dropped)."""
         with self._write_lock:
             batch: list[AuditRecord] = []
             pending = self._pending
