@@ -1,22 +1,26 @@
 """The audit trail's cost (issue 27): the same work with the trail on and off, measured in the same run.
 
-    .venv/bin/python benchmarks/audit_bench.py [--seconds 30] [--rounds 6] [--only gw,api,mount]
+    .venv/bin/python benchmarks/audit_bench.py [--seconds 30] [--rounds 6] [--only gw,api,mount,cli]
 
 One embedded home (SQLite + local block store) and two of everything on it:
 a ``lakemount serve`` as configured (``audit.enabled`` on, the default) and one
 with ``LAKEMOUNT_AUDIT_ENABLED=false``; a mount of each kind the same way.
-The two sides are measured in alternating rounds and each keeps its best, so a
-burst of load from elsewhere on a shared machine does not decide a ratio.
+Every figure is measured in rounds; in each round its on and off sides run
+back to back (which goes first alternates), so the pair shares whatever load
+the shared machine has at that moment.  A figure's ratio is the median of its
+rounds' on/off ratios: a burst that hits one side of one round does not decide it.
 
 (gw)    4 KiB GETs per second through the S3 gateway, 16 keep-alive clients
         (``gateway_bench.small_gets``).
-(api)   statObject p90 latency through the REST API, 4 closed-loop clients
-        (``api_bench.concurrent``).
 (mount) warm small-file opens per second through the mount: open, read 4 KiB,
         close, over 200 files already in the caches, one process.
+(api)   statObject p90 latency through the REST API, 4 closed-loop clients
+        (``api_bench.concurrent``).
+(cli)   wall time of one ``lakemount fs stat`` process (and its CPU time): the
+        CLI spools its records for another process to write (``audit/spool.py``).
 
-Each line ends with the on/off ratio (target: within 5%, i.e. >= 0.95 for
-throughput, <= 1.05 for latency).
+The last line prints the three ratios the issue targets: within 5%, i.e.
+>= 0.95 for throughput, <= 1.05 for latency.
 """
 
 from __future__ import annotations
@@ -122,26 +126,66 @@ def opens(root: str, seconds: float) -> float:
             return n / (now - start)
 
 
-def alternate(rounds: int, on: Callable[[], float], off: Callable[[], float]) -> tuple[list[float], list[float]]:
-    """``rounds`` measurements of each, alternating, and which goes first alternating too (no order bias)."""
-    a: list[float] = []
-    b: list[float] = []
-    for i in range(rounds):
+def cli_verb(home: str, env_extra: dict[str, str], runs: int) -> tuple[float, float]:
+    """(median wall s, median CPU s) of ``lakemount fs stat`` run ``runs`` times as a new process each."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
+    env.update(env_extra, LAKEMOUNT_HOME=home, LAKEMOUNT_CACHE_DISK_BYTES="0",
+               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    walls, cpus = [], []
+    for _ in range(runs):
+        before = os.times()
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "lakemount.cli.main", "fs", "stat", f"lakefs://{REPO}/main/stat/obj"],
+                       env=env, check=True, stdout=subprocess.DEVNULL)
+        walls.append(time.perf_counter() - t)
+        after = os.times()
+        cpus.append(after.children_user + after.children_system - before.children_user - before.children_system)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+class Paired:
+    """One figure measured on and off in alternating order, round after round, each round's pair adjacent in time.
+
+    A pair shares the machine's load of its moment, so its ratio cancels what other work on a shared machine
+    does to both; the median over rounds discards the rounds a burst hit one side of.
+    """
+
+    def __init__(self, name: str, unit: str, on: Callable[[], float], off: Callable[[], float], *,
+                 lower_is_better: bool, fmt: str = ".0f") -> None:
+        self.name, self.unit, self.on_fn, self.off_fn = name, unit, on, off
+        self.lower_is_better, self.fmt = lower_is_better, fmt
+        self.on: list[float] = []
+        self.off: list[float] = []
+
+    def round(self, i: int) -> None:
+        """Measure both sides once; odd rounds measure off first (no order bias)."""
         if i % 2:
-            b.append(off())
-            a.append(on())
+            self.off.append(self.off_fn())
+            self.on.append(self.on_fn())
         else:
-            a.append(on())
-            b.append(off())
-    return a, b
+            self.on.append(self.on_fn())
+            self.off.append(self.off_fn())
+
+    def ratio(self) -> float:
+        """The median of the rounds' on/off ratios."""
+        return statistics.median(a / b for a, b in zip(self.on, self.off, strict=True))
+
+    def report(self) -> str:
+        target = "<= 1.05" if self.lower_is_better else ">= 0.95"
+        f = self.fmt
+        return (f"({self.name}) {self.unit}: on {', '.join(f'{x:{f}}' for x in self.on)}; "
+                f"off {', '.join(f'{x:{f}}' for x in self.off)}\n"
+                f"     medians on {statistics.median(self.on):{f}}  off {statistics.median(self.off):{f}};"
+                f"  on/off (median of the {len(self.on)} paired rounds) {self.ratio():5.3f}  (target {target})")
 
 
 def main() -> None:
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=30.0, help="seconds of each measurement, split into rounds")
+    parser.add_argument("--seconds", type=float, default=30.0, help="seconds of each side of each figure, split into rounds")
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--only", default="gw,api,mount")
+    parser.add_argument("--only", default="gw,api,mount,cli")
+    parser.add_argument("--cli-runs", type=int, default=3, help="CLI processes per side per round")
     args = parser.parse_args()
     only = set(args.only.split(","))
     per = args.seconds / args.rounds
@@ -156,7 +200,9 @@ def main() -> None:
     cat.commit(REPO, "main", "bench data")
     app.metastore.engine.dispose()
     off_env = {"LAKEMOUNT_AUDIT_ENABLED": "false"}
-    procs = []
+    procs: list[subprocess.Popen[str]] = []
+    mounts: list[tuple[subprocess.Popen[bytes], str]] = []
+    figures: list[Paired] = []
     try:
         if only & {"gw", "api"}:
             on_proc, gw_on, api_on = serve(home, {})
@@ -164,38 +210,46 @@ def main() -> None:
             off_proc, gw_off, api_off = serve(home, off_env)
             procs.append(off_proc)
         if "gw" in only:
-            path = f"/{REPO}/main/stat/obj"
-            a, b = alternate(args.rounds, lambda: gateway_bench.small_gets(gw_on, path, per),
-                             lambda: gateway_bench.small_gets(gw_off, path, per))
-            print(f"(gw) 4 KiB GETs/s, {args.rounds} alternating rounds of {per:.0f} s: "
-                  f"on {', '.join(f'{x:.0f}' for x in a)}; off {', '.join(f'{x:.0f}' for x in b)}")
-            print(f"     best on {max(a):7.0f}  off {max(b):7.0f}  on/off {max(a) / max(b):5.3f}  (target >= 0.95);"
-                  f" medians on/off {statistics.median(a) / statistics.median(b):5.3f}")
-        if "api" in only:
-            path = f"/repositories/{REPO}/refs/main/objects/stat?path=stat/obj"
-            a, b = alternate(args.rounds, lambda: api_bench.concurrent(api_on, path, 4, per)[1],
-                             lambda: api_bench.concurrent(api_off, path, 4, per)[1])
-            print(f"(api) statObject p90 ms, {args.rounds} alternating rounds of {per:.0f} s, 4 clients: "
-                  f"on {', '.join(f'{x:.2f}' for x in a)}; off {', '.join(f'{x:.2f}' for x in b)}")
-            print(f"     best on {min(a):6.2f} ms  off {min(b):6.2f} ms  on/off {min(a) / min(b):5.3f}  (target <= 1.05);"
-                  f" medians on/off {statistics.median(a) / statistics.median(b):5.3f}")
+            obj = f"/{REPO}/main/stat/obj"
+            figures.append(Paired("gw", "4 KiB GETs/s, 16 clients", lambda: gateway_bench.small_gets(gw_on, obj, per),
+                                  lambda: gateway_bench.small_gets(gw_off, obj, per), lower_is_better=False))
         if "mount" in only:
             mp_on, mp_off = os.path.join(tmp, "mnt-on"), os.path.join(tmp, "mnt-off")
-            m_on = mount(home, mp_on, {})
-            try:
-                m_off = mount(home, mp_off, off_env)
-                try:
-                    a, b = alternate(args.rounds, lambda: opens(os.path.join(mp_on, REPO, "main", "small"), per),
-                                     lambda: opens(os.path.join(mp_off, REPO, "main", "small"), per))
-                finally:
-                    unmount(m_off, mp_off)
-            finally:
-                unmount(m_on, mp_on)
-            print(f"(mount) warm small-file opens/s, {args.rounds} alternating rounds of {per:.0f} s: "
-                  f"on {', '.join(f'{x:.0f}' for x in a)}; off {', '.join(f'{x:.0f}' for x in b)}")
-            print(f"     best on {max(a):7.0f}  off {max(b):7.0f}  on/off {max(a) / max(b):5.3f}  (target >= 0.95);"
-                  f" medians on/off {statistics.median(a) / statistics.median(b):5.3f}")
+            mounts.append((mount(home, mp_on, {}), mp_on))
+            mounts.append((mount(home, mp_off, off_env), mp_off))
+            figures.append(Paired("mount", "warm small-file opens/s, one process",
+                                  lambda: opens(os.path.join(mp_on, REPO, "main", "small"), per),
+                                  lambda: opens(os.path.join(mp_off, REPO, "main", "small"), per), lower_is_better=False))
+        if "api" in only:
+            stat = f"/repositories/{REPO}/refs/main/objects/stat?path=stat/obj"
+            figures.append(Paired("api", "statObject p90 ms, 4 clients", lambda: api_bench.concurrent(api_on, stat, 4, per)[1],
+                                  lambda: api_bench.concurrent(api_off, stat, 4, per)[1], lower_is_better=True, fmt=".2f"))
+        if "cli" in only:
+            cli_cpu: dict[str, list[float]] = {"on": [], "off": []}
+
+            def cli(side: str, extra: dict[str, str]) -> float:
+                wall, cpu = cli_verb(home, extra, args.cli_runs)
+                cli_cpu[side].append(cpu)
+                return wall * 1000
+
+            figures.append(Paired("cli", f"'lakemount fs stat' wall ms (median of {args.cli_runs} processes)",
+                                  lambda: cli("on", {}), lambda: cli("off", off_env), lower_is_better=True))
+        print(f"{args.rounds} rounds; in each, every figure measures on and off back to back "
+              f"({per:.1f} s each side for gw, mount, api)", flush=True)
+        for i in range(args.rounds):
+            for fig in figures:
+                fig.round(i)
+            print(f"  round {i + 1}/{args.rounds} done (load {os.getloadavg()[0]:.1f})", flush=True)
+        for fig in figures:
+            print(fig.report())
+        if "cli" in only:
+            on_cpu, off_cpu = statistics.median(cli_cpu["on"]), statistics.median(cli_cpu["off"])
+            print(f"      CPU s per 'fs stat' process: on {on_cpu:.3f}  off {off_cpu:.3f}  (+{(on_cpu - off_cpu) * 1000:.0f} ms)")
+        print("ratios on/off: " + ", ".join(f"{f.name} {f.ratio():.3f}" for f in figures
+                                          if f.name in ("gw", "mount", "api")))
     finally:
+        for m, mp in mounts:
+            unmount(m, mp)
         for p in procs:
             gateway_bench.stop(p)  # type: ignore[arg-type]
         shutil.rmtree(tmp, ignore_errors=True)

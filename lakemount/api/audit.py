@@ -2,8 +2,10 @@
 
 Reads the repository's audit table (``lakemount/audit/table.py``) filtered by
 path prefix, user, operation and time window, oldest first, a page at a time;
-``after`` is the ``id`` of the last record of the previous page.  Records still
-buffered in a process (up to ``audit.flush_s`` seconds old) are not there yet.
+``after`` is the ``id`` of the last record of the previous page.  The first
+page writes this process's buffer and this host's spools (CLI verbs) first;
+records still buffered in other processes (up to ``audit.flush_s`` seconds
+old) are not there yet.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ def get_audit_log(ctx: Ctx) -> Response:
     where = table.Filter(repo=repo, path=ctx.q("path") or None, user=ctx.q("user") or None, op=ctx.q("op") or None,
                          since=since, until=until)
     after = ctx.q("after") or ""
+    log = ctx.service.app.audit
+    if log is not None and not after:
+        log.settle()
     n = ctx.page_size()
     found = (r for r in ctx.catalog.audit_records(repo, where) if cursor(r) > after)
     items = list(islice(found, n + 1))

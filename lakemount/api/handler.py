@@ -58,6 +58,14 @@ METRICS_PATH: Final = "/metrics"
 # versioning verbs (commit, merge, branches, ...) are recorded by the catalog itself (catalog/events.py).
 AUDITED: Final = frozenset({"statObject", "getObject", "headObject", "uploadObject", "deleteObject", "deleteObjects",
                             "listObjects", "copyObject"})
+# Versioning verbs the catalog records when they succeed: this edge records them when they fail (refused by a
+# policy, by protection or a hook, a missing ref, a conflict), under the name the catalog's record has.
+FAILURES_AUDITED: Final = {
+    "commit": "commit", "mergeIntoBranch": "merge", "revertBranch": "revert", "cherryPick": "cherry-pick",
+    "resetBranch": "reset", "hardResetBranch": "reset", "createBranch": "branch-created", "deleteBranch": "branch-deleted",
+    "createTag": "tag-created", "deleteTag": "tag-deleted", "setBranchProtectionRules": "protection",
+    "deleteBranchProtectionRule": "protection", "mergePullRequest": "pull-request",
+}
 
 
 def server_key(app: App) -> str:
@@ -153,20 +161,24 @@ class ApiService:
             log.exception("unexpected error serving %s %s", request.method, request.raw_path)
             response = error_response(ApiError(500, "internal error"))
         response.operation = name[0]
-        if seen and name[0] in AUDITED and self.app.audit is not None:
-            self._record(seen[0], pending, response)
+        if seen and self.app.audit is not None:
+            if name[0] in AUDITED:
+                self._record(seen[0], pending, response)
+            elif name[0] in FAILURES_AUDITED and response.status >= 400:
+                self._record(seen[0], pending, response, op=FAILURES_AUDITED[name[0]])
         return response
 
-    def _record(self, ctx: Ctx, pending: audit_context.Pending, response: Response) -> None:
-        """One audit record of a data operation (refused and failed ones too)."""
+    def _record(self, ctx: Ctx, pending: audit_context.Pending, response: Response, op: str = "") -> None:
+        """One audit record of a data operation (refused and failed ones too), or of a failed versioning verb ``op``."""
         assert self.app.audit is not None
-        op = ctx.op.operation_id
+        op = op or ctx.op.operation_id
         path = pending.path or ctx.q("path") or ctx.q("dest_path") or ctx.q("prefix") or ""
         nbytes = pending.bytes
         if op == "getObject" and response.status < 300:
             nbytes = response.content_length()
         self.app.audit.record(repo=ctx.params.get("repository", ""), op=op,
-                              ref=pending.ref or ctx.params.get("ref") or ctx.params.get("branch") or "",
+                              ref=pending.ref or ctx.params.get("ref") or ctx.params.get("branch")
+                              or ctx.params.get("destinationBranch") or ctx.params.get("tag") or "",
                               commit=pending.commit, path=path, nbytes=nbytes, status=response.status,
                               user=ctx.user or "", frontend=API, client=ctx.request.client)
 

@@ -4,7 +4,13 @@
 and appends it to a deque (a full buffer drops it, counted).  A daemon
 thread writes the buffer as Parquet (``table.py``) every ``flush_s`` seconds,
 as soon as ``flush_records`` records wait, and at a clean exit; a store that
-fails drops that batch, counted, and the data path never notices.
+fails drops that batch, counted, and the data path never notices.  Each flush
+also drains the spools of short-lived processes of this home.
+
+A short-lived process (a CLI verb: :meth:`AuditLog.spool`) keeps no buffer and
+no thread: each record is one line appended to its spool file
+(``spool.py``), which a long-running process, ``lakemount audit flush`` or a
+query turns into Parquet (:meth:`AuditLog.drain`).
 
 Crash accounting: a process that starts logging writes an open marker
 ``<home>/run/audit/open/<host>-<pid>`` and removes it when it stops cleanly.
@@ -31,7 +37,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final
 
-from lakemount.audit import context, table
+from lakemount.audit import context, spool, table
 from lakemount.audit.record import AuditRecord
 from lakemount.graveler.ports import BlockAdapter
 
@@ -87,6 +93,25 @@ class AuditLog:
         self._flushes = itertools.count(1)
         self._expired: dict[str, float] = {}
         self._write_lock = threading.Lock()
+        self._drain_lock = threading.Lock()
+        self._spool: spool.SpoolWriter | None = None
+        self._on_stale: Callable[[], None] | None = None
+
+    def spool(self, on_stale: Callable[[], None] | None = None) -> None:
+        """This process is short-lived (a CLI verb): append records to its spool file rather than buffer them.
+
+        On the first record, if another spool has waited longer than ``flush_s``
+        and no drain runs or was asked for meanwhile, ``on_stale`` is called
+        (the CLI starts a detached ``lakemount audit flush``).  :meth:`start`
+        undoes this (a CLI verb that turns out to serve: the mount).
+        """
+        self._spool = spool.SpoolWriter(self.spool_dir, self.host)
+        self._on_stale = on_stale
+
+    @property
+    def spool_dir(self) -> str:
+        """Where the spools of every process sharing ``home`` live."""
+        return spool.folder(run_dir(self.home))
 
     # ------------------------------------------------------------------ the request path
     def record(self, *, repo: str, op: str, ref: str = "", commit: str = "", path: str = "", nbytes: int = 0,
@@ -104,6 +129,9 @@ class AuditLog:
                 client if client is not None else actor.client if actor else "",
                 repo, ref, commit, path, op, nbytes, status, uid, process, pid, self.host, detail,
             )
+            if self._spool is not None:
+                self._spooled(rec)
+                return
             pending = self._pending
             if len(pending) >= self.max_pending:
                 self.counters["dropped"] += 1
@@ -115,6 +143,24 @@ class AuditLog:
         except Exception:  # noqa: BLE001 - the trail must never fail the operation it reports
             log.exception("audit: could not queue a record")
             self.counters["dropped"] += 1
+
+    def _spooled(self, rec: AuditRecord) -> None:
+        writer = self._spool
+        assert writer is not None
+        if writer.path == "" and self._on_stale is not None:  # this process's first record: is a spool stuck?
+            created = spool.oldest(self.spool_dir)
+            if created is not None and time.time() - created > self.flush_s:
+                try:
+                    spool.ask_for_drain(self.spool_dir, self.flush_s, self._on_stale)
+                except OSError as exc:
+                    log.warning("audit: cannot start draining the spools: %s", exc)
+        try:
+            writer.append(rec)
+        except OSError as exc:
+            self.counters["dropped"] += 1
+            log.warning("audit: a record could not be spooled, dropped: %s", exc)
+            self._publish()
+        # Counted as recorded (and written or dropped) by the process that drains the spool, which publishes.
 
     def versioning(self, repo: str, branch: str, kind: str, payload: dict[str, object]) -> None:
         """A versioning verb the catalog's feed reports (commit, merge, branch and tag changes, ...)."""
@@ -144,6 +190,8 @@ class AuditLog:
                 self._wake = threading.Event()
                 self._write_lock = threading.Lock()
             self._stop = False
+            if self._spool is not None:  # a short-lived process: no buffer, no thread, nothing to lose at a kill
+                return
             self._adopt_dead()
             self._write_marker()
             self._thread = threading.Thread(target=self._run, name="lm-audit-flush", daemon=True)
@@ -151,7 +199,12 @@ class AuditLog:
             atexit.register(self.close)
 
     def start(self) -> None:
-        """Start now (markers of dead processes are counted at once) rather than at the first record."""
+        """Run as a long-running process (a server, a mount): buffer records and flush them from a thread,
+        drain the spools at each flush.  Markers of dead processes are counted at once."""
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
+            self._pid = 0
         if self._pid != os.getpid():
             self._start()
 
@@ -190,6 +243,10 @@ class AuditLog:
         """Flush what is pending, stop the thread, remove the open marker (a clean stop loses nothing)."""
         if self._pid != os.getpid():
             return
+        if self._spool is not None:  # the records are in the spool file already
+            self._spool.close()
+            self._pid = 0
+            return
         self._stop = True
         self._wake.set()
         thread = self._thread
@@ -216,7 +273,8 @@ class AuditLog:
 
     # ------------------------------------------------------------------ flushing
     def flush(self) -> int:
-        """Write every pending record now; returns how many were written (failures are counted dropped)."""
+        """Write every pending record now, then drain the spools (:meth:`drain`); returns how many were written
+        (failures are counted dropped)."""
         with self._write_lock:
             batch: list[AuditRecord] = []
             pending = self._pending
@@ -232,18 +290,68 @@ class AuditLog:
             if batch:
                 name = f"{self.host}-{os.getpid()}-{next(self._flushes):08d}.parquet"
                 for repo, records in by_repo.items():
-                    try:
-                        namespace = self.namespace_of(repo)
-                        table.write(self.adapter, namespace, name, records)
-                    except Exception as exc:  # noqa: BLE001 - a failing store drops the batch, never the data path
-                        self.counters["dropped"] += len(records)
-                        log.warning("audit: %d records of repository %s dropped: %s", len(records), repo, exc)
-                        continue
-                    written += len(records)
-                    self._expire(repo, namespace)
-                self.counters["written"] += written
-            self._publish()
+                    written += self._write(repo, name, records)
+        written += self.drain()
+        self._publish()
+        return written
+
+    def drain(self) -> int:
+        """Write the spools of short-lived processes of this home as Parquet; returns how many records were written.
+
+        Another thread of this process draining already: returns 0 at once.  A
+        failing store drops the records of the failing repository (counted), as
+        :meth:`flush` does.
+        """
+        if not self._drain_lock.acquire(blocking=False):
+            return 0
+        try:
+            written = 0
+            try:
+                claimed = spool.claim(self.spool_dir, self.host)
+            except OSError as exc:
+                log.warning("audit: cannot claim the spools: %s", exc)
+                return 0
+            for path in claimed:
+                try:
+                    records, bad = spool.read(path)
+                except OSError as exc:
+                    log.warning("audit: cannot read a spool: %s", exc)
+                    continue
+                self.counters["recorded"] += len(records) + bad
+                self.counters["dropped"] += bad
+                by_repo: dict[str, list[AuditRecord]] = {}
+                for r in records:
+                    by_repo.setdefault(r.repo, []).append(r)
+                name = spool.stem(path) + ".parquet"
+                for repo, group in by_repo.items():
+                    written += self._write(repo, name, group)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
             return written
+        finally:
+            self._drain_lock.release()
+
+    def _write(self, repo: str, name: str, records: list[AuditRecord]) -> int:
+        """Store one repository's records as file ``name``; how many were written (else counted dropped)."""
+        try:
+            namespace = self.namespace_of(repo)
+            table.write(self.adapter, namespace, name, records)
+        except Exception as exc:  # noqa: BLE001 - a failing store drops the batch, never the data path
+            self.counters["dropped"] += len(records)
+            log.warning("audit: %d records of repository %s dropped: %s", len(records), repo, exc)
+            return 0
+        self.counters["written"] += len(records)
+        self._expire(repo, namespace)
+        return len(records)
+
+    def settle(self) -> int:
+        """Before a query: count dead processes' markers, write this process's buffer and every spool of this home.
+
+        Returns how many records were written.  A query then sees everything
+        this host recorded until now (other hosts' buffers excepted).
+        """
+        self._adopt_dead()
+        return self.flush()
 
     def _expire(self, repo: str, namespace: str) -> None:
         now = time.monotonic()

@@ -1,24 +1,35 @@
 """``lakemount audit``: who read and changed what in a repository, from its audit table (``lakemount/audit/``).
 
 Local mode reads the table from the block store directly, as the operator
-running the command; the API's ``getAuditLog`` serves the same records to
-users holding ``AuditRead``.  ``--since``/``--until`` take ISO 8601 times
-(UTC unless they say otherwise), seconds since the epoch, or an age such as
-``90m``, ``12h``, ``7d``.  Table output escapes control characters in paths and
+running the command: whoever can read LAKEMOUNT_HOME (0700) reads the table's
+files anyway, so no policy could bind them (as the mount's own user).  With
+``--server`` (lakectl's ``LAKECTL_SERVER_ENDPOINT_URL``) the command has an
+identity, the access key in lakectl's variables, and asks the API's
+``getAuditLog``, which refuses a user without ``AuditRead``: exit 10.
+``lakemount audit flush`` writes the spools of CLI verbs (``audit/spool.py``).
+
+``--since``/``--until`` take ISO 8601 times (UTC unless they say otherwise),
+seconds since the epoch, or an age such as ``90m``, ``12h``, ``7d``.  Table output escapes control characters in paths and
 user names (records keep them as they were); ``--json`` prints the records.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from datetime import UTC, datetime
 from itertools import islice
+from typing import TYPE_CHECKING
 
 import click
 
 from lakemount.cli.common import ctx_obj, emit, json_option
 from lakemount.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from lakemount.audit.record import AuditRecord
+    from lakemount.audit.table import Filter as AuditFilter
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -44,27 +55,46 @@ def parse_time(text: str | None, name: str) -> float | None:
     return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
 
 
-@click.command("audit")
-@click.option("--repo", required=True, help="The repository whose audit trail to read.")
+@click.group("audit", invoke_without_command=True)
+@click.option("--repo", default=None, help="The repository whose audit trail to read (required unless a subcommand runs).")
 @click.option("--path", default=None, help="Only records of paths under this prefix.")
 @click.option("--user", default=None, help="Only records of this user.")
 @click.option("--since", default=None, help="Only records at or after this time (ISO 8601, epoch seconds, or 7d).")
 @click.option("--until", default=None, help="Only records at or before this time.")
 @click.option("--op", default=None, help="Only records of this operation (GetObject, read, commit, ...).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most this many records.")
+@click.option("--server", default=None, envvar="LAKECTL_SERVER_ENDPOINT_URL", metavar="URL",
+              help="Read the trail through the REST API at URL as the user of the access key in "
+                   "LAKECTL_CREDENTIALS_ACCESS_KEY_ID and LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY (lakectl's variables); "
+                   "a user without AuditRead exits 10.  Without it the trail is read locally, as the operator.")
 @json_option
-def audit(repo: str, path: str | None, user: str | None, since: str | None, until: str | None, op: str | None,
-          limit: int | None) -> None:
-    """Show who read and changed what in REPO through every front end (oldest first)."""
+@click.pass_context
+def audit(click_ctx: click.Context, repo: str | None, path: str | None, user: str | None, since: str | None,
+          until: str | None, op: str | None, limit: int | None, server: str | None) -> None:
+    """Show who read and changed what in REPO through every front end (oldest first).
+
+    Records not yet in the table (the spools of CLI verbs on this host, this
+    process's own) are written first, so the answer includes them.
+    ``lakemount audit flush`` writes the spools without querying.
+    """
+    if click_ctx.invoked_subcommand is not None:
+        return
+    if repo is None:
+        raise click.UsageError("Missing option '--repo'.")
     from lakemount.audit.record import as_json, shown
     from lakemount.audit.table import Filter
 
     start, end = parse_time(since, "since"), parse_time(until, "until")
     if start is not None and end is not None and start > end:
         raise InvalidArgument("--since is after --until")
-    cat = ctx_obj().app.catalog
     where = Filter(repo=repo, path=path, user=user, op=op, since=start, until=end)
-    records = list(islice(cat.audit_records(repo, where), limit))
+    if server:
+        records = remote_records(server, where, limit)
+    else:
+        app = ctx_obj().app
+        if app.audit is not None:
+            app.audit.settle()
+        records = list(islice(app.catalog.audit_records(repo, where), limit))
     lines = [
         f"{datetime.fromtimestamp(r.time, UTC):%Y-%m-%dT%H:%M:%S}Z  {shown(r.user):<12} {r.frontend:<5} {r.op:<14} "
         f"{r.status:<3} {r.bytes:>10}  {shown(r.ref)}@{r.commit[:12] or '-'}  {shown(r.path)}"
@@ -72,6 +102,82 @@ def audit(repo: str, path: str | None, user: str | None, since: str | None, unti
         for r in records
     ]
     emit([as_json(r) for r in records], lines or [f"no audit records in {repo} match"])
+
+
+@audit.command("flush")
+@json_option
+def flush() -> None:
+    """Write the audit records waiting in this host's spools (CLI verbs') to the repositories' audit tables."""
+    app = ctx_obj().app
+    if app.audit is None:
+        emit({"written": 0}, "the audit trail is off (audit.enabled: false)")
+        return
+    from lakemount.audit import spool
+
+    with spool.draining(app.audit.spool_dir):
+        written = app.audit.settle()
+    emit({"written": written}, f"{written} audit records written")
+
+
+def remote_records(server: str, where: AuditFilter, limit: int | None) -> list[AuditRecord]:
+    """The records ``getAuditLog`` of the API at ``server`` returns, every page, as the key in lakectl's variables.
+
+    ``PermissionDenied`` (exit 10) when the key is refused (401) or its user
+    lacks ``AuditRead`` (403); ``NotFound`` for a missing repository;
+    ``Unavailable`` when the server cannot be reached.
+    """
+    import base64
+    import json
+    import math
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from lakemount.audit.record import FIELDS, AuditRecord
+    from lakemount.errors import LakeMountError, NotFound, PermissionDenied, Unavailable
+
+    key = os.environ.get("LAKECTL_CREDENTIALS_ACCESS_KEY_ID", "")
+    secret = os.environ.get("LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY", "")
+    if not key or not secret:
+        raise InvalidArgument("--server needs LAKECTL_CREDENTIALS_ACCESS_KEY_ID and LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY")
+    base = server.rstrip("/").removesuffix("/api/v1")
+    if urllib.parse.urlsplit(base).scheme not in ("http", "https"):
+        raise InvalidArgument(f"--server {server!r}: expected an http:// or https:// URL")
+    assert where.repo is not None
+    query: dict[str, str] = {k: v for k, v in (("path", where.path), ("user", where.user), ("op", where.op)) if v}
+    if where.since is not None:
+        query["since"] = str(math.floor(where.since))
+    if where.until is not None:
+        query["until"] = str(math.ceil(where.until))
+    auth = "Basic " + base64.b64encode(f"{key}:{secret}".encode()).decode()
+    out: list[AuditRecord] = []
+    after = ""
+    while limit is None or len(out) < limit:
+        q = urllib.parse.urlencode({**query, "amount": "1000", **({"after": after} if after else {})})
+        url = f"{base}/api/v1/repositories/{urllib.parse.quote(where.repo, safe='')}/audit?{q}"
+        req = urllib.request.Request(url, headers={"Authorization": auth, "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 - the scheme is checked above
+                body = json.load(resp)
+        except urllib.error.HTTPError as e:
+            try:
+                message = str(json.load(e).get("message", "")) or e.reason
+            except (ValueError, AttributeError):
+                message = str(e.reason)
+            if e.code in (401, 403):
+                raise PermissionDenied(f"{base}: {message}") from None
+            if e.code == 404:
+                raise NotFound(f"{base}: {message}") from None
+            raise LakeMountError(f"{base}: {e.code} {message}") from None
+        except (OSError, ValueError) as e:
+            raise Unavailable(f"cannot read the audit trail from {base}: {e}") from None
+        for item in body["results"]:
+            out.append(AuditRecord(**{name: item["timestamp"] if name == "time" else item[name] for name in FIELDS}))
+        pagination = body["pagination"]
+        if not pagination.get("has_more"):
+            break
+        after = pagination["next_offset"]
+    return out[:limit]
 
 
 COMMANDS = [audit]

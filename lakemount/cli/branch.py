@@ -20,6 +20,7 @@ def branch() -> None:
 def create(uri: str, source: str) -> None:
     """Create branch URI (lakefs://REPO/BRANCH) at the commit SOURCE points to."""
     repo, name, ref = ref_and_target(uri, source, "source must be in the same repository")
+    ctx_obj().acts_on(repo, "branch-created", name)
     b = ctx_obj().app.catalog.create_branch(repo, name, ref)
     emit(ref_json(b.name, b.commit_id), f"Created branch {name} at {b.commit_id[:12]}")
 
@@ -52,6 +53,7 @@ def show(uri: str) -> None:
 def delete(uri: str, yes: bool) -> None:
     """Delete a branch (not the default branch); its uncommitted changes are dropped, and counted."""
     repo, name = parse_ref_uri(uri)
+    ctx_obj().acts_on(repo, "branch-deleted", name)
     cat = ctx_obj().app.catalog
     b = cat.get_branch(repo, name)  # a missing branch is an error before any question
     if not yes:

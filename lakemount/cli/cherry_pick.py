@@ -20,6 +20,7 @@ def cherry_pick(commit: str, branch: str, parent_number: int | None, allow_empty
     b = parse_uri(branch, need_ref=True, path_hint="")
     assert b.ref
     ref = ref_of(commit, b.repo)
+    ctx_obj().acts_on(b.repo, "cherry-pick", b.ref)
     new = ctx_obj().app.catalog.cherry_pick(
         b.repo, b.ref, ref, parent_number=parent_number, committer=getpass.getuser(), allow_empty=allow_empty
     )

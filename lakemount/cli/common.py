@@ -129,6 +129,7 @@ class Ctx:
         self.config_path = config_path
         self.as_json = as_json
         self._app: App | None = None
+        self._target: tuple[str, str, str, str] | None = None
 
     @property
     def app(self) -> App:
@@ -136,19 +137,62 @@ class Ctx:
         if self._app is None:
             from lakemount.app import App
 
-            self._app = App.from_config(self.config_path)
+            app = self._app = App.from_config(self.config_path)
             from lakemount.audit.context import Actor, act_as
             from lakemount.audit.record import CLI
 
             # What this process does is done by the local account that runs it (no access key in local mode).
             act_as(Actor(local_user(), CLI))
+            if app.audit is not None:
+                # A verb's records go to a spool file, not to Parquet at its exit (no pyarrow, no store I/O);
+                # serve and mount switch back to buffering (AuditLog.start).
+                app.audit.spool(on_stale=lambda: drain_elsewhere(self.config_path, app.config.home))
         return self._app
 
+    def acts_on(self, repo: str, op: str, ref: str = "", path: str = "") -> None:
+        """What the running verb reads or changes: recorded with its status if the verb fails (:meth:`failed`).
+
+        A success records itself: a data verb through :meth:`audit`, a versioning
+        verb through the catalog (``op`` is then the catalog's name for it).
+        """
+        self._target = (repo, op, ref, path)
+
     def audit(self, repo: str, op: str, ref: str, path: str, *, nbytes: int = 0, commit: str = "", detail: str = "") -> None:
-        """One audit record of a data verb (versioning verbs are recorded by the catalog itself)."""
+        """One audit record of a data verb that succeeded (versioning verbs are recorded by the catalog itself)."""
+        self._target = None
         log = self.app.audit
         if log is not None:
             log.record(repo=repo, op=op, ref=ref, commit=commit, path=path, nbytes=nbytes, detail=detail)
+
+    def failed(self, exc: BaseException) -> None:
+        """Record the verb's target (:meth:`acts_on`) as failed, with the status the API would answer for ``exc``."""
+        target, self._target = self._target, None
+        if target is None or self._app is None or self._app.audit is None:
+            return
+        from lakemount.api.errors import status_of
+        from lakemount.errors import LakeMountError
+
+        repo, op, ref, path = target
+        status = status_of(exc) if isinstance(exc, LakeMountError) else 500
+        self._app.audit.record(repo=repo, op=op, ref=ref, path=path, status=status,
+                               detail=json.dumps({"error": str(exc)[:500]}, ensure_ascii=False))
+
+
+def drain_elsewhere(config_path: str | None, home: str) -> None:
+    """Start ``lakemount audit flush`` detached (its own session; its messages in ``run/audit/flush.log``), as git
+    starts ``gc --auto``: the verb that noticed a stuck spool does not wait for pyarrow and the store."""
+    from lakemount.audit.log import run_dir
+
+    argv = [sys.executable, "-m", "lakemount.cli.main", *(["--config", config_path] if config_path else []),
+            "audit", "flush"]
+    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    out = os.open(os.path.join(run_dir(home), "flush.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        os.posix_spawn(sys.executable, argv, os.environ, setsid=True, file_actions=[
+            (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, null, 1), (os.POSIX_SPAWN_DUP2, out, 2)])
+    finally:
+        os.close(null)
+        os.close(out)
 
 
 def local_user() -> str:

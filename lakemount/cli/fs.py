@@ -47,6 +47,7 @@ def ls(uri: str, recursive: bool) -> None:
     prefix = u.path
     if prefix and not prefix.endswith("/"):
         prefix += "/"
+    ctx_obj().acts_on(u.repo, "ls", u.ref, prefix)
     cat = ctx_obj().app.catalog
     resolved = cat.resolve(u.repo, u.ref)
     items = list(cat.list(u.repo, resolved, prefix, delimiter="" if recursive else "/"))
@@ -74,6 +75,7 @@ def cat_(uri: str) -> None:
     """
     u = parse_uri(uri, need_ref=True, need_path=True)
     assert u.ref
+    ctx_obj().acts_on(u.repo, "cat", u.ref, u.path)
     c = ctx_obj().app.catalog
     ref = c.resolve(u.repo, u.ref)
     path, e = _follow(c, u.repo, ref, u.path)
@@ -129,6 +131,7 @@ def stat_(uri: str) -> None:
     """Show an object's metadata."""
     u = parse_uri(uri, need_ref=True, need_path=True)
     assert u.ref
+    ctx_obj().acts_on(u.repo, "stat", u.ref, u.path)
     resolved = ctx_obj().app.catalog.resolve(u.repo, u.ref)
     e = ctx_obj().app.catalog.stat(u.repo, resolved, u.path)
     ctx_obj().audit(u.repo, "stat", u.ref, u.path, commit=resolved.commit_id)
@@ -146,6 +149,7 @@ def upload(uri: str, source: str, recursive: bool, content_type: str | None) -> 
     """Upload SOURCE to URI (lakefs://REPO/BRANCH/PATH) as an uncommitted change."""
     u = parse_uri(uri, need_ref=True)
     assert u.ref
+    ctx_obj().acts_on(u.repo, "upload", u.ref, u.path)
     c = ctx_obj().app.catalog
     if os.path.isdir(source):
         if not recursive:
@@ -349,6 +353,7 @@ def rm(uri: str, recursive: bool) -> None:
     """Delete URI (lakefs://REPO/BRANCH/PATH) as an uncommitted change."""
     u = parse_uri(uri, need_ref=True, need_path=True)
     assert u.ref
+    ctx_obj().acts_on(u.repo, "rm", u.ref, u.path)
     c = ctx_obj().app.catalog
     if recursive:
         prefix = u.path.rstrip("/") + "/"

@@ -111,6 +111,12 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt as exc:
             raise Interrupted(str(exc)) from exc
+        except (click.ClickException, click.exceptions.Abort, click.exceptions.Exit):
+            raise
+        except Exception as exc:
+            if isinstance(ctx.obj, Ctx):  # a failed verb is an audit record too, with its status
+                ctx.obj.failed(exc)
+            raise
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Like click's, with a stand-in per verb not imported yet: the same rows, no imports."""

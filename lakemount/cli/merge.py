@@ -27,6 +27,7 @@ def merge(source: str, destination: str, strategy: str, squash: bool, message: s
     if s.repo != d.repo:
         raise InvalidArgument("source and destination must be in the same repository")
     assert s.ref and d.ref
+    ctx_obj().acts_on(d.repo, "merge", d.ref)
     res = ctx_obj().app.catalog.merge(
         s.repo, s.ref, d.ref, strategy=strategy, squash=squash, message=message,
         committer=getpass.getuser(), metadata=parse_meta(meta),

@@ -26,6 +26,7 @@ def reset(uri: str, prefix: str | None, obj: str | None, yes: bool) -> None:
     chosen = [x for x in (u.path.strip("/") or None, prefix, obj) if x is not None]
     if len(chosen) > 1:
         raise InvalidArgument("reset: give one of a path in the URI, --prefix or --object")
+    ctx_obj().acts_on(u.repo, "reset", u.ref, u.path.strip("/") or prefix or obj or "")
     cat = ctx_obj().app.catalog
     path = u.path.strip("/")
     if path:

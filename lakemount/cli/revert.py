@@ -25,6 +25,7 @@ def revert(branch: str, commits: tuple[str, ...], parent_number: int | None, all
     u = parse_uri(branch, need_ref=True, path_hint="")
     assert u.ref
     refs = [ref_of(c, u.repo) for c in commits]
+    ctx_obj().acts_on(u.repo, "revert", u.ref)
     cat = ctx_obj().app.catalog
     done = []
     for ref in refs:

@@ -20,6 +20,7 @@ def tag() -> None:
 def create(uri: str, commit_uri: str) -> None:
     """Create tag URI (lakefs://REPO/TAG) pointing at COMMIT_URI (lakefs://REPO/REF)."""
     repo, name, ref = ref_and_target(uri, commit_uri, "the tag and its commit must be in the same repository")
+    ctx_obj().acts_on(repo, "tag-created", name)
     t = ctx_obj().app.catalog.create_tag(repo, name, ref)
     emit(ref_json(t.name, t.commit_id), f"Created tag {t.name} ({t.commit_id})")
 
@@ -48,6 +49,7 @@ def show(uri: str) -> None:
 def delete(uri: str, yes: bool) -> None:
     """Delete a tag."""
     repo, name = parse_ref_uri(uri)
+    ctx_obj().acts_on(repo, "tag-deleted", name)
     cat = ctx_obj().app.catalog
     cat.get_tag(repo, name)  # a missing tag is an error before any question
     if not yes:

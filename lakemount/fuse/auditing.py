@@ -10,6 +10,7 @@ lookup and an append to the audit buffer.
 
 from __future__ import annotations
 
+import errno
 import pwd
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
@@ -22,6 +23,13 @@ if TYPE_CHECKING:
     from lakemount.fuse.values import Caller
 
 _MOST_NAMES: Final = 4096
+# A failed operation's errno as the audit record's HTTP-like status (record.py), so one filter finds the
+# mount's refusals with the gateway's and the API's.
+STATUS_BY_ERRNO: Final = {
+    errno.ENOENT: 404, errno.EACCES: 403, errno.EPERM: 403, errno.EROFS: 403, errno.EEXIST: 409, errno.EBUSY: 409,
+    errno.ENOTEMPTY: 409, errno.EINVAL: 400, errno.EISDIR: 400, errno.ENOTDIR: 400, errno.ELOOP: 400,
+    errno.ENAMETOOLONG: 400, errno.ENOSPC: 507, errno.EAGAIN: 503,
+}
 
 
 def _process_name(pid: int) -> str:
@@ -65,6 +73,12 @@ class MountAudit:
                 self._processes.clear()
             self._processes[pid] = name
         return name
+
+    def failed(self, node: Node, caller: Caller, op: str, exc: BaseException, *, path: str | None = None) -> None:
+        """A record of ``op`` on ``node`` that failed with ``exc``, its status by the errno the caller gets."""
+        from lakemount.fuse.errno import errno_of
+
+        self.record(node, caller, op, status=STATUS_BY_ERRNO.get(errno_of(exc) or errno.EIO, 500), path=path)
 
     def record(self, node: Node, caller: Caller, op: str, *, nbytes: int = 0, status: int = 200, path: str | None = None) -> None:
         """One record of ``op`` on ``node`` (a file or directory of a mounted ref) by ``caller``."""

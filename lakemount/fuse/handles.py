@@ -31,7 +31,7 @@ from lakemount.fuse.reader import ObjectRef, ReadState
 from lakemount.fuse.saving import Saver
 from lakemount.fuse.scan import ScanAhead
 from lakemount.fuse.scope import Scopes, resolve_scope
-from lakemount.fuse.state import MountState, op, with_changes
+from lakemount.fuse.state import MountState, NeedsThread, op, with_changes
 from lakemount.fuse.tree import Tree
 from lakemount.fuse.values import Caller, Opened
 
@@ -86,6 +86,16 @@ class Handles:
         EIO for an imported object whose source changed since the import."""
         caller = caller or Caller()
         node = self.state.node(ino)
+        try:
+            return self._open(node, flags, caller)
+        except NeedsThread:
+            raise
+        except Exception as exc:  # a refused or failed open is an audit record too (then the errno, as before)
+            if self.audit is not None and node.kind == Kind.FILE:
+                self.audit.failed(node, caller, "read" if flags & os.O_ACCMODE == os.O_RDONLY else "write", exc)
+            raise
+
+    def _open(self, node: Node, flags: int, caller: Caller) -> Opened:
         if node.kind == Kind.CONTROL_FILE:
             return self._open_control(node, flags, caller)
         if node.kind == Kind.DIR:
@@ -166,7 +176,7 @@ class Handles:
         fh = self.state.new_fh()
         with self.table.lock:
             node.opens += 1
-            self._handles[fh] = FileHandle(fh, node, writable, None, content=content, uid=caller.uid)
+            self._handles[fh] = FileHandle(fh, node, writable, None, content=content, uid=caller.uid, pid=caller.pid)
         return Opened(fh, keep_cache=False, direct_io=True, noflush=not writable)
 
     def _handle(self, fh: int) -> FileHandle:
@@ -213,7 +223,7 @@ class Handles:
         handle = self._handle(fh)
         node = handle.node
         if node.kind == Kind.CONTROL_FILE:
-            return self._write_control(node, data, handle.uid)
+            return self._write_control(node, data, handle.uid, handle.pid)
         if not handle.writable:
             raise FsError(errno.EBADF)
         self.state.io()
@@ -226,7 +236,7 @@ class Handles:
         handle.written_bytes += n
         return n
 
-    def _write_control(self, node: Node, data: bytes, uid: int) -> int:
+    def _write_control(self, node: Node, data: bytes, uid: int, pid: int) -> int:
         scope = node.scope
         if scope is None or node.control not in control.WRITABLE:
             raise FsError(errno.EACCES)
@@ -236,6 +246,10 @@ class Handles:
         try:
             with acting(actor) if actor is not None else contextlib.nullcontext():
                 outcome = self.controls.write(scope, node.control, data, uid)
+        except Exception as exc:  # the catalog records the verb when it succeeds; here, its failure
+            if self.audit is not None:
+                self.audit.failed(node, Caller(uid, 0, pid), node.control, exc, path="")
+            raise
         finally:
             self.metrics.add(f"control_{node.control}")
         if outcome.content_changed or outcome.head_moved:

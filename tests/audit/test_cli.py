@@ -80,3 +80,51 @@ def test_hostile_paths_and_user_names_are_stored_as_is_and_shown_escaped(home: P
     assert "\x1b" not in table and "\x07" not in table and "\t" not in table
     assert shown(evil_user) in table and shown(evil_path) in table and table.count("\n") == 1
     assert shown(evil_user) == "eve\\x1b[31m\\x0aroot"
+
+
+def test_failed_cli_verbs_are_records_with_their_status(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    run(home, "repo", "create", "lakefs://failing")
+    assert run(home, "fs", "cat", "lakefs://failing/main/missing.csv", ok=False).returncode == 3
+    run(home, "branch-protect", "add", "lakefs://failing", "main")
+    src = tmp_path / "x"
+    src.write_bytes(b"x")
+    assert run(home, "fs", "upload", "lakefs://failing/main/x", "--source", str(src), ok=False).returncode == 10
+    assert run(home, "commit", "lakefs://failing/main", "-m", "refused", "--allow-empty", ok=False).returncode == 10
+    assert run(home, "branch", "delete", "lakefs://failing/nobranch", "--yes", ok=False).returncode == 3
+    recs = json.loads(run(home, "audit", "--repo", "failing", "--json").stdout)
+    failed = [(r["op"], r["ref"], r["path"], r["status"]) for r in recs if r["status"] != 200]
+    assert failed == [("cat", "main", "missing.csv", 404), ("upload", "main", "x", 403), ("commit", "main", "", 403),
+                      ("branch-deleted", "nobranch", "", 404)]
+    assert all(r["frontend"] == "cli" for r in recs)
+    assert "protected" in json.loads(next(r for r in recs if r["op"] == "commit")["detail"])["error"]
+
+
+def test_cli_audit_through_the_api_needs_audit_read_else_exit_10(tmp_path: Path) -> None:
+    from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET, start_gateway
+
+    gw = start_gateway(tmp_path, workers=1)
+    try:
+        assert gw.proc.stdout is not None
+        api = gw.proc.stdout.readline().split("listening on ", 1)[1].split()[0]
+        gw.cli("repo", "create", "lakefs://remote")
+        gw.app().catalog.put("remote", "main", "f", b"f")
+        gw.cli("fs", "stat", "lakefs://remote/main/f")
+        key, secret = gw.user("analyst", "Developer")
+        base = {**gw.env, "PYTHONPATH": str(ROOT), "LAKECTL_SERVER_ENDPOINT_URL": api}
+
+        def audit(k: str, s: str) -> subprocess.CompletedProcess[str]:
+            env = {**base, "LAKECTL_CREDENTIALS_ACCESS_KEY_ID": k, "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY": s}
+            return subprocess.run([*LAKEMOUNT, "audit", "--repo", "remote", "--json"], capture_output=True, text=True,
+                                  env=env, timeout=120)
+
+        refused = audit(key, secret)
+        assert refused.returncode == 10, refused.stderr
+        assert refused.stderr.startswith("error: ") and "AuditRead" in refused.stderr
+        assert audit(key, "wrong-secret").returncode == 10
+        allowed = audit(ADMIN_KEY, ADMIN_SECRET)
+        assert allowed.returncode == 0, allowed.stderr
+        # The CLI verb's record was in this host's spool: the API wrote it before answering.
+        assert [(r["op"], r["path"], r["frontend"]) for r in json.loads(allowed.stdout)] == [("stat", "f", "cli")]
+    finally:
+        gw.stop()

@@ -133,3 +133,36 @@ def test_switched_off_nothing_is_recorded(tmp_path) -> None:  # type: ignore[no-
     assert call(lk.gw, "PUT", "/off/main/a", b"1").status == 200
     ns = lk.app.catalog.repository("off").storage_namespace
     assert list(lk.app.adapter.list(root(ns))) == []
+
+
+def test_failed_versioning_verbs_through_the_api_are_records_with_their_status(lake: Lake) -> None:
+    cat = lake.app.catalog
+    cat.create_repository("vfail")
+    cat.protection.add("vfail", "main")
+    dev = basic(*lake.user("reader"))
+    js = (("content-type", "application/json"),)
+    commit = json.dumps({"message": "m", "allow_empty": True}).encode()
+    assert api(lake, "POST", "/repositories/vfail/branches/main/commits", "", commit, headers=js)[0] == 403  # protected
+    assert api(lake, "POST", "/repositories/vfail/branches/main/commits", "", commit, auth=dev, headers=js)[0] == 403
+    assert api(lake, "POST", "/repositories/vfail/refs/nope/merge/main", "", b"{}", headers=js)[0] == 404
+    assert api(lake, "DELETE", "/repositories/vfail/branches/gone")[0] == 404
+    branch = json.dumps({"name": "main", "source": "main"}).encode()
+    assert api(lake, "POST", "/repositories/vfail/branches", "", branch, headers=js)[0] == 409
+    recs = [(r.op, r.user, r.ref, r.status, r.frontend) for r in lake.records("vfail") if r.op != "protection"]
+    assert recs == [("commit", "admin", "main", 403, "api"), ("commit", "reader", "main", 403, "api"),
+                    ("merge", "admin", "main", 404, "api"), ("branch-deleted", "admin", "gone", 404, "api"),
+                    ("branch-created", "admin", "", 409, "api")]
+
+
+def test_the_api_query_includes_records_still_in_a_cli_spool(lake: Lake) -> None:
+    from lakemount.audit.log import AuditLog
+
+    lake.app.catalog.create_repository("spq")
+    cli = AuditLog(lake.app.adapter, lambda r: lake.app.catalog.repository(r).storage_namespace,
+                   home=lake.app.config.home, flush_s=60, flush_records=100, retention_days=0)
+    cli.spool()
+    cli.record(repo="spq", op="cat", path="p", user="someone", frontend="cli")
+    cli.close()
+    status, body = api(lake, "GET", "/repositories/spq/audit")
+    assert status == 200
+    assert [(r["op"], r["path"], r["user"]) for r in json.loads(body)["results"]] == [("cat", "p", "someone")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import pwd
 import subprocess
@@ -59,6 +60,35 @@ def test_a_read_and_a_write_through_the_mount_are_one_record_per_handle(tmp_path
     assert (by_op["write"].path, by_op["write"].bytes) == ("d/out.txt", 6)
     assert by_op["list"].path == "d/"
     assert len([r for r in recs if r.op == "read"]) == 1
+
+
+def test_a_refused_open_and_a_refused_commit_through_the_mount_are_records_with_their_status(tmp_path: Path) -> None:
+    app = App(load(None, env={"LAKEMOUNT_HOME": str(tmp_path / "home")}))
+    cat = app.catalog
+    cat.create_repository("mfail")
+    cat.put("mfail", "main", "f.txt", b"123")
+    head = cat.commit("mfail", "main", "seed", committer="t").commit.id
+    cat.create_tag("mfail", "v1", "main")
+    cat.protection.add("mfail", "main")
+    fs = build_filesystem(app, mount_options(app, ref=None, head_ttl=0.0))
+    try:
+        pfs = PathFS(fs, Caller(os.getuid(), os.getgid(), os.getpid()))
+        with pytest.raises(OSError) as tag_write:
+            pfs.open("mfail/v1/f.txt", os.O_WRONLY)
+        assert tag_write.value.errno == errno.EROFS
+        with pfs.opened("mfail/main/.lakefs/commit", os.O_WRONLY | os.O_TRUNC) as fh, pytest.raises(OSError) as refused:
+            pfs.pwrite(fh, 0, b"not allowed\n")
+        assert refused.value.errno == errno.EPERM
+        assert app.audit is not None
+        app.audit.flush()
+        recs = [r for r in cat.audit_records("mfail", Filter()) if r.frontend == "mount"]
+    finally:
+        fs.close()
+        if app.audit is not None:
+            app.audit.close()
+    got = [(r.op, r.ref, r.path, r.status, r.commit, r.pid) for r in recs]
+    assert got == [("write", "v1", "f.txt", 403, head, os.getpid()), ("commit", "main", "", 403, head, os.getpid())]
+    assert cat.get_branch("mfail", "main").commit_id == head
 
 
 def test_the_mount_stats_show_the_audit_counters(tmp_path: Path) -> None:
