@@ -255,12 +255,9 @@ class AuditLog:
         self.flush()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._marker())
-        atexit.unregister(self.close)  # else the exit hook keeps this log (and its app) alive to the end
-        self._thread = None
         self._pid = 0  # a later record starts a new flusher
-        self._pid = 0
         self._thread = None
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError):  # else the exit hook keeps this log (and its app) alive to the end
             atexit.unregister(self.close)
 
     def _run(self) -> None:
