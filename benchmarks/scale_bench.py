@@ -173,7 +173,7 @@ def work(k):
         n += 1
     return n
 
-with mp.get_context("spawn").Pool(procs) as pool:
+with mp.get_context("fork").Pool(procs) as pool:  # fork: a -c script has no module a spawned child could import
     counts = pool.map(work, range(procs))
 print(json.dumps({"n": sum(counts)}))
 """
@@ -435,8 +435,12 @@ def main() -> None:
         if "appends" in only:
             print(f"4. list appends from 12 processes (3 hosts x 4), {a.seconds:g} s, no object-store traffic:")
             for backend in BACKENDS:
-                one = res[backend]["append1"] = b.appends(backend, ["side"])
-                many = res[backend]["append12"] = b.appends(backend, [f"b{i}" for i in range(12)])
+                try:
+                    one = res[backend]["append1"] = b.appends(backend, ["side"])
+                    many = res[backend]["append12"] = b.appends(backend, [f"b{i}" for i in range(12)])
+                except (RuntimeError, TimeoutError, OSError, ValueError) as exc:  # the other phases still run
+                    print(f"  {backend}: failed: {exc}", flush=True)
+                    continue
                 print(f"  {backend}: ONE branch {one['per_s']:.0f} appends/s ({one['xacts_per_append']:.2f} transactions each); "
                       f"12 branches {many['per_s']:.0f} appends/s; one/twelve x{one['per_s'] / many['per_s']:.2f} "
                       f"(near 1: no hot row); load {load()}", flush=True)
