@@ -3,8 +3,9 @@
     python benchmarks/moto_counting.py PORT [HOST]
 
 Wraps moto's WSGI application in a middleware that counts requests by kind
-(GET, ranged GET, HEAD, PUT, LIST, other); ``GET /__counts`` returns the counts
-as JSON without reaching moto.  Prints ``ready`` on stdout once it serves.
+(GET, ranged GET, HEAD, PUT, LIST, other), and the seconds spent serving them
+(``seconds``: moto's service time, the response built); ``GET /__counts`` returns
+them as JSON without reaching moto.  Prints ``ready`` on stdout once it serves.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -28,13 +30,14 @@ class Counting:
     def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
         self.app = app
         self.counts: Counter[str] = Counter()
+        self.seconds = 0.0
         self.lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         if path == COUNTS_PATH:
             with self.lock:
-                body = json.dumps(dict(self.counts)).encode()
+                body = json.dumps({**self.counts, "seconds": round(self.seconds, 6)}).encode()
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
             return [body]
         method = environ.get("REQUEST_METHOD", "")
@@ -47,10 +50,13 @@ class Counting:
             kind = "COPY"
         else:
             kind = method
+        t = time.perf_counter()
+        body = list(self.app(environ, start_response))  # moto builds its whole response: time it all
         with self.lock:
             self.counts[kind] += 1
             self.counts["total"] += 1
-        return self.app(environ, start_response)
+            self.seconds += time.perf_counter() - t
+        return body
 
 
 def main() -> None:

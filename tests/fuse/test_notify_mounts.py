@@ -21,8 +21,9 @@ from tests.metastore.conftest import pg_cluster, pg_url  # noqa: F401  (fixtures
 pytestmark = [*needs_fuse, pytest.mark.postgres]
 
 
-def _mounts(tmp_path: Path, url: str, *extra: str) -> Iterator[tuple[Mount, Mount]]:
-    shared = {"LAKEMOUNT_METADATA_DB_URL": url, "LAKEMOUNT_BLOCKSTORE_LOCAL_PATH": str(tmp_path / "blocks")}
+def _mounts(tmp_path: Path, url: str, *extra: str, staging: str = "sql") -> Iterator[tuple[Mount, Mount]]:
+    shared = {"LAKEMOUNT_METADATA_DB_URL": url, "LAKEMOUNT_BLOCKSTORE_LOCAL_PATH": str(tmp_path / "blocks"),
+              "LAKEMOUNT_STAGING_BACKEND": staging}
     env_a = env_for(str(tmp_path / "a"), **shared)
     subprocess.run(
         [sys.executable, "-m", "lakemount.cli.main", "repo", "create", "lakefs://demo"],
@@ -42,6 +43,11 @@ def _mounts(tmp_path: Path, url: str, *extra: str) -> Iterator[tuple[Mount, Moun
 @pytest.fixture
 def notified(tmp_path: Path, pg_url: str) -> Iterator[tuple[Mount, Mount]]:  # noqa: F811
     yield from _mounts(tmp_path, pg_url)
+
+
+@pytest.fixture
+def notified_lsm(tmp_path: Path, pg_url: str) -> Iterator[tuple[Mount, Mount]]:  # noqa: F811
+    yield from _mounts(tmp_path, pg_url, staging="lsm")
 
 
 @pytest.fixture
@@ -69,6 +75,31 @@ def test_a_commit_on_one_node_is_seen_by_the_other_at_once(notified: tuple[Mount
     assert time.monotonic() - t0 < 3
     with open(os.path.join(main_b, "x.txt")) as f:
         assert f.read() == "staged on a\n"
+
+
+def test_with_lsm_staging_a_write_on_one_node_is_seen_by_the_other_at_once(
+    notified_lsm: tuple[Mount, Mount], tmp_path: Path
+) -> None:
+    """The L1 append's own statement sends the change notice: b drops what it knew of main's staging
+    (its listing and a file it has read), though it would trust both for 30 s (head_ttl)."""
+    a, b = notified_lsm
+    main_a, main_b = (os.path.join(m.mountpoint, "demo/main") for m in (a, b))
+    assert os.listdir(main_b) == [".lakefs"]
+    with open(os.path.join(main_a, "x.txt"), "w") as f:
+        f.write("first\n")
+    assert wait_for(lambda: "x.txt" in os.listdir(main_b), timeout=3), b.log()
+    with open(os.path.join(main_b, "x.txt")) as f:
+        assert f.read() == "first\n"
+    with open(os.path.join(main_a, "x.txt"), "w") as f:
+        f.write("second\n")
+
+    def fresh() -> bool:
+        with open(os.path.join(main_b, "x.txt")) as f:
+            return f.read() == "second\n"
+
+    assert wait_for(fresh, timeout=3), b.log()
+    # the writes went through staging files (lsm), not the database's rows
+    assert list((tmp_path / "blocks").rglob("_lakefs/staging/*.sst")), "no staging file was written"
 
 
 def test_a_partial_reset_and_a_deleted_repository_are_seen_by_the_other_at_once(
