@@ -13,14 +13,20 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakemount.errors import Unavailable
 from lakemount.metastore.urls import KEY, one_line, where
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
+
+T = TypeVar("T")
+
+
+class LostBeforeCommit(Unavailable):
+    """The connection died before a write transaction's COMMIT was sent: nothing was applied, a repeat is safe."""
 
 
 class FastSql:
@@ -130,3 +136,51 @@ class FastSql:
                 if fresh:
                     raise Unavailable(self.message(exc)) from exc
                 fresh = True
+
+    def run(self, work: Callable[[Any], T], *, transaction: bool = False, retry: bool = False) -> T:
+        """``work(cursor)`` on this thread's connection, in autocommit or (``transaction``) in one write
+        transaction (SQLite: ``BEGIN IMMEDIATE``, the one write lock) committed when ``work`` returns and
+        rolled back when it raises (``work`` may roll back itself before raising).
+
+        When the database does not answer, the connection is dropped (the next call makes a new one) and
+        ``Unavailable`` raised.  A write is repeated only with ``retry``, once, and only when a kept
+        connection the server had dropped was lost before the transaction's COMMIT went out: nothing of it
+        was applied.  Lost while the COMMIT (or an autocommit statement) was on its way, whether it
+        applied is unknown, and a repeat could overwrite a later write: ``Unavailable``.  Any other driver
+        error (a refused statement) propagates.
+        """
+        kept = getattr(self._local, "conn", None) is not None
+        try:
+            return self._run_once(work, transaction)
+        except LostBeforeCommit:
+            if not (retry and kept):
+                raise
+        return self._run_once(work, transaction)
+
+    def _run_once(self, work: Callable[[Any], T], transaction: bool) -> T:
+        conn = self.connection()
+        committing = not transaction  # an autocommit statement applies as it runs
+        try:
+            cur = conn.cursor()
+            try:
+                if not transaction:
+                    return work(cur)
+                cur.execute("BEGIN IMMEDIATE" if self.dialect == "sqlite" else "BEGIN")
+                try:
+                    out = work(cur)
+                    committing = True
+                    cur.execute("COMMIT")
+                    return out
+                except BaseException:
+                    if conn.in_transaction if self.dialect == "sqlite" else True:
+                        with contextlib.suppress(*self.driver_errors):
+                            cur.execute("ROLLBACK")
+                    raise
+            finally:
+                cur.close()
+        except self.driver_errors as exc:
+            if not self.lost(exc, conn):
+                raise
+            self.reset()
+            lost = Unavailable if committing else LostBeforeCommit
+            raise lost(self.message(exc)) from exc
