@@ -26,7 +26,8 @@ T = TypeVar("T")
 
 
 class LostBeforeCommit(Unavailable):
-    """The connection died before a write transaction's COMMIT was sent: nothing was applied, a repeat is safe."""
+    """The connection died before anything of the work could apply (a transaction's COMMIT was not sent, or
+    the work only reads): a repeat is safe."""
 
 
 class FastSql:
@@ -119,23 +120,13 @@ class FastSql:
         is replaced and the statement tried once more on a new one: a read is
         safe to repeat.  Any other driver error (a refused statement) propagates.
         """
-        fresh = getattr(self._local, "conn", None) is None
-        while True:
-            conn = self.connection()
-            try:
-                cur = conn.cursor()
-                try:
-                    cur.execute(self.sql(text), params)
-                    return cur.fetchall()
-                finally:
-                    cur.close()
-            except self.driver_errors as exc:
-                if not self.lost(exc, conn):
-                    raise
-                self.reset()
-                if fresh:
-                    raise Unavailable(self.message(exc)) from exc
-                fresh = True
+        sql = self.sql(text)
+
+        def fetch(cur: Any) -> list[Any]:
+            cur.execute(sql, params)
+            return cur.fetchall()
+
+        return self.run(fetch, retry=True)
 
     def run(self, work: Callable[[Any], T], *, transaction: bool = False, retry: bool = False) -> T:
         """``work(cursor)`` on this thread's connection, in autocommit or (``transaction``) in one write
@@ -143,23 +134,24 @@ class FastSql:
         rolled back when it raises (``work`` may roll back itself before raising).
 
         When the database does not answer, the connection is dropped (the next call makes a new one) and
-        ``Unavailable`` raised.  A write is repeated only with ``retry``, once, and only when a kept
-        connection the server had dropped was lost before the transaction's COMMIT went out: nothing of it
-        was applied.  Lost while the COMMIT (or an autocommit statement) was on its way, whether it
-        applied is unknown, and a repeat could overwrite a later write: ``Unavailable``.  Any other driver
-        error (a refused statement) propagates.
+        ``Unavailable`` raised.  With ``retry``, what a kept connection the server had dropped (a restart,
+        a crash, an idle timeout) lost is tried once more on a new one where a repeat is safe: autocommit
+        work that only reads, or a transaction whose COMMIT never went out (nothing of it was applied).
+        Lost while the COMMIT (or an autocommit write) was on its way, whether it applied is unknown, and
+        a repeat could overwrite a later write: ``Unavailable``.  Any other driver error (a refused
+        statement) propagates.
         """
         kept = getattr(self._local, "conn", None) is not None
         try:
-            return self._run_once(work, transaction)
+            return self._run_once(work, transaction, retry)
         except LostBeforeCommit:
             if not (retry and kept):
                 raise
-        return self._run_once(work, transaction)
+        return self._run_once(work, transaction, retry)
 
-    def _run_once(self, work: Callable[[Any], T], transaction: bool) -> T:
+    def _run_once(self, work: Callable[[Any], T], transaction: bool, reads: bool) -> T:
         conn = self.connection()
-        committing = not transaction  # an autocommit statement applies as it runs
+        committing = not transaction and not reads  # an autocommit write applies as it runs
         try:
             cur = conn.cursor()
             try:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from lakemount.app import App
-from lakemount.catalog.catalog import decode_path
+from lakemount.catalog.catalog import Catalog, decode_path
 from lakemount.config import load
 from lakemount.errors import InvalidArgument
 from lakemount.metastore.notify import Change
@@ -142,16 +142,20 @@ def test_gc_rules_are_read_and_set_through_the_catalog(tmp_path: Path) -> None:
         cat.gc_rules("nope")
 
 
+def one_commit(tmp_path: Path) -> tuple[Catalog, str]:
+    """A catalog whose repository ``R`` has one commit holding ``a``, and the repository's namespace."""
+    cat = make_app(tmp_path).catalog
+    cat.create_repository(R)
+    cat.put(R, "main", "a", b"x")
+    cat.commit(R, "main", "one")
+    return cat, cat.repository(R).storage_namespace
+
+
 def test_export_reads_ranges_and_writes_its_destination_through_what_the_catalog_hands_out(tmp_path: Path) -> None:
     """Export took the catalog's block adapter for range tables, source data and the destination; now it
     asks ``Catalog.read_range`` and ``Catalog.export_blocks()``, which reads, writes and deletes by URL but
     cannot list nor touch."""
-    app = make_app(tmp_path)
-    cat = app.catalog
-    cat.create_repository(R)
-    cat.put(R, "main", "a", b"x")
-    cat.commit(R, "main", "one")
-    ns = cat.repository(R).storage_namespace
+    cat, ns = one_commit(tmp_path)
     [rng] = cat.ranges(R, "main")
     assert [decode_path(k) for k, _v in cat.read_range(ns, rng.id, rng.checksum).items()] == ["a"]
     blocks = cat.export_blocks()
@@ -167,12 +171,7 @@ def test_gc_reaches_the_namespace_only_through_the_catalogs_gc_store(tmp_path: P
     """GC took the catalog's whole block adapter; now ``Catalog.gc_store`` hands it a port bound to one
     namespace that lists what may be collected, moves only data objects and tables, writes and deletes
     files only under ``_lakefs/gc/marks/`` and deletes only upload markers, and has no adapter to hand on."""
-    app = make_app(tmp_path)
-    cat = app.catalog
-    cat.create_repository(R)
-    cat.put(R, "main", "a", b"x")
-    cat.commit(R, "main", "one")
-    ns = cat.repository(R).storage_namespace
+    cat, ns = one_commit(tmp_path)
     store = cat.gc_store(ns)
     assert store.refreshes and store.holds_at_most(1000) and not store.holds_at_most(1)
     [rng] = cat.ranges(R, "main")
