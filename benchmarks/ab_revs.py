@@ -11,9 +11,11 @@ copied in and its venvs linked (the C sources must be the same in both; the
 script refuses otherwise).  ``COMMAND`` runs in each checkout's root with
 ``PYTHONPATH`` set to it, so it and every process it starts import that
 revision's lakemount (the venv's editable install points at one checkout
-only).  By default both revisions run the *same* benchmark scripts, B's
-``benchmarks/`` (the question is whether the product changed, not the
-measurement); ``--own-scripts`` runs each revision's own.
+only).  Each revision runs its own ``benchmarks/`` by default: a benchmark
+prepares its data through lakemount's own API, which may have changed between
+the two (``App.refs`` became ``App.metastore``); ``--same-scripts`` runs B's
+scripts on both, for when the measurement itself changed and the API it uses
+did not.
 
 Runs alternate A, B, A, B... for ``--rounds`` rounds: on a shared, noisy
 machine what changes over the minutes (other jobs, thermal state) lands on
@@ -185,7 +187,7 @@ def main() -> int:
     ap.add_argument("b_rev")
     ap.add_argument("--rounds", type=int, default=3, help="A,B pairs to run (default 3)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one run may take (default 600)")
-    ap.add_argument("--own-scripts", action="store_true", help="run each revision's own benchmarks/ instead of B's")
+    ap.add_argument("--same-scripts", action="store_true", help="run B's benchmarks/ on both revisions (default: each its own)")
     argv = sys.argv[1:]
     if "--" not in argv:
         ap.error("give the benchmark command after --")
@@ -209,9 +211,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ab_revs-") as tmp:
         b_dir = Path(tmp) / "b"
         with checkout(revs["B"], b_dir, None) as b_tree, \
-                checkout(revs["A"], Path(tmp) / "a", None if args.own_scripts else b_tree) as a_tree:
-            print(f"A = {args.a_rev} ({revs['A'][:9]}), B = {args.b_rev} ({revs['B'][:9]}); "
-                  f"{args.rounds} rounds A,B; command: {' '.join(command)}", flush=True)
+                checkout(revs["A"], Path(tmp) / "a", b_tree if args.same_scripts else None) as a_tree:
+            print(f"A = {args.a_rev} ({revs['A'][:9]}), B = {args.b_rev} ({revs['B'][:9]}); {args.rounds} rounds A,B; "
+                  f"{'B' if args.same_scripts else 'own'} scripts; command: {' '.join(command)}", flush=True)
             a_runs: list[dict[str, float]] = []
             b_runs: list[dict[str, float]] = []
             for i in range(args.rounds):
