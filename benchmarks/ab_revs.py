@@ -42,6 +42,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -140,17 +141,28 @@ def leaves(doc: object, prefix: str = "") -> Iterator[tuple[str, float]]:
 
 
 def run(tree: Path, command: list[str], timeout: float) -> dict[str, float]:
+    """The figures of one run of ``command`` in ``tree``; exits with its error output if it fails or overruns.
+
+    The benchmark runs in a session of its own, and whatever is left of it (servers it started) is
+    killed when it ends, overruns or this script is stopped, so no run outlives its checkout.
+    """
     env = {**os.environ, "PYTHONPATH": str(tree)}
     start = time.monotonic()
+    proc = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
-        done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         sys.exit(f"ab_revs: the benchmark ran longer than {timeout:.0f} s in {tree.name}: shorten it or raise --timeout")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
     wall = time.monotonic() - start
-    if done.returncode != 0:
-        tail = "\n".join((done.stderr or done.stdout).splitlines()[-15:])
-        sys.exit(f"ab_revs: the benchmark failed in {tree.name} (exit {done.returncode}):\n{tail}")
-    found = figures(done.stdout)
+    if proc.returncode != 0:
+        tail = "\n".join((err or out).splitlines()[-15:])
+        sys.exit(f"ab_revs: the benchmark failed in {tree.name} (exit {proc.returncode}):\n{tail}")
+    found = figures(out)
     found["wall time [s]"] = round(wall, 3)
     return found
 
@@ -198,6 +210,8 @@ def main() -> int:
         ap.error("give the benchmark command after --")
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
+    # Stopped (a timeout's SIGTERM), still remove the checkouts and end the running benchmark.
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit("ab_revs: stopped"))
     revs = {}
     for side, rev in (("A", args.a_rev), ("B", args.b_rev)):
         try:
