@@ -36,20 +36,9 @@ APP_MAKERS = frozenset({"app_for", "App", "from_config"})
 # How front ends spell a catalog: ``catalog``, ``cat``, ``app.catalog``, ``ctx.services.catalog``.
 CATALOG_NAMES = frozenset({"catalog", "cat"})
 
-# Front-end files that still take the block adapter from the catalog (``catalog.adapter``).  The list
-# may only shrink: an entry that no longer violates fails ``test_the_list_of_known_violations_only_shrinks``.
-# What is left is garbage collection (issue 24): it is the storage namespace's own sweeper (it lists the
-# data objects and range tables of the namespace, writes its mark and sweep files there, moves objects to
-# its trash, restores and purges them, and asks whether the store can ``touch``), so a port for it would
-# be the whole block adapter under another name; the sweep itself has to move under the catalog first.
-KNOWN_ADAPTER_USES: frozenset[str] = frozenset({
-    "jobs/gc.py",
-    "jobs/gc_tasks.py",
-})
-
-# Gateway files that still reach graveler until the gateway's own rework lands.
-# The list may only shrink: an entry that no longer violates fails the test.
-KNOWN_VIOLATIONS: frozenset[str] = frozenset()  # none left; the list may only shrink
+# No file is exempt: the last ones that took the catalog's block adapter (garbage collection, ``jobs/gc.py``
+# and ``jobs/gc_tasks.py``) ask ``Catalog.gc_store`` now (issue 24), and the gateway's graveler imports went
+# before them.  A front end that needs something of the stores gets a catalog verb or a narrow port for it.
 
 
 def module_of(path: Path) -> str:
@@ -128,28 +117,10 @@ def rel(path: Path) -> str:
 
 
 def test_front_ends_reach_the_versioned_core_only_through_the_catalog() -> None:
-    bad = {rel(p): v for p in front_end_files() if (v := allowed(rel(p), violations(p)))}
+    bad = {rel(p): v for p in front_end_files() if (v := violations(p))}
     assert not bad, "front ends must use lakemount.catalog, not graveler nor the stores under it:\n" + "\n".join(
         f"  lakemount/{f}: {'; '.join(v)}" for f, v in sorted(bad.items())
     )
-
-
-def allowed(path: str, found: list[str]) -> list[str]:
-    """``found`` less what the known-violation lists still allow ``path``."""
-    if path in KNOWN_VIOLATIONS:
-        return []
-    if path in KNOWN_ADAPTER_USES:
-        return [v for v in found if ": uses Catalog." not in v]
-    return found
-
-
-def test_the_list_of_known_violations_only_shrinks() -> None:
-    still = {rel(p) for p in front_end_files() if violations(p)}
-    fixed = sorted(KNOWN_VIOLATIONS - still)
-    assert not fixed, f"no longer violating, remove from KNOWN_VIOLATIONS: {fixed}"
-    still = {rel(p) for p in front_end_files() if any(": uses Catalog." in v for v in violations(p))}
-    fixed = sorted(KNOWN_ADAPTER_USES - still)
-    assert not fixed, f"no longer taking the catalog's adapter, remove from KNOWN_ADAPTER_USES: {fixed}"
 
 
 def outward_imports(package: str, may_import: frozenset[str]) -> list[str]:

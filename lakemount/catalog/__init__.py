@@ -7,6 +7,8 @@
 - ``history``: commit, merge, revert, cherry-pick, reset, log, diff;
 - ``storage``: what jobs that read the stores directly need (ranges of a commit,
   tables read from the block store, recovery of the ref store);
+- ``gcrules``, ``gcstore``: garbage collection's rules, and its port on one storage namespace
+  (``Catalog.gc_store``: what it may list, move and delete, and nothing else);
 - ``model``: the records front ends name (entries, commits, refs...), cheap to import;
 - ``pulls``, ``events``, ``s3state``: records kept beside the versioned data
   (pull requests, the live feed, the gateway's buckets and multipart uploads)

@@ -31,6 +31,7 @@ from lakemount.actions.runs import MemoryRunStore, Run, RunStore
 from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks, ExportBlocks, ReadOnlyBlocks, content_addressed
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog, Observer
 from lakemount.catalog.gcrules import GcRules, delete_rules, load_rules, store_rules
+from lakemount.catalog.gcstore import GcStore
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.model import has_data
 from lakemount.catalog.paths import key_problem, printable
@@ -250,6 +251,13 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
 
         return query(self.adapter, self.repository(repo).storage_namespace, where)
 
+    def expire_audit(self, repo: str, retention_days: float) -> int:
+        """Delete ``repo``'s audit files of hours that ended more than ``retention_days`` ago (<= 0 keeps
+        all); returns how many went.  Raises ``RepositoryNotFound`` and what the block store raises."""
+        from lakemount.audit.table import expire
+
+        return expire(self.adapter, self.repository(repo).storage_namespace, retention_days)
+
     # ------------------------------------------------------------------ data
     def physical_url(self, repo: Repository, address: str) -> str:
         return address if "://" in address else join(repo.storage_namespace, address)
@@ -316,7 +324,12 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         """Delete the stored object ``url`` (a multipart upload's part); raises what the block store raises."""
         self.adapter.delete(url)
 
-    # ------------------------------------------------------------------ GC rules
+    # ------------------------------------------------------------------ GC
+    def gc_store(self, namespace: str) -> GcStore:
+        """What garbage collection may list, read, move and delete in the storage namespace ``namespace``
+        (a repository's): :class:`~lakemount.catalog.gcstore.GcStore`, the jobs' only way to the objects."""
+        return GcStore(self.adapter, namespace)
+
     def gc_rules(self, repo: str) -> GcRules | None:
         """The repository's garbage-collection rules, or None if none were set."""
         return load_rules(self.adapter, self.repository(repo).storage_namespace)

@@ -2,8 +2,10 @@
 
 This module is the driver and the entry points (``run_gc``, ``GcJob``).  What
 runs in Spark tasks is ``lakemount.jobs.gc_tasks``, how object names are
-spread over tasks is ``lakemount.jobs.gc_buckets``, and the moves in and out
-of the trash are ``lakemount.jobs.trash``.
+spread over tasks is ``lakemount.jobs.gc_buckets``.  Driver and tasks reach
+the namespace's objects only through ``Catalog.gc_store`` (``lakemount.catalog.gcstore``:
+listing what may be collected and the trash, GC's own files, and the moves in
+and out of the trash, ``lakemount.block.gcmoves``).
 
 **Mark** (``GcJob.mark``): write a marker object and take *its* modification
 time from the store as the mark start ``T`` (no clock skew between this host
@@ -98,7 +100,6 @@ URLs) and anything it does not recognise are never candidates.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import secrets
 import threading
@@ -111,14 +112,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.app import App
+from lakemount.catalog.gcstore import MARKS_KEY
 from lakemount.catalog.model import EMPTY_METARANGE, Commit, CommitID, Repository, StagingToken
-from lakemount.catalog.storage import join
-from lakemount.catalog.uploads import LINKS_PREFIX, parse_marker
 from lakemount.errors import InvalidArgument, NotFound, ObjectNotFound, PreconditionFailed
 from lakemount.jobs.gc_buckets import by_bucket, identity
 from lakemount.jobs.gc_tasks import SAMPLE, live_keys, mark_task, read_metaranges, sweep_task
 from lakemount.jobs.inprocess import JobContext, job_context
-from lakemount.jobs.retention import GcRules, load_rules, retained_commits
+from lakemount.jobs.retention import GcRules, retained_commits
 from lakemount.jobs.session import (
     Progress,
     check_interrupted,
@@ -131,7 +131,6 @@ from lakemount.jobs.session import (
 if TYPE_CHECKING:
     from pyspark import RDD
 
-MARKS_KEY: Final = "_lakefs/gc/marks"
 DEFAULT_MIN_AGE: Final = 600.0
 # Clock skew allowed between API hosts (which check link deadlines) and the block store (whose clock gives T).
 LINK_CLOCK_SLACK: Final = 300.0
@@ -216,7 +215,7 @@ class GcJob:
         self.app = app
         self.repo: Repository = app.catalog.repository(repo)
         self.ns = self.repo.storage_namespace
-        self.adapter = app.catalog.adapter
+        self.store = app.catalog.gc_store(self.ns)
         self.master = master
         self.engine = engine
         self.ran_on: str | None = None  # "spark" or "in-process" once the first job started
@@ -237,8 +236,7 @@ class GcJob:
 
     def is_small(self) -> bool:
         """Whether the namespace holds at most ``SMALL_OBJECTS`` objects (lists at most that many)."""
-        listed = itertools.islice(self.adapter.list(join(self.ns, "")), SMALL_OBJECTS + 1)
-        return sum(1 for _ in listed) <= SMALL_OBJECTS
+        return self.store.holds_at_most(SMALL_OBJECTS)
 
     def _tell(self, event: str, mark_id: str) -> None:
         if self.observer is not None:
@@ -260,10 +258,11 @@ class GcJob:
         return translated()
 
     def mark_dir(self, mark_id: str) -> str:
-        return join(self.ns, f"{MARKS_KEY}/{mark_id}")
+        """The key (relative to the namespace) under which the mark ``mark_id`` keeps its files."""
+        return f"{MARKS_KEY}/{mark_id}"
 
     def rules(self) -> GcRules:
-        rules = load_rules(self.adapter, self.ns)
+        rules = self.app.catalog.gc_rules(self.repo.name)
         if rules is None:
             raise PreconditionFailed(
                 f"no GC rules for repository {self.repo.name}: set them with "
@@ -293,17 +292,12 @@ class GcJob:
 
         Deletes (unless ``dry_run``) the markers of those that no longer may.
         """
-        root = join(self.ns, LINKS_PREFIX)
         names: set[str] = set()
-        for info in self.adapter.list(root):
-            parsed = parse_marker(info.url[len(root) :])
-            if parsed is None:
-                continue
-            name, deadline = parsed
+        for name, deadline, marker in self.store.upload_markers():
             if deadline + LINK_CLOCK_SLACK >= started:
                 names.add(name)
             elif not dry_run:
-                self.adapter.delete(info.url)
+                self.store.drop_upload_marker(marker)
         return names
 
     def _counters(self) -> tuple[Any, Any, Any]:
@@ -331,9 +325,9 @@ class GcJob:
             f"(the incomplete mark {mark_id} is never swept); run it again"
         )
         with self._phase(left), timed(self.timings, "mark"):
-            started_url = join(mdir, "started")
-            self.adapter.put(started_url, json.dumps({"repository": self.repo.name, "mark_id": mark_id}).encode())
-            started = self.adapter.stat(started_url).mtime
+            started_key = f"{mdir}/started"
+            self.store.put(started_key, json.dumps({"repository": self.repo.name, "mark_id": mark_id}).encode())
+            started = self.store.modified(started_key)
             cutoff = started - min_age - CLOCK_GRANULARITY
             self._tell("mark:start", mark_id)
             refs = _read_refs(self.app, self.repo.name)
@@ -409,7 +403,7 @@ class GcJob:
                     "expired": stats["trash_expired"],
                 },
             }
-            self.adapter.put(join(mdir, "ranges.txt"), "".join(f"{t}\n" for t in sorted(live_tables)).encode())
+            self.store.put(f"{mdir}/ranges.txt", "".join(f"{t}\n" for t in sorted(live_tables)).encode())
             doc = {
                 "version": MARK_VERSION,
                 "mark_id": mark_id,
@@ -426,7 +420,7 @@ class GcJob:
                 "report": report,
             }
             # Written last: a mark without mark.json is incomplete and cannot be swept.
-            self.adapter.put(join(mdir, "mark.json"), json.dumps(doc, indent=1, sort_keys=True).encode())
+            self.store.put(f"{mdir}/mark.json", json.dumps(doc, indent=1, sort_keys=True).encode())
         self._tell("mark:end", mark_id)
         return Mark(mark_id, started, cutoff, min_age, self.buckets, rules, set(retained), dry_run, report)
 
@@ -436,8 +430,8 @@ class GcJob:
             raise InvalidArgument(f"not a mark id: {mark_id!r}")
         mdir = self.mark_dir(mark_id)
         try:
-            doc = json.loads(self.adapter.get(join(mdir, "mark.json")))
-            tables = set(self.adapter.get(join(mdir, "ranges.txt")).decode().split())
+            doc = json.loads(self.store.get(f"{mdir}/mark.json"))
+            tables = set(self.store.get(f"{mdir}/ranges.txt").decode().split())
         except ObjectNotFound:
             raise NotFound(f"no complete GC mark {mark_id} in repository {self.repo.name}") from None
         if doc.get("storage_namespace") != self.ns or doc.get("repository") != self.repo.name:
@@ -452,14 +446,14 @@ class GcJob:
 
     def prune_marks(self, keep: int = KEEP_MARKS) -> int:
         """Delete the files of all but the ``keep`` newest marks (ids sort by time); returns how many went."""
-        root = join(self.ns, MARKS_KEY) + "/"
+        root = f"{MARKS_KEY}/"
         by_mark: dict[str, list[str]] = {}
-        for info in self.adapter.list(root):
-            by_mark.setdefault(info.url[len(root) :].split("/", 1)[0], []).append(info.url)
+        for key in self.store.files(root):
+            by_mark.setdefault(key[len(root) :].split("/", 1)[0], []).append(key)
         old = sorted(by_mark)[:-keep] if keep > 0 else sorted(by_mark)
         for mark_id in old:
-            for url in by_mark[mark_id]:
-                self.adapter.delete(url)
+            for key in by_mark[mark_id]:
+                self.store.delete(key)
         return len(old)
 
     # -- sweep --------------------------------------------------------------------
@@ -473,7 +467,7 @@ class GcJob:
         sc = self.sc
         mdir = self.mark_dir(mark_id)
         sweep_id = _new_id()
-        sweep_dir = join(mdir, f"sweeps/{sweep_id}")
+        sweep_dir = f"{mdir}/sweeps/{sweep_id}"
         known = set(m.retained)
         extra_tables: set[str] = set()
         scanned: set[str] = set()
@@ -570,8 +564,8 @@ class GcJob:
                 for outcome, keys in samples.items()
             },
         }
-        self.adapter.put(
-            join(sweep_dir, "report.json"),
+        self.store.put(
+            f"{sweep_dir}/report.json",
             json.dumps({"dry_run": dry_run, "mark_id": mark_id, **report}, indent=1, sort_keys=True).encode(),
         )
         self._tell("sweep:end", mark_id)
@@ -617,7 +611,7 @@ def run_gc(
         raise InvalidArgument("--mark-only and --sweep exclude each other")
     job = GcJob(app, repo, master=master, buckets=buckets, show_progress=show_progress, observer=observer, engine=engine)
     warnings: list[str] = []
-    if not hasattr(app.catalog.adapter, "touch"):
+    if not job.store.refreshes:
         warnings.append(
             "the block adapter has no touch(): bytes re-staged by dedup during this run are protected "
             "only by the re-mark before deletion"
@@ -642,9 +636,7 @@ def run_gc(
     job.prune_marks()
     if not mark_only and not dry_run:
         # The audit table's partitions past audit.retention_days (the writers expire them too, hourly).
-        from lakemount.audit.table import expire
-
-        out["audit_files_expired"] = expire(app.catalog.adapter, job.ns, app.config.audit.retention_days)
+        out["audit_files_expired"] = app.catalog.expire_audit(job.repo.name, app.config.audit.retention_days)
     out["engine"] = job.ran_on
     out["warnings"] = warnings
     out["timings"] = {**job.timings, "total": round(time.monotonic() - started, 3)}

@@ -21,8 +21,9 @@ sweep cannot recompute that).  Candidates go to
 ``_lakefs/gc/marks/<id>/candidates/part-<b>.tsv``, the trash to
 ``.../trash/part-<b>.tsv``.
 
-**Sweeping a bucket** (``sweep_task``, ``sweep_bucket``), with
-``lakemount.jobs.trash``:
+**Sweeping a bucket** (``sweep_task``, ``sweep_bucket``), with the moves of
+``Catalog.gc_store`` (``lakemount.catalog.gcstore``, the only way these tasks
+reach the namespace's objects):
 
 1. *restores* every trashed object the mark or the re-mark found referenced
    (moves it back to its key);
@@ -45,25 +46,15 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
-from lakemount.block.layout import (
-    TABLES_PREFIX,
-    collected_name,
-    data_dir,
-    data_sha,
-    is_data,
-    is_data_name,
-    is_table_name,
-    table_key,
-)
-from lakemount.block.trash import TRASH_DATA, TRASH_TABLES
+from lakemount.block.layout import collected_name, data_sha, is_data
+from lakemount.catalog.gcstore import GcStore
 from lakemount.catalog.model import StagingToken
-from lakemount.catalog.storage import join, metarange_ranges, read_table, value_address
+from lakemount.catalog.storage import value_address
 from lakemount.config import Config
 from lakemount.errors import Corrupt, ObjectNotFound
 from lakemount.jobs.gc_buckets import bucket_map, bucket_prefixes
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.tables import namespace_key
-from lakemount.jobs.trash import purge, restore, trash
 
 SAMPLE: Final = 10  # keys per bucket, and per report section, shown as a sample
 SWEEP_THREADS: Final = 16
@@ -71,10 +62,10 @@ SWEEP_THREADS: Final = 16
 
 def read_metaranges(config: Config, namespace: str, items: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
     """(range id, checksum) of every range the given metaranges list, once per task."""
-    adapter = app_for(config).catalog.adapter
+    store = app_for(config).catalog.gc_store(namespace)
     seen: set[str] = set()
     for mr_id, checksum in items:
-        for info in metarange_ranges(adapter, namespace, mr_id, checksum):
+        for info in store.metarange_ranges(mr_id, checksum):
             if info.id not in seen:
                 seen.add(info.id)
                 yield info.id, info.checksum
@@ -88,6 +79,7 @@ def live_keys(
     One record per bucket per task (not per object) goes into the shuffle.
     """
     app = app_for(config)
+    store = app.catalog.gc_store(namespace)
     bmap = bucket_map(buckets)
     found: dict[int, set[str]] = {}
     entries = staged = external = 0
@@ -106,7 +98,7 @@ def live_keys(
 
     for item in items:
         if item[0] == "range":
-            reader = read_table(app.catalog.adapter, namespace, item[1], item[2], "range")
+            reader = store.read_range(item[1], item[2])
             for _key, value in reader.items():
                 entries += 1
                 address = value_address(value)
@@ -133,34 +125,6 @@ def live_keys(
         yield b, list(shas)
 
 
-def _list_bucket(adapter: Any, namespace: str, bucket: int, buckets: int) -> Iterator[tuple[str, str, Any]]:
-    """("data"|"table"|"other", key, ObjectInfo) for every object of the bucket's prefixes."""
-    tables_root = join(namespace, TABLES_PREFIX)
-    for h in bucket_prefixes(bucket, buckets):
-        base = join(namespace, data_dir(h))
-        for info in adapter.list(base):
-            name = info.url[len(base) :]
-            yield ("data" if is_data_name(h, name) else "other"), data_dir(h) + name, info
-        for info in adapter.list(tables_root + h):
-            name = info.url[len(tables_root) :]
-            yield ("table" if is_table_name(name) else "other"), table_key(name), info
-
-
-def _list_trash(adapter: Any, namespace: str, bucket: int, buckets: int) -> Iterator[tuple[str, str, Any]]:
-    """("data"|"table", original key, ObjectInfo of the trashed copy) for the bucket's part of the trash."""
-    for h in bucket_prefixes(bucket, buckets):
-        base = join(namespace, f"{TRASH_DATA}{h}/")
-        for info in adapter.list(base):
-            name = info.url[len(base) :]
-            if is_data_name(h, name):
-                yield "data", data_dir(h) + name, info
-        tables_root = join(namespace, TRASH_TABLES)
-        for info in adapter.list(tables_root + h):
-            name = info.url[len(tables_root) :]
-            if is_table_name(name):
-                yield "table", table_key(name), info
-
-
 def mark_task(
     config: Config, namespace: str, buckets: int, cutoff: float, mark_dir: str, tables: Any,
     index: int, records: Iterable[tuple[int, list[str]]],
@@ -171,7 +135,8 @@ def mark_task(
     objects, ``tables`` a broadcast of the referenced tables by bucket.
     Yields the bucket's counters and a sample of its candidates.
     """
-    adapter = app_for(config).catalog.adapter
+    store = app_for(config).catalog.gc_store(namespace)
+    prefixes = bucket_prefixes(index, buckets)
     live: set[str] = set()
     for _b, shas in records:
         live.update(shas)
@@ -179,7 +144,7 @@ def mark_task(
     stats: Counter[str] = Counter()
     lines: list[str] = []
     keys: list[str] = []
-    for kind, key, info in _list_bucket(adapter, namespace, index, buckets):
+    for kind, key, info in store.collectable(prefixes):
         if kind == "other":
             stats["unrecognized"] += 1
             continue
@@ -198,7 +163,7 @@ def mark_task(
         keys.append(key)
     # The trash, with what this mark knows and the sweep cannot recompute: whether it is referenced.
     trashed: list[str] = []
-    for kind, key, info in _list_trash(adapter, namespace, index, buckets):
+    for kind, key, info in store.trashed(prefixes):
         stats[f"trash_{kind}"] += 1
         stats["trash_bytes"] += info.size
         referenced = collected_name(key) in (live if kind == "data" else live_tables)
@@ -207,21 +172,21 @@ def mark_task(
         elif info.mtime < cutoff:
             stats["trash_expired"] += 1
         trashed.append(f"{key}\t{info.size}\t{info.mtime!r}\t{int(referenced)}\n")
-    adapter.put(join(mark_dir, f"trash/part-{index:05d}.tsv"), "".join(trashed).encode())
-    adapter.put(join(mark_dir, f"candidates/part-{index:05d}.tsv"), "".join(lines).encode())
+    store.put(f"{mark_dir}/trash/part-{index:05d}.tsv", "".join(trashed).encode())
+    store.put(f"{mark_dir}/candidates/part-{index:05d}.tsv", "".join(lines).encode())
     yield {"stats": dict(stats), "sample": sorted(keys)[:SAMPLE]}
 
 
-def _part(adapter: Any, url: str) -> list[list[str]]:
+def _part(store: GcStore, key: str) -> list[list[str]]:
     try:
-        text = adapter.get(url).decode()
+        text = store.get(key).decode()
     except ObjectNotFound:
-        raise Corrupt(f"GC mark is incomplete: {url} is missing") from None
+        raise Corrupt(f"GC mark is incomplete: {key} is missing") from None
     return [line.split("\t") for line in text.splitlines()]
 
 
 def sweep_bucket(
-    adapter: Any, namespace: str, cutoff: float, mark_dir: str, sweep_dir: str,
+    store: GcStore, cutoff: float, mark_dir: str, sweep_dir: str,
     live: set[str], live_tables: frozenset[str], dry_run: bool, index: int,
 ) -> dict[str, Any]:
     """Sweep one bucket of a mark, given what the re-mark found referenced (``live``: shas, ``live_tables``: ids).
@@ -235,7 +200,7 @@ def sweep_bucket(
     """
     stats: Counter[str] = Counter()
     todo_trash: list[tuple[str, str]] = []
-    for key, _size, mtime, referenced in _part(adapter, join(mark_dir, f"trash/part-{index:05d}.tsv")):
+    for key, _size, mtime, referenced in _part(store, f"{mark_dir}/trash/part-{index:05d}.tsv"):
         if referenced == "1" or collected_name(key) in (live if is_data(key) else live_tables):
             todo_trash.append(("restore", key))
         elif float(mtime) < cutoff:
@@ -243,7 +208,7 @@ def sweep_bucket(
         else:
             stats["recent"] += 1
     todo: list[tuple[str, str]] = []
-    for key, _size, _mtime in _part(adapter, join(mark_dir, f"candidates/part-{index:05d}.tsv")):
+    for key, _size, _mtime in _part(store, f"{mark_dir}/candidates/part-{index:05d}.tsv"):
         if collected_name(key) in (live if is_data(key) else live_tables):
             stats["referenced_again"] += 1
             continue
@@ -252,11 +217,11 @@ def sweep_bucket(
     def one(item: tuple[str, str]) -> tuple[str, str, int]:
         op, key = item
         if op == "restore":
-            outcome, size = restore(adapter, namespace, key, dry_run=dry_run)
+            outcome, size = store.restore(key, dry_run=dry_run)
         elif op == "purge":
-            outcome, size = purge(adapter, namespace, key, cutoff, dry_run=dry_run)
+            outcome, size = store.purge(key, cutoff, dry_run=dry_run)
         else:
-            outcome, size = trash(adapter, namespace, key, cutoff, dry_run=dry_run)
+            outcome, size = store.trash(key, cutoff, dry_run=dry_run)
             return outcome, key, size
         # Counted apart from candidates already gone: an interrupted sweep's count stays exact.
         return ("gone_from_trash" if outcome == "already_gone" else outcome), key, size
@@ -275,7 +240,7 @@ def sweep_bucket(
     samples: dict[str, list[str]] = {}
     for outcome, lines in done.items():
         lines.sort()
-        adapter.put(join(sweep_dir, f"{outcome}/part-{index:05d}.tsv"), "".join(lines).encode())
+        store.put(f"{sweep_dir}/{outcome}/part-{index:05d}.tsv", "".join(lines).encode())
         samples[outcome] = [line.split("\t", 1)[0] for line in lines[:SAMPLE]]
     return {"stats": dict(stats), "samples": samples}
 
@@ -284,11 +249,11 @@ def sweep_task(
     config: Config, namespace: str, cutoff: float, mark_dir: str, sweep_dir: str, tables: Any, dry_run: bool,
     index: int, records: Iterable[tuple[int, list[str]]],
 ) -> Iterator[dict[str, Any]]:
-    """The sweep's task of bucket ``index``: ``sweep_bucket`` with the worker's adapter and what the re-mark found."""
+    """The sweep's task of bucket ``index``: ``sweep_bucket`` with the worker's GC store and what the re-mark found."""
     live: set[str] = set()
     for _b, shas in records:
         live.update(shas)
     yield sweep_bucket(
-        app_for(config).catalog.adapter, namespace, cutoff, mark_dir, sweep_dir,
+        app_for(config).catalog.gc_store(namespace), cutoff, mark_dir, sweep_dir,
         live, tables.value.get(index, frozenset()), dry_run, index,
     )

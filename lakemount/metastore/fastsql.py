@@ -13,14 +13,21 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakemount.errors import Unavailable
 from lakemount.metastore.urls import KEY, one_line, where
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
+
+T = TypeVar("T")
+
+
+class LostBeforeCommit(Unavailable):
+    """The connection died before anything of the work could apply (a transaction's COMMIT was not sent, or
+    the work only reads): a repeat is safe."""
 
 
 class FastSql:
@@ -113,20 +120,59 @@ class FastSql:
         is replaced and the statement tried once more on a new one: a read is
         safe to repeat.  Any other driver error (a refused statement) propagates.
         """
-        fresh = getattr(self._local, "conn", None) is None
-        while True:
-            conn = self.connection()
+        sql = self.sql(text)
+
+        def fetch(cur: Any) -> list[Any]:
+            cur.execute(sql, params)
+            return cur.fetchall()
+
+        return self.run(fetch, retry=True)
+
+    def run(self, work: Callable[[Any], T], *, transaction: bool = False, retry: bool = False) -> T:
+        """``work(cursor)`` on this thread's connection, in autocommit or (``transaction``) in one write
+        transaction (SQLite: ``BEGIN IMMEDIATE``, the one write lock) committed when ``work`` returns and
+        rolled back when it raises (``work`` may roll back itself before raising).
+
+        When the database does not answer, the connection is dropped (the next call makes a new one) and
+        ``Unavailable`` raised.  With ``retry``, what a kept connection the server had dropped (a restart,
+        a crash, an idle timeout) lost is tried once more on a new one where a repeat is safe: autocommit
+        work that only reads, or a transaction whose COMMIT never went out (nothing of it was applied).
+        Lost while the COMMIT (or an autocommit write) was on its way, whether it applied is unknown, and
+        a repeat could overwrite a later write: ``Unavailable``.  Any other driver error (a refused
+        statement) propagates.
+        """
+        kept = getattr(self._local, "conn", None) is not None
+        try:
+            return self._run_once(work, transaction, retry)
+        except LostBeforeCommit:
+            if not (retry and kept):
+                raise
+        return self._run_once(work, transaction, retry)
+
+    def _run_once(self, work: Callable[[Any], T], transaction: bool, reads: bool) -> T:
+        conn = self.connection()
+        committing = not transaction and not reads  # an autocommit write applies as it runs
+        try:
+            cur = conn.cursor()
             try:
-                cur = conn.cursor()
+                if not transaction:
+                    return work(cur)
+                cur.execute("BEGIN IMMEDIATE" if self.dialect == "sqlite" else "BEGIN")
                 try:
-                    cur.execute(self.sql(text), params)
-                    return cur.fetchall()
-                finally:
-                    cur.close()
-            except self.driver_errors as exc:
-                if not self.lost(exc, conn):
+                    out = work(cur)
+                    committing = True
+                    cur.execute("COMMIT")
+                    return out
+                except BaseException:
+                    if conn.in_transaction if self.dialect == "sqlite" else True:
+                        with contextlib.suppress(*self.driver_errors):
+                            cur.execute("ROLLBACK")
                     raise
-                self.reset()
-                if fresh:
-                    raise Unavailable(self.message(exc)) from exc
-                fresh = True
+            finally:
+                cur.close()
+        except self.driver_errors as exc:
+            if not self.lost(exc, conn):
+                raise
+            self.reset()
+            lost = Unavailable if committing else LostBeforeCommit
+            raise lost(self.message(exc)) from exc

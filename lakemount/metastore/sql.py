@@ -132,10 +132,6 @@ def _lost(exc: sa.exc.DBAPIError) -> bool:
     return isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)) or exc.connection_invalidated
 
 
-class _LostBeforeCommit(Unavailable):
-    """The connection died before a staging write's COMMIT was sent: nothing was applied, a repeat is safe."""
-
-
 class SqlRefStore:
     """The ref store of every repository in one SQL database."""
 
@@ -522,64 +518,33 @@ class SqlRefStore:
         Lost while the COMMIT was on its way, whether it applied is unknown, and
         a repeat could overwrite a later write of the same key: ``Unavailable``.
         """
-        kept = getattr(self._fast._local, "conn", None) is not None
-        try:
-            self._stage_once(repo, branch, items, check)
-        except _LostBeforeCommit:
-            if not kept:
-                raise
-            self._stage_once(repo, branch, items, check)
-
-    def _stage_once(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
-                    check: StageCheck | None) -> None:
         # A checked write locks the row exclusively: two checked writers (and a commit's swap of
         # the tokens) wait for each other, so the state one checked is the state it writes over.
         lock = (" FOR UPDATE" if check is not None else " FOR SHARE") if self.dialect == "postgresql" else ""
+        select = self._sql("SELECT staging_token, commit_id, sealed_tokens FROM lm_branches WHERE repo = ? AND name = ?" + lock)
         upsert = self._sql(
             "INSERT INTO lm_staging (token, key, value) VALUES (?, ?, ?) "
             "ON CONFLICT (token, key) DO UPDATE SET value = excluded.value"
         )
-        conn = self._raw()
-        committing = False
-        try:
-            cur = conn.cursor()
-            try:
-                cur.execute("BEGIN IMMEDIATE" if self.dialect == "sqlite" else "BEGIN")
-                try:
-                    cur.execute(self._sql(
-                        "SELECT staging_token, commit_id, sealed_tokens FROM lm_branches WHERE repo = ? AND name = ?" + lock
-                    ), (repo, branch))
-                    row = cur.fetchone()
-                    if row is None:
-                        cur.execute("ROLLBACK")
-                        self.get_branch(repo, branch)  # raises the precise NotFound
-                        raise BranchNotFound(repo, branch)
-                    token = row[0]
-                    if check is not None:
-                        check(_branch_from(branch, row[1], row[0], row[2]), lambda tokens, key: self._staged_in(cur, tokens, key))
-                    cur.executemany(upsert, [(token, k, v) for k, v in dict(items).items()])
-                    if self.dialect == "postgresql":
-                        cur.execute(
-                            "SELECT pg_notify(%s, %s)",
-                            (notify.CHANNEL, notify.payload(self.sender, notify.STAGING, repo, branch)),
-                        )
-                    committing = True
-                    cur.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction if self.dialect == "sqlite" else True:
-                        try:
-                            cur.execute("ROLLBACK")
-                        except self._fast.driver_errors:
-                            pass
-                    raise
-            finally:
-                cur.close()
-        except self._fast.driver_errors as exc:
-            if not self._fast.lost(exc, conn):
-                raise
-            self._fast.reset()
-            lost = Unavailable if committing else _LostBeforeCommit
-            raise lost(self._fast.message(exc)) from exc
+
+        def work(cur: Any) -> None:
+            cur.execute(select, (repo, branch))
+            row = cur.fetchone()
+            if row is None:
+                cur.execute("ROLLBACK")
+                self.get_branch(repo, branch)  # raises the precise NotFound
+                raise BranchNotFound(repo, branch)
+            token = row[0]
+            if check is not None:
+                check(_branch_from(branch, row[1], row[0], row[2]), lambda tokens, key: self._staged_in(cur, tokens, key))
+            cur.executemany(upsert, [(token, k, v) for k, v in dict(items).items()])
+            if self.dialect == "postgresql":
+                cur.execute(
+                    "SELECT pg_notify(%s, %s)",
+                    (notify.CHANNEL, notify.payload(self.sender, notify.STAGING, repo, branch)),
+                )
+
+        self._fast.run(work, transaction=True, retry=True)
 
     def _staged_in(self, cur: Any, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
         """``staged_get`` inside the transaction of ``cur`` (a checked write reads what it holds locked)."""

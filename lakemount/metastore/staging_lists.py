@@ -18,7 +18,7 @@ from typing import Any, Final, TypeVar
 
 import sqlalchemy as sa
 
-from lakemount.errors import BranchNotFound, PreconditionFailed, Unavailable
+from lakemount.errors import BranchNotFound, PreconditionFailed
 from lakemount.graveler.model import Branch, CommitID, StagingToken, prefix_end
 from lakemount.graveler.staging.file import StagingFileInfo
 from lakemount.metastore import notify
@@ -66,36 +66,6 @@ class SqlStagingLists:
         create_tables(refs.engine, metadata)
 
     # -- plumbing ----------------------------------------------------------------
-    def _run(self, work: Callable[[Any], _T], *, transaction: bool = False) -> _T:
-        """``work(cursor)`` on this thread's connection (autocommit, or one write transaction).
-
-        A write is never repeated: whether one whose connection died applied is unknown.
-        """
-        conn = self._fast.connection()
-        try:
-            cur = conn.cursor()
-            try:
-                if not transaction:
-                    return work(cur)
-                cur.execute("BEGIN IMMEDIATE" if self.dialect == "sqlite" else "BEGIN")
-                try:
-                    out = work(cur)
-                    cur.execute("COMMIT")
-                    return out
-                except BaseException:
-                    try:
-                        cur.execute("ROLLBACK")
-                    except self._fast.driver_errors:
-                        pass
-                    raise
-            finally:
-                cur.close()
-        except self._fast.driver_errors as exc:
-            if not self._fast.lost(exc, conn):
-                raise
-            self._fast.reset()
-            raise Unavailable(self._fast.message(exc)) from exc
-
     def _sql(self, text: str) -> str:
         return self._fast.sql(text)
 
@@ -131,7 +101,7 @@ class SqlStagingLists:
             cur.execute(text, params)
             return list(cur.fetchall())
 
-        rows = self._run(work)
+        rows = self._fast.run(work)
         if rows:
             return StagingToken(rows[0][0])
         return self._missing(repo, branch, namespace)
@@ -173,7 +143,7 @@ class SqlStagingLists:
                             (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch)))
             return token
 
-        found = self._run(work, transaction=True)
+        found = self._fast.run(work, transaction=True)
         return found if found is not None else self._missing(repo, branch, namespace)
 
     def append_to_token(self, token: StagingToken, info: StagingFileInfo) -> None:
@@ -192,7 +162,7 @@ class SqlStagingLists:
                     cur.execute("SELECT pg_notify(%s, %s)",
                                 (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch)))
 
-        self._run(work, transaction=True)
+        self._fast.run(work, transaction=True)
 
     # -- reads -------------------------------------------------------------------
     @staticmethod
@@ -280,7 +250,7 @@ class SqlStagingLists:
             return True
 
         try:
-            return self._run(work, transaction=True)
+            return self._fast.run(work, transaction=True)
         except _Lost:
             return False
 
@@ -289,7 +259,7 @@ class SqlStagingLists:
         if self.dialect == "postgresql":  # rows locked in id order, as compaction locks them
             text = ("DELETE FROM lm_staging_files WHERE id IN "
                     "(SELECT id FROM lm_staging_files WHERE token = %s ORDER BY id FOR UPDATE)")
-        self._run(lambda cur: cur.execute(text, (token,)))
+        self._fast.run(lambda cur: cur.execute(text, (token,)))
 
 
 class _Lost(Exception):

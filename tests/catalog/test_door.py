@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from lakemount.app import App
-from lakemount.catalog.catalog import decode_path
+from lakemount.catalog.catalog import Catalog, decode_path
 from lakemount.config import load
+from lakemount.errors import InvalidArgument
 from lakemount.metastore.notify import Change
 from tests.cli.test_newuser import inproc
 
@@ -141,16 +142,20 @@ def test_gc_rules_are_read_and_set_through_the_catalog(tmp_path: Path) -> None:
         cat.gc_rules("nope")
 
 
+def one_commit(tmp_path: Path) -> tuple[Catalog, str]:
+    """A catalog whose repository ``R`` has one commit holding ``a``, and the repository's namespace."""
+    cat = make_app(tmp_path).catalog
+    cat.create_repository(R)
+    cat.put(R, "main", "a", b"x")
+    cat.commit(R, "main", "one")
+    return cat, cat.repository(R).storage_namespace
+
+
 def test_export_reads_ranges_and_writes_its_destination_through_what_the_catalog_hands_out(tmp_path: Path) -> None:
     """Export took the catalog's block adapter for range tables, source data and the destination; now it
     asks ``Catalog.read_range`` and ``Catalog.export_blocks()``, which reads, writes and deletes by URL but
     cannot list nor touch."""
-    app = make_app(tmp_path)
-    cat = app.catalog
-    cat.create_repository(R)
-    cat.put(R, "main", "a", b"x")
-    cat.commit(R, "main", "one")
-    ns = cat.repository(R).storage_namespace
+    cat, ns = one_commit(tmp_path)
     [rng] = cat.ranges(R, "main")
     assert [decode_path(k) for k, _v in cat.read_range(ns, rng.id, rng.checksum).items()] == ["a"]
     blocks = cat.export_blocks()
@@ -160,3 +165,46 @@ def test_export_reads_ranges_and_writes_its_destination_through_what_the_catalog
     blocks.delete(dest)
     assert not cat.is_stored(dest)
     assert not [m for m in ("list", "touch", "stat", "exists", "copy") if hasattr(blocks, m)]
+
+
+def test_gc_reaches_the_namespace_only_through_the_catalogs_gc_store(tmp_path: Path) -> None:
+    """GC took the catalog's whole block adapter; now ``Catalog.gc_store`` hands it a port bound to one
+    namespace that lists what may be collected, moves only data objects and tables, writes and deletes
+    files only under ``_lakefs/gc/marks/`` and deletes only upload markers, and has no adapter to hand on."""
+    cat, ns = one_commit(tmp_path)
+    store = cat.gc_store(ns)
+    assert store.refreshes and store.holds_at_most(1000) and not store.holds_at_most(1)
+    [rng] = cat.ranges(R, "main")
+    assert [decode_path(k) for k, _v in store.read_range(rng.id, rng.checksum).items()] == ["a"]
+    address = cat.stat(R, "main", "a").address
+    listed = {key: kind for kind, key, _info in store.collectable([address[5:7], rng.id[:2]])}
+    assert listed[address] == "data" and listed[f"_lakefs/{rng.id}"] == "table"
+
+    assert store.trash(address, float("inf"), dry_run=False) == ("trashed", 1)
+    assert [key for _kind, key, _info in store.trashed([address[5:7]])] == [address]
+    assert cat.read(cat.repository(R), cat.stat(R, "main", "a")) == b"x"  # readers find it in the trash
+    assert store.restore(address, dry_run=False) == ("restored", 1)
+    assert cat.is_stored(f"{ns.rstrip('/')}/{address}")
+
+    store.put("_lakefs/gc/marks/m1/mark.json", b"{}")
+    assert store.get("_lakefs/gc/marks/m1/mark.json") == b"{}"
+    assert store.modified("_lakefs/gc/marks/m1/mark.json") > 0
+    assert list(store.files("_lakefs/gc/marks/")) == ["_lakefs/gc/marks/m1/mark.json"]
+    store.delete("_lakefs/gc/marks/m1/mark.json")
+    assert list(store.files("_lakefs/gc/marks/")) == []
+    for outside in ("_lakefs/gc/rules.json", "_lakefs/gc/marks/../rules.json", address, "_lakefs/commits/x"):
+        with pytest.raises(InvalidArgument):
+            store.put(outside, b"")
+        with pytest.raises(InvalidArgument):
+            store.delete(outside)
+    with pytest.raises(InvalidArgument):
+        store.trash("_lakefs/gc/rules.json", float("inf"), dry_run=False)
+    with pytest.raises(InvalidArgument):
+        store.drop_upload_marker("../gc/rules.json")
+    assert cat.gc_rules(R) is None and cat.is_stored(f"{ns.rstrip('/')}/{address}")
+
+    loc = cat.issue_link_address(R, "main", "up", presigned=False)
+    [(name, deadline, marker)] = list(store.upload_markers())
+    assert marker == f"{name}.{deadline}" and name in loc.physical_address
+    store.drop_upload_marker(marker)
+    assert list(store.upload_markers()) == []

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from lakemount.app import App
+from lakemount.block.gcmoves import trash
 from lakemount.block.trash import trash_key
 from lakemount.errors import InvalidArgument, NotFound, PreconditionFailed, RepositoryNotFound
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.model import Entry
 from lakemount.jobs.gc import GcJob, run_gc
 from lakemount.jobs.retention import GcRules, store_rules
-from lakemount.jobs.trash import trash
 from tests.jobs.scenario import Model, build_gc_scenario, data_key, live_contents
 
 pytestmark = [pytest.mark.spark]

@@ -19,6 +19,7 @@ import pytest
 from lakemount.app import App
 from lakemount.block.local import LocalAdapter
 from lakemount.block.trash import trash_key
+from lakemount.catalog.gcstore import GcStore
 from lakemount.graveler.committed.store import join
 from lakemount.jobs.gc import GcJob, run_gc
 from lakemount.jobs.gc_tasks import sweep_bucket
@@ -72,7 +73,7 @@ def test_touch_between_stat_and_move_on_s3_is_read_through_the_trash_and_restore
     hooked = AfterStat(app.adapter, join(ns, key), writer)
     mark_dir = job.mark_dir(mark.id)
     # The bucket's sweep as an executor runs it, after a re-mark that found nothing new.
-    result = sweep_bucket(hooked, ns, mark.cutoff, mark_dir, join(mark_dir, "sweeps/race"), set(), frozenset(), False,
+    result = sweep_bucket(GcStore(hooked, ns), mark.cutoff, mark_dir, f"{mark_dir}/sweeps/race", set(), frozenset(), False,
                           int(sha(payload)[:2], 16) % 4)
     assert hooked.fired and result["stats"]["trashed"] == 1
     assert where(app, ns, key) == (False, True)  # the race: the entry now points at a trashed object

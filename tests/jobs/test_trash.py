@@ -1,4 +1,4 @@
-"""GC's moves on one object (``lakemount.jobs.trash``) on the memory and local stores, without Spark."""
+"""GC's moves on one object (``lakemount.block.gcmoves``) on the memory and local stores, without Spark."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from lakemount.block.gcmoves import purge, restore, trash
 from lakemount.block.local import LocalAdapter
 from lakemount.block.memory import MemoryAdapter
 from lakemount.block.router import RouterAdapter
 from lakemount.block.trash import TrashFallbackAdapter, trash_key
 from lakemount.errors import InvalidArgument, ObjectNotFound
 from lakemount.graveler.ports import BlockAdapter, ObjectInfo
-from lakemount.jobs.trash import purge, restore, trash
 
 PAYLOAD = b"bytes GC thinks nobody needs"
 SHA = hashlib.sha256(PAYLOAD).hexdigest()

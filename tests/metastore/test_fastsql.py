@@ -148,3 +148,53 @@ def test_a_staging_write_is_repeated_only_when_its_commit_never_went_out(
     # lost at BEGIN, only the repeat reached the upsert; lost at COMMIT, the upsert was not repeated
     assert _Lossy.upserts == 1
     assert store.staged_get([StagingToken("t0")], b"k") == (True, b"v")
+
+
+@pytest.mark.parametrize(
+    ("lost_at", "retry", "outcome", "works"),
+    [("BEGIN", True, "repeated", 1), ("BEGIN", False, "unavailable", 0), ("COMMIT", True, "unavailable", 1),
+     ("INSERT", True, "repeated", 2)],
+)
+def test_one_transaction_helper_repeats_a_write_only_when_its_commit_never_went_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lost_at: str, retry: bool, outcome: str, works: int
+) -> None:
+    """``FastSql.run`` is the one transaction helper of the ref store's staging writes and of the staging
+    lists (``sql._stage_once`` and ``staging_lists._run`` were two copies): a write lost before its COMMIT
+    went out is repeated once when asked (nothing applied), never after (it may have applied)."""
+    path = tmp_path / "refs.db"
+    fast = FastSql.sqlite(str(path))
+    fast.run(lambda cur: cur.execute("CREATE TABLE t (k TEXT PRIMARY KEY, n INTEGER)"))
+    monkeypatch.setattr(fast, "_connect", lambda: sqlite3.connect(path, check_same_thread=False, factory=_Lossy))
+    fast.reset()
+    fast.connection()  # this thread now keeps a connection
+    calls: list[int] = []
+
+    def work(cur: sqlite3.Cursor) -> str:
+        calls.append(1)
+        cur.execute("INSERT INTO t (k, n) VALUES ('a', 1) ON CONFLICT (k) DO UPDATE SET n = n + 1")
+        return "done"
+
+    monkeypatch.setattr(_Lossy, "fail_on", lost_at)
+    if outcome == "repeated":
+        assert fast.run(work, transaction=True, retry=retry) == "done"
+    else:
+        with pytest.raises(Unavailable):
+            fast.run(work, transaction=True, retry=retry)
+    assert _Lossy.fail_on == "", "the connection was never lost"
+    assert len(calls) == works
+    applied = fast.query("SELECT n FROM t", ())
+    assert applied == ([] if (lost_at, outcome) == ("BEGIN", "unavailable") else [(1,)])  # never applied twice
+
+
+def test_the_transaction_helper_rolls_back_what_its_work_raised_in(tmp_path: Path) -> None:
+    fast = FastSql.sqlite(str(tmp_path / "refs.db"))
+    fast.run(lambda cur: cur.execute("CREATE TABLE t (k TEXT)"))
+
+    def work(cur: sqlite3.Cursor) -> None:
+        cur.execute("INSERT INTO t (k) VALUES ('a')")
+        raise KeyError("refused after writing")
+
+    with pytest.raises(KeyError):
+        fast.run(work, transaction=True)
+    assert fast.query("SELECT k FROM t", ()) == []
+    assert not fast.connection().in_transaction

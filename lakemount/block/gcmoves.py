@@ -2,7 +2,9 @@
 
 A sweep never deletes a candidate: :func:`trash` moves it to its trash key
 (``lakemount.block.trash`` defines the layout, and lets readers find it
-there).  A later run puts a trashed object back when something references
+there).  Jobs reach these moves through ``Catalog.gc_store`` only
+(``lakemount.catalog.gcstore``); they live here, with the block stores,
+because a move on the local store is a rename of the file itself.  A later run puts a trashed object back when something references
 it again (:func:`restore`) and deletes it for good only when it is still
 unreferenced and was trashed before that run's cutoff (:func:`purge`).
 
@@ -32,9 +34,9 @@ from typing import Final
 
 from lakemount.block.local import TEMP_PREFIX, LocalAdapter
 from lakemount.block.trash import trash_key
-from lakemount.catalog.model import BlockAdapter
-from lakemount.catalog.storage import join
 from lakemount.errors import InvalidArgument, ObjectNotFound
+from lakemount.graveler.committed.store import join
+from lakemount.graveler.ports import BlockAdapter
 
 LOCAL: Final = "local://"
 
