@@ -29,6 +29,7 @@ MAX_BYTES = 200 * 1024  # each picture stays small enough to keep in git
 
 
 def main() -> None:
+    """Seed a throwaway server and write every page's light and dark picture (see the module's docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots" / "pages"), help="where the PNGs go")
     args = ap.parse_args()

@@ -267,7 +267,7 @@ function onKey(ev) {
   pendingG = 0;
   if (key === "?") { ev.preventDefault(); helpDialog(); }
   else if (key === "/") {
-    const box = document.getElementById("filter") || document.getElementById("commit-search") || main().querySelector("input[type=search], input");
+    const box = document.getElementById("filter") || document.getElementById("commit-search") || main().querySelector("input[type=search]");
     if (box) { ev.preventDefault(); box.focus(); box.select(); }
   } else if (key === "j") { ev.preventDefault(); selectRow(1); }
   else if (key === "k") { ev.preventDefault(); selectRow(-1); }
