@@ -35,6 +35,7 @@ TEST_APT_PACKAGES=(
   rclone s3fs s3cmd awscli                    # S3 clients the gateway and benchmark tests drive
   hyperfine                                   # benchmarks/cli_startup_bench.py
   chromium                                    # the web UI's browser tests (tests/ui, playwright drives it by path)
+  nodejs                                      # npm, for axe-core (package.json), which tests/ui inject into the page
   iproute2                                    # the cluster tests: hosts are network namespaces (ip netns, veth, bridge)
 )
 
@@ -49,6 +50,7 @@ fi
 if [ "$list" = 1 ]; then
   echo "apt: ${APT_PACKAGES[*]}"
   echo "pip: -e .$EXTRAS"
+  [ "$test" = 0 ] || echo "npm: axe-core (package.json, pinned by package-lock.json, into node_modules/)"
   [ "$test" = 0 ] || echo "spark-s3a: ${SPARK_S3A_VENV:-.venv-spark32} (pyspark 3.2.4, hadoop-aws jars)"
   [ "$test" = 0 ] || echo "spark-iceberg: ${SPARK_ICEBERG_VENV:-.venv-spark35} (pyspark 3.5.9, Iceberg Spark runtime jars)"
   exit 0
@@ -115,6 +117,15 @@ fi
 # The systemd units run `lakemount` from PATH.
 if [ "$(id -u)" -eq 0 ] && [ ! -e /usr/local/bin/lakemount ]; then
   ln -sfn "$(pwd)/.venv/bin/lakemount" /usr/local/bin/lakemount
+fi
+
+# The browser tests' accessibility checker (axe-core, pinned in package-lock.json): a file tests/ui inject into
+# the page, never run by the server (no runtime Node); npm is in the test packages above.
+if [ "$test" = 1 ]; then
+  if [ ! -f node_modules/axe-core/axe.min.js ] || [ package-lock.json -nt node_modules/axe-core/axe.min.js ]; then
+    npm ci --no-audit --no-fund --loglevel=error >/dev/null
+    touch node_modules/axe-core/axe.min.js
+  fi
 fi
 
 # The separate venvs for the Spark S3A end-to-end test (pyspark 3.2.4 + hadoop-aws jars) and the

@@ -14,7 +14,7 @@ import stat
 import subprocess
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-TEST_ONLY_APT = ("postgresql", "chromium", "rclone", "s3fs", "hyperfine", "rocksdb-tools")
+TEST_ONLY_APT = ("postgresql", "chromium", "nodejs", "rclone", "s3fs", "hyperfine", "rocksdb-tools")
 
 
 def plan(*args: str) -> dict[str, str]:
@@ -30,7 +30,7 @@ def test_plain_install_leaves_out_the_test_tools_and_the_spark32_venv() -> None:
     assert "fuse3" in apt and "openjdk-17-jre-headless" in apt  # the mount, and Spark for import/gc
     assert not set(TEST_ONLY_APT) & set(apt)
     assert p["pip"] == "-e ."
-    assert "spark-s3a" not in p and "spark-iceberg" not in p
+    assert "spark-s3a" not in p and "spark-iceberg" not in p and "npm" not in p  # axe-core is the browser tests' alone
 
 
 def test_test_install_adds_the_test_tools_extras_and_the_spark32_venv() -> None:
@@ -39,6 +39,7 @@ def test_test_install_adds_the_test_tools_extras_and_the_spark32_venv() -> None:
     assert p["pip"] == "-e .[test]"
     assert "pyspark 3.2.4" in p["spark-s3a"]
     assert "pyspark 3.5.9" in p["spark-iceberg"]
+    assert "axe-core" in p["npm"]
 
 
 def test_install_refuses_an_unknown_option() -> None:

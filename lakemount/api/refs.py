@@ -29,14 +29,17 @@ TAG = "refs"
                Param("first_parent", "boolean"),
                Param("since", description="only commits at or after this date-time"),
                Param("stop_at", description="stop at this commit (included)"),
+               Param("search", description="lakemount: only commits whose message, committer or metadata holds this "
+                                           "text (any case), or whose id starts with it"),
            ),
            response="CommitList")
 def log_commits(ctx: Ctx) -> Response:
-    """logCommits: a page of the ref's history, filtered by ``objects``/``prefixes``/``since`` and stopped at ``stop_at``; 403 without ReadRepo."""
+    """logCommits: a page of the ref's history, filtered by ``objects``/``prefixes``/``since``/``search`` and stopped at
+    ``stop_at``; 403 without ReadRepo."""
     repo = repo_of(ctx, Action.READ_REPO)
     commits = ctx.catalog.log(
         repo, ctx.params["ref"], since=parse_since(ctx.q("since"), "since"), first_parent=ctx.q_bool("first_parent"),
-        paths=ctx.q_list("objects"), prefixes=ctx.q_list("prefixes"),
+        paths=ctx.q_list("objects"), prefixes=ctx.q_list("prefixes"), matching=ctx.q("search") or "",
     )
     stop_at = ctx.q("stop_at") or ""
     if stop_at:

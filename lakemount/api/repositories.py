@@ -12,7 +12,7 @@ from lakemount.serving.http import Response
 
 TAG = "repositories"
 # What getRepositoryPermissions answers about: the actions of lakemount's policies that speak of one repository.
-REPOSITORY_ACTIONS = (Action.READ_REPO, Action.WRITE_REPO, Action.DELETE_REPO)
+REPOSITORY_ACTIONS = (Action.READ_REPO, Action.WRITE_REPO, Action.DELETE_REPO, Action.IMPORT_FROM_STORAGE)
 
 
 @operation("GET", "/repositories", "listRepositories", tag=TAG, summary="repositories the caller may read",
@@ -85,7 +85,7 @@ def get_repository_metadata(ctx: Ctx) -> Response:
            summary="which repository actions the caller may do here (lakemount extension: the web UI disables "
                    "the controls of actions it may not)", response="RepositoryPermissions")
 def get_repository_permissions(ctx: Ctx) -> Response:
-    """getRepositoryPermissions: ``{user, repository, actions: {ReadRepo, WriteRepo, DeleteRepo: bool}}`` as the
+    """getRepositoryPermissions: ``{user, repository, actions: {ReadRepo, WriteRepo, DeleteRepo, ImportFromStorage: bool}}`` as the
     caller's policies decide them, the same decisions every operation makes; 403 without ReadRepo, 404 if unknown."""
     name = ctx.params["repository"]
     ctx.require(Action.READ_REPO, name)

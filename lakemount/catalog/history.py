@@ -10,6 +10,7 @@ part of the :class:`~lakemount.catalog.catalog.Catalog` facade.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import islice
 
 from lakemount.actions.events import Change, Event
 from lakemount.catalog import protection as prot
@@ -23,6 +24,16 @@ from lakemount.tables import tables_in
 
 def _key(path: str) -> bytes:
     return path.encode("utf-8", "surrogateescape")
+
+
+def commit_matches(commit: Commit, text: str) -> bool:
+    """Whether ``text`` occurs, ignoring case, in the commit's message, its committer, one of its metadata keys or
+    values, or starts its id: the one rule of a commit search (the log's ``matching``, the API's ``search``)."""
+    needle = text.casefold()
+    if commit.id.startswith(needle):
+        return True
+    return any(needle in part.casefold()
+               for part in (commit.message, commit.committer, *(p for pair in commit.metadata for p in pair)))
 
 
 def _check_text(what: str, *texts: str | None, metadata: Sequence[tuple[str, str]] = ()) -> None:
@@ -233,12 +244,19 @@ class HistoryVerbs(RefVerbs):
         first_parent: bool = False,
         paths: Sequence[str] = (),
         prefixes: Sequence[str] = (),
+        matching: str = "",
     ) -> Iterator[Commit]:
-        """Commits reachable from ``ref``, newest first; only those changing ``paths``/``prefixes`` if given."""
-        return self.graveler.log(
-            repo, ref, limit=limit, since=since, first_parent=first_parent,
-            paths=[_key(p) for p in paths], prefixes=[_key(p) for p in prefixes],
-        )
+        """Commits reachable from ``ref``, newest first; only those changing ``paths``/``prefixes`` if given, and
+        with ``matching`` only those :func:`commit_matches` it (``limit`` counts the matches)."""
+        if not matching:
+            return self.graveler.log(
+                repo, ref, limit=limit, since=since, first_parent=first_parent,
+                paths=[_key(p) for p in paths], prefixes=[_key(p) for p in prefixes],
+            )
+        found = (c for c in self.graveler.log(repo, ref, since=since, first_parent=first_parent,
+                                              paths=[_key(p) for p in paths], prefixes=[_key(p) for p in prefixes])
+                 if commit_matches(c, matching))
+        return found if limit is None else islice(found, max(limit, 0))
 
     def diff(self, repo: str, left: str, right: str, *, prefix: str = "") -> Iterator[Difference]:
         """Every difference between the commits ``left`` and ``right`` point at (branches: their heads)."""

@@ -394,6 +394,8 @@ def test_a_refused_rule_change_names_what_was_refused_and_the_permissions_say_it
         f"may not DeleteRepo on repository {repo_id}")
     perms = api(served, f"/repositories/{repo_id}/permissions")
     assert requests.get(perms, auth=reader, timeout=30).json() == {
-        "user": "reader23", "repository": repo_id, "actions": {"ReadRepo": True, "WriteRepo": False, "DeleteRepo": False}}
-    assert requests.get(perms, auth=AUTH, timeout=30).json()["actions"] == {"ReadRepo": True, "WriteRepo": True, "DeleteRepo": True}
+        "user": "reader23", "repository": repo_id, "actions": {"ReadRepo": True, "WriteRepo": False, "DeleteRepo": False,
+                                                          "ImportFromStorage": False}}
+    assert requests.get(perms, auth=AUTH, timeout=30).json()["actions"] == {"ReadRepo": True, "WriteRepo": True, "DeleteRepo": True,
+                                                                                 "ImportFromStorage": True}
     expect_error(requests.get(api(served, "/repositories/no-such-repo/permissions"), auth=AUTH, timeout=30), 404)

@@ -15,6 +15,8 @@ function el(tag, attrs, ...children) {
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? "" : String(v));
   }
+  // A field named only by its placeholder gets it as its accessible name too (the placeholder is gone once typed in).
+  if ((tag === "input" || tag === "textarea") && attrs && attrs.placeholder && !attrs["aria-label"]) e.setAttribute("aria-label", attrs.placeholder);
   for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     e.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
@@ -129,7 +131,11 @@ function show(...nodes) {
 let focusAfter = "";  // the id of the control whose action is running (disabled, so it lost the focus)
 // A page's slow load (or a live re-render) that finishes after the user moved on must not draw over the new page.
 function draw(g, ...nodes) { if (g === gen) show(...nodes); }
-function errorBox(e) { return el("p", {class: "error", role: "alert"}, String(e && e.message || e)); }
+// What went wrong (the server's message) and, from live.js, what to do about it.
+function errorBox(e) {
+  const hint = errorHint(e);
+  return el("p", {class: "error", role: "alert"}, String(e && e.message || e), hint ? el("span", {class: "hint"}, " ", hint) : null);
+}
 function fmtSize(n) {
   if (n === undefined || n === null) return "";
   const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0; let x = n;
@@ -206,7 +212,7 @@ async function reposPage(q) {
   api("GET", "/config/storage").then(c => {
     if (c.default_namespace_prefix) ns.placeholder = "storage namespace (default: " + c.default_namespace_prefix + "/<name>)";
   }).catch(() => {});
-  const branch = el("input", {name: "default_branch", value: "main", size: 10});
+  const branch = el("input", {name: "default_branch", value: "main", size: 10, "aria-label": "default branch"});
   const samples = el("input", {type: "checkbox", name: "sample_data"});
   const msg = el("div");
   const create = el("form", {class: "inline", id: "create-repo", onsubmit: async ev => {
@@ -233,7 +239,7 @@ async function reposPage(q) {
 function pager(data, after, base, q, extra) {
   const back = q.getAll("back");
   const mk = (a, b) => {
-    const p = new URLSearchParams(extra || {});
+    const p = new URLSearchParams(Object.entries(extra || {}).filter(([, v]) => v !== undefined && v !== ""));
     if (a) p.set("after", a);
     for (const x of b) p.append("back", x);
     const s = p.toString();
@@ -325,7 +331,7 @@ async function treePage(repo, ref, prefix, q) {
   const after = q.get("after") || "";
   const t0 = performance.now();
   const [data, picker] = await Promise.all([
-    api("GET", route("repositories", repo, "refs", ref, "objects", "ls"), {prefix, after, amount: PAGE, delimiter: "/", user_metadata: "false"}),
+    api("GET", route("repositories", repo, "refs", ref, "objects", "ls"), {...listingQuery(prefix, q), after, amount: PAGE, user_metadata: "false"}),
     breadcrumb(repo, ref, prefix, r => location.assign("#" + route("r", repo, "tree", r) + "/" + prefix.split("/").map(enc).join("/")))]);
   const writing = await branchWriting(repo, ref);  // null on a tag or commit: no upload, delete, commit there
   // The directory's own entry (an empty directory kept by the mount, path == prefix) is not a row without a name.
@@ -339,11 +345,13 @@ async function treePage(repo, ref, prefix, q) {
       el("td", {}, link(route("r", repo, "history", ref) + "?path=" + enc(o.path), "history"),
         writing ? [" ", writing.deleteButton(o.path)] : null));
   });
-  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), picker, writing ? writing.uploadBox(prefix) : null,
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), picker, writing ? [writing.uploadBox(prefix), importButton(repo, ref, prefix)] : null,
+    listingFilter(q),
     el("table", {id: "listing", "data-ms": Math.round(performance.now() - t0)},
-      el("tr", {}, el("th", {}, "name"), el("th", {}, "size"), el("th", {}, "modified"), el("th", {}, "")), rows),
-    rows.length ? null : el("p", {class: "muted"}, "empty"),
-    pager(data, after, route("r", repo, "tree", ref) + (prefix ? "/" + prefix.split("/").map(enc).join("/") : ""), q));
+      el("tr", {}, el("th", {}, "name"), el("th", {}, "size"), el("th", {}, "modified"), el("th", {}, el("span", {class: "sr-only"}, "actions"))), rows),
+    rows.length ? null : listingEmpty(q),
+    pager(data, after, route("r", repo, "tree", ref) + (prefix ? "/" + prefix.split("/").map(enc).join("/") : ""), q,
+      {name: q.get("name") || undefined, deep: q.get("deep") || undefined}));
 }
 // The listing prefix of a tree route's segments, empty ones kept (the path "a//b" is in directory "a//",
 // "/x" in "/"); a typed route without the trailing slash still names a directory.
@@ -466,10 +474,11 @@ async function commitsPage(repo, ref, q) {
   const g0 = gen;  // drawn only if the user is still on this page
   const after = q.get("after") || "";
   const [data, picker] = await Promise.all([
-    api("GET", route("repositories", repo, "refs", ref, "commits"), {after, amount: PAGE}),
+    api("GET", route("repositories", repo, "refs", ref, "commits"), {after, amount: PAGE, search: q.get("search") || undefined}),
     breadcrumb(repo, ref, "", r => location.assign("#" + route("r", repo, "commits", r)))]);
-  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), picker, commitTable(repo, data.results, "commits"),
-    pager(data, after, route("r", repo, "commits", ref), q));
+  draw(g0, el("h2", {}, repo), repoTabs(repo, ref), picker, commitSearch(q),
+    data.results.length ? commitTable(repo, data.results, "commits") : commitsEmpty(q),
+    pager(data, after, route("r", repo, "commits", ref), q, {search: q.get("search") || undefined}));
 }
 
 async function historyPage(repo, ref, q) {
@@ -646,9 +655,9 @@ async function pullsPage(repo, q) {
     api("GET", route("repositories", repo, "pulls"), {status: st, after, amount: PAGE}),
     api("GET", route("repositories", repo, "branches"), {amount: 1000}), defaultBranch(repo), rights(repo)]);
   const names = branches.results.map(b => b.id);
-  const sel = (id, value) => el("select", {id}, names.map(n => el("option", {value: n, selected: n === value}, n)));
-  const src = sel("pr-source", names.find(n => n !== ref) || names[0]);
-  const dst = sel("pr-destination", names.includes(ref) ? ref : names[0]);
+  const sel = (id, value, label) => el("select", {id, "aria-label": label}, names.map(n => el("option", {value: n, selected: n === value}, n)));
+  const src = sel("pr-source", names.find(n => n !== ref) || names[0], "source branch");
+  const dst = sel("pr-destination", names.includes(ref) ? ref : names[0], "destination branch");
   const title = el("input", {id: "pr-title", placeholder: "title", size: 40, required: true});
   const desc = el("textarea", {id: "pr-description", placeholder: "description", rows: 3, cols: 60});
   const msg = el("div");
@@ -746,8 +755,8 @@ async function pullPage(repo, id) {
     diff = [diffTable(repo, right, d.results)];  // merged: the objects as the merge made them (the source may be gone)
     if (d.pagination.has_more) diff.push(el("p", {class: "muted"}, "first " + PAGE + " changes; see compare"));
   } catch (e) { diff = [errorBox(e)]; }
-  const body = el("textarea", {id: "comment-body", rows: 3, cols: 60, required: true, "data-pull": id});
-  const strategy = el("select", {id: "merge-strategy"}, el("option", {value: ""}, "default (fail on conflict)"),
+  const body = el("textarea", {id: "comment-body", rows: 3, cols: 60, required: true, "data-pull": id, "aria-label": "comment"});
+  const strategy = el("select", {id: "merge-strategy", "aria-label": "merge strategy"}, el("option", {value: ""}, "default (fail on conflict)"),
     el("option", {value: "source-wins"}, "source-wins"), el("option", {value: "dest-wins"}, "dest-wins"));
   const approvals = p.approvals || [];
   const open = p.status === "open";
@@ -813,7 +822,7 @@ async function settingsPage(repo) {
     try { await api("PUT", url, {}, list); await settingsPage(repo); } catch (e) { msg.replaceChildren(errorBox(e)); }
   };
   const pattern = el("input", {id: "rule-pattern", placeholder: "branch pattern, e.g. main or rel-*", required: true});
-  const approvals = el("input", {id: "rule-approvals", type: "number", min: 0, value: 0, size: 4});
+  const approvals = el("input", {id: "rule-approvals", type: "number", min: 0, value: 0, size: 4, "aria-label": "required approvals"});
   draw(g0, el("h2", {}, repo), repoTabs(repo, ref), await repoCrumb(repo, ref), el("h3", {}, "Branch protection"),
     el("p", {class: "muted"}, "A protected branch changes only by merge (and revert); a merge needs the approvals the rule requires."),
     rules.length ? el("table", {id: "rules"}, el("tr", {}, el("th", {}, "pattern"), el("th", {}, "required approvals"), el("th", {}, "")),
@@ -836,9 +845,9 @@ async function gcRulesSection(repo) {
     catch (e) { msg.replaceChildren(errorBox(e)); }
   };
   const current = rules || {default_retention_days: 21, branches: []};
-  const days = el("input", {id: "gc-default-days", type: "number", min: 0, value: current.default_retention_days, size: 4});
+  const days = el("input", {id: "gc-default-days", type: "number", min: 0, value: current.default_retention_days, size: 4, "aria-label": "default retention days"});
   const branch = el("input", {id: "gc-branch", placeholder: "branch"});
-  const branchDays = el("input", {id: "gc-branch-days", type: "number", min: 0, value: 90, size: 4});
+  const branchDays = el("input", {id: "gc-branch-days", type: "number", min: 0, value: 90, size: 4, "aria-label": "branch retention days"});
   return el("div", {id: "gc-rules"}, el("h3", {}, "Garbage collection rules"),
     el("p", {class: "muted"}, rules ? "Commits older than these days (and not a branch head or tag) are collected by `lakemount gc run`."
       : "No GC rules: `lakemount gc run` refuses to run until they are set."),
@@ -896,9 +905,9 @@ async function userPage(id) {
   // A pick-and-add form shows only when there is something left to pick: with an empty list its button sent
   // PUT .../policies/ (answered "no such API path") or did nothing.
   const have = new Set(attached.results.map(p => p.id));
-  const pick = el("select", {id: "attach-policy"}, (policies ? policies.results : []).filter(p => !have.has(p.id)).map(p => el("option", {value: p.id}, p.id)));
+  const pick = el("select", {id: "attach-policy", "aria-label": "policy to attach"}, (policies ? policies.results : []).filter(p => !have.has(p.id)).map(p => el("option", {value: p.id}, p.id)));
   const member = new Set(mine.results.map(g => g.id));
-  const pickGroup = el("select", {id: "join-group"}, (groups ? groups.results : []).filter(g => !member.has(g.id)).map(g => el("option", {value: g.id}, g.id)));
+  const pickGroup = el("select", {id: "join-group", "aria-label": "group to join"}, (groups ? groups.results : []).filter(g => !member.has(g.id)).map(g => el("option", {value: g.id}, g.id)));
   draw(g0, el("h2", {}, "User ", id), msg,
     el("h3", {}, "Access keys"),
     el("table", {id: "keys"}, el("tr", {}, el("th", {}, "access key id"), el("th", {}, "created"), el("th", {}, "")),
@@ -956,8 +965,8 @@ async function groupPage(id) {
   };
   const inGroup = new Set(members.results.map(u => u.id));
   const have = new Set(attached.results.map(p => p.id));
-  const pickUser = el("select", {id: "add-member"}, users.results.filter(u => !inGroup.has(u.id)).map(u => el("option", {value: u.id}, u.id)));
-  const pick = el("select", {id: "attach-group-policy"}, policies.results.filter(p => !have.has(p.id)).map(p => el("option", {value: p.id}, p.id)));
+  const pickUser = el("select", {id: "add-member", "aria-label": "user to add"}, users.results.filter(u => !inGroup.has(u.id)).map(u => el("option", {value: u.id}, u.id)));
+  const pick = el("select", {id: "attach-group-policy", "aria-label": "policy to attach"}, policies.results.filter(p => !have.has(p.id)).map(p => el("option", {value: p.id}, p.id)));
   draw(g0, el("h2", {}, "Group ", id), el("p", {}, group.description || ""), msg,
     el("h3", {}, "Members"),
     el("table", {id: "group-members"}, members.results.map(u => el("tr", {}, el("td", {}, link(route("admin", "users", u.id), u.id)),
@@ -1037,9 +1046,9 @@ async function renderPage() {
       if (parts[1] === "policies") return await policiesPage();
     }
     if (parts.length === 0 || parts[0] === "") return await reposPage(q);
-    show(errorBox("no such page"));
+    show(pageError({status: 404, message: "no such page"}));
   } catch (e) {
-    if (e.status !== 401) show(errorBox(e));
+    if (e.status !== 401) show(pageError(e));
   }
 }
 
