@@ -144,10 +144,10 @@ def _as_text(a: pa.ChunkedArray) -> pa.ChunkedArray:
         return pa.chunked_array([pa.array([None if v is None else repr(v) for v in a.to_pylist()], pa.string())])
 
 
-def _fingerprints(t: pa.Table, names: list[str]) -> pa.ChunkedArray:
-    """One string per row that differs between rows exactly when one of ``names``' values does."""
-    if not names:
-        return pa.chunked_array([pa.array(np.zeros(t.num_rows, dtype=np.uint8)).cast(pa.string()).cast(pa.binary())])
+def _fingerprints(t: pa.Table, names: list[str], rows: int) -> pa.ChunkedArray:
+    """One string per row (``rows`` of them) that differs between rows exactly when one of ``names``' values does."""
+    if not names:  # a table of no columns: every row is the same
+        return pa.chunked_array([pa.array([b""] * rows, pa.binary())])
     parts = []
     for n in names:
         s = _as_text(t[n])
@@ -168,6 +168,17 @@ def _check_key(t: pa.Table, key: list[str], side: str) -> None:
             raise TableDiffError(f"key column {k!r} is of type {cols[k]}: a key must be a plain value")
         if t[k].null_count:
             raise TableDiffError(f"key column {k!r} has null values on the {side}: pick a key without nulls")
+
+
+def _increasing(col: pa.ChunkedArray) -> bool:
+    """Whether each value of ``col`` is greater than the one before (so none repeats); False where values do not order."""
+    n = len(col)
+    if n < 2:
+        return True
+    try:
+        return bool(pc.all(pc.less(col.slice(0, n - 1), col.slice(1))).as_py())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
 
 
 def _check_unique(joined: pa.Table, key: list[str]) -> None:
@@ -218,24 +229,32 @@ def _by_key(left: pa.Table, right: pa.Table, key: list[str], common: list[str], 
         if lk[k].type != rk[k].type:  # a retyped key is matched by its text
             lk = lk.set_column(lk.schema.get_field_index(k), k, _as_text(lk[k]))
             rk = rk.set_column(rk.schema.get_field_index(k), k, _as_text(rk[k]))
-    lk = lk.append_column("__left_row", pa.array(np.arange(left.num_rows, dtype=np.int64)))
-    rk = rk.append_column("__right_row", pa.array(np.arange(right.num_rows, dtype=np.int64)))
-    try:
-        joined = lk.join(rk, keys=key, join_type="full outer")
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise TableDiffError(f"key {', '.join(key)} cannot be matched: {str(e)[:200]}") from None
-    _check_unique(joined, key)
+    # The usual new version of a table keeps its rows in place (values updated, the same keys in the same
+    # order): then row i matches row i, and no join is needed; a strictly increasing key is unique.
+    aligned = left.num_rows == right.num_rows and all(lk[k].equals(rk[k]) for k in key)
+    if aligned:
+        rows = pa.array(np.arange(left.num_rows, dtype=np.int64))
+        joined = lk.append_column("__left_row", rows).append_column("__right_row", rows)
+    else:
+        lk = lk.append_column("__left_row", pa.array(np.arange(left.num_rows, dtype=np.int64)))
+        rk = rk.append_column("__right_row", pa.array(np.arange(right.num_rows, dtype=np.int64)))
+        try:
+            joined = lk.join(rk, keys=key, join_type="full outer")
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise TableDiffError(f"key {', '.join(key)} cannot be matched: {str(e)[:200]}") from None
+    if not (len(key) == 1 and _increasing(joined[key[0]]) and (aligned or (_increasing(lk[key[0]]) and _increasing(rk[key[0]])))):
+        _check_unique(joined, key)
     li, ri = joined["__left_row"], joined["__right_row"]
     only_right = pc.is_null(li)
     only_left = pc.is_null(ri)
     both = pc.and_(pc.invert(only_right), pc.invert(only_left))
-    pairs = joined.filter(both)
+    pairs = joined if aligned else joined.filter(both)
     pl, pr = pairs["__left_row"], pairs["__right_row"]
     value_cols = [n for n in common if n not in key]
     changed: Any = None
     masks = {}
     if pairs.num_rows and value_cols:
-        lt, rt = left.select(value_cols).take(pl), right.select(value_cols).take(pr)
+        lt, rt = (left, right) if aligned else (left.select(value_cols).take(pl), right.select(value_cols).take(pr))
         for n in value_cols:
             masks[n] = _differs(lt[n], rt[n])
             changed = masks[n] if changed is None else pc.or_(changed, masks[n])
@@ -266,42 +285,56 @@ def _by_key(left: pa.Table, right: pa.Table, key: list[str], common: list[str], 
 
 def _by_rows(left: pa.Table, right: pa.Table, common: list[str], added: list[dict[str, str]],
              dropped: list[dict[str, str]], retyped: list[dict[str, str]]) -> Compared:
-    # Both sides' row fingerprints in one sort (stable: of equal rows, the left's come first); a run of equal
-    # rows with more on one side than the other is that many rows added or removed.
-    lf, rf = _fingerprints(left, common), _fingerprints(right, common)
+    # Rows equal at the same place pair off first (a columnar comparison; taking equal rows out of both
+    # multisets leaves their difference as it was); what is left, usually few rows, is compared as
+    # fingerprints in one sort (stable: of equal rows, the left's come first), and a run of equal rows with
+    # more on one side than the other is that many rows added or removed.
     nl, nr = left.num_rows, right.num_rows
+    n = min(nl, nr)
+    paired = 0
+    lrest = rrest = np.arange(0, dtype=np.int64)
+    if n:
+        differs: Any = pa.array(np.zeros(n, dtype=bool))
+        for c in common:
+            differs = pc.or_(differs, _differs(left[c].slice(0, n), right[c].slice(0, n)))
+        lrest = rrest = pc.indices_nonzero(differs).to_numpy().astype(np.int64)
+        paired = n - len(lrest)
+    lrest = np.concatenate([lrest, np.arange(n, nl, dtype=np.int64)])
+    rrest = np.concatenate([rrest, np.arange(n, nr, dtype=np.int64)])
+    lf = _fingerprints(left.select(common).take(pa.array(lrest)), common, len(lrest))
+    rf = _fingerprints(right.select(common).take(pa.array(rrest)), common, len(rrest))
+    ml, mr = len(lrest), len(rrest)
     types: list[str] = []
     lrows: list[int] = []
     rrows: list[int] = []
     counts: list[int] = []
-    unchanged = 0
-    if nl + nr:
+    unchanged = paired
+    if ml + mr:
         both = pa.chunked_array(lf.chunks + rf.chunks, lf.type)
         order = pc.sort_indices(both).to_numpy()
         fp = both.take(order)
-        edge = np.ones(nl + nr, dtype=bool)
-        if nl + nr > 1:
-            edge[1:] = pc.not_equal(fp.slice(1), fp.slice(0, nl + nr - 1)).to_numpy(zero_copy_only=False)
+        edge = np.ones(ml + mr, dtype=bool)
+        if ml + mr > 1:
+            edge[1:] = pc.not_equal(fp.slice(1), fp.slice(0, ml + mr - 1)).to_numpy(zero_copy_only=False)
         starts = np.flatnonzero(edge)
-        ends = np.append(starts[1:], nl + nr)
-        on_right = order >= nl
+        ends = np.append(starts[1:], ml + mr)
+        on_right = order >= ml
         rights = np.add.reduceat(on_right.astype(np.int64), starts)
         lefts = (ends - starts) - rights
-        unchanged = int(np.minimum(lefts, rights).sum())
+        unchanged += int(np.minimum(lefts, rights).sum())
         delta = rights - lefts
-        for i in np.flatnonzero(delta > 0):
+        gained = sorted((int(rrest[order[ends[i] - 1] - ml]), int(delta[i])) for i in np.flatnonzero(delta > 0))
+        gone = sorted((int(lrest[order[starts[i]]]), int(-delta[i])) for i in np.flatnonzero(delta < 0))
+        for row, k in gained:
             types.append("added")
             lrows.append(-1)
-            rrows.append(int(order[ends[i] - 1]) - nl)
-            counts.append(int(delta[i]))
-        gone = [(int(order[starts[i]]), int(-delta[i])) for i in np.flatnonzero(delta < 0)]
-        added_rows = sorted(zip(rrows, counts, strict=True))
-        rrows, counts = [r for r, _ in added_rows], [c for _, c in added_rows]
-        for row, n in sorted(gone):
+            rrows.append(row)
+            counts.append(k)
+        for row, k in gone:
             types.append("removed")
             lrows.append(row)
             rrows.append(-1)
-            counts.append(n)
+            counts.append(k)
     totals = {"added": sum(c for t, c in zip(types, counts, strict=True) if t == "added"),
               "removed": sum(c for t, c in zip(types, counts, strict=True) if t == "removed"),
               "changed": 0, "unchanged": unchanged}
