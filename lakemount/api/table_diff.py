@@ -362,7 +362,7 @@ def page_of(c: Compared, start: int, amount: int) -> tuple[list[str], list[dict[
     out = []
     for i in range(start, min(start + amount, len(c.types))):
         li, ri = c.left_rows[i], c.right_rows[i]
-        one = {"type": c.types[i], "left": _row(c.left, li, names), "right": _row(c.right, ri, names)}
+        one: dict[str, Any] = {"type": c.types[i], "left": _row(c.left, li, names), "right": _row(c.right, ri, names)}
         if c.key:
             src = c.left if ri < 0 else c.right
             at = li if ri < 0 else ri

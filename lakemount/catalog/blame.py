@@ -112,21 +112,29 @@ class BlameVerbs(RefVerbs):
             if hit is not None:
                 found[p] = hit
         todo = {p: k for p, k in keys.items() if p not in found}
+        exact = {k: p for p, k in todo.items() if not p.endswith("/")}
+        prefixes = sorted((k, p) for p, k in todo.items() if p.endswith("/"))
+        starts = [k for k, _ in prefixes]
+        ends = [_span_end(k) if p.endswith("/") else k + b"\x00" for p, k in todo.items()]
+        lo = min(todo.values(), default=b"")
+        hi = None if None in ends else max((e for e in ends if e is not None), default=None)
         walked = 0
         c: Commit | None = head
         while todo and c is not None and walked < depth:
+            if c is not head:  # an earlier page, or the page before the last commits, blamed at this commit
+                for p in list(todo):
+                    hit = cache.get((ns, c.id, p))
+                    if hit is not None:
+                        found[p] = hit
+                        del todo[p]
+                if not todo:
+                    break
             walked += 1
-            exact = {k: p for p, k in todo.items() if not p.endswith("/")}
-            prefixes = sorted((k, p) for p, k in todo.items() if p.endswith("/"))
-            starts = [k for k, _ in prefixes]
-            lo = min(todo.values())
-            ends = [_span_end(k) if p.endswith("/") else k + b"\x00" for p, k in todo.items()]
-            hi = None if None in ends else max(e for e in ends if e is not None)
             for k in g.first_parent_changes(r, c, lo, hi):
-                p = exact.get(k)
-                if p is not None and p in todo:
-                    found[p] = c.id
-                    del todo[p]
+                hit_path = exact.get(k)
+                if hit_path is not None and hit_path in todo:
+                    found[hit_path] = c.id
+                    del todo[hit_path]
                 i = bisect_right(starts, k) - 1
                 if i >= 0 and k.startswith(starts[i]) and prefixes[i][1] in todo:
                     found[prefixes[i][1]] = c.id
@@ -136,8 +144,8 @@ class BlameVerbs(RefVerbs):
             commits[c.id] = c
             c = g.get_commit(repo, c.parents[0]) if c.parents else None
         complete = c is None  # the walk reached past a root commit: what is left is in no commit
-        for p, cid in found.items():
-            cache.put((ns, head.id, p), cid)
+        for p, answer in found.items():
+            cache.put((ns, head.id, p), answer)
         if complete:
             for p in todo:
                 cache.put((ns, head.id, p), "")
@@ -162,9 +170,9 @@ class BlameVerbs(RefVerbs):
         starts = [k for k, _ in prefixes]
         out: set[str] = set()
         for rec in self.graveler.diff_uncommitted(repo, branch, prefix=_common_prefix(list(keys.values()))):
-            p = exact.get(rec.key)
-            if p is not None:
-                out.add(p)
+            hit_path = exact.get(rec.key)
+            if hit_path is not None:
+                out.add(hit_path)
             i = bisect_right(starts, rec.key) - 1
             if i >= 0 and rec.key.startswith(starts[i]):
                 out.add(prefixes[i][1])

@@ -274,3 +274,21 @@ def test_blame_bad_input(history: Svc) -> None:
     assert status == 400 and "depth" in e["message"]
     status, e = blame(history, "nope", ["d/a.txt"])
     assert status == 404
+
+
+def test_blame_after_a_new_commit_walks_only_that_commit(history: Svc, monkeypatch: pytest.MonkeyPatch) -> None:
+    cat = history.app.catalog
+    blame(history, "main", ["d/a.txt", "d/b.txt", "d/sub/"])  # blamed at the head: cached there
+    cat.put("blm", "main", "d/sub/z.txt", b"z")
+    cat.commit("blm", "main", "fifth", committer="erin")
+    walked: list[str] = []
+    real = cat.graveler.first_parent_changes
+
+    def counting(repo: Any, commit: Any, start: bytes, stop: bytes | None) -> Any:
+        walked.append(commit.message)
+        return real(repo, commit, start, stop)
+
+    monkeypatch.setattr(cat.graveler, "first_parent_changes", counting)
+    status, d = blame(history, "main", ["d/a.txt", "d/b.txt", "d/sub/"])
+    assert walked == ["fifth"]  # the rest answered from the cache at the commit before
+    assert [r["commit"]["message"] for r in d["results"]] == ["first", "second", "fifth"]
