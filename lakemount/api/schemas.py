@@ -206,7 +206,7 @@ COMPONENTS: Final[dict[str, S]] = {
     "PullRequestCommentCreation": obj(["body"], body=STR),
     # lakemount's own: the web UI's content diff and blame (api/object_diff.py, api/blame.py).
     "BlameEntry": obj(["path", "commit", "uncommitted", "beyond_depth"], closed=False, path=STR,
-                      commit=nullable(ref("Commit")), uncommitted=BOOL, beyond_depth=BOOL),
+                      commit={"type": "object", "nullable": True, "description": "a Commit, or null"}, uncommitted=BOOL, beyond_depth=BOOL),
     "BlameList": obj(["results"], closed=False, results={"type": "array", "items": ref("BlameEntry")}),
     "ObjectDiffSide": obj(["ref", "exists"], closed=False, ref=STR, exists=BOOL, size_bytes=INT, checksum=STR,
                           content_type=STR, url=STR),
