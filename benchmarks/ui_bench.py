@@ -53,6 +53,7 @@ import urllib.request
 
 KEY, SECRET = "AKIAUIBENCH000000000", "uibenchsecretuibenchsecretuibenchsecret0"
 REPO = "uibench"
+CONTENT_REPO = "uibench-content"  # its own history: the page figures' repository keeps its two commits
 DIR_N = 100_000
 DIFF_N = 10_000
 BLAME_N = 1_000
@@ -112,18 +113,19 @@ def prepare_content(home: str) -> None:
 
     app = App(load(None, env={"LAKEMOUNT_HOME": home}))
     cat = app.catalog
+    cat.create_repository(CONTENT_REPO)
     rnd = random.Random(28)
-    cat.put(REPO, "main", "blame-seed.txt", b"x")
-    entry = cat.stat(REPO, "main", "blame-seed.txt")
-    cat.apply(REPO, "main", [(f"blamed/f-{i:04d}.csv", entry) for i in range(BLAME_N)])
-    cat.commit(REPO, "main", "1,000 entries")
+    cat.put(CONTENT_REPO, "main", "blame-seed.txt", b"x")
+    entry = cat.stat(CONTENT_REPO, "main", "blame-seed.txt")
+    cat.apply(CONTENT_REPO, "main", [(f"blamed/f-{i:04d}.csv", entry) for i in range(BLAME_N)])
+    cat.commit(CONTENT_REPO, "main", "1,000 entries")
     for c in range(BLAME_COMMITS):
         changed = [f"blamed/f-{rnd.randrange(BLAME_N * 3 // 4):04d}.csv" for _ in range(4)]
         others = [f"elsewhere/c{c:03d}-{k:02d}.csv" for k in range(20)]
         for p in changed:
-            cat.put(REPO, "main", p, f"v{c}".encode())
-        cat.apply(REPO, "main", [(p, entry) for p in others])
-        cat.commit(REPO, "main", f"change {c}")
+            cat.put(CONTENT_REPO, "main", p, f"v{c}".encode())
+        cat.apply(CONTENT_REPO, "main", [(p, entry) for p in others])
+        cat.commit(CONTENT_REPO, "main", f"change {c}")
     ids = np.arange(TABLE_ROWS, dtype=np.int64)
     rng = np.random.default_rng(28)
     left = pa.table({"id": ids, "amount": rng.random(TABLE_ROWS), "qty": rng.integers(0, 1000, TABLE_ROWS),
@@ -133,11 +135,11 @@ def prepare_content(home: str) -> None:
     right = left.set_column(1, "amount", pa.array(amount))
     for branch, table in (("main", left), ("table-v2", right)):
         if branch != "main":
-            cat.create_branch(REPO, branch, "main")
+            cat.create_branch(CONTENT_REPO, branch, "main")
         buf = io.BytesIO()
         pq.write_table(table, buf)
-        cat.put(REPO, branch, "tables/big.parquet", buf.getvalue())
-        cat.commit(REPO, branch, f"table on {branch}")
+        cat.put(CONTENT_REPO, branch, "tables/big.parquet", buf.getvalue())
+        cat.commit(CONTENT_REPO, branch, f"table on {branch}")
     app.release_connections()
 
 
@@ -148,8 +150,8 @@ def commit_one(home: str, k: int) -> None:
 
     app = App(load(None, env={"LAKEMOUNT_HOME": home}))
     try:
-        app.catalog.put(REPO, "main", f"blamed/f-{k:04d}.csv", f"new {k}".encode())
-        app.catalog.commit(REPO, "main", f"one more {k}")
+        app.catalog.put(CONTENT_REPO, "main", f"blamed/f-{k:04d}.csv", f"new {k}".encode())
+        app.catalog.commit(CONTENT_REPO, "main", f"one more {k}")
     finally:
         app.release_connections()
 
@@ -171,7 +173,7 @@ def blame_page(api: str) -> tuple[float, int]:
     """Milliseconds for the 1,000-entry listing and the blame of its paths, and how many got a commit."""
     import json
 
-    base = f"{api}/api/v1/repositories/{REPO}/refs/main"
+    base = f"{api}/api/v1/repositories/{CONTENT_REPO}/refs/main"
     t_list, data = timed_get(f"{base}/objects/ls?prefix=blamed/&delimiter=/&amount=1000&user_metadata=false")
     paths = [o["path"] for o in json.loads(data)["results"]]
     assert len(paths) == BLAME_N, len(paths)
@@ -193,7 +195,7 @@ def content_cases(home: str, args: argparse.Namespace) -> None:
         for i in range(args.cold_runs):
             proc, api = start(home)
             try:
-                timed_get(f"{api}/api/v1/repositories/{REPO}/refs/main/objects/ls?amount=1")  # imports done
+                timed_get(f"{api}/api/v1/repositories/{CONTENT_REPO}/refs/main/objects/ls?amount=1")  # imports done
                 ms, blamed = blame_page(api)
                 cold.append(ms)
                 if i == args.cold_runs - 1:
@@ -221,18 +223,18 @@ def content_cases(home: str, args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         for ref in ("main", "table-v2"):
             cat = app.catalog
-            f = cat.open(cat.repository(REPO), cat.stat(REPO, ref, "tables/big.parquet"))
+            f = cat.open(cat.repository(CONTENT_REPO), cat.stat(CONTENT_REPO, ref, "tables/big.parquet"))
             pq.read_table(f)
             f.close()
         baseline = (time.perf_counter() - t0) * 1000
         app.release_connections()
-        url = f"{{api}}/api/v1/repositories/{REPO}/refs/main/diff/table-v2/object/table?path=tables/big.parquet&type=two_dot"
+        url = f"{{api}}/api/v1/repositories/{CONTENT_REPO}/refs/main/diff/table-v2/object/table?path=tables/big.parquet&type=two_dot"
         for label, query in (("by key id", "&key=id"), ("by whole row", "")):
             times: list[float] = []
             for _ in range(args.cold_runs):
                 proc, api = start(home)
                 try:
-                    timed_get(f"{api}/api/v1/repositories/{REPO}/refs/main/objects/ls?amount=1")
+                    timed_get(f"{api}/api/v1/repositories/{CONTENT_REPO}/refs/main/objects/ls?amount=1")
                     ms, data = timed_get(url.format(api=api) + query)
                     counts = json.loads(data)["counts"]
                     times.append(ms)
