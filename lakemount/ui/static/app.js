@@ -346,7 +346,7 @@ async function treePage(repo, ref, prefix, q) {
       el("tr", {}, el("th", {}, "name"), el("th", {}, "size"), el("th", {}, "modified"), el("th", {}, "last change"), el("th", {}, "")), rows),
     rows.length ? null : el("p", {class: "muted"}, "empty"),
     pager(data, after, route("r", repo, "tree", ref) + (prefix ? "/" + prefix.split("/").map(enc).join("/") : ""), q));
-  if (g0 === gen) await fillBlame(repo, ref, blames);
+  if (g0 === gen) fillBlame(repo, ref, blames).catch(() => {});  // not awaited: the page is usable while a long history is walked
 }
 // The listing prefix of a tree route's segments, empty ones kept (the path "a//b" is in directory "a//",
 // "/x" in "/"); a typed route without the trailing slash still names a directory.
@@ -408,7 +408,7 @@ async function objectPage(repo, ref, q) {
       link(route("r", repo, "audit") + "?path=" + enc(path), "who read / changed this")),
     el("p", {}, "last change: ", lastChange),
     body, await whoTouched(repo, path));
-  if (g0 === gen) await fillBlame(repo, ref, [{path, td: lastChange}]);
+  if (g0 === gen) fillBlame(repo, ref, [{path, td: lastChange}]).catch(() => {});
 }
 
 // ---- audit trail ------------------------------------------------------------------
