@@ -17,11 +17,13 @@ from typing import Any, Final
 
 from lakemount.api import (  # noqa: F401 - importing a resource module registers its operations
     audit,
+    blame,
     branches,
     commits,
     csrf,
     events,
     imports,
+    object_diff,
     objects,
     preview,
     pulls,

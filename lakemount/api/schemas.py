@@ -204,6 +204,24 @@ COMPONENTS: Final[dict[str, S]] = {
     "PullRequestComment": obj(["id", "author", "body", "creation_date"], closed=False, id=INT, author=STR, body=STR, creation_date=STR),
     "PullRequestCommentList": listing("PullRequestComment"),
     "PullRequestCommentCreation": obj(["body"], body=STR),
+    # lakemount's own: the web UI's content diff and blame (api/object_diff.py, api/blame.py).
+    "BlameEntry": obj(["path", "commit", "uncommitted", "beyond_depth"], closed=False, path=STR,
+                      commit={"type": "object", "nullable": True, "description": "a Commit, or null"}, uncommitted=BOOL, beyond_depth=BOOL),
+    "BlameList": obj(["results"], closed=False, results={"type": "array", "items": ref("BlameEntry")}),
+    "ObjectDiffSide": obj(["ref", "exists"], closed=False, ref=STR, exists=BOOL, size_bytes=INT, checksum=STR,
+                          content_type=STR, url=STR),
+    "ObjectDiff": obj(["path", "kind", "left", "right"], closed=False, path=STR,
+                      kind={"type": "string", "enum": ["text", "table", "image", "binary", "too_large"]},
+                      left=ref("ObjectDiffSide"), right=ref("ObjectDiffSide")),
+    "TextDiff": obj(["path", "view", "left", "right", "hunks", "counts"], closed=False, path=STR,
+                    view={"type": "string", "enum": ["unified", "side_by_side"]}, left=ref("ObjectDiffSide"),
+                    right=ref("ObjectDiffSide"), hunks={"type": "array", "items": {"type": "object"}},
+                    counts={"type": "object", "additionalProperties": INT}),
+    "TableDiff": obj(["path", "format", "key", "schema", "counts", "columns", "results", "pagination"], closed=False,
+                     path=STR, format={"type": "string", "enum": ["csv", "parquet"]}, key={"type": "array", "items": STR},
+                     schema={"type": "object"}, counts={"type": "object", "additionalProperties": INT},
+                     columns={"type": "array", "items": STR}, results={"type": "array", "items": {"type": "object"}},
+                     pagination=ref("Pagination")),
 }
 
 _TYPES: Final[dict[str, tuple[type, ...]]] = {

@@ -28,6 +28,7 @@ from lakemount.actions.hook import HookContext
 from lakemount.actions.parser import ACTIONS_PREFIX, MAX_ACTION_FILE
 from lakemount.actions.runner import Actions, HookLimits
 from lakemount.actions.runs import MemoryRunStore, Run, RunStore
+from lakemount.catalog.blame import BlameVerbs
 from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks, ExportBlocks, ReadOnlyBlocks, content_addressed
 from lakemount.catalog.events import EventLog, Feed, MemoryEventLog, Observer
 from lakemount.catalog.gcrules import GcRules, delete_rules, load_rules, store_rules
@@ -148,7 +149,7 @@ def _data_errors(repo: Repository, url: str) -> Iterator[None]:
                           "(see the server log)") from None
 
 
-class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
+class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
     """Objects by path in repositories; every front end (mount, gateway, CLI, jobs) goes through here."""
 
     def __init__(

@@ -984,6 +984,14 @@ class Graveler:
             if limit is not None and count >= limit:
                 return
 
+    def first_parent_changes(self, repo: Repository, commit: Commit, start: bytes, stop: bytes | None) -> Iterator[bytes]:
+        """Keys in [start, stop) whose records ``commit`` changed against its first parent (a root commit: all of
+        its keys there), in key order; equal ranges are skipped by id, so the cost grows with the change."""
+        mr = self.metarange_of(repo, commit)
+        pmr = self._metarange(repo, commit.parents[0] if commit.parents else None)
+        for k, _lv, _rv in committed_diff(pmr, mr, start, stop):
+            yield k
+
     def _touches(self, r: Repository, c: Commit, paths: Sequence[bytes], prefixes: Sequence[bytes]) -> bool:
         mr = self.metarange_of(r, c)
         pmr = self._metarange(r, c.parents[0] if c.parents else None)

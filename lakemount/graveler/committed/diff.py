@@ -1,8 +1,9 @@
 """Two-way diff of metaranges that skips ranges with equal ids.
 
 Both sides are walked with cursors that know a range's min key without
-reading it.  When both cursors stand at the start of ranges with the same id,
-the ranges hold the same records and are skipped unread; content-defined
+reading it.  When both cursors stand at the start of ranges with the same id
+(or at the same key inside them, where a diff from a start key begins), the
+ranges hold the same records and are skipped unread; content-defined
 boundaries make both sides realign right after each difference, so the cost
 grows with the difference, not with the repository.
 """
@@ -21,13 +22,14 @@ Change = tuple[bytes, bytes | None, bytes | None]  # key, left value, right valu
 class _Cursor:
     __slots__ = ("j", "mr", "n", "recs", "ri")
 
-    def __init__(self, mr: MetaRange, start: bytes) -> None:
+    def __init__(self, mr: MetaRange, start: bytes, ri: int | None = None) -> None:
+        """At ``start``, or at the start of range ``ri`` when given (all of it from ``start`` on)."""
         self.mr = mr
         self.n = len(mr.ranges)
-        self.ri = mr.first_range(start) if start else 0
+        self.ri = ri if ri is not None else mr.first_range(start) if start else 0
         self.recs: list[tuple[bytes, bytes]] | None = None
         self.j = 0
-        if start and self.ri < self.n and mr.ranges[self.ri].min_key < start:
+        if ri is None and start and self.ri < self.n and mr.ranges[self.ri].min_key < start:
             self.load()
             assert self.recs is not None
             self.j = bisect_left(self.recs, (start,))
@@ -69,6 +71,12 @@ class _Cursor:
         self.j += 1
         self._settle()
 
+    def rest(self) -> list[tuple[bytes, bytes]]:
+        """The records of the current range from the cursor on."""
+        if self.recs is None:
+            return self.mr.reader(self.ri).items()
+        return self.recs[self.j:]
+
     def skip_range(self) -> None:
         self.ri += 1
         self.recs = None
@@ -79,12 +87,29 @@ def diff(left: MetaRange, right: MetaRange, start: bytes = b"", stop: bytes | No
     """Records that differ between ``left`` and ``right`` in [start, stop), in key order."""
     if left.id == right.id:
         return
-    lc, rc = _Cursor(left, start), _Cursor(right, start)
+    # Ranges of one id where the diff starts are equal from ``start`` on: skipped before either is read (a
+    # cursor placed inside a range reads it to find ``start``).
+    i, j = (left.first_range(start), right.first_range(start)) if start else (0, 0)
+    i0 = i
+    while (i < len(left.ranges) and j < len(right.ranges) and left.ranges[i].id == right.ranges[j].id
+           and (stop is None or left.ranges[i].min_key < stop)):
+        i += 1
+        j += 1
+    if i > i0:
+        lc, rc = _Cursor(left, start, i), _Cursor(right, start, j)
+    else:
+        lc, rc = _Cursor(left, start), _Cursor(right, start)
     while True:
         lr, rr = lc.range(), rc.range()
         if lr is None and rr is None:
             return
-        if lc.at_start and rc.at_start and lr is not None and rr is not None:
+        lk, rk = lc.key(), rc.key()  # a range's min key when at its start: nothing read
+        if stop is not None and (lk is None or lk >= stop) and (rk is None or rk >= stop):
+            return
+        # Both at the start of their ranges, or both at the same key inside them (a diff from ``start``
+        # begins there): what is left of two ranges with one id is equal, and of two with one span is
+        # compared as record sets.
+        if lr is not None and rr is not None and lc.at_start == rc.at_start and (lc.at_start or lk == rk):
             if lr.id == rr.id:
                 lc.skip_range()
                 rc.skip_range()
@@ -92,16 +117,13 @@ def diff(left: MetaRange, right: MetaRange, start: bytes = b"", stop: bytes | No
             if lr.min_key == rr.min_key and lr.max_key == rr.max_key:
                 # Same span, different content (the usual shape of an in-place
                 # change): compare the two record sets at C speed.
-                for change in _diff_records(lc.mr.reader(lc.ri).items(), rc.mr.reader(rc.ri).items()):
+                for change in _diff_records(lc.rest(), rc.rest()):
                     if stop is not None and change[0] >= stop:
                         return
                     yield change
                 lc.skip_range()
                 rc.skip_range()
                 continue
-        lk, rk = lc.key(), rc.key()
-        if stop is not None and (lk is None or lk >= stop) and (rk is None or rk >= stop):
-            return
         if rk is None or (lk is not None and lk < rk):
             assert lk is not None
             v = lc.value()

@@ -335,23 +335,26 @@ async function treePage(repo, ref, prefix, q) {
     breadcrumb(repo, ref, prefix, r => location.assign("#" + route("r", repo, "tree", r) + "/" + prefix.split("/").map(enc).join("/")))]);
   const writing = await branchWriting(repo, ref);  // null on a tag or commit: no upload, delete, commit there
   // The directory's own entry (an empty directory kept by the mount, path == prefix) is not a row without a name.
+  const blames = [];  // the "last change" cells, filled by one request once the page is drawn (diff.js)
+  const blameCell = path => { const td = el("td", {class: "last-change", "data-path": path}, el("span", {class: "muted"}, "…")); blames.push({path, td}); return td; };
   const rows = data.results.filter(o => o.path !== prefix).map(o => {
     const name = o.path.slice(prefix.length);
     if (o.path_type === "common_prefix") {
-      return el("tr", {class: "dir"}, el("td", {}, link(treeHash(repo, ref, o.path), name)), el("td", {}), el("td", {}), el("td", {}));
+      return el("tr", {class: "dir"}, el("td", {}, link(treeHash(repo, ref, o.path), name)), el("td", {}), el("td", {}), blameCell(o.path), el("td", {}));
     }
     return el("tr", {class: "obj"}, el("td", {}, link(objHash(repo, ref, o.path), name)),
-      el("td", {}, fmtSize(o.size_bytes)), el("td", {}, fmtTime(o.mtime)),
+      el("td", {}, fmtSize(o.size_bytes)), el("td", {}, fmtTime(o.mtime)), blameCell(o.path),
       el("td", {}, link(route("r", repo, "history", ref) + "?path=" + enc(o.path), "history"),
         writing ? [" ", writing.deleteButton(o.path)] : null));
   });
   draw(g0, el("h2", {}, repo), repoTabs(repo, ref), picker, writing ? [writing.uploadBox(prefix), importButton(repo, ref, prefix)] : null,
     listingFilter(q),
     el("table", {id: "listing", "data-ms": Math.round(performance.now() - t0)},
-      el("tr", {}, el("th", {}, "name"), el("th", {}, "size"), el("th", {}, "modified"), el("th", {}, el("span", {class: "sr-only"}, "actions"))), rows),
+      el("tr", {}, el("th", {}, "name"), el("th", {}, "size"), el("th", {}, "modified"), el("th", {}, "last change"), el("th", {}, el("span", {class: "sr-only"}, "actions"))), rows),
     rows.length ? null : listingEmpty(q),
     pager(data, after, route("r", repo, "tree", ref) + (prefix ? "/" + prefix.split("/").map(enc).join("/") : ""), q,
       {name: q.get("name") || undefined, deep: q.get("deep") || undefined}));
+  if (g0 === gen) fillBlame(repo, ref, blames).catch(() => {});  // not awaited: the page is usable while a long history is walked
 }
 // The listing prefix of a tree route's segments, empty ones kept (the path "a//b" is in directory "a//",
 // "/x" in "/"); a typed route without the trailing slash still names a directory.
@@ -376,6 +379,7 @@ async function objectPage(repo, ref, q) {
     api("GET", route("repositories", repo, "refs", ref, "objects", "preview"), {path, rows: 100}),
     breadcrumb(repo, ref, path, r => location.assign("#" + objHash(repo, r, path)))]);
   const dataUrl = API + route("repositories", repo, "refs", ref, "objects") + "?path=" + enc(path);
+  const lastChange = el("span", {id: "object-blame"}, el("span", {class: "muted"}, "…"));
   const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/") + 1) : "";
   let body;
   switch (p.kind) {
@@ -410,7 +414,9 @@ async function objectPage(repo, ref, q) {
       el("a", {href: dataUrl, download: path.split("/").pop()}, "download"), " · ",
       link(route("r", repo, "history", ref) + "?path=" + enc(path), "history"), " · ",
       link(route("r", repo, "audit") + "?path=" + enc(path), "who read / changed this")),
+    el("p", {}, "last change: ", lastChange),
     body, await whoTouched(repo, path));
+  if (g0 === gen) fillBlame(repo, ref, [{path, td: lastChange}]).catch(() => {});
 }
 
 // ---- audit trail ------------------------------------------------------------------
@@ -494,11 +500,13 @@ async function historyPage(repo, ref, q) {
     pager(data, after, route("r", repo, "history", ref), q, {path}));
 }
 
-function diffTable(repo, ref, results) {
-  return el("table", {id: "diff"}, el("tr", {}, el("th", {}, "change"), el("th", {}, "path"), el("th", {}, "size")),
-    results.map(d => el("tr", {class: "change " + d.type},
+// cmp ({left, right, type}: how the diff was asked) gives each changed object a "diff" button (diff.js).
+function diffTable(repo, ref, results, cmp) {
+  return el("table", {id: "diff"}, el("tr", {}, el("th", {}, "change"), el("th", {}, "path"), el("th", {}, "size"), cmp ? el("th", {}, "content") : null),
+    results.map(d => el("tr", {class: "change " + d.type, "data-path": d.path},
       el("td", {class: d.type}, d.type), el("td", {}, d.type === "removed" || !ref ? d.path : link(route("r", repo, "object", ref) + "?path=" + enc(d.path), d.path)),
-      el("td", {}, fmtSize(d.size_bytes)))));
+      el("td", {}, fmtSize(d.size_bytes)),
+      cmp ? el("td", {}, d.path_type === "common_prefix" ? null : diffToggle(repo, cmp, d.path)) : null)));
 }
 
 async function commitPage(repo, id, q) {
@@ -510,7 +518,7 @@ async function commitPage(repo, id, q) {
   let diffPart;
   if (parent) {
     const d = await api("GET", route("repositories", repo, "refs", parent, "diff", c.id), {after, amount: PAGE, type: "two_dot"});
-    diffPart = [diffTable(repo, c.id, d.results), pager(d, after, route("r", repo, "commit", id), q)];
+    diffPart = [diffTable(repo, c.id, d.results, {left: parent, right: c.id, type: "two_dot"}), pager(d, after, route("r", repo, "commit", id), q)];
   } else {
     diffPart = [el("p", {class: "muted"}, "The first commit: no parent to compare with.")];
   }
@@ -583,7 +591,7 @@ async function comparePage(repo, left, right, q) {
     api("GET", route("repositories", repo, "branches", left)).then(() => true, e => { if (e.status === 401) throw e; return false; }),
     rights(repo)]);
   draw(g0, el("h2", {}, repo), repoTabs(repo, right), crumbs, pickers, baseIsBranch ? mergeForm(repo, right, left, can) : null,
-    counts, diffTable(repo, right, first.results),
+    counts, diffTable(repo, right, first.results, {left: uncommitted ? right : left, right, type: uncommitted ? "uncommitted" : "three_dot"}),
     pager(first, after, route("r", repo, "compare", left, right), q, uncommitted ? {uncommitted: "1"} : {}));
   if (g0 !== gen) return;  // moved on: no need to count
   try {
@@ -752,7 +760,7 @@ async function pullPage(repo, id) {
     }
     const d = await api("GET", route("repositories", repo, "refs", left, "diff", right),
       {amount: PAGE, type: p.status === "merged" ? "two_dot" : "three_dot"});
-    diff = [diffTable(repo, right, d.results)];  // merged: the objects as the merge made them (the source may be gone)
+    diff = [diffTable(repo, right, d.results, {left, right, type: p.status === "merged" ? "two_dot" : "three_dot"})];  // merged: the objects as the merge made them (the source may be gone)
     if (d.pagination.has_more) diff.push(el("p", {class: "muted"}, "first " + PAGE + " changes; see compare"));
   } catch (e) { diff = [errorBox(e)]; }
   const body = el("textarea", {id: "comment-body", rows: 3, cols: 60, required: true, "data-pull": id, "aria-label": "comment"});

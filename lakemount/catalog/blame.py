@@ -1,0 +1,179 @@
+"""Blame: the commit that last changed each of a page of paths, as a listing shows it.
+
+The history is walked first-parent from the ref's commit (the branch's own line, as ``git log
+--first-parent`` reads it: a merge is the change it brought); at each commit only the keys it changed
+against its first parent within the span of the asked paths are read (equal ranges are skipped by id), and
+the walk ends when every path has its commit, at a root commit, or after ``depth`` commits.  A path
+ending in ``/`` (a listing's common prefix) is blamed on the last commit that changed anything under it;
+the prefixes of one page must not nest (a listing's never do).  Commits are immutable, so an answer for
+(commit, path) never changes: :class:`BlameCache` keeps them, and a page drawn again costs no walk.  On a
+branch, a path with staged changes is ``uncommitted`` (its committed blame is still given).
+:class:`BlameVerbs` is one part of the :class:`~lakemount.catalog.catalog.Catalog` facade.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from lakemount.catalog.refs import RefVerbs
+from lakemount.errors import InvalidArgument
+from lakemount.graveler.model import Commit
+from lakemount.graveler.refexpr import View
+
+CACHE_ENTRIES: Final = 200_000  # (commit, path) answers kept; one is ~200 bytes
+MAX_PATHS: Final = 1000  # paths one call blames: a listing page
+
+
+@dataclass(frozen=True, slots=True)
+class Blamed:
+    """The blame of one path: ``commit`` last changed it (None: not found within the walk's depth, or the path
+    is in no commit at all), ``uncommitted`` when the branch has staged changes to it."""
+
+    path: str
+    commit: Commit | None
+    uncommitted: bool = False
+    beyond_depth: bool = False
+
+
+class BlameCache:
+    """(storage namespace, commit id, path) -> the id of the commit that last changed the path, or ""
+    when the path was in no commit of a complete walk; bounded, least recently used first out, thread-safe."""
+
+    def __init__(self, entries: int = CACHE_ENTRIES) -> None:
+        self.entries = entries
+        self._map: OrderedDict[tuple[str, str, str], str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str]) -> str | None:
+        with self._lock:
+            v = self._map.get(key)
+            if v is not None:
+                self._map.move_to_end(key)
+            return v
+
+    def put(self, key: tuple[str, str, str], value: str) -> None:
+        with self._lock:
+            self._map[key] = value
+            self._map.move_to_end(key)
+            while len(self._map) > self.entries:
+                self._map.popitem(last=False)
+
+
+def _span_end(key: bytes) -> bytes | None:
+    """The first key after every key starting with ``key`` (None: no end)."""
+    k = bytearray(key)
+    while k and k[-1] == 0xFF:
+        k.pop()
+    if not k:
+        return None
+    k[-1] += 1
+    return bytes(k)
+
+
+def _common_prefix(keys: Sequence[bytes]) -> bytes:
+    lo, hi = min(keys), max(keys)
+    n = 0
+    while n < min(len(lo), len(hi)) and lo[n] == hi[n]:
+        n += 1
+    return lo[:n]
+
+
+class BlameVerbs(RefVerbs):
+    """Which commit last changed each path (part of ``Catalog``)."""
+
+    _blame_cache: BlameCache | None = None
+
+    def blame(self, repo: str, ref: str, paths: Sequence[str], *, depth: int) -> list[Blamed]:
+        """The blame of each of ``paths`` (at most ``MAX_PATHS``; ``dir/`` for a prefix) at ``ref``, in their order,
+        walking at most ``depth`` commits; raises ``InvalidArgument`` for too many paths or a depth below 1, and what
+        resolving ``ref`` raises."""
+        if len(paths) > MAX_PATHS:
+            raise InvalidArgument(f"blame: at most {MAX_PATHS} paths at once")
+        if depth < 1:
+            raise InvalidArgument("blame: depth must be at least 1")
+        if self._blame_cache is None:
+            self._blame_cache = BlameCache()
+        cache = self._blame_cache
+        g = self.graveler
+        r = g.get_repository(repo)
+        resolved = self.resolve(repo, ref)
+        head = g.get_commit(repo, resolved.commit_id)
+        ns = r.storage_namespace
+        keys = {p: p.encode("utf-8", "surrogateescape") for p in dict.fromkeys(paths)}
+        found: dict[str, str] = {}  # path -> commit id ("" when in no commit)
+        commits: dict[str, Commit] = {head.id: head}
+        for p in keys:
+            hit = cache.get((ns, head.id, p))
+            if hit is not None:
+                found[p] = hit
+        todo = {p: k for p, k in keys.items() if p not in found}
+        exact = {k: p for p, k in todo.items() if not p.endswith("/")}
+        prefixes = sorted((k, p) for p, k in todo.items() if p.endswith("/"))
+        starts = [k for k, _ in prefixes]
+        ends = [_span_end(k) if p.endswith("/") else k + b"\x00" for p, k in todo.items()]
+        lo = min(todo.values(), default=b"")
+        hi = None if None in ends else max((e for e in ends if e is not None), default=None)
+        walked = 0
+        c: Commit | None = head
+        while todo and c is not None and walked < depth:
+            if c is not head:  # an earlier page, or the page before the last commits, blamed at this commit
+                for p in list(todo):
+                    hit = cache.get((ns, c.id, p))
+                    if hit is not None:
+                        found[p] = hit
+                        del todo[p]
+                if not todo:
+                    break
+            walked += 1
+            for k in g.first_parent_changes(r, c, lo, hi):
+                hit_path = exact.get(k)
+                if hit_path is not None and hit_path in todo:
+                    found[hit_path] = c.id
+                    del todo[hit_path]
+                i = bisect_right(starts, k) - 1
+                if i >= 0 and k.startswith(starts[i]) and prefixes[i][1] in todo:
+                    found[prefixes[i][1]] = c.id
+                    del todo[prefixes[i][1]]
+                if not todo:
+                    break
+            commits[c.id] = c
+            c = g.get_commit(repo, c.parents[0]) if c.parents else None
+        complete = c is None  # the walk reached past a root commit: what is left is in no commit
+        for p, answer in found.items():
+            cache.put((ns, head.id, p), answer)
+        if complete:
+            for p in todo:
+                cache.put((ns, head.id, p), "")
+        staged: set[str] = set()
+        if resolved.view is View.FULL and resolved.branch is not None and keys:
+            staged = self._staged_among(repo, resolved.branch, keys)
+        out = []
+        for p in paths:
+            cid = found.get(p)
+            if cid is None:
+                out.append(Blamed(p, None, p in staged, beyond_depth=not complete))
+                continue
+            if cid and cid not in commits:
+                commits[cid] = g.get_commit(repo, cid)
+            out.append(Blamed(p, commits[cid] if cid else None, p in staged))
+        return out
+
+    def _staged_among(self, repo: str, branch: str, keys: dict[str, bytes]) -> set[str]:
+        """Which of ``keys`` (paths, and ``dir/`` prefixes) the branch's staged changes touch."""
+        exact = {k: p for p, k in keys.items() if not p.endswith("/")}
+        prefixes = sorted((k, p) for p, k in keys.items() if p.endswith("/"))
+        starts = [k for k, _ in prefixes]
+        out: set[str] = set()
+        for rec in self.graveler.diff_uncommitted(repo, branch, prefix=_common_prefix(list(keys.values()))):
+            hit_path = exact.get(rec.key)
+            if hit_path is not None:
+                out.add(hit_path)
+            i = bisect_right(starts, rec.key) - 1
+            if i >= 0 and rec.key.startswith(starts[i]):
+                out.add(prefixes[i][1])
+        return out
