@@ -216,8 +216,9 @@ class StagingLists(Protocol):
     def append(
         self, repo: str, branch: str, namespace: str, info: StagingFileInfo,
         check: Callable[[Branch], None] | None = None,
-    ) -> StagingToken:
-        """Append an L1 file to the branch's *current* token in one statement and return that token.
+    ) -> tuple[StagingToken, int]:
+        """Append an L1 file to the branch's *current* token in one statement; return that token and
+        how many L1 files it lists now, this one included (when a writer should compact it).
 
         With ``check``, the append is one transaction that first locks the branch row
         exclusively and calls ``check(branch)``; lookups the check makes on this thread

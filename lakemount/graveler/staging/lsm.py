@@ -51,7 +51,7 @@ STAGING_DIR: Final = "_lakefs/staging/"
 SCAN_PAGE: Final = 5000
 L2_MAX: Final = 8  # L2 files of one token before compaction merges them whatever their sizes
 MAX_READERS: Final = 4096
-MAX_TOKENS_COUNTED: Final = 4096  # tokens whose flushes this process counts towards a compaction
+BATCH_MAX: Final = 4096  # entries gathered behind a flush in flight that go beside it instead of waiting
 GC_GRACE_S: Final = 6 * 3600.0  # an unlisted file younger than this may still be on its way to a list
 
 
@@ -120,7 +120,6 @@ class LsmStaging:
         self._queues: dict[tuple[str, str], _Queue] = {}
         self._namespaces: dict[str, str] = {}
         self._readers: OrderedDict[str, StagingFile] = OrderedDict()
-        self._flushes: dict[StagingToken, int] = {}
         self._compacting: set[StagingToken] = set()
 
     # ------------------------------------------------------------------ writes
@@ -139,7 +138,8 @@ class LsmStaging:
         if any(not k for k, _ in items):
             raise InvalidArgument("an empty key cannot be staged")
         if check is not None:
-            self._flush(repo, branch, dict(items), check)
+            token, l1 = self._flush(repo, branch, dict(items), check)
+            self._maybe_compact(token, l1)
             return
         with self._lock:
             q = self._queues.get((repo, branch))
@@ -152,24 +152,29 @@ class LsmStaging:
                 batch = q.pending = _Batch()
             batch.items.update(items)
             if lead:
-                # No fixed wait: flush now unless a flush is in flight; then gather what
-                # arrives until it ends (or flush_ms passes, and flush beside it).
+                # No fixed wait: flush now unless a flush is in flight; then gather what arrives
+                # until it ends (the next batch is whatever came meanwhile: the busier the branch,
+                # the bigger the file and the fewer statements per entry).  Only a batch that
+                # is already big, or a flush in flight longer than flush_ms, goes beside it.
                 deadline = time.monotonic() + self.flush_ms / 1000.0
-                while q.in_flight:
+                while q.in_flight and len(batch.items) < BATCH_MAX:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
                     q.cond.wait(left)
                 q.pending = None
                 q.in_flight += 1
+            elif len(batch.items) >= BATCH_MAX:
+                q.cond.notify_all()  # the lead flushes this big batch beside the one in flight
         if not lead:
             batch.done.wait()
             if batch.error is not None:
                 raise batch.error
             return
         token: StagingToken | None = None
+        l1 = 0
         try:
-            token = self._flush(repo, branch, batch.items)
+            token, l1 = self._flush(repo, branch, batch.items)
         except BaseException as exc:
             batch.error = exc
             raise
@@ -178,7 +183,7 @@ class LsmStaging:
                 q.in_flight -= 1
                 q.cond.notify_all()
             batch.done.set()
-        self._maybe_compact(token)
+        self._maybe_compact(token, l1)
 
     def _namespace(self, repo: str, fresh: bool = False) -> str:
         ns = None if fresh else self._namespaces.get(repo)
@@ -195,14 +200,15 @@ class LsmStaging:
 
     def _flush(
         self, repo: str, branch: str, items: dict[bytes, bytes | None], check: StageCheck | None = None
-    ) -> StagingToken:
+    ) -> tuple[StagingToken, int]:
+        """Write ``items`` as one L1 file and append it; the token it went to and its L1 length now."""
         records = sorted((k, tag(v)) for k, v in items.items())
         judge = None if check is None else (lambda b: check(b, self.staged_get))
         for fresh in (False, True):
             ns = self._namespace(repo, fresh)
             info = self._write_file(ns, records, 1)
             try:
-                token = self.lists.append(repo, branch, ns, info, judge)
+                token, l1 = self.lists.append(repo, branch, ns, info, judge)
             except PreconditionFailed:
                 if fresh:
                     raise
@@ -210,21 +216,17 @@ class LsmStaging:
             with self._lock:
                 self.stats.flushes += 1
                 self.stats.entries_flushed += len(records)
-            return token
+            return token, l1
         raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------ compaction
-    def _maybe_compact(self, token: StagingToken | None) -> None:
-        """Every ``l1_max`` flushes of this process into a token, compact it if its L1 list is long."""
-        if token is None:
+    def _maybe_compact(self, token: StagingToken | None, l1: int) -> None:
+        """Compact ``token`` when the append that made its L1 list ``l1`` long reached a multiple of
+        ``l1_max``: of all the processes appending to a branch, the one whose append made the list
+        that long compacts it (not every process that counted its own flushes), and a compaction
+        that was lost is tried again ``l1_max`` appends later."""
+        if token is None or l1 < self.l1_max or l1 % self.l1_max:
             return
-        with self._lock:
-            if token not in self._flushes and len(self._flushes) >= MAX_TOKENS_COUNTED:
-                self._flushes.clear()  # tokens of old commits; a count restarting only delays a compaction
-            n = self._flushes[token] = self._flushes.get(token, 0) + 1
-            if n < self.l1_max:
-                return
-            self._flushes[token] = 0
         self.compact(token)
 
     def compact(self, token: StagingToken, *, minimum: int | None = None) -> bool:
