@@ -316,6 +316,11 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         """Delete the stored object ``url`` (a multipart upload's part); raises what the block store raises."""
         self.adapter.delete(url)
 
+    def collect_staging(self, repo: str) -> int:
+        """Delete ``repo``'s staging files no branch references any more, past the backend's grace
+        (the GC job's last step); returns how many went."""
+        return self.graveler.collect_staging(repo)
+
     # ------------------------------------------------------------------ GC rules
     def gc_rules(self, repo: str) -> GcRules | None:
         """The repository's garbage-collection rules, or None if none were set."""

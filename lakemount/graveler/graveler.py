@@ -576,6 +576,12 @@ class Graveler:
             raise ObjectNotFound(f"{repo}/{branch}/{key.decode('utf-8', 'replace')}")
         self.staging.stage(repo, branch, [(key, None)])
 
+    def collect_staging(self, repo: str, *, grace_s: float | None = None) -> int:
+        """Delete ``repo``'s staging data that no branch references any more (files of a writer killed
+        between its PUT and its append, files a commit, a reset or a compaction dropped), once older
+        than ``grace_s`` (None: the staging backend's grace); returns how many objects went."""
+        return self.staging.collect_staging(self.get_repository(repo).storage_namespace, grace_s=grace_s)
+
     def has_uncommitted(self, repo: str, branch: Branch) -> bool:
         """Whether anything is staged on ``branch``, changes or not (one count per token)."""
         return any(self.staging.staged_count(t) for t in branch.tokens)

@@ -202,6 +202,11 @@ class StagingStore(Protocol):
     def drop_staging(self, token: StagingToken, prefix: bytes = b"", key: bytes | None = None) -> None:
         """Forget staged entries: all, those under ``prefix``, or exactly ``key``."""
 
+    def collect_staging(self, namespace: str, *, grace_s: float | None = None) -> int:
+        """Delete the staging data stored under the storage namespace ``namespace`` that nothing
+        references any more and that is older than ``grace_s`` (None: the backend's own grace);
+        returns how many objects went.  Rows in the ref store go with their token: nothing to do."""
+
 
 
 class StagingLists(Protocol):

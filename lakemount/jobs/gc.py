@@ -645,6 +645,8 @@ def run_gc(
         from lakemount.audit.table import expire
 
         out["audit_files_expired"] = expire(app.catalog.adapter, job.ns, app.config.audit.retention_days)
+        # Staging files (staging.backend = lsm) no list references: orphans of killed writers, lists dropped.
+        out["staging_files_collected"] = app.catalog.collect_staging(job.repo.name)
     out["engine"] = job.ran_on
     out["warnings"] = warnings
     out["timings"] = {**job.timings, "total": round(time.monotonic() - started, 3)}

@@ -213,13 +213,13 @@ def test_writer_killed_around_the_append_loses_nothing_acknowledged(tmp_path: Pa
     assert len(files) == 6  # five appended, and the killed write's file
     if where == "before":
         assert b"w5" not in seen  # an orphan file: not visible
-        assert lsm(g).collect(ns, grace_s=0) == 1  # and collected as garbage
+        assert lsm(g).collect_staging(ns, grace_s=0) == 1  # and collected as garbage
         assert len(staging_files(g.committed.adapter, ns)) == 5
     else:
         assert seen[b"w5"] == "5"  # appended, not acknowledged: there; a retry is idempotent
         g.set(R, "main", b"w5", val("5"))
         assert snapshot(g) == seen
-        assert lsm(g).collect(ns, grace_s=0) == 0
+        assert lsm(g).collect_staging(ns, grace_s=0) == 0
     assert snapshot(g) == seen
 
 

@@ -17,7 +17,7 @@ Compaction merges a token's L1 files (and the newest L2 files no larger than
 them) into one new L2 file and installs it with a compare-and-set that
 succeeds only if L2 is unchanged; appends carry on meanwhile.  Unreferenced staging files (a writer killed
 between PUT and append, lists dropped by commit or reset, compacted inputs)
-are garbage: :meth:`LsmStaging.collect` deletes them after a grace period.
+are garbage: :meth:`LsmStaging.collect_staging` (the GC job) deletes them after a grace period.
 """
 
 from __future__ import annotations
@@ -403,12 +403,15 @@ class LsmStaging:
         self.lists.append_to_token(token, info)
 
     # ------------------------------------------------------------------ garbage
-    def collect(self, namespace: str, *, grace_s: float = GC_GRACE_S, now: float | None = None) -> int:
+    def collect_staging(self, namespace: str, *, grace_s: float | None = None, now: float | None = None) -> int:
         """Delete staging files under ``namespace`` that no list holds and that are older than
-        ``grace_s`` (a younger one may be between its PUT and its append); returns how many."""
+        ``grace_s`` (default ``GC_GRACE_S``: a younger one may be between its PUT and its append,
+        or still read by a process that learnt its list before a commit or a reset dropped it);
+        returns how many.  The lists are read before the listing, so a file appended meanwhile
+        is young, and kept."""
         prefix = f"{namespace.rstrip('/')}/{STAGING_DIR}"
         keep = self.lists.referenced(prefix)
-        cutoff = (time.time() if now is None else now) - grace_s
+        cutoff = (time.time() if now is None else now) - (GC_GRACE_S if grace_s is None else grace_s)
         gone = 0
         for obj in list(self.adapter.list(prefix)):
             if obj.url not in keep and obj.mtime < cutoff:
