@@ -257,7 +257,12 @@ class LsmStaging:
                 taken.append(f)
                 merged_count += f.count
             bottom = len(taken) == len(l2)  # nothing of this token lies below the new file
-            records = [(k, v) for k, v in self._merge(l1 + taken, b"", None) if not (bottom and v[0] == UNSTAGED)]
+            # Whole files, oldest first into one dict (newer records replace older ones), then one
+            # sort: a fraction of what a record-by-record merge of the files costs in Python.
+            merged: dict[bytes, Tagged] = {}
+            for f in reversed(l1 + taken):  # given newest first: L1 by seq, then L2 (older than all L1)
+                merged.update(self._open(f).items())
+            records = sorted((k, v) for k, v in merged.items() if not (bottom and v[0] == UNSTAGED))
             namespace = files[0].url[: files[0].url.index(STAGING_DIR)].rstrip("/")
             new = self._write_file(namespace, records, 2) if records else None
             ok = self.lists.compact(token, [f.seq for f in l1 + taken], [f.seq for f in l2], new)
