@@ -644,6 +644,13 @@ class Graveler:
                 for t in sealed:
                     self.staging.drop_staging(t)
                 return CommitResult(commit, stats)
+            if not allow_empty:
+                cur = self.refs.get_branch(repo, branch)
+                if cur.commit_id == b.commit_id and not set(sealed) & set(cur.tokens):
+                    # A reset dropped what this commit sealed before it could record it: the reset
+                    # came first, and then there was nothing to commit (retrying would record an
+                    # empty commit and report success for changes the reset dropped).
+                    raise NothingToCommit(f"{repo}/{branch}")
             first = False
             backoff.wait()
 
