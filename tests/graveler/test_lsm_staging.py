@@ -276,23 +276,18 @@ def test_a_commit_racing_a_reset_is_one_or_the_other_and_loses_nothing_it_acknow
         start = threading.Barrier(2)
         results: dict[str, BaseException | None] = {}
 
-        def commit() -> None:
+        def run(name: str, op: Any, start: threading.Barrier, results: dict[str, BaseException | None]) -> None:
             start.wait()
             try:
-                committer.commit(R, "main", f"round {rnd}")
-                results["commit"] = None
+                op()
+                results[name] = None
             except BaseException as exc:  # noqa: BLE001 - judged below
-                results["commit"] = exc
+                results[name] = exc
 
-        def reset() -> None:
-            start.wait()
-            try:
-                resetter.reset(R, "main")
-                results["reset"] = None
-            except BaseException as exc:  # noqa: BLE001
-                results["reset"] = exc
-
-        threads = [threading.Thread(target=commit), threading.Thread(target=reset)]
+        threads = [
+            threading.Thread(target=run, args=("commit", lambda m=f"round {rnd}": committer.commit(R, "main", m), start, results)),
+            threading.Thread(target=run, args=("reset", lambda: resetter.reset(R, "main"), start, results)),
+        ]
         for t in threads:
             t.start()
         for t in threads:

@@ -14,10 +14,10 @@ import pytest
 
 from lakemount.app import App
 from lakemount.block import LocalAdapter
+from lakemount.catalog.gcrules import GcRules
 from lakemount.config import load
 from lakemount.graveler.staging.lsm import GC_GRACE_S, STAGING_DIR, LsmStaging
 from lakemount.jobs.gc import run_gc
-from lakemount.catalog.gcrules import GcRules
 from lakemount.jobs.gc_tasks import live_keys
 from tests.jobs.scenario import sha
 

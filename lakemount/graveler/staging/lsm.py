@@ -138,8 +138,7 @@ class LsmStaging:
         if any(not k for k, _ in items):
             raise InvalidArgument("an empty key cannot be staged")
         if check is not None:
-            token, l1 = self._flush(repo, branch, dict(items), check)
-            self._maybe_compact(token, l1)
+            self._maybe_compact(*self._flush(repo, branch, dict(items), check))
             return
         with self._lock:
             q = self._queues.get((repo, branch))
