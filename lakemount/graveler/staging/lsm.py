@@ -101,7 +101,7 @@ class LsmStaging:
         cache: Cache,
         namespace_of: Callable[[str], str],
         *,
-        flush_ms: float = 5.0,
+        flush_ms: float = 20.0,
         l1_max: int = 16,
         tmpdir: str | None = None,
     ) -> None:
