@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lakemount.block import LocalAdapter  # noqa: E402
 from lakemount.cache.ram import RamCache  # noqa: E402
+from lakemount.config import StagingConfig  # noqa: E402
 from lakemount.graveler.committed.store import CommittedStore  # noqa: E402
 from lakemount.graveler.graveler import Graveler  # noqa: E402
 from lakemount.graveler.journal import Journal  # noqa: E402
@@ -43,7 +44,7 @@ from tests.metastore.conftest import PG_BIN, _run_as  # noqa: E402
 REPO = "bench"
 
 
-def graveler(url: str, root: str, backend: str, flush_ms: float = 5.0) -> Graveler:
+def graveler(url: str, root: str, backend: str, flush_ms: float = StagingConfig().flush_ms) -> Graveler:
     refs = SqlRefStore(url)
     adapter = LocalAdapter()
     kw: dict[str, Any] = {"flush_ms": flush_ms} if backend == "lsm" else {}
@@ -209,7 +210,7 @@ def main() -> None:
     ap.add_argument("--procs", type=int, default=4)
     ap.add_argument("--threads", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=5.0)
-    ap.add_argument("--flush-ms", type=float, default=5.0, help="staging.flush_ms of the lsm writers")
+    ap.add_argument("--flush-ms", type=float, default=StagingConfig().flush_ms, help="staging.flush_ms of the lsm writers (default: its default)")
     ap.add_argument("--single", type=int, default=1000, help="entries staged by the lone embedded writer")
     ap.add_argument("--only", choices=["pg", "embedded"])
     args = ap.parse_args()

@@ -231,7 +231,7 @@ class StagingConfig:
     block store, listed in the ref store), how long a write waits for an in-flight flush (ms), and how many L1
     files a branch's staging gathers before they are compacted."""
     backend: str = "sql"
-    flush_ms: float = 5.0
+    flush_ms: float = 20.0
     l1_max: int = 16
 
 

@@ -326,6 +326,11 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         self.adapter.delete(url)
 
     # ------------------------------------------------------------------ GC
+    def collect_staging(self, repo: str) -> int:
+        """Delete ``repo``'s staging files no branch references any more, past the backend's grace
+        (the GC job's last step); returns how many went."""
+        return self.graveler.collect_staging(repo)
+
     def gc_store(self, namespace: str) -> GcStore:
         """What garbage collection may list, read, move and delete in the storage namespace ``namespace``
         (a repository's): :class:`~lakemount.catalog.gcstore.GcStore`, the jobs' only way to the objects."""

@@ -576,6 +576,12 @@ class Graveler:
             raise ObjectNotFound(f"{repo}/{branch}/{key.decode('utf-8', 'replace')}")
         self.staging.stage(repo, branch, [(key, None)])
 
+    def collect_staging(self, repo: str, *, grace_s: float | None = None) -> int:
+        """Delete ``repo``'s staging data that no branch references any more (files of a writer killed
+        between its PUT and its append, files a commit, a reset or a compaction dropped), once older
+        than ``grace_s`` (None: the staging backend's grace); returns how many objects went."""
+        return self.staging.collect_staging(self.get_repository(repo).storage_namespace, grace_s=grace_s)
+
     def has_uncommitted(self, repo: str, branch: Branch) -> bool:
         """Whether anything is staged on ``branch``, changes or not (one count per token)."""
         return any(self.staging.staged_count(t) for t in branch.tokens)
@@ -638,6 +644,13 @@ class Graveler:
                 for t in sealed:
                     self.staging.drop_staging(t)
                 return CommitResult(commit, stats)
+            if not allow_empty:
+                cur = self.refs.get_branch(repo, branch)
+                if cur.commit_id == b.commit_id and not set(sealed) & set(cur.tokens):
+                    # A reset dropped what this commit sealed before it could record it: the reset
+                    # came first, and then there was nothing to commit (retrying would record an
+                    # empty commit and report success for changes the reset dropped).
+                    raise NothingToCommit(f"{repo}/{branch}")
             first = False
             backoff.wait()
 

@@ -202,6 +202,11 @@ class StagingStore(Protocol):
     def drop_staging(self, token: StagingToken, prefix: bytes = b"", key: bytes | None = None) -> None:
         """Forget staged entries: all, those under ``prefix``, or exactly ``key``."""
 
+    def collect_staging(self, namespace: str, *, grace_s: float | None = None) -> int:
+        """Delete the staging data stored under the storage namespace ``namespace`` that nothing
+        references any more and that is older than ``grace_s`` (None: the backend's own grace);
+        returns how many objects went.  Rows in the ref store go with their token: nothing to do."""
+
 
 
 class StagingLists(Protocol):
@@ -216,8 +221,9 @@ class StagingLists(Protocol):
     def append(
         self, repo: str, branch: str, namespace: str, info: StagingFileInfo,
         check: Callable[[Branch], None] | None = None,
-    ) -> StagingToken:
-        """Append an L1 file to the branch's *current* token in one statement and return that token.
+    ) -> tuple[StagingToken, int]:
+        """Append an L1 file to the branch's *current* token in one statement; return that token and
+        how many L1 files it lists now, this one included (when a writer should compact it).
 
         With ``check``, the append is one transaction that first locks the branch row
         exclusively and calls ``check(branch)``; lookups the check makes on this thread

@@ -79,13 +79,21 @@ DECODED = _DecodedBlocks(DECODED_BUDGET)
 _u32 = struct.Struct("<I")
 
 
+_OPTIONS: list[Options] = []
+
+
 def _options() -> Options:
+    """The writer options, built once: building them is a good part of writing a small table
+    (a staging file of a few entries), and the writer copies them."""
+    if _OPTIONS:
+        return _OPTIONS[0]
     opts = Options(raw_mode=True)
     table = BlockBasedOptions()
     table.set_format_version(FORMAT_VERSION)
     table.set_block_size(BLOCK_SIZE)
     opts.set_block_based_table_factory(table)
     opts.set_compression_type(DBCompressionType.none())
+    _OPTIONS[:] = [opts]
     return opts
 
 

@@ -637,6 +637,8 @@ def run_gc(
     if not mark_only and not dry_run:
         # The audit table's partitions past audit.retention_days (the writers expire them too, hourly).
         out["audit_files_expired"] = app.catalog.expire_audit(job.repo.name, app.config.audit.retention_days)
+        # Staging files (staging.backend = lsm) no list references: orphans of killed writers, lists dropped.
+        out["staging_files_collected"] = app.catalog.collect_staging(job.repo.name)
     out["engine"] = job.ran_on
     out["warnings"] = warnings
     out["timings"] = {**job.timings, "total": round(time.monotonic() - started, 3)}

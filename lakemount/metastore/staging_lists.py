@@ -14,7 +14,7 @@ listen for.  Compaction's compare-and-set is one short transaction.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NoReturn, TypeVar
 
 import sqlalchemy as sa
 
@@ -73,7 +73,7 @@ class SqlStagingLists:
     def append(
         self, repo: str, branch: str, namespace: str, info: StagingFileInfo,
         check: Callable[[Branch], None] | None = None,
-    ) -> StagingToken:
+    ) -> tuple[StagingToken, int]:
         if check is not None:
             return self._append_checked(repo, branch, namespace, info, check)
         values = (info.url, info.min_key, info.max_key, info.count, info.size, info.checksum)
@@ -83,7 +83,9 @@ class SqlStagingLists:
                 "WHERE br.repo = %s AND br.name = %s AND r.storage_namespace = %s FOR SHARE OF br), "
                 "ins AS (INSERT INTO lm_staging_files (token, level, url, min_key, max_key, count, size, checksum) "
                 "SELECT staging_token, 1, %s, %s, %s, %s, %s, %s FROM b RETURNING token) "
-                "SELECT token, pg_notify(%s, %s) FROM ins"
+                # The count sees the token's rows as of the statement's start: the new one is the + 1.
+                "SELECT token, 1 + (SELECT count(*) FROM lm_staging_files f WHERE f.token = ins.token AND f.level = 1), "
+                "pg_notify(%s, %s) FROM ins"
             )
             params: tuple[Any, ...] = (
                 repo, branch, namespace, *values,
@@ -93,7 +95,9 @@ class SqlStagingLists:
             text = (
                 "INSERT INTO lm_staging_files (token, level, url, min_key, max_key, count, size, checksum) "
                 "SELECT br.staging_token, 1, ?, ?, ?, ?, ?, ? FROM lm_branches br JOIN lm_repositories r ON r.name = br.repo "
-                "WHERE br.repo = ? AND br.name = ? AND r.storage_namespace = ? RETURNING token"
+                "WHERE br.repo = ? AND br.name = ? AND r.storage_namespace = ? RETURNING token, "
+                "1 + (SELECT count(*) FROM lm_staging_files f WHERE f.token = lm_staging_files.token AND f.level = 1 "
+                "AND f.id < lm_staging_files.id)"
             )
             params = (*values, repo, branch, namespace)
 
@@ -103,10 +107,10 @@ class SqlStagingLists:
 
         rows = self._fast.run(work)
         if rows:
-            return StagingToken(rows[0][0])
+            return StagingToken(rows[0][0]), int(rows[0][1])
         return self._missing(repo, branch, namespace)
 
-    def _missing(self, repo: str, branch: str, namespace: str) -> StagingToken:
+    def _missing(self, repo: str, branch: str, namespace: str) -> NoReturn:
         """Raise why an append found no branch row: gone, or its repository created again elsewhere."""
         self.refs.get_branch(repo, branch)  # raises RepositoryNotFound/BranchNotFound
         if self.refs.get_repository(repo).storage_namespace != namespace:
@@ -115,7 +119,7 @@ class SqlStagingLists:
 
     def _append_checked(
         self, repo: str, branch: str, namespace: str, info: StagingFileInfo, check: Callable[[Branch], None]
-    ) -> StagingToken:
+    ) -> tuple[StagingToken, int]:
         # The branch row locked FOR UPDATE waits out plain appends (FOR SHARE), commits' swaps and
         # other checked appends; on SQLite, BEGIN IMMEDIATE holds the one write lock.  The check's
         # file lookups use this thread's connection, hence this transaction.
@@ -130,7 +134,9 @@ class SqlStagingLists:
             "VALUES (?, 1, ?, ?, ?, ?, ?, ?)"
         )
 
-        def work(cur: Any) -> StagingToken | None:
+        count = self._sql("SELECT count(*) FROM lm_staging_files WHERE token = ? AND level = 1")
+
+        def work(cur: Any) -> tuple[StagingToken, int] | None:
             cur.execute(select, (repo, branch, namespace))
             row = cur.fetchone()
             if row is None:
@@ -141,7 +147,8 @@ class SqlStagingLists:
             if self.dialect == "postgresql":
                 cur.execute("SELECT pg_notify(%s, %s)",
                             (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch)))
-            return token
+            cur.execute(count, (token,))
+            return token, int(cur.fetchone()[0])
 
         found = self._fast.run(work, transaction=True)
         return found if found is not None else self._missing(repo, branch, namespace)
@@ -233,11 +240,9 @@ class SqlStagingLists:
             cur.execute(self._sql("SELECT id, level FROM lm_staging_files WHERE token = ?" + lock), (token,))
             if sorted(int(r[0]) for r in cur.fetchall() if r[1] == 2) != sorted(old_l2):
                 raise _Lost
-            gone = 0
-            for seq in consumed:
-                cur.execute(self._sql("DELETE FROM lm_staging_files WHERE id = ? AND token = ?"), (seq, token))
-                gone += cur.rowcount
-            if gone != len(consumed):
+            marks = ",".join("?" * len(consumed))  # one statement, however many files were merged
+            cur.execute(self._sql(f"DELETE FROM lm_staging_files WHERE token = ? AND id IN ({marks})"), (token, *consumed))
+            if cur.rowcount != len(consumed):
                 raise _Lost  # a reset or a commit dropped some meanwhile
             if new_l2 is not None:
                 cur.execute(

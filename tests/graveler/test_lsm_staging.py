@@ -213,13 +213,13 @@ def test_writer_killed_around_the_append_loses_nothing_acknowledged(tmp_path: Pa
     assert len(files) == 6  # five appended, and the killed write's file
     if where == "before":
         assert b"w5" not in seen  # an orphan file: not visible
-        assert lsm(g).collect(ns, grace_s=0) == 1  # and collected as garbage
+        assert lsm(g).collect_staging(ns, grace_s=0) == 1  # and collected as garbage
         assert len(staging_files(g.committed.adapter, ns)) == 5
     else:
         assert seen[b"w5"] == "5"  # appended, not acknowledged: there; a retry is idempotent
         g.set(R, "main", b"w5", val("5"))
         assert snapshot(g) == seen
-        assert lsm(g).collect(ns, grace_s=0) == 0
+        assert lsm(g).collect_staging(ns, grace_s=0) == 0
     assert snapshot(g) == seen
 
 
@@ -257,6 +257,53 @@ def test_a_missing_or_corrupt_staging_file_is_an_error_naming_it(g: Graveler, da
         reader.get(R, reader.resolve(R, "main"), b"a")
     with pytest.raises(Corrupt, match=file_id):
         list(reader.scan(R, reader.resolve(R, "main")))
+
+
+@pytest.mark.parametrize("backend", ["sql", "lsm"])
+def test_a_commit_racing_a_reset_is_one_or_the_other_and_loses_nothing_it_acknowledged(tmp_path: Path, backend: str) -> None:
+    """Each round stages entries (acknowledged), then a commit and a full reset start together in two
+    "processes": the result is one of the two orders, never a commit holding part of the staging."""
+    g = build_graveler(tmp_path / "refs.db", staging=backend, **({"l1_max": 3} if backend == "lsm" else {}))
+    g.create_repository(R, "mem://repo")
+    committer, resetter = fresh_view(g), fresh_view(g)
+    orders = {"commit first": 0, "reset first": 0}
+    lost = 0
+    for rnd in range(12):
+        acked = {b"r%02d/%d" % (rnd, i): f"{rnd}.{i}" for i in range(6)}
+        for k, v in acked.items():  # several files, some compacted: the commit reads L1 and L2
+            g.set(R, "main", k, val(v))
+        before = snapshot(g, "main@")
+        start = threading.Barrier(2)
+        results: dict[str, BaseException | None] = {}
+
+        def run(name: str, op: Any, start: threading.Barrier, results: dict[str, BaseException | None]) -> None:
+            start.wait()
+            try:
+                op()
+                results[name] = None
+            except BaseException as exc:  # noqa: BLE001 - judged below
+                results[name] = exc
+
+        threads = [
+            threading.Thread(target=run, args=("commit", lambda m=f"round {rnd}": committer.commit(R, "main", m), start, results)),
+            threading.Thread(target=run, args=("reset", lambda: resetter.reset(R, "main"), start, results)),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert results["reset"] is None, results
+        committed = snapshot(g, "main@")
+        assert snapshot(g) == committed  # the reset left nothing staged, whoever went first
+        if results["commit"] is None:
+            orders["commit first"] += 1
+            lost += sum(1 for k, v in acked.items() if committed.get(k) != v)  # all in the commit
+        else:
+            assert isinstance(results["commit"], NothingToCommit), results
+            orders["reset first"] += 1
+            assert committed == before  # the reset dropped them all: no commit holds a part
+    assert lost == 0
+    assert sum(orders.values()) == 12
 
 
 # --------------------------------------------------------------------------- concurrency and a model

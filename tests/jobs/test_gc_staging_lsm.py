@@ -3,12 +3,21 @@ the data objects that only staging files reference are live (not garbage), and s
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lakemount.app import App
+from lakemount.block import LocalAdapter
+from lakemount.catalog.gcrules import GcRules
 from lakemount.config import load
+from lakemount.graveler.staging.lsm import GC_GRACE_S, STAGING_DIR, LsmStaging
+from lakemount.jobs.gc import run_gc
 from lakemount.jobs.gc_tasks import live_keys
 from tests.jobs.scenario import sha
 
@@ -35,3 +44,66 @@ def test_objects_only_staging_references_are_live(tmp_path: Path, backend: str) 
     found = {s for _b, shas in live_keys(config, ns, 1, counters, [("staging", t) for t in branch.tokens]) for s in shas}
     assert found == {sha(b"staged %d" % i) for i in range(5)}
     assert counters[1].value == 5  # five staged entries read
+
+
+def _env(home: Path) -> dict[str, str]:
+    return {"LAKEMOUNT_HOME": str(home), "LAKEMOUNT_CACHE_DISK_BYTES": "0", "LAKEMOUNT_STAGING_BACKEND": "lsm"}
+
+
+def _killed_between_put_and_append(home: str, path: str) -> None:
+    """A writer process: stages ``path`` and is killed (SIGKILL) after its staging file's PUT,
+    before the append that would list it: an orphan file."""
+    app = App(load(env=_env(Path(home))))
+    staging = app.staging
+    assert isinstance(staging, LsmStaging)
+
+    def append(*args: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    staging.lists.append = append  # type: ignore[method-assign]
+    app.catalog.put("lake", "main", path, b"never acknowledged")
+
+
+def _orphan(home: Path, path: str) -> None:
+    p = multiprocessing.get_context("spawn").Process(target=_killed_between_put_and_append, args=(str(home), path))
+    p.start()
+    p.join(120)
+    assert p.exitcode == -signal.SIGKILL  # the fault happened: the writer died between PUT and append
+
+
+def test_gc_collects_unreferenced_staging_files_past_the_grace_and_never_a_listed_one(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    app = App(load(env=_env(home)))
+    app.catalog.create_repository("lake")
+    ns = app.catalog.repository("lake").storage_namespace
+    app.catalog.set_gc_rules("lake", GcRules(7))
+    adapter = app.catalog.adapter
+
+    def files() -> set[str]:
+        return {o.url for o in adapter.list(f"{ns}/{STAGING_DIR}")}
+
+    app.catalog.put("lake", "main", "committed.txt", b"c")
+    app.catalog.commit("lake", "main", "one")  # its staging file is no list's now
+    app.catalog.put("lake", "main", "staged.txt", b"s")  # listed: kept however old
+    before = files()
+    _orphan(home, "old-orphan.txt")
+    old_orphan = files() - before
+    assert len(old_orphan) == 1  # the killed writer's file is there, unlisted
+    for url in files():  # everything so far written long ago
+        past = time.time() - GC_GRACE_S - 60
+        os.utime(LocalAdapter.path_of(url), (past, past))
+    listed = {f.url for t in app.graveler.get_branch("lake", "main").tokens for f in app.staging.lists.files([t])}  # type: ignore[attr-defined]
+    assert len(listed) == 1 and listed < before
+    _orphan(home, "young-orphan.txt")  # unlisted but young: may still be on its way to a list
+    young = files() - before - old_orphan
+    acknowledged = {"committed.txt": b"c", "staged.txt": b"s"}
+
+    report = run_gc(app, "lake", min_age=0, engine="in-process")
+
+    assert report["staging_files_collected"] == 2  # the committed file's and the old orphan
+    assert files() == listed | young
+    repo = app.catalog.repository("lake")
+    lost = [p for p, data in acknowledged.items() if app.catalog.read(repo, app.catalog.stat("lake", "main", p)) != data]
+    assert lost == []
+    assert not app.catalog.exists("lake", "main", "old-orphan.txt")
+    assert run_gc(app, "lake", min_age=0, engine="in-process")["staging_files_collected"] == 0

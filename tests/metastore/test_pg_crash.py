@@ -176,3 +176,61 @@ def test_a_staging_write_on_a_connection_the_crash_broke_is_repeated(durable_pg:
     assert durable_pg.pid() != dead
     cat.put("crashw", "main", "after", b"after")  # its BEGIN fails: nothing applied, so it is repeated
     assert cat.read(cat.repository("crashw"), cat.stat("crashw", "main", "after")) == b"after"
+
+
+def test_group_committed_flushes_cut_by_a_crash_lose_no_acknowledged_write(durable_pg: DurablePg, tmp_path: Path) -> None:
+    """staging.backend lsm, eight writers on one node (their writes group-committed, flushes in flight)
+    while the server crashes and restarts: every acknowledged write reads back on another node, and
+    the crash did cut flushes (writers were told ``Unavailable``)."""
+    writer, reader = _app(durable_pg, tmp_path / "a", "lsm"), _app(durable_pg, tmp_path / "b", "lsm")
+    w, r = writer.catalog, reader.catalog
+    w.create_repository("crashg")
+    acked: list[str] = []
+    refused = [0]
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def write(n: int) -> None:
+        i = 0
+        while not stop.is_set():
+            path = f"w{n}/{i}"
+            try:
+                w.put("crashg", "main", path, path.encode())
+            except Unavailable:
+                with lock:
+                    refused[0] += 1
+                time.sleep(0.05)
+                continue
+            except BaseException as exc:  # anything else is a bug: re-raised below
+                errors.append(exc)
+                return
+            with lock:
+                acked.append(path)
+            i += 1
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    try:
+        while len(acked) < 40:
+            assert not errors, errors
+            time.sleep(0.01)
+        dead = durable_pg.crash()
+        durable_pg.start()
+        assert durable_pg.pid() != dead
+        after = len(acked)
+        while len(acked) < after + 40:  # the writers recover on their own
+            assert not errors, errors
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    if errors:
+        raise errors[0]
+    assert refused[0] > 0  # the crash cut flushes: their writers were told, none acknowledged
+    assert writer.staging.stats.flushes < len(acked)  # type: ignore[attr-defined]  # group-committed
+    repo = r.repository("crashg")
+    lost = [p for p in acked if r.read(repo, r.stat("crashg", "main", p)) != p.encode()]
+    assert lost == []

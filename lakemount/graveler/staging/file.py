@@ -119,6 +119,11 @@ class StagingFile:
             return None
         return self._reader.get(key)
 
+    def items(self) -> list[tuple[bytes, Tagged]]:
+        """Every record in key order, the bloom filter left out (whole-file work: compaction)."""
+        out = self._reader.items()
+        return out[1:] if out and out[0][0] == BLOOM_KEY else out
+
     def scan(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, Tagged]]:
         """Records with start <= key < stop, in key order."""
         for k, v in self._reader.scan(start or b"\x00"):
