@@ -40,6 +40,7 @@ from typing import Final
 from lakemount.audit import context, spool, table
 from lakemount.audit.record import AuditRecord
 from lakemount.graveler.ports import BlockAdapter
+from lakemount.pids import alive
 
 log = logging.getLogger("lakemount.audit")
 
@@ -47,16 +48,6 @@ log = logging.getLogger("lakemount.audit")
 MAX_PENDING: Final = 100_000
 COUNTERS: Final = ("recorded", "written", "dropped", "lost_intervals")
 EXPIRE_EVERY: Final = 3600.0  # seconds between retention passes per repository
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def run_dir(home: str) -> str:
@@ -231,7 +222,7 @@ class AuditLog:
             if host != self.host or not pid_text.isdigit():
                 continue
             pid = int(pid_text)
-            if pid == os.getpid() or _alive(pid):
+            if pid == os.getpid() or alive(pid):
                 continue
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(folder, name))

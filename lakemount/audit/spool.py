@@ -40,6 +40,7 @@ from dataclasses import astuple
 from typing import Any, Final
 
 from lakemount.audit.record import FIELDS, AuditRecord
+from lakemount.pids import alive
 
 SUFFIX: Final = ".jsonl"
 CLAIMED: Final = "claimed"
@@ -52,16 +53,6 @@ _TYPES: Final = {name: (float, int) if name == "time" else (int,) if name in ("s
 def folder(run_dir: str) -> str:
     """The spool folder under the audit trail's run directory."""
     return os.path.join(run_dir, "spool")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def encode(r: AuditRecord) -> bytes:
@@ -192,7 +183,7 @@ def _reclaim(claimed_dir: str, host: str, me: str) -> list[str]:
     for name in names:
         spooled, _, drainer = name.rpartition("@")
         drainer_host, _, pid = drainer.rpartition("-")
-        if not spooled or drainer_host != host or not pid.isdigit() or drainer == me or _alive(int(pid)):
+        if not spooled or drainer_host != host or not pid.isdigit() or drainer == me or alive(int(pid)):
             continue
         target = os.path.join(claimed_dir, f"{spooled}@{me}")
         try:
@@ -239,7 +230,7 @@ def oldest(directory: str) -> float | None:
             spooled, _, drainer = name.rpartition("@")
             pid = drainer.rpartition("-")[2]
             created = spooled.removesuffix(SUFFIX).rpartition("-")[2]
-            if created.isdigit() and pid.isdigit() and not _alive(int(pid)):
+            if created.isdigit() and pid.isdigit() and not alive(int(pid)):
                 found.append(int(created) / 1e9)
     return min(found) if found else None
 

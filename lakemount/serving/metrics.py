@@ -30,6 +30,8 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
+from lakemount.pids import alive
+
 # Seconds: the upper bounds of the latency buckets (Prometheus's defaults), then +Inf.
 BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 PUBLISH_INTERVAL: Final = 1.0
@@ -168,16 +170,6 @@ def publishing(home: str, reg: Registry | None) -> Iterator[None]:
         publisher.close()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _parse_name(name: str) -> tuple[str, int, int] | None:
     """(server, supervisor pid, worker pid) of a snapshot file name, or None for anything else."""
     if name.startswith(".") or not name.endswith(".json"):
@@ -203,12 +195,12 @@ def clear_stale(home: str, server: str) -> None:
         parsed = _parse_name(name)
         if name.startswith(".") and name.endswith(".tmp"):
             parsed_tmp = _parse_name(name[1 : -len(".tmp")])
-            stale = parsed_tmp is None or not _alive(parsed_tmp[2])
+            stale = parsed_tmp is None or not alive(parsed_tmp[2])
         elif parsed is None:
             continue
         else:
             srv, supervisor, _ = parsed
-            stale = not _alive(supervisor) or (supervisor == me and srv == server)
+            stale = not alive(supervisor) or (supervisor == me and srv == server)
         if stale:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(path, name))
@@ -238,7 +230,7 @@ def collect(home: str) -> list[Snapshot]:
                 snap = json.load(f)
         except (FileNotFoundError, ValueError):
             continue  # removed by a starting supervisor meanwhile
-        if not _alive(parsed[2]):
+        if not alive(parsed[2]):
             snap["in_flight"] = 0
         out.append(snap)
     return out
