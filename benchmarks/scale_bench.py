@@ -43,6 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import cluster_bench  # noqa: E402
 from tests.cluster.harness import PYTHON, Cluster, Host, available, cluster, remove_stale  # noqa: E402
 
 BACKENDS = ("sql", "lsm")
@@ -75,23 +76,7 @@ while time.time() < end:
 print(json.dumps({"n": n, "lat": sorted(lat)}))
 """
 
-WATCH = r"""
-import json, sys, time
-path, first, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-seen, want, end = {}, first, time.time() + 300
-while want < first + n and time.time() < end:
-    try:
-        with open(path) as f:
-            v = f.read().strip()
-    except OSError:
-        v = ""
-    if v.isdigit() and int(v) >= want:
-        seen[int(v)] = time.time()
-        want = int(v) + 1
-    else:
-        time.sleep(0.002)
-print(json.dumps(seen))
-"""
+WATCH = cluster_bench.WATCH  # a reader that timestamps each new value of a marker file
 
 OVERWRITE = r"""
 import json, sys, time
