@@ -35,14 +35,7 @@ declare -A SHA=(
 )
 
 say() { echo "install_spark_iceberg: $*" >&2; }
-quiet() { # a command with its chatter shown only on failure
-  local log rc=0
-  log=$(mktemp)
-  "$@" >"$log" 2>&1 || rc=$?
-  if [ "$rc" != 0 ]; then cat "$log" >&2; fi
-  rm -f "$log"
-  return "$rc"
-}
+. scripts/spark_venv.sh  # quiet, pyspark_venv
 checked() { # file name-in-SHA -> the file, or exit if its checksum is not the pinned one
   local got
   got=$(sha256sum "$1" | cut -d' ' -f1)
@@ -50,18 +43,7 @@ checked() { # file name-in-SHA -> the file, or exit if its checksum is not the p
 }
 
 command -v npm >/dev/null 2>&1 || { say "needs npm (Debian: apt-get install npm) to fetch $WIREMOCK"; exit 1; }
-if [ ! -x "$VENV/bin/python" ]; then
-  say "creating $VENV"
-  "$PY" -m venv "$VENV"
-fi
-if ! "$VENV/bin/python" - "$PYSPARK_VERSION" <<'EOF' 2>/dev/null; then
-import sys
-from importlib.metadata import version
-sys.exit(0 if version("pyspark") == sys.argv[1] else 1)
-EOF
-  say "installing pyspark==$PYSPARK_VERSION into $VENV (a ~320 MB sdist)"
-  quiet "$VENV/bin/pip" install -q --disable-pip-version-check "pyspark==$PYSPARK_VERSION"
-fi
+pyspark_venv "$VENV" "$PY" "$PYSPARK_VERSION" "a ~320 MB sdist"
 
 # A stamp newer than the jars and than the relocation tool stands for all of them.
 stamp="$VENV/jars/.complete"

@@ -25,28 +25,10 @@ declare -A JARS=(
 )
 
 say() { echo "install_spark_s3a: $*" >&2; }
-pip_quiet() { # pip with its chatter (e.g. warnings about absent local indexes) shown only on failure
-  local log rc=0
-  log=$(mktemp)
-  "$VENV/bin/pip" "$@" -q --disable-pip-version-check >"$log" 2>&1 || rc=$?
-  if [ "$rc" != 0 ]; then cat "$log" >&2; fi
-  rm -f "$log"
-  return "$rc"
-}
+. scripts/spark_venv.sh  # quiet, pyspark_venv
+pip_quiet() { quiet "$VENV/bin/pip" "$@" -q --disable-pip-version-check; }
 
-if [ ! -x "$VENV/bin/python" ]; then
-  say "creating $VENV"
-  "$PY" -m venv "$VENV"
-fi
-
-if ! "$VENV/bin/python" - "$PYSPARK_VERSION" <<'EOF' 2>/dev/null; then
-import sys
-from importlib.metadata import version
-sys.exit(0 if version("pyspark") == sys.argv[1] else 1)
-EOF
-  say "installing pyspark==$PYSPARK_VERSION into $VENV (builds from a ~280 MB sdist; a few minutes)"
-  pip_quiet install "pyspark==$PYSPARK_VERSION"
-fi
+pyspark_venv "$VENV" "$PY" "$PYSPARK_VERSION" "builds from a ~280 MB sdist; a few minutes"
 
 jar_ok() { # name -> 0 if present with the expected checksum
   [ -f "$VENV/jars/$1" ] && [ "$(sha256sum "$VENV/jars/$1" | cut -d' ' -f1)" = "${JARS[$1]}" ]
