@@ -9,6 +9,7 @@ for the rest (``benchmarks/cli_startup_bench.py`` measures it).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -178,6 +179,44 @@ def _interrupted(message: str, as_json: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI: every failure is one line on stderr and an exit status by category (see ``EXIT_CODES``)."""
+    try:
+        _run(argv)
+        code: object = 0
+    except SystemExit as exc:
+        code = exc.code
+    _exit(code)
+
+
+def _exit(code: object) -> None:
+    """End the process with ``code``, past Arrow's native thread pools when pyarrow was loaded.
+
+    Arrow's pools can abort the process ("terminate called without an active
+    exception", SIGABRT) when the interpreter tears them down at exit, after all
+    work and output are done (apache/arrow#34314); a verb that wrote or read
+    Parquet (the audit trail) then exits -6 now and then.  So once pyarrow is
+    loaded the CLI does what a normal exit does (wait for non-daemon threads, run
+    the exit hooks, flush the streams) and leaves with ``os._exit``.
+    """
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+        code = 1
+    status = 0 if code is None else code if isinstance(code, int) else 1
+    if "pyarrow" not in sys.modules:
+        sys.exit(status)
+    import atexit
+    import threading
+
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
+
+
+def _run(argv: list[str] | None) -> None:
     from lakemount.private import keep_private
 
     keep_private()
