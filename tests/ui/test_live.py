@@ -165,6 +165,8 @@ def test_listing_filter_by_name_and_subtree_is_server_side_and_paged(served: Ser
         assert page.locator("#listing tr.obj").count() == 1 and "delimiter" not in asked[-1]  # recursive
         # A filter keeps its pages: 150 app-* logs are two pages, and "next" keeps the filter.
         page.uncheck("#filter-deep")
+        # Unchecking redraws the page (and its filter field): type once that redraw is done.
+        page.wait_for_function("() => !location.hash.includes('deep') && !document.querySelector('main[aria-busy]')")
         page.fill("#filter", "app-")
         page.wait_for_function("() => location.hash.includes('name=app-') && !location.hash.includes('deep')")
         page.wait_for_selector("#listing >> text=app-099.log")
