@@ -41,6 +41,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -160,6 +161,22 @@ def gateway_rps(procs: int, seconds: float, workers: int) -> dict[str, float]:
         return out
 
 
+def start_moto(c: Any, client: Any, **kw: Any) -> None:
+    """An ``s3`` host running moto that counts what it serves, with bucket ``lake`` made from ``client``."""
+    root = str(Path(__file__).resolve().parents[1])
+    s3 = c.add_host("s3")
+    s3.spawn(PYTHON, f"{root}/benchmarks/moto_counting.py", "5000", s3.ip, log=f"{s3.home}/moto.log")
+    c.s3_endpoint = f"http://{s3.ip}:5000"
+    client.python("import boto3, sys, time\n"
+                  "c = boto3.client('s3', endpoint_url=sys.argv[1], aws_access_key_id='testing',"
+                  " aws_secret_access_key='testing', region_name='us-east-1')\n"
+                  "for i in range(300):\n"
+                  "    try:\n"
+                  "        c.create_bucket(Bucket='lake'); break\n"
+                  "    except Exception:\n"
+                  "        time.sleep(0.1)\n", c.s3_endpoint, timeout=120, **kw)
+
+
 COUNTS = r"""
 import json, sys, urllib.request
 print(urllib.request.urlopen(sys.argv[1] + "/__counts", timeout=30).read().decode())
@@ -175,17 +192,7 @@ def hot_gets(procs: int, seconds: float, workers: int, rounds: int, baseline: st
     """
     root = str(Path(__file__).resolve().parents[1])
     with cluster(["db", "gw1", "gw2", "client"], deadline=1500) as c:
-        s3 = c.add_host("s3")
-        s3.spawn(PYTHON, f"{root}/benchmarks/moto_counting.py", "5000", s3.ip, log=f"{s3.home}/moto.log")
-        c.s3_endpoint = f"http://{s3.ip}:5000"
-        c["client"].python("import boto3, sys, time\n"
-                           "c = boto3.client('s3', endpoint_url=sys.argv[1], aws_access_key_id='testing',"
-                           " aws_secret_access_key='testing', region_name='us-east-1')\n"
-                           "for i in range(300):\n"
-                           "    try:\n"
-                           "        c.create_bucket(Bucket='lake'); break\n"
-                           "    except Exception:\n"
-                           "        time.sleep(0.1)\n", c.s3_endpoint, timeout=120, env=c.env(c["client"]))
+        start_moto(c, c["client"], env=c.env(c["client"]))
         client = c["client"]
         client.lakemount("repo", "create", "lakefs://repo")
         trees = {"this code": (root, 8000)}

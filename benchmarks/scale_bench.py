@@ -370,17 +370,7 @@ def main() -> None:
     print(f"load average before: {load()} ({os.cpu_count()} cores shared by every host and whatever else runs)", flush=True)
     res: dict[str, dict[str, Any]] = {b: {} for b in BACKENDS}
     with cluster(["db", "w1", "w2", "w3"], deadline=3000) as c:
-        s3 = c.add_host("s3")
-        s3.spawn(PYTHON, f"{ROOT}/benchmarks/moto_counting.py", "5000", s3.ip, log=f"{s3.home}/moto.log")
-        c.s3_endpoint = f"http://{s3.ip}:5000"
-        c["w1"].python("import boto3, sys, time\n"
-                       "c = boto3.client('s3', endpoint_url=sys.argv[1], aws_access_key_id='testing',"
-                       " aws_secret_access_key='testing', region_name='us-east-1')\n"
-                       "for i in range(300):\n"
-                       "    try:\n"
-                       "        c.create_bucket(Bucket='lake'); break\n"
-                       "    except Exception:\n"
-                       "        time.sleep(0.1)\n", c.s3_endpoint, timeout=120)
+        cluster_bench.start_moto(c, c["w1"])
         b = Bench(c, a)
         w1 = c["w1"]
         for backend in BACKENDS:
