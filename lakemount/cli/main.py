@@ -178,9 +178,16 @@ def _interrupted(message: str, as_json: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI: every failure is one line on stderr and an exit status by category (see ``EXIT_CODES``)."""
-    try:
+    """Run the CLI: every failure is one line on stderr and an exit status by category (see ``EXIT_CODES``).
+
+    Called with ``argv`` (in-process, e.g. tests) it ends by raising ``SystemExit`` or returning; called as the
+    process's entry (no ``argv``: the ``lakemount`` script, ``python -m``) it ends the process (see ``_exit``).
+    """
+    if argv is not None:
         _run(argv)
+        return
+    try:
+        _run(None)
         code: object = 0
     except SystemExit as exc:
         code = exc.code

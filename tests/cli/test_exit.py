@@ -20,7 +20,8 @@ def late():
 threading.Thread(target=late).start()  # not a daemon: a normal exit waits for it
 from lakemount.cli.main import main
 print("printed before exit", end="")  # buffered: must be flushed
-main(sys.argv[2:])
+sys.argv = ["lakemount", *sys.argv[2:]]
+main()  # as the lakemount script calls it
 """
 
 
@@ -44,3 +45,17 @@ def test_with_pyarrow_loaded_a_failing_verb_keeps_its_exit_status(tmp_path: Path
     assert p.returncode == 3 and order == ["thread", "exit-hook"], (p.returncode, p.stderr, order)
     p, _ = _run(tmp_path, "no-such-verb")
     assert p.returncode == 2 and "No such command" in p.stderr
+
+
+def test_in_process_callers_still_get_system_exit_with_pyarrow_loaded(capsys) -> None:  # type: ignore[no-untyped-def]
+    """Only the process's own entry leaves with os._exit; a caller passing argv (tests) gets SystemExit back."""
+    import pyarrow  # noqa: F401
+    import pytest
+
+    from lakemount.cli.main import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["no-such-verb"])
+    assert exc.value.code == 2
+    main(["--help"])  # returns
+    assert "Usage:" in capsys.readouterr().out
