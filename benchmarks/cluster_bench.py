@@ -177,6 +177,18 @@ def start_moto(c: Any, client: Any, **kw: Any) -> None:
                   "        time.sleep(0.1)\n", c.s3_endpoint, timeout=120, **kw)
 
 
+# A script that waits (up to 180 s) until the HTTP server at argv[1] answers anything.
+WAIT_HTTP = (
+    "import sys, time, urllib.request, urllib.error\n"
+    "end = time.time() + 180\n"
+    "while time.time() < end:\n"
+    "    try:\n"
+    "        urllib.request.urlopen(sys.argv[1] + '/', timeout=2); break\n"
+    "    except urllib.error.HTTPError: break\n"
+    "    except OSError: time.sleep(0.2)\n"
+    "else: raise SystemExit(sys.argv[1] + ' did not answer')\n"
+)
+
 COUNTS = r"""
 import json, sys, urllib.request
 print(urllib.request.urlopen(sys.argv[1] + "/__counts", timeout=30).read().decode())
@@ -198,14 +210,7 @@ def hot_gets(procs: int, seconds: float, workers: int, rounds: int, baseline: st
         trees = {"this code": (root, 8000)}
         if baseline:
             trees["baseline"] = (os.path.abspath(baseline), 8002)
-        wait = ("import sys, time, urllib.request, urllib.error\n"
-                "end = time.time() + 180\n"
-                "while time.time() < end:\n"
-                "    try:\n"
-                "        urllib.request.urlopen(sys.argv[1] + '/', timeout=2); break\n"
-                "    except urllib.error.HTTPError: break\n"
-                "    except OSError: time.sleep(0.2)\n"
-                "else: raise SystemExit(sys.argv[1] + ' did not answer')\n")
+        wait = WAIT_HTTP
         for tree, port in trees.values():
             for gw in (c["gw1"], c["gw2"]):
                 argv = [PYTHON, "-m", "lakemount.cli.main", "serve", "--listen", f"{gw.ip}:{port}", "--workers", str(workers),

@@ -201,14 +201,7 @@ class Bench:
     def gateway(self, host: Host, backend: str, port: int) -> str:
         argv = f"{PYTHON} -m lakemount.cli.main serve --listen {host.ip}:{port} --workers 1 --no-api"
         host.spawn("sh", "-c", f"cd {ROOT} && exec {argv}", env=self.env(host, backend), log=f"{host.home}/gw-{backend}.log")
-        wait = ("import sys, time, urllib.request, urllib.error\n"
-                "end = time.time() + 180\n"
-                "while time.time() < end:\n"
-                "    try:\n"
-                "        urllib.request.urlopen(sys.argv[1] + '/', timeout=2); break\n"
-                "    except urllib.error.HTTPError: break\n"
-                "    except OSError: time.sleep(0.2)\n"
-                "else: raise SystemExit(sys.argv[1] + ' did not answer')\n")
+        wait = cluster_bench.WAIT_HTTP
         self.c["w2"].python(wait, f"http://{host.ip}:{port}", timeout=200)
         return f"http://{host.ip}:{port}"
 
