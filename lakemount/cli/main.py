@@ -201,8 +201,9 @@ def _exit(code: object) -> None:
     exception", SIGABRT) when the interpreter tears them down at exit, after all
     work and output are done (apache/arrow#34314); a verb that wrote or read
     Parquet (the audit trail) then exits -6 now and then.  So once pyarrow is
-    loaded the CLI does what a normal exit does (wait for non-daemon threads, run
-    the exit hooks, flush the streams) and leaves with ``os._exit``.
+    loaded the CLI does what a normal exit does (the threading shutdown: its exit
+    hooks, then waiting for non-daemon threads; the atexit hooks; flushing the
+    streams) and leaves with ``os._exit``.
     """
     if isinstance(code, str):
         print(code, file=sys.stderr)
@@ -213,9 +214,9 @@ def _exit(code: object) -> None:
     import atexit
     import threading
 
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    # What Py_Finalize does first: run the threading exit hooks (an open ThreadPoolExecutor's workers stop
+    # there; joining them by hand would wait forever, as a Spark job's CLI did) and join non-daemon threads.
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):

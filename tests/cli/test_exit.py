@@ -18,6 +18,9 @@ def late():
     time.sleep(0.3)
     out.write_text(out.read_text() + "thread\n")
 threading.Thread(target=late).start()  # not a daemon: a normal exit waits for it
+from concurrent.futures import ThreadPoolExecutor
+pool = ThreadPoolExecutor(2)  # never shut down: its idle workers are non-daemon threads a normal exit stops
+pool.submit(lambda: None).result()
 from lakemount.cli.main import main
 print("printed before exit", end="")  # buffered: must be flushed
 sys.argv = ["lakemount", *sys.argv[2:]]

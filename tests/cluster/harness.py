@@ -440,11 +440,21 @@ class Cluster:
         return p
 
     def kill_host_processes(self, host: Host) -> None:
-        """``kill -9`` every process on ``host`` but its namespace anchor (a crash of what runs there)."""
-        for pid in _run("ip", "netns", "pids", host.ns, check=False).stdout.split():
-            if int(pid) != host.anchor.pid:
+        """``kill -9`` every process on ``host`` but its namespace anchor (a crash of what runs there).
+
+        A crash takes everything at once; a listing and a kill do not, so a child forked between them
+        (a gateway starting a worker) would outlive its parent.  Kill until none but the anchor is left.
+        """
+        end = time.monotonic() + 30
+        while True:
+            left = [int(p) for p in _run("ip", "netns", "pids", host.ns, check=False).stdout.split() if int(p) != host.anchor.pid]
+            if not left:
+                return
+            assert time.monotonic() < end, f"processes on {host.name} outlived 30 s of kill -9: {left}"
+            for pid in left:
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
 
     # -- Spark standalone, from PySpark's own jars ----------------------------------------
     def spark_env(self, host: Host, spark_python: str = PYTHON) -> dict[str, str]:
