@@ -267,9 +267,11 @@ def test_breadcrumb_with_the_ref_picker_and_one_date_format(served: Served, brow
         # The picker in the breadcrumb: the same object on another ref.
         page.select_option("#breadcrumb #ref-picker", "dev")
         page.wait_for_url(f"**/#/r/{rid}/object/dev?path=d1%2Fd2%2Ff.txt")
-        # The page for dev is drawn when its breadcrumb names dev (the one for main shows a #preview too).
-        page.wait_for_function("document.querySelector('#breadcrumb #ref-picker')?.value === 'dev'")
+        # The page for dev is drawn when its breadcrumb's links lead into dev: the picker says dev already on the
+        # page for main (the choice just made there), which shows a #preview too.
+        page.wait_for_selector("#breadcrumb a.dir[href*='/tree/dev/']")
         page.wait_for_selector("#preview")
+        assert crumbs.locator("#ref-picker").input_value() == "dev"
         crumbs.locator("a.dir", has_text="d1").click()
         page.wait_for_selector("#listing >> text=d2/")
         assert page.locator("#breadcrumb #ref-picker").input_value() == "dev"

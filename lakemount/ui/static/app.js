@@ -1017,7 +1017,7 @@ async function whoami() {
 function render() { return busy(renderPage); }
 
 async function renderPage() {
-  gen++;
+  const g0 = ++gen;
   if (live) { live.close(); live = null; }
   if (location.pathname === "/login") return loginPage();
   const hash = location.hash.replace(/^#/, "") || "/";
@@ -1026,6 +1026,8 @@ async function renderPage() {
   try {
     const parts = pathPart.split("/").filter((p, i) => i > 0).map(dec);
     await whoami();
+    // Pages note ``gen`` when they start: one started after a newer page change would draw over it.
+    if (g0 !== gen) return;
     if (parts[0] === "r" && parts.length >= 4) {
       const repo = parts[1], view = parts[2], ref = parts[3];
       if (view === "tree") return await treePage(repo, ref, treePrefix(parts.slice(4)), q);
@@ -1056,7 +1058,7 @@ async function renderPage() {
     if (parts.length === 0 || parts[0] === "") return await reposPage(q);
     show(pageError({status: 404, message: "no such page"}));
   } catch (e) {
-    if (e.status !== 401) show(pageError(e));
+    if (e.status !== 401 && g0 === gen) show(pageError(e));
   }
 }
 

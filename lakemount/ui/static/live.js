@@ -146,21 +146,23 @@ function searchBox(id, label, value, onChange) {
     onkeydown: ev => { if (ev.key === "Enter") { ev.preventDefault(); clearTimeout(timer); onChange(input.value); } }});
   return input;
 }
-// The hash of the same page with query parameters changed (empty values dropped, paging reset).
-function withQuery(q, changes) {
-  const p = new URLSearchParams(q);
+// The hash of the page shown with query parameters changed (empty values dropped, paging reset). It starts from
+// the address as it is now, not as it was when a control was drawn: a box ticked on a page still being replaced
+// (the filter just typed is redrawing it) must keep that filter, not put back the one the old page was drawn for.
+function withQuery(changes) {
+  const [path, query] = location.hash.replace(/^#/, "").split("?", 2);
+  const p = new URLSearchParams(query || "");
   p.delete("after"); p.delete("back");
   for (const [k, v] of Object.entries(changes)) { if (v) p.set(k, v); else p.delete(k); }
-  const path = location.hash.replace(/^#/, "").split("?", 1)[0] || "/";
   const s = p.toString();
-  return "#" + path + (s ? "?" + s : "");
+  return "#" + (path || "/") + (s ? "?" + s : "");
 }
 // The listing filter: names in this directory that start with the text (the API's prefix: server-side, paged),
 // or, with "whole subtree", every object below whose path from here starts with it.
 function listingFilter(q) {
-  const box = searchBox("filter", "filter by name (starts with)", q.get("name"), v => location.replace(withQuery(q, {name: v})));
+  const box = searchBox("filter", "filter by name (starts with)", q.get("name"), v => location.replace(withQuery({name: v})));
   const deep = el("input", {type: "checkbox", id: "filter-deep", checked: q.get("deep") === "1",
-                            onchange: () => location.replace(withQuery(q, {deep: deep.checked ? "1" : ""}))});
+                            onchange: () => location.replace(withQuery({deep: deep.checked ? "1" : ""}))});
   return el("div", {class: "filter", role: "search"}, box, " ", el("label", {for: "filter-deep"}, deep, " whole subtree"));
 }
 function listingQuery(prefix, q) {
@@ -169,16 +171,16 @@ function listingQuery(prefix, q) {
 function listingEmpty(q) {
   const name = q.get("name");
   if (name) return el("p", {class: "muted", id: "empty"}, `Nothing here starts with "${name}". `,
-    el("a", {href: withQuery(q, {name: ""})}, "clear the filter"));
+    el("a", {href: withQuery({name: ""})}, "clear the filter"));
   return el("p", {class: "muted", id: "empty"}, "This directory is empty.");
 }
 function commitSearch(q) {
   return el("div", {class: "filter", role: "search"},
-    searchBox("commit-search", "search messages, metadata, committer, id", q.get("search"), v => location.replace(withQuery(q, {search: v}))));
+    searchBox("commit-search", "search messages, metadata, committer, id", q.get("search"), v => location.replace(withQuery({search: v}))));
 }
 function commitsEmpty(q) {
   const s = q.get("search");
-  return s ? el("p", {class: "muted", id: "empty"}, `No commit matches "${s}". `, el("a", {href: withQuery(q, {search: ""})}, "clear the search"))
+  return s ? el("p", {class: "muted", id: "empty"}, `No commit matches "${s}". `, el("a", {href: withQuery({search: ""})}, "clear the search"))
     : el("p", {class: "muted", id: "empty"}, "No commits.");
 }
 
