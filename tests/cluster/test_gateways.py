@@ -113,9 +113,10 @@ def test_kill_9_of_a_gateway_during_a_multipart_upload(gw_lake: tuple[Cluster, s
     assert 6 * MiB < landed < 64 * MiB, f"part 2 was not in flight when gw1 died: {landed} bytes landed"
     up.wait(timeout=120)
     result = json.loads(open(log).read().strip().splitlines()[-1])
-    # the client saw part 2's connection drop, and gw1 gone when it tried to complete
+    # the client saw part 2's connection drop, and gw1 gone when it tried to complete: refused, or accepted
+    # by the kernel for a listening socket whose last holder (supervisor or worker) was still dying, then reset
     assert result["part2"].startswith("ConnectionClosedError"), result
-    assert result["complete"].startswith("EndpointConnectionError"), result
+    assert result["complete"].startswith(("EndpointConnectionError", "ConnectionClosedError")), result
     # gw2 and the mounts never see the unfinished object; gw2 keeps serving
     try:
         other = json.loads(client.python(CLIENT, ep1, ep2, key, secret, "check", timeout=120).strip().splitlines()[-1])

@@ -242,7 +242,8 @@ def test_keyboard_shortcuts_and_their_help(served: Served, browser: Any) -> None
         assert "/tree/main/data/" in page.url
         page.keyboard.press("Escape")  # leaves the field (emptied first)
         page.fill("#filter", "")
-        page.wait_for_function("() => !location.hash.includes('name=')")
+        # The page without the filter is drawn (not only asked for): "u" reads the breadcrumb shown.
+        page.wait_for_function("() => !location.hash.includes('name=') && !document.querySelector('main[aria-busy]')")
         page.evaluate("document.activeElement.blur()")
         # u: up a directory; g c: the commits of this ref; g b: branches; g r: repositories.
         page.keyboard.press("u")
