@@ -7,7 +7,7 @@ one block store stand for two gateway hosts.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -39,7 +39,7 @@ def _until(what: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 @pytest.fixture
-def hosts(tmp_path: Path, pg_url: str):  # type: ignore[no-untyped-def]  # noqa: F811
+def hosts(tmp_path: Path, pg_url: str) -> Iterator[tuple[S3Gateway, S3Gateway]]:  # noqa: F811
     writer = _gateway(tmp_path / "a", pg_url, tmp_path / "blocks")
     writer.app.auth.create_user("admin")
     writer.app.auth.attach_policy("admin", "Admin")
