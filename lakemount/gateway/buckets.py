@@ -135,6 +135,12 @@ class RepositoryRecords:
                 for name in repos:
                     self._records.pop(name, None)
 
+    def drop(self, name: str) -> None:
+        """Forget ``name``'s record now (this process deleted it: its own notice arrives later)."""
+        with self._lock:
+            self._generation += 1
+            self._records.pop(name, None)
+
     def get(self, name: str) -> Repository:
         """Repository ``name``, kept or read; raises ``RepositoryNotFound``."""
         if not self.live:

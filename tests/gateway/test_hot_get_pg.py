@@ -106,3 +106,15 @@ def test_nothing_is_kept_while_the_listener_is_disconnected(hosts: tuple[S3Gatew
         assert call(reader, "GET", "/repo/main/k").status == 200
     assert any("lm_repositories" in s for s in seen), seen
     assert not kept._records
+
+
+def test_a_bucket_deleted_through_this_gateway_is_gone_at_once(hosts: tuple[S3Gateway, S3Gateway]) -> None:
+    writer, _ = hosts
+    kept = writer.services.buckets.repositories
+    assert call(writer, "PUT", "/gone").status == 200
+    assert call(writer, "GET", "/gone/main/k").status == 404  # NoSuchKey; the record is kept
+    assert "gone" in kept._records
+    kept._listener.callback = lambda batch: None  # its own notice has not arrived yet
+    assert call(writer, "DELETE", "/gone").status == 204
+    missing = call(writer, "GET", "/gone/main/k")
+    assert missing.status == 404 and b"NoSuchBucket" in missing.body, missing.body
