@@ -26,7 +26,8 @@ with its own ``lakemount mount /lake``, and prints, measured in this run:
   object-store requests (a counting moto server) and the PostgreSQL statements
   per GET; with ``--baseline DIR`` (a tree of the code before, e.g. ``git archive
   main | tar -x -C DIR`` plus its compiled extensions) the same load against that
-  code's gateways on the same hosts, in alternating rounds, each keeping its best.
+  code's gateways on the same hosts, in alternating rounds, each keeping its best; then one
+  client alone (one request at a time), its median latency per tree.
 
 Run as root: ``PYTHONPATH=. python benchmarks/cluster_bench.py [--samples 30] [--head-ttl 1]
 [--only heads|gateways|hot|spark] [--baseline DIR]``.
@@ -189,6 +190,19 @@ WAIT_HTTP = (
     "else: raise SystemExit(sys.argv[1] + ' did not answer')\n"
 )
 
+LATENCY = r"""
+import json, statistics, sys, time
+from benchmarks.gateway_bench import Client
+c, n = Client(sys.argv[1]), int(sys.argv[2])
+times = []
+for i in range(n):
+    t = time.perf_counter()
+    c.request("GET", f"/repo/main/small/{i % 64}")
+    times.append(time.perf_counter() - t)
+times.sort()
+print(json.dumps({"p50_ms": statistics.median(times) * 1000, "p90_ms": times[int(0.9 * (n - 1))] * 1000}))
+"""
+
 COUNTS = r"""
 import json, sys, urllib.request
 print(urllib.request.urlopen(sys.argv[1] + "/__counts", timeout=30).read().decode())
@@ -242,6 +256,13 @@ def hot_gets(procs: int, seconds: float, workers: int, rounds: int, baseline: st
                                  "store_gets_per_get": (m1.get("GET", 0) + m1.get("GET_RANGE", 0) - m0.get("GET", 0)
                                                         - m0.get("GET_RANGE", 0)) / r["requests"],
                                  "pg_per_get": (x1 - x0) / r["requests"]}
+        # One client alone, one request at a time (alternating trees, best median of the rounds).
+        for name in eps:
+            out[name]["p50_ms"] = float("inf")
+        for _ in range(rounds):
+            for name, ep in eps.items():
+                lat = json.loads(client.python(LATENCY, ep.split(",")[0], "500", timeout=300).strip().splitlines()[-1])
+                out[name]["p50_ms"] = min(out[name]["p50_ms"], lat["p50_ms"])
         return out
 
 
@@ -368,7 +389,8 @@ def main() -> None:
               f"best of {a.hot_rounds} rounds; target >= 1,400 req/s; 281-377 req/s before issue 26):")
         for name, r in hot.items():
             print(f"  {name}: {r['rps']:.0f} req/s, object-store requests per GET {r['store_per_get']:.3f} "
-                  f"(GETs {r['store_gets_per_get']:.3f}), PostgreSQL statements per GET {r['pg_per_get']:.2f}")
+                  f"(GETs {r['store_gets_per_get']:.3f}), PostgreSQL statements per GET {r['pg_per_get']:.2f}, "
+                  f"one client alone p50 {r['p50_ms']:.2f} ms")
         if "baseline" in hot:
             print(f"  ratio this code / baseline: x{hot['this code']['rps'] / hot['baseline']['rps']:.2f}")
     if a.only == "hot":

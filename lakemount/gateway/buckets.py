@@ -17,14 +17,23 @@ the store (a record, or that there is none) for ``RECORD_TTL`` seconds, as it
 keeps access decisions: every request names a bucket, and most buckets have
 no record, so asking the database each time would cost a statement per GET.
 A bucket created or deleted through another gateway process shows within it.
+
+Reads of objects (GET, HEAD) also keep the repository's own record
+(``RepositoryRecords``): a repository row is never updated, only created and
+deleted, and both send a change notice for its branches, so a record is kept
+exactly while the ref store pushes those notices (PostgreSQL's LISTEN) and
+dropped when one names its repository (a commit drops it too: one read more).  Without notices (SQLite) or while the
+listener is disconnected every request reads the record, as writes always do
+(a write through a deleted repository's namespace would be lost).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from lakemount.auth.cache import TtlCache
 from lakemount.catalog.catalog import Catalog
@@ -76,6 +85,80 @@ def repo_name_for(bucket: str) -> str:
     return f"{base}-{digest}"
 
 
+class RepositoryRecords:
+    """Repository records by name for reads, kept while change notices can say one went away.
+
+    ``watch()`` starts listening (a no-op where the catalog pushes no changes).
+    A branch-head notice for a repository drops its record, a lost connection
+    drops them all; a record read while a notice arrived is not kept (it may
+    be older than the notice), and nothing is kept or served while the
+    listener is not connected.  This process's own changes count too (a
+    DeleteBucket on this worker).
+    """
+
+    MAX_ENTRIES: Final = 4096
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._records: dict[str, Repository] = {}
+        self._generation = 0  # bumped by every notice: a read begun before one is not kept
+        self._lock = threading.Lock()
+        self._listener: Any = None
+
+    def watch(self) -> None:
+        """Start listening for the ref store's change notices (once; nothing where it pushes none)."""
+        if self._listener is None and self.catalog.changes is not None:
+            self._listener = self.catalog.changes.listen(self._changed)
+
+    def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener = None
+
+    @property
+    def live(self) -> bool:
+        """Whether notices are arriving now (only then is a kept record trusted)."""
+        listener = self._listener
+        return listener is not None and listener.connected.is_set()
+
+    def _changed(self, batch: list[Any] | None) -> None:
+        # Creating and deleting a repository move its branches (``head``); staged writes
+        # (``staging``, the most frequent notice) never touch its record.
+        repos = None if batch is None else {c.repo for c in batch if c.kind == "head"}
+        if repos == set():
+            return
+        with self._lock:
+            self._generation += 1
+            if repos is None:
+                self._records.clear()
+            else:
+                for name in repos:
+                    self._records.pop(name, None)
+
+    def drop(self, name: str) -> None:
+        """Forget ``name``'s record now (this process deleted it: its own notice arrives later)."""
+        with self._lock:
+            self._generation += 1
+            self._records.pop(name, None)
+
+    def get(self, name: str) -> Repository:
+        """Repository ``name``, kept or read; raises ``RepositoryNotFound``."""
+        if not self.live:
+            self._records.clear()  # notices may be lost from now on: nothing kept can be trusted later
+            return self.catalog.repository(name)
+        hit = self._records.get(name)
+        if hit is not None:
+            return hit
+        generation = self._generation
+        repo = self.catalog.repository(name)
+        with self._lock:
+            if generation == self._generation and self.live:
+                if len(self._records) >= self.MAX_ENTRIES:
+                    self._records.clear()
+                self._records[name] = repo
+        return repo
+
+
 class BucketMap:
     """Resolves bucket names; records gateway-created buckets that need it (in a ``BucketStore``)."""
 
@@ -84,6 +167,7 @@ class BucketMap:
         self.catalog = catalog
         self.settings = settings
         self._records = TtlCache(RECORD_TTL if ttl is None else ttl)  # bucket -> (record or None,)
+        self.repositories = RepositoryRecords(catalog)
 
     def _record(self, bucket: str) -> BucketRecord | None:
         hit = self._records.get(bucket)
@@ -92,23 +176,27 @@ class BucketMap:
             self._records.put(bucket, hit)
         return hit[0]  # type: ignore[index,no-any-return]
 
-    def _repo(self, name: str, bucket: str) -> Repository:
+    def _repo(self, name: str, bucket: str, kept: bool) -> Repository:
         try:
-            return self.catalog.repository(name)
+            return self.repositories.get(name) if kept else self.catalog.repository(name)
         except NotFound:
             raise s3_error("NoSuchBucket", BucketName=bucket) from None
 
-    def resolve(self, bucket: str) -> Target:
-        """The target of ``bucket``; raises ``S3Error`` NoSuchBucket."""
+    def resolve(self, bucket: str, *, read: bool = False) -> Target:
+        """The target of ``bucket``; raises ``S3Error`` NoSuchBucket.
+
+        ``read``: for a request that only reads objects, which may use a kept
+        repository record (``RepositoryRecords``).
+        """
         alias = self.settings.aliases.get(bucket)
         if alias is not None:
-            return Target(bucket, self._repo(alias.repo, bucket), alias.ref)
+            return Target(bucket, self._repo(alias.repo, bucket, read), alias.ref)
         record = self._record(bucket)
         if record is not None:
-            repo = self._repo(record.repo, bucket)
+            repo = self._repo(record.repo, bucket, read)
             ref = record.ref or (repo.default_branch if self.settings.flat or record.repo != bucket else None)
             return Target(bucket, repo, ref, record.acl)
-        repo = self._repo(bucket, bucket)
+        repo = self._repo(bucket, bucket, read)
         return Target(bucket, repo, repo.default_branch if self.settings.flat else None)
 
     def exists(self, bucket: str) -> bool:

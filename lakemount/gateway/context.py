@@ -63,11 +63,11 @@ class Ctx:
     def query(self) -> dict[str, str]:
         return self.req.query
 
-    def target(self) -> Target:
-        """The bucket's target; raises NoSuchBucket."""
+    def target(self, *, read: bool = False) -> Target:
+        """The bucket's target; raises NoSuchBucket.  ``read``: the request only reads objects (see ``BucketMap.resolve``)."""
         if self._target is None:
             assert self.bucket is not None
-            self._target = self.services.buckets.resolve(self.bucket)
+            self._target = self.services.buckets.resolve(self.bucket, read=read)
         return self._target
 
     def allowed(self, action: Action, repo: str = "*") -> bool:

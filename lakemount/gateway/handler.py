@@ -74,6 +74,8 @@ class S3Gateway:
             uploads=app.multipart_store,
             settings=settings,
         )
+        # Reads keep repository records while the ref store's notices can drop them (PostgreSQL).
+        self.services.buckets.repositories.watch()
 
     # -- locating ----------------------------------------------------------------
     def vhost_bucket(self, req: Request) -> str | None:

@@ -120,10 +120,13 @@ class Listener:
                 delay = min(delay * 2, 5.0)
                 continue
             delay = self.backoff
-            self.connected.set()
             if not first:
                 self._deliver(None)  # notices sent while disconnected are lost
             first = False
+            # Connected only once the receiver has dropped what it kept: a reader that trusts
+            # its cache while ``connected`` is set (the gateway's repository records) never
+            # trusts one from before the gap.
+            self.connected.set()
             try:
                 self._serve(conn)
             except (psycopg2.Error, OSError) as exc:

@@ -99,8 +99,9 @@ def test_a_hot_get_is_two_statements_and_no_object_store_request(hosts: tuple[S3
         got = call(reader, "GET", "/repo/main/hot.bin")
     assert got.status == 200 and got.body == b"x" * 4096
     assert store_requests(reader) == before, "a hot GET asked the object store"
-    # The repository's record (never cached: it may be deleted and made again elsewhere) and the
-    # branch row read with the staged entry in one statement; no bucket, key or policy lookups.
+    # The repository's record (not kept on SQLite, which sends no change notice when it is deleted
+    # and made again elsewhere; test_hot_get_pg.py keeps it) and the branch row read with the staged
+    # entry in one statement; no bucket, key or policy lookups.
     assert len(seen) == 2, seen
     assert any("lm_repositories" in s for s in seen) and any(s.startswith("SELECT 0, commit_id") for s in seen), seen
 

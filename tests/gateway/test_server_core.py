@@ -185,7 +185,7 @@ def test_unavailable_store_detail_stays_in_the_log(gw: S3Gateway, monkeypatch: p
     """
     secret = "could not connect to server: host=db.internal.example user=lakemount_admin password=hunter2"
 
-    def down(bucket: str) -> object:
+    def down(bucket: str, *, read: bool = False) -> object:
         raise Unavailable(secret)
 
     monkeypatch.setattr(gw.services.buckets, "resolve", down)

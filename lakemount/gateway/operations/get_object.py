@@ -30,7 +30,7 @@ OVERRIDES = {
 
 def find(ctx: Ctx) -> tuple[object, Entry]:
     """(target, entry) of the requested object; raises NoSuchKey, NoSuchBucket, AccessDenied."""
-    target = ctx.target()
+    target = ctx.target(read=True)  # a GET or HEAD: the repository's kept record will do
     ctx.require(Action.READ_REPO, target)
     assert ctx.key is not None
     ref, path = ctx.object_path(target, ctx.key)
