@@ -13,6 +13,7 @@ a lookup skips files that cannot hold its key without fetching them.
 from __future__ import annotations
 
 import os
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -100,33 +101,51 @@ def encode_file(records: Sequence[tuple[bytes, Tagged]], tmpdir: str | None = No
 
 
 class StagingFile:
-    """A parsed staging file: point lookups behind its bloom filter, and ordered scans."""
+    """A staging file decoded once into sorted parallel arrays of keys and tagged values.
 
-    __slots__ = ("_bloom", "_reader", "name")
+    Staging files are immutable and content-addressed, so a reader decodes a file whole when it
+    first needs it and keeps the arrays: a point lookup is then one C ``bisect`` (cheaper than
+    probing the bloom filter in Python, which only saves decoding blocks, and these are decoded
+    already), and a scan is slices of the arrays, with no per-record Python work.  The bloom
+    filter is still checked to be there: a file without one is not a staging file.
+    """
+
+    __slots__ = ("keys", "name", "values")
 
     def __init__(self, data: bytes, name: str) -> None:
         """Raises ``Corrupt`` naming ``name`` when ``data`` is not a staging file."""
         self.name = name
-        self._reader = TableReader(data, name=name)
-        raw = self._reader.get(BLOOM_KEY)
+        reader = TableReader(data, name=name)
+        raw = reader.get(BLOOM_KEY)
         if raw is None:
             raise Corrupt(f"{name}: no bloom filter (not a staging file)")
-        self._bloom = Bloom.decode(raw, name)
+        Bloom.decode(raw, name)
+        records = reader.items()
+        reader.drop_blocks()
+        self.keys: list[bytes] = [k for k, _ in records[1:]]  # the bloom filter's empty key sorts first
+        self.values: list[Tagged] = [v for _, v in records[1:]]
+
+    def __len__(self) -> int:
+        return len(self.keys)
 
     def get(self, key: bytes) -> Tagged | None:
         """The tagged value of ``key`` in this file, None if the file does not hold it."""
-        if not self._bloom.may_contain(key):
-            return None
-        return self._reader.get(key)
+        keys = self.keys
+        i = bisect_left(keys, key)
+        if i < len(keys) and keys[i] == key:
+            return self.values[i]
+        return None
 
     def items(self) -> list[tuple[bytes, Tagged]]:
         """Every record in key order, the bloom filter left out (whole-file work: compaction)."""
-        out = self._reader.items()
-        return out[1:] if out and out[0][0] == BLOOM_KEY else out
+        return list(zip(self.keys, self.values))
+
+    def bounds(self, start: bytes, stop: bytes | None) -> tuple[int, int]:
+        """The index range [i, j) of the records with start <= key < stop."""
+        keys = self.keys
+        return bisect_left(keys, start), (len(keys) if stop is None else bisect_left(keys, stop))
 
     def scan(self, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, Tagged]]:
         """Records with start <= key < stop, in key order."""
-        for k, v in self._reader.scan(start or b"\x00"):
-            if stop is not None and k >= stop:
-                return
-            yield k, v
+        i, j = self.bounds(start, stop)
+        return zip(self.keys[i:j], self.values[i:j])
