@@ -14,6 +14,7 @@ listen for.  Compaction's compare-and-set is one short transaction.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Final, NoReturn, TypeVar
 
 import sqlalchemy as sa
@@ -43,6 +44,8 @@ files_t = sa.Table(
 )
 
 _COLS: Final = "token, level, id, url, min_key, max_key, count, size, checksum"
+_KNOWN_COLS: Final = "token, level, id, NULL, NULL, NULL, NULL, NULL, NULL"
+KNOWN_MAX: Final = 1 << 16  # list rows remembered by id before starting over
 _T = TypeVar("_T")
 
 
@@ -63,11 +66,56 @@ class SqlStagingLists:
         self.refs = refs
         self._fast = refs._fast
         self.dialect = refs.dialect
+        # A list row never changes once inserted (compaction and drops delete rows and insert new
+        # ones, ids are never reused): the rows this process has read or appended are remembered
+        # by id, and a read asks the database only which ids a token lists now (one snapshot,
+        # the same statement as before), not their keys, URLs and checksums again.
+        self._known: dict[StagingToken, dict[int, StagingFileInfo]] = {}
+        self._known_count = 0
         create_tables(refs.engine, metadata)
 
     # -- plumbing ----------------------------------------------------------------
     def _sql(self, text: str) -> str:
         return self._fast.sql(text)
+
+    def _remember(self, info: StagingFileInfo) -> StagingFileInfo:
+        if self._known_count >= KNOWN_MAX:
+            self._known = {}
+            self._known_count = 0
+        rows = self._known.get(info.token, {})
+        if info.seq not in rows:
+            # Copied, not changed in place: readers on other threads iterate a token's dict unlocked.
+            self._known[info.token] = {**rows, info.seq: info}
+            self._known_count += 1
+        return info
+
+    def _row(self, row: Sequence[Any], known: dict[int, StagingFileInfo]) -> StagingFileInfo:
+        """The file a row of :meth:`_select` describes: read whole, or (url NULL) one remembered by id."""
+        if row[3] is None:
+            return known[int(row[2])]
+        return self._remember(_info(row))
+
+    def _select(
+        self, tokens: Sequence[StagingToken], start: bytes, stop: bytes | None
+    ) -> tuple[str, list[Any], dict[int, StagingFileInfo]]:
+        """A query of the list rows of ``tokens`` that may cover [start, stop]: whole for rows not
+        remembered, the id alone (``_KNOWN_COLS``) for rows remembered; and those, by id."""
+        where, params = self._where(tokens, start, stop)
+        known: dict[int, StagingFileInfo] = {}
+        for t in tokens:
+            rows = self._known.get(t)
+            if rows:
+                known.update(rows)
+        if not known:
+            return f"SELECT {_COLS} FROM lm_staging_files WHERE {where}", params, known
+        ids = list(known)
+        marks = ",".join("?" * len(ids))
+        return (
+            f"SELECT {_COLS} FROM lm_staging_files WHERE {where} AND id NOT IN ({marks}) "
+            f"UNION ALL SELECT {_KNOWN_COLS} FROM lm_staging_files WHERE {where} AND id IN ({marks})",
+            [*params, *ids, *params, *ids],
+            known,
+        )
 
     # -- appends -----------------------------------------------------------------
     def append(
@@ -82,10 +130,10 @@ class SqlStagingLists:
                 "WITH b AS (SELECT br.staging_token FROM lm_branches br JOIN lm_repositories r ON r.name = br.repo "
                 "WHERE br.repo = %s AND br.name = %s AND r.storage_namespace = %s FOR SHARE OF br), "
                 "ins AS (INSERT INTO lm_staging_files (token, level, url, min_key, max_key, count, size, checksum) "
-                "SELECT staging_token, 1, %s, %s, %s, %s, %s, %s FROM b RETURNING token) "
+                "SELECT staging_token, 1, %s, %s, %s, %s, %s, %s FROM b RETURNING token, id) "
                 # The count sees the token's rows as of the statement's start: the new one is the + 1.
                 "SELECT token, 1 + (SELECT count(*) FROM lm_staging_files f WHERE f.token = ins.token AND f.level = 1), "
-                "pg_notify(%s, %s) FROM ins"
+                "id, pg_notify(%s, %s) FROM ins"
             )
             params: tuple[Any, ...] = (
                 repo, branch, namespace, *values,
@@ -97,7 +145,7 @@ class SqlStagingLists:
                 "SELECT br.staging_token, 1, ?, ?, ?, ?, ?, ? FROM lm_branches br JOIN lm_repositories r ON r.name = br.repo "
                 "WHERE br.repo = ? AND br.name = ? AND r.storage_namespace = ? RETURNING token, "
                 "1 + (SELECT count(*) FROM lm_staging_files f WHERE f.token = lm_staging_files.token AND f.level = 1 "
-                "AND f.id < lm_staging_files.id)"
+                "AND f.id < lm_staging_files.id), id"
             )
             params = (*values, repo, branch, namespace)
 
@@ -107,7 +155,9 @@ class SqlStagingLists:
 
         rows = self._fast.run(work)
         if rows:
-            return StagingToken(rows[0][0]), int(rows[0][1])
+            token = StagingToken(rows[0][0])
+            self._remember(replace(info, level=1, seq=int(rows[0][2]), token=token))
+            return token, int(rows[0][1])
         return self._missing(repo, branch, namespace)
 
     def _missing(self, repo: str, branch: str, namespace: str) -> NoReturn:
@@ -191,19 +241,19 @@ class SqlStagingLists:
     def files(self, tokens: Sequence[StagingToken], start: bytes = b"", stop: bytes | None = None) -> list[StagingFileInfo]:
         if not tokens:
             return []
-        where, params = self._where(tokens, start, stop)
-        rows = self._fast.query(f"SELECT {_COLS} FROM lm_staging_files WHERE {where}", params)
-        return self._grouped(tokens, [_info(r) for r in rows])
+        text, params, known = self._select(tokens, start, stop)
+        rows = self._fast.query(text, params)
+        return self._grouped(tokens, [self._row(r, known) for r in rows])
 
     def branch_files(
         self, repo: str, name: str, tokens: Sequence[StagingToken], start: bytes = b"", stop: bytes | None = None
     ) -> tuple[Branch, list[StagingFileInfo]]:
         # One statement (one snapshot): the branch row and the file rows of the tokens the caller expects.
         if tokens:
-            where, params = self._where(tokens, start, stop)
-            rest = f" UNION ALL SELECT 1, NULL, NULL, NULL, {_COLS} FROM lm_staging_files WHERE {where}"
+            select, params, known = self._select(tokens, start, stop)
+            rest = " UNION ALL " + select.replace("SELECT ", "SELECT 1, NULL, NULL, NULL, ")
         else:
-            rest, params = "", []
+            rest, params, known = "", [], {}
         rows = self._fast.query(
             "SELECT 0, commit_id, staging_token, sealed_tokens, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL "
             "FROM lm_branches WHERE repo = ? AND name = ?" + rest,
@@ -215,7 +265,7 @@ class SqlStagingLists:
             if r[0] == 0:
                 branch = Branch(name, CommitID(r[1]), StagingToken(r[2]), _split(r[3]))
             else:
-                infos.append(_info(r[4:]))
+                infos.append(self._row(r[4:], known))
         if branch is None:
             branch = self.refs.get_branch(repo, name)  # raises BranchNotFound or RepositoryNotFound
         return branch, self._grouped(tokens, infos)
@@ -260,6 +310,7 @@ class SqlStagingLists:
             return False
 
     def drop(self, token: StagingToken) -> None:
+        self._known.pop(token, None)  # its rows go (the count of remembered rows catches up at the next start-over)
         text = self._sql("DELETE FROM lm_staging_files WHERE token = ?")
         if self.dialect == "postgresql":  # rows locked in id order, as compaction locks them
             text = ("DELETE FROM lm_staging_files WHERE id IN "

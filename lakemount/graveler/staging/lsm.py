@@ -69,40 +69,45 @@ def _merge_chunks(files: Sequence[StagingFile], start: bytes, stop: bytes | None
     runs), not a heap step per record in Python.  ``step`` starts at ``first`` spread over the
     files (a listing wants a page) and grows 4x per chunk (a commit wants everything).
     """
-    spans = []  # oldest first: [keys, values, position, end]
-    for f in reversed(files):
-        i, j = f.bounds(start, stop)
-        if i < j:
-            spans.append([f.keys, f.values, i, j])
+    spans = [_Span(f.keys, f.values, *f.bounds(start, stop)) for f in reversed(files)]  # oldest first
+    spans = [sp for sp in spans if sp.pos < sp.end]
     total = first
     while spans:
         if len(spans) == 1:
-            keys, values, i, j = spans[0]
-            step = max(1, total)
-            e = min(j, i + step)
-            yield keys[i:e], values[i:e]
-            spans[0][2] = e
-            if e == j:
+            sp = spans[0]
+            e = min(sp.end, sp.pos + max(1, total))
+            yield sp.keys[sp.pos:e], sp.values[sp.pos:e]
+            sp.pos = e
+            if e == sp.end:
                 return
             total = min(total * 4, MAX_CHUNK)
             continue
         step = max(1, total // len(spans))
         bound: bytes | None = None
-        for keys, _values, i, j in spans:
-            p = i + step - 1
-            if p < j - 1 and (bound is None or keys[p] < bound):
-                bound = keys[p]
+        for sp in spans:
+            p = sp.pos + step - 1
+            if p < sp.end - 1 and (bound is None or sp.keys[p] < bound):
+                bound = sp.keys[p]
         merged: dict[bytes, Tagged] = {}
-        for span in spans:
-            keys, values, i, j = span
-            e = j if bound is None else bisect_right(keys, bound, i, j)
+        for sp in spans:
+            i = sp.pos
+            e = sp.end if bound is None else bisect_right(sp.keys, bound, i, sp.end)
             if e > i:
-                merged.update(zip(keys[i:e], values[i:e]))
-                span[2] = e
-        spans = [s for s in spans if s[2] < s[3]]
+                merged.update(zip(sp.keys[i:e], sp.values[i:e]))
+                sp.pos = e
+        spans = [sp for sp in spans if sp.pos < sp.end]
         out = sorted(merged)
         yield out, list(map(merged.__getitem__, out))
         total = min(total * 4, MAX_CHUNK)
+
+
+class _Span:
+    """A file's records still to merge: its arrays and the index range [pos, end) left."""
+
+    __slots__ = ("end", "keys", "pos", "values")
+
+    def __init__(self, keys: list[bytes], values: list[Tagged], pos: int, end: int) -> None:
+        self.keys, self.values, self.pos, self.end = keys, values, pos, end
 
 
 def _live(keys: list[bytes], values: list[Tagged]) -> list[tuple[bytes, bytes | None]]:
