@@ -44,8 +44,9 @@ files_t = sa.Table(
 )
 
 _COLS: Final = "token, level, id, url, min_key, max_key, count, size, checksum"
-_KNOWN_COLS: Final = "token, level, id, NULL, NULL, NULL, NULL, NULL, NULL"
+_IDS: Final = "token, level, id"
 KNOWN_MAX: Final = 1 << 16  # list rows remembered by id before starting over
+LISTS_MAX: Final = 1024  # token lists kept grouped and ordered, by the ids they hold, before starting over
 _T = TypeVar("_T")
 
 
@@ -68,10 +69,12 @@ class SqlStagingLists:
         self.dialect = refs.dialect
         # A list row never changes once inserted (compaction and drops delete rows and insert new
         # ones, ids are never reused): the rows this process has read or appended are remembered
-        # by id, and a read asks the database only which ids a token lists now (one snapshot,
-        # the same statement as before), not their keys, URLs and checksums again.
+        # by id, and a read asks the database only which ids a token lists now (one statement,
+        # one snapshot), not their keys, URLs and checksums again; rows it has not seen yet (another
+        # process's appends) are read whole by id in a second statement.
         self._known: dict[StagingToken, dict[int, StagingFileInfo]] = {}
         self._known_count = 0
+        self._lists: dict[tuple[tuple[StagingToken, ...], tuple[int, ...]], list[StagingFileInfo]] = {}
         create_tables(refs.engine, metadata)
 
     # -- plumbing ----------------------------------------------------------------
@@ -89,33 +92,41 @@ class SqlStagingLists:
             self._known_count += 1
         return info
 
-    def _row(self, row: Sequence[Any], known: dict[int, StagingFileInfo]) -> StagingFileInfo:
-        """The file a row of :meth:`_select` describes: read whole, or (url NULL) one remembered by id."""
-        if row[3] is None:
-            return known[int(row[2])]
-        return self._remember(_info(row))
+    def _listed(self, tokens: Sequence[StagingToken], rows: Sequence[Sequence[Any]]) -> list[StagingFileInfo] | None:
+        """:meth:`_infos` of ``rows``, :meth:`_grouped` by ``tokens``: the same rows (no change to the
+        lists since) give the same list, kept from the last time (a warm lookup builds nothing)."""
+        key = (tuple(tokens), tuple(r[2] for r in rows))
+        got = self._lists.get(key)
+        if got is None:
+            infos = self._infos(rows)
+            if infos is None:
+                return None
+            got = self._grouped(tokens, infos)
+            if len(self._lists) >= LISTS_MAX:
+                self._lists = {}
+            self._lists[key] = got
+        return list(got)
 
-    def _select(
-        self, tokens: Sequence[StagingToken], start: bytes, stop: bytes | None
-    ) -> tuple[str, list[Any], dict[int, StagingFileInfo]]:
-        """A query of the list rows of ``tokens`` that may cover [start, stop]: whole for rows not
-        remembered, the id alone (``_KNOWN_COLS``) for rows remembered; and those, by id."""
-        where, params = self._where(tokens, start, stop)
-        known: dict[int, StagingFileInfo] = {}
-        for t in tokens:
-            rows = self._known.get(t)
-            if rows:
-                known.update(rows)
-        if not known:
-            return f"SELECT {_COLS} FROM lm_staging_files WHERE {where}", params, known
-        ids = list(known)
-        marks = ",".join("?" * len(ids))
-        return (
-            f"SELECT {_COLS} FROM lm_staging_files WHERE {where} AND id NOT IN ({marks}) "
-            f"UNION ALL SELECT {_KNOWN_COLS} FROM lm_staging_files WHERE {where} AND id IN ({marks})",
-            [*params, *ids, *params, *ids],
-            known,
-        )
+    def _infos(self, rows: Sequence[Sequence[Any]]) -> list[StagingFileInfo] | None:
+        """The files of (token, level, id) ``rows``: remembered ones from memory, the others read by
+        id in one more statement; None if one of those is gone meanwhile (a compaction or a drop
+        deleted it after the rows were read: the caller reads the lists again)."""
+        known = self._known
+        infos: list[StagingFileInfo] = []
+        missing: list[int] = []
+        for token, _level, seq in rows:
+            info = known.get(token, {}).get(seq)
+            if info is None:
+                missing.append(int(seq))
+            else:
+                infos.append(info)
+        if missing:
+            marks = ",".join("?" * len(missing))
+            got = self._fast.query(f"SELECT {_COLS} FROM lm_staging_files WHERE id IN ({marks})", missing)
+            if len(got) != len(missing):
+                return None
+            infos += [self._remember(_info(r)) for r in got]
+        return infos
 
     # -- appends -----------------------------------------------------------------
     def append(
@@ -241,34 +252,40 @@ class SqlStagingLists:
     def files(self, tokens: Sequence[StagingToken], start: bytes = b"", stop: bytes | None = None) -> list[StagingFileInfo]:
         if not tokens:
             return []
-        text, params, known = self._select(tokens, start, stop)
-        rows = self._fast.query(text, params)
-        return self._grouped(tokens, [self._row(r, known) for r in rows])
+        where, params = self._where(tokens, start, stop)
+        while True:
+            infos = self._listed(tokens, self._fast.query(f"SELECT {_IDS} FROM lm_staging_files WHERE {where}", params))
+            if infos is not None:
+                return infos
 
     def branch_files(
         self, repo: str, name: str, tokens: Sequence[StagingToken], start: bytes = b"", stop: bytes | None = None
     ) -> tuple[Branch, list[StagingFileInfo]]:
-        # One statement (one snapshot): the branch row and the file rows of the tokens the caller expects.
+        # One statement (one snapshot): the branch row and the ids of the tokens' file rows.
         if tokens:
-            select, params, known = self._select(tokens, start, stop)
-            rest = " UNION ALL " + select.replace("SELECT ", "SELECT 1, NULL, NULL, NULL, ")
+            where, params = self._where(tokens, start, stop)
+            rest = f" UNION ALL SELECT 1, NULL, NULL, NULL, {_IDS} FROM lm_staging_files WHERE {where}"
         else:
-            rest, params, known = "", [], {}
-        rows = self._fast.query(
-            "SELECT 0, commit_id, staging_token, sealed_tokens, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL "
-            "FROM lm_branches WHERE repo = ? AND name = ?" + rest,
-            [repo, name, *params],
-        )
-        branch: Branch | None = None
-        infos: list[StagingFileInfo] = []
-        for r in rows:
-            if r[0] == 0:
-                branch = Branch(name, CommitID(r[1]), StagingToken(r[2]), _split(r[3]))
-            else:
-                infos.append(self._row(r[4:], known))
+            rest, params = "", []
+        while True:
+            rows = self._fast.query(
+                "SELECT 0, commit_id, staging_token, sealed_tokens, NULL, NULL, NULL "
+                "FROM lm_branches WHERE repo = ? AND name = ?" + rest,
+                [repo, name, *params],
+            )
+            branch: Branch | None = None
+            ids: list[Any] = []
+            for r in rows:
+                if r[0] == 0:
+                    branch = Branch(name, CommitID(r[1]), StagingToken(r[2]), _split(r[3]))
+                else:
+                    ids.append(r[4:])
+            infos = self._listed(tokens, ids)
+            if infos is not None:
+                break
         if branch is None:
             branch = self.refs.get_branch(repo, name)  # raises BranchNotFound or RepositoryNotFound
-        return branch, self._grouped(tokens, infos)
+        return branch, infos
 
     def referenced(self, url_prefix: str) -> set[str]:
         end = prefix_end(url_prefix.encode())

@@ -22,7 +22,7 @@ import xxhash
 
 from lakemount.errors import Corrupt
 from lakemount.graveler.model import StagingToken
-from lakemount.graveler.sstable import TableReader, TableWriter
+from lakemount.graveler.sstable import HOT_AFTER, TableReader, TableWriter
 from lakemount.graveler.staging.bloom import Bloom
 
 PUT: Final = 1
@@ -110,7 +110,7 @@ class StagingFile:
     filter is still checked to be there: a file without one is not a staging file.
     """
 
-    __slots__ = ("keys", "name", "values")
+    __slots__ = ("_gets", "_map", "keys", "name", "values")
 
     def __init__(self, data: bytes, name: str) -> None:
         """Raises ``Corrupt`` naming ``name`` when ``data`` is not a staging file."""
@@ -124,12 +124,24 @@ class StagingFile:
         reader.drop_blocks()
         self.keys: list[bytes] = [k for k, _ in records[1:]]  # the bloom filter's empty key sorts first
         self.values: list[Tagged] = [v for _, v in records[1:]]
+        self._gets = 0
+        self._map: dict[bytes, Tagged] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
 
     def get(self, key: bytes) -> Tagged | None:
-        """The tagged value of ``key`` in this file, None if the file does not hold it."""
+        """The tagged value of ``key`` in this file, None if the file does not hold it.
+
+        A file asked ``HOT_AFTER`` times is given a hash map too: a stat probes every file whose
+        range holds the key, and a dict probe is a tenth of a bisect over a few thousand keys."""
+        table = self._map
+        if table is not None:
+            return table.get(key)
+        self._gets += 1
+        if self._gets > HOT_AFTER:
+            self._map = table = dict(zip(self.keys, self.values))
+            return table.get(key)
         keys = self.keys
         i = bisect_left(keys, key)
         if i < len(keys) and keys[i] == key:
