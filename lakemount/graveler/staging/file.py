@@ -22,7 +22,7 @@ import xxhash
 
 from lakemount.errors import Corrupt
 from lakemount.graveler.model import StagingToken
-from lakemount.graveler.sstable import HOT_AFTER, TableReader, TableWriter
+from lakemount.graveler.sstable import HOT_AFTER, TableReader, TableWriter, scratch_dir
 from lakemount.graveler.staging.bloom import Bloom
 
 PUT: Final = 1
@@ -73,22 +73,10 @@ class StagingFileInfo:
     token: StagingToken = StagingToken("")
 
 
-def _scratch(tmpdir: str | None) -> str | None:
-    """Where a staging file is built before its bytes are read back: RAM (``/dev/shm``) when there is one.
-
-    The file only lives for the moment it takes to read it back, but the table writer syncs it
-    on finish: on a disk that is 20x the whole encoding (6.7 ms against 0.33 ms measured here).
-    """
-    return _SHM if _SHM is not None else tmpdir
-
-
-_SHM: Final = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-
-
 def encode_file(records: Sequence[tuple[bytes, Tagged]], tmpdir: str | None = None) -> bytes:
     """The bytes of a staging file holding ``records`` (sorted by key, unique, non-empty)."""
     bloom = Bloom.of((k for k, _ in records), len(records))
-    with TableWriter(_scratch(tmpdir)) as w:
+    with TableWriter(scratch_dir(tmpdir)) as w:
         w.add(BLOOM_KEY, bloom.encode())
         for k, v in records:
             w.add(k, v)
