@@ -11,6 +11,7 @@ reference*, without reading it.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import struct
 import threading
 from collections.abc import Iterable, Iterator
@@ -193,8 +194,17 @@ def apply(
     def run_before(limit: bytes | None) -> tuple[bytes, bytes | None] | None:
         """Add the changes before ``limit`` (None: all) in batches; returns the first change not added."""
         nonlocal pending
-        keys: list[bytes] = []
-        values: list[bytes] = []
+        if limit is None and pending is not None:  # the rest, in slices of the iterator (no loop step per change)
+            rest = itertools.chain((pending,), it)
+            while chunk := list(itertools.islice(rest, BATCH)):
+                keys = [k for k, v in chunk if v is not None]
+                values = [v for _, v in chunk if v is not None]
+                out.extend(builder.add_many(keys, values))
+                stats.changes_applied += len(keys)
+            pending = None
+            return None
+        keys = []
+        values = []
         while pending is not None and (limit is None or pending[0] < limit):
             if pending[1] is not None:
                 keys.append(pending[0])
