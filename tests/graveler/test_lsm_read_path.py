@@ -170,3 +170,29 @@ def test_add_many_cuts_the_ranges_add_cuts(tmp_path: Path, monkeypatch: pytest.M
     plain = build(False)
     assert len(plain) > 3
     assert build(True) == plain
+
+
+def test_a_cold_lookup_decodes_one_block_not_the_whole_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stat over a big file not used yet probes its bloom filter and decodes one block; the file
+    is decoded whole (sorted arrays) only once scanned, or asked HOT_AFTER times."""
+    from lakemount.graveler import sstable
+
+    recs = [(b"k%06d" % i, tag(b"v" * 50)) for i in range(20000)]
+    f = StagingFile(encode_file(recs), "big")
+    blocks: list[int] = []
+    entries = sstable._block_entries
+
+    def counted(*a: Any) -> Any:
+        blocks.append(a[1])
+        return entries(*a)
+
+    monkeypatch.setattr(sstable, "_block_entries", counted)
+    assert f.get(b"k012345") == tag(b"v" * 50)
+    assert f.get(b"k012345x") is None  # in range, not held
+    assert len(blocks) <= 2
+    assert list(f.scan(b"k019998", None)) == recs[-2:]
+    assert len(blocks) > 20  # scanned: decoded whole, once
+    n = len(blocks)
+    for i in range(0, 20000, 97):
+        assert f.get(b"k%06d" % i) == recs[i][1]
+    assert len(blocks) == n

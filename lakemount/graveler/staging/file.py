@@ -89,40 +89,58 @@ def encode_file(records: Sequence[tuple[bytes, Tagged]], tmpdir: str | None = No
 
 
 class StagingFile:
-    """A staging file decoded once into sorted parallel arrays of keys and tagged values.
+    """A parsed staging file: point lookups behind its bloom filter while cold, sorted arrays once used.
 
-    Staging files are immutable and content-addressed, so a reader decodes a file whole when it
-    first needs it and keeps the arrays: a point lookup is then one C ``bisect`` (cheaper than
-    probing the bloom filter in Python, which only saves decoding blocks, and these are decoded
-    already), and a scan is slices of the arrays, with no per-record Python work.  The bloom
-    filter is still checked to be there: a file without one is not a staging file.
+    Staging files are immutable and content-addressed.  The first lookups of a file probe its
+    bloom filter and decode at most one block (a cold stat over a big L2 file decodes little);
+    a file that is scanned, merged or asked ``HOT_AFTER`` times is decoded whole once into sorted
+    parallel arrays of keys and tagged values, kept while the file is: a scan is then slices of
+    the arrays, and a hot file's lookups one dict probe (a stat probes every file whose key range
+    holds the key, and a Python bloom probe costs more than that).
     """
 
-    __slots__ = ("_gets", "_map", "keys", "name", "values")
+    __slots__ = ("_bloom", "_gets", "_keys", "_map", "_reader", "_values", "count", "name")
 
     def __init__(self, data: bytes, name: str) -> None:
         """Raises ``Corrupt`` naming ``name`` when ``data`` is not a staging file."""
         self.name = name
-        reader = TableReader(data, name=name)
-        raw = reader.get(BLOOM_KEY)
+        self._reader: TableReader | None = TableReader(data, name=name)
+        raw = self._reader.get(BLOOM_KEY)
         if raw is None:
             raise Corrupt(f"{name}: no bloom filter (not a staging file)")
-        Bloom.decode(raw, name)
-        records = reader.items()
-        reader.drop_blocks()
-        self.keys: list[bytes] = [k for k, _ in records[1:]]  # the bloom filter's empty key sorts first
-        self.values: list[Tagged] = [v for _, v in records[1:]]
+        self._bloom = Bloom.decode(raw, name)
+        self.count = max(0, self._reader.count - 1)  # records, the bloom filter left out
+        self._keys: list[bytes] | None = None
+        self._values: list[Tagged] = []
         self._gets = 0
         self._map: dict[bytes, Tagged] | None = None
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return self.count
+
+    def _decode(self) -> list[bytes]:
+        keys = self._keys
+        if keys is None:
+            reader = self._reader
+            assert reader is not None
+            records = reader.items()[1:]  # the bloom filter's empty key sorts first
+            self._values = [v for _, v in records]
+            self._keys = keys = [k for k, _ in records]
+            self.count = len(keys)
+            self._reader = None  # the arrays hold every record: the table's bytes can go
+        return keys
+
+    @property
+    def keys(self) -> list[bytes]:
+        return self._decode()
+
+    @property
+    def values(self) -> list[Tagged]:
+        self._decode()
+        return self._values
 
     def get(self, key: bytes) -> Tagged | None:
-        """The tagged value of ``key`` in this file, None if the file does not hold it.
-
-        A file asked ``HOT_AFTER`` times is given a hash map too: a stat probes every file whose
-        range holds the key, and a dict probe is a tenth of a bisect over a few thousand keys."""
+        """The tagged value of ``key`` in this file, None if the file does not hold it."""
         table = self._map
         if table is not None:
             return table.get(key)
@@ -130,11 +148,15 @@ class StagingFile:
         if self._gets > HOT_AFTER:
             self._map = table = dict(zip(self.keys, self.values))
             return table.get(key)
-        keys = self.keys
+        keys = self._keys
+        if keys is None:
+            reader = self._reader
+            if reader is not None:
+                return reader.get(key) if self._bloom.may_contain(key) else None
+            keys = self._keys  # another thread decoded the file meanwhile
+            assert keys is not None
         i = bisect_left(keys, key)
-        if i < len(keys) and keys[i] == key:
-            return self.values[i]
-        return None
+        return self._values[i] if i < len(keys) and keys[i] == key else None
 
     def items(self) -> list[tuple[bytes, Tagged]]:
         """Every record in key order, the bloom filter left out (whole-file work: compaction)."""
