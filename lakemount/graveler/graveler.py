@@ -18,7 +18,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, cast
+from typing import Any, Final, TypeVar, cast
 
 from lakemount.errors import (
     AlreadyExists,
@@ -63,6 +63,7 @@ from lakemount.graveler.refexpr import ResolvedRef, View, is_hex, parse
 MAX_CAS_ATTEMPTS: Final = 200
 MIN_COMMIT_PREFIX: Final = 4
 PROBE_PAGE: Final = 16  # staged entries below a key read with it by ``probe`` (more follow if needed)
+_T = TypeVar("_T")
 SEEN_BRANCHES: Final = 4096  # branch rows remembered from reads (``branch_seen``) before starting over
 
 Record = tuple[bytes, bytes]
@@ -217,7 +218,7 @@ class Graveler:
         """A first page of ``token``'s staged entries, followed by the rest up to ``stop`` when it was not complete."""
         if complete:
             return iter(page)
-        return itertools.chain(page, self.staging.staged_scan(token, page[-1][0] + b"\x00", stop))
+        return itertools.chain(page, _later(lambda: self.staging.staged_scan(token, page[-1][0] + b"\x00", stop)))
 
     # ------------------------------------------------------------------ refs
     def resolve(self, repo: str, expr: str, *, namespace: str = "") -> ResolvedRef:
@@ -583,8 +584,9 @@ class Graveler:
         return self.staging.collect_staging(self.get_repository(repo).storage_namespace, grace_s=grace_s)
 
     def has_uncommitted(self, repo: str, branch: Branch) -> bool:
-        """Whether anything is staged on ``branch``, changes or not (one count per token)."""
-        return any(self.staging.staged_count(t) for t in branch.tokens)
+        """Whether anything is staged on ``branch``, changes or not: the first staged entry of a token
+        tells (counting them all read the whole staging, as long again as the commit that follows)."""
+        return any(next(iter(self.staging.staged_scan(t)), None) is not None for t in branch.tokens)
 
     def has_changes(self, repo: str, branch: Branch) -> bool:
         """Whether ``branch``'s staging changes its head's tree (what ``diff_uncommitted`` would list)."""
@@ -1014,6 +1016,12 @@ class Graveler:
             for _ in committed_diff(pmr, mr, pre, prefix_end(pre)):
                 return True
         return False
+
+
+def _later(scan: Callable[[], Iterable[_T]]) -> Iterator[_T]:
+    """What ``scan()`` returns, called only when iterated: the rest after a first page is read only
+    if someone lists past the page (a 1,000-entry listing does not pay a statement for the rest)."""
+    yield from scan()
 
 
 def _overlay(committed: Iterable[tuple[bytes, Any]], staged: Iterable[tuple[bytes, Any]]) -> Iterator[tuple[bytes, Any]]:

@@ -21,7 +21,7 @@ import struct
 import tempfile
 import threading
 from bisect import bisect_left
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
@@ -97,6 +97,20 @@ def _options() -> Options:
     return opts
 
 
+def scratch_dir(tmpdir: str | None) -> str | None:
+    """Where a table is built before its bytes are read back and stored: RAM (``/dev/shm``) when
+    there is one, else ``tmpdir``.
+
+    The file only lives until it is read back, but the writer syncs it on finish: on a disk that
+    is 20x the whole encoding of a small table (6.7 ms against 0.33 ms measured here), and the
+    file's creation alone took 2-6 ms on this machine's loaded disk, once per range of a commit.
+    """
+    return _SHM if _SHM is not None else tmpdir
+
+
+_SHM: Final = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
 class TableWriter:
     """Write one SSTable to a local file; keys must be added in strictly increasing order.
 
@@ -119,6 +133,16 @@ class TableWriter:
             self.first_key = key
         self.last_key = key
         self.count += 1
+
+    def add_many(self, keys: list[bytes], values: list[bytes]) -> None:
+        """``add`` of each pair, the loop in C (``map`` over the writer's own method)."""
+        if not keys:
+            return
+        deque(map(self._writer.__setitem__, keys, values), maxlen=0)
+        if not self.count:
+            self.first_key = keys[0]
+        self.last_key = keys[-1]
+        self.count += len(keys)
 
     def finish(self) -> str:
         """Finish the table and return its path."""

@@ -14,6 +14,7 @@ listen for.  Compaction's compare-and-set is one short transaction.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Final, NoReturn, TypeVar
 
 import sqlalchemy as sa
@@ -43,6 +44,9 @@ files_t = sa.Table(
 )
 
 _COLS: Final = "token, level, id, url, min_key, max_key, count, size, checksum"
+_IDS: Final = "token, level, id"
+KNOWN_MAX: Final = 1 << 16  # list rows remembered by id before starting over
+LISTS_MAX: Final = 1024  # token lists kept grouped and ordered, by the ids they hold, before starting over
 _T = TypeVar("_T")
 
 
@@ -63,11 +67,66 @@ class SqlStagingLists:
         self.refs = refs
         self._fast = refs._fast
         self.dialect = refs.dialect
+        # A list row never changes once inserted (compaction and drops delete rows and insert new
+        # ones, ids are never reused): the rows this process has read or appended are remembered
+        # by id, and a read asks the database only which ids a token lists now (one statement,
+        # one snapshot), not their keys, URLs and checksums again; rows it has not seen yet (another
+        # process's appends) are read whole by id in a second statement.
+        self._known: dict[StagingToken, dict[int, StagingFileInfo]] = {}
+        self._known_count = 0
+        self._lists: dict[tuple[tuple[StagingToken, ...], tuple[int, ...]], list[StagingFileInfo]] = {}
         create_tables(refs.engine, metadata)
 
     # -- plumbing ----------------------------------------------------------------
     def _sql(self, text: str) -> str:
         return self._fast.sql(text)
+
+    def _remember(self, info: StagingFileInfo) -> StagingFileInfo:
+        if self._known_count >= KNOWN_MAX:
+            self._known = {}
+            self._known_count = 0
+        rows = self._known.get(info.token, {})
+        if info.seq not in rows:
+            # Copied, not changed in place: readers on other threads iterate a token's dict unlocked.
+            self._known[info.token] = {**rows, info.seq: info}
+            self._known_count += 1
+        return info
+
+    def _listed(self, tokens: Sequence[StagingToken], rows: Sequence[Sequence[Any]]) -> list[StagingFileInfo] | None:
+        """:meth:`_infos` of ``rows``, :meth:`_grouped` by ``tokens``: the same rows (no change to the
+        lists since) give the same list, kept from the last time (a warm lookup builds nothing)."""
+        key = (tuple(tokens), tuple(r[2] for r in rows))
+        got = self._lists.get(key)
+        if got is None:
+            infos = self._infos(rows)
+            if infos is None:
+                return None
+            got = self._grouped(tokens, infos)
+            if len(self._lists) >= LISTS_MAX:
+                self._lists = {}
+            self._lists[key] = got
+        return list(got)
+
+    def _infos(self, rows: Sequence[Sequence[Any]]) -> list[StagingFileInfo] | None:
+        """The files of (token, level, id) ``rows``: remembered ones from memory, the others read by
+        id in one more statement; None if one of those is gone meanwhile (a compaction or a drop
+        deleted it after the rows were read: the caller reads the lists again)."""
+        known = self._known
+        infos: list[StagingFileInfo] = []
+        missing: list[int] = []
+        for token, _level, seq in rows:
+            info = known.get(token, {}).get(seq)
+            if info is None:
+                missing.append(int(seq))
+            else:
+                infos.append(info)
+        if missing:
+            marks = ",".join("?" * len(missing))
+            got = self._fast.query(f"SELECT {_COLS} FROM lm_staging_files WHERE id IN ({marks})", missing)
+            if len(got) != len(missing):
+                return None
+            infos += [self._remember(_info(r)) for r in got]
+        return infos
 
     # -- appends -----------------------------------------------------------------
     def append(
@@ -82,10 +141,10 @@ class SqlStagingLists:
                 "WITH b AS (SELECT br.staging_token FROM lm_branches br JOIN lm_repositories r ON r.name = br.repo "
                 "WHERE br.repo = %s AND br.name = %s AND r.storage_namespace = %s FOR SHARE OF br), "
                 "ins AS (INSERT INTO lm_staging_files (token, level, url, min_key, max_key, count, size, checksum) "
-                "SELECT staging_token, 1, %s, %s, %s, %s, %s, %s FROM b RETURNING token) "
+                "SELECT staging_token, 1, %s, %s, %s, %s, %s, %s FROM b RETURNING token, id) "
                 # The count sees the token's rows as of the statement's start: the new one is the + 1.
                 "SELECT token, 1 + (SELECT count(*) FROM lm_staging_files f WHERE f.token = ins.token AND f.level = 1), "
-                "pg_notify(%s, %s) FROM ins"
+                "id, pg_notify(%s, %s) FROM ins"
             )
             params: tuple[Any, ...] = (
                 repo, branch, namespace, *values,
@@ -97,7 +156,7 @@ class SqlStagingLists:
                 "SELECT br.staging_token, 1, ?, ?, ?, ?, ?, ? FROM lm_branches br JOIN lm_repositories r ON r.name = br.repo "
                 "WHERE br.repo = ? AND br.name = ? AND r.storage_namespace = ? RETURNING token, "
                 "1 + (SELECT count(*) FROM lm_staging_files f WHERE f.token = lm_staging_files.token AND f.level = 1 "
-                "AND f.id < lm_staging_files.id)"
+                "AND f.id < lm_staging_files.id), id"
             )
             params = (*values, repo, branch, namespace)
 
@@ -107,7 +166,9 @@ class SqlStagingLists:
 
         rows = self._fast.run(work)
         if rows:
-            return StagingToken(rows[0][0]), int(rows[0][1])
+            token = StagingToken(rows[0][0])
+            self._remember(replace(info, level=1, seq=int(rows[0][2]), token=token))
+            return token, int(rows[0][1])
         return self._missing(repo, branch, namespace)
 
     def _missing(self, repo: str, branch: str, namespace: str) -> NoReturn:
@@ -192,33 +253,39 @@ class SqlStagingLists:
         if not tokens:
             return []
         where, params = self._where(tokens, start, stop)
-        rows = self._fast.query(f"SELECT {_COLS} FROM lm_staging_files WHERE {where}", params)
-        return self._grouped(tokens, [_info(r) for r in rows])
+        while True:
+            infos = self._listed(tokens, self._fast.query(f"SELECT {_IDS} FROM lm_staging_files WHERE {where}", params))
+            if infos is not None:
+                return infos
 
     def branch_files(
         self, repo: str, name: str, tokens: Sequence[StagingToken], start: bytes = b"", stop: bytes | None = None
     ) -> tuple[Branch, list[StagingFileInfo]]:
-        # One statement (one snapshot): the branch row and the file rows of the tokens the caller expects.
+        # One statement (one snapshot): the branch row and the ids of the tokens' file rows.
         if tokens:
             where, params = self._where(tokens, start, stop)
-            rest = f" UNION ALL SELECT 1, NULL, NULL, NULL, {_COLS} FROM lm_staging_files WHERE {where}"
+            rest = f" UNION ALL SELECT 1, NULL, NULL, NULL, {_IDS} FROM lm_staging_files WHERE {where}"
         else:
             rest, params = "", []
-        rows = self._fast.query(
-            "SELECT 0, commit_id, staging_token, sealed_tokens, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL "
-            "FROM lm_branches WHERE repo = ? AND name = ?" + rest,
-            [repo, name, *params],
-        )
-        branch: Branch | None = None
-        infos: list[StagingFileInfo] = []
-        for r in rows:
-            if r[0] == 0:
-                branch = Branch(name, CommitID(r[1]), StagingToken(r[2]), _split(r[3]))
-            else:
-                infos.append(_info(r[4:]))
+        while True:
+            rows = self._fast.query(
+                "SELECT 0, commit_id, staging_token, sealed_tokens, NULL, NULL, NULL "
+                "FROM lm_branches WHERE repo = ? AND name = ?" + rest,
+                [repo, name, *params],
+            )
+            branch: Branch | None = None
+            ids: list[Any] = []
+            for r in rows:
+                if r[0] == 0:
+                    branch = Branch(name, CommitID(r[1]), StagingToken(r[2]), _split(r[3]))
+                else:
+                    ids.append(r[4:])
+            infos = self._listed(tokens, ids)
+            if infos is not None:
+                break
         if branch is None:
             branch = self.refs.get_branch(repo, name)  # raises BranchNotFound or RepositoryNotFound
-        return branch, self._grouped(tokens, infos)
+        return branch, infos
 
     def referenced(self, url_prefix: str) -> set[str]:
         end = prefix_end(url_prefix.encode())
@@ -260,6 +327,7 @@ class SqlStagingLists:
             return False
 
     def drop(self, token: StagingToken) -> None:
+        self._known.pop(token, None)  # its rows go (the count of remembered rows catches up at the next start-over)
         text = self._sql("DELETE FROM lm_staging_files WHERE token = ?")
         if self.dialect == "postgresql":  # rows locked in id order, as compaction locks them
             text = ("DELETE FROM lm_staging_files WHERE id IN "

@@ -11,6 +11,7 @@ reference*, without reading it.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import struct
 import threading
 from collections.abc import Iterable, Iterator
@@ -23,12 +24,13 @@ import xxhash
 from lakemount.graveler.committed.metarange import MetaRange
 from lakemount.graveler.committed.store import CommittedStore
 from lakemount.graveler.model import EMPTY_METARANGE, MetaRangeID, RangeID, RangeInfo
-from lakemount.graveler.sstable import TableWriter
+from lakemount.graveler.sstable import TableWriter, scratch_dir
 
 CUT_BITS: Final = 10
 CUT_MASK: Final = (1 << CUT_BITS) - 1
 MAX_RECORDS: Final = 32 * 1024
 MAX_BYTES: Final = 8 * 1024 * 1024
+BATCH: Final = 8192  # changes gathered for one ``RangeBuilder.add_many`` call
 
 _hash = xxhash.xxh3_64_intdigest
 _len_prefix = struct.Struct("<I").pack
@@ -77,7 +79,7 @@ class RangeBuilder:
         """Add a record; returns the finished range when this key ends one."""
         w = self._writer
         if w is None:
-            w = self._writer = TableWriter(self._store.tmpdir)
+            w = self._writer = TableWriter(scratch_dir(self._store.tmpdir))
         w.add(key, value)
         # The identity (value[:16]) covers the whole entry; the length prefix keeps
         # (key, identity) pairs unambiguous.
@@ -86,6 +88,45 @@ class RangeBuilder:
         if not (_hash(key) & CUT_MASK) or w.count >= MAX_RECORDS or self._bytes >= MAX_BYTES:
             return self.flush()
         return None
+
+    def add_many(self, keys: list[bytes], values: list[bytes]) -> list[Future[RangeInfo]]:
+        """``add`` of each pair in order (the same ranges, cut at the same keys); the ranges finished.
+
+        The cut keys of the whole batch are found at once, and each run of records up to a cut
+        goes to the table writer and the range's hash in one call each: a commit of a million
+        staged entries spent most of its time in ``add``'s per-record Python.  A run that would
+        reach ``MAX_RECORDS`` or ``MAX_BYTES`` before its cut goes record by record (``add``).
+        """
+        done: list[Future[RangeInfo]] = []
+        n = len(keys)
+        if not n:
+            return done  # an empty batch must not open a range (``empty`` would turn false)
+        ends = [i + 1 for i, h in enumerate(map(_hash, keys)) if not h & CUT_MASK]
+        cut_at_end = bool(ends) and ends[-1] == n
+        if not cut_at_end:
+            ends.append(n)
+        lo = 0
+        for hi in ends:
+            ks, vs = keys[lo:hi], values[lo:hi]
+            size = sum(map(len, ks)) + sum(map(len, vs))
+            w = self._writer
+            if (0 if w is None else w.count) + len(ks) < MAX_RECORDS and self._bytes + size < MAX_BYTES:
+                if w is None:
+                    w = self._writer = TableWriter(scratch_dir(self._store.tmpdir))
+                w.add_many(ks, vs)
+                self._hasher.update(b"".join([_len_prefix(len(k)) + k + v[:16] for k, v in zip(ks, vs)]))
+                self._bytes += size
+                if hi < n or cut_at_end:
+                    f = self.flush()
+                    if f is not None:
+                        done.append(f)
+            else:
+                for k, v in zip(ks, vs):
+                    f = self.add(k, v)
+                    if f is not None:
+                        done.append(f)
+            lo = hi
+        return done
 
     def flush(self) -> Future[RangeInfo] | None:
         """Finish the current range; finishing and uploading run on a worker thread."""
@@ -125,7 +166,7 @@ def write_metarange(store: CommittedStore, namespace: str, ranges: list[RangeInf
     for r in ranges:
         h.update(r.id.encode())
     mr_id = MetaRangeID(h.hexdigest())
-    with TableWriter(store.tmpdir) as w:
+    with TableWriter(scratch_dir(store.tmpdir)) as w:
         for r in ranges:
             w.add(r.max_key, r.encode())
         path = w.finish()
@@ -149,12 +190,42 @@ def apply(
     builder = RangeBuilder(store, namespace, stats)
     it: Iterator[tuple[bytes, bytes | None]] = iter(changes)
     pending = next(it, None)
+
+    def run_before(limit: bytes | None) -> tuple[bytes, bytes | None] | None:
+        """Add the changes before ``limit`` (None: all) in batches; returns the first change not added."""
+        nonlocal pending
+        if limit is None and pending is not None:  # the rest, in slices of the iterator (no loop step per change)
+            rest = itertools.chain((pending,), it)
+            while chunk := list(itertools.islice(rest, BATCH)):
+                keys = [k for k, v in chunk if v is not None]
+                values = [v for _, v in chunk if v is not None]
+                out.extend(builder.add_many(keys, values))
+                stats.changes_applied += len(keys)
+            pending = None
+            return None
+        keys = []
+        values = []
+        while pending is not None and (limit is None or pending[0] < limit):
+            if pending[1] is not None:
+                keys.append(pending[0])
+                values.append(pending[1])
+                if len(keys) >= BATCH:
+                    out.extend(builder.add_many(keys, values))
+                    stats.changes_applied += len(keys)
+                    keys, values = [], []
+            pending = next(it, None)
+        out.extend(builder.add_many(keys, values))
+        stats.changes_applied += len(keys)
+        return pending
+
     try:
         for i, info in enumerate(base.ranges):
             if builder.empty and (pending is None or pending[0] > info.max_key):
                 out.append(info)
                 stats.ranges_reused += 1
                 continue
+            # Changes before the range's first record, as the record loop below would add them.
+            run_before(info.min_key)
             max_key = info.max_key
             for key, value in base.reader(i).items():
                 while pending is not None and pending[0] < key:
@@ -180,13 +251,7 @@ def apply(
             # exist (max key is its last record), so the loop above consumed all
             # changes <= max_key except those > the last record: none.
             assert pending is None or pending[0] > max_key
-        while pending is not None:
-            if pending[1] is not None:
-                stats.changes_applied += 1
-                done = builder.add(pending[0], pending[1])
-                if done:
-                    out.append(done)
-            pending = next(it, None)
+        run_before(None)
         done = builder.flush()
         if done:
             out.append(done)

@@ -22,11 +22,10 @@ are garbage: :meth:`LsmStaging.collect_staging` (the GC job) deletes them after 
 
 from __future__ import annotations
 
-import heapq
 import secrets
 import threading
 import time
-from collections import OrderedDict
+from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -48,17 +47,72 @@ from lakemount.graveler.staging.file import (
 )
 
 STAGING_DIR: Final = "_lakefs/staging/"
-SCAN_PAGE: Final = 5000
+SCAN_PAGE: Final = 1024  # entries a branch_staged_* call merges before returning; the rest is read as iterated
 L2_MAX: Final = 8  # L2 files of one token before compaction merges them whatever their sizes
 MAX_READERS: Final = 4096
+MAX_RECORDS_HELD: Final = 4_000_000  # records of decoded staging files kept in RAM (a few hundred MB at most)
+FIRST_CHUNK: Final = 256  # entries a merge takes from its files at first (a listing's page wants few) ...
+MAX_CHUNK: Final = 64 * 1024  # ... growing 4x per chunk up to this (a commit wants many per C-level merge)
 BATCH_MAX: Final = 4096  # entries gathered behind a flush in flight that go beside it instead of waiting
 GC_GRACE_S: Final = 6 * 3600.0  # an unlisted file younger than this may still be on its way to a list
 
 
-def _ranked(records: Iterator[tuple[bytes, Tagged]], rank: int) -> Iterator[tuple[bytes, int, Tagged]]:
-    """``records`` tagged with their file's rank (0 = newest), so a merge puts the newest first on equal keys."""
-    for k, v in records:
-        yield k, rank, v
+def _merge_chunks(files: Sequence[StagingFile], start: bytes, stop: bytes | None,
+                  first: int = FIRST_CHUNK) -> Iterator[tuple[list[bytes], list[Tagged]]]:
+    """The newest record of every key in [start, stop) over ``files`` (newest first), markers
+    included, as chunks of parallel (keys, values) lists in key order.
+
+    Each chunk ends at a bound key: the smallest of the keys that lie ``step`` records past each
+    file's position, so no file gives more than ``step`` records to a chunk.  Every file's records
+    up to the bound are folded into one dict oldest first (newer values replace older ones) and
+    its keys sorted: the merge is C work (dict updates of array slices, a sort of a few sorted
+    runs), not a heap step per record in Python.  ``step`` starts at ``first`` spread over the
+    files (a listing wants a page) and grows 4x per chunk (a commit wants everything).
+    """
+    spans = [_Span(f.keys, f.values, *f.bounds(start, stop)) for f in reversed(files)]  # oldest first
+    spans = [sp for sp in spans if sp.pos < sp.end]
+    total = first
+    while spans:
+        if len(spans) == 1:
+            sp = spans[0]
+            e = min(sp.end, sp.pos + max(1, total))
+            yield sp.keys[sp.pos:e], sp.values[sp.pos:e]
+            sp.pos = e
+            if e == sp.end:
+                return
+            total = min(total * 4, MAX_CHUNK)
+            continue
+        step = max(1, total // len(spans))
+        bound: bytes | None = None
+        for sp in spans:
+            p = sp.pos + step - 1
+            if p < sp.end - 1 and (bound is None or sp.keys[p] < bound):
+                bound = sp.keys[p]
+        merged: dict[bytes, Tagged] = {}
+        for sp in spans:
+            i = sp.pos
+            e = sp.end if bound is None else bisect_right(sp.keys, bound, i, sp.end)
+            if e > i:
+                merged.update(zip(sp.keys[i:e], sp.values[i:e]))
+                sp.pos = e
+        spans = [sp for sp in spans if sp.pos < sp.end]
+        out = sorted(merged)
+        yield out, list(map(merged.__getitem__, out))
+        total = min(total * 4, MAX_CHUNK)
+
+
+class _Span:
+    """A file's records still to merge: its arrays and the index range [pos, end) left."""
+
+    __slots__ = ("end", "keys", "pos", "values")
+
+    def __init__(self, keys: list[bytes], values: list[Tagged], pos: int, end: int) -> None:
+        self.keys, self.values, self.pos, self.end = keys, values, pos, end
+
+
+def _live(keys: list[bytes], values: list[Tagged]) -> list[tuple[bytes, bytes | None]]:
+    """Staged (key, value-or-None) pairs of a merged chunk, partial-reset marks left out."""
+    return [(k, v[1:] if v[0] == PUT else None) for k, v in zip(keys, values) if v[0] != UNSTAGED]
 
 
 def staging_url(namespace: str, file_id: str) -> str:
@@ -119,7 +173,8 @@ class LsmStaging:
         self._lock = threading.Lock()
         self._queues: dict[tuple[str, str], _Queue] = {}
         self._namespaces: dict[str, str] = {}
-        self._readers: OrderedDict[str, StagingFile] = OrderedDict()
+        self._readers: dict[str, StagingFile] = {}  # insertion order: the oldest decoded goes first
+        self._held = 0  # records in self._readers
         self._compacting: set[StagingToken] = set()
 
     # ------------------------------------------------------------------ writes
@@ -277,11 +332,9 @@ class LsmStaging:
 
     # ------------------------------------------------------------------ reading files
     def _open(self, info: StagingFileInfo) -> StagingFile:
-        with self._lock:
-            f = self._readers.get(info.url)
-            if f is not None:
-                self._readers.move_to_end(info.url)
-                return f
+        f = self._readers.get(info.url)  # no lock: a dict read is atomic, and a hit is the warm path
+        if f is not None:
+            return f
         name = f"staging file {info.url.rsplit('/', 1)[-1]}"
 
         def load() -> bytes:
@@ -298,44 +351,39 @@ class LsmStaging:
             raise Corrupt(f"{name}: checksum mismatch")
         f = StagingFile(data, name)
         with self._lock:
-            self._readers[info.url] = f
-            while len(self._readers) > MAX_READERS:
-                self._readers.popitem(last=False)
+            if info.url not in self._readers:
+                self._readers[info.url] = f
+                self._held += len(f)
+            while len(self._readers) > 1 and (len(self._readers) > MAX_READERS or self._held > MAX_RECORDS_HELD):
+                self._held -= len(self._readers.pop(next(iter(self._readers))))
         return f
 
-    def _merge(
-        self, files: Sequence[StagingFileInfo], start: bytes, stop: bytes | None
-    ) -> Iterator[tuple[bytes, Tagged]]:
-        """The newest record of every key in [start, stop) over ``files`` (given newest first), markers included."""
-        streams = [_ranked(self._open(f).scan(start, stop), rank) for rank, f in enumerate(files)]
-        last: bytes | None = None
-        for k, _rank, v in heapq.merge(*streams):
-            if k != last:
-                last = k
-                yield k, v
+    def _chunks(
+        self, files: Sequence[StagingFileInfo], start: bytes, stop: bytes | None, first: int = FIRST_CHUNK
+    ) -> Iterator[tuple[list[bytes], list[Tagged]]]:
+        """:func:`_merge_chunks` over ``files`` (given newest first), each opened once."""
+        return _merge_chunks([self._open(f) for f in files], start, stop, first)
 
     def _lookup(self, tokens: Sequence[StagingToken], files: list[StagingFileInfo], key: bytes) -> tuple[bool, bytes | None]:
-        by_token: dict[str, list[StagingFileInfo]] = {}
+        # ``files`` come grouped by token in the order of ``tokens``, newest first within each.
+        skip: str | None = None
         for f in files:
-            by_token.setdefault(f.token, []).append(f)
-        for t in tokens:
-            for f in by_token.get(t, ()):
-                if not f.min_key <= key <= f.max_key:
-                    continue
-                v = self._open(f).get(key)
-                if v is None:
-                    continue
-                if v[0] == UNSTAGED:
-                    break  # this token has no change of the key: look in the next one
-                return True, untag(v)
+            if f.token == skip or not f.min_key <= key <= f.max_key:
+                continue
+            v = self._open(f).get(key)
+            if v is None:
+                continue
+            if v[0] == UNSTAGED:
+                skip = f.token  # this token has no change of the key: look in the next one
+                continue
+            return True, untag(v)
         return False, None
 
     def _scan_token(
         self, files: list[StagingFileInfo], start: bytes, stop: bytes | None
     ) -> Iterator[tuple[bytes, bytes | None]]:
-        for k, v in self._merge(files, start, stop):
-            if v[0] != UNSTAGED:
-                yield k, (v[1:] if v[0] == PUT else None)
+        for keys, values in self._chunks(files, start, stop):
+            yield from _live(keys, values)
 
     # ------------------------------------------------------------------ StagingStore reads
     def staged_get(self, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
@@ -360,11 +408,10 @@ class LsmStaging:
         self, files: list[StagingFileInfo], start: bytes, stop: bytes | None, limit: int
     ) -> tuple[list[tuple[bytes, bytes | None]], bool]:
         page: list[tuple[bytes, bytes | None]] = []
-        it = self._scan_token(files, start, stop)
-        for rec in it:
-            page.append(rec)
-            if len(page) >= limit:
-                return page, next(it, None) is None
+        for keys, values in self._chunks(files, start, stop, limit + 1):
+            page += _live(keys, values)
+            if len(page) > limit:
+                return page[:limit], False
         return page, True
 
     def branch_staged_scan(
