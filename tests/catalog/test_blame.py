@@ -74,14 +74,14 @@ def reference(cat: Any, repo: str, head: Commit, paths: list[str], depth: int) -
     while chain[-1].parents:
         chain.append(g.get_commit(repo, chain[-1].parents[0]))
     states = [state(c) for c in chain] + [{}]
+
+    def under(p: str, s: dict[bytes, bytes]) -> dict[bytes, bytes]:
+        k = p.encode()
+        return {x: v for x, v in s.items() if x.startswith(k)} if p.endswith("/") else {k: s[k]} if k in s else {}
+
     out: list[tuple[str | None, bool]] = []
     for p in paths:
-        k = p.encode()
-
-        def under(s: dict[bytes, bytes]) -> dict[bytes, bytes]:
-            return {x: v for x, v in s.items() if x.startswith(k)} if p.endswith("/") else {k: s[k]} if k in s else {}
-
-        hit = next((c.id for i, c in enumerate(chain[:depth]) if under(states[i]) != under(states[i + 1])), None)
+        hit = next((c.id for i, c in enumerate(chain[:depth]) if under(p, states[i]) != under(p, states[i + 1])), None)
         out.append((hit, hit is None and depth < len(chain)))
     return out
 
@@ -101,6 +101,7 @@ def test_blame_agrees_with_a_naive_walk(cat: Any, steps: list[Any], depth: int, 
     g = cat.graveler
     head = g.get_commit(repo, cat.resolve(repo, "main").commit_id)
     cat._blame_cache = BlameCache()
+    g.committed._metaranges.clear()  # as on a new server: committing loaded them whole; read only the page's span
     assert answers(cat, repo, head.id, PAGE, depth) == reference(cat, repo, head, PAGE, depth)  # cold, depth-bounded
     ancestor = head
     for _ in range(at):
@@ -112,3 +113,23 @@ def test_blame_agrees_with_a_naive_walk(cat: Any, steps: list[Any], depth: int, 
     # at the head, the walk stops at the ancestor for the paths blamed there and walks on for the others
     assert answers(cat, repo, head.id, PAGE, full) == reference(cat, repo, head, PAGE, full)
     assert answers(cat, repo, head.id, PAGE, full) == reference(cat, repo, head, PAGE, full)  # from the cache alone
+
+
+def test_a_cold_walk_reads_only_the_pages_span_and_asks_the_cache_once_per_commit(
+        cat: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page of d/ over a history that also changed e/: no metarange is loaded whole (each commit's is read only
+    where the page is; the head's is, to compare the branch's staged changes with), and the answer cache is asked once per commit walked, not once per path and commit."""
+    repo = f"blame-{next(EXAMPLES)}"
+    build(cat, repo, [("commit", [(f"d/{i:02d}", n), ("e/1", n)]) for n, i in enumerate(range(0, 24, 3))])
+    cat._blame_cache = cache = BlameCache()
+    whole: list[str] = []
+    probes: list[str] = []
+    real_metarange, real_answers = cat.graveler.committed.metarange, cache.answers
+    monkeypatch.setattr(cat.graveler.committed, "metarange", lambda *a: whole.append(a[1]) or real_metarange(*a))
+    monkeypatch.setattr(cache, "answers", lambda ns, cid, paths: probes.append(cid) or real_answers(ns, cid, paths))
+    got = cat.blame(repo, "main", PAGE, depth=1000)
+    # the root made every third d/NN and both prefixes; d/zz-missing, never made, took the walk to the root
+    assert sum(1 for b in got if b.commit is not None) == 8 + 2 and got[-1].commit is None and not got[-1].beyond_depth
+    head = cat.graveler.get_commit(repo, cat.resolve(repo, "main").commit_id)
+    assert whole == [head.metarange_id]  # only the head's, whole, to find the branch's staged changes
+    assert len(probes) == len(set(probes)) == 10  # each commit once: 8 steps, the root and the repository's first
