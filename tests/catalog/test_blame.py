@@ -40,7 +40,7 @@ def cat() -> Iterator[Any]:
         try:
             yield app.catalog
         finally:
-            app.release_connections()
+            app.close()  # flushes its audit log before the directory goes
 
 
 def build(cat: Any, repo: str, steps: list[tuple[str, list[tuple[str, int | None]]]]) -> None:
