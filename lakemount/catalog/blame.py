@@ -2,11 +2,12 @@
 
 The history is walked first-parent from the ref's commit (the branch's own line, as ``git log
 --first-parent`` reads it: a merge is the change it brought); at each commit only the keys it changed
-against its first parent within the span of the asked paths are read (equal ranges are skipped by id), and
+against its first parent within the span of the asked paths are read (only that span of each metarange; equal
+ranges are skipped by id, and of a range changed in place only the blocks whose bytes changed are decoded), and
 the walk ends when every path has its commit, at a root commit, or after ``depth`` commits.  A path
 ending in ``/`` (a listing's common prefix) is blamed on the last commit that changed anything under it;
 the prefixes of one page must not nest (a listing's never do).  Commits are immutable, so an answer for
-(commit, path) never changes: :class:`BlameCache` keeps them, and a page drawn again costs no walk.  On a
+(commit, path) never changes: :class:`BlameCache` keeps them per commit, and a page drawn again costs no walk.  On a
 branch, a path with staged changes is ``uncommitted`` (its committed blame is still given).
 :class:`BlameVerbs` is one part of the :class:`~lakemount.catalog.catalog.Catalog` facade.
 """
