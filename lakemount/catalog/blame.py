@@ -2,11 +2,12 @@
 
 The history is walked first-parent from the ref's commit (the branch's own line, as ``git log
 --first-parent`` reads it: a merge is the change it brought); at each commit only the keys it changed
-against its first parent within the span of the asked paths are read (equal ranges are skipped by id), and
+against its first parent within the span of the asked paths are read (only that span of each metarange; equal
+ranges are skipped by id, and of a range changed in place only the blocks whose bytes changed are decoded), and
 the walk ends when every path has its commit, at a root commit, or after ``depth`` commits.  A path
 ending in ``/`` (a listing's common prefix) is blamed on the last commit that changed anything under it;
 the prefixes of one page must not nest (a listing's never do).  Commits are immutable, so an answer for
-(commit, path) never changes: :class:`BlameCache` keeps them, and a page drawn again costs no walk.  On a
+(commit, path) never changes: :class:`BlameCache` keeps them per commit, and a page drawn again costs no walk.  On a
 branch, a path with staged changes is ``uncommitted`` (its committed blame is still given).
 :class:`BlameVerbs` is one part of the :class:`~lakemount.catalog.catalog.Catalog` facade.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -41,27 +42,37 @@ class Blamed:
 
 
 class BlameCache:
-    """(storage namespace, commit id, path) -> the id of the commit that last changed the path, or ""
-    when the path was in no commit of a complete walk; bounded, least recently used first out, thread-safe."""
+    """(storage namespace, commit id) -> {path: the id of the commit that last changed the path, or "" when the
+    path was in no commit of a complete walk}; bounded by answers kept, least recently used commit first out,
+    thread-safe.  Kept per commit so that a walk asks once per commit whether an earlier page was blamed there,
+    not once per path and commit (a cold walk of 200 commits for 1,000 paths was 200,000 lookups)."""
 
     def __init__(self, entries: int = CACHE_ENTRIES) -> None:
         self.entries = entries
-        self._map: OrderedDict[tuple[str, str, str], str] = OrderedDict()
+        self._map: OrderedDict[tuple[str, str], dict[str, str]] = OrderedDict()
+        self._size = 0
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, str, str]) -> str | None:
+    def answers(self, ns: str, commit_id: str, paths: Iterable[str]) -> dict[str, str]:
+        """The answers kept at ``commit_id`` for those of ``paths`` it has."""
         with self._lock:
-            v = self._map.get(key)
-            if v is not None:
-                self._map.move_to_end(key)
-            return v
+            kept = self._map.get((ns, commit_id))
+            if kept is None:
+                return {}
+            self._map.move_to_end((ns, commit_id))
+            return {p: kept[p] for p in paths if p in kept}
 
-    def put(self, key: tuple[str, str, str], value: str) -> None:
+    def put(self, ns: str, commit_id: str, answers: dict[str, str]) -> None:
+        if not answers:
+            return
         with self._lock:
-            self._map[key] = value
-            self._map.move_to_end(key)
-            while len(self._map) > self.entries:
-                self._map.popitem(last=False)
+            kept = self._map.setdefault((ns, commit_id), {})
+            self._size -= len(kept)
+            kept.update(answers)
+            self._size += len(kept)
+            self._map.move_to_end((ns, commit_id))
+            while self._size > self.entries and len(self._map) > 1:
+                self._size -= len(self._map.popitem(last=False)[1])
 
 
 def _span_end(key: bytes) -> bytes | None:
@@ -107,10 +118,7 @@ class BlameVerbs(RefVerbs):
         keys = {p: p.encode("utf-8", "surrogateescape") for p in dict.fromkeys(paths)}
         found: dict[str, str] = {}  # path -> commit id ("" when in no commit)
         commits: dict[str, Commit] = {head.id: head}
-        for p in keys:
-            hit = cache.get((ns, head.id, p))
-            if hit is not None:
-                found[p] = hit
+        found.update(cache.answers(ns, head.id, keys))
         todo = {p: k for p, k in keys.items() if p not in found}
         exact = {k: p for p, k in todo.items() if not p.endswith("/")}
         prefixes = sorted((k, p) for p, k in todo.items() if p.endswith("/"))
@@ -122,11 +130,9 @@ class BlameVerbs(RefVerbs):
         c: Commit | None = head
         while todo and c is not None and walked < depth:
             if c is not head:  # an earlier page, or the page before the last commits, blamed at this commit
-                for p in list(todo):
-                    hit = cache.get((ns, c.id, p))
-                    if hit is not None:
-                        found[p] = hit
-                        del todo[p]
+                for p, hit in cache.answers(ns, c.id, todo).items():
+                    found[p] = hit
+                    del todo[p]
                 if not todo:
                     break
             walked += 1
@@ -144,11 +150,7 @@ class BlameVerbs(RefVerbs):
             commits[c.id] = c
             c = g.get_commit(repo, c.parents[0]) if c.parents else None
         complete = c is None  # the walk reached past a root commit: what is left is in no commit
-        for p, answer in found.items():
-            cache.put((ns, head.id, p), answer)
-        if complete:
-            for p in todo:
-                cache.put((ns, head.id, p), "")
+        cache.put(ns, head.id, {**found, **dict.fromkeys(todo, "")} if complete else found)
         staged: set[str] = set()
         if resolved.view is View.FULL and resolved.branch is not None and keys:
             staged = self._staged_among(repo, resolved.branch, keys)

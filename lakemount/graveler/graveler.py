@@ -1002,8 +1002,13 @@ class Graveler:
     def first_parent_changes(self, repo: Repository, commit: Commit, start: bytes, stop: bytes | None) -> Iterator[bytes]:
         """Keys in [start, stop) whose records ``commit`` changed against its first parent (a root commit: all of
         its keys there), in key order; equal ranges are skipped by id, so the cost grows with the change."""
-        mr = self.metarange_of(repo, commit)
-        pmr = self._metarange(repo, commit.parents[0] if commit.parents else None)
+        ns = repo.storage_namespace
+        mr = self.committed.metarange_span(ns, commit.metarange_id, commit.metarange_checksum, start, stop)
+        if commit.parents:
+            parent = self.refs.get_commit(repo.name, commit.parents[0])
+            pmr = self.committed.metarange_span(ns, parent.metarange_id, parent.metarange_checksum, start, stop)
+        else:
+            pmr = self.committed.metarange_span(ns, EMPTY_METARANGE, "", start, stop)
         for k, _lv, _rv in committed_diff(pmr, mr, start, stop):
             yield k
 

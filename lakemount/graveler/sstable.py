@@ -399,6 +399,19 @@ class TableReader:
             DECODED.put(self, i, done)
         return done
 
+    def block_bounds(self) -> list[bytes]:
+        """Each data block's index key: at or after its last key, before the next block's first."""
+        return self._index_keys
+
+    def block_bytes(self, i: int) -> bytes:
+        """Block ``i`` as stored (its records, prefix-compressed from its own start)."""
+        off, size = self._handles[i]
+        return self._data[off:off + size]
+
+    def block_items(self, i: int) -> list[tuple[bytes, bytes]]:
+        keys, values = self._block(i)
+        return list(zip(keys, values))
+
     def items(self) -> list[tuple[bytes, bytes]]:
         """All records, decoded at once (faster than ``scan`` for whole-table work)."""
         out: list[tuple[bytes, bytes]] = []

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
+from typing import Any
 
 from lakemount.graveler.committed.metarange import MetaRange
 from lakemount.graveler.model import RangeInfo
+from lakemount.graveler.sstable import TableReader
 
 Change = tuple[bytes, bytes | None, bytes | None]  # key, left value, right value
 
 
 class _Cursor:
-    __slots__ = ("j", "mr", "n", "recs", "ri")
+    __slots__ = ("j", "mr", "n", "pending", "recs", "ri")
 
     def __init__(self, mr: MetaRange, start: bytes, ri: int | None = None) -> None:
         """At ``start``, or at the start of range ``ri`` when given (all of it from ``start`` on)."""
@@ -29,20 +31,29 @@ class _Cursor:
         self.ri = ri if ri is not None else mr.first_range(start) if start else 0
         self.recs: list[tuple[bytes, bytes]] | None = None
         self.j = 0
+        # Inside range ``ri``, at its first key >= ``pending``: found only when a key is asked, so that two
+        # ranges over one span are compared block by block (``_diff_tables``) rather than read whole to seek.
+        self.pending = b""
         if ri is None and start and self.ri < self.n and mr.ranges[self.ri].min_key < start:
-            self.load()
-            assert self.recs is not None
-            self.j = bisect_left(self.recs, (start,))
-            self._settle()
+            self.pending = start
+
+    def _seek(self) -> None:
+        start, self.pending = self.pending, b""
+        self.load()
+        assert self.recs is not None
+        self.j = bisect_left(self.recs, (start,))
+        self._settle()
 
     def range(self) -> RangeInfo | None:
         return self.mr.ranges[self.ri] if self.ri < self.n else None
 
     @property
     def at_start(self) -> bool:
-        return self.recs is None
+        return self.recs is None and not self.pending
 
     def key(self) -> bytes | None:
+        if self.pending:
+            self._seek()
         if self.ri >= self.n:
             return None
         if self.recs is None:
@@ -54,6 +65,8 @@ class _Cursor:
         self.j = 0
 
     def value(self) -> bytes:
+        if self.pending:
+            self._seek()
         if self.recs is None:
             self.load()
         assert self.recs is not None
@@ -66,6 +79,8 @@ class _Cursor:
             self.j = 0
 
     def advance(self) -> None:
+        if self.pending:
+            self._seek()
         if self.recs is None:
             self.load()
         self.j += 1
@@ -78,6 +93,7 @@ class _Cursor:
         return self.recs[self.j:]
 
     def skip_range(self) -> None:
+        self.pending = b""
         self.ri += 1
         self.recs = None
         self.j = 0
@@ -87,8 +103,7 @@ def diff(left: MetaRange, right: MetaRange, start: bytes = b"", stop: bytes | No
     """Records that differ between ``left`` and ``right`` in [start, stop), in key order."""
     if left.id == right.id:
         return
-    # Ranges of one id where the diff starts are equal from ``start`` on: skipped before either is read (a
-    # cursor placed inside a range reads it to find ``start``).
+    # Ranges of one id where the diff starts are equal from ``start`` on: skipped before either is read.
     i, j = (left.first_range(start), right.first_range(start)) if start else (0, 0)
     i0 = i
     while (i < len(left.ranges) and j < len(right.ranges) and left.ranges[i].id == right.ranges[j].id
@@ -103,13 +118,29 @@ def diff(left: MetaRange, right: MetaRange, start: bytes = b"", stop: bytes | No
         lr, rr = lc.range(), rc.range()
         if lr is None and rr is None:
             return
+        if lr is not None and rr is not None and (lc.at_start and rc.at_start or lc.pending and lc.pending == rc.pending):
+            # Both unread, at the start of their ranges or at the first key from one ``start`` inside them: what is
+            # left of two ranges with one id is equal, and of two with one span is compared block by block.
+            if stop is not None and lr.min_key >= stop and rr.min_key >= stop:
+                return
+            if lr.id == rr.id:
+                lc.skip_range()
+                rc.skip_range()
+                continue
+            if lr.min_key == rr.min_key and lr.max_key == rr.max_key:
+                for change in _diff_tables(left.reader(lc.ri), right.reader(rc.ri), lc.pending):
+                    if stop is not None and change[0] >= stop:
+                        return
+                    yield change
+                lc.skip_range()
+                rc.skip_range()
+                continue
         lk, rk = lc.key(), rc.key()  # a range's min key when at its start: nothing read
         if stop is not None and (lk is None or lk >= stop) and (rk is None or rk >= stop):
             return
-        # Both at the start of their ranges, or both at the same key inside them (a diff from ``start``
-        # begins there): what is left of two ranges with one id is equal, and of two with one span is
-        # compared as record sets.
-        if lr is not None and rr is not None and lc.at_start == rc.at_start and (lc.at_start or lk == rk):
+        # Both at the same key inside their ranges: what is left of two ranges with one id is equal, and of two
+        # with one span is compared as record sets.
+        if lr is not None and rr is not None and not lc.at_start and not rc.at_start and lk == rk:
             if lr.id == rr.id:
                 lc.skip_range()
                 rc.skip_range()
@@ -141,7 +172,31 @@ def diff(left: MetaRange, right: MetaRange, start: bytes = b"", stop: bytes | No
             rc.advance()
 
 
+def _diff_tables(left: Any, right: Any, start: bytes) -> list[Change]:
+    """What differs between two ranges over one span, from key ``start`` on.  Two tables cut into blocks at the
+    same keys are compared block by block, and a block whose bytes are equal on both sides is skipped undecoded (a
+    block is self-contained: its bytes are its records); a change in place leaves the range's other blocks as
+    they were, so only its own block is read."""
+    if isinstance(left, TableReader) and isinstance(right, TableReader) and left.block_bounds() == right.block_bounds():
+        out: list[Change] = []
+        for i, last in enumerate(left.block_bounds()):
+            if last < start or left.block_bytes(i) == right.block_bytes(i):
+                continue
+            out.extend(c for c in _diff_records(left.block_items(i), right.block_items(i)) if c[0] >= start)
+        return out
+    lrec, rrec = left.items(), right.items()
+    if start:
+        lrec, rrec = lrec[bisect_left(lrec, (start,)):], rrec[bisect_left(rrec, (start,)):]
+    return _diff_records(lrec, rrec)
+
+
 def _diff_records(left: list[tuple[bytes, bytes]], right: list[tuple[bytes, bytes]]) -> list[Change]:
+    if len(left) == len(right):
+        pairs = [(a, b) for a, b in zip(left, right) if a != b]
+        if all(a[0] == b[0] for a, b in pairs):
+            # Every place holds one key on both sides (records that are equal have equal keys): only values
+            # changed, the usual shape of a commit, found by one pass at C speed instead of hashing both sides.
+            return [(a[0], a[1], b[1]) for a, b in pairs]
     ls, rs = set(left), set(right)
     only_l = dict(ls - rs)
     only_r = dict(rs - ls)

@@ -192,6 +192,40 @@ class CommittedStore:
                 self._metaranges.popitem(last=False)
         return mr
 
+    def metarange_span(
+        self, namespace: str, metarange_id: MetaRangeID, expected_checksum: str, start: bytes, stop: bytes | None
+    ) -> MetaRange:
+        """The part of a metarange whose ranges can hold keys in [start, stop), for a diff within that span.
+
+        A metarange not loaded whole is read only where the span is: one block of its index is decoded, not
+        every range's description (blame reads the metaranges of hundreds of commits for one directory).  The
+        view's id names the span too, so two views are equal only when their metaranges and spans are.
+        """
+        span_id = MetaRangeID(f"{metarange_id}[{start.hex()}:{'' if stop is None else stop.hex()}]")
+        with self._lock:
+            whole = self._metaranges.get(namespace + "\0" + metarange_id)
+        infos: Iterable[RangeInfo]
+        if whole is not None:
+            infos = whole.ranges[whole.first_range(start) if start else 0:]
+        elif metarange_id == EMPTY_METARANGE:
+            infos = ()
+        else:
+            reader = self._cached_reader(metarange_id)
+            if reader is None:
+                data = self._load_bytes(
+                    namespace, metarange_id, expected_checksum,
+                    lambda d: self._metarange_is(namespace, metarange_id, d),
+                )
+                reader = TableReader(data, name=f"metarange {metarange_id}")
+                self._remember_reader(metarange_id, reader)
+            infos = (RangeInfo.decode(k, v) for k, v in reader.scan(start))
+        ranges = []
+        for info in infos:
+            if stop is not None and info.min_key >= stop:
+                break
+            ranges.append(info)
+        return MetaRange(span_id, expected_checksum, ranges, self._range_loader(namespace))
+
     def _range_loader(self, namespace: str) -> Callable[[RangeInfo], TableReader]:
         return lambda info: self.range_reader(namespace, info)
 
