@@ -68,7 +68,11 @@ def _strings(values: Sequence[str]) -> Any:
     """A string column built from its buffers: one join and one encode for the usual all-ASCII column."""
     import pyarrow as pa
 
-    joined = "".join(values)
+    try:
+        joined = "".join(values)
+    except TypeError:  # a caller's None (or other non-text): stored as text rather than the batch dropped
+        values = ["" if v is None else str(v) for v in values]
+        joined = "".join(values)
     if joined.isascii():  # one byte per character: the offsets are the lengths
         data = joined.encode("ascii")
         lengths: Iterable[int] = map(len, values)
@@ -78,6 +82,14 @@ def _strings(values: Sequence[str]) -> Any:
         lengths = map(len, encoded)
     offsets = array("i", accumulate(lengths, initial=0))
     return pa.Array.from_buffers(pa.string(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _ints(values: Sequence[int]) -> array[int]:
+    """An int64 column's buffer (a caller's None stored as 0 rather than the batch dropped)."""
+    try:
+        return array("q", values)
+    except TypeError:
+        return array("q", [0 if v is None else int(v) for v in values])
 
 
 def encode(rows: Sequence[Row]) -> bytes:
@@ -102,7 +114,7 @@ def encode(rows: Sequence[Row]) -> bytes:
             buf = array("q", [round(t * 1_000_000) for t in values])
             arrays.append(pa.Array.from_buffers(type_, n, [None, pa.py_buffer(buf)]))
         elif name in _INT_FIELDS:
-            arrays.append(pa.Array.from_buffers(type_, n, [None, pa.py_buffer(array("q", values))]))
+            arrays.append(pa.Array.from_buffers(type_, n, [None, pa.py_buffer(_ints(values))]))
         else:
             arrays.append(_strings(values))
     sink = io.BytesIO()

@@ -130,6 +130,17 @@ def test_encoded_rows_decode_to_the_same_records_hostile_text_included() -> None
     assert table.decode(table.encode([])) == []
 
 
+def test_a_missing_value_is_stored_empty_not_the_batch_dropped() -> None:
+    """A caller that passes None where text or a number goes (its own types said otherwise) costs that field, not the
+    other records of the batch (the JSON encoder stored such a value as null; the columns are built without nulls)."""
+    good = AuditRecord(1_700_000_000.0, 1, "u", "api", "", "r", "main", "c", "p", "statObject", 1, 200)
+    bad: Any = list(row(good))
+    bad[FIELDS.index("commit")], bad[FIELDS.index("bytes")], bad[FIELDS.index("seq")] = None, None, 2
+    back = table.decode(table.encode([row(good), tuple(bad)]))
+    assert back[0] == good
+    assert (back[1].seq, back[1].commit, back[1].bytes, back[1].path) == (2, "", 0, "p")
+
+
 def test_a_batch_across_an_hour_is_one_file_per_hour(lake: Lake) -> None:
     lake.app.catalog.create_repository("hours")
     ns = lake.app.catalog.repository("hours").storage_namespace
