@@ -273,16 +273,15 @@ class AuditLog:
         """Write every pending record now, then drain the spools (:meth:`drain`); returns how many were written
         (failures are counted dropped)."""
         with self._write_lock:
-            batch: list[Row] = []
-            pending = self._pending
-            while pending:
-                try:
-                    batch.append(pending.popleft())
-                except IndexError:
-                    break
+            popleft = self._pending.popleft  # only this thread takes; request threads may append meanwhile
+            batch: list[Row] = [popleft() for _ in range(len(self._pending))]
+            repos = {r[REPO] for r in batch}
             by_repo: dict[str, list[Row]] = {}
-            for r in batch:
-                by_repo.setdefault(r[REPO], []).append(r)
+            if len(repos) == 1:  # the usual batch: no loop in Python to split it
+                by_repo[repos.pop()] = batch
+            else:
+                for r in batch:
+                    by_repo.setdefault(r[REPO], []).append(r)
             written = 0
             if batch:
                 name = f"{self.host}-{os.getpid()}-{next(self._flushes):08d}.parquet"

@@ -140,9 +140,16 @@ def write(adapter: BlockAdapter, namespace: str, name: str, rows: Sequence[Row])
 
     Raises what the adapter raises (the caller counts the records as dropped).
     """
+    def stored_hour(t: float) -> int:
+        return round(t * 1_000_000) // 3_600_000_000  # the hour of the time as stored (microseconds)
+
+    times = [r[0] for r in rows]
     by_hour: dict[int, list[Row]] = {}
-    for r in rows:
-        by_hour.setdefault(round(r[0] * 1_000_000) // 3_600_000_000, []).append(r)  # the hour of the stored time
+    if times and stored_hour(min(times)) == stored_hour(max(times)):  # the usual batch: no loop in Python to split it
+        by_hour[stored_hour(times[0])] = list(rows)
+    else:
+        for r in rows:
+            by_hour.setdefault(stored_hour(r[0]), []).append(r)
     urls = []
     for hour, group in sorted(by_hour.items()):
         url = root(namespace) + partition(hour * 3600) + name

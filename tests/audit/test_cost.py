@@ -150,3 +150,16 @@ def test_a_batch_across_an_hour_is_one_file_per_hour(lake: Lake) -> None:
     assert [u.rsplit("/", 3)[1:3] for u in urls] == [
         table.partition(edge - 1).strip("/").split("/"), table.partition(edge).strip("/").split("/")]
     assert [len(table.decode(lake.app.adapter.get(u))) for u in urls] == [2, 1]
+
+
+def test_one_flush_of_two_repositories_writes_each_its_own_records(lake: Lake) -> None:
+    cat = lake.app.catalog
+    for name in ("twoa", "twob"):
+        cat.create_repository(name)
+    log = lake.app.audit
+    assert log is not None
+    for i in range(6):
+        log.record(repo=("twoa", "twob")[i % 2], op="statObject", path=f"p{i}", user="u", frontend="api", client="")
+    assert log.flush() == 6
+    assert [r.path for r in lake.records("twoa")] == ["p0", "p2", "p4"]
+    assert [r.path for r in lake.records("twob")] == ["p1", "p3", "p5"]
