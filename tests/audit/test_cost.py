@@ -8,6 +8,7 @@ measures the time.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -36,11 +37,13 @@ def python_calls(fn: Callable[[], Any]) -> Counter[str]:
         if event == "call":
             calls[f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}"] += 1
 
+    gc.disable()  # a collection would run the gc callbacks some library registered: not the measured code's calls
     sys.setprofile(profile)
     try:
         fn()
     finally:
         sys.setprofile(None)
+        gc.enable()
     return calls
 
 
