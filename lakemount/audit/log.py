@@ -261,6 +261,12 @@ class AuditLog:
             atexit.unregister(self.close)
 
     def _run(self) -> None:
+        # The Parquet writer's imports (a quarter of a second, holding the GIL) now, as the process starts,
+        # rather than at the first flush, in the middle of the requests that filled the buffer.
+        try:
+            import pyarrow.parquet  # noqa: F401
+        except ImportError as exc:  # the flushes will say so, and count their records dropped
+            log.warning("audit: cannot load the Parquet writer: %s", exc)
         while not self._stop:
             self._wake.wait(self.flush_s)
             self._wake.clear()

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
 import sys
+import textwrap
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from lakemount.api.handler import ApiService
@@ -166,3 +169,28 @@ def test_one_flush_of_two_repositories_writes_each_its_own_records(lake: Lake) -
     assert log.flush() == 6
     assert [r.path for r in lake.records("twoa")] == ["p0", "p2", "p4"]
     assert [r.path for r in lake.records("twob")] == ["p1", "p3", "p5"]
+
+
+def test_a_server_loads_the_parquet_writer_at_start_not_at_its_first_flush(tmp_path: Path) -> None:
+    """Importing pyarrow holds the GIL for a quarter of a second: a long-running process pays it as it starts,
+    before any request, not at its first flush in the middle of the requests that filled the buffer."""
+    home = tmp_path / "home"
+    home.mkdir()
+    script = textwrap.dedent("""
+        import sys, time
+        from lakemount.app import App
+        from lakemount.config import load
+        app = App(load(None))
+        assert "pyarrow.parquet" not in sys.modules
+        app.audit.start()
+        deadline = time.monotonic() + 60
+        while "pyarrow.parquet" not in sys.modules and time.monotonic() < deadline:
+            time.sleep(0.01)
+        print(int("pyarrow.parquet" in sys.modules), app.audit.counters["written"], flush=True)
+        app.close()
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
+    env.update(LAKEMOUNT_HOME=str(home), LAKEMOUNT_AUDIT_FLUSH_S="3600", PYTHONPATH=str(Path(__file__).parents[2]))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "0"]  # loaded, and not by a flush (none ran: nothing was written)
