@@ -5,7 +5,8 @@
 One embedded home (SQLite + local block store) and two of everything on it:
 a ``lakemount serve`` as configured (``audit.enabled`` on, the default) and one
 with ``LAKEMOUNT_AUDIT_ENABLED=false``; a mount of each kind the same way.
-Every figure is measured in rounds; in each round its on and off sides run
+Every figure is measured in rounds, after one pass of each not counted (warm
+caches on both sides); in each round its on and off sides run
 back to back (which goes first alternates), so the pair shares whatever load
 the shared machine has at that moment.  A figure's ratio is the median of its
 rounds' on/off ratios: a burst that hits one side of one round does not decide it.
@@ -18,6 +19,11 @@ rounds' on/off ratios: a burst that hits one side of one round does not decide i
         (``api_bench.concurrent``).
 (cli)   wall time of one ``lakemount fs stat`` process (and its CPU time): the
         CLI spools its records for another process to write (``audit/spool.py``).
+
+Beside gw and api, the servers' CPU time per request (user + system of the
+server's processes, from ``/proc``), on and off: on a shared machine whose
+load swamps latency and throughput, what the trail adds to each request shows
+there more steadily (its ratio over all rounds, and the median of the rounds').
 
 The last line prints the three ratios the issue targets: within 5%, i.e.
 >= 0.95 for throughput, <= 1.05 for latency.
@@ -69,6 +75,22 @@ def serve(home: str, env_extra: dict[str, str]) -> tuple[subprocess.Popen[str], 
             raise RuntimeError("the servers did not answer")
         time.sleep(0.2)
     return proc, gw, api
+
+
+def session_cpu(sid: int) -> float:
+    """CPU seconds (user + system) the live processes of session ``sid`` (a server and its workers) used so far."""
+    ticks = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+        except OSError:  # ended meanwhile
+            continue
+        if int(fields[3]) == sid:  # session, utime, stime: fields 6, 14, 15 of proc(5)
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def mount(home: str, mp: str, env_extra: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -150,7 +172,7 @@ class Paired:
     does to both; the median over rounds discards the rounds a burst hit one side of.
     """
 
-    def __init__(self, name: str, unit: str, on: Callable[[], float], off: Callable[[], float], *,
+    def __init__(self, name: str, unit: str, on: Callable[[], float] | None, off: Callable[[], float] | None, *,
                  lower_is_better: bool, fmt: str = ".0f") -> None:
         self.name, self.unit, self.on_fn, self.off_fn = name, unit, on, off
         self.lower_is_better, self.fmt = lower_is_better, fmt
@@ -159,6 +181,7 @@ class Paired:
 
     def round(self, i: int) -> None:
         """Measure both sides once; odd rounds measure off first (no order bias)."""
+        assert self.on_fn is not None and self.off_fn is not None, "a figure filled by another's rounds"
         if i % 2:
             self.off.append(self.off_fn())
             self.on.append(self.on_fn())
@@ -209,10 +232,6 @@ def main() -> None:
             procs.append(on_proc)
             off_proc, gw_off, api_off = serve(home, off_env)
             procs.append(off_proc)
-        if "gw" in only:
-            obj = f"/{REPO}/main/stat/obj"
-            figures.append(Paired("gw", "4 KiB GETs/s, 16 clients", lambda: gateway_bench.small_gets(gw_on, obj, per),
-                                  lambda: gateway_bench.small_gets(gw_off, obj, per), lower_is_better=False))
         if "mount" in only:
             mp_on, mp_off = os.path.join(tmp, "mnt-on"), os.path.join(tmp, "mnt-off")
             mounts.append((mount(home, mp_on, {}), mp_on))
@@ -220,10 +239,47 @@ def main() -> None:
             figures.append(Paired("mount", "warm small-file opens/s, one process",
                                   lambda: opens(os.path.join(mp_on, REPO, "main", "small"), per),
                                   lambda: opens(os.path.join(mp_off, REPO, "main", "small"), per), lower_is_better=False))
+        # The servers' CPU time per request, beside each throughput or latency figure: on a loaded shared
+        # machine what the trail costs shows there more steadily than in latency (which others' load swamps).
+        per_request = {name: Paired(f"{name} cpu", f"server CPU us per request ({name})", None, None,
+                                    lower_is_better=True) for name in ("gw", "api")}
+        totals: dict[tuple[str, str], list[float]] = {}
+
+        def timed(name: str, side: str, proc: subprocess.Popen[str], run: Callable[[], tuple[float, float]]) -> float:
+            """Run ``run`` (-> figure, requests served) and note the server's CPU time per request."""
+            before = session_cpu(proc.pid)
+            figure, requests = run()
+            used = session_cpu(proc.pid) - before
+            getattr(per_request[name], side).append(used / max(requests, 1) * 1e6)
+            t = totals.setdefault((name, side), [0.0, 0.0])
+            t[0] += used
+            t[1] += requests
+            return figure
+
+        if "gw" in only:
+            obj = f"/{REPO}/main/stat/obj"
+
+            def gw(side: str, proc: subprocess.Popen[str], url: str) -> float:
+                def run() -> tuple[float, float]:
+                    rate = gateway_bench.small_gets(url, obj, per)
+                    return rate, rate * per
+
+                return timed("gw", side, proc, run)
+
+            figures.append(Paired("gw", "4 KiB GETs/s, 16 clients", lambda: gw("on", on_proc, gw_on),
+                                  lambda: gw("off", off_proc, gw_off), lower_is_better=False))
         if "api" in only:
             stat = f"/repositories/{REPO}/refs/main/objects/stat?path=stat/obj"
-            figures.append(Paired("api", "statObject p90 ms, 4 clients", lambda: api_bench.concurrent(api_on, stat, 4, per)[1],
-                                  lambda: api_bench.concurrent(api_off, stat, 4, per)[1], lower_is_better=True, fmt=".2f"))
+
+            def api(side: str, proc: subprocess.Popen[str], url: str) -> float:
+                def run() -> tuple[float, float]:
+                    _p50, p90, _p99, rps = api_bench.concurrent(url, stat, 4, per)
+                    return p90, rps * per
+
+                return timed("api", side, proc, run)
+
+            figures.append(Paired("api", "statObject p90 ms, 4 clients", lambda: api("on", on_proc, api_on),
+                                  lambda: api("off", off_proc, api_off), lower_is_better=True, fmt=".2f"))
         if "cli" in only:
             cli_cpu: dict[str, list[float]] = {"on": [], "off": []}
 
@@ -234,6 +290,17 @@ def main() -> None:
 
             figures.append(Paired("cli", f"'lakemount fs stat' wall ms (median of {args.cli_runs} processes)",
                                   lambda: cli("on", {}), lambda: cli("off", off_env), lower_is_better=True))
+        # One pass of every figure, not counted: caches, connection pools and lazy imports of both sides warm
+        # before the first counted round (which measures "on" first, and alone would pay for both).
+        for fig in figures:
+            fig.round(1)
+        for fig in [*figures, *per_request.values()]:
+            fig.on.clear()
+            fig.off.clear()
+        totals.clear()
+        if "cli" in only:
+            cli_cpu["on"].clear()
+            cli_cpu["off"].clear()
         print(f"{args.rounds} rounds; in each, every figure measures on and off back to back "
               f"({per:.1f} s each side for gw, mount, api)", flush=True)
         for i in range(args.rounds):
@@ -242,6 +309,12 @@ def main() -> None:
             print(f"  round {i + 1}/{args.rounds} done (load {os.getloadavg()[0]:.1f})", flush=True)
         for fig in figures:
             print(fig.report())
+        for name, fig in per_request.items():
+            if fig.on:
+                print(fig.report())
+                (on_s, on_n), (off_s, off_n) = totals[(name, "on")], totals[(name, "off")]
+                print(f"     all rounds: on {on_s / on_n * 1e6:.0f}  off {off_s / off_n * 1e6:.0f} us per request;"
+                      f"  on/off {on_s / on_n / (off_s / off_n):5.3f}")
         if "cli" in only:
             on_cpu, off_cpu = statistics.median(cli_cpu["on"]), statistics.median(cli_cpu["off"])
             print(f"      CPU s per 'fs stat' process: on {on_cpu:.3f}  off {off_cpu:.3f}  (+{(on_cpu - off_cpu) * 1000:.0f} ms)")

@@ -35,10 +35,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Literal
 
 from lakemount.audit import context, spool, table
-from lakemount.audit.record import AuditRecord
+from lakemount.audit.record import AuditRecord, Row, row
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.pids import alive
 
@@ -48,6 +48,7 @@ log = logging.getLogger("lakemount.audit")
 MAX_PENDING: Final = 100_000
 COUNTERS: Final = ("recorded", "written", "dropped", "lost_intervals")
 EXPIRE_EVERY: Final = 3600.0  # seconds between retention passes per repository
+REPO: Final[Literal[5]] = 5  # a Row's repository: FIELDS[5] (a literal, so the type checker knows it is a str)
 
 
 def run_dir(home: str) -> str:
@@ -75,7 +76,7 @@ class AuditLog:
         self.host = socket.gethostname()
         self.counters = dict.fromkeys(COUNTERS, 0)
         self._lock = threading.Lock()
-        self._pending: deque[AuditRecord] = deque()
+        self._pending: deque[Row] = deque()
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -108,20 +109,28 @@ class AuditLog:
     def record(self, *, repo: str, op: str, ref: str = "", commit: str = "", path: str = "", nbytes: int = 0,
                status: int = 200, user: str | None = None, frontend: str | None = None, client: str | None = None,
                uid: int = -1, process: str = "", pid: int = -1, detail: str = "") -> None:
-        """Queue one record; who acts defaults to the context's actor (``context.py``). Never blocks, never raises."""
+        """Queue one record; who acts defaults to the context's actor (``context.py``). Never blocks, never raises.
+
+        The request path only stamps a plain tuple (:data:`~lakemount.audit.record.Row`) and appends it:
+        no lock, no object with Python-level construction; what the caller passes is what it already
+        knew (the commit its request resolved, the user it authenticated).  Escaping, partitioning and
+        encoding happen in the flusher (``table.write``).
+        """
         try:
             if self._pid != os.getpid():
                 self._start()
-            actor = context.current()
-            rec = AuditRecord(
-                time.time(), next(self._seq),
-                user if user is not None else actor.user if actor else "",
-                frontend if frontend is not None else actor.frontend if actor else "",
-                client if client is not None else actor.client if actor else "",
-                repo, ref, commit, path, op, nbytes, status, uid, process, pid, self.host, detail,
-            )
+            if user is None or frontend is None or client is None:
+                actor = context.current()
+                if user is None:
+                    user = actor.user if actor else ""
+                if frontend is None:
+                    frontend = actor.frontend if actor else ""
+                if client is None:
+                    client = actor.client if actor else ""
+            rec: Row = (time.time(), next(self._seq), user, frontend, client, repo, ref, commit, path, op, nbytes, status,
+                        uid, process, pid, self.host, detail)
             if self._spool is not None:
-                self._spooled(rec)
+                self._spooled(AuditRecord(*rec))
                 return
             pending = self._pending
             if len(pending) >= self.max_pending:
@@ -252,6 +261,12 @@ class AuditLog:
             atexit.unregister(self.close)
 
     def _run(self) -> None:
+        # The Parquet writer's imports (a quarter of a second, holding the GIL) now, as the process starts,
+        # rather than at the first flush, in the middle of the requests that filled the buffer.
+        try:
+            import pyarrow.parquet  # noqa: F401
+        except ImportError as exc:  # the flushes will say so, and count their records dropped
+            log.warning("audit: cannot load the Parquet writer: %s", exc)
         while not self._stop:
             self._wake.wait(self.flush_s)
             self._wake.clear()
@@ -264,16 +279,15 @@ class AuditLog:
         """Write every pending record now, then drain the spools (:meth:`drain`); returns how many were written
         (failures are counted dropped)."""
         with self._write_lock:
-            batch: list[AuditRecord] = []
-            pending = self._pending
-            while pending:
-                try:
-                    batch.append(pending.popleft())
-                except IndexError:
-                    break
-            by_repo: dict[str, list[AuditRecord]] = {}
-            for r in batch:
-                by_repo.setdefault(r.repo, []).append(r)
+            popleft = self._pending.popleft  # only this thread takes; request threads may append meanwhile
+            batch: list[Row] = [popleft() for _ in range(len(self._pending))]
+            repos = {r[REPO] for r in batch}
+            by_repo: dict[str, list[Row]] = {}
+            if len(repos) == 1:  # the usual batch: no loop in Python to split it
+                by_repo[repos.pop()] = batch
+            else:
+                for r in batch:
+                    by_repo.setdefault(r[REPO], []).append(r)
             written = 0
             if batch:
                 name = f"{self.host}-{os.getpid()}-{next(self._flushes):08d}.parquet"
@@ -307,9 +321,9 @@ class AuditLog:
                     continue
                 self.counters["recorded"] += len(records) + bad
                 self.counters["dropped"] += bad
-                by_repo: dict[str, list[AuditRecord]] = {}
+                by_repo: dict[str, list[Row]] = {}
                 for r in records:
-                    by_repo.setdefault(r.repo, []).append(r)
+                    by_repo.setdefault(r.repo, []).append(row(r))
                 name = spool.stem(path) + ".parquet"
                 for repo, group in by_repo.items():
                     written += self._write(repo, name, group)
@@ -319,7 +333,7 @@ class AuditLog:
         finally:
             self._drain_lock.release()
 
-    def _write(self, repo: str, name: str, records: list[AuditRecord]) -> int:
+    def _write(self, repo: str, name: str, records: list[Row]) -> int:
         """Store one repository's records as file ``name``; how many were written (else counted dropped)."""
         try:
             namespace = self.namespace_of(repo)

@@ -7,15 +7,15 @@ from pathlib import Path
 
 from lakemount.app import App
 from lakemount.audit.log import AuditLog
-from lakemount.audit.record import AuditRecord
+from lakemount.audit.record import AuditRecord, Row, row
 from lakemount.audit.table import Filter, files, write
 from lakemount.config import load
 from lakemount.jobs.gc import run_gc
 from lakemount.jobs.retention import GcRules, store_rules
 
 
-def _old(days: float, path: str) -> AuditRecord:
-    return AuditRecord(time.time() - days * 86400, 1, "u", "s3", "", "ret", "main", "", path, "GetObject", 0, 200)
+def _old(days: float, path: str) -> Row:
+    return row(AuditRecord(time.time() - days * 86400, 1, "u", "s3", "", "ret", "main", "", path, "GetObject", 0, 200))
 
 
 def test_old_partitions_are_expired_by_the_writer_and_by_gc(tmp_path: Path) -> None:

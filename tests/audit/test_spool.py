@@ -129,12 +129,13 @@ def test_a_drainer_killed_mid_drain_leaves_its_claim_to_the_next_which_writes_ea
         import os, signal, socket
         from lakemount.app import App
         from lakemount.audit import spool, table
+        from lakemount.audit.record import row
         from lakemount.config import load
         app = App(load(None))
         [claimed] = spool.claim(app.audit.spool_dir, socket.gethostname())
         records, _ = spool.read(claimed)
         table.write(app.adapter, app.catalog.repository("k9d").storage_namespace, spool.stem(claimed) + ".parquet",
-                    records)
+                    [row(r) for r in records])
         os.kill(os.getpid(), signal.SIGKILL)
     """)
     p = subprocess.Popen([sys.executable, "-c", script], env=_env(home), stderr=subprocess.PIPE, text=True)

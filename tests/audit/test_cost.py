@@ -1,0 +1,196 @@
+"""The trail is cheap where it runs beside requests (issue 27): the request path only queues a tuple, and
+the flusher encodes without Python work per record (the GIL it holds is the GIL request threads wait for).
+
+Cost is shown as Python function calls counted with ``sys.setprofile``, not timed: a count does not depend on
+what else the shared machine runs, and Python calls are what hold the GIL.  ``benchmarks/audit_bench.py``
+measures the time.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lakemount.api.handler import ApiService
+from lakemount.app import App
+from lakemount.audit import table
+from lakemount.audit.log import REPO
+from lakemount.audit.record import FIELDS, AuditRecord, Row, row
+from lakemount.config import load
+from lakemount.serving.http import Request
+
+from .conftest import Lake
+
+STAT = "/api/v1/repositories/cost/refs/main/objects/stat"
+
+
+def python_calls(fn: Callable[[], Any]) -> Counter[str]:
+    """The Python functions ``fn`` calls (C functions are not counted), as ``file:function``."""
+    calls: Counter[str] = Counter()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            calls[f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}"] += 1
+
+    gc.disable()  # a collection would run the gc callbacks some library registered: not the measured code's calls
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+        gc.enable()
+    return calls
+
+
+def _stat(lake: Lake, api: ApiService | None = None) -> Callable[[], None]:
+    def run() -> None:
+        resp = (api or lake.api).handle(Request("GET", STAT, "path=d/obj", (lake.auth,), client="192.0.2.7"))
+        assert resp.status == 200
+
+    return run
+
+
+def test_the_request_path_only_queues_a_tuple(lake: Lake) -> None:
+    """statObject with the trail on calls the edge's hook and the log's append, nothing that builds, escapes or
+    encodes a record; the same request with the trail off is the baseline."""
+    lake.app.catalog.create_repository("cost")
+    lake.app.catalog.put("cost", "main", "d/obj", b"x" * 10)
+    lake.app.catalog.commit("cost", "main", "data")
+    off = App(load(None, env={**lake.env, "LAKEMOUNT_AUDIT_ENABLED": "false"}))  # the same home, the trail off
+    try:
+        assert off.audit is None
+        on_run, off_run = _stat(lake), _stat(lake, ApiService(off))
+        on_run(), off_run()  # warm: caches, the flusher started, lazy imports
+        extra = python_calls(on_run) - python_calls(off_run)
+    finally:
+        off.close()
+    assert set(extra) <= {"handler.py:_record", "log.py:record", "context.py:q", "http.py:query"}, extra
+    assert extra["log.py:record"] == 1, extra
+    assert lake.app.audit is not None
+    queued = lake.app.audit._pending[-1]
+    assert type(queued) is tuple and len(queued) == len(FIELDS)
+    assert FIELDS[REPO] == "repo" and queued[REPO] == "cost"  # the flusher groups rows by this index
+
+
+def test_the_request_records_what_it_resolved_when_it_ran(lake: Lake) -> None:
+    """The flusher builds the record later from what the request queued: the commit is the one the request's ref
+    resolved to (not resolved again at flush, after the branch moved), with the request's user, client, path,
+    status and bytes."""
+    cat = lake.app.catalog
+    cat.create_repository("cost")
+    cat.put("cost", "main", "d/obj", b"x" * 10)
+    cat.commit("cost", "main", "data")
+    first = cat.get_branch("cost", "main").commit_id
+    _stat(lake)()
+    resp = lake.api.handle(Request("GET", "/api/v1/repositories/cost/refs/main/objects", "path=d/obj", (lake.auth,),
+                                   client="192.0.2.7"))
+    body = resp.body if isinstance(resp.body, bytes) else b"".join(resp.body)
+    assert body == b"x" * 10
+    cat.put("cost", "main", "d/obj", b"y")
+    cat.commit("cost", "main", "moved")
+    second = cat.get_branch("cost", "main").commit_id
+    assert second != first
+    missing = lake.api.handle(Request("GET", STAT, "path=d/none", (lake.auth,), client="192.0.2.8"))
+    assert missing.status == 404
+    recs = [(r.op, r.user, r.frontend, r.client, r.ref, r.commit, r.path, r.status, r.bytes)
+            for r in lake.records("cost", op=None) if r.frontend == "api"]
+    assert recs == [
+        ("statObject", "admin", "api", "192.0.2.7", "main", first, "d/obj", 200, 0),
+        ("getObject", "admin", "api", "192.0.2.7", "main", first, "d/obj", 200, 10),
+        ("statObject", "admin", "api", "192.0.2.8", "main", second, "d/none", 404, 0),
+    ]
+
+
+def _rows(n: int, at: float) -> list[Row]:
+    return [row(AuditRecord(at + i / 1000, i, "admin", "api", "127.0.0.1", "r", "main", "c" * 64, f"p/{i}",
+                            "statObject", i, 200)) for i in range(n)]
+
+
+def test_encoding_does_no_python_work_per_record() -> None:
+    """Encoding 1000 records makes as many Python calls as encoding 10: columns are built by C code."""
+    now = time.time()
+    ten, thousand = _rows(10, now), _rows(1000, now)
+    table.encode(ten)  # warm: pyarrow's lazy imports
+    few = python_calls(lambda: table.encode(ten))
+    many = python_calls(lambda: table.encode(thousand))
+    assert many - few == Counter() and sum(few.values()) < 200, (many - few).most_common(5)
+
+
+def test_encoded_rows_decode_to_the_same_records_hostile_text_included() -> None:
+    """Non-ASCII, control characters, NUL, backslashes and the undecodable bytes of a non-UTF-8 key (stored as
+    ``\\xNN``), large and negative numbers, the time to the microsecond."""
+    hostile = AuditRecord(1_700_000_000.123456, 2**40, "usér\\x\x1b[31m", "mount", "", "r", "mäin", "",
+                          "a/\udcff\udcfe\x00b\n", "open", 2**50, 599, 0, "pr\u202eoc", 2**31, "h", '{"k":"\u2603"}')
+    plain = AuditRecord(1_700_000_000.5, 1, "u", "api", "::1", "r", "", "", "", "statObject", 0, 404)
+    back = table.decode(table.encode([row(hostile), row(plain)]))
+    assert back[1] == plain
+    assert back[0] == AuditRecord(**{**{f: getattr(hostile, f) for f in FIELDS}, "path": "a/\\xff\\xfe\x00b\n"})
+    assert table.decode(table.encode([])) == []
+
+
+def test_a_missing_value_is_stored_empty_not_the_batch_dropped() -> None:
+    """A caller that passes None where text or a number goes (its own types said otherwise) costs that field, not the
+    other records of the batch (the JSON encoder stored such a value as null; the columns are built without nulls)."""
+    good = AuditRecord(1_700_000_000.0, 1, "u", "api", "", "r", "main", "c", "p", "statObject", 1, 200)
+    bad: Any = list(row(good))
+    bad[FIELDS.index("commit")], bad[FIELDS.index("bytes")], bad[FIELDS.index("seq")] = None, None, 2
+    back = table.decode(table.encode([row(good), tuple(bad)]))
+    assert back[0] == good
+    assert (back[1].seq, back[1].commit, back[1].bytes, back[1].path) == (2, "", 0, "p")
+
+
+def test_a_batch_across_an_hour_is_one_file_per_hour(lake: Lake) -> None:
+    lake.app.catalog.create_repository("hours")
+    ns = lake.app.catalog.repository("hours").storage_namespace
+    edge = (time.time() // 3600 - 5) * 3600  # an hour boundary five hours ago
+    rows = _rows(3, edge - 0.0015)  # at edge - 1.5 ms, - 0.5 ms, + 0.5 ms
+    urls = table.write(lake.app.adapter, ns, "x.parquet", rows)
+    assert [u.rsplit("/", 3)[1:3] for u in urls] == [
+        table.partition(edge - 1).strip("/").split("/"), table.partition(edge).strip("/").split("/")]
+    assert [len(table.decode(lake.app.adapter.get(u))) for u in urls] == [2, 1]
+
+
+def test_one_flush_of_two_repositories_writes_each_its_own_records(lake: Lake) -> None:
+    cat = lake.app.catalog
+    for name in ("twoa", "twob"):
+        cat.create_repository(name)
+    log = lake.app.audit
+    assert log is not None
+    for i in range(6):
+        log.record(repo=("twoa", "twob")[i % 2], op="statObject", path=f"p{i}", user="u", frontend="api", client="")
+    assert log.flush() == 6
+    assert [r.path for r in lake.records("twoa")] == ["p0", "p2", "p4"]
+    assert [r.path for r in lake.records("twob")] == ["p1", "p3", "p5"]
+
+
+def test_a_server_loads_the_parquet_writer_at_start_not_at_its_first_flush(tmp_path: Path) -> None:
+    """Importing pyarrow holds the GIL for a quarter of a second: a long-running process pays it as it starts,
+    before any request, not at its first flush in the middle of the requests that filled the buffer."""
+    home = tmp_path / "home"
+    home.mkdir()
+    script = textwrap.dedent("""
+        import sys, time
+        from lakemount.app import App
+        from lakemount.config import load
+        app = App(load(None))
+        assert "pyarrow.parquet" not in sys.modules
+        app.audit.start()
+        deadline = time.monotonic() + 60
+        while "pyarrow.parquet" not in sys.modules and time.monotonic() < deadline:
+            time.sleep(0.01)
+        print(int("pyarrow.parquet" in sys.modules), app.audit.counters["written"], flush=True)
+        app.close()
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
+    env.update(LAKEMOUNT_HOME=str(home), LAKEMOUNT_AUDIT_FLUSH_S="3600", PYTHONPATH=str(Path(__file__).parents[2]))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "0"]  # loaded, and not by a flush (none ran: nothing was written)
