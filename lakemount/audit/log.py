@@ -275,9 +275,9 @@ class AuditLog:
             self.flush()
 
     # ------------------------------------------------------------------ flushing
-    def flush(self) -> int:
-        """Write every pending record now, then drain the spools (:meth:`drain`); returns how many were written
-        (failures are counted dropped)."""
+    def flush(self, *, wait: bool = False) -> int:
+        """Write every pending record now, then drain the spools (:meth:`drain`, ``wait`` as there); returns how
+        many were written (failures are counted dropped)."""
         with self._write_lock:
             popleft = self._pending.popleft  # only this thread takes; request threads may append meanwhile
             batch: list[Row] = [popleft() for _ in range(len(self._pending))]
@@ -293,18 +293,19 @@ class AuditLog:
                 name = f"{self.host}-{os.getpid()}-{next(self._flushes):08d}.parquet"
                 for repo, records in by_repo.items():
                     written += self._write(repo, name, records)
-        written += self.drain()
+        written += self.drain(wait=wait)
         self._publish()
         return written
 
-    def drain(self) -> int:
+    def drain(self, *, wait: bool = False) -> int:
         """Write the spools of short-lived processes of this home as Parquet; returns how many records were written.
 
-        Another thread of this process draining already: returns 0 at once.  A
-        failing store drops the records of the failing repository (counted), as
-        :meth:`flush` does.
+        Another thread of this process draining already: returns 0 at once, or
+        with ``wait`` (a query about to read) once that drain has written what it
+        claimed.  A failing store drops the records of the failing repository
+        (counted), as :meth:`flush` does.
         """
-        if not self._drain_lock.acquire(blocking=False):
+        if not self._drain_lock.acquire(blocking=wait):
             return 0
         try:
             written = 0
@@ -353,7 +354,8 @@ class AuditLog:
         this host recorded until now (other hosts' buffers excepted).
         """
         self._adopt_dead()
-        return self.flush()
+        # wait: the flusher thread may be draining a spool this query must see (it would return 0 at once)
+        return self.flush(wait=True)
 
     def _expire(self, repo: str, namespace: str) -> None:
         now = time.monotonic()

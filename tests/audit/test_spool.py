@@ -178,3 +178,32 @@ def test_a_verb_that_finds_a_stale_spool_starts_a_detached_flush(tmp_path: Path)
                    capture_output=True, timeout=120)
     assert _spooled(home) == []
     assert [r.op for r in app.catalog.audit_records("stl", Filter())] == ["stat", "stat"]
+
+
+def test_a_query_waits_for_a_drain_already_under_way_in_another_thread(tmp_path: Path) -> None:
+    """settle() before a query must not return while the flusher thread is still writing a spool it claimed
+    (drain returned 0 at once: the query read before those records were written; a full run's flake)."""
+    import threading
+
+    app = _app(tmp_path / "home")
+    app.catalog.create_repository("wdr")
+    writer, server = _log(app), _log(app)
+    writer.spool()
+    writer.record(repo="wdr", op="cat", path="spooled")
+    writer.close()
+    held, done = threading.Event(), threading.Event()
+
+    def flusher_draining() -> None:  # the flusher thread, in the middle of a drain (its lock held)
+        with server._drain_lock:
+            held.set()
+            time.sleep(0.3)
+            done.set()
+
+    t = threading.Thread(target=flusher_draining)
+    t.start()
+    held.wait(5)
+    server.settle()
+    assert done.is_set(), "settle returned while another thread's drain was still under way"
+    t.join()
+    assert [r.path for r in app.catalog.audit_records("wdr", Filter())] == ["spooled"]
+    server.close()
