@@ -11,7 +11,7 @@ grows with the difference, not with the repository.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
 from lakemount.graveler.committed.metarange import MetaRange
@@ -123,17 +123,10 @@ def diff(left: MetaRange, right: MetaRange, start: bytes = b"", stop: bytes | No
             # left of two ranges with one id is equal, and of two with one span is compared block by block.
             if stop is not None and lr.min_key >= stop and rr.min_key >= stop:
                 return
-            if lr.id == rr.id:
-                lc.skip_range()
-                rc.skip_range()
-                continue
-            if lr.min_key == rr.min_key and lr.max_key == rr.max_key:
-                for change in _diff_tables(left.reader(lc.ri), right.reader(rc.ri), lc.pending):
-                    if stop is not None and change[0] >= stop:
-                        return
-                    yield change
-                lc.skip_range()
-                rc.skip_range()
+            if lr.id == rr.id or lr.min_key == rr.min_key and lr.max_key == rr.max_key:
+                changes = () if lr.id == rr.id else _diff_tables(left.reader(lc.ri), right.reader(rc.ri), lc.pending)
+                if (yield from _rest_of_both(lc, rc, changes, stop)):
+                    return
                 continue
         lk, rk = lc.key(), rc.key()  # a range's min key when at its start: nothing read
         if stop is not None and (lk is None or lk >= stop) and (rk is None or rk >= stop):
@@ -141,19 +134,12 @@ def diff(left: MetaRange, right: MetaRange, start: bytes = b"", stop: bytes | No
         # Both at the same key inside their ranges: what is left of two ranges with one id is equal, and of two
         # with one span is compared as record sets.
         if lr is not None and rr is not None and not lc.at_start and not rc.at_start and lk == rk:
-            if lr.id == rr.id:
-                lc.skip_range()
-                rc.skip_range()
-                continue
-            if lr.min_key == rr.min_key and lr.max_key == rr.max_key:
+            if lr.id == rr.id or lr.min_key == rr.min_key and lr.max_key == rr.max_key:
                 # Same span, different content (the usual shape of an in-place
                 # change): compare the two record sets at C speed.
-                for change in _diff_records(lc.rest(), rc.rest()):
-                    if stop is not None and change[0] >= stop:
-                        return
-                    yield change
-                lc.skip_range()
-                rc.skip_range()
+                changes = () if lr.id == rr.id else _diff_records(lc.rest(), rc.rest())
+                if (yield from _rest_of_both(lc, rc, changes, stop)):
+                    return
                 continue
         if rk is None or (lk is not None and lk < rk):
             assert lk is not None
@@ -170,6 +156,18 @@ def diff(left: MetaRange, right: MetaRange, start: bytes = b"", stop: bytes | No
                 yield lk, lv, rv
             lc.advance()
             rc.advance()
+
+
+def _rest_of_both(lc: _Cursor, rc: _Cursor, changes: Iterable[Change], stop: bytes | None) -> Generator[Change, None, bool]:
+    """Yield ``changes`` (how what is left of the two cursors' ranges differs) below ``stop``, then move both
+    cursors past their ranges; returns True when ``stop`` was reached (the diff is over)."""
+    for change in changes:
+        if stop is not None and change[0] >= stop:
+            return True
+        yield change
+    lc.skip_range()
+    rc.skip_range()
+    return False
 
 
 def _diff_tables(left: Any, right: Any, start: bytes) -> list[Change]:
