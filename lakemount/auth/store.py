@@ -195,13 +195,22 @@ class SqlAuthStore:
         return f"SqlAuthStore({self._engine.url.render_as_string(hide_password=True)!r})"
 
     @contextlib.contextmanager
+    def _writing(self) -> Iterator[sa.Connection]:
+        """A write transaction.  On SQLite it takes the write lock at its start (``BEGIN IMMEDIATE``): a
+        transaction that reads first and then writes (the last-administrator check) could not take it after
+        another connection's commit, and SQLite answers that at once with "database is locked", past any
+        busy timeout (a 500 from DELETE .../members seen under load)."""
+        with self._engine.connect().execution_options(lm_write=True) as conn, conn.begin():
+            yield conn
+
+    @contextlib.contextmanager
     def _keeping_an_administrator(self, change: str) -> Iterator[sa.Connection]:
         """A transaction for ``change`` that rolls back with ``LastAdministrator`` if it removed the last one.
 
         A store that never had an administrator (tests, a fresh home before
         ``setup``) is left alone.
         """
-        with self._engine.begin() as conn:
+        with self._writing() as conn:
             before = _administrators(conn)
             yield conn
             if before and not _administrators(conn):
@@ -214,7 +223,7 @@ class SqlAuthStore:
         uid = check_user_id(user_id)
         now = self._clock()
         try:
-            with self._engine.begin() as conn:
+            with self._writing() as conn:
                 conn.execute(users.insert().values(id=uid, created_at=now))
         except IntegrityError:
             raise UserAlreadyExists(uid) from None
@@ -267,7 +276,7 @@ class SqlAuthStore:
             "created_at": now,
         }
         try:
-            with self._engine.begin() as conn:
+            with self._writing() as conn:
                 # SQLite does not enforce foreign keys unless asked per
                 # connection, so the user's existence is checked here.
                 self._require_user(conn, user_id)
@@ -344,7 +353,7 @@ class SqlAuthStore:
         if name in BUILTIN_POLICIES:
             raise PolicyAlreadyExists(name)
         try:
-            with self._engine.begin() as conn:
+            with self._writing() as conn:
                 conn.execute(policies.insert().values(name=name, statements=policy.to_json(), created_at=self._clock()))
         except IntegrityError:
             raise PolicyAlreadyExists(name) from None
@@ -386,7 +395,7 @@ class SqlAuthStore:
         Raises ``UserNotFound``, ``PolicyNotFound`` and ``PolicyAlreadyAttached``.
         """
         try:
-            with self._engine.begin() as conn:
+            with self._writing() as conn:
                 self._require_user(conn, user_id)
                 self._require_policy(conn, policy_name)
                 conn.execute(user_policies.insert().values(user_id=user_id, policy_name=policy_name))
@@ -485,7 +494,7 @@ class SqlAuthStore:
         gid = check_group_id(group_id)
         now = self._clock()
         try:
-            with self._engine.begin() as conn:
+            with self._writing() as conn:
                 conn.execute(groups.insert().values(id=gid, description=description, created_at=now))
         except IntegrityError:
             raise GroupAlreadyExists(gid) from None
@@ -544,7 +553,7 @@ class SqlAuthStore:
         Raises ``GroupNotFound``, ``UserNotFound`` and ``MembershipAlreadyExists``.
         """
         try:
-            with self._engine.begin() as conn:
+            with self._writing() as conn:
                 self._require_group(conn, group_id)
                 self._require_user(conn, user_id)
                 conn.execute(group_members.insert().values(group_id=group_id, user_id=user_id))
@@ -590,7 +599,7 @@ class SqlAuthStore:
         Raises ``GroupNotFound``, ``PolicyNotFound`` and ``GroupPolicyAlreadyAttached``.
         """
         try:
-            with self._engine.begin() as conn:
+            with self._writing() as conn:
                 self._require_group(conn, group_id)
                 self._require_policy(conn, policy_name)
                 conn.execute(group_policies.insert().values(group_id=group_id, policy_name=policy_name))

@@ -76,3 +76,49 @@ def test_a_store_without_administrators_is_left_alone(store: SqlAuthStore) -> No
     store.attach_policy("dev", DEVELOPER)
     store.delete_credentials("dev", key)
     store.delete_user("dev")
+
+
+def test_a_check_then_write_is_not_refused_when_another_connection_writes_in_between(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The last-administrator check reads, then the change writes.  In a deferred SQLite transaction a commit
+    by another connection in between made the write fail at once with "database is locked" (busy timeout or
+    not): the store's write transactions take the write lock first, so the other writer waits instead."""
+    import threading
+    import time
+
+    from lakemount.auth import store as store_module
+    from lakemount.metastore.sqlschema import make_engine
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'auth.db'}")
+    store = SqlAuthStore(engine, "k")
+    store.create_user("gus")
+    store.create_group("eng")
+    store.add_member("eng", "gus")
+    check = store_module._administrators
+    other: list[BaseException | None] = []
+    started: list[bool] = []
+
+    def check_then_let_another_connection_write(conn):  # type: ignore[no-untyped-def]
+        found = check(conn)
+        if not started:
+            started.append(True)
+
+            def write() -> None:
+                try:
+                    SqlAuthStore(engine, "k").create_user("ada")
+                    other.append(None)
+                except BaseException as exc:  # noqa: BLE001 - reported below
+                    other.append(exc)
+            t = threading.Thread(target=write)
+            t.start()
+            t.join(1.0)  # done within a second unless it waits for this transaction's lock
+        return found
+
+    monkeypatch.setattr(store_module, "_administrators", check_then_let_another_connection_write)
+    store.remove_member("eng", "gus")
+    end = time.monotonic() + 30
+    while not other and time.monotonic() < end:
+        time.sleep(0.01)
+    assert other == [None], other
+    assert [u.id for u in store.list_users()] == ["ada", "gus"]
+    assert store.list_members("eng") == []
+    engine.dispose()
