@@ -9,7 +9,7 @@ mount and the CLI translate their outcomes into the same codes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
 # Front ends, as stored in the ``frontend`` column.
 GATEWAY: Final = "s3"
@@ -61,8 +61,7 @@ Row = tuple[float, int, str, str, str, str, str, str, str, str, int, int, int, s
 
 def row(r: AuditRecord) -> Row:
     """``r`` as a :data:`Row`."""
-    return (r.time, r.seq, r.user, r.frontend, r.client, r.repo, r.ref, r.commit, r.path, r.op, r.bytes, r.status,
-            r.uid, r.process, r.pid, r.host, r.detail)
+    return cast(Row, tuple(getattr(r, name) for name in FIELDS))
 
 
 def cursor(r: AuditRecord) -> str:

@@ -63,10 +63,10 @@ from lakemount.graveler.refexpr import ResolvedRef, View, is_hex, parse
 MAX_CAS_ATTEMPTS: Final = 200
 MIN_COMMIT_PREFIX: Final = 4
 PROBE_PAGE: Final = 16  # staged entries below a key read with it by ``probe`` (more follow if needed)
-_T = TypeVar("_T")
 SEEN_BRANCHES: Final = 4096  # branch rows remembered from reads (``branch_seen``) before starting over
 
 Record = tuple[bytes, bytes]
+_T = TypeVar("_T")
 
 
 def new_token() -> StagingToken:

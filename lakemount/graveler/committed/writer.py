@@ -191,32 +191,32 @@ def apply(
     it: Iterator[tuple[bytes, bytes | None]] = iter(changes)
     pending = next(it, None)
 
-    def run_before(limit: bytes | None) -> tuple[bytes, bytes | None] | None:
-        """Add the changes before ``limit`` (None: all) in batches; returns the first change not added."""
+    def add(keys: list[bytes], values: list[bytes]) -> None:
+        out.extend(builder.add_many(keys, values))
+        stats.changes_applied += len(keys)
+
+    def run_before(limit: bytes | None) -> None:
+        """Add the changes before ``limit`` (None: all) in batches of ``BATCH``."""
         nonlocal pending
-        if limit is None and pending is not None:  # the rest, in slices of the iterator (no loop step per change)
+        if pending is None:
+            return
+        if limit is None:  # the rest, in slices of the iterator (no loop step per change)
             rest = itertools.chain((pending,), it)
             while chunk := list(itertools.islice(rest, BATCH)):
-                keys = [k for k, v in chunk if v is not None]
-                values = [v for _, v in chunk if v is not None]
-                out.extend(builder.add_many(keys, values))
-                stats.changes_applied += len(keys)
+                add([k for k, v in chunk if v is not None], [v for _, v in chunk if v is not None])
             pending = None
-            return None
-        keys = []
-        values = []
-        while pending is not None and (limit is None or pending[0] < limit):
+            return
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        while pending is not None and pending[0] < limit:
             if pending[1] is not None:
                 keys.append(pending[0])
                 values.append(pending[1])
                 if len(keys) >= BATCH:
-                    out.extend(builder.add_many(keys, values))
-                    stats.changes_applied += len(keys)
+                    add(keys, values)
                     keys, values = [], []
             pending = next(it, None)
-        out.extend(builder.add_many(keys, values))
-        stats.changes_applied += len(keys)
-        return pending
+        add(keys, values)
 
     try:
         for i, info in enumerate(base.ranges):
