@@ -692,6 +692,63 @@ def test_keyboard_only_use_keeps_its_place_after_an_action(served: Served, brows
         page.close()
 
 
+def _until_held(page: Any, held: list[Any], what: str) -> None:
+    for _ in range(200):  # route handlers run while playwright waits
+        if held:
+            return
+        page.wait_for_timeout(25)
+    raise AssertionError(f"{what} was not held")
+
+
+def test_a_refusal_and_a_sent_comment_survive_a_live_rerender_during_the_request(served: Served, browser: Any) -> None:
+    """An action's outcome was written into the page it was started from: when a live re-render (a comment from
+    elsewhere on the feed) replaced the page while the request ran, a refusal went into the replaced message box and
+    was never seen, and a sent comment stayed as the new box's draft. The requests are held until the re-render."""
+    import requests
+
+    from tests.api.test_http import AUTH
+
+    repo = served.repo(prefix="rr")
+    rid = str(repo.id)
+    feat = repo.branch("feat").create(source_reference="main")
+    feat.object("r.txt").upload(b"r")
+    feat.commit(message="r")
+    pulls = f"{served.api}/api/v1/repositories/{rid}/pulls"
+    pull = requests.post(pulls, auth=AUTH, timeout=30,
+                         json={"title": "rr", "source_branch": "feat", "destination_branch": "main"}).json()
+    held: list[Any] = []
+    page = browser.new_page()
+    try:
+        login(page, served.api, ADMIN_KEY, ADMIN_SECRET)
+        page.goto(f"{served.api}/#/r/{rid}/pull/{pull['id']}")
+        page.wait_for_selector("#approve")
+        page.route("**/approvals", lambda route: held.append(route))
+        page.evaluate("window.__box = document.getElementById('pr-message')")
+        page.click("#approve")  # the author's own approval: refused
+        _until_held(page, held, "the approval request")
+        requests.post(f"{pulls}/{pull['id']}/comments", auth=AUTH, timeout=30, json={"body": "meanwhile"})
+        page.wait_for_selector("#comments .comment >> text=meanwhile")
+        assert page.evaluate("!window.__box.isConnected"), "the live re-render did not replace the page"
+        held.pop().continue_()
+        page.wait_for_selector("#pr-message .error", timeout=5000)
+        # A comment sent while the page is replaced: the box it lands in is emptied, not left with the sent text.
+        page.unroute("**/approvals")
+        page.route("**/comments", lambda route: held.append(route) if route.request.method == "POST" else route.continue_())
+        page.fill("#comment-body", "mine")
+        page.click("#comment")
+        _until_held(page, held, "the comment")
+        page.evaluate("window.__box = document.getElementById('comment-body')")
+        requests.post(f"{pulls}/{pull['id']}/comments", auth=AUTH, timeout=30, json={"body": "again"})
+        page.wait_for_selector("#comments .comment >> text=again")
+        assert page.evaluate("!window.__box.isConnected"), "the live re-render did not replace the page"
+        expect(page.locator("#comment-body")).to_have_value("mine")  # the draft carried over
+        held.pop().continue_()
+        page.wait_for_selector("#comments .comment >> text=mine")
+        expect(page.locator("#comment-body")).to_have_value("")
+    finally:
+        page.close()
+
+
 def test_no_attach_form_when_every_policy_is_attached(served: Served, browser: Any) -> None:
     """A user who has every policy: the attach form's empty list sent PUT .../policies/ and showed "no such API
     path"; there is no form when nothing is left to attach."""

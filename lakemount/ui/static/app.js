@@ -731,7 +731,15 @@ async function pullPage(repo, id) {
   const g0 = gen;  // drawn only if the user is still on this page
   const base = route("repositories", repo, "pulls", id);
   const [p, comments, can] = await Promise.all([api("GET", base), api("GET", base + "/comments"), rights(repo)]);
-  const msg = el("div", {id: "pr-message"});
+  const msg = el("div", {id: "pr-message", "data-pull": id});
+  // An action's outcome goes to the message box on the page as it is when the outcome arrives: a live re-render
+  // (this user's own comment coming back on the feed) may have replaced this page's box while the request ran,
+  // and a refusal written into the replaced box was never seen.
+  const box = () => {
+    if (msg.isConnected) return msg;
+    const now = document.getElementById("pr-message");
+    return now && now.dataset.pull === String(id) ? now : msg;
+  };
   // The hook runs on the destination, redrawn where they are: a merge attempt runs the pre-merge hooks, and a
   // refused one re-renders nothing else (the page kept saying "No hook runs" until a reload).
   const runsBox = el("div", {id: "pr-runs"});
@@ -741,13 +749,17 @@ async function pullPage(repo, id) {
   };
   const act = (fn, sent, ran) => async ev => {
     if (ev) ev.preventDefault();
-    msg.replaceChildren();
+    box().replaceChildren();
     try {
       await fn();
-      if (sent) body.value = "";
+      if (sent) {  // the box the comment was typed in, or the one a live re-render carried its draft into
+        const now = document.getElementById("comment-body");
+        body.value = "";
+        if (now && now.dataset.pull === String(id)) now.value = "";
+      }
       await pullPage(repo, id);
     } catch (e) {
-      msg.replaceChildren(errorBox(e), conflictList(e.message) || "");
+      box().replaceChildren(errorBox(e), conflictList(e.message) || "");
       if (ran) await ran().catch(() => {});
     }
   };
