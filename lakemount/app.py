@@ -91,11 +91,13 @@ class App:
     def metastore(self) -> SqlRefStore:
         """The SQL store of refs and staging, and the database every other record store shares (its engine)."""
         from lakemount.metastore.sql import SqlRefStore
+        from lakemount.metastore.stamps import NodeStamps
 
         url = self.config.metadata.db.url
         if url.startswith("sqlite:///"):
             os.makedirs(os.path.dirname(url[len("sqlite:///") :]) or ".", exist_ok=True)
-        return SqlRefStore(url)
+        # The processes sharing this home are one node: they see each other's branch changes at once.
+        return SqlRefStore(url, stamps=NodeStamps(os.path.join(self.config.home, "node-stamps")))
 
     def check_metastore(self) -> str:
         """Where the metadata database is and how many repositories it holds (``lakemount doctor``).

@@ -38,11 +38,15 @@ class ChangeSource(Protocol):
     ``sender``, ``kind``, ``repo``, ``branch``), or ``None`` after a lost
     connection (anything may have changed), and returns it (``stop()`` ends
     it), or returns ``None`` where the store cannot push changes.
+    ``stamp_of`` is the node's stamp of a branch (``lakemount.metastore.stamps``):
+    it changes, at once, with every change this node's processes make to it.
     """
 
     sender: str
 
     def listen(self, callback: Callable[[Any], None]) -> Any: ...
+
+    def stamp_of(self, repo: str, branch: str) -> int: ...
 
 
 class RefVerbs:

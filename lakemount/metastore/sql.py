@@ -38,6 +38,7 @@ from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repo
 from lakemount.graveler.ports import StageCheck
 from lakemount.metastore import notify
 from lakemount.metastore.fastsql import FastSql
+from lakemount.metastore.stamps import NodeStamps
 from lakemount.metastore.urls import KEY
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     )
 
 SCHEMA_VERSION: Final = 1
+_CHANGED: Final = "lm_changed"  # a write connection's info: the branches its transaction notified
 SCAN_BATCH: Final = 5000
 BRANCHES_PER_STATEMENT: Final = 200  # get_branches: 400 parameters, under every SQLite build's limit
 # Every table of the schema (tests/metastore/test_fastsql.py checks it against sqlschema.metadata).
@@ -135,12 +137,15 @@ def _lost(exc: sa.exc.DBAPIError) -> bool:
 class SqlRefStore:
     """The ref store of every repository in one SQL database."""
 
-    def __init__(self, engine: Engine | str) -> None:
+    def __init__(self, engine: Engine | str, *, stamps: NodeStamps | None = None) -> None:
         """A store on ``engine`` (or a database URL); creates the schema if missing.
 
+        ``stamps``: where this node's processes see each other's branch changes
+        (:mod:`~lakemount.metastore.stamps`); by default this process alone.
         Raises ``InvalidArgument`` for a bad URL, ``SchemaTooNew`` for a database
         written by a newer lakemount and ``Unavailable`` when it cannot be reached.
         """
+        self.stamps = stamps if stamps is not None else NodeStamps(None)
         self._commit_cache: OrderedDict[tuple[str, str], Commit] = OrderedDict()
         self._lock = threading.Lock()
         self._engine: Engine | None = None
@@ -188,13 +193,21 @@ class SqlRefStore:
     @contextmanager
     def _write(self) -> Iterator[Connection]:
         # Never repeated: whether a write whose connection died applied is unknown.
+        changed: list[tuple[str, str]] = []
         try:
-            with self.engine.connect().execution_options(lm_write=True) as conn, conn.begin():
-                yield conn
+            with self.engine.connect().execution_options(lm_write=True) as conn:
+                conn.info[_CHANGED] = changed  # what ``_notify`` names, stamped once committed
+                try:
+                    with conn.begin():
+                        yield conn
+                finally:
+                    del conn.info[_CHANGED]
         except sa.exc.DBAPIError as exc:
             if not _lost(exc):
                 raise
             raise Unavailable(self._fast.message(exc)) from exc
+        for repo, branch in changed:
+            self.changed(repo, branch)
 
     def _select(self, work: Callable[[Connection], _T]) -> _T:
         """``work(conn)`` in a read transaction; raises ``Unavailable`` when the database cannot answer.
@@ -215,9 +228,25 @@ class SqlRefStore:
         raise AssertionError("unreachable")
 
     def _notify(self, conn: Connection, kind: str, repo: str, branch: str) -> None:
-        """Tell listening nodes (PostgreSQL) that ``repo``/``branch`` changed, when ``conn``'s transaction commits."""
+        """Tell listening nodes (PostgreSQL) that ``repo``/``branch`` changed, when ``conn``'s transaction
+        commits; this node's processes learn it from its stamp (``_write`` stamps it after the commit)."""
         if self.dialect == "postgresql":
             conn.execute(sa.select(sa.func.pg_notify(notify.CHANNEL, notify.payload(self.sender, kind, repo, branch))))
+            conn.info[_CHANGED].append((repo, branch))
+
+    def changed(self, repo: str, branch: str) -> None:
+        """Stamp ``repo``/``branch`` as changed by this node (see :mod:`~lakemount.metastore.stamps`).
+
+        Called after every committed transaction that sent a change notice, before
+        the change is acknowledged: only where notices are sent (PostgreSQL) does
+        anyone keep reads that the stamp must drop.
+        """
+        if self.dialect == "postgresql":
+            self.stamps.stamp(repo, branch)
+
+    def stamp_of(self, repo: str, branch: str) -> int:
+        """The node's stamp of ``repo``/``branch`` now: note it before a read you keep (``changed``)."""
+        return self.stamps.of(repo, branch)
 
     def listen(self, callback: notify.Callback) -> notify.Listener | None:
         """Start a thread calling ``callback`` with branch changes made by any process (PostgreSQL).
@@ -545,6 +574,7 @@ class SqlRefStore:
                 )
 
         self._fast.run(work, transaction=True, retry=True)
+        self.changed(repo, branch)
 
     def _staged_in(self, cur: Any, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
         """``staged_get`` inside the transaction of ``cur`` (a checked write reads what it holds locked)."""

@@ -166,6 +166,7 @@ class SqlStagingLists:
 
         rows = self._fast.run(work)
         if rows:
+            self.refs.changed(repo, branch)  # before the flush's writes are acknowledged
             token = StagingToken(rows[0][0])
             self._remember(replace(info, level=1, seq=int(rows[0][2]), token=token))
             return token, int(rows[0][1])
@@ -212,7 +213,10 @@ class SqlStagingLists:
             return token, int(cur.fetchone()[0])
 
         found = self._fast.run(work, transaction=True)
-        return found if found is not None else self._missing(repo, branch, namespace)
+        if found is None:
+            self._missing(repo, branch, namespace)
+        self.refs.changed(repo, branch)
+        return found
 
     def append_to_token(self, token: StagingToken, info: StagingFileInfo) -> None:
         text = self._sql(
@@ -221,16 +225,20 @@ class SqlStagingLists:
         )
         params = (token, info.url, info.min_key, info.max_key, info.count, info.size, info.checksum)
 
-        def work(cur: Any) -> None:
+        def work(cur: Any) -> list[tuple[str, str]]:
             cur.execute(text, params)
-            if self.dialect == "postgresql":
-                # A partial reset of a branch's live token is a staging change: tell mounts, as an append does.
-                cur.execute("SELECT repo, name FROM lm_branches WHERE staging_token = %s", (token,))
-                for repo, branch in cur.fetchall():
-                    cur.execute("SELECT pg_notify(%s, %s)",
-                                (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch)))
+            if self.dialect != "postgresql":
+                return []
+            # A partial reset of a branch's live token is a staging change: tell mounts, as an append does.
+            cur.execute("SELECT repo, name FROM lm_branches WHERE staging_token = %s", (token,))
+            owners = list(cur.fetchall())
+            for repo, branch in owners:
+                cur.execute("SELECT pg_notify(%s, %s)",
+                            (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch)))
+            return owners
 
-        self._fast.run(work, transaction=True)
+        for repo, branch in self._fast.run(work, transaction=True):
+            self.refs.changed(repo, branch)
 
     # -- reads -------------------------------------------------------------------
     @staticmethod
