@@ -18,22 +18,19 @@ keeps access decisions: every request names a bucket, and most buckets have
 no record, so asking the database each time would cost a statement per GET.
 A bucket created or deleted through another gateway process shows within it.
 
-Reads of objects (GET, HEAD) also keep the repository's own record
-(``RepositoryRecords``): a repository row is never updated, only created and
-deleted, and both send a change notice for its branches, so a record is kept
-exactly while the ref store pushes those notices (PostgreSQL's LISTEN) and
-dropped when one names its repository (a commit drops it too: one read more).  Without notices (SQLite) or while the
-listener is disconnected every request reads the record, as writes always do
-(a write through a deleted repository's namespace would be lost).
+Reads of objects (GET, HEAD) also use the repository's own record as this
+process keeps it while change notices can drop it (``kept.py``); without
+notices (SQLite) or while the listener is disconnected every request reads
+the record, as writes always do (a write through a deleted repository's
+namespace would be lost).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-import threading
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from lakemount.auth.cache import TtlCache
 from lakemount.catalog.catalog import Catalog
@@ -42,6 +39,7 @@ from lakemount.catalog.names import is_repository_name
 from lakemount.catalog.s3state import BucketRecord, BucketStore
 from lakemount.errors import NotFound
 from lakemount.gateway.errors import S3Error, s3_error
+from lakemount.gateway.kept import KeptReads
 from lakemount.gateway.settings import GatewaySettings
 
 CANNED_ACLS: Final = ("private", "public-read", "public-read-write", "authenticated-read")
@@ -85,89 +83,18 @@ def repo_name_for(bucket: str) -> str:
     return f"{base}-{digest}"
 
 
-class RepositoryRecords:
-    """Repository records by name for reads, kept while change notices can say one went away.
-
-    ``watch()`` starts listening (a no-op where the catalog pushes no changes).
-    A branch-head notice for a repository drops its record, a lost connection
-    drops them all; a record read while a notice arrived is not kept (it may
-    be older than the notice), and nothing is kept or served while the
-    listener is not connected.  This process's own changes count too (a
-    DeleteBucket on this worker).
-    """
-
-    MAX_ENTRIES: Final = 4096
-
-    def __init__(self, catalog: Catalog) -> None:
-        self.catalog = catalog
-        self._records: dict[str, Repository] = {}
-        self._generation = 0  # bumped by every notice: a read begun before one is not kept
-        self._lock = threading.Lock()
-        self._listener: Any = None
-
-    def watch(self) -> None:
-        """Start listening for the ref store's change notices (once; nothing where it pushes none)."""
-        if self._listener is None and self.catalog.changes is not None:
-            self._listener = self.catalog.changes.listen(self._changed)
-
-    def stop(self) -> None:
-        if self._listener is not None:
-            self._listener.stop()
-            self._listener = None
-
-    @property
-    def live(self) -> bool:
-        """Whether notices are arriving now (only then is a kept record trusted)."""
-        listener = self._listener
-        return listener is not None and listener.connected.is_set()
-
-    def _changed(self, batch: list[Any] | None) -> None:
-        # Creating and deleting a repository move its branches (``head``); staged writes
-        # (``staging``, the most frequent notice) never touch its record.
-        repos = None if batch is None else {c.repo for c in batch if c.kind == "head"}
-        if repos == set():
-            return
-        with self._lock:
-            self._generation += 1
-            if repos is None:
-                self._records.clear()
-            else:
-                for name in repos:
-                    self._records.pop(name, None)
-
-    def drop(self, name: str) -> None:
-        """Forget ``name``'s record now (this process deleted it: its own notice arrives later)."""
-        with self._lock:
-            self._generation += 1
-            self._records.pop(name, None)
-
-    def get(self, name: str) -> Repository:
-        """Repository ``name``, kept or read; raises ``RepositoryNotFound``."""
-        if not self.live:
-            self._records.clear()  # notices may be lost from now on: nothing kept can be trusted later
-            return self.catalog.repository(name)
-        hit = self._records.get(name)
-        if hit is not None:
-            return hit
-        generation = self._generation
-        repo = self.catalog.repository(name)
-        with self._lock:
-            if generation == self._generation and self.live:
-                if len(self._records) >= self.MAX_ENTRIES:
-                    self._records.clear()
-                self._records[name] = repo
-        return repo
-
-
 class BucketMap:
     """Resolves bucket names; records gateway-created buckets that need it (in a ``BucketStore``)."""
 
-    def __init__(self, store: BucketStore, catalog: Catalog, settings: GatewaySettings, *, ttl: float | None = None) -> None:
+    def __init__(
+        self, store: BucketStore, catalog: Catalog, settings: GatewaySettings, *, kept: KeptReads | None = None,
+        ttl: float | None = None,
+    ) -> None:
         self.store = store
         self.catalog = catalog
         self.settings = settings
         self._records = TtlCache(RECORD_TTL if ttl is None else ttl)  # bucket -> (record or None,)
-        self.repositories = RepositoryRecords(catalog)
+        self.kept = kept if kept is not None else KeptReads(catalog)
 
     def _record(self, bucket: str) -> BucketRecord | None:
         hit = self._records.get(bucket)
@@ -178,7 +105,7 @@ class BucketMap:
 
     def _repo(self, name: str, bucket: str, kept: bool) -> Repository:
         try:
-            return self.repositories.get(name) if kept else self.catalog.repository(name)
+            return self.kept.repository(name) if kept else self.catalog.repository(name)
         except NotFound:
             raise s3_error("NoSuchBucket", BucketName=bucket) from None
 
@@ -186,7 +113,7 @@ class BucketMap:
         """The target of ``bucket``; raises ``S3Error`` NoSuchBucket.
 
         ``read``: for a request that only reads objects, which may use a kept
-        repository record (``RepositoryRecords``).
+        repository record (``KeptReads``).
         """
         alias = self.settings.aliases.get(bucket)
         if alias is not None:

@@ -21,6 +21,7 @@ from lakemount.errors import NotFound
 from lakemount.gateway.access import Access, Principal
 from lakemount.gateway.buckets import BucketMap, Target
 from lakemount.gateway.errors import S3Error, s3_error
+from lakemount.gateway.kept import KeptReads
 from lakemount.gateway.objects import decoder_for
 from lakemount.gateway.settings import GatewaySettings
 from lakemount.serving.http import Request
@@ -40,6 +41,7 @@ class Services:
     buckets: BucketMap
     uploads: MultipartStore
     settings: GatewaySettings
+    kept: KeptReads  # what GET and HEAD reuse between requests (the one the bucket map uses)
 
 
 @dataclass

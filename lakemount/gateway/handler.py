@@ -23,6 +23,7 @@ from lakemount.gateway.access import ANONYMOUS, Access, Principal
 from lakemount.gateway.buckets import BucketMap
 from lakemount.gateway.context import Ctx, Services
 from lakemount.gateway.errors import S3Error, from_exception
+from lakemount.gateway.kept import KeptReads
 from lakemount.gateway.settings import GatewaySettings
 from lakemount.gateway.xml import render_error
 from lakemount.serving.http import BodyTimeout, ClientDisconnected, Request, Response
@@ -67,15 +68,17 @@ class S3Gateway:
         self.audit = app.audit
         if self.audit is not None:
             self.audit.start()  # counts at once the trail a killed process of this host left unwritten
+        kept = KeptReads(app.catalog)
         self.services = Services(
             catalog=app.catalog,
             access=Access(app.auth),
-            buckets=BucketMap(app.bucket_store, app.catalog, settings),
+            buckets=BucketMap(app.bucket_store, app.catalog, settings, kept=kept),
             uploads=app.multipart_store,
             settings=settings,
+            kept=kept,
         )
-        # Reads keep repository records while the ref store's notices can drop them (PostgreSQL).
-        self.services.buckets.repositories.watch()
+        # GET and HEAD keep what they read while the ref store's notices can drop it (PostgreSQL).
+        kept.watch()
 
     # -- locating ----------------------------------------------------------------
     def vhost_bucket(self, req: Request) -> str | None:

@@ -23,6 +23,7 @@ from lakemount.catalog.model import Entry
 from lakemount.errors import InvalidArgument, NotFound
 from lakemount.gateway.buckets import Target
 from lakemount.gateway.errors import s3_error
+from lakemount.gateway.kept import KeptReads
 
 MAX_KEYS: Final = 1000
 
@@ -67,23 +68,35 @@ def decode_token(token: str) -> str:
         raise s3_error("InvalidArgument", "The continuation token provided is incorrect", ArgumentName="continuation-token") from None
 
 
-def list_page(catalog: Catalog, target: Target, prefix: str, delimiter: str, after: str, max_keys: int) -> Page:
-    """Up to ``max_keys`` items after ``after``, and whether more follow."""
+def list_page(
+    catalog: Catalog, target: Target, prefix: str, delimiter: str, after: str, max_keys: int, *, kept: KeptReads | None = None
+) -> Page:
+    """Up to ``max_keys`` items after ``after``, and whether more follow.
+
+    ``kept``: what GETs keep, whose lookups of every branch listed are dropped once
+    the listing has read it: a GET after a listing never shows an object older than it.
+    """
     if max_keys <= 0:
         return Page([], False)
-    items = list(islice(iterate(catalog, target, prefix, delimiter, after, max_keys + 1), max_keys + 1))
+    listed: set[str] = set()
+    items = list(islice(iterate(catalog, target, prefix, delimiter, after, max_keys + 1, listed), max_keys + 1))
+    if kept is not None:
+        for branch in listed:
+            kept.drop_branch(target.repo.name, branch)
     return Page(items[:max_keys], len(items) > max_keys)
 
 
-def iterate(catalog: Catalog, target: Target, prefix: str, delimiter: str, after: str, limit: int) -> Iterator[Item]:
-    """Every item of the listing after ``after``, in key order."""
+def iterate(
+    catalog: Catalog, target: Target, prefix: str, delimiter: str, after: str, limit: int, listed: set[str] | None = None
+) -> Iterator[Item]:
+    """Every item of the listing after ``after``, in key order; ``listed`` gets the branches read."""
     repo = target.repo.name
     if target.ref is not None:
-        yield from _ref_items(catalog, repo, target.ref, "", prefix, delimiter, after, limit)
+        yield from _ref_items(catalog, repo, target.ref, "", prefix, delimiter, after, limit, listed)
         return
     if "/" in prefix:
         ref, _, path_prefix = prefix.partition("/")
-        yield from _ref_items(catalog, repo, ref, ref + "/", path_prefix, delimiter, after, limit)
+        yield from _ref_items(catalog, repo, ref, ref + "/", path_prefix, delimiter, after, limit, listed)
         return
     heads = sorted(b.name + "/" for b in catalog.list_branches(repo) if b.name.startswith(prefix))
     last_prefix = None
@@ -96,11 +109,12 @@ def iterate(catalog: Catalog, target: Target, prefix: str, delimiter: str, after
                     last_prefix = common
                     yield common, None
                 continue
-        yield from _ref_items(catalog, repo, head[:-1], head, "", delimiter, after, limit)
+        yield from _ref_items(catalog, repo, head[:-1], head, "", delimiter, after, limit, listed)
 
 
 def _ref_items(
-    catalog: Catalog, repo: str, ref: str, head: str, path_prefix: str, delimiter: str, after: str, limit: int
+    catalog: Catalog, repo: str, ref: str, head: str, path_prefix: str, delimiter: str, after: str, limit: int,
+    listed: set[str] | None,
 ) -> Iterator[Item]:
     """Items of one ref, keys being ``head + path``."""
     if after.startswith(head):
@@ -114,5 +128,7 @@ def _ref_items(
     except (NotFound, InvalidArgument):
         return  # a prefix naming no ref lists nothing
     note(ref=ref, commit=resolved.commit_id)
+    if listed is not None and resolved.branch is not None:
+        listed.add(resolved.branch)
     for item in catalog.list(repo, resolved, path_prefix, delimiter=delimiter, after=path_after, limit=limit):
         yield head + item.path, item.entry

@@ -52,7 +52,7 @@ def handle(ctx: Ctx) -> Response:
         with contextlib.suppress(LakeMountError):
             cat.delete_stored(part.url)
     cat.delete_repository(repo)
-    ctx.services.buckets.repositories.drop(repo)
+    ctx.services.kept.drop_repository(repo)
     ctx.services.buckets.forget(target.bucket)
     with contextlib.suppress(PolicyNotFound):
         ctx.services.access.store.delete_policy(owner_policy_name(repo))

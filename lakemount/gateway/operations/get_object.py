@@ -34,9 +34,10 @@ def find(ctx: Ctx) -> tuple[object, Entry]:
     ctx.require(Action.READ_REPO, target)
     assert ctx.key is not None
     ref, path = ctx.object_path(target, ctx.key)
-    # The ref and the entry in one step: on a branch, one ref-store statement (Catalog.lookup).
+    # The ref and the entry in one step: on a branch, one ref-store statement (Catalog.lookup), or
+    # none while what an earlier GET found is kept (kept.py).
     try:
-        resolved, entry = ctx.services.catalog.lookup(target.repo, ref, path)
+        resolved, entry = ctx.services.kept.lookup(target.repo, ref, path)
     except NotFound:
         raise ctx.no_such_ref(target, ref) from None
     note(ref=ref, commit=resolved.commit_id)  # the audit trail's record of this read

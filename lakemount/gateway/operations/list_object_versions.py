@@ -24,7 +24,7 @@ def handle(ctx: Ctx) -> Response:
     delimiter = q.get("delimiter", "")
     key_marker = q.get("key-marker", "")
     max_keys = parse_max(q.get("max-keys"))
-    page = list_page(ctx.services.catalog, target, prefix, delimiter, key_marker, max_keys)
+    page = list_page(ctx.services.catalog, target, prefix, delimiter, key_marker, max_keys, kept=ctx.services.kept)
     owner = Owner(ctx.user, ctx.user)
     versions: list[VersionRecord] = []
     prefixes: list[str] = []

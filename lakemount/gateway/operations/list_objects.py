@@ -19,7 +19,7 @@ def handle(ctx: Ctx) -> Response:
     delimiter = q.get("delimiter", "")
     marker = q.get("marker", "")
     max_keys = parse_max(q.get("max-keys"))
-    page = list_page(ctx.services.catalog, target, prefix, delimiter, marker, max_keys)
+    page = list_page(ctx.services.catalog, target, prefix, delimiter, marker, max_keys, kept=ctx.services.kept)
     body = render_v1(
         bucket=target.bucket,
         prefix=prefix,

@@ -21,7 +21,7 @@ def handle(ctx: Ctx) -> Response:
     start_after = q.get("start-after", "")
     after = decode_token(token) if token else start_after
     max_keys = parse_max(q.get("max-keys"))
-    page = list_page(ctx.services.catalog, target, prefix, delimiter, after, max_keys)
+    page = list_page(ctx.services.catalog, target, prefix, delimiter, after, max_keys, kept=ctx.services.kept)
     body = render_v2(
         bucket=target.bucket,
         prefix=prefix,
