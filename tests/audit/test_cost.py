@@ -309,3 +309,31 @@ def test_records_are_counted_once_waiting_and_written(lake: Lake) -> None:
     assert log.stats()["audit_recorded"] == 6
     log.flush()
     assert {k: collect(lake.app.config.home)[k] for k in ("recorded", "written")} == {"recorded": 6, "written": 6}
+
+
+def test_a_forked_child_queues_into_its_own_buffer(lake: Lake) -> None:
+    """The request path no longer asks the system for its pid: a fork's child still sees it is not its parent (the
+    fork hook) and starts its own buffer, counters and flusher at its first record rather than adding to the copy of
+    its parent's."""
+    log = lake.app.audit
+    assert log is not None
+    log.record(repo="forks", op="read", path="parent", user="u", frontend="mount", client="")
+    assert len(log._pending) == 1
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what its first record did, then leave without running the parent's exit hooks
+        code = 1
+        try:
+            log.record(repo="forks", op="read", path="child", user="u", frontend="mount", client="")
+            paths = [r[FIELDS.index("path")] for r in log._pending]
+            os.write(write, repr((paths, log.stats()["audit_recorded"], log._pid == os.getpid())).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as f:
+        got = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert got == repr((["child"], 1, True))
+    assert [r[FIELDS.index("path")] for r in log._pending] == ["parent"]  # the parent's buffer is its own still
