@@ -20,8 +20,8 @@ rounds' on/off ratios: a burst that hits one side of one round does not decide i
 (cli)   wall time of one ``lakemount fs stat`` process (and its CPU time): the
         CLI spools its records for another process to write (``audit/spool.py``).
 
-Beside gw and api, the servers' CPU time per request (user + system of the
-server's processes, from ``/proc``), on and off: on a shared machine whose
+Beside gw, api and mount, the servers' (the mount's) CPU time per request (user +
+system of the server's processes, from ``/proc``; per open for the mount), on and off: on a shared machine whose
 load swamps latency and throughput, what the trail adds to each request shows
 there more steadily (its ratio over all rounds, and the median of the rounds').
 
@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # This checkout's lakemount, not whichever the environment has installed (the servers run from here too).
@@ -232,20 +233,14 @@ def main() -> None:
             procs.append(on_proc)
             off_proc, gw_off, api_off = serve(home, off_env)
             procs.append(off_proc)
-        if "mount" in only:
-            mp_on, mp_off = os.path.join(tmp, "mnt-on"), os.path.join(tmp, "mnt-off")
-            mounts.append((mount(home, mp_on, {}), mp_on))
-            mounts.append((mount(home, mp_off, off_env), mp_off))
-            figures.append(Paired("mount", "warm small-file opens/s, one process",
-                                  lambda: opens(os.path.join(mp_on, REPO, "main", "small"), per),
-                                  lambda: opens(os.path.join(mp_off, REPO, "main", "small"), per), lower_is_better=False))
-        # The servers' CPU time per request, beside each throughput or latency figure: on a loaded shared
-        # machine what the trail costs shows there more steadily than in latency (which others' load swamps).
-        per_request = {name: Paired(f"{name} cpu", f"server CPU us per request ({name})", None, None,
-                                    lower_is_better=True) for name in ("gw", "api")}
+        # The servers' (and mounts') CPU time per request, beside each throughput or latency figure: on a loaded
+        # shared machine what the trail costs shows there more steadily than in latency (which others' load swamps).
+        per_request = {name: Paired(f"{name} cpu", f"{whose} CPU us per {what} ({name})", None, None, lower_is_better=True)
+                       for name, whose, what in (("gw", "server", "request"), ("api", "server", "request"),
+                                                 ("mount", "mount", "open"))}
         totals: dict[tuple[str, str], list[float]] = {}
 
-        def timed(name: str, side: str, proc: subprocess.Popen[str], run: Callable[[], tuple[float, float]]) -> float:
+        def timed(name: str, side: str, proc: subprocess.Popen[Any], run: Callable[[], tuple[float, float]]) -> float:
             """Run ``run`` (-> figure, requests served) and note the server's CPU time per request."""
             before = session_cpu(proc.pid)
             figure, requests = run()
@@ -256,6 +251,23 @@ def main() -> None:
             t[1] += requests
             return figure
 
+        if "mount" in only:
+            mp_on, mp_off = os.path.join(tmp, "mnt-on"), os.path.join(tmp, "mnt-off")
+            mount_on = mount(home, mp_on, {})
+            mounts.append((mount_on, mp_on))
+            mount_off = mount(home, mp_off, off_env)
+            mounts.append((mount_off, mp_off))
+
+            def mounted(side: str, proc: subprocess.Popen[bytes], mp: str) -> float:
+                def run() -> tuple[float, float]:
+                    rate = opens(os.path.join(mp, REPO, "main", "small"), per)
+                    return rate, rate * per
+
+                return timed("mount", side, proc, run)
+
+            figures.append(Paired("mount", "warm small-file opens/s, one process",
+                                  lambda: mounted("on", mount_on, mp_on),
+                                  lambda: mounted("off", mount_off, mp_off), lower_is_better=False))
         if "gw" in only:
             obj = f"/{REPO}/main/stat/obj"
 

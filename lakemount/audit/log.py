@@ -35,6 +35,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from itertools import repeat, starmap
+from operator import itemgetter
 from typing import Final, Literal
 
 from lakemount.audit import context, spool, table
@@ -49,6 +51,20 @@ MAX_PENDING: Final = 100_000
 COUNTERS: Final = ("recorded", "written", "dropped", "lost_intervals")
 EXPIRE_EVERY: Final = 3600.0  # seconds between retention passes per repository
 REPO: Final[Literal[5]] = 5  # a Row's repository: FIELDS[5] (a literal, so the type checker knows it is a str)
+_repo_of: Final = itemgetter(REPO)
+
+
+# This process's id, kept by a fork hook: ``os.getpid()`` is a system call (~0.5 us here), and the request
+# path asks on every record whether it runs in a fork's child that must start its own buffer and thread.
+_pid = os.getpid()
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def run_dir(home: str) -> str:
@@ -112,12 +128,13 @@ class AuditLog:
         """Queue one record; who acts defaults to the context's actor (``context.py``). Never blocks, never raises.
 
         The request path only stamps a plain tuple (:data:`~lakemount.audit.record.Row`) and appends it:
-        no lock, no object with Python-level construction; what the caller passes is what it already
-        knew (the commit its request resolved, the user it authenticated).  Escaping, partitioning and
-        encoding happen in the flusher (``table.write``).
+        no lock, no system call, no object with Python-level construction, no shared counter to update
+        (the flusher counts what it takes); what the caller passes is what it already knew (the commit its
+        request resolved, the user it authenticated).  Escaping, partitioning and encoding happen in the
+        flusher (``table.write``).
         """
         try:
-            if self._pid != os.getpid():
+            if self._pid != _pid:
                 self._start()
             if user is None or frontend is None or client is None:
                 actor = context.current()
@@ -136,8 +153,7 @@ class AuditLog:
             if len(pending) >= self.max_pending:
                 self.counters["dropped"] += 1
                 return
-            pending.append(rec)
-            self.counters["recorded"] += 1
+            pending.append(rec)  # counted as recorded when the flusher takes it (stats() adds what waits)
             if len(pending) == self.flush_records:
                 self._wake.set()
         except Exception:  # noqa: BLE001 - the trail must never fail the operation it reports
@@ -279,9 +295,11 @@ class AuditLog:
         """Write every pending record now, then drain the spools (:meth:`drain`, ``wait`` as there); returns how
         many were written (failures are counted dropped)."""
         with self._write_lock:
-            popleft = self._pending.popleft  # only this thread takes; request threads may append meanwhile
-            batch: list[Row] = [popleft() for _ in range(len(self._pending))]
-            repos = {r[REPO] for r in batch}
+            pending = self._pending  # only this thread takes; request threads may append meanwhile
+            # C loops (popleft n times, the repository of each), not Python ones: the GIL is the request path's
+            batch: list[Row] = list(starmap(pending.popleft, repeat((), len(pending))))
+            self.counters["recorded"] += len(batch)
+            repos = set(map(_repo_of, batch))
             by_repo: dict[str, list[Row]] = {}
             if len(repos) == 1:  # the usual batch: no loop in Python to split it
                 by_repo[repos.pop()] = batch
@@ -374,14 +392,22 @@ class AuditLog:
             os.makedirs(folder, exist_ok=True)
             tmp = path + ".tmp"
             with open(tmp, "w") as f:
-                json.dump(self.counters, f)
+                json.dump(self._counts(), f)
             os.replace(tmp, path)
         except OSError as exc:
             log.debug("audit: cannot publish counters: %s", exc)
 
     def stats(self) -> dict[str, int]:
-        """This process's counters (``audit_recorded``, ``audit_written``, ``audit_dropped``, ``audit_lost_intervals``)."""
-        return {f"audit_{k}": v for k, v in self.counters.items()}
+        """This process's counters (``audit_recorded``, ``audit_written``, ``audit_dropped``, ``audit_lost_intervals``);
+        recorded includes the records still waiting for the flusher."""
+        return {f"audit_{k}": v for k, v in self._counts().items()}
+
+    def _counts(self) -> dict[str, int]:
+        """The counters, recorded including what waits in the buffer (the flusher counts what it takes)."""
+        out = dict(self.counters)
+        if self._pid == _pid:  # a fork's child that has not started holds its parent's buffer, not its own
+            out["recorded"] += len(self._pending)
+        return out
 
 
 def collect(home: str) -> dict[str, int]:

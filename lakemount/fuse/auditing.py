@@ -20,7 +20,6 @@ from lakemount.audit.record import MOUNT
 if TYPE_CHECKING:
     from lakemount.audit.log import AuditLog
     from lakemount.fuse.inodes import Node
-    from lakemount.fuse.values import Caller
 
 _MOST_NAMES: Final = 4096
 # A failed operation's errno as the audit record's HTTP-like status (record.py), so one filter finds the
@@ -74,18 +73,24 @@ class MountAudit:
             self._processes[pid] = name
         return name
 
-    def failed(self, node: Node, caller: Caller, op: str, exc: BaseException, *, path: str | None = None) -> None:
-        """A record of ``op`` on ``node`` that failed with ``exc``, its status by the errno the caller gets."""
+    def failed(self, node: Node, uid: int, pid: int, op: str, exc: BaseException, *, path: str | None = None) -> None:
+        """A record of ``op`` on ``node`` by process ``pid`` of ``uid`` that failed with ``exc``, its status by the
+        errno the caller gets."""
         from lakemount.fuse.errno import errno_of
 
-        self.record(node, caller, op, status=STATUS_BY_ERRNO.get(errno_of(exc) or errno.EIO, 500), path=path)
+        self.record(node, uid, pid, op, status=STATUS_BY_ERRNO.get(errno_of(exc) or errno.EIO, 500), path=path)
 
-    def record(self, node: Node, caller: Caller, op: str, *, nbytes: int = 0, status: int = 200, path: str | None = None) -> None:
-        """One record of ``op`` on ``node`` (a file or directory of a mounted ref) by ``caller``."""
+    def record(self, node: Node, uid: int, pid: int, op: str, *, nbytes: int = 0, status: int = 200,
+               path: str | None = None) -> None:
+        """One record of ``op`` on ``node`` (a file or directory of a mounted ref) by process ``pid`` of ``uid``.
+
+        The caller as two numbers, not a :class:`~lakemount.fuse.values.Caller`: a handle's release has them
+        stored, and building a frozen dataclass per record cost the request path as much as queueing it.
+        """
         scope = node.scope
         if scope is None:
             return
         self.log.record(repo=scope.repo, op=op, ref=scope.name, commit=scope.resolved.commit_id,
                         path=node.path if path is None else path, nbytes=nbytes, status=status,
-                        user=self.user(caller.uid), frontend=MOUNT, client="", uid=caller.uid,
-                        process=self.process(caller.pid), pid=caller.pid)
+                        user=self.user(uid), frontend=MOUNT, client="", uid=uid,
+                        process=self.process(pid), pid=pid)

@@ -176,7 +176,7 @@ class FileSystem:
         if self.audit is not None and caller is not None:
             node = self.state.node(ino)
             if node.kind == Kind.DIR:
-                self.audit.record(node, caller, "list", path=node.path + "/" if node.path else "")
+                self.audit.record(node, caller.uid, caller.pid, "list", path=node.path + "/" if node.path else "")
         return fh
 
     def dir_cacheable(self, fh: int) -> bool:

@@ -92,7 +92,8 @@ class Handles:
             raise
         except Exception as exc:  # a refused or failed open is an audit record too (then the errno, as before)
             if self.audit is not None and node.kind == Kind.FILE:
-                self.audit.failed(node, caller, "read" if flags & os.O_ACCMODE == os.O_RDONLY else "write", exc)
+                self.audit.failed(node, caller.uid, caller.pid, "read" if flags & os.O_ACCMODE == os.O_RDONLY else "write",
+                                  exc)
             raise
 
     def _open(self, node: Node, flags: int, caller: Caller) -> Opened:
@@ -248,7 +249,7 @@ class Handles:
                 outcome = self.controls.write(scope, node.control, data, uid)
         except Exception as exc:  # the catalog records the verb when it succeeds; here, its failure
             if self.audit is not None:
-                self.audit.failed(node, Caller(uid, 0, pid), node.control, exc, path="")
+                self.audit.failed(node, uid, pid, node.control, exc, path="")
             raise
         finally:
             self.metrics.add(f"control_{node.control}")
@@ -300,7 +301,7 @@ class Handles:
                 log.error("saving %s on release failed: %s", node.path, exc)
                 status = 500
         if self.audit is not None and node.kind == Kind.FILE:
-            self.audit.record(node, Caller(handle.uid, 0, handle.pid), "write" if handle.written_bytes else "read",
+            self.audit.record(node, handle.uid, handle.pid, "write" if handle.written_bytes else "read",
                               nbytes=handle.written_bytes or handle.read_bytes, status=status)
         if node.dirty is not None:
             self.saver.drop_dirty_if_idle(node)

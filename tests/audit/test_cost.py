@@ -194,3 +194,146 @@ def test_a_server_loads_the_parquet_writer_at_start_not_at_its_first_flush(tmp_p
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "0"]  # loaded, and not by a flush (none ran: nothing was written)
+
+
+def calls_made(fn: Callable[[], Any]) -> Counter[str]:
+    """The functions ``fn``'s Python code calls, Python and C alike (a C function called by C is not seen): Python ones
+    as ``file:function``, C ones as ``c:name``."""
+    calls: Counter[str] = Counter()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            calls[f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}"] += 1
+        elif event == "c_call":
+            calls[f"c:{arg.__name__}"] += 1
+
+    gc.disable()
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+        gc.enable()
+    return calls
+
+
+def fewest_calls(fn: Callable[[], Any], times: int = 5) -> Counter[str]:
+    """The calls of ``fn`` (:func:`calls_made`) that each of ``times`` runs made, at their fewest: without what runs now
+    and then (a ref's periodic re-check)."""
+    fewest = calls_made(fn)
+    for _ in range(times - 1):
+        fewest &= calls_made(fn)
+    return fewest
+
+
+def test_a_mount_handle_is_recorded_by_queueing_a_tuple(tmp_path: Path) -> None:
+    """An open, a read and the release of a handle with the trail on make, beyond the same with it off (on the same
+    mount), the mount's record call (names from its per-uid and per-pid caches) and the log's append: no dataclass
+    built for the caller, no system call (``os.getpid()`` per record was one), nothing else."""
+    from lakemount.fuse.runner import build_filesystem, mount_options
+    from lakemount.fuse.values import Caller
+    from tests.fuse.pathfs import PathFS
+
+    app = App(load(None, env={"LAKEMOUNT_HOME": str(tmp_path / "home"), "LAKEMOUNT_AUDIT_FLUSH_S": "3600"}))
+    app.catalog.create_repository("hand")
+    app.catalog.put("hand", "main", "f.bin", b"x" * 4096)
+    app.catalog.commit("hand", "main", "data", committer="t")
+    fs = build_filesystem(app, mount_options(app, ref=None, head_ttl=3600.0))
+    try:
+        me = Caller(os.getuid(), os.getgid(), os.getpid())
+        ino = PathFS(fs, me).ino("hand/main/f.bin")
+        audit = fs.handles.audit
+        assert audit is not None
+
+        def run() -> None:
+            fh = fs.open(ino, os.O_RDONLY, me).fh
+            assert fs.read(fh, 0, 4096) == b"x" * 4096
+            fs.release(fh)
+
+        run()  # warm: the node's object, the caches of names, the flusher started
+        on = fewest_calls(run)
+        fs.handles.audit = None  # the trail off, all else equal
+        off = fewest_calls(run)
+        fs.handles.audit = audit
+        assert app.audit is not None
+        queued = app.audit._pending[-1]
+    finally:
+        fs.close()
+        app.close()
+    extra = on - off
+    python = {name: n for name, n in extra.items() if not name.startswith("c:")}
+    # the process's name is looked up at open, while it lives (a short one is gone by release), and read back then
+    assert python == {"auditing.py:record": 1, "auditing.py:user": 1, "auditing.py:process": 2, "log.py:record": 1}, extra
+    # C calls: the clock, the sequence, the caches' lookups, the buffer's length and append
+    assert set(extra) - set(python) <= {"c:time", "c:next", "c:get", "c:len", "c:append"}, extra
+    assert type(queued) is tuple and len(queued) == len(FIELDS)
+    assert (queued[REPO], queued[FIELDS.index("op")], queued[FIELDS.index("bytes")]) == ("hand", "read", 4096)
+
+
+def test_a_flush_takes_and_encodes_its_records_without_work_per_record_in_python(lake: Lake) -> None:
+    """The flusher holds the GIL the mount's request loop needs: taking 1000 records from the buffer, grouping and
+    encoding them makes the same calls from Python code as for 10 (popping each, rounding each time were one per
+    record)."""
+    lake.app.catalog.create_repository("flushes")
+    log = lake.app.audit
+    assert log is not None
+
+    def queue(n: int) -> None:
+        for i in range(n):
+            log.record(repo="flushes", op="read", path=f"p/{i}", nbytes=i, user="u", frontend="mount", client="")
+
+    queue(3)
+    log.flush()  # warm: lazy imports, the retention pass (hourly), the folders
+    counts = []
+    for n in (10, 1000):
+        queue(n)
+        counts.append(calls_made(log.flush))
+    assert counts[1] == counts[0], (counts[1] - counts[0]) + (counts[0] - counts[1])
+    assert log.counters["written"] == 1013
+
+
+def test_records_are_counted_once_waiting_and_written(lake: Lake) -> None:
+    """The flusher counts as recorded what it takes from the buffer; until then the counters add what waits: a record
+    is counted once, before and after its flush, live and as published for /metrics."""
+    from lakemount.audit.log import collect
+
+    lake.app.catalog.create_repository("counted")
+    log = lake.app.audit
+    assert log is not None
+    for i in range(5):
+        log.record(repo="counted", op="read", path=f"p{i}", user="u", frontend="mount", client="")
+    assert (log.stats()["audit_recorded"], log.stats()["audit_written"]) == (5, 0)
+    assert log.flush() == 5
+    assert (log.stats()["audit_recorded"], log.stats()["audit_written"]) == (5, 5)
+    log.record(repo="counted", op="read", path="p5", user="u", frontend="mount", client="")
+    assert log.stats()["audit_recorded"] == 6
+    log.flush()
+    assert {k: collect(lake.app.config.home)[k] for k in ("recorded", "written")} == {"recorded": 6, "written": 6}
+
+
+def test_a_forked_child_queues_into_its_own_buffer(lake: Lake) -> None:
+    """The request path no longer asks the system for its pid: a fork's child still sees it is not its parent (the
+    fork hook) and starts its own buffer, counters and flusher at its first record rather than adding to the copy of
+    its parent's."""
+    log = lake.app.audit
+    assert log is not None
+    log.record(repo="forks", op="read", path="parent", user="u", frontend="mount", client="")
+    assert len(log._pending) == 1
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what its first record did, then leave without running the parent's exit hooks
+        code = 1
+        try:
+            log.record(repo="forks", op="read", path="child", user="u", frontend="mount", client="")
+            paths = [r[FIELDS.index("path")] for r in log._pending]
+            os.write(write, repr((paths, log.stats()["audit_recorded"], log._pid == os.getpid())).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as f:
+        got = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert got == repr((["child"], 1, True))
+    assert [r[FIELDS.index("path")] for r in log._pending] == ["parent"]  # the parent's buffer is its own still
