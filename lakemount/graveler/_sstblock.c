@@ -110,32 +110,78 @@ static int all_bytes(PyObject *list, Py_ssize_t lo, Py_ssize_t hi, const char *w
     return 0;
 }
 
-static int append_pair(PyObject *keys, PyObject *values, PyObject *k, PyObject *v) {
-    if (PyList_Append(keys, k)) return -1;
-    return PyList_Append(values, v);
+/* Output (keys, values) lists made as long as they can get, filled in place, cut to what was filled. */
+typedef struct {
+    PyObject *keys, *values;
+    Py_ssize_t n, cap;
+} pairs_t;
+
+static int pairs_init(pairs_t *p, Py_ssize_t cap) {
+    p->n = 0;
+    p->cap = cap;
+    p->keys = PyList_New(cap);
+    p->values = PyList_New(cap);
+    return p->keys && p->values ? 0 : -1;
 }
 
-/* A run being merged: its lists and the index range [pos, end) left. */
+/* Borrowed references; no bounds check: callers never put more than `cap` pairs. */
+static inline void pairs_put(pairs_t *p, PyObject *k, PyObject *v) {
+    Py_INCREF(k);
+    Py_INCREF(v);
+    PyList_SET_ITEM(p->keys, p->n, k);
+    PyList_SET_ITEM(p->values, p->n, v);
+    p->n++;
+}
+
+/* The unfilled tail is NULL items, which list slicing and deallocation tolerate. */
+static int pairs_cut(pairs_t *p) {
+    if (p->n == p->cap) return 0;
+    if (PyList_SetSlice(p->keys, p->n, p->cap, NULL)) return -1;
+    return PyList_SetSlice(p->values, p->n, p->cap, NULL);
+}
+
+static void pairs_drop(pairs_t *p) {
+    Py_XDECREF(p->keys);
+    Py_XDECREF(p->values);
+}
+
+/* A run being merged: its lists, the index range [pos, end) left, and its current key's bytes. */
 typedef struct {
     PyObject *keys, *values;
     Py_ssize_t pos, end;
+    const char *k;
+    Py_ssize_t klen;
 } run_t;
+
+static inline void run_load(run_t *r) {
+    PyObject *k = PyList_GET_ITEM(r->keys, r->pos);
+    r->k = PyBytes_AS_STRING(k);
+    r->klen = PyBytes_GET_SIZE(k);
+}
+
+static inline int run_cmp(const run_t *a, const run_t *b) {
+    int c = memcmp(a->k, b->k, a->klen < b->klen ? a->klen : b->klen);
+    if (c) return c;
+    return a->klen < b->klen ? -1 : a->klen > b->klen;
+}
 
 /* Heap order: smaller key first; for equal keys the newer run (higher index) first. */
 static inline int run_before(const run_t *runs, int a, int b) {
-    int c = bytes_cmp(PyList_GET_ITEM(runs[a].keys, runs[a].pos), PyList_GET_ITEM(runs[b].keys, runs[b].pos));
+    int c = run_cmp(&runs[a], &runs[b]);
     return c < 0 || (c == 0 && a > b);
 }
 
 static void sift_down(const run_t *runs, int *heap, int n, int i) {
+    int top = heap[i];
     for (;;) {
-        int l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && run_before(runs, heap[l], heap[m])) m = l;
-        if (r < n && run_before(runs, heap[r], heap[m])) m = r;
-        if (m == i) return;
-        int t = heap[i]; heap[i] = heap[m]; heap[m] = t;
+        int l = 2 * i + 1, r = l + 1, m = l;
+        if (l >= n) break;
+        if (r < n && run_before(runs, heap[r], heap[l])) m = r;
+        if (!run_before(runs, heap[m], top)) break;
+        heap[i] = heap[m];
         i = m;
     }
+    heap[i] = top;
 }
 
 /* merge_newest(keys_lists, values_lists, starts, ends) -> (keys, values)
@@ -153,9 +199,11 @@ static PyObject *merge_newest(PyObject *self, PyObject *args) {
     }
     run_t *runs = PyMem_Malloc(sizeof(run_t) * (n ? n : 1));
     int *heap = PyMem_Malloc(sizeof(int) * (n ? n : 1));
-    PyObject *keys = PyList_New(0), *values = PyList_New(0), *result = NULL;
-    if (!runs || !heap || !keys || !values) { PyErr_NoMemory(); goto done; }
+    PyObject *result = NULL;
+    pairs_t outp = {NULL, NULL, 0, 0};
+    if (!runs || !heap) { PyErr_NoMemory(); goto done; }
     int h = 0;
+    Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         run_t *r = &runs[i];
         r->keys = PyList_GET_ITEM(kls, i);
@@ -169,24 +217,35 @@ static PyObject *merge_newest(PyObject *self, PyObject *args) {
             goto done;
         }
         if (all_bytes(r->keys, r->pos, r->end, "keys")) goto done;
-        if (r->pos < r->end) heap[h++] = (int)i;
+        if (r->pos < r->end) {
+            run_load(r);
+            heap[h++] = (int)i;
+            total += r->end - r->pos;
+        }
     }
+    if (pairs_init(&outp, total)) goto done;
     for (int i = h / 2 - 1; i >= 0; i--) sift_down(runs, heap, h, i);
-    PyObject *last = NULL;
+    const char *last_k = NULL;
+    Py_ssize_t last_len = -1;
     while (h) {
         run_t *r = &runs[heap[0]];
-        PyObject *k = PyList_GET_ITEM(r->keys, r->pos);
-        if (last == NULL || bytes_cmp(last, k) != 0) {  /* the first of equal keys is the newest */
-            if (append_pair(keys, values, k, PyList_GET_ITEM(r->values, r->pos))) goto done;
-            last = k;  /* kept alive by the output list */
+        /* the first of equal keys is the newest */
+        if (r->klen != last_len || memcmp(r->k, last_k, last_len)) {
+            pairs_put(&outp, PyList_GET_ITEM(r->keys, r->pos), PyList_GET_ITEM(r->values, r->pos));
+            last_k = r->k;  /* the key object stays alive in the output list */
+            last_len = r->klen;
         }
-        if (++r->pos == r->end) heap[0] = heap[--h];
-        sift_down(runs, heap, h, 0);
+        if (++r->pos == r->end) {
+            heap[0] = heap[--h];
+        } else {
+            run_load(r);
+        }
+        if (h) sift_down(runs, heap, h, 0);
     }
-    result = PyTuple_Pack(2, keys, values);
+    if (pairs_cut(&outp)) goto done;
+    result = PyTuple_Pack(2, outp.keys, outp.values);
 done:
-    Py_XDECREF(keys);
-    Py_XDECREF(values);
+    pairs_drop(&outp);
     PyMem_Free(runs);
     PyMem_Free(heap);
     return result;
@@ -205,8 +264,9 @@ static PyObject *live(PyObject *self, PyObject *args) {
         return NULL;
     }
     if (all_bytes(vs, 0, n, "values")) return NULL;
-    PyObject *keys = PyList_New(0), *values = PyList_New(0), *result = NULL;
-    if (!keys || !values) goto done;
+    PyObject *result = NULL;
+    pairs_t outp;
+    if (pairs_init(&outp, n)) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *v = PyList_GET_ITEM(vs, i);
         Py_ssize_t len = PyBytes_GET_SIZE(v);
@@ -219,17 +279,16 @@ static PyObject *live(PyObject *self, PyObject *args) {
         if (t == put) {
             PyObject *u = PyBytes_FromStringAndSize(PyBytes_AS_STRING(v) + 1, len - 1);
             if (!u) goto done;
-            int rc = append_pair(keys, values, PyList_GET_ITEM(ks, i), u);
+            pairs_put(&outp, PyList_GET_ITEM(ks, i), u);
             Py_DECREF(u);
-            if (rc) goto done;
-        } else if (append_pair(keys, values, PyList_GET_ITEM(ks, i), Py_None)) {
-            goto done;
+        } else {
+            pairs_put(&outp, PyList_GET_ITEM(ks, i), Py_None);
         }
     }
-    result = PyTuple_Pack(2, keys, values);
+    if (pairs_cut(&outp)) goto done;
+    result = PyTuple_Pack(2, outp.keys, outp.values);
 done:
-    Py_XDECREF(keys);
-    Py_XDECREF(values);
+    pairs_drop(&outp);
     return result;
 }
 
@@ -255,13 +314,14 @@ static PyObject *overlay(PyObject *self, PyObject *args) {
             return NULL;
         }
     }
-    PyObject *keys = PyList_New(0), *values = PyList_New(0), *result = NULL;
-    if (!keys || !values) goto done;
+    PyObject *result = NULL;
+    pairs_t outp;
+    if (pairs_init(&outp, nb + nc)) goto done;
     Py_ssize_t i = 0, j = 0, applied = 0;
     while (i < nb || j < nc) {
         int c = i == nb ? 1 : j == nc ? -1 : bytes_cmp(PyList_GET_ITEM(bk, i), PyList_GET_ITEM(ck, j));
         if (c < 0) {
-            if (append_pair(keys, values, PyList_GET_ITEM(bk, i), PyList_GET_ITEM(bv, i))) goto done;
+            pairs_put(&outp, PyList_GET_ITEM(bk, i), PyList_GET_ITEM(bv, i));
             i++;
             continue;
         }
@@ -275,13 +335,13 @@ static PyObject *overlay(PyObject *self, PyObject *args) {
         } else if (v != Py_None) {
             applied++;
         }
-        if (v != Py_None && append_pair(keys, values, PyList_GET_ITEM(ck, j), v)) goto done;
+        if (v != Py_None) pairs_put(&outp, PyList_GET_ITEM(ck, j), v);
         j++;
     }
-    result = Py_BuildValue("(OOn)", keys, values, applied);
+    if (pairs_cut(&outp)) goto done;
+    result = Py_BuildValue("(OOn)", outp.keys, outp.values, applied);
 done:
-    Py_XDECREF(keys);
-    Py_XDECREF(values);
+    pairs_drop(&outp);
     return result;
 }
 
