@@ -63,31 +63,34 @@ class ApplyStats:
 
 
 class RangeBuilder:
-    """Accumulates records into ranges, cutting at content-defined boundaries."""
+    """Accumulates records into ranges, cutting at content-defined boundaries.
+
+    A range's records are gathered in lists while it grows; its table is written (and uploaded)
+    on a worker thread once it is cut, so the thread feeding records does no per-range file work.
+    """
 
     def __init__(self, store: CommittedStore, namespace: str, stats: ApplyStats) -> None:
         self._store = store
         self._ns = namespace
         self._stats = stats
-        self._writer: TableWriter | None = None
+        self._keys: list[bytes] = []
+        self._values: list[bytes] = []
         self._hasher = hashlib.blake2b(b"r", digest_size=32)
         self._bytes = 0
 
     @property
     def empty(self) -> bool:
-        return self._writer is None
+        return not self._keys
 
     def add(self, key: bytes, value: bytes) -> Future[RangeInfo] | None:
         """Add a record; returns the finished range when this key ends one."""
-        w = self._writer
-        if w is None:
-            w = self._writer = TableWriter(scratch_dir(self._store.tmpdir))
-        w.add(key, value)
+        self._keys.append(key)
+        self._values.append(value)
         # The identity (value[:16]) covers the whole entry; the length prefix keeps
         # (key, identity) pairs unambiguous.
         self._hasher.update(_len_prefix(len(key)) + key + value[:IDENTITY_LEN])
         self._bytes += len(key) + len(value)
-        if not (_hash(key) & CUT_MASK) or w.count >= MAX_RECORDS or self._bytes >= MAX_BYTES:
+        if not (_hash(key) & CUT_MASK) or len(self._keys) >= MAX_RECORDS or self._bytes >= MAX_BYTES:
             return self.flush()
         return None
 
@@ -95,10 +98,10 @@ class RangeBuilder:
         """``add`` of each pair in order (the same ranges, cut at the same keys); the ranges finished.
 
         The cut keys of the whole batch are found at once, and each run of records up to a cut
-        goes to the table writer and the range's hash in one call each (``runs.cut_ends``,
+        goes to the range's records and its hash in one call each (``runs.cut_ends``,
         ``runs.range_feed``): a commit of a million staged entries spent most of its time in
-        ``add``'s per-record Python.  A run that would
-        reach ``MAX_RECORDS`` or ``MAX_BYTES`` before its cut goes record by record (``add``).
+        ``add``'s per-record Python.  A run that would reach ``MAX_RECORDS`` or ``MAX_BYTES``
+        before its cut goes record by record (``add``).
         """
         done: list[Future[RangeInfo]] = []
         n = len(keys)
@@ -112,11 +115,9 @@ class RangeBuilder:
         for hi in ends:
             ks, vs = (keys, values) if hi - lo == n else (keys[lo:hi], values[lo:hi])
             feed, size = range_feed(ks, vs, IDENTITY_LEN)
-            w = self._writer
-            if (0 if w is None else w.count) + len(ks) < MAX_RECORDS and self._bytes + size < MAX_BYTES:
-                if w is None:
-                    w = self._writer = TableWriter(scratch_dir(self._store.tmpdir))
-                w.add_many(ks, vs)
+            if len(self._keys) + len(ks) < MAX_RECORDS and self._bytes + size < MAX_BYTES:
+                self._keys += ks
+                self._values += vs
                 self._hasher.update(feed)
                 self._bytes += size
                 if hi < n or cut_at_end:
@@ -132,33 +133,29 @@ class RangeBuilder:
         return done
 
     def flush(self) -> Future[RangeInfo] | None:
-        """Finish the current range; finishing and uploading run on a worker thread."""
-        w = self._writer
-        if w is None:
+        """Finish the current range; its table is written and uploaded on a worker thread."""
+        keys, values = self._keys, self._values
+        if not keys:
             return None
-        self._writer = None
+        self._keys, self._values = [], []
         range_id = RangeID(self._hasher.hexdigest())
         self._hasher = hashlib.blake2b(b"r", digest_size=32)
         self._bytes = 0
         self._stats.ranges_written += 1
-        self._stats.records_written += w.count
+        self._stats.records_written += len(keys)
         self._stats.written_ids.append(range_id)
-        return _executor().submit(self._finish, w, range_id)
+        return _executor().submit(self._finish, keys, values, range_id)
 
-    def _finish(self, w: TableWriter, range_id: RangeID) -> RangeInfo:
-        assert w.first_key is not None and w.last_key is not None
-        try:
+    def _finish(self, keys: list[bytes], values: list[bytes], range_id: RangeID) -> RangeInfo:
+        with TableWriter(scratch_dir(self._store.tmpdir)) as w:  # an exception removes the file
+            w.add_many(keys, values)
             path = w.finish()
-        except BaseException:
-            w.abort()
-            raise
         size, digest = self._store.store_table(self._ns, range_id, path)
-        return RangeInfo(range_id, w.first_key, w.last_key, w.count, size, digest)
+        return RangeInfo(range_id, keys[0], keys[-1], len(keys), size, digest)
 
     def abort(self) -> None:
-        if self._writer is not None:
-            self._writer.abort()
-            self._writer = None
+        """Drop the range being gathered (nothing of it is written yet)."""
+        self._keys, self._values = [], []
 
 
 def write_metarange(store: CommittedStore, namespace: str, ranges: list[RangeInfo]) -> tuple[MetaRangeID, str]:
