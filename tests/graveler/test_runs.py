@@ -271,3 +271,29 @@ def test_staged_chunks_are_the_staged_scan(tmp_path: Path) -> None:
     assert len(got) > 1000 and any(v is None for _, v in got)
     assert [kv for keys, values in staging.staged_chunks(token, b"k01", b"k02") for kv in zip(keys, values)] == list(
         staging.staged_scan(token, b"k01", b"k02"))
+
+
+def test_range_tables_are_written_off_the_feeding_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thread adding records makes no table writer (a temp file per range, waited for behind the
+    upload threads): each range's table is written on the worker that uploads it, and holds its records."""
+    import threading
+
+    made_on: list[threading.Thread] = []
+    real = writer.TableWriter
+
+    class Watched(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            made_on.append(threading.current_thread())
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(writer, "TableWriter", Watched)
+    store = CommittedStore(MemoryAdapter(), RamCache(1 << 26), tmpdir=str(tmp_path))
+    recs = sorted({b"k/%05d" % i: val(f"{i}") for i in range(5000)}.items())
+    b = RangeBuilder(store, NS, ApplyStats())
+    futures = b.add_many([k for k, _ in recs], [v for _, v in recs])
+    futures.append(b.flush())  # type: ignore[arg-type]
+    infos = [f.result() for f in futures]
+    assert len(infos) > 2 and len(made_on) == len(infos)
+    assert threading.current_thread() not in made_on
+    got = [kv for info in infos for kv in store.range_reader(NS, info).items()]
+    assert got == recs
