@@ -8,10 +8,12 @@ front ends use into this package.  One module per concept:
   ranges, commits, branches, tags, repositories;
 - ``sstable``: the table format of committed data (RocksDB block-based SSTables, our own
   reader, ``_sstblock.c`` for its hot loop);
+- ``runs``: the commit path's per-record loops over whole runs of records (merge, untag,
+  overlay, range cuts), in ``_sstblock.c`` when it is built;
 - ``committed``: immutable ranges and metaranges in the block store -- loading and
   storing them verified and cached, writing them, two-way diff and three-way merge;
 - ``ports``: the interfaces it consumes (``BlockAdapter``, ``Cache``, ``RefStore``,
-  ``StagingStore``, ``StagingLists``), implemented in ``lakemount/block``, ``lakemount/cache``,
+  ``StagingStore``, ``ChunkedStagingScan``, ``StagingLists``), implemented in ``lakemount/block``, ``lakemount/cache``,
   ``lakemount/metastore``;
 - ``staging``: uncommitted entries as an LSM of immutable staging files on the object store
   (seed 001; ``staging.backend = "lsm"``): the file format with its bloom filter, and the

@@ -1,11 +1,19 @@
-/* Decoding of RocksDB block-based table blocks, the hot loop of sstable.py.
+/* The per-record loops of graveler's hot paths, each over whole arrays of records.
  *
  * decode_block(data, offset, size, strip) -> (keys, values)
  * Walks the prefix-compressed entries of one block (data or index) and returns
  * the full keys (with `strip` trailing bytes removed: 8 for internal keys) and
  * the values as two lists.  Raises ValueError on malformed input; the Python
- * caller turns that into lakemount's Corrupt.  A pure-Python version of the
- * same loop in sstable.py is used when this extension is not built.
+ * caller turns that into lakemount's Corrupt.
+ *
+ * The commit path (staging files merged over a base metarange into new ranges)
+ * works on parallel lists of keys and values; these do its per-record steps:
+ * merge_newest (k-way merge of sorted runs, the newest run's record of a key
+ * wins), live (staging-file tagged values to record values or None), overlay
+ * (changes over base records, as apply's record loop merges them), cut_ends
+ * (where content-defined range cuts fall) and range_feed (what a range's id
+ * hashes).  Each has a pure-Python equivalent beside its caller, used when
+ * this extension is not built, and tests check the two agree.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -84,8 +92,334 @@ fail:
     return result;
 }
 
+/* Both arguments must be bytes (checked by the callers below). */
+static inline int bytes_cmp(PyObject *a, PyObject *b) {
+    Py_ssize_t la = PyBytes_GET_SIZE(a), lb = PyBytes_GET_SIZE(b);
+    int c = memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), la < lb ? la : lb);
+    if (c) return c;
+    return la < lb ? -1 : la > lb;
+}
+
+static int all_bytes(PyObject *list, Py_ssize_t lo, Py_ssize_t hi, const char *what) {
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        if (!PyBytes_Check(PyList_GET_ITEM(list, i))) {
+            PyErr_Format(PyExc_TypeError, "%s must be bytes", what);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Output (keys, values) lists made as long as they can get, filled in place, cut to what was filled. */
+typedef struct {
+    PyObject *keys, *values;
+    Py_ssize_t n, cap;
+} pairs_t;
+
+static int pairs_init(pairs_t *p, Py_ssize_t cap) {
+    p->n = 0;
+    p->cap = cap;
+    p->keys = PyList_New(cap);
+    p->values = PyList_New(cap);
+    return p->keys && p->values ? 0 : -1;
+}
+
+/* Borrowed references; no bounds check: callers never put more than `cap` pairs. */
+static inline void pairs_put(pairs_t *p, PyObject *k, PyObject *v) {
+    Py_INCREF(k);
+    Py_INCREF(v);
+    PyList_SET_ITEM(p->keys, p->n, k);
+    PyList_SET_ITEM(p->values, p->n, v);
+    p->n++;
+}
+
+/* The unfilled tail is NULL items, which list slicing and deallocation tolerate. */
+static int pairs_cut(pairs_t *p) {
+    if (p->n == p->cap) return 0;
+    if (PyList_SetSlice(p->keys, p->n, p->cap, NULL)) return -1;
+    return PyList_SetSlice(p->values, p->n, p->cap, NULL);
+}
+
+static void pairs_drop(pairs_t *p) {
+    Py_XDECREF(p->keys);
+    Py_XDECREF(p->values);
+}
+
+/* A run being merged: its lists, the index range [pos, end) left, and its current key's bytes. */
+typedef struct {
+    PyObject *keys, *values;
+    Py_ssize_t pos, end;
+    const char *k;
+    Py_ssize_t klen;
+} run_t;
+
+static inline void run_load(run_t *r) {
+    PyObject *k = PyList_GET_ITEM(r->keys, r->pos);
+    r->k = PyBytes_AS_STRING(k);
+    r->klen = PyBytes_GET_SIZE(k);
+}
+
+static inline int run_cmp(const run_t *a, const run_t *b) {
+    int c = memcmp(a->k, b->k, a->klen < b->klen ? a->klen : b->klen);
+    if (c) return c;
+    return a->klen < b->klen ? -1 : a->klen > b->klen;
+}
+
+/* Heap order: smaller key first; for equal keys the newer run (higher index) first. */
+static inline int run_before(const run_t *runs, int a, int b) {
+    int c = run_cmp(&runs[a], &runs[b]);
+    return c < 0 || (c == 0 && a > b);
+}
+
+static void sift_down(const run_t *runs, int *heap, int n, int i) {
+    int top = heap[i];
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = l;
+        if (l >= n) break;
+        if (r < n && run_before(runs, heap[r], heap[l])) m = r;
+        if (!run_before(runs, heap[m], top)) break;
+        heap[i] = heap[m];
+        i = m;
+    }
+    heap[i] = top;
+}
+
+/* merge_newest(keys_lists, values_lists, starts, ends) -> (keys, values)
+ * Runs are given oldest first; each run's keys [start, end) are strictly increasing.
+ * Every key once, with the value of the newest run that holds it. */
+static PyObject *merge_newest(PyObject *self, PyObject *args) {
+    PyObject *kls, *vls, *starts, *ends;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyList_Type, &kls, &PyList_Type, &vls, &PyList_Type, &starts,
+                          &PyList_Type, &ends))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(kls);
+    if (PyList_GET_SIZE(vls) != n || PyList_GET_SIZE(starts) != n || PyList_GET_SIZE(ends) != n || n > 1 << 20) {
+        PyErr_SetString(PyExc_ValueError, "merge_newest: lists of different lengths");
+        return NULL;
+    }
+    run_t *runs = PyMem_Malloc(sizeof(run_t) * (n ? n : 1));
+    int *heap = PyMem_Malloc(sizeof(int) * (n ? n : 1));
+    PyObject *result = NULL;
+    pairs_t outp = {NULL, NULL, 0, 0};
+    if (!runs || !heap) { PyErr_NoMemory(); goto done; }
+    int h = 0;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        run_t *r = &runs[i];
+        r->keys = PyList_GET_ITEM(kls, i);
+        r->values = PyList_GET_ITEM(vls, i);
+        r->pos = PyLong_AsSsize_t(PyList_GET_ITEM(starts, i));
+        r->end = PyLong_AsSsize_t(PyList_GET_ITEM(ends, i));
+        if (PyErr_Occurred()) goto done;
+        if (!PyList_Check(r->keys) || !PyList_Check(r->values) || r->pos < 0 || r->end > PyList_GET_SIZE(r->keys) ||
+            r->end > PyList_GET_SIZE(r->values)) {
+            PyErr_SetString(PyExc_ValueError, "merge_newest: bad run");
+            goto done;
+        }
+        if (all_bytes(r->keys, r->pos, r->end, "keys")) goto done;
+        if (r->pos < r->end) {
+            run_load(r);
+            heap[h++] = (int)i;
+            total += r->end - r->pos;
+        }
+    }
+    if (pairs_init(&outp, total)) goto done;
+    for (int i = h / 2 - 1; i >= 0; i--) sift_down(runs, heap, h, i);
+    const char *last_k = NULL;
+    Py_ssize_t last_len = -1;
+    while (h) {
+        run_t *r = &runs[heap[0]];
+        /* the first of equal keys is the newest */
+        if (r->klen != last_len || memcmp(r->k, last_k, last_len)) {
+            pairs_put(&outp, PyList_GET_ITEM(r->keys, r->pos), PyList_GET_ITEM(r->values, r->pos));
+            last_k = r->k;  /* the key object stays alive in the output list */
+            last_len = r->klen;
+        }
+        if (++r->pos == r->end) {
+            heap[0] = heap[--h];
+        } else {
+            run_load(r);
+        }
+        if (h) sift_down(runs, heap, h, 0);
+    }
+    if (pairs_cut(&outp)) goto done;
+    result = PyTuple_Pack(2, outp.keys, outp.values);
+done:
+    pairs_drop(&outp);
+    PyMem_Free(runs);
+    PyMem_Free(heap);
+    return result;
+}
+
+/* live(keys, values, put, unstaged) -> (keys, values)
+ * Tagged staging values to what they stage: a value tagged `put` without its tag byte, an
+ * `unstaged` mark left out (with its key), anything else (a tombstone) None. */
+static PyObject *live(PyObject *self, PyObject *args) {
+    PyObject *ks, *vs;
+    int put, unstaged;
+    if (!PyArg_ParseTuple(args, "O!O!ii", &PyList_Type, &ks, &PyList_Type, &vs, &put, &unstaged)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(ks);
+    if (PyList_GET_SIZE(vs) != n) {
+        PyErr_SetString(PyExc_ValueError, "live: lists of different lengths");
+        return NULL;
+    }
+    if (all_bytes(vs, 0, n, "values")) return NULL;
+    PyObject *result = NULL;
+    pairs_t outp;
+    if (pairs_init(&outp, n)) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyList_GET_ITEM(vs, i);
+        Py_ssize_t len = PyBytes_GET_SIZE(v);
+        if (len < 1) {
+            PyErr_SetString(PyExc_ValueError, "live: an untagged staging value");
+            goto done;
+        }
+        int t = (unsigned char)PyBytes_AS_STRING(v)[0];
+        if (t == unstaged) continue;
+        if (t == put) {
+            PyObject *u = PyBytes_FromStringAndSize(PyBytes_AS_STRING(v) + 1, len - 1);
+            if (!u) goto done;
+            pairs_put(&outp, PyList_GET_ITEM(ks, i), u);
+            Py_DECREF(u);
+        } else {
+            pairs_put(&outp, PyList_GET_ITEM(ks, i), Py_None);
+        }
+    }
+    if (pairs_cut(&outp)) goto done;
+    result = PyTuple_Pack(2, outp.keys, outp.values);
+done:
+    pairs_drop(&outp);
+    return result;
+}
+
+/* overlay(base_keys, base_values, keys, values) -> (keys, values, applied)
+ * Sorted changes (value None: delete) over sorted base records: the records after the change,
+ * and how many changes change something (a new key with a value, a base key whose value
+ * differs or is deleted), as writer.apply's record loop counts them. */
+static PyObject *overlay(PyObject *self, PyObject *args) {
+    PyObject *bk, *bv, *ck, *cv;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyList_Type, &bk, &PyList_Type, &bv, &PyList_Type, &ck, &PyList_Type,
+                          &cv))
+        return NULL;
+    Py_ssize_t nb = PyList_GET_SIZE(bk), nc = PyList_GET_SIZE(ck);
+    if (PyList_GET_SIZE(bv) != nb || PyList_GET_SIZE(cv) != nc) {
+        PyErr_SetString(PyExc_ValueError, "overlay: lists of different lengths");
+        return NULL;
+    }
+    if (all_bytes(bk, 0, nb, "keys") || all_bytes(bv, 0, nb, "values") || all_bytes(ck, 0, nc, "keys")) return NULL;
+    for (Py_ssize_t j = 0; j < nc; j++) {
+        PyObject *v = PyList_GET_ITEM(cv, j);
+        if (v != Py_None && !PyBytes_Check(v)) {
+            PyErr_SetString(PyExc_TypeError, "values must be bytes or None");
+            return NULL;
+        }
+    }
+    PyObject *result = NULL;
+    pairs_t outp;
+    if (pairs_init(&outp, nb + nc)) goto done;
+    Py_ssize_t i = 0, j = 0, applied = 0;
+    while (i < nb || j < nc) {
+        int c = i == nb ? 1 : j == nc ? -1 : bytes_cmp(PyList_GET_ITEM(bk, i), PyList_GET_ITEM(ck, j));
+        if (c < 0) {
+            pairs_put(&outp, PyList_GET_ITEM(bk, i), PyList_GET_ITEM(bv, i));
+            i++;
+            continue;
+        }
+        PyObject *v = PyList_GET_ITEM(cv, j);
+        if (c == 0) {
+            PyObject *old = PyList_GET_ITEM(bv, i);
+            if (v == Py_None || PyBytes_GET_SIZE(v) != PyBytes_GET_SIZE(old) ||
+                memcmp(PyBytes_AS_STRING(v), PyBytes_AS_STRING(old), PyBytes_GET_SIZE(v)))
+                applied++;
+            i++;
+        } else if (v != Py_None) {
+            applied++;
+        }
+        if (v != Py_None) pairs_put(&outp, PyList_GET_ITEM(ck, j), v);
+        j++;
+    }
+    if (pairs_cut(&outp)) goto done;
+    result = Py_BuildValue("(OOn)", outp.keys, outp.values, applied);
+done:
+    pairs_drop(&outp);
+    return result;
+}
+
+/* cut_ends(keys, hash, mask) -> [i + 1 for each key i with hash(key) & mask == 0] */
+static PyObject *cut_ends(PyObject *self, PyObject *args) {
+    PyObject *ks, *hash;
+    unsigned long long mask;
+    if (!PyArg_ParseTuple(args, "O!OK", &PyList_Type, &ks, &hash, &mask)) return NULL;
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ks); i++) {
+        PyObject *h = PyObject_CallOneArg(hash, PyList_GET_ITEM(ks, i));
+        if (!h) goto fail;
+        unsigned long long v = PyLong_AsUnsignedLongLongMask(h);
+        Py_DECREF(h);
+        if (v == (unsigned long long)-1 && PyErr_Occurred()) goto fail;
+        if (!(v & mask)) {
+            PyObject *e = PyLong_FromSsize_t(i + 1);
+            if (!e) goto fail;
+            int rc = PyList_Append(out, e);
+            Py_DECREF(e);
+            if (rc) goto fail;
+        }
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* range_feed(keys, values, ident) -> (data, size)
+ * data: for each record, its key's length (4 bytes little-endian), the key and the first
+ * `ident` bytes of its value (what a range's content id hashes); size: the keys' and
+ * values' lengths summed. */
+static PyObject *range_feed(PyObject *self, PyObject *args) {
+    PyObject *ks, *vs;
+    Py_ssize_t ident;
+    if (!PyArg_ParseTuple(args, "O!O!n", &PyList_Type, &ks, &PyList_Type, &vs, &ident)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(ks);
+    if (PyList_GET_SIZE(vs) != n || ident < 0) {
+        PyErr_SetString(PyExc_ValueError, "range_feed: lists of different lengths");
+        return NULL;
+    }
+    if (all_bytes(ks, 0, n, "keys") || all_bytes(vs, 0, n, "values")) return NULL;
+    Py_ssize_t total = 0, size = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t kl = PyBytes_GET_SIZE(PyList_GET_ITEM(ks, i)), vl = PyBytes_GET_SIZE(PyList_GET_ITEM(vs, i));
+        if (kl > 0xFFFFFFFFLL) {
+            PyErr_SetString(PyExc_ValueError, "range_feed: key too long");
+            return NULL;
+        }
+        total += 4 + kl + (vl < ident ? vl : ident);
+        size += kl + vl;
+    }
+    PyObject *data = PyBytes_FromStringAndSize(NULL, total);
+    if (!data) return NULL;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(data);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = PyList_GET_ITEM(ks, i), *v = PyList_GET_ITEM(vs, i);
+        Py_ssize_t kl = PyBytes_GET_SIZE(k), vl = PyBytes_GET_SIZE(v);
+        if (vl > ident) vl = ident;
+        p[0] = (unsigned char)kl; p[1] = (unsigned char)(kl >> 8);
+        p[2] = (unsigned char)(kl >> 16); p[3] = (unsigned char)(kl >> 24);
+        memcpy(p + 4, PyBytes_AS_STRING(k), kl);
+        memcpy(p + 4 + kl, PyBytes_AS_STRING(v), vl);
+        p += 4 + kl + vl;
+    }
+    PyObject *result = Py_BuildValue("(Nn)", data, size);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"decode_block", decode_block, METH_VARARGS, "Decode one SSTable block into (keys, values)."},
+    {"merge_newest", merge_newest, METH_VARARGS, "Merge sorted runs (oldest first); the newest record of a key wins."},
+    {"live", live, METH_VARARGS, "Tagged staging values to staged values (None: tombstone), unstaged marks dropped."},
+    {"overlay", overlay, METH_VARARGS, "Sorted changes over sorted base records: (keys, values, applied)."},
+    {"cut_ends", cut_ends, METH_VARARGS, "The indices just past each key whose hash has the masked bits zero."},
+    {"range_feed", range_feed, METH_VARARGS, "What a range's content id hashes for these records, and their size."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -42,7 +42,7 @@ from lakemount.graveler.committed.diff import diff as committed_diff
 from lakemount.graveler.committed.merge import Strategy, three_way
 from lakemount.graveler.committed.metarange import MetaRange
 from lakemount.graveler.committed.store import CommittedStore
-from lakemount.graveler.committed.writer import ApplyStats, apply
+from lakemount.graveler.committed.writer import ApplyStats, Chunk, apply, apply_chunks, chunked
 from lakemount.graveler.journal import Journal
 from lakemount.graveler.model import (
     EMPTY_METARANGE,
@@ -57,7 +57,7 @@ from lakemount.graveler.model import (
     decode_value,
     prefix_end,
 )
-from lakemount.graveler.ports import RefStore, StagingStore
+from lakemount.graveler.ports import ChunkedStagingScan, RefStore, StagingStore
 from lakemount.graveler.refexpr import ResolvedRef, View, is_hex, parse
 
 MAX_CAS_ATTEMPTS: Final = 200
@@ -501,6 +501,13 @@ class Graveler:
                 last = k
                 yield k, v
 
+    def _staged_chunks(self, tokens: Sequence[StagingToken]) -> Iterator[Chunk]:
+        """All of ``tokens``' staged entries (newest token first) as chunks of parallel lists, in key
+        order: a staging that reads chunks (``ChunkedStagingScan``) gives one token's whole chunks."""
+        if len(tokens) == 1 and isinstance(self.staging, ChunkedStagingScan):
+            return self.staging.staged_chunks(tokens[0])
+        return chunked(self._staged_scan(tokens, b"", None))
+
     def scan(
         self, repo: str, ref: ResolvedRef, start: bytes = b"", stop: bytes | None = None
     ) -> Iterator[Record]:
@@ -630,7 +637,7 @@ class Graveler:
                 continue
             base = self.refs.get_commit(repo, b.commit_id)
             base_mr = self.metarange_of(r, base)
-            mr_id, mr_sum, stats = apply(self.committed, r.storage_namespace, base_mr, self._staged_scan(sealed, b"", None))
+            mr_id, mr_sum, stats = apply_chunks(self.committed, r.storage_namespace, base_mr, self._staged_chunks(sealed))
             if stats.changes_applied == 0 and first and not allow_empty:
                 # Staged entries equal to committed ones: nothing to record.  The
                 # sealed tokens stay visible and go into the next commit.

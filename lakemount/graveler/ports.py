@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
 
 from lakemount.graveler.model import Branch, Commit, CommitID, Repository, StagingToken, Tag
 
@@ -207,6 +207,17 @@ class StagingStore(Protocol):
         references any more and that is older than ``grace_s`` (None: the backend's own grace);
         returns how many objects went.  Rows in the ref store go with their token: nothing to do."""
 
+
+@runtime_checkable
+class ChunkedStagingScan(Protocol):
+    """A ``StagingStore`` that also reads a token's entries a chunk at a time (``LsmStaging``): a
+    commit of a million staged entries then does no Python step per entry to read them."""
+
+    def staged_chunks(
+        self, token: StagingToken, start: bytes = b"", stop: bytes | None = None
+    ) -> Iterator[tuple[list[bytes], list[bytes | None]]]:
+        """``staged_scan`` as non-empty chunks of parallel (keys, values) lists, in key order."""
+        ...
 
 
 class StagingLists(Protocol):

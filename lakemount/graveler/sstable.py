@@ -420,6 +420,16 @@ class TableReader:
             out.extend(zip(keys, values))
         return out
 
+    def arrays(self) -> tuple[list[bytes], list[bytes]]:
+        """All records as parallel lists of keys and values (whole-table work without a tuple per record)."""
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        for i in range(len(self._index_keys)):
+            ks, vs = self._block(i)
+            keys += ks
+            values += vs
+        return keys, values
+
     def drop_blocks(self) -> None:
         """Forget decoded blocks (memory); they are decoded again on demand."""
         self._blocks.clear()

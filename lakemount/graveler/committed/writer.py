@@ -14,6 +14,7 @@ import hashlib
 import itertools
 import struct
 import threading
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,7 +24,8 @@ import xxhash
 
 from lakemount.graveler.committed.metarange import MetaRange
 from lakemount.graveler.committed.store import CommittedStore
-from lakemount.graveler.model import EMPTY_METARANGE, MetaRangeID, RangeID, RangeInfo
+from lakemount.graveler.model import EMPTY_METARANGE, IDENTITY_LEN, MetaRangeID, RangeID, RangeInfo
+from lakemount.graveler.runs import cut_ends, overlay, range_feed
 from lakemount.graveler.sstable import TableWriter, scratch_dir
 
 CUT_BITS: Final = 10
@@ -61,31 +63,34 @@ class ApplyStats:
 
 
 class RangeBuilder:
-    """Accumulates records into ranges, cutting at content-defined boundaries."""
+    """Accumulates records into ranges, cutting at content-defined boundaries.
+
+    A range's records are gathered in lists while it grows; its table is written (and uploaded)
+    on a worker thread once it is cut, so the thread feeding records does no per-range file work.
+    """
 
     def __init__(self, store: CommittedStore, namespace: str, stats: ApplyStats) -> None:
         self._store = store
         self._ns = namespace
         self._stats = stats
-        self._writer: TableWriter | None = None
+        self._keys: list[bytes] = []
+        self._values: list[bytes] = []
         self._hasher = hashlib.blake2b(b"r", digest_size=32)
         self._bytes = 0
 
     @property
     def empty(self) -> bool:
-        return self._writer is None
+        return not self._keys
 
     def add(self, key: bytes, value: bytes) -> Future[RangeInfo] | None:
         """Add a record; returns the finished range when this key ends one."""
-        w = self._writer
-        if w is None:
-            w = self._writer = TableWriter(scratch_dir(self._store.tmpdir))
-        w.add(key, value)
+        self._keys.append(key)
+        self._values.append(value)
         # The identity (value[:16]) covers the whole entry; the length prefix keeps
         # (key, identity) pairs unambiguous.
-        self._hasher.update(_len_prefix(len(key)) + key + value[:16])
+        self._hasher.update(_len_prefix(len(key)) + key + value[:IDENTITY_LEN])
         self._bytes += len(key) + len(value)
-        if not (_hash(key) & CUT_MASK) or w.count >= MAX_RECORDS or self._bytes >= MAX_BYTES:
+        if not (_hash(key) & CUT_MASK) or len(self._keys) >= MAX_RECORDS or self._bytes >= MAX_BYTES:
             return self.flush()
         return None
 
@@ -93,28 +98,27 @@ class RangeBuilder:
         """``add`` of each pair in order (the same ranges, cut at the same keys); the ranges finished.
 
         The cut keys of the whole batch are found at once, and each run of records up to a cut
-        goes to the table writer and the range's hash in one call each: a commit of a million
-        staged entries spent most of its time in ``add``'s per-record Python.  A run that would
-        reach ``MAX_RECORDS`` or ``MAX_BYTES`` before its cut goes record by record (``add``).
+        goes to the range's records and its hash in one call each (``runs.cut_ends``,
+        ``runs.range_feed``): a commit of a million staged entries spent most of its time in
+        ``add``'s per-record Python.  A run that would reach ``MAX_RECORDS`` or ``MAX_BYTES``
+        before its cut goes record by record (``add``).
         """
         done: list[Future[RangeInfo]] = []
         n = len(keys)
         if not n:
             return done  # an empty batch must not open a range (``empty`` would turn false)
-        ends = [i + 1 for i, h in enumerate(map(_hash, keys)) if not h & CUT_MASK]
+        ends = cut_ends(keys, _hash, CUT_MASK)
         cut_at_end = bool(ends) and ends[-1] == n
         if not cut_at_end:
             ends.append(n)
         lo = 0
         for hi in ends:
-            ks, vs = keys[lo:hi], values[lo:hi]
-            size = sum(map(len, ks)) + sum(map(len, vs))
-            w = self._writer
-            if (0 if w is None else w.count) + len(ks) < MAX_RECORDS and self._bytes + size < MAX_BYTES:
-                if w is None:
-                    w = self._writer = TableWriter(scratch_dir(self._store.tmpdir))
-                w.add_many(ks, vs)
-                self._hasher.update(b"".join([_len_prefix(len(k)) + k + v[:16] for k, v in zip(ks, vs)]))
+            ks, vs = (keys, values) if hi - lo == n else (keys[lo:hi], values[lo:hi])
+            feed, size = range_feed(ks, vs, IDENTITY_LEN)
+            if len(self._keys) + len(ks) < MAX_RECORDS and self._bytes + size < MAX_BYTES:
+                self._keys += ks
+                self._values += vs
+                self._hasher.update(feed)
                 self._bytes += size
                 if hi < n or cut_at_end:
                     f = self.flush()
@@ -129,33 +133,29 @@ class RangeBuilder:
         return done
 
     def flush(self) -> Future[RangeInfo] | None:
-        """Finish the current range; finishing and uploading run on a worker thread."""
-        w = self._writer
-        if w is None:
+        """Finish the current range; its table is written and uploaded on a worker thread."""
+        keys, values = self._keys, self._values
+        if not keys:
             return None
-        self._writer = None
+        self._keys, self._values = [], []
         range_id = RangeID(self._hasher.hexdigest())
         self._hasher = hashlib.blake2b(b"r", digest_size=32)
         self._bytes = 0
         self._stats.ranges_written += 1
-        self._stats.records_written += w.count
+        self._stats.records_written += len(keys)
         self._stats.written_ids.append(range_id)
-        return _executor().submit(self._finish, w, range_id)
+        return _executor().submit(self._finish, keys, values, range_id)
 
-    def _finish(self, w: TableWriter, range_id: RangeID) -> RangeInfo:
-        assert w.first_key is not None and w.last_key is not None
-        try:
+    def _finish(self, keys: list[bytes], values: list[bytes], range_id: RangeID) -> RangeInfo:
+        with TableWriter(scratch_dir(self._store.tmpdir)) as w:  # an exception removes the file
+            w.add_many(keys, values)
             path = w.finish()
-        except BaseException:
-            w.abort()
-            raise
         size, digest = self._store.store_table(self._ns, range_id, path)
-        return RangeInfo(range_id, w.first_key, w.last_key, w.count, size, digest)
+        return RangeInfo(range_id, keys[0], keys[-1], len(keys), size, digest)
 
     def abort(self) -> None:
-        if self._writer is not None:
-            self._writer.abort()
-            self._writer = None
+        """Drop the range being gathered (nothing of it is written yet)."""
+        self._keys, self._values = [], []
 
 
 def write_metarange(store: CommittedStore, namespace: str, ranges: list[RangeInfo]) -> tuple[MetaRangeID, str]:
@@ -174,84 +174,111 @@ def write_metarange(store: CommittedStore, namespace: str, ranges: list[RangeInf
     return mr_id, digest
 
 
+Chunk = tuple[list[bytes], list[bytes | None]]  # sorted changes as parallel lists (None: delete)
+
+
+def chunked(changes: Iterable[tuple[bytes, bytes | None]], size: int = BATCH) -> Iterator[Chunk]:
+    """Sorted (key, value-or-None) changes as chunks of at most ``size`` for :func:`apply_chunks`."""
+    it = iter(changes)
+    while chunk := list(itertools.islice(it, size)):
+        yield [k for k, _ in chunk], [v for _, v in chunk]
+
+
+class _Changes:
+    """Sorted changes arriving as chunks, taken in pieces up to a key (a piece never spans two chunks)."""
+
+    def __init__(self, chunks: Iterable[Chunk]) -> None:
+        self._it = iter(chunks)
+        self._keys: list[bytes] = []
+        self._values: list[bytes | None] = []
+        self._pos = 0
+        self._next_chunk()
+
+    def _next_chunk(self) -> None:
+        while self._pos >= len(self._keys):
+            chunk = next(self._it, None)
+            if chunk is None:
+                self._keys, self._values, self._pos = [], [], 0
+                return
+            self._keys, self._values = chunk
+            self._pos = 0
+
+    def peek(self) -> bytes | None:
+        """The next change's key (None: no change left)."""
+        return self._keys[self._pos] if self._pos < len(self._keys) else None
+
+    def take(self, limit: bytes | None, *, inclusive: bool = False) -> Iterator[Chunk]:
+        """The changes with key < ``limit`` (``<=`` when ``inclusive``; None: all), in pieces;
+        consume each piece before asking for the next."""
+        while self._pos < len(self._keys):
+            keys, lo = self._keys, self._pos
+            if limit is None:
+                hi = len(keys)
+            else:
+                hi = (bisect_right if inclusive else bisect_left)(keys, limit, lo)
+            if hi > lo:
+                self._pos = hi
+                yield (keys, self._values) if lo == 0 and hi == len(keys) else (keys[lo:hi], self._values[lo:hi])
+            if hi < len(keys):
+                return
+            self._next_chunk()
+
+
 def apply(
     store: CommittedStore,
     namespace: str,
     base: MetaRange,
     changes: Iterable[tuple[bytes, bytes | None]],
 ) -> tuple[MetaRangeID, str, ApplyStats]:
-    """Apply sorted (key, value-or-None-to-delete) changes to ``base``; returns the new metarange.
+    """Apply sorted (key, value-or-None-to-delete) changes to ``base``; returns the new metarange
+    (:func:`apply_chunks` of the changes in chunks)."""
+    return apply_chunks(store, namespace, base, chunked(changes))
 
-    Ranges that no change falls into, reached while the builder is aligned on a
-    range boundary, are reused by reference without being read.
+
+def apply_chunks(
+    store: CommittedStore,
+    namespace: str,
+    base: MetaRange,
+    chunks: Iterable[Chunk],
+) -> tuple[MetaRangeID, str, ApplyStats]:
+    """Apply sorted changes, given as chunks of parallel (keys, values-or-None-to-delete) lists in
+    key order, to ``base``; returns the new metarange.
+
+    Ranges that no change falls into, reached while the builder is aligned on a range boundary,
+    are reused by reference without being read.  A range a change falls into is read whole and
+    the changes over it merged with it in one ``runs.overlay`` per piece, the records then added
+    to the builder in runs: the same records, ranges and counts as a merge record by record (the
+    builder's ``add_many`` cuts where ``add`` would), without a Python step per record.
     """
     stats = ApplyStats()
     out: list[RangeInfo | Future[RangeInfo]] = []
     builder = RangeBuilder(store, namespace, stats)
-    it: Iterator[tuple[bytes, bytes | None]] = iter(changes)
-    pending = next(it, None)
+    changes = _Changes(chunks)
 
-    def add(keys: list[bytes], values: list[bytes]) -> None:
+    def add(keys: list[bytes], values: list[bytes], applied: int) -> None:
         out.extend(builder.add_many(keys, values))
-        stats.changes_applied += len(keys)
-
-    def run_before(limit: bytes | None) -> None:
-        """Add the changes before ``limit`` (None: all) in batches of ``BATCH``."""
-        nonlocal pending
-        if pending is None:
-            return
-        if limit is None:  # the rest, in slices of the iterator (no loop step per change)
-            rest = itertools.chain((pending,), it)
-            while chunk := list(itertools.islice(rest, BATCH)):
-                add([k for k, v in chunk if v is not None], [v for _, v in chunk if v is not None])
-            pending = None
-            return
-        keys: list[bytes] = []
-        values: list[bytes] = []
-        while pending is not None and pending[0] < limit:
-            if pending[1] is not None:
-                keys.append(pending[0])
-                values.append(pending[1])
-                if len(keys) >= BATCH:
-                    add(keys, values)
-                    keys, values = [], []
-            pending = next(it, None)
-        add(keys, values)
+        stats.changes_applied += applied
 
     try:
         for i, info in enumerate(base.ranges):
-            if builder.empty and (pending is None or pending[0] > info.max_key):
+            nxt = changes.peek()
+            if builder.empty and (nxt is None or nxt > info.max_key):
                 out.append(info)
                 stats.ranges_reused += 1
                 continue
-            # Changes before the range's first record, as the record loop below would add them.
-            run_before(info.min_key)
-            max_key = info.max_key
-            for key, value in base.reader(i).items():
-                while pending is not None and pending[0] < key:
-                    if pending[1] is not None:
-                        stats.changes_applied += 1
-                        done = builder.add(pending[0], pending[1])
-                        if done:
-                            out.append(done)
-                    pending = next(it, None)
-                if pending is not None and pending[0] == key:
-                    if pending[1] != value:
-                        stats.changes_applied += 1
-                    if pending[1] is not None:
-                        done = builder.add(key, pending[1])
-                        if done:
-                            out.append(done)
-                    pending = next(it, None)
-                    continue
-                done = builder.add(key, value)
-                if done:
-                    out.append(done)
-            # Changes between this range's last record and its max key cannot
-            # exist (max key is its last record), so the loop above consumed all
-            # changes <= max_key except those > the last record: none.
-            assert pending is None or pending[0] > max_key
-        run_before(None)
+            for keys, values in changes.take(info.min_key):  # before the range's first record: new keys
+                add(*overlay([], [], keys, values))
+            base_keys, base_values = base.reader(i).arrays()
+            pos = 0
+            # Changes up to the range's max key (its last record) over its records; none lies past it.
+            for keys, values in changes.take(info.max_key, inclusive=True):
+                end = bisect_right(base_keys, keys[-1], pos)
+                add(*overlay(base_keys[pos:end], base_values[pos:end], keys, values))
+                pos = end
+            if pos < len(base_keys):
+                add(base_keys[pos:] if pos else base_keys, base_values[pos:] if pos else base_values, 0)
+        for keys, values in changes.take(None):
+            add(*overlay([], [], keys, values))
         done = builder.flush()
         if done:
             out.append(done)

@@ -123,9 +123,10 @@ class StagingFile:
         if keys is None:
             reader = self._reader
             assert reader is not None
-            records = reader.items()[1:]  # the bloom filter's empty key sorts first
-            self._values = [v for _, v in records]
-            self._keys = keys = [k for k, _ in records]
+            keys, values = reader.arrays()
+            del keys[0], values[0]  # the bloom filter's empty key sorts first
+            self._values = values
+            self._keys = keys
             self.count = len(keys)
             self._reader = None  # the arrays hold every record: the table's bytes can go
         return keys

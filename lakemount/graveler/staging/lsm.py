@@ -33,6 +33,7 @@ from typing import Final
 from lakemount.errors import Corrupt, InvalidArgument, ObjectNotFound, PreconditionFailed
 from lakemount.graveler.model import Branch, StagingToken, prefix_end
 from lakemount.graveler.ports import BlockAdapter, Cache, StageCheck, StagingLists
+from lakemount.graveler.runs import live, merge_newest
 from lakemount.graveler.staging.file import (
     PUT,
     UNSTAGED,
@@ -64,10 +65,10 @@ def _merge_chunks(files: Sequence[StagingFile], start: bytes, stop: bytes | None
 
     Each chunk ends at a bound key: the smallest of the keys that lie ``step`` records past each
     file's position, so no file gives more than ``step`` records to a chunk.  Every file's records
-    up to the bound are folded into one dict oldest first (newer values replace older ones) and
-    its keys sorted: the merge is C work (dict updates of array slices, a sort of a few sorted
-    runs), not a heap step per record in Python.  ``step`` starts at ``first`` spread over the
-    files (a listing wants a page) and grows 4x per chunk (a commit wants everything).
+    up to the bound go to one k-way merge of array slices in which the newest file's record of a
+    key wins (``runs.merge_newest``: C work, not a heap step per record in Python).  ``step``
+    starts at ``first`` spread over the files (a listing wants a page) and grows 4x per chunk (a
+    commit wants everything).
     """
     spans = [_Span(f.keys, f.values, *f.bounds(start, stop)) for f in reversed(files)]  # oldest first
     spans = [sp for sp in spans if sp.pos < sp.end]
@@ -88,16 +89,12 @@ def _merge_chunks(files: Sequence[StagingFile], start: bytes, stop: bytes | None
             p = sp.pos + step - 1
             if p < sp.end - 1 and (bound is None or sp.keys[p] < bound):
                 bound = sp.keys[p]
-        merged: dict[bytes, Tagged] = {}
-        for sp in spans:
-            i = sp.pos
-            e = sp.end if bound is None else bisect_right(sp.keys, bound, i, sp.end)
-            if e > i:
-                merged.update(zip(sp.keys[i:e], sp.values[i:e]))
-                sp.pos = e
+        starts = [sp.pos for sp in spans]
+        ends = [sp.end if bound is None else bisect_right(sp.keys, bound, sp.pos, sp.end) for sp in spans]
+        yield merge_newest([sp.keys for sp in spans], [sp.values for sp in spans], starts, ends)
+        for sp, e in zip(spans, ends):
+            sp.pos = e
         spans = [sp for sp in spans if sp.pos < sp.end]
-        out = sorted(merged)
-        yield out, list(map(merged.__getitem__, out))
         total = min(total * 4, MAX_CHUNK)
 
 
@@ -431,6 +428,15 @@ class LsmStaging:
         scan_files = [f for f in files if f.max_key >= start and (stop is None or f.min_key < stop)]
         page, complete = self._page(scan_files, start, stop, limit)
         return branch, own, page, complete
+
+    def staged_chunks(
+        self, token: StagingToken, start: bytes = b"", stop: bytes | None = None
+    ) -> Iterator[tuple[list[bytes], list[bytes | None]]]:
+        """``staged_scan`` as chunks of parallel (keys, values) lists, for whole-staging work (a commit)."""
+        for keys, values in self._chunks(self.lists.files([token], start, stop), start, stop, MAX_CHUNK):
+            chunk = live(keys, values, PUT, UNSTAGED)
+            if chunk[0]:
+                yield chunk
 
     def staged_count(self, token: StagingToken) -> int:
         return sum(1 for _ in self.staged_scan(token))
