@@ -577,6 +577,10 @@ class Graveler:
             raise ObjectNotFound(f"{repo}/{branch}/{key.decode('utf-8', 'replace')}")
         self.staging.stage(repo, branch, [(key, None)])
 
+    def staging_noticed(self, detail: str) -> None:
+        """Take what another process's staging change notice carried (see ``StagingStore.noticed``)."""
+        self.staging.noticed(detail)
+
     def collect_staging(self, repo: str, *, grace_s: float | None = None) -> int:
         """Delete ``repo``'s staging data that no branch references any more (files of a writer killed
         between its PUT and its append, files a commit, a reset or a compaction dropped), once older

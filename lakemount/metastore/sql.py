@@ -661,6 +661,9 @@ class SqlRefStore:
             lambda conn: conn.execute(sa.select(sa.func.count()).select_from(staging_t).where(staging_t.c.token == token)).scalar_one()
         ))
 
+    def noticed(self, detail: str) -> None:
+        pass  # staged rows carry no detail in their notices: a read asks the database
+
     def collect_staging(self, namespace: str, *, grace_s: float | None = None) -> int:
         return 0  # staged rows are deleted with their token: no staging data is left on the block store
 

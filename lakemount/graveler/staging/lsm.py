@@ -143,6 +143,7 @@ class LsmStats:
     compactions: int = 0
     compactions_lost: int = 0
     files_loaded: int = 0
+    files_noticed: int = 0  # staging files another process appended whose bytes came with its change notice
 
 
 class LsmStaging:
@@ -245,12 +246,12 @@ class LsmStaging:
             ns = self._namespaces[repo] = self._namespace_of(repo)
         return ns
 
-    def _write_file(self, namespace: str, records: list[tuple[bytes, Tagged]], level: int) -> StagingFileInfo:
+    def _write_file(self, namespace: str, records: list[tuple[bytes, Tagged]], level: int) -> tuple[StagingFileInfo, bytes]:
         data = encode_file(records, self.tmpdir)
         url = staging_url(namespace, secrets.token_hex(16))
         self.adapter.put(url, data)
         self.cache.put(url, data)
-        return StagingFileInfo(url, level, records[0][0], records[-1][0], len(records), len(data), checksum(data))
+        return StagingFileInfo(url, level, records[0][0], records[-1][0], len(records), len(data), checksum(data)), data
 
     def _flush(
         self, repo: str, branch: str, items: dict[bytes, bytes | None], check: StageCheck | None = None
@@ -260,9 +261,9 @@ class LsmStaging:
         judge = None if check is None else (lambda b: check(b, self.staged_get))
         for fresh in (False, True):
             ns = self._namespace(repo, fresh)
-            info = self._write_file(ns, records, 1)
+            info, data = self._write_file(ns, records, 1)
             try:
-                token, l1 = self.lists.append(repo, branch, ns, info, judge)
+                token, l1 = self.lists.append(repo, branch, ns, info, judge, data)
             except PreconditionFailed:
                 if fresh:
                     raise
@@ -318,7 +319,7 @@ class LsmStaging:
                 merged.update(self._open(f).items())
             records = sorted((k, v) for k, v in merged.items() if not (bottom and v[0] == UNSTAGED))
             namespace = files[0].url[: files[0].url.index(STAGING_DIR)].rstrip("/")
-            new = self._write_file(namespace, records, 2) if records else None
+            new = self._write_file(namespace, records, 2)[0] if records else None
             ok = self.lists.compact(token, [f.seq for f in l1 + taken], [f.seq for f in l2], new)
             with self._lock:
                 if ok:
@@ -329,6 +330,21 @@ class LsmStaging:
         finally:
             with self._lock:
                 self._compacting.discard(token)
+
+    # ------------------------------------------------------------------ notices
+    def noticed(self, detail: str) -> None:
+        """Another process appended a staging file and its change notice described it (``detail``):
+        the lists remember its row, and bytes the notice carried go into the cache once they match
+        the row's checksum, so the read the notice prompts asks the block store nothing (bytes that
+        do not match are dropped: the read then fetches the file and names it if it is damaged)."""
+        learnt = self.lists.learn(detail)
+        if learnt is None:
+            return
+        info, data = learnt
+        if data is not None and len(data) == info.size and checksum(data) == info.checksum:
+            self.cache.put(info.url, data)
+            with self._lock:
+                self.stats.files_noticed += 1
 
     # ------------------------------------------------------------------ reading files
     def _open(self, info: StagingFileInfo) -> StagingFile:
@@ -450,7 +466,7 @@ class LsmStaging:
             return
         files = self.lists.files([token])
         namespace = files[0].url[: files[0].url.index(STAGING_DIR)].rstrip("/")
-        info = self._write_file(namespace, [(k, UNSTAGED_MARK) for k in keys], 1)
+        info, _ = self._write_file(namespace, [(k, UNSTAGED_MARK) for k in keys], 1)
         self.lists.append_to_token(token, info)
 
     # ------------------------------------------------------------------ garbage
