@@ -113,6 +113,63 @@ def test_reads_use_key_ranges_and_bloom_filters(g: Graveler) -> None:
     assert r.stats.files_loaded == 1
 
 
+def test_a_write_that_makes_l1_long_is_acknowledged_without_waiting_for_its_compaction(tmp_path: Path) -> None:
+    """Compaction runs on the compactor thread: the lone writer whose append reached ``l1_max`` is
+    acknowledged while the compaction it set off is still under way (issue 26: a lone writer paid a
+    merge and a PUT every ``l1_max`` writes)."""
+    g = build_graveler(tmp_path / "refs.db", staging="lsm", l1_max=2)
+    g.create_repository(R, "mem://repo")
+    s = lsm(g)
+    entered, release = threading.Event(), threading.Event()
+    real = s.lists.compact
+
+    def compact(*args: Any) -> Any:
+        entered.set()
+        release.wait(30)
+        return real(*args)
+
+    s.lists.compact = compact  # type: ignore[method-assign]
+    g.set(R, "main", b"a", val("a"))
+    writer = threading.Thread(target=g.set, args=(R, "main", b"b", val("b")))
+    writer.start()
+    writer.join(10)
+    try:
+        assert entered.wait(10), "the append that made L1 two long set off no compaction"
+        assert not writer.is_alive(), "the write waited for the compaction it set off"
+    finally:
+        release.set()
+        writer.join(30)
+    assert s.settle(30)
+    assert s.stats.compactions == 1
+    token = g.get_branch(R, "main").staging_token
+    assert [f.level for f in s.lists.files([token])] == [2]
+    assert snapshot(g) == {b"a": "a", b"b": "b"}
+
+
+def test_a_failing_compaction_fails_no_acknowledged_write(tmp_path: Path) -> None:
+    """The object store failing during a compaction leaves the lists as they were; the write whose
+    append set it off is durable and acknowledged, not reported failed."""
+    g = build_graveler(tmp_path / "refs.db", staging="lsm", l1_max=2)
+    g.create_repository(R, "mem://repo")
+    s = lsm(g)
+    g.set(R, "main", b"a", val("a"))
+    real = s._write_file
+    failed: list[int] = []
+
+    def write_file(namespace: str, records: Any, level: int) -> Any:
+        if level == 2:
+            failed.append(level)
+            raise Unavailable("the object store is unreachable")
+        return real(namespace, records, level)
+
+    s._write_file = write_file  # type: ignore[method-assign]
+    g.set(R, "main", b"b", val("b"))  # acknowledged: its file and append are durable
+    assert s.settle(30)
+    assert failed == [2]  # the compaction's PUT failed
+    assert s.stats.compactions == 0
+    assert snapshot(g) == {b"a": "a", b"b": "b"}
+
+
 def test_compaction_keeps_the_view_and_loses_its_cas_when_l2_changed(g: Graveler) -> None:
     s = lsm(g)
     s.l1_max = 1000
@@ -358,6 +415,7 @@ def test_writers_compactor_and_committer_together_lose_nothing(tmp_path: Path) -
     for t in others:
         t.join()
     assert not errors, errors
+    assert all(lsm(v).settle(60) for v in [*views, g])  # compactions run on their own thread
     assert sum(lsm(v).stats.compactions for v in views) + lsm(g).stats.compactions > 0  # compaction ran
     assert len(list(g.log(R, "main"))) > 2  # commits ran
     seen = snapshot(g)

@@ -15,13 +15,18 @@ multi-key change (a rename, a DeleteObjects) is atomic.
 
 Compaction merges a token's L1 files (and the newest L2 files no larger than
 them) into one new L2 file and installs it with a compare-and-set that
-succeeds only if L2 is unchanged; appends carry on meanwhile.  Unreferenced staging files (a writer killed
+succeeds only if L2 is unchanged; appends carry on meanwhile.  It runs on a
+background thread: the write whose append made the L1 list long is
+acknowledged without waiting for it (a lone writer would otherwise pay a
+merge and a PUT every ``l1_max`` writes), and a compaction that fails fails
+no write.  Unreferenced staging files (a writer killed
 between PUT and append, lists dropped by commit or reset, compacted inputs)
 are garbage: :meth:`LsmStaging.collect_staging` (the GC job) deletes them after a grace period.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -45,6 +50,8 @@ from lakemount.graveler.staging.file import (
     tag,
     untag,
 )
+
+log = logging.getLogger(__name__)
 
 STAGING_DIR: Final = "_lakefs/staging/"
 SCAN_PAGE: Final = 1024  # entries a branch_staged_* call merges before returning; the rest is read as iterated
@@ -177,6 +184,9 @@ class LsmStaging:
         self._readers: dict[str, StagingFile] = {}  # insertion order: the oldest decoded goes first
         self._held = 0  # records in self._readers
         self._compacting: set[StagingToken] = set()
+        self._due: dict[StagingToken, None] = {}  # tokens waiting for the compactor thread, in order
+        self._compactor: threading.Thread | None = None
+        self._settled = threading.Condition(self._lock)
 
     # ------------------------------------------------------------------ writes
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
@@ -276,13 +286,39 @@ class LsmStaging:
 
     # ------------------------------------------------------------------ compaction
     def _maybe_compact(self, token: StagingToken | None, l1: int) -> None:
-        """Compact ``token`` when the append that made its L1 list ``l1`` long reached a multiple of
-        ``l1_max``: of all the processes appending to a branch, the one whose append made the list
+        """Have the compactor thread compact ``token`` when the append that made its L1 list ``l1`` long
+        reached a multiple of ``l1_max``: of all the processes appending to a branch, the one whose append made the list
         that long compacts it (not every process that counted its own flushes), and a compaction
         that was lost is tried again ``l1_max`` appends later."""
         if token is None or l1 < self.l1_max or l1 % self.l1_max:
             return
-        self.compact(token)
+        with self._lock:
+            self._due[token] = None
+            # is_alive: a process forked while the thread ran has its object but not the thread.
+            if self._compactor is not None and self._compactor.is_alive():
+                return
+            self._compactor = threading.Thread(target=self._compact_due, name="lakemount-compact", daemon=True)
+            self._compactor.start()
+
+    def _compact_due(self) -> None:
+        """The compactor thread: compact the due tokens, oldest first, until none is left."""
+        while True:
+            with self._lock:
+                if not self._due:
+                    self._compactor = None
+                    self._settled.notify_all()
+                    return
+                token = next(iter(self._due))
+                del self._due[token]
+            try:
+                self.compact(token)
+            except Exception as exc:  # the lists are as they were; the next l1_max appends try again
+                log.warning("compaction of staging %s failed: %s", token, exc)
+
+    def settle(self, timeout: float | None = None) -> bool:
+        """Wait until no compaction is due or running (tests, benchmarks); False if ``timeout`` passed first."""
+        with self._lock:
+            return self._settled.wait_for(lambda: self._compactor is None or not self._compactor.is_alive(), timeout)
 
     def compact(self, token: StagingToken, *, minimum: int | None = None) -> bool:
         """Merge ``token``'s L1 files, with the newest L2 files no larger than what is merged so far,
