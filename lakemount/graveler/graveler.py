@@ -534,8 +534,9 @@ class Graveler:
         yield from _overlay(committed, staged)
 
     # ------------------------------------------------------------------ writes
-    def set(self, repo: str, branch: str, key: bytes, value: bytes) -> None:
-        self.staging.stage(repo, branch, [(key, value)])
+    def set(self, repo: str, branch: str, key: bytes, value: bytes, *, ready: Callable[[], None] | None = None) -> None:
+        """Stage ``value`` at ``key``; ``ready`` waits for the data it points at (see ``StagingStore.stage``)."""
+        self.staging.stage(repo, branch, [(key, value)], ready=ready)
 
     def set_many(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Stage several changes in one transaction (atomic: a rename is one call).

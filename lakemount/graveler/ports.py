@@ -155,8 +155,12 @@ class StagingStore(Protocol):
     """
 
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
-              check: StageCheck | None = None) -> None:
+              check: StageCheck | None = None, ready: Callable[[], None] | None = None) -> None:
         """Write entries (None = tombstone) into the branch's *current* token.
+
+        ``ready`` waits until what the entries point at is stored (a data object still on its
+        way: it raises if that failed); nothing is made visible before it returns, but a backend
+        may do its own part meanwhile (``lsm`` stores its staging file), so the two overlap.
 
         Atomic with respect to sealing: a write either lands in the token a
         concurrent commit seals (and that commit sees it) or in the next one.

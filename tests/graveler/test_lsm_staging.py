@@ -170,6 +170,38 @@ def test_a_failing_compaction_fails_no_acknowledged_write(tmp_path: Path) -> Non
     assert snapshot(g) == {b"a": "a", b"b": "b"}
 
 
+def test_a_lone_write_stores_its_file_while_its_data_is_on_its_way_and_appends_only_after(g: Graveler) -> None:
+    """``ready`` (the data a lone write points at, still being PUT): the staging file's PUT overlaps
+    it, the append waits for it, and data that failed leaves nothing visible (issue 26: a lone
+    writer paid the two PUTs one after the other)."""
+    s = lsm(g)
+    data_sent, release = threading.Event(), threading.Event()
+    files_before: list[int] = []
+
+    def ready() -> None:
+        data_sent.set()
+        release.wait(30)
+        files_before.append(len(staging_files(s.adapter, "mem://repo")))
+
+    writer = threading.Thread(target=lambda: s.stage(R, "main", [(b"k", val("v"))], ready=ready))
+    writer.start()
+    assert data_sent.wait(10)
+    time.sleep(0.2)
+    assert snapshot(g) == {}  # nothing visible while the data is on its way
+    release.set()
+    writer.join(30)
+    assert files_before == [1]  # the staging file was stored before the data was ready: they overlapped
+    assert snapshot(g) == {b"k": "v"}
+
+    def failed() -> None:
+        raise Unavailable("the data PUT failed")
+
+    with pytest.raises(Unavailable):
+        s.stage(R, "main", [(b"k2", val("v2"))], ready=failed)
+    assert snapshot(g) == {b"k": "v"}  # its file is an orphan, nothing of it acknowledged nor visible
+    assert len(staging_files(s.adapter, "mem://repo")) == 2
+
+
 def test_compaction_keeps_the_view_and_loses_its_cas_when_l2_changed(g: Graveler) -> None:
     s = lsm(g)
     s.l1_max = 1000

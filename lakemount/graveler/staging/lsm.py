@@ -130,6 +130,7 @@ def staging_url(namespace: str, file_id: str) -> str:
 @dataclass
 class _Batch:
     items: dict[bytes, bytes | None] = field(default_factory=dict)
+    ready: list[Callable[[], None]] = field(default_factory=list)  # data still on its way (see ``stage``)
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
 
@@ -190,8 +191,14 @@ class LsmStaging:
 
     # ------------------------------------------------------------------ writes
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
-              check: StageCheck | None = None) -> None:
+              check: StageCheck | None = None, ready: Callable[[], None] | None = None) -> None:
         """Stage ``items`` (None = tombstone) on the branch's current token; returns once they are durable.
+
+        ``ready`` waits for the data the items point at (a PUT on another thread): a write that
+        flushes at once stores its staging file meanwhile and appends it only once ``ready``
+        returned, so a lone writer's two PUTs overlap and nothing is visible before both are
+        stored.  A write that would join other writers' batch waits for ``ready`` first, so its
+        data failing fails only itself.
 
         Raises ``BranchNotFound``/``RepositoryNotFound``, or ``Unavailable`` when the block store or
         the ref store fails during the flush (then nothing of the batch is acknowledged).  A
@@ -204,18 +211,28 @@ class LsmStaging:
         if any(not k for k, _ in items):
             raise InvalidArgument("an empty key cannot be staged")
         if check is not None:
+            if ready is not None:
+                ready()
             self._maybe_compact(*self._flush(repo, branch, dict(items), check))
             return
         with self._lock:
             q = self._queues.get((repo, branch))
             if q is None:
                 q = self._queues[(repo, branch)] = _Queue()
+        if ready is not None:
+            with q.cond:
+                alone = q.pending is None and not q.in_flight
+            if not alone:
+                ready()
+                ready = None
         with q.cond:
             batch = q.pending
             lead = batch is None
             if batch is None:
                 batch = q.pending = _Batch()
             batch.items.update(items)
+            if ready is not None:  # (rarely a follower: another writer came between the check and here)
+                batch.ready.append(ready)
             if lead:
                 # No fixed wait: flush now unless a flush is in flight; then gather what arrives
                 # until it ends (the next batch is whatever came meanwhile: the busier the branch,
@@ -239,7 +256,7 @@ class LsmStaging:
         token: StagingToken | None = None
         l1 = 0
         try:
-            token, l1 = self._flush(repo, branch, batch.items)
+            token, l1 = self._flush(repo, branch, batch.items, ready=batch.ready)
         except BaseException as exc:
             batch.error = exc
             raise
@@ -264,14 +281,19 @@ class LsmStaging:
         return StagingFileInfo(url, level, records[0][0], records[-1][0], len(records), len(data), checksum(data)), data
 
     def _flush(
-        self, repo: str, branch: str, items: dict[bytes, bytes | None], check: StageCheck | None = None
+        self, repo: str, branch: str, items: dict[bytes, bytes | None], check: StageCheck | None = None,
+        ready: Sequence[Callable[[], None]] = (),
     ) -> tuple[StagingToken, int]:
-        """Write ``items`` as one L1 file and append it; the token it went to and its L1 length now."""
+        """Write ``items`` as one L1 file, wait for ``ready`` (the data the items point at), and append
+        the file; the token it went to and its L1 length now."""
         records = sorted((k, tag(v)) for k, v in items.items())
         judge = None if check is None else (lambda b: check(b, self.staged_get))
         for fresh in (False, True):
             ns = self._namespace(repo, fresh)
             info, data = self._write_file(ns, records, 1)
+            for wait in ready:
+                wait()  # raises if the data failed: the file is an orphan, nothing is acknowledged
+            ready = ()
             try:
                 token, l1 = self.lists.append(repo, branch, ns, info, judge, data)
             except PreconditionFailed:
