@@ -265,7 +265,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
 
     def writer(
         self, repo: str | Repository, *, expected: int | None = None, address: str | None = None,
-        hash_md5: bool = True, hash_sha256: bool = True,
+        hash_md5: bool = True, hash_sha256: bool = True, defer: bool = False,
     ) -> DataWriter:
         """The writer of one object's data in ``repo``'s storage namespace: the one way bytes are stored.
 
@@ -274,10 +274,12 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         :mod:`~lakemount.catalog.writer`).  ``expected`` is the body's announced size (it decides
         whether a thread hashes and writes it), ``address`` a namespace-relative place to store the
         bytes at instead of their content address, ``hash_md5`` / ``hash_sha256`` False for a digest
-        the caller computes and hands over with ``w.vouch``.  Raises ``RepositoryNotFound``.
+        the caller computes and hands over with ``w.vouch``; ``defer`` stores a small body on a thread
+        after the block (``w.stored()`` waits for it: hand it to :meth:`stage_upload` as ``ready``).
+        Raises ``RepositoryNotFound``.
         """
         r = self.repository(repo) if isinstance(repo, str) else repo
-        return DataWriter(self, r, expected=expected, address=address, hash_md5=hash_md5, hash_sha256=hash_sha256)
+        return DataWriter(self, r, expected=expected, address=address, hash_md5=hash_md5, hash_sha256=hash_sha256, defer=defer)
 
     def write_data(self, repo: str, source: bytes | BinaryIO | str) -> DataInfo:
         """Store a body in hand (bytes, a readable stream, or a local file path, read as it is copied)
@@ -588,7 +590,8 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         self.graveler.set(repo, self.writable_branch(repo, ref), key, entry.value())
 
     def stage_upload(
-        self, repo: str, ref: str | ResolvedRef, path: str, entry: Entry, *, if_absent: bool = False, timed: bool = False
+        self, repo: str, ref: str | ResolvedRef, path: str, entry: Entry, *, if_absent: bool = False, timed: bool = False,
+        ready: Callable[[], None] | None = None,
     ) -> Entry:
         """Stage an uploaded object's ``entry`` (the API's upload and link, the gateway's PUT and multipart
         completion); returns the entry ``path`` now has.
@@ -601,8 +604,11 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         chose its mtime, ``timed``.)  ``if_absent`` is
         ``If-None-Match: *``: raises ``ObjectExists`` if ``path`` has an object, checked in the
         transaction that stages the entry (of uploads racing for one path, exactly one wins).  Also raises what
-        :meth:`writable_branch` and :meth:`put_entry` raise.
+        :meth:`writable_branch` and :meth:`put_entry` raise.  ``ready`` waits until the entry's data
+        is stored (``DataWriter.stored``, raising what that raised): it returns only after, and
+        nothing is staged before.
         """
+        done = ready or (lambda: None)
         key = encode_new_path(path)
         branch = self.writable_branch(repo, ref)
         current = self.get_optional(repo, branch, path)
@@ -610,18 +616,20 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
             if if_absent:
                 raise ObjectExists(f"{repo}/{branch}/{path}")
             if current == entry or (not timed and _same_content(current, entry)):
+                done()
                 return current
             committed = self.get_optional(repo, f"{branch}@", path)
             if committed is not None and (committed == entry or (not timed and _same_content(committed, entry))):
                 entry = committed  # back to the head's version: the staged change undone
         if if_absent:
+            done()
             # Checked again where it is written: of uploads racing for one absent path, one stages.
             try:
                 self.graveler.set_many_if(repo, branch, [(key, entry.value())], [(key, None)])
             except PreconditionFailed as exc:
                 raise ObjectExists(f"{repo}/{branch}/{path}") from exc
             return entry
-        self.graveler.set(repo, branch, key, entry.value())
+        self.graveler.set(repo, branch, key, entry.value(), ready=ready)
         return entry
 
     def apply(self, repo: str, ref: str | ResolvedRef, changes: Sequence[tuple[str, Entry | None]]) -> None:

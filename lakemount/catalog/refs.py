@@ -10,17 +10,20 @@ other errors raised there (``RepositoryNotFound``,
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lakemount.actions.events import Event
 from lakemount.catalog import names
 from lakemount.catalog import protection as prot
-from lakemount.errors import AlreadyExists, InvalidArgument, ReadOnlyRef
+from lakemount.errors import AlreadyExists, InvalidArgument, LakeMountError, ReadOnlyRef
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import Branch, Commit, Repository, Tag
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef, View, parse
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from lakemount.actions.runner import Actions
@@ -218,6 +221,13 @@ class RefVerbs:
                 callback(None)
                 return
             others = [c for c in batch if c.sender != own]
+            for c in others:
+                if c.detail:
+                    # Before the callback: the reads it prompts find the appended file here already.
+                    try:
+                        self.graveler.staging_noticed(c.detail)
+                    except (LakeMountError, OSError) as exc:  # the read fetches what the notice failed to give
+                        log.debug("staging notice of %s/%s: %s", c.repo, c.branch, exc)
             if others:
                 callback(others)
 

@@ -33,6 +33,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, BinaryIO, Final
@@ -47,6 +50,28 @@ if TYPE_CHECKING:
 
 CHUNK: Final = 4 * 1024 * 1024
 INLINE_MAX: Final = 256 * 1024  # bodies up to this size are stored from memory, with one put
+DEFER_THREADS: Final = 8  # deferred stores (``defer``) running at once in a process
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _deferred_pool() -> ThreadPoolExecutor:
+    """The threads deferred stores run on, made at first use (never at import), and again in a
+    forked child (a server's workers): a child has the parent's pool object but none of its threads."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(DEFER_THREADS, thread_name_prefix="lakemount-store")
+        return _pool
+
+
+def _forget_pool() -> None:
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +95,11 @@ class DataWriter:
 
     def __init__(
         self, catalog: Catalog, repo: Repository, *, expected: int | None = None, address: str | None = None,
-        hash_md5: bool = True, hash_sha256: bool = True,
+        hash_md5: bool = True, hash_sha256: bool = True, defer: bool = False,
     ) -> None:
         self._catalog = catalog
+        self._defer = defer
+        self._pending: Future[None] | None = None
         self._repo = repo
         self._expected = expected
         self._address = address
@@ -98,6 +125,14 @@ class DataWriter:
         if self._info is None:
             raise RuntimeError("the writer stored nothing (its block has not ended, failed, or was cancelled)")
         return self._info
+
+    def stored(self) -> None:
+        """Wait until the bytes are stored; raises what storing them raised.  Only a ``defer`` writer
+        whose body stayed in memory stores after its block (on a thread): then :attr:`info` is known
+        before the bytes are stored, and the caller stages the entry meanwhile, handing this to the
+        staging as its ``ready`` (nothing is visible before it returns)."""
+        if self._pending is not None:
+            self._pending.result()
 
     # ------------------------------------------------------------------ writing
     def write(self, data: bytes | bytearray | memoryview) -> None:
@@ -194,10 +229,16 @@ class DataWriter:
                 raise ValueError("a content-addressed write needs the SHA-256: hash it, or vouch for it")
             address = data_address(sha)
             url = cat.physical_url(self._repo, address)
+            if self._defer and body is not None:
+                self._pending = _deferred_pool().submit(self._store_body, url, body, True)
+                return DataInfo(address, self.size, md5 or "", sha)
             if cat.refresh_existing(url):
                 return DataInfo(address, self.size, md5 or "", sha)
         else:
             url = cat.physical_url(self._repo, address)
+            if self._defer and body is not None:
+                self._pending = _deferred_pool().submit(self._store_body, url, body, False)
+                return DataInfo(address, self.size, md5 or "", sha or "")
         if self._file is not None:
             cat.adapter.put_file(url, self._file)
         elif self._land is not None:
@@ -206,6 +247,15 @@ class DataWriter:
             assert body is not None
             cat.adapter.put(url, body)
         return DataInfo(address, self.size, md5 or "", sha or "")
+
+
+    def _store_body(self, url: str, body: bytes, content_addressed: bool) -> None:
+        """Store an in-memory body at ``url`` (a deferred store, on a pool thread); a content-addressed
+        one that is already there is only refreshed, as :meth:`_commit` does."""
+        cat = self._catalog
+        if content_addressed and cat.refresh_existing(url):
+            return
+        cat.adapter.put(url, body)
 
 
 def _hash_file(path: str) -> tuple[int, str, str]:

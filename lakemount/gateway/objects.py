@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import email.utils
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final
@@ -179,12 +180,14 @@ def _invalid_range(size: int) -> S3Error:
 
 @dataclass(frozen=True, slots=True)
 class Received:
-    """A verified request body, stored (``address`` is '' when it was only checked)."""
+    """A verified request body, stored (``address`` is '' when it was only checked); received with
+    ``defer``, ``stored()`` waits until its bytes are (and raises what storing them raised)."""
 
     address: str
     size: int
     md5: str  # hex
     checksums: dict[str, str] = field(default_factory=dict)
+    stored: Callable[[], None] = lambda: None
 
 
 def declared_length(req: Request) -> int | None:
@@ -214,11 +217,13 @@ def receive(
     max_size: int = MAX_PUT_SIZE,
     address: str | None = None,
     store: bool = True,
+    defer: bool = False,
 ) -> Received:
     """Read, decode and verify the whole body, and store it with the catalog's writer.
 
     Stored content-addressed, or at the namespace-relative ``address``; with
-    ``store`` False only checked.  Raises ``S3Error`` (framing, signature,
+    ``store`` False only checked; with ``defer`` a small body is stored on a thread
+    meanwhile the caller stages it (hand ``stored`` to ``Catalog.stage_upload`` as ``ready``).  Raises ``S3Error`` (framing, signature,
     digest, length) or ``ClientDisconnected``; nothing is stored then.
     """
     te = (req.header("transfer-encoding") or "").lower()
@@ -232,7 +237,7 @@ def receive(
     signed_sha = plan.sha256 if plan is not None and plan.mode is PayloadMode.SHA256 else None
     # The decoder computes the MD5 (and checks a signed SHA-256); the writer hashes only what is left.
     hash_sha256 = store and address is None and signed_sha is None
-    with catalog.writer(repo, expected=length, address=address, hash_md5=False, hash_sha256=hash_sha256) as w:
+    with catalog.writer(repo, expected=length, address=address, hash_md5=False, hash_sha256=hash_sha256, defer=defer) as w:
         size = 0
         while True:
             raw = req.body.read()
@@ -248,4 +253,4 @@ def receive(
         w.vouch(md5=summary.md5.hex(), sha256=signed_sha)
         if not store:
             w.cancel()
-    return Received(w.info.address if store else "", summary.length, summary.md5.hex(), dict(summary.checksums))
+    return Received(w.info.address if store else "", summary.length, summary.md5.hex(), dict(summary.checksums), w.stored)

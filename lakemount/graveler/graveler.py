@@ -541,8 +541,9 @@ class Graveler:
         yield from _overlay(committed, staged)
 
     # ------------------------------------------------------------------ writes
-    def set(self, repo: str, branch: str, key: bytes, value: bytes) -> None:
-        self.staging.stage(repo, branch, [(key, value)])
+    def set(self, repo: str, branch: str, key: bytes, value: bytes, *, ready: Callable[[], None] | None = None) -> None:
+        """Stage ``value`` at ``key``; ``ready`` waits for the data it points at (see ``StagingStore.stage``)."""
+        self.staging.stage(repo, branch, [(key, value)], ready=ready)
 
     def set_many(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Stage several changes in one transaction (atomic: a rename is one call).
@@ -583,6 +584,10 @@ class Graveler:
         if self.get(repo, ref, key) is None:
             raise ObjectNotFound(f"{repo}/{branch}/{key.decode('utf-8', 'replace')}")
         self.staging.stage(repo, branch, [(key, None)])
+
+    def staging_noticed(self, detail: str) -> None:
+        """Take what another process's staging change notice carried (see ``StagingStore.noticed``)."""
+        self.staging.noticed(detail)
 
     def collect_staging(self, repo: str, *, grace_s: float | None = None) -> int:
         """Delete ``repo``'s staging data that no branch references any more (files of a writer killed

@@ -155,8 +155,12 @@ class StagingStore(Protocol):
     """
 
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
-              check: StageCheck | None = None) -> None:
+              check: StageCheck | None = None, ready: Callable[[], None] | None = None) -> None:
         """Write entries (None = tombstone) into the branch's *current* token.
+
+        ``ready`` waits until what the entries point at is stored (a data object still on its
+        way: it raises if that failed); nothing is made visible before it returns, but a backend
+        may do its own part meanwhile (``lsm`` stores its staging file), so the two overlap.
 
         Atomic with respect to sealing: a write either lands in the token a
         concurrent commit seals (and that commit sees it) or in the next one.
@@ -202,6 +206,10 @@ class StagingStore(Protocol):
     def drop_staging(self, token: StagingToken, prefix: bytes = b"", key: bytes | None = None) -> None:
         """Forget staged entries: all, those under ``prefix``, or exactly ``key``."""
 
+    def noticed(self, detail: str) -> None:
+        """Take what another process's staging change notice carried (``detail``, non-empty) so the
+        reads it prompts are served from this process; a backend with nothing to take ignores it."""
+
     def collect_staging(self, namespace: str, *, grace_s: float | None = None) -> int:
         """Delete the staging data stored under the storage namespace ``namespace`` that nothing
         references any more and that is older than ``grace_s`` (None: the backend's own grace);
@@ -231,10 +239,12 @@ class StagingLists(Protocol):
 
     def append(
         self, repo: str, branch: str, namespace: str, info: StagingFileInfo,
-        check: Callable[[Branch], None] | None = None,
+        check: Callable[[Branch], None] | None = None, data: bytes | None = None,
     ) -> tuple[StagingToken, int]:
         """Append an L1 file to the branch's *current* token in one statement; return that token and
         how many L1 files it lists now, this one included (when a writer should compact it).
+        ``data`` (the file's bytes) may ride along in the change notice other processes receive
+        (:meth:`learn`).
 
         With ``check``, the append is one transaction that first locks the branch row
         exclusively and calls ``check(branch)``; lookups the check makes on this thread
@@ -250,6 +260,10 @@ class StagingLists(Protocol):
 
     def append_to_token(self, token: StagingToken, info: StagingFileInfo) -> None:
         """Append an L1 file to ``token`` itself (a partial reset of a sealed token)."""
+
+    def learn(self, detail: str) -> tuple[StagingFileInfo, bytes | None] | None:
+        """The file an append's change notice describes (``detail``), remembered so a read of the
+        lists needs not read its row again, with the bytes the notice carried; None if unreadable."""
 
     def files(self, tokens: Sequence[StagingToken], start: bytes = b"", stop: bytes | None = None) -> list[StagingFileInfo]:
         """Files of ``tokens`` whose key range meets [start, stop] (``stop`` inclusive; None: no bound),

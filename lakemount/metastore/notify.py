@@ -7,7 +7,10 @@ staged entries (a write, a partial reset), so the notice is delivered exactly wh
 (PostgreSQL sends notifications on commit, never for a rolled-back
 transaction).  The payload is ``sender TAB kind TAB repo TAB branch`` with
 ``kind`` ``head`` or ``staging``; ``sender`` identifies the sending process so
-a mount can ignore its own changes.
+a mount can ignore its own changes.  A staging file's append adds ``TAB
+detail``: the file's list row and, when small, its bytes
+(:mod:`lakemount.metastore.staging_lists`), so the receiver serves the write
+without reading the row or fetching the file.
 
 A :class:`Listener` holds one dedicated connection in autocommit mode, waits on
 its socket and calls back with the changes it received, de-duplicated per
@@ -42,23 +45,26 @@ STAGING: Final = "staging"
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One notice: ``kind`` (``head`` or ``staging``) of ``repo``/``branch`` by process ``sender``."""
+    """One notice: ``kind`` (``head`` or ``staging``) of ``repo``/``branch`` by process ``sender``;
+    ``detail`` describes an appended staging file (empty for any other change)."""
 
     sender: str
     kind: str
     repo: str
     branch: str
+    detail: str = ""
 
 
 def payload(sender: str, kind: str, repo: str, branch: str) -> str:
-    """The notification text for a change (tabs never occur in repository or branch names)."""
+    """The notification text for a change (tabs never occur in repository or branch names); an
+    append's statement adds ``TAB detail`` to it."""
     return f"{sender}\t{kind}\t{repo}\t{branch}"
 
 
 def parse(text: str) -> Change | None:
     """The change a payload describes, or ``None`` for text not from lakemount."""
-    parts = text.split("\t")
-    if len(parts) != 4 or parts[1] not in (HEAD, STAGING):
+    parts = text.split("\t", 4)
+    if len(parts) not in (4, 5) or parts[1] not in (HEAD, STAGING):
         return None
     return Change(*parts)
 

@@ -539,14 +539,17 @@ class SqlRefStore:
 
     # -- staging -------------------------------------------------------------------
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
-              check: StageCheck | None = None) -> None:
+              check: StageCheck | None = None, ready: Callable[[], None] | None = None) -> None:
         """Upsert ``items`` into the branch's current staging token (see ``RefStore.stage`` for ``check``).
 
         A kept connection the server dropped before the write's COMMIT went out
         is replaced and the write tried once more: nothing of it was applied.
         Lost while the COMMIT was on its way, whether it applied is unknown, and
         a repeat could overwrite a later write of the same key: ``Unavailable``.
+        ``ready`` is waited for first: a row has nothing to do meanwhile.
         """
+        if ready is not None:
+            ready()
         # A checked write locks the row exclusively: two checked writers (and a commit's swap of
         # the tokens) wait for each other, so the state one checked is the state it writes over.
         lock = (" FOR UPDATE" if check is not None else " FOR SHARE") if self.dialect == "postgresql" else ""
@@ -690,6 +693,9 @@ class SqlRefStore:
         return int(self._select(
             lambda conn: conn.execute(sa.select(sa.func.count()).select_from(staging_t).where(staging_t.c.token == token)).scalar_one()
         ))
+
+    def noticed(self, detail: str) -> None:
+        pass  # staged rows carry no detail in their notices: a read asks the database
 
     def collect_staging(self, namespace: str, *, grace_s: float | None = None) -> int:
         return 0  # staged rows are deleted with their token: no staging data is left on the block store

@@ -8,11 +8,18 @@ branch row (PostgreSQL ``FOR SHARE``; SQLite runs one statement at a time), so
 a commit's seal cannot slip between reading the token and inserting the file:
 the append lands in the token the commit seals, and the commit sees it, or in
 the next.  On PostgreSQL the same statement sends the change notice mounts
-listen for.  Compaction's compare-and-set is one short transaction.
+listen for, carrying the new row and, when the file is small, its bytes
+(:meth:`SqlStagingLists.learn` reads them back on the other hosts): a host that
+hears of a write serves it without reading the row or fetching the file.
+Compaction's compare-and-set is one short transaction.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Final, NoReturn, TypeVar
@@ -25,6 +32,8 @@ from lakemount.graveler.staging.file import StagingFileInfo
 from lakemount.metastore import notify
 from lakemount.metastore.sql import SqlRefStore
 from lakemount.metastore.tables import create_tables
+
+log = logging.getLogger(__name__)
 
 metadata = sa.MetaData()
 
@@ -47,6 +56,9 @@ _COLS: Final = "token, level, id, url, min_key, max_key, count, size, checksum"
 _IDS: Final = "token, level, id"
 KNOWN_MAX: Final = 1 << 16  # list rows remembered by id before starting over
 LISTS_MAX: Final = 1024  # token lists kept grouped and ordered, by the ids they hold, before starting over
+# PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more: a notice's detail stays under this budget
+# (a one-write file of ~1.2 KB goes whole; a bigger one goes as its row, fetched when read).
+NOTICE_MAX: Final = 7_600
 _T = TypeVar("_T")
 
 
@@ -131,12 +143,16 @@ class SqlStagingLists:
     # -- appends -----------------------------------------------------------------
     def append(
         self, repo: str, branch: str, namespace: str, info: StagingFileInfo,
-        check: Callable[[Branch], None] | None = None,
+        check: Callable[[Branch], None] | None = None, data: bytes | None = None,
     ) -> tuple[StagingToken, int]:
         if check is not None:
             return self._append_checked(repo, branch, namespace, info, check)
         values = (info.url, info.min_key, info.max_key, info.count, info.size, info.checksum)
         if self.dialect == "postgresql":
+            # The notice ends with the new row's token and id (known only inside the statement) and
+            # the rest of its row (and bytes), see ``learn``.
+            head = notify.payload(self.refs.sender, notify.STAGING, repo, branch)
+            detail = _detail(info, data, NOTICE_MAX - len(head.encode()))
             text = (
                 "WITH b AS (SELECT br.staging_token FROM lm_branches br JOIN lm_repositories r ON r.name = br.repo "
                 "WHERE br.repo = %s AND br.name = %s AND r.storage_namespace = %s FOR SHARE OF br), "
@@ -144,11 +160,11 @@ class SqlStagingLists:
                 "SELECT staging_token, 1, %s, %s, %s, %s, %s, %s FROM b RETURNING token, id) "
                 # The count sees the token's rows as of the statement's start: the new one is the + 1.
                 "SELECT token, 1 + (SELECT count(*) FROM lm_staging_files f WHERE f.token = ins.token AND f.level = 1), "
-                "id, pg_notify(%s, %s) FROM ins"
+                "id, pg_notify(%s, " + ("%s || ins.token || ' ' || ins.id || ' ' || %s" if detail else "%s") + ") FROM ins"
             )
             params: tuple[Any, ...] = (
                 repo, branch, namespace, *values,
-                notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch),
+                notify.CHANNEL, *((head + "\t", detail) if detail else (head,)),
             )
         else:
             text = (
@@ -178,6 +194,21 @@ class SqlStagingLists:
         if self.refs.get_repository(repo).storage_namespace != namespace:
             raise PreconditionFailed(f"repository {repo} was created again with another storage namespace")
         raise BranchNotFound(repo, branch)
+
+    def learn(self, detail: str) -> tuple[StagingFileInfo, bytes | None] | None:
+        """The file another process appended, from its change notice's ``detail``: its row is
+        remembered (a read of the list then needs no second statement for it), and its bytes are
+        returned when the notice carried them.  None for a detail this version cannot read."""
+        try:
+            token, seq, rest = detail.split(" ", 2)
+            d = json.loads(rest)
+            info = StagingFileInfo(d["url"], 1, bytes.fromhex(d["min"]), bytes.fromhex(d["max"]), int(d["count"]),
+                                   int(d["size"]), d["checksum"], int(seq), StagingToken(token))
+            data = base64.b64decode(d["data"], validate=True) if "data" in d else None
+        except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+            log.debug("staging notice not understood: %s", exc)
+            return None
+        return self._remember(info), data
 
     def _append_checked(
         self, repo: str, branch: str, namespace: str, info: StagingFileInfo, check: Callable[[Branch], None]
@@ -341,6 +372,19 @@ class SqlStagingLists:
             text = ("DELETE FROM lm_staging_files WHERE id IN "
                     "(SELECT id FROM lm_staging_files WHERE token = %s ORDER BY id FOR UPDATE)")
         self._fast.run(lambda cur: cur.execute(text, (token,)))
+
+
+def _detail(info: StagingFileInfo, data: bytes | None, budget: int) -> str:
+    """The tail of an append's notice after ``token id``: the row's other columns as JSON, with the
+    file's bytes if they fit in ``budget`` bytes; empty if not even the row fits."""
+    row = {"url": info.url, "min": info.min_key.hex(), "max": info.max_key.hex(), "count": info.count,
+           "size": info.size, "checksum": info.checksum}
+    room = budget - 64  # the token and the id
+    if data is not None and 4 * (len(data) + 2) // 3 + 16 < room - len(json.dumps(row).encode()):
+        text = json.dumps({**row, "data": base64.b64encode(data).decode()})
+    else:
+        text = json.dumps(row)
+    return text if len(text.encode()) <= room else ""
 
 
 class _Lost(Exception):

@@ -208,3 +208,29 @@ def test_gc_reaches_the_namespace_only_through_the_catalogs_gc_store(tmp_path: P
     assert marker == f"{name}.{deadline}" and name in loc.physical_address
     store.drop_upload_marker(marker)
     assert list(store.upload_markers()) == []
+
+
+def test_a_staging_notice_that_carries_its_file_reaches_the_staging_before_the_callback(tmp_path: Path) -> None:
+    """lsm staging: what another process's append notice carried (the file's row and bytes) is taken
+    by this process's staging before the mount hears of the change, so the read the notice prompts
+    fetches nothing from the block store (issue 26)."""
+    from lakemount.graveler.staging.lsm import LsmStaging
+    from lakemount.metastore.staging_lists import NOTICE_MAX, _detail
+
+    env = {"LAKEMOUNT_HOME": str(tmp_path / "home"), "LAKEMOUNT_CACHE_DISK_BYTES": "0", "LAKEMOUNT_STAGING_BACKEND": "lsm"}
+    writer, reader = App(load(env=env)), App(load(env=env))  # two processes' worth of caches over one store
+    writer.catalog.create_repository(R)
+    writer.catalog.put(R, "main", "x.txt", b"from the writer")
+    w, r = writer.staging, reader.staging
+    assert isinstance(w, LsmStaging) and isinstance(r, LsmStaging)
+    (info,) = w.lists.files(writer.catalog.get_branch(R, "main").tokens)
+    detail = f"{info.token} {info.seq} " + _detail(info, w.adapter.get(info.url), NOTICE_MAX)
+    cat = reader.catalog
+    source = FakeChanges()
+    cat.changes = source
+    seen: list[int] = []
+    cat.watch_branches(lambda batch: seen.append(r.stats.files_noticed))
+    source.callback([Change("them", "staging", R, "main", detail)])
+    assert seen == [1]  # taken before the callback ran
+    assert cat.stat(R, "main", "x.txt").size == len(b"from the writer")
+    assert r.stats.files_loaded == 0

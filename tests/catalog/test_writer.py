@@ -175,3 +175,57 @@ def test_only_the_layout_module_spells_the_data_address() -> None:
     bad = [f"lakemount/{rel(p)}:{n}" for p in sorted(PACKAGE.rglob("*.py")) if rel(p) != "block/layout.py"
            for n, line in enumerate(p.read_text().splitlines(), 1) if spelled.search(line)]
     assert not bad, "build data addresses with lakemount.block.layout:\n" + "\n".join(bad)
+
+
+def test_a_deferred_small_body_is_stored_while_lsm_staging_stores_its_file(tmp_path: Path) -> None:
+    """``defer`` (the gateway's PutObject): the entry is known when the block ends, the data PUT and
+    the lsm staging file's PUT run at once, and the entry is visible only once both are stored; a
+    data PUT that fails stages nothing (issue 26: a lone SDK writer paid them one after the other)."""
+    import threading
+
+    from lakemount.catalog.model import Entry
+    from lakemount.errors import Unavailable
+
+    a = App(load(env={"LAKEMOUNT_HOME": str(tmp_path / "home"), "LAKEMOUNT_CACHE_DISK_BYTES": "0",
+                      "LAKEMOUNT_STAGING_BACKEND": "lsm"}))
+    cat = a.catalog
+    cat.create_repository(REPO)
+    real = cat.adapter.put
+    data_put, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def put(url: str, data: bytes) -> None:
+        if is_data_key(url.rsplit(f"/{REPO}/", 1)[-1]):
+            data_put.set()
+            release.wait(30)
+            if data.startswith(b"fail"):
+                raise Unavailable("the object store is unreachable")
+        order.append("data" if "/_lakefs/staging/" not in url else "staging")
+        real(url, data)
+
+    cat.adapter.put = put  # type: ignore[method-assign]
+
+    def upload(body: bytes, path: str) -> None:
+        with cat.writer(REPO, defer=True) as w:
+            w.write(body)
+        info = w.info  # known before the bytes are stored
+        entry = Entry(info.address, info.size, info.etag)
+        cat.stage_upload(REPO, "main", path, entry, ready=w.stored)
+
+    t = threading.Thread(target=upload, args=(b"small body", "x.txt"))
+    t.start()
+    assert data_put.wait(10)
+    deadline = time.monotonic() + 10
+    while "staging" not in order and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert order == ["staging"]  # the staging file went while the data PUT was under way
+    assert cat.get_optional(REPO, "main", "x.txt") is None  # not visible before its data
+    release.set()
+    t.join(30)
+    assert order == ["staging", "data"]
+    got = cat.get_optional(REPO, "main", "x.txt")
+    assert got is not None and got.size == len(b"small body")
+
+    with pytest.raises(Unavailable):
+        upload(b"fail this one", "y.txt")
+    assert cat.get_optional(REPO, "main", "y.txt") is None

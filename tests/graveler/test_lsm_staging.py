@@ -113,6 +113,95 @@ def test_reads_use_key_ranges_and_bloom_filters(g: Graveler) -> None:
     assert r.stats.files_loaded == 1
 
 
+def test_a_write_that_makes_l1_long_is_acknowledged_without_waiting_for_its_compaction(tmp_path: Path) -> None:
+    """Compaction runs on the compactor thread: the lone writer whose append reached ``l1_max`` is
+    acknowledged while the compaction it set off is still under way (issue 26: a lone writer paid a
+    merge and a PUT every ``l1_max`` writes)."""
+    g = build_graveler(tmp_path / "refs.db", staging="lsm", l1_max=2)
+    g.create_repository(R, "mem://repo")
+    s = lsm(g)
+    entered, release = threading.Event(), threading.Event()
+    real = s.lists.compact
+
+    def compact(*args: Any) -> Any:
+        entered.set()
+        release.wait(30)
+        return real(*args)
+
+    s.lists.compact = compact  # type: ignore[method-assign]
+    g.set(R, "main", b"a", val("a"))
+    writer = threading.Thread(target=g.set, args=(R, "main", b"b", val("b")))
+    writer.start()
+    writer.join(10)
+    try:
+        assert entered.wait(10), "the append that made L1 two long set off no compaction"
+        assert not writer.is_alive(), "the write waited for the compaction it set off"
+    finally:
+        release.set()
+        writer.join(30)
+    assert s.settle(30)
+    assert s.stats.compactions == 1
+    token = g.get_branch(R, "main").staging_token
+    assert [f.level for f in s.lists.files([token])] == [2]
+    assert snapshot(g) == {b"a": "a", b"b": "b"}
+
+
+def test_a_failing_compaction_fails_no_acknowledged_write(tmp_path: Path) -> None:
+    """The object store failing during a compaction leaves the lists as they were; the write whose
+    append set it off is durable and acknowledged, not reported failed."""
+    g = build_graveler(tmp_path / "refs.db", staging="lsm", l1_max=2)
+    g.create_repository(R, "mem://repo")
+    s = lsm(g)
+    g.set(R, "main", b"a", val("a"))
+    real = s._write_file
+    failed: list[int] = []
+
+    def write_file(namespace: str, records: Any, level: int) -> Any:
+        if level == 2:
+            failed.append(level)
+            raise Unavailable("the object store is unreachable")
+        return real(namespace, records, level)
+
+    s._write_file = write_file  # type: ignore[method-assign]
+    g.set(R, "main", b"b", val("b"))  # acknowledged: its file and append are durable
+    assert s.settle(30)
+    assert failed == [2]  # the compaction's PUT failed
+    assert s.stats.compactions == 0
+    assert snapshot(g) == {b"a": "a", b"b": "b"}
+
+
+def test_a_lone_write_stores_its_file_while_its_data_is_on_its_way_and_appends_only_after(g: Graveler) -> None:
+    """``ready`` (the data a lone write points at, still being PUT): the staging file's PUT overlaps
+    it, the append waits for it, and data that failed leaves nothing visible (issue 26: a lone
+    writer paid the two PUTs one after the other)."""
+    s = lsm(g)
+    data_sent, release = threading.Event(), threading.Event()
+    files_before: list[int] = []
+
+    def ready() -> None:
+        data_sent.set()
+        release.wait(30)
+        files_before.append(len(staging_files(s.adapter, "mem://repo")))
+
+    writer = threading.Thread(target=lambda: s.stage(R, "main", [(b"k", val("v"))], ready=ready))
+    writer.start()
+    assert data_sent.wait(10)
+    time.sleep(0.2)
+    assert snapshot(g) == {}  # nothing visible while the data is on its way
+    release.set()
+    writer.join(30)
+    assert files_before == [1]  # the staging file was stored before the data was ready: they overlapped
+    assert snapshot(g) == {b"k": "v"}
+
+    def failed() -> None:
+        raise Unavailable("the data PUT failed")
+
+    with pytest.raises(Unavailable):
+        s.stage(R, "main", [(b"k2", val("v2"))], ready=failed)
+    assert snapshot(g) == {b"k": "v"}  # its file is an orphan, nothing of it acknowledged nor visible
+    assert len(staging_files(s.adapter, "mem://repo")) == 2
+
+
 def test_compaction_keeps_the_view_and_loses_its_cas_when_l2_changed(g: Graveler) -> None:
     s = lsm(g)
     s.l1_max = 1000
@@ -358,6 +447,7 @@ def test_writers_compactor_and_committer_together_lose_nothing(tmp_path: Path) -
     for t in others:
         t.join()
     assert not errors, errors
+    assert all(lsm(v).settle(60) for v in [*views, g])  # compactions run on their own thread
     assert sum(lsm(v).stats.compactions for v in views) + lsm(g).stats.compactions > 0  # compaction ran
     assert len(list(g.log(R, "main"))) > 2  # commits ran
     seen = snapshot(g)

@@ -143,3 +143,60 @@ def test_a_listener_whose_socket_is_past_descriptor_1024_still_hears(pg_cluster:
         for fd in fillers:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_an_lsm_append_notice_carries_its_file_so_the_other_process_reads_nothing_more(
+    pg_cluster: PgCluster, pg_url: str
+) -> None:
+    """The append's notice names the new row and carries the small file: a process that takes it
+    serves the staged write without reading the row by id nor fetching the file (issue 26)."""
+    from lakemount.block import MemoryAdapter
+    from lakemount.cache.ram import RamCache
+    from lakemount.graveler.staging.lsm import LsmStaging
+    from lakemount.metastore.staging_lists import SqlStagingLists
+
+    with _listening(pg_url, "r5", "s5") as (writer, batches):
+        blocks = MemoryAdapter()
+        staging = LsmStaging(SqlStagingLists(writer), blocks, RamCache(1 << 20), lambda r: "mem://ns")
+        other_lists = SqlStagingLists(SqlRefStore(pg_url))
+        other = LsmStaging(other_lists, blocks, RamCache(1 << 20), lambda r: "mem://ns")
+        _drain(batches, time.monotonic() + 1)
+        staging.stage("r5", "main", [(b"k", b"v" * 40)])
+        (change,) = [c for b in _drain(batches, time.monotonic() + 1.5) for c in b]
+        assert (change.kind, change.repo, change.branch) == ("staging", "r5", "main") and change.detail
+        other.noticed(change.detail)
+        assert other.stats.files_noticed == 1
+        queries: list[str] = []
+        real = other_lists._fast.query
+
+        def query(text: str, params: object = ()) -> object:
+            queries.append(text)
+            return real(text, params)  # type: ignore[arg-type]
+
+        other_lists._fast.query = query  # type: ignore[method-assign]
+        branch, found, value = other.branch_staged_get("r5", "main", [StagingToken("s5")], b"k")
+        assert (found, value) == (True, b"v" * 40)
+        assert other.stats.files_loaded == 0  # the file came with the notice, not from the block store
+        assert len(queries) == 1, queries  # the list's ids; the row itself came with the notice
+
+
+def test_a_staging_notice_too_big_to_carry_the_file_still_names_the_change(pg_cluster: PgCluster, pg_url: str) -> None:
+    """A file too big for a notice goes as its row alone (PostgreSQL refuses payloads of 8,000 bytes):
+    the other process fetches it when read, and gets it right."""
+    from lakemount.block import MemoryAdapter
+    from lakemount.cache.ram import RamCache
+    from lakemount.graveler.staging.lsm import LsmStaging
+    from lakemount.metastore.staging_lists import SqlStagingLists
+
+    with _listening(pg_url, "r6", "s6") as (writer, batches):
+        blocks = MemoryAdapter()
+        staging = LsmStaging(SqlStagingLists(writer), blocks, RamCache(1 << 22), lambda r: "mem://ns")
+        other = LsmStaging(SqlStagingLists(SqlRefStore(pg_url)), blocks, RamCache(1 << 22), lambda r: "mem://ns")
+        _drain(batches, time.monotonic() + 1)
+        staging.stage("r6", "main", [(b"k%04d" % i, b"%d" % i * 30) for i in range(400)])
+        (change,) = [c for b in _drain(batches, time.monotonic() + 1.5) for c in b]
+        assert change.detail and len(change.detail) < 8000
+        other.noticed(change.detail)
+        assert other.stats.files_noticed == 0
+        assert other.staged_get([StagingToken("s6")], b"k0123") == (True, b"123" * 30)
+        assert other.stats.files_loaded == 1

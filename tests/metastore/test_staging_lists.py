@@ -66,6 +66,7 @@ def test_appends_racing_commits_and_compactions_lose_nothing(ref_url: str, tmp_p
     c.join()
     assert not errors, errors
     assert commits[0] > 1  # commits raced the appends
+    assert all(v.staging.settle(60) for v in views)  # type: ignore[attr-defined]  # compactions run on their own thread
     assert sum(v.staging.stats.compactions for v in views) > 0  # type: ignore[attr-defined]
     g = views[2]
     seen = {k: content(v) for k, v in g.scan("r", g.resolve("r", "main"))}

@@ -74,11 +74,13 @@ def handle(ctx: Ctx) -> Response:
     metadata = metadata_from_headers(ctx.req, META_PREFIX)
     check_write_conditions(ctx, repo, branch, path)
     cat = ctx.services.catalog
-    body = receive(ctx.req, ctx.principal.auth, cat, target.repo)
+    # A small body is stored on a thread while its entry is staged (lsm staging stores its file
+    # meanwhile): the entry is made visible only once both are stored.
+    body = receive(ctx.req, ctx.principal.auth, cat, target.repo, defer=True)
     entry = upload_entry(body.address, body.size, body.md5, path, content_type_of(ctx.req), metadata)
     check_write_conditions(ctx, repo, branch, path)
     exclusive = (ctx.req.header("if-none-match") or "").strip() == "*"
-    entry = cat.stage_upload(repo, branch, path, entry, if_absent=exclusive)
+    entry = cat.stage_upload(repo, branch, path, entry, if_absent=exclusive, ready=body.stored)
     headers = [("ETag", quoted(entry.etag))]
     headers += [(f"x-amz-checksum-{a}", v) for a, v in body.checksums.items()]
     return Response(200, headers)

@@ -15,13 +15,18 @@ multi-key change (a rename, a DeleteObjects) is atomic.
 
 Compaction merges a token's L1 files (and the newest L2 files no larger than
 them) into one new L2 file and installs it with a compare-and-set that
-succeeds only if L2 is unchanged; appends carry on meanwhile.  Unreferenced staging files (a writer killed
+succeeds only if L2 is unchanged; appends carry on meanwhile.  It runs on a
+background thread: the write whose append made the L1 list long is
+acknowledged without waiting for it (a lone writer would otherwise pay a
+merge and a PUT every ``l1_max`` writes), and a compaction that fails fails
+no write.  Unreferenced staging files (a writer killed
 between PUT and append, lists dropped by commit or reset, compacted inputs)
 are garbage: :meth:`LsmStaging.collect_staging` (the GC job) deletes them after a grace period.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -46,6 +51,8 @@ from lakemount.graveler.staging.file import (
     tag,
     untag,
 )
+
+log = logging.getLogger(__name__)
 
 STAGING_DIR: Final = "_lakefs/staging/"
 SCAN_PAGE: Final = 1024  # entries a branch_staged_* call merges before returning; the rest is read as iterated
@@ -120,6 +127,7 @@ def staging_url(namespace: str, file_id: str) -> str:
 @dataclass
 class _Batch:
     items: dict[bytes, bytes | None] = field(default_factory=dict)
+    ready: list[Callable[[], None]] = field(default_factory=list)  # data still on its way (see ``stage``)
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
 
@@ -140,6 +148,7 @@ class LsmStats:
     compactions: int = 0
     compactions_lost: int = 0
     files_loaded: int = 0
+    files_noticed: int = 0  # staging files another process appended whose bytes came with its change notice
 
 
 class LsmStaging:
@@ -173,11 +182,20 @@ class LsmStaging:
         self._readers: dict[str, StagingFile] = {}  # insertion order: the oldest decoded goes first
         self._held = 0  # records in self._readers
         self._compacting: set[StagingToken] = set()
+        self._due: dict[StagingToken, None] = {}  # tokens waiting for the compactor thread, in order
+        self._compactor: threading.Thread | None = None
+        self._settled = threading.Condition(self._lock)
 
     # ------------------------------------------------------------------ writes
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
-              check: StageCheck | None = None) -> None:
+              check: StageCheck | None = None, ready: Callable[[], None] | None = None) -> None:
         """Stage ``items`` (None = tombstone) on the branch's current token; returns once they are durable.
+
+        ``ready`` waits for the data the items point at (a PUT on another thread): a write that
+        flushes at once stores its staging file meanwhile and appends it only once ``ready``
+        returned, so a lone writer's two PUTs overlap and nothing is visible before both are
+        stored.  A write that would join other writers' batch waits for ``ready`` first, so its
+        data failing fails only itself.
 
         Raises ``BranchNotFound``/``RepositoryNotFound``, or ``Unavailable`` when the block store or
         the ref store fails during the flush (then nothing of the batch is acknowledged).  A
@@ -190,18 +208,28 @@ class LsmStaging:
         if any(not k for k, _ in items):
             raise InvalidArgument("an empty key cannot be staged")
         if check is not None:
+            if ready is not None:
+                ready()
             self._maybe_compact(*self._flush(repo, branch, dict(items), check))
             return
         with self._lock:
             q = self._queues.get((repo, branch))
             if q is None:
                 q = self._queues[(repo, branch)] = _Queue()
+        if ready is not None:
+            with q.cond:
+                alone = q.pending is None and not q.in_flight
+            if not alone:
+                ready()
+                ready = None
         with q.cond:
             batch = q.pending
             lead = batch is None
             if batch is None:
                 batch = q.pending = _Batch()
             batch.items.update(items)
+            if ready is not None:  # (rarely a follower: another writer came between the check and here)
+                batch.ready.append(ready)
             if lead:
                 # No fixed wait: flush now unless a flush is in flight; then gather what arrives
                 # until it ends (the next batch is whatever came meanwhile: the busier the branch,
@@ -225,7 +253,7 @@ class LsmStaging:
         token: StagingToken | None = None
         l1 = 0
         try:
-            token, l1 = self._flush(repo, branch, batch.items)
+            token, l1 = self._flush(repo, branch, batch.items, ready=batch.ready)
         except BaseException as exc:
             batch.error = exc
             raise
@@ -242,24 +270,29 @@ class LsmStaging:
             ns = self._namespaces[repo] = self._namespace_of(repo)
         return ns
 
-    def _write_file(self, namespace: str, records: list[tuple[bytes, Tagged]], level: int) -> StagingFileInfo:
+    def _write_file(self, namespace: str, records: list[tuple[bytes, Tagged]], level: int) -> tuple[StagingFileInfo, bytes]:
         data = encode_file(records, self.tmpdir)
         url = staging_url(namespace, secrets.token_hex(16))
         self.adapter.put(url, data)
         self.cache.put(url, data)
-        return StagingFileInfo(url, level, records[0][0], records[-1][0], len(records), len(data), checksum(data))
+        return StagingFileInfo(url, level, records[0][0], records[-1][0], len(records), len(data), checksum(data)), data
 
     def _flush(
-        self, repo: str, branch: str, items: dict[bytes, bytes | None], check: StageCheck | None = None
+        self, repo: str, branch: str, items: dict[bytes, bytes | None], check: StageCheck | None = None,
+        ready: Sequence[Callable[[], None]] = (),
     ) -> tuple[StagingToken, int]:
-        """Write ``items`` as one L1 file and append it; the token it went to and its L1 length now."""
+        """Write ``items`` as one L1 file, wait for ``ready`` (the data the items point at), and append
+        the file; the token it went to and its L1 length now."""
         records = sorted((k, tag(v)) for k, v in items.items())
         judge = None if check is None else (lambda b: check(b, self.staged_get))
         for fresh in (False, True):
             ns = self._namespace(repo, fresh)
-            info = self._write_file(ns, records, 1)
+            info, data = self._write_file(ns, records, 1)
+            for wait in ready:
+                wait()  # raises if the data failed: the file is an orphan, nothing is acknowledged
+            ready = ()
             try:
-                token, l1 = self.lists.append(repo, branch, ns, info, judge)
+                token, l1 = self.lists.append(repo, branch, ns, info, judge, data)
             except PreconditionFailed:
                 if fresh:
                     raise
@@ -272,13 +305,39 @@ class LsmStaging:
 
     # ------------------------------------------------------------------ compaction
     def _maybe_compact(self, token: StagingToken | None, l1: int) -> None:
-        """Compact ``token`` when the append that made its L1 list ``l1`` long reached a multiple of
-        ``l1_max``: of all the processes appending to a branch, the one whose append made the list
+        """Have the compactor thread compact ``token`` when the append that made its L1 list ``l1`` long
+        reached a multiple of ``l1_max``: of all the processes appending to a branch, the one whose append made the list
         that long compacts it (not every process that counted its own flushes), and a compaction
         that was lost is tried again ``l1_max`` appends later."""
         if token is None or l1 < self.l1_max or l1 % self.l1_max:
             return
-        self.compact(token)
+        with self._lock:
+            self._due[token] = None
+            # is_alive: a process forked while the thread ran has its object but not the thread.
+            if self._compactor is not None and self._compactor.is_alive():
+                return
+            self._compactor = threading.Thread(target=self._compact_due, name="lakemount-compact", daemon=True)
+            self._compactor.start()
+
+    def _compact_due(self) -> None:
+        """The compactor thread: compact the due tokens, oldest first, until none is left."""
+        while True:
+            with self._lock:
+                if not self._due:
+                    self._compactor = None
+                    self._settled.notify_all()
+                    return
+                token = next(iter(self._due))
+                del self._due[token]
+            try:
+                self.compact(token)
+            except Exception as exc:  # the lists are as they were; the next l1_max appends try again
+                log.warning("compaction of staging %s failed: %s", token, exc)
+
+    def settle(self, timeout: float | None = None) -> bool:
+        """Wait until no compaction is due or running (tests, benchmarks); False if ``timeout`` passed first."""
+        with self._lock:
+            return self._settled.wait_for(lambda: self._compactor is None or not self._compactor.is_alive(), timeout)
 
     def compact(self, token: StagingToken, *, minimum: int | None = None) -> bool:
         """Merge ``token``'s L1 files, with the newest L2 files no larger than what is merged so far,
@@ -315,7 +374,7 @@ class LsmStaging:
                 merged.update(self._open(f).items())
             records = sorted((k, v) for k, v in merged.items() if not (bottom and v[0] == UNSTAGED))
             namespace = files[0].url[: files[0].url.index(STAGING_DIR)].rstrip("/")
-            new = self._write_file(namespace, records, 2) if records else None
+            new = self._write_file(namespace, records, 2)[0] if records else None
             ok = self.lists.compact(token, [f.seq for f in l1 + taken], [f.seq for f in l2], new)
             with self._lock:
                 if ok:
@@ -326,6 +385,21 @@ class LsmStaging:
         finally:
             with self._lock:
                 self._compacting.discard(token)
+
+    # ------------------------------------------------------------------ notices
+    def noticed(self, detail: str) -> None:
+        """Another process appended a staging file and its change notice described it (``detail``):
+        the lists remember its row, and bytes the notice carried go into the cache once they match
+        the row's checksum, so the read the notice prompts asks the block store nothing (bytes that
+        do not match are dropped: the read then fetches the file and names it if it is damaged)."""
+        learnt = self.lists.learn(detail)
+        if learnt is None:
+            return
+        info, data = learnt
+        if data is not None and len(data) == info.size and checksum(data) == info.checksum:
+            self.cache.put(info.url, data)
+            with self._lock:
+                self.stats.files_noticed += 1
 
     # ------------------------------------------------------------------ reading files
     def _open(self, info: StagingFileInfo) -> StagingFile:
@@ -456,7 +530,7 @@ class LsmStaging:
             return
         files = self.lists.files([token])
         namespace = files[0].url[: files[0].url.index(STAGING_DIR)].rstrip("/")
-        info = self._write_file(namespace, [(k, UNSTAGED_MARK) for k in keys], 1)
+        info, _ = self._write_file(namespace, [(k, UNSTAGED_MARK) for k in keys], 1)
         self.lists.append_to_token(token, info)
 
     # ------------------------------------------------------------------ garbage
