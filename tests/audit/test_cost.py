@@ -34,20 +34,7 @@ STAT = "/api/v1/repositories/cost/refs/main/objects/stat"
 
 def python_calls(fn: Callable[[], Any]) -> Counter[str]:
     """The Python functions ``fn`` calls (C functions are not counted), as ``file:function``."""
-    calls: Counter[str] = Counter()
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            calls[f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}"] += 1
-
-    gc.disable()  # a collection would run the gc callbacks some library registered: not the measured code's calls
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-        gc.enable()
-    return calls
+    return calls_made(fn, c_calls=False)
 
 
 def _stat(lake: Lake, api: ApiService | None = None) -> Callable[[], None]:
@@ -196,18 +183,18 @@ def test_a_server_loads_the_parquet_writer_at_start_not_at_its_first_flush(tmp_p
     assert out.stdout.split() == ["1", "0"]  # loaded, and not by a flush (none ran: nothing was written)
 
 
-def calls_made(fn: Callable[[], Any]) -> Counter[str]:
+def calls_made(fn: Callable[[], Any], *, c_calls: bool = True) -> Counter[str]:
     """The functions ``fn``'s Python code calls, Python and C alike (a C function called by C is not seen): Python ones
-    as ``file:function``, C ones as ``c:name``."""
+    as ``file:function``, C ones as ``c:name`` (without ``c_calls``, only the Python ones)."""
     calls: Counter[str] = Counter()
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         if event == "call":
             calls[f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}"] += 1
-        elif event == "c_call":
+        elif event == "c_call" and c_calls:
             calls[f"c:{arg.__name__}"] += 1
 
-    gc.disable()
+    gc.disable()  # a collection would run the gc callbacks some library registered: not the measured code's calls
     sys.setprofile(profile)
     try:
         fn()

@@ -522,18 +522,9 @@ def test_requests_in_flight_show_loading_and_a_double_click_merges_once(served: 
     """A slow request (a 100,000-entry listing, a big merge) showed nothing: the main region is aria-busy at once
     and "Loading…" shows while it runs, both gone after; a double click on merge sent two merges, now the button
     is disabled while the first runs."""
-    import requests
 
-    from tests.api.test_http import AUTH
 
-    repo = served.repo(prefix="bz")
-    rid = str(repo.id)
-    feat = repo.branch("feat").create(source_reference="main")
-    feat.object("x.txt").upload(b"x")
-    feat.commit(message="x")
-    api = f"{served.api}/api/v1/repositories/{rid}"
-    pull = requests.post(f"{api}/pulls", auth=AUTH, timeout=30,
-                         json={"title": "t", "source_branch": "feat", "destination_branch": "main"}).json()
+    rid, pull = _pull_of_one_file(served, "bz", "x.txt", "x")
     base = served.api
     page = browser.new_page()
     try:
@@ -570,20 +561,12 @@ def test_requests_in_flight_show_loading_and_a_double_click_merges_once(served: 
 def test_long_names_and_titles_wrap_instead_of_widening_the_page(served: Served, browser: Any) -> None:
     """A name, title or message without spaces (a generated path, a pasted hash) made the pull request page
     eight times the window's width and the directory and object pages scroll sideways: every page fits the window."""
-    import requests
 
-    from tests.api.test_http import AUTH
 
     long_dir = "very_long_directory_name_" * 12
     long_file = "file" * 60 + ".txt"
     long_text = "a_very_long_title_without_spaces_" * 20
-    repo = served.repo(prefix="ln")
-    rid = str(repo.id)
-    feat = repo.branch("feat").create(source_reference="main")
-    feat.object(f"{long_dir}/{long_file}").upload(b"x")
-    feat.commit(message=long_text)
-    pull = requests.post(f"{served.api}/api/v1/repositories/{rid}/pulls", auth=AUTH, timeout=30, json={
-        "title": long_text, "description": long_text, "source_branch": "feat", "destination_branch": "main"}).json()
+    rid, pull = _pull_of_one_file(served, "ln", f"{long_dir}/{long_file}", long_text, title=long_text, description=long_text)
     base = served.api
     page = browser.new_page()
     try:
@@ -654,13 +637,7 @@ def test_keyboard_only_use_keeps_its_place_after_an_action(served: Served, brows
 
     from tests.api.test_http import AUTH
 
-    repo = served.repo(prefix="kb")
-    rid = str(repo.id)
-    feat = repo.branch("feat").create(source_reference="main")
-    feat.object("k.txt").upload(b"k")
-    feat.commit(message="k")
-    pull = requests.post(f"{served.api}/api/v1/repositories/{rid}/pulls", auth=AUTH, timeout=30,
-                         json={"title": "kb", "source_branch": "feat", "destination_branch": "main"}).json()
+    rid, pull = _pull_of_one_file(served, "kb", "k.txt", "k", b"k")
     base = served.api
     page = browser.new_page()
     focused = "document.activeElement.id"
@@ -692,6 +669,25 @@ def test_keyboard_only_use_keeps_its_place_after_an_action(served: Served, brows
         page.close()
 
 
+def _pull_of_one_file(
+    served: Served, prefix: str, path: str, message: str, body: bytes = b"x", **fields: str,
+) -> tuple[str, dict[str, Any]]:
+    """A new repository whose branch ``feat`` committed ``path`` (``body``, ``message``), and a pull request of it into main
+    (``fields``: title, description): the repository's id and the pull request."""
+    import requests
+
+    from tests.api.test_http import AUTH
+
+    repo = served.repo(prefix=prefix)
+    rid = str(repo.id)
+    feat = repo.branch("feat").create(source_reference="main")
+    feat.object(path).upload(body)
+    feat.commit(message=message)
+    pull = requests.post(f"{served.api}/api/v1/repositories/{rid}/pulls", auth=AUTH, timeout=30,
+                         json={"title": prefix, **fields, "source_branch": "feat", "destination_branch": "main"}).json()
+    return rid, pull
+
+
 def _until_held(page: Any, held: list[Any], what: str) -> None:
     for _ in range(200):  # route handlers run while playwright waits
         if held:
@@ -708,14 +704,8 @@ def test_a_refusal_and_a_sent_comment_survive_a_live_rerender_during_the_request
 
     from tests.api.test_http import AUTH
 
-    repo = served.repo(prefix="rr")
-    rid = str(repo.id)
-    feat = repo.branch("feat").create(source_reference="main")
-    feat.object("r.txt").upload(b"r")
-    feat.commit(message="r")
+    rid, pull = _pull_of_one_file(served, "rr", "r.txt", "r", b"r")
     pulls = f"{served.api}/api/v1/repositories/{rid}/pulls"
-    pull = requests.post(pulls, auth=AUTH, timeout=30,
-                         json={"title": "rr", "source_branch": "feat", "destination_branch": "main"}).json()
     held: list[Any] = []
     page = browser.new_page()
     try:
@@ -809,18 +799,10 @@ def test_a_refused_merge_shows_its_hook_run_without_a_reload(served: Served, bro
 def test_write_controls_are_disabled_for_a_user_who_may_not_write(served: Served, browser: Any) -> None:
     """A read-only user saw approve, merge, comment and rule buttons whose clicks all ended in "insufficient
     permissions": the UI asks getRepositoryPermissions and disables them, saying why in a tooltip."""
-    import requests
 
-    from tests.api.test_http import AUTH
 
     reader_key, reader_secret = served.gateway.user("uireader", "Analyst")
-    repo = served.repo(prefix="ro")
-    rid = str(repo.id)
-    feat = repo.branch("feat").create(source_reference="main")
-    feat.object("a.csv").upload(b"id\n1\n")
-    feat.commit(message="a")
-    pull = requests.post(f"{served.api}/api/v1/repositories/{rid}/pulls", auth=AUTH, timeout=30,
-                         json={"title": "ro", "source_branch": "feat", "destination_branch": "main"}).json()
+    rid, pull = _pull_of_one_file(served, "ro", "a.csv", "a", b"id\n1\n")
     controls = {
         f"#/r/{rid}/pull/{pull['id']}": ("#approve", "#merge", "#close", "#merge-strategy", "#comment", "#comment-body"),
         f"#/r/{rid}/pulls": ("#open-pr button[type=submit]", "#pr-title"),
