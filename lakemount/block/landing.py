@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Final
 
-from lakemount.block.local import TEMP_PREFIX, LocalAdapter
+from lakemount.block.local import TEMP_PREFIX, LocalAdapter, fsync_dir
 from lakemount.block.urls import scheme_of
 from lakemount.graveler.ports import BlockAdapter
 
@@ -107,7 +107,7 @@ class Landing:
             directory = os.path.dirname(dest)
             os.makedirs(directory, exist_ok=True)
             os.replace(self.path, dest)
-            _fsync_dir(directory)
+            fsync_dir(directory)
             return
         self.close()
         adapter.put_file(url, self.path)
@@ -187,13 +187,3 @@ def landing(directory_url: str, tmpdir: str | None) -> Iterator[Landing]:
         yield land
     finally:
         land.discard()
-
-
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on directories
-    finally:
-        os.close(fd)

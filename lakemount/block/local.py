@@ -15,6 +15,7 @@ import contextlib
 import errno
 import os
 import stat as stat_mod
+import threading
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
@@ -121,7 +122,7 @@ class LocalAdapter:
             if isinstance(e, OSError):
                 raise _translate(e, url) from e
             raise
-        _fsync_dir(directory)
+        fsync_dir(directory)
 
     def touch(self, url: str) -> None:
         path = self.path_of(url)
@@ -255,8 +256,68 @@ def _copy_fd(src: int, dst: int) -> None:
             view = view[os.write(dst, view) :]
 
 
-def _fsync_dir(directory: str) -> None:
-    """Make a rename in ``directory`` durable (the file's own fsync does not)."""
+class _DirSync:
+    """One directory's fsyncs, shared by the renames waiting for one (group commit).
+
+    A rename is durable once an fsync of its directory that *began after it*
+    has returned.  Writers that renamed while an fsync was under way all wait
+    for the next one, which one of them runs: a commit writing a thousand
+    range tables into ``_lakefs/`` on four threads pays far fewer directory
+    fsyncs than renames, and none returns before its own rename is covered.
+    """
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.started = 0  # fsyncs begun
+        self.done = 0  # the number of the last fsync that returned (they run one at a time)
+        self.running = False
+        self.error: OSError | None = None  # what the fsync numbered ``done`` raised
+
+    def sync(self, directory: str) -> None:
+        with self.cond:
+            target = self.started + 1  # the first fsync to begin from now on covers this caller's rename
+            while self.done < target:
+                if self.running:
+                    self.cond.wait()
+                    continue
+                self.running = True
+                self.started += 1
+                mine = self.started
+                self.cond.release()
+                error: OSError | None = None
+                try:
+                    _fsync_dir_now(directory)
+                except OSError as e:
+                    error = e
+                finally:
+                    self.cond.acquire()
+                    self.running = False
+                    self.done, self.error = mine, error
+                    self.cond.notify_all()
+            if self.error is not None:  # every fsync numbered from ``target`` on covers this rename: the last one's word
+                raise self.error
+
+
+_dir_syncs: dict[str, _DirSync] = {}
+_dir_syncs_lock = threading.Lock()
+
+
+def fsync_dir(directory: str) -> None:
+    """Make a rename in ``directory`` durable (the file's own fsync does not), sharing the fsync with the
+    renames made there meanwhile by this process's other threads (``_DirSync``).  Raises ``Unavailable``."""
+    with _dir_syncs_lock:
+        group = _dir_syncs.get(directory)
+        if group is None:
+            if len(_dir_syncs) >= 4096:
+                _dir_syncs.clear()  # a waiter keeps its own object; the next caller starts a new group
+            group = _dir_syncs[directory] = _DirSync()
+    try:
+        group.sync(directory)
+    except OSError as e:
+        raise _translate(e, directory) from e
+
+
+def _fsync_dir_now(directory: str) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
@@ -266,7 +327,7 @@ def _fsync_dir(directory: str) -> None:
     except OSError as e:
         # Some filesystems (and some network mounts) refuse fsync on directories.
         if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
-            raise _translate(e, directory) from e
+            raise
     finally:
         os.close(fd)
 

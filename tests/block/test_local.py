@@ -84,3 +84,78 @@ def test_open_returns_a_real_seekable_file(tmp_path: Path) -> None:
         assert f.seekable()
         f.seek(7)
         assert f.read() == b"789"
+
+
+def test_concurrent_puts_share_directory_fsyncs_and_each_waits_for_one_begun_after_its_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit writes ~1,000 range tables into one directory on several threads; each paid its own directory
+    fsync.  Renames made while one runs now share the next, and still no put returns before an fsync of its
+    directory that began after its rename has returned (what makes the rename durable)."""
+    import stat
+    import threading
+    import time
+
+    from lakemount.block import local
+
+    events: list[tuple[str, float, float, str]] = []  # (kind, start, end, what)
+    lock = threading.Lock()
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        start = time.monotonic()
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            time.sleep(0.01)  # a slow disk: renames pile up behind the fsync under way
+        real_fsync(fd)
+        with lock:
+            events.append(("fsync-dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync", start, time.monotonic(), ""))
+
+    def replace(src: str, dst: str) -> None:
+        real_replace(src, dst)
+        with lock:
+            events.append(("rename", time.monotonic(), time.monotonic(), os.path.basename(dst)))
+
+    monkeypatch.setattr(local.os, "fsync", fsync)
+    monkeypatch.setattr(local.os, "replace", replace)
+    adapter = LocalAdapter()
+    returned: dict[str, float] = {}
+
+    def put(n: int) -> None:
+        for i in range(10):
+            name = f"t{n}-{i}"
+            adapter.put(f"local://{tmp_path}/ranges/{name}", b"x" * 100)
+            returned[name] = time.monotonic()
+
+    threads = [threading.Thread(target=put, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    renames = {what: at for kind, at, _, what in events if kind == "rename"}
+    dir_syncs = [(start, end) for kind, start, end, _ in events if kind == "fsync-dir"]
+    assert len(renames) == 80 and sorted(os.listdir(tmp_path / "ranges")) == sorted(renames)
+    for name, at in renames.items():
+        assert any(start >= at and end <= returned[name] for start, end in dir_syncs), f"{name} returned before its rename was synced"
+    assert len(dir_syncs) < 40, f"{len(dir_syncs)} directory fsyncs for 80 renames on 8 threads: not shared"
+
+
+def test_a_failed_directory_fsync_fails_the_puts_waiting_for_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import stat
+
+    from lakemount.block import local
+    from lakemount.errors import Unavailable
+
+    real_fsync = os.fsync
+    failed: list[int] = []
+
+    def fsync(fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            failed.append(fd)
+            raise OSError(errno.EIO, "I/O error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(local.os, "fsync", fsync)
+    with pytest.raises(Unavailable):
+        LocalAdapter().put(f"local://{tmp_path}/d/x", b"x")
+    assert failed, "the directory fsync did not run"
