@@ -414,11 +414,8 @@ class TableReader:
 
     def items(self) -> list[tuple[bytes, bytes]]:
         """All records, decoded at once (faster than ``scan`` for whole-table work)."""
-        out: list[tuple[bytes, bytes]] = []
-        for i in range(len(self._index_keys)):
-            keys, values = self._block(i)
-            out.extend(zip(keys, values))
-        return out
+        keys, values = self.arrays()
+        return list(zip(keys, values))
 
     def arrays(self) -> tuple[list[bytes], list[bytes]]:
         """All records as parallel lists of keys and values (whole-table work without a tuple per record)."""
