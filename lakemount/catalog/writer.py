@@ -224,34 +224,29 @@ class DataWriter:
         if md5 is None and self._md5 is not None:
             md5 = self._md5.hexdigest()
         address = self._address
+        content_addressed = address is None
         if address is None:
             if sha is None:
                 raise ValueError("a content-addressed write needs the SHA-256: hash it, or vouch for it")
             address = data_address(sha)
-            url = cat.physical_url(self._repo, address)
-            if self._defer and body is not None:
-                self._pending = _deferred_pool().submit(self._store_body, url, body, True)
-                return DataInfo(address, self.size, md5 or "", sha)
-            if cat.refresh_existing(url):
-                return DataInfo(address, self.size, md5 or "", sha)
-        else:
-            url = cat.physical_url(self._repo, address)
-            if self._defer and body is not None:
-                self._pending = _deferred_pool().submit(self._store_body, url, body, False)
-                return DataInfo(address, self.size, md5 or "", sha or "")
-        if self._file is not None:
+        url = cat.physical_url(self._repo, address)
+        info = DataInfo(address, self.size, md5 or "", sha or "")
+        if self._defer and body is not None:
+            self._pending = _deferred_pool().submit(self._store_body, url, body, content_addressed)
+        elif content_addressed and cat.refresh_existing(url):
+            pass  # the same bytes are there already: only their time was refreshed
+        elif self._file is not None:
             cat.adapter.put_file(url, self._file)
         elif self._land is not None:
             self._land.store(cat.adapter, url)
         else:
             assert body is not None
-            cat.adapter.put(url, body)
-        return DataInfo(address, self.size, md5 or "", sha or "")
-
+            self._store_body(url, body, False)
+        return info
 
     def _store_body(self, url: str, body: bytes, content_addressed: bool) -> None:
-        """Store an in-memory body at ``url`` (a deferred store, on a pool thread); a content-addressed
-        one that is already there is only refreshed, as :meth:`_commit` does."""
+        """Store an in-memory body at ``url`` (on a pool thread when deferred); a content-addressed one
+        that is already there is only refreshed."""
         cat = self._catalog
         if content_addressed and cat.refresh_existing(url):
             return
