@@ -86,15 +86,12 @@ def repo_name_for(bucket: str) -> str:
 class BucketMap:
     """Resolves bucket names; records gateway-created buckets that need it (in a ``BucketStore``)."""
 
-    def __init__(
-        self, store: BucketStore, catalog: Catalog, settings: GatewaySettings, *, kept: KeptReads | None = None,
-        ttl: float | None = None,
-    ) -> None:
+    def __init__(self, store: BucketStore, catalog: Catalog, settings: GatewaySettings, *, ttl: float | None = None) -> None:
         self.store = store
         self.catalog = catalog
         self.settings = settings
         self._records = TtlCache(RECORD_TTL if ttl is None else ttl)  # bucket -> (record or None,)
-        self.kept = kept if kept is not None else KeptReads(catalog)
+        self.kept = KeptReads(catalog)  # what GET and HEAD reuse (``Services.kept``), repository records among it
 
     def _record(self, bucket: str) -> BucketRecord | None:
         hit = self._records.get(bucket)

@@ -41,7 +41,11 @@ class Services:
     buckets: BucketMap
     uploads: MultipartStore
     settings: GatewaySettings
-    kept: KeptReads  # what GET and HEAD reuse between requests (the one the bucket map uses)
+
+    @property
+    def kept(self) -> KeptReads:
+        """What GET and HEAD reuse between requests: the bucket map's (repository records among it)."""
+        return self.buckets.kept
 
 
 @dataclass

@@ -23,7 +23,6 @@ from lakemount.gateway.access import ANONYMOUS, Access, Principal
 from lakemount.gateway.buckets import BucketMap
 from lakemount.gateway.context import Ctx, Services
 from lakemount.gateway.errors import S3Error, from_exception
-from lakemount.gateway.kept import KeptReads
 from lakemount.gateway.settings import GatewaySettings
 from lakemount.gateway.xml import render_error
 from lakemount.serving.http import BodyTimeout, ClientDisconnected, Request, Response
@@ -68,17 +67,15 @@ class S3Gateway:
         self.audit = app.audit
         if self.audit is not None:
             self.audit.start()  # counts at once the trail a killed process of this host left unwritten
-        kept = KeptReads(app.catalog)
         self.services = Services(
             catalog=app.catalog,
             access=Access(app.auth),
-            buckets=BucketMap(app.bucket_store, app.catalog, settings, kept=kept),
+            buckets=BucketMap(app.bucket_store, app.catalog, settings),
             uploads=app.multipart_store,
             settings=settings,
-            kept=kept,
         )
         # GET and HEAD keep what they read while the ref store's notices can drop it (PostgreSQL).
-        kept.watch()
+        self.services.kept.watch()
 
     # -- locating ----------------------------------------------------------------
     def vhost_bucket(self, req: Request) -> str | None:
