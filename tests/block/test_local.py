@@ -102,18 +102,25 @@ def test_concurrent_puts_share_directory_fsyncs_and_each_waits_for_one_begun_aft
     lock = threading.Lock()
     real_fsync, real_replace = os.fsync, os.replace
 
+    ranges = tmp_path / "ranges"
+
+    # os.fsync and os.replace are patched process-wide: another test's leftover thread may rename or sync its own
+    # files meanwhile (CI once saw an 81st rename), so only this test's directory counts.
     def fsync(fd: int) -> None:
         start = time.monotonic()
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        ours = stat.S_ISDIR(st.st_mode) and ranges.exists() and os.path.samestat(st, os.stat(ranges))
+        if ours:
             time.sleep(0.01)  # a slow disk: renames pile up behind the fsync under way
         real_fsync(fd)
         with lock:
-            events.append(("fsync-dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync", start, time.monotonic(), ""))
+            events.append(("fsync-dir" if ours else "fsync", start, time.monotonic(), ""))
 
     def replace(src: str, dst: str) -> None:
         real_replace(src, dst)
-        with lock:
-            events.append(("rename", time.monotonic(), time.monotonic(), os.path.basename(dst)))
+        if os.path.dirname(os.path.abspath(dst)) == str(ranges):
+            with lock:
+                events.append(("rename", time.monotonic(), time.monotonic(), os.path.basename(dst)))
 
     monkeypatch.setattr(local.os, "fsync", fsync)
     monkeypatch.setattr(local.os, "replace", replace)
