@@ -220,7 +220,9 @@ class App:
 
         section = self.config.staging
         if section.backend == "sql":
-            return self.metastore
+            from lakemount.metastore.sql_staging import SqlStaging
+
+            return SqlStaging(self.metastore)
         if section.backend != "lsm":
             raise ConfigError(f"staging.backend: expected sql or lsm, got {section.backend!r}", "staging.backend", "configuration")
         from lakemount.graveler.staging.lsm import LsmStaging
