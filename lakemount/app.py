@@ -215,7 +215,7 @@ class App:
 
     @cached_property
     def staging(self) -> StagingStore:
-        """Where uncommitted entries live (``staging.backend``): the ref store's rows, or staging files (seed 001)."""
+        """Where uncommitted entries live (``staging.backend``): rows beside the ref store's (``SqlStaging``), or staging files (seed 001)."""
         from lakemount.errors import ConfigError
 
         section = self.config.staging

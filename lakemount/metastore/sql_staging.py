@@ -10,6 +10,10 @@ transaction that holds a share lock on the branch row (PostgreSQL) or the databa
 write lock (SQLite, ``BEGIN IMMEDIATE``), so a commit's seal can never slip between the
 two and lose a write.  Rows are deleted with their token (``drop_staging``, and with the
 branches of a deleted repository): nothing of them is left on the block store.
+
+Writes and lookups run on FastSql; SQLAlchemy and the table objects are imported only by
+the cold statements (counts, drops), so a quick command reading staged entries never loads
+it (``tests/metastore/test_fastsql.py`` checks).
 """
 
 from __future__ import annotations
