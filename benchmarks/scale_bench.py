@@ -134,11 +134,13 @@ def work(k):
     from lakemount.graveler.model import Entry
     from lakemount.graveler.staging.file import StagingFileInfo
     from lakemount.metastore.sql import SqlRefStore
+    from lakemount.metastore.sql_staging import SqlStaging
     from lakemount.metastore.staging_lists import SqlStagingLists
     refs = SqlRefStore(db)
     branch = branches[k % len(branches)]
     ns = refs.get_repository(repo).storage_namespace
     lists = SqlStagingLists(refs) if backend == "lsm" else None
+    rows = SqlStaging(refs)
     value = Entry("data/x", 1024, etag="0" * 32).value()
     refs.get_branch(repo, branch)  # connected before the clock starts
     open(f"{go}.ready-{host}-{k}", "w").close()
@@ -154,7 +156,7 @@ def work(k):
             lists.append(repo, branch, ns, StagingFileInfo(f"{ns}/_lakefs/staging/bench-{host}-{k}-{n}.sst", 1,
                                                            key, key, 1, 100, "0" * 64))
         else:  # the statement an sql write runs: one staged entry
-            refs.stage(repo, branch, [(key, value)])
+            rows.stage(repo, branch, [(key, value)])
         n += 1
     return n
 

@@ -215,12 +215,14 @@ class App:
 
     @cached_property
     def staging(self) -> StagingStore:
-        """Where uncommitted entries live (``staging.backend``): the ref store's rows, or staging files (seed 001)."""
+        """Where uncommitted entries live (``staging.backend``): rows beside the ref store's (``SqlStaging``), or staging files (seed 001)."""
         from lakemount.errors import ConfigError
 
         section = self.config.staging
         if section.backend == "sql":
-            return self.metastore
+            from lakemount.metastore.sql_staging import SqlStaging
+
+            return SqlStaging(self.metastore)
         if section.backend != "lsm":
             raise ConfigError(f"staging.backend: expected sql or lsm, got {section.backend!r}", "staging.backend", "configuration")
         from lakemount.graveler.staging.lsm import LsmStaging

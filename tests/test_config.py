@@ -232,13 +232,15 @@ def test_sections_are_frozen_dataclasses(tmp_path: Path) -> None:
 def test_staging_backend_is_chosen_by_configuration(tmp_path: Path) -> None:
     from lakemount.app import App
     from lakemount.graveler.staging.lsm import LsmStaging
-    from lakemount.metastore.sql import SqlRefStore
+    from lakemount.metastore.sql_staging import SqlStaging
 
     def app(backend: str) -> App:
         return App(load(env={"LAKEMOUNT_HOME": str(tmp_path / backend), "LAKEMOUNT_STAGING_BACKEND": backend,
                              "LAKEMOUNT_STAGING_FLUSH_MS": "7.5"}))
 
-    assert isinstance(app("sql").staging, SqlRefStore)
+    sql = app("sql")
+    assert isinstance(sql.staging, SqlStaging) and sql.staging.refs is sql.metastore  # its own object, beside the refs
+    assert sql.graveler.staging is sql.staging and sql.graveler.refs is sql.metastore
     lsm = app("lsm")
     assert isinstance(lsm.staging, LsmStaging) and lsm.staging.flush_ms == 7.5
     assert lsm.graveler.staging is lsm.staging

@@ -17,6 +17,7 @@ two is the lower layer.  Imports are read with
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -279,3 +280,57 @@ def test_the_check_sees_every_form(source: str, expected: list[str]) -> None:
     """The checker itself: every way of importing graveler or reaching a store under the catalog is caught,
     the catalog (and a front end's own adapter, or the configuration's ``blockstore`` section) is not."""
     assert sorted(violations(PACKAGE / "cli" / "probe.py", source)) == sorted(expected)
+
+
+# The SQL metastore by concept (issue 26), as lakeFS keeps ``RefManager`` and ``StagingManager`` apart:
+# ``SqlRefStore`` (metastore/sql.py) is the ref store, staged entries are ``SqlStaging``
+# (metastore/sql_staging.py), each beside the port it implements (graveler/ports.py).
+METASTORE = PACKAGE / "metastore"
+STAGED_ROWS_MODULES = frozenset({"sql_staging.py", "sqlschema.py"})  # the statements; the table's definition
+STAGED_ROWS_SQL = re.compile(r"\b(?:FROM|INTO|UPDATE|JOIN)\s+lm_staging\b(?!_)", re.IGNORECASE)
+
+
+def staged_rows_uses(path: Path, source: str | None = None) -> list[str]:
+    """``line N: ...`` for each statement on ``lm_staging`` in ``path`` (SQL text, or the ``staging_t`` table)."""
+    out = []
+    for n in ast.walk(ast.parse(path.read_text() if source is None else source, str(path))):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and STAGED_ROWS_SQL.search(n.value):
+            out.append(f"line {n.lineno}: SQL on lm_staging")
+        elif isinstance(n, ast.Name) and n.id == "staging_t":
+            out.append(f"line {n.lineno}: uses staging_t")
+    return out
+
+
+def methods_of(path: Path, cls: str) -> set[str]:
+    """The names of the functions defined in class ``cls`` of ``path``."""
+    for n in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(n, ast.ClassDef) and n.name == cls:
+            return {f.name for f in n.body if isinstance(f, ast.FunctionDef)}
+    raise AssertionError(f"no class {cls} in {path}")
+
+
+def test_the_ref_store_and_the_staged_rows_are_separate_modules() -> None:
+    """Staged entries were methods of ``SqlRefStore`` in metastore/sql.py: now only metastore/sql_staging.py states
+    anything on ``lm_staging``, and the ref store implements none of the staging port's methods."""
+    bad = {p.name: v for p in sorted(METASTORE.glob("*.py")) if p.name not in STAGED_ROWS_MODULES and (v := staged_rows_uses(p))}
+    assert not bad, "statements on staged entries belong in metastore/sql_staging.py:\n" + "\n".join(
+        f"  lakemount/metastore/{f}: {'; '.join(v)}" for f, v in sorted(bad.items()))
+    port = methods_of(PACKAGE / "graveler" / "ports.py", "StagingStore")
+    assert port and port <= methods_of(METASTORE / "sql_staging.py", "SqlStaging")
+    mixed = sorted(port & methods_of(METASTORE / "sql.py", "SqlRefStore"))
+    assert not mixed, f"SqlRefStore implements the staging port's {mixed}: they belong to SqlStaging"
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ('q = "INSERT INTO lm_staging (token, key, value) VALUES (?, ?, ?)"\n', ["line 1: SQL on lm_staging"]),
+        ('q = f"SELECT 1, token FROM lm_staging WHERE key = ? AND token IN ({marks})"\n', ["line 1: SQL on lm_staging"]),
+        ("conn.execute(staging_t.delete())\n", ["line 1: uses staging_t"]),
+        ('q = "DELETE FROM lm_staging_files WHERE token = ?"\nTABLES = {"lm_staging", "lm_branches"}\n', []),
+        ('q = "SELECT staging_token FROM lm_branches"\n', []),
+    ],
+)
+def test_the_staged_rows_check_sees_statements_not_names(source: str, expected: list[str]) -> None:
+    """The checker itself: SQL text and the table object are caught; the file lists' table and a schema listing are not."""
+    assert staged_rows_uses(METASTORE / "probe.py", source) == expected

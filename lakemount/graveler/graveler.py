@@ -18,7 +18,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final, TypeVar
 
 from lakemount.errors import (
     AlreadyExists,
@@ -123,13 +123,12 @@ class Graveler:
         committed: CommittedStore,
         journal: Journal,
         *,
-        staging: StagingStore | None = None,
+        staging: StagingStore,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """``staging`` holds uncommitted entries; by default the ref store's own staging rows
-        (``SqlRefStore`` implements both ports)."""
+        """``staging`` holds uncommitted entries, by the tokens ``refs``'s branch rows name."""
         self.refs = refs
-        self.staging: StagingStore = staging if staging is not None else cast(StagingStore, refs)
+        self.staging = staging
         self.committed = committed
         self.journal = journal
         self.clock = clock

@@ -149,7 +149,7 @@ class StagingStore(Protocol):
 
     A branch row (``RefStore``) names the tokens whose entries are visible on it; this
     port holds the entries.  Values are stored record values, ``None`` a tombstone.
-    Implementations: ``metastore.sql.SqlRefStore`` (rows in the ref store) and
+    Implementations: ``metastore.sql_staging.SqlStaging`` (rows in the ref store's database) and
     ``graveler.staging.lsm.LsmStaging`` (immutable staging files on the block store,
     listed per token in the ref store: seed 001).
     """

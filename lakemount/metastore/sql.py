@@ -1,16 +1,18 @@
 """``SqlRefStore``: the ref store on SQLAlchemy Core, SQLite (WAL) or PostgreSQL.
 
-Branch updates are compare-and-swap on the whole branch row.  Staging writes
-read the branch's current token and insert under it in one transaction that
-holds a share lock on the branch row (PostgreSQL) or the database write lock
-(SQLite, ``BEGIN IMMEDIATE``), so a commit's seal can never slip between the
-two and lose a write.
+Repositories, branches, tags, commits and protection rules, and the plumbing every
+store on this database shares: the engine, FastSql's connections, write and read
+transactions with their retry policy, change notices, the schema.  Staged entries
+are :mod:`lakemount.metastore.sql_staging` and the staging file lists
+:mod:`lakemount.metastore.staging_lists`, on these same connections.
 
-The hot reads (repositories, branch heads, commits, tags, staged lookups) run
-on FastSql's plain DBAPI connections.  On a SQLite file whose schema is in
-place nothing else is needed, so SQLAlchemy (~0.15 s to import) is loaded, and
-the engine built, only when a statement needs them: ``lakemount fs cat`` never
-pays for it.  :mod:`lakemount.metastore.sqlschema` holds the tables.
+Branch updates are compare-and-swap on the whole branch row.
+
+The hot reads (repositories, branch heads, commits, tags) run on FastSql's
+plain DBAPI connections.  On a SQLite file whose schema is in place nothing
+else is needed, so SQLAlchemy (~0.15 s to import) is loaded, and the engine
+built, only when a statement needs them: ``lakemount fs cat`` never pays for
+it.  :mod:`lakemount.metastore.sqlschema` holds the tables.
 """
 
 from __future__ import annotations
@@ -34,8 +36,7 @@ from lakemount.errors import (
     SchemaTooNew,
     Unavailable,
 )
-from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag, prefix_end
-from lakemount.graveler.ports import StageCheck
+from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag
 from lakemount.metastore import notify
 from lakemount.metastore.fastsql import FastSql
 from lakemount.metastore.stamps import NodeStamps
@@ -54,18 +55,16 @@ if TYPE_CHECKING:
         metadata,
         protection_t,
         repos_t,
-        staging_t,
         tags_t,
     )
 
 SCHEMA_VERSION: Final = 1
 _CHANGED: Final = "lm_changed"  # a write connection's info: the branches its transaction notified
-SCAN_BATCH: Final = 5000
 BRANCHES_PER_STATEMENT: Final = 200  # get_branches: 400 parameters, under every SQLite build's limit
 # Every table of the schema (tests/metastore/test_fastsql.py checks it against sqlschema.metadata).
 TABLES: Final = frozenset({"lm_meta", "lm_repositories", "lm_branches", "lm_tags", "lm_commits", "lm_staging", "lm_protection", "lm_hidden_branches"})
 _SCHEMA_NAMES: Final = frozenset(
-    {"branches_t", "hidden_t", "commits_t", "make_engine", "meta_t", "metadata", "protection_t", "repos_t", "staging_t", "tags_t", "sa"}
+    {"branches_t", "hidden_t", "commits_t", "make_engine", "meta_t", "metadata", "protection_t", "repos_t", "tags_t", "sa"}
 )
 
 _load_lock = threading.Lock()
@@ -124,8 +123,8 @@ def _split(s: str) -> tuple[str, ...]:
     return tuple(p for p in s.split(",") if p)
 
 
-def _branch_from(name: str, commit_id: str, token: str, sealed: str) -> Branch:
-    """A ``Branch`` from the columns of its ``lm_branches`` row."""
+def branch_from(name: str, commit_id: str, token: str, sealed: str) -> Branch:
+    """A ``Branch`` from the columns of its ``lm_branches`` row (a statement of another store may read them too)."""
     return Branch(name, CommitID(commit_id), StagingToken(token), tuple(StagingToken(t) for t in _split(sealed)))
 
 
@@ -147,6 +146,7 @@ class SqlRefStore:
         """
         self.stamps = stamps if stamps is not None else NodeStamps(None)
         self._commit_cache: OrderedDict[tuple[str, str], Commit] = OrderedDict()
+        self._token_drops: dict[str, Callable[[Connection, list[str]], None]] = {}
         self._lock = threading.Lock()
         self._engine: Engine | None = None
         path = _sqlite_path(engine) if isinstance(engine, str) else None
@@ -285,6 +285,15 @@ class SqlRefStore:
             elif int(row[0]) > SCHEMA_VERSION:
                 raise SchemaTooNew(int(row[0]), SCHEMA_VERSION)
 
+    def drop_with_repository(self, table: str, drop: Callable[[Connection, list[str]], None]) -> None:
+        """Have ``delete_repository`` call ``drop(conn, tokens)`` in its transaction with the staging tokens of
+        the repository's branches, for what another store keeps per token in ``table`` (one drop per table).
+
+        A staged write holds its branch row (``FOR SHARE``, or SQLite's write lock) while it inserts, so
+        its rows either land before the deletion and go with it, or find no branch: none is left behind.
+        """
+        self._token_drops[table] = drop
+
     # -- repositories --------------------------------------------------------------
     def create_repository(self, repo: Repository, branch: Branch, commit: Commit) -> None:
         try:
@@ -326,7 +335,8 @@ class SqlRefStore:
             ).all()
             tokens = [t for row in rows for t in (row.staging_token, *_split(row.sealed_tokens))]
             if tokens:
-                conn.execute(staging_t.delete().where(staging_t.c.token.in_(tokens)))
+                for drop in self._token_drops.values():
+                    drop(conn, tokens)
             for t in (branches_t, hidden_t, tags_t, commits_t, protection_t):
                 conn.execute(t.delete().where(t.c.repo == name))
             for row in rows:  # every branch is gone: mounts drop what they cache of it now
@@ -348,7 +358,7 @@ class SqlRefStore:
 
     @staticmethod
     def _branch(row: Any) -> Branch:
-        return _branch_from(row.name, row.commit_id, row.staging_token, row.sealed_tokens)
+        return branch_from(row.name, row.commit_id, row.staging_token, row.sealed_tokens)
 
     def _require_repo(self, conn: Connection, repo: str) -> None:
         if conn.execute(sa.select(repos_t.c.name).where(repos_t.c.name == repo)).first() is None:
@@ -363,7 +373,7 @@ class SqlRefStore:
                 raise RepositoryNotFound(repo)
             raise BranchNotFound(repo, name)
         cid, token, sealed = rows[0]
-        return _branch_from(name, cid, token, sealed)
+        return branch_from(name, cid, token, sealed)
 
     def get_branches(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Branch]:
         # One statement for up to BRANCHES_PER_STATEMENT branches: a mount's
@@ -377,7 +387,7 @@ class SqlRefStore:
             for repo, name, cid, token, sealed in self._query(
                 f"SELECT repo, name, commit_id, staging_token, sealed_tokens FROM lm_branches WHERE {where}", params
             ):
-                found[(repo, name)] = _branch_from(name, cid, token, sealed)
+                found[(repo, name)] = branch_from(name, cid, token, sealed)
         return found
 
     def list_branches(self, repo: str) -> list[Branch]:
@@ -536,188 +546,6 @@ class SqlRefStore:
         rows = self._select(lambda conn: conn.execute(sa.select(commits_t).where(commits_t.c.repo == repo).order_by(commits_t.c.id)).all())
         for r in rows:
             yield self._commit(r)
-
-    # -- staging -------------------------------------------------------------------
-    def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
-              check: StageCheck | None = None, ready: Callable[[], None] | None = None) -> None:
-        """Upsert ``items`` into the branch's current staging token (see ``RefStore.stage`` for ``check``).
-
-        A kept connection the server dropped before the write's COMMIT went out
-        is replaced and the write tried once more: nothing of it was applied.
-        Lost while the COMMIT was on its way, whether it applied is unknown, and
-        a repeat could overwrite a later write of the same key: ``Unavailable``.
-        ``ready`` is waited for first: a row has nothing to do meanwhile.
-        """
-        if ready is not None:
-            ready()
-        # A checked write locks the row exclusively: two checked writers (and a commit's swap of
-        # the tokens) wait for each other, so the state one checked is the state it writes over.
-        lock = (" FOR UPDATE" if check is not None else " FOR SHARE") if self.dialect == "postgresql" else ""
-        select = self._sql("SELECT staging_token, commit_id, sealed_tokens FROM lm_branches WHERE repo = ? AND name = ?" + lock)
-        upsert = self._sql(
-            "INSERT INTO lm_staging (token, key, value) VALUES (?, ?, ?) "
-            "ON CONFLICT (token, key) DO UPDATE SET value = excluded.value"
-        )
-
-        def work(cur: Any) -> None:
-            cur.execute(select, (repo, branch))
-            row = cur.fetchone()
-            if row is None:
-                cur.execute("ROLLBACK")
-                self.get_branch(repo, branch)  # raises the precise NotFound
-                raise BranchNotFound(repo, branch)
-            token = row[0]
-            if check is not None:
-                check(_branch_from(branch, row[1], row[0], row[2]), lambda tokens, key: self._staged_in(cur, tokens, key))
-            cur.executemany(upsert, [(token, k, v) for k, v in dict(items).items()])
-            if self.dialect == "postgresql":
-                cur.execute(
-                    "SELECT pg_notify(%s, %s)",
-                    (notify.CHANNEL, notify.payload(self.sender, notify.STAGING, repo, branch)),
-                )
-
-        self._fast.run(work, transaction=True, retry=True)
-        self.changed(repo, branch)
-
-    def _staged_in(self, cur: Any, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
-        """``staged_get`` inside the transaction of ``cur`` (a checked write reads what it holds locked)."""
-        marks = ",".join("?" * len(tokens))
-        cur.execute(self._sql(f"SELECT token, value FROM lm_staging WHERE key = ? AND token IN ({marks})"), (key, *tokens))
-        found = {r[0]: r[1] for r in cur.fetchall()}
-        for t in tokens:
-            if t in found:
-                v = found[t]
-                return True, bytes(v) if v is not None else None
-        return False, None
-
-    def staged_get(self, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
-        marks = ",".join("?" * len(tokens))
-        rows = self._query(f"SELECT token, value FROM lm_staging WHERE key = ? AND token IN ({marks})", (key, *tokens))
-        if not rows:
-            return False, None
-        found = {r[0]: r[1] for r in rows}
-        for t in tokens:
-            if t in found:
-                v = found[t]
-                return True, bytes(v) if v is not None else None
-        return False, None
-
-    def _branch_of(self, repo: str, name: str, rows: Sequence[Any]) -> Branch:
-        """The branch of a combined statement's kind-0 row; raises what ``get_branch`` raises when there is none."""
-        for row in rows:
-            if row[0] == 0:
-                return _branch_from(name, row[1], row[2], row[3])
-        return self.get_branch(repo, name)  # raises BranchNotFound or RepositoryNotFound
-
-    def branch_staged_get(
-        self, repo: str, name: str, tokens: Sequence[StagingToken], key: bytes
-    ) -> tuple[Branch, bool, bytes | None]:
-        # One statement (one snapshot): the branch row, and the staged rows of
-        # ``key`` under the tokens the caller expects the branch to have.
-        marks = ",".join("?" * len(tokens))
-        rows = self._query(
-            "SELECT 0, commit_id, staging_token, sealed_tokens, NULL FROM lm_branches WHERE repo = ? AND name = ? "
-            f"UNION ALL SELECT 1, token, NULL, NULL, value FROM lm_staging WHERE key = ? AND token IN ({marks})",
-            (repo, name, key, *tokens),
-        )
-        branch = self._branch_of(repo, name, rows)
-        found = {r[1]: r[4] for r in rows if r[0] == 1}
-        for t in tokens:
-            if t in found:
-                v = found[t]
-                return branch, True, bytes(v) if v is not None else None
-        return branch, False, None
-
-    def branch_staged_scan(
-        self, repo: str, name: str, token: StagingToken, start: bytes = b"", stop: bytes | None = None
-    ) -> tuple[Branch, list[tuple[bytes, bytes | None]], bool]:
-        # One statement (one snapshot): the branch row and the first page of the token's entries.
-        text = "SELECT key, value FROM lm_staging WHERE token = ? AND key >= ?"
-        params: list[Any] = [repo, name, token, start]
-        if stop is not None:
-            text += " AND key < ?"
-            params.append(stop)
-        rows = self._query(
-            "SELECT 0, commit_id, staging_token, sealed_tokens, NULL, NULL FROM lm_branches WHERE repo = ? AND name = ? "
-            f"UNION ALL SELECT 1, NULL, NULL, NULL, s.key, s.value FROM ({text} ORDER BY key LIMIT {SCAN_BATCH}) AS s",
-            params,
-        )
-        branch = self._branch_of(repo, name, rows)
-        page = sorted((bytes(r[4]), bytes(r[5]) if r[5] is not None else None) for r in rows if r[0] == 1)
-        return branch, page, len(page) < SCAN_BATCH
-
-    def branch_staged_probe(
-        self, repo: str, name: str, token: StagingToken, key: bytes, start: bytes, stop: bytes | None, limit: int
-    ) -> tuple[Branch, tuple[bool, bytes | None], list[tuple[bytes, bytes | None]], bool]:
-        # One statement (one snapshot): the branch row, the token's entry of ``key``
-        # and its first ``limit`` entries in [start, stop).
-        text = "SELECT key, value FROM lm_staging WHERE token = ? AND key >= ?"
-        params: list[Any] = [repo, name, token, key, token, start]
-        if stop is not None:
-            text += " AND key < ?"
-            params.append(stop)
-        rows = self._query(
-            "SELECT 0, commit_id, staging_token, sealed_tokens, NULL, NULL FROM lm_branches WHERE repo = ? AND name = ? "
-            "UNION ALL SELECT 1, NULL, NULL, NULL, key, value FROM lm_staging WHERE token = ? AND key = ? "
-            f"UNION ALL SELECT 2, NULL, NULL, NULL, s.key, s.value FROM ({text} ORDER BY key LIMIT {int(limit)}) AS s",
-            params,
-        )
-        branch = self._branch_of(repo, name, rows)
-        own: tuple[bool, bytes | None] = (False, None)
-        for r in rows:
-            if r[0] == 1:
-                own = (True, bytes(r[5]) if r[5] is not None else None)
-        page = sorted((bytes(r[4]), bytes(r[5]) if r[5] is not None else None) for r in rows if r[0] == 2)
-        return branch, own, page, len(page) < limit
-
-    def staged_scan(
-        self, token: StagingToken, start: bytes = b"", stop: bytes | None = None
-    ) -> Iterator[tuple[bytes, bytes | None]]:
-        lower = start
-        inclusive = True
-        while True:
-            text = "SELECT key, value FROM lm_staging WHERE token = ? AND key " + (">= ?" if inclusive else "> ?")
-            params: list[Any] = [token, lower]
-            if stop is not None:
-                text += " AND key < ?"
-                params.append(stop)
-            rows = self._query(text + f" ORDER BY key LIMIT {SCAN_BATCH}", params)
-            if self.dialect == "postgresql":
-                rows = [(bytes(k), bytes(v) if v is not None else None) for k, v in rows]
-            yield from rows
-            if len(rows) < SCAN_BATCH:
-                return
-            lower, inclusive = rows[-1][0], False
-
-    def staged_count(self, token: StagingToken) -> int:
-        return int(self._select(
-            lambda conn: conn.execute(sa.select(sa.func.count()).select_from(staging_t).where(staging_t.c.token == token)).scalar_one()
-        ))
-
-    def noticed(self, detail: str) -> None:
-        pass  # staged rows carry no detail in their notices: a read asks the database
-
-    def collect_staging(self, namespace: str, *, grace_s: float | None = None) -> int:
-        return 0  # staged rows are deleted with their token: no staging data is left on the block store
-
-    def drop_staging(self, token: StagingToken, prefix: bytes = b"", key: bytes | None = None) -> None:
-        self.engine  # noqa: B018 - loads SQLAlchemy and the tables used below
-        cond = [staging_t.c.token == token]
-        if key is not None:
-            cond.append(staging_t.c.key == key)
-        elif prefix:
-            cond.append(staging_t.c.key >= prefix)
-            end = prefix_end(prefix)
-            if end is not None:
-                cond.append(staging_t.c.key < end)
-        with self._write() as conn:
-            conn.execute(staging_t.delete().where(*cond))
-            if self.dialect == "postgresql" and (prefix or key is not None):
-                # A partial reset drops entries of a branch's live token: tell mounts, as a staged write
-                # does.  Whole tokens are dropped after a commit or a full reset, which moved the head.
-                owners = conn.execute(sa.select(branches_t.c.repo, branches_t.c.name).where(branches_t.c.staging_token == token))
-                for repo, branch in owners.all():
-                    self._notify(conn, notify.STAGING, repo, branch)
 
     # -- protection ----------------------------------------------------------------
     def get_protection(self, repo: str) -> list[str]:

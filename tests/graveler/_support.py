@@ -14,6 +14,7 @@ from lakemount.graveler.model import Entry, decode_value
 from lakemount.graveler.ports import BlockAdapter, StagingStore
 from lakemount.graveler.staging.lsm import LsmStaging
 from lakemount.metastore.sql import SqlRefStore
+from lakemount.metastore.sql_staging import SqlStaging
 from lakemount.metastore.staging_lists import SqlStagingLists
 
 
@@ -42,9 +43,10 @@ STAGING_BACKENDS = ("sql", "lsm")
 
 
 def make_staging(refs: SqlRefStore, adapter: BlockAdapter, backend: str, **kw: Any) -> StagingStore:
-    """The staging backend ``backend`` ("sql": the ref store's rows; "lsm": staging files) over ``refs`` and ``adapter``."""
+    """The staging backend ``backend`` ("sql": rows in the ref store's database; "lsm": staging files) over ``refs``
+    and ``adapter``."""
     if backend == "sql":
-        return refs
+        return SqlStaging(refs)
     assert backend == "lsm", backend
     return LsmStaging(
         SqlStagingLists(refs), adapter, RamCache(1 << 26), lambda repo: refs.get_repository(repo).storage_namespace, **kw

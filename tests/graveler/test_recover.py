@@ -15,6 +15,7 @@ from lakemount.errors import PreconditionFailed, ProtectedBranch
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.recover import recover
 from lakemount.metastore.sql import SqlRefStore
+from lakemount.metastore.sql_staging import SqlStaging
 
 from ._support import build_graveler, content, fresh_view, val
 
@@ -130,7 +131,7 @@ def test_recover_rebuilds_everything(tmp_path: Path) -> None:
 
     g2 = fresh_view(g)
     g2.refs = refs
-    g2.staging = refs  # the recovered store holds the (empty) staging too
+    g2.staging = SqlStaging(refs)  # the recovered database holds the (empty) staging rows too
     after = everything(g2)
     for name in before:
         for part in ("repository", "branches", "tags", "commits", "logs", "protection", "contents"):

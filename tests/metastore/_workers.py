@@ -24,9 +24,11 @@ def commit_worker(url: str, system_ns: str, worker: int, rounds: int, keys: int,
         from lakemount.graveler.journal import Journal
         from lakemount.graveler.model import Entry
         from lakemount.metastore.sql import SqlRefStore
+        from lakemount.metastore.sql_staging import SqlStaging
 
         adapter = LocalAdapter()
-        g = Graveler(SqlRefStore(url), CommittedStore(adapter, RamCache(1 << 26)), Journal(adapter, system_ns))
+        refs = SqlRefStore(url)
+        g = Graveler(refs, CommittedStore(adapter, RamCache(1 << 26)), Journal(adapter, system_ns), staging=SqlStaging(refs))
         results: list[tuple[int, str | None]] = []
         barrier.wait(timeout=120)
         for r in range(rounds):

@@ -12,7 +12,7 @@ import multiprocessing
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import sqlalchemy as sa
@@ -41,8 +41,10 @@ from lakemount.graveler.model import (
     StagingToken,
     Tag,
 )
+from lakemount.graveler.ports import StagingStore
 from lakemount.graveler.recover import recover
-from lakemount.metastore.sql import SCAN_BATCH, SCHEMA_VERSION, SqlRefStore
+from lakemount.metastore.sql import SCHEMA_VERSION, SqlRefStore
+from lakemount.metastore.sql_staging import SCAN_BATCH, SqlStaging
 from tests.graveler._support import STAGING_BACKENDS, make_staging
 
 from . import _workers
@@ -82,27 +84,17 @@ def store(ref_url: str) -> SqlRefStore:
     return s
 
 
-STAGING_METHODS = frozenset(
-    {"stage", "staged_get", "staged_scan", "branch_staged_get", "branch_staged_scan", "branch_staged_probe",
-     "staged_count", "drop_staging"}
-)
+class Stores(NamedTuple):
+    """A ref store and a staging backend beside it: the staging tests run against each backend."""
 
-
-class RefsAndStaging:
-    """A ref store whose staging methods go to a staging backend: the staging tests run against both."""
-
-    def __init__(self, refs: SqlRefStore, staging: object) -> None:
-        self.refs = refs
-        self.staging = staging
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.staging if name in STAGING_METHODS else self.refs, name)
+    refs: SqlRefStore
+    staging: StagingStore
 
 
 @pytest.fixture(params=STAGING_BACKENDS)
-def staged(store: SqlRefStore, request: pytest.FixtureRequest) -> Any:
+def staged(store: SqlRefStore, request: pytest.FixtureRequest) -> Stores:
     """``store`` with the staging backend of the parameter (the SQL rows, or LSM staging files)."""
-    return RefsAndStaging(store, make_staging(store, MemoryAdapter(), request.param, l1_max=4))
+    return Stores(store, make_staging(store, MemoryAdapter(), request.param, l1_max=4))
 
 
 # --------------------------------------------------------------------------- repositories
@@ -119,7 +111,9 @@ def test_repositories(store: SqlRefStore) -> None:
     assert store.get_branch("abc", "trunk").commit_id == other.id
     with pytest.raises(RepositoryNotFound):
         store.get_repository("nope")
-    store.stage("abc", "trunk", [(b"k", b"v")])
+    staging = SqlStaging(store)
+    token = store.get_branch("abc", "trunk").staging_token
+    staging.stage("abc", "trunk", [(b"k", b"v")])
     store.create_tag("abc", Tag("t", other.id))
     store.set_protection("abc", ["trunk"])
     store.delete_repository("abc")
@@ -130,6 +124,7 @@ def test_repositories(store: SqlRefStore) -> None:
     with pytest.raises(RepositoryNotFound):
         store.delete_repository("abc")
     assert [r.name for r in store.list_repositories()] == ["repo"]
+    assert staging.staged_count(token) == 0  # its staged rows went in the same transaction
     # Everything of the deleted repository is gone: recreating it starts empty.
     store.create_repository(Repository("abc", "mem://abc2", "main", 3.0), Branch("main", ROOT.id, new_token()), ROOT)
     assert store.list_tags("abc") == []
@@ -305,38 +300,38 @@ def test_empty_metarange_commit_round_trip(store: SqlRefStore) -> None:
 # --------------------------------------------------------------------------- staging
 
 
-def test_stage_goes_to_the_current_token(staged: Any) -> None:
-    staged.stage("repo", "main", [(b"a", b"1"), (b"b", None), (b"a", b"2")])  # last write of a key wins
-    assert list(staged.staged_scan(StagingToken("t-main"))) == [(b"a", b"2"), (b"b", None)]
-    cur = staged.get_branch("repo", "main")
-    assert staged.cas_branch("repo", cur, Branch("main", cur.commit_id, StagingToken("t-next"), (cur.staging_token,)))
-    staged.stage("repo", "main", [(b"a", b"3"), (b"c", b"new")])
-    assert list(staged.staged_scan(StagingToken("t-main"))) == [(b"a", b"2"), (b"b", None)]
-    assert list(staged.staged_scan(StagingToken("t-next"))) == [(b"a", b"3"), (b"c", b"new")]
-    assert staged.staged_count(StagingToken("t-main")) == 2
-    assert staged.staged_count(StagingToken("t-next")) == 2
-    assert staged.staged_count(StagingToken("never")) == 0
+def test_stage_goes_to_the_current_token(staged: Stores) -> None:
+    staged.staging.stage("repo", "main", [(b"a", b"1"), (b"b", None), (b"a", b"2")])  # last write of a key wins
+    assert list(staged.staging.staged_scan(StagingToken("t-main"))) == [(b"a", b"2"), (b"b", None)]
+    cur = staged.refs.get_branch("repo", "main")
+    assert staged.refs.cas_branch("repo", cur, Branch("main", cur.commit_id, StagingToken("t-next"), (cur.staging_token,)))
+    staged.staging.stage("repo", "main", [(b"a", b"3"), (b"c", b"new")])
+    assert list(staged.staging.staged_scan(StagingToken("t-main"))) == [(b"a", b"2"), (b"b", None)]
+    assert list(staged.staging.staged_scan(StagingToken("t-next"))) == [(b"a", b"3"), (b"c", b"new")]
+    assert staged.staging.staged_count(StagingToken("t-main")) == 2
+    assert staged.staging.staged_count(StagingToken("t-next")) == 2
+    assert staged.staging.staged_count(StagingToken("never")) == 0
     with pytest.raises(BranchNotFound):
-        staged.stage("repo", "nope", [(b"a", b"1")])
+        staged.staging.stage("repo", "nope", [(b"a", b"1")])
     with pytest.raises(RepositoryNotFound):
-        staged.stage("nope", "main", [(b"a", b"1")])
+        staged.staging.stage("nope", "main", [(b"a", b"1")])
 
 
-def test_a_checked_stage_sees_its_locked_branch_and_exactly_one_racer_passes(staged: Any) -> None:
+def test_a_checked_stage_sees_its_locked_branch_and_exactly_one_racer_passes(staged: Stores) -> None:
     """``stage(..., check)``: the check gets the branch row and the staged values inside the write's
     transaction; raising writes nothing; of threads checking the same value, one writes."""
-    staged.stage("repo", "main", [(b"ptr", b"v0")])
+    staged.staging.stage("repo", "main", [(b"ptr", b"v0")])
     seen: list[tuple[Branch, tuple[bool, bytes | None]]] = []
-    staged.stage("repo", "main", [(b"ptr", b"v1")], lambda b, get: seen.append((b, get(b.tokens, b"ptr"))))
-    assert seen == [(staged.get_branch("repo", "main"), (True, b"v0"))]
+    staged.staging.stage("repo", "main", [(b"ptr", b"v1")], lambda b, get: seen.append((b, get(b.tokens, b"ptr"))))
+    assert seen == [(staged.refs.get_branch("repo", "main"), (True, b"v0"))]
 
     def refuse(b: Branch, get: object) -> None:
         raise PreconditionFailed("no")
 
     with pytest.raises(PreconditionFailed):
-        staged.stage("repo", "main", [(b"ptr", b"never"), (b"other", b"never")], refuse)
-    assert staged.staged_get(staged.get_branch("repo", "main").tokens, b"ptr") == (True, b"v1")
-    assert staged.staged_get(staged.get_branch("repo", "main").tokens, b"other") == (False, None)
+        staged.staging.stage("repo", "main", [(b"ptr", b"never"), (b"other", b"never")], refuse)
+    assert staged.staging.staged_get(staged.refs.get_branch("repo", "main").tokens, b"ptr") == (True, b"v1")
+    assert staged.staging.staged_get(staged.refs.get_branch("repo", "main").tokens, b"other") == (False, None)
 
     errors: list[BaseException] = []
     wins: list[int] = []
@@ -348,7 +343,7 @@ def test_a_checked_stage_sees_its_locked_branch_and_exactly_one_racer_passes(sta
                 raise PreconditionFailed("moved")
         try:
             barrier.wait()
-            staged.stage("repo", "main", [(b"ptr", f"w{i}".encode())], expect_v1)
+            staged.staging.stage("repo", "main", [(b"ptr", f"w{i}".encode())], expect_v1)
             wins.append(i)
         except PreconditionFailed:
             pass
@@ -363,59 +358,59 @@ def test_a_checked_stage_sees_its_locked_branch_and_exactly_one_racer_passes(sta
     if errors:
         raise errors[0]
     assert len(wins) == 1
-    assert staged.staged_get(staged.get_branch("repo", "main").tokens, b"ptr") == (True, f"w{wins[0]}".encode())
+    assert staged.staging.staged_get(staged.refs.get_branch("repo", "main").tokens, b"ptr") == (True, f"w{wins[0]}".encode())
 
 
-def test_staged_get_precedence(staged: Any) -> None:
+def test_staged_get_precedence(staged: Stores) -> None:
     t1, t2, t3 = StagingToken("p1"), StagingToken("p2"), StagingToken("p3")
     for token, items in (
         (t3, [(b"k", b"old"), (b"only3", b"3")]),
         (t2, [(b"k", None), (b"only2", b"2")]),
         (t1, [(b"k", b"new")]),
     ):
-        cur = staged.get_branch("repo", "main")
-        staged.cas_branch("repo", cur, Branch("main", cur.commit_id, token, cur.sealed_tokens))
-        staged.stage("repo", "main", items)
-    assert staged.staged_get([t1, t2, t3], b"k") == (True, b"new")
-    assert staged.staged_get([t2, t3], b"k") == (True, None)  # a tombstone is found, with no value
-    assert staged.staged_get([t3], b"k") == (True, b"old")
-    assert staged.staged_get([t3, t2], b"k") == (True, b"old")  # the order given is the precedence
-    assert staged.staged_get([t1, t2, t3], b"only3") == (True, b"3")
-    assert staged.staged_get([t1, t2, t3], b"missing") == (False, None)
-    assert staged.staged_get([t1], b"only2") == (False, None)
+        cur = staged.refs.get_branch("repo", "main")
+        staged.refs.cas_branch("repo", cur, Branch("main", cur.commit_id, token, cur.sealed_tokens))
+        staged.staging.stage("repo", "main", items)
+    assert staged.staging.staged_get([t1, t2, t3], b"k") == (True, b"new")
+    assert staged.staging.staged_get([t2, t3], b"k") == (True, None)  # a tombstone is found, with no value
+    assert staged.staging.staged_get([t3], b"k") == (True, b"old")
+    assert staged.staging.staged_get([t3, t2], b"k") == (True, b"old")  # the order given is the precedence
+    assert staged.staging.staged_get([t1, t2, t3], b"only3") == (True, b"3")
+    assert staged.staging.staged_get([t1, t2, t3], b"missing") == (False, None)
+    assert staged.staging.staged_get([t1], b"only2") == (False, None)
 
 
-def test_branch_row_and_staged_entries_in_one_statement(staged: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_branch_row_and_staged_entries_in_one_statement(staged: Stores, monkeypatch: pytest.MonkeyPatch) -> None:
     """The combined reads of a branch's row with its staged entries: one statement each, same answers
     as ``get_branch`` plus ``staged_get``/``staged_scan``, whatever tokens the caller expected."""
     from lakemount.graveler.staging import lsm
-    from lakemount.metastore import sql
+    from lakemount.metastore import sql_staging
 
-    main = staged.get_branch("repo", "main")
+    main = staged.refs.get_branch("repo", "main")
     t = main.staging_token
-    staged.stage("repo", "main", [(b"a", b"1"), (b"d/1", b"x"), (b"d/2", None), (b"d/3", b"z"), (b"e", b"e")])
+    staged.staging.stage("repo", "main", [(b"a", b"1"), (b"d/1", b"x"), (b"d/2", None), (b"d/3", b"z"), (b"e", b"e")])
     statements: list[str] = []
-    fast = staged._fast
+    fast = staged.refs._fast
     query = fast.query
     monkeypatch.setattr(fast, "query", lambda text, params: statements.append(text) or query(text, params))
-    assert staged.branch_staged_get("repo", "main", [t], b"a") == (main, True, b"1")
-    assert staged.branch_staged_get("repo", "main", [t], b"d/2") == (main, True, None)  # a tombstone
-    assert staged.branch_staged_get("repo", "main", [t], b"zz") == (main, False, None)
+    assert staged.staging.branch_staged_get("repo", "main", [t], b"a") == (main, True, b"1")
+    assert staged.staging.branch_staged_get("repo", "main", [t], b"d/2") == (main, True, None)  # a tombstone
+    assert staged.staging.branch_staged_get("repo", "main", [t], b"zz") == (main, False, None)
     # Tokens the branch no longer has: the row tells, the staged answer is theirs.
-    assert staged.branch_staged_get("repo", "main", [StagingToken("gone")], b"a") == (main, False, None)
-    assert staged.branch_staged_scan("repo", "main", t, b"d/", b"d0") == (main, [(b"d/1", b"x"), (b"d/2", None), (b"d/3", b"z")], True)
-    assert staged.branch_staged_scan("repo", "main", t, b"b") == (main, [(b"d/1", b"x"), (b"d/2", None), (b"d/3", b"z"), (b"e", b"e")], True)
-    assert staged.branch_staged_probe("repo", "main", t, b"d", b"d/", b"d0", 2) == (main, (False, None), [(b"d/1", b"x"), (b"d/2", None)], False)
-    assert staged.branch_staged_probe("repo", "main", t, b"a", b"a/", b"a0", 2) == (main, (True, b"1"), [], True)
-    assert staged.branch_staged_probe("repo", "main", t, b"d/2", b"d/2/", b"d/20", 2) == (main, (True, None), [], True)
+    assert staged.staging.branch_staged_get("repo", "main", [StagingToken("gone")], b"a") == (main, False, None)
+    assert staged.staging.branch_staged_scan("repo", "main", t, b"d/", b"d0") == (main, [(b"d/1", b"x"), (b"d/2", None), (b"d/3", b"z")], True)
+    assert staged.staging.branch_staged_scan("repo", "main", t, b"b") == (main, [(b"d/1", b"x"), (b"d/2", None), (b"d/3", b"z"), (b"e", b"e")], True)
+    assert staged.staging.branch_staged_probe("repo", "main", t, b"d", b"d/", b"d0", 2) == (main, (False, None), [(b"d/1", b"x"), (b"d/2", None)], False)
+    assert staged.staging.branch_staged_probe("repo", "main", t, b"a", b"a/", b"a0", 2) == (main, (True, b"1"), [], True)
+    assert staged.staging.branch_staged_probe("repo", "main", t, b"d/2", b"d/2/", b"d/20", 2) == (main, (True, None), [], True)
     assert len(statements) == 9
-    monkeypatch.setattr(sql, "SCAN_BATCH", 2)
+    monkeypatch.setattr(sql_staging, "SCAN_BATCH", 2)
     monkeypatch.setattr(lsm, "SCAN_PAGE", 2)
-    assert staged.branch_staged_scan("repo", "main", t, b"d/", b"d0") == (main, [(b"d/1", b"x"), (b"d/2", None)], False)
+    assert staged.staging.branch_staged_scan("repo", "main", t, b"d/", b"d0") == (main, [(b"d/1", b"x"), (b"d/2", None)], False)
     for call in (
-        lambda repo, name: staged.branch_staged_get(repo, name, [t], b"a"),
-        lambda repo, name: staged.branch_staged_scan(repo, name, t),
-        lambda repo, name: staged.branch_staged_probe(repo, name, t, b"a", b"a/", b"a0", 2),
+        lambda repo, name: staged.staging.branch_staged_get(repo, name, [t], b"a"),
+        lambda repo, name: staged.staging.branch_staged_scan(repo, name, t),
+        lambda repo, name: staged.staging.branch_staged_probe(repo, name, t, b"a", b"a/", b"a0", 2),
     ):
         with pytest.raises(BranchNotFound):
             call("repo", "nope")
@@ -427,10 +422,12 @@ def test_graveler_reads_stay_current_when_the_branch_moves_under_them(ref_url: s
     """Reads pass the branch's last seen tokens to read row and staged entries in one statement;
     a commit elsewhere (new token, the old one dropped) is noticed in that same statement."""
     def graveler() -> Graveler:
+        refs = SqlRefStore(ref_url)
         return Graveler(
-            SqlRefStore(ref_url),
+            refs,
             CommittedStore(LocalAdapter(), RamCache(1 << 24)),
             Journal(LocalAdapter(), f"local://{tmp_path}/sys"),
+            staging=SqlStaging(refs),
         )
 
     reader, writer = graveler(), graveler()
@@ -469,10 +466,12 @@ def test_graveler_reads_stay_current_when_the_branch_moves_under_them(ref_url: s
 
 def test_graveler_reads_across_sealed_tokens(ref_url: str, tmp_path: Path) -> None:
     """A branch's view merges its staging token over its sealed ones (commits in flight), newest first."""
+    refs = SqlRefStore(ref_url)
     g = Graveler(
-        SqlRefStore(ref_url),
+        refs,
         CommittedStore(LocalAdapter(), RamCache(1 << 24)),
         Journal(LocalAdapter(), f"local://{tmp_path}/sys"),
+        staging=SqlStaging(refs),
     )
     g.create_repository("repo", f"local://{tmp_path}/ns")
     g.set_many("repo", "main", [(b"a", b"\0" * 16 + b"x"), (b"b", b"\0" * 16 + b"x"), (b"c", b"\0" * 16 + b"x")])
@@ -488,49 +487,49 @@ def test_graveler_reads_across_sealed_tokens(ref_url: str, tmp_path: Path) -> No
     # Committing takes every token's entries, newest winning.
     g.commit("repo", "main", "all")
     assert list(g.scan("repo", g.resolve("repo", "main@"))) == list(g.scan("repo", ref))
-    assert all(g.refs.staged_count(t) == 0 for t in g.refs.get_branch("repo", "main").tokens)
+    assert all(g.staging.staged_count(t) == 0 for t in g.refs.get_branch("repo", "main").tokens)
 
 
-def test_staged_scan_order_bounds_and_paging(staged: Any) -> None:
-    t = staged.get_branch("repo", "main").staging_token
+def test_staged_scan_order_bounds_and_paging(staged: Stores) -> None:
+    t = staged.refs.get_branch("repo", "main").staging_token
     keys = [b"\x00", b"\x00\x00", b"a", b"a\x00", b"a\xff", b"b", b"\xff", b"\xff\xff"]
-    staged.stage("repo", "main", [(k, b"v" + k) for k in keys])
-    assert [k for k, _ in staged.staged_scan(t)] == keys  # bytewise order on both backends
-    assert [k for k, _ in staged.staged_scan(t, b"a", b"b")] == [b"a", b"a\x00", b"a\xff"]
-    assert [k for k, _ in staged.staged_scan(t, b"a\x01")] == [b"a\xff", b"b", b"\xff", b"\xff\xff"]
-    assert [k for k, _ in staged.staged_scan(t, b"", b"\x00\x00")] == [b"\x00"]
-    assert all(isinstance(k, bytes) and isinstance(v, bytes) for k, v in staged.staged_scan(t))
+    staged.staging.stage("repo", "main", [(k, b"v" + k) for k in keys])
+    assert [k for k, _ in staged.staging.staged_scan(t)] == keys  # bytewise order on both backends
+    assert [k for k, _ in staged.staging.staged_scan(t, b"a", b"b")] == [b"a", b"a\x00", b"a\xff"]
+    assert [k for k, _ in staged.staging.staged_scan(t, b"a\x01")] == [b"a\xff", b"b", b"\xff", b"\xff\xff"]
+    assert [k for k, _ in staged.staging.staged_scan(t, b"", b"\x00\x00")] == [b"\x00"]
+    assert all(isinstance(k, bytes) and isinstance(v, bytes) for k, v in staged.staging.staged_scan(t))
     # More than one page.
     n = SCAN_BATCH * 2 + 7
-    staged.stage("repo", "main", [(b"p/%06d" % i, b"%d" % i) for i in range(n)])
-    got = list(staged.staged_scan(t, b"p/", b"p0"))
+    staged.staging.stage("repo", "main", [(b"p/%06d" % i, b"%d" % i) for i in range(n)])
+    got = list(staged.staging.staged_scan(t, b"p/", b"p0"))
     assert [k for k, _ in got] == [b"p/%06d" % i for i in range(n)]
     assert got[-1][1] == b"%d" % (n - 1)
-    assert [k for k, _ in staged.staged_scan(t, b"p/%06d" % (SCAN_BATCH - 1), b"p/%06d" % (SCAN_BATCH + 2))] == [
+    assert [k for k, _ in staged.staging.staged_scan(t, b"p/%06d" % (SCAN_BATCH - 1), b"p/%06d" % (SCAN_BATCH + 2))] == [
         b"p/%06d" % i for i in range(SCAN_BATCH - 1, SCAN_BATCH + 2)
     ]
 
 
-def test_drop_staging(staged: Any) -> None:
-    t = staged.get_branch("repo", "main").staging_token
+def test_drop_staging(staged: Stores) -> None:
+    t = staged.refs.get_branch("repo", "main").staging_token
     keys = [b"a/1", b"a/2", b"ab", b"b", b"\xff", b"\xff\x01", b"\xff\xff\x00", b"c"]
-    staged.stage("repo", "main", [(k, b"v") for k in keys])
-    staged.drop_staging(t, key=b"b")
-    staged.drop_staging(t, key=b"zz")  # absent: nothing happens
-    assert [k for k, _ in staged.staged_scan(t)] == [b"a/1", b"a/2", b"ab", b"c", b"\xff", b"\xff\x01", b"\xff\xff\x00"]
-    staged.drop_staging(t, prefix=b"a/")
-    assert [k for k, _ in staged.staged_scan(t)] == [b"ab", b"c", b"\xff", b"\xff\x01", b"\xff\xff\x00"]
-    staged.drop_staging(t, prefix=b"\xff\xff")  # a prefix with no upper bound
-    assert [k for k, _ in staged.staged_scan(t)] == [b"ab", b"c", b"\xff", b"\xff\x01"]
-    staged.drop_staging(t, prefix=b"\xff")
-    assert [k for k, _ in staged.staged_scan(t)] == [b"ab", b"c"]
+    staged.staging.stage("repo", "main", [(k, b"v") for k in keys])
+    staged.staging.drop_staging(t, key=b"b")
+    staged.staging.drop_staging(t, key=b"zz")  # absent: nothing happens
+    assert [k for k, _ in staged.staging.staged_scan(t)] == [b"a/1", b"a/2", b"ab", b"c", b"\xff", b"\xff\x01", b"\xff\xff\x00"]
+    staged.staging.drop_staging(t, prefix=b"a/")
+    assert [k for k, _ in staged.staging.staged_scan(t)] == [b"ab", b"c", b"\xff", b"\xff\x01", b"\xff\xff\x00"]
+    staged.staging.drop_staging(t, prefix=b"\xff\xff")  # a prefix with no upper bound
+    assert [k for k, _ in staged.staging.staged_scan(t)] == [b"ab", b"c", b"\xff", b"\xff\x01"]
+    staged.staging.drop_staging(t, prefix=b"\xff")
+    assert [k for k, _ in staged.staging.staged_scan(t)] == [b"ab", b"c"]
     other = StagingToken("other-token")
-    cur = staged.get_branch("repo", "main")
-    staged.cas_branch("repo", cur, Branch("main", cur.commit_id, other, (t,)))
-    staged.stage("repo", "main", [(b"ab", b"w")])
-    staged.drop_staging(t)
-    assert list(staged.staged_scan(t)) == []
-    assert list(staged.staged_scan(other)) == [(b"ab", b"w")]  # other tokens untouched
+    cur = staged.refs.get_branch("repo", "main")
+    staged.refs.cas_branch("repo", cur, Branch("main", cur.commit_id, other, (t,)))
+    staged.staging.stage("repo", "main", [(b"ab", b"w")])
+    staged.staging.drop_staging(t)
+    assert list(staged.staging.staged_scan(t)) == []
+    assert list(staged.staging.staged_scan(other)) == [(b"ab", b"w")]  # other tokens untouched
 
 
 def test_protection(store: SqlRefStore) -> None:
@@ -613,7 +612,8 @@ def test_schema_version_too_new(ref_url: str) -> None:
 def _spawn_committers(url: str, tmp_path: Path, workers: int, rounds: int, keys: int) -> Graveler:
     adapter = LocalAdapter()
     sys_ns = f"local://{tmp_path}/sys"
-    g = Graveler(SqlRefStore(url), CommittedStore(adapter, RamCache(1 << 26)), Journal(adapter, sys_ns))
+    refs = SqlRefStore(url)
+    g = Graveler(refs, CommittedStore(adapter, RamCache(1 << 26)), Journal(adapter, sys_ns), staging=SqlStaging(refs))
     g.create_repository(_workers.REPO, f"local://{tmp_path}/ns")
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(workers)

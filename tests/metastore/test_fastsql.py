@@ -69,16 +69,18 @@ def test_reads_of_an_existing_sqlite_store_do_not_load_sqlalchemy(tmp_path: Path
 
     from lakemount.graveler.model import Branch, Commit, CommitID, MetaRangeID, Repository, StagingToken, Tag
     from lakemount.metastore.sql import SqlRefStore
+    from lakemount.metastore.sql_staging import SqlStaging
 
     url = f"sqlite:///{tmp_path / 'refs.db'}"
     store = SqlRefStore(url)
     commit = Commit(CommitID("ab" * 32), (), MetaRangeID("cd" * 32), "ef" * 16, "first", "me", 1.5, (("k", "v"),), 1)
     store.create_repository(Repository("r", "local:///x", "main", 2.0), Branch("main", commit.id, StagingToken("t1")), commit)
     store.create_tag("r", Tag("v1", commit.id))
-    store.stage("r", "main", [(b"key", b"value")])
+    SqlStaging(store).stage("r", "main", [(b"key", b"value")])
     script = f"""
 import sys
 from lakemount.metastore.sql import SqlRefStore
+from lakemount.metastore.sql_staging import SqlStaging
 s = SqlRefStore({url!r})
 assert s.get_repository("r").default_branch == "main"
 b = s.get_branch("r", "main")
@@ -86,7 +88,7 @@ c = s.get_commit("r", b.commit_id)
 assert c.message == "first" and c.metadata == (("k", "v"),) and c.generation == 1 and c.creation_date == 1.5
 assert s.get_tag("r", "v1").commit_id == c.id
 assert s.commits_with_prefix("r", "abab") == [c.id]
-assert s.staged_get([b.staging_token], b"key") == (True, b"value")
+assert SqlStaging(s).staged_get([b.staging_token], b"key") == (True, b"value")
 assert "sqlalchemy" not in sys.modules, "SQLAlchemy was imported"
 assert len(s.list_branches("r")) == 1  # a listing loads it
 assert "sqlalchemy" in sys.modules
@@ -129,9 +131,11 @@ def test_a_staging_write_is_repeated_only_when_its_commit_never_went_out(
 ) -> None:
     from lakemount.graveler.model import Branch, Commit, CommitID, Repository, StagingToken
     from lakemount.metastore.sql import SqlRefStore
+    from lakemount.metastore.sql_staging import SqlStaging
 
     path = tmp_path / "refs.db"
     store = SqlRefStore(f"sqlite:///{path}")
+    staging = SqlStaging(store)
     root = Commit(CommitID("c0"), (), "mr", "", "init", "t", 0.0, (), 1)
     store.create_repository(Repository("repo", "mem://ns", "main", 0.0), Branch("main", CommitID("c0"), StagingToken("t0")), root)
     monkeypatch.setattr(store._fast, "_connect", lambda: sqlite3.connect(path, check_same_thread=False, factory=_Lossy))
@@ -140,14 +144,14 @@ def test_a_staging_write_is_repeated_only_when_its_commit_never_went_out(
     store.get_branch("repo", "main")  # this thread now keeps a connection
     monkeypatch.setattr(_Lossy, "fail_on", lost_at)
     if repeated:  # lost before the COMMIT: nothing applied, repeated on a fresh connection
-        store.stage("repo", "main", [(b"k", b"v")])
+        staging.stage("repo", "main", [(b"k", b"v")])
     else:  # lost during the COMMIT: applied, but the writer cannot know; never applied twice
         with pytest.raises(Unavailable):
-            store.stage("repo", "main", [(b"k", b"v")])
+            staging.stage("repo", "main", [(b"k", b"v")])
     assert _Lossy.fail_on == "", "the connection was never lost"
     # lost at BEGIN, only the repeat reached the upsert; lost at COMMIT, the upsert was not repeated
     assert _Lossy.upserts == 1
-    assert store.staged_get([StagingToken("t0")], b"k") == (True, b"v")
+    assert staging.staged_get([StagingToken("t0")], b"k") == (True, b"v")
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import pytest
 from lakemount.graveler.model import Branch, CommitID, StagingToken
 from lakemount.metastore import notify
 from lakemount.metastore.sql import SqlRefStore
+from lakemount.metastore.sql_staging import SqlStaging
 from tests.metastore.conftest import PgCluster
 
 pytestmark = pytest.mark.postgres
@@ -60,7 +61,7 @@ def test_head_moves_and_staging_are_pushed_to_listeners(pg_cluster: PgCluster, p
         moved = Branch("main", CommitID("c1"), StagingToken("t1"))
         assert writer.cas_branch("r", branch, moved)
         assert not writer.cas_branch("r", branch, moved)  # a failed CAS sends nothing
-        writer.stage("r", "main", [(b"k", b"v")])
+        SqlStaging(writer).stage("r", "main", [(b"k", b"v")])
         t0 = time.monotonic()
         changes = [c for b in _drain(batches, time.monotonic() + 2) for c in b]
         kinds = [(c.kind, c.repo, c.branch, c.sender) for c in changes]
@@ -91,11 +92,12 @@ def test_partial_resets_and_repository_deletion_are_pushed(pg_cluster: PgCluster
     """Dropping staged entries of a branch's live token is a staging change; deleting a repository moves every head."""
     with _listening(pg_url, "r2", "s0") as (writer, batches):
         writer.create_branch("r2", Branch("dev", CommitID("c0"), StagingToken("s1")))
-        writer.stage("r2", "main", [(b"a/x", b"v"), (b"ab", b"v")])
+        staging = SqlStaging(writer)
+        staging.stage("r2", "main", [(b"a/x", b"v"), (b"ab", b"v")])
         _drain(batches, time.monotonic() + 1)  # creation and staging notices
 
-        writer.drop_staging(StagingToken("s0"), prefix=b"a/")
-        writer.drop_staging(StagingToken("gone"), key=b"a/x")  # a token no branch holds: nothing to tell
+        staging.drop_staging(StagingToken("s0"), prefix=b"a/")
+        staging.drop_staging(StagingToken("gone"), key=b"a/x")  # a token no branch holds: nothing to tell
         changes = [(c.kind, c.repo, c.branch) for b in _drain(batches, time.monotonic() + 1.5) for c in b]
         assert changes == [("staging", "r2", "main")], changes
 
@@ -136,7 +138,7 @@ def test_a_listener_whose_socket_is_past_descriptor_1024_still_hears(pg_cluster:
     try:
         assert max(fillers) >= 1024
         with _listening(pg_url, "rfd", "t0") as (writer, batches):
-            writer.stage("rfd", "main", [(b"k", b"v")])
+            SqlStaging(writer).stage("rfd", "main", [(b"k", b"v")])
             changes = [(c.kind, c.repo) for b in _drain(batches, time.monotonic() + 2) for c in b]
             assert ("staging", "rfd") in changes, changes
     finally:

@@ -12,6 +12,7 @@ import pytest
 
 from lakemount.graveler.model import Branch, Commit, CommitID, Repository, StagingToken
 from lakemount.metastore.sql import SqlRefStore
+from lakemount.metastore.sql_staging import SqlStaging
 from lakemount.metastore.stamps import NodeStamps
 from tests.metastore.conftest import PgCluster
 
@@ -54,7 +55,7 @@ def test_sqlite_stamps_nothing(tmp_path: Path) -> None:
     store = SqlRefStore(f"sqlite:///{tmp_path}/r.db", stamps=NodeStamps(str(tmp_path / "node-stamps")))
     root = Commit(CommitID("c0"), (), "mr", "", "init", "t", 0.0, (), 1)
     store.create_repository(Repository("r", "mem://ns", "main", 0.0), Branch("main", CommitID("c0"), StagingToken("t0")), root)
-    store.stage("r", "main", [(b"k", b"v")])
+    SqlStaging(store).stage("r", "main", [(b"k", b"v")])
     assert not (tmp_path / "node-stamps").exists()
 
 
@@ -78,11 +79,12 @@ def test_every_change_that_notifies_stamps_its_branch_before_it_returns(pg_clust
     store.create_repository(Repository("r", "mem://ns", "main", 0.0), Branch("main", CommitID("c0"), StagingToken("t0")), root)
     main = store.get_branch("r", "main")
     moved = Branch("main", CommitID("c1"), StagingToken("t1"))
-    assert changes("main", lambda: store.stage("r", "main", [(b"k", b"v")]))
+    rows = SqlStaging(store)
+    assert changes("main", lambda: rows.stage("r", "main", [(b"k", b"v")]))
     assert changes("main", lambda: store.cas_branch("r", main, moved))
     assert not changes("main", lambda: store.cas_branch("r", main, moved)), "a failed CAS changed nothing"
     assert changes("dev", lambda: store.create_branch("r", Branch("dev", CommitID("c0"), StagingToken("t2"))))
-    assert changes("main", lambda: store.drop_staging(StagingToken("t1"), prefix=b"k"))
+    assert changes("main", lambda: rows.drop_staging(StagingToken("t1"), prefix=b"k"))
     assert changes("dev", lambda: store.delete_branch("r", "dev"))
     lsm = LsmStaging(SqlStagingLists(store), MemoryAdapter(), RamCache(1 << 20), lambda r: "mem://ns")
     assert changes("main", lambda: lsm.stage("r", "main", [(b"a", b"v" * 17)]))

@@ -1,0 +1,233 @@
+"""``SqlStaging``: the ``StagingStore`` as rows of ``lm_staging`` (``staging.backend = "sql"``).
+
+Staged entries are ``(token, key, value)`` rows in the ref store's database, beside the
+branch rows that name their tokens; this module owns every statement on them.  It runs on
+the ref store's connections and transactions (``SqlRefStore``'s plumbing: one engine, one
+FastSql, one retry policy), as lakeFS's staging manager and ref manager share one kv store.
+
+A staging write reads the branch's current token and inserts under it in one
+transaction that holds a share lock on the branch row (PostgreSQL) or the database
+write lock (SQLite, ``BEGIN IMMEDIATE``), so a commit's seal can never slip between the
+two and lose a write.  Rows are deleted with their token (``drop_staging``, and with the
+branches of a deleted repository): nothing of them is left on the block store.
+
+Writes and lookups run on FastSql; SQLAlchemy and the table objects are imported only by
+the cold statements (counts, drops), so a quick command reading staged entries never loads
+it (``tests/metastore/test_fastsql.py`` checks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from lakemount.errors import BranchNotFound
+from lakemount.graveler.model import Branch, StagingToken, prefix_end
+from lakemount.graveler.ports import StageCheck
+from lakemount.metastore import notify
+from lakemount.metastore.sql import SqlRefStore, branch_from
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+SCAN_BATCH: Final = 5000
+
+
+def _first(tokens: Sequence[StagingToken], found: dict[Any, Any]) -> tuple[bool, bytes | None]:
+    """(found, value) of the first of ``tokens`` (newest first) in ``found`` (token -> stored value)."""
+    for t in tokens:
+        if t in found:
+            v = found[t]
+            return True, bytes(v) if v is not None else None
+    return False, None
+
+
+class SqlStaging:
+    """Uncommitted entries of every branch as rows in the ref store's database."""
+
+    def __init__(self, refs: SqlRefStore) -> None:
+        """Staging beside ``refs``'s branch rows, on its connections (its schema holds ``lm_staging``).
+
+        A deleted repository's staged rows go in the transaction that deletes its branches.
+        """
+        self.refs = refs
+        self._fast = refs._fast
+        refs.drop_with_repository("lm_staging", self._drop_tokens)
+
+    def _drop_tokens(self, conn: Connection, tokens: Sequence[str]) -> None:
+        from lakemount.metastore.sqlschema import staging_t
+
+        conn.execute(staging_t.delete().where(staging_t.c.token.in_(tokens)))
+
+    def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
+              check: StageCheck | None = None, ready: Callable[[], None] | None = None) -> None:
+        """Upsert ``items`` into the branch's current staging token (see ``StagingStore.stage`` for ``check``).
+
+        A kept connection the server dropped before the write's COMMIT went out
+        is replaced and the write tried once more: nothing of it was applied.
+        Lost while the COMMIT was on its way, whether it applied is unknown, and
+        a repeat could overwrite a later write of the same key: ``Unavailable``.
+        ``ready`` is waited for first: a row has nothing to do meanwhile.
+        """
+        if ready is not None:
+            ready()
+        postgres = self.refs.dialect == "postgresql"
+        # A checked write locks the row exclusively: two checked writers (and a commit's swap of
+        # the tokens) wait for each other, so the state one checked is the state it writes over.
+        lock = (" FOR UPDATE" if check is not None else " FOR SHARE") if postgres else ""
+        select = self._fast.sql("SELECT staging_token, commit_id, sealed_tokens FROM lm_branches WHERE repo = ? AND name = ?" + lock)
+        upsert = self._fast.sql(
+            "INSERT INTO lm_staging (token, key, value) VALUES (?, ?, ?) "
+            "ON CONFLICT (token, key) DO UPDATE SET value = excluded.value"
+        )
+
+        def work(cur: Any) -> None:
+            cur.execute(select, (repo, branch))
+            row = cur.fetchone()
+            if row is None:
+                cur.execute("ROLLBACK")
+                self.refs.get_branch(repo, branch)  # raises the precise NotFound
+                raise BranchNotFound(repo, branch)
+            token = row[0]
+            if check is not None:
+                check(branch_from(branch, row[1], row[0], row[2]), lambda tokens, key: self._staged_in(cur, tokens, key))
+            cur.executemany(upsert, [(token, k, v) for k, v in dict(items).items()])
+            if postgres:
+                cur.execute(
+                    "SELECT pg_notify(%s, %s)",
+                    (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch)),
+                )
+
+        self._fast.run(work, transaction=True, retry=True)
+        self.refs.changed(repo, branch)
+
+    def _staged_in(self, cur: Any, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
+        """``staged_get`` inside the transaction of ``cur`` (a checked write reads what it holds locked)."""
+        marks = ",".join("?" * len(tokens))
+        cur.execute(self._fast.sql(f"SELECT token, value FROM lm_staging WHERE key = ? AND token IN ({marks})"), (key, *tokens))
+        return _first(tokens, {r[0]: r[1] for r in cur.fetchall()})
+
+    def staged_get(self, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
+        marks = ",".join("?" * len(tokens))
+        rows = self._fast.query(f"SELECT token, value FROM lm_staging WHERE key = ? AND token IN ({marks})", (key, *tokens))
+        return _first(tokens, {r[0]: r[1] for r in rows})
+
+    def _branch_of(self, repo: str, name: str, rows: Sequence[Any]) -> Branch:
+        """The branch of a combined statement's kind-0 row; raises what ``get_branch`` raises when there is none."""
+        for row in rows:
+            if row[0] == 0:
+                return branch_from(name, row[1], row[2], row[3])
+        return self.refs.get_branch(repo, name)  # raises BranchNotFound or RepositoryNotFound
+
+    def branch_staged_get(
+        self, repo: str, name: str, tokens: Sequence[StagingToken], key: bytes
+    ) -> tuple[Branch, bool, bytes | None]:
+        # One statement (one snapshot): the branch row, and the staged rows of
+        # ``key`` under the tokens the caller expects the branch to have.
+        marks = ",".join("?" * len(tokens))
+        rows = self._fast.query(
+            "SELECT 0, commit_id, staging_token, sealed_tokens, NULL FROM lm_branches WHERE repo = ? AND name = ? "
+            f"UNION ALL SELECT 1, token, NULL, NULL, value FROM lm_staging WHERE key = ? AND token IN ({marks})",
+            (repo, name, key, *tokens),
+        )
+        branch = self._branch_of(repo, name, rows)
+        return (branch, *_first(tokens, {r[1]: r[4] for r in rows if r[0] == 1}))
+
+    def branch_staged_scan(
+        self, repo: str, name: str, token: StagingToken, start: bytes = b"", stop: bytes | None = None
+    ) -> tuple[Branch, list[tuple[bytes, bytes | None]], bool]:
+        # One statement (one snapshot): the branch row and the first page of the token's entries.
+        text = "SELECT key, value FROM lm_staging WHERE token = ? AND key >= ?"
+        params: list[Any] = [repo, name, token, start]
+        if stop is not None:
+            text += " AND key < ?"
+            params.append(stop)
+        rows = self._fast.query(
+            "SELECT 0, commit_id, staging_token, sealed_tokens, NULL, NULL FROM lm_branches WHERE repo = ? AND name = ? "
+            f"UNION ALL SELECT 1, NULL, NULL, NULL, s.key, s.value FROM ({text} ORDER BY key LIMIT {SCAN_BATCH}) AS s",
+            params,
+        )
+        branch = self._branch_of(repo, name, rows)
+        page = sorted((bytes(r[4]), bytes(r[5]) if r[5] is not None else None) for r in rows if r[0] == 1)
+        return branch, page, len(page) < SCAN_BATCH
+
+    def branch_staged_probe(
+        self, repo: str, name: str, token: StagingToken, key: bytes, start: bytes, stop: bytes | None, limit: int
+    ) -> tuple[Branch, tuple[bool, bytes | None], list[tuple[bytes, bytes | None]], bool]:
+        # One statement (one snapshot): the branch row, the token's entry of ``key``
+        # and its first ``limit`` entries in [start, stop).
+        text = "SELECT key, value FROM lm_staging WHERE token = ? AND key >= ?"
+        params: list[Any] = [repo, name, token, key, token, start]
+        if stop is not None:
+            text += " AND key < ?"
+            params.append(stop)
+        rows = self._fast.query(
+            "SELECT 0, commit_id, staging_token, sealed_tokens, NULL, NULL FROM lm_branches WHERE repo = ? AND name = ? "
+            "UNION ALL SELECT 1, NULL, NULL, NULL, key, value FROM lm_staging WHERE token = ? AND key = ? "
+            f"UNION ALL SELECT 2, NULL, NULL, NULL, s.key, s.value FROM ({text} ORDER BY key LIMIT {int(limit)}) AS s",
+            params,
+        )
+        branch = self._branch_of(repo, name, rows)
+        own: tuple[bool, bytes | None] = (False, None)
+        for r in rows:
+            if r[0] == 1:
+                own = (True, bytes(r[5]) if r[5] is not None else None)
+        page = sorted((bytes(r[4]), bytes(r[5]) if r[5] is not None else None) for r in rows if r[0] == 2)
+        return branch, own, page, len(page) < limit
+
+    def staged_scan(
+        self, token: StagingToken, start: bytes = b"", stop: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes | None]]:
+        lower = start
+        inclusive = True
+        while True:
+            text = "SELECT key, value FROM lm_staging WHERE token = ? AND key " + (">= ?" if inclusive else "> ?")
+            params: list[Any] = [token, lower]
+            if stop is not None:
+                text += " AND key < ?"
+                params.append(stop)
+            rows = self._fast.query(text + f" ORDER BY key LIMIT {SCAN_BATCH}", params)
+            if self.refs.dialect == "postgresql":
+                rows = [(bytes(k), bytes(v) if v is not None else None) for k, v in rows]
+            yield from rows
+            if len(rows) < SCAN_BATCH:
+                return
+            lower, inclusive = rows[-1][0], False
+
+    def staged_count(self, token: StagingToken) -> int:
+        import sqlalchemy as sa
+
+        from lakemount.metastore.sqlschema import staging_t
+
+        return int(self.refs._select(
+            lambda conn: conn.execute(sa.select(sa.func.count()).select_from(staging_t).where(staging_t.c.token == token)).scalar_one()
+        ))
+
+    def noticed(self, detail: str) -> None:
+        pass  # staged rows carry no detail in their notices: a read asks the database
+
+    def collect_staging(self, namespace: str, *, grace_s: float | None = None) -> int:
+        return 0  # staged rows are deleted with their token: no staging data is left on the block store
+
+    def drop_staging(self, token: StagingToken, prefix: bytes = b"", key: bytes | None = None) -> None:
+        import sqlalchemy as sa
+
+        from lakemount.metastore.sqlschema import branches_t, staging_t
+
+        cond = [staging_t.c.token == token]
+        if key is not None:
+            cond.append(staging_t.c.key == key)
+        elif prefix:
+            cond.append(staging_t.c.key >= prefix)
+            end = prefix_end(prefix)
+            if end is not None:
+                cond.append(staging_t.c.key < end)
+        refs = self.refs
+        with refs._write() as conn:
+            conn.execute(staging_t.delete().where(*cond))
+            if refs.dialect == "postgresql" and (prefix or key is not None):
+                # A partial reset drops entries of a branch's live token: tell mounts, as a staged write
+                # does.  Whole tokens are dropped after a commit or a full reset, which moved the head.
+                owners = conn.execute(sa.select(branches_t.c.repo, branches_t.c.name).where(branches_t.c.staging_token == token))
+                for repo, branch in owners.all():
+                    refs._notify(conn, notify.STAGING, repo, branch)
