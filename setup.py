@@ -1,7 +1,8 @@
 """Build of lakemount's two C extensions; metadata lives in pyproject.toml.
 
-- ``lakemount.graveler._sstblock``: SSTable block decoding (without it, the
-  pure-Python decoder in lakemount/graveler/sstable.py);
+- ``lakemount.graveler._sstblock``: SSTable block encoding and decoding and the
+  commit's record loops (without it, their pure-Python twins in
+  lakemount/graveler/sstable.py and runs.py, many times slower);
 - ``lakemount.fuse._kflags``: the open-reply flags pyfuse3 cannot set (see
   lakemount/fuse/kflags.py; without it, a FLUSH per close and uncached
   directory reads).

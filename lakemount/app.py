@@ -203,9 +203,7 @@ class App:
     def committed(self) -> CommittedStore:
         from lakemount.graveler.committed.store import CommittedStore
 
-        tmp = os.path.join(self.config.home, "tmp")
-        os.makedirs(tmp, exist_ok=True)
-        return CommittedStore(self.adapter, self.cache, tmpdir=tmp)
+        return CommittedStore(self.adapter, self.cache)
 
     @cached_property
     def graveler(self) -> Graveler:

@@ -14,6 +14,9 @@
  * (where content-defined range cuts fall) and range_feed (what a range's id
  * hashes).  Each has a pure-Python equivalent beside its caller, used when
  * this extension is not built, and tests check the two agree.
+ *
+ * encode_table(keys, values, block_size, restart_interval, format_version) -> bytes writes a
+ * whole table (see its comment); sstable.encode_table_py is its pure-Python twin.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -413,6 +416,308 @@ static PyObject *range_feed(PyObject *self, PyObject *args) {
     return result;
 }
 
+
+/* ---- Writing a table ------------------------------------------------------------------------
+ *
+ * The layout is RocksDB's block-based table (legacy footer, no compression), as its format
+ * documentation describes it:
+ *   record   = varint32 shared, varint32 non_shared, varint32 value_len, key[shared:], value
+ *   block    = records, uint32 restart offsets, uint32 restart count (all little-endian)
+ *   trailer  = compression type byte (0: none), uint32 masked CRC-32C of block + type byte
+ * Keys in data blocks are internal keys: the user key and an 8-byte trailer holding sequence
+ * number 0 and type 1 (a value), as a file made for ingestion carries them.  A block is cut
+ * before a record once it has reached block_size bytes.  The index block (restart interval 1)
+ * has one record per data block: its last internal key, then its offset and size (varint64).
+ * Then come the properties block (PROPS, sorted by name), the meta-index block (restart
+ * interval 1, one record: "rocksdb.properties" and that block's handle) and the footer:
+ * checksum type (1: CRC-32C), the meta-index's and the index's handles, zeros up to byte 41,
+ * uint32 format_version, uint64 magic number.
+ */
+
+static const unsigned char KEY_TRAILER[8] = {1, 0, 0, 0, 0, 0, 0, 0};
+
+static uint32_t crc_table[256];
+
+static void crc_table_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int b = 0; b < 8; b++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));  /* Castagnoli, reflected */
+        crc_table[i] = c;
+    }
+}
+
+static uint32_t crc32c_soft(uint32_t crc, const unsigned char *p, size_t n) {
+    while (n--) crc = (crc >> 8) ^ crc_table[(crc ^ *p++) & 0xFF];
+    return crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_CRC_HW 1
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const unsigned char *p, size_t n) {
+    uint64_t c = crc;
+    for (; n >= 8; n -= 8, p += 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c = __builtin_ia32_crc32di(c, w);
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return c32;
+}
+static int crc_hw;
+#endif
+
+/* CRC-32C of p[0:n], pre- and post-inverted as usual, then masked as RocksDB stores it. */
+static uint32_t block_crc(const unsigned char *p, size_t n) {
+    uint32_t c;
+#ifdef HAVE_CRC_HW
+    if (crc_hw) c = ~crc32c_hw(0xFFFFFFFFu, p, n);
+    else
+#endif
+        c = ~crc32c_soft(0xFFFFFFFFu, p, n);
+    return ((c >> 15) | (c << 17)) + 0xA282EAD8u;
+}
+
+static inline unsigned char *put_varint(unsigned char *o, uint64_t v) {
+    while (v >= 0x80) {
+        *o++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *o++ = (unsigned char)v;
+    return o;
+}
+
+static inline unsigned char *put_u32(unsigned char *o, uint32_t v) {
+    o[0] = (unsigned char)v; o[1] = (unsigned char)(v >> 8); o[2] = (unsigned char)(v >> 16); o[3] = (unsigned char)(v >> 24);
+    return o + 4;
+}
+
+/* Byte i of an internal key (user key k of length n, then KEY_TRAILER). */
+static inline unsigned char ikey_at(const unsigned char *k, Py_ssize_t n, Py_ssize_t i) {
+    return i < n ? k[i] : KEY_TRAILER[i - n];
+}
+
+/* The common prefix of two internal keys, given their user keys. */
+static Py_ssize_t ikey_shared(const unsigned char *a, Py_ssize_t na, const unsigned char *b, Py_ssize_t nb) {
+    Py_ssize_t m = na < nb ? na : nb, i = 0;
+    while (i < m && a[i] == b[i]) i++;
+    if (i < m) return i;
+    Py_ssize_t end = (na < nb ? na : nb) + 8;
+    while (i < end && ikey_at(a, na, i) == ikey_at(b, nb, i)) i++;
+    return i;
+}
+
+/* Closes the block begun at `start` (its records end at `o`): restarts, count, trailer. */
+static unsigned char *end_block(unsigned char *start, unsigned char *o, const uint32_t *restarts, Py_ssize_t nr) {
+    for (Py_ssize_t r = 0; r < nr; r++) o = put_u32(o, restarts[r]);
+    o = put_u32(o, (uint32_t)nr);
+    *o++ = 0;  /* no compression */
+    o = put_u32(o, block_crc(start, (size_t)(o - start)));
+    return o;
+}
+
+/* The properties block's records, sorted by name: raw bytes, or (number >= 0) a varint64 of
+ * numbers[number] in encode_table (1 data size, 2 index size, 3 data blocks, 4 records,
+ * 5 internal keys' bytes, 6 values' bytes; 0 is zero). */
+static const struct {
+    const char *name;
+    const char *raw;
+    size_t raw_len;
+    int number;
+} PROPS[] = {
+    {"rocksdb.block.based.table.index.type", "\0\0\0\0", 4, -1},  /* uint32 0: binary search */
+    {"rocksdb.block.based.table.prefix.filtering", "0", 1, -1},
+    {"rocksdb.block.based.table.whole.key.filtering", "1", 1, -1},
+    {"rocksdb.comparator", "leveldb.BytewiseComparator", 26, -1},
+    {"rocksdb.compression", "NoCompression", 13, -1},
+    {"rocksdb.data.size", NULL, 0, 1},
+    {"rocksdb.deleted.keys", NULL, 0, 0},
+    {"rocksdb.external_sst_file.global_seqno", "\0\0\0\0\0\0\0\0", 8, -1},  /* uint64 0 */
+    {"rocksdb.external_sst_file.version", "\2\0\0\0", 4, -1},  /* uint32 2 */
+    {"rocksdb.filter.size", NULL, 0, 0},
+    {"rocksdb.fixed.key.length", NULL, 0, 0},
+    {"rocksdb.format.version", NULL, 0, 0},
+    {"rocksdb.index.key.is.user.key", NULL, 0, 0},
+    {"rocksdb.index.size", NULL, 0, 2},
+    {"rocksdb.index.value.is.delta.encoded", NULL, 0, 0},
+    {"rocksdb.key.largest.seqno", NULL, 0, 0},
+    {"rocksdb.merge.operands", NULL, 0, 0},
+    {"rocksdb.merge.operator", "nullptr", 7, -1},
+    {"rocksdb.num.data.blocks", NULL, 0, 3},
+    {"rocksdb.num.entries", NULL, 0, 4},
+    {"rocksdb.num.range-deletions", NULL, 0, 0},
+    {"rocksdb.prefix.extractor.name", "nullptr", 7, -1},
+    {"rocksdb.property.collectors", "[]", 2, -1},
+    {"rocksdb.raw.key.size", NULL, 0, 5},
+    {"rocksdb.raw.value.size", NULL, 0, 6},
+};
+#define TAIL_BOUND 4096  /* properties, meta-index and footer together stay well below */
+
+/* A record of a restart-interval-1 block (properties, meta-index), its key whole. */
+static unsigned char *put_whole(unsigned char *o, const unsigned char *start, uint32_t *restarts, Py_ssize_t *nr,
+                                const char *k, size_t kl, const unsigned char *v, size_t vl) {
+    restarts[(*nr)++] = (uint32_t)(o - start);
+    o = put_varint(o, 0);
+    o = put_varint(o, kl);
+    o = put_varint(o, vl);
+    memcpy(o, k, kl);
+    o += kl;
+    memcpy(o, v, vl);
+    return o + vl;
+}
+
+static PyObject *encode_table(PyObject *self, PyObject *args) {
+    PyObject *ks, *vs;
+    Py_ssize_t block_size, interval;
+    unsigned int format_version;
+    if (!PyArg_ParseTuple(args, "O!O!nnI", &PyList_Type, &ks, &PyList_Type, &vs, &block_size, &interval, &format_version))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(ks);
+    if (PyList_GET_SIZE(vs) != n || interval < 1 || block_size < 1) {
+        PyErr_SetString(PyExc_ValueError, "encode_table: lists of different lengths or a bad block shape");
+        return NULL;
+    }
+    if (!n) {
+        PyErr_SetString(PyExc_ValueError, "encode_table: a table needs at least one record");
+        return NULL;
+    }
+    if (all_bytes(ks, 0, n, "keys") || all_bytes(vs, 0, n, "values")) return NULL;
+    /* An upper bound of the output: per record 3 varints (<= 5 bytes each), its internal key and
+     * value, a restart (<= one per record), and, were every record a block of its own, that
+     * block's restart count and trailer and its index record (key, 3 varints, a handle of <= 20
+     * bytes, a restart), and the tail (properties, meta-index, footer). */
+    Py_ssize_t bound = 64 + TAIL_BOUND, raw_keys = 0, raw_values = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t kl = PyBytes_GET_SIZE(PyList_GET_ITEM(ks, i)), vl = PyBytes_GET_SIZE(PyList_GET_ITEM(vs, i));
+        if (kl > 0x7FFFFFF0 || vl > 0x7FFFFFF0) {
+            PyErr_SetString(PyExc_ValueError, "encode_table: a key or value too long");
+            return NULL;
+        }
+        raw_keys += kl + 8;
+        raw_values += vl;
+        bound += 2 * (kl + 8) + vl + 15 + 4 + 4 + 5 + 15 + 20 + 4;
+    }
+    PyObject *body = PyBytes_FromStringAndSize(NULL, bound);
+    /* a block's restarts, or the index's, or the properties' */
+    uint32_t *restarts = PyMem_Malloc(sizeof(uint32_t) * (size_t)(n + 1 > 32 ? n + 1 : 32));
+    /* Each data block's (offset, size, index of its last record), for the index block. */
+    Py_ssize_t *blocks = PyMem_Malloc(sizeof(Py_ssize_t) * 3 * (size_t)n);
+    PyObject *result = NULL;
+    if (!body || !restarts || !blocks) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    unsigned char *base = (unsigned char *)PyBytes_AS_STRING(body), *o = base, *start = base;
+    Py_ssize_t nb = 0, nr = 0, count = 0;
+    const unsigned char *prev = NULL;
+    Py_ssize_t prev_len = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = PyList_GET_ITEM(ks, i), *v = PyList_GET_ITEM(vs, i);
+        const unsigned char *kp = (const unsigned char *)PyBytes_AS_STRING(k);
+        Py_ssize_t kl = PyBytes_GET_SIZE(k), vl = PyBytes_GET_SIZE(v);
+        if (prev) {
+            Py_ssize_t m = prev_len < kl ? prev_len : kl;
+            int c = memcmp(prev, kp, (size_t)m);
+            if (c > 0 || (c == 0 && prev_len >= kl)) {
+                PyErr_SetString(PyExc_ValueError, "encode_table: keys must be strictly increasing");
+                goto done;
+            }
+        }
+        if (count && (o - start) + 4 * nr + 4 >= block_size) {
+            o = end_block(start, o, restarts, nr);
+            blocks[3 * nb] = start - base;
+            blocks[3 * nb + 1] = (o - start) - 5;
+            blocks[3 * nb + 2] = i - 1;
+            nb++;
+            start = o;
+            count = nr = 0;
+        }
+        Py_ssize_t shared = 0;
+        if (count % interval == 0) restarts[nr++] = (uint32_t)(o - start);
+        else shared = ikey_shared(prev, prev_len, kp, kl);
+        o = put_varint(o, (uint64_t)shared);
+        o = put_varint(o, (uint64_t)(kl + 8 - shared));
+        o = put_varint(o, (uint64_t)vl);
+        if (shared < kl) {
+            memcpy(o, kp + shared, (size_t)(kl - shared));
+            o += kl - shared;
+            memcpy(o, KEY_TRAILER, 8);
+            o += 8;
+        } else {
+            memcpy(o, KEY_TRAILER + (shared - kl), (size_t)(kl + 8 - shared));
+            o += kl + 8 - shared;
+        }
+        memcpy(o, PyBytes_AS_STRING(v), (size_t)vl);
+        o += vl;
+        prev = kp;
+        prev_len = kl;
+        count++;
+    }
+    o = end_block(start, o, restarts, nr);
+    blocks[3 * nb] = start - base;
+    blocks[3 * nb + 1] = (o - start) - 5;
+    blocks[3 * nb + 2] = n - 1;
+    nb++;
+    /* The index block: one restart per record, so no record shares a prefix. */
+    start = o;
+    for (Py_ssize_t b = 0; b < nb; b++) {
+        PyObject *k = PyList_GET_ITEM(ks, blocks[3 * b + 2]);
+        Py_ssize_t kl = PyBytes_GET_SIZE(k);
+        unsigned char handle[20], *h = put_varint(handle, (uint64_t)blocks[3 * b]);
+        h = put_varint(h, (uint64_t)blocks[3 * b + 1]);
+        restarts[b] = (uint32_t)(o - start);
+        o = put_varint(o, 0);
+        o = put_varint(o, (uint64_t)(kl + 8));
+        o = put_varint(o, (uint64_t)(h - handle));
+        memcpy(o, PyBytes_AS_STRING(k), (size_t)kl);
+        o += kl;
+        memcpy(o, KEY_TRAILER, 8);
+        o += 8;
+        memcpy(o, handle, (size_t)(h - handle));
+        o += h - handle;
+    }
+    o = end_block(start, o, restarts, nb);
+    uint64_t index_off = (uint64_t)(start - base), index_size = (uint64_t)(o - start) - 5;
+    uint64_t numbers[] = {0, index_off, index_size + 5, (uint64_t)nb, (uint64_t)n, (uint64_t)raw_keys, (uint64_t)raw_values};
+    start = o;
+    nr = 0;
+    for (size_t i = 0; i < sizeof(PROPS) / sizeof(PROPS[0]); i++) {
+        unsigned char num[10];
+        const unsigned char *v = (const unsigned char *)PROPS[i].raw;
+        size_t vl = PROPS[i].raw_len;
+        if (PROPS[i].number >= 0) {
+            v = num;
+            vl = (size_t)(put_varint(num, numbers[PROPS[i].number]) - num);
+        }
+        o = put_whole(o, start, restarts, &nr, PROPS[i].name, strlen(PROPS[i].name), v, vl);
+    }
+    o = end_block(start, o, restarts, nr);
+    uint64_t props_off = (uint64_t)(start - base), props_size = (uint64_t)(o - start) - 5;
+    unsigned char handle[20], *h = put_varint(put_varint(handle, props_off), props_size);
+    start = o;
+    nr = 0;
+    o = put_whole(o, start, restarts, &nr, "rocksdb.properties", 18, handle, (size_t)(h - handle));
+    o = end_block(start, o, restarts, nr);
+    unsigned char *footer = o;
+    *o++ = 1;  /* CRC-32C */
+    o = put_varint(o, (uint64_t)(start - base));
+    o = put_varint(o, (uint64_t)(footer - start) - 5);
+    o = put_varint(o, index_off);
+    o = put_varint(o, index_size);
+    memset(o, 0, (size_t)(footer + 41 - o));
+    o = put_u32(footer + 41, format_version);
+    o = put_u32(o, 0x85F4CFF7u);  /* the magic number 0x88E241B785F4CFF7, little-endian */
+    o = put_u32(o, 0x88E241B7u);
+    if (_PyBytes_Resize(&body, o - base)) goto done;  /* body is NULL (and freed) on failure */
+    result = body;
+    body = NULL;
+done:
+    Py_XDECREF(body);
+    PyMem_Free(restarts);
+    PyMem_Free(blocks);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"decode_block", decode_block, METH_VARARGS, "Decode one SSTable block into (keys, values)."},
     {"merge_newest", merge_newest, METH_VARARGS, "Merge sorted runs (oldest first); the newest record of a key wins."},
@@ -420,9 +725,17 @@ static PyMethodDef methods[] = {
     {"overlay", overlay, METH_VARARGS, "Sorted changes over sorted base records: (keys, values, applied)."},
     {"cut_ends", cut_ends, METH_VARARGS, "The indices just past each key whose hash has the masked bits zero."},
     {"range_feed", range_feed, METH_VARARGS, "What a range's content id hashes for these records, and their size."},
+    {"encode_table", encode_table, METH_VARARGS, "The SSTable holding these records (keys strictly increasing)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_sstblock", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__sstblock(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__sstblock(void) {
+    crc_table_init();
+#ifdef HAVE_CRC_HW
+    __builtin_cpu_init();
+    crc_hw = __builtin_cpu_supports("sse4.2");
+#endif
+    return PyModule_Create(&module);
+}

@@ -35,7 +35,6 @@ def cat() -> Iterator[Any]:
     with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as home:
         mp.setattr(writer, "CUT_MASK", 3)
         mp.setattr(sstable, "BLOCK_SIZE", 96)
-        mp.setattr(sstable, "_OPTIONS", [])
         app = App(load(None, env={"LAKEMOUNT_HOME": home, "LAKEMOUNT_CACHE_DISK_BYTES": "0"}))
         try:
             yield app.catalog

@@ -148,14 +148,14 @@ def test_a_listing_within_the_first_page_reads_the_lists_once(g: Graveler, monke
 
 
 @pytest.mark.parametrize("max_records", [writer.MAX_RECORDS, 7])
-def test_add_many_cuts_the_ranges_add_cuts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_records: int) -> None:
+def test_add_many_cuts_the_ranges_add_cuts(monkeypatch: pytest.MonkeyPatch, max_records: int) -> None:
     """The batched builder writes the same ranges (ids, bounds, counts) as record by record,
     also where a run reaches MAX_RECORDS before its cut key (then it goes record by record)."""
     monkeypatch.setattr(writer, "MAX_RECORDS", max_records)
     recs = [(b"key/%06d" % i, b"v" * (i % 40)) for i in range(0, 30000, 3)]
 
     def build(batched: bool) -> list[tuple[str, bytes, bytes, int]]:
-        store = CommittedStore(MemoryAdapter(), RamCache(1 << 26), tmpdir=str(tmp_path))
+        store = CommittedStore(MemoryAdapter(), RamCache(1 << 26))
         b = RangeBuilder(store, "mem://ns", ApplyStats())
         out: list[Any] = []
         if batched:

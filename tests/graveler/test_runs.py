@@ -172,14 +172,14 @@ def _chunks_of(changes: list[tuple[bytes, bytes | None]], rnd: random.Random) ->
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_apply_chunks_is_the_record_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+def test_apply_chunks_is_the_record_loop(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     """Random changes over a base of many ranges (new keys before, between, inside and after its
     ranges; base keys deleted, changed, set to what they hold; tombstones of absent keys; keys on
     range bounds), in chunks of random sizes: the same metarange id and counts as record by record."""
     rnd = random.Random(seed)
     if seed % 2:
         monkeypatch.setattr(writer, "MAX_RECORDS", 97)  # cuts by count too, not only by key
-    store = CommittedStore(MemoryAdapter(), RamCache(1 << 28), tmpdir=str(tmp_path))
+    store = CommittedStore(MemoryAdapter(), RamCache(1 << 28))
     base_records = {b"k/%06d" % i: val(f"b{i}") for i in range(0, 60000, rnd.choice((2, 3)))}
     base = _base(store, base_records)
     assert len(base.ranges) > 10
@@ -210,8 +210,8 @@ def test_apply_chunks_is_the_record_loop(tmp_path: Path, monkeypatch: pytest.Mon
     assert list(result.scan()) == sorted((k, v) for k, v in model.items() if v is not None)
 
 
-def test_apply_chunks_over_an_empty_base_and_no_changes(tmp_path: Path) -> None:
-    store = CommittedStore(MemoryAdapter(), RamCache(1 << 26), tmpdir=str(tmp_path))
+def test_apply_chunks_over_an_empty_base_and_no_changes() -> None:
+    store = CommittedStore(MemoryAdapter(), RamCache(1 << 26))
     empty = store.metarange(NS, EMPTY_METARANGE, "")
     assert apply_chunks(store, NS, empty, [])[0] == EMPTY_METARANGE
     only_tombstones = apply_chunks(store, NS, empty, [([b"a", b"b"], [None, None])])
@@ -273,21 +273,20 @@ def test_staged_chunks_are_the_staged_scan(tmp_path: Path) -> None:
         staging.staged_scan(token, b"k01", b"k02"))
 
 
-def test_range_tables_are_written_off_the_feeding_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The thread adding records makes no table writer (a temp file per range, waited for behind the
-    upload threads): each range's table is written on the worker that uploads it, and holds its records."""
+def test_range_tables_are_written_off_the_feeding_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thread adding records encodes no table (waited for behind the upload threads): each
+    range's table is encoded on the worker that uploads it, and holds its records."""
     import threading
 
     made_on: list[threading.Thread] = []
-    real = writer.TableWriter
+    real = writer.encode_table
 
-    class Watched(real):  # type: ignore[misc, valid-type]
-        def __init__(self, *a: Any, **kw: Any) -> None:
-            made_on.append(threading.current_thread())
-            super().__init__(*a, **kw)
+    def watched(keys: list[bytes], values: list[bytes]) -> bytes:
+        made_on.append(threading.current_thread())
+        return real(keys, values)
 
-    monkeypatch.setattr(writer, "TableWriter", Watched)
-    store = CommittedStore(MemoryAdapter(), RamCache(1 << 26), tmpdir=str(tmp_path))
+    monkeypatch.setattr(writer, "encode_table", watched)
+    store = CommittedStore(MemoryAdapter(), RamCache(1 << 26))
     recs = sorted({b"k/%05d" % i: val(f"{i}") for i in range(5000)}.items())
     b = RangeBuilder(store, NS, ApplyStats())
     futures = b.add_many([k for k, _ in recs], [v for _, v in recs])

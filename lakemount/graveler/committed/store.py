@@ -9,7 +9,6 @@ parsed ``TableReader`` in an in-process LRU, so warm lookups parse nothing.
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -80,13 +79,11 @@ class CommittedStore:
         adapter: BlockAdapter,
         cache: Cache,
         *,
-        tmpdir: str | None = None,
         max_readers: int = 4096,
         max_metaranges: int = 64,
     ) -> None:
         self.adapter = adapter
         self.cache = cache
-        self.tmpdir = tmpdir
         self._lock = threading.Lock()
         self._readers: OrderedDict[str, TableReader] = OrderedDict()
         self._metaranges: OrderedDict[str, MetaRange] = OrderedDict()
@@ -102,8 +99,9 @@ class CommittedStore:
 
         Two writers of the same table id (two processes committing the same staged
         entries, or merging the same branches) may both upload it: the records are the
-        same but the bytes differ (table properties hold a per-writer session id), so a
-        commit may name a checksum whose bytes were overwritten.  Such a file is
+        same but the bytes may differ (another version's encoder cuts other blocks; RocksDB's,
+        which wrote older tables, put a per-writer session id in them), so a commit may name a
+        checksum whose bytes were overwritten.  Such a file is
         accepted only if its records hash to its content id; anything else is corrupt.
         """
         url = table_url(namespace, table_id)
@@ -230,41 +228,33 @@ class CommittedStore:
         return lambda info: self.range_reader(namespace, info)
 
     # -- writing ---------------------------------------------------------------
-    def store_table(self, namespace: str, table_id: str, path: str) -> tuple[int, str]:
-        """Upload a finished table file (unless an identical one exists); returns (size, checksum).
+    def store_table(self, namespace: str, table_id: str, data: bytes) -> tuple[int, str]:
+        """Upload a table's bytes (unless an identical table exists); returns (size, checksum).
 
-        The local file is removed.  Tables are content-addressed, so an existing
-        object with the same id holds the same records and is reused.
+        Tables are content-addressed, so an existing object with the same id holds the same records
+        and is reused.
         """
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-            digest = _checksum(data)
-            url = table_url(namespace, table_id)
-            if self.cache.get(table_id) is not None or self.adapter.exists(url):
-                # Same records, possibly different file bytes (table properties carry
-                # a per-writer session id): keep the stored file and its checksum,
-                # unless it is damaged; adopting its checksum would bless bad data.
-                stored = self._existing_checksum(namespace, table_id, data)
-                if stored is not None:
-                    try:
-                        # Refresh its time so a GC whose mark began earlier keeps it;
-                        # a cached table may also have been swept from the store.
-                        self.adapter.touch(url)
-                        self.stats.tables_reused += 1
-                        return stored
-                    except ObjectNotFound:
-                        pass
-            self.adapter.put(url, data)
-            self.cache.put(table_id, data)
-            self.stats.tables_written += 1
-            self.stats.bytes_written += len(data)
-            return len(data), digest
-        finally:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+        digest = _checksum(data)
+        url = table_url(namespace, table_id)
+        if self.cache.get(table_id) is not None or self.adapter.exists(url):
+            # Same records, possibly different file bytes (another encoder's, as ``_load_bytes``
+            # says): keep the stored file and its checksum, unless it is damaged; adopting its
+            # checksum would bless bad data.
+            stored = self._existing_checksum(namespace, table_id, data)
+            if stored is not None:
+                try:
+                    # Refresh its time so a GC whose mark began earlier keeps it;
+                    # a cached table may also have been swept from the store.
+                    self.adapter.touch(url)
+                    self.stats.tables_reused += 1
+                    return stored
+                except ObjectNotFound:
+                    pass
+        self.adapter.put(url, data)
+        self.cache.put(table_id, data)
+        self.stats.tables_written += 1
+        self.stats.bytes_written += len(data)
+        return len(data), digest
 
     def _existing_checksum(self, namespace: str, table_id: str, new: bytes) -> tuple[int, str] | None:
         """(size, checksum) of the stored table ``table_id`` if it holds the same records as ``new``."""

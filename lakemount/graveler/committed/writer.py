@@ -26,7 +26,7 @@ from lakemount.graveler.committed.metarange import MetaRange
 from lakemount.graveler.committed.store import CommittedStore
 from lakemount.graveler.model import EMPTY_METARANGE, IDENTITY_LEN, MetaRangeID, RangeID, RangeInfo
 from lakemount.graveler.runs import cut_ends, overlay, range_feed
-from lakemount.graveler.sstable import TableWriter, scratch_dir
+from lakemount.graveler.sstable import encode_table
 
 CUT_BITS: Final = 10
 CUT_MASK: Final = (1 << CUT_BITS) - 1
@@ -65,8 +65,8 @@ class ApplyStats:
 class RangeBuilder:
     """Accumulates records into ranges, cutting at content-defined boundaries.
 
-    A range's records are gathered in lists while it grows; its table is written (and uploaded)
-    on a worker thread once it is cut, so the thread feeding records does no per-range file work.
+    A range's records are gathered in lists while it grows; its table is encoded (and uploaded)
+    on a worker thread once it is cut, so the thread feeding records does no per-range table work.
     """
 
     def __init__(self, store: CommittedStore, namespace: str, stats: ApplyStats) -> None:
@@ -133,7 +133,7 @@ class RangeBuilder:
         return done
 
     def flush(self) -> Future[RangeInfo] | None:
-        """Finish the current range; its table is written and uploaded on a worker thread."""
+        """Finish the current range; its table is encoded and uploaded on a worker thread."""
         keys, values = self._keys, self._values
         if not keys:
             return None
@@ -147,10 +147,7 @@ class RangeBuilder:
         return _executor().submit(self._finish, keys, values, range_id)
 
     def _finish(self, keys: list[bytes], values: list[bytes], range_id: RangeID) -> RangeInfo:
-        with TableWriter(scratch_dir(self._store.tmpdir)) as w:  # an exception removes the file
-            w.add_many(keys, values)
-            path = w.finish()
-        size, digest = self._store.store_table(self._ns, range_id, path)
+        size, digest = self._store.store_table(self._ns, range_id, encode_table(keys, values))
         return RangeInfo(range_id, keys[0], keys[-1], len(keys), size, digest)
 
     def abort(self) -> None:
@@ -166,11 +163,8 @@ def write_metarange(store: CommittedStore, namespace: str, ranges: list[RangeInf
     for r in ranges:
         h.update(r.id.encode())
     mr_id = MetaRangeID(h.hexdigest())
-    with TableWriter(scratch_dir(store.tmpdir)) as w:
-        for r in ranges:
-            w.add(r.max_key, r.encode())
-        path = w.finish()
-    _size, digest = store.store_table(namespace, mr_id, path)
+    table = encode_table([r.max_key for r in ranges], [r.encode() for r in ranges])
+    _size, digest = store.store_table(namespace, mr_id, table)
     return mr_id, digest
 
 
