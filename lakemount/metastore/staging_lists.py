@@ -68,7 +68,9 @@ inline_t = sa.Table(
     sa.Column("data", sa.LargeBinary, nullable=False),
 )
 
-_COLS: Final = "f.token, f.level, f.id, f.url, f.min_key, f.max_key, f.count, f.size, f.checksum, i.id IS NOT NULL"
+# A row read whole: its columns, and whether its file is inline (has bytes in lm_staging_inline).
+_COLS: Final = ("token, level, id, url, min_key, max_key, count, size, checksum, "
+                "EXISTS (SELECT 1 FROM lm_staging_inline i WHERE i.id = lm_staging_files.id)")
 _IDS: Final = "token, level, id"
 KNOWN_MAX: Final = 1 << 16  # list rows remembered by id before starting over
 LISTS_MAX: Final = 1024  # token lists kept grouped and ordered, by the ids they hold, before starting over
@@ -151,9 +153,7 @@ class SqlStagingLists:
                 infos.append(info)
         if missing:
             marks = ",".join("?" * len(missing))
-            got = self._fast.query(
-                f"SELECT {_COLS} FROM lm_staging_files f LEFT JOIN lm_staging_inline i ON i.id = f.id "
-                f"WHERE f.id IN ({marks})", missing)
+            got = self._fast.query(f"SELECT {_COLS} FROM lm_staging_files WHERE id IN ({marks})", missing)
             if len(got) != len(missing):
                 return None
             infos += [self._remember(_info(r)) for r in got]

@@ -173,8 +173,9 @@ def test_a_failing_compaction_fails_no_acknowledged_write(tmp_path: Path) -> Non
 def test_a_lone_write_stores_its_file_while_its_data_is_on_its_way_and_appends_only_after(g: Graveler) -> None:
     """``ready`` (the data a lone write points at, still being PUT): the staging file's PUT overlaps
     it, the append waits for it, and data that failed leaves nothing visible (issue 26: a lone
-    writer paid the two PUTs one after the other)."""
+    writer paid the two PUTs one after the other).  A file over ``inline_bytes``: see the inline test below."""
     s = lsm(g)
+    s.inline_bytes = 0
     data_sent, release = threading.Event(), threading.Event()
     files_before: list[int] = []
 
@@ -257,11 +258,11 @@ def test_commit_takes_the_files_and_reset_drops_the_lists(g: Graveler) -> None:
 # --------------------------------------------------------------------------- faults
 
 
-def _kill_before_append(db: str, root: str, acked: str, where: str) -> None:
+def _kill_before_append(db: str, root: str, acked: str, where: str, inline_bytes: int) -> None:
     """A writer process: stages w0..w4 (noting each acknowledged one), then stages w5 and is
-    killed (SIGKILL) ``where`` ("before": between the file's PUT and its append; "after":
-    between the append and the acknowledgement)."""
-    g = build_graveler(db, LocalAdapter(), system_ns=f"local://{root}/sys", staging="lsm")
+    killed (SIGKILL) ``where`` ("before": between the file's PUT, or its encoding when it is
+    inline, and its append; "after": between the append and the acknowledgement)."""
+    g = build_graveler(db, LocalAdapter(), system_ns=f"local://{root}/sys", staging="lsm", inline_bytes=inline_bytes)
     s = lsm(g)
     for i in range(5):
         g.set(R, "main", b"w%d" % i, val(str(i)))
@@ -282,13 +283,17 @@ def _kill_before_append(db: str, root: str, acked: str, where: str) -> None:
         f.write("w5\n")
 
 
+@pytest.mark.parametrize("inline", [False, True], ids=["block", "inline"])
 @pytest.mark.parametrize("where", ["before", "after"])
-def test_writer_killed_around_the_append_loses_nothing_acknowledged(tmp_path: Path, where: str) -> None:
+def test_writer_killed_around_the_append_loses_nothing_acknowledged(tmp_path: Path, where: str, inline: bool) -> None:
+    """Block-store files: the killed write leaves an orphan file (collected).  Inline files (in their
+    list row): nothing on the block store at all, and the append alone makes the write durable."""
     db, root, acked = str(tmp_path / "refs.db"), str(tmp_path), str(tmp_path / "acked")
     ns = f"local://{root}/ns"
-    g = build_graveler(db, LocalAdapter(), system_ns=f"local://{root}/sys", staging="lsm")
+    inline_bytes = 1 << 16 if inline else 0
+    g = build_graveler(db, LocalAdapter(), system_ns=f"local://{root}/sys", staging="lsm", inline_bytes=inline_bytes)
     g.create_repository(R, ns)
-    p = multiprocessing.get_context("spawn").Process(target=_kill_before_append, args=(db, root, acked, where))
+    p = multiprocessing.get_context("spawn").Process(target=_kill_before_append, args=(db, root, acked, where, inline_bytes))
     p.start()
     p.join(120)
     assert p.exitcode == -signal.SIGKILL  # the fault happened: the writer died by SIGKILL
@@ -299,11 +304,13 @@ def test_writer_killed_around_the_append_loses_nothing_acknowledged(tmp_path: Pa
     lost = [k for k in acknowledged if k.encode() not in seen]
     assert lost == []
     files = staging_files(g.committed.adapter, ns)
-    assert len(files) == 6  # five appended, and the killed write's file
+    token = g.get_branch(R, "main").staging_token
+    assert [f.inline for f in lsm(g).lists.files([token])] == [inline] * (5 if where == "before" else 6)
+    assert len(files) == (0 if inline else 6)  # five appended, and the killed write's file
     if where == "before":
-        assert b"w5" not in seen  # an orphan file: not visible
-        assert lsm(g).collect_staging(ns, grace_s=0) == 1  # and collected as garbage
-        assert len(staging_files(g.committed.adapter, ns)) == 5
+        assert b"w5" not in seen  # an orphan file (or, inline, nothing at all): not visible
+        assert lsm(g).collect_staging(ns, grace_s=0) == (0 if inline else 1)  # and collected as garbage
+        assert len(staging_files(g.committed.adapter, ns)) == (0 if inline else 5)
     else:
         assert seen[b"w5"] == "5"  # appended, not acknowledged: there; a retry is idempotent
         g.set(R, "main", b"w5", val("5"))
@@ -314,7 +321,7 @@ def test_writer_killed_around_the_append_loses_nothing_acknowledged(tmp_path: Pa
 
 def test_object_store_failing_during_a_flush_acknowledges_nothing(tmp_path: Path) -> None:
     flaky = FlakyAdapter(MemoryAdapter())
-    g = build_graveler(tmp_path / "refs.db", flaky, staging="lsm")
+    g = build_graveler(tmp_path / "refs.db", flaky, staging="lsm", inline_bytes=0)
     g.create_repository(R, "mem://repo")
     g.set(R, "main", b"kept", val("k"))
     flaky.fail_next("put", 1)
@@ -329,6 +336,7 @@ def test_object_store_failing_during_a_flush_acknowledges_nothing(tmp_path: Path
 
 @pytest.mark.parametrize("damage", ["missing", "corrupt"])
 def test_a_missing_or_corrupt_staging_file_is_an_error_naming_it(g: Graveler, damage: str) -> None:
+    lsm(g).inline_bytes = 0  # a file on the block store (inline: test_a_missing_or_corrupt_inline_row_is_an_error_naming_it)
     g.set(R, "main", b"a", val("1"))
     token = g.get_branch(R, "main").staging_token
     (info,) = lsm(g).lists.files([token])

@@ -46,8 +46,10 @@ def test_objects_only_staging_references_are_live(tmp_path: Path, backend: str) 
     assert counters[1].value == 5  # five staged entries read
 
 
-def _env(home: Path) -> dict[str, str]:
-    return {"LAKEMOUNT_HOME": str(home), "LAKEMOUNT_CACHE_DISK_BYTES": "0", "LAKEMOUNT_STAGING_BACKEND": "lsm"}
+def _env(home: Path, inline_bytes: int = 0) -> dict[str, str]:
+    """Staging files on the block store unless ``inline_bytes`` (the GC tests count the store's files)."""
+    return {"LAKEMOUNT_HOME": str(home), "LAKEMOUNT_CACHE_DISK_BYTES": "0", "LAKEMOUNT_STAGING_BACKEND": "lsm",
+            "LAKEMOUNT_STAGING_INLINE_BYTES": str(inline_bytes)}
 
 
 def _killed_between_put_and_append(home: str, path: str) -> None:
