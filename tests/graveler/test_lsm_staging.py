@@ -463,6 +463,167 @@ def test_writers_compactor_and_committer_together_lose_nothing(tmp_path: Path) -
     assert seen == acked
 
 
+# --------------------------------------------------------------------------- inline files (issue 26)
+
+
+def inline_rows(g: Graveler) -> int:
+    """Rows of ``lm_staging_inline``: the bytes of inline staging files the database holds."""
+    return int(lsm(g).lists._fast.query("SELECT count(*) FROM lm_staging_inline", [])[0][0])  # type: ignore[attr-defined]
+
+
+def test_a_small_flush_is_only_its_append_and_a_big_one_goes_to_the_block_store(g: Graveler) -> None:
+    """A flush of at most ``inline_bytes`` puts nothing on the block store: its file's bytes are in its
+    list row, and another process that never saw it reads them from there; a bigger one is a file."""
+    s = lsm(g)
+    s.inline_bytes = 2048
+    g.set(R, "main", b"small", val("s"))
+    g.set_many(R, "main", [(b"big/%03d" % i, val(str(i) * 20)) for i in range(100)])
+    token = g.get_branch(R, "main").staging_token
+    big, small = s.lists.files([token])
+    assert (small.inline, big.inline) == (True, False)
+    assert small.size <= 2048 < big.size
+    assert staging_files(s.adapter, "mem://repo") == [big.url]  # the small file was never PUT
+    assert inline_rows(g) == 1 and s.stats.inline_flushes == 1
+    other = fresh_view(g)
+    ref = other.resolve(R, "main")
+    assert content(other.get(R, ref, b"small")) == "s"
+    assert content(other.get(R, ref, b"big/042")) == "42" * 20
+    assert lsm(other).stats.files_loaded == 2  # one from its row, one from the block store
+    assert snapshot(other) == snapshot(g)
+
+
+def test_a_lone_inline_write_appends_only_once_its_data_is_stored(g: Graveler) -> None:
+    """``ready`` with an inline file: no staging PUT to overlap, the append still waits for the data,
+    and data that failed leaves nothing: no row, no file."""
+    s = lsm(g)
+    data_sent, release = threading.Event(), threading.Event()
+
+    def ready() -> None:
+        data_sent.set()
+        release.wait(30)
+
+    writer = threading.Thread(target=lambda: s.stage(R, "main", [(b"k", val("v"))], ready=ready))
+    writer.start()
+    assert data_sent.wait(10)
+    time.sleep(0.2)
+    assert snapshot(g) == {} and inline_rows(g) == 0  # nothing visible nor stored while the data is on its way
+    release.set()
+    writer.join(30)
+    assert snapshot(g) == {b"k": "v"}
+
+    def failed() -> None:
+        raise Unavailable("the data PUT failed")
+
+    with pytest.raises(Unavailable):
+        s.stage(R, "main", [(b"k2", val("v2"))], ready=failed)
+    assert snapshot(g) == {b"k": "v"}
+    assert inline_rows(g) == 1 and staging_files(s.adapter, "mem://repo") == []  # no orphan anywhere
+
+
+def test_a_failing_append_of_an_inline_flush_acknowledges_nothing(g: Graveler) -> None:
+    """The append is the whole of an inline flush: the database failing it fails the write, and
+    leaves no row and no bytes."""
+    s = lsm(g)
+    g.set(R, "main", b"kept", val("k"))
+    fast = s.lists._fast  # type: ignore[attr-defined]
+    real = fast.run
+    failed: list[str] = []
+
+    def run(work: Any, **kw: Any) -> Any:
+        if not failed:
+            failed.append("append")
+            raise Unavailable("the ref store is unreachable")
+        return real(work, **kw)
+
+    fast.run = run
+    try:
+        with pytest.raises(Unavailable):
+            g.set_many(R, "main", [(b"a", val("1")), (b"b", val("2"))])
+    finally:
+        del fast.run
+    assert failed == ["append"]  # the fault hit the flush's one statement
+    assert snapshot(g) == {b"kept": "k"} and inline_rows(g) == 1
+    g.set(R, "main", b"a", val("1"))  # the database is back: writes go on
+    assert snapshot(g) == {b"kept": "k", b"a": "1"}
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt"])
+def test_a_missing_or_corrupt_inline_row_is_an_error_naming_it(g: Graveler, damage: str) -> None:
+    g.set(R, "main", b"a", val("1"))
+    token = g.get_branch(R, "main").staging_token
+    (info,) = lsm(g).lists.files([token])
+    assert info.inline
+    fast = lsm(g).lists._fast  # type: ignore[attr-defined]
+    if damage == "missing":
+        fast.run(lambda cur: cur.execute("DELETE FROM lm_staging_inline WHERE id = ?", (info.seq,)))
+    else:
+        data = bytearray(lsm(g).lists.inline_data([info.seq])[info.seq])
+        data[len(data) // 2] ^= 0xFF
+        fast.run(lambda cur: cur.execute("UPDATE lm_staging_inline SET data = ? WHERE id = ?", (bytes(data), info.seq)))
+    assert (info.seq in lsm(g).lists.inline_data([info.seq])) == (damage == "corrupt")  # the fault is in place
+    reader = fresh_view(g)  # a process that has not cached the file
+    file_id = info.url.rsplit("/", 1)[-1]
+    with pytest.raises(Corrupt, match=("missing .*" if damage == "missing" else "") + file_id):
+        reader.get(R, reader.resolve(R, "main"), b"a")
+    with pytest.raises(Corrupt, match=file_id):
+        list(reader.scan(R, reader.resolve(R, "main")))
+
+
+def test_inline_l1_files_compact_into_an_l2_file_on_the_block_store_and_commit_reset_drop_their_rows(g: Graveler) -> None:
+    """Compaction's output is a block-store file and takes the inline rows it consumed with it, so the
+    database holds only a branch's few recent small files; commit and reset drop them too."""
+    s = lsm(g)
+    s.l1_max = 1000
+    for i in range(5):
+        g.set(R, "main", b"k%d" % i, val(str(i)))
+    token = g.get_branch(R, "main").staging_token
+    assert [f.inline for f in s.lists.files([token])] == [True] * 5 and inline_rows(g) == 5
+    before = snapshot(g)
+    assert s.compact(token, minimum=2)
+    (l2,) = s.lists.files([token])
+    assert (l2.level, l2.inline) == (2, False)
+    assert staging_files(s.adapter, "mem://repo") == [l2.url] and inline_rows(g) == 0
+    assert snapshot(fresh_view(g)) == before
+    g.set(R, "main", b"k9", val("9"))
+    assert inline_rows(g) == 1
+    g.commit(R, "main", "all")
+    assert inline_rows(g) == 0
+    assert snapshot(fresh_view(g), "main@") == {**before, b"k9": "9"}
+    g.set(R, "main", b"k10", val("10"))
+    g.reset(R, "main", key=b"k10")  # a partial reset is an inline file of UNSTAGED marks
+    assert inline_rows(g) == 2 and snapshot(g) == snapshot(g, "main@")
+    g.reset(R, "main")
+    assert inline_rows(g) == 0
+
+
+def test_an_inline_file_compacted_away_between_listing_and_reading_is_listed_again(g: Graveler) -> None:
+    """An inline file's bytes go with its row: a reader that listed it before a compaction deleted
+    the row lists again and reads the compacted file (a block-store file outlives its row by the GC
+    grace; an inline one does not)."""
+    s = lsm(g)
+    s.l1_max = 1000
+    g.set(R, "main", b"a", val("1"))
+    g.set(R, "main", b"b", val("2"))
+    token = g.get_branch(R, "main").staging_token
+    reader = fresh_view(g)
+    r = lsm(reader)
+    real = r.lists.inline_data
+    raced: list[dict[int, bytes]] = []
+
+    def inline_data(seqs: Any) -> dict[int, bytes]:
+        if not raced:
+            assert s.compact(token, minimum=2)  # the rows the reader listed go now
+            raced.append(real(seqs))
+            return raced[0]
+        return real(seqs)
+
+    r.lists.inline_data = inline_data  # type: ignore[method-assign]
+    ref = reader.resolve(R, "main")
+    assert content(reader.get(R, ref, b"a")) == "1"
+    assert raced == [{}]  # the fault happened: the listed rows were gone when their bytes were read
+    assert snapshot(reader) == {b"a": "1", b"b": "2"}
+
+
 class LsmModel(RuleBasedStateMachine):
     """Writers in several processes, a compactor and a committer interleaved, against a dict."""
 
@@ -474,6 +635,7 @@ class LsmModel(RuleBasedStateMachine):
         self.g = build_graveler(Path(self.tmp) / "refs.db", staging="lsm", l1_max=1000)
         self.g.create_repository(R, "mem://repo")
         self.views = [self.g, fresh_view(self.g), fresh_view(self.g)]
+        lsm(self.views[2]).inline_bytes = 0  # its files go to the block store: tokens mix both kinds
         self.model: dict[bytes, str] = {}
 
     def teardown(self) -> None:

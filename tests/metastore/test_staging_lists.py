@@ -72,3 +72,39 @@ def test_appends_racing_commits_and_compactions_lose_nothing(ref_url: str, tmp_p
     seen = {k: content(v) for k, v in g.scan("r", g.resolve("r", "main"))}
     assert {k: v for k, v in acked.items() if seen.get(k) != v} == {}
     assert seen == acked
+
+
+def test_inline_files_are_their_rows_on_both_databases(ref_url: str) -> None:
+    """Issue 26: a small flush's bytes go into its list row with the append, on SQLite and PostgreSQL;
+    another process reads the file it never saw from the row; compaction's L2 file goes to the
+    block store and takes the inline rows it consumed; a commit drops the rest; a bigger flush is a file."""
+    adapter = MemoryAdapter()
+    a, b = _graveler(ref_url, adapter), _graveler(ref_url, adapter)
+    sa_, sb = a.staging, b.staging
+    assert isinstance(sa_, LsmStaging) and isinstance(sb, LsmStaging)
+    sa_.l1_max = 1000
+    sa_.inline_bytes = 4096
+    a.create_repository("r", "mem://r")
+    for i in range(3):
+        a.set("r", "main", b"k%d" % i, val(str(i)))
+    a.set_many("r", "main", [(b"big/%03d" % i, val(str(i) * 20)) for i in range(200)])
+    token = a.get_branch("r", "main").staging_token
+
+    def inline_rows() -> int:
+        return int(sa_.lists._fast.query("SELECT count(*) FROM lm_staging_inline", [])[0][0])  # type: ignore[attr-defined]
+
+    files = sb.lists.files([token])  # rows b never saw, read whole by id
+    assert [f.inline for f in files] == [False, True, True, True] and inline_rows() == 3
+    assert [o.url for o in adapter.list("mem://r/_lakefs/staging/")] == [files[0].url]
+    assert content(b.get("r", b.resolve("r", "main"), b"k1")) == "1"
+    seen = {k: content(v) for k, v in b.scan("r", b.resolve("r", "main"))}
+    assert sb.stats.files_loaded == 4  # each once: three from their rows (in one statement), one from the store
+    assert sa_.compact(token, minimum=2)
+    (l2,) = sa_.lists.files([token])
+    assert not l2.inline and inline_rows() == 0
+    assert {k: content(v) for k, v in b.scan("r", b.resolve("r", "main"))} == seen
+    a.set("r", "main", b"k9", val("9"))
+    assert inline_rows() == 1
+    b.commit("r", "main", "all")
+    assert inline_rows() == 0
+    assert {k: content(v) for k, v in a.scan("r", a.resolve("r", "main@"))} == {**seen, b"k9": "9"}
