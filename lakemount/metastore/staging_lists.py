@@ -27,6 +27,8 @@ import base64
 import binascii
 import json
 import logging
+import queue
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Final, NoReturn, TypeVar
@@ -37,6 +39,7 @@ from lakemount.errors import BranchNotFound, PreconditionFailed
 from lakemount.graveler.model import Branch, CommitID, StagingToken, prefix_end
 from lakemount.graveler.staging.file import StagingFileInfo
 from lakemount.metastore import notify
+from lakemount.metastore.fastsql import FastSql
 from lakemount.metastore.sql import SqlRefStore
 from lakemount.metastore.tables import create_tables
 
@@ -77,6 +80,10 @@ LISTS_MAX: Final = 1024  # token lists kept grouped and ordered, by the ids they
 # PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more: a notice's detail stays under this budget
 # (a one-write file of ~1.2 KB goes whole; a bigger one goes as its row, fetched when read).
 NOTICE_MAX: Final = 7_600
+# Connections a process's plain appends share, whichever threads flush: a flush is led by whichever writer
+# came first, so per-thread connections gave a busy process a backend (and a first-flush connect) per
+# writing thread.  Two let a flush that goes beside the one in flight append beside it.
+APPEND_CONNECTIONS: Final = 2
 _T = TypeVar("_T")
 
 
@@ -106,6 +113,9 @@ class SqlStagingLists:
         self._known: dict[StagingToken, dict[int, StagingFileInfo]] = {}
         self._known_count = 0
         self._lists: dict[tuple[tuple[StagingToken, ...], tuple[int, ...]], list[StagingFileInfo]] = {}
+        self._idle: queue.SimpleQueue[FastSql] = queue.SimpleQueue()
+        self._made = 0
+        self._made_lock = threading.Lock()
         create_tables(refs.engine, metadata)
 
     # -- plumbing ----------------------------------------------------------------
@@ -160,6 +170,20 @@ class SqlStagingLists:
         return infos
 
     # -- appends -----------------------------------------------------------------
+    def _appending(self, work: Callable[[Any], _T], transaction: bool) -> _T:
+        """``work`` on one of the process's ``APPEND_CONNECTIONS`` append connections (waiting for one)."""
+        try:
+            fast = self._idle.get_nowait()
+        except queue.Empty:
+            with self._made_lock:
+                make = self._made < APPEND_CONNECTIONS
+                self._made += make
+            fast = self._fast.detached() if make else self._idle.get()
+        try:
+            return fast.run(work, transaction=transaction)
+        finally:
+            self._idle.put(fast)
+
     def append(
         self, repo: str, branch: str, namespace: str, info: StagingFileInfo,
         check: Callable[[Branch], None] | None = None, data: bytes | None = None,
@@ -206,7 +230,7 @@ class SqlStagingLists:
             return rows
 
         # SQLite: an inline file's row and bytes are two statements, in one write transaction.
-        rows = self._fast.run(work, transaction=inline is not None and self.dialect != "postgresql")
+        rows = self._appending(work, transaction=inline is not None and self.dialect != "postgresql")
         if rows:
             self.refs.changed(repo, branch)  # before the flush's writes are acknowledged
             token = StagingToken(rows[0][0])

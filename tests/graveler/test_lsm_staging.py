@@ -521,28 +521,30 @@ def test_a_lone_inline_write_appends_only_once_its_data_is_stored(g: Graveler) -
 
 
 def test_a_failing_append_of_an_inline_flush_acknowledges_nothing(g: Graveler) -> None:
-    """The append is the whole of an inline flush: the database failing it fails the write, and
-    leaves no row and no bytes."""
+    """The append is the whole of an inline flush: the database failing it after its statements ran
+    (before the commit) fails the write and leaves neither the row nor its bytes."""
     s = lsm(g)
     g.set(R, "main", b"kept", val("k"))
-    fast = s.lists._fast  # type: ignore[attr-defined]
-    real = fast.run
-    failed: list[str] = []
+    real = s.lists._appending  # type: ignore[attr-defined]
+    failed: list[bool] = []
 
-    def run(work: Any, **kw: Any) -> Any:
-        if not failed:
-            failed.append("append")
-            raise Unavailable("the ref store is unreachable")
-        return real(work, **kw)
+    def appending(work: Any, transaction: bool) -> Any:
+        def fail_after(cur: Any) -> Any:
+            work(cur)  # the row and its bytes written in the transaction ...
+            failed.append(transaction)
+            raise Unavailable("the ref store went away before the commit")  # ... and rolled back
 
-    fast.run = run
+        return real(fail_after, transaction)
+
+    s.lists._appending = appending  # type: ignore[attr-defined]
     try:
         with pytest.raises(Unavailable):
             g.set_many(R, "main", [(b"a", val("1")), (b"b", val("2"))])
     finally:
-        del fast.run
-    assert failed == ["append"]  # the fault hit the flush's one statement
+        del s.lists._appending  # type: ignore[attr-defined]
+    assert failed == [True]  # the fault hit the flush's append, inside its transaction
     assert snapshot(g) == {b"kept": "k"} and inline_rows(g) == 1
+    assert len(s.lists.files([g.get_branch(R, "main").staging_token])) == 1
     g.set(R, "main", b"a", val("1"))  # the database is back: writes go on
     assert snapshot(g) == {b"kept": "k", b"a": "1"}
 
