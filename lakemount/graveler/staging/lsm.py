@@ -146,11 +146,19 @@ def staging_url(namespace: str, file_id: str) -> str:
     return f"{namespace.rstrip('/')}/{STAGING_DIR}{file_id}.sst"
 
 
+def _held() -> threading.Lock:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 @dataclass
 class _Batch:
     items: dict[bytes, bytes | None] = field(default_factory=dict)
     ready: list[Callable[[], None]] = field(default_factory=list)  # data still on its way (see ``stage``)
-    done: threading.Event = field(default_factory=threading.Event)
+    # Held until the batch's flush ends.  Its writers wait by taking it and passing it on, each waking the
+    # next: an Event's waiters would each make a lock and then queue on its condition's lock once woken.
+    done: threading.Lock = field(default_factory=_held)
     error: BaseException | None = None
 
 
@@ -238,10 +246,10 @@ class LsmStaging:
                 ready()
             self._maybe_compact(*self._flush(repo, branch, dict(items), check))
             return
-        with self._lock:
-            q = self._queues.get((repo, branch))
-            if q is None:
-                q = self._queues[(repo, branch)] = _Queue()
+        q = self._queues.get((repo, branch))  # a dict read is atomic: the lock only to add one
+        if q is None:
+            with self._lock:
+                q = self._queues.setdefault((repo, branch), _Queue())
         if ready is not None:
             with q.cond:
                 alone = q.pending is None and not q.in_flight
@@ -272,7 +280,8 @@ class LsmStaging:
             elif len(batch.items) >= BATCH_MAX:
                 q.cond.notify_all()  # the lead flushes this big batch beside the one in flight
         if not lead:
-            batch.done.wait()
+            batch.done.acquire()
+            batch.done.release()
             if batch.error is not None:
                 raise batch.error
             return
@@ -287,7 +296,7 @@ class LsmStaging:
             with q.cond:
                 q.in_flight -= 1
                 q.cond.notify_all()
-            batch.done.set()
+            batch.done.release()
         self._maybe_compact(token, l1)
 
     def _namespace(self, repo: str, fresh: bool = False) -> str:
