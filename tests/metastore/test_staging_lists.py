@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 from lakemount.block import MemoryAdapter
 from lakemount.cache.ram import RamCache
@@ -108,3 +109,60 @@ def test_inline_files_are_their_rows_on_both_databases(ref_url: str) -> None:
     b.commit("r", "main", "all")
     assert inline_rows() == 0
     assert {k: content(v) for k, v in a.scan("r", a.resolve("r", "main@"))} == {**seen, b"k9": "9"}
+    a.create_branch("r", "side", "main")
+    a.set("r", "side", b"s", val("s"))
+    assert inline_rows() == 1
+    b.delete_branch("r", "side")  # a branch's deletion drops its lists, inline bytes included
+    assert inline_rows() == 0
+
+
+def test_a_process_appends_on_a_few_connections_whichever_threads_flush(ref_url: str, monkeypatch: Any) -> None:
+    """A flush is led by whichever writer came first: appends on each thread's own connection gave a
+    busy process a database connection (a server backend, and a connect on its first flush) per
+    writing thread; they share ``APPEND_CONNECTIONS``."""
+    from lakemount.metastore.fastsql import FastSql
+    from lakemount.metastore.staging_lists import APPEND_CONNECTIONS
+
+    g = _graveler(ref_url, MemoryAdapter())
+    g.create_repository("r", "mem://r")
+    lists = g.staging.lists  # type: ignore[attr-defined]
+    appending = threading.local()
+    made: list[str] = []
+    real_connect, real_append = FastSql._connect, lists.append
+
+    def connect(self: FastSql) -> Any:
+        if getattr(appending, "on", False):
+            made.append(threading.current_thread().name)
+        return real_connect(self)
+
+    def append(*args: Any, **kw: Any) -> Any:
+        appending.on = True
+        try:
+            return real_append(*args, **kw)
+        finally:
+            appending.on = False
+
+    monkeypatch.setattr(FastSql, "_connect", connect)
+    lists.append = append
+    start = threading.Barrier(24)
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            start.wait()
+            for i in range(5):
+                g.set("r", "main", b"w%02d/%d" % (w, i), val(f"{w}.{i}"))
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,), name=f"writer-{w}") for w in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    leaders = g.staging.stats.flushes  # type: ignore[attr-defined]
+    assert leaders > APPEND_CONNECTIONS  # many flushes, led by many threads
+    assert 1 <= len(made) <= APPEND_CONNECTIONS, made
+    assert {k: content(v) for k, v in g.scan("r", g.resolve("r", "main"))} == {
+        b"w%02d/%d" % (w, i): f"{w}.{i}" for w in range(24) for i in range(5)}
