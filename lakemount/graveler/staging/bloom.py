@@ -48,9 +48,9 @@ class Bloom:
             bits = bytearray(size)
             for k in keys:
                 h = xxhash.xxh3_128_intdigest(k)
-                h1, h2 = (h & _MASK64) % m, (h >> 64) % m
+                first, step = (h & _MASK64) % m, (h >> 64) % m
                 for i in range(PROBES):
-                    p = (h1 + i * h2) % m
+                    p = (first + i * step) % m
                     bits[p >> 3] |= 1 << (p & 7)
             return Bloom(bytes(bits), PROBES)
         digests = b"".join([xxhash.xxh3_128_digest(k) for k in keys])
