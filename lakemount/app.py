@@ -231,7 +231,7 @@ class App:
         refs = self.metastore
         return LsmStaging(
             SqlStagingLists(refs), self.adapter, self.cache, lambda repo: refs.get_repository(repo).storage_namespace,
-            flush_ms=section.flush_ms, l1_max=section.l1_max, tmpdir=tmp,
+            flush_ms=section.flush_ms, l1_max=section.l1_max, inline_bytes=section.inline_bytes, tmpdir=tmp,
         )
 
     @cached_property

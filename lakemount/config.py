@@ -228,11 +228,13 @@ class PullsConfig:
 @dataclass(frozen=True, slots=True)
 class StagingConfig:
     """``staging``: where uncommitted entries live (``sql``: rows in the ref store; ``lsm``: staging files on the
-    block store, listed in the ref store), how long a write waits for an in-flight flush (ms), and how many L1
-    files a branch's staging gathers before they are compacted."""
+    block store, listed in the ref store), how long a write waits for an in-flight flush (ms), how many L1
+    files a branch's staging gathers before they are compacted, and the largest L1 file kept in its list row
+    instead of the block store (bytes; 0: none)."""
     backend: str = "sql"
     flush_ms: float = 20.0
     l1_max: int = 16
+    inline_bytes: int = 32 * 1024
 
 
 @dataclass(frozen=True, slots=True)

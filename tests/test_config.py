@@ -236,13 +236,14 @@ def test_staging_backend_is_chosen_by_configuration(tmp_path: Path) -> None:
 
     def app(backend: str) -> App:
         return App(load(env={"LAKEMOUNT_HOME": str(tmp_path / backend), "LAKEMOUNT_STAGING_BACKEND": backend,
-                             "LAKEMOUNT_STAGING_FLUSH_MS": "7.5"}))
+                             "LAKEMOUNT_STAGING_FLUSH_MS": "7.5", "LAKEMOUNT_STAGING_INLINE_BYTES": "1000"}))
 
     sql = app("sql")
     assert isinstance(sql.staging, SqlStaging) and sql.staging.refs is sql.metastore  # its own object, beside the refs
     assert sql.graveler.staging is sql.staging and sql.graveler.refs is sql.metastore
     lsm = app("lsm")
     assert isinstance(lsm.staging, LsmStaging) and lsm.staging.flush_ms == 7.5
+    assert lsm.staging.inline_bytes == 1000
     assert lsm.graveler.staging is lsm.staging
     with pytest.raises(ConfigError, match=r"^config: staging.backend: expected sql or lsm, got 'rocks'$"):
         app("rocks").staging  # noqa: B018 - the property builds the backend

@@ -244,7 +244,8 @@ class StagingLists(Protocol):
         """Append an L1 file to the branch's *current* token in one statement; return that token and
         how many L1 files it lists now, this one included (when a writer should compact it).
         ``data`` (the file's bytes) may ride along in the change notice other processes receive
-        (:meth:`learn`).
+        (:meth:`learn`); for an inline file (``info.inline``) it is required and stored with the row,
+        in the same statement (:meth:`inline_data` reads it back).
 
         With ``check``, the append is one transaction that first locks the branch row
         exclusively and calls ``check(branch)``; lookups the check makes on this thread
@@ -258,8 +259,12 @@ class StagingLists(Protocol):
         created again); ``BranchNotFound``/``RepositoryNotFound`` if gone.
         """
 
-    def append_to_token(self, token: StagingToken, info: StagingFileInfo) -> None:
-        """Append an L1 file to ``token`` itself (a partial reset of a sealed token)."""
+    def append_to_token(self, token: StagingToken, info: StagingFileInfo, data: bytes | None = None) -> None:
+        """Append an L1 file to ``token`` itself (a partial reset of a sealed token); ``data`` as for ``append``."""
+
+    def inline_data(self, seqs: Sequence[int]) -> dict[int, bytes]:
+        """The bytes of the inline files listed as rows ``seqs``, by seq; a row gone meanwhile (compacted,
+        dropped) is left out."""
 
     def learn(self, detail: str) -> tuple[StagingFileInfo, bytes | None] | None:
         """The file an append's change notice describes (``detail``), remembered so a read of the

@@ -30,13 +30,19 @@ class LostBeforeCommit(Unavailable):
     the work only reads): a repeat is safe."""
 
 
+class _Shared:
+    """Where a detached ``FastSql`` keeps its connection: one slot, whichever thread calls."""
+
+    conn: Any = None
+
+
 class FastSql:
     """Thread-local autocommit DBAPI connections to the ref store's database, for hot-path point statements."""
     def __init__(self, engine: sa.Engine | None, sqlite_path: str | None = None) -> None:
         """Connections made like ``engine``'s, or (engine None) straight to the SQLite file ``sqlite_path``."""
         self.engine = engine
         self._sqlite_path = sqlite_path
-        self._local = threading.local()
+        self._local: threading.local | _Shared = threading.local()
         self.errors: tuple[type[BaseException], ...]  # the driver's "could not answer" classes
         self.driver_errors: tuple[type[BaseException], ...]  # every error the driver raises
         if engine is None:
@@ -56,6 +62,14 @@ class FastSql:
     def sqlite(cls, path: str) -> FastSql:
         """Connections to the SQLite file ``path`` as SQLAlchemy's pysqlite makes them, without SQLAlchemy."""
         return cls(None, path)
+
+    def detached(self) -> FastSql:
+        """Another ``FastSql`` on the same database whose one connection is not per thread: for a pool that
+        hands it to one thread at a time (a connection per thread that ever wrote costs the server a backend
+        each, and a first write the connect)."""
+        other = FastSql(self.engine, self._sqlite_path)
+        other._local = _Shared()
+        return other
 
     def _connect(self) -> Any:
         if self.engine is None:

@@ -12,6 +12,13 @@ listen for, carrying the new row and, when the file is small, its bytes
 (:meth:`SqlStagingLists.learn` reads them back on the other hosts): a host that
 hears of a write serves it without reading the row or fetching the file.
 Compaction's compare-and-set is one short transaction.
+
+A small L1 file (``StagingFileInfo.inline``) is not on the block store: its
+bytes go into ``lm_staging_inline`` under its row's id, in the append's
+statement (PostgreSQL: one more CTE of it; SQLite: the same write transaction),
+and go with the row (compaction and drops delete both at once).  Readers read
+the bytes by id (:meth:`SqlStagingLists.inline_data`) only for files they have
+not cached, never with the list: a list read is ids, as before.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ import base64
 import binascii
 import json
 import logging
+import queue
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Final, NoReturn, TypeVar
@@ -30,6 +39,7 @@ from lakemount.errors import BranchNotFound, PreconditionFailed
 from lakemount.graveler.model import Branch, CommitID, StagingToken, prefix_end
 from lakemount.graveler.staging.file import StagingFileInfo
 from lakemount.metastore import notify
+from lakemount.metastore.fastsql import FastSql
 from lakemount.metastore.sql import SqlRefStore
 from lakemount.metastore.tables import create_tables
 
@@ -51,20 +61,36 @@ files_t = sa.Table(
     sa.Column("checksum", sa.String(64), nullable=False),
     sqlite_autoincrement=True,
 )
+# The bytes of the inline files among those rows, by row id.  A table of its own, as
+# ``lm_hidden_branches`` is (sqlschema.py): a database made before it gains it by ``create_all``
+# without touching ``lm_staging_files``, and a list read (ids only) never reads past the bytes.
+inline_t = sa.Table(
+    "lm_staging_inline",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=False),
+    sa.Column("data", sa.LargeBinary, nullable=False),
+)
 
-_COLS: Final = "token, level, id, url, min_key, max_key, count, size, checksum"
+# A row read whole: its columns, and whether its file is inline (has bytes in lm_staging_inline).
+_COLS: Final = ("token, level, id, url, min_key, max_key, count, size, checksum, "
+                "EXISTS (SELECT 1 FROM lm_staging_inline i WHERE i.id = lm_staging_files.id)")
 _IDS: Final = "token, level, id"
 KNOWN_MAX: Final = 1 << 16  # list rows remembered by id before starting over
 LISTS_MAX: Final = 1024  # token lists kept grouped and ordered, by the ids they hold, before starting over
 # PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more: a notice's detail stays under this budget
 # (a one-write file of ~1.2 KB goes whole; a bigger one goes as its row, fetched when read).
 NOTICE_MAX: Final = 7_600
+# Connections a process's plain appends share, whichever threads flush: a flush is led by whichever writer
+# came first, so per-thread connections gave a busy process a backend (and a first-flush connect) per
+# writing thread.  Two let a flush that goes beside the one in flight append beside it.
+APPEND_CONNECTIONS: Final = 2
 _T = TypeVar("_T")
 
 
 def _info(row: Sequence[Any]) -> StagingFileInfo:
-    token, level, seq, url, lo, hi, count, size, digest = row
-    return StagingFileInfo(url, int(level), bytes(lo), bytes(hi), int(count), int(size), digest, int(seq), StagingToken(token))
+    token, level, seq, url, lo, hi, count, size, digest, inline = row
+    return StagingFileInfo(url, int(level), bytes(lo), bytes(hi), int(count), int(size), digest, int(seq),
+                           StagingToken(token), bool(inline))
 
 
 def _split(s: str) -> tuple[StagingToken, ...]:
@@ -87,6 +113,9 @@ class SqlStagingLists:
         self._known: dict[StagingToken, dict[int, StagingFileInfo]] = {}
         self._known_count = 0
         self._lists: dict[tuple[tuple[StagingToken, ...], tuple[int, ...]], list[StagingFileInfo]] = {}
+        self._idle: queue.SimpleQueue[FastSql] = queue.SimpleQueue()
+        self._made = 0
+        self._made_lock = threading.Lock()
         create_tables(refs.engine, metadata)
 
     # -- plumbing ----------------------------------------------------------------
@@ -141,12 +170,27 @@ class SqlStagingLists:
         return infos
 
     # -- appends -----------------------------------------------------------------
+    def _appending(self, work: Callable[[Any], _T], transaction: bool) -> _T:
+        """``work`` on one of the process's ``APPEND_CONNECTIONS`` append connections (waiting for one)."""
+        try:
+            fast = self._idle.get_nowait()
+        except queue.Empty:
+            with self._made_lock:
+                make = self._made < APPEND_CONNECTIONS
+                self._made += make
+            fast = self._fast.detached() if make else self._idle.get()
+        try:
+            return fast.run(work, transaction=transaction)
+        finally:
+            self._idle.put(fast)
+
     def append(
         self, repo: str, branch: str, namespace: str, info: StagingFileInfo,
         check: Callable[[Branch], None] | None = None, data: bytes | None = None,
     ) -> tuple[StagingToken, int]:
+        inline = _inline_bytes(info, data)
         if check is not None:
-            return self._append_checked(repo, branch, namespace, info, check)
+            return self._append_checked(repo, branch, namespace, info, check, inline)
         values = (info.url, info.min_key, info.max_key, info.count, info.size, info.checksum)
         if self.dialect == "postgresql":
             # The notice ends with the new row's token and id (known only inside the statement) and
@@ -158,12 +202,14 @@ class SqlStagingLists:
                 "WHERE br.repo = %s AND br.name = %s AND r.storage_namespace = %s FOR SHARE OF br), "
                 "ins AS (INSERT INTO lm_staging_files (token, level, url, min_key, max_key, count, size, checksum) "
                 "SELECT staging_token, 1, %s, %s, %s, %s, %s, %s FROM b RETURNING token, id) "
+                # An inline file's bytes go in with its row: still one statement.
+                + (", dat AS (INSERT INTO lm_staging_inline (id, data) SELECT id, %s FROM ins) " if inline is not None else "")
                 # The count sees the token's rows as of the statement's start: the new one is the + 1.
-                "SELECT token, 1 + (SELECT count(*) FROM lm_staging_files f WHERE f.token = ins.token AND f.level = 1), "
+                + "SELECT token, 1 + (SELECT count(*) FROM lm_staging_files f WHERE f.token = ins.token AND f.level = 1), "
                 "id, pg_notify(%s, " + ("%s || ins.token || ' ' || ins.id || ' ' || %s" if detail else "%s") + ") FROM ins"
             )
             params: tuple[Any, ...] = (
-                repo, branch, namespace, *values,
+                repo, branch, namespace, *values, *(() if inline is None else (inline,)),
                 notify.CHANNEL, *((head + "\t", detail) if detail else (head,)),
             )
         else:
@@ -178,9 +224,13 @@ class SqlStagingLists:
 
         def work(cur: Any) -> list[Any]:
             cur.execute(text, params)
-            return list(cur.fetchall())
+            rows = list(cur.fetchall())
+            if rows and inline is not None and self.dialect != "postgresql":
+                cur.execute("INSERT INTO lm_staging_inline (id, data) VALUES (?, ?)", (rows[0][2], inline))
+            return rows
 
-        rows = self._fast.run(work)
+        # SQLite: an inline file's row and bytes are two statements, in one write transaction.
+        rows = self._appending(work, transaction=inline is not None and self.dialect != "postgresql")
         if rows:
             self.refs.changed(repo, branch)  # before the flush's writes are acknowledged
             token = StagingToken(rows[0][0])
@@ -203,7 +253,7 @@ class SqlStagingLists:
             token, seq, rest = detail.split(" ", 2)
             d = json.loads(rest)
             info = StagingFileInfo(d["url"], 1, bytes.fromhex(d["min"]), bytes.fromhex(d["max"]), int(d["count"]),
-                                   int(d["size"]), d["checksum"], int(seq), StagingToken(token))
+                                   int(d["size"]), d["checksum"], int(seq), StagingToken(token), bool(d.get("inline")))
             data = base64.b64decode(d["data"], validate=True) if "data" in d else None
         except (ValueError, KeyError, TypeError, binascii.Error) as exc:
             log.debug("staging notice not understood: %s", exc)
@@ -211,7 +261,8 @@ class SqlStagingLists:
         return self._remember(info), data
 
     def _append_checked(
-        self, repo: str, branch: str, namespace: str, info: StagingFileInfo, check: Callable[[Branch], None]
+        self, repo: str, branch: str, namespace: str, info: StagingFileInfo, check: Callable[[Branch], None],
+        inline: bytes | None,
     ) -> tuple[StagingToken, int]:
         # The branch row locked FOR UPDATE waits out plain appends (FOR SHARE), commits' swaps and
         # other checked appends; on SQLite, BEGIN IMMEDIATE holds the one write lock.  The check's
@@ -224,7 +275,7 @@ class SqlStagingLists:
         )
         insert = self._sql(
             "INSERT INTO lm_staging_files (token, level, url, min_key, max_key, count, size, checksum) "
-            "VALUES (?, 1, ?, ?, ?, ?, ?, ?)"
+            "VALUES (?, 1, ?, ?, ?, ?, ?, ?) RETURNING id"
         )
 
         count = self._sql("SELECT count(*) FROM lm_staging_files WHERE token = ? AND level = 1")
@@ -237,6 +288,7 @@ class SqlStagingLists:
             token = StagingToken(row[0])
             check(Branch(branch, CommitID(row[1]), token, _split(row[2])))
             cur.execute(insert, (token, info.url, info.min_key, info.max_key, info.count, info.size, info.checksum))
+            self._put_inline(cur, int(cur.fetchone()[0]), inline)
             if self.dialect == "postgresql":
                 cur.execute("SELECT pg_notify(%s, %s)",
                             (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch)))
@@ -249,15 +301,22 @@ class SqlStagingLists:
         self.refs.changed(repo, branch)
         return found
 
-    def append_to_token(self, token: StagingToken, info: StagingFileInfo) -> None:
+    def _put_inline(self, cur: Any, seq: int, inline: bytes | None) -> None:
+        """In a write transaction on ``cur``: the bytes of the inline file just appended as row ``seq``."""
+        if inline is not None:
+            cur.execute(self._sql("INSERT INTO lm_staging_inline (id, data) VALUES (?, ?)"), (seq, inline))
+
+    def append_to_token(self, token: StagingToken, info: StagingFileInfo, data: bytes | None = None) -> None:
+        inline = _inline_bytes(info, data)
         text = self._sql(
             "INSERT INTO lm_staging_files (token, level, url, min_key, max_key, count, size, checksum) "
-            "VALUES (?, 1, ?, ?, ?, ?, ?, ?)"
+            "VALUES (?, 1, ?, ?, ?, ?, ?, ?) RETURNING id"
         )
         params = (token, info.url, info.min_key, info.max_key, info.count, info.size, info.checksum)
 
         def work(cur: Any) -> list[tuple[str, str]]:
             cur.execute(text, params)
+            self._put_inline(cur, int(cur.fetchone()[0]), inline)
             if self.dialect != "postgresql":
                 return []
             # A partial reset of a branch's live token is a staging change: tell mounts, as an append does.
@@ -326,6 +385,13 @@ class SqlStagingLists:
             branch = self.refs.get_branch(repo, name)  # raises BranchNotFound or RepositoryNotFound
         return branch, infos
 
+    def inline_data(self, seqs: Sequence[int]) -> dict[int, bytes]:
+        if not seqs:
+            return {}
+        marks = ",".join("?" * len(seqs))
+        rows = self._fast.query(f"SELECT id, data FROM lm_staging_inline WHERE id IN ({marks})", list(seqs))
+        return {int(r[0]): bytes(r[1]) for r in rows}
+
     def referenced(self, url_prefix: str) -> set[str]:
         end = prefix_end(url_prefix.encode())
         text = "SELECT url FROM lm_staging_files WHERE url >= ?"
@@ -350,6 +416,7 @@ class SqlStagingLists:
             cur.execute(self._sql(f"DELETE FROM lm_staging_files WHERE token = ? AND id IN ({marks})"), (token, *consumed))
             if cur.rowcount != len(consumed):
                 raise _Lost  # a reset or a commit dropped some meanwhile
+            cur.execute(self._sql(f"DELETE FROM lm_staging_inline WHERE id IN ({marks})"), tuple(consumed))
             if new_l2 is not None:
                 cur.execute(
                     self._sql(
@@ -367,24 +434,43 @@ class SqlStagingLists:
 
     def drop(self, token: StagingToken) -> None:
         self._known.pop(token, None)  # its rows go (the count of remembered rows catches up at the next start-over)
-        text = self._sql("DELETE FROM lm_staging_files WHERE token = ?")
-        if self.dialect == "postgresql":  # rows locked in id order, as compaction locks them
-            text = ("DELETE FROM lm_staging_files WHERE id IN "
-                    "(SELECT id FROM lm_staging_files WHERE token = %s ORDER BY id FOR UPDATE)")
-        self._fast.run(lambda cur: cur.execute(text, (token,)))
+        if self.dialect == "postgresql":
+            # One statement: rows locked in id order, as compaction locks them, and their inline bytes with them.
+            text = ("WITH d AS (DELETE FROM lm_staging_files WHERE id IN "
+                    "(SELECT id FROM lm_staging_files WHERE token = %s ORDER BY id FOR UPDATE) RETURNING id) "
+                    "DELETE FROM lm_staging_inline WHERE id IN (SELECT id FROM d)")
+            self._fast.run(lambda cur: cur.execute(text, (token,)))
+            return
+
+        def work(cur: Any) -> None:
+            cur.execute("DELETE FROM lm_staging_inline WHERE id IN (SELECT id FROM lm_staging_files WHERE token = ?)", (token,))
+            cur.execute("DELETE FROM lm_staging_files WHERE token = ?", (token,))
+
+        self._fast.run(work, transaction=True)
 
 
 def _detail(info: StagingFileInfo, data: bytes | None, budget: int) -> str:
     """The tail of an append's notice after ``token id``: the row's other columns as JSON, with the
     file's bytes if they fit in ``budget`` bytes; empty if not even the row fits."""
-    row = {"url": info.url, "min": info.min_key.hex(), "max": info.max_key.hex(), "count": info.count,
-           "size": info.size, "checksum": info.checksum}
+    row: dict[str, Any] = {"url": info.url, "min": info.min_key.hex(), "max": info.max_key.hex(), "count": info.count,
+                           "size": info.size, "checksum": info.checksum}
+    if info.inline:
+        row["inline"] = 1
     room = budget - 64  # the token and the id
     if data is not None and 4 * (len(data) + 2) // 3 + 16 < room - len(json.dumps(row).encode()):
         text = json.dumps({**row, "data": base64.b64encode(data).decode()})
     else:
         text = json.dumps(row)
     return text if len(text.encode()) <= room else ""
+
+
+def _inline_bytes(info: StagingFileInfo, data: bytes | None) -> bytes | None:
+    """The bytes an append puts into the row: ``data`` for an inline file (which must come with it)."""
+    if not info.inline:
+        return None
+    if data is None:
+        raise ValueError(f"inline staging file {info.url.rsplit('/', 1)[-1]} appended without its bytes")
+    return data
 
 
 class _Lost(Exception):

@@ -224,7 +224,8 @@ def test_a_staging_notice_that_carries_its_file_reaches_the_staging_before_the_c
     w, r = writer.staging, reader.staging
     assert isinstance(w, LsmStaging) and isinstance(r, LsmStaging)
     (info,) = w.lists.files(writer.catalog.get_branch(R, "main").tokens)
-    detail = f"{info.token} {info.seq} " + _detail(info, w.adapter.get(info.url), NOTICE_MAX)
+    data = w.lists.inline_data([info.seq])[info.seq] if info.inline else w.adapter.get(info.url)
+    detail = f"{info.token} {info.seq} " + _detail(info, data, NOTICE_MAX)
     cat = reader.catalog
     source = FakeChanges()
     cat.changes = source

@@ -180,14 +180,15 @@ def test_only_the_layout_module_spells_the_data_address() -> None:
 def test_a_deferred_small_body_is_stored_while_lsm_staging_stores_its_file(tmp_path: Path) -> None:
     """``defer`` (the gateway's PutObject): the entry is known when the block ends, the data PUT and
     the lsm staging file's PUT run at once, and the entry is visible only once both are stored; a
-    data PUT that fails stages nothing (issue 26: a lone SDK writer paid them one after the other)."""
+    data PUT that fails stages nothing (issue 26: a lone SDK writer paid them one after the other).
+    A staging file on the block store (``staging.inline_bytes`` 0): an inline one has no PUT to overlap."""
     import threading
 
     from lakemount.catalog.model import Entry
     from lakemount.errors import Unavailable
 
     a = App(load(env={"LAKEMOUNT_HOME": str(tmp_path / "home"), "LAKEMOUNT_CACHE_DISK_BYTES": "0",
-                      "LAKEMOUNT_STAGING_BACKEND": "lsm"}))
+                      "LAKEMOUNT_STAGING_BACKEND": "lsm", "LAKEMOUNT_STAGING_INLINE_BYTES": "0"}))
     cat = a.catalog
     cat.create_repository(REPO)
     real = cat.adapter.put

@@ -173,8 +173,9 @@ def test_a_failing_compaction_fails_no_acknowledged_write(tmp_path: Path) -> Non
 def test_a_lone_write_stores_its_file_while_its_data_is_on_its_way_and_appends_only_after(g: Graveler) -> None:
     """``ready`` (the data a lone write points at, still being PUT): the staging file's PUT overlaps
     it, the append waits for it, and data that failed leaves nothing visible (issue 26: a lone
-    writer paid the two PUTs one after the other)."""
+    writer paid the two PUTs one after the other).  A file over ``inline_bytes``: see the inline test below."""
     s = lsm(g)
+    s.inline_bytes = 0
     data_sent, release = threading.Event(), threading.Event()
     files_before: list[int] = []
 
@@ -257,11 +258,11 @@ def test_commit_takes_the_files_and_reset_drops_the_lists(g: Graveler) -> None:
 # --------------------------------------------------------------------------- faults
 
 
-def _kill_before_append(db: str, root: str, acked: str, where: str) -> None:
+def _kill_before_append(db: str, root: str, acked: str, where: str, inline_bytes: int) -> None:
     """A writer process: stages w0..w4 (noting each acknowledged one), then stages w5 and is
-    killed (SIGKILL) ``where`` ("before": between the file's PUT and its append; "after":
-    between the append and the acknowledgement)."""
-    g = build_graveler(db, LocalAdapter(), system_ns=f"local://{root}/sys", staging="lsm")
+    killed (SIGKILL) ``where`` ("before": between the file's PUT, or its encoding when it is
+    inline, and its append; "after": between the append and the acknowledgement)."""
+    g = build_graveler(db, LocalAdapter(), system_ns=f"local://{root}/sys", staging="lsm", inline_bytes=inline_bytes)
     s = lsm(g)
     for i in range(5):
         g.set(R, "main", b"w%d" % i, val(str(i)))
@@ -282,13 +283,17 @@ def _kill_before_append(db: str, root: str, acked: str, where: str) -> None:
         f.write("w5\n")
 
 
+@pytest.mark.parametrize("inline", [False, True], ids=["block", "inline"])
 @pytest.mark.parametrize("where", ["before", "after"])
-def test_writer_killed_around_the_append_loses_nothing_acknowledged(tmp_path: Path, where: str) -> None:
+def test_writer_killed_around_the_append_loses_nothing_acknowledged(tmp_path: Path, where: str, inline: bool) -> None:
+    """Block-store files: the killed write leaves an orphan file (collected).  Inline files (in their
+    list row): nothing on the block store at all, and the append alone makes the write durable."""
     db, root, acked = str(tmp_path / "refs.db"), str(tmp_path), str(tmp_path / "acked")
     ns = f"local://{root}/ns"
-    g = build_graveler(db, LocalAdapter(), system_ns=f"local://{root}/sys", staging="lsm")
+    inline_bytes = 1 << 16 if inline else 0
+    g = build_graveler(db, LocalAdapter(), system_ns=f"local://{root}/sys", staging="lsm", inline_bytes=inline_bytes)
     g.create_repository(R, ns)
-    p = multiprocessing.get_context("spawn").Process(target=_kill_before_append, args=(db, root, acked, where))
+    p = multiprocessing.get_context("spawn").Process(target=_kill_before_append, args=(db, root, acked, where, inline_bytes))
     p.start()
     p.join(120)
     assert p.exitcode == -signal.SIGKILL  # the fault happened: the writer died by SIGKILL
@@ -299,11 +304,13 @@ def test_writer_killed_around_the_append_loses_nothing_acknowledged(tmp_path: Pa
     lost = [k for k in acknowledged if k.encode() not in seen]
     assert lost == []
     files = staging_files(g.committed.adapter, ns)
-    assert len(files) == 6  # five appended, and the killed write's file
+    token = g.get_branch(R, "main").staging_token
+    assert [f.inline for f in lsm(g).lists.files([token])] == [inline] * (5 if where == "before" else 6)
+    assert len(files) == (0 if inline else 6)  # five appended, and the killed write's file
     if where == "before":
-        assert b"w5" not in seen  # an orphan file: not visible
-        assert lsm(g).collect_staging(ns, grace_s=0) == 1  # and collected as garbage
-        assert len(staging_files(g.committed.adapter, ns)) == 5
+        assert b"w5" not in seen  # an orphan file (or, inline, nothing at all): not visible
+        assert lsm(g).collect_staging(ns, grace_s=0) == (0 if inline else 1)  # and collected as garbage
+        assert len(staging_files(g.committed.adapter, ns)) == (0 if inline else 5)
     else:
         assert seen[b"w5"] == "5"  # appended, not acknowledged: there; a retry is idempotent
         g.set(R, "main", b"w5", val("5"))
@@ -314,7 +321,7 @@ def test_writer_killed_around_the_append_loses_nothing_acknowledged(tmp_path: Pa
 
 def test_object_store_failing_during_a_flush_acknowledges_nothing(tmp_path: Path) -> None:
     flaky = FlakyAdapter(MemoryAdapter())
-    g = build_graveler(tmp_path / "refs.db", flaky, staging="lsm")
+    g = build_graveler(tmp_path / "refs.db", flaky, staging="lsm", inline_bytes=0)
     g.create_repository(R, "mem://repo")
     g.set(R, "main", b"kept", val("k"))
     flaky.fail_next("put", 1)
@@ -329,6 +336,7 @@ def test_object_store_failing_during_a_flush_acknowledges_nothing(tmp_path: Path
 
 @pytest.mark.parametrize("damage", ["missing", "corrupt"])
 def test_a_missing_or_corrupt_staging_file_is_an_error_naming_it(g: Graveler, damage: str) -> None:
+    lsm(g).inline_bytes = 0  # a file on the block store (inline: test_a_missing_or_corrupt_inline_row_is_an_error_naming_it)
     g.set(R, "main", b"a", val("1"))
     token = g.get_branch(R, "main").staging_token
     (info,) = lsm(g).lists.files([token])
@@ -455,6 +463,169 @@ def test_writers_compactor_and_committer_together_lose_nothing(tmp_path: Path) -
     assert seen == acked
 
 
+# --------------------------------------------------------------------------- inline files (issue 26)
+
+
+def inline_rows(g: Graveler) -> int:
+    """Rows of ``lm_staging_inline``: the bytes of inline staging files the database holds."""
+    return int(lsm(g).lists._fast.query("SELECT count(*) FROM lm_staging_inline", [])[0][0])  # type: ignore[attr-defined]
+
+
+def test_a_small_flush_is_only_its_append_and_a_big_one_goes_to_the_block_store(g: Graveler) -> None:
+    """A flush of at most ``inline_bytes`` puts nothing on the block store: its file's bytes are in its
+    list row, and another process that never saw it reads them from there; a bigger one is a file."""
+    s = lsm(g)
+    s.inline_bytes = 2048
+    g.set(R, "main", b"small", val("s"))
+    g.set_many(R, "main", [(b"big/%03d" % i, val(str(i) * 20)) for i in range(100)])
+    token = g.get_branch(R, "main").staging_token
+    big, small = s.lists.files([token])
+    assert (small.inline, big.inline) == (True, False)
+    assert small.size <= 2048 < big.size
+    assert staging_files(s.adapter, "mem://repo") == [big.url]  # the small file was never PUT
+    assert inline_rows(g) == 1 and s.stats.inline_flushes == 1
+    other = fresh_view(g)
+    ref = other.resolve(R, "main")
+    assert content(other.get(R, ref, b"small")) == "s"
+    assert content(other.get(R, ref, b"big/042")) == "42" * 20
+    assert lsm(other).stats.files_loaded == 2  # one from its row, one from the block store
+    assert snapshot(other) == snapshot(g)
+
+
+def test_a_lone_inline_write_appends_only_once_its_data_is_stored(g: Graveler) -> None:
+    """``ready`` with an inline file: no staging PUT to overlap, the append still waits for the data,
+    and data that failed leaves nothing: no row, no file."""
+    s = lsm(g)
+    data_sent, release = threading.Event(), threading.Event()
+
+    def ready() -> None:
+        data_sent.set()
+        release.wait(30)
+
+    writer = threading.Thread(target=lambda: s.stage(R, "main", [(b"k", val("v"))], ready=ready))
+    writer.start()
+    assert data_sent.wait(10)
+    time.sleep(0.2)
+    assert snapshot(g) == {} and inline_rows(g) == 0  # nothing visible nor stored while the data is on its way
+    release.set()
+    writer.join(30)
+    assert snapshot(g) == {b"k": "v"}
+
+    def failed() -> None:
+        raise Unavailable("the data PUT failed")
+
+    with pytest.raises(Unavailable):
+        s.stage(R, "main", [(b"k2", val("v2"))], ready=failed)
+    assert snapshot(g) == {b"k": "v"}
+    assert inline_rows(g) == 1 and staging_files(s.adapter, "mem://repo") == []  # no orphan anywhere
+
+
+def test_a_failing_append_of_an_inline_flush_acknowledges_nothing(g: Graveler) -> None:
+    """The append is the whole of an inline flush: the database failing it after its statements ran
+    (before the commit) fails the write and leaves neither the row nor its bytes."""
+    s = lsm(g)
+    g.set(R, "main", b"kept", val("k"))
+    real = s.lists._appending  # type: ignore[attr-defined]
+    failed: list[bool] = []
+
+    def appending(work: Any, transaction: bool) -> Any:
+        def fail_after(cur: Any) -> Any:
+            work(cur)  # the row and its bytes written in the transaction ...
+            failed.append(transaction)
+            raise Unavailable("the ref store went away before the commit")  # ... and rolled back
+
+        return real(fail_after, transaction)
+
+    s.lists._appending = appending  # type: ignore[attr-defined]
+    try:
+        with pytest.raises(Unavailable):
+            g.set_many(R, "main", [(b"a", val("1")), (b"b", val("2"))])
+    finally:
+        del s.lists._appending  # type: ignore[attr-defined]
+    assert failed == [True]  # the fault hit the flush's append, inside its transaction
+    assert snapshot(g) == {b"kept": "k"} and inline_rows(g) == 1
+    assert len(s.lists.files([g.get_branch(R, "main").staging_token])) == 1
+    g.set(R, "main", b"a", val("1"))  # the database is back: writes go on
+    assert snapshot(g) == {b"kept": "k", b"a": "1"}
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt"])
+def test_a_missing_or_corrupt_inline_row_is_an_error_naming_it(g: Graveler, damage: str) -> None:
+    g.set(R, "main", b"a", val("1"))
+    token = g.get_branch(R, "main").staging_token
+    (info,) = lsm(g).lists.files([token])
+    assert info.inline
+    fast = lsm(g).lists._fast  # type: ignore[attr-defined]
+    if damage == "missing":
+        fast.run(lambda cur: cur.execute("DELETE FROM lm_staging_inline WHERE id = ?", (info.seq,)))
+    else:
+        data = bytearray(lsm(g).lists.inline_data([info.seq])[info.seq])
+        data[len(data) // 2] ^= 0xFF
+        fast.run(lambda cur: cur.execute("UPDATE lm_staging_inline SET data = ? WHERE id = ?", (bytes(data), info.seq)))
+    assert (info.seq in lsm(g).lists.inline_data([info.seq])) == (damage == "corrupt")  # the fault is in place
+    reader = fresh_view(g)  # a process that has not cached the file
+    file_id = info.url.rsplit("/", 1)[-1]
+    with pytest.raises(Corrupt, match=("missing .*" if damage == "missing" else "") + file_id):
+        reader.get(R, reader.resolve(R, "main"), b"a")
+    with pytest.raises(Corrupt, match=file_id):
+        list(reader.scan(R, reader.resolve(R, "main")))
+
+
+def test_inline_l1_files_compact_into_an_l2_file_on_the_block_store_and_commit_reset_drop_their_rows(g: Graveler) -> None:
+    """Compaction's output is a block-store file and takes the inline rows it consumed with it, so the
+    database holds only a branch's few recent small files; commit and reset drop them too."""
+    s = lsm(g)
+    s.l1_max = 1000
+    for i in range(5):
+        g.set(R, "main", b"k%d" % i, val(str(i)))
+    token = g.get_branch(R, "main").staging_token
+    assert [f.inline for f in s.lists.files([token])] == [True] * 5 and inline_rows(g) == 5
+    before = snapshot(g)
+    assert s.compact(token, minimum=2)
+    (l2,) = s.lists.files([token])
+    assert (l2.level, l2.inline) == (2, False)
+    assert staging_files(s.adapter, "mem://repo") == [l2.url] and inline_rows(g) == 0
+    assert snapshot(fresh_view(g)) == before
+    g.set(R, "main", b"k9", val("9"))
+    assert inline_rows(g) == 1
+    g.commit(R, "main", "all")
+    assert inline_rows(g) == 0
+    assert snapshot(fresh_view(g), "main@") == {**before, b"k9": "9"}
+    g.set(R, "main", b"k10", val("10"))
+    g.reset(R, "main", key=b"k10")  # a partial reset is an inline file of UNSTAGED marks
+    assert inline_rows(g) == 2 and snapshot(g) == snapshot(g, "main@")
+    g.reset(R, "main")
+    assert inline_rows(g) == 0
+
+
+def test_an_inline_file_compacted_away_between_listing_and_reading_is_listed_again(g: Graveler) -> None:
+    """An inline file's bytes go with its row: a reader that listed it before a compaction deleted
+    the row lists again and reads the compacted file (a block-store file outlives its row by the GC
+    grace; an inline one does not)."""
+    s = lsm(g)
+    s.l1_max = 1000
+    g.set(R, "main", b"a", val("1"))
+    g.set(R, "main", b"b", val("2"))
+    token = g.get_branch(R, "main").staging_token
+    reader = fresh_view(g)
+    r = lsm(reader)
+    real = r.lists.inline_data
+    raced: list[dict[int, bytes]] = []
+
+    def inline_data(seqs: Any) -> dict[int, bytes]:
+        if not raced:
+            assert s.compact(token, minimum=2)  # the rows the reader listed go now
+            raced.append(real(seqs))
+            return raced[0]
+        return real(seqs)
+
+    r.lists.inline_data = inline_data  # type: ignore[method-assign]
+    ref = reader.resolve(R, "main")
+    assert content(reader.get(R, ref, b"a")) == "1"
+    assert raced == [{}]  # the fault happened: the listed rows were gone when their bytes were read
+    assert snapshot(reader) == {b"a": "1", b"b": "2"}
+
+
 class LsmModel(RuleBasedStateMachine):
     """Writers in several processes, a compactor and a committer interleaved, against a dict."""
 
@@ -466,6 +637,7 @@ class LsmModel(RuleBasedStateMachine):
         self.g = build_graveler(Path(self.tmp) / "refs.db", staging="lsm", l1_max=1000)
         self.g.create_repository(R, "mem://repo")
         self.views = [self.g, fresh_view(self.g), fresh_view(self.g)]
+        lsm(self.views[2]).inline_bytes = 0  # its files go to the block store: tokens mix both kinds
         self.model: dict[bytes, str] = {}
 
     def teardown(self) -> None:

@@ -46,8 +46,10 @@ def test_objects_only_staging_references_are_live(tmp_path: Path, backend: str) 
     assert counters[1].value == 5  # five staged entries read
 
 
-def _env(home: Path) -> dict[str, str]:
-    return {"LAKEMOUNT_HOME": str(home), "LAKEMOUNT_CACHE_DISK_BYTES": "0", "LAKEMOUNT_STAGING_BACKEND": "lsm"}
+def _env(home: Path, inline_bytes: int = 0) -> dict[str, str]:
+    """Staging files on the block store unless ``inline_bytes`` (the GC tests count the store's files)."""
+    return {"LAKEMOUNT_HOME": str(home), "LAKEMOUNT_CACHE_DISK_BYTES": "0", "LAKEMOUNT_STAGING_BACKEND": "lsm",
+            "LAKEMOUNT_STAGING_INLINE_BYTES": str(inline_bytes)}
 
 
 def _killed_between_put_and_append(home: str, path: str) -> None:
@@ -107,3 +109,37 @@ def test_gc_collects_unreferenced_staging_files_past_the_grace_and_never_a_liste
     assert lost == []
     assert not app.catalog.exists("lake", "main", "old-orphan.txt")
     assert run_gc(app, "lake", min_age=0, engine="in-process")["staging_files_collected"] == 0
+
+
+def test_gc_takes_inline_staging_files_in_its_stride_and_still_collects_orphans(tmp_path: Path) -> None:
+    """Inline staging files (bytes in their list rows) have no object for GC to keep or find: the job
+    neither fails on them nor loses them, and still deletes an old unlisted file on the block store."""
+    from lakemount.graveler.staging.lsm import staging_url
+
+    home = tmp_path / "home"
+    app = App(load(env=_env(home, inline_bytes=32 * 1024)))
+    app.catalog.create_repository("lake")
+    ns = app.catalog.repository("lake").storage_namespace
+    app.catalog.set_gc_rules("lake", GcRules(7))
+    adapter = app.catalog.adapter
+    app.catalog.put("lake", "main", "committed.txt", b"c")
+    app.catalog.commit("lake", "main", "one")
+    app.catalog.put("lake", "main", "staged.txt", b"s")
+    staging = app.staging
+    assert isinstance(staging, LsmStaging)
+    listed = [f for t in app.graveler.get_branch("lake", "main").tokens for f in staging.lists.files([t])]
+    assert [f.inline for f in listed] == [True]
+    orphan = staging_url(ns, "0" * 32)  # a file a killed writer stored and never appended
+    adapter.put(orphan, b"never listed")
+    past = time.time() - GC_GRACE_S - 60
+    os.utime(LocalAdapter.path_of(orphan), (past, past))
+    assert {o.url for o in adapter.list(f"{ns}/{STAGING_DIR}")} == {orphan}  # the inline files are no objects
+
+    report = run_gc(app, "lake", min_age=0, engine="in-process")
+
+    assert report["staging_files_collected"] == 1
+    assert list(adapter.list(f"{ns}/{STAGING_DIR}")) == []
+    repo = app.catalog.repository("lake")
+    acknowledged = {"committed.txt": b"c", "staged.txt": b"s"}
+    lost = [p for p, data in acknowledged.items() if app.catalog.read(repo, app.catalog.stat("lake", "main", p)) != data]
+    assert lost == []

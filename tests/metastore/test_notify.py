@@ -202,3 +202,35 @@ def test_a_staging_notice_too_big_to_carry_the_file_still_names_the_change(pg_cl
         assert other.stats.files_noticed == 0
         assert other.staged_get([StagingToken("s6")], b"k0123") == (True, b"123" * 30)
         assert other.stats.files_loaded == 1
+
+
+def test_an_inline_file_too_big_for_its_notice_is_read_from_its_row(pg_cluster: PgCluster, pg_url: str) -> None:
+    """An inline staging file (bytes in its list row) whose bytes do not fit in the notice: the notice
+    says it is inline, and the other process reads its bytes from the row by id, never the block store."""
+    from lakemount.block import MemoryAdapter
+    from lakemount.cache.ram import RamCache
+    from lakemount.graveler.staging.lsm import LsmStaging
+    from lakemount.metastore.staging_lists import SqlStagingLists
+
+    with _listening(pg_url, "r7", "s7") as (writer, batches):
+        blocks = MemoryAdapter()
+        staging = LsmStaging(SqlStagingLists(writer), blocks, RamCache(1 << 22), lambda r: "mem://ns", inline_bytes=1 << 16)
+        other_lists = SqlStagingLists(SqlRefStore(pg_url))
+        other = LsmStaging(other_lists, blocks, RamCache(1 << 22), lambda r: "mem://ns")
+        _drain(batches, time.monotonic() + 1)
+        staging.stage("r7", "main", [(b"k%04d" % i, b"%d" % i * 30) for i in range(200)])
+        assert list(blocks.list("mem://ns/")) == []  # inline: nothing on the block store
+        (change,) = [c for b in _drain(batches, time.monotonic() + 1.5) for c in b]
+        assert change.detail and '"data"' not in change.detail  # too big to ride along
+        other.noticed(change.detail)
+        queries: list[str] = []
+        real = other_lists._fast.query
+
+        def query(text: str, params: object = ()) -> object:
+            queries.append(text)
+            return real(text, params)  # type: ignore[arg-type]
+
+        other_lists._fast.query = query  # type: ignore[method-assign]
+        assert other.staged_get([StagingToken("s7")], b"k0123") == (True, b"123" * 30)
+        assert other.stats.files_loaded == 1
+        assert len(queries) == 2 and "lm_staging_inline" in queries[1], queries  # the ids, then the bytes by id

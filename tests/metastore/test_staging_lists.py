@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 from lakemount.block import MemoryAdapter
 from lakemount.cache.ram import RamCache
@@ -72,3 +73,90 @@ def test_appends_racing_commits_and_compactions_lose_nothing(ref_url: str, tmp_p
     seen = {k: content(v) for k, v in g.scan("r", g.resolve("r", "main"))}
     assert {k: v for k, v in acked.items() if seen.get(k) != v} == {}
     assert seen == acked
+
+
+def test_inline_files_are_their_rows_on_both_databases(ref_url: str) -> None:
+    """Issue 26: a small flush's bytes go into its list row with the append, on SQLite and PostgreSQL;
+    another process reads the file it never saw from the row; compaction's L2 file goes to the
+    block store and takes the inline rows it consumed; a commit drops the rest; a bigger flush is a file."""
+    adapter = MemoryAdapter()
+    a, b = _graveler(ref_url, adapter), _graveler(ref_url, adapter)
+    sa_, sb = a.staging, b.staging
+    assert isinstance(sa_, LsmStaging) and isinstance(sb, LsmStaging)
+    sa_.l1_max = 1000
+    sa_.inline_bytes = 4096
+    a.create_repository("r", "mem://r")
+    for i in range(3):
+        a.set("r", "main", b"k%d" % i, val(str(i)))
+    a.set_many("r", "main", [(b"big/%03d" % i, val(str(i) * 20)) for i in range(200)])
+    token = a.get_branch("r", "main").staging_token
+
+    def inline_rows() -> int:
+        return int(sa_.lists._fast.query("SELECT count(*) FROM lm_staging_inline", [])[0][0])  # type: ignore[attr-defined]
+
+    files = sb.lists.files([token])  # rows b never saw, read whole by id
+    assert [f.inline for f in files] == [False, True, True, True] and inline_rows() == 3
+    assert [o.url for o in adapter.list("mem://r/_lakefs/staging/")] == [files[0].url]
+    assert content(b.get("r", b.resolve("r", "main"), b"k1")) == "1"
+    seen = {k: content(v) for k, v in b.scan("r", b.resolve("r", "main"))}
+    assert sb.stats.files_loaded == 4  # each once: three from their rows (in one statement), one from the store
+    assert sa_.compact(token, minimum=2)
+    (l2,) = sa_.lists.files([token])
+    assert not l2.inline and inline_rows() == 0
+    assert {k: content(v) for k, v in b.scan("r", b.resolve("r", "main"))} == seen
+    a.set("r", "main", b"k9", val("9"))
+    assert inline_rows() == 1
+    b.commit("r", "main", "all")
+    assert inline_rows() == 0
+    assert {k: content(v) for k, v in a.scan("r", a.resolve("r", "main@"))} == {**seen, b"k9": "9"}
+    a.create_branch("r", "side", "main")
+    a.set("r", "side", b"s", val("s"))
+    assert inline_rows() == 1
+    b.delete_branch("r", "side")  # a branch's deletion drops its lists, inline bytes included
+    assert inline_rows() == 0
+
+
+def test_a_process_appends_on_a_few_connections_whichever_threads_flush(ref_url: str, monkeypatch: Any) -> None:
+    """A flush is led by whichever writer came first: appends on each thread's own connection gave a
+    busy process a database connection (a server backend, and a connect on its first flush) per
+    writing thread; they share ``APPEND_CONNECTIONS``."""
+    from lakemount.metastore.fastsql import FastSql
+    from lakemount.metastore.staging_lists import APPEND_CONNECTIONS
+
+    g = _graveler(ref_url, MemoryAdapter())
+    g.create_repository("r", "mem://r")
+    lists = g.staging.lists  # type: ignore[attr-defined]
+    appending = threading.local()
+    made: list[str] = []
+    real_connect, real_append = FastSql._connect, lists.append
+
+    def connect(self: FastSql) -> Any:
+        if getattr(appending, "on", False):
+            made.append(threading.current_thread().name)
+        return real_connect(self)
+
+    def append(*args: Any, **kw: Any) -> Any:
+        appending.on = True
+        try:
+            return real_append(*args, **kw)
+        finally:
+            appending.on = False
+
+    monkeypatch.setattr(FastSql, "_connect", connect)
+    lists.append = append
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            g.set("r", "main", b"w%02d" % w, val(str(w)))
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors.append(exc)
+
+    for w in range(8):  # one after another: each write is a flush its own thread leads
+        t = threading.Thread(target=writer, args=(w,), name=f"writer-{w}")
+        t.start()
+        t.join()
+    assert not errors, errors
+    assert g.staging.stats.flushes == 8  # type: ignore[attr-defined]  # eight flushes, led by eight threads
+    assert 1 <= len(made) <= APPEND_CONNECTIONS, made
+    assert {k: content(v) for k, v in g.scan("r", g.resolve("r", "main"))} == {b"w%02d" % w: str(w) for w in range(8)}

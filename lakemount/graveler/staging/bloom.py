@@ -18,6 +18,7 @@ from lakemount.errors import Corrupt
 BITS_PER_KEY: Final = 10
 PROBES: Final = 7
 _MASK64: Final = (1 << 64) - 1
+SMALL: Final = 16  # keys up to which a filter is built in plain Python (fewer calls than numpy's)
 
 
 class Bloom:
@@ -41,6 +42,17 @@ class Bloom:
         """
         size = max(8, (count * BITS_PER_KEY + 7) // 8)
         m = size * 8
+        if count <= SMALL:
+            # A lone writer's flush (one key): numpy's dozen calls cost more than the probes (33 against
+            # 17 us for one key, 57 against 22 for five, measured), and it is every flush of a lone writer.
+            bits = bytearray(size)
+            for k in keys:
+                h = xxhash.xxh3_128_intdigest(k)
+                first, step = (h & _MASK64) % m, (h >> 64) % m
+                for i in range(PROBES):
+                    p = (first + i * step) % m
+                    bits[p >> 3] |= 1 << (p & 7)
+            return Bloom(bytes(bits), PROBES)
         digests = b"".join([xxhash.xxh3_128_digest(k) for k in keys])
         if not digests:
             return Bloom(bytes(size), PROBES)

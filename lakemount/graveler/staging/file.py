@@ -7,7 +7,10 @@ reset: the key has no staged change in this token, look below it).  The empty
 key ``BLOOM_KEY`` holds the file's bloom filter: it sorts first, and no path is
 empty (the writer refuses an empty key).
 The file's key range, entry count, size and checksum live in its list row, so
-a lookup skips files that cannot hold its key without fetching them.
+a lookup skips files that cannot hold its key without fetching them.  A small
+L1 file (at most ``staging.inline_bytes``) is not stored on the block store at
+all: its bytes live in its list row (``StagingFileInfo.inline``), the same
+bytes under the same checksum.
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ class StagingFileInfo:
     """One entry of a token's L1 or L2 list: where the file is and what it covers.
 
     ``seq`` orders files within a token (a larger ``seq`` is newer); the list
-    store assigns it when the file is appended.
+    store assigns it when the file is appended.  ``inline``: the file's bytes are
+    in its list row, not at ``url`` (which still names it and keys it in caches).
     """
 
     url: str
@@ -71,6 +75,7 @@ class StagingFileInfo:
     checksum: str
     seq: int = 0
     token: StagingToken = StagingToken("")
+    inline: bool = False
 
 
 def encode_file(records: Sequence[tuple[bytes, Tagged]], tmpdir: str | None = None) -> bytes:

@@ -13,6 +13,16 @@ acknowledges every write in it: nothing is acknowledged before the file and
 the append are durable.  One ``stage`` call is always within one file, so a
 multi-key change (a rename, a DeleteObjects) is atomic.
 
+A flush whose file is at most ``inline_bytes`` (``staging.inline_bytes``) is
+not PUT: its bytes go into its list row with the append (the same statement),
+so such a flush is one ref-store statement and nothing else (a lone writer's
+close: its data PUT and one statement; a busy process: flushes a fraction as
+long).  Compaction's L2 files always go to the block store, so the ref store
+holds about ``l1_max`` small files per branch.  Readers that have not cached
+an inline file read its bytes from its row, in one statement for all the files
+a read opens; a compaction or a drop that removed the row between the listing
+and that read makes the read list again (:class:`_Gone`).
+
 Compaction merges a token's L1 files (and the newest L2 files no larger than
 them) into one new L2 file and installs it with a compare-and-set that
 succeeds only if L2 is unchanged; appends carry on meanwhile.  It runs on a
@@ -33,7 +43,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
 
 from lakemount.errors import Corrupt, InvalidArgument, ObjectNotFound, PreconditionFailed
 from lakemount.graveler.model import Branch, StagingToken, prefix_end
@@ -53,6 +63,7 @@ from lakemount.graveler.staging.file import (
 )
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 STAGING_DIR: Final = "_lakefs/staging/"
 SCAN_PAGE: Final = 1024  # entries a branch_staged_* call merges before returning; the rest is read as iterated
@@ -63,6 +74,17 @@ FIRST_CHUNK: Final = 256  # entries a merge takes from its files at first (a lis
 MAX_CHUNK: Final = 64 * 1024  # ... growing 4x per chunk up to this (a commit wants many per C-level merge)
 BATCH_MAX: Final = 4096  # entries gathered behind a flush in flight that go beside it instead of waiting
 GC_GRACE_S: Final = 6 * 3600.0  # an unlisted file younger than this may still be on its way to a list
+INLINE_BYTES: Final = 32 * 1024  # staging.inline_bytes' default (docs/CONFIGURATION.md says why)
+READ_TRIES: Final = 8  # listings a read makes while compactions keep removing the inline files it listed
+
+
+class _Gone(Exception):
+    """An inline file's row was deleted between the listing that named it and the read of its bytes
+    (a compaction or a drop came between): the read lists again."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
 
 
 def _merge_chunks(files: Sequence[StagingFile], start: bytes, stop: bytes | None,
@@ -124,11 +146,19 @@ def staging_url(namespace: str, file_id: str) -> str:
     return f"{namespace.rstrip('/')}/{STAGING_DIR}{file_id}.sst"
 
 
+def _held() -> threading.Lock:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 @dataclass
 class _Batch:
     items: dict[bytes, bytes | None] = field(default_factory=dict)
     ready: list[Callable[[], None]] = field(default_factory=list)  # data still on its way (see ``stage``)
-    done: threading.Event = field(default_factory=threading.Event)
+    # Held until the batch's flush ends.  Its writers wait by taking it and passing it on, each waking the
+    # next: an Event's waiters would each make a lock and then queue on its condition's lock once woken.
+    done: threading.Lock = field(default_factory=_held)
     error: BaseException | None = None
 
 
@@ -147,7 +177,8 @@ class LsmStats:
     entries_flushed: int = 0
     compactions: int = 0
     compactions_lost: int = 0
-    files_loaded: int = 0
+    files_loaded: int = 0  # staging files read from where they are stored (block store or, inline, their row)
+    inline_flushes: int = 0  # flushes whose file went into its list row, not to the block store
     files_noticed: int = 0  # staging files another process appended whose bytes came with its change notice
 
 
@@ -163,17 +194,20 @@ class LsmStaging:
         *,
         flush_ms: float = 20.0,
         l1_max: int = 16,
+        inline_bytes: int = INLINE_BYTES,
         tmpdir: str | None = None,
     ) -> None:
         """``namespace_of(repo)`` is the repository's storage namespace (raises ``RepositoryNotFound``);
         ``flush_ms`` bounds how long a write waits for an in-flight flush before flushing beside it;
-        a token with ``l1_max`` L1 files is compacted."""
+        a token with ``l1_max`` L1 files is compacted; an L1 file of at most ``inline_bytes`` goes
+        into its list row instead of the block store (0: none does)."""
         self.lists = lists
         self.adapter = adapter
         self.cache = cache
         self._namespace_of = namespace_of
         self.flush_ms = flush_ms
         self.l1_max = l1_max
+        self.inline_bytes = inline_bytes
         self.tmpdir = tmpdir
         self.stats = LsmStats()
         self._lock = threading.Lock()
@@ -212,10 +246,10 @@ class LsmStaging:
                 ready()
             self._maybe_compact(*self._flush(repo, branch, dict(items), check))
             return
-        with self._lock:
-            q = self._queues.get((repo, branch))
-            if q is None:
-                q = self._queues[(repo, branch)] = _Queue()
+        q = self._queues.get((repo, branch))  # a dict read is atomic: the lock only to add one
+        if q is None:
+            with self._lock:
+                q = self._queues.setdefault((repo, branch), _Queue())
         if ready is not None:
             with q.cond:
                 alone = q.pending is None and not q.in_flight
@@ -246,7 +280,8 @@ class LsmStaging:
             elif len(batch.items) >= BATCH_MAX:
                 q.cond.notify_all()  # the lead flushes this big batch beside the one in flight
         if not lead:
-            batch.done.wait()
+            batch.done.acquire()
+            batch.done.release()
             if batch.error is not None:
                 raise batch.error
             return
@@ -261,7 +296,7 @@ class LsmStaging:
             with q.cond:
                 q.in_flight -= 1
                 q.cond.notify_all()
-            batch.done.set()
+            batch.done.release()
         self._maybe_compact(token, l1)
 
     def _namespace(self, repo: str, fresh: bool = False) -> str:
@@ -271,11 +306,16 @@ class LsmStaging:
         return ns
 
     def _write_file(self, namespace: str, records: list[tuple[bytes, Tagged]], level: int) -> tuple[StagingFileInfo, bytes]:
+        """A new staging file of ``records``: stored on the block store, or (a small L1 file) to be
+        stored in its list row by the append that lists it."""
         data = encode_file(records, self.tmpdir)
         url = staging_url(namespace, secrets.token_hex(16))
-        self.adapter.put(url, data)
+        inline = level == 1 and len(data) <= self.inline_bytes
+        if not inline:
+            self.adapter.put(url, data)
         self.cache.put(url, data)
-        return StagingFileInfo(url, level, records[0][0], records[-1][0], len(records), len(data), checksum(data)), data
+        return StagingFileInfo(url, level, records[0][0], records[-1][0], len(records), len(data), checksum(data),
+                               inline=inline), data
 
     def _flush(
         self, repo: str, branch: str, items: dict[bytes, bytes | None], check: StageCheck | None = None,
@@ -299,6 +339,7 @@ class LsmStaging:
                 continue  # the repository was created again elsewhere: write into its namespace
             with self._lock:
                 self.stats.flushes += 1
+                self.stats.inline_flushes += info.inline
                 self.stats.entries_flushed += len(records)
             return token, l1
         raise AssertionError("unreachable")
@@ -370,8 +411,14 @@ class LsmStaging:
             # Whole files, oldest first into one dict (newer records replace older ones), then one
             # sort: a fraction of what a record-by-record merge of the files costs in Python.
             merged: dict[bytes, Tagged] = {}
-            for f in reversed(l1 + taken):  # given newest first: L1 by seq, then L2 (older than all L1)
-                merged.update(self._open(f).items())
+            try:
+                opened = self._open_all(l1 + taken)
+            except _Gone:  # a drop or another compaction removed an inline input: this one would lose its CAS
+                with self._lock:
+                    self.stats.compactions_lost += 1
+                return False
+            for table in reversed(opened):  # given newest first: L1 by seq, then L2 (older than all L1)
+                merged.update(table.items())
             records = sorted((k, v) for k, v in merged.items() if not (bottom and v[0] == UNSTAGED))
             namespace = files[0].url[: files[0].url.index(STAGING_DIR)].rstrip("/")
             new = self._write_file(namespace, records, 2)[0] if records else None
@@ -402,22 +449,47 @@ class LsmStaging:
                 self.stats.files_noticed += 1
 
     # ------------------------------------------------------------------ reading files
-    def _open(self, info: StagingFileInfo) -> StagingFile:
-        f = self._readers.get(info.url)  # no lock: a dict read is atomic, and a hit is the warm path
-        if f is not None:
-            return f
-        name = f"staging file {info.url.rsplit('/', 1)[-1]}"
-
-        def load() -> bytes:
+    def _load(self, info: StagingFileInfo, name: str) -> bytes:
+        """``info``'s bytes from where they are stored: its row (inline) or the block store."""
+        if info.inline:
+            data = self.lists.inline_data([info.seq]).get(info.seq)
+            if data is None:
+                raise _Gone(name)
+        else:
             try:
                 data = self.adapter.get(info.url)
             except ObjectNotFound as exc:
                 raise Corrupt(f"missing {name}: the branch's staging is damaged") from exc
-            with self._lock:
-                self.stats.files_loaded += 1
-            return data
+        with self._lock:
+            self.stats.files_loaded += 1
+        return data
 
-        data = self.cache.get_or_load(info.url, load)
+    def _open_all(self, infos: Sequence[StagingFileInfo]) -> list[StagingFile]:
+        """``infos`` opened, the bytes of the inline ones not cached read in one statement (not one each)."""
+        cold = [f for f in infos if f.inline and f.url not in self._readers]
+        fetched: dict[str, bytes] = {}
+        if len(cold) > 1:
+            ask = [f for f in cold if self.cache.get(f.url) is None]
+            got = self.lists.inline_data([f.seq for f in ask]) if len(ask) > 1 else {}
+            for f in ask:
+                data = got.get(f.seq)
+                if data is not None:
+                    fetched[f.url] = data
+                    self.cache.put(f.url, data)
+            if got:
+                with self._lock:
+                    self.stats.files_loaded += len(fetched)
+        return [self._open(f, fetched.get(f.url)) for f in infos]
+
+    def _open(self, info: StagingFileInfo, data: bytes | None = None) -> StagingFile:
+        """``info`` opened (``data``: its bytes, already read); raises ``Corrupt`` naming it when missing
+        or damaged, ``_Gone`` when it was inline and its row is gone."""
+        f = self._readers.get(info.url)  # no lock: a dict read is atomic, and a hit is the warm path
+        if f is not None:
+            return f
+        name = f"staging file {info.url.rsplit('/', 1)[-1]}"
+        if data is None:
+            data = self.cache.get_or_load(info.url, lambda: self._load(info, name))
         if len(data) != info.size or checksum(data) != info.checksum:
             raise Corrupt(f"{name}: checksum mismatch")
         f = StagingFile(data, name)
@@ -432,8 +504,22 @@ class LsmStaging:
     def _chunks(
         self, files: Sequence[StagingFileInfo], start: bytes, stop: bytes | None, first: int = FIRST_CHUNK
     ) -> Iterator[tuple[list[bytes], list[Tagged]]]:
-        """:func:`_merge_chunks` over ``files`` (given newest first), each opened once."""
-        return _merge_chunks([self._open(f) for f in files], start, stop, first)
+        """:func:`_merge_chunks` over ``files`` (given newest first), each opened once, now."""
+        return _merge_chunks(self._open_all(files), start, stop, first)
+
+    def _listed(self, read: Callable[[], _T]) -> _T:
+        """``read()`` (a listing and the reads of the files it names), made again while it finds an inline
+        file whose row a compaction or a drop removed after the listing; ``Corrupt`` naming the file if
+        that goes on ``READ_TRIES`` times (it never should: each listing is newer than the last)."""
+        for _ in range(READ_TRIES - 1):
+            try:
+                return read()
+            except _Gone:
+                continue
+        try:
+            return read()
+        except _Gone as gone:
+            raise Corrupt(f"missing {gone.name}: the branch's staging is damaged") from None
 
     def _lookup(self, tokens: Sequence[StagingToken], files: list[StagingFileInfo], key: bytes) -> tuple[bool, bytes | None]:
         # ``files`` come grouped by token in the order of ``tokens``, newest first within each.
@@ -450,30 +536,32 @@ class LsmStaging:
             return True, untag(v)
         return False, None
 
-    def _scan_token(
-        self, files: list[StagingFileInfo], start: bytes, stop: bytes | None
-    ) -> Iterator[tuple[bytes, bytes | None]]:
-        for keys, values in self._chunks(files, start, stop):
+    @staticmethod
+    def _scan_chunks(chunks: Iterator[tuple[list[bytes], list[Tagged]]]) -> Iterator[tuple[bytes, bytes | None]]:
+        for keys, values in chunks:
             yield from _live(keys, values)
 
     # ------------------------------------------------------------------ StagingStore reads
     def staged_get(self, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
         if not tokens:
             return False, None
-        return self._lookup(tokens, self.lists.files(tokens, key, key), key)
+        return self._listed(lambda: self._lookup(tokens, self.lists.files(tokens, key, key), key))
 
     def staged_scan(
         self, token: StagingToken, start: bytes = b"", stop: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes | None]]:
-        files = self.lists.files([token], start, stop)
-        return self._scan_token(files, start, stop)
+        # The files are listed and opened now, so an inline file compacted away meanwhile is listed again here.
+        return self._scan_chunks(self._listed(lambda: self._chunks(self.lists.files([token], start, stop), start, stop)))
 
     def branch_staged_get(
         self, repo: str, name: str, tokens: Sequence[StagingToken], key: bytes
     ) -> tuple[Branch, bool, bytes | None]:
-        branch, files = self.lists.branch_files(repo, name, tokens, key, key)
-        found, value = self._lookup(tokens, files, key)
-        return branch, found, value
+        def read() -> tuple[Branch, bool, bytes | None]:
+            branch, files = self.lists.branch_files(repo, name, tokens, key, key)
+            found, value = self._lookup(tokens, files, key)
+            return branch, found, value
+
+        return self._listed(read)
 
     def _page(
         self, files: list[StagingFileInfo], start: bytes, stop: bytes | None, limit: int
@@ -488,26 +576,34 @@ class LsmStaging:
     def branch_staged_scan(
         self, repo: str, name: str, token: StagingToken, start: bytes = b"", stop: bytes | None = None
     ) -> tuple[Branch, list[tuple[bytes, bytes | None]], bool]:
-        branch, files = self.lists.branch_files(repo, name, [token], start, stop)
-        page, complete = self._page(files, start, stop, SCAN_PAGE)
-        return branch, page, complete
+        def read() -> tuple[Branch, list[tuple[bytes, bytes | None]], bool]:
+            branch, files = self.lists.branch_files(repo, name, [token], start, stop)
+            page, complete = self._page(files, start, stop, SCAN_PAGE)
+            return branch, page, complete
+
+        return self._listed(read)
 
     def branch_staged_probe(
         self, repo: str, name: str, token: StagingToken, key: bytes, start: bytes, stop: bytes | None, limit: int
     ) -> tuple[Branch, tuple[bool, bytes | None], list[tuple[bytes, bytes | None]], bool]:
         lo = min(key, start)
         hi = None if stop is None else max(key, stop)
-        branch, files = self.lists.branch_files(repo, name, [token], lo, hi)
-        own = self._lookup([token], files, key)
-        scan_files = [f for f in files if f.max_key >= start and (stop is None or f.min_key < stop)]
-        page, complete = self._page(scan_files, start, stop, limit)
-        return branch, own, page, complete
+
+        def read() -> tuple[Branch, tuple[bool, bytes | None], list[tuple[bytes, bytes | None]], bool]:
+            branch, files = self.lists.branch_files(repo, name, [token], lo, hi)
+            own = self._lookup([token], files, key)
+            scan_files = [f for f in files if f.max_key >= start and (stop is None or f.min_key < stop)]
+            page, complete = self._page(scan_files, start, stop, limit)
+            return branch, own, page, complete
+
+        return self._listed(read)
 
     def staged_chunks(
         self, token: StagingToken, start: bytes = b"", stop: bytes | None = None
     ) -> Iterator[tuple[list[bytes], list[bytes | None]]]:
         """``staged_scan`` as chunks of parallel (keys, values) lists, for whole-staging work (a commit)."""
-        for keys, values in self._chunks(self.lists.files([token], start, stop), start, stop, MAX_CHUNK):
+        chunks = self._listed(lambda: self._chunks(self.lists.files([token], start, stop), start, stop, MAX_CHUNK))
+        for keys, values in chunks:
             chunk = live(keys, values, PUT, UNSTAGED)
             if chunk[0]:
                 yield chunk
@@ -530,8 +626,8 @@ class LsmStaging:
             return
         files = self.lists.files([token])
         namespace = files[0].url[: files[0].url.index(STAGING_DIR)].rstrip("/")
-        info, _ = self._write_file(namespace, [(k, UNSTAGED_MARK) for k in keys], 1)
-        self.lists.append_to_token(token, info)
+        info, data = self._write_file(namespace, [(k, UNSTAGED_MARK) for k in keys], 1)
+        self.lists.append_to_token(token, info, data)
 
     # ------------------------------------------------------------------ garbage
     def collect_staging(self, namespace: str, *, grace_s: float | None = None, now: float | None = None) -> int:
@@ -539,7 +635,7 @@ class LsmStaging:
         ``grace_s`` (default ``GC_GRACE_S``: a younger one may be between its PUT and its append,
         or still read by a process that learnt its list before a commit or a reset dropped it);
         returns how many.  The lists are read before the listing, so a file appended meanwhile
-        is young, and kept."""
+        is young, and kept.  An inline file has no object here: its bytes go with its row."""
         prefix = f"{namespace.rstrip('/')}/{STAGING_DIR}"
         keep = self.lists.referenced(prefix)
         cutoff = (time.time() if now is None else now) - (GC_GRACE_S if grace_s is None else grace_s)
