@@ -226,12 +226,10 @@ class App:
         from lakemount.graveler.staging.lsm import LsmStaging
         from lakemount.metastore.staging_lists import SqlStagingLists
 
-        tmp = os.path.join(self.config.home, "tmp")
-        os.makedirs(tmp, exist_ok=True)
         refs = self.metastore
         return LsmStaging(
             SqlStagingLists(refs), self.adapter, self.cache, lambda repo: refs.get_repository(repo).storage_namespace,
-            flush_ms=section.flush_ms, l1_max=section.l1_max, inline_bytes=section.inline_bytes, tmpdir=tmp,
+            flush_ms=section.flush_ms, l1_max=section.l1_max, inline_bytes=section.inline_bytes,
         )
 
     @cached_property

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 import threading
 from bisect import bisect_left
 from collections import OrderedDict
@@ -228,59 +227,6 @@ def encode_table(keys: list[bytes], values: list[bytes]) -> bytes:
     return encode_table_py(keys, values, BLOCK_SIZE, RESTART_INTERVAL, FORMAT_VERSION)
 
 
-class TableWriter:
-    """Write one SSTable to a local file; keys must be added in strictly increasing order.
-
-    For callers that want a file (``encode_table`` gives the bytes).  Use as a context manager:
-    leaving the block finishes nothing by itself; an exception removes a file ``finish`` made.
-    """
-
-    def __init__(self, directory: str | None = None) -> None:
-        self.directory = directory
-        self.path: str | None = None
-        self._keys: list[bytes] = []
-        self._values: list[bytes] = []
-
-    def add(self, key: bytes, value: bytes) -> None:
-        self._keys.append(key)
-        self._values.append(value)
-
-    def add_many(self, keys: list[bytes], values: list[bytes]) -> None:
-        self._keys += keys
-        self._values += values
-
-    def finish(self) -> str:
-        """Write the table to a new file in ``directory`` and return its path.
-
-        Raises ValueError for no records or keys out of order."""
-        data = encode_table(self._keys, self._values)
-        fd, self.path = tempfile.mkstemp(prefix="lm-sst-", suffix=".sst", dir=self.directory)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        return self.path
-
-    def abort(self) -> None:
-        if self.path is not None:
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                pass
-
-    def __enter__(self) -> TableWriter:
-        return self
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is not None:
-            self.abort()
-
-
-def scratch_dir(tmpdir: str | None) -> str | None:
-    """Where a table file is written before its bytes are read back and stored: RAM (``/dev/shm``)
-    when there is one, else ``tmpdir`` (a file on a loaded disk took 2-6 ms to create, measured here)."""
-    return _SHM if _SHM is not None else tmpdir
-
-
-_SHM: Final = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
 # --------------------------------------------------------------------------- reading

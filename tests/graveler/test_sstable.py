@@ -16,32 +16,25 @@ from lakemount.graveler import sstable
 from lakemount.graveler.committed.store import metarange_id_of, range_id_of
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import decode_value
-from lakemount.graveler.sstable import TableReader, TableWriter
+from lakemount.graveler.sstable import TableReader, encode_table
 
 from ._support import build_graveler, content, fresh_view, val
 
 SST_DUMP = shutil.which("sst_dump") or ("/usr/bin/sst_dump" if os.path.exists("/usr/bin/sst_dump") else None)
 
 
-def write_table(records: list[tuple[bytes, bytes]], tmp_path: Path) -> bytes:
-    with TableWriter(str(tmp_path)) as w:
-        for k, v in records:
-            w.add(k, v)
-        path = w.finish()
-    with open(path, "rb") as f:
-        data = f.read()
-    os.unlink(path)
-    return data
+def write_table(records: list[tuple[bytes, bytes]]) -> bytes:
+    return encode_table([k for k, _ in records], [v for _, v in records])
 
 
 # --------------------------------------------------------------------------- reader round trips
 
 
-def test_many_keys_round_trip(tmp_path: Path) -> None:
+def test_many_keys_round_trip() -> None:
     rng = random.Random(1)
     keys = sorted({bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40))) for _ in range(20_000)})
     records = [(k, os.urandom(rng.randrange(0, 300))) for k in keys]
-    reader = TableReader(write_table(records, tmp_path))
+    reader = TableReader(write_table(records))
     assert reader.count == len(records)
     assert reader.items() == records
     assert list(reader.scan()) == records
@@ -51,20 +44,20 @@ def test_many_keys_round_trip(tmp_path: Path) -> None:
         assert reader.get(k) == v
 
 
-def test_big_values_round_trip(tmp_path: Path) -> None:
+def test_big_values_round_trip() -> None:
     # Values bigger than a block (16 KiB) and than several blocks.
     records = [
         (b"k%03d" % i, os.urandom(size)) for i, size in enumerate([0, 1, 16 * 1024, 100_000, 1 << 20, 5, 70_000])
     ]
-    reader = TableReader(write_table(records, tmp_path))
+    reader = TableReader(write_table(records))
     assert reader.items() == records
     for k, v in records:
         assert reader.get(k) == v
     assert list(reader.scan(b"k003")) == records[3:]
 
 
-def test_single_key_table(tmp_path: Path) -> None:
-    reader = TableReader(write_table([(b"only", b"value")], tmp_path))
+def test_single_key_table() -> None:
+    reader = TableReader(write_table([(b"only", b"value")]))
     assert reader.count == 1
     assert reader.items() == [(b"only", b"value")]
     assert reader.get(b"only") == b"value"
@@ -75,10 +68,10 @@ def test_single_key_table(tmp_path: Path) -> None:
     assert list(reader.scan(b"only\x00")) == []
 
 
-def test_scan_from_every_kind_of_start(tmp_path: Path) -> None:
+def test_scan_from_every_kind_of_start() -> None:
     keys = [b"p/%05d" % i for i in range(0, 6000, 3)] + [b"q\x00", b"q\xff", b"\xff" * 3]
     records = [(k, b"v" + k) for k in sorted(keys)]
-    reader = TableReader(write_table(records, tmp_path))
+    reader = TableReader(write_table(records))
     all_keys = [k for k, _ in records]
     probes = [
         b"",
@@ -114,8 +107,8 @@ def test_garbage_is_corrupt_not_a_crash() -> None:
             TableReader(data, name="junk")
 
 
-def test_truncated_table_is_corrupt(tmp_path: Path) -> None:
-    data = write_table([(b"k%04d" % i, b"v" * 100) for i in range(500)], tmp_path)
+def test_truncated_table_is_corrupt() -> None:
+    data = write_table([(b"k%04d" % i, b"v" * 100) for i in range(500)])
     for cut in (1, 20, len(data) // 2):
         with pytest.raises(Corrupt):
             TableReader(data[:-cut]).items()
@@ -364,7 +357,7 @@ def test_decoded_scans_equal_decoding_the_plain_scan_and_decode_a_block_twice_at
 ) -> None:
     monkeypatch.setattr(sstable, "DECODED", sstable._DecodedBlocks(1 << 20))
     records = [(b"k/%05d" % i, b"v%d" % i) for i in range(5000)]
-    reader = TableReader(write_table(records, tmp_path))
+    reader = TableReader(write_table(records))
     calls = 0
 
     def decode(v: bytes) -> int:
@@ -390,7 +383,7 @@ def test_decoded_blocks_stay_within_their_budget(tmp_path: Path, monkeypatch: py
     kept = sstable._DecodedBlocks(300)
     monkeypatch.setattr(sstable, "DECODED", kept)
     readers = [
-        TableReader(write_table([(b"t%d/%05d" % (t, i), b"%d" % i) for i in range(2000)], tmp_path)) for t in range(3)
+        TableReader(write_table([(b"t%d/%05d" % (t, i), b"%d" % i) for i in range(2000)])) for t in range(3)
     ]
     for _ in range(3):
         for t, reader in enumerate(readers):

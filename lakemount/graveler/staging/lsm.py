@@ -195,7 +195,6 @@ class LsmStaging:
         flush_ms: float = 20.0,
         l1_max: int = 16,
         inline_bytes: int = INLINE_BYTES,
-        tmpdir: str | None = None,
     ) -> None:
         """``namespace_of(repo)`` is the repository's storage namespace (raises ``RepositoryNotFound``);
         ``flush_ms`` bounds how long a write waits for an in-flight flush before flushing beside it;
@@ -208,7 +207,6 @@ class LsmStaging:
         self.flush_ms = flush_ms
         self.l1_max = l1_max
         self.inline_bytes = inline_bytes
-        self.tmpdir = tmpdir
         self.stats = LsmStats()
         self._lock = threading.Lock()
         self._queues: dict[tuple[str, str], _Queue] = {}
@@ -308,7 +306,7 @@ class LsmStaging:
     def _write_file(self, namespace: str, records: list[tuple[bytes, Tagged]], level: int) -> tuple[StagingFileInfo, bytes]:
         """A new staging file of ``records``: stored on the block store, or (a small L1 file) to be
         stored in its list row by the append that lists it."""
-        data = encode_file(records, self.tmpdir)
+        data = encode_file(records)
         url = staging_url(namespace, secrets.token_hex(16))
         inline = level == 1 and len(data) <= self.inline_bytes
         if not inline:
