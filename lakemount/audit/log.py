@@ -277,9 +277,10 @@ class AuditLog:
             atexit.unregister(self.close)
 
     def _run(self) -> None:
-        # The Parquet writer's imports (a quarter of a second, holding the GIL) now, as the process starts,
-        # rather than at the first flush, in the middle of the requests that filled the buffer.
+        # The Parquet writer's and Arrow's compute imports (half a second, holding the GIL) now, as the process
+        # starts, rather than at the first flush, in the middle of the requests that filled the buffer.
         try:
+            import pyarrow.compute  # noqa: F401
             import pyarrow.parquet  # noqa: F401
         except ImportError as exc:  # the flushes will say so, and count their records dropped
             log.warning("audit: cannot load the Parquet writer: %s", exc)

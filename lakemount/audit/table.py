@@ -20,8 +20,8 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from itertools import accumulate, repeat
-from operator import itemgetter, mul
+from itertools import accumulate
+from operator import itemgetter
 from typing import Any, Final
 
 from lakemount.audit.record import FIELDS, AuditRecord, Row, cursor
@@ -86,6 +86,32 @@ def _strings(values: Sequence[str]) -> Any:
     return pa.Array.from_buffers(pa.string(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
+def _text_column(values: Sequence[str]) -> Any:
+    """A string column; text that repeats (the user, repository, ref, commit, operation, process of a mount's
+    records are one value per batch) as its distinct values once and an index per record.
+
+    Copying a 64-character commit id per record, and the Parquet writer hashing it again to dictionary-encode
+    it, was half of a flush's work in the mount's process; the writer stores a dictionary it is given as is.
+    The file still holds a plain string column (the schema is not stored, so no reader sees a dictionary type).
+    """
+    import pyarrow as pa
+
+    n = len(values)
+    try:
+        index = dict.fromkeys(values)  # the distinct values in order of first use (files come out the same each time)
+    except TypeError:  # an unhashable caller's value: stored as its text, as _strings does
+        return _strings(values)
+    if not n or len(index) * 2 > n:  # mostly distinct (paths): an index would only add to the copy
+        return _strings(values)
+    if len(index) == 1:
+        indices: Any = bytes(4 * n)  # int32 zeros, without a step per record
+    else:
+        index = dict(zip(index, range(len(index))))
+        indices = array("i", map(index.__getitem__, values))
+    return pa.DictionaryArray.from_buffers(pa.dictionary(pa.int32(), pa.string()), n, [None, pa.py_buffer(indices)],
+                                           _strings(list(index)))
+
+
 def _ints(values: Sequence[int]) -> array[int]:
     """An int64 column's buffer (a caller's None stored as 0 rather than the batch dropped)."""
     try:
@@ -94,12 +120,27 @@ def _ints(values: Sequence[int]) -> array[int]:
         return array("q", [0 if v is None else int(v) for v in values])
 
 
+def _micros(seconds: Sequence[float]) -> Any:
+    """Times in seconds as int64 microseconds, each ``round(t * 1_000_000)`` (half to even, as Python's ``round``
+    and :func:`write`'s partitioning), computed by Arrow: one step per record in C was three (multiply, round,
+    store), holding the GIL.  The factor is an array, not a scalar: making a pyarrow scalar from a Python
+    number imports pandas."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(seconds)
+    times = pa.Array.from_buffers(pa.float64(), n, [None, pa.py_buffer(array("d", seconds))])
+    factor = pa.Array.from_buffers(pa.float64(), n, [None, pa.py_buffer(array("d", (1_000_000.0,)) * n)])
+    return pc.round(pc.multiply(times, factor), round_mode="half_to_even").cast(pa.int64())
+
+
 def encode(rows: Sequence[Row]) -> bytes:
     """``rows`` (records as :data:`Row` tuples) as one Parquet file.
 
-    Built column by column from buffers (``array``, joins): the work per record
-    is C code, so the flusher holds the GIL the request threads need only
-    briefly (a Python loop per row cost ~40 us a record).  Never from Python
+    Built column by column from buffers (``array``, joins, text that repeats as
+    its distinct values and an index): the work per record is C code, so the
+    flusher holds the GIL the request threads need only briefly (a Python loop
+    per row cost ~40 us a record).  Never from Python
     lists through ``pa.array``: pyarrow imports pandas (two seconds, holding the
     GIL) the first time it converts Python objects, which a CLI verb would pay
     at exit and a server in its first flush.
@@ -112,15 +153,16 @@ def encode(rows: Sequence[Row]) -> bytes:
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in FIELDS]
     arrays = []
     for name, values, type_ in zip(FIELDS, columns, schema.types, strict=True):
-        if name == "time":  # seconds as floats -> microseconds (round(t * 1_000_000) of each, by C loops)
-            buf = array("q", map(round, map(mul, values, repeat(1_000_000))))
-            arrays.append(pa.Array.from_buffers(type_, n, [None, pa.py_buffer(buf)]))
+        if name == "time":
+            arrays.append(_micros(values).view(type_))
         elif name in _INT_FIELDS:
             arrays.append(pa.Array.from_buffers(type_, n, [None, pa.py_buffer(_ints(values))]))
         else:
-            arrays.append(_strings(values))
+            arrays.append(_text_column(values))
     sink = io.BytesIO()
-    pq.write_table(pa.Table.from_arrays(arrays, schema=schema), sink, compression="zstd")
+    # store_schema=False: the Arrow schema would name the dictionaries; without it every reader takes the
+    # columns' types from the Parquet schema, which is the same as before (strings, int64, a UTC timestamp).
+    pq.write_table(pa.Table.from_arrays(arrays, names=list(FIELDS)), sink, compression="zstd", store_schema=False)
     return sink.getvalue()
 
 

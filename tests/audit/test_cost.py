@@ -9,7 +9,9 @@ measures the time.
 from __future__ import annotations
 
 import gc
+import io
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -18,6 +20,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from lakemount.api.handler import ApiService
 from lakemount.app import App
@@ -111,6 +115,83 @@ def test_encoding_does_no_python_work_per_record() -> None:
     assert many - few == Counter() and sum(few.values()) < 200, (many - few).most_common(5)
 
 
+def _mount_rows(n: int, commit: str) -> list[Row]:
+    """A mount's batch: one user, repository, ref, commit, process; a path per record."""
+    now = time.time()
+    return [row(AuditRecord(now + i / 1000, i, "alice", "mount", "", "r", "main", commit, f"p/{i}", "read", 4096, 200,
+                            1000, "python3", 4321)) for i in range(n)]
+
+
+def test_text_a_batch_repeats_is_copied_once_not_per_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bytes the flusher copies into Arrow buffers for 1000 records of one commit grow by 63 when the commit id
+    grows from 1 to 64 characters: the batch's distinct values are copied once, and an index per record (it was
+    63,000: each record's copy, which the Parquet writer then hashed again to dictionary-encode it)."""
+    import pyarrow
+
+    copied: list[int] = []
+    real = pyarrow.py_buffer
+
+    def counted(obj: Any) -> Any:
+        copied.append(memoryview(obj).nbytes)
+        return real(obj)
+
+    table.encode(_mount_rows(3, "c"))  # warm: pyarrow's lazy imports
+    monkeypatch.setattr(pyarrow, "py_buffer", counted)
+    sizes = []
+    for commit in ("c", "c" * 64):
+        copied.clear()
+        data = table.encode(_mount_rows(1000, commit))
+        sizes.append(sum(copied))
+        assert {r.commit for r in table.decode(data)} == {commit}
+    assert sizes[1] - sizes[0] == 63, sizes
+
+
+def test_times_become_microseconds_without_a_python_step_per_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The time column is made by Arrow: no ``round`` per record (the old C loop called it 1000 times for 1000
+    records), and each time is still ``round(t * 1_000_000)``, ties to even, as :func:`table.write` partitions by."""
+    rounds = Counter[str]()
+
+    def counting_round(x: float) -> int:
+        rounds["round"] += 1
+        return round(x)
+
+    monkeypatch.setattr(table, "round", counting_round, raising=False)  # found before the builtin by table's code
+    rows = _mount_rows(1000, "c")
+    back = table.decode(table.encode(rows))
+    assert rounds["round"] == 0
+    assert [int(r.time * 1_000_000 + 0.5) for r in back] == [round(r[0] * 1_000_000) for r in rows]
+    monkeypatch.undo()
+    ties = [t for t in ((k + 0.5) / 1e6 + 1.7e9 for k in range(2000)) if t * 1e6 % 1 == 0.5]
+    odd = [0, 1, 1.5e-6, 2.5e-6, 4e9 + 0.123456789, *(random.uniform(0, 4e9) for _ in range(2000))]
+    assert len(ties) > 10
+    assert table._micros([*ties, *odd]).to_pylist() == [round(t * 1_000_000) for t in [*ties, *odd]]
+
+
+def test_the_file_holds_plain_text_columns_whatever_reads_it(tmp_path: Path) -> None:
+    """Columns built as dictionaries are written as the same Parquet schema as before: strings, int64 and a UTC
+    timestamp, read back as such by pyarrow (no dictionary type) and DuckDB; repeated, distinct, empty and missing
+    values alike."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    rows = _mount_rows(8, "c" * 64)
+    missing: Any = list(rows[3])
+    missing[FIELDS.index("user")] = None
+    rows[3] = tuple(missing)
+    data = table.encode(rows)
+    read = pq.read_table(io.BytesIO(data))
+    assert read.schema.equals(table._schema()), read.schema
+    assert [r.user for r in table.decode(data)] == ["alice"] * 3 + [""] + ["alice"] * 4
+    path = tmp_path / "x.parquet"
+    path.write_bytes(data)
+    con = duckdb.connect()
+    types = {name: kind for name, kind, *_ in con.execute(f"DESCRIBE SELECT * FROM read_parquet('{path}')").fetchall()}
+    assert types["commit"] == "VARCHAR" and types["time"] == "TIMESTAMP WITH TIME ZONE" and types["pid"] == "BIGINT"
+    assert con.execute(f"SELECT count(*), min(path), any_value(commit) FROM read_parquet('{path}') "
+                       "WHERE user = 'alice'").fetchone() == (7, "p/0", "c" * 64)
+    con.close()
+
+
 def test_encoded_rows_decode_to_the_same_records_hostile_text_included() -> None:
     """Non-ASCII, control characters, NUL, backslashes and the undecodable bytes of a non-UTF-8 key (stored as
     ``\\xNN``), large and negative numbers, the time to the microsecond."""
@@ -159,8 +240,9 @@ def test_one_flush_of_two_repositories_writes_each_its_own_records(lake: Lake) -
 
 
 def test_a_server_loads_the_parquet_writer_at_start_not_at_its_first_flush(tmp_path: Path) -> None:
-    """Importing pyarrow holds the GIL for a quarter of a second: a long-running process pays it as it starts,
-    before any request, not at its first flush in the middle of the requests that filled the buffer."""
+    """Importing pyarrow's Parquet writer and its compute functions (the time column) holds the GIL for half a second:
+    a long-running process pays it as it starts, before any request, not at its first flush in the middle of the
+    requests that filled the buffer."""
     home = tmp_path / "home"
     home.mkdir()
     script = textwrap.dedent("""
@@ -168,12 +250,14 @@ def test_a_server_loads_the_parquet_writer_at_start_not_at_its_first_flush(tmp_p
         from lakemount.app import App
         from lakemount.config import load
         app = App(load(None))
-        assert "pyarrow.parquet" not in sys.modules
+        assert "pyarrow.parquet" not in sys.modules and "pyarrow.compute" not in sys.modules
         app.audit.start()
         deadline = time.monotonic() + 60
-        while "pyarrow.parquet" not in sys.modules and time.monotonic() < deadline:
+        loaded = lambda: "pyarrow.parquet" in sys.modules and "pyarrow.compute" in sys.modules
+        while not loaded() and time.monotonic() < deadline:
             time.sleep(0.01)
-        print(int("pyarrow.parquet" in sys.modules), app.audit.counters["written"], flush=True)
+        time.sleep(0.5)  # a flush that ran meanwhile would show in the counter
+        print(int(loaded()), app.audit.counters["written"], flush=True)
         app.close()
     """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
