@@ -26,7 +26,7 @@ import pytest
 from lakemount.api.handler import ApiService
 from lakemount.app import App
 from lakemount.audit import table
-from lakemount.audit.log import REPO
+from lakemount.audit.log import FLUSHER, REPO
 from lakemount.audit.record import FIELDS, AuditRecord, Row, row
 from lakemount.config import load
 from lakemount.serving.http import Request
@@ -361,6 +361,25 @@ def test_a_flush_takes_and_encodes_its_records_without_work_per_record_in_python
         counts.append(calls_made(log.flush))
     assert counts[1] == counts[0], (counts[1] - counts[0]) + (counts[0] - counts[1])
     assert log.counters["written"] == 1013
+
+
+def test_the_flushing_thread_has_its_name_in_the_kernel_too(lake: Lake) -> None:
+    """``/proc/<pid>/task/<tid>/comm`` names the flusher, so ``top -H`` and ``benchmarks/audit_bench.py`` tell its CPU
+    from the request loop's (Python 3.11 names only its own thread object; the kernel saw ``python``)."""
+    log = lake.app.audit
+    assert log is not None
+    log.record(repo="named", op="read", path="p", user="u", frontend="mount", client="")  # starts the flusher
+    thread = log._thread
+    assert thread is not None and thread.native_id is not None
+    comm = f"/proc/{os.getpid()}/task/{thread.native_id}/comm"
+    deadline = time.monotonic() + 30
+    while True:  # the thread names itself as it starts
+        with open(comm) as f:
+            name = f.read().rstrip("\n")
+        if name == FLUSHER or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    assert name == FLUSHER == thread.name
 
 
 def test_records_are_counted_once_waiting_and_written(lake: Lake) -> None:
