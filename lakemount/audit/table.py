@@ -21,7 +21,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import accumulate
-from operator import itemgetter
 from typing import Any, Final
 
 from lakemount.audit.record import FIELDS, AuditRecord, Row, cursor
@@ -32,7 +31,6 @@ PREFIX: Final = "_lakefs/audit/"
 _PARTITION = re.compile(r"date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})/")
 
 _INT_FIELDS: Final = frozenset({"seq", "bytes", "status", "uid", "pid"})
-_time_of: Final = itemgetter(0)  # a Row's time: FIELDS[0]
 
 
 def _schema() -> Any:
@@ -134,8 +132,21 @@ def _micros(seconds: Sequence[float]) -> Any:
     return pc.round(pc.multiply(times, factor), round_mode="half_to_even").cast(pa.int64())
 
 
+Columns = Sequence[Sequence[Any]]  # a batch as its fields' columns, in FIELDS order (the flusher's form)
+
+
+def columns(rows: Sequence[Row]) -> Columns:
+    """``rows`` as :data:`Columns` (one transposition in C)."""
+    return list(zip(*rows, strict=True)) if rows else [() for _ in FIELDS]
+
+
 def encode(rows: Sequence[Row]) -> bytes:
-    """``rows`` (records as :data:`Row` tuples) as one Parquet file.
+    """``rows`` (records as :data:`Row` tuples) as one Parquet file (:func:`encode_columns`)."""
+    return encode_columns(columns(rows))
+
+
+def encode_columns(cols: Columns) -> bytes:
+    """A batch given as its :data:`Columns` as one Parquet file.
 
     Built column by column from buffers (``array``, joins, text that repeats as
     its distinct values and an index): the work per record is C code, so the
@@ -148,11 +159,10 @@ def encode(rows: Sequence[Row]) -> bytes:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    n = len(rows)
+    n = len(cols[0])
     schema = _schema()
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in FIELDS]
     arrays = []
-    for name, values, type_ in zip(FIELDS, columns, schema.types, strict=True):
+    for name, values, type_ in zip(FIELDS, cols, schema.types, strict=True):
         if name == "time":
             arrays.append(_micros(values).view(type_))
         elif name in _INT_FIELDS:
@@ -180,24 +190,34 @@ def decode(data: bytes) -> list[AuditRecord]:
 
 
 def write(adapter: BlockAdapter, namespace: str, name: str, rows: Sequence[Row]) -> list[str]:
-    """Store ``rows`` (one repository's records) as one file ``name`` per hour they fall in; returns the URLs written.
+    """Store ``rows`` (one repository's records) as one file ``name`` per hour they fall in (:func:`write_columns`)."""
+    return write_columns(adapter, namespace, name, columns(rows))
+
+
+def write_columns(adapter: BlockAdapter, namespace: str, name: str, cols: Columns) -> list[str]:
+    """Store one repository's records, given as their :data:`Columns`, as one file ``name`` per hour they fall in;
+    returns the URLs written.
 
     Raises what the adapter raises (the caller counts the records as dropped).
     """
     def stored_hour(t: float) -> int:
         return round(t * 1_000_000) // 3_600_000_000  # the hour of the time as stored (microseconds)
 
-    times = list(map(_time_of, rows))
-    by_hour: dict[int, list[Row]] = {}
-    if times and stored_hour(min(times)) == stored_hour(max(times)):  # the usual batch: no loop in Python to split it
-        by_hour[stored_hour(times[0])] = list(rows)
+    times = cols[0]
+    if not times:
+        return []
+    by_hour: dict[int, Columns] = {}
+    if stored_hour(min(times)) == stored_hour(max(times)):  # the usual batch: no loop in Python to split it
+        by_hour[stored_hour(times[0])] = cols
     else:
-        for r in rows:
-            by_hour.setdefault(stored_hour(r[0]), []).append(r)
+        rows: dict[int, list[Row]] = {}
+        for r in zip(*cols, strict=True):
+            rows.setdefault(stored_hour(r[0]), []).append(r)
+        by_hour = {hour: columns(group) for hour, group in rows.items()}
     urls = []
     for hour, group in sorted(by_hour.items()):
         url = root(namespace) + partition(hour * 3600) + name
-        adapter.put(url, encode(group))
+        adapter.put(url, encode_columns(group))
         urls.append(url)
     return urls
 
