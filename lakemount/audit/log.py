@@ -1,7 +1,7 @@
 """The per-process audit log: a bounded buffer the request path appends to, and a thread that flushes it.
 
 :meth:`AuditLog.record` never blocks and never raises: it stamps the record
-and appends it to a deque (a full buffer drops it, counted).  A daemon
+and appends its fields to a list (a full buffer drops it, counted).  A daemon
 thread writes the buffer as Parquet (``table.py``) every ``flush_s`` seconds,
 as soon as ``flush_records`` records wait, and at a clean exit; a store that
 fails drops that batch, counted, and the data path never notices.  Each flush
@@ -33,14 +33,11 @@ import os
 import socket
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
-from itertools import repeat, starmap
-from operator import itemgetter
-from typing import Final, Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Literal
 
 from lakemount.audit import context, spool, table
-from lakemount.audit.record import AuditRecord, Row, row
+from lakemount.audit.record import FIELDS, AuditRecord, Row, row
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.pids import alive
 
@@ -51,7 +48,7 @@ MAX_PENDING: Final = 100_000
 COUNTERS: Final = ("recorded", "written", "dropped", "lost_intervals")
 EXPIRE_EVERY: Final = 3600.0  # seconds between retention passes per repository
 REPO: Final[Literal[5]] = 5  # a Row's repository: FIELDS[5] (a literal, so the type checker knows it is a str)
-_repo_of: Final = itemgetter(REPO)
+WIDTH: Final = len(FIELDS)  # the buffer's items per record
 
 
 # This process's id, kept by a fork hook: ``os.getpid()`` is a system call (~0.5 us here), and the request
@@ -65,6 +62,20 @@ def _forked() -> None:
 
 
 os.register_at_fork(after_in_child=_forked)
+
+
+FLUSHER: Final = "lm-audit-flush"  # the flushing thread's name, in Python and in /proc/<pid>/task/<tid>/comm
+
+
+def _name_thread(name: str) -> None:
+    """Give the calling thread its name in the kernel too (Python 3.11 names only its own object), so ``top -H``
+    and a benchmark reading ``/proc/<pid>/task/*/comm`` tell the flusher's CPU from the request loop's."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(15, name.encode()[:15])  # PR_SET_NAME: 15 bytes and a NUL
+    except (OSError, AttributeError):  # not Linux: the name is cosmetic
+        pass
 
 
 def run_dir(home: str) -> str:
@@ -92,7 +103,9 @@ class AuditLog:
         self.host = socket.gethostname()
         self.counters = dict.fromkeys(COUNTERS, 0)
         self._lock = threading.Lock()
-        self._pending: deque[Row] = deque()
+        # The queued records' fields, WIDTH items per record, one after another: a tuple kept per record was an
+        # object the cyclic GC tracks, so a busy trail set off collections a process without it never runs.
+        self._pending: list[object] = []
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -127,11 +140,11 @@ class AuditLog:
                uid: int = -1, process: str = "", pid: int = -1, detail: str = "") -> None:
         """Queue one record; who acts defaults to the context's actor (``context.py``). Never blocks, never raises.
 
-        The request path only stamps a plain tuple (:data:`~lakemount.audit.record.Row`) and appends it:
-        no lock, no system call, no object with Python-level construction, no shared counter to update
-        (the flusher counts what it takes); what the caller passes is what it already knew (the commit its
-        request resolved, the user it authenticated).  Escaping, partitioning and encoding happen in the
-        flusher (``table.write``).
+        The request path only stamps a plain tuple (:data:`~lakemount.audit.record.Row`) and appends its fields
+        to the buffer: no lock, no system call, no object with Python-level construction, no object kept that the
+        cyclic GC tracks, no shared counter to update (the flusher counts what it takes); what the caller passes
+        is what it already knew (the commit its request resolved, the user it authenticated).  Escaping,
+        partitioning and encoding happen in the flusher (``table.write_columns``).
         """
         try:
             if self._pid != _pid:
@@ -150,11 +163,13 @@ class AuditLog:
                 self._spooled(AuditRecord(*rec))
                 return
             pending = self._pending
-            if len(pending) >= self.max_pending:
+            if len(pending) >= self.max_pending * WIDTH:
                 self.counters["dropped"] += 1
                 return
-            pending.append(rec)  # counted as recorded when the flusher takes it (stats() adds what waits)
-            if len(pending) == self.flush_records:
+            # One step under the GIL (a whole record or none); the tuple goes with the statement, so the buffer
+            # holds only the fields.  Counted as recorded when the flusher takes it (stats() adds what waits).
+            pending.extend(rec)
+            if len(pending) == self.flush_records * WIDTH:
                 self._wake.set()
         except Exception:  # noqa: BLE001 - the trail must never fail the operation it reports
             log.exception("audit: could not queue a record")
@@ -199,7 +214,7 @@ class AuditLog:
             forked = self._pid != 0
             self._pid = os.getpid()
             if forked:  # a child of a process that logged: its buffer and counters are the parent's
-                self._pending = deque()
+                self._pending = []
                 self.counters = dict.fromkeys(COUNTERS, 0)
                 self._seq = itertools.count(1)
                 self._flushes = itertools.count(1)
@@ -210,7 +225,7 @@ class AuditLog:
                 return
             self._adopt_dead()
             self._write_marker()
-            self._thread = threading.Thread(target=self._run, name="lm-audit-flush", daemon=True)
+            self._thread = threading.Thread(target=self._run, name=FLUSHER, daemon=True)
             self._thread.start()
             atexit.register(self.close)
 
@@ -277,9 +292,11 @@ class AuditLog:
             atexit.unregister(self.close)
 
     def _run(self) -> None:
-        # The Parquet writer's imports (a quarter of a second, holding the GIL) now, as the process starts,
-        # rather than at the first flush, in the middle of the requests that filled the buffer.
+        _name_thread(FLUSHER)
+        # The Parquet writer's and Arrow's compute imports (half a second, holding the GIL) now, as the process
+        # starts, rather than at the first flush, in the middle of the requests that filled the buffer.
         try:
+            import pyarrow.compute  # noqa: F401
             import pyarrow.parquet  # noqa: F401
         except ImportError as exc:  # the flushes will say so, and count their records dropped
             log.warning("audit: cannot load the Parquet writer: %s", exc)
@@ -295,19 +312,26 @@ class AuditLog:
         """Write every pending record now, then drain the spools (:meth:`drain`, ``wait`` as there); returns how
         many were written (failures are counted dropped)."""
         with self._write_lock:
-            pending = self._pending  # only this thread takes; request threads may append meanwhile
-            # C loops (popleft n times, the repository of each), not Python ones: the GIL is the request path's
-            batch: list[Row] = list(starmap(pending.popleft, repeat((), len(pending))))
-            self.counters["recorded"] += len(batch)
-            repos = set(map(_repo_of, batch))
-            by_repo: dict[str, list[Row]] = {}
+            pending = self._pending  # only this thread takes; request threads may extend it meanwhile
+            # Whole records (an extend is one step), taken by slices: C loops, not Python ones, as the GIL is the
+            # request path's; the batch's columns are every WIDTH-th item.
+            taken = len(pending)
+            flat = pending[:taken]
+            del pending[:taken]
+            batch: list[Sequence[Any]] = [flat[i::WIDTH] for i in range(WIDTH)]
+            count = taken // WIDTH
+            self.counters["recorded"] += count
+            repos = set(batch[REPO])
+            by_repo: dict[str, table.Columns] = {}
             if len(repos) == 1:  # the usual batch: no loop in Python to split it
                 by_repo[repos.pop()] = batch
             else:
-                for r in batch:
-                    by_repo.setdefault(r[REPO], []).append(r)
+                rows: dict[str, list[Row]] = {}
+                for r in zip(*batch):
+                    rows.setdefault(r[REPO], []).append(r)  # type: ignore[arg-type]
+                by_repo = {repo: table.columns(group) for repo, group in rows.items()}
             written = 0
-            if batch:
+            if count:
                 name = f"{self.host}-{os.getpid()}-{next(self._flushes):08d}.parquet"
                 for repo, records in by_repo.items():
                     written += self._write(repo, name, records)
@@ -345,25 +369,27 @@ class AuditLog:
                     by_repo.setdefault(r.repo, []).append(row(r))
                 name = spool.stem(path) + ".parquet"
                 for repo, group in by_repo.items():
-                    written += self._write(repo, name, group)
+                    written += self._write(repo, name, table.columns(group))
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
             return written
         finally:
             self._drain_lock.release()
 
-    def _write(self, repo: str, name: str, records: list[Row]) -> int:
-        """Store one repository's records as file ``name``; how many were written (else counted dropped)."""
+    def _write(self, repo: str, name: str, records: table.Columns) -> int:
+        """Store one repository's records (their columns) as file ``name``; how many were written (else counted
+        dropped)."""
+        n = len(records[0])
         try:
             namespace = self.namespace_of(repo)
-            table.write(self.adapter, namespace, name, records)
+            table.write_columns(self.adapter, namespace, name, records)
         except Exception as exc:  # noqa: BLE001 - a failing store drops the batch, never the data path
-            self.counters["dropped"] += len(records)
-            log.warning("audit: %d records of repository %s dropped: %s", len(records), repo, exc)
+            self.counters["dropped"] += n
+            log.warning("audit: %d records of repository %s dropped: %s", n, repo, exc)
             return 0
-        self.counters["written"] += len(records)
+        self.counters["written"] += n
         self._expire(repo, namespace)
-        return len(records)
+        return n
 
     def settle(self) -> int:
         """Before a query: count dead processes' markers, write this process's buffer and every spool of this home.
@@ -406,7 +432,7 @@ class AuditLog:
         """The counters, recorded including what waits in the buffer (the flusher counts what it takes)."""
         out = dict(self.counters)
         if self._pid == _pid:  # a fork's child that has not started holds its parent's buffer, not its own
-            out["recorded"] += len(self._pending)
+            out["recorded"] += len(self._pending) // WIDTH
         return out
 
 

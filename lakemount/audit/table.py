@@ -20,8 +20,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from itertools import accumulate, repeat
-from operator import itemgetter, mul
+from itertools import accumulate
 from typing import Any, Final
 
 from lakemount.audit.record import FIELDS, AuditRecord, Row, cursor
@@ -32,7 +31,6 @@ PREFIX: Final = "_lakefs/audit/"
 _PARTITION = re.compile(r"date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})/")
 
 _INT_FIELDS: Final = frozenset({"seq", "bytes", "status", "uid", "pid"})
-_time_of: Final = itemgetter(0)  # a Row's time: FIELDS[0]
 
 
 def _schema() -> Any:
@@ -86,6 +84,32 @@ def _strings(values: Sequence[str]) -> Any:
     return pa.Array.from_buffers(pa.string(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
+def _text_column(values: Sequence[str]) -> Any:
+    """A string column; text that repeats (the user, repository, ref, commit, operation, process of a mount's
+    records are one value per batch) as its distinct values once and an index per record.
+
+    Copying a 64-character commit id per record, and the Parquet writer hashing it again to dictionary-encode
+    it, was half of a flush's work in the mount's process; the writer stores a dictionary it is given as is.
+    The file still holds a plain string column (the schema is not stored, so no reader sees a dictionary type).
+    """
+    import pyarrow as pa
+
+    n = len(values)
+    try:
+        index = dict.fromkeys(values)  # the distinct values in order of first use (files come out the same each time)
+    except TypeError:  # an unhashable caller's value: stored as its text, as _strings does
+        return _strings(values)
+    if not n or len(index) * 2 > n:  # mostly distinct (paths): an index would only add to the copy
+        return _strings(values)
+    if len(index) == 1:
+        indices: Any = bytes(4 * n)  # int32 zeros, without a step per record
+    else:
+        index = dict(zip(index, range(len(index))))
+        indices = array("i", map(index.__getitem__, values))
+    return pa.DictionaryArray.from_buffers(pa.dictionary(pa.int32(), pa.string()), n, [None, pa.py_buffer(indices)],
+                                           _strings(list(index)))
+
+
 def _ints(values: Sequence[int]) -> array[int]:
     """An int64 column's buffer (a caller's None stored as 0 rather than the batch dropped)."""
     try:
@@ -94,12 +118,40 @@ def _ints(values: Sequence[int]) -> array[int]:
         return array("q", [0 if v is None else int(v) for v in values])
 
 
-def encode(rows: Sequence[Row]) -> bytes:
-    """``rows`` (records as :data:`Row` tuples) as one Parquet file.
+def _micros(seconds: Sequence[float]) -> Any:
+    """Times in seconds as int64 microseconds, each ``round(t * 1_000_000)`` (half to even, as Python's ``round``
+    and :func:`write`'s partitioning), computed by Arrow: one step per record in C was three (multiply, round,
+    store), holding the GIL.  The factor is an array, not a scalar: making a pyarrow scalar from a Python
+    number imports pandas."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    Built column by column from buffers (``array``, joins): the work per record
-    is C code, so the flusher holds the GIL the request threads need only
-    briefly (a Python loop per row cost ~40 us a record).  Never from Python
+    n = len(seconds)
+    times = pa.Array.from_buffers(pa.float64(), n, [None, pa.py_buffer(array("d", seconds))])
+    factor = pa.Array.from_buffers(pa.float64(), n, [None, pa.py_buffer(array("d", (1_000_000.0,)) * n)])
+    return pc.round(pc.multiply(times, factor), round_mode="half_to_even").cast(pa.int64())
+
+
+Columns = Sequence[Sequence[Any]]  # a batch as its fields' columns, in FIELDS order (the flusher's form)
+
+
+def columns(rows: Sequence[Row]) -> Columns:
+    """``rows`` as :data:`Columns` (one transposition in C)."""
+    return list(zip(*rows, strict=True)) if rows else [() for _ in FIELDS]
+
+
+def encode(rows: Sequence[Row]) -> bytes:
+    """``rows`` (records as :data:`Row` tuples) as one Parquet file (:func:`encode_columns`)."""
+    return encode_columns(columns(rows))
+
+
+def encode_columns(cols: Columns) -> bytes:
+    """A batch given as its :data:`Columns` as one Parquet file.
+
+    Built column by column from buffers (``array``, joins, text that repeats as
+    its distinct values and an index): the work per record is C code, so the
+    flusher holds the GIL the request threads need only briefly (a Python loop
+    per row cost ~40 us a record).  Never from Python
     lists through ``pa.array``: pyarrow imports pandas (two seconds, holding the
     GIL) the first time it converts Python objects, which a CLI verb would pay
     at exit and a server in its first flush.
@@ -107,20 +159,20 @@ def encode(rows: Sequence[Row]) -> bytes:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    n = len(rows)
+    n = len(cols[0])
     schema = _schema()
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in FIELDS]
     arrays = []
-    for name, values, type_ in zip(FIELDS, columns, schema.types, strict=True):
-        if name == "time":  # seconds as floats -> microseconds (round(t * 1_000_000) of each, by C loops)
-            buf = array("q", map(round, map(mul, values, repeat(1_000_000))))
-            arrays.append(pa.Array.from_buffers(type_, n, [None, pa.py_buffer(buf)]))
+    for name, values, type_ in zip(FIELDS, cols, schema.types, strict=True):
+        if name == "time":
+            arrays.append(_micros(values).view(type_))
         elif name in _INT_FIELDS:
             arrays.append(pa.Array.from_buffers(type_, n, [None, pa.py_buffer(_ints(values))]))
         else:
-            arrays.append(_strings(values))
+            arrays.append(_text_column(values))
     sink = io.BytesIO()
-    pq.write_table(pa.Table.from_arrays(arrays, schema=schema), sink, compression="zstd")
+    # store_schema=False: the Arrow schema would name the dictionaries; without it every reader takes the
+    # columns' types from the Parquet schema, which is the same as before (strings, int64, a UTC timestamp).
+    pq.write_table(pa.Table.from_arrays(arrays, names=list(FIELDS)), sink, compression="zstd", store_schema=False)
     return sink.getvalue()
 
 
@@ -138,24 +190,34 @@ def decode(data: bytes) -> list[AuditRecord]:
 
 
 def write(adapter: BlockAdapter, namespace: str, name: str, rows: Sequence[Row]) -> list[str]:
-    """Store ``rows`` (one repository's records) as one file ``name`` per hour they fall in; returns the URLs written.
+    """Store ``rows`` (one repository's records) as one file ``name`` per hour they fall in (:func:`write_columns`)."""
+    return write_columns(adapter, namespace, name, columns(rows))
+
+
+def write_columns(adapter: BlockAdapter, namespace: str, name: str, cols: Columns) -> list[str]:
+    """Store one repository's records, given as their :data:`Columns`, as one file ``name`` per hour they fall in;
+    returns the URLs written.
 
     Raises what the adapter raises (the caller counts the records as dropped).
     """
     def stored_hour(t: float) -> int:
         return round(t * 1_000_000) // 3_600_000_000  # the hour of the time as stored (microseconds)
 
-    times = list(map(_time_of, rows))
-    by_hour: dict[int, list[Row]] = {}
-    if times and stored_hour(min(times)) == stored_hour(max(times)):  # the usual batch: no loop in Python to split it
-        by_hour[stored_hour(times[0])] = list(rows)
+    times = cols[0]
+    if not times:
+        return []
+    by_hour: dict[int, Columns] = {}
+    if stored_hour(min(times)) == stored_hour(max(times)):  # the usual batch: no loop in Python to split it
+        by_hour[stored_hour(times[0])] = cols
     else:
-        for r in rows:
-            by_hour.setdefault(stored_hour(r[0]), []).append(r)
+        rows: dict[int, list[Row]] = {}
+        for r in zip(*cols, strict=True):
+            rows.setdefault(stored_hour(r[0]), []).append(r)
+        by_hour = {hour: columns(group) for hour, group in rows.items()}
     urls = []
     for hour, group in sorted(by_hour.items()):
         url = root(namespace) + partition(hour * 3600) + name
-        adapter.put(url, encode(group))
+        adapter.put(url, encode_columns(group))
         urls.append(url)
     return urls
 
