@@ -14,7 +14,9 @@ rounds' on/off ratios: a burst that hits one side of one round does not decide i
 (gw)    4 KiB GETs per second through the S3 gateway, 16 keep-alive clients
         (``gateway_bench.small_gets``).
 (mount) warm small-file opens per second through the mount: open, read 4 KiB,
-        close, over 200 files already in the caches, one process.
+        close, over 200 files already in the caches, one process.  The two mounts
+        are started again every ``--mount-epoch`` rounds with the sides swapped
+        (mount point and start order), so one process's bias does not become the trail's.
 (api)   statObject p90 latency through the REST API, 4 closed-loop clients
         (``api_bench.concurrent``).
 (cli)   wall time of one ``lakemount fs stat`` process (and its CPU time): the
@@ -119,7 +121,7 @@ def thread_cpu(pid: int, name: str) -> float:
 def mount(home: str, mp: str, env_extra: dict[str, str]) -> subprocess.Popen[bytes]:
     from lakemount.fuse import runner
 
-    os.makedirs(mp)
+    os.makedirs(mp, exist_ok=True)  # started again on the same point (--mount-epoch)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
     env.update(env_extra, LAKEMOUNT_HOME=home)
     proc = subprocess.Popen([sys.executable, "-m", "lakemount.cli.main", "mount", mp, "--foreground", "--head-ttl", "1",
@@ -231,6 +233,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="seconds of each side of each figure, split into rounds")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--only", default="gw,api,mount,cli")
+    parser.add_argument("--mount-epoch", type=int, default=2,
+                        help="start the two mounts again every this many rounds, sides swapped (0: never)")
     parser.add_argument("--cli-runs", type=int, default=3, help="CLI processes per side per round")
     args = parser.parse_args()
     only = set(args.only.split(","))
@@ -274,15 +278,31 @@ def main() -> None:
             return figure
 
         if "mount" in only:
-            mp_on, mp_off = os.path.join(tmp, "mnt-on"), os.path.join(tmp, "mnt-off")
-            mount_on = mount(home, mp_on, {})
-            mounts.append((mount_on, mp_on))
-            mount_off = mount(home, mp_off, off_env)
-            mounts.append((mount_off, mp_off))
+            # Two mount processes differ by more than the trail: an A/A run (both off) of one pair scattered by
+            # +-30% on this machine.  So the pair is started again every --mount-epoch rounds, each time with the
+            # sides on the other mount point and started in the other order: a bias of one process or one path
+            # falls on both sides over the run instead of on one.
+            side_mount: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
 
+            def remount(epoch: int) -> None:
+                while mounts:
+                    unmount(*mounts.pop())
+                points = [os.path.join(tmp, "mnt-a"), os.path.join(tmp, "mnt-b")]
+                sides = [("on", {}), ("off", off_env)]
+                if epoch % 2:
+                    points.reverse()
+                    sides.reverse()
+                for (side, extra), mp in zip(sides, points, strict=True):
+                    proc = mount(home, mp, extra)
+                    mounts.append((proc, mp))
+                    side_mount[side] = (proc, mp)
+
+            remount(0)
             flusher: list[tuple[float, float]] = []  # the on mount's flusher thread: (CPU s, opens) of each round
 
-            def mounted(side: str, proc: subprocess.Popen[bytes], mp: str) -> float:
+            def mounted(side: str) -> float:
+                proc, mp = side_mount[side]
+
                 def run() -> tuple[float, float]:
                     before = thread_cpu(proc.pid, FLUSHER)
                     rate = opens(os.path.join(mp, REPO, "main", "small"), per)
@@ -293,8 +313,7 @@ def main() -> None:
                 return timed("mount", side, proc, run)
 
             figures.append(Paired("mount", "warm small-file opens/s, one process",
-                                  lambda: mounted("on", mount_on, mp_on),
-                                  lambda: mounted("off", mount_off, mp_off), lower_is_better=False))
+                                  lambda: mounted("on"), lambda: mounted("off"), lower_is_better=False))
         if "gw" in only:
             obj = f"/{REPO}/main/stat/obj"
 
@@ -345,6 +364,8 @@ def main() -> None:
         print(f"{args.rounds} rounds; in each, every figure measures on and off back to back "
               f"({per:.1f} s each side for gw, mount, api)", flush=True)
         for i in range(args.rounds):
+            if "mount" in only and args.mount_epoch and i and i % args.mount_epoch == 0:
+                remount(i // args.mount_epoch)
             for fig in figures:
                 fig.round(i)
             print(f"  round {i + 1}/{args.rounds} done (load {os.getloadavg()[0]:.1f})", flush=True)
