@@ -516,6 +516,17 @@ static unsigned char *end_block(unsigned char *start, unsigned char *o, const ui
     return o;
 }
 
+/* Closes the data block begun at `start` whose last record is record `last`, and notes for the
+ * index block its (offset, size without the trailer, last record) in `noted`. */
+static unsigned char *end_data_block(unsigned char *base, unsigned char *start, unsigned char *o, const uint32_t *restarts,
+                                     Py_ssize_t nr, Py_ssize_t *noted, Py_ssize_t last) {
+    o = end_block(start, o, restarts, nr);
+    noted[0] = start - base;
+    noted[1] = (o - start) - 5;
+    noted[2] = last;
+    return o;
+}
+
 /* The properties block's records, sorted by name: raw bytes, or (number >= 0) a varint64 of
  * numbers[number] in encode_table (1 data size, 2 index size, 3 data blocks, 4 records,
  * 5 internal keys' bytes, 6 values' bytes; 0 is zero). */
@@ -624,11 +635,7 @@ static PyObject *encode_table(PyObject *self, PyObject *args) {
             }
         }
         if (count && (o - start) + 4 * nr + 4 >= block_size) {
-            o = end_block(start, o, restarts, nr);
-            blocks[3 * nb] = start - base;
-            blocks[3 * nb + 1] = (o - start) - 5;
-            blocks[3 * nb + 2] = i - 1;
-            nb++;
+            o = end_data_block(base, start, o, restarts, nr, blocks + 3 * nb++, i - 1);
             start = o;
             count = nr = 0;
         }
@@ -653,11 +660,7 @@ static PyObject *encode_table(PyObject *self, PyObject *args) {
         prev_len = kl;
         count++;
     }
-    o = end_block(start, o, restarts, nr);
-    blocks[3 * nb] = start - base;
-    blocks[3 * nb + 1] = (o - start) - 5;
-    blocks[3 * nb + 2] = n - 1;
-    nb++;
+    o = end_data_block(base, start, o, restarts, nr, blocks + 3 * nb++, n - 1);
     /* The index block: one restart per record, so no record shares a prefix. */
     start = o;
     for (Py_ssize_t b = 0; b < nb; b++) {
