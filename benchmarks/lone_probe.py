@@ -155,7 +155,7 @@ def main() -> None:
                 if os.environ.get("SPY"):
                     import subprocess
                     for p in [pids[backend], *rest]:
-                        spies.append(subprocess.Popen([os.environ["SPY"], "record", "-p", str(p), "-d", "12", "-r", "200", "-f", "raw",
+                        spies.append(subprocess.Popen([os.environ["SPY"], "record", "-p", str(p), "-d", "12", "-r", "200", "-f", "raw", *os.environ.get("SPYARGS", "").split(),
                                                        "-o", f"/tmp/spy-{backend}-{rnd}-{p}.txt"],
                                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
                 wall = json.loads(w1.python(LOOP, f"{mnt}/r{backend}/main/d{rnd}", str(a.files), timeout=1800)
