@@ -18,7 +18,6 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -63,7 +62,8 @@ def xacts(c: Cluster) -> float:
                  .split("|")[1])
 
 
-def fuse(host: Host, mnt: str) -> dict[str, tuple[float, float]]:
+def fuse(host: Host, mnt: str) -> tuple[dict[str, tuple[float, float]], str]:
+    """Per operation (seconds in the handlers, calls) from the mount's ``.lakefs/stats``, and the stats' text."""
     out: dict[str, tuple[float, float]] = {}
     text = host.run("cat", f"{mnt}/.lakefs/stats").stdout
     for line in text.splitlines():
@@ -73,7 +73,7 @@ def fuse(host: Host, mnt: str) -> dict[str, tuple[float, float]]:
                 v = list(out.get(op, (0.0, 0.0)))
                 v[i] += float(line.rsplit(" ", 1)[1])
                 out[op] = (v[0], v[1])
-    return out, text  # type: ignore[return-value]
+    return out, text
 
 
 def cpu(pid: int) -> float:
@@ -148,7 +148,7 @@ def main() -> None:
             for backend in BACKENDS:
                 mnt = f"/lake-{backend}"
                 time.sleep(1.2)
-                rest = [p for p in all_mounts(f"/lake-") if p not in pids.values()]
+                rest = [p for p in all_mounts("/lake-") if p not in pids.values()]
                 r0 = {p: cpu(p) for p in rest}
                 s0, x0, f0, c0, o0 = statements(c), xacts(c), fuse(w1, mnt)[0], cpu(pids[backend]), store(c)
                 spies = []
@@ -182,7 +182,7 @@ def main() -> None:
                         print(f"   {d / n:6.2f} stmts/file {(ms - s0.get(q, (0, 0))[1]) / d:6.3f} ms  {q}")
                 print(f"   total statements/file {tot / n:.2f}")
         if a.stats:
-            print(fuse(w1, "/lake-lsm")[1])  # type: ignore[index]
+            print(fuse(w1, "/lake-lsm")[1])
 
 
 if __name__ == "__main__":
