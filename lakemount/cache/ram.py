@@ -60,6 +60,10 @@ class RamCache:
                 self._bytes -= len(evicted)
                 self._evictions += 1
 
+    def keep(self, key: str, data: bytes) -> None:
+        """``put``: this cache is RAM (see ``graveler.ports.Cache.keep``)."""
+        self.put(key, data)
+
     def get_or_load(self, key: str, load: Callable[[], bytes]) -> bytes:
         data = self.get(key)
         if data is not None:

@@ -41,6 +41,10 @@ class TieredCache:
         if self.disk is not None:
             self.disk.put(key, data)
 
+    def keep(self, key: str, data: bytes) -> None:
+        """The RAM tier only (see ``graveler.ports.Cache.keep``)."""
+        self.ram.put(key, data)
+
     def get_or_load(self, key: str, load: Callable[[], bytes]) -> bytes:
         """Return the cached bytes of ``key``, calling ``load()`` on a miss and caching its result.
 

@@ -83,6 +83,12 @@ class Cache(Protocol):
 
     def put(self, key: str, data: bytes) -> None: ...
 
+    def keep(self, key: str, data: bytes) -> None:
+        """``put`` into RAM only: bytes that are cheap to read again from where they live and soon of
+        no use (an inline staging file: read from its list row, merged away within ``l1_max`` appends),
+        so a disk tier would pay a file write (and its directories) for each and never serve them."""
+        ...
+
     def get_or_load(self, key: str, load: Callable[[], bytes]) -> bytes: ...
 
 

@@ -24,6 +24,18 @@ def test_put_writes_both_and_disk_hits_are_promoted(tmp_path: Path) -> None:
     assert "k" in ram  # promoted
 
 
+def test_keep_is_ram_only(tmp_path: Path) -> None:
+    """``keep`` (bytes cheap to read again and soon of no use: an inline staging file) skips the disk tier."""
+    ram, disk = RamCache(1 << 20), DiskCache(tmp_path, 1 << 20)
+    cache: Cache = TieredCache(ram, disk)
+    cache.keep("k", b"v")
+    assert cache.get("k") == b"v" and "k" in ram
+    assert disk.get("k") is None and disk.stats()["writes"] == 0
+    ram_only: Cache = RamCache(1 << 20)
+    ram_only.keep("k", b"v")
+    assert ram_only.get("k") == b"v"
+
+
 def test_restart_serves_from_disk(tmp_path: Path) -> None:
     TieredCache(RamCache(1 << 20), DiskCache(tmp_path, 1 << 20)).put("k", b"v")
     cache = TieredCache(RamCache(1 << 20), DiskCache(tmp_path, 1 << 20))

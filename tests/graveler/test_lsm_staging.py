@@ -22,6 +22,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from lakemount.block import LocalAdapter, MemoryAdapter
 from lakemount.block.flaky import FlakyAdapter
+from lakemount.cache.disk import DiskCache
+from lakemount.cache.ram import RamCache
+from lakemount.cache.tiered import TieredCache
 from lakemount.errors import Corrupt, InvalidArgument, NothingToCommit, Unavailable
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.staging.lsm import STAGING_DIR, LsmStaging
@@ -490,6 +493,33 @@ def test_a_small_flush_is_only_its_append_and_a_big_one_goes_to_the_block_store(
     assert content(other.get(R, ref, b"big/042")) == "42" * 20
     assert lsm(other).stats.files_loaded == 2  # one from its row, one from the block store
     assert snapshot(other) == snapshot(g)
+
+
+def test_inline_files_are_cached_in_ram_only_and_block_store_files_on_disk_too(g: Graveler, tmp_path: Path) -> None:
+    """An inline file is kept in the RAM tier only, by its writer and by a process that read it from its
+    row: a disk-cache file (and its two directories) for each cost a lone writer's mount, and every
+    host that heard of the write, more than its append; it is one statement away and merged within
+    ``l1_max`` appends.  A block-store file still goes to disk (the count can see a write)."""
+    def tiered(s: LsmStaging, name: str) -> DiskCache:
+        disk = DiskCache(tmp_path / name, 1 << 24)
+        s.cache = TieredCache(RamCache(1 << 24), disk)
+        return disk
+
+    s = lsm(g)
+    s.inline_bytes = 2048
+    mine = tiered(s, "writer")
+    g.set(R, "main", b"small", val("s"))
+    assert s.lists.files([g.get_branch(R, "main").staging_token])[0].inline
+    assert mine.stats()["writes"] == 0 and s.cache.get(s.lists.files([g.get_branch(R, "main").staging_token])[0].url)
+    g.set_many(R, "main", [(b"big/%03d" % i, val(str(i) * 20)) for i in range(100)])
+    assert mine.stats()["writes"] == 1  # the block-store file
+    other = fresh_view(g)
+    theirs = tiered(lsm(other), "reader")
+    ref = other.resolve(R, "main")
+    assert content(other.get(R, ref, b"small")) == "s"
+    assert lsm(other).stats.files_loaded == 1 and theirs.stats()["writes"] == 0  # read from its row, kept in RAM
+    assert content(other.get(R, ref, b"big/042")) == "42" * 20
+    assert theirs.stats()["writes"] == 1
 
 
 def test_a_lone_inline_write_appends_only_once_its_data_is_stored(g: Graveler) -> None:

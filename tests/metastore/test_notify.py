@@ -6,6 +6,7 @@ import contextlib
 import queue
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -148,12 +149,16 @@ def test_a_listener_whose_socket_is_past_descriptor_1024_still_hears(pg_cluster:
 
 
 def test_an_lsm_append_notice_carries_its_file_so_the_other_process_reads_nothing_more(
-    pg_cluster: PgCluster, pg_url: str
+    pg_cluster: PgCluster, pg_url: str, tmp_path: Path
 ) -> None:
     """The append's notice names the new row and carries the small file: a process that takes it
-    serves the staged write without reading the row by id nor fetching the file (issue 26)."""
+    serves the staged write without reading the row by id nor fetching the file (issue 26), and
+    keeps those bytes in RAM only (an inline file: a disk-cache file each cost every host that heard
+    of a lone writer's write more CPU than the rest of the notice)."""
     from lakemount.block import MemoryAdapter
+    from lakemount.cache.disk import DiskCache
     from lakemount.cache.ram import RamCache
+    from lakemount.cache.tiered import TieredCache
     from lakemount.graveler.staging.lsm import LsmStaging
     from lakemount.metastore.staging_lists import SqlStagingLists
 
@@ -161,7 +166,8 @@ def test_an_lsm_append_notice_carries_its_file_so_the_other_process_reads_nothin
         blocks = MemoryAdapter()
         staging = LsmStaging(SqlStagingLists(writer), blocks, RamCache(1 << 20), lambda r: "mem://ns")
         other_lists = SqlStagingLists(SqlRefStore(pg_url))
-        other = LsmStaging(other_lists, blocks, RamCache(1 << 20), lambda r: "mem://ns")
+        disk = DiskCache(tmp_path / "cache", 1 << 24)
+        other = LsmStaging(other_lists, blocks, TieredCache(RamCache(1 << 20), disk), lambda r: "mem://ns")
         _drain(batches, time.monotonic() + 1)
         staging.stage("r5", "main", [(b"k", b"v" * 40)])
         (change,) = [c for b in _drain(batches, time.monotonic() + 1.5) for c in b]
@@ -180,6 +186,7 @@ def test_an_lsm_append_notice_carries_its_file_so_the_other_process_reads_nothin
         assert (found, value) == (True, b"v" * 40)
         assert other.stats.files_loaded == 0  # the file came with the notice, not from the block store
         assert len(queries) == 1, queries  # the list's ids; the row itself came with the notice
+        assert disk.stats()["writes"] == 0
 
 
 def test_a_staging_notice_too_big_to_carry_the_file_still_names_the_change(pg_cluster: PgCluster, pg_url: str) -> None:

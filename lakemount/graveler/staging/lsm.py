@@ -297,6 +297,12 @@ class LsmStaging:
             batch.done.release()
         self._maybe_compact(token, l1)
 
+    def _cache(self, url: str, data: bytes, inline: bool) -> None:
+        # An inline file goes to RAM only: its row is one statement away, and compaction merges it
+        # within l1_max appends; on disk it cost every file of a lone writer (and every host that
+        # heard of it) a cache file and its directories, a mount's largest cost sql staging has not.
+        (self.cache.keep if inline else self.cache.put)(url, data)
+
     def _namespace(self, repo: str, fresh: bool = False) -> str:
         ns = None if fresh else self._namespaces.get(repo)
         if ns is None:
@@ -311,7 +317,7 @@ class LsmStaging:
         inline = level == 1 and len(data) <= self.inline_bytes
         if not inline:
             self.adapter.put(url, data)
-        self.cache.put(url, data)
+        self._cache(url, data, inline)
         return StagingFileInfo(url, level, records[0][0], records[-1][0], len(records), len(data), checksum(data),
                                inline=inline), data
 
@@ -442,7 +448,7 @@ class LsmStaging:
             return
         info, data = learnt
         if data is not None and len(data) == info.size and checksum(data) == info.checksum:
-            self.cache.put(info.url, data)
+            self._cache(info.url, data, info.inline)
             with self._lock:
                 self.stats.files_noticed += 1
 
@@ -473,7 +479,7 @@ class LsmStaging:
                 data = got.get(f.seq)
                 if data is not None:
                     fetched[f.url] = data
-                    self.cache.put(f.url, data)
+                    self.cache.keep(f.url, data)
             if got:
                 with self._lock:
                     self.stats.files_loaded += len(fetched)
@@ -486,7 +492,12 @@ class LsmStaging:
         if f is not None:
             return f
         name = f"staging file {info.url.rsplit('/', 1)[-1]}"
-        if data is None:
+        if data is None and info.inline:
+            data = self.cache.get(info.url)
+            if data is None:
+                data = self._load(info, name)
+                self.cache.keep(info.url, data)
+        elif data is None:
             data = self.cache.get_or_load(info.url, lambda: self._load(info, name))
         if len(data) != info.size or checksum(data) != info.checksum:
             raise Corrupt(f"{name}: checksum mismatch")
