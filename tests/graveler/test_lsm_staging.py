@@ -418,10 +418,15 @@ def test_writers_compactor_and_committer_together_lose_nothing(tmp_path: Path) -
     errors: list[BaseException] = []
     stop = threading.Event()
     lock = threading.Lock()
+    committed = threading.Condition()
+    commits = [0]
 
     def writer(w: int) -> None:
         try:
             for i in range(40):
+                if i in (13, 26):  # commits must land between writes (inline flushes can finish all 240 first)
+                    with committed:
+                        assert committed.wait_for(lambda n=i // 13: commits[0] >= n, 30), "no commit ran"
                 key, value = b"w%d/%03d" % (w, i), f"{w}.{i}"
                 views[w % 3].set(R, "main", key, val(value))
                 with lock:
@@ -436,6 +441,10 @@ def test_writers_compactor_and_committer_together_lose_nothing(tmp_path: Path) -
                     g.commit(R, "main", "c")
                 except NothingToCommit:
                     pass
+                else:
+                    with committed:
+                        commits[0] += 1
+                        committed.notify_all()
                 time.sleep(0.01)
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)

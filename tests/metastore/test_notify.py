@@ -28,6 +28,19 @@ def test_sqlite_has_no_listener(tmp_path) -> None:  # type: ignore[no-untyped-de
     assert SqlRefStore(f"sqlite:///{tmp_path}/r.db").listen(lambda batch: None) is None
 
 
+def _count_queries(lists: object) -> list[str]:
+    """The texts of the queries ``lists`` (a ``SqlStagingLists``) runs from now on, as they run."""
+    queries: list[str] = []
+    real = lists._fast.query  # type: ignore[attr-defined]
+
+    def query(text: str, params: object = ()) -> object:
+        queries.append(text)
+        return real(text, params)
+
+    lists._fast.query = query  # type: ignore[attr-defined]
+    return queries
+
+
 def _drain(q: queue.Queue, until: float) -> list:  # type: ignore[type-arg]
     got = []
     while time.monotonic() < until:
@@ -174,14 +187,7 @@ def test_an_lsm_append_notice_carries_its_file_so_the_other_process_reads_nothin
         assert (change.kind, change.repo, change.branch) == ("staging", "r5", "main") and change.detail
         other.noticed(change.detail)
         assert other.stats.files_noticed == 1
-        queries: list[str] = []
-        real = other_lists._fast.query
-
-        def query(text: str, params: object = ()) -> object:
-            queries.append(text)
-            return real(text, params)  # type: ignore[arg-type]
-
-        other_lists._fast.query = query  # type: ignore[method-assign]
+        queries = _count_queries(other_lists)
         branch, found, value = other.branch_staged_get("r5", "main", [StagingToken("s5")], b"k")
         assert (found, value) == (True, b"v" * 40)
         assert other.stats.files_loaded == 0  # the file came with the notice, not from the block store
@@ -230,14 +236,7 @@ def test_an_inline_file_too_big_for_its_notice_is_read_from_its_row(pg_cluster: 
         (change,) = [c for b in _drain(batches, time.monotonic() + 1.5) for c in b]
         assert change.detail and '"data"' not in change.detail  # too big to ride along
         other.noticed(change.detail)
-        queries: list[str] = []
-        real = other_lists._fast.query
-
-        def query(text: str, params: object = ()) -> object:
-            queries.append(text)
-            return real(text, params)  # type: ignore[arg-type]
-
-        other_lists._fast.query = query  # type: ignore[method-assign]
+        queries = _count_queries(other_lists)
         assert other.staged_get([StagingToken("s7")], b"k0123") == (True, b"123" * 30)
         assert other.stats.files_loaded == 1
         assert len(queries) == 2 and "lm_staging_inline" in queries[1], queries  # the ids, then the bytes by id
