@@ -666,12 +666,14 @@ def test_with_change_notices_a_branch_in_use_needs_no_head_check_of_its_own(fs_f
     other = App.from_config()  # another process
     other.catalog.put(REPO, "main", "f", b"one")
     other.graveler.commit(REPO, "main", "c1")
-    fs = fs_factory(head_ttl=0.2)
+    ttl = 0.5
+    fs = fs_factory(head_ttl=ttl)
     fs.scopes.push_live = lambda: True
     pfs = PathFS(fs)
     assert pfs.read_file(f"{MAIN}/f") == b"one"
     for _round in range(2):
-        time.sleep(0.25)
+        time.sleep(ttl + 0.05)
+        checked = time.monotonic()
         with statements(app) as seen:
             assert pfs.read_file(f"{MAIN}/f") == b"one"
         if _round:
@@ -680,7 +682,9 @@ def test_with_change_notices_a_branch_in_use_needs_no_head_check_of_its_own(fs_f
     other.catalog.put(REPO, "dev", "f", b"two")
     other.graveler.commit(REPO, "dev", "c")
     other.graveler.merge(REPO, "dev", "main")
-    assert pfs.read_file(f"{MAIN}/f") == b"one"  # trusted for head_ttl, like any entry
+    read = pfs.read_file(f"{MAIN}/f")
+    if time.monotonic() - checked < ttl:  # (a loaded machine may take longer than head_ttl over the merge: CI did)
+        assert read == b"one"  # trusted for head_ttl, like any entry
     fs.refs_changed([Change("elsewhere", "head", REPO, "main")])
     assert pfs.read_file(f"{MAIN}/f") == b"two"
 
