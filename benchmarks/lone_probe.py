@@ -81,19 +81,8 @@ def cpu(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def mount_pid(mnt: str) -> int:
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                cmd = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"mount" in cmd and mnt.encode() in cmd and any(b"python" in x for x in cmd[:1]):
-                return int(p)
-    raise RuntimeError(f"no mount process for {mnt}")
-
-
-def all_mounts(prefix: str) -> list[int]:
+def mount_processes() -> list[tuple[int, list[bytes]]]:
+    """(pid, argv) of every Python process running ``lakemount mount``."""
     out = []
     for p in os.listdir("/proc"):
         if p.isdigit():
@@ -101,9 +90,20 @@ def all_mounts(prefix: str) -> list[int]:
                 cmd = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"mount" in cmd and any(x.startswith(prefix.encode()) for x in cmd) and b"python" in cmd[0]:
-                out.append(int(p))
+            if b"mount" in cmd and b"python" in cmd[0]:
+                out.append((int(p), cmd))
     return out
+
+
+def mount_pid(mnt: str) -> int:
+    for pid, cmd in mount_processes():
+        if mnt.encode() in cmd:
+            return pid
+    raise RuntimeError(f"no mount process for {mnt}")
+
+
+def all_mounts(prefix: str) -> list[int]:
+    return [pid for pid, cmd in mount_processes() if any(x.startswith(prefix.encode()) for x in cmd)]
 
 
 def store(c: Cluster) -> dict[str, float]:
