@@ -19,7 +19,9 @@ phases alternating between them:
 3. **one writer alone**: ``cp -r`` of ``--cp-files`` (default 10,000) 1 KiB files into
    the mount on ``w1``, then a boto3 ``put_object`` loop of ``--sdk-puts`` 1 KiB objects
    through a gateway (``lakemount serve`` on ``w3``, one per backend): seconds and files/s,
-   in ``--alone-rounds`` rounds (which backend goes first alternates; the ratio is of the totals);
+   in ``--alone-rounds`` rounds (which backend goes first alternates; the ratio is of the totals, and each
+   round's own ratio is printed: its two runs are minutes apart at most), after an untimed warm-up ``cp -r``
+   of ``--alone-warm`` files into each mount;
 4. **list appends to ONE branch**: 12 processes (3 hosts x 4) append to the staging
    list of one branch (``side``, which nobody reads: the appended files do not exist) as fast as they can, with no object-store traffic (``lsm``:
    ``StagingLists.append`` of a file description, the statement a flush runs;
@@ -306,6 +308,21 @@ class Bench:
                 "p99_ms": pct(lat, 99) * 1e3, "max_ms": max(lat) * 1e3}
 
     # -- 3. one writer alone ----------------------------------------------------------------
+    def alone_warm(self, backend: str, n: int) -> float:
+        """An untimed ``cp -r`` of ``n`` files of their own into the mount first: the first round of
+        each backend paid for starting up (connections, caches, the new directory's first lookups)
+        and read as that backend's speed, swinging one round 2x against the next."""
+        w1 = self.writers[0]
+        src = f"{w1.home}/cp-warm"
+        if not os.path.isdir(src):
+            os.makedirs(src)
+            for i in range(n):
+                with open(f"{src}/w{i:05d}", "wb") as f:
+                    f.write((b"warm %d " % i + b"w" * 1024)[:1024])
+        t = time.perf_counter()
+        w1.run("cp", "-r", src, f"/lake-{backend}/r{backend}/main/cp-warm", timeout=1800)
+        return time.perf_counter() - t
+
     def alone(self, backend: str, endpoint: str, round_: int = 0) -> dict[str, float]:
         a = self.args
         w1 = self.writers[0]
@@ -355,6 +372,8 @@ def main() -> None:
     ap.add_argument("--sdk-puts", type=int, default=1000)
     ap.add_argument("--alone-rounds", type=int, default=2,
                     help="rounds of phase 3, each backend once per round, which goes first alternating")
+    ap.add_argument("--alone-warm", type=int, default=200,
+                    help="files of phase 3's untimed warm-up cp -r into each mount before the rounds")
     ap.add_argument("--only", default="mount,visible,alone,appends")
     ap.add_argument("--quick", action="store_true", help="a smoke run: 4 s phases, 5 samples, 500 files")
     a = ap.parse_args()
@@ -424,6 +443,9 @@ def main() -> None:
                   f"{a.sdk_puts:,} 1 KiB objects through a gateway on w3, from w2:")
             # Rounds alternate which backend goes first (sql, lsm; lsm, sql; ...): the load of a shared machine
             # drifts over minutes, and one backend always going second read that drift as its own speed.
+            for backend in BACKENDS:
+                warm = b.alone_warm(backend, a.alone_warm)
+                print(f"  warm-up {backend} (untimed in the figures): cp -r of {a.alone_warm} files {warm:.1f} s", flush=True)
             runs: dict[str, list[dict[str, float]]] = {backend: [] for backend in BACKENDS}
             for rnd in range(a.alone_rounds):
                 for backend in BACKENDS if rnd % 2 == 0 else BACKENDS[::-1]:
@@ -436,6 +458,8 @@ def main() -> None:
                 res[backend]["alone"] = {"cp_per_s": len(rs) * a.cp_files / sum(r["cp_s"] for r in rs),
                                          "sdk_per_s": len(rs) * a.sdk_puts / sum(r["sdk_s"] for r in rs)}
             s, n = res["sql"]["alone"], res["lsm"]["alone"]
+            per = [(sq["cp_s"] / ls["cp_s"], sq["sdk_s"] / ls["sdk_s"]) for sq, ls in zip(runs["sql"], runs["lsm"], strict=True)]
+            print("  ratio lsm/sql rate per round: " + ", ".join(f"cp -r x{c:.2f} SDK x{k:.2f}" for c, k in per))
             print(f"  ratio lsm/sql rate over the {a.alone_rounds} rounds: cp -r x{n['cp_per_s'] / s['cp_per_s']:.2f} "
                   f"({n['cp_per_s']:.1f} vs {s['cp_per_s']:.1f} files/s), SDK x{n['sdk_per_s'] / s['sdk_per_s']:.2f} "
                   f"({n['sdk_per_s']:.1f} vs {s['sdk_per_s']:.1f} PUTs/s) (target: lsm no slower, >= x1.00 allowing noise)")

@@ -14,6 +14,7 @@ whatever implements :class:`RuleStore` (graveler, which journals them so
 from __future__ import annotations
 
 import fnmatch
+import time
 from collections.abc import Callable
 from typing import Final, Protocol
 
@@ -54,8 +55,35 @@ class BranchProtection:
     def __init__(self, store: RuleStore, on_change: Callable[[str, list[str]], None] | None = None) -> None:
         self.store = store
         self.on_change = on_change
+        self.max_age = 0.0  # see keep_for
+        self._kept: dict[str, tuple[float, list[str]]] = {}
+
+    def keep_for(self, seconds: float) -> None:
+        """Let :meth:`check` use a repository's rules read up to ``seconds`` ago (0: read them every
+        time).  The mount keeps them for ``--head-ttl``, as it keeps branch heads: its create and
+        close checked them three times per file, two statements each (the repository, the rules),
+        a third of a lone writer's statements.  A change through this object, or this process's
+        catalog, applies at once; one made by another process within ``seconds``."""
+        self.max_age = seconds
+        self._kept.clear()
+
+    def forget(self, repo: str) -> None:
+        """Read ``repo``'s rules again at the next check (they changed in this process)."""
+        self._kept.pop(repo, None)
+
+    def _current(self, repo: str) -> list[str]:
+        if self.max_age <= 0:
+            return self.store.protection_rules(repo)
+        now = time.monotonic()
+        kept = self._kept.get(repo)
+        if kept is not None and now - kept[0] < self.max_age:
+            return kept[1]
+        rules = self.store.protection_rules(repo)
+        self._kept[repo] = (now, rules)  # the time before the read: they were current then or later
+        return rules
 
     def _changed(self, repo: str) -> list[str]:
+        self.forget(repo)
         rules = self.rules(repo)
         if self.on_change is not None:
             self.on_change(repo, rules)
@@ -83,7 +111,7 @@ class BranchProtection:
 
     def matching(self, repo: str, branch: str) -> str | None:
         """The first rule (in sorted order) covering ``branch``, or None."""
-        for pattern in self.store.protection_rules(repo):
+        for pattern in self._current(repo):
             if fnmatch.fnmatchcase(branch, pattern):
                 return pattern
         return None

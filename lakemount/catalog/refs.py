@@ -290,6 +290,7 @@ class RefVerbs:
     def set_protection_rules(self, repo: str, patterns: list[str]) -> None:
         """Replace the protection rules of ``repo``; raises ``InvalidArgument`` for a bad pattern."""
         self.graveler.set_protection_rules(repo, [prot.validate_pattern(p) for p in patterns])
+        self.protection.forget(repo)
         self.feed.emit(repo, "", "protection", patterns=self.protection.rules(repo))
 
     def swap_protection_rules(
@@ -306,4 +307,5 @@ class RefVerbs:
                 raise InvalidArgument("required approvals cannot be negative")
         _ = self.pulls  # builds the pull request store: the approvals are in its table
         self.graveler.swap_protection_rules(repo, list(rules), rules, check)
+        self.protection.forget(repo)
         self.feed.emit(repo, "", "protection", patterns=self.protection.rules(repo))

@@ -51,6 +51,14 @@ if TYPE_CHECKING:
 CHUNK: Final = 4 * 1024 * 1024
 INLINE_MAX: Final = 256 * 1024  # bodies up to this size are stored from memory, with one put
 DEFER_THREADS: Final = 8  # deferred stores (``defer``) running at once in a process
+# On a store that charges and waits per request (S3), a PUT of a small body costs what the self-COPY
+# that refreshes an existing copy costs: such a body is written without asking, so a new object is
+# one request, not a COPY that fails and a PUT (a lone writer's cp -r paid both for every file),
+# and an existing one is refreshed by the write itself (the same bytes, a new modification time,
+# as the COPY gave a concurrent GC).  A local store's refresh is a utime, far cheaper than a synced
+# write: it is still asked first there.
+PUT_UNASKED_SCHEMES: Final = ("s3://",)
+PUT_UNASKED_MAX: Final = 64 * 1024
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -231,6 +239,8 @@ class DataWriter:
             address = data_address(sha)
         url = cat.physical_url(self._repo, address)
         info = DataInfo(address, self.size, md5 or "", sha or "")
+        if content_addressed and self.size <= PUT_UNASKED_MAX and url.startswith(PUT_UNASKED_SCHEMES):
+            content_addressed = False  # written whether it is there or not: see PUT_UNASKED_SCHEMES
         if self._defer and body is not None:
             self._pending = _deferred_pool().submit(self._store_body, url, body, content_addressed)
         elif content_addressed and cat.refresh_existing(url):

@@ -104,6 +104,8 @@ class FileSystem:
     ) -> None:
         self.catalog = catalog
         self.options = options
+        # Protection rules are branch state: trusted for --head-ttl, like heads (docs/SEMANTICS.md).
+        catalog.protection.keep_for(options.head_ttl)
         self.metrics = Metrics()
         self.reader = BlockReader(adapter, ram, disk, self.metrics)
         self.state = state = MountState(catalog, self.reader, self.metrics, options)

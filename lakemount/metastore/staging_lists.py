@@ -126,12 +126,22 @@ class SqlStagingLists:
         if self._known_count >= KNOWN_MAX:
             self._known = {}
             self._known_count = 0
-        rows = self._known.get(info.token, {})
+        # Changed in place: a copy per row cost every append of a lone writer, and every notice on
+        # each other host, the whole token's history (0.3 ms per append at 20,000 rows); readers
+        # only ``get`` by id, which a concurrent insert does not disturb.
+        rows = self._known.setdefault(info.token, {})
         if info.seq not in rows:
-            # Copied, not changed in place: readers on other threads iterate a token's dict unlocked.
-            self._known[info.token] = {**rows, info.seq: info}
+            rows[info.seq] = info
             self._known_count += 1
         return info
+
+    def _forget(self, token: StagingToken, seqs: Sequence[int]) -> None:
+        """Rows a compaction or a drop deleted: never listed again (ids are never reused)."""
+        rows = self._known.get(token)
+        if rows is not None:
+            for seq in seqs:
+                if rows.pop(seq, None) is not None:
+                    self._known_count -= 1
 
     def _listed(self, tokens: Sequence[StagingToken], rows: Sequence[Sequence[Any]]) -> list[StagingFileInfo] | None:
         """:meth:`_infos` of ``rows``, :meth:`_grouped` by ``tokens``: the same rows (no change to the
@@ -428,12 +438,16 @@ class SqlStagingLists:
             return True
 
         try:
-            return self._fast.run(work, transaction=True)
+            done = self._fast.run(work, transaction=True)
         except _Lost:
             return False
+        self._forget(token, consumed)
+        return done
 
     def drop(self, token: StagingToken) -> None:
-        self._known.pop(token, None)  # its rows go (the count of remembered rows catches up at the next start-over)
+        rows = self._known.pop(token, None)  # its rows go
+        if rows is not None:
+            self._known_count -= len(rows)
         if self.dialect == "postgresql":
             # One statement: rows locked in id order, as compaction locks them, and their inline bytes with them.
             text = ("WITH d AS (DELETE FROM lm_staging_files WHERE id IN "

@@ -120,3 +120,29 @@ def test_merge_and_revert_are_the_way_in(cat: Catalog) -> None:
     cat.put(R, "main", "x", b"x")
     cat.commit(R, "main", "direct again")
     assert cat.stat(R, "main", "x").size == 1
+
+
+def test_kept_rules_change_at_once_when_this_process_changes_them(cat: Catalog) -> None:
+    """Rules kept for a while (``keep_for``: the mount's ``--head-ttl``) are read again at once after a
+    change made through this catalog, by any of its verbs; a change made beneath it (another
+    process) shows once they are older than the bound."""
+    cat.protection.keep_for(60.0)
+    cat.check_writable(R, "main")  # kept: no rule
+    cat.protection.add(R, "main")
+    with pytest.raises(ProtectedBranch):
+        cat.check_writable(R, "main")
+    cat.set_protection_rules(R, ["dev"])
+    cat.check_writable(R, "main")
+    with pytest.raises(ProtectedBranch):
+        cat.check_writable(R, "dev")
+    cat.swap_protection_rules(R, {"main": 0}, lambda rules, approvals: None)
+    cat.check_writable(R, "dev")
+    with pytest.raises(ProtectedBranch):
+        cat.check_writable(R, "main")
+    cat.protection.delete(R, "main")
+    cat.check_writable(R, "main")
+    cat.graveler.set_protection_rules(R, ["main"])  # as another process would: this catalog is not told
+    cat.check_writable(R, "main")  # within the bound, the kept rules
+    cat.protection.keep_for(0.0)
+    with pytest.raises(ProtectedBranch):
+        cat.check_writable(R, "main")

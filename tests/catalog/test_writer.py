@@ -230,3 +230,41 @@ def test_a_deferred_small_body_is_stored_while_lsm_staging_stores_its_file(tmp_p
     with pytest.raises(Unavailable):
         upload(b"fail this one", "y.txt")
     assert cat.get_optional(REPO, "main", "y.txt") is None
+
+
+@pytest.mark.parametrize("size", [10, 64 * 1024, 64 * 1024 + 1])
+def test_a_small_body_on_a_request_priced_store_is_one_put_whether_or_not_it_is_there(
+    app: App, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int,
+) -> None:
+    """Issue 26 (a lone writer's cp -r): each file was a COPY (the refresh of an existing copy,
+    failing for a new one) and then its PUT; on S3 a small body is PUT without asking, which refreshes
+    an existing copy as well.  A bigger one still asks first (its PUT moves its bytes).  The local
+    store here stands in for S3 (its scheme listed as S3's is)."""
+    import lakemount.catalog.writer as writer
+
+    assert writer.PUT_UNASKED_SCHEMES == ("s3://",)
+    monkeypatch.setattr(writer, "PUT_UNASKED_SCHEMES", ("local://",))
+    cat = app.catalog
+    calls: list[str] = []
+    adapter = cat.adapter
+    for name in ("touch", "put", "put_file"):
+        real = getattr(adapter, name)
+        monkeypatch.setattr(adapter, name, lambda *a, _n=name, _r=real: (calls.append(_n), _r(*a))[1])
+    src = tmp_path / "body"
+    body = os.urandom(size)
+    src.write_bytes(body)
+    for _ in range(2):  # new, then there already
+        with cat.writer(REPO) as w:
+            w.write_file(str(src))
+        assert read(app, w.info.address) == body
+    if size <= writer.PUT_UNASKED_MAX:
+        assert calls == ["put_file", "put_file"]
+    else:
+        assert calls == ["touch", "put_file", "touch"]
+    calls.clear()
+    path = namespace(app) / w.info.address
+    os.utime(path, (1000, 1000))
+    with cat.writer(REPO) as w:
+        w.write(body)
+    assert path.stat().st_mtime > time.time() - 60, "the existing object is refreshed against a running GC"
+    assert calls == (["put"] if size <= writer.PUT_UNASKED_MAX else ["touch"])

@@ -871,6 +871,41 @@ def test_protected_branches_refuse_writes_with_eperm(pfs: PathFS, app: App) -> N
     assert pfs.read_file(f"{MAIN}/before") == b"1"
 
 
+def test_creating_and_closing_a_file_reads_the_protection_rules_once_per_head_ttl(
+    fs_factory: Callable[..., FileSystem], app: App,
+) -> None:
+    """Issue 26 (a lone writer's cp -r): create and close checked the branch's protection three times
+    per file, each a read of the repository and one of its rules (7 of sql staging's 15 statements
+    per file); the mount keeps the rules for ``--head-ttl`` like a head.  What is left is the writer's
+    one read of the repository's namespace."""
+    pfs = PathFS(fs_factory(head_ttl=30.0))
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.write_file(f"{MAIN}/d/warm", b"w")
+    with statements(app) as seen:
+        for i in range(10):
+            pfs.write_file(f"{MAIN}/d/f{i}", b"x" * 1024)
+    assert [s for s in seen if "lm_protection" in s] == []
+    assert len([s for s in seen if "lm_repositories" in s]) == 10
+    assert all(staged(app, f"d/f{i}").size == 1024 for i in range(10))  # type: ignore[union-attr]
+
+
+def test_a_protection_rule_added_by_another_process_applies_within_head_ttl(
+    fs_factory: Callable[..., FileSystem], app: App,
+) -> None:
+    """The rules a mount keeps are as fresh as its heads: a rule another process adds refuses the
+    mount's writes within ``--head-ttl``; one removed there lets them through within it too."""
+    pfs = PathFS(fs_factory(head_ttl=0.5))
+    pfs.write_file(f"{MAIN}/before", b"1")
+    other = App.from_config()  # another process on the same ref store: its catalog tells this one nothing
+    other.catalog.protection.add(REPO, "main")
+    time.sleep(0.6)
+    assert errno_of_call(lambda: pfs.write_file(f"{MAIN}/after", b"2")) == errno.EPERM
+    other.catalog.protection.delete(REPO, "main")
+    time.sleep(0.6)
+    pfs.write_file(f"{MAIN}/after", b"2")
+    assert staged(app, "after") is not None
+
+
 def test_a_refused_write_to_a_protected_branch_leaves_its_reason_in_lakefs_error(pfs: PathFS, app: App) -> None:
     """``cp`` into a protected branch says only "Operation not permitted"; ``.lakefs/error`` says why."""
     pfs.write_file(f"{MAIN}/before", b"1")
