@@ -102,6 +102,48 @@ def test_concurrent_writers_are_group_committed(g: Graveler) -> None:
     assert snapshot(g) == {b"w%02d/%02d" % (i, j): f"{i}.{j}" for i in range(16) for j in range(10)}
 
 
+def test_the_writers_a_flush_wakes_go_together_into_the_next_flush(tmp_path: Path) -> None:
+    """A flush stays in flight until the last of its writers is woken, so writers that write again at
+    once (a busy process's threads) make the next flush together: the old code let the first one woken
+    flush alone while the others were still being woken (round two: 4-6 flushes of 1-6 entries)."""
+    g = build_graveler(tmp_path / "refs.db", staging="lsm", flush_ms=10_000)  # no flush goes beside on time
+    g.create_repository(R, "mem://repo")
+    s = lsm(g)
+    sizes: list[int] = []  # entries of each append, in order
+    entered, gate = threading.Event(), threading.Event()
+    append = s.lists.append
+
+    def gated(*a: Any, **kw: Any) -> Any:
+        sizes.append(a[3].count)
+        if len(sizes) == 1:  # the first flush waits until the writers below have gathered behind it
+            entered.set()
+            assert gate.wait(10)
+        return append(*a, **kw)
+
+    s.lists.append = gated  # type: ignore[method-assign]
+    first = threading.Thread(target=g.set, args=(R, "main", b"z", val("z")))
+    first.start()
+    assert entered.wait(10)
+    writers = 8
+
+    def writer(i: int) -> None:
+        g.set(R, "main", b"a/%d" % i, val(f"a{i}"))
+        g.set(R, "main", b"b/%d" % i, val(f"b{i}"))
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+    for t in threads:
+        t.start()
+    q = s._queues[(R, "main")]
+    deadline = time.monotonic() + 10
+    while (q.pending is None or len(q.pending.items) < writers) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    gate.set()
+    for t in [first, *threads]:
+        t.join(10)
+    assert sizes == [1, writers, writers]
+    assert snapshot(g) == {b"z": "z", **{b"%s/%d" % (p, i): f"{p.decode()}{i}" for p in (b"a", b"b") for i in range(writers)}}
+
+
 def test_reads_use_key_ranges_and_bloom_filters(g: Graveler) -> None:
     s = lsm(g)
     s.l1_max = 1000

@@ -8,7 +8,9 @@ L2; the Graveler facade puts the base commit's metarange beneath.
 Writes go through a group-commit memstore per (repo, branch) in this process:
 a write with no flush in flight flushes at once; writes arriving during a flush
 gather and go as the next one when it ends (or after ``flush_ms``, in
-parallel).  A flush PUTs one file, appends it with one statement, and only then
+parallel).  A flush ends when the last of its writers is woken, so the writers
+it acknowledged that write again at once (a busy process's threads) go with
+the next one, not the half of them back before it began.  A flush PUTs one file, appends it with one statement, and only then
 acknowledges every write in it: nothing is acknowledged before the file and
 the append are durable.  One ``stage`` call is always within one file, so a
 multi-key change (a rename, a DeleteObjects) is atomic.
@@ -36,6 +38,7 @@ are garbage: :meth:`LsmStaging.collect_staging` (the GC job) deletes them after 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import secrets
 import threading
@@ -160,6 +163,8 @@ class _Batch:
     # next: an Event's waiters would each make a lock and then queue on its condition's lock once woken.
     done: threading.Lock = field(default_factory=_held)
     error: BaseException | None = None
+    followers: int = 0  # writers that joined the leader's batch (fixed once its flush starts)
+    woken: Iterator[int] = field(default_factory=itertools.count)  # next() is atomic: the last woken knows it is
 
 
 @dataclass
@@ -260,6 +265,8 @@ class LsmStaging:
             if batch is None:
                 batch = q.pending = _Batch()
             batch.items.update(items)
+            if not lead:
+                batch.followers += 1
             if ready is not None:  # (rarely a follower: another writer came between the check and here)
                 batch.ready.append(ready)
             if lead:
@@ -280,6 +287,8 @@ class LsmStaging:
         if not lead:
             batch.done.acquire()
             batch.done.release()
+            if next(batch.woken) + 1 == batch.followers:
+                self._flushed(q)
             if batch.error is not None:
                 raise batch.error
             return
@@ -291,11 +300,21 @@ class LsmStaging:
             batch.error = exc
             raise
         finally:
-            with q.cond:
-                q.in_flight -= 1
-                q.cond.notify_all()
+            # The flush counts as in flight until the last of its writers is woken, and that writer
+            # ends it: the writers woken one after another join the next batch meanwhile, so it
+            # holds them all and not the half that came back before the next flush began (two
+            # half batches alternating: twice the flushes and their CPU per entry, and a leader's
+            # flush work holding the GIL while the woken queue for it).
+            if not batch.followers:
+                self._flushed(q)
             batch.done.release()
         self._maybe_compact(token, l1)
+
+    @staticmethod
+    def _flushed(q: _Queue) -> None:
+        with q.cond:
+            q.in_flight -= 1
+            q.cond.notify_all()
 
     def _cache(self, url: str, data: bytes, inline: bool) -> None:
         # An inline file goes to RAM only: its row is one statement away, and compaction merges it
