@@ -31,7 +31,7 @@ from lakemount.graveler.staging.lsm import STAGING_DIR, LsmStaging
 from lakemount.metastore.sql import SqlRefStore
 from lakemount.metastore.staging_lists import SqlStagingLists
 
-from ._support import build_graveler, content, fresh_view, val
+from ._support import build_graveler, content, fresh_view, python_calls, val
 
 R = "repo"
 
@@ -144,6 +144,38 @@ def test_the_writers_a_flush_wakes_go_together_into_the_next_flush(tmp_path: Pat
     assert snapshot(g) == {b"z": "z", **{b"%s/%d" % (p, i): f"{p.decode()}{i}" for p in (b"a", b"b") for i in range(writers)}}
 
 
+def test_a_flush_and_a_compaction_make_no_python_call_per_record(tmp_path: Path) -> None:
+    """Records go through C loops: a flush's sort, tags and file, a compaction's k-way merge and file, a
+    filter's hashes (each Python call per record holds the GIL the process's writers queue for; the old
+    flush made ~5 per record, its compaction ~4: generators, tags, the filter's hash calls).  Counted, not
+    timed: a flush or a compaction of 3x the records makes a few more calls per data block, none per record."""
+    def flush_calls(n: int) -> int:
+        g = build_graveler(tmp_path / f"flush{n}.db", staging="lsm", inline_bytes=0)  # both PUT alike
+        g.create_repository(R, "mem://repo")
+        items = [(b"k/%06d" % i, val(str(i))) for i in range(n)]
+        g.set_many(R, "main", items[:20])  # connected and warm
+        return python_calls(lambda: g.set_many(R, "main", items))
+
+    def compaction_calls(n: int) -> int:
+        g = build_graveler(tmp_path / f"compact{n}.db", staging="lsm", l1_max=1000)
+        g.create_repository(R, "mem://repo")
+        for f in range(4):
+            g.set_many(R, "main", [(b"k/%06d" % (i * 4 + f), val(f"{f}.{i}")) for i in range(n)])
+        s = lsm(g)
+        token = g.get_branch(R, "main").staging_token
+        assert s.lists.files([token])  # listed and warm
+        calls = python_calls(lambda: s.compact(token, minimum=4))
+        assert [(f.level, f.count) for f in s.lists.files([token])] == [(2, 4 * n)]
+        assert snapshot(g) == {b"k/%06d" % (i * 4 + f): f"{f}.{i}" for f in range(4) for i in range(n)}
+        return calls
+
+    # What grows is per data block (a few calls each, for ~20 records), not per record.
+    small, big = flush_calls(200), flush_calls(600)
+    assert big - small < 400 / 10, (small, big)
+    small, big = compaction_calls(200), compaction_calls(600)
+    assert big - small < 4 * 400 / 10, (small, big)
+
+
 def test_reads_use_key_ranges_and_bloom_filters(g: Graveler) -> None:
     s = lsm(g)
     s.l1_max = 1000
@@ -201,11 +233,11 @@ def test_a_failing_compaction_fails_no_acknowledged_write(tmp_path: Path) -> Non
     real = s._write_file
     failed: list[int] = []
 
-    def write_file(namespace: str, records: Any, level: int) -> Any:
+    def write_file(namespace: str, keys: Any, values: Any, level: int) -> Any:
         if level == 2:
             failed.append(level)
             raise Unavailable("the object store is unreachable")
-        return real(namespace, records, level)
+        return real(namespace, keys, values, level)
 
     s._write_file = write_file  # type: ignore[method-assign]
     g.set(R, "main", b"b", val("b"))  # acknowledged: its file and append are durable

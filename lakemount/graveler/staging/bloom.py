@@ -53,7 +53,7 @@ class Bloom:
                     p = (first + i * step) % m
                     bits[p >> 3] |= 1 << (p & 7)
             return Bloom(bytes(bits), PROBES)
-        digests = b"".join([xxhash.xxh3_128_digest(k) for k in keys])
+        digests = b"".join(map(xxhash.xxh3_128_digest, keys))
         if not digests:
             return Bloom(bytes(size), PROBES)
         halves = np.frombuffer(digests, dtype=">u8").reshape(-1, 2).astype(np.uint64)  # [high, low] of each
