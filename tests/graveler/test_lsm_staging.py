@@ -223,6 +223,33 @@ def test_a_write_that_makes_l1_long_is_acknowledged_without_waiting_for_its_comp
     assert snapshot(g) == {b"a": "a", b"b": "b"}
 
 
+def test_one_compactor_thread_and_connection_serve_compaction_after_compaction(tmp_path: Path) -> None:
+    """The compactor thread waits for more work before it ends, so a busy branch's compactions (one every
+    ``l1_max`` appends) share its connection: a thread per compaction connected anew each time (on
+    PostgreSQL a backend started per compaction).  ``settle`` still returns once nothing is due."""
+    g = build_graveler(tmp_path / "refs.db", staging="lsm", l1_max=2)
+    g.create_repository(R, "mem://repo")
+    s = lsm(g)
+    fast = s.lists._fast  # type: ignore[attr-defined]
+    connects: list[str] = []
+    real = fast._connect
+
+    def connect() -> Any:
+        connects.append(threading.current_thread().name)
+        return real()
+
+    fast._connect = connect
+    for i in range(5):
+        g.set(R, "main", b"a/%d" % i, val(f"a{i}"))
+        g.set(R, "main", b"b/%d" % i, val(f"b{i}"))  # the append that makes L1 two long
+        assert s.settle(30)
+        assert s.stats.compactions == i + 1
+    assert connects.count("lakemount-compact") == 1, connects
+    token = g.get_branch(R, "main").staging_token
+    assert [f.level for f in s.lists.files([token])] == [2]
+    assert snapshot(g) == {b"%s/%d" % (p, i): f"{p.decode()}{i}" for p in (b"a", b"b") for i in range(5)}
+
+
 def test_a_failing_compaction_fails_no_acknowledged_write(tmp_path: Path) -> None:
     """The object store failing during a compaction leaves the lists as they were; the write whose
     append set it off is durable and acknowledged, not reported failed."""

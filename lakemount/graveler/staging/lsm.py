@@ -80,6 +80,7 @@ BATCH_MAX: Final = 4096  # entries gathered behind a flush in flight that go bes
 GC_GRACE_S: Final = 6 * 3600.0  # an unlisted file younger than this may still be on its way to a list
 INLINE_BYTES: Final = 32 * 1024  # staging.inline_bytes' default (docs/CONFIGURATION.md says why)
 _first = itemgetter(0)
+COMPACTOR_IDLE_S: Final = 30.0  # how long the compactor thread waits for more work before ending
 READ_TRIES: Final = 8  # listings a read makes while compactions keep removing the inline files it listed
 
 
@@ -223,7 +224,9 @@ class LsmStaging:
         self._compacting: set[StagingToken] = set()
         self._due: dict[StagingToken, None] = {}  # tokens waiting for the compactor thread, in order
         self._compactor: threading.Thread | None = None
-        self._settled = threading.Condition(self._lock)
+        self._compacting_due = False  # the compactor thread is compacting a token it took from _due
+        self._settled = threading.Condition(self._lock)  # nothing due and nothing being compacted
+        self._work = threading.Condition(self._lock)  # a token became due
 
     # ------------------------------------------------------------------ writes
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
@@ -381,20 +384,27 @@ class LsmStaging:
             self._due[token] = None
             # is_alive: a process forked while the thread ran has its object but not the thread.
             if self._compactor is not None and self._compactor.is_alive():
+                self._work.notify()
                 return
             self._compactor = threading.Thread(target=self._compact_due, name="lakemount-compact", daemon=True)
             self._compactor.start()
 
     def _compact_due(self) -> None:
-        """The compactor thread: compact the due tokens, oldest first, until none is left."""
+        """The compactor thread: compact the due tokens, oldest first; once none is left, wait up to
+        ``COMPACTOR_IDLE_S`` for more before ending.  A busy branch makes a token due every ``l1_max``
+        appends: a thread started for each compaction connected to the ref store anew each time (its
+        connection is per thread), a backend started and authenticated on the server per compaction."""
         while True:
             with self._lock:
-                if not self._due:
-                    self._compactor = None
+                self._compacting_due = False
+                while not self._due:
                     self._settled.notify_all()
-                    return
+                    if not self._work.wait(COMPACTOR_IDLE_S) and not self._due:
+                        self._compactor = None
+                        return
                 token = next(iter(self._due))
                 del self._due[token]
+                self._compacting_due = True
             try:
                 self.compact(token)
             except Exception as exc:  # the lists are as they were; the next l1_max appends try again
@@ -402,8 +412,12 @@ class LsmStaging:
 
     def settle(self, timeout: float | None = None) -> bool:
         """Wait until no compaction is due or running (tests, benchmarks); False if ``timeout`` passed first."""
+        def settled() -> bool:
+            thread = self._compactor
+            return thread is None or not thread.is_alive() or (not self._due and not self._compacting_due)
+
         with self._lock:
-            return self._settled.wait_for(lambda: self._compactor is None or not self._compactor.is_alive(), timeout)
+            return self._settled.wait_for(settled, timeout)
 
     def compact(self, token: StagingToken, *, minimum: int | None = None) -> bool:
         """Merge ``token``'s L1 files, with the newest L2 files no larger than what is merged so far,
