@@ -721,6 +721,48 @@ done:
     return result;
 }
 
+/* bloom_bits(digests, size, probes): the bit array of a staging file's bloom filter (bloom.py) of
+ * ``size`` bytes, m = 8 * size bits, over the keys whose xxh3-128 digests (16 bytes each, big-endian:
+ * the high half, then the low) are concatenated in ``digests``: for each, probes (low mod m +
+ * i * (high mod m)) mod m, i < probes, bit p of byte p / 8 (little bit order).  numpy's dozen calls
+ * per filter, and a Python loop for a few keys, cost more than the hashing. */
+static PyObject *bloom_bits(PyObject *self, PyObject *args) {
+    Py_buffer d;
+    Py_ssize_t size;
+    int probes;
+    if (!PyArg_ParseTuple(args, "y*ni", &d, &size, &probes)) return NULL;
+    if (size <= 0 || size > ((Py_ssize_t)1 << 48) || probes < 0 || d.len % 16) {
+        PyBuffer_Release(&d);
+        PyErr_SetString(PyExc_ValueError, "bloom_bits: bad size, probe count or digests");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
+    if (out == NULL) {
+        PyBuffer_Release(&d);
+        return NULL;
+    }
+    unsigned char *bits = (unsigned char *)PyBytes_AS_STRING(out);
+    memset(bits, 0, (size_t)size);
+    const unsigned char *p = (const unsigned char *)d.buf;
+    uint64_t m = (uint64_t)size * 8;
+    for (Py_ssize_t off = 0; off < d.len; off += 16) {
+        uint64_t high = 0, low = 0;
+        for (int b = 0; b < 8; b++) {
+            high = (high << 8) | p[off + b];
+            low = (low << 8) | p[off + 8 + b];
+        }
+        /* (first + i * step) mod m, stepped: both are below m, so one subtraction keeps it there. */
+        uint64_t bit = low % m, step = high % m;
+        for (int i = 0; i < probes; i++) {
+            bits[bit >> 3] |= (unsigned char)(1u << (bit & 7));
+            bit += step;
+            if (bit >= m) bit -= m;
+        }
+    }
+    PyBuffer_Release(&d);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"decode_block", decode_block, METH_VARARGS, "Decode one SSTable block into (keys, values)."},
     {"merge_newest", merge_newest, METH_VARARGS, "Merge sorted runs (oldest first); the newest record of a key wins."},
@@ -729,6 +771,7 @@ static PyMethodDef methods[] = {
     {"cut_ends", cut_ends, METH_VARARGS, "The indices just past each key whose hash has the masked bits zero."},
     {"range_feed", range_feed, METH_VARARGS, "What a range's content id hashes for these records, and their size."},
     {"encode_table", encode_table, METH_VARARGS, "The SSTable holding these records (keys strictly increasing)."},
+    {"bloom_bits", bloom_bits, METH_VARARGS, "A staging bloom filter's bit array from its keys' xxh3-128 digests."},
     {NULL, NULL, 0, NULL},
 };
 

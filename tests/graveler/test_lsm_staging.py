@@ -31,7 +31,7 @@ from lakemount.graveler.staging.lsm import STAGING_DIR, LsmStaging
 from lakemount.metastore.sql import SqlRefStore
 from lakemount.metastore.staging_lists import SqlStagingLists
 
-from ._support import build_graveler, content, fresh_view, val
+from ._support import build_graveler, content, fresh_view, python_calls, val
 
 R = "repo"
 
@@ -102,6 +102,80 @@ def test_concurrent_writers_are_group_committed(g: Graveler) -> None:
     assert snapshot(g) == {b"w%02d/%02d" % (i, j): f"{i}.{j}" for i in range(16) for j in range(10)}
 
 
+def test_the_writers_a_flush_wakes_go_together_into_the_next_flush(tmp_path: Path) -> None:
+    """A flush stays in flight until the last of its writers is woken, so writers that write again at
+    once (a busy process's threads) make the next flush together: the old code let the first one woken
+    flush alone while the others were still being woken (round two: 4-6 flushes of 1-6 entries)."""
+    g = build_graveler(tmp_path / "refs.db", staging="lsm", flush_ms=10_000)  # no flush goes beside on time
+    g.create_repository(R, "mem://repo")
+    s = lsm(g)
+    sizes: list[int] = []  # entries of each append, in order
+    entered, gate = threading.Event(), threading.Event()
+    append = s.lists.append
+
+    def gated(*a: Any, **kw: Any) -> Any:
+        sizes.append(a[3].count)
+        if len(sizes) == 1:  # the first flush waits until the writers below have gathered behind it
+            entered.set()
+            assert gate.wait(10)
+        return append(*a, **kw)
+
+    s.lists.append = gated  # type: ignore[method-assign]
+    first = threading.Thread(target=g.set, args=(R, "main", b"z", val("z")))
+    first.start()
+    assert entered.wait(10)
+    writers = 8
+
+    def writer(i: int) -> None:
+        g.set(R, "main", b"a/%d" % i, val(f"a{i}"))
+        g.set(R, "main", b"b/%d" % i, val(f"b{i}"))
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+    for t in threads:
+        t.start()
+    q = s._queues[(R, "main")]
+    deadline = time.monotonic() + 10
+    while (q.pending is None or len(q.pending.items) < writers) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    gate.set()
+    for t in [first, *threads]:
+        t.join(10)
+    assert sizes == [1, writers, writers]
+    assert snapshot(g) == {b"z": "z", **{b"%s/%d" % (p, i): f"{p.decode()}{i}" for p in (b"a", b"b") for i in range(writers)}}
+
+
+def test_a_flush_and_a_compaction_make_no_python_call_per_record(tmp_path: Path) -> None:
+    """Records go through C loops: a flush's sort, tags and file, a compaction's k-way merge and file, a
+    filter's hashes (each Python call per record holds the GIL the process's writers queue for; the old
+    flush made ~5 per record, its compaction ~4: generators, tags, the filter's hash calls).  Counted, not
+    timed: a flush or a compaction of 3x the records makes a few more calls per data block, none per record."""
+    def flush_calls(n: int) -> int:
+        g = build_graveler(tmp_path / f"flush{n}.db", staging="lsm", inline_bytes=0)  # both PUT alike
+        g.create_repository(R, "mem://repo")
+        items = [(b"k/%06d" % i, val(str(i))) for i in range(n)]
+        g.set_many(R, "main", items[:20])  # connected and warm
+        return python_calls(lambda: g.set_many(R, "main", items))
+
+    def compaction_calls(n: int) -> int:
+        g = build_graveler(tmp_path / f"compact{n}.db", staging="lsm", l1_max=1000)
+        g.create_repository(R, "mem://repo")
+        for f in range(4):
+            g.set_many(R, "main", [(b"k/%06d" % (i * 4 + f), val(f"{f}.{i}")) for i in range(n)])
+        s = lsm(g)
+        token = g.get_branch(R, "main").staging_token
+        assert s.lists.files([token])  # listed and warm
+        calls = python_calls(lambda: s.compact(token, minimum=4))
+        assert [(f.level, f.count) for f in s.lists.files([token])] == [(2, 4 * n)]
+        assert snapshot(g) == {b"k/%06d" % (i * 4 + f): f"{f}.{i}" for f in range(4) for i in range(n)}
+        return calls
+
+    # What grows is per data block (a few calls each, for ~20 records), not per record.
+    small, big = flush_calls(200), flush_calls(600)
+    assert big - small < 400 / 10, (small, big)
+    small, big = compaction_calls(200), compaction_calls(600)
+    assert big - small < 4 * 400 / 10, (small, big)
+
+
 def test_reads_use_key_ranges_and_bloom_filters(g: Graveler) -> None:
     s = lsm(g)
     s.l1_max = 1000
@@ -149,6 +223,33 @@ def test_a_write_that_makes_l1_long_is_acknowledged_without_waiting_for_its_comp
     assert snapshot(g) == {b"a": "a", b"b": "b"}
 
 
+def test_one_compactor_thread_and_connection_serve_compaction_after_compaction(tmp_path: Path) -> None:
+    """The compactor thread waits for more work before it ends, so a busy branch's compactions (one every
+    ``l1_max`` appends) share its connection: a thread per compaction connected anew each time (on
+    PostgreSQL a backend started per compaction).  ``settle`` still returns once nothing is due."""
+    g = build_graveler(tmp_path / "refs.db", staging="lsm", l1_max=2)
+    g.create_repository(R, "mem://repo")
+    s = lsm(g)
+    fast = s.lists._fast  # type: ignore[attr-defined]
+    connects: list[str] = []
+    real = fast._connect
+
+    def connect() -> Any:
+        connects.append(threading.current_thread().name)
+        return real()
+
+    fast._connect = connect
+    for i in range(5):
+        g.set(R, "main", b"a/%d" % i, val(f"a{i}"))
+        g.set(R, "main", b"b/%d" % i, val(f"b{i}"))  # the append that makes L1 two long
+        assert s.settle(30)
+        assert s.stats.compactions == i + 1
+    assert connects.count("lakemount-compact") == 1, connects
+    token = g.get_branch(R, "main").staging_token
+    assert [f.level for f in s.lists.files([token])] == [2]
+    assert snapshot(g) == {b"%s/%d" % (p, i): f"{p.decode()}{i}" for p in (b"a", b"b") for i in range(5)}
+
+
 def test_a_failing_compaction_fails_no_acknowledged_write(tmp_path: Path) -> None:
     """The object store failing during a compaction leaves the lists as they were; the write whose
     append set it off is durable and acknowledged, not reported failed."""
@@ -159,11 +260,11 @@ def test_a_failing_compaction_fails_no_acknowledged_write(tmp_path: Path) -> Non
     real = s._write_file
     failed: list[int] = []
 
-    def write_file(namespace: str, records: Any, level: int) -> Any:
+    def write_file(namespace: str, keys: Any, values: Any, level: int) -> Any:
         if level == 2:
             failed.append(level)
             raise Unavailable("the object store is unreachable")
-        return real(namespace, records, level)
+        return real(namespace, keys, values, level)
 
     s._write_file = write_file  # type: ignore[method-assign]
     g.set(R, "main", b"b", val("b"))  # acknowledged: its file and append are durable

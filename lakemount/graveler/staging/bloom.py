@@ -15,6 +15,11 @@ import xxhash
 
 from lakemount.errors import Corrupt
 
+try:
+    from lakemount.graveler._sstblock import bloom_bits as _bloom_bits_c
+except ImportError:  # built without a compiler, or from older sources
+    _bloom_bits_c = None
+
 BITS_PER_KEY: Final = 10
 PROBES: Final = 7
 _MASK64: Final = (1 << 64) - 1
@@ -35,13 +40,16 @@ class Bloom:
     def of(keys: Iterable[bytes], count: int) -> Bloom:
         """A filter holding ``keys`` (``count`` of them: sizes the bit array).
 
-        The probes of all keys at once (numpy): a flush or a compaction builds one filter over
+        The probes of all keys at once, in C (``_sstblock.bloom_bits``) when it is built, else with
+        numpy (or, for a few keys, a Python loop): a flush or a compaction builds one filter over
         every key it writes, and a loop of 7 probes per key in Python was the biggest cost of
         writing a staging file.  Same bits as :meth:`may_contain` probes: (h1 + i*h2) mod m,
         computed as (h1 mod m + i*(h2 mod m)) mod m, which stays below 2**64.
         """
         size = max(8, (count * BITS_PER_KEY + 7) // 8)
         m = size * 8
+        if _bloom_bits_c is not None:  # no call per key or probe: a flush's 64 keys ~7 us, numpy ~38
+            return Bloom(_bloom_bits_c(b"".join(map(xxhash.xxh3_128_digest, keys)), size, PROBES), PROBES)
         if count <= SMALL:
             # A lone writer's flush (one key): numpy's dozen calls cost more than the probes (33 against
             # 17 us for one key, 57 against 22 for five, measured), and it is every flush of a lone writer.
@@ -53,7 +61,7 @@ class Bloom:
                     p = (first + i * step) % m
                     bits[p >> 3] |= 1 << (p & 7)
             return Bloom(bytes(bits), PROBES)
-        digests = b"".join([xxhash.xxh3_128_digest(k) for k in keys])
+        digests = b"".join(map(xxhash.xxh3_128_digest, keys))
         if not digests:
             return Bloom(bytes(size), PROBES)
         halves = np.frombuffer(digests, dtype=">u8").reshape(-1, 2).astype(np.uint64)  # [high, low] of each

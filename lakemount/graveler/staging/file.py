@@ -16,7 +16,7 @@ bytes under the same checksum.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -41,6 +41,11 @@ Tagged = bytes  # a tag byte, then the record value for PUT
 def tag(value: bytes | None) -> Tagged:
     """The file form of a staged value (None = tombstone)."""
     return _TOMBSTONE_VALUE if value is None else _PUT_TAG + value
+
+
+def tag_all(values: Iterable[bytes | None]) -> list[Tagged]:
+    """:func:`tag` of each of ``values`` (a flush's): one loop, not a call per value."""
+    return [_TOMBSTONE_VALUE if v is None else _PUT_TAG + v for v in values]
 
 
 UNSTAGED_MARK: Final = _UNSTAGED_VALUE
@@ -78,11 +83,16 @@ class StagingFileInfo:
 
 
 def encode_file(records: Sequence[tuple[bytes, Tagged]]) -> bytes:
-    """The bytes of a staging file holding ``records`` (sorted by key, unique, non-empty): its bloom
-    filter under the empty key, then the records, encoded in memory (a flush used to write a temporary
-    file and read it back: ~20% of a busy process's flush)."""
-    bloom = Bloom.of((k for k, _ in records), len(records))
-    return encode_table([BLOOM_KEY, *(k for k, _ in records)], [bloom.encode(), *(v for _, v in records)])
+    """The bytes of a staging file holding ``records`` (sorted by key, unique, non-empty): see :func:`encode_arrays`."""
+    return encode_arrays([k for k, _ in records], [v for _, v in records])
+
+
+def encode_arrays(keys: list[bytes], values: list[Tagged]) -> bytes:
+    """The bytes of a staging file holding ``keys`` (sorted, unique, non-empty) and their ``values``: its
+    bloom filter under the empty key, then the records, encoded in memory (a flush used to write a
+    temporary file and read it back: ~20% of a busy process's flush).  Parallel lists, as flushes and
+    compactions hold them: no tuple per record."""
+    return encode_table([BLOOM_KEY, *keys], [Bloom.of(keys, len(keys)).encode(), *values])
 
 
 class StagingFile:

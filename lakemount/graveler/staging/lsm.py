@@ -8,7 +8,9 @@ L2; the Graveler facade puts the base commit's metarange beneath.
 Writes go through a group-commit memstore per (repo, branch) in this process:
 a write with no flush in flight flushes at once; writes arriving during a flush
 gather and go as the next one when it ends (or after ``flush_ms``, in
-parallel).  A flush PUTs one file, appends it with one statement, and only then
+parallel).  A flush ends when the last of its writers is woken, so the writers
+it acknowledged that write again at once (a busy process's threads) go with
+the next one, not the half of them back before it began.  A flush PUTs one file, appends it with one statement, and only then
 acknowledges every write in it: nothing is acknowledged before the file and
 the append are durable.  One ``stage`` call is always within one file, so a
 multi-key change (a rename, a DeleteObjects) is atomic.
@@ -36,6 +38,7 @@ are garbage: :meth:`LsmStaging.collect_staging` (the GC job) deletes them after 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import secrets
 import threading
@@ -43,6 +46,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Final, TypeVar
 
 from lakemount.errors import Corrupt, InvalidArgument, ObjectNotFound, PreconditionFailed
@@ -57,8 +61,8 @@ from lakemount.graveler.staging.file import (
     StagingFileInfo,
     Tagged,
     checksum,
-    encode_file,
-    tag,
+    encode_arrays,
+    tag_all,
     untag,
 )
 
@@ -75,6 +79,8 @@ MAX_CHUNK: Final = 64 * 1024  # ... growing 4x per chunk up to this (a commit wa
 BATCH_MAX: Final = 4096  # entries gathered behind a flush in flight that go beside it instead of waiting
 GC_GRACE_S: Final = 6 * 3600.0  # an unlisted file younger than this may still be on its way to a list
 INLINE_BYTES: Final = 32 * 1024  # staging.inline_bytes' default (docs/CONFIGURATION.md says why)
+_first = itemgetter(0)
+COMPACTOR_IDLE_S: Final = 30.0  # how long the compactor thread waits for more work before ending
 READ_TRIES: Final = 8  # listings a read makes while compactions keep removing the inline files it listed
 
 
@@ -160,6 +166,8 @@ class _Batch:
     # next: an Event's waiters would each make a lock and then queue on its condition's lock once woken.
     done: threading.Lock = field(default_factory=_held)
     error: BaseException | None = None
+    followers: int = 0  # writers that joined the leader's batch (fixed once its flush starts)
+    woken: Iterator[int] = field(default_factory=itertools.count)  # next() is atomic: the last woken knows it is
 
 
 @dataclass
@@ -216,7 +224,9 @@ class LsmStaging:
         self._compacting: set[StagingToken] = set()
         self._due: dict[StagingToken, None] = {}  # tokens waiting for the compactor thread, in order
         self._compactor: threading.Thread | None = None
-        self._settled = threading.Condition(self._lock)
+        self._compacting_due = False  # the compactor thread is compacting a token it took from _due
+        self._settled = threading.Condition(self._lock)  # nothing due and nothing being compacted
+        self._work = threading.Condition(self._lock)  # a token became due
 
     # ------------------------------------------------------------------ writes
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
@@ -237,7 +247,7 @@ class LsmStaging:
         """
         if not items:
             return  # nothing to make durable (the facade checks the branch exists)
-        if any(not k for k, _ in items):
+        if not all(map(_first, items)):  # (C loops: no Python call per item of a big change)
             raise InvalidArgument("an empty key cannot be staged")
         if check is not None:
             if ready is not None:
@@ -260,6 +270,8 @@ class LsmStaging:
             if batch is None:
                 batch = q.pending = _Batch()
             batch.items.update(items)
+            if not lead:
+                batch.followers += 1
             if ready is not None:  # (rarely a follower: another writer came between the check and here)
                 batch.ready.append(ready)
             if lead:
@@ -280,6 +292,8 @@ class LsmStaging:
         if not lead:
             batch.done.acquire()
             batch.done.release()
+            if next(batch.woken) + 1 == batch.followers:
+                self._flushed(q)
             if batch.error is not None:
                 raise batch.error
             return
@@ -291,11 +305,21 @@ class LsmStaging:
             batch.error = exc
             raise
         finally:
-            with q.cond:
-                q.in_flight -= 1
-                q.cond.notify_all()
+            # The flush counts as in flight until the last of its writers is woken, and that writer
+            # ends it: the writers woken one after another join the next batch meanwhile, so it
+            # holds them all and not the half that came back before the next flush began (two
+            # half batches alternating: twice the flushes and their CPU per entry, and a leader's
+            # flush work holding the GIL while the woken queue for it).
+            if not batch.followers:
+                self._flushed(q)
             batch.done.release()
         self._maybe_compact(token, l1)
+
+    @staticmethod
+    def _flushed(q: _Queue) -> None:
+        with q.cond:
+            q.in_flight -= 1
+            q.cond.notify_all()
 
     def _cache(self, url: str, data: bytes, inline: bool) -> None:
         # An inline file goes to RAM only: its row is one statement away, and compaction merges it
@@ -309,17 +333,16 @@ class LsmStaging:
             ns = self._namespaces[repo] = self._namespace_of(repo)
         return ns
 
-    def _write_file(self, namespace: str, records: list[tuple[bytes, Tagged]], level: int) -> tuple[StagingFileInfo, bytes]:
-        """A new staging file of ``records``: stored on the block store, or (a small L1 file) to be
-        stored in its list row by the append that lists it."""
-        data = encode_file(records)
+    def _write_file(self, namespace: str, keys: list[bytes], values: list[Tagged], level: int) -> tuple[StagingFileInfo, bytes]:
+        """A new staging file of ``keys`` (sorted, unique) and their ``values``: stored on the block
+        store, or (a small L1 file) to be stored in its list row by the append that lists it."""
+        data = encode_arrays(keys, values)
         url = staging_url(namespace, secrets.token_hex(16))
         inline = level == 1 and len(data) <= self.inline_bytes
         if not inline:
             self.adapter.put(url, data)
         self._cache(url, data, inline)
-        return StagingFileInfo(url, level, records[0][0], records[-1][0], len(records), len(data), checksum(data),
-                               inline=inline), data
+        return StagingFileInfo(url, level, keys[0], keys[-1], len(keys), len(data), checksum(data), inline=inline), data
 
     def _flush(
         self, repo: str, branch: str, items: dict[bytes, bytes | None], check: StageCheck | None = None,
@@ -327,11 +350,12 @@ class LsmStaging:
     ) -> tuple[StagingToken, int]:
         """Write ``items`` as one L1 file, wait for ``ready`` (the data the items point at), and append
         the file; the token it went to and its L1 length now."""
-        records = sorted((k, tag(v)) for k, v in items.items())
+        keys = sorted(items)
+        values = tag_all(map(items.__getitem__, keys))
         judge = None if check is None else (lambda b: check(b, self.staged_get))
         for fresh in (False, True):
             ns = self._namespace(repo, fresh)
-            info, data = self._write_file(ns, records, 1)
+            info, data = self._write_file(ns, keys, values, 1)
             for wait in ready:
                 wait()  # raises if the data failed: the file is an orphan, nothing is acknowledged
             ready = ()
@@ -344,7 +368,7 @@ class LsmStaging:
             with self._lock:
                 self.stats.flushes += 1
                 self.stats.inline_flushes += info.inline
-                self.stats.entries_flushed += len(records)
+                self.stats.entries_flushed += len(keys)
             return token, l1
         raise AssertionError("unreachable")
 
@@ -360,20 +384,27 @@ class LsmStaging:
             self._due[token] = None
             # is_alive: a process forked while the thread ran has its object but not the thread.
             if self._compactor is not None and self._compactor.is_alive():
+                self._work.notify()
                 return
             self._compactor = threading.Thread(target=self._compact_due, name="lakemount-compact", daemon=True)
             self._compactor.start()
 
     def _compact_due(self) -> None:
-        """The compactor thread: compact the due tokens, oldest first, until none is left."""
+        """The compactor thread: compact the due tokens, oldest first; once none is left, wait up to
+        ``COMPACTOR_IDLE_S`` for more before ending.  A busy branch makes a token due every ``l1_max``
+        appends: a thread started for each compaction connected to the ref store anew each time (its
+        connection is per thread), a backend started and authenticated on the server per compaction."""
         while True:
             with self._lock:
-                if not self._due:
-                    self._compactor = None
+                self._compacting_due = False
+                while not self._due:
                     self._settled.notify_all()
-                    return
+                    if not self._work.wait(COMPACTOR_IDLE_S) and not self._due:
+                        self._compactor = None
+                        return
                 token = next(iter(self._due))
                 del self._due[token]
+                self._compacting_due = True
             try:
                 self.compact(token)
             except Exception as exc:  # the lists are as they were; the next l1_max appends try again
@@ -381,8 +412,12 @@ class LsmStaging:
 
     def settle(self, timeout: float | None = None) -> bool:
         """Wait until no compaction is due or running (tests, benchmarks); False if ``timeout`` passed first."""
+        def settled() -> bool:
+            thread = self._compactor
+            return thread is None or not thread.is_alive() or (not self._due and not self._compacting_due)
+
         with self._lock:
-            return self._settled.wait_for(lambda: self._compactor is None or not self._compactor.is_alive(), timeout)
+            return self._settled.wait_for(settled, timeout)
 
     def compact(self, token: StagingToken, *, minimum: int | None = None) -> bool:
         """Merge ``token``'s L1 files, with the newest L2 files no larger than what is merged so far,
@@ -412,20 +447,23 @@ class LsmStaging:
                 taken.append(f)
                 merged_count += f.count
             bottom = len(taken) == len(l2)  # nothing of this token lies below the new file
-            # Whole files, oldest first into one dict (newer records replace older ones), then one
-            # sort: a fraction of what a record-by-record merge of the files costs in Python.
-            merged: dict[bytes, Tagged] = {}
             try:
                 opened = self._open_all(l1 + taken)
             except _Gone:  # a drop or another compaction removed an inline input: this one would lose its CAS
                 with self._lock:
                     self.stats.compactions_lost += 1
                 return False
-            for table in reversed(opened):  # given newest first: L1 by seq, then L2 (older than all L1)
-                merged.update(table.items())
-            records = sorted((k, v) for k, v in merged.items() if not (bottom and v[0] == UNSTAGED))
+            # The files' sorted arrays, oldest first (given newest first: L1 by seq, then L2, older than
+            # all L1), in one k-way merge in which the newest record of a key wins: C work, where a dict
+            # of every record, a sort and a tuple per record cost ~2 us per record in Python.
+            spans = opened[::-1]
+            keys, values = merge_newest([f.keys for f in spans], [f.values for f in spans], [0] * len(spans),
+                                        [len(f.keys) for f in spans])
+            if bottom and UNSTAGED_MARK in values:  # a mark is always exactly UNSTAGED_MARK
+                kept = [i for i, v in enumerate(values) if v[0] != UNSTAGED]
+                keys, values = [keys[i] for i in kept], [values[i] for i in kept]
             namespace = files[0].url[: files[0].url.index(STAGING_DIR)].rstrip("/")
-            new = self._write_file(namespace, records, 2)[0] if records else None
+            new = self._write_file(namespace, keys, values, 2)[0] if keys else None
             ok = self.lists.compact(token, [f.seq for f in l1 + taken], [f.seq for f in l2], new)
             with self._lock:
                 if ok:
@@ -635,7 +673,7 @@ class LsmStaging:
             return
         files = self.lists.files([token])
         namespace = files[0].url[: files[0].url.index(STAGING_DIR)].rstrip("/")
-        info, data = self._write_file(namespace, [(k, UNSTAGED_MARK) for k in keys], 1)
+        info, data = self._write_file(namespace, keys, [UNSTAGED_MARK] * len(keys), 1)
         self.lists.append_to_token(token, info, data)
 
     # ------------------------------------------------------------------ garbage
