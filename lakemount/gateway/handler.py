@@ -156,7 +156,12 @@ class S3Gateway:
         return response
 
     def _record(self, ctx: Ctx, name: str, pending: audit_context.Pending, response: Response) -> None:
-        """One audit record of an object or listing request, refused ones too (when the bucket was found)."""
+        """One audit record of an object or listing request, refused ones too (when the bucket was found).
+
+        A served GET or HEAD costs this call and the log's append, nothing else in Python (tests/audit/test_cost.py):
+        the operation noted the ref, its commit and the path it split the key into, the response carries its
+        length, and the user is the principal's; the key is split again only for a request that failed before.
+        """
         target = ctx._target
         if target is None or self.audit is None:
             return
@@ -168,7 +173,7 @@ class S3Gateway:
         if pending.bytes:
             nbytes = pending.bytes
         elif name == "GetObject" and response.status < 300:
-            nbytes = response.content_length()
+            nbytes = response.length if response.length is not None else response.content_length()
         elif name == "PutObject":
             text = req.header("x-amz-decoded-content-length") or req.header("content-length") or "0"
             nbytes = int(text) if text.isdigit() else 0
@@ -176,7 +181,7 @@ class S3Gateway:
             nbytes = 0
         ref = pending.ref or (target.split(ctx.key)[0] if ctx.key else target.ref or "")
         self.audit.record(repo=target.repo.name, op=name, ref=ref, commit=pending.commit, path=path, nbytes=nbytes,
-                          status=response.status, user=ctx.user, frontend=GATEWAY, client=req.client)
+                          status=response.status, user=ctx.principal.user_id or "", frontend=GATEWAY, client=req.client)
 
     def error_response(self, req: Request, err: S3Error, request_id: str) -> Response:
         if err.http_status >= 500:

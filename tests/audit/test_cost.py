@@ -9,6 +9,7 @@ measures the time.
 from __future__ import annotations
 
 import gc
+import hashlib
 import io
 import os
 import random
@@ -29,7 +30,11 @@ from lakemount.audit import table
 from lakemount.audit.log import FLUSHER, REPO, WIDTH, AuditLog
 from lakemount.audit.record import FIELDS, AuditRecord, Row, row
 from lakemount.config import load
-from lakemount.serving.http import Request
+from lakemount.gateway.handler import S3Gateway
+from lakemount.gateway.settings import from_config
+from lakemount.serving.http import BytesBody, Request
+
+from tests.gateway.server_fixture import signed_headers
 
 from .conftest import Lake
 
@@ -74,6 +79,57 @@ def test_the_request_path_only_queues_a_tuple(lake: Lake) -> None:
     queued = waiting(lake.app.audit)[-1]
     assert len(queued) == len(FIELDS)
     assert FIELDS[REPO] == "repo" and queued[REPO] == "cost"  # the flusher groups records by this column
+
+
+GETS = 10
+
+
+def _gets(gw: S3Gateway) -> Callable[[], None]:
+    """``GETS`` warm 4 KiB GetObjects through ``gw`` (one signed request, sent again: the signature stays valid)."""
+    headers = signed_headers("GET", "http://gw/cost/main/d/obj", {"content-length": "0"}, hashlib.sha256(b"").hexdigest())
+    lowered = tuple((k.lower(), v) for k, v in headers.items())
+
+    def run() -> None:
+        for _ in range(GETS):
+            resp = gw.handle(Request("GET", "/cost/main/d/obj", "", lowered, BytesBody(b""), client="192.0.2.7"))
+            assert resp.status == 200 and resp.body == b"x" * 4096
+            if resp.close is not None:
+                resp.close()
+
+    return run
+
+
+def test_a_gateway_get_is_recorded_by_its_hook_and_the_append_alone(lake: Lake) -> None:
+    """N warm GETs with the trail on make, beyond the same GETs with it off (same home), N calls of the edge's hook and
+    N of the log's append, and no other Python call: the hook split the key again (``buckets.py:split``), read the user
+    through a property (``context.py:user``) and the length through a method (``http.py:content_length``) per GET; the
+    operation already knew the path, the response its length.  The record still holds all the issue lists."""
+    cat = lake.app.catalog
+    cat.create_repository("cost")
+    cat.put("cost", "main", "d/obj", b"x" * 4096)
+    cat.commit("cost", "main", "data")
+    head = cat.get_branch("cost", "main").commit_id
+    off_app = App(load(None, env={**lake.env, "LAKEMOUNT_AUDIT_ENABLED": "false"}))  # the same home, the trail off
+    try:
+        assert off_app.audit is None
+        on_run, off_run = _gets(lake.gw), _gets(S3Gateway(off_app, from_config(off_app.config)))
+        on_run(), off_run()  # warm: kept reads, the flusher started, lazy imports
+        on, off = fewest_calls(on_run), fewest_calls(off_run)
+    finally:
+        off_app.close()
+    extra = on - off
+    python = {name: n for name, n in extra.items() if not name.startswith("c:")}
+    assert python == {"handler.py:_record": GETS, "log.py:record": GETS}, extra
+    # C calls: the operation's kind, the clock, the sequence, the buffer's length and extend
+    assert set(extra) - set(python) <= {"c:startswith", "c:time", "c:next", "c:len", "c:extend"}, extra
+    assert not off - on, off - on
+    assert lake.app.audit is not None
+    queued = dict(zip(FIELDS, waiting(lake.app.audit)[-1], strict=True))
+    assert {k: queued[k] for k in ("user", "frontend", "client", "repo", "ref", "commit", "path", "op", "bytes",
+                                   "status")} == {
+        "user": "admin", "frontend": "s3", "client": "192.0.2.7", "repo": "cost", "ref": "main", "commit": head,
+        "path": "d/obj", "op": "GetObject", "bytes": 4096, "status": 200}
+    assert isinstance(queued["time"], float) and queued["seq"] > waiting(lake.app.audit)[-2][FIELDS.index("seq")]
 
 
 def test_the_request_records_what_it_resolved_when_it_ran(lake: Lake) -> None:
