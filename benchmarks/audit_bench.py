@@ -26,6 +26,9 @@ Beside gw, api and mount, the servers' (the mount's) CPU time per request (user 
 system of the server's processes, from ``/proc``; per open for the mount), on and off: on a shared machine whose
 load swamps latency and throughput, what the trail adds to each request shows
 there more steadily (its ratio over all rounds, and the median of the rounds').
+Of the on side's CPU per request, the share of its flusher threads (``lm-audit-flush``, one
+per worker process) is printed beside the on-minus-off difference: what is left is the
+request path's (and the GIL's) part.
 
 The last line prints the three ratios the issue targets: within 5%, i.e.
 >= 0.95 for throughput, <= 1.05 for latency.
@@ -57,11 +60,10 @@ REPO = "bench"
 FILES = 200
 
 
-def serve(home: str, env_extra: dict[str, str]) -> tuple[subprocess.Popen[str], str, str]:
+def serve(home: str, env_extra: dict[str, str], name: str) -> tuple[subprocess.Popen[str], str, str]:
     """``lakemount serve`` on free ports over ``home``: (process, gateway URL, API URL)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
     env.update(env_extra, LAKEMOUNT_HOME=home)
-    name = "off" if env_extra else "on"
     proc = subprocess.Popen([sys.executable, "-m", "lakemount.cli.main", "serve", "--listen", "127.0.0.1:0"],
                             env=env, stdout=subprocess.PIPE, stderr=open(os.path.join(home, f"serve-{name}.log"), "w"),
                             text=True, start_new_session=True)
@@ -82,9 +84,9 @@ def serve(home: str, env_extra: dict[str, str]) -> tuple[subprocess.Popen[str], 
     return proc, gw, api
 
 
-def session_cpu(sid: int) -> float:
-    """CPU seconds (user + system) the live processes of session ``sid`` (a server and its workers) used so far."""
-    ticks = 0
+def _session_pids(sid: int) -> list[str]:
+    """The live processes of session ``sid`` (a server and its workers, or a mount)."""
+    pids = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -93,28 +95,43 @@ def session_cpu(sid: int) -> float:
                 fields = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
         except OSError:  # ended meanwhile
             continue
-        if int(fields[3]) == sid:  # session, utime, stime: fields 6, 14, 15 of proc(5)
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+        if int(fields[3]) == sid:  # session: field 6 of proc(5)
+            pids.append(name)
+    return pids
 
 
-def thread_cpu(pid: int, name: str) -> float:
-    """CPU seconds the threads of process ``pid`` named ``name`` (``/proc/<pid>/task/<tid>/comm``) used so far."""
-    ticks = 0
+def _ticks(stat: str) -> int:
+    """utime + stime (fields 14 and 15 of proc(5)) of a ``/proc/.../stat`` file."""
     try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return 0.0
-    for tid in tids:
+        with open(stat) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:  # ended meanwhile
+        return 0
+    return int(fields[11]) + int(fields[12])
+
+
+def session_cpu(sid: int) -> float:
+    """CPU seconds (user + system) the live processes of session ``sid`` (a server and its workers) used so far."""
+    return sum(_ticks(f"/proc/{pid}/stat") for pid in _session_pids(sid)) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(sid: int, name: str) -> float:
+    """CPU seconds the threads named ``name`` (``/proc/<pid>/task/<tid>/comm``) of the processes of session ``sid``
+    used so far: a server's workers each have their own flusher."""
+    ticks = 0
+    for pid in _session_pids(sid):
         try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                if f.read().rstrip("\n") != name:
-                    continue
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
-        ticks += int(fields[11]) + int(fields[12])
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    if f.read().rstrip("\n") != name:
+                        continue
+            except OSError:
+                continue
+            ticks += _ticks(f"/proc/{pid}/task/{tid}/stat")
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -236,6 +253,9 @@ def main() -> None:
     parser.add_argument("--mount-epoch", type=int, default=2,
                         help="start the two mounts again every this many rounds, sides swapped (0: never)")
     parser.add_argument("--cli-runs", type=int, default=3, help="CLI processes per side per round")
+    parser.add_argument("--control", action="store_true",
+                        help="an A/A run: the 'on' side has the trail off too, so its ratios show what two servers (mounts) "
+                             "differ by without the trail")
     args = parser.parse_args()
     only = set(args.only.split(","))
     per = args.seconds / args.rounds
@@ -250,14 +270,17 @@ def main() -> None:
     cat.commit(REPO, "main", "bench data")
     app.metastore.engine.dispose()
     off_env = {"LAKEMOUNT_AUDIT_ENABLED": "false"}
+    on_env: dict[str, str] = dict(off_env) if args.control else {}
+    if args.control:
+        print("control run: both sides have the trail off", flush=True)
     procs: list[subprocess.Popen[str]] = []
     mounts: list[tuple[subprocess.Popen[bytes], str]] = []
     figures: list[Paired] = []
     try:
         if only & {"gw", "api"}:
-            on_proc, gw_on, api_on = serve(home, {})
+            on_proc, gw_on, api_on = serve(home, on_env, "on")
             procs.append(on_proc)
-            off_proc, gw_off, api_off = serve(home, off_env)
+            off_proc, gw_off, api_off = serve(home, off_env, "off")
             procs.append(off_proc)
         # The servers' (and mounts') CPU time per request, beside each throughput or latency figure: on a loaded
         # shared machine what the trail costs shows there more steadily than in latency (which others' load swamps).
@@ -265,12 +288,18 @@ def main() -> None:
                        for name, whose, what in (("gw", "server", "request"), ("api", "server", "request"),
                                                  ("mount", "mount", "open"))}
         totals: dict[tuple[str, str], list[float]] = {}
+        # The on side's flusher threads (FLUSHER, in every worker): (CPU s, requests) per figure, over the rounds.
+        flusher: dict[str, list[float]] = {}
 
         def timed(name: str, side: str, proc: subprocess.Popen[Any], run: Callable[[], tuple[float, float]]) -> float:
-            """Run ``run`` (-> figure, requests served) and note the server's CPU time per request."""
-            before = session_cpu(proc.pid)
+            """Run ``run`` (-> figure, requests served) and note the server's CPU time per request, and its flushers'."""
+            before, flushed = session_cpu(proc.pid), thread_cpu(proc.pid, FLUSHER)
             figure, requests = run()
             used = session_cpu(proc.pid) - before
+            if side == "on":
+                f = flusher.setdefault(name, [0.0, 0.0])
+                f[0] += thread_cpu(proc.pid, FLUSHER) - flushed
+                f[1] += requests
             getattr(per_request[name], side).append(used / max(requests, 1) * 1e6)
             t = totals.setdefault((name, side), [0.0, 0.0])
             t[0] += used
@@ -288,7 +317,7 @@ def main() -> None:
                 while mounts:
                     unmount(*mounts.pop())
                 points = [os.path.join(tmp, "mnt-a"), os.path.join(tmp, "mnt-b")]
-                sides = [("on", {}), ("off", off_env)]
+                sides = [("on", on_env), ("off", off_env)]
                 if epoch % 2:
                     points.reverse()
                     sides.reverse()
@@ -298,16 +327,12 @@ def main() -> None:
                     side_mount[side] = (proc, mp)
 
             remount(0)
-            flusher: list[tuple[float, float]] = []  # the on mount's flusher thread: (CPU s, opens) of each round
 
             def mounted(side: str) -> float:
                 proc, mp = side_mount[side]
 
                 def run() -> tuple[float, float]:
-                    before = thread_cpu(proc.pid, FLUSHER)
                     rate = opens(os.path.join(mp, REPO, "main", "small"), per)
-                    if side == "on":
-                        flusher.append((thread_cpu(proc.pid, FLUSHER) - before, rate * per))
                     return rate, rate * per
 
                 return timed("mount", side, proc, run)
@@ -347,7 +372,7 @@ def main() -> None:
                 return wall * 1000
 
             figures.append(Paired("cli", f"'lakemount fs stat' wall ms (median of {args.cli_runs} processes)",
-                                  lambda: cli("on", {}), lambda: cli("off", off_env), lower_is_better=True))
+                                  lambda: cli("on", on_env), lambda: cli("off", off_env), lower_is_better=True))
         # One pass of every figure, not counted: caches, connection pools and lazy imports of both sides warm
         # before the first counted round (which measures "on" first, and alone would pay for both).
         for fig in figures:
@@ -356,11 +381,10 @@ def main() -> None:
             fig.on.clear()
             fig.off.clear()
         totals.clear()
+        flusher.clear()
         if "cli" in only:
             cli_cpu["on"].clear()
             cli_cpu["off"].clear()
-        if "mount" in only:
-            flusher.clear()
         print(f"{args.rounds} rounds; in each, every figure measures on and off back to back "
               f"({per:.1f} s each side for gw, mount, api)", flush=True)
         for i in range(args.rounds):
@@ -375,15 +399,15 @@ def main() -> None:
             if fig.on:
                 print(fig.report())
                 (on_s, on_n), (off_s, off_n) = totals[(name, "on")], totals[(name, "off")]
-                print(f"     all rounds: on {on_s / on_n * 1e6:.0f}  off {off_s / off_n * 1e6:.0f} us per request;"
-                      f"  on/off {on_s / on_n / (off_s / off_n):5.3f}")
-        if "mount" in only:  # where the on mount's extra CPU goes: its flusher thread, and the rest (the request loop)
-            (on_s, on_n), (off_s, off_n) = totals[("mount", "on")], totals[("mount", "off")]
-            flush_us = sum(c for c, _ in flusher) / max(sum(n for _, n in flusher), 1) * 1e6
-            extra_us = on_s / on_n * 1e6 - off_s / off_n * 1e6
-            print(f"      of the on mount's CPU per open, its flusher thread ({FLUSHER}) {flush_us:.1f} us "
-                  f"({flush_us / (off_s / off_n * 1e6) * 100:.1f}% of the off mount's); on minus off {extra_us:.1f} us, "
-                  f"of which the rest of the process {extra_us - flush_us:.1f} us (all rounds)")
+                on_us, off_us = on_s / max(on_n, 1) * 1e6, off_s / max(off_n, 1) * 1e6
+                print(f"     all rounds: on {on_us:.0f}  off {off_us:.0f} us per {fig.unit.split(' per ')[1].split()[0]};"
+                      f"  on/off {on_us / off_us:5.3f}")
+                # Where the on side's extra CPU goes: its flusher threads, and the rest (the request path).
+                flush_s, flushed_n = flusher.get(name, (0.0, 0.0))
+                flush_us = flush_s / max(flushed_n, 1) * 1e6
+                print(f"      of it, the flusher threads ({FLUSHER}) {flush_us:.1f} us ({flush_us / off_us * 100:.1f}% "
+                      f"of off's); on minus off {on_us - off_us:.1f} us, of which the rest {on_us - off_us - flush_us:.1f} "
+                      "us (all rounds)")
         if "cli" in only:
             on_cpu, off_cpu = statistics.median(cli_cpu["on"]), statistics.median(cli_cpu["off"])
             print(f"      CPU s per 'fs stat' process: on {on_cpu:.3f}  off {off_cpu:.3f}  (+{(on_cpu - off_cpu) * 1000:.0f} ms)")
