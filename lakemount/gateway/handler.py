@@ -112,7 +112,8 @@ class S3Gateway:
         bucket = key = None
         name = "unknown"
         ctx: Ctx | None = None
-        pending = audit_context.Pending()
+        # The request's record, filled in by the operation (audit_context.note); with the trail off, nothing to fill.
+        pending = audit_context.Pending() if self.audit is not None else None
         try:
             vhost, bucket, key = self.locate(req)
             # Routed before authenticating so that a refused request is still
@@ -127,8 +128,14 @@ class S3Gateway:
             ctx = Ctx(self.services, req, principal, bucket, key, request_id)
             if principal is ANONYMOUS and not routing.anonymous_allowed(op):
                 raise S3Error("AccessDenied", "Access Denied", 403)
-            with audit_context.acting(audit_context.Actor(ctx.user, GATEWAY, req.client), pending):
+            if pending is None:
                 response = op(ctx)
+            else:  # the operation runs as its caller: the catalog's versioning records name who asked
+                tokens = audit_context.enter(audit_context.Actor(ctx.principal.user_id or "", GATEWAY, req.client), pending)
+                try:
+                    response = op(ctx)
+                finally:
+                    audit_context.leave(tokens)
         except ClientDisconnected:
             log.info("client %s went away during %s %s", req.client, req.method, req.raw_path)
             response = Response(400, [], b"")
@@ -151,7 +158,7 @@ class S3Gateway:
         response.headers.append(("x-amz-id-2", HOST_ID))
         response.headers.append(("Server", "lakemount"))
         response.operation = name
-        if self.audit is not None and ctx is not None and name in AUDITED:
+        if pending is not None and ctx is not None and name in AUDITED:
             self._record(ctx, name, pending, response)
         return response
 

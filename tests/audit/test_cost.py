@@ -73,10 +73,10 @@ def test_the_request_path_only_queues_a_tuple(lake: Lake) -> None:
         extra = python_calls(on_run) - python_calls(off_run)
     finally:
         off.close()
-    # the path comes noted by the operation, as the commit does: the hook read the query again for it (context.py:q)
-    python = {name: n for name, n in extra.items() if not name.startswith("c:")}
-    assert python == {"handler.py:_record": 1, "log.py:record": 1}, extra
-    assert set(extra) - set(python) <= {"c:get", "c:time", "c:next", "c:len", "c:extend"}, extra
+    # the path comes noted by the operation, as the commit does: the hook read the query again for it (context.py:q);
+    # the record and the actor (two inits) are entered in two plain calls, and only with the trail on
+    assert extra == {"<string>:__init__": 2, "context.py:enter": 1, "context.py:leave": 1, "handler.py:_record": 1,
+                     "log.py:record": 1}, extra
     assert lake.app.audit is not None
     queued = waiting(lake.app.audit)[-1]
     assert len(queued) == len(FIELDS)
@@ -102,10 +102,13 @@ def _gets(gw: S3Gateway) -> Callable[[], None]:
 
 
 def test_a_gateway_get_is_recorded_by_its_hook_and_the_append_alone(lake: Lake) -> None:
-    """N warm GETs with the trail on make, beyond the same GETs with it off (same home), N calls of the edge's hook and
-    N of the log's append, and no other Python call: the hook split the key again (``buckets.py:split``), read the user
-    through a property (``context.py:user``) and the length through a method (``http.py:content_length``) per GET; the
-    operation already knew the path, the response its length.  The record still holds all the issue lists."""
+    """N warm GETs with the trail on make, beyond the same GETs with it off (same home), per GET: the request's record
+    and actor built (two dataclass inits), the actor entered and left (two plain calls), the edge's hook and the log's
+    append; no other Python call.  The hook split the key again (``buckets.py:split``), read the user through a
+    property (``context.py:user``) and the length through a method (``http.py:content_length``) per GET, though the
+    operation knew the path and the response its length; both sides entered the actor through a generator-based
+    context manager (``context.py:acting``, six calls), the trail off too, for nothing.  The record still holds all
+    the issue lists."""
     cat = lake.app.catalog
     cat.create_repository("cost")
     cat.put("cost", "main", "d/obj", b"x" * 4096)
@@ -121,10 +124,14 @@ def test_a_gateway_get_is_recorded_by_its_hook_and_the_append_alone(lake: Lake) 
         off_app.close()
     extra = on - off
     python = {name: n for name, n in extra.items() if not name.startswith("c:")}
-    assert python == {"handler.py:_record": GETS, "log.py:record": GETS}, extra
-    # C calls: the operation's kind, the clock, the sequence, the buffer's length and extend
-    assert set(extra) - set(python) <= {"c:startswith", "c:time", "c:next", "c:len", "c:extend"}, extra
+    assert python == {"<string>:__init__": 2 * GETS, "context.py:enter": GETS, "context.py:leave": GETS,
+                      "handler.py:_record": GETS, "log.py:record": GETS}, extra
+    # C calls: the context variables, the frozen actor's fields, the operation's kind, the clock, the sequence, the
+    # buffer's length and extend
+    assert set(extra) - set(python) <= {"c:set", "c:reset", "c:__setattr__", "c:startswith", "c:time", "c:next",
+                                        "c:len", "c:extend"}, extra
     assert not off - on, off - on
+    assert on["context.py:acting"] == off["context.py:acting"] == 0
     assert lake.app.audit is not None
     queued = dict(zip(FIELDS, waiting(lake.app.audit)[-1], strict=True))
     assert {k: queued[k] for k in ("user", "frontend", "client", "repo", "ref", "commit", "path", "op", "bytes",
