@@ -18,7 +18,8 @@ rounds' on/off ratios: a burst that hits one side of one round does not decide i
         are started again every ``--mount-epoch`` rounds with the sides swapped
         (mount point and start order), so one process's bias does not become the trail's.
 (api)   statObject p90 latency through the REST API, 4 closed-loop clients
-        (``api_bench.concurrent``).
+        (``api_bench.concurrent``).  The two servers (gw, api) are started again every
+        ``--server-epoch`` rounds in the other order, and warmed, as the mounts are.
 (cli)   wall time of one ``lakemount fs stat`` process (and its CPU time): the
         CLI spools its records for another process to write (``audit/spool.py``).
 
@@ -252,6 +253,8 @@ def main() -> None:
     parser.add_argument("--only", default="gw,api,mount,cli")
     parser.add_argument("--mount-epoch", type=int, default=2,
                         help="start the two mounts again every this many rounds, sides swapped (0: never)")
+    parser.add_argument("--server-epoch", type=int, default=2,
+                        help="start the two servers again every this many rounds, in the other order (0: never)")
     parser.add_argument("--cli-runs", type=int, default=3, help="CLI processes per side per round")
     parser.add_argument("--control", action="store_true",
                         help="an A/A run: the 'on' side has the trail off too, so its ratios show what two servers (mounts) "
@@ -278,10 +281,28 @@ def main() -> None:
     figures: list[Paired] = []
     try:
         if only & {"gw", "api"}:
-            on_proc, gw_on, api_on = serve(home, on_env, "on")
-            procs.append(on_proc)
-            off_proc, gw_off, api_off = serve(home, off_env, "off")
-            procs.append(off_proc)
+            # An A/A run (--control) of one pair of servers scattered by ~15% on this machine, the server started
+            # first the slower: so the pair is started again every --server-epoch rounds, in the other order, and
+            # warmed before it counts; a bias of one process or of the start order falls on both sides over the run.
+            servers: dict[str, tuple[subprocess.Popen[str], str, str]] = {}
+
+            def reserve(epoch: int) -> None:
+                while procs:
+                    gateway_bench.stop(procs.pop())  # type: ignore[arg-type]
+                sides = [("on", on_env), ("off", off_env)]
+                if epoch % 2:
+                    sides.reverse()
+                for side, extra in sides:
+                    servers[side] = serve(home, extra, side)
+                    procs.append(servers[side][0])
+                if epoch:  # the first pair is warmed by the uncounted pass below
+                    for _proc, gw_url, api_url in servers.values():
+                        if "gw" in only:
+                            gateway_bench.small_gets(gw_url, f"/{REPO}/main/stat/obj", 1.0)
+                        if "api" in only:
+                            api_bench.concurrent(api_url, f"/repositories/{REPO}/refs/main/objects/stat?path=stat/obj", 4, 1.0)
+
+            reserve(0)
         # The servers' (and mounts') CPU time per request, beside each throughput or latency figure: on a loaded
         # shared machine what the trail costs shows there more steadily than in latency (which others' load swamps).
         per_request = {name: Paired(f"{name} cpu", f"{whose} CPU us per {what} ({name})", None, None, lower_is_better=True)
@@ -342,27 +363,31 @@ def main() -> None:
         if "gw" in only:
             obj = f"/{REPO}/main/stat/obj"
 
-            def gw(side: str, proc: subprocess.Popen[str], url: str) -> float:
+            def gw(side: str) -> float:
+                proc, url, _ = servers[side]
+
                 def run() -> tuple[float, float]:
                     rate = gateway_bench.small_gets(url, obj, per)
                     return rate, rate * per
 
                 return timed("gw", side, proc, run)
 
-            figures.append(Paired("gw", "4 KiB GETs/s, 16 clients", lambda: gw("on", on_proc, gw_on),
-                                  lambda: gw("off", off_proc, gw_off), lower_is_better=False))
+            figures.append(Paired("gw", "4 KiB GETs/s, 16 clients", lambda: gw("on"), lambda: gw("off"),
+                                  lower_is_better=False))
         if "api" in only:
             stat = f"/repositories/{REPO}/refs/main/objects/stat?path=stat/obj"
 
-            def api(side: str, proc: subprocess.Popen[str], url: str) -> float:
+            def api(side: str) -> float:
+                proc, _, url = servers[side]
+
                 def run() -> tuple[float, float]:
                     _p50, p90, _p99, rps = api_bench.concurrent(url, stat, 4, per)
                     return p90, rps * per
 
                 return timed("api", side, proc, run)
 
-            figures.append(Paired("api", "statObject p90 ms, 4 clients", lambda: api("on", on_proc, api_on),
-                                  lambda: api("off", off_proc, api_off), lower_is_better=True, fmt=".2f"))
+            figures.append(Paired("api", "statObject p90 ms, 4 clients", lambda: api("on"), lambda: api("off"),
+                                  lower_is_better=True, fmt=".2f"))
         if "cli" in only:
             cli_cpu: dict[str, list[float]] = {"on": [], "off": []}
 
@@ -390,6 +415,8 @@ def main() -> None:
         for i in range(args.rounds):
             if "mount" in only and args.mount_epoch and i and i % args.mount_epoch == 0:
                 remount(i // args.mount_epoch)
+            if only & {"gw", "api"} and args.server_epoch and i and i % args.server_epoch == 0:
+                reserve(i // args.server_epoch)
             for fig in figures:
                 fig.round(i)
             print(f"  round {i + 1}/{args.rounds} done (load {os.getloadavg()[0]:.1f})", flush=True)
