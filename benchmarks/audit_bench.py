@@ -317,9 +317,10 @@ def main() -> None:
             before, flushed = session_cpu(proc.pid), thread_cpu(proc.pid, FLUSHER)
             figure, requests = run()
             used = session_cpu(proc.pid) - before
+            flushing = thread_cpu(proc.pid, FLUSHER) - flushed  # both sides alike: what the bench does is the same
             if side == "on":
                 f = flusher.setdefault(name, [0.0, 0.0])
-                f[0] += thread_cpu(proc.pid, FLUSHER) - flushed
+                f[0] += flushing
                 f[1] += requests
             getattr(per_request[name], side).append(used / max(requests, 1) * 1e6)
             t = totals.setdefault((name, side), [0.0, 0.0])
