@@ -18,7 +18,8 @@ rounds' on/off ratios: a burst that hits one side of one round does not decide i
         are started again every ``--mount-epoch`` rounds with the sides swapped
         (mount point and start order), so one process's bias does not become the trail's.
 (api)   statObject p90 latency through the REST API, 4 closed-loop clients
-        (``api_bench.concurrent``).
+        (``api_bench.concurrent``).  The two servers (gw, api) are started again every
+        ``--server-epoch`` rounds in the other order, and warmed, as the mounts are.
 (cli)   wall time of one ``lakemount fs stat`` process (and its CPU time): the
         CLI spools its records for another process to write (``audit/spool.py``).
 
@@ -26,6 +27,9 @@ Beside gw, api and mount, the servers' (the mount's) CPU time per request (user 
 system of the server's processes, from ``/proc``; per open for the mount), on and off: on a shared machine whose
 load swamps latency and throughput, what the trail adds to each request shows
 there more steadily (its ratio over all rounds, and the median of the rounds').
+Of the on side's CPU per request, the share of its flusher threads (``lm-audit-flush``, one
+per worker process) is printed beside the on-minus-off difference: what is left is the
+request path's (and the GIL's) part.
 
 The last line prints the three ratios the issue targets: within 5%, i.e.
 >= 0.95 for throughput, <= 1.05 for latency.
@@ -57,11 +61,10 @@ REPO = "bench"
 FILES = 200
 
 
-def serve(home: str, env_extra: dict[str, str]) -> tuple[subprocess.Popen[str], str, str]:
+def serve(home: str, env_extra: dict[str, str], name: str) -> tuple[subprocess.Popen[str], str, str]:
     """``lakemount serve`` on free ports over ``home``: (process, gateway URL, API URL)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
     env.update(env_extra, LAKEMOUNT_HOME=home)
-    name = "off" if env_extra else "on"
     proc = subprocess.Popen([sys.executable, "-m", "lakemount.cli.main", "serve", "--listen", "127.0.0.1:0"],
                             env=env, stdout=subprocess.PIPE, stderr=open(os.path.join(home, f"serve-{name}.log"), "w"),
                             text=True, start_new_session=True)
@@ -82,9 +85,9 @@ def serve(home: str, env_extra: dict[str, str]) -> tuple[subprocess.Popen[str], 
     return proc, gw, api
 
 
-def session_cpu(sid: int) -> float:
-    """CPU seconds (user + system) the live processes of session ``sid`` (a server and its workers) used so far."""
-    ticks = 0
+def _session_pids(sid: int) -> list[str]:
+    """The live processes of session ``sid`` (a server and its workers, or a mount)."""
+    pids = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -93,28 +96,43 @@ def session_cpu(sid: int) -> float:
                 fields = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
         except OSError:  # ended meanwhile
             continue
-        if int(fields[3]) == sid:  # session, utime, stime: fields 6, 14, 15 of proc(5)
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+        if int(fields[3]) == sid:  # session: field 6 of proc(5)
+            pids.append(name)
+    return pids
 
 
-def thread_cpu(pid: int, name: str) -> float:
-    """CPU seconds the threads of process ``pid`` named ``name`` (``/proc/<pid>/task/<tid>/comm``) used so far."""
-    ticks = 0
+def _ticks(stat: str) -> int:
+    """utime + stime (fields 14 and 15 of proc(5)) of a ``/proc/.../stat`` file."""
     try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return 0.0
-    for tid in tids:
+        with open(stat) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:  # ended meanwhile
+        return 0
+    return int(fields[11]) + int(fields[12])
+
+
+def session_cpu(sid: int) -> float:
+    """CPU seconds (user + system) the live processes of session ``sid`` (a server and its workers) used so far."""
+    return sum(_ticks(f"/proc/{pid}/stat") for pid in _session_pids(sid)) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(sid: int, name: str) -> float:
+    """CPU seconds the threads named ``name`` (``/proc/<pid>/task/<tid>/comm``) of the processes of session ``sid``
+    used so far: a server's workers each have their own flusher."""
+    ticks = 0
+    for pid in _session_pids(sid):
         try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                if f.read().rstrip("\n") != name:
-                    continue
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
-        ticks += int(fields[11]) + int(fields[12])
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    if f.read().rstrip("\n") != name:
+                        continue
+            except OSError:
+                continue
+            ticks += _ticks(f"/proc/{pid}/task/{tid}/stat")
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -235,7 +253,12 @@ def main() -> None:
     parser.add_argument("--only", default="gw,api,mount,cli")
     parser.add_argument("--mount-epoch", type=int, default=2,
                         help="start the two mounts again every this many rounds, sides swapped (0: never)")
+    parser.add_argument("--server-epoch", type=int, default=2,
+                        help="start the two servers again every this many rounds, in the other order (0: never)")
     parser.add_argument("--cli-runs", type=int, default=3, help="CLI processes per side per round")
+    parser.add_argument("--control", action="store_true",
+                        help="an A/A run: the 'on' side has the trail off too, so its ratios show what two servers (mounts) "
+                             "differ by without the trail")
     args = parser.parse_args()
     only = set(args.only.split(","))
     per = args.seconds / args.rounds
@@ -250,27 +273,55 @@ def main() -> None:
     cat.commit(REPO, "main", "bench data")
     app.metastore.engine.dispose()
     off_env = {"LAKEMOUNT_AUDIT_ENABLED": "false"}
+    on_env: dict[str, str] = dict(off_env) if args.control else {}
+    if args.control:
+        print("control run: both sides have the trail off", flush=True)
     procs: list[subprocess.Popen[str]] = []
     mounts: list[tuple[subprocess.Popen[bytes], str]] = []
     figures: list[Paired] = []
     try:
         if only & {"gw", "api"}:
-            on_proc, gw_on, api_on = serve(home, {})
-            procs.append(on_proc)
-            off_proc, gw_off, api_off = serve(home, off_env)
-            procs.append(off_proc)
+            # An A/A run (--control) of one pair of servers scattered by ~15% on this machine, the server started
+            # first the slower: so the pair is started again every --server-epoch rounds, in the other order, and
+            # warmed before it counts; a bias of one process or of the start order falls on both sides over the run.
+            servers: dict[str, tuple[subprocess.Popen[str], str, str]] = {}
+
+            def reserve(epoch: int) -> None:
+                while procs:
+                    gateway_bench.stop(procs.pop())  # type: ignore[arg-type]
+                sides = [("on", on_env), ("off", off_env)]
+                if epoch % 2:
+                    sides.reverse()
+                for side, extra in sides:
+                    servers[side] = serve(home, extra, side)
+                    procs.append(servers[side][0])
+                if epoch:  # the first pair is warmed by the uncounted pass below
+                    for _proc, gw_url, api_url in servers.values():
+                        if "gw" in only:
+                            gateway_bench.small_gets(gw_url, f"/{REPO}/main/stat/obj", 1.0)
+                        if "api" in only:
+                            api_bench.concurrent(api_url, f"/repositories/{REPO}/refs/main/objects/stat?path=stat/obj", 4, 1.0)
+
+            reserve(0)
         # The servers' (and mounts') CPU time per request, beside each throughput or latency figure: on a loaded
         # shared machine what the trail costs shows there more steadily than in latency (which others' load swamps).
         per_request = {name: Paired(f"{name} cpu", f"{whose} CPU us per {what} ({name})", None, None, lower_is_better=True)
                        for name, whose, what in (("gw", "server", "request"), ("api", "server", "request"),
                                                  ("mount", "mount", "open"))}
         totals: dict[tuple[str, str], list[float]] = {}
+        # The on side's flusher threads (FLUSHER, in every worker): (CPU s, requests) per figure, over the rounds.
+        flusher: dict[str, list[float]] = {}
 
         def timed(name: str, side: str, proc: subprocess.Popen[Any], run: Callable[[], tuple[float, float]]) -> float:
-            """Run ``run`` (-> figure, requests served) and note the server's CPU time per request."""
-            before = session_cpu(proc.pid)
+            """Run ``run`` (-> figure, requests served) and note the server's CPU time per request, and its flushers'."""
+            before, flushed = session_cpu(proc.pid), thread_cpu(proc.pid, FLUSHER)
             figure, requests = run()
             used = session_cpu(proc.pid) - before
+            flushing = thread_cpu(proc.pid, FLUSHER) - flushed  # both sides alike: what the bench does is the same
+            if side == "on":
+                f = flusher.setdefault(name, [0.0, 0.0])
+                f[0] += flushing
+                f[1] += requests
             getattr(per_request[name], side).append(used / max(requests, 1) * 1e6)
             t = totals.setdefault((name, side), [0.0, 0.0])
             t[0] += used
@@ -288,7 +339,7 @@ def main() -> None:
                 while mounts:
                     unmount(*mounts.pop())
                 points = [os.path.join(tmp, "mnt-a"), os.path.join(tmp, "mnt-b")]
-                sides = [("on", {}), ("off", off_env)]
+                sides = [("on", on_env), ("off", off_env)]
                 if epoch % 2:
                     points.reverse()
                     sides.reverse()
@@ -298,16 +349,12 @@ def main() -> None:
                     side_mount[side] = (proc, mp)
 
             remount(0)
-            flusher: list[tuple[float, float]] = []  # the on mount's flusher thread: (CPU s, opens) of each round
 
             def mounted(side: str) -> float:
                 proc, mp = side_mount[side]
 
                 def run() -> tuple[float, float]:
-                    before = thread_cpu(proc.pid, FLUSHER)
                     rate = opens(os.path.join(mp, REPO, "main", "small"), per)
-                    if side == "on":
-                        flusher.append((thread_cpu(proc.pid, FLUSHER) - before, rate * per))
                     return rate, rate * per
 
                 return timed("mount", side, proc, run)
@@ -317,27 +364,31 @@ def main() -> None:
         if "gw" in only:
             obj = f"/{REPO}/main/stat/obj"
 
-            def gw(side: str, proc: subprocess.Popen[str], url: str) -> float:
+            def gw(side: str) -> float:
+                proc, url, _ = servers[side]
+
                 def run() -> tuple[float, float]:
                     rate = gateway_bench.small_gets(url, obj, per)
                     return rate, rate * per
 
                 return timed("gw", side, proc, run)
 
-            figures.append(Paired("gw", "4 KiB GETs/s, 16 clients", lambda: gw("on", on_proc, gw_on),
-                                  lambda: gw("off", off_proc, gw_off), lower_is_better=False))
+            figures.append(Paired("gw", "4 KiB GETs/s, 16 clients", lambda: gw("on"), lambda: gw("off"),
+                                  lower_is_better=False))
         if "api" in only:
             stat = f"/repositories/{REPO}/refs/main/objects/stat?path=stat/obj"
 
-            def api(side: str, proc: subprocess.Popen[str], url: str) -> float:
+            def api(side: str) -> float:
+                proc, _, url = servers[side]
+
                 def run() -> tuple[float, float]:
                     _p50, p90, _p99, rps = api_bench.concurrent(url, stat, 4, per)
                     return p90, rps * per
 
                 return timed("api", side, proc, run)
 
-            figures.append(Paired("api", "statObject p90 ms, 4 clients", lambda: api("on", on_proc, api_on),
-                                  lambda: api("off", off_proc, api_off), lower_is_better=True, fmt=".2f"))
+            figures.append(Paired("api", "statObject p90 ms, 4 clients", lambda: api("on"), lambda: api("off"),
+                                  lower_is_better=True, fmt=".2f"))
         if "cli" in only:
             cli_cpu: dict[str, list[float]] = {"on": [], "off": []}
 
@@ -347,7 +398,7 @@ def main() -> None:
                 return wall * 1000
 
             figures.append(Paired("cli", f"'lakemount fs stat' wall ms (median of {args.cli_runs} processes)",
-                                  lambda: cli("on", {}), lambda: cli("off", off_env), lower_is_better=True))
+                                  lambda: cli("on", on_env), lambda: cli("off", off_env), lower_is_better=True))
         # One pass of every figure, not counted: caches, connection pools and lazy imports of both sides warm
         # before the first counted round (which measures "on" first, and alone would pay for both).
         for fig in figures:
@@ -356,16 +407,17 @@ def main() -> None:
             fig.on.clear()
             fig.off.clear()
         totals.clear()
+        flusher.clear()
         if "cli" in only:
             cli_cpu["on"].clear()
             cli_cpu["off"].clear()
-        if "mount" in only:
-            flusher.clear()
         print(f"{args.rounds} rounds; in each, every figure measures on and off back to back "
               f"({per:.1f} s each side for gw, mount, api)", flush=True)
         for i in range(args.rounds):
             if "mount" in only and args.mount_epoch and i and i % args.mount_epoch == 0:
                 remount(i // args.mount_epoch)
+            if only & {"gw", "api"} and args.server_epoch and i and i % args.server_epoch == 0:
+                reserve(i // args.server_epoch)
             for fig in figures:
                 fig.round(i)
             print(f"  round {i + 1}/{args.rounds} done (load {os.getloadavg()[0]:.1f})", flush=True)
@@ -375,15 +427,15 @@ def main() -> None:
             if fig.on:
                 print(fig.report())
                 (on_s, on_n), (off_s, off_n) = totals[(name, "on")], totals[(name, "off")]
-                print(f"     all rounds: on {on_s / on_n * 1e6:.0f}  off {off_s / off_n * 1e6:.0f} us per request;"
-                      f"  on/off {on_s / on_n / (off_s / off_n):5.3f}")
-        if "mount" in only:  # where the on mount's extra CPU goes: its flusher thread, and the rest (the request loop)
-            (on_s, on_n), (off_s, off_n) = totals[("mount", "on")], totals[("mount", "off")]
-            flush_us = sum(c for c, _ in flusher) / max(sum(n for _, n in flusher), 1) * 1e6
-            extra_us = on_s / on_n * 1e6 - off_s / off_n * 1e6
-            print(f"      of the on mount's CPU per open, its flusher thread ({FLUSHER}) {flush_us:.1f} us "
-                  f"({flush_us / (off_s / off_n * 1e6) * 100:.1f}% of the off mount's); on minus off {extra_us:.1f} us, "
-                  f"of which the rest of the process {extra_us - flush_us:.1f} us (all rounds)")
+                on_us, off_us = on_s / max(on_n, 1) * 1e6, off_s / max(off_n, 1) * 1e6
+                print(f"     all rounds: on {on_us:.0f}  off {off_us:.0f} us per {fig.unit.split(' per ')[1].split()[0]};"
+                      f"  on/off {on_us / off_us:5.3f}")
+                # Where the on side's extra CPU goes: its flusher threads, and the rest (the request path).
+                flush_s, flushed_n = flusher.get(name, (0.0, 0.0))
+                flush_us = flush_s / max(flushed_n, 1) * 1e6
+                print(f"      of it, the flusher threads ({FLUSHER}) {flush_us:.1f} us ({flush_us / off_us * 100:.1f}% "
+                      f"of off's); on minus off {on_us - off_us:.1f} us, of which the rest {on_us - off_us - flush_us:.1f} "
+                      "us (all rounds)")
         if "cli" in only:
             on_cpu, off_cpu = statistics.median(cli_cpu["on"]), statistics.median(cli_cpu["off"])
             print(f"      CPU s per 'fs stat' process: on {on_cpu:.3f}  off {off_cpu:.3f}  (+{(on_cpu - off_cpu) * 1000:.0f} ms)")

@@ -148,7 +148,8 @@ class ApiService:
         """Answer one request (never raises); ``Response.operation`` is its operationId, ``ui`` or ``metrics``."""
         name = ["unknown"]  # set by _handle once the request is routed
         seen: list[Ctx] = []  # the request's context, once routed and authenticated
-        pending = audit_context.Pending()
+        # The request's record, filled in by the operation (audit_context.note); with the trail off, nothing to fill.
+        pending = audit_context.Pending() if self.app.audit is not None else None
         try:
             response = self._handle(request, name, seen, pending)
         except ApiError as e:
@@ -163,7 +164,7 @@ class ApiService:
             log.exception("unexpected error serving %s %s", request.method, request.raw_path)
             response = error_response(ApiError(500, "internal error"))
         response.operation = name[0]
-        if seen and self.app.audit is not None:
+        if seen and pending is not None:
             if name[0] in AUDITED:
                 self._record(seen[0], pending, response)
             elif name[0] in FAILURES_AUDITED and response.status >= 400:
@@ -194,7 +195,7 @@ class ApiService:
             return False
         return True
 
-    def _handle(self, request: Request, name: list[str], seen: list[Ctx], pending: audit_context.Pending) -> Response:
+    def _handle(self, request: Request, name: list[str], seen: list[Ctx], pending: audit_context.Pending | None) -> Response:
         path = request.raw_path
         if path == METRICS_PATH and self.app.config.api.metrics:
             name[0] = "metrics"
@@ -225,8 +226,14 @@ class ApiService:
                        request.header(csrf.HEADER))
         ctx.check_query()
         seen.append(ctx)
-        with audit_context.acting(audit_context.Actor(ctx.user or "", API, request.client), pending):
+        if pending is None:
             result = op.func(ctx)
+        else:  # the operation runs as its caller: the catalog's versioning records name who asked
+            tokens = audit_context.enter(audit_context.Actor(ctx.user or "", API, request.client), pending)
+            try:
+                result = op.func(ctx)
+            finally:
+                audit_context.leave(tokens)
         assert isinstance(result, Response)
         return result
 

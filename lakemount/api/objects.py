@@ -69,10 +69,11 @@ def _user_meta(entry: Any) -> list[tuple[str, str]]:
     return user_metadata(object_view(entry).metadata)
 
 
-def _resolve(ctx: Ctx, repo: str) -> Any:
-    """The request's ref, resolved once (the audit trail records the commit it named)."""
+def _resolve(ctx: Ctx, repo: str, path: str | None = None) -> Any:
+    """The request's ref, resolved once (the audit trail records the commit it named, and ``path``: the edge need
+    not read the query again for it)."""
     resolved = ctx.catalog.resolve(repo, ctx.params["ref"])
-    note(commit=resolved.commit_id)
+    note(commit=resolved.commit_id, path=path)
     return resolved
 
 
@@ -92,7 +93,7 @@ def stat_object(ctx: Ctx) -> Response:
     repo_rec = ctx.catalog.repository(repo)
     presign = _presigning(ctx, repo_rec)
     path = check_path(ctx.q_required("path"))
-    entry = ctx.catalog.stat(repo, _resolve(ctx, repo), path)  # _resolve: the audit trail notes the commit
+    entry = ctx.catalog.stat(repo, _resolve(ctx, repo, path), path)  # _resolve: the audit trail notes commit and path
     out = _stats(ctx, repo_rec, path, entry)
     if not ctx.q_bool("user_metadata", True):  # as lakeFS: asked not to, an empty map
         out["metadata"] = {}
@@ -122,7 +123,7 @@ def _read(ctx: Ctx, *, with_body: bool) -> Response:
     path = check_path(ctx.q_required("path"))
     # The ref and the entry in one step: on a branch, one ref-store statement (Catalog.lookup).
     resolved, entry = ctx.catalog.lookup(repo_rec, ctx.params["ref"], path)
-    note(commit=resolved.commit_id)
+    note(commit=resolved.commit_id, path=path)
     if entry is None:
         raise ObjectNotFound(f"{repo}/{resolved.expr}/{path}")
     if presign and _has_data(entry):

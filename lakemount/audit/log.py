@@ -78,6 +78,16 @@ def _name_thread(name: str) -> None:
         pass
 
 
+def _load_writer() -> None:
+    """Import the Parquet writer and Arrow's compute functions (half a second, holding the GIL) now: as the process
+    starts, not at its first flush in the middle of the requests that filled the buffer."""
+    try:
+        import pyarrow.compute  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError as exc:  # the flushes will say so, and count their records dropped
+        log.warning("audit: cannot load the Parquet writer: %s", exc)
+
+
 def run_dir(home: str) -> str:
     """Where markers and counters of every process sharing ``home`` live."""
     return os.path.join(home, "run", "audit")
@@ -231,11 +241,18 @@ class AuditLog:
 
     def start(self) -> None:
         """Run as a long-running process (a server, a mount): buffer records and flush them from a thread,
-        drain the spools at each flush.  Markers of dead processes are counted at once."""
+        drain the spools at each flush.  Markers of dead processes are counted at once.
+
+        The Parquet writer is loaded here, in the caller, before it returns: a server's worker then freezes its
+        heap (``serving/workers.py:settle_worker_heap``) with pyarrow's objects in it.  Loaded by the flusher
+        thread, they were still being made as the worker froze: thousands of objects the cyclic GC went on
+        tracking (and counting towards its next collection) that the same worker with the trail off never had.
+        """
         if self._spool is not None:
             self._spool.close()
             self._spool = None
             self._pid = 0
+        _load_writer()
         if self._pid != os.getpid():
             self._start()
 
@@ -293,13 +310,7 @@ class AuditLog:
 
     def _run(self) -> None:
         _name_thread(FLUSHER)
-        # The Parquet writer's and Arrow's compute imports (half a second, holding the GIL) now, as the process
-        # starts, rather than at the first flush, in the middle of the requests that filled the buffer.
-        try:
-            import pyarrow.compute  # noqa: F401
-            import pyarrow.parquet  # noqa: F401
-        except ImportError as exc:  # the flushes will say so, and count their records dropped
-            log.warning("audit: cannot load the Parquet writer: %s", exc)
+        _load_writer()  # loaded by start() already, unless this thread was started by a record (a fork's child)
         while not self._stop:
             self._wake.wait(self.flush_s)
             self._wake.clear()

@@ -40,7 +40,7 @@ def find(ctx: Ctx) -> tuple[object, Entry]:
         resolved, entry = ctx.services.kept.lookup(target.repo, ref, path)
     except NotFound:
         raise ctx.no_such_ref(target, ref) from None
-    note(ref=ref, commit=resolved.commit_id)  # the audit trail's record of this read
+    note(ref=ref, commit=resolved.commit_id, path=path)  # the audit trail's record of this read (no second split)
     version = ctx.query.get("versionId")
     if version not in (None, "", "null"):
         raise s3_error("NoSuchVersion", Key=ctx.key, VersionId=version)
