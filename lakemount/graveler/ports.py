@@ -287,11 +287,12 @@ class StagingLists(Protocol):
         raises ``BranchNotFound``/``RepositoryNotFound`` like ``RefStore.get_branch``."""
 
     def compact(
-        self, token: StagingToken, consumed: Sequence[int], old_l2: Sequence[int], new_l2: StagingFileInfo | None
+        self, token: StagingToken, consumed: Sequence[int], old_l2: Sequence[int], new_l2: StagingFileInfo | None,
+        data: bytes | None = None,
     ) -> bool:
         """Replace the files ``consumed`` (by ``seq``: L1 files and some L2 ones) with the L2 file ``new_l2``,
         newest of L2, iff every one of them is still listed and L2 is exactly ``old_l2`` (compare-and-set);
-        True if done."""
+        True if done.  An inline ``new_l2`` comes with its bytes (``data``), stored with its row."""
 
     def drop(self, token: StagingToken) -> None:
         """Forget both lists of ``token`` (its files become garbage)."""

@@ -413,8 +413,11 @@ class SqlStagingLists:
 
     # -- compaction and drops ------------------------------------------------------
     def compact(
-        self, token: StagingToken, consumed: Sequence[int], old_l2: Sequence[int], new_l2: StagingFileInfo | None
+        self, token: StagingToken, consumed: Sequence[int], old_l2: Sequence[int], new_l2: StagingFileInfo | None,
+        data: bytes | None = None,
     ) -> bool:
+        inline = None if new_l2 is None else _inline_bytes(new_l2, data)
+
         def work(cur: Any) -> bool:
             # Every row of the token locked at once, in id order, as ``drop`` locks them: two
             # statements that lock a token's rows in different orders could deadlock.
@@ -431,10 +434,11 @@ class SqlStagingLists:
                 cur.execute(
                     self._sql(
                         "INSERT INTO lm_staging_files (token, level, url, min_key, max_key, count, size, checksum) "
-                        "VALUES (?, 2, ?, ?, ?, ?, ?, ?)"
+                        "VALUES (?, 2, ?, ?, ?, ?, ?, ?) RETURNING id"
                     ),
                     (token, new_l2.url, new_l2.min_key, new_l2.max_key, new_l2.count, new_l2.size, new_l2.checksum),
                 )
+                self._put_inline(cur, int(cur.fetchone()[0]), inline)
             return True
 
         try:

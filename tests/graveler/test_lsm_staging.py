@@ -711,17 +711,44 @@ def test_a_missing_or_corrupt_inline_row_is_an_error_naming_it(g: Graveler, dama
         list(reader.scan(R, reader.resolve(R, "main")))
 
 
+def test_a_small_compaction_is_an_inline_l2_file_and_a_big_one_goes_to_the_block_store(g: Graveler) -> None:
+    """Compaction's output is stored as a flush's is: in its row when it is at most ``inline_bytes``
+    (a lone writer's compactions were an object-store PUT every ``l1_max`` appends), on the block
+    store when bigger; either way it takes the inline rows it consumed with it."""
+    s = lsm(g)
+    s.l1_max = 1000
+    for i in range(3):
+        g.set(R, "main", b"s%d" % i, val(str(i)))
+    token = g.get_branch(R, "main").staging_token
+    before = snapshot(g)
+    assert s.compact(token, minimum=2)
+    (small,) = s.lists.files([token])
+    assert (small.level, small.inline) == (2, True)
+    assert staging_files(s.adapter, "mem://repo") == [] and inline_rows(g) == 1
+    assert snapshot(fresh_view(g)) == before  # a process that has not cached it reads it from its row
+    s.inline_bytes = small.size  # what lands on it next makes the merged file bigger than this
+    g.set(R, "main", b"s8", val("8"))
+    g.set(R, "main", b"s9", val("9"))
+    assert s.compact(token, minimum=2)  # the two new files and the small L2 file under them, merged
+    (big,) = s.lists.files([token])
+    assert (big.level, big.inline) == (2, False)
+    assert staging_files(s.adapter, "mem://repo") == [big.url] and inline_rows(g) == 0
+    assert snapshot(fresh_view(g)) == {**before, b"s8": "8", b"s9": "9"}
+
+
 def test_inline_l1_files_compact_into_an_l2_file_on_the_block_store_and_commit_reset_drop_their_rows(g: Graveler) -> None:
-    """Compaction's output is a block-store file and takes the inline rows it consumed with it, so the
-    database holds only a branch's few recent small files; commit and reset drop them too."""
+    """Compaction takes the inline rows it consumed with it, so the database holds only a branch's
+    few recent small files (and its small L2 files); commit and reset drop them too."""
     s = lsm(g)
     s.l1_max = 1000
     for i in range(5):
         g.set(R, "main", b"k%d" % i, val(str(i)))
     token = g.get_branch(R, "main").staging_token
     assert [f.inline for f in s.lists.files([token])] == [True] * 5 and inline_rows(g) == 5
+    inline_bytes, s.inline_bytes = s.inline_bytes, 0  # the compacted file goes to the block store (a small one: above)
     before = snapshot(g)
     assert s.compact(token, minimum=2)
+    s.inline_bytes = inline_bytes
     (l2,) = s.lists.files([token])
     assert (l2.level, l2.inline) == (2, False)
     assert staging_files(s.adapter, "mem://repo") == [l2.url] and inline_rows(g) == 0

@@ -77,8 +77,9 @@ def test_appends_racing_commits_and_compactions_lose_nothing(ref_url: str, tmp_p
 
 def test_inline_files_are_their_rows_on_both_databases(ref_url: str) -> None:
     """Issue 26: a small flush's bytes go into its list row with the append, on SQLite and PostgreSQL;
-    another process reads the file it never saw from the row; compaction's L2 file goes to the
-    block store and takes the inline rows it consumed; a commit drops the rest; a bigger flush is a file."""
+    another process reads the file it never saw from the row; a big compaction's L2 file goes to the
+    block store and takes the inline rows it consumed, a small one is a row too; a commit drops the
+    rest; a bigger flush is a file."""
     adapter = MemoryAdapter()
     a, b = _graveler(ref_url, adapter), _graveler(ref_url, adapter)
     sa_, sb = a.staging, b.staging
@@ -109,6 +110,18 @@ def test_inline_files_are_their_rows_on_both_databases(ref_url: str) -> None:
     b.commit("r", "main", "all")
     assert inline_rows() == 0
     assert {k: content(v) for k, v in a.scan("r", a.resolve("r", "main@"))} == {**seen, b"k9": "9"}
+    token = a.get_branch("r", "main").staging_token
+    a.set("r", "main", b"m1", val("m1"))
+    a.set("r", "main", b"m2", val("m2"))
+    stored = len(list(adapter.list("mem://r/_lakefs/staging/")))
+    assert sa_.compact(token, minimum=2)  # a small compaction: its L2 file is a row too, no object
+    (l2,) = sa_.lists.files([token])
+    assert (l2.level, l2.inline) == (2, True) and inline_rows() == 1
+    assert len(list(adapter.list("mem://r/_lakefs/staging/"))) == stored
+    fresh = _graveler(ref_url, adapter)  # a process that never saw it reads it from its row
+    assert content(fresh.get("r", fresh.resolve("r", "main"), b"m2")) == "m2"
+    b.commit("r", "main", "m")
+    assert inline_rows() == 0
     a.create_branch("r", "side", "main")
     a.set("r", "side", b"s", val("s"))
     assert inline_rows() == 1

@@ -19,8 +19,10 @@ A flush whose file is at most ``inline_bytes`` (``staging.inline_bytes``) is
 not PUT: its bytes go into its list row with the append (the same statement),
 so such a flush is one ref-store statement and nothing else (a lone writer's
 close: its data PUT and one statement; a busy process: flushes a fraction as
-long).  Compaction's L2 files always go to the block store, so the ref store
-holds about ``l1_max`` small files per branch.  Readers that have not cached
+long).  Compaction's output is stored the same way: a small L2 file in its row
+(a lone writer's compaction is then statements only, not a PUT every ``l1_max``
+appends), a bigger one on the block store; size-tiering keeps L2 short, so the
+ref store holds about ``l1_max`` plus a few small files per branch.  Readers that have not cached
 an inline file read its bytes from its row, in one statement for all the files
 a read opens; a compaction or a drop that removed the row between the listing
 and that read makes the read list again (:class:`_Gone`).
@@ -338,7 +340,7 @@ class LsmStaging:
         store, or (a small L1 file) to be stored in its list row by the append that lists it."""
         data = encode_arrays(keys, values)
         url = staging_url(namespace, secrets.token_hex(16))
-        inline = level == 1 and len(data) <= self.inline_bytes
+        inline = len(data) <= self.inline_bytes
         if not inline:
             self.adapter.put(url, data)
         self._cache(url, data, inline)
@@ -463,8 +465,8 @@ class LsmStaging:
                 kept = [i for i, v in enumerate(values) if v[0] != UNSTAGED]
                 keys, values = [keys[i] for i in kept], [values[i] for i in kept]
             namespace = files[0].url[: files[0].url.index(STAGING_DIR)].rstrip("/")
-            new = self._write_file(namespace, keys, values, 2)[0] if keys else None
-            ok = self.lists.compact(token, [f.seq for f in l1 + taken], [f.seq for f in l2], new)
+            new, data = self._write_file(namespace, keys, values, 2) if keys else (None, None)
+            ok = self.lists.compact(token, [f.seq for f in l1 + taken], [f.seq for f in l2], new, data)
             with self._lock:
                 if ok:
                     self.stats.compactions += 1
