@@ -33,6 +33,7 @@ from lakemount.config import load
 from lakemount.gateway.handler import S3Gateway
 from lakemount.gateway.settings import from_config
 from lakemount.serving.http import BytesBody, Request
+from tests.calls import calls_made
 from tests.gateway.server_fixture import signed_headers
 
 from .conftest import Lake
@@ -364,27 +365,6 @@ def test_a_server_worker_freezes_its_heap_with_the_parquet_writer_in_it(tmp_path
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert int(out.stdout) < 500, out.stdout  # tracked and not frozen: what the waiting loop made (was ~11,000; 0 here now, as with the trail off)
-
-
-def calls_made(fn: Callable[[], Any], *, c_calls: bool = True) -> Counter[str]:
-    """The functions ``fn``'s Python code calls, Python and C alike (a C function called by C is not seen): Python ones
-    as ``file:function``, C ones as ``c:name`` (without ``c_calls``, only the Python ones)."""
-    calls: Counter[str] = Counter()
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            calls[f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}"] += 1
-        elif event == "c_call" and c_calls:
-            calls[f"c:{arg.__name__}"] += 1
-
-    gc.disable()  # a collection would run the gc callbacks some library registered: not the measured code's calls
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-        gc.enable()
-    return calls
 
 
 def fewest_calls(fn: Callable[[], Any], times: int = 5) -> Counter[str]:

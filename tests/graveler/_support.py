@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import gc
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,23 +84,3 @@ def fresh_view(g: Graveler, adapter: BlockAdapter | None = None) -> Graveler:
         g.refs, CommittedStore(adapter, RamCache(1 << 26)), Journal(adapter, g.journal.system_namespace),
         staging=make_staging(g.refs, adapter, backend), clock=g.clock,
     )
-
-
-def python_calls(fn: Callable[[], Any]) -> int:
-    """How many calls ``fn``'s Python code makes, Python functions (a generator's every resumption too) and C ones
-    alike, counted with ``sys.setprofile``: a cost that does not depend on what else the shared machine runs."""
-    calls = 0
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        nonlocal calls
-        if event in ("call", "c_call"):
-            calls += 1
-
-    gc.disable()  # a collection would run the callbacks some library registered: not fn's calls
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-        gc.enable()
-    return calls

@@ -30,8 +30,9 @@ from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.staging.lsm import STAGING_DIR, LsmStaging
 from lakemount.metastore.sql import SqlRefStore
 from lakemount.metastore.staging_lists import SqlStagingLists
+from tests.calls import python_calls
 
-from ._support import build_graveler, content, fresh_view, python_calls, val
+from ._support import build_graveler, content, fresh_view, val
 
 R = "repo"
 

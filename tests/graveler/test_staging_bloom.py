@@ -7,8 +7,7 @@ import pytest
 
 from lakemount.graveler.staging import bloom
 from lakemount.graveler.staging.bloom import Bloom
-
-from ._support import python_calls
+from tests.calls import python_calls
 
 
 @pytest.mark.parametrize("n", [0, 1, 5, bloom.SMALL])
