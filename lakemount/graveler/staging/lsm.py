@@ -10,10 +10,11 @@ a write with no flush in flight flushes at once; writes arriving during a flush
 gather and go as the next one when it ends (or after ``flush_ms``, in
 parallel).  A flush ends when the last of its writers is woken, so the writers
 it acknowledged that write again at once (a busy process's threads) go with
-the next one, not the half of them back before it began.  A flush PUTs one file, appends it with one statement, and only then
-acknowledges every write in it: nothing is acknowledged before the file and
-the append are durable.  One ``stage`` call is always within one file, so a
-multi-key change (a rename, a DeleteObjects) is atomic.
+the next one, not the half of them back before it began.  A flush PUTs one
+file, appends it with one statement, and only then acknowledges every write
+in it: nothing is acknowledged before the file and the append are durable.
+One ``stage`` call is always within one file, so a multi-key change (a
+rename, a DeleteObjects) is atomic.
 
 A flush whose file is at most ``inline_bytes`` (``staging.inline_bytes``) is
 not PUT: its bytes go into its list row with the append (the same statement),
@@ -22,10 +23,11 @@ close: its data PUT and one statement; a busy process: flushes a fraction as
 long).  Compaction's output is stored the same way: a small L2 file in its row
 (a lone writer's compaction is then statements only, not a PUT every ``l1_max``
 appends), a bigger one on the block store; size-tiering keeps L2 short, so the
-ref store holds about ``l1_max`` plus a few small files per branch.  Readers that have not cached
-an inline file read its bytes from its row, in one statement for all the files
-a read opens; a compaction or a drop that removed the row between the listing
-and that read makes the read list again (:class:`_Gone`).
+ref store holds about ``l1_max`` plus a few small files per branch.  Readers
+that have not cached an inline file read its bytes from its row, in one
+statement for all the files a read opens; a compaction or a drop that
+removed the row between the listing and that read makes the read list again
+(:class:`_Gone`).
 
 Compaction merges a token's L1 files (and the newest L2 files no larger than
 them) into one new L2 file and installs it with a compare-and-set that
@@ -337,7 +339,8 @@ class LsmStaging:
 
     def _write_file(self, namespace: str, keys: list[bytes], values: list[Tagged], level: int) -> tuple[StagingFileInfo, bytes]:
         """A new staging file of ``keys`` (sorted, unique) and their ``values``: stored on the block
-        store, or (a small L1 file) to be stored in its list row by the append that lists it."""
+        store, or (at most ``inline_bytes``) to be stored in its list row by the statement that lists it
+        (a flush's append, a compaction's compare-and-set)."""
         data = encode_arrays(keys, values)
         url = staging_url(namespace, secrets.token_hex(16))
         inline = len(data) <= self.inline_bytes
