@@ -110,11 +110,7 @@ def test_a_gateway_get_is_recorded_by_its_hook_and_the_append_alone(lake: Lake) 
     operation knew the path and the response its length; both sides entered the actor through a generator-based
     context manager (``context.py:acting``, six calls), the trail off too, for nothing.  The record still holds all
     the issue lists."""
-    cat = lake.app.catalog
-    cat.create_repository("cost")
-    cat.put("cost", "main", "d/obj", b"x" * 4096)
-    cat.commit("cost", "main", "data")
-    head = cat.get_branch("cost", "main").commit_id
+    head = _committed_object(lake, 4096)
     off_app = App(load(None, env={**lake.env, "LAKEMOUNT_AUDIT_ENABLED": "false"}))  # the same home, the trail off
     try:
         assert off_app.audit is None
@@ -142,15 +138,21 @@ def test_a_gateway_get_is_recorded_by_its_hook_and_the_append_alone(lake: Lake) 
     assert isinstance(queued["time"], float) and queued["seq"] > waiting(lake.app.audit)[-2][FIELDS.index("seq")]
 
 
+def _committed_object(lake: Lake, size: int) -> str:
+    """Repository ``cost`` with ``d/obj`` (``size`` bytes) committed on ``main``: the commit's id."""
+    cat = lake.app.catalog
+    cat.create_repository("cost")
+    cat.put("cost", "main", "d/obj", b"x" * size)
+    cat.commit("cost", "main", "data")
+    return cat.get_branch("cost", "main").commit_id
+
+
 def test_the_request_records_what_it_resolved_when_it_ran(lake: Lake) -> None:
     """The flusher builds the record later from what the request queued: the commit is the one the request's ref
     resolved to (not resolved again at flush, after the branch moved), with the request's user, client, path,
     status and bytes."""
     cat = lake.app.catalog
-    cat.create_repository("cost")
-    cat.put("cost", "main", "d/obj", b"x" * 10)
-    cat.commit("cost", "main", "data")
-    first = cat.get_branch("cost", "main").commit_id
+    first = _committed_object(lake, 10)
     _stat(lake)()
     resp = lake.api.handle(Request("GET", "/api/v1/repositories/cost/refs/main/objects", "path=d/obj", (lake.auth,),
                                    client="192.0.2.7"))
