@@ -61,7 +61,7 @@ def _setup_logging(level: str, debug: bool) -> None:
 @click.option("--foreground", "-f", is_flag=True, help="Stay attached until unmounted (for systemd).")
 @click.option("--cache-dir", default=None, help="Disk cache directory (default: config cache.dir).")
 @click.option("--cache-size", default=None, help="Disk cache bound, e.g. 10G; 0 disables it (default: config cache.disk_bytes).")
-@click.option("--head-ttl", type=float, default=None, help="Seconds between checks of a branch for changes made elsewhere (default: config mount.head_ttl, 1).")
+@click.option("--head-ttl", type=float, default=None, help="Seconds between checks of a branch, and of its repository's protection rules, for changes made elsewhere (default: config mount.head_ttl, 1).")
 @click.option("--read-ahead-kb", type=click.IntRange(0, 1 << 20), default=None, help="Kernel read-ahead window in KiB for sequential reads (as root; 0: the kernel's 128; default: config mount.read_ahead_kb, 1024).")
 @click.option("--notify/--no-notify", default=True, help="Follow branch changes other nodes make as the ref store pushes them (PostgreSQL LISTEN/NOTIFY); --head-ttl polling stays the fallback.")
 @click.option("--allow-other/--no-allow-other", default=None, help="Let other users access the mount (default: on when run as root).")
