@@ -20,6 +20,7 @@ from lakemount.audit.context import note
 from lakemount.auth.policies import Action
 from lakemount.catalog.catalog import MAX_KEY_BYTES, encode_new_path
 from lakemount.catalog.model import has_data, object_view, upload_entry
+from lakemount.catalog.paths import dot_segment_problem
 from lakemount.errors import ObjectNotFound
 from lakemount.serving.bodies import read_body
 from lakemount.serving.http import Response
@@ -42,7 +43,7 @@ def check_path(path: str) -> str:
         raise bad_request("object path contains NUL")
     if path.startswith("/"):
         raise bad_request("object path must not start with '/'")
-    if any(seg in (".", "..") for seg in path.split("/")):
+    if dot_segment_problem(path) is not None:  # the catalog's key rule: every front end refuses these
         raise bad_request("object path must not contain '.' or '..' segments")
     if len(path.encode("utf-8", "surrogateescape")) > MAX_KEY_BYTES:
         raise bad_request(f"object path longer than {MAX_KEY_BYTES} bytes")

@@ -101,7 +101,7 @@ def encode_new_path(path: str) -> bytes:
 
     Raises ``InvalidArgument`` (one line, the path shown printable) for a key
     that :func:`~lakemount.catalog.paths.key_problem` refuses (empty, not UTF-8
-    text, oversize).  Reads and deletes take any stored key (:func:`encode_path`),
+    text, a ``.`` or ``..`` segment, oversize).  Reads and deletes take any stored key (:func:`encode_path`),
     so a key stored before this rule can still be read, moved and removed.
     """
     problem = key_problem(path, MAX_KEY_BYTES)

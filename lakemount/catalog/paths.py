@@ -7,7 +7,7 @@ longer than 255 bytes (NAME_MAX), no NUL.  A trailing ``/`` is allowed only for
 a directory marker (a key ending in ``/`` whose entry is a directory, as the
 mount and the gateway write for empty directories); an *object* named
 ``trail/`` is not showable.  The CLI refuses unshowable paths at upload; the
-S3 gateway accepts what S3 accepts; the mount hides unshowable keys (they are
+S3 gateway accepts what S3 accepts but ``.`` and ``..`` segments (below); the mount hides unshowable keys (they are
 never listed, never looked up, never deleted by ``rmdir``) and counts them in
 ``.lakefs/status``; ``fs download -r`` and ``export`` skip them with a warning.
 See docs/SEMANTICS.md, "Keys a directory cannot show".
@@ -17,7 +17,11 @@ Separately, a key every front end can *write* is UTF-8 text
 gateway, API, CLI, import), because S3 clients, JSON and the web UI cannot carry
 one.  A key stored before that rule still lists everywhere, shown with :func:`printable` (each undecodable byte as
 ``\\xNN``), and the mount, which names it by its bytes, still reads, renames
-and removes it.
+and removes it.  Nor may any front end write a key with a ``.`` or ``..``
+segment (:func:`dot_segment_problem`): the mount cannot show one, the API
+refuses it, and an S3 client syncing such a key to disk can be led out of its
+folder; the gateway refuses it too (``InvalidArgument``).  Reads and deletes
+still take such a key, so one stored before the rule can be removed.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 NAME_MAX: Final = 255
+DOT_SEGMENTS: Final = (".", "..")
 
 
 def text_problem(text: str) -> str | None:
@@ -36,11 +41,19 @@ def text_problem(text: str) -> str | None:
     return None
 
 
+def dot_segment_problem(path: str) -> str | None:
+    """Why ``path`` is refused for naming a ``.`` or ``..`` segment (None if it names none)."""
+    if any(seg in DOT_SEGMENTS for seg in path.split("/")):
+        return "a '.' or '..' path segment"
+    return None
+
+
 def key_problem(path: str, max_bytes: int) -> str | None:
-    """Why no front end may write the key ``path`` (None if it may): empty, not UTF-8, or over ``max_bytes``."""
+    """Why no front end may write the key ``path`` (None if it may): empty, not UTF-8, a ``.`` or ``..``
+    segment, or over ``max_bytes``."""
     if path == "":
         return "an empty path"
-    problem = text_problem(path)
+    problem = text_problem(path) or dot_segment_problem(path)
     if problem is not None:
         return problem
     if len(path.encode("utf-8")) > max_bytes:
@@ -92,7 +105,7 @@ def segment_problem(segment: str) -> str | None:
     """Why ``segment`` cannot be a file name (None if it can)."""
     if segment == "":
         return "an empty path segment (a leading '/' or '//')"
-    if segment in (".", ".."):
+    if segment in DOT_SEGMENTS:
         return f"a {segment!r} path segment"
     if "\x00" in segment:
         return "a NUL character"

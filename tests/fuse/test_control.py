@@ -241,12 +241,18 @@ def test_item10_control_files_speak_the_cli_shapes(pfs: PathFS, app: App) -> Non
 def test_item4_mount_hides_keys_a_directory_cannot_show(pfs: PathFS, app: App) -> None:
     import errno as _errno
 
+    from lakemount.catalog.catalog import encode_path
     from lakemount.catalog.model import FILE_MODE, Entry
+    from lakemount.catalog.paths import dot_segment_problem
 
     cat = app.catalog
     hidden = ["/leading", "a//b", "a/../b", "s/" + "x" * 300, "trail/", "t2/", "q/./r"]
     for key in hidden:
-        cat.put(REPO, "main", key, b"h")
+        if dot_segment_problem(key) is None:
+            cat.put(REPO, "main", key, b"h")
+        else:  # no front end writes these any more: staged below the catalog's rule, as an older gateway did
+            info = cat.write_data(REPO, b"h")
+            cat.graveler.set(REPO, "main", encode_path(key), Entry(info.address, 1, info.etag, 1, "", (), FILE_MODE).value())
     cat.put(REPO, "main", "a/ok", b"ok")
     cat.put_entry(REPO, "main", "t2/", Entry("", 0, "", 1, "", (), FILE_MODE))  # an object, not a marker
     cat.put(REPO, "main", "t2/x", b"x")

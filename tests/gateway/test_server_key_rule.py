@@ -83,3 +83,34 @@ def test_item4_an_old_bad_key_keeps_listings_valid(gw: Gateway, s3: Any, bucket:
     with pytest.raises(ClientError) as info:
         s3.get_object(Bucket=bucket, Key=shown)
     assert code(info) == "NoSuchKey"
+
+
+DOTTED = ["../x.txt", "a/../../x", "./y", "a/.", "a/./b"]
+
+
+@pytest.mark.parametrize("path", DOTTED)
+def test_writes_of_a_key_with_dot_segments_are_invalid_argument(gw: Gateway, s3: Any, bucket: str, path: str) -> None:
+    """PutObject, CopyObject's destination and CreateMultipartUpload refuse a key with a '.' or '..' segment
+    (the catalog's key rule, which the API applies too) with S3's 400 InvalidArgument; nothing is staged."""
+    s3.put_object(Bucket=bucket, Key="main/ok.txt", Body=b"ok")
+    key = "main/" + path
+    for write in (
+        lambda: s3.put_object(Bucket=bucket, Key=key, Body=b"x"),
+        lambda: s3.copy_object(Bucket=bucket, Key=key, CopySource={"Bucket": bucket, "Key": "main/ok.txt"}),
+        lambda: s3.create_multipart_upload(Bucket=bucket, Key=key),
+    ):
+        with pytest.raises(ClientError) as info:
+            write()
+        assert code(info) == "InvalidArgument" and info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+        assert "'.' or '..' path segment" in info.value.response["Error"]["Message"]
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="main/")["Contents"]] == ["main/ok.txt"]
+    assert not s3.list_multipart_uploads(Bucket=bucket).get("Uploads")
+
+
+def test_a_dotted_key_stored_before_the_rule_can_be_read_copied_out_and_deleted(gw: Gateway, s3: Any, bucket: str) -> None:
+    plant(gw, bucket, "a/../x")
+    assert s3.get_object(Bucket=bucket, Key="main/a/../x")["Body"].read() == b"old"
+    s3.copy_object(Bucket=bucket, Key="main/rescued", CopySource={"Bucket": bucket, "Key": "main/a/../x"})
+    deleted = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "main/a/../x"}]})
+    assert [d["Key"] for d in deleted["Deleted"]] == ["main/a/../x"] and not deleted.get("Errors")
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="main/")["Contents"]] == ["main/rescued"]
