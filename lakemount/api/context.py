@@ -23,7 +23,7 @@ from lakemount.api.schemas import validate
 from lakemount.auth.model import UserID
 from lakemount.auth.policies import Action
 from lakemount.catalog.paths import printable_tree
-from lakemount.serving.http import Request, Response
+from lakemount.serving.http import BodyTooLarge, Request, Response, read_bounded
 
 if TYPE_CHECKING:
     from lakemount.api.auth import Permission
@@ -182,18 +182,12 @@ class Ctx:
         return self._json  # type: ignore[no-any-return]
 
     def read_body(self, limit: int) -> bytes:
-        """The whole body, refused with 413 past ``limit`` bytes."""
-        declared = self.request.header("content-length")
-        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-            raise ApiError(413, f"request body larger than {limit} bytes")
-        parts: list[bytes] = []
-        size = 0
-        while piece := self.request.body.read():
-            size += len(piece)
-            if size > limit:
-                raise ApiError(413, f"request body larger than {limit} bytes")
-            parts.append(piece)
-        return b"".join(parts)
+        """The whole body, refused with 413 past ``limit`` bytes (``serving.http.read_bounded``: at once when
+        ``Content-Length`` declares more)."""
+        try:
+            return read_bounded(self.request, limit)
+        except BodyTooLarge as e:
+            raise ApiError(413, str(e)) from None
 
 
 def repo_of(ctx: Ctx, action: Action | Permission) -> str:

@@ -28,7 +28,7 @@ from lakemount.iceberg.metadata import new_table, string_map, want
 from lakemount.iceberg.names import Base, Namespace, TableId, check_level, path_in, split_levels, url
 from lakemount.iceberg.tables import Change, Tables
 from lakemount.iceberg.tokens import OAuthError, issue
-from lakemount.serving.http import Request, Response
+from lakemount.serving.http import BodyTimeout, BodyTooLarge, ClientDisconnected, Request, Response, read_bounded
 
 log = logging.getLogger("lakemount.iceberg")
 
@@ -91,14 +91,12 @@ class Call:
 
 
 def _read(request: Request) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    while piece := request.body.read():
-        size += len(piece)
-        if size > MAX_BODY:
-            raise IcebergError(413, "BadRequestException", f"request body larger than {MAX_BODY} bytes")
-        parts.append(piece)
-    return b"".join(parts)
+    """The body, up to ``MAX_BODY`` bytes by the API's rule (``read_bounded``: 413 at once for a larger declared
+    length, and as soon as a chunked one passes it)."""
+    try:
+        return read_bounded(request, MAX_BODY)
+    except BodyTooLarge as e:
+        raise IcebergError(413, "BadRequestException", str(e)) from None
 
 
 def _json(status: int, payload: Any) -> Response:
@@ -164,6 +162,10 @@ class IcebergService:
         except LakeMountError as e:
             err = translate(e)
             response = _json(err.code, err.body())
+        except ClientDisconnected:
+            response = _json(400, bad_request("client disconnected before the request body was complete").body())
+        except BodyTimeout as e:
+            response = _json(408, IcebergError(408, "BadRequestException", str(e)).body())
         except Exception:  # noqa: BLE001 - a bug: logged, answered without details
             log.exception("unexpected error serving %s %s", request.method, request.raw_path)
             response = _json(500, IcebergError(500, "InternalServerError", "internal error").body())

@@ -69,19 +69,22 @@ class _AsgiBody:
         self._task: asyncio.Task[None] | None = None
         self._eof = False
         self._done = False  # the whole body was received
+        self._stopped = False  # the core is done with the body: the pump takes nothing more
         self.disconnected = False
         self.received = 0  # body bytes received so far
 
     async def _run_pump(self) -> None:
         self._task = asyncio.current_task()
         try:
-            while not self._done:
+            while not self._done and not self._stopped:
                 piece = await self._gather()
                 with self._lock:
                     self._ahead += len(piece)
                     if self._ahead >= AHEAD_BYTES:
                         self._space.clear()
                 self._pieces.put(piece)
+                if self._stopped:
+                    break
                 await self._space.wait()
             self._pieces.put(b"")
         except TimeoutError:
@@ -95,7 +98,7 @@ class _AsgiBody:
     async def _gather(self) -> bytes:
         parts: list[bytes] = []
         size = 0
-        while size < PULL_BYTES:
+        while size < PULL_BYTES and not self._stopped:
             msg = await asyncio.wait_for(self._receive(), self._idle)
             if msg["type"] == "http.disconnect":
                 self.disconnected = True
@@ -131,10 +134,22 @@ class _AsgiBody:
         return item
 
     async def stop(self) -> None:
-        """End the pump (the core is done with the body): only the caller receives from now on."""
+        """End the pump (the core is done with the body): only the caller receives from now on.
+
+        The flag, not the cancellation, is what ends it: ``asyncio.wait_for``
+        (Python 3.11) drops a cancellation that lands as the message it awaits
+        arrives, and a pump that missed it went on receiving a client's
+        oversized body until its read-ahead was full, then waited for room
+        forever, and this method with it: the 413 was never sent and the
+        connection never closed (issue 42).  Every step of the pump checks the
+        flag before it awaits again, and the room it may be waiting for is
+        given, so it ends whichever await the cancellation finds it in.
+        """
+        self._stopped = True
         task = self._task
         if task is not None and not task.done():
             task.cancel()
+            self._space.set()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
