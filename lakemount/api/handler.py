@@ -78,26 +78,26 @@ def server_key(app: App) -> str:
 class IcebergGate:
     """The authenticator as the Iceberg catalog asks it: the same keys, tokens and policies, errors in its shape."""
 
-    TYPES: Final = {401: "NotAuthorizedException", 403: "ForbiddenException"}
+    TYPES: Final = {401: "NotAuthorizedException", 403: "ForbiddenException", 429: "TooManyRequestsException"}
 
     def __init__(self, authenticator: Authenticator) -> None:
         self.auth = authenticator
 
     def _shaped(self, e: ApiError) -> IcebergError:
-        return IcebergError(e.status, self.TYPES.get(e.status, "BadRequestException"), e.message)
+        return IcebergError(e.status, self.TYPES.get(e.status, "BadRequestException"), e.message, e.headers)
 
-    def login(self, access_key_id: str, secret: str) -> tuple[str, int]:
+    def login(self, access_key_id: str, secret: str, client: str) -> tuple[str, int]:
         try:
-            return self.auth.login(access_key_id, secret)
+            return self.auth.login(access_key_id, secret, client)
         except ApiError as e:
             raise self._shaped(e) from None
 
-    def user(self, authorization: str | None) -> str:
+    def user(self, authorization: str | None, client: str) -> str:
         if not authorization:
             raise IcebergError(401, "NotAuthorizedException",
                                "missing credentials: a bearer token from oauth/tokens, or basic auth with an access key")
         try:
-            return self.auth.authenticate(authorization, None)
+            return self.auth.authenticate(authorization, None, client)
         except ApiError as e:
             raise self._shaped(e) from None
 
@@ -221,7 +221,8 @@ class ApiService:
         name[0] = op.operation_id
         ctx = Ctx(self, request, op, params, parse_query(request.raw_query))
         if op.auth:
-            ctx.user = self.authenticator.authenticate(request.header("authorization"), request.header("cookie"))
+            ctx.user = self.authenticator.authenticate(request.header("authorization"), request.header("cookie"),
+                                                      request.client)
             csrf.check(request.method, request.header("authorization"), request.header("cookie"),
                        request.header(csrf.HEADER))
         ctx.check_query()

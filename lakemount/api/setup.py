@@ -92,7 +92,7 @@ def get_config(ctx: Ctx) -> Response:
 def login(ctx: Ctx) -> Response:
     """login: exchange an access key and secret for a token, also set as session and CSRF cookies; 401 on bad credentials."""
     body = ctx.json_body()
-    token, exp = ctx.auth.login(body["access_key_id"], body["secret_access_key"])
+    token, exp = ctx.auth.login(body["access_key_id"], body["secret_access_key"], ctx.request.client)
     cookie = f"{COOKIE}={token}; Path=/; Max-Age={TOKEN_SECONDS}; HttpOnly; SameSite=Strict"
     return json_response(200, {"token": token, "token_expiration": exp},
                          (("Set-Cookie", cookie), ("Set-Cookie", csrf.new_cookie())))

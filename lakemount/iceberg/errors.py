@@ -28,11 +28,12 @@ from lakemount.errors import (
 class IcebergError(Exception):
     """An answer in the protocol's error shape: HTTP ``code``, exception ``type`` and a one-line message."""
 
-    def __init__(self, code: int, type_: str, message: str) -> None:
+    def __init__(self, code: int, type_: str, message: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
         super().__init__(message)
         self.code = code
         self.type = type_
         self.message = message
+        self.headers = headers  # sent with the answer (``Retry-After`` of a login backing off)
 
     def body(self) -> dict[str, Any]:
         """The JSON body (``IcebergErrorResponse``)."""

@@ -40,11 +40,12 @@ MAX_BODY: Final = 16 << 20  # a transaction of many tables with large snapshot s
 class Gate(Protocol):
     """Authentication and rights, as the API server decides them (errors already in the protocol's shape)."""
 
-    def login(self, access_key_id: str, secret: str) -> tuple[str, int]:
-        """(token, expiry); raises ``IcebergError`` 401."""
+    def login(self, access_key_id: str, secret: str, client: str) -> tuple[str, int]:
+        """(token, expiry) for credentials sent from ``client``; raises ``IcebergError`` 401 (429 backing off)."""
 
-    def user(self, authorization: str | None) -> str:
-        """The caller of a request with this ``Authorization`` header; raises ``IcebergError`` 401."""
+    def user(self, authorization: str | None, client: str) -> str:
+        """The caller of a request with this ``Authorization`` header from ``client``; raises ``IcebergError`` 401
+        (429 while basic auth's failures back off)."""
 
     def require(self, user: str, action: Action, repo: str) -> None:
         """Raises ``IcebergError`` 403 unless ``user`` may do ``action`` on ``repo``."""
@@ -99,8 +100,8 @@ def _read(request: Request) -> bytes:
         raise IcebergError(413, "BadRequestException", str(e)) from None
 
 
-def _json(status: int, payload: Any) -> Response:
-    return Response(status, [("Content-Type", "application/json"), ("X-Content-Type-Options", "nosniff")],
+def _json(status: int, payload: Any, headers: tuple[tuple[str, str], ...] = ()) -> Response:
+    return Response(status, [("Content-Type", "application/json"), ("X-Content-Type-Options", "nosniff"), *headers],
                     orjson.dumps(payload))
 
 
@@ -156,9 +157,9 @@ class IcebergService:
         try:
             response, name = self._handle(request)
         except IcebergError as e:
-            response = _json(e.code, e.body())
+            response = _json(e.code, e.body(), e.headers)
         except OAuthError as e:
-            response = _json(e.status, e.body())
+            response = _json(e.status, e.body(), e.headers)
         except LakeMountError as e:
             err = translate(e)
             response = _json(err.code, err.body())
@@ -206,7 +207,7 @@ class IcebergService:
                 raise bad_request("path is not valid UTF-8") from None
             call = Call(request, base, params)
             if auth:
-                call.user = self.gate.user(request.header("authorization"))
+                call.user = self.gate.user(request.header("authorization"), request.client)
             return func(self, call), func.__name__
         if other:
             raise IcebergError(405, "MethodNotAllowedException", f"method {request.method} not allowed here")
@@ -233,7 +234,7 @@ def get_config(svc: IcebergService, call: Call) -> Response:
 @route("POST", "/v1/oauth/tokens", auth=False)
 def get_token(svc: IcebergService, call: Call) -> Response:
     """getToken: client credentials (access key id and secret) for a bearer token."""
-    return _json(200, issue(_read(call.request), call.request.header("authorization"), svc.gate))
+    return _json(200, issue(_read(call.request), call.request.header("authorization"), svc.gate, call.request.client))
 
 
 # ---------------------------------------------------------------------- namespaces

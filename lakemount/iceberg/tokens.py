@@ -22,18 +22,20 @@ ACCESS_TOKEN_TYPE: Final = "urn:ietf:params:oauth:token-type:access_token"
 class Login(Protocol):
     """What issues a token for valid credentials (the API's authenticator, adapted)."""
 
-    def login(self, access_key_id: str, secret: str) -> tuple[str, int]:
-        """(token, expiry in unix seconds); raises ``IcebergError`` 401 for bad credentials."""
+    def login(self, access_key_id: str, secret: str, client: str) -> tuple[str, int]:
+        """(token, expiry in unix seconds) for credentials sent from ``client``; raises ``IcebergError`` 401 for bad
+        credentials, 429 while failed attempts back off."""
 
 
 class OAuthError(Exception):
     """An OAuth2 error answer: status, ``error`` code and description."""
 
-    def __init__(self, status: int, error: str, description: str) -> None:
+    def __init__(self, status: int, error: str, description: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
         super().__init__(description)
         self.status = status
         self.error = error
         self.description = description
+        self.headers = headers
 
     def body(self) -> dict[str, Any]:
         return {"error": self.error, "error_description": self.description}
@@ -52,9 +54,10 @@ def _basic(authorization: str | None) -> tuple[str, str]:
     return unquote_plus(client_id), unquote_plus(secret)
 
 
-def issue(form: bytes, authorization: str | None, gate: Login) -> dict[str, Any]:
-    """The ``OAuthTokenResponse`` for a form body, the client's credentials in it or in ``authorization`` (basic);
-    raises ``OAuthError`` (400 bad request or grant, 401 bad client)."""
+def issue(form: bytes, authorization: str | None, gate: Login, client: str = "") -> dict[str, Any]:
+    """The ``OAuthTokenResponse`` for a form body sent from ``client``, the client's credentials in it or in
+    ``authorization`` (basic); raises ``OAuthError`` (400 bad request or grant, 401 bad client, 429 ``slow_down``
+    with ``Retry-After`` while failed attempts back off: the API's login throttle)."""
     try:
         fields = dict(parse_qsl(form.decode("utf-8"), keep_blank_values=True, strict_parsing=False))
     except (UnicodeDecodeError, ValueError):
@@ -69,8 +72,10 @@ def issue(form: bytes, authorization: str | None, gate: Login) -> dict[str, Any]
     if not client_id or not secret:
         raise OAuthError(401, "invalid_client", "client_id and client_secret (an access key id and its secret) are required")
     try:
-        token, expiry = gate.login(client_id, secret)
+        token, expiry = gate.login(client_id, secret, client)
     except IcebergError as e:
+        if e.code == 429:
+            raise OAuthError(429, "slow_down", e.message, e.headers) from None
         raise OAuthError(401, "invalid_client", e.message) from None
     return {"access_token": token, "token_type": "bearer", "issued_token_type": ACCESS_TOKEN_TYPE,
             "expires_in": max(0, expiry - int(time.time()))}

@@ -163,8 +163,8 @@ def test_login_tokens_and_cookies(served: Served, repo_id: str) -> None:
     claims["sub"] = "someone-else"
     forged_payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
     key = signing_key(server_key(served.gateway.app()))
-    expired, _ = issue_token(key, "admin", now=time.time() - 2 * 86400)
-    alien, _ = issue_token(b"not the server key", "admin")
+    expired, _ = issue_token(key, "admin", ADMIN_KEY, now=time.time() - 2 * 86400)
+    alien, _ = issue_token(b"not the server key", "admin", ADMIN_KEY)
     for bad in (f"{head}.{forged_payload}.{sig}", expired, alien, "garbage", "a.b.c", token[:-4]):
         expect_error(requests.get(api(served, f"/repositories/{repo_id}"), headers={"Authorization": f"Bearer {bad}"}), 401)
         expect_error(requests.get(api(served, f"/repositories/{repo_id}"), cookies={"internal_auth_session": bad}), 401)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import base64
+import hashlib
+import hmac
 import json
 import time
 from pathlib import Path
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import lakemount.errors as lm_errors
-from lakemount.api.auth import issue_token, signing_key, verify_token
+from lakemount.api.auth import Session, issue_token, signing_key, verify_token
 from lakemount.api.errors import ApiError, status_of
 from lakemount.api.handler import ApiService
 from lakemount.api.openapi import document
@@ -73,18 +75,27 @@ def test_every_error_category_has_a_status() -> None:
 def test_tokens() -> None:
     key = signing_key("server key")
     assert key != b"server key" and signing_key("other") != key
-    token, exp = issue_token(key, "alice", now=1000.0, seconds=60)
+    token, exp = issue_token(key, "alice", "AKIAALICE", now=1000.0, seconds=60)
     assert exp == 1060
-    assert verify_token(key, token, now=1059.0) == "alice"
+    assert verify_token(key, token, now=1059.0) == Session("alice", "AKIAALICE")
     for bad, now in ((token, 1060.0), (token, 5000.0), (token + "x", 1001.0), ("a.b", 1001.0), ("..", 1001.0)):
         with pytest.raises(ApiError) as e:
             verify_token(key, bad, now=now)
         assert e.value.status == 401
     with pytest.raises(ApiError):
         verify_token(signing_key("other"), token, now=1001.0)
-    fresh, _ = issue_token(key, "bob")
-    assert verify_token(key, fresh) == "bob"
-    assert verify_token(key, issue_token(key, "c", now=time.time() - 10, seconds=60)[0]) == "c"
+    # A token without the key it was minted from (an older server's) is no session: log in again.
+    head = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=").decode()
+    claims = json.dumps({"sub": "alice", "aud": "lakemount-api", "iat": 1000, "exp": 1060}).encode()
+    payload = base64.urlsafe_b64encode(claims).rstrip(b"=").decode()
+    sig = hmac.new(key, f"{head}.{payload}".encode(), hashlib.sha256).digest()
+    old = f"{head}.{payload}.{base64.urlsafe_b64encode(sig).rstrip(b'=').decode()}"
+    with pytest.raises(ApiError) as info:
+        verify_token(key, old, now=1001.0)
+    assert info.value.status == 401 and "log in again" in info.value.message
+    fresh, _ = issue_token(key, "bob", "AKIABOB")
+    assert verify_token(key, fresh).user == "bob"
+    assert verify_token(key, issue_token(key, "c", "AKIAC", now=time.time() - 10, seconds=60)[0]).user == "c"
 
 
 def test_body_validation() -> None:
