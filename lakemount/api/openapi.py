@@ -29,7 +29,7 @@ _STATUS_TEXT: Final = {
     304: "not modified",
     400: "bad request", 401: "unauthorized", 403: "forbidden", 404: "not found", 405: "method not allowed",
     408: "request timeout", 409: "conflict", 412: "precondition failed", 413: "payload too large",
-    415: "unsupported media type", 416: "range not satisfiable",
+    415: "unsupported media type", 416: "range not satisfiable", 429: "too many failed attempts to authenticate",
 }
 
 
@@ -80,7 +80,8 @@ def _operation(op: Operation) -> dict[str, Any]:
         responses["304"] = {"description": "not modified"}
     if op.operation_id == "headObject":
         responses["206"] = {"description": "partial content"}
-    for code in sorted({*op.errors, 400, *((401, 403) if op.auth else ()), 413, 415, 405}):
+    # 429: basic auth's secret is checked on every authenticated operation, and failures back off (auth/throttle.py).
+    for code in sorted({*op.errors, 400, *((401, 403, 429) if op.auth else ()), 413, 415, 405}):
         if op.method == "HEAD":
             responses[str(code)] = {"description": _STATUS_TEXT.get(code, "error")}
         else:

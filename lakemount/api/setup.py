@@ -88,7 +88,7 @@ def get_config(ctx: Ctx) -> Response:
 
 
 @operation("POST", "/auth/login", "login", tag="auth", summary="exchange an access key and its secret for a token",
-           body="LoginInformation", response="AuthenticationToken", auth=False, errors=(400, 401))
+           body="LoginInformation", response="AuthenticationToken", auth=False, errors=(400, 401, 429))
 def login(ctx: Ctx) -> Response:
     """login: exchange an access key and secret for a token, also set as session and CSRF cookies; 401 on bad credentials."""
     body = ctx.json_body()
