@@ -186,7 +186,7 @@ class ApiService:
                               user=ctx.user or "", frontend=API, client=ctx.request.client)
 
     def _logged_in(self, cookie: str | None) -> bool:
-        """Whether the ``Cookie`` header carries a valid session (not forged, expired, or of a deleted user)."""
+        """Whether the ``Cookie`` header carries a valid session (not forged, expired, or of a deleted access key or user)."""
         if not _cookie(cookie, COOKIE):
             return False
         try:

@@ -3,7 +3,7 @@
 The pages are static: the script renders everything from ``/api/v1`` JSON
 with DOM text nodes (never ``innerHTML`` of data), so nothing here formats
 user data.  ``/`` without a valid session cookie (missing, forged, expired,
-or of a deleted user) is a 302 to ``/login``.
+or of a deleted access key or user) is a 302 to ``/login``.
 """
 
 from __future__ import annotations
