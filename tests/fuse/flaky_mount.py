@@ -44,7 +44,7 @@ def main() -> None:
                     adapter.fail_next(op, int(n))
 
     threading.Thread(target=watch, daemon=True).start()
-    options = runner.mount_options(app, ref=None, head_ttl=0.2)
+    options = runner.mount_options(app, ref=None, head_ttl=0.2, mountpoint=mountpoint)
     try:
         runner.run_mount(app, mountpoint, options, ready=lambda: process.report_ready(ready_fd, "ok"))
     except LakeMountError as exc:
