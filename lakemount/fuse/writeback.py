@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 
 BATCH: Final = 2000  # records staged per pipeline round (one apply per branch)
 UPLOADS: Final = 8  # uploads in flight
+LINGER: Final = 0.05  # seconds the pipeline waits to gather a batch when nobody waits for it
 SYNC_INTERVAL: Final = 0.05  # seconds between syncs of the journal's disk when closes do not fsync
 BACKOFF: Final = (0.05, 2.0)  # first and longest wait between retries of an unavailable store
 
@@ -115,6 +116,7 @@ class Writeback:
         self._overlay: dict[BranchKey, dict[str, tuple[int, Entry | None]]] = {}
         self._bytes = 0
         self._warned = 0.0
+        self._waiting = 0  # drains in progress: the pipeline does not linger for more records
         self._stop = False
         self._threads: list[threading.Thread] = []
         self._uploads = ThreadPoolExecutor(UPLOADS, thread_name_prefix="lakemount-upload")
@@ -244,10 +246,15 @@ class Writeback:
     def drain(self, key: BranchKey | None) -> None:
         """Wait until every record journaled for branch ``key`` (None: every branch) is staged or kept aside."""
         with self._cond:
-            while self._per_branch[key] if key is not None else self._pending:
-                if self._stop and not any(t.is_alive() for t in self._threads):
-                    raise Unavailable("the write-back pipeline has stopped")
-                self._cond.wait(1.0)
+            self._waiting += 1
+            self._cond.notify_all()
+            try:
+                while self._per_branch[key] if key is not None else self._pending:
+                    if self._stop and not any(t.is_alive() for t in self._threads):
+                        raise Unavailable("the write-back pipeline has stopped")
+                    self._cond.wait(1.0)
+            finally:
+                self._waiting -= 1
 
     def pending(self, key: BranchKey | None = None) -> int:
         with self._cond:
@@ -307,6 +314,13 @@ class Writeback:
                     self._cond.wait()
                 if not self._pending:
                     return
+                # Gather a batch: more records come while a writer is busy, unless someone waits for them.
+                deadline = time.monotonic() + LINGER
+                while len(self._pending) < BATCH and not self._waiting and not self._stop:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
                 batch = [self._pending[i] for i in range(min(BATCH, len(self._pending)))]
             try:
                 self._stage_batch(batch)
