@@ -141,6 +141,10 @@ class Writeback:
         if not self.journal.fsync:
             self._start_thread(self._sync_loop, "lakemount-journal-sync")
         self.drain(None)
+        # What is left in the spool was never closed (a file being written when the mount died): never acknowledged.
+        for name in os.listdir(self.journal.spool):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.journal.spool, name))
         if records:
             log.warning("write-back journal %s: replay done (%s)", self.journal.dir, dict(self.report.counts))
 
