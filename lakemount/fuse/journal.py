@@ -13,12 +13,11 @@ whose checksum fails, or whose data file does not hold the bytes it names, is
 returned apart as corrupt, to be kept aside, never staged.  With ``fsync``
 each append waits for the data and the record to reach the disk (power-loss
 safe); without it an append reaches the kernel (safe against a crash of the
-mount) and :meth:`sync` makes everything durable (run on a short interval).
+mount) and :meth:`sync` makes the journal's files durable (run on a short interval).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -56,6 +55,7 @@ class Journal:
         self._fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self.seq = 0
         self.appended = 0  # bytes of the log
+        self._unsynced: list[str] = []  # data files appended since the last sync (without ``fsync``)
 
     def close(self) -> None:
         with self._lock:
@@ -63,15 +63,18 @@ class Journal:
                 os.close(self._fd)
                 self._fd = -1
 
-    def append(self, body: dict[str, Any], *, data_fd: int = -1) -> int:
+    def append(self, body: dict[str, Any], *, data_fd: int = -1, data_path: str = "") -> int:
         """Write one record (``seq`` assigned here) and return its sequence number.
 
         With ``fsync``, ``data_fd`` (the record's data file) and the log are
-        synced before this returns.  Raises ``OSError`` (ENOSPC on a full disk).
+        synced before this returns; without, ``data_path`` is synced by the
+        next :meth:`sync`.  Raises ``OSError`` (ENOSPC on a full disk).
         """
         if self.fsync and data_fd >= 0:
             os.fdatasync(data_fd)
         with self._lock:
+            if data_path and not self.fsync:
+                self._unsynced.append(data_path)
             self.seq += 1
             seq = self.seq
             payload = json.dumps({**body, "seq": seq}, separators=(",", ":")).encode()
@@ -86,9 +89,33 @@ class Journal:
             return seq
 
     def sync(self) -> None:
-        """Make every record and data file appended so far durable (one ``syncfs`` of the journal's disk)."""
-        with contextlib.suppress(OSError):
-            _syncfs(self._fd)
+        """Make every record and data file appended so far durable.
+
+        Only the journal's own files are synced (a ``syncfs`` would write back
+        every other process's dirty pages on that disk too).  A data file gone
+        meanwhile was staged: it is in the lake.
+        """
+        with self._lock:
+            paths, self._unsynced = self._unsynced, []
+            fd = os.dup(self._fd) if self._fd >= 0 else -1
+        for path in paths:
+            try:
+                data_fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.fdatasync(data_fd)
+            except OSError:
+                pass
+            finally:
+                os.close(data_fd)
+        if fd >= 0:
+            try:
+                os.fdatasync(fd)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
 
     def restart_if(self, done: int) -> bool:
         """Empty the log if its last record is ``done`` (everything staged); True if it was emptied."""
@@ -165,12 +192,3 @@ def _check_data(body: dict[str, Any]) -> str:
     if size != body.get("size") or sha.hexdigest() != body.get("sha256"):
         return f"its data file {path} does not hold the bytes the record names (size {size}, sha256 {sha.hexdigest()[:16]}...)"
     return ""
-
-
-def _syncfs(fd: int) -> None:
-    import ctypes
-    import ctypes.util
-
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    if libc.syncfs(fd) != 0:
-        raise OSError(ctypes.get_errno(), "syncfs failed")

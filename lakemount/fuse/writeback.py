@@ -183,7 +183,7 @@ class Writeback:
         body = {"op": "put", "repo": item.repo, "branch": item.branch, "path": item.path, "entry": base.value().hex(),
                 "data": data, "size": digests[0], "sha256": digests[1], "md5": digests[2]}
         try:
-            item.seq = self.journal.append(body, data_fd=-1 if share else dirty.fd)
+            item.seq = self.journal.append(body, data_fd=-1 if share else dirty.fd, data_path=data)
         except OSError:
             if not share:
                 dirty.held = dirty.pending = False
