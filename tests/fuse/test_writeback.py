@@ -242,3 +242,31 @@ def test_a_corrupt_record_is_named_kept_aside_and_never_staged(app: App, home: s
         assert len([p for p in recovered(home) if p.endswith(".record")]) == 2
     finally:
         fs.close()
+
+
+def test_fsync_returns_once_the_file_is_staged(flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]]) -> None:
+    app, adapter, factory = flaky
+    fs = factory()
+    pfs = PathFS(fs)
+    adapter.fail_next("put_file", 3)  # the first uploads fail: fsync waits through the retries
+    fh = pfs.open(f"{MAIN}/synced", os.O_WRONLY | os.O_CREAT)
+    pfs.pwrite(fh, 0, b"durable in the lake")
+    pfs.fsync(fh)
+    assert adapter.injected["put_file"] == 3
+    assert lost(app, "main", {"synced": b"durable in the lake"}) == []  # staged before fsync returned
+    pfs.close(fh)
+
+
+def test_unmount_stages_everything_journaled(app: App, home: str) -> None:
+    fs = make_fs(app, home, "closing", **wb_options(home))
+    pfs = PathFS(fs)
+    files = {f"u{i}": os.urandom(2000) for i in range(30)}
+    for path, data in files.items():
+        pfs.write_file(f"{MAIN}/{path}", data)
+    assert fs.writeback is not None
+    fs.close()  # what the mount process does at unmount and on SIGTERM
+    assert fs.writeback.pending() == 0
+    assert lost(app, "main", files) == []
+    spool = os.path.join(home, "journal", "spool")
+    assert not os.path.exists(spool) or os.listdir(spool) == []  # every data file went to the store
+    assert os.path.getsize(os.path.join(home, "journal", "log")) == 0  # and the log was emptied
