@@ -10,7 +10,7 @@ flat) with ``cp -r`` into a fresh branch:
   ceiling: the same kernel round trips with nothing behind them);
 - ``local``: into a local folder (no FUSE);
 - ``writeback``: ``lakemount mount --writeback`` (closes return once journaled;
-  the journal syncs its disk every 0.05 s); then the lag until the last file is
+  the journal syncs its files every second); then the lag until the last file is
   staged (what another host waits to see it) and the commit through the
   control file that follows (it waits for nothing left);
 - ``writeback+fsync``: ``mount.journal_fsync`` (every close waits for an fsync of

@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 BATCH: Final = 2000  # records staged per pipeline round (one apply per branch)
 UPLOADS: Final = 8  # uploads in flight
 LINGER: Final = 0.05  # seconds the pipeline waits to gather a batch when nobody waits for it
-SYNC_INTERVAL: Final = 0.05  # seconds between syncs of the journal's disk when closes do not fsync
+SYNC_INTERVAL: Final = 1.0  # seconds between syncs of the journal's files when closes do not fsync (each sync stalls the disk)
 BACKOFF: Final = (0.05, 2.0)  # first and longest wait between retries of an unavailable store
 
 BranchKey = tuple[str, str]
