@@ -168,13 +168,19 @@ class CacheConfig:
 
 @dataclass(frozen=True, slots=True)
 class MountConfig:
-    """``mount``: where ``lakemount up`` mounts, the branch-head re-check interval (seconds), the read-ahead window (KiB)
-    and, for a mount shared with other local users, which lakemount user each of them is."""
+    """``mount``: where ``lakemount up`` mounts, the branch-head re-check interval (seconds), the read-ahead window (KiB),
+    for a mount shared with other local users which lakemount user each of them is, and write-back's journal."""
     path: str = ""
     head_ttl: float = 1.0
     read_ahead_kb: int = 1024
     # A mapping ``local user name or uid: lakemount user id`` (file) or ``name=user,...`` (variable).
     users: str | Mapping[str, str] = ""
+    # Write-back (fuse/writeback.py, docs/SEMANTICS.md): a close returns once the file is in the node's journal.
+    writeback: bool = False
+    journal_dir: str = ""  # empty: LAKEMOUNT_HOME/journal
+    journal_bytes: int = 1 << 30
+    journal_fsync: bool = False
+    writeback_retry: float = 300.0
 
 
 @dataclass(frozen=True, slots=True)

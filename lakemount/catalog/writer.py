@@ -82,6 +82,11 @@ def _forget_pool() -> None:
 os.register_at_fork(after_in_child=_forget_pool)
 
 
+def content_address(sha256: str) -> str:
+    """The address a content-addressed write of bytes with this SHA-256 gives them (what an entry names)."""
+    return data_address(sha256)
+
+
 @dataclass(frozen=True, slots=True)
 class DataInfo:
     """Where written bytes went, and their digests (an empty string for a digest nobody computed)."""

@@ -64,6 +64,7 @@ def _setup_logging(level: str, debug: bool) -> None:
 @click.option("--head-ttl", type=float, default=None, help="Seconds between checks of a branch, and of its repository's protection rules, for changes made elsewhere (default: config mount.head_ttl, 1).")
 @click.option("--read-ahead-kb", type=click.IntRange(0, 1 << 20), default=None, help="Kernel read-ahead window in KiB for sequential reads (as root; 0: the kernel's 128; default: config mount.read_ahead_kb, 1024).")
 @click.option("--notify/--no-notify", default=True, help="Follow branch changes other nodes make as the ref store pushes them (PostgreSQL LISTEN/NOTIFY); --head-ttl polling stays the fallback.")
+@click.option("--writeback/--no-writeback", default=None, help="Return from close once the file is in this node's journal; upload and stage in the background (default: config mount.writeback, off; docs/SEMANTICS.md).")
 @click.option("--allow-other/--no-allow-other", default=None, help="Let other users access the mount (default: on when run as root).")
 @click.option("--threads", type=click.IntRange(1, 256), default=16, show_default=True, help="Worker threads for blocking work.")
 @click.option("--debug", is_flag=True, help="Log every failure in detail.")
@@ -78,6 +79,7 @@ def mount(
     head_ttl: float | None,
     read_ahead_kb: int | None,
     notify: bool,
+    writeback: bool | None,
     allow_other: bool | None,
     threads: int,
     debug: bool,
@@ -113,6 +115,7 @@ def mount(
             *(["--head-ttl", str(head_ttl)] if head_ttl is not None else []),
             *(["--read-ahead-kb", str(read_ahead_kb)] if read_ahead_kb is not None else []),
             *([] if notify else ["--no-notify"]),
+            *([] if writeback is None else ["--writeback" if writeback else "--no-writeback"]),
             *([] if allow_other is None else ["--allow-other" if allow_other else "--no-allow-other"]),
             "--threads", str(threads),
             *(["--debug"] if debug else []),
@@ -131,7 +134,8 @@ def mount(
             app.config = replace(app.config, cache=replace(app.config.cache, dir=os.path.abspath(cache_dir)))
         if cache_size is not None:
             app.config = replace(app.config, cache=replace(app.config.cache, disk_bytes=parse_size(cache_size)))
-        options = runner.mount_options(app, ref=one_ref, head_ttl=head_ttl, read_ahead_kb=read_ahead_kb, notify=notify)
+        options = runner.mount_options(app, ref=one_ref, head_ttl=head_ttl, read_ahead_kb=read_ahead_kb, notify=notify,
+                                       writeback=writeback, mountpoint=mp)
         runner.run_mount(
             app,
             mp,

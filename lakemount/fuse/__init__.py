@@ -22,6 +22,8 @@ per concept:
 - ``reader``: cached block reads of data objects, with read-ahead and small-file prefetch;
 - ``kflags``: the open-reply flags pyfuse3 cannot set (``noflush``, ``cache_readdir``), via ``_kflags.c``;
 - ``writes``: the local temp file of a file open for writing;
+- ``writeback``: write-back's pipeline: journaled closes uploaded and staged in batches, replay, keeping aside;
+- ``journal``: write-back's on-disk journal (checksummed records naming their data files);
 - ``control``: ``.lakefs/`` control files (commit, merge, revert, reset...);
 - ``stats``: metrics, rendered as Prometheus text for ``.lakefs/stats``;
 - ``errno``: the one table from lakemount errors to errnos;

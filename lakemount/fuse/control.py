@@ -104,6 +104,8 @@ class ControlFiles:
     def __init__(self, catalog: Catalog, render_stats: Callable[[], str]) -> None:
         self.catalog = catalog
         self.render_stats = render_stats
+        # The write-back pipeline's part of ``status`` (set by a mount that writes back).
+        self.writeback_status: Callable[[str, str], dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------ reads
     def read(self, scope: Scope | None, name: str) -> bytes:
@@ -148,9 +150,12 @@ class ControlFiles:
             changes.append(item)
         count, examples, complete = count_hidden(self.catalog, scope.repo, scope.resolved, HIDDEN_SCAN_LIMIT, CONTROL_DIR)
         hidden = {"count": count, "examples": examples, "complete": complete}
-        return {
+        status = {
             "branch": scope.branch, "head": self._head(scope), "changes": changes, "truncated": truncated, "hidden": hidden,
         }
+        if self.writeback_status is not None and scope.writable:
+            status["writeback"] = self.writeback_status(scope.repo, scope.branch)
+        return status
 
     # ------------------------------------------------------------------ writes
     def write(self, scope: Scope, name: str, data: bytes, uid: int) -> Outcome:

@@ -53,9 +53,10 @@ its temp file.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.cache.disk import DiskCache
 from lakemount.cache.ram import RamCache
@@ -77,6 +78,9 @@ from lakemount.fuse.state import NAME_MAX, MountState, NeedsThread, op
 from lakemount.fuse.stats import Metrics
 from lakemount.fuse.tree import Tree
 from lakemount.fuse.values import Attr, Caller, DirItem, MountOptions, Opened, SetAttr, StatFs
+
+if TYPE_CHECKING:
+    from lakemount.fuse.writeback import Writeback
 
 # Any constant > 0 works for statfs: the store has no fixed capacity.  These
 # say "1 PiB, a billion inodes, all free" so df and space checks are happy.
@@ -103,6 +107,8 @@ class FileSystem:
         audit: MountAudit | None = None,
     ) -> None:
         self.catalog = catalog
+        if options.writeback:  # written files grow in the journal's spool: a journaled one is its data file as is
+            options = dataclasses.replace(options, spool_dir=os.path.join(options.journal_dir, "spool"))
         self.options = options
         # Protection rules are branch state: trusted for --head-ttl, like heads (docs/SEMANTICS.md).
         catalog.protection.keep_for(options.head_ttl)
@@ -124,12 +130,29 @@ class FileSystem:
         self.metadata = Metadata(state, self.scopes, self.tree, self.attrs, self.saver)
         self.namespace = Namespace(state, self.scopes, self.tree, self.attrs, self.handles)
         os.makedirs(options.spool_dir, exist_ok=True)
+        self.writeback: Writeback | None = None
+        if options.writeback:
+            self.writeback = self._start_writeback(options)
         if options.ref is None:
             self.table.add_root(Node(ROOT_INODE, Kind.ROOT, key=("root",), lookups=1))
         else:
             repo, name = options.ref
             scope = self.scopes.get(repo, name)
             self.table.add_root(Node(ROOT_INODE, Kind.DIR, key=(scope.key, ""), scope=scope, lookups=1))
+
+    def _start_writeback(self, options: MountOptions) -> Writeback:
+        """The journal and its pipeline; replays what an earlier run left before the mount serves."""
+        from lakemount.fuse.journal import Journal
+        from lakemount.fuse.writeback import Writeback
+
+        journal = Journal(options.journal_dir, fsync=options.journal_fsync)
+        wb = Writeback(self.state, self.scopes, self.tree, journal, max_bytes=options.journal_bytes,
+                       retry=options.writeback_retry,
+                       recovered_dir=options.recovered_dir or os.path.join(options.spool_dir, "recovered"))
+        wb.start()
+        self.state.writeback = self.saver.writeback = wb
+        self.control.writeback_status = wb.status
+        return wb
 
     def nonblocking(self) -> contextlib.AbstractContextManager[None]:
         """Run operations that may not block: one that needs I/O raises ``NeedsThread`` instead."""
@@ -296,6 +319,8 @@ class FileSystem:
     def close(self) -> None:
         """Save what can be saved, keep aside what cannot, release temp files and threads."""
         self.saver.close()
+        if self.writeback is not None:
+            self.writeback.close()
         self.scan.close()
         self.reader.close()
         with contextlib.suppress(OSError):

@@ -142,9 +142,7 @@ class Handles:
             self._handles[fh] = FileHandle(fh, node, writable, None, uid=caller.uid, pid=caller.pid)
         if truncate:
             try:
-                dirty = self.saver.ensure_dirty(node, keep=False)
-                if dirty.size:
-                    dirty.truncate(0)
+                self.saver.empty(node)
             except BaseException:
                 self.release(fh)
                 raise
@@ -228,8 +226,7 @@ class Handles:
         if not handle.writable:
             raise FsError(errno.EBADF)
         self.state.io()
-        dirty = self.saver.ensure_dirty(node, keep=True)
-        n = dirty.pwrite(offset, data)
+        n = self.saver.write(node, offset, data)
         with self.table.lock:
             if node.entry is not None:
                 node.entry = with_changes(node.entry, mtime_ns=time.time_ns())
@@ -242,6 +239,8 @@ class Handles:
         if scope is None or node.control not in control.WRITABLE:
             raise FsError(errno.EACCES)
         self.state.io()
+        if self.saver.writeback is not None:  # "my commit holds what I wrote": what is journaled is staged first
+            self.saver.writeback.drain((scope.repo, scope.branch))
         # A commit, merge or reset written to a control file is the audit trail's record of this uid.
         actor = Actor(self.audit.user(uid), MOUNT) if self.audit is not None else None
         try:
@@ -273,11 +272,15 @@ class Handles:
 
     @op("fsync")
     def fsync(self, fh: int, datasync: bool = False) -> None:
-        """Save the file's written content now."""
+        """Save the file's written content now (with write-back: and wait until its branch's journal is staged)."""
         handle = self._handle(fh)
         if handle.node.dirty is not None and handle.node.dirty.modified:
             self.state.io()
             self.saver.save(handle.node)
+        scope = handle.node.scope
+        if self.saver.writeback is not None and scope is not None:  # durable in the lake, not only on this node
+            self.state.io()
+            self.saver.writeback.drain((scope.repo, scope.branch))
 
     @op("release")
     def release(self, fh: int) -> None:

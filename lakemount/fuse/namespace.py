@@ -193,7 +193,7 @@ class Namespace:
             content_type = mimetypes.guess_type(path)[0] or "" if stat.S_ISREG(mode) else ""
             entry = Entry(empty.address, 0, empty.etag, time.time_ns(), content_type, (), mode, caller.uid, gid, target)
             dropped = self._drop_marker(scope, parent)
-            self.state.stage(scope, [(path, entry), *dropped])
+            self.state.stage(scope, [(path, entry), *dropped], journal=True)
             with self.table.lock:
                 self.scopes.local_change(scope)
                 if dropped:

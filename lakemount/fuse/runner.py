@@ -192,10 +192,13 @@ def build_filesystem(app: App, options: MountOptions) -> FileSystem:
 
 
 def mount_options(
-    app: App, *, ref: tuple[str, str] | None, head_ttl: float | None, read_ahead_kb: int | None = None, notify: bool = True
+    app: App, *, ref: tuple[str, str] | None, head_ttl: float | None, read_ahead_kb: int | None = None, notify: bool = True,
+    writeback: bool | None = None, mountpoint: str = "",
 ) -> MountOptions:
-    """The ``MountOptions`` for a mount of ``app``; flags override the ``mount`` config section.
+    """The ``MountOptions`` for a mount of ``app`` at ``mountpoint``; flags override the ``mount`` config section.
 
+    With write-back the journal (and the spool of written files, which become its data files) lives under
+    ``mount.journal_dir``, one directory per mountpoint, so a restarted mount finds what the last one left.
     Raises ``InvalidArgument`` for a negative ``head_ttl`` or ``read_ahead_kb``.
     """
     home = app.config.home
@@ -205,8 +208,21 @@ def mount_options(
     ra = int(app.config.mount.read_ahead_kb if read_ahead_kb is None else read_ahead_kb)
     if ra < 0:
         raise InvalidArgument("--read-ahead-kb must be >= 0")
+    cfg = app.config.mount
+    wb = cfg.writeback if writeback is None else writeback
+    journal = ""
+    spool = os.path.join(home, "tmp", f"mount-{os.getpid()}")
+    if wb:
+        slug = os.path.basename(pid_file(home, mountpoint or "/".join(ref or ("all",))))[len("mount-"):-len(".pid")]
+        journal = os.path.join(cfg.journal_dir or os.path.join(home, "journal"), slug)
+        spool = os.path.join(journal, "spool")
     return MountOptions(
-        spool_dir=os.path.join(home, "tmp", f"mount-{os.getpid()}"),
+        writeback=wb,
+        journal_dir=journal,
+        journal_bytes=cfg.journal_bytes,
+        journal_fsync=cfg.journal_fsync,
+        writeback_retry=cfg.writeback_retry,
+        spool_dir=spool,
         ref=ref,
         head_ttl=ttl,
         recovered_dir=os.path.join(home, "recovered"),

@@ -6,7 +6,9 @@ fsync, a truncate with no writer, and unmount save it: the temp file itself is
 uploaded content-addressed and the file's entry is staged under the scope's
 mutex.  When the last handle closes the temp file is dropped, unless its
 content could not be saved: then it is moved to the recovered directory and
-logged, never silently lost.
+logged, never silently lost.  With write-back the save journals the file
+instead (:mod:`~lakemount.fuse.writeback`), and the node keeps its temp file,
+now the journal's, until the pipeline has staged it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import functools
 import logging
 import os
 import time
+from typing import TYPE_CHECKING
 
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import Entry
@@ -24,7 +27,10 @@ from lakemount.fuse.listing import Child, ChildKind
 from lakemount.fuse.scope import Scopes
 from lakemount.fuse.state import MountState, with_changes
 from lakemount.fuse.tree import Tree
-from lakemount.fuse.writes import DirtyFile
+from lakemount.fuse.writes import DirtyFile, Held
+
+if TYPE_CHECKING:
+    from lakemount.fuse.writeback import Writeback
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +44,22 @@ class Saver:
         self.tree = tree
         self.table = state.table
         self.metrics = state.metrics
+        self.writeback: Writeback | None = None  # set by the FileSystem when the mount writes back
 
     def ensure_dirty(self, node: Node, *, keep: bool) -> DirtyFile:
         """The node's temp file, created on first need (copying the current content if ``keep``)."""
         with node.lock:
             dirty = node.dirty
-            if dirty is not None:
+            if dirty is not None and not dirty.held:
+                return dirty
+            if dirty is not None:  # journaled: a new write starts from a copy, the journal keeps its file
+                held, size = dirty, dirty.size
+                dirty = DirtyFile(self.state.options.spool_dir, (lambda: open(held.path, "rb")) if keep else None, size)
+                if keep:
+                    dirty.saved_version = dirty.version
+                node.dirty = dirty
+                if not held.pending:
+                    held.discard()
                 return dirty
             scope = node.scope
             assert scope is not None
@@ -61,10 +77,33 @@ class Saver:
             node.dirty = dirty
             return dirty
 
+    def write(self, node: Node, offset: int, data: bytes) -> int:
+        """Write ``data`` at ``offset`` into the node's temp file (created on first need)."""
+        while True:
+            try:
+                return self.ensure_dirty(node, keep=True).pwrite(offset, data)
+            except Held:  # journaled meanwhile: the next round writes to a copy
+                continue
+
+    def empty(self, node: Node) -> None:
+        """Empty the node's content (``O_TRUNC``) in its temp file, created on first need."""
+        while True:
+            dirty = self.ensure_dirty(node, keep=False)
+            try:
+                if dirty.size:
+                    dirty.truncate(0)
+                return
+            except Held:
+                continue
+
     def truncate(self, node: Node, size: int) -> None:
         """Cut or extend a regular file's content to ``size``; saved at once if no handle writes it."""
-        dirty = self.ensure_dirty(node, keep=size > 0)
-        dirty.truncate(size)
+        while True:
+            try:
+                self.ensure_dirty(node, keep=size > 0).truncate(size)
+                break
+            except Held:
+                continue
         with self.table.lock:
             if node.entry is not None:
                 node.entry = with_changes(node.entry, mtime_ns=time.time_ns())
@@ -82,6 +121,9 @@ class Saver:
         assert scope is not None
         if node.detached:
             dirty.end_save(dirty.begin_save())
+            return
+        if self.writeback is not None:
+            self.writeback.save(node, dirty)
             return
         catalog = self.state.catalog
         # The temp file itself is uploaded, with digests computed while it was written.
@@ -107,7 +149,7 @@ class Saver:
         """Drop ``node``'s temp file once no handle is open (unsaved content is kept aside first)."""
         with node.lock:
             dirty = node.dirty
-            if dirty is None or node.opens > 0:
+            if dirty is None or node.opens > 0 or dirty.pending:
                 return
             if dirty.modified and not node.detached:
                 self.keep_unsaved(node, dirty)

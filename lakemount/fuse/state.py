@@ -34,6 +34,7 @@ from lakemount.fuse.values import MountOptions
 
 if TYPE_CHECKING:
     from lakemount.fuse.scope import Scope
+    from lakemount.fuse.writeback import Writeback
 
 NAME_MAX: Final = 255
 
@@ -86,6 +87,7 @@ class MountState:
         self._empty: dict[str, DataInfo] = {}
         self._tls = threading.local()
         self._next_fh = 1
+        self.writeback: Writeback | None = None  # the write-back pipeline, when the mount writes back
 
     @contextlib.contextmanager
     def nonblocking(self) -> Iterator[None]:
@@ -131,9 +133,21 @@ class MountState:
             info = self._empty[repo] = self.catalog.write_data(repo, b"")
         return info
 
-    def stage(self, scope: Scope, changes: Sequence[tuple[str, Entry | None]]) -> None:
-        """Stage puts (entries) and deletes (None) on the scope's branch as one transaction."""
+    def stage(self, scope: Scope, changes: Sequence[tuple[str, Entry | None]], *, journal: bool = False) -> None:
+        """Stage puts (entries) and deletes (None) on the scope's branch as one transaction.
+
+        With write-back, ``journal`` changes (a create, which reads nothing of the
+        branch) go to the journal; any other change waits until the branch's
+        journal is staged, so it applies after what this mount wrote before it.
+        """
         self.io()
+        wb = self.writeback
+        if wb is not None:
+            if journal:
+                wb.journal_changes(scope, changes)
+                self.metrics.add("journaled_changes", len(changes))
+                return
+            wb.drain((scope.repo, scope.branch))
         self.catalog.apply(scope.repo, scope.resolved, changes)
         self.metrics.add("staged_changes", len(changes))
 

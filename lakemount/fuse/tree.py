@@ -79,6 +79,8 @@ class Tree:
         state.io()
         gen, version, fetched = scope.gen, scope.version, state.now()
         child = lookup_child(state.catalog, scope.repo, scope.resolved, node.path)
+        if state.writeback is not None:
+            child = state.writeback.overlay_child(scope, node.path, child)
         kind = KIND[child.kind] if child is not None else None
         with self.table.lock:
             if child is None or kind != node.kind:
@@ -192,6 +194,8 @@ class Tree:
             self.state.io()
             gen, version, fetched = scope.gen, scope.version, self.state.now()
             child = lookup_child(self.state.catalog, scope.repo, scope.resolved, path)
+            if self.state.writeback is not None:
+                child = self.state.writeback.overlay_child(scope, path, child)
         if child is None:
             if existing is not None and existing.opens == 0 and existing.dirty is None:
                 self.table.detach(existing)
@@ -230,6 +234,8 @@ class Tree:
         state.io()
         gen, version, fetched = scope.gen, scope.version, state.now()
         children, marker = list_dir(state.catalog, scope.repo, scope.resolved, node.path)
+        if state.writeback is not None:  # what this mount journaled and has not staged yet
+            state.writeback.overlay_listing(scope, node.path, children)
         if node.path and not children and marker is None:
             # Nothing under this path any more: the directory is gone.
             raise FsError(errno.ENOENT, node.path)

@@ -107,3 +107,8 @@ class MountOptions:
     recovered_dir: str = ""  # where content that could not be saved is kept
     read_ahead_kb: int = 1024  # the kernel's read-ahead window for the mount (0: the kernel's default)
     notify: bool = True  # follow other nodes' branch changes as pushed by the ref store (PostgreSQL)
+    writeback: bool = False  # close returns once the file is in the node's journal (fuse/writeback.py)
+    journal_dir: str = ""  # the write-back journal of this mountpoint (its spool dir is inside)
+    journal_bytes: int = 1 << 30  # journaled bytes not yet uploaded, at most
+    journal_fsync: bool = False  # each close waits for an fsync of its data and record
+    writeback_retry: float = 300.0  # seconds the pipeline retries an unavailable store before keeping a file aside

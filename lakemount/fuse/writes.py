@@ -10,6 +10,10 @@ its digests; the caller stages the entry.  Each change bumps ``version`` so a
 save that raced with a write does not mark the newer bytes saved.  While the
 content only grows by appends (the common sequential write), its SHA-256 and
 MD5 are computed as it is written, so a save need not read the file again.
+With write-back (:mod:`~lakemount.fuse.writeback`) a saved temp file is *held*:
+it became the journal's data file, so it is never written again (a new write
+gets a fresh copy, :class:`Held` tells a writer that raced with the hand-over)
+and never deleted here.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ T = TypeVar("T")
 COPY_CHUNK: Final = 4 << 20
 
 
+class Held(Exception):
+    """The temp file was handed to the write-back journal meanwhile: write to a fresh copy instead."""
+
+
 class DirtyFile:
     """The temp file holding a file's current content; thread-safe."""
 
@@ -39,6 +47,8 @@ class DirtyFile:
         self.version = 1  # bumped by every change
         self.saved_version = 0  # the version last turned into a staged entry
         self.size = 0
+        self.held = False  # the write-back journal's data file now: read-only, deleted by the journal
+        self.pending = False  # held and not yet staged: the node keeps it (reads come from here)
         # Running digests of bytes [0, hashed); None once a write lands anywhere but the end.
         self._sha: hashlib._Hash | None = hashlib.sha256()
         self._md5: hashlib._Hash | None = hashlib.md5()
@@ -79,7 +89,10 @@ class DirtyFile:
         return self.version != self.saved_version
 
     def pwrite(self, offset: int, data: bytes) -> int:
+        """Write ``data`` at ``offset``; raises ``Held`` if the file went to the journal meanwhile."""
         with self.lock:
+            if self.held:
+                raise Held(self.path)
             view = memoryview(data)
             pos = offset
             try:
@@ -110,7 +123,10 @@ class DirtyFile:
         return os.pread(self.fd, size, offset)
 
     def truncate(self, size: int) -> None:
+        """Cut or extend the content to ``size``; raises ``Held`` if the file went to the journal meanwhile."""
         with self.lock:
+            if self.held:
+                raise Held(self.path)
             os.ftruncate(self.fd, size)
             if size == 0:
                 self._sha, self._md5, self._hashed = hashlib.sha256(), hashlib.md5(), 0
@@ -142,12 +158,14 @@ class DirtyFile:
         os.fsync(self.fd)
 
     def discard(self) -> None:
-        """Close and delete the temp file (idempotent)."""
+        """Close and delete the temp file (idempotent; a held file is only closed: the journal deletes it)."""
         with self.lock:
             if self.fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(self.fd)
                 self.fd = -1
+            if self.held:
+                return
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
 

@@ -3,7 +3,7 @@
 Usage: ``python flaky_mount.py MOUNTPOINT FAULT_FILE READY_FD``.  Every 50 ms
 the mount reads FAULT_FILE; each line ``OP N`` makes the next N block-store
 calls of OP fail (``Unavailable``), ``heal`` drops all faults; then the file
-is emptied.  Everything else
+is emptied (faults already in the file at start apply before the mount is built).  Everything else
 is the real mount: ``runner.run_mount`` with signals, flush and unmount.
 """
 
@@ -26,25 +26,29 @@ def main() -> None:
     adapter = FlakyAdapter(app.adapter)
     app.__dict__["adapter"] = adapter  # before the catalog and stores are built
 
+    def apply() -> None:
+        try:
+            with open(fault_file, "r+") as f:
+                lines = f.read().split("\n")
+                f.seek(0)
+                f.truncate()
+        except FileNotFoundError:
+            return
+        for line in lines:
+            if line.strip() == "heal":
+                adapter.heal()
+            elif line.strip():
+                op, n = line.split()
+                adapter.fail_next(op, int(n))
+
     def watch() -> None:
         while True:
             time.sleep(0.05)
-            try:
-                with open(fault_file, "r+") as f:
-                    lines = f.read().split("\n")
-                    f.seek(0)
-                    f.truncate()
-            except FileNotFoundError:
-                continue
-            for line in lines:
-                if line.strip() == "heal":
-                    adapter.heal()
-                elif line.strip():
-                    op, n = line.split()
-                    adapter.fail_next(op, int(n))
+            apply()
 
+    apply()  # faults written before the start hit the mount's first calls (a write-back replay's)
     threading.Thread(target=watch, daemon=True).start()
-    options = runner.mount_options(app, ref=None, head_ttl=0.2)
+    options = runner.mount_options(app, ref=None, head_ttl=0.2, mountpoint=mountpoint)
     try:
         runner.run_mount(app, mountpoint, options, ready=lambda: process.report_ready(ready_fd, "ok"))
     except LakeMountError as exc:

@@ -1,0 +1,194 @@
+"""The write-back journal: a mount's acknowledged but not yet staged changes, on the node's disk.
+
+One directory per mountpoint holds ``log`` (framed, checksummed records, appended
+in order) and ``spool/`` (the temp files written files grow in; a journaled
+file's record names its temp file, which is its data file from then on, so no
+second copy is made).  A record is ``MAGIC``, the payload's length and its
+CRC-32, then the payload (JSON).  ``put`` records carry a file's entry, its
+data file and the data's SHA-256; ``apply`` records carry staged changes as
+they were made; ``done`` records say every record up to a sequence number is
+staged.  :meth:`Journal.replay` returns what is not done: a torn tail (a record
+whose write never finished, so it was never acknowledged) is cut off; a record
+whose checksum fails, or whose data file does not hold the bytes it names, is
+returned apart as corrupt, to be kept aside, never staged.  With ``fsync``
+each append waits for the data and the record to reach the disk (power-loss
+safe); without it an append reaches the kernel (safe against a crash of the
+mount) and :meth:`sync` makes the journal's files durable (run on a short interval).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import threading
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+MAGIC: Final = b"LMJ1"
+HEADER: Final = struct.Struct("<4sII")  # magic, payload length, CRC-32 of the payload
+MAX_RECORD: Final = 16 << 20
+
+
+@dataclass(slots=True)
+class Record:
+    """One journal record: its sequence number and its payload (``op`` is ``put``, ``apply`` or ``done``)."""
+
+    seq: int
+    body: dict[str, Any]
+    corrupt: str = ""  # why the record may not be staged ("" when it may)
+    raw: bytes = field(default=b"", repr=False)
+
+
+class Journal:
+    """The log and spool of one mountpoint's write-back; thread-safe."""
+
+    def __init__(self, directory: str, *, fsync: bool) -> None:
+        self.dir = directory
+        self.spool = os.path.join(directory, "spool")
+        os.makedirs(self.spool, exist_ok=True)
+        self.log_path = os.path.join(directory, "log")
+        self.fsync = fsync
+        self._lock = threading.Lock()
+        self._fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self.seq = 0
+        self.appended = 0  # bytes of the log
+        self._unsynced: list[str] = []  # data files appended since the last sync (without ``fsync``)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def append(self, body: dict[str, Any], *, data_fd: int = -1, data_path: str = "") -> int:
+        """Write one record (``seq`` assigned here) and return its sequence number.
+
+        With ``fsync``, ``data_fd`` (the record's data file) and the log are
+        synced before this returns; without, ``data_path`` is synced by the
+        next :meth:`sync`.  Raises ``OSError`` (ENOSPC on a full disk).
+        """
+        if self.fsync and data_fd >= 0:
+            os.fdatasync(data_fd)
+        with self._lock:
+            if data_path and not self.fsync:
+                self._unsynced.append(data_path)
+            self.seq += 1
+            seq = self.seq
+            payload = json.dumps({**body, "seq": seq}, separators=(",", ":")).encode()
+            frame = HEADER.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
+            written = os.write(self._fd, frame)
+            if written != len(frame):  # a short write to a full disk: cut it off, refuse the record
+                os.ftruncate(self._fd, self.appended)
+                raise OSError(28, "journal disk full")
+            self.appended += len(frame)
+            if self.fsync:
+                os.fdatasync(self._fd)
+            return seq
+
+    def sync(self) -> None:
+        """Make every record and data file appended so far durable.
+
+        Only the journal's own files are synced (a ``syncfs`` would write back
+        every other process's dirty pages on that disk too).  A data file gone
+        meanwhile was staged: it is in the lake.
+        """
+        with self._lock:
+            paths, self._unsynced = self._unsynced, []
+            fd = os.dup(self._fd) if self._fd >= 0 else -1
+        for path in paths:
+            try:
+                data_fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.fdatasync(data_fd)
+            except OSError:
+                pass
+            finally:
+                os.close(data_fd)
+        if fd >= 0:
+            try:
+                os.fdatasync(fd)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+    def restart_if(self, done: int) -> bool:
+        """Empty the log if its last record is ``done`` (everything staged); True if it was emptied."""
+        with self._lock:
+            if self.seq != done or self.appended == 0:
+                return False
+            os.ftruncate(self._fd, 0)
+            self.appended = 0
+            return True
+
+    def replay(self) -> list[Record]:
+        """The records not yet staged, in order (corrupt ones marked), after a crash or a restart.
+
+        Reads the whole log; the torn tail of a record never acknowledged is cut off.
+        """
+        with open(self.log_path, "rb") as f:
+            data = f.read()
+        records: list[Record] = []
+        done = 0
+        pos = 0
+        good_end = 0
+        while pos + HEADER.size <= len(data):
+            magic, length, crc = HEADER.unpack_from(data, pos)
+            start, end = pos + HEADER.size, pos + HEADER.size + length
+            if magic != MAGIC or length > MAX_RECORD:
+                # Not a record boundary: the bytes up to the next magic are one corrupt record.
+                nxt = data.find(MAGIC, pos + 1)
+                stop = nxt if nxt >= 0 else len(data)
+                records.append(Record(0, {}, "the journal's framing is damaged here", data[pos:stop]))
+                pos = good_end = stop
+                continue
+            if end > len(data):
+                break  # torn tail
+            payload = data[start:end]
+            if zlib.crc32(payload) != crc:
+                records.append(Record(0, {}, "checksum mismatch", data[pos:end]))
+                pos = good_end = end
+                continue
+            try:
+                body = json.loads(payload)
+            except ValueError:
+                records.append(Record(0, {}, "not a JSON record", data[pos:end]))
+                pos = good_end = end
+                continue
+            seq = int(body.get("seq", 0))
+            if body.get("op") == "done":
+                done = max(done, int(body.get("upto", 0)))
+            else:
+                records.append(Record(seq, body, "", data[pos:end]))
+            self.seq = max(self.seq, seq)
+            pos = good_end = end
+        if good_end < len(data):
+            os.truncate(self.log_path, good_end)
+        self.appended = good_end
+        out = [r for r in records if r.corrupt or r.seq > done]
+        for r in out:
+            if not r.corrupt and r.body.get("op") == "put":
+                r.corrupt = _check_data(r.body)
+        return out
+
+
+def _check_data(body: dict[str, Any]) -> str:
+    """Why a ``put`` record's data file does not hold its bytes ("" when it does)."""
+    path = str(body.get("data", ""))
+    sha = hashlib.sha256()
+    size = 0
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                sha.update(chunk)
+                size += len(chunk)
+    except OSError as exc:
+        return f"its data file {path} cannot be read: {exc.strerror}"
+    if size != body.get("size") or sha.hexdigest() != body.get("sha256"):
+        return f"its data file {path} does not hold the bytes the record names (size {size}, sha256 {sha.hexdigest()[:16]}...)"
+    return ""

@@ -1,0 +1,552 @@
+"""Write-back: a close returns once the file is in the node's journal; a pipeline uploads and stages later.
+
+:meth:`Writeback.save` hands a written file's temp file to the journal
+(:mod:`~lakemount.fuse.journal`) with its digests and its entry, and
+:meth:`Writeback.journal_changes` journals a create; both return once the
+record is written (and, with ``mount.journal_fsync``, synced).  One pipeline
+thread takes the pending records in order, uploads their files (several at
+once) and stages them with one ``Catalog.apply`` per branch and batch; a
+later record for a path overrides an earlier one in the batch, as it would
+have staged after it.  Until a record is staged the node keeps its (held)
+temp file, so this mount reads its own writes from the journal, and the
+mount's listings and lookups see the pending entries (:meth:`overlay_child`,
+:meth:`overlay_listing`).  :meth:`drain` waits until a branch's records are
+staged: fsync(2), a control-file commit or merge, any namespace change other
+than a create, and unmount call it.  A record the pipeline cannot stage (the
+branch is gone or protected, a bad key, the store down for longer than
+``mount.writeback_retry``) and a corrupt record found by the replay are kept
+in the recovered directory, logged, and listed in ``.lakefs/status``; they
+count as done, so they never block the journal.  The journal's bytes are
+bounded (``mount.journal_bytes``): past the bound a save waits for the
+pipeline, then fails with ENOSPC (the file's content stays unsaved and is
+kept aside at its last close, as any unsaved content).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import errno
+import hashlib
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from lakemount.catalog.model import Entry, decode_value
+from lakemount.catalog.writer import DataInfo, content_address
+from lakemount.errors import LakeMountError, Unavailable
+from lakemount.fuse.errno import FsError
+from lakemount.fuse.inodes import Node
+from lakemount.fuse.journal import Journal, Record
+from lakemount.fuse.listing import Child, ChildKind
+from lakemount.fuse.scope import Scopes
+from lakemount.fuse.state import MountState, with_changes
+from lakemount.fuse.tree import Tree
+from lakemount.fuse.writes import DirtyFile
+
+log = logging.getLogger(__name__)
+
+BATCH: Final = 2000  # records staged per pipeline round (one apply per branch)
+UPLOADS: Final = 8  # uploads in flight
+LINGER: Final = 0.05  # seconds the pipeline waits to gather a batch when nobody waits for it
+SYNC_INTERVAL: Final = 1.0  # seconds between syncs of the journal's files when closes do not fsync (each sync stalls the disk)
+BACKOFF: Final = (0.05, 2.0)  # first and longest wait between retries of an unavailable store
+
+BranchKey = tuple[str, str]
+
+
+@dataclass(eq=False)
+class Pending:
+    """A journaled record on its way to the branch."""
+
+    seq: int
+    repo: str
+    branch: str
+    changes: list[tuple[str, Entry | None]]  # apply records; a put's single change is filled in at upload
+    path: str = ""  # put records: the file's path, its entry (address to come), data file and digests
+    base: Entry | None = None
+    data: str = ""
+    digests: tuple[int, str, str] | None = None
+    node: Node | None = None  # put records of this run: the node holding the data file as its temp file
+    dirty: DirtyFile | None = None
+    size: int = 0
+    failed_since: float = 0.0
+    error: str = ""
+
+    @property
+    def key(self) -> BranchKey:
+        return (self.repo, self.branch)
+
+
+@dataclass
+class Report:
+    """What the pipeline did, for ``.lakefs/status`` and ``.lakefs/stats``."""
+
+    kept: list[dict[str, Any]] = field(default_factory=list)  # records kept aside, with why and where
+    counts: collections.Counter[str] = field(default_factory=collections.Counter)
+
+
+class Writeback:
+    """The journal and pipeline of one mount."""
+
+    def __init__(
+        self, state: MountState, scopes: Scopes, tree: Tree, journal: Journal, *, recovered_dir: str, max_bytes: int,
+        retry: float,
+    ) -> None:
+        self.state = state
+        self.scopes = scopes
+        self.tree = tree
+        self.catalog = state.catalog
+        self.journal = journal
+        self.recovered_dir = recovered_dir
+        self.max_bytes = max_bytes
+        self.retry = retry
+        self.space_wait = 30.0  # how long a save waits for the pipeline to free journal space before ENOSPC
+        self.report = Report()
+        self._cond = threading.Condition()
+        self._pending: collections.deque[Pending] = collections.deque()
+        self._per_branch: collections.Counter[BranchKey] = collections.Counter()
+        self._overlay: dict[BranchKey, dict[str, tuple[int, Entry | None]]] = {}
+        self._bytes = 0
+        self._warned = 0.0
+        self._waiting = 0  # drains in progress: the pipeline does not linger for more records
+        self._stop = False
+        self._threads: list[threading.Thread] = []
+        self._uploads = ThreadPoolExecutor(UPLOADS, thread_name_prefix="lakemount-upload")
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Replay what the journal holds from an earlier run (staged before this returns), then start the pipeline."""
+        records = self.journal.replay()
+        if records:
+            log.warning("write-back journal %s: replaying %d record(s) left by an earlier run", self.journal.dir, len(records))
+        with self._cond:
+            for rec in records:
+                if rec.corrupt:
+                    self._keep_corrupt(rec)
+                    continue
+                item = _pending_of(rec)
+                if item is None:
+                    self._keep_corrupt(Record(rec.seq, rec.body, "an unknown record", rec.raw))
+                    continue
+                self._enqueue(item)
+        self._start_thread(self._run, "lakemount-writeback")
+        if not self.journal.fsync:
+            self._start_thread(self._sync_loop, "lakemount-journal-sync")
+        self.drain(None)
+        # What is left in the spool was never closed (a file being written when the mount died): never acknowledged.
+        for name in os.listdir(self.journal.spool):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.journal.spool, name))
+        if records:
+            log.warning("write-back journal %s: replay done (%s)", self.journal.dir, dict(self.report.counts))
+
+    def _start_thread(self, target: Any, name: str) -> None:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def close(self) -> None:
+        """Stage everything journaled (kept aside what cannot be), then stop the pipeline."""
+        self.drain(None)
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        for t in self._threads:
+            t.join()
+        self._uploads.shutdown()
+        self.journal.sync()
+        self.journal.close()
+
+    # ------------------------------------------------------------------ journaling
+    def save(self, node: Node, dirty: DirtyFile) -> None:
+        """Journal ``node``'s written content (its temp file becomes the journal's data file).
+
+        Raises ``FsError(ENOSPC)`` when the journal stays full, ``OSError`` from the disk.
+        """
+        scope = node.scope
+        assert scope is not None
+        self._wait_for_space(dirty.size)
+        share = node.writers > 1  # another handle may write on: journal a copy, keep the temp file
+        version, (data, digests) = dirty.store(lambda path, known: self._hand_over(dirty, path, known, share=share))
+        # The content address is known from the digests: the node's entry is final now, before any upload.
+        base = with_changes(node.entry or Entry("", 0), address=content_address(digests[1]), size=digests[0], etag=digests[2])
+        item = Pending(0, scope.repo, scope.branch, [], path=node.path, base=base, data=data, digests=digests,
+                       node=None if share else node, dirty=None if share else dirty, size=digests[0])
+        body = {"op": "put", "repo": item.repo, "branch": item.branch, "path": item.path, "entry": base.value().hex(),
+                "data": data, "size": digests[0], "sha256": digests[1], "md5": digests[2]}
+        try:
+            item.seq = self.journal.append(body, data_fd=-1 if share else dirty.fd, data_path=data)
+        except OSError:
+            if not share:
+                dirty.held = dirty.pending = False
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(data)
+            raise
+        dirty.end_save(version)
+        with self.state.table.lock:
+            node.entry = base
+        with self._cond:
+            self._enqueue(item)
+        self.state.metrics.add("journaled_files")
+        self.state.metrics.add("journaled_bytes", item.size)
+
+    def _hand_over(self, dirty: DirtyFile, path: str, known: tuple[int, str, str] | None, *, share: bool) -> tuple[str, tuple[int, str, str]]:
+        """Under the temp file's lock: its digests, and the journal's data file (itself, or a copy when shared)."""
+        digests = known or _hash(path)
+        if share:
+            fd, copy = _mkstemp(self.journal.spool)
+            os.close(fd)
+            shutil.copyfile(path, copy)
+            if self.journal.fsync:
+                with open(copy, "rb") as f:
+                    os.fdatasync(f.fileno())
+            return copy, digests
+        dirty.held = dirty.pending = True
+        return path, digests
+
+    def journal_changes(self, scope: Any, changes: Sequence[tuple[str, Entry | None]]) -> None:
+        """Journal staged changes (a create) made without reading the branch; raises ``OSError`` from the disk."""
+        item = Pending(0, scope.repo, scope.branch, list(changes))
+        body = {"op": "apply", "repo": item.repo, "branch": item.branch,
+                "changes": [[p, None if e is None else e.value().hex()] for p, e in changes]}
+        item.seq = self.journal.append(body)
+        with self._cond:
+            self._enqueue(item)
+
+    def _wait_for_space(self, size: int) -> None:
+        deadline = time.monotonic() + self.space_wait
+        with self._cond:
+            while self._bytes and self._bytes + size > self.max_bytes:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.report.counts["refused_full"] += 1
+                    log.error("write-back journal %s is full (%d of %d bytes pending for the store): ENOSPC",
+                              self.journal.dir, self._bytes, self.max_bytes)
+                    raise FsError(errno.ENOSPC, "the write-back journal is full")
+                self._cond.wait(min(left, 1.0))
+
+    def _enqueue(self, item: Pending) -> None:
+        """Queue ``item`` (caller holds the condition)."""
+        self._pending.append(item)
+        self._per_branch[item.key] += 1
+        self._bytes += item.size
+        over = self._overlay.setdefault(item.key, {})
+        if item.base is not None:
+            over[item.path] = (item.seq, item.base)
+        for path, entry in item.changes:
+            over[path] = (item.seq, entry)
+        self._cond.notify_all()
+
+    # ------------------------------------------------------------------ waiting
+    def drain(self, key: BranchKey | None) -> None:
+        """Wait until every record journaled for branch ``key`` (None: every branch) is staged or kept aside."""
+        with self._cond:
+            self._waiting += 1
+            self._cond.notify_all()
+            try:
+                while self._per_branch[key] if key is not None else self._pending:
+                    if self._stop and not any(t.is_alive() for t in self._threads):
+                        raise Unavailable("the write-back pipeline has stopped")
+                    self._cond.wait(1.0)
+            finally:
+                self._waiting -= 1
+
+    def pending(self, key: BranchKey | None = None) -> int:
+        with self._cond:
+            return self._per_branch[key] if key is not None else len(self._pending)
+
+    def status(self, repo: str, branch: str) -> dict[str, Any]:
+        """The ``writeback`` part of ``.lakefs/status``: records not yet staged, and what was kept aside."""
+        with self._cond:
+            kept = [k for k in self.report.kept if k.get("repo") in (repo, None) and k.get("branch") in (branch, None)]
+            return {"pending": self._per_branch[(repo, branch)], "kept_aside": kept[-100:],
+                    "kept_aside_count": len(kept), "counts": dict(self.report.counts)}
+
+    # ------------------------------------------------------------------ overlay
+    def overlay_child(self, scope: Any, path: str, child: Child | None) -> Child | None:
+        """``child`` as the catalog answered, corrected by what this mount journaled for ``path``."""
+        with self._cond:
+            over = self._overlay.get((scope.repo, scope.branch))
+            found = over.get(path) if over else None
+        if found is None:
+            return child
+        entry = found[1]
+        if entry is None:
+            return None
+        return Child(ChildKind.SYMLINK if entry.target else ChildKind.FILE, entry)
+
+    def overlay_listing(self, scope: Any, dir_path: str, children: dict[bytes, Child]) -> None:
+        """Add (or remove) in ``children`` the pending entries directly inside ``dir_path``."""
+        prefix = dir_path + "/" if dir_path else ""
+        with self._cond:
+            over = self._overlay.get((scope.repo, scope.branch))
+            items = list(over.items()) if over else []
+        for path, (_seq, entry) in items:
+            if not path.startswith(prefix) or path.endswith("/"):
+                continue
+            name = path[len(prefix):]
+            if "/" in name:
+                continue
+            key = name.encode("utf-8", "surrogateescape")
+            if entry is None:
+                children.pop(key, None)
+            else:
+                children[key] = Child(ChildKind.SYMLINK if entry.target else ChildKind.FILE, entry)
+
+    # ------------------------------------------------------------------ the pipeline
+    def _sync_loop(self) -> None:
+        while True:
+            with self._cond:
+                if self._stop:
+                    return
+            self.journal.sync()
+            time.sleep(SYNC_INTERVAL)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._stop:
+                    self._cond.wait()
+                if not self._pending:
+                    return
+                # Gather a batch: more records come while a writer is busy, unless someone waits for them.
+                deadline = time.monotonic() + LINGER
+                while len(self._pending) < BATCH and not self._waiting and not self._stop:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                batch = [self._pending[i] for i in range(min(BATCH, len(self._pending)))]
+            try:
+                self._stage_batch(batch)
+            except Exception:  # never die with records pending: log and try again
+                log.exception("write-back pipeline round failed; retrying")
+                time.sleep(BACKOFF[0])
+                continue
+            with self._cond:
+                for _ in batch:
+                    item = self._pending.popleft()
+                    self._per_branch[item.key] -= 1
+                    if self._per_branch[item.key] <= 0:
+                        del self._per_branch[item.key]
+                    self._bytes -= item.size
+                    over = self._overlay.get(item.key)
+                    if over is not None:
+                        for path in [item.path] if item.base is not None else [p for p, _e in item.changes]:
+                            if over.get(path, (None,))[0] == item.seq:
+                                del over[path]
+                        if not over:
+                            del self._overlay[item.key]
+                empty = not self._pending
+                self._cond.notify_all()
+            done = self.journal.append({"op": "done", "upto": batch[-1].seq})
+            if empty:
+                self.journal.restart_if(done)
+
+    def _stage_batch(self, batch: list[Pending]) -> None:
+        """Upload the batch's files, then stage it, one apply per run of records on one branch."""
+        todo = [item for item in batch if item.base is not None and not item.changes and not item.error]
+        while todo:
+            results = list(self._uploads.map(self._upload, todo))
+            todo = [item for item, ok in zip(todo, results, strict=True) if not ok and not item.error]
+            if todo:
+                self._backoff(todo)
+        self.report.counts["batches"] += 1
+        i = 0
+        while i < len(batch):
+            j = i
+            while j < len(batch) and batch[j].key == batch[i].key:
+                j += 1
+            self._stage_run([item for item in batch[i:j] if not item.error])
+            for item in batch[i:j]:
+                if item.error:
+                    self._keep(item)
+            i = j
+
+    def _upload(self, item: Pending) -> bool:
+        """Store ``item``'s data file; True when done (or failed for good: ``item.error``)."""
+        assert item.base is not None and item.digests is not None
+        try:
+            info = _store_file(self.catalog, item.repo, item.data, item.digests)
+        except Unavailable as exc:
+            self.report.counts["upload_retries"] += 1
+            return self._failed(item, f"the store is unavailable: {exc}")
+        except (LakeMountError, OSError) as exc:
+            item.error = f"upload failed: {exc}"
+            return False
+        item.changes = [(item.path, with_changes(item.base, address=info.address, size=info.size, etag=info.etag))]
+        self.report.counts["uploaded"] += 1
+        return True
+
+    def _failed(self, item: Pending, why: str) -> bool:
+        """Note a retryable failure; past ``retry`` seconds of them it is final (``item.error``)."""
+        now = time.monotonic()
+        if not item.failed_since:
+            item.failed_since = now
+        if now - self._warned >= 10.0:  # one line per streak of failures, not one per file
+            self._warned = now
+            log.warning("write-back: %s/%s/%s: %s; retrying for up to %.1fs", item.repo, item.branch, item.path or "(changes)",
+                        why, self.retry)
+        if now - item.failed_since >= self.retry:
+            item.error = f"{why} (for {now - item.failed_since:.1f}s, past mount.writeback_retry)"
+        return False
+
+    def _backoff(self, items: list[Pending]) -> None:
+        first = min(i.failed_since for i in items if i.failed_since) if any(i.failed_since for i in items) else time.monotonic()
+        time.sleep(min(BACKOFF[1], max(BACKOFF[0], (time.monotonic() - first) / 4)))
+
+    def _stage_run(self, items: list[Pending]) -> None:
+        """Stage records of one branch as one apply (a later change of a path wins); retried while unavailable."""
+        if not items:
+            return
+        repo, branch = items[0].key
+        merged: dict[str, Entry | None] = {}
+        for item in items:
+            for path, entry in item.changes:
+                merged.pop(path, None)
+                merged[path] = entry
+        while True:
+            try:
+                self.catalog.apply(repo, branch, list(merged.items()))
+                break
+            except Unavailable as exc:
+                self.report.counts["stage_retries"] += 1
+                for item in items:
+                    self._failed(item, f"staging is unavailable: {exc}")
+                if all(item.error for item in items):
+                    return
+                self._backoff(items)
+            except LakeMountError as exc:
+                if len(items) == 1:
+                    items[0].error = f"cannot be staged: {exc}"
+                    return
+                for item in items:  # find the records at fault; the others stage
+                    self._stage_run([item])
+                return
+        self.report.counts["staged"] += len(items)
+        for item in items:
+            self._staged(item)
+
+    def _staged(self, item: Pending) -> None:
+        """``item`` is on its branch: its node reads the stored object from now on; its data file goes."""
+        node, dirty = item.node, item.dirty
+        entry = item.changes[0][1] if item.base is not None and item.changes else None
+        if node is not None and dirty is not None and entry is not None:
+            self._settle(node, dirty, entry)
+        elif dirty is not None:
+            dirty.pending = False
+        if item.data:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(item.data)
+
+    def _settle(self, node: Node, dirty: DirtyFile, entry: Entry) -> None:
+        """The node's journaled file is staged as ``entry``: it lets go of the temp file unless a handle reads it."""
+        table = self.state.table
+        drop = False
+        with node.lock, table.lock:
+            dirty.pending = False
+            scope = node.scope
+            if node.dirty is dirty and not node.detached and scope is not None:
+                self.scopes.local_change(scope)
+                node.entry, node.fetched, node.gen = entry, self.state.now(), scope.gen
+                parent = self.state.parent_of(node)
+                if parent is not None:
+                    name = os.path.basename(node.path).encode("utf-8", "surrogateescape")
+                    self.tree.listing_put(parent, name, Child(ChildKind.FILE, entry))
+            if node.dirty is dirty and node.opens == 0:
+                node.dirty = None
+                node.page_identity = entry.identity()
+                drop = True
+            elif node.dirty is not dirty:  # written again since: the newer temp file is the node's
+                drop = True
+        if drop:
+            dirty.discard()
+        table.drop_if_dead(node)
+
+    # ------------------------------------------------------------------ keeping aside
+    def _keep(self, item: Pending) -> None:
+        """A record that cannot be staged: its content goes to the recovered directory, named in the log and status."""
+        where = os.path.join(self.recovered_dir, f"{item.repo}-{item.branch}-{int(time.time())}-{item.seq}")
+        os.makedirs(self.recovered_dir, exist_ok=True)
+        if item.base is not None:
+            where += "-" + os.path.basename(item.path)
+            try:
+                shutil.move(item.data, where)
+            except OSError as exc:
+                log.error("write-back: could not keep %s aside: %s", item.data, exc)
+        else:
+            where += "-changes.json"
+            with open(where, "w") as f:
+                json.dump({"repo": item.repo, "branch": item.branch,
+                           "changes": [[p, None if e is None else e._asdict()] for p, e in item.changes]}, f)
+        if item.dirty is not None:
+            item.dirty.pending = False
+            item.dirty.held = True  # its file moved: never deleted or written here
+        self.report.counts["kept_aside"] += 1
+        self.report.kept.append({"repo": item.repo, "branch": item.branch, "path": item.path or None,
+                                 "paths": [p for p, _e in item.changes] if item.base is None else None,
+                                 "error": item.error, "kept_in": where})
+        log.error("write-back: %s/%s/%s could not be staged (%s); kept in %s", item.repo, item.branch,
+                  item.path or ", ".join(p for p, _e in item.changes), item.error, where)
+
+    def _keep_corrupt(self, rec: Record) -> None:
+        """A corrupt journal record (caller holds the condition): kept aside with its data file, never staged."""
+        os.makedirs(self.recovered_dir, exist_ok=True)
+        stamp = f"journal-{int(time.time())}-{len(self.report.kept)}"
+        where = os.path.join(self.recovered_dir, stamp + ".record")
+        with open(where, "wb") as f:
+            f.write(rec.raw)
+        data = str(rec.body.get("data", "")) if rec.body else ""
+        if data and os.path.exists(data):
+            shutil.move(data, os.path.join(self.recovered_dir, stamp + ".data"))
+        self.report.counts["corrupt"] += 1
+        self.report.kept.append({"repo": rec.body.get("repo"), "branch": rec.body.get("branch"), "path": rec.body.get("path"),
+                                 "error": f"corrupt journal record {rec.seq or '?'}: {rec.corrupt}", "kept_in": where})
+        log.error("write-back journal %s: record %s (%s) is corrupt: %s; kept in %s, not staged", self.journal.dir,
+                  rec.seq or "?", rec.body.get("path", "unknown path") if rec.body else "unreadable", rec.corrupt, where)
+
+
+def _pending_of(rec: Record) -> Pending | None:
+    """The pipeline's item for a replayed record (None for an unknown one)."""
+    body = rec.body
+    repo, branch = str(body.get("repo", "")), str(body.get("branch", ""))
+    if body.get("op") == "put":
+        return Pending(rec.seq, repo, branch, [], path=str(body["path"]), base=decode_value(bytes.fromhex(body["entry"])),
+                       data=str(body["data"]), digests=(int(body["size"]), str(body["sha256"]), str(body["md5"])),
+                       size=int(body["size"]))
+    if body.get("op") == "apply":
+        return Pending(rec.seq, repo, branch,
+                       [(str(p), None if v is None else decode_value(bytes.fromhex(v))) for p, v in body["changes"]])
+    return None
+
+
+def _hash(path: str) -> tuple[int, str, str]:
+    sha, md5, size = hashlib.sha256(), hashlib.md5(), 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            sha.update(chunk)
+            md5.update(chunk)
+            size += len(chunk)
+    return size, sha.hexdigest(), md5.hexdigest()
+
+
+def _mkstemp(directory: str) -> tuple[int, str]:
+    import tempfile
+
+    return tempfile.mkstemp(prefix="j-", dir=directory)
+
+
+def _store_file(catalog: Any, repo: str, path: str, digests: tuple[int, str, str]) -> DataInfo:
+    with catalog.writer(repo) as w:
+        w.write_file(path, digests=digests)
+    info: DataInfo = w.info
+    return info
