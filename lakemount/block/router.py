@@ -88,8 +88,8 @@ class RouterAdapter:
     def put(self, url: str, data: bytes) -> None:
         self.adapter_for(url).put(url, data)
 
-    def put_file(self, url: str, path: str) -> None:
-        self.adapter_for(url).put_file(url, path)
+    def put_file(self, url: str, path: str, *, link: bool = False) -> None:
+        self.adapter_for(url).put_file(url, path, link=link)
 
     def get(self, url: str) -> bytes:
         return self.adapter_for(url).get(url)

@@ -136,7 +136,7 @@ class S3Adapter:
         with _translated(url):
             self._client.put_object(Bucket=bucket, Key=key, Body=data)
 
-    def put_file(self, url: str, path: str) -> None:
+    def put_file(self, url: str, path: str, *, link: bool = False) -> None:
         bucket, key = _split_object(url)
         with _translated(url):
             try:

@@ -114,8 +114,8 @@ class TrashFallbackAdapter:
     def put(self, url: str, data: bytes) -> None:
         self.inner.put(url, data)
 
-    def put_file(self, url: str, path: str) -> None:
-        self.inner.put_file(url, path)
+    def put_file(self, url: str, path: str, *, link: bool = False) -> None:
+        self.inner.put_file(url, path, link=link)
 
     def stat(self, url: str) -> ObjectInfo:
         return self.inner.stat(url)

@@ -294,6 +294,12 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
                 w.write_from(source)
         return w.info
 
+    def stores_files_in_place(self, repo: Repository) -> bool:
+        """Whether a local file given to ``writer(repo).write_file(..., link=True)`` can become the object
+        itself, its bytes written once (a namespace on the local block store; a file on another
+        filesystem is still copied): such a file is worth writing back to disk while it is written."""
+        return repo.storage_namespace.startswith("local://")
+
     def block_source(self) -> ReadOnlyBlocks:
         """Reads of stored objects by URL for a front end that keeps its own block cache (the mount's
         reader); it cannot write, list nor delete through it."""

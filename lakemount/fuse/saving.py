@@ -50,12 +50,13 @@ class Saver:
             entry = node.entry
             source = None
             size = 0
+            repo = self.state.repo(scope.repo)
             if keep and entry is not None and entry.size > 0:
-                repo = self.state.repo(scope.repo)
                 size = entry.size
                 source = functools.partial(self.state.catalog.open, repo, entry)
                 self.metrics.add("copy_on_write_bytes", size)
-            dirty = DirtyFile(self.state.options.spool_dir, source, size)
+            in_place = self.state.catalog.stores_files_in_place(repo)
+            dirty = DirtyFile(self.state.options.spool_dir, source, size, in_place=in_place)
             if keep or entry is None or entry.size == 0:
                 dirty.saved_version = dirty.version  # same content as what is staged
             node.dirty = dirty
@@ -84,8 +85,8 @@ class Saver:
             dirty.end_save(dirty.begin_save())
             return
         catalog = self.state.catalog
-        # The temp file itself is uploaded, with digests computed while it was written.
-        version, info = dirty.store(lambda path, digests: _store_file(catalog, scope.repo, path, digests))
+        # The temp file itself is uploaded (or becomes the object), with digests computed while it was written.
+        version, info = dirty.store(lambda path, digests, link: _store_file(catalog, scope.repo, path, digests, link))
         with scope.mutex:
             if node.detached:
                 dirty.end_save(version)
@@ -159,8 +160,9 @@ class Saver:
                 node.dirty = None
 
 
-def _store_file(catalog: Catalog, repo: str, path: str, digests: tuple[int, str, str] | None) -> DataInfo:
-    """Store a temp file that no write changes meanwhile (``Dirty.store``) through the catalog's writer."""
+def _store_file(catalog: Catalog, repo: str, path: str, digests: tuple[int, str, str] | None, link: bool) -> DataInfo:
+    """Store a temp file that no write changes meanwhile (``Dirty.store``) through the catalog's writer;
+    ``link``: it may become the object itself (a frozen ``DirtyFile`` copies itself before a change)."""
     with catalog.writer(repo) as w:
-        w.write_file(path, digests=digests)
+        w.write_file(path, digests=digests, link=link)
     return w.info
