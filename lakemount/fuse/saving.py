@@ -24,7 +24,7 @@ from lakemount.fuse.listing import Child, ChildKind
 from lakemount.fuse.scope import Scopes
 from lakemount.fuse.state import MountState, with_changes
 from lakemount.fuse.tree import Tree
-from lakemount.fuse.writes import DirtyFile
+from lakemount.fuse.writes import DirtyFile, Finish
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,9 @@ class Saver:
                 size = entry.size
                 source = functools.partial(self.state.catalog.open, repo, entry)
                 self.metrics.add("copy_on_write_bytes", size)
-            in_place = self.state.catalog.stores_files_in_place(repo)
-            dirty = DirtyFile(self.state.options.spool_dir, source, size, in_place=in_place)
+            catalog = self.state.catalog
+            dirty = DirtyFile(self.state.options.spool_dir, source, size, in_place=catalog.stores_files_in_place(repo),
+                              streaming=functools.partial(catalog.streamed_upload, repo))
             if keep or entry is None or entry.size == 0:
                 dirty.saved_version = dirty.version  # same content as what is staged
             node.dirty = dirty
@@ -86,7 +87,9 @@ class Saver:
             return
         catalog = self.state.catalog
         # The temp file itself is uploaded (or becomes the object), with digests computed while it was written.
-        version, info = dirty.store(lambda path, digests, link: _store_file(catalog, scope.repo, path, digests, link))
+        version, info = dirty.store(
+            lambda path, digests, link, finish: _store_file(catalog, scope.repo, path, digests, link, finish)
+        )
         with scope.mutex:
             if node.detached:
                 dirty.end_save(version)
@@ -160,9 +163,16 @@ class Saver:
                 node.dirty = None
 
 
-def _store_file(catalog: Catalog, repo: str, path: str, digests: tuple[int, str, str] | None, link: bool) -> DataInfo:
-    """Store a temp file that no write changes meanwhile (``Dirty.store``) through the catalog's writer;
-    ``link``: it may become the object itself (a frozen ``DirtyFile`` copies itself before a change)."""
+def _store_file(
+    catalog: Catalog, repo: str, path: str, digests: tuple[int, str, str] | None, link: bool, finish: Finish | None
+) -> DataInfo:
+    """Store a temp file that no write changes meanwhile (``Dirty.store``): the end of its streamed upload
+    (``finish``), else through the catalog's writer; ``link``: it may become the object itself (a frozen
+    ``DirtyFile`` copies itself before a change)."""
+    if finish is not None:
+        info = finish()
+        if info is not None:
+            return info
     with catalog.writer(repo) as w:
         w.write_file(path, digests=digests, link=link)
     return w.info

@@ -20,7 +20,10 @@ store, on the spool's filesystem), the store hard-links it into place
 the temp file is written back every ``FLUSH_EVERY`` bytes while the rest
 arrives, so the fsync at close has little left to do.  A file that became an
 object is *frozen*: the next write first copies it to a new temp file, so the
-object never changes.
+object never changes.  On a store that takes uploads in parts (S3), a file
+written from its start sends each part as it fills (``catalog/streaming.py``:
+bounded memory), so its save sends only the last one; an overwrite or a hole
+gives the upload up, and the save uploads the file whole.
 """
 
 from __future__ import annotations
@@ -34,9 +37,16 @@ import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import BinaryIO, Final, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, Final, TypeVar
+
+from lakemount.catalog.streaming import PART_SIZE
+
+if TYPE_CHECKING:
+    from lakemount.catalog.streaming import StreamedUpload
+    from lakemount.catalog.writer import DataInfo
 
 T = TypeVar("T")
+Finish = Callable[[], "DataInfo | None"]  # a streamed upload's end: where the bytes went, None to upload them whole
 
 COPY_CHUNK: Final = 4 << 20
 HASH_THREAD_AFTER: Final = 1 << 20  # past this many appended bytes, hashing moves to a thread of the file's own
@@ -115,11 +125,13 @@ class DirtyFile:
     """The temp file holding a file's current content; thread-safe."""
 
     def __init__(
-        self, spool_dir: str, source: Callable[[], BinaryIO] | None, size: int, *, in_place: bool = False
+        self, spool_dir: str, source: Callable[[], BinaryIO] | None, size: int, *, in_place: bool = False,
+        streaming: Callable[[], StreamedUpload | None] | None = None,
     ) -> None:
         """Create the temp file, filled with the first ``size`` bytes of ``source()`` (None: empty).
 
-        ``in_place``: the store may make this very file the object (see the module docstring).
+        ``in_place``: the store may make this very file the object; ``streaming`` makes the upload
+        in parts once the file passes ``PART_SIZE`` (see the module docstring).
         """
         self._spool_dir = spool_dir
         fd, self.path = tempfile.mkstemp(prefix="w-", dir=spool_dir)
@@ -135,6 +147,9 @@ class DirtyFile:
         self._flush: Future[None] | None = None
         # Running digests of every byte appended; None once a write lands anywhere but the end.
         self._digests: _Digests | None = _Digests()
+        self._streaming = streaming
+        self._may_stream = streaming is not None  # until an overwrite, a hole or a save: appends from the start
+        self.stream: StreamedUpload | None = None
         try:
             if source is not None and size > 0:
                 with source() as stream:
@@ -155,6 +170,13 @@ class DirtyFile:
         if self._digests is not None:
             self._digests.close()
             self._digests = None
+        self._drop_stream()
+
+    def _drop_stream(self) -> None:
+        self._may_stream = False
+        if self.stream is not None:
+            self.stream.abort()
+            self.stream = None
 
     def digests(self) -> tuple[int, str, str] | None:
         """``(size, sha256 hex, md5 hex)`` of the current content if known without reading it; call under ``lock``."""
@@ -181,10 +203,14 @@ class DirtyFile:
                 raise
             if self._digests is not None and offset == self._digests.fed and offset >= self.size:
                 self._digests.feed(data)
-            else:  # an overwrite, or a hole: the running digests no longer apply
+            else:  # an overwrite, or a hole: the running digests (and a streamed upload) no longer apply
                 self._forget_digests()
             self.size = max(self.size, offset + len(data))
             self.version += 1
+            if self._may_stream and self._streaming is not None and self.size >= PART_SIZE:
+                self.stream, self._may_stream = self._streaming(), False
+            if self.stream is not None:
+                self.stream.offer(self.fd, self.size)
             if self.in_place:
                 self._unflushed += len(data)
                 if self._unflushed >= FLUSH_EVERY and (self._flush is None or self._flush.done()):
@@ -232,6 +258,7 @@ class DirtyFile:
             if size == 0:
                 self._forget_digests()
                 self._digests = _Digests()
+                self._may_stream = self._streaming is not None
             elif self._digests is None or size != self._digests.fed:
                 self._forget_digests()
             self.size = size
@@ -245,18 +272,34 @@ class DirtyFile:
             os.unlink(self.path)
         self.fd, self.path, self.frozen = fd, path, False
 
-    def store(self, put: Callable[[str, tuple[int, str, str] | None, bool], T]) -> tuple[int, T]:
-        """Run ``put(path, digests, link)`` while no write can change the file; returns the version stored and the result.
+    def store(self, put: Callable[[str, tuple[int, str, str] | None, bool, Finish | None], T]) -> tuple[int, T]:
+        """Run ``put(path, digests, link, finish)`` while no write can change the file; returns the version
+        stored and the result.
 
         ``digests`` is what :meth:`digests` knows (None: ``put`` must hash the
         file).  Writes to this file wait until ``put`` returns, so the bytes
         uploaded are the bytes hashed, without a copy.  ``link`` is
         ``in_place``: ``put`` may make the file itself the object; if it did
-        (the file has a second name now), the file is frozen.
+        (the file has a second name now), the file is frozen.  ``finish``
+        ends the file's streamed upload (None: there is none); when it returns
+        None, ``put`` uploads the file whole.
         """
         with self.lock:
             self._wait_flush()
-            result = put(self.path, self.digests(), self.in_place)
+            digests = self.digests()
+            stream, self.stream, self._may_stream = self.stream, None, False
+            finish: Finish | None = None
+            if stream is not None and digests is not None:
+                size, sha, md5 = digests
+                fd = self.fd
+                finish = lambda: stream.finish(fd, size, sha, md5)  # noqa: E731 - called inside put, under the lock
+            elif stream is not None:
+                stream.abort()
+            try:
+                result = put(self.path, digests, self.in_place, finish)
+            finally:
+                if stream is not None:
+                    stream.abort()  # no-op once finished
             if self.in_place:
                 self.frozen = os.fstat(self.fd).st_nlink > 1
             return self.version, result
@@ -281,7 +324,7 @@ class DirtyFile:
 
     def _close_all(self) -> None:
         self._wait_flush()
-        self._forget_digests()
+        self._forget_digests()  # and any streamed upload, whose senders read the file
         for fd in (self.fd, *self._retired):
             if fd >= 0:
                 with contextlib.suppress(OSError):

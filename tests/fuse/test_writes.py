@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
+import boto3
 import pytest
 
 from lakemount.app import App
+from lakemount.block.layout import data_address
+from lakemount.block.s3 import S3Adapter
+from lakemount.catalog.streaming import PART_SIZE
+from lakemount.config import load
 from lakemount.fuse.core import FileSystem
 from lakemount.fuse.writes import DirtyFile
-from tests.fuse.conftest import REPO
+from tests.fuse.conftest import REPO, make_fs
 from tests.fuse.pathfs import PathFS
+from tests.moto_server import CREDENTIALS, moto_s3
 
 MAIN = f"/{REPO}/main"
 MiB = 1 << 20
+BUCKET = "streamed"
 
 
 def object_path(app: App, address: str) -> str:
@@ -97,3 +107,65 @@ def test_a_namespace_elsewhere_gets_a_copy(app: App, fs: FileSystem, pfs: PathFS
         stored = object_path(app, app.catalog.stat(REPO, "main", "c").address)
         assert os.stat(stored).st_ino != os.fstat(dirty.fd).st_ino
     assert pfs.read_file(f"{MAIN}/c") == body
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    with moto_s3(BUCKET) as url:
+        yield url
+
+
+@pytest.fixture
+def s3_app(tmp_path: Path, s3_endpoint: str) -> App:
+    env = {
+        "LAKEMOUNT_HOME": str(tmp_path / "home"),
+        "LAKEMOUNT_BLOCKSTORE_TYPE": "s3",
+        "LAKEMOUNT_BLOCKSTORE_DEFAULT_NAMESPACE_PREFIX": f"s3://{BUCKET}/{tmp_path.name}",
+        "LAKEMOUNT_BLOCKSTORE_S3_ENDPOINT": s3_endpoint,
+        "LAKEMOUNT_BLOCKSTORE_S3_REGION": "us-east-1",
+        "LAKEMOUNT_BLOCKSTORE_S3_ACCESS_KEY_ID": "testing",
+        "LAKEMOUNT_BLOCKSTORE_S3_SECRET_ACCESS_KEY": "testing",
+        "LAKEMOUNT_CACHE_RAM_BYTES": str(64 << 20),
+    }
+    app = App(load(None, env=env))
+    app.catalog.create_repository(REPO)
+    return app
+
+
+def test_on_s3_a_large_file_goes_out_in_parts_before_close(
+    s3_app: App, tmp_path: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The S3 adapter's calls: parts are uploaded while the file is written; close sends the last part,
+    completes, and the object ends at its content address (no whole-file upload, no landing key left)."""
+    calls: list[str] = []
+    for name in ("start_parts", "put_part", "finish_parts", "abort_parts", "put_file", "copy"):
+        real = getattr(S3Adapter, name)
+        monkeypatch.setattr(S3Adapter, name, lambda self, *a, _n=name, _r=real, **k: (calls.append(_n), _r(self, *a, **k))[1])
+    fs = make_fs(s3_app, str(tmp_path), "s3")
+    try:
+        pfs = PathFS(fs)
+        body = os.urandom(2 * PART_SIZE + 3 * MiB)
+        fh = pfs.open(f"{MAIN}/big", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            for off in range(0, len(body), MiB):
+                pfs.pwrite(fh, off, body[off : off + MiB])
+            deadline = time.monotonic() + 30
+            while calls.count("put_part") < 2:
+                assert time.monotonic() < deadline, f"parts never went out before close: {calls}"
+                time.sleep(0.01)
+            assert "finish_parts" not in calls
+        finally:
+            pfs.close(fh)
+        assert calls.count("put_part") == 3 and calls[-2:] == ["finish_parts", "copy"], calls
+        assert "put_file" not in calls and "abort_parts" not in calls
+        entry = s3_app.catalog.stat(REPO, "main", "big")
+        assert entry.address == data_address(hashlib.sha256(body).hexdigest())
+        assert entry.etag == hashlib.md5(body).hexdigest()
+        assert pfs.read_file(f"{MAIN}/big") == body
+        client = boto3.client("s3", endpoint_url=s3_endpoint, **CREDENTIALS)
+        keys = [o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix=f"{tmp_path.name}/repo/data/").get("Contents", [])]
+        empty = data_address(hashlib.sha256(b"").hexdigest())  # the file as created, before its first write
+        assert sorted(keys) == sorted(f"{tmp_path.name}/repo/{a}" for a in (entry.address, empty)), keys  # no landing key
+        assert not client.list_multipart_uploads(Bucket=BUCKET).get("Uploads")
+    finally:
+        fs.close()
