@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -111,3 +112,32 @@ def test_kill_9_mid_write_on_s3_stages_nothing_and_leaves_only_an_incomplete_upl
         assert name is not None and hashlib.sha256(body).hexdigest() == name, f"corrupt object {obj['Key']}"
         assert len(body) < PART_SIZE, f"the large file's bytes became an object: {obj['Key']}"
     assert client.list_multipart_uploads(Bucket=BUCKET, Prefix=tmp_path.name).get("Uploads"), "no upload was in flight"
+
+
+def write_ops(mountpoint: str) -> int:
+    with open(os.path.join(mountpoint, ".lakefs", "stats")) as f:
+        for line in f:
+            if line.startswith('lakemount_fuse_ops_total{op="write"}'):
+                return int(float(line.split()[-1]))
+    return 0
+
+
+def test_cp_writes_through_the_mount_in_one_mib_requests(home: str, tmp_path: Path) -> None:
+    """st_blksize is 1 MiB, so cp sizes its buffer to the kernel's largest FUSE write: one request per MiB."""
+    app = App(load(env={"LAKEMOUNT_HOME": home}))
+    app.catalog.create_repository(REPO)
+    src = tmp_path / "src.bin"
+    body = os.urandom(4 * MiB)
+    src.write_bytes(body)
+    mountpoint = str(tmp_path / "mnt")
+    m = start(home, mountpoint, env=env_for(home))
+    try:
+        before = write_ops(mountpoint)
+        dst = f"{mountpoint}/{REPO}/main/copy.bin"
+        subprocess.run(["cp", str(src), dst], check=True)
+        assert os.stat(dst).st_blksize == MiB
+        assert write_ops(mountpoint) - before == 4, "cp wrote in smaller requests than 1 MiB"
+        with open(dst, "rb") as f:
+            assert f.read() == body
+    finally:
+        stop(m)
