@@ -14,6 +14,12 @@ mountpoint, so mount and baseline write to the same disk.  The figures:
 ``--stores s3`` adds a mount whose block store is a moto S3 server in this
 process (the S3 adapter's streamed multipart upload; moto keeps objects in
 memory, so the figure is the mount's pipeline over a loopback S3, not a disk's).
+Moto assembles a completed upload in Python, and on this shared 2-core machine a
+1 GiB completion took minutes and lost the upload to moto's own part-replacement
+race when botocore retried; measure S3 at a smaller size, in its own run:
+
+    .venv/bin/python benchmarks/large_write_bench.py --mib 1024 --stores local
+    .venv/bin/python benchmarks/large_write_bench.py --mib 256 --stores s3
 All mounts are up before the first figure; each figure runs into the local
 folder and then into each mount, back to back.  Ratios are local time / mount
 time (1.0: as fast as the local folder), best round of each, in the same run.

@@ -21,12 +21,14 @@ upload that is abandoned (an overwrite in the middle of the file, a discarded
 file, a failed part) is aborted; a crash leaves an incomplete multipart upload,
 which is no object at all (S3 lists none; a bucket's
 ``AbortIncompleteMultipartUpload`` rule reclaims its parts).  A failed part never
-fails the write: ``finish`` returns None and the caller uploads the file whole.
+(nor a failed completion or copy) fails the write: ``finish`` returns None and
+the caller uploads the file whole.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import secrets
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from lakemount.block.layout import data_address
 from lakemount.catalog.writer import DataInfo
+from lakemount.errors import LakeMountError
 
 if TYPE_CHECKING:
     from lakemount.catalog.catalog import Catalog
@@ -147,9 +150,10 @@ class StreamedUpload:
     def finish(self, fd: int, size: int, sha256: str, md5: str) -> DataInfo | None:
         """Send the last part, then store the bytes at their content address; returns where they went.
 
-        None if the upload failed or was never begun (the caller stores the
-        file whole).  Raises what the block store raises for the completion
-        and the copy (the landing object is then deleted again).
+        None if the upload failed or was never begun, or its completion or
+        copy failed (the landing object is deleted again): the caller stores
+        the file whole.  Raises what the block store raises when it looks for
+        the content address.
         """
         if self.closed or self.failed is not None or self._upload_id is None:
             self.abort()
@@ -171,11 +175,17 @@ class StreamedUpload:
         if cat.refresh_existing(url):  # the same bytes are there already
             self._parts.abort_parts(self.landing, self._upload_id)
             return info
-        self._parts.finish_parts(self.landing, self._upload_id, self._etags)
         try:
-            cat.adapter.copy(self.landing, url)
-        finally:
-            cat.adapter.delete(self.landing)
+            self._parts.finish_parts(self.landing, self._upload_id, self._etags)
+            try:
+                cat.adapter.copy(self.landing, url)
+            finally:
+                cat.adapter.delete(self.landing)
+        except LakeMountError as exc:  # the caller uploads the file whole, and that upload's error is the one to see
+            log.warning("completing %s failed (%s): the file is uploaded whole", self.landing, exc)
+            with contextlib.suppress(LakeMountError):
+                self._parts.abort_parts(self.landing, self._upload_id)
+            return None
         return info
 
     def abort(self) -> None:

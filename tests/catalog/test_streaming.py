@@ -198,3 +198,27 @@ def test_part_sizes_grow_so_ten_thousand_parts_hold_a_large_file() -> None:
     assert streaming.part_size(1) == PART_SIZE and streaming.part_size(1000) == PART_SIZE
     assert streaming.part_size(1001) == 2 * PART_SIZE
     assert sum(streaming.part_size(n) for n in range(1, 10_001)) > 400 << 30
+
+
+def test_a_failed_completion_falls_back_to_a_whole_upload(app: App, tmp_path: Path) -> None:
+    """The store refusing the completion (moto lost an upload under load, a real S3 a 5xx past retries)
+    does not fail the save either: the upload is aborted and ``finish`` says to upload whole."""
+    parts = FakeParts()
+    refused: list[str] = []
+
+    def refuse(url: str, upload_id: str, etags: list[str]) -> None:
+        refused.append(url)
+        raise Unavailable("injected: completion refused")
+
+    parts.finish_parts = refuse  # type: ignore[method-assign]
+    dirty = dirty_file(app, tmp_path, parts)
+    body = os.urandom(PART_SIZE + MiB)
+    try:
+        for off in range(0, len(body), MiB):
+            dirty.pwrite(off, body[off : off + MiB])
+        seen: list[object] = []
+        dirty.store(lambda path, digests, link, finish: seen.append(finish()))  # type: ignore[misc]
+    finally:
+        dirty.discard()
+    assert refused, "the completion was never tried"
+    assert seen == [None] and ("abort", 0) in parts.calls
