@@ -300,8 +300,8 @@ class DirtyFile:
             finally:
                 if stream is not None:
                     stream.abort()  # no-op once finished
-            if self.in_place:
-                self.frozen = os.fstat(self.fd).st_nlink > 1
+                if self.in_place:  # also after a failure: a link made before it is an object all the same
+                    self.frozen = os.fstat(self.fd).st_nlink > 1
             return self.version, result
 
     def begin_save(self) -> int:

@@ -169,3 +169,26 @@ def test_on_s3_a_large_file_goes_out_in_parts_before_close(
         assert not client.list_multipart_uploads(Bucket=BUCKET).get("Uploads")
     finally:
         fs.close()
+
+
+def test_a_save_that_fails_after_linking_still_freezes_the_file(tmp_path: Path) -> None:
+    """A store that made the link and then failed (its directory fsync, say) left an object all the
+    same: the next write must copy the temp file, never change that object."""
+    dirty = DirtyFile(str(tmp_path), None, 0, in_place=True)
+    stored = tmp_path / "object"
+    try:
+        dirty.pwrite(0, b"saved bytes")
+
+        def put(path: str, digests: object, link: bool, finish: object) -> None:
+            assert link
+            os.link(path, stored)
+            raise OSError("injected: the directory fsync failed")
+
+        with pytest.raises(OSError, match="injected"):
+            dirty.store(put)
+        assert dirty.frozen
+        dirty.pwrite(0, b"SAVED")
+        assert stored.read_bytes() == b"saved bytes"
+        assert dirty.pread(0, 100) == b"SAVED bytes"
+    finally:
+        dirty.discard()
