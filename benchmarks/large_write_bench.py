@@ -9,7 +9,11 @@ mountpoint, so mount and baseline write to the same disk.  The figures:
 
 * ``dd if=/dev/zero bs=1M count=N conv=fsync`` (the issue's figure: the data
   reaches the disk before dd exits), and
-* ``cp`` of an N MiB random file (prepared once, in the page cache for both).
+* ``cp`` of an N MiB random file (prepared once, in the page cache for both),
+  and the same ``cp`` followed by ``sync FILE``: a close through the mount
+  returns once the copy is stored durably (the mount's contract), a close in
+  the local folder once it is in the page cache, so this row compares the two
+  at equal durability.
 
 ``--stores s3`` adds a mount whose block store is a moto S3 server in this
 process (the S3 adapter's streamed multipart upload; moto keeps objects in
@@ -47,6 +51,7 @@ from lakemount.fuse import process, runner  # noqa: E402
 REPO = "bench"
 BUCKET = "bench"
 MiB = 1 << 20
+FIGURES = ("dd", "cp", "cp+sync")
 
 
 def lakemount(env: dict[str, str], *args: str) -> None:
@@ -133,9 +138,14 @@ def prepare_store(store: str, base: str, endpoint: str | None) -> dict[str, str]
 
 
 def one(name: str, directory: str, src: str, mib: int, r: int) -> float:
-    """Run figure ``name`` (dd or cp) once into ``directory``; the file is removed afterwards."""
+    """Run figure ``name`` (dd, cp, or cp+sync) once into ``directory``; the file is removed afterwards."""
     path = os.path.join(directory, f"{name}-{r}")
-    seconds = dd(path, mib) if name == "dd" else cp(src, path)
+    if name == "dd":
+        seconds = dd(path, mib)
+    elif name == "cp":
+        seconds = cp(src, path)
+    else:  # the copy made durable, as a close through the mount makes it (sync FILE: an fsync of it)
+        seconds = cp(src, path) + timed(["sync", path])
     remove(path)
     return seconds
 
@@ -177,7 +187,7 @@ def main() -> None:
             print(f"{args.mib} MiB per file, {args.rounds} round(s), in {base}; load {os.getloadavg()[0]:.1f}", flush=True)
             best: dict[tuple[str, str], float] = {}
             for r in range(args.rounds):
-                for name in ("dd", "cp"):
+                for name in FIGURES:
                     for where, directory in targets.items():  # the baseline first, then each mount, back to back
                         seconds = one(name, directory, src, args.mib, r)
                         best[name, where] = min(best.get((name, where), seconds), seconds)
@@ -185,9 +195,10 @@ def main() -> None:
             for store in stores:
                 print(f"  mount counters ({store}): {mount_counters(os.path.join(base, f'mnt-{store}'))}")
         print()
-        labels = {"dd": f"dd bs=1M count={args.mib} conv=fsync", "cp": f"cp of a {args.mib} MiB random file"}
+        labels = {"dd": f"dd bs=1M count={args.mib} conv=fsync", "cp": f"cp of a {args.mib} MiB random file",
+                  "cp+sync": "the same cp, then sync FILE"}
         print(f"{'figure':<36} " + " ".join(f"{w:>30}" for w in targets))
-        for name in ("dd", "cp"):
+        for name in FIGURES:
             base_s = best[name, "local folder"]
             cells = [f"{rate(args.mib, base_s):>30}"] + [
                 f"{rate(args.mib, best[name, w])} x{base_s / best[name, w]:.2f}" for w in targets if w != "local folder"
