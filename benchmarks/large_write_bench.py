@@ -13,7 +13,9 @@ mountpoint, so mount and baseline write to the same disk.  The figures:
   and the same ``cp`` followed by ``sync FILE``: a close through the mount
   returns once the copy is stored durably (the mount's contract), a close in
   the local folder once it is in the page cache, so this row compares the two
-  at equal durability.
+  at equal durability; and the same file written by this script in 1 MiB
+  writes, then closed, with the close's own time printed (what a close waits
+  for: an fsync and a link on the local store, the last part on S3).
 
 ``--stores s3`` adds a mount whose block store is a moto S3 server in this
 process (the S3 adapter's streamed multipart upload; moto keeps objects in
@@ -51,7 +53,7 @@ from lakemount.fuse import process, runner  # noqa: E402
 REPO = "bench"
 BUCKET = "bench"
 MiB = 1 << 20
-FIGURES = ("dd", "cp", "cp+sync")
+FIGURES = ("dd", "cp", "cp+sync", "write+close")
 
 
 def lakemount(env: dict[str, str], *args: str) -> None:
@@ -138,16 +140,37 @@ def prepare_store(store: str, base: str, endpoint: str | None) -> dict[str, str]
 
 
 def one(name: str, directory: str, src: str, mib: int, r: int) -> float:
-    """Run figure ``name`` (dd, cp, or cp+sync) once into ``directory``; the file is removed afterwards."""
+    """Run figure ``name`` (one of ``FIGURES``) once into ``directory``; the file is removed afterwards."""
     path = os.path.join(directory, f"{name}-{r}")
     if name == "dd":
         seconds = dd(path, mib)
     elif name == "cp":
         seconds = cp(src, path)
-    else:  # the copy made durable, as a close through the mount makes it (sync FILE: an fsync of it)
+    elif name == "cp+sync":  # the copy made durable, as a close through the mount makes it (sync FILE: an fsync of it)
         seconds = cp(src, path) + timed(["sync", path])
+    else:
+        seconds = write_then_close(path, src, directory)
     remove(path)
     return seconds
+
+
+CLOSES: dict[str, float] = {}  # where -> seconds the close(2) of the last "write+close" took
+
+
+def write_then_close(path: str, src: str, where: str) -> float:
+    """Write ``src`` in 1 MiB writes, then close: the total time; the close's own goes to ``CLOSES``
+    (through the mount it is what the save waits for: the last part on S3, an fsync and a link on the
+    local store)."""
+    t = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with open(src, "rb") as f:
+        while chunk := f.read(MiB):
+            os.write(fd, chunk)
+    t_close = time.perf_counter()
+    os.close(fd)
+    end = time.perf_counter()
+    CLOSES[where] = end - t_close
+    return end - t
 
 
 def main() -> None:
@@ -191,12 +214,13 @@ def main() -> None:
                     for where, directory in targets.items():  # the baseline first, then each mount, back to back
                         seconds = one(name, directory, src, args.mib, r)
                         best[name, where] = min(best.get((name, where), seconds), seconds)
-                        print(f"  round {r + 1} {name} into the {where}: {rate(args.mib, seconds)}", flush=True)
+                        closing = f" (close {CLOSES[directory]:.2f} s)" if name == "write+close" else ""
+                        print(f"  round {r + 1} {name} into the {where}: {rate(args.mib, seconds)}{closing}", flush=True)
             for store in stores:
                 print(f"  mount counters ({store}): {mount_counters(os.path.join(base, f'mnt-{store}'))}")
         print()
         labels = {"dd": f"dd bs=1M count={args.mib} conv=fsync", "cp": f"cp of a {args.mib} MiB random file",
-                  "cp+sync": "the same cp, then sync FILE"}
+                  "cp+sync": "the same cp, then sync FILE", "write+close": "1 MiB writes of it, then close"}
         print(f"{'figure':<36} " + " ".join(f"{w:>30}" for w in targets))
         for name in FIGURES:
             base_s = best[name, "local folder"]
