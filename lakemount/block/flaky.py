@@ -126,8 +126,8 @@ class FlakyAdapter:
     def put(self, url: str, data: bytes) -> None:
         self._call("put", url, lambda: self.inner.put(url, data))
 
-    def put_file(self, url: str, path: str) -> None:
-        self._call("put_file", url, lambda: self.inner.put_file(url, path))
+    def put_file(self, url: str, path: str, *, link: bool = False) -> None:
+        self._call("put_file", url, lambda: self.inner.put_file(url, path, link=link))
 
     def touch(self, url: str) -> None:
         self._call("touch", url, lambda: self.inner.touch(url))

@@ -6,7 +6,9 @@ a temp file named ``.tmp-*`` in the destination directory, fsyncs it, renames it
 over the destination and fsyncs the directory, so a reader sees the old object
 or the new one, never a torn one, and a crash loses nothing that ``put``
 returned for.  Names starting with ``.tmp-`` are therefore reserved: ``list``
-skips them and writes to them are refused.
+skips them and writes to them are refused.  ``put_file(..., link=True)`` of a
+file on the same filesystem (the mount's temp file, which its writer never
+changes again) fsyncs that file and hard-links it into place: no second copy.
 """
 
 from __future__ import annotations
@@ -71,9 +73,11 @@ class LocalAdapter:
 
         self._atomic_write(url, fill)
 
-    def put_file(self, url: str, path: str) -> None:
-        # A copy, never a hard link: the caller may modify its file afterwards,
-        # and stored objects are immutable.
+    def put_file(self, url: str, path: str, *, link: bool = False) -> None:
+        # A copy unless the caller promises never to change its file again
+        # (``link``): stored objects are immutable.
+        if link and self._link_file(url, path):
+            return
         try:
             src = open(path, "rb")  # noqa: SIM115 - closed by the with below
         except (FileNotFoundError, IsADirectoryError):
@@ -82,6 +86,43 @@ class LocalAdapter:
             raise _translate(e, path) from e
         with src:
             self._atomic_write(url, lambda fd: _copy_fd(src.fileno(), fd))
+
+    def _link_file(self, url: str, path: str) -> bool:
+        """Make the file ``path`` itself the object ``url`` (fsync, hard link, rename, directory fsync):
+        its bytes reach the disk once.  False when the two lie on different filesystems (or one
+        without hard links): then the caller copies."""
+        dest = self.path_of(url)
+        directory, name = os.path.split(dest)
+        if name.startswith(TEMP_PREFIX):
+            raise InvalidArgument(f"object names starting with {TEMP_PREFIX!r} are reserved: {url!r}")
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except (FileNotFoundError, IsADirectoryError):
+            raise ObjectNotFound(f"local file {path}") from None
+        except OSError as e:
+            raise _translate(e, path) from e
+        tmp = os.path.join(directory, f"{TEMP_PREFIX}{os.urandom(8).hex()}-{name}")
+        try:
+            try:
+                os.fsync(fd)  # the inode's data, whichever descriptor wrote it
+            finally:
+                os.close(fd)
+            os.makedirs(directory, exist_ok=True)
+            try:
+                os.link(path, tmp)
+            except OSError as e:
+                if e.errno in (errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EMLINK):
+                    return False
+                raise
+            os.replace(tmp, dest)  # atomic, over any object there, as a copy's rename is
+        except BaseException as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if isinstance(e, OSError):
+                raise _translate(e, url) from e
+            raise
+        fsync_dir(directory)
+        return True
 
     def copy(self, src_url: str, dst_url: str) -> None:
         # A copy, not a hard link: the two objects must have their own modification times.

@@ -76,7 +76,7 @@ class MemoryAdapter:
         with self._lock:
             self._objects[dst_url] = _Stored(stored.data, time.time(), stored.etag)
 
-    def put_file(self, url: str, path: str) -> None:
+    def put_file(self, url: str, path: str, *, link: bool = False) -> None:
         self._check(url)
         buf = io.BytesIO()
         try:

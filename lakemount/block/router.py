@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from lakemount.block.urls import join_url, scheme_of
 from lakemount.errors import InvalidArgument
@@ -88,8 +88,14 @@ class RouterAdapter:
     def put(self, url: str, data: bytes) -> None:
         self.adapter_for(url).put(url, data)
 
-    def put_file(self, url: str, path: str) -> None:
-        self.adapter_for(url).put_file(url, path)
+    def put_file(self, url: str, path: str, *, link: bool = False) -> None:
+        self.adapter_for(url).put_file(url, path, link=link)
+
+    def parts_for(self, url: str) -> Any:
+        """The backend's uploads in parts for ``url`` (catalog/streaming.py's ``PartUploads``), None if it has none."""
+        backend = self.adapter_for(url)
+        parts_for = getattr(backend, "parts_for", None)
+        return parts_for(url) if parts_for is not None else None
 
     def get(self, url: str) -> bytes:
         return self.adapter_for(url).get(url)

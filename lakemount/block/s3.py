@@ -136,13 +136,52 @@ class S3Adapter:
         with _translated(url):
             self._client.put_object(Bucket=bucket, Key=key, Body=data)
 
-    def put_file(self, url: str, path: str) -> None:
+    def put_file(self, url: str, path: str, *, link: bool = False) -> None:
         bucket, key = _split_object(url)
         with _translated(url):
             try:
                 self._client.upload_file(path, bucket, key, Config=self._transfer)
             except (FileNotFoundError, IsADirectoryError):
                 raise ObjectNotFound(f"local file {path}") from None
+
+    # --- an object uploaded in parts (the mount's large files, as they are written) ---
+
+    def parts_for(self, url: str) -> S3Adapter:
+        """The adapter that uploads ``url`` in parts: this one (a ``PartUploads``, see catalog/streaming.py)."""
+        return self
+
+    def start_parts(self, url: str) -> str:
+        """Begin a multipart upload of ``url``; returns its upload id.  Nothing is visible until ``finish_parts``."""
+        bucket, key = _split_object(url)
+        with _translated(url):
+            return self._client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+
+    def put_part(self, url: str, upload_id: str, number: int, data: bytes) -> str:
+        """Upload part ``number`` (1-based; every part but the last at least 5 MiB); returns its ETag."""
+        bucket, key = _split_object(url)
+        with _translated(url):
+            return self._client.upload_part(
+                Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=data
+            )["ETag"]
+
+    def finish_parts(self, url: str, upload_id: str, etags: list[str]) -> None:
+        """Complete the upload: ``url`` becomes the parts, in order, atomically."""
+        bucket, key = _split_object(url)
+        parts = [{"PartNumber": n, "ETag": etag} for n, etag in enumerate(etags, 1)]
+        with _translated(url):
+            self._client.complete_multipart_upload(
+                Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}  # type: ignore[typeddict-item]
+            )
+
+    def abort_parts(self, url: str, upload_id: str) -> None:
+        """Drop the upload and the parts S3 holds for it (an upload already gone is no error)."""
+        bucket, key = _split_object(url)
+        with contextlib.suppress(NotFound), _translated(url):
+            try:
+                self._client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+            except botocore.exceptions.ClientError as e:
+                if _code(e) != "NoSuchUpload":
+                    raise
 
     def touch(self, url: str) -> None:
         bucket, key = _split_object(url)

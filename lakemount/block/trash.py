@@ -23,7 +23,7 @@ GC's own ``stat`` sees where an object really is.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import BinaryIO, Final, TypeVar
+from typing import Any, BinaryIO, Final, TypeVar
 
 from lakemount.block.layout import DATA_PREFIX, KEY_LEN, TABLES_PREFIX, is_data_key, is_table_key
 from lakemount.block.router import presign
@@ -114,8 +114,13 @@ class TrashFallbackAdapter:
     def put(self, url: str, data: bytes) -> None:
         self.inner.put(url, data)
 
-    def put_file(self, url: str, path: str) -> None:
-        self.inner.put_file(url, path)
+    def put_file(self, url: str, path: str, *, link: bool = False) -> None:
+        self.inner.put_file(url, path, link=link)
+
+    def parts_for(self, url: str) -> Any:
+        """The inner store's uploads in parts for ``url`` (catalog/streaming.py), None if it has none."""
+        parts_for = getattr(self.inner, "parts_for", None)
+        return parts_for(url) if parts_for is not None else None
 
     def stat(self, url: str) -> ObjectInfo:
         return self.inner.stat(url)

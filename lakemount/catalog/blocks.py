@@ -98,8 +98,8 @@ class ExportBlocks(ReadOnlyBlocks):
     def put(self, url: str, data: bytes) -> None:
         self._adapter.put(url, data)
 
-    def put_file(self, url: str, path: str) -> None:
-        self._adapter.put_file(url, path)
+    def put_file(self, url: str, path: str, *, link: bool = False) -> None:
+        self._adapter.put_file(url, path, link=link)
 
     def delete(self, url: str) -> None:
         self._adapter.delete(url)

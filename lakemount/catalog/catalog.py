@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from lakemount.catalog.confinement import Confinement
     from lakemount.catalog.model import ObjectInfo
     from lakemount.catalog.refs import ChangeSource
+    from lakemount.catalog.streaming import StreamedUpload
 
 log = logging.getLogger("lakemount.catalog")
 
@@ -293,6 +294,22 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
             else:
                 w.write_from(source)
         return w.info
+
+    def stores_files_in_place(self, repo: Repository) -> bool:
+        """Whether a local file given to ``writer(repo).write_file(..., link=True)`` can become the object
+        itself, its bytes written once (a namespace on the local block store; a file on another
+        filesystem is still copied): such a file is worth writing back to disk while it is written."""
+        return repo.storage_namespace.startswith("local://")
+
+    def streamed_upload(self, repo: Repository) -> StreamedUpload | None:
+        """A new upload in parts of a large file being written into ``repo`` (catalog/streaming.py), or
+        None when ``repo``'s block store takes no uploads in parts (the local store, which stores a
+        written file in place instead)."""
+        from lakemount.catalog.streaming import StreamedUpload
+
+        parts_for = getattr(self.adapter, "parts_for", None)
+        parts = parts_for(repo.storage_namespace) if parts_for is not None else None
+        return StreamedUpload(self, repo, parts) if parts is not None else None
 
     def block_source(self) -> ReadOnlyBlocks:
         """Reads of stored objects by URL for a front end that keeps its own block cache (the mount's

@@ -20,7 +20,8 @@ streams into a landing file (``block/landing.py``: inside a local namespace,
 so storing is a rename) while a ``Pipeline`` thread hashes and writes it, so
 receiving and hashing run on two cores and no body is held whole in memory.
 A local file the caller will not change (the mount's temp file) is uploaded
-as it is, without a copy (:meth:`DataWriter.write_file`).
+as it is, without a copy (:meth:`DataWriter.write_file`); on the local block
+store, one its caller never changes again becomes the object by a hard link.
 
 Digests.  MD5 is computed in :meth:`DataWriter.write` (the caller's thread),
 SHA-256 in the pipeline; a caller that already computes one (the gateway's
@@ -127,6 +128,7 @@ class DataWriter:
         self._land: Landing | None = None
         self._pipe: Pipeline | None = None
         self._file: str | None = None
+        self._link = False
         self._cancelled = False
         self.size = 0
         self._info: DataInfo | None = None
@@ -171,13 +173,15 @@ class DataWriter:
         while chunk := stream.read(CHUNK):
             self.write(chunk)
 
-    def write_file(self, path: str, *, digests: tuple[int, str, str] | None = None) -> None:
+    def write_file(self, path: str, *, digests: tuple[int, str, str] | None = None, link: bool = False) -> None:
         """Make the local file ``path`` the object's whole body; it is uploaded itself, without a copy.
 
         ``digests`` is ``(size, sha256 hex, md5 hex)`` when the caller computed
         them while writing the file (then the file is not read to hash it).
         The caller guarantees the file does not change until the block ends:
-        the address names the bytes that were hashed.  Raises ``ObjectNotFound``
+        the address names the bytes that were hashed.  ``link``: it never
+        changes the file again, so the local block store may make the file
+        itself the object (``BlockAdapter.put_file``).  Raises ``ObjectNotFound``
         if the file is missing.
         """
         if self.size or self._file is not None:
@@ -185,6 +189,7 @@ class DataWriter:
         if digests is None:
             digests = _hash_file(path)
         self._file = path
+        self._link = link
         self.size, self._vouched_sha, self._vouched_md5 = digests
 
     def vouch(self, *, md5: str | None = None, sha256: str | None = None) -> None:
@@ -251,7 +256,7 @@ class DataWriter:
         elif content_addressed and cat.refresh_existing(url):
             pass  # the same bytes are there already: only their time was refreshed
         elif self._file is not None:
-            cat.adapter.put_file(url, self._file)
+            cat.adapter.put_file(url, self._file, link=self._link)
         elif self._land is not None:
             self._land.store(cat.adapter, url)
         else:

@@ -17,7 +17,8 @@ import functools
 import logging
 import os
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, BinaryIO
 
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import Entry
@@ -27,7 +28,7 @@ from lakemount.fuse.listing import Child, ChildKind
 from lakemount.fuse.scope import Scopes
 from lakemount.fuse.state import MountState, with_changes
 from lakemount.fuse.tree import Tree
-from lakemount.fuse.writes import DirtyFile, Held
+from lakemount.fuse.writes import DirtyFile, Finish, Held
 
 if TYPE_CHECKING:
     from lakemount.fuse.writeback import Writeback
@@ -54,7 +55,9 @@ class Saver:
                 return dirty
             if dirty is not None:  # journaled: a new write starts from a copy, the journal keeps its file
                 held, size = dirty, dirty.size
-                dirty = DirtyFile(self.state.options.spool_dir, (lambda: open(held.path, "rb")) if keep else None, size)
+                scope = node.scope
+                assert scope is not None
+                dirty = self._new_dirty(scope.repo, (lambda: open(held.path, "rb")) if keep else None, size)
                 if keep:
                     dirty.saved_version = dirty.version
                 node.dirty = dirty
@@ -66,16 +69,23 @@ class Saver:
             entry = node.entry
             source = None
             size = 0
+            repo = self.state.repo(scope.repo)
             if keep and entry is not None and entry.size > 0:
-                repo = self.state.repo(scope.repo)
                 size = entry.size
                 source = functools.partial(self.state.catalog.open, repo, entry)
                 self.metrics.add("copy_on_write_bytes", size)
-            dirty = DirtyFile(self.state.options.spool_dir, source, size)
+            dirty = self._new_dirty(scope.repo, source, size)
             if keep or entry is None or entry.size == 0:
                 dirty.saved_version = dirty.version  # same content as what is staged
             node.dirty = dirty
             return dirty
+
+    def _new_dirty(self, repo_name: str, source: Callable[[], BinaryIO] | None, size: int) -> DirtyFile:
+        """A temp file for a file of ``repo_name``: written in place or streamed as that repository's store allows."""
+        catalog = self.state.catalog
+        repo = self.state.repo(repo_name)
+        return DirtyFile(self.state.options.spool_dir, source, size, in_place=catalog.stores_files_in_place(repo),
+                         streaming=functools.partial(catalog.streamed_upload, repo))
 
     def write(self, node: Node, offset: int, data: bytes) -> int:
         """Write ``data`` at ``offset`` into the node's temp file (created on first need)."""
@@ -126,8 +136,10 @@ class Saver:
             self.writeback.save(node, dirty)
             return
         catalog = self.state.catalog
-        # The temp file itself is uploaded, with digests computed while it was written.
-        version, info = dirty.store(lambda path, digests: _store_file(catalog, scope.repo, path, digests))
+        # The temp file itself is uploaded (or becomes the object), with digests computed while it was written.
+        version, info = dirty.store(
+            lambda path, digests, link, finish: _store_file(catalog, scope.repo, path, digests, link, finish)
+        )
         with scope.mutex:
             if node.detached:
                 dirty.end_save(version)
@@ -201,8 +213,16 @@ class Saver:
                 node.dirty = None
 
 
-def _store_file(catalog: Catalog, repo: str, path: str, digests: tuple[int, str, str] | None) -> DataInfo:
-    """Store a temp file that no write changes meanwhile (``Dirty.store``) through the catalog's writer."""
+def _store_file(
+    catalog: Catalog, repo: str, path: str, digests: tuple[int, str, str] | None, link: bool, finish: Finish | None
+) -> DataInfo:
+    """Store a temp file that no write changes meanwhile (``Dirty.store``): the end of its streamed upload
+    (``finish``), else through the catalog's writer; ``link``: it may become the object itself (a frozen
+    ``DirtyFile`` copies itself before a change)."""
+    if finish is not None:
+        info = finish()
+        if info is not None:
+            return info
     with catalog.writer(repo) as w:
-        w.write_file(path, digests=digests)
+        w.write_file(path, digests=digests, link=link)
     return w.info

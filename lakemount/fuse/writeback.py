@@ -175,7 +175,9 @@ class Writeback:
         assert scope is not None
         self._wait_for_space(dirty.size)
         share = node.writers > 1  # another handle may write on: journal a copy, keep the temp file
-        version, (data, digests) = dirty.store(lambda path, known: self._hand_over(dirty, path, known, share=share))
+        version, (data, digests) = dirty.store(
+            lambda path, known, _link, _finish: self._hand_over(dirty, path, known, share=share)
+        )
         # The content address is known from the digests: the node's entry is final now, before any upload.
         base = with_changes(node.entry or Entry("", 0), address=content_address(digests[1]), size=digests[0], etag=digests[2])
         item = Pending(0, scope.repo, scope.branch, [], path=node.path, base=base, data=data, digests=digests,

@@ -7,9 +7,24 @@ or just created starts empty and copies nothing); every handle of the inode
 then reads and writes that file, which is how one mount reads its own writes.
 ``save`` turns the content into a new content-addressed object and returns
 its digests; the caller stages the entry.  Each change bumps ``version`` so a
-save that raced with a write does not mark the newer bytes saved.  While the
-content only grows by appends (the common sequential write), its SHA-256 and
-MD5 are computed as it is written, so a save need not read the file again.
+save that raced with a write does not mark the newer bytes saved.
+
+Large files stream.  While the content only grows by appends (the common
+sequential write), its SHA-256 and MD5 are computed as it is written, so a
+save need not read the file again; past ``HASH_THREAD_AFTER`` bytes they are
+computed on a thread of the file's own (``_Digests``), so the writing process
+waits for the disk, not for the hashes.  When the temp file may become the
+object itself (``in_place``: the repository's namespace is on the local block
+store, on the spool's filesystem), the store hard-links it into place
+(``DataWriter.write_file(link=True)``): the bytes reach the disk once, and
+the temp file is written back every ``FLUSH_EVERY`` bytes while the rest
+arrives, so the fsync at close has little left to do.  A file that became an
+object is *frozen*: the next write first copies it to a new temp file, so the
+object never changes.  On a store that takes uploads in parts (S3), a file
+written from its start sends each part as it fills (``catalog/streaming.py``:
+bounded memory), so its save sends only the last one; an overwrite or a hole
+gives the upload up, and the save uploads the file whole.
+
 With write-back (:mod:`~lakemount.fuse.writeback`) a saved temp file is *held*:
 it became the journal's data file, so it is never written again (a new write
 gets a fresh copy, :class:`Held` tells a writer that raced with the hand-over)
@@ -21,15 +36,94 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import queue
 import shutil
 import tempfile
 import threading
 from collections.abc import Callable
-from typing import BinaryIO, Final, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, BinaryIO, Final, TypeVar
+
+from lakemount.catalog.streaming import PART_SIZE
+
+if TYPE_CHECKING:
+    from lakemount.catalog.streaming import StreamedUpload
+    from lakemount.catalog.writer import DataInfo
 
 T = TypeVar("T")
+Finish = Callable[[], "DataInfo | None"]  # a streamed upload's end: where the bytes went, None to upload them whole
 
 COPY_CHUNK: Final = 4 << 20
+HASH_THREAD_AFTER: Final = 1 << 20  # past this many appended bytes, hashing moves to a thread of the file's own
+HASH_QUEUE: Final = 16  # chunks waiting for that thread (FUSE writes are up to 1 MiB: bounded memory)
+FLUSH_EVERY: Final = 16 << 20  # an in-place temp file is written back every this many appended bytes
+FLUSH_THREADS: Final = 2
+
+_flush_pool: ThreadPoolExecutor | None = None
+_flush_lock = threading.Lock()
+
+
+def _flusher() -> ThreadPoolExecutor:
+    """The threads that write temp files back early: made on first use, never at import."""
+    global _flush_pool
+    with _flush_lock:
+        if _flush_pool is None:
+            _flush_pool = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="lm-spool-flush")
+        return _flush_pool
+
+
+class _Digests:
+    """SHA-256 and MD5 of the bytes appended so far, in order; big bodies are hashed on two threads.
+
+    ``feed`` takes the next bytes.  The first ``HASH_THREAD_AFTER`` bytes are
+    hashed in the caller's thread; from then on each digest has a thread of
+    its own (hashlib releases the GIL: MD5, the slower, and SHA-256 run on two
+    cores while the caller writes on a third), fed through bounded queues.
+    ``hexdigests`` waits until every byte fed is hashed; ``close`` ends the
+    threads.  Not thread-safe itself: the ``DirtyFile``'s lock orders the calls.
+    """
+
+    def __init__(self) -> None:
+        self._hashes = (hashlib.sha256(), hashlib.md5(usedforsecurity=False))
+        self.fed = 0
+        self._queues: list[queue.Queue[bytes | None]] = []
+
+    def feed(self, data: bytes) -> None:
+        self.fed += len(data)
+        if not self._queues and self.fed <= HASH_THREAD_AFTER:
+            for h in self._hashes:
+                h.update(data)
+            return
+        if not self._queues:
+            for h in self._hashes:
+                chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=HASH_QUEUE)
+                threading.Thread(target=_hash_chunks, args=(h, chunks), name="lm-write-hash", daemon=True).start()
+                self._queues.append(chunks)
+        for chunks in self._queues:
+            chunks.put(data)
+
+    def hexdigests(self) -> tuple[str, str]:
+        """``(sha256 hex, md5 hex)`` of every byte fed."""
+        for chunks in self._queues:
+            chunks.join()
+        sha, md5 = self._hashes
+        return sha.hexdigest(), md5.hexdigest()
+
+    def close(self) -> None:
+        for chunks in self._queues:
+            chunks.put(None)
+        self._queues = []
+
+
+def _hash_chunks(h: hashlib._Hash, chunks: queue.Queue[bytes | None]) -> None:
+    while True:
+        data = chunks.get()
+        try:
+            if data is None:
+                return
+            h.update(data)
+        finally:
+            chunks.task_done()
 
 
 class Held(Exception):
@@ -39,8 +133,16 @@ class Held(Exception):
 class DirtyFile:
     """The temp file holding a file's current content; thread-safe."""
 
-    def __init__(self, spool_dir: str, source: Callable[[], BinaryIO] | None, size: int) -> None:
-        """Create the temp file, filled with the first ``size`` bytes of ``source()`` (None: empty)."""
+    def __init__(
+        self, spool_dir: str, source: Callable[[], BinaryIO] | None, size: int, *, in_place: bool = False,
+        streaming: Callable[[], StreamedUpload | None] | None = None,
+    ) -> None:
+        """Create the temp file, filled with the first ``size`` bytes of ``source()`` (None: empty).
+
+        ``in_place``: the store may make this very file the object; ``streaming`` makes the upload
+        in parts once the file passes ``PART_SIZE`` (see the module docstring).
+        """
+        self._spool_dir = spool_dir
         fd, self.path = tempfile.mkstemp(prefix="w-", dir=spool_dir)
         self.fd = fd
         self.lock = threading.Lock()
@@ -49,10 +151,16 @@ class DirtyFile:
         self.size = 0
         self.held = False  # the write-back journal's data file now: read-only, deleted by the journal
         self.pending = False  # held and not yet staged: the node keeps it (reads come from here)
-        # Running digests of bytes [0, hashed); None once a write lands anywhere but the end.
-        self._sha: hashlib._Hash | None = hashlib.sha256()
-        self._md5: hashlib._Hash | None = hashlib.md5()
-        self._hashed = 0
+        self.in_place = in_place
+        self.frozen = False  # the file is a stored object now: copy it before changing it
+        self._retired: list[int] = []  # descriptors of files that became objects (a racing pread may hold one)
+        self._unflushed = 0
+        self._flush: Future[None] | None = None
+        # Running digests of every byte appended; None once a write lands anywhere but the end.
+        self._digests: _Digests | None = _Digests()
+        self._streaming = streaming
+        self._may_stream = streaming is not None  # until an overwrite, a hole or a save: appends from the start
+        self.stream: StreamedUpload | None = None
         try:
             if source is not None and size > 0:
                 with source() as stream:
@@ -64,25 +172,29 @@ class DirtyFile:
     def _fill(self, stream: BinaryIO) -> None:
         with os.fdopen(os.dup(self.fd), "wb") as out:
             while chunk := stream.read(COPY_CHUNK):
-                self._hash(self._hashed, chunk)
+                if self._digests is not None:
+                    self._digests.feed(chunk)
                 out.write(chunk)
         self.size = os.fstat(self.fd).st_size
 
-    def _hash(self, offset: int, data: bytes | memoryview) -> None:
-        if self._sha is None or self._md5 is None:
-            return
-        if offset != self._hashed:
-            self._sha = self._md5 = None
-            return
-        self._sha.update(data)
-        self._md5.update(data)
-        self._hashed += len(data)
+    def _forget_digests(self) -> None:
+        if self._digests is not None:
+            self._digests.close()
+            self._digests = None
+        self._drop_stream()
+
+    def _drop_stream(self) -> None:
+        self._may_stream = False
+        if self.stream is not None:
+            self.stream.abort()
+            self.stream = None
 
     def digests(self) -> tuple[int, str, str] | None:
         """``(size, sha256 hex, md5 hex)`` of the current content if known without reading it; call under ``lock``."""
-        if self._sha is None or self._md5 is None or self._hashed != self.size:
+        if self._digests is None or self._digests.fed != self.size:
             return None
-        return self.size, self._sha.hexdigest(), self._md5.hexdigest()
+        sha, md5 = self._digests.hexdigests()
+        return self.size, sha, md5
 
     @property
     def modified(self) -> bool:
@@ -93,21 +205,48 @@ class DirtyFile:
         with self.lock:
             if self.held:
                 raise Held(self.path)
+            if self.frozen:
+                self._thaw()
             view = memoryview(data)
             pos = offset
             try:
                 while view[pos - offset :]:
                     pos += os.pwrite(self.fd, view[pos - offset :], pos)
             except BaseException:
-                self._sha = self._md5 = None
+                self._forget_digests()
                 raise
-            if offset == self._hashed and offset >= self.size:
-                self._hash(offset, view)
-            else:  # an overwrite, or a hole: the running digests no longer apply
-                self._sha = self._md5 = None
+            if self._digests is not None and offset == self._digests.fed and offset >= self.size:
+                self._digests.feed(data)
+            else:  # an overwrite, or a hole: the running digests (and a streamed upload) no longer apply
+                self._forget_digests()
             self.size = max(self.size, offset + len(data))
             self.version += 1
+            if self._may_stream and self._streaming is not None and self.size >= PART_SIZE:
+                self.stream, self._may_stream = self._streaming(), False
+            if self.stream is not None:
+                self.stream.offer(self.fd, self.size)
+            if self.in_place:
+                self._unflushed += len(data)
+                if self._unflushed >= FLUSH_EVERY and (self._flush is None or self._flush.done()):
+                    # Write back what we have while the rest arrives; the fsync at close then has little left.
+                    self._unflushed = 0
+                    self._flush = _flusher().submit(_datasync, self.fd)
             return len(data)
+
+    def _thaw(self) -> None:
+        """Copy a frozen file (an object now) into a new temp file and write there from now on; under ``lock``."""
+        fd, path = tempfile.mkstemp(prefix="w-", dir=self._spool_dir)
+        try:
+            _copy_all(self.fd, fd)
+        except BaseException:
+            os.close(fd)
+            os.unlink(path)
+            raise
+        self._wait_flush()
+        self._retired.append(self.fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)  # the object keeps its own name
+        self.fd, self.path, self.frozen = fd, path, False
 
     def stored(self) -> int:
         """Bytes the temp file has allocated (holes take none); its size once discarded.
@@ -127,23 +266,60 @@ class DirtyFile:
         with self.lock:
             if self.held:
                 raise Held(self.path)
+            if self.frozen:
+                if size == 0:  # nothing to keep: start a new file rather than copy one
+                    self._retire_frozen()
+                else:
+                    self._thaw()
             os.ftruncate(self.fd, size)
             if size == 0:
-                self._sha, self._md5, self._hashed = hashlib.sha256(), hashlib.md5(), 0
-            elif size != self._hashed:
-                self._sha = self._md5 = None
+                self._forget_digests()
+                self._digests = _Digests()
+                self._may_stream = self._streaming is not None
+            elif self._digests is None or size != self._digests.fed:
+                self._forget_digests()
             self.size = size
             self.version += 1
 
-    def store(self, put: Callable[[str, tuple[int, str, str] | None], T]) -> tuple[int, T]:
-        """Run ``put(path, digests)`` while no write can change the file; returns the version stored and the result.
+    def _retire_frozen(self) -> None:
+        fd, path = tempfile.mkstemp(prefix="w-", dir=self._spool_dir)
+        self._wait_flush()
+        self._retired.append(self.fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        self.fd, self.path, self.frozen = fd, path, False
+
+    def store(self, put: Callable[[str, tuple[int, str, str] | None, bool, Finish | None], T]) -> tuple[int, T]:
+        """Run ``put(path, digests, link, finish)`` while no write can change the file; returns the version
+        stored and the result.
 
         ``digests`` is what :meth:`digests` knows (None: ``put`` must hash the
         file).  Writes to this file wait until ``put`` returns, so the bytes
-        uploaded are the bytes hashed, without a copy.
+        uploaded are the bytes hashed, without a copy.  ``link`` is
+        ``in_place``: ``put`` may make the file itself the object; if it did
+        (the file has a second name now), the file is frozen.  ``finish``
+        ends the file's streamed upload (None: there is none); when it returns
+        None, ``put`` uploads the file whole.
         """
         with self.lock:
-            return self.version, put(self.path, self.digests())
+            self._wait_flush()
+            digests = self.digests()
+            stream, self.stream, self._may_stream = self.stream, None, False
+            finish: Finish | None = None
+            if stream is not None and digests is not None:
+                size, sha, md5 = digests
+                fd = self.fd
+                finish = lambda: stream.finish(fd, size, sha, md5)  # noqa: E731 - called inside put, under the lock
+            elif stream is not None:
+                stream.abort()
+            try:
+                result = put(self.path, digests, self.in_place, finish)
+            finally:
+                if stream is not None:
+                    stream.abort()  # no-op once finished
+                if self.in_place:  # also after a failure: a link made before it is an object all the same
+                    self.frozen = os.fstat(self.fd).st_nlink > 1
+            return self.version, result
 
     def begin_save(self) -> int:
         """The version about to be saved; call before reading the file for upload."""
@@ -157,13 +333,28 @@ class DirtyFile:
     def fsync(self) -> None:
         os.fsync(self.fd)
 
-    def discard(self) -> None:
-        """Close and delete the temp file (idempotent; a held file is only closed: the journal deletes it)."""
-        with self.lock:
-            if self.fd >= 0:
+    def _wait_flush(self) -> None:
+        if self._flush is not None:
+            with contextlib.suppress(OSError):
+                self._flush.result()
+            self._flush = None
+
+    def _close_all(self) -> None:
+        self._wait_flush()
+        self._forget_digests()  # and any streamed upload, whose senders read the file
+        for fd in (self.fd, *self._retired):
+            if fd >= 0:
                 with contextlib.suppress(OSError):
-                    os.close(self.fd)
-                self.fd = -1
+                    os.close(fd)
+        self.fd, self._retired = -1, []
+
+    def discard(self) -> None:
+        """Close and delete the temp file (idempotent); an object it became keeps its own name.
+
+        A held file is only closed: the journal deletes it.
+        """
+        with self.lock:
+            self._close_all()
             if self.held:
                 return
             with contextlib.suppress(FileNotFoundError):
@@ -172,9 +363,26 @@ class DirtyFile:
     def keep_as(self, path: str) -> None:
         """Move the temp file to ``path`` (content that could not be saved) and close it."""
         with self.lock:
-            if self.fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(self.fd)
-                self.fd = -1
+            self._close_all()
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            shutil.move(self.path, path)
+            if self.frozen:  # its bytes are an object's: keep a copy, never a second name of the object
+                shutil.copyfile(self.path, path)
+                os.unlink(self.path)
+            else:
+                shutil.move(self.path, path)
+
+
+def _datasync(fd: int) -> None:
+    with contextlib.suppress(OSError):  # a discard may close it meanwhile; the fsync at save reports real errors
+        os.fdatasync(fd)
+
+
+def _copy_all(src: int, dst: int) -> None:
+    """Copy the whole file ``src`` into ``dst`` in the kernel (copy_file_range shares extents where it can)."""
+    size = os.fstat(src).st_size
+    offset = 0
+    while offset < size:
+        n = os.copy_file_range(src, dst, size - offset, offset, offset)
+        if n == 0:
+            break
+        offset += n

@@ -39,8 +39,13 @@ class BlockAdapter(Protocol):
 
     def put(self, url: str, data: bytes) -> None: ...
 
-    def put_file(self, url: str, path: str) -> None:
-        """Store the content of local file ``path``; the file is left in place."""
+    def put_file(self, url: str, path: str, *, link: bool = False) -> None:
+        """Store the content of local file ``path``; the file is left in place.
+
+        ``link``: the caller will never change the file again (it may delete
+        it), so a backend on the file's own filesystem may make the object that
+        very file (a hard link) instead of a copy; others copy as usual.
+        """
 
     def get(self, url: str) -> bytes: ...
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -166,3 +167,41 @@ def test_a_failed_directory_fsync_fails_the_puts_waiting_for_it(tmp_path: Path, 
     with pytest.raises(Unavailable):
         LocalAdapter().put(f"local://{tmp_path}/d/x", b"x")
     assert failed, "the directory fsync did not run"
+
+
+def test_put_file_with_link_makes_the_file_itself_the_object(tmp_path: Path) -> None:
+    """Issue 36: a file its writer never changes again becomes the object by a hard link: no second copy."""
+    adapter = LocalAdapter()
+    src = tmp_path / "spool" / "w-1"
+    src.parent.mkdir()
+    src.write_bytes(b"x" * 100_000)
+    url = f"local://{tmp_path}/ns/data/ab/obj"
+    adapter.put_file(url, str(src), link=True)
+    dest = tmp_path / "ns" / "data" / "ab" / "obj"
+    assert dest.stat().st_ino == src.stat().st_ino and src.stat().st_nlink == 2
+    assert adapter.get(url) == b"x" * 100_000
+    assert os.listdir(dest.parent) == ["obj"]  # no .tmp- link left behind
+    src.unlink()  # the writer drops its temp file: the object stays
+    assert adapter.get(url) == b"x" * 100_000
+    adapter.put_file(f"local://{tmp_path}/ns/copy", str(dest))  # without link: a copy, as before
+    assert (tmp_path / "ns" / "copy").stat().st_ino != dest.stat().st_ino
+
+
+def test_put_file_with_link_copies_across_filesystems(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spool on another filesystem than the namespace (EXDEV from link) falls back to a copy."""
+    adapter = LocalAdapter()
+    src = tmp_path / "w-2"
+    src.write_bytes(b"y" * 5000)
+    refused: list[str] = []
+
+    def no_link(a: str, b: str) -> None:
+        refused.append(b)
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", no_link)
+    url = f"local://{tmp_path}/ns/obj"
+    adapter.put_file(url, str(src), link=True)
+    dest = tmp_path / "ns" / "obj"
+    assert refused, "the link was never tried"
+    assert dest.read_bytes() == b"y" * 5000 and dest.stat().st_ino != src.stat().st_ino
+    assert os.listdir(dest.parent) == ["obj"]

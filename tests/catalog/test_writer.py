@@ -249,7 +249,7 @@ def test_a_small_body_on_a_request_priced_store_is_one_put_whether_or_not_it_is_
     adapter = cat.adapter
     for name in ("touch", "put", "put_file"):
         real = getattr(adapter, name)
-        monkeypatch.setattr(adapter, name, lambda *a, _n=name, _r=real: (calls.append(_n), _r(*a))[1])
+        monkeypatch.setattr(adapter, name, lambda *a, _n=name, _r=real, **k: (calls.append(_n), _r(*a, **k))[1])
     src = tmp_path / "body"
     body = os.urandom(size)
     src.write_bytes(body)

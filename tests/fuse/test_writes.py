@@ -1,0 +1,194 @@
+"""Large files stream (issue 36): digests while writing, the temp file becomes the object in place."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from lakemount.app import App
+from lakemount.block.layout import data_address
+from lakemount.block.s3 import S3Adapter
+from lakemount.catalog.streaming import PART_SIZE
+from lakemount.config import load
+from lakemount.fuse.core import FileSystem
+from lakemount.fuse.writes import DirtyFile
+from tests.fuse.conftest import REPO, make_fs
+from tests.fuse.pathfs import PathFS
+from tests.moto_server import CREDENTIALS, moto_s3
+
+MAIN = f"/{REPO}/main"
+MiB = 1 << 20
+BUCKET = "streamed"
+
+
+def object_path(app: App, address: str) -> str:
+    ns = app.catalog.repository(REPO).storage_namespace
+    assert ns.startswith("local://")
+    return os.path.join(ns.removeprefix("local://"), address)
+
+
+def test_digests_of_an_appended_body_come_from_the_hash_threads(tmp_path: os.PathLike[str]) -> None:
+    """Past HASH_THREAD_AFTER the digests are computed by threads, and equal hashlib's of the content."""
+    body = os.urandom(3 * MiB + 17)
+    dirty = DirtyFile(os.fspath(tmp_path), None, 0)
+    try:
+        for off in range(0, len(body), 256 << 10):
+            dirty.pwrite(off, body[off : off + (256 << 10)])
+        assert dirty._digests is not None and dirty._digests._queues, "the hash threads never started"
+        with dirty.lock:
+            assert dirty.digests() == (len(body), hashlib.sha256(body).hexdigest(), hashlib.md5(body).hexdigest())
+        dirty.pwrite(5, b"overwrite")  # not an append: the running digests no longer apply
+        with dirty.lock:
+            assert dirty.digests() is None
+    finally:
+        dirty.discard()
+
+
+def test_a_large_file_becomes_its_object_in_place_and_stays_immutable(app: App, fs: FileSystem, pfs: PathFS) -> None:
+    """On the local store the temp file is hard-linked into its content address (same inode: no second
+    copy); a write after that copies the temp file first, so the stored object never changes."""
+    body = os.urandom(3 * MiB)
+    fh = pfs.open(f"{MAIN}/big", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        for off in range(0, len(body), MiB):
+            pfs.pwrite(fh, off, body[off : off + MiB])
+        pfs.fsync(fh)
+        entry = app.catalog.stat(REPO, "main", "big")
+        assert entry.address.endswith(hashlib.sha256(body).hexdigest()) and entry.etag == hashlib.md5(body).hexdigest()
+        node = fs.state.node(pfs.ino(f"{MAIN}/big"))
+        dirty = node.dirty
+        assert dirty is not None and dirty.in_place and dirty.frozen
+        stored = object_path(app, entry.address)
+        assert os.stat(stored).st_ino == os.fstat(dirty.fd).st_ino, "the object is a second copy"
+        pfs.pwrite(fh, 0, b"changed")  # thaws: the object keeps its bytes
+        assert not dirty.frozen and os.stat(stored).st_ino != os.fstat(dirty.fd).st_ino
+        with open(stored, "rb") as f:
+            assert f.read() == body
+    finally:
+        pfs.close(fh)
+    changed = b"changed" + body[7:]
+    assert pfs.read_file(f"{MAIN}/big") == changed
+    entry = app.catalog.stat(REPO, "main", "big")
+    assert entry.address.endswith(hashlib.sha256(changed).hexdigest())
+    with open(stored, "rb") as f:
+        assert f.read() == body
+    assert os.listdir(fs.options.spool_dir) == []  # every temp file dropped; the objects keep their names
+
+
+def test_truncate_of_a_frozen_file_starts_a_new_temp_file(app: App, fs: FileSystem, pfs: PathFS) -> None:
+    """A truncation after the temp file became an object leaves the object's bytes alone."""
+    body = os.urandom(2 * MiB)
+    with pfs.opened(f"{MAIN}/t", os.O_RDWR | os.O_CREAT | os.O_TRUNC) as fh:
+        pfs.pwrite(fh, 0, body)
+        pfs.fsync(fh)
+        stored = object_path(app, app.catalog.stat(REPO, "main", "t").address)
+        pfs.truncate(f"{MAIN}/t", 0)
+        pfs.pwrite(fh, 0, b"new")
+    assert pfs.read_file(f"{MAIN}/t") == b"new"
+    with open(stored, "rb") as f:
+        assert f.read() == body
+
+
+def test_a_namespace_elsewhere_gets_a_copy(app: App, fs: FileSystem, pfs: PathFS, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without in-place storing (another block store) nothing is frozen and the object is a copy."""
+    monkeypatch.setattr(app.catalog, "stores_files_in_place", lambda repo: False)
+    body = os.urandom(2 * MiB)
+    with pfs.opened(f"{MAIN}/c", os.O_WRONLY | os.O_CREAT | os.O_TRUNC) as fh:
+        pfs.pwrite(fh, 0, body)
+        pfs.fsync(fh)
+        dirty = fs.state.node(pfs.ino(f"{MAIN}/c")).dirty
+        assert dirty is not None and not dirty.in_place and not dirty.frozen
+        stored = object_path(app, app.catalog.stat(REPO, "main", "c").address)
+        assert os.stat(stored).st_ino != os.fstat(dirty.fd).st_ino
+    assert pfs.read_file(f"{MAIN}/c") == body
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    with moto_s3(BUCKET) as url:
+        yield url
+
+
+@pytest.fixture
+def s3_app(tmp_path: Path, s3_endpoint: str) -> App:
+    env = {
+        "LAKEMOUNT_HOME": str(tmp_path / "home"),
+        "LAKEMOUNT_BLOCKSTORE_TYPE": "s3",
+        "LAKEMOUNT_BLOCKSTORE_DEFAULT_NAMESPACE_PREFIX": f"s3://{BUCKET}/{tmp_path.name}",
+        "LAKEMOUNT_BLOCKSTORE_S3_ENDPOINT": s3_endpoint,
+        "LAKEMOUNT_BLOCKSTORE_S3_REGION": "us-east-1",
+        "LAKEMOUNT_BLOCKSTORE_S3_ACCESS_KEY_ID": "testing",
+        "LAKEMOUNT_BLOCKSTORE_S3_SECRET_ACCESS_KEY": "testing",
+        "LAKEMOUNT_CACHE_RAM_BYTES": str(64 << 20),
+    }
+    app = App(load(None, env=env))
+    app.catalog.create_repository(REPO)
+    return app
+
+
+def test_on_s3_a_large_file_goes_out_in_parts_before_close(
+    s3_app: App, tmp_path: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The S3 adapter's calls: parts are uploaded while the file is written; close sends the last part,
+    completes, and the object ends at its content address (no whole-file upload, no landing key left)."""
+    calls: list[str] = []
+    for name in ("start_parts", "put_part", "finish_parts", "abort_parts", "put_file", "copy"):
+        real = getattr(S3Adapter, name)
+        monkeypatch.setattr(S3Adapter, name, lambda self, *a, _n=name, _r=real, **k: (calls.append(_n), _r(self, *a, **k))[1])
+    fs = make_fs(s3_app, str(tmp_path), "s3")
+    try:
+        pfs = PathFS(fs)
+        body = os.urandom(2 * PART_SIZE + 3 * MiB)
+        fh = pfs.open(f"{MAIN}/big", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            for off in range(0, len(body), MiB):
+                pfs.pwrite(fh, off, body[off : off + MiB])
+            deadline = time.monotonic() + 30
+            while calls.count("put_part") < 2:
+                assert time.monotonic() < deadline, f"parts never went out before close: {calls}"
+                time.sleep(0.01)
+            assert "finish_parts" not in calls
+        finally:
+            pfs.close(fh)
+        assert calls.count("put_part") == 3 and calls[-2:] == ["finish_parts", "copy"], calls
+        assert "put_file" not in calls and "abort_parts" not in calls
+        entry = s3_app.catalog.stat(REPO, "main", "big")
+        assert entry.address == data_address(hashlib.sha256(body).hexdigest())
+        assert entry.etag == hashlib.md5(body).hexdigest()
+        assert pfs.read_file(f"{MAIN}/big") == body
+        client = boto3.client("s3", endpoint_url=s3_endpoint, **CREDENTIALS)
+        keys = [o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix=f"{tmp_path.name}/repo/data/").get("Contents", [])]
+        empty = data_address(hashlib.sha256(b"").hexdigest())  # the file as created, before its first write
+        assert sorted(keys) == sorted(f"{tmp_path.name}/repo/{a}" for a in (entry.address, empty)), keys  # no landing key
+        assert not client.list_multipart_uploads(Bucket=BUCKET).get("Uploads")
+    finally:
+        fs.close()
+
+
+def test_a_save_that_fails_after_linking_still_freezes_the_file(tmp_path: Path) -> None:
+    """A store that made the link and then failed (its directory fsync, say) left an object all the
+    same: the next write must copy the temp file, never change that object."""
+    dirty = DirtyFile(str(tmp_path), None, 0, in_place=True)
+    stored = tmp_path / "object"
+    try:
+        dirty.pwrite(0, b"saved bytes")
+
+        def put(path: str, digests: object, link: bool, finish: object) -> None:
+            assert link
+            os.link(path, stored)
+            raise OSError("injected: the directory fsync failed")
+
+        with pytest.raises(OSError, match="injected"):
+            dirty.store(put)
+        assert dirty.frozen
+        dirty.pwrite(0, b"SAVED")
+        assert stored.read_bytes() == b"saved bytes"
+        assert dirty.pread(0, 100) == b"SAVED bytes"
+    finally:
+        dirty.discard()
