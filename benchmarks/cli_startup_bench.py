@@ -14,11 +14,11 @@ its CPU time (user + system, which other load on the machine disturbs less) and
 its ratio to the bare interpreter.
 
 ``--vs`` times the same commands on another version of the code in the same
-run, its runs interleaved with this tree's (hyperfine runs each command's
-series in turn, so load that drifts during the run shows in both): a directory
-holding a ``lakemount`` package (another worktree), or a git revision, which is
-exported to a temporary directory (``git archive``) with this tree's compiled
-extensions copied in.  It prints the ratio this / that per command.
+run, each command's series on the other version right after this tree's (so
+load that drifts during the run weighs on both alike): a directory holding a
+``lakemount`` package (another worktree), or a git revision, which is exported
+to a temporary directory (``git archive``) with this tree's compiled extensions
+copied in.  It prints the ratio this tree / the other per command.
 
 Both sides run the console script of this interpreter's environment with
 PYTHONPATH naming their tree, and with bytecode kept under one temporary
@@ -98,13 +98,14 @@ def main() -> None:
             trees["vs "] = other_tree(args.vs, scratch)
         subprocess.run([*lm, "up", "--no-services"], env={**env, "PYTHONPATH": HERE}, check=True, stdout=subprocess.DEVNULL)
         commands = {"python": [sys.executable, "-c", "pass"]}
-        for side, tree in trees.items():
+        for tree in trees.values():
             run = ["env", f"PYTHONPATH={tree}", *lm]
             expected = subprocess.run([*run, *VERBS["cat"][1]], env=env, check=True, capture_output=True).stdout
             if not expected.startswith(b"# demo"):
                 raise SystemExit(f"cli_startup_bench: fs cat ({tree}) returned {expected[:60]!r}")
-            for name, (_, argv, _) in VERBS.items():
-                commands[side + name] = [*run, *argv]
+        for name, (_, argv, _) in VERBS.items():
+            for side, tree in trees.items():
+                commands[side + name] = ["env", f"PYTHONPATH={tree}", *lm, *argv]
         out = os.path.join(scratch, "hyperfine.json")
         named = [arg for name, cmd in commands.items() for arg in ("-n", name, " ".join(cmd))]
         subprocess.run(
