@@ -241,7 +241,8 @@ class App:
         return Catalog(
             self.graveler, self.adapter, namespace_root=self.namespace_root(), confinement=self.confinement, tmpdir=tmp,
             runs=self._run_store, pulls=self._pull_store, events=self._event_log, link_key=lambda: self.link_key,
-            webhooks=self.webhook_policy, hook_limits=self.hook_limits, max_comments=self.config.pulls.max_comments,
+            webhooks=lambda: self.webhook_policy, hook_limits=lambda: self.hook_limits,
+            max_comments=self.config.pulls.max_comments,
             changes=self.metastore,
             cache=self.cache,
             observer=self.audit.versioning if self.audit is not None else None,
@@ -315,7 +316,7 @@ class App:
     def _event_log(self) -> SqlEventLog:
         from lakemount.metastore.events import SqlEventLog
 
-        return SqlEventLog(self.metastore.engine)
+        return SqlEventLog(self.metastore)
 
     def _pull_store(self) -> SqlPullStore:
         from lakemount.metastore.pulls import SqlPullStore

@@ -22,12 +22,9 @@ them would bypass every policy, so:
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 from typing import Final
-
-log = logging.getLogger(__name__)
 
 PRIVATE_UMASK: Final = 0o077
 # What an older version created in the home that may be open to others (the mount point is
@@ -91,7 +88,11 @@ def prepare_home(home: str, others: tuple[str, ...] = ()) -> None:
             tightened.append(f"{path} ({stat.S_IMODE(st.st_mode):o})")
         except OSError as exc:
             failed.append(f"{path} ({exc.strerror})")
-    if tightened:
-        log.warning("made private to this user (they were open to others): %s", ", ".join(tightened))
-    if failed:
-        log.warning("could not make private (others may read them): %s", ", ".join(failed))
+    if tightened or failed:
+        import logging  # only to warn: every CLI verb, ``--help`` too, imports this module (issue 41)
+
+        log = logging.getLogger(__name__)
+        if tightened:
+            log.warning("made private to this user (they were open to others): %s", ", ".join(tightened))
+        if failed:
+            log.warning("could not make private (others may read them): %s", ", ".join(failed))

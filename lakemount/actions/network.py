@@ -11,13 +11,16 @@ DNS answer cannot swap it.
 from __future__ import annotations
 
 import functools
-import http.client
 import ipaddress
-import socket
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.config import WebhookConfig
+
+# The HTTP client is imported when a webhook connects: every commit reads this policy, few run a webhook (issue 41).
+if TYPE_CHECKING:
+    import http.client
+    import socket
 
 # A webhook holds its operation (and a server thread) for its timeout, and whoever may write a branch
 # chooses the timeout: an action file may not ask for more than actions.webhook.max_timeout.
@@ -92,6 +95,8 @@ def default_policy() -> WebhookPolicy:
 def _guarded_connect(policy: WebhookPolicy, address: tuple[str, int], timeout: Any = None,
                      source_address: Any = None, *args: Any) -> socket.socket:
     """``socket.create_connection`` that connects only to addresses ``policy`` allows."""
+    import socket
+
     host, port = address
     try:
         literal = policy.refusal(host)  # an address literal is refused even where it cannot resolve
@@ -124,6 +129,8 @@ def _guarded_connect(policy: WebhookPolicy, address: tuple[str, int], timeout: A
 
 def guarded_connection(scheme: str, policy: WebhookPolicy, host: str, port: int, timeout: float) -> http.client.HTTPConnection:
     """An HTTP(S) connection whose socket connects only to an address ``policy`` allows (else ``WebhookRefused``)."""
+    import http.client
+
     cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
     conn = cls(host, port, timeout=timeout)
     conn._create_connection = functools.partial(_guarded_connect, policy)  # type: ignore[attr-defined]

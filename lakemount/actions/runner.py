@@ -17,7 +17,9 @@ more than ``actions.max_files`` action files at a ref (none of them is read).
 
 The catalog owns the runner (``Catalog.actions``) and calls it from its verbs;
 the runner sees the catalog only through :class:`ActionSource` and, for the
-hooks, :class:`~lakemount.actions.hook.HookContext`.
+hooks, :class:`~lakemount.actions.hook.HookContext`.  Most events match no action:
+the run store and the hook types (the webhook client pulls in HTTP, the store
+SQLAlchemy) are made when a run is first recorded or a hook first runs.
 """
 
 from __future__ import annotations
@@ -60,17 +62,36 @@ class HookLimits:
 class Actions:
     """Finds the actions an event triggers, runs their hooks, records the run."""
 
-    def __init__(self, source: ActionSource, store: RunStore, runners: Mapping[str, HookRunner],
+    def __init__(self, source: ActionSource, store: Callable[[], RunStore], runners: Mapping[str, HookRunner] | None,
                  context: HookContext, clock: Callable[[], float] = time.time,
                  on_run: Callable[[Run], None] | None = None, limits: HookLimits | None = None) -> None:
+        """``store`` makes the run store on first use; ``runners`` are the hook types by name (None: the built-in
+        ones, ``actions.builtin.RUNNERS``, imported when a hook first runs)."""
         self.source = source
-        self.store = store
-        self.runners = dict(runners)
+        self._make_store = store
+        self._store: RunStore | None = None
+        self._runners = None if runners is None else dict(runners)
         self.context = context
         self.clock = clock
         self.on_run = on_run
         self.limits = limits or HookLimits()
         self._turns = threading.BoundedSemaphore(self.limits.max_running)
+
+    @property
+    def store(self) -> RunStore:
+        """Where runs are recorded (made on first use)."""
+        if self._store is None:
+            self._store = self._make_store()
+        return self._store
+
+    @property
+    def runners(self) -> dict[str, HookRunner]:
+        """The hook types by name."""
+        if self._runners is None:
+            from lakemount.actions.builtin import RUNNERS
+
+            self._runners = dict(RUNNERS)
+        return self._runners
 
     def load(self, repo: str, *refs: str) -> tuple[list[Action], list[tuple[str, str]]]:
         """The actions at ``refs`` (a file identical at several counts once) and the (path, reason) of files that do not parse."""

@@ -30,16 +30,19 @@ import itertools
 import json
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from lakemount.audit import context, spool, table
+from lakemount.audit import context, spool
 from lakemount.audit.record import FIELDS, AuditRecord, Row, row
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.pids import alive
+
+# The Parquet side is imported by what writes or expires files: a CLI verb only spools (issue 41).
+if TYPE_CHECKING:
+    from lakemount.audit import table
 
 log = logging.getLogger("lakemount.audit")
 
@@ -110,7 +113,7 @@ class AuditLog:
         self.flush_records = max(flush_records, 1)
         self.retention_days = retention_days
         self.max_pending = max_pending
-        self.host = socket.gethostname()
+        self.host = os.uname().nodename  # gethostname(2) reads it; the socket module costs a CLI verb ~4 ms
         self.counters = dict.fromkeys(COUNTERS, 0)
         self._lock = threading.Lock()
         # The queued records' fields, WIDTH items per record, one after another: a tuple kept per record was an
@@ -322,6 +325,8 @@ class AuditLog:
     def flush(self, *, wait: bool = False) -> int:
         """Write every pending record now, then drain the spools (:meth:`drain`, ``wait`` as there); returns how
         many were written (failures are counted dropped)."""
+        from lakemount.audit import table
+
         with self._write_lock:
             pending = self._pending  # only this thread takes; request threads may extend it meanwhile
             # Whole records (an extend is one step), taken by slices: C loops, not Python ones, as the GIL is the
@@ -358,6 +363,8 @@ class AuditLog:
         claimed.  A failing store drops the records of the failing repository
         (counted), as :meth:`flush` does.
         """
+        from lakemount.audit import table
+
         if not self._drain_lock.acquire(blocking=wait):
             return 0
         try:
@@ -390,6 +397,8 @@ class AuditLog:
     def _write(self, repo: str, name: str, records: table.Columns) -> int:
         """Store one repository's records (their columns) as file ``name``; how many were written (else counted
         dropped)."""
+        from lakemount.audit import table
+
         n = len(records[0])
         try:
             namespace = self.namespace_of(repo)
@@ -413,6 +422,8 @@ class AuditLog:
         return self.flush(wait=True)
 
     def _expire(self, repo: str, namespace: str) -> None:
+        from lakemount.audit import table
+
         now = time.monotonic()
         if self.retention_days <= 0 or now - self._expired.get(repo, -EXPIRE_EVERY) < EXPIRE_EVERY:
             return

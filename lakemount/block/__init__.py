@@ -14,15 +14,19 @@ imported here: boto3 is loaded only when an ``s3://`` URL is first used.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lakemount.block.flaky import Fault, FaultKind, FlakyAdapter
 from lakemount.block.local import LocalAdapter
 from lakemount.block.memory import MemoryAdapter
 from lakemount.block.router import RouterAdapter
 from lakemount.block.urls import join_url, scheme_of
 from lakemount.errors import InvalidArgument
 from lakemount.graveler.ports import BlockAdapter
+
+# The failure-injecting adapter is for tests: named here, imported when asked for (every process opens a store).
+if TYPE_CHECKING:
+    from lakemount.block.flaky import Fault, FaultKind, FlakyAdapter
+_FOR_TESTS = frozenset({"Fault", "FaultKind", "FlakyAdapter"})
 
 __all__ = [
     "Fault",
@@ -56,6 +60,15 @@ _S3_KEYS = {
     "pre_signed_expiry": "presign_expiry",
 }
 _S3_CREDENTIAL_KEYS = ("access_key_id", "secret_access_key", "session_token")
+
+
+def __getattr__(name: str) -> Any:
+    """``Fault``, ``FaultKind`` and ``FlakyAdapter`` from ``flaky.py``, imported on first use."""
+    if name in _FOR_TESTS:
+        from lakemount.block import flaky
+
+        return getattr(flaky, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def s3_options(s3_cfg: Mapping[str, Any]) -> dict[str, Any]:

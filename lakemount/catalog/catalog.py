@@ -24,23 +24,14 @@ from contextlib import contextmanager
 from itertools import chain, islice
 from typing import TYPE_CHECKING, BinaryIO, Final, NamedTuple
 
-from lakemount.actions.hook import HookContext
-from lakemount.actions.parser import ACTIONS_PREFIX, MAX_ACTION_FILE
-from lakemount.actions.runner import Actions, HookLimits
-from lakemount.actions.runs import MemoryRunStore, Run, RunStore
 from lakemount.catalog.blame import BlameVerbs
 from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks, ExportBlocks, ReadOnlyBlocks, content_addressed
-from lakemount.catalog.events import EventLog, Feed, MemoryEventLog, Observer
-from lakemount.catalog.gcrules import GcRules, delete_rules, load_rules, store_rules
-from lakemount.catalog.gcstore import GcStore
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.model import has_data
 from lakemount.catalog.paths import key_problem, printable
 from lakemount.catalog.protection import BranchProtection
-from lakemount.catalog.pulls import MAX_COMMENTS, Pulls, PullStore
 from lakemount.catalog.storage import StorageVerbs, TableReader, read_table
 from lakemount.catalog.uploads import UploadVerbs
-from lakemount.catalog.writer import DataInfo, DataWriter
 from lakemount.errors import (
     InvalidArgument,
     ObjectExists,
@@ -56,15 +47,24 @@ from lakemount.graveler.model import FILE_MODE, Commit, Entry, Repository, decod
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef
 
+# What only some verbs use (hooks, pull requests, the event feed, GC, the object writer) is imported where it
+# is used: a CLI verb pays at start only for what it runs (issue 41, tests/cli/test_import_budget.py).
 if TYPE_CHECKING:
     from lakemount.actions.network import WebhookPolicy
+    from lakemount.actions.runner import Actions, HookLimits
+    from lakemount.actions.runs import Run, RunStore
     from lakemount.audit.record import AuditRecord
     from lakemount.audit.table import Filter as AuditFilter
     from lakemount.cache.tiered import TieredCache
     from lakemount.catalog.confinement import Confinement
+    from lakemount.catalog.events import EventLog, Feed, Observer
+    from lakemount.catalog.gcrules import GcRules
+    from lakemount.catalog.gcstore import GcStore
     from lakemount.catalog.model import ObjectInfo
+    from lakemount.catalog.pulls import Pulls, PullStore
     from lakemount.catalog.refs import ChangeSource
     from lakemount.catalog.streaming import StreamedUpload
+    from lakemount.catalog.writer import DataInfo, DataWriter
 
 log = logging.getLogger("lakemount.catalog")
 
@@ -158,7 +158,8 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         tmpdir: str | None = None,
         runs: Callable[[], RunStore] | None = None, pulls: Callable[[], PullStore] | None = None,
         events: Callable[[], EventLog] | None = None, link_key: Callable[[], bytes] | None = None,
-        webhooks: WebhookPolicy | None = None, hook_limits: HookLimits | None = None, max_comments: int = MAX_COMMENTS,
+        webhooks: Callable[[], WebhookPolicy] | None = None, hook_limits: Callable[[], HookLimits] | None = None,
+        max_comments: int | None = None,
         changes: ChangeSource | None = None,
         cache: TieredCache | None = None,
         observer: Observer | None = None,
@@ -167,10 +168,11 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         ``runs``, ``pulls`` and ``events`` make the stores of hook runs, pull requests and the event
         feed on first use (so verbs that need none never load them); without ``runs`` or ``events``
         those are kept in memory.  ``link_key`` gives the key that signs upload addresses
-        (``uploads.py``); without it, handing them out raises ``Unavailable``.  ``webhooks`` is the
+        (``uploads.py``); without it, handing them out raises ``Unavailable``.  ``webhooks`` gives the
         ``actions.network.WebhookPolicy`` of the addresses webhooks may reach (None: the default one);
-        ``hook_limits`` bounds the hooks running at once (None: the default bounds); ``max_comments``
-        the comments of one pull request; ``changes`` pushes other processes' branch changes
+        ``hook_limits`` the bounds of the hooks running at once (None: the default bounds), both asked
+        when hooks are first needed; ``max_comments``
+        the comments of one pull request (None: ``pulls.max_comments``'s default); ``changes`` pushes other processes' branch changes
         (``watch_branches``; None: none are pushed).  ``cache`` is the node's cache, whose tiers keep
         the blocks of data objects that reads fetch (:mod:`~lakemount.catalog.blocks`); without it,
         every read asks the block store.  ``observer`` hears every feed event (the audit trail)."""
@@ -181,9 +183,9 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         self.confinement = confinement
         self.tmpdir = tmpdir
         self.protection = BranchProtection(graveler, on_change=self._protection_changed)
-        self._make_runs = runs or MemoryRunStore
+        self._make_runs = runs
         self._make_pulls = pulls
-        self._make_events = events or MemoryEventLog
+        self._make_events = events
         self._actions: Actions | None = None
         self._pulls: Pulls | None = None
         self._feed: Feed | None = None
@@ -198,7 +200,9 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
     def feed(self) -> Feed:
         """The event feed of every repository (commits, merges, rules, hook runs, pull requests)."""
         if self._feed is None:
-            self._feed = Feed(self._make_events(), self._observer)
+            from lakemount.catalog.events import Feed, MemoryEventLog
+
+            self._feed = Feed(self._make_events() if self._make_events else MemoryEventLog(), self._observer)
         return self._feed
 
     def _protection_changed(self, repo: str, patterns: list[str]) -> None:
@@ -213,10 +217,14 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
     def actions(self) -> Actions:
         """Hooks: finds and runs the actions an event triggers, records the runs."""
         if self._actions is None:
-            from lakemount.actions.builtin import RUNNERS
+            from lakemount.actions.hook import HookContext
+            from lakemount.actions.runner import Actions
+            from lakemount.actions.runs import MemoryRunStore
 
-            self._actions = Actions(self, self._make_runs(), RUNNERS, HookContext(self, self._webhooks), on_run=self._hook_ran,
-                                    limits=self._hook_limits)
+            webhooks = self._webhooks() if self._webhooks else None
+            limits = self._hook_limits() if self._hook_limits else None
+            self._actions = Actions(self, self._make_runs or MemoryRunStore, None, HookContext(self, webhooks),
+                                    on_run=self._hook_ran, limits=limits)
         return self._actions
 
     @property
@@ -225,13 +233,18 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         if self._pulls is None:
             if self._make_pulls is None:
                 raise Unavailable("pull requests need a catalog built with a pull request store")
-            self._pulls = Pulls(self._make_pulls(), self, max_comments=self._max_comments)
+            from lakemount.catalog.pulls import MAX_COMMENTS, Pulls
+
+            most = MAX_COMMENTS if self._max_comments is None else self._max_comments
+            self._pulls = Pulls(self._make_pulls(), self, max_comments=most)
         return self._pulls
 
     def action_files(self, repo: str, ref: str, most: int) -> list[tuple[str, bytes | None]]:
         """The ``_lakefs_actions/*.yaml`` files at ``ref`` (path, bytes), by path; a file over
         ``MAX_ACTION_FILE`` bytes is not read (its bytes are None).  Raises ``TooManyActionFiles`` when
         there are more than ``most``, having read none of them."""
+        from lakemount.actions.parser import ACTIONS_PREFIX, MAX_ACTION_FILE
+
         r = self.repository(repo)
         chosen: list[tuple[str, Entry]] = []
         for item in self.list(repo, ref, ACTIONS_PREFIX, delimiter="/"):
@@ -279,6 +292,8 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         after the block (``w.stored()`` waits for it: hand it to :meth:`stage_upload` as ``ready``).
         Raises ``RepositoryNotFound``.
         """
+        from lakemount.catalog.writer import DataWriter
+
         r = self.repository(repo) if isinstance(repo, str) else repo
         return DataWriter(self, r, expected=expected, address=address, hash_md5=hash_md5, hash_sha256=hash_sha256, defer=defer)
 
@@ -353,18 +368,26 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
     def gc_store(self, namespace: str) -> GcStore:
         """What garbage collection may list, read, move and delete in the storage namespace ``namespace``
         (a repository's): :class:`~lakemount.catalog.gcstore.GcStore`, the jobs' only way to the objects."""
+        from lakemount.catalog.gcstore import GcStore
+
         return GcStore(self.adapter, namespace)
 
     def gc_rules(self, repo: str) -> GcRules | None:
         """The repository's garbage-collection rules, or None if none were set."""
+        from lakemount.catalog.gcrules import load_rules
+
         return load_rules(self.adapter, self.repository(repo).storage_namespace)
 
     def set_gc_rules(self, repo: str, rules: GcRules) -> None:
         """Store ``rules`` as the repository's GC rules (replacing any); block-store errors pass through."""
+        from lakemount.catalog.gcrules import store_rules
+
         store_rules(self.adapter, self.repository(repo).storage_namespace, rules)
 
     def delete_gc_rules(self, repo: str) -> None:
         """Remove the repository's GC rules (a no-op if none were set); block-store errors pass through."""
+        from lakemount.catalog.gcrules import delete_rules
+
         delete_rules(self.adapter, self.repository(repo).storage_namespace)
 
     def refresh_existing(self, url: str) -> bool:

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 
 import click
 
-from lakemount.cli.common import Ctx
 from lakemount.errors import (
     AlreadyExists,
     Conflict,
@@ -115,6 +114,8 @@ class LazyGroup(click.Group):
         except (click.ClickException, click.exceptions.Abort, click.exceptions.Exit):
             raise
         except Exception as exc:
+            from lakemount.cli.common import Ctx
+
             if isinstance(ctx.obj, Ctx):  # a failed verb is an audit record too, with its status
                 ctx.obj.failed(exc)
             raise
@@ -154,6 +155,8 @@ def cli(ctx: click.Context, config: str | None, as_json: bool) -> None:
     State lives under LAKEMOUNT_HOME (default ~/.lakemount) unless a configuration
     file or LAKEMOUNT_* variables say otherwise.
     """
+    from lakemount.cli.common import Ctx  # every verb's module imports it; ``--help`` need not (issue 41)
+
     ctx.obj = Ctx(config, as_json)
 
 

@@ -18,7 +18,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from lakemount.errors import (
     AlreadyExists,
@@ -38,11 +38,7 @@ from lakemount.errors import (
     RefNotFound,
     category_of,
 )
-from lakemount.graveler.committed.diff import diff as committed_diff
-from lakemount.graveler.committed.merge import Strategy, three_way
 from lakemount.graveler.committed.metarange import MetaRange
-from lakemount.graveler.committed.store import CommittedStore
-from lakemount.graveler.committed.writer import ApplyStats, Chunk, apply, apply_chunks, chunked
 from lakemount.graveler.journal import Journal
 from lakemount.graveler.model import (
     EMPTY_METARANGE,
@@ -59,6 +55,12 @@ from lakemount.graveler.model import (
 )
 from lakemount.graveler.ports import ChunkedStagingScan, RefStore, StagingStore
 from lakemount.graveler.refexpr import ResolvedRef, View, is_hex, parse
+
+# Diff, merge and the range writer are imported by the verbs that use them: a reader (``lakemount fs ls``,
+# ``log``) never loads them (issue 41).
+if TYPE_CHECKING:
+    from lakemount.graveler.committed.store import CommittedStore
+    from lakemount.graveler.committed.writer import ApplyStats, Chunk
 
 MAX_CAS_ATTEMPTS: Final = 200
 MIN_COMMIT_PREFIX: Final = 4
@@ -503,6 +505,8 @@ class Graveler:
     def _staged_chunks(self, tokens: Sequence[StagingToken]) -> Iterator[Chunk]:
         """All of ``tokens``' staged entries (newest token first) as chunks of parallel lists, in key
         order: a staging that reads chunks (``ChunkedStagingScan``) gives one token's whole chunks."""
+        from lakemount.graveler.committed.writer import chunked
+
         if len(tokens) == 1 and isinstance(self.staging, ChunkedStagingScan):
             return self.staging.staged_chunks(tokens[0])
         return chunked(self._staged_scan(tokens, b"", None))
@@ -625,6 +629,8 @@ class Graveler:
         date: float | None = None,
     ) -> CommitResult:
         """Commit the branch's staging; raises ``NothingToCommit`` if it changes nothing."""
+        from lakemount.graveler.committed.writer import apply_chunks
+
         r = self.get_repository(repo)
         if not message:
             raise InvalidArgument("a commit needs a message")
@@ -739,6 +745,8 @@ class Graveler:
     def _same_tree(a: Any, b: Any) -> bool:
         """Whether two metaranges hold the same entries: equal ids, or no difference (a tree rebuilt
         by a squash or an apply can hold the same entries in other ranges, hence another id)."""
+        from lakemount.graveler.committed.diff import diff as committed_diff
+
         return bool(a.id == b.id or next(iter(committed_diff(a, b)), None) is None)
 
     def _clean_branch(self, repo: str, name: str, what: str) -> Branch:
@@ -797,6 +805,10 @@ class Graveler:
         add up to none: lakeFS's "no changes") leaves ``dest`` where it was (``merged=False``), unless
         ``allow_empty``, which records a merge commit all the same, as lakeFS does.
         """
+        from lakemount.graveler.committed.diff import diff as committed_diff
+        from lakemount.graveler.committed.merge import Strategy, three_way
+        from lakemount.graveler.committed.writer import apply
+
         r = self.get_repository(repo)
         strat = Strategy.parse(strategy)
         backoff = _Backoff()
@@ -840,6 +852,9 @@ class Graveler:
         committer: str, metadata: Sequence[tuple[str, str]], what: str, allow_empty: bool = False,
     ) -> Commit:
         """Apply the change base->source onto ``branch`` (revert and cherry-pick)."""
+        from lakemount.graveler.committed.merge import Strategy, three_way
+        from lakemount.graveler.committed.writer import apply
+
         r = self.get_repository(repo)
         backoff = _Backoff()
         while True:
@@ -936,6 +951,8 @@ class Graveler:
         self, repo: str, left: str, right: str, *, prefix: bytes = b""
     ) -> Iterator[DiffRecord]:
         """Two-way diff of two committed states (branches use their committed head)."""
+        from lakemount.graveler.committed.diff import diff as committed_diff
+
         r = self.get_repository(repo)
         lm = self._metarange(r, self.resolve(repo, left).commit_id)
         rm = self._metarange(r, self.resolve(repo, right).commit_id)
@@ -944,6 +961,8 @@ class Graveler:
 
     def diff_three_way(self, repo: str, left: str, right: str) -> Iterator[DiffRecord]:
         """What merging ``right`` into ``left`` would change, conflicts marked (lakeFS's three-dot diff)."""
+        from lakemount.graveler.committed.merge import Strategy, three_way
+
         r = self.get_repository(repo)
         lid = self.resolve(repo, left).commit_id
         rid = self.resolve(repo, right).commit_id
@@ -1013,6 +1032,8 @@ class Graveler:
     def first_parent_changes(self, repo: Repository, commit: Commit, start: bytes, stop: bytes | None) -> Iterator[bytes]:
         """Keys in [start, stop) whose records ``commit`` changed against its first parent (a root commit: all of
         its keys there), in key order; equal ranges are skipped by id, so the cost grows with the change."""
+        from lakemount.graveler.committed.diff import diff as committed_diff
+
         ns = repo.storage_namespace
         mr = self.committed.metarange_span(ns, commit.metarange_id, commit.metarange_checksum, start, stop)
         if commit.parents:
@@ -1024,6 +1045,8 @@ class Graveler:
             yield k
 
     def _touches(self, r: Repository, c: Commit, paths: Sequence[bytes], prefixes: Sequence[bytes]) -> bool:
+        from lakemount.graveler.committed.diff import diff as committed_diff
+
         mr = self.metarange_of(r, c)
         pmr = self._metarange(r, c.parents[0] if c.parents else None)
         if any(mr.get(p) != pmr.get(p) for p in paths):

@@ -33,8 +33,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
-import crc32c
-
 from lakemount.errors import Corrupt
 
 BLOCK_MAGIC: Final = 0x88E241B785F4CFF7
@@ -105,6 +103,10 @@ def _put_varint(v: int) -> bytes:
 
 def _block_crc(block: bytes) -> int:
     """The block trailer's checksum: CRC-32C of the block and its type byte, masked as RocksDB stores it."""
+    # Only the pure-Python writer needs it: the crc32c package imports importlib.metadata at load (~25 ms
+    # of every CLI verb's start, issue 41), so readers and the C writer never load it.
+    import crc32c
+
     c = crc32c.crc32c(block)
     return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 

@@ -210,6 +210,16 @@ class SqlStaging:
         return 0  # staged rows are deleted with their token: no staging data is left on the block store
 
     def drop_staging(self, token: StagingToken, prefix: bytes = b"", key: bytes | None = None) -> None:
+        if self.refs.dialect == "sqlite":  # no notice to send: FastSql, and a CLI commit loads no SQLAlchemy
+            where, params = "token = ?", [token, *([] if key is None else [key])]
+            if key is not None:
+                where += " AND key = ?"
+            elif prefix:
+                end = prefix_end(prefix)
+                where += " AND key >= ?" + ("" if end is None else " AND key < ?")
+                params += [prefix, *([] if end is None else [end])]
+            self._fast.run(lambda cur: cur.execute(f"DELETE FROM lm_staging WHERE {where}", params), transaction=True)
+            return
         import sqlalchemy as sa
 
         from lakemount.metastore.sqlschema import branches_t, staging_t
