@@ -160,11 +160,14 @@ class Ctx:
         """The branch a write of ``key`` goes to; NoSuchKey naming the branch if there is none."""
         catalog = self.services.catalog
         try:
-            resolved = catalog.resolve(target.repo.name, ref)
-            note(ref=ref, commit=resolved.commit_id)
-            return catalog.writable_branch(target.repo.name, resolved)
+            # A branch name resolved lately is not resolved again (``Catalog.writable_branch``): the head the
+            # audit record names is the one this process last read (the staging statement reads the row).
+            branch = catalog.writable_branch(target.repo.name, ref)
         except NotFound:
             raise s3_error("NoSuchKey", f"no branch {ref!r} in repository {target.repo.name}", Key=key) from None
+        seen = catalog.branch_seen(target.repo.name, branch)
+        note(ref=ref, commit=None if seen is None else seen[0].commit_id)
+        return branch
 
 
 def not_implemented(what: str) -> S3Error:
