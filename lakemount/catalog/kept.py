@@ -47,6 +47,7 @@ MAX_KEPT: Final = 4096  # records kept over all repositories; one more starts ov
 REPOSITORY: Final = "repository"
 RULES: Final = "rules"
 BRANCH: Final = "branch"
+RULES_CHANGED: Final = "rules"  # the kind of change notice a rules change sends (``metastore.notify.RULES``)
 _T = TypeVar("_T")
 
 

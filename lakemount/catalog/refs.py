@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from lakemount.actions.events import Event
 from lakemount.catalog import names
 from lakemount.catalog import protection as prot
+from lakemount.catalog.kept import RULES_CHANGED
 from lakemount.errors import AlreadyExists, InvalidArgument, LakeMountError, ReadOnlyRef
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import Branch, Commit, Repository, Tag
@@ -139,7 +140,7 @@ class RefVerbs:
         """The branch name a write to ``ref`` goes to; ``ReadOnlyRef`` for tags, commits, ``@``, ``$``,
         ``ProtectedBranch`` for a branch a protection rule covers."""
         if isinstance(ref, str) and self.kept.is_branch(repo, ref):
-            # A branch name resolved within ``kept.max_age``: the staging statement reads its row anyway
+            # A name an earlier write resolved to a branch: the staging statement reads its row anyway
             # (and refuses it if the branch is gone), so the write needs no resolution of its own.
             self.check_writable(repo, ref)
             return ref
@@ -218,15 +219,15 @@ class RefVerbs:
 
         Each call gets a non-empty list of changes (``kind`` ``head`` or
         ``staging``, ``repo``, ``branch``), never this process's own, or
-        ``None`` when notices may have been lost (re-check everything).
+        ``None`` when notices may have been lost (re-check everything).  Every
+        batch also drops what the catalog keeps for writes (``kept``); a change
+        of protection rules (kind ``rules``) goes there only, not to ``callback``.
         Returns the running listener (``stop()`` ends it), or ``None`` where
         the ref store pushes no changes (SQLite, or a catalog built without a
         change source): then only polling sees them.
         """
         if self.changes is None:
             return None
-        from lakemount.catalog.kept import RULES as notify_rules
-
         own = self.changes.sender
 
         def changed(batch: Any) -> None:
@@ -234,7 +235,7 @@ class RefVerbs:
             if batch is None:
                 callback(None)
                 return
-            others = [c for c in batch if c.sender != own and c.kind != notify_rules]
+            others = [c for c in batch if c.sender != own and c.kind != RULES_CHANGED]
             for c in others:
                 if c.detail:
                     # Before the callback: the reads it prompts find the appended file here already.

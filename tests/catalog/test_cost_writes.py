@@ -12,6 +12,7 @@ do not depend on the machine's load.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -196,3 +197,32 @@ def test_a_rule_added_on_another_node_applies_once_its_notice_arrives(tmp_path: 
         cat.kept.stop()
         writer.release_connections()
         other.release_connections()
+
+
+def test_a_mounts_listener_drops_kept_rules_and_keeps_rules_notices_to_itself(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``watch_branches`` (the mount's listener) feeds what writes keep: a ``rules`` notice from another node
+    makes the next write read the rules again, and is not passed to the mount's callback (which knows heads
+    and staging only); while it is connected, rules are kept past ``max_age``."""
+    from lakemount.metastore.notify import RULES as RULES_KIND
+    from lakemount.metastore.notify import STAGING, Change
+
+    cat = app.catalog
+    delivered: list[object] = []
+    listened: list[Any] = []
+
+    class Listener:
+        connected = threading.Event()
+
+    monkeypatch.setattr(app.metastore, "listen", lambda callback: listened.append(callback) or Listener())
+    Listener.connected.set()
+    cat.watch_branches(delivered.append)
+    cat.protection.keep_for(0.05)
+    cat.put(R, "main", "a", b"1")  # reads the rules while "connected": kept past max_age
+    reads = cat.kept.reads
+    time.sleep(0.1)  # past max_age: only the listener's being connected keeps them
+    cat.put(R, "main", "b", b"2")
+    assert cat.kept.reads == reads
+    listened[0]([Change("elsewhere", STAGING, R, "main"), Change("elsewhere", RULES_KIND, R, "")])
+    assert delivered == [[Change("elsewhere", STAGING, R, "main")]]
+    cat.put(R, "main", "c", b"3")
+    assert cat.kept.reads > reads  # the rules notice dropped what was kept of the repository: read again
