@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, BinaryIO, Final, NamedTuple
 from lakemount.catalog.blame import BlameVerbs
 from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks, ExportBlocks, ReadOnlyBlocks, content_addressed
 from lakemount.catalog.history import HistoryVerbs
+from lakemount.catalog.kept import KeptRecords
 from lakemount.catalog.model import has_data
 from lakemount.catalog.paths import key_problem, printable
 from lakemount.catalog.protection import BranchProtection
@@ -34,6 +35,7 @@ from lakemount.catalog.storage import StorageVerbs, TableReader, read_table
 from lakemount.catalog.uploads import UploadVerbs
 from lakemount.errors import (
     InvalidArgument,
+    NotFound,
     ObjectExists,
     ObjectNotFound,
     PreconditionFailed,
@@ -45,7 +47,7 @@ from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import FILE_MODE, Commit, Entry, Repository, decode_value, prefix_end
 from lakemount.graveler.ports import BlockAdapter
-from lakemount.graveler.refexpr import ResolvedRef
+from lakemount.graveler.refexpr import ResolvedRef, View
 
 # What only some verbs use (hooks, pull requests, the event feed, GC, the object writer) is imported where it
 # is used: a CLI verb pays at start only for what it runs (issue 41, tests/cli/test_import_budget.py).
@@ -182,7 +184,8 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         self.namespace_root = namespace_root.rstrip("/")
         self.confinement = confinement
         self.tmpdir = tmpdir
-        self.protection = BranchProtection(graveler, on_change=self._protection_changed)
+        self.kept = KeptRecords(changes)
+        self.protection = BranchProtection(graveler, on_change=self._protection_changed, kept=self.kept)
         self._make_runs = runs
         self._make_pulls = pulls
         self._make_events = events
@@ -290,14 +293,38 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         bytes at instead of their content address, ``hash_md5`` / ``hash_sha256`` False for a digest
         the caller computes and hands over with ``w.vouch``; ``defer`` stores a small body on a thread
         after the block (``w.stored()`` waits for it: hand it to :meth:`stage_upload` as ``ready``).
-        Raises ``RepositoryNotFound``.
+        Raises ``RepositoryNotFound``.  Given a name, the repository's record may be one kept from an
+        earlier write (:mod:`~lakemount.catalog.kept`): staging the entry checks its namespace.
         """
         from lakemount.catalog.writer import DataWriter
 
-        r = self.repository(repo) if isinstance(repo, str) else repo
+        r = self.kept_repository(repo) if isinstance(repo, str) else repo
         return DataWriter(self, r, expected=expected, address=address, hash_md5=hash_md5, hash_sha256=hash_sha256, defer=defer)
 
-    def write_data(self, repo: str, source: bytes | BinaryIO | str) -> DataInfo:
+    def kept_repository(self, name: str) -> Repository:
+        """Repository ``name`` for a write: a record kept from an earlier one (:mod:`~lakemount.catalog.kept`), or
+        read; raises ``RepositoryNotFound``.  Whatever is stored with it is staged with its namespace, which
+        the staging statement checks (a repository created again elsewhere meanwhile fails the write)."""
+        return self.kept.repository(name, self.graveler.get_repository)
+
+    def _data_namespace(self, repo: str, entry: Entry) -> str:
+        """The namespace the staging statement checks for ``entry``: the (kept) record's, under which its data
+        was written, or "" for an entry with no data of its own in the namespace (nothing to check)."""
+        if not has_data(entry) or not entry.address or "://" in entry.address:
+            return ""
+        return self.kept_repository(repo).storage_namespace
+
+    @contextmanager
+    def _staging(self, repo: str) -> Iterator[None]:
+        """Around a write that may have used kept records: one the staging statement found stale (the branch gone,
+        the repository gone or made again elsewhere) is dropped, so the next write reads them again."""
+        try:
+            yield
+        except (NotFound, PreconditionFailed):
+            self.kept.forget(repo)
+            raise
+
+    def write_data(self, repo: str | Repository, source: bytes | BinaryIO | str) -> DataInfo:
         """Store a body in hand (bytes, a readable stream, or a local file path, read as it is copied)
         with :meth:`writer`; returns where it went."""
         with self.writer(repo) as w:
@@ -627,7 +654,9 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
     def put_entry(self, repo: str, ref: str | ResolvedRef, path: str, entry: Entry) -> None:
         """Stage ``entry`` at ``path``; raises ``InvalidArgument`` for a key no front end may write."""
         key = encode_new_path(path)
-        self.graveler.set(repo, self.writable_branch(repo, ref), key, entry.value())
+        branch = self.writable_branch(repo, ref)
+        with self._staging(repo):
+            self.graveler.set(repo, branch, key, entry.value(), namespace=self._data_namespace(repo, entry))
 
     def stage_upload(
         self, repo: str, ref: str | ResolvedRef, path: str, entry: Entry, *, if_absent: bool = False, timed: bool = False,
@@ -651,25 +680,31 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         done = ready or (lambda: None)
         key = encode_new_path(path)
         branch = self.writable_branch(repo, ref)
-        current = self.get_optional(repo, branch, path)
+        ns = self.kept_repository(repo).storage_namespace
+        # One statement on a branch this process read before: its row with the staged entry (``Graveler.lookup``).
+        resolved, value = self.graveler.lookup(repo, branch, key, namespace=ns)
+        current = None if value is None else decode_value(value)
         if current is not None:
             if if_absent:
                 raise ObjectExists(f"{repo}/{branch}/{path}")
             if current == entry or (not timed and _same_content(current, entry)):
                 done()
                 return current
-            committed = self.get_optional(repo, f"{branch}@", path)
+            head = ResolvedRef(f"{branch}@", "branch", resolved.commit_id, View.COMMITTED, branch, ns)
+            value = self.graveler.get(repo, head, key)
+            committed = None if value is None else decode_value(value)
             if committed is not None and (committed == entry or (not timed and _same_content(committed, entry))):
                 entry = committed  # back to the head's version: the staged change undone
         if if_absent:
             done()
             # Checked again where it is written: of uploads racing for one absent path, one stages.
             try:
-                self.graveler.set_many_if(repo, branch, [(key, entry.value())], [(key, None)])
+                self.graveler.set_many_if(repo, branch, [(key, entry.value())], [(key, None)], record=self.kept_repository(repo))
             except PreconditionFailed as exc:
                 raise ObjectExists(f"{repo}/{branch}/{path}") from exc
             return entry
-        self.graveler.set(repo, branch, key, entry.value(), ready=ready)
+        with self._staging(repo):
+            self.graveler.set(repo, branch, key, entry.value(), ready=ready, namespace=self._data_namespace(repo, entry))
         return entry
 
     def apply(self, repo: str, ref: str | ResolvedRef, changes: Sequence[tuple[str, Entry | None]]) -> None:
@@ -680,7 +715,8 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         """
         records = [(encode_path(p) if e is None else encode_new_path(p), None if e is None else e.value()) for p, e in changes]
         branch = self.writable_branch(repo, ref)
-        self.graveler.set_many(repo, branch, records)
+        with self._staging(repo):
+            self.graveler.set_many(repo, branch, records)
 
     def apply_if(
         self, repo: str, ref: str | ResolvedRef, changes: Sequence[tuple[str, Entry | None]],
@@ -695,7 +731,9 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         """
         records = [(encode_path(p) if e is None else encode_new_path(p), None if e is None else e.value()) for p, e in changes]
         branch = self.writable_branch(repo, ref)
-        self.graveler.set_many_if(repo, branch, records, [(encode_path(p), None if e is None else e.value()) for p, e in expected])
+        with self._staging(repo):
+            self.graveler.set_many_if(repo, branch, records, [(encode_path(p), None if e is None else e.value()) for p, e in expected],
+                                      record=self.kept_repository(repo))
 
     def put(
         self,
@@ -717,7 +755,8 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         """
         key = encode_new_path(path)
         branch = self.writable_branch(repo, ref)
-        info = self.write_data(repo, source)
+        record = self.kept_repository(repo)
+        info = self.write_data(record, source)
         entry = Entry(
             info.address,
             info.size,
@@ -729,7 +768,8 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
             uid,
             gid,
         )
-        self.graveler.set(repo, branch, key, entry.value())
+        with self._staging(repo):
+            self.graveler.set(repo, branch, key, entry.value(), namespace=record.storage_namespace)
         return entry
 
     def add_samples(self, repo: str, *, committer: str = "lakemount") -> Commit:

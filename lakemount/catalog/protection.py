@@ -14,11 +14,13 @@ whatever implements :class:`RuleStore` (graveler, which journals them so
 from __future__ import annotations
 
 import fnmatch
-import time
 from collections.abc import Callable
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from lakemount.errors import AlreadyExists, InvalidArgument, NotFound, ProtectedBranch
+
+if TYPE_CHECKING:
+    from lakemount.catalog.kept import KeptRecords
 
 MAX_PATTERN: Final = 255
 
@@ -52,35 +54,33 @@ def validate_pattern(pattern: str) -> str:
 class BranchProtection:
     """Reads, edits and enforces the protection rules of repositories."""
 
-    def __init__(self, store: RuleStore, on_change: Callable[[str, list[str]], None] | None = None) -> None:
+    def __init__(
+        self, store: RuleStore, on_change: Callable[[str, list[str]], None] | None = None, *, kept: KeptRecords | None = None,
+    ) -> None:
+        """``kept`` keeps the rules between checks (:mod:`~lakemount.catalog.kept`); without it (or with
+        its ``max_age`` 0) every check reads them."""
         self.store = store
         self.on_change = on_change
-        self.max_age = 0.0  # see keep_for
-        self._kept: dict[str, tuple[float, list[str]]] = {}
+        self.kept = kept
 
     def keep_for(self, seconds: float) -> None:
         """Let :meth:`check` use a repository's rules read up to ``seconds`` ago (0: read them every
-        time).  The mount keeps them for ``--head-ttl``, as it keeps branch heads: its create and
-        close checked them three times per file, two statements each (the repository, the rules),
-        a third of a lone writer's statements.  A change through this object, or this process's
-        catalog, applies at once; one made by another process within ``seconds``."""
-        self.max_age = seconds
-        self._kept.clear()
+        time), unless a change notice or this node's stamp says they changed before.  The mount keeps
+        them for ``--head-ttl``, as it keeps branch heads.  A change through this object, or this
+        process's catalog, applies at once; one made by another process of this node at once (its
+        stamp); one made on another node when its notice arrives, and at the latest within ``seconds``."""
+        if self.kept is not None:
+            self.kept.max_age = seconds
 
     def forget(self, repo: str) -> None:
         """Read ``repo``'s rules again at the next check (they changed in this process)."""
-        self._kept.pop(repo, None)
+        if self.kept is not None:
+            self.kept.forget(repo)
 
     def _current(self, repo: str) -> list[str]:
-        if self.max_age <= 0:
+        if self.kept is None:
             return self.store.protection_rules(repo)
-        now = time.monotonic()
-        kept = self._kept.get(repo)
-        if kept is not None and now - kept[0] < self.max_age:
-            return kept[1]
-        rules = self.store.protection_rules(repo)
-        self._kept[repo] = (now, rules)  # the time before the read: they were current then or later
-        return rules
+        return self.kept.rules(repo, self.store.protection_rules)
 
     def _changed(self, repo: str) -> list[str]:
         self.forget(repo)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from lakemount.actions.events import Event
 from lakemount.catalog import names
 from lakemount.catalog import protection as prot
+from lakemount.catalog.kept import RULES_CHANGED
 from lakemount.errors import AlreadyExists, InvalidArgument, LakeMountError, ReadOnlyRef
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import Branch, Commit, Repository, Tag
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from lakemount.actions.runner import Actions
     from lakemount.catalog.confinement import Confinement, ImportSource
     from lakemount.catalog.events import Feed
+    from lakemount.catalog.kept import KeptRecords
     from lakemount.catalog.protection import BranchProtection
     from lakemount.catalog.pulls import Pulls
 
@@ -61,6 +63,7 @@ class RefVerbs:
     namespace_root: str
     confinement: Confinement
     protection: BranchProtection
+    kept: KeptRecords
 
     if TYPE_CHECKING:
 
@@ -118,6 +121,7 @@ class RefVerbs:
     def delete_repository(self, name: str) -> None:
         """Delete a repository's refs and staging (its stored objects stay, for GC); ``RepositoryNotFound``."""
         self.graveler.delete_repository(name)
+        self.kept.forget(name)
 
     # ------------------------------------------------------------------ resolution
     def resolve(self, repo: str | Repository, ref: str | ResolvedRef) -> ResolvedRef:
@@ -135,10 +139,18 @@ class RefVerbs:
     def writable_branch(self, repo: str, ref: str | ResolvedRef) -> str:
         """The branch name a write to ``ref`` goes to; ``ReadOnlyRef`` for tags, commits, ``@``, ``$``,
         ``ProtectedBranch`` for a branch a protection rule covers."""
+        if isinstance(ref, str) and self.kept.is_branch(repo, ref):
+            # A name an earlier write resolved to a branch: the staging statement reads its row anyway
+            # (and refuses it if the branch is gone), so the write needs no resolution of its own.
+            self.check_writable(repo, ref)
+            return ref
+        began = self.kept.note(repo)
         r = self.resolve(repo, ref)
         if r.view is not View.FULL or r.branch is None:
             raise ReadOnlyRef(f"{repo}/{r.expr}")
         self.check_writable(repo, r.branch)
+        if r.expr == r.branch:
+            self.kept.saw_branch(repo, r.branch, began)
         return r.branch
 
     def check_writable(self, repo: str, branch: str, action: str = prot.WRITE) -> None:
@@ -207,7 +219,9 @@ class RefVerbs:
 
         Each call gets a non-empty list of changes (``kind`` ``head`` or
         ``staging``, ``repo``, ``branch``), never this process's own, or
-        ``None`` when notices may have been lost (re-check everything).
+        ``None`` when notices may have been lost (re-check everything).  Every
+        batch also drops what the catalog keeps for writes (``kept``); a change
+        of protection rules (kind ``rules``) goes there only, not to ``callback``.
         Returns the running listener (``stop()`` ends it), or ``None`` where
         the ref store pushes no changes (SQLite, or a catalog built without a
         change source): then only polling sees them.
@@ -217,10 +231,11 @@ class RefVerbs:
         own = self.changes.sender
 
         def changed(batch: Any) -> None:
+            self.kept.noticed(batch)  # this listener drops the records writes keep, too
             if batch is None:
                 callback(None)
                 return
-            others = [c for c in batch if c.sender != own]
+            others = [c for c in batch if c.sender != own and c.kind != RULES_CHANGED]
             for c in others:
                 if c.detail:
                     # Before the callback: the reads it prompts find the appended file here already.
@@ -231,7 +246,9 @@ class RefVerbs:
             if others:
                 callback(others)
 
-        return self.changes.listen(changed)
+        listener = self.changes.listen(changed)
+        self.kept.follow(listener)
+        return listener
 
     def delete_branch(self, repo: str, name: str) -> int:
         """Delete a branch and its uncommitted changes, returning how many changes were dropped with it;
@@ -240,6 +257,7 @@ class RefVerbs:
         self.check_writable(repo, name, prot.DELETE)
         self.actions.run(Event("pre-delete-branch", repo, name, commit_id=head), name)
         dropped = self.graveler.delete_branch(repo, name)
+        self.kept.forget(repo)
         self.feed.emit(repo, name, "branch-deleted", commit_id=head, uncommitted_changes=dropped)
         self.actions.run(Event("post-delete-branch", repo, name, commit_id=head), head)
         return dropped

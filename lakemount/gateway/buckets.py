@@ -102,7 +102,8 @@ class BucketMap:
 
     def _repo(self, name: str, bucket: str, kept: bool) -> Repository:
         try:
-            return self.kept.repository(name) if kept else self.catalog.repository(name)
+            # A write may use the record the catalog keeps for writes: its staging checks the namespace.
+            return self.kept.repository(name) if kept else self.catalog.kept_repository(name)
         except NotFound:
             raise s3_error("NoSuchBucket", BucketName=bucket) from None
 
@@ -110,7 +111,8 @@ class BucketMap:
         """The target of ``bucket``; raises ``S3Error`` NoSuchBucket.
 
         ``read``: for a request that only reads objects, which may use a kept
-        repository record (``KeptReads``).
+        repository record (``KeptReads``); any other uses the record the catalog keeps
+        for writes (``Catalog.kept_repository``).
         """
         alias = self.settings.aliases.get(bucket)
         if alias is not None:

@@ -159,12 +159,20 @@ class Ctx:
     def writable_branch(self, target: Target, ref: str, key: str) -> str:
         """The branch a write of ``key`` goes to; NoSuchKey naming the branch if there is none."""
         catalog = self.services.catalog
+        repo = target.repo.name
+        # A branch this process has read is not resolved again (``Catalog.writable_branch`` keeps the name): the
+        # head the audit record names is the one its last read found.  Anything else is resolved, once.
+        seen = catalog.branch_seen(repo, ref)
         try:
-            resolved = catalog.resolve(target.repo.name, ref)
+            if seen is not None:
+                branch = catalog.writable_branch(repo, ref)
+                note(ref=ref, commit=seen[0].commit_id)
+                return branch
+            resolved = catalog.resolve(target.repo, ref)
             note(ref=ref, commit=resolved.commit_id)
-            return catalog.writable_branch(target.repo.name, resolved)
+            return catalog.writable_branch(repo, resolved)
         except NotFound:
-            raise s3_error("NoSuchKey", f"no branch {ref!r} in repository {target.repo.name}", Key=key) from None
+            raise s3_error("NoSuchKey", f"no branch {ref!r} in repository {repo}", Key=key) from None
 
 
 def not_implemented(what: str) -> S3Error:

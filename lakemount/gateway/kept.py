@@ -65,6 +65,7 @@ class KeptReads:
         """Start listening for the ref store's change notices (once; nothing where it pushes none)."""
         if self._listener is None and self.catalog.changes is not None:
             self._listener = self.catalog.changes.listen(self._changed)
+            self.catalog.kept.follow(self._listener)  # what writes keep hears this listener too
 
     def stop(self) -> None:
         if self._listener is not None:
@@ -78,6 +79,7 @@ class KeptReads:
         return listener is not None and listener.connected.is_set()
 
     def _changed(self, batch: list[Any] | None) -> None:
+        self.catalog.kept.noticed(batch)  # what the catalog keeps for writes hears the same listener
         with self._lock:
             if batch is None:
                 self._forget_all()

@@ -352,7 +352,6 @@ class Graveler:
     # catalog enforces them, so a protected branch still moves by merge and revert.
     def protection_rules(self, repo: str) -> list[str]:
         """The branch protection patterns of ``repo``, sorted; raises ``RepositoryNotFound``."""
-        self.get_repository(repo)
         return self.refs.get_protection(repo)
 
     def set_protection_rules(self, repo: str, patterns: list[str]) -> None:
@@ -544,9 +543,12 @@ class Graveler:
         yield from _overlay(committed, staged)
 
     # ------------------------------------------------------------------ writes
-    def set(self, repo: str, branch: str, key: bytes, value: bytes, *, ready: Callable[[], None] | None = None) -> None:
-        """Stage ``value`` at ``key``; ``ready`` waits for the data it points at (see ``StagingStore.stage``)."""
-        self.staging.stage(repo, branch, [(key, value)], ready=ready)
+    def set(
+        self, repo: str, branch: str, key: bytes, value: bytes, *, ready: Callable[[], None] | None = None, namespace: str = "",
+    ) -> None:
+        """Stage ``value`` at ``key``; ``ready`` waits for the data it points at, ``namespace`` is the storage
+        namespace that data was written under (see ``StagingStore.stage``)."""
+        self.staging.stage(repo, branch, [(key, value)], ready=ready, namespace=namespace)
 
     def set_many(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Stage several changes in one transaction (atomic: a rename is one call).
@@ -560,16 +562,17 @@ class Graveler:
 
     def set_many_if(
         self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
-        expected: Sequence[tuple[bytes, bytes | None]],
+        expected: Sequence[tuple[bytes, bytes | None]], *, record: Repository | None = None,
     ) -> None:
         """``set_many`` only if every key of ``expected`` holds exactly its value on ``branch`` (None: absent).
 
         Checked and written in one ref-store transaction that holds the branch row, so of two
         writers expecting the same value one wins and the other gets ``PreconditionFailed``
         naming the key; a commit running meanwhile moves values from staging into history
-        without changing them, so it fails neither.
+        without changing them, so it fails neither.  ``record``: the repository's record as the caller
+        holds it (then not read again): the write checks its namespace (``StagingStore.stage``).
         """
-        r = self.get_repository(repo)
+        r = record or self.get_repository(repo)
 
         def check(b: Branch, staged_get: Callable[[Sequence[StagingToken], bytes], tuple[bool, bytes | None]]) -> None:
             for key, want in expected:
@@ -579,7 +582,7 @@ class Graveler:
                 if value != want:
                     raise PreconditionFailed(f"{repo}/{branch}/{key.decode('utf-8', 'replace')} changed")
 
-        self.staging.stage(repo, branch, items, check)
+        self.staging.stage(repo, branch, items, check, namespace=r.storage_namespace if record is not None else "")
 
     def delete(self, repo: str, branch: str, key: bytes) -> None:
         """Stage a deletion; raises ``ObjectNotFound`` if the key is not there."""

@@ -146,7 +146,8 @@ class RefStore(Protocol):
     def list_commits(self, repo: str) -> Iterator[Commit]: ...
 
     # branch protection -------------------------------------------------------------
-    def get_protection(self, repo: str) -> list[str]: ...
+    def get_protection(self, repo: str) -> list[str]:
+        """The patterns of ``repo``, sorted; raises ``RepositoryNotFound``."""
     def set_protection(self, repo: str, patterns: list[str]) -> None: ...
     def swap_protection(
         self, repo: str, patterns: list[str], approvals: dict[str, int],
@@ -166,8 +167,14 @@ class StagingStore(Protocol):
     """
 
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
-              check: StageCheck | None = None, ready: Callable[[], None] | None = None) -> None:
+              check: StageCheck | None = None, ready: Callable[[], None] | None = None, namespace: str = "") -> None:
         """Write entries (None = tombstone) into the branch's *current* token.
+
+        ``namespace``, when given, is the storage namespace the entries' data was written under (a
+        writer may use a repository record it kept): if the repository's is another one now (it was
+        deleted and created again elsewhere), nothing is written and ``PreconditionFailed`` raised.
+        A missing branch or repository raises ``BranchNotFound``/``RepositoryNotFound``: the write
+        reads the branch row itself, so a caller need not read it first.
 
         ``ready`` waits until what the entries point at is stored (a data object still on its
         way: it raises if that failed); nothing is made visible before it returns, but a backend

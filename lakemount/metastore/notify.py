@@ -5,8 +5,9 @@ transaction that moves a branch (commit, merge, reset, create, delete; a
 deleted repository counts as each of its branches deleted) or stages or drops
 staged entries (a write, a partial reset), so the notice is delivered exactly when the change is visible
 (PostgreSQL sends notifications on commit, never for a rolled-back
-transaction).  The payload is ``sender TAB kind TAB repo TAB branch`` with
-``kind`` ``head`` or ``staging``; ``sender`` identifies the sending process so
+transaction).  A change of a repository's protection rules sends kind ``rules`` with an
+empty branch.  The payload is ``sender TAB kind TAB repo TAB branch`` with
+``kind`` ``head``, ``staging`` or ``rules``; ``sender`` identifies the sending process so
 a mount can ignore its own changes.  A staging file's append adds ``TAB
 detail``: the file's list row and, when small, its bytes
 (:mod:`lakemount.metastore.staging_lists`), so the receiver serves the write
@@ -41,11 +42,12 @@ log = logging.getLogger(__name__)
 CHANNEL: Final = "lakemount_refs"
 HEAD: Final = "head"
 STAGING: Final = "staging"
+RULES: Final = "rules"  # a repository's protection rules changed (branch empty)
 
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One notice: ``kind`` (``head`` or ``staging``) of ``repo``/``branch`` by process ``sender``;
+    """One notice: ``kind`` (``head``, ``staging`` or ``rules``) of ``repo``/``branch`` by process ``sender``;
     ``detail`` describes an appended staging file (empty for any other change)."""
 
     sender: str
@@ -64,7 +66,7 @@ def payload(sender: str, kind: str, repo: str, branch: str) -> str:
 def parse(text: str) -> Change | None:
     """The change a payload describes, or ``None`` for text not from lakemount."""
     parts = text.split("\t", 4)
-    if len(parts) not in (4, 5) or parts[1] not in (HEAD, STAGING):
+    if len(parts) not in (4, 5) or parts[1] not in (HEAD, STAGING, RULES):
         return None
     return Change(*parts)
 

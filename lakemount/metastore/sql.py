@@ -341,6 +341,7 @@ class SqlRefStore:
                 conn.execute(t.delete().where(t.c.repo == name))
             for row in rows:  # every branch is gone: mounts drop what they cache of it now
                 self._notify(conn, notify.HEAD, name, row.name)
+        self.stamps.stamp(name, "")  # the record: processes of this node that keep it drop it now (catalog/kept.py)
         with self._lock:
             for k in [k for k in self._commit_cache if k[0] == name]:
                 del self._commit_cache[k]
@@ -562,9 +563,15 @@ class SqlRefStore:
 
     # -- protection ----------------------------------------------------------------
     def get_protection(self, repo: str) -> list[str]:
-        # Every staged write checks the rules: the fast path.
-        rows = self._query("SELECT pattern FROM lm_protection WHERE repo = ? ORDER BY pattern", (repo,))
-        return [r[0] for r in rows]
+        """The patterns of ``repo``, sorted; raises ``RepositoryNotFound``.  One statement (one snapshot) reads the
+        repository's row with them: a write's check of the rules is one read, not two."""
+        rows = self._query(
+            "SELECT 0, NULL FROM lm_repositories WHERE name = ? UNION ALL SELECT 1, pattern FROM lm_protection WHERE repo = ?",
+            (repo, repo),
+        )
+        if not any(r[0] == 0 for r in rows):
+            raise RepositoryNotFound(repo)
+        return sorted(r[1] for r in rows if r[0] == 1)
 
     def set_protection(self, repo: str, patterns: list[str]) -> None:
         with self._write() as conn:
@@ -572,6 +579,8 @@ class SqlRefStore:
             conn.execute(protection_t.delete().where(protection_t.c.repo == repo))
             if patterns:
                 conn.execute(protection_t.insert(), [{"repo": repo, "pattern": p} for p in patterns])
+            self._notify(conn, notify.RULES, repo, "")
+        self.stamps.stamp(repo, "")  # this node's processes that keep the rules drop them now (catalog/kept.py)
 
     def swap_protection(
         self, repo: str, patterns: list[str], approvals: dict[str, int],
@@ -605,3 +614,5 @@ class SqlRefStore:
             wanted = [{"repo": repo, "pattern": p, "required": n} for p, n in sorted(approvals.items()) if n > 0]
             if wanted:
                 conn.execute(rules_t.insert(), wanted)
+            self._notify(conn, notify.RULES, repo, "")
+        self.stamps.stamp(repo, "")

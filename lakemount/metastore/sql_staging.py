@@ -8,7 +8,10 @@ FastSql, one retry policy), as lakeFS's staging manager and ref manager share on
 A staging write reads the branch's current token and inserts under it in one
 transaction that holds a share lock on the branch row (PostgreSQL) or the database
 write lock (SQLite, ``BEGIN IMMEDIATE``), so a commit's seal can never slip between the
-two and lose a write.  Rows are deleted with their token (``drop_staging``, and with the
+two and lose a write.  The same statement compares the repository's storage namespace with the one
+the write's data went to (a writer may use a repository record it kept).  Writes of one branch in one
+process are group-committed: those arriving while its transaction is in flight go in the next one
+together, so many writers in flight cost one transaction, not one each.  Rows are deleted with their token (``drop_staging``, and with the
 branches of a deleted repository): nothing of them is left on the block store.
 
 Writes and lookups run on FastSql; SQLAlchemy and the table objects are imported only by
@@ -18,10 +21,12 @@ it (``tests/metastore/test_fastsql.py`` checks).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from lakemount.errors import BranchNotFound
+from lakemount.errors import BranchNotFound, PreconditionFailed
 from lakemount.graveler.model import Branch, StagingToken, prefix_end
 from lakemount.graveler.ports import StageCheck
 from lakemount.metastore import notify
@@ -42,6 +47,25 @@ def _first(tokens: Sequence[StagingToken], found: dict[Any, Any]) -> tuple[bool,
     return False, None
 
 
+@dataclass
+class _Group:
+    """Writes of one branch that go in one transaction."""
+
+    items: dict[bytes, bytes | None] = field(default_factory=dict)
+    namespaces: set[str] = field(default_factory=set)
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+
+@dataclass
+class _Lane:
+    """A branch's group commit in this process: whether a transaction is in flight, and the group gathering."""
+
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    busy: bool = False
+    pending: _Group | None = None
+
+
 class SqlStaging:
     """Uncommitted entries of every branch as rows in the ref store's database."""
 
@@ -52,6 +76,8 @@ class SqlStaging:
         """
         self.refs = refs
         self._fast = refs._fast
+        self._lanes: dict[tuple[str, str], _Lane] = {}  # (repo, branch) -> its group commit
+        self._lanes_lock = threading.Lock()
         refs.drop_with_repository("lm_staging", self._drop_tokens)
 
     def _drop_tokens(self, conn: Connection, tokens: Sequence[str]) -> None:
@@ -60,22 +86,76 @@ class SqlStaging:
         conn.execute(staging_t.delete().where(staging_t.c.token.in_(tokens)))
 
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
-              check: StageCheck | None = None, ready: Callable[[], None] | None = None) -> None:
+              check: StageCheck | None = None, ready: Callable[[], None] | None = None, namespace: str = "") -> None:
         """Upsert ``items`` into the branch's current staging token (see ``StagingStore.stage`` for ``check``).
+
+        Group commit, as ``lsm``'s flushes: a write with no transaction of its branch in flight in this
+        process writes at once; writes arriving meanwhile go together in the next transaction (one for
+        all of them), led by the first of them once the one in flight ends, and each is acknowledged
+        when that transaction has committed (a failure fails all of them, acknowledging none).  A
+        checked write (``check``) is a transaction of its own.
 
         A kept connection the server dropped before the write's COMMIT went out
         is replaced and the write tried once more: nothing of it was applied.
         Lost while the COMMIT was on its way, whether it applied is unknown, and
         a repeat could overwrite a later write of the same key: ``Unavailable``.
-        ``ready`` is waited for first: a row has nothing to do meanwhile.
+        ``ready`` is waited for first: a row has nothing to do meanwhile (and a write whose data
+        failed never joins the others).  ``namespace`` is checked against the repository's in the
+        statement that locks the branch row (``PreconditionFailed``).
         """
         if ready is not None:
             ready()
+        if check is not None:
+            self._write(repo, branch, dict(items), check, {namespace} - {""})
+            return
+        lane = self._lanes.get((repo, branch))  # a dict read is atomic: the lock only to add one
+        if lane is None:
+            with self._lanes_lock:
+                lane = self._lanes.setdefault((repo, branch), _Lane())
+        with lane.cond:
+            if not lane.busy:
+                group, lead = _Group(), True
+                lane.busy = True
+            else:
+                lead = lane.pending is None
+                if lane.pending is None:
+                    lane.pending = _Group()
+                group = lane.pending
+            group.items.update(items)
+            if namespace:
+                group.namespaces.add(namespace)
+            if lead and group is lane.pending:
+                while lane.busy:  # gather what arrives until the transaction in flight ends
+                    lane.cond.wait()
+                lane.pending = None
+                lane.busy = True
+        if not lead:
+            group.done.wait()
+            if group.error is not None:
+                raise group.error
+            return
+        try:
+            self._write(repo, branch, group.items, None, group.namespaces)
+        except BaseException as exc:
+            group.error = exc
+            raise
+        finally:
+            group.done.set()
+            with lane.cond:
+                lane.busy = False
+                lane.cond.notify_all()
+
+    def _write(self, repo: str, branch: str, items: dict[bytes, bytes | None], check: StageCheck | None,
+               namespaces: set[str]) -> None:
+        """One write transaction staging ``items`` (see :meth:`stage`)."""
         postgres = self.refs.dialect == "postgresql"
         # A checked write locks the row exclusively: two checked writers (and a commit's swap of
         # the tokens) wait for each other, so the state one checked is the state it writes over.
-        lock = (" FOR UPDATE" if check is not None else " FOR SHARE") if postgres else ""
-        select = self._fast.sql("SELECT staging_token, commit_id, sealed_tokens FROM lm_branches WHERE repo = ? AND name = ?" + lock)
+        lock = (" FOR UPDATE OF br" if check is not None else " FOR SHARE OF br") if postgres else ""
+        select = self._fast.sql(
+            "SELECT br.staging_token, br.commit_id, br.sealed_tokens, r.storage_namespace FROM lm_branches br "
+            "JOIN lm_repositories r ON r.name = br.repo WHERE br.repo = ? AND br.name = ?" + lock
+        )
         upsert = self._fast.sql(
             "INSERT INTO lm_staging (token, key, value) VALUES (?, ?, ?) "
             "ON CONFLICT (token, key) DO UPDATE SET value = excluded.value"
@@ -88,10 +168,13 @@ class SqlStaging:
                 cur.execute("ROLLBACK")
                 self.refs.get_branch(repo, branch)  # raises the precise NotFound
                 raise BranchNotFound(repo, branch)
+            if any(ns != row[3] for ns in namespaces):
+                cur.execute("ROLLBACK")
+                raise PreconditionFailed(f"repository {repo} was created again with another storage namespace")
             token = row[0]
             if check is not None:
                 check(branch_from(branch, row[1], row[0], row[2]), lambda tokens, key: self._staged_in(cur, tokens, key))
-            cur.executemany(upsert, [(token, k, v) for k, v in dict(items).items()])
+            cur.executemany(upsert, [(token, k, v) for k, v in items.items()])
             if postgres:
                 cur.execute(
                     "SELECT pg_notify(%s, %s)",

@@ -438,14 +438,20 @@ class SqlStagingLists:
                     ),
                     (token, new_l2.url, new_l2.min_key, new_l2.max_key, new_l2.count, new_l2.size, new_l2.checksum),
                 )
-                self._put_inline(cur, int(cur.fetchone()[0]), inline)
+                seq = int(cur.fetchone()[0])
+                self._put_inline(cur, seq, inline)
+                made.append(seq)
             return True
 
+        made: list[int] = []
         try:
             done = self._fast.run(work, transaction=True)
         except _Lost:
             return False
         self._forget(token, consumed)
+        if new_l2 is not None and made:
+            # Its row, as an append's: the next listing (the next compaction's, a read's) need not read it whole.
+            self._remember(replace(new_l2, level=2, seq=made[-1], token=token, inline=inline is not None))
         return done
 
     def drop(self, token: StagingToken) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -124,8 +125,8 @@ def test_merge_and_revert_are_the_way_in(cat: Catalog) -> None:
 
 def test_kept_rules_change_at_once_when_this_process_changes_them(cat: Catalog) -> None:
     """Rules kept for a while (``keep_for``: the mount's ``--head-ttl``) are read again at once after a
-    change made through this catalog, by any of its verbs; a change made beneath it (another
-    process) shows once they are older than the bound."""
+    change made through this catalog, by any of its verbs, and after one made beneath it by a
+    process of this node (the node's stamp of the repository); another node's: test below."""
     cat.protection.keep_for(60.0)
     cat.check_writable(R, "main")  # kept: no rule
     cat.protection.add(R, "main")
@@ -141,8 +142,29 @@ def test_kept_rules_change_at_once_when_this_process_changes_them(cat: Catalog) 
         cat.check_writable(R, "main")
     cat.protection.delete(R, "main")
     cat.check_writable(R, "main")
-    cat.graveler.set_protection_rules(R, ["main"])  # as another process would: this catalog is not told
-    cat.check_writable(R, "main")  # within the bound, the kept rules
-    cat.protection.keep_for(0.0)
+    cat.graveler.set_protection_rules(R, ["main"])  # as another process of this node would: its stamp says so
     with pytest.raises(ProtectedBranch):
         cat.check_writable(R, "main")
+
+
+def test_a_rule_added_on_another_node_is_honoured_within_the_bound(cat: Catalog, tmp_path: Path) -> None:
+    """A node that shares no stamps with this one (its own home) and sends no notice (SQLite): the kept
+    rules let writes through for at most ``keep_for`` seconds after the rule was added, then refuse them
+    (docs/SEMANTICS.md, "Writes reuse what they read")."""
+    bound = 0.5
+    cat.protection.keep_for(bound)
+    cat.put(R, "main", "kept", b"1")  # keeps the rules: none
+    other = App(load(env={"LAKEMOUNT_HOME": str(tmp_path / "other"), "LAKEMOUNT_CACHE_DISK_BYTES": "0",
+                          "LAKEMOUNT_METADATA_DB_URL": cat.graveler.refs._url}))  # type: ignore[attr-defined]
+    reads = cat.kept.reads
+    other.catalog.protection.add(R, "main")
+    added = time.monotonic()
+    refused = None
+    while refused is None:
+        try:
+            cat.put(R, "main", "late", b"2")
+        except ProtectedBranch:
+            refused = time.monotonic()
+        assert time.monotonic() - added < bound + 2.0, "the rule added on the other node was never honoured"
+    assert refused - added <= bound + 0.25, f"honoured {refused - added:.3f} s after it was added (bound {bound} s)"
+    assert cat.kept.reads > reads  # the rules were read again: what it kept was old enough

@@ -123,6 +123,8 @@ def test_repositories(store: SqlRefStore) -> None:
         store.get_branch("abc", "trunk")
     with pytest.raises(RepositoryNotFound):
         store.delete_repository("abc")
+    with pytest.raises(RepositoryNotFound):
+        store.get_protection("abc")
     assert [r.name for r in store.list_repositories()] == ["repo"]
     assert staging.staged_count(token) == 0  # its staged rows went in the same transaction
     # Everything of the deleted repository is gone: recreating it starts empty.

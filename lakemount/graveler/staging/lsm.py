@@ -48,7 +48,7 @@ import secrets
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Final, TypeVar
@@ -166,6 +166,7 @@ def _held() -> threading.Lock:
 class _Batch:
     items: dict[bytes, bytes | None] = field(default_factory=dict)
     ready: list[Callable[[], None]] = field(default_factory=list)  # data still on its way (see ``stage``)
+    namespaces: set[str] = field(default_factory=set)  # where its writers' data went (``stage``'s namespace)
     # Held until the batch's flush ends.  Its writers wait by taking it and passing it on, each waking the
     # next: an Event's waiters would each make a lock and then queue on its condition's lock once woken.
     done: threading.Lock = field(default_factory=_held)
@@ -234,7 +235,7 @@ class LsmStaging:
 
     # ------------------------------------------------------------------ writes
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
-              check: StageCheck | None = None, ready: Callable[[], None] | None = None) -> None:
+              check: StageCheck | None = None, ready: Callable[[], None] | None = None, namespace: str = "") -> None:
         """Stage ``items`` (None = tombstone) on the branch's current token; returns once they are durable.
 
         ``ready`` waits for the data the items point at (a PUT on another thread): a write that
@@ -247,16 +248,20 @@ class LsmStaging:
         the ref store fails during the flush (then nothing of the batch is acknowledged).  A
         ``check`` (``StagingStore.stage``) makes the write its own file, appended in the
         transaction that locks the branch row and runs the check; what it raises writes nothing
-        visible (the file it wrote is an orphan, collected later).
+        visible (the file it wrote is an orphan, collected later).  ``namespace`` (the one the items'
+        data was written under) must be the repository's: the flush's append checks the namespace
+        it uses, and a write whose namespace is not that one, read again, raises ``PreconditionFailed``.
         """
         if not items:
             return  # nothing to make durable (the facade checks the branch exists)
         if not all(map(_first, items)):  # (C loops: no Python call per item of a big change)
             raise InvalidArgument("an empty key cannot be staged")
+        if namespace and namespace != self._namespace(repo) and namespace != self._namespace(repo, fresh=True):
+            raise PreconditionFailed(f"repository {repo} was created again with another storage namespace")
         if check is not None:
             if ready is not None:
                 ready()
-            self._maybe_compact(*self._flush(repo, branch, dict(items), check))
+            self._maybe_compact(*self._flush(repo, branch, dict(items), check, required={namespace} - {""}))
             return
         q = self._queues.get((repo, branch))  # a dict read is atomic: the lock only to add one
         if q is None:
@@ -274,6 +279,8 @@ class LsmStaging:
             if batch is None:
                 batch = q.pending = _Batch()
             batch.items.update(items)
+            if namespace:
+                batch.namespaces.add(namespace)
             if not lead:
                 batch.followers += 1
             if ready is not None:  # (rarely a follower: another writer came between the check and here)
@@ -304,7 +311,7 @@ class LsmStaging:
         token: StagingToken | None = None
         l1 = 0
         try:
-            token, l1 = self._flush(repo, branch, batch.items, ready=batch.ready)
+            token, l1 = self._flush(repo, branch, batch.items, ready=batch.ready, required=batch.namespaces)
         except BaseException as exc:
             batch.error = exc
             raise
@@ -351,15 +358,21 @@ class LsmStaging:
 
     def _flush(
         self, repo: str, branch: str, items: dict[bytes, bytes | None], check: StageCheck | None = None,
-        ready: Sequence[Callable[[], None]] = (),
+        ready: Sequence[Callable[[], None]] = (), required: Collection[str] = (),
     ) -> tuple[StagingToken, int]:
         """Write ``items`` as one L1 file, wait for ``ready`` (the data the items point at), and append
-        the file; the token it went to and its L1 length now."""
+        the file; the token it went to and its L1 length now.  ``required``: the namespaces the items'
+        data was written under; a repository whose namespace is another one (created again elsewhere)
+        gets none of them (``PreconditionFailed``)."""
         keys = sorted(items)
         values = tag_all(map(items.__getitem__, keys))
         judge = None if check is None else (lambda b: check(b, self.staged_get))
         for fresh in (False, True):
             ns = self._namespace(repo, fresh)
+            if any(r != ns for r in required):
+                if fresh:
+                    raise PreconditionFailed(f"repository {repo} was created again with another storage namespace")
+                continue
             info, data = self._write_file(ns, keys, values, 1)
             for wait in ready:
                 wait()  # raises if the data failed: the file is an orphan, nothing is acknowledged

@@ -1,0 +1,147 @@
+"""Small objects put through the catalog one request at a time, over PostgreSQL: writes/s and transactions per write.
+
+What the gateway's PUT and the API's upload do per request (issue 36, Build 2): ``--procs``
+processes (default 4), each with its own ``App`` (as a gateway or API worker has one) over one
+throwaway PostgreSQL cluster (started as tests/metastore/conftest.py does) and one local block
+store, put distinct 1 KiB objects into ``main`` with ``Catalog.put`` (store the data, stage the
+entry), first one at a time per process (a lone sequential writer per process), then from
+``--threads`` threads per process (default 16: many writes in flight on a host).  For each
+staging backend (``sql``, ``lsm``) and each phase it prints writes/s and PostgreSQL
+transactions per acknowledged write, counted by PostgreSQL itself (``pg_stat_database``
+``xact_commit + xact_rollback``, before and after the phase: every process's statements,
+reads included), all measured in one run, then the ratio threads / one at a time.  With
+``--listen`` each worker also listens for change notices as a gateway worker does (without,
+the protection rules its writes keep are read again every second).
+
+Targets: <= 1.1 transactions per write one at a time; with 16 threads per process <= 0.1 and
+>= 5x the one-at-a-time rate.  Run: ``PYTHONPATH=. .venv/bin/python benchmarks/put_loop_bench.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.staging_bench import Postgres  # noqa: E402
+
+REPO = "bench"
+
+
+def _env(home: str, url: str, backend: str) -> dict[str, str]:
+    return {
+        "LAKEMOUNT_HOME": home,
+        "LAKEMOUNT_METADATA_DB_URL": url,
+        "LAKEMOUNT_STAGING_BACKEND": backend,
+        "LAKEMOUNT_AUDIT_ENABLED": "false",
+    }
+
+
+def _app(home: str, url: str, backend: str) -> Any:
+    from lakemount.app import App
+    from lakemount.config import load
+
+    return App(load(None, env=_env(home, url, backend)))
+
+
+def _worker(home: str, url: str, backend: str, threads: int, seconds: float, wid: int, phase: str, listen: bool,
+            ready: Any, go: Any, out: Any) -> None:
+    catalog = _app(home, url, backend).catalog
+    if listen:
+        catalog.kept.watch()  # as a gateway worker does: change notices drop what writes keep
+        deadline = time.monotonic() + 60
+        while not catalog.kept.live:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the change listener never connected")
+            time.sleep(0.01)
+    catalog.put(REPO, "main", f"warm/{phase}/{wid}", b"warm %d" % wid)  # connected and warm before the clock
+    ready.release()
+    go.wait()
+    counts = [0] * threads
+    stop = time.monotonic() + seconds
+
+    def loop(t: int) -> None:
+        i = 0
+        body = bytearray(1024)
+        while time.monotonic() < stop:
+            body[:24] = b"%s%02d%03d%016d" % (phase[:3].encode(), t, wid, i)  # distinct bytes: a data PUT each
+            catalog.put(REPO, "main", f"{phase}/w{wid:02d}/t{t:02d}/{i:08d}", bytes(body))
+            i += 1
+        counts[t] = i
+
+    ts = [threading.Thread(target=loop, args=(t,)) for t in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    out.put(sum(counts))
+
+
+def phase(pg: Postgres, db: str, home: str, backend: str, procs: int, threads: int, seconds: float, name: str,
+          listen: bool) -> dict[str, float]:
+    """One phase: ``procs`` processes x ``threads`` threads putting for ``seconds``; (writes/s, transactions per write)."""
+    url = pg.url(db)
+    ctx = multiprocessing.get_context("spawn")
+    q, ready, go = ctx.Queue(), ctx.Semaphore(0), ctx.Event()
+    ps = [ctx.Process(target=_worker, args=(home, url, backend, threads, seconds, w, name, listen, ready, go, q)) for w in range(procs)]
+    for p in ps:
+        p.start()
+    for _ in ps:
+        if not ready.acquire(timeout=300):
+            raise RuntimeError("a worker never got ready")
+    before = pg.xacts(db)
+    go.set()
+    total = sum(q.get(timeout=seconds + 300) for _ in ps)
+    for p in ps:
+        p.join()
+    after = pg.xacts(db)
+    return {"rate": total / seconds, "writes": total, "xacts": (after - before) / max(total, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--procs", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--backends", default="sql,lsm")
+    ap.add_argument("--listen", action="store_true",
+                    help="each worker listens for change notices, as a gateway worker does (PostgreSQL then runs a "
+                         "transaction in every listening backend for each notice it delivers: see docs/SCALE.md)")
+    args = ap.parse_args()
+    root = tempfile.mkdtemp(prefix="lm-putloop-")
+    pg = Postgres()
+    pg.start()
+    try:
+        print(f"PostgreSQL + local block store, {args.procs} processes, Catalog.put of distinct 1 KiB objects, "
+              f"{args.seconds:g} s per phase:", flush=True)
+        for backend in args.backends.split(","):
+            db = f"put_{backend}"
+            pg.admin().cursor().execute(f"CREATE DATABASE {db}")
+            home = os.path.join(root, backend)
+            os.makedirs(home, mode=0o700)
+            app = _app(home, pg.url(db), backend)
+            app.catalog.create_repository(REPO)
+            app.metastore.engine.dispose()
+            one = phase(pg, db, home, backend, args.procs, 1, args.seconds, "one", args.listen)
+            print(f"  {backend}: one at a time per process: {one['rate']:,.0f} writes/s ({one['writes']:.0f}), "
+                  f"{one['xacts']:.3f} transactions per write (target <= 1.1)", flush=True)
+            many = phase(pg, db, home, backend, args.procs, args.threads, args.seconds, "many", args.listen)
+            print(f"  {backend}: {args.threads} threads per process: {many['rate']:,.0f} writes/s ({many['writes']:.0f}), "
+                  f"{many['xacts']:.3f} transactions per write (target <= 0.1); "
+                  f"x{many['rate'] / one['rate']:.2f} the one-at-a-time rate (target >= 5x)", flush=True)
+    finally:
+        pg.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
