@@ -306,7 +306,7 @@ def command_problems(argv: list[str], *, complete: bool) -> list[str]:
         sub = command.get_command(ctx, rest[0])
         if sub is None:
             return [f"{name}: no such command {rest[0]!r}"]
-        ctx = click.Context(sub, parent=ctx, info_name=rest[0])
+        ctx = click.Context(sub, parent=ctx, info_name=rest[0], **sub.context_settings)  # as make_context does
         command, args = sub, rest[1:]
 
 

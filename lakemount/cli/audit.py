@@ -60,15 +60,15 @@ class _RepositoryOrSubcommand(click.Group):
 
     A first word that names a subcommand runs it (the group's repository
     argument is then not parsed, so ``flush`` is never taken for one); any
-    other first word is the repository, with the options before or after it.
+    other first word is the repository, with the options before or after it
+    (``allow_interspersed_args``, set in the group's context settings).
     """
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """Parse as a group when ``args`` start with a subcommand's name, else as a command on a repository."""
         if args and args[0] in self.commands:
             ctx.meta[_SUBCOMMAND] = True
-        else:
-            ctx.allow_interspersed_args = True
+            ctx.allow_interspersed_args = False  # what follows the name is the subcommand's
         return super().parse_args(ctx, args)
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
@@ -100,7 +100,7 @@ def repository_of(uri: str | None, repo: str | None) -> str:
 
 
 @click.group("audit", cls=_RepositoryOrSubcommand, invoke_without_command=True,
-             subcommand_metavar="| COMMAND [ARGS]...")
+             subcommand_metavar="| COMMAND [ARGS]...", context_settings={"allow_interspersed_args": True})
 @click.argument("repository_uri", metavar="lakefs://REPO", required=False)
 @click.option("--repo", default=None, metavar="REPO",
               help="The repository, as REPO or lakefs://REPO (the same as the argument).")
