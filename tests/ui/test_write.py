@@ -351,3 +351,32 @@ def test_write_controls_are_disabled_with_the_reason_for_a_reader(served: Served
                 assert loc.is_enabled() and loc.get_attribute("title") is None, (hash_, sel)
     finally:
         page.close()
+
+
+def test_issue38_the_authors_approve_button_is_disabled_with_the_reason(served: Served, browser: Any) -> None:
+    """The author's Approve button was enabled and answered "authors cannot approve their own pull request /
+    Correct the value and try again"; controls a user may not use are disabled with the reason (README)."""
+    from tests.ui.test_browser import _pull_of_one_file
+
+    rid, pull = _pull_of_one_file(served, "own", "x.txt", "x")
+    author = admin_page(served, browser)
+    try:
+        author.goto(f"{served.api}/#/r/{rid}/pull/{pull['id']}")
+        approve = author.locator("#approve")
+        expect(approve).to_be_disabled()
+        expect(approve).to_have_attribute("title", re.compile("Authors cannot approve their own pull request"))
+        expect(author.locator("#merge")).to_be_enabled()  # the author's other controls stay
+        shot(author, "38-own-pull-approve-disabled")
+    finally:
+        author.close()
+    key, secret = served.gateway.user("reviewer38", "Admin")
+    reviewer = browser.new_page()
+    try:
+        login(reviewer, served.api, key, secret)
+        reviewer.goto(f"{served.api}/#/r/{rid}/pull/{pull['id']}")
+        expect(reviewer.locator("#approve")).to_be_enabled()
+        reviewer.click("#approve")
+        expect(reviewer.locator("#pr-approvals")).to_contain_text("reviewer38")
+    finally:
+        reviewer.close()
+    assert [a["user"] for a in rest(served, "GET", f"/repositories/{rid}/pulls/{pull['id']}")["approvals"]] == ["reviewer38"]

@@ -316,6 +316,18 @@ function mayNot(node, can, action) {
   return node;
 }
 
+// The author may not approve their own pull request (the server refuses it): the button says so, disabled,
+// instead of answering a click with "authors cannot approve their own pull request".
+function ownPull(button, p) {
+  if (!me || me.id !== p.author) return button;
+  const why = "Authors cannot approve their own pull request: another user approves it";
+  button.disabled = true;
+  button.setAttribute("title", why);
+  button.dataset.needs = "another user";
+  button.classList.add("no-rights");
+  return button;
+}
+
 function repoTabs(repo, ref) {
   return el("div", {class: "tabs"},
     link(route("r", repo, "tree", ref), "objects"), link(route("r", repo, "commits", ref), "commits"),
@@ -799,7 +811,7 @@ async function pullPage(repo, id) {
       approvals.length ? " (" + approvals.map(a => a.user).join(", ") + ")" : ""),
     msg,
     open ? mayNot(el("div", {class: "pr-actions"},
-      el("button", {id: "approve", onclick: act(() => api("POST", base + "/approvals"))}, "approve"), " ",
+      ownPull(el("button", {id: "approve", onclick: act(() => api("POST", base + "/approvals"))}, "approve"), p), " ",
       el("form", {class: "inline", id: "merge-form", onsubmit: act(() => api("PUT", base + "/merge", {}, strategy.value ? {strategy: strategy.value} : {}), false, refreshRuns)},
         strategy, el("button", {type: "submit", id: "merge"}, "merge")), " ",
       el("button", {id: "close", onclick: act(() => api("PATCH", base, {}, {status: "closed"}))}, "close")), can, "WriteRepo")
