@@ -176,10 +176,19 @@ def test_commit_with_metadata_and_reset_a_path_a_prefix_and_all(served: Served, 
             page.locator("#commit-metadata .meta-value").last.fill(v)
         page.locator("#commit-metadata tr", has=page.locator("input[aria-label='metadata key']")).nth(1).locator(".meta-remove").click()
         shot(page, "32-commit-form")
+        missing: list[str] = []  # what the browser asked that was not there (the picker asked branches/<commit id>)
+        page.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
         page.click("#commit-button")
-        page.wait_for_url(re.compile(r".*#/r/[^/]+/commit/[0-9a-f]+$"))
+        page.wait_for_url(re.compile(r".*#/r/[^/]+/commit/[0-9a-f]+\?branch=main$"))
         head = rest(served, "GET", f"/repositories/{rid}/refs/main/commits", params={"amount": 1})["results"][0]
         assert head["message"] == "add y and w" and head["metadata"] == {"owner": "team-a", "ticket": "T-7"}
+        # Issue 38 item 4: after the commit the user is still on main, and "objects" is main, with its upload.
+        expect(page.locator("#commit-message")).to_have_text("add y and w")
+        expect(page.locator("#ref-picker")).to_have_value("main")
+        page.click(".tabs >> text=objects")
+        page.wait_for_url(re.compile(r".*#/r/[^/]+/tree/main$"))
+        expect(page.locator("#upload-input")).to_be_attached()
+        assert not missing, missing
         assert paths(served, rid, "main") == {"y/1.txt", "w.txt"} and staged(served, rid, "main") == set()
         # Reset all.
         main.object("q.txt").upload(b"q")

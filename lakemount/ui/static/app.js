@@ -524,8 +524,11 @@ function diffTable(repo, ref, results, cmp) {
 async function commitPage(repo, id, q) {
   const g0 = gen;  // drawn only if the user is still on this page
   const after = q.get("after") || "";
+  // Reached from a commit made on a branch (?branch=): the picker and the tabs stay on that branch, so
+  // "objects" is the branch (with its upload), not the read-only commit.
+  const on = q.get("branch") || id;
   const [c, crumbs, can] = await Promise.all([api("GET", route("repositories", repo, "commits", id)),
-    breadcrumb(repo, id, "", r => location.assign("#" + route("r", repo, "tree", r))), rights(repo)]);
+    breadcrumb(repo, on, "", r => location.assign("#" + route("r", repo, "tree", r))), rights(repo)]);
   const parent = (c.parents || [])[0];
   let diffPart;
   if (parent) {
@@ -547,7 +550,8 @@ async function commitPage(repo, id, q) {
       location.assign("#" + route("r", repo, "commits", branch));
     } catch (e) { revertMsg.replaceChildren(errorBox(e)); }
   }}, "Revert this commit on ", target, el("button", {type: "submit", id: "revert-button"}, "revert"));
-  draw(g0, el("h2", {}, repo), repoTabs(repo, c.id), crumbs,
+  if (on !== id) target.value = on;
+  draw(g0, el("h2", {}, repo), repoTabs(repo, on === id ? c.id : on), crumbs,
     el("h3", {}, "Commit ", el("code", {}, c.id)),
     el("pre", {id: "commit-message"}, c.message),
     el("p", {}, c.committer, " · ", fmtTime(c.creation_date), " · parents: ",
