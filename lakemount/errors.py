@@ -188,9 +188,11 @@ class ObjectExists(PreconditionFailed):
 class NothingToCommit(PreconditionFailed):
     """Nothing is staged on ``branch``, and an empty commit was not allowed."""
 
-    def __init__(self, branch: str, detail: str | None = None) -> None:
-        # lakeFS's wording first ("no changes"), so scripts that match on it keep working.
-        super().__init__(f"no changes: {detail or f'nothing to commit on branch {branch} (use --allow-empty)'}")
+    def __init__(self, branch: str, detail: str | None = None, hint: str = "use --allow-empty") -> None:
+        # lakeFS's wording first ("no changes"), so scripts that match on it keep working.  ``what`` is the
+        # message without the CLI's ``hint``, for a front end that says how to allow it in its own syntax.
+        self.what = detail or f"nothing to commit on branch {branch}"
+        super().__init__(f"no changes: {self.what} ({hint})")
         self.branch = branch
 
 
@@ -198,7 +200,7 @@ class NothingToMerge(NothingToCommit):
     """A merge whose source brings nothing to ``branch``, and an empty merge commit was not allowed."""
 
     def __init__(self, source: str, branch: str) -> None:
-        super().__init__(branch, f"{source} brings nothing to merge into {branch} (use allow_empty)")
+        super().__init__(branch, f"{source} brings nothing to merge into {branch}", hint="use allow_empty")
         self.source = source
 
 

@@ -142,7 +142,7 @@ class ApiService:
 
     @cached_property
     def iceberg(self) -> IcebergService:
-        return IcebergService(self.catalog, IcebergGate(self.authenticator), iceberg_defaults(self.app))
+        return IcebergService(self.catalog, IcebergGate(self.authenticator), iceberg_defaults(self.app), self.app.audit)
 
     def handle(self, request: Request) -> Response:
         """Answer one request (never raises); ``Response.operation`` is its operationId, ``ui`` or ``metrics``."""

@@ -17,6 +17,7 @@ API: Final = "api"
 MOUNT: Final = "mount"
 CLI: Final = "cli"
 JOBS: Final = "jobs"
+ICEBERG: Final = "iceberg"  # the Iceberg REST catalog (lakemount/iceberg/)
 
 
 @dataclass(frozen=True, slots=True)

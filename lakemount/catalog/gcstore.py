@@ -28,7 +28,15 @@ from collections.abc import Iterable, Iterator
 from typing import Final, Literal
 
 from lakemount.block.gcmoves import purge, restore, trash
-from lakemount.block.layout import TABLES_PREFIX, data_dir, is_data_name, is_table_name, table_key
+from lakemount.block.layout import (
+    TABLES_PREFIX,
+    data_dir,
+    is_data_key,
+    is_data_name,
+    is_table_key,
+    is_table_name,
+    table_key,
+)
 from lakemount.block.trash import TRASH_DATA, TRASH_TABLES
 from lakemount.catalog.model import BlockAdapter, ObjectInfo
 from lakemount.catalog.storage import RangeInfo, TableReader, join, metarange_ranges, read_table
@@ -62,10 +70,24 @@ class GcStore:
         keeps them from a sweep that began before."""
         return hasattr(self._adapter, "touch")
 
-    def holds_at_most(self, n: int) -> bool:
-        """Whether the namespace holds at most ``n`` objects (lists at most ``n + 1``)."""
-        listed = itertools.islice(self._adapter.list(self._url("")), n + 1)
-        return sum(1 for _ in listed) <= n
+    def holds_at_most(self, n: int, *, look: int) -> bool:
+        """Whether the namespace holds at most ``n`` objects that GC's work grows with (data objects, tables
+        and their copies in the trash), listing at most ``look`` keys of any kind (more: False).
+
+        Its own marks, the audit partitions, the journal and commits are not counted: ten kept marks of
+        a small repository are some 800 files, and a day's audit partitions as many again.
+        """
+        root = self._url("")
+        listed = itertools.islice(self._adapter.list(root), look)
+        seen = counted = 0
+        for info in listed:
+            seen += 1
+            key = info.url[len(root):]
+            if is_data_key(key) or is_table_key(key) or key.startswith((TRASH_DATA, TRASH_TABLES)):
+                counted += 1
+                if counted > n:
+                    return False
+        return seen < look
 
     # -- tables ----------------------------------------------------------------
     def metarange_ranges(self, metarange_id: str, checksum: str) -> list[RangeInfo]:

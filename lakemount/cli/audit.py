@@ -55,8 +55,55 @@ def parse_time(text: str | None, name: str) -> float | None:
     return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
 
 
-@click.group("audit", invoke_without_command=True)
-@click.option("--repo", default=None, help="The repository whose audit trail to read (required unless a subcommand runs).")
+class _RepositoryOrSubcommand(click.Group):
+    """``audit lakefs://REPO [OPTIONS]`` as every verb on a repository takes it, and ``audit flush``.
+
+    A first word that names a subcommand runs it (the group's repository
+    argument is then not parsed, so ``flush`` is never taken for one); any
+    other first word is the repository, with the options before or after it
+    (``allow_interspersed_args``, set in the group's context settings).
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse as a group when ``args`` start with a subcommand's name, else as a command on a repository."""
+        if args and args[0] in self.commands:
+            ctx.meta[_SUBCOMMAND] = True
+            ctx.allow_interspersed_args = False  # what follows the name is the subcommand's
+        return super().parse_args(ctx, args)
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        """The group's parameters, less the repository argument when a subcommand runs."""
+        params = super().get_params(ctx)
+        if ctx.meta.get(_SUBCOMMAND):
+            return [p for p in params if not isinstance(p, click.Argument)]
+        return params
+
+
+_SUBCOMMAND = "lakemount.audit.subcommand"
+
+
+def repository_of(uri: str | None, repo: str | None) -> str:
+    """The repository of ``audit lakefs://REPO`` or ``--repo`` (``REPO`` or ``lakefs://REPO``).
+
+    ``UsageError`` when neither is given; ``InvalidArgument`` when the URI
+    names a ref or a path, or the two name different repositories.
+    """
+    from lakemount.cli.common import parse_repo_uri
+
+    named = [parse_repo_uri(text).repo if text.startswith("lakefs://") else text
+             for text in (uri, repo) if text is not None]
+    if not named:
+        raise click.UsageError("Missing repository: lakemount audit lakefs://REPO")
+    if len(set(named)) > 1:
+        raise InvalidArgument(f"{uri} and --repo {repo} name different repositories")
+    return named[0]
+
+
+@click.group("audit", cls=_RepositoryOrSubcommand, invoke_without_command=True,
+             subcommand_metavar="| COMMAND [ARGS]...", context_settings={"allow_interspersed_args": True})
+@click.argument("repository_uri", metavar="lakefs://REPO", required=False)
+@click.option("--repo", default=None, metavar="REPO",
+              help="The repository, as REPO or lakefs://REPO (the same as the argument).")
 @click.option("--path", default=None, help="Only records of paths under this prefix.")
 @click.option("--user", default=None, help="Only records of this user.")
 @click.option("--since", default=None, help="Only records at or after this time (ISO 8601, epoch seconds, or 7d).")
@@ -70,8 +117,13 @@ def parse_time(text: str | None, name: str) -> float | None:
 @json_option
 @click.pass_context
 def audit(click_ctx: click.Context, repo: str | None, path: str | None, user: str | None, since: str | None,
-          until: str | None, op: str | None, limit: int | None, server: str | None) -> None:
-    """Show who read and changed what in REPO through every front end (oldest first).
+          until: str | None, op: str | None, limit: int | None, server: str | None,
+          repository_uri: str | None = None) -> None:
+    """Show who read and changed what in lakefs://REPO through every front end (oldest first).
+
+    \b
+    lakemount audit lakefs://demo --since 1d --op commit
+    lakemount audit lakefs://demo --path tables/events/
 
     Records not yet in the table (the spools of CLI verbs on this host, this
     process's own) are written first, so the answer includes them.
@@ -79,8 +131,7 @@ def audit(click_ctx: click.Context, repo: str | None, path: str | None, user: st
     """
     if click_ctx.invoked_subcommand is not None:
         return
-    if repo is None:
-        raise click.UsageError("Missing option '--repo'.")
+    repo = repository_of(repository_uri, repo)
     from lakemount.audit.record import as_json, shown
     from lakemount.audit.table import Filter
 

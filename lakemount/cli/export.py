@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from lakemount.cli.common import ctx_obj, emit, json_option, parse_uri
+from lakemount.cli.common import ctx_obj, emit, engine_option, json_option, parse_uri
 from lakemount.jobs.export import export_objects
 
 
@@ -14,9 +14,10 @@ from lakemount.jobs.export import export_objects
 @click.option("--overwrite", is_flag=True, help="Write into a non-empty target (colliding files are replaced).")
 @click.option("--master", envvar="LAKEMOUNT_SPARK_MASTER", default=None,
               help="Spark master URL (default local[*]; env LAKEMOUNT_SPARK_MASTER).")
+@engine_option
 @click.option("--no-progress", is_flag=True, help="Do not show a progress bar.")
 @json_option
-def export(uri: str, target: str, overwrite: bool, master: str | None, no_progress: bool) -> None:
+def export(uri: str, target: str, overwrite: bool, master: str | None, engine: str, no_progress: bool) -> None:
     """Export the objects under URI (lakefs://REPO/REF[/PREFIX]) byte for byte.
 
     A branch exports its head commit.  TARGET receives the objects and
@@ -26,14 +27,14 @@ def export(uri: str, target: str, overwrite: bool, master: str | None, no_progre
     u = parse_uri(uri, need_ref=True)
     assert u.ref
     report = export_objects(
-        ctx_obj().app, u.repo, u.ref, u.path, target, overwrite=overwrite, master=master,
+        ctx_obj().app, u.repo, u.ref, u.path, target, overwrite=overwrite, master=master, engine=engine,
         show_progress=False if no_progress else None,
     )
     emit(
         report,
         f"Exported {report['files']} files, {report['directories']} directories, {report['symlinks']} symlinks "
         f"({report['bytes']} bytes) of commit {report['commit'][:12]} to {report['target']} "
-        f"in {report['timings']['total']} s",
+        f"in {report['timings']['total']} s ({report['engine']})",
     )
 
 

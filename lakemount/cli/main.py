@@ -53,7 +53,7 @@ EXIT_CODES: dict[type[LakeMountError], int] = {
 VERBS: dict[str, tuple[str, str]] = {
     "actions": ("lakemount.cli.actions:actions", "Hook runs (lakeFS actions under _lakefs_actions/) and action files."),
     "api": ("lakemount.cli.api:api", "Run the REST API (lakeFS's /api/v1 for lakeFS's clients) until interrupted."),
-    "audit": ("lakemount.cli.audit:audit", "Show who read and changed what in REPO through every front end (oldest first)."),
+    "audit": ("lakemount.cli.audit:audit", "Show who read and changed what in lakefs://REPO through every front end (oldest first)."),
     "auth": ("lakemount.cli.auth:auth", "Manage users, groups, their access keys and their policies."),
     "branch": ("lakemount.cli.branch:branch", "Create, list, show and delete branches."),
     "branch-protect": ("lakemount.cli.branch:protect", "Protect branches: a protected branch changes only by merge or revert."),

@@ -28,6 +28,7 @@ STATUS_BY_ERRNO: Final = {
     errno.ENOENT: 404, errno.EACCES: 403, errno.EPERM: 403, errno.EROFS: 403, errno.EEXIST: 409, errno.EBUSY: 409,
     errno.ENOTEMPTY: 409, errno.EINVAL: 400, errno.EISDIR: 400, errno.ENOTDIR: 400, errno.ELOOP: 400,
     errno.ENAMETOOLONG: 400, errno.ENOSPC: 507, errno.EAGAIN: 503,
+    errno.ENODATA: 412, errno.ECANCELED: 409,  # a control file's nothing to commit, merge conflict
 }
 
 

@@ -27,9 +27,11 @@ stats     (mount-wide, at the mount root)                   Prometheus text
 
 An option's value follows it or an ``=`` (``--strategy=source-wins``).
 Read-only refs get ``head`` and ``log`` only.  A failing write raises the
-lakemount error (EBUSY for a conflict, EINVAL for bad input, via the errno
-table) and leaves its message, with conflicting paths one per line, in
-``error``.  Each write call is one command: ``echo msg > .lakefs/commit``.
+errno a shell user reads right for its failure (``fuse/errno.py``'s
+``CONTROL_ERRNO``: ENODATA for nothing to commit, ECANCELED for a merge
+conflict, EBUSY for uncommitted changes in the way, EINVAL for bad input or
+an unknown ref, EPERM for a protected branch) and leaves its message, with
+conflicting paths one per line, in ``error``.  Each write call is one command: ``echo msg > .lakefs/commit``.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ from lakemount.catalog import shapes
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import Commit
 from lakemount.catalog.paths import printable_tree
-from lakemount.errors import InvalidArgument, LakeMountError, MergeConflict, NotFound, NotUtf8Text
+from lakemount.errors import InvalidArgument, LakeMountError, MergeConflict, NotFound, NothingToCommit, NotUtf8Text
+from lakemount.fuse.errno import FsError, control_errno_of
 from lakemount.fuse.listing import count_hidden
 from lakemount.fuse.scope import Scope
 
@@ -63,6 +66,8 @@ STATUS_LIMIT: Final = 100_000
 STRATEGIES: Final = ("fail", "source-wins", "dest-wins")
 # A merge commit's parent to revert to: lakectl's --parent-number (documented), and the spellings this file took before.
 PARENT_OPTIONS: Final = ("--parent-number", "--parent", "-m")
+# How to write an empty commit or revert to a control file, for the message of one refused as empty.
+ALLOW_EMPTY: Final = {"commit": '{"message": "MSG", "allow_empty": true}', "revert": "'REF --allow-empty'"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,8 +190,15 @@ class ControlFiles:
             raise InvalidArgument(f"{verb}: {exc}") from None
 
     def _fail(self, scope: Scope, name: str, exc: LakeMountError) -> Outcome:
-        scope.record_error(name, exc, ["conflicting paths:", *exc.paths] if isinstance(exc, MergeConflict) else ())
-        raise exc
+        """Keep ``exc`` in ``.lakefs/error`` and raise the errno a shell user reads right for it
+        (``control_errno_of``); a hint on how to go ahead is in this file's syntax, not the CLI's."""
+        message = ""
+        if isinstance(exc, NothingToCommit):
+            anyway = ALLOW_EMPTY.get(name)
+            message = f"no changes: {exc.what}" + (f"; to {name} anyway, write {anyway}" if anyway else "")
+        scope.record_error(name, exc, ["conflicting paths:", *exc.paths] if isinstance(exc, MergeConflict) else (),
+                           message)
+        raise FsError(control_errno_of(exc), str(exc)) from exc
 
     def _commit(self, scope: Scope, text: str, uid: int) -> Outcome:
         message, metadata, allow_empty = text.strip(), [], False

@@ -14,11 +14,15 @@ from typing import Final
 
 from lakemount.errors import (
     AlreadyExists,
+    ConcurrentUpdate,
     Conflict,
     Corrupt,
+    DirtyBranch,
     InvalidArgument,
     LakeMountError,
+    MergeConflict,
     NotFound,
+    NothingToCommit,
     PermissionDenied,
     PreconditionFailed,
     ReadOnly,
@@ -49,6 +53,26 @@ ERRNO_BY_CATEGORY: Final[dict[type[LakeMountError], int]] = {
     Unavailable: _errno.EIO,
     LakeMountError: _errno.EIO,
 }
+
+
+# A control-file write (``echo msg > .lakefs/commit``) shows the shell user nothing but strerror(errno),
+# so each failure class met there has the errno whose text reads right for it, the most specific class
+# first; every other error takes its category's errno (docs/SEMANTICS.md, "Control files").
+CONTROL_ERRNO: Final[tuple[tuple[type[LakeMountError], int], ...]] = (
+    (NothingToCommit, _errno.ENODATA),  # "No data available": nothing staged, or the revert changes nothing
+    (MergeConflict, _errno.ECANCELED),  # "Operation canceled": conflicting changes, nothing merged
+    (DirtyBranch, _errno.EBUSY),  # "Device or resource busy": the branch's uncommitted changes are in the way
+    (ConcurrentUpdate, _errno.EAGAIN),  # "Resource temporarily unavailable": other writers kept winning
+)
+
+
+def control_errno_of(exc: LakeMountError) -> int:
+    """The errno of a failed control-file write: :data:`CONTROL_ERRNO`'s for its class, else its category's
+    (EINVAL for bad input or an unknown ref, EPERM for a protected branch or a pre-hook's rejection)."""
+    for cls, code in CONTROL_ERRNO:
+        if isinstance(exc, cls):
+            return code
+    return ERRNO_BY_CATEGORY[category_of(exc)]
 
 
 def errno_of(exc: BaseException) -> int | None:

@@ -55,7 +55,10 @@ class Namespace:
         self.catalog = state.catalog
 
     # ------------------------------------------------------------------ helpers
-    def _dir_for_change(self, parent_ino: int, name: bytes) -> tuple[Node, Scope, str]:
+    def _dir_for_change(self, parent_ino: int, name: bytes, *, existing: bool = False) -> tuple[Node, Scope, str]:
+        """(parent, its writable scope, the path) of ``name`` in ``parent_ino``, to create (``existing``: to
+        remove or move away).  A branch's ``.lakefs`` is taken for a new name (EEXIST) and stays where it is
+        (EPERM: ``mv .lakefs x`` and ``rm -r .lakefs`` are not permitted; the name does exist)."""
         parent = self.state.node(parent_ino)
         if parent.kind in (Kind.ROOT, Kind.REPO):
             raise FsError(errno.EPERM, "repositories and refs are not created through the mount")
@@ -72,6 +75,8 @@ class Namespace:
         if key_len(path) + 1 > MAX_KEY_BYTES:
             raise FsError(errno.ENAMETOOLONG)
         if not parent.path and name == control.CONTROL_DIR.encode():
+            if existing:
+                raise FsError(errno.EPERM, ".lakefs holds the control files: it cannot be moved or removed")
             raise FsError(errno.EEXIST, ".lakefs is reserved for control files")
         return parent, scope, path
 
@@ -275,7 +280,7 @@ class Namespace:
 
         Stages the deletion, and a marker for the parent if it would vanish, then detaches the node.
         """
-        parent, scope, path = self._dir_for_change(parent_ino, name)
+        parent, scope, path = self._dir_for_change(parent_ino, name, existing=True)
         self.state.io()
         with scope.mutex:
             node = self.tree.find(parent, name)
@@ -320,7 +325,7 @@ class Namespace:
             raise FsError(errno.EXDEV, "rename across repositories or refs")
         if flags & ~RENAME_NOREPLACE:
             raise FsError(errno.EINVAL, "only RENAME_NOREPLACE is supported")
-        old_parent, scope, old_path = self._dir_for_change(old_parent_ino, old_name)
+        old_parent, scope, old_path = self._dir_for_change(old_parent_ino, old_name, existing=True)
         new_parent, new_scope, new_path = self._dir_for_change(new_parent_ino, new_name)
         if new_scope is not scope:
             raise FsError(errno.EXDEV, "rename across repositories or refs")

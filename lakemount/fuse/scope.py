@@ -74,10 +74,11 @@ class Scope:
     def __post_init__(self) -> None:
         self.key = (self.repo, self.name)
 
-    def record_error(self, verb: str, exc: LakeMountError, details: Sequence[str] = ()) -> None:
-        """Keep ``exc`` as the branch's last failure (``.lakefs/error``): a UTC time, the verb, the message."""
+    def record_error(self, verb: str, exc: LakeMountError, details: Sequence[str] = (), message: str = "") -> None:
+        """Keep ``exc`` as the branch's last failure (``.lakefs/error``): a UTC time, the verb, the message
+        (``message`` in place of ``exc``'s own, when given)."""
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        message = str(exc)
+        message = message or str(exc)
         if not message.startswith(f"{verb}: "):  # control verbs' messages often name the verb already
             message = f"{verb}: {message}"
         self.last_error = "\n".join([f"{stamp} {message}", *details]) + "\n"

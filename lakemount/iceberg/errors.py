@@ -20,6 +20,7 @@ from lakemount.errors import (
     PermissionDenied,
     PreconditionFailed,
     ReadOnly,
+    ReadOnlyRef,
     Unavailable,
     category_of,
 )
@@ -81,9 +82,15 @@ BY_CATEGORY: Final[dict[type[LakeMountError], tuple[int, str]]] = {
 
 
 def translate(err: LakeMountError) -> IcebergError:
-    """The protocol error for a lakemount error (a write to a tag or commit: 403, it is read-only)."""
+    """The protocol error for a lakemount error (a write to a tag or commit: 403, it is read-only).
+
+    A refused write through a tag or commit says so once, then why: tables load read-only
+    from anything but a branch.
+    """
     code, type_ = BY_CATEGORY[category_of(err)]
     message = str(err)
-    if isinstance(err, ReadOnly):
-        message = f"read-only: {message} is not a branch (tags and commits load read-only tables)"
+    if isinstance(err, ReadOnlyRef):
+        message = f"read-only: {message}; tags and commits load read-only tables, write through a branch"
+    elif isinstance(err, ReadOnly):
+        message = f"read-only: {message}"
     return IcebergError(code, type_, message)

@@ -7,6 +7,15 @@ need ``ReadRepo`` and writes ``WriteRepo`` on the namespace's repository.
 Every failure is answered in the protocol's shape (``errors.py``); an
 unexpected exception is logged and answered 500 without details, as the API
 answers it (it is a bug, and tests assert it never happens).
+
+Every change is an audit record (front end ``iceberg``), refused and failed
+ones too, with the response's status: a namespace created, dropped or given
+properties (its path ``db/``), a table created, registered, renamed, dropped
+or committed (its path ``db/events/``, so ``lakemount audit --path db/events/``
+is the table's history), one record per table of a transaction.  A commit's
+``detail`` says what changed: the table, the snapshot it added (id,
+operation, data files and records added and deleted), the schema (its id, and
+whether the commit changed it), the update actions and the metadata file.
 """
 
 from __future__ import annotations
@@ -14,19 +23,20 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 from urllib.parse import parse_qsl, unquote
 
 import orjson
 
+from lakemount.audit.record import ICEBERG
 from lakemount.auth.policies import Action
 from lakemount.errors import LakeMountError, NotFound
 from lakemount.iceberg import requirements, updates
 from lakemount.iceberg.errors import IcebergError, bad_request, no_such_namespace, translate
 from lakemount.iceberg.metadata import new_table, string_map, want
 from lakemount.iceberg.names import Base, Namespace, TableId, check_level, path_in, split_levels, url
-from lakemount.iceberg.tables import Change, Tables
+from lakemount.iceberg.tables import Change, Loaded, Tables
 from lakemount.iceberg.tokens import OAuthError, issue
 from lakemount.serving.http import BodyTimeout, BodyTooLarge, ClientDisconnected, Request, Response, read_bounded
 
@@ -53,15 +63,43 @@ class Gate(Protocol):
     def allowed(self, user: str, action: Action, repo: str) -> bool: ...
 
 
+class AuditSink(Protocol):
+    """Where the catalog's changes are recorded (``lakemount.audit.log.AuditLog``)."""
+
+    def record(self, *, repo: str, op: str, ref: str = "", path: str = "", status: int = 200, user: str | None = None,
+               frontend: str | None = None, client: str | None = None, detail: str = "") -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Touched:
+    """One namespace or table a write request changes, for its audit record: ``detail`` is filled in once done."""
+
+    op: str
+    repo: str
+    ref: str
+    path: str
+    detail: dict[str, Any]
+
+
 @dataclass
 class Call:
-    """One routed request: the address form, path parameters, the caller."""
+    """One routed request: the address form, path parameters, the caller, and what it changes (``touched``)."""
 
     request: Request
     base: Base
     params: dict[str, str]
     user: str = ""
     _body: Any = None
+    touched: list[Touched] = field(default_factory=list)
+
+    def touches(self, op: str, what: Namespace | TableId, **detail: Any) -> dict[str, Any]:
+        """Note that this request changes ``what`` (``op``, the protocol's operation); returns its detail to fill in."""
+        ns = what if isinstance(what, Namespace) else what.namespace
+        shown = ".".join(what.namespace.levels + (what.name,)) if isinstance(what, TableId) else ".".join(ns.levels)
+        entry = Touched(op, ns.repo, ns.ref, what.path,
+                        {"table" if isinstance(what, TableId) else "namespace": shown, **detail})
+        self.touched.append(entry)
+        return entry.detail
 
     def json(self) -> Any:
         """The JSON body (an object); 400 if missing or malformed, 413 past ``MAX_BODY``."""
@@ -140,11 +178,13 @@ ENDPOINTS: Final = [
 class IcebergService:
     """The catalog's HTTP front end over one catalog and one gate."""
 
-    def __init__(self, catalog: Any, gate: Gate, defaults: dict[str, str] | None = None) -> None:
+    def __init__(self, catalog: Any, gate: Gate, defaults: dict[str, str] | None = None,
+                 audit: AuditSink | None = None) -> None:
         self.tables = Tables(catalog)
         self.catalog = catalog
         self.gate = gate
         self.defaults = dict(defaults or {})
+        self.audit = audit
 
     @staticmethod
     def serves(path: str) -> bool:
@@ -154,8 +194,9 @@ class IcebergService:
     def handle(self, request: Request) -> Response:
         """Answer one request (never raises); ``Response.operation`` names the route."""
         name = "iceberg"
+        calls: list[Call] = []  # the routed request, once it is
         try:
-            response, name = self._handle(request)
+            response, name = self._handle(request, calls)
         except IcebergError as e:
             response = _json(e.code, e.body(), e.headers)
         except OAuthError as e:
@@ -173,7 +214,17 @@ class IcebergService:
         if request.method == "HEAD":
             response = _empty(response.status if response.status != 200 else 204)
         response.operation = name
+        if calls and self.audit is not None:
+            self._record(calls[0], response.status)
         return response
+
+    def _record(self, call: Call, status: int) -> None:
+        """One audit record per namespace or table ``call`` changed (or tried to), with the response's status."""
+        assert self.audit is not None
+        for t in call.touched:
+            self.audit.record(repo=t.repo, op=t.op, ref=t.ref, path=t.path, status=status, user=call.user,
+                              frontend=ICEBERG, client=call.request.client,
+                              detail=orjson.dumps(t.detail, default=str).decode())
 
     def _split(self, path: str) -> tuple[Base, str]:
         """(address form, the path below it) of a raw path; 404 for a path of no form."""
@@ -188,7 +239,7 @@ class IcebergService:
                 return Base((repo, ref)), "/" + rest
         raise IcebergError(404, "NoSuchEndpointException", f"no such catalog path: {path[:200]}")
 
-    def _handle(self, request: Request) -> tuple[Response, str]:
+    def _handle(self, request: Request, calls: list[Call]) -> tuple[Response, str]:
         try:
             base, rest = self._split(request.raw_path)
         except UnicodeDecodeError:
@@ -208,6 +259,7 @@ class IcebergService:
             call = Call(request, base, params)
             if auth:
                 call.user = self.gate.user(request.header("authorization"), request.client)
+                calls.append(call)
             return func(self, call), func.__name__
         if other:
             raise IcebergError(405, "MethodNotAllowedException", f"method {request.method} not allowed here")
@@ -268,6 +320,7 @@ def create_namespace(svc: IcebergService, call: Call) -> Response:
         raise bad_request("namespace levels must be strings")
     ns = call.base.namespace(tuple(levels))
     props = string_map(body.get("properties"), "properties")
+    call.touches("createNamespace", ns)
     svc.write(call, ns.repo)
     svc.tables.create_namespace(ns, props)
     return _json(200, {"namespace": call.base.shown(ns.full), "properties": props})
@@ -312,6 +365,7 @@ def namespace_exists(svc: IcebergService, call: Call) -> Response:
 def drop_namespace(svc: IcebergService, call: Call) -> Response:
     """dropNamespace: an empty namespace (409 ``NamespaceNotEmptyException`` otherwise)."""
     ns = call.namespace()
+    call.touches("dropNamespace", ns)
     svc.write(call, ns.repo)
     svc.tables.drop_namespace(ns)
     return _empty()
@@ -326,6 +380,7 @@ def update_properties(svc: IcebergService, call: Call) -> Response:
     if not isinstance(removals, list) or not all(isinstance(x, str) for x in removals):
         raise bad_request("'removals' must be a list of strings")
     changes = string_map(body.get("updates"), "updates")
+    call.touches("updateProperties", ns, updated=sorted(changes), removed=sorted(removals))
     svc.write(call, ns.repo)
     return _json(200, svc.tables.update_namespace(ns, removals, changes))
 
@@ -350,6 +405,8 @@ def create_table(svc: IcebergService, call: Call) -> Response:
     ns = call.namespace()
     body = call.json()
     table = TableId(ns, check_level(body.get("name"), "table name"))
+    if not body.get("stage-create"):  # a staged creation writes nothing; its commit is the record
+        detail = call.touches("createTable", table)
     svc.write(call, ns.repo)
     if body.get("location") not in (None, ""):
         want(body, "location", str, "create table request")
@@ -359,6 +416,7 @@ def create_table(svc: IcebergService, call: Call) -> Response:
         location = url(ns.repo, ns.ref, table.path.rstrip("/"))
         return _json(200, {"metadata": new_table(body, location), "config": {}})
     done = svc.tables.commit([Change(table, [], [])], create=body)
+    detail.update(committed(done[0], []))
     return _json(200, done[0].result())
 
 
@@ -379,6 +437,27 @@ def table_exists(svc: IcebergService, call: Call) -> Response:
     return _empty()
 
 
+def committed(done: Loaded, updates_made: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a table commit changed, for its audit record: the snapshot it added (id, operation, data files and
+    records added and deleted, from the snapshot's summary), the schema (its id; ``schema_changed`` when an
+    update added or chose one), the update actions, and the metadata file written."""
+    meta = done.metadata
+    actions = [str(u.get("action")) for u in updates_made]
+    out: dict[str, Any] = {"actions": actions, "metadata": done.metadata_path,
+                           "schema_id": meta.get("current-schema-id"),
+                           "schema_changed": bool({"add-schema", "set-current-schema"} & set(actions))}
+    added = [u["snapshot"] for u in updates_made if u.get("action") == "add-snapshot" and isinstance(u.get("snapshot"), dict)]
+    snapshot = added[-1] if added else None
+    out["snapshot_id"] = snapshot.get("snapshot-id") if snapshot else meta.get("current-snapshot-id")
+    if snapshot is not None:
+        summary = snapshot.get("summary") or {}
+        out["operation"] = summary.get("operation")
+        for key in ("added-data-files", "deleted-data-files", "added-records", "deleted-records"):
+            if key in summary:
+                out[key.replace("-", "_")] = int(summary[key]) if str(summary[key]).isdigit() else summary[key]
+    return out
+
+
 def _change(call: Call, table: TableId, body: Any) -> Change:
     return Change(table, requirements.parse(want(body, "requirements", list, "commit request")),
                   updates.parse(want(body, "updates", list, "commit request")))
@@ -392,8 +471,10 @@ def update_table(svc: IcebergService, call: Call) -> Response:
     if body.get("identifier") is not None and call.base.identifier(body["identifier"]) != table:
         raise bad_request("the body's identifier is not the table of the path")
     change = _change(call, table, body)
+    detail = call.touches("updateTable", table)
     svc.write(call, table.namespace.repo)
     done = svc.tables.commit([change])[0]
+    detail.update(committed(done, change.updates))
     result = done.result()
     return _json(200, {"metadata-location": result["metadata-location"], "metadata": result["metadata"]})
 
@@ -403,6 +484,7 @@ def drop_table(svc: IcebergService, call: Call) -> Response:
     """dropTable: remove a table's pointer (``purgeRequested``: its objects too)."""
     table = call.table()
     purge = call.query().get("purgeRequested", "false").lower() == "true"
+    call.touches("dropTable", table, purge=purge)
     svc.write(call, table.namespace.repo)
     svc.tables.drop(table, purge=purge)
     return _empty()
@@ -416,8 +498,11 @@ def register_table(svc: IcebergService, call: Call) -> Response:
     table = TableId(ns, check_level(body.get("name"), "table name"))
     location = want(body, "metadata-location", str, "register table request")
     overwrite = want(body, "overwrite", bool, "register table request", optional=True) or False
+    detail = call.touches("registerTable", table, overwrite=overwrite)
     svc.write(call, ns.repo)
-    return _json(200, svc.tables.register(table, path_in(ns.repo, location), overwrite=overwrite).result())
+    done = svc.tables.register(table, path_in(ns.repo, location), overwrite=overwrite)
+    detail.update(committed(done, []))
+    return _json(200, done.result())
 
 
 @route("POST", "/v1/namespaces/{namespace}/tables/{table}/metrics")
@@ -435,6 +520,8 @@ def rename_table(svc: IcebergService, call: Call) -> Response:
     body = call.json()
     source = call.base.identifier(body.get("source"))
     dest = call.base.identifier(body.get("destination"))
+    call.touches("renameTable", source, to=".".join((*dest.namespace.levels, dest.name)))
+    call.touches("renameTable", dest, **{"from": ".".join((*source.namespace.levels, source.name))})
     svc.write(call, source.namespace.repo)
     svc.tables.rename(source, dest)
     return _empty()
@@ -452,6 +539,8 @@ def commit_transaction(svc: IcebergService, call: Call) -> Response:
         if not isinstance(c, dict) or c.get("identifier") is None:
             raise bad_request("every table change of a transaction needs its 'identifier'")
         changes.append(_change(call, call.base.identifier(c["identifier"]), c))
+    details = [call.touches("commitTransaction", c.table) for c in changes]
     svc.write(call, changes[0].table.namespace.repo)
-    svc.tables.commit(changes)
+    for change, done, detail in zip(changes, svc.tables.commit(changes), details, strict=True):
+        detail.update(committed(done, change.updates))
     return _empty()

@@ -23,6 +23,7 @@ and leaves other files alone.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -50,16 +51,20 @@ from lakemount.errors import (
     PreconditionFailed,
     category_of,
 )
+from lakemount.jobs.inprocess import job_context
 from lakemount.jobs.namespaces import check_outside_namespaces, location_of
 from lakemount.jobs.runtime import app_for
 from lakemount.jobs.s3client import client_from_config, listing_errors
-from lakemount.jobs.session import Progress, get_context, interruptible, parallelism, timed, translated
+from lakemount.jobs.session import Progress, interruptible, parallelism, timed, translated
 
 MANIFEST_DIR: Final = "_lakemount_export"
 COPY_THREADS: Final = 8
 IN_MEMORY: Final = 8 * 1024 * 1024
 CHUNK: Final = 4 * 1024 * 1024
 FAILURE_SAMPLE: Final = 20
+# An export of at most this many objects and bytes runs in this process under ``--engine auto`` (as import).
+SMALL_OBJECTS: Final = 1000
+SMALL_BYTES: Final = 256 << 20
 _PLAIN_MD5: Final = re.compile(r"[0-9a-f]{32}")
 _PLURAL: Final = {"file": "files", "directory": "directories", "symlink": "symlinks"}
 
@@ -289,6 +294,17 @@ def _export_task(
     yield {"stats": dict(stats), "failures": failures, "part": part if lines else None}
 
 
+def is_small(app: App, repo: str, commit_id: str, start: bytes, stop: bytes | None) -> bool:
+    """Whether the commit holds at most ``SMALL_OBJECTS`` objects and ``SMALL_BYTES`` under the prefix
+    (reads at most that many records)."""
+    records = itertools.islice(app.catalog.scan_records(repo, commit_id, start, stop), SMALL_OBJECTS + 1)
+    count = size = 0
+    for _key, value in records:
+        count += 1
+        size += decode_value(value).size
+    return count <= SMALL_OBJECTS and size <= SMALL_BYTES
+
+
 def export_objects(
     app: App,
     repo: str,
@@ -299,8 +315,13 @@ def export_objects(
     overwrite: bool = False,
     master: str | None = None,
     show_progress: bool | None = None,
+    engine: str = "auto",
 ) -> dict[str, Any]:
     """Copy the objects under ``prefix`` at ``ref`` to ``dest_text``; returns a report.
+
+    ``engine`` is ``auto``, ``spark`` or ``in-process`` (``inprocess.job_context``: ``auto`` runs an
+    export of at most ``SMALL_OBJECTS`` objects and ``SMALL_BYTES`` here); the report's ``engine`` says
+    which ran.
 
     Raises ``NotFound`` (repository, ref, nothing under the prefix, missing
     bucket or object data), ``PreconditionFailed`` (target not empty without
@@ -329,8 +350,9 @@ def export_objects(
         _clear_manifest(dest, app, client)
     if dest.kind == "local":
         os.makedirs(dest.root, exist_ok=True)
-    with timed(timings, "spark_start"):
-        sc = get_context(master)
+    start = time.monotonic()
+    sc, ran_on = job_context(engine, master, lambda: is_small(app, repo, commit.id, pkey, stop))
+    timings["spark_start" if ran_on == "spark" else "size_check"] = round(time.monotonic() - start, 3)
     counter = sc.accumulator(0)
     n = max(1, min(len(ranges), parallelism(sc) * 4))
     fn = partial(_export_task, app.config, r.storage_namespace, pkey, stop, dest, counter)
@@ -357,6 +379,7 @@ def export_objects(
         "commit": commit.id,
         "prefix": pkey.decode(),
         "target": str(dest),
+        "engine": ran_on,
         "files": stats["files"],
         "directories": stats["directories"],
         "symlinks": stats["symlinks"],

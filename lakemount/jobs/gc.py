@@ -87,8 +87,9 @@ any link that still succeeds happened before the mark read staging), and
 deletes the markers older than that.  An upload never linked is garbage from
 then on, collected like any other.
 
-**Small repositories.**  A namespace of at most ``SMALL_OBJECTS`` objects is
-collected in this process (``inprocess.py``): the same steps and the same
+**Small repositories.**  A namespace of at most ``SMALL_OBJECTS`` data objects
+and tables (its GC marks, audit partitions, journal and commits are not counted)
+is collected in this process (``inprocess.py``): the same steps and the same
 tasks, without the seconds a Spark context takes to start.
 
 GC only ever moves or deletes ``<ns>/data/<aa>/<sha256>``, ``<ns>/_lakefs/<64 hex>``,
@@ -140,6 +141,8 @@ KEEP_MARKS: Final = 10
 # Up to this many objects in the namespace (data, tables, marks, trash) a run is in-process: its ranges
 # and listings are a few thousand records, read faster than Spark starts.
 SMALL_OBJECTS: Final = 1000
+# Keys of any kind the size check lists at most (ten kept marks are ~840, audit partitions one per flush).
+SMALL_LOOK: Final = 20 * SMALL_OBJECTS
 MARK_VERSION: Final = 2  # 2: the mark lists the trash
 GC_EVENTS: Final = ("mark:start", "mark:end", "sweep:start", "sweep:moves", "sweep:end")  # in order; see Observer
 
@@ -235,8 +238,9 @@ class GcJob:
         return self._sc
 
     def is_small(self) -> bool:
-        """Whether the namespace holds at most ``SMALL_OBJECTS`` objects (lists at most that many)."""
-        return self.store.holds_at_most(SMALL_OBJECTS)
+        """Whether the namespace holds at most ``SMALL_OBJECTS`` data objects and tables (GC's own marks and
+        the audit partitions are not its work), found by listing at most ``SMALL_LOOK`` keys."""
+        return self.store.holds_at_most(SMALL_OBJECTS, look=SMALL_LOOK)
 
     def _tell(self, event: str, mark_id: str) -> None:
         if self.observer is not None:

@@ -7,6 +7,7 @@ import os
 import pwd
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,25 @@ def test_cli_audit_through_the_api_needs_audit_read_else_exit_10(tmp_path: Path)
         assert [(r["op"], r["path"], r["frontend"]) for r in json.loads(allowed.stdout)] == [("stat", "f", "cli")]
     finally:
         gw.stop()
+
+
+def test_audit_takes_the_repository_as_every_verb_does(home: Path) -> None:
+    """Issue 38 item 2: ``audit lakefs://REPO`` (options before or after it) and ``--repo lakefs://REPO``."""
+    deadline = time.monotonic() + 60
+    while not (by_flag := audit_json(home)):  # a detached flush the fixture's verbs started may hold the spool
+        assert time.monotonic() < deadline, "the module's verbs' records never reached the audit table"
+        time.sleep(0.5)
+    for args in (["lakefs://cli"], ["--repo", "lakefs://cli"], ["lakefs://cli", "--repo", "cli"]):
+        assert json.loads(run(home, "audit", *args, "--json").stdout) == by_flag, args
+    cats = json.loads(run(home, "audit", "--op", "cat", "lakefs://cli", "--json").stdout)
+    assert cats == json.loads(run(home, "audit", "lakefs://cli", "--op", "cat", "--json").stdout)
+    assert [r["op"] for r in cats] == ["cat"]
+    on_ref = run(home, "audit", "lakefs://cli/main", ok=False)
+    assert on_ref.returncode == 2 and "acts on the whole repository" in on_ref.stderr
+    other = run(home, "audit", "lakefs://cli", "--repo", "other", ok=False)
+    assert other.returncode == 2 and "different repositories" in other.stderr
+    missing = run(home, "audit", ok=False)
+    assert missing.returncode == 2 and "lakemount audit lakefs://REPO" in missing.stderr
+    assert "written" in json.loads(run(home, "audit", "flush", "--json").stdout)
+    shown_help = run(home, "audit", "--help").stdout
+    assert "lakefs://REPO" in shown_help and "Usage: lakemount audit [OPTIONS] lakefs://REPO" in shown_help

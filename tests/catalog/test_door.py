@@ -173,7 +173,9 @@ def test_gc_reaches_the_namespace_only_through_the_catalogs_gc_store(tmp_path: P
     files only under ``_lakefs/gc/marks/`` and deletes only upload markers, and has no adapter to hand on."""
     cat, ns = one_commit(tmp_path)
     store = cat.gc_store(ns)
-    assert store.refreshes and store.holds_at_most(1000) and not store.holds_at_most(1)
+    assert store.refreshes and store.holds_at_most(1000, look=1000)
+    assert not store.holds_at_most(2, look=1000)  # the object, its range and its metarange
+    assert store.holds_at_most(3, look=1000) and not store.holds_at_most(3, look=3)  # looked no further
     [rng] = cat.ranges(R, "main")
     assert [decode_path(k) for k, _v in store.read_range(rng.id, rng.checksum).items()] == ["a"]
     address = cat.stat(R, "main", "a").address

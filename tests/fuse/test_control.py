@@ -64,7 +64,7 @@ def test_commit_with_metadata_as_json(pfs: PathFS, app: App) -> None:
 
 
 def test_commit_errors(pfs: PathFS) -> None:
-    assert control_errno(pfs, "commit", "nothing staged") == errno.EBUSY
+    assert control_errno(pfs, "commit", "nothing staged") == errno.ENODATA
     assert "nothing to commit" in pfs.read_file(f"{CTL}/error").decode()
     pfs.write_file(f"{MAIN}/x", b"1")
     assert control_errno(pfs, "commit", "   \n") == errno.EINVAL
@@ -90,7 +90,7 @@ def test_merge_and_strategies(pfs: PathFS, app: App) -> None:
     control(pfs, "commit", "main edit")
     pfs.write_file("/repo/dev/base", b"dev side")
     control(pfs, "commit", "dev edit", root="/repo/dev")
-    assert control_errno(pfs, "merge", "dev") == errno.EBUSY
+    assert control_errno(pfs, "merge", "dev") == errno.ECANCELED
     error = pfs.read_file(f"{CTL}/error").decode()
     assert "conflict" in error and "\nbase\n" in error + "\n"
     control(pfs, "merge", "dev --strategy source-wins")
@@ -151,7 +151,7 @@ def test_a_swap_file_written_and_removed_does_not_block_a_merge(pfs: PathFS, app
     control(pfs, "commit", "c", root="/repo/dev")
     pfs.write_file(f"{MAIN}/.f.swp", b"swap")
     pfs.unlink(f"{MAIN}/.f.swp")
-    assert control_errno(pfs, "commit", "nothing") == errno.EBUSY
+    assert control_errno(pfs, "commit", "nothing") == errno.ENODATA
     control(pfs, "merge", "dev")
     assert pfs.read_file(f"{MAIN}/f") == b"1" and not pfs.exists(f"{MAIN}/.f.swp")
     assert read_json(pfs, "status")["changes"] == []
@@ -218,8 +218,8 @@ def test_item9_control_revert_takes_uris_and_allow_empty(pfs: PathFS, app: App) 
     control(pfs, "commit", "two")
     control(pfs, "revert", f"lakefs://{REPO}/main")
     assert not pfs.exists(f"{MAIN}/y")
-    assert control_errno(pfs, "revert", "main~1") == errno.EBUSY or "--allow-empty" in pfs.read_file(f"{CTL}/error").decode()
-    assert "--allow-empty" in pfs.read_file(f"{CTL}/error").decode()
+    assert control_errno(pfs, "revert", "main~1") == errno.ENODATA
+    assert "write 'REF --allow-empty'" in pfs.read_file(f"{CTL}/error").decode()
     head = pfs.read_file(f"{CTL}/head").decode().strip()
     control(pfs, "revert", "main~1 --allow-empty")
     assert app.catalog.commit_of(REPO, "main").parents == (head,)
@@ -323,6 +323,57 @@ def test_a_merge_conflict_on_a_tables_pointer_names_the_table(pfs: PathFS, app: 
     control(pfs, "commit", "main edit")
     pfs.write_file(f"/repo/dev/{pointer}", b'{"metadata": "dev"}')
     control(pfs, "commit", "dev edit", root="/repo/dev")
-    assert control_errno(pfs, "merge", "dev") == errno.EBUSY
+    assert control_errno(pfs, "merge", "dev") == errno.ECANCELED
     error = pfs.read_file(f"{CTL}/error").decode()
     assert "table sales.db.events changed on both branches" in error and pointer in error
+
+
+# -- issue 38 ----------------------------------------------------------------------------------------
+
+
+def test_issue38_each_control_failure_has_an_errno_a_shell_user_reads_right(pfs: PathFS, app: App) -> None:
+    """A shell prints only strerror(errno): nothing to commit, a conflict, uncommitted changes in the way,
+    a bad ref and a protected branch each read as what they are, never all "Device or resource busy"."""
+    def error() -> str:
+        return pfs.read_file(f"{CTL}/error").decode()
+
+    assert control_errno(pfs, "commit", "nothing staged") == errno.ENODATA  # "No data available"
+    assert '{"message": "MSG", "allow_empty": true}' in error() and "--allow-empty" not in error()
+    control(pfs, "commit", json.dumps({"message": "empty on purpose", "allow_empty": True}))  # as the hint says
+    assert app.catalog.commit_of(REPO, "main").message == "empty on purpose"
+
+    app.catalog.put(REPO, "main", "shared", b"base")
+    app.catalog.commit(REPO, "main", "base")
+    app.catalog.create_branch(REPO, "dev", "main")
+    pfs.write_file(f"{MAIN}/shared", b"main side")
+    control(pfs, "commit", "main edit")
+    pfs.write_file("/repo/dev/shared", b"dev side")
+    control(pfs, "commit", "dev edit", root="/repo/dev")
+    assert control_errno(pfs, "merge", "dev") == errno.ECANCELED  # "Operation canceled"
+    assert "conflict" in error() and "shared" in error().splitlines()
+
+    pfs.write_file(f"{MAIN}/dirty", b"x")
+    assert control_errno(pfs, "merge", "dev") == errno.EBUSY  # the branch's uncommitted changes are in the way
+    assert "uncommitted" in error()
+    control(pfs, "reset", "--all")
+
+    assert control_errno(pfs, "merge", "no-such-branch") == errno.EINVAL  # "Invalid argument"
+    assert control_errno(pfs, "revert", "no-such-ref") == errno.EINVAL
+
+    app.catalog.protection.add(REPO, "main")
+    assert control_errno(pfs, "commit", "refused") == errno.EPERM  # "Operation not permitted"
+    assert "protected" in error()
+    assert app.catalog.commit_of(REPO, "main").message == "main edit"
+
+
+def test_issue38_the_control_directory_cannot_be_moved_or_removed_and_its_name_is_taken(pfs: PathFS) -> None:
+    for attempt in (lambda: pfs.rename(CTL, f"{MAIN}/x"), lambda: pfs.rmdir(CTL)):
+        with pytest.raises(OSError) as info:
+            attempt()
+        assert info.value.errno == errno.EPERM, "mv .lakefs x said EEXIST (\"cannot overwrite\") for a name not there"
+    assert not pfs.exists(f"{MAIN}/x") and pfs.listdir(CTL)[0] == "commit"
+    pfs.mkdir(f"{MAIN}/d")
+    for attempt in (lambda: pfs.mkdir(CTL), lambda: pfs.rename(f"{MAIN}/d", CTL, 1)):
+        with pytest.raises(OSError) as info:
+            attempt()
+        assert info.value.errno == errno.EEXIST

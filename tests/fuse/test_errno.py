@@ -7,7 +7,7 @@ import inspect
 
 import lakemount.errors as errors_module
 from lakemount.errors import CATEGORIES, LakeMountError
-from lakemount.fuse.errno import ERRNO_BY_CATEGORY, FsError, errno_of
+from lakemount.fuse.errno import CONTROL_ERRNO, ERRNO_BY_CATEGORY, FsError, control_errno_of, errno_of
 
 
 def test_every_category_has_an_errno() -> None:
@@ -32,3 +32,15 @@ def test_posix_and_unknown_errors() -> None:
     assert errno_of(errors_module.ReadOnlyRef("v1")) == errno.EROFS
     assert errno_of(errors_module.RefNotFound("r", "x")) == errno.ENOENT
     assert errno_of(errors_module.Unavailable("down")) == errno.EIO
+
+
+def test_control_failures_have_their_own_errnos_and_the_rest_their_categorys() -> None:
+    assert control_errno_of(errors_module.NothingToCommit("r/main")) == errno.ENODATA
+    assert control_errno_of(errors_module.NothingToMerge("dev", "r/main")) == errno.ENODATA
+    assert control_errno_of(errors_module.MergeConflict(["a"])) == errno.ECANCELED
+    assert control_errno_of(errors_module.DirtyBranch("merge", "r/main")) == errno.EBUSY
+    assert control_errno_of(errors_module.ConcurrentUpdate("lost")) == errno.EAGAIN
+    assert control_errno_of(errors_module.ProtectedBranch("r", "main")) == errno.EPERM
+    assert control_errno_of(errors_module.InvalidArgument("bad")) == errno.EINVAL
+    codes = [code for _cls, code in CONTROL_ERRNO]
+    assert len(set(codes)) == len(codes), "two failure classes would read the same in a shell"

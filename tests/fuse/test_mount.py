@@ -74,6 +74,11 @@ def sh(script: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+def bash(script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` run by bash, which prints a failed write's strerror (dash's echo says "I/O error" for any)."""
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, check=False)
+
+
 def oserror(fn: Callable[[], object]) -> int:
     with pytest.raises(OSError) as info:
         fn()
@@ -176,8 +181,9 @@ def test_control_files_through_the_kernel(app: App, mounts: MountFactory) -> Non
     assert head == app.graveler.get_branch(REPO, "main").commit_id
     assert json.loads(open(f"{main}/.lakefs/commit").read())["message"] == "main edit"
     sh(f"echo 'dev side' > {dev}/shared && echo 'dev edit' > {dev}/.lakefs/commit")
-    assert sh(f"echo dev > {main}/.lakefs/merge", check=False).returncode != 0
-    assert oserror(lambda: write_control(f"{main}/.lakefs/merge", "dev")) == errno.EBUSY
+    refused = bash(f"echo dev > {main}/.lakefs/merge")  # dash says "I/O error" whatever the errno; bash says which
+    assert refused.returncode != 0 and "Operation canceled" in refused.stderr, refused.stderr
+    assert oserror(lambda: write_control(f"{main}/.lakefs/merge", "dev")) == errno.ECANCELED
     error = open(f"{main}/.lakefs/error").read()
     assert "conflict" in error and "shared" in error.splitlines()
     assert oserror(lambda: write_control(f"{main}/.lakefs/merge", "dev --strategy sideways")) == errno.EINVAL
@@ -186,6 +192,11 @@ def test_control_files_through_the_kernel(app: App, mounts: MountFactory) -> Non
     assert json.loads(open(f"{main}/.lakefs/merge").read())["merged"] is True
     log = json.loads(open(f"{main}/.lakefs/log").read())
     assert log[0]["message"].startswith("Merge")
+    empty = bash(f"echo nothing > {dev}/.lakefs/commit")  # what a shell user reads (issue 38)
+    assert empty.returncode != 0 and "No data available" in empty.stderr, empty.stderr
+    assert '"allow_empty": true' in open(f"{dev}/.lakefs/error").read()
+    moved = sh(f"mv {main}/.lakefs {main}/x", check=False)
+    assert moved.returncode != 0 and "Operation not permitted" in moved.stderr, moved.stderr
     stats = open(f"{m.mountpoint}/.lakefs/stats").read()
     assert 'lakemount_fuse_ops_total{op="lookup"}' in stats and "lakemount_fuse_control_merge_total" in stats
 

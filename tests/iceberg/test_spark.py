@@ -82,11 +82,11 @@ def test_the_spark_example_in_the_docs_runs_as_written(
     assert done.stdout.splitlines() == [rows, rows]  # the branch, then main after the merge
 
     # What Spark wrote went through the mount into the branch, and the merge brought it to main.
-    feat = {o.path for o in repo.branch("feat").objects(prefix="db/events/")}
-    main = {o.path for o in repo.branch("main").objects(prefix="db/events/")}
-    assert "db/events/_iceberg_table.json" in main
-    data = {p for p in feat if p.startswith("db/events/data/") and p.endswith(".parquet")}
-    manifests = {p for p in feat if p.startswith("db/events/metadata/") and p.endswith(".avro")}
+    feat = {o.path for o in repo.branch("feat").objects(prefix="db/clicks/")}
+    main = {o.path for o in repo.branch("main").objects(prefix="db/clicks/")}
+    assert "db/clicks/_iceberg_table.json" in main
+    data = {p for p in feat if p.startswith("db/clicks/data/") and p.endswith(".parquet")}
+    manifests = {p for p in feat if p.startswith("db/clicks/metadata/") and p.endswith(".avro")}
     assert data and manifests and data | manifests <= main
     assert not [p for p in feat if p.endswith(".crc")], "Hadoop's checksum files were written into the lake"
     assert not list(repo.branch("main").uncommitted())

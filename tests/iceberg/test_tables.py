@@ -10,8 +10,8 @@ import pytest
 
 from lakemount.app import App
 from lakemount.config import load
-from lakemount.errors import Unavailable
-from lakemount.iceberg.errors import IcebergError
+from lakemount.errors import ReadOnly, Unavailable
+from lakemount.iceberg.errors import IcebergError, translate
 from lakemount.iceberg.names import Base
 from lakemount.iceberg.tables import Change, Tables
 
@@ -112,3 +112,19 @@ def test_a_transaction_cut_part_way_changes_no_table(catalog: Any) -> None:
     assert not any("v" in plain.load(t).metadata["properties"] for t in (a, b))
     plain.commit([set_props(a, None, v="2"), set_props(b, None, v="2")])
     assert [plain.load(t).metadata["properties"]["v"] for t in (a, b)] == ["2", "2"]
+
+
+def test_a_schema_change_on_a_tag_is_refused_in_one_readable_sentence(catalog: Any) -> None:
+    plain = Tables(catalog)
+    setup_tables(plain, "events")
+    catalog.commit("ice", "main", "events table")
+    catalog.create_tag("ice", "t-events", "main")
+    tagged = Base().table(("ice", "t-events", "db"), "events")
+    add_column = {"action": "add-schema", "schema": {**SCHEMA, "schema-id": 1, "fields": [
+        *SCHEMA["fields"], {"id": 2, "name": "name", "type": "string", "required": False}]}}
+    with pytest.raises(ReadOnly) as err:
+        plain.commit([Change(tagged, [], [add_column])])
+    answer = translate(err.value)
+    assert (answer.code, answer.type) == (403, "ForbiddenException")
+    assert answer.message == ("read-only: ref ice/t-events is read-only (not a branch); "
+                              "tags and commits load read-only tables, write through a branch")

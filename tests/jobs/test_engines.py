@@ -18,14 +18,17 @@ from typing import Any
 import pytest
 
 from lakemount.app import App
+from lakemount.block.layout import is_data_key, is_table_key
 from lakemount.errors import InvalidArgument
-from lakemount.jobs import gc, importer, session
+from lakemount.jobs import export, gc, importer, session
+from lakemount.jobs.export import MANIFEST_DIR, export_objects
 from lakemount.jobs.gc import run_gc
 from lakemount.jobs.importer import import_objects
 from lakemount.jobs.inprocess import LocalContext, job_context
 from lakemount.jobs.retention import GcRules, store_rules
 from lakemount.jobs.session import Interrupted, interruptible, translated
 from tests.jobs.scenario import build_gc_scenario
+from tests.jobs.test_export import manifest, populate
 from tests.jobs.test_gc import check_reads, swept_keys
 
 pytestmark = [pytest.mark.spark]
@@ -112,6 +115,77 @@ def test_gc_gives_the_same_result_in_process_and_on_spark(app: App, spark: Any) 
     check_reads(m, retained)
 
 
+def local_tree(root: Path) -> dict[str, tuple[Any, ...]]:
+    """What an export left in ``root`` (its manifest aside): path -> (kind, bytes or target, mode, mtime)."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if rel.split("/")[0] == MANIFEST_DIR:
+            continue
+        st = path.lstat()
+        if path.is_symlink():
+            out[rel] = ("link", os.readlink(path))
+        elif path.is_dir():
+            out[rel] = ("dir",)
+        else:
+            out[rel] = ("file", path.read_bytes(), st.st_mode & 0o7777, st.st_mtime_ns)
+    return out
+
+
+def s3_tree(s3: Any, bucket: str, prefix: str) -> dict[str, bytes]:
+    keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+            for o in page.get("Contents", [])]
+    return {k[len(prefix):]: s3.get_object(Bucket=bucket, Key=k)["Body"].read()
+            for k in keys if not k[len(prefix):].startswith(MANIFEST_DIR + "/")}
+
+
+def test_export_gives_the_same_result_in_process_and_on_spark(app: App, spark: Any, tmp_path: Path, s3: Any) -> None:
+    objects = populate(app, "exp", n=150)
+    s3.create_bucket(Bucket="exports")
+    reports, trees, records = {}, {}, {}
+    for engine in ("spark", "in-process"):
+        target = tmp_path / engine
+        reports[engine] = export_objects(app, "exp", "main", "data", str(target), engine=engine)
+        trees[engine] = local_tree(target)
+        records[engine] = manifest(lambda p, t=target: (t / p).read_bytes(), reports[engine]["parts"])  # type: ignore[misc]
+        s3_report = export_objects(app, "exp", "main", "data", f"s3://exports/{engine}/", engine=engine)
+        reports[engine + "-s3"] = s3_report
+        trees[engine + "-s3"] = s3_tree(s3, "exports", f"{engine}/")
+        records[engine + "-s3"] = manifest(
+            lambda p, e=engine: s3.get_object(Bucket="exports", Key=f"{e}/{p}")["Body"].read(), s3_report["parts"])
+        assert reports[engine]["engine"] == reports[engine + "-s3"]["engine"] == engine
+
+    assert reports["spark"]["files"] == len(objects) and reports["spark"]["symlinks"] == 1
+    assert reports["spark-s3"]["skipped_symlinks"] == 1
+    # The tasks' split follows each engine's parallelism, so the parts' names may differ; what they hold may not.
+    for spark_run, local_run in (("spark", "in-process"), ("spark-s3", "in-process-s3")):
+        a, b = ({k: v for k, v in reports[r].items() if k not in {*VOLATILE, "target", "parts"}}
+                for r in (spark_run, local_run))
+        assert a == b
+        assert trees[spark_run] == trees[local_run]
+        assert records[spark_run] == records[local_run]
+    assert trees["spark"]["big.bin"][1] == objects["big.bin"]
+
+
+def test_auto_exports_small_prefixes_in_process_and_others_on_spark(
+    app: App, tmp_path: Path, no_spark_running: list[str | None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app.catalog.create_repository("auto")
+    for i in range(3):
+        app.catalog.put("auto", "main", f"small/{i}.csv", b"x" * 10)
+    app.catalog.put("auto", "main", "large/one.bin", b"x" * 200)
+    app.graveler.commit("auto", "main", "data")
+    monkeypatch.setattr(export, "SMALL_OBJECTS", 3)
+    monkeypatch.setattr(export, "SMALL_BYTES", 100)
+    assert export_objects(app, "auto", "main", "small", str(tmp_path / "a"))["engine"] == "in-process"
+    assert no_spark_running == []
+    assert export_objects(app, "auto", "main", "small", str(tmp_path / "b"), master="local[1]")["engine"] == "spark"
+    assert export_objects(app, "auto", "main", "", str(tmp_path / "c"))["engine"] == "spark"  # one object too many
+    assert export_objects(app, "auto", "main", "large", str(tmp_path / "d"))["engine"] == "spark"  # too many bytes
+    assert no_spark_running == ["local[1]", None, None]
+    assert (tmp_path / "a" / "0.csv").read_bytes() == b"x" * 10
+
+
 @pytest.fixture
 def no_spark_running(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str | None]]:
     """Auto's view of a fresh process; a Spark start is recorded (and served by a stand-in) instead of made."""
@@ -153,14 +227,24 @@ def test_auto_collects_small_namespaces_in_process_and_others_on_spark(
     app.catalog.create_repository("auto")
     app.catalog.put("auto", "main", "a.txt", b"a")
     app.graveler.commit("auto", "main", "one")
-    store_rules(app.adapter, app.catalog.repository("auto").storage_namespace, GcRules(7))
-    objects = sum(1 for _ in app.adapter.list(app.catalog.repository("auto").storage_namespace + "/"))
-    monkeypatch.setattr(gc, "SMALL_OBJECTS", objects)
-    assert run_gc(app, "auto", dry_run=True, min_age=0)["engine"] == "in-process"
+    ns = app.catalog.repository("auto").storage_namespace
+    store_rules(app.adapter, ns, GcRules(7))
+
+    def keys() -> list[str]:
+        return [info.url[len(ns) + 1:] for info in app.adapter.list(ns + "/")]
+
+    work = [k for k in keys() if is_data_key(k) or is_table_key(k)]  # what GC lists and may collect
+    monkeypatch.setattr(gc, "SMALL_OBJECTS", len(work))
+    for _ in range(3):  # each run keeps its mark's files: GC's own files are not its work (issue 38 item 9)
+        assert run_gc(app, "auto", dry_run=True, min_age=0)["engine"] == "in-process"
     assert no_spark_running == []
-    monkeypatch.setattr(gc, "SMALL_OBJECTS", objects - 1)
+    assert len(keys()) > 10 * len(work), "the marks' files must outnumber what GC collects"
+    monkeypatch.setattr(gc, "SMALL_OBJECTS", len(work) - 1)
     assert run_gc(app, "auto", dry_run=True, min_age=0)["engine"] == "spark"
-    assert no_spark_running == [None]
+    monkeypatch.setattr(gc, "SMALL_OBJECTS", len(work))
+    monkeypatch.setattr(gc, "SMALL_LOOK", len(work))  # a namespace it cannot size within its look is not small
+    assert run_gc(app, "auto", dry_run=True, min_age=0)["engine"] == "spark"
+    assert no_spark_running == [None, None]
 
 
 def test_engine_choice_refuses_bad_input() -> None:

@@ -650,6 +650,9 @@ def test_keyboard_only_use_keeps_its_place_after_an_action(served: Served, brows
         page.keyboard.press("Enter")
         page.wait_for_selector("#comments .comment >> text=by keyboard")
         assert page.evaluate(focused) == "comment"
+        # The author's approve is disabled with its reason (issue 38 item 5); enabled here, as a stale page would
+        # have it, so that the server refuses it and the page must keep its place.
+        page.evaluate(ENABLE_APPROVE)
         page.focus("#approve")
         page.keyboard.press("Enter")  # the author's own approval: refused, the page stays
         page.wait_for_selector("#pr-message .error")
@@ -667,6 +670,10 @@ def test_keyboard_only_use_keeps_its_place_after_an_action(served: Served, brows
         assert page.evaluate(focused) == "rule-pattern"
     finally:
         page.close()
+
+
+# The author's approve button is disabled (it would be refused); tests of how a refusal is shown enable it.
+ENABLE_APPROVE = "(() => { const b = document.getElementById('approve'); b.disabled = false; b.removeAttribute('title'); })()"
 
 
 def _pull_of_one_file(
@@ -714,6 +721,7 @@ def test_a_refusal_and_a_sent_comment_survive_a_live_rerender_during_the_request
         page.wait_for_selector("#approve")
         page.route("**/approvals", lambda route: held.append(route))
         page.evaluate("window.__box = document.getElementById('pr-message')")
+        page.evaluate(ENABLE_APPROVE)  # disabled for its author (issue 38 item 5): the server's refusal is what is tested
         page.click("#approve")  # the author's own approval: refused
         _until_held(page, held, "the approval request")
         requests.post(f"{pulls}/{pull['id']}/comments", auth=AUTH, timeout=30, json={"body": "meanwhile"})
@@ -828,12 +836,17 @@ def test_write_controls_are_disabled_for_a_user_who_may_not_write(served: Served
         row = page.locator("#repos tr", has=page.locator(f"a:text-is('{rid}')"))
         row.locator(".delete-repo[data-needs=DeleteRepo]").wait_for()
         assert row.locator(".delete-repo").is_disabled()
-        # An administrator gets the same pages with every control enabled.
+        # An administrator gets the same pages with every control enabled, but the approve of a pull request
+        # they opened themselves, which is disabled for that reason (issue 38 item 5).
         login(page, served.api, ADMIN_KEY, ADMIN_SECRET)
         for hash_, selectors in controls.items():
             page.goto(f"{served.api}/{hash_}")
             page.wait_for_selector(selectors[0])
             for sel in selectors:
+                if sel == "#approve":
+                    assert page.locator(sel).is_disabled(), (hash_, sel)
+                    assert "Authors cannot approve" in (page.locator(sel).get_attribute("title") or ""), (hash_, sel)
+                    continue
                 assert page.locator(sel).is_enabled() and page.locator(sel).get_attribute("title") is None, (hash_, sel)
         page.goto(f"{served.api}/#/")
         page.wait_for_selector("#repos")

@@ -176,10 +176,19 @@ def test_commit_with_metadata_and_reset_a_path_a_prefix_and_all(served: Served, 
             page.locator("#commit-metadata .meta-value").last.fill(v)
         page.locator("#commit-metadata tr", has=page.locator("input[aria-label='metadata key']")).nth(1).locator(".meta-remove").click()
         shot(page, "32-commit-form")
+        missing: list[str] = []  # what the browser asked that was not there (the picker asked branches/<commit id>)
+        page.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
         page.click("#commit-button")
-        page.wait_for_url(re.compile(r".*#/r/[^/]+/commit/[0-9a-f]+$"))
+        page.wait_for_url(re.compile(r".*#/r/[^/]+/commit/[0-9a-f]+\?branch=main$"))
         head = rest(served, "GET", f"/repositories/{rid}/refs/main/commits", params={"amount": 1})["results"][0]
         assert head["message"] == "add y and w" and head["metadata"] == {"owner": "team-a", "ticket": "T-7"}
+        # Issue 38 item 4: after the commit the user is still on main, and "objects" is main, with its upload.
+        expect(page.locator("#commit-message")).to_have_text("add y and w")
+        expect(page.locator("#ref-picker")).to_have_value("main")
+        page.click(".tabs >> text=objects")
+        page.wait_for_url(re.compile(r".*#/r/[^/]+/tree/main$"))
+        expect(page.locator("#upload-input")).to_be_attached()
+        assert not missing, missing
         assert paths(served, rid, "main") == {"y/1.txt", "w.txt"} and staged(served, rid, "main") == set()
         # Reset all.
         main.object("q.txt").upload(b"q")
@@ -351,3 +360,32 @@ def test_write_controls_are_disabled_with_the_reason_for_a_reader(served: Served
                 assert loc.is_enabled() and loc.get_attribute("title") is None, (hash_, sel)
     finally:
         page.close()
+
+
+def test_issue38_the_authors_approve_button_is_disabled_with_the_reason(served: Served, browser: Any) -> None:
+    """The author's Approve button was enabled and answered "authors cannot approve their own pull request /
+    Correct the value and try again"; controls a user may not use are disabled with the reason (README)."""
+    from tests.ui.test_browser import _pull_of_one_file
+
+    rid, pull = _pull_of_one_file(served, "own", "x.txt", "x")
+    author = admin_page(served, browser)
+    try:
+        author.goto(f"{served.api}/#/r/{rid}/pull/{pull['id']}")
+        approve = author.locator("#approve")
+        expect(approve).to_be_disabled()
+        expect(approve).to_have_attribute("title", re.compile("Authors cannot approve their own pull request"))
+        expect(author.locator("#merge")).to_be_enabled()  # the author's other controls stay
+        shot(author, "38-own-pull-approve-disabled")
+    finally:
+        author.close()
+    key, secret = served.gateway.user("reviewer38", "Admin")
+    reviewer = browser.new_page()
+    try:
+        login(reviewer, served.api, key, secret)
+        reviewer.goto(f"{served.api}/#/r/{rid}/pull/{pull['id']}")
+        expect(reviewer.locator("#approve")).to_be_enabled()
+        reviewer.click("#approve")
+        expect(reviewer.locator("#pr-approvals")).to_contain_text("reviewer38")
+    finally:
+        reviewer.close()
+    assert [a["user"] for a in rest(served, "GET", f"/repositories/{rid}/pulls/{pull['id']}")["approvals"]] == ["reviewer38"]

@@ -316,6 +316,18 @@ function mayNot(node, can, action) {
   return node;
 }
 
+// The author may not approve their own pull request (the server refuses it): the button says so, disabled,
+// instead of answering a click with "authors cannot approve their own pull request".
+function ownPull(button, p) {
+  if (!me || me.id !== p.author) return button;
+  const why = "Authors cannot approve their own pull request: another user approves it";
+  button.disabled = true;
+  button.setAttribute("title", why);
+  button.dataset.needs = "another user";
+  button.classList.add("no-rights");
+  return button;
+}
+
 function repoTabs(repo, ref) {
   return el("div", {class: "tabs"},
     link(route("r", repo, "tree", ref), "objects"), link(route("r", repo, "commits", ref), "commits"),
@@ -512,8 +524,11 @@ function diffTable(repo, ref, results, cmp) {
 async function commitPage(repo, id, q) {
   const g0 = gen;  // drawn only if the user is still on this page
   const after = q.get("after") || "";
+  // Reached from a commit made on a branch (?branch=): the picker and the tabs stay on that branch, so
+  // "objects" is the branch (with its upload), not the read-only commit.
+  const on = q.get("branch") || id;
   const [c, crumbs, can] = await Promise.all([api("GET", route("repositories", repo, "commits", id)),
-    breadcrumb(repo, id, "", r => location.assign("#" + route("r", repo, "tree", r))), rights(repo)]);
+    breadcrumb(repo, on, "", r => location.assign("#" + route("r", repo, "tree", r))), rights(repo)]);
   const parent = (c.parents || [])[0];
   let diffPart;
   if (parent) {
@@ -535,7 +550,8 @@ async function commitPage(repo, id, q) {
       location.assign("#" + route("r", repo, "commits", branch));
     } catch (e) { revertMsg.replaceChildren(errorBox(e)); }
   }}, "Revert this commit on ", target, el("button", {type: "submit", id: "revert-button"}, "revert"));
-  draw(g0, el("h2", {}, repo), repoTabs(repo, c.id), crumbs,
+  if (on !== id) target.value = on;
+  draw(g0, el("h2", {}, repo), repoTabs(repo, on === id ? c.id : on), crumbs,
     el("h3", {}, "Commit ", el("code", {}, c.id)),
     el("pre", {id: "commit-message"}, c.message),
     el("p", {}, c.committer, " · ", fmtTime(c.creation_date), " · parents: ",
@@ -799,7 +815,7 @@ async function pullPage(repo, id) {
       approvals.length ? " (" + approvals.map(a => a.user).join(", ") + ")" : ""),
     msg,
     open ? mayNot(el("div", {class: "pr-actions"},
-      el("button", {id: "approve", onclick: act(() => api("POST", base + "/approvals"))}, "approve"), " ",
+      ownPull(el("button", {id: "approve", onclick: act(() => api("POST", base + "/approvals"))}, "approve"), p), " ",
       el("form", {class: "inline", id: "merge-form", onsubmit: act(() => api("PUT", base + "/merge", {}, strategy.value ? {strategy: strategy.value} : {}), false, refreshRuns)},
         strategy, el("button", {type: "submit", id: "merge"}, "merge")), " ",
       el("button", {id: "close", onclick: act(() => api("PATCH", base, {}, {status: "closed"}))}, "close")), can, "WriteRepo")

@@ -186,7 +186,7 @@ async function changesPage(repo, branch, q) {
     }
     try {
       const c = await api("POST", route("repositories", repo, "branches", branch, "commits"), {}, {message: message.value, metadata});
-      location.assign("#" + route("r", repo, "commit", c.id));
+      location.assign("#" + route("r", repo, "commit", c.id) + "?branch=" + encodeURIComponent(branch));  // the user stays on the branch
     } catch (e) { msg.replaceChildren(errorBox(e)); }
   }}, el("h3", {}, "Commit"), el("div", {}, message),
     el("table", {class: "metadata"}, el("thead", {}, el("tr", {}, el("th", {}, "metadata key"), el("th", {}, "value"), el("th", {}, ""))), meta),
