@@ -12,7 +12,8 @@ from lakemount.app import App
 from lakemount.graveler.graveler import Graveler
 
 # skip_policy: under CI=true a skipped test fails the run (see its docstring); pytester tests it.
-pytest_plugins = ["tests.skip_policy", "pytester"]
+# tiers: each test gets the markers (spark, browser, postgres, cluster, fuse) of what it starts (see its docstring).
+pytest_plugins = ["tests.skip_policy", "tests.tiers", "pytester"]
 
 
 @pytest.fixture
