@@ -5,6 +5,10 @@ Launching it costs seconds; a context (own cookies, own storage) costs milliseco
 launched once, the first time a test asks for it (tests/ui, tests/audit/test_ui.py), and closed at the
 end of the session even when a test fails. A plugin rather than tests/ui's conftest, so that the audit
 page's tests share the same browser.
+
+The tests that use it run last, together: between two of its calls playwright's sync API leaves its
+event loop marked as running on the main thread, so a test after the first browser test that calls
+``asyncio.run`` (tests/serving) would be refused while the browser lives.
 """
 
 from __future__ import annotations
@@ -19,6 +23,15 @@ import pytest
 CHROMIUM = os.environ.get("LAKEMOUNT_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Move the tests that use the browser to the end of the run, in their order."""
+    uses = [item for item in items if "chromium" in getattr(item, "fixturenames", ())]
+    if uses:
+        chosen = set(map(id, uses))
+        items[:] = [item for item in items if id(item) not in chosen] + uses
 
 
 @pytest.fixture(scope="session")
