@@ -72,5 +72,5 @@ def test_up_installs_for_running_and_test_installs_for_testing(tmp_path: pathlib
         "install.sh --test",
         "python -m pytest -q -k x",
         "install.sh --test",
-        "python -m pytest -q -m not spark and not browser and not cluster -k x",
+        "python -m pytest -q -m not spark and not browser and not cluster and not slow -k x",
     ]
