@@ -12,7 +12,10 @@ from lakemount.app import App
 from lakemount.graveler.graveler import Graveler
 
 # skip_policy: under CI=true a skipped test fails the run (see its docstring); pytester tests it.
-pytest_plugins = ["tests.skip_policy", "pytester"]
+# tiers: each test gets the markers (spark, browser, postgres, cluster, fuse) of what it starts (see its docstring).
+# postgres: the run's one PostgreSQL cluster (pg_cluster, pg_url); chromium: the run's one browser (chromium,
+# browser: a fresh context per test); both shared by every package.
+pytest_plugins = ["tests.skip_policy", "tests.tiers", "tests.postgres", "tests.chromium", "pytester"]
 
 
 @pytest.fixture

@@ -65,9 +65,12 @@ def test_up_installs_for_running_and_test_installs_for_testing(tmp_path: pathlib
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     subprocess.run([str(tree / "scripts/up.sh"), "--no-mount"], check=True, env=env, timeout=60)
     subprocess.run([str(tree / "scripts/test.sh"), "-k", "x"], check=True, env=env, timeout=60)
+    subprocess.run([str(tree / "scripts/test.sh"), "--fast", "-k", "x"], check=True, env=env, timeout=60)
     assert log.read_text().splitlines() == [
         "install.sh ",
         "lakemount up --no-mount",
         "install.sh --test",
         "python -m pytest -q -k x",
+        "install.sh --test",
+        "python -m pytest -q -m not spark and not browser and not cluster and not slow -k x",
     ]

@@ -11,7 +11,6 @@ from playwright.sync_api import expect
 
 from tests.api.conftest import Served, running
 from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET
-from tests.ui.conftest import browser, chromium  # noqa: F401 - fixtures
 from tests.ui.test_browser import login
 
 HOSTILE = "<img src=x onerror=alert(1)>\x1b[31m.csv"

@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL cluster for the auth store's conformance runs.
+"""The auth store's conformance runs on SQLite and on PostgreSQL (the run's one cluster, tests/postgres.py).
 
 ``LAKEMOUNT_TEST_POSTGRES_URL`` points the tests at an existing server instead.
 Without either a URL or Debian's ``initdb``, the PostgreSQL cases are skipped.
@@ -7,11 +7,7 @@ Without either a URL or Debian's ``initdb``, the PostgreSQL cases are skipped.
 
 from __future__ import annotations
 
-import glob
 import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,45 +20,10 @@ from lakemount.auth.store import metadata as auth_metadata
 SERVER_KEY = "test-server-key"
 
 
-def _initdb() -> str | None:
-    found = shutil.which("initdb")
-    if found:
-        return found
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    return candidates[-1] if candidates else None
-
-
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    url = os.environ.get("LAKEMOUNT_TEST_POSTGRES_URL")
-    if url:
-        yield url
-        return
-    initdb = _initdb()
-    if initdb is None:
-        pytest.skip("no PostgreSQL: install Debian's postgresql or set LAKEMOUNT_TEST_POSTGRES_URL")
-    pg_ctl = os.path.join(os.path.dirname(initdb), "pg_ctl")
-    # PostgreSQL refuses to run as root; the Debian package's user runs it.
-    prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    directory = tempfile.mkdtemp(prefix="lakemount-pg-")
-    if prefix:
-        shutil.chown(directory, "postgres")
-    data = os.path.join(directory, "data")
-    try:
-        subprocess.run([*prefix, initdb, "-D", data, "-A", "trust", "-U", "postgres"], check=True, capture_output=True)
-        # Unix socket only: nothing listens on the network.
-        options = f"-k {directory} -c listen_addresses='' -c fsync=off"
-        subprocess.run(
-            [*prefix, pg_ctl, "-D", data, "-o", options, "-l", os.path.join(directory, "log"), "-w", "start"],
-            check=True,
-            capture_output=True,
-        )
-        try:
-            yield f"postgresql+psycopg2://postgres@/postgres?host={directory}"
-        finally:
-            subprocess.run([*prefix, pg_ctl, "-D", data, "-m", "immediate", "stop"], capture_output=True)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+@pytest.fixture
+def postgres_url(request: pytest.FixtureRequest) -> str:
+    """An empty PostgreSQL database: ``LAKEMOUNT_TEST_POSTGRES_URL``'s, else a fresh one on the run's cluster."""
+    return os.environ.get("LAKEMOUNT_TEST_POSTGRES_URL") or request.getfixturevalue("pg_url")
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.metastore.conftest import pg_cluster, pg_url  # noqa: F401  (fixtures)
-
 LAKEMOUNT = [sys.executable, "-m", "lakemount.cli.main"]
 
 

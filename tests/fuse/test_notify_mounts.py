@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from tests.fuse.mounting import Mount, env_for, needs_fuse, start, stop, wait_for
-from tests.metastore.conftest import pg_cluster, pg_url  # noqa: F401  (fixtures)
 
 pytestmark = [*needs_fuse, pytest.mark.postgres]
 

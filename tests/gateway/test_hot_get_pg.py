@@ -22,7 +22,6 @@ from lakemount.gateway.handler import S3Gateway
 from lakemount.gateway.kept import KeptReads
 from lakemount.gateway.settings import from_config
 from lakemount.metastore.notify import HEAD, STAGING, Change
-from tests.metastore.conftest import pg_cluster, pg_url  # noqa: F401  (fixtures)
 
 from .server_fixture import ADMIN_KEY, ADMIN_SECRET
 from .test_hot_get import call, statements

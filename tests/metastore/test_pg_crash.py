@@ -79,12 +79,16 @@ def _running(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-@pytest.fixture
-def durable_pg() -> Iterator[DurablePg]:
+@pytest.fixture(scope="module")
+def durable_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A cluster's data directory, made once per module: initdb (durable), database ``lake``, a clean shutdown.
+
+    Each test crashes a copy of it: a copy costs a fraction of an initdb, and starts from the same state.
+    """
     if not (PG_BIN / "initdb").exists():
         pytest.skip(f"PostgreSQL server binaries not found in {PG_BIN} (Debian package postgresql-15)")
     prefix = _run_as()
-    base = Path(tempfile.mkdtemp(prefix="lm-pgcrash-"))
+    base = Path(tempfile.mkdtemp(prefix="lm-pgcrash-template-"))
     if prefix:
         shutil.chown(base, user=prefix[2])
     pg = DurablePg(base, prefix)
@@ -94,6 +98,24 @@ def durable_pg() -> Iterator[DurablePg]:
         pg.start()
         subprocess.run([*prefix, str(PG_BIN / "psql"), "-h", str(base), "-p", "5432", "-U", "postgres", "-c", "CREATE DATABASE lake"],
                        check=True, capture_output=True, timeout=60)
+        pg.ctl("-m", "fast", "-w", "stop")  # a clean shutdown: a copy starts without recovery
+        yield base / "data"
+    finally:
+        subprocess.run([*prefix, str(PG_BIN / "pg_ctl"), "-D", pg.data, "-m", "immediate", "-w", "stop"], capture_output=True, timeout=60)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def durable_pg(durable_template: Path) -> Iterator[DurablePg]:
+    """A private cluster (a copy of the template, owner and modes kept), which the test may crash."""
+    prefix = _run_as()
+    base = Path(tempfile.mkdtemp(prefix="lm-pgcrash-"))
+    if prefix:
+        shutil.chown(base, user=prefix[2])
+    pg = DurablePg(base, prefix)
+    try:
+        subprocess.run(["cp", "-a", str(durable_template), pg.data], check=True, capture_output=True, timeout=120)
+        pg.start()
         yield pg
     finally:
         subprocess.run([*prefix, str(PG_BIN / "pg_ctl"), "-D", pg.data, "-m", "immediate", "-w", "stop"], capture_output=True, timeout=60)
