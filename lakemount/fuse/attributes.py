@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import stat
 import time
+from collections.abc import Callable
 from typing import Final
 
 from lakemount.catalog.model import LINK_MODE
@@ -32,9 +33,11 @@ MKNOD_TYPES: Final = frozenset({stat.S_IFREG, stat.S_IFIFO, stat.S_IFSOCK, stat.
 class Attributes:
     """Computes :class:`Attr` for nodes of one mount (its options, its start time)."""
 
-    def __init__(self, options: MountOptions, started_ns: int) -> None:
+    def __init__(self, options: MountOptions, started_ns: int, now: Callable[[], float] = time.monotonic) -> None:
+        """``now`` is the mount's clock (``MountState.now``): the grants it notes are compared with its readings."""
         self.options = options
         self.started_ns = started_ns
+        self.now = now
 
     def owner(self, uid: int, gid: int) -> tuple[int, int]:
         """The owner shown for an entry's ``uid``/``gid``."""
@@ -52,7 +55,7 @@ class Attributes:
             return 0.0
         if scope is None or scope.writable:
             if scope is not None:
-                scope.granted = time.monotonic()  # the clock of MountState.now
+                scope.granted = self.now()
             return self.options.head_ttl
         # Committed refs are immutable; a moving expression (main@, main~1)
         # is re-checked by ``poll_heads``, which invalidates on change.

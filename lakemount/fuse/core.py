@@ -119,7 +119,7 @@ class FileSystem:
         self.invalidations = state.invalidations
         self.control = control.ControlFiles(catalog, self.render_stats)
         self._cache_stats = cache_stats
-        self.attrs = Attributes(options, state.started_ns)
+        self.attrs = Attributes(options, state.started_ns, state.now)
         self.scopes = Scopes(state)
         self.tree = Tree(state, self.scopes, self.attrs)
         self.directories = Directories(state, self.scopes, self.tree, self.attrs)

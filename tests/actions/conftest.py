@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import http.server
 import json
+import select
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -49,7 +51,10 @@ class Hooked(http.server.ThreadingHTTPServer):
 @pytest.fixture
 def webhook() -> Iterator[dict[str, Any]]:
     """A local HTTP server; ``state['mode']`` picks its behaviour, ``state['events']`` collects what it got."""
-    state: dict[str, Any] = {"mode": "ok", "events": []}
+    # "hang" and "trickle" go on until ``release`` is set (teardown) or two minutes pass: a client that
+    # returned before proves its own timeout ended the exchange; ``hung_up`` is set when the server sees
+    # the client close its end while it still hangs or trickles.
+    state: dict[str, Any] = {"mode": "ok", "events": [], "release": threading.Event(), "hung_up": threading.Event(), "sent": 0}
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
@@ -59,20 +64,29 @@ def webhook() -> Iterator[dict[str, Any]]:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             state["events"].append({"path": self.path, "headers": dict(self.headers), "body": json.loads(body)})
             mode = state["mode"]
+            release: threading.Event = state["release"]
             if mode == "hang":
-                time.sleep(5)
+                deadline = time.monotonic() + 120
+                while not release.is_set() and time.monotonic() < deadline:
+                    readable, _, _ = select.select([self.connection], [], [], 0.05)
+                    if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                        state["hung_up"].set()
+                        return
                 return
-            if mode == "trickle":  # an answer a byte at a time, each well within the socket timeout
+            if mode == "trickle":  # an answer a byte at a time, each well within the socket timeout: 120 s of it
                 self.send_response(200)
-                self.send_header("Content-Length", "40")
+                self.send_header("Content-Length", "600")
                 self.end_headers()
-                for _ in range(40):
+                for _ in range(600):
                     try:
                         self.wfile.write(b"x")
                         self.wfile.flush()
                     except OSError:
+                        state["hung_up"].set()
                         return
-                    time.sleep(0.2)
+                    state["sent"] += 1
+                    if release.wait(0.2):
+                        return
                 return
             if mode == "garbage":
                 self.wfile.write(b"\x00\xffNOT HTTP AT ALL\r\n\r\n")
@@ -90,6 +104,7 @@ def webhook() -> Iterator[dict[str, Any]]:
     try:
         yield state
     finally:
+        state["release"].set()
         server.shutdown()
         server.server_close()
 

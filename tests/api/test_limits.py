@@ -175,10 +175,19 @@ def test_bodies_past_their_limits_are_refused_while_others_are_served(served: Se
             s3.delete_objects(Bucket=repo, Delete={"Objects": [{"Key": f"main/k{i}"} for i in range(1001)]})
         assert info.value.response["Error"]["Code"] == "MalformedXML"
         upload = s3.create_multipart_upload(Bucket=repo, Key="main/mp")["UploadId"]
+        etag = '"0123456789abcdef0123456789abcdef"'
+        # 10,001 parts, each numbered 1-10000 (the last number twice): only the count is past its limit.
+        parts = [{"PartNumber": i + 1, "ETag": etag} for i in range(10_000)] + [{"PartNumber": 10_000, "ETag": etag}]
+        with pytest.raises(ClientError) as info:
+            s3.complete_multipart_upload(Bucket=repo, Key="main/mp", UploadId=upload, MultipartUpload={"Parts": parts})
+        error = info.value.response["Error"]
+        assert error["Code"] == "MalformedXML" and "lists 1 to 10000 parts" in error["Message"], error
+        # A part number past 10000 is refused by its own check.
         with pytest.raises(ClientError) as info:
             s3.complete_multipart_upload(Bucket=repo, Key="main/mp", UploadId=upload, MultipartUpload={
-                "Parts": [{"PartNumber": i + 1, "ETag": '"0123456789abcdef0123456789abcdef"'} for i in range(10_001)]})
-        assert info.value.response["Error"]["Code"] in ("MalformedXML", "InvalidPart", "InvalidArgument")
+                "Parts": [{"PartNumber": 10_001, "ETag": etag}]})
+        error = info.value.response["Error"]
+        assert error["Code"] == "MalformedXML" and "PartNumber must be an integer from 1 to 10000" in error["Message"], error
         s3.abort_multipart_upload(Bucket=repo, Key="main/mp", UploadId=upload)
 
 
@@ -251,6 +260,7 @@ def test_comments_and_action_files_past_their_limits(served: Served, repo: str) 
 
 def test_slow_or_greedy_webhooks_are_bounded(served: Served, repo: str) -> None:
     calls: list[float] = []
+    release = threading.Event()
 
     class Slow(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
@@ -259,7 +269,7 @@ def test_slow_or_greedy_webhooks_are_bounded(served: Served, repo: str) -> None:
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
             calls.append(time.monotonic())
-            time.sleep(3)
+            release.wait(120)  # held until the second commit has been refused: no race with the clock
             self.send_response(200)
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -271,7 +281,7 @@ def test_slow_or_greedy_webhooks_are_bounded(served: Served, repo: str) -> None:
     url = f"http://127.0.0.1:{hooks.server_address[1]}/"
     try:
         greedy = f"name: greedy\non: {{pre-commit: {{branches: [main]}}}}\nhooks: [{{id: w, type: webhook, properties: {{url: '{url}', timeout: 2h}}}}]\n"
-        slow = f"name: slow\non: {{pre-commit: {{branches: ['b*']}}}}\nhooks: [{{id: w, type: webhook, properties: {{url: '{url}', timeout: 10s}}}}]\n"
+        slow = f"name: slow\non: {{pre-commit: {{branches: ['b*']}}}}\nhooks: [{{id: w, type: webhook, properties: {{url: '{url}', timeout: 5m}}}}]\n"
         for b in ("b1", "b2"):
             requests.post(base + "/branches", json={"name": b, "source": "main"}, auth=AUTH, timeout=30).raise_for_status()
         for branch, text in (("main", greedy), ("b1", slow), ("b2", slow)):
@@ -282,7 +292,8 @@ def test_slow_or_greedy_webhooks_are_bounded(served: Served, repo: str) -> None:
             r = requests.post(base + "/branches/main/commits", json={"message": "m"}, auth=AUTH, timeout=30)
             assert "webhook timeout 2h is more than actions.webhook.max_timeout (300s)" in message(r, 403)
             assert calls == []
-            # Two commits at once under a 3 s webhook, one hook at a time: the second waits 0.5 s and fails.
+            # Two commits at once, the first's webhook held until the second is answered, one hook at a time:
+            # the second waits 0.5 s (actions.hooks.max_wait) and fails.
             answers: dict[str, requests.Response] = {}
 
             def commit(b: str) -> None:
@@ -291,16 +302,19 @@ def test_slow_or_greedy_webhooks_are_bounded(served: Served, repo: str) -> None:
 
             first = threading.Thread(target=commit, args=("b1",))
             first.start()
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 60
             while not calls and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert calls, "the first commit's webhook never ran"
             commit("b2")
+            release.set()
             first.join(60)
+            assert not first.is_alive(), "the first commit never returned once its webhook answered"
         assert answers["b1"].status_code == 201, answers["b1"].text
         assert "not run: 1 hooks were already running in this process (actions.hooks.max_running)" in message(answers["b2"], 403)
         assert len(calls) == 1
     finally:
+        release.set()
         hooks.shutdown()
         hooks.server_close()
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,21 +82,62 @@ def test_a_failing_store_drops_records_counted_and_the_data_path_is_unaffected(l
     assert [r.op for r in lake.records("flaky")] == ["PutObject", "GetObject"]
 
 
+class _Hanging:
+    """A store whose ``put`` hangs until ``release`` is set (at most two minutes), then goes on to ``inner``."""
+
+    def __init__(self, inner: FlakyAdapter) -> None:
+        self.inner = inner
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.inside = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def put(self, url: str, data: bytes) -> None:
+        self.inside += 1
+        self.entered.set()
+        try:
+            self.release.wait(120)
+            self.inner.put(url, data)
+        finally:
+            self.inside -= 1
+
+
 def test_a_hanging_store_never_slows_a_request(lake: Lake) -> None:
+    """The audit store hangs until the requests are done (not for a fixed time they must beat): 20 requests
+    answered while the flusher is still inside the hung write never waited for it, however slow the machine."""
     log = lake.app.audit
     assert log is not None
     assert call(lake.gw, "PUT", "/hang").status == 200
     flaky = FlakyAdapter(log.adapter)
-    log.adapter = flaky
-    flaky.fail_next("put", 1, kind=FaultKind.TIMEOUT, delay=3.0)
+    hanging = _Hanging(flaky)
+    log.adapter = hanging  # type: ignore[assignment]
+    flaky.fail_next("put", 1, kind=FaultKind.TIMEOUT)  # once released, the hung write fails
     call(lake.gw, "PUT", "/hang/main/a", b"x")
-    log._wake.set()  # the flusher now hangs in the store for 3 s
-    _wait(lambda: flaky.injected["put"] == 1, what="the flusher to reach the store")
-    start = time.monotonic()
-    for _ in range(20):
-        assert call(lake.gw, "GET", "/hang/main/a").status == 200
-    assert time.monotonic() - start < 2.0
-    assert flaky.calls["put"] == 1  # still in the hanging write: the requests did not wait for it
+    log._wake.set()  # the flusher now hangs in the store
+    try:
+        assert hanging.entered.wait(30), "the flusher never reached the store"
+        answered: list[int] = []
+        errors: list[BaseException] = []
+
+        def requests() -> None:
+            try:
+                for _ in range(20):
+                    answered.append(call(lake.gw, "GET", "/hang/main/a").status)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                errors.append(exc)
+
+        t = threading.Thread(target=requests, daemon=True)
+        t.start()
+        t.join(60)
+        assert not t.is_alive(), f"the requests waited for the hanging store: {len(answered)} of 20 answered in 60 s"
+        assert not errors, errors
+        assert answered == [200] * 20
+        assert hanging.inside == 1 and flaky.calls["put"] == 0  # the flusher is still in the hung write
+    finally:
+        hanging.release.set()
+    _wait(lambda: flaky.injected["put"] == 1 and hanging.inside == 0, what="the released write to fail")
+    _wait(lambda: log.counters["dropped"] >= 1, what="the failed write's records to be counted dropped")
 
 
 def test_a_full_buffer_drops_counted(lake: Lake) -> None:
@@ -109,12 +152,24 @@ def test_a_full_buffer_drops_counted(lake: Lake) -> None:
     assert log.flush() == 3
 
 
-@pytest.mark.parametrize("enabled", [True])
-def test_metrics_show_the_audit_counters(lake: Lake, enabled: bool) -> None:
+@pytest.mark.parametrize("enabled", [True, False])
+def test_metrics_show_the_audit_counters(tmp_path: Path, enabled: bool) -> None:
+    """With the audit trail on, /metrics has its counters; with it off (audit.enabled false) there are none."""
     from lakemount.serving.http import BytesBody, Request
 
-    assert lake.app.audit is not None and enabled
-    lake.app.audit.flush()
-    resp = lake.api.handle(Request("GET", "/metrics", "", (), BytesBody()))
-    body = resp.body if isinstance(resp.body, bytes) else b"".join(resp.body)
-    assert b"lakemount_audit_lost_intervals_total 0" in body and b"lakemount_audit_dropped_total 0" in body
+    lake = Lake(tmp_path / "home", LAKEMOUNT_AUDIT_ENABLED=str(enabled).lower())
+    try:
+        assert (lake.app.audit is not None) == enabled
+        if lake.app.audit is not None:
+            lake.app.audit.flush()
+        resp = lake.api.handle(Request("GET", "/metrics", "", (), BytesBody()))
+        assert resp.status == 200
+        body = resp.body if isinstance(resp.body, bytes) else b"".join(resp.body)
+        assert b"lakemount_http_requests_total" in body  # the rest of the page is there either way
+        if enabled:
+            assert b"lakemount_audit_lost_intervals_total 0" in body and b"lakemount_audit_dropped_total 0" in body
+        else:
+            assert b"lakemount_audit_" not in body
+    finally:
+        if lake.app.audit is not None:
+            lake.app.audit.close()

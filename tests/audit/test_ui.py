@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import requests
 from playwright.sync_api import expect
 
 from tests.api.conftest import Served, running
@@ -28,7 +29,16 @@ def test_audit_page_lists_records_and_an_object_page_says_who_touched_it(served:
     main.object("d/plain.csv").upload(b"a,b\n")
     main.object(f"d/{HOSTILE}").upload(b"x,y\n")
     assert main.object("d/plain.csv").reader().read() == b"a,b\n"
-    time.sleep(1.0)  # a flush interval of each worker
+    # Each worker writes its records every 0.2 s: wait until the API lists all three (a minute only bounds a failure).
+    deadline = time.monotonic() + 60
+    while True:
+        r = requests.get(f"{served.api}/api/v1/repositories/{repo.id}/audit", auth=(ADMIN_KEY, ADMIN_SECRET), timeout=30)
+        assert r.status_code == 200, r.text
+        ops = [rec["op"] for rec in r.json()["results"]]
+        if ops.count("uploadObject") >= 2 and "getObject" in ops:
+            break
+        assert time.monotonic() < deadline, f"the audit trail never listed the two uploads and the read: {ops}"
+        time.sleep(0.1)
     page = browser.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))

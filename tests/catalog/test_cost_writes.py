@@ -28,7 +28,6 @@ from lakemount.config import load
 from lakemount.errors import BranchNotFound, PreconditionFailed, ProtectedBranch
 from lakemount.graveler.model import Entry
 from lakemount.metastore.fastsql import FastSql
-from tests.metastore.conftest import pg_cluster, pg_url  # noqa: F401  (fixtures)
 
 R = "cost"
 # The reads a write made before: the repository's record, the branch row alone, the protection rules.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.harness import Cluster, Host, available, cluster, remove_stale
+from tests.skip_policy import under_ci
 
 MiB = 1 << 20
 
@@ -66,7 +66,7 @@ print(json.dumps(out), flush=True)
 def gw_lake() -> Iterator[tuple[Cluster, str, str]]:
     why = available()
     if why is not None:
-        pytest.fail(f"cluster tests cannot run here: {why}") if os.environ.get("CI") else pytest.skip(why)
+        pytest.fail(f"cluster tests cannot run here: {why}") if under_ci() else pytest.skip(why)
     remove_stale()
     with cluster(["db", "s3", "gw1", "gw2", "client"], deadline=900, mounts=["client"]) as c:
         client = c["client"]

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from tests.cluster.harness import PYTHON, RUN_DIR, Cluster, _run, available, remove_stale
+from tests.skip_policy import under_ci
 
 pytestmark = [pytest.mark.cluster]
 
@@ -24,7 +25,7 @@ except Exception as exc:
 def _root() -> None:
     why = available()
     if why is not None:
-        pytest.fail(f"cluster tests cannot run here: {why}") if os.environ.get("CI") else pytest.skip(why)
+        pytest.fail(f"cluster tests cannot run here: {why}") if under_ci() else pytest.skip(why)
 
 
 def test_hosts_have_their_own_addresses_and_mount_namespaces() -> None:

@@ -12,13 +12,13 @@ byte-identical.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 
 import pytest
 
 from tests.cluster import etl
 from tests.cluster.harness import PYTHON, Cluster, Host, available, cluster, remove_stale
+from tests.skip_policy import under_ci
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.spark, pytest.mark.fuse, pytest.mark.postgres]
 
@@ -39,7 +39,7 @@ print(json.dumps(out, sort_keys=True))
 def spark_lake() -> Iterator[tuple[Cluster, str, str]]:
     why = available() or etl.spark32_missing()
     if why is not None:
-        pytest.fail(f"cluster tests cannot run here: {why}") if os.environ.get("CI") else pytest.skip(why)
+        pytest.fail(f"cluster tests cannot run here: {why}") if under_ci() else pytest.skip(why)
     remove_stale()
     hosts = ["db", "s3", "master", "w1", "w2", "gw1", "gw2", "client"]
     with cluster(hosts, deadline=1500, mounts=["w1", "w2", "client"]) as c:

@@ -66,7 +66,7 @@ def start(
     with open(log_path, "ab") as log:
         build = command or (lambda fd: process.mount_command(None, mountpoint, ["--head-ttl", "0.2", *args], fd))
         try:
-            started = process.start(build, mountpoint, detach=False, log=log, env=env or env_for(home), timeout=60)
+            started = process.start(build, mountpoint, detach=False, log=log, env=env or env_for(home), timeout=180)
         except Exception:
             with open(log_path, errors="replace") as f:
                 print(f.read())

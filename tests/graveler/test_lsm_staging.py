@@ -50,6 +50,20 @@ def staging_files(adapter: Any, ns: str) -> list[str]:
     return [o.url for o in adapter.list(f"{ns}/{STAGING_DIR}")]
 
 
+def appends_seen(s: LsmStaging, released: threading.Event) -> list[bool]:
+    """From now on, each append of ``s``'s lists records whether ``released`` was set when it began:
+    a write that appends before its data is ready shows a False, however fast or slow the machine."""
+    seen: list[bool] = []
+    real = s.lists.append
+
+    def append(*a: Any, **kw: Any) -> Any:
+        seen.append(released.is_set())
+        return real(*a, **kw)
+
+    s.lists.append = append  # type: ignore[method-assign]
+    return seen
+
+
 @pytest.fixture
 def g(tmp_path: Path) -> Graveler:
     g = build_graveler(tmp_path / "refs.db", staging="lsm", l1_max=4)
@@ -61,13 +75,25 @@ def g(tmp_path: Path) -> Graveler:
 
 
 def test_one_call_is_one_file_and_a_lone_writer_does_not_wait(tmp_path: Path) -> None:
-    g = build_graveler(tmp_path / "refs.db", staging="lsm", flush_ms=2000)
+    # flush_ms is ten minutes: a lone writer that waited it out (a fixed wait) would not be back for
+    # ten minutes, so two writes done within the minute below flushed at once, whatever the load.
+    g = build_graveler(tmp_path / "refs.db", staging="lsm", flush_ms=600_000)
     g.create_repository(R, "mem://repo")
     s = lsm(g)
-    t0 = time.monotonic()
-    g.set_many(R, "main", [(b"d/%d" % i, val(str(i))) for i in range(50)])
-    g.set(R, "main", b"x", val("x"))
-    assert time.monotonic() - t0 < 1.0  # no flush in flight: flushed at once, flush_ms is not a fixed wait
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            g.set_many(R, "main", [(b"d/%d" % i, val(str(i))) for i in range(50)])
+            g.set(R, "main", b"x", val("x"))
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors.append(exc)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    writer.join(60)
+    assert not writer.is_alive(), "a lone writer waited for flush_ms: no flush was in flight, it had to flush at once"
+    assert not errors, errors
     assert s.stats.flushes == 2 and s.stats.entries_flushed == 51
     token = g.get_branch(R, "main").staging_token
     assert [f.count for f in s.lists.files([token])] == [1, 50]
@@ -283,6 +309,7 @@ def test_a_lone_write_stores_its_file_while_its_data_is_on_its_way_and_appends_o
     s.inline_bytes = 0
     data_sent, release = threading.Event(), threading.Event()
     files_before: list[int] = []
+    appended_after_release = appends_seen(s, release)
 
     def ready() -> None:
         data_sent.set()
@@ -291,12 +318,13 @@ def test_a_lone_write_stores_its_file_while_its_data_is_on_its_way_and_appends_o
 
     writer = threading.Thread(target=lambda: s.stage(R, "main", [(b"k", val("v"))], ready=ready))
     writer.start()
-    assert data_sent.wait(10)
-    time.sleep(0.2)
+    assert data_sent.wait(30), "the write never asked for its data"
     assert snapshot(g) == {}  # nothing visible while the data is on its way
     release.set()
     writer.join(30)
+    assert not writer.is_alive(), "the write never returned once its data was stored"
     assert files_before == [1]  # the staging file was stored before the data was ready: they overlapped
+    assert appended_after_release == [True]  # its one append came only once the data was there
     assert snapshot(g) == {b"k": "v"}
 
     def failed() -> None:
@@ -461,50 +489,102 @@ def test_a_missing_or_corrupt_staging_file_is_an_error_naming_it(g: Graveler, da
         list(reader.scan(R, reader.resolve(R, "main")))
 
 
+class _Around:
+    """A view's ref store that runs ``before`` just before the view's first ``cas_branch`` and ``after`` just
+    after its first one that succeeds (each once): another process's whole operation, landed at that point."""
+
+    def __init__(self, refs: SqlRefStore, before: Any = None, after: Any = None) -> None:
+        self._refs, self.before, self.after = refs, before, after
+        self.ran = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._refs, name)
+
+    def cas_branch(self, *a: Any, **kw: Any) -> bool:
+        if self.before is not None:
+            meanwhile, self.before = self.before, None
+            meanwhile()
+            self.ran += 1
+        ok = self._refs.cas_branch(*a, **kw)
+        if ok and self.after is not None:
+            meanwhile, self.after = self.after, None
+            meanwhile()
+            self.ran += 1
+        return bool(ok)
+
+
 @pytest.mark.parametrize("backend", ["sql", "lsm"])
 def test_a_commit_racing_a_reset_is_one_or_the_other_and_loses_nothing_it_acknowledged(tmp_path: Path, backend: str) -> None:
-    """Each round stages entries (acknowledged), then a commit and a full reset start together in two
-    "processes": the result is one of the two orders, never a commit holding part of the staging."""
+    """Each round stages entries (acknowledged), then a commit and a full reset meet in two "processes":
+    the result is one of the two orders, never a commit holding part of the staging.  A third of the rounds
+    start both together (either order may win); in a third the reset lands between the commit sealing the
+    staging and recording the commit (the reset comes first: the commit has nothing left); in a third the
+    commit lands between the reset reading the branch and swapping it (the commit comes first: the reset
+    tries again and drops nothing the commit took).  So each order is seen, whatever the scheduler does."""
     g = build_graveler(tmp_path / "refs.db", staging=backend, **({"l1_max": 3} if backend == "lsm" else {}))
     g.create_repository(R, "mem://repo")
     committer, resetter = fresh_view(g), fresh_view(g)
+    assert isinstance(g.refs, SqlRefStore)
+    refs = g.refs
     orders = {"commit first": 0, "reset first": 0}
+    forced = {"reset inside the commit": "reset first", "commit inside the reset": "commit first"}
     lost = 0
     for rnd in range(12):
+        mode = ("together", *forced)[rnd % 3]
         acked = {b"r%02d/%d" % (rnd, i): f"{rnd}.{i}" for i in range(6)}
         for k, v in acked.items():  # several files, some compacted: the commit reads L1 and L2
             g.set(R, "main", k, val(v))
         before = snapshot(g, "main@")
-        start = threading.Barrier(2)
         results: dict[str, BaseException | None] = {}
 
-        def run(name: str, op: Any, start: threading.Barrier, results: dict[str, BaseException | None]) -> None:
-            start.wait()
+        def run(name: str, op: Any, results: dict[str, BaseException | None], start: threading.Barrier | None = None) -> None:
+            if start is not None:
+                start.wait()
             try:
                 op()
                 results[name] = None
             except BaseException as exc:  # noqa: BLE001 - judged below
                 results[name] = exc
 
-        threads = [
-            threading.Thread(target=run, args=("commit", lambda m=f"round {rnd}": committer.commit(R, "main", m), start, results)),
-            threading.Thread(target=run, args=("reset", lambda: resetter.reset(R, "main"), start, results)),
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        def commit(m: str = f"round {rnd}", results: dict[str, BaseException | None] = results) -> None:
+            run("commit", lambda: committer.commit(R, "main", m), results)
+
+        def reset(results: dict[str, BaseException | None] = results) -> None:
+            run("reset", lambda: resetter.reset(R, "main"), results)
+
+        if mode == "together":
+            start = threading.Barrier(2)
+            threads = [
+                threading.Thread(target=run, args=("commit", lambda m=f"round {rnd}": committer.commit(R, "main", m), results, start)),
+                threading.Thread(target=run, args=("reset", lambda: resetter.reset(R, "main"), results, start)),
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        elif mode == "reset inside the commit":
+            around = committer.refs = _Around(refs, after=reset)  # type: ignore[assignment]
+            commit()
+            assert around.ran == 1, "the reset never ran inside the commit"
+        else:
+            around = resetter.refs = _Around(refs, before=commit)  # type: ignore[assignment]
+            reset()
+            assert around.ran == 1, "the commit never ran inside the reset"
+        committer.refs = resetter.refs = refs
         assert results["reset"] is None, results
         committed = snapshot(g, "main@")
         assert snapshot(g) == committed  # the reset left nothing staged, whoever went first
         if results["commit"] is None:
-            orders["commit first"] += 1
+            order = "commit first"
             lost += sum(1 for k, v in acked.items() if committed.get(k) != v)  # all in the commit
         else:
             assert isinstance(results["commit"], NothingToCommit), results
-            orders["reset first"] += 1
+            order = "reset first"
             assert committed == before  # the reset dropped them all: no commit holds a part
+        assert forced.get(mode, order) == order, (mode, order)
+        orders[order] += 1
     assert lost == 0
+    assert orders["commit first"] >= 4 and orders["reset first"] >= 4, orders
     assert sum(orders.values()) == 12
 
 
@@ -638,6 +718,7 @@ def test_a_lone_inline_write_appends_only_once_its_data_is_stored(g: Graveler) -
     and data that failed leaves nothing: no row, no file."""
     s = lsm(g)
     data_sent, release = threading.Event(), threading.Event()
+    appended_after_release = appends_seen(s, release)
 
     def ready() -> None:
         data_sent.set()
@@ -645,11 +726,13 @@ def test_a_lone_inline_write_appends_only_once_its_data_is_stored(g: Graveler) -
 
     writer = threading.Thread(target=lambda: s.stage(R, "main", [(b"k", val("v"))], ready=ready))
     writer.start()
-    assert data_sent.wait(10)
-    time.sleep(0.2)
+    assert data_sent.wait(30), "the write never asked for its data"
     assert snapshot(g) == {} and inline_rows(g) == 0  # nothing visible nor stored while the data is on its way
     release.set()
     writer.join(30)
+    assert not writer.is_alive(), "the write never returned once its data was stored"
+    assert appended_after_release == [True]  # the append (the row and its bytes) came only once the data was there
+    assert inline_rows(g) == 1
     assert snapshot(g) == {b"k": "v"}
 
     def failed() -> None:

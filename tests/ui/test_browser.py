@@ -464,15 +464,19 @@ def test_repository_pages_follow_the_default_branch_and_a_slow_page_keeps_off_th
 
         held: list[Any] = []
         page.route("**/actions/runs?*", lambda route: held.append(route))  # the PR page waits on its hook runs
+        # Count the PR page loads that have ended, so the test waits for the stale one to finish, not a fixed time.
+        page.evaluate("""() => { window.__pullPagesEnded = 0; const load = window.pullPage;
+            window.pullPage = async (...a) => { try { return await load(...a); } finally { window.__pullPagesEnded++; } }; }""")
         page.goto(f"{base}/#/r/{name}/pull/{pull['id']}")
         while not held:
             page.wait_for_timeout(50)
+        assert page.evaluate("window.__pullPagesEnded") == 0  # the PR page is still loading
         page.goto(f"{base}/#/r/{name}/feed")
         page.wait_for_selector("#feed-status >> text=live")
         for route in held:
             route.continue_()
         page.unroute("**/actions/runs?*")
-        page.wait_for_timeout(500)  # the PR page finishes loading behind the feed
+        page.wait_for_function("window.__pullPagesEnded >= 1", timeout=60_000)  # the PR page finished behind the feed
         assert requests.post(f"{api}/repositories/{name}/branches", auth=AUTH, timeout=30,
                              json={"name": "later", "source": "trunk"}).status_code == 201
         page.wait_for_selector("#feed tr[data-kind=branch-created] >> text=later")
