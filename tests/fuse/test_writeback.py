@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -70,7 +71,10 @@ def test_a_close_is_journaled_read_back_at_once_and_staged_in_batches(flaky: tup
     for path, data in files.items():
         pfs.write_file(f"{MAIN}/{path}", data)
     assert fs.writeback is not None and fs.writeback.pending((REPO, "main")) > 0
-    assert adapter.injected["put_file"] + adapter.injected["put"] > 0  # the pipeline did try, and failed
+    deadline = time.monotonic() + 60  # the pipeline gathers a batch before its first upload: wait for that try
+    while adapter.injected["put_file"] + adapter.injected["put"] == 0:
+        assert time.monotonic() < deadline, "the write-back pipeline never tried to upload within 60 s"
+        time.sleep(0.01)
     for path, data in files.items():
         assert pfs.read_file(f"{MAIN}/{path}") == data
     assert sorted(pfs.listdir(f"{MAIN}/d")) == sorted(p.split("/")[1] for p in files)
