@@ -203,6 +203,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Fail a test (in the phase that did it) that started a tier it is not marked with."""
     rep = yield
+    if call.when == "teardown":
+        # The last test's teardown also ends the session's fixtures (``pg_ctl stop`` of the run's one cluster):
+        # what runs there stops a tier, it does not start one for this test.
+        item.stash[_used] = set()
+        return rep
     used = item.stash.get(_used, set())
     missing = sorted(used - {m.name for m in item.iter_markers()})
     if missing:

@@ -30,7 +30,7 @@ def repos(app: App, s3: Any, monkeypatch: pytest.MonkeyPatch) -> App:
     if "bucket" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
         s3.create_bucket(Bucket="bucket")
     monkeypatch.setattr("lakemount.jobs.importer.job_context", _fail)
-    monkeypatch.setattr("lakemount.jobs.export.get_context", _fail)
+    monkeypatch.setattr("lakemount.jobs.export.job_context", _fail)
     app.catalog.create_repository("demo")
     app.catalog.create_repository("lake", "s3://bucket/lakemount/lake")
     app.catalog.put("demo", "main", "data/x.csv", b"1,2\n")  # something to export
