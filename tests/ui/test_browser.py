@@ -6,6 +6,7 @@ Each step leaves a screenshot in docs/screenshots/."""
 from __future__ import annotations
 
 import io
+import time
 from typing import Any
 
 from playwright.sync_api import expect
@@ -476,7 +477,11 @@ def test_repository_pages_follow_the_default_branch_and_a_slow_page_keeps_off_th
         for route in held:
             route.continue_()
         page.unroute("**/actions/runs?*")
-        page.wait_for_function("window.__pullPagesEnded >= 1", timeout=60_000)  # the PR page finished behind the feed
+        # The PR page finished behind the feed (polled with evaluate: wait_for_function's string is an eval the CSP refuses).
+        deadline = time.monotonic() + 60
+        while page.evaluate("window.__pullPagesEnded") < 1:
+            assert time.monotonic() < deadline, "the stale PR page's load never ended within 60 s"
+            page.wait_for_timeout(50)
         assert requests.post(f"{api}/repositories/{name}/branches", auth=AUTH, timeout=30,
                              json={"name": "later", "source": "trunk"}).status_code == 201
         page.wait_for_selector("#feed tr[data-kind=branch-created] >> text=later")
