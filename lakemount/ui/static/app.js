@@ -121,10 +121,11 @@ function show(...nodes) {
   const caret = had && typeof had.selectionStart === "number" ? [had.selectionStart, had.selectionEnd] : null;
   main().replaceChildren(el("div", {class: "page"}, ...nodes));
   const again = id ? document.getElementById(id) : null;
-  if (again && main().contains(again)) {
+  if (again && main().contains(again) && !again.disabled) {
     again.focus({preventScroll: true});
     if (caret && typeof again.selectionStart === "number") again.setSelectionRange(...caret);
-  } else if (focusAfter || (had && had !== document.body && !had.isConnected)) {
+  } else if (focusAfter || (again && again.disabled) || (had && had !== document.body && !had.isConnected)) {
+    // (a control drawn disabled again, as the author's approve is, cannot hold the focus: main keeps the place)
     main().focus({preventScroll: true});
   }
 }
