@@ -171,6 +171,13 @@ class KeptRecords:
         notices arrive (the one answer no statement checks again)."""
         return self._get(RULES, repo, "", lambda: read(repo), bounded=True)
 
+    def kept_rules(self, repo: str) -> list[str] | None:
+        """The protection patterns of ``repo`` if :meth:`rules` would answer them without a read, else None."""
+        hit = self._kept.get((RULES, repo, ""))
+        if hit is None or self.max_age <= 0 or not self._valid(repo, hit, True):
+            return None
+        return hit[0]  # type: ignore[no-any-return]
+
     def is_branch(self, repo: str, name: str) -> bool:
         """Whether ``name`` was found to be a branch of ``repo`` (and nothing dropped that since): a write to
         it then needs no resolution (its staging statement refuses a branch deleted meanwhile, and the

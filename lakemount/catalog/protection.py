@@ -116,6 +116,16 @@ class BranchProtection:
                 return pattern
         return None
 
+    def check_kept(self, repo: str, branch: str, action: str) -> bool:
+        """:meth:`check` if the kept rules answer it (True; raises as it would), else False: the rules need a read."""
+        rules = self.kept.kept_rules(repo) if self.kept is not None else None
+        if rules is None:
+            return False
+        for pattern in rules:
+            if fnmatch.fnmatchcase(branch, pattern):
+                raise ProtectedBranch(repo, branch, action, pattern)
+        return True
+
     def check(self, repo: str, branch: str, action: str) -> None:
         """Raise ``ProtectedBranch`` if a rule covers ``branch`` (``action`` names what was refused)."""
         pattern = self.matching(repo, branch)

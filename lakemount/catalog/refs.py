@@ -165,6 +165,11 @@ class RefVerbs:
         """
         self.protection.check(repo, branch, action)
 
+    def check_writable_kept(self, repo: str, branch: str, action: str = prot.WRITE) -> bool:
+        """:meth:`check_writable` answered from the rules this process keeps (True, raising as it would), or
+        False when they must be read (then call :meth:`check_writable`)."""
+        return self.protection.check_kept(repo, branch, action)
+
     @staticmethod
     def is_fixed(resolved: ResolvedRef) -> bool:
         """True if ``resolved`` names one commit for good: a tag or a commit id, without ``~``/``^`` steps."""

@@ -3,7 +3,8 @@
 Thin on purpose.  Each handler converts pyfuse3 types to the core's plain
 values and back; everything else is the core's.  Handlers first try the core
 operation without blocking (answered from memory: cached attributes, RAM-cached
-blocks), and only if it needs I/O run it again in a worker thread, under one
+blocks; or from this node's disk: a small file's temp file, a write-back
+journal), and only if it needs I/O run it again in a worker thread, under one
 ``CapacityLimiter`` so a burst of requests cannot spawn unbounded threads.
 
 No exception other than ``pyfuse3.FUSEError`` may leave a handler: pyfuse3
@@ -255,14 +256,14 @@ class FuseOperations(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         await self._allow(ctx, parent_inode, write=True)
-        opened, attr = await self._call(self.fs.create, parent_inode, name, mode, flags, _caller(ctx))
+        opened, attr = await self._call(self.fs.create, parent_inode, name, mode, flags, _caller(ctx), fast=True)
         return self._file_info(opened), _entry_attributes(attr)
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
         return await self._call(self.fs.read, fh & FH_MASK, off, size, fast=True)
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        return await self._call(self.fs.write, fh & FH_MASK, off, buf)
+        return await self._call(self.fs.write, fh & FH_MASK, off, buf, fast=True)
 
     async def flush(self, fh: int) -> None:
         await self._call(self.fs.flush, fh & FH_MASK, fast=True)

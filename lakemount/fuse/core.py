@@ -28,7 +28,12 @@ seconds; committed refs are immutable, so their entries are cached for the
 scope's life (see :mod:`~lakemount.fuse.scope`).  Every operation that can
 answer from memory does so without blocking: run under :meth:`nonblocking`,
 an operation that would need I/O raises :class:`NeedsThread` before changing
-anything, and the adapter retries it in a worker thread.  Kernel cache
+anything, and the adapter retries it in a worker thread.  Writes to this
+node's own disk count as memory there: a small file's temp file, and with
+write-back a journal that does not sync per close, so a ``cp -r`` of small
+files into a write-back mount needs a thread only where the catalog is asked
+(a name's lookup once the directory's listing is older than ``head_ttl``; a
+create whose name no lookup just found absent).  Kernel cache
 invalidations are queued on ``invalidations`` (never issued from inside a
 request handler, where they can deadlock).
 

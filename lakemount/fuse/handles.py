@@ -123,7 +123,7 @@ class Handles:
         truncate = writable and bool(flags & os.O_TRUNC)
         scope = node.scope
         assert scope is not None
-        if truncate:
+        if truncate and not self.saver.write_is_local(node, 0, 0):
             self.state.io()
         if self.audit is not None:  # the process's name while it is alive (a short one is gone by release)
             self.audit.process(caller.pid)
@@ -225,7 +225,8 @@ class Handles:
             return self._write_control(node, data, handle.uid, handle.pid)
         if not handle.writable:
             raise FsError(errno.EBADF)
-        self.state.io()
+        if not self.saver.write_is_local(node, offset, len(data)):
+            self.state.io()
         n = self.saver.write(node, offset, data)
         with self.table.lock:
             if node.entry is not None:
@@ -267,7 +268,8 @@ class Handles:
         """A close(2) of the handle: save written content (errors reach the closing process)."""
         handle = self._handle(fh)
         if handle.writable and handle.node.dirty is not None and handle.node.dirty.modified:
-            self.state.io()
+            if not self.saver.save_is_local(handle.node):
+                self.state.io()
             self.saver.save(handle.node)
 
     @op("fsync")
@@ -289,8 +291,9 @@ class Handles:
         if handle is None:
             return
         node = handle.node
-        if node.dirty is not None:
-            self.state.io()
+        dirty = node.dirty
+        if dirty is not None and not self.saver.release_is_local(node, handle.writable):
+            self.state.io()  # saving it, keeping it aside, or dropping a large temp file
         with self.table.lock:
             self._handles.pop(fh, None)
             node.opens = max(0, node.opens - 1)

@@ -121,6 +121,13 @@ class Namespace:
             return []
         return [(parent.path + "/", None)]
 
+    def _create_in_memory(self, parent: Node, scope: Scope, name: bytes) -> bool:
+        """True if creating ``name`` in ``parent`` reads and writes nothing but this node's journal: the
+        mount journals locally, memory knows whether the name exists, and no marker needs a look."""
+        cached = parent.entry
+        return (self.state.local_journal() and self.state.has_empty_data(scope.repo) and self.tree.knows(parent, name)
+                and not (parent.path and cached is not None and self._plain_marker(cached)))
+
     def _marker_dropped(self, parent: Node) -> None:
         """``parent`` is implicit now (its marker was deleted): its node and its parent's listing say so."""
         parent.entry = None
@@ -184,8 +191,9 @@ class Namespace:
         self, parent_ino: int, name: bytes, mode: int, caller: Caller, *, exclusive: bool, target: str = ""
     ) -> Node:
         parent, scope, path = self._dir_for_change(parent_ino, name)
-        self.state.io()
-        with scope.mutex:
+        if not self._create_in_memory(parent, scope, name):
+            self.state.io()
+        with self.state.holding(scope.mutex):
             existing = self.tree.find(parent, name)
             if existing is not None:
                 if exclusive:

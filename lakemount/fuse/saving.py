@@ -18,7 +18,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import Entry
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from lakemount.fuse.writeback import Writeback
 
 log = logging.getLogger(__name__)
+
+LOCAL_WRITE_MAX: Final = 1 << 20  # a file up to this size is written on the request loop (see write_is_local)
 
 
 class Saver:
@@ -86,6 +88,35 @@ class Saver:
         repo = self.state.repo(repo_name)
         return DirtyFile(self.state.options.spool_dir, source, size, in_place=catalog.stores_files_in_place(repo),
                          streaming=functools.partial(catalog.streamed_upload, repo))
+
+    def write_is_local(self, node: Node, offset: int, size: int) -> bool:
+        """True if writing ``size`` bytes at ``offset`` touches only the node's temp file on this disk: a
+        small file (no copy of stored content to make, no streamed part to send, hashed in this thread)
+        whose temp file no save holds."""
+        if offset + size > LOCAL_WRITE_MAX:
+            return False
+        dirty = node.dirty
+        if dirty is None:
+            entry = node.entry
+            return entry is None or entry.size == 0
+        return not (dirty.held or dirty.frozen or dirty.lock.locked())
+
+    def save_is_local(self, node: Node) -> bool:
+        """True if saving ``node`` only journals it on this node's disk (write-back, no sync per close)."""
+        dirty = node.dirty
+        wb = self.writeback
+        return (wb is not None and dirty is not None and self.state.local_journal() and not node.detached
+                and wb.save_is_local(dirty))
+
+    def release_is_local(self, node: Node, writable: bool) -> bool:
+        """True if the last close of a handle on ``node`` only touches this disk: its temp file stays
+        (the journal holds it, or another handle is open), is a small one to drop, or is journaled."""
+        dirty = node.dirty
+        if dirty is None or dirty.pending:
+            return True
+        if not dirty.modified:
+            return node.opens > 1 or dirty.size <= LOCAL_WRITE_MAX
+        return writable and self.save_is_local(node)
 
     def write(self, node: Node, offset: int, data: bytes) -> int:
         """Write ``data`` at ``offset`` into the node's temp file (created on first need)."""

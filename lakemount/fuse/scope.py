@@ -68,6 +68,9 @@ class Scope:
     # the scope to cache (for ``head_ttl``, on a branch): once ``head_ttl`` has
     # passed since, the kernel asks again and that request re-checks the branch.
     granted: float = 0.0
+    # Paths a lookup found absent: path -> (gen, version, monotonic time).  The create that follows a
+    # kernel's negative lookup answers from here, without asking the catalog again (see Tree.find).
+    absent: dict[str, tuple[int, int, float]] = field(default_factory=dict)
 
     key: ScopeKey = field(init=False)  # (repo, name): fixed for the scope's life, read on every lookup
 
@@ -374,9 +377,10 @@ class Scopes:
             raise FsError(errno.EPERM, "not inside a ref")
         if not scope.writable:
             raise FsError(errno.EROFS, f"{scope.repo}/{scope.name} is read-only (not a branch)")
-        self.state.io()
         try:
-            self.state.catalog.check_writable(scope.repo, scope.branch)
+            if not self.state.catalog.check_writable_kept(scope.repo, scope.branch):
+                self.state.io()
+                self.state.catalog.check_writable(scope.repo, scope.branch)
         except LakeMountError as exc:
             scope.record_error("write", exc)  # EPERM alone does not say why; .lakefs/error does
             raise

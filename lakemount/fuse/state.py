@@ -103,6 +103,25 @@ class MountState:
         if getattr(self._tls, "nb", False):
             raise NeedsThread
 
+    def local_journal(self) -> bool:
+        """True if the mount journals its writes and an append is a write to this node's page cache (no
+        sync per close): such a change is made on the request loop, like a temp file's write."""
+        wb = self.writeback
+        return wb is not None and not wb.journal.fsync
+
+    @contextlib.contextmanager
+    def holding(self, lock: threading.RLock | threading.Lock) -> Iterator[None]:
+        """``lock`` held; under :meth:`nonblocking`, ``NeedsThread`` rather than waiting for it."""
+        if getattr(self._tls, "nb", False):
+            if not lock.acquire(blocking=False):
+                raise NeedsThread
+        else:
+            lock.acquire()
+        try:
+            yield
+        finally:
+            lock.release()
+
     def node(self, ino: int) -> Node:
         """The node of inode ``ino``; ``FsError(ESTALE)`` if the mount does not know it."""
         node = self.table.get(ino)
@@ -125,6 +144,9 @@ class MountState:
             repo = self.repos[name] = self.catalog.repository(name)
         return repo
 
+    def has_empty_data(self, repo: str) -> bool:
+        return repo in self._empty
+
     def empty_data(self, repo: str) -> DataInfo:
         """The stored empty object of ``repo`` (what a new file points at), written once per mount."""
         info = self._empty.get(repo)
@@ -140,8 +162,9 @@ class MountState:
         branch) go to the journal; any other change waits until the branch's
         journal is staged, so it applies after what this mount wrote before it.
         """
-        self.io()
         wb = self.writeback
+        if not (journal and self.local_journal()):
+            self.io()
         if wb is not None:
             if journal:
                 wb.journal_changes(scope, changes)

@@ -30,6 +30,7 @@ from lakemount.fuse.state import NAME_MAX, MountState, decode_name, join_path, k
 from lakemount.fuse.values import Attr
 
 KIND: Final = {ChildKind.FILE: Kind.FILE, ChildKind.DIR: Kind.DIR, ChildKind.SYMLINK: Kind.SYMLINK}
+ABSENT_KEPT: Final = 4096  # paths found absent kept per scope (then forgotten at once: a create asks again)
 CHILD: Final = {Kind.FILE: ChildKind.FILE, Kind.DIR: ChildKind.DIR, Kind.SYMLINK: ChildKind.SYMLINK}
 
 
@@ -62,6 +63,32 @@ class Tree:
         if scope.writable and self.state.now() - listing.fetched >= self.options.head_ttl:
             return None
         return listing
+
+    def absent_fresh(self, scope: Scope, path: str) -> bool:
+        """True if a lookup found ``path`` absent in ``scope`` less than ``head_ttl`` ago, with no change
+        since (neither one this mount made, which bumps ``scope.version``, nor one it learned of)."""
+        seen = scope.absent.get(path)
+        if seen is None:
+            return False
+        gen, version, fetched = seen
+        return gen == scope.gen and version == scope.version and self.state.now() - fetched < self.options.head_ttl
+
+    def knows(self, parent: Node, name: bytes) -> bool:
+        """True if :meth:`find` of ``name`` in ``parent`` answers from memory (no catalog read)."""
+        scope = parent.scope
+        if scope is None:
+            return False
+        path = join_path(parent.path, decode_name(name))
+        existing = self.table.by_key((scope.key, path))
+        if existing is not None and (existing.dirty is not None or self.fresh(existing)):
+            return True
+        return self.listing_fresh(parent) is not None or (existing is None and self.absent_fresh(scope, path))
+
+    @staticmethod
+    def note_absent(scope: Scope, path: str, gen: int, version: int, fetched: float) -> None:
+        if len(scope.absent) >= ABSENT_KEPT:
+            scope.absent.clear()
+        scope.absent[path] = (gen, version, fetched)
 
     def revalidate(self, node: Node) -> None:
         """Refresh a path node's entry if stale; FsError(ENOENT) if its path is gone (or changed type)."""
@@ -190,12 +217,16 @@ class Tree:
         if listing is not None:
             child = listing.children.get(name)
             fetched, gen, version = listing.fetched, listing.gen, scope.version
+        elif existing is None and self.absent_fresh(scope, path):
+            return None
         else:
             self.state.io()
             gen, version, fetched = scope.gen, scope.version, self.state.now()
             child = lookup_child(self.state.catalog, scope.repo, scope.resolved, path)
             if self.state.writeback is not None:
                 child = self.state.writeback.overlay_child(scope, path, child)
+            if child is None:
+                self.note_absent(scope, path, gen, version, fetched)
         if child is None:
             if existing is not None and existing.opens == 0 and existing.dirty is None:
                 self.table.detach(existing)

@@ -57,6 +57,7 @@ BATCH: Final = 2000  # records staged per pipeline round (one apply per branch)
 UPLOADS: Final = 8  # uploads in flight
 LINGER: Final = 0.05  # seconds the pipeline waits to gather a batch when nobody waits for it
 SYNC_INTERVAL: Final = 1.0  # seconds between syncs of the journal's files when closes do not fsync (each sync stalls the disk)
+LOCAL_SAVE_MAX: Final = 1 << 20  # a file up to this size is journaled on the request loop (save_is_local)
 BACKOFF: Final = (0.05, 2.0)  # first and longest wait between retries of an unavailable store
 
 BranchKey = tuple[str, str]
@@ -117,6 +118,7 @@ class Writeback:
         self._bytes = 0
         self._warned = 0.0
         self._waiting = 0  # drains in progress: the pipeline does not linger for more records
+        self._idle = False  # the pipeline waits for a first record (an enqueue must wake it)
         self._stop = False
         self._threads: list[threading.Thread] = []
         self._uploads = ThreadPoolExecutor(UPLOADS, thread_name_prefix="lakemount-upload")
@@ -201,6 +203,14 @@ class Writeback:
         self.state.metrics.add("journaled_files")
         self.state.metrics.add("journaled_bytes", item.size)
 
+    def save_is_local(self, dirty: DirtyFile) -> bool:
+        """True if :meth:`save` of ``dirty`` waits for nothing: the journal has room, the digests are known
+        (no hashing of a large file), and nothing else holds the temp file."""
+        if self.journal.fsync or dirty.size > LOCAL_SAVE_MAX or dirty.lock.locked():
+            return False
+        with self._cond:
+            return not self._bytes or self._bytes + dirty.size <= self.max_bytes
+
     def _hand_over(self, dirty: DirtyFile, path: str, known: tuple[int, str, str] | None, *, share: bool) -> tuple[str, tuple[int, str, str]]:
         """Under the temp file's lock: its digests, and the journal's data file (itself, or a copy when shared)."""
         digests = known or _hash(path)
@@ -246,7 +256,10 @@ class Writeback:
             over[item.path] = (item.seq, item.base)
         for path, entry in item.changes:
             over[path] = (item.seq, entry)
-        self._cond.notify_all()
+        # Only the pipeline waits for records, and only two of its waits end with one: for the first
+        # record, and for a full batch.  Waking it for each record would cost every close a thread switch.
+        if self._idle or len(self._pending) == BATCH:
+            self._cond.notify_all()
 
     # ------------------------------------------------------------------ waiting
     def drain(self, key: BranchKey | None) -> None:
@@ -317,7 +330,11 @@ class Writeback:
         while True:
             with self._cond:
                 while not self._pending and not self._stop:
-                    self._cond.wait()
+                    self._idle = True
+                    try:
+                        self._cond.wait()
+                    finally:
+                        self._idle = False
                 if not self._pending:
                     return
                 # Gather a batch: more records come while a writer is busy, unless someone waits for them.

@@ -215,3 +215,37 @@ class PathFS:
     def write_at(self, path: str, offset: int, data: bytes) -> None:
         with self.opened(path, os.O_RDWR) as fh:
             self.pwrite(fh, offset, data)
+
+
+# The operations the pyfuse3 adapter first runs without blocking (``fast=True`` in lakemount/fuse/adapter.py).
+FAST_OPS = frozenset({"lookup", "getattr", "readlink", "statfs", "link", "open", "create", "read", "write", "flush",
+                      "release", "opendir", "listxattr"})
+
+
+class FastFirst:
+    """A ``FileSystem`` called as the adapter calls it: each fast operation first under ``nonblocking`` and,
+    if it raises ``NeedsThread``, again as a worker thread would.  ``threaded`` counts those second calls per
+    operation.  An operation that changed anything before raising ``NeedsThread`` shows here as a wrong result
+    of its second call (EEXIST from a create, a write applied twice...)."""
+
+    def __init__(self, fs: FileSystem) -> None:
+        self.fs = fs
+        self.threaded: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self.fs, name)
+        if name not in FAST_OPS:
+            return attr
+
+        @functools.wraps(attr)
+        def call(*args: object) -> object:
+            from lakemount.fuse.core import NeedsThread
+
+            try:
+                with self.fs.nonblocking():
+                    return attr(*args)
+            except NeedsThread:
+                self.threaded[name] = self.threaded.get(name, 0) + 1
+                return attr(*args)
+
+        return call

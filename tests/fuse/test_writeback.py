@@ -15,10 +15,10 @@ import pytest
 
 from lakemount.app import App
 from lakemount.block import FlakyAdapter
-from lakemount.fuse.core import FileSystem
+from lakemount.fuse.core import Caller, FileSystem
 from lakemount.fuse.journal import Journal
 from tests.fuse.conftest import REPO, make_fs
-from tests.fuse.pathfs import PathFS
+from tests.fuse.pathfs import FastFirst, PathFS
 
 MAIN = f"/{REPO}/main"
 
@@ -274,3 +274,85 @@ def test_unmount_stages_everything_journaled(app: App, home: str) -> None:
     spool = os.path.join(home, "journal", "spool")
     assert not os.path.exists(spool) or os.listdir(spool) == []  # every data file went to the store
     assert os.path.getsize(os.path.join(home, "journal", "log")) == 0  # and the log was emptied
+
+
+@pytest.mark.parametrize("head_ttl", [600.0, 0.2])
+def test_small_files_are_written_on_the_request_loop_and_land_whole(
+    flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]], head_ttl: float,
+) -> None:
+    """Called as the adapter calls it, a ``cp -r`` of small files with write-back runs write, close and
+    release from memory and the node's journal.  While the new directory's listing is fresh (a long
+    ``head_ttl``) lookups and creates do too; with a short one, only a name's lookup (is it in the
+    branch?), the directory's revalidation and a create that falls on a due head check need a thread.  Every file lands, byte
+    for byte, and every create was exclusive (a create that changed something before asking for a
+    thread would fail its second try with EEXIST)."""
+    app, _adapter, factory = flaky
+    fs = factory(head_ttl=head_ttl)
+    fast = FastFirst(fs)
+    pfs = PathFS(fast)  # type: ignore[arg-type]
+    pfs.mkdir(f"{MAIN}/src")
+    pfs.write_file(f"{MAIN}/src/first", b"drops the directory's marker")  # the one create that reads the branch
+    fast.threaded.clear()
+    files = {f"src/f{i:03d}": os.urandom(100 + i) for i in range(200)}
+    began = time.monotonic()
+    for path, data in files.items():
+        fh = pfs.open(f"{MAIN}/{path}", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        pfs.pwrite(fh, 0, data)
+        pfs.close(fh)
+    head_checks = (time.monotonic() - began) / head_ttl + 1
+    if head_ttl > 100:
+        assert fast.threaded == {}, fast.threaded
+    else:
+        assert set(fast.threaded) <= {"lookup", "getattr", "create"}, fast.threaded  # getattr: of the stale directory
+        # A due head check, or the pipeline holding the branch's mutex to stage a batch: a few creates wait.
+        assert fast.threaded.get("create", 0) <= head_checks + len(files) // 10, (fast.threaded, head_checks)
+    for path, data in files.items():
+        assert pfs.read_file(f"{MAIN}/{path}") == data
+    assert fs.writeback is not None
+    fs.writeback.drain(None)
+    assert lost(app, "main", files) == []
+
+
+def test_without_write_back_a_create_waits_for_a_thread_and_changes_nothing_first(fs: FileSystem, app: App) -> None:
+    fast = FastFirst(fs)
+    pfs = PathFS(fast)  # type: ignore[arg-type]
+    pfs.write_file(f"{MAIN}/a", b"staged at close")  # exclusive creates below would fail if the first try had created
+    with pfs.opened(f"{MAIN}/b", os.O_WRONLY | os.O_CREAT | os.O_EXCL) as fh:
+        pfs.pwrite(fh, 0, b"b")
+    # Saved at close (an upload and a staging statement each): a thread.  Written and released: the temp file.
+    assert fast.threaded["create"] == 2 and fast.threaded["flush"] == 2
+    assert "write" not in fast.threaded and "release" not in fast.threaded, fast.threaded
+    assert lost(app, "main", {"a": b"staged at close", "b": b"b"}) == []
+
+
+def test_a_create_after_another_change_asks_the_catalog_again(flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]]) -> None:
+    """A lookup's "absent" answers the create that follows it only while nothing changed in the branch since."""
+    app, _adapter, factory = flaky
+    fs = factory()
+    fast = FastFirst(fs)
+    pfs = PathFS(fast)  # type: ignore[arg-type]
+    pfs.write_file(f"{MAIN}/warm", b"w")
+    parent = pfs.ino(MAIN)
+    with pytest.raises(OSError):
+        fast.lookup(parent, b"late")  # absent, noted
+    pfs.write_file(f"{MAIN}/other", b"o")  # a change in the branch: the note no longer answers
+    fast.threaded.clear()
+    opened, _attr = fast.create(parent, b"late", 0o644, os.O_WRONLY | os.O_EXCL, Caller())
+    fast.release(opened.fh)
+    assert fast.threaded == {"create": 1}
+
+
+def test_a_protection_rule_kept_refuses_a_create_on_the_request_loop(flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]]) -> None:
+    app, _adapter, factory = flaky
+    fs = factory()
+    fast = FastFirst(fs)
+    pfs = PathFS(fast)  # type: ignore[arg-type]
+    pfs.write_file(f"{MAIN}/before", b"x")
+    app.catalog.set_protection_rules(REPO, ["main"])
+    with pytest.raises(PermissionError):
+        pfs.write_file(f"{MAIN}/after", b"refused")  # the rules are read (in a thread)...
+    fast.threaded.clear()
+    with pytest.raises(PermissionError):
+        pfs.write_file(f"{MAIN}/later", b"refused")  # ...and kept: this create is refused from memory
+    assert "create" not in fast.threaded
+    assert app.catalog.get_optional(REPO, "main", "after") is None and app.catalog.get_optional(REPO, "main", "later") is None
