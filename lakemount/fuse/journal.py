@@ -5,7 +5,9 @@ in order) and ``spool/`` (the temp files written files grow in; a journaled
 file's record names its temp file, which is its data file from then on, so no
 second copy is made).  A record is ``MAGIC``, the payload's length and its
 CRC-32, then the payload (JSON).  ``put`` records carry a file's entry, its
-data file and the data's SHA-256; ``apply`` records carry staged changes as
+data file and the data's SHA-256 (a small file's record carries its bytes too,
+``inline``: only the log needs a sync for it, and the replay writes its data file
+again from them if the crash lost it); ``apply`` records carry staged changes as
 they were made; ``done`` records say every record up to a sequence number is
 staged.  :meth:`Journal.replay` returns what is not done: a torn tail (a record
 whose write never finished, so it was never acknowledged) is cut off; a record
@@ -18,6 +20,7 @@ mount) and :meth:`sync` makes the journal's files durable (run on a short interv
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -178,8 +181,38 @@ class Journal:
 
 
 def _check_data(body: dict[str, Any]) -> str:
-    """Why a ``put`` record's data file does not hold its bytes ("" when it does)."""
+    """Why a ``put`` record's data file does not hold its bytes ("" when it does).
+
+    A record carrying its bytes (``inline``) writes its data file again from them when the file did
+    not reach the disk (only the log is synced for such a record); the bytes must match the record's
+    size and SHA-256."""
     path = str(body.get("data", ""))
+    if "inline" in body:
+        try:
+            data = base64.b64decode(str(body["inline"]), validate=True)
+        except ValueError:
+            return "its inline bytes are not base64"
+        digest = hashlib.sha256(data).hexdigest()
+        if len(data) != body.get("size") or digest != body.get("sha256"):
+            return f"its inline bytes are not the bytes the record names (size {len(data)}, sha256 {digest[:16]}...)"
+        if _file_digest(path) != (len(data), digest):
+            try:
+                with open(path, "wb") as f:
+                    f.write(data)
+            except OSError as exc:
+                return f"its data file {path} cannot be written again: {exc.strerror}"
+        return ""
+    found = _file_digest(path)
+    if found is None:
+        return f"its data file {path} cannot be read"
+    size, digest = found
+    if size != body.get("size") or digest != body.get("sha256"):
+        return f"its data file {path} does not hold the bytes the record names (size {size}, sha256 {digest[:16]}...)"
+    return ""
+
+
+def _file_digest(path: str) -> tuple[int, str] | None:
+    """(size, SHA-256 hex) of the file at ``path``; None if it cannot be read."""
     sha = hashlib.sha256()
     size = 0
     try:
@@ -187,8 +220,6 @@ def _check_data(body: dict[str, Any]) -> str:
             while chunk := f.read(1 << 20):
                 sha.update(chunk)
                 size += len(chunk)
-    except OSError as exc:
-        return f"its data file {path} cannot be read: {exc.strerror}"
-    if size != body.get("size") or sha.hexdigest() != body.get("sha256"):
-        return f"its data file {path} does not hold the bytes the record names (size {size}, sha256 {sha.hexdigest()[:16]}...)"
-    return ""
+    except OSError:
+        return None
+    return size, sha.hexdigest()

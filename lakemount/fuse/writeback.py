@@ -24,6 +24,7 @@ kept aside at its last close, as any unsaved content).
 
 from __future__ import annotations
 
+import base64
 import collections
 import contextlib
 import errno
@@ -57,6 +58,7 @@ BATCH: Final = 2000  # records staged per pipeline round (one apply per branch)
 UPLOADS: Final = 8  # uploads in flight
 LINGER: Final = 0.05  # seconds the pipeline waits to gather a batch when nobody waits for it
 SYNC_INTERVAL: Final = 1.0  # seconds between syncs of the journal's files when closes do not fsync (each sync stalls the disk)
+INLINE_MAX: Final = 64 << 10  # a file up to this size is journaled inside its record, not beside it
 LOCAL_SAVE_MAX: Final = 1 << 20  # a file up to this size is journaled on the request loop (save_is_local)
 BACKOFF: Final = (0.05, 2.0)  # first and longest wait between retries of an unavailable store
 
@@ -186,8 +188,11 @@ class Writeback:
                        node=None if share else node, dirty=None if share else dirty, size=digests[0])
         body = {"op": "put", "repo": item.repo, "branch": item.branch, "path": item.path, "entry": base.value().hex(),
                 "data": data, "size": digests[0], "sha256": digests[1], "md5": digests[2]}
+        inline = not share and digests[0] <= INLINE_MAX and _inline(body, dirty.fd, digests[0])
         try:
-            item.seq = self.journal.append(body, data_fd=-1 if share else dirty.fd, data_path=data)
+            # A small file's bytes ride in its record: the log's one sync covers them (none per data file).
+            item.seq = self.journal.append(body, data_fd=-1 if share or inline else dirty.fd,
+                                           data_path="" if inline else data)
         except OSError:
             if not share:
                 dirty.held = dirty.pending = False
@@ -546,6 +551,15 @@ def _pending_of(rec: Record) -> Pending | None:
         return Pending(rec.seq, repo, branch,
                        [(str(p), None if v is None else decode_value(bytes.fromhex(v))) for p, v in body["changes"]])
     return None
+
+
+def _inline(body: dict[str, Any], fd: int, size: int) -> bool:
+    """Put the ``size`` bytes of ``fd`` into put record ``body`` (base64); False if the file holds fewer."""
+    data = os.pread(fd, size, 0) if size else b""
+    if len(data) != size:
+        return False
+    body["inline"] = base64.b64encode(data).decode("ascii")
+    return True
 
 
 def _hash(path: str) -> tuple[int, str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import errno
 import glob
 import hashlib
@@ -9,6 +10,7 @@ import json
 import os
 import subprocess
 import time
+import zlib
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -356,3 +358,62 @@ def test_a_protection_rule_kept_refuses_a_create_on_the_request_loop(flaky: tupl
         pfs.write_file(f"{MAIN}/later", b"refused")  # ...and kept: this create is refused from memory
     assert "create" not in fast.threaded
     assert app.catalog.get_optional(REPO, "main", "after") is None and app.catalog.get_optional(REPO, "main", "later") is None
+
+
+def test_a_small_files_bytes_ride_in_its_record_and_replay_restores_a_lost_data_file(
+    flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]], home: str,
+) -> None:
+    """A small file's record carries its bytes, so the journal syncs one file (its log), not one per file;
+    a data file the crash lost (the page cache never written back) is written again from the record."""
+    app, adapter, factory = flaky
+    fs = factory()
+    pfs = PathFS(fs)
+    adapter.fail_next("put_file", 10_000)  # nothing is staged: every record stays in the journal
+    files = {f"s{i}": os.urandom(200 + i) for i in range(5)}
+    for path, data in files.items():
+        pfs.write_file(f"{MAIN}/{path}", data)
+    assert fs.writeback is not None
+    journal = fs.writeback.journal
+    assert journal._unsynced == []  # no data file waits for a sync of its own
+    with open(journal.log_path, "rb") as f:
+        log = f.read()
+    assert log.count(b'"inline":') == len(files)
+    copy = os.path.join(home, "crashed")
+    subprocess.run(["cp", "-a", journal.dir, copy], check=True)
+    puts = [json.loads(raw[raw.index(b"{"):]) for raw in log.split(b"LMJ1")[1:] if b'"op":"put"' in raw]
+    lost_file = puts[0]["data"].replace(journal.dir, copy)
+    os.unlink(lost_file)  # the crash lost one data file...
+    with open(puts[1]["data"].replace(journal.dir, copy), "r+b") as f:
+        f.write(b"\0\0\0")  # ...and left another one half written
+    replayed = Journal(copy, fsync=False)
+    for body in puts:
+        body["data"] = body["data"].replace(journal.dir, copy)
+    with open(replayed.log_path, "wb") as f:  # the copy's records name the copy's data files
+        for body in puts:
+            payload = json.dumps(body, separators=(",", ":")).encode()
+            f.write(b"LMJ1" + len(payload).to_bytes(4, "little") + (zlib.crc32(payload)).to_bytes(4, "little") + payload)
+    records = replayed.replay()
+    replayed.close()
+    assert [r.corrupt for r in records] == [""] * len(files)
+    for body in puts:
+        with open(body["data"], "rb") as f:
+            assert f.read() == files[body["path"]]
+
+
+def test_a_record_whose_inline_bytes_are_not_its_own_is_kept_aside(app: App, home: str) -> None:
+    journal = Journal(os.path.join(home, "journal"), fsync=False)
+    data = b"the real bytes"
+    entry = app.catalog.put(REPO, "main", "seed", b"").value().hex()
+    journal.append({"op": "put", "repo": REPO, "branch": "main", "path": "x", "entry": entry,
+                    "data": os.path.join(journal.spool, "x"), "size": len(data),
+                    "sha256": hashlib.sha256(data).hexdigest(), "md5": hashlib.md5(data).hexdigest(),
+                    "inline": base64.b64encode(b"other bytes!!!").decode()})
+    journal.close()
+    fs = make_fs(app, home, "replay", **wb_options(home))
+    try:
+        assert fs.writeback is not None
+        assert fs.writeback.report.counts["corrupt"] == 1
+        assert app.catalog.get_optional(REPO, "main", "x") is None
+        assert any("inline bytes are not" in k["error"] for k in fs.writeback.report.kept)
+    finally:
+        fs.close()
