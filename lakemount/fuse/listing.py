@@ -62,6 +62,7 @@ class Listing:
     fetched: float
     gen: int
     dirs: int = -1
+    puts: int = 0  # names this mount added or changed in it since it was listed (``Tree.listing_put``)
 
     def __post_init__(self) -> None:
         if self.dirs < 0:

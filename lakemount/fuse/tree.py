@@ -30,6 +30,7 @@ from lakemount.fuse.state import NAME_MAX, MountState, decode_name, join_path, k
 from lakemount.fuse.values import Attr
 
 KIND: Final = {ChildKind.FILE: Kind.FILE, ChildKind.DIR: Kind.DIR, ChildKind.SYMLINK: Kind.SYMLINK}
+RELIST_MAX: Final = 10_000  # a directory this mount writes into is listed again when stale up to this size
 ABSENT_KEPT: Final = 4096  # paths found absent kept per scope (then forgotten at once: a create asks again)
 CHILD: Final = {Kind.FILE: ChildKind.FILE, Kind.DIR: ChildKind.DIR, Kind.SYMLINK: ChildKind.SYMLINK}
 
@@ -83,6 +84,16 @@ class Tree:
         if existing is not None and (existing.dirty is not None or self.fresh(existing)):
             return True
         return self.listing_fresh(parent) is not None or (existing is None and self.absent_fresh(scope, path))
+
+    @staticmethod
+    def _relist_worth_it(parent: Node) -> bool:
+        """True if a lookup of a new name in ``parent`` should list it again rather than ask for the name:
+        its stale listing is small and this mount has been adding names to it (a copy into it: one
+        listing a ``head_ttl`` answers every lookup until then, where each name would cost a read)."""
+        listing = parent.listing
+        scope = parent.scope
+        return (listing is not None and scope is not None and listing.gen == scope.gen and listing.puts > 0
+                and len(listing.children) <= RELIST_MAX)
 
     @staticmethod
     def note_absent(scope: Scope, path: str, gen: int, version: int, fetched: float) -> None:
@@ -214,6 +225,8 @@ class Tree:
         if existing is not None and (existing.dirty is not None or self.fresh(existing)):
             return existing
         listing = self.listing_fresh(parent)
+        if listing is None and existing is None and self._relist_worth_it(parent):
+            listing = self.listing(parent)
         if listing is not None:
             child = listing.children.get(name)
             fetched, gen, version = listing.fetched, listing.gen, scope.version
@@ -284,6 +297,7 @@ class Tree:
         listing = parent.listing
         if listing is None:
             return
+        listing.puts += 1
         old = listing.children.get(name)
         if old is not None and old.kind is ChildKind.DIR:
             listing.dirs -= 1
