@@ -9,8 +9,10 @@ identity, the access key in lakectl's variables, and asks the API's
 ``lakemount audit flush`` writes the spools of CLI verbs (``audit/spool.py``).
 
 ``--since``/``--until`` take ISO 8601 times (UTC unless they say otherwise),
-seconds since the epoch, or an age such as ``90m``, ``12h``, ``7d``.  Table output escapes control characters in paths and
-user names (records keep them as they were); ``--json`` prints the records.
+seconds since the epoch, or an age such as ``90m``, ``12h``, ``7d``.  ``--op`` may be repeated, ``--kind`` keeps the
+operations of a kind (``write``: every change, as ``lakemount/audit/operations.py`` lists them), and
+``--newest-first`` reverses the order (with ``--limit``, the last records).  Table output escapes control characters in
+paths and user names (records keep them as they were); ``--json`` prints the records.
 """
 
 from __future__ import annotations
