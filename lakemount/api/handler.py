@@ -41,6 +41,7 @@ from lakemount.api.errors import ApiError, not_found, translate
 from lakemount.api.routing import OPERATIONS, Router
 from lakemount.app import App
 from lakemount.audit import context as audit_context
+from lakemount.audit import operations
 from lakemount.audit.record import API
 from lakemount.auth.crypto import read_key_file
 from lakemount.auth.policies import Action
@@ -58,8 +59,7 @@ PREFIX: Final = "/api/v1"
 METRICS_PATH: Final = "/metrics"
 # Data operations the audit trail records, one record per request when its status is known; the
 # versioning verbs (commit, merge, branches, ...) are recorded by the catalog itself (catalog/events.py).
-AUDITED: Final = frozenset({"statObject", "getObject", "headObject", "uploadObject", "deleteObject", "deleteObjects",
-                            "listObjects", "copyObject"})
+AUDITED: Final = operations.names(frontend=API)  # as audit/operations.py lists them
 # Versioning verbs the catalog records when they succeed: this edge records them when they fail (refused by a
 # policy, by protection or a hook, a missing ref, a conflict), under the name the catalog's record has.
 FAILURES_AUDITED: Final = {

@@ -19,6 +19,7 @@ from lakemount.api.errors import ApiError, bad_request
 from lakemount.api.models import object_json
 from lakemount.api.objects import PATH, check_path
 from lakemount.api.routing import Param, operation
+from lakemount.audit.context import note
 from lakemount.auth.policies import Action
 from lakemount.catalog.model import upload_entry
 from lakemount.serving.http import Response
@@ -71,6 +72,7 @@ def link_physical_address(ctx: Ctx) -> Response:
     if mtime is not None and not 0 <= mtime <= MAX_MTIME:
         raise bad_request(f"mtime out of range: {mtime}")
     linked = cat.verify_link(repo, branch, path, address, size=body["size_bytes"], checksum=body["checksum"])
+    note(commit=cat.get_branch(repo, branch).commit_id, nbytes=linked.size)  # the audit record's (a write of linked.size)
     inm = (ctx.request.header("if-none-match") or "").strip()
     im = (ctx.request.header("if-match") or "").strip()
     if inm and inm != "*":

@@ -267,7 +267,7 @@ def files(adapter: BlockAdapter, namespace: str, since: float | None = None, unt
 
 @dataclass(frozen=True, slots=True)
 class Filter:
-    """What :func:`query` keeps: every given field must match (``path`` is a prefix)."""
+    """What :func:`query` keeps: every given field must match (``path`` is a prefix, ``ops`` any of its names)."""
 
     repo: str | None = None
     path: str | None = None
@@ -275,6 +275,7 @@ class Filter:
     since: float | None = None
     until: float | None = None
     op: str | None = None
+    ops: frozenset[str] | None = None
 
     def keeps(self, r: AuditRecord) -> bool:
         """Whether ``r`` passes every given condition."""
@@ -282,6 +283,7 @@ class Filter:
                 and (self.path is None or r.path.startswith(self.path))
                 and (self.user is None or r.user == self.user)
                 and (self.op is None or r.op == self.op)
+                and (self.ops is None or r.op in self.ops)
                 and (self.since is None or r.time >= self.since)
                 and (self.until is None or r.time <= self.until))
 
@@ -292,20 +294,47 @@ def order_key(r: AuditRecord) -> str:
     return cursor(r)
 
 
-def query(adapter: BlockAdapter, namespace: str, where: Filter) -> Iterator[AuditRecord]:
-    """The records of the table at ``namespace`` that ``where`` keeps, oldest first.
+def _cursor_time(after: str) -> float | None:
+    """The time (seconds) a :func:`cursor` starts with, None for text that is no cursor."""
+    head = after.split(".", 1)[0]
+    return int(head) / 1_000_000 if len(head) == 20 and head.isdigit() else None
 
-    A file removed meanwhile (retention) is skipped; other adapter errors propagate.
+
+def query(adapter: BlockAdapter, namespace: str, where: Filter, *, newest_first: bool = False,
+          after: str = "") -> Iterator[AuditRecord]:
+    """The records of the table at ``namespace`` that ``where`` keeps, oldest first (``newest_first``: newest first),
+    only those after the :func:`cursor` ``after`` in that order.
+
+    Lazy, an hour's partition at a time in the order asked: the first page of the newest records reads the last
+    hours only, and a page after a cursor starts at the cursor's hour.  A file removed meanwhile (retention) is
+    skipped; other adapter errors propagate.
     """
-    found: list[AuditRecord] = []
-    for url in files(adapter, namespace, where.since, where.until):
-        try:
-            data = adapter.get(url)
-        except ObjectNotFound:
-            continue
-        found.extend(r for r in decode(data) if where.keeps(r))
-    found.sort(key=order_key)
-    yield from found
+    since, until = where.since, where.until
+    at = _cursor_time(after) if after else None
+    if at is not None:  # a microsecond either way: the cursor truncates the stored time
+        if newest_first:
+            until = at + 2e-6 if until is None else min(until, at + 2e-6)
+        else:
+            since = at - 1e-6 if since is None else max(since, at - 1e-6)
+    hours: dict[str, list[str]] = {}
+    for url in files(adapter, namespace, since, until):  # oldest hour first
+        m = _PARTITION.search(url)
+        hours.setdefault(m.group(0) if m else "", []).append(url)
+    groups = list(hours.values())
+    if newest_first:
+        groups.reverse()
+    for urls in groups:
+        found: list[AuditRecord] = []
+        for url in urls:
+            try:
+                data = adapter.get(url)
+            except ObjectNotFound:
+                continue
+            found.extend(r for r in decode(data) if where.keeps(r))
+        found.sort(key=order_key, reverse=newest_first)
+        if after:
+            found = [r for r in found if (cursor(r) < after if newest_first else cursor(r) > after)]
+        yield from found
 
 
 def expire(adapter: BlockAdapter, namespace: str, retention_days: float, now: float | None = None) -> int:

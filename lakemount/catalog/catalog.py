@@ -260,14 +260,17 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         return [(path, None if e.size > MAX_ACTION_FILE else self.read(r, e)) for path, e in chosen]
 
     # ------------------------------------------------------------------ audit
-    def audit_records(self, repo: str, where: AuditFilter) -> Iterator[AuditRecord]:
-        """The audit records of ``repo`` that ``where`` keeps, oldest first (``lakemount/audit/table.py``).
+    def audit_records(self, repo: str, where: AuditFilter, *, newest_first: bool = False,
+                      after: str = "") -> Iterator[AuditRecord]:
+        """The audit records of ``repo`` that ``where`` keeps, oldest first (``newest_first``: newest first), those
+        after the record id ``after`` in that order (``lakemount/audit/table.py``).
 
         Callers check ``AuditRead`` first.  Raises ``RepositoryNotFound`` and what the block store raises.
         """
         from lakemount.audit.table import query
 
-        return query(self.adapter, self.repository(repo).storage_namespace, where)
+        return query(self.adapter, self.repository(repo).storage_namespace, where, newest_first=newest_first,
+                     after=after)
 
     def expire_audit(self, repo: str, retention_days: float) -> int:
         """Delete ``repo``'s audit files of hours that ended more than ``retention_days`` ago (<= 0 keeps

@@ -9,8 +9,10 @@ identity, the access key in lakectl's variables, and asks the API's
 ``lakemount audit flush`` writes the spools of CLI verbs (``audit/spool.py``).
 
 ``--since``/``--until`` take ISO 8601 times (UTC unless they say otherwise),
-seconds since the epoch, or an age such as ``90m``, ``12h``, ``7d``.  Table output escapes control characters in paths and
-user names (records keep them as they were); ``--json`` prints the records.
+seconds since the epoch, or an age such as ``90m``, ``12h``, ``7d``.  ``--op`` may be repeated, ``--kind`` keeps the
+operations of a kind (``write``: every change, as ``lakemount/audit/operations.py`` lists them), and
+``--newest-first`` reverses the order (with ``--limit``, the last records).  Table output escapes control characters in
+paths and user names (records keep them as they were); ``--json`` prints the records.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import re
 import time
 from datetime import UTC, datetime
 from itertools import islice
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -108,7 +110,11 @@ def repository_of(uri: str | None, repo: str | None) -> str:
 @click.option("--user", default=None, help="Only records of this user.")
 @click.option("--since", default=None, help="Only records at or after this time (ISO 8601, epoch seconds, or 7d).")
 @click.option("--until", default=None, help="Only records at or before this time.")
-@click.option("--op", default=None, help="Only records of this operation (GetObject, read, commit, ...).")
+@click.option("--op", "ops", multiple=True, metavar="OP",
+              help="Only records of this operation (GetObject, read, commit, ...); repeat it for any of several.")
+@click.option("--kind", type=click.Choice(["read", "write", "other"]), default=None,
+              help="Only records of operations of this kind (write: every change, whatever the front end).")
+@click.option("--newest-first", is_flag=True, help="List the newest records first (with --limit: the last ones).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Show at most this many records.")
 @click.option("--server", default=None, envvar="LAKECTL_SERVER_ENDPOINT_URL", metavar="URL",
               help="Read the trail through the REST API at URL as the user of the access key in "
@@ -117,13 +123,14 @@ def repository_of(uri: str | None, repo: str | None) -> str:
 @json_option
 @click.pass_context
 def audit(click_ctx: click.Context, repo: str | None, path: str | None, user: str | None, since: str | None,
-          until: str | None, op: str | None, limit: int | None, server: str | None,
-          repository_uri: str | None = None) -> None:
+          until: str | None, ops: tuple[str, ...], kind: str | None, newest_first: bool, limit: int | None,
+          server: str | None, repository_uri: str | None = None) -> None:
     """Show who read and changed what in lakefs://REPO through every front end (oldest first).
 
     \b
     lakemount audit lakefs://demo --since 1d --op commit
     lakemount audit lakefs://demo --path tables/events/
+    lakemount audit lakefs://demo --kind write --newest-first --limit 20
 
     Records not yet in the table (the spools of CLI verbs on this host, this
     process's own) are written first, so the answer includes them.
@@ -138,14 +145,20 @@ def audit(click_ctx: click.Context, repo: str | None, path: str | None, user: st
     start, end = parse_time(since, "since"), parse_time(until, "until")
     if start is not None and end is not None and start > end:
         raise InvalidArgument("--since is after --until")
-    where = Filter(repo=repo, path=path, user=user, op=op, since=start, until=end)
+    from lakemount.audit import operations
+
+    chosen = frozenset(ops) if ops else None
+    if kind is not None:
+        of_kind = operations.names(kind=cast(operations.Kind, kind))
+        chosen = of_kind if chosen is None else chosen & of_kind
+    where = Filter(repo=repo, path=path, user=user, ops=chosen, since=start, until=end)
     if server:
-        records = remote_records(server, where, limit)
+        records = remote_records(server, where, limit, newest_first=newest_first)
     else:
         app = ctx_obj().app
         if app.audit is not None:
             app.audit.settle()
-        records = list(islice(app.catalog.audit_records(repo, where), limit))
+        records = list(islice(app.catalog.audit_records(repo, where, newest_first=newest_first), limit))
     lines = [
         f"{datetime.fromtimestamp(r.time, UTC):%Y-%m-%dT%H:%M:%S}Z  {shown(r.user):<12} {r.frontend:<5} {r.op:<14} "
         f"{r.status:<3} {r.bytes:>10}  {shown(r.ref)}@{r.commit[:12] or '-'}  {shown(r.path)}"
@@ -170,8 +183,9 @@ def flush() -> None:
     emit({"written": written}, f"{written} audit records written")
 
 
-def remote_records(server: str, where: AuditFilter, limit: int | None) -> list[AuditRecord]:
-    """The records ``getAuditLog`` of the API at ``server`` returns, every page, as the key in lakectl's variables.
+def remote_records(server: str, where: AuditFilter, limit: int | None, *, newest_first: bool = False) -> list[AuditRecord]:
+    """The records ``getAuditLog`` of the API at ``server`` returns, every page (``newest_first``: in that order), as
+    the key in lakectl's variables.
 
     ``PermissionDenied`` (exit 10) when the key is refused (401) or its user
     lacks ``AuditRead`` (403); ``NotFound`` for a missing repository;
@@ -195,7 +209,13 @@ def remote_records(server: str, where: AuditFilter, limit: int | None) -> list[A
     if urllib.parse.urlsplit(base).scheme not in ("http", "https"):
         raise InvalidArgument(f"--server {server!r}: expected an http:// or https:// URL")
     assert where.repo is not None
-    query: dict[str, str] = {k: v for k, v in (("path", where.path), ("user", where.user), ("op", where.op)) if v}
+    query: dict[str, str | list[str]] = {k: v for k, v in (("path", where.path), ("user", where.user)) if v}
+    if where.ops is not None:
+        query["op"] = sorted(where.ops)
+        if not where.ops:  # nothing can match (a kind and operations of other kinds): ask for nothing, not for all
+            return []
+    if newest_first:
+        query["order"] = "desc"
     if where.since is not None:
         query["since"] = str(math.floor(where.since))
     if where.until is not None:
@@ -204,7 +224,7 @@ def remote_records(server: str, where: AuditFilter, limit: int | None) -> list[A
     out: list[AuditRecord] = []
     after = ""
     while limit is None or len(out) < limit:
-        q = urllib.parse.urlencode({**query, "amount": "1000", **({"after": after} if after else {})})
+        q = urllib.parse.urlencode({**query, "amount": "1000", **({"after": after} if after else {})}, doseq=True)
         url = f"{base}/api/v1/repositories/{urllib.parse.quote(where.repo, safe='')}/audit?{q}"
         req = urllib.request.Request(url, headers={"Authorization": auth, "Accept": "application/json"})
         try:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 import secrets
 import unicodedata
+from typing import Final
 from urllib.parse import unquote_to_bytes
 
 from lakemount.app import App
 from lakemount.audit import context as audit_context
+from lakemount.audit import operations
 from lakemount.audit.record import GATEWAY
 from lakemount.errors import LakeMountError
 from lakemount.gateway import routing
@@ -32,13 +34,9 @@ log = logging.getLogger("lakemount.gateway")
 
 HOST_ID = "lakemount"
 
-# Operations the audit trail records (one record per request, written when the response is known),
-# with whether they change data; bucket-level housekeeping (ACL, location, uploads' parts) is not data access.
-AUDITED = {
-    "GetObject": False, "HeadObject": False, "ListObjects": False, "ListObjectsV2": False,
-    "PutObject": True, "CopyObject": True, "DeleteObject": True, "DeleteObjects": True,
-    "CompleteMultipartUpload": True,
-}
+# Operations the audit trail records (one record per request, written when the response is known), as
+# audit/operations.py lists them; bucket-level housekeeping (ACL, location, uploads' parts) is not data access.
+AUDITED: Final = operations.names(frontend=GATEWAY)
 
 
 def _bad_uri() -> S3Error:

@@ -151,3 +151,22 @@ def test_audit_takes_the_repository_as_every_verb_does(home: Path) -> None:
     assert "written" in json.loads(run(home, "audit", "flush", "--json").stdout)
     shown_help = run(home, "audit", "--help").stdout
     assert "lakefs://REPO" in shown_help and "Usage: lakemount audit [OPTIONS] lakefs://REPO" in shown_help
+
+
+def test_audit_lists_newest_first_by_kind_and_several_operations(home: Path) -> None:
+    """Issue 38 item 3's query in the CLI: --newest-first (with --limit: the last records), --kind, --op repeated."""
+    from lakemount.audit import operations
+
+    deadline = time.monotonic() + 60
+    while not {"upload", "commit", "cat"} <= {r["op"] for r in audit_json(home)}:
+        assert time.monotonic() < deadline, "the module's verbs' records never reached the audit table"
+        time.sleep(0.5)
+    oldest = audit_json(home)
+    assert audit_json(home, "--newest-first") == oldest[::-1]
+    assert audit_json(home, "--newest-first", "--limit", "1") == oldest[-1:]
+    writes = {str(r["op"]) for r in audit_json(home, "--kind", "write")}
+    assert {"upload", "commit"} <= writes <= operations.names(kind="write")
+    assert {r["op"] for r in audit_json(home, "--op", "cat", "--op", "upload")} == {"cat", "upload"}
+    assert audit_json(home, "--op", "cat", "--kind", "write") == []
+    shown_help = run(home, "audit", "--help").stdout
+    assert "--newest-first" in shown_help and "--kind [read|write|other]" in shown_help

@@ -58,6 +58,28 @@ def test_api_read_and_write_are_recorded_with_user_ref_commit_and_bytes(lake: La
     assert recs["listObjects"].path == "t/"
 
 
+def test_an_upload_linked_to_a_handed_out_address_is_a_write_record(lake: Lake) -> None:
+    """linkPhysicalAddress stages an object the client stored itself: a write like uploadObject (issue 38 item 3)."""
+    import hashlib
+    from pathlib import Path
+
+    lake.app.catalog.create_repository("linkr")
+    head = lake.app.catalog.get_branch("linkr", "main").commit_id
+    status, body = api(lake, "GET", "/repositories/linkr/branches/main/staging/backing", "path=l.bin")
+    assert status == 200, body
+    loc = json.loads(body)
+    stored = Path(loc["physical_address"].rpartition(",")[0].removeprefix("local://"))
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    stored.write_bytes(b"linked bytes")
+    link = {"staging": loc, "size_bytes": 12, "checksum": hashlib.md5(b"linked bytes").hexdigest()}
+    status, body = api(lake, "PUT", "/repositories/linkr/branches/main/staging/backing", "path=l.bin",
+                       json.dumps(link).encode(), headers=(("content-type", "application/json"),))
+    assert status == 200, body
+    [rec] = [r for r in lake.records("linkr") if r.op == "linkPhysicalAddress"]
+    assert (rec.user, rec.frontend, rec.ref, rec.commit, rec.path, rec.bytes, rec.status) == (
+        "admin", "api", "main", head, "l.bin", 12, 200)
+
+
 def test_versioning_verbs_are_recorded_once_whatever_the_front_end(lake: Lake) -> None:
     cat = lake.app.catalog
     cat.create_repository("ver")

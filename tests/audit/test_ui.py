@@ -50,8 +50,8 @@ def test_audit_page_lists_records_and_an_object_page_says_who_touched_it(served:
     shown = "<img src=x onerror=alert(1)>\\x1b[31m.csv"
     assert page.locator("#audit td.path", has_text=shown).count() >= 1  # the name is text, escaped
     assert page.locator("#main img").count() == 0
-    page.fill("#audit-op", "getObject")
-    page.click("#audit-filter button")
+    page.select_option("#audit-op", "getObject")
+    page.click("#audit-filter button[type=submit]")
     expect(page.locator("#audit tr.audit")).to_have_count(1)
     page.goto(f"{served.api}/#/r/{repo.id}/object/main?path=d%2Fplain.csv")
     page.wait_for_selector("#who-touched-table tr.audit")
