@@ -196,9 +196,10 @@ def _check_data(body: dict[str, Any]) -> str:
         if len(data) != body.get("size") or digest != body.get("sha256"):
             return f"its inline bytes are not the bytes the record names (size {len(data)}, sha256 {digest[:16]}...)"
         if _file_digest(path) != (len(data), digest):
-            try:
-                with open(path, "wb") as f:
+            try:  # a new file in its place: the old name may also be a stored object's (never changed)
+                with open(path + ".replayed", "wb") as f:
                     f.write(data)
+                os.replace(path + ".replayed", path)
             except OSError as exc:
                 return f"its data file {path} cannot be written again: {exc.strerror}"
         return ""

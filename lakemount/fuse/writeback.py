@@ -504,7 +504,7 @@ class Writeback:
         if item.base is not None:
             where += "-" + os.path.basename(item.path)
             try:
-                shutil.move(item.data, where)
+                _move_aside(item.data, where)
             except OSError as exc:
                 log.error("write-back: could not keep %s aside: %s", item.data, exc)
         else:
@@ -531,7 +531,7 @@ class Writeback:
             f.write(rec.raw)
         data = str(rec.body.get("data", "")) if rec.body else ""
         if data and os.path.exists(data):
-            shutil.move(data, os.path.join(self.recovered_dir, stamp + ".data"))
+            _move_aside(data, os.path.join(self.recovered_dir, stamp + ".data"))
         self.report.counts["corrupt"] += 1
         self.report.kept.append({"repo": rec.body.get("repo"), "branch": rec.body.get("branch"), "path": rec.body.get("path"),
                                  "error": f"corrupt journal record {rec.seq or '?'}: {rec.corrupt}", "kept_in": where})
@@ -551,6 +551,16 @@ def _pending_of(rec: Record) -> Pending | None:
         return Pending(rec.seq, repo, branch,
                        [(str(p), None if v is None else decode_value(bytes.fromhex(v))) for p, v in body["changes"]])
     return None
+
+
+def _move_aside(src: str, dst: str) -> None:
+    """Move a data file to the recovered directory; a copy when it is also a stored object's name (a
+    file the user may edit there must not be the object's inode)."""
+    if os.stat(src).st_nlink > 1:
+        shutil.copyfile(src, dst)
+        os.unlink(src)
+    else:
+        shutil.move(src, dst)
 
 
 def _inline(body: dict[str, Any], fd: int, size: int) -> bool:
@@ -579,7 +589,9 @@ def _mkstemp(directory: str) -> tuple[int, str]:
 
 
 def _store_file(catalog: Any, repo: str, path: str, digests: tuple[int, str, str]) -> DataInfo:
+    # A journaled data file never changes again (a write after the close goes to a copy): the local
+    # store may make it the object itself, its bytes written once, with no copy to read and sync.
     with catalog.writer(repo) as w:
-        w.write_file(path, digests=digests)
+        w.write_file(path, digests=digests, link=True)
     info: DataInfo = w.info
     return info

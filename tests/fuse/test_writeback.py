@@ -155,7 +155,11 @@ def test_a_deleted_branch_keeps_its_journaled_files_aside(flaky: tuple[App, Flak
     assert lost(app, "main", {"y": b"fine"}) == []
     kept = [p for p in recovered(home) if p.endswith("-x")]
     assert len(kept) == 1 and open(kept[0], "rb").read() == b"orphan"
+    # The upload made the data file the stored object itself (a hard link); what is kept aside is a copy,
+    # so editing it there cannot change the object.
+    assert os.stat(kept[0]).st_nlink == 1
     assert fs.writeback.report.counts["kept_aside"] >= 1
+    assert fs.writeback.report.counts["uploaded"] >= 2
 
 
 def test_a_full_journal_is_enospc_at_close_and_the_content_is_kept(
