@@ -50,7 +50,7 @@ from lakemount.fuse.listing import Child, ChildKind
 from lakemount.fuse.scope import Scopes
 from lakemount.fuse.state import MountState, with_changes
 from lakemount.fuse.tree import Tree
-from lakemount.fuse.writes import DirtyFile
+from lakemount.fuse.writes import DirtyFile, new_temp
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ class Writeback:
         """Under the temp file's lock: its digests, and the journal's data file (itself, or a copy when shared)."""
         digests = known or _hash(path)
         if share:
-            fd, copy = _mkstemp(self.journal.spool)
+            fd, copy = new_temp(self.journal.spool, "j-")
             os.close(fd)
             shutil.copyfile(path, copy)
             if self.journal.fsync:
@@ -580,12 +580,6 @@ def _hash(path: str) -> tuple[int, str, str]:
             md5.update(chunk)
             size += len(chunk)
     return size, sha.hexdigest(), md5.hexdigest()
-
-
-def _mkstemp(directory: str) -> tuple[int, str]:
-    import tempfile
-
-    return tempfile.mkstemp(prefix="j-", dir=directory)
 
 
 def _store_file(catalog: Any, repo: str, path: str, digests: tuple[int, str, str]) -> DataInfo:

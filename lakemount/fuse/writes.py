@@ -35,10 +35,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import queue
 import shutil
-import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -70,6 +70,25 @@ def _flusher() -> ThreadPoolExecutor:
         if _flush_pool is None:
             _flush_pool = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="lm-spool-flush")
         return _flush_pool
+
+
+_temp_names = itertools.count()
+_TEMP_TAG = f"{os.getpid()}-{os.urandom(4).hex()}"
+
+
+def new_temp(directory: str, prefix: str = "w-") -> tuple[int, str]:
+    """A new empty temp file in ``directory`` (mode 0600): its descriptor and path.
+
+    What ``tempfile.mkstemp`` gives, without its per-call name drawing: a
+    name this process never used (its pid, a random tag drawn once, a
+    counter), created exclusively; one made a fork's copy of the counter
+    found taken is drawn again."""
+    while True:
+        path = os.path.join(directory, f"{prefix}{_TEMP_TAG}-{next(_temp_names)}")
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), path
+        except FileExistsError:
+            continue
 
 
 class _Digests:
@@ -143,7 +162,7 @@ class DirtyFile:
         in parts once the file passes ``PART_SIZE`` (see the module docstring).
         """
         self._spool_dir = spool_dir
-        fd, self.path = tempfile.mkstemp(prefix="w-", dir=spool_dir)
+        fd, self.path = new_temp(spool_dir)
         self.fd = fd
         self.lock = threading.Lock()
         self.version = 1  # bumped by every change
@@ -235,7 +254,7 @@ class DirtyFile:
 
     def _thaw(self) -> None:
         """Copy a frozen file (an object now) into a new temp file and write there from now on; under ``lock``."""
-        fd, path = tempfile.mkstemp(prefix="w-", dir=self._spool_dir)
+        fd, path = new_temp(self._spool_dir)
         try:
             _copy_all(self.fd, fd)
         except BaseException:
@@ -282,7 +301,7 @@ class DirtyFile:
             self.version += 1
 
     def _retire_frozen(self) -> None:
-        fd, path = tempfile.mkstemp(prefix="w-", dir=self._spool_dir)
+        fd, path = new_temp(self._spool_dir)
         self._wait_flush()
         self._retired.append(self.fd)
         with contextlib.suppress(FileNotFoundError):
