@@ -17,7 +17,6 @@ are keys ending in ``/`` whose entry has a directory mode.
 from __future__ import annotations
 
 import io
-import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -48,6 +47,7 @@ from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import FILE_MODE, Commit, Entry, Repository, decode_value, prefix_end
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef, View
+from lakemount.logs import get_logger
 
 # What only some verbs use (hooks, pull requests, the event feed, GC, the object writer) is imported where it
 # is used: a CLI verb pays at start only for what it runs (issue 41, tests/cli/test_import_budget.py).
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from lakemount.catalog.streaming import StreamedUpload
     from lakemount.catalog.writer import DataInfo, DataWriter
 
-log = logging.getLogger("lakemount.catalog")
+log = get_logger("lakemount.catalog")
 
 MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
 SKIP_BEFORE_SEEK: Final = 32

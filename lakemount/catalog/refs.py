@@ -10,7 +10,6 @@ other errors raised there (``RepositoryNotFound``,
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,8 +22,9 @@ from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import Branch, Commit, Repository, Tag
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef, View, parse
+from lakemount.logs import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 if TYPE_CHECKING:
     from lakemount.actions.runner import Actions

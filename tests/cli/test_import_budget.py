@@ -51,7 +51,7 @@ STORE: frozenset[str] = frozenset({
     "lakemount.graveler.refexpr", "lakemount.graveler.sstable",
     "lakemount.metastore", "lakemount.metastore.fastsql", "lakemount.metastore.notify", "lakemount.metastore.sql",
     "lakemount.metastore.sql_staging", "lakemount.metastore.stamps", "lakemount.metastore.urls",
-    "lakemount.pids", "lakemount.private", "lakemount.tables",
+    "lakemount.logs", "lakemount.pids", "lakemount.private", "lakemount.tables",
 })
 
 # A commit also looks for hooks (none run here: the runner, not the hook types), writes ranges, and appends
