@@ -16,7 +16,7 @@ import itertools
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from lakemount.errors import (
@@ -105,21 +105,19 @@ class DiffRecord:
     right: bytes | None
 
 
-def _new_rng() -> random.Random:
-    import random  # a retry's jitter: not every process's start
-
-    return random.Random()
-
-
 @dataclass
 class _Backoff:
     attempt: int = 0
-    rng: random.Random = field(default_factory=_new_rng)
+    rng: random.Random | None = None  # made by the first retry: most operations never wait (issue 41)
 
     def wait(self) -> None:
         self.attempt += 1
         if self.attempt > MAX_CAS_ATTEMPTS:
             raise ConcurrentUpdate("the branch kept changing under this operation; try again")
+        if self.rng is None:
+            import random
+
+            self.rng = random.Random()
         time.sleep(min(0.2, 0.001 * (2 ** min(self.attempt, 8))) * self.rng.random())
 
 
