@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # What every verb that opens the embedded store loads: the app, its stores and caches, the catalog
 # facade over graveler, the reading half of the committed store, and the audit spool.
 STORE: frozenset[str] = frozenset({
-    "lakemount", "lakemount.actions", "lakemount.actions.events", "lakemount.app",
+    "lakemount", "lakemount.app",
     "lakemount.audit", "lakemount.audit.context", "lakemount.audit.log", "lakemount.audit.record",
     "lakemount.audit.spool",
     "lakemount.block", "lakemount.block.layout", "lakemount.block.local",
@@ -53,10 +53,10 @@ STORE: frozenset[str] = frozenset({
     "lakemount.logs", "lakemount.pids", "lakemount.private", "lakemount.tables",
 })
 
-# A commit also looks for hooks (none run here: the runner, not the hook types), writes ranges, and appends
+# A commit also makes its hooks' events and looks for hooks (none run here: the runner, not the hook types), writes ranges, and appends
 # the commit to the event feed.
 COMMIT: frozenset[str] = frozenset({
-    "lakemount.actions.hook", "lakemount.actions.network", "lakemount.actions.parser", "lakemount.actions.runner",
+    "lakemount.actions", "lakemount.actions.events", "lakemount.actions.hook", "lakemount.actions.network", "lakemount.actions.parser", "lakemount.actions.runner",
     "lakemount.actions.runs", "lakemount.catalog.events", "lakemount.cli.commit",
     "lakemount.graveler.committed.writer", "lakemount.graveler.runs", "lakemount.metastore.events",
 })
@@ -75,8 +75,10 @@ DENIED: frozenset[str] = frozenset({
     "lakemount.jobs", "lakemount.catalog.blame", "lakemount.block.memory", "mimetypes", "secrets", "random", "hmac",
 })
 # Nor on the reading verbs' (issue 41's second pass): logging (a module's logger is made on its first message,
-# lakemount/logs.py), the node stamps' ctypes (mapped by a branch change), the range writer's thread pool.
-READS_DENIED: frozenset[str] = frozenset({"logging", "traceback", "ctypes", "concurrent", "base64", "difflib"})
+# lakemount/logs.py), the node stamps' ctypes (mapped by a branch change), the range writer's thread pool, and
+# the hooks' events (made by a verb that may run hooks).
+READS_DENIED: frozenset[str] = frozenset({"logging", "traceback", "ctypes", "concurrent", "base64", "difflib",
+                                          "lakemount.actions"})
 # The Cython runtime modules of an allowed package (msgpack): named after the Cython version.
 CYTHON = ("_cython_", "cython_runtime")
 
