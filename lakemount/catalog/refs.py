@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lakemount.catalog import names
 from lakemount.catalog import protection as prot
 from lakemount.catalog.kept import RULES_CHANGED
 from lakemount.errors import AlreadyExists, InvalidArgument, LakeMountError, ReadOnlyRef
@@ -84,6 +83,8 @@ class RefVerbs:
         another repository's: ``confinement.py``), ``AlreadyExists`` if the name
         or the namespace is taken.
         """
+        from lakemount.catalog import names  # the name rules: a verb that makes no ref does not compile them
+
         names.check_repository(name)  # before the name is used in a message or a default namespace
         names.check_branch(default_branch)
         taken = self._namespaces()
@@ -183,6 +184,7 @@ class RefVerbs:
         branches); ``AlreadyExists`` if a branch or tag has the name, ``HookFailed`` (a pre-create-branch hook, read
         from ``source``), ``InvalidName``."""
         from lakemount.actions.events import Event
+        from lakemount.catalog import names
 
         names.check_branch(name)
         self.actions.run(Event("pre-create-branch", repo, name, source_ref=source), source)
@@ -280,6 +282,7 @@ class RefVerbs:
         """Tag the commit ``target`` points at; ``AlreadyExists`` if a tag or branch has the name, ``HookFailed``,
         ``InvalidName``."""
         from lakemount.actions.events import Event
+        from lakemount.catalog import names
 
         names.check_tag(name)
         cid = self.resolve(repo, target).commit_id

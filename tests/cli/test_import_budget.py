@@ -41,7 +41,7 @@ STORE: frozenset[str] = frozenset({
     "lakemount.cache.tiered",
     "lakemount.catalog", "lakemount.catalog.blocks", "lakemount.catalog.catalog",
     "lakemount.catalog.confinement", "lakemount.catalog.history", "lakemount.catalog.kept", "lakemount.catalog.model",
-    "lakemount.catalog.names", "lakemount.catalog.paths", "lakemount.catalog.protection", "lakemount.catalog.refs",
+    "lakemount.catalog.paths", "lakemount.catalog.protection", "lakemount.catalog.refs",
     "lakemount.catalog.shapes", "lakemount.catalog.storage", "lakemount.catalog.uploads",
     "lakemount.cli", "lakemount.cli.common", "lakemount.cli.main", "lakemount.config", "lakemount.errors",
     "lakemount.graveler", "lakemount.graveler._sstblock", "lakemount.graveler.committed",
