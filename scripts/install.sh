@@ -102,12 +102,25 @@ assert kflags.active(), "lakemount.fuse._kflags is missing or pyfuse3 does not b
 fresh() { # stamp -> 0 if the install it stands for is newer than what it installed from
   [ -f "$1" ] && [ ! pyproject.toml -nt "$1" ] && [ ! setup.py -nt "$1" ] && [ -z "$(find lakemount -name '*.c' -newer "$1")" ]
 }
+# The editable install is a plain path entry (editable_mode=compat: a .pth naming this directory), not
+# setuptools' default import hook, whose finder module every Python start of the venv imports (pathlib,
+# importlib.util...: ~10 ms of each `lakemount` verb, issue 41). An install made with the hook is redone,
+# unless the hook is all this setuptools offers (it calls compat transitional): the stamp then says so.
+hooked() {
+  compgen -G '.venv/lib/python*/site-packages/__editable___lakemount_*_finder.py' >/dev/null \
+    && ! grep -qx hook "$stamp" .venv/.lakemount-installed-test 2>/dev/null
+}
 # One stamp per flavour; the test one stands for the plain one too (its extras are a superset).
 stamp=.venv/.lakemount-installed$([ "$test" = 1 ] && echo -test || true)
-if { ! fresh "$stamp" && ! fresh .venv/.lakemount-installed-test; } || ! built >/dev/null; then
+if { ! fresh "$stamp" && ! fresh .venv/.lakemount-installed-test; } || hooked || ! built >/dev/null; then
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e ".$EXTRAS"
-  touch "$stamp"
+  if .venv/bin/pip install -q -e ".$EXTRAS" --config-settings editable_mode=compat; then
+    echo path > "$stamp"
+  else
+    say "setuptools refused editable_mode=compat: installing with its import hook (each start pays for its finder)"
+    .venv/bin/pip install -q -e ".$EXTRAS"
+    echo hook > "$stamp"
+  fi
 fi
 if ! err=$(built); then
   rm -f .venv/.lakemount-installed .venv/.lakemount-installed-test

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -297,3 +298,45 @@ def test_cli_prints_a_config_error_as_one_line(tmp_path: Path) -> None:
                        env={**env, "LAKEMOUNT_MOUNT_HEAD_TTL": "abc"}, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert r.stderr == ("error: config: mount.head_ttl: expected a number, got 'abc' (from LAKEMOUNT_MOUNT_HEAD_TTL)\n")
+
+
+def _sections() -> list[type]:
+    return [cls for cls in vars(config_module).values() if isinstance(cls, type) and dataclasses.is_dataclass(cls)
+            and cls.__module__ == config_module.__name__]
+
+
+def _twin(cls: type) -> type:
+    """``cls`` as ``dataclass`` itself generates it: the same fields, generated methods."""
+    fields = [(f.name, f.type, dataclasses.field(default=f.default, default_factory=f.default_factory, repr=f.repr))
+              for f in dataclasses.fields(cls)]
+    return dataclasses.make_dataclass(cls.__name__, fields, frozen=True, slots=True)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("cls", _sections(), ids=lambda cls: cls.__name__)
+def test_a_section_behaves_as_its_generated_dataclass(cls: type) -> None:
+    """The sections share __init__, __repr__, __eq__ and __hash__ (import time, issue 41): as generated ones do."""
+    twin = _twin(cls)
+    assert cls.__dataclass_params__.frozen and "__dict__" not in dir(cls)  # type: ignore[attr-defined]
+    fields = dataclasses.fields(cls)
+    required = {f.name: f"/{f.name}" for f in fields if f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING}
+    ours, theirs = cls(**required), twin(**required)
+    assert repr(ours) == repr(theirs) and hash(ours) == hash(theirs)
+    assert ours == cls(**required) and ours != theirs  # another class: not equal, as generated
+    values = [getattr(ours, f.name) for f in fields]
+    assert cls(*values) == ours and repr(cls(*values)) == repr(twin(*values))
+    changed = dataclasses.replace(ours, **{fields[-1].name: "other"})
+    assert changed != ours and getattr(changed, fields[-1].name) == "other"
+    if fields[0].default_factory is not dataclasses.MISSING:  # a fresh default per instance, as generated
+        assert getattr(cls(**required), fields[0].name) is not getattr(ours, fields[0].name)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(ours, fields[0].name, "x")
+    wrong: list[tuple[tuple[object, ...], dict[str, object]]] = [
+        ((*values, 1), {}), ((), {"nope": 1}), ((values[0],), {fields[0].name: values[0]})]
+    if required:
+        wrong.append(((), {}))
+    for args, kwargs in wrong:
+        with pytest.raises(TypeError) as generated:
+            twin(*args, **kwargs)
+        with pytest.raises(TypeError, match=f"^{re.escape(str(generated.value))}$"):
+            cls(*args, **kwargs)

@@ -8,7 +8,7 @@ status, output, start and duration -- is recorded in a :class:`RunStore`
 
 from __future__ import annotations
 
-import secrets
+import os
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -85,4 +85,4 @@ class MemoryRunStore:
 
 def new_run_id(now: float) -> str:
     """A run id that sorts newest-first when compared descending: time in microseconds, then randomness."""
-    return f"{int(now * 1_000_000):016x}{secrets.token_hex(4)}"
+    return f"{int(now * 1_000_000):016x}{os.urandom(4).hex()}"

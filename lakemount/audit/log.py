@@ -28,7 +28,6 @@ import atexit
 import contextlib
 import itertools
 import json
-import logging
 import os
 import threading
 import time
@@ -38,13 +37,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from lakemount.audit import context, spool
 from lakemount.audit.record import FIELDS, AuditRecord, Row, row
 from lakemount.graveler.ports import BlockAdapter
+from lakemount.logs import get_logger
 from lakemount.pids import alive
 
 # The Parquet side is imported by what writes or expires files: a CLI verb only spools (issue 41).
 if TYPE_CHECKING:
     from lakemount.audit import table
 
-log = logging.getLogger("lakemount.audit")
+log = get_logger("lakemount.audit")
 
 # Records one process holds unflushed at most (beyond that they are dropped, counted).
 MAX_PENDING: Final = 100_000

@@ -17,16 +17,17 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakemount.block.local import LocalAdapter
-from lakemount.block.memory import MemoryAdapter
 from lakemount.block.router import RouterAdapter
 from lakemount.block.urls import join_url, scheme_of
 from lakemount.errors import InvalidArgument
 from lakemount.graveler.ports import BlockAdapter
 
-# The failure-injecting adapter is for tests: named here, imported when asked for (every process opens a store).
+# The failure-injecting adapter (tests) and the in-memory store (tests and mem:// namespaces): named here,
+# imported when asked for (every process opens a store; a CLI verb on local:// needs neither, issue 41).
 if TYPE_CHECKING:
     from lakemount.block.flaky import Fault, FaultKind, FlakyAdapter
-_FOR_TESTS = frozenset({"Fault", "FaultKind", "FlakyAdapter"})
+    from lakemount.block.memory import MemoryAdapter
+_LAZY = {"Fault": "flaky", "FaultKind": "flaky", "FlakyAdapter": "flaky", "MemoryAdapter": "memory"}
 
 __all__ = [
     "Fault",
@@ -63,11 +64,13 @@ _S3_CREDENTIAL_KEYS = ("access_key_id", "secret_access_key", "session_token")
 
 
 def __getattr__(name: str) -> Any:
-    """``Fault``, ``FaultKind`` and ``FlakyAdapter`` from ``flaky.py``, imported on first use."""
-    if name in _FOR_TESTS:
-        from lakemount.block import flaky
+    """``Fault``, ``FaultKind`` and ``FlakyAdapter`` from ``flaky.py``, ``MemoryAdapter`` from ``memory.py``, imported
+    on first use."""
+    module = _LAZY.get(name)
+    if module is not None:
+        import importlib
 
-        return getattr(flaky, name)
+        return getattr(importlib.import_module(f"{__name__}.{module}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -121,7 +124,7 @@ def adapter_from_config(cfg: Mapping[str, Any] | None = None) -> RouterAdapter:
 
     ``cfg`` looks like ``{"type": "local" | "s3" | "mem", "s3": {"endpoint": ...,
     "region": ..., "access_key_id": ..., "secret_access_key": ...}}``.  The
-    router always serves ``local://`` and ``mem://``; ``s3://`` is served by an
+    router always serves ``local://``, ``mem://`` (a ``MemoryAdapter`` built on first use) and ``s3://``, by an
     ``S3Adapter`` built from ``cfg["s3"]`` on first use.  ``type`` only says
     where new storage namespaces go by default, which is the composition root's
     business; it is validated here.  Other keys (``local.path``,
@@ -139,7 +142,9 @@ def adapter_from_config(cfg: Mapping[str, Any] | None = None) -> RouterAdapter:
 
         return S3Adapter(**options)
 
-    return RouterAdapter(
-        adapters={"local": LocalAdapter(), "mem": MemoryAdapter()},
-        factories={"s3": make_s3},
-    )
+    def make_mem() -> BlockAdapter:
+        from lakemount.block.memory import MemoryAdapter
+
+        return MemoryAdapter()
+
+    return RouterAdapter(adapters={"local": LocalAdapter()}, factories={"s3": make_s3, "mem": make_mem})

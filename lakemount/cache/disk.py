@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 import struct
 import threading
@@ -38,8 +37,9 @@ import xxhash
 
 from lakemount.cache.singleflight import SingleFlight
 from lakemount.errors import InvalidArgument, Unavailable
+from lakemount.logs import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _MAGIC = b"LMC1"
 # magic, payload length, xxh3_64 of payload, key length (then key, then payload)

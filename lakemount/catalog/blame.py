@@ -9,7 +9,8 @@ ending in ``/`` (a listing's common prefix) is blamed on the last commit that ch
 the prefixes of one page must not nest (a listing's never do).  Commits are immutable, so an answer for
 (commit, path) never changes: :class:`BlameCache` keeps them per commit, and a page drawn again costs no walk.  On a
 branch, a path with staged changes is ``uncommitted`` (its committed blame is still given).
-:class:`BlameVerbs` is one part of the :class:`~lakemount.catalog.catalog.Catalog` facade.
+:meth:`Catalog.blame <lakemount.catalog.catalog.Catalog.blame>` calls :func:`blame`, importing this module
+when a listing first asks for blame (a CLI verb's start does not load it, issue 41).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from lakemount.catalog.refs import RefVerbs
 from lakemount.errors import InvalidArgument
 from lakemount.graveler.model import Commit
 from lakemount.graveler.refexpr import View
+
+if TYPE_CHECKING:
+    from lakemount.catalog.catalog import Catalog
 
 CACHE_ENTRIES: Final = 200_000  # (commit, path) answers kept; one is ~200 bytes
 MAX_PATHS: Final = 1000  # paths one call blames: a listing page
@@ -94,88 +97,82 @@ def _common_prefix(keys: Sequence[bytes]) -> bytes:
     return lo[:n]
 
 
-class BlameVerbs(RefVerbs):
-    """Which commit last changed each path (part of ``Catalog``)."""
+def blame(cat: Catalog, repo: str, ref: str, paths: Sequence[str], *, depth: int) -> list[Blamed]:
+    """:meth:`Catalog.blame <lakemount.catalog.catalog.Catalog.blame>`: the blame of each of ``paths`` at ``ref``."""
+    if len(paths) > MAX_PATHS:
+        raise InvalidArgument(f"blame: at most {MAX_PATHS} paths at once")
+    if depth < 1:
+        raise InvalidArgument("blame: depth must be at least 1")
+    if cat._blame_cache is None:
+        cat._blame_cache = BlameCache()
+    cache = cat._blame_cache
+    g = cat.graveler
+    r = g.get_repository(repo)
+    resolved = cat.resolve(repo, ref)
+    head = g.get_commit(repo, resolved.commit_id)
+    ns = r.storage_namespace
+    keys = {p: p.encode("utf-8", "surrogateescape") for p in dict.fromkeys(paths)}
+    found: dict[str, str] = {}  # path -> commit id ("" when in no commit)
+    commits: dict[str, Commit] = {head.id: head}
+    found.update(cache.answers(ns, head.id, keys))
+    todo = {p: k for p, k in keys.items() if p not in found}
+    exact = {k: p for p, k in todo.items() if not p.endswith("/")}
+    prefixes = sorted((k, p) for p, k in todo.items() if p.endswith("/"))
+    starts = [k for k, _ in prefixes]
+    ends = [_span_end(k) if p.endswith("/") else k + b"\x00" for p, k in todo.items()]
+    lo = min(todo.values(), default=b"")
+    hi = None if None in ends else max((e for e in ends if e is not None), default=None)
+    walked = 0
+    c: Commit | None = head
+    while todo and c is not None and walked < depth:
+        if c is not head:  # an earlier page, or the page before the last commits, blamed at this commit
+            for p, hit in cache.answers(ns, c.id, todo).items():
+                found[p] = hit
+                del todo[p]
+            if not todo:
+                break
+        walked += 1
+        for k in g.first_parent_changes(r, c, lo, hi):
+            hit_path = exact.get(k)
+            if hit_path is not None and hit_path in todo:
+                found[hit_path] = c.id
+                del todo[hit_path]
+            i = bisect_right(starts, k) - 1
+            if i >= 0 and k.startswith(starts[i]) and prefixes[i][1] in todo:
+                found[prefixes[i][1]] = c.id
+                del todo[prefixes[i][1]]
+            if not todo:
+                break
+        commits[c.id] = c
+        c = g.get_commit(repo, c.parents[0]) if c.parents else None
+    complete = c is None  # the walk reached past a root commit: what is left is in no commit
+    cache.put(ns, head.id, {**found, **dict.fromkeys(todo, "")} if complete else found)
+    staged: set[str] = set()
+    if resolved.view is View.FULL and resolved.branch is not None and keys:
+        staged = _staged_among(cat, repo, resolved.branch, keys)
+    out = []
+    for p in paths:
+        cid = found.get(p)
+        if cid is None:
+            out.append(Blamed(p, None, p in staged, beyond_depth=not complete))
+            continue
+        if cid and cid not in commits:
+            commits[cid] = g.get_commit(repo, cid)
+        out.append(Blamed(p, commits[cid] if cid else None, p in staged))
+    return out
 
-    _blame_cache: BlameCache | None = None
 
-    def blame(self, repo: str, ref: str, paths: Sequence[str], *, depth: int) -> list[Blamed]:
-        """The blame of each of ``paths`` (at most ``MAX_PATHS``; ``dir/`` for a prefix) at ``ref``, in their order,
-        walking at most ``depth`` commits; raises ``InvalidArgument`` for too many paths or a depth below 1, and what
-        resolving ``ref`` raises."""
-        if len(paths) > MAX_PATHS:
-            raise InvalidArgument(f"blame: at most {MAX_PATHS} paths at once")
-        if depth < 1:
-            raise InvalidArgument("blame: depth must be at least 1")
-        if self._blame_cache is None:
-            self._blame_cache = BlameCache()
-        cache = self._blame_cache
-        g = self.graveler
-        r = g.get_repository(repo)
-        resolved = self.resolve(repo, ref)
-        head = g.get_commit(repo, resolved.commit_id)
-        ns = r.storage_namespace
-        keys = {p: p.encode("utf-8", "surrogateescape") for p in dict.fromkeys(paths)}
-        found: dict[str, str] = {}  # path -> commit id ("" when in no commit)
-        commits: dict[str, Commit] = {head.id: head}
-        found.update(cache.answers(ns, head.id, keys))
-        todo = {p: k for p, k in keys.items() if p not in found}
-        exact = {k: p for p, k in todo.items() if not p.endswith("/")}
-        prefixes = sorted((k, p) for p, k in todo.items() if p.endswith("/"))
-        starts = [k for k, _ in prefixes]
-        ends = [_span_end(k) if p.endswith("/") else k + b"\x00" for p, k in todo.items()]
-        lo = min(todo.values(), default=b"")
-        hi = None if None in ends else max((e for e in ends if e is not None), default=None)
-        walked = 0
-        c: Commit | None = head
-        while todo and c is not None and walked < depth:
-            if c is not head:  # an earlier page, or the page before the last commits, blamed at this commit
-                for p, hit in cache.answers(ns, c.id, todo).items():
-                    found[p] = hit
-                    del todo[p]
-                if not todo:
-                    break
-            walked += 1
-            for k in g.first_parent_changes(r, c, lo, hi):
-                hit_path = exact.get(k)
-                if hit_path is not None and hit_path in todo:
-                    found[hit_path] = c.id
-                    del todo[hit_path]
-                i = bisect_right(starts, k) - 1
-                if i >= 0 and k.startswith(starts[i]) and prefixes[i][1] in todo:
-                    found[prefixes[i][1]] = c.id
-                    del todo[prefixes[i][1]]
-                if not todo:
-                    break
-            commits[c.id] = c
-            c = g.get_commit(repo, c.parents[0]) if c.parents else None
-        complete = c is None  # the walk reached past a root commit: what is left is in no commit
-        cache.put(ns, head.id, {**found, **dict.fromkeys(todo, "")} if complete else found)
-        staged: set[str] = set()
-        if resolved.view is View.FULL and resolved.branch is not None and keys:
-            staged = self._staged_among(repo, resolved.branch, keys)
-        out = []
-        for p in paths:
-            cid = found.get(p)
-            if cid is None:
-                out.append(Blamed(p, None, p in staged, beyond_depth=not complete))
-                continue
-            if cid and cid not in commits:
-                commits[cid] = g.get_commit(repo, cid)
-            out.append(Blamed(p, commits[cid] if cid else None, p in staged))
-        return out
-
-    def _staged_among(self, repo: str, branch: str, keys: dict[str, bytes]) -> set[str]:
-        """Which of ``keys`` (paths, and ``dir/`` prefixes) the branch's staged changes touch."""
-        exact = {k: p for p, k in keys.items() if not p.endswith("/")}
-        prefixes = sorted((k, p) for p, k in keys.items() if p.endswith("/"))
-        starts = [k for k, _ in prefixes]
-        out: set[str] = set()
-        for rec in self.graveler.diff_uncommitted(repo, branch, prefix=_common_prefix(list(keys.values()))):
-            hit_path = exact.get(rec.key)
-            if hit_path is not None:
-                out.add(hit_path)
-            i = bisect_right(starts, rec.key) - 1
-            if i >= 0 and rec.key.startswith(starts[i]):
-                out.add(prefixes[i][1])
-        return out
+def _staged_among(cat: Catalog, repo: str, branch: str, keys: dict[str, bytes]) -> set[str]:
+    """Which of ``keys`` (paths, and ``dir/`` prefixes) the branch's staged changes touch."""
+    exact = {k: p for p, k in keys.items() if not p.endswith("/")}
+    prefixes = sorted((k, p) for p, k in keys.items() if p.endswith("/"))
+    starts = [k for k, _ in prefixes]
+    out: set[str] = set()
+    for rec in cat.graveler.diff_uncommitted(repo, branch, prefix=_common_prefix(list(keys.values()))):
+        hit_path = exact.get(rec.key)
+        if hit_path is not None:
+            out.add(hit_path)
+        i = bisect_right(starts, rec.key) - 1
+        if i >= 0 and rec.key.startswith(starts[i]):
+            out.add(prefixes[i][1])
+    return out

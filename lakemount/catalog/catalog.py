@@ -17,14 +17,12 @@ are keys ending in ``/`` whose entry has a directory mode.
 from __future__ import annotations
 
 import io
-import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import chain, islice
 from typing import TYPE_CHECKING, BinaryIO, Final, NamedTuple
 
-from lakemount.catalog.blame import BlameVerbs
 from lakemount.catalog.blocks import BLOCK_SIZE, CachedBlocks, ExportBlocks, ReadOnlyBlocks, content_addressed
 from lakemount.catalog.history import HistoryVerbs
 from lakemount.catalog.kept import KeptRecords
@@ -48,6 +46,7 @@ from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import FILE_MODE, Commit, Entry, Repository, decode_value, prefix_end
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef, View
+from lakemount.logs import get_logger
 
 # What only some verbs use (hooks, pull requests, the event feed, GC, the object writer) is imported where it
 # is used: a CLI verb pays at start only for what it runs (issue 41, tests/cli/test_import_budget.py).
@@ -58,6 +57,7 @@ if TYPE_CHECKING:
     from lakemount.audit.record import AuditRecord
     from lakemount.audit.table import Filter as AuditFilter
     from lakemount.cache.tiered import TieredCache
+    from lakemount.catalog.blame import BlameCache, Blamed
     from lakemount.catalog.confinement import Confinement
     from lakemount.catalog.events import EventLog, Feed, Observer
     from lakemount.catalog.gcrules import GcRules
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from lakemount.catalog.streaming import StreamedUpload
     from lakemount.catalog.writer import DataInfo, DataWriter
 
-log = logging.getLogger("lakemount.catalog")
+log = get_logger("lakemount.catalog")
 
 MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
 SKIP_BEFORE_SEEK: Final = 32
@@ -152,7 +152,7 @@ def _data_errors(repo: Repository, url: str) -> Iterator[None]:
                           "(see the server log)") from None
 
 
-class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
+class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
     """Objects by path in repositories; every front end (mount, gateway, CLI, jobs) goes through here."""
 
     def __init__(
@@ -198,6 +198,16 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs, BlameVerbs):
         self._max_comments = max_comments
         self.changes = changes
         self._observer = observer
+
+    _blame_cache: BlameCache | None = None  # made by the first blame
+
+    def blame(self, repo: str, ref: str, paths: Sequence[str], *, depth: int) -> list[Blamed]:
+        """The blame of each of ``paths`` (at most ``MAX_PATHS``; ``dir/`` for a prefix) at ``ref``, in their order,
+        walking at most ``depth`` commits; raises ``InvalidArgument`` for too many paths or a depth below 1, and what
+        resolving ``ref`` raises (:mod:`~lakemount.catalog.blame`, imported by the first blame: issue 41)."""
+        from lakemount.catalog.blame import blame
+
+        return blame(self, repo, ref, paths, depth=depth)
 
     @property
     def feed(self) -> Feed:

@@ -14,13 +14,14 @@ end, so an ``observer`` (``AuditLog.versioning``) sees each exactly once.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-log = logging.getLogger("lakemount.catalog.events")
+from lakemount.logs import get_logger
+
+log = get_logger("lakemount.catalog.events")
 
 KINDS: Final = (
     "commit", "merge", "revert", "cherry-pick", "branch-created", "branch-deleted", "tag-created", "tag-deleted",

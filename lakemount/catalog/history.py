@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
+from typing import TYPE_CHECKING
 
-from lakemount.actions.events import Change, Event
 from lakemount.catalog import protection as prot
 from lakemount.catalog.model import Difference
 from lakemount.catalog.refs import RefVerbs
@@ -20,6 +20,10 @@ from lakemount.errors import InvalidArgument, MergeConflict, NotUtf8Text
 from lakemount.graveler.graveler import CommitResult, DiffRecord, MergeResult
 from lakemount.graveler.model import Commit, decode_value
 from lakemount.tables import tables_in
+
+# A hook's event is made by the verb that may run hooks: a read (``log``, ``fs ls``) does not load them (issue 41).
+if TYPE_CHECKING:
+    from lakemount.actions.events import Change
 
 
 def _key(path: str) -> bytes:
@@ -57,6 +61,8 @@ def _differences(records: Iterable[DiffRecord], *, staged: bool = False) -> Iter
 
 
 def _changes(diffs: Iterator[Difference]) -> Iterator[Change]:
+    from lakemount.actions.events import Change
+
     for d in diffs:
         yield Change(d.key.decode("utf-8", "surrogateescape"), d.kind, None if d.right is None else d.right.size)
 
@@ -77,6 +83,8 @@ class HistoryVerbs(RefVerbs):
     ) -> CommitResult:
         """Commit the branch's staged changes; raises ``NothingToCommit``, ``ProtectedBranch``, ``InvalidArgument``,
         and ``HookFailed`` when a pre-commit hook (read from the branch, staged changes included) rejects it."""
+        from lakemount.actions.events import Event
+
         _check_text("commit", message, committer, metadata=metadata)
         self.check_writable(repo, branch, prot.COMMIT)
         meta = dict(metadata)
@@ -121,6 +129,8 @@ class HistoryVerbs(RefVerbs):
         ``guard`` runs after the pre-merge hooks passed, just before the merge, and raises to stop it
         (a pull request re-checks its approvals there: hooks may run for minutes).  A source that brings
         nothing leaves ``dest`` as it was (``merged=False``) unless ``allow_empty`` (Graveler.merge)."""
+        from lakemount.actions.events import Event
+
         _check_text("merge", message, committer, metadata=metadata)
         meta = dict(metadata)
         text = message or f"Merge '{source}' into '{dest}'"
@@ -169,6 +179,8 @@ class HistoryVerbs(RefVerbs):
         ``NothingToCommit`` unless ``allow_empty``, ``ReadOnlyRef`` if ``branch`` is another kind of ref.
         Allowed on a protected branch (with merges, the way a protected branch changes).
         ``HookFailed`` when a pre-revert hook (read from ``branch``) rejects it."""
+        from lakemount.actions.events import Event
+
         self.actions.run(Event("pre-revert", repo, branch, source_ref=ref, committer=committer), branch)
         c = self.graveler.revert(
             repo, branch, ref, parent_number=parent_number, committer=committer, allow_empty=allow_empty
@@ -188,6 +200,8 @@ class HistoryVerbs(RefVerbs):
         """Commit ``ref``'s change again on ``branch``; ``MergeConflict``, ``InvalidArgument``,
         ``NothingToCommit`` unless ``allow_empty``, ``ReadOnlyRef`` if ``branch`` is another kind of ref,
         ``ProtectedBranch``, ``HookFailed`` when a pre-cherry-pick hook (read from ``branch``) rejects it."""
+        from lakemount.actions.events import Event
+
         self.check_writable(repo, branch, prot.CHERRY_PICK)
         self.actions.run(Event("pre-cherry-pick", repo, branch, source_ref=ref, committer=committer), branch)
         c = self.graveler.cherry_pick(

@@ -10,12 +10,9 @@ other errors raised there (``RepositoryNotFound``,
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lakemount.actions.events import Event
-from lakemount.catalog import names
 from lakemount.catalog import protection as prot
 from lakemount.catalog.kept import RULES_CHANGED
 from lakemount.errors import AlreadyExists, InvalidArgument, LakeMountError, ReadOnlyRef
@@ -23,8 +20,9 @@ from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import Branch, Commit, Repository, Tag
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef, View, parse
+from lakemount.logs import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 if TYPE_CHECKING:
     from lakemount.actions.runner import Actions
@@ -85,6 +83,8 @@ class RefVerbs:
         another repository's: ``confinement.py``), ``AlreadyExists`` if the name
         or the namespace is taken.
         """
+        from lakemount.catalog import names  # the name rules: a verb that makes no ref does not compile them
+
         names.check_repository(name)  # before the name is used in a message or a default namespace
         names.check_branch(default_branch)
         taken = self._namespaces()
@@ -188,6 +188,9 @@ class RefVerbs:
         """Branch ``name`` at the commit ``source`` points at, ``hidden`` from listings unless asked (lakeFS's hidden
         branches); ``AlreadyExists`` if a branch or tag has the name, ``HookFailed`` (a pre-create-branch hook, read
         from ``source``), ``InvalidName``."""
+        from lakemount.actions.events import Event
+        from lakemount.catalog import names
+
         names.check_branch(name)
         self.actions.run(Event("pre-create-branch", repo, name, source_ref=source), source)
         b = self.graveler.create_branch(repo, name, source, hidden=hidden)
@@ -258,6 +261,8 @@ class RefVerbs:
     def delete_branch(self, repo: str, name: str) -> int:
         """Delete a branch and its uncommitted changes, returning how many changes were dropped with it;
         ``InvalidArgument`` for the default branch, ``ProtectedBranch``, ``BranchNotFound``, ``HookFailed``."""
+        from lakemount.actions.events import Event
+
         head = self.graveler.get_branch(repo, name).commit_id
         self.check_writable(repo, name, prot.DELETE)
         self.actions.run(Event("pre-delete-branch", repo, name, commit_id=head), name)
@@ -281,6 +286,9 @@ class RefVerbs:
     def create_tag(self, repo: str, name: str, target: str) -> Tag:
         """Tag the commit ``target`` points at; ``AlreadyExists`` if a tag or branch has the name, ``HookFailed``,
         ``InvalidName``."""
+        from lakemount.actions.events import Event
+        from lakemount.catalog import names
+
         names.check_tag(name)
         cid = self.resolve(repo, target).commit_id
         self.actions.run(Event("pre-create-tag", repo, "", source_ref=target, commit_id=cid, tag_id=name), cid)
@@ -299,6 +307,8 @@ class RefVerbs:
 
     def delete_tag(self, repo: str, name: str) -> None:
         """Delete tag ``name``; raises ``NotFound``, ``HookFailed``."""
+        from lakemount.actions.events import Event
+
         cid = self.graveler.get_tag(repo, name).commit_id
         self.actions.run(Event("pre-delete-tag", repo, "", commit_id=cid, tag_id=name), cid)
         self.graveler.delete_tag(repo, name)

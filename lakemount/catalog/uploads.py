@@ -31,12 +31,10 @@ after, like any garbage; a linked one lives as long as entries reference it.
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import hmac
 import json
+import os
 import re
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,6 +60,8 @@ _MARKER = re.compile(r"([0-9a-f]{64})\.([0-9]{1,12})")
 
 def link_key(server_key: str | bytes) -> bytes:
     """The address-signing key: derived from (never equal to) the server key."""
+    import hmac  # signing and verifying addresses only: not every verb's start
+
     raw = server_key.encode() if isinstance(server_key, str) else server_key
     return hmac.new(raw, b"lakemount link address signing v1", hashlib.sha256).digest()
 
@@ -91,6 +91,9 @@ class Linked:
 
 
 def _sign(key: bytes, repo: str, branch: str, path: str, address: str, deadline: int) -> str:
+    import base64
+    import hmac
+
     msg = json.dumps([repo, branch, path, address, deadline], ensure_ascii=True).encode()
     return base64.urlsafe_b64encode(hmac.new(key, msg, hashlib.sha256).digest()).rstrip(b"=").decode()
 
@@ -148,7 +151,7 @@ class UploadVerbs(RefVerbs):
         """
         r = self.repository(repo)
         self.writable_branch(repo, branch)
-        name = secrets.token_hex(32)
+        name = os.urandom(32).hex()  # secrets.token_hex(32), without importing secrets
         address = data_address(name)
         url = self.physical_url(r, address)
         put: tuple[str, float] | None = self._presigned(r, url, "PUT") if presigned else None
@@ -184,6 +187,8 @@ class UploadVerbs(RefVerbs):
             raise InvalidLinkAddress(signed_address, "not an address lakemount hands out")
         deadline = int(m.group(1))
         expected = _sign(self._key(), repo, branch, path, address, deadline)
+        import hmac
+
         if not hmac.compare_digest(expected, m.group(2)):
             raise InvalidLinkAddress(signed_address, f"bad signature (not handed out for {repo}/{branch}/{path})")
         if (time.time() if now is None else now) > deadline:

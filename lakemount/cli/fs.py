@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import io
-import mimetypes
 import os
 import posixpath
 import sys
@@ -89,6 +87,8 @@ def cat_(uri: str) -> None:
         try:
             out["content"] = data.decode("utf-8")
         except UnicodeDecodeError:
+            import base64
+
             out["content_base64"] = base64.b64encode(data).decode()
         emit(out)
         return
@@ -164,6 +164,8 @@ def upload(uri: str, source: str, recursive: bool, content_type: str | None) -> 
             _check_upload_path(base + rel)
         ref = c.resolve(u.repo, u.ref)
         done = []
+        import mimetypes  # an upload's only: fs ls and fs cat do not load its tables
+
         with progress(len(files), "upload", "file") as bar:
             try:
                 for full, rel in files:
@@ -185,6 +187,8 @@ def upload(uri: str, source: str, recursive: bool, content_type: str | None) -> 
     if not u.path:
         raise InvalidArgument("upload needs a destination path: lakefs://REPO/BRANCH/PATH")
     _check_upload_path(u.path)
+    import mimetypes
+
     kind = content_type or mimetypes.guess_type(u.path)[0] or ""
     size = os.path.getsize(source)
     if size < BIG_FILE:

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import random
-import secrets
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from lakemount.errors import (
@@ -59,6 +58,8 @@ from lakemount.graveler.refexpr import ResolvedRef, View, is_hex, parse
 # Diff, merge and the range writer are imported by the verbs that use them: a reader (``lakemount fs ls``,
 # ``log``) never loads them (issue 41).
 if TYPE_CHECKING:
+    import random
+
     from lakemount.graveler.committed.store import CommittedStore
     from lakemount.graveler.committed.writer import ApplyStats, Chunk
 
@@ -73,7 +74,7 @@ _T = TypeVar("_T")
 
 def new_token() -> StagingToken:
     """A fresh random staging token (24 hex digits) for a branch's new staging area."""
-    return StagingToken(secrets.token_hex(12))
+    return StagingToken(os.urandom(12).hex())  # secrets.token_hex(12), without importing secrets
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,12 +108,16 @@ class DiffRecord:
 @dataclass
 class _Backoff:
     attempt: int = 0
-    rng: random.Random = field(default_factory=random.Random)
+    rng: random.Random | None = None  # made by the first retry: most operations never wait (issue 41)
 
     def wait(self) -> None:
         self.attempt += 1
         if self.attempt > MAX_CAS_ATTEMPTS:
             raise ConcurrentUpdate("the branch kept changing under this operation; try again")
+        if self.rng is None:
+            import random
+
+            self.rng = random.Random()
         time.sleep(min(0.2, 0.001 * (2 ** min(self.attempt, 8))) * self.rng.random())
 
 

@@ -12,7 +12,7 @@ Three kinds of immutable objects:
 from __future__ import annotations
 
 import json
-import secrets
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -76,7 +76,7 @@ class Journal:
     def record(self, namespace: str, event: dict[str, Any]) -> None:
         stamp = time.time_ns()
         event = {"time_ns": stamp, **event}
-        url = join(namespace, f"_lakefs/journal/{stamp:020d}-{secrets.token_hex(4)}.json")
+        url = join(namespace, f"_lakefs/journal/{stamp:020d}-{os.urandom(4).hex()}.json")
         self.adapter.put(url, json.dumps(event, sort_keys=True).encode())
 
     def events(self, namespace: str) -> Iterator[dict[str, Any]]:

@@ -25,19 +25,19 @@ relies on it alone.
 
 from __future__ import annotations
 
-import logging
 import select
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from lakemount.logs import get_logger
 from lakemount.metastore.urls import one_line, where
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 CHANNEL: Final = "lakemount_refs"
 HEAD: Final = "head"

@@ -22,15 +22,18 @@ process only, which still gives it read-your-writes.
 
 from __future__ import annotations
 
-import ctypes
-import logging
 import mmap
 import os
 import threading
 import zlib
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-log = logging.getLogger(__name__)
+from lakemount.logs import get_logger
+
+if TYPE_CHECKING:
+    import ctypes  # imported when the slots are first mapped: a verb that reads no stamp does not load it
+
+log = get_logger(__name__)
 
 SLOTS: Final = 4096
 _SIZE: Final = SLOTS * 8
@@ -54,6 +57,8 @@ class NodeStamps:
                 buf = self._shared() if self.path is not None else None
                 if buf is None:
                     buf = mmap.mmap(-1, _SIZE)
+                import ctypes
+
                 # One aligned 8-byte word per slot: a read or write of one is a single machine access.
                 self._slots = (ctypes.c_uint64 * SLOTS).from_buffer(buf)
             return self._slots

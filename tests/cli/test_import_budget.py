@@ -32,17 +32,16 @@ ROOT = Path(__file__).resolve().parents[2]
 # What every verb that opens the embedded store loads: the app, its stores and caches, the catalog
 # facade over graveler, the reading half of the committed store, and the audit spool.
 STORE: frozenset[str] = frozenset({
-    "lakemount", "lakemount.actions", "lakemount.actions.events", "lakemount.app",
+    "lakemount", "lakemount.app",
     "lakemount.audit", "lakemount.audit.context", "lakemount.audit.log", "lakemount.audit.record",
     "lakemount.audit.spool",
     "lakemount.block", "lakemount.block.layout", "lakemount.block.local",
-    "lakemount.block.memory", "lakemount.block.ranges", "lakemount.block.router", "lakemount.block.trash",
-    "lakemount.block.urls",
+    "lakemount.block.ranges", "lakemount.block.router", "lakemount.block.trash", "lakemount.block.urls",
     "lakemount.cache", "lakemount.cache.disk", "lakemount.cache.ram", "lakemount.cache.singleflight",
     "lakemount.cache.tiered",
-    "lakemount.catalog", "lakemount.catalog.blame", "lakemount.catalog.blocks", "lakemount.catalog.catalog",
+    "lakemount.catalog", "lakemount.catalog.blocks", "lakemount.catalog.catalog",
     "lakemount.catalog.confinement", "lakemount.catalog.history", "lakemount.catalog.kept", "lakemount.catalog.model",
-    "lakemount.catalog.names", "lakemount.catalog.paths", "lakemount.catalog.protection", "lakemount.catalog.refs",
+    "lakemount.catalog.paths", "lakemount.catalog.protection", "lakemount.catalog.refs",
     "lakemount.catalog.shapes", "lakemount.catalog.storage", "lakemount.catalog.uploads",
     "lakemount.cli", "lakemount.cli.common", "lakemount.cli.main", "lakemount.config", "lakemount.errors",
     "lakemount.graveler", "lakemount.graveler._sstblock", "lakemount.graveler.committed",
@@ -51,13 +50,13 @@ STORE: frozenset[str] = frozenset({
     "lakemount.graveler.refexpr", "lakemount.graveler.sstable",
     "lakemount.metastore", "lakemount.metastore.fastsql", "lakemount.metastore.notify", "lakemount.metastore.sql",
     "lakemount.metastore.sql_staging", "lakemount.metastore.stamps", "lakemount.metastore.urls",
-    "lakemount.pids", "lakemount.private", "lakemount.tables",
+    "lakemount.logs", "lakemount.pids", "lakemount.private", "lakemount.tables",
 })
 
-# A commit also looks for hooks (none run here: the runner, not the hook types), writes ranges, and appends
+# A commit also makes its hooks' events and looks for hooks (none run here: the runner, not the hook types), writes ranges, and appends
 # the commit to the event feed.
 COMMIT: frozenset[str] = frozenset({
-    "lakemount.actions.hook", "lakemount.actions.network", "lakemount.actions.parser", "lakemount.actions.runner",
+    "lakemount.actions", "lakemount.actions.events", "lakemount.actions.hook", "lakemount.actions.network", "lakemount.actions.parser", "lakemount.actions.runner",
     "lakemount.actions.runs", "lakemount.catalog.events", "lakemount.cli.commit",
     "lakemount.graveler.committed.writer", "lakemount.graveler.runs", "lakemount.metastore.events",
 })
@@ -73,8 +72,13 @@ DENIED: frozenset[str] = frozenset({
     "lakemount.graveler.committed.diff", "lakemount.graveler.committed.merge",
     "lakemount.metastore.sqlschema", "lakemount.metastore.actions", "lakemount.catalog.pulls",
     "lakemount.catalog.writer", "lakemount.catalog.gcstore", "lakemount.block.flaky", "lakemount.audit.table", "lakemount.api", "lakemount.gateway", "lakemount.fuse",
-    "lakemount.jobs",
+    "lakemount.jobs", "lakemount.catalog.blame", "lakemount.block.memory", "mimetypes", "secrets", "random", "hmac",
 })
+# Nor on the reading verbs' (issue 41's second pass): logging (a module's logger is made on its first message,
+# lakemount/logs.py), the node stamps' ctypes (mapped by a branch change), the range writer's thread pool, and
+# the hooks' events (made by a verb that may run hooks).
+READS_DENIED: frozenset[str] = frozenset({"logging", "traceback", "ctypes", "concurrent", "base64", "difflib",
+                                          "lakemount.actions"})
 # The Cython runtime modules of an allowed package (msgpack): named after the Cython version.
 CYTHON = ("_cython_", "cython_runtime")
 
@@ -87,19 +91,22 @@ class Budget:
     lakemount: frozenset[str]
     third_party: frozenset[str]
     most: int
+    denied: frozenset[str] = DENIED
 
 
 BUDGETS = {
     "--help": Budget(("--help",), frozenset({"lakemount", "lakemount.cli", "lakemount.cli.main", "lakemount.errors",
-                                             "lakemount.private"}), frozenset({"click"}), 60),
+                                             "lakemount.private"}), frozenset({"click"}), 55, DENIED | READS_DENIED),
     "fs ls": Budget(("fs", "ls", "lakefs://demo/main/"), STORE | {"lakemount.cli.fs"},
-                    frozenset({"click", "msgpack", "xxhash"}), 170),
+                    frozenset({"click", "msgpack", "xxhash"}), 140, DENIED | READS_DENIED),
     "fs cat": Budget(("fs", "cat", "lakefs://demo/main/README.md"), STORE | {"lakemount.cli.fs"},
-                     frozenset({"click", "msgpack", "xxhash"}), 170),
+                     frozenset({"click", "msgpack", "xxhash"}), 140, DENIED | READS_DENIED),
     "log": Budget(("log", "lakefs://demo/main"), STORE | {"lakemount.cli.log"},
-                  frozenset({"click", "msgpack", "xxhash"}), 170),
+                  frozenset({"click", "msgpack", "xxhash"}), 140, DENIED | READS_DENIED),
+    # A commit that writes ranges starts the writer's pool (concurrent.futures, and logging under it); ``-m``
+    # loads difflib (click tries a short option as a long one first, and its miss suggests by difflib).
     "commit": Budget(("commit", "lakefs://demo/main", "-m", "budget"), STORE | COMMIT,
-                     frozenset({"click", "msgpack", "xxhash"}), 190),
+                     frozenset({"click", "msgpack", "xxhash"}), 170),
 }
 
 # Runs the CLI's main in this interpreter, then writes what it imported (and what was there before) as JSON.
@@ -157,7 +164,7 @@ def test_a_quick_verb_imports_within_its_budget(verb: str, env: dict[str, str], 
     ran = {"fs ls": "lakemount.cli.fs", "fs cat": "lakemount.cli.fs", "log": "lakemount.cli.log",
            "commit": "lakemount.cli.commit"}.get(verb, "lakemount.cli.main")
     assert ran in modules, f"lakemount {verb} did not run its own module {ran}"
-    denied = sorted(m for m in modules if m in DENIED or m.split(".")[0] in DENIED)
+    denied = sorted(m for m in modules if m in budget.denied or m.split(".")[0] in budget.denied)
     assert not denied, f"lakemount {verb} imported modules it must never load: {denied}"
     extra = sorted(m for m in modules if m.split(".")[0] == "lakemount" and m not in budget.lakemount)
     assert not extra, f"lakemount {verb} imported lakemount modules beyond its budget: {extra} ({hint})"

@@ -16,9 +16,8 @@ import struct
 import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import xxhash
 
@@ -27,6 +26,9 @@ from lakemount.graveler.committed.store import CommittedStore
 from lakemount.graveler.model import EMPTY_METARANGE, IDENTITY_LEN, MetaRangeID, RangeID, RangeInfo
 from lakemount.graveler.runs import cut_ends, overlay, range_feed
 from lakemount.graveler.sstable import encode_table
+
+if TYPE_CHECKING:  # the pool is made on first use: a commit that writes no range does not load it (issue 41)
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 CUT_BITS: Final = 10
 CUT_MASK: Final = (1 << CUT_BITS) - 1
@@ -47,6 +49,8 @@ def _executor() -> ThreadPoolExecutor:
     if _pool is None:
         with _pool_lock:
             if _pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
                 _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lm-range")
     return _pool
 
@@ -276,11 +280,11 @@ def apply_chunks(
         done = builder.flush()
         if done:
             out.append(done)
-        ranges = [r.result() if isinstance(r, Future) else r for r in out]
+        ranges = [r if isinstance(r, RangeInfo) else r.result() for r in out]
     except BaseException:
         builder.abort()
         for r in out:
-            if isinstance(r, Future):
+            if not isinstance(r, RangeInfo):
                 r.cancel()
         raise
     mr_id, digest = write_metarange(store, namespace, ranges)
