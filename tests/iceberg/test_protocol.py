@@ -382,3 +382,40 @@ def test_config_advertises_exactly_the_served_routes_and_hands_out_s3_through_th
         assert status not in (404, 405) or answer is None or answer["error"]["type"] not in (
             "NoSuchEndpointException", "MethodNotAllowedException"), (endpoint, status, answer)
         assert status < 500, (endpoint, status, answer)
+
+
+def test_v1_and_v3_tables_changed_on_two_branches_merge_like_v2_ones(lake: Served) -> None:
+    repo = lake.repo()
+    status, _ = call(lake, "POST", "/v1/namespaces", {"namespace": [repo.id, "main", "db"]})
+    assert status == 200
+    uuids = {}
+    for name, version in (("one", "1"), ("three", "3")):
+        status, made = call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/tables",
+                            {"name": name, "schema": SCHEMA, "properties": {"format-version": version}})
+        assert status == 200 and made["metadata"]["format-version"] == int(version), made
+        uuids[name] = made["metadata"]["table-uuid"]
+    main = repo.branch("main")
+    main.commit(message="v1 and v3 tables")
+    other = repo.branch("other").create(source_reference="main")
+    for ref, side in (("main", "left"), ("other", "right")):
+        status, body = call(lake, "POST", table_path(repo.id, ref, "one"), change(repo.id, ref, "one", uuids["one"], side=side))
+        assert status == 200, body
+    status, body = call(lake, "POST", table_path(repo.id, "other", "three"), change(repo.id, "other", "three", uuids["three"], side="right"))
+    assert status == 200, body
+    main.commit(message="main changes one")
+    other.commit(message="other changes one and three")
+    from lakefs.exceptions import ConflictException
+
+    with pytest.raises(ConflictException, match=r"table db\.one changed on both branches"):
+        other.merge_into(main)
+    # A branch that changed only the v3 table merges: tables changed on one side only merge cleanly.
+    third = repo.branch("third").create(source_reference="main~1")
+    status, body = call(lake, "POST", table_path(repo.id, "third", "three"),
+                        change(repo.id, "third", "three", uuids["three"], side="third"))
+    assert status == 200, body
+    third.commit(message="third changes three")
+    third.merge_into(main)
+    status, body = call(lake, "GET", table_path(repo.id, "main", "three"))
+    assert status == 200 and body["metadata"]["format-version"] == 3 and body["metadata"]["properties"]["side"] == "third"
+    status, body = call(lake, "GET", table_path(repo.id, "main", "one"))
+    assert status == 200 and body["metadata"]["format-version"] == 1 and body["metadata"]["properties"]["side"] == "left"

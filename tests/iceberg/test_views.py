@@ -96,6 +96,10 @@ def test_a_view_replaced_on_two_branches_conflicts_naming_the_view(lake: Served,
     with pytest.raises(ConflictException, match=r"view db\.v changed on both branches"):
         other.merge_into(main)
     assert sql_of(lake, repo.id, "main", "v") == "SELECT 2"
+    # Time travel: the view as main's previous commit had it, read-only.
+    assert sql_of(lake, repo.id, "main~1", "v") == "SELECT 1"
+    status, answer = replace(lake, repo.id, "main~1", "v", "SELECT 4")
+    error_of(status, answer, 403, "ForbiddenException")
 
 
 def test_bad_views_get_the_protocols_errors(lake: Served, repo: Any) -> None:
