@@ -158,3 +158,30 @@ def test_bad_views_get_the_protocols_errors(lake: Served, repo: Any) -> None:
     assert status == 204
     status, answer = call(lake, "DELETE", view_path(repo.id, "main", "w"))
     error_of(status, answer, 404, "NoSuchViewException")
+
+
+def test_view_rights_are_the_repository_policies(lake: Served, repo: Any) -> None:
+    import base64
+
+    import lakefs_sdk
+
+    status, _ = call(lake, "POST", "/v1/namespaces", {"namespace": [repo.id, "main", "db"]})
+    assert status == 200
+    views = f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/views"
+    status, answer = call(lake, "POST", views, {"name": "v", "schema": SCHEMA, "view-version": version("SELECT 1")})
+    assert status == 200, answer
+    auth = lake.client().sdk_client.auth_api
+    auth.create_user(lakefs_sdk.UserCreation(id="view-reader"))
+    auth.attach_policy_to_user("view-reader", "Analyst")  # ReadRepo only
+    cred = auth.create_credentials("view-reader")
+    reader = "Basic " + base64.b64encode(f"{cred.access_key_id}:{cred.secret_access_key}".encode()).decode()
+    status, answer = call(lake, "GET", view_path(repo.id, "main", "v"), auth=reader)
+    assert status == 200 and answer["config"]["s3.access-key-id"] == cred.access_key_id, answer
+    status, answer = call(lake, "GET", views, auth=reader)
+    assert status == 200 and [i["name"] for i in answer["identifiers"]] == ["v"]
+    status, answer = call(lake, "POST", views, {"name": "w", "schema": SCHEMA, "view-version": version("SELECT 2")}, auth=reader)
+    assert "WriteRepo" in error_of(status, answer, 403, "ForbiddenException")
+    status, answer = call(lake, "DELETE", view_path(repo.id, "main", "v"), auth=reader)
+    error_of(status, answer, 403, "ForbiddenException")
+    status, answer = call(lake, "GET", view_path(repo.id, "main", "v"), auth=None)
+    error_of(status, answer, 401, "NotAuthorizedException")
