@@ -156,15 +156,23 @@ def shaped(meta: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
-def check_spec(spec: Any) -> int:
-    """The highest partition field id of a ``PartitionSpec``; 400 if malformed."""
+def check_spec(spec: Any, last: int = NO_PARTITION_ID) -> int:
+    """The highest partition field id of a ``PartitionSpec``; 400 if malformed.  A field without an id (version 1
+    writers may leave them out) gets the next one after ``last`` and the spec's own, in order, as the reference
+    assigns them (1000, 1001, ... in a new table)."""
     fields = want(spec, "fields", list, "partition spec")
     ids = []
     for f in fields:
         want(f, "source-id", int, "partition field")
         want(f, "transform", str, "partition field")
         want(f, "name", str, "partition field")
-        ids.append(want(f, "field-id", int, "partition field", optional=True) or 0)
+        given = want(f, "field-id", int, "partition field", optional=True)
+        if given is not None:
+            ids.append(given)
+    for f in fields:
+        if f.get("field-id") is None:
+            f["field-id"] = max([last, *ids]) + 1
+            ids.append(f["field-id"])
     return max(ids, default=NO_PARTITION_ID)
 
 

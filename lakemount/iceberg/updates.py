@@ -98,7 +98,7 @@ def _set_schema(c: _Commit, u: dict[str, Any]) -> None:
 
 def _add_spec(c: _Commit, u: dict[str, Any]) -> None:
     spec = want(u, "spec", dict, "add-spec")
-    highest = check_spec(spec)
+    highest = check_spec(spec, c.meta["last-partition-id"])
     fields = spec["fields"]
     for existing in c.meta["partition-specs"]:
         if existing.get("fields") == fields:

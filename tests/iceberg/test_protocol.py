@@ -294,6 +294,18 @@ def test_format_versions_shape_their_metadata_and_check_their_rules(lake: Served
         return call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/tables",
                     {"name": name, "schema": SCHEMA, "properties": {"format-version": version, "owner": "ana"}})
 
+    status, v1 = call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/tables", {
+        "name": "parted", "schema": SCHEMA, "properties": {"format-version": "1"},
+        "partition-spec": {"spec-id": 0, "fields": [{"source-id": 1, "transform": "identity", "name": "a"},
+                                                    {"source-id": 1, "transform": "bucket[4]", "name": "b"}]}})
+    assert status == 200, v1  # a v1 writer's spec without field ids: the reference's 1000, 1001
+    assert [f["field-id"] for f in v1["metadata"]["partition-spec"]] == [1000, 1001]
+    assert v1["metadata"]["last-partition-id"] == 1001
+    status, answer = call(lake, "POST", table_path(repo.id, "main", "parted"), {"requirements": [], "updates": [
+        {"action": "add-spec", "spec": {"fields": [{"source-id": 1, "transform": "truncate[2]", "name": "c"}]}},
+        {"action": "set-default-spec", "spec-id": -1}]})
+    assert status == 200 and answer["metadata"]["partition-spec"] == [
+        {"source-id": 1, "transform": "truncate[2]", "name": "c", "field-id": 1002}], answer
     status, v1 = create("one", "1")
     assert status == 200, v1
     meta = v1["metadata"]
