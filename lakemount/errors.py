@@ -205,16 +205,19 @@ class NothingToMerge(NothingToCommit):
 
 
 class MergeConflict(Conflict):
-    """A merge that found conflicting changes on ``paths`` under the ``fail`` strategy; ``tables`` are the
-    Iceberg tables among them (``<namespace>.<name>``), which both sides changed."""
+    """A merge that found conflicting changes on ``paths`` under the ``fail`` strategy; ``tables`` and ``views``
+    are the Iceberg tables and views among them (``<namespace>.<name>``), which both sides changed."""
 
-    def __init__(self, paths: list[str], tables: list[str] | None = None) -> None:
+    def __init__(self, paths: list[str], tables: list[str] | None = None, views: list[str] | None = None) -> None:
         shown = ", ".join(paths[:20]) + (f" (+{len(paths) - 20} more)" if len(paths) > 20 else "")
         self.tables = list(tables or [])
-        both = ""
-        if self.tables:
-            names = ", ".join(self.tables[:20]) + (f" (+{len(self.tables) - 20} more)" if len(self.tables) > 20 else "")
-            both = f"{'table' if len(self.tables) == 1 else 'tables'} {names} changed on both branches; "
+        self.views = list(views or [])
+        named = []
+        for word, names in (("table", self.tables), ("view", self.views)):
+            if names:
+                listed = ", ".join(names[:20]) + (f" (+{len(names) - 20} more)" if len(names) > 20 else "")
+                named.append(f"{word if len(names) == 1 else word + 's'} {listed}")
+        both = f"{' and '.join(named)} changed on both branches; " if named else ""
         super().__init__(f"conflict found: {both}merge conflict on {len(paths)} path(s): {shown}")
         self.paths = paths
 

@@ -18,12 +18,14 @@ from typing import Final
 RESERVED: Final = "_iceberg"
 NAMESPACE_MARKER: Final = RESERVED + "_namespace.json"
 TABLE_POINTER: Final = RESERVED + "_table.json"
+VIEW_POINTER: Final = RESERVED + "_view.json"  # a view's pointer, as a table's: merges name views the same way
 
 
-def table_of(path: str) -> str | None:
-    """The table (``<namespace>.<name>``, levels joined by dots) whose pointer is ``path``; None for any other path."""
+def table_of(path: str, kind: str = TABLE_POINTER) -> str | None:
+    """The table (``<namespace>.<name>``, levels joined by dots) whose pointer is ``path`` (``kind``: a view's
+    pointer name, for views); None for any other path."""
     head, sep, last = path.rpartition("/")
-    if last != TABLE_POINTER or not sep or not head:
+    if last != kind or not sep or not head:
         return None
     levels = head.split("/")
     return ".".join(levels) if len(levels) >= 2 else None
@@ -32,3 +34,8 @@ def table_of(path: str) -> str | None:
 def tables_in(paths: list[str]) -> list[str]:
     """The tables among ``paths`` (pointer objects), in order."""
     return [t for t in map(table_of, paths) if t is not None]
+
+
+def views_in(paths: list[str]) -> list[str]:
+    """The views among ``paths`` (their pointer objects), in order."""
+    return [v for v in (table_of(p, VIEW_POINTER) for p in paths) if v is not None]

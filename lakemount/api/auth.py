@@ -225,6 +225,23 @@ class Authenticator:
             return self._live(verify_token(self.key, token))
         raise unauthorized("missing credentials: use basic auth with an access key, or a token from /auth/login")
 
+    def own_key(self, authorization: str | None) -> tuple[str, str]:
+        """The access key (id, secret) behind the ``Authorization`` of a request :meth:`authenticate` accepted:
+        basic auth's own, or the key a bearer token was minted from, so a client that logged in with a key is
+        handed that key and no other (the Iceberg catalog's ``config``); raises ``ApiError`` 401 for a header
+        that names no key (a session cookie's request has none)."""
+        scheme, _, cred = (authorization or "").strip().partition(" ")
+        if scheme.lower() not in ("basic", "bearer"):
+            raise unauthorized("no access key in this request's credentials")
+        if scheme.lower() == "basic":
+            key_id, _, secret = base64.b64decode(cred.strip(), validate=True).decode("utf-8").partition(":")
+            return key_id, secret
+        key_id = verify_token(self.key, cred.strip()).key_id
+        hit = self._lookup(key_id)
+        if hit is None:
+            raise unauthorized("session of a deleted access key: log in again")
+        return key_id, hit[1]
+
     def allowed(self, user_id: str, action: Action, repo: str = "*") -> bool:
         """Whether ``user_id``'s policies allow ``action`` on ``repo`` (cached for ``TTL``)."""
         return self._decisions.allowed(user_id, action, repo)

@@ -110,9 +110,16 @@ class IcebergGate:
     def allowed(self, user: str, action: Action, repo: str) -> bool:
         return self.auth.allowed(user, action, repo)
 
+    def own_key(self, authorization: str | None) -> tuple[str, str]:
+        try:
+            return self.auth.own_key(authorization)
+        except ApiError as e:
+            raise self._shaped(e) from None
+
 
 def iceberg_defaults(app: App) -> dict[str, str]:
-    """What the catalog's ``config`` tells clients: path-style S3 through the gateway (its address when it is fixed)."""
+    """What the catalog's ``config`` tells every client: path-style S3 through the gateway (its address when it is
+    fixed: ``lakemount serve`` sets the one it bound), in its region; the caller's own key is added per request."""
     gw = app.config.gateways.s3
     out = {"s3.path-style-access": "true", "s3.region": gw.region, "client.region": gw.region}
     host, _, port = gw.listen_address.rpartition(":")

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakemount.api.context import Ctx, empty, json_response, repo_of
 from lakemount.api.errors import ApiError, bad_request, not_found
@@ -30,6 +30,9 @@ from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
 from lakemount.config import config_pipe
 from lakemount.serving.http import Response
+
+if TYPE_CHECKING:
+    from lakemount.app import App
 
 TAG = "import"
 ID = Param("id", required=True, description="the import's id")
@@ -82,8 +85,8 @@ def import_start(ctx: Ctx) -> Response:
     branch = ctx.params["branch"]
     body = ctx.json_body()
     paths = body["paths"]
-    if not 1 <= len(paths) <= MAX_LOCATIONS:
-        raise bad_request(f"an import takes 1 to {MAX_LOCATIONS} paths, not {len(paths)}")
+    if len(paths) > MAX_LOCATIONS:
+        raise bad_request(f"an import takes at most {MAX_LOCATIONS} paths, not {len(paths)}")
     locations: list[dict[str, str]] = []
     for loc in paths:
         if loc["type"] not in ("common_prefix", "object"):
@@ -104,6 +107,10 @@ def import_start(ctx: Ctx) -> Response:
                               "update_time": now, "locations": locations,
                               "message": commit["message"], "metadata": commit.get("metadata") or {},
                               "committer": ctx.user}
+    if not locations:
+        # lakeFS's import of no paths: one empty commit with the message and metadata, done at once (no Spark).
+        _write(path, _finish(ctx.service.app, record))
+        return json_response(202, {"id": import_id})
     _write(path, record)
     # The configuration (secrets included) reaches the runner through a pipe, never a file.
     cfg = config_pipe(ctx.service.app.config)
@@ -159,32 +166,49 @@ def import_cancel(ctx: Ctx) -> Response:
     return empty(204)
 
 
-def _run(record_path: str, config_path: str) -> None:
-    """The import process: run the import, then record its outcome (never raises)."""
+def _finish(app: App, record: dict[str, Any], record_path: str | None = None) -> dict[str, Any]:
+    """Run the import ``record`` describes with ``app`` and return the record of its outcome (never raises).
+
+    With ``record_path``, an import canceled meanwhile (its record says so) keeps that record."""
     from lakemount.api.models import commit_json
-    from lakemount.app import App
-    from lakemount.config import load
     from lakemount.jobs.importer import Location, import_locations
 
-    with open(record_path) as f:
-        record = json.load(f)
     try:
-        app = App(load(config_path))
         report = import_locations(
             app, [Location(**loc) for loc in record["locations"]], record["repo"], record["branch"], commit=True,
             message=record["message"], committer=record.get("committer") or "lakemount",
             metadata=sorted(record["metadata"].items()), show_progress=False,
         )
-        with open(record_path) as f:
-            if json.load(f).get("state") == "canceled":
-                return
+        if record_path is not None:
+            with open(record_path) as f:
+                current = json.load(f)
+            if current.get("state") == "canceled":
+                return current
         record.update(state="done", ingested_objects=report["objects"])
         if report["commit"]:
             record["commit"] = commit_json(app.catalog.get_commit(record["repo"], report["commit"]["id"]))
     except Exception as e:  # noqa: BLE001 - every failure is the import's outcome
         record.update(state="failed", error=str(e) or type(e).__name__)
     record["update_time"] = time.time()
-    _write(record_path, record)
+    return record
+
+
+def _run(record_path: str, config_path: str) -> None:
+    """The import process: run the import, then record its outcome (never raises)."""
+    from lakemount.app import App
+    from lakemount.config import load
+
+    with open(record_path) as f:
+        record = json.load(f)
+    try:
+        app = App(load(config_path))
+    except Exception as e:  # noqa: BLE001 - every failure is the import's outcome
+        record.update(state="failed", error=str(e) or type(e).__name__, update_time=time.time())
+        _write(record_path, record)
+        return
+    outcome = _finish(app, record, record_path)
+    if outcome.get("state") != "canceled":
+        _write(record_path, outcome)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from lakemount.catalog.refs import RefVerbs
 from lakemount.errors import InvalidArgument, MergeConflict, NotUtf8Text
 from lakemount.graveler.graveler import CommitResult, DiffRecord, MergeResult
 from lakemount.graveler.model import Commit, decode_value
-from lakemount.tables import tables_in
+from lakemount.tables import tables_in, views_in
 
 # A hook's event is made by the verb that may run hooks: a read (``log``, ``fs ls``) does not load them (issue 41).
 if TYPE_CHECKING:
@@ -154,10 +154,10 @@ class HistoryVerbs(RefVerbs):
                 metadata=metadata, allow_empty=allow_empty,
             )
         except MergeConflict as exc:
-            tables = tables_in(exc.paths)
-            if not tables:
+            tables, views = tables_in(exc.paths), views_in(exc.paths)
+            if not tables and not views:
                 raise
-            raise MergeConflict(exc.paths, tables) from None  # a table's pointer: say which table, not which object
+            raise MergeConflict(exc.paths, tables, views) from None  # a pointer: say which table or view, not which object
         if res.merged:
             self.feed.emit(repo, dest, "merge", source=source, commit_id=res.commit_id, changes=res.changes, committer=committer)
             self.actions.run(

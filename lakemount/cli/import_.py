@@ -8,11 +8,12 @@ import click
 
 from lakemount.cli.common import ctx_obj, emit, engine_option, json_option, parse_meta, parse_uri
 from lakemount.errors import InvalidArgument
-from lakemount.jobs.importer import import_objects
+from lakemount.jobs.importer import import_locations, import_objects
 
 
 @click.command("import")
-@click.option("--from", "source", required=True, metavar="SOURCE", help="A local directory or s3://bucket/prefix.")
+@click.option("--from", "source", default=None, metavar="SOURCE",
+              help="A local directory or s3://bucket/prefix; without one, --commit makes one empty commit (as lakeFS).")
 @click.option("--to", "dest", required=True, metavar="URI", help="lakefs://REPO/BRANCH[/PREFIX]: replaced by the source.")
 @click.option("--commit", "do_commit", is_flag=True, help="Commit the branch after the import.")
 @click.option("--message", "-m", default=None, help="Commit message (with --commit).")
@@ -22,17 +23,25 @@ from lakemount.jobs.importer import import_objects
 @engine_option
 @click.option("--no-progress", is_flag=True, help="Do not show a progress bar.")
 @json_option
-def import_(source: str, dest: str, do_commit: bool, message: str | None, meta: tuple[str, ...], master: str | None, engine: str,
+def import_(source: str | None, dest: str, do_commit: bool, message: str | None, meta: tuple[str, ...], master: str | None, engine: str,
             no_progress: bool) -> None:
     """Import objects without copying them: entries point at the objects where they are.
 
     The destination prefix ends up holding exactly the source's objects (keys the
-    source lacks are staged as deletions), like lakeFS's import.
+    source lacks are staged as deletions), like lakeFS's import.  Without --from,
+    --commit makes one empty commit with the message and metadata, as lakeFS's
+    import of no paths does.
     """
     u = parse_uri(dest, need_ref=True)
     assert u.ref
     if (message or meta) and not do_commit:
         raise InvalidArgument("-m/--meta describe a commit: add --commit")
+    if source is None:
+        # lakeFS's import of no paths: one empty commit carrying the message and metadata.
+        report = import_locations(ctx_obj().app, [], u.repo, u.ref, commit=do_commit, message=message,
+                                  committer=getpass.getuser(), metadata=parse_meta(meta))
+        emit(report, [f"Imported nothing: commit {report['commit']['id']}"])
+        return
     report = import_objects(
         ctx_obj().app, source, u.repo, u.ref, u.path, commit=do_commit, message=message,
         committer=getpass.getuser(), metadata=parse_meta(meta), master=master, engine=engine,

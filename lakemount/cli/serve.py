@@ -42,7 +42,7 @@ def serve(
     With --json each announcement (where the gateway and the API listen) is one
     JSON object per line: {"message": "..."}.
     """
-    from lakemount.gateway.server import serve_forever
+    from lakemount.gateway.server import GatewayServer, serve_forever
     from lakemount.gateway.settings import from_config
 
     app = ctx_obj().app
@@ -57,19 +57,29 @@ def serve(
     )
     api = None
     api_line = ""
+    gateway = GatewayServer(app.config, settings)
     if with_api:
         from lakemount.api.server import ApiServer, settings_from_config
 
+        # The gateway binds first, so the API tells Iceberg clients where it really listens (--listen, a free
+        # port, --tls-cert) in /v1/config's s3.endpoint, not where the configuration file says.
+        gateway.start()
+        host, port = gateway.address
+        s3 = replace(app.config.gateways.s3, listen_address=f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+                     tls=replace(app.config.gateways.s3.tls, cert_file=settings.tls_cert_file,
+                                 key_file=settings.tls_key_file))
+        api_config = replace(app.config, gateways=replace(app.config.gateways, s3=s3))
         api_settings = settings_from_config(app.config, listen_address=api_listen)
         if api_listen is None and settings.port == 0:
             # A gateway on a free port (tests, benchmarks): the API takes one too.
             api_settings = replace(api_settings, port=0)
-        api = ApiServer(app.config, api_settings)
+        api = ApiServer(api_config, api_settings)
         try:
             api.start()
             api_line = f"lakemount API listening on {api.url}/api/v1 ({api.settings.workers} workers); web UI: {api.url}/"
         except OSError as e:
             if api_listen is not None:
+                gateway.stop()
                 raise
             api.stop()
             api = None
@@ -90,7 +100,7 @@ def serve(
             say(NO_USER_HINT, err=True)
 
     try:
-        serve_forever(app.config, settings, announce=announce)
+        serve_forever(app.config, settings, announce=announce, server=gateway)
     finally:
         if api is not None:
             api.stop()

@@ -158,10 +158,11 @@ class GatewayServer(WorkerPool):
         self.start_workers(self.settings.workers, (self.config, self.settings, self.sock))
 
 
-def serve_forever(config: Config, settings: GatewaySettings, *, announce: Any = print) -> None:
-    """Run the gateway in the foreground until SIGINT or SIGTERM."""
+def serve_forever(config: Config, settings: GatewaySettings, *, announce: Any = print,
+                  server: GatewayServer | None = None) -> None:
+    """Run the gateway in the foreground until SIGINT or SIGTERM (``server``: one made, perhaps started, already)."""
     _configure_logging(config)
-    server = GatewayServer(config, settings)
+    server = server or GatewayServer(config, settings)
     flat = ", flat buckets" if settings.flat else ""
     workers.serve_forever(
         server,

@@ -809,9 +809,11 @@ class Graveler:
     ) -> MergeResult:
         """Merge ``source`` (any ref) into branch ``dest``; raises ``MergeConflict`` listing paths.
 
-        A source that brings nothing (``dest`` already holds it, or its changes since the merge base
-        add up to none: lakeFS's "no changes") leaves ``dest`` where it was (``merged=False``), unless
-        ``allow_empty``, which records a merge commit all the same, as lakeFS does.
+        A source that ``dest`` already holds (reachable from its head: lakeFS's and git's "no changes")
+        leaves ``dest`` where it was (``merged=False``), unless ``allow_empty``, which records a merge
+        commit all the same, as lakeFS does.  A source that is not reachable is merged even when its
+        changes since the merge base add up to none (its tree is the base's or the destination's): the
+        merge commit records that its history joined, as git's and lakeFS's do.
         """
         from lakemount.graveler.committed.diff import diff as committed_diff
         from lakemount.graveler.committed.merge import Strategy, three_way
@@ -828,9 +830,12 @@ class Graveler:
             dst_mr = self._metarange(r, d.commit_id)
             stats: ApplyStats | None = None
             changes = 0
-            if base_id == src_id or (base_id is not None and self._same_tree(self._metarange(r, base_id), src_mr)):
+            if base_id == src_id:
                 if not allow_empty:
                     return MergeResult(d.commit_id, merged=False)
+                mr_id, mr_sum = dst_mr.id, dst_mr.checksum
+            elif base_id is not None and self._same_tree(self._metarange(r, base_id), src_mr):
+                # The source's changes add up to none: the destination's tree, under a merge commit.
                 mr_id, mr_sum = dst_mr.id, dst_mr.checksum
             elif base_id == d.commit_id:
                 # The destination has nothing of its own: the result is the source's tree.

@@ -3,7 +3,8 @@
 :func:`check` runs against the metadata the commit is about to replace, inside
 the commit's retry loop, so a requirement is judged on the state the pointer
 swap then expects; one that does not hold is a 409 ``CommitFailedException``,
-one that is malformed a 400.
+one that is malformed a 400.  A failure's message is the Java reference's word for word
+(``Requirement failed: default partition spec changed: expected id 0 != 1``): clients match on it.
 """
 
 from __future__ import annotations
@@ -15,27 +16,32 @@ from lakemount.iceberg.errors import bad_request, commit_failed
 from lakemount.iceberg.metadata import want
 
 
-def _same(field: str, what: str) -> Callable[[dict[str, Any] | None, dict[str, Any]], None]:
+def _exists(meta: dict[str, Any] | None, req: dict[str, Any]) -> dict[str, Any]:
+    if meta is None:
+        raise commit_failed(f"Requirement failed: table does not exist ({req['type']})")
+    return meta
+
+
+def _same(field: str, what: str, words: str) -> Callable[[dict[str, Any] | None, dict[str, Any]], None]:
+    """A requirement that ``field`` still holds the id the request names, failing in the reference's ``words``."""
     def check(meta: dict[str, Any] | None, req: dict[str, Any]) -> None:
         expected = want(req, what, int, req["type"])
-        if meta is None:
-            raise commit_failed(f"requirement failed: table does not exist ({req['type']})")
-        if meta.get(field) != expected:
-            raise commit_failed(f"requirement failed: {what} changed: expected {expected} != {meta.get(field)}")
+        actual = _exists(meta, req).get(field)
+        if actual != expected:
+            raise commit_failed(f"Requirement failed: {words} changed: expected id {expected} != {actual}")
     return check
 
 
 def _create(meta: dict[str, Any] | None, req: dict[str, Any]) -> None:
     if meta is not None:
-        raise commit_failed("requirement failed: table already exists")
+        raise commit_failed("Requirement failed: table already exists")
 
 
 def _uuid(meta: dict[str, Any] | None, req: dict[str, Any]) -> None:
     expected = want(req, "uuid", str, "assert-table-uuid")
-    if meta is None:
-        raise commit_failed("requirement failed: table does not exist")
-    if meta.get("table-uuid") != expected:
-        raise commit_failed(f"requirement failed: UUID does not match: expected {meta.get('table-uuid')} != {expected}")
+    actual = _exists(meta, req).get("table-uuid")
+    if not isinstance(actual, str) or actual.lower() != expected.lower():
+        raise commit_failed(f"Requirement failed: UUID does not match: expected {actual} != {expected}")
 
 
 def _ref_snapshot(meta: dict[str, Any] | None, req: dict[str, Any]) -> None:
@@ -43,27 +49,30 @@ def _ref_snapshot(meta: dict[str, Any] | None, req: dict[str, Any]) -> None:
     if "snapshot-id" not in req:
         raise bad_request("assert-ref-snapshot-id needs 'snapshot-id' (null: the ref must not exist)")
     expected = want(req, "snapshot-id", int, "assert-ref-snapshot-id", optional=True)
-    if meta is None:
-        raise commit_failed("requirement failed: table does not exist")
-    ref = meta.get("refs", {}).get(name)
-    if name == "main" and ref is None and meta.get("current-snapshot-id") is not None:
-        ref = {"snapshot-id": meta["current-snapshot-id"]}
-    actual = None if ref is None else ref.get("snapshot-id")
-    if actual != expected:
-        if expected is None:
-            raise commit_failed(f"requirement failed: branch or tag {name} was created concurrently")
-        raise commit_failed(f"requirement failed: {name} has changed: expected id {expected} != {actual}")
+    refs = _exists(meta, req).get("refs", {})
+    ref = refs.get(name)
+    if name == "main" and ref is None and _exists(meta, req).get("current-snapshot-id") is not None:
+        ref = {"snapshot-id": _exists(meta, req)["current-snapshot-id"], "type": "branch"}
+    if ref is None:
+        if expected is not None:
+            raise commit_failed(f"Requirement failed: branch or tag {name} is missing, expected {expected}")
+        return
+    kind = "tag" if ref.get("type") == "tag" else "branch"
+    if expected is None:
+        raise commit_failed(f"Requirement failed: {kind} {name} was created concurrently")
+    if ref.get("snapshot-id") != expected:
+        raise commit_failed(f"Requirement failed: {kind} {name} has changed: expected id {expected} != {ref.get('snapshot-id')}")
 
 
 CHECKS: Final[dict[str, Callable[[dict[str, Any] | None, dict[str, Any]], None]]] = {
     "assert-create": _create,
     "assert-table-uuid": _uuid,
     "assert-ref-snapshot-id": _ref_snapshot,
-    "assert-last-assigned-field-id": _same("last-column-id", "last-assigned-field-id"),
-    "assert-current-schema-id": _same("current-schema-id", "current-schema-id"),
-    "assert-last-assigned-partition-id": _same("last-partition-id", "last-assigned-partition-id"),
-    "assert-default-spec-id": _same("default-spec-id", "default-spec-id"),
-    "assert-default-sort-order-id": _same("default-sort-order-id", "default-sort-order-id"),
+    "assert-last-assigned-field-id": _same("last-column-id", "last-assigned-field-id", "last assigned field id"),
+    "assert-current-schema-id": _same("current-schema-id", "current-schema-id", "current schema"),
+    "assert-last-assigned-partition-id": _same("last-partition-id", "last-assigned-partition-id", "last assigned partition id"),
+    "assert-default-spec-id": _same("default-spec-id", "default-spec-id", "default partition spec"),
+    "assert-default-sort-order-id": _same("default-sort-order-id", "default-sort-order-id", "default sort order"),
 }
 
 

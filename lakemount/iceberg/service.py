@@ -32,12 +32,13 @@ import orjson
 from lakemount.audit.record import ICEBERG
 from lakemount.auth.policies import Action
 from lakemount.errors import LakeMountError, NotFound
-from lakemount.iceberg import requirements, updates
+from lakemount.iceberg import requirements, updates, views
 from lakemount.iceberg.errors import IcebergError, bad_request, no_such_namespace, translate
 from lakemount.iceberg.metadata import new_table, string_map, want
 from lakemount.iceberg.names import Base, Namespace, TableId, check_level, path_in, split_levels, url
 from lakemount.iceberg.tables import Change, Loaded, Tables
 from lakemount.iceberg.tokens import OAuthError, issue
+from lakemount.iceberg.views import Views
 from lakemount.serving.http import BodyTimeout, BodyTooLarge, ClientDisconnected, Request, Response, read_bounded
 
 log = logging.getLogger("lakemount.iceberg")
@@ -61,6 +62,10 @@ class Gate(Protocol):
         """Raises ``IcebergError`` 403 unless ``user`` may do ``action`` on ``repo``."""
 
     def allowed(self, user: str, action: Action, repo: str) -> bool: ...
+
+    def own_key(self, authorization: str | None) -> tuple[str, str]:
+        """The access key (id, secret) the request authenticates with (a token's: the key it was minted from);
+        raises ``IcebergError`` 401."""
 
 
 class AuditSink(Protocol):
@@ -148,31 +153,42 @@ def _empty(status: int = 204) -> Response:
 
 
 Handler = Callable[["IcebergService", Call], Response]
-ROUTES: list[tuple[str, re.Pattern[str], Handler, bool]] = []
 
 
-def route(method: str, template: str, *, auth: bool = True) -> Callable[[Handler], Handler]:
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One served route: method, path template below the address (``/v1/...``), its matcher and handler, whether
+    it needs a caller, and whether ``/v1/config`` advertises it (the spec lists neither config nor tokens)."""
+
+    method: str
+    template: str
+    pattern: re.Pattern[str]
+    handler: Handler
+    auth: bool
+    advertised: bool
+
+    def endpoint(self) -> str:
+        """The spec's name of the route in ``ConfigResponse.endpoints`` (``GET /v1/{prefix}/namespaces``)."""
+        return f"{self.method} /v1/{{prefix}}{self.template[len('/v1'):]}"
+
+
+ROUTES: list[Route] = []  # the one source: what is served is what /v1/config advertises
+
+
+def route(method: str, template: str, *, auth: bool = True, advertised: bool = True) -> Callable[[Handler], Handler]:
     """Register a handler for ``method`` and a path template below ``/v1`` (``{name}``: one segment)."""
     pattern = "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(template)) + "$"
 
     def register(func: Handler) -> Handler:
-        ROUTES.append((method, re.compile(pattern), func, auth))
+        ROUTES.append(Route(method, template, re.compile(pattern), func, auth, advertised))
         return func
 
     return register
 
 
-ENDPOINTS: Final = [
-    "GET /v1/{prefix}/namespaces", "POST /v1/{prefix}/namespaces", "GET /v1/{prefix}/namespaces/{namespace}",
-    "HEAD /v1/{prefix}/namespaces/{namespace}", "DELETE /v1/{prefix}/namespaces/{namespace}",
-    "POST /v1/{prefix}/namespaces/{namespace}/properties", "GET /v1/{prefix}/namespaces/{namespace}/tables",
-    "POST /v1/{prefix}/namespaces/{namespace}/tables", "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
-    "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
-    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
-    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}", "POST /v1/{prefix}/namespaces/{namespace}/register",
-    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics", "POST /v1/{prefix}/tables/rename",
-    "POST /v1/{prefix}/transactions/commit",
-]
+def endpoints() -> list[str]:
+    """``ConfigResponse.endpoints``: every advertised route, in the order registered."""
+    return [r.endpoint() for r in ROUTES if r.advertised]
 
 
 class IcebergService:
@@ -181,6 +197,7 @@ class IcebergService:
     def __init__(self, catalog: Any, gate: Gate, defaults: dict[str, str] | None = None,
                  audit: AuditSink | None = None) -> None:
         self.tables = Tables(catalog)
+        self.views = Views(self.tables)
         self.catalog = catalog
         self.gate = gate
         self.defaults = dict(defaults or {})
@@ -245,11 +262,11 @@ class IcebergService:
         except UnicodeDecodeError:
             raise bad_request("path is not valid UTF-8") from None
         other = False
-        for method, pattern, func, auth in ROUTES:
-            m = pattern.match(rest)
+        for r in ROUTES:
+            m = r.pattern.match(rest)
             if m is None:
                 continue
-            if method != request.method:
+            if r.method != request.method:
                 other = True
                 continue
             try:
@@ -257,10 +274,10 @@ class IcebergService:
             except UnicodeDecodeError:
                 raise bad_request("path is not valid UTF-8") from None
             call = Call(request, base, params)
-            if auth:
+            if r.auth:
                 call.user = self.gate.user(request.header("authorization"), request.client)
                 calls.append(call)
-            return func(self, call), func.__name__
+            return r.handler(self, call), r.handler.__name__
         if other:
             raise IcebergError(405, "MethodNotAllowedException", f"method {request.method} not allowed here")
         raise IcebergError(404, "NoSuchEndpointException", f"no such catalog path: {request.raw_path[:200]}")
@@ -272,18 +289,24 @@ class IcebergService:
     def write(self, call: Call, repo: str) -> None:
         self.gate.require(call.user, Action.WRITE_REPO, repo)
 
+    def client_config(self, call: Call) -> dict[str, str]:
+        """What a client needs to read and write data through the S3 gateway: path-style access, region, the
+        gateway's address (when fixed) and the caller's own access key, which the gateway's policies judge."""
+        key_id, secret = self.gate.own_key(call.request.header("authorization"))
+        return {**self.defaults, "s3.access-key-id": key_id, "s3.secret-access-key": secret}
+
     def loaded_json(self, call: Call, table: TableId) -> dict[str, Any]:
-        return self.tables.load(table).result()
+        return self.tables.load(table).result(config=self.client_config(call))
 
 
 # ---------------------------------------------------------------------- config and tokens
-@route("GET", "/v1/config")
+@route("GET", "/v1/config", advertised=False)
 def get_config(svc: IcebergService, call: Call) -> Response:
-    """getConfig: client defaults (path-style S3 through the gateway) and the endpoints served."""
-    return _json(200, {"defaults": svc.defaults, "overrides": {}, "endpoints": ENDPOINTS})
+    """getConfig: client defaults (S3 through the gateway with the caller's key) and the endpoints served."""
+    return _json(200, {"defaults": svc.client_config(call), "overrides": {}, "endpoints": endpoints()})
 
 
-@route("POST", "/v1/oauth/tokens", auth=False)
+@route("POST", "/v1/oauth/tokens", auth=False, advertised=False)
 def get_token(svc: IcebergService, call: Call) -> Response:
     """getToken: client credentials (access key id and secret) for a bearer token."""
     return _json(200, issue(_read(call.request), call.request.header("authorization"), svc.gate, call.request.client))
@@ -414,10 +437,10 @@ def create_table(svc: IcebergService, call: Call) -> Response:
         if svc.tables.exists(table):
             raise IcebergError(409, "AlreadyExistsException", f"Table already exists: {table.shown()}")
         location = url(ns.repo, ns.ref, table.path.rstrip("/"))
-        return _json(200, {"metadata": new_table(body, location), "config": {}})
+        return _json(200, {"metadata": new_table(body, location), "config": svc.client_config(call)})
     done = svc.tables.commit([Change(table, [], [])], create=body)
     detail.update(committed(done[0], []))
-    return _json(200, done[0].result())
+    return _json(200, done[0].result(config=svc.client_config(call)))
 
 
 @route("GET", "/v1/namespaces/{namespace}/tables/{table}")
@@ -502,7 +525,7 @@ def register_table(svc: IcebergService, call: Call) -> Response:
     svc.write(call, ns.repo)
     done = svc.tables.register(table, path_in(ns.repo, location), overwrite=overwrite)
     detail.update(committed(done, []))
-    return _json(200, done.result())
+    return _json(200, done.result(config=svc.client_config(call)))
 
 
 @route("POST", "/v1/namespaces/{namespace}/tables/{table}/metrics")
@@ -525,6 +548,100 @@ def rename_table(svc: IcebergService, call: Call) -> Response:
     svc.write(call, source.namespace.repo)
     svc.tables.rename(source, dest)
     return _empty()
+
+
+# ---------------------------------------------------------------------- views
+def _view(call: Call) -> TableId:
+    return call.base.table(call.levels(), call.params["view"])
+
+
+@route("GET", "/v1/namespaces/{namespace}/views")
+def list_views(svc: IcebergService, call: Call) -> Response:
+    """listViews: the views of a namespace, in name order."""
+    ns = call.namespace()
+    svc.read(call, ns.repo)
+    return _json(200, {"identifiers": [_identifier(call.base, TableId(ns, n)) for n in svc.views.names(ns)]})
+
+
+@route("POST", "/v1/namespaces/{namespace}/views")
+def create_view(svc: IcebergService, call: Call) -> Response:
+    """createView: a view's first metadata (409 if a view or a table has the name)."""
+    ns = call.namespace()
+    body = call.json()
+    view = TableId(ns, check_level(body.get("name"), "view name"))
+    detail = call.touches("createView", view)
+    svc.write(call, ns.repo)
+    path, meta = svc.views.create(view, body)
+    detail.update(metadata=path)
+    return _json(200, svc.views.result(view, path, meta, svc.client_config(call)))
+
+
+@route("GET", "/v1/namespaces/{namespace}/views/{view}")
+def load_view(svc: IcebergService, call: Call) -> Response:
+    """loadView: a view's metadata at the namespace's ref (a tag or commit: as it was)."""
+    view = _view(call)
+    svc.read(call, view.namespace.repo)
+    path, meta = svc.views.load(view)
+    return _json(200, svc.views.result(view, path, meta, svc.client_config(call)))
+
+
+@route("HEAD", "/v1/namespaces/{namespace}/views/{view}")
+def view_exists(svc: IcebergService, call: Call) -> Response:
+    """viewExists: 204 if it exists, else 404."""
+    view = _view(call)
+    svc.read(call, view.namespace.repo)
+    svc.views.load(view)
+    return _empty()
+
+
+@route("POST", "/v1/namespaces/{namespace}/views/{view}")
+def replace_view(svc: IcebergService, call: Call) -> Response:
+    """replaceView: commit ``assert-view-uuid`` requirements and view updates (a new version, properties)."""
+    view = _view(call)
+    body = call.json()
+    if body.get("identifier") is not None and call.base.identifier(body["identifier"]) != view:
+        raise bad_request("the body's identifier is not the view of the path")
+    reqs, ups = views.parse(body)
+    detail = call.touches("replaceView", view)
+    svc.write(call, view.namespace.repo)
+    path, meta = svc.views.commit(view, reqs, ups)
+    detail.update(metadata=path, actions=[u["action"] for u in ups])
+    return _json(200, svc.views.result(view, path, meta, svc.client_config(call)))
+
+
+@route("DELETE", "/v1/namespaces/{namespace}/views/{view}")
+def drop_view(svc: IcebergService, call: Call) -> Response:
+    """dropView: remove a view's pointer."""
+    view = _view(call)
+    call.touches("dropView", view)
+    svc.write(call, view.namespace.repo)
+    svc.views.drop(view)
+    return _empty()
+
+
+@route("POST", "/v1/views/rename")
+def rename_view(svc: IcebergService, call: Call) -> Response:
+    """renameView: within one repository and ref."""
+    body = call.json()
+    source = call.base.identifier(body.get("source"))
+    dest = call.base.identifier(body.get("destination"))
+    call.touches("renameView", source, to=".".join((*dest.namespace.levels, dest.name)))
+    svc.write(call, source.namespace.repo)
+    svc.views.rename(source, dest)
+    return _empty()
+
+
+@route("POST", "/v1/namespaces/{namespace}/register-view")
+def register_view(svc: IcebergService, call: Call) -> Response:
+    """registerView: a view from a view metadata file already in the branch."""
+    ns = call.namespace()
+    body = call.json()
+    view = TableId(ns, check_level(body.get("name"), "view name"))
+    location = want(body, "metadata-location", str, "register view request")
+    call.touches("registerView", view)
+    svc.write(call, ns.repo)
+    path, meta = svc.views.register(view, path_in(ns.repo, location))
+    return _json(200, svc.views.result(view, path, meta, svc.client_config(call)))
 
 
 @route("POST", "/v1/transactions/commit")

@@ -27,8 +27,9 @@ from lakemount.catalog.model import Entry, upload_entry
 from lakemount.errors import NotFound, PreconditionFailed
 from lakemount.iceberg import requirements, updates
 from lakemount.iceberg.errors import IcebergError, bad_request, commit_failed, no_such_namespace, no_such_table
-from lakemount.iceberg.metadata import empty, log_previous, new_table, served
+from lakemount.iceberg.metadata import FORMAT_VERSION, check_version, empty, log_previous, new_table, served
 from lakemount.iceberg.names import NAMESPACE_MARKER, TABLE_POINTER, Namespace, TableId, url
+from lakemount.tables import VIEW_POINTER
 
 JSON: Final = "application/json"
 COMMIT_ATTEMPTS: Final = 20  # pointer swaps lost to other writers before a commit gives up with 409
@@ -44,13 +45,13 @@ class Loaded:
     metadata_path: str
     metadata: dict[str, Any]
 
-    def result(self, ref: str | None = None) -> dict[str, Any]:
-        """The ``LoadTableResult`` at ``ref`` (default: the table's own ref)."""
+    def result(self, ref: str | None = None, config: dict[str, str] | None = None) -> dict[str, Any]:
+        """The ``LoadTableResult`` at ``ref`` (default: the table's own ref), with the client ``config`` given."""
         ns = self.table.namespace
         at = ref or ns.ref
         location = url(ns.repo, at, self.table.path.rstrip("/"))
         return {"metadata-location": url(ns.repo, at, self.metadata_path),
-                "metadata": served(self.metadata, location), "config": {}}
+                "metadata": served(self.metadata, location), "config": dict(config or {})}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,15 @@ class Change:
     table: TableId
     requirements: list[dict[str, Any]]
     updates: list[dict[str, Any]]
+
+
+def _created_version(changes: list[dict[str, Any]]) -> int:
+    """The format version a create transaction starts from: its first ``upgrade-format-version``'s, as the
+    reference's (an upgrade to 1 from the default 2 would be a downgrade), else the default."""
+    for u in changes:
+        if u.get("action") == "upgrade-format-version":
+            return check_version(u.get("format-version"), "upgrade-format-version")
+    return FORMAT_VERSION
 
 
 def _dumps(obj: Any) -> bytes:
@@ -256,12 +266,14 @@ class Tables:
                     if base is None:
                         if not requirements.creates(c.requirements):
                             raise no_such_table(c.table.shown())
-                        base = empty(location)
+                        base = empty(location, _created_version(c.updates))
                     new = updates.apply(base, c.updates)
                     if not new.get("schemas"):
                         raise bad_request(f"table {c.table.shown()} would have no schema")
                 if loaded is None and self.catalog.exists(first.repo, branch, c.table.path + NAMESPACE_MARKER):
                     raise IcebergError(409, "AlreadyExistsException", f"a namespace is named {c.table.shown()}")
+                if loaded is None and self.catalog.exists(first.repo, branch, c.table.path + VIEW_POINTER):
+                    raise IcebergError(409, "AlreadyExistsException", f"View with same name already exists: {c.table.shown()}")
                 previous = None if loaded is None else loaded.metadata_path
                 if loaded is not None:
                     log_previous(new, url(first.repo, first.ref, loaded.metadata_path), loaded.metadata.get("last-updated-ms", 0))

@@ -5,7 +5,11 @@ metadata, leaving its argument untouched (a retried commit starts again from
 what it then reads).  Every field a client sends is checked before use: a
 malformed update is a 400 ``BadRequestException``, never a crash.  ``-1`` in
 ``set-current-schema``, ``set-default-spec`` and ``set-default-sort-order``
-means "the one this commit added last", as the spec says.
+means "the one this commit added last", as the spec says.  Every update is judged by the table's format
+version as it stands when the update applies (an ``upgrade-format-version`` earlier in the same commit counts):
+version 3 snapshots must carry ``first-row-id`` and ``added-rows`` (row lineage), and field defaults and the
+v3 types need version 3.  A ``format-version`` property is the reference's other way to upgrade: it upgrades
+and is not stored.
 """
 
 from __future__ import annotations
@@ -16,11 +20,14 @@ from typing import Any, Final
 
 from lakemount.iceberg.errors import bad_request
 from lakemount.iceberg.metadata import (
-    SUPPORTED_VERSIONS,
+    FORMAT_PROPERTY,
+    ROW_LINEAGE_VERSION,
     check_schema,
     check_sort_order,
     check_spec,
+    check_version,
     now_ms,
+    shaped,
     string_map,
     want,
 )
@@ -48,18 +55,20 @@ def _assign_uuid(c: _Commit, u: dict[str, Any]) -> None:
     c.meta["table-uuid"] = value
 
 
-def _upgrade(c: _Commit, u: dict[str, Any]) -> None:
-    version = want(u, "format-version", int, "upgrade-format-version")
-    if version not in SUPPORTED_VERSIONS:
-        raise bad_request(f"format-version {version} is not supported (this catalog writes {SUPPORTED_VERSIONS})")
+def _upgrade_to(c: _Commit, version: int) -> None:
     if version < c.meta["format-version"]:
-        raise bad_request(f"cannot downgrade format-version {c.meta['format-version']} to {version}")
+        raise bad_request(f"Cannot downgrade v{c.meta['format-version']} table to v{version}")
     c.meta["format-version"] = version
+    shaped(c.meta)
+
+
+def _upgrade(c: _Commit, u: dict[str, Any]) -> None:
+    _upgrade_to(c, check_version(want(u, "format-version", int, "upgrade-format-version"), "upgrade-format-version"))
 
 
 def _add_schema(c: _Commit, u: dict[str, Any]) -> None:
     schema = want(u, "schema", dict, "add-schema")
-    highest = check_schema(schema)
+    highest = check_schema(schema, c.meta["format-version"])
     body = {k: v for k, v in schema.items() if k != "schema-id"}
     for existing in c.meta["schemas"]:  # the same schema again is the one already there
         if {k: v for k, v in existing.items() if k != "schema-id"} == body:
@@ -89,7 +98,7 @@ def _set_schema(c: _Commit, u: dict[str, Any]) -> None:
 
 def _add_spec(c: _Commit, u: dict[str, Any]) -> None:
     spec = want(u, "spec", dict, "add-spec")
-    highest = check_spec(spec)
+    highest = check_spec(spec, c.meta["last-partition-id"])
     fields = spec["fields"]
     for existing in c.meta["partition-specs"]:
         if existing.get("fields") == fields:
@@ -140,10 +149,22 @@ def _add_snapshot(c: _Commit, u: dict[str, Any]) -> None:
         raise bad_request("snapshot: 'summary' must be an object")
     if sid in c.ids("snapshots", "snapshot-id"):
         raise bad_request(f"snapshot {sid} already exists")
-    if parent is not None and seq <= c.meta["last-sequence-number"]:
-        raise bad_request(f"snapshot sequence number {seq} is not after the table's last {c.meta['last-sequence-number']}")
+    version = c.meta["format-version"]
+    if version >= ROW_LINEAGE_VERSION:
+        first = want(snap, "first-row-id", int, "snapshot", optional=True)
+        added = want(snap, "added-rows", int, "snapshot", optional=True)
+        if first is None:
+            raise bad_request("Cannot add a snapshot: first-row-id is null")
+        if added is None or added < 0:
+            raise bad_request("Cannot add a snapshot: added-rows is null or negative")
+        if first < c.meta["next-row-id"]:
+            raise bad_request(f"Cannot add a snapshot, first-row-id is behind table next-row-id: {first} < {c.meta['next-row-id']}")
+        c.meta["next-row-id"] += added
+    if version > 1:  # version 1 has no sequence numbers
+        if parent is not None and seq <= c.meta["last-sequence-number"]:
+            raise bad_request(f"snapshot sequence number {seq} is not after the table's last {c.meta['last-sequence-number']}")
+        c.meta["last-sequence-number"] = max(c.meta["last-sequence-number"], seq)
     c.meta["snapshots"] = [*c.meta["snapshots"], snap]
-    c.meta["last-sequence-number"] = max(c.meta["last-sequence-number"], seq)
 
 
 RETENTION: Final = ("min-snapshots-to-keep", "max-snapshot-age-ms", "max-ref-age-ms")
@@ -195,7 +216,10 @@ def _set_location(c: _Commit, u: dict[str, Any]) -> None:
 
 
 def _set_properties(c: _Commit, u: dict[str, Any]) -> None:
-    c.meta["properties"] = {**c.meta.get("properties", {}), **string_map(want(u, "updates", dict, "set-properties"), "updates")}
+    changes = string_map(want(u, "updates", dict, "set-properties"), "updates")
+    if FORMAT_PROPERTY in changes:
+        _upgrade_to(c, check_version(changes.pop(FORMAT_PROPERTY), "set-properties"))
+    c.meta["properties"] = {**c.meta.get("properties", {}), **changes}
 
 
 def _remove_properties(c: _Commit, u: dict[str, Any]) -> None:
@@ -277,4 +301,4 @@ def apply(meta: dict[str, Any], updates: list[dict[str, Any]]) -> dict[str, Any]
             raise bad_request(f"{u['action']}: the table's metadata lacks or mistypes {str(e)[:80]}") from None
     if updates:
         c.meta["last-updated-ms"] = max(now_ms(), c.meta.get("last-updated-ms", 0))
-    return c.meta
+    return shaped(c.meta)

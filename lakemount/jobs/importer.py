@@ -420,11 +420,13 @@ def import_locations(
 
     Every source is asked of the catalog's rule (``import_source``) before anything is staged, so one
     refused source refuses the import.  Destinations may not overlap (``InvalidArgument``: a prefix's import
-    would remove what another source put under it).  Raises what :func:`import_objects` raises.
+    would remove what another source put under it).  No source at all is, as in lakeFS, one empty commit
+    carrying ``message`` and ``metadata`` (with ``commit``; ``InvalidArgument`` without: nothing to do), on
+    a branch with no uncommitted changes.  Raises what :func:`import_objects` raises.
     """
     locs = list(locations)
     if not locs:
-        raise InvalidArgument("an import needs at least one source")
+        return _empty_import(app, repo, branch, commit, message, committer, metadata)
     sources = [app.catalog.import_source(loc.path, single=loc.type == "object") for loc in locs]
     places: list[bytes] = []
     for loc in locs:
@@ -458,6 +460,23 @@ def import_locations(
         except NothingToCommit:
             pass
     return out
+
+
+def _empty_import(
+    app: App, repo: str, branch: str, commit: bool, message: str | None, committer: str, metadata: Iterable[tuple[str, str]],
+) -> dict[str, Any]:
+    """An import of no sources: lakeFS's empty import commit (its ``importStart`` with no ``paths``)."""
+    if not commit:
+        raise InvalidArgument("an import with no source only makes a commit: add --commit")
+    cat = app.catalog
+    cat.repository(repo)
+    cat.writable_branch(repo, branch)
+    for rec in cat.diff_uncommitted(repo, branch):  # the commit would take them: an import commits only what it brings
+        raise PreconditionFailed(
+            f"branch {repo}/{branch} has uncommitted changes (e.g. {rec.key.decode(errors='replace')}): commit or reset them"
+        )
+    res = cat.commit(repo, branch, message or "Import", committer=committer, metadata=list(metadata), allow_empty=True)
+    return {"sources": [], "objects": 0, "commit": {"id": res.commit.id, "message": res.commit.message}}
 
 
 def import_objects(

@@ -166,10 +166,12 @@ class Server(Protocol):
 def serve_forever(server: Server, announce_line: Callable[[], str], *, announce: Any = print) -> None:
     """Start ``server``, ``announce(announce_line())``, and serve until SIGINT or SIGTERM, then stop it.
 
-    ``announce_line`` is called after ``start`` (so it may read the bound URL).
+    ``announce_line`` is called after ``start`` (so it may read the bound URL); a server whose ``sock`` is
+    bound already was started by the caller (``lakemount serve`` binds the gateway before the API).
     Errors of ``start`` (a port that cannot be bound: ``OSError``) propagate.
     """
-    server.start()
+    if getattr(server, "sock", None) is None:
+        server.start()
     stop = threading.Event()
 
     def on_signal(_sig: int, _frame: Any) -> None:

@@ -1,12 +1,13 @@
 """lakeFS behaviours its clients rely on, through the unmodified ``lakefs`` SDK and ``lakefs-spec``:
-empty merges, the wording of common refusals, cherry-pick metadata and the size of a staged removal."""
+empty merges and imports, the wording of common refusals, cherry-pick metadata and the size of a staged removal."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from lakefs.exceptions import BadRequestException, ConflictException
+from lakefs.exceptions import BadRequestException, ConflictException, ImportManagerException
 
 
 def test_merge_that_brings_nothing_is_no_changes_unless_allowed(repo: Any) -> None:
@@ -15,27 +16,71 @@ def test_merge_that_brings_nothing_is_no_changes_unless_allowed(repo: Any) -> No
     main.commit("a")
     dev = repo.branch("dev").create(main)
     head = main.head.id
-    # dev holds nothing main lacks: lakeFS answers 400 "no changes" and makes no commit.
+    # dev holds nothing main lacks (main reaches its head): lakeFS answers 400 "no changes", makes no commit.
     with pytest.raises(BadRequestException, match="no changes"):
         dev.merge_into(main)
     assert main.head.id == head
-    # dev's own commits that add up to nothing (a file added and removed again) bring nothing either.
-    dev.object("tmp").upload(b"t")
-    dev.commit("add tmp")
-    dev.object("tmp").delete()
-    dev.commit("drop tmp")
     main.object("b").upload(b"b")
     main.commit("b")
-    head = main.head.id
-    with pytest.raises(BadRequestException, match="no changes"):
+    with pytest.raises(BadRequestException, match="no changes"):  # still reachable after main moved on
         dev.merge_into(main)
-    assert main.head.id == head
     # allow_empty records the merge commit all the same, with main's tree.
+    head = main.head.id
     merged = dev.merge_into(main, allow_empty=True)
     assert main.head.id == merged != head
     c = main.get_commit()
     assert len(c.parents) == 2 and c.parents[0] == head
     assert {o.path for o in main.objects()} == {"a", "b"}
+
+
+def test_merge_of_an_unreached_source_whose_changes_add_up_to_none_is_a_merge_commit(repo: Any) -> None:
+    main = repo.branch("main")
+    main.object("a").upload(b"a")
+    main.commit("a")
+    dev = repo.branch("dev").create(main)
+    # dev's own commits add up to nothing (a file added and removed again): its tree is main's, but
+    # main does not reach its head, so lakeFS (and git) record a merge commit joining the histories.
+    dev.object("tmp").upload(b"t")
+    dev.commit("add tmp")
+    dev.object("tmp").delete()
+    dev.commit("drop tmp")
+    head = main.head.id
+    merged = dev.merge_into(main, message="join dev", metadata={"why": "history"})
+    c = main.get_commit()
+    assert c.id == merged != head
+    assert c.parents == [head, dev.head.id] and c.message == "join dev" and c.metadata == {"why": "history"}
+    assert {o.path for o in main.objects()} == {"a"}
+    # Now main reaches dev: "no changes" again.
+    with pytest.raises(BadRequestException, match="no changes"):
+        dev.merge_into(main)
+    # A source that made main's very change on its own (a cherry-pick's twin): its tree equals main's, merged too.
+    other = repo.branch("other").create(main)
+    other.object("x").upload(b"x")
+    picked = other.commit("x").get_commit()
+    main.cherry_pick(picked.id)
+    head = main.head.id
+    merged = other.merge_into(main)
+    assert main.head.id == merged != head and main.get_commit().parents == [head, picked.id]
+    assert {o.path for o in main.objects()} == {"a", "x"}
+
+
+def test_import_of_no_paths_is_one_empty_commit(repo: Any) -> None:
+    # lakeFS's import of no paths: one commit carrying the message and metadata, and nothing imported.
+    main = repo.branch("main")
+    head = main.head.id
+    status = main.import_data(commit_message="empty import", metadata={"run": "42"}).run(
+        poll_interval=timedelta(seconds=0.1)
+    )
+    assert status.completed and status.ingested_objects == 0 and status.error is None
+    c = main.get_commit()
+    assert c.id == status.commit.id != head and c.parents == [head]
+    assert c.message == "empty import" and c.metadata == {"run": "42"}
+    assert list(main.objects()) == []
+    # On a dirty branch it is refused, as a commit of those changes would be no import's.
+    main.object("staged").upload(b"s")
+    with pytest.raises(ImportManagerException, match="uncommitted changes"):
+        main.import_data(commit_message="again").run(poll_interval=timedelta(seconds=0.1))
+    assert main.head.id == c.id
 
 
 def test_refusals_use_lakefs_wording(repo: Any) -> None:

@@ -97,6 +97,29 @@ def test_merge_and_strategies(pfs: PathFS, app: App) -> None:
     assert pfs.read_file(f"{MAIN}/base") == b"dev side"
 
 
+def test_merge_is_no_changes_only_for_a_source_main_reaches(pfs: PathFS, app: App) -> None:
+    app.catalog.put(REPO, "main", "base", b"b")
+    app.graveler.commit(REPO, "main", "base")
+    app.graveler.create_branch(REPO, "dev", "main")
+    head = app.catalog.commit_of(REPO, "main").id
+    control(pfs, "merge", "dev")  # main holds dev's head: nothing to merge, and no commit
+    assert read_json(pfs, "merge") == {"source": "dev", "reference": head, "merged": False, "changes": 0}
+    # dev's commits add up to nothing, but main does not reach them: a merge commit joins the histories.
+    pfs.write_file("/repo/dev/tmp", b"t")
+    control(pfs, "commit", "add tmp", root="/repo/dev")
+    pfs.unlink("/repo/dev/tmp")
+    control(pfs, "commit", "drop tmp", root="/repo/dev")
+    before = app.catalog.commit_of(REPO, "main").id
+    control(pfs, "merge", "dev")
+    result = read_json(pfs, "merge")
+    assert result["merged"] and result["source"] == "dev"
+    merged = app.catalog.commit_of(REPO, "main")
+    assert merged.parents == (before, app.catalog.commit_of(REPO, "dev").id)
+    assert [e.path for e in app.catalog.list(REPO, "main")] == ["base"]
+    control(pfs, "merge", "dev")  # and now main reaches it
+    assert read_json(pfs, "merge")["merged"] is False and app.catalog.commit_of(REPO, "main").id == merged.id
+
+
 def test_merge_bad_input_is_einval(pfs: PathFS) -> None:
     assert control_errno(pfs, "merge", "") == errno.EINVAL
     assert control_errno(pfs, "merge", "nosuchbranch") == errno.EINVAL

@@ -220,13 +220,9 @@ class Pair:
         lm_head = self.g.resolve(R, dest).commit_id
         res = self.g.merge(R, source, dest, message=msg)
         after = self.git.rev("HEAD")
-        if not res.merged and after != before:
-            # A source whose changes since the base add up to nothing is lakeFS's "no changes", where git's
-            # --no-ff still records a merge; allow_empty records it too, so both histories stay alike.
-            assert res.commit_id == lm_head == self.g.resolve(R, dest).commit_id
-            res = self.g.merge(R, source, dest, message=msg, allow_empty=True)
-            self.count("empty merge (lakeFS: no changes)")
-        assert res.merged == (after != before)
+        # Only a source the destination already reaches is "no changes" (git: "Already up to date"); one whose
+        # changes since the base add up to nothing is still a merge commit, as git's --no-ff records.
+        assert res.merged == (after != before), (res, lm_head)
         if res.merged:
             self.to_git[res.commit_id] = after
             self.check_commit(res.commit_id, after)

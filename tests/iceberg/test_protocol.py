@@ -208,14 +208,23 @@ def test_malformed_requests_get_the_protocols_errors(lake: Served) -> None:
         error_of(status, answer, 400, "BadRequestException")
 
     status, answer = commit({"requirements": [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": 42}], "updates": []})
-    assert "main has changed" in error_of(status, answer, 409, "CommitFailedException")
-    status, answer = commit({"requirements": [{"type": "assert-current-schema-id", "current-schema-id": 3}], "updates": []})
-    error_of(status, answer, 409, "CommitFailedException")
-    status, answer = commit({"requirements": [{"type": "assert-create"}], "updates": []})
-    error_of(status, answer, 409, "CommitFailedException")
+    # The Java reference's words, which clients match on.
+    assert error_of(status, answer, 409, "CommitFailedException") == "Requirement failed: branch or tag main is missing, expected 42"
+    for requirement, words in [
+        ({"type": "assert-current-schema-id", "current-schema-id": 3}, "current schema changed: expected id 3 != 0"),
+        ({"type": "assert-default-spec-id", "default-spec-id": 1}, "default partition spec changed: expected id 1 != 0"),
+        ({"type": "assert-default-sort-order-id", "default-sort-order-id": 2}, "default sort order changed: expected id 2 != 0"),
+        ({"type": "assert-last-assigned-field-id", "last-assigned-field-id": 9}, "last assigned field id changed: expected id 9 != 1"),
+        ({"type": "assert-last-assigned-partition-id", "last-assigned-partition-id": 1},
+         "last assigned partition id changed: expected id 1 != 999"),
+        ({"type": "assert-table-uuid", "uuid": "u-2"}, f"UUID does not match: expected {uuid} != u-2"),
+        ({"type": "assert-create"}, "table already exists"),
+    ]:
+        status, answer = commit({"requirements": [requirement], "updates": []})
+        assert error_of(status, answer, 409, "CommitFailedException") == f"Requirement failed: {words}"
     status, answer = commit({"requirements": [{"type": "assert-table-uuid", "uuid": uuid}],
                              "updates": [{"action": "set-properties", "updates": {"ok": "yes"}}]})
-    assert status == 200 and answer["metadata"]["properties"] == {"ok": "yes"}, answer
+    assert status == 200 and answer["metadata"]["properties"] == {"write.parquet.compression-codec": "zstd", "ok": "yes"}, answer
 
     status, answer = call(lake, "GET", f"/v1/namespaces/{ns(repo.id, 'main', 'nope')}/tables")
     assert "nope" in error_of(status, answer, 404, "NoSuchNamespaceException")
@@ -274,3 +283,151 @@ def test_register_points_a_table_at_a_metadata_file_of_its_branch(lake: Served) 
                         {"requirements": [], "updates": [{"action": "set-snapshot-ref", "ref-name": "main",
                                                           "type": "branch", "snapshot-id": 1}]})
     assert "set-snapshot-ref" in error_of(status, body, 400, "BadRequestException")
+
+
+def test_format_versions_shape_their_metadata_and_check_their_rules(lake: Served) -> None:
+    repo = lake.repo()
+    status, _ = call(lake, "POST", "/v1/namespaces", {"namespace": [repo.id, "main", "db"]})
+    assert status == 200
+
+    def create(name: str, version: str) -> tuple[int, Any]:
+        return call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/tables",
+                    {"name": name, "schema": SCHEMA, "properties": {"format-version": version, "owner": "ana"}})
+
+    status, v1 = call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/tables", {
+        "name": "parted", "schema": SCHEMA, "properties": {"format-version": "1"},
+        "partition-spec": {"spec-id": 0, "fields": [{"source-id": 1, "transform": "identity", "name": "a"},
+                                                    {"source-id": 1, "transform": "bucket[4]", "name": "b"}]}})
+    assert status == 200, v1  # a v1 writer's spec without field ids: the reference's 1000, 1001
+    assert [f["field-id"] for f in v1["metadata"]["partition-spec"]] == [1000, 1001]
+    assert v1["metadata"]["last-partition-id"] == 1001
+    status, answer = call(lake, "POST", table_path(repo.id, "main", "parted"), {"requirements": [], "updates": [
+        {"action": "add-spec", "spec": {"fields": [{"source-id": 1, "transform": "truncate[2]", "name": "c"}]}},
+        {"action": "set-default-spec", "spec-id": -1}]})
+    assert status == 200 and answer["metadata"]["partition-spec"] == [
+        {"source-id": 1, "transform": "truncate[2]", "name": "c", "field-id": 1002}], answer
+    status, v1 = create("one", "1")
+    assert status == 200, v1
+    meta = v1["metadata"]
+    assert meta["format-version"] == 1 and meta["schema"] == meta["schemas"][0] and meta["partition-spec"] == []
+    assert "last-sequence-number" not in meta and "next-row-id" not in meta
+    assert meta["properties"] == {"write.parquet.compression-codec": "zstd", "owner": "ana"}
+    for bad in ("4", "0", "two"):
+        status, answer = create(f"bad{bad}", bad)
+        assert "is not supported" in error_of(status, answer, 400, "BadRequestException")
+
+    def commit(name: str, *updates: dict[str, Any]) -> tuple[int, Any]:
+        return call(lake, "POST", table_path(repo.id, "main", name), {"requirements": [], "updates": list(updates)})
+
+    defaulted = {"type": "struct", "schema-id": 1, "fields": [
+        *SCHEMA["fields"], {"id": 2, "name": "score", "type": "long", "required": True, "initial-default": 7, "write-default": 7}]}
+    status, answer = commit("one", {"action": "add-schema", "schema": defaulted})
+    assert "Invalid initial default for score" in error_of(status, answer, 400, "BadRequestException")
+    nanos = {"type": "struct", "schema-id": 1, "fields": [*SCHEMA["fields"], {"id": 2, "name": "t", "type": "timestamp_ns", "required": False}]}
+    status, answer = commit("one", {"action": "add-schema", "schema": nanos})
+    assert "timestamp_ns is not supported until v3" in error_of(status, answer, 400, "BadRequestException")
+
+    # v1 -> v2 by the update, v2 -> v3 by the property; never back.
+    status, answer = commit("one", {"action": "upgrade-format-version", "format-version": 2})
+    assert status == 200 and answer["metadata"]["format-version"] == 2 and answer["metadata"]["last-sequence-number"] == 0
+    assert "schema" not in answer["metadata"] and "partition-spec" not in answer["metadata"]
+    status, answer = commit("one", {"action": "set-properties", "updates": {"format-version": "3"}})
+    assert status == 200 and answer["metadata"]["format-version"] == 3 and answer["metadata"]["next-row-id"] == 0
+    assert "format-version" not in answer["metadata"]["properties"]
+    status, answer = commit("one", {"action": "upgrade-format-version", "format-version": 2})
+    assert error_of(status, answer, 400, "BadRequestException") == "Cannot downgrade v3 table to v2"
+
+    # v3: field defaults, and row lineage: every snapshot says where its rows' ids start and how many it adds.
+    status, answer = commit("one", {"action": "add-schema", "schema": defaulted}, {"action": "set-current-schema", "schema-id": -1})
+    assert status == 200 and answer["metadata"]["schemas"][-1]["fields"][-1]["initial-default"] == 7
+
+    def snapshot(sid: int, first: int | None, added: int | None, parent: int | None = None) -> dict[str, Any]:
+        snap: dict[str, Any] = {"snapshot-id": sid, "timestamp-ms": 1, "sequence-number": sid,
+                                "manifest-list": f"s3://{repo.id}/main/db/one/metadata/snap-{sid}.avro",
+                                "summary": {"operation": "append"}, "parent-snapshot-id": parent}
+        if first is not None:
+            snap["first-row-id"] = first
+        if added is not None:
+            snap["added-rows"] = added
+        return {"action": "add-snapshot", "snapshot": snap}
+
+    status, answer = commit("one", snapshot(1, None, 5))
+    assert error_of(status, answer, 400, "BadRequestException") == "Cannot add a snapshot: first-row-id is null"
+    status, answer = commit("one", snapshot(1, 0, 5), {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 1})
+    assert status == 200 and answer["metadata"]["next-row-id"] == 5, answer
+    status, answer = commit("one", snapshot(2, 3, 1, parent=1))
+    assert "first-row-id is behind table next-row-id: 3 < 5" in error_of(status, answer, 400, "BadRequestException")
+    status, answer = commit("one", snapshot(2, 5, 2, parent=1))
+    assert status == 200 and answer["metadata"]["next-row-id"] == 7
+    status, answer = call(lake, "GET", table_path(repo.id, "main", "one"))
+    assert status == 200 and answer["metadata"]["next-row-id"] == 7 and answer["metadata"]["last-sequence-number"] == 2
+
+
+def test_config_advertises_exactly_the_served_routes_and_hands_out_s3_through_the_gateway(lake: Served) -> None:
+    from lakemount.iceberg.service import ROUTES
+
+    form = f"grant_type=client_credentials&client_id={ADMIN_KEY}&client_secret={ADMIN_SECRET}".encode()
+    status, body = call(lake, "POST", "/v1/oauth/tokens", raw=form, auth=None, ctype="application/x-www-form-urlencoded")
+    assert status == 200, body
+    status, config = call(lake, "GET", "/v1/config", auth=f"Bearer {body['access_token']}")
+    assert status == 200, config
+    assert config["overrides"] == {}
+    # A client holding only a URI and a key reads and writes data with these (the gateway, path style, its region,
+    # and the key the token was minted from).
+    assert config["defaults"] == {"s3.endpoint": lake.gateway.url, "s3.path-style-access": "true", "s3.region": "us-east-1",
+                                  "client.region": "us-east-1", "s3.access-key-id": ADMIN_KEY, "s3.secret-access-key": ADMIN_SECRET}
+    advertised = config["endpoints"]
+    assert len(advertised) == len(set(advertised))
+    served = {f"{r.method} /v1/{{prefix}}{r.template[3:]}" for r in ROUTES if r.template not in ("/v1/config", "/v1/oauth/tokens")}
+    assert set(advertised) == served  # every served route advertised, and nothing more
+    # Each advertised endpoint answers (whatever the answer to a made-up name), never "no such endpoint".
+    repo = lake.repo()
+    made = make_table(lake, repo.id, "main", "t")
+    assert made["config"]["s3.access-key-id"] == ADMIN_KEY and made["config"]["s3.endpoint"] == lake.gateway.url
+    status, answer = call(lake, "GET", table_path(repo.id, "main", "t"))
+    assert status == 200 and answer["config"] == config["defaults"]  # each load-table result's config too
+    for endpoint in advertised:  # (DELETE drops t: hence the load above first)
+        method, template = endpoint.split(" ", 1)
+        path = (template.replace("/{prefix}", "").replace("{namespace}", ns(repo.id, "main", "db"))
+                .replace("{table}", "t").replace("{view}", "v"))
+        status, answer = call(lake, method, path, {} if method == "POST" else None)
+        assert status not in (404, 405) or answer is None or answer["error"]["type"] not in (
+            "NoSuchEndpointException", "MethodNotAllowedException"), (endpoint, status, answer)
+        assert status < 500, (endpoint, status, answer)
+
+
+def test_v1_and_v3_tables_changed_on_two_branches_merge_like_v2_ones(lake: Served) -> None:
+    repo = lake.repo()
+    status, _ = call(lake, "POST", "/v1/namespaces", {"namespace": [repo.id, "main", "db"]})
+    assert status == 200
+    uuids = {}
+    for name, version in (("one", "1"), ("three", "3")):
+        status, made = call(lake, "POST", f"/v1/namespaces/{ns(repo.id, 'main', 'db')}/tables",
+                            {"name": name, "schema": SCHEMA, "properties": {"format-version": version}})
+        assert status == 200 and made["metadata"]["format-version"] == int(version), made
+        uuids[name] = made["metadata"]["table-uuid"]
+    main = repo.branch("main")
+    main.commit(message="v1 and v3 tables")
+    other = repo.branch("other").create(source_reference="main")
+    for ref, side in (("main", "left"), ("other", "right")):
+        status, body = call(lake, "POST", table_path(repo.id, ref, "one"), change(repo.id, ref, "one", uuids["one"], side=side))
+        assert status == 200, body
+    status, body = call(lake, "POST", table_path(repo.id, "other", "three"), change(repo.id, "other", "three", uuids["three"], side="right"))
+    assert status == 200, body
+    main.commit(message="main changes one")
+    other.commit(message="other changes one and three")
+    from lakefs.exceptions import ConflictException
+
+    with pytest.raises(ConflictException, match=r"table db\.one changed on both branches"):
+        other.merge_into(main)
+    # A branch that changed only the v3 table merges: tables changed on one side only merge cleanly.
+    third = repo.branch("third").create(source_reference="main~1")
+    status, body = call(lake, "POST", table_path(repo.id, "third", "three"),
+                        change(repo.id, "third", "three", uuids["three"], side="third"))
+    assert status == 200, body
+    third.commit(message="third changes three")
+    third.merge_into(main)
+    status, body = call(lake, "GET", table_path(repo.id, "main", "three"))
+    assert status == 200 and body["metadata"]["format-version"] == 3 and body["metadata"]["properties"]["side"] == "third"
+    status, body = call(lake, "GET", table_path(repo.id, "main", "one"))
+    assert status == 200 and body["metadata"]["format-version"] == 1 and body["metadata"]["properties"]["side"] == "left"

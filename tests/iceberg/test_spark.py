@@ -11,11 +11,14 @@ catalog and not through Spark.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import pathlib
 import re
 import shutil
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -90,3 +93,48 @@ def test_the_spark_example_in_the_docs_runs_as_written(
     assert data and manifests and data | manifests <= main
     assert not [p for p in feat if p.endswith(".crc")], "Hadoop's checksum files were written into the lake"
     assert not list(repo.branch("main").uncommitted())
+
+
+def test_spark_reads_a_v1_table_and_writes_and_reads_a_v3_table(
+    lake: Served, mount: Mount, spark_python: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    import pyarrow as pa
+
+    from tests.iceberg.conftest import iceberg_catalog
+    from tests.iceberg.test_pyiceberg import SCHEMA
+
+    repo = lake.repo()
+    catalog = iceberg_catalog(lake)
+    catalog.create_namespace((repo.id, "main", "db"))
+    old = catalog.create_table((repo.id, "main", "db", "old"), schema=SCHEMA, properties={"format-version": "1"})
+    old.append(pa.table({"id": pa.array([1, 2], pa.int64()), "name": ["a", "b"]}))
+    # The doc example's session, then SQL of this test's own.
+    block = spark_block()
+    session = block[: block.index(".getOrCreate()\n)") + len(".getOrCreate()\n)")] + "\n"
+    script = tmp_path / "v1v3.py"
+    script.write_text(session + "\n".join([
+        'print(spark.sql(f"SELECT * FROM lake.`{repo}`.main.db.old ORDER BY id").collect())',
+        'spark.sql(f"CREATE TABLE lake.`{repo}`.main.db.new (id BIGINT, name STRING) USING iceberg '
+        "TBLPROPERTIES ('format-version'='3')\")",
+        'spark.sql(f"INSERT INTO lake.`{repo}`.main.db.new VALUES (3, \'c\'), (4, \'d\')")',
+        'print(spark.sql(f"SELECT * FROM lake.`{repo}`.main.db.new ORDER BY id").collect())',
+        "spark.stop()",
+    ]) + "\n")
+    keep = ("PATH", "HOME", "JAVA_HOME", "LANG", "TMPDIR")
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env.update(LAKE_API=lake.api, LAKE_MOUNT=mount.mountpoint, LAKE_REPO=repo.id, AWS_ACCESS_KEY_ID=ADMIN_KEY,
+               AWS_SECRET_ACCESS_KEY=ADMIN_SECRET, ICEBERG_JARS=str(VENV / "jars"), SPARK_LOCAL_IP="127.0.0.1",
+               PYSPARK_PYTHON=str(spark_python))
+    done = subprocess.run([str(spark_python), str(script)], env=env, capture_output=True, text=True, timeout=540,
+                          cwd=tmp_path)
+    errors = [ln for ln in done.stderr.splitlines() if re.search(r"(Exception|Error)\b", ln) and not ln.startswith("\tat ")]
+    assert done.returncode == 0, "\n".join(errors[:20]) or done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["[Row(id=1, name='a'), Row(id=2, name='b')]",
+                                        "[Row(id=3, name='c'), Row(id=4, name='d')]"]
+    # Spark's v3 commit carried row lineage, which the catalog kept: two rows from id 0.
+    request = urllib.request.Request(f"{lake.api}/iceberg/api/v1/namespaces/{repo.id}%1Fmain%1Fdb/tables/new")
+    request.add_header("Authorization", "Basic " + base64.b64encode(f"{ADMIN_KEY}:{ADMIN_SECRET}".encode()).decode())
+    with urllib.request.urlopen(request) as r:
+        meta = json.loads(r.read())["metadata"]
+    assert meta["format-version"] == 3 and meta["next-row-id"] == 2
+    assert [(s["first-row-id"], s["added-rows"]) for s in meta["snapshots"]] == [(0, 2)]

@@ -65,7 +65,7 @@ def test_a_commit_that_loses_the_pointer_race_is_judged_again_on_the_winners_tab
     raced = RacedCatalog(catalog, lambda: plain.commit([set_props(t, uuid, rival="1")]))
     Tables(raced).commit([set_props(t, uuid, mine="1")])
     assert raced.races == 1
-    assert plain.load(t).metadata["properties"] == {"rival": "1", "mine": "1"}
+    assert plain.load(t).metadata["properties"] == {"write.parquet.compression-codec": "zstd", "rival": "1", "mine": "1"}
 
     # One whose requirement the rival broke (it moved main): 409, and the rival's table stands.
     def rival_snapshot() -> None:
