@@ -90,16 +90,18 @@ class Saver:
                          streaming=functools.partial(catalog.streamed_upload, repo))
 
     def write_is_local(self, node: Node, offset: int, size: int) -> bool:
-        """True if writing ``size`` bytes at ``offset`` touches only the node's temp file on this disk: a
-        small file (no copy of stored content to make, no streamed part to send, hashed in this thread)
-        whose temp file no save holds."""
-        if offset + size > LOCAL_WRITE_MAX:
-            return False
+        """True if writing ``size`` bytes at ``offset`` touches only the node's temp file on this disk: no
+        copy of stored content to make first, no save holding the temp file, and no part to send (a
+        small file, or any file on a store that keeps the temp file itself as the object: there a
+        large write waits at most for the file's hashing threads to take its bytes).  Writers that
+        send small pieces (Hadoop's local filesystem: 4 KiB) then pay no thread hand-off per piece."""
         dirty = node.dirty
         if dirty is None:
             entry = node.entry
-            return entry is None or entry.size == 0
-        return not (dirty.held or dirty.frozen or dirty.lock.locked())
+            return offset + size <= LOCAL_WRITE_MAX and (entry is None or entry.size == 0)
+        if dirty.held or dirty.frozen or dirty.lock.locked():
+            return False
+        return offset + size <= LOCAL_WRITE_MAX or dirty.in_place
 
     def save_is_local(self, node: Node) -> bool:
         """True if saving ``node`` only journals it on this node's disk (write-back, no sync per close)."""

@@ -55,6 +55,7 @@ Finish = Callable[[], "DataInfo | None"]  # a streamed upload's end: where the b
 
 COPY_CHUNK: Final = 4 << 20
 HASH_THREAD_AFTER: Final = 1 << 20  # past this many appended bytes, hashing moves to a thread of the file's own
+HASH_BATCH: Final = 1 << 20  # smaller pieces are handed to the hashing threads gathered to this size
 HASH_QUEUE: Final = 16  # chunks waiting for that thread (FUSE writes are up to 1 MiB: bounded memory)
 FLUSH_EVERY: Final = 16 << 20  # an in-place temp file is written back every this many appended bytes
 FLUSH_THREADS: Final = 2
@@ -98,7 +99,8 @@ class _Digests:
     hashed in the caller's thread; from then on each digest has a thread of
     its own (hashlib releases the GIL: MD5, the slower, and SHA-256 run on two
     cores while the caller writes on a third), fed through bounded queues.
-    ``hexdigests`` waits until every byte fed is hashed; ``close`` ends the
+    Pieces under ``HASH_BATCH`` are gathered into one batch first (a put wakes both
+    threads).  ``hexdigests`` waits until every byte fed is hashed; ``close`` ends the
     threads.  Not thread-safe itself: the ``DirtyFile``'s lock orders the calls.
     """
 
@@ -106,6 +108,8 @@ class _Digests:
         self._hashes = (hashlib.sha256(), hashlib.md5(usedforsecurity=False))
         self.fed = 0
         self._queues: list[queue.Queue[bytes | None]] = []
+        self._held: list[bytes] = []  # small pieces not yet handed to the threads, in order
+        self._held_bytes = 0
 
     def feed(self, data: bytes) -> None:
         self.fed += len(data)
@@ -118,11 +122,28 @@ class _Digests:
                 chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=HASH_QUEUE)
                 threading.Thread(target=_hash_chunks, args=(h, chunks), name="lm-write-hash", daemon=True).start()
                 self._queues.append(chunks)
+        if len(data) >= HASH_BATCH and not self._held:
+            self._send(data)
+            return
+        # Small writes (Hadoop's 4 KiB) are gathered: each put wakes two threads, so they get whole batches.
+        self._held.append(data)
+        self._held_bytes += len(data)
+        if self._held_bytes >= HASH_BATCH:
+            self._send_held()
+
+    def _send_held(self) -> None:
+        if self._held:
+            data = b"".join(self._held)
+            self._held, self._held_bytes = [], 0
+            self._send(data)
+
+    def _send(self, data: bytes) -> None:
         for chunks in self._queues:
             chunks.put(data)
 
     def hexdigests(self) -> tuple[str, str]:
         """``(sha256 hex, md5 hex)`` of every byte fed."""
+        self._send_held()
         for chunks in self._queues:
             chunks.join()
         sha, md5 = self._hashes

@@ -33,6 +33,35 @@ def object_path(app: App, address: str) -> str:
     return os.path.join(ns.removeprefix("local://"), address)
 
 
+@pytest.mark.parametrize("pieces", [[4 << 10], [4 << 10, 2 << 20, 100], [1, 3 << 20]])
+def test_digests_of_small_and_large_pieces_are_gathered_in_order(
+    tmp_path: os.PathLike[str], pieces: list[int], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pieces smaller than HASH_BATCH reach the hash threads gathered (one hand-off per batch, not per
+    piece), in order with the large ones: the digests still equal hashlib's of the content."""
+    from lakemount.fuse import writes
+
+    sends: list[int] = []
+    real_send = writes._Digests._send
+    monkeypatch.setattr(writes._Digests, "_send", lambda self, data: (sends.append(len(data)), real_send(self, data))[1])
+    body = os.urandom(5 * MiB + 3)
+    dirty = DirtyFile(os.fspath(tmp_path), None, 0)
+    try:
+        off, n_pieces = 0, 0
+        while off < len(body):
+            n = pieces[n_pieces % len(pieces)]
+            dirty.pwrite(off, body[off : off + n])
+            off += n
+            n_pieces += 1
+        assert dirty._digests is not None and dirty._digests._queues, "the hash threads never started"
+        with dirty.lock:
+            assert dirty.digests() == (len(body), hashlib.sha256(body).hexdigest(), hashlib.md5(body).hexdigest())
+        large = sum(1 for k in range(n_pieces) if pieces[k % len(pieces)] >= writes.HASH_BATCH)
+        assert len(sends) <= large + len(body) // writes.HASH_BATCH + 2, (len(sends), n_pieces)
+    finally:
+        dirty.discard()
+
+
 def test_digests_of_an_appended_body_come_from_the_hash_threads(tmp_path: os.PathLike[str]) -> None:
     """Past HASH_THREAD_AFTER the digests are computed by threads, and equal hashlib's of the content."""
     body = os.urandom(3 * MiB + 17)
