@@ -62,15 +62,27 @@ def test_up_installs_for_running_and_test_installs_for_testing(tmp_path: pathlib
     _stub(tree / "scripts/install.sh", log)
     _stub(tree / ".venv/bin/lakemount", log)
     _stub(tree / ".venv/bin/python", log)
-    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "LAKEMOUNT_TEST_WORKERS")}
     subprocess.run([str(tree / "scripts/up.sh"), "--no-mount"], check=True, env=env, timeout=60)
     subprocess.run([str(tree / "scripts/test.sh"), "-k", "x"], check=True, env=env, timeout=60)
     subprocess.run([str(tree / "scripts/test.sh"), "--fast", "-k", "x"], check=True, env=env, timeout=60)
+    subprocess.run([str(tree / "scripts/test.sh"), "-m", "not fuse", "-k", "x"], check=True, env=env, timeout=60)
+    subprocess.run([str(tree / "scripts/test.sh"), "--fast", "-k", "x"], check=True, env={**env, "LAKEMOUNT_TEST_WORKERS": "0"},
+                   timeout=60)
     assert log.read_text().splitlines() == [
         "install.sh ",
         "lakemount up --no-mount",
+        # the cluster harness's tests alone, then the rest on the workers (docs/TESTING.md)
         "install.sh --test",
-        "python -m pytest -q -k x",
+        "python -m pytest -q -m (cluster) -k x",
+        "python -m pytest -q -n 3 -m (not cluster) -k x",
         "install.sh --test",
-        "python -m pytest -q -m not spark and not browser and not cluster and not slow -k x",
+        "python -m pytest -q -n 3 -m (not spark and not browser and not cluster and not slow) -k x",
+        # a caller's -m joins each pass's selection
+        "install.sh --test",
+        "python -m pytest -q -m (not fuse) and (cluster) -k x",
+        "python -m pytest -q -n 3 -m (not fuse) and (not cluster) -k x",
+        # no workers: one plain run, as before them
+        "install.sh --test",
+        "python -m pytest -q -m (not spark and not browser and not cluster and not slow) -k x",
     ]
