@@ -1,4 +1,4 @@
-"""The parallel workers' units (tests/workers.py): a module whole on one worker, tests/jobs together, browser last."""
+"""The parallel workers' units (tests/workers.py): a module whole on one worker, the Spark tests together."""
 
 from __future__ import annotations
 
@@ -27,8 +27,10 @@ def test_{name}(i):
 def test_a_unit_is_its_module_or_its_shared_directory() -> None:
     assert scope_of("tests/api/test_http.py::test_x[a]") == "tests/api/test_http.py"
     assert scope_of("tests/graveler/test_state_machine.py::TestGravelerModel::runTest") == "tests/graveler/test_state_machine.py"
-    assert "tests/jobs/" in SHARED
-    assert scope_of("tests/jobs/test_import.py::test_y") == scope_of("tests/jobs/test_gc.py::test_z") == "tests/jobs/"
+    assert SHARED["tests/jobs/"] == SHARED["tests/fuse/test_spark_mount.py"] == "spark"  # one JVM
+    assert scope_of("tests/jobs/test_import.py::test_y") == scope_of("tests/jobs/test_gc.py::test_z") == "spark"
+    assert scope_of("tests/fuse/test_spark_mount.py::test_w") == "spark"
+    assert scope_of("tests/fuse/test_mount.py::test_w") == "tests/fuse/test_mount.py"
 
 
 def test_each_module_runs_whole_on_one_worker(pytester: pytest.Pytester) -> None:

@@ -5,12 +5,12 @@ what a run pays for once (the PostgreSQL cluster of tests/postgres.py, the brows
 context and moto server of tests/jobs) a worker pays for once; the unit of work a worker takes decides how often:
 
 - a test module goes to one worker whole, so a module fixture (a ``lakemount serve``, a gateway) starts once;
-- the modules of ``SHARED`` go to one worker together: they share a session fixture too costly to pay per worker
-  (tests/jobs' Spark context: a JVM).
+- the modules of a ``SHARED`` unit go to one worker together: they share something too costly to pay per worker
+  (a JVM: tests/jobs' Spark context, tests/fuse/test_spark_mount.py's).
 
 The order the workers take the units in (``pytest_collection_modifyitems`` on each worker, the same on all: xdist
 compares their collections): the units that hold a slow test (marked ``slow``, ``spark`` or ``fuse``) first, the
-bigger first, so that no long unit starts last and holds the run's end; then the rest, the bigger first; the browser's
+bigger (more tests) first, so that no long unit starts last and holds the run's end; then the rest, the bigger first; the browser's
 tests last, as tests/chromium.py wants (a worker that ran one cannot run ``asyncio.run`` after it). xdist's own
 reordering is off (``--no-loadscope-reorder`` is implied): it would mix the browser's units in among the others.
 
@@ -26,9 +26,12 @@ import pytest
 
 from tests import tiers
 
-# directory (relative to the repository, with its slash) -> why its modules go to one worker together.
+# directory (with its slash) or module, relative to the repository -> the unit its tests join, with the others of
+# that unit on one worker. "spark": the JVM (20-40 s to start) that a process's Spark contexts reuse, and tests/jobs'
+# moto server, started once.
 SHARED: dict[str, str] = {
-    "tests/jobs/": "one Spark context (a JVM, 20-40 s to start) and one moto server per test process",
+    "tests/jobs/": "spark",  # tests/jobs/conftest.py's session-wide local[2] context and moto server
+    "tests/fuse/test_spark_mount.py": "spark",  # a local[2] session of its own, on the same JVM
 }
 
 # What makes a unit long: a test with one of these tiers.
@@ -36,11 +39,11 @@ LONG = {"slow", "spark", "fuse"}
 
 
 def scope_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: its module, or the ``SHARED`` directory its module is in."""
+    """The unit of work a test belongs to: its module, or the ``SHARED`` unit of its module or directory."""
     path = nodeid.split("::", 1)[0]
-    for prefix in SHARED:
+    for prefix, unit in SHARED.items():
         if path.startswith(prefix):
-            return prefix
+            return unit
     return path
 
 
