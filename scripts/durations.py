@@ -4,6 +4,7 @@
     .venv/bin/python scripts/durations.py junit.xml                 # directories, then the 20 slowest tests
     .venv/bin/python scripts/durations.py junit.xml --files 30      # also the 30 slowest files
     .venv/bin/python scripts/durations.py junit.xml --only ids.txt  # the total of the node ids listed in ids.txt
+    .venv/bin/python scripts/durations.py junit.xml junit.alone.xml  # scripts/test.sh's two passes, as one run
 
 A test's time is pytest's ``time`` attribute (setup, call and teardown, so a module fixture's start
 counts against the first test that uses it). Tables print as Markdown, ready for docs/TESTING.md.
@@ -80,12 +81,12 @@ def grouped(cases: list[Case], key: object) -> list[tuple[str, int, float]]:
 def main(argv: list[str] | None = None) -> int:
     """Print the tables (or, with ``--only``, one total)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("junit", help="the XML file pytest --junitxml wrote")
+    ap.add_argument("junit", nargs="+", help="the XML file(s) pytest --junitxml wrote (several: read as one run)")
     ap.add_argument("--slowest", type=int, default=20, help="how many of the slowest tests to list (default 20)")
     ap.add_argument("--files", type=int, default=0, help="also list this many of the slowest files")
     ap.add_argument("--only", help="a file of node ids (pytest --collect-only -q): print their count and total only")
     args = ap.parse_args(argv)
-    cases = read(args.junit)
+    cases = [case for path in args.junit for case in read(path)]
     total = sum(c.seconds for c in cases)
     if args.only:
         with open(args.only) as f:

@@ -8,7 +8,9 @@ page's tests share the same browser.
 
 The tests that use it run last, together: between two of its calls playwright's sync API leaves its
 event loop marked as running on the main thread, so a test after the first browser test that calls
-``asyncio.run`` (tests/serving) would be refused while the browser lives.
+``asyncio.run`` (tests/serving) would be refused while the browser lives. With xdist's workers each worker
+launches its own browser, and tests/workers.py hands out the browser's modules last, so in every worker too
+they come after the rest.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ from lakemount.graveler.graveler import Graveler
 # skip_policy: under CI=true a skipped test fails the run (see its docstring); pytester tests it.
 # tiers: each test gets the markers (spark, browser, postgres, cluster, fuse) of what it starts (see its docstring).
 # postgres: the run's one PostgreSQL cluster (pg_cluster, pg_url); chromium: the run's one browser (chromium,
-# browser: a fresh context per test); both shared by every package.
-pytest_plugins = ["tests.skip_policy", "tests.tiers", "tests.postgres", "tests.chromium", "pytester"]
+# browser: a fresh context per test); both shared by every package. workers: with -n (scripts/test.sh), whole modules
+# per xdist worker and tests/jobs on one (see its docstring).
+pytest_plugins = ["tests.skip_policy", "tests.tiers", "tests.postgres", "tests.chromium", "tests.workers", "pytester"]
 
 
 @pytest.fixture

@@ -54,6 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if not why.strip():
             raise pytest.UsageError(f"tests/skip_policy.py: ALLOWED_SKIPS[{nodeid!r}] needs a reason")
     config.stash[_REFUSED_KEY] = []
+    config.pluginmanager.register(_Collection(config), "skip_policy_collection")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -71,13 +72,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return rep
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_make_collect_report(collector: pytest.Collector) -> Any:
-    """Record a module or class skipped at collection under CI (the run goes on, and fails at the end)."""
-    rep = yield
-    if rep.skipped and under_ci() and not allowed(rep.nodeid):
-        collector.config.stash[_REFUSED_KEY].append((rep.nodeid, _reason(rep.longrepr)))
-    return rep
+class _Collection:
+    """Records a module or class skipped at collection under CI (the run goes on, and fails at the end).
+
+    ``pytest_collectreport``, not the collector's hook: with xdist's workers (``-n``) the collection happens in the
+    workers, and the run's process, whose exit status counts, hears of a skipped module only through this hook.
+    A plugin object so that the hook, which is given no config, records into its own run's.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.skipped and under_ci() and not allowed(report.nodeid):
+            self.config.stash[_REFUSED_KEY].append((report.nodeid, _reason(report.longrepr)))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -62,15 +62,47 @@ def test_up_installs_for_running_and_test_installs_for_testing(tmp_path: pathlib
     _stub(tree / "scripts/install.sh", log)
     _stub(tree / ".venv/bin/lakemount", log)
     _stub(tree / ".venv/bin/python", log)
-    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "LAKEMOUNT_TEST_WORKERS")}
     subprocess.run([str(tree / "scripts/up.sh"), "--no-mount"], check=True, env=env, timeout=60)
     subprocess.run([str(tree / "scripts/test.sh"), "-k", "x"], check=True, env=env, timeout=60)
     subprocess.run([str(tree / "scripts/test.sh"), "--fast", "-k", "x"], check=True, env=env, timeout=60)
+    subprocess.run([str(tree / "scripts/test.sh"), "-m", "not fuse", "-k", "x"], check=True, env=env, timeout=60)
+    subprocess.run([str(tree / "scripts/test.sh"), "--fast", "-k", "x"], check=True, env={**env, "LAKEMOUNT_TEST_WORKERS": "0"},
+                   timeout=60)
     assert log.read_text().splitlines() == [
         "install.sh ",
         "lakemount up --no-mount",
+        # the cluster harness's tests alone, then the rest on the workers (docs/TESTING.md)
         "install.sh --test",
-        "python -m pytest -q -k x",
+        "python -m pytest -q -m (cluster) -k x",
+        "python -m pytest -q -n 3 -m (not cluster) -k x",
         "install.sh --test",
-        "python -m pytest -q -m not spark and not browser and not cluster and not slow -k x",
+        "python -m pytest -q -n 3 -m (not spark and not browser and not cluster and not slow) -k x",
+        # a caller's -m joins each pass's selection
+        "install.sh --test",
+        "python -m pytest -q -m (not fuse) and (cluster) -k x",
+        "python -m pytest -q -n 3 -m (not fuse) and (not cluster) -k x",
+        # no workers: one plain run, as before them
+        "install.sh --test",
+        "python -m pytest -q -m (not spark and not browser and not cluster and not slow) -k x",
     ]
+
+
+def test_test_sh_fails_if_either_pass_fails_and_skips_over_a_pass_with_no_test(tmp_path: pathlib.Path) -> None:
+    # The stand-in pytest exits $ALONE for the lone pass (-m (cluster)) and $REST for the workers' pass.
+    tree = tmp_path / "tree"
+    (tree / "scripts").mkdir(parents=True)
+    shutil.copy2(ROOT / "scripts/test.sh", tree / "scripts/test.sh")
+    _stub(tree / "scripts/install.sh", tmp_path / "calls")
+    python = tree / ".venv/bin/python"
+    python.parent.mkdir(parents=True)
+    python.write_text('#!/bin/sh\ncase "$*" in *"-m (cluster)"*) exit $ALONE;; *) exit $REST;; esac\n')
+    python.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "LAKEMOUNT_TEST_WORKERS")}
+    # (lone pass, workers' pass) -> the script's status; 5 is pytest's "no test selected"
+    for alone, rest, status in [(0, 0, 0), (5, 0, 0), (0, 5, 0), (5, 5, 5), (1, 0, 1), (0, 1, 1), (5, 2, 2)]:
+        r = subprocess.run([str(tree / "scripts/test.sh")], env={**env, "ALONE": str(alone), "REST": str(rest)}, timeout=60)
+        assert r.returncode == status, (alone, rest, r.returncode)
+    # the fast tier has no lone pass: its workers' status is the script's
+    r = subprocess.run([str(tree / "scripts/test.sh"), "--fast"], env={**env, "ALONE": "1", "REST": "5"}, timeout=60)
+    assert r.returncode == 5

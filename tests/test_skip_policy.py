@@ -116,18 +116,18 @@ def test_the_allow_list_is_empty() -> None:
     assert skip_policy.ALLOWED_SKIPS == {}
 
 
-@pytest.mark.parametrize("ci, status", [("true", 1), (None, 0)])
+@pytest.mark.parametrize("ci, status, workers", [("true", 1, []), (None, 0, []), ("true", 1, ["-n", "2"])])
 def test_a_module_skipped_at_collection_fails_a_real_ci_run(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str | None, status: int
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str | None, status: int, workers: list[str]
 ) -> None:
-    """In a separate pytest process, as .ci/run starts it: the exit status is what CI sees."""
+    """In a separate pytest process, as .ci/run starts it: the exit status is what CI sees (also with workers)."""
     if ci is None:
         monkeypatch.delenv("CI", raising=False)
     else:
         monkeypatch.setenv("CI", ci)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     pytester.makepyfile(test_mod=MODULE_SKIP, test_ok=PASSING)
-    result = pytester.runpytest_subprocess("-p", "tests.skip_policy")
+    result = pytester.runpytest_subprocess("-p", "tests.skip_policy", *workers)
     result.assert_outcomes(passed=1, skipped=1)
     assert result.ret == status
     refused = "skips refused under CI" in result.stdout.str()

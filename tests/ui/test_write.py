@@ -206,6 +206,16 @@ def test_commit_with_metadata_and_reset_a_path_a_prefix_and_all(served: Served, 
         page.close()
 
 
+def compare_drawn(page: Any, base: str) -> None:
+    """Wait until the compare page of ``base`` is drawn.
+
+    A hash change (``goto``, the merge's ``location.assign``) keeps the page before it on screen until the new one
+    draws, and a compare page draws its base picker, merge form and counts at once: the merge form or ``#counts``
+    seen before the picker shows ``base`` may be the previous compare page's.
+    """
+    expect(page.locator("#base-picker")).to_have_value(base)
+
+
 def test_merge_from_the_compare_page_with_a_strategy(served: Served, browser: Any) -> None:
     repo = served.repo(prefix="wm")
     rid = str(repo.id)
@@ -223,6 +233,7 @@ def test_merge_from_the_compare_page_with_a_strategy(served: Served, browser: An
         page.goto(f"{served.api}/#/r/{rid}/refs/main")
         page.click("#branches tr[data-name=feat] .merge-link")
         page.wait_for_url(f"**/#/r/{rid}/compare/main/feat")
+        compare_drawn(page, "main")
         page.wait_for_selector("#compare-merge")
         assert page.locator("#branches tr[data-name=main] .merge-link").count() == 0
         page.click("#compare-merge-button")  # the default strategy: a conflict, listed
@@ -242,6 +253,7 @@ def test_merge_from_the_compare_page_with_a_strategy(served: Served, browser: An
         main.object("a.csv").upload(b"id\nmain2\n")
         main.commit(message="main again")
         page.goto(f"{served.api}/#/r/{rid}/compare/feat/main")
+        compare_drawn(page, "feat")  # not the merge form of the compare page before (main/feat), if still drawn
         page.wait_for_selector("#compare-merge")
         page.select_option("#compare-merge-strategy", "dest-wins")
         page.click("#compare-merge-button")
@@ -251,6 +263,7 @@ def test_merge_from_the_compare_page_with_a_strategy(served: Served, browser: An
         # A tag as the base: nothing to merge into, no form.
         repo.tag("t").create("main")
         page.goto(f"{served.api}/#/r/{rid}/compare/t/feat")
+        compare_drawn(page, "t")  # the page of t/feat, not the feat/main page a hash change may still show
         page.wait_for_selector("#counts")
         assert page.locator("#compare-merge").count() == 0
     finally:
