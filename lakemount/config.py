@@ -45,6 +45,7 @@ OTHER_VARIABLES: Final = frozenset(
         "LAKEMOUNT_SPARK_S3A_DEBUG",
         "LAKEMOUNT_CHROMIUM",  # the browser the UI tests and ui_bench drive
         "LAKEMOUNT_UI_SCREENSHOTS",  # =docs: the UI tests save their screenshots under docs/screenshots/
+        "LAKEMOUNT_TEST_WORKERS",  # scripts/test.sh: the pytest-xdist workers of its second pass (0: one plain run)
     }
 )
 

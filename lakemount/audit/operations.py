@@ -82,7 +82,8 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
           updateProperties="Iceberg namespace properties changed", createTable="Iceberg table created",
           updateTable="Iceberg table commit", commitTransaction="Iceberg multi-table commit (a record per table)",
           registerTable="Iceberg table registered", renameTable="Iceberg table renamed",
-          dropTable="Iceberg table dropped"),
+          dropTable="Iceberg table dropped", createView="Iceberg view created", replaceView="Iceberg view replaced",
+          dropView="Iceberg view dropped", renameView="Iceberg view renamed", registerView="Iceberg view registered"),
 )
 
 BY_NAME: Final = {op.name: op for op in OPERATIONS}
