@@ -51,3 +51,17 @@ def _close_apps(monkeypatch: pytest.MonkeyPatch) -> Any:
             app.close()
         except Exception:  # noqa: BLE001 - a test that broke its app must not fail the next one's teardown
             pass
+
+
+@pytest.fixture(autouse=True)
+def _keep_the_umask() -> Any:
+    """Give every test the process umask it found.  The CLI's main makes its process private
+    (``lakemount.private.keep_private``: umask 077); a test that runs it in-process left a pytest
+    worker making 0700 directories for every later test, whose markers then recorded that mode
+    (tests/api/test_mount_datasets.py failed under workers that ran a CLI module first)."""
+    import os
+
+    umask = os.umask(0o022)
+    os.umask(umask)
+    yield
+    os.umask(umask)
