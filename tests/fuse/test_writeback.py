@@ -12,6 +12,7 @@ import subprocess
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -384,7 +385,7 @@ def test_a_small_files_bytes_ride_in_its_record_and_replay_restores_a_lost_data_
     assert log.count(b'"inline":') == len(files)
     copy = os.path.join(home, "crashed")
     subprocess.run(["cp", "-a", journal.dir, copy], check=True)
-    puts = [json.loads(raw[raw.index(b"{"):]) for raw in log.split(b"LMJ1")[1:] if b'"op":"put"' in raw]
+    puts = [body for body in _records(log) if body["op"] == "put"]
     lost_file = puts[0]["data"].replace(journal.dir, copy)
     os.unlink(lost_file)  # the crash lost one data file...
     with open(puts[1]["data"].replace(journal.dir, copy), "r+b") as f:
@@ -402,6 +403,18 @@ def test_a_small_files_bytes_ride_in_its_record_and_replay_restores_a_lost_data_
     for body in puts:
         with open(body["data"], "rb") as f:
             assert f.read() == files[body["path"]]
+
+
+def _records(log: bytes) -> list[dict[str, Any]]:
+    """The payloads of a journal log, frame by frame (base64 bytes may hold the magic itself)."""
+    from lakemount.fuse.journal import HEADER
+
+    out, pos = [], 0
+    while pos < len(log):
+        _magic, length, _crc = HEADER.unpack_from(log, pos)
+        out.append(json.loads(log[pos + HEADER.size : pos + HEADER.size + length]))
+        pos += HEADER.size + length
+    return out
 
 
 def test_a_record_whose_inline_bytes_are_not_its_own_is_kept_aside(app: App, home: str) -> None:
