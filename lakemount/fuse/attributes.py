@@ -11,7 +11,8 @@ end take none); a saved file's blocks are its size, since the block store holds
 every byte of the object, zeros included.  Entries written by
 other front ends carry owner 0, which a mount run by an ordinary user shows as
 that user's.  The kernel caches an attribute for ``head_ttl`` on a branch and
-for ``immutable_ttl`` on a committed ref; control files are never cached.
+for ``immutable_ttl`` on a committed ref; control files and non-empty files open for writing (whose
+blocks change at the save) are never cached.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ class Attributes:
         in ``scope.granted`` (the head poll skips branches whose grants have all run out)."""
         scope = node.scope
         if node.kind == Kind.CONTROL_FILE:
+            return 0.0
+        dirty = node.dirty
+        if dirty is not None and dirty.size and dirty.modified:
+            # A non-empty file open for writing: its blocks change when it is saved, which the kernel does not see
+            # (a write invalidates them; a close does not), so a stat after close(2) must ask again.
             return 0.0
         if scope is None or scope.writable:
             if scope is not None:
@@ -98,7 +104,8 @@ class Attributes:
             dirty = node.dirty
             if dirty is not None:
                 size = dirty.size
-                stored = dirty.stored()
+                if dirty.modified:  # saved (close's flush; its release may come later), the object's blocks count
+                    stored = dirty.stored()
         uid, gid = self.owner(entry.uid, entry.gid)
         mtime = entry.mtime_ns
         nlink = 0 if node.detached else 1  # an unlinked file still open (fstat) has no names left

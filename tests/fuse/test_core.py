@@ -173,6 +173,23 @@ def test_random_writes_sparse_extension_and_append(pfs: PathFS) -> None:
     assert pfs.lstat(p).size == 15
 
 
+def test_a_saved_file_counts_its_object_before_the_release_arrives(pfs: PathFS) -> None:
+    # close(2) waits for FLUSH (the save) but not for RELEASE: a stat between them must see the saved object.
+    p = f"{MAIN}/holes"
+    fh = pfs.open(p, os.O_CREAT | os.O_RDWR)
+    pfs.fs.setattr(pfs.ino(p), SetAttr(size=8 << 20), fh, pfs.caller)
+    pfs.pwrite(fh, 4 << 20, b"x" * 4096)
+    open_attr = pfs.lstat(p)
+    assert open_attr.blocks * 512 < 1 << 20 and open_attr.timeout == 0.0, open_attr  # sparse, and not cacheable
+    pfs.fs.flush(fh)  # saved; the release has not come yet
+    try:
+        saved = pfs.lstat(p)
+        assert saved.size == 8 << 20 and saved.blocks * 512 == 8 << 20, saved
+        assert saved.timeout > 0  # the saved object's attributes may be cached again
+    finally:
+        pfs.fs.release(fh)
+
+
 def test_copy_on_first_write_keeps_the_rest_of_a_large_file(pfs: PathFS, app: App) -> None:
     data = os.urandom(3 << 20)
     app.catalog.put(REPO, "main", "big", data)
