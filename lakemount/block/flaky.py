@@ -47,6 +47,7 @@ class Fault:
 
     kind: FaultKind = FaultKind.ERROR
     delay: float = 0.0
+    where: str = ""  # scripted faults: only calls whose URL holds this text (say the data prefix) suffer it
 
 
 class FlakyAdapter:
@@ -80,11 +81,14 @@ class FlakyAdapter:
         self.calls: Counter[str] = Counter()
         self.injected: Counter[str] = Counter()
 
-    def fail_next(self, op: str, n: int = 1, *, kind: FaultKind = FaultKind.ERROR, delay: float = 0.0) -> None:
-        """Make the next ``n`` calls of operation ``op`` suffer ``kind`` (after ``delay`` seconds)."""
+    def fail_next(
+        self, op: str, n: int = 1, *, kind: FaultKind = FaultKind.ERROR, delay: float = 0.0, where: str = ""
+    ) -> None:
+        """Make the next ``n`` calls of operation ``op`` suffer ``kind`` (after ``delay`` seconds); with ``where``,
+        the next ``n`` calls whose URL holds that text (the others pass)."""
         _check_ops([op])
         with self._lock:
-            self._scripted.setdefault(op, deque()).extend([Fault(kind, delay)] * n)
+            self._scripted.setdefault(op, deque()).extend([Fault(kind, delay, where)] * n)
 
     def heal(self) -> None:
         """Drop scripted faults and stop random ones."""
@@ -92,22 +96,23 @@ class FlakyAdapter:
             self._scripted.clear()
             self.probability = 0.0
 
-    def _draw(self, op: str) -> Fault | None:
+    def _draw(self, op: str, what: str = "") -> Fault | None:
         with self._lock:
             self.calls[op] += 1
             queue = self._scripted.get(op)
-            if queue:
-                fault: Fault | None = queue.popleft()
+            fault: Fault | None = None
+            if queue and queue[0].where not in what:
+                pass  # the next scripted fault is for other URLs
+            elif queue:
+                fault = queue.popleft()
             elif op in self._ops and self.probability > 0.0 and self._rng.random() < self.probability:
                 fault = self.random_fault
-            else:
-                fault = None
             if fault is not None:
                 self.injected[op] += 1
             return fault
 
     def _call(self, op: str, what: str, fn: Callable[[], T]) -> T:
-        fault = self._draw(op)
+        fault = self._draw(op, what)
         if fault is None:
             return fn()
         if fault.delay > 0:

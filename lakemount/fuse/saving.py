@@ -59,7 +59,7 @@ class Saver:
                 held, size = dirty, dirty.size
                 scope = node.scope
                 assert scope is not None
-                dirty = self._new_dirty(scope.repo, (lambda: open(held.path, "rb")) if keep else None, size)
+                dirty = self._new_dirty(scope.repo, held.reopen if keep else None, size)
                 if keep:
                     dirty.saved_version = dirty.version
                 node.dirty = dirty
@@ -87,7 +87,7 @@ class Saver:
         catalog = self.state.catalog
         repo = self.state.repo(repo_name)
         return DirtyFile(self.state.options.spool_dir, source, size, in_place=catalog.stores_files_in_place(repo),
-                         streaming=functools.partial(catalog.streamed_upload, repo))
+                         streaming=functools.partial(catalog.streamed_upload, repo), memory=True)
 
     def write_is_local(self, node: Node, offset: int, size: int) -> bool:
         """True if writing ``size`` bytes at ``offset`` touches only the node's temp file on this disk: no
@@ -169,10 +169,13 @@ class Saver:
             self.writeback.save(node, dirty)
             return
         catalog = self.state.catalog
-        # The temp file itself is uploaded (or becomes the object), with digests computed while it was written.
-        version, info = dirty.store(
-            lambda path, digests, link, finish: _store_file(catalog, scope.repo, path, digests, link, finish)
-        )
+        if dirty.in_memory:  # a small file: its bytes are stored from memory
+            version, data, digests = dirty.snapshot(hold=False)
+            info = store_bytes(catalog, scope.repo, data, digests)
+        else:  # the temp file itself is uploaded (or becomes the object), with digests computed while it was written
+            version, info = dirty.store(
+                lambda path, digests, link, finish: _store_file(catalog, scope.repo, path, digests, link, finish)
+            )
         with scope.mutex:
             if node.detached:
                 dirty.end_save(version)
@@ -258,4 +261,12 @@ def _store_file(
             return info
     with catalog.writer(repo) as w:
         w.write_file(path, digests=digests, link=link)
+    return w.info
+
+
+def store_bytes(catalog: Catalog, repo: str, data: bytes, digests: tuple[int, str, str]) -> DataInfo:
+    """Store a small file's ``data`` whose digests are known (they are not computed again)."""
+    with catalog.writer(repo, expected=len(data), hash_md5=False, hash_sha256=False) as w:
+        w.write(data)
+        w.vouch(sha256=digests[1], md5=digests[2])
     return w.info

@@ -47,6 +47,7 @@ from lakemount.fuse.errno import FsError
 from lakemount.fuse.inodes import Node
 from lakemount.fuse.journal import Journal, Record
 from lakemount.fuse.listing import Child, ChildKind
+from lakemount.fuse.saving import store_bytes
 from lakemount.fuse.scope import Scopes
 from lakemount.fuse.state import MountState, with_changes
 from lakemount.fuse.tree import Tree
@@ -76,6 +77,7 @@ class Pending:
     path: str = ""  # put records: the file's path, its entry (address to come), data file and digests
     base: Entry | None = None
     data: str = ""
+    inline: bytes | None = None  # put records of a small file held in memory: its bytes (no data file)
     digests: tuple[int, str, str] | None = None
     node: Node | None = None  # put records of this run: the node holding the data file as its temp file
     dirty: DirtyFile | None = None
@@ -179,16 +181,25 @@ class Writeback:
         assert scope is not None
         self._wait_for_space(dirty.size)
         share = node.writers > 1  # another handle may write on: journal a copy, keep the temp file
-        version, (data, digests) = dirty.store(
-            lambda path, known, _link, _finish: self._hand_over(dirty, path, known, share=share)
-        )
+        content: bytes | None = None
+        if dirty.in_memory:  # a small file: its bytes ride in the record, with no data file at all
+            data = ""
+            version, content, digests = dirty.snapshot(hold=not share)
+        else:
+            version, (data, digests) = dirty.store(
+                lambda path, known, _link, _finish: self._hand_over(dirty, path, known, share=share)
+            )
         # The content address is known from the digests: the node's entry is final now, before any upload.
         base = with_changes(node.entry or Entry("", 0), address=content_address(digests[1]), size=digests[0], etag=digests[2])
-        item = Pending(0, scope.repo, scope.branch, [], path=node.path, base=base, data=data, digests=digests,
-                       node=None if share else node, dirty=None if share else dirty, size=digests[0])
+        item = Pending(0, scope.repo, scope.branch, [], path=node.path, base=base, data=data, inline=content,
+                       digests=digests, node=None if share else node, dirty=None if share else dirty, size=digests[0])
         body = {"op": "put", "repo": item.repo, "branch": item.branch, "path": item.path, "entry": base.value().hex(),
                 "data": data, "size": digests[0], "sha256": digests[1], "md5": digests[2]}
-        inline = not share and digests[0] <= INLINE_MAX and _inline(body, dirty.fd, digests[0])
+        if content is not None:
+            body["inline"] = base64.b64encode(content).decode("ascii")
+            inline = True
+        else:
+            inline = not share and digests[0] <= INLINE_MAX and _inline(body, dirty.fd, digests[0])
         try:
             # A small file's bytes ride in its record: the log's one sync covers them (none per data file).
             item.seq = self.journal.append(body, data_fd=-1 if share or inline else dirty.fd,
@@ -196,7 +207,7 @@ class Writeback:
         except OSError:
             if not share:
                 dirty.held = dirty.pending = False
-            else:
+            elif data:
                 with contextlib.suppress(OSError):
                     os.unlink(data)
             raise
@@ -400,7 +411,10 @@ class Writeback:
         """Store ``item``'s data file; True when done (or failed for good: ``item.error``)."""
         assert item.base is not None and item.digests is not None
         try:
-            info = _store_file(self.catalog, item.repo, item.data, item.digests)
+            if item.inline is not None:
+                info = store_bytes(self.catalog, item.repo, item.inline, item.digests)
+            else:
+                info = _store_file(self.catalog, item.repo, item.data, item.digests)
         except Unavailable as exc:
             self.report.counts["upload_retries"] += 1
             return self._failed(item, f"the store is unavailable: {exc}")
@@ -504,7 +518,11 @@ class Writeback:
         if item.base is not None:
             where += "-" + os.path.basename(item.path)
             try:
-                _move_aside(item.data, where)
+                if item.inline is not None:
+                    with open(where, "wb") as f:
+                        f.write(item.inline)
+                else:
+                    _move_aside(item.data, where)
             except OSError as exc:
                 log.error("write-back: could not keep %s aside: %s", item.data, exc)
         else:
@@ -544,8 +562,11 @@ def _pending_of(rec: Record) -> Pending | None:
     body = rec.body
     repo, branch = str(body.get("repo", "")), str(body.get("branch", ""))
     if body.get("op") == "put":
+        data = str(body["data"])
+        # A record without a data file carries its bytes (checked against its digests by the replay).
+        inline = base64.b64decode(str(body["inline"])) if not data else None
         return Pending(rec.seq, repo, branch, [], path=str(body["path"]), base=decode_value(bytes.fromhex(body["entry"])),
-                       data=str(body["data"]), digests=(int(body["size"]), str(body["sha256"]), str(body["md5"])),
+                       data=data, inline=inline, digests=(int(body["size"]), str(body["sha256"]), str(body["md5"])),
                        size=int(body["size"]))
     if body.get("op") == "apply":
         return Pending(rec.seq, repo, branch,

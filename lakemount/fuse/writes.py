@@ -1,4 +1,4 @@
-"""Unsaved file content: a local temp file per file open for writing.
+"""Unsaved file content: a buffer in memory or a local temp file per file open for writing.
 
 Objects are immutable, so a write cannot patch one in place.  The first write
 to a file (or a truncation) copies its current content into a temp file under
@@ -25,6 +25,13 @@ written from its start sends each part as it fills (``catalog/streaming.py``:
 bounded memory), so its save sends only the last one; an overwrite or a hole
 gives the upload up, and the save uploads the file whole.
 
+A small file (``memory``, up to ``MEMORY_MAX`` bytes: what ``cp -r`` of a
+source tree or a Spark job's markers write) is held in memory instead, and
+saved from there (:meth:`DirtyFile.snapshot`): no temp file is created, synced
+or deleted for it; the first write past ``MEMORY_MAX``, or anything that needs a
+file (a streamed or in-place save of a large file), *spills* it into a temp
+file, from which it goes on as above.
+
 With write-back (:mod:`~lakemount.fuse.writeback`) a saved temp file is *held*:
 it became the journal's data file, so it is never written again (a new write
 gets a fresh copy, :class:`Held` tells a writer that raced with the hand-over)
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import itertools
 import os
 import queue
@@ -56,6 +64,7 @@ Finish = Callable[[], "DataInfo | None"]  # a streamed upload's end: where the b
 COPY_CHUNK: Final = 4 << 20
 HASH_THREAD_AFTER: Final = 1 << 20  # past this many appended bytes, hashing moves to a thread of the file's own
 HASH_BATCH: Final = 1 << 20  # smaller pieces are handed to the hashing threads gathered to this size
+MEMORY_MAX: Final = 64 << 10  # a file is held in memory up to this size (``memory``), then spilled to a temp file
 HASH_QUEUE: Final = 16  # chunks waiting for that thread (FUSE writes are up to 1 MiB: bounded memory)
 FLUSH_EVERY: Final = 16 << 20  # an in-place temp file is written back every this many appended bytes
 FLUSH_THREADS: Final = 2
@@ -171,20 +180,24 @@ class Held(Exception):
 
 
 class DirtyFile:
-    """The temp file holding a file's current content; thread-safe."""
+    """The buffer or temp file holding a file's current content; thread-safe."""
 
     def __init__(
         self, spool_dir: str, source: Callable[[], BinaryIO] | None, size: int, *, in_place: bool = False,
-        streaming: Callable[[], StreamedUpload | None] | None = None,
+        streaming: Callable[[], StreamedUpload | None] | None = None, memory: bool = False,
     ) -> None:
         """Create the temp file, filled with the first ``size`` bytes of ``source()`` (None: empty).
 
         ``in_place``: the store may make this very file the object; ``streaming`` makes the upload
-        in parts once the file passes ``PART_SIZE`` (see the module docstring).
+        in parts once the file passes ``PART_SIZE``; ``memory``: up to ``MEMORY_MAX`` bytes are held
+        in memory, with no temp file (see the module docstring).
         """
         self._spool_dir = spool_dir
-        fd, self.path = new_temp(spool_dir)
-        self.fd = fd
+        self._mem: bytearray | None = None  # the content while held in memory (then ``fd`` is -1, ``path`` "")
+        if memory and size <= MEMORY_MAX:
+            self.fd, self.path, self._mem = -1, "", bytearray()
+        else:
+            self.fd, self.path = new_temp(spool_dir)
         self.lock = threading.Lock()
         self.version = 1  # bumped by every change
         self.saved_version = 0  # the version last turned into a staged entry
@@ -210,7 +223,19 @@ class DirtyFile:
             raise
 
     def _fill(self, stream: BinaryIO) -> None:
+        while self._mem is not None and (chunk := stream.read(COPY_CHUNK)):
+            if self._digests is not None:
+                self._digests.feed(chunk)
+            if len(self._mem) + len(chunk) > MEMORY_MAX:  # more than announced: on in a temp file
+                self._spill()
+                _pwrite_all(self.fd, chunk, os.fstat(self.fd).st_size)
+            else:
+                self._mem += chunk
+        if self._mem is not None:
+            self.size = len(self._mem)
+            return
         with os.fdopen(os.dup(self.fd), "wb") as out:
+            out.seek(0, os.SEEK_END)
             while chunk := stream.read(COPY_CHUNK):
                 if self._digests is not None:
                     self._digests.feed(chunk)
@@ -240,21 +265,73 @@ class DirtyFile:
     def modified(self) -> bool:
         return self.version != self.saved_version
 
+    @property
+    def in_memory(self) -> bool:
+        """True while the content is held in memory (no temp file): save it with :meth:`snapshot`."""
+        return self._mem is not None
+
+    def _spill(self) -> None:
+        """Move the content held in memory into a new temp file (under ``lock``, or before the file is shared)."""
+        mem = self._mem
+        if mem is None:
+            return
+        fd, path = new_temp(self._spool_dir)
+        try:
+            _pwrite_all(fd, mem, 0)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise
+        self.fd, self.path, self._mem = fd, path, None
+
+    def snapshot(self, *, hold: bool) -> tuple[int, bytes, tuple[int, str, str]]:
+        """``(version, content, (size, sha256 hex, md5 hex))`` of content held in memory, for a save.
+
+        ``hold``: the content now belongs to the write-back journal (``held``, ``pending``): the next
+        write goes to a new copy, as for a held temp file.
+        """
+        with self.lock:
+            mem = self._mem
+            if mem is None:
+                raise ValueError("the content is in a temp file, not in memory")
+            data = bytes(mem)
+            digests = self.digests()
+            if digests is None:
+                digests = (len(data), hashlib.sha256(data).hexdigest(), hashlib.md5(data, usedforsecurity=False).hexdigest())
+            if hold:
+                self.held = self.pending = True
+            return self.version, data, digests
+
+    def reopen(self) -> BinaryIO:
+        """A new reader of the content as it is now (a held file's, to copy it)."""
+        mem = self._mem
+        if mem is not None:
+            return io.BytesIO(bytes(mem))
+        return open(self.path, "rb")
+
     def pwrite(self, offset: int, data: bytes) -> int:
         """Write ``data`` at ``offset``; raises ``Held`` if the file went to the journal meanwhile."""
+        if not data:
+            return 0  # a write of nothing changes nothing, not even the size (POSIX)
         with self.lock:
             if self.held:
                 raise Held(self.path)
             if self.frozen:
                 self._thaw()
-            view = memoryview(data)
-            pos = offset
-            try:
-                while view[pos - offset :]:
-                    pos += os.pwrite(self.fd, view[pos - offset :], pos)
-            except BaseException:
-                self._forget_digests()
-                raise
+            mem = self._mem
+            if mem is not None and offset + len(data) <= MEMORY_MAX:
+                if offset > len(mem):
+                    mem.extend(bytes(offset - len(mem)))
+                mem[offset : offset + len(data)] = data
+            else:
+                if mem is not None:
+                    self._spill()
+                try:
+                    _pwrite_all(self.fd, data, offset)
+                except BaseException:
+                    self._forget_digests()
+                    raise
             if self._digests is not None and offset == self._digests.fed and offset >= self.size:
                 self._digests.feed(data)
             else:  # an overwrite, or a hole: the running digests (and a streamed upload) no longer apply
@@ -265,7 +342,7 @@ class DirtyFile:
                 self.stream, self._may_stream = self._streaming(), False
             if self.stream is not None:
                 self.stream.offer(self.fd, self.size)
-            if self.in_place:
+            if self.in_place and self._mem is None:
                 self._unflushed += len(data)
                 if self._unflushed >= FLUSH_EVERY and (self._flush is None or self._flush.done()):
                     # Write back what we have while the rest arrives; the fsync at close then has little left.
@@ -293,12 +370,17 @@ class DirtyFile:
 
         An ``fstat`` of a local file: no I/O, cheap enough for every ``getattr``.
         """
+        if self._mem is not None:
+            return self.size
         try:
             return os.fstat(self.fd).st_blocks * 512 if self.fd >= 0 else self.size
         except OSError:  # closed by a concurrent discard
             return self.size
 
     def pread(self, offset: int, size: int) -> bytes:
+        mem = self._mem
+        if mem is not None:
+            return bytes(mem[offset : offset + size])
         return os.pread(self.fd, size, offset)
 
     def truncate(self, size: int) -> None:
@@ -311,7 +393,15 @@ class DirtyFile:
                     self._retire_frozen()
                 else:
                     self._thaw()
-            os.ftruncate(self.fd, size)
+            mem = self._mem
+            if mem is not None and size <= MEMORY_MAX:
+                if size < len(mem):
+                    del mem[size:]
+                else:
+                    mem.extend(bytes(size - len(mem)))
+            else:
+                self._spill()
+                os.ftruncate(self.fd, size)
             if size == 0:
                 self._forget_digests()
                 self._digests = _Digests()
@@ -342,6 +432,7 @@ class DirtyFile:
         None, ``put`` uploads the file whole.
         """
         with self.lock:
+            self._spill()  # what ``put`` stores is a file
             self._wait_flush()
             digests = self.digests()
             stream, self.stream, self._may_stream = self.stream, None, False
@@ -371,7 +462,8 @@ class DirtyFile:
             self.saved_version = max(self.saved_version, version)
 
     def fsync(self) -> None:
-        os.fsync(self.fd)
+        if self._mem is None:
+            os.fsync(self.fd)
 
     def _wait_flush(self) -> None:
         if self._flush is not None:
@@ -387,6 +479,7 @@ class DirtyFile:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self.fd, self._retired = -1, []
+        self._mem = None
 
     def discard(self) -> None:
         """Close and delete the temp file (idempotent); an object it became keeps its own name.
@@ -395,7 +488,7 @@ class DirtyFile:
         """
         with self.lock:
             self._close_all()
-            if self.held:
+            if self.held or not self.path:
                 return
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
@@ -403,13 +496,24 @@ class DirtyFile:
     def keep_as(self, path: str) -> None:
         """Move the temp file to ``path`` (content that could not be saved) and close it."""
         with self.lock:
+            mem = self._mem
             self._close_all()
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            if self.frozen:  # its bytes are an object's: keep a copy, never a second name of the object
+            if mem is not None:
+                with open(path, "wb") as f:
+                    f.write(mem)
+            elif self.frozen:  # its bytes are an object's: keep a copy, never a second name of the object
                 shutil.copyfile(self.path, path)
                 os.unlink(self.path)
             else:
                 shutil.move(self.path, path)
+
+
+def _pwrite_all(fd: int, data: bytes | bytearray, offset: int) -> None:
+    view = memoryview(data)
+    pos = 0
+    while pos < len(view):
+        pos += os.pwrite(fd, view[pos:], offset + pos)
 
 
 def _datasync(fd: int) -> None:

@@ -1,8 +1,8 @@
 """A mount whose block store fails on demand (tests only).
 
 Usage: ``python flaky_mount.py MOUNTPOINT FAULT_FILE READY_FD``.  Every 50 ms
-the mount reads FAULT_FILE; each line ``OP N`` makes the next N block-store
-calls of OP fail (``Unavailable``), ``heal`` drops all faults; then the file
+the mount reads FAULT_FILE; each line ``OP N [WHERE]`` makes the next N block-store
+calls of OP fail (``Unavailable``; with WHERE, the next N whose URL holds that text), ``heal`` drops all faults; then the file
 is emptied (faults already in the file at start apply before the mount is built).  Everything else
 is the real mount: ``runner.run_mount`` with signals, flush and unmount.
 """
@@ -38,8 +38,8 @@ def main() -> None:
             if line.strip() == "heal":
                 adapter.heal()
             elif line.strip():
-                op, n = line.split()
-                adapter.fail_next(op, int(n))
+                op, n, *where = line.split()
+                adapter.fail_next(op, int(n), where=where[0] if where else "")
 
     def watch() -> None:
         while True:

@@ -18,12 +18,16 @@ import pytest
 
 from lakemount.app import App
 from lakemount.block import FlakyAdapter
-from lakemount.fuse.core import Caller, FileSystem
+from lakemount.block.layout import DATA_PREFIX
+from lakemount.fuse.core import Caller, FileSystem, SetAttr
 from lakemount.fuse.journal import Journal
+from lakemount.fuse.writeback import _pending_of
+from lakemount.fuse.writes import MEMORY_MAX
 from tests.fuse.conftest import REPO, make_fs
 from tests.fuse.pathfs import FastFirst, PathFS
 
 MAIN = f"/{REPO}/main"
+OBJECTS = f"/{REPO}/{DATA_PREFIX}"  # the URLs of stored objects (the faults below spare the catalog's own files)
 
 
 def wb_options(home: str, **extra: object) -> dict[str, object]:
@@ -68,7 +72,8 @@ def test_a_close_is_journaled_read_back_at_once_and_staged_in_batches(flaky: tup
     app, adapter, factory = flaky
     fs = factory()
     pfs = PathFS(fs)
-    adapter.fail_next("put_file", 10_000)  # nothing reaches the store yet: the reads below come from the journal
+    adapter.fail_next("put", 10_000, where=OBJECTS)  # nothing reaches the store yet: the reads below come from the journal
+    adapter.fail_next("put_file", 10_000, where=OBJECTS)
     files = {f"d/f{i}": hashlib.sha256(str(i).encode()).digest() * 32 for i in range(50)}
     pfs.mkdir(f"{MAIN}/d")
     for path, data in files.items():
@@ -97,12 +102,12 @@ def test_a_commit_through_the_control_file_holds_what_was_journaled(flaky: tuple
     app, adapter, factory = flaky
     fs = factory()
     pfs = PathFS(fs)
-    adapter.fail_next("put_file", 3)  # the local store's uploads of files
+    adapter.fail_next("put", 3, where=OBJECTS)  # the store's uploads of small files (stored from memory)
     files = {f"c{i}": os.urandom(3000) for i in range(20)}
     for path, data in files.items():
         pfs.write_file(f"{MAIN}/{path}", data)
     pfs.write_file(f"{MAIN}/.lakefs/commit", b"journaled files")
-    assert adapter.injected["put_file"] == 3
+    assert adapter.injected["put"] == 3
     assert lost(app, "main", files) == []
     assert app.catalog.get_branch(REPO, "main").commit_id != ""
     assert list(app.catalog.diff_uncommitted(REPO, "main")) == []  # all of it in the commit
@@ -126,7 +131,8 @@ def test_the_store_down_past_the_bound_keeps_files_aside_and_reports_them(
     app, adapter, factory = flaky
     fs = factory(writeback_retry=0.5)
     pfs = PathFS(fs)
-    adapter.fail_next("put_file", 100_000)
+    adapter.fail_next("put", 100_000, where=OBJECTS)
+    adapter.fail_next("put_file", 100_000, where=OBJECTS)
     pfs.write_file(f"{MAIN}/kept", b"never lost")
     assert fs.writeback is not None
     fs.writeback.drain((REPO, "main"))
@@ -146,7 +152,8 @@ def test_a_deleted_branch_keeps_its_journaled_files_aside(flaky: tuple[App, Flak
     app.catalog.create_branch(REPO, "gone", "main")
     fs = factory()
     pfs = PathFS(fs)
-    adapter.fail_next("put_file", 100_000)
+    adapter.fail_next("put", 100_000, where=OBJECTS)
+    adapter.fail_next("put_file", 100_000, where=OBJECTS)
     pfs.write_file(f"/{REPO}/gone/x", b"orphan")
     pfs.write_file(f"{MAIN}/y", b"fine")
     app.catalog.delete_branch(REPO, "gone")
@@ -171,7 +178,8 @@ def test_a_full_journal_is_enospc_at_close_and_the_content_is_kept(
     assert fs.writeback is not None
     fs.writeback.space_wait = 0.3
     pfs = PathFS(fs)
-    adapter.fail_next("put_file", 100_000)
+    adapter.fail_next("put", 100_000, where=OBJECTS)
+    adapter.fail_next("put_file", 100_000, where=OBJECTS)
     first = os.urandom(60 << 10)
     pfs.write_file(f"{MAIN}/first", first)  # fits
     fh = pfs.open(f"{MAIN}/second", os.O_WRONLY | os.O_CREAT)
@@ -198,7 +206,8 @@ def test_a_full_journal_disk_is_enospc_at_write_never_a_silent_loss(
     try:
         fs = factory(journal_dir=os.path.join(disk, "j"))
         pfs = PathFS(fs)
-        adapter.fail_next("put_file", 100_000)  # the store is down: the journal's disk fills
+        adapter.fail_next("put", 100_000, where=OBJECTS)  # the store is down: the journal's disk fills
+        adapter.fail_next("put_file", 100_000, where=OBJECTS)
         acked = {}
         failed = None
         for i in range(40):
@@ -259,11 +268,11 @@ def test_fsync_returns_once_the_file_is_staged(flaky: tuple[App, FlakyAdapter, C
     app, adapter, factory = flaky
     fs = factory()
     pfs = PathFS(fs)
-    adapter.fail_next("put_file", 3)  # the first uploads fail: fsync waits through the retries
+    adapter.fail_next("put", 3, where=OBJECTS)  # the first uploads (of a small file: from memory) fail: fsync waits through the retries
     fh = pfs.open(f"{MAIN}/synced", os.O_WRONLY | os.O_CREAT)
     pfs.pwrite(fh, 0, b"durable in the lake")
     pfs.fsync(fh)
-    assert adapter.injected["put_file"] == 3
+    assert adapter.injected["put"] == 3
     assert lost(app, "main", {"synced": b"durable in the lake"}) == []  # staged before fsync returned
     pfs.close(fh)
 
@@ -368,28 +377,35 @@ def test_a_protection_rule_kept_refuses_a_create_on_the_request_loop(flaky: tupl
 def test_a_small_files_bytes_ride_in_its_record_and_replay_restores_a_lost_data_file(
     flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]], home: str,
 ) -> None:
-    """A small file's record carries its bytes, so the journal syncs one file (its log), not one per file;
-    a data file the crash lost (the page cache never written back) is written again from the record."""
+    """A small file held in memory is journaled as its record alone (no data file to create, sync or
+    delete); a small file that once spilled to a temp file carries its bytes too, so a data file the
+    crash lost (the page cache never written back) is written again from the record."""
     app, adapter, factory = flaky
     fs = factory()
     pfs = PathFS(fs)
-    adapter.fail_next("put_file", 10_000)  # nothing is staged: every record stays in the journal
+    adapter.fail_next("put", 10_000, where=OBJECTS)  # nothing is staged: every record stays in the journal
+    adapter.fail_next("put_file", 10_000, where=OBJECTS)
     files = {f"s{i}": os.urandom(200 + i) for i in range(5)}
     for path, data in files.items():
         pfs.write_file(f"{MAIN}/{path}", data)
+    spilled = os.urandom(3000)
+    with pfs.opened(f"{MAIN}/spilled", os.O_WRONLY | os.O_CREAT) as fh:
+        pfs.fs.setattr(pfs.ino(f"{MAIN}/spilled"), SetAttr(size=MEMORY_MAX + 1), fh, pfs.caller)  # past memory: a temp file
+        pfs.fs.setattr(pfs.ino(f"{MAIN}/spilled"), SetAttr(size=0), fh, pfs.caller)
+        pfs.pwrite(fh, 0, spilled)
+    files["spilled"] = spilled
     assert fs.writeback is not None
     journal = fs.writeback.journal
     assert journal._unsynced == []  # no data file waits for a sync of its own
     with open(journal.log_path, "rb") as f:
         log = f.read()
-    assert log.count(b'"inline":') == len(files)
+    puts = [body for body in _records(log) if body["op"] == "put"]
+    assert len(puts) == len(files) and all("inline" in body for body in puts)
+    assert [body["path"] for body in puts if body["data"]] == ["spilled"]  # the others never had a file
+    assert os.listdir(journal.spool) == [os.path.basename(puts[-1]["data"])]
     copy = os.path.join(home, "crashed")
     subprocess.run(["cp", "-a", journal.dir, copy], check=True)
-    puts = [body for body in _records(log) if body["op"] == "put"]
-    lost_file = puts[0]["data"].replace(journal.dir, copy)
-    os.unlink(lost_file)  # the crash lost one data file...
-    with open(puts[1]["data"].replace(journal.dir, copy), "r+b") as f:
-        f.write(b"\0\0\0")  # ...and left another one half written
+    os.unlink(puts[-1]["data"].replace(journal.dir, copy))  # the crash lost the spilled file's data file
     replayed = Journal(copy, fsync=False)
     for body in puts:
         body["data"] = body["data"].replace(journal.dir, copy)
@@ -400,9 +416,12 @@ def test_a_small_files_bytes_ride_in_its_record_and_replay_restores_a_lost_data_
     records = replayed.replay()
     replayed.close()
     assert [r.corrupt for r in records] == [""] * len(files)
-    for body in puts:
-        with open(body["data"], "rb") as f:
-            assert f.read() == files[body["path"]]
+    with open(puts[-1]["data"], "rb") as f:
+        assert f.read() == spilled  # written again from its record
+    items = [_pending_of(r) for r in records]
+    assert {item.path: item.inline for item in items if item is not None and not item.data} == {
+        p: d for p, d in files.items() if p != "spilled"
+    }
 
 
 def _records(log: bytes) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from lakemount.app import App
+from lakemount.block.layout import DATA_PREFIX
 from tests.fuse.conftest import REPO
 from tests.fuse.mounting import Mount, cleanup_mountpoint, env_for, needs_fuse, start, stop, wait_for
 
@@ -25,6 +26,7 @@ pytestmark = needs_fuse
 
 FLAKY = os.path.join(os.path.dirname(__file__), "flaky_mount.py")
 FILES = 120
+OBJECTS = f"/{REPO}/{DATA_PREFIX}"  # the URLs of stored objects (the faults spare the catalog's own files)
 
 
 @pytest.fixture
@@ -58,11 +60,15 @@ def crash_after_cp(home: str, tmp: str, mounts: list[Mount]) -> str:
     """Copy the source into a write-back mount whose store is down, then kill -9 it; returns the mountpoint."""
     mp = os.path.join(tmp, "mnt")
     faults = os.path.join(tmp, "faults")
-    with open(faults, "w") as f:
-        f.write("put_file 1000000\n")  # the local store's uploads fail: nothing journaled gets staged
+    open(faults, "w").close()
     m = start(home, mp, command=lambda fd: [sys.executable, FLAKY, mp, faults, str(fd)], env=wb_env(home))
     mounts.append(m)
     main = f"{mp}/{REPO}/main"
+    open(f"{main}/first", "wb").close()  # the empty object a create points at is stored before the store goes down
+    with open(faults, "w") as f:
+        # The store's uploads of objects fail (small files: from memory): nothing journaled gets staged.
+        f.write(f"put 1000000 {OBJECTS}\nput_file 1000000 {OBJECTS}\n")
+    assert wait_for(lambda: os.path.getsize(faults) == 0, timeout=30), "the mount never took the faults"
     subprocess.run(["cp", "-r", os.path.join(tmp, "src"), f"{main}/dst"], check=True, timeout=300)
     with open(f"{main}/.lakefs/status") as f:
         pending = json.load(f)["writeback"]["pending"]
@@ -107,7 +113,7 @@ def test_kill_9_during_the_replay_loses_no_acknowledged_file(
     mp = crash_after_cp(home, tmp, mounts)
     faults = os.path.join(tmp, "faults")
     with open(faults, "w") as f:
-        f.write("put_file 1000000\n")  # the replay cannot finish: it retries the store
+        f.write(f"put 1000000 {OBJECTS}\nput_file 1000000 {OBJECTS}\n")  # the replay cannot finish: it retries the store
     log_path = os.path.join(tmp, "replay.log")
     read_end, write_end = os.pipe()
     with open(log_path, "wb") as log:
@@ -117,7 +123,7 @@ def test_kill_9_during_the_replay_loses_no_acknowledged_file(
     try:
         def replaying() -> bool:
             text = open(log_path, errors="replace").read()
-            return "replaying" in text and "injected fault: put_file" in text
+            return "replaying" in text and "injected fault: put" in text
 
         assert wait_for(replaying, timeout=60), "the replay never hit the store fault: " + open(log_path).read()
         os.kill(proc.pid, signal.SIGKILL)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import time
 from collections.abc import Iterator
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import boto3
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lakemount.app import App
 from lakemount.block.layout import data_address
@@ -17,7 +20,7 @@ from lakemount.block.s3 import S3Adapter
 from lakemount.catalog.streaming import PART_SIZE
 from lakemount.config import load
 from lakemount.fuse.core import FileSystem
-from lakemount.fuse.writes import DirtyFile
+from lakemount.fuse.writes import MEMORY_MAX, DirtyFile
 from tests.fuse.conftest import REPO, make_fs
 from tests.fuse.pathfs import PathFS
 from tests.moto_server import CREDENTIALS, moto_s3
@@ -221,3 +224,50 @@ def test_a_save_that_fails_after_linking_still_freezes_the_file(tmp_path: Path) 
         assert dirty.pread(0, 100) == b"SAVED bytes"
     finally:
         dirty.discard()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(
+    st.tuples(st.just("write"), st.integers(0, MEMORY_MAX + 4096), st.binary(min_size=1, max_size=5000)),
+    st.tuples(st.just("truncate"), st.integers(0, MEMORY_MAX + 4096), st.just(b"")),
+    st.tuples(st.just("write"), st.integers(0, 300), st.binary(min_size=1, max_size=300)),
+), max_size=12), st.integers(0, 2000))
+def test_a_file_held_in_memory_reads_and_saves_as_a_local_file_would(ops: list[tuple[str, int, bytes]], start: int) -> None:
+    """``memory``: writes, truncations and reads of a DirtyFile held in memory (spilled to a temp file past
+    MEMORY_MAX) give what a bytearray gives; its save, from memory or from the file, holds those bytes;
+    a spill creates the only temp file, and a discard leaves none."""
+    import tempfile
+
+    model = bytearray(os.urandom(start))
+    with tempfile.TemporaryDirectory() as spool:
+        source = bytes(model)
+        dirty = DirtyFile(spool, lambda: io.BytesIO(source), len(source), memory=True)
+        try:
+            peak = len(model)
+            for op, offset, data in ops:
+                peak = max(peak, offset + len(data))
+                if op == "write":
+                    dirty.pwrite(offset, data)
+                    if offset > len(model):
+                        model.extend(bytes(offset - len(model)))
+                    model[offset : offset + len(data)] = data
+                else:
+                    dirty.truncate(offset)
+                    del model[offset:]
+                    model.extend(bytes(offset - len(model)))
+                assert dirty.size == len(model)
+                assert dirty.pread(0, len(model) + 10) == bytes(model)
+                assert dirty.in_memory == (not os.listdir(spool)), "a temp file exists exactly once spilled"
+            if dirty.in_memory:
+                _version, content, digests = dirty.snapshot(hold=False)
+                assert content == bytes(model)
+                assert digests == (len(model), hashlib.sha256(model).hexdigest(), hashlib.md5(model).hexdigest())
+            else:
+                assert peak > MEMORY_MAX  # spilled only when it had to be
+                _version, stored = dirty.store(lambda path, _digests, _link, _finish: open(path, "rb").read())
+                assert stored == bytes(model)
+            with dirty.reopen() as f:
+                assert f.read() == bytes(model)
+        finally:
+            dirty.discard()
+        assert os.listdir(spool) == []
