@@ -60,6 +60,7 @@ UPLOADS: Final = 8  # uploads in flight
 LINGER: Final = 0.05  # seconds the pipeline waits to gather a batch when nobody waits for it
 SYNC_INTERVAL: Final = 1.0  # seconds between syncs of the journal's files when closes do not fsync (each sync stalls the disk)
 INLINE_MAX: Final = 64 << 10  # a file up to this size is journaled inside its record, not beside it
+MEMORY_HELD_MAX: Final = 64 << 20  # journaled small files' bytes kept in RAM until staged, at most (then on disk)
 LOCAL_SAVE_MAX: Final = 1 << 20  # a file up to this size is journaled on the request loop (save_is_local)
 BACKOFF: Final = (0.05, 2.0)  # first and longest wait between retries of an unavailable store
 
@@ -120,6 +121,7 @@ class Writeback:
         self._per_branch: collections.Counter[BranchKey] = collections.Counter()
         self._overlay: dict[BranchKey, dict[str, tuple[int, Entry | None]]] = {}
         self._bytes = 0
+        self._in_memory = 0  # bytes of pending records held in RAM (``Pending.inline``), bounded by MEMORY_HELD_MAX
         self._warned = 0.0
         self._waiting = 0  # drains in progress: the pipeline does not linger for more records
         self._idle = False  # the pipeline waits for a first record (an enqueue must wake it)
@@ -182,7 +184,9 @@ class Writeback:
         self._wait_for_space(dirty.size)
         share = node.writers > 1  # another handle may write on: journal a copy, keep the temp file
         content: bytes | None = None
-        if dirty.in_memory:  # a small file: its bytes ride in the record, with no data file at all
+        if dirty.in_memory and self._in_memory + dirty.size <= MEMORY_HELD_MAX:
+            # A small file: its bytes ride in the record, with no data file at all.  (Past the bound, say
+            # with the store down, the bytes go to a data file as a large file's do, not to RAM.)
             data = ""
             version, content, digests = dirty.snapshot(hold=not share)
         else:
@@ -267,6 +271,8 @@ class Writeback:
         self._pending.append(item)
         self._per_branch[item.key] += 1
         self._bytes += item.size
+        if item.inline is not None:
+            self._in_memory += len(item.inline)
         over = self._overlay.setdefault(item.key, {})
         if item.base is not None:
             over[item.path] = (item.seq, item.base)
@@ -374,6 +380,8 @@ class Writeback:
                     if self._per_branch[item.key] <= 0:
                         del self._per_branch[item.key]
                     self._bytes -= item.size
+                    if item.inline is not None:
+                        self._in_memory -= len(item.inline)
                     over = self._overlay.get(item.key)
                     if over is not None:
                         for path in [item.path] if item.base is not None else [p for p, _e in item.changes]:

@@ -193,7 +193,7 @@ class DirtyFile:
         in memory, with no temp file (see the module docstring).
         """
         self._spool_dir = spool_dir
-        self._mem: bytearray | None = None  # the content while held in memory (then ``fd`` is -1, ``path`` "")
+        self._mem: bytearray | bytes | None = None  # the content while held in memory (bytes once journaled) (then ``fd`` is -1, ``path`` "")
         if memory and size <= MEMORY_MAX:
             self.fd, self.path, self._mem = -1, "", bytearray()
         else:
@@ -301,6 +301,7 @@ class DirtyFile:
                 digests = (len(data), hashlib.sha256(data).hexdigest(), hashlib.md5(data, usedforsecurity=False).hexdigest())
             if hold:
                 self.held = self.pending = True
+                self._mem = data  # held content never changes again: one copy, the journal's
             return self.version, data, digests
 
     def reopen(self) -> BinaryIO:
@@ -321,6 +322,7 @@ class DirtyFile:
                 self._thaw()
             mem = self._mem
             if mem is not None and offset + len(data) <= MEMORY_MAX:
+                assert isinstance(mem, bytearray)  # bytes are held content, which ``Held`` above keeps unwritten
                 if offset > len(mem):
                     mem.extend(bytes(offset - len(mem)))
                 mem[offset : offset + len(data)] = data
@@ -395,6 +397,7 @@ class DirtyFile:
                     self._thaw()
             mem = self._mem
             if mem is not None and size <= MEMORY_MAX:
+                assert isinstance(mem, bytearray)  # as in pwrite
                 if size < len(mem):
                     del mem[size:]
                 else:

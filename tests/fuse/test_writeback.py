@@ -453,3 +453,33 @@ def test_a_record_whose_inline_bytes_are_not_its_own_is_kept_aside(app: App, hom
         assert any("inline bytes are not" in k["error"] for k in fs.writeback.report.kept)
     finally:
         fs.close()
+
+
+def test_journaled_small_files_go_to_disk_past_the_memory_bound(
+    flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the store down, journaled small files are held in RAM only up to MEMORY_HELD_MAX; the rest
+    get data files as large files do, and every file is read back and staged once the store is back."""
+    from lakemount.fuse import writeback
+
+    monkeypatch.setattr(writeback, "MEMORY_HELD_MAX", 2500)
+    app, adapter, factory = flaky
+    fs = factory()
+    pfs = PathFS(fs)
+    adapter.fail_next("put", 10_000, where=OBJECTS)
+    adapter.fail_next("put_file", 10_000, where=OBJECTS)
+    files = {f"m{i}": os.urandom(1000) for i in range(6)}
+    for path, data in files.items():
+        pfs.write_file(f"{MAIN}/{path}", data)
+    assert fs.writeback is not None
+    wb = fs.writeback
+    with wb._cond:
+        held = [item.path for item in wb._pending if item.inline is not None]
+        on_disk = [item.path for item in wb._pending if item.data]
+        assert wb._in_memory == 1000 * len(held) <= 2500
+    assert held == ["m0", "m1"] and on_disk == ["m2", "m3", "m4", "m5"]
+    assert all(pfs.read_file(f"{MAIN}/{p}") == d for p, d in files.items())  # read back from RAM and from disk
+    adapter.heal()
+    wb.drain(None)
+    assert lost(app, "main", files) == []
+    assert wb._in_memory == 0
