@@ -131,6 +131,9 @@ def commit(ctx: Ctx) -> Response:
     date = body.get("date")
     if date is not None and not 0 <= date < 1 << 40:
         raise bad_request("date out of range")
+    from lakemount.node import settle
+
+    settle(ctx.service.app, repo, ctx.params["branch"])  # what this node's write-back mounts hold for the branch comes first
     c = ctx.catalog.commit(
         repo, ctx.params["branch"], body["message"], committer=ctx.user or "lakemount",
         metadata=sorted((body.get("metadata") or {}).items()), allow_empty=bool(body.get("allow_empty")),

@@ -95,6 +95,10 @@ def merge_into_branch(ctx: Ctx) -> Response:
     body = ctx.json_body()
     strategy = body.get("strategy") or None
     source, dest = ctx.params["sourceRef"], ctx.params["destinationBranch"]
+    from lakemount.node import settle
+
+    for branch in dict.fromkeys((dest, source)):  # what this node's write-back mounts hold for either side comes first
+        settle(ctx.service.app, repo, branch)
     result = ctx.catalog.merge(
         repo, source, dest, strategy=strategy,
         squash=bool(body.get("squash_merge")), message=body.get("message") or None,

@@ -21,6 +21,9 @@ def commit(uri: str, message: str, meta: tuple[str, ...], allow_empty: bool, com
     u = parse_uri(uri, need_ref=True, path_hint="a commit takes every uncommitted change of the branch")
     assert u.ref
     ctx_obj().acts_on(u.repo, "commit", u.ref)
+    from lakemount.node import settle
+
+    settle(ctx_obj().app, u.repo, u.ref)  # what this node's write-back mounts hold for the branch comes first
     res = ctx_obj().app.catalog.commit(
         u.repo, u.ref, message, committer=committer or getpass.getuser(), metadata=parse_meta(meta), allow_empty=allow_empty
     )

@@ -28,6 +28,11 @@ def merge(source: str, destination: str, strategy: str, squash: bool, message: s
         raise InvalidArgument("source and destination must be in the same repository")
     assert s.ref and d.ref
     ctx_obj().acts_on(d.repo, "merge", d.ref)
+    from lakemount.node import settle
+
+    settle(ctx_obj().app, d.repo, d.ref)  # what this node's write-back mounts hold for the destination comes first
+    if s.ref != d.ref:
+        settle(ctx_obj().app, s.repo, s.ref)  # and for the source, when it is a branch with writes journaled here
     res = ctx_obj().app.catalog.merge(
         s.repo, s.ref, d.ref, strategy=strategy, squash=squash, message=message,
         committer=getpass.getuser(), metadata=parse_meta(meta),

@@ -42,7 +42,7 @@ def parse_ref(text: str) -> tuple[str, str]:
 
 
 def _log_path(home: str, mountpoint: str) -> str:
-    from lakemount.fuse.runner import pid_file
+    from lakemount.node import pid_file
 
     return os.path.join(home, "log", os.path.basename(pid_file(home, mountpoint))[: -len(".pid")] + ".log")
 

@@ -24,15 +24,12 @@ import base64
 import hashlib
 import json
 import os
-import struct
 import threading
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
-MAGIC: Final = b"LMJ1"
-HEADER: Final = struct.Struct("<4sII")  # magic, payload length, CRC-32 of the payload
-MAX_RECORD: Final = 16 << 20
+from lakemount.node import HEADER, MAGIC, MAX_RECORD  # the frame, which every process of the node reads
 
 
 @dataclass(slots=True)
@@ -224,3 +221,4 @@ def _file_digest(path: str) -> tuple[int, str] | None:
     except OSError:
         return None
     return size, sha.hexdigest()
+

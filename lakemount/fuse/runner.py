@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import hashlib
 import logging
 import os
 import shutil
@@ -29,6 +28,7 @@ from lakemount.errors import AlreadyExists, InvalidArgument, Unavailable
 from lakemount.fuse import kflags
 from lakemount.fuse.access import MountAccess, parse_users
 from lakemount.fuse.core import FileSystem, MountOptions
+from lakemount.node import pid_file, read_pid
 
 log = logging.getLogger(__name__)
 
@@ -131,29 +131,6 @@ def _unmount(mountpoint: str, *, lazy: bool) -> None:
         raise Unavailable(f"cannot unmount {mountpoint}: {message or 'exit status ' + str(proc.returncode)}")
 
 
-def pid_file(home: str, mountpoint: str) -> str:
-    """The pid file path under ``home/run`` for a mount at ``mountpoint`` (unique per absolute path)."""
-    mp = os.path.abspath(mountpoint)
-    slug = mp.strip("/").replace("/", "-")[-80:] or "root"
-    return os.path.join(home, "run", f"mount-{slug}-{hashlib.sha1(mp.encode()).hexdigest()[:8]}.pid")
-
-
-def read_pid(path: str) -> int | None:
-    """The pid recorded in ``path`` if that process is alive, else None (missing or bad file, dead process)."""
-    try:
-        with open(path) as f:
-            pid = int(f.read().strip() or 0)
-    except (OSError, ValueError):
-        return None
-    if pid <= 0:
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass
-    return pid
 
 
 def prepare_mountpoint(home: str, mountpoint: str) -> str:

@@ -54,8 +54,9 @@ STORE: frozenset[str] = frozenset({
 })
 
 # A commit also makes its hooks' events and looks for hooks (none run here: the runner, not the hook types), writes ranges, and appends
-# the commit to the event feed.
+# the commit to the event feed; first it waits for this node's write-back journals (lakemount.node: the standard library's only).
 COMMIT: frozenset[str] = frozenset({
+    "lakemount.node",
     "lakemount.actions", "lakemount.actions.events", "lakemount.actions.hook", "lakemount.actions.network", "lakemount.actions.parser", "lakemount.actions.runner",
     "lakemount.actions.runs", "lakemount.catalog.events", "lakemount.cli.commit",
     "lakemount.graveler.committed.writer", "lakemount.graveler.runs", "lakemount.metastore.events",

@@ -426,7 +426,7 @@ def test_a_small_files_bytes_ride_in_its_record_and_replay_restores_a_lost_data_
 
 def _records(log: bytes) -> list[dict[str, Any]]:
     """The payloads of a journal log, frame by frame (base64 bytes may hold the magic itself)."""
-    from lakemount.fuse.journal import HEADER
+    from lakemount.node import HEADER
 
     out, pos = [], 0
     while pos < len(log):

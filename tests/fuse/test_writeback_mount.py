@@ -139,3 +139,40 @@ def test_kill_9_during_the_replay_loses_no_acknowledged_file(
     mounts.append(m)
     assert "replay done" in m.log()
     assert_nothing_lost(app, mp, source)
+
+
+def test_a_cli_commit_on_the_node_waits_for_the_mounts_journal(
+    app: App, home: str, tmp_path: os.PathLike[str], mounts: list[Mount],
+) -> None:
+    """`lakemount commit` in another process of the node holds what the write-back mount acknowledged:
+    it waits (saying so) while the mount's store is down, and commits the file once it is staged."""
+    tmp = os.fspath(tmp_path)
+    mp, faults = os.path.join(tmp, "mnt"), os.path.join(tmp, "faults")
+    open(faults, "w").close()
+    m = start(home, mp, command=lambda fd: [sys.executable, FLAKY, mp, faults, str(fd)], env=wb_env(home))
+    mounts.append(m)
+    main = f"{mp}/{REPO}/main"
+    open(f"{main}/first", "wb").close()  # the empty object a create points at is stored before the store goes down
+    with open(faults, "w") as f:
+        f.write(f"put 1000000 {OBJECTS}\nput_file 1000000 {OBJECTS}\n")
+    assert wait_for(lambda: os.path.getsize(faults) == 0, timeout=30), "the mount never took the faults"
+    with open(f"{main}/late.txt", "wb") as f:
+        f.write(b"acknowledged before the commit")
+    err_path = os.path.join(tmp, "cli.err")
+    with open(err_path, "w") as err:
+        cli = subprocess.Popen([sys.executable, "-m", "lakemount.cli.main", "commit", f"lakefs://{REPO}/main", "-m", "from the cli"],
+                               env=env_for(home), stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        assert wait_for(lambda: "not yet staged" in open(err_path).read(), timeout=60), open(err_path).read()
+        assert cli.poll() is None  # still waiting: the file is journaled, not staged
+        assert app.catalog.get_optional(REPO, "main", "late.txt") is None
+        with open(faults, "w") as f:
+            f.write("heal\n")
+        assert cli.wait(timeout=120) == 0, open(err_path).read()
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    commit = app.catalog.get_branch(REPO, "main").commit_id
+    entry = app.catalog.get_optional(REPO, commit, "late.txt")
+    assert entry is not None and app.catalog.read(app.catalog.repository(REPO), entry) == b"acknowledged before the commit"
