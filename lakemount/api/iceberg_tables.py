@@ -80,7 +80,7 @@ def list_tables(ctx: Ctx) -> Response:
             continue
         meta = loaded.metadata
         out.append({"namespace": list(f.namespace), "name": f.name, "path": f.path,
-                    "format_version": meta.get("format-version"), "current_snapshot_id": contents.current_snapshot(meta),
+                    "format_version": meta.get("format-version"), "current_snapshot_id": contents.id_text(contents.current_snapshot(meta)),
                     "snapshots": len(meta.get("snapshots") or []), "last_updated_ms": meta.get("last-updated-ms")})
     return json_response(200, {"results": out, "truncated": truncated})
 
@@ -167,7 +167,7 @@ def preview_rows(ctx: Ctx) -> Response:
             message = got["message"]
             break
     return json_response(200, {
-        "path": loaded.table.path, "snapshot_id": contents.current_snapshot(meta),
+        "path": loaded.table.path, "snapshot_id": contents.id_text(contents.current_snapshot(meta)),
         "schema": [{"name": f["name"], "type": contents.type_text(f.get("type"))} for f in top], "rows": rows[:want],
         "num_rows": sum(f.records for f in data), "data_files": len(data), "delete_files": len(files) - len(data),
         "truncated": len(rows) < sum(f.records for f in data), **({"message": message} if message else {})})
@@ -185,7 +185,7 @@ def _side(loaded: Loaded | None) -> dict[str, Any]:
     for s in meta.get("snapshots") or []:
         if isinstance(s, dict) and s.get("snapshot-id") == snap and isinstance(s.get("summary"), dict):
             summary = s["summary"]
-    return {"exists": True, "format_version": meta.get("format-version"), "current_snapshot_id": snap,
+    return {"exists": True, "format_version": meta.get("format-version"), "current_snapshot_id": contents.id_text(snap),
             "schema_id": contents.current_schema(meta).get("schema-id", 0), "metadata_path": loaded.metadata_path,
             "total_records": int(summary.get("total-records", "0") or 0) if str(summary.get("total-records", "0")).isdigit() else None,
             "total_files_size": int(summary["total-files-size"]) if str(summary.get("total-files-size", "")).isdigit() else None,

@@ -173,10 +173,16 @@ def snapshot_view(snap: dict[str, Any]) -> dict[str, Any]:
         value = summary.get(key)
         if isinstance(value, str) and value.isdigit():
             counts[key.replace("-", "_")] = int(value)
-    return {"snapshot_id": snap.get("snapshot-id"), "parent_snapshot_id": snap.get("parent-snapshot-id"),
+    return {"snapshot_id": id_text(snap.get("snapshot-id")), "parent_snapshot_id": id_text(snap.get("parent-snapshot-id")),
             "sequence_number": snap.get("sequence-number"), "timestamp_ms": snap.get("timestamp-ms"),
             "operation": summary.get("operation", ""), "schema_id": snap.get("schema-id"), "counts": counts,
             "summary": summary}
+
+
+def id_text(value: Any) -> str | None:
+    """A snapshot id as the UI's JSON carries it: decimal text (ids are 64-bit, past a JavaScript number's exact
+    integers), None for none."""
+    return None if value is None or value == -1 else str(value)
 
 
 def snapshots(meta: dict[str, Any]) -> list[dict[str, Any]]:
@@ -192,7 +198,7 @@ def detail(loaded: Loaded) -> dict[str, Any]:
     return {"namespace": list(loaded.table.namespace.levels), "name": loaded.table.name, "path": loaded.table.path,
             "format_version": meta.get("format-version"), "table_uuid": meta.get("table-uuid"),
             "metadata_path": loaded.metadata_path, "last_updated_ms": meta.get("last-updated-ms"),
-            "properties": meta.get("properties") or {}, "current_snapshot_id": current_snapshot(meta),
+            "properties": meta.get("properties") or {}, "current_snapshot_id": id_text(current_snapshot(meta)),
             "schema": {"schema_id": schema.get("schema-id", 0), "fields": fields(schema)},
             "schemas": len(meta.get("schemas") or []) or 1, "partition_spec": partition_spec(meta),
             "snapshots": snapshots(meta)}
