@@ -218,9 +218,10 @@ def records(data: bytes) -> Iterator[dict[str, Any]]:
         meta[key] = buf.take(buf.long())
     sync = buf.take(16)
     try:
-        schema = _Schema(json.loads(meta.get("avro.schema", b"")))
+        parsed = json.loads(meta.get("avro.schema", b""))
     except ValueError:
         raise AvroError("Avro file without a readable schema") from None
+    schema = _Schema(parsed)
     codec = meta.get("avro.codec", b"null").decode("ascii", "replace") or "null"
     while buf.pos < len(data):
         count, size = buf.long(), buf.long()

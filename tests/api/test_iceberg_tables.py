@@ -45,8 +45,8 @@ def batch(ids: list[int], **extra: Any) -> pa.Table:
 
 
 class Lakes:
-    """One repository: ``db.events`` (v2, partitioned by name, two appends) and ``db.old`` (v1, one append) and
-    ``db.v3`` (v3, a column with a default) committed on main; ``feat`` then adds a column and rows to events."""
+    """One repository: ``db.events`` (v2, partitioned by name, two appends), ``db.old`` (v1, one append),
+    ``db.v3`` (v3, a column with a default) and ``db.inner.deep`` (a namespace of two levels) committed on main; ``feat`` then adds a column and rows to events."""
 
     def __init__(self, lake: Served) -> None:
         self.lake = lake
@@ -62,7 +62,9 @@ class Lakes:
         v3 = cat.create_table((self.id, "main", "db", "v3"), schema=SCHEMA, properties={"format-version": "3"})
         with v3.update_schema() as update:
             update.add_column("score", LongType(), required=True, default_value=7)
-        self.repo.branch("main").commit(message="three tables")
+        cat.create_namespace((self.id, "main", "db", "inner"))  # a namespace of two levels, inside the first
+        cat.create_table((self.id, "main", "db", "inner", "deep"), schema=SCHEMA)
+        self.repo.branch("main").commit(message="four tables")
         self.feat = self.repo.branch("feat").create(source_reference="main")
         events = cat.load_table((self.id, "feat", "db", "events"))
         with events.update_schema() as update:
@@ -80,7 +82,7 @@ def test_a_refs_tables_are_listed_by_namespace_with_their_versions(lakes: Lakes)
     status, body = get(lakes.lake, f"/repositories/{lakes.id}/refs/main/iceberg/tables")
     assert status == 200, body
     assert [(t["namespace"], t["name"], t["format_version"]) for t in body["results"]] == [
-        (["db"], "events", 2), (["db"], "old", 1), (["db"], "v3", 3)]
+        (["db"], "events", 2), (["db"], "old", 1), (["db"], "v3", 3), (["db", "inner"], "deep", 2)]
     assert body["results"][0]["path"] == "db/events/" and body["results"][0]["snapshots"] == 2
     assert body["truncated"] is False
 
@@ -124,7 +126,7 @@ def test_rows_are_previewed_from_the_current_snapshot_in_the_current_schema(lake
 def test_compare_shows_snapshots_added_schema_changes_and_the_row_diff(lakes: Lakes) -> None:
     status, d = get(lakes.lake, f"/repositories/{lakes.id}/refs/main/diff/feat/iceberg/tables")
     assert status == 200, d
-    assert [t["path"] for t in d["results"]] == ["db/events/"]  # the other two tables did not change
+    assert [t["path"] for t in d["results"]] == ["db/events/"]  # the other tables did not change
     t = d["results"][0]
     assert t["status"] == "changed" and t["row_diff"] is True
     assert [s["operation"] for s in t["snapshots_added"]] == ["append"] and t["snapshots_removed"] == 0
