@@ -44,13 +44,17 @@ DIFF = "/repositories/{repository}/refs/{leftRef}/diff/{rightRef}/iceberg"
 
 @contextmanager
 def _answers() -> Iterator[None]:
-    """The Iceberg side's refusals as the API's (a path naming no table, a broken pointer)."""
+    """The Iceberg side's refusals as the API's: a path naming no table (400), no table (404); a table whose
+    pointer, metadata or manifests cannot be read is a 400 naming the fault (its objects are data anyone with
+    WriteRepo may have written through S3, not the server's own state)."""
     try:
         yield
     except IcebergError as e:
-        raise ApiError(e.code, e.message) from None
+        raise ApiError(e.code if e.code < 500 else 400, e.message) from None
     except ContentsError as e:
         raise bad_request(str(e)) from None
+    except (TypeError, AttributeError, KeyError, ValueError) as e:  # a field of the wrong JSON type
+        raise bad_request(f"the table's metadata is malformed: {type(e).__name__}: {str(e)[:200]}") from None
 
 
 def _table(ctx: Ctx, repo: str, at: Any) -> Loaded:
@@ -74,14 +78,19 @@ def list_tables(ctx: Ctx) -> Response:
     found, truncated = contents.find_tables(cat, repo, at)
     out = []
     for f in found:
-        with _answers():
-            loaded = contents.load(cat, contents.table_id(repo, ctx.params["ref"], f.path), at)
-        if loaded is None:
-            continue
-        meta = loaded.metadata
-        out.append({"namespace": list(f.namespace), "name": f.name, "path": f.path,
-                    "format_version": meta.get("format-version"), "current_snapshot_id": contents.id_text(contents.current_snapshot(meta)),
-                    "snapshots": len(meta.get("snapshots") or []), "last_updated_ms": meta.get("last-updated-ms")})
+        one: dict[str, Any] = {"namespace": list(f.namespace), "name": f.name, "path": f.path}
+        try:
+            with _answers():
+                loaded = contents.load(cat, contents.table_id(repo, ctx.params["ref"], f.path), at)
+                if loaded is None:
+                    continue
+                meta = loaded.metadata
+                one.update(format_version=meta.get("format-version"),
+                           current_snapshot_id=contents.id_text(contents.current_snapshot(meta)),
+                           snapshots=len(meta.get("snapshots") or []), last_updated_ms=meta.get("last-updated-ms"))
+        except ApiError as e:  # one unreadable table is said in its row; the others are listed
+            one["error"] = e.message
+        out.append(one)
     return json_response(200, {"results": out, "truncated": truncated})
 
 
@@ -93,7 +102,9 @@ def get_table(ctx: Ctx) -> Response:
     table, 404 for no table there or a ref that does not exist."""
     repo = repo_of(ctx, Action.READ_REPO)
     at = ctx.catalog.resolve(repo, ctx.params["ref"])
-    return json_response(200, contents.detail(_table(ctx, repo, at)))
+    loaded = _table(ctx, repo, at)
+    with _answers():
+        return json_response(200, contents.detail(loaded))
 
 
 def _field_names(meta: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[int, str]]:
@@ -205,6 +216,26 @@ def _row_diff_refusal(side: dict[str, Any], which: str) -> str:
     return ""
 
 
+def _table_change(cat: Any, table: Any, la: Any, ra: Any) -> dict[str, Any] | None:
+    """How ``table`` differs from ``la`` to ``ra`` (resolved refs), None when its pointer is the same."""
+    a, b = contents.load(cat, table, la), contents.load(cat, table, ra)
+    if a is None and b is None or a is not None and b is not None and a.pointer.address == b.pointer.address:
+        return None
+    added, dropped = contents.snapshots_added(None if a is None else a.metadata, None if b is None else b.metadata)
+    left, right = _side(a), _side(b)
+    refused = "" if b is not None else "the table was removed"
+    refused = refused or _row_diff_refusal(left, "left") or _row_diff_refusal(right, "right")
+    one = {"path": table.path, "namespace": list(table.namespace.levels), "name": table.name,
+           "status": "added" if a is None else "removed" if b is None else "changed",
+           "left": left, "right": right, "snapshots_added": added, "snapshots_removed": dropped,
+           "schema_changes": contents.schema_changes(None if a is None else contents.current_schema(a.metadata),
+                                                     None if b is None else contents.current_schema(b.metadata)),
+           "row_diff": not refused}
+    if refused:
+        one["row_diff_refused"] = refused
+    return one
+
+
 @operation("GET", DIFF + "/tables", "diffIcebergTables", tag=TAG, response="IcebergTableDiffList", params=(TYPE,),
            summary="the Iceberg tables that differ between two refs: snapshots added, schema changes")
 def diff_tables(ctx: Ctx) -> Response:
@@ -223,22 +254,14 @@ def diff_tables(ctx: Ctx) -> Response:
     for path in paths:
         with _answers():
             table = contents.table_id(repo, ctx.params["rightRef"], path)
-            a, b = contents.load(cat, table, la), contents.load(cat, table, ra)
-        if a is not None and b is not None and a.pointer.address == b.pointer.address:
-            continue
-        added, dropped = contents.snapshots_added(None if a is None else a.metadata, None if b is None else b.metadata)
-        left, right = _side(a), _side(b)
-        refused = "" if b is not None else "the table was removed"
-        refused = refused or _row_diff_refusal(left, "left") or _row_diff_refusal(right, "right")
-        one = {"path": path, "namespace": list(table.namespace.levels), "name": table.name,
-               "status": "added" if a is None else "removed" if b is None else "changed",
-               "left": left, "right": right, "snapshots_added": added, "snapshots_removed": dropped,
-               "schema_changes": contents.schema_changes(None if a is None else contents.current_schema(a.metadata),
-                                                         None if b is None else contents.current_schema(b.metadata)),
-               "row_diff": not refused}
-        if refused:
-            one["row_diff_refused"] = refused
-        out.append(one)
+        try:
+            with _answers():
+                one = _table_change(cat, table, la, ra)
+        except ApiError as e:  # one unreadable table is said in its entry; the others are compared
+            one = {"path": path, "namespace": list(table.namespace.levels), "name": table.name, "status": "unreadable",
+                   "error": e.message, "row_diff": False, "row_diff_refused": e.message}
+        if one is not None:
+            out.append(one)
     return json_response(200, {"left": lref, "right": rref, "results": out, "truncated": ltrunc or rtrunc})
 
 

@@ -226,9 +226,9 @@ COMPONENTS: Final[dict[str, S]] = {
                      columns={"type": "array", "items": STR}, results={"type": "array", "items": {"type": "object"}},
                      pagination=ref("Pagination")),
     # lakemount's own: the web UI's Iceberg table pages (api/iceberg_tables.py).
-    "IcebergTableSummary": obj(["namespace", "name", "path", "format_version"], closed=False,
+    "IcebergTableSummary": obj(["namespace", "name", "path"], closed=False,
                                namespace={"type": "array", "items": STR}, name=STR, path=STR, format_version=INT,
-                               current_snapshot_id=nullable(STR), snapshots=INT, last_updated_ms=INT),
+                               current_snapshot_id=nullable(STR), snapshots=INT, last_updated_ms=INT, error=STR),
     "IcebergTableList": obj(["results", "truncated"], closed=False, results={"type": "array", "items": ref("IcebergTableSummary")},
                             truncated=BOOL),
     "IcebergTable": obj(["namespace", "name", "path", "format_version", "schema", "partition_spec", "snapshots"], closed=False,

@@ -193,3 +193,24 @@ def test_a_table_with_a_broken_manifest_list_is_a_400_naming_it(lake: Served, la
     status, body = get(lake, f"/repositories/{lakes.id}/refs/broken/iceberg/table/rows", path="db/old")
     assert status == 400 and "manifest" in body["message"], body
     branch.delete()
+
+
+def test_an_unreadable_table_is_said_in_its_row_and_the_others_are_listed(lake: Served, lakes: Lakes) -> None:
+    # A pointer anyone with WriteRepo may write through S3: no metadata file named, then malformed metadata.
+    branch = lakes.repo.branch("junk").create(source_reference="main")
+    branch.object("db/junk/_iceberg_table.json").upload(b'{"metadata-location": "s3://x/y.metadata.json"}')
+    branch.object("db/odd/metadata/m.json").upload(b'{"format-version": 2, "schemas": 5, "current-schema-id": 0, "snapshots": 7}')
+    branch.object("db/odd/_iceberg_table.json").upload(b'{"metadata": "db/odd/metadata/m.json"}')
+    branch.commit(message="junk")
+    status, body = get(lake, f"/repositories/{lakes.id}/refs/junk/iceberg/tables")
+    assert status == 200, body
+    by_name = {t["name"]: t for t in body["results"]}
+    assert set(by_name) == {"events", "old", "v3", "deep", "junk", "odd"}
+    assert "names no metadata file" in by_name["junk"]["error"] and "error" not in by_name["events"]
+    for name, words in (("junk", "names no metadata file"), ("odd", "malformed")):
+        status, t = get(lake, f"/repositories/{lakes.id}/refs/junk/iceberg/table", path=f"db/{name}")
+        assert status == 400 and words in t["message"] and "\n" not in t["message"], t
+    status, d = get(lake, f"/repositories/{lakes.id}/refs/main/diff/junk/iceberg/tables")
+    assert status == 200, d
+    assert {t["name"]: t["status"] for t in d["results"]} == {"junk": "unreadable", "odd": "unreadable"}
+    branch.delete()

@@ -31,8 +31,9 @@ async function tablesPage(repo, ref) {
     el("table", {class: "iceberg-tables"},
       el("tr", {}, el("th", {}, "table"), el("th", {}, "format"), el("th", {}, "snapshots"), el("th", {}, "last update"), el("th", {}, "directory")),
       tables.map(t => el("tr", {class: "iceberg-table", "data-path": t.path},
-        el("td", {}, link(tableHash(repo, ref, t.path), t.name)), el("td", {}, "v" + t.format_version),
-        el("td", {}, String(t.snapshots)), el("td", {}, fmtMs(t.last_updated_ms)),
+        el("td", {}, link(tableHash(repo, ref, t.path), t.name)),
+        t.error ? el("td", {colspan: 3, class: "error table-error"}, "unreadable: " + t.error)
+          : [el("td", {}, "v" + t.format_version), el("td", {}, String(t.snapshots)), el("td", {}, fmtMs(t.last_updated_ms))],
         el("td", {}, link(treeHash(repo, ref, t.path), t.path)))))));
   draw(g0, el("h2", {}, repo), repoTabs(repo, ref), crumbs, el("h3", {}, "Iceberg tables"),
     sections.length ? el("div", {id: "tables"}, sections)
@@ -111,6 +112,10 @@ function schemaChangeList(c) {
 }
 
 function tableChange(repo, cmp, t) {
+  if (t.error) {
+    return el("section", {class: "iceberg-change", "data-status": t.status, "data-path": t.path},
+      el("h4", {}, el("span", {class: "removed"}, "unreadable"), " ", el("strong", {}, tableName(t))), errorBox(t.error));
+  }
   const base = route("repositories", repo, "refs", cmp.left, "diff", cmp.right, "iceberg", "table", "rows");
   const rowsBox = el("div", {class: "iceberg-row-diff"});
   const button = t.row_diff ? el("button", {type: "button", class: "row-diff-toggle", "aria-expanded": "false", onclick: async () => {
