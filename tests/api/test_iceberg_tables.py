@@ -214,3 +214,34 @@ def test_an_unreadable_table_is_said_in_its_row_and_the_others_are_listed(lake: 
     assert status == 200, d
     assert {t["name"]: t["status"] for t in d["results"]} == {"junk": "unreadable", "odd": "unreadable"}
     branch.delete()
+
+
+def test_a_column_added_with_a_default_shows_its_default_in_older_files_rows(lake: Served, lakes: Lakes) -> None:
+    # Rows written at v2, the table upgraded to v3 and given a column with a default: the older data files lack
+    # the column, and reading them gives its initial-default (the spec's rule), on the page and in the row diff.
+    cat = iceberg_catalog(lake)
+    branch = lakes.repo.branch("grown").create(source_reference="main")
+    name = (lakes.id, "grown", "db", "grown")
+    table = cat.create_table(name, schema=SCHEMA)
+    table.append(batch([1, 2]))
+    branch.commit(message="grown: two rows")
+    with table.transaction() as tx:
+        tx.set_properties(**{"format-version": "3"})
+    table = cat.load_table(name)
+    with table.update_schema() as update:
+        update.add_column("score", LongType(), required=True, default_value=7)
+    assert sorted(r["score"] for r in table.scan().to_arrow().to_pylist()) == [7, 7]  # pyiceberg reads it so too
+    status, p = get(lake, f"/repositories/{lakes.id}/refs/grown/iceberg/table/rows", path="db/grown")
+    assert status == 200, p
+    assert sorted(p["rows"]) == [[1, "n1", 7], [2, "n2", 7]]
+    status, d = get(lake, f"/repositories/{lakes.id}/refs/grown/diff/grown/iceberg/tables", type="uncommitted")
+    t = d["results"][0]
+    assert t["left"]["format_version"] == 2 and t["right"]["format_version"] == 3 and t["snapshots_added"] == []
+    assert t["schema_changes"]["added"] == [{"id": 3, "name": "score", "type": "long", "required": True,
+                                             "initial_default": 7, "write_default": 7}]
+    status, rows = get(lake, f"/repositories/{lakes.id}/refs/grown/diff/grown/iceberg/table/rows", path="db/grown",
+                       type="uncommitted", key="id")
+    assert status == 200, rows
+    assert rows["counts"] == {"added": 0, "removed": 0, "changed": 0, "unchanged": 2}
+    assert rows["schema"]["added"] == [{"name": "score", "type": "int64"}]
+    branch.delete()

@@ -86,6 +86,13 @@ def test_tables_page_table_page_and_compare_of_a_changed_table(served: Served, b
     assert page.locator("#table-rows").evaluate("b => [...b.childNodes].filter(n => n.nodeType === 3).length") == 0  # no stray "null"
     assert sorted(_cells(page, "#table-preview tr")[1:]) == [["1", "eu"], ["2", "us"], ["3", "eu"], ["4", "us"]]
     shot(page, "20-iceberg-table")
+    # A version 1 table, from its row on the tables page: its snapshot and its row.
+    page.goto(f"{served.api}/#/r/{rid}/tables/main")
+    page.click("tr.iceberg-table[data-path='sales/legacy/'] td:first-child a")
+    expect(page.locator("#table-name")).to_contain_text("format v1")
+    expect(page.locator("#table-snapshots tr.snapshot")).to_have_count(1)
+    expect(page.locator("#table-preview tr")).to_have_count(2)
+    assert _cells(page, "#table-preview tr")[1] == ["7", "eu"]
     # A v3 table shows its column's defaults; it has no snapshot, so no rows.
     page.goto(f"{served.api}/#/r/{rid}/table/main?path=sales/scores/")
     expect(page.locator("#table-schema tr.field")).to_have_count(3)
