@@ -22,6 +22,7 @@ from lakemount.api import (  # noqa: F401 - importing a resource module register
     commits,
     csrf,
     events,
+    iceberg_tables,
     imports,
     object_diff,
     objects,

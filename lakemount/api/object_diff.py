@@ -89,8 +89,10 @@ class _Side:
         return out
 
 
-def _sides(ctx: Ctx, repo: str, path: str) -> tuple[_Side, _Side]:
-    """The two versions of ``path`` the request's refs and ``type`` name; 404 when neither has it."""
+def compared_refs(ctx: Ctx, repo: str) -> tuple[str, str]:
+    """The two refs the request's ``leftRef``, ``rightRef`` and ``type`` compare, as ``diffRefs`` chooses them: commit
+    ids, or for ``uncommitted`` the branch's head commit and the branch itself; 400 for a bad type, 404 for a ref
+    that does not exist."""
     cat = ctx.catalog
     left, right = ctx.params["leftRef"], ctx.params["rightRef"]
     kind = ctx.q("type") or "three_dot"
@@ -104,6 +106,13 @@ def _sides(ctx: Ctx, repo: str, path: str) -> tuple[_Side, _Side]:
         lref, rref = branch.commit_id, right
     else:
         raise bad_request("type must be two_dot, three_dot or uncommitted")
+    return lref, rref
+
+
+def _sides(ctx: Ctx, repo: str, path: str) -> tuple[_Side, _Side]:
+    """The two versions of ``path`` the request's refs and ``type`` name; 404 when neither has it."""
+    cat = ctx.catalog
+    lref, rref = compared_refs(ctx, repo)
     a, b = cat.get_optional(repo, lref, path), cat.get_optional(repo, rref, path)
     if a is None and b is None:
         raise not_found(f"object not found on either side: {path}")

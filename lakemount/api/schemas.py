@@ -221,10 +221,26 @@ COMPONENTS: Final[dict[str, S]] = {
                     right=ref("ObjectDiffSide"), hunks={"type": "array", "items": {"type": "object"}},
                     counts={"type": "object", "additionalProperties": INT}),
     "TableDiff": obj(["path", "format", "key", "schema", "counts", "columns", "results", "pagination"], closed=False,
-                     path=STR, format={"type": "string", "enum": ["csv", "parquet"]}, key={"type": "array", "items": STR},
+                     path=STR, format={"type": "string", "enum": ["csv", "parquet", "iceberg"]}, key={"type": "array", "items": STR},
                      schema={"type": "object"}, counts={"type": "object", "additionalProperties": INT},
                      columns={"type": "array", "items": STR}, results={"type": "array", "items": {"type": "object"}},
                      pagination=ref("Pagination")),
+    # lakemount's own: the web UI's Iceberg table pages (api/iceberg_tables.py).
+    "IcebergTableSummary": obj(["namespace", "name", "path"], closed=False,
+                               namespace={"type": "array", "items": STR}, name=STR, path=STR, format_version=INT,
+                               current_snapshot_id=nullable(STR), snapshots=INT, last_updated_ms=INT, error=STR),
+    "IcebergTableList": obj(["results", "truncated"], closed=False, results={"type": "array", "items": ref("IcebergTableSummary")},
+                            truncated=BOOL),
+    "IcebergTable": obj(["namespace", "name", "path", "format_version", "schema", "partition_spec", "snapshots"], closed=False,
+                        namespace={"type": "array", "items": STR}, name=STR, path=STR, format_version=INT,
+                        table_uuid=STR, metadata_path=STR, current_snapshot_id=nullable(STR), properties={"type": "object"},
+                        schema={"type": "object"}, partition_spec={"type": "object"},
+                        snapshots={"type": "array", "items": {"type": "object"}}),
+    "IcebergTableRows": obj(["path", "schema", "rows", "num_rows"], closed=False, path=STR,
+                            schema={"type": "array", "items": {"type": "object"}}, rows={"type": "array", "items": {"type": "array"}},
+                            num_rows=INT, data_files=INT, delete_files=INT, truncated=BOOL, snapshot_id=nullable(STR)),
+    "IcebergTableDiffList": obj(["left", "right", "results", "truncated"], closed=False, left=STR, right=STR,
+                                results={"type": "array", "items": {"type": "object"}}, truncated=BOOL),
 }
 
 _TYPES: Final[dict[str, tuple[type, ...]]] = {

@@ -158,6 +158,11 @@ class Tables:
             raise IcebergError(500, "InternalServerError", f"metadata file of table {table.shown()} is missing: {path}")
         return Loaded(table, pointer, path, self._json(ns.repo, entry, f"metadata of table {table.shown()}"))
 
+    def load_at(self, table: TableId, at: Any) -> Loaded | None:
+        """The table as read at ``at`` (a ref expression or one resolved already), None when it has no table there;
+        raises 404 ``NoSuchNamespaceException`` when the namespace is none either, 500 for a broken pointer."""
+        return self._load_at(table, at)
+
     def load(self, table: TableId) -> Loaded:
         """The table at its ref; 404 ``NoSuchTableException`` or ``NoSuchNamespaceException``."""
         loaded = self._load_at(table, self._resolve(table.namespace))

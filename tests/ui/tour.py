@@ -1,7 +1,7 @@
 """Every page of the web UI, on one seeded repository: what the accessibility test (tests/ui/test_live.py) checks
 with axe-core and what ``scripts/screenshots.py`` photographs, in light and dark.
 
-``seed_tour`` makes a repository with data, two commits, a branch, a tag, an open pull request, a hook run,
+``seed_tour`` makes a repository with data, an Iceberg table, two commits, a branch, a tag, an open pull request, a hook run,
 protection and GC rules and an uncommitted change; ``tour_pages`` lists each page as (name, hash route,
 selector that says the page is drawn). Dialogs (the import dialog, the shortcuts help) are pages too.
 """
@@ -47,6 +47,7 @@ def seed_tour(served: Served, prefix: str = "tour") -> Tour:
     main.object("data/events.parquet").upload(buf.getvalue())
     main.object("data/people.csv").upload(b"id,name\n1,ada\n2,grace\n")
     main.object("docs/readme.txt").upload(b"hello\n")
+    _iceberg_table(served, rid)
     main.commit(message="first load", metadata={"source": "tour"})
     main.object("data/people.csv").upload(b"id,name\n1,ada\n2,grace\n3,linus\n")
     commit = main.commit(message="add linus").get_commit().id
@@ -69,6 +70,27 @@ def seed_tour(served: Served, prefix: str = "tour") -> Tour:
     return Tour(rid, commit, pull)
 
 
+def _iceberg_table(served: Served, rid: str) -> None:
+    """An Iceberg table ``db.orders`` on main, through the catalog with pyiceberg: a partition spec, two snapshots."""
+    import pyarrow as pa
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    from tests.iceberg.conftest import iceberg_catalog
+
+    cat = iceberg_catalog(served)
+    cat.create_namespace((rid, "main", "db"))
+    schema = Schema(NestedField(1, "id", LongType(), required=True), NestedField(2, "region", StringType(), required=False),
+                    identifier_field_ids=[1])
+    table = cat.create_table((rid, "main", "db", "orders"), schema=schema,
+                             partition_spec=PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "region")))
+    rows = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("region", pa.string())])
+    table.append(pa.table({"id": [1, 2, 3], "region": ["eu", "us", "eu"]}, schema=rows))
+    table.append(pa.table({"id": [4], "region": ["us"]}, schema=rows))
+
+
 def tour_pages(t: Tour) -> list[tuple[str, str, str]]:
     """(name, hash route, selector present once the page is drawn) for every page; "" routes are special steps."""
     r = t.repo
@@ -79,6 +101,8 @@ def tour_pages(t: Tour) -> list[tuple[str, str, str]]:
         ("objects-filtered", f"#/r/{r}/tree/main/data/?name=peo", "#listing >> text=people.csv"),
         ("object-parquet", f"#/r/{r}/object/main?path=data%2Fevents.parquet", "#preview[data-kind=parquet]"),
         ("object-csv", f"#/r/{r}/object/main?path=data%2Fpeople.csv", "#preview[data-kind=csv]"),
+        ("tables", f"#/r/{r}/tables/main", "#tables"),
+        ("table", f"#/r/{r}/table/main?path=db%2Forders%2F", "#table-preview"),
         ("commits", f"#/r/{r}/commits/main", "#commits"),
         ("commits-search", f"#/r/{r}/commits/main?search=linus", "#commits"),
         ("commit", f"#/r/{r}/commit/{t.commit}", "#diff"),

@@ -332,7 +332,7 @@ function ownPull(button, p) {
 
 function repoTabs(repo, ref) {
   return el("div", {class: "tabs"},
-    link(route("r", repo, "tree", ref), "objects"), link(route("r", repo, "commits", ref), "commits"),
+    link(route("r", repo, "tree", ref), "objects"), link(route("r", repo, "tables", ref), "tables"), link(route("r", repo, "commits", ref), "commits"),
     link(route("r", repo, "refs", ref), "branches & tags"), link(route("r", repo, "changes", ref), "uncommitted"),
     link(route("r", repo, "compare", ref, ref), "compare"), link(route("r", repo, "pulls"), "pull requests"),
     link(route("r", repo, "actions"), "hook runs"), link(route("r", repo, "feed"), "live feed"),
@@ -362,10 +362,12 @@ async function treePage(repo, ref, prefix, q) {
         writing ? [" ", writing.deleteButton(o.path)] : null));
   });
   // An Iceberg table is a directory holding its pointer object (lakemount/tables.py TABLE_POINTER): its page links to
-  // the table's history in the audit trail (its commits, schema changes, creation, by whom), as an object's page does.
+  // the table's page (tables.js) and to its history in the audit trail (its commits, schema changes, creation, by
+  // whom), as an object's page does.
   const isTable = prefix && data.results.some(o => o.path === prefix + TABLE_POINTER);
   draw(g0, el("h2", {}, repo), repoTabs(repo, ref), picker,
     isTable ? el("p", {id: "table-info"}, "Iceberg table ", el("strong", {}, prefix.slice(0, -1).split("/").join(".")), " · ",
+                 el("a", {id: "table-page", href: "#" + tableHash(repo, ref, prefix)}, "schema, snapshots and rows"), " · ",
                  auditLink(repo, prefix, "table history: who changed it (audit)", "table-audit")) : null,
     writing ? [writing.uploadBox(prefix), importButton(repo, ref, prefix)] : null,
     listingFilter(q),
@@ -650,10 +652,14 @@ async function comparePage(repo, left, right, q) {
   const [baseIsBranch, can] = uncommitted || left === right ? [false, null] : await Promise.all([
     api("GET", route("repositories", repo, "branches", left)).then(() => true, e => { if (e.status === 401) throw e; return false; }),
     rights(repo)]);
+  const cmp = {left: uncommitted ? right : left, right, type: uncommitted ? "uncommitted" : "three_dot"};
+  const tables = el("div", {id: "iceberg-compare"});  // per Iceberg table: snapshots, schema, rows (tables.js)
   draw(g0, el("h2", {}, repo), repoTabs(repo, right), crumbs, pickers, baseIsBranch ? mergeForm(repo, right, left, can) : null,
-    counts, diffTable(repo, right, first.results, {left: uncommitted ? right : left, right, type: uncommitted ? "uncommitted" : "three_dot"}),
-    pager(first, after, route("r", repo, "compare", left, right), q, uncommitted ? {uncommitted: "1"} : {}));
+    counts, diffTable(repo, right, first.results, cmp),
+    pager(first, after, route("r", repo, "compare", left, right), q, uncommitted ? {uncommitted: "1"} : {}), tables);
   if (g0 !== gen) return;  // moved on: no need to count
+  // Not awaited: the counts need not wait for it; a failure is said in its section.
+  if (!after) compareTables(tables, repo, cmp).catch(e => { if (e.status !== 401) tables.replaceChildren(errorBox(e)); });
   try {
     const c = await countAll(pageOf, g0);
     if (c) counts.replaceChildren(el("span", {class: "added"}, c.added + " added"), el("span", {class: "removed"}, c.removed + " removed"),
@@ -1103,6 +1109,8 @@ async function renderPage() {
     if (parts[0] === "r" && parts.length >= 4) {
       const repo = parts[1], view = parts[2], ref = parts[3];
       if (view === "tree") return await treePage(repo, ref, treePrefix(parts.slice(4)), q);
+      if (view === "tables") return await tablesPage(repo, ref);
+      if (view === "table") return await tablePage(repo, ref, q);
       if (view === "object") return await objectPage(repo, ref, q);
       if (view === "commits") return await commitsPage(repo, ref, q);
       if (view === "history") return await historyPage(repo, ref, q);

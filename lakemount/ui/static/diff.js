@@ -81,10 +81,12 @@ async function textDiff(repo, cmp, path, view) {
 }
 
 // ---- tables -------------------------------------------------------------------------------------
-async function tableDiff(repo, cmp, path, key, after) {
-  const d = await api("GET", diffBase(repo, cmp) + "/table", {path, type: cmp.type, key, after, amount: DIFF_ROWS});
+// url: the diff's operation (default: diffObjectTable; tables.js passes diffIcebergTableRows, of the same answer).
+async function tableDiff(repo, cmp, path, key, after, url) {
+  const at = url || diffBase(repo, cmp) + "/table";
+  const d = await api("GET", at, {path, type: cmp.type, key, after, amount: DIFF_ROWS});
   const holder = el("div", {class: "table-diff", "data-mode": d.mode, "data-key": key.join(",")});
-  const redo = async (k, a) => holder.replaceWith(await tableDiff(repo, cmp, path, k, a).catch(e => errorBox(e)));
+  const redo = async (k, a) => holder.replaceWith(await tableDiff(repo, cmp, path, k, a, at).catch(e => errorBox(e)));
   const keyPick = el("select", {class: "key-pick", "aria-label": "match rows by", onchange: ev => redo(ev.target.value ? [ev.target.value] : [], "")},
     el("option", {value: ""}, "whole row"),
     d.columns.map(c => el("option", {value: c, selected: key.length === 1 && key[0] === c}, "key: " + c)));
