@@ -270,13 +270,24 @@ class Tree:
                 child = self.state.writeback.overlay_child(scope, path, child)
             if child is None:
                 self.note_absent(scope, path, gen, version, fetched)
-            elif child.entry is not None and child.entry.link and child.kind != ChildKind.DIR:
-                return self.bind(scope, path, child, fetched, gen, version, self.names_of(scope, path, child.entry))
         if child is None:
             if existing is not None and existing.opens == 0 and existing.dirty is None:
                 self.table.detach(existing)
             return None
-        return self.bind(scope, path, child, fetched, gen, version)
+        return self.bind(scope, path, child, fetched, gen, version, self._checked_names(scope, path, child))
+
+    def _checked_names(self, scope: Scope, path: str, child: Child) -> tuple[str, ...] | None:
+        """The members of a linked file's group as a lookup binds them: those of the group's node if it is
+        fresh and holds the same entry, else checked against the ref (I/O); None for a file of one name."""
+        entry = child.entry
+        group = group_of(entry) if child.kind != ChildKind.DIR else None
+        if group is None or entry is None:
+            return None
+        known = self.table.by_group(scope.key, group.gid)
+        if known is not None and known.entry == entry and path in known.names and self.fresh(known):
+            return known.names
+        self.state.io()
+        return self.names_of(scope, path, entry)
 
     @op("forget")
     def forget(self, items: Sequence[tuple[int, int]]) -> None:

@@ -12,6 +12,7 @@ from lakemount.catalog.links import LINK_MAX, group_of
 from lakemount.fuse.core import FileSystem
 from tests.fuse.conftest import REPO
 from tests.fuse.pathfs import PathFS
+from tests.fuse.test_control import control, control_errno
 from tests.fuse.test_core import MAIN, errno_of_call, staged
 
 
@@ -168,3 +169,31 @@ def test_a_name_overwritten_by_another_front_end_leaves_the_group(pfs: PathFS, a
     a, b = fresh.lstat(f"{MAIN}/a"), fresh.lstat(f"{MAIN}/b")
     assert a.nlink == 1 and b.nlink == 1 and a.ino != b.ino
     assert fresh.read_file(f"{MAIN}/a") == b"shared" and fresh.read_file(f"{MAIN}/b") == b"new"
+
+
+def test_merge_and_revert_carry_links_and_a_conflict_names_the_paths(pfs: PathFS, app: App) -> None:
+    app.catalog.put(REPO, "main", "a", b"base")
+    app.graveler.commit(REPO, "main", "base")
+    app.graveler.create_branch(REPO, "dev", "main")
+    dev = f"/{REPO}/dev"
+    pfs.link(f"{dev}/a", f"{dev}/b")
+    control(pfs, "commit", "link a to b", root=dev)
+    control(pfs, "merge", "dev")
+    a, b = pfs.lstat(f"{MAIN}/a"), pfs.lstat(f"{MAIN}/b")
+    assert a.ino == b.ino and a.nlink == 2
+    assert staged(app, "a") == staged(app, "b")
+    # revert the merge: main has one name again, an ordinary entry
+    control(pfs, "revert", "main --parent-number 1")
+    assert not pfs.exists(f"{MAIN}/b")
+    assert pfs.lstat(f"{MAIN}/a").nlink == 1 and staged(app, "a") is not None and staged(app, "a").link == ""
+    # both sides change a linked name: the conflict names the paths
+    pfs.write_file(f"{MAIN}/a", b"main side")
+    control(pfs, "commit", "main edit")
+    pfs.write_file(f"{dev}/b", b"dev side")  # through the link: a and b change on dev
+    control(pfs, "commit", "dev edit", root=dev)
+    assert control_errno(pfs, "merge", "dev") == errno.ECANCELED
+    error = pfs.read_file(f"{MAIN}/.lakefs/error").decode()
+    assert "conflict" in error and "\na\n" in error + "\n"
+    control(pfs, "merge", "dev --strategy source-wins")
+    assert pfs.read_file(f"{MAIN}/a") == pfs.read_file(f"{MAIN}/b") == b"dev side"
+    assert pfs.lstat(f"{MAIN}/b").nlink == 2 and pfs.lstat(f"{MAIN}/a").ino == pfs.lstat(f"{MAIN}/b").ino
