@@ -309,6 +309,11 @@ class Namespace:
         """
         node = self.state.node(ino)
         new_parent = self.state.node(new_parent_ino)
+        if new_parent.kind == Kind.DIR and new_name and new_name not in (b".", b"..") and b"/" not in new_name and len(new_name) <= NAME_MAX:
+            # A taken name comes first, as Linux's linkat(2) finds it before it asks the file system.
+            self.state.io()
+            if self.tree.find(new_parent, new_name) is not None:
+                raise FsError(errno.EEXIST, decode_name(new_name))
         if node.kind not in (Kind.FILE, Kind.SYMLINK):
             raise FsError(errno.EPERM, "only files have hard links")
         if new_parent.kind == Kind.DIR and new_parent.scope is not node.scope:

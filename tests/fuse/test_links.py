@@ -121,6 +121,7 @@ def test_link_errors(pfs: PathFS, fs: FileSystem, app: App) -> None:
     app.graveler.create_branch(REPO, "dev", "main")
     assert errno_of_call(lambda: pfs.link(f"{MAIN}/d", f"{MAIN}/d2")) == errno.EPERM
     assert errno_of_call(lambda: pfs.link(f"{MAIN}/a", f"{MAIN}/d")) == errno.EEXIST
+    assert errno_of_call(lambda: pfs.link(f"{MAIN}/d", f"{MAIN}/d")) == errno.EEXIST  # a taken name first, as linkat(2)
     assert errno_of_call(lambda: pfs.link(f"{MAIN}/a", f"/{REPO}/dev/b")) == errno.EXDEV
     assert errno_of_call(lambda: pfs.link(f"{MAIN}/a", f"{MAIN}/{'n' * 256}")) == errno.ENAMETOOLONG
     assert errno_of_call(lambda: pfs.link(f"{MAIN}/.lakefs/head", f"{MAIN}/h")) == errno.EPERM
