@@ -111,7 +111,7 @@ class Saver:
         dirty = node.dirty
         wb = self.writeback
         return (wb is not None and dirty is not None and self.state.local_journal() and not node.detached
-                and wb.save_is_local(dirty))
+                and not node.names and wb.save_is_local(dirty))
 
     def release_is_local(self, node: Node, writable: bool) -> bool:
         """True if the last close of a handle on ``node`` only touches this disk: its temp file stays

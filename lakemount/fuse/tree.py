@@ -172,7 +172,7 @@ class Tree:
                 node.gen = gen
             elif node.dirty is None and version == scope.version and gen == scope.gen and fetched >= node.fetched:
                 node.entry, node.fetched, node.gen = child.entry, fetched, gen
-            if node.dirty is None and node.entry == child.entry and kind != Kind.DIR:
+            if (group is not None or node.group) and node.dirty is None and node.entry == child.entry:
                 self.table.set_names(node, group.gid if group is not None and names else "", names or ())
             return node
 

@@ -28,6 +28,12 @@ def test_a_link_is_a_second_name_with_the_same_inode_and_data(pfs: PathFS, app: 
     group = group_of(ea)
     assert group is not None and group.names == ("a", "b")
     assert sorted(pfs.listdir(MAIN)) == [".lakefs", "a", "b"]
+    app.graveler.commit(REPO, "main", "a")
+    pfs.link(f"{MAIN}/a", f"{MAIN}/c")
+    # every name's entry lists the group: a diff shows the new name added and the others changed, same ETag
+    diff = {d.path: d for d in app.catalog.diff_uncommitted(REPO, "main")}
+    assert {p: d.kind for p, d in diff.items()} == {"a": "changed", "b": "changed", "c": "added"}
+    assert {d.right.etag for d in diff.values() if d.right is not None} == {ea.etag}
 
 
 def test_a_write_through_one_name_shows_through_every_name(pfs: PathFS, app: App) -> None:
@@ -198,3 +204,15 @@ def test_merge_and_revert_carry_links_and_a_conflict_names_the_paths(pfs: PathFS
     control(pfs, "merge", "dev --strategy source-wins")
     assert pfs.read_file(f"{MAIN}/a") == pfs.read_file(f"{MAIN}/b") == b"dev side"
     assert pfs.lstat(f"{MAIN}/b").nlink == 2 and pfs.lstat(f"{MAIN}/a").ino == pfs.lstat(f"{MAIN}/b").ino
+
+
+def test_with_write_back_a_linked_file_is_saved_under_every_name(app: App, home: str, fs_factory: Callable[..., FileSystem]) -> None:
+    fs = fs_factory(head_ttl=0.2, writeback=True, journal_dir=os.path.join(home, "journal"))
+    pfs = PathFS(fs)
+    pfs.write_file(f"{MAIN}/a", b"journaled first")  # journaled, staged in the background
+    pfs.link(f"{MAIN}/a", f"{MAIN}/b")  # waits for the journal: a is staged before its group is
+    pfs.write_file(f"{MAIN}/b", b"through b")
+    assert pfs.read_file(f"{MAIN}/a") == b"through b"
+    a, b = staged(app, "a"), staged(app, "b")
+    assert a == b and a is not None and app.catalog.read(app.catalog.repository(REPO), a) == b"through b"
+    assert pfs.lstat(f"{MAIN}/a").nlink == 2
