@@ -7,8 +7,8 @@
 # TEST           paths under its tests/ (e.g. link rename/00.t unlink/00.t); none: the whole suite
 #
 # The mount runs from this tree under a throwaway LAKEMOUNT_HOME with one repository, `pjd`; pjdfstest
-# also acts as uid 65534, which is mapped (mount.users) to a lakemount user with the Developer policy,
-# since a shared mount refuses unmapped uids.  Prints prove's summary; the mount is always unmounted.
+# also acts as uids 65532-65534, which are mapped (mount.users) to a lakemount user with the Developer
+# policy, since a shared mount refuses unmapped uids.  Prints prove's summary; the mount is always unmounted.
 # Exits with prove's status.
 set -uo pipefail
 [ $# -ge 1 ] || { sed -n '2,12p' "$0"; exit 2; }
@@ -25,7 +25,7 @@ lm() { "$py" -m lakemount.cli.main "$@"; }
 lm repo create lakefs://pjd >/dev/null || exit 1
 lm auth users create --id pjd-nobody >/dev/null || exit 1
 lm auth users policies attach --id pjd-nobody --policy Developer >/dev/null || exit 1
-export LAKEMOUNT_MOUNT_USERS=65534=pjd-nobody
+export LAKEMOUNT_MOUNT_USERS=65532=pjd-nobody,65533=pjd-nobody,65534=pjd-nobody
 lm mount "$base/mnt" >"$base/mount.log" 2>&1 || { cat "$base/mount.log"; exit 1; }
 trap 'cd /; fusermount3 -u "$base/mnt" 2>/dev/null || umount -l "$base/mnt"' EXIT
 mkdir "$base/mnt/pjd/main/work" && cd "$base/mnt/pjd/main/work" || exit 1
