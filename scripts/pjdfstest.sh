@@ -33,6 +33,6 @@ tests=()
 for t in "${@:-}"; do tests+=("$suite/tests/$t"); done
 prove -r "${tests[@]}" >"$base/prove.log" 2>&1
 status=$?
-sed -n '/^Test Summary Report/,$p;/^All tests successful/,$p' "$base/prove.log"
+sed -n '/^\(Test Summary Report\|All tests successful\)/,$p' "$base/prove.log"
 echo "full log: $base/prove.log"
 exit $status
