@@ -216,3 +216,25 @@ def test_with_write_back_a_linked_file_is_saved_under_every_name(app: App, home:
     a, b = staged(app, "a"), staged(app, "b")
     assert a == b and a is not None and app.catalog.read(app.catalog.repository(REPO), a) == b"through b"
     assert pfs.lstat(f"{MAIN}/a").nlink == 2
+
+
+def test_renames_of_renames_keep_every_group_whole(pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem]) -> None:
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.mkdir(f"{MAIN}/e")
+    pfs.write_file(f"{MAIN}/d/f", b"F")
+    pfs.link(f"{MAIN}/d/f", f"{MAIN}/e/g")
+    pfs.link(f"{MAIN}/d/f", f"{MAIN}/d/h")
+    pfs.rename(f"{MAIN}/d", f"{MAIN}/e/d")  # the group's directory moves into the one holding its other name
+    pfs.rename(f"{MAIN}/e", f"{MAIN}/x")  # and that one moves: every name of the group moves with it
+    pfs.rename(f"{MAIN}/x/d/h", f"{MAIN}/x/g2")
+    names = ("x/d/f", "x/g", "x/g2")
+    group = group_of(staged(app, "x/g"))
+    assert group is not None and group.names == names
+    assert len({staged(app, n) for n in names}) == 1
+    assert [p for p in ("d/f", "d/h", "e/g", "e/d/f", "x/d/h") if staged(app, p) is not None] == []
+    fresh = PathFS(fs_factory())
+    assert len({fresh.lstat(f"{MAIN}/{n}").ino for n in names}) == 1 and fresh.lstat(f"{MAIN}/x/g").nlink == 3
+    pfs.write_file(f"{MAIN}/x/g2", b"G")
+    assert [pfs.read_file(f"{MAIN}/{n}") for n in names] == [b"G"] * 3
+    repo = app.catalog.repository(REPO)
+    assert [app.catalog.read(repo, staged(app, n)) for n in names] == [b"G"] * 3
