@@ -65,7 +65,7 @@ def metarange_ranges(adapter: BlockAdapter, namespace: str, metarange_id: str, c
 def value_address(value: bytes) -> str:
     """The physical address stored in a record value, without decoding the rest."""
     i = IDENTITY_LEN
-    if len(value) > i + 3 and value[i] == ENTRY_VERSION and value[i + 1] == 0x9A:
+    if len(value) > i + 3 and value[i] == ENTRY_VERSION and value[i + 1] in (0x9A, 0x9B):  # ten fields, or eleven with a hard-link group
         h = value[i + 2]
         start = i + 3
         if 0xA0 <= h <= 0xBF:

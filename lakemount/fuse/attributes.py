@@ -108,7 +108,7 @@ class Attributes:
                     stored = dirty.stored()
         uid, gid = self.owner(entry.uid, entry.gid)
         mtime = entry.mtime_ns
-        nlink = 0 if node.detached else 1  # an unlinked file still open (fstat) has no names left
+        nlink = 0 if node.detached else len(node.names) or 1  # an unlinked file still open (fstat) has no names left
         return Attr(node.ino, mode, nlink, uid, gid, size, node.atime_ns or mtime, mtime, max(node.ctime_ns, mtime), timeout, rdev=rdev, stored=stored)
 
     @staticmethod

@@ -13,7 +13,7 @@ one ref is the root.  Branches are read-write; everything else is read-only
 (EROFS).  Every ref root has a ``.lakefs`` control directory
 (:mod:`~lakemount.fuse.control`); the mount root's holds ``stats``.
 
-Writes.  Namespace changes (create, mkdir, unlink, rmdir, rename, symlink,
+Writes.  Namespace changes (create, mkdir, link, unlink, rmdir, rename, symlink,
 chmod, chown, utimens, xattrs) are staged at once, each as one
 ``catalog.apply`` transaction: a rename of a directory moves every entry
 below it in one transaction and copies no data.  File content goes to a
@@ -247,7 +247,7 @@ class FileSystem:
         return self.namespace.readlink(ino)
 
     def link(self, ino: int, new_parent_ino: int, new_name: bytes) -> Attr:
-        """Hard links are not supported (EPERM): an entry has one path."""
+        """A second name for a file (a hard link); EPERM for a directory, EXDEV across refs, EMLINK past the maximum."""
         return self.namespace.link(ino, new_parent_ino, new_name)
 
     def unlink(self, parent_ino: int, name: bytes) -> None:

@@ -5,7 +5,10 @@ Every name the kernel has looked up (or received through ``readdir``, ``create``
 reused within one mount.  A node is keyed by what it stands for — the virtual
 root, a repository directory, a control file, or a path inside one mounted ref
 (a :class:`~lakemount.fuse.scope.Scope`) — so a second lookup of the same name
-finds the same inode.  A node lives while the kernel remembers it (its lookup
+finds the same inode.  A file of several names (a hard-link group,
+:mod:`lakemount.catalog.links`) is one node under every name of the group the
+mount knows: ``path`` is one of them, ``names`` all of them, and the group id
+finds the node from any name.  A node lives while the kernel remembers it (its lookup
 count) or while it has open handles or unsaved data; ``forget`` and ``release``
 drop it afterwards.  Renames re-key nodes (the kernel keeps the inode), unlinks
 detach them (open handles keep working on the detached node).
@@ -67,6 +70,8 @@ class Node:
     ctime_ns: int = 0
     mtime_ns: int = 0  # a directory's mtime after a local change of its names, in memory only like ctime
     page_identity: bytes | None = None  # content identity the kernel's page cache was filled from
+    group: str = ""  # a hard-link group's id ("" for a file of one name)
+    names: tuple[str, ...] = ()  # every name of the group (sorted, ``path`` among them); () without a group
     lock: threading.Lock = field(default_factory=threading.Lock)  # guards creating ``dirty``
 
     @property
@@ -85,6 +90,7 @@ class InodeTable:
         self.lock = threading.RLock()
         self._nodes: dict[int, Node] = {}
         self._by_key: dict[Hashable, Node] = {}
+        self._by_group: dict[tuple[Hashable, str], Node] = {}  # (scope key, group id) -> the group's node
         self._next = ROOT_INODE + 1
         # Live nodes per scope key, so the head poller visits scopes, not inodes.
         self.per_scope: Counter[Hashable] = Counter()
@@ -117,24 +123,78 @@ class InodeTable:
             return node
 
     def detach(self, node: Node) -> None:
-        """Make ``node`` unreachable by key (unlinked, replaced, or changed type remotely)."""
+        """Make ``node`` unreachable by any of its names (unlinked, replaced, or changed type remotely)."""
         with self.lock:
-            if self._by_key.get(node.key) is node:
-                del self._by_key[node.key]
+            self._unmap(node)
             node.detached = True
             self._drop_if_dead(node)
 
-    def rekey(self, node: Node, key: Hashable, path: str) -> None:
-        """Give ``node`` a new key and path (a rename); whatever held the new key is detached."""
+    def _unmap(self, node: Node) -> None:
+        """Drop every key and the group that lead to ``node`` (caller holds the lock)."""
+        if self._by_key.get(node.key) is node:
+            del self._by_key[node.key]
+        if node.scope is not None:
+            for name in node.names:
+                key = (node.scope.key, name)
+                if self._by_key.get(key) is node:
+                    del self._by_key[key]
+            group = (node.scope.key, node.group)
+            if node.group and self._by_group.get(group) is node:
+                del self._by_group[group]
+
+    def by_group(self, scope_key: Hashable, gid: str) -> Node | None:
+        """The node of link group ``gid`` in a scope, if the mount knows one."""
+        return self._by_group.get((scope_key, gid))
+
+    def set_names(self, node: Node, gid: str, names: tuple[str, ...]) -> None:
+        """``node`` is the file of link group ``gid`` under ``names`` (sorted; its ``path`` among them, else
+        the first becomes its path): each name finds it, and a name it no longer has does not.  A group of
+        one name (or ``gid`` "") is an ordinary node again."""
+        scope = node.scope
+        assert scope is not None
         with self.lock:
-            if self._by_key.get(node.key) is node:
-                del self._by_key[node.key]
+            if len(names) == 1 and node.path != names[0]:
+                self.rekey(node, (scope.key, names[0]), names[0])  # its one name left
+            if len(names) < 2:
+                gid, names = "", ()
+            for name in node.names:
+                if name not in names and name != node.path:
+                    key = (scope.key, name)
+                    if self._by_key.get(key) is node:
+                        del self._by_key[key]
+            if node.group and self._by_group.get((scope.key, node.group)) is node and node.group != gid:
+                del self._by_group[(scope.key, node.group)]
+            if names and node.path not in names:
+                self.rekey(node, (scope.key, names[0]), names[0])
+            node.group, node.names = gid, names
+            for name in names:
+                key = (scope.key, name)
+                held = self._by_key.get(key)
+                if held is not None and held is not node:
+                    self._unmap(held)
+                    held.detached = True
+                    self._drop_if_dead(held)
+                self._by_key[key] = node
+            if gid:
+                self._by_group[(scope.key, gid)] = node
+
+    def rekey(self, node: Node, key: Hashable, path: str, old_path: str | None = None) -> None:
+        """Move ``node`` from name ``old_path`` (default its ``path``) to ``key``/``path`` (a rename); whatever
+        held the new key is detached."""
+        with self.lock:
+            old_key = node.key if old_path is None or node.scope is None else (node.scope.key, old_path)
+            if self._by_key.get(old_key) is node:
+                del self._by_key[old_key]
             old = self._by_key.get(key)
             if old is not None and old is not node:
+                self._unmap(old)
                 old.detached = True
                 self._drop_if_dead(old)
-            node.key = key
-            node.path = path
+            if old_path is not None and node.names:
+                node.names = tuple(sorted({*(n for n in node.names if n != old_path), path}))
+            if old_path is None or old_path == node.path:
+                node.key = key
+                node.path = path
             self._by_key[key] = node
 
     def remember(self, node: Node, n: int = 1) -> None:
@@ -168,25 +228,26 @@ class InodeTable:
                 self.per_scope[node.scope.key] -= 1
                 if self.per_scope[node.scope.key] <= 0:
                     del self.per_scope[node.scope.key]
-        if self._by_key.get(node.key) is node:
-            del self._by_key[node.key]
+        self._unmap(node)
 
     def nodes(self) -> list[Node]:
         with self.lock:
             return list(self._nodes.values())
 
-    def under(self, scope_key: Hashable, path: str) -> Iterator[Node]:
-        """Reachable nodes of one scope at ``path`` or below it (a snapshot, for renames).
+    def under(self, scope_key: Hashable, path: str) -> Iterator[tuple[str, Node]]:
+        """(name, node) of every name of one scope at ``path`` or below it (a snapshot, for renames): a node
+        of several names comes once per name there.
 
         Detached nodes (unlinked, replaced) are not "below" anything any more:
         a rename must not bring them back under the new name.
         """
         prefix = path + "/" if path else ""
         with self.lock:
-            nodes = [n for n in self._by_key.values() if n.scope is not None and n.scope.key == scope_key]
-        for node in nodes:
-            if node.kind in (Kind.DIR, Kind.FILE, Kind.SYMLINK) and (not path or node.path == path or node.path.startswith(prefix)):
-                yield node
+            named = [(k[1], n) for k, n in self._by_key.items()
+                     if n.scope is not None and n.scope.key == scope_key and isinstance(k, tuple) and len(k) == 2 and k[0] == scope_key]
+        for name, node in named:
+            if node.kind in (Kind.DIR, Kind.FILE, Kind.SYMLINK) and (not path or name == path or name.startswith(prefix)):
+                yield name, node
 
     def __len__(self) -> int:
         return len(self._nodes)

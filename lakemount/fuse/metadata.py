@@ -92,17 +92,19 @@ class Metadata:
         mtime, so the entry's counts (utimens may set it backwards); ``relist``:
         update the entry in the parent's cached listing too.
         """
+        names = node.names or (node.path,)  # a file of several names changes under each (one transaction)
         if not node.detached:
-            self.state.stage(scope, [(node.path + "/" if node.kind == Kind.DIR else node.path, new)])
+            self.state.stage(scope, [(node.path + "/", new)] if node.kind == Kind.DIR else [(name, new) for name in names])
         with self.table.lock:
             self.scopes.local_change(scope)
             node.entry, node.fetched, node.gen = new, self.state.now(), scope.gen
             node.ctime_ns = time.time_ns()
             if forget_mtime:
                 node.mtime_ns = 0
-            parent = self.state.parent_of(node) if relist else None
-            if parent is not None:
-                self.tree.listing_put(parent, os.path.basename(node.path).encode("utf-8", "surrogateescape"), Child(CHILD[node.kind], new))
+            for name in names if relist else ():
+                parent = self.table.by_key((scope.key, os.path.dirname(name))) if name else None
+                if parent is not None:
+                    self.tree.listing_put(parent, os.path.basename(name).encode("utf-8", "surrogateescape"), Child(CHILD[node.kind], new))
 
     def _truncate(self, node: Node, size: int) -> None:
         if node.kind == Kind.DIR:

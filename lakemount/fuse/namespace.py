@@ -1,4 +1,4 @@
-"""Namespace changes: create, mknod, mkdir, symlink, unlink, rmdir, rename (and readlink, link).
+"""Namespace changes: create, mknod, mkdir, symlink, link, unlink, rmdir, rename (and readlink).
 
 Each change is staged at once on the branch as one ``catalog.apply``
 transaction, under the scope's mutex so this mount's read-check-write
@@ -15,6 +15,11 @@ object-store readers (pyarrow datasets, fsspec) never meet a ``dir/`` object
 beside the files of a non-empty directory.  A new child of a set-group-ID
 directory takes its group.  The cached listings and the inode table follow
 each change (renames re-key nodes, removals detach them).
+
+A hard link (:mod:`lakemount.catalog.links`) is one more entry identical to the
+file's others, all of which list every name: a link, an unlink or a rename of
+one name rewrites every name's entry in the same transaction, and a rename of
+a directory rewrites the names of each group with a name inside it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import time
 from typing import Final
 
 from lakemount.catalog.catalog import MAX_KEY_BYTES
+from lakemount.catalog.links import LINK_MAX, group_of, members, new_group_id, with_group
 from lakemount.catalog.model import DIR_MODE, LINK_MODE, Entry
 from lakemount.fuse import control
 from lakemount.fuse.attributes import MKNOD_TYPES, Attributes
@@ -140,6 +146,31 @@ class Namespace:
         """``parent`` has the marker ``_keep_parent`` staged: its node knows, so a new child deletes it again."""
         for _key, marker in kept:
             parent.entry = marker
+
+    def _regroup(self, scope: Scope, moved: list[tuple[str, Entry]], old_path: str, new_path: str) -> dict[str, Entry]:
+        """The entries of every link group with a name among ``moved`` (a directory renamed from ``old_path``
+        to ``new_path``), under their new names, with those names in them: outside names included."""
+        here = dict(moved)
+
+        def lookup(name: str) -> Entry | None:
+            return here[name] if name in here else self.catalog.get_optional(scope.repo, scope.resolved, name)
+
+        def renamed(name: str) -> str:
+            return new_path + name[len(old_path) :] if name in here else name
+
+        out: dict[str, Entry] = {}
+        seen: set[Entry] = set()
+        for key, entry in moved:
+            group = group_of(entry)
+            if group is None or entry in seen:
+                continue
+            seen.add(entry)
+            names = members(entry, key, lookup)
+            if len(names) < 2:
+                continue
+            shared = with_group(entry, group.gid, [renamed(n) for n in names])
+            out.update((renamed(n), shared) for n in names)
+        return out
 
     def _subtree(self, scope: Scope, path: str) -> list[tuple[str, Entry]]:
         """Every entry at or below directory ``path`` (keys as paths, the marker included)."""
@@ -269,8 +300,79 @@ class Namespace:
 
     @op("link")
     def link(self, ino: int, new_parent_ino: int, new_name: bytes) -> Attr:
-        """Hard links are not supported: an entry has one path."""
-        raise FsError(errno.EPERM, "hard links are not supported")
+        """Give the file ``ino`` one more name (a hard link): every name's entry, the new one's included, is
+        staged as the group's shared entry in one transaction.
+
+        EPERM for a directory or a control file (as link(2) for directories); EXDEV to another ref or
+        repository; EROFS on a read-only ref; EEXIST if the name is taken; ENOENT if the file has no name
+        left; EMLINK past :data:`~lakemount.catalog.links.LINK_MAX` names.
+        """
+        node = self.state.node(ino)
+        new_parent = self.state.node(new_parent_ino)
+        if new_parent.kind == Kind.DIR and new_name and new_name not in (b".", b"..") and b"/" not in new_name and len(new_name) <= NAME_MAX:
+            # A taken name comes first, as Linux's linkat(2) finds it before it asks the file system.
+            self.state.io()
+            if self.tree.find(new_parent, new_name) is not None:
+                raise FsError(errno.EEXIST, decode_name(new_name))
+        if node.kind not in (Kind.FILE, Kind.SYMLINK):
+            raise FsError(errno.EPERM, "only files have hard links")
+        if new_parent.kind == Kind.DIR and new_parent.scope is not node.scope:
+            raise FsError(errno.EXDEV, "a hard link across repositories or refs")
+        parent, scope, path = self._dir_for_change(new_parent_ino, new_name)
+        self.state.io()
+        with scope.mutex:
+            if node.detached:
+                raise FsError(errno.ENOENT, "the file has no name left")
+            self.tree.revalidate(node)
+            if self.tree.find(parent, new_name) is not None:
+                raise FsError(errno.EEXIST, path)
+            names = node.names or (node.path,)
+            if len(names) >= LINK_MAX:
+                raise FsError(errno.EMLINK, f"a file has at most {LINK_MAX} names")
+            assert node.entry is not None
+            gid = node.group or new_group_id()
+            entry = with_group(node.entry, gid, (*names, path))
+            group = group_of(entry)
+            assert group is not None
+            dropped = self._drop_marker(scope, parent)
+            self.state.stage(scope, [*((name, entry) for name in group.names), *dropped])
+            with self.table.lock:
+                self.scopes.local_change(scope)
+                if dropped:
+                    self._marker_dropped(parent)
+                node.entry, node.fetched, node.gen = entry, self.state.now(), scope.gen
+                self.table.set_names(node, gid, group.names)
+                self._relist_names(scope, node, group.names)
+                self.tree.names_changed(parent)
+                node.ctime_ns = time.time_ns()
+                self.table.remember(node)
+        return self.attrs.attr(node)
+
+    def _relist_names(self, scope: Scope, node: Node, names: tuple[str, ...]) -> None:
+        """Every cached listing that holds one of ``names`` shows ``node``'s entry (caller holds the table lock)."""
+        child = Child(CHILD[node.kind], node.entry)
+        for name in names:
+            parent = self.table.by_key((scope.key, os.path.dirname(name)))
+            if parent is not None:
+                self.tree.listing_put(parent, os.path.basename(name).encode("utf-8", "surrogateescape"), child)
+
+    @staticmethod
+    def _without(node: Node, name: str) -> tuple[Entry | None, tuple[str, ...]]:
+        """The group's entry and names once ``name`` is taken from ``node``'s group ((None, ()) without a group)."""
+        if not node.names or node.entry is None:
+            return None, ()
+        rest = tuple(n for n in node.names if n != name)
+        return with_group(node.entry, node.group, rest), rest
+
+    def _leave_group(self, scope: Scope, node: Node, name: str, entry: Entry | None, rest: tuple[str, ...]) -> None:
+        """``node`` lost the name ``name`` and keeps ``rest`` (caller holds the table lock); no names left: detached."""
+        if entry is None or not rest:
+            self.table.detach(node)
+            return
+        node.entry, node.fetched, node.gen = entry, self.state.now(), scope.gen
+        self.table.set_names(node, node.group, rest)
+        self._relist_names(scope, node, rest)
+        node.ctime_ns = time.time_ns()
 
     # ------------------------------------------------------------------ removal
     @op("unlink")
@@ -308,6 +410,8 @@ class Namespace:
                     raise FsError(errno.EISDIR, path)
                 key = path
                 changes.append((key, None))
+            others, rest = self._without(node, path)
+            changes += [(name, others) for name in rest]
             kept = self._keep_parent(scope, parent, frozenset({key.encode("utf-8", "surrogateescape")}))
             changes += kept
             if changes:
@@ -315,7 +419,7 @@ class Namespace:
             with self.table.lock:
                 self.scopes.local_change(scope)
                 self._marker_kept(parent, kept)
-                self.table.detach(node)
+                self._leave_group(scope, node, path, others, rest)
                 self.tree.listing_put(parent, name, None)
                 self.tree.names_changed(parent)
 
@@ -354,6 +458,7 @@ class Namespace:
             if old_path.startswith(new_path + "/"):
                 raise FsError(errno.ENOTEMPTY, "cannot replace a directory by something inside it")
             changes: dict[str, Entry | None] = {}
+            regrouped: dict[str, Entry] = {}
             if src.kind == Kind.DIR:
                 if dst is not None:
                     if dst.kind != Kind.DIR:
@@ -366,15 +471,28 @@ class Namespace:
                     changes[key] = None
                 for key, entry in moved:
                     changes[new_path + key[len(old_path) :]] = entry
+                regrouped = self._regroup(scope, moved, old_path, new_path)
+                changes.update(regrouped)
             else:
+                dst_entry: Entry | None = None
+                dst_rest: tuple[str, ...] = ()
                 if dst is not None:
+                    if dst is src:
+                        return  # two names of one file: rename(2) does nothing
                     if dst.kind == Kind.DIR:
                         raise FsError(errno.EISDIR, new_path)
                     changes[new_path] = None
+                    dst_entry, dst_rest = self._without(dst, new_path)
+                    changes.update((name, dst_entry) for name in dst_rest)
                 if src.entry is None:
                     raise FsError(errno.ENOENT, old_path)
                 changes[old_path] = None
-                changes[new_path] = src.entry
+                entry = src.entry
+                if src.names:
+                    entry = with_group(entry, src.group, (*(n for n in src.names if n != old_path), new_path))
+                    group = group_of(entry)
+                    changes.update((name, entry) for name in (group.names if group is not None else ()))
+                changes[new_path] = entry
             dropped: list[tuple[str, Entry | None]] = []
             kept: list[tuple[str, Entry | None]] = []
             if old_parent is not new_parent:
@@ -390,10 +508,21 @@ class Namespace:
                     self._marker_dropped(new_parent)
                 self._marker_kept(old_parent, kept)
                 if dst is not None:
-                    self.table.detach(dst)
-                for node in list(self.table.under(scope.key, old_path)):
-                    rest = node.path[len(old_path) :]
-                    self.table.rekey(node, (scope.key, new_path + rest), new_path + rest)
+                    if src.kind == Kind.DIR:
+                        self.table.detach(dst)
+                    else:
+                        self._leave_group(scope, dst, new_path, dst_entry, dst_rest)
+                for name, node in list(self.table.under(scope.key, old_path)):
+                    rest = name[len(old_path) :]
+                    self.table.rekey(node, (scope.key, new_path + rest), new_path + rest, old_path=name)
+                for moved_entry in {id(e): e for e in regrouped.values()}.values():
+                    moved_group = group_of(moved_entry)
+                    grouped = self.table.by_group(scope.key, moved_group.gid) if moved_group is not None else None
+                    if grouped is not None:
+                        grouped.entry = moved_entry
+                if src.kind != Kind.DIR and src.names:
+                    src.entry = changes[new_path]
+                    self._relist_names(scope, src, src.names)
                 src_child = Child(CHILD[src.kind], src.entry)
                 tree.listing_put(old_parent, old_name, None)
                 tree.listing_put(new_parent, new_name, src_child)

@@ -6,9 +6,11 @@ fsync, a truncate with no writer, and unmount save it: the temp file itself is
 uploaded content-addressed and the file's entry is staged under the scope's
 mutex.  When the last handle closes the temp file is dropped, unless its
 content could not be saved: then it is moved to the recovered directory and
-logged, never silently lost.  With write-back the save journals the file
+logged, never silently lost.  A file of several names (hard links) is saved
+under every name in one transaction, so each name shows the new content.  With write-back the save journals the file
 instead (:mod:`~lakemount.fuse.writeback`), and the node keeps its temp file,
-now the journal's, until the pipeline has staged it.
+now the journal's, until the pipeline has staged it; a file of several names is
+saved directly (after the journal), since the journal keeps one path per save.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO, Final
 
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.links import with_group
 from lakemount.catalog.model import Entry
 from lakemount.catalog.writer import DataInfo
 from lakemount.fuse.inodes import Node
@@ -108,7 +111,7 @@ class Saver:
         dirty = node.dirty
         wb = self.writeback
         return (wb is not None and dirty is not None and self.state.local_journal() and not node.detached
-                and wb.save_is_local(dirty))
+                and not node.names and wb.save_is_local(dirty))
 
     def release_is_local(self, node: Node, writable: bool) -> bool:
         """True if the last close of a handle on ``node`` only touches this disk: its temp file stays
@@ -165,7 +168,7 @@ class Saver:
         if node.detached:
             dirty.end_save(dirty.begin_save())
             return
-        if self.writeback is not None:
+        if self.writeback is not None and not node.names:
             self.writeback.save(node, dirty)
             return
         catalog = self.state.catalog
@@ -181,14 +184,19 @@ class Saver:
                 dirty.end_save(version)
                 return
             base = node.entry or Entry("", 0)
-            entry = with_changes(base, address=info.address, size=info.size, etag=info.etag)
-            catalog.put_entry(scope.repo, scope.resolved, node.path, entry)
+            entry = with_group(with_changes(base, address=info.address, size=info.size, etag=info.etag), node.group, node.names)
+            names = node.names or (node.path,)
+            if node.names:
+                self.state.stage(scope, [(name, entry) for name in names])
+            else:
+                catalog.put_entry(scope.repo, scope.resolved, node.path, entry)
             with self.table.lock:
                 self.scopes.local_change(scope)
                 node.entry, node.fetched, node.gen = entry, self.state.now(), scope.gen
-                parent = self.state.parent_of(node)
-                if parent is not None:
-                    self.tree.listing_put(parent, os.path.basename(node.path).encode("utf-8", "surrogateescape"), Child(ChildKind.FILE, entry))
+                for name in names:
+                    parent = self.table.by_key((scope.key, os.path.dirname(name))) if name else None
+                    if parent is not None:
+                        self.tree.listing_put(parent, os.path.basename(name).encode("utf-8", "surrogateescape"), Child(ChildKind.FILE, entry))
         dirty.end_save(version)
         self.metrics.add("saved_files")
         self.metrics.add("saved_bytes", info.size)

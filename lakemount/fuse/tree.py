@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from lakemount.catalog.catalog import MAX_KEY_BYTES
+from lakemount.catalog.links import group_of, members
+from lakemount.catalog.model import Entry
 from lakemount.errors import InvalidArgument, NotFound
 from lakemount.fuse import control
 from lakemount.fuse.attributes import Attributes
@@ -120,6 +122,7 @@ class Tree:
         if state.writeback is not None:
             child = state.writeback.overlay_child(scope, node.path, child)
         kind = KIND[child.kind] if child is not None else None
+        names = self.names_of(scope, node.path, child.entry) if child is not None and kind != Kind.DIR else None
         with self.table.lock:
             if child is None or kind != node.kind:
                 if node.dirty is None and node.opens == 0:
@@ -127,16 +130,41 @@ class Tree:
                 raise FsError(errno.ENOENT, node.path)
             if scope.version == version and gen == scope.gen and node.dirty is None:
                 node.entry, node.gen, node.fetched = child.entry, gen, fetched
+                if names is not None:
+                    group = group_of(child.entry)
+                    self.table.set_names(node, group.gid if group else "", names)
 
-    def bind(self, scope: Scope, path: str, child: Child, fetched: float, gen: int, version: int) -> Node:
-        """The node for ``path`` in ``scope`` (new inode if unknown or of another kind), updated from ``child``."""
+    def names_of(self, scope: Scope, path: str, entry: Entry | None) -> tuple[str, ...]:
+        """Every name of the file ``entry`` at ``path`` (its link group's members, checked against the ref:
+        :func:`~lakemount.catalog.links.members`); () for a file of one name.  Reads the other names."""
+        if entry is None or not entry.link:
+            return ()
+        catalog = self.state.catalog
+        found = members(entry, path, lambda name: catalog.get_optional(scope.repo, scope.resolved, name))
+        return found if len(found) > 1 else ()
+
+    def bind(self, scope: Scope, path: str, child: Child, fetched: float, gen: int, version: int,
+             names: tuple[str, ...] | None = None) -> Node:
+        """The node for ``path`` in ``scope`` (new inode if unknown or of another kind), updated from ``child``.
+
+        A file of several names is the node of its link group (the one inode of every name): ``names``
+        are its members as :meth:`names_of` checked them, or None to take the names its entry lists
+        (a listing binds its children without reading each group's other names).
+        """
         kind = KIND[child.kind]
         key = (scope.key, path)
+        group = group_of(child.entry) if kind != Kind.DIR else None
+        if group is not None and names is None:
+            names = group.names if path in group.names else ()
         with self.table.lock:
             node = self.table.by_key(key)
             if node is not None and node.kind != kind:
                 self.table.detach(node)
                 node = None
+            if group is not None and names and (node is None or (node.dirty is None and node.group != group.gid)):
+                grouped = self.table.by_group(scope.key, group.gid)
+                if grouped is not None and grouped.kind == kind and not grouped.detached and grouped is not node:
+                    node = grouped
             if node is None:
                 node = self.table.get_or_add(key, kind=kind, scope=scope, path=path)
                 node.entry = child.entry
@@ -144,6 +172,8 @@ class Tree:
                 node.gen = gen
             elif node.dirty is None and version == scope.version and gen == scope.gen and fetched >= node.fetched:
                 node.entry, node.fetched, node.gen = child.entry, fetched, gen
+            if (group is not None or node.group) and node.dirty is None and node.entry == child.entry:
+                self.table.set_names(node, group.gid if group is not None and names else "", names or ())
             return node
 
     # ------------------------------------------------------------------ lookup
@@ -244,7 +274,20 @@ class Tree:
             if existing is not None and existing.opens == 0 and existing.dirty is None:
                 self.table.detach(existing)
             return None
-        return self.bind(scope, path, child, fetched, gen, version)
+        return self.bind(scope, path, child, fetched, gen, version, self._checked_names(scope, path, child))
+
+    def _checked_names(self, scope: Scope, path: str, child: Child) -> tuple[str, ...] | None:
+        """The members of a linked file's group as a lookup binds them: those of the group's node if it is
+        fresh and holds the same entry, else checked against the ref (I/O); None for a file of one name."""
+        entry = child.entry
+        group = group_of(entry) if child.kind != ChildKind.DIR else None
+        if group is None or entry is None:
+            return None
+        known = self.table.by_group(scope.key, group.gid)
+        if known is not None and known.entry == entry and path in known.names and self.fresh(known):
+            return known.names
+        self.state.io()
+        return self.names_of(scope, path, entry)
 
     @op("forget")
     def forget(self, items: Sequence[tuple[int, int]]) -> None:

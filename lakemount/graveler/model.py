@@ -4,7 +4,7 @@ An :class:`Entry` is the metadata of one path.  Its encoding is compact and
 deterministic (a version byte and a msgpack array in a fixed field order), so
 the same entry always yields the same bytes, and its *identity* is a hash of
 everything a user can observe (content address, size, ETag, mtime, type,
-metadata, mode, owner, symlink target).  Two records are equal
+metadata, mode, owner, symlink target, hard-link group).  Two records are equal
 iff key and identity are equal, which is what diff, merge and range reuse compare.
 """
 
@@ -58,6 +58,7 @@ class Entry(NamedTuple):
     uid: int = 0
     gid: int = 0
     target: str = ""
+    link: str = ""  # hard links: "" for a single name, else its group (see lakemount/catalog/links.py)
 
     @property
     def is_dir(self) -> bool:
@@ -68,7 +69,9 @@ class Entry(NamedTuple):
         return stat.S_ISLNK(self.mode)
 
     def encode(self) -> bytes:
-        return _VERSION_BYTE + _pack(tuple(self))
+        # An entry of one name encodes its first ten fields only, as before hard links: its bytes and
+        # identity are unchanged, and older readers read it.
+        return _VERSION_BYTE + _pack(tuple(self) if self.link else self[:10])
 
     def identity(self) -> bytes:
         """Hash of everything a user can observe, mtime included (16 bytes).
@@ -93,7 +96,9 @@ def decode_entry(data: bytes) -> Entry:
         if data[0] != ENTRY_VERSION:
             raise ValueError(f"unknown entry version {data[0]}")
         f = msgpack.unpackb(data[1:], use_list=False, raw=False)
-        if len(f) != 10:
+        if len(f) == 10:
+            return _make_entry(f + _NO_LINK)
+        if len(f) != 11:
             raise ValueError(f"entry has {len(f)} fields")
         return _make_entry(f)
     except (ValueError, IndexError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
@@ -101,6 +106,7 @@ def decode_entry(data: bytes) -> Entry:
 
 
 _make_entry = Entry._make
+_NO_LINK: Final = ("",)
 
 
 def _unpack(data: bytes) -> Any:
@@ -113,6 +119,8 @@ def decode_value(value: bytes) -> Entry:
         if value[IDENTITY_LEN] == ENTRY_VERSION:
             f = _unpack(value[IDENTITY_LEN + 1 :])
             if len(f) == 10:
+                return _make_entry(f + _NO_LINK)
+            if len(f) == 11:
                 return _make_entry(f)
     except Exception:  # noqa: BLE001 - any decoding failure is reported below
         pass

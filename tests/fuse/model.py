@@ -2,11 +2,12 @@
 
 ``FsModel`` is a hypothesis state machine.  Each rule applies one operation
 (create/overwrite, write at an offset, append, truncate, unlink, mkdir, rmdir,
-rename of files and directories, symlink, chmod) to a *subject* — the core
+rename of files and directories, symlink, hard link, chmod) to a *subject* — the core
 through ``PathFS``, or a real mount through ``os`` — and to a *reference*, a
 plain directory on local disk, and checks that both succeed or both fail with
 the same errno.  After every step the two trees must be identical: the same
-paths, types, permission bits, sizes, contents and symlink targets.
+paths, types, permission bits, sizes, contents and symlink targets, link
+counts, and which paths are names of one inode (hard links).
 
 Paths come from a tiny namespace (``a``, ``b``, ``c`` up to three levels), so
 collisions — existing targets, non-empty directories, files where a directory
@@ -17,6 +18,7 @@ the core by design does not see the target), so both sides mean the same thing.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import stat
@@ -48,7 +50,8 @@ class Node:
     perm: int
     size: int
     content: bytes | str  # file bytes or link target
-    links: int = 1  # a directory's st_nlink (2 + subdirectories), read after listing it
+    links: int = 1  # st_nlink: a directory's 2 + subdirectories (read after listing it), a file's names
+    names: tuple[str, ...] = ()  # every path of the tree with this one's inode (hard links), itself included
 
 
 class Driver(Protocol):
@@ -63,6 +66,7 @@ class Driver(Protocol):
     def rmdir(self, path: str) -> None: ...
     def rename(self, src: str, dst: str) -> None: ...
     def symlink(self, target: str, path: str) -> None: ...
+    def link(self, src: str, dst: str) -> None: ...
     def chmod(self, path: str, mode: int) -> None: ...
     def tree(self) -> dict[str, Node]: ...
 
@@ -121,11 +125,15 @@ class OsDriver:
     def symlink(self, target: str, path: str) -> None:
         os.symlink(target, self._p(path))
 
+    def link(self, src: str, dst: str) -> None:
+        os.link(self._p(src), self._p(dst), follow_symlinks=False)
+
     def chmod(self, path: str, mode: int) -> None:
         os.chmod(self._p(path), mode)
 
     def tree(self) -> dict[str, Node]:
         out: dict[str, Node] = {}
+        inodes: dict[str, int] = {}
 
         def walk(rel: str) -> None:
             for name in sorted(os.listdir(self._p(rel) if rel else self.root)):
@@ -133,8 +141,9 @@ class OsDriver:
                     continue
                 child = f"{rel}/{name}" if rel else name
                 st_ = os.lstat(self._p(child))
+                inodes[child] = st_.st_ino
                 if stat.S_ISLNK(st_.st_mode):
-                    out[child] = Node("link", 0, 0, os.readlink(self._p(child)))
+                    out[child] = Node("link", 0, 0, os.readlink(self._p(child)), st_.st_nlink)
                 elif stat.S_ISDIR(st_.st_mode):
                     walk(child)
                     links = os.lstat(self._p(child)).st_nlink
@@ -143,10 +152,10 @@ class OsDriver:
                     with open(self._p(child), "rb") as f:
                         content = f.read()
                     assert len(content) == st_.st_size, f"{child}: size {st_.st_size} but {len(content)} bytes read"
-                    out[child] = Node("file", stat.S_IMODE(st_.st_mode), st_.st_size, content)
+                    out[child] = Node("file", stat.S_IMODE(st_.st_mode), st_.st_size, content, st_.st_nlink)
 
         walk("")
-        return out
+        return with_names(out, inodes)
 
 
 class CoreDriver:
@@ -187,11 +196,15 @@ class CoreDriver:
     def symlink(self, target: str, path: str) -> None:
         self.pfs.symlink(target, self._p(path))
 
+    def link(self, src: str, dst: str) -> None:
+        self.pfs.link(self._p(src), self._p(dst))
+
     def chmod(self, path: str, mode: int) -> None:
         self.pfs.chmod(self._p(path), mode)
 
     def tree(self) -> dict[str, Node]:
         out: dict[str, Node] = {}
+        inodes: dict[str, int] = {}
 
         def walk(rel: str) -> None:
             for name in sorted(self.pfs.listdir(self._p(rel) if rel else self.root)):
@@ -199,8 +212,9 @@ class CoreDriver:
                     continue
                 child = f"{rel}/{name}" if rel else name
                 a = self.pfs.lstat(self._p(child))
+                inodes[child] = a.ino
                 if stat.S_ISLNK(a.mode):
-                    out[child] = Node("link", 0, 0, self.pfs.readlink(self._p(child)))
+                    out[child] = Node("link", 0, 0, self.pfs.readlink(self._p(child)), a.nlink)
                 elif stat.S_ISDIR(a.mode):
                     walk(child)
                     links = self.pfs.lstat(self._p(child)).nlink
@@ -208,10 +222,20 @@ class CoreDriver:
                 else:
                     content = self.pfs.read_file(self._p(child))
                     assert len(content) == a.size, f"{child}: size {a.size} but {len(content)} bytes read"
-                    out[child] = Node("file", stat.S_IMODE(a.mode), a.size, content)
+                    out[child] = Node("file", stat.S_IMODE(a.mode), a.size, content, a.nlink)
 
         walk("")
-        return out
+        return with_names(out, inodes)
+
+
+def with_names(tree: dict[str, Node], inodes: dict[str, int]) -> dict[str, Node]:
+    """``tree`` with each file's and symlink's ``names``: the paths that share its inode number."""
+    by_ino: dict[int, list[str]] = {}
+    for path, ino in inodes.items():
+        if tree[path].kind != "dir":
+            by_ino.setdefault(ino, []).append(path)
+    return {path: node if node.kind == "dir" else dataclasses.replace(node, names=tuple(sorted(by_ino[inodes[path]])))
+            for path, node in tree.items()}
 
 
 def outcome(fn: Callable[[], T]) -> tuple[str, object]:
@@ -305,6 +329,12 @@ class FsModel(RuleBasedStateMachine):
     def symlink(self, link_target: str, path: str) -> None:
         assume(not self._through_symlink(path, final=False))
         self.both("symlink", link_target, path)
+
+    @rule(data=st.data(), dst=paths)
+    def link(self, data: st.DataObject, dst: str) -> None:
+        src = self._existing_or_any(data)
+        assume(not self._through_symlink(src, final=False) and not self._through_symlink(dst, final=False))
+        self.both("link", src, dst)
 
     @rule(data=st.data(), mode=st.sampled_from(MODES))
     def chmod(self, data: st.DataObject, mode: int) -> None:

@@ -115,6 +115,12 @@ class PathFS:
         dp, dn = self._parent(dst)
         self._call(lambda: self.fs.rename(sp, sn, dp, dn, flags))
 
+    def link(self, src: str, dst: str) -> Attr:
+        """A hard link ``dst`` to ``src`` (``os.link``, symlinks not followed)."""
+        ino = self.ino(src)
+        parent, name = self._parent(dst)
+        return self._call(lambda: self.fs.link(ino, parent, name))
+
     def symlink(self, target: str, path: str) -> None:
         parent, name = self._parent(path)
         self._call(lambda: self.fs.symlink(parent, name, target.encode(), self.caller))

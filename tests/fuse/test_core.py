@@ -277,13 +277,6 @@ def test_mknod_fifos_sockets_and_device_nodes(pfs: PathFS, fs: FileSystem, app: 
     assert info.value.errno == errno.EINVAL
 
 
-def test_hard_links_are_refused(pfs: PathFS, fs: FileSystem) -> None:
-    pfs.write_file(f"{MAIN}/a", b"")
-    with pytest.raises(OSError) as info:
-        fs.link(pfs.ino(f"{MAIN}/a"), pfs.ino(MAIN), b"b")
-    assert info.value.errno == errno.EPERM
-
-
 # ---------------------------------------------------------------------------- directories
 def test_empty_directories_persist_as_markers(pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem]) -> None:
     pfs.mkdir(f"{MAIN}/empty", 0o750)

@@ -585,3 +585,31 @@ def test_tar_of_a_branch_and_a_tag_succeeds_and_round_trips(app: App, mounts: Mo
         assert made.returncode == 0 and "changed as we read it" not in made.stderr, made.stderr
         assert open(f"{out}/{ref}/{ref}/d/a").read() == "one\n"
         assert open(f"{out}/{ref}/{ref}/b.bin", "rb").read() == open(f"{main}/b.bin", "rb").read()
+
+
+def test_hard_links_through_the_kernel_and_in_a_committed_checkout(app: App, mounts: MountFactory) -> None:
+    m = mounts()
+    main = f"{m.mountpoint}/{REPO}/main"
+    sh(f"mkdir -p {main}/src/sub && echo one > {main}/src/a && echo two > {main}/src/sub/b")
+    sh(f"ln {main}/src/a {main}/a-link")
+    a, link = os.stat(f"{main}/src/a"), os.stat(f"{main}/a-link")
+    assert a.st_ino == link.st_ino and a.st_nlink == link.st_nlink == 2
+    sh(f"echo more >> {main}/a-link")  # a write through one name shows through the other
+    assert open(f"{main}/src/a").read() == "one\nmore\n"
+    sh(f"cp -al {main}/src {main}/snap")  # a snapshot of hard links, as rsync --link-dest makes
+    assert os.stat(f"{main}/snap/sub/b").st_ino == os.stat(f"{main}/src/sub/b").st_ino
+    assert os.stat(f"{main}/src/a").st_nlink == 3
+    assert oserror(lambda: os.link(f"{main}/src", f"{main}/dirlink")) == errno.EPERM
+    app.graveler.create_branch(REPO, "dev", "main")
+    assert oserror(lambda: os.link(f"{main}/src/a", f"{m.mountpoint}/{REPO}/dev/a")) == errno.EXDEV
+    with open(f"{main}/.lakefs/commit", "w") as f:
+        f.write("links")
+    cid = app.graveler.resolve(REPO, "main").commit_id
+    checkout = f"{m.mountpoint}/{REPO}/{cid}"
+    b1, b2 = os.stat(f"{checkout}/src/sub/b"), os.stat(f"{checkout}/snap/sub/b")
+    assert b1.st_ino == b2.st_ino and b1.st_nlink == 2
+    assert os.stat(f"{checkout}/a-link").st_nlink == 3 and open(f"{checkout}/snap/a").read() == "one\nmore\n"
+    assert oserror(lambda: os.link(f"{checkout}/src/a", f"{checkout}/x")) == errno.EROFS
+    os.unlink(f"{main}/src/a")
+    assert os.stat(f"{main}/a-link").st_nlink == 2 and os.stat(f"{checkout}/a-link").st_nlink == 3
+    assert app.catalog.stat(REPO, "main", "snap/a").address == app.catalog.stat(REPO, "main", "a-link").address

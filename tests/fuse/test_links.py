@@ -1,0 +1,240 @@
+"""Hard links in the filesystem core (no kernel): names, inodes, link counts, writes, errnos, versions."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable
+
+from lakemount.app import App
+from lakemount.catalog.links import LINK_MAX, group_of
+from lakemount.fuse.core import FileSystem
+from tests.fuse.conftest import REPO
+from tests.fuse.pathfs import PathFS
+from tests.fuse.test_control import control, control_errno
+from tests.fuse.test_core import MAIN, errno_of_call, staged
+
+
+def test_a_link_is_a_second_name_with_the_same_inode_and_data(pfs: PathFS, app: App) -> None:
+    pfs.write_file(f"{MAIN}/a", b"hello")
+    attr = pfs.link(f"{MAIN}/a", f"{MAIN}/b")
+    a, b = pfs.lstat(f"{MAIN}/a"), pfs.lstat(f"{MAIN}/b")
+    assert attr.ino == a.ino == b.ino
+    assert a.nlink == b.nlink == attr.nlink == 2
+    assert pfs.read_file(f"{MAIN}/b") == b"hello"
+    ea, eb = staged(app, "a"), staged(app, "b")
+    assert ea == eb and ea is not None and ea.address == eb.address  # one stored object, identical entries
+    group = group_of(ea)
+    assert group is not None and group.names == ("a", "b")
+    assert sorted(pfs.listdir(MAIN)) == [".lakefs", "a", "b"]
+    app.graveler.commit(REPO, "main", "a")
+    pfs.link(f"{MAIN}/a", f"{MAIN}/c")
+    # every name's entry lists the group: a diff shows the new name added and the others changed, same ETag
+    diff = {d.path: d for d in app.catalog.diff_uncommitted(REPO, "main")}
+    assert {p: d.kind for p, d in diff.items()} == {"a": "changed", "b": "changed", "c": "added"}
+    assert {d.right.etag for d in diff.values() if d.right is not None} == {ea.etag}
+
+
+def test_a_write_through_one_name_shows_through_every_name(pfs: PathFS, app: App) -> None:
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.write_file(f"{MAIN}/a", b"one")
+    pfs.link(f"{MAIN}/a", f"{MAIN}/d/b")
+    pfs.link(f"{MAIN}/d/b", f"{MAIN}/c")
+    assert pfs.lstat(f"{MAIN}/a").nlink == 3
+    with pfs.opened(f"{MAIN}/d/b", os.O_WRONLY | os.O_APPEND) as fh:
+        pfs.pwrite(fh, 3, b" two")
+        # read-your-writes through another name before close: one inode, one temp file
+        assert pfs.read_file(f"{MAIN}/c") == b"one two"
+    for name in ("a", "d/b", "c"):
+        assert pfs.read_file(f"{MAIN}/{name}") == b"one two"
+    entries = {staged(app, name) for name in ("a", "d/b", "c")}
+    assert len(entries) == 1  # every name got the new entry in one transaction
+    pfs.chmod(f"{MAIN}/c", 0o600)
+    pfs.setxattr(f"{MAIN}/a", "user.k", b"v")
+    for name in ("a", "d/b", "c"):
+        assert stat.S_IMODE(pfs.lstat(f"{MAIN}/{name}").mode) == 0o600
+        assert pfs.getxattr(f"{MAIN}/{name}", "user.k") == b"v"
+    assert len({staged(app, name) for name in ("a", "d/b", "c")}) == 1
+
+
+def test_unlink_of_one_name_keeps_the_others(pfs: PathFS, app: App) -> None:
+    pfs.write_file(f"{MAIN}/a", b"data")
+    pfs.link(f"{MAIN}/a", f"{MAIN}/b")
+    pfs.link(f"{MAIN}/a", f"{MAIN}/c")
+    ino = pfs.ino(f"{MAIN}/a")
+    pfs.unlink(f"{MAIN}/a")
+    assert not pfs.exists(f"{MAIN}/a") and staged(app, "a") is None
+    assert pfs.lstat(f"{MAIN}/b").nlink == pfs.lstat(f"{MAIN}/c").nlink == 2
+    assert pfs.lstat(f"{MAIN}/c").ino == ino
+    group = group_of(staged(app, "b"))
+    assert group is not None and group.names == ("b", "c")
+    pfs.unlink(f"{MAIN}/c")
+    b = pfs.lstat(f"{MAIN}/b")
+    assert b.nlink == 1 and b.ino == ino
+    assert staged(app, "b") is not None and staged(app, "b").link == ""  # one name left: an ordinary entry again
+    assert pfs.read_file(f"{MAIN}/b") == b"data"
+
+
+def test_unlink_of_an_open_linked_file_saves_under_the_names_left(pfs: PathFS) -> None:
+    pfs.write_file(f"{MAIN}/a", b"x")
+    pfs.link(f"{MAIN}/a", f"{MAIN}/b")
+    with pfs.opened(f"{MAIN}/a", os.O_WRONLY) as fh:
+        pfs.unlink(f"{MAIN}/a")
+        pfs.pwrite(fh, 0, b"y")
+    assert pfs.read_file(f"{MAIN}/b") == b"y"
+    assert not pfs.exists(f"{MAIN}/a")
+
+
+def test_rename_of_and_over_linked_names(pfs: PathFS, app: App) -> None:
+    pfs.write_file(f"{MAIN}/a", b"A")
+    pfs.link(f"{MAIN}/a", f"{MAIN}/b")
+    ino = pfs.ino(f"{MAIN}/a")
+    # two names of one file: rename(2) does nothing and both stay
+    pfs.rename(f"{MAIN}/a", f"{MAIN}/b")
+    assert pfs.exists(f"{MAIN}/a") and pfs.lstat(f"{MAIN}/b").nlink == 2
+    pfs.rename(f"{MAIN}/a", f"{MAIN}/c")
+    assert pfs.lstat(f"{MAIN}/c").ino == ino and pfs.lstat(f"{MAIN}/b").nlink == 2
+    group = group_of(staged(app, "b"))
+    assert group is not None and group.names == ("b", "c") and staged(app, "a") is None
+    # renaming another file over a linked name takes that name out of its group
+    pfs.write_file(f"{MAIN}/other", b"O")
+    pfs.rename(f"{MAIN}/other", f"{MAIN}/b")
+    assert pfs.read_file(f"{MAIN}/b") == b"O" and pfs.lstat(f"{MAIN}/b").nlink == 1
+    assert pfs.lstat(f"{MAIN}/c").nlink == 1 and pfs.lstat(f"{MAIN}/c").ino == ino
+    assert pfs.read_file(f"{MAIN}/c") == b"A"
+
+
+def test_rename_of_a_directory_keeps_its_links(pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem]) -> None:
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.write_file(f"{MAIN}/d/f", b"F")
+    pfs.link(f"{MAIN}/d/f", f"{MAIN}/outside")
+    pfs.link(f"{MAIN}/d/f", f"{MAIN}/d/g")
+    pfs.rename(f"{MAIN}/d", f"{MAIN}/e")
+    group = group_of(staged(app, "outside"))
+    assert group is not None and group.names == ("e/f", "e/g", "outside")
+    assert staged(app, "e/f") == staged(app, "e/g") == staged(app, "outside")
+    fresh = PathFS(fs_factory())  # another mount sees one inode with three names
+    inos = {fresh.lstat(f"{MAIN}/{n}").ino for n in ("e/f", "e/g", "outside")}
+    assert len(inos) == 1 and fresh.lstat(f"{MAIN}/e/g").nlink == 3
+    pfs.write_file(f"{MAIN}/outside", b"G")
+    assert pfs.read_file(f"{MAIN}/e/f") == b"G"
+
+
+def test_link_errors(pfs: PathFS, fs: FileSystem, app: App) -> None:
+    pfs.write_file(f"{MAIN}/a", b"")
+    pfs.mkdir(f"{MAIN}/d")
+    app.graveler.create_branch(REPO, "dev", "main")
+    assert errno_of_call(lambda: pfs.link(f"{MAIN}/d", f"{MAIN}/d2")) == errno.EPERM
+    assert errno_of_call(lambda: pfs.link(f"{MAIN}/a", f"{MAIN}/d")) == errno.EEXIST
+    assert errno_of_call(lambda: pfs.link(f"{MAIN}/d", f"{MAIN}/d")) == errno.EEXIST  # a taken name first, as linkat(2)
+    assert errno_of_call(lambda: pfs.link(f"{MAIN}/a", f"/{REPO}/dev/b")) == errno.EXDEV
+    assert errno_of_call(lambda: pfs.link(f"{MAIN}/a", f"{MAIN}/{'n' * 256}")) == errno.ENAMETOOLONG
+    assert errno_of_call(lambda: pfs.link(f"{MAIN}/.lakefs/head", f"{MAIN}/h")) == errno.EPERM
+    app.graveler.commit(REPO, "main", "c1")
+    assert errno_of_call(lambda: pfs.link(f"/{REPO}/main@/a", f"/{REPO}/main@/b")) == errno.EROFS
+    assert errno_of_call(lambda: pfs.link(f"{MAIN}/a", f"/{REPO}/main@/b")) == errno.EXDEV
+
+
+def test_link_count_past_the_maximum_is_emlink(pfs: PathFS) -> None:
+    pfs.write_file(f"{MAIN}/f", b"")
+    for i in range(1, LINK_MAX):
+        pfs.link(f"{MAIN}/f", f"{MAIN}/l{i}")
+    assert pfs.lstat(f"{MAIN}/f").nlink == LINK_MAX
+    assert errno_of_call(lambda: pfs.link(f"{MAIN}/f", f"{MAIN}/one-more")) == errno.EMLINK
+
+
+def test_links_of_special_files_and_symlinks(pfs: PathFS, fs: FileSystem) -> None:
+    pfs.symlink("target", f"{MAIN}/s")
+    pfs.link(f"{MAIN}/s", f"{MAIN}/s2")
+    assert pfs.readlink(f"{MAIN}/s2") == "target" and pfs.lstat(f"{MAIN}/s").nlink == 2
+    main = pfs.ino(MAIN)
+    fs.mknod(main, b"fifo", stat.S_IFIFO | 0o644, 0, pfs.caller)
+    pfs.link(f"{MAIN}/fifo", f"{MAIN}/fifo2")
+    attr = pfs.lstat(f"{MAIN}/fifo2")
+    assert stat.S_ISFIFO(attr.mode) and attr.nlink == 2 and attr.ino == pfs.ino(f"{MAIN}/fifo")
+
+
+def test_a_commit_keeps_links_and_a_read_only_checkout_shows_them(pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem]) -> None:
+    pfs.write_file(f"{MAIN}/a", b"kept")
+    pfs.link(f"{MAIN}/a", f"{MAIN}/b")
+    cid = app.graveler.commit(REPO, "main", "linked").commit.id
+    fresh = PathFS(fs_factory())
+    for ref in (cid, "main@", "main"):
+        a, b = fresh.lstat(f"/{REPO}/{ref}/a"), fresh.lstat(f"/{REPO}/{ref}/b")
+        assert a.ino == b.ino and a.nlink == b.nlink == 2, ref
+        assert fresh.read_file(f"/{REPO}/{ref}/b") == b"kept"
+
+
+def test_a_name_overwritten_by_another_front_end_leaves_the_group(pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem]) -> None:
+    pfs.write_file(f"{MAIN}/a", b"shared")
+    pfs.link(f"{MAIN}/a", f"{MAIN}/b")
+    with app.catalog.writer(REPO) as w:  # as the gateway's PUT stores and stages an object
+        w.write(b"new")
+    app.catalog.put_entry(REPO, "main", "b", staged(app, "a")._replace(address=w.info.address, size=3, etag=w.info.etag, link=""))
+    fresh = PathFS(fs_factory())
+    a, b = fresh.lstat(f"{MAIN}/a"), fresh.lstat(f"{MAIN}/b")
+    assert a.nlink == 1 and b.nlink == 1 and a.ino != b.ino
+    assert fresh.read_file(f"{MAIN}/a") == b"shared" and fresh.read_file(f"{MAIN}/b") == b"new"
+
+
+def test_merge_and_revert_carry_links_and_a_conflict_names_the_paths(pfs: PathFS, app: App) -> None:
+    app.catalog.put(REPO, "main", "a", b"base")
+    app.graveler.commit(REPO, "main", "base")
+    app.graveler.create_branch(REPO, "dev", "main")
+    dev = f"/{REPO}/dev"
+    pfs.link(f"{dev}/a", f"{dev}/b")
+    control(pfs, "commit", "link a to b", root=dev)
+    control(pfs, "merge", "dev")
+    a, b = pfs.lstat(f"{MAIN}/a"), pfs.lstat(f"{MAIN}/b")
+    assert a.ino == b.ino and a.nlink == 2
+    assert staged(app, "a") == staged(app, "b")
+    # revert the merge: main has one name again, an ordinary entry
+    control(pfs, "revert", "main --parent-number 1")
+    assert not pfs.exists(f"{MAIN}/b")
+    assert pfs.lstat(f"{MAIN}/a").nlink == 1 and staged(app, "a") is not None and staged(app, "a").link == ""
+    # both sides change a linked name: the conflict names the paths
+    pfs.write_file(f"{MAIN}/a", b"main side")
+    control(pfs, "commit", "main edit")
+    pfs.write_file(f"{dev}/b", b"dev side")  # through the link: a and b change on dev
+    control(pfs, "commit", "dev edit", root=dev)
+    assert control_errno(pfs, "merge", "dev") == errno.ECANCELED
+    error = pfs.read_file(f"{MAIN}/.lakefs/error").decode()
+    assert "conflict" in error and "\na\n" in error + "\n"
+    control(pfs, "merge", "dev --strategy source-wins")
+    assert pfs.read_file(f"{MAIN}/a") == pfs.read_file(f"{MAIN}/b") == b"dev side"
+    assert pfs.lstat(f"{MAIN}/b").nlink == 2 and pfs.lstat(f"{MAIN}/a").ino == pfs.lstat(f"{MAIN}/b").ino
+
+
+def test_with_write_back_a_linked_file_is_saved_under_every_name(app: App, home: str, fs_factory: Callable[..., FileSystem]) -> None:
+    fs = fs_factory(head_ttl=0.2, writeback=True, journal_dir=os.path.join(home, "journal"))
+    pfs = PathFS(fs)
+    pfs.write_file(f"{MAIN}/a", b"journaled first")  # journaled, staged in the background
+    pfs.link(f"{MAIN}/a", f"{MAIN}/b")  # waits for the journal: a is staged before its group is
+    pfs.write_file(f"{MAIN}/b", b"through b")
+    assert pfs.read_file(f"{MAIN}/a") == b"through b"
+    a, b = staged(app, "a"), staged(app, "b")
+    assert a == b and a is not None and app.catalog.read(app.catalog.repository(REPO), a) == b"through b"
+    assert pfs.lstat(f"{MAIN}/a").nlink == 2
+
+
+def test_renames_of_renames_keep_every_group_whole(pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem]) -> None:
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.mkdir(f"{MAIN}/e")
+    pfs.write_file(f"{MAIN}/d/f", b"F")
+    pfs.link(f"{MAIN}/d/f", f"{MAIN}/e/g")
+    pfs.link(f"{MAIN}/d/f", f"{MAIN}/d/h")
+    pfs.rename(f"{MAIN}/d", f"{MAIN}/e/d")  # the group's directory moves into the one holding its other name
+    pfs.rename(f"{MAIN}/e", f"{MAIN}/x")  # and that one moves: every name of the group moves with it
+    pfs.rename(f"{MAIN}/x/d/h", f"{MAIN}/x/g2")
+    names = ("x/d/f", "x/g", "x/g2")
+    group = group_of(staged(app, "x/g"))
+    assert group is not None and group.names == names
+    assert len({staged(app, n) for n in names}) == 1
+    assert [p for p in ("d/f", "d/h", "e/g", "e/d/f", "x/d/h") if staged(app, p) is not None] == []
+    fresh = PathFS(fs_factory())
+    assert len({fresh.lstat(f"{MAIN}/{n}").ino for n in names}) == 1 and fresh.lstat(f"{MAIN}/x/g").nlink == 3
+    pfs.write_file(f"{MAIN}/x/g2", b"G")
+    assert [pfs.read_file(f"{MAIN}/{n}") for n in names] == [b"G"] * 3
+    repo = app.catalog.repository(REPO)
+    assert [app.catalog.read(repo, staged(app, n)) for n in names] == [b"G"] * 3
