@@ -31,7 +31,13 @@ class HookContext:
     (a :class:`~lakemount.actions.network.WebhookPolicy`; None: the default policy)."""
 
     catalog: Any
-    webhooks: WebhookPolicy | None = None
+    make_webhooks: Callable[[], WebhookPolicy | None] | None = None
+
+    @property
+    def webhooks(self) -> WebhookPolicy | None:
+        """The webhook policy, made when a webhook first asks: a commit without one never parses the networks
+        (``ipaddress``, issue 41); raises what ``make_webhooks`` raises (``ConfigError`` for a bad setting)."""
+        return self.make_webhooks() if self.make_webhooks is not None else None
 
 
 HookRunner = Callable[[Hook, Event, dict[str, Any], HookContext], str]
