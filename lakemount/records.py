@@ -1,4 +1,4 @@
-"""Frozen records that cost no compile to declare: ``@record(frozen=True, slots=True)``.
+"""Records that cost no compile to declare: ``@record(frozen=True, slots=True)`` (and mutable ``@record()``).
 
 A dataclass generates its ``__init__``, ``__repr__``, ``__eq__``, ``__hash__``,
 ``__setattr__`` and ``__delattr__`` as source text and compiles each, per class,
@@ -14,7 +14,9 @@ and whose ``__init__`` is generated and compiled the first time the class is
 instantiated: a record a process never makes costs no compile at all.
 :func:`setting` is the same with a shared ``__init__`` too, for classes that are
 all made once at start (the configuration's sections), where compiling even
-the ``__init__`` would cost more than it saves.  Either needs a docstring: without
+the ``__init__`` would cost more than it saves.  ``@record()`` and
+``@record(slots=True)`` make a mutable dataclass so (the shared repr and
+equality, unhashable as dataclass makes it).  Each needs a docstring: without
 one, dataclass writes one from ``inspect.signature``, which compiles tokenize's
 patterns (~14 M instructions).
 
@@ -206,15 +208,44 @@ def _frozen(cls: type, init: Callable[[type], Callable[..., None]] | None) -> ty
     return made
 
 
-def _options(options: dict[str, bool]) -> None:
-    if options != {"frozen": True, "slots": True}:
-        raise TypeError(f"a record is a frozen, slotted dataclass: record(frozen=True, slots=True), not {options}")
+def _mutable(cls: type, slots: bool) -> type:
+    """``cls`` as a (mutable) dataclass with the shared repr and equality, unhashable, and an ``__init__`` compiled
+    when first used."""
+    if "__setattr__" in cls.__dict__:
+        raise TypeError(f"record {cls.__name__}: its __init__ sets fields as object does, past a __setattr__ of its own")
+    if not cls.__doc__:
+        raise TypeError(f"record {cls.__name__} needs a docstring that says what it records")
+    made: Any = dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots)
+    fields = dataclasses.fields(made)
+    if len(fields) != len(made.__dataclass_fields__):
+        raise TypeError(f"record {cls.__name__}: InitVar pseudo-fields need a generated dataclass")
+    _check_order(made)
+    made.__record_compared__ = tuple(f.name for f in fields if f.compare)
+    made.__record_shown__ = tuple(f.name for f in fields if f.repr)
+    type.__setattr__(made, "__init__", _first_init(made))
+    for name, method in (("__repr__", _repr), ("__eq__", _eq)):
+        if name not in cls.__dict__:
+            type.__setattr__(made, name, method)
+    if cls.__dict__.get("__hash__") is None:  # as dataclass's eq without frozen: unhashable, unless the class hashes
+        type.__setattr__(made, "__hash__", None)
+    params = made.__dataclass_params__
+    params.init = params.repr = params.eq = True
+    return made
 
 
 def _record(**options: bool) -> Callable[[_C], _C]:
-    """``@record(frozen=True, slots=True)``: that dataclass, with shared methods and an ``__init__`` compiled when first used."""
-    _options(options)
-    return lambda cls: _frozen(cls, _first_init)  # type: ignore[return-value]
+    """``@record(frozen=True, slots=True)``: that dataclass, with shared methods and an ``__init__`` compiled when first
+    used; ``@record()`` and ``@record(slots=True)``: the mutable dataclass so (shared repr and equality, unhashable)."""
+    if options == {"frozen": True, "slots": True}:
+        return lambda cls: _frozen(cls, _first_init)  # type: ignore[return-value]
+    if options in ({}, {"slots": True}):
+        return lambda cls: _mutable(cls, bool(options))  # type: ignore[return-value]
+    raise TypeError(f"a record is record(frozen=True, slots=True), record(slots=True) or record(), not {options}")
+
+
+def _options(options: dict[str, bool]) -> None:
+    if options != {"frozen": True, "slots": True}:
+        raise TypeError(f"a setting is a frozen, slotted dataclass: setting(frozen=True, slots=True), not {options}")
 
 
 def _setting(**options: bool) -> Callable[[_C], _C]:

@@ -41,7 +41,8 @@ def _twin(cls: type) -> type:
     fields = [(f.name, f.type, field(default=f.default, default_factory=f.default_factory, init=f.init, repr=f.repr,
                                      hash=f.hash, compare=f.compare, kw_only=f.kw_only))
               for f in dataclasses.fields(cls)]
-    return dataclasses.make_dataclass(cls.__name__, fields, frozen=True, slots=True)  # type: ignore[arg-type]
+    frozen = cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    return dataclasses.make_dataclass(cls.__name__, fields, frozen=frozen, slots="__slots__" in vars(cls))  # type: ignore[arg-type]
 
 
 DECLARED = _declared()
@@ -56,29 +57,43 @@ def test_the_package_declares_its_records_so() -> None:
 def test_a_record_behaves_as_its_generated_dataclass(cls: type) -> None:
     twin = _twin(cls)
     params = cls.__dataclass_params__  # type: ignore[attr-defined]
-    assert (params.init, params.repr, params.eq, params.frozen, params.order) == (True, True, True, True, False)
-    assert "__dict__" not in dir(cls) and cls.__slots__ == twin.__slots__  # type: ignore[attr-defined]
+    frozen = params.frozen
+    assert (params.init, params.repr, params.eq, params.order) == (True, True, True, False)
+    assert ("__dict__" in dir(cls)) == ("__dict__" in dir(twin)) and getattr(cls, "__slots__", None) == getattr(
+        twin, "__slots__", None)
     assert cls.__match_args__ == twin.__match_args__  # type: ignore[attr-defined]
     fields = [f for f in dataclasses.fields(cls) if f.init]
     required = {f.name: f"/{f.name}" for f in fields if f.default is dataclasses.MISSING
                 and f.default_factory is dataclasses.MISSING}
     ours, theirs = cls(**required), twin(**required)
-    assert repr(ours) == repr(theirs).replace(twin.__qualname__, cls.__qualname__, 1)
-    assert hash(ours) == hash(theirs)
-    assert ours == cls(**required) and ours != theirs  # another class: not equal, as generated
+    shown = repr(theirs).replace(twin.__qualname__, cls.__qualname__, 1)
+    if cls.__name__ in ("_Group", "_Lane"):  # their Event and Condition, made per instance, show their addresses
+        assert re.sub(" at 0x[0-9a-f]+", "", repr(ours)) == re.sub(" at 0x[0-9a-f]+", "", shown)
+    else:
+        assert repr(ours) == shown
+    if frozen:
+        assert hash(ours) == hash(theirs)
+    else:
+        assert cls.__hash__ is twin.__hash__ is None  # type: ignore[comparison-overlap]
+    assert ours != theirs  # another class: not equal, as generated
     values = [getattr(ours, f.name) for f in fields]
     assert cls(*values) == ours
-    assert pickle.loads(pickle.dumps(ours)) == ours
-    assert dataclasses.asdict(ours) == dataclasses.asdict(theirs)
+    if frozen or cls.__name__ not in ("_Group", "_Lane"):  # locks and events do not pickle
+        assert pickle.loads(pickle.dumps(ours)) == ours
+        assert dataclasses.asdict(ours) == dataclasses.asdict(theirs)
     if fields:
         last = fields[-1].name
         changed = dataclasses.replace(ours, **{last: "other"})
         assert getattr(changed, last) == "other"
         assert (changed == ours) == (not fields[-1].compare)
-        with pytest.raises(dataclasses.FrozenInstanceError):
+        if frozen:
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(ours, fields[0].name, "x")
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                delattr(ours, fields[0].name)
+        else:
             setattr(ours, fields[0].name, "x")
-        with pytest.raises(dataclasses.FrozenInstanceError):
-            delattr(ours, fields[0].name)
+            assert getattr(ours, fields[0].name) == "x"
         wrong: list[tuple[tuple[object, ...], dict[str, object]]] = [
             ((*values, 1), {}), ((), {"nope": 1}), ((values[0],), {fields[0].name: values[0]})]
         if required:
@@ -132,8 +147,8 @@ def test_a_post_init_runs_and_a_subclass_inherits_the_fields() -> None:
 
 
 def test_what_a_record_refuses() -> None:
-    with pytest.raises(TypeError, match="frozen, slotted"):
-        record(frozen=True)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match=r"a record is record\(frozen=True, slots=True\), record\(slots=True\) or record\(\)"):
+        record(frozen=True)
     with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
         @record(frozen=True, slots=True)
         class Bad:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Final
 
 from lakemount.records import record
@@ -39,7 +39,7 @@ class Change:
     size: int | None
 
 
-@dataclass
+@record()
 class Event:
     """What an operation is about to do (or did): the JSON a webhook receives is :meth:`payload`."""
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from lakemount.records import record
 
@@ -26,7 +25,7 @@ class Actor:
     client: str = ""
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class Pending:
     """What one request did, filled in as it runs; the edge records it when the response is known."""
 

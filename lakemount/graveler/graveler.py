@@ -16,7 +16,7 @@ import itertools
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from lakemount.errors import (
@@ -106,7 +106,7 @@ class DiffRecord:
     right: bytes | None
 
 
-@dataclass
+@record()
 class _Backoff:
     """The waits between one operation's attempts at a branch that keeps changing under it."""
 

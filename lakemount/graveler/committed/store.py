@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 import xxhash
 
@@ -27,6 +26,7 @@ from lakemount.graveler.model import (
 )
 from lakemount.graveler.ports import BlockAdapter, Cache
 from lakemount.graveler.sstable import TableReader
+from lakemount.records import record
 
 
 def join(namespace: str, key: str) -> str:
@@ -63,7 +63,7 @@ def metarange_id_of(ranges: Iterable[RangeInfo]) -> str:
     return h.hexdigest()
 
 
-@dataclass
+@record()
 class StoreStats:
     """Counters of table loads and writes (what caching and reuse saved), for stats and tests."""
 
