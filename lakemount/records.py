@@ -28,6 +28,7 @@ holds every record and section of the package to its generated twin.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable
 from dataclasses import MISSING, FrozenInstanceError
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -37,12 +38,14 @@ __all__ = ["record", "setting"]
 _C = TypeVar("_C", bound=type)
 
 
-def _values(self: Any) -> tuple[Any, ...]:
-    return tuple(getattr(self, name) for name in type(self).__record_compared__)
-
-
-def _hashed(self: Any) -> tuple[Any, ...]:
-    return tuple(getattr(self, name) for name in type(self).__record_hashed__)
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """The tuple of those fields of a record, as the generated methods build it (``attrgetter``: in C, no frame)."""
+    if len(names) >= 2:
+        return operator.attrgetter(*names)
+    if names:
+        one = operator.attrgetter(names[0])
+        return lambda self: (one(self),)
+    return lambda self: ()
 
 
 def _repr(self: Any) -> str:
@@ -50,14 +53,24 @@ def _repr(self: Any) -> str:
     return f"{type(self).__qualname__}({shown})"
 
 
-def _eq(self: Any, other: object) -> bool:
-    if other.__class__ is self.__class__:
-        return _values(self) == _values(other)
-    return NotImplemented
+def _eq_of(key: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any, object], bool]:
+    """A class's ``__eq__`` over the fields ``key`` gets: a closure, so making one compiles nothing."""
+
+    def __eq__(self: Any, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return key(self) == key(other)
+        return NotImplemented
+
+    return __eq__
 
 
-def _hash(self: Any) -> int:
-    return hash(_hashed(self))
+def _hash_of(key: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any], int]:
+    """A class's ``__hash__`` over the fields ``key`` gets."""
+
+    def __hash__(self: Any) -> int:
+        return hash(key(self))
+
+    return __hash__
 
 
 def _setattr(self: Any, name: str, value: object) -> None:
@@ -192,14 +205,15 @@ def _frozen(cls: type, init: Callable[[type], Callable[..., None]] | None) -> ty
     if len(fields) != len(made.__dataclass_fields__):
         raise TypeError(f"record {cls.__name__}: InitVar pseudo-fields need a generated dataclass")
     _check_order(made)
-    made.__record_compared__ = tuple(f.name for f in fields if f.compare)
-    made.__record_hashed__ = tuple(
-        f.name for f in fields if (f.compare if f.hash is None else f.hash))
+    made.__record_compared__ = staticmethod(_getter(tuple(f.name for f in fields if f.compare)))
+    made.__record_hashed__ = staticmethod(_getter(tuple(
+        f.name for f in fields if (f.compare if f.hash is None else f.hash))))
     made.__record_shown__ = tuple(f.name for f in fields if f.repr)
     type.__setattr__(made, "__init__", _shared_init if init is None else init(made))
     # As dataclass: a method the class defines itself stays (a __hash__ of None is Python's, for an own __eq__).
     own = {name for name in cls.__dict__ if name != "__hash__" or cls.__dict__[name] is not None}
-    for name, method in (("__repr__", _repr), ("__eq__", _eq), ("__hash__", _hash), ("__setattr__", _setattr),
+    for name, method in (("__repr__", _repr), ("__eq__", _eq_of(made.__record_compared__)),
+                         ("__hash__", _hash_of(made.__record_hashed__)), ("__setattr__", _setattr),
                          ("__delattr__", _delattr), ("__getstate__", _getstate), ("__setstate__", _setstate)):
         if name not in own:
             type.__setattr__(made, name, method)
@@ -220,10 +234,10 @@ def _mutable(cls: type, slots: bool) -> type:
     if len(fields) != len(made.__dataclass_fields__):
         raise TypeError(f"record {cls.__name__}: InitVar pseudo-fields need a generated dataclass")
     _check_order(made)
-    made.__record_compared__ = tuple(f.name for f in fields if f.compare)
+    made.__record_compared__ = staticmethod(_getter(tuple(f.name for f in fields if f.compare)))
     made.__record_shown__ = tuple(f.name for f in fields if f.repr)
     type.__setattr__(made, "__init__", _first_init(made))
-    for name, method in (("__repr__", _repr), ("__eq__", _eq)):
+    for name, method in (("__repr__", _repr), ("__eq__", _eq_of(made.__record_compared__))):
         if name not in cls.__dict__:
             type.__setattr__(made, name, method)
     if cls.__dict__.get("__hash__") is None:  # as dataclass's eq without frozen: unhashable, unless the class hashes
