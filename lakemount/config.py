@@ -17,11 +17,12 @@ import dataclasses
 import os
 import types
 import typing
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, field
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from collections.abc import Mapping
+from dataclasses import field
+from typing import Any, Final
 
 from lakemount.errors import ConfigError
+from lakemount.records import setting
 
 ENV_PREFIX: Final = "LAKEMOUNT_"
 
@@ -50,105 +51,32 @@ OTHER_VARIABLES: Final = frozenset(
 )
 
 
-# -- the sections: frozen dataclasses with shared methods --------------------------------
+# -- the sections: frozen dataclasses, declared with ``setting`` (lakemount/records.py) --------
 #
-# A dataclass generates its __init__, __repr__, __eq__ and __hash__ as source text and
-# compiles each, per class: for the two dozen classes below that was most of this
-# module's import, which every start of every process pays (a CLI verb too, issue 41).
-# So the sections are declared with ``section`` instead: a frozen, slotted dataclass
-# (fields, ``replace``, ``asdict``, FrozenInstanceError, pickling all as before) whose
-# four methods are the shared ones here, which do what the generated ones do.  The type
-# checker sees ``dataclass`` itself, so constructor calls stay checked.
-
-_C = TypeVar("_C", bound=type)
+# A dataclass compiles its generated methods per class when this module is imported, which every
+# start of every process pays (a CLI verb too, issue 41); ``setting`` makes the same frozen, slotted
+# dataclass with shared methods, a shared ``__init__`` included (every section is made once, at start).
 
 
-def _section_init(self: Any, *args: Any, **kwargs: Any) -> None:
-    """The generated ``__init__``: fields in order, positionally or by name; defaults, fresh default factories."""
-    fields = type(self).__dataclass_fields__
-    name = type(self).__qualname__
-    if len(args) > len(fields):
-        most = len(fields) + 1  # with self, as Python counts them
-        least = 1 + sum(f.default is MISSING and f.default_factory is MISSING for f in fields.values())
-        takes = f"{most}" if least == most else f"from {least} to {most}"
-        raise TypeError(f"{name}.__init__() takes {takes} positional arguments but {len(args) + 1} were given")
-    values = dict(zip(fields, args, strict=False))
-    for key, value in kwargs.items():
-        if key not in fields:
-            raise TypeError(f"{name}.__init__() got an unexpected keyword argument {key!r}")
-        if key in values:
-            raise TypeError(f"{name}.__init__() got multiple values for argument {key!r}")
-        values[key] = value
-    for key, f in fields.items():
-        if key in values:
-            value = values[key]
-        elif f.default is not MISSING:
-            value = f.default
-        elif f.default_factory is not MISSING:
-            value = f.default_factory()
-        else:
-            raise TypeError(f"{name}.__init__() missing 1 required positional argument: {key!r}")
-        object.__setattr__(self, key, value)
-
-
-def _section_values(self: Any) -> tuple[Any, ...]:
-    return tuple(getattr(self, key) for key in type(self).__dataclass_fields__)
-
-
-def _section_repr(self: Any) -> str:
-    shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in type(self).__dataclass_fields__.values() if f.repr)
-    return f"{type(self).__qualname__}({shown})"
-
-
-def _section_eq(self: Any, other: object) -> bool:
-    if other.__class__ is self.__class__:
-        return _section_values(self) == _section_values(other)
-    return NotImplemented
-
-
-def _section_hash(self: Any) -> int:
-    return hash(_section_values(self))
-
-
-def _section(**_options: bool) -> Callable[[_C], _C]:
-    """``@section(frozen=True, slots=True)``: that dataclass, with the shared methods above (see the comment)."""
-    assert _options == {"frozen": True, "slots": True}, "a section is a frozen, slotted dataclass"
-
-    def make(cls: _C) -> _C:
-        cls.__init__ = _section_init  # type: ignore[misc]
-        cls.__repr__ = _section_repr  # type: ignore[assignment,method-assign]
-        cls.__eq__ = _section_eq  # type: ignore[assignment,method-assign]
-        cls.__hash__ = _section_hash  # type: ignore[assignment,method-assign]
-        return dataclasses.dataclass(cls, frozen=True, slots=True, init=False, repr=False, eq=False)  # type: ignore[return-value]
-
-    return make
-
-
-if TYPE_CHECKING:
-    from dataclasses import dataclass as section
-else:
-    section = _section
-
-
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class LoggingConfig:
     """``logging``: the log level."""
     level: str = "INFO"
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class DbConfig:
     """``metadata.db``: the database URL (empty: SQLite under ``LAKEMOUNT_HOME``)."""
     url: str = ""
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class MetadataConfig:
     """``metadata``: where refs and staging live."""
     db: DbConfig = field(default_factory=DbConfig)
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class LocalBlockConfig:
     """``blockstore.local``: the directory of the local block store (empty: under ``LAKEMOUNT_HOME``), and the
     directories imports may read and repositories may be stored in (None: the block store's directory;
@@ -158,7 +86,7 @@ class LocalBlockConfig:
     namespace_roots: tuple[str, ...] | None = None
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class S3CredentialsConfig:
     """lakeFS's nested form of the S3 credentials (``blockstore.s3.credentials.*``)."""
 
@@ -167,7 +95,7 @@ class S3CredentialsConfig:
     session_token: str = field(default="", repr=False)
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class S3BlockConfig:
     """``blockstore.s3``: empty or None values mean boto3's default."""
 
@@ -186,7 +114,7 @@ class S3BlockConfig:
     credentials: S3CredentialsConfig = field(default_factory=S3CredentialsConfig)
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class BlockstoreConfig:
     """``blockstore``: the block store type (``local`` or ``s3``), default namespace prefix and per-type settings."""
     type: str = "local"
@@ -195,14 +123,14 @@ class BlockstoreConfig:
     s3: S3BlockConfig = field(default_factory=S3BlockConfig)
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class TlsConfig:
     """``gateways.s3.tls``: PEM certificate and key files; both set, the gateway serves HTTPS."""
     cert_file: str = ""
     key_file: str = ""
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class S3GatewayConfig:
     """``gateways.s3``: the S3 gateway's address, virtual-host domains, region, workers, flat mode, threads, bucket aliases and TLS."""
     listen_address: str = "127.0.0.1:8000"
@@ -216,19 +144,19 @@ class S3GatewayConfig:
     tls: TlsConfig = field(default_factory=TlsConfig)
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class GatewaysConfig:
     """``gateways``: the S3 gateway section."""
     s3: S3GatewayConfig = field(default_factory=S3GatewayConfig)
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class PreviewConfig:
     """``api.preview``: the largest Parquet page (bytes, compressed or decoded) an object preview decodes."""
     max_page_bytes: int = 64 * 1024 * 1024
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class ApiConfig:
     """``api``: the REST API server (0 workers: one per CPU, at most 4), whether it serves ``/metrics``, previews."""
 
@@ -239,7 +167,7 @@ class ApiConfig:
     preview: PreviewConfig = field(default_factory=PreviewConfig)
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class CacheConfig:
     """``cache``: the disk cache directory and the RAM and disk bounds in bytes (disk 0 disables the disk tier)."""
     dir: str = ""
@@ -247,7 +175,7 @@ class CacheConfig:
     disk_bytes: int = 8 * 1024 * 1024 * 1024
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class MountConfig:
     """``mount``: where ``lakemount up`` mounts, the branch-head re-check interval (seconds), the read-ahead window (KiB),
     for a mount shared with other local users which lakemount user each of them is, and write-back's journal."""
@@ -264,13 +192,13 @@ class MountConfig:
     writeback_retry: float = 300.0
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class EncryptConfig:
     """``auth.encrypt``: the server key (empty: a key file under ``LAKEMOUNT_HOME``); secrets at rest and API tokens use keys derived from it."""
     secret_key: str = field(default="", repr=False)
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class AuthConfig:
     """``auth``: authentication settings."""
     encrypt: EncryptConfig = field(default_factory=EncryptConfig)
@@ -281,7 +209,7 @@ class AuthConfig:
 DEFAULT_WEBHOOK_DENIED: Final = "169.254.0.0/16,fe80::/10,fd00:ec2::254/128,100.100.100.200/32"
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class WebhookConfig:
     """``actions.webhook``: the networks webhooks may reach (comma-separated CIDRs; empty allowed: any not denied)
     and the longest timeout (seconds) an action file may give one."""
@@ -290,14 +218,14 @@ class WebhookConfig:
     max_timeout: float = 300.0
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class HooksConfig:
     """``actions.hooks``: how many hooks one process runs at once, and how long (seconds) a hook waits for a turn."""
     max_running: int = 16
     max_wait: float = 30.0
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class ActionsConfig:
     """``actions``: hooks (lakeFS actions) settings, and the most action files an event reads."""
     webhook: WebhookConfig = field(default_factory=WebhookConfig)
@@ -306,13 +234,13 @@ class ActionsConfig:
     max_files: int = 100
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class PullsConfig:
     """``pulls``: the most comments one pull request takes (each up to 64 KiB)."""
     max_comments: int = 10_000
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class StagingConfig:
     """``staging``: where uncommitted entries live (``sql``: rows in the ref store; ``lsm``: staging files on the
     block store, listed in the ref store), how long a write waits for an in-flight flush (ms), how many L1
@@ -324,7 +252,7 @@ class StagingConfig:
     inline_bytes: int = 32 * 1024
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class AuditConfig:
     """``audit``: the audit trail (``lakemount/audit/``): on or off, how often each process writes its records
     (seconds, or as soon as this many wait), and how many days of partitions are kept (0: all)."""
@@ -334,7 +262,7 @@ class AuditConfig:
     retention_days: int = 90
 
 
-@section(frozen=True, slots=True)
+@setting(frozen=True, slots=True)
 class Config:
     """The whole configuration; ``home`` is ``LAKEMOUNT_HOME`` (not a key), the rest are sections."""
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from lakemount.errors import Unavailable
+from lakemount.pids import alive
 
 if TYPE_CHECKING:
     from lakemount.app import App
@@ -54,15 +55,7 @@ def read_pid(path: str) -> int | None:
             pid = int(f.read().strip() or 0)
     except (OSError, ValueError):
         return None
-    if pid <= 0:
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass
-    return pid
+    return pid if pid > 0 and alive(pid) else None
 
 
 def wait_for_mounts(

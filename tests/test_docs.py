@@ -24,7 +24,7 @@ import pytest
 
 from lakemount import config
 from lakemount.cli.common import parse_repo_uri, parse_uri
-from lakemount.cli.main import VERBS, cli
+from lakemount.cli.group import VERBS, cli
 from lakemount.config import Config
 from lakemount.errors import ConfigError, InvalidArgument
 

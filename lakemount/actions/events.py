@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Final
+
+from lakemount.records import record
 
 EVENTS: Final = (
     "prepare-commit",  # lakeFS's: before pre-commit, and its failure aborts the commit as a pre-event's does
@@ -28,7 +30,7 @@ def aborts(event_type: str) -> bool:
     return event_type.startswith("pre-") or event_type == "prepare-commit"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Change:
     """One changed path an operation brings in (``entry_size`` None for a removal)."""
 
@@ -37,7 +39,7 @@ class Change:
     size: int | None
 
 
-@dataclass
+@record()
 class Event:
     """What an operation is about to do (or did): the JSON a webhook receives is :meth:`payload`."""
 

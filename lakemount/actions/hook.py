@@ -9,11 +9,11 @@ others wrote (a webhook's answer, a broken file's error) through
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.actions.events import Event
 from lakemount.actions.parser import Hook
+from lakemount.records import record
 
 if TYPE_CHECKING:
     from lakemount.actions.network import WebhookPolicy
@@ -25,13 +25,19 @@ class HookFailure(Exception):
     """Raised by a hook implementation: the hook failed with this message."""
 
 
-@dataclass
+@record()
 class HookContext:
     """Services hooks may use: the catalog (for data checks) and the addresses webhooks may reach
     (a :class:`~lakemount.actions.network.WebhookPolicy`; None: the default policy)."""
 
     catalog: Any
-    webhooks: WebhookPolicy | None = None
+    make_webhooks: Callable[[], WebhookPolicy | None] | None = None
+
+    @property
+    def webhooks(self) -> WebhookPolicy | None:
+        """The webhook policy, made when a webhook first asks: a commit without one never parses the networks
+        (``ipaddress``, issue 41); raises what ``make_webhooks`` raises (``ConfigError`` for a bad setting)."""
+        return self.make_webhooks() if self.make_webhooks is not None else None
 
 
 HookRunner = Callable[[Hook, Event, dict[str, Any], HookContext], str]

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.config import WebhookConfig
+from lakemount.records import record
 
 # The HTTP client is imported when a webhook connects: every commit reads this policy, few run a webhook (issue 41).
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def parse_networks(text: str) -> tuple[Network, ...]:
     return tuple(out)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class WebhookPolicy:
     """What webhooks may do (``actions.webhook.*``): connect never to a denied network and, when
     ``allowed`` is not empty, only to those; wait at most ``max_timeout`` seconds.  Addresses are

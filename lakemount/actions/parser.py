@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 from lakemount.actions.events import EVENTS
 from lakemount.errors import InvalidArgument
+from lakemount.records import record
 
 ACTIONS_PREFIX: Final = "_lakefs_actions/"
 MAX_ACTION_FILE: Final = 1 << 20
@@ -36,7 +36,7 @@ MAX_ACTION_FILE: Final = 1 << 20
 MAX_ACTION_VALUES: Final = 100_000
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Hook:
     """One hook of an action: its id, type (``webhook``, ``lakemount_check``) and properties."""
 
@@ -46,7 +46,7 @@ class Hook:
     description: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Action:
     """A parsed action file: which events (and branches) trigger which hooks."""
 

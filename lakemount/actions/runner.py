@@ -27,7 +27,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Final, Protocol
 
 from lakemount.actions.events import Event, aborts
@@ -36,6 +35,7 @@ from lakemount.actions.parser import ACTIONS_PREFIX, MAX_ACTION_FILE, Action, Ho
 from lakemount.actions.runs import HookRun, Run, RunStore, new_run_id
 from lakemount.config import ActionsConfig, HooksConfig
 from lakemount.errors import HookFailed, InvalidArgument, TooManyActionFiles
+from lakemount.records import record
 
 MAX_OUTPUT: Final = 64 * 1024
 
@@ -47,7 +47,7 @@ class ActionSource(Protocol):
     def action_files(self, repo: str, ref: str, most: int) -> list[tuple[str, bytes | None]]: ...  # None: over MAX_ACTION_FILE
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class HookLimits:
     """How many hooks a process runs at once (``actions.hooks.max_running``) and how long a hook waits
     for a turn (``max_wait`` seconds) before it fails naming the limit.  Hooks are slow and chosen by

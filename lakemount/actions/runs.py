@@ -9,11 +9,12 @@ status, output, start and duration -- is recorded in a :class:`RunStore`
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Protocol
 
+from lakemount.records import record
 
-@dataclass(frozen=True, slots=True)
+
+@record(frozen=True, slots=True)
 class HookRun:
     """The record of one hook's run."""
 
@@ -27,7 +28,7 @@ class HookRun:
     duration: float
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Run:
     """The record of one event's run of every matching action."""
 

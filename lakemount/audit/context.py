@@ -12,10 +12,11 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+
+from lakemount.records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Actor:
     """The user, the front end and the client address of what runs now."""
 
@@ -24,7 +25,7 @@ class Actor:
     client: str = ""
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class Pending:
     """What one request did, filled in as it runs; the edge records it when the response is known."""
 

@@ -8,8 +8,9 @@ mount and the CLI translate their outcomes into the same codes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final, cast
+
+from lakemount.records import record
 
 # Front ends, as stored in the ``frontend`` column.
 GATEWAY: Final = "s3"
@@ -20,7 +21,7 @@ JOBS: Final = "jobs"
 ICEBERG: Final = "iceberg"  # the Iceberg REST catalog (lakemount/iceberg/)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class AuditRecord:
     """One data access or change.
 

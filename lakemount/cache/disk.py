@@ -31,13 +31,13 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import xxhash
 
 from lakemount.cache.singleflight import SingleFlight
 from lakemount.errors import InvalidArgument, Unavailable
 from lakemount.logs import get_logger
+from lakemount.records import record
 
 log = get_logger(__name__)
 
@@ -48,8 +48,10 @@ TEMP_PREFIX = ".tmp-"
 _STALE_TEMP_NS = 3600 * 10**9  # a temp file this old belongs to a dead writer
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class _Entry:
+    """One cached file as the index keeps it: its path, size and modification time."""
+
     path: str
     size: int
     mtime_ns: int

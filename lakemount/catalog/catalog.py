@@ -172,8 +172,8 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         those are kept in memory.  ``link_key`` gives the key that signs upload addresses
         (``uploads.py``); without it, handing them out raises ``Unavailable``.  ``webhooks`` gives the
         ``actions.network.WebhookPolicy`` of the addresses webhooks may reach (None: the default one);
-        ``hook_limits`` the bounds of the hooks running at once (None: the default bounds), both asked
-        when hooks are first needed; ``max_comments``
+        ``hook_limits`` the bounds of the hooks running at once (None: the default bounds), the limits
+        asked when hooks are first needed, the policy when a webhook first runs; ``max_comments``
         the comments of one pull request (None: ``pulls.max_comments``'s default); ``changes`` pushes other processes' branch changes
         (``watch_branches``; None: none are pushed).  ``cache`` is the node's cache, whose tiers keep
         the blocks of data objects that reads fetch (:mod:`~lakemount.catalog.blocks`); without it,
@@ -234,9 +234,8 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
             from lakemount.actions.runner import Actions
             from lakemount.actions.runs import MemoryRunStore
 
-            webhooks = self._webhooks() if self._webhooks else None
             limits = self._hook_limits() if self._hook_limits else None
-            self._actions = Actions(self, self._make_runs or MemoryRunStore, None, HookContext(self, webhooks),
+            self._actions = Actions(self, self._make_runs or MemoryRunStore, None, HookContext(self, self._webhooks),
                                     on_run=self._hook_ran, limits=limits)
         return self._actions
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from lakemount.errors import AlreadyExists, InvalidArgument, NotFound, OutsideRoots
+from lakemount.records import record
 
 __all__ = [
     "Confinement",
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Overlap:
     """``location`` lies inside (``relation`` "is inside") or around ("contains") ``owner``'s location;
     ``owner`` is a repository's name, or None for the server's own store."""
@@ -100,7 +100,7 @@ def _within(path: str, root: str) -> bool:
 
 
 # ---------------------------------------------------------------------------- import sources
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ImportSource:
     """Where objects are imported from: a local directory (its real path) or an S3 prefix (ending in ``/`` or empty),
     or with ``name``, the one object of that name in it (lakeFS's ``object`` import location)."""
@@ -149,7 +149,7 @@ def split_location(text: str, verb: str, role: str) -> tuple[str, str, str]:
 
 
 # ---------------------------------------------------------------------------- the rule
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Confinement:
     """The directories imports may read (``import_roots``) and ``local://`` namespaces may lie in
     (``namespace_roots``), absolute paths; ``system`` is the namespace URL of the server's own store."""

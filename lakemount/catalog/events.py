@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from lakemount.logs import get_logger
+from lakemount.records import record
 
 log = get_logger("lakemount.catalog.events")
 
@@ -32,7 +32,7 @@ KINDS: Final = (
 Observer = Callable[[str, str, str, dict[str, Any]], None]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class FeedEvent:
     """One entry of the feed; ``id`` increases with time within a store."""
 

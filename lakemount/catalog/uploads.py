@@ -31,13 +31,11 @@ after, like any garbage; a linked one lives as long as entries reference it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from lakemount.block.layout import DATA_PREFIX, data_address
@@ -45,6 +43,7 @@ from lakemount.block.router import presign
 from lakemount.catalog.refs import RefVerbs
 from lakemount.catalog.storage import join
 from lakemount.errors import InvalidArgument, InvalidLinkAddress, ObjectNotFound, Unavailable
+from lakemount.records import record
 
 if TYPE_CHECKING:
     from lakemount.graveler.model import Entry, Repository
@@ -60,6 +59,7 @@ _MARKER = re.compile(r"([0-9a-f]{64})\.([0-9]{1,12})")
 
 def link_key(server_key: str | bytes) -> bytes:
     """The address-signing key: derived from (never equal to) the server key."""
+    import hashlib
     import hmac  # signing and verifying addresses only: not every verb's start
 
     raw = server_key.encode() if isinstance(server_key, str) else server_key
@@ -72,7 +72,7 @@ def parse_marker(name: str) -> tuple[str, int] | None:
     return (m.group(1), int(m.group(2))) if m else None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class StagingLocation:
     """lakeFS's ``StagingLocation``: the signed address to link, and a presigned PUT URL when asked for."""
 
@@ -81,7 +81,7 @@ class StagingLocation:
     presigned_url_expiry: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Linked:
     """An upload verified for linking: its namespace-relative address, size and ETag."""
 
@@ -92,6 +92,7 @@ class Linked:
 
 def _sign(key: bytes, repo: str, branch: str, path: str, address: str, deadline: int) -> str:
     import base64
+    import hashlib
     import hmac
 
     msg = json.dumps([repo, branch, path, address, deadline], ensure_ascii=True).encode()

@@ -11,7 +11,6 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -19,6 +18,7 @@ import click
 
 from lakemount.catalog.paths import printable_tree
 from lakemount.errors import InvalidArgument
+from lakemount.records import record
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Uri:
     """``lakefs://repo[/ref[/path]]``."""
 

@@ -24,7 +24,7 @@ front ends use into this package.  One module per concept:
 - ``graveler``: the ``Graveler`` facade -- repositories, branches, tags, staging, commit,
   merge, revert, diff, log -- over those ports.
 
-It imports nothing of lakemount above it but ``lakemount.errors``
-(``tests/test_layering.py`` checks it); the composition root (``lakemount.app``)
+It imports nothing of lakemount above it but ``lakemount.errors`` and ``lakemount.records``
+(its records' decorator; ``tests/test_layering.py`` checks it); the composition root (``lakemount.app``)
 wires its ports.
 """

@@ -16,7 +16,7 @@ import itertools
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from lakemount.errors import (
@@ -54,6 +54,7 @@ from lakemount.graveler.model import (
 )
 from lakemount.graveler.ports import ChunkedStagingScan, RefStore, StagingStore
 from lakemount.graveler.refexpr import ResolvedRef, View, is_hex, parse
+from lakemount.records import record
 
 # Diff, merge and the range writer are imported by the verbs that use them: a reader (``lakemount fs ls``,
 # ``log``) never loads them (issue 41).
@@ -77,7 +78,7 @@ def new_token() -> StagingToken:
     return StagingToken(os.urandom(12).hex())  # secrets.token_hex(12), without importing secrets
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class CommitResult:
     """A new commit and, when a tree was written, what writing it cost."""
 
@@ -85,7 +86,7 @@ class CommitResult:
     stats: ApplyStats | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class MergeResult:
     """Where a merge left the destination: the commit it points at, and whether anything was merged."""
 
@@ -95,7 +96,7 @@ class MergeResult:
     stats: ApplyStats | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DiffRecord:
     """One key that differs between two trees; ``left``/``right`` are its values (None when absent)."""
 
@@ -105,8 +106,10 @@ class DiffRecord:
     right: bytes | None
 
 
-@dataclass
+@record()
 class _Backoff:
+    """The waits between one operation's attempts at a branch that keeps changing under it."""
+
     attempt: int = 0
     rng: random.Random | None = None  # made by the first retry: most operations never wait (issue 41)
 

@@ -10,15 +10,15 @@ iff key and identity are equal, which is what diff, merge and range reuse compar
 
 from __future__ import annotations
 
-import hashlib
 import json
 import stat
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Final, NamedTuple, NewType
 
 import msgpack
 
 from lakemount.errors import Corrupt
+from lakemount.records import record
 
 Key = NewType("Key", bytes)
 CommitID = NewType("CommitID", str)
@@ -81,10 +81,14 @@ class Entry(NamedTuple):
         (``Catalog.stage_upload``), so re-putting identical bytes is no change,
         as lakeFS's identity (which leaves time out) has it.
         """
+        import hashlib  # here, not at import: OpenSSL's start is ~11 M instructions a read-only verb never needs
+
         return hashlib.blake2b(self.encode(), digest_size=IDENTITY_LEN).digest()
 
     def value(self) -> bytes:
         """The stored form of a record's value: identity followed by the encoding."""
+        import hashlib
+
         enc = self.encode()
         return hashlib.blake2b(enc, digest_size=IDENTITY_LEN).digest() + enc
 
@@ -143,7 +147,7 @@ def value_identity(value: bytes) -> bytes:
     return value[:IDENTITY_LEN]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class RangeInfo:
     """A range as its metarange describes it."""
 
@@ -166,7 +170,7 @@ class RangeInfo:
             raise Corrupt(f"undecodable range record: {exc}") from exc
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Commit:
     """An immutable commit; its id is a hash of everything but the id and generation."""
 
@@ -194,6 +198,8 @@ class Commit:
             separators=(",", ":"),
             ensure_ascii=False,
         )
+        import hashlib
+
         return CommitID(hashlib.sha256(canon.encode()).hexdigest())
 
     def to_json(self) -> dict[str, Any]:
@@ -224,7 +230,7 @@ class Commit:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Repository:
     """A repository's settings: where its data lives and which branch is the default."""
 
@@ -234,7 +240,7 @@ class Repository:
     creation_date: float
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Branch:
     """A branch: its head commit, the staging token writes go to, and sealed tokens.
 
@@ -256,7 +262,7 @@ class Branch:
         return (self.staging_token, *self.sealed_tokens)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Tag:
     """A tag: an immutable name for a commit."""
 

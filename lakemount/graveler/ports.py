@@ -10,16 +10,16 @@ names the backend: ``local:///abs/path/key``, ``s3://bucket/prefix/key``,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
 
 from lakemount.graveler.model import Branch, Commit, CommitID, Repository, StagingToken, Tag
+from lakemount.records import record
 
 if TYPE_CHECKING:
     from lakemount.graveler.staging.file import StagingFileInfo
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ObjectInfo:
     """What a block store knows of one stored object."""
 

@@ -7,11 +7,11 @@ Graveler facade (which knows branches, tags and commits).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import Enum
 
 from lakemount.errors import InvalidArgument
 from lakemount.graveler.model import CommitID
+from lakemount.records import record
 
 
 class View(str, Enum):
@@ -22,7 +22,7 @@ class View(str, Enum):
     STAGING = "staging"  # branch$: only what is staged
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class RefExpr:
     """A parsed ref expression: ``base`` then ``~n``/``^n`` steps, then an optional ``@`` or ``$`` suffix."""
 
@@ -64,7 +64,7 @@ def parse(expr: str) -> RefExpr:
     return RefExpr(base, tuple(steps), suffix)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ResolvedRef:
     """What a ref expression points at now."""
 

@@ -28,11 +28,11 @@ from __future__ import annotations
 import select
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.logs import get_logger
 from lakemount.metastore.urls import one_line, where
+from lakemount.records import record
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -45,7 +45,7 @@ STAGING: Final = "staging"
 RULES: Final = "rules"  # a repository's protection rules changed (branch empty)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Change:
     """One notice: ``kind`` (``head``, ``staging`` or ``rules``) of ``repo``/``branch`` by process ``sender``;
     ``detail`` describes an appended staging file (empty for any other change)."""

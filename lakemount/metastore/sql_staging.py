@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.errors import BranchNotFound, PreconditionFailed
@@ -31,6 +31,7 @@ from lakemount.graveler.model import Branch, StagingToken, prefix_end
 from lakemount.graveler.ports import StageCheck
 from lakemount.metastore import notify
 from lakemount.metastore.sql import SqlRefStore, branch_from
+from lakemount.records import record
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -47,7 +48,7 @@ def _first(tokens: Sequence[StagingToken], found: dict[Any, Any]) -> tuple[bool,
     return False, None
 
 
-@dataclass
+@record()
 class _Group:
     """Writes of one branch that go in one transaction."""
 
@@ -57,7 +58,7 @@ class _Group:
     error: BaseException | None = None
 
 
-@dataclass
+@record()
 class _Lane:
     """A branch's group commit in this process: whether a transaction is in flight, and the group gathering."""
 

@@ -14,7 +14,7 @@ from tests.cli.test_newuser import _leaves, inproc
 
 def test_every_visible_option_says_what_it_does() -> None:
     # `lakemount pr merge --help` listed a bare `--squash`, `pr create` a bare `--title`.
-    from lakemount.cli.main import cli
+    from lakemount.cli.group import cli
 
     bare = [
         f"{' '.join(path)} {param.opts[0]}"

@@ -13,7 +13,7 @@ import click
 from click.testing import CliRunner
 
 import lakemount.cli as cli_package
-from lakemount.cli.main import VERBS, LazyGroup, cli
+from lakemount.cli.group import VERBS, LazyGroup, cli
 
 HEAVY = ("sqlalchemy", "boto3", "botocore", "tqdm", "yaml", "cryptography", "trio", "pyfuse3", "uvicorn", "pyspark")
 
@@ -31,11 +31,11 @@ def _declared() -> dict[str, tuple[str, click.Command]]:
 
 def test_the_verb_table_matches_the_modules() -> None:
     declared = _declared()
-    assert set(VERBS) == set(declared), "VERBS in lakemount/cli/main.py must name every verb in a COMMANDS list"
+    assert set(VERBS) == set(declared), "VERBS in lakemount/cli/group.py must name every verb in a COMMANDS list"
     for name, (target, command) in declared.items():
         summary = " ".join((command.help or "").partition("\n\n")[0].split())
         entry = f"{name!r}: ({target!r}, {summary!r}),"
-        assert VERBS[name] == (target, summary), f"VERBS in lakemount/cli/main.py is stale; the entry should be: {entry}"
+        assert VERBS[name] == (target, summary), f"VERBS in lakemount/cli/group.py is stale; the entry should be: {entry}"
 
 
 def test_help_is_the_same_as_with_every_verb_imported() -> None:

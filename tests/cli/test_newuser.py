@@ -245,7 +245,7 @@ def _leaves(cmd: click.Command, path: tuple[str, ...] = ()) -> list[tuple[tuple[
 
 
 def test_item10_every_verb_has_help_and_json() -> None:
-    from lakemount.cli.main import cli
+    from lakemount.cli.group import cli
 
     leaves = _leaves(cli)
     assert len(leaves) > 30

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from lakemount.app import App
-from lakemount.cli.main import EXIT_CODES, cli
+from lakemount.cli.group import EXIT_CODES, cli
 from lakemount.config import load
 from lakemount.errors import InvalidArgument, NotFound, PreconditionFailed, category_of
 

@@ -8,11 +8,9 @@ parsed ``TableReader`` in an in-process LRU, so warm lookups parse nothing.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 import xxhash
 
@@ -28,6 +26,7 @@ from lakemount.graveler.model import (
 )
 from lakemount.graveler.ports import BlockAdapter, Cache
 from lakemount.graveler.sstable import TableReader
+from lakemount.records import record
 
 
 def join(namespace: str, key: str) -> str:
@@ -46,6 +45,8 @@ def _checksum(data: bytes) -> str:
 
 def range_id_of(records: Iterable[tuple[bytes, bytes]]) -> str:
     """The content id of a range holding ``records`` (what ``writer.RangeBuilder`` computes)."""
+    import hashlib  # here: a read-only verb loads this module and never hashes (issue 41)
+
     h = hashlib.blake2b(b"r", digest_size=32)
     for key, value in records:
         h.update(len(key).to_bytes(4, "little") + key + value[:IDENTITY_LEN])
@@ -54,13 +55,15 @@ def range_id_of(records: Iterable[tuple[bytes, bytes]]) -> str:
 
 def metarange_id_of(ranges: Iterable[RangeInfo]) -> str:
     """The content id of a metarange over ``ranges`` (what ``writer.write_metarange`` computes)."""
+    import hashlib
+
     h = hashlib.blake2b(b"m", digest_size=32)
     for r in ranges:
         h.update(r.id.encode())
     return h.hexdigest()
 
 
-@dataclass
+@record()
 class StoreStats:
     """Counters of table loads and writes (what caching and reuse saved), for stats and tests."""
 

@@ -16,7 +16,7 @@ import struct
 import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Final
 
 import xxhash
@@ -26,6 +26,7 @@ from lakemount.graveler.committed.store import CommittedStore
 from lakemount.graveler.model import EMPTY_METARANGE, IDENTITY_LEN, MetaRangeID, RangeID, RangeInfo
 from lakemount.graveler.runs import cut_ends, overlay, range_feed
 from lakemount.graveler.sstable import encode_table
+from lakemount.records import record
 
 if TYPE_CHECKING:  # the pool is made on first use: a commit that writes no range does not load it (issue 41)
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -55,7 +56,7 @@ def _executor() -> ThreadPoolExecutor:
     return _pool
 
 
-@dataclass
+@record()
 class ApplyStats:
     """What applying changes to a metarange wrote: ranges written or reused, records and changes."""
 
