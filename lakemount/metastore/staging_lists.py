@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 import logging
 import queue
@@ -77,6 +78,7 @@ _COLS: Final = ("token, level, id, url, min_key, max_key, count, size, checksum,
 _IDS: Final = "token, level, id"
 KNOWN_MAX: Final = 1 << 16  # list rows remembered by id before starting over
 LISTS_MAX: Final = 1024  # token lists kept grouped and ordered, by the ids they hold, before starting over
+GONE_MAX: Final = 1 << 12  # the newest row ids and tokens a compaction or a drop deleted, kept to refuse a late remember
 # PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more: a notice's detail stays under this budget
 # (a one-write file of ~1.2 KB goes whole; a bigger one goes as its row, fetched when read).
 NOTICE_MAX: Final = 7_600
@@ -112,6 +114,13 @@ class SqlStagingLists:
         # process's appends) are read whole by id in a second statement.
         self._known: dict[StagingToken, dict[int, StagingFileInfo]] = {}
         self._known_count = 0
+        # What a compaction or a drop deleted, newest last: a thread that read or appended a row before
+        # the delete may remember it after the delete's forget (an append's insert returns, the compactor
+        # lists, merges and deletes that row, then the append's thread runs on), which would keep a row
+        # no list holds. The window is one statement's return, so the newest GONE_MAX are enough.
+        self._gone_rows: dict[int, None] = {}
+        self._gone_tokens: dict[StagingToken, None] = {}
+        self._known_lock = threading.Lock()  # remember's check and insert against forget's record and pop
         self._lists: dict[tuple[tuple[StagingToken, ...], tuple[int, ...]], list[StagingFileInfo]] = {}
         self._idle: queue.SimpleQueue[FastSql] = queue.SimpleQueue()
         self._made = 0
@@ -123,25 +132,39 @@ class SqlStagingLists:
         return self._fast.sql(text)
 
     def _remember(self, info: StagingFileInfo) -> StagingFileInfo:
-        if self._known_count >= KNOWN_MAX:
-            self._known = {}
-            self._known_count = 0
-        # Changed in place: a copy per row cost every append of a lone writer, and every notice on
-        # each other host, the whole token's history (0.3 ms per append at 20,000 rows); readers
-        # only ``get`` by id, which a concurrent insert does not disturb.
-        rows = self._known.setdefault(info.token, {})
-        if info.seq not in rows:
-            rows[info.seq] = info
-            self._known_count += 1
+        with self._known_lock:
+            if info.seq in self._gone_rows or info.token in self._gone_tokens:
+                return info  # deleted meanwhile: never listed again
+            if self._known_count >= KNOWN_MAX:
+                self._known = {}
+                self._known_count = 0
+            # Changed in place: a copy per row cost every append of a lone writer, and every notice on
+            # each other host, the whole token's history (0.3 ms per append at 20,000 rows); readers
+            # only ``get`` by id, which a concurrent insert does not disturb.
+            rows = self._known.setdefault(info.token, {})
+            if info.seq not in rows:
+                rows[info.seq] = info
+                self._known_count += 1
         return info
 
+    @staticmethod
+    def _gone(gone: dict[Any, None], keys: Sequence[Any]) -> None:
+        for key in keys:
+            gone[key] = None
+        excess = len(gone) - GONE_MAX
+        if excess > 0:
+            for old in list(itertools.islice(gone, excess)):
+                del gone[old]
+
     def _forget(self, token: StagingToken, seqs: Sequence[int]) -> None:
-        """Rows a compaction or a drop deleted: never listed again (ids are never reused)."""
-        rows = self._known.get(token)
-        if rows is not None:
-            for seq in seqs:
-                if rows.pop(seq, None) is not None:
-                    self._known_count -= 1
+        """Rows a compaction deleted: never listed again (ids are never reused)."""
+        with self._known_lock:
+            self._gone(self._gone_rows, seqs)
+            rows = self._known.get(token)
+            if rows is not None:
+                for seq in seqs:
+                    if rows.pop(seq, None) is not None:
+                        self._known_count -= 1
 
     def _listed(self, tokens: Sequence[StagingToken], rows: Sequence[Sequence[Any]]) -> list[StagingFileInfo] | None:
         """:meth:`_infos` of ``rows``, :meth:`_grouped` by ``tokens``: the same rows (no change to the
@@ -455,9 +478,11 @@ class SqlStagingLists:
         return done
 
     def drop(self, token: StagingToken) -> None:
-        rows = self._known.pop(token, None)  # its rows go
-        if rows is not None:
-            self._known_count -= len(rows)
+        with self._known_lock:
+            self._gone(self._gone_tokens, [token])
+            rows = self._known.pop(token, None)  # its rows go
+            if rows is not None:
+                self._known_count -= len(rows)
         if self.dialect == "postgresql":
             # One statement: rows locked in id order, as compaction locks them, and their inline bytes with them.
             text = ("WITH d AS (DELETE FROM lm_staging_files WHERE id IN "
