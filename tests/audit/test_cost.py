@@ -18,7 +18,7 @@ import sys
 import textwrap
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,16 @@ def _stat(lake: Lake, api: ApiService | None = None) -> Callable[[], None]:
     return run
 
 
+def inits_as_one(calls: Mapping[str, int]) -> dict[str, int]:
+    """``calls`` with every compiled ``__init__`` counted under one name: a record's is ``<record NAME>:__init__``
+    (``lakemount/records.py`` compiles it), a dataclass's ``<string>:__init__``."""
+    out: dict[str, int] = {}
+    for name, n in calls.items():
+        key = "__init__" if name.startswith("<") and name.endswith(":__init__") else name
+        out[key] = out.get(key, 0) + n
+    return out
+
+
 def test_the_request_path_only_queues_a_tuple(lake: Lake) -> None:
     """statObject with the trail on calls the edge's hook and the log's append, and no other Python function: nothing
     that builds, escapes or encodes a record, nor reads the query again; the same request with the trail off is the
@@ -76,7 +86,7 @@ def test_the_request_path_only_queues_a_tuple(lake: Lake) -> None:
         off.close()
     # the path comes noted by the operation, as the commit does: the hook read the query again for it (context.py:q);
     # the record and the actor (two inits) are entered in two plain calls, and only with the trail on
-    assert extra == {"<string>:__init__": 2, "context.py:enter": 1, "context.py:leave": 1, "handler.py:_record": 1,
+    assert inits_as_one(extra) == {"__init__": 2, "context.py:enter": 1, "context.py:leave": 1, "handler.py:_record": 1,
                      "log.py:record": 1}, extra
     assert lake.app.audit is not None
     queued = waiting(lake.app.audit)[-1]
@@ -121,7 +131,7 @@ def test_a_gateway_get_is_recorded_by_its_hook_and_the_append_alone(lake: Lake) 
         off_app.close()
     extra = on - off
     python = {name: n for name, n in extra.items() if not name.startswith("c:")}
-    assert python == {"<string>:__init__": 2 * GETS, "context.py:enter": GETS, "context.py:leave": GETS,
+    assert inits_as_one(python) == {"__init__": 2 * GETS, "context.py:enter": GETS, "context.py:leave": GETS,
                       "handler.py:_record": GETS, "log.py:record": GETS}, extra
     # C calls: the context variables, the frozen actor's fields, the operation's kind, the clock, the sequence, the
     # buffer's length and extend

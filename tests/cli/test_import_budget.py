@@ -98,22 +98,23 @@ class Budget:
     denied: frozenset[str] = DENIED
 
 
-# Counts as a fresh install has them (scripts/install.sh: a plain path entry).  An install with setuptools'
+# Counts as a fresh install has them (scripts/install.sh: a plain path entry; measured in CI's fresh clone, where
+# ``__future__`` and eight other standard modules count, e.g. 5 for ``--help``).  An install with setuptools'
 # import hook counts fewer: the hook loads contextlib, functools, pathlib... before the verb starts.
 BUDGETS = {
     # ``--help`` prints the stored text (lakemount/cli/helptext.py): no click, no error tree, nothing else.
     "--help": Budget(("--help",), frozenset({"lakemount", "lakemount.cli", "lakemount.cli.main", "lakemount.cli.helptext"}),
-                     frozenset(), 4, DENIED | READS_DENIED | {"click"}),
+                     frozenset(), 5, DENIED | READS_DENIED | {"click"}),
     "fs ls": Budget(("fs", "ls", "lakefs://demo/main/"), STORE | {"lakemount.cli.fs"},
-                    frozenset({"click", "msgpack", "xxhash"}), 128, DENIED | READS_DENIED),
+                    frozenset({"click", "msgpack", "xxhash"}), 137, DENIED | READS_DENIED),
     "fs cat": Budget(("fs", "cat", "lakefs://demo/main/README.md"), STORE | {"lakemount.cli.fs"},
-                     frozenset({"click", "msgpack", "xxhash"}), 128, DENIED | READS_DENIED),
+                     frozenset({"click", "msgpack", "xxhash"}), 137, DENIED | READS_DENIED),
     "log": Budget(("log", "lakefs://demo/main"), STORE | {"lakemount.cli.log"},
-                  frozenset({"click", "msgpack", "xxhash"}), 128, DENIED | READS_DENIED),
+                  frozenset({"click", "msgpack", "xxhash"}), 137, DENIED | READS_DENIED),
     # A commit that writes ranges starts the writer's pool (concurrent.futures, and logging under it); ``-m``
     # loads difflib (click tries a short option as a long one first, and its miss suggests by difflib).
     "commit": Budget(("commit", "lakefs://demo/main", "-m", "budget"), STORE | COMMIT,
-                     frozenset({"click", "msgpack", "xxhash"}), 159),
+                     frozenset({"click", "msgpack", "xxhash"}), 168),
 }
 
 # Runs the CLI's main in this interpreter, then writes what it imported (and what was there before) as JSON.
