@@ -56,8 +56,9 @@ def wb_env(home: str) -> dict[str, str]:
     return env_for(home, LAKEMOUNT_MOUNT_WRITEBACK="true")
 
 
-def crash_after_cp(home: str, tmp: str, mounts: list[Mount]) -> str:
-    """Copy the source into a write-back mount whose store is down, then kill -9 it; returns the mountpoint."""
+def store_down_mount(home: str, tmp: str, mounts: list[Mount]) -> tuple[Mount, str, str]:
+    """A write-back mount at ``tmp/mnt`` whose store's uploads of objects fail from now on (small files: from
+    memory), so nothing journaled gets staged; returns it, its main branch's directory and its fault file."""
     mp = os.path.join(tmp, "mnt")
     faults = os.path.join(tmp, "faults")
     open(faults, "w").close()
@@ -66,9 +67,15 @@ def crash_after_cp(home: str, tmp: str, mounts: list[Mount]) -> str:
     main = f"{mp}/{REPO}/main"
     open(f"{main}/first", "wb").close()  # the empty object a create points at is stored before the store goes down
     with open(faults, "w") as f:
-        # The store's uploads of objects fail (small files: from memory): nothing journaled gets staged.
         f.write(f"put 1000000 {OBJECTS}\nput_file 1000000 {OBJECTS}\n")
     assert wait_for(lambda: os.path.getsize(faults) == 0, timeout=30), "the mount never took the faults"
+    return m, main, faults
+
+
+def crash_after_cp(home: str, tmp: str, mounts: list[Mount]) -> str:
+    """Copy the source into a write-back mount whose store is down, then kill -9 it; returns the mountpoint."""
+    m, main, _faults = store_down_mount(home, tmp, mounts)
+    mp = m.mountpoint
     subprocess.run(["cp", "-r", os.path.join(tmp, "src"), f"{main}/dst"], check=True, timeout=300)
     with open(f"{main}/.lakefs/status") as f:
         pending = json.load(f)["writeback"]["pending"]
@@ -147,15 +154,7 @@ def test_a_cli_commit_on_the_node_waits_for_the_mounts_journal(
     """`lakemount commit` in another process of the node holds what the write-back mount acknowledged:
     it waits (saying so) while the mount's store is down, and commits the file once it is staged."""
     tmp = os.fspath(tmp_path)
-    mp, faults = os.path.join(tmp, "mnt"), os.path.join(tmp, "faults")
-    open(faults, "w").close()
-    m = start(home, mp, command=lambda fd: [sys.executable, FLAKY, mp, faults, str(fd)], env=wb_env(home))
-    mounts.append(m)
-    main = f"{mp}/{REPO}/main"
-    open(f"{main}/first", "wb").close()  # the empty object a create points at is stored before the store goes down
-    with open(faults, "w") as f:
-        f.write(f"put 1000000 {OBJECTS}\nput_file 1000000 {OBJECTS}\n")
-    assert wait_for(lambda: os.path.getsize(faults) == 0, timeout=30), "the mount never took the faults"
+    _m, main, faults = store_down_mount(home, tmp, mounts)
     with open(f"{main}/late.txt", "wb") as f:
         f.write(b"acknowledged before the commit")
     err_path = os.path.join(tmp, "cli.err")
