@@ -9,9 +9,10 @@ expensive one (boto3 costs ~0.3 s to import) is built on first use only.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, BinaryIO
 
+from lakemount.block.batch import put_many
 from lakemount.block.urls import join_url, scheme_of
 from lakemount.errors import InvalidArgument
 from lakemount.graveler.ports import BlockAdapter, ObjectInfo
@@ -87,6 +88,14 @@ class RouterAdapter:
 
     def put(self, url: str, data: bytes) -> None:
         self.adapter_for(url).put(url, data)
+
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Each backend's share of the batch in one step (in order within a backend)."""
+        by_scheme: dict[str, list[tuple[str, bytes]]] = {}
+        for url, data in items:
+            by_scheme.setdefault(scheme_of(url), []).append((url, data))
+        for group in by_scheme.values():
+            put_many(self.adapter_for(group[0][0]), group)
 
     def put_file(self, url: str, path: str, *, link: bool = False) -> None:
         self.adapter_for(url).put_file(url, path, link=link)

@@ -22,9 +22,10 @@ GC's own ``stat`` sees where an object really is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, BinaryIO, Final, TypeVar
 
+from lakemount.block.batch import put_many
 from lakemount.block.layout import DATA_PREFIX, KEY_LEN, TABLES_PREFIX, is_data_key, is_table_key
 from lakemount.block.router import presign
 from lakemount.errors import ObjectNotFound
@@ -113,6 +114,9 @@ class TrashFallbackAdapter:
 
     def put(self, url: str, data: bytes) -> None:
         self.inner.put(url, data)
+
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        put_many(self.inner, items)
 
     def put_file(self, url: str, path: str, *, link: bool = False) -> None:
         self.inner.put_file(url, path, link=link)

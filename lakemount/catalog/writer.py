@@ -36,11 +36,13 @@ import contextlib
 import hashlib
 import os
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, BinaryIO, Final
 
+from lakemount.block.batch import put_many
 from lakemount.block.landing import Landing, Pipeline, landing
 from lakemount.block.layout import DATA_PREFIX, data_address
 from lakemount.errors import ObjectNotFound
@@ -271,6 +273,21 @@ class DataWriter:
         if content_addressed and cat.refresh_existing(url):
             return
         cat.adapter.put(url, body)
+
+
+def store_many(catalog: Catalog, repo: Repository, bodies: Sequence[tuple[bytes, str, str]]) -> list[DataInfo]:
+    """Store small in-memory bodies whose digests are known, ``(data, sha256 hex, md5 hex)`` each, as one
+    batch (:func:`~lakemount.block.batch.put_many`: one durable step on the local store); each is
+    written whether its content address holds it already or not, which also refreshes the time a
+    garbage collection judges it by.  Returns their ``DataInfo`` in order."""
+    infos: list[DataInfo] = []
+    items: list[tuple[str, bytes]] = []
+    for data, sha, md5 in bodies:
+        address = data_address(sha)
+        infos.append(DataInfo(address, len(data), md5, sha))
+        items.append((catalog.physical_url(repo, address), data))
+    put_many(catalog.adapter, items)
+    return infos
 
 
 def _hash_file(path: str) -> tuple[int, str, str]:

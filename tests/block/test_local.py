@@ -205,3 +205,54 @@ def test_put_file_with_link_copies_across_filesystems(tmp_path: Path, monkeypatc
     assert refused, "the link was never tried"
     assert dest.read_bytes() == b"y" * 5000 and dest.stat().st_ino != src.stat().st_ino
     assert os.listdir(dest.parent) == ["obj"]
+
+
+def _count_syncfs(monkeypatch: pytest.MonkeyPatch, fail: OSError | None = None) -> list[str]:
+    """Record the ``syncfs`` calls of ``put_many`` (still made, unless ``fail`` is raised instead)."""
+    from lakemount.block import local
+
+    calls: list[str] = []
+    real = local._syncfs
+    assert real is not None, "syncfs is the batch path on Linux"
+
+    def counted(directory: str) -> None:
+        calls.append(directory)
+        if fail is not None:
+            raise fail
+        real(directory)
+
+    monkeypatch.setattr(local, "_syncfs", counted)
+    return calls
+
+
+def test_put_many_stores_a_batch_whole_with_one_filesystem_sync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakemount.block.local import SYNCFS_MIN
+
+    calls = _count_syncfs(monkeypatch)
+    adapter = LocalAdapter()
+    adapter.put(f"local://{tmp_path}/a/k0", b"old")  # replaced whole by the batch
+    items = [(f"local://{tmp_path}/{'abc'[i % 3]}/k{i}", os.urandom(100 + i)) for i in range(3 * SYNCFS_MIN)]
+    adapter.put_many(items)
+    assert len(calls) == 1
+    for url, data in items:
+        assert adapter.get(url) == data
+    assert not [p for p in tmp_path.rglob(f"{TEMP_PREFIX}*")]
+    small = [(f"local://{tmp_path}/s/k{i}", b"x" * i) for i in range(SYNCFS_MIN - 1)]
+    adapter.put_many(small)  # below the bound: each object fsynced as put does, no filesystem-wide sync
+    assert len(calls) == 1
+    assert [adapter.get(url) for url, _ in small] == [data for _, data in small]
+
+
+def test_put_many_is_unavailable_when_the_sync_fails_and_refuses_reserved_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakemount.block.local import SYNCFS_MIN
+    from lakemount.errors import Unavailable
+
+    calls = _count_syncfs(monkeypatch, fail=OSError(errno.EIO, "write-back error"))
+    adapter = LocalAdapter()
+    items = [(f"local://{tmp_path}/d/k{i}", b"%d" % i) for i in range(SYNCFS_MIN)]
+    with pytest.raises(Unavailable):
+        adapter.put_many(items)
+    assert calls, "the batch's sync was attempted (and failed)"
+    bad = [*items, (f"local://{tmp_path}/d/{TEMP_PREFIX}x", b"1")]
+    with pytest.raises(InvalidArgument):
+        adapter.put_many(bad)

@@ -26,6 +26,19 @@ def test_dispatch_by_scheme(tmp_path: Path) -> None:
     assert [i.url for i in router.list("mem://ns/")] == ["mem://ns/a"]
 
 
+def test_put_many_hands_each_store_its_share_of_a_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakemount.block.trash import TrashFallbackAdapter
+
+    batches: list[list[str]] = []
+    real = LocalAdapter.put_many
+    monkeypatch.setattr(LocalAdapter, "put_many", lambda self, items: (batches.append([u for u, _ in items]), real(self, items)))
+    adapter = TrashFallbackAdapter(adapter_from_config({"type": "local"}))
+    items = [(f"local://{tmp_path}/l{i}", b"L%d" % i) if i % 2 else (f"mem://ns/m{i}", b"M%d" % i) for i in range(10)]
+    adapter.put_many(items)  # type: ignore[attr-defined]
+    assert batches == [[u for u, _ in items if u.startswith("local")]]  # one batch to the local store, in order
+    assert [adapter.get(u) for u, _ in items] == [d for _, d in items]  # the memory store took its share by put
+
+
 def test_copy_stays_within_one_store(tmp_path: Path) -> None:
     router = adapter_from_config({"type": "local"})
     router.put("mem://ns/a", b"mem")

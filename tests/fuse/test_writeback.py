@@ -483,3 +483,31 @@ def test_journaled_small_files_go_to_disk_past_the_memory_bound(
     wb.drain(None)
     assert lost(app, "main", files) == []
     assert wb._in_memory == 0
+
+
+def test_the_pipeline_stores_a_batch_of_small_files_in_one_durable_step(
+    app: App, home: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On the local store the pipeline stores a batch of small files with one ``syncfs`` (not two fsyncs a
+    file): what it staged is in the lake, byte for byte."""
+    from lakemount.block import local
+    from lakemount.fuse import writeback
+
+    syncs: list[str] = []
+    real = local._syncfs
+    assert real is not None
+    monkeypatch.setattr(local, "_syncfs", lambda d: (syncs.append(d), real(d))[1])
+    monkeypatch.setattr(writeback, "LINGER", 60.0)  # the pipeline gathers every record until drain() waits for them
+    fs = make_fs(app, home, "batched", **wb_options(home))
+    try:
+        pfs = PathFS(fs)
+        files = {f"b/f{i:03d}": os.urandom(200 + i) for i in range(4 * local.SYNCFS_MIN)}
+        pfs.mkdir(f"{MAIN}/b")
+        for path, data in files.items():
+            pfs.write_file(f"{MAIN}/{path}", data)
+        assert fs.writeback is not None
+        fs.writeback.drain(None)
+        assert lost(app, "main", files) == []
+        assert len(syncs) == 1, syncs  # one batch, one sync
+    finally:
+        fs.close()
