@@ -203,3 +203,11 @@ class StreamedUpload:
                 self._parts.abort_parts(self.landing, self._upload_id)
             except Exception as exc:  # an incomplete upload is no object; the bucket's lifecycle rule reclaims it
                 log.warning("aborting the upload of %s failed: %s", self.landing, exc)
+
+
+def parts_etag(sha256: str, size: int) -> str:
+    """The ETag of a large file written through the mount (past ``fuse.writes.MD5_MAX``): shaped as S3 shapes
+    an object uploaded in parts (``<32 hex>-<parts>``), so a client does not take it for the MD5 (rclone
+    and ``aws s3`` check an ETag without a dash against the MD5 of what they read), and derived from the
+    content's SHA-256, so equal bytes have equal ETags."""
+    return f"{sha256[:32]}-{max(1, -(-size // PART_SIZE))}"

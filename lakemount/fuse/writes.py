@@ -13,7 +13,11 @@ Large files stream.  While the content only grows by appends (the common
 sequential write), its SHA-256 and MD5 are computed as it is written, so a
 save need not read the file again; past ``HASH_THREAD_AFTER`` bytes they are
 computed on a thread of the file's own (``_Digests``), so the writing process
-waits for the disk, not for the hashes.  When the temp file may become the
+waits for the disk, not for the hashes.  Past ``MD5_MAX`` (one part of an
+upload in parts) the MD5 is given up: the file's ETag is then the opaque one
+of an object uploaded in parts (``catalog.streaming.parts_etag``), as S3 gives
+such objects, and the MD5's 1.6 ms of CPU a MiB (twice the SHA-256's) is not
+spent.  When the temp file may become the
 object itself (``in_place``: the repository's namespace is on the local block
 store, on the spool's filesystem), the store hard-links it into place
 (``DataWriter.write_file(link=True)``): the bytes reach the disk once, and
@@ -52,7 +56,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, BinaryIO, Final, TypeVar
 
-from lakemount.catalog.streaming import PART_SIZE
+from lakemount.catalog.streaming import PART_SIZE, parts_etag
 
 if TYPE_CHECKING:
     from lakemount.catalog.streaming import StreamedUpload
@@ -65,6 +69,7 @@ COPY_CHUNK: Final = 4 << 20
 HASH_THREAD_AFTER: Final = 1 << 20  # past this many appended bytes, hashing moves to a thread of the file's own
 HASH_BATCH: Final = 1 << 20  # smaller pieces are handed to the hashing threads gathered to this size
 MEMORY_MAX: Final = 64 << 10  # a file is held in memory up to this size (``memory``), then spilled to a temp file
+MD5_MAX: Final = PART_SIZE  # a file appended past this has the ETag of one uploaded in parts, not its MD5
 HASH_QUEUE: Final = 16  # chunks waiting for that thread (FUSE writes are up to 1 MiB: bounded memory)
 FLUSH_EVERY: Final = 16 << 20  # an in-place temp file is written back every this many appended bytes
 FLUSH_THREADS: Final = 2
@@ -114,7 +119,7 @@ class _Digests:
     """
 
     def __init__(self) -> None:
-        self._hashes = (hashlib.sha256(), hashlib.md5(usedforsecurity=False))
+        self._hashes: tuple[hashlib._Hash, ...] = (hashlib.sha256(), hashlib.md5(usedforsecurity=False))
         self.fed = 0
         self._queues: list[queue.Queue[bytes | None]] = []
         self._held: list[bytes] = []  # small pieces not yet handed to the threads, in order
@@ -122,6 +127,8 @@ class _Digests:
 
     def feed(self, data: bytes) -> None:
         self.fed += len(data)
+        if self.fed > MD5_MAX and len(self._hashes) == 2:
+            self._drop_md5()
         if not self._queues and self.fed <= HASH_THREAD_AFTER:
             for h in self._hashes:
                 h.update(data)
@@ -140,6 +147,12 @@ class _Digests:
         if self._held_bytes >= HASH_BATCH:
             self._send_held()
 
+    def _drop_md5(self) -> None:
+        """Stop computing the MD5 (the file passed ``MD5_MAX``): its thread ends, its ETag will be opaque."""
+        self._hashes = self._hashes[:1]
+        if len(self._queues) == 2:
+            self._queues.pop().put(None)
+
     def _send_held(self) -> None:
         if self._held:
             data = b"".join(self._held)
@@ -151,12 +164,15 @@ class _Digests:
             chunks.put(data)
 
     def hexdigests(self) -> tuple[str, str]:
-        """``(sha256 hex, md5 hex)`` of every byte fed."""
+        """``(sha256 hex, md5 hex)`` of every byte fed; past ``MD5_MAX``, the ETag of an upload in parts
+        instead of the MD5."""
         self._send_held()
         for chunks in self._queues:
             chunks.join()
-        sha, md5 = self._hashes
-        return sha.hexdigest(), md5.hexdigest()
+        sha = self._hashes[0].hexdigest()
+        if len(self._hashes) == 1:
+            return sha, parts_etag(sha, self.fed)
+        return sha, self._hashes[1].hexdigest()
 
     def close(self) -> None:
         for chunks in self._queues:
@@ -255,7 +271,8 @@ class DirtyFile:
             self.stream = None
 
     def digests(self) -> tuple[int, str, str] | None:
-        """``(size, sha256 hex, md5 hex)`` of the current content if known without reading it; call under ``lock``."""
+        """``(size, sha256 hex, ETag)`` of the current content if known without reading it (the ETag is the MD5
+        hex up to ``MD5_MAX`` bytes); call under ``lock``."""
         if self._digests is None or self._digests.fed != self.size:
             return None
         sha, md5 = self._digests.hexdigests()

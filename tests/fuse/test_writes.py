@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from lakemount.app import App
 from lakemount.block.layout import data_address
 from lakemount.block.s3 import S3Adapter
-from lakemount.catalog.streaming import PART_SIZE
+from lakemount.catalog.streaming import PART_SIZE, parts_etag
 from lakemount.config import load
 from lakemount.fuse.core import FileSystem
 from lakemount.fuse.writes import MEMORY_MAX, DirtyFile
@@ -61,6 +61,30 @@ def test_digests_of_small_and_large_pieces_are_gathered_in_order(
             assert dirty.digests() == (len(body), hashlib.sha256(body).hexdigest(), hashlib.md5(body).hexdigest())
         large = sum(1 for k in range(n_pieces) if pieces[k % len(pieces)] >= writes.HASH_BATCH)
         assert len(sends) <= large + len(body) // writes.HASH_BATCH + 2, (len(sends), n_pieces)
+    finally:
+        dirty.discard()
+
+
+def test_past_md5_max_the_md5_is_given_up_for_the_etag_of_an_upload_in_parts(tmp_path: os.PathLike[str]) -> None:
+    """Up to MD5_MAX appended bytes the ETag is the MD5; past it the MD5's thread ends and the ETag is
+    the opaque one of an object uploaded in parts (derived from the SHA-256: equal bytes, equal ETags)."""
+    from lakemount.fuse import writes
+
+    body = os.urandom(writes.MD5_MAX + MiB)
+    dirty = DirtyFile(os.fspath(tmp_path), None, 0)
+    try:
+        for off in range(0, writes.MD5_MAX, MiB):
+            dirty.pwrite(off, body[off : off + MiB])
+        with dirty.lock:
+            assert dirty.digests() == (writes.MD5_MAX, hashlib.sha256(body[: writes.MD5_MAX]).hexdigest(),
+                                       hashlib.md5(body[: writes.MD5_MAX]).hexdigest())
+        assert dirty._digests is not None and len(dirty._digests._queues) == 2
+        dirty.pwrite(writes.MD5_MAX, body[writes.MD5_MAX :])
+        assert len(dirty._digests._queues) == 1, "the MD5's thread still runs past MD5_MAX"
+        sha = hashlib.sha256(body).hexdigest()
+        with dirty.lock:
+            assert dirty.digests() == (len(body), sha, parts_etag(sha, len(body)))
+        assert parts_etag(sha, len(body)) == f"{sha[:32]}-2"
     finally:
         dirty.discard()
 
@@ -192,7 +216,7 @@ def test_on_s3_a_large_file_goes_out_in_parts_before_close(
         assert "put_file" not in calls and "abort_parts" not in calls
         entry = s3_app.catalog.stat(REPO, "main", "big")
         assert entry.address == data_address(hashlib.sha256(body).hexdigest())
-        assert entry.etag == hashlib.md5(body).hexdigest()
+        assert entry.etag == parts_etag(hashlib.sha256(body).hexdigest(), len(body))  # past MD5_MAX: no MD5 computed
         assert pfs.read_file(f"{MAIN}/big") == body
         client = boto3.client("s3", endpoint_url=s3_endpoint, **CREDENTIALS)
         keys = [o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix=f"{tmp_path.name}/repo/data/").get("Contents", [])]
