@@ -31,7 +31,12 @@ def test_put_many_hands_each_store_its_share_of_a_batch(tmp_path: Path, monkeypa
 
     batches: list[list[str]] = []
     real = LocalAdapter.put_many
-    monkeypatch.setattr(LocalAdapter, "put_many", lambda self, items: (batches.append([u for u, _ in items]), real(self, items)))
+
+    def recorded(self: LocalAdapter, items: list[tuple[str, bytes]]) -> None:
+        batches.append([u for u, _ in items])
+        real(self, items)
+
+    monkeypatch.setattr(LocalAdapter, "put_many", recorded)
     adapter = TrashFallbackAdapter(adapter_from_config({"type": "local"}))
     items = [(f"local://{tmp_path}/l{i}", b"L%d" % i) if i % 2 else (f"mem://ns/m{i}", b"M%d" % i) for i in range(10)]
     adapter.put_many(items)  # type: ignore[attr-defined]

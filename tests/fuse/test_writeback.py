@@ -496,7 +496,12 @@ def test_the_pipeline_stores_a_batch_of_small_files_in_one_durable_step(
     syncs: list[str] = []
     real = local._syncfs
     assert real is not None
-    monkeypatch.setattr(local, "_syncfs", lambda d: (syncs.append(d), real(d))[1])
+
+    def counted(directory: str) -> None:
+        syncs.append(directory)
+        real(directory)
+
+    monkeypatch.setattr(local, "_syncfs", counted)
     monkeypatch.setattr(writeback, "LINGER", 60.0)  # the pipeline gathers every record until drain() waits for them
     fs = make_fs(app, home, "batched", **wb_options(home))
     try:
