@@ -1,7 +1,7 @@
 """The audit trail of a repository: who read and changed what (``AuditRead``, Admin only by default).
 
 Reads the repository's audit table (``lakemount/audit/table.py``) filtered by
-path prefix, user, operations (names, or a kind: every write at once) and time
+ref, path prefix, user, operations (names, or a kind: every write at once) and time
 window, oldest first or newest first (``order=desc``), a page at a time;
 ``after`` is the ``id`` of the last record of the previous page (the next page
 continues in the same order, and reads only the hours from that record on).
@@ -32,7 +32,8 @@ ORDERS = ("asc", "desc")
 
 @operation("GET", "/repositories/{repository}/audit", "getAuditLog", tag=TAG,
            summary="the repository's audit trail: reads and changes by every front end, oldest first (order=desc: newest first)",
-           params=(Param("path", description="only records of paths under this prefix"),
+           params=(Param("ref", description="only records of this ref as asked (a branch, a tag, a commit expression)"),
+                   Param("path", description="only records of paths under this prefix"),
                    Param("user", description="only records of this user"),
                    Param("op", array=True, description="only records of these operations (repeated: any of them; "
                                                        "listAuditOperations names them)"),
@@ -63,7 +64,7 @@ def get_audit_log(ctx: Ctx) -> Response:
     if kind is not None:
         of_kind = operations.names(kind=cast(operations.Kind, kind))  # one of KINDS: checked above
         ops = of_kind if ops is None else ops & of_kind
-    where = table.Filter(repo=repo, path=ctx.q("path") or None, user=ctx.q("user") or None, ops=ops,
+    where = table.Filter(repo=repo, ref=ctx.q("ref") or None, path=ctx.q("path") or None, user=ctx.q("user") or None, ops=ops,
                          since=since, until=until)
     after = ctx.q("after") or ""
     log = ctx.service.app.audit

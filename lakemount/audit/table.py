@@ -267,9 +267,11 @@ def files(adapter: BlockAdapter, namespace: str, since: float | None = None, unt
 
 @dataclass(frozen=True, slots=True)
 class Filter:
-    """What :func:`query` keeps: every given field must match (``path`` is a prefix, ``ops`` any of its names)."""
+    """What :func:`query` keeps: every given field must match (``path`` is a prefix, ``ops`` any of its names,
+    ``ref`` the ref as asked: a branch's records, not those of a commit id that was once its head)."""
 
     repo: str | None = None
+    ref: str | None = None
     path: str | None = None
     user: str | None = None
     since: float | None = None
@@ -280,6 +282,7 @@ class Filter:
     def keeps(self, r: AuditRecord) -> bool:
         """Whether ``r`` passes every given condition."""
         return ((self.repo is None or r.repo == self.repo)
+                and (self.ref is None or r.ref == self.ref)
                 and (self.path is None or r.path.startswith(self.path))
                 and (self.user is None or r.user == self.user)
                 and (self.op is None or r.op == self.op)

@@ -8,6 +8,10 @@ identity, the access key in lakectl's variables, and asks the API's
 ``getAuditLog``, which refuses a user without ``AuditRead``: exit 10.
 ``lakemount audit flush`` writes the spools of CLI verbs (``audit/spool.py``).
 
+The repository is ``lakefs://REPO`` as every verb takes it (or ``--repo``);
+``lakefs://REPO/REF`` keeps the records of that ref as asked, and
+``lakefs://REPO/REF/PATH`` those of paths under PATH too (as ``--path``).
+
 ``--since``/``--until`` take ISO 8601 times (UTC unless they say otherwise),
 seconds since the epoch, or an age such as ``90m``, ``12h``, ``7d``.  ``--op`` may be repeated, ``--kind`` keeps the
 operations of a kind (``write``: every change, as ``lakemount/audit/operations.py`` lists them), and
@@ -84,29 +88,41 @@ class _RepositoryOrSubcommand(click.Group):
 _SUBCOMMAND = "lakemount.audit.subcommand"
 
 
-def repository_of(uri: str | None, repo: str | None) -> str:
-    """The repository of ``audit lakefs://REPO`` or ``--repo`` (``REPO`` or ``lakefs://REPO``).
+def target_of(uri: str | None, repo: str | None, path: str | None) -> tuple[str, str | None, str | None]:
+    """(repository, ref, path prefix) of ``audit lakefs://REPO[/REF[/PATH]]``, ``--repo`` (``REPO`` or
+    ``lakefs://REPO``) and ``--path``.
 
-    ``UsageError`` when neither is given; ``InvalidArgument`` when the URI
-    names a ref or a path, or the two name different repositories.
+    ``UsageError`` when no repository is given; ``InvalidArgument`` when the
+    URI and ``--repo`` name different repositories, ``--repo`` names a ref or
+    a path (the argument does), or the URI's path and ``--path`` differ.
     """
-    from lakemount.cli.common import parse_repo_uri
+    from lakemount.cli.common import parse_repo_uri, parse_uri
 
-    named = [parse_repo_uri(text).repo if text.startswith("lakefs://") else text
-             for text in (uri, repo) if text is not None]
+    ref = None
+    named = []
+    if uri is not None:
+        u = parse_uri(uri)
+        named.append(u.repo)
+        ref = u.ref
+        if u.path:
+            if path is not None and path != u.path:
+                raise InvalidArgument(f"{uri} and --path {path} name different paths: give the path once")
+            path = u.path
+    if repo is not None:
+        named.append(parse_repo_uri(repo).repo if repo.startswith("lakefs://") else repo)
     if not named:
-        raise click.UsageError("Missing repository: lakemount audit lakefs://REPO")
+        raise click.UsageError("Missing repository: lakemount audit lakefs://REPO[/REF[/PATH]]")
     if len(set(named)) > 1:
         raise InvalidArgument(f"{uri} and --repo {repo} name different repositories")
-    return named[0]
+    return named[0], ref, path
 
 
 @click.group("audit", cls=_RepositoryOrSubcommand, invoke_without_command=True,
              subcommand_metavar="| COMMAND [ARGS]...", context_settings={"allow_interspersed_args": True})
-@click.argument("repository_uri", metavar="lakefs://REPO", required=False)
+@click.argument("repository_uri", metavar="lakefs://REPO[/REF[/PATH]]", required=False)
 @click.option("--repo", default=None, metavar="REPO",
               help="The repository, as REPO or lakefs://REPO (the same as the argument).")
-@click.option("--path", default=None, help="Only records of paths under this prefix.")
+@click.option("--path", default=None, help="Only records of paths under this prefix (as PATH in the URI).")
 @click.option("--user", default=None, help="Only records of this user.")
 @click.option("--since", default=None, help="Only records at or after this time (ISO 8601, epoch seconds, or 7d).")
 @click.option("--until", default=None, help="Only records at or before this time.")
@@ -127,9 +143,12 @@ def audit(click_ctx: click.Context, repo: str | None, path: str | None, user: st
           server: str | None, repository_uri: str | None = None) -> None:
     """Show who read and changed what in lakefs://REPO through every front end (oldest first).
 
+    With REF, only what was done on that ref (as asked: a branch, a tag); with
+    PATH, only paths under that prefix (an object, a directory, a table).
+
     \b
     lakemount audit lakefs://demo --since 1d --op commit
-    lakemount audit lakefs://demo --path tables/events/
+    lakemount audit lakefs://demo/main/db/events/ --newest-first
     lakemount audit lakefs://demo --kind write --newest-first --limit 20
 
     Records not yet in the table (the spools of CLI verbs on this host, this
@@ -138,7 +157,7 @@ def audit(click_ctx: click.Context, repo: str | None, path: str | None, user: st
     """
     if click_ctx.invoked_subcommand is not None:
         return
-    repo = repository_of(repository_uri, repo)
+    repo, ref, path = target_of(repository_uri, repo, path)
     from lakemount.audit.record import as_json, shown
     from lakemount.audit.table import Filter
 
@@ -151,7 +170,7 @@ def audit(click_ctx: click.Context, repo: str | None, path: str | None, user: st
     if kind is not None:
         of_kind = operations.names(kind=cast(operations.Kind, kind))
         chosen = of_kind if chosen is None else chosen & of_kind
-    where = Filter(repo=repo, path=path, user=user, ops=chosen, since=start, until=end)
+    where = Filter(repo=repo, ref=ref, path=path, user=user, ops=chosen, since=start, until=end)
     if server:
         records = remote_records(server, where, limit, newest_first=newest_first)
     else:
@@ -209,7 +228,8 @@ def remote_records(server: str, where: AuditFilter, limit: int | None, *, newest
     if urllib.parse.urlsplit(base).scheme not in ("http", "https"):
         raise InvalidArgument(f"--server {server!r}: expected an http:// or https:// URL")
     assert where.repo is not None
-    query: dict[str, str | list[str]] = {k: v for k, v in (("path", where.path), ("user", where.user)) if v}
+    query: dict[str, str | list[str]] = {k: v for k, v in (("ref", where.ref), ("path", where.path), ("user", where.user))
+                                         if v}
     if where.ops is not None:
         query["op"] = sorted(where.ops)
         if not where.ops:  # nothing can match (a kind and operations of other kinds): ask for nothing, not for all

@@ -25,6 +25,8 @@ MAX_TABLES: Final = 1000  # tables one listing shows (it says when there are mor
 MAX_NAMESPACES: Final = 10_000  # namespaces one listing walks
 MAX_FILES: Final = 100_000  # live files of one snapshot read from its manifests
 MANIFEST_CAP: Final = 64 << 20  # bytes of one manifest list or manifest read
+ADDED_SHOWN: Final = 10  # paths of the files a commit added that its audit record names (the summary counts them all)
+ADDED_CAP: Final = 4 << 20  # bytes of one manifest list or manifest an audit record's paths are read from
 SUMMARY_COUNTS: Final = ("added-data-files", "deleted-data-files", "added-records", "deleted-records",
                          "added-files-size", "removed-files-size", "total-records", "total-data-files",
                          "added-delete-files", "removed-delete-files", "total-delete-files")
@@ -210,7 +212,7 @@ def current_snapshot(meta: dict[str, Any]) -> int | None:
     return None if sid in (None, -1) else int(sid)
 
 
-def _read(catalog: Any, repo: str, at: Any, location: str, what: str) -> bytes:
+def _read(catalog: Any, repo: str, at: Any, location: str, what: str, cap: int = MANIFEST_CAP) -> bytes:
     try:
         path = path_in(repo, location)
     except IcebergError as e:
@@ -218,8 +220,8 @@ def _read(catalog: Any, repo: str, at: Any, location: str, what: str) -> bytes:
     entry = catalog.get_optional(repo, at, path)
     if entry is None:
         raise ContentsError(f"{what} is missing: {path[:200]}")
-    if entry.size > MANIFEST_CAP:
-        raise ContentsError(f"{what} is larger than {MANIFEST_CAP} bytes: {path[:200]}")
+    if entry.size > cap:
+        raise ContentsError(f"{what} is larger than {cap} bytes: {path[:200]}")
     return bytes(catalog.read(catalog.repository(repo), entry))
 
 
@@ -257,6 +259,39 @@ def data_files(catalog: Any, repo: str, at: Any, meta: dict[str, Any], snapshot_
                                     int(f.get("content") or 0), part))
                 if len(out) > MAX_FILES:
                     raise ContentsError(f"the snapshot has more than {MAX_FILES} files")
+    except AvroError as e:
+        raise ContentsError(f"a manifest cannot be read: {e}") from None
+    return out
+
+
+def added_files(catalog: Any, repo: str, at: Any, snap: dict[str, Any]) -> list[str]:
+    """The paths in the ref of the first ``ADDED_SHOWN`` files snapshot ``snap`` added (an audit record's summary),
+    read from the manifests the snapshot itself wrote (each at most ``ADDED_CAP`` bytes); raises ``ContentsError``.
+
+    A version 2 manifest list names the snapshot that added each manifest, so only this commit's manifests are read
+    (usually one); an entry added by this snapshot has status 1 and its snapshot id, or none (inherited).
+    """
+    sid = snap.get("snapshot-id")
+    location = snap.get("manifest-list")
+    if not isinstance(location, str):
+        return []  # version 1 may list manifests in the snapshot itself: no manifest list to read
+    out: list[str] = []
+    try:
+        for m in records(_read(catalog, repo, at, location, "the snapshot's manifest list", ADDED_CAP)):
+            if m.get("added_snapshot_id") not in (None, sid) or not isinstance(m.get("manifest_path"), str):
+                continue
+            if m.get("added_files_count", m.get("added_data_files_count")) == 0:  # v2 and v1 names of the count
+                continue
+            for e in records(_read(catalog, repo, at, m["manifest_path"], "a manifest", ADDED_CAP)):
+                f = e.get("data_file")
+                if e.get("status") != 1 or e.get("snapshot_id") not in (None, sid) or not isinstance(f, dict):
+                    continue
+                try:
+                    out.append(path_in(repo, str(f.get("file_path"))))
+                except IcebergError as err:
+                    raise ContentsError(f"a data file: {err.message}") from None
+                if len(out) == ADDED_SHOWN:
+                    return out
     except AvroError as e:
         raise ContentsError(f"a manifest cannot be read: {e}") from None
     return out

@@ -10,12 +10,14 @@ answers it (it is a bug, and tests assert it never happens).
 
 Every change is an audit record (front end ``iceberg``), refused and failed
 ones too, with the response's status: a namespace created, dropped or given
-properties (its path ``db/``), a table created, registered, renamed, dropped
-or committed (its path ``db/events/``, so ``lakemount audit --path db/events/``
-is the table's history), one record per table of a transaction.  A commit's
+properties (its path ``db/``), a table or a view created, registered,
+renamed (a record at each name), dropped, committed or replaced (its path
+``db/events/``, so ``lakemount audit lakefs://REPO/REF/db/events/`` is the
+table's history), one record per table of a transaction.  A commit's
 ``detail`` says what changed: the table, the snapshot it added (id,
-operation, data files and records added and deleted), the schema (its id, and
-whether the commit changed it), the update actions and the metadata file.
+operation, data files and records added and deleted, the paths of the first
+files it added), the schema (its id, and whether the commit changed it), the
+update actions and the metadata file.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import orjson
 from lakemount.audit.record import ICEBERG
 from lakemount.auth.policies import Action
 from lakemount.errors import LakeMountError, NotFound
-from lakemount.iceberg import requirements, updates, views
+from lakemount.iceberg import contents, requirements, updates, views
 from lakemount.iceberg.errors import IcebergError, bad_request, no_such_namespace, translate
 from lakemount.iceberg.metadata import new_table, string_map, want
 from lakemount.iceberg.names import Base, Namespace, TableId, check_level, path_in, split_levels, url
@@ -101,8 +103,8 @@ class Call:
         """Note that this request changes ``what`` (``op``, the protocol's operation); returns its detail to fill in."""
         ns = what if isinstance(what, Namespace) else what.namespace
         shown = ".".join(what.namespace.levels + (what.name,)) if isinstance(what, TableId) else ".".join(ns.levels)
-        entry = Touched(op, ns.repo, ns.ref, what.path,
-                        {"table" if isinstance(what, TableId) else "namespace": shown, **detail})
+        noun = "namespace" if isinstance(what, Namespace) else "view" if op.endswith("View") else "table"
+        entry = Touched(op, ns.repo, ns.ref, what.path, {noun: shown, **detail})
         self.touched.append(entry)
         return entry.detail
 
@@ -439,7 +441,7 @@ def create_table(svc: IcebergService, call: Call) -> Response:
         location = url(ns.repo, ns.ref, table.path.rstrip("/"))
         return _json(200, {"metadata": new_table(body, location), "config": svc.client_config(call)})
     done = svc.tables.commit([Change(table, [], [])], create=body)
-    detail.update(committed(done[0], []))
+    detail.update(committed(svc, done[0], []))
     return _json(200, done[0].result(config=svc.client_config(call)))
 
 
@@ -460,10 +462,14 @@ def table_exists(svc: IcebergService, call: Call) -> Response:
     return _empty()
 
 
-def committed(done: Loaded, updates_made: list[dict[str, Any]]) -> dict[str, Any]:
+def committed(svc: IcebergService, done: Loaded, updates_made: list[dict[str, Any]]) -> dict[str, Any]:
     """What a table commit changed, for its audit record: the snapshot it added (id, operation, data files and
-    records added and deleted, from the snapshot's summary), the schema (its id; ``schema_changed`` when an
-    update added or chose one), the update actions, and the metadata file written."""
+    records added and deleted, from the snapshot's summary; ``added_files``, the paths of the first
+    ``contents.ADDED_SHOWN`` files it added, from its own manifests), the schema (its id; ``schema_changed`` when
+    an update added or chose one), the update actions, and the metadata file written.
+
+    The commit is done when this runs: manifests that cannot be read are ``added_files_error``, never a failed
+    response (a client told a commit failed would retry one that held)."""
     meta = done.metadata
     actions = [str(u.get("action")) for u in updates_made]
     out: dict[str, Any] = {"actions": actions, "metadata": done.metadata_path,
@@ -478,6 +484,16 @@ def committed(done: Loaded, updates_made: list[dict[str, Any]]) -> dict[str, Any
         for key in ("added-data-files", "deleted-data-files", "added-records", "deleted-records"):
             if key in summary:
                 out[key.replace("-", "_")] = int(summary[key]) if str(summary[key]).isdigit() else summary[key]
+        ns = done.table.namespace
+        if svc.audit is None:  # the trail is off: no manifest read for a record nobody keeps
+            return out
+        try:
+            out["added_files"] = contents.added_files(svc.catalog, ns.repo, ns.ref, snapshot)
+        except (contents.ContentsError, LakeMountError) as e:
+            out["added_files_error"] = str(e)[:300]
+        except Exception as e:  # noqa: BLE001 - a bug, logged; the commit it describes holds
+            log.exception("reading the files snapshot %s of %s added", out["snapshot_id"], done.table.shown())
+            out["added_files_error"] = f"internal error: {type(e).__name__}"
     return out
 
 
@@ -497,7 +513,7 @@ def update_table(svc: IcebergService, call: Call) -> Response:
     detail = call.touches("updateTable", table)
     svc.write(call, table.namespace.repo)
     done = svc.tables.commit([change])[0]
-    detail.update(committed(done, change.updates))
+    detail.update(committed(svc, done, change.updates))
     result = done.result()
     return _json(200, {"metadata-location": result["metadata-location"], "metadata": result["metadata"]})
 
@@ -524,7 +540,7 @@ def register_table(svc: IcebergService, call: Call) -> Response:
     detail = call.touches("registerTable", table, overwrite=overwrite)
     svc.write(call, ns.repo)
     done = svc.tables.register(table, path_in(ns.repo, location), overwrite=overwrite)
-    detail.update(committed(done, []))
+    detail.update(committed(svc, done, []))
     return _json(200, done.result(config=svc.client_config(call)))
 
 
@@ -626,6 +642,7 @@ def rename_view(svc: IcebergService, call: Call) -> Response:
     source = call.base.identifier(body.get("source"))
     dest = call.base.identifier(body.get("destination"))
     call.touches("renameView", source, to=".".join((*dest.namespace.levels, dest.name)))
+    call.touches("renameView", dest, **{"from": ".".join((*source.namespace.levels, source.name))})
     svc.write(call, source.namespace.repo)
     svc.views.rename(source, dest)
     return _empty()
@@ -659,5 +676,5 @@ def commit_transaction(svc: IcebergService, call: Call) -> Response:
     details = [call.touches("commitTransaction", c.table) for c in changes]
     svc.write(call, changes[0].table.namespace.repo)
     for change, done, detail in zip(changes, svc.tables.commit(changes), details, strict=True):
-        detail.update(committed(done, change.updates))
+        detail.update(committed(svc, done, change.updates))
     return _empty()

@@ -142,7 +142,7 @@ def test_audit_takes_the_repository_as_every_verb_does(home: Path) -> None:
     cats = json.loads(run(home, "audit", "--op", "cat", "lakefs://cli", "--json").stdout)
     assert cats == json.loads(run(home, "audit", "lakefs://cli", "--op", "cat", "--json").stdout)
     assert [r["op"] for r in cats] == ["cat"]
-    on_ref = run(home, "audit", "lakefs://cli/main", ok=False)
+    on_ref = run(home, "audit", "--repo", "lakefs://cli/main", ok=False)  # --repo is the repository; the URI says more
     assert on_ref.returncode == 2 and "acts on the whole repository" in on_ref.stderr
     other = run(home, "audit", "lakefs://cli", "--repo", "other", ok=False)
     assert other.returncode == 2 and "different repositories" in other.stderr
@@ -150,7 +150,34 @@ def test_audit_takes_the_repository_as_every_verb_does(home: Path) -> None:
     assert missing.returncode == 2 and "lakemount audit lakefs://REPO" in missing.stderr
     assert "written" in json.loads(run(home, "audit", "flush", "--json").stdout)
     shown_help = run(home, "audit", "--help").stdout
-    assert "lakefs://REPO" in shown_help and "Usage: lakemount audit [OPTIONS] lakefs://REPO" in shown_help
+    assert "lakefs://REPO" in shown_help and "Usage: lakemount audit [OPTIONS] lakefs://REPO[/REF[/PATH]]" in shown_help
+
+
+def test_audit_takes_a_ref_and_a_path_in_the_uri(home: Path) -> None:
+    """Issue 38 item 2: ``audit lakefs://REPO/REF[/PATH]`` keeps what was done on that ref (under that path)."""
+    src = home.parent / "b.csv"
+    src.write_bytes(b"b\n")
+    run(home, "repo", "create", "lakefs://cliref")
+    run(home, "fs", "upload", "lakefs://cliref/main/x/on-main", "--source", str(src))
+    run(home, "branch", "create", "lakefs://cliref/dev", "--source", "lakefs://cliref/main")
+    for path in ("x/1", "y/2"):
+        run(home, "fs", "upload", f"lakefs://cliref/dev/{path}", "--source", str(src))
+    run(home, "fs", "cat", "lakefs://cliref/dev/x/1")
+
+    def asked(*args: str) -> list[tuple[object, ...]]:
+        return [(r["ref"], r["op"], r["path"]) for r in json.loads(run(home, "audit", *args, "--json").stdout)]
+
+    everything = asked("lakefs://cliref")
+    assert ("main", "upload", "x/on-main") in everything and ("dev", "upload", "y/2") in everything
+    assert asked("lakefs://cliref/dev") == [r for r in everything if r[0] == "dev"]
+    assert {r[1] for r in asked("lakefs://cliref/dev")} == {"branch-created", "upload", "cat"}
+    under_x = [("dev", "upload", "x/1"), ("dev", "cat", "x/1")]
+    assert asked("lakefs://cliref/dev/x/") == under_x
+    assert asked("lakefs://cliref/dev/x/", "--path", "x/") == under_x  # the same path twice is the path
+    assert asked("--repo", "cliref", "--path", "x/") == [("main", "upload", "x/on-main"), *under_x]
+    assert asked("lakefs://cliref/dev/x/", "--op", "cat") == under_x[1:]
+    two_paths = run(home, "audit", "lakefs://cliref/dev/x/", "--path", "y/", ok=False)
+    assert two_paths.returncode == 2 and "different paths" in two_paths.stderr
 
 
 def test_audit_lists_newest_first_by_kind_and_several_operations(home: Path) -> None:

@@ -112,3 +112,17 @@ def test_the_api_pages_newest_first_by_cursor_with_a_window_and_a_kind(lake: Lak
     assert [o["name"] for o in listed] == [o.name for o in operations.OPERATIONS]
     assert {o["name"] for o in listed if o["kind"] == "write"} >= {"CompleteMultipartUpload", "linkPhysicalAddress",
                                                                     "updateTable", "DeleteObjects", "commit", "merge"}
+
+
+def test_the_api_filters_by_the_ref_as_asked(lake: Lake) -> None:
+    """Issue 38 item 2's ``lakefs://REPO/REF`` through the API (what ``lakemount audit --server`` asks): ``ref=``."""
+    cat = lake.app.catalog
+    cat.create_repository(REPO)
+    recs = [AuditRecord(START + i, i, "u", "s3", "", REPO, ref, "", f"p/{i}", "PutObject", 0, 200, host="h")
+            for i, ref in enumerate(["main", "dev", "main", "dev~1", "dev"])]
+    write(lake.app.adapter, cat.repository(REPO).storage_namespace, "h-1-1.parquet", [row(r) for r in recs])
+    status, body = api(lake, "GET", f"/repositories/{REPO}/audit", "ref=dev")
+    assert status == 200, body
+    assert [(r["ref"], r["path"]) for r in json.loads(body)["results"]] == [("dev", "p/1"), ("dev", "p/4")]
+    assert [r.path for r in query(lake.app.adapter, cat.repository(REPO).storage_namespace, Filter(ref="main"))] == [
+        "p/0", "p/2"]

@@ -212,3 +212,24 @@ def test_a_table_page_and_an_object_page_link_to_their_audit_history(served: Ser
     paths = page.locator("#audit tr.audit td.path").all_inner_texts()
     assert set(paths) == {"d/plain.csv"}, paths
     assert page.errors == []
+
+
+def test_the_ref_filter_keeps_that_refs_records(served: Served, browser: Any, trail: Trail) -> None:
+    """The audit page asks by ref as ``lakemount audit lakefs://REPO/REF`` and ``getAuditLog?ref=`` do."""
+    page = _page(served, browser)
+    page.goto(f"{served.api}/#/r/{trail.quiet}/audit")
+    expect(page.locator("#audit tr.audit")).to_have_count(100)
+    page.fill("#audit-ref", "main")  # every record of this trail is on the feature branch
+    page.click("#audit-filter button[type=submit]")
+    page.wait_for_url(re.compile(r".*/audit\?ref=main$"))
+    expect(page.locator("#audit-empty")).to_be_visible()
+    expect(page.locator("#audit tr.audit")).to_have_count(0)
+    branch = trail.records[0].ref
+    page.fill("#audit-ref", branch)
+    page.fill("#audit-path", trail.records[-1].path)
+    page.click("#audit-filter button[type=submit]")
+    page.wait_for_url(re.compile(rf".*/audit\?ref={branch}&path=.*"))
+    _first_row_is(page, cursor(trail.records[-1]))
+    expect(page.locator("#audit tr.audit")).to_have_count(1)
+    expect(page.locator("#audit-ref")).to_have_value(branch)
+    assert page.errors == []

@@ -482,7 +482,7 @@ function utcSeconds(value, end) {
   if (isNaN(t)) throw new Error(`not a time: ${value}`);
   return Math.floor(t / 1000) + (end && value.length === 16 ? 59 : 0);
 }
-const AUDIT_FIELDS = ["path", "user", "op", "from", "to"];
+const AUDIT_FIELDS = ["ref", "path", "user", "op", "from", "to"];
 // The operation filter's choices come from the server's list of what the trail records (listAuditOperations,
 // lakemount/audit/operations.py): every write at once, every read, or one operation, grouped by front end.
 function operationSelect(ops, chosen) {
@@ -503,7 +503,7 @@ async function auditPage(repo, q) {
   const filters = {};
   for (const k of AUDIT_FIELDS) if (q.get(k)) filters[k] = q.get(k);
   const op = filters.op || "";
-  const query = {path: filters.path, user: filters.user, since: utcSeconds(filters.from, false), until: utcSeconds(filters.to, true),
+  const query = {ref: filters.ref, path: filters.path, user: filters.user, since: utcSeconds(filters.from, false), until: utcSeconds(filters.to, true),
                  [op.startsWith("kind:") ? "kind" : "op"]: op.startsWith("kind:") ? op.slice(5) : op, order: "desc", after, amount: PAGE};
   const [data, ops, ref] = await Promise.all([api("GET", route("repositories", repo, "audit"), query),
                                               api("GET", route("repositories", repo, "audit", "operations")),
@@ -514,7 +514,7 @@ async function auditPage(repo, q) {
     const p = new URLSearchParams();
     for (const k of AUDIT_FIELDS) { const v = form.querySelector("#audit-" + k).value; if (v) p.set(k, v); }
     location.assign("#" + route("r", repo, "audit") + (p.toString() ? "?" + p : ""));
-  }}, field("path", "path prefix"), field("user", "user"), el("label", {class: "audit-field"}, "operation ", operationSelect(ops.results, op)),
+  }}, field("ref", "ref"), field("path", "path prefix"), field("user", "user"), el("label", {class: "audit-field"}, "operation ", operationSelect(ops.results, op)),
     field("from", "from (UTC)", "datetime-local"), field("to", "to (UTC)", "datetime-local"), el("button", {type: "submit"}, "filter"),
     Object.keys(filters).length ? link(route("r", repo, "audit"), "clear") : null);
   draw(g0, el("h2", {}, repo), repoTabs(repo, ref),
