@@ -30,7 +30,9 @@ Read-only refs get ``head`` and ``log`` only.  A failing write raises the
 errno a shell user reads right for its failure (``fuse/errno.py``'s
 ``CONTROL_ERRNO``: ENODATA for nothing to commit, ECANCELED for a merge
 conflict, EBUSY for uncommitted changes in the way, EINVAL for bad input or
-an unknown ref, EPERM for a protected branch) and leaves its message, with
+an unknown ref, EPERM for a protected branch or a pre-hook's rejection; a
+command written to a tag's or commit's ``.lakefs`` is EROFS, as any write to
+a read-only ref) and leaves its message, with
 conflicting paths one per line, in ``error``.  Each write call is one command: ``echo msg > .lakefs/commit``.
 """
 
