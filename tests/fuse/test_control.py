@@ -374,10 +374,12 @@ def test_issue38_each_control_failure_has_an_errno_a_shell_user_reads_right(pfs:
     control(pfs, "commit", "dev edit", root="/repo/dev")
     assert control_errno(pfs, "merge", "dev") == errno.ECANCELED  # "Operation canceled"
     assert "conflict" in error() and "shared" in error().splitlines()
+    assert "write 'SOURCE --strategy source-wins' (or dest-wins) to .lakefs/merge" in error()  # this file's syntax
 
     pfs.write_file(f"{MAIN}/dirty", b"x")
     assert control_errno(pfs, "merge", "dev") == errno.EBUSY  # the branch's uncommitted changes are in the way
     assert "uncommitted" in error()
+    assert "(write a message to .lakefs/commit) or drop them (write --all to .lakefs/reset)" in error()
     control(pfs, "reset", "--all")
 
     assert control_errno(pfs, "merge", "no-such-branch") == errno.EINVAL  # "Invalid argument"
@@ -386,6 +388,8 @@ def test_issue38_each_control_failure_has_an_errno_a_shell_user_reads_right(pfs:
     app.catalog.protection.add(REPO, "main")
     assert control_errno(pfs, "commit", "refused") == errno.EPERM  # "Operation not permitted"
     assert "protected" in error()
+    assert "then write that branch's name to this branch's .lakefs/merge" in error()
+    assert "--" not in error()  # no CLI flag in a hint: the control files' own syntax only
     assert app.catalog.commit_of(REPO, "main").message == "main edit"
 
 

@@ -186,6 +186,7 @@ def test_control_files_through_the_kernel(app: App, mounts: MountFactory) -> Non
     assert oserror(lambda: write_control(f"{main}/.lakefs/merge", "dev")) == errno.ECANCELED
     error = open(f"{main}/.lakefs/error").read()
     assert "conflict" in error and "shared" in error.splitlines()
+    assert "write 'SOURCE --strategy source-wins' (or dest-wins) to .lakefs/merge" in error
     assert oserror(lambda: write_control(f"{main}/.lakefs/merge", "dev --strategy sideways")) == errno.EINVAL
     write_control(f"{main}/.lakefs/merge", "dev --strategy source-wins")
     assert open(f"{main}/shared").read() == "dev side\n"
