@@ -1,12 +1,13 @@
 """docs/ICEBERG.md's examples, one after another, on the ``demo`` repository ``lakemount up`` makes (issue 38 item 8).
 
 A reader runs them in order on what ``scripts/up.sh`` created: pyiceberg's, the
-commit and tag after it, Spark's, the audit query.  They collided: the tag ``v1``
-exists in ``demo``, and Spark's ``CREATE NAMESPACE`` found the namespace
-pyiceberg had made (``SCHEMA_ALREADY_EXISTS``).  :func:`run_in_order` runs them
-so, on a fresh home: ``tests/test_docs.py`` every one but Spark's (no JVM: the
-day-to-day tier keeps it), ``tests/iceberg/test_spark.py`` all of them, Spark's
-through a mount, which is the one Spark run of the example in the suite.
+commit and tag after it, Spark's, DuckDB's, the audit query.  They collided: the
+tag ``v1`` exists in ``demo``, Spark's ``CREATE NAMESPACE`` found the namespace
+pyiceberg had made (``SCHEMA_ALREADY_EXISTS``), and DuckDB's attached a
+repository ``sales`` that ``demo``'s reader does not have.  :func:`run_in_order`
+runs them so, on a fresh home: ``tests/test_docs.py`` every one but Spark's (no
+JVM: the day-to-day tier keeps it), ``tests/iceberg/test_spark.py`` all of them,
+Spark's through a mount: the suite's one run of that example.
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ def run_in_order(tmp_path: pathlib.Path, spark: SparkRunner | None) -> list[str]
                 else:
                     spark(body, lake)
                     ran.append("spark")
+            elif language == "sql" and "TYPE ICEBERG" in body:
+                assert duckdb_rows(body, served) == [(1, "a", None), (2, "b", None)]
+                ran.append("duckdb")
             elif language in SHELL_LANGUAGES and lakemount_commands(body):
                 for argv in lakemount_commands(body):
                     cli(*argv)
@@ -90,3 +94,31 @@ def run_in_order(tmp_path: pathlib.Path, spark: SparkRunner | None) -> list[str]
         stat = json.loads(cli("fs", "stat", "lakefs://demo/events-v1/db/events/_iceberg_table.json", "--json"))
         assert stat["path"] == "db/events/_iceberg_table.json", stat
     return ran
+
+
+def duckdb_rows(sql: str, served: Served) -> list[tuple[object, ...]]:
+    """The DuckDB example run with the page's placeholders filled in (keys, the gateway's and the API's
+    addresses), its extensions installed offline from their PyPI wheels as the page says; its last rows."""
+    import glob
+
+    import duckdb
+
+    filled = (sql.replace("<access key id>", ADMIN_KEY).replace("<secret>", ADMIN_SECRET)
+              .replace("'127.0.0.1:8000'", f"'{served.gateway.url.removeprefix('http://')}'")
+              .replace("http://127.0.0.1:8001", served.api))
+    con = duckdb.connect()
+    try:
+        for name in ("httpfs", "avro", "iceberg"):
+            package = __import__(f"duckdb_extension_{name}")
+            found = glob.glob(os.path.join(os.path.dirname(package.__file__), "extensions", "*",
+                                           f"{name}.duckdb_extension"))
+            assert len(found) == 1, found
+            con.execute(f"INSTALL '{found[0]}'")
+            con.execute(f"LOAD {name}")
+        rows: list[tuple[object, ...]] = []
+        for statement in (part.strip() for part in filled.split(";")):
+            if statement:
+                rows = con.execute(statement).fetchall()
+        return rows
+    finally:
+        con.close()

@@ -508,4 +508,4 @@ def test_the_iceberg_examples_run_in_order_on_the_quickstarts_demo(tmp_path: pat
     from tests.iceberg_examples import SPARK_LEFT, run_in_order
 
     ran = run_in_order(tmp_path, spark=None)
-    assert ran == ["pyiceberg", "commit", "tag", SPARK_LEFT, "audit"], ran
+    assert ran == ["pyiceberg", "commit", "tag", SPARK_LEFT, "duckdb", "audit"], ran

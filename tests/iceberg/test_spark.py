@@ -109,7 +109,7 @@ def test_the_spark_example_in_the_docs_runs_as_written(spark_python: pathlib.Pat
         assert not list(repo.branch("main").uncommitted())
         assert "db/events/_iceberg_table.json" in {o.path for o in repo.branch("main").objects(prefix="db/")}
 
-    assert run_in_order(tmp_path, spark) == ["pyiceberg", "commit", "tag", "spark", "audit"]
+    assert run_in_order(tmp_path, spark) == ["pyiceberg", "commit", "tag", "spark", "duckdb", "audit"]
 
 
 def test_spark_reads_a_v1_table_and_writes_and_reads_a_v3_table(
