@@ -173,7 +173,9 @@ class DirtyBranch(PreconditionFailed):
     """A merge, revert or cherry-pick into a branch whose uncommitted changes it would mix with."""
 
     def __init__(self, what: str, branch: str) -> None:
-        super().__init__(f"uncommitted changes (dirty branch): {what} into {branch}; commit or reset them first")
+        # ``refused`` is the message without its hint, for a front end that says how in its own syntax.
+        self.refused = f"uncommitted changes (dirty branch): {what} into {branch}"
+        super().__init__(f"{self.refused}; commit or reset them first")
         self.branch = branch
 
 
@@ -247,7 +249,8 @@ class ProtectedBranch(PermissionDenied):
 
     def __init__(self, repo: str, branch: str, action: str = "write", pattern: str = "") -> None:
         rule = f" (rule {pattern!r})" if pattern else ""
-        super().__init__(f"branch {repo}/{branch} is protected{rule}: {action} refused, change it through a merge")
+        self.refused = f"branch {repo}/{branch} is protected{rule}: {action} refused"  # without the hint, as DirtyBranch's
+        super().__init__(f"{self.refused}, change it through a merge")
         self.repo, self.branch, self.action, self.pattern = repo, branch, action, pattern
 
 

@@ -13,7 +13,6 @@ import ast
 import dataclasses
 import functools
 import inspect
-import json
 import pathlib
 import re
 import shlex
@@ -503,86 +502,10 @@ def test_every_documented_uri_parses(doc: str) -> None:
 
 def test_the_iceberg_examples_run_in_order_on_the_quickstarts_demo(tmp_path: pathlib.Path) -> None:
     """Issue 38 item 8: docs/ICEBERG.md's examples, one after another, on the ``demo`` repository that
-    ``scripts/up.sh`` (``lakemount up``) creates: pyiceberg, the commit and tag after it, Spark (through a
-    mount, when ``.venv-spark35`` is installed), the audit query.  They collided: the tag ``v1`` exists in
-    ``demo``, and Spark's ``CREATE NAMESPACE`` found the namespace pyiceberg had made."""
-    import os
-    import subprocess
-    import sys
+    ``scripts/up.sh`` (``lakemount up``) creates (they collided: ``demo`` has a tag ``v1``).  Spark's is
+    left to ``tests/iceberg/test_spark.py``, which runs them all in this order with Spark's among them:
+    this module stays in the tier without a JVM or a mount."""
+    from tests.iceberg_examples import SPARK_LEFT, run_in_order
 
-    from tests.api.conftest import running
-    from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET
-
-    home = tmp_path / "home"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKEMOUNT_", "LAKE_", "AWS_"))}
-    env.update(LAKEMOUNT_HOME=str(home), PYTHONPATH=str(ROOT))
-
-    def cli(*argv: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "lakemount.cli.main", *argv], env=env, capture_output=True,
-                              text=True, timeout=300)
-        assert done.returncode == 0, f"lakemount {shlex.join(argv)}: {done.stderr[-2000:]}"
-        return done.stdout
-
-    cli("up", "--no-services")  # what scripts/up.sh runs once it has installed lakemount
-    blocks = fenced_blocks((ROOT / "docs" / "ICEBERG.md").read_text())
-    ran: list[str] = []
-    spark_missing = ""
-    with running(tmp_path) as lake:
-        env.update(LAKE_API=lake.api, LAKE_S3=lake.gateway.url, AWS_ACCESS_KEY_ID=ADMIN_KEY,
-                   AWS_SECRET_ACCESS_KEY=ADMIN_SECRET)
-        for language, body in blocks:
-            if language == "python" and "pyiceberg" in body:
-                script = tmp_path / "pyiceberg_example.py"
-                script.write_text(body)
-                done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
-                assert done.returncode == 0, done.stderr[-3000:]
-                assert done.stdout.strip() == "[{'id': 1, 'name': 'a', 'score': None}, {'id': 2, 'name': 'b', 'score': None}]"
-                ran.append("pyiceberg")
-            elif language in SHELL_LANGUAGES and lakemount_commands(body):
-                for argv in lakemount_commands(body):
-                    cli(*argv)
-                    ran.append(argv[0])
-            elif language == "python" and "pyspark" in body:
-                spark_missing = _run_spark_example(body, lake, env, tmp_path)
-                ran.append("spark" if not spark_missing else "spark skipped")
-    assert ran[:4] == ["pyiceberg", "commit", "tag", "spark" if not spark_missing else "spark skipped"], ran
-    assert ran[-1] == "audit", ran
-    stat = json.loads(cli("fs", "stat", "lakefs://demo/events-v1/db/events/_iceberg_table.json", "--json"))
-    assert stat["path"] == "db/events/_iceberg_table.json"  # the tag keeps the table as it was
-    if spark_missing:
-        pytest.skip(f"the examples up to Spark ran in order; Spark's did not: {spark_missing}")
-
-
-def _run_spark_example(body: str, lake: object, env: dict[str, str], tmp_path: pathlib.Path) -> str:
-    """Run the Spark example on ``demo`` through a mount of the lake; why it could not run ("" when it ran)."""
-    import os
-    import shutil
-    import subprocess
-
-    from tests.fuse.mounting import mounted_points, start, stop
-
-    venv = ROOT / ".venv-spark35"
-    python = venv / "bin" / "python"
-    if not python.exists() or not list((venv / "jars").glob("iceberg-spark-runtime-*.jar")):
-        return f"no Spark Iceberg venv at {venv}: run scripts/install_spark_iceberg.sh"
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        return "no java on PATH (Debian: openjdk-17-jre-headless)"
-    home = str(env["LAKEMOUNT_HOME"])
-    m = start(home, str(tmp_path / "mnt"))
-    try:
-        script = tmp_path / "spark_example.py"
-        script.write_text(body)
-        keep = ("PATH", "HOME", "JAVA_HOME", "LANG", "TMPDIR")
-        spark_env = {k: v for k, v in os.environ.items() if k in keep}
-        spark_env.update(LAKE_API=env["LAKE_API"], LAKE_MOUNT=m.mountpoint, AWS_ACCESS_KEY_ID=env["AWS_ACCESS_KEY_ID"],
-                         AWS_SECRET_ACCESS_KEY=env["AWS_SECRET_ACCESS_KEY"], ICEBERG_JARS=str(venv / "jars"),
-                         SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=str(python))
-        done = subprocess.run([str(python), str(script)], env=spark_env, capture_output=True, text=True, timeout=540,
-                              cwd=tmp_path)
-        assert done.returncode == 0, done.stderr[-3000:]
-        rows = "[Row(id=1, name='a'), Row(id=2, name='b')]"
-        assert done.stdout.splitlines() == [rows, rows]
-    finally:
-        stop(m)
-        assert not [p for p in mounted_points() if p.startswith(str(tmp_path))]
-    return ""
+    ran = run_in_order(tmp_path, spark=None)
+    assert ran == ["pyiceberg", "commit", "tag", SPARK_LEFT, "duckdb", "audit"], ran

@@ -30,8 +30,11 @@ Read-only refs get ``head`` and ``log`` only.  A failing write raises the
 errno a shell user reads right for its failure (``fuse/errno.py``'s
 ``CONTROL_ERRNO``: ENODATA for nothing to commit, ECANCELED for a merge
 conflict, EBUSY for uncommitted changes in the way, EINVAL for bad input or
-an unknown ref, EPERM for a protected branch) and leaves its message, with
-conflicting paths one per line, in ``error``.  Each write call is one command: ``echo msg > .lakefs/commit``.
+an unknown ref, EPERM for a protected branch or a pre-hook's rejection; a
+command written to a tag's or commit's ``.lakefs`` is EROFS, as any write to
+a read-only ref) and leaves its message, with
+conflicting paths one per line, in ``error``, with how to go ahead in these
+files' own syntax (what to write to which file), never the CLI's flags.  Each write call is one command: ``echo msg > .lakefs/commit``.
 """
 
 from __future__ import annotations
@@ -47,7 +50,16 @@ from lakemount.catalog import shapes
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import Commit
 from lakemount.catalog.paths import printable_tree
-from lakemount.errors import InvalidArgument, LakeMountError, MergeConflict, NotFound, NothingToCommit, NotUtf8Text
+from lakemount.errors import (
+    DirtyBranch,
+    InvalidArgument,
+    LakeMountError,
+    MergeConflict,
+    NotFound,
+    NothingToCommit,
+    NotUtf8Text,
+    ProtectedBranch,
+)
 from lakemount.fuse.errno import FsError, control_errno_of
 from lakemount.fuse.listing import count_hidden
 from lakemount.fuse.scope import Scope
@@ -68,6 +80,12 @@ STRATEGIES: Final = ("fail", "source-wins", "dest-wins")
 PARENT_OPTIONS: Final = ("--parent-number", "--parent", "-m")
 # How to write an empty commit or revert to a control file, for the message of one refused as empty.
 ALLOW_EMPTY: Final = {"commit": '{"message": "MSG", "allow_empty": true}', "revert": "'REF --allow-empty'"}
+# How to go ahead, in the control files' own syntax, after a refusal of these kinds (``.lakefs/error``).
+DIRTY_HINT: Final = "commit them first (write a message to .lakefs/commit) or drop them (write --all to .lakefs/reset)"
+CONFLICT_HINT: Final = ("to keep one side, write 'SOURCE --strategy source-wins' (or dest-wins) to .lakefs/merge; "
+                        "or change one branch so they agree, commit it, and write SOURCE to .lakefs/merge again")
+PROTECTED_HINT: Final = ("commit on another branch (its .lakefs/commit), then write that branch's name to this "
+                         "branch's .lakefs/merge")
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +214,12 @@ class ControlFiles:
         if isinstance(exc, NothingToCommit):
             anyway = ALLOW_EMPTY.get(name)
             message = f"no changes: {exc.what}" + (f"; to {name} anyway, write {anyway}" if anyway else "")
+        elif isinstance(exc, DirtyBranch):
+            message = f"{exc.refused}; {DIRTY_HINT}"
+        elif isinstance(exc, MergeConflict):
+            message = f"{exc}; {CONFLICT_HINT}"
+        elif isinstance(exc, ProtectedBranch):
+            message = f"{exc.refused}; {PROTECTED_HINT}"
         scope.record_error(name, exc, ["conflicting paths:", *exc.paths] if isinstance(exc, MergeConflict) else (),
                            message)
         raise FsError(control_errno_of(exc), str(exc)) from exc

@@ -64,11 +64,16 @@ class Namespace:
     def _dir_for_change(self, parent_ino: int, name: bytes, *, existing: bool = False) -> tuple[Node, Scope, str]:
         """(parent, its writable scope, the path) of ``name`` in ``parent_ino``, to create (``existing``: to
         remove or move away).  A branch's ``.lakefs`` is taken for a new name (EEXIST) and stays where it is
-        (EPERM: ``mv .lakefs x`` and ``rm -r .lakefs`` are not permitted; the name does exist)."""
+        (EPERM: ``mv .lakefs x`` and ``rm -r .lakefs`` are not permitted; the name does exist); a new name in
+        ``.lakefs`` is EPERM, or EROFS in a read-only ref's (a commit written to a tag's ``.lakefs``)."""
         parent = self.state.node(parent_ino)
         if parent.kind in (Kind.ROOT, Kind.REPO):
             raise FsError(errno.EPERM, "repositories and refs are not created through the mount")
         if parent.kind == Kind.CONTROL_DIR:
+            ref = parent.scope
+            if ref is not None and not ref.writable:  # ``echo msg > v1/.lakefs/commit`` on a tag: the ref is read-only
+                raise FsError(errno.EROFS, f"{ref.repo}/{ref.name} is read-only (not a branch): its .lakefs has "
+                                           f"{' and '.join(control.READONLY_REF_FILES)} only")
             raise FsError(errno.EPERM, ".lakefs holds control files only")
         if parent.kind != Kind.DIR:
             raise FsError(errno.ENOTDIR)

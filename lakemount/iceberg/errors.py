@@ -84,13 +84,11 @@ BY_CATEGORY: Final[dict[type[LakeMountError], tuple[int, str]]] = {
 def translate(err: LakeMountError) -> IcebergError:
     """The protocol error for a lakemount error (a write to a tag or commit: 403, it is read-only).
 
-    A refused write through a tag or commit says so once, then why: tables load read-only
-    from anything but a branch.
+    The error's own sentence is the message, with no category word before it (it already says
+    "read-only"); a refused write through a tag or commit then says what to do instead.
     """
     code, type_ = BY_CATEGORY[category_of(err)]
     message = str(err)
     if isinstance(err, ReadOnlyRef):
-        message = f"read-only: {message}; tags and commits load read-only tables, write through a branch"
-    elif isinstance(err, ReadOnly):
-        message = f"read-only: {message}"
+        message = f"{message}: tags and commits load read-only tables; write through a branch"
     return IcebergError(code, type_, message)

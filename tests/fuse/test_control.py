@@ -374,10 +374,12 @@ def test_issue38_each_control_failure_has_an_errno_a_shell_user_reads_right(pfs:
     control(pfs, "commit", "dev edit", root="/repo/dev")
     assert control_errno(pfs, "merge", "dev") == errno.ECANCELED  # "Operation canceled"
     assert "conflict" in error() and "shared" in error().splitlines()
+    assert "write 'SOURCE --strategy source-wins' (or dest-wins) to .lakefs/merge" in error()  # this file's syntax
 
     pfs.write_file(f"{MAIN}/dirty", b"x")
     assert control_errno(pfs, "merge", "dev") == errno.EBUSY  # the branch's uncommitted changes are in the way
     assert "uncommitted" in error()
+    assert "(write a message to .lakefs/commit) or drop them (write --all to .lakefs/reset)" in error()
     control(pfs, "reset", "--all")
 
     assert control_errno(pfs, "merge", "no-such-branch") == errno.EINVAL  # "Invalid argument"
@@ -386,6 +388,8 @@ def test_issue38_each_control_failure_has_an_errno_a_shell_user_reads_right(pfs:
     app.catalog.protection.add(REPO, "main")
     assert control_errno(pfs, "commit", "refused") == errno.EPERM  # "Operation not permitted"
     assert "protected" in error()
+    assert "then write that branch's name to this branch's .lakefs/merge" in error()
+    assert "--" not in error()  # no CLI flag in a hint: the control files' own syntax only
     assert app.catalog.commit_of(REPO, "main").message == "main edit"
 
 
@@ -400,3 +404,25 @@ def test_issue38_the_control_directory_cannot_be_moved_or_removed_and_its_name_i
         with pytest.raises(OSError) as info:
             attempt()
         assert info.value.errno == errno.EEXIST
+
+
+def test_issue38_a_commit_written_to_a_tags_control_directory_is_read_only(pfs: PathFS, app: App) -> None:
+    """``echo msg > v1/.lakefs/commit`` on a tag reads "Read-only file system", as every other write to a tag;
+    it said "Operation not permitted" (".lakefs holds control files only"), as if the user lacked a right."""
+    app.catalog.put(REPO, "main", "a", b"1")
+    app.catalog.commit(REPO, "main", "c")
+    app.catalog.create_tag(REPO, "v1", "main")
+    tag_ctl = f"/{REPO}/v1/.lakefs"
+    assert pfs.listdir(tag_ctl) == ["head", "log"]
+    for name in ("commit", "merge"):
+        with pytest.raises(OSError) as info:
+            pfs.open(f"{tag_ctl}/{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        assert info.value.errno == errno.EROFS
+        assert info.value.strerror == f"{REPO}/v1 is read-only (not a branch): its .lakefs has head and log only"
+    with pytest.raises(OSError) as info:
+        pfs.open(f"{tag_ctl}/head", os.O_WRONLY | os.O_TRUNC)
+    assert info.value.errno == errno.EACCES  # a read-only control file, on a tag as on a branch
+    with pytest.raises(OSError) as info:  # a new name in a branch's .lakefs stays EPERM: the branch is writable
+        pfs.open(f"{CTL}/notes", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    assert info.value.errno == errno.EPERM
+    assert pfs.listdir(tag_ctl) == ["head", "log"] and app.catalog.commit_of(REPO, "v1").message == "c"

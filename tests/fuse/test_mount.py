@@ -173,6 +173,7 @@ def test_control_files_through_the_kernel(app: App, mounts: MountFactory) -> Non
     app.catalog.put(REPO, "main", "shared", b"base")
     app.graveler.commit(REPO, "main", "base")
     app.graveler.create_branch(REPO, "dev", "main")
+    app.catalog.create_tag(REPO, "v1", "main")
     m = mounts()
     main, dev = f"{m.mountpoint}/{REPO}/main", f"{m.mountpoint}/{REPO}/dev"
     sh(f"echo 'main side' > {main}/shared && echo 'main edit' > {main}/.lakefs/commit")
@@ -185,6 +186,7 @@ def test_control_files_through_the_kernel(app: App, mounts: MountFactory) -> Non
     assert oserror(lambda: write_control(f"{main}/.lakefs/merge", "dev")) == errno.ECANCELED
     error = open(f"{main}/.lakefs/error").read()
     assert "conflict" in error and "shared" in error.splitlines()
+    assert "write 'SOURCE --strategy source-wins' (or dest-wins) to .lakefs/merge" in error
     assert oserror(lambda: write_control(f"{main}/.lakefs/merge", "dev --strategy sideways")) == errno.EINVAL
     write_control(f"{main}/.lakefs/merge", "dev --strategy source-wins")
     assert open(f"{main}/shared").read() == "dev side\n"
@@ -196,6 +198,8 @@ def test_control_files_through_the_kernel(app: App, mounts: MountFactory) -> Non
     assert '"allow_empty": true' in open(f"{dev}/.lakefs/error").read()
     moved = sh(f"mv {main}/.lakefs {main}/x", check=False)
     assert moved.returncode != 0 and "Operation not permitted" in moved.stderr, moved.stderr
+    on_tag = bash(f"echo release > {m.mountpoint}/{REPO}/v1/.lakefs/commit")  # a tag is read-only, its .lakefs too
+    assert on_tag.returncode != 0 and "Read-only file system" in on_tag.stderr, on_tag.stderr
     stats = open(f"{m.mountpoint}/.lakefs/stats").read()
     assert 'lakemount_fuse_ops_total{op="lookup"}' in stats and "lakemount_fuse_control_merge_total" in stats
 

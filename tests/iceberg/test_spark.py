@@ -1,8 +1,9 @@
 """docs/ICEBERG.md's Spark example runs as written: PySpark 3.5 with Iceberg's runtime on the REST catalog.
 
 The example runs in ``.venv-spark35`` (``scripts/install_spark_iceberg.sh``), a
-Spark of its own as the S3A test has, against the module's ``lakemount serve``
-and a mount of the whole lake on the same home: it creates a branch, a table on
+Spark of its own as the S3A test has, after the page's examples before it on the
+``demo`` of a home ``lakemount up`` made (``tests/iceberg_examples.py``), against
+that home's ``lakemount serve`` and a mount of it: it creates a branch, a table on
 it and inserts through ``SparkCatalog`` with ``type=rest``, its files written
 through the mount, then commits and merges the branch with the lakeFS API and
 reads ``main``.  The test then checks what landed in the lake, through the
@@ -66,33 +67,49 @@ def spark_block() -> str:
     return blocks[0]
 
 
-def test_the_spark_example_in_the_docs_runs_as_written(
-    lake: Served, mount: Mount, spark_python: pathlib.Path, tmp_path: pathlib.Path
-) -> None:
-    repo = lake.repo()
-    script = tmp_path / "example.py"
-    script.write_text(spark_block())
-    keep = ("PATH", "HOME", "JAVA_HOME", "LANG", "TMPDIR")
-    env = {k: v for k, v in os.environ.items() if k in keep}
-    env.update(LAKE_API=lake.api, LAKE_MOUNT=mount.mountpoint, LAKE_REPO=repo.id, AWS_ACCESS_KEY_ID=ADMIN_KEY,
-               AWS_SECRET_ACCESS_KEY=ADMIN_SECRET, ICEBERG_JARS=str(VENV / "jars"), SPARK_LOCAL_IP="127.0.0.1",
-               PYSPARK_PYTHON=str(spark_python))
-    done = subprocess.run([str(spark_python), str(script)], env=env, capture_output=True, text=True, timeout=540,
-                          cwd=tmp_path)
-    errors = [ln for ln in done.stderr.splitlines() if re.search(r"(Exception|Error)\b", ln) and not ln.startswith("\tat ")]
-    assert done.returncode == 0, "\n".join(errors[:20]) or done.stderr[-3000:]
-    rows = "[Row(id=1, name='a'), Row(id=2, name='b')]"
-    assert done.stdout.splitlines() == [rows, rows]  # the branch, then main after the merge
+def test_the_spark_example_in_the_docs_runs_as_written(spark_python: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """The page's examples in order on the ``demo`` of ``lakemount up`` (issue 38 item 8: Spark's found the
+    namespace pyiceberg's had made), Spark's through a mount of that home; the suite's one run of it."""
+    import lakefs
 
-    # What Spark wrote went through the mount into the branch, and the merge brought it to main.
-    feat = {o.path for o in repo.branch("feat").objects(prefix="db/clicks/")}
-    main = {o.path for o in repo.branch("main").objects(prefix="db/clicks/")}
-    assert "db/clicks/_iceberg_table.json" in main
-    data = {p for p in feat if p.startswith("db/clicks/data/") and p.endswith(".parquet")}
-    manifests = {p for p in feat if p.startswith("db/clicks/metadata/") and p.endswith(".avro")}
-    assert data and manifests and data | manifests <= main
-    assert not [p for p in feat if p.endswith(".crc")], "Hadoop's checksum files were written into the lake"
-    assert not list(repo.branch("main").uncommitted())
+    from tests.iceberg_examples import Lake, run_in_order
+
+    def spark(body: str, lake: Lake) -> None:
+        m = start(str(lake.home), str(tmp_path / "mnt"))
+        try:
+            script = tmp_path / "spark_example.py"
+            script.write_text(body)
+            keep = ("PATH", "HOME", "JAVA_HOME", "LANG", "TMPDIR")
+            env = {k: v for k, v in os.environ.items() if k in keep}
+            env.update(LAKE_API=lake.env["LAKE_API"], LAKE_MOUNT=m.mountpoint, AWS_ACCESS_KEY_ID=ADMIN_KEY,
+                       AWS_SECRET_ACCESS_KEY=ADMIN_SECRET, ICEBERG_JARS=str(VENV / "jars"), SPARK_LOCAL_IP="127.0.0.1",
+                       PYSPARK_PYTHON=str(spark_python))
+            done = subprocess.run([str(spark_python), str(script)], env=env, capture_output=True, text=True,
+                                  timeout=540, cwd=tmp_path)
+        finally:
+            try:
+                stop(m)
+            finally:
+                print(f"--- log of {m.mountpoint} ---\n{m.log()}")
+            assert not [p for p in mounted_points() if p.startswith(str(tmp_path))]
+        errors = [ln for ln in done.stderr.splitlines() if re.search(r"(Exception|Error)\b", ln) and not ln.startswith("\tat ")]
+        assert done.returncode == 0, "\n".join(errors[:20]) or done.stderr[-3000:]
+        rows = "[Row(id=1, name='a'), Row(id=2, name='b')]"
+        assert done.stdout.splitlines() == [rows, rows]  # the branch, then main after the merge
+
+        # What Spark wrote went through the mount into the branch, and the merge brought it to main.
+        repo = lakefs.Repository("demo", client=lake.served.client())
+        feat = {o.path for o in repo.branch("feat").objects(prefix="db/clicks/")}
+        main = {o.path for o in repo.branch("main").objects(prefix="db/clicks/")}
+        assert "db/clicks/_iceberg_table.json" in main
+        data = {p for p in feat if p.startswith("db/clicks/data/") and p.endswith(".parquet")}
+        manifests = {p for p in feat if p.startswith("db/clicks/metadata/") and p.endswith(".avro")}
+        assert data and manifests and data | manifests <= main
+        assert not [p for p in feat if p.endswith(".crc")], "Hadoop's checksum files were written into the lake"
+        assert not list(repo.branch("main").uncommitted())
+        assert "db/events/_iceberg_table.json" in {o.path for o in repo.branch("main").objects(prefix="db/")}
+
+    assert run_in_order(tmp_path, spark) == ["pyiceberg", "commit", "tag", "spark", "duckdb", "audit"]
 
 
 def test_spark_reads_a_v1_table_and_writes_and_reads_a_v3_table(

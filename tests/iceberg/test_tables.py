@@ -126,5 +126,6 @@ def test_a_schema_change_on_a_tag_is_refused_in_one_readable_sentence(catalog: A
         plain.commit([Change(tagged, [], [add_column])])
     answer = translate(err.value)
     assert (answer.code, answer.type) == (403, "ForbiddenException")
-    assert answer.message == ("read-only: ref ice/t-events is read-only (not a branch); "
-                              "tags and commits load read-only tables, write through a branch")
+    # Each word once (issue 38 item 7 quoted "read-only: ref X is read-only (not a branch) is not a branch (...)").
+    assert answer.message == ("ref ice/t-events is read-only (not a branch): "
+                              "tags and commits load read-only tables; write through a branch")
