@@ -213,7 +213,7 @@ class App:
 
     @cached_property
     def staging(self) -> StagingStore:
-        """Where uncommitted entries live (``staging.backend``): rows beside the ref store's (``SqlStaging``), or staging files (seed 001)."""
+        """Where uncommitted entries live (``staging.backend``): rows beside the ref store's (``SqlStaging``), or staging files (docs/DESIGN.md §4)."""
         from lakemount.errors import ConfigError
 
         section = self.config.staging

@@ -1,4 +1,4 @@
-"""``SqlStagingLists``: per staging token, the L1 and L2 lists of staging files (seed 001), in one table.
+"""``SqlStagingLists``: per staging token, the L1 and L2 lists of staging files (docs/DESIGN.md §4), in one table.
 
 Implements :class:`lakemount.graveler.ports.StagingLists` on the ref store's
 database.  A list entry is one row of ``lm_staging_files``; its ``id`` (from
