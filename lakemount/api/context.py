@@ -29,8 +29,8 @@ from lakemount.serving.http import BodyTooLarge, Request, Response, read_bounded
 
 if TYPE_CHECKING:
     from lakemount.actions.runner import Actions
-    from lakemount.api.auth import Permission
-    from lakemount.api.handler import ApiService
+    from lakemount.api.auth import Authenticator, Permission
+    from lakemount.app import App
     from lakemount.audit.record import AuditRecord
     from lakemount.audit.table import Filter as AuditFilter
     from lakemount.catalog.blame import Blamed
@@ -299,11 +299,26 @@ class ApiCatalog(TablesCatalog, Protocol):
     ) -> Iterator[Listed]: ...
 
 
+class Service(Protocol):
+    """What an operation reaches of the service it runs in (``handler.ApiService``): the ``App`` (its configuration,
+    users, audit log), the catalog, the authenticator.  Declared here so this module need not import the handler,
+    which imports every operation's module."""
+
+    @property
+    def app(self) -> App: ...
+
+    @property
+    def catalog(self) -> ApiCatalog: ...
+
+    @property
+    def authenticator(self) -> Authenticator: ...
+
+
 @dataclass
 class Ctx:
     """One request on its way through an operation."""
 
-    service: ApiService
+    service: Service
     request: Request
     op: Operation
     params: dict[str, str]
@@ -316,7 +331,7 @@ class Ctx:
         return self.service.catalog
 
     @property
-    def auth(self) -> Any:
+    def auth(self) -> Authenticator:
         return self.service.authenticator
 
     # --- authorization ---------------------------------------------------------------

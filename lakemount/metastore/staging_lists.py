@@ -40,9 +40,9 @@ from lakemount.errors import BranchNotFound, PreconditionFailed
 from lakemount.graveler.model import Branch, CommitID, StagingToken, prefix_end
 from lakemount.graveler.staging.file import StagingFileInfo
 from lakemount.metastore import notify
+from lakemount.metastore.ddl import create_tables
 from lakemount.metastore.fastsql import FastSql
 from lakemount.metastore.sql import SqlRefStore
-from lakemount.metastore.tables import create_tables
 
 log = logging.getLogger(__name__)
 
