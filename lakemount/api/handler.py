@@ -137,8 +137,6 @@ class ApiService:
     def __init__(self, app: App) -> None:
         self.app = app
         self.router = Router(OPERATIONS)
-        if app.audit is not None:
-            app.audit.start()  # counts at once the trail a killed process of this host left unwritten
 
     @cached_property
     def catalog(self) -> ApiCatalog:
