@@ -3,8 +3,8 @@
 A *door* is where a module receives the catalog: a parameter, an attribute or a property named ``catalog``.
 Annotated ``Any`` (or not at all), a door hides every call behind it from mypy; the consumers name a narrow
 ``typing.Protocol`` beside them instead (``api.context.ApiCatalog``, ``iceberg.tables.TablesCatalog``,
-``iceberg.service.IcebergCatalog``, ``actions.hook.HookCatalog``, ``serving.bodies.BodySource``) or the
-``Catalog`` class itself.  Every module with a door is checked by mypy with ``disallow_untyped_defs`` (the
+``iceberg.service.IcebergCatalog``, ``actions.hook.HookCatalog``, ``serving.bodies.BodySource``; inside the catalog
+``writer.DataStore``, ``pulls.PullsCatalog``, ``blame.BlameCatalog``) or the ``Catalog`` class itself.  Every module with a door is checked by mypy with ``disallow_untyped_defs`` (the
 ``[[tool.mypy.overrides]]`` of pyproject.toml), so no function behind a door escapes the checker, and each
 Protocol's members are the catalog's own, parameter for parameter.  Read with ``ast``: nothing is imported.
 """
@@ -29,6 +29,9 @@ PROTOCOLS = (
     ("lakemount.iceberg.service", "IcebergCatalog"),
     ("lakemount.actions.hook", "HookCatalog"),
     ("lakemount.serving.bodies", "BodySource"),
+    ("lakemount.catalog.blame", "BlameCatalog"),
+    ("lakemount.catalog.pulls", "PullsCatalog"),
+    ("lakemount.catalog.writer", "DataStore"),
 )
 
 
