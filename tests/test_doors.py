@@ -1,6 +1,6 @@
 """Typed doors (issue 39): every consumer of the catalog names what it calls, and the type checker sees each call.
 
-A *door* is where a module receives the catalog: a parameter, an attribute or a property named ``catalog``.
+A *door* is where a module receives the catalog: a parameter, an attribute or a property named ``catalog`` (or ``cat``).
 Annotated ``Any`` (or not at all), a door hides every call behind it from mypy; the consumers name a narrow
 ``typing.Protocol`` beside them instead (``api.context.ApiCatalog``, ``iceberg.tables.TablesCatalog``,
 ``iceberg.service.IcebergCatalog``, ``actions.hook.HookCatalog``, ``serving.bodies.BodySource``; inside the catalog
@@ -22,7 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "lakemount"
-DOOR = "catalog"
+DOORS = frozenset({"catalog", "cat"})  # how the code spells a catalog it receives
 PROTOCOLS = (
     ("lakemount.api.context", "ApiCatalog"),
     ("lakemount.iceberg.tables", "TablesCatalog"),
@@ -46,20 +46,21 @@ def _is_any(annotation: ast.expr | None) -> bool:
 
 
 def doors(source: str) -> list[tuple[int, str, ast.expr | None]]:
-    """(line, what, annotation) of each door in ``source``: parameters, attributes and properties named ``catalog``."""
+    """(line, what, annotation) of each door in ``source``: parameters, attributes and properties named ``catalog`` or ``cat``."""
     out: list[tuple[int, str, ast.expr | None]] = []
     for n in ast.walk(ast.parse(source)):
         if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef):
             args = n.args
             out += [(n.lineno, f"parameter {a.arg} of {n.name}", a.annotation)
                     for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
-                    if a is not None and a.arg == DOOR]
-            if n.name == DOOR:
+                    if a is not None and a.arg in DOORS]
+            if n.name in DOORS:
                 out.append((n.lineno, f"property {n.name}", n.returns))
         elif isinstance(n, ast.AnnAssign):
             t = n.target
-            if (isinstance(t, ast.Name) and t.id == DOOR) or (isinstance(t, ast.Attribute) and t.attr == DOOR):
-                out.append((n.lineno, f"attribute {DOOR}", n.annotation))
+            name = t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else ""
+            if name in DOORS:
+                out.append((n.lineno, f"attribute {name}", n.annotation))
     return out
 
 
@@ -153,7 +154,8 @@ def test_each_door_protocol_is_the_catalogs_own_signatures(module: str, name: st
         ("class C:\n    catalog: Any\n", ["line 2: attribute catalog is Any"]),
         ("class C:\n    def __init__(self, c: Cat) -> None:\n        self.catalog: Any = c\n", ["line 3: attribute catalog is Any"]),
         ("class C:\n    @property\n    def catalog(self) -> Any: ...\n", ["line 3: property catalog is Any"]),
-        ("def f(catalog: Catalog, cat: Any) -> None: ...\nclass C:\n    catalog: HookCatalog\n", []),
+        ("def f(catalog: Catalog, cat: Any) -> None: ...\nclass C:\n    catalog: HookCatalog\n", ["line 1: parameter cat of f is Any"]),
+        ("def f(catalog: Catalog, cat: ApiCatalog) -> None: ...\nclass C:\n    catalog: HookCatalog\n", []),
         ("def f(*, catalog: TablesCatalog | None = None) -> None: ...\n", []),
     ],
 )
