@@ -13,7 +13,7 @@ a burst of load from elsewhere on a shared machine does not decide a ratio.
     (target < 10 s), the same listing's server side alone (ListObjectsV2
     pages fetched and discarded), the same CLI against a server that only
     replays the recorded pages (the client's own floor), and ``lakemount fs
-    ls -r`` (the native client; seed 002 timed lakectl at 16 s).
+    ls -r`` (the native client; lakectl took 16 s, docs/DESIGN.md §10).
 (d) the cost of the request metrics: (b)'s 4 KiB GETs against the gateway as
     configured (metrics recorded and published) and against a second gateway
     on the same home with ``api.metrics: false``, in alternating rounds.

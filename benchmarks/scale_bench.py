@@ -1,4 +1,4 @@
-"""Writes from several hosts, old staging (``sql``) vs new (``lsm``, seed 001), on one cluster in one run.
+"""Writes from several hosts, old staging (``sql``) vs new (``lsm``, docs/DESIGN.md §4), on one cluster in one run.
 
 On the namespace harness (tests/cluster/harness.py): ``db`` (PostgreSQL), ``s3``
 (moto counting its requests: ``benchmarks/moto_counting.py``), and ``w1``, ``w2``,

@@ -1,4 +1,4 @@
-"""Staging throughput, old (``sql``: rows in the ref store) vs new (``lsm``: staging files, seed 001), in one run.
+"""Staging throughput, old (``sql``: rows in the ref store) vs new (``lsm``: staging files, docs/DESIGN.md §4), in one run.
 
 Prints, for each backend, measured in this run:
 

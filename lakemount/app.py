@@ -147,6 +147,16 @@ class App:
         if "metastore" in self.__dict__:
             self.metastore.engine.dispose()
 
+    def start(self) -> None:
+        """Start what a long-running process of this app (a server's worker, a mount) runs beside its requests: the
+        audit log's flusher, which counts at once the trail a killed process of this host left unwritten (STYLE 8:
+        no thread starts in a constructor; the front ends' handlers start nothing).  Idempotent; :meth:`close` stops
+        it.  A short-lived process (a CLI verb) does not call it: its records go to a spool file, no thread.
+        Raises ``ConfigError`` for a bad ``audit.*`` setting."""
+        audit = self.audit
+        if audit is not None:
+            audit.start()
+
     def close(self) -> None:
         """Done with this app: flush and stop its audit log, close its database connections.
 
@@ -213,7 +223,7 @@ class App:
 
     @cached_property
     def staging(self) -> StagingStore:
-        """Where uncommitted entries live (``staging.backend``): rows beside the ref store's (``SqlStaging``), or staging files (seed 001)."""
+        """Where uncommitted entries live (``staging.backend``): rows beside the ref store's (``SqlStaging``), or staging files (docs/DESIGN.md §4)."""
         from lakemount.errors import ConfigError
 
         section = self.config.staging

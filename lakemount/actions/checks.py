@@ -33,10 +33,10 @@ import io
 import json
 import posixpath
 import re
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 from lakemount.actions.events import Event
-from lakemount.actions.hook import HookContext, HookFailure, printable
+from lakemount.actions.hook import HookCatalog, HookContext, HookFailure, printable
 from lakemount.actions.parser import ACTIONS_PREFIX, Hook
 from lakemount.tables import table_of
 
@@ -173,13 +173,13 @@ def run_check(hook: Hook, event: Event, payload: dict[str, Any], ctx: HookContex
 class ObjectReader:
     """Reads the objects a check looks at: the new versions at ``event.read_ref``, the old ones at ``event.dest_ref``."""
 
-    def __init__(self, catalog: Any, event: Event) -> None:
+    def __init__(self, catalog: HookCatalog, event: Event) -> None:
         self.catalog = catalog
         self.event = event
         self.repository = catalog.repository(event.repo)
         self._dest_schemas: dict[str, Any] = {}
 
-    def _open(self, ref: str, path: str) -> Any:
+    def _open(self, ref: str, path: str) -> BinaryIO:
         entry = self.catalog.stat(self.event.repo, ref, path)
         return self.catalog.open(self.repository, entry)
 

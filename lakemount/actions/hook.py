@@ -8,8 +8,8 @@ others wrote (a webhook's answer, a broken file's error) through
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, Protocol
 
 from lakemount.actions.events import Event
 from lakemount.actions.parser import Hook
@@ -17,6 +17,7 @@ from lakemount.records import record
 
 if TYPE_CHECKING:
     from lakemount.actions.network import WebhookPolicy
+    from lakemount.graveler.model import Entry, Repository
 
 MAX_MESSAGE: Final = 500
 
@@ -25,12 +26,45 @@ class HookFailure(Exception):
     """Raised by a hook implementation: the hook failed with this message."""
 
 
+class Listing(Protocol):
+    """One item of a listing as hooks read it: an object (``entry`` set) or a common prefix."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def entry(self) -> Entry | None: ...
+
+    @property
+    def is_prefix(self) -> bool: ...
+
+
+class HookCatalog(Protocol):
+    """What hooks call of the catalog: objects read at a ref (the built-in checks), nothing that changes it.
+
+    ``Catalog`` implements it; refs are names (``event.read_ref``, ``event.dest_ref``), never resolved ones.
+    """
+
+    def repository(self, name: str) -> Repository: ...
+
+    def stat(self, repo: str, ref: str, path: str) -> Entry: ...
+
+    def get_optional(self, repo: str, ref: str, path: str) -> Entry | None: ...
+
+    def list(self, repo: str, ref: str, prefix: str = "", *, delimiter: str = "", after: str = "",
+             limit: int | None = None) -> Iterator[Listing]: ...
+
+    def open(self, repo: Repository, entry: Entry) -> BinaryIO: ...
+
+    def read(self, repo: Repository, entry: Entry, offset: int = 0, length: int | None = None) -> bytes: ...
+
+
 @record()
 class HookContext:
     """Services hooks may use: the catalog (for data checks) and the addresses webhooks may reach
     (a :class:`~lakemount.actions.network.WebhookPolicy`; None: the default policy)."""
 
-    catalog: Any
+    catalog: HookCatalog
     make_webhooks: Callable[[], WebhookPolicy | None] | None = None
 
     @property

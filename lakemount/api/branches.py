@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 from lakemount.api.context import INERT_HEADERS, Ctx, empty, json_response, repo_of
 from lakemount.api.errors import bad_request
 from lakemount.api.models import commit_json, diff_json, ref_json
 from lakemount.api.pagination import after_filter, paginate
 from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.auth.policies import Action
+from lakemount.catalog.model import Difference
 from lakemount.serving.http import Response
 
 TAG = "branches"
@@ -142,16 +145,16 @@ def commit(ctx: Ctx) -> Response:
     return json_response(201, commit_json(c))
 
 
-def diff_page(ctx: Ctx, records: object, *, delimiter: str) -> Response:
+def diff_page(ctx: Ctx, records: Iterable[Difference], *, delimiter: str) -> Response:
     """A page of diff records (``Difference``s in key order), grouped by ``delimiter`` when given."""
     if delimiter not in ("", "/"):
         raise bad_request("delimiter must be '/' or empty")
     prefix = ctx.q("prefix") or ""
     after = ctx.q("after") or ""
 
-    def items():  # type: ignore[no-untyped-def]
+    def items() -> Iterator[tuple[str, str, int | None, bool]]:
         last = None
-        for rec in records:  # type: ignore[attr-defined]
+        for rec in records:
             path = rec.key.decode("utf-8", "surrogateescape")
             if not path.startswith(prefix):
                 continue

@@ -10,8 +10,9 @@ operation names the repository it acts on, the caller's permission checked.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, Protocol
 from urllib.parse import parse_qsl
 
 import orjson
@@ -23,11 +24,26 @@ from lakemount.api.schemas import validate
 from lakemount.auth.model import UserID
 from lakemount.auth.policies import Action
 from lakemount.catalog.paths import printable_tree
+from lakemount.iceberg.tables import TablesCatalog
 from lakemount.serving.http import BodyTooLarge, Request, Response, read_bounded
 
 if TYPE_CHECKING:
-    from lakemount.api.auth import Permission
-    from lakemount.api.handler import ApiService
+    from lakemount.actions.runner import Actions
+    from lakemount.api.auth import Authenticator, Permission
+    from lakemount.app import App
+    from lakemount.audit.record import AuditRecord
+    from lakemount.audit.table import Filter as AuditFilter
+    from lakemount.catalog.blame import Blamed
+    from lakemount.catalog.catalog import Listed
+    from lakemount.catalog.confinement import ImportSource
+    from lakemount.catalog.events import Feed
+    from lakemount.catalog.gcrules import GcRules
+    from lakemount.catalog.history import CommitResult, MergeResult
+    from lakemount.catalog.model import Branch, Commit, Difference, Entry, Repository, ResolvedRef, Tag
+    from lakemount.catalog.protection import BranchProtection
+    from lakemount.catalog.pulls import Pulls
+    from lakemount.catalog.uploads import Linked, StagingLocation
+    from lakemount.catalog.writer import DataWriter
 
 MAX_JSON_BYTES: Final = 1 << 20
 # The web UI shares the API's origin: bytes a user controls (an object, a hook's output, commit messages in
@@ -71,11 +87,238 @@ def parse_query(raw: str) -> dict[str, list[str]]:
     return out
 
 
+class ApiCatalog(TablesCatalog, Protocol):
+    """What the API's operations call of the catalog (``Ctx.catalog``), and all they may call: ``Catalog`` implements
+    it, and the type checker holds every operation's calls to these signatures.  A verb the API starts to use is
+    added here first."""
+
+    @property
+    def actions(self) -> Actions: ...
+
+    def add_samples(self, repo: str, *, committer: str = "lakemount") -> Commit: ...
+
+    def apply(self, repo: str, ref: str | ResolvedRef, changes: Sequence[tuple[str, Entry | None]]) -> None: ...
+
+    def audit_records(self, repo: str, where: AuditFilter, *, newest_first: bool = False, after: str = "") -> Iterator[AuditRecord]: ...
+
+    def blame(self, repo: str, ref: str, paths: Sequence[str], *, depth: int) -> list[Blamed]: ...
+
+    def can_presign(self, repo: Repository) -> bool: ...
+
+    def cherry_pick(
+        self,
+        repo: str,
+        branch: str,
+        ref: str,
+        *,
+        parent_number: int | None = None,
+        committer: str = "lakemount",
+        allow_empty: bool = False,
+    ) -> Commit: ...
+
+    def commit(
+        self,
+        repo: str,
+        branch: str,
+        message: str,
+        *,
+        committer: str = "lakemount",
+        metadata: Sequence[tuple[str, str]] = (),
+        allow_empty: bool = False,
+        date: float | None = None,
+    ) -> CommitResult: ...
+
+    def commit_of(self, repo: str, ref: str) -> Commit: ...
+
+    def create_branch(self, repo: str, name: str, source: str, *, hidden: bool = False) -> Branch: ...
+
+    def create_repository(self, name: str, storage_namespace: str | None = None, default_branch: str = "main") -> Repository: ...
+
+    def create_tag(self, repo: str, name: str, target: str) -> Tag: ...
+
+    def delete(self, repo: str, ref: str | ResolvedRef, path: str) -> None: ...
+
+    def delete_branch(self, repo: str, name: str) -> int: ...
+
+    def delete_gc_rules(self, repo: str) -> None: ...
+
+    def delete_repository(self, name: str) -> None: ...
+
+    def delete_tag(self, repo: str, name: str) -> None: ...
+
+    def diff(self, repo: str, left: str, right: str, *, prefix: str = "") -> Iterator[Difference]: ...
+
+    def diff_uncommitted(self, repo: str, branch: str, *, prefix: str = "") -> Iterator[Difference]: ...
+
+    @property
+    def feed(self) -> Feed: ...
+
+    def gc_rules(self, repo: str) -> GcRules | None: ...
+
+    def get_branch(self, repo: str, name: str) -> Branch: ...
+
+    def get_commit(self, repo: str, commit_id: str) -> Commit: ...
+
+    def get_optional(self, repo: str, ref: str | ResolvedRef, path: str) -> Entry | None: ...
+
+    def hard_reset(self, repo: str, branch: str, ref: str, *, committer: str = "lakemount") -> Commit: ...
+
+    def import_source(self, text: str, *, single: bool = False) -> ImportSource: ...
+
+    def issue_link_address(self, repo: str, branch: str, path: str, *, presigned: bool, now: float | None = None) -> StagingLocation: ...
+
+    def list_branches(self, repo: str, *, show_hidden: bool = True) -> list[Branch]: ...
+
+    def list_repositories(self) -> list[Repository]: ...
+
+    def list_tags(self, repo: str) -> list[Tag]: ...
+
+    def log(
+        self,
+        repo: str,
+        ref: str,
+        *,
+        limit: int | None = None,
+        since: float | None = None,
+        first_parent: bool = False,
+        paths: Sequence[str] = (),
+        prefixes: Sequence[str] = (),
+        matching: str = "",
+    ) -> Iterator[Commit]: ...
+
+    def lookup(self, repo: str | Repository, ref: str, path: str) -> tuple[ResolvedRef, Entry | None]: ...
+
+    def merge(
+        self,
+        repo: str,
+        source: str,
+        dest: str,
+        *,
+        strategy: str | None = None,
+        squash: bool = False,
+        message: str | None = None,
+        committer: str = "lakemount",
+        metadata: Sequence[tuple[str, str]] = (),
+        guard: Callable[[], None] | None = None,
+        allow_empty: bool = False,
+    ) -> MergeResult: ...
+
+    def merge_base(self, repo: str, a: str, b: str) -> str | None: ...
+
+    def open(self, repo: Repository, entry: Entry) -> BinaryIO: ...
+
+    def physical_url(self, repo: Repository, address: str) -> str: ...
+
+    def presign_read(self, repo: Repository, entry: Entry) -> tuple[str, float]: ...
+
+    @property
+    def pulls(self) -> Pulls: ...
+
+    def put_entry(self, repo: str, ref: str | ResolvedRef, path: str, entry: Entry) -> None: ...
+
+    def repository(self, name: str) -> Repository: ...
+
+    def reset(self, repo: str, branch: str, *, prefix: str | None = None, path: str | None = None) -> None: ...
+
+    def resolve(self, repo: str | Repository, ref: str | ResolvedRef) -> ResolvedRef: ...
+
+    def revert(
+        self,
+        repo: str,
+        branch: str,
+        ref: str,
+        *,
+        parent_number: int | None = None,
+        committer: str = "lakemount",
+        allow_empty: bool = False,
+    ) -> Commit: ...
+
+    def set_gc_rules(self, repo: str, rules: GcRules) -> None: ...
+
+    def stage_upload(
+        self,
+        repo: str,
+        ref: str | ResolvedRef,
+        path: str,
+        entry: Entry,
+        *,
+        if_absent: bool = False,
+        timed: bool = False,
+        ready: Callable[[], None] | None = None,
+    ) -> Entry: ...
+
+    def stat(self, repo: str, ref: str | ResolvedRef, path: str) -> Entry: ...
+
+    def swap_protection_rules(self, repo: str, rules: dict[str, int], check: Callable[[list[str], dict[str, int]], None]) -> None: ...
+
+    def verify_link(
+        self,
+        repo: str,
+        branch: str,
+        path: str,
+        signed_address: str,
+        *,
+        size: int,
+        checksum: str,
+        now: float | None = None,
+    ) -> Linked: ...
+
+    def writable_branch(self, repo: str, ref: str | ResolvedRef) -> str: ...
+
+    def writer(
+        self,
+        repo: str | Repository,
+        *,
+        expected: int | None = None,
+        address: str | None = None,
+        hash_md5: bool = True,
+        hash_sha256: bool = True,
+        defer: bool = False,
+    ) -> DataWriter: ...
+
+    @property
+    def namespace_root(self) -> str: ...
+
+    @property
+    def protection(self) -> BranchProtection: ...
+
+    def read_chunks(self, repo: Repository, entry: Entry, start: int, length: int) -> Iterator[bytes]: ...
+
+    def is_imported(self, entry: Entry) -> bool: ...
+
+    # Last: in the class's body, ``list`` below names this method, not the builtin.
+    def list(
+        self,
+        repo: str,
+        ref: str | ResolvedRef,
+        prefix: str = "",
+        *,
+        delimiter: str = "",
+        after: str = "",
+        limit: int | None = None,
+    ) -> Iterator[Listed]: ...
+
+
+class Service(Protocol):
+    """What an operation reaches of the service it runs in (``handler.ApiService``): the ``App`` (its configuration,
+    users, audit log), the catalog, the authenticator.  Declared here so this module need not import the handler,
+    which imports every operation's module."""
+
+    @property
+    def app(self) -> App: ...
+
+    @property
+    def catalog(self) -> ApiCatalog: ...
+
+    @property
+    def authenticator(self) -> Authenticator: ...
+
+
 @dataclass
 class Ctx:
     """One request on its way through an operation."""
 
-    service: ApiService
+    service: Service
     request: Request
     op: Operation
     params: dict[str, str]
@@ -84,11 +327,11 @@ class Ctx:
     _json: Any = field(default=None)
 
     @property
-    def catalog(self) -> Any:
+    def catalog(self) -> ApiCatalog:
         return self.service.catalog
 
     @property
-    def auth(self) -> Any:
+    def auth(self) -> Authenticator:
         return self.service.authenticator
 
     # --- authorization ---------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 from functools import cached_property
-from typing import Any, Final
+from typing import Final
 
 from lakemount.api import (  # noqa: F401 - importing a resource module registers its operations
     audit,
@@ -37,7 +37,7 @@ from lakemount.api import (  # noqa: F401 - importing a resource module register
     users,
 )
 from lakemount.api.auth import COOKIE, Authenticator, _cookie, signing_key
-from lakemount.api.context import Ctx, error_response, parse_query
+from lakemount.api.context import ApiCatalog, Ctx, error_response, parse_query
 from lakemount.api.errors import ApiError, not_found, translate
 from lakemount.api.routing import OPERATIONS, Router
 from lakemount.app import App
@@ -137,11 +137,10 @@ class ApiService:
     def __init__(self, app: App) -> None:
         self.app = app
         self.router = Router(OPERATIONS)
-        if app.audit is not None:
-            app.audit.start()  # counts at once the trail a killed process of this host left unwritten
 
     @cached_property
-    def catalog(self) -> Any:
+    def catalog(self) -> ApiCatalog:
+        """The catalog as the operations see it (``ApiCatalog``: what they may call)."""
         return self.app.catalog
 
     @cached_property
@@ -150,7 +149,7 @@ class ApiService:
 
     @cached_property
     def iceberg(self) -> IcebergService:
-        return IcebergService(self.catalog, IcebergGate(self.authenticator), iceberg_defaults(self.app), self.app.audit)
+        return IcebergService(self.app.catalog, IcebergGate(self.authenticator), iceberg_defaults(self.app), self.app.audit)
 
     def handle(self, request: Request) -> Response:
         """Answer one request (never raises); ``Response.operation`` is its operationId, ``ui`` or ``metrics``."""

@@ -20,16 +20,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
-from lakemount.api.context import Ctx, json_response, repo_of
+from lakemount.api.context import ApiCatalog, Ctx, json_response, repo_of
 from lakemount.api.errors import ApiError, bad_request, not_found
 from lakemount.api.object_diff import RECENT, TYPE, compared_refs
 from lakemount.api.pagination import MAX_AMOUNT, page
 from lakemount.api.preview import MAX_ROWS, parquet_preview
 from lakemount.api.routing import AMOUNT, Param, operation
 from lakemount.auth.policies import Action
+from lakemount.catalog.model import ResolvedRef
 from lakemount.iceberg import contents
 from lakemount.iceberg.contents import ContentsError, DataFile
 from lakemount.iceberg.errors import IcebergError
+from lakemount.iceberg.names import TableId
 from lakemount.iceberg.tables import Loaded
 from lakemount.serving.http import Response
 
@@ -216,7 +218,7 @@ def _row_diff_refusal(side: dict[str, Any], which: str) -> str:
     return ""
 
 
-def _table_change(cat: Any, table: Any, la: Any, ra: Any) -> dict[str, Any] | None:
+def _table_change(cat: ApiCatalog, table: TableId, la: ResolvedRef, ra: ResolvedRef) -> dict[str, Any] | None:
     """How ``table`` differs from ``la`` to ``ra`` (resolved refs), None when its pointer is the same."""
     a, b = contents.load(cat, table, la), contents.load(cat, table, ra)
     if a is None and b is None or a is not None and b is not None and a.pointer.address == b.pointer.address:

@@ -9,10 +9,13 @@ metadata are string maps.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakemount.catalog import shapes
-from lakemount.catalog.catalog import Catalog, Entry
+from lakemount.catalog.catalog import Entry, Repository
+
+if TYPE_CHECKING:
+    from lakemount.api.context import ApiCatalog
 
 
 def repository_json(r: Any) -> dict[str, Any]:
@@ -30,7 +33,7 @@ def commit_json(c: Any) -> dict[str, Any]:
     return shapes.commit_json(c)
 
 
-def object_json(catalog: Catalog, repo: Any, path: str, entry: Entry | None) -> dict[str, Any]:
+def object_json(catalog: ApiCatalog, repo: Repository, path: str, entry: Entry | None) -> dict[str, Any]:
     """An object's ``ObjectStats``, or a common prefix's (``entry`` None)."""
     if entry is None:
         return shapes.prefix_json(path)

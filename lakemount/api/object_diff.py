@@ -96,6 +96,8 @@ def compared_refs(ctx: Ctx, repo: str) -> tuple[str, str]:
     cat = ctx.catalog
     left, right = ctx.params["leftRef"], ctx.params["rightRef"]
     kind = ctx.q("type") or "three_dot"
+    lref: str
+    rref: str
     if kind == "two_dot":
         lref, rref = cat.commit_of(repo, left).id, cat.commit_of(repo, right).id
     elif kind == "three_dot":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from itertools import dropwhile
 
 from lakemount.api.branches import DELIMITER, diff_page
@@ -11,6 +12,7 @@ from lakemount.api.models import commit_json
 from lakemount.api.pagination import paginate
 from lakemount.api.routing import AMOUNT, PAGINATION, Param, operation
 from lakemount.auth.policies import Action
+from lakemount.catalog.model import Commit
 from lakemount.catalog.shapes import parse_since
 from lakemount.errors import NothingToMerge
 from lakemount.serving.http import Response
@@ -45,7 +47,7 @@ def log_commits(ctx: Ctx) -> Response:
     if stop_at:
         stop_id = ctx.catalog.commit_of(repo, stop_at).id
 
-        def until(it):  # type: ignore[no-untyped-def]
+        def until(it: Iterator[Commit]) -> Iterator[Commit]:
             for c in it:
                 yield c
                 if c.id == stop_id:

@@ -65,7 +65,9 @@ def build_asgi(config: Config, settings: ApiSettings) -> Any:
     from lakemount.app import App
     from lakemount.serving.asgi import AsgiApp
 
-    service = ApiService(App(config))
+    app = App(config)
+    service = ApiService(app)
+    app.start()  # the audit flusher (its writer loaded before the worker settles its heap); stopped at exit
     registry = metrics.registry("api") if config.api.metrics else None
     return AsgiApp(service.handle, threads=settings.threads, thread_name="lm-api", metrics=registry)
 

@@ -8,6 +8,7 @@ from lakemount.api.models import ref_json
 from lakemount.api.pagination import after_filter, paginate
 from lakemount.api.routing import PAGINATION, Param, operation
 from lakemount.auth.policies import Action
+from lakemount.catalog.model import Tag
 from lakemount.serving.http import Response
 
 TAG = "tags"
@@ -32,7 +33,7 @@ def create_tag(ctx: Ctx) -> Response:
     return json_response(201, ref_json(t.name, t.commit_id))
 
 
-def _find(ctx: Ctx, repo: str, name: str):  # type: ignore[no-untyped-def]
+def _find(ctx: Ctx, repo: str, name: str) -> Tag:
     for t in ctx.catalog.list_tags(repo):
         if t.name == name:
             return t

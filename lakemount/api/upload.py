@@ -20,7 +20,7 @@ from lakemount.serving.http import Request
 from lakemount.serving.metadata import header_text
 
 if TYPE_CHECKING:
-    from lakemount.catalog.catalog import Catalog
+    from lakemount.api.context import ApiCatalog
     from lakemount.catalog.model import Repository
     from lakemount.catalog.writer import DataWriter
 
@@ -109,7 +109,7 @@ def _fill(w: DataWriter, data: Iterator[bytes], limit: int) -> None:
         w.write(piece)
 
 
-def receive_object(request: Request, catalog: Catalog, repo: Repository) -> Stored:
+def receive_object(request: Request, catalog: ApiCatalog, repo: Repository) -> Stored:
     """Read the request's object data (raw or form), verify it and store it content-addressed.
 
     Raises ``ApiError`` (400 malformed or truncated, 413 too large) and

@@ -1,4 +1,4 @@
-"""The audit trail (DESIGN.md 6c): who read and changed what, from every front end, as Parquet tables.
+"""The audit trail (docs/DESIGN.md §9): who read and changed what, from every front end, as Parquet tables.
 
 - :mod:`~lakemount.audit.record`: one :class:`AuditRecord` per data access or change;
 - :mod:`~lakemount.audit.context`: who is acting in this request or process (set once at each edge);

@@ -20,14 +20,16 @@ from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from lakemount.errors import InvalidArgument
 from lakemount.graveler.model import Commit
 from lakemount.graveler.refexpr import View
 
 if TYPE_CHECKING:
-    from lakemount.catalog.catalog import Catalog
+    from lakemount.graveler.graveler import Graveler
+    from lakemount.graveler.model import Repository
+    from lakemount.graveler.refexpr import ResolvedRef
 
 CACHE_ENTRIES: Final = 200_000  # (commit, path) answers kept; one is ~200 bytes
 MAX_PATHS: Final = 1000  # paths one call blames: a listing page
@@ -97,7 +99,17 @@ def _common_prefix(keys: Sequence[bytes]) -> bytes:
     return lo[:n]
 
 
-def blame(cat: Catalog, repo: str, ref: str, paths: Sequence[str], *, depth: int) -> list[Blamed]:
+class BlameCatalog(Protocol):
+    """What blame uses of the catalog: ref resolution, the core's log and diffs, and the cache of walks it keeps
+    on the catalog (``Catalog``; made by the first blame)."""
+
+    graveler: Graveler
+    _blame_cache: BlameCache | None
+
+    def resolve(self, repo: str | Repository, ref: str | ResolvedRef) -> ResolvedRef: ...
+
+
+def blame(cat: BlameCatalog, repo: str, ref: str, paths: Sequence[str], *, depth: int) -> list[Blamed]:
     """:meth:`Catalog.blame <lakemount.catalog.catalog.Catalog.blame>`: the blame of each of ``paths`` at ``ref``."""
     if len(paths) > MAX_PATHS:
         raise InvalidArgument(f"blame: at most {MAX_PATHS} paths at once")
@@ -162,7 +174,7 @@ def blame(cat: Catalog, repo: str, ref: str, paths: Sequence[str], *, depth: int
     return out
 
 
-def _staged_among(cat: Catalog, repo: str, branch: str, keys: dict[str, bytes]) -> set[str]:
+def _staged_among(cat: BlameCatalog, repo: str, branch: str, keys: dict[str, bytes]) -> set[str]:
     """Which of ``keys`` (paths, and ``dir/`` prefixes) the branch's staged changes touch."""
     exact = {k: p for p, k in keys.items() if not p.endswith("/")}
     prefixes = sorted((k, p) for p, k in keys.items() if p.endswith("/"))

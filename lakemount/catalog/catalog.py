@@ -62,9 +62,9 @@ if TYPE_CHECKING:
     from lakemount.catalog.events import EventLog, Feed, Observer
     from lakemount.catalog.gcrules import GcRules
     from lakemount.catalog.gcstore import GcStore
+    from lakemount.catalog.kept import ChangeSource
     from lakemount.catalog.model import ObjectInfo
     from lakemount.catalog.pulls import Pulls, PullStore
-    from lakemount.catalog.refs import ChangeSource
     from lakemount.catalog.streaming import StreamedUpload
     from lakemount.catalog.writer import DataInfo, DataWriter
 

@@ -179,19 +179,8 @@ class HistoryVerbs(RefVerbs):
         ``NothingToCommit`` unless ``allow_empty``, ``ReadOnlyRef`` if ``branch`` is another kind of ref.
         Allowed on a protected branch (with merges, the way a protected branch changes).
         ``HookFailed`` when a pre-revert hook (read from ``branch``) rejects it."""
-        from lakemount.actions.events import Event
-
-        self.actions.run(Event("pre-revert", repo, branch, source_ref=ref, committer=committer), branch)
-        c = self.graveler.revert(
-            repo, branch, ref, parent_number=parent_number, committer=committer, allow_empty=allow_empty
-        )
-        self.feed.emit(repo, branch, "revert", reverted=ref, commit_id=c.id, committer=committer)
-        self.actions.run(
-            Event("post-revert", repo, branch, source_ref=ref, commit_message=c.message, committer=committer,
-                  commit_metadata=dict(c.metadata), commit_id=c.id),
-            c.id,
-        )
-        return c
+        return self._replayed("revert", "reverted", repo, branch, ref, committer, lambda: self.graveler.revert(
+            repo, branch, ref, parent_number=parent_number, committer=committer, allow_empty=allow_empty))
 
     def cherry_pick(
         self, repo: str, branch: str, ref: str, *, parent_number: int | None = None, committer: str = "lakemount",
@@ -200,16 +189,23 @@ class HistoryVerbs(RefVerbs):
         """Commit ``ref``'s change again on ``branch``; ``MergeConflict``, ``InvalidArgument``,
         ``NothingToCommit`` unless ``allow_empty``, ``ReadOnlyRef`` if ``branch`` is another kind of ref,
         ``ProtectedBranch``, ``HookFailed`` when a pre-cherry-pick hook (read from ``branch``) rejects it."""
+        self.check_writable(repo, branch, prot.CHERRY_PICK)
+        return self._replayed("cherry-pick", "picked", repo, branch, ref, committer, lambda: self.graveler.cherry_pick(
+            repo, branch, ref, parent_number=parent_number, committer=committer, allow_empty=allow_empty))
+
+    def _replayed(self, verb: str, field: str, repo: str, branch: str, ref: str, committer: str,
+                  make: Callable[[], Commit]) -> Commit:
+        """The hook sequence of a verb that commits on ``branch`` a change another commit made (revert, cherry-pick):
+        the ``pre-<verb>`` hooks (read from ``branch``; ``HookFailed`` stops it), ``make`` (the graveler call that
+        commits), the feed's ``<verb>`` event naming ``ref`` as ``field``, then the ``post-<verb>`` hooks at the new
+        commit.  Raises what ``make`` raises, before any event."""
         from lakemount.actions.events import Event
 
-        self.check_writable(repo, branch, prot.CHERRY_PICK)
-        self.actions.run(Event("pre-cherry-pick", repo, branch, source_ref=ref, committer=committer), branch)
-        c = self.graveler.cherry_pick(
-            repo, branch, ref, parent_number=parent_number, committer=committer, allow_empty=allow_empty
-        )
-        self.feed.emit(repo, branch, "cherry-pick", picked=ref, commit_id=c.id, committer=committer)
+        self.actions.run(Event(f"pre-{verb}", repo, branch, source_ref=ref, committer=committer), branch)
+        c = make()
+        self.feed.emit(repo, branch, verb, **{field: ref}, commit_id=c.id, committer=committer)
         self.actions.run(
-            Event("post-cherry-pick", repo, branch, source_ref=ref, commit_message=c.message, committer=committer,
+            Event(f"post-{verb}", repo, branch, source_ref=ref, commit_message=c.message, committer=committer,
                   commit_metadata=dict(c.metadata), commit_id=c.id),
             c.id,
         )

@@ -35,12 +35,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from lakemount.graveler.model import Repository
-
-if TYPE_CHECKING:
-    from lakemount.catalog.refs import ChangeSource
 
 KEEP_S: Final = 1.0
 MAX_KEPT: Final = 4096  # records kept over all repositories; one more starts over
@@ -49,6 +46,25 @@ RULES: Final = "rules"
 BRANCH: Final = "branch"
 RULES_CHANGED: Final = "rules"  # the kind of change notice a rules change sends (``metastore.notify.RULES``)
 _T = TypeVar("_T")
+
+
+class ChangeSource(Protocol):
+    """Where other processes' branch changes come from (``lakemount.metastore.sql.SqlRefStore``).
+
+    ``sender`` names this process in the changes it sends itself; ``listen``
+    starts a thread calling back with batches of changes (each with
+    ``sender``, ``kind``, ``repo``, ``branch``), or ``None`` after a lost
+    connection (anything may have changed), and returns it (``stop()`` ends
+    it), or returns ``None`` where the store cannot push changes.
+    ``stamp_of`` is the node's stamp of a branch (``lakemount.metastore.stamps``):
+    it changes, at once, with every change this node's processes make to it.
+    """
+
+    sender: str
+
+    def listen(self, callback: Callable[[Any], None]) -> Any: ...
+
+    def stamp_of(self, repo: str, branch: str) -> int: ...
 
 
 class KeptRecords:

@@ -23,8 +23,9 @@ from lakemount.config import PullsConfig
 from lakemount.errors import ConcurrentUpdate, InvalidArgument, PreconditionFailed
 
 if TYPE_CHECKING:
-    from lakemount.catalog.catalog import Catalog
+    from lakemount.catalog.events import Feed
     from lakemount.graveler.graveler import MergeResult
+    from lakemount.graveler.model import Branch, Repository
 
 OPEN: Final = "open"
 CLOSED: Final = "closed"
@@ -97,10 +98,26 @@ def _text(value: str, what: str, limit: int, *, required: bool) -> str:
     return value
 
 
+class PullsCatalog(Protocol):
+    """What pull requests use of the catalog: the branches they name, its merge (hooks and protection with it) and
+    its event feed (``Catalog``)."""
+
+    @property
+    def feed(self) -> Feed: ...
+
+    def repository(self, name: str) -> Repository: ...
+
+    def get_branch(self, repo: str, name: str) -> Branch: ...
+
+    def merge(self, repo: str, source: str, dest: str, *, strategy: str | None = None, squash: bool = False,
+              message: str | None = None, committer: str = "lakemount", metadata: Sequence[tuple[str, str]] = (),
+              guard: Callable[[], None] | None = None, allow_empty: bool = False) -> MergeResult: ...
+
+
 class Pulls:
     """Pull requests of repositories, over a store and the catalog's merge."""
 
-    def __init__(self, store: PullStore, catalog: Catalog, clock: Callable[[], float] = time.time,
+    def __init__(self, store: PullStore, catalog: PullsCatalog, clock: Callable[[], float] = time.time,
                  max_comments: int = MAX_COMMENTS) -> None:
         self.store = store
         self.catalog = catalog

@@ -11,10 +11,10 @@ other errors raised there (``RepositoryNotFound``,
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from lakemount.catalog import protection as prot
-from lakemount.catalog.kept import RULES_CHANGED
+from lakemount.catalog.kept import RULES_CHANGED, ChangeSource
 from lakemount.errors import AlreadyExists, InvalidArgument, LakeMountError, ReadOnlyRef
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import Branch, Commit, Repository, Tag
@@ -31,25 +31,6 @@ if TYPE_CHECKING:
     from lakemount.catalog.kept import KeptRecords
     from lakemount.catalog.protection import BranchProtection
     from lakemount.catalog.pulls import Pulls
-
-
-class ChangeSource(Protocol):
-    """Where other processes' branch changes come from (``lakemount.metastore.sql.SqlRefStore``).
-
-    ``sender`` names this process in the changes it sends itself; ``listen``
-    starts a thread calling back with batches of changes (each with
-    ``sender``, ``kind``, ``repo``, ``branch``), or ``None`` after a lost
-    connection (anything may have changed), and returns it (``stop()`` ends
-    it), or returns ``None`` where the store cannot push changes.
-    ``stamp_of`` is the node's stamp of a branch (``lakemount.metastore.stamps``):
-    it changes, at once, with every change this node's processes make to it.
-    """
-
-    sender: str
-
-    def listen(self, callback: Callable[[Any], None]) -> Any: ...
-
-    def stamp_of(self, repo: str, branch: str) -> int: ...
 
 
 class RefVerbs:

@@ -37,11 +37,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Final, Protocol
 
 from lakemount.block.layout import data_address
-from lakemount.catalog.writer import DataInfo
+from lakemount.catalog.writer import DataInfo, DataStore
 from lakemount.errors import LakeMountError
 
 if TYPE_CHECKING:
-    from lakemount.catalog.catalog import Catalog
     from lakemount.graveler.model import Repository
 
 log = logging.getLogger(__name__)
@@ -96,7 +95,7 @@ class StreamedUpload:
     ``abort`` (the pool threads only read the file and send).
     """
 
-    def __init__(self, catalog: Catalog, repo: Repository, parts: PartUploads) -> None:
+    def __init__(self, catalog: DataStore, repo: Repository, parts: PartUploads) -> None:
         self._catalog = catalog
         self._repo = repo
         self._parts = parts

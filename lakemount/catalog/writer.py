@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, BinaryIO, Final
+from typing import TYPE_CHECKING, BinaryIO, Final, Protocol
 
 from lakemount.block.batch import put_many
 from lakemount.block.landing import Landing, Pipeline, landing
@@ -48,8 +48,8 @@ from lakemount.block.layout import DATA_PREFIX, data_address
 from lakemount.errors import ObjectNotFound
 
 if TYPE_CHECKING:
-    from lakemount.catalog.catalog import Catalog
     from lakemount.graveler.model import Repository
+    from lakemount.graveler.ports import BlockAdapter
 
 CHUNK: Final = 4 * 1024 * 1024
 INLINE_MAX: Final = 256 * 1024  # bodies up to this size are stored from memory, with one put
@@ -90,6 +90,22 @@ def content_address(sha256: str) -> str:
     return data_address(sha256)
 
 
+
+class DataStore(Protocol):
+    """What the writer (and the streamed upload, streaming.py) use of the catalog: where an address lies, whether
+    a content-addressed object is there already, the block store, and where landing files go (``Catalog``)."""
+
+    @property
+    def adapter(self) -> BlockAdapter: ...
+
+    @property
+    def tmpdir(self) -> str | None: ...
+
+    def physical_url(self, repo: Repository, address: str) -> str: ...
+
+    def refresh_existing(self, url: str) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class DataInfo:
     """Where written bytes went, and their digests (an empty string for a digest nobody computed)."""
@@ -110,7 +126,7 @@ class DataWriter:
     """
 
     def __init__(
-        self, catalog: Catalog, repo: Repository, *, expected: int | None = None, address: str | None = None,
+        self, catalog: DataStore, repo: Repository, *, expected: int | None = None, address: str | None = None,
         hash_md5: bool = True, hash_sha256: bool = True, defer: bool = False,
     ) -> None:
         self._catalog = catalog
@@ -275,7 +291,7 @@ class DataWriter:
         cat.adapter.put(url, body)
 
 
-def store_many(catalog: Catalog, repo: Repository, bodies: Sequence[tuple[bytes, str, str]]) -> list[DataInfo]:
+def store_many(catalog: DataStore, repo: Repository, bodies: Sequence[tuple[bytes, str, str]]) -> list[DataInfo]:
     """Store small in-memory bodies whose digests are known, ``(data, sha256 hex, md5 hex)`` each, as one
     batch (:func:`~lakemount.block.batch.put_many`: one durable step on the local store); each is
     written whether its content address holds it already or not, which also refreshes the time a

@@ -162,7 +162,7 @@ def build_filesystem(app: App, options: MountOptions) -> FileSystem:
     cache = app.cache
     audit = None
     if app.audit is not None:
-        app.audit.start()  # counts, at once, the trail a crashed mount of this host left unwritten
+        app.start()  # the audit flusher; counts, at once, the trail a crashed mount of this host left unwritten
         audit = MountAudit(app.audit, parse_users(app.config.mount.users, owners=frozenset({os.getuid()})))
     return FileSystem(app.catalog, app.catalog.block_source(), cache.ram, cache.disk, options, cache_stats=cache.stats,
                       audit=audit)

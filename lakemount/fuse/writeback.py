@@ -38,7 +38,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.catalog.model import Entry, decode_value
 from lakemount.catalog.writer import DataInfo, content_address, store_many
@@ -51,6 +51,9 @@ from lakemount.fuse.scope import Scopes
 from lakemount.fuse.state import MountState, with_changes
 from lakemount.fuse.tree import Tree
 from lakemount.fuse.writes import DirtyFile, new_temp
+
+if TYPE_CHECKING:
+    from lakemount.catalog.catalog import Catalog
 
 log = logging.getLogger(__name__)
 
@@ -638,10 +641,9 @@ def _hash(path: str) -> tuple[int, str, str]:
     return size, sha.hexdigest(), md5.hexdigest()
 
 
-def _store_file(catalog: Any, repo: str, path: str, digests: tuple[int, str, str]) -> DataInfo:
+def _store_file(catalog: Catalog, repo: str, path: str, digests: tuple[int, str, str]) -> DataInfo:
     # A journaled data file never changes again (a write after the close goes to a copy): the local
     # store may make it the object itself, its bytes written once, with no copy to read and sync.
     with catalog.writer(repo) as w:
         w.write_file(path, digests=digests, link=True)
-    info: DataInfo = w.info
-    return info
+    return w.info

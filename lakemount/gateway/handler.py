@@ -62,9 +62,7 @@ class S3Gateway:
     def __init__(self, app: App, settings: GatewaySettings) -> None:
         self.app = app
         self.settings = settings
-        self.audit = app.audit
-        if self.audit is not None:
-            self.audit.start()  # counts at once the trail a killed process of this host left unwritten
+        self.audit = app.audit  # its flusher runs once the process starts the app (App.start), not from here
         self.services = Services(
             catalog=app.catalog,
             access=Access(app.auth),

@@ -47,7 +47,9 @@ def build_asgi(config: Config, settings: GatewaySettings) -> Any:
     from lakemount.gateway.handler import S3Gateway
     from lakemount.serving.asgi import AsgiApp
 
-    gateway = S3Gateway(App(config), settings)
+    app = App(config)
+    gateway = S3Gateway(app, settings)
+    app.start()  # the audit flusher (its writer loaded before the worker settles its heap); stopped at exit
     registry = metrics.registry("s3") if config.api.metrics else None
     return AsgiApp(gateway.handle, threads=settings.threads, thread_name="lm-gw", metrics=registry)
 

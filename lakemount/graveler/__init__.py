@@ -16,7 +16,7 @@ front ends use into this package.  One module per concept:
   ``StagingStore``, ``ChunkedStagingScan``, ``StagingLists``), implemented in ``lakemount/block``, ``lakemount/cache``,
   ``lakemount/metastore``;
 - ``staging``: uncommitted entries as an LSM of immutable staging files on the object store
-  (seed 001; ``staging.backend = "lsm"``): the file format with its bloom filter, and the
+  (docs/DESIGN.md §4; ``staging.backend = "lsm"``): the file format with its bloom filter, and the
   group-commit writer, reader and compactor over the ref store's per-token lists;
 - ``refexpr``: ref expressions (``main~2``, ``v1``, ``main@``) and what they resolve to;
 - ``journal`` and ``recover``: the record of refs kept in the block store, and rebuilding

@@ -163,7 +163,7 @@ class StagingStore(Protocol):
     port holds the entries.  Values are stored record values, ``None`` a tombstone.
     Implementations: ``metastore.sql_staging.SqlStaging`` (rows in the ref store's database) and
     ``graveler.staging.lsm.LsmStaging`` (immutable staging files on the block store,
-    listed per token in the ref store: seed 001).
+    listed per token in the ref store: docs/DESIGN.md §4).
     """
 
     def stage(self, repo: str, branch: str, items: Sequence[tuple[bytes, bytes | None]],
@@ -247,7 +247,7 @@ class ChunkedStagingScan(Protocol):
 
 
 class StagingLists(Protocol):
-    """Per staging token, the ordered lists of staging files (L1 recent, L2 compacted) of seed 001.
+    """Per staging token, the ordered lists of staging files (L1 recent, L2 compacted) of docs/DESIGN.md §4.
 
     Every change is one ref-store statement (an append, a removal) or one
     compare-and-set; no process holds a lock across a file write.  Files are

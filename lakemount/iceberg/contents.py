@@ -16,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+from lakemount.catalog.model import ResolvedRef
 from lakemount.iceberg.avro import AvroError, records
 from lakemount.iceberg.errors import IcebergError
 from lakemount.iceberg.names import NAMESPACE_MARKER, TABLE_POINTER, Namespace, TableId, check_level, path_in
-from lakemount.iceberg.tables import Loaded, Tables
+from lakemount.iceberg.tables import Loaded, Tables, TablesCatalog
 
 MAX_TABLES: Final = 1000  # tables one listing shows (it says when there are more)
 MAX_NAMESPACES: Final = 10_000  # namespaces one listing walks
@@ -69,7 +70,7 @@ def table_id(repo: str, ref: str, path: str) -> TableId:
     return TableId(Namespace(repo, ref, tuple(levels[:-1])), levels[-1])
 
 
-def find_tables(catalog: Any, repo: str, at: Any) -> tuple[list[Found], bool]:
+def find_tables(catalog: TablesCatalog, repo: str, at: str | ResolvedRef) -> tuple[list[Found], bool]:
     """The tables at ``at`` (a resolved ref), by namespace then name, at most ``MAX_TABLES``, and whether
     there were more."""
     found: list[Found] = []
@@ -94,7 +95,7 @@ def find_tables(catalog: Any, repo: str, at: Any) -> tuple[list[Found], bool]:
     return found[:MAX_TABLES], len(found) > MAX_TABLES or bool(todo)
 
 
-def load(catalog: Any, table: TableId, at: Any) -> Loaded | None:
+def load(catalog: TablesCatalog, table: TableId, at: str | ResolvedRef) -> Loaded | None:
     """``table`` as read at ``at``, or None when the ref has no such table (its namespace neither)."""
     try:
         return Tables(catalog).load_at(table, at)
@@ -212,7 +213,7 @@ def current_snapshot(meta: dict[str, Any]) -> int | None:
     return None if sid in (None, -1) else int(sid)
 
 
-def _read(catalog: Any, repo: str, at: Any, location: str, what: str, cap: int = MANIFEST_CAP) -> bytes:
+def _read(catalog: TablesCatalog, repo: str, at: str | ResolvedRef, location: str, what: str, cap: int = MANIFEST_CAP) -> bytes:
     try:
         path = path_in(repo, location)
     except IcebergError as e:
@@ -225,7 +226,7 @@ def _read(catalog: Any, repo: str, at: Any, location: str, what: str, cap: int =
     return bytes(catalog.read(catalog.repository(repo), entry))
 
 
-def data_files(catalog: Any, repo: str, at: Any, meta: dict[str, Any], snapshot_id: int | None) -> list[DataFile]:
+def data_files(catalog: TablesCatalog, repo: str, at: str | ResolvedRef, meta: dict[str, Any], snapshot_id: int | None) -> list[DataFile]:
     """The live files (data and delete files) of snapshot ``snapshot_id`` (None: none, no files), in manifest
     order; raises ``ContentsError``."""
     if snapshot_id is None:
@@ -264,7 +265,7 @@ def data_files(catalog: Any, repo: str, at: Any, meta: dict[str, Any], snapshot_
     return out
 
 
-def added_files(catalog: Any, repo: str, at: Any, snap: dict[str, Any]) -> list[str]:
+def added_files(catalog: TablesCatalog, repo: str, at: str | ResolvedRef, snap: dict[str, Any]) -> list[str]:
     """The paths in the ref of the first ``ADDED_SHOWN`` files snapshot ``snap`` added (an audit record's summary),
     read from the manifests the snapshot itself wrote (each at most ``ADDED_CAP`` bytes); raises ``ContentsError``.
 

@@ -33,12 +33,13 @@ import orjson
 
 from lakemount.audit.record import ICEBERG
 from lakemount.auth.policies import Action
+from lakemount.catalog.model import Branch, Repository
 from lakemount.errors import LakeMountError, NotFound
 from lakemount.iceberg import contents, requirements, updates, views
 from lakemount.iceberg.errors import IcebergError, bad_request, no_such_namespace, translate
 from lakemount.iceberg.metadata import new_table, string_map, want
 from lakemount.iceberg.names import Base, Namespace, TableId, check_level, path_in, split_levels, url
-from lakemount.iceberg.tables import Change, Loaded, Tables
+from lakemount.iceberg.tables import Change, Loaded, Tables, TablesCatalog
 from lakemount.iceberg.tokens import OAuthError, issue
 from lakemount.iceberg.views import Views
 from lakemount.serving.http import BodyTimeout, BodyTooLarge, ClientDisconnected, Request, Response, read_bounded
@@ -193,10 +194,19 @@ def endpoints() -> list[str]:
     return [r.endpoint() for r in ROUTES if r.advertised]
 
 
+class IcebergCatalog(TablesCatalog, Protocol):
+    """What the service calls of the catalog: the tables store's reads and writes, and the listings of repositories
+    and branches that answer the top namespaces (``Catalog`` implements it)."""
+
+    def list_repositories(self) -> list[Repository]: ...
+
+    def list_branches(self, repo: str, *, show_hidden: bool = True) -> list[Branch]: ...
+
+
 class IcebergService:
     """The catalog's HTTP front end over one catalog and one gate."""
 
-    def __init__(self, catalog: Any, gate: Gate, defaults: dict[str, str] | None = None,
+    def __init__(self, catalog: IcebergCatalog, gate: Gate, defaults: dict[str, str] | None = None,
                  audit: AuditSink | None = None) -> None:
         self.tables = Tables(catalog)
         self.views = Views(self.tables)

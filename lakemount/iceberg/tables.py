@@ -21,15 +21,19 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from threading import Lock
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, Protocol
 
-from lakemount.catalog.model import Entry, upload_entry
+from lakemount.catalog.model import Entry, Repository, ResolvedRef, upload_entry
 from lakemount.errors import NotFound, PreconditionFailed
 from lakemount.iceberg import requirements, updates
 from lakemount.iceberg.errors import IcebergError, bad_request, commit_failed, no_such_namespace, no_such_table
 from lakemount.iceberg.metadata import FORMAT_VERSION, check_version, empty, log_previous, new_table, served
 from lakemount.iceberg.names import NAMESPACE_MARKER, TABLE_POINTER, Namespace, TableId, url
 from lakemount.tables import VIEW_POINTER
+
+if TYPE_CHECKING:
+    from lakemount.catalog.catalog import Listed
+    from lakemount.catalog.writer import DataInfo
 
 JSON: Final = "application/json"
 COMMIT_ATTEMPTS: Final = 20  # pointer swaps lost to other writers before a commit gives up with 409
@@ -76,16 +80,41 @@ def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+class TablesCatalog(Protocol):
+    """What the Iceberg tables store (and the views and contents beside it) call of the catalog: reads at a ref,
+    stored data, and the one conditional swap of pointers (``Catalog`` implements it)."""
+
+    def repository(self, name: str) -> Repository: ...
+
+    def resolve(self, repo: str | Repository, ref: str | ResolvedRef) -> ResolvedRef: ...
+
+    def get_optional(self, repo: str, ref: str | ResolvedRef, path: str) -> Entry | None: ...
+
+    def exists(self, repo: str, ref: str | ResolvedRef, path: str) -> bool: ...
+
+    def list(self, repo: str, ref: str | ResolvedRef, prefix: str = "", *, delimiter: str = "", after: str = "",
+             limit: int | None = None) -> Iterator[Listed]: ...
+
+    def read(self, repo: Repository, entry: Entry, offset: int = 0, length: int | None = None) -> bytes: ...
+
+    def write_data(self, repo: str | Repository, source: bytes | BinaryIO | str) -> DataInfo: ...
+
+    def writable_branch(self, repo: str, ref: str | ResolvedRef) -> str: ...
+
+    def apply_if(self, repo: str, ref: str | ResolvedRef, changes: Sequence[tuple[str, Entry | None]],
+                 expected: Sequence[tuple[str, Entry | None]]) -> None: ...
+
+
 class Tables:
     """Iceberg namespaces and tables over one catalog."""
 
-    def __init__(self, catalog: Any) -> None:
+    def __init__(self, catalog: TablesCatalog) -> None:
         self.catalog = catalog
         self._parsed: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._lock = Lock()
 
     # ------------------------------------------------------------------ reading
-    def _resolve(self, ns: Namespace) -> Any:
+    def _resolve(self, ns: Namespace) -> ResolvedRef:
         try:
             return self.catalog.resolve(ns.repo, ns.ref)
         except NotFound:
@@ -118,7 +147,7 @@ class Tables:
             raise no_such_namespace(ns.shown())
         return dict(self._json(ns.repo, entry, f"namespace {ns.shown()}").get("properties", {}))
 
-    def _children(self, repo: str, at: Any, prefix: str) -> Iterator[tuple[str, str]]:
+    def _children(self, repo: str, at: str | ResolvedRef, prefix: str) -> Iterator[tuple[str, str]]:
         """(name, path with '/') of the directories right below ``prefix``."""
         for item in self.catalog.list(repo, at, prefix, delimiter="/"):
             if item.is_prefix:
@@ -142,7 +171,7 @@ class Tables:
         return [name for name, path in self._children(ns.repo, at, ns.path)
                 if self.catalog.exists(ns.repo, at, path + TABLE_POINTER)]
 
-    def _load_at(self, table: TableId, at: Any) -> Loaded | None:
+    def _load_at(self, table: TableId, at: str | ResolvedRef) -> Loaded | None:
         ns = table.namespace
         pointer = self.catalog.get_optional(ns.repo, at, table.pointer)
         if pointer is None:
@@ -158,7 +187,7 @@ class Tables:
             raise IcebergError(500, "InternalServerError", f"metadata file of table {table.shown()} is missing: {path}")
         return Loaded(table, pointer, path, self._json(ns.repo, entry, f"metadata of table {table.shown()}"))
 
-    def load_at(self, table: TableId, at: Any) -> Loaded | None:
+    def load_at(self, table: TableId, at: str | ResolvedRef) -> Loaded | None:
         """The table as read at ``at`` (a ref expression or one resolved already), None when it has no table there;
         raises 404 ``NoSuchNamespaceException`` when the namespace is none either, 500 for a broken pointer."""
         return self._load_at(table, at)
@@ -176,12 +205,12 @@ class Tables:
     # ------------------------------------------------------------------ writing
     def _object(self, repo: str, path: str, body: bytes) -> Entry:
         info = self.catalog.write_data(repo, body)
-        return upload_entry(info.address, info.size, info.etag, path, JSON, [])  # type: ignore[no-any-return]
+        return upload_entry(info.address, info.size, info.etag, path, JSON, [])
 
     def _branch(self, ns: Namespace) -> str:
         """The branch a write to ``ns`` goes to (ReadOnlyRef for a tag or commit: 403)."""
         self._resolve(ns)
-        return self.catalog.writable_branch(ns.repo, ns.ref)  # type: ignore[no-any-return]
+        return self.catalog.writable_branch(ns.repo, ns.ref)
 
     def create_namespace(self, ns: Namespace, properties: dict[str, str]) -> None:
         """Create ``ns`` (its parent must exist); 409 ``AlreadyExistsException`` if it does, 404 without a parent."""

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
-from lakemount.catalog.model import Entry
+from lakemount.catalog.model import Entry, ResolvedRef
 from lakemount.errors import PreconditionFailed
 from lakemount.iceberg.errors import IcebergError, bad_request, commit_failed, no_such_namespace
 from lakemount.iceberg.metadata import check_schema, string_map, want
@@ -211,7 +211,7 @@ class Views:
         self.tables = tables
         self.catalog = tables.catalog
 
-    def _load_at(self, view: TableId, at: Any) -> tuple[Entry, str, dict[str, Any]] | None:
+    def _load_at(self, view: TableId, at: str | ResolvedRef) -> tuple[Entry, str, dict[str, Any]] | None:
         ns = view.namespace
         entry = self.catalog.get_optional(ns.repo, at, pointer(view))
         if entry is None:
@@ -223,7 +223,7 @@ class Views:
         meta_entry = self.catalog.get_optional(ns.repo, at, path) if isinstance(path, str) else None
         if meta_entry is None:
             raise IcebergError(500, "InternalServerError", f"metadata file of view {view.shown()} is missing")
-        return entry, path, self.tables._json(ns.repo, meta_entry, f"metadata of view {view.shown()}")  # type: ignore[return-value]
+        return entry, path, self.tables._json(ns.repo, meta_entry, f"metadata of view {view.shown()}")
 
     def result(self, view: TableId, path: str, meta: dict[str, Any], config: dict[str, str]) -> dict[str, Any]:
         """The ``LoadViewResult``: located at the ref it was read from."""

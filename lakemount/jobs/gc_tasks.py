@@ -52,9 +52,9 @@ from lakemount.catalog.model import StagingToken
 from lakemount.catalog.storage import value_address
 from lakemount.config import Config
 from lakemount.errors import Corrupt, ObjectNotFound
+from lakemount.jobs.addresses import namespace_key
 from lakemount.jobs.gc_buckets import bucket_map, bucket_prefixes
 from lakemount.jobs.runtime import app_for
-from lakemount.jobs.tables import namespace_key
 
 SAMPLE: Final = 10  # keys per bucket, and per report section, shown as a sample
 SWEEP_THREADS: Final = 16

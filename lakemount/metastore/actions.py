@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from lakemount.actions.runs import HookRun, Run
 from lakemount.errors import NotFound
-from lakemount.metastore.tables import create_tables
+from lakemount.metastore.ddl import create_tables
 
 metadata = sa.MetaData()
 

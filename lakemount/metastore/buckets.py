@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
 from lakemount.catalog.s3state import BucketRecord
+from lakemount.metastore.ddl import create_tables
 from lakemount.metastore.fastsql import FastSql
-from lakemount.metastore.tables import create_tables
 
 metadata = sa.MetaData()
 

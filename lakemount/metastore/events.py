@@ -50,7 +50,7 @@ class SqlEventLog:
         exists = self._fast.dialect == "sqlite" and bool(
             self._fast.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)))
         if not exists:
-            from lakemount.metastore.tables import create_tables
+            from lakemount.metastore.ddl import create_tables
 
             create_tables(refs.engine, _metadata())
 

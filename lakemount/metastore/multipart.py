@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 
 from lakemount.catalog.s3state import Part, Upload
 from lakemount.errors import ConcurrentUpdate, UploadNotFound
-from lakemount.metastore.tables import create_tables
+from lakemount.metastore.ddl import create_tables
 
 KEEP_COMPLETED: Final = 24 * 3600.0
 

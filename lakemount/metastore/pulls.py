@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from lakemount.catalog.pulls import Approval, Comment, PullRequest
 from lakemount.errors import ConcurrentUpdate, NotFound, PreconditionFailed, TooManyComments
-from lakemount.metastore.tables import create_tables
+from lakemount.metastore.ddl import create_tables
 
 metadata = sa.MetaData()
 

@@ -1,4 +1,4 @@
-"""``SqlStagingLists``: per staging token, the L1 and L2 lists of staging files (seed 001), in one table.
+"""``SqlStagingLists``: per staging token, the L1 and L2 lists of staging files (docs/DESIGN.md §4), in one table.
 
 Implements :class:`lakemount.graveler.ports.StagingLists` on the ref store's
 database.  A list entry is one row of ``lm_staging_files``; its ``id`` (from
@@ -40,9 +40,9 @@ from lakemount.errors import BranchNotFound, PreconditionFailed
 from lakemount.graveler.model import Branch, CommitID, StagingToken, prefix_end
 from lakemount.graveler.staging.file import StagingFileInfo
 from lakemount.metastore import notify
+from lakemount.metastore.ddl import create_tables
 from lakemount.metastore.fastsql import FastSql
 from lakemount.metastore.sql import SqlRefStore
-from lakemount.metastore.tables import create_tables
 
 log = logging.getLogger(__name__)
 

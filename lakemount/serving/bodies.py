@@ -17,9 +17,8 @@ import io
 import mmap
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import BinaryIO, Final
+from typing import BinaryIO, Final, Protocol
 
-from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.model import Entry, Repository
 from lakemount.errors import ObjectNotFound
 
@@ -28,8 +27,22 @@ INLINE_BYTES: Final = 1 << 20  # one block of the caches: read in one piece, no 
 PAGE: Final = mmap.PAGESIZE
 
 
+class BodySource(Protocol):
+    """What a body is read through: the catalog's data reads (``Catalog`` implements it)."""
+
+    def read(self, repo: Repository, entry: Entry, offset: int = 0, length: int | None = None) -> bytes: ...
+
+    def read_chunks(self, repo: Repository, entry: Entry, start: int, length: int) -> Iterator[bytes]: ...
+
+    def open(self, repo: Repository, entry: Entry) -> BinaryIO: ...
+
+    def physical_url(self, repo: Repository, address: str) -> str: ...
+
+    def is_imported(self, entry: Entry) -> bool: ...
+
+
 def read_body(
-    catalog: Catalog, repo: Repository, entry: Entry, start: int, length: int
+    catalog: BodySource, repo: Repository, entry: Entry, start: int, length: int
 ) -> tuple[bytes | Iterable[bytes | memoryview], Callable[[], None] | None]:
     """The body of ``length`` bytes of an object from ``start``, and what to call once it is sent (or None).
 
@@ -47,7 +60,7 @@ def read_body(
     return chunks, f.close if f is not None else None
 
 
-def read_stream(catalog: Catalog, repo: Repository, entry: Entry, start: int, length: int) -> tuple[Iterable[bytes | memoryview], BinaryIO | None]:
+def read_stream(catalog: BodySource, repo: Repository, entry: Entry, start: int, length: int) -> tuple[Iterable[bytes | memoryview], BinaryIO | None]:
     """An iterator over ``length`` bytes of an object from ``start``, and the file to close (or None).
 
     An object in a local file is served from a read-only memory map

@@ -158,3 +158,36 @@ def test_action_files_past_their_limits_fail_the_pre_event(tmp_path: Path, webho
     assert len(webhook["events"]) == 3  # none ran
     (listed, *_) = c.actions.store.list_runs(R, limit=1)
     assert c.actions.store.get_run(R, listed.run_id).hooks[0].hook_id == "(action file)"
+
+
+def test_revert_and_cherry_pick_run_their_hooks_around_the_commit(cat: Catalog, webhook: dict[str, Any]) -> None:
+    """Both verbs share one sequence (``HistoryVerbs._replayed``): the pre-hook read from the branch, the commit, the
+    feed's event naming the ref, the post-hook at the new commit; a rejecting pre-hook leaves no commit and no event."""
+    hooks = """
+name: history
+on: {pre-revert: {}, post-revert: {}, pre-cherry-pick: {}, post-cherry-pick: {}}
+hooks: [{id: n, type: webhook, properties: {url: URL}}]
+""".replace("URL", webhook["url"])
+    action(cat, "main", "history", hooks)
+    cat.commit(R, "main", "hooks")
+    cat.put(R, "main", "a.txt", b"a")
+    added = cat.commit(R, "main", "add a").commit
+    cat.create_branch(R, "feat-1", "main")
+    cat.put(R, "feat-1", "b.txt", b"b")
+    picked = cat.commit(R, "feat-1", "add b").commit
+    webhook["events"].clear()
+    reverted = cat.revert(R, "main", added.id)
+    copied = cat.cherry_pick(R, "main", picked.id)
+    seen = [(e["body"]["event_type"], e["body"]["source_ref"], e["body"].get("commit_id")) for e in webhook["events"]]
+    assert seen == [("pre-revert", added.id, None), ("post-revert", added.id, reverted.id),
+                    ("pre-cherry-pick", picked.id, None), ("post-cherry-pick", picked.id, copied.id)]
+    feed = [(e.kind, e.payload) for e in cat.feed.read(R, branch="main") if e.kind in ("revert", "cherry-pick")]
+    assert feed == [("revert", {"reverted": added.id, "commit_id": reverted.id, "committer": "lakemount"}),
+                    ("cherry-pick", {"picked": picked.id, "commit_id": copied.id, "committer": "lakemount"})]
+    webhook["mode"] = "reject"
+    with pytest.raises(HookFailed, match="pre-revert rejected"):
+        cat.revert(R, "main", copied.id)
+    with pytest.raises(HookFailed, match="pre-cherry-pick rejected"):
+        cat.cherry_pick(R, "main", picked.id)
+    assert cat.commit_of(R, "main").id == copied.id
+    assert [e.kind for e in cat.feed.read(R, branch="main") if e.kind in ("revert", "cherry-pick")] == [k for k, _ in feed]

@@ -27,6 +27,7 @@ class Lake:
         self.env = {"LAKEMOUNT_HOME": str(home), **env}
         _create_admin(self.env)
         self.app = App(load(None, env=self.env))
+        self.app.start()  # as a server's worker does: the audit flusher runs (App.close, below, stops it)
         self.api = ApiService(self.app)
         self.gw = S3Gateway(self.app, from_config(self.app.config))
         self.auth = basic(ADMIN_KEY, ADMIN_SECRET)
@@ -52,5 +53,4 @@ class Lake:
 def lake(tmp_path: Path) -> Iterator[Lake]:
     lk = Lake(tmp_path / "home")
     yield lk
-    if lk.app.audit is not None:
-        lk.app.audit.close()
+    lk.app.close()

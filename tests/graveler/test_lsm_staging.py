@@ -1,4 +1,4 @@
-"""The LSM staging backend (seed 001): group commit, compaction, faults, garbage, and a model.
+"""The LSM staging backend (docs/DESIGN.md §4): group commit, compaction, faults, garbage, and a model.
 
 Each fault test asserts its fault happened (a process killed by SIGKILL, a PUT the
 flaky adapter failed, a file removed or damaged) and counts the acknowledged writes

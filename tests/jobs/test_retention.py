@@ -9,8 +9,8 @@ from lakemount.block.memory import MemoryAdapter
 from lakemount.catalog.storage import value_address
 from lakemount.errors import InvalidArgument
 from lakemount.graveler.model import DIR_MODE, Commit, CommitID, Entry, MetaRangeID
+from lakemount.jobs.addresses import namespace_key
 from lakemount.jobs.retention import DAY, GcRules, delete_rules, load_rules, retained_commits, store_rules
-from lakemount.jobs.tables import namespace_key
 
 NOW = 1_000 * DAY
 

@@ -12,6 +12,7 @@ from lakemount.audit.context import note
 from lakemount.auth.policies import Action
 from lakemount.catalog.model import Entry, object_view
 from lakemount.errors import NotFound
+from lakemount.gateway.buckets import Target
 from lakemount.gateway.context import Ctx
 from lakemount.gateway.errors import s3_error
 from lakemount.gateway.objects import check_conditions, is_object, object_headers, parse_range
@@ -28,7 +29,7 @@ OVERRIDES = {
 }
 
 
-def find(ctx: Ctx) -> tuple[object, Entry]:
+def find(ctx: Ctx) -> tuple[Target, Entry]:
     """(target, entry) of the requested object; raises NoSuchKey, NoSuchBucket, AccessDenied."""
     target = ctx.target(read=True)  # a GET or HEAD: the repository's kept record will do
     ctx.require(Action.READ_REPO, target)
@@ -102,7 +103,7 @@ def respond(ctx: Ctx, *, head: bool) -> Response:
     headers.append(("Content-Length", str(length)))
     if head:
         return Response(status, headers, b"", length)
-    body, close = read_body(ctx.services.catalog, target.repo, entry, start, length)  # type: ignore[attr-defined]
+    body, close = read_body(ctx.services.catalog, target.repo, entry, start, length)
     return Response(status, headers, body, length, close)
 
 

@@ -1,4 +1,4 @@
-"""Staging files: immutable SSTables of staged changes, the L1 and L2 files of seed 001.
+"""Staging files: immutable SSTables of staged changes, the L1 and L2 files of docs/DESIGN.md §4.
 
 A staging file is a table in the same RocksDB-compatible format as ranges.
 Each value starts with a tag byte: ``PUT`` then the stored record value,

@@ -1,4 +1,4 @@
-"""``LsmStaging``: the ``StagingStore`` on the object store (seed 001).
+"""``LsmStaging``: the ``StagingStore`` on the object store (docs/DESIGN.md §4).
 
 A token's staged entries are immutable staging files (:mod:`.file`) under the
 repository's namespace, listed in the ref store (``StagingLists``) as L1
