@@ -12,7 +12,6 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, BinaryIO
 
-from lakemount.block.batch import put_many
 from lakemount.block.urls import join_url, scheme_of
 from lakemount.errors import InvalidArgument
 from lakemount.graveler.ports import BlockAdapter, ObjectInfo
@@ -91,6 +90,8 @@ class RouterAdapter:
 
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         """Each backend's share of the batch in one step (in order within a backend)."""
+        from lakemount.block.batch import put_many  # only the write-back pipeline batches (a CLI verb's import budget)
+
         by_scheme: dict[str, list[tuple[str, bytes]]] = {}
         for url, data in items:
             by_scheme.setdefault(scheme_of(url), []).append((url, data))

@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, BinaryIO, Final, TypeVar
 
-from lakemount.block.batch import put_many
 from lakemount.block.layout import DATA_PREFIX, KEY_LEN, TABLES_PREFIX, is_data_key, is_table_key
 from lakemount.block.router import presign
 from lakemount.errors import ObjectNotFound
@@ -116,6 +115,8 @@ class TrashFallbackAdapter:
         self.inner.put(url, data)
 
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        from lakemount.block.batch import put_many  # only the write-back pipeline batches (a CLI verb's import budget)
+
         put_many(self.inner, items)
 
     def put_file(self, url: str, path: str, *, link: bool = False) -> None:

@@ -42,7 +42,6 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, BinaryIO, Final, Protocol
 
-from lakemount.block.batch import put_many
 from lakemount.block.landing import Landing, Pipeline, landing
 from lakemount.block.layout import DATA_PREFIX, data_address
 from lakemount.errors import ObjectNotFound
@@ -296,6 +295,8 @@ def store_many(catalog: DataStore, repo: Repository, bodies: Sequence[tuple[byte
     batch (:func:`~lakemount.block.batch.put_many`: one durable step on the local store); each is
     written whether its content address holds it already or not, which also refreshes the time a
     garbage collection judges it by.  Returns their ``DataInfo`` in order."""
+    from lakemount.block.batch import put_many  # only the write-back pipeline batches (a CLI verb's import budget)
+
     infos: list[DataInfo] = []
     items: list[tuple[str, bytes]] = []
     for data, sha, md5 in bodies:
