@@ -108,14 +108,17 @@ def check(home: str, branch: str, src: str) -> int:
     from lakemount.app import App
 
     app = App.from_config()
-    repo = app.catalog.repository(REPO)
-    wrong = 0
-    for name in os.listdir(src):
-        entry = app.catalog.get_optional(REPO, branch, f"src/{name}")
-        with open(os.path.join(src, name), "rb") as f:
-            if entry is None or app.catalog.read(repo, entry) != f.read():
-                wrong += 1
-    return wrong
+    try:
+        repo = app.catalog.repository(REPO)
+        wrong = 0
+        for name in os.listdir(src):
+            entry = app.catalog.get_optional(REPO, branch, f"src/{name}")
+            with open(os.path.join(src, name), "rb") as f:
+                if entry is None or app.catalog.read(repo, entry) != f.read():
+                    wrong += 1
+        return wrong
+    finally:
+        app.close()  # its audit records are flushed while the home is still there
 
 
 def core_rates(root: str, src: str) -> dict[str, float]:
@@ -145,6 +148,7 @@ def core_rates(root: str, src: str) -> dict[str, float]:
             pfs.write_file(f"/{REPO}/{branch}/src/{name}", data)
         out[label] = len(names) / (time.perf_counter() - t)
         fs.close()
+    app.close()
     return out
 
 
