@@ -730,6 +730,21 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         with self._staging(repo):
             self.graveler.set_many(repo, branch, records)
 
+    def move_directory(self, repo: str, ref: str | ResolvedRef, old: str, new: str) -> bool:
+        """Stage the rename of directory ``old`` (every key under ``old/``) to ``new`` in constant time, as
+        one move record (``lakemount/graveler/moves.py``); False, staging nothing, if the branch holds as
+        many uncommitted renames as it may (the caller then stages per key, with :meth:`apply`).
+
+        What ``new/`` already holds and ``old/`` does not stays (a write that raced the rename is not
+        lost); the caller checks that ``new`` is empty first, as rename(2) does.  Raises
+        ``InvalidArgument`` for a bad path or a move into itself, ``ProtectedBranch``, ``ReadOnlyRef``.
+        """
+        old_key = encode_path(old) + b"/"
+        new_key = encode_new_path(new) + b"/"
+        branch = self.writable_branch(repo, ref)
+        with self._staging(repo):
+            return self.graveler.move(repo, branch, old_key, new_key)
+
     def apply_if(
         self, repo: str, ref: str | ResolvedRef, changes: Sequence[tuple[str, Entry | None]],
         expected: Sequence[tuple[str, Entry | None]],

@@ -174,6 +174,17 @@ class MountState:
         self.catalog.apply(scope.repo, scope.resolved, changes)
         self.metrics.add("staged_changes", len(changes))
 
+    def move(self, scope: Scope, old: str, new: str) -> bool:
+        """Stage the rename of directory ``old`` to ``new`` as one move record, after this mount's journal
+        of the branch (see :meth:`stage`); False if the branch takes no more (stage per key then)."""
+        self.io()
+        if self.writeback is not None:
+            self.writeback.drain((scope.repo, scope.branch))
+        moved = self.catalog.move_directory(scope.repo, scope.resolved, old, new)
+        if moved:
+            self.metrics.add("staged_changes", 1)
+        return moved
+
     def now(self) -> float:
         return time.monotonic()
 
