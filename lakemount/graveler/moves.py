@@ -73,6 +73,7 @@ def real_tokens(tokens: Iterable[StagingToken]) -> list[StagingToken]:
 
 
 def has_moves(tokens: Iterable[StagingToken]) -> bool:
+    """Whether ``tokens`` hold a move record."""
     return any(t.startswith(MOVE_MARK) for t in tokens)
 
 
@@ -183,12 +184,12 @@ class Layers:
         m = self.moves[level]
         if _under(key, m.old):
             return None
-        value: bytes | None = None
+        below: bytes | None = None
         if _under(key, m.new):
-            value = self.get(m.old + key[len(m.new) :], staged_get, base_get, level + 1)
-        if value is None:
-            value = self.get(key, staged_get, base_get, level + 1)
-        return None if value is None else remap_names(value, m)
+            below = self.get(m.old + key[len(m.new) :], staged_get, base_get, level + 1)
+        if below is None:
+            below = self.get(key, staged_get, base_get, level + 1)
+        return None if below is None else remap_names(below, m)
 
     # ------------------------------------------------------------------ scans
     def scan(
