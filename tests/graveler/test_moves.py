@@ -235,3 +235,61 @@ def test_link_names_are_renamed_through_a_move_and_committed(g: Graveler) -> Non
     at = g.resolve(R, "main@")
     assert {k: decode_value(v).link for k, v in g.scan(R, at)} == {b"d/f": want, b"o": want}
     assert remap_names(val("1"), Move(b"a/", b"d/")) == val("1")
+
+
+def test_writes_racing_a_rename_each_land_under_exactly_one_name(g: Graveler) -> None:
+    """Writers keep staging new files into d/ while d/ is renamed to e/ (and back and forth): every
+    acknowledged write is found under exactly one of its two names, none lost, none doubled."""
+    import threading
+    import time
+
+    g.set(R, "main", b"d/seed", val("s"))
+    g.commit(R, "main", "seed")
+    acked: list[bytes] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def writer(w: int) -> None:
+        other = fresh_view(g)  # another process's Graveler on the same stores
+        try:
+            i = 0
+            while not stop.is_set() or i < 20:
+                name = b"w%d-%04d" % (w, i)
+                other.set(R, "main", b"d/" + name, val(name.decode()))
+                acked.append(name)
+                i += 1
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(2)]
+    for t in threads:
+        t.start()
+    def await_writes(n: int, what: str) -> None:
+        deadline = time.monotonic() + 60
+        while len(acked) < n and not errors:
+            assert time.monotonic() < deadline, f"the writers never made {n} writes {what}"
+            time.sleep(0.001)
+
+    renames = 0
+    try:
+        await_writes(10, "before the first rename")
+        for old, new in ((b"d/", b"e/"), (b"e/", b"f/")):
+            assert g.move(R, "main", old, new)
+            renames += 1
+            await_writes(len(acked) + 10, f"after the rename of {old!r}")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    if errors:
+        raise errors[0]
+    assert renames == 2
+    tree = _tree(g, "main")
+    for name in acked:
+        found = [p for p in (b"d/", b"f/") if p + name in tree]
+        assert len(found) == 1, (name, found)
+        assert tree[found[0] + name] == name.decode()
+    assert not any(k.startswith(b"e/") for k in tree)  # e/ moved on to f/ whole
+    assert sum(1 for k in tree if k.startswith(b"f/")) > 1 and any(k.startswith(b"d/") for k in tree)
+    g.commit(R, "main", "after the race")
+    assert _tree(g, "main@") == tree
