@@ -36,6 +36,7 @@ from lakemount.graveler.model import (
     Branch,
     Commit,
     CommitID,
+    Entry,
     MetaRangeID,
     Repository,
     StagingToken,
@@ -667,3 +668,38 @@ def test_concurrent_committers_in_processes(ref_url: str, tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_concurrent_committers_in_processes_long(ref_url: str, tmp_path: Path) -> None:
     _spawn_committers(ref_url, tmp_path, workers=8, rounds=10, keys=50)
+
+
+@pytest.mark.parametrize("backend", ["sql", "lsm"])
+def test_a_directory_move_is_seen_by_another_host_at_once(ref_url: str, tmp_path: Path, backend: str) -> None:
+    """A move record (issue 40) lives in the branch row: a second host that read the branch before it (its
+    one-statement reads hold the old tokens) sees the move on its next read, writes on either side of it,
+    and the commit either host makes holds the moved tree; on SQLite and PostgreSQL, both staging backends."""
+    from tests.graveler._support import make_staging
+
+    adapter = LocalAdapter()
+
+    def host() -> Graveler:
+        refs = SqlRefStore(ref_url)
+        return Graveler(
+            refs, CommittedStore(adapter, RamCache(1 << 24)), Journal(adapter, f"local://{tmp_path}/sys"),
+            staging=make_staging(refs, adapter, backend),
+        )
+
+    a, b = host(), host()
+    a.create_repository("repo", f"local://{tmp_path}/ns")
+    v1, v2, v3 = (Entry(f"data/{c}", 1, c).value() for c in "123")
+    a.set_many("repo", "main", [(b"d/x", v1), (b"d/sub/y", v2)])
+    a.commit("repo", "main", "tree")
+    a.set("repo", "main", b"d/staged", v3)
+    ref = b.resolve("repo", "main")
+    assert b.get("repo", ref, b"d/x") == v1  # b learns the tokens of its one-statement reads
+    assert a.move("repo", "main", b"d/", b"e/")
+    assert b.get("repo", ref, b"d/x") is None and b.get("repo", ref, b"e/x") == v1
+    assert [k for k, _ in b.scan("repo", ref, b"d/", b"d0")] == []
+    assert [k for k, _ in b.scan("repo", ref, b"e/", b"e0")] == [b"e/staged", b"e/sub/y", b"e/x"]
+    b.set("repo", "main", b"d/after", v2)  # after the move: keeps its name
+    b.commit("repo", "main", "moved")
+    for g in (a, b):
+        at = g.resolve("repo", "main@")
+        assert [k for k, _ in g.scan("repo", at)] == [b"d/after", b"e/staged", b"e/sub/y", b"e/x"]
