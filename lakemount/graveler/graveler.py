@@ -1044,10 +1044,11 @@ class Graveler:
         for t in real_tokens(b.tokens):
             self.staging.drop_staging(t, prefix=prefix or b"", key=key)
 
-    def move(self, repo: str, branch: str, old: bytes, new: bytes) -> bool:
+    def move(self, repo: str, branch: str, old: bytes, new: bytes) -> tuple[Branch, Branch] | None:
         """Stage the move of every key under prefix ``old`` to prefix ``new`` as one move record, in
-        constant time (see ``moves``); False, staging nothing, if the branch already holds
-        ``MAX_MOVES`` uncommitted ones (the caller then stages the keys one by one).
+        constant time (see ``moves``); returns the branch row before and after (a caller that knew the
+        first may take the second as its own change); None, staging nothing, if the branch already
+        holds ``MAX_MOVES`` uncommitted ones (the caller then stages the keys one by one).
 
         Both prefixes must end with the same separator and neither may lie under the other
         (``InvalidArgument``).  The record goes into the branch row with one compare-and-swap that
@@ -1061,9 +1062,10 @@ class Graveler:
         while True:
             b = self._branch_for_write(repo, branch)
             if sum(1 for t in b.tokens if t.startswith(MOVE_MARK)) >= MAX_MOVES:
-                return False
-            if self.refs.cas_branch(repo, b, Branch(b.name, b.commit_id, new_token(), (record, *b.tokens))):
-                return True
+                return None
+            moved = Branch(b.name, b.commit_id, new_token(), (record, *b.tokens), hidden=b.hidden)
+            if self.refs.cas_branch(repo, b, moved):
+                return b, moved
             backoff.wait()
 
     def _drop(self, tokens: Iterable[StagingToken]) -> None:

@@ -406,6 +406,37 @@ def test_rename_keeps_inodes_of_the_moved_tree(pfs: PathFS) -> None:
     assert pfs.ino(f"{MAIN}/e/f") == ino
 
 
+def test_a_directory_rename_is_not_taken_for_a_change_made_elsewhere(
+    pfs: PathFS, fs: FileSystem, app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A move record swaps the branch row's tokens.  The mount takes the new row as its own, checked
+    # as of the swap: neither its head check nor a read that began before the swap (and returns the
+    # row before it) may count as a change elsewhere, which drops every cached inode (pjdfstest
+    # rename/09 and 10 saw inode numbers change).
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.write_file(f"{MAIN}/d/f", b"x")
+    pfs.write_file(f"{MAIN}/g", b"y")
+    inodes = (pfs.ino(f"{MAIN}/d/f"), pfs.ino(f"{MAIN}/g"))
+    real_move = app.catalog.move_directory
+    began: list[float] = []
+
+    def move(repo: str, ref: object, old: str, new: str) -> object:
+        began.append(time.monotonic())
+        return real_move(repo, ref, old, new)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(app.catalog, "move_directory", move)
+    before = app.catalog.get_branch(REPO, "main")
+    changes = fs.state.metrics.counter("scope_changes")
+    pfs.rename(f"{MAIN}/d", f"{MAIN}/e")
+    assert began and app.catalog.get_branch(REPO, "main").sealed_tokens[1:] == before.tokens  # the move's row
+    # What a read that began between the rename's start and its swap left behind: the row before.
+    monkeypatch.setattr(app.catalog, "branch_seen", lambda repo, name: (before, began[0] + 1e-6))
+    for _ in range(3):
+        assert (pfs.ino(f"{MAIN}/e/f"), pfs.ino(f"{MAIN}/g")) == inodes
+        time.sleep(0.25)  # past the head TTL (0.2 s): the head check reads the row after the move
+    assert fs.state.metrics.counter("scope_changes") == changes
+
+
 def test_rename_does_not_revive_unlinked_entries(pfs: PathFS, app: App) -> None:
     # Found by the model test: an unlinked file the kernel still knows must not
     # reappear under the new name when its old directory is renamed.
