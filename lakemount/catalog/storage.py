@@ -32,8 +32,8 @@ from lakemount.graveler.model import (
     RangeInfo,
     StagingToken,
     decode_value,
+    has_moves,
 )
-from lakemount.graveler.moves import move_of
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.sstable import TableReader
 
@@ -103,7 +103,7 @@ class StorageVerbs:
     def staged_records(self, token: StagingToken) -> Iterator[tuple[bytes, bytes | None]]:
         """Every record staged under ``token`` (key, value or ``None`` for a tombstone), in key order; a move
         record (a directory rename, ``graveler/moves.py``) stages none: it points at committed data only."""
-        if move_of(token) is not None:
+        if has_moves((token,)):
             return iter(())
         return self.graveler.staging.staged_scan(token)
 

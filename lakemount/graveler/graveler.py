@@ -41,6 +41,7 @@ from lakemount.graveler.committed.metarange import MetaRange
 from lakemount.graveler.journal import Journal
 from lakemount.graveler.model import (
     EMPTY_METARANGE,
+    MOVE_MARK,
     Branch,
     Commit,
     CommitID,
@@ -50,9 +51,10 @@ from lakemount.graveler.model import (
     StagingToken,
     Tag,
     decode_value,
+    has_moves,
     prefix_end,
+    real_tokens,
 )
-from lakemount.graveler.moves import MAX_MOVES, MOVE_MARK, Layers, Move, has_moves, real_tokens
 from lakemount.graveler.ports import ChunkedStagingScan, RefStore, StagingStore
 from lakemount.graveler.refexpr import ResolvedRef, View, is_hex, parse
 from lakemount.records import record
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
 
     from lakemount.graveler.committed.store import CommittedStore
     from lakemount.graveler.committed.writer import ApplyStats, Chunk
+    from lakemount.graveler.moves import Layers
 
 MAX_CAS_ATTEMPTS: Final = 200
 MIN_COMMIT_PREFIX: Final = 4
@@ -424,7 +427,7 @@ class Graveler:
                 found, value = self._staged_get(branch.tokens, key)
         self._saw(repo, branch, at)
         if ref.view is View.FULL and has_moves(branch.tokens):
-            return branch, Layers(branch.tokens).get(key, self._staged_get, self._base_of(repo, ref, branch).get)
+            return branch, _layers(branch.tokens).get(key, self._staged_get, self._base_of(repo, ref, branch).get)
         if found or ref.view is View.STAGING:
             return branch, value
         commit = self.refs.get_commit(repo, branch.commit_id)
@@ -553,7 +556,7 @@ class Graveler:
         branch, staged = self._branch_staged(repo, ref.branch, start, stop)
         if ref.view is View.FULL and has_moves(branch.tokens):
             mr = self._base_of(repo, ref, branch)
-            records = Layers(branch.tokens).scan(start, stop, self._staged_scan, mr.scan)
+            records = _layers(branch.tokens).scan(start, stop, self._staged_scan, mr.scan)
             yield from records if decode is None else ((k, decode(v)) for k, v in records)
             return
         if decode is not None:
@@ -600,7 +603,7 @@ class Graveler:
         r = record or self.get_repository(repo)
 
         def check(b: Branch, staged_get: Callable[[Sequence[StagingToken], bytes], tuple[bool, bytes | None]]) -> None:
-            layers = Layers(b.tokens) if has_moves(b.tokens) else None
+            layers = _layers(b.tokens) if has_moves(b.tokens) else None
 
             def real_get(tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
                 real = real_tokens(tokens)
@@ -722,7 +725,7 @@ class Graveler:
         """What ``tokens`` change in the tree ``mr`` in [start, stop), in key order (None: a deletion); staged
         entries may equal what ``mr`` holds.  Move records make it the layered view's difference (``moves``)."""
         if has_moves(tokens):
-            return Layers(tokens).changes(self._staged_scan, mr.get, mr.scan, start, stop)
+            return _layers(tokens).changes(self._staged_scan, mr.get, mr.scan, start, stop)
         return self._staged_scan(tokens, start, stop)
 
     def _apply_moves(self, r: Repository, base: MetaRange, sealed: Sequence[StagingToken]) -> tuple[MetaRangeID, str, ApplyStats]:
@@ -731,7 +734,7 @@ class Graveler:
         outside them whose link groups list a moved name (found in that pass) with the names renamed."""
         from lakemount.graveler.committed.writer import apply, apply_chunks, chunked
 
-        layers = Layers(sealed)
+        layers = _layers(sealed)
         linked: list[bytes] = []
 
         def watched() -> Iterator[tuple[bytes, bytes | None]]:
@@ -1034,7 +1037,7 @@ class Graveler:
             # Below a move a staged key has the name it had then: dropping it by its name now would
             # drop another key, so a reset that reaches into a moved range is all or nothing.
             lo = key if key is not None else prefix or b""
-            for a, z in Layers(b.tokens).ranges():
+            for a, z in _layers(b.tokens).ranges():
                 hi = lo + b"\x00" if key is not None else prefix_end(lo)
                 if (z is None or lo < z) and (hi is None or a < hi):
                     raise InvalidArgument(
@@ -1057,6 +1060,8 @@ class Graveler:
         """
         if not old or not new or old[-1:] != new[-1:] or old.startswith(new) or new.startswith(old):
             raise InvalidArgument(f"cannot move {old!r} to {new!r}")
+        from lakemount.graveler.moves import MAX_MOVES, Move
+
         record = Move(old, new).token
         backoff = _Backoff()
         while True:
@@ -1182,6 +1187,13 @@ class Graveler:
             for _ in committed_diff(pmr, mr, pre, prefix_end(pre)):
                 return True
         return False
+
+
+def _layers(tokens: Sequence[StagingToken]) -> Layers:
+    """``tokens`` split at their move records; ``moves`` loads only for a branch that holds one (issue 41)."""
+    from lakemount.graveler.moves import Layers
+
+    return Layers(tokens)
 
 
 def _later(scan: Callable[[], Iterable[_T]]) -> Iterator[_T]:

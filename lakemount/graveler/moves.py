@@ -35,10 +35,9 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final
 
-from lakemount.graveler.model import IDENTITY_LEN, StagingToken, decode_value, prefix_end
+from lakemount.graveler.model import IDENTITY_LEN, MOVE_MARK, StagingToken, decode_value, prefix_end
 from lakemount.records import record
 
-MOVE_MARK: Final = "mv."
 MAX_MOVES: Final = 32  # pending moves a branch may hold; a rename past it stages per key (reads walk each layer)
 _LINKED: Final = 0x9B  # msgpack fixarray of 11 fields: an entry with a link group (one name encodes 10)
 _LINK_BYTE: Final = IDENTITY_LEN + 1  # where a value's entry says how many fields it has
@@ -67,16 +66,6 @@ def move_of(token: str) -> Move | None:
         return None
     old, _, new = token[len(MOVE_MARK) :].partition(".")
     return Move(bytes.fromhex(old), bytes.fromhex(new))
-
-
-def real_tokens(tokens: Iterable[StagingToken]) -> list[StagingToken]:
-    """``tokens`` without move records (what a staging backend may be asked about)."""
-    return [t for t in tokens if not t.startswith(MOVE_MARK)]
-
-
-def has_moves(tokens: Iterable[StagingToken]) -> bool:
-    """Whether ``tokens`` hold a move record."""
-    return any(t.startswith(MOVE_MARK) for t in tokens)
 
 
 def _under(key: bytes, prefix: bytes) -> bool:
