@@ -23,6 +23,7 @@ from lakemount.errors import (
     AlreadyExists,
     BranchNotFound,
     CommitNotFound,
+    LakeMountError,
     NotFound,
     PreconditionFailed,
     RepositoryNotFound,
@@ -703,3 +704,59 @@ def test_a_directory_move_is_seen_by_another_host_at_once(ref_url: str, tmp_path
     for g in (a, b):
         at = g.resolve("repo", "main@")
         assert [k for k, _ in g.scan("repo", at)] == [b"d/after", b"e/staged", b"e/sub/y", b"e/x"]
+
+
+@pytest.mark.parametrize("cut", ["before", "after"])
+def test_a_directory_move_when_postgresql_drops_every_connection(
+    pg_cluster: Any, pg_url: str, tmp_path: Path, cut: str
+) -> None:
+    """Every server connection terminated right before, or right after, the swap that stages a move record
+    (what a PostgreSQL restart does to them): the rename either happened whole or not at all, and done
+    again it lands once (a second record of the same move changes nothing: the old prefix is empty)."""
+    refs = SqlRefStore(pg_url)
+    adapter = LocalAdapter()
+    g = Graveler(refs, CommittedStore(adapter, RamCache(1 << 24)), Journal(adapter, f"local://{tmp_path}/sys"),
+                 staging=SqlStaging(refs))
+    g.create_repository("repo", f"local://{tmp_path}/ns")
+    names = [b"%03d" % i for i in range(50)]
+    g.set_many("repo", "main", [(b"d/" + n, Entry(f"data/{n.decode()}", 1, "x").value()) for n in names])
+    g.commit("repo", "main", "tree")
+    real = refs.cas_branch
+    cuts: list[int] = []
+
+    def terminate() -> None:
+        admin = pg_cluster.admin()
+        try:
+            cur = admin.cursor()
+            cur.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                        "WHERE datname = %s AND pid <> pg_backend_pid()", (sa.engine.make_url(pg_url).database,))
+            cuts.append(int(cur.fetchone()[0]))
+        finally:
+            admin.close()
+
+    def cas(repo: str, expected: Branch, new: Branch) -> bool:
+        if not cuts and cut == "before":
+            terminate()
+        swapped = real(repo, expected, new)
+        if len(cuts) < 1 and cut == "after":
+            terminate()
+        return swapped
+
+    refs.cas_branch = cas  # type: ignore[method-assign]
+    try:
+        moved = g.move("repo", "main", b"d/", b"e/")
+    except LakeMountError as exc:
+        moved = None
+        assert cut == "before", f"the swap was made before the cut, yet the move failed: {exc}"
+    assert cuts and cuts[0] >= 1, "no server connection was terminated"
+    refs.cas_branch = real  # type: ignore[method-assign]
+    ref = g.resolve("repo", "main")
+    old = [k for k, _ in g.scan("repo", ref, b"d/", b"d0")]
+    new = [k for k, _ in g.scan("repo", ref, b"e/", b"e0")]
+    assert (old, new) in (([b"d/" + n for n in names], []), ([], [b"e/" + n for n in names]))
+    if moved is None or old:
+        assert g.move("repo", "main", b"d/", b"e/")
+    assert g.move("repo", "main", b"d/", b"e/")  # the same rename again: nothing left to move, nothing lost
+    g.commit("repo", "main", "moved")
+    at = g.resolve("repo", "main@")
+    assert [k for k, _ in g.scan("repo", at)] == [b"e/" + n for n in names]
