@@ -482,6 +482,19 @@ def test_rename_of_a_file_open_for_writing_saves_under_the_new_name(pfs: PathFS,
     assert staged(app, "moved").size == 4
 
 
+def test_a_file_open_for_writing_in_a_renamed_directory_saves_under_the_new_name(pfs: PathFS, app: App) -> None:
+    # The directory's rename is a move record: the open file is saved after it, under its new name only.
+    app.catalog.put(REPO, "main", "d/old", b"committed")
+    app.catalog.commit(REPO, "main", "d")
+    fh = pfs.open(f"{MAIN}/d/w", os.O_WRONLY | os.O_CREAT)
+    pfs.pwrite(fh, 0, b"late")
+    pfs.rename(f"{MAIN}/d", f"{MAIN}/e")
+    pfs.close(fh)
+    assert staged(app, "d/w") is None and staged(app, "d/old") is None
+    assert staged(app, "e/w").size == 4 and pfs.read_file(f"{MAIN}/e/old") == b"committed"
+    assert pfs.listdir(f"{MAIN}/e") == ["old", "w"] and not pfs.exists(f"{MAIN}/d")
+
+
 # ---------------------------------------------------------------------------- metadata
 def test_symlinks(pfs: PathFS, app: App) -> None:
     pfs.symlink("../target/file", f"{MAIN}/link")
