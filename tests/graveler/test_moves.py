@@ -17,7 +17,7 @@ from pathlib import Path
 import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from lakemount.errors import InvalidArgument, NothingToCommit
 from lakemount.graveler.graveler import Graveler
@@ -57,6 +57,14 @@ class MoveMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.g.refs.engine.dispose()  # type: ignore[attr-defined]
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+    @initialize(keys=st.sets(st.sampled_from(KEYS), min_size=4, max_size=10), committed=st.booleans())
+    def some_files(self, keys: set[bytes], committed: bool) -> None:
+        """Files in several directories from the first step (a move then often meets what its target holds)."""
+        for i, key in enumerate(sorted(keys)):
+            self.write(key, "123"[i % 3])
+        if committed:
+            self.commit()
 
     @rule(key=st.sampled_from(KEYS), c=st.sampled_from(["1", "2", "3"]))
     def write(self, key: bytes, c: str) -> None:
@@ -197,6 +205,19 @@ def test_a_write_into_the_target_that_raced_the_rename_is_kept(g: Graveler) -> N
     g.set(R, "main", b"b/raced", val("2"))  # the front end checked b/ empty; another host wrote meanwhile
     assert g.move(R, "main", b"a/", b"b/")
     assert _tree(g, "main") == {b"b/f": "1", b"b/raced": "2"}
+
+
+def test_the_source_wins_over_what_the_target_held_under_the_same_name(g: Graveler) -> None:
+    g.set_many(R, "main", [(b"a/x", val("1")), (b"b/s/x", val("2"))])
+    g.commit(R, "main", "c")
+    g.set_many(R, "main", [(b"a/s/x", val("3")), (b"b/x", val("4")), (b"b/y", val("5"))])
+    assert g.move(R, "main", b"a/", b"b/")
+    want = {b"b/x": "1", b"b/s/x": "3", b"b/y": "5"}
+    assert _tree(g, "main") == want
+    ref = g.resolve(R, "main")
+    assert {k: content(g.get(R, ref, k)) for k in want} == want
+    g.commit(R, "main", "moved")
+    assert _tree(g, "main@") == want
 
 
 def test_a_commit_in_flight_keeps_the_move_staged_above_it(g: Graveler) -> None:
