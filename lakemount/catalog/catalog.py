@@ -43,7 +43,7 @@ from lakemount.errors import (
 )
 from lakemount.graveler.committed.store import join
 from lakemount.graveler.graveler import Graveler
-from lakemount.graveler.model import FILE_MODE, Commit, Entry, Repository, decode_value, prefix_end
+from lakemount.graveler.model import FILE_MODE, Branch, Commit, Entry, Repository, decode_value, prefix_end
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.refexpr import ResolvedRef, View
 from lakemount.logs import get_logger
@@ -729,6 +729,22 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         branch = self.writable_branch(repo, ref)
         with self._staging(repo):
             self.graveler.set_many(repo, branch, records)
+
+    def move_directory(self, repo: str, ref: str | ResolvedRef, old: str, new: str) -> tuple[Branch, Branch] | None:
+        """Stage the rename of directory ``old`` (every key under ``old/``) to ``new`` in constant time, as
+        one move record (``lakemount/graveler/moves.py``); returns the branch row before and after it; None,
+        staging nothing, if the branch holds as many uncommitted renames as it may (the caller then stages
+        per key, with :meth:`apply`).
+
+        What ``new/`` already holds and ``old/`` does not stays (a write that raced the rename is not
+        lost); the caller checks that ``new`` is empty first, as rename(2) does.  Raises
+        ``InvalidArgument`` for a bad path or a move into itself, ``ProtectedBranch``, ``ReadOnlyRef``.
+        """
+        old_key = encode_path(old) + b"/"
+        new_key = encode_new_path(new) + b"/"
+        branch = self.writable_branch(repo, ref)
+        with self._staging(repo):
+            return self.graveler.move(repo, branch, old_key, new_key)
 
     def apply_if(
         self, repo: str, ref: str | ResolvedRef, changes: Sequence[tuple[str, Entry | None]],

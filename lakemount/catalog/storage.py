@@ -32,6 +32,7 @@ from lakemount.graveler.model import (
     RangeInfo,
     StagingToken,
     decode_value,
+    has_moves,
 )
 from lakemount.graveler.ports import BlockAdapter
 from lakemount.graveler.sstable import TableReader
@@ -100,7 +101,10 @@ class StorageVerbs:
         return iter(self.graveler.refs.list_commits(repo))
 
     def staged_records(self, token: StagingToken) -> Iterator[tuple[bytes, bytes | None]]:
-        """Every record staged under ``token`` (key, value or ``None`` for a tombstone), in key order."""
+        """Every record staged under ``token`` (key, value or ``None`` for a tombstone), in key order; a move
+        record (a directory rename, ``graveler/moves.py``) stages none: it points at committed data only."""
+        if has_moves((token,)):
+            return iter(())
         return self.graveler.staging.staged_scan(token)
 
     def recover(self, *, force: bool = False, progress: Progress | None = None) -> RecoverReport:

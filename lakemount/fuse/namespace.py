@@ -33,7 +33,7 @@ from typing import Final
 
 from lakemount.catalog.catalog import MAX_KEY_BYTES
 from lakemount.catalog.links import LINK_MAX, group_of, members, new_group_id, with_group
-from lakemount.catalog.model import DIR_MODE, LINK_MODE, Entry
+from lakemount.catalog.model import DIR_MODE, LINK_MODE, Entry, prefix_end
 from lakemount.fuse import control
 from lakemount.fuse.attributes import MKNOD_TYPES, Attributes
 from lakemount.fuse.errno import FsError
@@ -176,6 +176,68 @@ class Namespace:
             shared = with_group(entry, group.gid, [renamed(n) for n in names])
             out.update((renamed(n), shared) for n in names)
         return out
+
+    def _move_directory(
+        self, scope: Scope, old_parent: Node, new_parent: Node, old_path: str, new_path: str, *, dst_marker: bool
+    ) -> bool:
+        """Stage the rename of directory ``old_path`` as one move record (constant time, whatever it holds):
+        first a marker for an old parent it would leave empty, then the move; False if the branch takes no
+        more move records (the caller stages per key).  Neither step alone loses anything: a marker of a
+        directory that still holds the moved one is only redundant."""
+        kept: list[tuple[str, Entry | None]] = []
+        if (old_parent is not new_parent and old_parent.path
+                and not self.catalog.exists(scope.repo, scope.resolved, old_parent.path + "/")
+                and not self._others_in(scope, old_parent.path, old_path)):
+            kept = [(old_parent.path + "/", Entry("", 0, "", time.time_ns(), "", (), DIR_MODE))]
+        if dst_marker:
+            # Below the move, so the moved directory's own marker (if it has one) shows through it.
+            kept.append((new_path + "/", None))
+        if kept:
+            self.state.stage(scope, kept)
+        kept = [(k, e) for k, e in kept if e is not None]
+        if not self.state.move(scope, old_path, new_path):
+            return False
+        with self.table.lock:
+            self._marker_kept(old_parent, kept)
+        return True
+
+    def _others_in(self, scope: Scope, parent: str, child: str) -> bool:
+        """Whether directory ``parent`` holds anything besides its marker and directory ``child``
+        (two scans that stop at their first record, around ``child``'s keys)."""
+        lo = (parent + "/").encode("utf-8", "surrogateescape")
+        mid = (child + "/").encode("utf-8", "surrogateescape")
+        for start, stop in ((lo + b"\x00", mid), (prefix_end(mid), prefix_end(lo))):
+            for key, _value in self.catalog.scan_records(scope.repo, scope.resolved, start or b"", stop):
+                if key != mid[:-1]:
+                    return True
+        return False
+
+    def _moved(
+        self, scope: Scope, src: Node, dst: Node | None, old_parent: Node, old_name: bytes, new_parent: Node,
+        new_name: bytes, old_path: str, new_path: str,
+    ) -> None:
+        """This mount's nodes and listings after a directory rename staged as a move record: every node
+        under the old name rekeyed, and a linked file's names (its entry's group) renamed as reads now see them."""
+        with self.table.lock:
+            self.scopes.local_change(scope)
+            if dst is not None:
+                self.table.detach(dst)
+            linked: dict[int, Node] = {}
+            for name, node in list(self.table.under(scope.key, old_path)):
+                rest = name[len(old_path) :]
+                self.table.rekey(node, (scope.key, new_path + rest), new_path + rest, old_path=name)
+                if node.names:
+                    linked[id(node)] = node
+            for node in linked.values():
+                if node.entry is not None:
+                    node.entry = with_group(node.entry, node.group, node.names)
+                    self._relist_names(scope, node, node.names)
+            tree = self.tree
+            tree.listing_put(old_parent, old_name, None)
+            tree.listing_put(new_parent, new_name, Child(CHILD[src.kind], src.entry))
+            tree.names_changed(old_parent)
+            tree.names_changed(new_parent)
+            src.ctime_ns = time.time_ns()
 
     def _subtree(self, scope: Scope, path: str) -> list[tuple[str, Entry]]:
         """Every entry at or below directory ``path`` (keys as paths, the marker included)."""
@@ -471,6 +533,9 @@ class Namespace:
                     if has_children(self.catalog, scope.repo, scope.resolved, new_path):
                         raise FsError(errno.ENOTEMPTY, new_path)
                     changes[new_path + "/"] = None
+                if self._move_directory(scope, old_parent, new_parent, old_path, new_path, dst_marker=new_path + "/" in changes):
+                    self._moved(scope, src, dst, old_parent, old_name, new_parent, new_name, old_path, new_path)
+                    return
                 moved = self._subtree(scope, old_path)
                 for key, _entry in moved:
                     changes[key] = None

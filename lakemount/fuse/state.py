@@ -29,6 +29,7 @@ from lakemount.catalog.writer import DataInfo
 from lakemount.fuse.errno import FsError, errno_of
 from lakemount.fuse.inodes import InodeTable, Node
 from lakemount.fuse.reader import BlockReader, ObjectRef
+from lakemount.fuse.scope import branch_signature
 from lakemount.fuse.stats import Metrics
 from lakemount.fuse.values import MountOptions
 
@@ -173,6 +174,31 @@ class MountState:
             wb.drain((scope.repo, scope.branch))
         self.catalog.apply(scope.repo, scope.resolved, changes)
         self.metrics.add("staged_changes", len(changes))
+
+    def move(self, scope: Scope, old: str, new: str) -> bool:
+        """Stage the rename of directory ``old`` to ``new`` as one move record, after this mount's journal
+        of the branch (see :meth:`stage`); False if the branch takes no more (stage per key then).
+
+        The record changes the branch row (a new staging token): if the row it replaced is the one the
+        scope knew, the scope takes the new row as its own, checked now, so neither the mount's head check
+        nor a read that began before the swap takes its own rename for a change made elsewhere (which
+        would drop every cached inode of the branch: pjdfstest's rename/09 and 10 saw inode numbers change)."""
+        self.io()
+        if self.writeback is not None:
+            self.writeback.drain((scope.repo, scope.branch))
+        rows = self.catalog.move_directory(scope.repo, scope.resolved, old, new)
+        if rows is None:
+            return False
+        self.metrics.add("staged_changes", 1)
+        before, after = rows
+        done = self.now()
+        with self.table.lock:
+            if scope.signature == branch_signature(before):
+                # Checked as of now: a read that began before the swap holds the row before it, and
+                # taking that one (``Scopes.absorb``) would look like a change back.
+                scope.signature = branch_signature(after)
+                scope.checked = max(scope.checked, done)
+        return True
 
     def now(self) -> float:
         return time.monotonic()

@@ -18,6 +18,8 @@ front ends use into this package.  One module per concept:
 - ``staging``: uncommitted entries as an LSM of immutable staging files on the object store
   (docs/DESIGN.md §4; ``staging.backend = "lsm"``): the file format with its bloom filter, and the
   group-commit writer, reader and compactor over the ref store's per-token lists;
+- ``moves``: move records, a directory rename in constant time: a pseudo staging token in the branch
+  row that maps one key prefix to another, and the layered reads, scans and commit changes over it;
 - ``refexpr``: ref expressions (``main~2``, ``v1``, ``main@``) and what they resolve to;
 - ``journal`` and ``recover``: the record of refs kept in the block store, and rebuilding
   a lost ref store from it;

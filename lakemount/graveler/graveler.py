@@ -41,6 +41,7 @@ from lakemount.graveler.committed.metarange import MetaRange
 from lakemount.graveler.journal import Journal
 from lakemount.graveler.model import (
     EMPTY_METARANGE,
+    MOVE_MARK,
     Branch,
     Commit,
     CommitID,
@@ -50,7 +51,9 @@ from lakemount.graveler.model import (
     StagingToken,
     Tag,
     decode_value,
+    has_moves,
     prefix_end,
+    real_tokens,
 )
 from lakemount.graveler.ports import ChunkedStagingScan, RefStore, StagingStore
 from lakemount.graveler.refexpr import ResolvedRef, View, is_hex, parse
@@ -63,6 +66,7 @@ if TYPE_CHECKING:
 
     from lakemount.graveler.committed.store import CommittedStore
     from lakemount.graveler.committed.writer import ApplyStats, Chunk
+    from lakemount.graveler.moves import Layers
 
 MAX_CAS_ATTEMPTS: Final = 200
 MIN_COMMIT_PREFIX: Final = 4
@@ -188,8 +192,7 @@ class Graveler:
     def delete_repository(self, name: str) -> None:
         repo = self.refs.get_repository(name)
         for b in self.refs.list_branches(name):
-            for t in b.tokens:
-                self.staging.drop_staging(t)
+            self._drop(b.tokens)
         self.refs.delete_repository(name)
         self.journal.forget_repository(name)
         self.journal.record(repo.storage_namespace, {"op": "repository-deleted", "name": name})
@@ -325,8 +328,7 @@ class Graveler:
             raise InvalidArgument(f"cannot delete the default branch {repo}/{name}")
         b = self.refs.delete_branch(repo, name)
         dropped = self.count_changes(repo, b)
-        for t in b.tokens:
-            self.staging.drop_staging(t)
+        self._drop(b.tokens)
         self.journal.record(r.storage_namespace, {"op": "branch-deleted", "name": name, "old": b.commit_id})
         return dropped
 
@@ -415,15 +417,17 @@ class Graveler:
         """The branch ``ref`` names as read now, and the value of ``key`` on it (``ref.view`` decides which part)."""
         assert ref.branch is not None
         at = time.monotonic()
-        if seen is None:
+        if seen is None or has_moves(seen[0].tokens):
             branch = self.refs.get_branch(repo, ref.branch)
-            found, value = self.staging.staged_get(branch.tokens, key)
+            found, value = self._staged_get(branch.tokens, key)
         else:
             tokens = seen[0].tokens
             branch, found, value = self.staging.branch_staged_get(repo, ref.branch, tokens, key)
             if branch.tokens != tokens:
-                found, value = self.staging.staged_get(branch.tokens, key)
+                found, value = self._staged_get(branch.tokens, key)
         self._saw(repo, branch, at)
+        if ref.view is View.FULL and has_moves(branch.tokens):
+            return branch, _layers(branch.tokens).get(key, self._staged_get, self._base_of(repo, ref, branch).get)
         if found or ref.view is View.STAGING:
             return branch, value
         commit = self.refs.get_commit(repo, branch.commit_id)
@@ -494,9 +498,20 @@ class Graveler:
                     return (value if found else mr.get(key)), _overlay(mr.scan(start, stop), staged)
         return self.get(repo, ref, key), self.scan(repo, ref, start, stop)
 
+    def _staged_get(self, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
+        """The newest staged entry of ``key`` among ``tokens`` (move records skipped: see ``moves``)."""
+        real = real_tokens(tokens)
+        return self.staging.staged_get(real, key) if real else (False, None)
+
+    def _base_of(self, repo: str, ref: ResolvedRef, branch: Branch) -> MetaRange:
+        return self._metarange_at(repo, ref, self.refs.get_commit(repo, branch.commit_id))
+
     def _staged_scan(
         self, tokens: Sequence[StagingToken], start: bytes, stop: bytes | None
     ) -> Iterator[tuple[bytes, bytes | None]]:
+        tokens = real_tokens(tokens)
+        if not tokens:
+            return
         if len(tokens) == 1:
             yield from self.staging.staged_scan(tokens[0], start, stop)
             return
@@ -514,7 +529,7 @@ class Graveler:
         order: a staging that reads chunks (``ChunkedStagingScan``) gives one token's whole chunks."""
         from lakemount.graveler.committed.writer import chunked
 
-        if len(tokens) == 1 and isinstance(self.staging, ChunkedStagingScan):
+        if len(tokens) == 1 and isinstance(self.staging, ChunkedStagingScan) and not has_moves(tokens):
             return self.staging.staged_chunks(tokens[0])
         return chunked(self._staged_scan(tokens, b"", None))
 
@@ -539,6 +554,11 @@ class Graveler:
             return
         assert ref.branch is not None
         branch, staged = self._branch_staged(repo, ref.branch, start, stop)
+        if ref.view is View.FULL and has_moves(branch.tokens):
+            mr = self._base_of(repo, ref, branch)
+            records = _layers(branch.tokens).scan(start, stop, self._staged_scan, mr.scan)
+            yield from records if decode is None else ((k, decode(v)) for k, v in records)
+            return
         if decode is not None:
             staged = ((k, None if v is None else decode(v)) for k, v in staged)
         if ref.view is View.STAGING:
@@ -583,7 +603,18 @@ class Graveler:
         r = record or self.get_repository(repo)
 
         def check(b: Branch, staged_get: Callable[[Sequence[StagingToken], bytes], tuple[bool, bytes | None]]) -> None:
+            layers = _layers(b.tokens) if has_moves(b.tokens) else None
+
+            def real_get(tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
+                real = real_tokens(tokens)
+                return staged_get(real, key) if real else (False, None)
+
             for key, want in expected:
+                if layers is not None:
+                    value = layers.get(key, real_get, self._metarange(r, b.commit_id).get)
+                    if value != want:
+                        raise PreconditionFailed(f"{repo}/{branch}/{key.decode('utf-8', 'replace')} changed")
+                    continue
                 found, value = staged_get(b.tokens, key)
                 if not found:
                     value = self._metarange(r, b.commit_id).get(key)
@@ -612,6 +643,8 @@ class Graveler:
     def has_uncommitted(self, repo: str, branch: Branch) -> bool:
         """Whether anything is staged on ``branch``, changes or not: the first staged entry of a token
         tells (counting them all read the whole staging, as long again as the commit that follows)."""
+        if has_moves(branch.tokens):
+            return True
         return any(next(iter(self.staging.staged_scan(t)), None) is not None for t in branch.tokens)
 
     def has_changes(self, repo: str, branch: Branch) -> bool:
@@ -625,7 +658,7 @@ class Graveler:
         if not self.has_uncommitted(repo, branch):
             return 0
         mr = self._metarange(self.get_repository(repo), branch.commit_id)
-        return sum(1 for k, v in self._staged_scan(branch.tokens, b"", None) if mr.get(k) != v)
+        return sum(1 for k, v in self._changes(mr, branch.tokens) if mr.get(k) != v)
 
     # ------------------------------------------------------------------ commit
     def commit(
@@ -658,7 +691,10 @@ class Graveler:
                 continue
             base = self.refs.get_commit(repo, b.commit_id)
             base_mr = self.metarange_of(r, base)
-            mr_id, mr_sum, stats = apply_chunks(self.committed, r.storage_namespace, base_mr, self._staged_chunks(sealed))
+            if has_moves(sealed):
+                mr_id, mr_sum, stats = self._apply_moves(r, base_mr, sealed)
+            else:
+                mr_id, mr_sum, stats = apply_chunks(self.committed, r.storage_namespace, base_mr, self._staged_chunks(sealed))
             if stats.changes_applied == 0 and first and not allow_empty:
                 # Staged entries equal to committed ones: nothing to record.  The
                 # sealed tokens stay visible and go into the next commit.
@@ -671,8 +707,7 @@ class Graveler:
             self.journal.write_commit(r.storage_namespace, commit)
             if self._finish_commit(repo, branch, b.commit_id, sealed, commit):
                 self.journal.record(r.storage_namespace, {"op": "branch", "name": branch, "old": base.id, "new": commit.id})
-                for t in sealed:
-                    self.staging.drop_staging(t)
+                self._drop(sealed)
                 return CommitResult(commit, stats)
             if not allow_empty:
                 cur = self.refs.get_branch(repo, branch)
@@ -683,6 +718,47 @@ class Graveler:
                     raise NothingToCommit(f"{repo}/{branch}")
             first = False
             backoff.wait()
+
+    def _changes(
+        self, mr: MetaRange, tokens: Sequence[StagingToken], start: bytes = b"", stop: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes | None]]:
+        """What ``tokens`` change in the tree ``mr`` in [start, stop), in key order (None: a deletion); staged
+        entries may equal what ``mr`` holds.  Move records make it the layered view's difference (``moves``)."""
+        if has_moves(tokens):
+            return _layers(tokens).changes(self._staged_scan, mr.get, mr.scan, start, stop)
+        return self._staged_scan(tokens, start, stop)
+
+    def _apply_moves(self, r: Repository, base: MetaRange, sealed: Sequence[StagingToken]) -> tuple[MetaRangeID, str, ApplyStats]:
+        """Write the tree of ``base`` under ``sealed`` when they hold move records: the moved ranges rewritten
+        (their difference, with every other staged entry, in one pass over the ranges), then the few entries
+        outside them whose link groups list a moved name (found in that pass) with the names renamed."""
+        from lakemount.graveler.committed.writer import apply, apply_chunks, chunked
+
+        layers = _layers(sealed)
+        linked: list[bytes] = []
+
+        def watched() -> Iterator[tuple[bytes, bytes | None]]:
+            for k, v in layers.changes(self._staged_scan, base.get, base.scan):
+                if v is not None and len(v) > 17 and v[17] == 0x9B:
+                    linked.append(v)
+                yield k, v
+
+        ns = r.storage_namespace
+        mr_id, mr_sum, stats = apply_chunks(self.committed, ns, base, chunked(watched()))
+        extras = layers.linked_outside(linked)
+        if not extras:
+            return mr_id, mr_sum, stats
+        written = self.committed.metarange(ns, mr_id, mr_sum)
+        delta = []
+        for k in sorted(extras):
+            v = layers.get(k, self._staged_get, base.get)
+            if written.get(k) != v:
+                delta.append((k, v))
+        if not delta:
+            return mr_id, mr_sum, stats
+        mr_id, mr_sum, more = apply(self.committed, ns, written, delta)
+        stats.changes_applied += more.changes_applied
+        return mr_id, mr_sum, stats
 
     def _finish_commit(
         self, repo: str, name: str, base: CommitID, sealed: tuple[StagingToken, ...], commit: Commit
@@ -707,8 +783,7 @@ class Graveler:
         new = Branch(expected.name, commit.id, expected.staging_token, ())
         if not self.refs.cas_branch(repo, expected, new):
             return False
-        for t in expected.sealed_tokens:
-            self.staging.drop_staging(t)
+        self._drop(expected.sealed_tokens)
         r = self.get_repository(repo)
         self.journal.record(r.storage_namespace, {"op": "branch", "name": expected.name, "old": expected.commit_id, "new": commit.id})
         return True
@@ -790,7 +865,7 @@ class Graveler:
         """Whether the staged entries of ``tokens`` change the tree of ``commit_id``: a value it does not
         hold (byte for byte), or a tombstone over a key it has."""
         mr = self._metarange(r, commit_id)
-        return any(mr.get(k) != v for k, v in self._staged_scan(tokens, b"", None))
+        return any(mr.get(k) != v for k, v in self._changes(mr, tokens))
 
     def _metarange(self, repo: Repository, commit_id: CommitID | None) -> MetaRange:
         if commit_id is None:
@@ -954,13 +1029,54 @@ class Graveler:
             while True:
                 b = self._branch_for_write(repo, branch)
                 if self.refs.cas_branch(repo, b, Branch(b.name, b.commit_id, new_token(), ())):
-                    for t in b.tokens:
-                        self.staging.drop_staging(t)
+                    self._drop(b.tokens)
                     return
                 backoff.wait()
         b = self._branch_for_write(repo, branch)
-        for t in b.tokens:
+        if has_moves(b.tokens):
+            # Below a move a staged key has the name it had then: dropping it by its name now would
+            # drop another key, so a reset that reaches into a moved range is all or nothing.
+            lo = key if key is not None else prefix or b""
+            for a, z in _layers(b.tokens).ranges():
+                hi = lo + b"\x00" if key is not None else prefix_end(lo)
+                if (z is None or lo < z) and (hi is None or a < hi):
+                    raise InvalidArgument(
+                        f"{repo}/{branch} has an uncommitted directory rename over "
+                        f"{lo.decode('utf-8', 'replace') or '/'}: reset the whole branch, or commit first"
+                    )
+        for t in real_tokens(b.tokens):
             self.staging.drop_staging(t, prefix=prefix or b"", key=key)
+
+    def move(self, repo: str, branch: str, old: bytes, new: bytes) -> tuple[Branch, Branch] | None:
+        """Stage the move of every key under prefix ``old`` to prefix ``new`` as one move record, in
+        constant time (see ``moves``); returns the branch row before and after (a caller that knew the
+        first may take the second as its own change); None, staging nothing, if the branch already
+        holds ``MAX_MOVES`` uncommitted ones (the caller then stages the keys one by one).
+
+        Both prefixes must end with the same separator and neither may lie under the other
+        (``InvalidArgument``).  The record goes into the branch row with one compare-and-swap that
+        also starts a fresh staging token, so every write is either older (and moves) or newer
+        (and keeps its name).  Raises ``BranchNotFound``, ``ReadOnlyRef``.
+        """
+        if not old or not new or old[-1:] != new[-1:] or old.startswith(new) or new.startswith(old):
+            raise InvalidArgument(f"cannot move {old!r} to {new!r}")
+        from lakemount.graveler.moves import MAX_MOVES, Move
+
+        record = Move(old, new).token
+        backoff = _Backoff()
+        while True:
+            b = self._branch_for_write(repo, branch)
+            if sum(1 for t in b.tokens if t.startswith(MOVE_MARK)) >= MAX_MOVES:
+                return None
+            moved = Branch(b.name, b.commit_id, new_token(), (record, *b.tokens), hidden=b.hidden)
+            if self.refs.cas_branch(repo, b, moved):
+                return b, moved
+            backoff.wait()
+
+    def _drop(self, tokens: Iterable[StagingToken]) -> None:
+        """Drop the staged entries of ``tokens`` (move records have none)."""
+        for t in real_tokens(tokens):
+            self.staging.drop_staging(t)
 
     # ------------------------------------------------------------------ diff
     def diff(
@@ -998,7 +1114,7 @@ class Graveler:
         b = self.refs.get_branch(repo, branch)
         mr = self._metarange(r, b.commit_id)
         stop = prefix_end(prefix) if prefix else None
-        for k, v in self._staged_scan(b.tokens, prefix, stop):
+        for k, v in self._changes(mr, b.tokens, prefix, stop):
             old = mr.get(k)
             if old == v:
                 continue
@@ -1071,6 +1187,13 @@ class Graveler:
             for _ in committed_diff(pmr, mr, pre, prefix_end(pre)):
                 return True
         return False
+
+
+def _layers(tokens: Sequence[StagingToken]) -> Layers:
+    """``tokens`` split at their move records; ``moves`` loads only for a branch that holds one (issue 41)."""
+    from lakemount.graveler.moves import Layers
+
+    return Layers(tokens)
 
 
 def _later(scan: Callable[[], Iterable[_T]]) -> Iterator[_T]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import stat
+from collections.abc import Iterable
 from dataclasses import field
 from typing import Any, Final, NamedTuple, NewType
 
@@ -140,6 +141,20 @@ def prefix_end(prefix: bytes) -> bytes | None:
             return bytes(p)
         p.pop()
     return None
+
+
+MOVE_MARK: Final = "mv."
+"""How a staging token that is a move record (a directory rename, ``graveler/moves.py``) begins; a real token is hex."""
+
+
+def real_tokens(tokens: Iterable[StagingToken]) -> list[StagingToken]:
+    """``tokens`` without move records (what a staging backend may be asked about)."""
+    return [t for t in tokens if not t.startswith(MOVE_MARK)]
+
+
+def has_moves(tokens: Iterable[StagingToken]) -> bool:
+    """Whether ``tokens`` hold a move record."""
+    return any(t.startswith(MOVE_MARK) for t in tokens)
 
 
 def value_identity(value: bytes) -> bytes:

@@ -350,15 +350,22 @@ def test_rename_directory_is_one_transaction(pfs: PathFS, app: App, monkeypatch:
     pfs.mkdir(f"{MAIN}/d/empty")
     addresses = {p: staged(app, p).address for p in ("d/a", "d/sub/b", "d/sub/deeper/c")}
     calls: list[int] = []
-    real_apply = app.catalog.apply
+    moves: list[tuple[str, str]] = []
+    real_apply, real_move = app.catalog.apply, app.catalog.move_directory
 
     def counting_apply(repo: str, ref: object, changes: list) -> None:  # type: ignore[type-arg]
         calls.append(len(changes))
         real_apply(repo, ref, changes)  # type: ignore[arg-type]
 
+    def counting_move(repo: str, ref: object, old: str, new: str) -> bool:
+        moves.append((old, new))
+        return real_move(repo, ref, old, new)  # type: ignore[arg-type]
+
     monkeypatch.setattr(app.catalog, "apply", counting_apply)
+    monkeypatch.setattr(app.catalog, "move_directory", counting_move)
     pfs.rename(f"{MAIN}/d", f"{MAIN}/e")
-    assert len(calls) == 1
+    # One move record, whatever the directory holds; nothing staged per key (issue 40).
+    assert (calls, moves) == ([], [("d", "e")])
     assert staged(app, "e/empty/") is not None
     for p, addr in addresses.items():
         assert staged(app, p) is None
@@ -397,6 +404,37 @@ def test_rename_keeps_inodes_of_the_moved_tree(pfs: PathFS) -> None:
     ino = pfs.ino(f"{MAIN}/d/f")
     pfs.rename(f"{MAIN}/d", f"{MAIN}/e")
     assert pfs.ino(f"{MAIN}/e/f") == ino
+
+
+def test_a_directory_rename_is_not_taken_for_a_change_made_elsewhere(
+    pfs: PathFS, fs: FileSystem, app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A move record swaps the branch row's tokens.  The mount takes the new row as its own, checked
+    # as of the swap: neither its head check nor a read that began before the swap (and returns the
+    # row before it) may count as a change elsewhere, which drops every cached inode (pjdfstest
+    # rename/09 and 10 saw inode numbers change).
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.write_file(f"{MAIN}/d/f", b"x")
+    pfs.write_file(f"{MAIN}/g", b"y")
+    inodes = (pfs.ino(f"{MAIN}/d/f"), pfs.ino(f"{MAIN}/g"))
+    real_move = app.catalog.move_directory
+    began: list[float] = []
+
+    def move(repo: str, ref: object, old: str, new: str) -> object:
+        began.append(time.monotonic())
+        return real_move(repo, ref, old, new)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(app.catalog, "move_directory", move)
+    before = app.catalog.get_branch(REPO, "main")
+    changes = fs.state.metrics.counter("scope_changes")
+    pfs.rename(f"{MAIN}/d", f"{MAIN}/e")
+    assert began and app.catalog.get_branch(REPO, "main").sealed_tokens[1:] == before.tokens  # the move's row
+    # What a read that began between the rename's start and its swap left behind: the row before.
+    monkeypatch.setattr(app.catalog, "branch_seen", lambda repo, name: (before, began[0] + 1e-6))
+    for _ in range(3):
+        assert (pfs.ino(f"{MAIN}/e/f"), pfs.ino(f"{MAIN}/g")) == inodes
+        time.sleep(0.25)  # past the head TTL (0.2 s): the head check reads the row after the move
+    assert fs.state.metrics.counter("scope_changes") == changes
 
 
 def test_rename_does_not_revive_unlinked_entries(pfs: PathFS, app: App) -> None:
@@ -442,6 +480,19 @@ def test_rename_of_a_file_open_for_writing_saves_under_the_new_name(pfs: PathFS,
     pfs.close(fh)
     assert staged(app, "w") is None
     assert staged(app, "moved").size == 4
+
+
+def test_a_file_open_for_writing_in_a_renamed_directory_saves_under_the_new_name(pfs: PathFS, app: App) -> None:
+    # The directory's rename is a move record: the open file is saved after it, under its new name only.
+    app.catalog.put(REPO, "main", "d/old", b"committed")
+    app.catalog.commit(REPO, "main", "d")
+    fh = pfs.open(f"{MAIN}/d/w", os.O_WRONLY | os.O_CREAT)
+    pfs.pwrite(fh, 0, b"late")
+    pfs.rename(f"{MAIN}/d", f"{MAIN}/e")
+    pfs.close(fh)
+    assert staged(app, "d/w") is None and staged(app, "d/old") is None
+    assert staged(app, "e/w").size == 4 and pfs.read_file(f"{MAIN}/e/old") == b"committed"
+    assert pfs.listdir(f"{MAIN}/e") == ["old", "w"] and not pfs.exists(f"{MAIN}/d")
 
 
 # ---------------------------------------------------------------------------- metadata

@@ -23,6 +23,7 @@ from lakemount.errors import (
     AlreadyExists,
     BranchNotFound,
     CommitNotFound,
+    LakeMountError,
     NotFound,
     PreconditionFailed,
     RepositoryNotFound,
@@ -36,6 +37,7 @@ from lakemount.graveler.model import (
     Branch,
     Commit,
     CommitID,
+    Entry,
     MetaRangeID,
     Repository,
     StagingToken,
@@ -667,3 +669,94 @@ def test_concurrent_committers_in_processes(ref_url: str, tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_concurrent_committers_in_processes_long(ref_url: str, tmp_path: Path) -> None:
     _spawn_committers(ref_url, tmp_path, workers=8, rounds=10, keys=50)
+
+
+@pytest.mark.parametrize("backend", ["sql", "lsm"])
+def test_a_directory_move_is_seen_by_another_host_at_once(ref_url: str, tmp_path: Path, backend: str) -> None:
+    """A move record (issue 40) lives in the branch row: a second host that read the branch before it (its
+    one-statement reads hold the old tokens) sees the move on its next read, writes on either side of it,
+    and the commit either host makes holds the moved tree; on SQLite and PostgreSQL, both staging backends."""
+    from tests.graveler._support import make_staging
+
+    adapter = LocalAdapter()
+
+    def host() -> Graveler:
+        refs = SqlRefStore(ref_url)
+        return Graveler(
+            refs, CommittedStore(adapter, RamCache(1 << 24)), Journal(adapter, f"local://{tmp_path}/sys"),
+            staging=make_staging(refs, adapter, backend),
+        )
+
+    a, b = host(), host()
+    a.create_repository("repo", f"local://{tmp_path}/ns")
+    v1, v2, v3 = (Entry(f"data/{c}", 1, c).value() for c in "123")
+    a.set_many("repo", "main", [(b"d/x", v1), (b"d/sub/y", v2)])
+    a.commit("repo", "main", "tree")
+    a.set("repo", "main", b"d/staged", v3)
+    ref = b.resolve("repo", "main")
+    assert b.get("repo", ref, b"d/x") == v1  # b learns the tokens of its one-statement reads
+    assert a.move("repo", "main", b"d/", b"e/")
+    assert b.get("repo", ref, b"d/x") is None and b.get("repo", ref, b"e/x") == v1
+    assert [k for k, _ in b.scan("repo", ref, b"d/", b"d0")] == []
+    assert [k for k, _ in b.scan("repo", ref, b"e/", b"e0")] == [b"e/staged", b"e/sub/y", b"e/x"]
+    b.set("repo", "main", b"d/after", v2)  # after the move: keeps its name
+    b.commit("repo", "main", "moved")
+    for g in (a, b):
+        at = g.resolve("repo", "main@")
+        assert [k for k, _ in g.scan("repo", at)] == [b"d/after", b"e/staged", b"e/sub/y", b"e/x"]
+
+
+@pytest.mark.parametrize("cut", ["before", "after"])
+def test_a_directory_move_when_postgresql_drops_every_connection(
+    pg_cluster: Any, pg_url: str, tmp_path: Path, cut: str
+) -> None:
+    """Every server connection terminated right before, or right after, the swap that stages a move record
+    (what a PostgreSQL restart does to them): the rename either happened whole or not at all, and done
+    again it lands once (a second record of the same move changes nothing: the old prefix is empty)."""
+    refs = SqlRefStore(pg_url)
+    adapter = LocalAdapter()
+    g = Graveler(refs, CommittedStore(adapter, RamCache(1 << 24)), Journal(adapter, f"local://{tmp_path}/sys"),
+                 staging=SqlStaging(refs))
+    g.create_repository("repo", f"local://{tmp_path}/ns")
+    names = [b"%03d" % i for i in range(50)]
+    g.set_many("repo", "main", [(b"d/" + n, Entry(f"data/{n.decode()}", 1, "x").value()) for n in names])
+    g.commit("repo", "main", "tree")
+    real = refs.cas_branch
+    cuts: list[int] = []
+
+    def terminate() -> None:
+        admin = pg_cluster.admin()
+        try:
+            cur = admin.cursor()
+            cur.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                        "WHERE datname = %s AND pid <> pg_backend_pid()", (sa.engine.make_url(pg_url).database,))
+            cuts.append(int(cur.fetchone()[0]))
+        finally:
+            admin.close()
+
+    def cas(repo: str, expected: Branch, new: Branch) -> bool:
+        if not cuts and cut == "before":
+            terminate()
+        swapped = real(repo, expected, new)
+        if len(cuts) < 1 and cut == "after":
+            terminate()
+        return swapped
+
+    refs.cas_branch = cas  # type: ignore[method-assign]
+    try:
+        moved = g.move("repo", "main", b"d/", b"e/")
+    except LakeMountError as exc:
+        moved = None
+        assert cut == "before", f"the swap was made before the cut, yet the move failed: {exc}"
+    assert cuts and cuts[0] >= 1, "no server connection was terminated"
+    refs.cas_branch = real  # type: ignore[method-assign]
+    ref = g.resolve("repo", "main")
+    old = [k for k, _ in g.scan("repo", ref, b"d/", b"d0")]
+    new = [k for k, _ in g.scan("repo", ref, b"e/", b"e0")]
+    assert (old, new) in (([b"d/" + n for n in names], []), ([], [b"e/" + n for n in names]))
+    if moved is None or old:
+        assert g.move("repo", "main", b"d/", b"e/")
+    assert g.move("repo", "main", b"d/", b"e/")  # the same rename again: nothing left to move, nothing lost
+    g.commit("repo", "main", "moved")
+    at = g.resolve("repo", "main@")
+    assert [k for k, _ in g.scan("repo", at)] == [b"e/" + n for n in names]
