@@ -21,8 +21,8 @@ from tests.fuse.mounting import needs_fuse, start, stop, wait_for
 pytestmark = needs_fuse
 
 # The rename's cost does not depend on the size (one move record); the suite renames 20,000 files and
-# LAKEMOUNT_RENAME_KILL_FILES=1000000 runs the million once by hand (docs/TESTING.md).
-N = int(os.environ.get("LAKEMOUNT_RENAME_KILL_FILES", "20000"))
+# RENAME_KILL_FILES=1000000 runs the million once by hand (docs/TESTING.md).
+N = int(os.environ.get("RENAME_KILL_FILES", "20000"))
 
 
 def keys_under(app: App, ref: str, prefix: bytes) -> list[bytes]:
