@@ -21,12 +21,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lakemount.app import App
 from lakemount.config import load
-from lakemount.errors import Unavailable
+from lakemount.errors import LakeMountError, Unavailable
 from tests.metastore.conftest import PG_BIN, _run_as
 
 pytestmark = pytest.mark.postgres
@@ -309,3 +310,57 @@ def test_write_back_stages_through_a_postgres_outage_and_loses_nothing(
     r = reader.catalog
     repo = r.repository("wbpg")
     assert [p for p, data in files.items() if r.read(repo, r.stat("wbpg", "main", p)) != data] == []  # none lost
+
+
+@pytest.mark.parametrize("cut", ["before", "after"])
+def test_a_directory_rename_across_a_postgres_crash_and_restart_is_whole_or_not_at_all(
+    durable_pg: DurablePg, tmp_path: Path, cut: str,
+) -> None:
+    """PostgreSQL crashes (``-m immediate``) and restarts right before, or right after, the swap that stages a
+    directory rename's move record (issue 40): the rename is whole or not there at all, never half; done
+    again it lands once; the commit keeps it; another node reads the same."""
+    app = _app(durable_pg, tmp_path / "a")
+    cat = app.catalog
+    cat.create_repository("mvpg")
+    names = [f"d/p{i // 100}/f{i:04d}" for i in range(300)]
+    seed = cat.put("mvpg", "main", "seed", b"bytes")
+    cat.apply("mvpg", "main", [(n, seed) for n in names])
+    cat.commit("mvpg", "main", "a directory")
+    refs = cat.graveler.refs
+    real = refs.cas_branch
+    crashes: list[int] = []
+
+    def crash_and_restart() -> None:
+        crashes.append(durable_pg.crash())
+        durable_pg.start()
+
+    def cas(*args: Any, **kwargs: Any) -> bool:
+        if not crashes and cut == "before":
+            crash_and_restart()
+        swapped = real(*args, **kwargs)
+        if not crashes and cut == "after":
+            crash_and_restart()
+        return bool(swapped)
+
+    refs.cas_branch = cas  # type: ignore[method-assign]
+    try:
+        try:
+            cat.move_directory("mvpg", "main", "d", "e")
+        except LakeMountError as exc:
+            assert cut == "before", f"the swap was made before the crash, yet the rename failed: {exc}"
+    finally:
+        refs.cas_branch = real  # type: ignore[method-assign]
+    assert crashes and durable_pg.pid() != crashes[0], "the server never crashed"
+
+    def listed(reader: App, prefix: str) -> list[str]:
+        return sorted(e.path for e in reader.catalog.list("mvpg", "main", prefix))
+
+    old, new = listed(app, "d/"), listed(app, "e/")
+    assert (old, new) in ((names, []), ([], ["e/" + n[2:] for n in names])), (len(old), len(new))
+    if old:  # not there at all: done again, it lands
+        cat.move_directory("mvpg", "main", "d", "e")
+    cat.move_directory("mvpg", "main", "d", "e")  # again, with the old prefix empty: lands once, changes nothing
+    cat.commit("mvpg", "main", "renamed")
+    other = _app(durable_pg, tmp_path / "b")
+    assert listed(other, "d/") == [] and listed(other, "e/") == ["e/" + n[2:] for n in names]
+    assert other.catalog.read(other.catalog.repository("mvpg"), other.catalog.stat("mvpg", "main", "e/p2/f0299")) == b"bytes"
