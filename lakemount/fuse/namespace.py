@@ -34,18 +34,20 @@ from typing import Final
 from lakemount.catalog.catalog import MAX_KEY_BYTES
 from lakemount.catalog.links import LINK_MAX, group_of, members, new_group_id, with_group
 from lakemount.catalog.model import DIR_MODE, LINK_MODE, Entry, prefix_end
+from lakemount.errors import PreconditionFailed
 from lakemount.fuse import control
 from lakemount.fuse.attributes import MKNOD_TYPES, Attributes
 from lakemount.fuse.errno import FsError
 from lakemount.fuse.handles import Handles
 from lakemount.fuse.inodes import Kind, Node
-from lakemount.fuse.listing import Child, ChildKind, Listing, has_children
+from lakemount.fuse.listing import Child, ChildKind, Listing, has_children, lookup_child
 from lakemount.fuse.scope import Scope, Scopes
 from lakemount.fuse.state import NAME_MAX, MountState, decode_name, join_path, key_len, op
 from lakemount.fuse.tree import CHILD, Tree
 from lakemount.fuse.values import Attr, Caller, Opened
 
 RENAME_NOREPLACE: Final = 1
+LINK_TRIES: Final = 8  # a link's compare-and-set tried again after another writer changed the file's names
 
 
 class Namespace:
@@ -393,16 +395,27 @@ class Namespace:
             self.tree.revalidate(node)
             if self.tree.find(parent, new_name) is not None:
                 raise FsError(errno.EEXIST, path)
-            names = node.names or (node.path,)
-            if len(names) >= LINK_MAX:
-                raise FsError(errno.EMLINK, f"a file has at most {LINK_MAX} names")
-            assert node.entry is not None
-            gid = node.group or new_group_id()
-            entry = with_group(node.entry, gid, (*names, path))
-            group = group_of(entry)
-            assert group is not None
-            dropped = self._drop_marker(scope, parent)
-            self.state.stage(scope, [*((name, entry) for name in group.names), *dropped])
+            for _attempt in range(LINK_TRIES):
+                names = node.names or (node.path,)
+                if len(names) >= LINK_MAX:
+                    raise FsError(errno.EMLINK, f"a file has at most {LINK_MAX} names")
+                assert node.entry is not None
+                gid = node.group or new_group_id()
+                entry = with_group(node.entry, gid, (*names, path))
+                group = group_of(entry)
+                assert group is not None
+                dropped = self._drop_marker(scope, parent)
+                # A compare-and-set: another mount linking (or writing) the same file meanwhile changed the
+                # group's entry, and staging over it would drop that mount's names from the group.
+                expected = [*((name, node.entry) for name in names), (path, None)]
+                try:
+                    self.state.stage_if(scope, [*((name, entry) for name in group.names), *dropped], expected)
+                    break
+                except PreconditionFailed:
+                    if not self._refetch_names(scope, node):
+                        raise FsError(errno.EEXIST, path) from None  # the file is as read: the new name was taken
+            else:
+                raise FsError(errno.EAGAIN, f"{node.path}: its names kept changing elsewhere")
             with self.table.lock:
                 self.scopes.local_change(scope)
                 if dropped:
@@ -414,6 +427,21 @@ class Namespace:
                 node.ctime_ns = time.time_ns()
                 self.table.remember(node)
         return self.attrs.attr(node)
+
+    def _refetch_names(self, scope: Scope, node: Node) -> bool:
+        """Read file ``node``'s entry and names from the branch again (a link's compare-and-set lost to another
+        writer); True if they changed, False if they are as the node had them.  ENOENT if it has no name left."""
+        child = lookup_child(self.catalog, scope.repo, scope.resolved, node.path)
+        if child is None or child.entry is None or child.kind == ChildKind.DIR:
+            raise FsError(errno.ENOENT, node.path)
+        if child.entry == node.entry:
+            return False
+        names = self.tree.names_of(scope, node.path, child.entry)
+        group = group_of(child.entry)
+        with self.table.lock:
+            node.entry, node.fetched, node.gen = child.entry, self.state.now(), scope.gen
+            self.table.set_names(node, group.gid if group is not None and names else "", names or (node.path,))
+        return True
 
     def _relist_names(self, scope: Scope, node: Node, names: tuple[str, ...]) -> None:
         """Every cached listing that holds one of ``names`` shows ``node``'s entry (caller holds the table lock)."""

@@ -175,6 +175,16 @@ class MountState:
         self.catalog.apply(scope.repo, scope.resolved, changes)
         self.metrics.add("staged_changes", len(changes))
 
+    def stage_if(self, scope: Scope, changes: Sequence[tuple[str, Entry | None]],
+                 expected: Sequence[tuple[str, Entry | None]]) -> None:
+        """:meth:`stage` only if each path of ``expected`` holds exactly that entry (None: nothing), after this
+        mount's journal of the branch; ``PreconditionFailed`` otherwise, staging nothing."""
+        self.io()
+        if self.writeback is not None:
+            self.writeback.drain((scope.repo, scope.branch))
+        self.catalog.apply_if(scope.repo, scope.resolved, changes, expected)
+        self.metrics.add("staged_changes", len(changes))
+
     def move(self, scope: Scope, old: str, new: str) -> bool:
         """Stage the rename of directory ``old`` to ``new`` as one move record, after this mount's journal
         of the branch (see :meth:`stage`); False if the branch takes no more (stage per key then).

@@ -238,3 +238,46 @@ def test_renames_of_renames_keep_every_group_whole(pfs: PathFS, app: App, fs_fac
     assert [pfs.read_file(f"{MAIN}/{n}") for n in names] == [b"G"] * 3
     repo = app.catalog.repository(REPO)
     assert [app.catalog.read(repo, staged(app, n)) for n in names] == [b"G"] * 3
+
+
+def test_two_mounts_linking_one_file_at_once_keep_one_whole_group(
+    pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem],
+) -> None:
+    """Two mounts of the branch each add links to one file at the same time: every link either lands in the
+    group or fails (never a name outside it, never a count that disagrees with the names), and a third
+    mount sees one group whose every name reads the file."""
+    import threading
+
+    pfs.write_file(f"{MAIN}/f", b"shared")
+    mounts = [PathFS(fs_factory(head_ttl=0.05)) for _ in range(2)]
+    made: list[list[str]] = [[], []]
+    failed: list[list[int]] = [[], []]
+    start = threading.Barrier(2)
+
+    def link_many(k: int) -> None:
+        start.wait()
+        for i in range(15):
+            name = f"{MAIN}/l{k}_{i:02d}"
+            try:
+                mounts[k].link(f"{MAIN}/f", name)
+                made[k].append(name)
+            except OSError as exc:
+                failed[k].append(exc.errno or 0)
+
+    threads = [threading.Thread(target=link_many, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert made[0] and made[1], (made, failed)
+    entry = staged(app, "f")
+    assert entry is not None
+    group = group_of(entry)
+    assert group is not None
+    names = sorted(n[len(MAIN) + 1:] for n in made[0] + made[1])
+    assert sorted(group.names) == sorted(["f", *names]), (group.names, names, failed)
+    third = PathFS(fs_factory(head_ttl=0.05))
+    for name in ["f", *names]:
+        assert third.read_file(f"{MAIN}/{name}") == b"shared"
+        assert third.lstat(f"{MAIN}/{name}").nlink == len(group.names)
+        assert group_of(staged(app, name)) == group  # type: ignore[arg-type]
