@@ -2,16 +2,33 @@
 
 An adapter with a ``put_many`` of its own (``LocalAdapter``: one ``syncfs`` for
 the batch; the router and the trash pass it on) stores the batch that way; any
-other (S3, memory, the failure-injecting one of the tests) gets one ``put``
-per object, in order.  Either way every object is whole and durable when it
-returns, and a failure raises with the objects before it in place.
+other (S3, memory, the failure-injecting one of the tests) gets one ``put`` per
+object, ``PARALLEL`` at a time (what the write-back pipeline's upload threads
+did per file before).  Either way every object is whole and durable when it
+returns; a failure raises (the first one met) once the puts under way are done.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Final
 
 from lakemount.graveler.ports import BlockAdapter
+
+PARALLEL: Final = 8  # puts in flight for a store that takes no batch (S3: one request each)
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _puts() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(PARALLEL, thread_name_prefix="lakemount-put")
+        return _pool
 
 
 def put_many(adapter: BlockAdapter, items: Sequence[tuple[str, bytes]]) -> None:
@@ -20,5 +37,11 @@ def put_many(adapter: BlockAdapter, items: Sequence[tuple[str, bytes]]) -> None:
     if batch is not None:
         batch(items)
         return
-    for url, data in items:
-        adapter.put(url, data)
+    if len(items) == 1:
+        adapter.put(*items[0])
+        return
+    futures = [_puts().submit(adapter.put, url, data) for url, data in items]
+    errors = [f.exception() for f in futures]  # waits for every put, so none is still writing when this raises
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        raise first

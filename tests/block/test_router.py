@@ -169,3 +169,39 @@ def test_importing_the_package_does_not_import_boto3() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_put_many_puts_a_store_without_batches_several_at_a_time_and_reports_a_failure() -> None:
+    """A store that takes no batch (S3, memory) gets one put per object, several in flight; a failed put
+    raises once the others are done, and the others are stored."""
+    import threading
+    import time
+
+    from lakemount.block.batch import PARALLEL, put_many
+    from lakemount.errors import Unavailable
+
+    inner = MemoryAdapter()
+    in_flight, most = [0], [0]
+    lock = threading.Lock()
+
+    class Slow:
+        def put(self, url: str, data: bytes) -> None:
+            with lock:
+                in_flight[0] += 1
+                most[0] = max(most[0], in_flight[0])
+            try:
+                time.sleep(0.05)
+                if url.endswith("/bad"):
+                    raise Unavailable("the store is down")
+                inner.put(url, data)
+            finally:
+                with lock:
+                    in_flight[0] -= 1
+
+    items = [(f"mem://ns/k{i}", b"%d" % i) for i in range(2 * PARALLEL)]
+    put_many(Slow(), items)  # type: ignore[arg-type]
+    assert [inner.get(u) for u, _ in items] == [d for _, d in items]
+    assert most[0] > 1, "the puts went one at a time"
+    with pytest.raises(Unavailable):
+        put_many(Slow(), [("mem://ns/bad", b"x"), ("mem://ns/after", b"y")])  # type: ignore[arg-type]
+    assert inner.get("mem://ns/after") == b"y"
