@@ -5,7 +5,7 @@ Each backend implements graveler's ``BlockAdapter`` for one URL scheme
 tests) and ``RouterAdapter`` dispatches by scheme.  ``layout.py`` knows where a
 storage namespace keeps data objects and tables; ``trash.py`` is GC's trash and
 the adapter whose reads fall back to it, ``gcmoves.py`` GC's moves in and out of
-it (reached through ``Catalog.gc_store``); ``landing.py`` is the streaming
+it (reached through ``Catalog.gc_store``); ``pools.py`` the lazily made thread pools; ``landing.py`` is the streaming
 writer under the catalog's object writer.  :func:`adapter_from_config`
 builds the router the composition root hands to graveler.  ``s3.py`` is not
 imported here: boto3 is loaded only when an ``s3://`` URL is first used.

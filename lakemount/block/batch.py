@@ -10,25 +10,15 @@ returns; a failure raises (the first one met) once the puts under way are done.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
+from lakemount.block.pools import LazyPool
 from lakemount.graveler.ports import BlockAdapter
 
 PARALLEL: Final = 8  # puts in flight for a store that takes no batch (S3: one request each)
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _puts() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(PARALLEL, thread_name_prefix="lakemount-put")
-        return _pool
+_puts = LazyPool(PARALLEL, "lakemount-put")
 
 
 def put_many(adapter: BlockAdapter, items: Sequence[tuple[str, bytes]]) -> None:
@@ -40,7 +30,7 @@ def put_many(adapter: BlockAdapter, items: Sequence[tuple[str, bytes]]) -> None:
     if len(items) == 1:
         adapter.put(*items[0])
         return
-    futures = [_puts().submit(adapter.put, url, data) for url, data in items]
+    futures = [_puts.get().submit(adapter.put, url, data) for url, data in items]
     errors = [f.exception() for f in futures]  # waits for every put, so none is still writing when this raises
     first = next((e for e in errors if e is not None), None)
     if first is not None:

@@ -22,10 +22,11 @@ import queue
 import secrets
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Final
 
 from lakemount.block.local import TEMP_PREFIX, LocalAdapter, fsync_dir
+from lakemount.block.pools import LazyPool
 from lakemount.block.urls import scheme_of
 from lakemount.graveler.ports import BlockAdapter
 
@@ -33,17 +34,7 @@ FLUSH_EVERY: Final = 16 * 1024 * 1024
 FLUSH_THREADS: Final = 4
 PIPELINE_ABOVE: Final = 4 << 20  # bodies from this size on are written by a Pipeline
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _flusher() -> ThreadPoolExecutor:
-    """The threads that write back landing files early: made on first use, never at import."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="lm-land-flush")
-        return _pool
+_flusher = LazyPool(FLUSH_THREADS, "lm-land-flush")  # the threads that write back landing files early
 
 
 class Landing:
@@ -67,7 +58,7 @@ class Landing:
             # Start writing back what we have while the rest arrives; the final
             # fsync then has little left to do.
             self._unflushed = 0
-            self._flush = _flusher().submit(os.fdatasync, self._fd)
+            self._flush = _flusher.get().submit(os.fdatasync, self._fd)
 
     def close(self) -> None:
         """Close the file (idempotent), after any early write-back finished."""

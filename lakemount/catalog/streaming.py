@@ -32,11 +32,11 @@ import contextlib
 import logging
 import os
 import secrets
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Final, Protocol
 
 from lakemount.block.layout import data_address
+from lakemount.block.pools import LazyPool
 from lakemount.catalog.writer import DataInfo, DataStore
 from lakemount.errors import LakeMountError
 
@@ -50,25 +50,7 @@ PART_GROWTH_EVERY: Final = 1000  # parts; then the part size grows by PART_SIZE,
 IN_FLIGHT: Final = 4  # parts of one file on their way at once
 POOL_THREADS: Final = 8
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _senders() -> ThreadPoolExecutor:
-    """The threads that send parts: made on first use, never at import, and again in a forked child."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="lm-parts")
-        return _pool
-
-
-def _forget_pool() -> None:
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool)
+_senders = LazyPool(POOL_THREADS, "lm-parts")  # the threads that send parts (again in a forked child)
 
 
 class PartUploads(Protocol):
@@ -132,7 +114,7 @@ class StreamedUpload:
             return
         number, offset = self.parts + 1, self.sent
         upload_id = self._upload_id
-        self._futures.append(_senders().submit(self._put, fd, upload_id, number, offset, length))
+        self._futures.append(_senders.get().submit(self._put, fd, upload_id, number, offset, length))
         self.sent += length
 
     def _put(self, fd: int, upload_id: str, number: int, offset: int, length: int) -> str:
@@ -158,7 +140,7 @@ class StreamedUpload:
             self.abort()
             return None
         if size > self.sent:
-            self._futures.append(_senders().submit(self._put, fd, self._upload_id, self.parts + 1, self.sent, size - self.sent))
+            self._futures.append(_senders.get().submit(self._put, fd, self._upload_id, self.parts + 1, self.sent, size - self.sent))
             self.sent = size
         try:
             while self._futures:

@@ -34,16 +34,15 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, BinaryIO, Final, Protocol
 
 from lakemount.block.landing import Landing, Pipeline, landing
 from lakemount.block.layout import DATA_PREFIX, data_address
+from lakemount.block.pools import LazyPool
 from lakemount.errors import ObjectNotFound
 
 if TYPE_CHECKING:
@@ -62,26 +61,8 @@ DEFER_THREADS: Final = 8  # deferred stores (``defer``) running at once in a pro
 PUT_UNASKED_SCHEMES: Final = ("s3://",)
 PUT_UNASKED_MAX: Final = 64 * 1024
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _deferred_pool() -> ThreadPoolExecutor:
-    """The threads deferred stores run on, made at first use (never at import), and again in a
-    forked child (a server's workers): a child has the parent's pool object but none of its threads."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(DEFER_THREADS, thread_name_prefix="lakemount-store")
-        return _pool
-
-
-def _forget_pool() -> None:
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool)
+# The threads deferred stores run on (and again in a forked child: a server's workers).
+_deferred = LazyPool(DEFER_THREADS, "lakemount-store")
 
 
 def content_address(sha256: str) -> str:
@@ -269,7 +250,7 @@ class DataWriter:
         if content_addressed and self.size <= PUT_UNASKED_MAX and url.startswith(PUT_UNASKED_SCHEMES):
             content_addressed = False  # written whether it is there or not: see PUT_UNASKED_SCHEMES
         if self._defer and body is not None:
-            self._pending = _deferred_pool().submit(self._store_body, url, body, content_addressed)
+            self._pending = _deferred.get().submit(self._store_body, url, body, content_addressed)
         elif content_addressed and cat.refresh_existing(url):
             pass  # the same bytes are there already: only their time was refreshed
         elif self._file is not None:
