@@ -91,11 +91,7 @@ class LocalAdapter:
             return
         made: set[str] = set()
         for url, data in items:
-            path = self.path_of(url)
-            directory, name = os.path.split(path)
-            if name.startswith(TEMP_PREFIX):
-                raise InvalidArgument(f"object names starting with {TEMP_PREFIX!r} are reserved: {url!r}")
-            tmp = os.path.join(directory, f"{TEMP_PREFIX}{os.urandom(8).hex()}-{name}")
+            path, directory, tmp = self._placing(url)
             try:
                 if directory not in made:
                     os.makedirs(directory, exist_ok=True)
@@ -136,17 +132,13 @@ class LocalAdapter:
         """Make the file ``path`` itself the object ``url`` (fsync, hard link, rename, directory fsync):
         its bytes reach the disk once.  False when the two lie on different filesystems (or one
         without hard links): then the caller copies."""
-        dest = self.path_of(url)
-        directory, name = os.path.split(dest)
-        if name.startswith(TEMP_PREFIX):
-            raise InvalidArgument(f"object names starting with {TEMP_PREFIX!r} are reserved: {url!r}")
+        dest, directory, tmp = self._placing(url)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except (FileNotFoundError, IsADirectoryError):
             raise ObjectNotFound(f"local file {path}") from None
         except OSError as e:
             raise _translate(e, path) from e
-        tmp = os.path.join(directory, f"{TEMP_PREFIX}{os.urandom(8).hex()}-{name}")
         try:
             try:
                 os.fsync(fd)  # the inode's data, whichever descriptor wrote it
@@ -181,16 +173,21 @@ class LocalAdapter:
         with src:
             self._atomic_write(dst_url, lambda fd: _copy_fd(src.fileno(), fd))
 
-    def _atomic_write(self, url: str, fill: Callable[[int], None]) -> None:
+    def _placing(self, url: str) -> tuple[str, str, str]:
+        """``(path, directory, temp path)`` of object ``url``: the temp file beside it that a writer fills and
+        renames over it.  ``InvalidArgument`` for a name that is itself a temp file's (reserved)."""
         path = self.path_of(url)
         directory, name = os.path.split(path)
         if name.startswith(TEMP_PREFIX):
             raise InvalidArgument(f"object names starting with {TEMP_PREFIX!r} are reserved: {url!r}")
+        return path, directory, os.path.join(directory, f"{TEMP_PREFIX}{os.urandom(8).hex()}-{name}")
+
+    def _atomic_write(self, url: str, fill: Callable[[int], None]) -> None:
+        path, directory, tmp = self._placing(url)
         try:
             os.makedirs(directory, exist_ok=True)
         except OSError as e:
             raise _translate(e, url) from e
-        tmp = os.path.join(directory, f"{TEMP_PREFIX}{os.urandom(8).hex()}-{name}")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         except OSError as e:
