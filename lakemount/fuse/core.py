@@ -164,7 +164,10 @@ class FileSystem:
         return self.state.nonblocking()
 
     def poll_heads(self) -> None:
-        """Re-check every non-stable scope the kernel still knows (called every ``head_ttl``)."""
+        """Re-check every non-stable scope the kernel still knows (called every ``head_ttl``); stage the
+        creates held past ``HOLD_MAX`` (fuse/held.py)."""
+        if self.state.held:
+            self.state.settle_due()
         self.scopes.poll_heads()
 
     def refs_changed(self, changes: Sequence[Any] | None) -> None:
@@ -324,6 +327,7 @@ class FileSystem:
     def close(self) -> None:
         """Save what can be saved, keep aside what cannot, release temp files and threads."""
         self.saver.close()
+        self.state.settle_all()
         if self.writeback is not None:
             self.writeback.close()
         self.scan.close()

@@ -242,6 +242,7 @@ class Handles:
         self.state.io()
         if self.saver.writeback is not None:  # "my commit holds what I wrote": what is journaled is staged first
             self.saver.writeback.drain((scope.repo, scope.branch))
+        self.state.settle(scope)  # and new files created here, still open: as write-back's journal would have them
         # A commit, merge or reset written to a control file is the audit trail's record of this uid.
         actor = Actor(self.audit.user(uid), MOUNT) if self.audit is not None else None
         try:
@@ -271,6 +272,9 @@ class Handles:
             if not self.saver.save_is_local(handle.node):
                 self.state.io()
             self.saver.save(handle.node)
+        if handle.writable and self._create_held(handle.node):  # a new file closed unwritten (``touch``): staged now
+            self.state.io()
+            self.state.settle(handle.node.scope, handle.node.path)  # type: ignore[arg-type]
 
     @op("fsync")
     def fsync(self, fh: int, datasync: bool = False) -> None:
@@ -284,6 +288,11 @@ class Handles:
             self.state.io()
             self.saver.writeback.drain((scope.repo, scope.branch))
 
+    def _create_held(self, node: Node) -> bool:
+        """True if ``node`` is a new file whose create waits for its first close (``MountState.hold``)."""
+        scope = node.scope
+        return bool(self.state.held) and scope is not None and self.state.held.holds((scope.repo, scope.branch), node.path)
+
     @op("release")
     def release(self, fh: int) -> None:
         """The last close of the handle; saves anything unsaved (a failure is logged, content kept aside)."""
@@ -292,8 +301,9 @@ class Handles:
             return
         node = handle.node
         dirty = node.dirty
-        if dirty is not None and not self.saver.release_is_local(node, handle.writable):
-            self.state.io()  # saving it, keeping it aside, or dropping a large temp file
+        held = handle.writable and self._create_held(node)
+        if held or (dirty is not None and not self.saver.release_is_local(node, handle.writable)):
+            self.state.io()  # saving it, keeping it aside, or dropping a large temp file; staging a held create
         with self.table.lock:
             self._handles.pop(fh, None)
             node.opens = max(0, node.opens - 1)
@@ -305,6 +315,12 @@ class Handles:
                 self.saver.save(node)
             except (LakeMountError, OSError) as exc:
                 log.error("saving %s on release failed: %s", node.path, exc)
+                status = 500
+        if held and node.scope is not None and not node.detached:
+            try:
+                self.state.settle(node.scope, node.path)
+            except LakeMountError as exc:
+                log.error("staging new file %s on release failed: %s", node.path, exc)
                 status = 500
         if self.audit is not None and node.kind == Kind.FILE:
             self.audit.record(node, handle.uid, handle.pid, "write" if handle.written_bytes else "read",

@@ -91,6 +91,8 @@ class Namespace:
             if existing:
                 raise FsError(errno.EPERM, ".lakefs holds the control files: it cannot be moved or removed")
             raise FsError(errno.EEXIST, ".lakefs is reserved for control files")
+        if existing:  # what the catalog says of names to remove or move must include the creates held (held.py)
+            self.state.settle(scope)
         return parent, scope, path
 
     def _inherit(self, parent: Node, caller: Caller, mode: int) -> tuple[int, int]:
@@ -134,11 +136,11 @@ class Namespace:
             return []
         return [(parent.path + "/", None)]
 
-    def _create_in_memory(self, parent: Node, scope: Scope, name: bytes) -> bool:
-        """True if creating ``name`` in ``parent`` reads and writes nothing but this node's journal: the
-        mount journals locally, memory knows whether the name exists, and no marker needs a look."""
+    def _create_in_memory(self, parent: Node, scope: Scope, name: bytes, *, held: bool = False) -> bool:
+        """True if creating ``name`` in ``parent`` reads and writes nothing but this node's journal (or memory,
+        ``held``): the mount journals locally, memory knows whether the name exists, and no marker needs a look."""
         cached = parent.entry
-        return (self.state.local_journal() and self.state.has_empty_data(scope.repo) and self.tree.knows(parent, name)
+        return ((held or self.state.local_journal()) and self.state.has_empty_data(scope.repo) and self.tree.knows(parent, name)
                 and not (parent.path and cached is not None and self._plain_marker(cached)))
 
     def _marker_dropped(self, parent: Node) -> None:
@@ -288,10 +290,13 @@ class Namespace:
         return self.attrs.attr(node)
 
     def _create_entry(
-        self, parent_ino: int, name: bytes, mode: int, caller: Caller, *, exclusive: bool, target: str = ""
+        self, parent_ino: int, name: bytes, mode: int, caller: Caller, *, exclusive: bool, target: str = "", hold: bool = False,
     ) -> Node:
+        """Create the entry of ``name``; ``hold``: a regular file opened by its create, whose first close stages
+        it (``MountState.hold``), so the create itself stages nothing unless it drops a directory marker."""
         parent, scope, path = self._dir_for_change(parent_ino, name)
-        if not self._create_in_memory(parent, scope, name):
+        hold = hold and self.state.holds_creates()
+        if not self._create_in_memory(parent, scope, name, held=hold):
             self.state.io()
         with self.state.holding(scope.mutex):
             existing = self.tree.find(parent, name)
@@ -306,7 +311,10 @@ class Namespace:
             content_type = mimetypes.guess_type(path)[0] or "" if stat.S_ISREG(mode) else ""
             entry = Entry(empty.address, 0, empty.etag, time.time_ns(), content_type, (), mode, caller.uid, gid, target)
             dropped = self._drop_marker(scope, parent)
-            self.state.stage(scope, [(path, entry), *dropped], journal=True)
+            if hold:
+                self.state.hold(scope, path, entry, dropped)
+            else:
+                self.state.stage(scope, [(path, entry), *dropped], journal=True)
             with self.table.lock:
                 self.scopes.local_change(scope)
                 if dropped:
@@ -323,7 +331,8 @@ class Namespace:
     @op("create")
     def create(self, parent_ino: int, name: bytes, mode: int, flags: int, caller: Caller) -> tuple[Opened, Attr]:
         """Create (or, without O_EXCL, open) a regular file and open it."""
-        node = self._create_entry(parent_ino, name, stat.S_IFREG | (mode & 0o7777), caller, exclusive=bool(flags & os.O_EXCL))
+        node = self._create_entry(parent_ino, name, stat.S_IFREG | (mode & 0o7777), caller, exclusive=bool(flags & os.O_EXCL),
+                                  hold=True)
         opened = self.handles.open_file(node, flags, caller)
         self.table.remember(node)
         return opened, self.attrs.attr(node)

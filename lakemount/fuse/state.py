@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import logging
 import os
 import queue
 import threading
@@ -23,10 +24,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 
-from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.catalog import Catalog, encode_new_path
 from lakemount.catalog.model import Entry, Repository
 from lakemount.catalog.writer import DataInfo
+from lakemount.errors import LakeMountError, Unavailable
 from lakemount.fuse.errno import FsError, errno_of
+from lakemount.fuse.held import HeldCreates
 from lakemount.fuse.inodes import InodeTable, Node
 from lakemount.fuse.reader import BlockReader, ObjectRef
 from lakemount.fuse.scope import branch_signature
@@ -38,6 +41,8 @@ if TYPE_CHECKING:
     from lakemount.fuse.writeback import Writeback
 
 NAME_MAX: Final = 255
+
+log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -89,6 +94,7 @@ class MountState:
         self._tls = threading.local()
         self._next_fh = 1
         self.writeback: Writeback | None = None  # the write-back pipeline, when the mount writes back
+        self.held = HeldCreates()  # without write-back: creates waiting for their file's first close (held.py)
 
     @contextlib.contextmanager
     def nonblocking(self) -> Iterator[None]:
@@ -103,6 +109,11 @@ class MountState:
         """Called before any I/O: raises ``NeedsThread`` under :meth:`nonblocking`."""
         if getattr(self._tls, "nb", False):
             raise NeedsThread
+
+    def holds_creates(self) -> bool:
+        """True if a new file's create waits for its first close to be staged with it (no write-back: there
+        the journal does this), so creating it reads and writes nothing but memory."""
+        return self.writeback is None
 
     def local_journal(self) -> bool:
         """True if the mount journals its writes and an append is a write to this node's page cache (no
@@ -172,7 +183,12 @@ class MountState:
                 self.metrics.add("journaled_changes", len(changes))
                 return
             wb.drain((scope.repo, scope.branch))
-        self.catalog.apply(scope.repo, scope.resolved, changes)
+        held = self.held.take((scope.repo, scope.branch), changes) if self.held else []
+        try:
+            self.catalog.apply(scope.repo, scope.resolved, [*held, *changes])
+        except BaseException:
+            self.held.put_back((scope.repo, scope.branch), held)
+            raise
         self.metrics.add("staged_changes", len(changes))
 
     def stage_if(self, scope: Scope, changes: Sequence[tuple[str, Entry | None]],
@@ -182,6 +198,7 @@ class MountState:
         self.io()
         if self.writeback is not None:
             self.writeback.drain((scope.repo, scope.branch))
+        self.settle(scope)
         self.catalog.apply_if(scope.repo, scope.resolved, changes, expected)
         self.metrics.add("staged_changes", len(changes))
 
@@ -196,6 +213,7 @@ class MountState:
         self.io()
         if self.writeback is not None:
             self.writeback.drain((scope.repo, scope.branch))
+        self.settle(scope)
         rows = self.catalog.move_directory(scope.repo, scope.resolved, old, new)
         if rows is None:
             return False
@@ -209,6 +227,52 @@ class MountState:
                 scope.signature = branch_signature(after)
                 scope.checked = max(scope.checked, done)
         return True
+
+    def hold(self, scope: Scope, path: str, entry: Entry, dropped: Sequence[tuple[str, Entry | None]] = ()) -> None:
+        """Keep the create of new file ``path`` (and the deletion of the ``dropped`` marker of its directory)
+        until its first close stages it (see held.py); the key is checked now, so a name no front end may
+        write fails at create, as a staged create does."""
+        encode_new_path(path)
+        self.held.hold((scope.repo, scope.branch), [*dropped, (path, entry)])
+        self.metrics.add("held_creates")
+
+    def settle(self, scope: Scope, path: str = "") -> None:
+        """Stage the creates held on the scope's branch at ``path`` or below it (``""``: all) before
+        the catalog is read or written there (no-op, in memory, when none is)."""
+        key = (scope.repo, scope.branch)
+        if not self.held or not self.held.any_under(key, path):
+            return
+        self.io()  # before anything is taken: under ``nonblocking`` this raises and the thread runs it again
+        changes = self.held.under(key, path)
+        if changes:
+            try:
+                self.catalog.apply(scope.repo, scope.resolved, changes)
+            except BaseException:
+                self.held.put_back((scope.repo, scope.branch), changes)
+                raise
+            self.metrics.add("staged_changes", len(changes))
+
+    def settle_due(self) -> None:
+        """Stage, alone, the creates held past ``HOLD_MAX`` (files created and kept open); called periodically.
+        A branch that refuses them (deleted, protected meanwhile) is logged: each file's close stages it again."""
+        for (repo, branch), changes in self.held.due().items():
+            try:
+                self.catalog.apply(repo, branch, changes)
+            except Unavailable:
+                self.held.put_back((repo, branch), changes)
+            except LakeMountError as exc:
+                log.warning("staging %d new file(s) of %s/%s held for their first close failed: %s", len(changes), repo, branch, exc)
+            else:
+                self.metrics.add("staged_changes", len(changes))
+
+    def settle_all(self) -> None:
+        """Stage every held create (unmount); failures are logged."""
+        for repo, branch in self.held.keys():
+            changes = self.held.under((repo, branch), "")
+            try:
+                self.catalog.apply(repo, branch, changes)
+            except LakeMountError as exc:
+                log.error("staging %d new file(s) of %s/%s at unmount failed: %s", len(changes), repo, branch, exc)
 
     def now(self) -> float:
         return time.monotonic()

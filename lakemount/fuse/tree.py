@@ -117,6 +117,7 @@ class Tree:
                 node.gen, node.fetched = scope.gen, state.now()
             return
         state.io()
+        state.settle(scope, node.path)  # a create this mount holds there is staged first (held.py)
         gen, version, fetched = scope.gen, scope.version, state.now()
         child = lookup_child(state.catalog, scope.repo, scope.resolved, node.path)
         if state.writeback is not None:
@@ -264,6 +265,7 @@ class Tree:
             return None
         else:
             self.state.io()
+            self.state.settle(scope, path)
             gen, version, fetched = scope.gen, scope.version, self.state.now()
             child = lookup_child(self.state.catalog, scope.repo, scope.resolved, path)
             if self.state.writeback is not None:
@@ -319,6 +321,7 @@ class Tree:
         assert scope is not None
         state = self.state
         state.io()
+        state.settle(scope, node.path)
         gen, version, fetched = scope.gen, scope.version, state.now()
         children, marker = list_dir(state.catalog, scope.repo, scope.resolved, node.path)
         if state.writeback is not None:  # what this mount journaled and has not staged yet

@@ -1,0 +1,269 @@
+"""Writes through mounts on several hosts over PostgreSQL + S3 (moto), with and without write-back, in one run.
+
+Issue 36's cluster figures.  On the namespace harness (tests/cluster/harness.py):
+``db`` (PostgreSQL), ``s3`` (moto counting what it serves: ``benchmarks/moto_counting.py``)
+and ``w1``, ``w2``, ``w3``, each with two mounts of the same repository: ``/lake-wb``
+(``--writeback``) and ``/lake-plain`` (without), each with its own home and cache.
+Printed, each measured in this run:
+
+1. **a lone writer**: ``cp -r`` of ``--files`` (default 2,000) 1 KiB files, every one
+   its own content, into ``main`` on ``w1``: files/s acknowledged (``cp`` returned);
+   the time from then until ``w2`` reads the last file's bytes and lists all of them;
+   PostgreSQL transactions (``pg_stat_database.xact_commit``, every host's) per file up to
+   ``cp``'s return, and counting the commit that follows (``.lakefs/commit`` on ``w1``,
+   which waits for the host's journal to be staged); object-store requests per file.
+   Then the same ``boto3`` sequence straight to moto from ``w1`` (``put_object`` of
+   ``--files`` 1 KiB objects one after another, no lakemount in the way): the rate that
+   write-back's ``cp -r`` is compared with (target x3);
+2. **12 writers on 3 hosts** (``--procs`` per host, default 4) creating and closing 1 KiB
+   files for ``--seconds``: files/s acknowledged, and with write-back the rate until all
+   of them are staged (an ``fsync`` on each host waits for its journal); transactions per file.
+
+Run as root: ``PYTHONPATH=. python benchmarks/cluster_write_bench.py [--files 2000] [--seconds 15]
+[--only alone,writers]``.  Every host shares this machine's cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import cluster_bench  # noqa: E402
+from benchmarks.scale_bench import WRITER, last_json, load, pct  # noqa: E402
+from tests.cluster.harness import PYTHON, Cluster, Host, available, cluster, remove_stale  # noqa: E402
+
+MODES = {"wb": ["--writeback"], "plain": ["--no-writeback"]}
+
+# Waits until argv[1]/argv[2] reads as argv[3] and argv[1] lists argv[4] files in all; prints the seconds since argv[5].
+SEEN = r"""
+import json, os, sys, time
+root, last, want, n, since = sys.argv[1], sys.argv[2], sys.argv[3].encode(), int(sys.argv[4]), float(sys.argv[5])
+end = time.time() + 600
+read_at = None
+while time.time() < end:
+    if read_at is None:
+        try:
+            with open(os.path.join(root, last), "rb") as f:
+                if f.read() == want:
+                    read_at = time.time()
+        except OSError:
+            pass
+    if read_at is not None:
+        count = sum(len(files) for _, _, files in os.walk(root))
+        if count == n:
+            print(json.dumps({"last_read_s": read_at - since, "all_listed_s": time.time() - since}))
+            break
+    time.sleep(0.005)
+else:
+    raise SystemExit(f"{root}: never saw all {n} files")
+"""
+
+PUTS = r"""
+import json, sys, time
+import boto3
+endpoint, n = sys.argv[1], int(sys.argv[2])
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
+                  region_name="us-east-1")
+data = b"p" * 1024
+s3.put_object(Bucket="lake", Key="bench-puts/warm", Body=data)
+t = time.perf_counter()
+for i in range(n):
+    s3.put_object(Bucket="lake", Key=f"bench-puts/{i:06d}", Body=(b"%d " % i + data)[:1024])
+print(json.dumps({"seconds": time.perf_counter() - t}))
+"""
+
+# fsync of a file in a branch waits until everything this host journaled for the branch is staged.
+FSYNC = "import os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY)\nos.fsync(fd)\nos.close(fd)\n"
+
+
+def body(i: int) -> bytes:
+    return (b"%d " % i + b"c" * 1024)[:1024]
+
+
+class Bench:
+    def __init__(self, c: Cluster, args: argparse.Namespace) -> None:
+        self.c = c
+        self.args = args
+        self.writers = [c["w1"], c["w2"], c["w3"]]
+        self.base_env = c.env
+
+    def env(self, host: Host, mode: str, **extra: str) -> dict[str, str]:
+        home = f"{host.home}/{mode}"
+        os.makedirs(home, mode=0o700, exist_ok=True)
+        return self.base_env(host, LAKEMOUNT_HOME=home, **extra)
+
+    def mount(self, host: Host, mode: str) -> None:
+        c = self.c
+        c.env = lambda h, **extra: self.env(h, mode, **extra)  # type: ignore[method-assign]
+        try:
+            c.add_mount(host, ["--head-ttl", "1", *MODES[mode]], mountpoint=f"/lake-{mode}", timeout=120)
+        finally:
+            c.env = self.base_env  # type: ignore[method-assign]
+
+    def xacts(self) -> float:
+        time.sleep(1.2)  # backends publish their transaction counters at most once a second
+        c = self.c
+        return float(c.pg_query(c["db"], "SELECT pg_stat_clear_snapshot(), xact_commit FROM pg_stat_database "
+                                "WHERE datname = 'lake'").split("|")[1])
+
+    def store(self) -> float:
+        return float(cluster_bench_counts(self.c).get("total", 0.0))
+
+    def commit(self, host: Host, mode: str, message: str) -> float:
+        t = time.perf_counter()
+        host.run("sh", "-c", f"echo {message} > /lake-{mode}/repo/main/.lakefs/commit", timeout=1800)
+        return time.perf_counter() - t
+
+    # -- 1. one writer alone ------------------------------------------------------------
+    def alone(self, mode: str, rnd: int) -> dict[str, float]:
+        a = self.args
+        w1, w2 = self.writers[0], self.writers[1]
+        src = f"{w1.home}/cp-src"
+        if not os.path.isdir(src):
+            os.makedirs(src)
+            for d in range(10):
+                os.makedirs(f"{src}/d{d}")
+                for i in range(a.files // 10):
+                    Path(f"{src}/d{d}/f{i:05d}").write_bytes(body(d * 100_000 + i))
+        last = f"d9/f{a.files // 10 - 1:05d}"
+        name = f"cp-{mode}-{rnd}"
+        x0, s0 = self.xacts(), self.store()
+        start = time.time()
+        t = time.perf_counter()
+        w1.run("cp", "-r", src, f"/lake-{mode}/repo/main/{name}", timeout=1800)
+        cp_s = time.perf_counter() - t
+        acked = time.time()
+        seen = last_json(w2.python(SEEN, f"/lake-{mode}/repo/main/{name}", last, (Path(src) / last).read_text(),
+                                   str(a.files // 10 * 10), str(acked), timeout=900))
+        x1, s1 = self.xacts(), self.store()
+        commit_s = self.commit(w1, mode, f"{name}")
+        x2 = self.xacts()
+        n = a.files // 10 * 10
+        return {"files": n, "cp_s": cp_s, "per_s": n / cp_s, "last_read_s": seen["last_read_s"],
+                "all_listed_s": seen["all_listed_s"], "xacts_per_file": (x1 - x0) / n,
+                "xacts_per_file_with_commit": (x2 - x0) / n, "store_per_file": (s1 - s0) / n,
+                "commit_s": commit_s, "started": start}
+
+    def warm(self, mode: str, n: int = 100) -> float:
+        """An untimed ``cp -r`` of ``n`` files first: a mount's first write pays for its S3 client, its
+        connections and the repository's empty object, which is not the steady state."""
+        w1 = self.writers[0]
+        src = f"{w1.home}/cp-warm"
+        if not os.path.isdir(src):
+            os.makedirs(src)
+            for i in range(n):
+                Path(f"{src}/w{i:04d}").write_bytes(body(10_000_000 + i))
+        t = time.perf_counter()
+        w1.run("cp", "-r", src, f"/lake-{mode}/repo/main/warm-{mode}", timeout=1800)
+        return time.perf_counter() - t
+
+    def puts(self) -> float:
+        r = last_json(self.writers[0].python(PUTS, self.c.s3_endpoint, str(self.args.files), timeout=1800))
+        return self.args.files / r["seconds"]
+
+    # -- 2. 12 writers ----------------------------------------------------------------------
+    def writers_run(self, mode: str, tag: str) -> dict[str, Any]:
+        a = self.args
+        go = f"{self.c.dir}/go-{mode}-{tag}"
+        procs = []
+        for h in self.writers:
+            for k in range(a.procs):
+                root = f"/lake-{mode}/repo/main/{tag}-{h.name}-{k}"
+                out = f"{h.home}/writer-{mode}-{tag}-{k}.out"
+                procs.append((h.spawn(PYTHON, "-c", WRITER, root, go, str(a.seconds), f"{go}.ready-{h.name}-{k}", log=out), out))
+        end = time.monotonic() + 600
+        while sum(1 for f in os.listdir(self.c.dir) if f.startswith(f"go-{mode}-{tag}.ready-")) < len(procs):
+            if time.monotonic() > end:
+                raise TimeoutError("writers did not get ready")
+            time.sleep(0.05)
+        x0 = self.xacts()
+        Path(go + ".tmp").write_text(str(time.time() + 0.5))
+        os.rename(go + ".tmp", go)
+        n, lat = 0, []
+        for p, out in procs:
+            p.wait(timeout=a.seconds + 600)
+            r = last_json(Path(out).read_text())
+            n += r["n"]
+            lat += r["lat"]
+        t = time.perf_counter()
+        for h in self.writers:  # with write-back: wait until each host's journal is staged
+            h.python(FSYNC, f"/lake-{mode}/repo/main/{tag}-{h.name}-0/warm", timeout=1800)
+        drain_s = time.perf_counter() - t
+        x1 = self.xacts()
+        return {"files": n, "per_s": n / a.seconds, "staged_per_s": n / (a.seconds + drain_s), "drain_s": drain_s,
+                "xacts_per_file": (x1 - x0) / n, "close_p50_ms": pct(lat, 50) * 1e3, "close_p99_ms": pct(lat, 99) * 1e3}
+
+
+def cluster_bench_counts(c: Cluster) -> dict[str, float]:
+    code = "import sys, urllib.request\nprint(urllib.request.urlopen(sys.argv[1] + '/__counts', timeout=30).read().decode())"
+    return {k: float(v) for k, v in last_json(c["w1"].python(code, c.s3_endpoint, timeout=60)).items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--files", type=int, default=2000, help="files of the lone cp -r (a multiple of 10)")
+    ap.add_argument("--procs", type=int, default=4, help="writer processes per host (3 hosts)")
+    ap.add_argument("--seconds", type=float, default=15.0, help="how long the writers of phase 2 write")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of phase 1, each mode once per round, alternating first")
+    ap.add_argument("--only", default="alone,writers")
+    a = ap.parse_args()
+    if a.files % 10 or a.files <= 0:
+        ap.error("--files must be a positive multiple of 10")
+    only = set(a.only.split(","))
+    why = available()
+    if why:
+        raise SystemExit(f"cluster_write_bench: {why}")
+    remove_stale()
+    print(f"load average before: {load()} ({os.cpu_count()} cores shared by every host and whatever else runs)", flush=True)
+    with cluster(["db", "w1", "w2", "w3"], deadline=3000) as c:
+        cluster_bench.start_moto(c, c["w1"])
+        b = Bench(c, a)
+        c["w1"].run(PYTHON, "-m", "lakemount.cli.main", "repo", "create", "lakefs://repo", timeout=120, env=b.env(c["w1"], "wb"))
+        for h in b.writers:
+            for mode in MODES:
+                b.mount(h, mode)
+        if "alone" in only:
+            print(f"1. a lone writer: cp -r of {a.files:,} 1 KiB files into main on w1, read on w2; then boto3 put_object "
+                  f"of {a.files:,} 1 KiB objects one at a time straight to moto:", flush=True)
+            for mode in MODES:
+                print(f"  warm-up {mode} (untimed): cp -r of 100 files {b.warm(mode):.1f} s", flush=True)
+            runs: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
+            for rnd in range(a.rounds):
+                for mode in list(MODES) if rnd % 2 == 0 else list(MODES)[::-1]:
+                    r = b.alone(mode, rnd)
+                    runs[mode].append(r)
+                    print(f"  round {rnd + 1} {mode}: cp -r {r['cp_s']:.2f} s = {r['per_s']:.0f} files/s acknowledged; on w2 the last "
+                          f"file read {r['last_read_s']:.2f} s later, all {r['files']} listed {r['all_listed_s']:.2f} s later; "
+                          f"PostgreSQL {r['xacts_per_file']:.3f} transactions per file ({r['xacts_per_file_with_commit']:.3f} with "
+                          f"the commit, {r['commit_s']:.2f} s); object store {r['store_per_file']:.2f} requests per file; "
+                          f"load {load()}", flush=True)
+            puts = b.puts()
+            print(f"  boto3 put_object straight to moto, one at a time: {puts:.0f} PUTs/s; load {load()}", flush=True)
+            for mode in MODES:
+                best = max(runs[mode], key=lambda r: r["per_s"])
+                print(f"  {mode}: best {best['per_s']:.0f} files/s = x{best['per_s'] / puts:.2f} of boto3's PUTs to moto "
+                      f"(write-back target x3 and 1,000 files/s; without, x2 of 36 files/s); transactions per file "
+                      f"{best['xacts_per_file']:.3f}, with the commit {best['xacts_per_file_with_commit']:.3f} "
+                      f"(targets: <= 1.1 without write-back; <= 0.2 with, counting the commit)", flush=True)
+        if "writers" in only:
+            print(f"2. {3 * a.procs} writers (3 hosts x {a.procs} processes) creating 1 KiB files for {a.seconds:g} s "
+                  f"(target x10 of 47-55 files/s):", flush=True)
+            for rnd, mode in enumerate(list(MODES)):
+                r = b.writers_run(mode, f"m{rnd}")
+                print(f"  {mode}: {r['per_s']:.0f} files/s acknowledged ({r['files']} files), close p50 {r['close_p50_ms']:.1f} ms "
+                      f"p99 {r['close_p99_ms']:.1f} ms; all staged {r['drain_s']:.2f} s after the last close "
+                      f"({r['staged_per_s']:.0f} files/s to staged); PostgreSQL {r['xacts_per_file']:.3f} transactions per file; "
+                      f"load {load()}", flush=True)
+    print(f"load average after: {load()}")
+    subprocess.run(["uptime"], check=False)
+
+
+if __name__ == "__main__":
+    main()
