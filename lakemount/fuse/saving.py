@@ -193,16 +193,17 @@ class Saver:
                 # The file's own held create is superseded by this entry; what else is held on the branch (its
                 # directory's marker to delete, other new files still open) is staged with it, first.
                 held = self.state.held
-                own = held.drop(key, node.path) if held else []
-                others = held.take(key) if held else []
-                try:
-                    if others:
-                        catalog.apply(scope.repo, scope.resolved, [*others, (node.path, entry)])
-                    else:
-                        catalog.put_entry(scope.repo, scope.resolved, node.path, entry)
-                except BaseException:
-                    held.put_back(key, [*own, *others])
-                    raise
+                with self.state.settling:
+                    own = held.drop(key, node.path) if held else []
+                    others = held.take(key) if held else []
+                    try:
+                        if others:
+                            catalog.apply(scope.repo, scope.resolved, [*others, (node.path, entry)])
+                        else:
+                            catalog.put_entry(scope.repo, scope.resolved, node.path, entry)
+                    except BaseException:
+                        held.put_back(key, [*own, *others])
+                        raise
             with self.table.lock:
                 self.scopes.local_change(scope)
                 node.entry, node.fetched, node.gen = entry, self.state.now(), scope.gen

@@ -95,6 +95,10 @@ class MountState:
         self._next_fh = 1
         self.writeback: Writeback | None = None  # the write-back pipeline, when the mount writes back
         self.held = HeldCreates()  # without write-back: creates waiting for their file's first close (held.py)
+        # Held by whatever stages what it took out of ``held`` (and by every other staging of the mount): a
+        # held create staged by a reader's or the timer's thread must never land after the file's own close
+        # staged its content (the empty entry would win), nor after a rename or unlink of its name.
+        self.settling = threading.RLock()
 
     @contextlib.contextmanager
     def nonblocking(self) -> Iterator[None]:
@@ -183,12 +187,13 @@ class MountState:
                 self.metrics.add("journaled_changes", len(changes))
                 return
             wb.drain((scope.repo, scope.branch))
-        held = self.held.take((scope.repo, scope.branch), changes) if self.held else []
-        try:
-            self.catalog.apply(scope.repo, scope.resolved, [*held, *changes])
-        except BaseException:
-            self.held.put_back((scope.repo, scope.branch), held)
-            raise
+        with self.settling:
+            held = self.held.take((scope.repo, scope.branch), changes) if self.held else []
+            try:
+                self.catalog.apply(scope.repo, scope.resolved, [*held, *changes])
+            except BaseException:
+                self.held.put_back((scope.repo, scope.branch), held)
+                raise
         self.metrics.add("staged_changes", len(changes))
 
     def stage_if(self, scope: Scope, changes: Sequence[tuple[str, Entry | None]],
@@ -198,8 +203,9 @@ class MountState:
         self.io()
         if self.writeback is not None:
             self.writeback.drain((scope.repo, scope.branch))
-        self.settle(scope)
-        self.catalog.apply_if(scope.repo, scope.resolved, changes, expected)
+        with self.settling:
+            self.settle(scope)
+            self.catalog.apply_if(scope.repo, scope.resolved, changes, expected)
         self.metrics.add("staged_changes", len(changes))
 
     def move(self, scope: Scope, old: str, new: str) -> bool:
@@ -213,8 +219,9 @@ class MountState:
         self.io()
         if self.writeback is not None:
             self.writeback.drain((scope.repo, scope.branch))
-        self.settle(scope)
-        rows = self.catalog.move_directory(scope.repo, scope.resolved, old, new)
+        with self.settling:
+            self.settle(scope)
+            rows = self.catalog.move_directory(scope.repo, scope.resolved, old, new)
         if rows is None:
             return False
         self.metrics.add("staged_changes", 1)
@@ -243,36 +250,40 @@ class MountState:
         if not self.held or not self.held.any_under(key, path):
             return
         self.io()  # before anything is taken: under ``nonblocking`` this raises and the thread runs it again
-        changes = self.held.under(key, path)
-        if changes:
-            try:
-                self.catalog.apply(scope.repo, scope.resolved, changes)
-            except BaseException:
-                self.held.put_back((scope.repo, scope.branch), changes)
-                raise
-            self.metrics.add("staged_changes", len(changes))
+        with self.settling:
+            changes = self.held.under(key, path)
+            if changes:
+                try:
+                    self.catalog.apply(scope.repo, scope.resolved, changes)
+                except BaseException:
+                    self.held.put_back(key, changes)
+                    raise
+                self.metrics.add("staged_changes", len(changes))
 
     def settle_due(self) -> None:
         """Stage, alone, the creates held past ``HOLD_MAX`` (files created and kept open); called periodically.
         A branch that refuses them (deleted, protected meanwhile) is logged: each file's close stages it again."""
-        for (repo, branch), changes in self.held.due().items():
-            try:
-                self.catalog.apply(repo, branch, changes)
-            except Unavailable:
-                self.held.put_back((repo, branch), changes)
-            except LakeMountError as exc:
-                log.warning("staging %d new file(s) of %s/%s held for their first close failed: %s", len(changes), repo, branch, exc)
-            else:
-                self.metrics.add("staged_changes", len(changes))
+        with self.settling:
+            for (repo, branch), changes in self.held.due().items():
+                try:
+                    self.catalog.apply(repo, branch, changes)
+                except Unavailable:
+                    self.held.put_back((repo, branch), changes)
+                except LakeMountError as exc:
+                    log.warning("staging %d new file(s) of %s/%s held for their first close failed: %s", len(changes), repo, branch,
+                                exc)
+                else:
+                    self.metrics.add("staged_changes", len(changes))
 
     def settle_all(self) -> None:
         """Stage every held create (unmount); failures are logged."""
-        for repo, branch in self.held.keys():
-            changes = self.held.under((repo, branch), "")
-            try:
-                self.catalog.apply(repo, branch, changes)
-            except LakeMountError as exc:
-                log.error("staging %d new file(s) of %s/%s at unmount failed: %s", len(changes), repo, branch, exc)
+        with self.settling:
+            for repo, branch in self.held.keys():
+                changes = self.held.under((repo, branch), "")
+                try:
+                    self.catalog.apply(repo, branch, changes)
+                except LakeMountError as exc:
+                    log.error("staging %d new file(s) of %s/%s at unmount failed: %s", len(changes), repo, branch, exc)
 
     def now(self) -> float:
         return time.monotonic()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -158,3 +160,60 @@ def test_unmount_stages_what_is_held(fs_factory: Callable[..., FileSystem], app:
     assert staged(app, "at-unmount") is None
     fs.close()
     assert staged(app, "at-unmount") is not None
+
+
+class _Watched:
+    """A reentrant lock that says when a thread other than its holder starts waiting for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.waiting = threading.Event()
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            self.waiting.set()
+            self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def test_a_held_create_staged_by_the_timer_never_lands_after_the_files_close(
+    pfs: PathFS, fs: FileSystem, app: App, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The timer's thread takes the held create and stages it while the file's close stages its content: the
+    close must wait, or the empty entry committed last would replace the content (a lost write)."""
+    fh = pfs.open(f"{MAIN}/raced", os.O_WRONLY | os.O_CREAT)
+    pfs.pwrite(fh, 0, b"the content")
+    monkeypatch.setattr(held_module, "HOLD_MAX", 0.0)
+    watched = _Watched()
+    monkeypatch.setattr(fs.state, "settling", watched)
+    in_apply, release, close_staged = threading.Event(), threading.Event(), threading.Event()
+    apply, put_entry = app.catalog.apply, app.catalog.put_entry
+
+    def slow_apply(repo: str, ref: object, changes: list[tuple[str, object]]) -> None:
+        if threading.current_thread().name == "timer":
+            in_apply.set()
+            assert release.wait(30), "the test never released the timer's staging"
+        apply(repo, ref, changes)  # type: ignore[arg-type]
+
+    def seen_put(*args: object) -> None:
+        close_staged.set()
+        put_entry(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(app.catalog, "apply", slow_apply)
+    monkeypatch.setattr(app.catalog, "put_entry", seen_put)
+    timer = threading.Thread(target=fs.poll_heads, name="timer")
+    timer.start()
+    assert in_apply.wait(30), "the timer never staged the held create"
+    closer = threading.Thread(target=pfs.close, args=(fh,), name="closer")
+    closer.start()
+    deadline = time.monotonic() + 30
+    while not (watched.waiting.is_set() or close_staged.is_set()):  # the close waits for the lock, or (the bug) stages
+        assert time.monotonic() < deadline, "the close neither waited nor staged"
+        time.sleep(0.005)
+    release.set()
+    timer.join(30)
+    closer.join(30)
+    e = staged(app, "raced")
+    assert e is not None and app.catalog.read(app.catalog.repository("repo"), e) == b"the content"
