@@ -113,6 +113,15 @@ class Bench:
         return float(c.pg_query(c["db"], "SELECT pg_stat_clear_snapshot(), xact_commit FROM pg_stat_database "
                                 "WHERE datname = 'lake'").split("|")[1])
 
+    def top_statements(self, n: int = 8) -> str:
+        """The ``n`` statements run most since the last reset (``--statements``), then a reset."""
+        c = self.c
+        rows = c.pg_query(c["db"], "SELECT calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) FROM pg_stat_statements s "
+                          "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'lake' AND s.query NOT LIKE '%pg_stat%' "
+                          f"ORDER BY calls DESC LIMIT {n}")
+        c.pg_query(c["db"], "SELECT pg_stat_statements_reset()")
+        return "\n".join(f"      {line}" for line in rows.splitlines())
+
     def store(self) -> float:
         return float(cluster_bench_counts(self.c).get("total", 0.0))
 
@@ -213,6 +222,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=15.0, help="how long the writers of phase 2 write")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of phase 1, each mode once per round, alternating first")
     ap.add_argument("--only", default="alone,writers")
+    ap.add_argument("--statements", action="store_true", help="print phase 2's most run PostgreSQL statements per mode")
     a = ap.parse_args()
     if a.files % 10 or a.files <= 0:
         ap.error("--files must be a positive multiple of 10")
@@ -256,11 +266,15 @@ def main() -> None:
             print(f"2. {3 * a.procs} writers (3 hosts x {a.procs} processes) creating 1 KiB files for {a.seconds:g} s "
                   f"(target x10 of 47-55 files/s):", flush=True)
             for rnd, mode in enumerate(list(MODES)):
+                if a.statements:
+                    b.top_statements()
                 r = b.writers_run(mode, f"m{rnd}")
                 print(f"  {mode}: {r['per_s']:.0f} files/s acknowledged ({r['files']} files), close p50 {r['close_p50_ms']:.1f} ms "
                       f"p99 {r['close_p99_ms']:.1f} ms; all staged {r['drain_s']:.2f} s after the last close "
                       f"({r['staged_per_s']:.0f} files/s to staged); PostgreSQL {r['xacts_per_file']:.3f} transactions per file; "
                       f"load {load()}", flush=True)
+                if a.statements:
+                    print("    PostgreSQL statements run most (calls | statement):\n" + b.top_statements(), flush=True)
     print(f"load average after: {load()}")
     subprocess.run(["uptime"], check=False)
 

@@ -129,3 +129,50 @@ def test_through_the_kernel_the_record_names_the_reading_process(tmp_path: Path)
     assert read[0].pid != os.getpid() and read[0].pid > 0
     written = [r for r in recs if r.op == "write" and r.path == "w.txt"]
     assert len(written) == 1 and (written[0].pid, written[0].bytes) == (os.getpid(), 5)
+
+
+def test_two_mounts_writing_one_path_the_later_staging_wins_and_both_writes_are_on_the_trail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 36's "two hosts writing one path": two write-back mounts each acknowledge a write of one path;
+    whichever pipeline stages later wins (here the first writer's, held back on purpose), and the trail
+    has both writes, each with its process, so the overwritten one is never silent."""
+    import threading
+
+    app = App(load(None, env={"LAKEMOUNT_HOME": str(tmp_path / "home")}))
+    cat = app.catalog
+    cat.create_repository("two")
+    one = build_filesystem(app, mount_options(app, ref=None, head_ttl=0.0, writeback=True, mountpoint=str(tmp_path / "one")))
+    two = build_filesystem(app, mount_options(app, ref=None, head_ttl=0.0, writeback=True, mountpoint=str(tmp_path / "two")))
+    assert one.writeback is not None and two.writeback is not None
+    gate, held = threading.Event(), threading.Event()
+    stage_run = one.writeback._stage_run
+
+    def held_back(items: list[object]) -> None:
+        held.set()
+        assert gate.wait(60), "the test never let the first mount stage"
+        stage_run(items)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(one.writeback, "_stage_run", held_back)
+    try:
+        me = os.getuid(), os.getgid()
+        PathFS(one, Caller(*me, os.getpid())).write_file("two/main/same.txt", b"from one")
+        assert held.wait(60), "the first mount's pipeline never came to stage"
+        PathFS(two, Caller(*me, os.getppid())).write_file("two/main/same.txt", b"from two, written later")
+        two.writeback.drain(None)
+        staged = cat.get_optional("two", "main", "same.txt")
+        assert staged is not None and cat.read(cat.repository("two"), staged) == b"from two, written later"
+        gate.set()
+        one.writeback.drain(None)  # staged last: the first write wins, as the later staging
+        staged = cat.get_optional("two", "main", "same.txt")
+        assert staged is not None and cat.read(cat.repository("two"), staged) == b"from one"
+        assert app.audit is not None
+        app.audit.flush()
+        writes = [(r.pid, r.bytes, r.path) for r in cat.audit_records("two", Filter()) if r.op == "write"]
+    finally:
+        gate.set()
+        one.close()
+        two.close()
+        if app.audit is not None:
+            app.audit.close()
+    assert sorted(writes) == sorted([(os.getpid(), 8, "same.txt"), (os.getppid(), 23, "same.txt")])
