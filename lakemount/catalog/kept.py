@@ -45,6 +45,15 @@ REPOSITORY: Final = "repository"
 RULES: Final = "rules"
 BRANCH: Final = "branch"
 RULES_CHANGED: Final = "rules"  # the kind of change notice a rules change sends (``metastore.notify.RULES``)
+STAGED_DIRS: Final = "dirs\x1f"  # a staging notice's detail naming the directories it changed (``metastore.notify.dirs_detail``)
+
+
+def changed_dirs(detail: str) -> list[str] | None:
+    """The directories a staging notice's detail names ("" is the branch's root), or None if it names none
+    (then anything of the branch may have changed)."""
+    if not detail.startswith(STAGED_DIRS):
+        return None
+    return detail[len(STAGED_DIRS):].split("\x1f")
 _T = TypeVar("_T")
 
 

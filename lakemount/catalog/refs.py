@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakemount.catalog import protection as prot
-from lakemount.catalog.kept import RULES_CHANGED, ChangeSource
+from lakemount.catalog.kept import RULES_CHANGED, ChangeSource, changed_dirs
 from lakemount.errors import AlreadyExists, InvalidArgument, LakeMountError, ReadOnlyRef
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import Branch, Commit, Repository, Tag
@@ -226,7 +226,7 @@ class RefVerbs:
                 return
             others = [c for c in batch if c.sender != own and c.kind != RULES_CHANGED]
             for c in others:
-                if c.detail:
+                if c.detail and changed_dirs(c.detail) is None:
                     # Before the callback: the reads it prompts find the appended file here already.
                     try:
                         self.graveler.staging_noticed(c.detail)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from lakemount.catalog.catalog import Catalog
+from lakemount.catalog.kept import changed_dirs
 from lakemount.catalog.model import ResolvedRef, View
 from lakemount.errors import LakeMountError, NotFound
 from lakemount.fuse.errno import FsError
@@ -294,6 +295,43 @@ class Scopes:
                 if parent is not None:
                     state.invalidations.put(("entry", parent.ino, os.path.basename(node.path).encode("utf-8", "surrogateescape")))
 
+    def _invalidate_dirs(self, scope: Scope, dirs: set[str]) -> None:
+        """Entries were staged elsewhere in directories ``dirs`` of plain branch ``scope`` (and nowhere
+        else: the notice named them): drop what this mount caches of those directories only, so a copy
+        into one directory does not make every other host forget the rest of the branch (caller holds
+        the table lock).
+
+        Stale: the entries and absent names directly in ``dirs``, the listings of ``dirs`` and of their
+        ancestors (a new directory shows in its parent's).  Kept: every other entry, listing and absent
+        name, re-stamped with the scope's new ``version`` -- the bump makes a read that began before
+        the change drop what it read, as after a change of this mount's own.
+        """
+        state = self.state
+        old = scope.version
+        scope.version += 1
+        listed = set(dirs)
+        for d in dirs:
+            while d:
+                d = d.rpartition("/")[0]
+                listed.add(d)
+        for path, (gen, version, fetched) in list(scope.absent.items()):
+            if path in listed or path.rpartition("/")[0] in dirs:  # in a changed directory, or one that may exist now
+                del scope.absent[path]
+            elif version == old:
+                scope.absent[path] = (gen, scope.version, fetched)
+        for node in state.table.nodes():
+            if node.scope is not scope or node.kind not in (Kind.DIR, Kind.FILE, Kind.SYMLINK):
+                continue
+            if node.kind == Kind.DIR and node.path in listed:
+                node.listing = None
+                state.invalidations.put(("inode", node.ino))
+            if node.path and node.path.rpartition("/")[0] in dirs:
+                node.gen = -1  # not fresh: the next use asks the catalog
+                state.invalidations.put(("inode", node.ino))
+                parent = state.parent_of(node)
+                if parent is not None:
+                    state.invalidations.put(("entry", parent.ino, os.path.basename(node.path).encode("utf-8", "surrogateescape")))
+
     def poll_heads(self) -> None:
         """Re-check the non-stable scopes the kernel may still cache (called every ``head_ttl``).
 
@@ -332,7 +370,9 @@ class Scopes:
     def refs_changed(self, changes: Sequence[Any] | None) -> None:
         """Act on change notices of other processes (``None``: anything may have changed).
 
-        ``changes`` are ``lakemount.metastore.notify.Change`` values (``kind``, ``repo``, ``branch``).
+        ``changes`` are ``lakemount.metastore.notify.Change`` values (``kind``, ``repo``, ``branch``,
+        ``detail``).  A staging notice that names the directories it changed (``catalog.kept.changed_dirs``)
+        drops what the mount caches of those only (:meth:`_invalidate_dirs`).
 
         A moved head re-resolves every non-stable scope of its repository now
         (expressions such as ``main~1`` follow it; plain branches in one query)
@@ -343,19 +383,29 @@ class Scopes:
         state = self.state
         with state.table.lock:
             live = [s for s in self._scopes.values() if not s.stable]
+        staged: dict[tuple[str, str], set[str] | None] = {}
         if changes is None:
             todo = [(s, True) for s in live]
         else:
             heads = {c.repo for c in changes if c.kind == "head"}
-            staged = {(c.repo, c.branch) for c in changes if c.kind == "staging"}
+            for c in changes:
+                if c.kind == "staging":
+                    named = changed_dirs(c.detail)
+                    key = (c.repo, c.branch)
+                    known = staged.get(key, set())
+                    staged[key] = None if named is None or known is None else known | set(named)
             todo = [(s, s.repo in heads) for s in live if s.repo in heads or s.key in staged]
         branches = []
         for scope, moved in todo:
             state.metrics.add("change_notices")
             if not moved:
+                only = staged.get(scope.key) if scope.plain_branch else None
                 with state.table.lock:
-                    scope.gen += 1
-                    self._invalidate(scope)
+                    if only is not None:
+                        self._invalidate_dirs(scope, only)
+                    else:
+                        scope.gen += 1
+                        self._invalidate(scope)
             elif scope.plain_branch:
                 branches.append(scope)
             else:

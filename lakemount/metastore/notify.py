@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import select
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
+from lakemount.catalog.kept import STAGED_DIRS
 from lakemount.logs import get_logger
 from lakemount.metastore.urls import one_line, where
 from lakemount.records import record
@@ -55,6 +56,30 @@ class Change:
     repo: str
     branch: str
     detail: str = ""
+
+
+DIRS_MOST: Final = 32  # directories a notice names at most (more: none, the whole branch changed)
+DIRS_BYTES: Final = 2048  # nor past this many bytes (PostgreSQL takes 8,000 per payload)
+
+
+def dirs_detail(keys: Iterable[bytes]) -> str:
+    """The detail of a staging notice for a write of ``keys``: ``STAGED_DIRS`` and the directories holding
+    them (a marker ``a/b/`` counts as held by ``a``), so a mount elsewhere drops what it caches of those
+    directories only (``catalog.kept.changed_dirs`` reads it back); "" (the whole branch) for more than
+    ``DIRS_MOST`` of them or a key that is no plain path."""
+    dirs: set[str] = set()
+    for key in keys:
+        try:
+            path = key.decode("utf-8")
+        except UnicodeDecodeError:
+            return ""
+        if "\x1f" in path or "\t" in path or path.startswith("/") or "//" in path:
+            return ""  # a key the mount shows under no directory of that name (an S3 key such as ``/x`` or ``a//b``)
+        dirs.add(path.rstrip("/").rpartition("/")[0])
+        if len(dirs) > DIRS_MOST:
+            return ""
+    text = STAGED_DIRS + "\x1f".join(sorted(dirs))
+    return text if len(text.encode("utf-8")) <= DIRS_BYTES else ""
 
 
 def payload(sender: str, kind: str, repo: str, branch: str) -> str:

@@ -177,9 +177,10 @@ class SqlStaging:
                 check(branch_from(branch, row[1], row[0], row[2]), lambda tokens, key: self._staged_in(cur, tokens, key))
             cur.executemany(upsert, [(token, k, v) for k, v in items.items()])
             if postgres:
+                dirs = notify.dirs_detail(items)
                 cur.execute(
                     "SELECT pg_notify(%s, %s)",
-                    (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch)),
+                    (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch) + (f"\t{dirs}" if dirs else "")),
                 )
 
         self._fast.run(work, transaction=True, retry=True)

@@ -257,3 +257,15 @@ def test_an_inline_file_too_big_for_its_notice_is_read_from_its_row(pg_cluster: 
         assert other.staged_get([StagingToken("s7")], b"k0123") == (True, b"123" * 30)
         assert other.stats.files_loaded == 1
         assert len(queries) == 2 and "lm_staging_inline" in queries[1], queries  # the ids, then the bytes by id
+
+
+def test_a_sql_staging_notice_names_the_directories_it_changed(pg_cluster: PgCluster, pg_url: str) -> None:
+    """So a mount elsewhere drops what it caches of those directories only (tests/fuse/test_notice_dirs.py)."""
+    from lakemount.catalog.kept import changed_dirs
+
+    with _listening(pg_url, "rd", "t0") as (writer, batches):
+        _drain(writer, batches)
+        SqlStaging(writer).stage("rd", "main", [(b"a/b/f1", b"v"), (b"a/b/f2", b"v"), (b"top", b"v"), (b"c/", b"m")])
+        SqlStaging(writer).stage("rd", "main", [(f"d{i}/f".encode(), b"v") for i in range(notify.DIRS_MOST + 1)])
+        got = [c for c in _drain(writer, batches) if c.kind == "staging"]
+        assert [changed_dirs(c.detail) for c in got] == [["", "a/b"], None], got  # the second: too many to name
