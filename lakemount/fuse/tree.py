@@ -27,7 +27,7 @@ from lakemount.fuse.attributes import Attributes
 from lakemount.fuse.errno import FsError
 from lakemount.fuse.inodes import ROOT_INODE, Kind, Node
 from lakemount.fuse.listing import Child, ChildKind, Listing, list_dir, lookup_child
-from lakemount.fuse.scope import Scope, Scopes
+from lakemount.fuse.scope import PUSHED_POLL, Scope, Scopes
 from lakemount.fuse.state import NAME_MAX, MountState, decode_name, join_path, key_len, op
 from lakemount.fuse.values import Attr
 
@@ -48,6 +48,15 @@ class Tree:
         self.options = state.options
 
     # ------------------------------------------------------------------ freshness
+    def ttl(self, scope: Scope) -> float:
+        """How long what was read of ``scope`` is trusted: ``head_ttl``; on a plain branch while change
+        notices arrive, ``PUSHED_POLL`` (a change made elsewhere drops it when its notice lands:
+        ``Scopes.refs_changed``), as its head is (``Scopes.check``)."""
+        ttl = self.options.head_ttl
+        if scope.plain_branch and self.scopes.push_live():
+            return max(ttl, PUSHED_POLL)
+        return ttl
+
     def fresh(self, node: Node) -> bool:
         """True if ``node``'s cached entry may be used without asking the catalog."""
         scope = node.scope
@@ -55,7 +64,7 @@ class Tree:
             return True
         if node.gen != scope.gen:
             return False
-        return not scope.writable or self.state.now() - node.fetched < self.options.head_ttl
+        return not scope.writable or self.state.now() - node.fetched < self.ttl(scope)
 
     def listing_fresh(self, node: Node) -> Listing | None:
         """``node``'s cached listing if it may be used without asking the catalog, else None."""
@@ -63,7 +72,7 @@ class Tree:
         scope = node.scope
         if listing is None or scope is None or listing.gen != scope.gen:
             return None
-        if scope.writable and self.state.now() - listing.fetched >= self.options.head_ttl:
+        if scope.writable and self.state.now() - listing.fetched >= self.ttl(scope):
             return None
         return listing
 
@@ -74,7 +83,7 @@ class Tree:
         if seen is None:
             return False
         gen, version, fetched = seen
-        return gen == scope.gen and version == scope.version and self.state.now() - fetched < self.options.head_ttl
+        return gen == scope.gen and version == scope.version and self.state.now() - fetched < self.ttl(scope)
 
     def knows(self, parent: Node, name: bytes) -> bool:
         """True if :meth:`find` of ``name`` in ``parent`` answers from memory (no catalog read)."""

@@ -760,8 +760,10 @@ def test_a_branch_in_use_shows_changes_made_elsewhere_within_head_ttl(
 def test_with_change_notices_a_branch_in_use_needs_no_head_check_of_its_own(
     fs_factory: Callable[..., FileSystem], app: App, clock: MountClock
 ) -> None:
-    """While notices arrive, a branch's moves are pushed: a request past ``head_ttl`` sends only the
-    lookup of the name it needs again (which reads the branch row too), and a notice shows a moved head at once."""
+    """While notices arrive, a branch's moves and staged changes are pushed: a request past ``head_ttl`` asks
+    nothing (what was read stays trusted until a notice drops it, or ``PUSHED_POLL``); past ``PUSHED_POLL``
+    it checks the head and looks the name up again; and a notice shows a moved head at once."""
+    from lakemount.fuse.scope import PUSHED_POLL
     from lakemount.metastore.notify import Change
 
     other = App.from_config()  # another process
@@ -776,8 +778,12 @@ def test_with_change_notices_a_branch_in_use_needs_no_head_check_of_its_own(
         clock.advance(ttl + 0.05)
         with statements(app) as seen:
             assert pfs.read_file(f"{MAIN}/f") == b"one"
-        if _round:
-            assert len(seen) == 1 and seen[0].startswith("SELECT 0, commit_id"), seen
+        assert seen == [], seen
+    for _round in range(2):
+        clock.advance(PUSHED_POLL + 0.05)
+        with statements(app) as seen:
+            assert pfs.read_file(f"{MAIN}/f") == b"one"
+        assert len(seen) == 2 and seen[0].startswith("SELECT repo, name, commit_id") and seen[1].startswith("SELECT 0, commit_id"), seen
     other.graveler.create_branch(REPO, "dev", "main")
     other.catalog.put(REPO, "dev", "f", b"two")
     other.graveler.commit(REPO, "dev", "c")
