@@ -121,7 +121,7 @@ def test_previews(svc: Svc) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lakemount.api.preview import TEXT_CAP
+    from lakemount.api.operations.preview import TEXT_CAP
 
     cat = svc.app.catalog
     buf = io.BytesIO()
@@ -196,7 +196,7 @@ def test_listing_pages_by_after(svc: Svc) -> None:
 def test_text_preview_cut_inside_a_character_drops_it(svc: Svc) -> None:
     """A text longer than the cap, cut in the middle of a multi-byte character: the partial character is left
     out, not shown as U+FFFD."""
-    from lakemount.api.preview import TEXT_CAP
+    from lakemount.api.operations.preview import TEXT_CAP
 
     cat = svc.app.catalog
     cat.put("rui", "main", "cjk.txt", "日".encode() * (TEXT_CAP // 3 + 10))  # TEXT_CAP is not a multiple of 3
