@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.api.conftest import running  # noqa: E402 - after the path above
-from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET  # noqa: E402
 from tests.chromium import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET  # noqa: E402
 from tests.ui.tour import login_page, seed_tour, tour_pages, visit  # noqa: E402
 
 VIEWPORT = {"width": 1000, "height": 640}

@@ -510,3 +510,18 @@ def test_the_iceberg_examples_run_in_order_on_the_quickstarts_demo(tmp_path: pat
 
     ran = run_in_order(tmp_path, spark=None)
     assert ran == ["pyiceberg", "commit", "tag", SPARK_LEFT, "duckdb", "audit"], ran
+
+
+@pytest.mark.parametrize(("doc", "table"), [("docs/API.md", "api"), ("docs/ICEBERG.md", "iceberg")])
+def test_the_route_tables_in_the_documents_are_the_served_ones(doc: str, table: str) -> None:
+    """docs/API.md and docs/ICEBERG.md hold the route tables ``scripts/route_table.py`` prints from the code."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("route_table", ROOT / "scripts" / "route_table.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    printed = script.TABLES[table]()
+    assert printed.count("\n") > 20
+    assert printed in (ROOT / doc).read_text(), (
+        f"{doc}'s route table is not what the code serves: paste `.venv/bin/python scripts/route_table.py {table}`")

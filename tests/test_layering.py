@@ -151,6 +151,13 @@ def test_graveler_says_what_the_core_is_module_by_module() -> None:
     assert doc and not [m for m in sorted(parts) if f"``{m}``" not in doc], f"name every module of graveler: {sorted(parts)}"
     assert not [line for line, m in imports(init) if m.startswith("lakemount")]  # importing the core runs nothing
 
+def test_rendering_imports_nothing_of_lakemount() -> None:
+    """Content rendering for the UI (``lakemount/render``: table diffs, Parquet page headers) works on bytes alone."""
+    assert (PACKAGE / "render" / "table_diff.py").is_file() and (PACKAGE / "render" / "parquet_pages.py").is_file()
+    bad = outward_imports("render", frozenset())
+    assert not bad, "lakemount/render imports nothing of lakemount:\n" + "\n".join(bad)
+
+
 # Hooks sit below the catalog: the catalog owns the runner and calls it from its verbs, and hooks see the
 # catalog only through the ports they declare (``runner.ActionSource``, ``hook.HookContext``).
 # ``lakemount.tables`` is a leaf (where an Iceberg table's pointer lies): the schema check finds tables by it.

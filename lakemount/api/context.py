@@ -302,7 +302,7 @@ class ApiCatalog(TablesCatalog, Protocol):
 class Service(Protocol):
     """What an operation reaches of the service it runs in (``handler.ApiService``): the ``App`` (its configuration,
     users, audit log), the catalog, the authenticator.  Declared here so this module need not import the handler,
-    which imports every operation's module."""
+    which imports the route table and so every operation's module."""
 
     @property
     def app(self) -> App: ...
@@ -312,6 +312,9 @@ class Service(Protocol):
 
     @property
     def authenticator(self) -> Authenticator: ...
+
+    @property
+    def routes(self) -> tuple[Operation, ...]: ...
 
 
 @dataclass

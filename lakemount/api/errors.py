@@ -27,16 +27,11 @@ from lakemount.errors import (
     Unavailable,
     category_of,
 )
+from lakemount.serving.http import Refused
 
 
-class ApiError(Exception):
-    """A response the API gives instead of a result: an HTTP status and a one-line message."""
-
-    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers
+class ApiError(Refused):
+    """A response the API gives instead of a result: an HTTP status and a one-line message (lakeFS's body)."""
 
 
 STATUS_BY_CATEGORY: Final[dict[type[LakeMountError], int]] = {

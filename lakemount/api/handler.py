@@ -1,56 +1,41 @@
-"""The API's request handler: route, authenticate, run the operation, translate errors.
+"""The API server's request handler: which front end a request is for, and the API's dispatch.
 
-``ApiService.handle`` is the blocking ``Request -> Response`` function the
-ASGI adapter (``serving/asgi.py``) runs in its thread pool.  Every failure becomes a
-JSON ``{"message": ...}`` with lakeFS's status code; an unexpected exception
-is logged and answered 500 without details (it is a bug, and tests assert
-it never happens).  ``GET /metrics`` (outside ``/api/v1``) answers the request
-metrics of every server sharing the home (``serving/metrics.py``).
+``ApiService.handle`` is the blocking ``Request -> Response`` function the ASGI adapter (``serving/asgi.py``)
+runs in its thread pool.  One server answers four things, told apart by the path alone: ``GET /metrics``
+(outside ``/api/v1``: the request metrics of every server sharing the home, ``serving/metrics.py``), the Iceberg
+REST catalog under ``/iceberg/`` (``iceberg/service.py``, in its own protocol's shape), the lakeFS API under
+``/api/v1`` (the operations ``routes.py`` lists, through the shared router ``serving/routes.py``), and the web
+UI's pages for every other path (``ui/pages.py``).  An API request is routed, its caller authenticated, its query
+checked, then its operation runs as that caller.  Every failure becomes a JSON ``{"message": ...}`` with lakeFS's
+status code; an unexpected exception is logged and answered 500 without details (it is a bug, and tests assert
+it never happens).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from functools import cached_property
 from typing import Final
 
-from lakemount.api import (  # noqa: F401 - importing a resource module registers its operations
-    audit,
-    blame,
-    branches,
-    commits,
-    csrf,
-    events,
-    iceberg_tables,
-    imports,
-    object_diff,
-    objects,
-    preview,
-    pulls,
-    refs,
-    repositories,
-    rules,
-    setup,
-    staging,
-    tags,
-    users,
-)
+from lakemount.api import csrf
 from lakemount.api.auth import COOKIE, Authenticator, _cookie, signing_key
 from lakemount.api.context import ApiCatalog, Ctx, error_response, parse_query
 from lakemount.api.errors import ApiError, not_found, translate
-from lakemount.api.routing import OPERATIONS, Router
+from lakemount.api.routes import ROUTES
+from lakemount.api.routing import Operation
 from lakemount.app import App
 from lakemount.audit import context as audit_context
 from lakemount.audit import operations
 from lakemount.audit.record import API
 from lakemount.auth.crypto import read_key_file
-from lakemount.auth.policies import Action
 from lakemount.errors import LakeMountError
-from lakemount.iceberg.errors import IcebergError
+from lakemount.iceberg.host import IcebergGate, iceberg_defaults
 from lakemount.iceberg.service import IcebergService
 from lakemount.serving import metrics
 from lakemount.serving.http import BodyTimeout, ClientDisconnected, Request, Response
+from lakemount.serving.routes import Router
 from lakemount.ui import pages
 
 log = logging.getLogger("lakemount.api")
@@ -76,67 +61,13 @@ def server_key(app: App) -> str:
     return (app.config.auth.encrypt.secret_key or read_key_file(os.path.join(app.config.home, "server.key")))
 
 
-class IcebergGate:
-    """The authenticator as the Iceberg catalog asks it: the same keys, tokens and policies, errors in its shape."""
-
-    TYPES: Final = {401: "NotAuthorizedException", 403: "ForbiddenException", 429: "TooManyRequestsException"}
-
-    def __init__(self, authenticator: Authenticator) -> None:
-        self.auth = authenticator
-
-    def _shaped(self, e: ApiError) -> IcebergError:
-        return IcebergError(e.status, self.TYPES.get(e.status, "BadRequestException"), e.message, e.headers)
-
-    def login(self, access_key_id: str, secret: str, client: str) -> tuple[str, int]:
-        try:
-            return self.auth.login(access_key_id, secret, client)
-        except ApiError as e:
-            raise self._shaped(e) from None
-
-    def user(self, authorization: str | None, client: str) -> str:
-        if not authorization:
-            raise IcebergError(401, "NotAuthorizedException",
-                               "missing credentials: a bearer token from oauth/tokens, or basic auth with an access key")
-        try:
-            return self.auth.authenticate(authorization, None, client)
-        except ApiError as e:
-            raise self._shaped(e) from None
-
-    def require(self, user: str, action: Action, repo: str) -> None:
-        try:
-            self.auth.require(user, action, repo)
-        except ApiError as e:
-            raise self._shaped(e) from None
-
-    def allowed(self, user: str, action: Action, repo: str) -> bool:
-        return self.auth.allowed(user, action, repo)
-
-    def own_key(self, authorization: str | None) -> tuple[str, str]:
-        try:
-            return self.auth.own_key(authorization)
-        except ApiError as e:
-            raise self._shaped(e) from None
-
-
-def iceberg_defaults(app: App) -> dict[str, str]:
-    """What the catalog's ``config`` tells every client: path-style S3 through the gateway (its address when it is
-    fixed: ``lakemount serve`` sets the one it bound), in its region; the caller's own key is added per request."""
-    gw = app.config.gateways.s3
-    out = {"s3.path-style-access": "true", "s3.region": gw.region, "client.region": gw.region}
-    host, _, port = gw.listen_address.rpartition(":")
-    host = host.strip("[]")
-    if port.isdigit() and int(port) and host not in ("", "0.0.0.0", "::"):
-        scheme = "https" if gw.tls.cert_file else "http"
-        out["s3.endpoint"] = f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
-    return out
-
-
 class ApiService:
     """The API of one process over one ``App``."""
 
     def __init__(self, app: App) -> None:
         self.app = app
-        self.router = Router(OPERATIONS)
+        self.routes = ROUTES
+        self.router = Router(ROUTES)
 
     @cached_property
     def catalog(self) -> ApiCatalog:
@@ -149,33 +80,65 @@ class ApiService:
 
     @cached_property
     def iceberg(self) -> IcebergService:
-        return IcebergService(self.app.catalog, IcebergGate(self.authenticator), iceberg_defaults(self.app), self.app.audit)
+        return IcebergService(self.app.catalog, IcebergGate(self.authenticator), iceberg_defaults(self.app.config),
+                              self.app.audit)
 
     def handle(self, request: Request) -> Response:
-        """Answer one request (never raises); ``Response.operation`` is its operationId, ``ui`` or ``metrics``."""
-        name = ["unknown"]  # set by _handle once the request is routed
-        seen: list[Ctx] = []  # the request's context, once routed and authenticated
-        # The request's record, filled in by the operation (audit_context.note); with the trail off, nothing to fill.
-        pending = audit_context.Pending() if self.app.audit is not None else None
+        """Answer one request (never raises); ``Response.operation`` is its operationId, ``ui``, ``metrics``, the
+        Iceberg route's name, or ``unknown`` for an API path no operation serves."""
+        path = request.raw_path
+        if path == METRICS_PATH and self.app.config.api.metrics:
+            return _named(_answer(request, lambda: self._metrics(request)), "metrics")
+        if IcebergService.serves(path):
+            return self.iceberg.handle(request)  # answers in the Iceberg protocol's shape, never raises
+        if not path.startswith(PREFIX + "/") and path != PREFIX:
+            return _named(_answer(request, lambda: self._page(request)), "ui")
         try:
-            response = self._handle(request, name, seen, pending)
+            op, params = self._route(request)
         except ApiError as e:
-            response = error_response(e)
-        except LakeMountError as e:
-            response = error_response(translate(e))
-        except ClientDisconnected:
-            response = error_response(ApiError(400, "client disconnected before the request body was complete"))
-        except BodyTimeout as e:
-            response = error_response(ApiError(408, str(e)))
-        except Exception:  # noqa: BLE001 - a bug: logged, answered without details
-            log.exception("unexpected error serving %s %s", request.method, request.raw_path)
-            response = error_response(ApiError(500, "internal error"))
-        response.operation = name[0]
-        if seen and pending is not None:
-            if name[0] in AUDITED:
-                self._record(seen[0], pending, response)
-            elif name[0] in FAILURES_AUDITED and response.status >= 400:
-                self._record(seen[0], pending, response, op=FAILURES_AUDITED[name[0]])
+            return _named(error_response(e), "unknown")
+        return _named(_answer(request, lambda: self._operate(request, op, params)), op.operation_id)
+
+    def _route(self, request: Request) -> tuple[Operation, dict[str, str]]:
+        """The operation of an API request and its path parameters; ``ApiError`` 400, 404 or 405."""
+        path = request.raw_path
+        try:
+            op, params, other = self.router.match(request.method, path[len(PREFIX) :] or "/")
+        except UnicodeDecodeError:
+            raise ApiError(400, "path is not valid UTF-8") from None
+        if op is None:
+            if other:
+                raise ApiError(405, f"method {request.method} not allowed here")
+            raise not_found(f"no such API path: {path[:200]}")
+        return op, params
+
+    def _operate(self, request: Request, op: Operation, params: dict[str, str]) -> Response:
+        """Admit the request (its caller, CSRF, its query), then run ``op`` as that caller and record it in the audit
+        trail; a refusal before the operation runs raises (and is not recorded), the operation's own failure is its
+        response."""
+        ctx = Ctx(self, request, op, params, parse_query(request.raw_query))
+        if op.auth:
+            ctx.user = self.authenticator.authenticate(request.header("authorization"), request.header("cookie"),
+                                                      request.client)
+            csrf.check(request.method, request.header("authorization"), request.header("cookie"),
+                       request.header(csrf.HEADER))
+        ctx.check_query()
+        if self.app.audit is None:
+            return op(ctx)
+        # The request's record, filled in by the operation (audit_context.note); it runs as its caller, so the
+        # catalog's versioning records name who asked.
+        pending = audit_context.Pending()
+        tokens = audit_context.enter(audit_context.Actor(ctx.user or "", API, request.client), pending)
+        try:
+            response = op(ctx)
+        except Exception as e:  # noqa: BLE001 - answered as _answer answers it, so the record has its status
+            response = _error(request, e)
+        finally:
+            audit_context.leave(tokens)
+        if op.operation_id in AUDITED:
+            self._record(ctx, pending, response)
+        elif op.operation_id in FAILURES_AUDITED and response.status >= 400:
+            self._record(ctx, pending, response, op=FAILURES_AUDITED[op.operation_id])
         return response
 
     def _record(self, ctx: Ctx, pending: audit_context.Pending, response: Response, op: str = "") -> None:
@@ -202,48 +165,12 @@ class ApiService:
             return False
         return True
 
-    def _handle(self, request: Request, name: list[str], seen: list[Ctx], pending: audit_context.Pending | None) -> Response:
-        path = request.raw_path
-        if path == METRICS_PATH and self.app.config.api.metrics:
-            name[0] = "metrics"
-            return self._metrics(request)
-        if IcebergService.serves(path):
-            response = self.iceberg.handle(request)  # answers in the Iceberg protocol's shape, never raises
-            name[0] = response.operation
-            return response
-        if not path.startswith(PREFIX + "/") and path != PREFIX:
-            name[0] = "ui"
-            try:
-                return pages.serve(request, self._logged_in)  # the web UI
-            except pages.PageError as e:
-                raise ApiError(e.status, e.message, e.headers) from None
+    def _page(self, request: Request) -> Response:
+        """The web UI's page or static file for a path outside ``/api/v1``."""
         try:
-            op, params, other = self.router.match(request.method, path[len(PREFIX) :] or "/")
-        except UnicodeDecodeError:
-            raise ApiError(400, "path is not valid UTF-8") from None
-        if op is None:
-            if other:
-                raise ApiError(405, f"method {request.method} not allowed here")
-            raise not_found(f"no such API path: {path[:200]}")
-        name[0] = op.operation_id
-        ctx = Ctx(self, request, op, params, parse_query(request.raw_query))
-        if op.auth:
-            ctx.user = self.authenticator.authenticate(request.header("authorization"), request.header("cookie"),
-                                                      request.client)
-            csrf.check(request.method, request.header("authorization"), request.header("cookie"),
-                       request.header(csrf.HEADER))
-        ctx.check_query()
-        seen.append(ctx)
-        if pending is None:
-            result = op.func(ctx)
-        else:  # the operation runs as its caller: the catalog's versioning records name who asked
-            tokens = audit_context.enter(audit_context.Actor(ctx.user or "", API, request.client), pending)
-            try:
-                result = op.func(ctx)
-            finally:
-                audit_context.leave(tokens)
-        assert isinstance(result, Response)
-        return result
+            return pages.serve(request, self._logged_in)
+        except pages.PageError as e:
+            raise ApiError(e.status, e.message, e.headers) from None
 
     def _metrics(self, request: Request) -> Response:
         """Prometheus text of every server sharing this home (unauthenticated, like lakeFS's; ``api.metrics``)."""
@@ -255,3 +182,31 @@ class ApiService:
 
             text += render_metrics(self.app.config.home)
         return Response(200, [("Content-Type", metrics.CONTENT_TYPE), ("Cache-Control", "no-store")], text.encode())
+
+
+def _answer(request: Request, run: Callable[[], Response]) -> Response:
+    """``run()``'s response, or the error response of what it raised (``_error``)."""
+    try:
+        return run()
+    except Exception as e:  # noqa: BLE001 - every failure is answered
+        return _error(request, e)
+
+
+def _error(request: Request, e: Exception) -> Response:
+    """The error response of an exception an operation or the API's admission raised; anything else is a bug:
+    logged, answered 500 without details."""
+    if isinstance(e, ApiError):
+        return error_response(e)
+    if isinstance(e, LakeMountError):
+        return error_response(translate(e))
+    if isinstance(e, ClientDisconnected):
+        return error_response(ApiError(400, "client disconnected before the request body was complete"))
+    if isinstance(e, BodyTimeout):
+        return error_response(ApiError(408, str(e)))
+    log.error("unexpected error serving %s %s", request.method, request.raw_path, exc_info=e)
+    return error_response(ApiError(500, "internal error"))
+
+
+def _named(response: Response, operation: str) -> Response:
+    response.operation = operation
+    return response

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Final
 
-from lakemount.api.routing import OPERATIONS, Operation
+from lakemount.api.routing import Operation
 from lakemount.api.schemas import COMPONENTS
 
 OMITTED: Final = [
@@ -44,7 +44,7 @@ def _param_schema(p: Any) -> dict[str, Any]:
 
 def _operation(op: Operation) -> dict[str, Any]:
     params: list[dict[str, Any]] = []
-    for name in op.regex.groupindex:
+    for name in op.pattern.groupindex:
         params.append({"name": name, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}})
     for p in op.params:
         d: dict[str, Any] = {"name": p.name, "in": p.where, "required": p.required, "schema": _param_schema(p)}
@@ -94,10 +94,10 @@ def _operation(op: Operation) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=1)
-def document() -> dict[str, Any]:
-    """The OpenAPI document (built once per process)."""
+def document(routes: tuple[Operation, ...]) -> dict[str, Any]:
+    """The OpenAPI document of the operations ``routes`` lists (``routes.ROUTES``; built once per process)."""
     paths: dict[str, dict[str, Any]] = {}
-    for op in OPERATIONS:
+    for op in routes:
         if op.operation_id == "getOpenAPI":
             continue
         paths.setdefault(op.template, {})[op.method.lower()] = _operation(op)

@@ -1,8 +1,9 @@
-"""The route table: every operation of the API with its method, path template, parameters and shapes.
+"""What an operation of the API is: its method, path template, parameters and shapes, and the function that runs it.
 
-Resource modules declare operations with :func:`operation`; the table drives
-dispatch (``handler.py``), query-parameter checks and the served OpenAPI
-document (``openapi.py``), so what is documented is what is routed.
+A resource module under ``operations/`` declares each of its operations with :func:`operation`, which makes the
+module's name for it an :class:`Operation` and registers nothing: ``routes.py`` lists every operation in one
+explicit table, which drives dispatch (``handler.py``, through the servers' shared router ``serving/routes.py``),
+query-parameter checks and the served OpenAPI document (``openapi.py``), so what is documented is what is routed.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
 
 from lakemount.api.pagination import DEFAULT_AMOUNT, MAX_AMOUNT
+from lakemount.serving.http import Response
+from lakemount.serving.routes import compile_template
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +34,12 @@ class Param:
 
 @dataclass(frozen=True, slots=True)
 class Operation:
-    """One operation: ``func(ctx)`` returns a ``Response`` (see ``context.py``)."""
+    """One operation: ``func(ctx)`` (or the operation called as a function) returns a ``Response`` (see ``context.py``)."""
 
     method: str
     template: str
     operation_id: str
-    func: Callable[[Any], Any]
+    func: Callable[[Any], Response]
     tag: str
     summary: str
     params: tuple[Param, ...] = ()
@@ -48,10 +50,11 @@ class Operation:
     content_type: str = "application/json"
     errors: tuple[int, ...] = (400, 401, 404)
     auth: bool = True
-    regex: re.Pattern[str] = field(default=re.compile(""), compare=False)
+    pattern: re.Pattern[str] = field(default=re.compile(""), compare=False)
 
+    def __call__(self, ctx: Any) -> Response:
+        return self.func(ctx)
 
-OPERATIONS: list[Operation] = []
 
 # Every listing declares this one ``amount``; ``Ctx.page_size`` reads it and ``pagination.page_size`` judges it.
 AMOUNT = Param("amount", "integer", description=(
@@ -64,47 +67,12 @@ PAGINATION = (
 )
 
 
-def _compile(template: str) -> re.Pattern[str]:
-    out = "^"
-    for part in re.split(r"(\{\w+\})", template):
-        if part.startswith("{"):
-            out += f"(?P<{part[1:-1]}>[^/]+)"
-        else:
-            out += re.escape(part)
-    return re.compile(out + "$")
+def operation(method: str, template: str, operation_id: str, *, tag: str, summary: str,
+              **kw: Any) -> Callable[[Callable[[Any], Response]], Operation]:
+    """Declare ``func`` an operation (decorator): its name in the module becomes the :class:`Operation`, which
+    ``routes.py`` must list to serve it; the keywords are :class:`Operation` fields."""
 
+    def declare(func: Callable[[Any], Response]) -> Operation:
+        return Operation(method, template, operation_id, func, tag, summary, pattern=compile_template(template), **kw)
 
-def operation(method: str, template: str, operation_id: str, *, tag: str, summary: str, **kw: Any) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]]:
-    """Register ``func`` as an operation (decorator); the keywords are :class:`Operation` fields."""
-
-    def register(func: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        OPERATIONS.append(
-            Operation(method, template, operation_id, func, tag, summary, regex=_compile(template), **kw)
-        )
-        return func
-
-    return register
-
-
-class Router:
-    """Finds the operation for a method and a raw (percent-encoded) path below ``/api/v1``."""
-
-    def __init__(self, operations: list[Operation]) -> None:
-        self.operations = list(operations)
-
-    def match(self, method: str, path: str) -> tuple[Operation | None, dict[str, str], bool]:
-        """(operation, path parameters, whether the path exists for another method).
-
-        Path parameters are percent-decoded after matching, so an encoded
-        ``/`` inside a segment never splits it.
-        """
-        other = False
-        for op in self.operations:
-            m = op.regex.match(path)
-            if m is None:
-                continue
-            if op.method != method:
-                other = True
-                continue
-            return op, {k: unquote(v, errors="strict") for k, v in m.groupdict().items()}, False
-        return None, {}, other
+    return declare

@@ -43,6 +43,7 @@ from lakemount.iceberg.tables import Change, Loaded, Tables, TablesCatalog
 from lakemount.iceberg.tokens import OAuthError, issue
 from lakemount.iceberg.views import Views
 from lakemount.serving.http import BodyTimeout, BodyTooLarge, ClientDisconnected, Request, Response, read_bounded
+from lakemount.serving.routes import Router, compile_template
 
 log = logging.getLogger("lakemount.iceberg")
 
@@ -161,7 +162,8 @@ Handler = Callable[["IcebergService", Call], Response]
 @dataclass(frozen=True, slots=True)
 class Route:
     """One served route: method, path template below the address (``/v1/...``), its matcher and handler, whether
-    it needs a caller, and whether ``/v1/config`` advertises it (the spec lists neither config nor tokens)."""
+    it needs a caller, and whether ``/v1/config`` advertises it (the spec lists neither config nor tokens).
+    ``ROUTES`` at the end of this module lists every route; the router is the API's (``serving/routes.py``)."""
 
     method: str
     template: str
@@ -170,27 +172,32 @@ class Route:
     auth: bool
     advertised: bool
 
+    @property
+    def name(self) -> str:
+        """The handler's name, the response's ``operation`` (``list_namespaces``)."""
+        return self.handler.__name__
+
     def endpoint(self) -> str:
         """The spec's name of the route in ``ConfigResponse.endpoints`` (``GET /v1/{prefix}/namespaces``)."""
         return f"{self.method} /v1/{{prefix}}{self.template[len('/v1'):]}"
 
+    def __call__(self, svc: IcebergService, call: Call) -> Response:
+        return self.handler(svc, call)
 
-ROUTES: list[Route] = []  # the one source: what is served is what /v1/config advertises
 
+def route(method: str, template: str, *, auth: bool = True, advertised: bool = True) -> Callable[[Handler], Route]:
+    """Declare a handler for ``method`` and a path template below ``/v1`` (``{name}``: one segment) (decorator): its
+    name in the module becomes the :class:`Route`, which ``ROUTES`` must list to serve it."""
 
-def route(method: str, template: str, *, auth: bool = True, advertised: bool = True) -> Callable[[Handler], Handler]:
-    """Register a handler for ``method`` and a path template below ``/v1`` (``{name}``: one segment)."""
-    pattern = "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(template)) + "$"
+    def declare(func: Handler) -> Route:
+        return Route(method, template, compile_template(template), func, auth, advertised)
 
-    def register(func: Handler) -> Handler:
-        ROUTES.append(Route(method, template, re.compile(pattern), func, auth, advertised))
-        return func
-
-    return register
+    return declare
 
 
 def endpoints() -> list[str]:
-    """``ConfigResponse.endpoints``: every advertised route, in the order registered."""
+    """``ConfigResponse.endpoints``: every advertised route of ``ROUTES``, in its order (what is served is what
+    ``/v1/config`` advertises: one source)."""
     return [r.endpoint() for r in ROUTES if r.advertised]
 
 
@@ -273,26 +280,19 @@ class IcebergService:
             base, rest = self._split(request.raw_path)
         except UnicodeDecodeError:
             raise bad_request("path is not valid UTF-8") from None
-        other = False
-        for r in ROUTES:
-            m = r.pattern.match(rest)
-            if m is None:
-                continue
-            if r.method != request.method:
-                other = True
-                continue
-            try:
-                params = {k: unquote(v, errors="strict") for k, v in m.groupdict().items()}
-            except UnicodeDecodeError:
-                raise bad_request("path is not valid UTF-8") from None
-            call = Call(request, base, params)
-            if r.auth:
-                call.user = self.gate.user(request.header("authorization"), request.client)
-                calls.append(call)
-            return r.handler(self, call), r.handler.__name__
-        if other:
-            raise IcebergError(405, "MethodNotAllowedException", f"method {request.method} not allowed here")
-        raise IcebergError(404, "NoSuchEndpointException", f"no such catalog path: {request.raw_path[:200]}")
+        try:
+            r, params, other = ROUTER.match(request.method, rest)
+        except UnicodeDecodeError:
+            raise bad_request("path is not valid UTF-8") from None
+        if r is None:
+            if other:
+                raise IcebergError(405, "MethodNotAllowedException", f"method {request.method} not allowed here")
+            raise IcebergError(404, "NoSuchEndpointException", f"no such catalog path: {request.raw_path[:200]}")
+        call = Call(request, base, params)
+        if r.auth:
+            call.user = self.gate.user(request.header("authorization"), request.client)
+            calls.append(call)
+        return r(self, call), r.name
 
     # ------------------------------------------------------------------ helpers
     def read(self, call: Call, repo: str) -> None:
@@ -688,3 +688,35 @@ def commit_transaction(svc: IcebergService, call: Call) -> Response:
     for change, done, detail in zip(changes, svc.tables.commit(changes), details, strict=True):
         detail.update(committed(svc, done, change.updates))
     return _empty()
+
+
+# ---------------------------------------------------------------------- the route table
+ROUTES: Final[tuple[Route, ...]] = (
+    get_config,
+    get_token,
+    list_namespaces,
+    create_namespace,
+    load_namespace,
+    namespace_exists,
+    drop_namespace,
+    update_properties,
+    list_tables,
+    create_table,
+    load_table,
+    table_exists,
+    update_table,
+    drop_table,
+    register_table,
+    report_metrics,
+    rename_table,
+    list_views,
+    create_view,
+    load_view,
+    view_exists,
+    replace_view,
+    drop_view,
+    rename_view,
+    register_view,
+    commit_transaction,
+)
+ROUTER: Final = Router(ROUTES)

@@ -15,6 +15,19 @@ from typing import Protocol
 from urllib.parse import unquote_plus
 
 
+class Refused(Exception):
+    """A response a server gives instead of a result: an HTTP status, a one-line message and extra headers.
+
+    The API's ``ApiError`` is one; the Iceberg catalog's gate (``iceberg/host.py``) catches it by this name, so
+    it reshapes the API's refusals without importing the API."""
+
+    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers
+
+
 class ClientDisconnected(Exception):
     """The client went away before the request body was complete."""
 

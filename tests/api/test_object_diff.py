@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lakemount.api import object_diff
+from lakemount.api.operations import object_diff
 from tests.ui.test_units import BASIC, Svc
 
 AUTH = {"authorization": BASIC}

@@ -17,7 +17,7 @@ from lakemount.api.auth import Session, issue_token, signing_key, verify_token
 from lakemount.api.errors import ApiError, status_of
 from lakemount.api.handler import ApiService
 from lakemount.api.openapi import document
-from lakemount.api.routing import OPERATIONS
+from lakemount.api.routes import ROUTES
 from lakemount.api.schemas import COMPONENTS, validate
 from lakemount.api.upload import _form_content
 from lakemount.app import App
@@ -146,10 +146,10 @@ def test_form_parser_refuses_truncated_or_odd_forms() -> None:
 
 
 def test_document_covers_the_route_table() -> None:
-    doc = document()
+    doc = document(ROUTES)
     ids = {op["operationId"] for methods in doc["paths"].values() for op in methods.values()}
-    assert ids == {op.operation_id for op in OPERATIONS} - {"getOpenAPI"}
-    assert len(ids) == len([op for op in OPERATIONS if op.operation_id != "getOpenAPI"])
+    assert ids == {op.operation_id for op in ROUTES} - {"getOpenAPI"}
+    assert len(ids) == len([op for op in ROUTES if op.operation_id != "getOpenAPI"])
     refs = set()
 
     def walk(x: object) -> None:
@@ -233,7 +233,7 @@ def test_parquet_previews_of_crafted_files_stay_bounded(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lakemount.api.preview import parquet_preview
+    from lakemount.api.operations.preview import parquet_preview
 
     decoded_cap, max_columns = 64 << 20, 1000  # preview.DECODED_CAP, MAX_COLUMNS
 
@@ -265,7 +265,7 @@ def test_parquet_previews_of_crafted_files_stay_bounded(tmp_path: Path) -> None:
 _PREVIEW_IN_A_PROCESS = """
 import json, sys
 import pyarrow.parquet
-from lakemount.api.preview import parquet_preview
+from lakemount.api.operations.preview import parquet_preview
 def peak():  # VmHWM, not ru_maxrss: Linux carries the forking process's peak over into ru_maxrss across exec
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
@@ -316,7 +316,7 @@ def test_a_parquet_preview_stops_before_the_row_group_with_the_bomb(tmp_path: Pa
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lakemount.api.preview import parquet_preview
+    from lakemount.api.operations.preview import parquet_preview
 
     # Row groups of 10 rows; the third holds one value of 300 KiB, and the limit is 256 KiB.
     values = [b"x"] * 20 + [b"y" * (300 << 10)] + [b"z"] * 9

@@ -29,7 +29,7 @@ from tests.api.conftest import Served
 from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET
 from tests.ui.test_browser import login
 
-APP_JS = Path(__file__).resolve().parents[2] / "lakemount" / "ui" / "static" / "app.js"
+CORE_JS = Path(__file__).resolve().parents[2] / "lakemount" / "ui" / "static" / "core.js"
 OPS = ["GetObject", "CompleteMultipartUpload", "CopyObject", "linkPhysicalAddress", "updateTable", "DeleteObjects",
        "commit", "merge", "revert", "read", "statObject", "write", "commitTransaction"]
 USER = "a-rather-long-user-name-of-an-auditor@example.com"
@@ -190,7 +190,7 @@ def test_a_time_range_and_an_operation_filter_from_the_trails_own_list(served: S
 
 
 def test_a_table_page_and_an_object_page_link_to_their_audit_history(served: Served, browser: Any, trail: Trail) -> None:
-    assert f'const TABLE_POINTER = "{TABLE_POINTER}"' in APP_JS.read_text()  # the UI knows a table as the server does
+    assert f'const TABLE_POINTER = "{TABLE_POINTER}"' in CORE_JS.read_text()  # the UI knows a table as the server does
     page = _page(served, browser)
     page.goto(f"{served.api}/#/r/{trail.busy}/tree/main/db/events/")
     expect(page.locator("#table-info")).to_contain_text("db.events")

@@ -465,13 +465,13 @@ def test_repository_pages_follow_the_default_branch_and_a_slow_page_keeps_off_th
 
         held: list[Any] = []
         page.route("**/actions/runs?*", lambda route: held.append(route))  # the PR page waits on its hook runs
-        # Count the PR page loads that have ended, so the test waits for the stale one to finish, not a fixed time.
-        page.evaluate("""() => { window.__pullPagesEnded = 0; const load = window.pullPage;
-            window.pullPage = async (...a) => { try { return await load(...a); } finally { window.__pullPagesEnded++; } }; }""")
+        # The page is aria-busy while any page load runs (core.js's busy(), counted): the test waits for the stale
+        # PR page's load to end by it, not a fixed time.
+        busy = "document.getElementById('main').hasAttribute('aria-busy')"
         page.goto(f"{base}/#/r/{name}/pull/{pull['id']}")
         while not held:
             page.wait_for_timeout(50)
-        assert page.evaluate("window.__pullPagesEnded") == 0  # the PR page is still loading
+        assert page.evaluate(busy)  # the PR page is still loading
         page.goto(f"{base}/#/r/{name}/feed")
         page.wait_for_selector("#feed-status >> text=live")
         for route in held:
@@ -479,7 +479,7 @@ def test_repository_pages_follow_the_default_branch_and_a_slow_page_keeps_off_th
         page.unroute("**/actions/runs?*")
         # The PR page finished behind the feed (polled with evaluate: wait_for_function's string is an eval the CSP refuses).
         deadline = time.monotonic() + 60
-        while page.evaluate("window.__pullPagesEnded") < 1:
+        while page.evaluate(busy):
             assert time.monotonic() < deadline, "the stale PR page's load never ended within 60 s"
             page.wait_for_timeout(50)
         assert requests.post(f"{api}/repositories/{name}/branches", auth=AUTH, timeout=30,

@@ -121,7 +121,7 @@ def test_previews(svc: Svc) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lakemount.api.preview import TEXT_CAP
+    from lakemount.api.operations.preview import TEXT_CAP
 
     cat = svc.app.catalog
     buf = io.BytesIO()
@@ -157,17 +157,52 @@ def test_preview_errors_are_api_errors(svc: Svc) -> None:
     assert svc.call("GET", "/api/v1/repositories/rui/refs/main/objects/preview", "path=x")[0] == 401
 
 
+STATIC = Path(__file__).resolve().parents[2] / "lakemount" / "ui" / "static"
+
+
 def test_the_page_never_uses_html_sinks() -> None:
-    """app.js builds the DOM from text nodes and attributes only: no innerHTML, outerHTML, insertAdjacentHTML,
-    document.write or eval, so nothing from the API can become markup or script."""
+    """The UI's modules build the DOM from text nodes and attributes only (core.js's el()): no innerHTML, outerHTML,
+    insertAdjacentHTML, document.write or eval in any of them, so nothing from the API can become markup or script."""
     from lakemount.ui.pages import asset
 
-    js = asset("app.js")
-    assert js is not None
-    text = js.decode()
-    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
-        assert sink not in text, sink
-    assert re.search(r"createTextNode", text)
+    modules = sorted(p.name for p in STATIC.glob("*.js"))
+    assert len(modules) > 10
+    for name in modules:
+        js = asset(name)
+        assert js is not None, name
+        for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
+            assert sink not in js.decode(), (name, sink)
+    assert re.search(r"createTextNode", (asset("core.js") or b"").decode())
+
+
+IMPORT = re.compile(r'^import \{([^}]*)\} from "\./([\w]+\.js)";', re.M)
+EXPORT = re.compile(r"^export (?:async function|function|const|let) ([A-Za-z_$][\w$]*)", re.M)
+
+
+def test_the_ui_is_es_modules_that_import_what_they_share() -> None:
+    """index.html loads one module (app.js, no build step); each module imports what it uses of another by name
+    (no globals shared between classic scripts), from a module beside it that exports that name, and every module
+    is reached from app.js."""
+    html = (STATIC / "index.html").read_text()
+    assert re.findall(r"<script[^>]*>", html) == ['<script type="module" src="/static/app.js">']
+    exports = {p.name: set(EXPORT.findall(p.read_text())) for p in STATIC.glob("*.js")}
+    graph: dict[str, set[str]] = {}
+    for name in exports:
+        text = (STATIC / name).read_text()
+        assert '"use strict"' not in text, name  # a module is strict already
+        graph[name] = set()
+        for names, source in IMPORT.findall(text):
+            assert source in exports, f"{name} imports from {source}, which is not a module beside it"
+            wanted = {n.strip() for n in names.split(",") if n.strip()}
+            assert wanted <= exports[source], f"{name} imports {sorted(wanted - exports[source])} that {source} does not export"
+            graph[name].add(source)
+    reached, todo = set(), ["app.js"]
+    while todo:
+        m = todo.pop()
+        if m not in reached:
+            reached.add(m)
+            todo.extend(graph[m])
+    assert reached == set(exports), f"modules app.js never loads: {sorted(set(exports) - reached)}"
 
 
 def test_listing_pages_by_after(svc: Svc) -> None:
@@ -196,7 +231,7 @@ def test_listing_pages_by_after(svc: Svc) -> None:
 def test_text_preview_cut_inside_a_character_drops_it(svc: Svc) -> None:
     """A text longer than the cap, cut in the middle of a multi-byte character: the partial character is left
     out, not shown as U+FFFD."""
-    from lakemount.api.preview import TEXT_CAP
+    from lakemount.api.operations.preview import TEXT_CAP
 
     cat = svc.app.catalog
     cat.put("rui", "main", "cjk.txt", "日".encode() * (TEXT_CAP // 3 + 10))  # TEXT_CAP is not a multiple of 3

@@ -317,10 +317,12 @@ def test_breadcrumb_with_the_ref_picker_and_one_date_format(served: Served, brow
         page.goto(f"{served.api}/#/r/{rid}/tree/main/d1/d2/")
         page.wait_for_selector("#listing time")
         assert page.locator("#listing time").first.get_attribute("title") == page.locator("#listing time").first.get_attribute("datetime")
-        # Older dates read in larger units.
-        assert page.evaluate("() => relTime(new Date(Date.now() - 3 * 60 * 1000))") == "3 min ago"
-        assert page.evaluate("() => relTime(new Date(Date.now() - 2 * 86400 * 1000))") == "2 days ago"
-        assert page.evaluate("() => fmtTime('not a date')") == "not a date"
+        # Older dates read in larger units (core.js's helpers, imported as the page's modules import them: the
+        # same module instance).
+        core = "(await import('/static/core.js'))"
+        assert page.evaluate(f"async () => {core}.relTime(new Date(Date.now() - 3 * 60 * 1000))") == "3 min ago"
+        assert page.evaluate(f"async () => {core}.relTime(new Date(Date.now() - 2 * 86400 * 1000))") == "2 days ago"
+        assert page.evaluate(f"async () => {core}.fmtTime('not a date')") == "not a date"
     finally:
         page.close()
 

@@ -1,18 +1,19 @@
-// lakemount web UI: what changed inside an object, and who changed it last. A third classic script beside app.js
-// and write.js (loaded after them, all deferred), using app.js's helpers (el, api, route, link, fmtTime, action):
-// every value from the server is inserted as text. diffToggle() gives a changed row of a compare, commit or pull
-// request page its "diff" button, which opens the object's diff below the row: a line diff (unified or side by
-// side), a table diff of CSV and Parquet (schema changes, counts, the changed rows, by a key column the user picks
-// or by whole row, a page at a time), or both versions of an image side by side. fillBlame() fills the
-// "last change" cells of a listing, and the object page's line, with one request for the whole page.
-"use strict";
+// lakemount web UI: what changed inside an object, and who changed it last. A module importing core.js's helpers
+// (el, api, route, link, fmtTime, action): every value from the server is inserted as text. diffToggle() gives a
+// changed row of a compare, commit or pull request page its "diff" button, which opens the object's diff below the
+// row: a line diff (unified or side by side), a table diff of CSV and Parquet (schema changes, counts, the changed
+// rows, by a key column the user picks or by whole row, a page at a time), or both versions of an image side by
+// side. fillBlame() fills the "last change" cells of a listing, and the object page's line, with one request for the
+// whole page.
 
-const DIFF_ROWS = 50;  // changed rows of a table diff per page
+import {api, el, errorBox, fmtSize, fmtTime, link, route} from "./core.js";
+
+export const DIFF_ROWS = 50;  // changed rows of a table diff per page
 
 // cmp: {left, right, type} as the page's diff was asked (type: two_dot, three_dot or uncommitted).
-function diffBase(repo, cmp) { return route("repositories", repo, "refs", cmp.left, "diff", cmp.right, "object"); }
+export function diffBase(repo, cmp) { return route("repositories", repo, "refs", cmp.left, "diff", cmp.right, "object"); }
 
-function diffToggle(repo, cmp, path) {
+export function diffToggle(repo, cmp, path) {
   const id = "diff-" + Math.random().toString(36).slice(2);
   const button = el("button", {type: "button", class: "diff-toggle", "aria-expanded": "false", "aria-controls": id,
     "data-path": path, onclick: async () => {
@@ -28,7 +29,7 @@ function diffToggle(repo, cmp, path) {
   return button;
 }
 
-async function objectDiff(repo, cmp, path) {
+export async function objectDiff(repo, cmp, path) {
   const s = await api("GET", diffBase(repo, cmp), {path, type: cmp.type});
   const box = el("div", {class: "diff-view", "data-kind": s.kind});
   const sides = el("p", {class: "muted"}, sideLabel("before", s.left), " → ", sideLabel("after", s.right));
@@ -42,14 +43,14 @@ async function objectDiff(repo, cmp, path) {
   return box;
 }
 
-function sideLabel(what, side) {
+export function sideLabel(what, side) {
   if (!side.exists) return what + ": (absent)";
   return [what + ": ", el("a", {href: side.url, download: ""}, side.ref.length === 64 ? side.ref.slice(0, 12) : side.ref),
     " (" + fmtSize(side.size_bytes) + ")"];
 }
 
 // ---- text ---------------------------------------------------------------------------------------
-async function textDiff(repo, cmp, path, view) {
+export async function textDiff(repo, cmp, path, view) {
   const d = await api("GET", diffBase(repo, cmp) + "/text", {path, type: cmp.type, view});
   const holder = el("div", {class: "text-diff", "data-view": view});
   const pick = v => el("button", {type: "button", class: "diff-view-pick", "aria-pressed": String(v === view), "data-view": v,
@@ -82,7 +83,7 @@ async function textDiff(repo, cmp, path, view) {
 
 // ---- tables -------------------------------------------------------------------------------------
 // url: the diff's operation (default: diffObjectTable; tables.js passes diffIcebergTableRows, of the same answer).
-async function tableDiff(repo, cmp, path, key, after, url) {
+export async function tableDiff(repo, cmp, path, key, after, url) {
   const at = url || diffBase(repo, cmp) + "/table";
   const d = await api("GET", at, {path, type: cmp.type, key, after, amount: DIFF_ROWS});
   const holder = el("div", {class: "table-diff", "data-mode": d.mode, "data-key": key.join(",")});
@@ -128,7 +129,7 @@ async function tableDiff(repo, cmp, path, key, after, url) {
 }
 
 // ---- images -------------------------------------------------------------------------------------
-function imageDiff(s, path) {
+export function imageDiff(s, path) {
   const name = path.split("/").pop();
   const side = (what, x) => el("figure", {class: "image-side", "data-side": what},
     x.exists ? el("img", {src: x.url, alt: `${name}, ${what}`}) : el("p", {class: "muted"}, "(absent)"),
@@ -138,7 +139,7 @@ function imageDiff(s, path) {
 
 // ---- blame --------------------------------------------------------------------------------------
 // cells: [{path, td}] of one page; one request for all of them. A failure leaves the cells saying so, the page stands.
-async function fillBlame(repo, ref, cells) {
+export async function fillBlame(repo, ref, cells) {
   if (!cells.length) return;
   let data;
   try {
@@ -151,7 +152,7 @@ async function fillBlame(repo, ref, cells) {
   data.results.forEach((b, i) => cells[i].td.replaceChildren(blameText(repo, b)));
 }
 
-function blameText(repo, b) {
+export function blameText(repo, b) {
   const parts = [];
   if (b.commit) {
     const c = b.commit;

@@ -1,12 +1,15 @@
 // lakemount web UI, what makes it good to live with: import from storage, the listing's filter and the commit
-// search, keyboard shortcuts (and their `?` help), errors that say what to do next. A third classic script, after
-// app.js and write.js, using their helpers (el, api, route, action, mayNot, rights...): the same rules hold, every
-// value from the server is inserted as text and every change sends the CSRF header.
-"use strict";
+// search, keyboard shortcuts (and their `?` help), errors that say what to do next. A module importing core.js's and
+// nav.js's helpers (el, api, route, action, mayNot, rights...): the same rules hold, every value from the server is
+// inserted as text and every change sends the CSRF header; it sets up the keyboard when app.js loads it.
+
+import {render} from "./app.js";
+import {action, api, el, errorBox, link, main, route} from "./core.js";
+import {defaultBranch, mayNot, rights} from "./nav.js";
 
 // ---- errors that say what to do ------------------------------------------------------
 // The server's message says what went wrong; the hint says what the user can do about it, by status.
-function errorHint(e) {
+export function errorHint(e) {
   const status = e && e.status;
   if (status === 403) return "Ask an administrator for the right named above, or use an account that has it.";
   if (status === 404) return "Check the name in the address, or pick another repository, ref or path.";
@@ -19,7 +22,7 @@ function errorHint(e) {
 }
 
 // A page that could not be drawn: its error, its hint and a button that tries the page again.
-function pageError(e) {
+export function pageError(e) {
   return el("div", {id: "page-error"}, errorBox(e),
     el("p", {}, el("button", {type: "button", id: "retry", onclick: () => render()}, "try again"), " ",
       el("a", {href: "#/"}, "back to the repositories")));
@@ -29,9 +32,9 @@ function pageError(e) {
 // lakeFS's import dialog, through importStart/importStatus/importCancel: sources (one URI a line, a prefix when it
 // ends with "/"), a destination prefix, a commit message and metadata; then the import's progress, a cancel
 // button, and its commit when done. Disabled, with the reason, without WriteRepo and ImportFromStorage.
-const IMPORT_POLL_MS = 500;
-const CANCELLED = "Import cancelled: nothing was committed; what it had staged stays uncommitted (reset the branch to drop it).";
-function importButton(repo, branch, prefix) {
+export const IMPORT_POLL_MS = 500;
+export const CANCELLED = "Import cancelled: nothing was committed; what it had staged stays uncommitted (reset the branch to drop it).";
+export function importButton(repo, branch, prefix) {
   const open = el("button", {type: "button", id: "import-open", "aria-haspopup": "dialog",
                              onclick: () => importDialog(repo, branch, prefix)}, "import…");
   const box = el("span", {id: "import-control"}, open);
@@ -42,7 +45,7 @@ function importButton(repo, branch, prefix) {
   return box;
 }
 
-function importDialog(repo, branch, prefix) {
+export function importDialog(repo, branch, prefix) {
   const old = document.getElementById("import-dialog");
   if (old) old.remove();
   const base = route("repositories", repo, "branches", branch, "import");
@@ -138,8 +141,8 @@ function importDialog(repo, branch, prefix) {
 // ---- the listing's filter and the commit search ------------------------------------------
 // Both live in the page's address (?name=... / ?search=...), so a filtered page is a link and the back button
 // works; each keystroke (after a pause) replaces the address, and the page redraws keeping the caret.
-const FILTER_PAUSE_MS = 250;
-function searchBox(id, label, value, onChange) {
+export const FILTER_PAUSE_MS = 250;
+export function searchBox(id, label, value, onChange) {
   let timer = null;
   const input = el("input", {id, type: "search", value: value || "", placeholder: label, "aria-label": label, size: 30,
     oninput: () => { clearTimeout(timer); timer = setTimeout(() => onChange(input.value), FILTER_PAUSE_MS); },
@@ -149,7 +152,7 @@ function searchBox(id, label, value, onChange) {
 // The hash of the page shown with query parameters changed (empty values dropped, paging reset). It starts from
 // the address as it is now, not as it was when a control was drawn: a box ticked on a page still being replaced
 // (the filter just typed is redrawing it) must keep that filter, not put back the one the old page was drawn for.
-function withQuery(changes) {
+export function withQuery(changes) {
   const [path, query] = location.hash.replace(/^#/, "").split("?", 2);
   const p = new URLSearchParams(query || "");
   p.delete("after"); p.delete("back");
@@ -159,26 +162,26 @@ function withQuery(changes) {
 }
 // The listing filter: names in this directory that start with the text (the API's prefix: server-side, paged),
 // or, with "whole subtree", every object below whose path from here starts with it.
-function listingFilter(q) {
+export function listingFilter(q) {
   const box = searchBox("filter", "filter by name (starts with)", q.get("name"), v => location.replace(withQuery({name: v})));
   const deep = el("input", {type: "checkbox", id: "filter-deep", checked: q.get("deep") === "1",
                             onchange: () => location.replace(withQuery({deep: deep.checked ? "1" : ""}))});
   return el("div", {class: "filter", role: "search"}, box, " ", el("label", {for: "filter-deep"}, deep, " whole subtree"));
 }
-function listingQuery(prefix, q) {
+export function listingQuery(prefix, q) {
   return {prefix: prefix + (q.get("name") || ""), delimiter: q.get("deep") === "1" ? "" : "/"};
 }
-function listingEmpty(q) {
+export function listingEmpty(q) {
   const name = q.get("name");
   if (name) return el("p", {class: "muted", id: "empty"}, `Nothing here starts with "${name}". `,
     el("a", {href: withQuery({name: ""})}, "clear the filter"));
   return el("p", {class: "muted", id: "empty"}, "This directory is empty.");
 }
-function commitSearch(q) {
+export function commitSearch(q) {
   return el("div", {class: "filter", role: "search"},
     searchBox("commit-search", "search messages, metadata, committer, id", q.get("search"), v => location.replace(withQuery({search: v}))));
 }
-function commitsEmpty(q) {
+export function commitsEmpty(q) {
   const s = q.get("search");
   return s ? el("p", {class: "muted", id: "empty"}, `No commit matches "${s}". `, el("a", {href: withQuery({search: ""})}, "clear the search"))
     : el("p", {class: "muted", id: "empty"}, "No commits.");
@@ -186,7 +189,7 @@ function commitsEmpty(q) {
 
 // ---- keyboard ----------------------------------------------------------------------------
 // Single keys, as GitHub's and Gmail's: never while typing in a field, never with Ctrl/Alt/Meta.
-const SHORTCUTS = [
+export const SHORTCUTS = [
   ["?", "show this help"],
   ["/", "focus the page's filter or search box"],
   ["j / k", "next / previous row of the page's table"],
@@ -201,7 +204,7 @@ const SHORTCUTS = [
   ["i", "import into this branch (a branch's listing)"],
   ["Esc", "close a dialog"],
 ];
-function helpDialog() {
+export function helpDialog() {
   const old = document.getElementById("help-dialog");
   if (old) { old.close(); return; }
   const dlg = el("dialog", {id: "help-dialog", class: "dialog", "aria-labelledby": "help-title"},
@@ -215,17 +218,17 @@ function helpDialog() {
   dlg.querySelector("#help-close").focus();
 }
 // The repository and ref of the page shown (#/r/<repo>/<view>/<ref>...), for the g-shortcuts.
-function here() {
+export function here() {
   const parts = location.hash.replace(/^#/, "").split("?", 1)[0].split("/").filter((p, i) => i > 0).map(s => { try { return decodeURIComponent(s); } catch (_) { return s; } });
   if (parts[0] !== "r" || !parts[1]) return null;
   return {repo: parts[1], view: parts[2] || "", ref: parts.length >= 4 && !["pulls", "feed", "audit", "actions", "settings"].includes(parts[2]) ? parts[3] : ""};
 }
 // The rows j/k walk: those of the page's main table that hold a link.
-function tableRows() {
+export function tableRows() {
   const table = main().querySelector("#listing, #commits, #history, #repos, #branches, #pulls, #diff, #changes, table");
   return table ? [...table.querySelectorAll("tr")].filter(r => r.querySelector("a[href]")) : [];
 }
-function selectRow(delta) {
+export function selectRow(delta) {
   const rows = tableRows();
   if (!rows.length) return;
   const at = rows.findIndex(r => r.classList.contains("selected"));
@@ -235,9 +238,9 @@ function selectRow(delta) {
   next.setAttribute("aria-current", "true");
   next.querySelector("a[href]").focus();  // focus shows it and makes Enter open it; screen readers read the row's link
 }
-let pendingG = 0;  // the time "g" was pressed: a second key within G_WINDOW_MS completes it
-const G_WINDOW_MS = 1500;
-function goTo(key) {
+export let pendingG = 0;  // the time "g" was pressed: a second key within G_WINDOW_MS completes it
+export const G_WINDOW_MS = 1500;
+export function goTo(key) {
   const h = here();
   const dest = {r: "/"};
   if (h) {
@@ -251,7 +254,7 @@ function goTo(key) {
   }
   if (dest[key]) location.assign("#" + dest[key]);
 }
-function onKey(ev) {
+export function onKey(ev) {
   if (ev.ctrlKey || ev.altKey || ev.metaKey || ev.defaultPrevented) return;
   const t = ev.target;
   if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) {

@@ -1,21 +1,26 @@
-// lakemount web UI: Iceberg tables. A fifth classic script beside app.js, write.js, live.js and diff.js (loaded
-// after them, all deferred), using their helpers (el, api, route, link, fmtTime, breadcrumb, repoTabs, tableDiff):
-// every value from the server is inserted as text. tablesPage() lists a ref's tables by namespace (listIcebergTables);
-// tablePage() shows one: schema (types, required, version 3 defaults), partition spec, snapshots (operation and the
-// summary's counts) and its first rows (getIcebergTable, previewIcebergTable). compareTables() fills the compare
-// page's "Iceberg tables" section: per table, the snapshots added, the schema changes and, where the table is
-// small enough, a row diff drawn by diff.js's table diff (diffIcebergTables, diffIcebergTableRows).
-"use strict";
+// lakemount web UI: Iceberg tables. A module importing the helpers of core.js, nav.js and diff.js (el, api, route,
+// link, fmtTime, breadcrumb, repoTabs, tableDiff): every value from the server is inserted as text. tablesPage()
+// lists a ref's tables by namespace (listIcebergTables); tablePage() shows one: schema (types, required, version 3
+// defaults), partition spec, snapshots (operation and the summary's counts) and its first rows (getIcebergTable,
+// previewIcebergTable). compareTables() fills the compare page's "Iceberg tables" section: per table, the snapshots
+// added, the schema changes and, where the table is small enough, a row diff drawn by diff.js's table diff
+// (diffIcebergTables, diffIcebergTableRows).
 
-const TABLE_ROWS = 100;  // rows of a table's preview
+import {auditLink, shown} from "./audit.js";
+import {api, draw, el, enc, errorBox, fmtTime, gen, link, route} from "./core.js";
+import {tableDiff} from "./diff.js";
+import {breadcrumb, repoTabs} from "./nav.js";
+import {table, treeHash} from "./tree.js";
 
-function tablesHash(repo, ref) { return route("r", repo, "tables", ref); }
-function tableHash(repo, ref, path) { return route("r", repo, "table", ref) + "?path=" + enc(path); }
-const tableName = t => [...t.namespace, t.name].join(".");
-const fmtMs = ms => (ms === null || ms === undefined ? "" : fmtTime(ms / 1000));
-const icebergValue = v => (v === null || v === undefined ? el("span", {class: "muted"}, "null") : typeof v === "object" ? JSON.stringify(v) : String(v));
+export const TABLE_ROWS = 100;  // rows of a table's preview
 
-async function tablesPage(repo, ref) {
+export function tablesHash(repo, ref) { return route("r", repo, "tables", ref); }
+export function tableHash(repo, ref, path) { return route("r", repo, "table", ref) + "?path=" + enc(path); }
+export const tableName = t => [...t.namespace, t.name].join(".");
+export const fmtMs = ms => (ms === null || ms === undefined ? "" : fmtTime(ms / 1000));
+export const icebergValue = v => (v === null || v === undefined ? el("span", {class: "muted"}, "null") : typeof v === "object" ? JSON.stringify(v) : String(v));
+
+export async function tablesPage(repo, ref) {
   const g0 = gen;  // drawn only if the user is still on this page
   const [data, crumbs] = await Promise.all([
     api("GET", route("repositories", repo, "refs", ref, "iceberg", "tables")),
@@ -41,7 +46,7 @@ async function tablesPage(repo, ref) {
     data.truncated ? el("p", {class: "muted"}, "Only the first tables are listed.") : null);
 }
 
-function fieldRows(fields) {
+export function fieldRows(fields) {
   return fields.map(f => el("tr", {class: "field", "data-name": f.name},
     el("td", {}, String(f.id)), el("td", {}, el("code", {}, f.name)), el("td", {}, f.type),
     el("td", {}, f.required ? "required" : "optional"),
@@ -49,18 +54,18 @@ function fieldRows(fields) {
     el("td", {class: "muted"}, f.doc || "")));
 }
 
-function snapshotRows(snaps) {
+export function snapshotRows(snaps) {
   const n = (s, k) => (k in s.counts ? String(s.counts[k]) : "");
   return snaps.map(s => el("tr", {class: "snapshot", "data-id": String(s.snapshot_id)},
     el("td", {}, el("code", {title: String(s.snapshot_id)}, String(s.snapshot_id))), el("td", {}, fmtMs(s.timestamp_ms)),
     el("td", {class: "operation"}, s.operation), el("td", {}, n(s, "added_data_files")), el("td", {}, n(s, "deleted_data_files")),
     el("td", {}, n(s, "added_records")), el("td", {}, n(s, "deleted_records")), el("td", {}, n(s, "total_records"))));
 }
-const SNAPSHOT_HEAD = () => el("tr", {}, el("th", {}, "snapshot"), el("th", {}, "time"), el("th", {}, "operation"),
+export const SNAPSHOT_HEAD = () => el("tr", {}, el("th", {}, "snapshot"), el("th", {}, "time"), el("th", {}, "operation"),
   el("th", {}, "files added"), el("th", {}, "files removed"), el("th", {}, "records added"), el("th", {}, "records removed"),
   el("th", {}, "records"));
 
-async function tablePage(repo, ref, q) {
+export async function tablePage(repo, ref, q) {
   const g0 = gen;  // drawn only if the user is still on this page
   const path = q.get("path") || "";
   const [t, crumbs] = await Promise.all([
@@ -99,7 +104,7 @@ async function tablePage(repo, ref, q) {
 }
 
 // ---- compare ------------------------------------------------------------------------------------------------
-function schemaChangeList(c) {
+export function schemaChangeList(c) {
   const items = [
     c.added.map(f => el("li", {class: "added"}, "column added: ", el("code", {}, f.name), " " + f.type + (f.required ? " required" : ""),
       "initial_default" in f ? ` (default ${JSON.stringify(f.initial_default)})` : "")),
@@ -111,7 +116,7 @@ function schemaChangeList(c) {
   return items.length ? el("ul", {class: "schema-changes iceberg-schema-changes"}, items) : el("p", {class: "muted"}, "Schema unchanged.");
 }
 
-function tableChange(repo, cmp, t) {
+export function tableChange(repo, cmp, t) {
   if (t.error) {
     return el("section", {class: "iceberg-change", "data-status": t.status, "data-path": t.path},
       el("h4", {}, el("span", {class: "removed"}, "unreadable"), " ", el("strong", {}, tableName(t))), errorBox(t.error));
@@ -138,7 +143,7 @@ function tableChange(repo, cmp, t) {
 }
 
 // The compare page's section: nothing at all when no Iceberg table differs.
-async function compareTables(holder, repo, cmp) {
+export async function compareTables(holder, repo, cmp) {
   let d;
   try {
     d = await api("GET", route("repositories", repo, "refs", cmp.left, "diff", cmp.right, "iceberg", "tables"), {type: cmp.type});

@@ -1,13 +1,17 @@
-// lakemount web UI, the pages and controls that change a repository: branches and tags, upload and delete,
-// commit and reset, merge. A second classic script beside app.js (loaded after it, both deferred), using its
-// helpers (el, api, route, action, mayNot...): the same rules hold here, every value from the server is
-// inserted as text and every change sends the CSRF header. Each control is disabled, with the reason as its
-// tooltip, for a user without the right (rights() asks getRepositoryPermissions).
-"use strict";
+// lakemount web UI, the pages and controls that change a repository: branches and tags, upload and delete, commit
+// and reset, merge. A module importing core.js's and nav.js's helpers (el, api, route, action, mayNot...): the same
+// rules hold here, every value from the server is inserted as text and every change sends the CSRF header. Each
+// control is disabled, with the reason as its tooltip, for a user without the right (rights() asks
+// getRepositoryPermissions).
+
+import {render} from "./app.js";
+import {API, api, cookie, draw, el, enc, errorBox, fmtSize, gen, link, main, PAGE, pager, route} from "./core.js";
+import {breadcrumb, defaultBranch, mayNot, repoTabs, rights} from "./nav.js";
+import {conflictList} from "./pulls.js";
 
 // ---- branches and tags ---------------------------------------------------------------
 // Both from any ref: a branch, a tag or a commit id (the datalist offers the names; a typed commit id works too).
-async function refsPage(repo, ref) {
+export async function refsPage(repo, ref) {
   const g0 = gen;  // drawn only if the user is still on this page
   const [branches, tags, can, crumbs, dflt] = await Promise.all([
     api("GET", route("repositories", repo, "branches"), {amount: 1000}),
@@ -47,7 +51,7 @@ async function refsPage(repo, ref) {
 
 // ---- upload and delete on a branch's listing -------------------------------------------
 // The listing's write controls when ``ref`` is a branch (null for a tag or a commit: they take no change).
-async function branchWriting(repo, ref) {
+export async function branchWriting(repo, ref) {
   const [isBranch, can] = await Promise.all([
     api("GET", route("repositories", repo, "branches", ref)).then(() => true, e => { if (e.status === 401) throw e; return false; }),
     rights(repo)]);
@@ -66,8 +70,8 @@ async function branchWriting(repo, ref) {
 // progress and a cancel button (XMLHttpRequest: fetch reports no upload progress). The listing is redrawn when
 // the last one ends, so the new objects show; the list of uploads (done, cancelled, failed and why) stays
 // through that redraw, for as long as the user stays in that directory.
-let uploadLog = {key: "", list: null};
-function uploadBox(repo, branch, prefix) {
+export let uploadLog = {key: "", list: null};
+export function uploadBox(repo, branch, prefix) {
   const key = JSON.stringify([repo, branch, prefix]);
   if (uploadLog.key !== key) uploadLog = {key, list: el("ul", {id: "uploads"})};
   const list = uploadLog.list;
@@ -108,7 +112,7 @@ function uploadBox(repo, branch, prefix) {
 
 // What a drop holds, as [relative path, File] pairs: a dropped folder is walked (its entries are read in
 // batches until an empty one). The entries are taken at once: a DataTransfer is emptied after the event.
-async function droppedFiles(dt) {
+export async function droppedFiles(dt) {
   const entries = [...(dt.items || [])].filter(i => i.kind === "file").map(i => i.webkitGetAsEntry ? i.webkitGetAsEntry() : null);
   const files = [...dt.files];
   if (!entries.length || entries.some(e => !e)) return files.map(f => [f.name, f]);
@@ -126,7 +130,7 @@ async function droppedFiles(dt) {
   return out;
 }
 
-function uploadOne(repo, branch, path, file, list) {
+export function uploadOne(repo, branch, path, file, list) {
   return new Promise(resolve => {
     const xhr = new XMLHttpRequest();
     const bar = el("progress", {max: 1, value: 0});
@@ -153,7 +157,7 @@ function uploadOne(repo, branch, path, file, list) {
 }
 
 // ---- uncommitted changes: commit, reset ------------------------------------------------------
-async function changesPage(repo, branch, q) {
+export async function changesPage(repo, branch, q) {
   const g0 = gen;  // drawn only if the user is still on this page
   const after = q.get("after") || "";
   const [d, can, crumbs] = await Promise.all([
@@ -209,7 +213,7 @@ async function changesPage(repo, branch, q) {
 
 // ---- merge ------------------------------------------------------------------------------------
 // Merge ``source`` (any ref) into the branch ``dest`` with a strategy; on success, the destination's log.
-function mergeForm(repo, source, dest, can) {
+export function mergeForm(repo, source, dest, can) {
   const strategy = el("select", {id: "compare-merge-strategy", "aria-label": "merge strategy"},
     el("option", {value: ""}, "default (fail on conflict)"),
     el("option", {value: "source-wins"}, "source-wins"), el("option", {value: "dest-wins"}, "dest-wins"));

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lakemount.api.table_diff import TableDiffError, load_table, page_of, table_diff
+from lakemount.render.table_diff import TableDiffError, load_table, page_of, table_diff
 
 
 def same(a: Any, b: Any) -> bool:

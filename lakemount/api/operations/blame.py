@@ -14,7 +14,7 @@ from typing import Final
 from lakemount.api.context import Ctx, json_response, repo_of
 from lakemount.api.errors import bad_request
 from lakemount.api.models import commit_json
-from lakemount.api.objects import check_path
+from lakemount.api.operations.objects import check_path
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
 from lakemount.catalog.blame import MAX_PATHS

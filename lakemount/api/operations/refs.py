@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import dropwhile
 
-from lakemount.api.branches import DELIMITER, diff_page
 from lakemount.api.context import Ctx, json_response, repo_of
 from lakemount.api.errors import bad_request
 from lakemount.api.models import commit_json
+from lakemount.api.operations.branches import DELIMITER, diff_page
 from lakemount.api.pagination import paginate
 from lakemount.api.routing import AMOUNT, PAGINATION, Param, operation
 from lakemount.auth.policies import Action

@@ -23,16 +23,16 @@ from urllib.parse import quote
 
 from lakemount.api.context import Ctx, json_response, repo_of
 from lakemount.api.errors import bad_request, not_found
-from lakemount.api.objects import PATH, check_path
+from lakemount.api.operations.objects import PATH, check_path
+from lakemount.api.operations.preview import IMAGE_CAP, kind_of, looks_binary
 from lakemount.api.pagination import MAX_AMOUNT, page
-from lakemount.api.preview import IMAGE_CAP, kind_of, looks_binary
 from lakemount.api.routing import AMOUNT, Param, operation
 from lakemount.auth.policies import Action
 from lakemount.catalog.model import object_view
 from lakemount.serving.http import Response
 
 if TYPE_CHECKING:  # table_diff imports pyarrow: loaded on the first table diff, not when the API starts
-    from lakemount.api.table_diff import Compared
+    from lakemount.render.table_diff import Compared
 
 TAG = "diff"
 TEXT_DIFF_CAP: Final = 1 << 20  # bytes of one side a text diff reads
@@ -229,7 +229,7 @@ def diff_object_text(ctx: Ctx) -> Response:
 
 def _table(ctx: Ctx, repo: str, side: _Side, fmt: str) -> Any:
     """The version's table; None when the object is not on that side."""
-    from lakemount.api.table_diff import load_table
+    from lakemount.render.table_diff import load_table
 
     if side.entry is None:
         return None
@@ -252,7 +252,7 @@ def diff_object_table(ctx: Ctx) -> Response:
     """diffObjectTable: schema changes, counts and a page of changed rows (see ``table_diff.py``); 400 for an
     object that is not CSV or Parquet, an unknown, null or repeated key, a file that is no table or too large;
     404 if neither side has the object."""
-    from lakemount.api.table_diff import TableDiffError, page_of, table_diff
+    from lakemount.render.table_diff import TableDiffError, page_of, table_diff
 
     repo = repo_of(ctx, Action.READ_REPO)
     path = check_path(ctx.q_required("path"))

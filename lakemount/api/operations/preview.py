@@ -21,12 +21,12 @@ import json
 from typing import Any, Final
 
 from lakemount.api.context import Ctx, json_response, repo_of
-from lakemount.api.objects import PATH, check_path
-from lakemount.api.parquet_pages import BadPage, pages
+from lakemount.api.operations.objects import PATH, check_path
 from lakemount.api.routing import Param, operation
 from lakemount.auth.policies import Action
 from lakemount.catalog.model import object_view
 from lakemount.config import PreviewConfig
+from lakemount.render.parquet_pages import BadPage, pages
 from lakemount.serving.http import Response
 
 TEXT_CAP: Final = 256 * 1024

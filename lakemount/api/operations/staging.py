@@ -17,7 +17,7 @@ from typing import Any
 from lakemount.api.context import Ctx, json_response, repo_of
 from lakemount.api.errors import ApiError, bad_request
 from lakemount.api.models import object_json
-from lakemount.api.objects import PATH, check_path
+from lakemount.api.operations.objects import PATH, check_path
 from lakemount.api.routing import Param, operation
 from lakemount.audit.context import note
 from lakemount.auth.policies import Action

@@ -110,7 +110,7 @@ def logout(ctx: Ctx) -> Response:
            errors=(401,))
 def current_user(ctx: Ctx) -> Response:
     """getCurrentUser: the authenticated user in lakeFS's ``CurrentUser`` shape."""
-    from lakemount.api.users import user_json
+    from lakemount.api.operations.users import user_json
 
     assert ctx.user is not None
     return json_response(200, {"user": user_json(ctx.service.app.auth.get_user(ctx.user))})
@@ -122,4 +122,4 @@ def openapi_document(ctx: Ctx) -> Response:
     """getOpenAPI: this API's OpenAPI document, unauthenticated."""
     from lakemount.api.openapi import document
 
-    return json_response(200, document())
+    return json_response(200, document(ctx.service.routes))

@@ -1,6 +1,6 @@
 """Imports: start, status and cancel of a zero-copy import (``lakemount.jobs.importer``) into a branch.
 
-An import runs in its own process (``python -m lakemount.api.imports``: it
+An import runs in its own process (``python -m lakemount.api.operations.imports``: it
 starts Spark, which an API worker must not host) and records its state in
 ``LAKEMOUNT_HOME/imports/<id>.json``, which every API process reads, so
 status and cancel work whichever worker the client reaches.  As in lakeFS
@@ -116,7 +116,7 @@ def import_start(ctx: Ctx) -> Response:
     cfg = config_pipe(ctx.service.app.config)
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "lakemount.api.imports", path, f"/dev/fd/{cfg}"],
+            [sys.executable, "-m", "lakemount.api.operations.imports", path, f"/dev/fd/{cfg}"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, env={**os.environ, "LAKEMOUNT_HOME": home}, pass_fds=(cfg,),
         )

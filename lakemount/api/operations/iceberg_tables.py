@@ -22,9 +22,9 @@ from typing import Any, Final
 
 from lakemount.api.context import ApiCatalog, Ctx, json_response, repo_of
 from lakemount.api.errors import ApiError, bad_request, not_found
-from lakemount.api.object_diff import RECENT, TYPE, compared_refs
+from lakemount.api.operations.object_diff import RECENT, TYPE, compared_refs
+from lakemount.api.operations.preview import MAX_ROWS, parquet_preview
 from lakemount.api.pagination import MAX_AMOUNT, page
-from lakemount.api.preview import MAX_ROWS, parquet_preview
 from lakemount.api.routing import AMOUNT, Param, operation
 from lakemount.auth.policies import Action
 from lakemount.catalog.model import ResolvedRef
@@ -271,7 +271,7 @@ def _rows_of(ctx: Ctx, repo: str, at: Any, loaded: Loaded | None, which: str) ->
     """One side's current snapshot as an Arrow table in its current schema's columns (None when absent)."""
     import pyarrow as pa
 
-    from lakemount.api.table_diff import TableDiffError, load_table
+    from lakemount.render.table_diff import TableDiffError, load_table
 
     if loaded is None:
         return None
@@ -317,7 +317,7 @@ def diff_table_rows(ctx: Ctx) -> Response:
     """diffIcebergTableRows: the Parquet table diff (``diffObjectTable``'s answer, ``format`` ``iceberg``) of the
     table's current snapshots on the two sides; 400 for a path naming no table, a side with delete files or over
     ``ROW_DIFF_BYTES`` / ``ROW_DIFF_ROWS``, a bad key; 404 when neither side has the table."""
-    from lakemount.api.table_diff import TableDiffError, page_of, table_diff
+    from lakemount.render.table_diff import TableDiffError, page_of, table_diff
 
     repo = repo_of(ctx, Action.READ_REPO)
     cat = ctx.catalog
