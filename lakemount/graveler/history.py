@@ -36,7 +36,6 @@ from lakemount.records import record
 # Diff, merge and the range writer are imported by the verbs that use them: a reader (``lakemount fs ls``,
 # ``log``) never loads them (issue 41).
 if TYPE_CHECKING:
-
     from lakemount.graveler.committed.writer import ApplyStats
 
 

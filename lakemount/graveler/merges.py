@@ -1,9 +1,9 @@
 """The core's merge family: merge, cherry-pick, revert and hard reset, each moving a clean branch's head.
 
-Each checks the destination is clean (``clean_branch``: staged entries that
+Each checks the destination is clean (``_clean_branch``: staged entries that
 change nothing are sealed and dropped), computes a tree with the three-way merge
 (``committed.merge``), records a commit when one is due, and swaps the head
-(``swap_head``); a lost swap retries with ``Backoff``.
+(``_swap_head``); a lost swap retries with ``Backoff``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from lakemount.records import record
 # Diff, merge and the range writer are imported by the verbs that use them: a reader (``lakemount fs ls``,
 # ``log``) never loads them (issue 41).
 if TYPE_CHECKING:
-
     from lakemount.graveler.committed.writer import ApplyStats
 
 
@@ -83,7 +82,7 @@ class Merges(Part):
         strat = Strategy.parse(strategy)
         backoff = Backoff()
         while True:
-            d = self.clean_branch(repo, dest, "merge")
+            d = self._clean_branch(repo, dest, "merge")
             src_id = self.repos.resolve(repo, source).commit_id
             base_id = src_id if src_id == d.commit_id else self.history.merge_base(repo, src_id, d.commit_id)
             src_mr = self.repos.metarange(r, src_id)
@@ -116,7 +115,7 @@ class Merges(Part):
             commit = self.repos.make_commit(parents, mr_id, mr_sum, msg, committer, metadata, self.clock(), gen)
             self.refs.put_commit(repo, commit)
             self.journal.write_commit(r.storage_namespace, commit)
-            if self.swap_head(repo, d, commit):
+            if self._swap_head(repo, d, commit):
                 return MergeResult(commit.id, merged=True, changes=changes, stats=stats)
             backoff.wait()
 
@@ -131,7 +130,7 @@ class Merges(Part):
         r = self.repos.get_repository(repo)
         backoff = Backoff()
         while True:
-            d = self.clean_branch(repo, branch, what)
+            d = self._clean_branch(repo, branch, what)
             dst_mr = self.repos.metarange(r, d.commit_id)
             delta, conflicts = three_way(self.repos.metarange(r, base), self.repos.metarange(r, source), dst_mr, Strategy.FAIL)
             if conflicts:
@@ -148,7 +147,7 @@ class Merges(Part):
             )
             self.refs.put_commit(repo, commit)
             self.journal.write_commit(r.storage_namespace, commit)
-            if self.swap_head(repo, d, commit):
+            if self._swap_head(repo, d, commit):
                 return commit
             backoff.wait()
 
@@ -192,18 +191,18 @@ class Merges(Part):
         """Move ``branch``'s head to the commit ``ref`` points at (lakeFS's hard reset), returning it.
 
         Raises ``DirtyBranch`` if the branch has uncommitted changes, ``RefNotFound`` and what
-        :meth:`resolve` raises.  ``ref`` is resolved under the swap, as lakeFS does: a reset to
+        :meth:`Repos.resolve` raises.  ``ref`` is resolved under the swap, as lakeFS does: a reset to
         ``branch~1`` racing a commit lands one commit below whichever head it swaps.
         """
         backoff = Backoff()
         while True:
-            b = self.clean_branch(repo, branch, "hard reset")
+            b = self._clean_branch(repo, branch, "hard reset")
             commit = self.refs.get_commit(repo, self.repos.resolve(repo, ref).commit_id)
-            if self.swap_head(repo, b, commit):
+            if self._swap_head(repo, b, commit):
                 return commit
             backoff.wait()
 
-    def clean_branch(self, repo: str, name: str, what: str) -> Branch:
+    def _clean_branch(self, repo: str, name: str, what: str) -> Branch:
         """Branch ``name`` for a merge, revert or cherry-pick; ``DirtyBranch`` if its staging changes anything.
 
         Staged entries that change nothing (an object written and deleted again before a commit, such
@@ -237,7 +236,7 @@ class Merges(Part):
 
         return bool(a.id == b.id or next(iter(committed_diff(a, b)), None) is None)
 
-    def swap_head(self, repo: str, expected: Branch, commit: Commit) -> bool:
+    def _swap_head(self, repo: str, expected: Branch, commit: Commit) -> bool:
         """Move a clean branch (from :meth:`_clean_branch`) to ``commit``, dropping its sealed tokens,
         which change nothing; False if the branch changed meanwhile."""
         new = Branch(expected.name, commit.id, expected.staging_token, ())

@@ -41,7 +41,6 @@ from lakemount.graveler.shared import Part, Record, Stores, layers_of
 # Diff, merge and the range writer are imported by the verbs that use them: a reader (``lakemount fs ls``,
 # ``log``) never loads them (issue 41).
 if TYPE_CHECKING:
-
     from lakemount.graveler.committed.writer import Chunk
 
 

@@ -9,7 +9,7 @@ lakeFS keeps these in ``RefManager`` and graveler.go's ``VersionController``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from lakemount.errors import (
     AlreadyExists,
@@ -37,13 +37,6 @@ from lakemount.graveler.model import (
 )
 from lakemount.graveler.refexpr import ResolvedRef, View, is_hex, parse
 from lakemount.graveler.shared import Part, new_token
-
-# Diff, merge and the range writer are imported by the verbs that use them: a reader (``lakemount fs ls``,
-# ``log``) never loads them (issue 41).
-if TYPE_CHECKING:
-
-    pass
-
 
 MIN_COMMIT_PREFIX: Final = 4
 

@@ -9,7 +9,6 @@ staging, and a move records a prefix rename in the branch row (``moves``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from lakemount.errors import (
     InvalidArgument,
@@ -30,12 +29,6 @@ from lakemount.graveler.reads import Reads
 from lakemount.graveler.refexpr import ResolvedRef, View
 from lakemount.graveler.repos import Repos
 from lakemount.graveler.shared import Backoff, Part, Stores, layers_of, new_token
-
-# Diff, merge and the range writer are imported by the verbs that use them: a reader (``lakemount fs ls``,
-# ``log``) never loads them (issue 41).
-if TYPE_CHECKING:
-
-    pass
 
 
 class Writes(Part):
