@@ -153,10 +153,10 @@ def test_graveler_says_what_the_core_is_module_by_module() -> None:
 
 # Hooks sit below the catalog: the catalog owns the runner and calls it from its verbs, and hooks see the
 # catalog only through the ports they declare (``runner.ActionSource``, ``hook.HookContext``).
-# ``lakemount.tables`` is a leaf (where an Iceberg table's pointer lies): the schema check finds tables by it.
+# ``lakemount.table_pointers`` is a leaf (where an Iceberg table's pointer lies): the schema check finds tables by it.
 # ``lakemount.graveler.model`` holds the records (``Entry``, ``Repository``) hooks' catalog Protocol names
 # (``hook.HookCatalog``, issue 39); graveler imports nothing back, so no cycle.
-ACTIONS_MAY_IMPORT = frozenset({"lakemount.errors", "lakemount.config", "lakemount.tables", "lakemount.records",
+ACTIONS_MAY_IMPORT = frozenset({"lakemount.errors", "lakemount.config", "lakemount.table_pointers", "lakemount.records",
                                 "lakemount.graveler.model"})
 
 

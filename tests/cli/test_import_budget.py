@@ -54,7 +54,7 @@ STORE: frozenset[str] = frozenset({
     "lakemount.graveler.shared", "lakemount.graveler.writes",
     "lakemount.metastore", "lakemount.metastore.fastsql", "lakemount.metastore.notify", "lakemount.metastore.sql",
     "lakemount.metastore.sql_staging", "lakemount.metastore.stamps", "lakemount.metastore.urls",
-    "lakemount.logs", "lakemount.pids", "lakemount.private", "lakemount.records", "lakemount.tables",
+    "lakemount.logs", "lakemount.pids", "lakemount.private", "lakemount.records", "lakemount.table_pointers",
 })
 
 # A commit also makes its hooks' events and looks for hooks (none run here: the runner, not the hook types), writes ranges, and appends
