@@ -38,7 +38,7 @@ from typing import Any, BinaryIO, Final
 from lakemount.actions.events import Event
 from lakemount.actions.hook import HookCatalog, HookContext, HookFailure, printable
 from lakemount.actions.parser import ACTIONS_PREFIX, Hook
-from lakemount.tables import table_of
+from lakemount.table_pointers import table_of
 
 SAMPLE: Final = 1 << 20
 MAX_JSON: Final = 64 << 20

@@ -19,7 +19,7 @@ from lakemount.catalog.refs import RefVerbs
 from lakemount.errors import InvalidArgument, MergeConflict, NotUtf8Text
 from lakemount.graveler.graveler import CommitResult, DiffRecord, MergeResult
 from lakemount.graveler.model import Commit, decode_value
-from lakemount.tables import tables_in, views_in
+from lakemount.table_pointers import tables_in, views_in
 
 # A hook's event is made by the verb that may run hooks: a read (``log``, ``fs ls``) does not load them (issue 41).
 if TYPE_CHECKING:

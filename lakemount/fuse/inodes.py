@@ -4,7 +4,7 @@ Every name the kernel has looked up (or received through ``readdir``, ``create``
 ``mkdir``...) is a :class:`Node` with a fresh inode number; numbers are never
 reused within one mount.  A node is keyed by what it stands for — the virtual
 root, a repository directory, a control file, or a path inside one mounted ref
-(a :class:`~lakemount.fuse.scope.Scope`) — so a second lookup of the same name
+(a :class:`~lakemount.fuse.mounted.Scope`) — so a second lookup of the same name
 finds the same inode.  A file of several names (a hard-link group,
 :mod:`lakemount.catalog.links`) is one node under every name of the group the
 mount knows: ``path`` is one of them, ``names`` all of them, and the group id
@@ -27,7 +27,7 @@ from lakemount.catalog.model import Entry
 
 if TYPE_CHECKING:
     from lakemount.fuse.listing import Listing
-    from lakemount.fuse.scope import Scope
+    from lakemount.fuse.mounted import Scope
     from lakemount.fuse.writes import DirtyFile
 
 Inode = NewType("Inode", int)

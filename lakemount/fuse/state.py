@@ -22,7 +22,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, Protocol, TypeVar
 
 from lakemount.catalog.catalog import Catalog, encode_new_path
 from lakemount.catalog.model import Entry, Repository
@@ -31,14 +31,15 @@ from lakemount.errors import LakeMountError, Unavailable
 from lakemount.fuse.errno import FsError, errno_of
 from lakemount.fuse.held import HeldCreates
 from lakemount.fuse.inodes import InodeTable, Node
+from lakemount.fuse.mounted import branch_signature
 from lakemount.fuse.reader import BlockReader, ObjectRef
-from lakemount.fuse.scope import branch_signature
 from lakemount.fuse.stats import Metrics
 from lakemount.fuse.values import MountOptions
 
 if TYPE_CHECKING:
-    from lakemount.fuse.scope import Scope
-    from lakemount.fuse.writeback import Writeback
+    from lakemount.fuse.journal import Journal
+    from lakemount.fuse.listing import Child
+    from lakemount.fuse.mounted import Scope
 
 NAME_MAX: Final = 255
 
@@ -78,6 +79,22 @@ def op(name: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
     return deco
 
 
+class Pipeline(Protocol):
+    """What the core asks of the write-back pipeline through the state (``writeback.Writeback``, which builds on the
+    state, so the state names this instead of importing it): its journal, journaling a change made without reading
+    the branch, waiting for a branch's records to be staged, and what is journaled over the catalog's answers."""
+
+    journal: Journal
+
+    def journal_changes(self, scope: Any, changes: Sequence[tuple[str, Entry | None]]) -> None: ...
+
+    def drain(self, key: tuple[str, str] | None) -> None: ...
+
+    def overlay_child(self, scope: Any, path: str, child: Child | None) -> Child | None: ...
+
+    def overlay_listing(self, scope: Any, dir_path: str, children: dict[bytes, Child]) -> None: ...
+
+
 class MountState:
     """The state shared by the core's parts; see the module docstring."""
 
@@ -93,7 +110,7 @@ class MountState:
         self._empty: dict[str, DataInfo] = {}
         self._tls = threading.local()
         self._next_fh = 1
-        self.writeback: Writeback | None = None  # the write-back pipeline, when the mount writes back
+        self.writeback: Pipeline | None = None  # the write-back pipeline, when the mount writes back
         self.held = HeldCreates()  # without write-back: creates waiting for their file's first close (held.py)
         # Held by whatever stages what it took out of ``held`` (and by every other staging of the mount): a
         # held create staged by a reader's or the timer's thread must never land after the file's own close

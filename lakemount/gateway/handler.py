@@ -70,7 +70,11 @@ class S3Gateway:
             uploads=app.multipart_store,
             settings=settings,
         )
-        # GET and HEAD keep what they read while the ref store's notices can drop it (PostgreSQL).
+
+    def start(self) -> None:
+        """Start listening for the ref store's change notices (PostgreSQL; nothing on SQLite): GET and HEAD keep
+        what they read while notices can drop it.  Called once where the process starts serving (``build_asgi``,
+        beside ``App.start``), not by the constructor, which starts no thread; calling it again does nothing."""
         self.services.kept.watch()
 
     # -- locating ----------------------------------------------------------------

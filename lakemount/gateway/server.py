@@ -50,6 +50,7 @@ def build_asgi(config: Config, settings: GatewaySettings) -> Any:
     app = App(config)
     gateway = S3Gateway(app, settings)
     app.start()  # the audit flusher (its writer loaded before the worker settles its heap); stopped at exit
+    gateway.start()  # the change notices' listener (PostgreSQL)
     registry = metrics.registry("s3") if config.api.metrics else None
     return AsgiApp(gateway.handle, threads=settings.threads, thread_name="lm-gw", metrics=registry)
 

@@ -23,8 +23,14 @@ front ends use into this package.  One module per concept:
 - ``refexpr``: ref expressions (``main~2``, ``v1``, ``main@``) and what they resolve to;
 - ``journal`` and ``recover``: the record of refs kept in the block store, and rebuilding
   a lost ref store from it;
-- ``graveler``: the ``Graveler`` facade -- repositories, branches, tags, staging, commit,
-  merge, revert, diff, log -- over those ports.
+- ``graveler``: the ``Graveler`` facade, which wires the five roles below over those ports and
+  hands out their verbs as its own (lakeFS's ``pkg/graveler`` names the same roles);
+- ``repos``: repositories, branches, tags, protection rules, ref resolution, commits by id;
+- ``reads``: point reads, scans and path lookups at a ref, a branch's staging over its committed tree;
+- ``writes``: staging changes (plain, conditional, deletions, prefix moves), resets, branch deletion;
+- ``history``: commit, log, the diffs and the merge base;
+- ``merges``: merge, cherry-pick, revert and hard reset;
+- ``shared``: what the roles share (the ``Stores`` they read, new staging tokens, the swap's ``Backoff``).
 
 It imports nothing of lakemount above it but ``lakemount.errors`` and ``lakemount.records``
 (its records' decorator; ``tests/test_layering.py`` checks it); the composition root (``lakemount.app``)

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from lakemount.iceberg.errors import bad_request
-from lakemount.tables import NAMESPACE_MARKER, RESERVED, TABLE_POINTER
+from lakemount.table_pointers import NAMESPACE_MARKER, RESERVED, TABLE_POINTER
 
-__all__ = ["NAMESPACE_MARKER", "RESERVED", "TABLE_POINTER"]  # the layout's names, decided in lakemount.tables
+__all__ = ["NAMESPACE_MARKER", "RESERVED", "TABLE_POINTER"]  # the layout's names, decided in lakemount.table_pointers
 
 SEPARATOR: Final = "\x1f"  # multi-level namespaces in a URL, as the spec joins them
 MAX_LEVEL_BYTES: Final = 255

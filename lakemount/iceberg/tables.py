@@ -29,7 +29,7 @@ from lakemount.iceberg import requirements, updates
 from lakemount.iceberg.errors import IcebergError, bad_request, commit_failed, no_such_namespace, no_such_table
 from lakemount.iceberg.metadata import FORMAT_VERSION, check_version, empty, log_previous, new_table, served
 from lakemount.iceberg.names import NAMESPACE_MARKER, TABLE_POINTER, Namespace, TableId, url
-from lakemount.tables import VIEW_POINTER
+from lakemount.table_pointers import VIEW_POINTER
 
 if TYPE_CHECKING:
     from lakemount.catalog.catalog import Listed

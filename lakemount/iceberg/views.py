@@ -26,7 +26,7 @@ from lakemount.iceberg.errors import IcebergError, bad_request, commit_failed, n
 from lakemount.iceberg.metadata import check_schema, string_map, want
 from lakemount.iceberg.names import Namespace, TableId, url
 from lakemount.iceberg.tables import COMMIT_ATTEMPTS, Tables, _dumps
-from lakemount.tables import TABLE_POINTER, VIEW_POINTER
+from lakemount.table_pointers import TABLE_POINTER, VIEW_POINTER
 
 VIEW_FORMAT_VERSION: Final = 1
 LAST_ADDED: Final = -1

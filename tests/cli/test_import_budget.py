@@ -48,9 +48,13 @@ STORE: frozenset[str] = frozenset({
     "lakemount.graveler.committed.metarange", "lakemount.graveler.committed.store", "lakemount.graveler.graveler",
     "lakemount.graveler.journal", "lakemount.graveler.model", "lakemount.graveler.ports",
     "lakemount.graveler.refexpr", "lakemount.graveler.sstable",
+    # The facade's roles (issue 39 split graveler.py by verb; the same code: 17.3 ms of self import time for the
+    # seven modules against 17.8 ms for graveler.py alone, least of 15 runs of ``python -X importtime``).
+    "lakemount.graveler.history", "lakemount.graveler.merges", "lakemount.graveler.reads", "lakemount.graveler.repos",
+    "lakemount.graveler.shared", "lakemount.graveler.writes",
     "lakemount.metastore", "lakemount.metastore.fastsql", "lakemount.metastore.notify", "lakemount.metastore.sql",
     "lakemount.metastore.sql_staging", "lakemount.metastore.stamps", "lakemount.metastore.urls",
-    "lakemount.logs", "lakemount.pids", "lakemount.private", "lakemount.records", "lakemount.tables",
+    "lakemount.logs", "lakemount.pids", "lakemount.private", "lakemount.records", "lakemount.table_pointers",
 })
 
 # A commit also makes its hooks' events and looks for hooks (none run here: the runner, not the hook types), writes ranges, and appends
@@ -106,15 +110,15 @@ BUDGETS = {
     "--help": Budget(("--help",), frozenset({"lakemount", "lakemount.cli", "lakemount.cli.main", "lakemount.cli.helptext"}),
                      frozenset(), 5, DENIED | READS_DENIED | {"click"}),
     "fs ls": Budget(("fs", "ls", "lakefs://demo/main/"), STORE | {"lakemount.cli.fs"},
-                    frozenset({"click", "msgpack", "xxhash"}), 137, DENIED | READS_DENIED),
+                    frozenset({"click", "msgpack", "xxhash"}), 143, DENIED | READS_DENIED),
     "fs cat": Budget(("fs", "cat", "lakefs://demo/main/README.md"), STORE | {"lakemount.cli.fs"},
-                     frozenset({"click", "msgpack", "xxhash"}), 137, DENIED | READS_DENIED),
+                     frozenset({"click", "msgpack", "xxhash"}), 143, DENIED | READS_DENIED),
     "log": Budget(("log", "lakefs://demo/main"), STORE | {"lakemount.cli.log"},
-                  frozenset({"click", "msgpack", "xxhash"}), 137, DENIED | READS_DENIED),
+                  frozenset({"click", "msgpack", "xxhash"}), 143, DENIED | READS_DENIED),
     # A commit that writes ranges starts the writer's pool (concurrent.futures, and logging under it); ``-m``
     # loads difflib (click tries a short option as a long one first, and its miss suggests by difflib).
     "commit": Budget(("commit", "lakefs://demo/main", "-m", "budget"), STORE | COMMIT,
-                     frozenset({"click", "msgpack", "xxhash"}), 168),
+                     frozenset({"click", "msgpack", "xxhash"}), 174),
 }
 
 # Runs the CLI's main in this interpreter, then writes what it imported (and what was there before) as JSON.

@@ -630,11 +630,11 @@ class _TimeWith:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> MountClock:
     from lakemount.fuse.state import MountState
-    from lakemount.graveler import graveler as graveler_module
+    from lakemount.graveler import reads as graveler_reads
 
     c = MountClock()
     monkeypatch.setattr(MountState, "now", lambda self: c())
-    monkeypatch.setattr(graveler_module, "time", _TimeWith(c))
+    monkeypatch.setattr(graveler_reads, "time", _TimeWith(c))
     return c
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from .test_hot_get import call, statements
 pytestmark = pytest.mark.postgres
 
 ROOT = Path(__file__).resolve().parents[2]
+LISTENER = "lakemount-listen"  # the thread of a change-notice listener (lakemount/metastore/notify.py)
 
 
 def _env(home: Path, url: str, blocks: Path) -> dict[str, str]:
@@ -38,7 +40,33 @@ def _env(home: Path, url: str, blocks: Path) -> dict[str, str]:
 
 def _gateway(home: Path, url: str, blocks: Path) -> S3Gateway:
     app = App(load(None, env=_env(home, url, blocks)))
-    return S3Gateway(app, from_config(app.config))
+    gateway = S3Gateway(app, from_config(app.config))
+    gateway.start()
+    return gateway
+
+
+def _listeners() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == LISTENER]
+
+
+def test_the_constructor_starts_no_listener_and_start_does(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+    """``S3Gateway.__init__`` started the notices' listener thread (STYLE: no thread from a constructor); now
+    ``start`` does, as the server calls it, once however often it is called."""
+    before = _listeners()
+    app = App(load(None, env=_env(tmp_path / "a", pg_url, tmp_path / "blocks")))
+    gateway = S3Gateway(app, from_config(app.config))
+    try:
+        assert _listeners() == before and not gateway.services.kept.live, "the constructor started the listener"
+        gateway.start()
+        gateway.start()
+        _until(lambda: gateway.services.kept.live)
+        started = [t for t in _listeners() if t not in before]
+        assert len(started) == 1 and started[0].is_alive(), f"start started {len(started)} listeners"
+    finally:
+        gateway.services.kept.stop()
+        app.release_connections()
+    started[0].join(timeout=30)
+    assert not started[0].is_alive(), "stop left the listener running"
 
 
 def _until(what: Callable[[], bool], timeout: float = 10.0) -> None:

@@ -15,6 +15,7 @@ from lakemount.graveler.committed import writer
 from lakemount.graveler.committed.store import CommittedStore
 from lakemount.graveler.committed.writer import ApplyStats, RangeBuilder
 from lakemount.graveler.graveler import Graveler
+from lakemount.graveler.staging import files as files_module
 from lakemount.graveler.staging import lsm as lsm_module
 from lakemount.graveler.staging.file import UNSTAGED_MARK, StagingFile, encode_file, tag
 from lakemount.graveler.staging.lsm import LsmStaging
@@ -53,7 +54,7 @@ def test_chunked_merge_is_the_newest_record_of_every_key(first: int) -> None:
         for f in files:
             want.update((k, v) for k, v in f.items() if k >= start and (stop is None or k < stop))
         got: list[tuple[bytes, bytes]] = []
-        for keys, values in lsm_module._merge_chunks(list(reversed(files)), start, stop, first):
+        for keys, values in files_module._merge_chunks(list(reversed(files)), start, stop, first):
             assert keys, "no empty chunk"
             got += zip(keys, values)
         assert got == sorted(want.items())

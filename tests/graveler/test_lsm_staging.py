@@ -160,7 +160,7 @@ def test_the_writers_a_flush_wakes_go_together_into_the_next_flush(tmp_path: Pat
     threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
     for t in threads:
         t.start()
-    q = s._queues[(R, "main")]
+    q = s.memstore._queues[(R, "main")]
     deadline = time.monotonic() + 10
     while (q.pending is None or len(q.pending.items) < writers) and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -284,7 +284,7 @@ def test_a_failing_compaction_fails_no_acknowledged_write(tmp_path: Path) -> Non
     g.create_repository(R, "mem://repo")
     s = lsm(g)
     g.set(R, "main", b"a", val("a"))
-    real = s._write_file
+    real = s.files.write_file
     failed: list[int] = []
 
     def write_file(namespace: str, keys: Any, values: Any, level: int) -> Any:
@@ -293,7 +293,7 @@ def test_a_failing_compaction_fails_no_acknowledged_write(tmp_path: Path) -> Non
             raise Unavailable("the object store is unreachable")
         return real(namespace, keys, values, level)
 
-    s._write_file = write_file  # type: ignore[method-assign]
+    s.files.write_file = write_file  # type: ignore[method-assign]
     g.set(R, "main", b"b", val("b"))  # acknowledged: its file and append are durable
     assert s.settle(30)
     assert failed == [2]  # the compaction's PUT failed

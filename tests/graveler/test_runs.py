@@ -228,7 +228,7 @@ def _staged_commit(tmp_path: Path, name: str, chunked_reads: bool, monkeypatch: 
     entry by entry (``staged_scan``), as before chunks."""
     g = build_graveler(tmp_path / f"{name}.db", staging="lsm", l1_max=1000)
     if not chunked_reads:
-        monkeypatch.setattr(g, "_staged_chunks", lambda tokens: chunked(g._staged_scan(tokens, b"", None)))
+        monkeypatch.setattr(g.reads, "staged_chunks", lambda tokens: chunked(g.reads.staged_scan(tokens, b"", None)))
     g.create_repository("r", "mem://r")
     g.set_many("r", "main", [(b"k/%05d" % i, val(f"b{i}")) for i in range(0, 40000, 2)])
     g.commit("r", "main", "base")

@@ -24,7 +24,7 @@ from lakemount.audit import operations
 from lakemount.audit.operations import VERSIONING
 from lakemount.audit.record import AuditRecord, cursor, row
 from lakemount.audit.table import PREFIX, encode, partition
-from lakemount.tables import TABLE_POINTER
+from lakemount.table_pointers import TABLE_POINTER
 from tests.api.conftest import Served
 from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET
 from tests.ui.test_browser import login

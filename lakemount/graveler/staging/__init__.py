@@ -1,1 +1,1 @@
-"""Staging as an LSM on the object store (docs/DESIGN.md §4): staging files, their lists, the group-commit writer."""
+"""Staging as an LSM on the object store (docs/DESIGN.md §4): ``file`` (a staging file's format) and ``bloom`` (its filter); ``lsm`` (``LsmStaging``, the port) over ``memstore`` (the group-commit writer), ``compaction`` (the compactor thread) and ``files`` (the files as written, loaded, kept and merged)."""
