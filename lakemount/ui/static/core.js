@@ -8,7 +8,7 @@ import {errorHint} from "./live.js";
 
 export const API = "/api/v1";
 export const PAGE = 100;
-export const TABLE_POINTER = "_iceberg_table.json";  // an Iceberg table's pointer object in its directory (lakemount/tables.py)
+export const TABLE_POINTER = "_iceberg_table.json";  // an Iceberg table's pointer object in its directory (lakemount/table_pointers.py)
 
 export function el(tag, attrs, ...children) {
   const e = document.createElement(tag);

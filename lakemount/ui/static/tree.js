@@ -31,7 +31,7 @@ export async function treePage(repo, ref, prefix, q) {
       el("td", {}, link(route("r", repo, "history", ref) + "?path=" + enc(o.path), "history"),
         writing ? [" ", writing.deleteButton(o.path)] : null));
   });
-  // An Iceberg table is a directory holding its pointer object (lakemount/tables.py TABLE_POINTER): its page links to
+  // An Iceberg table is a directory holding its pointer object (lakemount/table_pointers.py TABLE_POINTER): its page links to
   // the table's page (tables.js) and to its history in the audit trail (its commits, schema changes, creation, by
   // whom), as an object's page does.
   const isTable = prefix && data.results.some(o => o.path === prefix + TABLE_POINTER);
