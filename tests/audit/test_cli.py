@@ -15,15 +15,16 @@ import pytest
 from lakemount.app import App
 from lakemount.audit.record import shown
 from lakemount.config import load
+from tests.cli.running import lakemount
 
 LAKEMOUNT = [sys.executable, "-m", "lakemount.cli.main"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(home: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}, "LAKEMOUNT_HOME": str(home),
-           "LAKEMOUNT_CACHE_DISK_BYTES": "0", "PYTHONPATH": str(ROOT)}
-    p = subprocess.run([*LAKEMOUNT, *args], capture_output=True, text=True, env=env, timeout=120)
+    """``lakemount ARGS`` in this process (tests/cli/running.py), with no LAKEMOUNT_* but the home's."""
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("LAKEMOUNT_")}
+    p = lakemount(home, *args, env={**env, "LAKEMOUNT_HOME": str(home), "LAKEMOUNT_CACHE_DISK_BYTES": "0"})
     if ok:
         assert p.returncode == 0, f"{args}: rc={p.returncode} stderr={p.stderr}"
     return p

@@ -473,6 +473,16 @@ def test_the_flushing_thread_has_its_name_in_the_kernel_too(lake: Lake) -> None:
     assert name == FLUSHER == thread.name
 
 
+def _waiting_in(thread: Any, function: str) -> bool:
+    """Whether ``thread`` is blocked in a ``wait`` (an ``Event``'s, a ``Condition``'s) called from ``function``."""
+    frame = sys._current_frames().get(thread.ident)
+    names = []
+    while frame is not None:
+        names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    return bool(names) and names[0] == "wait" and function in names
+
+
 def test_queued_records_leave_nothing_for_the_cyclic_gc(lake: Lake) -> None:
     """1000 queued records add no object the cyclic GC tracks (a tuple kept per record added 1000: a mount busy with
     the trail on ran collections, now and then a full one of its whole heap, that the same mount with the trail off
@@ -481,6 +491,15 @@ def test_queued_records_leave_nothing_for_the_cyclic_gc(lake: Lake) -> None:
     assert log is not None
     lake.app.catalog.create_repository("gcfree")
     log.record(repo="gcfree", op="read", path="warm", user="u", frontend="mount", client="")  # the flusher started
+    # Count once the flusher waits for its interval: a thread still starting (naming itself, loading the writer)
+    # allocates while the loop below runs, and on a loaded machine that was counted (33 objects, one run in a
+    # fast-tier run at load 15).
+    flusher = log._thread
+    assert flusher is not None
+    deadline = time.monotonic() + 60
+    while not _waiting_in(flusher, "_run"):
+        assert time.monotonic() < deadline, "the audit flusher never settled into waiting for its interval"
+        time.sleep(0.01)
     gc.collect()
     gc.disable()
     try:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-LAKEMOUNT = [sys.executable, "-m", "lakemount.cli.main"]
+from tests.cli.running import lakemount
 
 
 @pytest.fixture()
@@ -25,40 +25,45 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
-def run(home: Path, *args: str, ok: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LAKEMOUNT_HOME": str(home), "LAKEMOUNT_CACHE_DISK_BYTES": "0"}
-    p = subprocess.run([*LAKEMOUNT, *args], capture_output=True, text=True, env=env, input=stdin, timeout=120)
+def run(home: Path, *args: str, ok: bool = True, stdin: str | None = None, process: bool = False
+        ) -> subprocess.CompletedProcess[str]:
+    """``lakemount ARGS`` in this process (a process of its own with ``process``, see tests/cli/running.py)."""
+    p = lakemount(home, *args, stdin=stdin, env={"LAKEMOUNT_CACHE_DISK_BYTES": "0"}, process=process)
     if ok:
         assert p.returncode == 0, f"{args}: rc={p.returncode} stderr={p.stderr}"
     return p
 
 
-def js(home: Path, *args: str) -> object:
-    return json.loads(run(home, *args, "--json").stdout)
+def js(home: Path, *args: str, process: bool = False) -> object:
+    return json.loads(run(home, *args, "--json", process=process).stdout)
 
 
-def test_round_trip_through_the_cli(home: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("process", [True, False], ids=["process", "in-process"])
+def test_round_trip_through_the_cli(home: Path, tmp_path: Path, process: bool) -> None:
+    # Every step as its own `python -m lakemount.cli.main` too: the proof that the command runs as a process,
+    # and that the in-process runner the other CLI tests use answers as the processes do.
+    step, step_js = functools.partial(run, process=process), functools.partial(js, process=process)
     src = tmp_path / "a.csv"
     src.write_bytes(b"x,y\n1,2\n")
-    run(home, "repo", "create", "lakefs://sales")
-    run(home, "fs", "upload", "lakefs://sales/main/2026/a.csv", "--source", str(src))
-    c1 = js(home, "commit", "lakefs://sales/main", "-m", "first", "--meta", "team=data")
+    step(home, "repo", "create", "lakefs://sales")
+    step(home, "fs", "upload", "lakefs://sales/main/2026/a.csv", "--source", str(src))
+    c1 = step_js(home, "commit", "lakefs://sales/main", "-m", "first", "--meta", "team=data")
     assert isinstance(c1, dict) and c1["metadata"] == {"team": "data"}
-    run(home, "branch", "create", "lakefs://sales/fix", "--source", "lakefs://sales/main")
-    run(home, "fs", "rm", "lakefs://sales/fix/2026/a.csv")
-    assert js(home, "diff", "lakefs://sales/fix") == [{"path": "2026/a.csv", "type": "removed", "path_type": "object", "size_bytes": 0}]  # a staged removal has no size, as in lakeFS
-    run(home, "commit", "lakefs://sales/fix", "-m", "drop")
-    merged = js(home, "merge", "lakefs://sales/fix", "lakefs://sales/main")
+    step(home, "branch", "create", "lakefs://sales/fix", "--source", "lakefs://sales/main")
+    step(home, "fs", "rm", "lakefs://sales/fix/2026/a.csv")
+    assert step_js(home, "diff", "lakefs://sales/fix") == [{"path": "2026/a.csv", "type": "removed", "path_type": "object", "size_bytes": 0}]  # a staged removal has no size, as in lakeFS
+    step(home, "commit", "lakefs://sales/fix", "-m", "drop")
+    merged = step_js(home, "merge", "lakefs://sales/fix", "lakefs://sales/main")
     assert isinstance(merged, dict) and merged["merged"] is True
-    assert js(home, "fs", "ls", "lakefs://sales/main/", "-r") == []
-    assert run(home, "fs", "cat", "lakefs://sales/main~1/2026/a.csv").stdout == "x,y\n1,2\n"
-    log = js(home, "log", "lakefs://sales/main", "--first-parent")
+    assert step_js(home, "fs", "ls", "lakefs://sales/main/", "-r") == []
+    assert step(home, "fs", "cat", "lakefs://sales/main~1/2026/a.csv").stdout == "x,y\n1,2\n"
+    log = step_js(home, "log", "lakefs://sales/main", "--first-parent")
     assert isinstance(log, list) and [c["message"] for c in log][:2] == ["Merge 'fix' into 'main'", "first"]
-    run(home, "tag", "create", "lakefs://sales/v1", "lakefs://sales/main~1")
-    assert run(home, "fs", "cat", "lakefs://sales/v1/2026/a.csv").stdout == "x,y\n1,2\n"
-    rev = js(home, "revert", "lakefs://sales/main", "main", "--parent-number", "1")
+    step(home, "tag", "create", "lakefs://sales/v1", "lakefs://sales/main~1")
+    assert step(home, "fs", "cat", "lakefs://sales/v1/2026/a.csv").stdout == "x,y\n1,2\n"
+    rev = step_js(home, "revert", "lakefs://sales/main", "main", "--parent-number", "1")
     assert isinstance(rev, dict)
-    assert [r["path"] for r in js(home, "fs", "ls", "lakefs://sales/main/", "-r")] == ["2026/a.csv"]  # type: ignore[union-attr]
+    assert [r["path"] for r in step_js(home, "fs", "ls", "lakefs://sales/main/", "-r")] == ["2026/a.csv"]  # type: ignore[union-attr]
 
 
 def test_recursive_upload_download(home: Path, tmp_path: Path) -> None:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-LAKEMOUNT = [sys.executable, "-m", "lakemount.cli.main"]
+from tests.cli.running import lakemount
+
+ENV: dict[str, str | None] = {"LAKEMOUNT_CACHE_DISK_BYTES": "0", "LAKEMOUNT_DEBUG": None}
 
 
 @pytest.fixture()
@@ -21,9 +21,7 @@ def home(tmp_path: Path) -> Path:
 
 
 def run(home: Path, *args: str | bytes, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LAKEMOUNT_HOME": str(home), "LAKEMOUNT_CACHE_DISK_BYTES": "0"}
-    env.pop("LAKEMOUNT_DEBUG", None)
-    p = subprocess.run([*LAKEMOUNT, *args], capture_output=True, text=True, env=env, timeout=120)
+    p = lakemount(home, *args, env=ENV)  # in this process (tests/cli/running.py)
     if ok:
         assert p.returncode == 0, f"{args}: rc={p.returncode} stderr={p.stderr}"
     return p
@@ -87,9 +85,7 @@ def test_branch_delete_says_how_many_uncommitted_changes_go_with_it(home: Path, 
     run(home, "fs", "rm", "lakefs://demo/dev2/kept")
     assert json.loads(run(home, "branch", "delete", "lakefs://demo/dev", "--yes", "--json").stdout) == {
         "deleted": "dev", "uncommitted_changes": 2}
-    env = {**os.environ, "LAKEMOUNT_HOME": str(home), "LAKEMOUNT_CACHE_DISK_BYTES": "0"}
-    asked = subprocess.run([*LAKEMOUNT, "branch", "delete", "lakefs://demo/dev2"], input="y\n", capture_output=True,
-                           text=True, env=env, timeout=120)
+    asked = lakemount(home, "branch", "delete", "lakefs://demo/dev2", stdin="y\n", env=ENV)
     assert asked.returncode == 0, asked.stderr
     assert "Its 1 uncommitted change will be lost." in asked.stdout
     assert asked.stdout.rstrip().endswith("Deleted branch dev2 and its 1 uncommitted change")

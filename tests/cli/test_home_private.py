@@ -10,16 +10,16 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import sys
 
 import pytest
 
+from tests.cli.running import lakemount
+
 
 def run(home: str, *args: str, umask: int = 0o022) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
-    env.update(LAKEMOUNT_HOME=home, PYTHONPATH=os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p))
-    proc = subprocess.run([sys.executable, "-m", "lakemount.cli.main", *args], env=env, capture_output=True, text=True,
-                          timeout=120, preexec_fn=lambda: os.umask(umask), check=False)
+    """``lakemount ARGS`` in this process (tests/cli/running.py), started under ``umask``, no other LAKEMOUNT_*."""
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("LAKEMOUNT_")}
+    proc = lakemount(home, *args, env={**env, "LAKEMOUNT_HOME": home}, umask=umask)
     assert proc.returncode == 0, (args, proc.stderr)
     return proc
 

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-LAKEMOUNT = [sys.executable, "-m", "lakemount.cli.main"]
+from tests.cli.running import lakemount
 
 
-def run(home: Path, url: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LAKEMOUNT_HOME": str(home), "LAKEMOUNT_METADATA_DB_URL": url, "LAKEMOUNT_CACHE_DISK_BYTES": "0"}
-    return subprocess.run([*LAKEMOUNT, *args], capture_output=True, text=True, env=env, timeout=timeout)
+def run(home: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``lakemount ARGS`` in this process (tests/cli/running.py) on the database at ``url``."""
+    return lakemount(home, *args, env={"LAKEMOUNT_METADATA_DB_URL": url, "LAKEMOUNT_CACHE_DISK_BYTES": "0"})
 
 
 @pytest.mark.parametrize(

@@ -81,7 +81,11 @@ class Gateway:
         )
 
     def cli(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        res = subprocess.run(lakemount_cmd(*args), env=self.env, capture_output=True, text=True, input=input, timeout=120)
+        """``lakemount ARGS`` on this gateway's home, in this process (tests/cli/running.py), in its environment."""
+        from tests.cli.running import lakemount
+
+        env: dict[str, str | None] = {name: None for name in os.environ if name not in self.env}
+        res = lakemount(None, *args, stdin=input, env={**env, **self.env})
         if check and res.returncode != 0:
             raise AssertionError(f"lakemount {' '.join(args)} failed ({res.returncode}): {res.stderr}")
         return res
