@@ -443,3 +443,33 @@ def test_two_mounts_linking_renaming_and_unlinking_names_of_one_file_at_once_los
     everything = ["f", *(f"m{k}_{i:02d}{r}" for k in range(2) for i in range(12) for r in ("", "r"))]
     counts = _whole_groups(app, fs_factory, everything)
     assert counts == {name: len(want) for name in want}
+
+
+def test_a_rename_past_the_pending_moves_limit_stages_per_key_and_keeps_every_group(
+    pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem],
+) -> None:
+    """With ``MAX_MOVES`` directory renames pending, the next stages a tombstone and an entry per key, read
+    through the moves still pending: a file and its links moved by earlier renames keep their names and
+    groups, and the commit holds the same tree."""
+    from lakemount.graveler.moves import MAX_MOVES, move_of
+
+    pfs.mkdir(f"{MAIN}/d0")
+    pfs.mkdir(f"{MAIN}/out")
+    pfs.write_file(f"{MAIN}/d0/f", b"moved many times")
+    pfs.link(f"{MAIN}/d0/f", f"{MAIN}/out/g")
+    pfs.link(f"{MAIN}/d0/f", f"{MAIN}/d0/h")
+    for i in range(MAX_MOVES):
+        pfs.rename(f"{MAIN}/d{i}", f"{MAIN}/d{i + 1}")
+    tokens = app.catalog.graveler.get_branch(REPO, "main").tokens
+    assert sum(1 for t in tokens if move_of(t)) == MAX_MOVES
+    last = f"d{MAX_MOVES}"
+    pfs.rename(f"{MAIN}/{last}", f"{MAIN}/z")  # one more: per key
+    tokens = app.catalog.graveler.get_branch(REPO, "main").tokens
+    assert sum(1 for t in tokens if move_of(t)) == MAX_MOVES  # no move record added
+    names = ["z/f", "z/h", "out/g"]
+    assert _whole_groups(app, fs_factory, [*names, f"{last}/f", f"{last}/h"]) == dict.fromkeys(names, 3)
+    assert group_of(staged(app, "out/g")).names == ("out/g", "z/f", "z/h")  # type: ignore[union-attr]
+    app.graveler.commit(REPO, "main", "after the renames")
+    committed = [app.catalog.get_optional(REPO, "main@", n) for n in names]
+    assert committed[0] is not None and committed == [committed[0]] * 3
+    assert sorted(pfs.listdir(MAIN)) == [".lakefs", "out", "z"]
