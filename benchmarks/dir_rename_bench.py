@@ -20,7 +20,9 @@ where the user stands, on a kernel mount of the whole store (``lakemount mount``
   staged it before move records (a tombstone and an entry per key, read from a listing
   of the directory, in one ``Catalog.apply``), on a copy of the directory in ``b/``:
   seconds, and its ratio to the move record's rename of the same size; then the commit
-  of that per-key rename, and the move record's commit as a ratio of it.
+  of that per-key rename, and the move record's commit as a ratio of it; then a plain commit of N
+  new files staged under ``p/`` (the commit of a change of the same size that moves nothing), and
+  the move record's commit as a ratio of that.
 
 The machine's load average is printed with the figures (other work shares its cores).
 """
@@ -61,6 +63,16 @@ def build(app: App, repo: str, top: str, n: int) -> None:
     while batch := [(k, shared) for _, k in zip(range(BATCH), keys, strict=False)]:
         cat.stage_records(repo, "main", batch)
     cat.commit(repo, "main", f"{n} files under {top}/")
+
+
+def stage_new(app: App, repo: str, top: str, n: int) -> None:
+    """``n`` new files under ``top/`` staged, not committed (one stored object shared, as :func:`build`'s)."""
+    cat = app.catalog
+    real = cat.put(repo, "main", f"{top}/real.txt", b"real bytes\n")
+    shared = Entry(real.address, real.size, real.etag, real.mtime_ns).value()
+    keys = (f"{top}/p{i // 1000:04d}/f{i:07d}".encode() for i in range(n - 1))
+    while batch := [(k, shared) for _, k in zip(range(BATCH), keys, strict=False)]:
+        cat.stage_records(repo, "main", batch)
 
 
 def per_key_rename(app: App, repo: str, old: str, new: str) -> float:
@@ -151,6 +163,10 @@ def main() -> None:
                 t_old_commit = commit(base, f"per-key rename of {n} files")
                 print(f"[{n:>9,}] baseline, commit after the per-key rename: {t_old_commit:.2f} s "
                       f"(the move record's commit: {t_commit / t_old_commit:.2f}x it)", flush=True)
+                stage_new(app, f"r{n}", "p", n)
+                t_plain = commit(base, f"{n} new files")
+                print(f"[{n:>9,}] baseline, plain commit of {n:,} staged new files: {t_plain:.2f} s "
+                      f"(the move record's commit: {t_commit / t_plain:.2f}x it)", flush=True)
     finally:
         mounting.stop(m)
     small, large = min(times), max(times)

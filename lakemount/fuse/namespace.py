@@ -437,19 +437,34 @@ class Namespace:
                 self.table.remember(node)
         return self.attrs.attr(node)
 
-    def _refetch_names(self, scope: Scope, node: Node) -> bool:
-        """Read file ``node``'s entry and names from the branch again (a link's compare-and-set lost to another
-        writer); True if they changed, False if they are as the node had them.  ENOENT if it has no name left."""
-        child = lookup_child(self.catalog, scope.repo, scope.resolved, node.path)
-        if child is None or child.entry is None or child.kind == ChildKind.DIR:
-            raise FsError(errno.ENOENT, node.path)
-        if child.entry == node.entry:
+    def _refetch_names(self, scope: Scope, node: Node, path: str = "") -> bool:
+        """Read file ``node``'s entry and names from the branch again (a compare-and-set of its group lost to
+        another writer); True if they changed, False if they are as the node had them.
+
+        The file is found under ``path`` (if given), its own path, or else any name its group listed that
+        still holds the file (the group's entry, or the same file without the group: its last name); ENOENT
+        if it has no name left."""
+        assert node.entry is not None
+        plain = node.entry._replace(link="")
+        found: tuple[str, Entry] | None = None
+        for name in dict.fromkeys(n for n in (path, node.path, *node.names) if n):
+            child = lookup_child(self.catalog, scope.repo, scope.resolved, name)
+            if child is None or child.entry is None or child.kind == ChildKind.DIR:
+                continue
+            group = group_of(child.entry)
+            if name in (path, node.path) or (group is not None and group.gid == node.group) or child.entry._replace(link="") == plain:
+                found = name, child.entry
+                break
+        if found is None:
+            raise FsError(errno.ENOENT, path or node.path)
+        name, entry = found
+        names = self.tree.names_of(scope, name, entry) or (name,)
+        if entry == node.entry and names == (node.names or (node.path,)):
             return False
-        names = self.tree.names_of(scope, node.path, child.entry)
-        group = group_of(child.entry)
+        group = group_of(entry)
         with self.table.lock:
-            node.entry, node.fetched, node.gen = child.entry, self.state.now(), scope.gen
-            self.table.set_names(node, group.gid if group is not None and names else "", names or (node.path,))
+            node.entry, node.fetched, node.gen = entry, self.state.now(), scope.gen
+            self.table.set_names(node, group.gid if group is not None and len(names) > 1 else "", names)
         return True
 
     def _relist_names(self, scope: Scope, node: Node, names: tuple[str, ...]) -> None:
@@ -514,12 +529,8 @@ class Namespace:
                     raise FsError(errno.EISDIR, path)
                 key = path
                 changes.append((key, None))
-            others, rest = self._without(node, path)
-            changes += [(name, others) for name in rest]
             kept = self._keep_parent(scope, parent, frozenset({key.encode("utf-8", "surrogateescape")}))
-            changes += kept
-            if changes:
-                self.state.stage(scope, changes)
+            others, rest = self._unlink_names(scope, node, path, [*changes, *kept])
             with self.table.lock:
                 self.scopes.local_change(scope)
                 self._marker_kept(parent, kept)
@@ -527,7 +538,61 @@ class Namespace:
                 self.tree.listing_put(parent, name, None)
                 self.tree.names_changed(parent)
 
+    def _unlink_names(
+        self, scope: Scope, node: Node, path: str, changes: list[tuple[str, Entry | None]],
+    ) -> tuple[Entry | None, tuple[str, ...]]:
+        """Stage ``changes`` (``path``'s deletion and its parent's marker) with the group's entry on the names
+        ``node`` keeps; returns that entry and those names ((None, ()) for a file of one name).
+
+        A name of a group is taken out by compare-and-set on every name's entry as read, as :meth:`link`
+        adds one: another mount linking, unlinking or renaming a name of the file meanwhile would otherwise
+        lose its change, or keep a name in the group that the other took out.  The loser reads the names
+        again and retries (ENOENT if ``path`` is no longer one of them; EAGAIN after LINK_TRIES)."""
+        for _attempt in range(LINK_TRIES):
+            if not node.names:
+                if node.path != path:
+                    raise FsError(errno.ENOENT, path)  # another mount took this name out of the group
+                if changes:
+                    self.state.stage(scope, changes)
+                return None, ()
+            others, rest = self._without(node, path)
+            try:
+                self.state.stage_if(scope, [*changes, *((name, others) for name in rest)],
+                                    [(name, node.entry) for name in node.names])
+                return others, rest
+            except PreconditionFailed:
+                self._refetch_names(scope, node, path)
+                if path not in (node.names or (node.path,)):
+                    raise FsError(errno.ENOENT, path) from None
+        raise FsError(errno.EAGAIN, f"{path}: the file's names kept changing elsewhere")
+
     # ------------------------------------------------------------------ rename
+    def _renamed_file(
+        self, src: Node, dst: Node | None, old_path: str, new_path: str,
+    ) -> tuple[dict[str, Entry | None], list[tuple[str, Entry | None]], Entry | None, tuple[str, ...]]:
+        """The changes that rename file ``src`` from ``old_path`` to ``new_path`` (over ``dst``, if any), the
+        entries they expect (every name of a group either file is in, as read), and the entry and names
+        ``dst``'s group keeps without ``new_path``."""
+        assert src.entry is not None
+        changes: dict[str, Entry | None] = {}
+        expected: list[tuple[str, Entry | None]] = []
+        dst_entry: Entry | None = None
+        dst_rest: tuple[str, ...] = ()
+        if dst is not None:
+            changes[new_path] = None
+            dst_entry, dst_rest = self._without(dst, new_path)
+            changes.update((name, dst_entry) for name in dst_rest)
+            expected += [(name, dst.entry) for name in dst.names]
+        changes[old_path] = None
+        entry = src.entry
+        if src.names:
+            expected += [(name, src.entry) for name in src.names]
+            entry = with_group(entry, src.group, (*(n for n in src.names if n != old_path), new_path))
+            group = group_of(entry)
+            changes.update((name, entry) for name in (group.names if group is not None else ()))
+        changes[new_path] = entry
+        return changes, expected, dst_entry, dst_rest
+
     @op("rename")
     def rename(self, old_parent_ino: int, old_name: bytes, new_parent_ino: int, new_name: bytes, flags: int = 0) -> None:
         """Rename a file or a whole directory as one staging transaction (no data is copied).
@@ -562,6 +627,7 @@ class Namespace:
             if old_path.startswith(new_path + "/"):
                 raise FsError(errno.ENOTEMPTY, "cannot replace a directory by something inside it")
             changes: dict[str, Entry | None] = {}
+            expected: list[tuple[str, Entry | None]] = []
             regrouped: dict[str, Entry] = {}
             if src.kind == Kind.DIR:
                 if dst is not None:
@@ -581,25 +647,15 @@ class Namespace:
                 regrouped = self._regroup(scope, moved, old_path, new_path)
                 changes.update(regrouped)
             else:
-                dst_entry: Entry | None = None
-                dst_rest: tuple[str, ...] = ()
                 if dst is not None:
                     if dst is src:
                         return  # two names of one file: rename(2) does nothing
                     if dst.kind == Kind.DIR:
                         raise FsError(errno.EISDIR, new_path)
-                    changes[new_path] = None
-                    dst_entry, dst_rest = self._without(dst, new_path)
-                    changes.update((name, dst_entry) for name in dst_rest)
                 if src.entry is None:
                     raise FsError(errno.ENOENT, old_path)
-                changes[old_path] = None
-                entry = src.entry
-                if src.names:
-                    entry = with_group(entry, src.group, (*(n for n in src.names if n != old_path), new_path))
-                    group = group_of(entry)
-                    changes.update((name, entry) for name in (group.names if group is not None else ()))
-                changes[new_path] = entry
+                renamed, expected, dst_entry, dst_rest = self._renamed_file(src, dst, old_path, new_path)
+                changes.update(renamed)
             dropped: list[tuple[str, Entry | None]] = []
             kept: list[tuple[str, Entry | None]] = []
             if old_parent is not new_parent:
@@ -608,7 +664,29 @@ class Namespace:
                 changes.update(kept)
                 dropped = self._drop_marker(scope, new_parent)
                 changes.update(dropped)
-            self.state.stage(scope, list(changes.items()))
+            for _attempt in range(LINK_TRIES):
+                if not expected:
+                    self.state.stage(scope, list(changes.items()))
+                    break
+                # A linked name (or one renamed over) is staged by compare-and-set, as link and unlink are.
+                try:
+                    self.state.stage_if(scope, list(changes.items()), expected)
+                    break
+                except PreconditionFailed:
+                    self._refetch_names(scope, src, old_path)
+                    if old_path not in (src.names or (src.path,)):
+                        raise FsError(errno.ENOENT, old_path) from None
+                    if dst is not None and dst.names:
+                        try:
+                            self._refetch_names(scope, dst, new_path)
+                        except FsError:
+                            dst = None  # the file renamed over has no name left: nothing to take out of a group
+                        if dst is not None and new_path not in (dst.names or (dst.path,)):
+                            dst = None
+                    renamed, expected, dst_entry, dst_rest = self._renamed_file(src, dst, old_path, new_path)
+                    changes = {**renamed, **dict(kept), **dict(dropped)}
+            else:
+                raise FsError(errno.EAGAIN, f"{old_path}: the file's names kept changing elsewhere")
             with self.table.lock:
                 self.scopes.local_change(scope)
                 if dropped:

@@ -8,7 +8,7 @@ import stat
 from collections.abc import Callable
 
 from lakemount.app import App
-from lakemount.catalog.links import LINK_MAX, group_of
+from lakemount.catalog.links import LINK_MAX, group_of, members
 from lakemount.fuse.core import FileSystem
 from tests.fuse.conftest import REPO
 from tests.fuse.pathfs import PathFS
@@ -281,3 +281,195 @@ def test_two_mounts_linking_one_file_at_once_keep_one_whole_group(
         assert third.read_file(f"{MAIN}/{name}") == b"shared"
         assert third.lstat(f"{MAIN}/{name}").nlink == len(group.names)
         assert group_of(staged(app, name)) == group  # type: ignore[arg-type]
+
+
+def _whole_groups(app: App, fs_factory: Callable[..., FileSystem], names: list[str]) -> dict[str, int]:
+    """Assert the names left of ``names`` form whole groups (a name's members, as every front end counts
+    them, count it back) and that a fresh mount shows each name's ``st_nlink`` as its members and one
+    ``st_ino`` per group; returns name -> link count (a lost link shows as a count too small)."""
+    fresh = PathFS(fs_factory(head_ttl=0.05))
+    counts: dict[str, int] = {}
+    inodes: dict[tuple[str, ...], set[int]] = {}
+    for name in names:
+        entry = staged(app, name)
+        if entry is None:
+            assert not fresh.exists(f"{MAIN}/{name}"), name
+            continue
+        found = members(entry, name, lambda other: staged(app, other))
+        for other in found:
+            theirs = staged(app, other)
+            assert theirs is not None and members(theirs, other, lambda n: staged(app, n)) == found, (name, other)
+        attr = fresh.lstat(f"{MAIN}/{name}")
+        assert attr.nlink == len(found), (name, attr.nlink, found)
+        assert fresh.read_file(f"{MAIN}/{name}") == app.catalog.read(app.catalog.repository(REPO), entry)
+        inodes.setdefault(found, set()).add(attr.ino)
+        counts[name] = attr.nlink
+    assert all(len(inos) == 1 for inos in inodes.values()), inodes
+    return counts
+
+
+def _stale_pair(pfs: PathFS, fs_factory: Callable[..., FileSystem], links: list[str]) -> tuple[PathFS, PathFS]:
+    """File ``f`` with the names ``links`` too; mount A has read them all (and trusts them for a minute),
+    mount B is another mount of the branch."""
+    pfs.write_file(f"{MAIN}/f", b"one file")
+    for name in links:
+        pfs.link(f"{MAIN}/f", f"{MAIN}/{name}")
+    a, b = PathFS(fs_factory(head_ttl=60)), PathFS(fs_factory(head_ttl=60))
+    for name in ["f", *links]:
+        assert a.lstat(f"{MAIN}/{name}").nlink == 1 + len(links)
+        assert b.lstat(f"{MAIN}/{name}").nlink == 1 + len(links)
+    return a, b
+
+
+def test_unlink_in_one_mount_while_another_links_keeps_one_whole_group(
+    pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem],
+) -> None:
+    """Mount B links a new name to the file after mount A read its names; A's unlink of one of them then
+    neither drops B's name from the group nor keeps a count that disagrees with the names."""
+    a, b = _stale_pair(pfs, fs_factory, ["g"])
+    b.link(f"{MAIN}/f", f"{MAIN}/h")
+    a.unlink(f"{MAIN}/f")
+    assert _whole_groups(app, fs_factory, ["f", "g", "h"]) == {"g": 2, "h": 2}
+    assert group_of(staged(app, "g")).names == ("g", "h")  # type: ignore[union-attr]
+    assert a.lstat(f"{MAIN}/g").nlink == 2 and a.read_file(f"{MAIN}/h") == b"one file"
+
+
+def test_link_in_one_mount_after_another_unlinked_a_name_keeps_one_whole_group(
+    pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem],
+) -> None:
+    """The other order: B unlinks the name A's link starts from, after A read the names; A links through
+    the file's inode, which keeps its other name."""
+    a, b = _stale_pair(pfs, fs_factory, ["g"])
+    b.unlink(f"{MAIN}/f")
+    a.link(f"{MAIN}/g", f"{MAIN}/h")
+    assert _whole_groups(app, fs_factory, ["f", "g", "h"]) == {"g": 2, "h": 2}
+
+
+def test_unlinks_of_two_names_of_one_file_from_two_mounts_leave_the_third(
+    pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem],
+) -> None:
+    """A and B each unlink one name of a file of three after both read the names: one name is left, an
+    ordinary file (neither unlink brings back the name the other removed)."""
+    a, b = _stale_pair(pfs, fs_factory, ["g", "h"])
+    b.unlink(f"{MAIN}/g")
+    a.unlink(f"{MAIN}/f")
+    assert _whole_groups(app, fs_factory, ["f", "g", "h"]) == {"h": 1}
+    assert staged(app, "h").link == ""  # type: ignore[union-attr]
+    assert errno_of_call(lambda: a.lstat(f"{MAIN}/g")) == errno.ENOENT and a.lstat(f"{MAIN}/h").nlink == 1
+
+
+def test_rename_in_one_mount_while_another_links_keeps_one_whole_group(
+    pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem],
+) -> None:
+    """B links a new name after A read the names; A's rename of one name (and, after, A's rename of
+    another file over one of them) keeps B's name in the group."""
+    a, b = _stale_pair(pfs, fs_factory, ["g"])
+    b.link(f"{MAIN}/f", f"{MAIN}/h")
+    a.rename(f"{MAIN}/f", f"{MAIN}/f2")
+    assert _whole_groups(app, fs_factory, ["f", "f2", "g", "h"]) == {"f2": 3, "g": 3, "h": 3}
+    b.link(f"{MAIN}/g", f"{MAIN}/i")
+    a.write_file(f"{MAIN}/x", b"other")
+    a.rename(f"{MAIN}/x", f"{MAIN}/g")  # over a linked name: g leaves the group
+    counts = _whole_groups(app, fs_factory, ["f2", "g", "h", "i"])
+    assert counts == {"f2": 3, "g": 1, "h": 3, "i": 3}
+    repo = app.catalog.repository(REPO)
+    assert [app.catalog.read(repo, staged(app, n)) for n in ("g", "i")] == [b"other", b"one file"]  # type: ignore[arg-type]
+
+
+def test_link_in_one_mount_after_another_renamed_a_name_keeps_one_whole_group(
+    pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem],
+) -> None:
+    """B renames a name of the file after A read the names; A's link then lists the new name, not the old."""
+    a, b = _stale_pair(pfs, fs_factory, ["g"])
+    b.rename(f"{MAIN}/f", f"{MAIN}/f2")
+    a.link(f"{MAIN}/g", f"{MAIN}/h")
+    assert _whole_groups(app, fs_factory, ["f", "f2", "g", "h"]) == {"f2": 3, "g": 3, "h": 3}
+
+
+def test_two_mounts_linking_renaming_and_unlinking_names_of_one_file_at_once_lose_no_change(
+    pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem],
+) -> None:
+    """Two mounts each link, rename and unlink names of their own (one file's names) at the same time: the
+    file ends with exactly the names each mount's successful calls leave (none brought back, none lost), each
+    counting them all; a call may only fail with EAGAIN (its compare-and-set lost too often)."""
+    import threading
+
+    pfs.write_file(f"{MAIN}/f", b"shared")
+    mounts = [PathFS(fs_factory(head_ttl=0.05)) for _ in range(2)]
+    alive: list[set[str]] = [set(), set()]
+    failed: list[list[int]] = [[], []]
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def work(k: int) -> None:
+        fs = mounts[k]
+        start.wait()
+        try:
+            for i in range(12):
+                name, moved = f"m{k}_{i:02d}", f"m{k}_{i:02d}r"
+                steps = [("link", name), ("rename", name, moved)] + ([("unlink", moved)] if i % 3 == 0 else [])
+                for step in steps:
+                    try:
+                        if step[0] == "link":
+                            fs.link(f"{MAIN}/f", f"{MAIN}/{name}")
+                            alive[k].add(name)
+                        elif step[0] == "rename" and name in alive[k]:
+                            fs.rename(f"{MAIN}/{name}", f"{MAIN}/{moved}")
+                            alive[k].remove(name)
+                            alive[k].add(moved)
+                        elif step[0] == "unlink" and moved in alive[k]:
+                            fs.unlink(f"{MAIN}/{moved}")
+                            alive[k].remove(moved)
+                    except OSError as exc:
+                        if exc.errno != errno.EAGAIN:
+                            raise
+                        failed[k].append(exc.errno)
+        except BaseException as exc:  # re-raised in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not any(t.is_alive() for t in threads), "a mount's calls never finished"
+    if errors:
+        raise errors[0]
+    want = sorted({"f", *alive[0], *alive[1]})
+    assert alive[0] and alive[1], failed
+    entry = staged(app, "f")
+    assert entry is not None
+    assert members(entry, "f", lambda n: staged(app, n)) == tuple(want), (failed, want)
+    everything = ["f", *(f"m{k}_{i:02d}{r}" for k in range(2) for i in range(12) for r in ("", "r"))]
+    counts = _whole_groups(app, fs_factory, everything)
+    assert counts == {name: len(want) for name in want}
+
+
+def test_a_rename_past_the_pending_moves_limit_stages_per_key_and_keeps_every_group(
+    pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem],
+) -> None:
+    """With ``MAX_MOVES`` directory renames pending, the next stages a tombstone and an entry per key, read
+    through the moves still pending: a file and its links moved by earlier renames keep their names and
+    groups, and the commit holds the same tree."""
+    from lakemount.graveler.moves import MAX_MOVES, move_of
+
+    pfs.mkdir(f"{MAIN}/d0")
+    pfs.mkdir(f"{MAIN}/out")
+    pfs.write_file(f"{MAIN}/d0/f", b"moved many times")
+    pfs.link(f"{MAIN}/d0/f", f"{MAIN}/out/g")
+    pfs.link(f"{MAIN}/d0/f", f"{MAIN}/d0/h")
+    for i in range(MAX_MOVES):
+        pfs.rename(f"{MAIN}/d{i}", f"{MAIN}/d{i + 1}")
+    tokens = app.catalog.graveler.get_branch(REPO, "main").tokens
+    assert sum(1 for t in tokens if move_of(t)) == MAX_MOVES
+    last = f"d{MAX_MOVES}"
+    pfs.rename(f"{MAIN}/{last}", f"{MAIN}/z")  # one more: per key
+    tokens = app.catalog.graveler.get_branch(REPO, "main").tokens
+    assert sum(1 for t in tokens if move_of(t)) == MAX_MOVES  # no move record added
+    names = ["z/f", "z/h", "out/g"]
+    assert _whole_groups(app, fs_factory, [*names, f"{last}/f", f"{last}/h"]) == dict.fromkeys(names, 3)
+    assert group_of(staged(app, "out/g")).names == ("out/g", "z/f", "z/h")  # type: ignore[union-attr]
+    app.graveler.commit(REPO, "main", "after the renames")
+    committed = [app.catalog.get_optional(REPO, "main@", n) for n in names]
+    assert committed[0] is not None and committed == [committed[0]] * 3
+    assert sorted(pfs.listdir(MAIN)) == [".lakefs", "out", "z"]

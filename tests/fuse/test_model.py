@@ -13,11 +13,15 @@ from collections.abc import Callable
 # Imported before any draw: a commit's background work (the audit's Parquet writer) imports numpy in another
 # thread, and hypothesis's sampled_from looks numpy up in sys.modules, half-imported then.
 import numpy  # noqa: F401
+import pytest
 from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule, run_state_machine_as_test
 
 from lakemount.app import App
+from lakemount.graveler import moves
+from lakemount.graveler.graveler import Graveler
+from lakemount.graveler.model import Branch
 from tests.fuse.conftest import make_fs
 from tests.fuse.model import CoreDriver, FsModel, Node, OsDriver, paths
 from tests.fuse.pathfs import PathFS
@@ -116,23 +120,64 @@ class VersionedFsModel(FsModel):
 
 
 def test_core_with_commits_and_resets_behaves_like_a_local_directory(app: App, home: str, tmp_path: os.PathLike[str]) -> None:
+    run_versioned_model(app, home, tmp_path, "versioned")
+
+
+def test_renames_past_the_pending_moves_limit_behave_like_a_local_directory(
+    app: App, home: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same with a branch taking at most 1 pending move record (``MAX_MOVES`` is 32): from the second
+    directory rename before a commit, a rename stages per key, reading what it moves (and each link group's
+    names) through the moves still pending, as a rename past the 32nd does."""
+    monkeypatch.setattr(moves, "MAX_MOVES", 1)
+    staged_per_key: list[int] = []
+    real = Graveler.move
+
+    def counted(self: Graveler, repo: str, branch: str, old: bytes, new: bytes) -> tuple[Branch, Branch] | None:
+        done = real(self, repo, branch, old, new)
+        if done is None:
+            staged_per_key.append(1)
+        return done
+
+    monkeypatch.setattr(Graveler, "move", counted)
+    run_versioned_model(app, home, tmp_path, "limited", RenamingFsModel)
+    assert staged_per_key, "no rename went past the limit: the per-key fallback was never tried"
+
+
+class RenamingFsModel(VersionedFsModel):
+    """:class:`VersionedFsModel` renaming directories more often, to fresh names as often as not (so several
+    renames wait for one commit)."""
+
+    @rule(data=st.data(), dst=st.sampled_from(["m1", "m2", "a/m3", "b/m4", "m1/m5"]))
+    def rename_directory_to_a_fresh_name(self, data: st.DataObject, dst: str) -> None:
+        self.rename_directory(data, dst)
+
+    @rule(data=st.data(), dst=st.sampled_from(["n1", "a/n2", "n1/n3"]))
+    def rename_directory_once_more(self, data: st.DataObject, dst: str) -> None:
+        self.rename_directory(data, dst)
+
+
+def run_versioned_model(
+    app: App, home: str, tmp_path: os.PathLike[str], name: str, model: type[VersionedFsModel] = VersionedFsModel,
+) -> None:
+    """Run ``model``'s machine, each example on a repository of its own named ``name``."""
     counter = itertools.count()
 
     def machine() -> FsModel:
         n = next(counter)
-        repo = f"versioned{n:04d}"
+        repo = f"{name}{n:04d}"
         app.catalog.create_repository(repo)
-        fs = make_fs(app, home, f"versioned-{n}", head_ttl=0.5)
+        fs = make_fs(app, home, f"{name}-{n}", head_ttl=0.5)
         reference = tempfile.mkdtemp(prefix="ref-", dir=os.fspath(tmp_path))
 
         def committed() -> dict[str, Node]:
-            fresh = make_fs(app, home, f"versioned-{n}-fresh")
+            fresh = make_fs(app, home, f"{name}-{n}-fresh")
             try:
                 return CoreDriver(PathFS(fresh), f"/{repo}/main@").tree()
             finally:
                 fresh.close()
 
-        return VersionedFsModel(PathFS(fs), f"/{repo}/main", reference, fs.close, committed)
+        return model(PathFS(fs), f"/{repo}/main", reference, fs.close, committed)
 
     run_state_machine_as_test(
         machine,
