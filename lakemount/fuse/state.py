@@ -299,7 +299,7 @@ class MountState:
                 changes = self.held.under((repo, branch), "")
                 try:
                     self.catalog.apply(repo, branch, changes)
-                except LakeMountError as exc:
+                except (LakeMountError, OSError) as exc:  # logged: the unmount goes on
                     log.error("staging %d new file(s) of %s/%s at unmount failed: %s", len(changes), repo, branch, exc)
 
     def now(self) -> float:
