@@ -36,7 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import cluster_bench  # noqa: E402
-from benchmarks.scale_bench import WRITER, last_json, load, pct  # noqa: E402
+from benchmarks.scale_bench import WRITER, last_json, load, pct, release, store_counts, wait_ready  # noqa: E402
 from tests.cluster.harness import PYTHON, Cluster, Host, available, cluster, remove_stale  # noqa: E402
 
 MODES = {"wb": ["--writeback"], "plain": ["--no-writeback"]}
@@ -123,7 +123,7 @@ class Bench:
         return "\n".join(f"      {line}" for line in rows.splitlines())
 
     def store(self) -> float:
-        return float(cluster_bench_counts(self.c).get("total", 0.0))
+        return float(store_counts(self.c).get("total", 0.0))
 
     def commit(self, host: Host, mode: str, message: str) -> float:
         t = time.perf_counter()
@@ -187,14 +187,9 @@ class Bench:
                 root = f"/lake-{mode}/repo/main/{tag}-{h.name}-{k}"
                 out = f"{h.home}/writer-{mode}-{tag}-{k}.out"
                 procs.append((h.spawn(PYTHON, "-c", WRITER, root, go, str(a.seconds), f"{go}.ready-{h.name}-{k}", log=out), out))
-        end = time.monotonic() + 600
-        while sum(1 for f in os.listdir(self.c.dir) if f.startswith(f"go-{mode}-{tag}.ready-")) < len(procs):
-            if time.monotonic() > end:
-                raise TimeoutError("writers did not get ready")
-            time.sleep(0.05)
+        wait_ready(go, len(procs))
         x0 = self.xacts()
-        Path(go + ".tmp").write_text(str(time.time() + 0.5))
-        os.rename(go + ".tmp", go)
+        release(go)
         n, lat = 0, []
         for p, out in procs:
             p.wait(timeout=a.seconds + 600)
@@ -208,11 +203,6 @@ class Bench:
         x1 = self.xacts()
         return {"files": n, "per_s": n / a.seconds, "staged_per_s": n / (a.seconds + drain_s), "drain_s": drain_s,
                 "xacts_per_file": (x1 - x0) / n, "close_p50_ms": pct(lat, 50) * 1e3, "close_p99_ms": pct(lat, 99) * 1e3}
-
-
-def cluster_bench_counts(c: Cluster) -> dict[str, float]:
-    code = "import sys, urllib.request\nprint(urllib.request.urlopen(sys.argv[1] + '/__counts', timeout=30).read().decode())"
-    return {k: float(v) for k, v in last_json(c["w1"].python(code, c.s3_endpoint, timeout=60)).items()}
 
 
 def main() -> None:

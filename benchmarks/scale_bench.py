@@ -222,8 +222,7 @@ class Bench:
         return {"xacts": float(xacts), "statements": float(stmts), "exec_ms": float(ms)}
 
     def store(self) -> dict[str, float]:
-        code = "import sys, urllib.request\nprint(urllib.request.urlopen(sys.argv[1] + '/__counts', timeout=30).read().decode())"
-        return {k: float(v) for k, v in last_json(self.c["w1"].python(code, self.c.s3_endpoint, timeout=60)).items()}
+        return store_counts(self.c)
 
     def fuse(self, backend: str) -> dict[str, float]:
         """Seconds spent in each mount operation, summed over the three hosts' ``backend`` mounts."""
@@ -243,15 +242,9 @@ class Bench:
     def go(self, path: str, ready: int, backend: str) -> dict[str, Any]:
         """Wait until ``ready`` processes have written ``path.ready-*``, take the counters' snapshot, then
         start them all 0.5 s from now; returns the snapshot."""
-        d, name = os.path.split(path)
-        end = time.monotonic() + 600
-        while sum(1 for f in os.listdir(d) if f.startswith(name + ".ready-")) < ready:
-            if time.monotonic() > end:
-                raise TimeoutError(f"{path}: writers did not get ready")
-            time.sleep(0.05)
+        wait_ready(path, ready)
         before = self.snapshot(backend)
-        Path(path + ".tmp").write_text(str(time.time() + 0.5))
-        os.rename(path + ".tmp", path)
+        release(path)
         return before
 
     # -- 1. mount writes ----------------------------------------------------------------
@@ -357,6 +350,28 @@ class Bench:
             n += last_json(Path(out).read_text())["n"]
         after = self.snapshot(backend)
         return {"appends": n, "per_s": n / a.seconds, "xacts_per_append": (after["pg"]["xacts"] - before["pg"]["xacts"]) / n}
+
+
+def store_counts(c: Cluster) -> dict[str, float]:
+    """What the counting moto server on ``c`` served so far, by request kind (``benchmarks/moto_counting.py``)."""
+    code = "import sys, urllib.request\nprint(urllib.request.urlopen(sys.argv[1] + '/__counts', timeout=30).read().decode())"
+    return {k: float(v) for k, v in last_json(c["w1"].python(code, c.s3_endpoint, timeout=60)).items()}
+
+
+def wait_ready(path: str, ready: int) -> None:
+    """Wait (up to 600 s) until ``ready`` writer processes have written ``path.ready-*``."""
+    d, name = os.path.split(path)
+    end = time.monotonic() + 600
+    while sum(1 for f in os.listdir(d) if f.startswith(name + ".ready-")) < ready:
+        if time.monotonic() > end:
+            raise TimeoutError(f"{path}: writers did not get ready")
+        time.sleep(0.05)
+
+
+def release(path: str) -> None:
+    """Start the waiting writers (``WRITER``) all 0.5 s from now."""
+    Path(path + ".tmp").write_text(str(time.time() + 0.5))
+    os.rename(path + ".tmp", path)
 
 
 def load() -> str:
