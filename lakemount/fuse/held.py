@@ -77,12 +77,8 @@ class HeldCreates:
     def take(self, key: BranchKey, superseded: Sequence[Change] = ()) -> list[Change]:
         """Every create held on branch ``key``, taken out to be staged before (or with) ``superseded``: a
         held path that ``superseded`` changes is dropped, the later change wins."""
-        with self._lock:
-            held = self._held.pop(key, None)
-        if not held:
-            return []
         later = {path for path, _ in superseded}
-        return [(path, entry) for path, (entry, _) in held.items() if path not in later]
+        return [(path, entry) for path, entry in self.under(key, "") if path not in later]
 
     def any_under(self, key: BranchKey, path: str) -> bool:
         """Whether a create is held on branch ``key`` at ``path`` or below it (``""``: anywhere)."""
