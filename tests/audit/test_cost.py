@@ -500,18 +500,29 @@ def test_queued_records_leave_nothing_for_the_cyclic_gc(lake: Lake) -> None:
     while not _waiting_in(flusher, "_run"):
         assert time.monotonic() < deadline, "the audit flusher never settled into waiting for its interval"
         time.sleep(0.01)
-    gc.collect()
-    gc.disable()
-    try:
-        before = len(gc.get_objects())
-        for i in range(1000):
-            log.record(repo="gcfree", op="read", path=f"p/{i}", nbytes=i, user="u", frontend="mount", client="")
-        added = len(gc.get_objects()) - before
-    finally:
-        gc.enable()
-    assert added < 20, added
-    assert [r[FIELDS.index("path")] for r in waiting(log)] == ["warm", *(f"p/{i}" for i in range(1000))]
-    assert log.flush() == 1001
+    # The count is the whole process's: another thread of the fixture's app that allocates during a round is
+    # counted with it (88 objects, one CI run). A tuple kept per record adds 1000 in every round, so the least of
+    # a few rounds is the record's own cost; the buffer holding only untracked fields is checked directly too.
+    paths = ["warm"]
+    added: list[int] = []
+    for attempt in range(5):
+        gc.collect()
+        gc.disable()
+        try:
+            before = len(gc.get_objects())
+            for i in range(1000):
+                log.record(repo="gcfree", op="read", path=f"p/{attempt}/{i}", nbytes=i, user="u", frontend="mount",
+                           client="")
+            added.append(len(gc.get_objects()) - before)
+        finally:
+            gc.enable()
+        paths += [f"p/{attempt}/{i}" for i in range(1000)]
+        if added[-1] < 20:
+            break
+    assert min(added) < 20, added
+    assert not [field for field in log._pending if gc.is_tracked(field)]
+    assert [r[FIELDS.index("path")] for r in waiting(log)] == paths
+    assert log.flush() == len(paths)
     assert [r.bytes for r in lake.records("gcfree")][-3:] == [997, 998, 999]
 
 
