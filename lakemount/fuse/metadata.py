@@ -21,6 +21,7 @@ from lakemount.catalog.model import DIR_MODE, LINK_MODE, Entry
 from lakemount.fuse.attributes import Attributes
 from lakemount.fuse.errno import ENOATTR, FsError
 from lakemount.fuse.inodes import Kind, Node
+from lakemount.fuse.linked import held_here, stage_file_change
 from lakemount.fuse.listing import Child
 from lakemount.fuse.saving import Saver
 from lakemount.fuse.scope import Scope, Scopes
@@ -92,9 +93,15 @@ class Metadata:
         mtime, so the entry's counts (utimens may set it backwards); ``relist``:
         update the entry in the parent's cached listing too.
         """
-        names = node.names or (node.path,)  # a file of several names changes under each (one transaction)
-        if not node.detached:
-            self.state.stage(scope, [(node.path + "/", new)] if node.kind == Kind.DIR else [(name, new) for name in names])
+        names = node.names or (node.path,)
+        if node.detached:
+            pass
+        elif node.kind == Kind.DIR:
+            self.state.stage(scope, [(node.path + "/", new)])
+        elif held_here(self.state, scope, node):  # never staged: the file has one name, nobody else knows it
+            self.state.stage(scope, [(node.path, new)])
+        else:  # under every name the file has now, one transaction (another mount may have linked it)
+            new, names = stage_file_change(self.state, self.tree, scope, node, new)
         with self.table.lock:
             self.scopes.local_change(scope)
             node.entry, node.fetched, node.gen = new, self.state.now(), scope.gen

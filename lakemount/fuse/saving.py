@@ -7,7 +7,8 @@ uploaded content-addressed and the file's entry is staged under the scope's
 mutex.  When the last handle closes the temp file is dropped, unless its
 content could not be saved: then it is moved to the recovered directory and
 logged, never silently lost.  A file of several names (hard links) is saved
-under every name in one transaction, so each name shows the new content.  With write-back the save journals the file
+under every name the branch gives it when it is saved, in one compare-and-set
+(:mod:`~lakemount.fuse.linked`), so each name shows the new content.  With write-back the save journals the file
 instead (:mod:`~lakemount.fuse.writeback`), and the node keeps its temp file,
 now the journal's, until the pipeline has staged it; a file of several names is
 saved directly (after the journal), since the journal keeps one path per save.
@@ -27,6 +28,7 @@ from lakemount.catalog.links import with_group
 from lakemount.catalog.model import Entry
 from lakemount.catalog.writer import DataInfo
 from lakemount.fuse.inodes import Node
+from lakemount.fuse.linked import held_here, stage_file_change
 from lakemount.fuse.listing import Child, ChildKind
 from lakemount.fuse.scope import Scopes
 from lakemount.fuse.state import MountState, with_changes
@@ -183,19 +185,19 @@ class Saver:
             if node.detached:
                 dirty.end_save(version)
                 return
-            base = node.entry or Entry("", 0)
-            entry = with_group(with_changes(base, address=info.address, size=info.size, etag=info.etag), node.group, node.names)
-            names = node.names or (node.path,)
-            if node.names:
-                self.state.stage(scope, [(name, entry) for name in names])
+            changed = with_changes(node.entry or Entry("", 0), address=info.address, size=info.size, etag=info.etag)
+            if not held_here(self.state, scope, node):
+                # The branch has the file, and another mount may have linked it: under every name it has now.
+                entry, names = stage_file_change(self.state, self.tree, scope, node, changed)
             else:
+                entry, names = with_group(changed, "", ()), (node.path,)
                 key = (scope.repo, scope.branch)
                 # The file's own held create is superseded by this entry; what else is held on the branch (its
                 # directory's marker to delete, other new files still open) is staged with it, first.
                 held = self.state.held
                 with self.state.settling:
-                    own = held.drop(key, node.path) if held else []
-                    others = held.take(key) if held else []
+                    own = held.drop(key, node.path)
+                    others = held.take(key)
                     try:
                         if others:
                             catalog.apply(scope.repo, scope.resolved, [*others, (node.path, entry)])

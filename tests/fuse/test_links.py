@@ -10,6 +10,7 @@ from collections.abc import Callable
 from lakemount.app import App
 from lakemount.catalog.links import LINK_MAX, group_of, members
 from lakemount.fuse.core import FileSystem
+from lakemount.fuse.values import SetAttr
 from tests.fuse.conftest import REPO
 from tests.fuse.pathfs import PathFS
 from tests.fuse.test_control import control, control_errno
@@ -384,6 +385,51 @@ def test_link_in_one_mount_after_another_renamed_a_name_keeps_one_whole_group(
     b.rename(f"{MAIN}/f", f"{MAIN}/f2")
     a.link(f"{MAIN}/g", f"{MAIN}/h")
     assert _whole_groups(app, fs_factory, ["f", "f2", "g", "h"]) == {"f2": 3, "g": 3, "h": 3}
+
+
+def test_a_write_in_one_mount_after_another_linked_the_file_shows_through_every_name(
+    pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem],
+) -> None:
+    """Mount A writes a file it knows with one name while mount B links it: A's close saves under both names
+    (the link is not broken, the new name does not keep the old bytes); so does A's next write once the file
+    is linked as A knows it and B adds a third name."""
+    pfs.write_file(f"{MAIN}/f", b"old bytes")
+    a, b = PathFS(fs_factory(head_ttl=60)), PathFS(fs_factory(head_ttl=60))
+    assert a.lstat(f"{MAIN}/f").nlink == 1
+    with a.opened(f"{MAIN}/f", os.O_WRONLY | os.O_TRUNC) as fh:
+        a.pwrite(fh, 0, b"written by a")
+        b.link(f"{MAIN}/f", f"{MAIN}/g")
+    assert _whole_groups(app, fs_factory, ["f", "g"]) == {"f": 2, "g": 2}
+    repo = app.catalog.repository(REPO)
+    assert [app.catalog.read(repo, staged(app, n)) for n in ("f", "g")] == [b"written by a"] * 2  # type: ignore[arg-type]
+    assert a.lstat(f"{MAIN}/f").nlink == 2
+    with a.opened(f"{MAIN}/f", os.O_WRONLY | os.O_TRUNC) as fh:
+        a.pwrite(fh, 0, b"again by a")
+        b.link(f"{MAIN}/g", f"{MAIN}/h")
+    assert _whole_groups(app, fs_factory, ["f", "g", "h"]) == {"f": 3, "g": 3, "h": 3}
+    assert [app.catalog.read(repo, staged(app, n)) for n in ("f", "g", "h")] == [b"again by a"] * 3  # type: ignore[arg-type]
+
+
+def test_attributes_changed_in_one_mount_after_another_linked_the_file_show_through_every_name(
+    pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem],
+) -> None:
+    """chmod, utimens and a user xattr through a name in mount A, after mount B linked the file A knows with
+    one name (and then with two): each change stages every name's entry, the group stays whole."""
+    pfs.write_file(f"{MAIN}/f", b"bytes")
+    a, b = PathFS(fs_factory(head_ttl=60)), PathFS(fs_factory(head_ttl=60))
+    assert a.lstat(f"{MAIN}/f").nlink == 1
+    b.link(f"{MAIN}/f", f"{MAIN}/g")
+    a.chmod(f"{MAIN}/f", 0o600)
+    assert _whole_groups(app, fs_factory, ["f", "g"]) == {"f": 2, "g": 2}
+    assert [stat.S_IMODE(staged(app, n).mode) for n in ("f", "g")] == [0o600, 0o600]  # type: ignore[union-attr]
+    b.link(f"{MAIN}/f", f"{MAIN}/h")
+    a.setxattr(f"{MAIN}/g", "user.origin", b"a")
+    a.setattr(f"{MAIN}/f", SetAttr(mtime_ns=1_500_000_000 * 10**9))
+    assert _whole_groups(app, fs_factory, ["f", "g", "h"]) == {"f": 3, "g": 3, "h": 3}
+    for name in ("f", "g", "h"):
+        entry = staged(app, name)
+        assert entry is not None and entry.metadata == (("origin", "a"),) and entry.mtime_ns == 1_500_000_000 * 10**9
+        assert stat.S_IMODE(entry.mode) == 0o600
 
 
 def test_two_mounts_linking_renaming_and_unlinking_names_of_one_file_at_once_lose_no_change(
