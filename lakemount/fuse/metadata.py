@@ -101,7 +101,7 @@ class Metadata:
         elif held_here(self.state, scope, node):  # never staged: the file has one name, nobody else knows it
             self.state.stage(scope, [(node.path, new)])
         else:  # under every name the file has now, one transaction (another mount may have linked it)
-            new, names = stage_file_change(self.state, self.tree, scope, node, new)
+            new, names = stage_file_change(self.state, scope, node, new)
         with self.table.lock:
             self.scopes.local_change(scope)
             node.entry, node.fetched, node.gen = new, self.state.now(), scope.gen

@@ -188,7 +188,7 @@ class Saver:
             changed = with_changes(node.entry or Entry("", 0), address=info.address, size=info.size, etag=info.etag)
             if not held_here(self.state, scope, node):
                 # The branch has the file, and another mount may have linked it: under every name it has now.
-                entry, names = stage_file_change(self.state, self.tree, scope, node, changed)
+                entry, names = stage_file_change(self.state, scope, node, changed)
             else:
                 entry, names = with_group(changed, "", ()), (node.path,)
                 key = (scope.repo, scope.branch)

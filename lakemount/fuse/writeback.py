@@ -40,12 +40,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from lakemount.catalog.links import group_of
 from lakemount.catalog.model import Entry, decode_value
 from lakemount.catalog.writer import DataInfo, content_address, store_many
 from lakemount.errors import LakeMountError, Unavailable
 from lakemount.fuse.errno import FsError
 from lakemount.fuse.inodes import Node
 from lakemount.fuse.journal import Journal, Record
+from lakemount.fuse.linked import stage_on_names
 from lakemount.fuse.listing import Child, ChildKind
 from lakemount.fuse.scope import Scopes
 from lakemount.fuse.state import MountState, with_changes
@@ -87,6 +89,8 @@ class Pending:
     size: int = 0
     failed_since: float = 0.0
     error: str = ""
+    known: bool = False  # put records: the branch had the file when it was saved (staged on its names: linked.py)
+    names: tuple[str, ...] = ()  # put records, once staged: every name the file had then
 
     @property
     def key(self) -> BranchKey:
@@ -122,6 +126,7 @@ class Writeback:
         self._pending: collections.deque[Pending] = collections.deque()
         self._per_branch: collections.Counter[BranchKey] = collections.Counter()
         self._overlay: dict[BranchKey, dict[str, tuple[int, Entry | None]]] = {}
+        self._fresh: set[tuple[str, str, str]] = set()  # files whose journaled create is not staged: no one else knows them
         self._bytes = 0
         self._in_memory = 0  # bytes of pending records held in RAM (``Pending.inline``), bounded by MEMORY_HELD_MAX
         self._warned = 0.0
@@ -197,10 +202,13 @@ class Writeback:
             )
         # The content address is known from the digests: the node's entry is final now, before any upload.
         base = with_changes(node.entry or Entry("", 0), address=content_address(digests[1]), size=digests[0], etag=digests[2])
+        # A file the branch has may have been linked by another mount meanwhile: it is staged on its names then.
+        known = (scope.repo, scope.branch, node.path) not in self._fresh
         item = Pending(0, scope.repo, scope.branch, [], path=node.path, base=base, data=data, inline=content,
-                       digests=digests, node=None if share else node, dirty=None if share else dirty, size=digests[0])
+                       digests=digests, node=None if share else node, dirty=None if share else dirty, size=digests[0],
+                       known=known)
         body = {"op": "put", "repo": item.repo, "branch": item.branch, "path": item.path, "entry": base.value().hex(),
-                "data": data, "size": digests[0], "sha256": digests[1], "md5": digests[2]}
+                "data": data, "size": digests[0], "sha256": digests[1], "md5": digests[2], "known": known}
         if content is not None:
             body["inline"] = base64.b64encode(content).decode("ascii")
             inline = True
@@ -250,6 +258,7 @@ class Writeback:
     def journal_changes(self, scope: Any, changes: Sequence[tuple[str, Entry | None]]) -> None:
         """Journal staged changes (a create) made without reading the branch; raises ``OSError`` from the disk."""
         item = Pending(0, scope.repo, scope.branch, list(changes))
+        self._fresh.update((item.repo, item.branch, path) for path, entry in changes if entry is not None)
         body = {"op": "apply", "repo": item.repo, "branch": item.branch,
                 "changes": [[p, None if e is None else e.value().hex()] for p, e in changes]}
         item.seq = self.journal.append(body)
@@ -481,8 +490,19 @@ class Writeback:
         time.sleep(min(BACKOFF[1], max(BACKOFF[0], (time.monotonic() - first) / 4)))
 
     def _stage_run(self, items: list[Pending]) -> None:
-        """Stage records of one branch as one apply (a later change of a path wins); retried while unavailable."""
+        """Stage records of one branch as one apply (a later change of a path wins); retried while unavailable.
+        A save of a file the branch already had is staged alone, in its place in the run, on every name the
+        file has then (a compare-and-set: :func:`~lakemount.fuse.linked.stage_on_names`)."""
         if not items:
+            return
+        alone = [i for i, item in enumerate(items) if item.known and item.base is not None]
+        if alone and len(items) > 1:
+            start = 0
+            for i in alone:
+                self._stage_run(items[start:i])
+                self._stage_run([items[i]])
+                start = i + 1
+            self._stage_run(items[start:])
             return
         repo, branch = items[0].key
         merged: dict[str, Entry | None] = {}
@@ -492,7 +512,13 @@ class Writeback:
                 merged[path] = entry
         while True:
             try:
-                self.catalog.apply(repo, branch, list(merged.items()))
+                if alone:
+                    (path, entry), = merged.items()
+                    assert entry is not None
+                    entry, items[0].names = stage_on_names(self.catalog, repo, branch, path, entry)
+                    items[0].changes = [(path, entry)]
+                else:
+                    self.catalog.apply(repo, branch, list(merged.items()))
                 break
             except Unavailable as exc:
                 self.report.counts["stage_retries"] += 1
@@ -516,8 +542,13 @@ class Writeback:
         """``item`` is on its branch: its node reads the stored object from now on; its data file goes."""
         node, dirty = item.node, item.dirty
         entry = item.changes[0][1] if item.base is not None and item.changes else None
+        if item.base is None:
+            self._fresh.difference_update((item.repo, item.branch, path) for path, _entry in item.changes)
         if node is not None and dirty is not None and entry is not None:
             self._settle(node, dirty, entry)
+            if len(item.names) > 1 or node.names:
+                group = group_of(entry)
+                self.state.table.set_names(node, group.gid if group is not None else "", item.names if len(item.names) > 1 else ())
         elif dirty is not None:
             dirty.pending = False
         if item.data:
@@ -605,7 +636,7 @@ def _pending_of(rec: Record) -> Pending | None:
         inline = base64.b64decode(str(body["inline"])) if not data else None
         return Pending(rec.seq, repo, branch, [], path=str(body["path"]), base=decode_value(bytes.fromhex(body["entry"])),
                        data=data, inline=inline, digests=(int(body["size"]), str(body["sha256"]), str(body["md5"])),
-                       size=int(body["size"]))
+                       size=int(body["size"]), known=bool(body.get("known", False)))
     if body.get("op") == "apply":
         return Pending(rec.seq, repo, branch,
                        [(str(p), None if v is None else decode_value(bytes.fromhex(v))) for p, v in body["changes"]])

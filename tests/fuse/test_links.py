@@ -219,6 +219,29 @@ def test_with_write_back_a_linked_file_is_saved_under_every_name(app: App, home:
     assert pfs.lstat(f"{MAIN}/a").nlink == 2
 
 
+def test_with_write_back_a_save_after_another_mount_linked_the_file_reaches_every_name(
+    pfs: PathFS, app: App, home: str, fs_factory: Callable[..., FileSystem],
+) -> None:
+    """Mount A writes back a file it knows with one name; mount B links it before A's journal is staged: the
+    pipeline stages A's save on both names (one group, the new bytes), not on A's name alone; a file A made
+    and journaled itself is staged in the batch, with nothing read."""
+    pfs.write_file(f"{MAIN}/f", b"old bytes")
+    fs = fs_factory(head_ttl=60, writeback=True, journal_dir=os.path.join(home, "journal"))
+    a, b = PathFS(fs), PathFS(fs_factory(head_ttl=60))
+    assert a.lstat(f"{MAIN}/f").nlink == 1
+    with a.opened(f"{MAIN}/f", os.O_WRONLY | os.O_TRUNC) as fh:
+        a.pwrite(fh, 0, b"written back by a")
+        b.link(f"{MAIN}/f", f"{MAIN}/g")
+    a.write_file(f"{MAIN}/new", b"made by a")
+    assert fs.writeback is not None
+    fs.writeback.drain(None)
+    assert _whole_groups(app, fs_factory, ["f", "g"]) == {"f": 2, "g": 2}
+    repo = app.catalog.repository(REPO)
+    assert [app.catalog.read(repo, staged(app, n)) for n in ("f", "g", "new")] == [  # type: ignore[arg-type]
+        b"written back by a", b"written back by a", b"made by a"]
+    assert a.lstat(f"{MAIN}/g").nlink == 2 and a.read_file(f"{MAIN}/g") == b"written back by a"
+
+
 def test_renames_of_renames_keep_every_group_whole(pfs: PathFS, app: App, fs_factory: Callable[..., FileSystem]) -> None:
     pfs.mkdir(f"{MAIN}/d")
     pfs.mkdir(f"{MAIN}/e")
