@@ -546,7 +546,7 @@ class Writeback:
             self._fresh.difference_update((item.repo, item.branch, path) for path, _entry in item.changes)
         if node is not None and dirty is not None and entry is not None:
             self._settle(node, dirty, entry)
-            if len(item.names) > 1 or node.names:
+            if (len(item.names) > 1 or node.names) and not node.detached:
                 group = group_of(entry)
                 self.state.table.set_names(node, group.gid if group is not None else "", item.names if len(item.names) > 1 else ())
         elif dirty is not None:
