@@ -1,6 +1,7 @@
 """Large writes through the mount (issue 36, item 3): ``dd`` and ``cp`` of 1 GiB vs a local folder, one run.
 
     .venv/bin/python benchmarks/large_write_bench.py [--mib 1024] [--rounds 1] [--stores local,s3] [--dir DIR]
+        [--no-passthrough]
 
 Everything lies in one temporary directory (under ``--dir``, default the current
 directory's filesystem): the local folder the baseline writes to, the
@@ -16,6 +17,13 @@ mountpoint, so mount and baseline write to the same disk.  The figures:
   at equal durability; and the same file written by this script in 1 MiB
   writes, then closed, with the close's own time printed (what a close waits
   for: an fsync and a link on the local store, the last part on S3).
+
+Beside them, the same figures into ``benchmarks/passthrough_fs.py`` over a folder
+on the same disk (a minimal pyfuse3 file system that hands every write to
+``pwrite`` and does nothing else, with lakemount's 1 MiB ``st_blksize``): the
+most a pyfuse3 mount writes here, so the mount's ratio to it tells what the
+mount itself costs and the passthrough's ratio to the local folder what FUSE
+through pyfuse3 costs on this machine.
 
 ``--stores s3`` adds a mount whose block store is a moto S3 server in this
 process (the S3 adapter's streamed multipart upload; moto keeps objects in
@@ -46,7 +54,10 @@ import time
 from collections.abc import Iterator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
+
+from writeback_bench import passthrough  # noqa: E402
 
 from lakemount.fuse import process, runner  # noqa: E402
 
@@ -179,6 +190,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="rounds per figure; the best is kept (default 1)")
     parser.add_argument("--stores", default="local,s3", help="block stores to mount: local, s3 (moto)")
     parser.add_argument("--dir", default=".", help="where the run's temporary directory goes (its filesystem is the disk)")
+    parser.add_argument("--no-passthrough", action="store_true", help="leave out the pyfuse3 passthrough (the FUSE ceiling)")
     args = parser.parse_args()
     stores = [s for s in args.stores.split(",") if s]
     base = tempfile.mkdtemp(prefix="large-write-", dir=args.dir)
@@ -203,6 +215,10 @@ def main() -> None:
                              region_name="us-east-1").create_bucket(Bucket=BUCKET)
             targets = {"local folder": os.path.join(base, "local")}
             os.makedirs(targets["local folder"])
+            if not args.no_passthrough:
+                pt = os.path.join(base, "passthrough")
+                stack.enter_context(passthrough(os.path.join(base, "passthrough-backing"), pt))
+                targets["passthrough (pyfuse3)"] = pt
             for store in stores:
                 mp = os.path.join(base, f"mnt-{store}")
                 stack.enter_context(mounted(prepare_store(store, base, endpoint), mp))
@@ -228,6 +244,12 @@ def main() -> None:
                 f"{rate(args.mib, best[name, w])} x{base_s / best[name, w]:.2f}" for w in targets if w != "local folder"
             ]
             print(f"{labels[name]:<36} " + " ".join(cells))
+        if "passthrough (pyfuse3)" in targets:
+            print("\nmount / passthrough (1.0: as fast as a pyfuse3 mount that does nothing but pwrite):")
+            for name in FIGURES:
+                ceiling = best[name, "passthrough (pyfuse3)"]
+                print(f"  {labels[name]:<36} " + " ".join(
+                    f"{w}: x{ceiling / best[name, w]:.2f}" for w in targets if w.startswith("mount")))
     finally:
         if server is not None:
             server.stop()

@@ -43,7 +43,7 @@ class Passthrough(pyfuse3.Operations):  # type: ignore[misc]
         for name in ("st_mode", "st_nlink", "st_uid", "st_gid", "st_rdev", "st_size", "st_atime_ns", "st_mtime_ns",
                      "st_ctime_ns"):
             setattr(attr, name, getattr(st, name))
-        attr.st_blksize, attr.st_blocks = 4096, st.st_blocks
+        attr.st_blksize, attr.st_blocks = 1 << 20, st.st_blocks  # lakemount's: cp writes in 1 MiB requests
         attr.entry_timeout = attr.attr_timeout = 1.0
         if ino is None:
             self.paths[st.st_ino] = path
