@@ -118,7 +118,7 @@ def test_the_allow_list_is_empty() -> None:
 
 # The first case runs with every installed plugin, as CI's run does; the others load only the two the policy needs
 # (itself and xdist): each process (a worker too) spent ~3 s of CPU importing the others (schemathesis, hypothesis,
-# playwright...), 40 s of wall a case on the loaded 2-core machine (docs/TESTING.md, "The fast tier's cuts").
+# the browser driver...), 40 s of wall a case on the loaded 2-core machine (docs/TESTING.md, "The fast tier's cuts").
 SUBPROCESS_CASES = [("true", 1, [], True), (None, 0, [], False), ("true", 1, ["-p", "xdist.plugin", "-n", "2"], False)]
 
 

@@ -39,7 +39,7 @@ def test_each_module_runs_whole_on_one_worker(pytester: pytest.Pytester, monkeyp
     pytester.makepyfile(**{f"test_{name}": MODULE.format(name=name) for name in ("a", "b", "c", "d")})
     # xdist's default (--dist load) would spread each module's six tests over both workers
     # Only the plugins under test (xdist and tests.workers): the run and each worker spent ~3 s of CPU importing the
-    # others installed (schemathesis, hypothesis, playwright...), which decide nothing here.
+    # others installed (schemathesis, hypothesis, the browser driver...), which decide nothing here.
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     result = pytester.runpytest_subprocess("-p", "xdist.plugin", "-p", "tests.workers", "-n", "2", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=24)
