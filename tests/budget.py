@@ -2,7 +2,7 @@
 
 ``scripts/test.sh --fast`` exports ``LAKEMOUNT_TEST_TIER=fast``; the whole suite (``scripts/test.sh``, which CI
 runs through ``.ci/run``) does not, and runs every machine's full count (docs/TESTING.md, "The fast tier's
-examples"). A plain ``pytest`` run, which sets nothing, runs the full counts too.
+cuts"). A plain ``pytest`` run, which sets nothing, runs the full counts too.
 """
 
 from __future__ import annotations
