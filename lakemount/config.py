@@ -47,6 +47,7 @@ OTHER_VARIABLES: Final = frozenset(
         "LAKEMOUNT_CHROMIUM",  # the browser the UI tests and ui_bench drive
         "LAKEMOUNT_UI_SCREENSHOTS",  # =docs: the UI tests save their screenshots under docs/screenshots/
         "LAKEMOUNT_TEST_WORKERS",  # scripts/test.sh: the pytest-xdist workers of its second pass (0: one plain run)
+        "LAKEMOUNT_TEST_TIER",  # =fast, set by scripts/test.sh --fast: the state machines run fewer examples (tests/budget.py)
     }
 )
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Run lakemount's test suite, installing it and the test tools first.
 #   scripts/test.sh [PYTEST ARGS...]          the whole suite, slow tiers included (what CI runs)
-#   scripts/test.sh --fast [PYTEST ARGS...]   the day-to-day tier: no JVM, no browser, no cluster harness, no slow suite
+#   scripts/test.sh --fast [PYTEST ARGS...]   the day-to-day tier: no JVM, no browser, no cluster harness, no slow suite,
+#                                             and a quarter of each hypothesis state machine's examples
+#                                             (LAKEMOUNT_TEST_TIER=fast, tests/budget.py; the whole suite runs them all)
 # The tiers are markers tests/tiers.py sets from what each test starts (docs/TESTING.md).
 #
 # Two passes: the cluster harness's tests (marker `cluster`: network namespaces, their own PostgreSQL, S3 and
@@ -19,6 +21,9 @@ base=""
 if [ "${1:-}" = "--fast" ]; then
   shift
   base=$FAST
+  export LAKEMOUNT_TEST_TIER=fast
+else
+  unset LAKEMOUNT_TEST_TIER  # the whole suite (CI) runs every machine's full count of examples
 fi
 scripts/install.sh --test
 

@@ -49,7 +49,7 @@ def test_install_refuses_an_unknown_option() -> None:
 
 def _stub(path: pathlib.Path, log: pathlib.Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f'#!/bin/sh\necho "$(basename "$0") $*" >> {log}\n')
+    path.write_text(f'#!/bin/sh\necho "$(basename "$0") $*${{LAKEMOUNT_TEST_TIER:+ [tier $LAKEMOUNT_TEST_TIER]}}" >> {log}\n')
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
 
@@ -62,9 +62,10 @@ def test_up_installs_for_running_and_test_installs_for_testing(tmp_path: pathlib
     _stub(tree / "scripts/install.sh", log)
     _stub(tree / ".venv/bin/lakemount", log)
     _stub(tree / ".venv/bin/python", log)
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "LAKEMOUNT_TEST_WORKERS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "LAKEMOUNT_TEST_WORKERS", "LAKEMOUNT_TEST_TIER")}
     subprocess.run([str(tree / "scripts/up.sh"), "--no-mount"], check=True, env=env, timeout=60)
-    subprocess.run([str(tree / "scripts/test.sh"), "-k", "x"], check=True, env=env, timeout=60)
+    # the whole suite runs the state machines' full counts even where the caller's environment says fast
+    subprocess.run([str(tree / "scripts/test.sh"), "-k", "x"], check=True, env={**env, "LAKEMOUNT_TEST_TIER": "fast"}, timeout=60)
     subprocess.run([str(tree / "scripts/test.sh"), "--fast", "-k", "x"], check=True, env=env, timeout=60)
     subprocess.run([str(tree / "scripts/test.sh"), "-m", "not fuse", "-k", "x"], check=True, env=env, timeout=60)
     subprocess.run([str(tree / "scripts/test.sh"), "--fast", "-k", "x"], check=True, env={**env, "LAKEMOUNT_TEST_WORKERS": "0"},
@@ -76,15 +77,16 @@ def test_up_installs_for_running_and_test_installs_for_testing(tmp_path: pathlib
         "install.sh --test",
         "python -m pytest -q -m (cluster) -k x",
         "python -m pytest -q -n 3 -m (not cluster) -k x",
-        "install.sh --test",
-        "python -m pytest -q -n 3 -m (not spark and not browser and not cluster and not slow) -k x",
+        # the fast tier: a quarter of the state machines' examples (tests/budget.py)
+        "install.sh --test [tier fast]",
+        "python -m pytest -q -n 3 -m (not spark and not browser and not cluster and not slow) -k x [tier fast]",
         # a caller's -m joins each pass's selection
         "install.sh --test",
         "python -m pytest -q -m (not fuse) and (cluster) -k x",
         "python -m pytest -q -n 3 -m (not fuse) and (not cluster) -k x",
         # no workers: one plain run, as before them
-        "install.sh --test",
-        "python -m pytest -q -m (not spark and not browser and not cluster and not slow) -k x",
+        "install.sh --test [tier fast]",
+        "python -m pytest -q -m (not spark and not browser and not cluster and not slow) -k x [tier fast]",
     ]
 
 

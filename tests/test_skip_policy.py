@@ -116,11 +116,20 @@ def test_the_allow_list_is_empty() -> None:
     assert skip_policy.ALLOWED_SKIPS == {}
 
 
-@pytest.mark.parametrize("ci, status, workers", [("true", 1, []), (None, 0, []), ("true", 1, ["-n", "2"])])
+# The first case runs with every installed plugin, as CI's run does; the others load only the two the policy needs
+# (itself and xdist): each process (a worker too) spent ~3 s of CPU importing the others (schemathesis, hypothesis,
+# the browser driver...), 40 s of wall a case on the loaded 2-core machine (docs/TESTING.md, "The fast tier's cuts").
+SUBPROCESS_CASES = [("true", 1, [], True), (None, 0, [], False), ("true", 1, ["-p", "xdist.plugin", "-n", "2"], False)]
+
+
+@pytest.mark.parametrize("ci, status, workers, autoload", SUBPROCESS_CASES)
 def test_a_module_skipped_at_collection_fails_a_real_ci_run(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str | None, status: int, workers: list[str]
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str | None, status: int, workers: list[str],
+    autoload: bool,
 ) -> None:
     """In a separate pytest process, as .ci/run starts it: the exit status is what CI sees (also with workers)."""
+    if not autoload:
+        monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     if ci is None:
         monkeypatch.delenv("CI", raising=False)
     else:

@@ -33,12 +33,15 @@ def test_a_unit_is_its_module_or_its_shared_directory() -> None:
     assert scope_of("tests/fuse/test_mount.py::test_w") == "tests/fuse/test_mount.py"
 
 
-def test_each_module_runs_whole_on_one_worker(pytester: pytest.Pytester) -> None:
+def test_each_module_runs_whole_on_one_worker(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     out = pytester.mkdir("out")
     pytester.makepyfile(record=WHO.format(out=str(out)))
     pytester.makepyfile(**{f"test_{name}": MODULE.format(name=name) for name in ("a", "b", "c", "d")})
     # xdist's default (--dist load) would spread each module's six tests over both workers
-    result = pytester.runpytest_subprocess("-p", "tests.workers", "-n", "2", "-p", "no:cacheprovider")
+    # Only the plugins under test (xdist and tests.workers): the run and each worker spent ~3 s of CPU importing the
+    # others installed (schemathesis, hypothesis, the browser driver...), which decide nothing here.
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    result = pytester.runpytest_subprocess("-p", "xdist.plugin", "-p", "tests.workers", "-n", "2", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=24)
     ran = [p.name.split("-") for p in out.iterdir()]
     assert len(ran) == 24

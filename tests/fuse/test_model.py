@@ -21,6 +21,7 @@ from hypothesis.stateful import initialize, rule, run_state_machine_as_test
 from lakemount.app import App
 from lakemount.graveler import moves
 from lakemount.graveler.model import Branch
+from tests.budget import examples
 from tests.fuse.conftest import make_fs
 from tests.fuse.model import CoreDriver, FsModel, Node, OsDriver, paths
 from tests.fuse.pathfs import PathFS
@@ -52,7 +53,7 @@ def test_core_behaves_like_a_local_directory(app: App, home: str, tmp_path: os.P
     run_state_machine_as_test(
         machine,
         settings=settings(
-            max_examples=int(os.environ.get("LAKEMOUNT_MODEL_EXAMPLES", "40")),
+            max_examples=int(os.environ.get("LAKEMOUNT_MODEL_EXAMPLES", examples(40))),
             stateful_step_count=30,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
@@ -182,7 +183,7 @@ def run_versioned_model(
     run_state_machine_as_test(
         machine,
         settings=settings(
-            max_examples=int(os.environ.get("LAKEMOUNT_MODEL_EXAMPLES", "40")),
+            max_examples=int(os.environ.get("LAKEMOUNT_MODEL_EXAMPLES", examples(40))),
             stateful_step_count=30,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -23,6 +23,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from lakemount.app import App
 from lakemount.fuse import runner
+from tests import budget
 from tests.fuse.conftest import REPO
 from tests.fuse.model import FsModel, OsDriver
 from tests.fuse.mounting import (
@@ -350,13 +351,14 @@ def test_block_store_failures_are_eio_and_the_mount_keeps_serving(
 # ---------------------------------------------------------------------------- the model, through the kernel
 # At ~4 ms an operation through the kernel, the full suite affords many more runs than the fast tier: 300 x 50
 # is about a minute on a 2-core machine (15,000 operations, `slow`, what CI runs), 40 x 30 (the core model's) a
-# few seconds, run in every tier. LAKEMOUNT_KERNEL_MODEL_EXAMPLES and _STEPS set the short run's budget.
+# few seconds, run in every tier (10 x 30 in scripts/test.sh --fast, tests/budget.py). LAKEMOUNT_KERNEL_MODEL_EXAMPLES
+# and _STEPS set the short run's budget.
 KERNEL_MODEL_RUNS = (40, 30)
 KERNEL_MODEL_LONG_RUNS = (300, 50)
 
 
 def test_mount_behaves_like_a_local_directory(app: App, mounts: MountFactory, tmp_path: os.PathLike[str]) -> None:
-    examples = int(os.environ.get("LAKEMOUNT_KERNEL_MODEL_EXAMPLES", KERNEL_MODEL_RUNS[0]))
+    examples = int(os.environ.get("LAKEMOUNT_KERNEL_MODEL_EXAMPLES", budget.examples(KERNEL_MODEL_RUNS[0])))
     steps = int(os.environ.get("LAKEMOUNT_KERNEL_MODEL_STEPS", KERNEL_MODEL_RUNS[1]))
     _kernel_model(app, mounts, tmp_path, examples, steps)
 

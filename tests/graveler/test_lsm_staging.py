@@ -30,6 +30,7 @@ from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.staging.lsm import STAGING_DIR, LsmStaging
 from lakemount.metastore.sql import SqlRefStore
 from lakemount.metastore.staging_lists import SqlStagingLists
+from tests.budget import examples
 from tests.calls import python_calls
 
 from ._support import build_graveler, content, fresh_view, val
@@ -940,7 +941,7 @@ class LsmModel(RuleBasedStateMachine):
 
 TestLsmModel = LsmModel.TestCase
 TestLsmModel.settings = settings(
-    max_examples=25, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=examples(25), stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 
 

@@ -23,6 +23,7 @@ from lakemount.errors import InvalidArgument, NothingToCommit
 from lakemount.graveler.graveler import Graveler
 from lakemount.graveler.model import Entry, decode_value
 from lakemount.graveler.moves import MAX_MOVES, Layers, Move, move_of, remap_names
+from tests.budget import examples
 
 from ._support import STAGING_BACKENDS, build_graveler, content, fresh_view, val
 
@@ -138,7 +139,7 @@ class MoveMachine(RuleBasedStateMachine):
         assert diff == want
 
 
-_SETTINGS = settings(max_examples=30, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(max_examples=examples(30), stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 class TestMovesSql(MoveMachine.TestCase):  # type: ignore[name-defined,misc]

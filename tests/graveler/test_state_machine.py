@@ -31,6 +31,7 @@ from lakemount.errors import (
     PreconditionFailed,
 )
 from lakemount.graveler.graveler import Graveler
+from tests.budget import examples
 
 from ._support import build_graveler, content, val
 
@@ -516,7 +517,7 @@ _SETTINGS = {
 
 
 class TestGravelerModel(GravelerMachine.TestCase):  # type: ignore[name-defined,misc]
-    settings = settings(max_examples=35, **_SETTINGS)  # type: ignore[arg-type]
+    settings = settings(max_examples=examples(35), **_SETTINGS)  # type: ignore[arg-type]
 
 
 class LsmGravelerMachine(GravelerMachine):
@@ -527,7 +528,7 @@ class LsmGravelerMachine(GravelerMachine):
 
 
 class TestGravelerModelLsm(LsmGravelerMachine.TestCase):  # type: ignore[name-defined,misc]
-    settings = settings(max_examples=35, **_SETTINGS)  # type: ignore[arg-type]
+    settings = settings(max_examples=examples(35), **_SETTINGS)  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
