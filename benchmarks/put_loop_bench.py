@@ -63,13 +63,16 @@ def _worker(home: str, url: str, backend: str, threads: int, seconds: float, wid
             if time.monotonic() > deadline:
                 raise RuntimeError("the change listener never connected")
             time.sleep(0.01)
-    catalog.put(REPO, "main", f"warm/{phase}/{wid}", b"warm %d" % wid)  # connected and warm before the clock
-    ready.release()
-    go.wait()
     counts = [0] * threads
-    stop = time.monotonic() + seconds
+    warm = threading.Barrier(threads + 1)
 
     def loop(t: int) -> None:
+        # Each thread connected and warm before the clock, as a server's pooled request threads are (each
+        # thread keeps its own connection: a first connect is a transaction of the server's).
+        catalog.put(REPO, "main", f"warm/{phase}/{wid}/{t}", b"warm %d %d" % (wid, t))
+        warm.wait()
+        go.wait()
+        stop = time.monotonic() + seconds
         i = 0
         body = bytearray(1024)
         while time.monotonic() < stop:
@@ -81,6 +84,8 @@ def _worker(home: str, url: str, backend: str, threads: int, seconds: float, wid
     ts = [threading.Thread(target=loop, args=(t,)) for t in range(threads)]
     for t in ts:
         t.start()
+    warm.wait()
+    ready.release()
     for t in ts:
         t.join()
     out.put(sum(counts))
