@@ -5,7 +5,8 @@ processes (default 4), each with its own ``App`` (as a gateway or API worker has
 throwaway PostgreSQL cluster (started as tests/metastore/conftest.py does) and one local block
 store, put distinct 1 KiB objects into ``main`` with ``Catalog.put`` (store the data, stage the
 entry), first one at a time per process (a lone sequential writer per process), then from
-``--threads`` threads per process (default 16: many writes in flight on a host).  For each
+``--threads`` threads per process (default 16: many writes in flight on a host; each thread makes one
+put before the clock, so its connection is made, as a server's pooled request threads have theirs).  For each
 staging backend (``sql``, ``lsm``) and each phase it prints writes/s and PostgreSQL
 transactions per acknowledged write, counted by PostgreSQL itself (``pg_stat_database``
 ``xact_commit + xact_rollback``, before and after the phase: every process's statements,
