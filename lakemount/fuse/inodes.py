@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Final, NewType
 from lakemount.catalog.model import Entry
 
 if TYPE_CHECKING:
-    from lakemount.fuse.listing import Listing, ListingRead
+    from lakemount.fuse.listing import Listing
     from lakemount.fuse.mounted import Scope
     from lakemount.fuse.writes import DirtyFile
 
@@ -64,7 +64,6 @@ class Node:
     fetched: float = 0.0  # monotonic time ``entry`` was read from the catalog
     gen: int = 0  # the scope's generation when ``entry`` was read
     listing: Listing | None = None  # directory children, cached
-    reading: tuple[ListingRead, ...] = ()  # listings of it being read now (``Tree.listing``)
     dirty: DirtyFile | None = None  # unsaved content of a file open for writing
     detached: bool = False  # unlinked or replaced: no longer reachable by name
     atime_ns: int = 0  # kept in memory only: atime and ctime are not versioned

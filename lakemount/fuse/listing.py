@@ -19,7 +19,7 @@ directory wins.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from lakemount.catalog.catalog import Catalog
@@ -47,15 +47,6 @@ class Child:
 
     kind: ChildKind
     entry: Entry | None
-
-
-@dataclass(slots=True)
-class ListingRead:
-    """A listing of a directory being read: this mount's changes to its names meanwhile (``Tree.listing_put``), to
-    apply to what the read returns, or ``dropped`` when the directory changed elsewhere (a notice named it)."""
-
-    puts: list[tuple[bytes, Child | None]] = field(default_factory=list)
-    dropped: bool = False
 
 
 @dataclass(slots=True)

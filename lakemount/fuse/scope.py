@@ -205,8 +205,6 @@ class Scopes:
             if node.scope is not scope or node.kind not in (Kind.DIR, Kind.FILE, Kind.SYMLINK):
                 continue
             node.listing = None
-            for read in node.reading:
-                read.dropped = True
             state.invalidations.put(("inode", node.ino))
             if node.path:
                 parent = state.parent_of(node)
@@ -242,8 +240,6 @@ class Scopes:
                 continue
             if node.kind == Kind.DIR and node.path in listed:
                 node.listing = None
-                for read in node.reading:
-                    read.dropped = True
                 state.invalidations.put(("inode", node.ino))
             if node.path and node.path.rpartition("/")[0] in dirs:
                 node.gen = -1  # not fresh: the next use asks the catalog

@@ -5,9 +5,7 @@ point queries on the catalog (:func:`~lakemount.fuse.listing.lookup_child`);
 either way the answer is bound to a node of the inode table.  An entry read
 from a branch is trusted for ``head_ttl`` seconds and from a committed ref for
 the scope's generation; an answer that raced with a change this mount made
-(the scope's ``version`` moved) is returned but not cached, except a directory's
-listing: this mount's changes to its names during the read are applied to it
-and it is kept (a change learnt from elsewhere in it drops it).  A node whose path
+(the scope's ``version`` moved) is returned but not cached.  A node whose path
 vanished, or became another type, is detached.  Local changes keep the cached
 listings true through :meth:`Tree.listing_put` and :meth:`Tree.names_changed`.
 """
@@ -28,7 +26,7 @@ from lakemount.fuse import control
 from lakemount.fuse.attributes import Attributes
 from lakemount.fuse.errno import FsError
 from lakemount.fuse.inodes import ROOT_INODE, Kind, Node
-from lakemount.fuse.listing import Child, ChildKind, Listing, ListingRead, list_dir, lookup_child
+from lakemount.fuse.listing import Child, ChildKind, Listing, list_dir, lookup_child
 from lakemount.fuse.scope import PUSHED_POLL, Scope, Scopes
 from lakemount.fuse.state import NAME_MAX, MountState, decode_name, join_path, key_len, op
 from lakemount.fuse.values import Attr
@@ -333,45 +331,42 @@ class Tree:
         state = self.state
         state.io()
         state.settle(scope, node.path)
-        # This mount's changes to the directory's names while it is read are noted and applied to what the
-        # read returns, so the listing is kept however busy the mount is: waiting for a read that no change of
-        # the scope raced (its ``version``) threw away nearly every listing of a mount with several writers,
-        # and each lookup of a new name listed again (a branch scan per file).  A change learnt from elsewhere
-        # in the directory (a notice) drops the read's listing, as it drops a cached one.
-        read = ListingRead()
+        gen, version, fetched = scope.gen, scope.version, state.now()
+        children, marker = list_dir(state.catalog, scope.repo, scope.resolved, node.path)
+        if state.writeback is not None:  # what this mount journaled and has not staged yet
+            state.writeback.overlay_listing(scope, node.path, children)
+        if node.path and not children and marker is None:
+            # Nothing under this path any more: the directory is gone.
+            raise FsError(errno.ENOENT, node.path)
+        listing = Listing(children, sorted(children), fetched, gen)
         with self.table.lock:
-            gen, version, fetched = scope.gen, scope.version, state.now()
-            node.reading = (*node.reading, read)
-        try:
-            children, marker = list_dir(state.catalog, scope.repo, scope.resolved, node.path)
-            if state.writeback is not None:  # what this mount journaled and has not staged yet
-                state.writeback.overlay_listing(scope, node.path, children)
-        except BaseException:
-            with self.table.lock:
-                node.reading = tuple(r for r in node.reading if r is not read)
-            raise
-        with self.table.lock:
-            node.reading = tuple(r for r in node.reading if r is not read)
-            if node.path and not children and marker is None and not read.puts:
-                # Nothing under this path any more: the directory is gone.
-                raise FsError(errno.ENOENT, node.path)
-            listing = Listing(children, sorted(children), fetched, gen)
-            if gen == scope.gen and not read.dropped:
-                for name, child in read.puts:
-                    _put(listing, name, child)
+            if version == scope.version and gen == scope.gen:
                 node.listing = listing
-            if version == scope.version and gen == scope.gen and node.path:
-                node.entry, node.fetched, node.gen = marker, fetched, gen
+                if node.path:
+                    node.entry, node.fetched, node.gen = marker, fetched, gen
         return listing
 
     @staticmethod
     def listing_put(parent: Node, name: bytes, child: Child | None) -> None:
-        """Update ``parent``'s cached listing, and the listings of it being read, after a local change (caller
-        holds the table lock)."""
-        for read in parent.reading:
-            read.puts.append((name, child))
-        if parent.listing is not None:
-            _put(parent.listing, name, child)
+        """Update ``parent``'s cached listing after a local change (caller holds the table lock)."""
+        listing = parent.listing
+        if listing is None:
+            return
+        listing.puts += 1
+        old = listing.children.get(name)
+        if old is not None and old.kind is ChildKind.DIR:
+            listing.dirs -= 1
+        if child is None:
+            if listing.children.pop(name, None) is not None:
+                i = bisect.bisect_left(listing.names, name)
+                if i < len(listing.names) and listing.names[i] == name:
+                    del listing.names[i]
+            return
+        if old is None:
+            bisect.insort(listing.names, name)
+        if child.kind is ChildKind.DIR:
+            listing.dirs += 1
+        listing.children[name] = child
 
     @staticmethod
     def names_changed(parent: Node) -> None:
@@ -381,22 +376,3 @@ class Tree:
         of a job making many files; like ctime, this is not versioned.
         """
         parent.mtime_ns = parent.ctime_ns = time.time_ns()
-
-
-def _put(listing: Listing, name: bytes, child: Child | None) -> None:
-    """``name`` is ``child`` in ``listing`` now (None: gone)."""
-    listing.puts += 1
-    old = listing.children.get(name)
-    if old is not None and old.kind is ChildKind.DIR:
-        listing.dirs -= 1
-    if child is None:
-        if listing.children.pop(name, None) is not None:
-            i = bisect.bisect_left(listing.names, name)
-            if i < len(listing.names) and listing.names[i] == name:
-                del listing.names[i]
-        return
-    if old is None:
-        bisect.insort(listing.names, name)
-    if child.kind is ChildKind.DIR:
-        listing.dirs += 1
-    listing.children[name] = child
