@@ -5,7 +5,8 @@ processes (default 4), each with its own ``App`` (as a gateway or API worker has
 throwaway PostgreSQL cluster (started as tests/metastore/conftest.py does) and one local block
 store, put distinct 1 KiB objects into ``main`` with ``Catalog.put`` (store the data, stage the
 entry), first one at a time per process (a lone sequential writer per process), then from
-``--threads`` threads per process (default 16: many writes in flight on a host).  For each
+``--threads`` threads per process (default 16: many writes in flight on a host; each thread makes one
+put before the clock, so its connection is made, as a server's pooled request threads have theirs).  For each
 staging backend (``sql``, ``lsm``) and each phase it prints writes/s and PostgreSQL
 transactions per acknowledged write, counted by PostgreSQL itself (``pg_stat_database``
 ``xact_commit + xact_rollback``, before and after the phase: every process's statements,
@@ -63,13 +64,16 @@ def _worker(home: str, url: str, backend: str, threads: int, seconds: float, wid
             if time.monotonic() > deadline:
                 raise RuntimeError("the change listener never connected")
             time.sleep(0.01)
-    catalog.put(REPO, "main", f"warm/{phase}/{wid}", b"warm %d" % wid)  # connected and warm before the clock
-    ready.release()
-    go.wait()
     counts = [0] * threads
-    stop = time.monotonic() + seconds
+    warm = threading.Barrier(threads + 1)
 
     def loop(t: int) -> None:
+        # Each thread connected and warm before the clock, as a server's pooled request threads are (each
+        # thread keeps its own connection: a first connect is a transaction of the server's).
+        catalog.put(REPO, "main", f"warm/{phase}/{wid}/{t}", b"warm %d %d" % (wid, t))
+        warm.wait()
+        go.wait()
+        stop = time.monotonic() + seconds
         i = 0
         body = bytearray(1024)
         while time.monotonic() < stop:
@@ -81,6 +85,8 @@ def _worker(home: str, url: str, backend: str, threads: int, seconds: float, wid
     ts = [threading.Thread(target=loop, args=(t,)) for t in range(threads)]
     for t in ts:
         t.start()
+    warm.wait()
+    ready.release()
     for t in ts:
         t.join()
     out.put(sum(counts))

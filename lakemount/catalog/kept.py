@@ -94,6 +94,7 @@ class KeptRecords:
         self._cleared = 0
         self._touched: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._reading: dict[tuple[str, str, str], threading.Event] = {}  # reads in flight, by key
         self._listener: Any = None
         self._own = False
         self.reads = 0  # records read from the ref store (tests and benchmarks count them)
@@ -159,15 +160,34 @@ class KeptRecords:
             hit = self._kept.get(key)
             if hit is not None and self._valid(repo, hit, bounded):
                 return hit[0]  # type: ignore[no-any-return]
-        generation = self._generation
-        live = self.live
-        stamp = self._stamp(repo)
-        at = time.monotonic()
-        value = read()
-        self.reads += 1
-        if self.max_age > 0:
-            self._keep(key, generation, (value, at, stamp, live))
-        return value
+        # One read per key at a time: the threads that find it expired while another reads it wait for
+        # that read and take its answer if it may answer (``_valid``: the bound any kept answer has),
+        # instead of each reading it again (16 threads of a busy process did, every time the rules expired).
+        with self._lock:
+            flight = self._reading.get(key)
+            first = flight is None
+            if flight is None:
+                flight = self._reading[key] = threading.Event()
+        if not first:
+            flight.wait()
+            hit = self._kept.get(key)
+            if self.max_age > 0 and hit is not None and self._valid(repo, hit, bounded):
+                return hit[0]  # type: ignore[no-any-return]
+        try:
+            generation = self._generation
+            live = self.live
+            stamp = self._stamp(repo)
+            at = time.monotonic()
+            value = read()
+            self.reads += 1
+            if self.max_age > 0:
+                self._keep(key, generation, (value, at, stamp, live))
+            return value
+        finally:
+            if first:
+                with self._lock:
+                    del self._reading[key]
+                flight.set()
 
     def _valid(self, repo: str, hit: tuple[Any, float, int, bool], bounded: bool) -> bool:
         """Whether a kept ``hit`` may answer: its repository's stamp unchanged, and (``bounded``: an answer

@@ -11,7 +11,8 @@ write lock (SQLite, ``BEGIN IMMEDIATE``), so a commit's seal can never slip betw
 two and lose a write.  The same statement compares the repository's storage namespace with the one
 the write's data went to (a writer may use a repository record it kept).  Writes of one branch in one
 process are group-committed: those arriving while its transaction is in flight go in the next one
-together, so many writers in flight cost one transaction, not one each.  Rows are deleted with their token (``drop_staging``, and with the
+together, and its leader waits (a few ms at most) for the writes in flight beside it (``crowd``: never
+a lone writer), so many writers in flight cost one transaction, not one each.  Rows are deleted with their token (``drop_staging``, and with the
 branches of a deleted repository): nothing of them is left on the block store.
 
 Writes and lookups run on FastSql; SQLAlchemy and the table objects are imported only by
@@ -22,6 +23,7 @@ it (``tests/metastore/test_fastsql.py`` checks).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Final
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 from lakemount.errors import BranchNotFound, PreconditionFailed
 from lakemount.graveler.model import Branch, StagingToken, prefix_end
 from lakemount.graveler.ports import StageCheck
+from lakemount.graveler.staging.crowd import GATHER_S, Crowd
 from lakemount.metastore import notify
 from lakemount.metastore.sql import SqlRefStore, branch_from
 from lakemount.records import record
@@ -56,15 +59,19 @@ class _Group:
     namespaces: set[str] = field(default_factory=set)
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
+    writes: int = 0  # stage calls in it
 
 
 @record()
 class _Lane:
-    """A branch's group commit in this process: whether a transaction is in flight, and the group gathering."""
+    """A branch's group commit in this process: whether a transaction is in flight, the group gathering,
+    and how many writes it may wait for (``Crowd``)."""
 
     cond: threading.Condition = field(default_factory=threading.Condition)
     busy: bool = False
     pending: _Group | None = None
+    gathering: bool = False  # a leader waits for writes in flight beside it: a joining write wakes it
+    crowd: Crowd = field(default_factory=Crowd)
 
 
 class SqlStaging:
@@ -79,6 +86,7 @@ class SqlStaging:
         self._fast = refs._fast
         self._lanes: dict[tuple[str, str], _Lane] = {}  # (repo, branch) -> its group commit
         self._lanes_lock = threading.Lock()
+        self.gathers = 0  # transactions whose leader waited for writes in flight beside it (``Crowd``)
         refs.drop_with_repository("lm_staging", self._drop_tokens)
 
     def _drop_tokens(self, conn: Connection, tokens: Sequence[str]) -> None:
@@ -92,7 +100,9 @@ class SqlStaging:
 
         Group commit, as ``lsm``'s flushes: a write with no transaction of its branch in flight in this
         process writes at once; writes arriving meanwhile go together in the next transaction (one for
-        all of them), led by the first of them once the one in flight ends, and each is acknowledged
+        all of them), led by the first of them once the one in flight ends.  A leader whose branch had
+        more writes inside at once lately than its group holds waits for them, ``GATHER_S`` at most
+        (``crowd``: a lone writer never waits).  Each is acknowledged
         when that transaction has committed (a failure fails all of them, acknowledging none).  A
         checked write (``check``) is a transaction of its own.
 
@@ -114,6 +124,7 @@ class SqlStaging:
             with self._lanes_lock:
                 lane = self._lanes.setdefault((repo, branch), _Lane())
         with lane.cond:
+            lane.crowd.enter(time.monotonic())
             if not lane.busy:
                 group, lead = _Group(), True
                 lane.busy = True
@@ -123,13 +134,18 @@ class SqlStaging:
                     lane.pending = _Group()
                 group = lane.pending
             group.items.update(items)
+            group.writes += 1
             if namespace:
                 group.namespaces.add(namespace)
+            if not lead and lane.gathering:
+                lane.cond.notify_all()
             if lead and group is lane.pending:
                 while lane.busy:  # gather what arrives until the transaction in flight ends
                     lane.cond.wait()
-                lane.pending = None
+            if lead:
                 lane.busy = True
+                self._gather(lane, group)
+                lane.pending = None
         if not lead:
             group.done.wait()
             if group.error is not None:
@@ -144,7 +160,23 @@ class SqlStaging:
             group.done.set()
             with lane.cond:
                 lane.busy = False
+                lane.crowd.leave(group.writes)
                 lane.cond.notify_all()
+
+    def _gather(self, lane: _Lane, group: _Group) -> None:
+        """Wait (``lane``'s lock held, at most ``GATHER_S``) until ``group`` holds as many writes as the
+        lane had inside at once lately; a lone writer goes at once (see ``crowd``)."""
+        now = time.monotonic()
+        if group.writes >= lane.crowd.expected(now):
+            return
+        lane.pending = group  # writes arriving meanwhile join it
+        lane.gathering = True
+        deadline = now + GATHER_S
+        self.gathers += 1
+        while group.writes < lane.crowd.expected(now) and now < deadline:
+            lane.cond.wait(deadline - now)
+            now = time.monotonic()
+        lane.gathering = False
 
     def _write(self, repo: str, branch: str, items: dict[bytes, bytes | None], check: StageCheck | None,
                namespaces: set[str]) -> None:

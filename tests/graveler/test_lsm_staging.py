@@ -951,3 +951,75 @@ def test_lists_are_one_table_beside_the_ref_store(tmp_path: Path) -> None:
     assert refs._query("SELECT name FROM sqlite_master WHERE name = 'lm_staging_files'", ())
     # A second process creating the table again is harmless.
     SqlStagingLists(SqlRefStore(f"sqlite:///{tmp_path}/refs.db"))
+
+
+def _until(what: Any, message: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, message
+        time.sleep(0.005)
+
+
+def test_a_lone_writer_never_waits_to_gather(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writes one after another (from threads in turn) never wait for company: one flush each, no gathering,
+    however long the window would be."""
+    monkeypatch.setattr("lakemount.graveler.staging.memstore.GATHER_S", 30.0)
+    g = build_graveler(tmp_path / "refs.db", staging="lsm")
+    g.create_repository(R, "mem://repo")
+    s = lsm(g)
+    flushes = s.stats.flushes
+    for i in range(20):
+        t = threading.Thread(target=g.set, args=(R, "main", b"k%d" % i, val(f"v{i}")))
+        t.start()
+        t.join(10)
+        assert not t.is_alive(), f"write {i} waited (the window is 30 s)"
+    assert s.stats.gathers == 0
+    assert s.stats.flushes - flushes == 20
+
+
+def test_writes_in_flight_beside_a_leader_go_in_its_flush(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the branch had nine writes inside at once (eight gathered behind a held flush), a write arriving with
+    no flush in flight waits for that many (each arriving on its own): nine writes, one flush."""
+    g = build_graveler(tmp_path / "refs.db", staging="lsm", flush_ms=10_000)
+    g.create_repository(R, "mem://repo")
+    s = lsm(g)
+    sizes: list[int] = []
+    entered, gate = threading.Event(), threading.Event()
+    append = s.lists.append
+
+    def gated(*a: Any, **kw: Any) -> Any:
+        sizes.append(a[3].count)
+        if len(sizes) == 1:
+            entered.set()
+            assert gate.wait(10), "the held flush was never released"
+        return append(*a, **kw)
+
+    s.lists.append = gated  # type: ignore[method-assign]
+    writers = 8
+    first = threading.Thread(target=g.set, args=(R, "main", b"z", val("z")))
+    first.start()
+    assert entered.wait(10), "the first flush never began"
+    crowd = [threading.Thread(target=g.set, args=(R, "main", b"a/%d" % i, val(f"a{i}"))) for i in range(writers)]
+    for t in crowd:
+        t.start()
+    q = s.memstore._queues[(R, "main")]
+    _until(lambda: q.pending is not None and q.pending.writes == writers, "the writers never gathered")
+    monkeypatch.setattr("lakemount.graveler.staging.memstore.GATHER_S", 0.0)  # the crowd's own batch goes at once
+    gate.set()
+    for t in (first, *crowd):
+        t.join(10)
+    assert sizes == [1, writers]
+    gathers = s.stats.gathers
+    monkeypatch.setattr("lakemount.graveler.staging.memstore.GATHER_S", 30.0)
+    round2 = [threading.Thread(target=g.set, args=(R, "main", b"b/%d" % i, val(f"b{i}"))) for i in range(writers + 1)]
+    round2[0].start()
+    _until(lambda: q.gathering, "the first write never waited for the others")
+    for i, t in enumerate(round2[1:], start=2):
+        t.start()
+        _until(lambda i=i, t=t: q.pending is not None and q.pending.writes >= i or not t.is_alive(), f"write {i} never joined")
+    for t in round2:
+        t.join(10)
+    assert not any(t.is_alive() for t in round2), "a writer never returned"
+    assert sizes == [1, writers, writers + 1]
+    assert s.stats.gathers == gathers + 1
+    assert snapshot(g)[b"b/4"] == "b4"

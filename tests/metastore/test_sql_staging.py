@@ -109,3 +109,102 @@ def test_a_failed_group_transaction_fails_every_write_in_it(staging: SqlStaging,
     assert isinstance(results[b"ok"], PreconditionFailed) and isinstance(results[b"stale"], PreconditionFailed), results
     assert staging.staged_get([StagingToken("tok")], b"ok") == (False, None)
     assert calls == [1, 1]
+
+
+def _counted(staging: SqlStaging, monkeypatch: pytest.MonkeyPatch) -> list[list[bytes]]:
+    """The keys of each transaction ``staging`` runs, in order."""
+    transactions: list[list[bytes]] = []
+    write = staging._write
+
+    def counted(repo: str, branch: str, items: dict[bytes, bytes | None], *args: Any) -> None:
+        transactions.append(sorted(items))
+        write(repo, branch, items, *args)
+
+    monkeypatch.setattr(staging, "_write", counted)
+    return transactions
+
+
+def test_a_lone_writer_never_waits_to_gather(staging: SqlStaging, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writes one after another (from two threads in turn, as a mount's worker threads may be) never wait for
+    company: no gathering at all, one transaction each, however long the window would be."""
+    monkeypatch.setattr("lakemount.metastore.sql_staging.GATHER_S", 30.0)
+    transactions = _counted(staging, monkeypatch)
+    for i in range(20):
+        t = threading.Thread(target=staging.stage, args=("r", "main", [(b"k%d" % i, b"v")]))
+        t.start()
+        t.join(10)
+        assert not t.is_alive(), f"write {i} waited (the window is 30 s)"
+    assert staging.gathers == 0
+    assert transactions == [[b"k%d" % i] for i in range(20)]
+
+
+def _crowd_of(staging: SqlStaging, monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """Make the lane's writers ``n`` at once: the first transaction held while ``n - 1`` more gather behind it."""
+    release = threading.Event()
+    write = staging._write
+    calls: list[int] = []
+
+    def held(*args: Any) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            assert release.wait(10), "the held transaction was never released"
+        write(*args)
+
+    monkeypatch.setattr(staging, "_write", held)
+    first = threading.Thread(target=staging.stage, args=("r", "main", [(b"c0", b"v")]))
+    first.start()
+    _until(lambda: len(calls) == 1, "the first write never began its transaction")
+    others = [threading.Thread(target=staging.stage, args=("r", "main", [(b"c%d" % i, b"v")])) for i in range(1, n)]
+    for t in others:
+        t.start()
+    lane = staging._lanes[("r", "main")]
+    _until(lambda: lane.pending is not None and lane.pending.writes == n - 1, "the writers never gathered")
+    monkeypatch.setattr("lakemount.metastore.sql_staging.GATHER_S", 0.0)  # the crowd's own group goes at once
+    release.set()
+    for t in (first, *others):
+        t.join(10)
+    assert not any(t.is_alive() for t in (first, *others)), "a writer never returned"
+    monkeypatch.setattr(staging, "_write", write)
+    assert lane.crowd.expected(time.monotonic()) == n
+
+
+def test_writes_in_flight_beside_a_leader_go_in_its_transaction(staging: SqlStaging, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the branch had eight writes inside at once, a write arriving with no transaction in flight waits for
+    that many (each arriving on its own, none during a transaction): eight writes, one transaction."""
+    _crowd_of(staging, monkeypatch, WRITERS)
+    gathers = staging.gathers
+    monkeypatch.setattr("lakemount.metastore.sql_staging.GATHER_S", 30.0)
+    transactions = _counted(staging, monkeypatch)
+    lane = staging._lanes[("r", "main")]
+    writers = [threading.Thread(target=staging.stage, args=("r", "main", [(b"k%d" % i, b"v%d" % i)])) for i in range(WRITERS)]
+    writers[0].start()
+    _until(lambda: lane.gathering, "the first write never waited for the others")
+    for i, t in enumerate(writers[1:], start=2):
+        t.start()
+        _until(lambda i=i, t=t: lane.pending is not None and lane.pending.writes >= i or not t.is_alive(), f"write {i} never joined")
+    for t in writers:
+        t.join(10)
+    assert not any(t.is_alive() for t in writers), "a writer never returned"
+    assert transactions == [sorted(b"k%d" % i for i in range(WRITERS))]
+    assert staging.gathers == gathers + 1
+    assert staging.staged_get([StagingToken("tok")], b"k5") == (True, b"v5")
+
+
+def test_a_leader_waits_for_company_at_most_the_window_and_not_once_the_crowd_is_gone(
+    staging: SqlStaging, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write whose expected company never comes goes alone after ``GATHER_S``; once the crowd is older than
+    the horizon, a write goes at once."""
+    _crowd_of(staging, monkeypatch, WRITERS)
+    gathers = staging.gathers
+    monkeypatch.setattr("lakemount.metastore.sql_staging.GATHER_S", 0.2)
+    began = time.monotonic()
+    staging.stage("r", "main", [(b"alone", b"v")])
+    assert 0.2 <= time.monotonic() - began < 10
+    assert staging.gathers == gathers + 1
+    monkeypatch.setattr("lakemount.graveler.staging.crowd.HORIZON_S", 0.05)
+    lane = staging._lanes[("r", "main")]
+    _until(lambda: lane.crowd.expected(time.monotonic()) == 0, "the crowd was never forgotten")
+    monkeypatch.setattr("lakemount.metastore.sql_staging.GATHER_S", 30.0)
+    staging.stage("r", "main", [(b"later", b"v")])
+    assert staging.gathers == gathers + 1

@@ -123,6 +123,7 @@ class LsmStats:
     files_loaded: int = 0  # staging files read from where they are stored (block store or, inline, their row)
     inline_flushes: int = 0  # flushes whose file went into its list row, not to the block store
     files_noticed: int = 0  # staging files another process appended whose bytes came with its change notice
+    gathers: int = 0  # flushes whose leader waited for writes in flight beside it (``crowd``)
 
 
 class Shared(Protocol):

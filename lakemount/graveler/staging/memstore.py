@@ -2,7 +2,9 @@
 
 Writes go through a memstore per (repo, branch) in this process: a write with
 no flush in flight flushes at once; writes arriving during a flush gather and
-go as the next one when it ends (or after ``flush_ms``, in parallel).  A flush
+go as the next one when it ends (or after ``flush_ms``, in parallel), and a leader
+whose branch had more writes inside at once lately waits for them (``crowd``: a few
+ms at most, never for a lone writer).  A flush
 PUTs one file (or keeps a small one for its row), appends it with one
 statement, and only then acknowledges every write in it; the append that makes
 a token's L1 list ``l1_max`` long hands the token to the ``Compactor``.
@@ -22,6 +24,7 @@ from lakemount.errors import InvalidArgument, PreconditionFailed
 from lakemount.graveler.model import StagingToken
 from lakemount.graveler.ports import StageCheck
 from lakemount.graveler.staging.compaction import Compactor
+from lakemount.graveler.staging.crowd import GATHER_S, Crowd
 from lakemount.graveler.staging.file import (
     tag_all,
 )
@@ -47,6 +50,7 @@ class _Batch:
     done: threading.Lock = field(default_factory=_held)
     error: BaseException | None = None
     followers: int = 0  # writers that joined the leader's batch (fixed once its flush starts)
+    writes: int = 0  # stage calls in it
     woken: Iterator[int] = field(default_factory=itertools.count)  # next() is atomic: the last woken knows it is
 
 
@@ -55,6 +59,8 @@ class _Queue:
     cond: threading.Condition = field(default_factory=threading.Condition)
     pending: _Batch | None = None
     in_flight: int = 0
+    gathering: bool = False  # a leader waits for writes in flight beside it: a joining write wakes it
+    crowd: Crowd = field(default_factory=Crowd)
 
 
 class Memstore(Part):
@@ -112,15 +118,20 @@ class Memstore(Part):
                 ready()
                 ready = None
         with q.cond:
+            now = time.monotonic()
+            q.crowd.enter(now)
             batch = q.pending
             lead = batch is None
             if batch is None:
                 batch = q.pending = _Batch()
             batch.items.update(items)
+            batch.writes += 1
             if namespace:
                 batch.namespaces.add(namespace)
             if not lead:
                 batch.followers += 1
+                if q.gathering:
+                    q.cond.notify_all()
             if ready is not None:  # (rarely a follower: another writer came between the check and here)
                 batch.ready.append(ready)
             if lead:
@@ -128,12 +139,14 @@ class Memstore(Part):
                 # until it ends (the next batch is whatever came meanwhile: the busier the branch,
                 # the bigger the file and the fewer statements per entry).  Only a batch that
                 # is already big, or a flush in flight longer than flush_ms, goes beside it.
-                deadline = time.monotonic() + self.flush_ms / 1000.0
+                deadline = now + self.flush_ms / 1000.0
                 while q.in_flight and len(batch.items) < BATCH_MAX:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
                     q.cond.wait(left)
+                if not q.in_flight:
+                    self._gather(q, batch)
                 q.pending = None
                 q.in_flight += 1
             elif len(batch.items) >= BATCH_MAX:
@@ -159,10 +172,27 @@ class Memstore(Part):
             # holds them all and not the half that came back before the next flush began (two
             # half batches alternating: twice the flushes and their CPU per entry, and a leader's
             # flush work holding the GIL while the woken queue for it).
+            with q.cond:
+                q.crowd.leave(batch.writes)
             if not batch.followers:
                 self._flushed(q)
             batch.done.release()
         self.compactor.maybe_compact(token, l1)
+
+    def _gather(self, q: _Queue, batch: _Batch) -> None:
+        """Wait (``q``'s lock held, at most ``GATHER_S``) until ``batch`` holds as many writes as the branch
+        had inside at once lately: a lone writer flushes at once (see ``crowd``)."""
+        now = time.monotonic()
+        if batch.writes >= q.crowd.expected(now):
+            return
+        q.gathering = True
+        deadline = now + GATHER_S
+        with self.lock:
+            self.stats.gathers += 1
+        while batch.writes < q.crowd.expected(now) and len(batch.items) < BATCH_MAX and now < deadline and not q.in_flight:
+            q.cond.wait(deadline - now)
+            now = time.monotonic()
+        q.gathering = False
 
     @staticmethod
     def _flushed(q: _Queue) -> None:
