@@ -390,8 +390,10 @@ def test_a_small_directory_is_renamed_per_key_and_a_large_one_by_a_move_record(
         pfs.mkdir(f"{MAIN}/{d}")
     for i in range(4):
         pfs.write_file(f"{MAIN}/_temporary/attempt/p=1/f{i}", f"small {i}".encode())
+    before = staged(app, "_temporary/attempt/p=1/f0").address
     pfs.rename(f"{MAIN}/_temporary/attempt", f"{MAIN}/_temporary/task")
     assert pending() == []
+    assert staged(app, "_temporary/task/p=1/f0").address == before  # metadata only: the same object, a new key
     assert sorted(pfs.listdir(f"{MAIN}/_temporary/task/p=1")) == [f"f{i}" for i in range(4)]
     assert staged(app, "_temporary/attempt/p=1/f0") is None and staged(app, "_temporary/task/p=1/f0") is not None
     pfs.rename(f"{MAIN}/_temporary/task/p=1", f"{MAIN}/p=1")  # the job's commit: out of _temporary
