@@ -1,82 +1,80 @@
-"""Spark writing through the mount (issue 36, item 4): a partitioned Parquet dataset into a branch, vs a local folder.
+"""Spark writing through the mount (issue 36, item 4): a partitioned Parquet dataset into a branch, vs a local folder and S3A.
 
     .venv/bin/python benchmarks/spark_mount_bench.py [--big 200] [--big-mib 8] [--small 20000] [--small-kib 8]
-        [--committer 1,2] [--writeback]
+        [--committer 1,2] [--writeback] [--s3a]
 
-One PySpark session (``local[2]``, the venv's Spark) writes the same dataset with
-``file://`` paths, FileOutputCommitter algorithm v1 and v2, into
+One PySpark session (``local[2]``; benchmarks/spark_bench_job.py in a process of its own)
+writes the same dataset, FileOutputCommitter algorithm v1 and v2, to each target in turn:
 
-- a local folder (the baseline: the same disk, no FUSE), and
-- ``<mount>/bench/main/...`` (a ``lakemount mount`` of an embedded store, with
-  ``--writeback`` when asked), then commits it with ``echo msg > .lakefs/commit``.
+- ``local``: ``file://`` into a local folder (the baseline: the same disk, no FUSE);
+- ``mount``: ``file://`` into ``<mount>/bench/main/...`` (a ``lakemount mount`` of an
+  embedded store, with ``--writeback`` when asked), then committed with
+  ``echo msg > .lakefs/commit``;
+- ``s3a`` (with ``--s3a``): ``s3a://bench/main/...`` through ``lakemount serve`` (two workers)
+  on an embedded store of its own, then committed with ``lakemount commit`` (a process of
+  its own: its start is in the figure).  Hadoop's S3A needs the hadoop-aws jars, which fit
+  the pyspark 3.2.4 of ``.venv-spark32`` (``scripts/install_spark_s3a.sh``), so with
+  ``--s3a`` every target is written by that Spark; without it, by the project venv's.
 
 Two datasets: ``--big`` files of about ``--big-mib`` MiB and ``--small`` files of
 about ``--small-kib`` KiB (random doubles, one file per partition value: the
-dataset is partitioned by ``p``).  Each figure prints seconds and the mount/local
-ratio measured in this run, the mount's count of staged files against Spark's
-(``_temporary`` must be gone: its renames are metadata only, counted in the
-mount's ``.lakefs/stats``), and the commit's time.
+dataset is partitioned by ``p``).  Each figure prints seconds, the target/local
+ratio (local seconds over target seconds: 1.0 is the local folder's speed), the
+Parquet files each target holds (``_temporary`` must be gone), the commit's time and
+the load average when the write ended.  The mount's renames are counted in its
+``.lakefs/stats`` (the committers' moves out of ``_temporary``: metadata only).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, ROOT)
 
 from writeback_bench import env_for, lakemount, mounted  # noqa: E402
 
-from tests.fuse.test_spark_mount import JAVA_OPTS  # noqa: E402
-
 REPO = "bench"
-
-
-def session() -> object:
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    return (
-        SparkSession.builder.master("local[2]")
-        .appName("lakemount-spark-mount-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.memory", "2g")
-        .config("spark.driver.extraJavaOptions", JAVA_OPTS)
-        .config("spark.sql.parquet.compression.codec", "none")
-        .getOrCreate()
-    )
-
-
-def dataset(spark: object, files: int, file_bytes: int) -> object:
-    """``files`` partitions of ~``file_bytes`` each: rows of four random doubles, partition value ``p``."""
-    from pyspark.sql import functions as F  # noqa: N812
-
-    rows_per_file = max(1, file_bytes // 32)
-    df = spark.range(files * rows_per_file)  # type: ignore[attr-defined]
-    df = df.select((F.col("id") % files).alias("p"), *[F.rand(seed).alias(f"c{seed}") for seed in range(4)])
-    return df.repartition(files, "p")
-
-
-def write(df: object, path: str, committer: int) -> float:
-    spark = df.sparkSession  # type: ignore[attr-defined]
-    spark.conf.set("spark.hadoop.mapreduce.fileoutputcommitter.algorithm.version", str(committer))
-    t = time.perf_counter()
-    df.write.partitionBy("p").mode("overwrite").parquet(f"file://{path}")  # type: ignore[attr-defined]
-    return time.perf_counter() - t
+JOB = os.path.join(HERE, "spark_bench_job.py")
+SPARK32 = Path(os.environ.get("SPARK_S3A_VENV", os.path.join(ROOT, ".venv-spark32")))
 
 
 def parquet_files(root: str) -> int:
     return sum(1 for _d, _s, names in os.walk(root) for n in names if n.endswith(".parquet"))
+
+
+def mount_commit(home: str, branch: str, label: str, path: str) -> tuple[float, int, bool]:
+    """(seconds of ``echo label > .lakefs/commit``, parquet files under ``path`` in the branch, a _temporary left)."""
+    t = time.perf_counter()
+    subprocess.run(["sh", "-c", f'echo "{label}" > "{branch}/.lakefs/commit"'], check=True, timeout=3600,
+                   env=env_for(home))
+    seconds = time.perf_counter() - t
+    left = any("_temporary" in d for d, _s, _n in os.walk(os.path.join(branch, path)))
+    return seconds, parquet_files(os.path.join(branch, path)), left
+
+
+def gateway_commit(gw: object, label: str, path: str) -> tuple[float, int, bool]:
+    """(seconds of ``lakemount commit``, parquet files the commit holds under ``path``, a _temporary left)."""
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "lakemount.cli.main", "commit", f"lakefs://{REPO}/main", "-m", label,
+                          "--json"], check=True, capture_output=True, text=True, timeout=3600,
+                         env=gw.env)  # type: ignore[attr-defined]
+    seconds = time.perf_counter() - t
+    commit_id = json.loads(out.stdout)["id"]
+    paths = [item.path for item in gw.app().catalog.list(REPO, commit_id, f"{path}/")]  # type: ignore[attr-defined]
+    return seconds, sum(p.endswith(".parquet") for p in paths), any("_temporary" in p for p in paths)
 
 
 def main() -> None:
@@ -87,51 +85,83 @@ def main() -> None:
     parser.add_argument("--small-kib", type=int, default=8)
     parser.add_argument("--committer", default="1,2", help="FileOutputCommitter algorithm versions to run")
     parser.add_argument("--writeback", action="store_true", help="mount with --writeback")
+    parser.add_argument("--s3a", action="store_true", help="a third target: s3a:// through the gateway (Spark 3.2.4)")
     parser.add_argument("--dir", default=".", help="where the run's temporary directory goes")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill stops Spark, the gateway and the mount too
+    python = sys.executable
+    if args.s3a:
+        python = str(SPARK32 / "bin" / "python")
+        if not os.path.exists(python) or len(
+            [j for j in ("hadoop-aws-3.3.1.jar", "aws-java-sdk-bundle-1.11.901.jar") if (SPARK32 / "jars" / j).exists()]
+        ) < 2:
+            raise SystemExit(f"--s3a needs {SPARK32} with its jars: run scripts/install_spark_s3a.sh")
     root = tempfile.mkdtemp(prefix="sparkbench-", dir=args.dir)
     home, mp, local = (os.path.join(root, n) for n in ("home", "mnt", "local"))
     os.makedirs(home, mode=0o700)
     os.makedirs(local)
     lakemount(home, "repo", "create", f"lakefs://{REPO}")
-    spark = session()
-    results: list[tuple[str, float, float, int, int, float]] = []
-    try:
-        with mounted(home, mp, ["--writeback"] if args.writeback else []):
-            branch = os.path.join(mp, REPO, "main")
-            sets = [("big", args.big, args.big_mib << 20), ("small", args.small, args.small_kib << 10)]
-            for name, files, size in sets:
-                if not files:
-                    continue
-                df = dataset(spark, files, size).cache()
-                df.count()  # built once, before any timed write
-                write(df, os.path.join(local, f"warm-{name}"), 1)  # the JVM's first write of a kind is slow: untimed
-                for committer in (int(c) for c in args.committer.split(",")):
-                    label = f"{name} {files} x {size >> 10} KiB, committer v{committer}"
-                    target = f"ds/{name}-v{committer}"
-                    t_local = write(df, os.path.join(local, target), committer)
-                    t_mount = write(df, os.path.join(branch, target), committer)
-                    t = time.perf_counter()
-                    subprocess.run(["sh", "-c", f'echo "{label}" > "{branch}/.lakefs/commit"'], check=True, timeout=3600,
-                                   env=env_for(home))
-                    t_commit = time.perf_counter() - t
-                    staged = parquet_files(os.path.join(branch, target))
-                    assert "_temporary" not in os.listdir(os.path.join(branch, target)), "the committer left _temporary"
-                    results.append((label, t_local, t_mount, parquet_files(os.path.join(local, target)), staged, t_commit))
-                    print(f"  {label}: local {t_local:.1f} s, mount {t_mount:.1f} s (x{t_local / t_mount:.2f}), "
-                          f"commit {t_commit:.2f} s", flush=True)
-                df.unpersist()
-            with open(os.path.join(mp, ".lakefs", "stats")) as f:
-                renames = [line.strip() for line in f if not line.startswith("#") and 'op="rename"' in line
-                           and "_total" in line]
-    finally:
-        spark.stop()  # type: ignore[attr-defined]
+    branch = os.path.join(mp, REPO, "main")
+    cfg: dict[str, object] = {
+        "targets": {"local": f"file://{local}", "mount": f"file://{branch}"},
+        "warm": f"file://{local}/warm",
+        "sets": [[n, f, s] for n, f, s in (("big", args.big, args.big_mib << 20), ("small", args.small, args.small_kib << 10))
+                 if f],
+        "committers": [int(c) for c in args.committer.split(",")],
+    }
+    results: list[dict[str, object]] = []
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mounted(home, mp, ["--writeback"] if args.writeback else []))
+        gw = None
+        if args.s3a:
+            from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET, running_gateway
+
+            gw = stack.enter_context(running_gateway(Path(root) / "gw"))
+            lakemount(str(gw.home), "repo", "create", f"lakefs://{REPO}")
+            cfg["targets"]["s3a"] = f"s3a://{REPO}/main"  # type: ignore[index]
+            cfg["s3a"] = {"endpoint": gw.url, "key": ADMIN_KEY, "secret": ADMIN_SECRET, "jars": str(SPARK32 / "jars")}
+        env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "SPARK_HOME", "VIRTUAL_ENV")}
+        env.update(PYSPARK_PYTHON=python, PATH=f"{os.path.dirname(python)}:{env.get('PATH', '/usr/bin:/bin')}")
+        job = subprocess.Popen([python, JOB, json.dumps(cfg)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                               env=env, cwd=root)
+        stack.callback(lambda: (job.kill(), job.wait()) if job.poll() is None else None)
+        assert job.stdin is not None and job.stdout is not None
+        spark = "?"
+        for line in job.stdout:
+            if not line.startswith("{"):
+                continue
+            done = json.loads(line)
+            if "spark" in done:
+                spark = done["spark"]
+                continue
+            done["load"] = os.getloadavg()[0]
+            label = f"{done['set']} v{done['committer']} {done['target']}"
+            if done["target"] == "mount":
+                done["commit"], done["files"], left = mount_commit(home, branch, label, str(done["path"]))
+            elif done["target"] == "s3a":
+                done["commit"], done["files"], left = gateway_commit(gw, label, str(done["path"]))
+            else:
+                done["commit"], left = 0.0, False
+                done["files"] = parquet_files(os.path.join(local, str(done["path"])))
+            assert not left, f"{label}: the committer left _temporary"
+            results.append(done)
+            print(f"  {label}: {done['seconds']:.1f} s, {done['files']} files, commit {done['commit']:.2f} s, "
+                  f"load {done['load']:.1f}", flush=True)
+            job.stdin.write("next\n")
+            job.stdin.flush()
+        assert job.wait() == 0, f"the Spark job exited {job.returncode}"
+        with open(os.path.join(mp, ".lakefs", "stats")) as f:
+            renames = [line.strip() for line in f if not line.startswith("#") and 'op="rename"' in line
+                       and "_total" in line]
     mode = "write-back" if args.writeback else "no write-back"
-    print(f"\nPySpark local[2] writing partitioned Parquet with file:// (mount: {mode}), one run, "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores:")
-    print(f"  {'dataset':<40} {'local':>8} {'mount':>8} {'mount/local':>12} {'files local/mount':>18} {'commit':>8}")
-    for label, t_local, t_mount, n_local, n_mount, t_commit in results:
-        print(f"  {label:<40} {t_local:7.1f}s {t_mount:7.1f}s {t_local / t_mount:11.2f}x {n_local:>8} / {n_mount:<8} {t_commit:7.2f}s")
+    print(f"\nPySpark {spark} local[2] writing partitioned Parquet (mount: {mode}), one run, {os.cpu_count()} cores:")
+    print(f"  {'dataset':<34} {'target':<6} {'seconds':>8} {'local/target':>13} {'files':>7} {'commit':>8} {'load':>5}")
+    sizes = {"big": f"{args.big} x {args.big_mib} MiB", "small": f"{args.small} x {args.small_kib} KiB"}
+    for r in results:
+        base = next(b for b in results if b["set"] == r["set"] and b["committer"] == r["committer"] and b["target"] == "local")
+        ratio = float(base["seconds"]) / float(r["seconds"])  # type: ignore[arg-type]
+        print(f"  {sizes[str(r['set'])] + ', committer v' + str(r['committer']):<34} {r['target']:<6} "
+              f"{r['seconds']:7.1f}s {ratio:12.2f}x {r['files']:>7} {r['commit']:7.2f}s {r['load']:5.1f}")
     print(f"  the mount's renames (the committers' moves out of _temporary): {'; '.join(renames) or 'none counted'}")
     shutil.rmtree(root, ignore_errors=True)
 

@@ -83,13 +83,65 @@ class Node:
         return self.lookups > 0 or self.opens > 0 or self.dirty is not None
 
 
+def _named(key: Hashable) -> bool:
+    """True for a key that names a path of a scope: ``(scope key, path)``."""
+    return isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], tuple) and isinstance(key[1], str)
+
+
+class _Keys(dict[Hashable, "Node"]):
+    """The table's key -> node map, with each scope's names counted under every directory above them, so
+    the names at or below a path are found without a walk of every node: a Spark job renames one small
+    directory per task, and a walk of the whole table per rename made its commit quadratic (issue 36)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.below: dict[tuple[Hashable, str], dict[str, int]] = {}  # (scope, dir) -> child -> names at or under it
+
+    def __setitem__(self, key: Hashable, node: Node) -> None:
+        if _named(key) and key not in self:
+            self._count(key, 1)
+        super().__setitem__(key, node)
+
+    def __delitem__(self, key: Hashable) -> None:
+        super().__delitem__(key)
+        if _named(key):
+            self._count(key, -1)
+
+    def _count(self, key: Hashable, step: int) -> None:
+        assert isinstance(key, tuple)
+        scope: Hashable = key[0]
+        child: str = key[1]
+        while child:
+            parent = child.rpartition("/")[0]
+            kids = self.below.setdefault((scope, parent), {})
+            n = kids.get(child, 0) + step
+            if n:
+                kids[child] = n
+            else:
+                del kids[child]
+                if not kids:
+                    del self.below[(scope, parent)]
+            child = parent
+
+    def names_under(self, scope: Hashable, path: str) -> list[str]:
+        """The names of ``scope`` the map holds at ``path`` or below it."""
+        out = [path] if (scope, path) in self else []
+        dirs = [path]
+        while dirs:
+            for child in self.below.get((scope, dirs.pop()), ()):
+                if (scope, child) in self:
+                    out.append(child)
+                dirs.append(child)
+        return out
+
+
 class InodeTable:
     """Inode number <-> node, and key -> inode number; thread-safe (one short lock, no I/O under it)."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self._nodes: dict[int, Node] = {}
-        self._by_key: dict[Hashable, Node] = {}
+        self._by_key = _Keys()
         self._by_group: dict[tuple[Hashable, str], Node] = {}  # (scope key, group id) -> the group's node
         self._next = ROOT_INODE + 1
         # Live nodes per scope key, so the head poller visits scopes, not inodes.
@@ -241,12 +293,10 @@ class InodeTable:
         Detached nodes (unlinked, replaced) are not "below" anything any more:
         a rename must not bring them back under the new name.
         """
-        prefix = path + "/" if path else ""
         with self.lock:
-            named = [(k[1], n) for k, n in self._by_key.items()
-                     if n.scope is not None and n.scope.key == scope_key and isinstance(k, tuple) and len(k) == 2 and k[0] == scope_key]
+            named = [(name, self._by_key[(scope_key, name)]) for name in self._by_key.names_under(scope_key, path)]
         for name, node in named:
-            if node.kind in (Kind.DIR, Kind.FILE, Kind.SYMLINK) and (not path or name == path or name.startswith(prefix)):
+            if node.scope is not None and node.scope.key == scope_key and node.kind in (Kind.DIR, Kind.FILE, Kind.SYMLINK):
                 yield name, node
 
     def __len__(self) -> int:

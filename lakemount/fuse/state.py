@@ -233,9 +233,7 @@ class MountState:
         scope knew, the scope takes the new row as its own, checked now, so neither the mount's head check
         nor a read that began before the swap takes its own rename for a change made elsewhere (which
         would drop every cached inode of the branch: pjdfstest's rename/09 and 10 saw inode numbers change)."""
-        self.io()
-        if self.writeback is not None:
-            self.writeback.drain((scope.repo, scope.branch))
+        self.drain(scope)
         with self.settling:
             self.settle(scope)
             rows = self.catalog.move_directory(scope.repo, scope.resolved, old, new)
@@ -251,6 +249,13 @@ class MountState:
                 scope.signature = branch_signature(after)
                 scope.checked = max(scope.checked, done)
         return True
+
+    def drain(self, scope: Scope) -> None:
+        """Wait until this mount's journal of the scope's branch is staged (write-back), so that what the
+        catalog holds there is everything this mount wrote: before a change that reads it to move it."""
+        self.io()
+        if self.writeback is not None:
+            self.writeback.drain((scope.repo, scope.branch))
 
     def hold(self, scope: Scope, path: str, entry: Entry, dropped: Sequence[tuple[str, Entry | None]] = ()) -> None:
         """Keep the create of new file ``path`` (and the deletion of the ``dropped`` marker of its directory)

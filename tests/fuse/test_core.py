@@ -13,8 +13,10 @@ import pytest
 import sqlalchemy as sa
 
 from lakemount.app import App
+from lakemount.fuse import namespace
 from lakemount.fuse.core import Caller, FileSystem, NeedsThread, SetAttr
 from lakemount.fuse.inodes import ROOT_INODE
+from lakemount.graveler.moves import Move, move_of
 from tests.fuse.conftest import REPO
 from tests.fuse.pathfs import PathFS
 
@@ -346,6 +348,7 @@ def test_rename_file_moves_the_entry_without_copying(pfs: PathFS, app: App) -> N
 
 
 def test_rename_directory_is_one_transaction(pfs: PathFS, app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(namespace, "PER_KEY_RENAME", 0)  # every directory a move record (this one is small)
     for p in ("d/a", "d/sub/b", "d/sub/deeper/c"):
         app.catalog.put(REPO, "main", p, p.encode())
     pfs.mkdir(f"{MAIN}/d/empty")
@@ -374,6 +377,33 @@ def test_rename_directory_is_one_transaction(pfs: PathFS, app: App, monkeypatch:
     assert pfs.listdir(f"{MAIN}/e") == ["a", "empty", "sub"]
     assert pfs.read_file(f"{MAIN}/e/sub/deeper/c") == b"d/sub/deeper/c"
     assert not pfs.exists(f"{MAIN}/d")
+
+
+def test_a_small_directory_is_renamed_per_key_and_a_large_one_by_a_move_record(
+    pfs: PathFS, app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Spark job's committer renames one small directory per task (issue 36): as move records, each pending
+    # until the commit, every later read of the branch walked one layer more.  Per key they cost reads nothing.
+    monkeypatch.setattr(namespace, "PER_KEY_RENAME", 4)
+    pending = lambda: [t for t in app.catalog.graveler.get_branch(REPO, "main").tokens if move_of(t)]  # noqa: E731
+    for d in ("_temporary", "_temporary/attempt", "_temporary/attempt/p=1", "big"):
+        pfs.mkdir(f"{MAIN}/{d}")
+    for i in range(4):
+        pfs.write_file(f"{MAIN}/_temporary/attempt/p=1/f{i}", f"small {i}".encode())
+    before = staged(app, "_temporary/attempt/p=1/f0").address
+    pfs.rename(f"{MAIN}/_temporary/attempt", f"{MAIN}/_temporary/task")
+    assert pending() == []
+    assert staged(app, "_temporary/task/p=1/f0").address == before  # metadata only: the same object, a new key
+    assert sorted(pfs.listdir(f"{MAIN}/_temporary/task/p=1")) == [f"f{i}" for i in range(4)]
+    assert staged(app, "_temporary/attempt/p=1/f0") is None and staged(app, "_temporary/task/p=1/f0") is not None
+    pfs.rename(f"{MAIN}/_temporary/task/p=1", f"{MAIN}/p=1")  # the job's commit: out of _temporary
+    assert pending() == [] and pfs.read_file(f"{MAIN}/p=1/f3") == b"small 3"
+    assert pfs.listdir(f"{MAIN}/_temporary/task") == []
+    for i in range(5):  # one key past the bound: a move record
+        pfs.write_file(f"{MAIN}/big/f{i}", b"x")
+    pfs.rename(f"{MAIN}/big", f"{MAIN}/moved")
+    assert pending() == [Move(b"big/", b"moved/").token]
+    assert sorted(pfs.listdir(f"{MAIN}/moved")) == [f"f{i}" for i in range(5)] and not pfs.exists(f"{MAIN}/big")
 
 
 def test_directory_link_counts_follow_mkdir_rename_and_rmdir(pfs: PathFS, app: App) -> None:
@@ -410,6 +440,7 @@ def test_rename_keeps_inodes_of_the_moved_tree(pfs: PathFS) -> None:
 def test_a_directory_rename_is_not_taken_for_a_change_made_elsewhere(
     pfs: PathFS, fs: FileSystem, app: App, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(namespace, "PER_KEY_RENAME", 0)  # every directory a move record (this one is small)
     # A move record swaps the branch row's tokens.  The mount takes the new row as its own, checked
     # as of the swap: neither its head check nor a read that began before the swap (and returns the
     # row before it) may count as a change elsewhere, which drops every cached inode (pjdfstest

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import subprocess
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ from lakemount.fuse.core import Caller, FileSystem, SetAttr
 from lakemount.fuse.journal import Journal
 from lakemount.fuse.writeback import _pending_of
 from lakemount.fuse.writes import MEMORY_MAX
+from lakemount.graveler.moves import move_of
 from tests.fuse.conftest import REPO, make_fs
 from tests.fuse.pathfs import FastFirst, PathFS
 from tests.fuse.test_core import staged
@@ -519,3 +521,39 @@ def test_the_pipeline_stores_a_batch_of_small_files_in_one_durable_step(
         assert len(syncs) == 1, syncs  # one batch, one sync
     finally:
         fs.close()
+
+
+def test_a_small_directory_renamed_per_key_moves_the_files_still_journaled(
+    flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]],
+) -> None:
+    # A directory of few keys is renamed per key (issue 36): what the rename moves is read from the
+    # catalog, so the journal of the branch is staged first, as a move record's rename does.
+    app, adapter, factory = flaky
+    fs = factory()
+    pfs = PathFS(fs)
+    adapter.fail_next("put", 10_000, where=OBJECTS)  # nothing is staged until the store heals
+    adapter.fail_next("put_file", 10_000, where=OBJECTS)
+    files = {f"f{i}": os.urandom(2000 + i) for i in range(5)}
+    pfs.mkdir(f"{MAIN}/d")
+    for name, data in files.items():
+        pfs.write_file(f"{MAIN}/d/{name}", data)
+    assert fs.writeback is not None and fs.writeback.pending((REPO, "main")) > 0
+
+    def heal() -> None:
+        deadline = time.monotonic() + 60
+        while adapter.injected["put_file"] + adapter.injected["put"] == 0:
+            assert time.monotonic() < deadline, "the write-back pipeline never tried to upload within 60 s"
+            time.sleep(0.01)
+        adapter.heal()
+
+    healer = threading.Thread(target=heal)
+    healer.start()
+    try:
+        pfs.rename(f"{MAIN}/d", f"{MAIN}/e")  # waits for the journal, then stages the moved keys
+    finally:
+        healer.join()
+    assert adapter.injected["put_file"] + adapter.injected["put"] > 0
+    assert [t for t in app.catalog.graveler.get_branch(REPO, "main").tokens if move_of(t)] == []
+    assert lost(app, "main", {f"e/{n}": d for n, d in files.items()}) == []
+    assert [staged(app, f"d/{n}") for n in files] == [None] * len(files)
+    assert sorted(pfs.listdir(f"{MAIN}/e")) == sorted(files) and not pfs.exists(f"{MAIN}/d")
