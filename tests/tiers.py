@@ -72,6 +72,7 @@ SIGNALS: dict[str, re.Pattern[str]] = {
 MENTIONS: dict[str, dict[str, str]] = {
     "tests/test_install.py": {"spark": "reads the install lists", "browser": "reads the install lists"},
     "tests/cli/test_lazy_cli.py": {"spark": "asserts pyspark is not imported"},
+    "tests/cli/test_import_budget.py": {"spark": "denies pyspark to the quick verbs, starts no context"},
     "tests/test_no_import_time_pools.py": {"spark": "imports modules, starts no context"},
     "tests/test_relocate_jar.py": {"spark": "reads a jar of pyspark's, runs no JVM"},
     "tests/test_tiers.py": {tier: "the tripwire's and the tables' own tests" for tier in SIGNALS},

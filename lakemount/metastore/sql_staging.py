@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any, Final
 from lakemount.errors import BranchNotFound, PreconditionFailed
 from lakemount.graveler.model import Branch, StagingToken, prefix_end
 from lakemount.graveler.ports import StageCheck
-from lakemount.graveler.staging.crowd import GATHER_S, Crowd
 from lakemount.metastore import notify
 from lakemount.metastore.sql import SqlRefStore, branch_from
 from lakemount.records import record
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
+
+    from lakemount.graveler.staging.crowd import Crowd
 
 SCAN_BATCH: Final = 5000
 
@@ -62,6 +63,13 @@ class _Group:
     writes: int = 0  # stage calls in it
 
 
+def _crowd() -> Crowd:
+    """A lane's crowd, imported with the first write (the reading verbs of the CLI import this module and never stage)."""
+    from lakemount.graveler.staging.crowd import Crowd
+
+    return Crowd()
+
+
 @record()
 class _Lane:
     """A branch's group commit in this process: whether a transaction is in flight, the group gathering,
@@ -71,7 +79,7 @@ class _Lane:
     busy: bool = False
     pending: _Group | None = None
     gathering: bool = False  # a leader waits for writes in flight beside it: a joining write wakes it
-    crowd: Crowd = field(default_factory=Crowd)
+    crowd: Crowd = field(default_factory=_crowd)
 
 
 class SqlStaging:
@@ -171,6 +179,8 @@ class SqlStaging:
             return
         lane.pending = group  # writes arriving meanwhile join it
         lane.gathering = True
+        from lakemount.graveler.staging.crowd import GATHER_S
+
         deadline = now + GATHER_S
         self.gathers += 1
         while group.writes < lane.crowd.expected(now) and now < deadline:

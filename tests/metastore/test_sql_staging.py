@@ -127,7 +127,7 @@ def _counted(staging: SqlStaging, monkeypatch: pytest.MonkeyPatch) -> list[list[
 def test_a_lone_writer_never_waits_to_gather(staging: SqlStaging, monkeypatch: pytest.MonkeyPatch) -> None:
     """Writes one after another (from two threads in turn, as a mount's worker threads may be) never wait for
     company: no gathering at all, one transaction each, however long the window would be."""
-    monkeypatch.setattr("lakemount.metastore.sql_staging.GATHER_S", 30.0)
+    monkeypatch.setattr("lakemount.graveler.staging.crowd.GATHER_S", 30.0)
     transactions = _counted(staging, monkeypatch)
     for i in range(20):
         t = threading.Thread(target=staging.stage, args=("r", "main", [(b"k%d" % i, b"v")]))
@@ -159,7 +159,7 @@ def _crowd_of(staging: SqlStaging, monkeypatch: pytest.MonkeyPatch, n: int) -> N
         t.start()
     lane = staging._lanes[("r", "main")]
     _until(lambda: lane.pending is not None and lane.pending.writes == n - 1, "the writers never gathered")
-    monkeypatch.setattr("lakemount.metastore.sql_staging.GATHER_S", 0.0)  # the crowd's own group goes at once
+    monkeypatch.setattr("lakemount.graveler.staging.crowd.GATHER_S", 0.0)  # the crowd's own group goes at once
     release.set()
     for t in (first, *others):
         t.join(10)
@@ -173,7 +173,7 @@ def test_writes_in_flight_beside_a_leader_go_in_its_transaction(staging: SqlStag
     that many (each arriving on its own, none during a transaction): eight writes, one transaction."""
     _crowd_of(staging, monkeypatch, WRITERS)
     gathers = staging.gathers
-    monkeypatch.setattr("lakemount.metastore.sql_staging.GATHER_S", 30.0)
+    monkeypatch.setattr("lakemount.graveler.staging.crowd.GATHER_S", 30.0)
     transactions = _counted(staging, monkeypatch)
     lane = staging._lanes[("r", "main")]
     writers = [threading.Thread(target=staging.stage, args=("r", "main", [(b"k%d" % i, b"v%d" % i)])) for i in range(WRITERS)]
@@ -197,7 +197,7 @@ def test_a_leader_waits_for_company_at_most_the_window_and_not_once_the_crowd_is
     the horizon, a write goes at once."""
     _crowd_of(staging, monkeypatch, WRITERS)
     gathers = staging.gathers
-    monkeypatch.setattr("lakemount.metastore.sql_staging.GATHER_S", 0.2)
+    monkeypatch.setattr("lakemount.graveler.staging.crowd.GATHER_S", 0.2)
     began = time.monotonic()
     staging.stage("r", "main", [(b"alone", b"v")])
     assert 0.2 <= time.monotonic() - began < 10
@@ -205,6 +205,6 @@ def test_a_leader_waits_for_company_at_most_the_window_and_not_once_the_crowd_is
     monkeypatch.setattr("lakemount.graveler.staging.crowd.HORIZON_S", 0.05)
     lane = staging._lanes[("r", "main")]
     _until(lambda: lane.crowd.expected(time.monotonic()) == 0, "the crowd was never forgotten")
-    monkeypatch.setattr("lakemount.metastore.sql_staging.GATHER_S", 30.0)
+    monkeypatch.setattr("lakemount.graveler.staging.crowd.GATHER_S", 30.0)
     staging.stage("r", "main", [(b"later", b"v")])
     assert staging.gathers == gathers + 1
