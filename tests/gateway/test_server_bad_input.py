@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import json
 import os
 import socket
 import threading
@@ -11,10 +13,14 @@ import time
 import urllib.error
 import urllib.request
 import zlib
+from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+
+from lakemount.serving import metrics
+from lakemount.serving.asgi import BODY_IDLE_TIMEOUT
 
 from .server_fixture import Gateway, code, signed_headers
 
@@ -131,21 +137,55 @@ def _send_partial(gw: Gateway, path: str, declared: int, sent: int) -> None:
         sock.close()
 
 
+def s3_endings(gw: Gateway, op: str) -> tuple[dict[int, int], int]:
+    """The gateway workers' published counts: ``op`` requests ended, by status; body bytes received by all.
+    Read from the snapshot files (they only grow), not from ``/metrics``, which adds the serving worker's
+    live counts to the others' published ones."""
+    ended: dict[int, int] = {}
+    received = 0
+    for path in Path(metrics.directory(str(gw.home))).glob("s3-*.json"):
+        with contextlib.suppress(FileNotFoundError):  # a worker's snapshot is replaced by a rename
+            snap = json.loads(path.read_text())
+            for name, status, n in snap["requests"]:
+                if name == op:
+                    ended[status] = ended.get(status, 0) + n
+            received += snap["received"]
+    return ended, received
+
+
+def _dropped(gw: Gateway, op: str, path: str, declared: int, sent: int) -> dict[int, int]:
+    """Send ``sent`` of ``declared`` body bytes to ``path`` and drop the connection; wait until the gateway has
+    ended that request (its handler returned, so the upload's landing file is gone or never will be); returns
+    the statuses it ended ``op`` requests with since.  A wait for the landing file to go passed at once when
+    the server had not made it yet."""
+    ended_before, received_before = s3_endings(gw, op)
+    _send_partial(gw, path, declared=declared, sent=sent)
+    deadline = time.monotonic() + BODY_IDLE_TIMEOUT + 60  # a failure's bound: a missed drop ends at the idle timeout
+    while True:
+        ended, received = s3_endings(gw, op)
+        new = {status: n - ended_before.get(status, 0) for status, n in ended.items() if n != ended_before.get(status, 0)}
+        if (new and received - received_before >= sent // 2) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert new and received - received_before >= sent // 2, (
+        f"the gateway never ended the dropped {op} of {path}: ended since {new} (status: count), body bytes received "
+        f"{received - received_before} of {sent} sent; landing files {leftovers(gw)}; log: {gw.log()[-3000:]}"
+    )
+    assert 408 not in new, f"the gateway missed the drop of {path} and gave the body up at its idle timeout: {new}"
+    return new
+
+
 def test_client_dropping_mid_upload_leaves_nothing(gw: Gateway, s3: Any, bucket: str) -> None:
     s3.put_object(Bucket=bucket, Key="main/kept", Body=b"old")
-    _send_partial(gw, f"/{bucket}/main/dropped", declared=8 * MiB, sent=3 * MiB)
-    _send_partial(gw, f"/{bucket}/main/kept", declared=8 * MiB, sent=5 * MiB)
-    deadline = time.monotonic() + 10
-    while leftovers(gw):
-        assert time.monotonic() < deadline, "a dropped upload left its temporary file"
-        time.sleep(0.1)
+    _dropped(gw, "PutObject", f"/{bucket}/main/dropped", declared=8 * MiB, sent=3 * MiB)
+    _dropped(gw, "PutObject", f"/{bucket}/main/kept", declared=8 * MiB, sent=5 * MiB)
     nothing_there(gw, bucket, "dropped")
     assert s3.get_object(Bucket=bucket, Key="main/kept")["Body"].read() == b"old"
     # Multipart parts too: a dropped part upload records no part.
     up = s3.create_multipart_upload(Bucket=bucket, Key="main/mp")
-    _send_partial(gw, f"/{bucket}/main/mp?partNumber=1&uploadId={up['UploadId']}", declared=6 * MiB, sent=MiB)
-    time.sleep(0.5)
+    _dropped(gw, "UploadPart", f"/{bucket}/main/mp?partNumber=1&uploadId={up['UploadId']}", declared=6 * MiB, sent=MiB)
     assert "Parts" not in s3.list_parts(Bucket=bucket, Key="main/mp", UploadId=up["UploadId"])
+    assert leftovers(gw) == []
 
 
 def test_readers_never_see_a_partial_object(gw: Gateway, s3: Any, bucket: str) -> None:
