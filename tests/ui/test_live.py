@@ -243,7 +243,10 @@ def test_keyboard_shortcuts_and_their_help(served: Served, browser: Any) -> None
         page.keyboard.press("Escape")  # leaves the field (emptied first)
         page.fill("#filter", "")
         # The page without the filter is drawn (not only asked for): "u" reads the breadcrumb shown.
-        page.wait_for_function("() => !location.hash.includes('name=') && !document.querySelector('main[aria-busy]')")
+        # Two redraws may be in flight here (the filter's, then its clearing's): under CI's load they outlasted the
+        # default 15 s once; 60 s bounds a failure only.
+        page.wait_for_function("() => !location.hash.includes('name=') && !document.querySelector('main[aria-busy]')",
+                               timeout=60_000)
         page.evaluate("document.activeElement.blur()")
         # u: up a directory; g c: the commits of this ref; g b: branches; g r: repositories.
         page.keyboard.press("u")
