@@ -74,17 +74,7 @@ def test_writes_arriving_during_a_transaction_go_together_in_the_next(staging: S
 def test_a_failed_group_transaction_fails_every_write_in_it(staging: SqlStaging, monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing of a group whose transaction fails is acknowledged: each of its writers gets the error (here one
     writer's data went to another storage namespace, which the transaction refuses)."""
-    release = threading.Event()
-    calls: list[int] = []
-    write = staging._write
-
-    def held(*args: Any) -> None:
-        calls.append(1)
-        if len(calls) == 1:
-            assert release.wait(10), "the held transaction was never released"
-        write(*args)
-
-    monkeypatch.setattr(staging, "_write", held)
+    release, calls = _hold_first_write(staging, monkeypatch)
     results: dict[bytes, BaseException | None] = {}
 
     def stage(key: bytes, namespace: str = "") -> None:
@@ -138,11 +128,11 @@ def test_a_lone_writer_never_waits_to_gather(staging: SqlStaging, monkeypatch: p
     assert transactions == [[b"k%d" % i] for i in range(20)]
 
 
-def _crowd_of(staging: SqlStaging, monkeypatch: pytest.MonkeyPatch, n: int) -> None:
-    """Make the lane's writers ``n`` at once: the first transaction held while ``n - 1`` more gather behind it."""
+def _hold_first_write(staging: SqlStaging, monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, list[int]]:
+    """Hold ``staging``'s first transaction until the returned event is set; the list counts transactions begun."""
     release = threading.Event()
-    write = staging._write
     calls: list[int] = []
+    write = staging._write
 
     def held(*args: Any) -> None:
         calls.append(1)
@@ -151,6 +141,13 @@ def _crowd_of(staging: SqlStaging, monkeypatch: pytest.MonkeyPatch, n: int) -> N
         write(*args)
 
     monkeypatch.setattr(staging, "_write", held)
+    return release, calls
+
+
+def _crowd_of(staging: SqlStaging, monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """Make the lane's writers ``n`` at once: the first transaction held while ``n - 1`` more gather behind it."""
+    write = staging._write
+    release, calls = _hold_first_write(staging, monkeypatch)
     first = threading.Thread(target=staging.stage, args=("r", "main", [(b"c0", b"v")]))
     first.start()
     _until(lambda: len(calls) == 1, "the first write never began its transaction")
