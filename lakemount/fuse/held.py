@@ -14,7 +14,12 @@ What a held create must never do is disappear or come late:
   it, as for any create); any read of the branch's catalog at or under its
   path, and any other change staged on the branch by this mount, stages what
   is held first (:meth:`HeldCreates.take`, :meth:`HeldCreates.under`), so
-  nothing read or written after the create can miss or overtake it;
+  nothing read or written after the create can miss or overtake it -- but
+  another new file's first close (:meth:`HeldCreates.take_closing`): closes of
+  files written side by side (a Spark task's, ``cp -r`` in parallel) share one
+  staging (:mod:`~lakemount.fuse.closes`), and a file still open keeps its hold,
+  since its empty entry staged with another file's close would show other hosts
+  an empty file mid-write and make its own close read and compare-and-set alone;
 * a file held longer than ``HOLD_MAX`` (a process that creates a file and
   keeps it open, a lock file) is staged alone by the mount's periodic task;
   other hosts see a new file at its first close, or ``HOLD_MAX`` after its
@@ -79,6 +84,23 @@ class HeldCreates:
         held path that ``superseded`` changes is dropped, the later change wins."""
         later = {path for path, _ in superseded}
         return [(path, entry) for path, entry in self.under(key, "") if path not in later]
+
+    def take_closing(self, key: BranchKey, paths: Sequence[str]) -> list[Change]:
+        """For the first closes of new files at ``paths`` (their entries supersede their creates): their held
+        creates and the held deletions of their directories' markers, taken out, for :meth:`put_back` if that
+        staging fails.  Other held creates stay: files still open elsewhere on this mount keep their hold."""
+        closing = set(paths)
+        markers = {p.rpartition("/")[0] + "/" for p in closing if "/" in p}
+        with self._lock:
+            held = self._held.get(key)
+            if not held:
+                return []
+            out = [(p, held[p][0]) for p in (*closing, *markers) if p in held and (p in closing or held[p][0] is None)]
+            for p, _ in out:
+                del held[p]
+            if not held:
+                del self._held[key]
+            return out
 
     def any_under(self, key: BranchKey, path: str) -> bool:
         """Whether a create is held on branch ``key`` at ``path`` or below it (``""``: anywhere)."""

@@ -4,7 +4,8 @@ A file's first write or truncation creates its temp file
 (:class:`~lakemount.fuse.writes.DirtyFile`, copy on first write); flush (close),
 fsync, a truncate with no writer, and unmount save it: the temp file itself is
 uploaded content-addressed and the file's entry is staged under the scope's
-mutex.  When the last handle closes the temp file is dropped, unless its
+mutex; a new file's first close shares that staging with the other first closes
+in flight on its branch (:mod:`~lakemount.fuse.closes`).  When the last handle closes the temp file is dropped, unless its
 content could not be saved: then it is moved to the recovered directory and
 logged, never silently lost.  A file of several names (hard links) is saved
 under every name the branch gives it when it is saved, in one compare-and-set
@@ -20,16 +21,18 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, BinaryIO, Final
 
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.links import with_group
 from lakemount.catalog.model import Entry
 from lakemount.catalog.writer import DataInfo
+from lakemount.fuse.closes import AGAIN, DETACHED, STAGED, Close, Closes
 from lakemount.fuse.inodes import Node
 from lakemount.fuse.linked import held_here, stage_file_change
 from lakemount.fuse.listing import Child, ChildKind
+from lakemount.fuse.mounted import Scope
 from lakemount.fuse.scope import Scopes
 from lakemount.fuse.state import MountState, with_changes
 from lakemount.fuse.tree import Tree
@@ -53,6 +56,7 @@ class Saver:
         self.table = state.table
         self.metrics = state.metrics
         self.writeback: Writeback | None = None  # set by the FileSystem when the mount writes back
+        self.closes = Closes(self._stage_closes)  # first closes of new files in flight share a staging
 
     def ensure_dirty(self, node: Node, *, keep: bool) -> DirtyFile:
         """The node's temp file, created on first need (copying the current content if ``keep``)."""
@@ -181,41 +185,79 @@ class Saver:
             version, info = dirty.store(
                 lambda path, digests, link, finish: _store_file(catalog, scope.repo, path, digests, link, finish)
             )
+        if held_here(self.state, scope, node) and not scope.mutex._is_owned():  # type: ignore[attr-defined]
+            # A new file's first close: staged with the other first closes in flight on the branch (closes.py).
+            outcome = self.closes.close(scope, Close(node, version, info))
+            if outcome != AGAIN:
+                dirty.end_save(version)
+                if outcome == STAGED:
+                    self.metrics.add("saved_files")
+                    self.metrics.add("saved_bytes", info.size)
+                return
         with scope.mutex:
             if node.detached:
                 dirty.end_save(version)
                 return
-            changed = with_changes(node.entry or Entry("", 0), address=info.address, size=info.size, etag=info.etag)
-            if not held_here(self.state, scope, node):
-                # The branch has the file, and another mount may have linked it: under every name it has now.
-                entry, names = stage_file_change(self.state, scope, node, changed)
+            if held_here(self.state, scope, node):  # a save under the mutex (the lane's leader takes it too)
+                self._stage_closes(scope, [Close(node, version, info)])
             else:
-                entry, names = with_group(changed, "", ()), (node.path,)
-                key = (scope.repo, scope.branch)
-                # The file's own held create is superseded by this entry; what else is held on the branch (its
-                # directory's marker to delete, other new files still open) is staged with it, first.
-                held = self.state.held
-                with self.state.settling:
-                    own = held.drop(key, node.path)
-                    others = held.take(key)
-                    try:
-                        if others:
-                            catalog.apply(scope.repo, scope.resolved, [*others, (node.path, entry)])
-                        else:
-                            catalog.put_entry(scope.repo, scope.resolved, node.path, entry)
-                    except BaseException:
-                        held.put_back(key, [*own, *others])
-                        raise
-            with self.table.lock:
-                self.scopes.local_change(scope)
-                node.entry, node.fetched, node.gen = entry, self.state.now(), scope.gen
-                for name in names:
-                    parent = self.table.by_key((scope.key, os.path.dirname(name))) if name else None
-                    if parent is not None:
-                        self.tree.listing_put(parent, os.path.basename(name).encode("utf-8", "surrogateescape"), Child(ChildKind.FILE, entry))
+                # The branch has the file, and another mount may have linked it: under every name it has now.
+                changed = with_changes(node.entry or Entry("", 0), address=info.address, size=info.size, etag=info.etag)
+                entry, names = stage_file_change(self.state, scope, node, changed)
+                self._saved(scope, node, entry, names)
         dirty.end_save(version)
         self.metrics.add("saved_files")
         self.metrics.add("saved_bytes", info.size)
+
+    def _stage_closes(self, scope: Scope, closes: Sequence[Close]) -> None:
+        """Stage the first closes of new files ``closes`` as one change, under the scope's mutex (``Closes``'s
+        stager): each file's entry supersedes its held create; what else the branch holds stays held but the
+        deletions of those files' directories' markers, which go first.  Sets each close's outcome."""
+        with scope.mutex:
+            latest: dict[int, Close] = {}
+            for c in closes:
+                node = c.node
+                if node.detached:
+                    c.outcome = DETACHED
+                elif not held_here(self.state, scope, node):
+                    c.outcome = AGAIN  # staged meanwhile: its close stages it by compare-and-set
+                elif node.ino not in latest or c.version > latest[node.ino].version:
+                    latest[node.ino] = c
+            if not latest:
+                return
+            changes = [
+                (c.node.path, with_group(with_changes(c.node.entry or Entry("", 0), address=c.info.address, size=c.info.size,
+                                                      etag=c.info.etag), "", ()))
+                for c in latest.values()
+            ]
+            catalog, held, key = self.state.catalog, self.state.held, (scope.repo, scope.branch)
+            with self.state.settling:
+                taken = held.take_closing(key, [path for path, _ in changes])
+                paths = {path for path, _ in changes}
+                markers = [(path, entry) for path, entry in taken if path not in paths]
+                try:
+                    if markers or len(changes) > 1:
+                        catalog.apply(scope.repo, scope.resolved, [*markers, *changes])
+                    else:
+                        catalog.put_entry(scope.repo, scope.resolved, *changes[0])
+                except BaseException:
+                    held.put_back(key, taken)
+                    raise
+            for c, (_path, entry) in zip(latest.values(), changes, strict=True):
+                self._saved(scope, c.node, entry, (c.node.path,))
+            for c in closes:
+                if c.node.ino in latest:  # an earlier version of a file staged with its later one counts as staged
+                    c.outcome = STAGED
+
+    def _saved(self, scope: Scope, node: Node, entry: Entry, names: Sequence[str]) -> None:
+        """``node`` holds ``entry``, staged under ``names``: its node and the cached listings say so."""
+        with self.table.lock:
+            self.scopes.local_change(scope)
+            node.entry, node.fetched, node.gen = entry, self.state.now(), scope.gen
+            for name in names:
+                parent = self.table.by_key((scope.key, os.path.dirname(name))) if name else None
+                if parent is not None:
+                    self.tree.listing_put(parent, os.path.basename(name).encode("utf-8", "surrogateescape"), Child(ChildKind.FILE, entry))
 
     def drop_dirty_if_idle(self, node: Node) -> None:
         """Drop ``node``'s temp file once no handle is open (unsaved content is kept aside first)."""

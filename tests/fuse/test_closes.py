@@ -1,0 +1,115 @@
+"""First closes of new files in flight on one branch share one staging (fuse/closes.py)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from lakemount.app import App
+from lakemount.fuse.core import FileSystem
+from tests.fuse.pathfs import PathFS
+from tests.fuse.test_core import MAIN, staged
+from tests.fuse.test_held import stagings  # noqa: F401  (the fixture)
+
+KEY = ("repo", "main")
+
+
+class Held:
+    """The catalog's first staging once ``armed`` is held until ``release`` (the others pass), so closes gather."""
+
+    def __init__(self, app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.armed = False
+        catalog = app.catalog
+        put_entry, apply = catalog.put_entry, catalog.apply
+
+        def hold() -> None:
+            if self.armed:
+                self.armed = False
+                self.entered.set()
+                assert self.release.wait(60), "the test never released the first staging"
+
+        def held_put(*args: object) -> None:
+            hold()
+            put_entry(*args)  # type: ignore[arg-type]
+
+        def held_apply(*args: object) -> None:
+            hold()
+            apply(*args)  # type: ignore[arg-type]
+
+        # Patched over the ``stagings`` spies, which count each call once.
+        monkeypatch.setattr(catalog, "put_entry", held_put)
+        monkeypatch.setattr(catalog, "apply", held_apply)
+
+
+@pytest.fixture
+def held_first(app: App, monkeypatch: pytest.MonkeyPatch, stagings: list[list[str]]) -> Iterator[Held]:  # noqa: F811
+    yield Held(app, monkeypatch)
+
+
+def _wait(what: str, cond: Callable[[], bool], seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not cond():
+        assert time.monotonic() < deadline, f"{what} never happened within {seconds:.0f} s"
+        time.sleep(0.005)
+
+
+def _close_all(pfs: PathFS, fhs: list[int]) -> tuple[list[threading.Thread], list[BaseException]]:
+    errors: list[BaseException] = []
+
+    def close(fh: int) -> None:
+        try:
+            pfs.close(fh)
+        except BaseException as exc:  # re-raised by the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=close, args=(fh,)) for fh in fhs]
+    for t in threads:
+        t.start()
+    return threads, errors
+
+
+def test_first_closes_in_flight_share_one_staging(
+    pfs: PathFS, fs: FileSystem, app: App, stagings: list[list[str]], held_first: Held,  # noqa: F811
+) -> None:
+    """Eight writers' new files close while the first close's staging is in flight: the other seven go
+    together in the next staging (before: one staging each, under the scope's mutex, and the first close
+    staged the seven others' empty creates, so each of their closes read the branch and staged alone)."""
+    pfs.mkdir(f"{MAIN}/d")
+    fhs = []
+    for i in range(8):
+        fh = pfs.open(f"{MAIN}/d/f{i}", os.O_WRONLY | os.O_CREAT)
+        pfs.pwrite(fh, 0, b"content %d" % i)
+        fhs.append(fh)
+    stagings.clear()
+    held_first.armed = True
+    first, first_errors = _close_all(pfs, fhs[:1])
+    assert held_first.entered.wait(60), "the first close never staged"
+    rest, errors = _close_all(pfs, fhs[1:])
+    _wait("seven closes gathering behind the first", lambda: fs.saver.closes.gathering(KEY) == 7)
+    held_first.release.set()
+    for t in first + rest:
+        t.join(60)
+    assert not [t for t in first + rest if t.is_alive()], "a close never returned"
+    assert first_errors + errors == []
+    assert stagings[0] == ["d/", "d/f0"]  # mkdir's marker goes with the first file in it
+    assert sorted(stagings[1]) == [f"d/f{i}" for i in range(1, 8)] and len(stagings) == 2, stagings
+    for i in range(8):
+        e = staged(app, f"d/f{i}")
+        assert e is not None and app.catalog.read(app.catalog.repository("repo"), e) == b"content %d" % i
+    assert fs.saver.closes.groups == 2 and fs.saver.closes.closes == 8
+
+
+def test_a_lone_writer_s_close_is_staged_at_once(pfs: PathFS, fs: FileSystem, stagings: list[list[str]]) -> None:  # noqa: F811
+    """Nothing in flight: a close goes alone, one staging each, never waiting for company."""
+    pfs.mkdir(f"{MAIN}/d")
+    stagings.clear()
+    for i in range(5):
+        pfs.write_file(f"{MAIN}/d/f{i}", b"x")
+    assert stagings == [["d/", "d/f0"], *([f"d/f{i}"] for i in range(1, 5))]
+    assert fs.saver.closes.groups == 5
+
