@@ -10,7 +10,8 @@ finds the same inode.  A file of several names (a hard-link group,
 mount knows: ``path`` is one of them, ``names`` all of them, and the group id
 finds the node from any name.  A node lives while the kernel remembers it (its lookup
 count) or while it has open handles or unsaved data; ``forget`` and ``release``
-drop it afterwards.  Renames re-key nodes (the kernel keeps the inode), unlinks
+drop it afterwards (a directory with a cached listing stays, up to ``LISTED_KEPT`` of
+them, so a lookup after the kernel forgot it still answers from that listing).  Renames re-key nodes (the kernel keeps the inode), unlinks
 detach them (open handles keep working on the detached node).
 """
 
@@ -135,6 +136,9 @@ class _Keys(dict[Hashable, "Node"]):
         return out
 
 
+LISTED_KEPT: Final = 1024  # directories the kernel forgot whose nodes stay for their cached listings
+
+
 class InodeTable:
     """Inode number <-> node, and key -> inode number; thread-safe (one short lock, no I/O under it)."""
 
@@ -146,6 +150,7 @@ class InodeTable:
         self._next = ROOT_INODE + 1
         # Live nodes per scope key, so the head poller visits scopes, not inodes.
         self.per_scope: Counter[Hashable] = Counter()
+        self._kept: dict[int, Node] = {}  # directories the kernel forgot, kept for their listings (oldest first)
 
     def add_root(self, node: Node) -> Node:
         with self.lock:
@@ -274,6 +279,21 @@ class InodeTable:
     def _drop_if_dead(self, node: Node) -> None:
         if node.live or node.ino == ROOT_INODE:
             return
+        if node.kind is Kind.DIR and node.listing is not None and not node.detached and self._nodes.get(node.ino) is node:
+            # Kept with its listing: the kernel forgets a directory whose entry a change notice invalidated
+            # (one in its parent elsewhere), and a new node would look up each name created in it again.
+            if node.ino not in self._kept:
+                self._kept[node.ino] = node
+                if len(self._kept) > LISTED_KEPT:
+                    old = self._kept.pop(next(iter(self._kept)))
+                    if not old.live:
+                        self._drop(old)
+            return
+        self._drop(node)
+
+    def _drop(self, node: Node) -> None:
+        """Forget ``node`` (caller holds the lock)."""
+        self._kept.pop(node.ino, None)
         if self._nodes.get(node.ino) is node:
             del self._nodes[node.ino]
             if node.scope is not None:

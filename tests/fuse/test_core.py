@@ -757,6 +757,30 @@ def test_a_mount_in_use_looks_a_name_up_again_in_one_statement(fs_factory: Calla
         assert len(probes) == 2 and len(seen) <= 4, seen
 
 
+def test_a_directory_the_kernel_forgot_still_answers_new_names_from_its_listing(
+    fs_factory: Callable[..., FileSystem], app: App,
+) -> None:
+    """Issue 36: a change notice naming a directory's parent invalidates its kernel entry, and the kernel then
+    forgets the directory's inode; its node went with its cached listing, so every name a writer created in
+    it afterwards was looked up in the catalog first (one statement per file on every host).  The node stays
+    with its listing: the writer's next files cost no lookup."""
+    fs = fs_factory(head_ttl=30.0)
+    pfs = PathFS(fs)
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.write_file(f"{MAIN}/d/warm", b"w")
+    d = pfs.ino(f"{MAIN}/d")
+    node = fs.state.table.get(d)
+    assert node is not None and node.listing is not None
+    fs.forget([(d, node.lookups)])  # what the kernel does once it dropped the directory's entry
+    assert node.lookups == 0
+    with statements(app) as seen:
+        for i in range(5):
+            pfs.write_file(f"{MAIN}/d/f{i}", b"x")
+    assert pfs.ino(f"{MAIN}/d") == d
+    assert [s for s in seen if s.startswith("SELECT 0, commit_id")] == [], seen
+    assert sorted(pfs.listdir(f"{MAIN}/d")) == ["f0", "f1", "f2", "f3", "f4", "warm"]
+
+
 def test_a_branch_in_use_shows_changes_made_elsewhere_within_head_ttl(
     fs_factory: Callable[..., FileSystem], app: App, clock: MountClock
 ) -> None:
