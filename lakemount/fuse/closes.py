@@ -19,6 +19,7 @@ of one file the later content wins.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Final, Literal
 
@@ -31,6 +32,7 @@ Outcome = Literal["staged", "detached", "again"]
 STAGED: Final = "staged"
 DETACHED: Final = "detached"
 AGAIN: Final = "again"
+GATHER_S: Final = 0.020  # the longest a staging's leader waits for closes storing their data beside it
 
 
 @record()
@@ -59,6 +61,8 @@ class _Lane:
     cond: threading.Condition
     busy: bool = False
     pending: _Group | None = None
+    storing: int = 0  # first closes storing their data, which will join a group next
+    gathering: bool = False  # a leader waits for them: a joining close wakes it
 
 
 # Stages a group's closes (under the scope's mutex), setting each one's outcome.
@@ -75,6 +79,26 @@ class Closes:
         self.groups = 0  # stagings run (each for one close or more)
         self.closes = 0  # closes those stagings held
 
+    def _lane(self, key: ScopeKey) -> _Lane:
+        lane = self._lanes.get(key)
+        if lane is None:
+            with self._lock:
+                lane = self._lanes.setdefault(key, _Lane(threading.Condition()))
+        return lane
+
+    def storing(self, key: ScopeKey) -> None:
+        """A first close of branch ``key`` began storing its data: a leader may wait for it (``GATHER_S``)."""
+        lane = self._lane(key)
+        with lane.cond:
+            lane.storing += 1
+
+    def stored(self, key: ScopeKey) -> None:
+        """A close counted by :meth:`storing` will not join (its data failed)."""
+        lane = self._lane(key)
+        with lane.cond:
+            lane.storing -= 1
+            lane.cond.notify_all()
+
     def gathering(self, key: ScopeKey) -> int:
         """Closes of branch ``key`` waiting for the staging in flight to end (they go in the next one together)."""
         lane = self._lanes.get(key)
@@ -83,14 +107,27 @@ class Closes:
         with lane.cond:
             return len(lane.pending.closes) if lane.pending is not None else 0
 
-    def close(self, scope: Scope, close: Close) -> Outcome:
+    @staticmethod
+    def _gather(lane: _Lane, group: _Group) -> None:
+        """Wait (``lane``'s lock held, at most ``GATHER_S``) while closes of the branch store their data, so
+        they join ``group``; a lone writer's close (nothing storing beside it) goes at once."""
+        if not lane.storing:
+            return
+        lane.pending = group  # closes arriving meanwhile join it
+        lane.gathering = True
+        deadline = time.monotonic() + GATHER_S
+        while lane.storing > 0 and (left := deadline - time.monotonic()) > 0:
+            lane.cond.wait(left)
+        lane.gathering = False
+
+    def close(self, scope: Scope, close: Close, *, counted: bool = False) -> Outcome:
         """Stage ``close`` with the other closes of the branch in flight; returns its outcome once staged.
-        Raises what the staging raised (nothing of the group is staged then)."""
-        lane = self._lanes.get(scope.key)
-        if lane is None:
-            with self._lock:
-                lane = self._lanes.setdefault(scope.key, _Lane(threading.Condition()))
+        ``counted``: :meth:`storing` counted it.  Raises what the staging raised (nothing of the group is
+        staged then)."""
+        lane = self._lane(scope.key)
         with lane.cond:
+            if counted:
+                lane.storing -= 1
             if not lane.busy:
                 group, lead = _Group([close], threading.Event()), True
                 lane.busy = True
@@ -99,11 +136,15 @@ class Closes:
                 group = lane.pending if lane.pending is not None else _Group([], threading.Event())
                 lane.pending = group
                 group.closes.append(close)
+                if not lead and lane.gathering:
+                    lane.cond.notify_all()
                 if lead:
                     while lane.busy:  # gather the closes that arrive until the staging in flight ends
                         lane.cond.wait()
                     lane.busy = True
-                    lane.pending = None
+            if lead:
+                self._gather(lane, group)
+                lane.pending = None
         if not lead:
             group.done.wait()
             if group.error is not None:

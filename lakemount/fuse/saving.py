@@ -178,16 +178,25 @@ class Saver:
             self.writeback.save(node, dirty)
             return
         catalog = self.state.catalog
-        if dirty.in_memory:  # a small file: its bytes are stored from memory
-            version, data, digests = dirty.snapshot(hold=False)
-            info = store_bytes(catalog, scope.repo, data, digests)
-        else:  # the temp file itself is uploaded (or becomes the object), with digests computed while it was written
-            version, info = dirty.store(
-                lambda path, digests, link, finish: _store_file(catalog, scope.repo, path, digests, link, finish)
-            )
-        if held_here(self.state, scope, node) and not scope.mutex._is_owned():  # type: ignore[attr-defined]
-            # A new file's first close: staged with the other first closes in flight on the branch (closes.py).
-            outcome = self.closes.close(scope, Close(node, version, info))
+        # A new file's first close: staged with the other first closes in flight on the branch (closes.py),
+        # which a staging's leader waits for while they store their data.
+        first = held_here(self.state, scope, node) and not scope.mutex._is_owned()  # type: ignore[attr-defined]
+        if first:
+            self.closes.storing(scope.key)
+        try:
+            if dirty.in_memory:  # a small file: its bytes are stored from memory
+                version, data, digests = dirty.snapshot(hold=False)
+                info = store_bytes(catalog, scope.repo, data, digests)
+            else:  # the temp file itself is uploaded (or becomes the object), with digests computed while it was written
+                version, info = dirty.store(
+                    lambda path, digests, link, finish: _store_file(catalog, scope.repo, path, digests, link, finish)
+                )
+        except BaseException:
+            if first:
+                self.closes.stored(scope.key)
+            raise
+        if first:
+            outcome = self.closes.close(scope, Close(node, version, info), counted=True)
             if outcome != AGAIN:
                 dirty.end_save(version)
                 if outcome == STAGED:

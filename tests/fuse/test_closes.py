@@ -113,3 +113,42 @@ def test_a_lone_writer_s_close_is_staged_at_once(pfs: PathFS, fs: FileSystem, st
     assert stagings == [["d/", "d/f0"], *([f"d/f{i}"] for i in range(1, 5))]
     assert fs.saver.closes.groups == 5
 
+
+
+def test_a_staging_waits_for_the_closes_storing_their_data_beside_it(
+    pfs: PathFS, fs: FileSystem, app: App, stagings: list[list[str]], monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+) -> None:
+    """Two writers close at about the same time; one still stores its data when the other may stage: the
+    staging waits for it (``GATHER_S`` at most, raised here so the test does not race the clock), and both
+    files go in one staging (before: the first staged alone and the second after it, two stagings)."""
+    from lakemount.fuse import closes, saving
+
+    monkeypatch.setattr(closes, "GATHER_S", 60.0)
+    storing, release = threading.Event(), threading.Event()
+    store_bytes = saving.store_bytes
+
+    def slow_store(catalog: object, repo: str, data: bytes, digests: tuple[int, str, str]) -> object:
+        if data == b"slow":
+            storing.set()
+            assert release.wait(60), "the test never let the slow close store its data"
+        return store_bytes(catalog, repo, data, digests)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(saving, "store_bytes", slow_store)
+    fhs = []
+    for name in ("slow", "quick"):
+        fh = pfs.open(f"{MAIN}/{name}", os.O_WRONLY | os.O_CREAT)
+        pfs.pwrite(fh, 0, name.encode())
+        fhs.append(fh)
+    stagings.clear()
+    slow, slow_errors = _close_all(pfs, fhs[:1])
+    assert storing.wait(60), "the slow close never stored its data"
+    quick, errors = _close_all(pfs, fhs[1:])
+    _wait("the quick close leading a staging that gathers", lambda: fs.saver.closes.gathering(KEY) == 1)
+    assert stagings == []  # it waits for the slow close
+    release.set()
+    for t in slow + quick:
+        t.join(60)
+    assert slow_errors + errors == []
+    assert [sorted(s) for s in stagings] == [["quick", "slow"]]
+    for name in ("slow", "quick"):
+        assert app.catalog.read(app.catalog.repository("repo"), staged(app, name)) == name.encode()  # type: ignore[arg-type]
