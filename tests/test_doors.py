@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import importlib
 import inspect
 import tomllib
@@ -45,8 +46,11 @@ def _is_any(annotation: ast.expr | None) -> bool:
         isinstance(annotation, ast.Attribute) and annotation.attr == "Any")
 
 
+@functools.cache  # both checks read every module of lakemount: each source is parsed once per test process
 def doors(source: str) -> list[tuple[int, str, ast.expr | None]]:
-    """(line, what, annotation) of each door in ``source``: parameters, attributes and properties named ``catalog`` or ``cat``."""
+    """(line, what, annotation) of each door in ``source``: parameters, attributes and properties named ``catalog`` or ``cat``.
+
+    Callers only read the list (it is the cache's)."""
     out: list[tuple[int, str, ast.expr | None]] = []
     for n in ast.walk(ast.parse(source)):
         if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef):

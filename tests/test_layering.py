@@ -17,6 +17,7 @@ two is the lower layer.  Imports are read with
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -49,16 +50,45 @@ def module_of(path: Path) -> str:
     return ".".join(parts)
 
 
+def parsed(path: Path, source: str | None = None) -> ast.Module:
+    """The syntax tree of ``path`` (or of ``source`` placed there).
+
+    A file's tree is parsed once per test process (for as long as the file is unchanged): the checks below read
+    every module of lakemount several times over, and parsing them again was most of this module's time. Callers
+    only read the tree.
+    """
+    if source is not None:
+        return ast.parse(source, str(path))
+    st = path.stat()
+    return _parsed_file(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.cache
+def _parsed_file(path: Path, mtime_ns: int, size: int) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
 def imports(path: Path, source: str | None = None) -> list[tuple[int, str]]:
     """(line, fully qualified module) of every import in ``path`` (or ``source`` placed there), relative ones resolved.
 
     ``from a.b import c`` yields both ``a.b`` and ``a.b.c`` (``c`` may be a module).
     """
+    if source is None:
+        st = path.stat()
+        return list(_file_imports(path, st.st_mtime_ns, st.st_size))
+    return _imports(path, parsed(path, source))
+
+
+@functools.cache
+def _file_imports(path: Path, mtime_ns: int, size: int) -> tuple[tuple[int, str], ...]:
+    return tuple(_imports(path, parsed(path)))
+
+
+def _imports(path: Path, tree: ast.Module) -> list[tuple[int, str]]:
     mod = module_of(path)
     package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
     found: list[tuple[int, str]] = []
-    text = path.read_text() if source is None else source
-    for node in ast.walk(ast.parse(text, str(path))):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -96,10 +126,8 @@ def is_catalog(node: ast.expr) -> bool:
 
 def violations(path: Path, source: str | None = None) -> list[str]:
     """Why ``path`` (a front-end module, or ``source`` placed there) breaks the layering; empty if it does not."""
-    text = path.read_text() if source is None else source
-    out = [f"line {line}: imports {m}" for line, m in imports(path, text) if is_core(m)]
-    tree = ast.parse(text, str(path))
-    for n in ast.walk(tree):
+    out = [f"line {line}: imports {m}" for line, m in imports(path, source) if is_core(m)]
+    for n in ast.walk(parsed(path, source)):
         if isinstance(n, ast.Attribute) and n.attr in AROUND_THE_CATALOG:
             out.append(f"line {n.lineno}: uses .{n.attr}")
         elif isinstance(n, ast.Attribute) and n.attr in APP_STORES and is_app(n.value):
@@ -303,7 +331,7 @@ STAGED_ROWS_SQL = re.compile(r"\b(?:FROM|INTO|UPDATE|JOIN)\s+lm_staging\b(?!_)",
 def staged_rows_uses(path: Path, source: str | None = None) -> list[str]:
     """``line N: ...`` for each statement on ``lm_staging`` in ``path`` (SQL text, or the ``staging_t`` table)."""
     out = []
-    for n in ast.walk(ast.parse(path.read_text() if source is None else source, str(path))):
+    for n in ast.walk(parsed(path, source)):
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and STAGED_ROWS_SQL.search(n.value):
             out.append(f"line {n.lineno}: SQL on lm_staging")
         elif isinstance(n, ast.Name) and n.id == "staging_t":
@@ -313,7 +341,7 @@ def staged_rows_uses(path: Path, source: str | None = None) -> list[str]:
 
 def methods_of(path: Path, cls: str) -> set[str]:
     """The names of the functions defined in class ``cls`` of ``path``."""
-    for n in ast.walk(ast.parse(path.read_text(), str(path))):
+    for n in ast.walk(parsed(path)):
         if isinstance(n, ast.ClassDef) and n.name == cls:
             return {f.name for f in n.body if isinstance(f, ast.FunctionDef)}
     raise AssertionError(f"no class {cls} in {path}")

@@ -1,9 +1,11 @@
 """A live ``lakemount serve`` (gateway and REST API) for the API's end-to-end tests, and clients for it.
 
-``served`` (module scope) makes a fresh ``LAKEMOUNT_HOME`` with an Admin user,
-runs ``lakemount serve --listen 127.0.0.1:0`` (the API then also takes a free
+``running`` makes a fresh ``LAKEMOUNT_HOME`` with an Admin user, runs
+``lakemount serve --listen 127.0.0.1:0`` (the API then also takes a free
 port), reads both addresses from its output and waits until the API answers;
-the server is stopped even when a test fails.  ``lakefs_client`` is the real
+the server is stopped even when a test fails.  ``served`` (module scope) is one
+such server shared by the package's modules (one per test process), or the
+module's own for those in ``OWN_SERVER``.  ``lakefs_client`` is the real
 ``lakefs`` SDK's client on it; each test makes its own repository.
 """
 
@@ -105,13 +107,39 @@ def running(tmp: Path, **kwargs: Any) -> Iterator[Served]:
         stop(served)
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with running(tmp_path_factory.mktemp("api")) as s:
+# test_http: the API workers' metrics snapshots and the landing files under the home, which another module's
+# requests would move; test_schemathesis: it makes users, groups and repositories of any name it likes.
+OWN_SERVER = frozenset({"test_http", "test_schemathesis"})
+
+
+@contextlib.contextmanager
+def checked(tmp: Path, **kwargs: Any) -> Iterator[Served]:
+    """``running``, and after the server stops its log holds no unexpected error (each is answered 500 and logged)."""
+    with running(tmp, **kwargs) as s:
         yield s
         log = s.gateway.log()
-    # An unexpected exception is answered 500 and logged: none may happen.
     assert "unexpected error serving" not in log, log[-5000:]
+
+
+@pytest.fixture(scope="package")
+def shared_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with checked(tmp_path_factory.mktemp("api-shared")) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The package's server (one per test process: a start is ~5 s of CPU) unless the module is in ``OWN_SERVER``.
+
+    The modules sharing it do not meet: each test makes its own repository (``Served.repo_name`` numbers them in
+    the process), and the users and groups the modules make have names no other module uses.
+    """
+    name = request.module.__name__.rsplit(".", 1)[-1]
+    if name not in OWN_SERVER:
+        yield request.getfixturevalue("shared_served")
+        return
+    with checked(tmp_path_factory.mktemp("api-" + name)) as s:
+        yield s
 
 
 @pytest.fixture

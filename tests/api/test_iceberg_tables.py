@@ -5,7 +5,6 @@ of bad input is a one-line 400 or 404, never a 500."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -19,7 +18,7 @@ from pyiceberg.schema import Schema  # noqa: E402
 from pyiceberg.transforms import IdentityTransform  # noqa: E402
 from pyiceberg.types import LongType, NestedField, StringType  # noqa: E402
 
-from tests.api.conftest import Served, running  # noqa: E402
+from tests.api.conftest import Served  # noqa: E402
 from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET  # noqa: E402
 from tests.iceberg.conftest import iceberg_catalog  # noqa: E402
 
@@ -28,11 +27,9 @@ SPEC = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=Identi
 
 
 @pytest.fixture(scope="module")
-def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with running(tmp_path_factory.mktemp("ice-ui")) as s:
-        yield s
-        log = s.gateway.log()
-    assert "unexpected error serving" not in log, log[-5000:]
+def lake(served: Served) -> Served:
+    """The package's server (``tests/api/conftest.py``): the tables live in a repository of their own."""
+    return served
 
 
 def get(lake: Served, url: str, **query: Any) -> tuple[int, Any]:

@@ -1,23 +1,17 @@
-"""pyarrow's S3FileSystem (the AWS C++ SDK) writing and reading a partitioned parquet dataset."""
+"""pyarrow's S3FileSystem (the AWS C++ SDK) writing and reading a partitioned parquet dataset.
+
+On the package's gateway (``gw``, tests/gateway/conftest.py): each test makes a bucket of its own.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from .server_fixture import ADMIN_KEY, ADMIN_SECRET, Gateway, start_gateway
+from .server_fixture import ADMIN_KEY, ADMIN_SECRET, Gateway
 
 pa = pytest.importorskip("pyarrow")
 ds = pytest.importorskip("pyarrow.dataset")
 pafs = pytest.importorskip("pyarrow.fs")
-
-
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    g = start_gateway(tmp_path_factory.mktemp("gw-pyarrow"))
-    yield g
-    g.stop()
 
 
 def filesystem(gw: Gateway) -> object:
