@@ -110,6 +110,34 @@ def is_stale(mountpoint: str) -> bool:
     return False
 
 
+FUSECTL: Final = "/sys/fs/fuse/connections"
+
+
+def abort_connection(mountpoint: str) -> bool:
+    """Abort the kernel's FUSE connection of the mount at ``mountpoint`` (fusectl's ``abort``); True if done.
+
+    What frees a mount whose process was killed while one of its threads waited in the kernel: a reverse
+    invalidation of a directory waits for the directory's lock, which a syscall in flight to the dead process
+    holds (a rename), so the killed process can never exit and its file descriptor never closes.  Aborting
+    fails every request in flight (ECONNABORTED) and lets it go.  Mounts fusectl there if needed (root).
+    """
+    entry = find_mount(mountpoint)
+    if entry is None or not entry.fstype.startswith("fuse") or ":" not in entry.device:
+        return False
+    major, minor = (int(x) for x in entry.device.split(":"))
+    name = str((major << 20) | minor)
+    if not os.path.isdir(os.path.join(FUSECTL, name)):
+        subprocess.run(["mount", "-t", "fusectl", "none", FUSECTL], capture_output=True, check=False)
+    try:
+        with open(os.path.join(FUSECTL, name, "abort"), "w") as f:
+            f.write("1")
+    except OSError as exc:
+        log.warning("%s: cannot abort its FUSE connection %s: %s", mountpoint, name, exc.strerror)
+        return False
+    log.warning("%s: aborted its FUSE connection %s (its process could not exit)", mountpoint, name)
+    return True
+
+
 def lazy_unmount(mountpoint: str) -> None:
     """Detach the mount at ``mountpoint`` now (busy or stale); raises ``Unavailable`` if that fails."""
     _unmount(mountpoint, lazy=True)

@@ -83,9 +83,20 @@ def stop(m: Mount, *, timeout: float = 30.0) -> None:
                 m.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 m.proc.kill()
-                m.proc.wait()
+        if m.proc.poll() is None:
+            reap(m)
     finally:
         cleanup_mountpoint(m.mountpoint)
+
+
+def reap(m: Mount, timeout: float = 30.0) -> None:
+    """Wait for a mount process told to end; if it cannot exit (a thread held in the kernel by a directory lock
+    that a syscall in flight to it holds: runner.abort_connection), abort its FUSE connection, then wait."""
+    try:
+        m.proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        assert runner.abort_connection(m.mountpoint), f"{m.mountpoint}: the process never exited and its connection could not be aborted"
+        m.proc.wait(60)
 
 
 def cleanup_mountpoint(mountpoint: str) -> None:

@@ -57,3 +57,43 @@ def test_a_mount_that_never_reports_is_stopped_and_unmounted(
         done.set()
         watcher.join()
         cleanup_mountpoint(mp)
+
+
+def test_aborting_the_connection_frees_a_syscall_the_mount_can_never_answer(
+    home: str, tmp_path: os.PathLike[str]
+) -> None:
+    """runner.abort_connection: what frees a mount whose process cannot exit (tests/fuse/mounting.py's reap).
+    A stopped mount answers nothing, so a lookup waits in the kernel; the abort fails it and the mount goes."""
+    import errno
+    import signal
+
+    from lakemount.app import App
+    from tests.fuse.mounting import reap, start, stop
+
+    App.from_config().catalog.create_repository("repo")
+    m = start(home, os.path.join(os.fspath(tmp_path), "mnt"))
+    got: list[int] = []
+
+    def look() -> None:
+        try:
+            os.stat(f"{m.mountpoint}/repo/main/never-looked-up")
+        except OSError as exc:
+            got.append(exc.errno)
+
+    try:
+        os.kill(m.proc.pid, signal.SIGSTOP)
+        waiting = threading.Thread(target=look, daemon=True)
+        waiting.start()
+        waiting.join(1.0)
+        assert waiting.is_alive(), f"the lookup returned ({got}) from a mount that answers nothing"
+        assert runner.abort_connection(m.mountpoint)
+        waiting.join(30)
+        assert not waiting.is_alive() and got == [errno.ECONNABORTED], got
+        assert runner.is_stale(m.mountpoint)
+        m.proc.kill()
+        reap(m)
+        assert m.proc.returncode == -signal.SIGKILL
+    finally:
+        if m.proc.poll() is None:
+            os.kill(m.proc.pid, signal.SIGCONT)
+        stop(m)
