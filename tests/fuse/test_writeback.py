@@ -332,7 +332,12 @@ def test_small_files_are_written_on_the_request_loop_and_land_whole(
     assert lost(app, "main", files) == []
 
 
-def test_without_write_back_a_create_is_held_in_memory_and_staged_with_its_close(fs: FileSystem, app: App) -> None:
+def test_without_write_back_a_create_is_held_in_memory_and_staged_with_its_close(
+    fs_factory: Callable[..., FileSystem], app: App
+) -> None:
+    # What the mount read of the directory stays fresh through the test: with a 0.2 s head_ttl a loaded machine
+    # let it expire between the two creates, and the second's check that "b" is absent read the catalog (a thread).
+    fs = fs_factory(head_ttl=60.0)
     fast = FastFirst(fs)
     pfs = PathFS(fast)  # type: ignore[arg-type]
     pfs.write_file(f"{MAIN}/a", b"staged at close")  # exclusive creates below would fail if the first try had created
