@@ -582,6 +582,14 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         """
         return self.graveler.scan(repo, self.resolve(repo, ref), start, stop)
 
+    def first_record(
+        self, repo: str, ref: str | ResolvedRef, start: bytes = b"", stop: bytes | None = None
+    ) -> tuple[bytes, bytes] | None:
+        """The first raw record with start <= key < stop at ``ref`` (what :meth:`scan_records` yields
+        first), None if none: reads past no staged deletion, so asking whether a directory is empty
+        costs the same after thousands of its files were removed or renamed away."""
+        return self.graveler.first(repo, self.resolve(repo, ref), start, stop)
+
     def lookup_records(
         self, repo: str, ref: str | ResolvedRef, path: str, start: bytes, stop: bytes | None
     ) -> tuple[bytes | None, Iterator[tuple[bytes, bytes]]]:

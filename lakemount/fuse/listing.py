@@ -197,9 +197,12 @@ def has_children(catalog: Catalog, repo: str, ref: ResolvedRef, path: str, ignor
     """
     dir_key = (path + "/").encode("utf-8", "surrogateescape") if path else b""
     stop = prefix_end(dir_key) if dir_key else None
-    for key, value in catalog.scan_records(repo, ref, dir_key, stop):
-        if key in ignore:
-            continue
-        if key != dir_key or not decode_value(value).is_dir:
+    start = dir_key
+    # First live keys only (``Catalog.first_record``): the files renamed or removed from the directory
+    # before are staged deletions, and an rmdir would otherwise read past each of them.
+    while (record := catalog.first_record(repo, ref, start, stop)) is not None:
+        key, value = record
+        if key not in ignore and (key != dir_key or not decode_value(value).is_dir):
             return True
+        start = key + b"\x00"
     return False

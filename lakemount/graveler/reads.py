@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 
 
 PROBE_PAGE: Final = 16  # staged entries below a key read with it by ``probe`` (more follow if needed)
+FIRST_PAGE: Final = 16  # committed keys ``first`` asks staging about in its first statement (4x more each next one)
+FIRST_PAGE_MAX: Final = 4096
 SEEN_BRANCHES: Final = 4096  # branch rows remembered from reads (``branch_seen``) before starting over
 
 _T = TypeVar("_T")
@@ -254,6 +256,41 @@ class Reads(Part):
         commit = self.refs.get_commit(repo, branch.commit_id)
         committed = self.repos.metarange_at(repo, ref, commit).scan(start, stop, decode)
         yield from _overlay(committed, staged)
+
+    def first(self, repo: str, ref: ResolvedRef, start: bytes = b"", stop: bytes | None = None) -> Record | None:
+        """The first live record with start <= key < stop at ``ref`` (``next(scan(...))``), None if none.
+
+        Reads no staged deletion: the staging's first value in the range (``staged_first``) bounds
+        the answer, and only the committed keys below it are asked about, a page at a time
+        (``staged_hidden``), so an ``rmdir`` after thousands of files renamed out of the directory
+        reads a few rows, not a row per rename.  Committed keys deleted in staging are read in pages
+        growing from ``FIRST_PAGE``, one statement each.
+        """
+        if ref.view is View.COMMITTED:
+            return next(iter(self.scan(repo, ref, start, stop)), None)
+        assert ref.branch is not None
+        at = time.monotonic()
+        branch = self.refs.get_branch(repo, ref.branch)
+        self._saw(repo, branch, at)
+        if ref.view is View.FULL and has_moves(branch.tokens):
+            mr = self.base_of(repo, ref, branch)
+            return next(iter(layers_of(branch.tokens).scan(start, stop, self.staged_scan, mr.scan)), None)
+        tokens = real_tokens(branch.tokens)
+        staged = self.staging.staged_first(tokens, start, stop) if tokens else None
+        if ref.view is View.STAGING:
+            return staged
+        # Below the first staged value, a key is staged as a deletion or not at all: a committed key
+        # there is live unless staging deletes it.
+        limit = stop if staged is None else staged[0]
+        committed = iter(self.base_of(repo, ref, branch).scan(start, limit))
+        page = FIRST_PAGE
+        while chunk := list(itertools.islice(committed, page)):
+            hidden = self.staging.staged_hidden(tokens, [k for k, _ in chunk]) if tokens else set()
+            for key, value in chunk:
+                if key not in hidden:
+                    return key, value
+            page = min(page * 4, FIRST_PAGE_MAX)
+        return staged
 
     def has_uncommitted(self, repo: str, branch: Branch) -> bool:
         """Whether anything is staged on ``branch``, changes or not: the first staged entry of a token

@@ -494,6 +494,46 @@ def test_graveler_reads_across_sealed_tokens(ref_url: str, tmp_path: Path) -> No
     assert all(g.staging.staged_count(t) == 0 for t in g.refs.get_branch("repo", "main").tokens)
 
 
+def test_staged_first_and_hidden_across_tokens(staged: Stores) -> None:
+    """``staged_first`` is the first key whose newest entry is a value, past tombstones and keys a newer
+    token deletes; ``staged_hidden`` the keys whose newest entry is a tombstone."""
+    t1, t2 = StagingToken("f1"), StagingToken("f2")
+    for token, items in (
+        (t2, [(b"a", None), (b"b", b"old"), (b"c", b"c"), (b"e", b"e")]),
+        (t1, [(b"b", None), (b"c", b"new"), (b"d", None)]),
+    ):
+        cur = staged.refs.get_branch("repo", "main")
+        staged.refs.cas_branch("repo", cur, Branch("main", cur.commit_id, token, cur.sealed_tokens))
+        staged.staging.stage("repo", "main", items)
+    first = staged.staging.staged_first
+    assert first([t1, t2]) == (b"c", b"new")  # a: deleted; b: deleted by the newer token
+    assert first([t1, t2], b"c\x00") == (b"e", b"e")  # d: a tombstone over nothing
+    assert first([t1, t2], b"a", b"c") is None
+    assert first([t2, t1]) == (b"b", b"old")  # the order given is the precedence
+    assert first([t1]) == (b"c", b"new")
+    assert first([t1], b"d") is None
+    assert first([]) is None
+    hidden = staged.staging.staged_hidden
+    assert hidden([t1, t2], [b"a", b"b", b"c", b"d", b"e", b"zz"]) == {b"a", b"b", b"d"}
+    assert hidden([t2, t1], [b"a", b"b", b"c", b"d"]) == {b"a", b"d"}
+    assert hidden([t1, t2], []) == set() and hidden([], [b"a"]) == set()
+    many = [b"m/%05d" % i for i in range(1200)]  # more keys than one statement asks about
+    staged.staging.stage("repo", "main", [(k, None) for k in many[::2]])
+    assert hidden([t1, t2], many) == set(many[::2])
+
+
+def test_a_database_made_before_the_live_index_gains_it(ref_url: str) -> None:
+    """``lm_staging_live`` (``staged_first``'s index) is created when a store opens a database without it."""
+    SqlRefStore(ref_url).engine.dispose()
+    engine = sa.create_engine(ref_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DROP INDEX lm_staging_live"))
+    assert "lm_staging_live" not in {ix["name"] for ix in sa.inspect(engine).get_indexes("lm_staging")}
+    SqlRefStore(ref_url).engine.dispose()
+    assert "lm_staging_live" in {ix["name"] for ix in sa.inspect(engine).get_indexes("lm_staging")}
+    engine.dispose()
+
+
 def test_staged_scan_order_bounds_and_paging(staged: Stores) -> None:
     t = staged.refs.get_branch("repo", "main").staging_token
     keys = [b"\x00", b"\x00\x00", b"a", b"a\x00", b"a\xff", b"b", b"\xff", b"\xff\xff"]
