@@ -116,6 +116,11 @@ class FirstMachine(RuleBasedStateMachine):
         for start, stop in RANGES:
             assert got(self.g, ref, start, stop) == first_of(self.view, start, stop), (start, stop)
             assert got(self.g, head, start, stop) == first_of(self.committed, start, stop), (start, stop)
+        for d in DIRS:  # a path lookup: the name itself, and the first record below it
+            name = d[:-1]
+            own, below = self.g.probe(R, ref, name, d, prefix_end(d))
+            assert content(own) == self.view.get(name)
+            assert (None if below is None else (below[0], content(below[1]))) == first_of(self.view, d, prefix_end(d)), d
 
 
 _SETTINGS = settings(max_examples=examples(40), stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -204,3 +209,36 @@ def test_first_pages_through_committed_keys_deleted_in_staging(backend: str, tmp
     assert len(statements) <= 8, statements
     g.set_many(R, "main", [(b"c/01000", None)])
     assert g.first(R, g.resolve(R, "main"), b"c/", b"c0") is None
+
+
+@pytest.mark.parametrize("backend", STAGING_BACKENDS)
+def test_a_lookup_past_a_page_of_deletions_reads_none_of_them(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``probe`` (a mount's lookup of a name) reads one page of staged entries below the name with the
+    branch row; when the page holds only deletions, ``first`` answers past it: the same statements after
+    100 deletions as after 2,000, and the live key after them (or a committed one they do not hide) found."""
+    counts = []
+    for n in (100, 2000):
+        g = build_graveler(tmp_path / f"{n}.db", staging=backend)
+        g.create_repository(R, "mem://repo")
+        g.set_many(R, "main", [(b"d/zz", val("c"))])
+        g.commit(R, "main", "one committed key below d/, after the deletions")
+        g.set_many(R, "main", [(b"d/f%05d" % i, None) for i in range(n)])
+        g.set_many(R, "main", [(b"d/y", val("y"))])
+        if isinstance(g.staging, LsmStaging):
+            assert g.staging.settle(60), "compaction never settled"
+        ref = g.resolve(R, "main")
+        assert g.probe(R, ref, b"d", b"d/", b"d0") == (None, (b"d/y", val("y")))  # learns the branch's tokens
+        fast = g.refs._fast  # type: ignore[attr-defined]
+        statements: list[str] = []
+        query = fast.query
+        monkeypatch.setattr(
+            fast, "query", lambda text, params, _seen=statements, _query=query: _seen.append(text) or _query(text, params)
+        )
+        assert g.probe(R, ref, b"d", b"d/", b"d0") == (None, (b"d/y", val("y")))
+        monkeypatch.undo()
+        g.set_many(R, "main", [(b"d/y", None)])
+        assert g.probe(R, ref, b"d", b"d/", b"d0") == (None, (b"d/zz", val("c")))
+        g.set_many(R, "main", [(b"d/zz", None)])
+        assert g.probe(R, ref, b"d", b"d/", b"d0") == (None, None)
+        counts.append(len(statements))
+    assert counts[0] == counts[1] <= 4, counts
