@@ -582,12 +582,22 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         """
         return self.graveler.scan(repo, self.resolve(repo, ref), start, stop)
 
-    def lookup_records(
+    def first_record(
+        self, repo: str, ref: str | ResolvedRef, start: bytes = b"", stop: bytes | None = None
+    ) -> tuple[bytes, bytes] | None:
+        """The first raw record with start <= key < stop at ``ref`` (what :meth:`scan_records` yields
+        first), None if none: reads past no staged deletion, so asking whether a directory is empty
+        costs the same after thousands of its files were removed or renamed away."""
+        return self.graveler.first(repo, self.resolve(repo, ref), start, stop)
+
+    def lookup_first(
         self, repo: str, ref: str | ResolvedRef, path: str, start: bytes, stop: bytes | None
-    ) -> tuple[bytes | None, Iterator[tuple[bytes, bytes]]]:
-        """The stored value at ``path`` (None if none) and the raw records in [start, stop), read
-        together: on a branch in use, one statement of the ref store for both (a mount's lookup
-        of a name asks whether it is a file and whether anything lies below it)."""
+    ) -> tuple[bytes | None, tuple[bytes, bytes] | None]:
+        """The stored value at ``path`` (None if none) and the first raw record in [start, stop)
+        (None if none), read together: on a branch in use, one statement of the ref store for both
+        unless the first staged entries there are all deletions (a mount's lookup of a name asks
+        whether it is a file and whether anything lies below it); as :meth:`first_record`, no
+        staged deletion is read past one by one."""
         return self.graveler.probe(repo, self.resolve(repo, ref), encode_path(path), start, stop)
 
     def stage_records(self, repo: str, branch: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:

@@ -147,16 +147,20 @@ def lookup_child(catalog: Catalog, repo: str, ref: ResolvedRef, path: str) -> Ch
     that can be shown (its directory marker or a showable key).
     """
     dir_key = (path + "/").encode("utf-8", "surrogateescape")
-    own, below = catalog.lookup_records(repo, ref, path, dir_key, prefix_end(dir_key))
-    for key, value in below:
+    stop = prefix_end(dir_key)
+    own, record = catalog.lookup_first(repo, ref, path, dir_key, stop)
+    # First live records only: a directory whose files were renamed away is staged deletions, and a
+    # lookup of it (or of a parent) would otherwise read past each of them.
+    while record is not None:
+        key, value = record
         rest = key[len(dir_key) :]
         if not rest:
             marker = decode_value(value)
             if marker.is_dir:
                 return Child(ChildKind.DIR, marker)
-            continue
-        if showable_below(rest, value):
+        elif showable_below(rest, value):
             return Child(ChildKind.DIR, None)
+        record = catalog.first_record(repo, ref, key + b"\x00", stop)
     return None if own is None else child_for_entry(decode_value(own))
 
 
@@ -197,9 +201,12 @@ def has_children(catalog: Catalog, repo: str, ref: ResolvedRef, path: str, ignor
     """
     dir_key = (path + "/").encode("utf-8", "surrogateescape") if path else b""
     stop = prefix_end(dir_key) if dir_key else None
-    for key, value in catalog.scan_records(repo, ref, dir_key, stop):
-        if key in ignore:
-            continue
-        if key != dir_key or not decode_value(value).is_dir:
+    start = dir_key
+    # First live keys only (``Catalog.first_record``): the files renamed or removed from the directory
+    # before are staged deletions, and an rmdir would otherwise read past each of them.
+    while (record := catalog.first_record(repo, ref, start, stop)) is not None:
+        key, value = record
+        if key not in ignore and (key != dir_key or not decode_value(value).is_dir):
             return True
+        start = key + b"\x00"
     return False

@@ -195,6 +195,18 @@ class StagingStore(Protocol):
     ) -> Iterator[tuple[bytes, bytes | None]]:
         """Entries of one token with start <= key < stop, in key order."""
 
+    def staged_first(
+        self, tokens: Sequence[StagingToken], start: bytes = b"", stop: bytes | None = None
+    ) -> tuple[bytes, bytes] | None:
+        """The first key in [start, stop) whose newest entry among ``tokens`` is a value, with that value;
+        None if there is none.  Tombstones are skipped where they are stored (``sql``: an index of values
+        only), so the cost does not grow with the deletions staged before the key (an ``rmdir`` after
+        thousands of files renamed out of the directory asks this)."""
+
+    def staged_hidden(self, tokens: Sequence[StagingToken], keys: Sequence[bytes]) -> set[bytes]:
+        """Those of ``keys`` whose newest entry among ``tokens`` is a tombstone (a key without a staged
+        entry is not hidden), read in a bounded number of statements for a few thousand keys."""
+
     def branch_staged_get(
         self, repo: str, name: str, tokens: Sequence[StagingToken], key: bytes
     ) -> tuple[Branch, bool, bytes | None]:

@@ -44,7 +44,9 @@ if TYPE_CHECKING:
     from lakemount.graveler.committed.writer import Chunk
 
 
-PROBE_PAGE: Final = 16  # staged entries below a key read with it by ``probe`` (more follow if needed)
+PROBE_PAGE: Final = 16  # staged entries below a key read with it by ``probe`` (past them, ``first`` answers)
+FIRST_PAGE: Final = 16  # committed keys ``first`` asks staging about in its first statement (4x more each next one)
+FIRST_PAGE_MAX: Final = 4096
 SEEN_BRANCHES: Final = 4096  # branch rows remembered from reads (``branch_seen``) before starting over
 
 _T = TypeVar("_T")
@@ -151,10 +153,12 @@ class Reads(Part):
 
     def probe(
         self, repo: str, ref: ResolvedRef, key: bytes, start: bytes, stop: bytes | None
-    ) -> tuple[bytes | None, Iterator[Record]]:
-        """``get(ref, key)`` and ``scan(ref, start, stop)`` together (a path lookup: the key and
-        what lies below it).  On a branch whose single token is known from an earlier read, the
-        branch row and both staged parts are one statement; the scan reads more only as iterated.
+    ) -> tuple[bytes | None, Record | None]:
+        """``get(ref, key)`` and ``first(ref, start, stop)`` together (a path lookup: the key, and
+        whether anything lies below it).  On a branch whose single token is known from an earlier
+        read, the branch row, the key's staged entry and a first page of the staged entries below
+        it are one statement, which answers unless that page holds only deletions (the files of a
+        directory renamed or removed): then ``first`` goes on past the page without reading them.
         """
         if ref.view is not View.COMMITTED:
             assert ref.branch is not None
@@ -167,13 +171,19 @@ class Reads(Part):
                 )
                 if branch.tokens == (token,):
                     self._saw(repo, branch, at)
-                    staged = self._staged_rest(token, page, complete, stop)
+                    # The page holds every staged entry of [start, bound): the answer there is exact.
+                    after = None if complete else page[-1][0] + b"\x00"
+                    bound = stop if after is None else after
                     if ref.view is View.STAGING:
-                        return value, ((k, v) for k, v in staged if v is not None)
-                    commit = self.refs.get_commit(repo, branch.commit_id)
-                    mr = self.repos.metarange_at(repo, ref, commit)
-                    return (value if found else mr.get(key)), _overlay(mr.scan(start, stop), staged)
-        return self.get(repo, ref, key), self.scan(repo, ref, start, stop)
+                        own, hit = value, next(((k, v) for k, v in page if v is not None), None)
+                    else:
+                        mr = self.repos.metarange_at(repo, ref, self.refs.get_commit(repo, branch.commit_id))
+                        own = value if found else mr.get(key)
+                        hit = next(iter(_overlay(mr.scan(start, bound), page)), None)
+                    if hit is not None or after is None:
+                        return own, hit
+                    return own, self.first(repo, ref, after, stop)
+        return self.get(repo, ref, key), self.first(repo, ref, start, stop)
 
     def staged_get(self, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
         """The newest staged entry of ``key`` among ``tokens`` (move records skipped: see ``moves``)."""
@@ -254,6 +264,41 @@ class Reads(Part):
         commit = self.refs.get_commit(repo, branch.commit_id)
         committed = self.repos.metarange_at(repo, ref, commit).scan(start, stop, decode)
         yield from _overlay(committed, staged)
+
+    def first(self, repo: str, ref: ResolvedRef, start: bytes = b"", stop: bytes | None = None) -> Record | None:
+        """The first live record with start <= key < stop at ``ref`` (``next(scan(...))``), None if none.
+
+        Reads no staged deletion: the staging's first value in the range (``staged_first``) bounds
+        the answer, and only the committed keys below it are asked about, a page at a time
+        (``staged_hidden``), so an ``rmdir`` after thousands of files renamed out of the directory
+        reads a few rows, not a row per rename.  Committed keys deleted in staging are read in pages
+        growing from ``FIRST_PAGE``, one statement each.
+        """
+        if ref.view is View.COMMITTED:
+            return next(iter(self.scan(repo, ref, start, stop)), None)
+        assert ref.branch is not None
+        at = time.monotonic()
+        branch = self.refs.get_branch(repo, ref.branch)
+        self._saw(repo, branch, at)
+        if ref.view is View.FULL and has_moves(branch.tokens):
+            mr = self.base_of(repo, ref, branch)
+            return next(iter(layers_of(branch.tokens).scan(start, stop, self.staged_scan, mr.scan)), None)
+        tokens = real_tokens(branch.tokens)
+        staged = self.staging.staged_first(tokens, start, stop) if tokens else None
+        if ref.view is View.STAGING:
+            return staged
+        # Below the first staged value, a key is staged as a deletion or not at all: a committed key
+        # there is live unless staging deletes it.
+        limit = stop if staged is None else staged[0]
+        committed = iter(self.base_of(repo, ref, branch).scan(start, limit))
+        page = FIRST_PAGE
+        while chunk := list(itertools.islice(committed, page)):
+            hidden = self.staging.staged_hidden(tokens, [k for k, _ in chunk]) if tokens else set()
+            for key, value in chunk:
+                if key not in hidden:
+                    return key, value
+            page = min(page * 4, FIRST_PAGE_MAX)
+        return staged
 
     def has_uncommitted(self, repo: str, branch: Branch) -> bool:
         """Whether anything is staged on ``branch``, changes or not: the first staged entry of a token

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
         metadata,
         protection_t,
         repos_t,
+        staging_live_ix,
         tags_t,
     )
 
@@ -63,6 +64,8 @@ _CHANGED: Final = "lm_changed"  # a write connection's info: the branches its tr
 BRANCHES_PER_STATEMENT: Final = 200  # get_branches: 400 parameters, under every SQLite build's limit
 # Every table of the schema (tests/metastore/test_fastsql.py checks it against sqlschema.metadata).
 TABLES: Final = frozenset({"lm_meta", "lm_repositories", "lm_branches", "lm_tags", "lm_commits", "lm_staging", "lm_protection", "lm_hidden_branches"})
+# Indexes a database made before them gains at start (``create_all`` adds an index only with its table).
+INDEXES: Final = frozenset({"lm_staging_live"})
 _SCHEMA_NAMES: Final = frozenset(
     {"branches_t", "hidden_t", "commits_t", "make_engine", "meta_t", "metadata", "protection_t", "repos_t", "tags_t", "sa"}
 )
@@ -179,8 +182,8 @@ class SqlRefStore:
 
         Raises ``SchemaTooNew`` like ``_init_schema``.
         """
-        found = {row[0] for row in self._query("SELECT name FROM sqlite_master WHERE type = 'table'", ())}
-        if not TABLES <= found:
+        found = {row[0] for row in self._query("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')", ())}
+        if not TABLES | INDEXES <= found:
             return False
         rows = self._query("SELECT value FROM lm_meta WHERE key = 'schema_version'", ())
         if not rows:
@@ -279,6 +282,7 @@ class SqlRefStore:
     def _create_schema(self) -> None:
         with self._write() as conn:
             metadata.create_all(conn)
+            staging_live_ix.create(conn, checkfirst=True)
             row = conn.execute(sa.select(meta_t.c.value).where(meta_t.c.key == "schema_version")).first()
             if row is None:
                 conn.execute(meta_t.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from lakemount.graveler.staging.crowd import Crowd
 
 SCAN_BATCH: Final = 5000
+HIDDEN_BATCH: Final = 500  # keys one ``staged_hidden`` statement asks about (under every driver's parameter limit)
 
 
 def _first(tokens: Sequence[StagingToken], found: dict[Any, Any]) -> tuple[bool, bytes | None]:
@@ -238,6 +239,41 @@ class SqlStaging:
         marks = ",".join("?" * len(tokens))
         rows = self._fast.query(f"SELECT token, value FROM lm_staging WHERE key = ? AND token IN ({marks})", (key, *tokens))
         return _first(tokens, {r[0]: r[1] for r in rows})
+
+    def staged_first(
+        self, tokens: Sequence[StagingToken], start: bytes = b"", stop: bytes | None = None
+    ) -> tuple[bytes, bytes] | None:
+        from lakemount.graveler.staging.first import first_of
+
+        return first_of(tokens, start, stop, self._first_value, self.staged_get)
+
+    def _first_value(self, token: StagingToken, start: bytes, stop: bytes | None) -> tuple[bytes, bytes] | None:
+        """One token's first staged value in [start, stop): one row read, through ``lm_staging_live``
+        (which holds no tombstone), however many deletions lie before it."""
+        text = "SELECT key, value FROM lm_staging WHERE token = ? AND key >= ? AND value IS NOT NULL"
+        params: list[Any] = [token, start]
+        if stop is not None:
+            text += " AND key < ?"
+            params.append(stop)
+        rows = self._fast.query(text + " ORDER BY key LIMIT 1", params)
+        return (bytes(rows[0][0]), bytes(rows[0][1])) if rows else None
+
+    def staged_hidden(self, tokens: Sequence[StagingToken], keys: Sequence[bytes]) -> set[bytes]:
+        hidden: set[bytes] = set()
+        if not tokens:
+            return hidden
+        marks = ",".join("?" * len(tokens))
+        for i in range(0, len(keys), HIDDEN_BATCH):
+            batch = keys[i : i + HIDDEN_BATCH]
+            rows = self._fast.query(
+                f"SELECT key, token, value FROM lm_staging WHERE token IN ({marks}) AND key IN ({','.join('?' * len(batch))})",
+                (*tokens, *batch),
+            )
+            by_key: dict[bytes, dict[Any, Any]] = {}
+            for k, t, v in rows:
+                by_key.setdefault(bytes(k), {})[t] = v
+            hidden.update(k for k, found in by_key.items() if _first(tokens, found) == (True, None))
+        return hidden
 
     def _branch_of(self, repo: str, name: str, rows: Sequence[Any]) -> Branch:
         """The branch of a combined statement's kind-0 row; raises what ``get_branch`` raises when there is none."""

@@ -25,6 +25,7 @@ __all__ = [
     "protection_t",
     "hidden_t",
     "repos_t",
+    "staging_live_ix",
     "staging_t",
     "tags_t",
 ]
@@ -78,6 +79,15 @@ staging_t = sa.Table(
     sa.Column("token", sa.String(64), primary_key=True),
     sa.Column("key", sa.LargeBinary, primary_key=True),
     sa.Column("value", sa.LargeBinary, nullable=True),
+)
+# The staged values alone (tombstones left out), so "the first live key under a prefix" (an rmdir's
+# emptiness check) seeks to it past any number of deletions instead of reading them (``staged_first``).
+staging_live_ix = sa.Index(
+    "lm_staging_live",
+    staging_t.c.token,
+    staging_t.c.key,
+    sqlite_where=staging_t.c.value.isnot(None),
+    postgresql_where=staging_t.c.value.isnot(None),
 )
 # Branches created hidden (lakeFS's ``hidden``): a table of its own, so a database made before it
 # gains it by ``create_all`` without touching ``lm_branches``.

@@ -17,7 +17,7 @@ from lakemount.metastore.notify import STAGING, Change, dirs_detail
 from tests.fuse.pathfs import PathFS
 from tests.fuse.test_core import MAIN
 
-READS = ("lookup_records", "scan_records", "get_optional", "exists", "list", "probe")
+READS = ("lookup_first", "first_record", "scan_records", "get_optional", "exists", "list", "probe")
 
 
 @pytest.fixture

@@ -446,8 +446,7 @@ def test_graveler_reads_stay_current_when_the_branch_moves_under_them(ref_url: s
     fast.query = lambda text, params: statements.append(text) or query(text, params)  # type: ignore[method-assign]
     assert reader.get("repo", ref, b"g") == v1
     assert list(reader.scan("repo", ref, b"d/", b"d0")) == [(b"d/f", v1)]
-    own, below = reader.probe("repo", ref, b"d", b"d/", b"d0")
-    assert (own, list(below)) == (None, [(b"d/f", v1)])
+    assert reader.probe("repo", ref, b"d", b"d/", b"d0") == (None, (b"d/f", v1))
     assert len(statements) == 3
     seen = reader.branch_seen("repo", "main")
     assert seen is not None and seen[0] == writer.get_branch("repo", "main")
@@ -460,10 +459,8 @@ def test_graveler_reads_stay_current_when_the_branch_moves_under_them(ref_url: s
     assert list(reader.scan("repo", ref, b"", None)) == [(b"d/f", v1), (b"g", v2)]
     writer.set_many("repo", "main", [(b"d/f", None)])
     writer.commit("repo", "main", "c3")
-    own, below = reader.probe("repo", ref, b"g", b"g/", b"g0")
-    assert (own, list(below)) == (v2, [])
-    own, below = reader.probe("repo", ref, b"d", b"d/", b"d0")
-    assert (own, list(below)) == (None, [])
+    assert reader.probe("repo", ref, b"g", b"g/", b"g0") == (v2, None)
+    assert reader.probe("repo", ref, b"d", b"d/", b"d0") == (None, None)
     seen = reader.branch_seen("repo", "main")
     assert seen is not None and seen[0] == writer.get_branch("repo", "main")
 
@@ -492,6 +489,46 @@ def test_graveler_reads_across_sealed_tokens(ref_url: str, tmp_path: Path) -> No
     g.commit("repo", "main", "all")
     assert list(g.scan("repo", g.resolve("repo", "main@"))) == list(g.scan("repo", ref))
     assert all(g.staging.staged_count(t) == 0 for t in g.refs.get_branch("repo", "main").tokens)
+
+
+def test_staged_first_and_hidden_across_tokens(staged: Stores) -> None:
+    """``staged_first`` is the first key whose newest entry is a value, past tombstones and keys a newer
+    token deletes; ``staged_hidden`` the keys whose newest entry is a tombstone."""
+    t1, t2 = StagingToken("f1"), StagingToken("f2")
+    for token, items in (
+        (t2, [(b"a", None), (b"b", b"old"), (b"c", b"c"), (b"e", b"e")]),
+        (t1, [(b"b", None), (b"c", b"new"), (b"d", None)]),
+    ):
+        cur = staged.refs.get_branch("repo", "main")
+        staged.refs.cas_branch("repo", cur, Branch("main", cur.commit_id, token, cur.sealed_tokens))
+        staged.staging.stage("repo", "main", items)
+    first = staged.staging.staged_first
+    assert first([t1, t2]) == (b"c", b"new")  # a: deleted; b: deleted by the newer token
+    assert first([t1, t2], b"c\x00") == (b"e", b"e")  # d: a tombstone over nothing
+    assert first([t1, t2], b"a", b"c") is None
+    assert first([t2, t1]) == (b"b", b"old")  # the order given is the precedence
+    assert first([t1]) == (b"c", b"new")
+    assert first([t1], b"d") is None
+    assert first([]) is None
+    hidden = staged.staging.staged_hidden
+    assert hidden([t1, t2], [b"a", b"b", b"c", b"d", b"e", b"zz"]) == {b"a", b"b", b"d"}
+    assert hidden([t2, t1], [b"a", b"b", b"c", b"d"]) == {b"a", b"d"}
+    assert hidden([t1, t2], []) == set() and hidden([], [b"a"]) == set()
+    many = [b"m/%05d" % i for i in range(1200)]  # more keys than one statement asks about
+    staged.staging.stage("repo", "main", [(k, None) for k in many[::2]])
+    assert hidden([t1, t2], many) == set(many[::2])
+
+
+def test_a_database_made_before_the_live_index_gains_it(ref_url: str) -> None:
+    """``lm_staging_live`` (``staged_first``'s index) is created when a store opens a database without it."""
+    SqlRefStore(ref_url).engine.dispose()
+    engine = sa.create_engine(ref_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DROP INDEX lm_staging_live"))
+    assert "lm_staging_live" not in {ix["name"] for ix in sa.inspect(engine).get_indexes("lm_staging")}
+    SqlRefStore(ref_url).engine.dispose()
+    assert "lm_staging_live" in {ix["name"] for ix in sa.inspect(engine).get_indexes("lm_staging")}
+    engine.dispose()
 
 
 def test_staged_scan_order_bounds_and_paging(staged: Stores) -> None:

@@ -58,6 +58,7 @@ from lakemount.graveler.runs import live
 from lakemount.graveler.staging.compaction import Compactor
 from lakemount.graveler.staging.file import PUT, UNSTAGED, UNSTAGED_MARK, checksum
 from lakemount.graveler.staging.files import MAX_CHUNK, STAGING_DIR, LsmStats, StagingFiles, staging_url
+from lakemount.graveler.staging.first import first_of
 from lakemount.graveler.staging.memstore import Memstore
 
 __all__ = ["GC_GRACE_S", "INLINE_BYTES", "STAGING_DIR", "LsmStaging", "LsmStats", "staging_url"]
@@ -127,6 +128,29 @@ class LsmStaging:
     ) -> Iterator[tuple[bytes, bytes | None]]:
         # The files are listed and opened now, so an inline file compacted away meanwhile is listed again here.
         return self.files.scan_chunks(self.files.listed(lambda: self.files.chunks(self.lists.files([token], start, stop), start, stop)))
+
+    def staged_first(
+        self, tokens: Sequence[StagingToken], start: bytes = b"", stop: bytes | None = None
+    ) -> tuple[bytes, bytes] | None:
+        """The first live staged key (see the port).  A token's files are kept decoded in this process, so
+        its tombstones are stepped over here, by the chunk, with one listing of its files and no statement each."""
+        return first_of(tokens, start, stop, self._first_value, self.staged_get)
+
+    def _first_value(self, token: StagingToken, start: bytes, stop: bytes | None) -> tuple[bytes, bytes] | None:
+        for key, value in self.staged_scan(token, start, stop):
+            if value is not None:
+                return key, value
+        return None
+
+    def staged_hidden(self, tokens: Sequence[StagingToken], keys: Sequence[bytes]) -> set[bytes]:
+        if not tokens or not keys:
+            return set()
+
+        def read() -> set[bytes]:
+            files = self.lists.files(tokens, min(keys), max(keys))  # one listing for all of them
+            return {k for k in keys if self.files.lookup(tokens, files, k) == (True, None)}
+
+        return self.files.listed(read)
 
     def branch_staged_get(
         self, repo: str, name: str, tokens: Sequence[StagingToken], key: bytes
