@@ -465,9 +465,10 @@ def test_repository_pages_follow_the_default_branch_and_a_slow_page_keeps_off_th
 
         held: list[Any] = []
         page.route("**/actions/runs?*", lambda route: held.append(route))  # the PR page waits on its hook runs
-        # The page is aria-busy while any page load runs (core.js's busy(), counted): the test waits for the stale
-        # PR page's load to end by it, not a fixed time.
+        # The page is aria-busy while its own load runs; core.js's busyCount counts every load still running, the
+        # superseded ones too: the test waits for the stale PR page's load to end by it, not a fixed time.
         busy = "document.getElementById('main').hasAttribute('aria-busy')"
+        loads = "async () => (await import('/static/core.js')).busyCount"
         page.goto(f"{base}/#/r/{name}/pull/{pull['id']}")
         while not held:
             page.wait_for_timeout(50)
@@ -479,7 +480,7 @@ def test_repository_pages_follow_the_default_branch_and_a_slow_page_keeps_off_th
         page.unroute("**/actions/runs?*")
         # The PR page finished behind the feed (polled with evaluate: wait_for_function's string is an eval the CSP refuses).
         deadline = time.monotonic() + 60
-        while page.evaluate(busy):
+        while page.evaluate(loads):
             assert time.monotonic() < deadline, "the stale PR page's load never ended within 60 s"
             page.wait_for_timeout(50)
         assert requests.post(f"{api}/repositories/{name}/branches", auth=AUTH, timeout=30,

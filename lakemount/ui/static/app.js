@@ -6,7 +6,7 @@
 import {groupPage, groupsPage, policiesPage, userPage, usersPage} from "./admin.js";
 import {auditPage} from "./audit.js";
 import {commitPage, commitsPage, comparePage, historyPage} from "./commits.js";
-import {api, busy, dec, el, gen, link, me, route, setMe, show, turnPage} from "./core.js";
+import {api, dec, el, gen, link, loading, me, route, setMe, show, turnPage} from "./core.js";
 import {feedPage} from "./feed.js";
 import {pageError} from "./live.js";
 import {loginPage, logout} from "./login.js";
@@ -36,7 +36,7 @@ export async function whoami() {
   return me;
 }
 
-export function render() { return busy(renderPage); }
+export function render() { return loading(renderPage); }
 
 export async function renderPage() {
   const g0 = turnPage();

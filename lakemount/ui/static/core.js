@@ -61,22 +61,44 @@ export async function api(method, path, query, body) {
 }
 
 // Feedback while requests run: the main region is aria-busy at once, and the #busy live region says
-// "Loading…" once BUSY_DELAY ms have passed (a quick page does not flicker). Counted, so overlapping work
-// (a page load and an action) clears it only when the last one ends.
+// "Loading…" once BUSY_DELAY ms have passed (a quick page does not flicker). It is about the page shown: the
+// current page's load (loading(), app.js's render) and the actions running (busy(), counted, so overlapping work
+// clears it only when the last one ends). A load superseded by a newer page change draws nothing (gen), so it no
+// longer holds the page busy: once the page the user moved to is drawn, main is not aria-busy even while a request
+// of the page left behind still runs (a slow filtered listing kept the cleared filter's page "loading" for as long
+// as it took). busyCount counts every load and action still running, superseded ones included.
 export const BUSY_DELAY = 150;
 export let busyCount = 0;
 export let busyTimer = null;
-export async function busy(fn) {
-  if (busyCount++ === 0) {
+let actions = 0;  // busy()'s work running
+let loadingGen = 0;  // the gen whose page load runs (gen starts at 0 and only grows: 0 is none)
+function showBusy() {
+  const on = actions > 0 || (loadingGen !== 0 && loadingGen === gen);
+  if (on && !main().hasAttribute("aria-busy")) {
     main().setAttribute("aria-busy", "true");
     busyTimer = setTimeout(() => { document.getElementById("busy").textContent = "Loading…"; }, BUSY_DELAY);
+  } else if (!on && main().hasAttribute("aria-busy")) {
+    clearTimeout(busyTimer);
+    main().removeAttribute("aria-busy");
+    document.getElementById("busy").textContent = "";
   }
-  try { return await fn(); } finally {
-    if (--busyCount === 0) {
-      clearTimeout(busyTimer);
-      main().removeAttribute("aria-busy");
-      document.getElementById("busy").textContent = "";
-    }
+}
+export async function busy(fn) {
+  actions++; busyCount++;
+  showBusy();
+  try { return await fn(); } finally { actions--; busyCount--; showBusy(); }
+}
+// A page load: ``fn`` turns the page (turnPage(), before its first await) and draws it; the page is busy until it
+// ends or a newer page change supersedes it.
+export async function loading(fn) {
+  busyCount++;
+  const running = fn();
+  const g = loadingGen = gen;
+  showBusy();
+  try { return await running; } finally {
+    busyCount--;
+    if (loadingGen === g) loadingGen = 0;
+    showBusy();
   }
 }
 
