@@ -38,6 +38,7 @@ def sources(rev: str | None) -> dict[str, str]:
 
 
 def module_name(path: str) -> str:
+    """The dotted module name of a ``.py`` path relative to the repository (a package's ``__init__`` is the package)."""
     parts = path[: -len(".py")].split("/")
     if parts[-1] == "__init__":
         parts.pop()
@@ -70,6 +71,7 @@ def package_of(module: str) -> str:
 
 
 def main() -> int:
+    """Print the import map; 0."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rev", help="a git revision to read instead of the working tree")
     ap.add_argument("--modules", metavar="PACKAGE", help="list the imports of each module of PACKAGE instead")
