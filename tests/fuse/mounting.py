@@ -99,6 +99,16 @@ def reap(m: Mount, timeout: float = 30.0) -> None:
         m.proc.wait(60)
 
 
+def write_faults(path: str, text: str) -> None:
+    """Hand ``text`` to flaky_mount.py's fault file in one step (a new file renamed over it): the mount reads the
+    file and then empties it, so lines written into the file in place could land between its read and its
+    truncate and be lost (the store then stayed up where a test had taken it down)."""
+    tmp = f"{path}.{os.getpid()}.new"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 def cleanup_mountpoint(mountpoint: str) -> None:
     for _ in range(50):
         if runner.find_mount(mountpoint) is None:

@@ -36,6 +36,7 @@ from tests.fuse.mounting import (
     start,
     stop,
     wait_for,
+    write_faults,
 )
 
 pytestmark = needs_fuse
@@ -324,8 +325,7 @@ def test_block_store_failures_are_eio_and_the_mount_keeps_serving(
     main = f"{m.mountpoint}/{REPO}/main"
 
     def inject(line: str) -> None:
-        with open(faults, "a") as f:
-            f.write(line + "\n")
+        write_faults(faults, line + "\n")  # the mount took the last one: the file is empty
         assert wait_for(lambda: os.path.getsize(faults) == 0, timeout=5)
 
     inject("get 1000")  # the kernel retries a failed read-ahead: fail them all

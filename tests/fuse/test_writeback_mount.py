@@ -20,7 +20,7 @@ import pytest
 from lakemount.app import App
 from lakemount.block.layout import DATA_PREFIX
 from tests.fuse.conftest import REPO
-from tests.fuse.mounting import Mount, cleanup_mountpoint, env_for, needs_fuse, start, stop, wait_for
+from tests.fuse.mounting import Mount, cleanup_mountpoint, env_for, needs_fuse, start, stop, wait_for, write_faults
 
 pytestmark = needs_fuse
 
@@ -66,8 +66,7 @@ def store_down_mount(home: str, tmp: str, mounts: list[Mount]) -> tuple[Mount, s
     mounts.append(m)
     main = f"{mp}/{REPO}/main"
     open(f"{main}/first", "wb").close()  # the empty object a create points at is stored before the store goes down
-    with open(faults, "w") as f:
-        f.write(f"put 1000000 {OBJECTS}\nput_file 1000000 {OBJECTS}\n")
+    write_faults(faults, f"put 1000000 {OBJECTS}\nput_file 1000000 {OBJECTS}\n")
     assert wait_for(lambda: os.path.getsize(faults) == 0, timeout=30), "the mount never took the faults"
     return m, main, faults
 
@@ -119,8 +118,7 @@ def test_kill_9_during_the_replay_loses_no_acknowledged_file(
     tmp = os.fspath(tmp_path)
     mp = crash_after_cp(home, tmp, mounts)
     faults = os.path.join(tmp, "faults")
-    with open(faults, "w") as f:
-        f.write(f"put 1000000 {OBJECTS}\nput_file 1000000 {OBJECTS}\n")  # the replay cannot finish: it retries the store
+    write_faults(faults, f"put 1000000 {OBJECTS}\nput_file 1000000 {OBJECTS}\n")  # the replay cannot finish: it retries the store
     log_path = os.path.join(tmp, "replay.log")
     read_end, write_end = os.pipe()
     with open(log_path, "wb") as log:
@@ -167,8 +165,7 @@ def test_a_cli_commit_on_the_node_waits_for_the_mounts_journal(
         # Its content is not staged; its journaled create may be (an empty entry: test_writeback.py's first test).
         early = app.catalog.get_optional(REPO, "main", "late.txt")
         assert early is None or early.size == 0, early
-        with open(faults, "w") as f:
-            f.write("heal\n")
+        write_faults(faults, "heal\n")
         assert cli.wait(timeout=120) == 0, open(err_path).read()
     finally:
         if cli.poll() is None:
