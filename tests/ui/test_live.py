@@ -239,16 +239,25 @@ def test_keyboard_shortcuts_and_their_help(served: Served, browser: Any) -> None
         page.keyboard.press("/")
         assert page.evaluate("document.activeElement.id") == "filter"
         page.keyboard.type("gc")
-        page.wait_for_function("() => location.hash.includes('name=gc')")
+        # The filtered page drawn, not only asked for: until then the field typed in is the old page's, which the
+        # drawing replaces, so Escape and the clearing below could act on a field about to go.
+        page.wait_for_function("() => location.hash.includes('name=gc') && !document.querySelector('main[aria-busy]')"
+                               " && document.getElementById('filter')?.value === 'gc'", timeout=60_000)
         assert "/tree/main/data/" in page.url
+        page.focus("#filter")
         page.keyboard.press("Escape")  # leaves the field (emptied first)
         page.fill("#filter", "")
         # The page without the filter is drawn (not only asked for): "u" reads the breadcrumb shown. The filtered
         # page's load may still run behind it: it no longer holds main aria-busy (core.js's loading(); it did, and
         # this wait outlasted 15 s once under CI's load, test_a_filter_cleared_while_its_listing_loads_...). 60 s
         # bounds a failure only.
-        page.wait_for_function("() => !location.hash.includes('name=') && !document.querySelector('main[aria-busy]')",
-                               timeout=60_000)
+        try:
+            page.wait_for_function("() => !location.hash.includes('name=') && !document.querySelector('main[aria-busy]')",
+                                   timeout=60_000)
+        except Exception as exc:  # say what the page showed: the address, main's busy mark, the field
+            state = page.evaluate("() => [location.hash, !!document.querySelector('main[aria-busy]'),"
+                                  " document.getElementById('filter')?.value, document.activeElement?.id]")
+            raise AssertionError(f"the cleared filter's page never showed: hash, busy, field, focus = {state}") from exc
         page.evaluate("document.activeElement.blur()")
         # u: up a directory; g c: the commits of this ref; g b: branches; g r: repositories.
         page.keyboard.press("u")
