@@ -712,8 +712,11 @@ class Namespace:
                 for moved_entry in {id(e): e for e in regrouped.values()}.values():
                     moved_group = group_of(moved_entry)
                     grouped = self.table.by_group(scope.key, moved_group.gid) if moved_group is not None else None
-                    if grouped is not None:
+                    if moved_group is not None and grouped is not None:
                         grouped.entry = moved_entry
+                        # Its names outside the directory too: a cached listing keeping the old entry (its
+                        # names) would give the node its old names back at the next lookup.
+                        self._relist_names(scope, grouped, moved_group.names)
                 if src.kind != Kind.DIR and src.names:
                     src.entry = changes[new_path]
                     self._relist_names(scope, src, src.names)

@@ -547,3 +547,26 @@ def test_a_rename_past_the_pending_moves_limit_stages_per_key_and_keeps_every_gr
     committed = [app.catalog.get_optional(REPO, "main@", n) for n in names]
     assert committed[0] is not None and committed == [committed[0]] * 3
     assert sorted(pfs.listdir(MAIN)) == [".lakefs", "out", "z"]
+
+
+def test_a_directory_renamed_per_key_relists_its_linked_files_other_names(pfs: PathFS, app: App) -> None:
+    """A small directory is renamed per key (``PER_KEY_RENAME``), rewriting the group entry of a file linked
+    from outside it: the listing this mount holds of the outside name's directory shows the new entry, so a
+    lookup there keeps the file's new names and inode instead of handing it back its old ones (the model test
+    met this when a loaded machine had read the root's listing before the rename)."""
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.write_file(f"{MAIN}/d/f", b"linked")
+    pfs.link(f"{MAIN}/d/f", f"{MAIN}/g")
+    assert sorted(pfs.listdir(MAIN)) == [".lakefs", "d", "g"]  # the root's listing, cached with g's old entry
+    pfs.rename(f"{MAIN}/d", f"{MAIN}/e")
+    assert sorted(pfs.listdir(MAIN)) == [".lakefs", "e", "g"]
+    g, f = pfs.lstat(f"{MAIN}/g"), pfs.lstat(f"{MAIN}/e/f")
+    assert g.ino == f.ino and g.nlink == f.nlink == 2
+    assert pfs.read_file(f"{MAIN}/e/f") == b"linked"
+    entry = staged(app, "g")
+    group = group_of(entry) if entry is not None else None
+    assert group is not None and group.names == ("e/f", "g")
+    assert members(entry, "g", lambda n: staged(app, n)) == ("e/f", "g")
+    pfs.unlink(f"{MAIN}/g")  # the group's names as the mount holds them: e/f is the one left
+    assert pfs.lstat(f"{MAIN}/e/f").nlink == 1
+    assert pfs.read_file(f"{MAIN}/e/f") == b"linked"
