@@ -17,10 +17,16 @@ Printed, each measured in this run:
    write-back's ``cp -r`` is compared with (target x3);
 2. **12 writers on 3 hosts** (``--procs`` per host, default 4) creating and closing 1 KiB
    files for ``--seconds``: files/s acknowledged, and with write-back the rate until all
-   of them are staged (an ``fsync`` on each host waits for its journal); transactions per file.
+   of them are staged (an ``fsync`` on each host waits for its journal); transactions per file;
+3. **a crowd on one host** (``--only crowd``): ``--crowd`` (default 16) writer processes on ``w1``
+   alone, each creating and closing 1 KiB files for ``--seconds``, so 16 writes are in flight on
+   one host (issue 36: <= 0.1 transactions per file then); the same figures as phase 2.
+
+``--statements`` prints, after each run, the PostgreSQL statements run most during it (the
+harness's PostgreSQL loads ``pg_stat_statements``), so a transaction per file can be traced.
 
 Run as root: ``PYTHONPATH=. python benchmarks/cluster_write_bench.py [--files 2000] [--seconds 15]
-[--only alone,writers]``.  Every host shares this machine's cores.
+[--only alone,writers,crowd]``.  Every host shares this machine's cores.
 """
 
 from __future__ import annotations
@@ -178,12 +184,12 @@ class Bench:
         return self.args.files / r["seconds"]
 
     # -- 2. 12 writers ----------------------------------------------------------------------
-    def writers_run(self, mode: str, tag: str) -> dict[str, Any]:
+    def writers_run(self, mode: str, tag: str, hosts: list[Host], per_host: int) -> dict[str, Any]:
         a = self.args
         go = f"{self.c.dir}/go-{mode}-{tag}"
         procs = []
-        for h in self.writers:
-            for k in range(a.procs):
+        for h in hosts:
+            for k in range(per_host):
                 root = f"/lake-{mode}/repo/main/{tag}-{h.name}-{k}"
                 out = f"{h.home}/writer-{mode}-{tag}-{k}.out"
                 procs.append((h.spawn(PYTHON, "-c", WRITER, root, go, str(a.seconds), f"{go}.ready-{h.name}-{k}", log=out), out))
@@ -197,12 +203,21 @@ class Bench:
             n += r["n"]
             lat += r["lat"]
         t = time.perf_counter()
-        for h in self.writers:  # with write-back: wait until each host's journal is staged
+        for h in hosts:  # with write-back: wait until each host's journal is staged
             h.python(FSYNC, f"/lake-{mode}/repo/main/{tag}-{h.name}-0/warm", timeout=1800)
         drain_s = time.perf_counter() - t
         x1 = self.xacts()
         return {"files": n, "per_s": n / a.seconds, "staged_per_s": n / (a.seconds + drain_s), "drain_s": drain_s,
                 "xacts_per_file": (x1 - x0) / n, "close_p50_ms": pct(lat, 50) * 1e3, "close_p99_ms": pct(lat, 99) * 1e3}
+
+
+def report(b: Bench, r: dict[str, Any], mode: str) -> None:
+    print(f"  {mode}: {r['per_s']:.0f} files/s acknowledged ({r['files']} files), close p50 {r['close_p50_ms']:.1f} ms "
+          f"p99 {r['close_p99_ms']:.1f} ms; all staged {r['drain_s']:.2f} s after the last close "
+          f"({r['staged_per_s']:.0f} files/s to staged); PostgreSQL {r['xacts_per_file']:.3f} transactions per file; "
+          f"load {load()}", flush=True)
+    if b.args.statements:
+        print("    PostgreSQL statements run most (calls | statement):\n" + b.top_statements(), flush=True)
 
 
 def main() -> None:
@@ -212,7 +227,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=15.0, help="how long the writers of phase 2 write")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of phase 1, each mode once per round, alternating first")
     ap.add_argument("--only", default="alone,writers")
-    ap.add_argument("--statements", action="store_true", help="print phase 2's most run PostgreSQL statements per mode")
+    ap.add_argument("--crowd", type=int, default=16, help="writer processes on w1 alone in phase 3 (crowd)")
+    ap.add_argument("--statements", action="store_true", help="print the PostgreSQL statements run most in each run")
     a = ap.parse_args()
     if a.files % 10 or a.files <= 0:
         ap.error("--files must be a positive multiple of 10")
@@ -237,6 +253,8 @@ def main() -> None:
             runs: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
             for rnd in range(a.rounds):
                 for mode in list(MODES) if rnd % 2 == 0 else list(MODES)[::-1]:
+                    if a.statements:
+                        b.top_statements()
                     r = b.alone(mode, rnd)
                     runs[mode].append(r)
                     print(f"  round {rnd + 1} {mode}: cp -r {r['cp_s']:.2f} s = {r['per_s']:.0f} files/s acknowledged; on w2 the last "
@@ -244,6 +262,9 @@ def main() -> None:
                           f"PostgreSQL {r['xacts_per_file']:.3f} transactions per file ({r['xacts_per_file_with_commit']:.3f} with "
                           f"the commit, {r['commit_s']:.2f} s); object store {r['store_per_file']:.2f} requests per file; "
                           f"load {load()}", flush=True)
+                    if a.statements:
+                        print("    PostgreSQL statements run most (calls | statement), the commit included:\n"
+                              + b.top_statements(12), flush=True)
             puts = b.puts()
             print(f"  boto3 put_object straight to moto, one at a time: {puts:.0f} PUTs/s; load {load()}", flush=True)
             for mode in MODES:
@@ -258,13 +279,14 @@ def main() -> None:
             for rnd, mode in enumerate(list(MODES)):
                 if a.statements:
                     b.top_statements()
-                r = b.writers_run(mode, f"m{rnd}")
-                print(f"  {mode}: {r['per_s']:.0f} files/s acknowledged ({r['files']} files), close p50 {r['close_p50_ms']:.1f} ms "
-                      f"p99 {r['close_p99_ms']:.1f} ms; all staged {r['drain_s']:.2f} s after the last close "
-                      f"({r['staged_per_s']:.0f} files/s to staged); PostgreSQL {r['xacts_per_file']:.3f} transactions per file; "
-                      f"load {load()}", flush=True)
+                report(b, b.writers_run(mode, f"m{rnd}", b.writers, a.procs), mode)
+        if "crowd" in only:
+            print(f"3. a crowd: {a.crowd} writers on w1 alone creating 1 KiB files for {a.seconds:g} s "
+                  f"(target <= 0.1 transactions per file at 16 or more in flight on a host):", flush=True)
+            for rnd, mode in enumerate(list(MODES)):
                 if a.statements:
-                    print("    PostgreSQL statements run most (calls | statement):\n" + b.top_statements(), flush=True)
+                    b.top_statements()
+                report(b, b.writers_run(mode, f"c{rnd}", b.writers[:1], a.crowd), mode)
     print(f"load average after: {load()}")
     subprocess.run(["uptime"], check=False)
 
