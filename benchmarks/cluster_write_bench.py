@@ -112,7 +112,8 @@ class Bench:
         c.env = lambda h, **extra: self.env(h, mode, **extra)  # type: ignore[method-assign]
         try:
             threads = ["--threads", str(self.args.mount_threads)] if self.args.mount_threads else []
-            c.add_mount(host, ["--head-ttl", "1", *threads, *MODES[mode]], mountpoint=f"/lake-{mode}", timeout=120)
+            notify = ["--no-notify"] if self.args.no_notify else []
+            c.add_mount(host, ["--head-ttl", "1", *threads, *notify, *MODES[mode]], mountpoint=f"/lake-{mode}", timeout=120)
         finally:
             c.env = self.base_env  # type: ignore[method-assign]
 
@@ -158,6 +159,11 @@ class Bench:
         cpu = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
         out["all"] = (sum(int(x) for x in cpu) - int(cpu[3]) - int(cpu[4])) / tick  # all but idle and iowait
         return out
+
+    def vacuums(self) -> int:
+        """Autovacuum and autoanalyze runs of the ``lake`` database's tables so far (each a transaction of its own)."""
+        c = self.c
+        return int(c.pg_query(c["db"], "SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0) FROM pg_stat_user_tables") or 0)
 
     def store(self) -> float:
         return float(store_counts(self.c).get("total", 0.0))
@@ -231,6 +237,7 @@ class Bench:
                 procs.append((h.spawn(PYTHON, "-c", WRITER, root, go, str(a.seconds), f"{go}.ready-{h.name}-{k}", log=out), out))
         wait_ready(go, len(procs))
         x0 = self.xacts()
+        v0 = self.vacuums()
         if a.statements:
             self.top_statements(0)  # from here: the writers' files, not their folders and first files
         c0, t0 = self.cpu(), time.perf_counter()
@@ -247,7 +254,8 @@ class Bench:
             h.python(FSYNC, f"/lake-{mode}/repo/main/{tag}-{h.name}-0/warm", timeout=1800)
         drain_s = time.perf_counter() - t
         x1 = self.xacts()
-        return {"files": n, "per_s": n / a.seconds, "staged_per_s": n / (a.seconds + drain_s), "drain_s": drain_s,
+        vac = self.vacuums() - v0
+        return {"files": n, "per_s": n / a.seconds, "vacuums": vac, "staged_per_s": n / (a.seconds + drain_s), "drain_s": drain_s,
                 "xacts_per_file": (x1 - x0) / n, "close_p50_ms": pct(lat, 50) * 1e3, "close_p99_ms": pct(lat, 99) * 1e3,
                 "cpu": {k: c1[k] - c0.get(k, 0.0) for k in c1}, "wall": wall}
 
@@ -255,7 +263,8 @@ class Bench:
 def report(b: Bench, r: dict[str, Any], mode: str) -> None:
     print(f"  {mode}: {r['per_s']:.0f} files/s acknowledged ({r['files']} files), close p50 {r['close_p50_ms']:.1f} ms "
           f"p99 {r['close_p99_ms']:.1f} ms; all staged {r['drain_s']:.2f} s after the last close "
-          f"({r['staged_per_s']:.0f} files/s to staged); PostgreSQL {r['xacts_per_file']:.3f} transactions per file; "
+          f"({r['staged_per_s']:.0f} files/s to staged); PostgreSQL {r['xacts_per_file']:.3f} transactions per file "
+          f"({r['vacuums']} autovacuum/autoanalyze runs among them); "
           f"load {load()}", flush=True)
     cpu, wall, n = r["cpu"], r["wall"], r["files"]
     print(f"    CPU over the {wall:.1f} s the writers ran (long-lived processes; the writers themselves are gone): machine "
@@ -272,6 +281,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=15.0, help="how long the writers of phase 2 write")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of phase 1, each mode once per round, alternating first")
     ap.add_argument("--only", default="alone,writers")
+    ap.add_argument("--no-notify", action="store_true", help="mount with --no-notify (no LISTEN on PostgreSQL)")
     ap.add_argument("--mount-threads", type=int, default=0, help="each mount's --threads (0: the mount's default)")
     ap.add_argument("--crowd", type=int, default=16, help="writer processes on w1 alone in phase 3 (crowd)")
     ap.add_argument("--statements", action="store_true", help="print the PostgreSQL statements run most in each run")
