@@ -11,16 +11,24 @@ Printed, each measured in this run:
    the time from then until ``w2`` reads the last file's bytes and lists all of them;
    PostgreSQL transactions (``pg_stat_database.xact_commit``, every host's) per file up to
    ``cp``'s return, and counting the commit that follows (``.lakefs/commit`` on ``w1``,
-   which waits for the host's journal to be staged); object-store requests per file.
+   which waits for the host's journal to be staged); the same less what ``w2``'s reader cost (the
+   same reader run on ``w3`` right after, counted alone); object-store requests per file.
    Then the same ``boto3`` sequence straight to moto from ``w1`` (``put_object`` of
    ``--files`` 1 KiB objects one after another, no lakemount in the way): the rate that
    write-back's ``cp -r`` is compared with (target x3);
 2. **12 writers on 3 hosts** (``--procs`` per host, default 4) creating and closing 1 KiB
    files for ``--seconds``: files/s acknowledged, and with write-back the rate until all
-   of them are staged (an ``fsync`` on each host waits for its journal); transactions per file.
+   of them are staged (an ``fsync`` on each host waits for its journal); transactions per file;
+3. **a crowd on one host** (``--only crowd``): ``--crowd`` (default 16) writer processes on ``w1``
+   alone, each creating and closing 1 KiB files for ``--seconds``, so 16 writes are in flight on
+   one host (issue 36: <= 0.1 transactions per file then); the same figures as phase 2.
+
+``--only idle`` counts the transactions/s of every host with all mounts up and nothing written (the
+timers a writer's figure shares).  ``--statements`` prints, after each run, the PostgreSQL statements run most during it (the
+harness's PostgreSQL loads ``pg_stat_statements``), so a transaction per file can be traced.
 
 Run as root: ``PYTHONPATH=. python benchmarks/cluster_write_bench.py [--files 2000] [--seconds 15]
-[--only alone,writers]``.  Every host shares this machine's cores.
+[--only idle,alone,writers,crowd]``.  Every host shares this machine's cores.
 """
 
 from __future__ import annotations
@@ -103,7 +111,9 @@ class Bench:
         c = self.c
         c.env = lambda h, **extra: self.env(h, mode, **extra)  # type: ignore[method-assign]
         try:
-            c.add_mount(host, ["--head-ttl", "1", *MODES[mode]], mountpoint=f"/lake-{mode}", timeout=120)
+            threads = ["--threads", str(self.args.mount_threads)] if self.args.mount_threads else []
+            notify = ["--no-notify"] if self.args.no_notify else []
+            c.add_mount(host, ["--head-ttl", "1", *threads, *notify, *MODES[mode]], mountpoint=f"/lake-{mode}", timeout=120)
         finally:
             c.env = self.base_env  # type: ignore[method-assign]
 
@@ -121,6 +131,39 @@ class Bench:
                           f"ORDER BY calls DESC LIMIT {n}")
         c.pg_query(c["db"], "SELECT pg_stat_statements_reset()")
         return "\n".join(f"      {line}" for line in rows.splitlines())
+
+    def idle(self, seconds: float) -> tuple[float, str]:
+        """PostgreSQL transactions per second, every host's, while every mount is up and nothing is written: the
+        timers a writer's transactions per file share (amortized over its files per second); and the statements."""
+        self.top_statements()
+        x0 = self.xacts()
+        time.sleep(seconds)
+        x1 = self.xacts()
+        return (x1 - x0) / (seconds + 1.2), self.top_statements(12)
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds (user + system) used so far by the live processes of each host's namespace, and by the whole
+        machine (``all``, from /proc/stat): where a run's cores went."""
+        tick = os.sysconf("SC_CLK_TCK")
+        out: dict[str, float] = {}
+        for name, h in self.c.hosts.items():
+            pids = subprocess.run(["ip", "netns", "pids", h.ns], capture_output=True, text=True, check=False).stdout.split()
+            total = 0
+            for pid in pids:
+                try:
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                total += int(fields[11]) + int(fields[12])  # utime, stime
+            out[name] = total / tick
+        cpu = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+        out["all"] = (sum(int(x) for x in cpu) - int(cpu[3]) - int(cpu[4])) / tick  # all but idle and iowait
+        return out
+
+    def vacuums(self) -> int:
+        """Autovacuum and autoanalyze runs of the ``lake`` database's tables so far (each a transaction of its own)."""
+        c = self.c
+        return int(c.pg_query(c["db"], "SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0) FROM pg_stat_user_tables") or 0)
 
     def store(self) -> float:
         return float(store_counts(self.c).get("total", 0.0))
@@ -152,12 +195,17 @@ class Bench:
         seen = last_json(w2.python(SEEN, f"/lake-{mode}/repo/main/{name}", last, (Path(src) / last).read_text(),
                                    str(a.files // 10 * 10), str(acked), timeout=900))
         x1, s1 = self.xacts(), self.store()
+        # What w2's reader cost: the same reader on w3 (which got the same notices) right after, counted alone.
+        w3 = self.writers[2]
+        w3.python(SEEN, f"/lake-{mode}/repo/main/{name}", last, (Path(src) / last).read_text(), str(a.files // 10 * 10),
+                  str(acked), timeout=900)
+        reader = self.xacts() - x1
         commit_s = self.commit(w1, mode, f"{name}")
         x2 = self.xacts()
         n = a.files // 10 * 10
         return {"files": n, "cp_s": cp_s, "per_s": n / cp_s, "last_read_s": seen["last_read_s"],
-                "all_listed_s": seen["all_listed_s"], "xacts_per_file": (x1 - x0) / n,
-                "xacts_per_file_with_commit": (x2 - x0) / n, "store_per_file": (s1 - s0) / n,
+                "all_listed_s": seen["all_listed_s"], "xacts_per_file": (x1 - x0) / n, "reader": reader,
+                "writes_per_file": (x1 - x0 - reader) / n, "xacts_per_file_with_commit": (x2 - x0 - reader) / n, "store_per_file": (s1 - s0) / n,
                 "commit_s": commit_s, "started": start}
 
     def warm(self, mode: str, n: int = 100) -> float:
@@ -178,17 +226,21 @@ class Bench:
         return self.args.files / r["seconds"]
 
     # -- 2. 12 writers ----------------------------------------------------------------------
-    def writers_run(self, mode: str, tag: str) -> dict[str, Any]:
+    def writers_run(self, mode: str, tag: str, hosts: list[Host], per_host: int) -> dict[str, Any]:
         a = self.args
         go = f"{self.c.dir}/go-{mode}-{tag}"
         procs = []
-        for h in self.writers:
-            for k in range(a.procs):
+        for h in hosts:
+            for k in range(per_host):
                 root = f"/lake-{mode}/repo/main/{tag}-{h.name}-{k}"
                 out = f"{h.home}/writer-{mode}-{tag}-{k}.out"
                 procs.append((h.spawn(PYTHON, "-c", WRITER, root, go, str(a.seconds), f"{go}.ready-{h.name}-{k}", log=out), out))
         wait_ready(go, len(procs))
         x0 = self.xacts()
+        v0 = self.vacuums()
+        if a.statements:
+            self.top_statements(0)  # from here: the writers' files, not their folders and first files
+        c0, t0 = self.cpu(), time.perf_counter()
         release(go)
         n, lat = 0, []
         for p, out in procs:
@@ -196,13 +248,30 @@ class Bench:
             r = last_json(Path(out).read_text())
             n += r["n"]
             lat += r["lat"]
+        c1, wall = self.cpu(), time.perf_counter() - t0
         t = time.perf_counter()
-        for h in self.writers:  # with write-back: wait until each host's journal is staged
+        for h in hosts:  # with write-back: wait until each host's journal is staged
             h.python(FSYNC, f"/lake-{mode}/repo/main/{tag}-{h.name}-0/warm", timeout=1800)
         drain_s = time.perf_counter() - t
         x1 = self.xacts()
-        return {"files": n, "per_s": n / a.seconds, "staged_per_s": n / (a.seconds + drain_s), "drain_s": drain_s,
-                "xacts_per_file": (x1 - x0) / n, "close_p50_ms": pct(lat, 50) * 1e3, "close_p99_ms": pct(lat, 99) * 1e3}
+        vac = self.vacuums() - v0
+        return {"files": n, "per_s": n / a.seconds, "vacuums": vac, "staged_per_s": n / (a.seconds + drain_s), "drain_s": drain_s,
+                "xacts_per_file": (x1 - x0) / n, "close_p50_ms": pct(lat, 50) * 1e3, "close_p99_ms": pct(lat, 99) * 1e3,
+                "cpu": {k: c1[k] - c0.get(k, 0.0) for k in c1}, "wall": wall}
+
+
+def report(b: Bench, r: dict[str, Any], mode: str) -> None:
+    print(f"  {mode}: {r['per_s']:.0f} files/s acknowledged ({r['files']} files), close p50 {r['close_p50_ms']:.1f} ms "
+          f"p99 {r['close_p99_ms']:.1f} ms; all staged {r['drain_s']:.2f} s after the last close "
+          f"({r['staged_per_s']:.0f} files/s to staged); PostgreSQL {r['xacts_per_file']:.3f} transactions per file "
+          f"({r['vacuums']} autovacuum/autoanalyze runs among them); "
+          f"load {load()}", flush=True)
+    cpu, wall, n = r["cpu"], r["wall"], r["files"]
+    print(f"    CPU over the {wall:.1f} s the writers ran (long-lived processes; the writers themselves are gone): machine "
+          f"{cpu['all']:.1f} s of {os.cpu_count() or 1} x {wall:.1f} s; "
+          + ", ".join(f"{k} {v:.1f} s ({v / n * 1e3:.1f} ms a file)" for k, v in cpu.items() if k != "all"), flush=True)
+    if b.args.statements:
+        print("    PostgreSQL statements run most (calls | statement):\n" + b.top_statements(), flush=True)
 
 
 def main() -> None:
@@ -212,7 +281,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=15.0, help="how long the writers of phase 2 write")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of phase 1, each mode once per round, alternating first")
     ap.add_argument("--only", default="alone,writers")
-    ap.add_argument("--statements", action="store_true", help="print phase 2's most run PostgreSQL statements per mode")
+    ap.add_argument("--no-notify", action="store_true", help="mount with --no-notify (no LISTEN on PostgreSQL)")
+    ap.add_argument("--mount-threads", type=int, default=0, help="each mount's --threads (0: the mount's default)")
+    ap.add_argument("--crowd", type=int, default=16, help="writer processes on w1 alone in phase 3 (crowd)")
+    ap.add_argument("--statements", action="store_true", help="print the PostgreSQL statements run most in each run")
     a = ap.parse_args()
     if a.files % 10 or a.files <= 0:
         ap.error("--files must be a positive multiple of 10")
@@ -229,6 +301,10 @@ def main() -> None:
         for h in b.writers:
             for mode in MODES:
                 b.mount(h, mode)
+        if "idle" in only:
+            rate, top = b.idle(a.seconds)
+            print(f"0. idle: {rate:.2f} PostgreSQL transactions/s with all 6 mounts up, nothing written, {a.seconds:g} s; "
+                  f"load {load()}\n    PostgreSQL statements run most (calls | statement):\n{top}", flush=True)
         if "alone" in only:
             print(f"1. a lone writer: cp -r of {a.files:,} 1 KiB files into main on w1, read on w2; then boto3 put_object "
                   f"of {a.files:,} 1 KiB objects one at a time straight to moto:", flush=True)
@@ -237,20 +313,26 @@ def main() -> None:
             runs: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
             for rnd in range(a.rounds):
                 for mode in list(MODES) if rnd % 2 == 0 else list(MODES)[::-1]:
+                    if a.statements:
+                        b.top_statements()
                     r = b.alone(mode, rnd)
                     runs[mode].append(r)
                     print(f"  round {rnd + 1} {mode}: cp -r {r['cp_s']:.2f} s = {r['per_s']:.0f} files/s acknowledged; on w2 the last "
                           f"file read {r['last_read_s']:.2f} s later, all {r['files']} listed {r['all_listed_s']:.2f} s later; "
-                          f"PostgreSQL {r['xacts_per_file']:.3f} transactions per file ({r['xacts_per_file_with_commit']:.3f} with "
-                          f"the commit, {r['commit_s']:.2f} s); object store {r['store_per_file']:.2f} requests per file; "
+                          f"PostgreSQL {r['xacts_per_file']:.3f} transactions per file with w2's reader, "
+                          f"{r['writes_per_file']:.3f} without it (the same reader on w3 after: {r['reader']:.0f}), "
+                          f"{r['xacts_per_file_with_commit']:.3f} with the commit ({r['commit_s']:.2f} s); object store {r['store_per_file']:.2f} requests per file; "
                           f"load {load()}", flush=True)
+                    if a.statements:
+                        print("    PostgreSQL statements run most (calls | statement), the commit included:\n"
+                              + b.top_statements(12), flush=True)
             puts = b.puts()
             print(f"  boto3 put_object straight to moto, one at a time: {puts:.0f} PUTs/s; load {load()}", flush=True)
             for mode in MODES:
                 best = max(runs[mode], key=lambda r: r["per_s"])
                 print(f"  {mode}: best {best['per_s']:.0f} files/s = x{best['per_s'] / puts:.2f} of boto3's PUTs to moto "
                       f"(write-back target x3 and 1,000 files/s; without, x2 of 36 files/s); transactions per file "
-                      f"{best['xacts_per_file']:.3f}, with the commit {best['xacts_per_file_with_commit']:.3f} "
+                      f"{best['writes_per_file']:.3f} without the reader ({best['xacts_per_file']:.3f} with it), with the commit {best['xacts_per_file_with_commit']:.3f} "
                       f"(targets: <= 1.1 without write-back; <= 0.2 with, counting the commit)", flush=True)
         if "writers" in only:
             print(f"2. {3 * a.procs} writers (3 hosts x {a.procs} processes) creating 1 KiB files for {a.seconds:g} s "
@@ -258,13 +340,14 @@ def main() -> None:
             for rnd, mode in enumerate(list(MODES)):
                 if a.statements:
                     b.top_statements()
-                r = b.writers_run(mode, f"m{rnd}")
-                print(f"  {mode}: {r['per_s']:.0f} files/s acknowledged ({r['files']} files), close p50 {r['close_p50_ms']:.1f} ms "
-                      f"p99 {r['close_p99_ms']:.1f} ms; all staged {r['drain_s']:.2f} s after the last close "
-                      f"({r['staged_per_s']:.0f} files/s to staged); PostgreSQL {r['xacts_per_file']:.3f} transactions per file; "
-                      f"load {load()}", flush=True)
+                report(b, b.writers_run(mode, f"m{rnd}", b.writers, a.procs), mode)
+        if "crowd" in only:
+            print(f"3. a crowd: {a.crowd} writers on w1 alone creating 1 KiB files for {a.seconds:g} s "
+                  f"(target <= 0.1 transactions per file at 16 or more in flight on a host):", flush=True)
+            for rnd, mode in enumerate(list(MODES)):
                 if a.statements:
-                    print("    PostgreSQL statements run most (calls | statement):\n" + b.top_statements(), flush=True)
+                    b.top_statements()
+                report(b, b.writers_run(mode, f"c{rnd}", b.writers[:1], a.crowd), mode)
     print(f"load average after: {load()}")
     subprocess.run(["uptime"], check=False)
 

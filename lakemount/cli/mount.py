@@ -164,21 +164,31 @@ def _warn_if_not_empty(mp: str) -> None:
 
 
 @click.command("umount")
-@click.argument("mountpoint", type=click.Path(file_okay=False))
+@click.argument("mountpoint")  # a plain string: click.Path would stat it, and a stat of a stuck mount never returns
 @click.option("--lazy", "-l", is_flag=True, help="Detach at once even if files are open there (they keep working until closed).")
+@click.option("--abort-after", type=click.FloatRange(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
+              help="A mount that answers nothing this long (its process stopped, or killed but held in the kernel) has "
+                   "its FUSE connection aborted: syscalls waiting there fail (ECONNABORTED), and it is detached.")
 @json_option
-def umount(mountpoint: str, lazy: bool) -> None:
+def umount(mountpoint: str, lazy: bool, abort_after: float) -> None:
     """Unmount MOUNTPOINT; waits until the mount process has saved everything and exited."""
     from lakemount.fuse import runner
 
     mp = os.path.abspath(mountpoint)
-    pid, finished = runner.unmount(
-        ctx_obj().app.config.home, mp, lazy=lazy, wait=runner.LAZY_UNMOUNT_WAIT if lazy else runner.UNMOUNT_WAIT
+    done = runner.unmount(
+        ctx_obj().app.config.home, mp, lazy=lazy, wait=runner.LAZY_UNMOUNT_WAIT if lazy else runner.UNMOUNT_WAIT,
+        answer_wait=abort_after,
     )
+    pid, finished = done.pid, done.finished
     text = f"unmounted {mp}"
-    if not finished:
+    if done.aborted:
+        text = (f"aborted the FUSE connection of {mp} (the mount answered nothing for {abort_after:g} s; the syscalls "
+                f"waiting there failed with ECONNABORTED) and detached it")
+        if not finished:
+            text += f"; its process (pid {pid}) still runs: end it with kill -9 {pid}"
+    elif not finished:
         text = f"detached {mp}; the mount process (pid {pid}) saves the files still open there and exits once they are closed"
-    emit({"mountpoint": mp, "pid": pid, "lazy": lazy, "finished": finished}, text)
+    emit({"mountpoint": mp, "pid": pid, "lazy": lazy, "finished": finished, "aborted": done.aborted}, text)
 
 
 COMMANDS = [mount, umount]

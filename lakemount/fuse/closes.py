@@ -4,9 +4,11 @@ A new file's first close stages its entry over its held create (:mod:`~lakemount
 Staged one at a time under the scope's mutex, every close was a transaction of the ref
 store's own, however many writers the mount served (issue 36: 12 writers on 3 hosts cost
 over 1.7 transactions per file).  So such closes form a group commit per branch, as the
-staging backends do per process: a close with no staging of its branch in flight stages at
+staging backends do per process: a close with nothing of its branch in flight stages at
 once, alone (a lone writer is never delayed); closes arriving meanwhile wait and go together
-in the next staging, led by the first of them once the one in flight ends.  Each is
+in the next staging, led by the first of them once the one in flight ends.  A leader also
+waits (``GATHER_S`` at most) for the closes that were storing their data (the PUT to the
+object store) when it led, so writers that store at the same time stage together.  Each is
 acknowledged when that staging is done; a failure fails all of them, acknowledging none.
 
 The leader decides for each close under the scope's mutex, as a lone close did: a file
@@ -21,6 +23,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import field
 from typing import Final, Literal
 
 from lakemount.catalog.writer import DataInfo
@@ -32,7 +35,7 @@ Outcome = Literal["staged", "detached", "again"]
 STAGED: Final = "staged"
 DETACHED: Final = "detached"
 AGAIN: Final = "again"
-GATHER_S: Final = 0.020  # the longest a staging's leader waits for closes storing their data beside it
+GATHER_S: Final = 0.5  # the longest a staging's leader waits for the closes that were storing their data when it led
 
 
 @record()
@@ -61,8 +64,9 @@ class _Lane:
     cond: threading.Condition
     busy: bool = False
     pending: _Group | None = None
-    storing: int = 0  # first closes storing their data, which will join a group next
-    gathering: bool = False  # a leader waits for them: a joining close wakes it
+    storing: set[int] = field(default_factory=set)  # tickets of first closes storing their data, to join a group next
+    tickets: int = 0  # the last ticket handed out
+    gathering: bool = False  # a leader waits for some of them: a joining close wakes it
 
 
 # Stages a group's closes (under the scope's mutex), setting each one's outcome.
@@ -86,17 +90,20 @@ class Closes:
                 lane = self._lanes.setdefault(key, _Lane(threading.Condition()))
         return lane
 
-    def storing(self, key: ScopeKey) -> None:
-        """A first close of branch ``key`` began storing its data: a leader may wait for it (``GATHER_S``)."""
+    def storing(self, key: ScopeKey) -> int:
+        """A first close of branch ``key`` began storing its data: a leader may wait for it (``GATHER_S``).
+        Returns its ticket, for :meth:`close` or :meth:`stored`."""
         lane = self._lane(key)
         with lane.cond:
-            lane.storing += 1
+            lane.tickets += 1
+            lane.storing.add(lane.tickets)
+            return lane.tickets
 
-    def stored(self, key: ScopeKey) -> None:
-        """A close counted by :meth:`storing` will not join (its data failed)."""
+    def stored(self, key: ScopeKey, ticket: int) -> None:
+        """The close of ``ticket`` (:meth:`storing`) will not join (its data failed)."""
         lane = self._lane(key)
         with lane.cond:
-            lane.storing -= 1
+            lane.storing.discard(ticket)
             lane.cond.notify_all()
 
     def gathering(self, key: ScopeKey) -> int:
@@ -109,25 +116,30 @@ class Closes:
 
     @staticmethod
     def _gather(lane: _Lane, group: _Group) -> None:
-        """Wait (``lane``'s lock held, at most ``GATHER_S``) while closes of the branch store their data, so
-        they join ``group``; a lone writer's close (nothing storing beside it) goes at once."""
-        if not lane.storing:
+        """Wait (``lane``'s lock held, at most ``GATHER_S``) until the closes of the branch that are storing their
+        data now have joined ``group`` (or failed); a lone writer's close (nothing storing beside it) goes at once.
+
+        Those that begin storing meanwhile are not waited for (they join if they arrive in time), so a
+        leader waits for one data PUT at most: with 16 writers that store and close together, the group
+        holds all 16, where waiting a fixed 20 ms held the few whose PUT ended within it."""
+        waited = set(lane.storing)
+        if not waited:
             return
         lane.pending = group  # closes arriving meanwhile join it
         lane.gathering = True
         deadline = time.monotonic() + GATHER_S
-        while lane.storing > 0 and (left := deadline - time.monotonic()) > 0:
+        while waited & lane.storing and (left := deadline - time.monotonic()) > 0:
             lane.cond.wait(left)
         lane.gathering = False
 
-    def close(self, scope: Scope, close: Close, *, counted: bool = False) -> Outcome:
+    def close(self, scope: Scope, close: Close, *, ticket: int | None = None) -> Outcome:
         """Stage ``close`` with the other closes of the branch in flight; returns its outcome once staged.
-        ``counted``: :meth:`storing` counted it.  Raises what the staging raised (nothing of the group is
-        staged then)."""
+        ``ticket``: what :meth:`storing` returned for it.  Raises what the staging raised (nothing of the
+        group is staged then)."""
         lane = self._lane(scope.key)
         with lane.cond:
-            if counted:
-                lane.storing -= 1
+            if ticket is not None:
+                lane.storing.discard(ticket)
             if not lane.busy:
                 group, lead = _Group([close], threading.Event()), True
                 lane.busy = True

@@ -388,32 +388,94 @@ async def _on_signal(ops: object) -> None:
             return
 
 
-def unmount(home: str, mountpoint: str, *, lazy: bool = False, wait: float = UNMOUNT_WAIT) -> tuple[int | None, bool]:
+@dataclass(frozen=True, slots=True)
+class Unmounted:
+    """What ``unmount`` did: the mount process's pid, whether it has exited, whether its connection was aborted."""
+
+    pid: int | None
+    finished: bool
+    aborted: bool = False
+
+
+ANSWER_WAIT: Final = 10.0  # how long umount waits for a mount to answer a lookup before it aborts its connection
+ABORTED_EXIT_WAIT: Final = 5.0  # a killed process held in the kernel exits once its connection is aborted
+ANSWERS: Final = "answers"
+STALE: Final = "stale"
+SILENT: Final = "silent"
+
+
+def unmount(
+    home: str, mountpoint: str, *, lazy: bool = False, wait: float = UNMOUNT_WAIT, answer_wait: float = ANSWER_WAIT,
+) -> Unmounted:
     """Unmount ``mountpoint`` and wait up to ``wait`` seconds for its lakemount process to exit.
 
-    Returns that process's pid and whether it has finished.  A lazy unmount
-    succeeds once the mount is detached: files still open there keep working,
-    and the process saves them and exits when the last one is closed, so it
-    may still be running (``False``).  Raises ``InvalidArgument`` if nothing is
-    mounted there, ``Unavailable`` if the mount is busy (without ``lazy``) or
-    the process does not exit in time.
+    A lazy unmount succeeds once the mount is detached: files still open there keep working, and the
+    process saves them and exits when the last one is closed, so it may still be running
+    (``finished`` False).  A mount whose process answers nothing for ``answer_wait`` seconds (stopped,
+    or killed while a thread of it waits in the kernel, so it can never exit) would keep every syscall
+    there waiting and refuse the unmount as busy: its FUSE connection is aborted (those syscalls fail
+    with ECONNABORTED), then it is detached (``aborted``); its process may still run then.  Raises
+    ``InvalidArgument`` if nothing is mounted there, ``Unavailable`` if the mount is busy (without
+    ``lazy``), the process does not exit in time, or a silent mount's connection cannot be aborted.
     """
     mp = os.path.abspath(mountpoint)
     pid = read_pid(pid_file(home, mp))
     if find_mount(mp) is None:
         raise InvalidArgument(f"nothing is mounted at {mp}")
+    answer = probe(mp, answer_wait)
+    if answer == SILENT:
+        return _abort(home, mp, pid, answer_wait)
     # Like umount(8): a busy mount stays (unless lazy).  Once the kernel lets
     # go, the serving process saves what is open and exits; wait for that.
-    _unmount(mp, lazy=lazy or is_stale(mp))
+    _unmount(mp, lazy=lazy or answer == STALE)
     deadline = time.monotonic() + wait
     while True:
         detached = find_mount(mp) is None
         alive = pid is not None and read_pid(pid_file(home, mp)) == pid
         if detached and not alive:
-            return pid, True
+            return Unmounted(pid, True)
         if time.monotonic() >= deadline:
             break
         time.sleep(0.05)
     if lazy and detached:
-        return pid, False
+        return Unmounted(pid, False)
     raise Unavailable(f"{mp}: the mount process did not finish within {wait:.0f}s")
+
+
+def probe(mountpoint: str, timeout: float) -> str:
+    """Whether the mount at ``mountpoint`` answers the kernel: ``ANSWERS``, ``STALE`` (its process is gone: the
+    kernel answers ENOTCONN) or ``SILENT`` (no answer within ``timeout`` seconds).  The lookup is of a new name
+    in the control folder, which no cache of the kernel holds, so it reaches the mount and needs no store; a
+    silent mount keeps the probing thread in the kernel until its connection is aborted."""
+    import threading
+    import uuid
+
+    got: list[int] = []
+
+    def look() -> None:
+        try:
+            os.stat(os.path.join(mountpoint, ".lakefs", f"umount-probe-{uuid.uuid4().hex}"))
+            got.append(0)
+        except OSError as exc:
+            got.append(exc.errno or 0)
+
+    thread = threading.Thread(target=look, name="umount-probe", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not got:
+        return SILENT
+    return STALE if got[0] in (errno.ENOTCONN, errno.ECONNABORTED) else ANSWERS
+
+
+def _abort(home: str, mp: str, pid: int | None, answer_wait: float) -> Unmounted:
+    """Free a mount that answers nothing: abort its connection, detach it, give its process a moment to exit."""
+    log.warning("%s: the mount answered nothing for %.0f s: aborting its FUSE connection", mp, answer_wait)
+    if not abort_connection(mp):
+        raise Unavailable(f"{mp}: the mount answers nothing and its FUSE connection could not be aborted "
+                          f"(needs root, or fusectl at {FUSECTL})")
+    if find_mount(mp) is not None:
+        _unmount(mp, lazy=True)
+    deadline = time.monotonic() + ABORTED_EXIT_WAIT
+    while pid is not None and read_pid(pid_file(home, mp)) == pid and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return Unmounted(pid, pid is None or read_pid(pid_file(home, mp)) != pid, aborted=True)

@@ -181,8 +181,7 @@ class Saver:
         # A new file's first close: staged with the other first closes in flight on the branch (closes.py),
         # which a staging's leader waits for while they store their data.
         first = held_here(self.state, scope, node) and not scope.mutex._is_owned()  # type: ignore[attr-defined]
-        if first:
-            self.closes.storing(scope.key)
+        ticket = self.closes.storing(scope.key) if first else None
         try:
             if dirty.in_memory:  # a small file: its bytes are stored from memory
                 version, data, digests = dirty.snapshot(hold=False)
@@ -192,11 +191,11 @@ class Saver:
                     lambda path, digests, link, finish: _store_file(catalog, scope.repo, path, digests, link, finish)
                 )
         except BaseException:
-            if first:
-                self.closes.stored(scope.key)
+            if ticket is not None:
+                self.closes.stored(scope.key, ticket)
             raise
-        if first:
-            outcome = self.closes.close(scope, Close(node, version, info), counted=True)
+        if ticket is not None:
+            outcome = self.closes.close(scope, Close(node, version, info), ticket=ticket)
             if outcome != AGAIN:
                 dirty.end_save(version)
                 if outcome == STAGED:

@@ -152,3 +152,52 @@ def test_a_staging_waits_for_the_closes_storing_their_data_beside_it(
     assert [sorted(s) for s in stagings] == [["quick", "slow"]]
     for name in ("slow", "quick"):
         assert app.catalog.read(app.catalog.repository("repo"), staged(app, name)) == name.encode()  # type: ignore[arg-type]
+
+
+def test_a_staging_waits_for_the_closes_storing_when_it_led_not_for_later_ones(
+    pfs: PathFS, fs: FileSystem, app: App, stagings: list[list[str]], monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+) -> None:
+    """A leader waits for the closes that were storing their data when it led, however long their PUT takes (up
+    to ``GATHER_S``), but not for a close that began storing after it: that one goes in the next staging.  Before,
+    it waited while any close stored, so writers that keep storing kept it waiting the whole ``GATHER_S``, which
+    is why that had to be 20 ms, shorter than a PUT to S3, and groups held only the closes whose PUT ended in it."""
+    from lakemount.fuse import closes, saving
+
+    monkeypatch.setattr(closes, "GATHER_S", 60.0)
+    entered = {name: threading.Event() for name in ("slow", "later")}
+    released = {name: threading.Event() for name in ("slow", "later")}
+    store_bytes = saving.store_bytes
+
+    def slow_store(catalog: object, repo: str, data: bytes, digests: tuple[int, str, str]) -> object:
+        name = data.decode()
+        if name in entered:
+            entered[name].set()
+            assert released[name].wait(60), f"the test never let the {name} close store its data"
+        return store_bytes(catalog, repo, data, digests)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(saving, "store_bytes", slow_store)
+    fhs = {}
+    for name in ("slow", "quick", "later"):
+        fh = pfs.open(f"{MAIN}/{name}", os.O_WRONLY | os.O_CREAT)
+        pfs.pwrite(fh, 0, name.encode())
+        fhs[name] = fh
+    stagings.clear()
+    threads, errors = _close_all(pfs, [fhs["slow"]])
+    assert entered["slow"].wait(60), "the slow close never stored its data"
+    more, more_errors = _close_all(pfs, [fhs["quick"]])
+    _wait("the quick close leading a staging that waits for the slow one", lambda: fs.saver.closes.gathering(KEY) == 1)
+    later, later_errors = _close_all(pfs, [fhs["later"]])
+    assert entered["later"].wait(60), "the later close never stored its data"
+    assert stagings == []
+    released["slow"].set()
+    # 30 s: well inside GATHER_S (60 s here), which a leader waiting for the later close would sit out.
+    _wait("the staging of the quick and the slow close (not waiting for the later one)", lambda: len(stagings) == 1, 30.0)
+    assert sorted(stagings[0]) == ["quick", "slow"] and not released["later"].is_set()
+    released["later"].set()
+    for t in threads + more + later:
+        t.join(60)
+    assert not [t for t in threads + more + later if t.is_alive()], "a close never returned"
+    assert errors + more_errors + later_errors == []
+    assert [sorted(s) for s in stagings] == [["quick", "slow"], ["later"]]
+    for name in ("slow", "quick", "later"):
+        assert app.catalog.read(app.catalog.repository("repo"), staged(app, name)) == name.encode()  # type: ignore[arg-type]

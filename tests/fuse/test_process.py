@@ -97,3 +97,77 @@ def test_aborting_the_connection_frees_a_syscall_the_mount_can_never_answer(
         if m.proc.poll() is None:
             os.kill(m.proc.pid, signal.SIGCONT)
         stop(m)
+
+
+@needs_fuse[0]
+@needs_fuse[1]
+def test_umount_of_a_mount_that_answers_nothing_aborts_its_connection(home: str, tmp_path: os.PathLike[str]) -> None:
+    """``lakemount umount`` of a stuck mount (its process stopped, a lookup waiting in the kernel for it): before,
+    the unmount was refused as busy (or the CLI's own stat of the mountpoint waited forever); now the mount's
+    connection is aborted after ``--abort-after``, the waiting lookup fails, the CLI returns and the mount
+    point is an empty folder again."""
+    import errno
+    import json
+    import signal
+
+    from lakemount.app import App
+    from tests.fuse.mounting import lakemount_cmd, reap, start, stop
+
+    App.from_config().catalog.create_repository("repo")
+    m = start(home, os.path.join(os.fspath(tmp_path), "mnt"))
+    got: list[int] = []
+
+    def look() -> None:
+        try:
+            os.stat(f"{m.mountpoint}/repo/main/never-looked-up")
+        except OSError as exc:
+            got.append(exc.errno)
+
+    try:
+        os.kill(m.proc.pid, signal.SIGSTOP)
+        waiting = threading.Thread(target=look, daemon=True)
+        waiting.start()
+        waiting.join(1.0)
+        assert waiting.is_alive(), f"the lookup returned ({got}) from a mount that answers nothing: nothing is stuck"
+        done = subprocess.run(lakemount_cmd("umount", m.mountpoint, "--abort-after", "2", "--json"), env=env_for(home),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        out = json.loads(done.stdout)
+        assert out["aborted"] is True and out["pid"] == m.proc.pid and out["finished"] is False, out  # it is stopped
+        waiting.join(30)
+        assert not waiting.is_alive() and got == [errno.ECONNABORTED], got  # the abort is what freed the lookup
+        assert runner.find_mount(m.mountpoint) is None
+        with open(os.path.join(m.mountpoint, "local"), "w") as f:  # a folder of this disk again
+            f.write("x")
+        assert os.listdir(m.mountpoint) == ["local"]
+        m.proc.kill()
+        reap(m)
+        assert m.proc.returncode == -signal.SIGKILL
+    finally:
+        if m.proc.poll() is None:
+            os.kill(m.proc.pid, signal.SIGCONT)
+        stop(m)
+
+
+@needs_fuse[0]
+@needs_fuse[1]
+def test_umount_of_a_mount_that_answers_unmounts_it_as_before(home: str, tmp_path: os.PathLike[str]) -> None:
+    """A mount that answers is unmounted, never aborted, however short ``--abort-after`` is."""
+    import json
+
+    from lakemount.app import App
+    from tests.fuse.mounting import lakemount_cmd, start, stop
+
+    App.from_config().catalog.create_repository("repo")
+    m = start(home, os.path.join(os.fspath(tmp_path), "mnt"))
+    try:
+        with open(f"{m.mountpoint}/repo/main/kept", "w") as f:
+            f.write("kept")
+        done = subprocess.run(lakemount_cmd("umount", m.mountpoint, "--abort-after", "5", "--json"), env=env_for(home),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        out = json.loads(done.stdout)
+        assert out["aborted"] is False and out["finished"] is True, out
+        assert m.proc.wait(30) == 0
+    finally:
+        stop(m)
