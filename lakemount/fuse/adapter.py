@@ -16,7 +16,10 @@ Handle numbers given to the kernel may carry two request bits for the
 open-reply shim (``kflags``): ``FH_NOFLUSH`` on read-only file handles (close(2)
 then costs no FLUSH round trip) and ``FH_CACHE_DIR`` on directories of
 immutable refs (the kernel keeps their entries).  Every handler masks them off
-with ``FH_MASK`` before the core sees a handle.
+with ``FH_MASK`` before the core sees a handle.  A FLUSH comes with the thread
+that closed the descriptor, as the shim noted it (``kflags.closer``), so the
+core can tell a forked child's close of an inherited descriptor from its
+opener's.
 
 A mount shared with other local users (``allow_other``) is given a
 :class:`~lakemount.fuse.access.MountAccess`: each handler that carries the
@@ -266,7 +269,8 @@ class FuseOperations(pyfuse3.Operations):
         return await self._call(self.fs.write, fh & FH_MASK, off, buf, fast=True)
 
     async def flush(self, fh: int) -> None:
-        await self._call(self.fs.flush, fh & FH_MASK, fast=True)
+        # Taken before any await: the shim noted the closing thread on this loop, per pending FLUSH.
+        await self._call(self.fs.flush, fh & FH_MASK, kflags.closer(fh), fast=True)
 
     async def fsync(self, fh: int, datasync: bool) -> None:
         await self._call(self.fs.fsync, fh & FH_MASK, datasync)

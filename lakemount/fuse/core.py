@@ -307,9 +307,11 @@ class FileSystem:
         """Write ``data`` at ``offset`` of handle ``fh``; returns the bytes written."""
         return self.handles.write(fh, offset, data)
 
-    def flush(self, fh: int) -> None:
-        """A close(2) of the handle: save written content (errors reach the closing process)."""
-        self.handles.flush(fh)
+    def flush(self, fh: int, closer: int = 0) -> None:
+        """A close(2) of the handle by thread ``closer`` (0: not known): save written content (errors reach
+        the closing process); a close in another process than the opener's (a forked child closing the
+        descriptor it inherited) saves nothing."""
+        self.handles.flush(fh, closer)
 
     def fsync(self, fh: int, datasync: bool = False) -> None:
         """Save the handle's written content now."""

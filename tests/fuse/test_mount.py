@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -523,6 +524,44 @@ def test_read_only_closes_skip_flush_and_immutable_listings_stay_in_the_kernel(a
     assert app.catalog.read(app.graveler.get_repository(REPO), app.catalog.stat(REPO, "main", "d/new")) == b"written\n"
     assert "new" in os.listdir(on_branch)
     assert _ops(m.mountpoint)["flush"] > after.get("flush", 0)
+
+
+def _counter(mountpoint: str, name: str) -> int:
+    with open(f"{mountpoint}/.lakefs/stats") as f:
+        for line in f:
+            if line.startswith(f"lakemount_fuse_{name}_total "):
+                return int(line.split()[1])
+    return 0
+
+
+def test_a_childs_close_of_an_inherited_descriptor_saves_nothing_and_the_openers_close_saves(
+    app: App, mounts: MountFactory
+) -> None:
+    """A child process that closes a descriptor it inherited (Java's process spawn closes every one: Hadoop's
+    local file system spawns ``chmod`` per file it makes) sends a FLUSH of the parent's handle; it saves
+    nothing, where it saved the file half-written.  The opener's close, from another of its threads, saves."""
+    from lakemount.fuse import kflags
+
+    assert kflags.closer(0) == 0 and kflags._wraps_flush, "the shim does not see FLUSH requests"
+    m = mounts()
+    path = f"{m.mountpoint}/{REPO}/main/half.txt"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, b"first half\n")
+        saved, foreign = _counter(m.mountpoint, "saved_files"), _counter(m.mountpoint, "foreign_flushes")
+        for _ in range(3):  # each child holds the descriptor and closes it as it exits
+            subprocess.run(["true"], pass_fds=(fd,), check=True, timeout=30)
+        assert _counter(m.mountpoint, "foreign_flushes") == foreign + 3, "the children's closes were not told apart"
+        assert _counter(m.mountpoint, "saved_files") == saved, "a child's close saved the half-written file"
+        os.write(fd, b"second half\n")
+    finally:
+        closer = threading.Thread(target=os.close, args=(fd,))  # the opener's close, from another thread of it
+        closer.start()
+        closer.join(30)
+    assert _counter(m.mountpoint, "saved_files") == saved + 1
+    assert _counter(m.mountpoint, "foreign_flushes") == foreign + 3
+    entry = app.catalog.stat(REPO, "main", "half.txt")
+    assert app.catalog.read(app.graveler.get_repository(REPO), entry) == b"first half\nsecond half\n"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root may set a mount's read-ahead window")
