@@ -176,7 +176,8 @@ class FileSystem:
 
     # ================================================================== names
     def lookup(self, parent_ino: int, name: bytes) -> Attr:
-        """Find ``name`` in a directory and count one kernel reference to it."""
+        """Find ``name`` in a directory and count one kernel reference to it; a name not there in a ref's
+        directory is ``Absent`` (ENOENT), which says how long the kernel may keep it as a negative entry."""
         return self.tree.lookup(parent_ino, name)
 
     def forget(self, items: Sequence[tuple[int, int]]) -> None:
