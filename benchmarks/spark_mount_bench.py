@@ -1,7 +1,7 @@
 """Spark writing through the mount (issue 36, item 4): a partitioned Parquet dataset into a branch, vs a local folder and S3A.
 
     .venv/bin/python benchmarks/spark_mount_bench.py [--big 200] [--big-mib 8] [--small 20000] [--small-kib 8]
-        [--committer 1,2] [--writeback] [--s3a]
+        [--committer 1,2] [--writeback] [--s3a] [--spark32]
 
 One PySpark session (``local[2]``; benchmarks/spark_bench_job.py in a process of its own)
 writes the same dataset, FileOutputCommitter algorithm v1 and v2, to each target in turn:
@@ -22,7 +22,9 @@ dataset is partitioned by ``p``).  Each figure prints seconds, the target/local
 ratio (local seconds over target seconds: 1.0 is the local folder's speed), the
 Parquet files each target holds (``_temporary`` must be gone), the commit's time and
 the load average when the write ended.  The mount's renames are counted in its
-``.lakefs/stats`` (the committers' moves out of ``_temporary``: metadata only).
+``.lakefs/stats`` (the committers' moves out of ``_temporary``: metadata only), and so are, per
+Parquet file written to it, its lookups (and those that found nothing), flushes and saves.
+``--spark32`` writes with the pyspark 3.2.4 of ``.venv-spark32`` also without ``--s3a``.
 """
 
 from __future__ import annotations
@@ -87,9 +89,16 @@ def main() -> None:
     parser.add_argument("--writeback", action="store_true", help="mount with --writeback")
     parser.add_argument("--s3a", action="store_true", help="a third target: s3a:// through the gateway (Spark 3.2.4)")
     parser.add_argument("--dir", default=".", help="where the run's temporary directory goes")
+    parser.add_argument("--spark32", action="store_true",
+                        help="write with the pyspark 3.2.4 of .venv-spark32 also without --s3a (its Hadoop 3.3.1 "
+                             "spawns chmod per file and directory it makes)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill stops Spark, the gateway and the mount too
     python = sys.executable
+    if args.spark32 and not args.s3a:
+        python = str(SPARK32 / "bin" / "python")
+        if not os.path.exists(python):
+            raise SystemExit(f"--spark32 needs {SPARK32}: run scripts/install_spark_s3a.sh")
     if args.s3a:
         python = str(SPARK32 / "bin" / "python")
         if not os.path.exists(python) or len(
@@ -151,8 +160,13 @@ def main() -> None:
             job.stdin.flush()
         assert job.wait() == 0, f"the Spark job exited {job.returncode}"
         with open(os.path.join(mp, ".lakefs", "stats")) as f:
-            renames = [line.strip() for line in f if not line.startswith("#") and 'op="rename"' in line
-                       and "_total" in line]
+            stats = [line.strip() for line in f if not line.startswith("#")]
+        renames = [line for line in stats if 'op="rename"' in line and "_total" in line]
+        counted = {name: next((float(line.split()[-1]) for line in stats if line.startswith(prefix)), 0.0)
+                   for name, prefix in (("lookups", 'lakemount_fuse_ops_total{op="lookup"}'),
+                                        ("absent", 'lakemount_fuse_op_errors_total{op="lookup",errno="ENOENT"}'),
+                                        ("flushes", 'lakemount_fuse_ops_total{op="flush"}'),
+                                        ("saves", "lakemount_fuse_saved_files_total"))}
     mode = "write-back" if args.writeback else "no write-back"
     print(f"\nPySpark {spark} local[2] writing partitioned Parquet (mount: {mode}), one run, {os.cpu_count()} cores:")
     print(f"  {'dataset':<34} {'target':<6} {'seconds':>8} {'local/target':>13} {'files':>7} {'commit':>8} {'load':>5}")
@@ -163,6 +177,11 @@ def main() -> None:
         print(f"  {sizes[str(r['set'])] + ', committer v' + str(r['committer']):<34} {r['target']:<6} "
               f"{r['seconds']:7.1f}s {ratio:12.2f}x {r['files']:>7} {r['commit']:7.2f}s {r['load']:5.1f}")
     print(f"  the mount's renames (the committers' moves out of _temporary): {'; '.join(renames) or 'none counted'}")
+    # Over the whole run (each dataset once per committer, and the untimed first write); a file is a Parquet
+    # file and its .crc, which Hadoop's local file system writes beside it.
+    parquet = sum(int(r["files"]) for r in results if r["target"] == "mount")  # type: ignore[call-overload]
+    print("  the mount's requests per Parquet file written to it: "
+          + ", ".join(f"{name} {n / max(1, parquet):.2f}" for name, n in counted.items()))
     shutil.rmtree(root, ignore_errors=True)
 
 

@@ -16,7 +16,10 @@ Handle numbers given to the kernel may carry two request bits for the
 open-reply shim (``kflags``): ``FH_NOFLUSH`` on read-only file handles (close(2)
 then costs no FLUSH round trip) and ``FH_CACHE_DIR`` on directories of
 immutable refs (the kernel keeps their entries).  Every handler masks them off
-with ``FH_MASK`` before the core sees a handle.
+with ``FH_MASK`` before the core sees a handle.  A FLUSH comes with the thread
+that closed the descriptor, as the shim noted it (``kflags.closer``), so the
+core can tell a forked child's close of an inherited descriptor from its
+opener's.
 
 A mount shared with other local users (``allow_other``) is given a
 :class:`~lakemount.fuse.access.MountAccess`: each handler that carries the
@@ -46,7 +49,7 @@ import trio
 from lakemount.fuse import kflags
 from lakemount.fuse.access import MountAccess
 from lakemount.fuse.core import FileSystem, NeedsThread
-from lakemount.fuse.errno import errno_of
+from lakemount.fuse.errno import Absent, errno_of
 from lakemount.fuse.kflags import FH_CACHE_DIR, FH_MASK, FH_NOFLUSH
 from lakemount.fuse.values import Attr, Caller, Opened, SetAttr
 
@@ -77,6 +80,16 @@ def _entry_attributes(a: Attr) -> pyfuse3.EntryAttributes:
     return e
 
 
+def _negative_entry(timeout: float) -> pyfuse3.EntryAttributes:
+    """A lookup's answer that the name is absent, which the kernel keeps for ``timeout`` (inode 0: libfuse's
+    negative entry; a create or rename of the name through the kernel replaces it)."""
+    e = pyfuse3.EntryAttributes()
+    e.st_ino = pyfuse3.InodeT(0)
+    e.entry_timeout = timeout
+    e.attr_timeout = 0
+    return e
+
+
 def _caller(ctx: pyfuse3.RequestContext | None) -> Caller:
     if ctx is None:
         return Caller()
@@ -99,8 +112,9 @@ class FuseOperations(pyfuse3.Operations):
         self._kflags = kflags.active()  # whether the kernel hears FH_NOFLUSH / FH_CACHE_DIR
 
     # ------------------------------------------------------------------ plumbing
-    async def _call(self, fn: Callable[..., T], *args: Any, fast: bool = False) -> T:
-        """Run a core operation (in memory if ``fast`` and possible, else in a worker thread)."""
+    async def _call(self, fn: Callable[..., T], *args: Any, fast: bool = False, absent: bool = False) -> T:
+        """Run a core operation (in memory if ``fast`` and possible, else in a worker thread); ``absent``:
+        an ``Absent`` is raised as it is (a lookup's negative entry), else answered as ENOENT."""
         try:
             if fast:
                 try:
@@ -113,6 +127,10 @@ class FuseOperations(pyfuse3.Operations):
             raise
         except trio.Cancelled:
             raise
+        except Absent:
+            if absent:
+                raise
+            raise pyfuse3.FUSEError(errno.ENOENT) from None
         except Exception as exc:
             raise pyfuse3.FUSEError(self._errno(fn, exc)) from None
 
@@ -162,7 +180,12 @@ class FuseOperations(pyfuse3.Operations):
     # ------------------------------------------------------------------ lookups and attributes
     async def lookup(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         await self._allow(ctx, parent_inode, name)
-        return _entry_attributes(await self._call(self.fs.lookup, parent_inode, name, fast=True))
+        try:
+            return _entry_attributes(await self._call(self.fs.lookup, parent_inode, name, fast=True, absent=True))
+        except Absent as gone:
+            if gone.timeout <= 0:
+                raise pyfuse3.FUSEError(errno.ENOENT) from None
+            return _negative_entry(gone.timeout)
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         try:
@@ -266,7 +289,8 @@ class FuseOperations(pyfuse3.Operations):
         return await self._call(self.fs.write, fh & FH_MASK, off, buf, fast=True)
 
     async def flush(self, fh: int) -> None:
-        await self._call(self.fs.flush, fh & FH_MASK, fast=True)
+        # Taken before any await: the shim noted the closing thread on this loop, per pending FLUSH.
+        await self._call(self.fs.flush, fh & FH_MASK, kflags.closer(fh), fast=True)
 
     async def fsync(self, fh: int, datasync: bool) -> None:
         await self._call(self.fs.fsync, fh & FH_MASK, datasync)

@@ -176,7 +176,8 @@ class FileSystem:
 
     # ================================================================== names
     def lookup(self, parent_ino: int, name: bytes) -> Attr:
-        """Find ``name`` in a directory and count one kernel reference to it."""
+        """Find ``name`` in a directory and count one kernel reference to it; a name not there in a ref's
+        directory is ``Absent`` (ENOENT), which says how long the kernel may keep it as a negative entry."""
         return self.tree.lookup(parent_ino, name)
 
     def forget(self, items: Sequence[tuple[int, int]]) -> None:
@@ -307,9 +308,11 @@ class FileSystem:
         """Write ``data`` at ``offset`` of handle ``fh``; returns the bytes written."""
         return self.handles.write(fh, offset, data)
 
-    def flush(self, fh: int) -> None:
-        """A close(2) of the handle: save written content (errors reach the closing process)."""
-        self.handles.flush(fh)
+    def flush(self, fh: int, closer: int = 0) -> None:
+        """A close(2) of the handle by thread ``closer`` (0: not known): save written content (errors reach
+        the closing process); a close in another process than the opener's (a forked child closing the
+        descriptor it inherited) saves nothing."""
+        self.handles.flush(fh, closer)
 
     def fsync(self, fh: int, datasync: bool = False) -> None:
         """Save the handle's written content now."""

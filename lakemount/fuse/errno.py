@@ -40,6 +40,15 @@ class FsError(OSError):
         super().__init__(code, message or _errno.errorcode.get(code, str(code)))
 
 
+class Absent(FsError):
+    """ENOENT for a name the mount answered from what it holds fresh: the kernel may keep it as a negative
+    entry for ``timeout`` seconds (0: not at all)."""
+
+    def __init__(self, name: str, timeout: float) -> None:
+        super().__init__(_errno.ENOENT, name)
+        self.timeout = timeout
+
+
 # By category: front ends translate categories, never individual classes.
 ERRNO_BY_CATEGORY: Final[dict[type[LakeMountError], int]] = {
     NotFound: _errno.ENOENT,

@@ -34,6 +34,7 @@ from lakemount.fuse.scope import Scopes, resolve_scope
 from lakemount.fuse.state import MountState, NeedsThread, op, with_changes
 from lakemount.fuse.tree import Tree
 from lakemount.fuse.values import Caller, Opened
+from lakemount.pids import one_process
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class FileHandle:
     read_state: ReadState = dataclasses.field(default_factory=ReadState)
     content: bytes | None = None  # control files: a snapshot taken at open
     uid: int = 0  # who opened it (a control write's committer)
-    pid: int = 0  # the process that opened it (the audit record's)
+    pid: int = 0  # the thread that opened it, as the kernel named it (the audit record's process; a foreign close's test)
     read_bytes: int = 0  # counted for the handle's audit record, written at release
     written_bytes: int = 0
 
@@ -265,9 +266,20 @@ class Handles:
         return len(data)
 
     @op("flush")
-    def flush(self, fh: int) -> None:
-        """A close(2) of the handle: save written content (errors reach the closing process)."""
+    def flush(self, fh: int, closer: int = 0) -> None:
+        """A close(2) of the handle by thread ``closer`` (0: not known): save written content (errors reach the
+        closing process).
+
+        A close in a process other than the opener's saves nothing: a forked child closing the descriptor
+        it inherited (Java's process spawn closes every one; Hadoop's local file system spawns ``chmod``
+        per file and directory it makes, so each file a Spark job had open was saved half-written once per
+        spawn, and its held create staged).  The opener's own close, from any of its threads, saves as
+        before, and the last close of the file (release) saves whatever is left.
+        """
         handle = self._handle(fh)
+        if closer and handle.writable and not one_process(handle.pid, closer):
+            self.metrics.add("foreign_flushes")
+            return
         if handle.writable and handle.node.dirty is not None and handle.node.dirty.modified:
             if not self.saver.save_is_local(handle.node):
                 self.state.io()

@@ -1,4 +1,4 @@
-"""Open-reply flags pyfuse3 cannot express (``noflush``, ``cache_readdir``), through a C shim.
+"""Open-reply flags pyfuse3 cannot express (``noflush``, ``cache_readdir``), and who sent a FLUSH, through a C shim.
 
 ``lakemount/fuse/_kflags.c`` defines libfuse's ``fuse_reply_open``; loaded with
 ``RTLD_GLOBAL`` *before* pyfuse3, it is the definition pyfuse3 binds to.  The
@@ -7,6 +7,12 @@ the kernel (``FH_NOFLUSH``, ``FH_CACHE_DIR``) and masks them off every handle
 it is given back (``FH_MASK``).  Without the shim (no compiler at install, or
 pyfuse3 imported first) the bits are inert and the kernel behaves as before:
 a FLUSH per close, uncached directory reads.
+
+The shim also wraps the session's FLUSH handler (its ``fuse_session_new``):
+:func:`closer` names the thread whose close(2) sent a handle's pending FLUSH,
+which pyfuse3's ``flush(fh)`` does not say, so the mount can tell a forked
+child's close of an inherited descriptor from its opener's (0 without the
+shim, as every close then counts as the opener's).
 
 It must load before anything imports pyfuse3: ``lakemount/fuse/__init__.py``
 imports it, so any import of the mount's modules does.
@@ -43,6 +49,16 @@ def _load() -> object | None:
 
 
 _shim = _load()
+_wraps_flush = _shim is not None and bool(_shim.wraps_flush())  # type: ignore[attr-defined]
+
+
+def closer(fh: int) -> int:
+    """The thread id whose close(2) sent the pending FLUSH of handle ``fh`` (as the kernel gave it); 0 if not
+    known: no shim, the FLUSH did not pass through it, or two of the handle were pending at once.  Asked once
+    per FLUSH, on the request loop (where the shim noted it)."""
+    if _shim is None or not _wraps_flush:
+        return 0
+    return int(_shim.closer(fh))  # type: ignore[attr-defined]
 
 
 def active() -> bool:

@@ -46,6 +46,9 @@ class Scope:
     # Paths a lookup found absent: path -> (gen, version, monotonic time).  The create that follows a
     # kernel's negative lookup answers from here, without asking the catalog again (see Tree.find).
     absent: dict[str, tuple[int, int, float]] = field(default_factory=dict)
+    # Absent names the kernel was told it may keep as negative entries: path -> (parent inode, name, until
+    # when, monotonic); a change that could make one exist invalidates them (``Scopes``).
+    negatives: dict[str, tuple[int, bytes, float]] = field(default_factory=dict)
 
     key: ScopeKey = field(init=False)  # (repo, name): fixed for the scope's life, read on every lookup
 

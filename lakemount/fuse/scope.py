@@ -199,8 +199,12 @@ class Scopes:
         self._invalidate(scope)
 
     def _invalidate(self, scope: Scope) -> None:
-        """Queue kernel invalidations for every inode of ``scope`` (caller holds the table lock)."""
+        """Queue kernel invalidations for every inode of ``scope`` and every negative entry the kernel was
+        given in it (caller holds the table lock)."""
         state = self.state
+        for parent_ino, name, _until in scope.negatives.values():
+            state.invalidations.put(("entry", parent_ino, name))
+        scope.negatives.clear()
         for node in state.table.nodes():
             if node.scope is not scope or node.kind not in (Kind.DIR, Kind.FILE, Kind.SYMLINK):
                 continue
@@ -217,7 +221,7 @@ class Scopes:
         into one directory does not make every other host forget the rest of the branch (caller holds
         the table lock).
 
-        Stale: the entries and absent names directly in ``dirs``, the listings of ``dirs`` and of their
+        Stale: the entries and absent names (and the kernel's negative entries) directly in ``dirs``, the listings of ``dirs`` and of their
         ancestors (a new directory shows in its parent's).  Kept: every other entry, listing and absent
         name, re-stamped with the scope's new ``version`` -- the bump makes a read that began before
         the change drop what it read, as after a change of this mount's own.
@@ -235,6 +239,10 @@ class Scopes:
                 del scope.absent[path]
             elif version == old:
                 scope.absent[path] = (gen, scope.version, fetched)
+        for path, (parent_ino, name, _until) in list(scope.negatives.items()):
+            if path in listed or path.rpartition("/")[0] in dirs:  # the kernel's negative entry goes as well
+                del scope.negatives[path]
+                state.invalidations.put(("entry", parent_ino, name))
         for node in state.table.nodes():
             if node.scope is not scope or node.kind not in (Kind.DIR, Kind.FILE, Kind.SYMLINK):
                 continue

@@ -24,7 +24,7 @@ from lakemount.catalog.model import Entry
 from lakemount.errors import InvalidArgument, NotFound
 from lakemount.fuse import control
 from lakemount.fuse.attributes import Attributes
-from lakemount.fuse.errno import FsError
+from lakemount.fuse.errno import Absent, FsError
 from lakemount.fuse.inodes import ROOT_INODE, Kind, Node
 from lakemount.fuse.listing import Child, ChildKind, Listing, list_dir, lookup_child
 from lakemount.fuse.scope import PUSHED_POLL, Scope, Scopes
@@ -34,6 +34,7 @@ from lakemount.fuse.values import Attr
 KIND: Final = {ChildKind.FILE: Kind.FILE, ChildKind.DIR: Kind.DIR, ChildKind.SYMLINK: Kind.SYMLINK}
 RELIST_MAX: Final = 10_000  # a directory this mount writes into is listed again when stale up to this size
 ABSENT_KEPT: Final = 4096  # paths found absent kept per scope (then forgotten at once: a create asks again)
+NEGATIVES_KEPT: Final = 4096  # negative entries granted to the kernel per scope (then none until some expire)
 CHILD: Final = {Kind.FILE: ChildKind.FILE, Kind.DIR: ChildKind.DIR, Kind.SYMLINK: ChildKind.SYMLINK}
 
 
@@ -189,10 +190,61 @@ class Tree:
     # ------------------------------------------------------------------ lookup
     @op("lookup")
     def lookup(self, parent_ino: int, name: bytes) -> Attr:
-        """Find ``name`` in a directory and count one kernel reference to it."""
-        node = self.child(self.state.node(parent_ino), name)
+        """Find ``name`` in a directory and count one kernel reference to it; ``Absent`` (ENOENT) for a name
+        not there, saying how long the kernel may keep that (:meth:`negative`)."""
+        parent = self.state.node(parent_ino)
+        scope = parent.scope
+        seen = (scope.gen, scope.version) if scope is not None else (0, 0)
+        try:
+            node = self.child(parent, name)
+        except FsError as exc:
+            if exc.errno != errno.ENOENT or parent.kind != Kind.DIR or scope is None:
+                raise
+            raise Absent(decode_name(name), self.negative(parent, name, seen)) from None
         self.table.remember(node)
         return self.attrs.attr(node)
+
+    def negative(self, parent: Node, name: bytes, seen: tuple[int, int]) -> float:
+        """How long the kernel may keep ``name`` absent from directory ``parent`` as a negative entry (0: not
+        at all), as the lookup that found it absent ran with the scope at ``seen`` (generation, version).
+
+        On a branch: what is left of the freshness of what answered (the parent's listing, or the name's
+        absent record: until then the mount would answer the same from memory), at most ``head_ttl`` like
+        an entry the kernel keeps, noted in ``scope.negatives`` so that a change the mount learns of
+        (a new head, a change notice naming the directory, a control-file verb) invalidates it; none if
+        the scope changed during the lookup.  On an immutable ref ``immutable_ttl``; on a moving view
+        (``main~1``) none.  Saves Hadoop's local file system a round trip per ``exists`` of a path it is
+        about to make (a dozen per file a Spark task writes).
+        """
+        scope = parent.scope
+        if scope is None or not scope.writable:
+            return self.options.immutable_ttl if scope is not None and scope.stable else 0.0
+        path = join_path(parent.path, decode_name(name))
+        now = self.state.now()
+        listing = self.listing_fresh(parent)
+        if listing is not None:
+            left = listing.fetched + self.ttl(scope) - now
+        elif self.absent_fresh(scope, path):
+            left = scope.absent[path][2] + self.ttl(scope) - now
+        else:
+            return 0.0
+        left = min(left, self.options.head_ttl)
+        if left <= 0:
+            return 0.0
+        with self.table.lock:
+            if (scope.gen, scope.version) != seen:
+                return 0.0
+            negatives = scope.negatives
+            if len(negatives) >= NEGATIVES_KEPT:
+                for kept, (_ino, _name, until) in list(negatives.items()):
+                    if until <= now:
+                        del negatives[kept]
+                if len(negatives) >= NEGATIVES_KEPT:
+                    return 0.0
+            negatives[path] = (parent.ino, name, now + left)
+            scope.granted = now  # the head poll keeps checking the branch while the kernel holds this
+        self.state.metrics.add("kernel_negative_entries")
+        return left
 
     def child(self, parent: Node, name: bytes) -> Node:
         """The node named ``name`` in ``parent`` (any kind of directory); ``FsError`` ENOENT, ENOTDIR..."""

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -523,6 +524,89 @@ def test_read_only_closes_skip_flush_and_immutable_listings_stay_in_the_kernel(a
     assert app.catalog.read(app.graveler.get_repository(REPO), app.catalog.stat(REPO, "main", "d/new")) == b"written\n"
     assert "new" in os.listdir(on_branch)
     assert _ops(m.mountpoint)["flush"] > after.get("flush", 0)
+
+
+def _counter(mountpoint: str, name: str) -> int:
+    with open(f"{mountpoint}/.lakefs/stats") as f:
+        for line in f:
+            if line.startswith(f"lakemount_fuse_{name}_total "):
+                return int(line.split()[1])
+    return 0
+
+
+def test_a_childs_close_of_an_inherited_descriptor_saves_nothing_and_the_openers_close_saves(
+    app: App, mounts: MountFactory
+) -> None:
+    """A child process that closes a descriptor it inherited (Java's process spawn closes every one: Hadoop's
+    local file system spawns ``chmod`` per file it makes) sends a FLUSH of the parent's handle; it saves
+    nothing, where it saved the file half-written.  The opener's close, from another of its threads, saves."""
+    from lakemount.fuse import kflags
+
+    assert kflags.closer(0) == 0 and kflags._wraps_flush, "the shim does not see FLUSH requests"
+    m = mounts()
+    path = f"{m.mountpoint}/{REPO}/main/half.txt"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, b"first half\n")
+        saved, foreign = _counter(m.mountpoint, "saved_files"), _counter(m.mountpoint, "foreign_flushes")
+        for _ in range(3):  # each child holds the descriptor and closes it as it exits
+            subprocess.run(["true"], pass_fds=(fd,), check=True, timeout=30)
+        assert _counter(m.mountpoint, "foreign_flushes") == foreign + 3, "the children's closes were not told apart"
+        assert _counter(m.mountpoint, "saved_files") == saved, "a child's close saved the half-written file"
+        os.write(fd, b"second half\n")
+    finally:
+        closer = threading.Thread(target=os.close, args=(fd,))  # the opener's close, from another thread of it
+        closer.start()
+        closer.join(30)
+    assert _counter(m.mountpoint, "saved_files") == saved + 1
+    assert _counter(m.mountpoint, "foreign_flushes") == foreign + 3
+    entry = app.catalog.stat(REPO, "main", "half.txt")
+    assert app.catalog.read(app.graveler.get_repository(REPO), entry) == b"first half\nsecond half\n"
+
+
+def _absent_lookups(mountpoint: str) -> int:
+    with open(f"{mountpoint}/.lakefs/stats") as f:
+        for line in f:
+            if line.startswith('lakemount_fuse_op_errors_total{op="lookup",errno="ENOENT"} '):
+                return int(line.split()[1])
+    return 0
+
+
+def test_a_name_found_absent_is_kept_by_the_kernel_until_the_mount_learns_otherwise(app: App, mounts: MountFactory) -> None:
+    """Hadoop's local file system asks for each path it is about to make, again and again: a name the mount
+    answered absent from what it holds fresh is kept by the kernel as a negative entry (at most
+    ``--head-ttl``), so asking again costs no round trip.  A create through the mount shows at once, a
+    file written by another process within ``--head-ttl``, and one once the mount changes the branch's
+    content itself (a reset through the control file) at once."""
+    ttl = 5.0
+    m = mounts(args=("--head-ttl", str(ttl)))
+    d = f"{m.mountpoint}/{REPO}/main/d"
+    os.mkdir(d)  # its listing is fresh in the mount (empty)
+    before, negatives = _absent_lookups(m.mountpoint), _counter(m.mountpoint, "kernel_negative_entries")
+    t0 = time.monotonic()
+    for _ in range(20):
+        assert not os.path.exists(f"{d}/x")
+    if time.monotonic() - t0 < ttl / 2:  # every stat within the negative entry's life: one round trip
+        assert _absent_lookups(m.mountpoint) - before == 1, "each stat of an absent name reached the mount"
+    assert _counter(m.mountpoint, "kernel_negative_entries") > negatives
+
+    with open(f"{d}/y", "w") as f:  # absent a moment ago; made through the mount: there at once
+        assert not os.path.exists(f"{d}/y2")
+        f.write("y\n")
+    assert os.path.exists(f"{d}/y")
+
+    app.catalog.put(REPO, "main", "d/x", b"elsewhere\n")  # another process (SQLite: no change notice)
+    assert wait_for(lambda: os.path.exists(f"{d}/x"), timeout=2 * ttl + 5), "a file made elsewhere never showed"
+
+    # At the branch's root: no entry above it whose invalidation would take the negative one along.
+    w = f"{m.mountpoint}/{REPO}/main/w"
+    assert not os.path.exists(w)  # a negative entry, for up to ttl
+    app.catalog.put(REPO, "main", "w", b"elsewhere, then a reset here\n")
+    t1 = time.monotonic()
+    write_control(f"{m.mountpoint}/{REPO}/main/.lakefs/reset", "d/y")  # the content changed: the kernel must ask again
+    assert not os.path.exists(f"{d}/y")
+    assert wait_for(lambda: os.path.exists(w), timeout=1.0), "w hidden by a negative entry past the reset"
+    assert time.monotonic() - t1 < ttl, "too slow to tell an invalidated entry from an expired one"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root may set a mount's read-ahead window")
