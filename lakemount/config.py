@@ -48,6 +48,7 @@ OTHER_VARIABLES: Final = frozenset(
         "LAKEMOUNT_UI_SCREENSHOTS",  # =docs: the UI tests save their screenshots under docs/screenshots/
         "LAKEMOUNT_TEST_WORKERS",  # scripts/test.sh: the pytest-xdist workers of its second pass (0: one plain run)
         "LAKEMOUNT_TEST_TIER",  # =fast, set by scripts/test.sh --fast: the state machines run fewer examples (tests/budget.py)
+        "LAKEMOUNT_TEST_CPU",  # tests/cpu.py: each test's CPU and the processes it started, written to this file
     }
 )
 

@@ -26,6 +26,10 @@ else
   unset LAKEMOUNT_TEST_TIER  # the whole suite (CI) runs every machine's full count of examples
 fi
 scripts/install.sh --test
+# pytest keeps each test module's rewritten asserts in __pycache__ only when bytecode may be written: with
+# PYTHONDONTWRITEBYTECODE set every worker rewrote every module again, ~16 of a collection's ~27 s of CPU
+# (docs/TESTING.md, "Where the CPU goes"); the servers and CLIs the tests start reuse lakemount's bytecode too.
+unset PYTHONDONTWRITEBYTECODE
 
 # The caller's -m (its last, as pytest takes it) joins each pass's selection; the other arguments go to both passes.
 user="" args=() alone_args=()

@@ -15,8 +15,11 @@ from lakemount.graveler.graveler import Graveler
 # tiers: each test gets the markers (spark, browser, postgres, cluster, fuse) of what it starts (see its docstring).
 # postgres: the run's one PostgreSQL cluster (pg_cluster, pg_url); chromium: the run's one browser (chromium,
 # browser: a fresh context per test); both shared by every package. workers: with -n (scripts/test.sh), whole modules
-# per xdist worker and tests/jobs on one (see its docstring).
-pytest_plugins = ["tests.skip_policy", "tests.tiers", "tests.postgres", "tests.chromium", "tests.workers", "pytester"]
+# per xdist worker and tests/jobs on one (see its docstring). cpu: with LAKEMOUNT_TEST_CPU set, each test's CPU and
+# the processes it started (see its docstring).
+pytest_plugins = [
+    "tests.skip_policy", "tests.tiers", "tests.postgres", "tests.chromium", "tests.workers", "tests.cpu", "pytester",
+]
 
 
 @pytest.fixture

@@ -105,7 +105,7 @@ def test_failed_cli_verbs_are_records_with_their_status(tmp_path: Path) -> None:
 def test_cli_audit_through_the_api_needs_audit_read_else_exit_10(tmp_path: Path) -> None:
     from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET, start_gateway
 
-    gw = start_gateway(tmp_path, workers=1)
+    gw = start_gateway(tmp_path, workers=1, api=True)
     try:
         assert gw.proc.stdout is not None
         api = gw.proc.stdout.readline().split("listening on ", 1)[1].split()[0]

@@ -4,7 +4,8 @@
 the gateway on a free port (``--listen 127.0.0.1:0``, the address read from its
 first line of output) and waits until it answers; ``Gateway.stop`` ends it
 (SIGTERM, then SIGKILL).  Test modules use it through a module-scoped fixture
-(one server per module: starting worker processes costs a second or two) and
+(one server per module: starting worker processes costs a second or two; the REST API is left out
+unless asked for, ``api=True``) and
 give each test its own bucket.
 """
 
@@ -171,7 +172,14 @@ def start_gateway(
     extra_args: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
     ca_file: str | None = None,
+    api: bool = False,
 ) -> Gateway:
+    """A running ``lakemount serve`` on a fresh home under ``tmp``, without its REST API unless ``api``.
+
+    The gateway's tests talk S3 only: the API's workers (one per CPU) would double a start's CPU (~2.2 s of
+    CPU with ``--no-api``, ~4.6 s without, docs/TESTING.md). With ``api`` the API's announcement is the next line
+    of ``proc.stdout``, for the caller to read.
+    """
     home = tmp / "home"
     home.mkdir(parents=True, exist_ok=True)
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
@@ -180,7 +188,8 @@ def start_gateway(
     log_path = tmp / "gateway.log"
     log = open(log_path, "w")  # noqa: SIM115 - owned by the process for its lifetime
     proc = subprocess.Popen(
-        lakemount_cmd("serve", "--listen", "127.0.0.1:0", "--workers", str(workers), *extra_args),
+        lakemount_cmd("serve", "--listen", "127.0.0.1:0", "--workers", str(workers), *extra_args,
+                      *(() if api else ("--no-api",))),
         env=full_env,
         stdout=subprocess.PIPE,
         stderr=log,

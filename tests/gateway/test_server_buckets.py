@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import http.client
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -193,39 +192,41 @@ def test_virtual_host_style(gw: Gateway, s3: Any, bucket: str) -> None:
     assert status == 200 and b"<Key>main/vh.txt</Key>" in body
 
 
-def test_flat_mode(tmp_path: Path) -> None:
-    g = start_gateway(tmp_path, workers=1, extra_args=("--flat",))
-    try:
-        s3 = g.client()
-        s3.create_bucket(Bucket="flatbucket")
-        s3.put_object(Bucket="flatbucket", Key="dir/file.txt", Body=b"on the default branch")
-        assert keys(s3.list_objects_v2(Bucket="flatbucket")) == ["dir/file.txt"]
-        cat = g.app().catalog
-        entry = cat.stat("flatbucket", "main", "dir/file.txt")
-        assert cat.read(cat.repository("flatbucket"), entry) == b"on the default branch"
-        g.app().graveler.commit("flatbucket", "main", "from flat mode")
-        s3.delete_object(Bucket="flatbucket", Key="dir/file.txt")
-        with pytest.raises(ClientError):
-            s3.get_object(Bucket="flatbucket", Key="dir/file.txt")
-        s3.delete_bucket(Bucket="flatbucket")
-    finally:
-        g.stop()
+@pytest.fixture(scope="module")
+def flat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """One ``--flat`` gateway for the module's flat tests (a start is ~2 s of CPU); each uses its own bucket names."""
+    g = start_gateway(tmp_path_factory.mktemp("gw-flat"), workers=1, extra_args=("--flat",))
+    yield g
+    g.stop()
 
 
-def test_item23_2_flat_create_bucket_refuses_a_namespace_around_another(tmp_path: Path) -> None:
+def test_flat_mode(flat: Gateway) -> None:
+    g = flat
+    s3 = g.client()
+    s3.create_bucket(Bucket="flatbucket")
+    s3.put_object(Bucket="flatbucket", Key="dir/file.txt", Body=b"on the default branch")
+    assert keys(s3.list_objects_v2(Bucket="flatbucket")) == ["dir/file.txt"]
+    cat = g.app().catalog
+    entry = cat.stat("flatbucket", "main", "dir/file.txt")
+    assert cat.read(cat.repository("flatbucket"), entry) == b"on the default branch"
+    g.app().graveler.commit("flatbucket", "main", "from flat mode")
+    s3.delete_object(Bucket="flatbucket", Key="dir/file.txt")
+    with pytest.raises(ClientError):
+        s3.get_object(Bucket="flatbucket", Key="dir/file.txt")
+    s3.delete_bucket(Bucket="flatbucket")
+
+
+def test_item23_2_flat_create_bucket_refuses_a_namespace_around_another(flat: Gateway) -> None:
     # Issue 23 item 2: CreateBucket makes a repository in the default namespace <root>/<bucket>; one that
     # would contain another repository's namespace is refused like any other creation, in one line.
-    g = start_gateway(tmp_path, workers=1, extra_args=("--flat",))
-    try:
-        cat = g.app().catalog
-        cat.create_repository("keeper", f"{cat.namespace_root}/holder/keeper")
-        s3 = g.client()
-        with pytest.raises(ClientError) as info:
-            s3.create_bucket(Bucket="holder")
-        assert code(info) == "InvalidArgument"
-        message = info.value.response["Error"]["Message"]
-        assert message == "storage namespace (the default one for holder) contains another repository's storage namespace"
-        assert "holder" not in [r.name for r in g.app().catalog.list_repositories()]
-        s3.create_bucket(Bucket="holder2")  # a sibling is fine
-    finally:
-        g.stop()
+    g = flat
+    cat = g.app().catalog
+    cat.create_repository("keeper", f"{cat.namespace_root}/holder/keeper")
+    s3 = g.client()
+    with pytest.raises(ClientError) as info:
+        s3.create_bucket(Bucket="holder")
+    assert code(info) == "InvalidArgument"
+    message = info.value.response["Error"]["Message"]
+    assert message == "storage namespace (the default one for holder) contains another repository's storage namespace"
+    assert "holder" not in [r.name for r in g.app().catalog.list_repositories()]
+    s3.create_bucket(Bucket="holder2")  # a sibling is fine
