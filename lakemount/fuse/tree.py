@@ -332,13 +332,16 @@ class Tree:
         state.io()
         state.settle(scope, node.path)
         gen, version, fetched = scope.gen, scope.version, state.now()
-        children, marker = list_dir(state.catalog, scope.repo, scope.resolved, node.path)
+        stale = node.listing
+        decoded: dict[bytes, tuple[bytes, Child]] = {}
+        children, marker = list_dir(state.catalog, scope.repo, scope.resolved, node.path, decoded,
+                                    stale.decoded if stale is not None else {})
         if state.writeback is not None:  # what this mount journaled and has not staged yet
             state.writeback.overlay_listing(scope, node.path, children)
         if node.path and not children and marker is None:
             # Nothing under this path any more: the directory is gone.
             raise FsError(errno.ENOENT, node.path)
-        listing = Listing(children, sorted(children), fetched, gen)
+        listing = Listing(children, sorted(children), fetched, gen, decoded=decoded)
         with self.table.lock:
             if version == scope.version and gen == scope.gen:
                 node.listing = listing
