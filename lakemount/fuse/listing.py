@@ -67,6 +67,10 @@ class Listing:
     # What the listing decoded: name -> (the stored value, its child), as :func:`list_dir` read them (local
     # changes do not touch it).  The next listing of the directory reuses a child whose value is unchanged.
     decoded: dict[bytes, tuple[bytes, Child]] = field(default_factory=dict)
+    # The branch's node stamp noted before the read (``OwnChanges.note``; None: not kept on stamps), and
+    # when the read was: past ``head_ttl`` the listing is kept while only this mount changed the branch.
+    stamp: tuple[int, int] | None = None
+    listed: float = 0.0
 
     def __post_init__(self) -> None:
         if self.dirs < 0:
