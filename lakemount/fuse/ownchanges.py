@@ -30,7 +30,7 @@ from typing import Final
 
 from lakemount.catalog.catalog import Catalog
 
-LINKS_MAX: Final = 65_536  # own stamps remembered (then forgotten at once: each kept listing is read again once)
+LINKS_MAX: Final = 16_384  # own stamps remembered (~3 MB; then forgotten at once: each kept listing is read again once)
 KEEP_MAX: Final = 30.0  # seconds a listing is kept on the stamps alone before it is read again
 
 
