@@ -822,7 +822,7 @@ def test_a_branch_in_use_shows_changes_made_elsewhere_within_head_ttl(
 
 
 def test_with_change_notices_a_branch_in_use_needs_no_head_check_of_its_own(
-    fs_factory: Callable[..., FileSystem], app: App, clock: MountClock, monkeypatch: pytest.MonkeyPatch,
+    fs_factory: Callable[..., FileSystem], app: App, clock: MountClock
 ) -> None:
     """While notices arrive, a branch's moves and staged changes are pushed: a request past ``head_ttl`` asks
     nothing (what was read stays trusted until a notice drops it, or ``PUSHED_POLL``); past ``PUSHED_POLL``
@@ -836,10 +836,6 @@ def test_with_change_notices_a_branch_in_use_needs_no_head_check_of_its_own(
     ttl = 0.5
     fs = fs_factory(head_ttl=ttl)
     fs.scopes.push_live = lambda: True
-    # What is counted here is the head check and the name's lookup: a root listing that a scan-ahead read
-    # late (a thread, on a loaded machine) and that nothing changed since may be kept and answer the lookup
-    # instead (ownchanges.py, tests/fuse/test_ownchanges.py); this test keeps no listing past head_ttl.
-    monkeypatch.setattr(fs.state.own, "ours_since", lambda *_args: None)
     pfs = PathFS(fs)
     assert pfs.read_file(f"{MAIN}/f") == b"one"
     for _round in range(2):
