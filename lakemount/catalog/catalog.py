@@ -201,6 +201,23 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
 
     _blame_cache: BlameCache | None = None  # made by the first blame
 
+    def branch_stamp(self, repo: str, branch: str) -> tuple[int, int] | None:
+        """``(slot, stamp)``: the node's stamp of branch ``repo``/``branch`` now, which every change this
+        node's processes make to the branch replaces (``lakemount.metastore.stamps``), with the slot it
+        shares with other branches; None where the catalog has no stamps.  Note it before a read you keep."""
+        return None if self.changes is None else self.changes.slot_stamp(repo, branch)
+
+    @contextmanager
+    def own_changes(self) -> Iterator[list[tuple[int, int, int]]]:
+        """Collect ``(slot, old stamp, new stamp)`` of every branch change the calling thread makes inside the
+        block and commits alone (not in a group commit with other writers): a reader that noted a stamp
+        tells its own changes from everyone else's by them (:meth:`branch_stamp`)."""
+        if self.changes is None:
+            yield []
+            return
+        with self.changes.recording() as seen:
+            yield seen
+
     def blame(self, repo: str, ref: str, paths: Sequence[str], *, depth: int) -> list[Blamed]:
         """The blame of each of ``paths`` (at most ``MAX_PATHS``; ``dir/`` for a prefix) at ``ref``, in their order,
         walking at most ``depth`` commits; raises ``InvalidArgument`` for too many paths or a depth below 1, and what

@@ -35,6 +35,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Final, Protocol, TypeVar
 
 from lakemount.graveler.model import Repository
@@ -66,7 +67,9 @@ class ChangeSource(Protocol):
     connection (anything may have changed), and returns it (``stop()`` ends
     it), or returns ``None`` where the store cannot push changes.
     ``stamp_of`` is the node's stamp of a branch (``lakemount.metastore.stamps``):
-    it changes, at once, with every change this node's processes make to it.
+    it changes, at once, with every change this node's processes make to it;
+    ``slot_stamp`` is it with its slot, and ``recording`` collects ``(slot, old
+    stamp, new stamp)`` of the changes the calling thread makes inside it.
     """
 
     sender: str
@@ -74,6 +77,10 @@ class ChangeSource(Protocol):
     def listen(self, callback: Callable[[Any], None]) -> Any: ...
 
     def stamp_of(self, repo: str, branch: str) -> int: ...
+
+    def slot_stamp(self, repo: str, branch: str) -> tuple[int, int]: ...
+
+    def recording(self) -> AbstractContextManager[list[tuple[int, int, int]]]: ...
 
 
 class KeptRecords:

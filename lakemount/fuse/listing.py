@@ -19,7 +19,8 @@ directory wins.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Final
 
 from lakemount.catalog.catalog import Catalog
@@ -63,6 +64,13 @@ class Listing:
     gen: int
     dirs: int = -1
     puts: int = 0  # names this mount added or changed in it since it was listed (``Tree.listing_put``)
+    # What the listing decoded: name -> (the stored value, its child), as :func:`list_dir` read them (local
+    # changes do not touch it).  The next listing of the directory reuses a child whose value is unchanged.
+    decoded: dict[bytes, tuple[bytes, Child]] = field(default_factory=dict)
+    # The branch's node stamp noted before the read (``OwnChanges.note``; None: not kept on stamps), and
+    # when the read was: past ``head_ttl`` the listing is kept while only this mount changed the branch.
+    stamp: tuple[int, int] | None = None
+    listed: float = 0.0
 
     def __post_init__(self) -> None:
         if self.dirs < 0:
@@ -90,8 +98,15 @@ def showable_below(rest: bytes, value: bytes) -> bool:
     return all(valid_name(seg) for seg in rest.split(b"/"))
 
 
-def list_dir(catalog: Catalog, repo: str, ref: ResolvedRef, dir_path: str) -> tuple[dict[bytes, Child], Entry | None]:
+def list_dir(catalog: Catalog, repo: str, ref: ResolvedRef, dir_path: str,
+             decoded: dict[bytes, tuple[bytes, Child]] | None = None,
+             known: Mapping[bytes, tuple[bytes, Child]] | None = None) -> tuple[dict[bytes, Child], Entry | None]:
     """Children of directory ``dir_path`` ("" for the root) and the directory's own marker entry.
+
+    ``decoded``, when given, receives each file or symlink child with the stored value it was
+    decoded from; ``known`` is such a map of an earlier listing: a name whose value is unchanged
+    takes its child from there instead of being decoded again (a directory relisted every
+    ``head_ttl`` while a copy writes into it decodes only what is new).
 
     Raises what the catalog raises (``NotFound`` for a vanished ref,
     ``Unavailable`` for an unreachable store).
@@ -99,6 +114,7 @@ def list_dir(catalog: Catalog, repo: str, ref: ResolvedRef, dir_path: str) -> tu
     prefix = (dir_path + "/").encode("utf-8", "surrogateescape") if dir_path else b""
     stop = prefix_end(prefix) if prefix else None
     children: dict[bytes, Child] = {}
+    known = known if known is not None else {}
     own_marker: Entry | None = None
     start = prefix
     while True:
@@ -114,8 +130,17 @@ def list_dir(catalog: Catalog, repo: str, ref: ResolvedRef, dir_path: str) -> tu
                     marker = decode_value(value)
                     if marker.is_dir:
                         own_marker = marker
+                    continue
+                seen = known.get(rest)
+                if seen is not None and seen[0] == value:  # a name in ``known`` passed valid_name there
+                    child = seen[1]
                 elif valid_name(rest):
-                    children[rest] = child_for_entry(decode_value(value))
+                    child = child_for_entry(decode_value(value))
+                else:
+                    continue
+                children[rest] = child
+                if decoded is not None:
+                    decoded[rest] = (value, child)
                 continue
             name = rest[:slash]
             if name != current_dir:

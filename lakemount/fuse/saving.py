@@ -244,10 +244,13 @@ class Saver:
                 paths = {path for path, _ in changes}
                 markers = [(path, entry) for path, entry in taken if path not in paths]
                 try:
-                    if markers or len(changes) > 1:
-                        catalog.apply(scope.repo, scope.resolved, [*markers, *changes])
-                    else:
-                        catalog.put_entry(scope.repo, scope.resolved, *changes[0])
+                    # Every change here is applied to the cached listings (``_saved``; a dropped marker at
+                    # the create): a listing of the directory is kept past head_ttl over it (ownchanges.py).
+                    with self.state.own.recording():
+                        if markers or len(changes) > 1:
+                            catalog.apply(scope.repo, scope.resolved, [*markers, *changes])
+                        else:
+                            catalog.put_entry(scope.repo, scope.resolved, *changes[0])
                 except BaseException:
                     held.put_back(key, taken)
                     raise

@@ -32,6 +32,7 @@ from lakemount.fuse.errno import FsError, errno_of
 from lakemount.fuse.held import HeldCreates
 from lakemount.fuse.inodes import InodeTable, Node
 from lakemount.fuse.mounted import branch_signature
+from lakemount.fuse.ownchanges import OwnChanges
 from lakemount.fuse.reader import BlockReader, ObjectRef
 from lakemount.fuse.stats import Metrics
 from lakemount.fuse.values import MountOptions
@@ -112,6 +113,7 @@ class MountState:
         self._next_fh = 1
         self.writeback: Pipeline | None = None  # the write-back pipeline, when the mount writes back
         self.held = HeldCreates()  # without write-back: creates waiting for their file's first close (held.py)
+        self.own = OwnChanges(catalog)  # the node stamps this mount's own stagings wrote (ownchanges.py)
         # Held by whatever stages what it took out of ``held`` (and by every other staging of the mount): a
         # held create staged by a reader's or the timer's thread must never land after the file's own close
         # staged its content (the empty entry would win), nor after a rename or unlink of its name.

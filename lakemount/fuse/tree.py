@@ -27,6 +27,7 @@ from lakemount.fuse.attributes import Attributes
 from lakemount.fuse.errno import Absent, FsError
 from lakemount.fuse.inodes import ROOT_INODE, Kind, Node
 from lakemount.fuse.listing import Child, ChildKind, Listing, list_dir, lookup_child
+from lakemount.fuse.ownchanges import KEEP_MAX
 from lakemount.fuse.scope import PUSHED_POLL, Scope, Scopes
 from lakemount.fuse.state import NAME_MAX, MountState, decode_name, join_path, key_len, op
 from lakemount.fuse.values import Attr
@@ -68,13 +69,27 @@ class Tree:
         return not scope.writable or self.state.now() - node.fetched < self.ttl(scope)
 
     def listing_fresh(self, node: Node) -> Listing | None:
-        """``node``'s cached listing if it may be used without asking the catalog, else None."""
+        """``node``'s cached listing if it may be used without asking the catalog, else None.
+
+        Past ``head_ttl``, a listing of a plain branch is still used while the node's stamps show no
+        change to the branch but this mount's own stagings, which it applied to the listing itself
+        (:mod:`~lakemount.fuse.ownchanges`), for ``KEEP_MAX`` after it was read at most.
+        """
         listing = node.listing
         scope = node.scope
         if listing is None or scope is None or listing.gen != scope.gen:
             return None
-        if scope.writable and self.state.now() - listing.fetched >= self.ttl(scope):
-            return None
+        if scope.writable:
+            now = self.state.now()
+            if now - listing.fetched >= self.ttl(scope):
+                noted = listing.stamp
+                if noted is None or not scope.plain_branch or now - listing.listed >= KEEP_MAX:
+                    return None
+                stamp = self.state.own.ours_since(scope.repo, scope.branch, noted)
+                if stamp is None:
+                    return None
+                listing.stamp, listing.fetched = stamp, now
+                self.state.metrics.add("listings_kept")
         return listing
 
     def absent_fresh(self, scope: Scope, path: str) -> bool:
@@ -383,14 +398,18 @@ class Tree:
         state = self.state
         state.io()
         state.settle(scope, node.path)
+        stamp = state.own.note(scope.repo, scope.branch) if scope.plain_branch else None
         gen, version, fetched = scope.gen, scope.version, state.now()
-        children, marker = list_dir(state.catalog, scope.repo, scope.resolved, node.path)
+        stale = node.listing
+        decoded: dict[bytes, tuple[bytes, Child]] = {}
+        children, marker = list_dir(state.catalog, scope.repo, scope.resolved, node.path, decoded,
+                                    stale.decoded if stale is not None else {})
         if state.writeback is not None:  # what this mount journaled and has not staged yet
             state.writeback.overlay_listing(scope, node.path, children)
         if node.path and not children and marker is None:
             # Nothing under this path any more: the directory is gone.
             raise FsError(errno.ENOENT, node.path)
-        listing = Listing(children, sorted(children), fetched, gen)
+        listing = Listing(children, sorted(children), fetched, gen, decoded=decoded, stamp=stamp, listed=fetched)
         with self.table.lock:
             if version == scope.version and gen == scope.gen:
                 node.listing = listing

@@ -517,6 +517,11 @@ class Writeback:
                     assert entry is not None
                     entry, items[0].names = stage_on_names(self.catalog, repo, branch, path, entry)
                     items[0].changes = [(path, entry)]
+                elif all(item.node is not None or item.base is None for item in items):
+                    # Each change is in the cached listings already (a create's) or is put there when
+                    # staged (``_settle``): a listing is kept past head_ttl over it (ownchanges.py).
+                    with self.state.own.recording():
+                        self.catalog.apply(repo, branch, list(merged.items()))
                 else:
                     self.catalog.apply(repo, branch, list(merged.items()))
                 break

@@ -24,7 +24,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from lakemount.errors import (
@@ -235,21 +235,30 @@ class SqlRefStore:
         commits; this node's processes learn it from its stamp (``_write`` stamps it after the commit)."""
         if self.dialect == "postgresql":
             conn.execute(sa.select(sa.func.pg_notify(notify.CHANNEL, notify.payload(self.sender, kind, repo, branch))))
-            conn.info[_CHANGED].append((repo, branch))
+        conn.info[_CHANGED].append((repo, branch))
 
-    def changed(self, repo: str, branch: str) -> None:
+    def changed(self, repo: str, branch: str, *, alone: bool = True) -> None:
         """Stamp ``repo``/``branch`` as changed by this node (see :mod:`~lakemount.metastore.stamps`).
 
-        Called after every committed transaction that sent a change notice, before
-        the change is acknowledged: only where notices are sent (PostgreSQL) does
-        anyone keep reads that the stamp must drop.
+        Called after every committed transaction that changed a branch (one that sends a change
+        notice on PostgreSQL), before the change is acknowledged, on every database: a mount keeps
+        the listing of a directory it writes into while the stamps show no change but its own
+        (``lakemount.fuse.stamps``).  ``alone``: the transaction held only the calling thread's
+        change (False for a group commit of several writers: then no thread records the stamp as its own).
         """
-        if self.dialect == "postgresql":
-            self.stamps.stamp(repo, branch)
+        self.stamps.stamp(repo, branch, record=alone)
 
     def stamp_of(self, repo: str, branch: str) -> int:
         """The node's stamp of ``repo``/``branch`` now: note it before a read you keep (``changed``)."""
         return self.stamps.of(repo, branch)
+
+    def slot_stamp(self, repo: str, branch: str) -> tuple[int, int]:
+        """``(slot, stamp)`` of ``repo``/``branch`` now (``NodeStamps.slot_stamp``)."""
+        return self.stamps.slot_stamp(repo, branch)
+
+    def recording(self) -> AbstractContextManager[list[tuple[int, int, int]]]:
+        """The stamps the calling thread's changes write inside the block (``NodeStamps.recording``)."""
+        return self.stamps.recording()
 
     def listen(self, callback: notify.Callback) -> notify.Listener | None:
         """Start a thread calling ``callback`` with branch changes made by any process (PostgreSQL).

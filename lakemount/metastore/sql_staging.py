@@ -161,7 +161,7 @@ class SqlStaging:
                 raise group.error
             return
         try:
-            self._write(repo, branch, group.items, None, group.namespaces)
+            self._write(repo, branch, group.items, None, group.namespaces, group.writes == 1)
         except BaseException as exc:
             group.error = exc
             raise
@@ -190,8 +190,8 @@ class SqlStaging:
         lane.gathering = False
 
     def _write(self, repo: str, branch: str, items: dict[bytes, bytes | None], check: StageCheck | None,
-               namespaces: set[str]) -> None:
-        """One write transaction staging ``items`` (see :meth:`stage`)."""
+               namespaces: set[str], alone: bool = True) -> None:
+        """One write transaction staging ``items`` (see :meth:`stage`); ``alone``: of one writer only."""
         postgres = self.refs.dialect == "postgresql"
         # A checked write locks the row exclusively: two checked writers (and a commit's swap of
         # the tokens) wait for each other, so the state one checked is the state it writes over.
@@ -227,7 +227,7 @@ class SqlStaging:
                 )
 
         self._fast.run(work, transaction=True, retry=True)
-        self.refs.changed(repo, branch)
+        self.refs.changed(repo, branch, alone=alone)
 
     def _staged_in(self, cur: Any, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:
         """``staged_get`` inside the transaction of ``cur`` (a checked write reads what it holds locked)."""
@@ -381,7 +381,17 @@ class SqlStaging:
                 end = prefix_end(prefix)
                 where += " AND key >= ?" + ("" if end is None else " AND key < ?")
                 params += [prefix, *([] if end is None else [end])]
-            self._fast.run(lambda cur: cur.execute(f"DELETE FROM lm_staging WHERE {where}", params), transaction=True)
+            def drop(cur: Any) -> list[tuple[str, str]]:
+                cur.execute(f"DELETE FROM lm_staging WHERE {where}", params)
+                if key is None and not prefix:
+                    return []
+                # A partial reset of a branch's live token changes the branch: its stamp says so (a
+                # mount keeps a directory's listing while the stamps show no change but its own).
+                cur.execute("SELECT repo, name FROM lm_branches WHERE staging_token = ?", (token,))
+                return list(cur.fetchall())
+
+            for repo, branch in self._fast.run(drop, transaction=True):
+                self.refs.changed(repo, branch)
             return
         import sqlalchemy as sa
 
@@ -398,7 +408,7 @@ class SqlStaging:
         refs = self.refs
         with refs._write() as conn:
             conn.execute(staging_t.delete().where(*cond))
-            if refs.dialect == "postgresql" and (prefix or key is not None):
+            if prefix or key is not None:
                 # A partial reset drops entries of a branch's live token: tell mounts, as a staged write
                 # does.  Whole tokens are dropped after a commit or a full reset, which moved the head.
                 owners = conn.execute(sa.select(branches_t.c.repo, branches_t.c.name).where(branches_t.c.staging_token == token))

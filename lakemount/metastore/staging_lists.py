@@ -265,7 +265,7 @@ class SqlStagingLists:
         # SQLite: an inline file's row and bytes are two statements, in one write transaction.
         rows = self._appending(work, transaction=inline is not None and self.dialect != "postgresql")
         if rows:
-            self.refs.changed(repo, branch)  # before the flush's writes are acknowledged
+            self.refs.changed(repo, branch, alone=False)  # before the flush's writes (of any writer) are acknowledged
             token = StagingToken(rows[0][0])
             self._remember(replace(info, level=1, seq=int(rows[0][2]), token=token))
             return token, int(rows[0][1])
@@ -350,14 +350,14 @@ class SqlStagingLists:
         def work(cur: Any) -> list[tuple[str, str]]:
             cur.execute(text, params)
             self._put_inline(cur, int(cur.fetchone()[0]), inline)
-            if self.dialect != "postgresql":
-                return []
-            # A partial reset of a branch's live token is a staging change: tell mounts, as an append does.
-            cur.execute("SELECT repo, name FROM lm_branches WHERE staging_token = %s", (token,))
+            # A partial reset of a branch's live token is a staging change: tell mounts, as an append does
+            # (its stamp on every database, a notice on PostgreSQL).
+            cur.execute(self._sql("SELECT repo, name FROM lm_branches WHERE staging_token = ?"), (token,))
             owners = list(cur.fetchall())
-            for repo, branch in owners:
-                cur.execute("SELECT pg_notify(%s, %s)",
-                            (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch)))
+            if self.dialect == "postgresql":
+                for repo, branch in owners:
+                    cur.execute("SELECT pg_notify(%s, %s)",
+                                (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch)))
             return owners
 
         for repo, branch in self._fast.run(work, transaction=True):

@@ -745,6 +745,8 @@ def test_a_mount_in_use_looks_a_name_up_again_in_one_statement(fs_factory: Calla
     pfs = PathFS(fs)
     for _round in range(3):
         time.sleep(0.35)  # every entry the mount and the kernel had is due again
+        for b in ("main", "src"):  # another process stages elsewhere in both: no listing is kept (ownchanges.py),
+            app.catalog.put(REPO, b, f"elsewhere-{_round}.txt", b"x")  # even one a late scan-ahead read
         with statements(app) as seen:
             for b in ("main", "src"):
                 assert pfs.read_file(f"/{REPO}/{b}/marker.txt") == b.encode()
@@ -941,27 +943,33 @@ def test_files_opened_by_path_in_listing_order_are_prefetched_too(pfs: PathFS, f
 
 def test_a_file_opened_again_and_again_does_not_list_its_directory(fs_factory: Callable[..., FileSystem], app: App) -> None:
     """A reader polling one file is no scan: its directory is listed for scan-ahead once, not every ``head_ttl``;
-    opening another file there lists it again."""
+    opening another file there brings it up to date (lists it again, or keeps it while nothing else changed the branch)."""
     app.catalog.put(REPO, "main", "d/f", b"f")
     app.catalog.put(REPO, "main", "d/g", b"g")
     fs = fs_factory(head_ttl=0.2)
     pfs = PathFS(fs)
 
     def listed() -> float:
+        """When the listing was last brought up to date (read again, or kept: nothing else changed the branch)."""
         listing = fs.table.get(pfs.ino(f"{MAIN}/d")).listing  # type: ignore[union-attr]
         return listing.fetched if listing is not None else 0.0
+
+    def read() -> float:
+        """When the listing was last read from the catalog."""
+        listing = fs.table.get(pfs.ino(f"{MAIN}/d")).listing  # type: ignore[union-attr]
+        return listing.listed if listing is not None else 0.0
 
     assert pfs.read_file(f"{MAIN}/d/f") == b"f"
     deadline = time.monotonic() + 10
     while not listed() and time.monotonic() < deadline:
         time.sleep(0.01)
     first = listed()
-    assert first
+    assert first and read() == first
     for _round in range(3):
         time.sleep(0.25)  # the listing is stale now
         assert pfs.read_file(f"{MAIN}/d/f") == b"f"
         time.sleep(0.1)
-        assert listed() == first
+        assert read() == first
     assert pfs.read_file(f"{MAIN}/d/g") == b"g"
     while listed() == first and time.monotonic() < deadline:
         time.sleep(0.01)

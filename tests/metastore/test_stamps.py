@@ -50,13 +50,37 @@ def test_without_a_file_the_stamps_are_this_processes(tmp_path: Path, caplog: py
     assert "this process's changes only" in caplog.text and str(tmp_path) not in caplog.text
 
 
-def test_sqlite_stamps_nothing(tmp_path: Path) -> None:
-    # Nobody keeps reads without change notices: a write costs no stamp there.
-    store = SqlRefStore(f"sqlite:///{tmp_path}/r.db", stamps=NodeStamps(str(tmp_path / "node-stamps")))
+def test_sqlite_stamps_every_staging_and_a_thread_records_its_own(tmp_path: Path) -> None:
+    # A mount keeps a listing past head_ttl while the stamps show only its own changes (fuse/ownchanges.py):
+    # on SQLite too, every staging stamps its branch, and a recording thread learns (slot, old, new).
+    stamps = NodeStamps(str(tmp_path / "node-stamps"))
+    store = SqlRefStore(f"sqlite:///{tmp_path}/r.db", stamps=stamps)
     root = Commit(CommitID("c0"), (), "mr", "", "init", "t", 0.0, (), 1)
     store.create_repository(Repository("r", "mem://ns", "main", 0.0), Branch("main", CommitID("c0"), StagingToken("t0")), root)
-    SqlStaging(store).stage("r", "main", [(b"k", b"v")])
-    assert not (tmp_path / "node-stamps").exists()
+    staging = SqlStaging(store)
+    slot, before = store.slot_stamp("r", "main")
+    with store.recording() as seen:
+        staging.stage("r", "main", [(b"k", b"v")])
+    slot_now, after = store.slot_stamp("r", "main")
+    assert (slot_now, after) != (slot, before)
+    assert seen == [(slot, before, after)]
+    # Outside a recording, and a partial reset (the SQLite fast path), stamp without recording anything.
+    staging.stage("r", "main", [(b"k2", b"v")])
+    assert store.slot_stamp("r", "main")[1] != after
+    was = store.slot_stamp("r", "main")[1]
+    staging.drop_staging(StagingToken("t0"), key=b"k2")
+    assert store.slot_stamp("r", "main")[1] != was
+
+
+def test_a_group_commit_of_several_writers_is_recorded_by_none(tmp_path: Path) -> None:
+    stamps = NodeStamps(str(tmp_path / "node-stamps"))
+    store = SqlRefStore(f"sqlite:///{tmp_path}/r.db", stamps=stamps)
+    root = Commit(CommitID("c0"), (), "mr", "", "init", "t", 0.0, (), 1)
+    store.create_repository(Repository("r", "mem://ns", "main", 0.0), Branch("main", CommitID("c0"), StagingToken("t0")), root)
+    was = store.slot_stamp("r", "main")[1]
+    with store.recording() as seen:
+        store.changed("r", "main", alone=False)
+    assert seen == [] and store.slot_stamp("r", "main")[1] != was
 
 
 @pytest.mark.postgres
