@@ -137,7 +137,7 @@ def test_a_kept_record_of_a_repository_made_again_elsewhere_fails_the_write(
     cat = app.catalog
     cat.put(R, "main", "a", b"1")  # the record is kept
     old = cat.kept_repository(R).storage_namespace
-    monkeypatch.setattr(app.metastore.stamps, "stamp", lambda repo, branch: None)  # another node's change
+    monkeypatch.setattr(app.metastore.stamps, "stamp", lambda repo, branch, **_kw: None)  # another node's change
     cat.graveler.delete_repository(R)  # beneath the catalog: the kept record is not dropped by it
     cat.graveler.create_repository(R, f"local://{tmp_path}/elsewhere")
     assert cat.kept_repository(R).storage_namespace == old

@@ -333,7 +333,18 @@ class Cluster:
                  str(self.dir / "pg" / "log"), "-o", opts, "-w", "-t", "60", "start", timeout=90)
 
     def pg_stop(self, host: Host) -> None:
+        """Stop PostgreSQL (``-m fast``) and wait until its postmaster has exited."""
+        pid = self.pg_pid()
         host.run("runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", self._pg_data, "-m", "fast", "-w", "stop", timeout=90)
+        self._gone(pid, "-m fast")
+
+    def _gone(self, pid: int, how: str) -> None:
+        """Wait for postmaster ``pid`` to exit: ``pg_ctl -w stop`` returns once ``postmaster.pid`` is gone,
+        which the postmaster removes just before it exits (CI once saw it still running right after)."""
+        end = time.monotonic() + 10
+        while running(pid):
+            assert time.monotonic() < end, f"postmaster {pid} survived pg_ctl {how} stop"
+            time.sleep(0.05)
 
     def pg_pid(self) -> int:
         """The running postmaster's pid (the first line of ``postmaster.pid``)."""
@@ -346,10 +357,7 @@ class Cluster:
         """
         pid = self.pg_pid()
         host.run("runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", self._pg_data, "-m", "immediate", "-w", "stop", timeout=90)
-        end = time.monotonic() + 10  # pg_ctl returns once postmaster.pid is gone, as the process exits
-        while running(pid):
-            assert time.monotonic() < end, f"postmaster {pid} survived pg_ctl -m immediate"
-            time.sleep(0.05)
+        self._gone(pid, "-m immediate")
         return pid
 
     def pg_statements(self) -> int:
