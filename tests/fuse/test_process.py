@@ -12,7 +12,28 @@ import pytest
 
 from lakemount.errors import Unavailable
 from lakemount.fuse import process, runner
-from tests.fuse.mounting import cleanup_mountpoint, env_for, needs_fuse
+from tests.fuse.mounting import Mount, cleanup_mountpoint, env_for, needs_fuse
+
+
+def _stuck_lookup(m: Mount) -> tuple[threading.Thread, list[int]]:
+    """Stop mount ``m``'s process (SIGSTOP: it answers nothing) and start a lookup in it on a thread: the
+    thread and the errno list its lookup fills once freed.  Asserts the lookup is stuck a second later."""
+    import signal
+
+    got: list[int] = []
+
+    def look() -> None:
+        try:
+            os.stat(f"{m.mountpoint}/repo/main/never-looked-up")
+        except OSError as exc:
+            got.append(exc.errno)
+
+    os.kill(m.proc.pid, signal.SIGSTOP)
+    waiting = threading.Thread(target=look, daemon=True)
+    waiting.start()
+    waiting.join(1.0)
+    assert waiting.is_alive(), f"the lookup returned ({got}) from a mount that answers nothing: nothing is stuck"
+    return waiting, got
 
 
 @needs_fuse[0]
@@ -72,20 +93,8 @@ def test_aborting_the_connection_frees_a_syscall_the_mount_can_never_answer(
 
     App.from_config().catalog.create_repository("repo")
     m = start(home, os.path.join(os.fspath(tmp_path), "mnt"))
-    got: list[int] = []
-
-    def look() -> None:
-        try:
-            os.stat(f"{m.mountpoint}/repo/main/never-looked-up")
-        except OSError as exc:
-            got.append(exc.errno)
-
     try:
-        os.kill(m.proc.pid, signal.SIGSTOP)
-        waiting = threading.Thread(target=look, daemon=True)
-        waiting.start()
-        waiting.join(1.0)
-        assert waiting.is_alive(), f"the lookup returned ({got}) from a mount that answers nothing"
+        waiting, got = _stuck_lookup(m)
         assert runner.abort_connection(m.mountpoint)
         waiting.join(30)
         assert not waiting.is_alive() and got == [errno.ECONNABORTED], got
@@ -115,20 +124,8 @@ def test_umount_of_a_mount_that_answers_nothing_aborts_its_connection(home: str,
 
     App.from_config().catalog.create_repository("repo")
     m = start(home, os.path.join(os.fspath(tmp_path), "mnt"))
-    got: list[int] = []
-
-    def look() -> None:
-        try:
-            os.stat(f"{m.mountpoint}/repo/main/never-looked-up")
-        except OSError as exc:
-            got.append(exc.errno)
-
     try:
-        os.kill(m.proc.pid, signal.SIGSTOP)
-        waiting = threading.Thread(target=look, daemon=True)
-        waiting.start()
-        waiting.join(1.0)
-        assert waiting.is_alive(), f"the lookup returned ({got}) from a mount that answers nothing: nothing is stuck"
+        waiting, got = _stuck_lookup(m)
         done = subprocess.run(lakemount_cmd("umount", m.mountpoint, "--abort-after", "2", "--json"), env=env_for(home),
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
