@@ -29,7 +29,10 @@ open handle were judged when it was opened.
 
 Two background tasks run beside the request loop: one re-checks branch heads
 every ``head_ttl``, one issues the kernel cache invalidations the core queues
-(never from inside a request handler, where they could deadlock).
+(never from inside a request handler, where they could deadlock).  A write to a
+control file (a reset, a merge, a revert) answers once the invalidations it
+queued are issued, so the writer's next ``stat`` or ``ls`` sees the branch as
+the verb left it, not what the kernel kept of it (a file the reset dropped).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import functools
 import logging
 import os
 import queue
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
@@ -58,6 +62,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 DEFAULT_THREADS: Final = 16
 READDIR_BATCH: Final = 16
+KERNEL_SETTLE_S: Final = 5.0  # the longest a control file's write waits for its kernel invalidations
 
 
 def _entry_attributes(a: Attr) -> pyfuse3.EntryAttributes:
@@ -286,7 +291,10 @@ class FuseOperations(pyfuse3.Operations):
         return await self._call(self.fs.read, fh & FH_MASK, off, size, fast=True)
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        return await self._call(self.fs.write, fh & FH_MASK, off, buf, fast=True)
+        n = await self._call(self.fs.write, fh & FH_MASK, off, buf, fast=True)
+        if self.fs.is_control(fh & FH_MASK):
+            await self.kernel_settled()
+        return n
 
     async def flush(self, fh: int) -> None:
         # Taken before any await: the shim noted the closing thread on this loop, per pending FLUSH.
@@ -381,6 +389,16 @@ class FuseOperations(pyfuse3.Operations):
                 await trio.to_thread.run_sync(_apply_invalidations, batch)
 
 
+    async def kernel_settled(self) -> None:
+        """Wait until the invalidations queued so far are issued to the kernel (by :meth:`invalidate`), at
+        most ``KERNEL_SETTLE_S``: past it, log and go on (the entries expire by their timeouts anyway)."""
+        done = threading.Event()
+        self.fs.invalidations.put(("settled", done))
+        if not await trio.to_thread.run_sync(done.wait, KERNEL_SETTLE_S, abandon_on_cancel=True):
+            log.warning("kernel invalidations not issued within %.0f s; the kernel may show what it kept until its entries expire",
+                        KERNEL_SETTLE_S)
+
+
 def _drain(q: queue.SimpleQueue[tuple[Any, ...]], wait: float = 0.5, most: int = 4096) -> list[tuple[Any, ...]]:
     try:
         items = [q.get(timeout=wait)]
@@ -396,6 +414,9 @@ def _drain(q: queue.SimpleQueue[tuple[Any, ...]], wait: float = 0.5, most: int =
 
 def _apply_invalidations(batch: list[tuple[Any, ...]]) -> None:
     for item in dict.fromkeys(batch):  # de-duplicated, in order
+        if item[0] == "settled":  # everything queued before it is issued: wake the waiter
+            item[1].set()
+            continue
         try:
             if item[0] == "inode":
                 pyfuse3.invalidate_inode(pyfuse3.InodeT(item[1]), attr_only=False)

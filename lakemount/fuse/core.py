@@ -213,6 +213,10 @@ class FileSystem:
                 self.audit.record(node, caller.uid, caller.pid, "list", path=node.path + "/" if node.path else "")
         return fh
 
+    def is_control(self, fh: int) -> bool:
+        """True if ``fh`` is an open control file (``.lakefs/...``)."""
+        return self.handles.is_control(fh)
+
     def dir_cacheable(self, fh: int) -> bool:
         """True if the kernel may keep the listing of directory handle ``fh`` (an immutable ref's directory)."""
         return self.directories.cacheable(fh)

@@ -179,6 +179,10 @@ class Handles:
             self._handles[fh] = FileHandle(fh, node, writable, None, content=content, uid=caller.uid, pid=caller.pid)
         return Opened(fh, keep_cache=False, direct_io=True, noflush=not writable)
 
+    def is_control(self, fh: int) -> bool:
+        handle = self._handles.get(fh)
+        return handle is not None and handle.node.kind == Kind.CONTROL_FILE
+
     def _handle(self, fh: int) -> FileHandle:
         handle = self._handles.get(fh)
         if handle is None:
