@@ -3,7 +3,7 @@
 Usage: ``python flaky_mount.py MOUNTPOINT FAULT_FILE READY_FD``.  Every 50 ms
 the mount reads FAULT_FILE; each line ``OP N [WHERE]`` makes the next N block-store
 calls of OP fail (``Unavailable``; with WHERE, the next N whose URL holds that text), ``heal`` drops all faults; then the file
-is emptied (faults already in the file at start apply before the mount is built).  Everything else
+is emptied (after they apply) (faults already in the file at start apply before the mount is built).  Everything else
 is the real mount: ``runner.run_mount`` with signals, flush and unmount.
 """
 
@@ -27,19 +27,22 @@ def main() -> None:
     app.__dict__["adapter"] = adapter  # before the catalog and stores are built
 
     def apply() -> None:
+        # Emptied only once its lines apply: a test that waits for the empty file (tests/fuse/test_mount.py's
+        # inject) then meets the faults it wrote, never the ones before (emptied first, a loaded machine let the
+        # test read through a fault it had just healed). A test writes its next lines once the file is empty.
         try:
             with open(fault_file, "r+") as f:
                 lines = f.read().split("\n")
+                for line in lines:
+                    if line.strip() == "heal":
+                        adapter.heal()
+                    elif line.strip():
+                        op, n, *where = line.split()
+                        adapter.fail_next(op, int(n), where=where[0] if where else "")
                 f.seek(0)
                 f.truncate()
         except FileNotFoundError:
             return
-        for line in lines:
-            if line.strip() == "heal":
-                adapter.heal()
-            elif line.strip():
-                op, n, *where = line.split()
-                adapter.fail_next(op, int(n), where=where[0] if where else "")
 
     def watch() -> None:
         while True:
