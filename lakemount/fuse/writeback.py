@@ -2,7 +2,7 @@
 
 :meth:`Writeback.save` hands a written file's temp file to the journal
 (:mod:`~lakemount.fuse.journal`) with its digests and its entry, and
-:meth:`Writeback.journal_changes` journals a create; both return once the
+:meth:`Writeback.journal_changes` journals a create (a file's own, with its first save); both return once the
 record is written (and, with ``mount.journal_fsync``, synced).  One pipeline
 thread takes the pending records in order, uploads their files (several at
 once) and stages them with one ``Catalog.apply`` per branch and batch; a
@@ -278,8 +278,8 @@ class Writeback:
         create without write-back (held.py).  With ``mount.journal_fsync`` nothing is deferred.
         """
         key = (scope.repo, scope.branch)
-        if opened and len(changes) == 1 and changes[0][1] is not None and not self.journal.fsync:
-            path, entry = changes[0]
+        path, entry = changes[0] if len(changes) == 1 else ("", None)
+        if opened and entry is not None and not self.journal.fsync:
             with self._cond:
                 self._deferred.setdefault(key, {})[path] = entry
                 self._fresh.add((key[0], key[1], path))
