@@ -300,10 +300,9 @@ class Writeback:
     def journal_create(self, scope: Any, path: str) -> None:
         """If ``path``'s create is deferred (a file closed with nothing to save: ``touch``), journal the
         branch's deferred creates now: the close acknowledges the empty file."""
-        with self._cond:
-            deferred = self._deferred.get((scope.repo, scope.branch))
-            if deferred is None or path not in deferred:
-                return
+        deferred = self._deferred.get((scope.repo, scope.branch))  # a look without the lock: each close asks
+        if deferred is None or path not in deferred:
+            return
         self._journal_deferred((scope.repo, scope.branch))
 
     def _journal_deferred(self, key: BranchKey | None) -> None:
