@@ -291,6 +291,11 @@ class Handles:
         if handle.writable and self._create_held(handle.node):  # a new file closed unwritten (``touch``): staged now
             self.state.io()
             self.state.settle(handle.node.scope, handle.node.path)  # type: ignore[arg-type]
+        elif handle.writable and self.state.writeback is not None and handle.node.scope is not None:
+            # With write-back, such a file's create is journaled at its close (it waited for a save: journal_changes).
+            if not self.state.local_journal():
+                self.state.io()
+            self.state.writeback.journal_create(handle.node.scope, handle.node.path)
 
     @op("fsync")
     def fsync(self, fh: int, datasync: bool = False) -> None:

@@ -301,6 +301,7 @@ class Namespace:
         """Create the entry of ``name``; ``hold``: a regular file opened by its create, whose first close stages
         it (``MountState.hold``), so the create itself stages nothing unless it drops a directory marker."""
         parent, scope, path = self._dir_for_change(parent_ino, name)
+        opened = hold
         hold = hold and self.state.holds_creates()
         if not self._create_in_memory(parent, scope, name, held=hold):
             self.state.io()
@@ -320,7 +321,7 @@ class Namespace:
             if hold:
                 self.state.hold(scope, path, entry, dropped)
             else:
-                self.state.stage(scope, [(path, entry), *dropped], journal=True)
+                self.state.stage(scope, [(path, entry), *dropped], journal=True, opened=opened)
             with self.table.lock:
                 self.scopes.local_change(scope)
                 if dropped:

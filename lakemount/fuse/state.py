@@ -87,7 +87,9 @@ class Pipeline(Protocol):
 
     journal: Journal
 
-    def journal_changes(self, scope: Any, changes: Sequence[tuple[str, Entry | None]]) -> None: ...
+    def journal_changes(self, scope: Any, changes: Sequence[tuple[str, Entry | None]], *, opened: bool = False) -> None: ...
+
+    def journal_create(self, scope: Any, path: str) -> None: ...
 
     def drain(self, key: tuple[str, str] | None) -> None: ...
 
@@ -190,19 +192,22 @@ class MountState:
             info = self._empty[repo] = self.catalog.write_data(repo, b"")
         return info
 
-    def stage(self, scope: Scope, changes: Sequence[tuple[str, Entry | None]], *, journal: bool = False) -> None:
+    def stage(self, scope: Scope, changes: Sequence[tuple[str, Entry | None]], *, journal: bool = False,
+              opened: bool = False) -> None:
         """Stage puts (entries) and deletes (None) on the scope's branch as one transaction.
 
         With write-back, ``journal`` changes (a create, which reads nothing of the
-        branch) go to the journal; any other change waits until the branch's
-        journal is staged, so it applies after what this mount wrote before it.
+        branch) go to the journal (``opened``: a file's create that opened it, whose
+        first save journals it: ``Writeback.journal_changes``); any other change waits
+        until the branch's journal is staged, so it applies after what this mount wrote
+        before it.
         """
         wb = self.writeback
         if not (journal and self.local_journal()):
             self.io()
         if wb is not None:
             if journal:
-                wb.journal_changes(scope, changes)
+                wb.journal_changes(scope, changes, opened=opened)
                 self.metrics.add("journaled_changes", len(changes))
                 return
             wb.drain((scope.repo, scope.branch))

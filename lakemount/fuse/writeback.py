@@ -2,7 +2,7 @@
 
 :meth:`Writeback.save` hands a written file's temp file to the journal
 (:mod:`~lakemount.fuse.journal`) with its digests and its entry, and
-:meth:`Writeback.journal_changes` journals a create; both return once the
+:meth:`Writeback.journal_changes` journals a create (a file's own, with its first save); both return once the
 record is written (and, with ``mount.journal_fsync``, synced).  One pipeline
 thread takes the pending records in order, uploads their files (several at
 once) and stages them with one ``Catalog.apply`` per branch and batch; a
@@ -127,6 +127,10 @@ class Writeback:
         self._per_branch: collections.Counter[BranchKey] = collections.Counter()
         self._overlay: dict[BranchKey, dict[str, tuple[int, Entry | None]]] = {}
         self._fresh: set[tuple[str, str, str]] = set()  # files whose journaled create is not staged: no one else knows them
+        # Creates of files opened by them, not journaled yet: the file's first save journals its entry, one record
+        # a file (:meth:`journal_changes`); anything that waits for the branch journals them first.
+        self._deferred: dict[BranchKey, dict[str, Entry]] = {}
+        self._order = threading.Lock()  # an append and its enqueue, so the pending queue keeps the log's order
         self._bytes = 0
         self._in_memory = 0  # bytes of pending records held in RAM (``Pending.inline``), bounded by MEMORY_HELD_MAX
         self._warned = 0.0
@@ -214,22 +218,28 @@ class Writeback:
             inline = True
         else:
             inline = not share and digests[0] <= INLINE_MAX and _inline(body, dirty.fd, digests[0])
-        try:
-            # A small file's bytes ride in its record: the log's one sync covers them (none per data file).
-            item.seq = self.journal.append(body, data_fd=-1 if share or inline else dirty.fd,
-                                           data_path="" if inline else data)
-        except OSError:
-            if not share:
-                dirty.held = dirty.pending = False
-            elif data:
-                with contextlib.suppress(OSError):
-                    os.unlink(data)
-            raise
-        dirty.end_save(version)
-        with self.state.table.lock:
-            node.entry = base
-        with self._cond:
-            self._enqueue(item)
+        with self._order:
+            try:
+                # A small file's bytes ride in its record: the log's one sync covers them (none per data file).
+                item.seq = self.journal.append(body, data_fd=-1 if share or inline else dirty.fd,
+                                               data_path="" if inline else data)
+            except OSError:
+                if not share:
+                    dirty.held = dirty.pending = False
+                elif data:
+                    with contextlib.suppress(OSError):
+                        os.unlink(data)
+                raise
+            dirty.end_save(version)
+            with self.state.table.lock:
+                node.entry = base
+            with self._cond:
+                deferred = self._deferred.get(item.key)
+                if deferred is not None and deferred.pop(item.path, None) is not None:  # this record is its create too
+                    if not deferred:
+                        del self._deferred[item.key]
+                    self.state.metrics.add("creates_merged")
+                self._enqueue(item)
         self.state.metrics.add("journaled_files")
         self.state.metrics.add("journaled_bytes", item.size)
 
@@ -255,15 +265,69 @@ class Writeback:
         dirty.held = dirty.pending = True
         return path, digests
 
-    def journal_changes(self, scope: Any, changes: Sequence[tuple[str, Entry | None]]) -> None:
-        """Journal staged changes (a create) made without reading the branch; raises ``OSError`` from the disk."""
-        item = Pending(0, scope.repo, scope.branch, list(changes))
+    def journal_changes(self, scope: Any, changes: Sequence[tuple[str, Entry | None]], *, opened: bool = False) -> None:
+        """Journal staged changes (a create) made without reading the branch; raises ``OSError`` from the disk.
+
+        ``opened``: the create of one file that the create opened (and nothing else, no directory marker
+        dropped).  Its record is deferred: the file's first save journals the file's entry, which stages
+        over the create's, so a small file written and closed costs one record, not two.  Until then the
+        mount shows it (its listings, this overlay); whatever waits for the branch's journal (:meth:`drain`:
+        a namespace change, fsync, a commit, unmount), a close that saves nothing (``touch``,
+        :meth:`journal_create`) and the journal's sync every ``SYNC_INTERVAL`` journal it first.  What a
+        ``kill -9`` before then loses is a name whose file was never closed: nothing acknowledged, as a held
+        create without write-back (held.py).  With ``mount.journal_fsync`` nothing is deferred.
+        """
+        key = (scope.repo, scope.branch)
+        path, entry = changes[0] if len(changes) == 1 else ("", None)
+        if opened and entry is not None and not self.journal.fsync:
+            with self._cond:
+                self._deferred.setdefault(key, {})[path] = entry
+                self._fresh.add((key[0], key[1], path))
+                self._overlay.setdefault(key, {})[path] = (0, entry)  # seq 0: replaced by the record that journals it
+            return
+        self._journal_apply(key, list(changes))
+
+    def _journal_apply(self, key: BranchKey, changes: list[tuple[str, Entry | None]]) -> None:
+        item = Pending(0, key[0], key[1], changes)
         self._fresh.update((item.repo, item.branch, path) for path, entry in changes if entry is not None)
         body = {"op": "apply", "repo": item.repo, "branch": item.branch,
                 "changes": [[p, None if e is None else e.value().hex()] for p, e in changes]}
-        item.seq = self.journal.append(body)
-        with self._cond:
-            self._enqueue(item)
+        with self._order:
+            item.seq = self.journal.append(body)
+            with self._cond:
+                self._enqueue(item)
+
+    def journal_create(self, scope: Any, path: str) -> None:
+        """If ``path``'s create is deferred (a file closed with nothing to save: ``touch``), journal the
+        branch's deferred creates now: the close acknowledges the empty file."""
+        deferred = self._deferred.get((scope.repo, scope.branch))  # a look without the lock: each close asks
+        if deferred is None or path not in deferred:
+            return
+        self._journal_deferred((scope.repo, scope.branch))
+
+    def _journal_deferred(self, key: BranchKey | None) -> None:
+        """Journal the deferred creates of branch ``key`` (None: every branch), one record per branch."""
+        with self._order:
+            with self._cond:
+                if not self._deferred:
+                    return
+                keys = [key] if key is not None else list(self._deferred)
+                todo = [(k, self._deferred.pop(k)) for k in keys if k in self._deferred]
+            for i, (k, creates) in enumerate(todo):
+                changes: list[tuple[str, Entry | None]] = list(creates.items())
+                item = Pending(0, k[0], k[1], changes)
+                body = {"op": "apply", "repo": k[0], "branch": k[1],
+                        "changes": [[p, None if e is None else e.value().hex()] for p, e in changes]}
+                try:
+                    item.seq = self.journal.append(body)
+                except OSError:
+                    with self._cond:  # kept deferred: a later drain or sync tries again
+                        for k2, rest in todo[i:]:
+                            self._deferred.setdefault(k2, {}).update(rest)
+                    raise
+                with self._cond:
+                    self._enqueue(item)
+                self.state.metrics.add("creates_journaled", len(changes))
 
     def _wait_for_space(self, size: int) -> None:
         deadline = time.monotonic() + self.space_wait
@@ -296,7 +360,9 @@ class Writeback:
 
     # ------------------------------------------------------------------ waiting
     def drain(self, key: BranchKey | None) -> None:
-        """Wait until every record journaled for branch ``key`` (None: every branch) is staged or kept aside."""
+        """Wait until every record journaled for branch ``key`` (None: every branch) is staged or kept aside,
+        its deferred creates journaled first."""
+        self._journal_deferred(key)
         with self._cond:
             self._waiting += 1
             self._cond.notify_all()
@@ -356,6 +422,10 @@ class Writeback:
             with self._cond:
                 if self._stop:
                     return
+            try:
+                self._journal_deferred(None)  # a file kept open: its create is journaled within SYNC_INTERVAL
+            except OSError as exc:
+                log.warning("write-back journal %s: cannot journal creates: %s", self.journal.dir, exc)
             self.journal.sync()
             time.sleep(SYNC_INTERVAL)
 
@@ -549,6 +619,8 @@ class Writeback:
         entry = item.changes[0][1] if item.base is not None and item.changes else None
         if item.base is None:
             self._fresh.difference_update((item.repo, item.branch, path) for path, _entry in item.changes)
+        elif not item.known:  # a new file whose save journaled its create too: staged, others may know it now
+            self._fresh.discard((item.repo, item.branch, item.path))
         if node is not None and dirty is not None and entry is not None:
             self._settle(node, dirty, entry)
             if (len(item.names) > 1 or node.names) and not node.detached:

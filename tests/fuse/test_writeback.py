@@ -562,3 +562,74 @@ def test_a_small_directory_renamed_per_key_moves_the_files_still_journaled(
     assert lost(app, "main", {f"e/{n}": d for n, d in files.items()}) == []
     assert [staged(app, f"d/{n}") for n in files] == [None] * len(files)
     assert sorted(pfs.listdir(f"{MAIN}/e")) == sorted(files) and not pfs.exists(f"{MAIN}/d")
+
+
+def log_bodies(home: str) -> list[dict[str, Any]]:
+    """Every record in the journal's log, as the replay (or another process of the node) would read it."""
+    from lakemount.node import HEADER
+
+    with open(os.path.join(home, "journal", "log"), "rb") as f:
+        data = f.read()
+    out, pos = [], 0
+    while pos + HEADER.size <= len(data):
+        _magic, length, _crc = HEADER.unpack_from(data, pos)
+        out.append(json.loads(data[pos + HEADER.size : pos + HEADER.size + length]))
+        pos += HEADER.size + length
+    return out
+
+
+def test_a_small_file_written_and_closed_is_one_journal_record(flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]], home: str) -> None:
+    """A file's create waits for its first save, whose record journals it too: one record a file, not two."""
+    app, adapter, factory = flaky
+    fs = factory()
+    pfs = PathFS(fs)
+    pfs.mkdir(f"{MAIN}/src")
+    pfs.write_file(f"{MAIN}/src/first", b"drops the directory's marker")  # a create that changes more: journaled at once
+    adapter.fail_next("put", 10_000, where=OBJECTS)  # nothing is staged, so every record stays in the log
+    adapter.fail_next("put_file", 10_000, where=OBJECTS)
+    files = {f"src/f{i}": os.urandom(300 + i) for i in range(40)}
+    for path, data in files.items():
+        pfs.write_file(f"{MAIN}/{path}", data)
+    records = [b for b in log_bodies(home) if b.get("path") in files or any(p in files for p, _e in b.get("changes", []))]
+    assert [b["op"] for b in records] == ["put"] * len(files), records
+    assert fs.metrics.counter("creates_merged") == len(files)
+    adapter.heal()
+    assert fs.writeback is not None
+    fs.writeback.drain(None)
+    assert lost(app, "main", files) == []
+
+
+def test_a_create_whose_file_saves_nothing_yet_is_journaled_when_anything_needs_it(
+    flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]], home: str,
+) -> None:
+    """The deferred create is journaled by a close with nothing to save (``touch``), by the journal's sync while
+    the file stays open, and before a namespace change (a rename of the open file): nothing is lost or late."""
+    app, adapter, factory = flaky
+    fs = factory()
+    pfs = PathFS(fs)
+    assert fs.writeback is not None
+
+    def created(path: str) -> bool:
+        return any(b["op"] == "apply" and [path, None] != c and c[0] == path for b in log_bodies(home)
+                   for c in b.get("changes", []))
+
+    fh = pfs.open(f"{MAIN}/touched", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    assert not created("touched")  # deferred: its save would journal it
+    pfs.close(fh)
+    assert created("touched")  # closed unwritten: journaled at the close, which acknowledges the empty file
+
+    fh = pfs.open(f"{MAIN}/kept-open", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    deadline = time.monotonic() + 10
+    while not created("kept-open") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert created("kept-open")  # the sync loop journals it (every SYNC_INTERVAL)
+    pfs.close(fh)
+
+    fh = pfs.open(f"{MAIN}/moved", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    pfs.pwrite(fh, 0, b"written, not yet saved")
+    pfs.rename(f"{MAIN}/moved", f"{MAIN}/moved-2")  # waits for the branch's journal: the create first
+    pfs.close(fh)
+    fs.writeback.drain(None)
+    assert staged(app, "touched") is not None and staged(app, "kept-open") is not None
+    assert staged(app, "moved") is None
+    assert lost(app, "main", {"moved-2": b"written, not yet saved", "touched": b"", "kept-open": b""}) == []

@@ -1,0 +1,77 @@
+"""Write-back A/B through the kernel, two source trees in one run (issue 36, stop 50).
+
+    PYTHONPATH=. .venv/bin/python benchmarks/writeback_ab.py --files 10000 --rounds 3 A_TREE B_TREE   # as root
+
+``A_TREE`` and ``B_TREE`` are checkouts (e.g. ``git worktree add --detach /tmp/base REV``, with this
+checkout's ``lakemount/*/*.so`` copied in).  One embedded store; each round copies the same
+``--files`` 1 KiB files with ``cp -r`` into benchmarks/passthrough_fs.py (the ceiling, measured in
+that round) and then into a ``lakemount mount --writeback`` of each tree (``PYTHONPATH`` set to it;
+the order alternates per round, so what changes over the minutes lands on both).  Prints files/s,
+the ratio to the round's passthrough, the mount's CPU per file (``/proc``) and files whose bytes the
+branch does not hold (0 expected).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import writeback_bench as wb  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("a_tree")
+    parser.add_argument("b_tree")
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    n, trees = args.files, {"A": os.path.abspath(args.a_tree), "B": os.path.abspath(args.b_tree)}
+    root = tempfile.mkdtemp(prefix="wbab-")
+    home = os.path.join(root, "home")
+    os.makedirs(home, mode=0o700)
+    try:
+        src = wb.make_source(root, n, 1024)
+        wb.lakemount(home, "repo", "create", f"lakefs://{wb.REPO}")
+        k = 0
+        for r in range(args.rounds):
+            with wb.passthrough(os.path.join(root, f"pt-backing{r}"), os.path.join(root, f"pt{r}")):
+                pt = n / wb.cp(src, os.path.join(root, f"pt{r}", "src"))
+            print(f"round {r + 1}: passthrough {pt:,.0f} files/s  load {os.getloadavg()[0]:.1f}", flush=True)
+            for label in ("A", "B") if r % 2 == 0 else ("B", "A"):
+                k += 1
+                branch = f"b{k}"
+                wb.lakemount(home, "branch", "create", f"lakefs://{wb.REPO}/{branch}", "--source", f"lakefs://{wb.REPO}/main")
+                os.environ["PYTHONPATH"] = trees[label]  # the mount process imports that tree's lakemount
+                mp = os.path.join(root, f"mnt{k}")
+                try:
+                    with wb.mounted(home, mp, ["--writeback"]):
+                        with open(wb.runner.pid_file(home, mp)) as f:
+                            pid = int(f.read())
+                        before = _cpu(pid)
+                        took = wb.cp(src, os.path.join(mp, wb.REPO, branch, "src"))
+                        cpu = _cpu(pid) - before
+                finally:
+                    os.environ.pop("PYTHONPATH", None)
+                wrong = wb.check(home, branch, src)
+                print(f"round {r + 1}: {label} writeback {n / took:,.0f} files/s (x{n / took / pt:.2f} of passthrough), "
+                      f"mount CPU {cpu / n * 1000:.2f} ms/file, wrong {wrong}, load {os.getloadavg()[0]:.1f}", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _cpu(pid: int) -> float:
+    """User + system seconds of process ``pid`` so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+if __name__ == "__main__":
+    main()
