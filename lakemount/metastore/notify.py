@@ -143,8 +143,9 @@ class Pacer:
 
     Before a staging transaction, :meth:`inline` says whether it sends its notice itself (with the paced
     mark); after one that did not commits, :meth:`owe` adds its directories to the notice the branch owes,
-    which a timer sends (``send``) once ``pace`` has passed since the branch's last notice.  An owed notice
-    that fails to go is logged: the listeners' lease (``LEASE_S``) re-delivers the branch instead.
+    which one thread of the pacer's (started with the first owed notice, so on one kept connection) sends
+    (``send``) once ``pace`` has passed since the branch's last notice.  An owed notice that fails to go is
+    logged: the listeners' lease (``LEASE_S``) re-delivers the branch instead.
     """
 
     def __init__(self, send: Send, *, pace: float = PACE_S) -> None:
@@ -153,7 +154,9 @@ class Pacer:
         self._lock = threading.Lock()
         self._last: dict[tuple[str, str], float] = {}  # (repo, branch) -> when its last notice was decided
         self._owed: dict[tuple[str, str], set[str] | None] = {}  # directories owed (None: the whole branch)
-        self._timers: dict[tuple[str, str], threading.Timer] = {}
+        self._due: dict[tuple[str, str], float] = {}  # when each owed notice goes
+        self._wake = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
         self.inline_sent = 0  # notices sent with their staging
         self.owed_sent = 0  # notices sent for stagings that sent none
         self.held = 0  # stagings that sent no notice of their own
@@ -185,27 +188,34 @@ class Pacer:
                 self._owed[key] = None if owed is None or dirs is None else owed | dirs
             else:
                 self._owed[key] = dirs
-            if key not in self._timers:
-                delay = max(0.0, self._last.get(key, 0.0) + self.pace - time.monotonic())
-                timer = threading.Timer(delay, self._pay, args=(key,))
-                timer.daemon = True
-                timer.name = "lakemount-notice"
-                self._timers[key] = timer
-                timer.start()
+            if key not in self._due:
+                self._due[key] = self._last.get(key, 0.0) + self.pace
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="lakemount-notices", daemon=True)
+                    self._thread.start()
+                self._wake.notify()
 
     def flush(self) -> None:
-        """Send every owed notice now (tests; a process about to stop)."""
+        """Send every owed notice now, on the calling thread (tests; a process about to stop)."""
         with self._lock:
-            keys = list(self._timers)
-            for key in keys:
-                self._timers[key].cancel()
+            keys = list(self._due)
         for key in keys:
+            self._pay(key)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._due:
+                    self._wake.wait()
+                key, due = min(self._due.items(), key=lambda kv: kv[1])
+                if due > time.monotonic():
+                    self._wake.wait(due - time.monotonic())
+                    continue
             self._pay(key)
 
     def _pay(self, key: tuple[str, str]) -> None:
         with self._lock:
-            self._timers.pop(key, None)
-            if key not in self._owed:
+            if self._due.pop(key, None) is None:
                 return
             dirs = self._owed.pop(key)
             self._last[key] = time.monotonic()
