@@ -48,6 +48,7 @@ from benchmarks.scale_bench import WRITER, last_json, load, pct, release, store_
 from tests.cluster.harness import PYTHON, Cluster, Host, available, cluster, remove_stale  # noqa: E402
 
 MODES = {"wb": ["--writeback"], "plain": ["--no-writeback"]}
+STATS_WAIT_S = 11.0  # until every idle backend has published what it counted (``Bench.raw_xacts``)
 
 # Waits until argv[1]/argv[2] reads as argv[3] and argv[1] lists argv[4] files in all; prints the seconds since argv[5].
 SEEN = r"""
@@ -159,7 +160,10 @@ class Bench:
 
     def raw_xacts(self) -> float:
         """``xact_commit`` now, without ending the listeners (what they hold unpublished is left out)."""
-        time.sleep(1.2)  # backends publish their transaction counters at most once a second
+        # A busy backend publishes its counters at most once a second, and what it ran in the second before it went
+        # idle only after 10 s idle (PostgreSQL 15's PGSTAT_IDLE_INTERVAL; measured: 150 transactions in under a
+        # second, 2 counted 1.2 s later, 150 after 11 s): a shorter wait counts the tail of a window in the next one.
+        time.sleep(STATS_WAIT_S)
         c = self.c
         return float(c.pg_query(c["db"], "SELECT pg_stat_clear_snapshot(), xact_commit FROM pg_stat_database "
                                 "WHERE datname = 'lake'").split("|")[1]) - self.spent
@@ -179,11 +183,12 @@ class Bench:
     def top_statements(self, n: int = 8) -> str:
         """The ``n`` statements run most since the last reset (``--statements``), then a reset."""
         c = self.c
-        rows = c.pg_query(c["db"], "SELECT calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) FROM pg_stat_statements s "
-                          "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'lake' AND s.query NOT LIKE '%pg_stat%' "
-                          f"ORDER BY calls DESC LIMIT {n}")
+        where = "FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'lake' AND s.query NOT LIKE '%pg_stat%'"
+        rows = c.pg_query(c["db"], f"SELECT calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) {where} ORDER BY calls DESC LIMIT {n}")
+        total = c.pg_query(c["db"], f"SELECT coalesce(sum(calls), 0), count(*) {where}") if n else "0|0"
         c.pg_query(c["db"], "SELECT pg_stat_statements_reset()")
-        return "\n".join(f"      {line}" for line in rows.splitlines())
+        calls, kinds = total.split("|")
+        return "\n".join(f"      {line}" for line in rows.splitlines()) + (f"\n      ({calls} calls of {kinds} statements in all)" if n else "")
 
     def idle(self, seconds: float) -> tuple[float, str]:
         """PostgreSQL transactions per second, every host's, while every mount is up and nothing is written: the
@@ -192,7 +197,7 @@ class Bench:
         x0 = self.xacts()
         time.sleep(seconds)
         x1 = self.xacts()
-        return (x1 - x0) / (seconds + 1.2), self.top_statements(12)
+        return (x1 - x0) / (seconds + STATS_WAIT_S), self.top_statements(12)
 
     def cpu(self) -> dict[str, float]:
         """CPU seconds (user + system) used so far by the live processes of each host's namespace, and by the whole
@@ -333,7 +338,7 @@ def report(b: Bench, r: dict[str, Any], mode: str) -> None:
           f"{cpu['all']:.1f} s of {os.cpu_count() or 1} x {wall:.1f} s; "
           + ", ".join(f"{k} {v:.1f} s ({v / n * 1e3:.1f} ms a file)" for k, v in cpu.items() if k != "all"), flush=True)
     if b.args.statements:
-        print("    PostgreSQL statements run most (calls | statement):\n" + b.top_statements(), flush=True)
+        print("    PostgreSQL statements run most (calls | statement):\n" + b.top_statements(16), flush=True)
 
 
 def main() -> None:
