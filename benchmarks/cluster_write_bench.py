@@ -23,6 +23,11 @@ Printed, each measured in this run:
    alone, each creating and closing 1 KiB files for ``--seconds``, so 16 writes are in flight on
    one host (issue 36: <= 0.1 transactions per file then); the same figures as phase 2.
 
+Every count of transactions (``pg_stat_database.xact_commit``) includes the LISTEN backends' wake-ups (each
+notice a listening backend is woken by is a transaction of its own, which PostgreSQL 15 publishes only when that
+backend exits: the count ends them and waits for the mounts to listen again, leaving the measured cost of that
+out) and waits 11 s for idle backends to publish the rest (``Bench.raw_xacts``).
+
 ``--only idle`` counts the transactions/s of every host with all mounts up and nothing written (the
 timers a writer's figure shares).  ``--statements`` prints, after each run, the PostgreSQL statements run most during it (the
 harness's PostgreSQL loads ``pg_stat_statements``), so a transaction per file can be traced.
