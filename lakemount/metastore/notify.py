@@ -177,6 +177,11 @@ class Pacer:
             self.inline_sent += 1
             return True
 
+    def failed(self, repo: str, branch: str) -> None:
+        """The staging :meth:`inline` let send the notice failed (none went): the next one sends its own."""
+        with self._lock:
+            self._last.pop((repo, branch), None)
+
     def owe(self, repo: str, branch: str, detail: str) -> None:
         """A staging of ``repo``/``branch`` that sent no notice committed, changing what ``detail`` names
         (``dirs_detail``): its notice goes with the branch's next owed one."""
@@ -310,7 +315,8 @@ class Listener:
         waiter = select.poll()
         waiter.register(conn.fileno(), select.POLLIN)
         # (sender, repo, branch) of paced notices -> when their lease ends: the branch is re-delivered as
-        # changed as a whole then, unless a notice of that sender and branch came since (it renews or ends it).
+        # changed as a whole then.  A later paced notice renews it; no other kind ends it (a head move of the
+        # branch does not tell what that sender staged after it).
         leases: dict[tuple[str, str, str], float] = {}
         while not self._stop.is_set():
             wait = self.poll
@@ -325,11 +331,8 @@ class Listener:
                         continue
                     change, paced = got
                     batch[change] = None
-                    lease = (change.sender, change.repo, change.branch)
                     if paced:
-                        leases[lease] = time.monotonic() + LEASE_S
-                    else:
-                        leases.pop(lease, None)
+                        leases[(change.sender, change.repo, change.branch)] = time.monotonic() + LEASE_S
             now = time.monotonic()
             for lease in [k for k, end in leases.items() if end <= now]:
                 del leases[lease]

@@ -229,7 +229,12 @@ class SqlStaging:
         # Every listening backend runs a transaction per notice it is woken by: notices are paced (``notify.Pacer``).
         dirs = notify.dirs_detail(items) if postgres else ""
         inline = postgres and self.refs.pacer.inline(repo, branch)
-        self._fast.run(work, transaction=True, retry=True)
+        try:
+            self._fast.run(work, transaction=True, retry=True)
+        except BaseException:
+            if inline:
+                self.refs.pacer.failed(repo, branch)
+            raise
         if postgres and not inline:
             self.refs.pacer.owe(repo, branch, dirs)
         self.refs.changed(repo, branch, alone=alone)
