@@ -23,6 +23,11 @@ Printed, each measured in this run:
    alone, each creating and closing 1 KiB files for ``--seconds``, so 16 writes are in flight on
    one host (issue 36: <= 0.1 transactions per file then); the same figures as phase 2.
 
+Every count of transactions (``pg_stat_database.xact_commit``) includes the LISTEN backends' wake-ups (each
+notice a listening backend is woken by is a transaction of its own, which PostgreSQL 15 publishes only when that
+backend exits: the count ends them and waits for the mounts to listen again, leaving the measured cost of that
+out) and waits 11 s for idle backends to publish the rest (``Bench.raw_xacts``).
+
 ``--only idle`` counts the transactions/s of every host with all mounts up and nothing written (the
 timers a writer's figure shares).  ``--statements`` prints, after each run, the PostgreSQL statements run most during it (the
 harness's PostgreSQL loads ``pg_stat_statements``), so a transaction per file can be traced.
@@ -48,6 +53,7 @@ from benchmarks.scale_bench import WRITER, last_json, load, pct, release, store_
 from tests.cluster.harness import PYTHON, Cluster, Host, available, cluster, remove_stale  # noqa: E402
 
 MODES = {"wb": ["--writeback"], "plain": ["--no-writeback"]}
+STATS_WAIT_S = 11.0  # until every idle backend has published what it counted (``Bench.raw_xacts``)
 
 # Waits until argv[1]/argv[2] reads as argv[3] and argv[1] lists argv[4] files in all; prints the seconds since argv[5].
 SEEN = r"""
@@ -101,6 +107,8 @@ class Bench:
         self.args = args
         self.writers = [c["w1"], c["w2"], c["w3"]]
         self.base_env = c.env
+        self.overhead = 0.0  # transactions one ``xacts`` call adds itself (``measure_overhead``)
+        self.spent = 0.0  # what the calls so far added: left out of every count
 
     def env(self, host: Host, mode: str, **extra: str) -> dict[str, str]:
         home = f"{host.home}/{mode}"
@@ -117,20 +125,75 @@ class Bench:
         finally:
             c.env = self.base_env  # type: ignore[method-assign]
 
+    def listeners(self) -> list[str]:
+        """The process ids of the backends LISTENing for change notices (one per mount process)."""
+        c = self.c
+        return c.pg_query(c["db"], "SELECT pid FROM pg_stat_activity WHERE datname = 'lake' AND query LIKE 'LISTEN %'").split()
+
+    def flush_listeners(self) -> int:
+        """Make the LISTEN backends publish their transactions, returning how many were ended.
+
+        A backend woken by a notice reads the notify queue in a transaction of its own, but publishes its
+        counters only when it next runs a statement or exits, and a listener's connection runs none: on
+        PostgreSQL 15 those transactions reach ``xact_commit`` only when the mount disconnects (measured: 3
+        listeners, 100 notices, 0 counted while connected, 301 at their close).  So each window ends them
+        (``pg_terminate_backend``: a backend publishes at exit), waits until each mount has listened again,
+        and counts what they published.  A reconnected mount drops what it kept (notices may have been lost);
+        the caller warms what its writers use before the window opens."""
+        c = self.c
+        pids = self.listeners()
+        if not pids:
+            return 0
+        # One session ends them and waits for their return (a psql each poll would add transactions of its own).
+        ended = ",".join(pids)
+        c.pg_query(c["db"], f"""DO $$ DECLARE t timestamptz := clock_timestamp(); BEGIN
+            PERFORM pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN ({ended});
+            LOOP
+                PERFORM pg_stat_clear_snapshot();
+                EXIT WHEN (SELECT count(*) FROM pg_stat_activity WHERE datname = 'lake' AND query LIKE 'LISTEN %'
+                           AND pid NOT IN ({ended})) >= {len(pids)};
+                IF clock_timestamp() - t > interval '60 seconds' THEN RAISE EXCEPTION 'the listeners did not come back'; END IF;
+                PERFORM pg_sleep(0.05);
+            END LOOP; END $$""")
+        return len(pids)
+
     def xacts(self) -> float:
-        time.sleep(1.2)  # backends publish their transaction counters at most once a second
+        """``xact_commit`` of the ``lake`` database now, every host's, the LISTEN backends' wake-ups included."""
+        self.flush_listeners()
+        self.spent += self.overhead
+        return self.raw_xacts()
+
+    def raw_xacts(self) -> float:
+        """``xact_commit`` now, without ending the listeners (what they hold unpublished is left out)."""
+        # A busy backend publishes its counters at most once a second, and what it ran in the second before it went
+        # idle only after 10 s idle (PostgreSQL 15's PGSTAT_IDLE_INTERVAL; measured: 150 transactions in under a
+        # second, 2 counted 1.2 s later, 150 after 11 s): a shorter wait counts the tail of a window in the next one.
+        time.sleep(STATS_WAIT_S)
         c = self.c
         return float(c.pg_query(c["db"], "SELECT pg_stat_clear_snapshot(), xact_commit FROM pg_stat_database "
-                                "WHERE datname = 'lake'").split("|")[1])
+                                "WHERE datname = 'lake'").split("|")[1]) - self.spent
+
+    def measure_overhead(self) -> float:
+        """Transactions one :meth:`xacts` adds itself (its sessions, the listeners' reconnects and LISTENs), with
+        nothing written: the least of three back-to-back calls' differences (idle timers included)."""
+        xs = [self.xacts() for _ in range(4)]
+        self.overhead = min(b - a for a, b in zip(xs, xs[1:]))
+        return self.overhead
+
+    def sessions(self) -> float:
+        """Sessions the ``lake`` database has had (each connect is a transaction of its own: ``xact_commit`` counts it)."""
+        c = self.c
+        return float(c.pg_query(c["db"], "SELECT pg_stat_clear_snapshot(), sessions FROM pg_stat_database WHERE datname = 'lake'").split("|")[1])
 
     def top_statements(self, n: int = 8) -> str:
         """The ``n`` statements run most since the last reset (``--statements``), then a reset."""
         c = self.c
-        rows = c.pg_query(c["db"], "SELECT calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) FROM pg_stat_statements s "
-                          "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'lake' AND s.query NOT LIKE '%pg_stat%' "
-                          f"ORDER BY calls DESC LIMIT {n}")
+        where = "FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'lake' AND s.query NOT LIKE '%pg_stat%'"
+        rows = c.pg_query(c["db"], f"SELECT calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) {where} ORDER BY calls DESC LIMIT {n}")
+        total = c.pg_query(c["db"], f"SELECT coalesce(sum(calls), 0), count(*) {where}") if n else "0|0"
         c.pg_query(c["db"], "SELECT pg_stat_statements_reset()")
-        return "\n".join(f"      {line}" for line in rows.splitlines())
+        calls, kinds = total.split("|")
+        return "\n".join(f"      {line}" for line in rows.splitlines()) + (f"\n      ({calls} calls of {kinds} statements in all)" if n else "")
 
     def idle(self, seconds: float) -> tuple[float, str]:
         """PostgreSQL transactions per second, every host's, while every mount is up and nothing is written: the
@@ -139,7 +202,7 @@ class Bench:
         x0 = self.xacts()
         time.sleep(seconds)
         x1 = self.xacts()
-        return (x1 - x0) / (seconds + 1.2), self.top_statements(12)
+        return (x1 - x0) / (seconds + STATS_WAIT_S), self.top_statements(12)
 
     def cpu(self) -> dict[str, float]:
         """CPU seconds (user + system) used so far by the live processes of each host's namespace, and by the whole
@@ -186,7 +249,10 @@ class Bench:
                     Path(f"{src}/d{d}/f{i:05d}").write_bytes(body(d * 100_000 + i))
         last = f"d9/f{a.files // 10 - 1:05d}"
         name = f"cp-{mode}-{rnd}"
-        x0, s0 = self.xacts(), self.store()
+        self.xacts()
+        for h in (w1, w2):  # the listeners' reconnect dropped what the mounts kept: list the branch again
+            h.run("ls", "-a", f"/lake-{mode}/repo/main", timeout=120)
+        x0, s0 = self.raw_xacts(), self.store()
         start = time.time()
         t = time.perf_counter()
         w1.run("cp", "-r", src, f"/lake-{mode}/repo/main/{name}", timeout=1800)
@@ -237,6 +303,10 @@ class Bench:
                 procs.append((h.spawn(PYTHON, "-c", WRITER, root, go, str(a.seconds), f"{go}.ready-{h.name}-{k}", log=out), out))
         wait_ready(go, len(procs))
         x0 = self.xacts()
+        for h in hosts:  # the listeners' reconnect dropped what the mounts kept: read the writers' folders again
+            h.run("ls", "-a", *[f"/lake-{mode}/repo/main/{tag}-{h.name}-{k}" for k in range(per_host)], timeout=120)
+        x0 = self.raw_xacts()
+        e0 = self.sessions()
         v0 = self.vacuums()
         if a.statements:
             self.top_statements(0)  # from here: the writers' files, not their folders and first files
@@ -253,10 +323,12 @@ class Bench:
         for h in hosts:  # with write-back: wait until each host's journal is staged
             h.python(FSYNC, f"/lake-{mode}/repo/main/{tag}-{h.name}-0/warm", timeout=1800)
         drain_s = time.perf_counter() - t
+        # Sessions the hosts opened in the window: the bench's own queries in it (vacuums, statements) left out.
+        sessions = self.sessions() - e0 - 1 - (2 if a.statements else 0)
         x1 = self.xacts()
         vac = self.vacuums() - v0
         return {"files": n, "per_s": n / a.seconds, "vacuums": vac, "staged_per_s": n / (a.seconds + drain_s), "drain_s": drain_s,
-                "xacts_per_file": (x1 - x0) / n, "close_p50_ms": pct(lat, 50) * 1e3, "close_p99_ms": pct(lat, 99) * 1e3,
+                "sessions": sessions, "xacts_per_file": (x1 - x0) / n, "close_p50_ms": pct(lat, 50) * 1e3, "close_p99_ms": pct(lat, 99) * 1e3,
                 "cpu": {k: c1[k] - c0.get(k, 0.0) for k in c1}, "wall": wall}
 
 
@@ -264,14 +336,14 @@ def report(b: Bench, r: dict[str, Any], mode: str) -> None:
     print(f"  {mode}: {r['per_s']:.0f} files/s acknowledged ({r['files']} files), close p50 {r['close_p50_ms']:.1f} ms "
           f"p99 {r['close_p99_ms']:.1f} ms; all staged {r['drain_s']:.2f} s after the last close "
           f"({r['staged_per_s']:.0f} files/s to staged); PostgreSQL {r['xacts_per_file']:.3f} transactions per file "
-          f"({r['vacuums']} autovacuum/autoanalyze runs among them); "
+          f"({r['vacuums']} autovacuum/autoanalyze runs, {r['sessions']:.0f} new sessions among them); "
           f"load {load()}", flush=True)
     cpu, wall, n = r["cpu"], r["wall"], r["files"]
     print(f"    CPU over the {wall:.1f} s the writers ran (long-lived processes; the writers themselves are gone): machine "
           f"{cpu['all']:.1f} s of {os.cpu_count() or 1} x {wall:.1f} s; "
           + ", ".join(f"{k} {v:.1f} s ({v / n * 1e3:.1f} ms a file)" for k, v in cpu.items() if k != "all"), flush=True)
     if b.args.statements:
-        print("    PostgreSQL statements run most (calls | statement):\n" + b.top_statements(), flush=True)
+        print("    PostgreSQL statements run most (calls | statement):\n" + b.top_statements(16), flush=True)
 
 
 def main() -> None:
@@ -301,6 +373,9 @@ def main() -> None:
         for h in b.writers:
             for mode in MODES:
                 b.mount(h, mode)
+        print(f"{len(b.listeners())} backends LISTEN for change notices; ending them to publish their wake-ups costs "
+              f"{b.measure_overhead():.0f} transactions a count (measured back to back with nothing written; left out of "
+              f"every figure below)", flush=True)
         if "idle" in only:
             rate, top = b.idle(a.seconds)
             print(f"0. idle: {rate:.2f} PostgreSQL transactions/s with all 6 mounts up, nothing written, {a.seconds:g} s; "

@@ -13,6 +13,17 @@ detail``: the file's list row and, when small, its bytes
 (:mod:`lakemount.metastore.staging_lists`), so the receiver serves the write
 without reading the row or fetching the file.
 
+Each listening backend runs a transaction of PostgreSQL's per wake-up that delivers notices (a
+mount, a gateway worker: every one of them, for every notice in the database), so a ``sql``
+staging's notices are **paced** (:class:`Pacer`): a process sends a branch's staging notice with
+its staging when it sent none of that branch in the last ``PACE_S``; the stagings after it within
+that time send none, and one notice naming all of their directories follows at the end of it.
+A paced notice is a lease: its sender may stage the branch unannounced for ``PACE_S``, so a
+listener that hears nothing more from it re-delivers the branch as changed as a whole
+``LEASE_S`` after the notice; a sender that dies before its owed notice costs readers
+elsewhere that long at most.  Another host sees a staging at most ``PACE_S`` after its
+commit (``LEASE_S`` if its writer dies) instead of at its commit.
+
 A :class:`Listener` holds one dedicated connection in autocommit mode, waits on
 its socket and calls back with the changes it received, de-duplicated per
 wake-up (a Spark job staging a thousand files wakes a remote mount a few
@@ -27,6 +38,7 @@ from __future__ import annotations
 
 import select
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -58,6 +70,10 @@ class Change:
     detail: str = ""
 
 
+PACE_S: Final = 0.5  # a process sends a branch's staging notices at most this often (``Pacer``)
+LEASE_S: Final = 2 * PACE_S  # a listener re-delivers a paced sender's branch as changed this long after its last notice
+PACED: Final = "~"  # ends a paced notice's sender field: the sender may stage the branch unannounced for ``PACE_S``
+
 DIRS_MOST: Final = 32  # directories a notice names at most (more: none, the whole branch changed)
 DIRS_BYTES: Final = 2048  # nor past this many bytes (PostgreSQL takes 8,000 per payload)
 
@@ -78,22 +94,142 @@ def dirs_detail(keys: Iterable[bytes]) -> str:
         dirs.add(path.rstrip("/").rpartition("/")[0])
         if len(dirs) > DIRS_MOST:
             return ""
+    return _dirs_text(dirs)
+
+
+def _dirs_text(dirs: set[str]) -> str:
+    """The detail naming ``dirs``; "" (the whole branch) past ``DIRS_MOST`` or ``DIRS_BYTES``."""
+    if len(dirs) > DIRS_MOST:
+        return ""
     text = STAGED_DIRS + "\x1f".join(sorted(dirs))
     return text if len(text.encode("utf-8")) <= DIRS_BYTES else ""
 
 
-def payload(sender: str, kind: str, repo: str, branch: str) -> str:
+def _dirs_of(detail: str) -> set[str] | None:
+    """The directories a staging notice's ``detail`` names (``dirs_detail``), or None for the whole branch."""
+    if not detail.startswith(STAGED_DIRS):
+        return None
+    return set(detail[len(STAGED_DIRS):].split("\x1f"))
+
+
+def payload(sender: str, kind: str, repo: str, branch: str, *, paced: bool = False) -> str:
     """The notification text for a change (tabs never occur in repository or branch names); an
-    append's statement adds ``TAB detail`` to it."""
-    return f"{sender}\t{kind}\t{repo}\t{branch}"
+    append's statement adds ``TAB detail`` to it.  ``paced``: a :class:`Pacer`'s notice (a lease)."""
+    return f"{sender}{PACED if paced else ''}\t{kind}\t{repo}\t{branch}"
+
+
+def _parse(text: str) -> tuple[Change, bool] | None:
+    """The change a payload describes and whether it is paced, or ``None`` for text not from lakemount."""
+    parts = text.split("\t", 4)
+    if len(parts) not in (4, 5) or parts[1] not in (HEAD, STAGING, RULES):
+        return None
+    paced = parts[0].endswith(PACED)
+    if paced:
+        parts[0] = parts[0][: -len(PACED)]
+    return Change(*parts), paced
 
 
 def parse(text: str) -> Change | None:
     """The change a payload describes, or ``None`` for text not from lakemount."""
-    parts = text.split("\t", 4)
-    if len(parts) not in (4, 5) or parts[1] not in (HEAD, STAGING, RULES):
-        return None
-    return Change(*parts)
+    got = _parse(text)
+    return got[0] if got is not None else None
+
+
+Send = Callable[[str, str, str], None]  # (repo, branch, detail): one paced staging notice in a transaction of its own
+
+
+class Pacer:
+    """A process's staging notices of each branch, at most one per ``pace`` seconds (see the module's docstring).
+
+    Before a staging transaction, :meth:`inline` says whether it sends its notice itself (with the paced
+    mark); after one that did not commits, :meth:`owe` adds its directories to the notice the branch owes,
+    which one thread of the pacer's (started with the first owed notice, so on one kept connection) sends
+    (``send``) once ``pace`` has passed since the branch's last notice.  An owed notice that fails to go is
+    logged: the listeners' lease (``LEASE_S``) re-delivers the branch instead.
+    """
+
+    def __init__(self, send: Send, *, pace: float = PACE_S) -> None:
+        self._send = send
+        self.pace = pace
+        self._lock = threading.Lock()
+        self._last: dict[tuple[str, str], float] = {}  # (repo, branch) -> when its last notice was decided
+        self._owed: dict[tuple[str, str], set[str] | None] = {}  # directories owed (None: the whole branch)
+        self._due: dict[tuple[str, str], float] = {}  # when each owed notice goes
+        self._wake = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+        self.inline_sent = 0  # notices sent with their staging
+        self.owed_sent = 0  # notices sent for stagings that sent none
+        self.held = 0  # stagings that sent no notice of their own
+
+    def inline(self, repo: str, branch: str) -> bool:
+        """Whether the staging of ``repo``/``branch`` about to begin sends its (paced) notice itself."""
+        key = (repo, branch)
+        now = time.monotonic()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self.pace:
+                self.held += 1
+                return False
+            self._last[key] = now
+            if len(self._last) > 4096:  # branches written long ago: forget them (their next notice goes at once)
+                for old in [k for k, t in self._last.items() if now - t >= self.pace and k not in self._owed]:
+                    del self._last[old]
+            self.inline_sent += 1
+            return True
+
+    def failed(self, repo: str, branch: str) -> None:
+        """The staging :meth:`inline` let send the notice failed (none went): the next one sends its own."""
+        with self._lock:
+            self._last.pop((repo, branch), None)
+
+    def owe(self, repo: str, branch: str, detail: str) -> None:
+        """A staging of ``repo``/``branch`` that sent no notice committed, changing what ``detail`` names
+        (``dirs_detail``): its notice goes with the branch's next owed one."""
+        key = (repo, branch)
+        dirs = _dirs_of(detail)
+        with self._lock:
+            if key in self._owed:
+                owed = self._owed[key]
+                self._owed[key] = None if owed is None or dirs is None else owed | dirs
+            else:
+                self._owed[key] = dirs
+            if key not in self._due:
+                self._due[key] = self._last.get(key, 0.0) + self.pace
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="lakemount-notices", daemon=True)
+                    self._thread.start()
+                self._wake.notify()
+
+    def flush(self) -> None:
+        """Send every owed notice now, on the calling thread (tests; a process about to stop)."""
+        with self._lock:
+            keys = list(self._due)
+        for key in keys:
+            self._pay(key)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._due:
+                    self._wake.wait()
+                key, due = min(self._due.items(), key=lambda kv: kv[1])
+                if due > time.monotonic():
+                    self._wake.wait(due - time.monotonic())
+                    continue
+            self._pay(key)
+
+    def _pay(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            if self._due.pop(key, None) is None:
+                return
+            dirs = self._owed.pop(key)
+            self._last[key] = time.monotonic()
+        try:
+            self._send(key[0], key[1], "" if dirs is None else _dirs_text(dirs))
+            self.owed_sent += 1
+        except Exception as exc:  # the listeners' lease re-delivers the branch: log, never raise on a timer
+            log.warning("owed change notice of %s/%s not sent: %s (listeners drop the branch at their lease's end)",
+                        key[0], key[1], one_line(exc))
 
 
 Callback = Callable[[list[Change] | None], None]
@@ -178,15 +314,29 @@ class Listener:
         # poll(), not select(): select() refuses descriptors >= 1024, which a busy daemon's sockets reach.
         waiter = select.poll()
         waiter.register(conn.fileno(), select.POLLIN)
+        # (sender, repo, branch) of paced notices -> when their lease ends: the branch is re-delivered as
+        # changed as a whole then.  A later paced notice renews it; no other kind ends it (a head move of the
+        # branch does not tell what that sender staged after it).
+        leases: dict[tuple[str, str, str], float] = {}
         while not self._stop.is_set():
-            if not waiter.poll(self.poll * 1000):
-                continue
-            conn.poll()
+            wait = self.poll
+            if leases:
+                wait = max(0.0, min(wait, min(leases.values()) - time.monotonic()))
             batch: dict[Change, None] = {}
-            while conn.notifies:
-                change = parse(conn.notifies.pop(0).payload)
-                if change is not None:
+            if waiter.poll(wait * 1000):
+                conn.poll()
+                while conn.notifies:
+                    got = _parse(conn.notifies.pop(0).payload)
+                    if got is None:
+                        continue
+                    change, paced = got
                     batch[change] = None
+                    if paced:
+                        leases[(change.sender, change.repo, change.branch)] = time.monotonic() + LEASE_S
+            now = time.monotonic()
+            for lease in [k for k, end in leases.items() if end <= now]:
+                del leases[lease]
+                batch[Change(lease[0], STAGING, lease[1], lease[2])] = None
             if batch:
                 self.received += len(batch)
                 self._deliver(list(batch))

@@ -163,6 +163,7 @@ class SqlRefStore:
             self.dialect = self._engine.dialect.name
             self._fast = FastSql(self._engine)
         self.sender = uuid.uuid4().hex[:12]  # names this process in change notices
+        self.pacer = notify.Pacer(self._send_paced)  # this process's staging notices, paced per branch (PostgreSQL)
         self.where = self._fast.where  # the server (or SQLite file), for messages
         if path is None or not os.path.exists(path) or not self._schema_ready():
             self._init_schema()
@@ -236,6 +237,11 @@ class SqlRefStore:
         if self.dialect == "postgresql":
             conn.execute(sa.select(sa.func.pg_notify(notify.CHANNEL, notify.payload(self.sender, kind, repo, branch))))
         conn.info[_CHANGED].append((repo, branch))
+
+    def _send_paced(self, repo: str, branch: str, detail: str) -> None:
+        """One paced staging notice of ``repo``/``branch`` naming ``detail`` (what :class:`notify.Pacer` owes), alone."""
+        text = notify.payload(self.sender, notify.STAGING, repo, branch, paced=True) + (f"\t{detail}" if detail else "")
+        self._fast.run(lambda cur: cur.execute("SELECT pg_notify(%s, %s)", (notify.CHANNEL, text)), retry=True)
 
     def changed(self, repo: str, branch: str, *, alone: bool = True) -> None:
         """Stamp ``repo``/``branch`` as changed by this node (see :mod:`~lakemount.metastore.stamps`).

@@ -219,14 +219,24 @@ class SqlStaging:
             if check is not None:
                 check(branch_from(branch, row[1], row[0], row[2]), lambda tokens, key: self._staged_in(cur, tokens, key))
             cur.executemany(upsert, [(token, k, v) for k, v in items.items()])
-            if postgres:
-                dirs = notify.dirs_detail(items)
+            if inline:
                 cur.execute(
                     "SELECT pg_notify(%s, %s)",
-                    (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch) + (f"\t{dirs}" if dirs else "")),
+                    (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch, paced=True)
+                     + (f"\t{dirs}" if dirs else "")),
                 )
 
-        self._fast.run(work, transaction=True, retry=True)
+        # Every listening backend runs a transaction per notice it is woken by: notices are paced (``notify.Pacer``).
+        dirs = notify.dirs_detail(items) if postgres else ""
+        inline = postgres and self.refs.pacer.inline(repo, branch)
+        try:
+            self._fast.run(work, transaction=True, retry=True)
+        except BaseException:
+            if inline:
+                self.refs.pacer.failed(repo, branch)
+            raise
+        if postgres and not inline:
+            self.refs.pacer.owe(repo, branch, dirs)
         self.refs.changed(repo, branch, alone=alone)
 
     def _staged_in(self, cur: Any, tokens: Sequence[StagingToken], key: bytes) -> tuple[bool, bytes | None]:

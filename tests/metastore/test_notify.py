@@ -49,7 +49,9 @@ _markers = itertools.count()
 def _drain(writer: SqlRefStore, q: queue.Queue, timeout: float = 60.0) -> list[notify.Change]:  # type: ignore[type-arg]
     """Every change the listener feeding ``q`` heard until now, in order: a marker notice is sent after the
     writer's last change and waited for (PostgreSQL delivers notices in commit order), so nothing the writer
-    sent before is still on its way, however slow the machine; no fixed window."""
+    sent before is still on its way, however slow the machine; no fixed window.  The notices the writer's
+    stagings owe (``notify.Pacer``) are sent first."""
+    writer.pacer.flush()
     marker = notify.Change("test-marker", notify.HEAD, "~marker", str(next(_markers)))
     with writer.engine.begin() as conn:
         conn.execute(sa.text("SELECT pg_notify(:channel, :payload)"),
@@ -269,3 +271,66 @@ def test_a_sql_staging_notice_names_the_directories_it_changed(pg_cluster: PgClu
         SqlStaging(writer).stage("rd", "main", [(f"d{i}/f".encode(), b"v") for i in range(notify.DIRS_MOST + 1)])
         got = [c for c in _drain(writer, batches) if c.kind == "staging"]
         assert [changed_dirs(c.detail) for c in got] == [["", "a/b"], None], got  # the second: too many to name
+
+
+def test_a_burst_of_stagings_sends_its_first_notice_and_one_owed_naming_every_directory(pg_cluster: PgCluster, pg_url: str) -> None:
+    """Every listening backend runs a transaction per notice (docs/SCALE.md, stop 50): a branch's stagings within
+    ``PACE_S`` of its last notice send none; one notice follows, once the pace allows, naming all they changed."""
+    from lakemount.catalog.kept import changed_dirs
+
+    for attempt in range(5):  # a loaded machine may take longer than the pace for the three stagings: try again
+        repo = f"rp{attempt}"
+        with _listening(pg_url, repo, f"t{attempt}") as (writer, batches):
+            _drain(writer, batches)
+            staging = SqlStaging(writer)
+            t = time.monotonic()
+            for d in ("a", "b", "c"):
+                staging.stage(repo, "main", [(f"{d}/f".encode(), b"v")])
+            if time.monotonic() - t >= notify.PACE_S:
+                continue
+            assert (writer.pacer.inline_sent, writer.pacer.held) == (1, 2)
+            got: list[notify.Change] = []
+            deadline = time.monotonic() + 30
+            while len(got) < 2:  # the owed notice comes by the pacer's thread, no flush
+                batch = batches.get(timeout=max(0.0, deadline - time.monotonic()))
+                assert batch is not None
+                got += [c for c in batch if c.kind == "staging" and c.repo == repo]
+            assert [changed_dirs(c.detail) for c in got[:2]] == [["a"], ["b", "c"]], got
+            end = time.monotonic() + 10  # the pacer's thread counts it once its statement returned, maybe after delivery
+            while writer.pacer.owed_sent < 1 and time.monotonic() < end:
+                time.sleep(0.01)
+            assert writer.pacer.owed_sent == 1
+            return
+    raise AssertionError("three stagings never fit in the pace in five attempts")
+
+
+def test_a_listener_redelivers_a_paced_branch_whose_sender_went_quiet(pg_cluster: PgCluster, pg_url: str) -> None:
+    """A paced notice is a lease: its sender may stage unannounced for ``PACE_S`` and die before its owed notice,
+    so ``LEASE_S`` after the last one the listener delivers the branch as changed as a whole."""
+    store = SqlRefStore(pg_url)
+    batches: queue.Queue = queue.Queue()  # type: ignore[type-arg]
+    listener = notify.Listener(store.engine.url, batches.put, poll=0.1).start()
+
+    def send(text: str) -> None:
+        with store.engine.begin() as conn:
+            conn.execute(sa.text("SELECT pg_notify(:c, :p)"), {"c": notify.CHANNEL, "p": text})
+
+    try:
+        assert listener.connected.wait(10)
+        send(notify.payload("gone", notify.STAGING, "r", "main", paced=True) + "\tdirs\x1fa")
+        sent = time.monotonic()
+        first = batches.get(timeout=30)
+        assert first == [notify.Change("gone", notify.STAGING, "r", "main", "dirs\x1fa")], first
+        again = batches.get(timeout=30)
+        assert time.monotonic() - sent >= notify.LEASE_S - 0.05
+        assert again == [notify.Change("gone", notify.STAGING, "r", "main", "")], again  # the whole branch
+        send(notify.payload("alive", notify.STAGING, "r", "dev", paced=True) + "\tdirs\x1fa")
+        assert batches.get(timeout=30) == [notify.Change("alive", notify.STAGING, "r", "dev", "dirs\x1fa")]
+        time.sleep(notify.PACE_S)
+        send(notify.payload("alive", notify.STAGING, "r", "dev", paced=True) + "\tdirs\x1fb")  # renews the lease
+        renewed = time.monotonic()
+        assert batches.get(timeout=30) == [notify.Change("alive", notify.STAGING, "r", "dev", "dirs\x1fb")]
+        assert batches.get(timeout=30) == [notify.Change("alive", notify.STAGING, "r", "dev", "")]
+        assert time.monotonic() - renewed >= notify.LEASE_S - 0.05  # from the last notice, not the first
+    finally:
+        listener.stop()
