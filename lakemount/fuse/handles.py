@@ -179,6 +179,10 @@ class Handles:
             self._handles[fh] = FileHandle(fh, node, writable, None, content=content, uid=caller.uid, pid=caller.pid)
         return Opened(fh, keep_cache=False, direct_io=True, noflush=not writable)
 
+    def handle(self, fh: int) -> FileHandle:
+        """Open handle ``fh`` (EBADF if there is none)."""
+        return self._handle(fh)
+
     def _handle(self, fh: int) -> FileHandle:
         handle = self._handles.get(fh)
         if handle is None:
