@@ -16,16 +16,25 @@
  * handle number, sets the matching libfuse bits, and calls libfuse's own
  * ``fuse_reply_open``.  The handle number reaches the kernel unchanged (the
  * adapter masks the bits off every handle it is given back).
+ *
+ * It also defines ``fuse_session_new`` (wrapping the FLUSH handler, to note the
+ * closing thread, and the GETXATTR handler, to answer security.* names in C) and
+ * ``fuse_session_mount`` (to add FUSE_HANDLE_KILLPRIV_V2 to the INIT reply); see
+ * lakemount/fuse/kflags.py.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #define FUSE_USE_VERSION 35
 #include <dlfcn.h>
+#include <errno.h>
 #include <fuse3/fuse_lowlevel.h>
+#include <linux/fuse.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 /* Keep in sync with lakemount/fuse/kflags.py. */
 #define FH_NOFLUSH (UINT64_C(1) << 62)
@@ -36,11 +45,28 @@ typedef struct fuse_session *(*session_new_fn)(struct fuse_args *, const struct 
 typedef void (*flush_fn)(fuse_req_t, fuse_ino_t, struct fuse_file_info *);
 
 typedef const struct fuse_ctx *(*req_ctx_fn)(fuse_req_t);
+typedef void (*getxattr_fn)(fuse_req_t, fuse_ino_t, const char *, size_t);
+typedef int (*reply_err_fn)(fuse_req_t, int);
+typedef int (*session_mount_fn)(struct fuse_session *, const char *);
+typedef int (*session_fd_fn)(struct fuse_session *);
+typedef int (*custom_io_fn)(struct fuse_session *, const struct fuse_custom_io *, int);
 
 static reply_open_fn real_reply_open = NULL;
 static req_ctx_fn real_req_ctx = NULL; /* this module links no libfuse: its functions are looked up at load */
 static session_new_fn real_session_new = NULL;
 static flush_fn pyfuse3_flush = NULL;
+static getxattr_fn pyfuse3_getxattr = NULL;
+static reply_err_fn real_reply_err = NULL;
+static unsigned long long answered_getxattrs = 0; /* answered here, never reaching Python */
+static session_mount_fn real_session_mount = NULL;
+static session_fd_fn real_session_fd = NULL;
+static custom_io_fn real_custom_io = NULL;
+
+/* FUSE_HANDLE_KILLPRIV_V2, which libfuse 3.14 cannot ask for: the INIT request's unique id while its reply
+ * is due (0: none), whether the kernel offered the flag, and whether the reply took it. */
+static uint64_t init_unique = 0;
+static int killpriv_offered = 0;
+static int killpriv_granted = 0;
 static struct fuse_lowlevel_ops wrapped_ops;
 
 /* Closers of the flushes not yet taken by the adapter: fh -> thread id (0: two pending, unknown). */
@@ -74,6 +100,65 @@ static void flush_noting_closer(fuse_req_t req, fuse_ino_t ino, struct fuse_file
     pyfuse3_flush(req, ino, fi);
 }
 
+/* The kernel asks for security.capability before every write(2) of a file (file_remove_privs: FUSE clears
+ * SB_NOSEC, so no inode is ever marked as having none), one round trip per write beside the WRITE itself.
+ * The adapter answers every name outside user.* with EOPNOTSUPP; answering it here saves the trip into
+ * Python (a trio task per request) for each of them.  user.* names go on to pyfuse3's handler. */
+static void getxattr_answering_here(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
+    if (name != NULL && strncmp(name, "user.", 5) != 0) {
+        answered_getxattrs++;
+        real_reply_err(req, EOPNOTSUPP);
+        return;
+    }
+    pyfuse3_getxattr(req, ino, name, size);
+}
+
+/* The session's reads and writes of /dev/fuse, through libfuse's custom-io hooks, only to add
+ * FUSE_HANDLE_KILLPRIV_V2 to the INIT reply: the kernel then sets SB_NOSEC, so an inode found to need no
+ * privilege kill (no suid/sgid, no security.capability: one getxattr) is marked S_NOSEC and its next
+ * writes ask nothing until its attributes are refreshed.  In return the file system kills suid/sgid on
+ * write, truncate and chown itself (lakemount/fuse/metadata.py and handles.py do; the mount has no
+ * security.capability to kill).  Every other message passes unchanged. */
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata) {
+    (void)userdata;
+    ssize_t n = read(fd, buf, len);
+    if (n >= (ssize_t)(sizeof(struct fuse_in_header) + 4 * sizeof(uint32_t))) {
+        const struct fuse_in_header *in = buf;
+        if (in->opcode == FUSE_INIT) {
+            const struct fuse_init_in *init = (const void *)(in + 1);
+            init_unique = in->unique;
+            killpriv_offered = (init->flags & FUSE_HANDLE_KILLPRIV_V2) != 0;
+            killpriv_granted = killpriv_offered; /* the reply below takes it: known to init() before it is sent */
+        }
+    }
+    return n;
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata) {
+    (void)userdata;
+    if (init_unique != 0 && count >= 2 && iov[0].iov_len == sizeof(struct fuse_out_header) &&
+        iov[1].iov_len >= 4 * sizeof(uint32_t)) {
+        const struct fuse_out_header *out = iov[0].iov_base;
+        if (out->unique == init_unique) {
+            init_unique = 0;
+            if (out->error == 0 && killpriv_offered)
+                ((struct fuse_init_out *)iov[1].iov_base)->flags |= FUSE_HANDLE_KILLPRIV_V2;
+            else
+                killpriv_granted = 0;
+        }
+    }
+    return writev(fd, iov, count);
+}
+
+__attribute__((visibility("default"))) int fuse_session_mount(struct fuse_session *se, const char *mountpoint) {
+    int res = real_session_mount(se, mountpoint);
+    if (res == 0 && real_custom_io != NULL && real_session_fd != NULL) {
+        static const struct fuse_custom_io io = {.writev = io_writev, .read = io_read};
+        real_custom_io(se, &io, real_session_fd(se)); /* fails only without memory: the plain path stays */
+    }
+    return res;
+}
+
 __attribute__((visibility("default"))) struct fuse_session *fuse_session_new(struct fuse_args *args,
                                                                            const struct fuse_lowlevel_ops *op,
                                                                            size_t op_size, void *userdata) {
@@ -82,6 +167,10 @@ __attribute__((visibility("default"))) struct fuse_session *fuse_session_new(str
         memcpy(&wrapped_ops, op, op_size);
         pyfuse3_flush = op->flush;
         wrapped_ops.flush = flush_noting_closer;
+        if (op->getxattr != NULL) {
+            pyfuse3_getxattr = op->getxattr;
+            wrapped_ops.getxattr = getxattr_answering_here;
+        }
         op = &wrapped_ops;
     }
     return real_session_new(args, op, op_size, userdata);
@@ -124,10 +213,23 @@ static PyObject *kflags_wraps_flush(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(found == (void *)&fuse_session_new);
 }
 
+static PyObject *kflags_answered_getxattrs(PyObject *self, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(answered_getxattrs);
+}
+
+static PyObject *kflags_killpriv(PyObject *self, PyObject *unused) {
+    /* Active if the kernel took FUSE_HANDLE_KILLPRIV_V2 from this session's INIT reply. */
+    return PyBool_FromLong(killpriv_granted);
+}
+
 static PyMethodDef methods[] = {
     {"active", kflags_active, METH_NOARGS, "True if pyfuse3's open replies pass through this module."},
     {"closer", kflags_closer, METH_O, "The thread id that sent the pending FLUSH of a handle (0: not known)."},
     {"wraps_flush", kflags_wraps_flush, METH_NOARGS, "True if FLUSH requests pass through this module."},
+    {"killpriv", kflags_killpriv, METH_NOARGS,
+     "True if the kernel leaves killing suid/sgid on write, truncate and chown to the mount (HANDLE_KILLPRIV_V2)."},
+    {"answered_getxattrs", kflags_answered_getxattrs, METH_NOARGS,
+     "getxattr requests of names outside user.* answered EOPNOTSUPP here, without Python."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -146,8 +248,12 @@ PyMODINIT_FUNC PyInit__kflags(void) {
     }
     real_session_new = (session_new_fn)dlsym(lib, "fuse_session_new");
     real_req_ctx = (req_ctx_fn)dlsym(lib, "fuse_req_ctx");
-    if (real_session_new == NULL || real_req_ctx == NULL) {
-        PyErr_SetString(PyExc_ImportError, "libfuse3.so.3 has no fuse_session_new or fuse_req_ctx");
+    real_reply_err = (reply_err_fn)dlsym(lib, "fuse_reply_err");
+    real_session_mount = (session_mount_fn)dlsym(lib, "fuse_session_mount");
+    real_session_fd = (session_fd_fn)dlsym(lib, "fuse_session_fd");
+    real_custom_io = (custom_io_fn)dlsym(lib, "fuse_session_custom_io"); /* libfuse 3.14 on: else no KILLPRIV_V2 */
+    if (real_session_new == NULL || real_req_ctx == NULL || real_reply_err == NULL || real_session_mount == NULL) {
+        PyErr_SetString(PyExc_ImportError, "libfuse3.so.3 has no fuse_session_new, fuse_req_ctx or fuse_reply_err");
         return NULL;
     }
     return PyModule_Create(&module);

@@ -116,6 +116,10 @@ class FuseOperations(pyfuse3.Operations):
         self._eio_counts: Counter[str] = Counter()
         self._kflags = kflags.active()  # whether the kernel hears FH_NOFLUSH / FH_CACHE_DIR
 
+    def init(self) -> None:
+        # Called while the kernel's INIT is answered: the shim knows by now whether the reply takes KILLPRIV_V2.
+        self.fs.kills_suidgid = kflags.killpriv()
+
     # ------------------------------------------------------------------ plumbing
     async def _call(self, fn: Callable[..., T], *args: Any, fast: bool = False, absent: bool = False) -> T:
         """Run a core operation (in memory if ``fast`` and possible, else in a worker thread); ``absent``:
@@ -342,7 +346,8 @@ class FuseOperations(pyfuse3.Operations):
     # ------------------------------------------------------------------ extended attributes
     async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
         if not name.startswith(b"user."):
-            # security.capability is asked for on every write: answer without a thread hop.
+            # security.capability is asked before a write (with the shim: once per file, answered in C, kflags.py):
+            # answer without a thread hop.
             # ENOTSUP, not ENOATTR: tools such as ls(1) then stop asking for
             # security.selinux on this file system instead of asking per file.
             raise pyfuse3.FUSEError(errno.EOPNOTSUPP)
@@ -420,6 +425,8 @@ def _apply_invalidations(batch: list[tuple[Any, ...]]) -> None:
         try:
             if item[0] == "inode":
                 pyfuse3.invalidate_inode(pyfuse3.InodeT(item[1]), attr_only=False)
+            elif item[0] == "attrs":
+                pyfuse3.invalidate_inode(pyfuse3.InodeT(item[1]), attr_only=True)
             else:
                 pyfuse3.invalidate_entry(pyfuse3.InodeT(item[1]), pyfuse3.FileNameT(item[2]))
         except OSError as exc:

@@ -67,7 +67,7 @@ from lakemount.cache.disk import DiskCache
 from lakemount.cache.ram import RamCache
 from lakemount.catalog.blocks import BlockSource
 from lakemount.catalog.catalog import Catalog
-from lakemount.fuse import control
+from lakemount.fuse import control, kflags
 from lakemount.fuse.attributes import Attributes
 from lakemount.fuse.auditing import MountAudit
 from lakemount.fuse.directories import READDIR_BATCH, Directories
@@ -99,6 +99,11 @@ __all__ = ["Attr", "Caller", "DirItem", "FileSystem", "MountOptions", "NeedsThre
 
 class FileSystem:
     """Versioned repositories as a POSIX tree; see the module docstring for the contract."""
+
+    # True once the kernel took HANDLE_KILLPRIV_V2 (set by the adapter, ``kflags.killpriv``): the kernel then asks no
+    # security.capability per write, and the mount clears set-user-ID/set-group-ID on a write, truncation, O_TRUNC
+    # or chown itself (``Metadata.kill_suidgid``; uid 0 stands for CAP_FSETID).
+    kills_suidgid = False
 
     def __init__(
         self,
@@ -276,6 +281,9 @@ class FileSystem:
     # ================================================================== attributes and xattrs
     def setattr(self, ino: int, changes: SetAttr, fh: int | None, caller: Caller) -> Attr:
         """Change mode, owner, times or size of ``ino``; EROFS on a read-only ref, EPERM on the layout."""
+        if self.kills_suidgid and (changes.uid is not None or changes.gid is not None
+                                   or (changes.size is not None and caller.uid != 0)):
+            changes = dataclasses.replace(changes, kill_suidgid=True)  # what the kernel's KILL_SUIDGID would ask
         return self.metadata.setattr(ino, changes, fh, caller)
 
     def getxattr(self, ino: int, name: bytes) -> bytes:
@@ -302,7 +310,10 @@ class FileSystem:
     # ================================================================== files
     def open(self, ino: int, flags: int, caller: Caller | None = None) -> Opened:
         """Open file ``ino`` (EISDIR, ELOOP, EROFS...); a read-only open may start a scan-ahead."""
-        return self.handles.open(ino, flags, caller)
+        opened = self.handles.open(ino, flags, caller)
+        if self.kills_suidgid and flags & os.O_TRUNC and caller is not None:
+            self.metadata.kill_suidgid(self.state.node(ino), caller)
+        return opened
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``offset`` of handle ``fh``."""
@@ -310,6 +321,9 @@ class FileSystem:
 
     def write(self, fh: int, offset: int, data: bytes) -> int:
         """Write ``data`` at ``offset`` of handle ``fh``; returns the bytes written."""
+        if self.kills_suidgid:  # before the write: a kill that needs a thread raises NeedsThread with nothing written
+            handle = self.handles.handle(fh)
+            self.metadata.kill_suidgid(handle.node, Caller(handle.uid, 0, handle.pid))
         return self.handles.write(fh, offset, data)
 
     def flush(self, fh: int, closer: int = 0) -> None:
@@ -351,6 +365,9 @@ class FileSystem:
                 "open_files": len(self.handles),
                 "dirty_files": sum(1 for n in self.table.nodes() if n.dirty is not None),
                 "scopes": len(self.scopes),
+                # security.capability asked by the kernel (a write's privilege check), answered by the shim
+                "kernel_capability_getxattrs": kflags.answered_getxattrs(),
+                "kernel_kills_suidgid_here": int(self.kills_suidgid),
             }
 
         text = self.metrics.render(self._cache_stats() if self._cache_stats else None, gauges)

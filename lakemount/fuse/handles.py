@@ -183,6 +183,10 @@ class Handles:
         handle = self._handles.get(fh)
         return handle is not None and handle.node.kind == Kind.CONTROL_FILE
 
+    def handle(self, fh: int) -> FileHandle:
+        """Open handle ``fh`` (EBADF if there is none)."""
+        return self._handle(fh)
+
     def _handle(self, fh: int) -> FileHandle:
         handle = self._handles.get(fh)
         if handle is None:

@@ -14,6 +14,19 @@ which pyfuse3's ``flush(fh)`` does not say, so the mount can tell a forked
 child's close of an inherited descriptor from its opener's (0 without the
 shim, as every close then counts as the opener's).
 
+Two more, for writes (issue 36, stop 50).  The kernel asks ``security.capability``
+before every write(2) of a file (its check whether the write must clear
+privileges): the shim answers names outside ``user.*`` in C, as the adapter would,
+without a trip into Python.  And it adds ``FUSE_HANDLE_KILLPRIV_V2`` to the INIT
+reply (libfuse 3.14 cannot ask for it; the shim sees the session's reads and
+writes of ``/dev/fuse`` through libfuse's custom-io hooks, installed by its
+``fuse_session_mount``, and changes nothing else): the kernel then marks a file
+found to have no privileges to clear, and asks nothing more for its writes until
+it refreshes the file's attributes.  A 4 KiB writer (Hadoop's local file system)
+makes one request per write instead of two.  In return the mount clears
+set-user-ID/set-group-ID on a write, truncation, ``O_TRUNC`` open or chown itself
+(:func:`killpriv`, ``FileSystem.kills_suidgid``, ``Metadata.kill_suidgid``).
+
 It must load before anything imports pyfuse3: ``lakemount/fuse/__init__.py``
 imports it, so any import of the mount's modules does.
 """
@@ -59,6 +72,17 @@ def closer(fh: int) -> int:
     if _shim is None or not _wraps_flush:
         return 0
     return int(_shim.closer(fh))  # type: ignore[attr-defined]
+
+
+def killpriv() -> bool:
+    """True if the kernel leaves killing set-user-ID/set-group-ID on write, truncate and chown to the mount
+    (``FUSE_HANDLE_KILLPRIV_V2``, added to the INIT reply by the shim; known once the INIT request was read)."""
+    return _shim is not None and bool(_shim.killpriv())  # type: ignore[attr-defined]
+
+
+def answered_getxattrs() -> int:
+    """getxattr requests of names outside ``user.*`` the shim answered (EOPNOTSUPP) without Python."""
+    return int(_shim.answered_getxattrs()) if _shim is not None else 0  # type: ignore[attr-defined]
 
 
 def active() -> bool:

@@ -12,6 +12,7 @@ it are accepted and not kept.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import stat
@@ -28,6 +29,20 @@ from lakemount.fuse.scope import Scope, Scopes
 from lakemount.fuse.state import MountState, op, with_changes
 from lakemount.fuse.tree import CHILD, Tree
 from lakemount.fuse.values import Attr, Caller, SetAttr
+
+
+def needs_kill(mode: int) -> bool:
+    """True if a write by an unprivileged process clears bits of ``mode`` (the kernel's ``setattr_should_drop_suidgid``:
+    set-user-ID, and set-group-ID when the group may execute)."""
+    return bool(mode & stat.S_ISUID) or (mode & (stat.S_ISGID | stat.S_IXGRP)) == (stat.S_ISGID | stat.S_IXGRP)
+
+
+def killed(mode: int) -> int:
+    """``mode`` without what :func:`needs_kill` names."""
+    mode &= ~stat.S_ISUID
+    if mode & stat.S_IXGRP:
+        mode &= ~stat.S_ISGID
+    return mode
 
 
 class Metadata:
@@ -56,6 +71,9 @@ class Metadata:
         self.state.io()
         if not node.detached:
             self.tree.revalidate(node)
+        if changes.kill_suidgid and changes.mode is None and node.kind == Kind.FILE and node.entry is not None \
+                and needs_kill(node.entry.mode):
+            changes = dataclasses.replace(changes, mode=killed(node.entry.mode))
         if changes.size is not None:
             self._truncate(node, changes.size)
         if changes.atime_ns is not None:
@@ -85,6 +103,16 @@ class Metadata:
                 new = with_changes(new, mode=LINK_MODE)
             self._replace_entry(scope, node, new, forget_mtime=changes.mtime_ns is not None, relist=True)
         return self.attrs.attr(node)
+
+    def kill_suidgid(self, node: Node, caller: Caller) -> None:
+        """Clear ``node``'s set-user-ID and set-group-ID bits if a write or ``O_TRUNC`` by ``caller`` would make the
+        kernel clear them (a caller other than root; the mount takes uid 0 for CAP_FSETID) and the kernel left
+        that to the mount (``FileSystem.kills_suidgid``).  Without those bits, only a check of the entry's mode."""
+        entry = node.entry
+        if caller.uid == 0 or node.kind != Kind.FILE or entry is None or not needs_kill(entry.mode):
+            return
+        self.setattr(node.ino, SetAttr(kill_suidgid=True), None, caller)
+        self.state.invalidations.put(("attrs", node.ino))  # the kernel's copy of the mode, as a setattr's reply would
 
     def _replace_entry(self, scope: Scope, node: Node, new: Entry, *, forget_mtime: bool = False, relist: bool = False) -> None:
         """Stage ``new`` as ``node``'s entry (unless the node is detached) and keep it as fresh, ctime now.

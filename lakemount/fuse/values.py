@@ -60,6 +60,9 @@ class SetAttr:
     gid: int | None = None
     atime_ns: int | None = None
     mtime_ns: int | None = None
+    # Clear set-user-ID (and set-group-ID of a group-executable file), as a write, truncation or chown by a
+    # process without CAP_FSETID does: the kernel leaves that to the mount under HANDLE_KILLPRIV_V2 (kflags).
+    kill_suidgid: bool = False
 
 
 @dataclass(frozen=True, slots=True)

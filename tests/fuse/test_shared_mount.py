@@ -149,3 +149,54 @@ def test_a_bad_user_mapping_is_refused_before_mounting(app: App, home: str, tmp_
     with pytest.raises(InvalidArgument, match="mount.users: no local user named 'no-such-user-here'"):
         start(home, mp, ["--allow-other"], env=env_for(home, LAKEMOUNT_MOUNT_USERS="no-such-user-here=reader"))
     assert runner.find_mount(mp) is None
+
+
+def _gauges(mp: str) -> dict[str, float]:
+    with open(f"{mp}/.lakefs/stats") as f:
+        pairs = (line.split() for line in f if line.startswith("lakemount_fuse_kernel_"))
+        return {name.removeprefix("lakemount_fuse_"): float(value) for name, value in pairs}
+
+
+def test_the_mount_clears_setuid_and_setgid_as_the_kernel_would_once_it_leaves_that_to_the_mount(
+    app: App, home: str, tmp_path: os.PathLike[str]
+) -> None:
+    """Under HANDLE_KILLPRIV_V2 (the shim adds it to the INIT reply) the kernel asks no security.capability per
+    write and no longer clears set-user-ID/set-group-ID itself: the mount does, on a write, truncate, O_TRUNC
+    open by a uid other than root, and on any chown; a root write keeps the bits, as CAP_FSETID does."""
+    app.auth.create_user("writer")
+    app.auth.attach_policy("writer", "Developer")
+    mp = os.path.join(os.fspath(tmp_path), "mnt")
+    m = start(home, mp, ["--allow-other"], env=env_for(home, LAKEMOUNT_MOUNT_USERS=f"{WRITER}=writer"))
+    try:
+        base = f"{mp}/{REPO}/main"
+        assert _gauges(mp)["kernel_kills_suidgid_here"] == 1  # the kernel took the flag: the kill is the mount's
+        before = _gauges(mp)["kernel_capability_getxattrs"]
+        fd = os.open(f"{base}/many", os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            for _ in range(256):
+                os.write(fd, b"x" * 4096)
+        finally:
+            os.close(fd)
+        asked = _gauges(mp)["kernel_capability_getxattrs"] - before
+        assert asked <= 2, f"{asked:.0f} security.capability lookups for 256 writes"  # 256 without the flag
+
+        modes = {"w": 0o6777, "t": 0o6777, "o": 0o6777, "c": 0o6777, "root": 0o6777, "g-noexec": 0o2767}
+        for name, mode in modes.items():
+            write(f"{base}/{name}")()
+            os.chmod(f"{base}/{name}", mode)
+        done = as_uid(WRITER, mp, {
+            "w": write(f"{REPO}/main/w", os.O_WRONLY),
+            "t": lambda: os.truncate(f"{REPO}/main/t", 0),
+            "o": lambda: os.close(os.open(f"{REPO}/main/o", os.O_WRONLY | os.O_TRUNC)),
+            "g-noexec": write(f"{REPO}/main/g-noexec", os.O_WRONLY),
+        })
+        assert done == dict.fromkeys(done, "ok") and len(done) == 4, done
+        write(f"{base}/root", os.O_WRONLY)()
+        os.chown(f"{base}/c", WRITER, -1)
+        seen = {name: os.stat(f"{base}/{name}").st_mode & 0o7777 for name in modes}
+        want = {"w": 0o777, "t": 0o777, "o": 0o777, "c": 0o777, "root": 0o6777, "g-noexec": 0o2767}
+        assert seen == want, {k: oct(v) for k, v in seen.items()}
+    finally:
+        stop(m)
+    staged = {name: app.catalog.stat(REPO, "main", name).mode & 0o7777 for name in modes}
+    assert staged == want, {k: oct(v) for k, v in staged.items()}

@@ -1,0 +1,114 @@
+"""Writes into a local folder and into mounts of several code trees, in one run, interleaved (issue 36, stop 50).
+
+    .venv/bin/python benchmarks/tree_write_ab.py [--mib 256] [--rounds 2] [--figs dd4k,dd1M,cp,cp+sync] \\
+        [--passthrough] NAME=TREE[:wbc] ...   # as root
+
+Each ``NAME=TREE`` is a checkout (``git worktree add --detach /tmp/base REV``, its C extensions built
+with ``setup.py build_ext --inplace``): its mount runs that tree's lakemount (started from the tree, and
+``python -m`` puts the working directory first on ``sys.path``).  All mounts are up before the first
+figure; each figure is written into the local folder and then into every mount, in reverse order every
+other round.  ``benchmarks/ab_revs.py`` refuses revisions whose C sources differ; this does not.
+``:wbc`` puts ``LM36_EXP_WBC=1`` in that mount's environment, which only an experiment build reads (stop
+50 measured the kernel's writeback cache with one).  ``--passthrough`` adds ``benchmarks/passthrough_fs.py``
+(the pyfuse3 ceiling).  Figures: ``dd`` of zeros with ``bs=4k`` and ``bs=1M``, ``conv=fsync``; ``cp`` of a
+random file; that ``cp`` then ``sync FILE``.  Each line prints MB/s and local/mount; then the best of the
+rounds, and the FUSE requests each mount counted (``.lakefs/stats``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from large_write_bench import REPO, MiB, mounted, prepare_store, remove, timed  # noqa: E402
+from writeback_bench import passthrough  # noqa: E402
+
+
+def figures(mib: int, src: str) -> dict[str, Callable[[str], float]]:
+    def dd(bs: str, count: int) -> Callable[[str], float]:
+        return lambda p: timed(["dd", "if=/dev/zero", f"of={p}", f"bs={bs}", f"count={count}", "conv=fsync"])
+
+    return {
+        "dd4k": dd("4k", mib * 256),
+        "dd1M": dd("1M", mib),
+        "cp": lambda p: timed(["cp", src, p]),
+        "cp+sync": lambda p: timed(["cp", src, p]) + timed(["sync", p]),
+    }
+
+
+def requests(mp: str) -> dict[str, int]:
+    out = {}
+    with open(os.path.join(mp, ".lakefs", "stats")) as f:
+        for line in f:
+            if line.startswith("lakemount_fuse_ops_total"):
+                key, value = line.split()
+                out[key.split('"')[1]] = int(float(value))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mib", type=int, default=256, help="size of each file in MiB")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--figs", default="dd4k,dd1M,cp", help="of dd4k, dd1M, cp, cp+sync")
+    parser.add_argument("--dir", default="/tmp", help="where the run's files and mounts go (its filesystem is the disk)")
+    parser.add_argument("--passthrough", action="store_true", help="add the minimal pyfuse3 passthrough")
+    parser.add_argument("trees", nargs="+", help="NAME=TREE or NAME=TREE:wbc")
+    args = parser.parse_args()
+    base = tempfile.mkdtemp(prefix="tree-write-ab-", dir=args.dir)
+    src = os.path.join(base, "source.bin")
+    with open(src, "wb") as f:
+        for _ in range(args.mib):
+            f.write(os.urandom(MiB))
+    figs = figures(args.mib, src)
+    names = args.figs.split(",")
+    with contextlib.ExitStack() as stack:
+        targets = {"local": os.path.join(base, "local")}
+        os.makedirs(targets["local"])
+        if args.passthrough:
+            stack.enter_context(passthrough(os.path.join(base, "pt-backing"), os.path.join(base, "pt")))
+            targets["passthrough"] = os.path.join(base, "pt")
+        mounts = {}
+        here = os.getcwd()
+        for spec in args.trees:
+            name, _, rest = spec.partition("=")
+            tree, _, mode = rest.partition(":")
+            env = prepare_store(name, base, None) | {"PYTHONPATH": os.path.abspath(tree), "LM36_EXP_WBC": "1" if mode == "wbc" else "0"}
+            mp = os.path.join(base, f"mnt-{name}")
+            os.chdir(tree)
+            try:
+                stack.enter_context(mounted(env, mp))
+            finally:
+                os.chdir(here)
+            targets[name], mounts[name] = os.path.join(mp, REPO, "main"), mp
+        print(f"{args.mib} MiB per file, {args.rounds} round(s), in {base}; load {os.getloadavg()[0]:.1f}", flush=True)
+        best: dict[tuple[str, str], float] = {}
+        rate = lambda s: args.mib * MiB / s / 1e6  # noqa: E731
+        for r in range(args.rounds):
+            order = list(targets)[1:] if r % 2 == 0 else list(targets)[:0:-1]
+            for fig in names:
+                took = {}
+                for where in ["local", *order]:
+                    path = os.path.join(targets[where], f"{fig}-{r}")
+                    took[where] = figs[fig](path)
+                    assert os.stat(path).st_size == args.mib * MiB, (where, os.stat(path).st_size)
+                    remove(path)
+                    best[fig, where] = min(best.get((fig, where), took[where]), took[where])
+                shown = " ".join(f"{w}={rate(took[w]):.0f}MB/s" for w in targets)
+                ratios = " ".join(f"{w}=x{took['local'] / took[w]:.2f}" for w in targets if w != "local")
+                print(f"  round {r + 1} {fig:8} {shown} | local/target {ratios} | load {os.getloadavg()[0]:.1f}", flush=True)
+        print("best of the rounds:")
+        for fig in names:
+            print(f"  {fig:8}", " ".join(f"{w}={rate(best[fig, w]):.0f}MB/s(x{best[fig, 'local'] / best[fig, w]:.2f})" for w in targets))
+        for name, mp in mounts.items():
+            print(f"  requests counted by {name}: {requests(mp)}")
+
+
+if __name__ == "__main__":
+    main()
