@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 import stat as stat_mod
 import sys
@@ -45,8 +44,6 @@ from lakemount.block.ranges import check_range
 from lakemount.block.urls import split_url
 from lakemount.errors import InvalidArgument, LakeMountError, ObjectNotFound, Unavailable
 from lakemount.graveler.ports import ObjectInfo
-
-log = logging.getLogger(__name__)
 
 SCHEME = "local"
 TEMP_PREFIX = ".tmp-"
@@ -500,7 +497,9 @@ class _LazySync:
                 try:
                     self._sync_locked()
                 except LakeMountError as e:  # the closes returned long ago: say it loudly, try again later
-                    log.error(
+                    import logging  # not at import: a CLI verb's import budget (issue 41)
+
+                    logging.getLogger(__name__).error(
                         "%d stored objects are not yet durable against power loss: %s", self.stored - self.covered, e)
                     self.since = time.monotonic()
 
