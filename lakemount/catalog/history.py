@@ -115,7 +115,9 @@ class HistoryVerbs(RefVerbs):
         """On the local block store, one ``syncfs`` of the namespace's filesystem before a commit: the mount's
         closes store small objects durable against power loss within a second (``LocalAdapter.put_lazily``),
         and a commit, in whichever process, must not name one a power loss could still take back."""
-        namespace = self.graveler.get_repository(repo).storage_namespace
+        # The kept record: no statement per commit.  A repository created again elsewhere on another store,
+        # unknown to this process's record, would get this sync wrong: a gap against power loss only.
+        namespace = self.kept.repository(repo, self.graveler.get_repository).storage_namespace
         if namespace.startswith("local://"):
             from lakemount.block.local import sync_store
 
