@@ -21,7 +21,7 @@ batches of ``SYNCFS_MIN`` objects or more.
 whole and visible at once, renamed into place unsynced, so a crash of any
 process loses nothing it returned for; durable against power loss it becomes
 within ``SYNC_AFTER`` seconds, by one ``syncfs(2)`` for every object stored so
-meanwhile (a thread of this process), or at once by :func:`sync_lazily_put`
+meanwhile (a thread of this process; and when the process exits), or at once by :func:`sync_lazily_put`
 (the mount's ``fsync(2)``) or :func:`sync_store` (every commit, in whichever
 process: ``syncfs`` covers every process's objects on that filesystem).  A
 lone ``cp -r`` of 1 KiB files had paid two fsyncs a file, each a journal
@@ -443,6 +443,10 @@ class _LazySync:
             self.stored += 1
             self.dirs.setdefault(dev, directory)
             if self.thread is None or not self.thread.is_alive():
+                if self.thread is None:  # a process that exits (an unmount) syncs what is left first
+                    import atexit
+
+                    atexit.register(self._at_exit)
                 self.thread = threading.Thread(target=self._run, name="lm-lazy-sync", daemon=True)
                 self.thread.start()
             self.cond.notify_all()
@@ -484,6 +488,14 @@ class _LazySync:
         self.covered = max(self.covered, upto)
         if self.covered < self.stored:
             self.since = time.monotonic()
+
+    def _at_exit(self) -> None:
+        try:
+            self.sync()
+        except LakeMountError as e:
+            import logging  # not at import: a CLI verb's import budget (issue 41)
+
+            logging.getLogger(__name__).error("at exit, stored objects are not durable against power loss: %s", e)
 
     def _run(self) -> None:
         with self.cond:

@@ -325,3 +325,24 @@ def test_sync_store_syncs_the_filesystem_of_a_namespace_not_yet_made(tmp_path: P
 
     sync_store(f"local://{tmp_path}/ns/not/yet")
     assert lazy == [str(tmp_path)]
+
+
+def test_a_process_that_exits_syncs_what_it_stored_lazily_first(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    child = f"""
+from lakemount.block import local
+local.SYNC_AFTER = 600.0
+real = local._syncfs
+def counted(directory):
+    print("syncfs", flush=True)
+    real(directory)
+local._syncfs = counted
+local.LocalAdapter().put_lazily("local://{tmp_path}/a/k", b"late")
+print("stored", flush=True)
+"""
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.split() == ["stored", "syncfs"], out
+    assert (tmp_path / "a" / "k").read_bytes() == b"late"
