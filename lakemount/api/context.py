@@ -274,6 +274,7 @@ class ApiCatalog(TablesCatalog, Protocol):
         hash_md5: bool = True,
         hash_sha256: bool = True,
         defer: bool = False,
+        lazy: bool = False,
     ) -> DataWriter: ...
 
     @property

@@ -6,6 +6,7 @@ other (S3, memory, the failure-injecting one of the tests) gets one ``put`` per
 object, ``PARALLEL`` at a time (what the write-back pipeline's upload threads
 did per file before).  Either way every object is whole and durable when it
 returns; a failure raises (the first one met) once the puts under way are done.
+``put_lazily`` passes one object on the same way (``LocalAdapter.put_lazily``: durable within a second).
 """
 
 from __future__ import annotations
@@ -19,6 +20,16 @@ from lakemount.graveler.ports import BlockAdapter
 PARALLEL: Final = 8  # puts in flight for a store that takes no batch (S3: one request each)
 
 _puts = LazyPool(PARALLEL, "lakemount-put")
+
+
+def put_lazily(adapter: BlockAdapter, url: str, data: bytes) -> None:
+    """Store ``data`` at ``url`` through ``adapter``: with its ``put_lazily`` where it has one (the local store:
+    whole and visible now, durable against power loss within a second or at the next sync), else a ``put``."""
+    lazily = getattr(adapter, "put_lazily", None)
+    if lazily is not None:
+        lazily(url, data)
+    else:
+        adapter.put(url, data)
 
 
 def put_many(adapter: BlockAdapter, items: Sequence[tuple[str, bytes]]) -> None:

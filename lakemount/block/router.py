@@ -88,6 +88,11 @@ class RouterAdapter:
     def put(self, url: str, data: bytes) -> None:
         self.adapter_for(url).put(url, data)
 
+    def put_lazily(self, url: str, data: bytes) -> None:
+        from lakemount.block.batch import put_lazily  # only the mount's small closes (a CLI verb's import budget)
+
+        put_lazily(self.adapter_for(url), url, data)
+
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         """Each backend's share of the batch in one step (in order within a backend)."""
         from lakemount.block.batch import put_many  # only the write-back pipeline batches (a CLI verb's import budget)

@@ -114,6 +114,11 @@ class TrashFallbackAdapter:
     def put(self, url: str, data: bytes) -> None:
         self.inner.put(url, data)
 
+    def put_lazily(self, url: str, data: bytes) -> None:
+        from lakemount.block.batch import put_lazily  # only the mount's small closes (a CLI verb's import budget)
+
+        put_lazily(self.inner, url, data)
+
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         from lakemount.block.batch import put_many  # only the write-back pipeline batches (a CLI verb's import budget)
 

@@ -311,7 +311,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
 
     def writer(
         self, repo: str | Repository, *, expected: int | None = None, address: str | None = None,
-        hash_md5: bool = True, hash_sha256: bool = True, defer: bool = False,
+        hash_md5: bool = True, hash_sha256: bool = True, defer: bool = False, lazy: bool = False,
     ) -> DataWriter:
         """The writer of one object's data in ``repo``'s storage namespace: the one way bytes are stored.
 
@@ -321,14 +321,24 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         whether a thread hashes and writes it), ``address`` a namespace-relative place to store the
         bytes at instead of their content address, ``hash_md5`` / ``hash_sha256`` False for a digest
         the caller computes and hands over with ``w.vouch``; ``defer`` stores a small body on a thread
-        after the block (``w.stored()`` waits for it: hand it to :meth:`stage_upload` as ``ready``).
-        Raises ``RepositoryNotFound``.  Given a name, the repository's record may be one kept from an
+        after the block (``w.stored()`` waits for it: hand it to :meth:`stage_upload` as ``ready``);
+        ``lazy`` lets the local store make a small body durable against power loss within a second
+        instead of before the block is left (:meth:`sync_stored` forces it; a crash of the process
+        loses nothing either way).  Raises ``RepositoryNotFound``.  Given a name, the repository's record may be one kept from an
         earlier write (:mod:`~lakemount.catalog.kept`): staging the entry checks its namespace.
         """
         from lakemount.catalog.writer import DataWriter
 
         r = self.kept_repository(repo) if isinstance(repo, str) else repo
-        return DataWriter(self, r, expected=expected, address=address, hash_md5=hash_md5, hash_sha256=hash_sha256, defer=defer)
+        return DataWriter(self, r, expected=expected, address=address, hash_md5=hash_md5, hash_sha256=hash_sha256, defer=defer,
+                          lazy=lazy)
+
+    def sync_stored(self) -> None:
+        """Make every object this process stored with ``writer(..., lazy=True)`` durable against power loss now
+        (the mount's ``fsync(2)``).  Raises ``Unavailable`` if the store's filesystem cannot sync."""
+        from lakemount.block.local import sync_lazily_put
+
+        sync_lazily_put()
 
     def kept_repository(self, name: str) -> Repository:
         """Repository ``name`` for a write: a record kept from an earlier one (:mod:`~lakemount.catalog.kept`), or

@@ -303,7 +303,8 @@ class Handles:
 
     @op("fsync")
     def fsync(self, fh: int, datasync: bool = False) -> None:
-        """Save the file's written content now (with write-back: and wait until its branch's journal is staged)."""
+        """Save the file's written content now and make it durable against power loss (with write-back: wait until
+        its branch's journal is staged)."""
         handle = self._handle(fh)
         if handle.node.dirty is not None and handle.node.dirty.modified:
             self.state.io()
@@ -312,6 +313,9 @@ class Handles:
         if self.saver.writeback is not None and scope is not None:  # durable in the lake, not only on this node
             self.state.io()
             self.saver.writeback.drain((scope.repo, scope.branch))
+        else:  # what a close stored durable within 1 s (saving.store_bytes) is durable against power loss now
+            self.state.io()
+            self.state.catalog.sync_stored()
 
     def _create_held(self, node: Node) -> bool:
         """True if ``node`` is a new file whose create waits for its first close (``MountState.hold``)."""

@@ -342,8 +342,9 @@ def _store_file(
 
 
 def store_bytes(catalog: Catalog, repo: str, data: bytes, digests: tuple[int, str, str]) -> DataInfo:
-    """Store a small file's ``data`` whose digests are known (they are not computed again)."""
-    with catalog.writer(repo, expected=len(data), hash_md5=False, hash_sha256=False) as w:
+    """Store a small file's ``data`` whose digests are known (they are not computed again); durable against
+    power loss within a second, or at the file's ``fsync(2)`` (``Catalog.writer``'s ``lazy``)."""
+    with catalog.writer(repo, expected=len(data), hash_md5=False, hash_sha256=False, lazy=True) as w:
         w.write(data)
         w.vouch(sha256=digests[1], md5=digests[2])
     return w.info

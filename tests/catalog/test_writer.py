@@ -19,6 +19,7 @@ import pytest
 from lakemount.app import App
 from lakemount.block.landing import Landing
 from lakemount.block.layout import data_address, data_sha, is_data_key
+from lakemount.catalog.model import Entry
 from lakemount.catalog.writer import INLINE_MAX
 from lakemount.config import load
 from tests.test_layering import PACKAGE, front_end_files, imports, rel
@@ -268,3 +269,42 @@ def test_a_small_body_on_a_request_priced_store_is_one_put_whether_or_not_it_is_
         w.write(body)
     assert path.stat().st_mtime > time.time() - 60, "the existing object is refreshed against a running GC"
     assert calls == (["put"] if size <= writer.PUT_UNASKED_MAX else ["touch"])
+
+
+def test_a_lazy_write_is_synced_by_the_next_commit_before_the_commit_is_made(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lazy write (the mount's small close) reaches its object unsynced; a commit syncs the namespace's
+    filesystem before it names the object, and a plain write syncs its own object as before."""
+    from lakemount.block import local
+
+    monkeypatch.setattr(local, "_lazy", local._LazySync())
+    monkeypatch.setattr(local, "SYNC_AFTER", 60.0)
+    events: list[str] = []
+    real_syncfs, real_fsync, real_commit = local._syncfs, os.fsync, app.catalog.graveler.commit
+    assert real_syncfs is not None
+
+    def syncfs(directory: str) -> None:
+        events.append("syncfs")
+        real_syncfs(directory)
+
+    def fsync(fd: int) -> None:
+        events.append("fsync")
+        real_fsync(fd)
+
+    def commit(*args: object, **kw: object) -> object:
+        events.append("commit")
+        return real_commit(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(local, "_syncfs", syncfs)
+    monkeypatch.setattr(local.os, "fsync", fsync)
+    monkeypatch.setattr(app.catalog.graveler, "commit", commit)
+    with app.catalog.writer(REPO, lazy=True) as w:
+        w.write(b"small and lazy")
+    assert read(app, w.info.address) == b"small and lazy"
+    assert events == [], "no sync of any kind on the write's path"
+    app.catalog.put_entry(REPO, "main", "f", Entry(w.info.address, w.info.size, w.info.etag))
+    app.catalog.commit(REPO, "main", "with a lazy object")
+    assert events[:2] == ["syncfs", "commit"]
+    events.clear()
+    with app.catalog.writer(REPO) as w2:
+        w2.write(b"plain")
+    assert "fsync" in events and "syncfs" not in events

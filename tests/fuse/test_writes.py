@@ -295,3 +295,38 @@ def test_a_file_held_in_memory_reads_and_saves_as_a_local_file_would(ops: list[t
         finally:
             dirty.discard()
         assert os.listdir(spool) == []
+
+
+def test_a_small_files_close_syncs_nothing_and_its_fsync_makes_it_durable(pfs: PathFS, app: App,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without write-back a small file's close stores its object unsynced (durable within a second against
+    power loss, at once against a crash of the mount); ``fsync(2)`` syncs it before it returns."""
+    from lakemount.block import local
+
+    pfs.write_file(f"{MAIN}/empty", b"")  # the mount stores the empty object once, durable at once, as before
+    monkeypatch.setattr(local, "_lazy", local._LazySync())
+    monkeypatch.setattr(local, "SYNC_AFTER", 60.0)
+    syncs: list[str] = []
+    real_syncfs, real_fsync = local._syncfs, os.fsync
+    assert real_syncfs is not None
+
+    def syncfs(directory: str) -> None:
+        syncs.append("syncfs")
+        real_syncfs(directory)
+
+    def fsync(fd: int) -> None:
+        syncs.append("fsync")
+        real_fsync(fd)
+
+    monkeypatch.setattr(local, "_syncfs", syncfs)
+    monkeypatch.setattr(local.os, "fsync", fsync)
+    pfs.write_file(f"{MAIN}/closed", b"closed, not synced")
+    entry = app.catalog.get_optional(REPO, "main", "closed")
+    assert entry is not None and app.catalog.read(app.catalog.repository(REPO), entry) == b"closed, not synced"
+    assert syncs == [], "a close stores and stages without a sync"
+    assert local._lazy.stored == 1 and local._lazy.covered == 0
+    with pfs.opened(f"{MAIN}/synced", os.O_WRONLY | os.O_CREAT) as fh:
+        pfs.pwrite(fh, 0, b"synced")
+        pfs.fsync(fh)
+        assert syncs == ["syncfs"], "fsync(2) syncs what this mount stored unsynced"
+        assert local._lazy.covered == local._lazy.stored == 2
