@@ -85,10 +85,15 @@ def crash_after_cp(home: str, tmp: str, mounts: list[Mount]) -> str:
     return mp
 
 
-def assert_nothing_lost(app: App, mp: str, source: dict[str, bytes]) -> None:
+def assert_nothing_lost(app: App, mp: str, source: dict[str, bytes], m: Mount) -> None:
     main = f"{mp}/{REPO}/main"
-    lost = [name for name, data in source.items() if open(f"{main}/dst/{name}", "rb").read() != data]
-    assert lost == [], f"acknowledged files lost through the mount: {lost}"
+    read = {name: open(f"{main}/dst/{name}", "rb").read() for name in source}
+    lost = [name for name, data in source.items() if read[name] != data]
+    if lost:  # what a failure needs to be traced (stop 50: f000 once, 1 of ~30 runs, not reproduced since)
+        staged = {name: app.catalog.get_optional(REPO, "main", f"dst/{name}") for name in lost}
+        raise AssertionError(f"acknowledged files lost through the mount: {lost}; read sizes "
+                             f"{[len(read[n]) for n in lost]} of {[len(source[n]) for n in lost]}; staged {staged}; "
+                             f"the mount's log:\n{m.log()[-6000:]}")
     with open(f"{main}/.lakefs/commit", "w") as f:
         f.write("after the crash")
     commit = app.catalog.get_branch(REPO, "main").commit_id
@@ -109,7 +114,7 @@ def test_kill_9_right_after_cp_r_loses_no_acknowledged_file(
     m = start(home, mp, ["--writeback"])  # replays the journal before it serves
     mounts.append(m)
     assert "replaying" in m.log() and "replay done" in m.log()
-    assert_nothing_lost(app, mp, source)
+    assert_nothing_lost(app, mp, source, m)
 
 
 def test_kill_9_during_the_replay_loses_no_acknowledged_file(
@@ -143,7 +148,7 @@ def test_kill_9_during_the_replay_loses_no_acknowledged_file(
     m = start(home, mp, ["--writeback"])
     mounts.append(m)
     assert "replay done" in m.log()
-    assert_nothing_lost(app, mp, source)
+    assert_nothing_lost(app, mp, source, m)
 
 
 def test_a_cli_commit_on_the_node_waits_for_the_mounts_journal(
