@@ -454,27 +454,31 @@ class Writeback:
                 log.exception("write-back pipeline round failed; retrying")
                 time.sleep(BACKOFF[0])
                 continue
-            with self._cond:
-                for _ in batch:
-                    item = self._pending.popleft()
-                    self._per_branch[item.key] -= 1
-                    if self._per_branch[item.key] <= 0:
-                        del self._per_branch[item.key]
-                    self._bytes -= item.size
-                    if item.inline is not None:
-                        self._in_memory -= len(item.inline)
-                    over = self._overlay.get(item.key)
-                    if over is not None:
-                        for path in [item.path] if item.base is not None else [p for p, _e in item.changes]:
-                            if over.get(path, (None,))[0] == item.seq:
-                                del over[path]
-                        if not over:
-                            del self._overlay[item.key]
-                empty = not self._pending
-                self._cond.notify_all()
-            done = self.journal.append({"op": "done", "upto": batch[-1].seq})
-            if empty:
-                self.journal.restart_if(done)
+            # Under the appenders' lock: a record appended between the check that nothing is pending and the
+            # log's restart would be erased with it (a save journaled while its file's create was staged alone:
+            # the record stayed queued, so nothing showed until a kill -9, whose replay no longer had it).
+            with self._order:
+                with self._cond:
+                    for _ in batch:
+                        item = self._pending.popleft()
+                        self._per_branch[item.key] -= 1
+                        if self._per_branch[item.key] <= 0:
+                            del self._per_branch[item.key]
+                        self._bytes -= item.size
+                        if item.inline is not None:
+                            self._in_memory -= len(item.inline)
+                        over = self._overlay.get(item.key)
+                        if over is not None:
+                            for path in [item.path] if item.base is not None else [p for p, _e in item.changes]:
+                                if over.get(path, (None,))[0] == item.seq:
+                                    del over[path]
+                            if not over:
+                                del self._overlay[item.key]
+                    empty = not self._pending
+                    self._cond.notify_all()
+                done = self.journal.append({"op": "done", "upto": batch[-1].seq})
+                if empty:
+                    self.journal.restart_if(done)
 
     def _stage_batch(self, batch: list[Pending]) -> None:
         """Upload the batch's files, then stage it, one apply per run of records on one branch."""

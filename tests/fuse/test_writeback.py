@@ -633,3 +633,49 @@ def test_a_create_whose_file_saves_nothing_yet_is_journaled_when_anything_needs_
     assert staged(app, "touched") is not None and staged(app, "kept-open") is not None
     assert staged(app, "moved") is None
     assert lost(app, "main", {"moved-2": b"written, not yet saved", "touched": b"", "kept-open": b""}) == []
+
+
+def test_a_save_journaled_while_the_pipeline_empties_the_log_stays_in_it(
+    flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]], home: str,
+) -> None:
+    """The pipeline empties the log once it has staged everything pending.  A save journaled between its check
+    that nothing is pending and the emptying was erased with the log: still queued in memory (so the mount
+    showed nothing wrong), but a kill -9 then replayed without it and the file stayed empty on the branch (the
+    first file a ``cp -r`` wrote into a new directory: its create, which dropped the directory's marker, was
+    staged alone just before).  Here the save is made to come exactly then: from inside the pipeline's append
+    of its ``done`` record; the appenders' lock now holds it back until the log is emptied."""
+    app, adapter, factory = flaky
+    fs = factory()
+    pfs = PathFS(fs)
+    assert fs.writeback is not None
+    journal = fs.writeback.journal
+    adapter.fail_next("put", 10_000, where=OBJECTS)  # the save's record stays in the journal
+    adapter.fail_next("put_file", 10_000, where=OBJECTS)
+    data = os.urandom(512)
+    real_append = journal.append
+    saver: list[threading.Thread] = []
+
+    def save() -> None:
+        pfs.pwrite(fh, 0, data)
+        pfs.close(fh)
+
+    def append(body: dict[str, Any], **kw: Any) -> int:
+        if body.get("op") == "done" and not saver:  # the pipeline staged the create: save the file now
+            t = threading.Thread(target=save)
+            t.start()
+            saver.append(t)
+            t.join(1.0)  # done at once without the lock; held back by it (and done right after)
+        return real_append(body, **kw)
+
+    journal.append = append  # type: ignore[method-assign]
+    pfs.mkdir(f"{MAIN}/dst")
+    fh = pfs.open(f"{MAIN}/dst/f000", os.O_WRONLY | os.O_CREAT)  # drops dst's marker: journaled and staged alone
+    deadline = time.monotonic() + 30
+    while not saver:
+        assert time.monotonic() < deadline, "the pipeline never staged the create"
+        time.sleep(0.01)
+    saver[0].join(30)
+    assert not saver[0].is_alive()
+    assert app.catalog.get_optional(REPO, "main", "dst/f000") is not None  # the create was staged
+    puts = [b for b in log_bodies(home) if b["op"] == "put" and b["path"] == "dst/f000"]
+    assert len(puts) == 1, "the save's record is not in the log: a kill -9 now would lose the file"
