@@ -86,7 +86,9 @@ def test_metrics_sum_both_servers_workers_exactly(two_by_two: Served) -> None:
         return (s3_count(exp, "GetObject", 200) == GETS and s3_count(exp, "GetObject", 404) == MISSES
                 and exp.value("lakemount_http_requests_total", server="api", operation="getObject", status="200") == API_GETS
                 and exp.value("lakemount_http_requests_total", server="api", operation="getObject", status="401") >= 1
-                and s3_count(exp, "PutObject", 200) >= 1 and s3_count(exp, "CreateBucket", 200) >= 1)
+                and s3_count(exp, "PutObject", 200) >= 1 and s3_count(exp, "CreateBucket", 200) >= 1
+                # A scrape before this one, counted (if the first scrape settled, none had finished yet).
+                and exp.value("lakemount_http_requests_total", server="api", operation="metrics", status="200") >= 1)
 
     exp = settled(served, done)
     # Exact, not just reached: nothing else was counted under these labels.
