@@ -103,23 +103,7 @@ class LocalAdapter:
             return
         made: set[str] = set()
         for url, data in items:
-            path, directory, tmp = self._placing(url)
-            try:
-                if directory not in made:
-                    os.makedirs(directory, exist_ok=True)
-                    made.add(directory)
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-                try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view):]
-                finally:
-                    os.close(fd)
-                os.replace(tmp, path)
-            except OSError as e:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise _translate(e, url) from e
+            self._place_unsynced(url, data, made)
         directory = os.path.dirname(self.path_of(items[0][0]))
         try:
             _syncfs(directory)
@@ -133,9 +117,17 @@ class LocalAdapter:
         if _syncfs is None:
             self.put(url, data)
             return
+        _lazy.noted(self._place_unsynced(url, data, set()))
+
+    def _place_unsynced(self, url: str, data: bytes, made: set[str]) -> str:
+        """Write ``data`` to a temp file and rename it to ``url``'s path, syncing nothing (whole and visible
+        at once; durable once its filesystem is synced); returns the directory.  ``made``: directories known
+        to exist (this one is added)."""
         path, directory, tmp = self._placing(url)
         try:
-            os.makedirs(directory, exist_ok=True)
+            if directory not in made:
+                os.makedirs(directory, exist_ok=True)
+                made.add(directory)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
             try:
                 view = memoryview(data)
@@ -148,7 +140,7 @@ class LocalAdapter:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise _translate(e, url) from e
-        _lazy.noted(directory)
+        return directory
 
     def put_file(self, url: str, path: str, *, link: bool = False) -> None:
         # A copy unless the caller promises never to change its file again
