@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -257,17 +258,29 @@ def test_engine_choice_refuses_bad_input() -> None:
 def test_ctrl_c_cancels_an_in_process_job_between_tasks() -> None:
     sc = LocalContext()
     ran: list[int] = []
+    waited: list[bool] = []
+    cancelled = threading.Event()
+    cancel_all = sc.cancelAllJobs
+
+    def cancelling() -> None:  # the SIGINT handler's thread cancels the jobs: the first task waits for it
+        cancel_all()
+        cancelled.set()
+
+    sc.cancelAllJobs = cancelling  # type: ignore[method-assign]
 
     def task(i: int, items: Iterator[int]) -> Iterator[int]:
         ran.append(i)
         if i == 0:
             os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.5)  # the cancelling thread runs meanwhile
+            # the cancelling thread has run before the next task may start (not a fixed 0.5 s it could outlast);
+            # asserted below: an error raised in here would leave the block as Interrupted all the same
+            waited.append(cancelled.wait(60))
         yield from items
 
     with pytest.raises(Interrupted, match="stopped: run it again"):
         with interruptible(sc, "stopped: run it again"), translated():
             sc.parallelize(range(8), 4).mapPartitionsWithIndex(task).count()
+    assert waited == [True], "the SIGINT never cancelled the jobs"
     assert ran == [0]  # the SIGINT landed in the first task, and no other task started
 
 
