@@ -282,10 +282,17 @@ def test_put_lazily_stores_whole_at_once_and_one_sync_within_the_interval_covers
         assert adapter.get(url) == data  # whole and visible when put_lazily returns
     assert not lazy, "no sync on the caller's path"
     assert not [p for p in tmp_path.rglob(f"{TEMP_PREFIX}*")]
-    deadline = time.monotonic() + 10
-    while not lazy and time.monotonic() < deadline:
+    # Wait until a sync has covered all 20 and none runs (not a fixed 0.5 s after the first began): the sync
+    # thread then sleeps until the next put, so the count below is final, however slow the machine.
+    state = local._lazy
+    deadline = time.monotonic() + 60
+    while True:
+        with state.cond:
+            if state.covered == state.stored and not state.running:
+                break
+        assert time.monotonic() < deadline, f"the lazy sync never covered them: {state.covered} of {state.stored}"
         time.sleep(0.02)
-    time.sleep(0.5)
+    assert state.covered == 20
     assert len(lazy) == 1, "one syncfs of the one filesystem for all 20 objects"
     local.sync_lazily_put()
     assert len(lazy) == 1, "nothing stored since: nothing to sync"
