@@ -590,8 +590,25 @@ def test_swap_protection_is_one_compare_and_set(store: SqlRefStore, ref_url: str
 
     pulls = SqlPullStore(store.engine)
     other = SqlRefStore(ref_url)
-    inside = threading.Event()
+    inside, b_locking = threading.Event(), threading.Event()
     results: dict[str, object] = {}
+
+    @sa.event.listens_for(other.engine, "before_cursor_execute")
+    def locking(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        # b's statement that takes the lock a holds: SQLite's BEGIN IMMEDIATE, PostgreSQL's SELECT ... FOR UPDATE
+        if inside.is_set() and (statement.startswith("BEGIN IMMEDIATE") or "FOR UPDATE" in statement):
+            b_locking.set()
+
+    def b_waits_on_a_lock() -> bool:
+        """SQLite shows nothing of a writer waiting (its busy handler retries): b's BEGIN IMMEDIATE was sent.
+        PostgreSQL shows b's backend waiting for a's row lock."""
+        if not b_locking.is_set():
+            return False
+        if store.engine.dialect.name != "postgresql":
+            return True
+        with store.engine.connect() as conn:
+            return bool(conn.execute(sa.text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).scalar())
 
     def expect(patterns: list[str], approvals: dict[str, int], name: str) -> None:
         results[f"{name}-saw"] = (patterns, approvals)
@@ -599,7 +616,13 @@ def test_swap_protection_is_one_compare_and_set(store: SqlRefStore, ref_url: str
             raise PreconditionFailed(f"{name}: rules changed")
         if name == "a":
             inside.set()
-            time.sleep(0.5)  # b starts its transaction meanwhile
+            # b's transaction starts meanwhile: a commits only once b waits on its lock (not after a fixed
+            # 0.5 s b could outlast on a loaded machine, and then never meet the lock)
+            deadline = time.monotonic() + 60
+            while not b_waits_on_a_lock():
+                assert time.monotonic() < deadline, "b never began its transaction while a held the lock"
+                time.sleep(0.01)
+            results["b-waited"] = True
 
     errors: list[BaseException] = []
 
@@ -624,6 +647,7 @@ def test_swap_protection_is_one_compare_and_set(store: SqlRefStore, ref_url: str
     if errors:
         raise errors[0]
     assert (results["a"], results["b"]) == ("won", "refused")
+    assert results.get("b-waited"), "a committed before b met its lock"
     assert results["b-saw"] == (["main"], {"main": 2})
     assert store.get_protection("repo") == ["main"] and pulls.required_approvals("repo") == {"main": 2}
     store.swap_protection("repo", ["a", "b"], {"a": 0, "b": 1}, lambda p, a: None)  # counts below 1 are dropped
