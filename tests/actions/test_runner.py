@@ -75,6 +75,9 @@ def test_hooks_running_at_once_are_bounded_per_process(tmp_path: Path) -> None:
     # a server thread and a connection. With max_running 2, the third at once waits max_wait, then fails.
     lock = threading.Lock()
     state = {"now": 0, "most": 0, "calls": 0}
+    # While ``hold`` is set a webhook answers only once ``release`` is: the refusals happen while two hooks
+    # hang, however slow the machine (a fixed 1.5 s let a late third commit find a free slot).
+    hold, release = threading.Event(), threading.Event()
 
     class Slow(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
@@ -86,7 +89,8 @@ def test_hooks_running_at_once_are_bounded_per_process(tmp_path: Path) -> None:
                 state["now"] += 1
                 state["calls"] += 1
                 state["most"] = max(state["most"], state["now"])
-            time.sleep(1.5)
+            if hold.is_set():
+                release.wait(120)
             with lock:
                 state["now"] -= 1
             self.send_response(200)
@@ -98,7 +102,7 @@ def test_hooks_running_at_once_are_bounded_per_process(tmp_path: Path) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         c = policy_cat(tmp_path, LAKEMOUNT_ACTIONS_HOOKS_MAX_RUNNING="2", LAKEMOUNT_ACTIONS_HOOKS_MAX_WAIT="0.5")
-        action(c, "main", "notify", webhook_action(f"http://127.0.0.1:{server.server_address[1]}/hook", timeout="10s"))
+        action(c, "main", "notify", webhook_action(f"http://127.0.0.1:{server.server_address[1]}/hook", timeout="2m"))  # the hold, not it, ends a hook
         c.commit(R, "main", "the action")
         assert state["calls"] == 1
         branches = [f"feat-{i}" for i in range(5)]
@@ -114,11 +118,17 @@ def test_hooks_running_at_once_are_bounded_per_process(tmp_path: Path) -> None:
             except HookFailed as exc:
                 outcomes[b] = str(exc)
 
+        hold.set()
         threads = [threading.Thread(target=commit, args=(b,)) for b in branches]
         for t in threads:
             t.start()
-        time.sleep(0.2)
-        assert c.stat(R, "main", "seed.txt").size == 4  # the catalog answers others meanwhile
+        deadline = time.monotonic() + 60
+        while not (state["now"] == 2 and sum(o != "committed" for o in outcomes.values()) == 3):
+            assert time.monotonic() < deadline, f"two hooks never hung with three commits refused: {state} {outcomes}"
+            time.sleep(0.01)
+        assert c.stat(R, "main", "seed.txt").size == 4  # the catalog answers others meanwhile ...
+        assert state["now"] == 2  # ... while both hooks still hang
+        release.set()
         for t in threads:
             t.join(30)
         assert not any(t.is_alive() for t in threads)
@@ -135,6 +145,7 @@ def test_hooks_running_at_once_are_bounded_per_process(tmp_path: Path) -> None:
         c.commit(R, "main", "after")
         assert state["calls"] == 4
     finally:
+        release.set()
         server.shutdown()
         server.server_close()
 
