@@ -470,7 +470,9 @@ def test_repository_pages_follow_the_default_branch_and_a_slow_page_keeps_off_th
         busy = "document.getElementById('main').hasAttribute('aria-busy')"
         loads = "async () => (await import('/static/core.js')).busyCount"
         page.goto(f"{base}/#/r/{name}/pull/{pull['id']}")
+        deadline = time.monotonic() + 60  # route handlers run while playwright waits; a minute bounds a failure
         while not held:
+            assert time.monotonic() < deadline, "the PR page never asked for its hook runs"
             page.wait_for_timeout(50)
         assert page.evaluate(busy)  # the PR page is still loading
         page.goto(f"{base}/#/r/{name}/feed")
