@@ -37,7 +37,24 @@ def test_owners_act_as_the_mount_mapped_uids_get_their_users_policy_others_nothi
     assert asked == [("ana", Action.READ_REPO, "sales"), ("ana", Action.WRITE_REPO, "sales"), ("ana", Action.READ_REPO, "hr")]
 
 
-def test_a_decision_is_cached_until_the_ttl_then_a_changed_policy_applies() -> None:
+class CacheClock:
+    """``lakemount.auth.cache``'s ``time`` with a ``monotonic`` the test moves: the ttl passes when the test says."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+
+def test_a_decision_is_cached_until_the_ttl_then_a_changed_policy_applies(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakemount.auth import cache
+
+    clock = CacheClock()
+    monkeypatch.setattr(cache, "time", clock)
     answers = [True]
     calls = []
 
@@ -49,8 +66,9 @@ def test_a_decision_is_cached_until_the_ttl_then_a_changed_policy_applies() -> N
     assert access.decide(2000, "sales", False)
     assert access.cached(2000, "sales", False) is True
     answers.append(False)  # the policy is detached
+    clock.t += 0.15
     assert access.decide(2000, "sales", False) and calls == ["sales"]  # within the TTL: no query
-    time.sleep(0.25)
+    clock.t += 0.1  # past it
     assert access.cached(2000, "sales", False) is None
     assert not access.decide(2000, "sales", False) and calls == ["sales", "sales"]
 
