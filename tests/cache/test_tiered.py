@@ -13,6 +13,47 @@ from lakemount.errors import ObjectNotFound
 from lakemount.graveler.ports import Cache
 
 
+class CountedEvent(threading.Event):
+    """An event that counts the threads that began waiting on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._count = threading.Lock()
+        self.waiting = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        with self._count:
+            self.waiting += 1
+        return super().wait(timeout)
+
+
+def counted_flights(monkeypatch: pytest.MonkeyPatch) -> list[CountedEvent]:
+    """From now on each ``SingleFlight`` call's done event counts the callers waiting on it (in creation order):
+    a test waits until the others joined the call in flight instead of sleeping for them to arrive."""
+    from lakemount.cache import singleflight
+
+    made: list[CountedEvent] = []
+
+    class Threading:
+        def __getattr__(self, name: str) -> object:
+            return getattr(threading, name)
+
+        @staticmethod
+        def Event() -> CountedEvent:  # noqa: N802 - threading's name
+            made.append(CountedEvent())
+            return made[-1]
+
+    monkeypatch.setattr(singleflight, "threading", Threading())
+    return made
+
+
+def until(what: object, message: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():  # type: ignore[operator]
+        assert time.monotonic() < deadline, message
+        time.sleep(0.005)
+
+
 def test_put_writes_both_and_disk_hits_are_promoted(tmp_path: Path) -> None:
     ram, disk = RamCache(1 << 20), DiskCache(tmp_path, 1 << 20)
     cache = TieredCache(ram, disk)
@@ -50,7 +91,8 @@ def test_ram_only(tmp_path: Path) -> None:
     assert "disk" not in cache.stats()
 
 
-def test_concurrent_get_or_load_calls_load_once(tmp_path: Path) -> None:
+def test_concurrent_get_or_load_calls_load_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    flights = counted_flights(monkeypatch)
     cache = TieredCache(RamCache(1 << 20), DiskCache(tmp_path, 1 << 20))
     calls = 0
     lock = threading.Lock()
@@ -60,7 +102,9 @@ def test_concurrent_get_or_load_calls_load_once(tmp_path: Path) -> None:
         nonlocal calls
         with lock:
             calls += 1
-        time.sleep(0.05)  # keep the load in flight while the others arrive
+        # in flight until the 7 others wait on it (not 0.05 s: a late caller found the value cached and
+        # passed without sharing the load)
+        until(lambda: flights and flights[0].waiting == 7, "the other callers never waited on the load in flight")
         return b"value"
 
     results: list[bytes] = []
@@ -90,9 +134,10 @@ def test_load_errors_propagate_and_are_not_cached() -> None:
     assert cache.get_or_load("k", lambda: b"now") == b"now"
 
 
-def test_single_flight_shares_errors_and_allows_reentry() -> None:
+def test_single_flight_shares_errors_and_allows_reentry(monkeypatch: pytest.MonkeyPatch) -> None:
     flight: SingleFlight[int] = SingleFlight()
     assert flight.do("k", lambda: flight.do("k", lambda: 7)) == 7  # re-entry does not deadlock
+    flights = counted_flights(monkeypatch)
 
     gate = threading.Event()
     errors: list[BaseException] = []
@@ -110,11 +155,13 @@ def test_single_flight_shares_errors_and_allows_reentry() -> None:
     threads = [threading.Thread(target=worker) for _ in range(3)]
     for t in threads:
         t.start()
-    time.sleep(0.05)
+    # the failing call ends once the two others wait on it (not 0.05 s: a late caller failed on its own)
+    until(lambda: flights and flights[0].waiting == 2, "the other callers never waited on the failing call")
     gate.set()
     for t in threads:
         t.join()
     assert len(errors) == 3
+    assert errors[0] is errors[1] is errors[2]  # one exception, shared
 
 
 def test_every_cache_satisfies_the_protocol(tmp_path: Path) -> None:
