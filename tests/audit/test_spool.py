@@ -191,18 +191,33 @@ def test_a_query_waits_for_a_drain_already_under_way_in_another_thread(tmp_path:
     writer.spool()
     writer.record(repo="wdr", op="cat", path="spooled")
     writer.close()
-    held, done = threading.Event(), threading.Event()
+    held, done, asked = threading.Event(), threading.Event(), threading.Event()
+    real = server._drain_lock
+
+    class Watched:
+        """The drain lock, telling when another thread asks for it."""
+
+        def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+            asked.set()
+            return real.acquire(blocking, timeout)
+
+        def release(self) -> None:
+            real.release()
+
+    server._drain_lock = Watched()  # type: ignore[assignment]
 
     def flusher_draining() -> None:  # the flusher thread, in the middle of a drain (its lock held)
-        with server._drain_lock:
+        with real:
             held.set()
-            time.sleep(0.3)
+            # the drain goes on until settle has asked for the lock (not a fixed 0.3 s a late settle missed)
+            asked.wait(60)
             done.set()
 
     t = threading.Thread(target=flusher_draining)
     t.start()
-    held.wait(5)
+    assert held.wait(30), "the drain never began"
     server.settle()
+    assert asked.is_set(), "settle never asked for the drain lock"
     assert done.is_set(), "settle returned while another thread's drain was still under way"
     t.join()
     assert [r.path for r in app.catalog.audit_records("wdr", Filter())] == ["spooled"]
