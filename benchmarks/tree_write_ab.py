@@ -12,7 +12,9 @@ other round.  ``benchmarks/ab_revs.py`` refuses revisions whose C sources differ
 50 measured the kernel's writeback cache with one).  ``--passthrough`` adds ``benchmarks/passthrough_fs.py``
 (the pyfuse3 ceiling).  Figures: ``dd`` of zeros with ``bs=4k`` and ``bs=1M``, ``conv=fsync``; ``cp`` of a
 random file; that ``cp`` then ``sync FILE``.  Each line prints MB/s and local/mount; then the best of the
-rounds, and the FUSE requests each mount counted (``.lakefs/stats``).
+rounds, the CPU seconds each figure cost (stop 51: the writer's, from ``RUSAGE_CHILDREN``, plus the mount
+process's own, all its threads, from ``/proc/PID/stat``; summed over the rounds, so less moved by the load
+than a wall time), and the FUSE requests each mount counted (``.lakefs/stats``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import resource
 import sys
 import tempfile
 from collections.abc import Callable
@@ -52,6 +55,18 @@ def requests(mp: str) -> dict[str, int]:
     return out
 
 
+def cpu_of(pid: int) -> float:
+    """CPU seconds (user + system, every thread) process ``pid`` used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mib", type=int, default=256, help="size of each file in MiB")
@@ -75,6 +90,7 @@ def main() -> None:
             stack.enter_context(passthrough(os.path.join(base, "pt-backing"), os.path.join(base, "pt")))
             targets["passthrough"] = os.path.join(base, "pt")
         mounts = {}
+        pids: dict[str, int] = {}
         here = os.getcwd()
         for spec in args.trees:
             name, _, rest = spec.partition("=")
@@ -83,12 +99,13 @@ def main() -> None:
             mp = os.path.join(base, f"mnt-{name}")
             os.chdir(tree)
             try:
-                stack.enter_context(mounted(env, mp))
+                pids[name] = stack.enter_context(mounted(env, mp)).pid
             finally:
                 os.chdir(here)
             targets[name], mounts[name] = os.path.join(mp, REPO, "main"), mp
         print(f"{args.mib} MiB per file, {args.rounds} round(s), in {base}; load {os.getloadavg()[0]:.1f}", flush=True)
         best: dict[tuple[str, str], float] = {}
+        cpu: dict[tuple[str, str], tuple[float, float]] = {}  # (figure, target) -> (writer's, mount's) CPU seconds
         rate = lambda s: args.mib * MiB / s / 1e6  # noqa: E731
         for r in range(args.rounds):
             order = list(targets)[1:] if r % 2 == 0 else list(targets)[:0:-1]
@@ -96,7 +113,11 @@ def main() -> None:
                 took = {}
                 for where in ["local", *order]:
                     path = os.path.join(targets[where], f"{fig}-{r}")
+                    writer, mount = children_cpu(), cpu_of(pids[where]) if where in pids else 0.0
                     took[where] = figs[fig](path)
+                    was = cpu.get((fig, where), (0.0, 0.0))
+                    cpu[fig, where] = (was[0] + children_cpu() - writer,
+                                       was[1] + (cpu_of(pids[where]) - mount if where in pids else 0.0))
                     assert os.stat(path).st_size == args.mib * MiB, (where, os.stat(path).st_size)
                     remove(path)
                     best[fig, where] = min(best.get((fig, where), took[where]), took[where])
@@ -106,6 +127,11 @@ def main() -> None:
         print("best of the rounds:")
         for fig in names:
             print(f"  {fig:8}", " ".join(f"{w}={rate(best[fig, w]):.0f}MB/s(x{best[fig, 'local'] / best[fig, w]:.2f})" for w in targets))
+        print(f"CPU seconds per GiB, over the {args.rounds} round(s) (writer + mount process):")
+        per_gib = 1024 / (args.mib * args.rounds)
+        for fig in names:
+            print(f"  {fig:8}", " ".join(
+                f"{w}={cpu[fig, w][0] * per_gib:.2f}+{cpu[fig, w][1] * per_gib:.2f}" for w in targets))
         for name, mp in mounts.items():
             print(f"  requests counted by {name}: {requests(mp)}")
 
