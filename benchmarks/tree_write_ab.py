@@ -12,7 +12,8 @@ other round.  ``benchmarks/ab_revs.py`` refuses revisions whose C sources differ
 50 measured the kernel's writeback cache with one).  ``--passthrough`` adds ``benchmarks/passthrough_fs.py``
 (the pyfuse3 ceiling).  Figures: ``dd`` of zeros with ``bs=4k`` and ``bs=1M``, ``conv=fsync``; ``cp`` of a
 random file; that ``cp`` then ``sync FILE``; ``cpr4k``: ``cp -r`` of 1,000 4 KiB files (stop 51: what
-small files pay; its MB/s counts the files' bytes).  Each line prints MB/s and local/mount; then the best of the
+small files pay; its MB/s counts the files' bytes); ``readback``: a file written with ``dd bs=1M`` (not
+timed), then read whole with ``dd`` (timed).  Each line prints MB/s and local/mount; then the best of the
 rounds, the CPU seconds each figure cost (stop 51: the writer's, from ``RUSAGE_CHILDREN``, plus the mount
 process's own, all its threads, from ``/proc/PID/stat``; summed over the rounds, so less moved by the load
 than a wall time), and the FUSE requests each mount counted (``.lakefs/stats``).
@@ -25,6 +26,7 @@ import contextlib
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -41,12 +43,18 @@ def figures(mib: int, src: str, small: str) -> dict[str, Callable[[str], float]]
     def dd(bs: str, count: int) -> Callable[[str], float]:
         return lambda p: timed(["dd", "if=/dev/zero", f"of={p}", f"bs={bs}", f"count={count}", "conv=fsync"])
 
+    def readback(p: str) -> float:
+        """Written (not timed), then read back whole: what a read right after a large write costs."""
+        subprocess.run(["dd", "if=/dev/zero", f"of={p}", "bs=1M", f"count={mib}"], check=True, capture_output=True)
+        return timed(["dd", f"if={p}", "of=/dev/null", "bs=1M"])
+
     return {
         "dd4k": dd("4k", mib * 256),
         "dd1M": dd("1M", mib),
         "cp": lambda p: timed(["cp", src, p]),
         "cp+sync": lambda p: timed(["cp", src, p]) + timed(["sync", p]),
         "cpr4k": lambda p: timed(["cp", "-r", small, p]),
+        "readback": readback,
     }
 
 
@@ -87,7 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mib", type=int, default=256, help="size of each file in MiB")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--figs", default="dd4k,dd1M,cp", help="of dd4k, dd1M, cp, cp+sync, cpr4k")
+    parser.add_argument("--figs", default="dd4k,dd1M,cp", help="of dd4k, dd1M, cp, cp+sync, cpr4k, readback")
     parser.add_argument("--dir", default="/tmp", help="where the run's files and mounts go (its filesystem is the disk)")
     parser.add_argument("--passthrough", action="store_true", help="add the minimal pyfuse3 passthrough")
     parser.add_argument("trees", nargs="+", help="NAME=TREE or NAME=TREE:wbc")
