@@ -114,6 +114,7 @@ def main() -> None:
     figs = figures(args.mib, src, small)
     names = args.figs.split(",")
     with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, base, ignore_errors=True)  # last, once every mount is down: GiBs of files
         targets = {"local": os.path.join(base, "local")}
         os.makedirs(targets["local"])
         if args.passthrough:
