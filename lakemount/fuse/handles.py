@@ -153,7 +153,16 @@ class Handles:
                 if node.entry is not None:
                     node.entry = with_changes(node.entry, mtime_ns=now)
                 node.ctime_ns = now
-        return Opened(fh, keep_cache=keep, noflush=not writable)
+        # A write-only handle writes past the kernel's page cache (direct_io): each write goes from the
+        # writer's own pages straight into the request, where a cached write first fills a page of this
+        # inode (a copy and a page to allocate and later reclaim per 4 KiB) that nobody reads through the
+        # handle.  The kernel drops any cached pages of the written range (other handles' reads and
+        # mappings see the new bytes: tests/fuse/test_writes_mount.py), and no mapping is made of a
+        # write-only descriptor.  A read-write handle stays cached: its reads and mmap need the pages.
+        direct = flags & os.O_ACCMODE == os.O_WRONLY
+        if direct:
+            self.metrics.add("direct_write_opens")
+        return Opened(fh, keep_cache=keep, direct_io=direct, noflush=not writable)
 
     def _object_of(self, node: Node) -> ObjectRef | None:
         """The data object holding ``node``'s saved content (None when empty)."""

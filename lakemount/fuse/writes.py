@@ -22,7 +22,9 @@ object itself (``in_place``: the repository's namespace is on the local block
 store, on the spool's filesystem), the store hard-links it into place
 (``DataWriter.write_file(link=True)``): the bytes reach the disk once, and
 the temp file is written back every ``FLUSH_EVERY`` bytes while the rest
-arrives, so the fsync at close has little left to do.  A file that became an
+arrives, so the fsync at close has little left to do, and the kernel drops
+the pages written back (a large file's bytes leave the page cache once they
+are on the disk: ``_write_back``).  A file that became an
 object is *frozen*: the next write first copies it to a new temp file, so the
 object never changes.  On a store that takes uploads in parts (S3), a file
 written from its start sends each part as it fills (``catalog/streaming.py``:
@@ -366,7 +368,7 @@ class DirtyFile:
                 if self._unflushed >= FLUSH_EVERY and (self._flush is None or self._flush.done()):
                     # Write back what we have while the rest arrives; the fsync at close then has little left.
                     self._unflushed = 0
-                    self._flush = _flusher().submit(_datasync, self.fd)
+                    self._flush = _flusher().submit(_write_back, self.fd, self.size)
             return len(data)
 
     def _thaw(self) -> None:
@@ -536,9 +538,18 @@ def _pwrite_all(fd: int, data: bytes | bytearray, offset: int) -> None:
         pos += os.pwrite(fd, view[pos:], offset + pos)
 
 
-def _datasync(fd: int) -> None:
+def _write_back(fd: int, upto: int) -> None:
+    """Write the file back, then let the kernel drop its pages of the first ``upto`` bytes (stop 51).
+
+    The pages are clean once written back, so dropping them loses nothing (a page written again meanwhile
+    is dirty and stays; a later read comes from the disk).  What it saves: a large file written through
+    the mount is an object of the store once saved, and its pages would stay cached, so every next MiB
+    written lands on pages the kernel has to take fresh from free memory; dropped, they are taken again
+    (on this machine's VM a fresh page costs several times a reused one: docs/SCALE.md, stop 51).
+    """
     with contextlib.suppress(OSError):  # a discard may close it meanwhile; the fsync at save reports real errors
         os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, upto, os.POSIX_FADV_DONTNEED)
 
 
 def _copy_all(src: int, dst: int) -> None:

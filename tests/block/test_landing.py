@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lakemount.block.landing import Landing, Pipeline, landing
+from lakemount.block.landing import FLUSH_EVERY, Landing, Pipeline, landing
+from tests.pagecache import filesystem_of, resident_pages
 
 
 def _round_trip(tmp_path: Path, chunks: list[bytes], expected: int | None) -> object:
@@ -54,3 +55,25 @@ def test_a_small_body_is_written_inline_with_the_same_result(tmp_path: Path) -> 
     """Below PIPELINE_ABOVE no thread is started; bytes and digest are those of the threaded path."""
     chunks = [os.urandom(n) for n in (1, 0, 4096, 3)]
     assert _round_trip(tmp_path, chunks, expected=sum(map(len, chunks))) is None
+
+
+def test_a_large_landing_file_leaves_the_page_cache_as_it_is_written_back(tmp_path: Path) -> None:
+    """Stop 51: on the local store a landing file is written back every FLUSH_EVERY bytes while it fills, and
+    the kernel drops the pages written back; the bytes read back the same."""
+    if filesystem_of(str(tmp_path)) in ("tmpfs", "ramfs"):
+        pytest.skip("a memory file system keeps its pages: nothing to drop")
+    body = os.urandom(3 * FLUSH_EVERY)
+    land = Landing(str(tmp_path / "f"), local_namespace=True)
+    try:
+        for offset in range(0, len(body), 1 << 20):
+            land.write(body[offset:offset + (1 << 20)])
+        land.close()  # after the write-backs started while it filled
+        fd = os.open(land.path, os.O_RDONLY)
+        try:
+            first = resident_pages(fd, FLUSH_EVERY)
+            assert first == 0, f"{first} pages of the first {FLUSH_EVERY} bytes stayed cached after their write-back"
+            assert os.pread(fd, len(body), 0) == body
+        finally:
+            os.close(fd)
+    finally:
+        land.discard()

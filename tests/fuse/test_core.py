@@ -1019,6 +1019,19 @@ def test_page_cache_is_kept_only_while_content_is_unchanged(fs_factory: Callable
     fs.release(changed.fh)
 
 
+def test_only_a_write_only_handle_writes_past_the_kernel_page_cache(fs: FileSystem, pfs: PathFS, app: App) -> None:
+    """Stop 51: direct_io for O_WRONLY (nothing reads or maps through it); a handle that reads keeps the cache."""
+    app.catalog.put(REPO, "main", "f", b"1")
+    ino = pfs.ino(f"{MAIN}/f")
+    direct = {}
+    for flags in (os.O_RDONLY, os.O_RDWR, os.O_WRONLY, os.O_WRONLY | os.O_APPEND, os.O_WRONLY | os.O_TRUNC):
+        opened = fs.open(ino, flags)
+        direct[flags] = opened.direct_io
+        fs.release(opened.fh)
+    assert direct == {os.O_RDONLY: False, os.O_RDWR: False, os.O_WRONLY: True, os.O_WRONLY | os.O_APPEND: True,
+                      os.O_WRONLY | os.O_TRUNC: True}
+
+
 def test_forget_drops_inodes(pfs: PathFS, fs: FileSystem) -> None:
     pfs.write_file(f"{MAIN}/f", b"")
     before = len(fs.table)

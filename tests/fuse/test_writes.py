@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import mmap
 import os
 import time
 from collections.abc import Iterator
@@ -20,10 +21,11 @@ from lakemount.block.s3 import S3Adapter
 from lakemount.catalog.streaming import PART_SIZE, parts_etag
 from lakemount.config import load
 from lakemount.fuse.core import FileSystem
-from lakemount.fuse.writes import MEMORY_MAX, DirtyFile
+from lakemount.fuse.writes import FLUSH_EVERY, MEMORY_MAX, DirtyFile
 from tests.fuse.conftest import REPO, make_fs
 from tests.fuse.pathfs import PathFS
 from tests.moto_server import CREDENTIALS, moto_s3
+from tests.pagecache import filesystem_of, resident_pages
 
 MAIN = f"/{REPO}/main"
 MiB = 1 << 20
@@ -246,6 +248,26 @@ def test_a_save_that_fails_after_linking_still_freezes_the_file(tmp_path: Path) 
         dirty.pwrite(0, b"SAVED")
         assert stored.read_bytes() == b"saved bytes"
         assert dirty.pread(0, 100) == b"SAVED bytes"
+    finally:
+        dirty.discard()
+
+
+def test_a_large_file_written_in_place_leaves_the_page_cache_as_it_is_written_back(tmp_path: Path) -> None:
+    """Stop 51: the early write-back of an in-place temp file lets the kernel drop the pages it wrote back;
+    what was written reads back the same, from the disk, and the pages written last stay."""
+    if filesystem_of(str(tmp_path)) in ("tmpfs", "ramfs"):
+        pytest.skip("a memory file system keeps its pages: nothing to drop")
+    dirty = DirtyFile(str(tmp_path), None, 0, in_place=True)
+    size = 3 * FLUSH_EVERY
+    body = os.urandom(size)
+    try:
+        for offset in range(0, size, MiB):
+            dirty.pwrite(offset, body[offset:offset + MiB])
+        dirty._wait_flush()  # the write-backs started while writing are done (the first at FLUSH_EVERY bytes)
+        first = resident_pages(dirty.fd, FLUSH_EVERY)
+        assert first == 0, f"{first} pages of the first {FLUSH_EVERY} bytes stayed cached after their write-back"
+        assert dirty.pread(0, size) == body
+        assert resident_pages(dirty.fd, FLUSH_EVERY) == FLUSH_EVERY // mmap.PAGESIZE  # read back: cached again
     finally:
         dirty.discard()
 

@@ -4,6 +4,7 @@ nothing staged of its bytes and no corrupt object, on the local store and on S3 
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import signal
 import subprocess
@@ -141,3 +142,73 @@ def test_cp_writes_through_the_mount_in_one_mib_requests(home: str, tmp_path: Pa
             assert f.read() == body
     finally:
         stop(m)
+
+
+def stat_counter(mountpoint: str, name: str) -> int:
+    with open(os.path.join(mountpoint, ".lakefs", "stats")) as f:
+        for line in f:
+            if line.startswith(f"lakemount_fuse_{name}"):
+                return int(float(line.split()[-1]))
+    return 0
+
+
+def staged_bytes(app: App, path: str) -> bytes:
+    entry = app.catalog.get_optional(REPO, "main", path)
+    assert entry is not None, f"{path} is not staged"
+    return app.catalog.read(app.catalog.repository(REPO), entry)
+
+
+def test_write_only_handles_write_past_the_page_cache_and_every_reader_sees_their_bytes(home: str, tmp_path: Path) -> None:
+    """Stop 51: a write-only open is direct_io.  Partial, overlapping, sparse and appending writes through
+    one leave the right bytes and size for a reader whose pages were cached before (its read and its
+    mapping), for a new reader, and, after an fsync, in the branch."""
+    app = App(load(env={"LAKEMOUNT_HOME": home}))
+    app.catalog.create_repository(REPO)
+    mountpoint = str(tmp_path / "mnt")
+    m = start(home, mountpoint, env=env_for(home))
+    try:
+        path = f"{mountpoint}/{REPO}/main/f.bin"
+        expected = bytearray(b"A" * 3 * 4096)
+        with open(path, "wb") as f:  # O_WRONLY | O_CREAT | O_TRUNC: a direct one
+            f.write(expected)
+        assert stat_counter(mountpoint, "direct_write_opens") == 1
+        reader = os.open(path, os.O_RDONLY)
+        try:
+            assert os.pread(reader, len(expected), 0) == expected  # now in the kernel's pages
+            with mmap.mmap(reader, len(expected), prot=mmap.PROT_READ) as mapped:
+                assert mapped[:] == expected
+                fd = os.open(path, os.O_WRONLY)
+                try:
+                    for offset, data in ((1000, b"B" * 5000), (3000, b"C" * 100), (4096 * 3 + 10_000, b"D" * 100)):
+                        assert os.pwrite(fd, data, offset) == len(data)
+                        expected[len(expected):] = bytes(max(0, offset - len(expected)))  # a hole reads as zeros
+                        expected[offset:offset + len(data)] = data
+                    assert os.fstat(reader).st_size == len(expected)
+                    assert os.pread(reader, len(expected) + 10, 0) == expected
+                    assert mapped[:] == expected[:len(mapped)]
+                    os.fsync(fd)  # the branch holds the bytes now, the handle still open
+                    assert staged_bytes(app, "f.bin") == expected
+                finally:
+                    os.close(fd)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(fd, b"tail")
+                expected += b"tail"
+            finally:
+                os.close(fd)
+            assert os.fstat(reader).st_size == len(expected)
+            assert os.pread(reader, len(expected) + 10, 0) == expected
+        finally:
+            os.close(reader)
+        with open(path, "rb") as f:
+            assert f.read() == expected
+        assert stat_counter(mountpoint, "direct_write_opens") == 3
+        with open(path, "r+b") as f:  # read-write: cached as before
+            f.write(b"E")
+        expected[0:1] = b"E"
+        assert stat_counter(mountpoint, "direct_write_opens") == 3
+        with open(path, "rb") as f:
+            assert f.read() == expected
+    finally:
+        stop(m)
+    assert staged_bytes(app, "f.bin") == expected
