@@ -7,8 +7,9 @@ checkout's ``lakemount/*/*.so`` copied in).  One embedded store; each round copi
 ``--files`` 1 KiB files with ``cp -r`` into benchmarks/passthrough_fs.py (the ceiling, measured in
 that round) and then into a ``lakemount mount --writeback`` of each tree (``PYTHONPATH`` set to it;
 the order alternates per round, so what changes over the minutes lands on both).  Prints files/s,
-the ratio to the round's passthrough, the mount's CPU per file (``/proc``) and files whose bytes the
-branch does not hold (0 expected).
+the ratio to the round's passthrough, the mount's CPU per file (``/proc``), the kernel requests its
+Python handlers answered per file (``.lakefs/stats``) and files whose bytes the branch does not hold (0
+expected).
 """
 
 from __future__ import annotations
@@ -55,15 +56,24 @@ def main() -> None:
                         with open(wb.runner.pid_file(home, mp)) as f:
                             pid = int(f.read())
                         before = _cpu(pid)
+                        asked = _requests(mp)
                         took = wb.cp(src, os.path.join(mp, wb.REPO, branch, "src"))
                         cpu = _cpu(pid) - before
+                        asked = _requests(mp) - asked
                 finally:
                     os.environ.pop("PYTHONPATH", None)
                 wrong = wb.check(home, branch, src)
                 print(f"round {r + 1}: {label} writeback {n / took:,.0f} files/s (x{n / took / pt:.2f} of passthrough), "
-                      f"mount CPU {cpu / n * 1000:.2f} ms/file, wrong {wrong}, load {os.getloadavg()[0]:.1f}", flush=True)
+                      f"mount CPU {cpu / n * 1000:.2f} ms/file, requests reaching Python {asked / n:.2f}/file, wrong {wrong}, "
+                      f"load {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _requests(mp: str) -> int:
+    """Kernel requests the mount's handlers answered so far (its ``.lakefs/stats``; the shim's answers in C apart)."""
+    with open(os.path.join(mp, ".lakefs", "stats")) as f:
+        return sum(int(line.rsplit(" ", 1)[1]) for line in f if line.startswith("lakemount_fuse_ops_total{"))
 
 
 def _cpu(pid: int) -> float:
