@@ -49,18 +49,26 @@ def main() -> None:
                 k += 1
                 branch = f"b{k}"
                 wb.lakemount(home, "branch", "create", f"lakefs://{wb.REPO}/{branch}", "--source", f"lakefs://{wb.REPO}/main")
-                os.environ["PYTHONPATH"] = trees[label]  # the mount process imports that tree's lakemount
+                # The mount process imports that tree's lakemount: ``python -m`` puts its working directory before
+                # PYTHONPATH, so it starts in the tree (before stop 51 it started here, and both arms ran this checkout).
+                os.environ["PYTHONPATH"] = trees[label]
                 mp = os.path.join(root, f"mnt{k}")
+                here = os.getcwd()
+                os.chdir(trees[label])
                 try:
                     with wb.mounted(home, mp, ["--writeback"]):
+                        os.chdir(here)
                         with open(wb.runner.pid_file(home, mp)) as f:
                             pid = int(f.read())
+                        loaded = _tree_loaded(pid)
+                        assert loaded == trees[label], f"the {label} mount runs {loaded}, not {trees[label]}"
                         before = _cpu(pid)
                         asked = _requests(mp)
                         took = wb.cp(src, os.path.join(mp, wb.REPO, branch, "src"))
                         cpu = _cpu(pid) - before
                         asked = _requests(mp) - asked
                 finally:
+                    os.chdir(here)
                     os.environ.pop("PYTHONPATH", None)
                 wrong = wb.check(home, branch, src)
                 print(f"round {r + 1}: {label} writeback {n / took:,.0f} files/s (x{n / took / pt:.2f} of passthrough), "
@@ -68,6 +76,16 @@ def main() -> None:
                       f"load {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _tree_loaded(pid: int) -> str:
+    """The checkout whose lakemount process ``pid`` imported, from where its open-reply shim is mapped."""
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            path = line.split()[-1]
+            if "/lakemount/fuse/_kflags" in path:
+                return path.split("/lakemount/fuse/_kflags")[0]
+    return "?"
 
 
 def _requests(mp: str) -> int:

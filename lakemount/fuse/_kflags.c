@@ -73,8 +73,9 @@ static unsigned long long answered_getattrs = 0; /* answered here from kept attr
 
 /* A directory's attributes kept by the adapter right after a create in it (the kernel drops them at every
  * create and asks again before the next name's permission check): the next GETATTR of that inode is answered
- * here, once, before its deadline.  Every request read that may change attributes drops them all (io_read). */
+ * here, once, within a second (or the attributes' timeout, if shorter).  Every request read that may change attributes drops them all (io_read). */
 #define KEPT 8
+#define KEEP_FOR_S 1.0 /* kept at most this long, whatever the timeout the kernel is given with them */
 static struct {
     uint64_t ino;
     uid_t uid; /* the creator's: a GETATTR from anyone else goes to Python (a shared mount's access check) */
@@ -162,13 +163,14 @@ static void getattr_answering_here(fuse_req_t req, fuse_ino_t ino, struct fuse_f
     pyfuse3_getattr(req, ino, fi);
 }
 
-/* Requests that change no directory's attributes: kept attributes stay (an OPEN's O_TRUNC changes a file's,
+/* Requests that change no directory's attributes: kept attributes stay (a FORGET drops them: the inode number
+ * may come back as another directory's; an OPEN's O_TRUNC changes a file's,
  * and only directories are kept; IOCTL is what isatty(3) sends, which the mount does not implement).  Any
  * other (create, mkdir, unlink, rename, setattr, setxattr, fsync...) drops them all; a write to a control
  * file (a reset, a merge) is dropped from Python, as is everything before a kernel invalidation. */
 static int keeps_attrs(uint32_t opcode) {
     switch (opcode) {
-    case FUSE_GETATTR: case FUSE_LOOKUP: case FUSE_FORGET: case FUSE_BATCH_FORGET: case FUSE_READ:
+    case FUSE_GETATTR: case FUSE_LOOKUP: case FUSE_READ:
     case FUSE_WRITE: case FUSE_FLUSH: case FUSE_RELEASE: case FUSE_GETXATTR: case FUSE_LISTXATTR:
     case FUSE_STATFS: case FUSE_INTERRUPT: case FUSE_OPENDIR: case FUSE_READDIR: case FUSE_READDIRPLUS:
     case FUSE_RELEASEDIR: case FUSE_ACCESS: case FUSE_READLINK: case FUSE_OPEN: case FUSE_IOCTL: case FUSE_LSEEK:
@@ -355,9 +357,10 @@ static PyObject *kflags_keep_attr(PyObject *self, PyObject *args) {
     st->st_mtim.tv_nsec = mtime % 1000000000LL;
     st->st_ctim.tv_sec = ctime / 1000000000LL;
     st->st_ctim.tv_nsec = ctime % 1000000000LL;
+    double keep = timeout < KEEP_FOR_S ? timeout : KEEP_FOR_S;
     clock_gettime(CLOCK_MONOTONIC, &kept[slot].until);
-    kept[slot].until.tv_sec += (time_t)timeout;
-    kept[slot].until.tv_nsec += (long)((timeout - (double)(time_t)timeout) * 1e9);
+    kept[slot].until.tv_sec += (time_t)keep;
+    kept[slot].until.tv_nsec += (long)((keep - (double)(time_t)keep) * 1e9);
     if (kept[slot].until.tv_nsec >= 1000000000L) {
         kept[slot].until.tv_sec++;
         kept[slot].until.tv_nsec -= 1000000000L;

@@ -31,10 +31,11 @@ One more, for a directory being filled (issue 36, stop 51).  Every create in a d
 drop the directory's attributes, and with ``default_permissions`` it asks for them (a GETATTR) before the
 next name's permission check: one of the six round trips a small file's ``cp`` costs.  The adapter hands
 the shim the directory's attributes as they stand right after the create (:func:`keep_attr`, only if no
-other request was read meanwhile) and the shim answers that one GETATTR in C, before the attributes'
-timeout, as if the create's reply had carried them.  The shim drops every kept attribute when it reads any
-request that may change attributes (a create, mkdir, unlink, rename, setattr...; see ``keeps_attrs`` in the
-C), and the adapter drops them before issuing a kernel invalidation and after a control file's write.
+other request was read meanwhile) and the shim answers that one GETATTR in C, to the creator's uid, within a
+second (or the attributes' timeout if shorter), as if the create's reply had carried them.  The shim drops
+every kept attribute when it reads any request that may change a directory (a create, mkdir, unlink, rename,
+setattr...) or a FORGET (see ``keeps_attrs`` in the C), and the adapter drops them before issuing a kernel
+invalidation and after a control file's write.
 
 It must load before anything imports pyfuse3: ``lakemount/fuse/__init__.py``
 imports it, so any import of the mount's modules does.
