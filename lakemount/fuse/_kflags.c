@@ -330,7 +330,8 @@ static PyObject *kflags_keep_attr(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "KIKIIIIKKlKLLLd", &seq, &caller, &ino, &mode, &nlink, &uid, &gid, &rdev, &size, &blksize,
                           &blocks, &atime, &mtime, &ctime, &timeout))
         return NULL;
-    if (seq != requests_read || !io_hooked || pyfuse3_getattr == NULL || timeout <= 0)
+    if (seq != requests_read || !io_hooked || pyfuse3_getattr == NULL || timeout <= 0 || atime < 0 || mtime < 0 ||
+        ctime < 0) /* a time before 1970 is left to pyfuse3's own conversion */
         Py_RETURN_FALSE;
     int slot = -1;
     for (int i = 0; i < KEPT; i++)
