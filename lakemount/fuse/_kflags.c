@@ -73,7 +73,8 @@ static unsigned long long answered_getattrs = 0; /* answered here from kept attr
 
 /* A directory's attributes kept by the adapter right after a create in it (the kernel drops them at every
  * create and asks again before the next name's permission check): the next GETATTR of that inode is answered
- * here, once, within a second (or the attributes' timeout, if shorter).  Every request read that may change attributes drops them all (io_read). */
+ * here, once, within a second (or the attributes' timeout, if shorter).  Every request read that may change
+ * a directory's attributes drops them all (io_read). */
 #define KEPT 8
 #define KEEP_FOR_S 1.0 /* kept at most this long, whatever the timeout the kernel is given with them */
 static struct {
@@ -164,8 +165,8 @@ static void getattr_answering_here(fuse_req_t req, fuse_ino_t ino, struct fuse_f
 }
 
 /* Requests that change no directory's attributes: kept attributes stay (a FORGET drops them: the inode number
- * may come back as another directory's; an OPEN's O_TRUNC changes a file's,
- * and only directories are kept; IOCTL is what isatty(3) sends, which the mount does not implement).  Any
+ * may come back as another directory's; an OPEN's O_TRUNC changes a file's, and only directories are kept;
+ * IOCTL is what isatty(3) sends, which the mount does not implement).  Any
  * other (create, mkdir, unlink, rename, setattr, setxattr, fsync...) drops them all; a write to a control
  * file (a reset, a merge) is dropped from Python, as is everything before a kernel invalidation. */
 static int keeps_attrs(uint32_t opcode) {
@@ -327,8 +328,8 @@ static PyObject *kflags_keep_attr(PyObject *self, PyObject *args) {
     long blksize;
     long long atime, mtime, ctime;
     double timeout;
-    if (!PyArg_ParseTuple(args, "KIKIIIIKKlKLLLd", &seq, &caller, &ino, &mode, &nlink, &uid, &gid, &rdev, &size, &blksize,
-                          &blocks, &atime, &mtime, &ctime, &timeout))
+    if (!PyArg_ParseTuple(args, "KIKIIIIKKlKLLLd", &seq, &caller, &ino, &mode, &nlink, &uid, &gid, &rdev, &size,
+                          &blksize, &blocks, &atime, &mtime, &ctime, &timeout))
         return NULL;
     if (seq != requests_read || !io_hooked || pyfuse3_getattr == NULL || timeout <= 0 || atime < 0 || mtime < 0 ||
         ctime < 0) /* a time before 1970 is left to pyfuse3's own conversion */
@@ -374,7 +375,8 @@ static PyObject *kflags_keep_attr(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"requests_read", kflags_requests_read, METH_NOARGS, "Requests read from /dev/fuse so far (0 without the io hooks)."},
+    {"requests_read", kflags_requests_read, METH_NOARGS,
+     "Requests read from /dev/fuse so far (0 without the io hooks)."},
     {"answered_getattrs", kflags_answered_getattrs, METH_NOARGS, "GETATTRs answered here from kept attributes."},
     {"keeps_attrs", kflags_keeps_attrs, METH_NOARGS, "True if kept attributes are answered here."},
     {"drop_attrs", kflags_drop_attrs, METH_NOARGS, "Drop every kept attribute."},
