@@ -7,8 +7,9 @@ checkout's ``lakemount/*/*.so`` copied in).  One embedded store; each round copi
 ``--files`` 1 KiB files with ``cp -r`` into benchmarks/passthrough_fs.py (the ceiling, measured in
 that round) and then into a ``lakemount mount --writeback`` of each tree (``PYTHONPATH`` set to it;
 the order alternates per round, so what changes over the minutes lands on both).  Prints files/s,
-the ratio to the round's passthrough, the mount's CPU per file (``/proc``) and files whose bytes the
-branch does not hold (0 expected).
+the ratio to the round's passthrough, the mount's CPU per file (``/proc``), the kernel requests its
+Python handlers answered per file (``.lakefs/stats``) and files whose bytes the branch does not hold (0
+expected).
 """
 
 from __future__ import annotations
@@ -48,22 +49,49 @@ def main() -> None:
                 k += 1
                 branch = f"b{k}"
                 wb.lakemount(home, "branch", "create", f"lakefs://{wb.REPO}/{branch}", "--source", f"lakefs://{wb.REPO}/main")
-                os.environ["PYTHONPATH"] = trees[label]  # the mount process imports that tree's lakemount
+                # The mount process imports that tree's lakemount: ``python -m`` puts its working directory before
+                # PYTHONPATH, so it starts in the tree (before stop 51 it started here, and both arms ran this checkout).
+                os.environ["PYTHONPATH"] = trees[label]
                 mp = os.path.join(root, f"mnt{k}")
+                here = os.getcwd()
+                os.chdir(trees[label])
                 try:
                     with wb.mounted(home, mp, ["--writeback"]):
+                        os.chdir(here)
                         with open(wb.runner.pid_file(home, mp)) as f:
                             pid = int(f.read())
+                        loaded = _tree_loaded(pid)
+                        assert loaded == trees[label], f"the {label} mount runs {loaded}, not {trees[label]}"
                         before = _cpu(pid)
+                        asked = _requests(mp)
                         took = wb.cp(src, os.path.join(mp, wb.REPO, branch, "src"))
                         cpu = _cpu(pid) - before
+                        asked = _requests(mp) - asked
                 finally:
+                    os.chdir(here)
                     os.environ.pop("PYTHONPATH", None)
                 wrong = wb.check(home, branch, src)
                 print(f"round {r + 1}: {label} writeback {n / took:,.0f} files/s (x{n / took / pt:.2f} of passthrough), "
-                      f"mount CPU {cpu / n * 1000:.2f} ms/file, wrong {wrong}, load {os.getloadavg()[0]:.1f}", flush=True)
+                      f"mount CPU {cpu / n * 1000:.2f} ms/file, requests reaching Python {asked / n:.2f}/file, wrong {wrong}, "
+                      f"load {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _tree_loaded(pid: int) -> str:
+    """The checkout whose lakemount process ``pid`` imported, from where its open-reply shim is mapped."""
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            path = line.split()[-1]
+            if "/lakemount/fuse/_kflags" in path:
+                return path.split("/lakemount/fuse/_kflags")[0]
+    return "?"
+
+
+def _requests(mp: str) -> int:
+    """Kernel requests the mount's handlers answered so far (its ``.lakefs/stats``; the shim's answers in C apart)."""
+    with open(os.path.join(mp, ".lakefs", "stats")) as f:
+        return sum(int(line.rsplit(" ", 1)[1]) for line in f if line.startswith("lakemount_fuse_ops_total{"))
 
 
 def _cpu(pid: int) -> float:

@@ -32,7 +32,9 @@
 #include <linux/fuse.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -50,6 +52,8 @@ typedef int (*reply_err_fn)(fuse_req_t, int);
 typedef int (*session_mount_fn)(struct fuse_session *, const char *);
 typedef int (*session_fd_fn)(struct fuse_session *);
 typedef int (*custom_io_fn)(struct fuse_session *, const struct fuse_custom_io *, int);
+typedef void (*getattr_fn)(fuse_req_t, fuse_ino_t, struct fuse_file_info *);
+typedef int (*reply_attr_fn)(fuse_req_t, const struct stat *, double);
 
 static reply_open_fn real_reply_open = NULL;
 static req_ctx_fn real_req_ctx = NULL; /* this module links no libfuse: its functions are looked up at load */
@@ -61,6 +65,36 @@ static unsigned long long answered_getxattrs = 0; /* answered here, never reachi
 static session_mount_fn real_session_mount = NULL;
 static session_fd_fn real_session_fd = NULL;
 static custom_io_fn real_custom_io = NULL;
+static getattr_fn pyfuse3_getattr = NULL;
+static reply_attr_fn real_reply_attr = NULL;
+static int io_hooked = 0; /* the session's reads pass through io_read (which drops the kept attributes) */
+static unsigned long long requests_read = 0; /* requests read from /dev/fuse so far */
+static unsigned long long answered_getattrs = 0; /* answered here from kept attributes, never reaching Python */
+
+/* A directory's attributes kept by the adapter right after a create in it (the kernel drops them at every
+ * create and asks again before the next name's permission check): the next GETATTR of that inode is answered
+ * here, once, within a second (or the attributes' timeout, if shorter).  Every request read that may change
+ * a directory's attributes drops them all (io_read). */
+#define KEPT 8
+#define KEEP_FOR_S 1.0 /* kept at most this long, whatever the timeout the kernel is given with them */
+static struct {
+    uint64_t ino;
+    uid_t uid; /* the creator's: a GETATTR from anyone else goes to Python (a shared mount's access check) */
+    struct stat st;
+    double timeout;
+    struct timespec until;
+    int used;
+} kept[KEPT];
+static int kept_next = 0;
+
+static void drop_kept(void) {
+    for (int i = 0; i < KEPT; i++)
+        kept[i].used = 0;
+}
+
+static int before(const struct timespec *a, const struct timespec *b) {
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
 
 /* FUSE_HANDLE_KILLPRIV_V2, which libfuse 3.14 cannot ask for: the INIT request's unique id while its reply
  * is due (0: none), whether the kernel offered the flag, and whether the reply took it. */
@@ -113,6 +147,41 @@ static void getxattr_answering_here(fuse_req_t req, fuse_ino_t ino, const char *
     pyfuse3_getxattr(req, ino, name, size);
 }
 
+static void getattr_answering_here(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+    for (int i = 0; i < KEPT; i++) {
+        if (kept[i].used && kept[i].ino == ino) {
+            struct timespec now;
+            const struct fuse_ctx *ctx = real_req_ctx(req);
+            kept[i].used = 0; /* once: the kernel keeps what it is told for the timeout */
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (ctx != NULL && ctx->uid == kept[i].uid && before(&now, &kept[i].until)) {
+                answered_getattrs++;
+                real_reply_attr(req, &kept[i].st, kept[i].timeout);
+                return;
+            }
+        }
+    }
+    pyfuse3_getattr(req, ino, fi);
+}
+
+/* Requests that change no directory's attributes: kept attributes stay (a FORGET drops them: the inode number
+ * may come back as another directory's; an OPEN's O_TRUNC changes a file's, and only directories are kept;
+ * IOCTL is what isatty(3) sends, which the mount does not implement).  Any
+ * other (create, mkdir, unlink, rename, setattr, setxattr, fsync...) drops them all; a write to a control
+ * file (a reset, a merge) is dropped from Python, as is everything before a kernel invalidation. */
+static int keeps_attrs(uint32_t opcode) {
+    switch (opcode) {
+    case FUSE_GETATTR: case FUSE_LOOKUP: case FUSE_READ:
+    case FUSE_WRITE: case FUSE_FLUSH: case FUSE_RELEASE: case FUSE_GETXATTR: case FUSE_LISTXATTR:
+    case FUSE_STATFS: case FUSE_INTERRUPT: case FUSE_OPENDIR: case FUSE_READDIR: case FUSE_READDIRPLUS:
+    case FUSE_RELEASEDIR: case FUSE_ACCESS: case FUSE_READLINK: case FUSE_OPEN: case FUSE_IOCTL: case FUSE_LSEEK:
+    case FUSE_POLL:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* The session's reads and writes of /dev/fuse, through libfuse's custom-io hooks, only to add
  * FUSE_HANDLE_KILLPRIV_V2 to the INIT reply: the kernel then sets SB_NOSEC, so an inode found to need no
  * privilege kill (no suid/sgid, no security.capability: one getxattr) is marked S_NOSEC and its next
@@ -122,6 +191,12 @@ static void getxattr_answering_here(fuse_req_t req, fuse_ino_t ino, const char *
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata) {
     (void)userdata;
     ssize_t n = read(fd, buf, len);
+    if (n >= (ssize_t)sizeof(struct fuse_in_header)) {
+        const struct fuse_in_header *in = buf;
+        requests_read++;
+        if (!keeps_attrs(in->opcode))
+            drop_kept();
+    }
     if (n >= (ssize_t)(sizeof(struct fuse_in_header) + 4 * sizeof(uint32_t))) {
         const struct fuse_in_header *in = buf;
         if (in->opcode == FUSE_INIT) {
@@ -154,7 +229,8 @@ __attribute__((visibility("default"))) int fuse_session_mount(struct fuse_sessio
     int res = real_session_mount(se, mountpoint);
     if (res == 0 && real_custom_io != NULL && real_session_fd != NULL) {
         static const struct fuse_custom_io io = {.writev = io_writev, .read = io_read};
-        real_custom_io(se, &io, real_session_fd(se)); /* fails only without memory: the plain path stays */
+        /* fails only without memory: the plain path stays */
+        io_hooked = real_custom_io(se, &io, real_session_fd(se)) == 0;
     }
     return res;
 }
@@ -170,6 +246,10 @@ __attribute__((visibility("default"))) struct fuse_session *fuse_session_new(str
         if (op->getxattr != NULL) {
             pyfuse3_getxattr = op->getxattr;
             wrapped_ops.getxattr = getxattr_answering_here;
+        }
+        if (op->getattr != NULL && real_reply_attr != NULL) {
+            pyfuse3_getattr = op->getattr;
+            wrapped_ops.getattr = getattr_answering_here;
         }
         op = &wrapped_ops;
     }
@@ -222,7 +302,86 @@ static PyObject *kflags_killpriv(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(killpriv_granted);
 }
 
+static PyObject *kflags_requests_read(PyObject *self, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(requests_read);
+}
+
+static PyObject *kflags_answered_getattrs(PyObject *self, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(answered_getattrs);
+}
+
+static PyObject *kflags_keeps_attrs(PyObject *self, PyObject *unused) {
+    /* Whether kept attributes can be answered: GETATTR passes through here and every read is seen. */
+    return PyBool_FromLong(io_hooked && pyfuse3_getattr != NULL);
+}
+
+static PyObject *kflags_drop_attrs(PyObject *self, PyObject *unused) {
+    drop_kept();
+    Py_RETURN_NONE;
+}
+
+static PyObject *kflags_keep_attr(PyObject *self, PyObject *args) {
+    /* keep_attr(seq, uid, ino, mode, nlink, uid, gid, rdev, size, blksize, blocks, atime_ns, mtime_ns, ctime_ns,
+     * timeout): False (nothing kept) if a request was read since requests_read() returned seq. */
+    unsigned long long seq, ino, size, blocks, rdev;
+    unsigned int mode, nlink, uid, gid, caller;
+    long blksize;
+    long long atime, mtime, ctime;
+    double timeout;
+    if (!PyArg_ParseTuple(args, "KIKIIIIKKlKLLLd", &seq, &caller, &ino, &mode, &nlink, &uid, &gid, &rdev, &size,
+                          &blksize, &blocks, &atime, &mtime, &ctime, &timeout))
+        return NULL;
+    if (seq != requests_read || !io_hooked || pyfuse3_getattr == NULL || timeout <= 0 || atime < 0 || mtime < 0 ||
+        ctime < 0) /* a time before 1970 is left to pyfuse3's own conversion */
+        Py_RETURN_FALSE;
+    int slot = -1;
+    for (int i = 0; i < KEPT; i++)
+        if (kept[i].used && kept[i].ino == ino)
+            slot = i;
+    if (slot < 0) {
+        slot = kept_next;
+        kept_next = (kept_next + 1) % KEPT;
+    }
+    struct stat *st = &kept[slot].st;
+    memset(st, 0, sizeof(*st));
+    st->st_ino = ino;
+    st->st_mode = mode;
+    st->st_nlink = nlink;
+    st->st_uid = uid;
+    st->st_gid = gid;
+    st->st_rdev = rdev;
+    st->st_size = size;
+    st->st_blksize = blksize;
+    st->st_blocks = blocks;
+    st->st_atim.tv_sec = atime / 1000000000LL;
+    st->st_atim.tv_nsec = atime % 1000000000LL;
+    st->st_mtim.tv_sec = mtime / 1000000000LL;
+    st->st_mtim.tv_nsec = mtime % 1000000000LL;
+    st->st_ctim.tv_sec = ctime / 1000000000LL;
+    st->st_ctim.tv_nsec = ctime % 1000000000LL;
+    double keep = timeout < KEEP_FOR_S ? timeout : KEEP_FOR_S;
+    clock_gettime(CLOCK_MONOTONIC, &kept[slot].until);
+    kept[slot].until.tv_sec += (time_t)keep;
+    kept[slot].until.tv_nsec += (long)((keep - (double)(time_t)keep) * 1e9);
+    if (kept[slot].until.tv_nsec >= 1000000000L) {
+        kept[slot].until.tv_sec++;
+        kept[slot].until.tv_nsec -= 1000000000L;
+    }
+    kept[slot].timeout = timeout;
+    kept[slot].ino = ino;
+    kept[slot].uid = (uid_t)caller;
+    kept[slot].used = 1;
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
+    {"requests_read", kflags_requests_read, METH_NOARGS,
+     "Requests read from /dev/fuse so far (0 without the io hooks)."},
+    {"answered_getattrs", kflags_answered_getattrs, METH_NOARGS, "GETATTRs answered here from kept attributes."},
+    {"keeps_attrs", kflags_keeps_attrs, METH_NOARGS, "True if kept attributes are answered here."},
+    {"drop_attrs", kflags_drop_attrs, METH_NOARGS, "Drop every kept attribute."},
+    {"keep_attr", kflags_keep_attr, METH_VARARGS,
+     "Keep a directory's attributes for its next GETATTR (False if a request was read since seq)."},
     {"active", kflags_active, METH_NOARGS, "True if pyfuse3's open replies pass through this module."},
     {"closer", kflags_closer, METH_O, "The thread id that sent the pending FLUSH of a handle (0: not known)."},
     {"wraps_flush", kflags_wraps_flush, METH_NOARGS, "True if FLUSH requests pass through this module."},
@@ -252,6 +411,7 @@ PyMODINIT_FUNC PyInit__kflags(void) {
     real_session_mount = (session_mount_fn)dlsym(lib, "fuse_session_mount");
     real_session_fd = (session_fd_fn)dlsym(lib, "fuse_session_fd");
     real_custom_io = (custom_io_fn)dlsym(lib, "fuse_session_custom_io"); /* libfuse 3.14 on: else no KILLPRIV_V2 */
+    real_reply_attr = (reply_attr_fn)dlsym(lib, "fuse_reply_attr"); /* NULL: GETATTR always goes to Python */
     if (real_session_new == NULL || real_req_ctx == NULL || real_reply_err == NULL || real_session_mount == NULL) {
         PyErr_SetString(PyExc_ImportError, "libfuse3.so.3 has no fuse_session_new, fuse_req_ctx or fuse_reply_err");
         return NULL;

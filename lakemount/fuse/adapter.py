@@ -115,10 +115,14 @@ class FuseOperations(pyfuse3.Operations):
         self.limiter = trio.CapacityLimiter(threads)
         self._eio_counts: Counter[str] = Counter()
         self._kflags = kflags.active()  # whether the kernel hears FH_NOFLUSH / FH_CACHE_DIR
+        self._keeps_attrs = False  # known once mounted (init)
 
     def init(self) -> None:
         # Called while the kernel's INIT is answered: the shim knows by now whether the reply takes KILLPRIV_V2.
         self.fs.kills_suidgid = kflags.killpriv()
+        # Whether a created file's directory attributes go to the shim for the kernel's next GETATTR of it (the
+        # shim's io hooks are installed by the mount; the shim answers that GETATTR only to the creator's uid).
+        self._keeps_attrs = kflags.keeps_attrs()
 
     # ------------------------------------------------------------------ plumbing
     async def _call(self, fn: Callable[..., T], *args: Any, fast: bool = False, absent: bool = False) -> T:
@@ -288,8 +292,25 @@ class FuseOperations(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         await self._allow(ctx, parent_inode, write=True)
+        seq = kflags.requests_read()
         opened, attr = await self._call(self.fs.create, parent_inode, name, mode, flags, _caller(ctx), fast=True)
+        if self._keeps_attrs and (self.sharing is None or ctx is None or self.sharing.is_owner(ctx.uid)):
+            # On a shared mount only for the mount's own users: a GETATTR of anyone else asks the access policy.
+            self._keep_dir_attr(seq, ctx.uid if ctx is not None else os.getuid(), parent_inode)
         return self._file_info(opened), _entry_attributes(attr)
+
+    def _keep_dir_attr(self, seq: int, uid: int, ino: int) -> None:
+        """Hand the shim directory ``ino``'s attributes as a GETATTR would answer them now, for the GETATTR the
+        kernel sends (from ``uid``, the creator) before its next permission check there (it dropped them at the
+        create); nothing if that would need I/O or fail, or if another request was read since ``seq`` (it may
+        have changed them)."""
+        try:
+            with self.fs.nonblocking():
+                a = self.fs.attributes(ino)
+        except Exception:  # NeedsThread, or gone: the kernel's GETATTR asks the core as before
+            return
+        kflags.keep_attr(seq, uid, a.ino, a.mode, a.nlink, a.uid, a.gid, a.rdev, a.size, a.blksize, a.blocks,
+                         a.atime_ns, a.mtime_ns, a.ctime_ns, a.timeout)
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
         return await self._call(self.fs.read, fh & FH_MASK, off, size, fast=True)
@@ -297,6 +318,7 @@ class FuseOperations(pyfuse3.Operations):
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         n = await self._call(self.fs.write, fh & FH_MASK, off, buf, fast=True)
         if self.fs.is_control(fh & FH_MASK):
+            kflags.drop_attrs()  # a reset, merge or revert: no directory is as it was
             await self.kernel_settled()
         return n
 
@@ -418,6 +440,7 @@ def _drain(q: queue.SimpleQueue[tuple[Any, ...]], wait: float = 0.5, most: int =
 
 
 def _apply_invalidations(batch: list[tuple[Any, ...]]) -> None:
+    kflags.drop_attrs()  # the shim answers no GETATTR with what the kernel is about to be told to drop
     for item in dict.fromkeys(batch):  # de-duplicated, in order
         if item[0] == "settled":  # everything queued before it is issued: wake the waiter
             item[1].set()

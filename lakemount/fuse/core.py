@@ -208,6 +208,10 @@ class FileSystem:
         """The attributes of ``ino``, revalidated if stale (a path deleted elsewhere keeps its last ones)."""
         return self.tree.getattr(ino)
 
+    def attributes(self, ino: int) -> Attr:
+        """What :meth:`getattr` answers, not counted in the metrics as a kernel request."""
+        return self.tree.attributes(ino)
+
     # ================================================================== directories
     def opendir(self, ino: int, caller: Caller | None = None) -> int:
         """Open directory ``ino``; ENOTDIR for anything else.  A listing of a ref's directory is one audit record."""
@@ -367,6 +371,8 @@ class FileSystem:
                 "scopes": len(self.scopes),
                 # security.capability asked by the kernel (a write's privilege check), answered by the shim
                 "kernel_capability_getxattrs": kflags.answered_getxattrs(),
+                # a directory's GETATTR after a create in it, answered by the shim from the attributes kept then
+                "kernel_kept_dir_getattrs": kflags.answered_getattrs(),
                 "kernel_kills_suidgid_here": int(self.kills_suidgid),
             }
 

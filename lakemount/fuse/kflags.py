@@ -27,6 +27,16 @@ makes one request per write instead of two.  In return the mount clears
 set-user-ID/set-group-ID on a write, truncation, ``O_TRUNC`` open or chown itself
 (:func:`killpriv`, ``FileSystem.kills_suidgid``, ``Metadata.kill_suidgid``).
 
+One more, for a directory being filled (issue 36, stop 51).  Every create in a directory makes the kernel
+drop the directory's attributes, and with ``default_permissions`` it asks for them (a GETATTR) before the
+next name's permission check: one of the six round trips a small file's ``cp`` costs.  The adapter hands
+the shim the directory's attributes as they stand right after the create (:func:`keep_attr`, only if no
+other request was read meanwhile) and the shim answers that one GETATTR in C, to the creator's uid, within a
+second (or the attributes' timeout if shorter), as if the create's reply had carried them.  The shim drops
+every kept attribute when it reads any request that may change a directory (a create, mkdir, unlink, rename,
+setattr...) or a FORGET (see ``keeps_attrs`` in the C), and the adapter drops them before issuing a kernel
+invalidation and after a control file's write.
+
 It must load before anything imports pyfuse3: ``lakemount/fuse/__init__.py``
 imports it, so any import of the mount's modules does.
 """
@@ -83,6 +93,39 @@ def killpriv() -> bool:
 def answered_getxattrs() -> int:
     """getxattr requests of names outside ``user.*`` the shim answered (EOPNOTSUPP) without Python."""
     return int(_shim.answered_getxattrs()) if _shim is not None else 0  # type: ignore[attr-defined]
+
+
+def requests_read() -> int:
+    """Requests the session has read from ``/dev/fuse`` so far (0 without the shim's io hooks): taken before a
+    create, so :func:`keep_attr` can refuse attributes that another request may have changed meanwhile."""
+    return int(_shim.requests_read()) if _shim is not None else 0  # type: ignore[attr-defined]
+
+
+def keeps_attrs() -> bool:
+    """True if the shim answers a kept directory's next GETATTR (it sees every request read and every GETATTR)."""
+    return _shim is not None and _wraps_flush and bool(_shim.keeps_attrs())  # type: ignore[attr-defined]
+
+
+def keep_attr(seq: int, caller: int, ino: int, mode: int, nlink: int, uid: int, gid: int, rdev: int, size: int, blksize: int,
+              blocks: int, atime_ns: int, mtime_ns: int, ctime_ns: int, timeout: float) -> bool:
+    """Answer the next GETATTR of ``ino`` sent by uid ``caller`` with these attributes, once, within ``timeout`` seconds
+    (one sent by another uid goes to Python and drops them); refused
+    (False) if a request was read since :func:`requests_read` gave ``seq``, or the shim cannot."""
+    if _shim is None:
+        return False
+    return bool(_shim.keep_attr(seq, caller, ino, mode, nlink, uid, gid, rdev, size, blksize, blocks,  # type: ignore[attr-defined]
+                                atime_ns, mtime_ns, ctime_ns, timeout))
+
+
+def drop_attrs() -> None:
+    """Forget every kept attribute (before a kernel invalidation, after a control file's write)."""
+    if _shim is not None:
+        _shim.drop_attrs()  # type: ignore[attr-defined]
+
+
+def answered_getattrs() -> int:
+    """GETATTR requests the shim answered from kept attributes, without Python."""
+    return int(_shim.answered_getattrs()) if _shim is not None else 0  # type: ignore[attr-defined]
 
 
 def active() -> bool:

@@ -376,6 +376,10 @@ class Tree:
     @op("getattr")
     def getattr(self, ino: int) -> Attr:
         """The attributes of ``ino``, revalidated if stale (a vanished path keeps its last ones)."""
+        return self.attributes(ino)
+
+    def attributes(self, ino: int) -> Attr:
+        """What :meth:`getattr` answers, not counted as a request (the adapter hands a directory's to the shim)."""
         node = self.state.node(ino)
         if node.kind in (Kind.DIR, Kind.FILE, Kind.SYMLINK):
             try:

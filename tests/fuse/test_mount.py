@@ -564,6 +564,44 @@ def test_a_childs_close_of_an_inherited_descriptor_saves_nothing_and_the_openers
     assert app.catalog.read(app.graveler.get_repository(REPO), entry) == b"first half\nsecond half\n"
 
 
+def test_a_directory_being_filled_answers_the_kernels_getattr_after_each_create_without_python(
+    app: App, mounts: MountFactory
+) -> None:
+    """Each create makes the kernel drop its directory's attributes and ask for them (a GETATTR) before the
+    next name's permission check: the adapter hands the shim the directory's attributes right after the
+    create and the shim answers that GETATTR (issue 36, stop 51).  What ``stat`` shows is what the mount
+    would have answered: the create's mtime, a link per subdirectory, also after a mkdir and an rmdir."""
+    from lakemount.fuse import kflags
+
+    assert kflags._wraps_flush, "the shim does not see the session's requests"
+    m = mounts()
+    d = f"{m.mountpoint}/{REPO}/main/fill"
+    os.mkdir(d)
+    before = _ops(m.mountpoint)
+    for i in range(50):
+        with open(f"{d}/f{i:02d}", "wb") as f:
+            f.write(b"x" * 1024)
+    after = _ops(m.mountpoint)
+    answered = after["kernel_kept_dir_getattrs"] - before["kernel_kept_dir_getattrs"]
+    asked = after.get("getattr", 0) - before.get("getattr", 0)
+    assert answered >= 45, (answered, asked)  # 49 GETATTRs of the directory, one per create after the first
+    assert asked <= 5, f"{asked} GETATTRs reached Python for 50 creates"  # 50 before stop 51
+
+    os.mkdir(f"{d}/sub")
+    was = os.stat(d).st_mtime_ns
+    with open(f"{d}/g", "w") as f:  # the mkdir's attributes (nlink 3) then the create's mtime
+        f.write("g\n")
+    st = os.stat(d)
+    assert st.st_nlink == 3 and st.st_mtime_ns > was, (st, was)
+    os.rmdir(f"{d}/sub")
+    was = os.stat(d).st_mtime_ns
+    with open(f"{d}/h", "w") as f:
+        f.write("h\n")
+    st = os.stat(d)
+    assert st.st_nlink == 2 and st.st_mtime_ns > was, (st, was)
+    assert sorted(os.listdir(d)) == sorted([f"f{i:02d}" for i in range(50)] + ["g", "h"])
+
+
 def _absent_lookups(mountpoint: str) -> int:
     with open(f"{mountpoint}/.lakefs/stats") as f:
         for line in f:

@@ -200,3 +200,28 @@ def test_the_mount_clears_setuid_and_setgid_as_the_kernel_would_once_it_leaves_t
         stop(m)
     staged = {name: app.catalog.stat(REPO, "main", name).mode & 0o7777 for name in modes}
     assert staged == want, {k: oct(v) for k, v in staged.items()}
+
+
+def test_a_directorys_attributes_kept_after_a_create_are_given_to_the_creators_uid_only(
+    app: App, home: str, tmp_path: os.PathLike[str]
+) -> None:
+    """After a create the shim answers the kernel's next GETATTR of the directory from the attributes the
+    mount kept (stop 51), but only to the uid that created: any other uid's GETATTR still asks the mount,
+    which applies its policy (an unmapped uid: EACCES), and drops what was kept."""
+    mp = os.path.join(os.fspath(tmp_path), "mnt")
+    m = start(home, mp, ["--allow-other"])
+    try:
+        d = f"{mp}/{REPO}/main/d"
+        os.mkdir(d)
+        write(f"{d}/a")()
+        answered = _gauges(mp)["kernel_kept_dir_getattrs"]
+        os.stat(d)  # the creator: answered by the shim
+        assert _gauges(mp)["kernel_kept_dir_getattrs"] == answered + 1, "the mount kept nothing for its own uid"
+        write(f"{d}/b")()  # kept again, for root
+        done = as_uid(STRANGER, mp, {"stat": lambda: os.stat(f"{REPO}/main/d")})
+        assert done == {"stat": "EACCES"}, done
+        assert _gauges(mp)["kernel_kept_dir_getattrs"] == answered + 1, "another uid was answered from what root's create kept"
+        assert os.stat(d).st_nlink == 2  # root again: asks the mount (the stranger's GETATTR dropped what was kept)
+        assert _gauges(mp)["kernel_kept_dir_getattrs"] == answered + 1
+    finally:
+        stop(m)
