@@ -69,6 +69,8 @@ static getattr_fn pyfuse3_getattr = NULL;
 static reply_attr_fn real_reply_attr = NULL;
 static int io_hooked = 0; /* the session's reads pass through io_read (which drops the kept attributes) */
 static unsigned long long requests_read = 0; /* requests read from /dev/fuse so far */
+static unsigned long long drops = 0; /* times every kept attribute was dropped (a request that may change a directory
+                                      * read, or a drop from Python): keep_attr refuses attributes computed before one */
 static unsigned long long answered_getattrs = 0; /* answered here from kept attributes, never reaching Python */
 
 /* A directory's attributes kept by the adapter right after a create in it (the kernel drops them at every
@@ -88,6 +90,7 @@ static struct {
 static int kept_next = 0;
 
 static void drop_kept(void) {
+    drops++;
     for (int i = 0; i < KEPT; i++)
         kept[i].used = 0;
 }
@@ -306,6 +309,10 @@ static PyObject *kflags_requests_read(PyObject *self, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(requests_read);
 }
 
+static PyObject *kflags_drops(PyObject *self, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(drops);
+}
+
 static PyObject *kflags_answered_getattrs(PyObject *self, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(answered_getattrs);
 }
@@ -322,7 +329,9 @@ static PyObject *kflags_drop_attrs(PyObject *self, PyObject *unused) {
 
 static PyObject *kflags_keep_attr(PyObject *self, PyObject *args) {
     /* keep_attr(seq, uid, ino, mode, nlink, uid, gid, rdev, size, blksize, blocks, atime_ns, mtime_ns, ctime_ns,
-     * timeout): False (nothing kept) if a request was read since requests_read() returned seq. */
+     * timeout): False (nothing kept) if the kept attributes were dropped since drops() returned seq: a request that
+     * may change a directory was read meanwhile, or Python dropped them (a RELEASE, READ or GETATTR read
+     * meanwhile changes no directory and does not refuse them). */
     unsigned long long seq, ino, size, blocks, rdev;
     unsigned int mode, nlink, uid, gid, caller;
     long blksize;
@@ -331,7 +340,7 @@ static PyObject *kflags_keep_attr(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "KIKIIIIKKlKLLLd", &seq, &caller, &ino, &mode, &nlink, &uid, &gid, &rdev, &size,
                           &blksize, &blocks, &atime, &mtime, &ctime, &timeout))
         return NULL;
-    if (seq != requests_read || !io_hooked || pyfuse3_getattr == NULL || timeout <= 0 || atime < 0 || mtime < 0 ||
+    if (seq != drops || !io_hooked || pyfuse3_getattr == NULL || timeout <= 0 || atime < 0 || mtime < 0 ||
         ctime < 0) /* a time before 1970 is left to pyfuse3's own conversion */
         Py_RETURN_FALSE;
     int slot = -1;
@@ -377,11 +386,13 @@ static PyObject *kflags_keep_attr(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"requests_read", kflags_requests_read, METH_NOARGS,
      "Requests read from /dev/fuse so far (0 without the io hooks)."},
+    {"drops", kflags_drops, METH_NOARGS,
+     "Times every kept attribute was dropped so far (a request that may change a directory, or drop_attrs)."},
     {"answered_getattrs", kflags_answered_getattrs, METH_NOARGS, "GETATTRs answered here from kept attributes."},
     {"keeps_attrs", kflags_keeps_attrs, METH_NOARGS, "True if kept attributes are answered here."},
     {"drop_attrs", kflags_drop_attrs, METH_NOARGS, "Drop every kept attribute."},
     {"keep_attr", kflags_keep_attr, METH_VARARGS,
-     "Keep a directory's attributes for its next GETATTR (False if a request was read since seq)."},
+     "Keep a directory's attributes for its next GETATTR (False if they were dropped since drops() gave seq)."},
     {"active", kflags_active, METH_NOARGS, "True if pyfuse3's open replies pass through this module."},
     {"closer", kflags_closer, METH_O, "The thread id that sent the pending FLUSH of a handle (0: not known)."},
     {"wraps_flush", kflags_wraps_flush, METH_NOARGS, "True if FLUSH requests pass through this module."},

@@ -292,7 +292,7 @@ class FuseOperations(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         await self._allow(ctx, parent_inode, write=True)
-        seq = kflags.requests_read()
+        seq = kflags.drops()
         opened, attr = await self._call(self.fs.create, parent_inode, name, mode, flags, _caller(ctx), fast=True)
         if self._keeps_attrs and (self.sharing is None or ctx is None or self.sharing.is_owner(ctx.uid)):
             # On a shared mount only for the mount's own users: a GETATTR of anyone else asks the access policy.
@@ -302,8 +302,8 @@ class FuseOperations(pyfuse3.Operations):
     def _keep_dir_attr(self, seq: int, uid: int, ino: int) -> None:
         """Hand the shim directory ``ino``'s attributes as a GETATTR would answer them now, for the GETATTR the
         kernel sends (from ``uid``, the creator) before its next permission check there (it dropped them at the
-        create); nothing if that would need I/O or fail, or if another request was read since ``seq`` (it may
-        have changed them)."""
+        create); nothing if that would need I/O or fail, or if a request that may change a directory was read, or
+        an invalidation dropped what the shim kept, since ``seq``."""
         try:
             with self.fs.nonblocking():
                 a = self.fs.attributes(ino)

@@ -95,10 +95,11 @@ def answered_getxattrs() -> int:
     return int(_shim.answered_getxattrs()) if _shim is not None else 0  # type: ignore[attr-defined]
 
 
-def requests_read() -> int:
-    """Requests the session has read from ``/dev/fuse`` so far (0 without the shim's io hooks): taken before a
-    create, so :func:`keep_attr` can refuse attributes that another request may have changed meanwhile."""
-    return int(_shim.requests_read()) if _shim is not None else 0  # type: ignore[attr-defined]
+def drops() -> int:
+    """Times the shim dropped every kept attribute so far: a request that may change a directory was read, or
+    :func:`drop_attrs` ran.  Taken before a create, so :func:`keep_attr` can refuse attributes that may have
+    changed meanwhile (requests that change no directory, such as another file's RELEASE, do not count)."""
+    return int(_shim.drops()) if _shim is not None else 0  # type: ignore[attr-defined]
 
 
 def keeps_attrs() -> bool:
@@ -110,7 +111,7 @@ def keep_attr(seq: int, caller: int, ino: int, mode: int, nlink: int, uid: int, 
               blocks: int, atime_ns: int, mtime_ns: int, ctime_ns: int, timeout: float) -> bool:
     """Answer the next GETATTR of ``ino`` sent by uid ``caller`` with these attributes, once, within ``timeout`` seconds
     (one sent by another uid goes to Python and drops them); refused
-    (False) if a request was read since :func:`requests_read` gave ``seq``, or the shim cannot."""
+    (False) if they were dropped since :func:`drops` gave ``seq``, or the shim cannot."""
     if _shim is None:
         return False
     return bool(_shim.keep_attr(seq, caller, ino, mode, nlink, uid, gid, rdev, size, blksize, blocks,  # type: ignore[attr-defined]
