@@ -341,6 +341,25 @@ def test_a_burst_of_lsm_appends_is_paced_as_stagings_are(pg_cluster: PgCluster, 
     raise AssertionError("the appends never fit in the pace in five attempts")
 
 
+def test_an_lsm_append_that_failed_leaves_the_next_to_send_its_own_notice(pg_cluster: PgCluster, pg_url: str) -> None:
+    """An append the pacer let send its notice that inserted nothing (no such branch) sent none: the branch's next
+    append sends its own at once, not owed a pace later."""
+    from lakemount.block import MemoryAdapter
+    from lakemount.cache.ram import RamCache
+    from lakemount.errors import BranchNotFound
+    from lakemount.graveler.staging.lsm import LsmStaging
+    from lakemount.metastore.staging_lists import SqlStagingLists
+
+    with _listening(pg_url, "rf", "f0") as (writer, batches):
+        _drain(writer, batches)
+        staging = LsmStaging(SqlStagingLists(writer), MemoryAdapter(), RamCache(1 << 20), lambda r: "mem://ns")
+        with pytest.raises(BranchNotFound):
+            staging.stage("rf", "gone", [(b"a/f", b"v" * 17)])
+        assert writer.pacer.inline_sent == 1 and writer.pacer.held == 0
+        assert writer.pacer.inline("rf", "gone")  # nothing noted as sent for the branch: the next goes at once
+        assert [c for c in _drain(writer, batches) if c.kind == "staging"] == []
+
+
 def test_a_listener_redelivers_a_paced_branch_whose_sender_went_quiet(pg_cluster: PgCluster, pg_url: str) -> None:
     """A paced notice is a lease: its sender may stage unannounced for ``PACE_S`` and die before its owed notice,
     so ``LEASE_S`` after the last one the listener delivers the branch as changed as a whole."""
