@@ -48,12 +48,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import cluster_bench  # noqa: E402
+from benchmarks import cluster_bench, pg_counting  # noqa: E402
 from benchmarks.scale_bench import WRITER, last_json, load, pct, release, store_counts, wait_ready  # noqa: E402
 from tests.cluster.harness import PYTHON, Cluster, Host, available, cluster, remove_stale  # noqa: E402
 
 MODES = {"wb": ["--writeback"], "plain": ["--no-writeback"]}
-STATS_WAIT_S = 11.0  # until every idle backend has published what it counted (``Bench.raw_xacts``)
+STATS_WAIT_S = pg_counting.STATS_WAIT_S  # until every idle backend has published what it counted (``Bench.raw_xacts``)
 
 # Waits until argv[1]/argv[2] reads as argv[3] and argv[1] lists argv[4] files in all; prints the seconds since argv[5].
 SEEN = r"""
@@ -128,7 +128,7 @@ class Bench:
     def listeners(self) -> list[str]:
         """The process ids of the backends LISTENing for change notices (one per mount process)."""
         c = self.c
-        return c.pg_query(c["db"], "SELECT pid FROM pg_stat_activity WHERE datname = 'lake' AND query LIKE 'LISTEN %'").split()
+        return c.pg_query(c["db"], pg_counting.listeners("lake")).split()
 
     def flush_listeners(self) -> int:
         """Make the LISTEN backends publish their transactions, returning how many were ended.
@@ -144,17 +144,7 @@ class Bench:
         pids = self.listeners()
         if not pids:
             return 0
-        # One session ends them and waits for their return (a psql each poll would add transactions of its own).
-        ended = ",".join(pids)
-        c.pg_query(c["db"], f"""DO $$ DECLARE t timestamptz := clock_timestamp(); BEGIN
-            PERFORM pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN ({ended});
-            LOOP
-                PERFORM pg_stat_clear_snapshot();
-                EXIT WHEN (SELECT count(*) FROM pg_stat_activity WHERE datname = 'lake' AND query LIKE 'LISTEN %'
-                           AND pid NOT IN ({ended})) >= {len(pids)};
-                IF clock_timestamp() - t > interval '60 seconds' THEN RAISE EXCEPTION 'the listeners did not come back'; END IF;
-                PERFORM pg_sleep(0.05);
-            END LOOP; END $$""")
+        c.pg_query(c["db"], pg_counting.end_listeners("lake", pids))
         return len(pids)
 
     def xacts(self) -> float:

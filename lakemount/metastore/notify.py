@@ -70,7 +70,7 @@ class Change:
     detail: str = ""
 
 
-PACE_S: Final = 0.5  # a process sends a branch's staging notices at most this often (``Pacer``)
+PACE_S: Final = 1.0  # a process sends a branch's staging notices at most this often (``Pacer``; 0.5 before stop 51)
 LEASE_S: Final = 2 * PACE_S  # a listener re-delivers a paced sender's branch as changed this long after its last notice
 PACED: Final = "~"  # ends a paced notice's sender field: the sender may stage the branch unannounced for ``PACE_S``
 

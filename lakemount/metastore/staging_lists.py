@@ -225,10 +225,14 @@ class SqlStagingLists:
         if check is not None:
             return self._append_checked(repo, branch, namespace, info, check, inline)
         values = (info.url, info.min_key, info.max_key, info.count, info.size, info.checksum)
-        if self.dialect == "postgresql":
+        postgres = self.dialect == "postgresql"
+        # Every listening backend runs a transaction per notice it is woken by: appends' notices are paced as
+        # ``sql`` stagings' are (``notify.Pacer``); one that sends none owes the branch's next one.
+        send = postgres and self.refs.pacer.inline(repo, branch)
+        if postgres:
             # The notice ends with the new row's token and id (known only inside the statement) and
             # the rest of its row (and bytes), see ``learn``.
-            head = notify.payload(self.refs.sender, notify.STAGING, repo, branch)
+            head = notify.payload(self.refs.sender, notify.STAGING, repo, branch, paced=True)
             detail = _detail(info, data, NOTICE_MAX - len(head.encode()))
             text = (
                 "WITH b AS (SELECT br.staging_token FROM lm_branches br JOIN lm_repositories r ON r.name = br.repo "
@@ -239,11 +243,12 @@ class SqlStagingLists:
                 + (", dat AS (INSERT INTO lm_staging_inline (id, data) SELECT id, %s FROM ins) " if inline is not None else "")
                 # The count sees the token's rows as of the statement's start: the new one is the + 1.
                 + "SELECT token, 1 + (SELECT count(*) FROM lm_staging_files f WHERE f.token = ins.token AND f.level = 1), "
-                "id, pg_notify(%s, " + ("%s || ins.token || ' ' || ins.id || ' ' || %s" if detail else "%s") + ") FROM ins"
+                "id, " + ("pg_notify(%s, " + ("%s || ins.token || ' ' || ins.id || ' ' || %s" if detail else "%s") + ")"
+                          if send else "NULL") + " FROM ins"
             )
             params: tuple[Any, ...] = (
                 repo, branch, namespace, *values, *(() if inline is None else (inline,)),
-                notify.CHANNEL, *((head + "\t", detail) if detail else (head,)),
+                *((notify.CHANNEL, *((head + "\t", detail) if detail else (head,))) if send else ()),
             )
         else:
             text = (
@@ -263,7 +268,16 @@ class SqlStagingLists:
             return rows
 
         # SQLite: an inline file's row and bytes are two statements, in one write transaction.
-        rows = self._appending(work, transaction=inline is not None and self.dialect != "postgresql")
+        try:
+            rows = self._appending(work, transaction=inline is not None and self.dialect != "postgresql")
+        except BaseException:
+            if send:
+                self.refs.pacer.failed(repo, branch)
+            raise
+        if send and not rows:
+            self.refs.pacer.failed(repo, branch)  # no row inserted: the notice never went
+        if postgres and not send and rows:
+            self.refs.pacer.owe(repo, branch, _dirs(info))
         if rows:
             self.refs.changed(repo, branch, alone=False)  # before the flush's writes (of any writer) are acknowledged
             token = StagingToken(rows[0][0])
@@ -322,15 +336,26 @@ class SqlStagingLists:
             check(Branch(branch, CommitID(row[1]), token, _split(row[2])))
             cur.execute(insert, (token, info.url, info.min_key, info.max_key, info.count, info.size, info.checksum))
             self._put_inline(cur, int(cur.fetchone()[0]), inline)
-            if self.dialect == "postgresql":
+            if send:
                 cur.execute("SELECT pg_notify(%s, %s)",
-                            (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch)))
+                            (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch, paced=True)))
             cur.execute(count, (token,))
             return token, int(cur.fetchone()[0])
 
-        found = self._fast.run(work, transaction=True)
+        postgres = self.dialect == "postgresql"
+        send = postgres and self.refs.pacer.inline(repo, branch)  # paced as a plain append's notice (``append``)
+        try:
+            found = self._fast.run(work, transaction=True)
+        except BaseException:
+            if send:
+                self.refs.pacer.failed(repo, branch)
+            raise
         if found is None:
+            if send:
+                self.refs.pacer.failed(repo, branch)
             self._missing(repo, branch, namespace)
+        if postgres and not send:
+            self.refs.pacer.owe(repo, branch, _dirs(info))
         self.refs.changed(repo, branch)
         return found
 
@@ -511,6 +536,12 @@ def _detail(info: StagingFileInfo, data: bytes | None, budget: int) -> str:
     else:
         text = json.dumps(row)
     return text if len(text.encode()) <= room else ""
+
+
+def _dirs(info: StagingFileInfo) -> str:
+    """The directories an appended file changed, for an owed paced notice (``notify.dirs_detail``): a file of one
+    key names its directory; a wider one names none (the whole branch), its keys not known here."""
+    return notify.dirs_detail([info.min_key]) if info.min_key == info.max_key else ""
 
 
 def _inline_bytes(info: StagingFileInfo, data: bytes | None) -> bytes | None:

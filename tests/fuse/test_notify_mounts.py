@@ -81,8 +81,9 @@ def test_a_commit_on_one_node_is_seen_by_the_other_at_once(notified: tuple[Mount
 def test_with_lsm_staging_a_write_on_one_node_is_seen_by_the_other_at_once(
     notified_lsm: tuple[Mount, Mount], tmp_path: Path, pg_url: str  # noqa: F811
 ) -> None:
-    """The L1 append's own statement sends the change notice: b drops what it knew of main's staging
-    (its listing and a file it has read), though it would trust both for an hour (head_ttl)."""
+    """The L1 append's own statement sends the change notice (a paced one: the second write's, within ``PACE_S``
+    of the first, goes owed by the pacer, stop 51): b drops what it knew of main's staging (its listing and a
+    file it has read), though it would trust both for an hour (head_ttl)."""
     a, b = notified_lsm
     main_a, main_b = (os.path.join(m.mountpoint, "demo/main") for m in (a, b))
     assert os.listdir(main_b) == [".lakefs"]

@@ -304,6 +304,62 @@ def test_a_burst_of_stagings_sends_its_first_notice_and_one_owed_naming_every_di
     raise AssertionError("three stagings never fit in the pace in five attempts")
 
 
+def test_a_burst_of_lsm_appends_is_paced_as_stagings_are(pg_cluster: PgCluster, pg_url: str) -> None:
+    """Stop 51: an append's notice wakes every listening backend too, so appends are paced as ``sql`` stagings
+    are: the first carries its file (``learn``), the appends within ``PACE_S`` send none, and one notice follows
+    naming the directories of their one-key files, or the whole branch once a wider file is among them."""
+    from lakemount.block import MemoryAdapter
+    from lakemount.cache.ram import RamCache
+    from lakemount.catalog.kept import changed_dirs
+    from lakemount.graveler.staging.lsm import LsmStaging
+    from lakemount.metastore.staging_lists import SqlStagingLists
+
+    for attempt in range(5):  # a loaded machine may take longer than the pace for the appends: try again
+        repo = f"rl{attempt}"
+        with _listening(pg_url, repo, f"l{attempt}") as (writer, batches):
+            _drain(writer, batches)
+            staging = LsmStaging(SqlStagingLists(writer), MemoryAdapter(), RamCache(1 << 20), lambda r: "mem://ns")
+            t = time.monotonic()
+            for d in ("a", "b", "c"):
+                staging.stage(repo, "main", [(f"{d}/f".encode(), b"v" * 17)])
+            if time.monotonic() - t >= notify.PACE_S:
+                continue
+            assert (writer.pacer.inline_sent, writer.pacer.held) == (1, 2)
+            got = [c for c in _drain(writer, batches) if c.kind == "staging" and c.repo == repo]
+            assert len(got) == 2, got
+            assert changed_dirs(got[0].detail) is None and got[0].detail  # the first append's file rides along
+            assert changed_dirs(got[1].detail) == ["b", "c"], got
+            t = time.monotonic()
+            staging.stage(repo, "main", [(b"d/f", b"v" * 17)])
+            staging.stage(repo, "main", [(b"e/f", b"v" * 17), (b"f/g", b"v" * 17)])  # a file of two keys
+            if time.monotonic() - t >= notify.PACE_S:
+                continue
+            later = [c for c in _drain(writer, batches) if c.kind == "staging" and c.repo == repo]
+            assert [c.detail for c in later] == [""], later  # the owed notice: the whole branch
+            assert writer.pacer.held == 4
+            return
+    raise AssertionError("the appends never fit in the pace in five attempts")
+
+
+def test_an_lsm_append_that_failed_leaves_the_next_to_send_its_own_notice(pg_cluster: PgCluster, pg_url: str) -> None:
+    """An append the pacer let send its notice that inserted nothing (no such branch) sent none: the branch's next
+    append sends its own at once, not owed a pace later."""
+    from lakemount.block import MemoryAdapter
+    from lakemount.cache.ram import RamCache
+    from lakemount.errors import BranchNotFound
+    from lakemount.graveler.staging.lsm import LsmStaging
+    from lakemount.metastore.staging_lists import SqlStagingLists
+
+    with _listening(pg_url, "rf", "f0") as (writer, batches):
+        _drain(writer, batches)
+        staging = LsmStaging(SqlStagingLists(writer), MemoryAdapter(), RamCache(1 << 20), lambda r: "mem://ns")
+        with pytest.raises(BranchNotFound):
+            staging.stage("rf", "gone", [(b"a/f", b"v" * 17)])
+        assert writer.pacer.inline_sent == 1 and writer.pacer.held == 0
+        assert writer.pacer.inline("rf", "gone")  # nothing noted as sent for the branch: the next goes at once
+        assert [c for c in _drain(writer, batches) if c.kind == "staging"] == []
+
+
 def test_a_listener_redelivers_a_paced_branch_whose_sender_went_quiet(pg_cluster: PgCluster, pg_url: str) -> None:
     """A paced notice is a lease: its sender may stage unannounced for ``PACE_S`` and die before its owed notice,
     so ``LEASE_S`` after the last one the listener delivers the branch as changed as a whole."""
