@@ -191,6 +191,7 @@ class Cluster:
         self._closed = False
         self._spark: list[subprocess.Popen[bytes]] = []
         self._spark_hosts: list[Host] = []
+        self._spark_runs = 0
         self._prev_term: Any = None
 
     # -- lifecycle -----------------------------------------------------------------
@@ -481,7 +482,8 @@ class Cluster:
         """A standalone master on ``master`` and a worker on each of ``workers``; returns the master URL."""
         spark_class = os.path.join(self.spark_env(master, spark_python)["SPARK_HOME"], "bin", "spark-class")
         url = f"spark://{master.ip}:7077"
-        tag = str(len(self._spark))
+        tag = str(self._spark_runs)  # a log of its own per start: a master log read again would list the workers of a run before
+        self._spark_runs += 1
         self._spark_hosts += [master, *workers]
         mlog = f"{master.home}/master{tag}.log"
         self._spark.append(master.spawn(spark_class, "org.apache.spark.deploy.master.Master", "--host", master.ip, "--port", "7077",
