@@ -373,7 +373,8 @@ def test_a_server_worker_freezes_its_heap_with_the_parquet_writer_in_it(tmp_path
     home = tmp_path / "home"
     home.mkdir()
     script = textwrap.dedent("""
-        import gc, sys, time
+        import gc, sys, threading, time
+        from lakemount.audit.log import FLUSHER
         from lakemount.config import load
         from lakemount.gateway.server import build_asgi
         from lakemount.gateway.settings import from_config
@@ -381,10 +382,20 @@ def test_a_server_worker_freezes_its_heap_with_the_parquet_writer_in_it(tmp_path
         config = load(None)
         asgi = build_asgi(config, from_config(config))  # as a worker does (gateway/server.py:_worker)
         settle_worker_heap()
-        deadline = time.monotonic() + 60  # the old flusher thread's imports: let them end before counting
-        while "pyarrow.parquet" not in sys.modules and time.monotonic() < deadline:
+        flusher = next(t for t in threading.enumerate() if t.name == FLUSHER)
+
+        def idle():  # the flusher waits out its interval: what it does first (its name, its imports) has ended
+            f = sys._current_frames().get(flusher.ident)
+            while f is not None:
+                if f.f_code.co_name == "wait" and f.f_code.co_filename == threading.__file__ and f.f_back.f_code.co_name == "_run":
+                    return True
+                f = f.f_back
+            return False
+
+        deadline = time.monotonic() + 60
+        while not idle():
+            assert time.monotonic() < deadline, "the flusher thread never came to wait for its interval"
             time.sleep(0.01)
-        time.sleep(0.5)
         print(len(gc.get_objects()), flush=True)
     """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
