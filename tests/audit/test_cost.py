@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import io
+import json
 import os
 import random
 import subprocess
@@ -325,29 +326,43 @@ def test_one_flush_of_two_repositories_writes_each_its_own_records(lake: Lake) -
 def test_a_server_loads_the_parquet_writer_at_start_not_at_its_first_flush(tmp_path: Path) -> None:
     """Importing pyarrow's Parquet writer and its compute functions (the time column) holds the GIL for half a second:
     a long-running process pays it as it starts, before any request, not at its first flush in the middle of the
-    requests that filled the buffer."""
+    requests that filled the buffer.  The child names the thread that imported each module (the import system asks
+    the finders once per module) and counts the flushes: by the time ``start()`` returns, its caller imported both
+    and no flush ran, so nothing is waited for."""
     home = tmp_path / "home"
     home.mkdir()
     script = textwrap.dedent("""
-        import sys, time
+        import importlib.abc, json, sys, threading
         from lakemount.app import App
         from lakemount.config import load
+
+        importers = {}
+
+        class Importers(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name in ("pyarrow.parquet", "pyarrow.compute"):
+                    importers.setdefault(name, threading.current_thread().name)
+                return None  # the other finders import it
+
+        sys.meta_path.insert(0, Importers())
         app = App(load(None))
         assert "pyarrow.parquet" not in sys.modules and "pyarrow.compute" not in sys.modules
+        flushes = []
+        flush = app.audit.flush
+        app.audit.flush = lambda **kw: flushes.append(threading.current_thread().name) or flush(**kw)
         app.audit.start()
-        deadline = time.monotonic() + 60
-        loaded = lambda: "pyarrow.parquet" in sys.modules and "pyarrow.compute" in sys.modules
-        while not loaded() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.5)  # a flush that ran meanwhile would show in the counter
-        print(int(loaded()), app.audit.counters["written"], flush=True)
+        loaded = "pyarrow.parquet" in sys.modules and "pyarrow.compute" in sys.modules
+        print(json.dumps({"loaded": loaded, "importers": importers, "flushes": flushes,
+                          "written": app.audit.counters["written"]}, sort_keys=True), flush=True)
         app.close()
     """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}
     env.update(LAKEMOUNT_HOME=str(home), LAKEMOUNT_AUDIT_FLUSH_S="3600", PYTHONPATH=str(Path(__file__).parents[2]))
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["1", "0"]  # loaded, and not by a flush (none ran: nothing was written)
+    # loaded, by the caller of start() (not the flusher thread), and not by a flush (none ran: none was called)
+    assert json.loads(out.stdout) == {"loaded": True, "flushes": [], "written": 0,
+                                      "importers": {"pyarrow.compute": "MainThread", "pyarrow.parquet": "MainThread"}}
 
 
 def test_a_server_worker_freezes_its_heap_with_the_parquet_writer_in_it(tmp_path: Path) -> None:
@@ -358,7 +373,8 @@ def test_a_server_worker_freezes_its_heap_with_the_parquet_writer_in_it(tmp_path
     home = tmp_path / "home"
     home.mkdir()
     script = textwrap.dedent("""
-        import gc, sys, time
+        import gc, sys, threading, time
+        from lakemount.audit.log import FLUSHER
         from lakemount.config import load
         from lakemount.gateway.server import build_asgi
         from lakemount.gateway.settings import from_config
@@ -366,10 +382,20 @@ def test_a_server_worker_freezes_its_heap_with_the_parquet_writer_in_it(tmp_path
         config = load(None)
         asgi = build_asgi(config, from_config(config))  # as a worker does (gateway/server.py:_worker)
         settle_worker_heap()
-        deadline = time.monotonic() + 60  # the old flusher thread's imports: let them end before counting
-        while "pyarrow.parquet" not in sys.modules and time.monotonic() < deadline:
+        flusher = next(t for t in threading.enumerate() if t.name == FLUSHER)
+
+        def idle():  # the flusher waits out its interval: what it does first (its name, its imports) has ended
+            f = sys._current_frames().get(flusher.ident)
+            while f is not None:
+                if f.f_code.co_name == "wait" and f.f_code.co_filename == threading.__file__ and f.f_back.f_code.co_name == "_run":
+                    return True
+                f = f.f_back
+            return False
+
+        deadline = time.monotonic() + 60
+        while not idle():
+            assert time.monotonic() < deadline, "the flusher thread never came to wait for its interval"
             time.sleep(0.01)
-        time.sleep(0.5)
         print(len(gc.get_objects()), flush=True)
     """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEMOUNT_")}

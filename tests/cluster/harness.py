@@ -190,6 +190,8 @@ class Cluster:
         self.secret_key = uuid.uuid4().hex + uuid.uuid4().hex  # auth.encrypt.secret_key shared by every host
         self._closed = False
         self._spark: list[subprocess.Popen[bytes]] = []
+        self._spark_hosts: list[Host] = []
+        self._spark_runs = 0
         self._prev_term: Any = None
 
     # -- lifecycle -----------------------------------------------------------------
@@ -480,7 +482,9 @@ class Cluster:
         """A standalone master on ``master`` and a worker on each of ``workers``; returns the master URL."""
         spark_class = os.path.join(self.spark_env(master, spark_python)["SPARK_HOME"], "bin", "spark-class")
         url = f"spark://{master.ip}:7077"
-        tag = str(len(self._spark))
+        tag = str(self._spark_runs)  # a log of its own per start: a master log read again would list the workers of a run before
+        self._spark_runs += 1
+        self._spark_hosts += [master, *workers]
         mlog = f"{master.home}/master{tag}.log"
         self._spark.append(master.spawn(spark_class, "org.apache.spark.deploy.master.Master", "--host", master.ip, "--port", "7077",
                                         "--webui-port", "8080", env=self.spark_env(master, spark_python), log=mlog))
@@ -499,7 +503,10 @@ class Cluster:
         raise TimeoutError(f"Spark workers did not register: {log[-2000:]}")
 
     def stop_spark(self) -> None:
-        """Stop the Spark master and workers (and their executors)."""
+        """Stop the Spark master and workers, and wait until their executors (and the executors' Python workers)
+        are gone too: a worker kills its executors as it stops, but leaves one behind when it is killed itself or
+        the executor outlives its 10 s to die; PySpark's workers end once their executor has."""
+        hosts, self._spark_hosts = self._spark_hosts, []
         for p in self._spark:
             p.terminate()
         for p in self._spark:
@@ -507,8 +514,12 @@ class Cluster:
                 p.wait(30)
             except subprocess.TimeoutExpired:
                 p.kill()
+                p.wait(30)
         self._spark.clear()
-        time.sleep(1)
+        end = time.monotonic() + 60
+        while left := spark_processes(hosts):
+            assert time.monotonic() < end, f"Spark processes outlived their master and workers by 60 s: {left}"
+            time.sleep(0.1)
 
     def map_name(self, host: Host, name: str, ip: str) -> None:
         """Make ``name`` (one or more, space-separated) resolve to ``ip`` on ``host`` only (a bind mount over /etc/hosts in its mount namespace)."""
@@ -545,6 +556,21 @@ def cluster(names: Sequence[str], *, deadline: float = 600, mounts: Sequence[str
         for name in mounts:
             c.add_mount(c[name], mount_args)
         yield c
+
+
+def spark_processes(hosts: Sequence[Host]) -> list[str]:
+    """The processes of Spark on ``hosts`` (its JVMs run ``org.apache.spark`` classes; PySpark's workers, module
+    ``pyspark.daemon``), as ``host:pid command``."""
+    found = []
+    for h in {h.name: h for h in hosts}.values():
+        for pid in _run("ip", "netns", "pids", h.ns, check=False).stdout.split():
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # ended meanwhile
+            if running(int(pid)) and any("org.apache.spark" in a or "pyspark" in a for a in argv):
+                found.append(f"{h.name}:{pid} {' '.join(argv)[:300]}")
+    return found
 
 
 def running(pid: int) -> bool:

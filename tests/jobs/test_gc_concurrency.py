@@ -35,6 +35,7 @@ class Writer(threading.Thread):
         self.rng = random.Random(seed)
         self.ops = self.commits = self.revived = 0
         self.done: list[tuple[str, float, float]] = []  # (kind, monotonic start, monotonic end) of each operation
+        self.landed = threading.Event()  # its first operation ended (or it failed): the writer is under way
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -43,6 +44,8 @@ class Writer(threading.Thread):
                 self.step()
         except BaseException as exc:  # reported by the test
             self.error = exc
+        finally:
+            self.landed.set()  # a writer that ends is not waited for
 
     def step(self) -> None:
         m, rng, branch = self.m, self.rng, self.branch
@@ -71,6 +74,7 @@ class Writer(threading.Thread):
             time.sleep(0.005)
             return
         self.done.append((kind, start, time.monotonic()))
+        self.landed.set()
 
 
 class Phases:
@@ -112,7 +116,8 @@ def test_gc_while_writers_write_and_commit(app: App, spark: Any) -> None:
         w.start()
     phases = Phases()
     try:
-        time.sleep(0.5)
+        for w in writers:  # GC starts once every writer's first operation landed
+            assert w.landed.wait(60), f"{w.name} ended no operation in 60 s"
         first = run_gc(app, "lake", min_age=0, observer=phases)
         run_gc(app, "lake", min_age=0, observer=phases)
     finally:
