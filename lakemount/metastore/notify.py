@@ -157,6 +157,7 @@ class Pacer:
         self._due: dict[tuple[str, str], float] = {}  # when each owed notice goes
         self._wake = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
+        self._paying = 0  # owed notices taken off ``_due`` and not yet sent (or failed)
         self.inline_sent = 0  # notices sent with their staging
         self.owed_sent = 0  # notices sent for stagings that sent none
         self.held = 0  # stagings that sent no notice of their own
@@ -201,11 +202,15 @@ class Pacer:
                 self._wake.notify()
 
     def flush(self) -> None:
-        """Send every owed notice now, on the calling thread (tests; a process about to stop)."""
+        """Send every owed notice now, on the calling thread (tests; a process about to stop), and wait for
+        the one the pacer's thread may be sending: on return every owed notice was sent (or failed)."""
         with self._lock:
             keys = list(self._due)
         for key in keys:
             self._pay(key)
+        with self._lock:
+            while self._paying:
+                self._wake.wait()
 
     def _run(self) -> None:
         while True:
@@ -224,12 +229,17 @@ class Pacer:
                 return
             dirs = self._owed.pop(key)
             self._last[key] = time.monotonic()
+            self._paying += 1
         try:
             self._send(key[0], key[1], "" if dirs is None else _dirs_text(dirs))
             self.owed_sent += 1
         except Exception as exc:  # the listeners' lease re-delivers the branch: log, never raise on a timer
             log.warning("owed change notice of %s/%s not sent: %s (listeners drop the branch at their lease's end)",
                         key[0], key[1], one_line(exc))
+        finally:
+            with self._lock:
+                self._paying -= 1
+                self._wake.notify_all()
 
 
 Callback = Callable[[list[Change] | None], None]

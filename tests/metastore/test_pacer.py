@@ -51,3 +51,30 @@ def test_after_a_failed_staging_that_was_to_send_the_notice_the_next_sends_its_o
     pacer.failed("r", "main")
     assert pacer.inline("r", "main")
     assert not pacer.inline("r", "main")
+
+
+def test_flush_returns_only_once_the_notice_the_pacers_thread_is_sending_went() -> None:
+    """Otherwise a caller that flushes and then sends a notice of its own (a test's marker, a process about to
+    stop) could have its notice committed before the owed one the thread was still sending (stop 51's loop
+    found ``test_notify``'s directories test missing the owed notice: the thread had taken it off the queue)."""
+    sending = threading.Event()
+    release = threading.Event()
+    sent: list[str] = []
+
+    def send(repo: str, branch: str, detail: str) -> None:
+        sending.set()
+        assert release.wait(30), "the test never released the owed notice"
+        sent.append(detail)
+
+    pacer = notify.Pacer(send, pace=0.05)
+    assert pacer.inline("r", "main") and not pacer.inline("r", "main")
+    pacer.owe("r", "main", notify.dirs_detail([b"a/f"]))
+    assert sending.wait(10), "the pacer's thread never sent the owed notice"
+    flushed = threading.Event()
+    flusher = threading.Thread(target=lambda: (pacer.flush(), flushed.set()))
+    flusher.start()
+    assert not flushed.wait(0.5), "flush returned while the owed notice was still being sent"
+    release.set()
+    assert flushed.wait(10), "flush never returned after the owed notice went"
+    flusher.join(10)
+    assert [changed_dirs(d) for d in sent] == [["a"]] and pacer.owed_sent == 1
