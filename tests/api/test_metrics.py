@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -60,8 +60,22 @@ def snapshot_files(served: Served, server: str) -> list[str]:
     return sorted(n for n in os.listdir(metrics.directory(str(served.home))) if n.startswith(server + "-"))
 
 
+def _until_both_workers_published(served: Served, server: str, hit: Callable[[], object]) -> None:
+    """Send ``hit`` (a request on a fresh connection, of an operation the test does not count exactly) until both
+    workers of ``server`` published a snapshot: they share one listening socket, so which one accepts is up to
+    them, and on a loaded machine one took every counted request once (stop 51), leaving the sum over one."""
+    deadline = time.monotonic() + 60
+    while len(snapshot_files(served, server)) < 2:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"a {server} worker served nothing in 60 s: {snapshot_files(served, server)}")
+        hit()
+        time.sleep(0.05)
+
+
 def test_metrics_sum_both_servers_workers_exactly(two_by_two: Served) -> None:
     served = two_by_two
+    _until_both_workers_published(served, "api", lambda: requests.get(f"{served.api}/api/v1/healthcheck", timeout=30))
+    _until_both_workers_published(served, "s3", lambda: requests.get(f"{served.gateway.url}/", timeout=30))
     s3 = served.gateway.client()
     bucket = served.gateway.bucket(s3)
     s3.put_object(Bucket=bucket, Key="main/k", Body=BODY)
