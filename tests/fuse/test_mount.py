@@ -574,9 +574,9 @@ def test_a_directory_being_filled_answers_the_kernels_getattr_after_each_create_
     from lakemount.fuse import kflags
 
     assert kflags._wraps_flush, "the shim does not see the session's requests"
-    # No head check while the directory fills: a check finding the branch's staging moved (by these creates)
-    # queues kernel invalidations, before which the shim drops what it kept, so how many GETATTRs reached
-    # Python depended on how long the 50 creates took (6 in a full run beside two loops, stop 51).
+    # The shim keeps attributes for their timeout, capped at 1 s: the tests' --head-ttl 0.2 made that 0.2 s, so
+    # how many GETATTRs reached Python depended on how fast the next create came (6 in a full run beside two
+    # loops, stop 51); a long --head-ttl leaves the 1 s cap, and no head check while the directory fills.
     m = mounts(args=("--head-ttl", "3600"))
     d = f"{m.mountpoint}/{REPO}/main/fill"
     os.mkdir(d)
