@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import sqlalchemy as sa
 
@@ -27,6 +25,7 @@ from lakemount.auth import (
 )
 from lakemount.auth.cache import CachedDecisions
 from lakemount.errors import InvalidArgument
+from tests.auth.cache_clock import CacheClock
 
 
 def test_groups_lifecycle(store: SqlAuthStore) -> None:
@@ -179,20 +178,6 @@ def test_authorize_is_one_query_whatever_the_groups(store: SqlAuthStore, engine:
     finally:
         sa.event.remove(engine, "before_cursor_execute", count)
     assert len(statements) == 2, statements
-
-
-class CacheClock:
-    """``lakemount.auth.cache``'s ``time`` with a ``monotonic`` the test moves: "still cached" holds however long
-    the machine takes between two calls, and the ttl passes when the test says so."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def monotonic(self) -> float:
-        return self.t
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(time, name)
 
 
 def test_cached_decision_revoked_after_ttl_or_clear(store: SqlAuthStore, monkeypatch: pytest.MonkeyPatch) -> None:

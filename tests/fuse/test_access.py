@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import pwd
-import time
 
 import pytest
 
@@ -12,6 +11,7 @@ from lakemount.auth.policies import Action
 from lakemount.errors import InvalidArgument
 from lakemount.fuse.access import MountAccess, parse_users
 from lakemount.fuse.errno import FsError
+from tests.auth.cache_clock import CacheClock
 
 OWNERS = frozenset({1000, 0})
 
@@ -35,19 +35,6 @@ def test_owners_act_as_the_mount_mapped_uids_get_their_users_policy_others_nothi
             access.check(uid, repo, write)
         assert info.value.errno == errno.EACCES, (uid, repo, write)
     assert asked == [("ana", Action.READ_REPO, "sales"), ("ana", Action.WRITE_REPO, "sales"), ("ana", Action.READ_REPO, "hr")]
-
-
-class CacheClock:
-    """``lakemount.auth.cache``'s ``time`` with a ``monotonic`` the test moves: the ttl passes when the test says."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def monotonic(self) -> float:
-        return self.t
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(time, name)
 
 
 def test_a_decision_is_cached_until_the_ttl_then_a_changed_policy_applies(monkeypatch: pytest.MonkeyPatch) -> None:
