@@ -21,6 +21,22 @@
  * closing thread, and the GETXATTR handler, to answer security.* names in C) and
  * ``fuse_session_mount`` (to add FUSE_HANDLE_KILLPRIV_V2 to the INIT reply); see
  * lakemount/fuse/kflags.py.
+ *
+ * Stop 52 (issue 36): a fast path past pyfuse3's request loop.  pyfuse3 answers every request in a trio task
+ * (a lock, a wait for the fd through the scheduler, a coroutine per request); for a small file's LOOKUP,
+ * CREATE, WRITE, FLUSH and RELEASE the core usually needs no I/O at all.  With an object registered by the
+ * adapter (set_fast), this module's wrappers of those five handlers call its fast_* method synchronously, on
+ * the loop thread with the GIL held as pyfuse3's handlers are, with plain arguments; the method answers from
+ * memory (under the core's nonblocking(), which raises NeedsThread before changing anything) and returns what
+ * is replied here (an entry, a create's entry and open flags, a write's count, 0, or -errno), or None: then
+ * pyfuse3's own handler takes the request as before.  After a request answered here (these five, a kept
+ * GETATTR, a security.* GETXATTR) the wrapper drains: while the session fd has a request waiting (poll with
+ * timeout 0), at most DRAIN_MOST times, it reads it into a buffer of its own and hands it to libfuse's
+ * fuse_session_process_buf, which dispatches it to the wrapped table again.  A request that reaches a pyfuse3
+ * handler (any op not answered here) stored a coroutine that pyfuse3's loop must await as soon as the outer
+ * process_buf returns: the drain stops at once then, as it does on a read that fails or ends the session
+ * (libfuse sets the session's exit flag on ENODEV; pyfuse3's loop sees it).  Reads in the drain go through
+ * io_read like pyfuse3's, so the kept-attribute drops and the INIT bookkeeping see every request.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -30,7 +46,10 @@
 #include <errno.h>
 #include <fuse3/fuse_lowlevel.h>
 #include <linux/fuse.h>
+#include <poll.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -54,6 +73,16 @@ typedef int (*session_fd_fn)(struct fuse_session *);
 typedef int (*custom_io_fn)(struct fuse_session *, const struct fuse_custom_io *, int);
 typedef void (*getattr_fn)(fuse_req_t, fuse_ino_t, struct fuse_file_info *);
 typedef int (*reply_attr_fn)(fuse_req_t, const struct stat *, double);
+typedef void (*lookup_fn)(fuse_req_t, fuse_ino_t, const char *);
+typedef void (*create_fn)(fuse_req_t, fuse_ino_t, const char *, mode_t, struct fuse_file_info *);
+typedef void (*write_buf_fn)(fuse_req_t, fuse_ino_t, struct fuse_bufvec *, off_t, struct fuse_file_info *);
+typedef void (*release_fn)(fuse_req_t, fuse_ino_t, struct fuse_file_info *);
+typedef int (*reply_entry_fn)(fuse_req_t, const struct fuse_entry_param *);
+typedef int (*reply_create_fn)(fuse_req_t, const struct fuse_entry_param *, const struct fuse_file_info *);
+typedef int (*reply_write_fn)(fuse_req_t, size_t);
+typedef int (*receive_buf_fn)(struct fuse_session *, struct fuse_buf *);
+typedef void (*process_buf_fn)(struct fuse_session *, const struct fuse_buf *);
+typedef int (*session_exited_fn)(struct fuse_session *);
 
 static reply_open_fn real_reply_open = NULL;
 static req_ctx_fn real_req_ctx = NULL; /* this module links no libfuse: its functions are looked up at load */
@@ -72,6 +101,33 @@ static unsigned long long requests_read = 0; /* requests read from /dev/fuse so 
 static unsigned long long drops = 0; /* times every kept attribute was dropped (a request that may change a directory
                                       * read, or a drop from Python): keep_attr refuses attributes computed before one */
 static unsigned long long answered_getattrs = 0; /* answered here from kept attributes, never reaching Python */
+
+/* The fast path (stop 52): pyfuse3's handlers it wraps, libfuse's functions it calls, the adapter's methods. */
+static lookup_fn pyfuse3_lookup = NULL;
+static create_fn pyfuse3_create = NULL;
+static write_buf_fn pyfuse3_write_buf = NULL;
+static release_fn pyfuse3_release = NULL;
+static reply_entry_fn real_reply_entry = NULL;
+static reply_create_fn real_reply_create = NULL;
+static reply_write_fn real_reply_write = NULL;
+static receive_buf_fn real_receive_buf = NULL;
+static process_buf_fn real_process_buf = NULL;
+static session_exited_fn real_session_exited = NULL;
+static struct fuse_session *session = NULL; /* the session made through fuse_session_new (one per process) */
+enum { F_LOOKUP, F_CREATE, F_WRITE, F_FLUSH, F_RELEASE, F_OPS };
+static const char *const fast_names[F_OPS] = {"fast_lookup", "fast_create", "fast_write", "fast_flush", "fast_release"};
+static PyObject *fast[F_OPS]; /* the registered object's bound methods; NULL: that op goes to pyfuse3 */
+static unsigned long long fast_answered[F_OPS]; /* answered here from the method's result */
+static unsigned long long fast_declined[F_OPS]; /* the method said "needs a thread": pyfuse3's handler took it */
+static unsigned long long fast_failed = 0; /* the method raised or answered nonsense: EIO (a bug, logged) */
+#define DRAIN_MOST 64 /* requests read by one drain at most, so the loop's other tasks run between drains */
+static int drain_on = 0;
+static int draining = 0; /* inside a drain: a request answered here does not start another */
+static int answered_here = 0; /* the request just dispatched was answered in this module (no coroutine stored) */
+static unsigned long long drains = 0; /* drains that read at least one request */
+static unsigned long long drained = 0; /* requests read and dispatched by drains */
+static unsigned long long drained_to_python = 0; /* of them, those that went to a pyfuse3 handler (ending a drain) */
+static struct fuse_buf drain_buf; /* the drain's own read buffer (allocated by libfuse on first use) */
 
 /* A directory's attributes kept by the adapter right after a create in it (the kernel drops them at every
  * create and asks again before the next name's permission check): the next GETATTR of that inode is answered
@@ -106,6 +162,255 @@ static int killpriv_offered = 0;
 static int killpriv_granted = 0;
 static struct fuse_lowlevel_ops wrapped_ops;
 
+/* Read and dispatch the requests already waiting on the session fd, after one answered here (see the header
+ * comment).  Stops at DRAIN_MOST, when none is waiting, when a read fails or ends the session (EINTR, EAGAIN:
+ * nothing to read now; ENODEV or an unmount: libfuse sets the exit flag, which pyfuse3's loop checks next), or
+ * as soon as a request was not answered here: its pyfuse3 handler stored a coroutine (pyfuse3's py_retval)
+ * that pyfuse3's loop awaits when the outer fuse_session_process_buf returns; one more request dispatched
+ * would overwrite it. */
+static void drain(void) {
+    int fd = real_session_fd(session);
+    int n = 0;
+    draining = 1;
+    while (n < DRAIN_MOST && !real_session_exited(session)) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
+            break;
+        drain_buf.flags = 0;
+        drain_buf.pos = 0;
+        if (real_receive_buf(session, &drain_buf) <= 0)
+            break;
+        n++;
+        answered_here = 0;
+        real_process_buf(session, &drain_buf);
+        if (!answered_here) {
+            drained_to_python++;
+            break;
+        }
+    }
+    draining = 0;
+    if (n > 0) {
+        drains++;
+        drained += n;
+    }
+}
+
+/* A request was answered in this module: note it (a drain goes on after it), and drain if not draining. */
+static void answered_in_c(void) {
+    answered_here = 1;
+    if (drain_on && !draining && session != NULL)
+        drain();
+}
+
+/* The adapter's method failed (a bug: the adapter maps every error of the core to an errno itself). */
+static void fast_failure(fuse_req_t req, PyObject *callable) {
+    fast_failed++;
+    PyErr_WriteUnraisable(callable);
+    real_reply_err(req, EIO);
+}
+
+/* r: what the fast method returned (a new reference, or NULL if it raised); op: which one.  0: it said None
+ * (needs a thread, or not for the fast path): the caller hands the request to pyfuse3's handler.  1: answered
+ * (an error reply for a negative int; else *value is set, a new reference, for the caller to reply with). */
+static int take_result(fuse_req_t req, PyObject *r, int op, PyObject **value) {
+    *value = NULL;
+    if (r == NULL) {
+        fast_failure(req, fast[op]);
+        answered_in_c();
+        return 1;
+    }
+    if (r == Py_None) {
+        Py_DECREF(r);
+        fast_declined[op]++;
+        return 0;
+    }
+    if (PyLong_Check(r)) {
+        long v = PyLong_AsLong(r);
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(r);
+            fast_failure(req, fast[op]);
+            answered_in_c();
+            return 1;
+        }
+        if (v < 0) {
+            Py_DECREF(r);
+            fast_answered[op]++;
+            real_reply_err(req, (int)-v);
+            answered_in_c();
+            return 1;
+        }
+    }
+    *value = r;
+    return 1;
+}
+
+/* FLUSH and RELEASE: 0 (or a negative errno) replied as an error code. */
+static int reply_status(fuse_req_t req, PyObject *r, int op) {
+    PyObject *v;
+    if (!take_result(req, r, op, &v))
+        return 0;
+    if (v != NULL) {
+        long code = PyLong_Check(v) ? PyLong_AsLong(v) : -1;
+        Py_DECREF(v);
+        if (code != 0) {
+            PyErr_SetString(PyExc_TypeError, "a fast flush or release answers 0, -errno or None");
+            fast_failure(req, fast[op]);
+        } else {
+            fast_answered[op]++;
+            real_reply_err(req, 0);
+        }
+        answered_in_c();
+    }
+    return 1;
+}
+
+static void set_ns(struct timespec *t, long long ns) { /* floor division, as pyfuse3's st_*time_ns setters */
+    long long s = ns / 1000000000LL, r = ns % 1000000000LL;
+    if (r < 0) {
+        r += 1000000000LL;
+        s--;
+    }
+    t->tv_sec = (time_t)s;
+    t->tv_nsec = (long)r;
+}
+
+/* An entry from the adapter's tuple (ino, entry_timeout, attr_timeout, mode, nlink, uid, gid, rdev, size,
+ * blksize, blocks, atime_ns, mtime_ns, ctime_ns[, fh, direct_io, keep_cache]), as pyfuse3's EntryAttributes
+ * holds it (generation 0; inode 0 is a negative entry). */
+static int parse_entry(PyObject *v, struct fuse_entry_param *e, struct fuse_file_info *fi) {
+    unsigned long long ino, rdev, size, blocks, fh = 0;
+    unsigned int mode, nlink, uid, gid;
+    long blksize;
+    long long atime, mtime, ctime;
+    double entry_timeout, attr_timeout;
+    int direct_io = 0, keep_cache = 0;
+    if (!PyTuple_Check(v)) {
+        PyErr_SetString(PyExc_TypeError, "a fast lookup or create answers a tuple, -errno or None");
+        return 0;
+    }
+    if (fi == NULL ? !PyArg_ParseTuple(v, "KddIIIIKKlKLLL", &ino, &entry_timeout, &attr_timeout, &mode, &nlink, &uid,
+                                       &gid, &rdev, &size, &blksize, &blocks, &atime, &mtime, &ctime)
+                   : !PyArg_ParseTuple(v, "KddIIIIKKlKLLLKpp", &ino, &entry_timeout, &attr_timeout, &mode, &nlink, &uid,
+                                       &gid, &rdev, &size, &blksize, &blocks, &atime, &mtime, &ctime, &fh, &direct_io,
+                                       &keep_cache))
+        return 0;
+    memset(e, 0, sizeof(*e));
+    e->ino = ino;
+    e->generation = 0;
+    e->entry_timeout = entry_timeout;
+    e->attr_timeout = attr_timeout;
+    e->attr.st_ino = ino;
+    e->attr.st_mode = mode;
+    e->attr.st_nlink = nlink;
+    e->attr.st_uid = uid;
+    e->attr.st_gid = gid;
+    e->attr.st_rdev = rdev;
+    e->attr.st_size = size;
+    e->attr.st_blksize = blksize;
+    e->attr.st_blocks = blocks;
+    set_ns(&e->attr.st_atim, atime);
+    set_ns(&e->attr.st_mtim, mtime);
+    set_ns(&e->attr.st_ctim, ctime);
+    if (fi != NULL) { /* as pyfuse3's FileInfo._copy_to_fuse */
+        fi->fh = fh;
+        fi->direct_io = direct_io ? 1 : 0;
+        fi->keep_cache = keep_cache ? 1 : 0;
+        fi->nonseekable = 0;
+    }
+    return 1;
+}
+
+static void lookup_fast(fuse_req_t req, fuse_ino_t parent, const char *name) {
+    if (fast[F_LOOKUP] != NULL) {
+        const struct fuse_ctx *ctx = real_req_ctx(req);
+        PyObject *v, *r = PyObject_CallFunction(fast[F_LOOKUP], "Ky#III", (unsigned long long)parent, name,
+                                                (Py_ssize_t)strlen(name), (unsigned)ctx->uid, (unsigned)ctx->gid,
+                                                (unsigned)ctx->pid);
+        if (take_result(req, r, F_LOOKUP, &v)) {
+            if (v != NULL) {
+                struct fuse_entry_param e;
+                int ok = parse_entry(v, &e, NULL);
+                Py_DECREF(v);
+                if (ok) {
+                    fast_answered[F_LOOKUP]++;
+                    real_reply_entry(req, &e);
+                } else {
+                    fast_failure(req, fast[F_LOOKUP]);
+                }
+                answered_in_c();
+            }
+            return;
+        }
+    }
+    pyfuse3_lookup(req, parent, name);
+}
+
+static void create_fast(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
+    if (fast[F_CREATE] != NULL) {
+        const struct fuse_ctx *ctx = real_req_ctx(req);
+        PyObject *v, *r = PyObject_CallFunction(fast[F_CREATE], "Ky#IiIII", (unsigned long long)parent, name,
+                                                (Py_ssize_t)strlen(name), (unsigned)mode, fi->flags,
+                                                (unsigned)ctx->uid, (unsigned)ctx->gid, (unsigned)ctx->pid);
+        if (take_result(req, r, F_CREATE, &v)) {
+            if (v != NULL) {
+                struct fuse_entry_param e;
+                struct fuse_file_info out = *fi; /* pyfuse3 replies with a copy of the request's, its fields set */
+                int ok = parse_entry(v, &e, &out);
+                Py_DECREF(v);
+                if (ok) {
+                    fast_answered[F_CREATE]++;
+                    real_reply_create(req, &e, &out);
+                } else {
+                    fast_failure(req, fast[F_CREATE]);
+                }
+                answered_in_c();
+            }
+            return;
+        }
+    }
+    pyfuse3_create(req, parent, name, mode, fi);
+}
+
+/* WRITE (libfuse calls write_buf, pyfuse3 sets it): only data in memory in one piece (not spliced). */
+static void write_buf_fast(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_t off,
+                           struct fuse_file_info *fi) {
+    if (fast[F_WRITE] != NULL && bufv->count == 1 && bufv->idx == 0 && !(bufv->buf[0].flags & FUSE_BUF_IS_FD) &&
+        bufv->off <= bufv->buf[0].size) {
+        PyObject *v, *r;
+        PyObject *data = PyBytes_FromStringAndSize((const char *)bufv->buf[0].mem + bufv->off,
+                                                   (Py_ssize_t)(bufv->buf[0].size - bufv->off));
+        r = data == NULL ? NULL : PyObject_CallFunction(fast[F_WRITE], "KLO", (unsigned long long)fi->fh,
+                                                        (long long)off, data);
+        Py_XDECREF(data);
+        if (take_result(req, r, F_WRITE, &v)) {
+            if (v != NULL) {
+                long long n = PyLong_Check(v) ? PyLong_AsLongLong(v) : -1;
+                Py_DECREF(v);
+                if (n < 0) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_TypeError, "a fast write answers a count, -errno or None");
+                    fast_failure(req, fast[F_WRITE]);
+                } else {
+                    fast_answered[F_WRITE]++;
+                    real_reply_write(req, (size_t)n);
+                }
+                answered_in_c();
+            }
+            return;
+        }
+    }
+    pyfuse3_write_buf(req, ino, bufv, off, fi);
+}
+
+static void release_fast(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+    if (fast[F_RELEASE] != NULL) {
+        PyObject *r = PyObject_CallFunction(fast[F_RELEASE], "K", (unsigned long long)fi->fh);
+        if (reply_status(req, r, F_RELEASE))
+            return;
+    }
+    pyfuse3_release(req, ino, fi);
+}
+
 /* Closers of the flushes not yet taken by the adapter: fh -> thread id (0: two pending, unknown). */
 #define CLOSERS 256
 static struct {
@@ -133,7 +438,13 @@ static void note_closer(uint64_t fh, pid_t tid) {
 
 static void flush_noting_closer(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
     const struct fuse_ctx *ctx = real_req_ctx(req);
-    note_closer(fi->fh, ctx != NULL ? ctx->pid : 0);
+    pid_t tid = ctx != NULL ? ctx->pid : 0;
+    if (fast[F_FLUSH] != NULL) { /* the closer goes with the call: noted only for pyfuse3's handler */
+        PyObject *r = PyObject_CallFunction(fast[F_FLUSH], "Ki", (unsigned long long)fi->fh, (int)tid);
+        if (reply_status(req, r, F_FLUSH))
+            return;
+    }
+    note_closer(fi->fh, tid);
     pyfuse3_flush(req, ino, fi);
 }
 
@@ -145,6 +456,7 @@ static void getxattr_answering_here(fuse_req_t req, fuse_ino_t ino, const char *
     if (name != NULL && strncmp(name, "user.", 5) != 0) {
         answered_getxattrs++;
         real_reply_err(req, EOPNOTSUPP);
+        answered_in_c();
         return;
     }
     pyfuse3_getxattr(req, ino, name, size);
@@ -160,6 +472,7 @@ static void getattr_answering_here(fuse_req_t req, fuse_ino_t ino, struct fuse_f
             if (ctx != NULL && ctx->uid == kept[i].uid && before(&now, &kept[i].until)) {
                 answered_getattrs++;
                 real_reply_attr(req, &kept[i].st, kept[i].timeout);
+                answered_in_c();
                 return;
             }
         }
@@ -254,9 +567,32 @@ __attribute__((visibility("default"))) struct fuse_session *fuse_session_new(str
             pyfuse3_getattr = op->getattr;
             wrapped_ops.getattr = getattr_answering_here;
         }
+        if (real_reply_entry != NULL && real_reply_create != NULL && real_reply_write != NULL &&
+            real_receive_buf != NULL && real_process_buf != NULL && real_session_exited != NULL &&
+            real_session_fd != NULL) { /* the fast path: handlers that call the adapter's fast_* when it set them */
+            if (op->lookup != NULL) {
+                pyfuse3_lookup = op->lookup;
+                wrapped_ops.lookup = lookup_fast;
+            }
+            if (op->create != NULL) {
+                pyfuse3_create = op->create;
+                wrapped_ops.create = create_fast;
+            }
+            if (op->write_buf != NULL) {
+                pyfuse3_write_buf = op->write_buf;
+                wrapped_ops.write_buf = write_buf_fast;
+            }
+            if (op->release != NULL) {
+                pyfuse3_release = op->release;
+                wrapped_ops.release = release_fast;
+            }
+        }
         op = &wrapped_ops;
     }
-    return real_session_new(args, op, op_size, userdata);
+    free(drain_buf.mem); /* sized by the previous session */
+    memset(&drain_buf, 0, sizeof(drain_buf));
+    session = real_session_new(args, op, op_size, userdata);
+    return session;
 }
 
 __attribute__((visibility("default"))) int fuse_reply_open(fuse_req_t req, const struct fuse_file_info *f) {
@@ -383,7 +719,77 @@ static PyObject *kflags_keep_attr(PyObject *self, PyObject *args) {
     Py_RETURN_TRUE;
 }
 
+static PyObject *kflags_set_fast(PyObject *self, PyObject *args) {
+    /* set_fast(obj, drain): obj's fast_lookup, fast_create, fast_write, fast_flush, fast_release answer those
+     * requests first (a missing method: that op goes to pyfuse3 as before); None: none.  drain: read the waiting
+     * requests after one answered here. */
+    PyObject *obj;
+    int drain_requests;
+    if (!PyArg_ParseTuple(args, "Op", &obj, &drain_requests))
+        return NULL;
+    PyObject *got[F_OPS] = {NULL};
+    for (int i = 0; i < F_OPS && obj != Py_None; i++) {
+        got[i] = PyObject_GetAttrString(obj, fast_names[i]);
+        if (got[i] == NULL)
+            PyErr_Clear();
+    }
+    for (int i = 0; i < F_OPS; i++) {
+        Py_XSETREF(fast[i], got[i]);
+    }
+    drain_on = obj != Py_None && drain_requests;
+    Py_RETURN_NONE;
+}
+
+static PyObject *kflags_fast_counts(PyObject *self, PyObject *unused) {
+    /* {name: count} of the fast path so far (see the names below). */
+    static const char *const answered_names[F_OPS] = {"lookups", "creates", "writes", "flushes", "releases"};
+    PyObject *d = PyDict_New();
+    if (d == NULL)
+        return NULL;
+    for (int i = 0; i < F_OPS; i++) {
+        char name[48];
+        snprintf(name, sizeof(name), "fast_%s", answered_names[i]);
+        PyObject *v = PyLong_FromUnsignedLongLong(fast_answered[i]);
+        if (v == NULL || PyDict_SetItemString(d, name, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+        snprintf(name, sizeof(name), "declined_%s", answered_names[i]);
+        v = PyLong_FromUnsignedLongLong(fast_declined[i]);
+        if (v == NULL || PyDict_SetItemString(d, name, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    const char *const names[] = {"fast_failed", "drains", "drained", "drained_to_python"};
+    unsigned long long values[] = {fast_failed, drains, drained, drained_to_python};
+    for (int i = 0; i < 4; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(values[i]);
+        if (v == NULL || PyDict_SetItemString(d, names[i], v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+static PyObject *kflags_fast_wrapped(PyObject *self, PyObject *unused) {
+    /* Whether the session's LOOKUP, CREATE, WRITE and RELEASE pass through this module's fast wrappers. */
+    return PyBool_FromLong(pyfuse3_lookup != NULL && pyfuse3_create != NULL && pyfuse3_write_buf != NULL &&
+                           pyfuse3_release != NULL);
+}
+
 static PyMethodDef methods[] = {
+    {"set_fast", kflags_set_fast, METH_VARARGS,
+     "Register the object whose fast_* methods answer LOOKUP, CREATE, WRITE, FLUSH, RELEASE first (None: none)."},
+    {"fast_counts", kflags_fast_counts, METH_NOARGS, "The fast path's counters, by name."},
+    {"fast_wrapped", kflags_fast_wrapped, METH_NOARGS, "True if the session's requests pass the fast wrappers."},
     {"requests_read", kflags_requests_read, METH_NOARGS,
      "Requests read from /dev/fuse so far (0 without the io hooks)."},
     {"drops", kflags_drops, METH_NOARGS,
@@ -423,6 +829,13 @@ PyMODINIT_FUNC PyInit__kflags(void) {
     real_session_fd = (session_fd_fn)dlsym(lib, "fuse_session_fd");
     real_custom_io = (custom_io_fn)dlsym(lib, "fuse_session_custom_io"); /* libfuse 3.14 on: else no KILLPRIV_V2 */
     real_reply_attr = (reply_attr_fn)dlsym(lib, "fuse_reply_attr"); /* NULL: GETATTR always goes to Python */
+    /* Any of these NULL: no fast path (every request goes to pyfuse3 as before). */
+    real_reply_entry = (reply_entry_fn)dlsym(lib, "fuse_reply_entry");
+    real_reply_create = (reply_create_fn)dlsym(lib, "fuse_reply_create");
+    real_reply_write = (reply_write_fn)dlsym(lib, "fuse_reply_write");
+    real_receive_buf = (receive_buf_fn)dlsym(lib, "fuse_session_receive_buf");
+    real_process_buf = (process_buf_fn)dlsym(lib, "fuse_session_process_buf");
+    real_session_exited = (session_exited_fn)dlsym(lib, "fuse_session_exited");
     if (real_session_new == NULL || real_req_ctx == NULL || real_reply_err == NULL || real_session_mount == NULL) {
         PyErr_SetString(PyExc_ImportError, "libfuse3.so.3 has no fuse_session_new, fuse_req_ctx or fuse_reply_err");
         return NULL;

@@ -85,6 +85,40 @@ def _entry_attributes(a: Attr) -> pyfuse3.EntryAttributes:
     return e
 
 
+def _entry_fields(a: Attr) -> tuple[int, float, float, int, int, int, int, int, int, int, int, int, int, int]:
+    """An entry as the shim replies it (kflags, the fast path): the fields :func:`_entry_attributes` sets, in
+    ``fuse_entry_param``'s order (ino, entry and attribute timeouts, then the stat fields)."""
+    return (a.ino, a.timeout, a.timeout, a.mode, a.nlink, a.uid, a.gid, a.rdev, a.size, a.blksize, a.blocks,
+            a.atime_ns, a.mtime_ns, a.ctime_ns)
+
+
+def _negative_timeout(gone: Absent) -> float:
+    """How long the kernel may keep ``gone``'s name as absent (a negative entry); ENOENT if not at all."""
+    if gone.timeout <= 0:
+        raise pyfuse3.FUSEError(errno.ENOENT) from None
+    return gone.timeout
+
+
+def _for_shim(method: Callable[..., T]) -> Callable[..., T | int | None]:
+    """A fast-path method the shim calls on the loop thread (kflags.set_fast): its answer, None when the request
+    needs a thread (``NeedsThread``, nothing changed) or the async handler's way, ``-errno`` for a FUSEError.  Any
+    other exception is a bug: logged, answered EIO; never raised into the C (the mount must keep serving)."""
+
+    @functools.wraps(method)
+    def answer(self: FuseOperations, *args: Any) -> T | int | None:
+        try:
+            return method(self, *args)
+        except NeedsThread:
+            return None
+        except pyfuse3.FUSEError as exc:
+            return -exc.errno
+        except Exception:
+            log.exception("fast %s failed", method.__name__)
+            return -errno.EIO
+
+    return answer
+
+
 def _negative_entry(timeout: float) -> pyfuse3.EntryAttributes:
     """A lookup's answer that the name is absent, which the kernel keeps for ``timeout`` (inode 0: libfuse's
     negative entry; a create or rename of the name through the kernel replaces it)."""
@@ -123,40 +157,70 @@ class FuseOperations(pyfuse3.Operations):
         # Whether a created file's directory attributes go to the shim for the kernel's next GETATTR of it (the
         # shim's io hooks are installed by the mount; the shim answers that GETATTR only to the creator's uid).
         self._keeps_attrs = kflags.keeps_attrs()
+        # LOOKUP, CREATE, WRITE, FLUSH and RELEASE answered by the fast_* methods below, in C, when they can.
+        kflags.set_fast(self)  # undone by the runner once the session ends
 
     # ------------------------------------------------------------------ plumbing
     async def _call(self, fn: Callable[..., T], *args: Any, fast: bool = False, absent: bool = False) -> T:
         """Run a core operation (in memory if ``fast`` and possible, else in a worker thread); ``absent``:
         an ``Absent`` is raised as it is (a lookup's negative entry), else answered as ENOENT."""
+        if fast:
+            try:
+                return self._now(fn, *args, absent=absent)
+            except NeedsThread:
+                pass
         try:
-            if fast:
-                try:
-                    with self.fs.nonblocking():
-                        return fn(*args)
-                except NeedsThread:
-                    pass
             return await trio.to_thread.run_sync(functools.partial(fn, *args), limiter=self.limiter)
-        except pyfuse3.FUSEError:
+        except Exception as exc:  # not trio.Cancelled (a BaseException): it goes on as it is
+            raise self._fuse_error(fn, exc, absent) from None
+
+    def _now(self, fn: Callable[..., T], *args: Any, absent: bool = False) -> T:
+        """``fn(*args)`` on the loop, without blocking: ``NeedsThread`` (nothing changed) if it needs I/O; any other
+        error as :meth:`_call` raises it."""
+        try:
+            with self.fs.nonblocking():
+                return fn(*args)
+        except NeedsThread:
             raise
-        except trio.Cancelled:
-            raise
-        except Absent:
-            if absent:
-                raise
-            raise pyfuse3.FUSEError(errno.ENOENT) from None
         except Exception as exc:
-            raise pyfuse3.FUSEError(self._errno(fn, exc)) from None
+            raise self._fuse_error(fn, exc, absent) from None
+
+    def _fuse_error(self, fn: Callable[..., Any], exc: Exception, absent: bool) -> Exception:
+        """What a handler raises for ``exc``: a FUSEError as it is, an ``Absent`` as it is if ``absent`` (a lookup's
+        negative entry) else ENOENT, any other mapped to its errno (EIO and a log line if unknown)."""
+        if isinstance(exc, pyfuse3.FUSEError) or (absent and isinstance(exc, Absent)):
+            return exc
+        if isinstance(exc, Absent):
+            return pyfuse3.FUSEError(errno.ENOENT)
+        return pyfuse3.FUSEError(self._errno(fn, exc))
 
     async def _allow(self, ctx: pyfuse3.RequestContext | None, ino: int, name: bytes | None = None, *,
                      write: bool = False) -> None:
         """EACCES unless the caller may read (``write``: change) what ``ino`` (or its child ``name``) belongs to."""
-        access = self.sharing
-        if access is None or ctx is None or access.is_owner(ctx.uid):
+        if ctx is None:
             return
-        repo = self._guard(self.fs.repository_of, ino, name)
-        allowed = access.cached(ctx.uid, repo, write)
+        allowed = self._allowed_now(ctx.uid, ino, name, write)
         if allowed is None:  # not decided within the TTL: the auth store is asked, off the request loop
-            allowed = await self._call(access.decide, ctx.uid, repo, write)
+            assert self.sharing is not None
+            repo = self._guard(self.fs.repository_of, ino, name)
+            allowed = await self._call(self.sharing.decide, ctx.uid, repo, write)
+        if not allowed:
+            raise pyfuse3.FUSEError(errno.EACCES)
+
+    def _allowed_now(self, uid: int, ino: int, name: bytes | None, write: bool) -> bool | None:
+        """Whether ``uid`` may read (``write``: change) what ``ino`` (or its child ``name``) belongs to, as decided
+        now; None if the decision is not cached (only :meth:`_allow` may ask the auth store)."""
+        access = self.sharing
+        if access is None or access.is_owner(uid):
+            return True
+        return access.cached(uid, self._guard(self.fs.repository_of, ino, name), write)
+
+    def _allow_now(self, uid: int, ino: int, name: bytes | None = None, *, write: bool = False) -> None:
+        """:meth:`_allow` for the fast path: ``NeedsThread`` when the decision is not cached (the async handler,
+        which may ask the auth store, takes the request), EACCES if refused."""
+        allowed = self._allowed_now(uid, ino, name, write)
+        if allowed is None:
+            raise NeedsThread("access not decided within its TTL")
         if not allowed:
             raise pyfuse3.FUSEError(errno.EACCES)
 
@@ -184,11 +248,16 @@ class FuseOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(self._errno(fn, exc)) from None
 
     def _file_info(self, opened: Opened) -> pyfuse3.FileInfo:
+        return pyfuse3.FileInfo(fh=pyfuse3.FileHandleT(self._kernel_fh(opened)), keep_cache=opened.keep_cache,
+                                direct_io=opened.direct_io)
+
+    def _kernel_fh(self, opened: Opened) -> int:
+        """The handle number the kernel is given for ``opened`` (with the shim's request bits)."""
         fh = opened.fh
         if opened.noflush and self._kflags:
             fh |= FH_NOFLUSH  # close(2) of a read-only handle: no FLUSH round trip
             self.fs.metrics.add("kernel_noflush_opens")
-        return pyfuse3.FileInfo(fh=pyfuse3.FileHandleT(fh), keep_cache=opened.keep_cache, direct_io=opened.direct_io)
+        return fh
 
     # ------------------------------------------------------------------ lookups and attributes
     async def lookup(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
@@ -196,9 +265,7 @@ class FuseOperations(pyfuse3.Operations):
         try:
             return _entry_attributes(await self._call(self.fs.lookup, parent_inode, name, fast=True, absent=True))
         except Absent as gone:
-            if gone.timeout <= 0:
-                raise pyfuse3.FUSEError(errno.ENOENT) from None
-            return _negative_entry(gone.timeout)
+            return _negative_entry(_negative_timeout(gone))
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         try:
@@ -294,10 +361,14 @@ class FuseOperations(pyfuse3.Operations):
         await self._allow(ctx, parent_inode, write=True)
         seq = kflags.drops()
         opened, attr = await self._call(self.fs.create, parent_inode, name, mode, flags, _caller(ctx), fast=True)
-        if self._keeps_attrs and (self.sharing is None or ctx is None or self.sharing.is_owner(ctx.uid)):
-            # On a shared mount only for the mount's own users: a GETATTR of anyone else asks the access policy.
-            self._keep_dir_attr(seq, ctx.uid if ctx is not None else os.getuid(), parent_inode)
+        self._created(seq, ctx.uid if ctx is not None else None, parent_inode)
         return self._file_info(opened), _entry_attributes(attr)
+
+    def _created(self, seq: int, uid: int | None, parent_inode: int) -> None:
+        """After a create in ``parent_inode`` by ``uid`` (None: unknown, the mount's): its attributes to the shim."""
+        if self._keeps_attrs and (self.sharing is None or uid is None or self.sharing.is_owner(uid)):
+            # On a shared mount only for the mount's own users: a GETATTR of anyone else asks the access policy.
+            self._keep_dir_attr(seq, uid if uid is not None else os.getuid(), parent_inode)
 
     def _keep_dir_attr(self, seq: int, uid: int, ino: int) -> None:
         """Hand the shim directory ``ino``'s attributes as a GETATTR would answer them now, for the GETATTR the
@@ -317,10 +388,15 @@ class FuseOperations(pyfuse3.Operations):
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         n = await self._call(self.fs.write, fh & FH_MASK, off, buf, fast=True)
-        if self.fs.is_control(fh & FH_MASK):
+        if self._settles(fh):
             kflags.drop_attrs()  # a reset, merge or revert: no directory is as it was
             await self.kernel_settled()
         return n
+
+    def _settles(self, fh: int) -> bool:
+        """Whether a write to ``fh`` answers only once the kernel invalidations it queued are issued (a control
+        file: a reset, merge or revert), which the fast path cannot wait for."""
+        return self.fs.is_control(fh & FH_MASK)
 
     async def flush(self, fh: int) -> None:
         # Taken before any await: the shim noted the closing thread on this loop, per pending FLUSH.
@@ -331,6 +407,42 @@ class FuseOperations(pyfuse3.Operations):
 
     async def release(self, fh: int) -> None:
         await self._call(self.fs.release, fh & FH_MASK, fast=True)
+
+    # ------------------------------------------------------------------ the fast path (kflags.set_fast)
+    # Called by the shim on the loop thread for the requests these handlers would answer without awaiting
+    # anything; each does what its async handler does (the same helpers), or gives the request back (None).
+    @_for_shim
+    def fast_lookup(self, parent_inode: int, name: bytes, uid: int, gid: int, pid: int) -> tuple[Any, ...]:
+        self._allow_now(uid, parent_inode, name)
+        try:
+            return _entry_fields(self._now(self.fs.lookup, parent_inode, name, absent=True))
+        except Absent as gone:
+            return (0, _negative_timeout(gone), 0.0) + (0,) * 11  # inode 0: libfuse's negative entry
+
+    @_for_shim
+    def fast_create(self, parent_inode: int, name: bytes, mode: int, flags: int, uid: int, gid: int,
+                    pid: int) -> tuple[Any, ...]:
+        self._allow_now(uid, parent_inode, write=True)
+        seq = kflags.drops()
+        opened, attr = self._now(self.fs.create, parent_inode, name, mode, flags, Caller(uid, gid, pid))
+        self._created(seq, uid, parent_inode)
+        return (*_entry_fields(attr), self._kernel_fh(opened), opened.direct_io, opened.keep_cache)
+
+    @_for_shim
+    def fast_write(self, fh: int, off: int, buf: bytes) -> int | None:
+        if self._settles(fh):
+            return None
+        return self._now(self.fs.write, fh & FH_MASK, off, buf)
+
+    @_for_shim
+    def fast_flush(self, fh: int, closer: int) -> int:
+        self._now(self.fs.flush, fh & FH_MASK, closer)
+        return 0
+
+    @_for_shim
+    def fast_release(self, fh: int) -> int:
+        self._now(self.fs.release, fh & FH_MASK)
+        return 0
 
     # ------------------------------------------------------------------ directories
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:

@@ -37,6 +37,21 @@ every kept attribute when it reads any request that may change a directory (a cr
 setattr...) or a FORGET (see ``keeps_attrs`` in the C), and the adapter drops them before issuing a kernel
 invalidation and after a control file's write.
 
+And a fast path past pyfuse3's request loop (issue 36, stop 52).  pyfuse3 serves each request in a trio
+task: a lock, a wait for the fd through the scheduler, a coroutine the loop awaits; for a small file's
+LOOKUP, CREATE, WRITE, FLUSH and RELEASE that loop, not the handlers, was most of the mount's CPU.  The shim
+wraps those five handlers: with an object registered (:func:`set_fast`, the adapter's ``fast_*`` methods),
+a wrapper calls its method synchronously, on the loop thread, with plain arguments (inode, name, mode,
+flags, the request's uid/gid/pid, handle, offset, the data as bytes).  The method runs the core operation
+under ``nonblocking()`` and returns what the shim replies with (an entry tuple, a create's entry and open
+flags, a write's count, 0, or ``-errno``), or None when the core needs a thread (``NeedsThread``: nothing
+changed) or the request is not for the fast path (an undecided access check on a shared mount, a control
+file's write): pyfuse3's own handler then takes it, the async way.  After a request answered in C the shim
+drains: it reads the requests already waiting on the session fd (poll with timeout 0, at most 64) into its
+own buffer and has libfuse dispatch them to the same wrapped handlers, stopping at the first that goes to a
+pyfuse3 handler (its coroutine must be awaited by pyfuse3's loop next).  :func:`fast_counts` counts both.
+The environment variable ``KFLAGS_FAST`` (``off``, ``calls``: no drain; default both) is for A/B runs only.
+
 It must load before anything imports pyfuse3: ``lakemount/fuse/__init__.py``
 imports it, so any import of the mount's modules does.
 """
@@ -132,3 +147,37 @@ def answered_getattrs() -> int:
 def active() -> bool:
     """True if the kernel gets ``noflush``/``cache_readdir`` when the adapter asks for them."""
     return _shim is not None and bool(_shim.active())  # type: ignore[attr-defined]
+
+
+FAST_MODES: Final = ("drain", "calls", "off")
+
+
+def fast_mode() -> str:
+    """``drain`` (fast handlers and the drain), ``calls`` (fast handlers only) or ``off``: ``KFLAGS_FAST``, for A/B
+    runs of the fast path against pyfuse3's loop (an unknown value is ``drain``, the default)."""
+    mode = os.environ.get("KFLAGS_FAST", "drain")
+    return mode if mode in FAST_MODES else "drain"
+
+
+def set_fast(obj: object | None) -> bool:
+    """Have the shim call ``obj``'s ``fast_lookup``, ``fast_create``, ``fast_write``, ``fast_flush`` and
+    ``fast_release`` before pyfuse3's handlers (None: stop); False if it cannot (no shim, or the session was not
+    made through it), or ``KFLAGS_FAST=off``."""
+    if _shim is None or not _wraps_flush or not _shim.fast_wrapped():  # type: ignore[attr-defined]
+        return False
+    mode = fast_mode()
+    if obj is None or mode == "off":
+        _shim.set_fast(None, False)  # type: ignore[attr-defined]
+        return False
+    _shim.set_fast(obj, mode == "drain")  # type: ignore[attr-defined]
+    return True
+
+
+def fast_counts() -> dict[str, int]:
+    """The fast path's counters: ``fast_<op>`` answered in C from the adapter's method, ``declined_<op>`` handed
+    to pyfuse3 (needs a thread), ``fast_failed`` (the method raised: EIO, a bug), ``drains`` (drains that read a
+    request), ``drained`` (requests they read), ``drained_to_python`` (of those, the ones that went to pyfuse3's
+    handlers, each ending its drain).  All zero without the shim."""
+    if _shim is None:
+        return {}
+    return {str(k): int(v) for k, v in _shim.fast_counts().items()}  # type: ignore[attr-defined]

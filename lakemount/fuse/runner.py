@@ -305,6 +305,7 @@ def run_mount(
     try:
         trio.run(_serve, ops, ready, functools.partial(_tune_kernel, mp, options))
     finally:
+        kflags.set_fast(None)  # the session has ended: the shim keeps no reference to this mount's handlers
         if listener is not None:
             listener.stop()
         failed = fs.flush_all()

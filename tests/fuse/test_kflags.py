@@ -1,0 +1,204 @@
+"""Through the kernel: the shim's fast path past pyfuse3's request loop, and its drain (issue 36, stop 52).
+
+LOOKUP, CREATE, WRITE, FLUSH and RELEASE are answered in C from the adapter's ``fast_*`` methods when the core
+needs no thread (lakemount/fuse/kflags.py); the others, and those that need I/O, take pyfuse3's async path.
+Every test compares the bytes of every file written through the mount with what was written, and reads the
+shim's counters from ``.lakefs/stats`` to show which path answered.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from lakemount.app import App
+from tests.fuse.conftest import REPO
+from tests.fuse.mounting import Mount, env_for, mounted_points, needs_fuse, start, stop
+
+pytestmark = needs_fuse
+
+MountFactory = Callable[..., Mount]
+
+
+@pytest.fixture
+def mounts(home: str, tmp_path: os.PathLike[str]) -> Iterator[MountFactory]:
+    made: list[Mount] = []
+    base = os.fspath(tmp_path)
+
+    def make(name: str = "mnt", args: tuple[str, ...] = ()) -> Mount:
+        m = start(home, os.path.join(base, name), args)
+        made.append(m)
+        return m
+
+    try:
+        yield make
+    finally:
+        problems = []
+        for m in made:
+            try:
+                stop(m)
+            except Exception as exc:
+                problems.append(f"{m.mountpoint}: {exc}")
+            print(f"--- log of {m.mountpoint} ---\n{m.log()}")
+        leftover = sorted(p for p in mounted_points() if p.startswith(base))
+        assert not leftover and not problems, (leftover, problems)
+
+
+def _kernel(mountpoint: str) -> dict[str, int]:
+    """The shim's counters (``lakemount_fuse_kernel_*``) and the requests Python's handlers counted, by op."""
+    counts = {}
+    with open(f"{mountpoint}/.lakefs/stats") as f:
+        for line in f:
+            name, value = line.rsplit(" ", 1)
+            if name.startswith("lakemount_fuse_kernel_"):
+                counts[name.removeprefix("lakemount_fuse_kernel_")] = int(value)
+            elif name.startswith('lakemount_fuse_ops_total{op="'):
+                counts["op_" + name.removeprefix('lakemount_fuse_ops_total{op="').removesuffix('"}')] = int(value)
+    return counts
+
+
+def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+
+
+def _source(root: str, n: int, size: int = 1024) -> dict[str, bytes]:
+    """``n`` files of ``size`` random bytes under ``root``: name -> bytes."""
+    os.makedirs(root)
+    files = {}
+    for i in range(n):
+        data = os.urandom(size)
+        with open(os.path.join(root, f"f{i:04d}"), "wb") as f:
+            f.write(data)
+        files[f"f{i:04d}"] = data
+    return files
+
+
+def _read_all(d: str) -> dict[str, bytes]:
+    out = {}
+    for name in os.listdir(d):
+        with open(os.path.join(d, name), "rb") as f:
+            out[name] = f.read()
+    return out
+
+
+@pytest.mark.parametrize("writeback", [True, False], ids=["writeback", "no-writeback"])
+def test_a_cp_of_small_files_is_answered_by_the_fast_path(
+    app: App, mounts: MountFactory, tmp_path: os.PathLike[str], writeback: bool
+) -> None:
+    """``cp -r`` of small files: their creates, writes and releases (and with write-back their flushes, which only
+    journal) are answered in C from the core's in-memory operations, not by pyfuse3's trio loop; every byte
+    arrives, through the mount and in the branch."""
+    from lakemount.fuse import kflags
+
+    assert kflags._wraps_flush, "the shim does not see the session's requests"
+    n = 200
+    src = _source(os.path.join(os.fspath(tmp_path), "src"), n)
+    m = mounts(args=("--head-ttl", "3600", *(("--writeback",) if writeback else ())))
+    before = _kernel(m.mountpoint)
+    dst = f"{m.mountpoint}/{REPO}/main/dst"
+    subprocess.run(["cp", "-r", os.path.join(os.fspath(tmp_path), "src"), dst], check=True, timeout=300)
+    got = _kernel(m.mountpoint)
+    d = _delta(before, got)
+    assert _read_all(dst) == src
+    assert d.get("fast_creates", 0) >= 0.9 * n, d
+    assert d.get("fast_writes", 0) >= 0.9 * n, d
+    assert d.get("fast_releases", 0) >= 0.9 * n, d
+    if writeback:
+        assert d.get("fast_flushes", 0) >= 0.9 * n, d
+    else:  # a flush without write-back PUTs the object and stages it: pyfuse3's path, in a thread
+        assert d.get("declined_flushes", 0) >= 0.9 * n, d
+    assert d.get("fast_failed", 0) == 0, d
+    assert d.get("op_create", 0) == n, d  # the core counts an operation once, whichever path ran it
+    if not writeback:  # saved at close; with write-back the journal stages later (tests/fuse/test_writeback_mount.py)
+        repo = app.graveler.get_repository(REPO)
+        for name, data in list(src.items())[:: n // 20]:
+            assert app.catalog.read(repo, app.catalog.stat(REPO, "main", f"dst/{name}")) == data, name
+
+
+def test_a_write_that_needs_a_thread_takes_pyfuses_path_and_a_fast_stream_beside_it_stays_right(
+    app: App, mounts: MountFactory
+) -> None:
+    """A saved file changed in place needs its stored bytes copied to a temp file first: that write needs a
+    thread, so the fast method gives it back (nothing changed) and pyfuse3's handler writes it; so do the flushes,
+    which save (no write-back).  Meanwhile four writers stream small files, whose
+    requests queue up on /dev/fuse: the drain reads them after a fast answer, and stops at the first that goes to
+    pyfuse3.  Every file's bytes are right, compared with what each writer wrote."""
+    m = mounts(args=("--head-ttl", "3600"))
+    d = f"{m.mountpoint}/{REPO}/main/mixed"
+    os.mkdir(d)
+    before = _kernel(m.mountpoint)
+    written: dict[str, bytes] = {}
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def put(name: str, data: bytes, piece: int) -> None:
+        with open(f"{d}/{name}", "wb") as f:
+            for off in range(0, len(data), piece):
+                f.write(data[off:off + piece])
+        with lock:
+            written[name] = data
+
+    def small(w: int) -> None:
+        try:
+            for i in range(120):
+                put(f"s{w}-{i:03d}", os.urandom(1 + (i * 37 + w) % 3000), 4096)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    def large() -> None:
+        try:
+            for i in range(3):
+                data = os.urandom((1 << 20) + 12345 * i)
+                put(f"large{i}", data, 128 << 10)
+                patch = os.urandom(1000)
+                with open(f"{d}/large{i}", "r+b") as f:  # a saved file changed in place: its bytes are copied first
+                    f.seek(5000 + i)
+                    f.write(patch)
+                with lock:
+                    written[f"large{i}"] = data[:5000 + i] + patch + data[6000 + i:]
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=small, args=(w,)) for w in range(4)] + [threading.Thread(target=large)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors
+    assert not any(t.is_alive() for t in threads)
+    after = _kernel(m.mountpoint)
+    delta = _delta(before, after)
+    assert _read_all(d) == written
+    assert delta.get("declined_writes", 0) >= 3, delta  # each patch of a saved file
+    assert delta.get("declined_flushes", 0) >= 480, delta
+    assert delta.get("fast_writes", 0) >= 400, delta
+    assert delta.get("drained", 0) > 0 and delta.get("drains", 0) > 0, delta
+    assert delta.get("fast_failed", 0) == 0, delta
+    repo = app.graveler.get_repository(REPO)
+    for name in ("large0", "large2", "s0-000", "s3-119"):
+        assert app.catalog.read(repo, app.catalog.stat(REPO, "main", f"mixed/{name}")) == written[name], name
+
+
+def test_without_the_fast_path_the_mount_answers_through_pyfuse3_as_before(
+    app: App, home: str, tmp_path: os.PathLike[str]
+) -> None:
+    """``KFLAGS_FAST=off`` (the A/B switch): nothing is answered by the fast path, and the files are right."""
+    base = os.fspath(tmp_path)
+    src = _source(os.path.join(base, "src"), 40)
+    m = start(home, os.path.join(base, "mnt"), ("--head-ttl", "3600"), env=env_for(home, KFLAGS_FAST="off"))
+    try:
+        dst = f"{m.mountpoint}/{REPO}/main/dst"
+        shutil.copytree(os.path.join(base, "src"), dst)
+        assert _read_all(dst) == src
+        k = _kernel(m.mountpoint)
+        assert k["op_create"] == 40
+        assert sum(v for name, v in k.items() if name.startswith(("fast_", "declined_", "drain"))) == 0, k
+    finally:
+        stop(m)
+        print(f"--- log of {m.mountpoint} ---\n{m.log()}")
+    assert not [p for p in mounted_points() if p.startswith(base)]
