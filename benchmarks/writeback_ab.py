@@ -10,6 +10,11 @@ the order alternates per round, so what changes over the minutes lands on both).
 the ratio to the round's passthrough, the mount's CPU per file (``/proc``), the kernel requests its
 Python handlers answered per file (``.lakefs/stats``) and files whose bytes the branch does not hold (0
 expected).
+
+Stop 52: ``--plain`` mounts without ``--writeback``; ``--env-a``/``--env-b KEY=VALUE`` set a variable for
+that arm's mount process only (``KFLAGS_FAST=calls`` or ``off``: the shim's fast path without its drain, or
+none, for an A/B of one tree against itself); each line also gives the requests the shim answered in C from
+the adapter's fast methods per file (``fast``) and those its drains read (``drained``).
 """
 
 from __future__ import annotations
@@ -32,7 +37,12 @@ def main() -> None:
     parser.add_argument("b_tree")
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--plain", action="store_true", help="mount without --writeback")
+    parser.add_argument("--env-a", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--env-b", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
+    envs = {"A": dict(e.split("=", 1) for e in args.env_a), "B": dict(e.split("=", 1) for e in args.env_b)}
+    mode = "plain" if args.plain else "writeback"
     n, trees = args.files, {"A": os.path.abspath(args.a_tree), "B": os.path.abspath(args.b_tree)}
     root = tempfile.mkdtemp(prefix="wbab-")
     home = os.path.join(root, "home")
@@ -56,23 +66,26 @@ def main() -> None:
                 here = os.getcwd()
                 os.chdir(trees[label])
                 try:
-                    with wb.mounted(home, mp, ["--writeback"]):
+                    with wb.mounted(home, mp, [] if args.plain else ["--writeback"], **envs[label]):
                         os.chdir(here)
                         with open(wb.runner.pid_file(home, mp)) as f:
                             pid = int(f.read())
                         loaded = _tree_loaded(pid)
                         assert loaded == trees[label], f"the {label} mount runs {loaded}, not {trees[label]}"
                         before = _cpu(pid)
-                        asked = _requests(mp)
+                        asked, shim = _requests(mp), _shim(mp)
                         took = wb.cp(src, os.path.join(mp, wb.REPO, branch, "src"))
                         cpu = _cpu(pid) - before
                         asked = _requests(mp) - asked
+                        shim = {k: v - shim.get(k, 0) for k, v in _shim(mp).items()}
                 finally:
                     os.chdir(here)
                     os.environ.pop("PYTHONPATH", None)
                 wrong = wb.check(home, branch, src)
-                print(f"round {r + 1}: {label} writeback {n / took:,.0f} files/s (x{n / took / pt:.2f} of passthrough), "
-                      f"mount CPU {cpu / n * 1000:.2f} ms/file, requests reaching Python {asked / n:.2f}/file, wrong {wrong}, "
+                fast = sum(v for k, v in shim.items() if k.startswith("fast_") and k != "fast_failed")
+                print(f"round {r + 1}: {label} {mode} {n / took:,.0f} files/s (x{n / took / pt:.2f} of passthrough), "
+                      f"mount CPU {cpu / n * 1000:.2f} ms/file, requests reaching Python {asked / n:.2f}/file "
+                      f"(fast {fast / n:.2f}, drained {shim.get('drained', 0) / n:.2f}), wrong {wrong}, "
                       f"load {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -92,6 +105,17 @@ def _requests(mp: str) -> int:
     """Kernel requests the mount's handlers answered so far (its ``.lakefs/stats``; the shim's answers in C apart)."""
     with open(os.path.join(mp, ".lakefs", "stats")) as f:
         return sum(int(line.rsplit(" ", 1)[1]) for line in f if line.startswith("lakemount_fuse_ops_total{"))
+
+
+def _shim(mp: str) -> dict[str, int]:
+    """The shim's fast-path counters (``lakemount_fuse_kernel_fast_*``, ``..._drained``...; none before stop 52)."""
+    out = {}
+    with open(os.path.join(mp, ".lakefs", "stats")) as f:
+        for line in f:
+            name, value = line.rsplit(" ", 1)
+            if name.startswith(("lakemount_fuse_kernel_fast_", "lakemount_fuse_kernel_declined_", "lakemount_fuse_kernel_drain")):
+                out[name.removeprefix("lakemount_fuse_kernel_")] = int(value)
+    return out
 
 
 def _cpu(pid: int) -> float:
