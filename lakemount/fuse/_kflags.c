@@ -570,22 +570,16 @@ __attribute__((visibility("default"))) struct fuse_session *fuse_session_new(str
         if (real_reply_entry != NULL && real_reply_create != NULL && real_reply_write != NULL &&
             real_receive_buf != NULL && real_process_buf != NULL && real_session_exited != NULL &&
             real_session_fd != NULL) { /* the fast path: handlers that call the adapter's fast_* when it set them */
-            if (op->lookup != NULL) {
-                pyfuse3_lookup = op->lookup;
-                wrapped_ops.lookup = lookup_fast;
-            }
-            if (op->create != NULL) {
-                pyfuse3_create = op->create;
-                wrapped_ops.create = create_fast;
-            }
-            if (op->write_buf != NULL) {
-                pyfuse3_write_buf = op->write_buf;
-                wrapped_ops.write_buf = write_buf_fast;
-            }
-            if (op->release != NULL) {
-                pyfuse3_release = op->release;
-                wrapped_ops.release = release_fast;
-            }
+#define WRAP(field, saved, wrapper) \
+    if (op->field != NULL) {          \
+        saved = op->field;            \
+        wrapped_ops.field = wrapper;  \
+    }
+            WRAP(lookup, pyfuse3_lookup, lookup_fast)
+            WRAP(create, pyfuse3_create, create_fast)
+            WRAP(write_buf, pyfuse3_write_buf, write_buf_fast)
+            WRAP(release, pyfuse3_release, release_fast)
+#undef WRAP
         }
         op = &wrapped_ops;
     }
@@ -740,41 +734,28 @@ static PyObject *kflags_set_fast(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static int put_count(PyObject *d, const char *prefix, const char *name, unsigned long long value) {
+    char key[48];
+    snprintf(key, sizeof(key), "%s%s", prefix, name);
+    PyObject *v = PyLong_FromUnsignedLongLong(value);
+    int res = v == NULL ? -1 : PyDict_SetItemString(d, key, v);
+    Py_XDECREF(v);
+    return res;
+}
+
 static PyObject *kflags_fast_counts(PyObject *self, PyObject *unused) {
-    /* {name: count} of the fast path so far (see the names below). */
-    static const char *const answered_names[F_OPS] = {"lookups", "creates", "writes", "flushes", "releases"};
+    /* {name: count} of the fast path so far (kflags.fast_counts says what each is). */
+    static const char *const ops[F_OPS] = {"lookups", "creates", "writes", "flushes", "releases"};
     PyObject *d = PyDict_New();
-    if (d == NULL)
+    int bad = d == NULL;
+    for (int i = 0; i < F_OPS && !bad; i++)
+        bad = put_count(d, "fast_", ops[i], fast_answered[i]) < 0 || put_count(d, "declined_", ops[i], fast_declined[i]) < 0;
+    if (!bad)
+        bad = put_count(d, "fast_", "failed", fast_failed) < 0 || put_count(d, "", "drains", drains) < 0 ||
+              put_count(d, "", "drained", drained) < 0 || put_count(d, "", "drained_to_python", drained_to_python) < 0;
+    if (bad) {
+        Py_XDECREF(d);
         return NULL;
-    for (int i = 0; i < F_OPS; i++) {
-        char name[48];
-        snprintf(name, sizeof(name), "fast_%s", answered_names[i]);
-        PyObject *v = PyLong_FromUnsignedLongLong(fast_answered[i]);
-        if (v == NULL || PyDict_SetItemString(d, name, v) < 0) {
-            Py_XDECREF(v);
-            Py_DECREF(d);
-            return NULL;
-        }
-        Py_DECREF(v);
-        snprintf(name, sizeof(name), "declined_%s", answered_names[i]);
-        v = PyLong_FromUnsignedLongLong(fast_declined[i]);
-        if (v == NULL || PyDict_SetItemString(d, name, v) < 0) {
-            Py_XDECREF(v);
-            Py_DECREF(d);
-            return NULL;
-        }
-        Py_DECREF(v);
-    }
-    const char *const names[] = {"fast_failed", "drains", "drained", "drained_to_python"};
-    unsigned long long values[] = {fast_failed, drains, drained, drained_to_python};
-    for (int i = 0; i < 4; i++) {
-        PyObject *v = PyLong_FromUnsignedLongLong(values[i]);
-        if (v == NULL || PyDict_SetItemString(d, names[i], v) < 0) {
-            Py_XDECREF(v);
-            Py_DECREF(d);
-            return NULL;
-        }
-        Py_DECREF(v);
     }
     return d;
 }

@@ -1,4 +1,4 @@
-"""Fixtures for the mount's tests: a throwaway LAKEMOUNT_HOME, an App on it, and cores over it."""
+"""Fixtures for the mount's tests: a throwaway LAKEMOUNT_HOME, an App on it, cores over it, and kernel mounts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 
 from lakemount.app import App
 from lakemount.fuse.core import FileSystem, MountOptions
+from tests.fuse.mounting import Mount, mount_set
 from tests.fuse.pathfs import PathFS
 
 REPO = "repo"
@@ -72,3 +73,10 @@ def fs(fs_factory: Callable[..., FileSystem]) -> FileSystem:
 @pytest.fixture
 def pfs(fs: FileSystem) -> PathFS:
     return PathFS(fs)
+
+
+@pytest.fixture
+def mounts(home: str, tmp_path: os.PathLike[str]) -> Iterator[Callable[..., Mount]]:
+    """Mounts through the kernel under the test's tmp_path, each stopped (and none left mounted) pass or fail."""
+    with mount_set(home, os.fspath(tmp_path)) as make:
+        yield make

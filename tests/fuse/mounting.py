@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -72,6 +72,31 @@ def start(
                 print(f.read())
             raise
     return Mount(mountpoint, home, started.process, log_path)
+
+
+@contextlib.contextmanager
+def mount_set(home: str, base: str) -> Iterator[Callable[..., Mount]]:
+    """A test's mounts under ``base``: ``make(name, args, command)`` starts one; on exit (pass or fail) each is
+    stopped and its log printed, and nothing may stay mounted under ``base``."""
+    made: list[Mount] = []
+
+    def make(name: str = "mnt", args: tuple[str, ...] = (), command: Callable[[int], list[str]] | None = None) -> Mount:
+        m = start(home, os.path.join(base, name), args, command=command)
+        made.append(m)
+        return m
+
+    try:
+        yield make
+    finally:
+        problems = []
+        for m in made:
+            try:
+                stop(m)
+            except Exception as exc:
+                problems.append(f"{m.mountpoint}: {exc}")
+            print(f"--- log of {m.mountpoint} ---\n{m.log()}")
+        leftover = sorted(p for p in mounted_points() if p.startswith(base))
+        assert not leftover and not problems, (leftover, problems)
 
 
 def stop(m: Mount, *, timeout: float = 30.0) -> None:

@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -23,30 +23,6 @@ from tests.fuse.mounting import Mount, env_for, mounted_points, needs_fuse, star
 pytestmark = needs_fuse
 
 MountFactory = Callable[..., Mount]
-
-
-@pytest.fixture
-def mounts(home: str, tmp_path: os.PathLike[str]) -> Iterator[MountFactory]:
-    made: list[Mount] = []
-    base = os.fspath(tmp_path)
-
-    def make(name: str = "mnt", args: tuple[str, ...] = ()) -> Mount:
-        m = start(home, os.path.join(base, name), args)
-        made.append(m)
-        return m
-
-    try:
-        yield make
-    finally:
-        problems = []
-        for m in made:
-            try:
-                stop(m)
-            except Exception as exc:
-                problems.append(f"{m.mountpoint}: {exc}")
-            print(f"--- log of {m.mountpoint} ---\n{m.log()}")
-        leftover = sorted(p for p in mounted_points() if p.startswith(base))
-        assert not leftover and not problems, (leftover, problems)
 
 
 def _kernel(mountpoint: str) -> dict[str, int]:

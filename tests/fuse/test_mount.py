@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -32,10 +32,7 @@ from tests.fuse.mounting import (
     cleanup_mountpoint,
     env_for,
     lakemount_cmd,
-    mounted_points,
     needs_fuse,
-    start,
-    stop,
     wait_for,
     write_faults,
 )
@@ -43,30 +40,6 @@ from tests.fuse.mounting import (
 pytestmark = needs_fuse
 
 MountFactory = Callable[..., Mount]
-
-
-@pytest.fixture
-def mounts(home: str, tmp_path: os.PathLike[str]) -> Iterator[MountFactory]:
-    made: list[Mount] = []
-    base = os.fspath(tmp_path)
-
-    def make(name: str = "mnt", args: tuple[str, ...] = (), command: Callable[[int], list[str]] | None = None) -> Mount:
-        m = start(home, os.path.join(base, name), args, command=command)
-        made.append(m)
-        return m
-
-    try:
-        yield make
-    finally:
-        problems = []
-        for m in made:
-            try:
-                stop(m)
-            except Exception as exc:
-                problems.append(f"{m.mountpoint}: {exc}")
-            print(f"--- log of {m.mountpoint} ---\n{m.log()}")
-        leftover = sorted(p for p in mounted_points() if p.startswith(base))
-        assert not leftover and not problems, (leftover, problems)
 
 
 def sh(script: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
