@@ -178,3 +178,42 @@ def test_without_the_fast_path_the_mount_answers_through_pyfuse3_as_before(
         stop(m)
         print(f"--- log of {m.mountpoint} ---\n{m.log()}")
     assert not [p for p in mounted_points() if p.startswith(base)]
+
+
+def test_a_connection_aborted_while_requests_are_drained_ends_the_mount_cleanly(app: App, mounts: MountFactory) -> None:
+    """The kernel's connection aborted (fusectl) while four writers stream small files, so the shim's drains are
+    reading when /dev/fuse starts failing: the writers get errors, the mount process exits by itself (its
+    session ended: libfuse's exit flag, which pyfuse3's loop checks after the drain), and nothing stays mounted."""
+    from lakemount.fuse import runner
+
+    m = mounts(args=("--head-ttl", "3600", "--writeback"))
+    d = f"{m.mountpoint}/{REPO}/main/abort"
+    os.mkdir(d)
+    started = threading.Event()
+    stop_at = threading.Event()
+
+    def stream(w: int) -> None:
+        i = 0
+        while not stop_at.is_set():
+            try:
+                with open(f"{d}/w{w}-{i:05d}", "wb") as f:
+                    f.write(b"x" * 1024)
+            except OSError:
+                return  # the connection is gone
+            i += 1
+            if i == 50:
+                started.set()
+
+    threads = [threading.Thread(target=stream, args=(w,), daemon=True) for w in range(4)]
+    for t in threads:
+        t.start()
+    assert started.wait(120), "the writers never got going"
+    before = _kernel(m.mountpoint)
+    assert before.get("drained", 0) > 0, before  # drains were running when the connection went
+    assert runner.abort_connection(m.mountpoint)
+    stop_at.set()
+    for t in threads:
+        t.join(60)
+    assert m.proc.wait(60) is not None, "the mount process did not end with its connection"
+    log = m.log()
+    assert "Traceback" not in log and "Fatal Python error" not in log, log
