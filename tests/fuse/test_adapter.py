@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import time
+from collections.abc import Callable
 
 import pyfuse3
 import pytest
@@ -53,3 +55,57 @@ def test_a_control_files_write_answers_once_its_kernel_invalidations_are_issued(
     assert not pfs.exists(f"{MAIN}/d/y"), "the reset did not happen"
     assert ("entry", d_ino, b"y") in seen, f"the write answered before the kernel forgot d/y: issued by then {seen}"
     assert nothing_left
+
+
+def test_the_fast_methods_answer_as_the_async_handlers_and_give_back_what_would_await(
+    fs_factory: Callable[..., FileSystem]
+) -> None:
+    """The shim's fast path (kflags.set_fast): a request whose access decision is not cached on a shared mount is
+    given back (None: the async handler asks the auth store), a cached refusal is -EACCES, a cached grant is
+    answered; an absent name is ENOENT or a negative entry as the async lookup says; a control file's write is
+    given back (its answer waits for kernel invalidations); a file's create, write, flush and release are
+    answered and the file holds the bytes."""
+    from lakemount.fuse.access import MountAccess
+
+    fs = fs_factory(head_ttl=3600)  # no branch head re-check due (I/O) while the test runs
+    pfs = PathFS(fs)
+    asked: list[tuple[str, str, bool]] = []
+    verdicts = {"alice": True, "bob": False}
+
+    def authorize(user: str, action: object, repo: str) -> bool:
+        asked.append((user, repo, "write" in str(action).lower()))
+        return verdicts[user]
+
+    access = MountAccess({5001: "alice", 5002: "bob"}, authorize, owners=frozenset({os.getuid()}))
+    ops = FuseOperations(fs, access=access)
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.write_file(f"{MAIN}/d/first", b"1\n")  # the directory's first file drops its marker (I/O): not the fast path's
+    d = pfs.ino(f"{MAIN}/d")
+    me = os.getuid()
+
+    assert ops.fast_create(d, b"a", 0o100644, os.O_WRONLY | os.O_CREAT, 5001, 5001, 1) is None  # undecided
+    assert asked == [], "the fast path asked the auth store on the loop"
+    assert access.decide(5001, REPO, True) and not access.decide(5002, REPO, True)
+    assert ops.fast_create(d, b"b", 0o100644, os.O_WRONLY | os.O_CREAT, 5002, 5002, 1) == -errno.EACCES
+    assert not pfs.exists(f"{MAIN}/d/b")
+
+    got = ops.fast_create(d, b"a", 0o100644, os.O_WRONLY | os.O_CREAT, 5001, 5001, 1)
+    assert isinstance(got, tuple) and len(got) == 17, got
+    ino, fh = got[0], got[14]
+    assert got[3] & 0o170000 == 0o100000 and got[1] > 0
+    assert ops.fast_write(fh, 0, b"hello\n") == 6
+    assert ops.fast_flush(fh, 0) is None  # the save needs a thread (no write-back): given back, nothing changed
+    trio.run(ops.flush, fh)  # pyfuse3's handler saves it
+    assert ops.fast_release(fh) == 0
+    assert pfs.read_file(f"{MAIN}/d/a") == b"hello\n"
+    assert ops.fast_lookup(d, b"a", me, me, 1)[0] == ino  # type: ignore[index]
+
+    missing = ops.fast_lookup(d, b"nope", me, me, 1)
+    assert missing == -errno.ENOENT or (isinstance(missing, tuple) and missing[0] == 0 and missing[1] > 0), missing
+
+    ctl = pfs.open(f"{MAIN}/.lakefs/reset", os.O_WRONLY)
+    try:
+        assert ops.fast_write(ctl, 0, b"d/a\n") is None
+        assert pfs.exists(f"{MAIN}/d/a"), "the fast path ran a control file's write"
+    finally:
+        pfs.close(ctl)
