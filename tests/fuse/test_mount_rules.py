@@ -9,10 +9,9 @@ from lakemount.app import App
 from lakemount.fuse.control import RESET_ALL
 from tests.fuse.conftest import REPO
 from tests.fuse.mounting import needs_fuse
-from tests.fuse.test_mount import MountFactory, mounts, oserror, sh, write_control
+from tests.fuse.test_mount import MountFactory, oserror, sh, write_control
 
-pytestmark = needs_fuse
-__all__ = ["mounts"]  # the fixture, imported for its name
+pytestmark = needs_fuse  # the mounts fixture is tests/fuse/conftest.py's
 
 
 def test_a_protected_branch_refuses_writes_but_takes_merges(app: App, mounts: MountFactory) -> None:
