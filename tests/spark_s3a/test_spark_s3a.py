@@ -135,17 +135,52 @@ _WARNING = re.compile(
 )
 
 
+# Hadoop 3.3.1's S3ABlockOutputStream closes a stream's statistics while the upload's completion callback (on a
+# transfer thread) may not yet have lowered the "pending" gauge: the PUT itself succeeded. Seen once in stop 52's
+# full run (a 11-byte PUT answered 200 8 ms before; the object then HEAD 200 and deleted). Only this message, only
+# when its own counters show no write exception, and only when no S3 request of the job failed (s3a_warnings).
+_PENDING_STATS = "Closing output stream statistics while data is still marked as pending upload"
+_NO_WRITE_EXCEPTION = ("(stream_write_exceptions=0)", "(stream_write_exceptions_completing_upload=0)")
+
+
+def _statistics_race(logger: str, msg: str) -> bool:
+    """A line that is Hadoop's statistics race above, with no write exception counted in it."""
+    return (
+        logger.endswith("S3AInstrumentation")
+        and msg.startswith(_PENDING_STATS)
+        and all(c in msg for c in _NO_WRITE_EXCEPTION)
+    )
+
+
+def _failed_calls(log: str) -> list[dict[str, str]]:
+    """The S3 requests of the log that failed (S3A's expected 404s on HEAD are not failures)."""
+    return [
+        c
+        for c in s3_calls(log)
+        if c["status"] not in ("?",)
+        and not c["status"].startswith("2")
+        and not (c["status"] == "404" and c["method"] == "HEAD")
+    ]
+
+
 def s3a_warnings(log: str) -> list[str]:
     """WARN/ERROR lines of S3A and the AWS SDK, deduplicated with counts.
 
     S3A swallows some failures after retrying them (e.g. a DeleteObjects that reports a per-key
     error while deleting parent directory markers): the job still succeeds, but against an S3
     that behaves, these lines never appear, and with S3A's default retry settings each one
-    costs minutes. So the test treats them as failures.
+    costs minutes. So the test treats them as failures. One line is not a failed call: Hadoop's
+    statistics race (``_statistics_race``), left out only when no request of the log failed.
     """
     counts: dict[str, int] = {}
+    clean = None  # whether no S3 request failed: computed once, if a statistics race is seen
     for line in log.splitlines():
         if m := _WARNING.match(line):
+            if _statistics_race(m["logger"], m["msg"]):
+                if clean is None:
+                    clean = not _failed_calls(log)
+                if clean:
+                    continue
             key = f"{m['level']} {m['logger'].rsplit('.', 1)[-1]}: {m['msg'][:300]}"
             counts[key] = counts.get(key, 0) + 1
     return [f"{n}x {k}" for k, n in counts.items()]
@@ -154,13 +189,7 @@ def s3a_warnings(log: str) -> list[str]:
 def describe_failures(log: str, warnings: bool = True) -> str:
     calls = s3_calls(log)
     # S3A probes with HEAD/LIST and expects 404s (getFileStatus of absent paths): not failures.
-    bad = [
-        c
-        for c in calls
-        if c["status"] not in ("?",)
-        and not c["status"].startswith("2")
-        and not (c["status"] == "404" and c["method"] == "HEAD")
-    ]
+    bad = _failed_calls(log)
     lines = [f"{len(calls)} S3 requests, {len(bad)} failed (404 on HEAD not counted):"]
     for c in bad[:40]:
         q = f"?{c['query']}" if c["query"] else ""
@@ -289,6 +318,32 @@ def run_job(
     report["s3_requests"] = len(calls)
     print(f"s3a_job {phase}: {json.dumps(report, ensure_ascii=False)}")
     return report
+
+
+def test_the_statistics_race_is_left_out_only_with_no_failed_call_and_no_write_exception() -> None:
+    put = (
+        "13:44:10.107 DEBUG [pool-t26] com.amazonaws.request: Sending Request: PUT http://127.0.0.1:1 /lake/k Headers: ()\n"
+        "13:44:10.129 DEBUG [pool-t26] com.amazonaws.request: Received successful response: 200, AWS Request ID: 1\n"
+    )
+    failed = (
+        "13:44:10.130 DEBUG [pool-t27] com.amazonaws.request: Sending Request: POST http://127.0.0.1:1 /lake/ Headers: ()\n"
+        "13:44:10.133 DEBUG [pool-t27] com.amazonaws.request: Received error response: com.amazonaws.services.s3.model."
+        "AmazonS3Exception: Internal (Service: Amazon S3; Status Code: 500; Error Code: InternalError; Request ID: 2)\n"
+    )
+
+    def race(exceptions: int) -> str:
+        return (
+            "13:44:10.141 WARN [Thread-3] org.apache.hadoop.fs.s3a.S3AInstrumentation: "
+            + _PENDING_STATS
+            + " in OutputStreamStatistics{counters=((stream_write_exceptions_completing_upload=0) "
+            + f"(stream_write_exceptions={exceptions}) (stream_write_bytes=11)\n"
+        )
+
+    other = "13:44:11.000 WARN [Thread-3] org.apache.hadoop.fs.s3a.S3AFileSystem: Failed to delete markers\n"
+    assert s3a_warnings(put + race(0)) == []
+    assert len(s3a_warnings(put + failed + race(0))) == 1, "a failed call keeps the race line a failure"
+    assert len(s3a_warnings(put + race(1))) == 1, "a write exception keeps it a failure"
+    assert s3a_warnings(put + race(0) + other) == [f"1x WARN S3AFileSystem: {other.split(': ', 1)[1].strip()}"]
 
 
 # ---------------------------------------------------------------- moto: the harness itself
