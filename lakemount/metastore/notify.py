@@ -24,6 +24,15 @@ listener that hears nothing more from it re-delivers the branch as changed as a 
 elsewhere that long at most.  Another host sees a staging at most ``PACE_S`` after its
 commit (``LEASE_S`` if its writer dies) instead of at its commit.
 
+Only a burst takes a lease (stop 53): a staging more than ``PACE_S`` after the branch's last notice,
+with nothing held or owed, sends a **plain** notice, which takes no lease and ends the sender's earlier
+ones; the next staging within ``PACE_S`` of it sends the paced one.  Sparse stagings (a write-back
+pipeline's batch every few seconds, a gateway PUT now and then) therefore never end in a whole-branch
+re-delivery, which dropped every listing other hosts kept of the branch, so that each create there
+looked its name up in the database again (stop 52: 1.036 transactions per file for 12 write-back
+writers on 3 hosts).  Every notice of a pacer carries a sequence number, so a plain notice that
+commits before an older paced one (two transactions in flight) ends only the leases older than it.
+
 A :class:`Listener` holds one dedicated connection in autocommit mode, waits on
 its socket and calls back with the changes it received, de-duplicated per
 wake-up (a Spark job staging a thousand files wakes a remote mount a few
@@ -72,7 +81,8 @@ class Change:
 
 PACE_S: Final = 1.0  # a process sends a branch's staging notices at most this often (``Pacer``; 0.5 before stop 51)
 LEASE_S: Final = 2 * PACE_S  # a listener re-delivers a paced sender's branch as changed this long after its last notice
-PACED: Final = "~"  # ends a paced notice's sender field: the sender may stage the branch unannounced for ``PACE_S``
+PACED: Final = "~"  # a paced notice's sender field: ``sender~seq``; the sender may stage the branch unannounced for ``PACE_S``
+PLAIN: Final = "!"  # a plain one's: ``sender!seq``; no lease, and the sender's leases of the branch before ``seq`` end
 
 DIRS_MOST: Final = 32  # directories a notice names at most (more: none, the whole branch changed)
 DIRS_BYTES: Final = 2048  # nor past this many bytes (PostgreSQL takes 8,000 per payload)
@@ -112,21 +122,35 @@ def _dirs_of(detail: str) -> set[str] | None:
     return set(detail[len(STAGED_DIRS):].split("\x1f"))
 
 
-def payload(sender: str, kind: str, repo: str, branch: str, *, paced: bool = False) -> str:
+@record(frozen=True, slots=True)
+class Notice:
+    """What :meth:`Pacer.inline` lets a staging send with itself: a paced notice (a lease) or a plain one,
+    numbered ``seq`` among the pacer's notices."""
+
+    paced: bool
+    seq: int
+
+
+def payload(sender: str, kind: str, repo: str, branch: str, *, notice: Notice | None = None) -> str:
     """The notification text for a change (tabs never occur in repository or branch names); an
-    append's statement adds ``TAB detail`` to it.  ``paced``: a :class:`Pacer`'s notice (a lease)."""
-    return f"{sender}{PACED if paced else ''}\t{kind}\t{repo}\t{branch}"
+    append's statement adds ``TAB detail`` to it.  ``notice``: a :class:`Pacer`'s notice (paced: a lease)."""
+    mark = "" if notice is None else f"{PACED if notice.paced else PLAIN}{notice.seq}"
+    return f"{sender}{mark}\t{kind}\t{repo}\t{branch}"
 
 
-def _parse(text: str) -> tuple[Change, bool] | None:
-    """The change a payload describes and whether it is paced, or ``None`` for text not from lakemount."""
+def _parse(text: str) -> tuple[Change, Notice | None] | None:
+    """The change a payload describes and the pacer's notice it is (None: not a pacer's), or ``None`` for
+    text not from lakemount."""
     parts = text.split("\t", 4)
     if len(parts) not in (4, 5) or parts[1] not in (HEAD, STAGING, RULES):
         return None
-    paced = parts[0].endswith(PACED)
-    if paced:
-        parts[0] = parts[0][: -len(PACED)]
-    return Change(*parts), paced
+    notice = None
+    for mark in (PACED, PLAIN):
+        sender, found, seq = parts[0].rpartition(mark)
+        if found and seq.isdigit():
+            parts[0], notice = sender, Notice(mark == PACED, int(seq))
+            break
+    return Change(*parts), notice
 
 
 def parse(text: str) -> Change | None:
@@ -135,48 +159,75 @@ def parse(text: str) -> Change | None:
     return got[0] if got is not None else None
 
 
-Send = Callable[[str, str, str], None]  # (repo, branch, detail): one paced staging notice in a transaction of its own
+Send = Callable[[str, str, str, "Notice"], None]  # (repo, branch, detail, notice): one paced staging notice in a transaction of its own
 
 
 class Pacer:
     """A process's staging notices of each branch, at most one per ``pace`` seconds (see the module's docstring).
 
-    Before a staging transaction, :meth:`inline` says whether it sends its notice itself (with the paced
-    mark); after one that did not commits, :meth:`owe` adds its directories to the notice the branch owes,
-    which one thread of the pacer's (started with the first owed notice, so on one kept connection) sends
-    (``send``) once ``pace`` has passed since the branch's last notice.  An owed notice that fails to go is
-    logged: the listeners' lease (``LEASE_S``) re-delivers the branch instead.
+    Before a staging transaction, :meth:`inline` says whether it sends its notice itself, and which (a
+    :class:`Notice`, paced or plain), or holds it (``None``); after one that held commits (or fails: it may have
+    committed), :meth:`owe` adds its directories to the notice the branch owes, which one thread of the
+    pacer's (started with the first owed notice, so on one kept connection) sends (``send``, paced) once
+    ``pace`` has passed since the branch's last notice.  An owed notice that fails to go is logged: the
+    listeners' lease (``LEASE_S``) re-delivers the branch instead.
     """
 
     def __init__(self, send: Send, *, pace: float = PACE_S) -> None:
         self._send = send
         self.pace = pace
         self._lock = threading.Lock()
+        self._seq = 0  # the last notice's number (every branch's: only their order within a branch matters)
         self._last: dict[tuple[str, str], float] = {}  # (repo, branch) -> when its last notice was decided
+        self._leased: set[tuple[str, str]] = set()  # branches whose last notice was paced
+        self._holding: dict[tuple[str, str], int] = {}  # stagings held (no notice of their own) and not yet owed
+        self._unsure: set[tuple[str, str]] = set()  # branches an owed notice of failed to go, until a lease ran out
         self._owed: dict[tuple[str, str], set[str] | None] = {}  # directories owed (None: the whole branch)
         self._due: dict[tuple[str, str], float] = {}  # when each owed notice goes
         self._wake = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         self._paying = 0  # owed notices taken off ``_due`` and not yet sent (or failed)
-        self.inline_sent = 0  # notices sent with their staging
+        self.inline_sent = 0  # notices sent with their staging (plain ones among them)
+        self.plain_sent = 0  # of those, plain ones (no lease)
         self.owed_sent = 0  # notices sent for stagings that sent none
         self.held = 0  # stagings that sent no notice of their own
 
-    def inline(self, repo: str, branch: str) -> bool:
-        """Whether the staging of ``repo``/``branch`` about to begin sends its (paced) notice itself."""
+    def inline(self, repo: str, branch: str) -> Notice | None:
+        """The notice the staging of ``repo``/``branch`` about to begin sends itself, or ``None``: it sends
+        none and owes one (:meth:`owe`, also when it fails).
+
+        Within ``pace`` of the branch's last notice a staging is held if that notice was paced (a lease is
+        live), else (the last was plain) it sends a paced notice, taking the lease.  Past ``pace`` it sends
+        a plain notice when the branch holds and owes nothing (no lease is needed, and any earlier one ends),
+        a paced one otherwise (also after an owed notice failed to go, until the listeners' lease ran out)."""
         key = (repo, branch)
         now = time.monotonic()
         with self._lock:
             last = self._last.get(key)
             if last is not None and now - last < self.pace:
-                self.held += 1
-                return False
+                if key in self._leased:
+                    self.held += 1
+                    self._holding[key] = self._holding.get(key, 0) + 1
+                    return None
+                paced = True
+            else:
+                if key in self._unsure and last is not None and now - last >= LEASE_S + self.pace:
+                    self._unsure.discard(key)  # the listeners' lease ran out since: they re-delivered the branch
+                paced = key in self._due or self._holding.get(key, 0) > 0 or key in self._unsure
             self._last[key] = now
+            if paced:
+                self._leased.add(key)
+            else:
+                self._leased.discard(key)
+                self.plain_sent += 1
             if len(self._last) > 4096:  # branches written long ago: forget them (their next notice goes at once)
-                for old in [k for k, t in self._last.items() if now - t >= self.pace and k not in self._owed]:
+                for old in [k for k, t in self._last.items()
+                            if now - t >= LEASE_S + self.pace and k not in self._owed and k not in self._holding]:
                     del self._last[old]
+                    self._leased.discard(old)
             self.inline_sent += 1
-            return True
+            self._seq += 1
+            return Notice(paced, self._seq)
 
     def failed(self, repo: str, branch: str) -> None:
         """The staging :meth:`inline` let send the notice failed (none went): the next one sends its own."""
@@ -184,11 +235,16 @@ class Pacer:
             self._last.pop((repo, branch), None)
 
     def owe(self, repo: str, branch: str, detail: str) -> None:
-        """A staging of ``repo``/``branch`` that sent no notice committed, changing what ``detail`` names
-        (``dirs_detail``): its notice goes with the branch's next owed one."""
+        """A staging of ``repo``/``branch`` that sent no notice committed (or failed, and may have),
+        changing what ``detail`` names (``dirs_detail``): its notice goes with the branch's next owed one."""
         key = (repo, branch)
         dirs = _dirs_of(detail)
         with self._lock:
+            held = self._holding.get(key, 0)
+            if held > 1:
+                self._holding[key] = held - 1
+            else:
+                self._holding.pop(key, None)
             if key in self._owed:
                 owed = self._owed[key]
                 self._owed[key] = None if owed is None or dirs is None else owed | dirs
@@ -229,17 +285,68 @@ class Pacer:
                 return
             dirs = self._owed.pop(key)
             self._last[key] = time.monotonic()
+            self._leased.add(key)
             self._paying += 1
+            self._seq += 1
+            notice = Notice(True, self._seq)
         try:
-            self._send(key[0], key[1], "" if dirs is None else _dirs_text(dirs))
+            self._send(key[0], key[1], "" if dirs is None else _dirs_text(dirs), notice)
             self.owed_sent += 1
         except Exception as exc:  # the listeners' lease re-delivers the branch: log, never raise on a timer
             log.warning("owed change notice of %s/%s not sent: %s (listeners drop the branch at their lease's end)",
                         key[0], key[1], one_line(exc))
+            with self._lock:
+                self._unsure.add(key)  # no plain notice may end that lease before it ran out
         finally:
             with self._lock:
                 self._paying -= 1
                 self._wake.notify_all()
+
+
+class Leases:
+    """A listener's leases: (sender, repo, branch) of paced notices -> when each ends and the notice's number.
+
+    A lease ends in a whole-branch re-delivery ``LEASE_S`` after its sender's last paced notice of the branch,
+    unless a plain notice of the sender's numbered after it ended it (its sender held nothing then).  No other
+    kind ends it (a head move of the branch does not tell what that sender staged after it).  A plain notice's
+    number is remembered for a while, so a paced notice numbered before it that commits after it (two
+    transactions in flight) takes no lease."""
+
+    KEEP_ENDED_S: Final = 60.0
+
+    def __init__(self) -> None:
+        self._leases: dict[tuple[str, str, str], tuple[float, int]] = {}
+        self._ended: dict[tuple[str, str, str], tuple[int, float]] = {}  # plain notices heard: number, when
+
+    def heard(self, change: Change, notice: Notice, now: float) -> None:
+        key = (change.sender, change.repo, change.branch)
+        ended = self._ended.get(key)
+        if notice.paced:
+            if ended is None or ended[0] < notice.seq:
+                held = self._leases.get(key)
+                self._leases[key] = (now + LEASE_S, notice.seq if held is None else max(held[1], notice.seq))
+            return
+        held = self._leases.get(key)
+        if held is not None and held[1] < notice.seq:
+            del self._leases[key]
+        if ended is None or ended[0] < notice.seq:
+            self._ended[key] = (notice.seq, now)
+        if len(self._ended) > 1024:
+            for old in [k for k, (_, t) in self._ended.items() if now - t > self.KEEP_ENDED_S]:
+                del self._ended[old]
+
+    def first_end(self) -> float | None:
+        return min((end for end, _ in self._leases.values()), default=None)
+
+    def ended(self, now: float) -> list[Change]:
+        """The leases run out by ``now``, as whole-branch staging changes, forgotten."""
+        out = [key for key, (end, _) in self._leases.items() if end <= now]
+        for key in out:
+            del self._leases[key]
+        return [Change(sender, STAGING, repo, branch) for sender, repo, branch in out]
+
+    def __len__(self) -> int:
+        return len(self._leases)
 
 
 Callback = Callable[[list[Change] | None], None]
@@ -324,14 +431,12 @@ class Listener:
         # poll(), not select(): select() refuses descriptors >= 1024, which a busy daemon's sockets reach.
         waiter = select.poll()
         waiter.register(conn.fileno(), select.POLLIN)
-        # (sender, repo, branch) of paced notices -> when their lease ends: the branch is re-delivered as
-        # changed as a whole then.  A later paced notice renews it; no other kind ends it (a head move of the
-        # branch does not tell what that sender staged after it).
-        leases: dict[tuple[str, str, str], float] = {}
+        leases = Leases()
         while not self._stop.is_set():
             wait = self.poll
-            if leases:
-                wait = max(0.0, min(wait, min(leases.values()) - time.monotonic()))
+            first = leases.first_end()
+            if first is not None:
+                wait = max(0.0, min(wait, first - time.monotonic()))
             batch: dict[Change, None] = {}
             if waiter.poll(wait * 1000):
                 conn.poll()
@@ -339,14 +444,12 @@ class Listener:
                     got = _parse(conn.notifies.pop(0).payload)
                     if got is None:
                         continue
-                    change, paced = got
+                    change, notice = got
                     batch[change] = None
-                    if paced:
-                        leases[(change.sender, change.repo, change.branch)] = time.monotonic() + LEASE_S
-            now = time.monotonic()
-            for lease in [k for k, end in leases.items() if end <= now]:
-                del leases[lease]
-                batch[Change(lease[0], STAGING, lease[1], lease[2])] = None
+                    if notice is not None:
+                        leases.heard(change, notice, time.monotonic())
+            for change in leases.ended(time.monotonic()):
+                batch[change] = None
             if batch:
                 self.received += len(batch)
                 self._deliver(list(batch))

@@ -238,9 +238,9 @@ class SqlRefStore:
             conn.execute(sa.select(sa.func.pg_notify(notify.CHANNEL, notify.payload(self.sender, kind, repo, branch))))
         conn.info[_CHANGED].append((repo, branch))
 
-    def _send_paced(self, repo: str, branch: str, detail: str) -> None:
+    def _send_paced(self, repo: str, branch: str, detail: str, notice: notify.Notice) -> None:
         """One paced staging notice of ``repo``/``branch`` naming ``detail`` (what :class:`notify.Pacer` owes), alone."""
-        text = notify.payload(self.sender, notify.STAGING, repo, branch, paced=True) + (f"\t{detail}" if detail else "")
+        text = notify.payload(self.sender, notify.STAGING, repo, branch, notice=notice) + (f"\t{detail}" if detail else "")
         self._fast.run(lambda cur: cur.execute("SELECT pg_notify(%s, %s)", (notify.CHANNEL, text)), retry=True)
 
     def changed(self, repo: str, branch: str, *, alone: bool = True) -> None:

@@ -222,18 +222,20 @@ class SqlStaging:
             if inline:
                 cur.execute(
                     "SELECT pg_notify(%s, %s)",
-                    (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch, paced=True)
+                    (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch, notice=inline)
                      + (f"\t{dirs}" if dirs else "")),
                 )
 
         # Every listening backend runs a transaction per notice it is woken by: notices are paced (``notify.Pacer``).
         dirs = notify.dirs_detail(items) if postgres else ""
-        inline = postgres and self.refs.pacer.inline(repo, branch)
+        inline = self.refs.pacer.inline(repo, branch) if postgres else None
         try:
             self._fast.run(work, transaction=True, retry=True)
         except BaseException:
             if inline:
                 self.refs.pacer.failed(repo, branch)
+            elif postgres:
+                self.refs.pacer.owe(repo, branch, dirs)  # it may have committed; and the pacer counts it held until owed
             raise
         if postgres and not inline:
             self.refs.pacer.owe(repo, branch, dirs)

@@ -228,11 +228,11 @@ class SqlStagingLists:
         postgres = self.dialect == "postgresql"
         # Every listening backend runs a transaction per notice it is woken by: appends' notices are paced as
         # ``sql`` stagings' are (``notify.Pacer``); one that sends none owes the branch's next one.
-        send = postgres and self.refs.pacer.inline(repo, branch)
+        send = self.refs.pacer.inline(repo, branch) if postgres else None
         if postgres:
             # The notice ends with the new row's token and id (known only inside the statement) and
             # the rest of its row (and bytes), see ``learn``.
-            head = notify.payload(self.refs.sender, notify.STAGING, repo, branch, paced=True)
+            head = notify.payload(self.refs.sender, notify.STAGING, repo, branch, notice=send)
             detail = _detail(info, data, NOTICE_MAX - len(head.encode()))
             text = (
                 "WITH b AS (SELECT br.staging_token FROM lm_branches br JOIN lm_repositories r ON r.name = br.repo "
@@ -273,11 +273,13 @@ class SqlStagingLists:
         except BaseException:
             if send:
                 self.refs.pacer.failed(repo, branch)
+            elif postgres:
+                self.refs.pacer.owe(repo, branch, _dirs(info))  # it may have committed; and the pacer counts it held until owed
             raise
         if send and not rows:
             self.refs.pacer.failed(repo, branch)  # no row inserted: the notice never went
-        if postgres and not send and rows:
-            self.refs.pacer.owe(repo, branch, _dirs(info))
+        if postgres and not send:
+            self.refs.pacer.owe(repo, branch, _dirs(info))  # no row inserted: a notice of nothing, but the hold ends
         if rows:
             self.refs.changed(repo, branch, alone=False)  # before the flush's writes (of any writer) are acknowledged
             token = StagingToken(rows[0][0])
@@ -338,21 +340,25 @@ class SqlStagingLists:
             self._put_inline(cur, int(cur.fetchone()[0]), inline)
             if send:
                 cur.execute("SELECT pg_notify(%s, %s)",
-                            (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch, paced=True)))
+                            (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch, notice=send)))
             cur.execute(count, (token,))
             return token, int(cur.fetchone()[0])
 
         postgres = self.dialect == "postgresql"
-        send = postgres and self.refs.pacer.inline(repo, branch)  # paced as a plain append's notice (``append``)
+        send = self.refs.pacer.inline(repo, branch) if postgres else None  # paced as a plain append's notice (``append``)
         try:
             found = self._fast.run(work, transaction=True)
         except BaseException:
             if send:
                 self.refs.pacer.failed(repo, branch)
+            elif postgres:
+                self.refs.pacer.owe(repo, branch, _dirs(info))  # it may have committed; and the pacer counts it held until owed
             raise
         if found is None:
             if send:
                 self.refs.pacer.failed(repo, branch)
+            elif postgres:
+                self.refs.pacer.owe(repo, branch, _dirs(info))  # nothing staged, but the hold ends
             self._missing(repo, branch, namespace)
         if postgres and not send:
             self.refs.pacer.owe(repo, branch, _dirs(info))

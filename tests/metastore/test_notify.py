@@ -284,18 +284,19 @@ def test_a_burst_of_stagings_sends_its_first_notice_and_one_owed_naming_every_di
             _drain(writer, batches)
             staging = SqlStaging(writer)
             t = time.monotonic()
-            for d in ("a", "b", "c"):
+            for d in ("a", "b", "c", "d"):
                 staging.stage(repo, "main", [(f"{d}/f".encode(), b"v")])
             if time.monotonic() - t >= notify.PACE_S:
                 continue
-            assert (writer.pacer.inline_sent, writer.pacer.held) == (1, 2)
+            # Stop 53: the first sends a plain notice (no lease), the second the paced one, the rest are held.
+            assert (writer.pacer.inline_sent, writer.pacer.plain_sent, writer.pacer.held) == (2, 1, 2)
             got: list[notify.Change] = []
             deadline = time.monotonic() + 30
-            while len(got) < 2:  # the owed notice comes by the pacer's thread, no flush
+            while len(got) < 3:  # the owed notice comes by the pacer's thread, no flush
                 batch = batches.get(timeout=max(0.0, deadline - time.monotonic()))
                 assert batch is not None
                 got += [c for c in batch if c.kind == "staging" and c.repo == repo]
-            assert [changed_dirs(c.detail) for c in got[:2]] == [["a"], ["b", "c"]], got
+            assert [changed_dirs(c.detail) for c in got[:3]] == [["a"], ["b"], ["c", "d"]], got
             end = time.monotonic() + 10  # the pacer's thread counts it once its statement returned, maybe after delivery
             while writer.pacer.owed_sent < 1 and time.monotonic() < end:
                 time.sleep(0.01)
@@ -320,15 +321,16 @@ def test_a_burst_of_lsm_appends_is_paced_as_stagings_are(pg_cluster: PgCluster, 
             _drain(writer, batches)
             staging = LsmStaging(SqlStagingLists(writer), MemoryAdapter(), RamCache(1 << 20), lambda r: "mem://ns")
             t = time.monotonic()
-            for d in ("a", "b", "c"):
+            for d in ("a", "b", "c", "d"):
                 staging.stage(repo, "main", [(f"{d}/f".encode(), b"v" * 17)])
             if time.monotonic() - t >= notify.PACE_S:
                 continue
-            assert (writer.pacer.inline_sent, writer.pacer.held) == (1, 2)
+            assert (writer.pacer.inline_sent, writer.pacer.plain_sent, writer.pacer.held) == (2, 1, 2)  # plain, paced, held
             got = [c for c in _drain(writer, batches) if c.kind == "staging" and c.repo == repo]
-            assert len(got) == 2, got
-            assert changed_dirs(got[0].detail) is None and got[0].detail  # the first append's file rides along
-            assert changed_dirs(got[1].detail) == ["b", "c"], got
+            assert len(got) == 3, got
+            for inline in got[:2]:
+                assert changed_dirs(inline.detail) is None and inline.detail  # the appends' files ride along
+            assert changed_dirs(got[2].detail) == ["c", "d"], got
             t = time.monotonic()
             staging.stage(repo, "main", [(b"d/f", b"v" * 17)])
             staging.stage(repo, "main", [(b"e/f", b"v" * 17), (b"f/g", b"v" * 17)])  # a file of two keys
@@ -373,20 +375,45 @@ def test_a_listener_redelivers_a_paced_branch_whose_sender_went_quiet(pg_cluster
 
     try:
         assert listener.connected.wait(10)
-        send(notify.payload("gone", notify.STAGING, "r", "main", paced=True) + "\tdirs\x1fa")
+        send(notify.payload("gone", notify.STAGING, "r", "main", notice=notify.Notice(True, 1)) + "\tdirs\x1fa")
         sent = time.monotonic()
         first = batches.get(timeout=30)
         assert first == [notify.Change("gone", notify.STAGING, "r", "main", "dirs\x1fa")], first
         again = batches.get(timeout=30)
         assert time.monotonic() - sent >= notify.LEASE_S - 0.05
         assert again == [notify.Change("gone", notify.STAGING, "r", "main", "")], again  # the whole branch
-        send(notify.payload("alive", notify.STAGING, "r", "dev", paced=True) + "\tdirs\x1fa")
+        send(notify.payload("alive", notify.STAGING, "r", "dev", notice=notify.Notice(True, 1)) + "\tdirs\x1fa")
         assert batches.get(timeout=30) == [notify.Change("alive", notify.STAGING, "r", "dev", "dirs\x1fa")]
         time.sleep(notify.PACE_S)
-        send(notify.payload("alive", notify.STAGING, "r", "dev", paced=True) + "\tdirs\x1fb")  # renews the lease
+        send(notify.payload("alive", notify.STAGING, "r", "dev", notice=notify.Notice(True, 2)) + "\tdirs\x1fb")  # renews the lease
         renewed = time.monotonic()
         assert batches.get(timeout=30) == [notify.Change("alive", notify.STAGING, "r", "dev", "dirs\x1fb")]
         assert batches.get(timeout=30) == [notify.Change("alive", notify.STAGING, "r", "dev", "")]
         assert time.monotonic() - renewed >= notify.LEASE_S - 0.05  # from the last notice, not the first
     finally:
         listener.stop()
+
+
+def test_a_plain_notice_ends_its_senders_lease_so_sparse_stagings_cost_no_whole_branch(pg_cluster: PgCluster, pg_url: str) -> None:
+    """Stop 53: stop 52's write-back batches (a staging every few seconds per host) each ended, ``LEASE_S`` later,
+    in a whole-branch re-delivery on every other host, which dropped their listings (a name lookup per create
+    after it).  A staging past the pace now sends a plain notice: no lease, and the sender's earlier one ends."""
+    from lakemount.catalog.kept import changed_dirs
+
+    for attempt in range(5):  # a loaded machine may take longer than the pace between the burst's two: try again
+        repo = f"rs{attempt}"
+        with _listening(pg_url, repo, f"s{attempt}") as (writer, batches):
+            _drain(writer, batches)
+            staging = SqlStaging(writer)
+            for d in ("a", "b"):  # a burst: plain, then paced (a lease)
+                staging.stage(repo, "main", [(f"{d}/f".encode(), b"v")])
+            if (writer.pacer.inline_sent, writer.pacer.plain_sent) != (2, 1):
+                continue
+            time.sleep(notify.PACE_S + 0.1)
+            staging.stage(repo, "main", [(b"c/f", b"v")])  # past the pace, nothing held: plain, ending the lease
+            assert writer.pacer.plain_sent == 2
+            time.sleep(notify.LEASE_S + 0.5)  # past when the burst's lease would have run out
+            got = [c for c in _drain(writer, batches) if c.kind == "staging" and c.repo == repo]
+            assert [changed_dirs(c.detail) for c in got] == [["a"], ["b"], ["c"]], got  # no whole-branch change
+            return
+    raise AssertionError("the burst's two stagings never fit in the pace in five attempts")

@@ -9,39 +9,112 @@ from lakemount.catalog.kept import changed_dirs
 from lakemount.metastore import notify
 
 
-def _pacer(pace: float) -> tuple[notify.Pacer, list[tuple[str, str, str]], threading.Event]:
-    sent: list[tuple[str, str, str]] = []
+def _pacer(pace: float) -> tuple[notify.Pacer, list[tuple[str, str, str, notify.Notice]], threading.Event]:
+    sent: list[tuple[str, str, str, notify.Notice]] = []
     went = threading.Event()
 
-    def send(repo: str, branch: str, detail: str) -> None:
-        sent.append((repo, branch, detail))
+    def send(repo: str, branch: str, detail: str, notice: notify.Notice) -> None:
+        sent.append((repo, branch, detail, notice))
         went.set()
 
     return notify.Pacer(send, pace=pace), sent, went
 
 
 def test_the_stagings_within_the_pace_owe_one_notice_naming_all_they_changed() -> None:
+    """A burst: the first staging's notice is plain (no lease), the second's paced (the lease), the rest are held."""
     pacer, sent, went = _pacer(0.3)
-    assert pacer.inline("r", "main")
+    first = pacer.inline("r", "main")
+    second = pacer.inline("r", "main")
     t = time.monotonic()
-    assert not pacer.inline("r", "main") and not pacer.inline("r", "main")
-    assert pacer.inline("r", "dev")  # branches are paced apart
+    assert first is not None and not first.paced and second is not None and second.paced
+    assert second.seq > first.seq
+    assert pacer.inline("r", "main") is None and pacer.inline("r", "main") is None
+    dev = pacer.inline("r", "dev")  # branches are paced apart
+    assert dev is not None and not dev.paced
     pacer.owe("r", "main", notify.dirs_detail([b"a/f"]))
     pacer.owe("r", "main", notify.dirs_detail([b"b/c/f"]))
     assert went.wait(10)
     assert time.monotonic() - t >= 0.25  # not before the pace allowed
-    assert [(r, b, changed_dirs(d)) for r, b, d in sent] == [("r", "main", ["a", "b/c"])]
-    assert (pacer.inline_sent, pacer.held, pacer.owed_sent) == (2, 2, 1)
+    assert [(r, b, changed_dirs(d)) for r, b, d, _ in sent] == [("r", "main", ["a", "b/c"])]
+    assert sent[0][3].paced and sent[0][3].seq > dev.seq
+    assert (pacer.inline_sent, pacer.plain_sent, pacer.held, pacer.owed_sent) == (3, 2, 2, 1)
+
+
+def test_sparse_stagings_send_plain_notices_and_take_no_lease() -> None:
+    """Stop 53: a staging more than the pace after the branch's last notice, holding and owing nothing, sends a
+    plain notice: no listener re-delivers the branch whole after it (stop 52's write-back batches did so)."""
+    pacer, sent, _ = _pacer(0.05)
+    seqs = []
+    for _ in range(3):
+        notice = pacer.inline("r", "main")
+        assert notice is not None and not notice.paced
+        seqs.append(notice.seq)
+        time.sleep(0.08)
+    assert seqs == sorted(seqs) and len(set(seqs)) == 3
+    assert (pacer.plain_sent, pacer.held, sent) == (3, 0, [])
+
+
+def test_past_the_pace_a_branch_still_holding_or_owing_sends_a_paced_notice() -> None:
+    """A plain notice ends the sender's leases: it may go only when no held staging's notice is still to come."""
+    pacer, _, _ = _pacer(0.05)
+    assert pacer.inline("r", "main") is not None and pacer.inline("r", "main") is not None  # plain, then paced
+    assert pacer.inline("r", "main") is None  # held, its transaction still running
+    time.sleep(0.08)
+    held = pacer.inline("r", "main")
+    assert held is not None and held.paced  # past the pace, but a held staging has owed nothing yet
+    time.sleep(0.08)
+    pacer.owe("r", "main", notify.dirs_detail([b"a/f"]))  # the held one commits: a notice is due, not yet sent
+    owing = pacer.inline("r", "main")
+    assert owing is None or owing.paced
+
+
+def test_a_held_staging_that_failed_owes_its_notice_and_ends_its_hold() -> None:
+    """It may have committed (a lost connection after COMMIT): its notice goes, and after it plain ones again."""
+    pacer, sent, went = _pacer(0.05)
+    pacer.inline("r", "main")
+    pacer.inline("r", "main")
+    assert pacer.inline("r", "main") is None
+    pacer.owe("r", "main", notify.dirs_detail([b"a/f"]))  # what the staging code calls when the held one raised
+    assert went.wait(10) and [changed_dirs(d) for _, _, d, _ in sent] == [["a"]]
+    time.sleep(0.08)
+    after = pacer.inline("r", "main")
+    assert after is not None and not after.paced
+
+
+def test_after_an_owed_notice_failed_to_go_no_plain_notice_ends_the_lease_before_it_ran_out() -> None:
+    """The listeners' lease is what re-delivers a lost owed notice's change: a plain notice ending it early would
+    leave other hosts without it."""
+    calls: list[str] = []
+    went = threading.Event()
+
+    def send(repo: str, branch: str, detail: str, notice: notify.Notice) -> None:
+        calls.append(detail)
+        went.set()
+        raise OSError("the database went away")
+
+    pacer = notify.Pacer(send, pace=0.05)
+    pacer.inline("r", "main")
+    pacer.inline("r", "main")
+    assert pacer.inline("r", "main") is None
+    pacer.owe("r", "main", notify.dirs_detail([b"a/f"]))
+    assert went.wait(10) and [changed_dirs(d) for d in calls] == [["a"]]
+    time.sleep(0.08)
+    unsure = pacer.inline("r", "main")
+    assert unsure is not None and unsure.paced  # past the pace, nothing held or owed, yet paced
+    assert pacer.owed_sent == 0
+    pacer._last[("r", "main")] -= notify.LEASE_S + 0.05  # as if no notice went for as long as a lease
+    after = pacer.inline("r", "main")
+    assert after is not None and not after.paced
 
 
 def test_a_staging_that_changed_what_no_directory_names_owes_the_whole_branch() -> None:
     pacer, sent, _ = _pacer(60.0)
-    assert pacer.inline("r", "main")
-    assert not pacer.inline("r", "main")
+    assert pacer.inline("r", "main") and pacer.inline("r", "main")
+    assert pacer.inline("r", "main") is None and pacer.inline("r", "main") is None
     pacer.owe("r", "main", notify.dirs_detail([b"a/f"]))
     pacer.owe("r", "main", "")  # more than DIRS_MOST directories, or a key no directory shows
     pacer.flush()
-    assert sent == [("r", "main", "")]
+    assert [(r, b, d) for r, b, d, _ in sent] == [("r", "main", "")]
 
 
 def test_after_a_failed_staging_that_was_to_send_the_notice_the_next_sends_its_own() -> None:
@@ -49,8 +122,9 @@ def test_after_a_failed_staging_that_was_to_send_the_notice_the_next_sends_its_o
     pacer, _, _ = _pacer(60.0)
     assert pacer.inline("r", "main")
     pacer.failed("r", "main")
-    assert pacer.inline("r", "main")
-    assert not pacer.inline("r", "main")
+    again = pacer.inline("r", "main")
+    assert again is not None and not again.paced  # as if the failed one never was
+    assert pacer.inline("r", "main") and pacer.inline("r", "main") is None
 
 
 def test_flush_returns_only_once_the_notice_the_pacers_thread_is_sending_went() -> None:
@@ -61,13 +135,13 @@ def test_flush_returns_only_once_the_notice_the_pacers_thread_is_sending_went() 
     release = threading.Event()
     sent: list[str] = []
 
-    def send(repo: str, branch: str, detail: str) -> None:
+    def send(repo: str, branch: str, detail: str, notice: notify.Notice) -> None:
         sending.set()
         assert release.wait(30), "the test never released the owed notice"
         sent.append(detail)
 
     pacer = notify.Pacer(send, pace=0.05)
-    assert pacer.inline("r", "main") and not pacer.inline("r", "main")
+    assert pacer.inline("r", "main") and pacer.inline("r", "main") and pacer.inline("r", "main") is None
     pacer.owe("r", "main", notify.dirs_detail([b"a/f"]))
     assert sending.wait(10), "the pacer's thread never sent the owed notice"
     flushed = threading.Event()
@@ -78,3 +152,46 @@ def test_flush_returns_only_once_the_notice_the_pacers_thread_is_sending_went() 
     assert flushed.wait(10), "flush never returned after the owed notice went"
     flusher.join(10)
     assert [changed_dirs(d) for d in sent] == [["a"]] and pacer.owed_sent == 1
+
+
+def _change(sender: str, notice: notify.Notice | None, branch: str = "main") -> tuple[notify.Change, notify.Notice | None]:
+    got = notify._parse(notify.payload(sender, notify.STAGING, "r", branch, notice=notice) + "\tdirs\x1fa")
+    assert got is not None and got[0] == notify.Change(sender, notify.STAGING, "r", branch, "dirs\x1fa")
+    return got
+
+
+def test_a_notice_says_whether_it_is_paced_and_its_number() -> None:
+    for notice in (None, notify.Notice(True, 7), notify.Notice(False, 12)):
+        assert _change("ab12", notice)[1] == notice
+    assert notify.parse("x~\tstaging\tr\tmain") == notify.Change("x~", notify.STAGING, "r", "main")  # no number: no notice
+
+
+def test_a_lease_runs_out_into_the_whole_branch_unless_a_later_plain_notice_ended_it() -> None:
+    leases = notify.Leases()
+    change, notice = _change("s", notify.Notice(True, 5))
+    assert notice is not None
+    leases.heard(change, notice, 100.0)
+    other, paced = _change("s", notify.Notice(True, 6), "dev")
+    assert paced is not None
+    leases.heard(other, paced, 100.0)
+    assert leases.ended(100.0 + notify.LEASE_S - 0.01) == []
+    plain = notify.Notice(False, 9)
+    leases.heard(change, plain, 101.0)  # main's sender staged nothing unannounced since notice 5
+    assert leases.ended(100.0 + notify.LEASE_S) == [notify.Change("s", notify.STAGING, "r", "dev")]
+    assert len(leases) == 0
+
+
+def test_a_plain_notice_ends_only_the_leases_numbered_before_it() -> None:
+    """Two stagings' transactions in flight commit in either order: a paced notice numbered after a plain one
+    keeps its lease; one numbered before it, heard after it, takes none."""
+    leases = notify.Leases()
+    change, _ = _change("s", None)
+    leases.heard(change, notify.Notice(True, 8), 0.0)
+    leases.heard(change, notify.Notice(False, 7), 0.5)  # the plain one decided first, committed last
+    assert leases.first_end() == notify.LEASE_S
+    assert leases.ended(notify.LEASE_S) == [notify.Change("s", notify.STAGING, "r", "main")]
+    leases.heard(change, notify.Notice(False, 10), 3.0)
+    leases.heard(change, notify.Notice(True, 9), 3.1)  # older than the plain one heard: no lease
+    assert leases.first_end() is None
+    leases.heard(change, notify.Notice(True, 11), 3.2)
+    assert leases.first_end() == 3.2 + notify.LEASE_S
