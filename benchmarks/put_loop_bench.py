@@ -15,6 +15,13 @@ reads included, and every listening backend's wake-ups: ``benchmarks/pg_counting
 ``--listen`` each worker also listens for change notices as a gateway worker does (without,
 the protection rules its writes keep are read again every second).
 
+Beside each rate it prints the CPU one write cost in the phase (the workers' own, ``process_time``
+over the timed window, and PostgreSQL's: its postmaster's children, live and ended), the share of
+the machine's cores that was idle, and the rate this machine's cores would allow at that CPU per
+write (cores / CPU per write): when the 16-thread phase leaves no core idle, that is its ceiling,
+so the >= 5x target is within this machine's reach only if five times the one-at-a-time rate is
+below it (stop 53).
+
 Targets: <= 1.1 transactions per write one at a time; with 16 threads per process <= 0.1 and
 >= 5x the one-at-a-time rate.  Run: ``PYTHONPATH=. .venv/bin/python benchmarks/put_loop_bench.py``.
 """
@@ -89,9 +96,42 @@ def _worker(home: str, url: str, backend: str, threads: int, seconds: float, wid
         t.start()
     warm.wait()
     ready.release()
+    go.wait()
+    cpu = time.process_time()  # every thread's CPU, from the clock's start (the warm-up is before it)
     for t in ts:
         t.join()
-    out.put(sum(counts))
+    out.put((sum(counts), time.process_time() - cpu))
+
+
+def _stat(pid: int | str) -> list[str]:
+    """The fields of ``/proc/PID/stat`` after the command's name (the state is [0])."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def pg_cpu(pg: Postgres) -> float:
+    """Seconds of CPU the PostgreSQL cluster has used: its postmaster's, with the children it reaped (every
+    ended backend), and its live children's."""
+    pm = int((pg.data / "postmaster.pid").read_text().split()[0])
+    tick = os.sysconf("SC_CLK_TCK")
+    f = _stat(pm)
+    total = sum(int(x) for x in f[11:15])  # utime, stime, cutime, cstime
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                c = _stat(pid)
+            except OSError:
+                continue
+            if int(c[1]) == pm:
+                total += int(c[11]) + int(c[12])
+    return total / tick
+
+
+def idle_cpu() -> float:
+    """Seconds every core of this machine has been idle (``/proc/stat``: idle and iowait)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    return (int(fields[3]) + int(fields[4])) / os.sysconf("SC_CLK_TCK")
 
 
 def _query(pg: Postgres, db: str, sql: str) -> list[tuple[Any, ...]]:
@@ -140,15 +180,28 @@ def phase(pg: Postgres, db: str, home: str, backend: str, procs: int, threads: i
             raise RuntimeError("a worker never got ready")
     before_old = pg.xacts(db)
     before = _count(pg, db)
+    pg0, idle0, t0 = pg_cpu(pg), idle_cpu(), time.monotonic()
     go.set()
-    total = sum(q.get(timeout=seconds + 300) for _ in ps)
+    got = [q.get(timeout=seconds + 300) for _ in ps]
+    pg1, idle1, t1 = pg_cpu(pg), idle_cpu(), time.monotonic()  # backends still connected: their CPU is live
+    total = sum(n for n, _ in got)
     for p in ps:
         p.join()
     after_old = pg.xacts(db)
     _gone(pg, db)
     after = _count(pg, db)
-    return {"rate": total / seconds, "writes": total, "xacts": (after - before) / max(total, 1),
-            "xacts_old": (after_old - before_old) / max(total, 1)}
+    n = max(total, 1)
+    cores = os.cpu_count() or 1
+    cpu = (sum(c for _, c in got) + pg1 - pg0) / n
+    return {"rate": total / seconds, "writes": total, "xacts": (after - before) / n,
+            "xacts_old": (after_old - before_old) / n, "cpu_ms": 1000 * cpu, "workers_ms": 1000 * sum(c for _, c in got) / n,
+            "pg_ms": 1000 * (pg1 - pg0) / n, "idle": (idle1 - idle0) / (cores * (t1 - t0)), "ceiling": cores / cpu if cpu else 0.0}
+
+
+def _cpu_line(r: dict[str, float]) -> str:
+    cores = os.cpu_count() or 1
+    return (f"CPU per write {r['cpu_ms']:.2f} ms (workers {r['workers_ms']:.2f}, PostgreSQL {r['pg_ms']:.2f}), "
+            f"{100 * r['idle']:.0f}% of {cores} cores idle meanwhile; at that CPU {cores} cores allow {r['ceiling']:,.0f} writes/s")
 
 
 def main() -> None:
@@ -178,12 +231,13 @@ def main() -> None:
             one = phase(pg, db, home, backend, args.procs, 1, args.seconds, "one", args.listen)
             print(f"  {backend}: one at a time per process: {one['rate']:,.0f} writes/s ({one['writes']:.0f}), "
                   f"{one['xacts']:.3f} transactions per write (target <= 1.1; "
-                  f"counted as before stop 51: {one['xacts_old']:.3f})", flush=True)
+                  f"counted as before stop 51: {one['xacts_old']:.3f})\n    {_cpu_line(one)}", flush=True)
             many = phase(pg, db, home, backend, args.procs, args.threads, args.seconds, "many", args.listen)
             print(f"  {backend}: {args.threads} threads per process: {many['rate']:,.0f} writes/s ({many['writes']:.0f}), "
                   f"{many['xacts']:.3f} transactions per write (target <= 0.1; "
                   f"counted as before stop 51: {many['xacts_old']:.3f}); "
-                  f"x{many['rate'] / one['rate']:.2f} the one-at-a-time rate (target >= 5x)", flush=True)
+                  f"x{many['rate'] / one['rate']:.2f} the one-at-a-time rate (target >= 5x)\n    {_cpu_line(many)}; "
+                  f"the 5x target is {5 * one['rate']:,.0f} writes/s, x{5 * one['rate'] / many['ceiling']:.2f} of that ceiling", flush=True)
     finally:
         pg.stop()
         shutil.rmtree(root, ignore_errors=True)
