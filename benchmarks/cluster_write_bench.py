@@ -97,6 +97,12 @@ print(json.dumps({"seconds": time.perf_counter() - t}))
 FSYNC = "import os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY)\nos.fsync(fd)\nos.close(fd)\n"
 
 
+def cpu_line(cpu: dict[str, float], wall: float, n: int) -> str:
+    """Where a window's CPU went (``Bench.cpu`` deltas): the machine's, then each host's, per file."""
+    return (f"machine {cpu['all']:.1f} s of {os.cpu_count() or 1} x {wall:.1f} s; "
+            + ", ".join(f"{k} {v:.1f} s ({v / n * 1e3:.1f} ms a file)" for k, v in cpu.items() if k != "all"))
+
+
 def body(i: int) -> bytes:
     return (b"%d " % i + b"c" * 1024)[:1024]
 
@@ -244,9 +250,11 @@ class Bench:
             h.run("ls", "-a", f"/lake-{mode}/repo/main", timeout=120)
         x0, s0 = self.raw_xacts(), self.store()
         start = time.time()
+        c0 = self.cpu()
         t = time.perf_counter()
         w1.run("cp", "-r", src, f"/lake-{mode}/repo/main/{name}", timeout=1800)
         cp_s = time.perf_counter() - t
+        c1 = self.cpu()
         acked = time.time()
         seen = last_json(w2.python(SEEN, f"/lake-{mode}/repo/main/{name}", last, (Path(src) / last).read_text(),
                                    str(a.files // 10 * 10), str(acked), timeout=900))
@@ -262,7 +270,7 @@ class Bench:
         return {"files": n, "cp_s": cp_s, "per_s": n / cp_s, "last_read_s": seen["last_read_s"],
                 "all_listed_s": seen["all_listed_s"], "xacts_per_file": (x1 - x0) / n, "reader": reader,
                 "writes_per_file": (x1 - x0 - reader) / n, "xacts_per_file_with_commit": (x2 - x0 - reader) / n, "store_per_file": (s1 - s0) / n,
-                "commit_s": commit_s, "started": start}
+                "commit_s": commit_s, "started": start, "cpu": {k: c1[k] - c0.get(k, 0.0) for k in c1}}
 
     def warm(self, mode: str, n: int = 100) -> float:
         """An untimed ``cp -r`` of ``n`` files first: a mount's first write pays for its S3 client, its
@@ -328,10 +336,8 @@ def report(b: Bench, r: dict[str, Any], mode: str) -> None:
           f"({r['staged_per_s']:.0f} files/s to staged); PostgreSQL {r['xacts_per_file']:.3f} transactions per file "
           f"({r['vacuums']} autovacuum/autoanalyze runs, {r['sessions']:.0f} new sessions among them); "
           f"load {load()}", flush=True)
-    cpu, wall, n = r["cpu"], r["wall"], r["files"]
-    print(f"    CPU over the {wall:.1f} s the writers ran (long-lived processes; the writers themselves are gone): machine "
-          f"{cpu['all']:.1f} s of {os.cpu_count() or 1} x {wall:.1f} s; "
-          + ", ".join(f"{k} {v:.1f} s ({v / n * 1e3:.1f} ms a file)" for k, v in cpu.items() if k != "all"), flush=True)
+    print(f"    CPU over the {r['wall']:.1f} s the writers ran (long-lived processes; the writers themselves are gone): "
+          + cpu_line(r["cpu"], r["wall"], r["files"]), flush=True)
     if b.args.statements:
         print("    PostgreSQL statements run most (calls | statement):\n" + b.top_statements(16), flush=True)
 
@@ -388,6 +394,8 @@ def main() -> None:
                           f"{r['writes_per_file']:.3f} without it (the same reader on w3 after: {r['reader']:.0f}), "
                           f"{r['xacts_per_file_with_commit']:.3f} with the commit ({r['commit_s']:.2f} s); object store {r['store_per_file']:.2f} requests per file; "
                           f"load {load()}", flush=True)
+                    print("    CPU while cp ran (long-lived processes: w1's mounts, not cp itself): "
+                          + cpu_line(r["cpu"], r["cp_s"], r["files"]), flush=True)
                     if a.statements:
                         print("    PostgreSQL statements run most (calls | statement), the commit included:\n"
                               + b.top_statements(12), flush=True)
