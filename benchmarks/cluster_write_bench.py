@@ -347,10 +347,14 @@ def main() -> None:
     ap.add_argument("--mount-threads", type=int, default=0, help="each mount's --threads (0: the mount's default)")
     ap.add_argument("--crowd", type=int, default=16, help="writer processes on w1 alone in phase 3 (crowd)")
     ap.add_argument("--statements", action="store_true", help="print the PostgreSQL statements run most in each run")
+    ap.add_argument("--modes", default="wb,plain", help="which mounts the writers' phases write through: wb, plain or both")
     a = ap.parse_args()
     if a.files % 10 or a.files <= 0:
         ap.error("--files must be a positive multiple of 10")
     only = set(a.only.split(","))
+    modes = [m for m in MODES if m in a.modes.split(",")]
+    if not modes:
+        ap.error(f"--modes names none of {', '.join(MODES)}")
     why = available()
     if why:
         raise SystemExit(f"cluster_write_bench: {why}")
@@ -402,14 +406,14 @@ def main() -> None:
         if "writers" in only:
             print(f"2. {3 * a.procs} writers (3 hosts x {a.procs} processes) creating 1 KiB files for {a.seconds:g} s "
                   f"(target x10 of 47-55 files/s):", flush=True)
-            for rnd, mode in enumerate(list(MODES)):
+            for rnd, mode in enumerate(modes):
                 if a.statements:
                     b.top_statements()
                 report(b, b.writers_run(mode, f"m{rnd}", b.writers, a.procs), mode)
         if "crowd" in only:
             print(f"3. a crowd: {a.crowd} writers on w1 alone creating 1 KiB files for {a.seconds:g} s "
                   f"(target <= 0.1 transactions per file at 16 or more in flight on a host):", flush=True)
-            for rnd, mode in enumerate(list(MODES)):
+            for rnd, mode in enumerate(modes):
                 if a.statements:
                     b.top_statements()
                 report(b, b.writers_run(mode, f"c{rnd}", b.writers[:1], a.crowd), mode)
