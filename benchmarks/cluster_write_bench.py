@@ -54,6 +54,9 @@ from tests.cluster.harness import PYTHON, Cluster, Host, available, cluster, rem
 
 MODES = {"wb": ["--writeback"], "plain": ["--no-writeback"]}
 STATS_WAIT_S = pg_counting.STATS_WAIT_S  # until every idle backend has published what it counted (``Bench.raw_xacts``)
+# After the listeners are back (``Bench.flush_listeners``), until each mount has dropped what it kept: a listener sends its
+# LISTEN, then tells its mount that anything may have changed; a folder read again before that is forgotten after it.
+SETTLE_S = 1.0
 
 # Waits until argv[1]/argv[2] reads as argv[3] and argv[1] lists argv[4] files in all; prints the seconds since argv[5].
 SEEN = r"""
@@ -240,6 +243,7 @@ class Bench:
         last = f"d9/f{a.files // 10 - 1:05d}"
         name = f"cp-{mode}-{rnd}"
         self.xacts()
+        time.sleep(SETTLE_S)
         for h in (w1, w2):  # the listeners' reconnect dropped what the mounts kept: list the branch again
             h.run("ls", "-a", f"/lake-{mode}/repo/main", timeout=120)
         x0, s0 = self.raw_xacts(), self.store()
@@ -293,6 +297,7 @@ class Bench:
                 procs.append((h.spawn(PYTHON, "-c", WRITER, root, go, str(a.seconds), f"{go}.ready-{h.name}-{k}", log=out), out))
         wait_ready(go, len(procs))
         x0 = self.xacts()
+        time.sleep(SETTLE_S)
         for h in hosts:  # the listeners' reconnect dropped what the mounts kept: read the writers' folders again
             h.run("ls", "-a", *[f"/lake-{mode}/repo/main/{tag}-{h.name}-{k}" for k in range(per_host)], timeout=120)
         x0 = self.raw_xacts()
