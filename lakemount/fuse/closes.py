@@ -8,11 +8,12 @@ staging backends do per process: a close with nothing of its branch in flight st
 once, alone (a lone writer is never delayed); closes arriving meanwhile wait and go together
 in the next staging, led by the first of them once the one in flight ends.  A leader also
 waits (``GATHER_S`` at most) for the closes that were storing their data (the PUT to the
-object store) when it led, so writers that store at the same time stage together, and (``RETURN_S``
-at most) until it holds as many closes as were in flight on the branch at once lately: a crowd of
-writers whose closes were just acknowledged comes back with its next files within a data PUT's
-time, and without that wait it split into two cohorts that took turns, each staging half the
-crowd (docs/SCALE.md, stop 53).  A lone writer (never two closes in flight at once) never waits.
+object store) when it led, so writers that store at the same time stage together, and
+(until ``RETURN_S`` after the group's first close arrived, at most) until it holds as many
+closes as were in flight on the branch at once lately: a crowd's writers whose closes were
+just acknowledged come back with their next files within a data PUT's time, and without that
+wait the crowd split into two halves that took turns, each staging half of it (docs/SCALE.md,
+stop 53).  A lone writer (never two closes in flight at once) never waits.
 Each is acknowledged when that staging is done; a failure fails all of them, acknowledging none.
 
 The leader decides for each close under the scope's mutex, as a lone close did: a file
@@ -40,7 +41,7 @@ STAGED: Final = "staged"
 DETACHED: Final = "detached"
 AGAIN: Final = "again"
 GATHER_S: Final = 0.5  # the longest a staging's leader waits for the closes that were storing their data when it led
-RETURN_S: Final = 0.25  # the longest it waits for as many closes as were in flight at once lately (``_Crowd``)
+RETURN_S: Final = 0.25  # the longest a group's first close waits for as many as were in flight at once lately (``_Crowd``)
 HORIZON_S: Final = 0.25  # how long a peak of closes in flight at once is remembered
 
 
@@ -61,6 +62,7 @@ class _Group:
     closes: list[Close]
     done: threading.Event
     error: BaseException | None = None
+    since: float = field(default_factory=time.monotonic)  # when its first close arrived
 
 
 class _Crowd:
@@ -160,7 +162,8 @@ class Closes:
     def _gather(self, lane: _Lane, group: _Group) -> None:
         """Wait (``lane``'s lock held) until the closes of the branch that are storing their data now have joined
         ``group`` (or failed), ``GATHER_S`` at most, and until it holds as many closes as were in flight at once
-        lately, ``RETURN_S`` at most; a lone writer's close (nothing storing beside it, never two in flight)
+        lately, until ``RETURN_S`` after its first close arrived at most (a group that gathered behind a
+        staging that took that long waits for nobody more); a lone writer's close (nothing storing beside it, never two in flight)
         goes at once.
 
         Those that begin storing meanwhile are not waited for by the first wait (they join if they arrive in
@@ -175,14 +178,14 @@ class Closes:
             return
         lane.pending = group  # closes arriving meanwhile join it
         lane.gathering = True
-        stored_by, back_by = now + GATHER_S, now + RETURN_S
+        stored_by, back_by = now + GATHER_S, group.since + RETURN_S
         returned = False
         while True:
             if waited & lane.storing:
                 left = stored_by - now
             elif len(group.closes) < lane.crowd.expected(now):
                 left = back_by - now
-                returned = True
+                returned = returned or left > 0
             else:
                 break
             if left <= 0:
