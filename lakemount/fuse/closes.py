@@ -163,8 +163,8 @@ class Closes:
         """Wait (``lane``'s lock held) until the closes of the branch that are storing their data now have joined
         ``group`` (or failed), ``GATHER_S`` at most, and until it holds as many closes as were in flight at once
         lately, until ``RETURN_S`` after its first close arrived at most (a group that gathered behind a
-        staging that took that long waits for nobody more); a lone writer's close (nothing storing beside it, never two in flight)
-        goes at once.
+        staging that took that long waits for nobody more); a lone writer's close (nothing storing beside
+        it, never two in flight) goes at once.
 
         Those that begin storing meanwhile are not waited for by the first wait (they join if they arrive in
         time), so a leader waits for one data PUT at most, and a close beside a slow PUT (a large file's) waits
