@@ -16,6 +16,7 @@ each time a mount's writers came back after a pause (docs/SCALE.md, stop 53).
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import weakref
@@ -31,6 +32,19 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 SPARES_MAX = 64  # connections of ended threads kept for new ones (more are closed)
+_WITH_SPARES: weakref.WeakSet[FastSql] = weakref.WeakSet()
+_INHERITED: list[Any] = []  # a forked child's copies of its parent's spares: never used, never closed
+
+
+def _forget_spares() -> None:
+    """In a forked child: the spares are the parent's sessions (a close would end them): never hand them out."""
+    for fast in list(_WITH_SPARES):
+        if fast._spares:
+            _INHERITED.extend(fast._spares)
+            fast._spares.clear()
+
+
+os.register_at_fork(after_in_child=_forget_spares)
 
 
 class LostBeforeCommit(Unavailable):
@@ -88,6 +102,7 @@ class FastSql:
         self.where = where(engine.url)
         if self.dialect == "postgresql":
             self._spares = []
+            _WITH_SPARES.add(self)
 
     @classmethod
     def sqlite(cls, path: str) -> FastSql:

@@ -247,3 +247,23 @@ def test_a_new_thread_takes_the_connection_of_one_that_ended(pg_url: str) -> Non
     t.join(30)
     gc.collect()
     assert reset_pid[0] in third and reset_pid[0] not in round_of(5)  # closed by reset, never handed down
+
+
+def test_a_forked_child_never_takes_its_parent_s_spare_connections(tmp_path: Path) -> None:
+    """The spares are the parent's sessions: a forked child that used one would share its socket with whatever
+    thread of the parent takes it next.  The child forgets them (keeps them unclosed: a close would end the
+    parent's session); the parent keeps them."""
+    import os
+
+    from lakemount.metastore import fastsql
+
+    fast = _fast(tmp_path)
+    spare = object()
+    fast._spares = [spare]
+    fastsql._WITH_SPARES.add(fast)
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if it forgot the spare and kept it unclosed
+        os._exit(0 if fast._spares == [] and spare in fastsql._INHERITED else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child kept its parent's spare connection to use"
+    assert fast._spares == [spare]
