@@ -54,6 +54,9 @@ from tests.cluster.harness import PYTHON, Cluster, Host, available, cluster, rem
 
 MODES = {"wb": ["--writeback"], "plain": ["--no-writeback"]}
 STATS_WAIT_S = pg_counting.STATS_WAIT_S  # until every idle backend has published what it counted (``Bench.raw_xacts``)
+# After the listeners are back (``Bench.flush_listeners``), until each mount has dropped what it kept: a listener sends its
+# LISTEN, then tells its mount that anything may have changed; a folder read again before that is forgotten after it.
+SETTLE_S = 1.0
 
 # Waits until argv[1]/argv[2] reads as argv[3] and argv[1] lists argv[4] files in all; prints the seconds since argv[5].
 SEEN = r"""
@@ -246,6 +249,7 @@ class Bench:
         last = f"d9/f{a.files // 10 - 1:05d}"
         name = f"cp-{mode}-{rnd}"
         self.xacts()
+        time.sleep(SETTLE_S)
         for h in (w1, w2):  # the listeners' reconnect dropped what the mounts kept: list the branch again
             h.run("ls", "-a", f"/lake-{mode}/repo/main", timeout=120)
         x0, s0 = self.raw_xacts(), self.store()
@@ -301,6 +305,7 @@ class Bench:
                 procs.append((h.spawn(PYTHON, "-c", WRITER, root, go, str(a.seconds), f"{go}.ready-{h.name}-{k}", log=out), out))
         wait_ready(go, len(procs))
         x0 = self.xacts()
+        time.sleep(SETTLE_S)
         for h in hosts:  # the listeners' reconnect dropped what the mounts kept: read the writers' folders again
             h.run("ls", "-a", *[f"/lake-{mode}/repo/main/{tag}-{h.name}-{k}" for k in range(per_host)], timeout=120)
         x0 = self.raw_xacts()
@@ -353,10 +358,14 @@ def main() -> None:
     ap.add_argument("--mount-threads", type=int, default=0, help="each mount's --threads (0: the mount's default)")
     ap.add_argument("--crowd", type=int, default=16, help="writer processes on w1 alone in phase 3 (crowd)")
     ap.add_argument("--statements", action="store_true", help="print the PostgreSQL statements run most in each run")
+    ap.add_argument("--modes", default="wb,plain", help="which mounts the writers' phases write through: wb, plain or both")
     a = ap.parse_args()
     if a.files % 10 or a.files <= 0:
         ap.error("--files must be a positive multiple of 10")
     only = set(a.only.split(","))
+    modes = [m for m in MODES if m in a.modes.split(",")]
+    if not modes:
+        ap.error(f"--modes names none of {', '.join(MODES)}")
     why = available()
     if why:
         raise SystemExit(f"cluster_write_bench: {why}")
@@ -410,14 +419,14 @@ def main() -> None:
         if "writers" in only:
             print(f"2. {3 * a.procs} writers (3 hosts x {a.procs} processes) creating 1 KiB files for {a.seconds:g} s "
                   f"(target x10 of 47-55 files/s):", flush=True)
-            for rnd, mode in enumerate(list(MODES)):
+            for rnd, mode in enumerate(modes):
                 if a.statements:
                     b.top_statements()
                 report(b, b.writers_run(mode, f"m{rnd}", b.writers, a.procs), mode)
         if "crowd" in only:
             print(f"3. a crowd: {a.crowd} writers on w1 alone creating 1 KiB files for {a.seconds:g} s "
                   f"(target <= 0.1 transactions per file at 16 or more in flight on a host):", flush=True)
-            for rnd, mode in enumerate(list(MODES)):
+            for rnd, mode in enumerate(modes):
                 if a.statements:
                     b.top_statements()
                 report(b, b.writers_run(mode, f"c{rnd}", b.writers[:1], a.crowd), mode)

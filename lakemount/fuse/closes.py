@@ -8,8 +8,13 @@ staging backends do per process: a close with nothing of its branch in flight st
 once, alone (a lone writer is never delayed); closes arriving meanwhile wait and go together
 in the next staging, led by the first of them once the one in flight ends.  A leader also
 waits (``GATHER_S`` at most) for the closes that were storing their data (the PUT to the
-object store) when it led, so writers that store at the same time stage together.  Each is
-acknowledged when that staging is done; a failure fails all of them, acknowledging none.
+object store) when it led, so writers that store at the same time stage together, and
+(until ``RETURN_S`` after the group's first close arrived, at most) until it holds as many
+closes as were in flight on the branch at once lately: a crowd's writers whose closes were
+just acknowledged come back with their next files within a data PUT's time, and without that
+wait the crowd split into two halves that took turns, each staging half of it (docs/SCALE.md,
+stop 53).  A lone writer (never two closes in flight at once) never waits.
+Each is acknowledged when that staging is done; a failure fails all of them, acknowledging none.
 
 The leader decides for each close under the scope's mutex, as a lone close did: a file
 unlinked meanwhile is not staged (``detached``), a file whose create is no longer held (a
@@ -36,6 +41,8 @@ STAGED: Final = "staged"
 DETACHED: Final = "detached"
 AGAIN: Final = "again"
 GATHER_S: Final = 0.5  # the longest a staging's leader waits for the closes that were storing their data when it led
+RETURN_S: Final = 0.25  # the longest a group's first close waits for as many as were in flight at once lately (``_Crowd``)
+HORIZON_S: Final = 0.25  # how long a peak of closes in flight at once is remembered
 
 
 @record()
@@ -55,6 +62,40 @@ class _Group:
     closes: list[Close]
     done: threading.Event
     error: BaseException | None = None
+    since: float = field(default_factory=time.monotonic)  # when its first close arrived
+
+
+class _Crowd:
+    """First closes of a branch in flight now (from storing their data to acknowledged), and the most that were
+    in flight at once within the last ``HORIZON_S`` (as ``graveler.staging.crowd``, which a front end may not
+    import, does for the staging backends' writes).  The lane's lock is held around every method."""
+
+    __slots__ = ("inside", "_peak", "_before", "_since")
+
+    def __init__(self) -> None:
+        self.inside = 0
+        self._peak = 0  # the most in flight at once since ``_since``
+        self._before = 0  # the peak of the window before it
+        self._since = 0.0
+
+    def enter(self, now: float) -> None:
+        self._roll(now)
+        self.inside += 1
+        self._peak = max(self._peak, self.inside)
+
+    def leave(self, closes: int) -> None:
+        self.inside -= closes
+
+    def expected(self, now: float) -> int:
+        """How many closes a staging may hope to hold: the peak in flight at once lately (1: a lone writer)."""
+        self._roll(now)
+        return max(self._peak, self._before)
+
+    def _roll(self, now: float) -> None:
+        if now - self._since >= HORIZON_S:
+            self._before = self._peak if now - self._since < 2 * HORIZON_S else 0
+            self._peak = self.inside
+            self._since = now
 
 
 @record()
@@ -67,6 +108,7 @@ class _Lane:
     storing: set[int] = field(default_factory=set)  # tickets of first closes storing their data, to join a group next
     tickets: int = 0  # the last ticket handed out
     gathering: bool = False  # a leader waits for some of them: a joining close wakes it
+    crowd: _Crowd = field(default_factory=_Crowd)  # first closes in flight, from ``storing`` to acknowledged
 
 
 # Stages a group's closes (under the scope's mutex), setting each one's outcome.
@@ -82,6 +124,7 @@ class Closes:
         self._lock = threading.Lock()
         self.groups = 0  # stagings run (each for one close or more)
         self.closes = 0  # closes those stagings held
+        self.returns = 0  # stagings whose leader waited for closes to come back (``RETURN_S``)
 
     def _lane(self, key: ScopeKey) -> _Lane:
         lane = self._lanes.get(key)
@@ -97,6 +140,7 @@ class Closes:
         with lane.cond:
             lane.tickets += 1
             lane.storing.add(lane.tickets)
+            lane.crowd.enter(time.monotonic())
             return lane.tickets
 
     def stored(self, key: ScopeKey, ticket: int) -> None:
@@ -104,6 +148,7 @@ class Closes:
         lane = self._lane(key)
         with lane.cond:
             lane.storing.discard(ticket)
+            lane.crowd.leave(1)
             lane.cond.notify_all()
 
     def gathering(self, key: ScopeKey) -> int:
@@ -114,24 +159,42 @@ class Closes:
         with lane.cond:
             return len(lane.pending.closes) if lane.pending is not None else 0
 
-    @staticmethod
-    def _gather(lane: _Lane, group: _Group) -> None:
-        """Wait (``lane``'s lock held, at most ``GATHER_S``) until the closes of the branch that are storing their
-        data now have joined ``group`` (or failed); a lone writer's close (nothing storing beside it) goes at once.
+    def _gather(self, lane: _Lane, group: _Group) -> None:
+        """Wait (``lane``'s lock held) until the closes of the branch that are storing their data now have joined
+        ``group`` (or failed), ``GATHER_S`` at most, and until it holds as many closes as were in flight at once
+        lately, until ``RETURN_S`` after its first close arrived at most (a group that gathered behind a
+        staging that took that long waits for nobody more); a lone writer's close (nothing storing beside
+        it, never two in flight) goes at once.
 
-        Those that begin storing meanwhile are not waited for (they join if they arrive in time), so a
-        leader waits for one data PUT at most, and a close beside a slow PUT (a large file's) waits up to
-        ``GATHER_S`` for it.  Measured with 16 writers on one host (docs/SCALE.md, stop 49): groups of
-        5.3-7.6 closes, where waiting a fixed 20 ms gathered 4.3."""
+        Those that begin storing meanwhile are not waited for by the first wait (they join if they arrive in
+        time), so a leader waits for one data PUT at most, and a close beside a slow PUT (a large file's) waits
+        up to ``GATHER_S`` for it.  Measured with 16 writers on one host (docs/SCALE.md, stop 49): groups of
+        5.3-7.6 closes, where waiting a fixed 20 ms gathered 4.3.  The second wait is for the crowd's other
+        half: a staging's writers, acknowledged, create their next files and store them while the next group
+        stages, and without it the two halves took turns (8.1 closes a staging for 16 writers, stop 52)."""
+        now = time.monotonic()
         waited = set(lane.storing)
-        if not waited:
+        if not waited and len(group.closes) >= lane.crowd.expected(now):
             return
         lane.pending = group  # closes arriving meanwhile join it
         lane.gathering = True
-        deadline = time.monotonic() + GATHER_S
-        while waited & lane.storing and (left := deadline - time.monotonic()) > 0:
+        stored_by, back_by = now + GATHER_S, group.since + RETURN_S
+        returned = False
+        while True:
+            if waited & lane.storing:
+                left = stored_by - now
+            elif len(group.closes) < lane.crowd.expected(now):
+                left = back_by - now
+                returned = returned or left > 0
+            else:
+                break
+            if left <= 0:
+                break
             lane.cond.wait(left)
+            now = time.monotonic()
         lane.gathering = False
+        if returned:
+            self.returns += 1
 
     def close(self, scope: Scope, close: Close, *, ticket: int | None = None) -> Outcome:
         """Stage ``close`` with the other closes of the branch in flight; returns its outcome once staged.
@@ -141,6 +204,8 @@ class Closes:
         with lane.cond:
             if ticket is not None:
                 lane.storing.discard(ticket)
+            else:
+                lane.crowd.enter(time.monotonic())
             if not lane.busy:
                 group, lead = _Group([close], threading.Event()), True
                 lane.busy = True
@@ -174,5 +239,6 @@ class Closes:
             group.done.set()
             with lane.cond:
                 lane.busy = False
+                lane.crowd.leave(len(group.closes))
                 lane.cond.notify_all()
         return close.outcome

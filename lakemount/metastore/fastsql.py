@@ -6,13 +6,20 @@ point query 10x faster.  The ref store uses it for branch heads, staged
 lookups and staging writes; other tables on the same database (the gateway's)
 use it for their per-request lookups.  Statements are written with ``?``
 markers and converted for PostgreSQL.
+
+A thread that ends hands its PostgreSQL connection down to the next new thread (``SPARES_MAX`` kept):
+the worker threads of a mount (trio's, which end after 10 s idle) and of the servers come and go,
+and each new one connecting was a server backend started and a transaction counted, 16 of them
+each time a mount's writers came back after a pause (docs/SCALE.md, stop 53).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -23,6 +30,21 @@ if TYPE_CHECKING:
     import sqlalchemy as sa
 
 T = TypeVar("T")
+
+SPARES_MAX = 64  # connections of ended threads kept for new ones (more are closed)
+_WITH_SPARES: weakref.WeakSet[FastSql] = weakref.WeakSet()
+_INHERITED: list[Any] = []  # a forked child's copies of its parent's spares: never used, never closed
+
+
+def _forget_spares() -> None:
+    """In a forked child: the spares are the parent's sessions (a close would end them): never hand them out."""
+    for fast in list(_WITH_SPARES):
+        if fast._spares:
+            _INHERITED.extend(fast._spares)
+            fast._spares.clear()
+
+
+os.register_at_fork(after_in_child=_forget_spares)
 
 
 class LostBeforeCommit(Unavailable):
@@ -36,6 +58,25 @@ class _Shared:
     conn: Any = None
 
 
+class _Ender:
+    """Held in a thread's locals only: collected when the thread ends, handing its connection down."""
+
+    __slots__ = ("__weakref__",)
+
+
+def _hand_down(spares: list[Any], lock: threading.Lock, cell: list[Any]) -> None:
+    """A thread ended: its connection (``cell``, None once reset) is kept for the next new thread."""
+    conn, cell[0] = cell[0], None
+    if conn is None:
+        return
+    with lock:
+        if len(spares) < SPARES_MAX:
+            spares.append(conn)
+            return
+    with contextlib.suppress(Exception):
+        conn.close()
+
+
 class FastSql:
     """Thread-local autocommit DBAPI connections to the ref store's database, for hot-path point statements."""
     def __init__(self, engine: sa.Engine | None, sqlite_path: str | None = None) -> None:
@@ -43,6 +84,8 @@ class FastSql:
         self.engine = engine
         self._sqlite_path = sqlite_path
         self._local: threading.local | _Shared = threading.local()
+        self._spares: list[Any] | None = None  # ended threads' connections (PostgreSQL, per-thread only)
+        self._spares_lock = threading.Lock()
         self.errors: tuple[type[BaseException], ...]  # the driver's "could not answer" classes
         self.driver_errors: tuple[type[BaseException], ...]  # every error the driver raises
         if engine is None:
@@ -57,6 +100,9 @@ class FastSql:
         self.errors = (dbapi.OperationalError, dbapi.InterfaceError) if dbapi else ()
         self.driver_errors = (dbapi.Error,) if dbapi else ()
         self.where = where(engine.url)
+        if self.dialect == "postgresql":
+            self._spares = []
+            _WITH_SPARES.add(self)
 
     @classmethod
     def sqlite(cls, path: str) -> FastSql:
@@ -69,6 +115,7 @@ class FastSql:
         each, and a first write the connect)."""
         other = FastSql(self.engine, self._sqlite_path)
         other._local = _Shared()
+        other._spares = None
         return other
 
     def _connect(self) -> Any:
@@ -78,8 +125,11 @@ class FastSql:
         return self.engine.dialect.connect(*cargs, **cparams)
 
     def connection(self) -> Any:
-        """This thread's connection, outside the pool (which many threads would exhaust)."""
+        """This thread's connection, outside the pool (which many threads would exhaust): an ended thread's
+        if one is spare, else a new one."""
         conn = getattr(self._local, "conn", None)
+        if conn is None and self._take_spare():
+            conn = self._local.conn
         if conn is None:
             try:
                 conn = self._connect()
@@ -91,8 +141,30 @@ class FastSql:
                 conn.isolation_level = None
                 conn.execute("PRAGMA busy_timeout=60000")
                 conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
+            self._adopt(conn)
         return conn
+
+    def _adopt(self, conn: Any) -> None:
+        """``conn`` is this thread's now; with spares kept, it is handed down when the thread ends."""
+        local = self._local
+        local.conn = conn
+        if self._spares is None or isinstance(local, _Shared):
+            return
+        cell = [conn]
+        ender = _Ender()
+        weakref.finalize(ender, _hand_down, self._spares, self._spares_lock, cell).atexit = False
+        local.cell, local.ender = cell, ender
+
+    def _take_spare(self) -> bool:
+        """Give this thread (which has no connection) an ended thread's, if one is kept; True if it got one."""
+        if not self._spares:
+            return False
+        with self._spares_lock:
+            if not self._spares:
+                return False
+            conn = self._spares.pop()
+        self._adopt(conn)
+        return True
 
     def message(self, exc: BaseException) -> str:
         """One line for a driver error: the server, then the driver's first line."""
@@ -105,6 +177,9 @@ class FastSql:
         """
         conn = getattr(self._local, "conn", None)
         self._local.conn = None
+        cell = getattr(self._local, "cell", None)
+        if cell is not None:
+            cell[0] = None  # nothing to hand down
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
@@ -155,7 +230,7 @@ class FastSql:
         a repeat could overwrite a later write: ``Unavailable``.  Any other driver error (a refused
         statement) propagates.
         """
-        kept = getattr(self._local, "conn", None) is not None
+        kept = getattr(self._local, "conn", None) is not None or self._take_spare()  # a spare is kept too: the server may have dropped it
         try:
             return self._run_once(work, transaction, retry)
         except LostBeforeCommit:

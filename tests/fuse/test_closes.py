@@ -201,3 +201,98 @@ def test_a_staging_waits_for_the_closes_storing_when_it_led_not_for_later_ones(
     assert [sorted(s) for s in stagings] == [["quick", "slow"], ["later"]]
     for name in ("slow", "quick", "later"):
         assert app.catalog.read(app.catalog.repository("repo"), staged(app, name)) == name.encode()  # type: ignore[arg-type]
+
+
+def _crowd_behind_a_held_staging(pfs: PathFS, fs: FileSystem, held_first: Held) -> tuple[list[threading.Thread], list[BaseException]]:
+    """Four writers close at once while the first close's staging is held: ``a1`` stages alone, ``a2``,
+    ``b1`` and ``b2`` gather behind it (four closes in flight at once: the crowd a staging may hope for)."""
+    fhs = []
+    for name in ("a1", "a2", "b1", "b2"):
+        fh = pfs.open(f"{MAIN}/{name}", os.O_WRONLY | os.O_CREAT)
+        pfs.pwrite(fh, 0, name.encode())
+        fhs.append(fh)
+    held_first.armed = True
+    first, errors = _close_all(pfs, fhs[:1])
+    assert held_first.entered.wait(60), "the first close never staged"
+    rest, more_errors = _close_all(pfs, fhs[1:])
+    _wait("three closes gathering behind the first", lambda: fs.saver.closes.gathering(KEY) == 3)
+    return first + rest, errors + more_errors
+
+
+def test_a_staging_waits_for_the_crowd_s_writers_to_come_back(
+    pfs: PathFS, fs: FileSystem, app: App, stagings: list[list[str]], held_first: Held,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Four closes were in flight at once; the staging after the first holds three of them, so its leader waits
+    (``RETURN_S`` at most, raised here so the test does not race the clock) for the first one's writer, which,
+    acknowledged, closes its next file: the four go in one staging.  Before, the three staged at once and the
+    returning writer's file alone after them: with 16 writers on one host the crowd split into two halves that
+    took turns, 8.1 closes a staging (docs/SCALE.md, stop 52)."""
+    from lakemount.fuse import closes
+
+    monkeypatch.setattr(closes, "RETURN_S", 60.0)
+    stagings.clear()
+    threads, errors = _crowd_behind_a_held_staging(pfs, fs, held_first)
+    held_first.release.set()
+    threads[0].join(60)
+    assert not threads[0].is_alive(), "the first close never returned"
+    assert stagings == [["a1"]]
+    time.sleep(0.2)
+    assert stagings == [["a1"]], "the three staged without waiting for the crowd's fourth writer"
+    pfs.write_file(f"{MAIN}/c", b"c")  # a1's writer, back with its next file
+    for t in threads:
+        t.join(60)
+    assert not [t for t in threads if t.is_alive()], "a close never returned"
+    assert errors == []
+    assert [sorted(s) for s in stagings] == [["a1"], ["a2", "b1", "b2", "c"]]
+    assert fs.saver.closes.returns == 1
+    for name in ("a1", "a2", "b1", "b2", "c"):
+        assert app.catalog.read(app.catalog.repository("repo"), staged(app, name)) == name.encode()  # type: ignore[arg-type]
+
+
+def test_a_staging_waits_for_the_crowd_at_most_return_s_and_not_once_it_is_gone(
+    pfs: PathFS, fs: FileSystem, stagings: list[list[str]], held_first: Held,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No writer comes back: the three go ``RETURN_S`` after the first of them arrived (a few ms before the held
+    staging ends here), not later; once the crowd is gone (``HORIZON_S`` twice) a lone writer's close goes at once
+    again, waiting for nobody."""
+    from lakemount.fuse import closes
+
+    monkeypatch.setattr(closes, "RETURN_S", 0.3)
+    stagings.clear()
+    threads, errors = _crowd_behind_a_held_staging(pfs, fs, held_first)
+    t = time.monotonic()
+    held_first.release.set()
+    _wait("the three closes' staging", lambda: len(stagings) == 2, 30.0)
+    waited = time.monotonic() - t
+    assert waited >= 0.2, f"the leader did not wait for the crowd ({waited:.3f} s)"
+    for th in threads:
+        th.join(60)
+    assert errors == [] and not [th for th in threads if th.is_alive()]
+    assert [sorted(s) for s in stagings] == [["a1"], ["a2", "b1", "b2"]]
+    assert fs.saver.closes.returns == 1
+    time.sleep(2 * closes.HORIZON_S + 0.05)
+    pfs.write_file(f"{MAIN}/alone", b"alone")
+    assert stagings[-1] == ["alone"] and fs.saver.closes.returns == 1  # it waited for no crowd
+
+
+def test_a_group_that_gathered_behind_a_long_staging_waits_for_nobody_more(
+    pfs: PathFS, fs: FileSystem, stagings: list[list[str]], held_first: Held,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``RETURN_S`` counts from the group's first close: three closes that waited longer than that behind the
+    staging in flight go as soon as it ends, without waiting for the crowd's fourth writer (its wait would be
+    on top of theirs, and a slow staging under load is when a close can least afford it)."""
+    from lakemount.fuse import closes
+
+    monkeypatch.setattr(closes, "RETURN_S", 0.3)
+    stagings.clear()
+    threads, errors = _crowd_behind_a_held_staging(pfs, fs, held_first)
+    time.sleep(0.4)  # the staging in flight takes longer than RETURN_S
+    held_first.release.set()
+    for t in threads:
+        t.join(60)
+    assert errors == [] and not [t for t in threads if t.is_alive()]
+    assert [sorted(s) for s in stagings] == [["a1"], ["a2", "b1", "b2"]]
+    assert fs.saver.closes.returns == 0, "the group waited for the crowd after waiting RETURN_S behind the staging"

@@ -202,3 +202,68 @@ def test_the_transaction_helper_rolls_back_what_its_work_raised_in(tmp_path: Pat
         fast.run(work, transaction=True)
     assert fast.query("SELECT k FROM t", ()) == []
     assert not fast.connection().in_transaction
+
+
+@pytest.mark.postgres
+def test_a_new_thread_takes_the_connection_of_one_that_ended(pg_url: str) -> None:
+    """Worker threads come and go (a mount's trio threads end after 10 s idle): the next ones run on the
+    connections the ended ones held, not on new ones (each a server backend and a transaction counted); a
+    connection reset after an error is not handed down.  Before, every new thread connected."""
+    import gc
+    import threading
+
+    fast = FastSql(sa.create_engine(pg_url))
+
+    def round_of(n: int) -> set[int]:
+        pids: list[int] = []
+        together = threading.Barrier(n)  # every thread holds its connection at once
+
+        def work() -> None:
+            pids.append(fast.query("SELECT pg_backend_pid()", ())[0][0])
+            together.wait(30)
+
+        threads = [threading.Thread(target=work) for _ in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        gc.collect()
+        return set(pids)
+
+    first = round_of(4)
+    assert len(first) == 4
+    second = round_of(4)
+    assert second == first, "the new threads connected again instead of taking the ended threads' connections"
+    third = round_of(6)
+    assert first < third and len(third) == 6  # two more than were spare: new ones
+    reset_pid: list[int] = []
+
+    def reset_then_end() -> None:
+        reset_pid.append(fast.query("SELECT pg_backend_pid()", ())[0][0])
+        fast.reset()
+
+    t = threading.Thread(target=reset_then_end)
+    t.start()
+    t.join(30)
+    gc.collect()
+    assert reset_pid[0] in third and reset_pid[0] not in round_of(5)  # closed by reset, never handed down
+
+
+def test_a_forked_child_never_takes_its_parent_s_spare_connections(tmp_path: Path) -> None:
+    """The spares are the parent's sessions: a forked child that used one would share its socket with whatever
+    thread of the parent takes it next.  The child forgets them (keeps them unclosed: a close would end the
+    parent's session); the parent keeps them."""
+    import os
+
+    from lakemount.metastore import fastsql
+
+    fast = _fast(tmp_path)
+    spare = object()
+    fast._spares = [spare]
+    fastsql._WITH_SPARES.add(fast)
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if it forgot the spare and kept it unclosed
+        os._exit(0 if fast._spares == [] and spare in fastsql._INHERITED else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child kept its parent's spare connection to use"
+    assert fast._spares == [spare]
