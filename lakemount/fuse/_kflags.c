@@ -320,27 +320,43 @@ static int parse_entry(PyObject *v, struct fuse_entry_param *e, struct fuse_file
     return 1;
 }
 
+/* LOOKUP and CREATE: r, what the fast method returned, replied as an entry (fi == NULL: LOOKUP) or a create's
+ * entry and open flags (fi: the request's, copied for the reply as pyfuse3 does, its fields set from r).  0: the
+ * method said None, the caller hands the request to pyfuse3's handler; 1: answered here (an error for -errno, EIO
+ * for a reply it could not parse), and drained. */
+static int reply_entry(fuse_req_t req, PyObject *r, int op, const struct fuse_file_info *fi) {
+    PyObject *v;
+    if (!take_result(req, r, op, &v))
+        return 0;
+    if (v != NULL) {
+        struct fuse_entry_param e;
+        struct fuse_file_info out;
+        if (fi != NULL)
+            out = *fi;
+        int ok = parse_entry(v, &e, fi != NULL ? &out : NULL);
+        Py_DECREF(v);
+        if (!ok) {
+            fast_failure(req, fast[op]);
+        } else {
+            fast_answered[op]++;
+            if (fi != NULL)
+                real_reply_create(req, &e, &out);
+            else
+                real_reply_entry(req, &e);
+        }
+        answered_in_c();
+    }
+    return 1;
+}
+
 static void lookup_fast(fuse_req_t req, fuse_ino_t parent, const char *name) {
     if (fast[F_LOOKUP] != NULL) {
         const struct fuse_ctx *ctx = real_req_ctx(req);
-        PyObject *v, *r = PyObject_CallFunction(fast[F_LOOKUP], "Ky#III", (unsigned long long)parent, name,
-                                                (Py_ssize_t)strlen(name), (unsigned)ctx->uid, (unsigned)ctx->gid,
-                                                (unsigned)ctx->pid);
-        if (take_result(req, r, F_LOOKUP, &v)) {
-            if (v != NULL) {
-                struct fuse_entry_param e;
-                int ok = parse_entry(v, &e, NULL);
-                Py_DECREF(v);
-                if (ok) {
-                    fast_answered[F_LOOKUP]++;
-                    real_reply_entry(req, &e);
-                } else {
-                    fast_failure(req, fast[F_LOOKUP]);
-                }
-                answered_in_c();
-            }
+        PyObject *r = PyObject_CallFunction(fast[F_LOOKUP], "Ky#III", (unsigned long long)parent, name,
+                                            (Py_ssize_t)strlen(name), (unsigned)ctx->uid, (unsigned)ctx->gid,
+                                            (unsigned)ctx->pid);
+        if (reply_entry(req, r, F_LOOKUP, NULL))
             return;
-        }
     }
     pyfuse3_lookup(req, parent, name);
 }
@@ -348,25 +364,11 @@ static void lookup_fast(fuse_req_t req, fuse_ino_t parent, const char *name) {
 static void create_fast(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
     if (fast[F_CREATE] != NULL) {
         const struct fuse_ctx *ctx = real_req_ctx(req);
-        PyObject *v, *r = PyObject_CallFunction(fast[F_CREATE], "Ky#IiIII", (unsigned long long)parent, name,
-                                                (Py_ssize_t)strlen(name), (unsigned)mode, fi->flags,
-                                                (unsigned)ctx->uid, (unsigned)ctx->gid, (unsigned)ctx->pid);
-        if (take_result(req, r, F_CREATE, &v)) {
-            if (v != NULL) {
-                struct fuse_entry_param e;
-                struct fuse_file_info out = *fi; /* pyfuse3 replies with a copy of the request's, its fields set */
-                int ok = parse_entry(v, &e, &out);
-                Py_DECREF(v);
-                if (ok) {
-                    fast_answered[F_CREATE]++;
-                    real_reply_create(req, &e, &out);
-                } else {
-                    fast_failure(req, fast[F_CREATE]);
-                }
-                answered_in_c();
-            }
+        PyObject *r = PyObject_CallFunction(fast[F_CREATE], "Ky#IiIII", (unsigned long long)parent, name,
+                                            (Py_ssize_t)strlen(name), (unsigned)mode, fi->flags, (unsigned)ctx->uid,
+                                            (unsigned)ctx->gid, (unsigned)ctx->pid);
+        if (reply_entry(req, r, F_CREATE, fi))
             return;
-        }
     }
     pyfuse3_create(req, parent, name, mode, fi);
 }
