@@ -430,7 +430,8 @@ class _LazySync:
         except OSError:
             dev = -1
         with self.cond:
-            if self.stored == self.covered:
+            first = self.stored == self.covered
+            if first:
                 self.since = time.monotonic()
             self.stored += 1
             self.dirs.setdefault(dev, directory)
@@ -441,7 +442,10 @@ class _LazySync:
                     atexit.register(self._at_exit)
                 self.thread = threading.Thread(target=self._run, name="lm-lazy-sync", daemon=True)
                 self.thread.start()
-            self.cond.notify_all()
+            if first:
+                # Only the first object not yet covered wakes the thread: it then sleeps until its sync is due, and
+                # a wake-up per close (a futex and a GIL hand-off each, stop 53) would only make it sleep again.
+                self.cond.notify_all()
 
     def sync(self) -> None:
         """Return once every object stored before the call is durable; ``Unavailable`` if a sync failed."""

@@ -120,6 +120,12 @@ static PyObject *fast[F_OPS]; /* the registered object's bound methods; NULL: th
 static unsigned long long fast_answered[F_OPS]; /* answered here from the method's result */
 static unsigned long long fast_declined[F_OPS]; /* the method said "needs a thread": pyfuse3's handler took it */
 static unsigned long long fast_failed = 0; /* the method raised or answered nonsense: EIO (a bug, logged) */
+/* Stop 53: a FLUSH the fast method gave back (its save needs a thread) is handed to the registered object's
+ * hand_flush(req, fh, closer), which runs it in a thread of its own that replies through reply(): pyfuse3's loop
+ * neither awaits it nor is woken to reply (trio's thread hop cost ~110 us of CPU a close). */
+static PyObject *hand_flush = NULL;
+static unsigned long long handed_flushes = 0; /* flushes taken by hand_flush */
+static unsigned long long handed_unanswered = 0; /* handed requests dropped without a reply: answered EIO (a bug) */
 #define DRAIN_MOST 64 /* requests read by one drain at most, so the loop's other tasks run between drains */
 static int drain_on = 0;
 static int draining = 0; /* inside a drain: a request answered here does not start another */
@@ -320,27 +326,43 @@ static int parse_entry(PyObject *v, struct fuse_entry_param *e, struct fuse_file
     return 1;
 }
 
+/* LOOKUP and CREATE: r, what the fast method returned, replied as an entry (fi == NULL: LOOKUP) or a create's
+ * entry and open flags (fi: the request's, copied for the reply as pyfuse3 does, its fields set from r).  0: the
+ * method said None, the caller hands the request to pyfuse3's handler; 1: answered here (an error for -errno, EIO
+ * for a reply it could not parse), and drained. */
+static int reply_entry(fuse_req_t req, PyObject *r, int op, const struct fuse_file_info *fi) {
+    PyObject *v;
+    if (!take_result(req, r, op, &v))
+        return 0;
+    if (v != NULL) {
+        struct fuse_entry_param e;
+        struct fuse_file_info out;
+        if (fi != NULL)
+            out = *fi;
+        int ok = parse_entry(v, &e, fi != NULL ? &out : NULL);
+        Py_DECREF(v);
+        if (!ok) {
+            fast_failure(req, fast[op]);
+        } else {
+            fast_answered[op]++;
+            if (fi != NULL)
+                real_reply_create(req, &e, &out);
+            else
+                real_reply_entry(req, &e);
+        }
+        answered_in_c();
+    }
+    return 1;
+}
+
 static void lookup_fast(fuse_req_t req, fuse_ino_t parent, const char *name) {
     if (fast[F_LOOKUP] != NULL) {
         const struct fuse_ctx *ctx = real_req_ctx(req);
-        PyObject *v, *r = PyObject_CallFunction(fast[F_LOOKUP], "Ky#III", (unsigned long long)parent, name,
-                                                (Py_ssize_t)strlen(name), (unsigned)ctx->uid, (unsigned)ctx->gid,
-                                                (unsigned)ctx->pid);
-        if (take_result(req, r, F_LOOKUP, &v)) {
-            if (v != NULL) {
-                struct fuse_entry_param e;
-                int ok = parse_entry(v, &e, NULL);
-                Py_DECREF(v);
-                if (ok) {
-                    fast_answered[F_LOOKUP]++;
-                    real_reply_entry(req, &e);
-                } else {
-                    fast_failure(req, fast[F_LOOKUP]);
-                }
-                answered_in_c();
-            }
+        PyObject *r = PyObject_CallFunction(fast[F_LOOKUP], "Ky#III", (unsigned long long)parent, name,
+                                            (Py_ssize_t)strlen(name), (unsigned)ctx->uid, (unsigned)ctx->gid,
+                                            (unsigned)ctx->pid);
+        if (reply_entry(req, r, F_LOOKUP, NULL))
             return;
-        }
     }
     pyfuse3_lookup(req, parent, name);
 }
@@ -348,25 +370,11 @@ static void lookup_fast(fuse_req_t req, fuse_ino_t parent, const char *name) {
 static void create_fast(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi) {
     if (fast[F_CREATE] != NULL) {
         const struct fuse_ctx *ctx = real_req_ctx(req);
-        PyObject *v, *r = PyObject_CallFunction(fast[F_CREATE], "Ky#IiIII", (unsigned long long)parent, name,
-                                                (Py_ssize_t)strlen(name), (unsigned)mode, fi->flags,
-                                                (unsigned)ctx->uid, (unsigned)ctx->gid, (unsigned)ctx->pid);
-        if (take_result(req, r, F_CREATE, &v)) {
-            if (v != NULL) {
-                struct fuse_entry_param e;
-                struct fuse_file_info out = *fi; /* pyfuse3 replies with a copy of the request's, its fields set */
-                int ok = parse_entry(v, &e, &out);
-                Py_DECREF(v);
-                if (ok) {
-                    fast_answered[F_CREATE]++;
-                    real_reply_create(req, &e, &out);
-                } else {
-                    fast_failure(req, fast[F_CREATE]);
-                }
-                answered_in_c();
-            }
+        PyObject *r = PyObject_CallFunction(fast[F_CREATE], "Ky#IiIII", (unsigned long long)parent, name,
+                                            (Py_ssize_t)strlen(name), (unsigned)mode, fi->flags, (unsigned)ctx->uid,
+                                            (unsigned)ctx->gid, (unsigned)ctx->pid);
+        if (reply_entry(req, r, F_CREATE, fi))
             return;
-        }
     }
     pyfuse3_create(req, parent, name, mode, fi);
 }
@@ -436,12 +444,61 @@ static void note_closer(uint64_t fh, pid_t tid) {
     }
 }
 
+/* A request handed to a thread (hand_flush): the capsule Python holds until reply() answers it.  A capsule freed
+ * unanswered (a bug) answers EIO, so the closing process never waits forever. */
+#define HANDED "lakemount.fuse._kflags.request"
+typedef struct {
+    fuse_req_t req; /* NULL once answered */
+} handed_t;
+
+static void handed_free(PyObject *capsule) {
+    handed_t *h = PyCapsule_GetPointer(capsule, HANDED);
+    if (h == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (h->req != NULL) {
+        handed_unanswered++;
+        real_reply_err(h->req, EIO);
+    }
+    free(h);
+}
+
+/* 1 if hand_flush took the FLUSH (its thread replies); 0: pyfuse3's handler must take it (nothing was sent). */
+static int hand_to_thread(fuse_req_t req, uint64_t fh, pid_t tid) {
+    handed_t *h = malloc(sizeof(*h));
+    if (h == NULL)
+        return 0;
+    h->req = req;
+    PyObject *capsule = PyCapsule_New(h, HANDED, handed_free);
+    if (capsule == NULL) {
+        free(h);
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *r = PyObject_CallFunction(hand_flush, "OKi", capsule, (unsigned long long)fh, (int)tid);
+    int taken = r != NULL && r == Py_True;
+    if (r == NULL)
+        PyErr_WriteUnraisable(hand_flush);
+    Py_XDECREF(r);
+    if (!taken)
+        h->req = NULL; /* pyfuse3's handler answers it: the capsule, if Python kept it, must not */
+    Py_DECREF(capsule); /* taken: the thread may have answered and dropped it already; h is not touched again */
+    if (taken) {
+        handed_flushes++;
+        answered_in_c(); /* no coroutine stored: the drain goes on */
+    }
+    return taken;
+}
+
 static void flush_noting_closer(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
     const struct fuse_ctx *ctx = real_req_ctx(req);
     pid_t tid = ctx != NULL ? ctx->pid : 0;
     if (fast[F_FLUSH] != NULL) { /* the closer goes with the call: noted only for pyfuse3's handler */
         PyObject *r = PyObject_CallFunction(fast[F_FLUSH], "Ki", (unsigned long long)fi->fh, (int)tid);
         if (reply_status(req, r, F_FLUSH))
+            return;
+        if (hand_flush != NULL && hand_to_thread(req, fi->fh, tid))
             return;
     }
     note_closer(fi->fh, tid);
@@ -715,8 +772,9 @@ static PyObject *kflags_keep_attr(PyObject *self, PyObject *args) {
 
 static PyObject *kflags_set_fast(PyObject *self, PyObject *args) {
     /* set_fast(obj, drain): obj's fast_lookup, fast_create, fast_write, fast_flush, fast_release answer those
-     * requests first (a missing method: that op goes to pyfuse3 as before); None: none.  drain: read the waiting
-     * requests after one answered here. */
+     * requests first (a missing method: that op goes to pyfuse3 as before), and its hand_flush, if it has one,
+     * takes a FLUSH that fast_flush gave back; None: none.  drain: read the waiting requests after one answered
+     * here. */
     PyObject *obj;
     int drain_requests;
     if (!PyArg_ParseTuple(args, "Op", &obj, &drain_requests))
@@ -730,8 +788,35 @@ static PyObject *kflags_set_fast(PyObject *self, PyObject *args) {
     for (int i = 0; i < F_OPS; i++) {
         Py_XSETREF(fast[i], got[i]);
     }
+    PyObject *hand = NULL;
+    if (obj != Py_None && (hand = PyObject_GetAttrString(obj, "hand_flush")) == NULL)
+        PyErr_Clear();
+    Py_XSETREF(hand_flush, hand);
     drain_on = obj != Py_None && drain_requests;
     Py_RETURN_NONE;
+}
+
+static PyObject *kflags_reply(PyObject *self, PyObject *args) {
+    /* reply(request, errno): answer a FLUSH handed to a thread (hand_flush) with errno (0: done), once; from any
+     * thread (libfuse's replies are thread-safe).  ValueError if it was answered already. */
+    PyObject *capsule;
+    int err;
+    if (!PyArg_ParseTuple(args, "Oi", &capsule, &err))
+        return NULL;
+    handed_t *h = PyCapsule_GetPointer(capsule, HANDED);
+    if (h == NULL)
+        return NULL;
+    fuse_req_t req = h->req;
+    if (req == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the request was answered already");
+        return NULL;
+    }
+    h->req = NULL; /* under the GIL: no second answer */
+    int res;
+    Py_BEGIN_ALLOW_THREADS
+    res = real_reply_err(req, err < 0 ? -err : err);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(res);
 }
 
 static int put_count(PyObject *d, const char *prefix, const char *name, unsigned long long value) {
@@ -752,6 +837,8 @@ static PyObject *kflags_fast_counts(PyObject *self, PyObject *unused) {
         bad = put_count(d, "fast_", ops[i], fast_answered[i]) < 0 || put_count(d, "declined_", ops[i], fast_declined[i]) < 0;
     if (!bad)
         bad = put_count(d, "fast_", "failed", fast_failed) < 0 || put_count(d, "", "drains", drains) < 0 ||
+              put_count(d, "", "handed_flushes", handed_flushes) < 0 ||
+              put_count(d, "", "handed_unanswered", handed_unanswered) < 0 ||
               put_count(d, "", "drained", drained) < 0 || put_count(d, "", "drained_to_python", drained_to_python) < 0;
     if (bad) {
         Py_XDECREF(d);
@@ -770,6 +857,7 @@ static PyMethodDef methods[] = {
     {"set_fast", kflags_set_fast, METH_VARARGS,
      "Register the object whose fast_* methods answer LOOKUP, CREATE, WRITE, FLUSH, RELEASE first (None: none)."},
     {"fast_counts", kflags_fast_counts, METH_NOARGS, "The fast path's counters, by name."},
+    {"reply", kflags_reply, METH_VARARGS, "Answer a FLUSH handed to a thread (hand_flush) with an errno (0: done)."},
     {"fast_wrapped", kflags_fast_wrapped, METH_NOARGS, "True if the session's requests pass the fast wrappers."},
     {"requests_read", kflags_requests_read, METH_NOARGS,
      "Requests read from /dev/fuse so far (0 without the io hooks)."},

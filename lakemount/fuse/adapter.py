@@ -27,6 +27,9 @@ request's context first asks it whether the caller's uid may read (or
 change) the repository the request is about; read and write calls on an
 open handle were judged when it was opened.
 
+The shim (``kflags``) calls the ``fast_*`` methods on the loop before pyfuse3's handlers; a close whose save
+needs a thread is then handed to :meth:`FuseOperations.hand_flush`, whose thread answers the kernel itself.
+
 Two background tasks run beside the request loop: one re-checks branch heads
 every ``head_ttl``, one issues the kernel cache invalidations the core queues
 (never from inside a request handler, where they could deadlock).  A write to a
@@ -45,6 +48,7 @@ import queue
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, TypeVar
 
 import pyfuse3
@@ -150,6 +154,11 @@ class FuseOperations(pyfuse3.Operations):
         self._eio_counts: Counter[str] = Counter()
         self._kflags = kflags.active()  # whether the kernel hears FH_NOFLUSH / FH_CACHE_DIR
         self._keeps_attrs = False  # known once mounted (init)
+        # The core call a fast_* method just found needing a thread (NeedsThread): the shim hands that request to
+        # pyfuse3's handler, which pyfuse3 runs at once, and whose _call then goes straight to a thread.
+        self._handed: tuple[Callable[..., Any], tuple[Any, ...]] | None = None
+        # Closes whose save needs a thread, handed over by the shim (hand_flush): their threads answer the kernel.
+        self._flushes = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lm-flush")
 
     def init(self) -> None:
         # Called while the kernel's INIT is answered: the shim knows by now whether the reply takes KILLPRIV_V2.
@@ -165,10 +174,12 @@ class FuseOperations(pyfuse3.Operations):
         """Run a core operation (in memory if ``fast`` and possible, else in a worker thread); ``absent``:
         an ``Absent`` is raised as it is (a lookup's negative entry), else answered as ENOENT."""
         if fast:
-            try:
-                return self._now(fn, *args, absent=absent)
-            except NeedsThread:
-                pass
+            handed, self._handed = self._handed, None
+            if handed is None or handed != (fn, args):  # else the fast path tried it just now: not twice (stop 53)
+                try:
+                    return self._now(fn, *args, absent=absent)
+                except NeedsThread:
+                    pass
         try:
             return await trio.to_thread.run_sync(functools.partial(fn, *args), limiter=self.limiter)
         except Exception as exc:  # not trio.Cancelled (a BaseException): it goes on as it is
@@ -184,6 +195,15 @@ class FuseOperations(pyfuse3.Operations):
             raise
         except Exception as exc:
             raise self._fuse_error(fn, exc, absent) from None
+
+    def _now_or_hand(self, fn: Callable[..., T], *args: Any, absent: bool = False) -> T:
+        """:meth:`_now` for a fast method: on ``NeedsThread`` the call is noted, so the async handler the shim hands
+        the request to runs it in a thread without trying it on the loop a second time."""
+        try:
+            return self._now(fn, *args, absent=absent)
+        except NeedsThread:
+            self._handed = (fn, args)
+            raise
 
     def _fuse_error(self, fn: Callable[..., Any], exc: Exception, absent: bool) -> Exception:
         """What a handler raises for ``exc``: a FUSEError as it is, an ``Absent`` as it is if ``absent`` (a lookup's
@@ -415,7 +435,7 @@ class FuseOperations(pyfuse3.Operations):
     def fast_lookup(self, parent_inode: int, name: bytes, uid: int, gid: int, pid: int) -> tuple[Any, ...]:
         self._allow_now(uid, parent_inode, name)
         try:
-            return _entry_fields(self._now(self.fs.lookup, parent_inode, name, absent=True))
+            return _entry_fields(self._now_or_hand(self.fs.lookup, parent_inode, name, absent=True))
         except Absent as gone:
             return (0, _negative_timeout(gone), 0.0) + (0,) * 11  # inode 0: libfuse's negative entry
 
@@ -432,17 +452,42 @@ class FuseOperations(pyfuse3.Operations):
     def fast_write(self, fh: int, off: int, buf: bytes) -> int | None:
         if self._settles(fh):
             return None
-        return self._now(self.fs.write, fh & FH_MASK, off, buf)
+        return self._now_or_hand(self.fs.write, fh & FH_MASK, off, buf)
 
     @_for_shim
     def fast_flush(self, fh: int, closer: int) -> int:
-        self._now(self.fs.flush, fh & FH_MASK, closer)
+        self._now_or_hand(self.fs.flush, fh & FH_MASK, closer)
         return 0
 
     @_for_shim
     def fast_release(self, fh: int) -> int:
-        self._now(self.fs.release, fh & FH_MASK)
+        self._now_or_hand(self.fs.release, fh & FH_MASK)
         return 0
+
+    def hand_flush(self, request: object, fh: int, closer: int) -> bool:
+        """A FLUSH that :meth:`fast_flush` gave back (its save needs a thread), from the shim: run in a thread of the
+        adapter's, which answers the kernel itself (``kflags.reply``), so pyfuse3's loop neither awaits it nor is
+        woken to answer it (stop 53: trio's thread hop was ~110 us of CPU a close).  What the close does and
+        answers is :meth:`flush`'s; True: taken (the shim answers nothing)."""
+        self._handed = None  # fast_flush noted it for pyfuse3's handler, which does not run
+        self._flushes.submit(self._flush_and_answer, request, fh, closer)
+        return True
+
+    def _flush_and_answer(self, request: object, fh: int, closer: int) -> None:
+        code = 0
+        try:
+            self.fs.flush(fh & FH_MASK, closer)
+        except Exception as exc:
+            error = self._fuse_error(self.fs.flush, exc, False)
+            code = error.errno if isinstance(error, pyfuse3.FUSEError) else errno.EIO
+        try:
+            kflags.reply(request, code)
+        except Exception:  # the shim answers EIO for a request dropped unanswered
+            log.exception("answering a close failed")
+
+    def join_flushes(self) -> None:
+        """Wait for every close handed to a thread to be answered (the session ends after; none is handed after)."""
+        self._flushes.shutdown(wait=True)
 
     # ------------------------------------------------------------------ directories
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:

@@ -50,6 +50,10 @@ file's write): pyfuse3's own handler then takes it, the async way.  After a requ
 drains: it reads the requests already waiting on the session fd (poll with timeout 0, at most 64) into its
 own buffer and has libfuse dispatch them to the same wrapped handlers, stopping at the first that goes to a
 pyfuse3 handler (its coroutine must be awaited by pyfuse3's loop next).  :func:`fast_counts` counts both.
+Stop 53: a FLUSH whose save needs a thread (a close without write-back: the object's put and the staging) is
+not handed to pyfuse3's handler, whose loop would await a trio thread and be woken to reply (~110 us of CPU a
+close in trio's hop alone), but to the adapter's ``hand_flush``: a thread of the adapter's runs the core's flush
+and answers the request itself (:func:`reply`), and the drain goes on.
 The environment variable ``KFLAGS_FAST`` (``off``, ``calls``: no drain; default both) is for A/B runs only.
 
 It must load before anything imports pyfuse3: ``lakemount/fuse/__init__.py``
@@ -173,11 +177,20 @@ def set_fast(obj: object | None) -> bool:
     return True
 
 
+def reply(request: object, code: int) -> None:
+    """Answer a FLUSH the shim handed to the adapter's ``hand_flush`` (a thread's, stop 53) with ``code``, an errno (0:
+    done); from any thread, once (ValueError for a second answer)."""
+    assert _shim is not None, "a request is handed over only by the shim"
+    _shim.reply(request, code)  # type: ignore[attr-defined]
+
+
 def fast_counts() -> dict[str, int]:
     """The fast path's counters: ``fast_<op>`` answered in C from the adapter's method, ``declined_<op>`` handed
     to pyfuse3 (needs a thread), ``fast_failed`` (the method raised: EIO, a bug), ``drains`` (drains that read a
     request), ``drained`` (requests they read), ``drained_to_python`` (of those, the ones that went to pyfuse3's
-    handlers, each ending its drain).  All zero without the shim."""
+    handlers, each ending its drain), ``handed_flushes`` (FLUSHes given back by ``fast_flush`` and taken by the
+    adapter's ``hand_flush``, answered by its thread through :func:`reply`), ``handed_unanswered`` (of those, any
+    dropped unanswered and answered EIO by the shim: a bug).  All zero without the shim."""
     if _shim is None:
         return {}
     return {str(k): int(v) for k, v in _shim.fast_counts().items()}  # type: ignore[attr-defined]

@@ -306,6 +306,7 @@ def run_mount(
         trio.run(_serve, ops, ready, functools.partial(_tune_kernel, mp, options))
     finally:
         kflags.set_fast(None)  # the session has ended: the shim keeps no reference to this mount's handlers
+        ops.join_flushes()  # closes handed to threads answer while the session still exists
         if listener is not None:
             listener.stop()
         failed = fs.flush_all()

@@ -298,6 +298,40 @@ def test_put_lazily_stores_whole_at_once_and_one_sync_within_the_interval_covers
     assert len(lazy) == 1, "nothing stored since: nothing to sync"
 
 
+def test_put_lazily_wakes_the_sync_thread_for_the_first_object_not_yet_covered_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lazy: list[str]
+) -> None:
+    """Stop 53: a close without write-back put its object lazily and woke the sync thread each time (a futex wake
+    and a GIL hand-off per close), though the thread only went back to sleep until the sync was due."""
+    import threading
+
+    from lakemount.block import local
+
+    class Counting(threading.Condition):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wakes = 0
+
+        def notify_all(self) -> None:
+            self.wakes += 1
+            super().notify_all()
+
+    monkeypatch.setattr(local, "SYNC_AFTER", 60.0)
+    state = local._lazy
+    cond = state.cond = Counting()
+    adapter = LocalAdapter()
+    for i in range(20):
+        adapter.put_lazily(f"local://{tmp_path}/a/k{i}", b"x%d" % i)
+    assert cond.wakes == 1, "the first object woke the thread, the next 19 did not"
+    local.sync_lazily_put()  # covers all 20 (and wakes its waiters)
+    assert state.covered == state.stored == 20
+    woken = cond.wakes
+    adapter.put_lazily(f"local://{tmp_path}/a/k20", b"after")
+    assert cond.wakes == woken + 1, "the first object after a sync wakes the thread again"
+    local.sync_lazily_put()
+    assert state.covered == state.stored == 21
+
+
 def test_sync_lazily_put_syncs_at_once_and_a_failed_sync_is_unavailable_until_one_succeeds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lazy: list[str]
 ) -> None:

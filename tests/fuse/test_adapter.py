@@ -109,3 +109,39 @@ def test_the_fast_methods_answer_as_the_async_handlers_and_give_back_what_would_
         assert pfs.exists(f"{MAIN}/d/a"), "the fast path ran a control file's write"
     finally:
         pfs.close(ctl)
+
+
+def test_a_request_the_fast_path_gave_back_goes_to_a_thread_without_a_second_try_on_the_loop(
+    pfs: PathFS, fs: FileSystem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stop 53: a close without write-back is given back by ``fast_flush`` (its save needs a thread), and pyfuse3's
+    handler, which runs it next, tried the core's flush on the loop once more before the thread.  Now it goes to
+    the thread at once; a flush that was not just given back is still tried on the loop first."""
+    import threading
+
+    calls: list[bool] = []  # per call of the core's flush: on the calling (loop) thread?
+    real = fs.flush
+    loop = threading.get_ident()
+
+    def counting(fh: int, closer: int = 0) -> None:
+        calls.append(threading.get_ident() == loop)
+        real(fh, closer)
+
+    monkeypatch.setattr(fs, "flush", counting)
+    ops = FuseOperations(fs)
+    pfs.mkdir(f"{MAIN}/d")
+    pfs.write_file(f"{MAIN}/d/first", b"1\n")
+    d, me = pfs.ino(f"{MAIN}/d"), os.getuid()
+    got = ops.fast_create(d, b"a", 0o100644, os.O_WRONLY | os.O_CREAT, me, me, 1)
+    assert isinstance(got, tuple), got
+    fh = got[14]
+    assert ops.fast_write(fh, 0, b"hello\n") == 6
+    calls.clear()  # the first file's close
+    assert ops.fast_flush(fh, 0) is None, "the save needs a thread (no write-back)"
+    assert calls == [True]
+    trio.run(ops.flush, fh)  # pyfuse3's handler of the request given back
+    assert calls == [True, False], "the handler tried the flush on the loop again before its thread"
+    trio.run(ops.flush, fh)  # a flush not given back by the fast path (nothing to save now): tried on the loop
+    assert calls == [True, False, True]
+    assert ops.fast_release(fh) == 0
+    assert pfs.read_file(f"{MAIN}/d/a") == b"hello\n"

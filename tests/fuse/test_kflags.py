@@ -18,7 +18,7 @@ import pytest
 
 from lakemount.app import App
 from tests.fuse.conftest import REPO
-from tests.fuse.mounting import Mount, env_for, mounted_points, needs_fuse, start, stop
+from tests.fuse.mounting import Mount, env_for, mounted_points, needs_fuse, start, stop, wait_for, write_faults
 
 pytestmark = needs_fuse
 
@@ -86,14 +86,60 @@ def test_a_cp_of_small_files_is_answered_by_the_fast_path(
     assert d.get("fast_releases", 0) >= 0.9 * n, d
     if writeback:
         assert d.get("fast_flushes", 0) >= 0.9 * n, d
-    else:  # a flush without write-back PUTs the object and stages it: pyfuse3's path, in a thread
+    else:  # a flush without write-back PUTs the object and stages it: in a thread
         assert d.get("declined_flushes", 0) >= 0.9 * n, d
+        # handed to the adapter's thread, which answers the kernel itself (stop 53), not to pyfuse3's handler
+        assert d.get("handed_flushes", 0) >= 0.9 * n, d
+        assert d.get("op_flush", 0) == n, d
+    assert d.get("handed_unanswered", 0) == 0, d
     assert d.get("fast_failed", 0) == 0, d
     assert d.get("op_create", 0) == n, d  # the core counts an operation once, whichever path ran it
     if not writeback:  # saved at close; with write-back the journal stages later (tests/fuse/test_writeback_mount.py)
         repo = app.graveler.get_repository(REPO)
         for name, data in list(src.items())[:: n // 20]:
             assert app.catalog.read(repo, app.catalog.stat(REPO, "main", f"dst/{name}")) == data, name
+
+
+def test_a_close_handed_to_a_thread_answers_the_closer_with_its_saves_error_and_the_next_one_saves(
+    app: App, mounts: MountFactory, tmp_path: os.PathLike[str]
+) -> None:
+    """Stop 53: a close without write-back is handed by the shim to a thread of the adapter's, which answers the
+    kernel itself.  The store fails the save's put: close(2) gets EIO from that thread (the fault's, in the log),
+    the content is kept for a retry; once the store heals, a close saves and answers 0."""
+    import errno
+    import sys
+
+    faults = os.path.join(os.fspath(tmp_path), "faults")
+    script = os.path.join(os.path.dirname(__file__), "flaky_mount.py")
+    mp = os.path.join(os.fspath(tmp_path), "flaky")
+    m = mounts("flaky", command=lambda fd: [sys.executable, script, mp, faults, str(fd)])
+    main = f"{m.mountpoint}/{REPO}/main"
+
+    def inject(line: str) -> None:
+        write_faults(faults, line + "\n")
+        assert wait_for(lambda: os.path.getsize(faults) == 0, timeout=5)
+
+    with open(f"{main}/first", "wb") as f:  # the branch's first file drops no marker later
+        f.write(b"1")
+    before = _kernel(m.mountpoint)
+    f = open(f"{main}/new", "wb")
+    try:
+        f.write(b"data")
+        inject("put 1000")
+        inject("put_file 1000")
+        with pytest.raises(OSError) as info:
+            f.close()
+    finally:
+        inject("heal")
+    assert info.value.errno == errno.EIO
+    assert "injected fault: put" in m.log()
+    d = _delta(before, _kernel(m.mountpoint))
+    assert d.get("handed_flushes", 0) == 1, d  # the EIO came from the thread the shim handed the close to
+    with open(f"{main}/new2", "wb") as g:
+        g.write(b"fine again")
+    d = _delta(before, _kernel(m.mountpoint))
+    assert d.get("handed_flushes", 0) == 2 and d.get("handed_unanswered", 0) == 0, d
+    assert app.catalog.read(app.catalog.repository(REPO), app.catalog.stat(REPO, "main", "new2")) == b"fine again"
 
 
 def test_a_write_that_needs_a_thread_takes_pyfuses_path_and_a_fast_stream_beside_it_stays_right(
