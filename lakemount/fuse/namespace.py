@@ -592,6 +592,11 @@ class Namespace:
             expected += [(name, dst.entry) for name in dst.names]
         changes[old_path] = None
         entry = src.entry
+        if not src.names and group_of(entry) is not None:
+            # The entry lists a group but the mount found no other name of it: read while another mount changed
+            # the group (its other names' entries no longer matched the one read here). Staged plainly, the
+            # stale entry would take the renamed name out of the group: a compare-and-set on it reads again.
+            expected.append((old_path, entry))
         if src.names:
             expected += [(name, src.entry) for name in src.names]
             entry = with_group(entry, src.group, (*(n for n in src.names if n != old_path), new_path))
