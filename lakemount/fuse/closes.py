@@ -62,7 +62,7 @@ class _Group:
     closes: list[Close]
     done: threading.Event
     error: BaseException | None = None
-    since: float = field(default_factory=time.monotonic)  # when its first close arrived
+    since: float = field(default_factory=time.monotonic, repr=False, compare=False)  # when its first close arrived
 
 
 class _Crowd:
