@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import field
 from typing import Final, Literal
 
+from lakemount.catalog.crowd import Crowd
 from lakemount.catalog.writer import DataInfo
 from lakemount.fuse.inodes import Node
 from lakemount.fuse.mounted import Scope, ScopeKey
@@ -41,8 +42,7 @@ STAGED: Final = "staged"
 DETACHED: Final = "detached"
 AGAIN: Final = "again"
 GATHER_S: Final = 0.5  # the longest a staging's leader waits for the closes that were storing their data when it led
-RETURN_S: Final = 0.25  # the longest a group's first close waits for as many as were in flight at once lately (``_Crowd``)
-HORIZON_S: Final = 0.25  # how long a peak of closes in flight at once is remembered
+RETURN_S: Final = 0.25  # the longest a group's first close waits for as many as were in flight at once lately (``Crowd``)
 
 
 @record()
@@ -65,39 +65,6 @@ class _Group:
     since: float = field(default_factory=time.monotonic, repr=False, compare=False)  # when its first close arrived
 
 
-class _Crowd:
-    """First closes of a branch in flight now (from storing their data to acknowledged), and the most that were
-    in flight at once within the last ``HORIZON_S`` (as ``graveler.staging.crowd``, which a front end may not
-    import, does for the staging backends' writes).  The lane's lock is held around every method."""
-
-    __slots__ = ("inside", "_peak", "_before", "_since")
-
-    def __init__(self) -> None:
-        self.inside = 0
-        self._peak = 0  # the most in flight at once since ``_since``
-        self._before = 0  # the peak of the window before it
-        self._since = 0.0
-
-    def enter(self, now: float) -> None:
-        self._roll(now)
-        self.inside += 1
-        self._peak = max(self._peak, self.inside)
-
-    def leave(self, closes: int) -> None:
-        self.inside -= closes
-
-    def expected(self, now: float) -> int:
-        """How many closes a staging may hope to hold: the peak in flight at once lately (1: a lone writer)."""
-        self._roll(now)
-        return max(self._peak, self._before)
-
-    def _roll(self, now: float) -> None:
-        if now - self._since >= HORIZON_S:
-            self._before = self._peak if now - self._since < 2 * HORIZON_S else 0
-            self._peak = self.inside
-            self._since = now
-
-
 @record()
 class _Lane:
     """A branch's group commit of closes: whether a staging is in flight, and the group gathering."""
@@ -108,7 +75,7 @@ class _Lane:
     storing: set[int] = field(default_factory=set)  # tickets of first closes storing their data, to join a group next
     tickets: int = 0  # the last ticket handed out
     gathering: bool = False  # a leader waits for some of them: a joining close wakes it
-    crowd: _Crowd = field(default_factory=_Crowd)  # first closes in flight, from ``storing`` to acknowledged
+    crowd: Crowd = field(default_factory=Crowd)  # first closes in flight, from ``storing`` to acknowledged
 
 
 # Stages a group's closes (under the scope's mutex), setting each one's outcome.

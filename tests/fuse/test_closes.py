@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from lakemount.app import App
+from lakemount.catalog.crowd import HORIZON_S
 from lakemount.fuse.core import FileSystem
 from tests.fuse.pathfs import PathFS
 from tests.fuse.test_core import MAIN, staged
@@ -272,7 +273,7 @@ def test_a_staging_waits_for_the_crowd_at_most_return_s_and_not_once_it_is_gone(
     assert errors == [] and not [th for th in threads if th.is_alive()]
     assert [sorted(s) for s in stagings] == [["a1"], ["a2", "b1", "b2"]]
     assert fs.saver.closes.returns == 1
-    time.sleep(2 * closes.HORIZON_S + 0.05)
+    time.sleep(2 * HORIZON_S + 0.05)
     pfs.write_file(f"{MAIN}/alone", b"alone")
     assert stagings[-1] == ["alone"] and fs.saver.closes.returns == 1  # it waited for no crowd
 
