@@ -156,3 +156,18 @@ def wait_for(pred: Callable[[], bool], timeout: float = 10.0, interval: float = 
             return True
         time.sleep(interval)
     return pred()
+
+
+def flaky_mount(mounts: Callable[..., Mount], tmp: str, repo: str) -> tuple[Mount, str, Callable[[str], None]]:
+    """A mount of tests/fuse/flaky_mount.py (its block store fails as its fault file says) under ``tmp``, its
+    ``repo``'s branch main, and a call that hands the mount one fault line and waits until the mount took it."""
+    faults = os.path.join(tmp, "faults")
+    script = os.path.join(os.path.dirname(__file__), "flaky_mount.py")
+    mp = os.path.join(tmp, "flaky")
+    m = mounts("flaky", command=lambda fd: [sys.executable, script, mp, faults, str(fd)])
+
+    def inject(line: str) -> None:
+        write_faults(faults, line + "\n")  # the mount took the last one: the file is empty
+        assert wait_for(lambda: os.path.getsize(faults) == 0, timeout=5)
+
+    return m, f"{m.mountpoint}/{repo}/main", inject

@@ -18,7 +18,7 @@ import pytest
 
 from lakemount.app import App
 from tests.fuse.conftest import REPO
-from tests.fuse.mounting import Mount, env_for, mounted_points, needs_fuse, start, stop, wait_for, write_faults
+from tests.fuse.mounting import Mount, env_for, flaky_mount, mounted_points, needs_fuse, start, stop
 
 pytestmark = needs_fuse
 
@@ -107,18 +107,8 @@ def test_a_close_handed_to_a_thread_answers_the_closer_with_its_saves_error_and_
     kernel itself.  The store fails the save's put: close(2) gets EIO from that thread (the fault's, in the log),
     the content is kept for a retry; once the store heals, a close saves and answers 0."""
     import errno
-    import sys
 
-    faults = os.path.join(os.fspath(tmp_path), "faults")
-    script = os.path.join(os.path.dirname(__file__), "flaky_mount.py")
-    mp = os.path.join(os.fspath(tmp_path), "flaky")
-    m = mounts("flaky", command=lambda fd: [sys.executable, script, mp, faults, str(fd)])
-    main = f"{m.mountpoint}/{REPO}/main"
-
-    def inject(line: str) -> None:
-        write_faults(faults, line + "\n")
-        assert wait_for(lambda: os.path.getsize(faults) == 0, timeout=5)
-
+    m, main, inject = flaky_mount(mounts, os.fspath(tmp_path), REPO)
     with open(f"{main}/first", "wb") as f:  # the branch's first file drops no marker later
         f.write(b"1")
     before = _kernel(m.mountpoint)

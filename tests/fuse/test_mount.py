@@ -31,10 +31,10 @@ from tests.fuse.mounting import (
     Mount,
     cleanup_mountpoint,
     env_for,
+    flaky_mount,
     lakemount_cmd,
     needs_fuse,
     wait_for,
-    write_faults,
 )
 
 pytestmark = needs_fuse
@@ -292,15 +292,7 @@ def test_block_store_failures_are_eio_and_the_mount_keeps_serving(
     app: App, home: str, tmp_path: os.PathLike[str], mounts: MountFactory
 ) -> None:
     app.catalog.put(REPO, "main", "f", b"payload")
-    faults = os.path.join(os.fspath(tmp_path), "faults")
-    script = os.path.join(os.path.dirname(__file__), "flaky_mount.py")
-    mp = os.path.join(os.fspath(tmp_path), "flaky")
-    m = mounts("flaky", command=lambda fd: [sys.executable, script, mp, faults, str(fd)])
-    main = f"{m.mountpoint}/{REPO}/main"
-
-    def inject(line: str) -> None:
-        write_faults(faults, line + "\n")  # the mount took the last one: the file is empty
-        assert wait_for(lambda: os.path.getsize(faults) == 0, timeout=5)
+    m, main, inject = flaky_mount(mounts, os.fspath(tmp_path), REPO)
 
     inject("get 1000")  # the kernel retries a failed read-ahead: fail them all
     assert oserror(lambda: open(f"{main}/f", "rb").read()) == errno.EIO
