@@ -160,7 +160,7 @@ class Handles:
                 node.ctime_ns = now
         backing = self._pass_through(fh, node) if pass_through else 0
         if backing:
-            return Opened(fh, noflush=False, backing=backing)
+            return Opened(fh, noflush=not writable, backing=backing)
         # A write-only handle writes past the kernel's page cache (direct_io): each write goes from the
         # writer's own pages straight into the request, where a cached write first fills a page of this
         # inode (a copy and a page to allocate and later reclaim per 4 KiB) that nobody reads through the
@@ -170,20 +170,17 @@ class Handles:
         direct = flags & os.O_ACCMODE == os.O_WRONLY
         if direct:
             self.metrics.add("direct_write_opens")
-        dirty = node.dirty
-        if dirty is not None and dirty.passing:
-            # The kernel refuses a cached open of an inode with a passthrough open (EIO): this one reads and
-            # writes through the mount, from and into the temp file the passthrough open writes.
-            return Opened(fh, keep_cache=False, direct_io=True, noflush=not writable)
         return Opened(fh, keep_cache=keep, direct_io=direct, noflush=not writable)
 
     def _may_pass_through(self, node: Node, flags: int, truncate: bool) -> bool:
         """Whether a new open of ``node`` with ``flags`` is a passthrough open (passthrough.py says which are)."""
-        if not self.state.passthrough or flags & os.O_ACCMODE != os.O_WRONLY:
-            return False
         dirty = node.dirty
         if dirty is not None and dirty.passing:
-            return True  # shares the backing id of the ones open
+            # Any open of an inode the kernel passes through must be a passthrough open of the same backing file
+            # (else EIO at open): a reader's reads, too, go to the temp file in the kernel then.
+            return True
+        if not self.state.passthrough or flags & os.O_ACCMODE != os.O_WRONLY:
+            return False
         entry = node.entry
         fresh = truncate or dirty is not None or entry is None or entry.size == 0  # no stored content to copy first
         return fresh and node.opens == 0

@@ -13,10 +13,10 @@ takes the temp file over at close) for an open that:
   temp file itself as the object (the local block store, ``in_place``): on S3 the mount's own writes send each
   part as it fills, which a write the mount never sees cannot;
 * needs no copy of stored content first (``O_TRUNC``, an empty file, or one already being written);
-* is the file's only open handle, or the others are passthrough opens too (they share its backing id: the
-  kernel refuses a second backing file for an inode, and any open it would cache while a passthrough open is
-  left: such opens are answered ``direct_io`` meanwhile, so their reads come from the temp file through the
-  mount).
+* is the file's only open handle.  While a passthrough open is left, every other open of the file is one too,
+  of the same backing id, whatever its flags: the kernel refuses (EIO at open) an open of such an inode without
+  passthrough, cached or ``direct_io``, and a second backing file for it; a reader's reads then come from the
+  temp file in the kernel, as the writer's bytes are.
 
 What the mount no longer sees it reads from the temp file (``DirtyFile.pass_begin``/``catch_up``: size, mtime
 and ctime), and a save hashes the file then (``writes.hash_fd``).  A save while a passthrough open is left

@@ -594,7 +594,14 @@ class DirtyFile:
                     os.unlink(path)
             self._seen = seen  # a write made during the copy is a change still to save
             return version, result
-        digests = hash_fd(self.fd)
+        # The fsync the store makes of the file (in place) runs beside the hash: the disk and a core at once.
+        syncing = _flusher().submit(os.fsync, self.fd) if self.in_place else None
+        try:
+            digests = hash_fd(self.fd)
+        finally:
+            if syncing is not None:
+                with contextlib.suppress(OSError):  # the store's own fsync reports a failure
+                    syncing.result()
         try:
             result = put(self.path, digests, self.in_place, None)
         finally:

@@ -1,0 +1,128 @@
+"""FUSE passthrough of write-only opens through the kernel (stop 54, Linux >= 6.9): the kernel writes the mount's
+temp file itself, no WRITE request reaches the mount, and what was written reads back byte for byte through
+the mount, from the branch, and from the commit; with ``mount.passthrough`` off the writes go through the mount."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from lakemount.app import App
+from lakemount.config import load
+from tests.fuse.conftest import REPO
+from tests.fuse.mounting import env_for, needs_fuse, start, stop
+
+MiB = 1 << 20
+
+
+def _kernel_has_passthrough() -> bool:
+    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    return (major, minor) >= (6, 9) and os.geteuid() == 0
+
+
+pytestmark = [*needs_fuse, pytest.mark.skipif(not _kernel_has_passthrough(), reason="needs Linux >= 6.9 and root")]
+
+
+def counter(mountpoint: str, name: str) -> int:
+    with open(os.path.join(mountpoint, ".lakefs", "stats")) as f:
+        for line in f:
+            if line.startswith(f"lakemount_fuse_{name}"):
+                return int(float(line.split()[-1]))
+    return 0
+
+
+def staged_bytes(app: App, path: str) -> bytes:
+    entry = app.catalog.get_optional(REPO, "main", path)
+    assert entry is not None, f"{path} is not staged"
+    return app.catalog.read(app.catalog.repository(REPO), entry)
+
+
+def test_files_written_through_passthrough_read_back_through_the_mount_the_branch_and_the_commit(
+    home: str, tmp_path: Path,
+) -> None:
+    app = App(load(env={"LAKEMOUNT_HOME": home}))
+    app.catalog.create_repository(REPO)
+    bodies = {"big.bin": os.urandom(20 * MiB), "medium.bin": os.urandom(3 * MiB), "small.txt": os.urandom(5000)}
+    for name, body in bodies.items():
+        (tmp_path / name).write_bytes(body)
+    mountpoint = str(tmp_path / "mnt")
+    m = start(home, mountpoint, env=env_for(home, LAKEMOUNT_MOUNT_PASSTHROUGH="on"))
+    try:
+        main = f"{mountpoint}/{REPO}/main"
+        writes = counter(mountpoint, 'ops_total{op="write"}')
+        for name in bodies:
+            subprocess.run(["cp", str(tmp_path / name), f"{main}/{name}"], check=True)
+        assert counter(mountpoint, "passthrough_opens") == 3
+        assert counter(mountpoint, 'ops_total{op="write"}') == writes, "a write reached the mount"
+        for name, body in bodies.items():
+            with open(f"{main}/{name}", "rb") as f:
+                assert f.read() == body
+            assert os.stat(f"{main}/{name}").st_size == len(body)
+            assert staged_bytes(app, name) == body
+        with open(f"{main}/.lakefs/commit", "w") as f:
+            f.write("written through passthrough")
+        assert list(app.catalog.diff_uncommitted(REPO, "main")) == []  # all of it in the commit
+        head = next(iter(app.catalog.log(REPO, "main", limit=1)))
+        assert head.message == "written through passthrough"
+        for name, body in bodies.items():
+            entry = app.catalog.get_optional(REPO, head.id, name)
+            assert entry is not None
+            assert app.catalog.read(app.catalog.repository(REPO), entry) == body
+    finally:
+        stop(m)
+
+
+def test_size_and_bytes_are_visible_while_a_passthrough_open_writes_and_fsync_stores_them(
+    home: str, tmp_path: Path,
+) -> None:
+    app = App(load(env={"LAKEMOUNT_HOME": home}))
+    app.catalog.create_repository(REPO)
+    mountpoint = str(tmp_path / "mnt")
+    m = start(home, mountpoint, env=env_for(home, LAKEMOUNT_MOUNT_PASSTHROUGH="on"))
+    try:
+        path = f"{mountpoint}/{REPO}/main/growing.bin"
+        first, second = os.urandom(5 * MiB + 7), os.urandom(2 * MiB)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            assert os.write(fd, first) == len(first)
+            time.sleep(0.5)  # past the attributes' timeout (--head-ttl 0.2): the kernel asks the mount
+            assert os.stat(path).st_size == len(first)
+            reader = os.open(path, os.O_RDONLY)  # beside a passthrough open: a passthrough open of the same file
+            try:
+                assert os.pread(reader, len(first) + 10, 0) == first
+            finally:
+                os.close(reader)
+            os.fsync(fd)
+            assert staged_bytes(app, "growing.bin") == first
+            assert os.write(fd, second) == len(second)
+        finally:
+            os.close(fd)
+        assert counter(mountpoint, "passthrough_opens") == 2
+        # The fsync's (the descriptor still open) and the close's (a file under SCAN_FROM is copied, not scanned for).
+        assert counter(mountpoint, "passthrough_saved_copies") == 2
+        with open(path, "rb") as f:
+            assert f.read() == first + second
+        assert staged_bytes(app, "growing.bin") == first + second
+    finally:
+        stop(m)
+
+
+def test_with_passthrough_off_the_writes_go_through_the_mount(home: str, tmp_path: Path) -> None:
+    app = App(load(env={"LAKEMOUNT_HOME": home}))
+    app.catalog.create_repository(REPO)
+    body = os.urandom(2 * MiB)
+    (tmp_path / "src").write_bytes(body)
+    mountpoint = str(tmp_path / "mnt")
+    m = start(home, mountpoint, env=env_for(home, LAKEMOUNT_MOUNT_PASSTHROUGH="off"))
+    try:
+        dst = f"{mountpoint}/{REPO}/main/f.bin"
+        subprocess.run(["cp", str(tmp_path / "src"), dst], check=True)
+        assert counter(mountpoint, 'ops_total{op="write"}') == 2
+        assert counter(mountpoint, "passthrough_opens") == 0
+        assert staged_bytes(app, "f.bin") == body
+    finally:
+        stop(m)
