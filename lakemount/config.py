@@ -193,7 +193,7 @@ class MountConfig:
     journal_fsync: bool = False
     writeback_retry: float = 300.0
     # FUSE passthrough of write-only opens (fuse/passthrough.py): auto (when the kernel takes it), on, off.
-    passthrough: str = "auto"
+    passthrough: str = "off"
 
 
 @setting(frozen=True, slots=True)

@@ -85,6 +85,7 @@ typedef int (*reply_write_fn)(fuse_req_t, size_t);
 typedef int (*receive_buf_fn)(struct fuse_session *, struct fuse_buf *);
 typedef void (*process_buf_fn)(struct fuse_session *, const struct fuse_buf *);
 typedef int (*session_exited_fn)(struct fuse_session *);
+typedef void (*session_destroy_fn)(struct fuse_session *);
 
 static reply_open_fn real_reply_open = NULL;
 static req_ctx_fn real_req_ctx = NULL; /* this module links no libfuse: its functions are looked up at load */
@@ -115,6 +116,7 @@ static reply_write_fn real_reply_write = NULL;
 static receive_buf_fn real_receive_buf = NULL;
 static process_buf_fn real_process_buf = NULL;
 static session_exited_fn real_session_exited = NULL;
+static session_destroy_fn real_session_destroy = NULL;
 static struct fuse_session *session = NULL; /* the session made through fuse_session_new (one per process) */
 enum { F_LOOKUP, F_CREATE, F_WRITE, F_FLUSH, F_RELEASE, F_OPS };
 static const char *const fast_names[F_OPS] = {"fast_lookup", "fast_create", "fast_write", "fast_flush", "fast_release"};
@@ -737,6 +739,16 @@ __attribute__((visibility("default"))) struct fuse_session *fuse_session_new(str
     return session;
 }
 
+/* The session is gone: backing_open/backing_close must not reach its fd (ENOTCONN from then on). */
+__attribute__((visibility("default"))) void fuse_session_destroy(struct fuse_session *se) {
+    if (se == session) {
+        session = NULL;
+        passthrough_granted = 0;
+    }
+    if (real_session_destroy != NULL)
+        real_session_destroy(se);
+}
+
 __attribute__((visibility("default"))) int fuse_reply_open(fuse_req_t req, const struct fuse_file_info *f) {
     struct fuse_file_info fi = *f;
     if (fi.fh & FH_NOFLUSH)
@@ -1107,8 +1119,11 @@ PyMODINIT_FUNC PyInit__kflags(void) {
     real_receive_buf = (receive_buf_fn)dlsym(lib, "fuse_session_receive_buf");
     real_process_buf = (process_buf_fn)dlsym(lib, "fuse_session_process_buf");
     real_session_exited = (session_exited_fn)dlsym(lib, "fuse_session_exited");
-    if (real_session_new == NULL || real_req_ctx == NULL || real_reply_err == NULL || real_session_mount == NULL) {
-        PyErr_SetString(PyExc_ImportError, "libfuse3.so.3 has no fuse_session_new, fuse_req_ctx or fuse_reply_err");
+    real_session_destroy = (session_destroy_fn)dlsym(lib, "fuse_session_destroy");
+    if (real_session_new == NULL || real_req_ctx == NULL || real_reply_err == NULL || real_session_mount == NULL ||
+        real_session_destroy == NULL) {
+        PyErr_SetString(PyExc_ImportError,
+                        "libfuse3.so.3 has no fuse_session_new, fuse_session_destroy, fuse_req_ctx or fuse_reply_err");
         return NULL;
     }
     return PyModule_Create(&module);

@@ -349,8 +349,7 @@ class Handles:
         if closer and handle.writable and not one_process(handle.pid, closer):
             self.metrics.add("foreign_flushes")
             return
-        if handle.passing is not None:
-            self.state.io()  # the save hashes the file the kernel wrote
+        if handle.passing is not None:  # an fstat: what the kernel's writes left (a save of them needs a thread below)
             self._kernel_mtime(handle.node, handle.passing)
         if handle.writable and handle.node.dirty is not None and handle.node.dirty.modified:
             if not self.saver.save_is_local(handle.node):
@@ -402,7 +401,7 @@ class Handles:
         node = handle.node
         dirty = node.dirty
         held = handle.writable and self._create_held(node)
-        if held or handle.passing is not None or (dirty is not None and not self.saver.release_is_local(node, handle.writable)):
+        if held or (dirty is not None and not self.saver.release_is_local(node, handle.writable)):
             self.state.io()  # saving it, keeping it aside, or dropping a large temp file; staging a held create
         with self.table.lock:
             self._handles.pop(fh, None)
