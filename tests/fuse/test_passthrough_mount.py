@@ -15,6 +15,7 @@ from lakemount.app import App
 from lakemount.config import load
 from tests.fuse.conftest import REPO
 from tests.fuse.mounting import env_for, needs_fuse, start, stop
+from tests.fuse.test_writes_mount import kill_mid_write, nothing_staged_of
 
 MiB = 1 << 20
 
@@ -99,14 +100,18 @@ def test_size_and_bytes_are_visible_while_a_passthrough_open_writes_and_fsync_st
             os.fsync(fd)
             assert staged_bytes(app, "growing.bin") == first
             assert os.write(fd, second) == len(second)
+            os.ftruncate(fd, 3 * MiB)  # a SETATTR to the mount, which cuts the temp file the kernel writes
+            assert os.pwrite(fd, b"end", 3 * MiB) == 3
         finally:
             os.close(fd)
         assert counter(mountpoint, "passthrough_opens") == 2
         # The fsync's (the descriptor still open) and the close's (a file under SCAN_FROM is copied, not scanned for).
         assert counter(mountpoint, "passthrough_saved_copies") == 2
+        expected = (first + second)[: 3 * MiB] + b"end"
         with open(path, "rb") as f:
-            assert f.read() == first + second
-        assert staged_bytes(app, "growing.bin") == first + second
+            assert f.read() == expected
+        assert os.stat(path).st_size == len(expected)
+        assert staged_bytes(app, "growing.bin") == expected
     finally:
         stop(m)
 
@@ -126,3 +131,25 @@ def test_with_passthrough_off_the_writes_go_through_the_mount(home: str, tmp_pat
         assert staged_bytes(app, "f.bin") == body
     finally:
         stop(m)
+
+
+def test_kill_9_mid_write_through_passthrough_stages_nothing_and_stores_no_corrupt_object(home: str, tmp_path: Path) -> None:
+    """The kernel writes the temp file while the mount is killed: nothing of it is staged, no object is corrupt."""
+    import hashlib
+
+    app = App(load(env={"LAKEMOUNT_HOME": home}))
+    app.catalog.create_repository(REPO)
+    data = Path(app.catalog.repository(REPO).storage_namespace.removeprefix("local://")) / "data"
+    spool = Path(home) / "tmp"
+    mountpoint = str(tmp_path / "mnt")
+
+    def passed_through() -> bool:  # the kernel wrote the three parts into the temp file, no WRITE reached the mount
+        spooled = any(f.stat().st_size >= 24 * MiB for f in spool.rglob("w-*"))
+        return spooled and counter(mountpoint, "passthrough_opens") == 1 and counter(mountpoint, 'ops_total{op="write"}') == 0
+
+    kill_mid_write(home, mountpoint, env_for(home, LAKEMOUNT_MOUNT_PASSTHROUGH="on"), passed_through)
+    nothing_staged_of(app)
+    for f in data.rglob("*"):
+        if f.is_file():
+            assert not f.name.startswith(".tmp-"), f"a half-stored object was left: {f}"
+            assert hashlib.sha256(f.read_bytes()).hexdigest() == f.name, f"corrupt object {f}"
