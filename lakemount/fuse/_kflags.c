@@ -37,6 +37,12 @@
  * process_buf returns: the drain stops at once then, as it does on a read that fails or ends the session
  * (libfuse sets the session's exit flag on ENODEV; pyfuse3's loop sees it).  Reads in the drain go through
  * io_read like pyfuse3's, so the kept-attribute drops and the INIT bookkeeping see every request.
+ *
+ * Stop 54 (issue 36): FUSE passthrough.  With want_passthrough(True) before the mount, the INIT reply asks for it
+ * (FUSE_INIT_EXT, FUSE_PASSTHROUGH, max_stack_depth); backing_open/backing_close register and drop a backing file on
+ * the session fd; an open or create reply of a handle registered with pass_through(fh, id) goes out with
+ * FOPEN_PASSTHROUGH and that id (io_writev writes them into the fuse_open_out, which libfuse 3.14 sends with the id's
+ * field as padding).  See lakemount/fuse/passthrough.py.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

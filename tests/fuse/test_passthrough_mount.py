@@ -58,6 +58,7 @@ def test_files_written_through_passthrough_read_back_through_the_mount_the_branc
         for name in bodies:
             subprocess.run(["cp", str(tmp_path / name), f"{main}/{name}"], check=True)
         assert counter(mountpoint, "passthrough_opens") == 3
+        assert counter(mountpoint, "kernel_passthrough_replies") == 3  # the shim sent each with FOPEN_PASSTHROUGH
         assert counter(mountpoint, 'ops_total{op="write"}') == writes, "a write reached the mount"
         for name, body in bodies.items():
             with open(f"{main}/{name}", "rb") as f:
