@@ -182,3 +182,11 @@ def test_descriptors_open_finds_a_process_holding_the_file(tmp_path: os.PathLike
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_setting_asks_for_passthrough_only_when_on_or_auto_and_never_with_write_back() -> None:
+    assert passthrough.wanted("auto", writeback=False) and passthrough.wanted("on", writeback=False)
+    assert not passthrough.wanted("off", writeback=False)
+    assert not passthrough.wanted("on", writeback=True)  # the journal takes the temp file over at close
+    with pytest.raises(ValueError, match="mount.passthrough"):
+        passthrough.wanted("yes", writeback=False)
