@@ -1054,14 +1054,6 @@ static PyObject *kflags_pass_through(PyObject *self, PyObject *args) {
     return PyBool_FromLong(done);
 }
 
-static PyObject *kflags_unpass(PyObject *self, PyObject *arg) {
-    /* Forget a pass_through(fh, ...) whose reply will not be sent (the open failed after it): its backing id, 0. */
-    unsigned long long fh = PyLong_AsUnsignedLongLong(arg);
-    if (fh == (unsigned long long)-1 && PyErr_Occurred())
-        return NULL;
-    return PyLong_FromLong(take_passing(fh));
-}
-
 static PyObject *kflags_passthrough_replies(PyObject *self, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(passthrough_replies);
 }
@@ -1072,7 +1064,6 @@ static PyMethodDef methods[] = {
     {"backing_open", kflags_backing_open, METH_O, "Register an fd as a passthrough backing file: its id."},
     {"backing_close", kflags_backing_close, METH_O, "Unregister a passthrough backing id."},
     {"pass_through", kflags_pass_through, METH_VARARGS, "Send handle fh's coming open reply as passthrough."},
-    {"unpass", kflags_unpass, METH_O, "Forget a pass_through whose reply will not be sent."},
     {"passthrough_replies", kflags_passthrough_replies, METH_NOARGS, "Open replies sent as passthrough so far."},
     {"set_fast", kflags_set_fast, METH_VARARGS,
      "Register the object whose fast_* methods answer LOOKUP, CREATE, WRITE, FLUSH, RELEASE first (None: none)."},

@@ -239,11 +239,6 @@ def pass_through(fh: int, backing_id: int) -> bool:
     return _shim is not None and bool(_shim.pass_through(fh, backing_id))  # type: ignore[attr-defined]
 
 
-def unpass(fh: int) -> int:
-    """Forget :func:`pass_through` of ``fh`` whose reply will not be sent: the backing id it held (0: none)."""
-    return int(_shim.unpass(fh)) if _shim is not None else 0  # type: ignore[attr-defined]
-
-
 def passthrough_replies() -> int:
     """Open and create replies the shim sent as passthrough so far."""
     return int(_shim.passthrough_replies()) if _shim is not None else 0  # type: ignore[attr-defined]
