@@ -83,6 +83,9 @@ PACE_S: Final = 1.0  # a process sends a branch's staging notices at most this o
 LEASE_S: Final = 2 * PACE_S  # a listener re-delivers a paced sender's branch as changed this long after its last notice
 PACED: Final = "~"  # a paced notice's sender field: ``sender~seq``; the sender may stage the branch unannounced for ``PACE_S``
 PLAIN: Final = "!"  # a plain one's: ``sender!seq``; no lease, and the sender's leases of the branch before ``seq`` end
+# A staging beginning this share of the pace before its branch's owed notice is due carries that notice in its own
+# transaction (``Pacer.inline``), instead of the pacer's thread sending it in a transaction of its own (stop 54).
+CARRY: Final = 0.1
 
 DIRS_MOST: Final = 32  # directories a notice names at most (more: none, the whole branch changed)
 DIRS_BYTES: Final = 2048  # nor past this many bytes (PostgreSQL takes 8,000 per payload)
@@ -125,10 +128,22 @@ def _dirs_of(detail: str) -> set[str] | None:
 @record(frozen=True, slots=True)
 class Notice:
     """What :meth:`Pacer.inline` lets a staging send with itself: a paced notice (a lease) or a plain one,
-    numbered ``seq`` among the pacer's notices."""
+    numbered ``seq`` among the pacer's notices.  ``carried``: the staging also carries the notice its branch
+    owed, naming ``owed`` as well as what it writes (``None``: the whole branch; :meth:`detail`)."""
 
     paced: bool
     seq: int
+    carried: bool = False
+    owed: frozenset[str] | None = frozenset()
+
+    def detail(self, own: str) -> str:
+        """The detail the staging's notice names: ``own`` (its writes' ``dirs_detail``), with what it carries."""
+        if not self.carried:
+            return own
+        mine = _dirs_of(own)
+        if self.owed is None or mine is None:
+            return ""
+        return _dirs_text(set(self.owed) | mine)
 
 
 def payload(sender: str, kind: str, repo: str, branch: str, *, notice: Notice | None = None) -> str:
@@ -189,20 +204,37 @@ class Pacer:
         self._paying = 0  # owed notices taken off ``_due`` and not yet sent (or failed)
         self.inline_sent = 0  # notices sent with their staging (plain ones among them)
         self.plain_sent = 0  # of those, plain ones (no lease)
-        self.owed_sent = 0  # notices sent for stagings that sent none
+        self.owed_sent = 0  # notices sent for stagings that sent none, by the pacer's thread
+        self.carried = 0  # owed notices a staging carried in its own transaction (counted in ``inline_sent``)
         self.held = 0  # stagings that sent no notice of their own
 
-    def inline(self, repo: str, branch: str) -> Notice | None:
+    def inline(self, repo: str, branch: str, *, carry: bool = False) -> Notice | None:
         """The notice the staging of ``repo``/``branch`` about to begin sends itself, or ``None``: it sends
         none and owes one (:meth:`owe`, also when it fails).
 
         Within ``pace`` of the branch's last notice a staging is held if that notice was paced (a lease is
         live), else (the last was plain) it sends a paced notice, taking the lease.  Past ``pace`` it sends
         a plain notice when the branch holds and owes nothing (no lease is needed, and any earlier one ends),
-        a paced one otherwise (also after an owed notice failed to go, until the listeners' lease ran out)."""
+        a paced one otherwise (also after an owed notice failed to go, until the listeners' lease ran out).
+
+        ``carry`` (a staging whose notice names directories, so it can name the owed ones too): once the
+        branch's owed notice is due within ``CARRY`` of the pace, the staging takes it (a paced notice,
+        ``Notice.carried``, whose ``detail`` names what was owed and what it writes), so the owed notice
+        costs no transaction of its own; the pacer's thread sends it only if no staging took it by its time.
+        It goes up to ``CARRY`` of the pace early, never late.  :meth:`failed` owes it again."""
         key = (repo, branch)
         now = time.monotonic()
         with self._lock:
+            due = self._due.get(key)
+            if carry and due is not None and now >= due - CARRY * self.pace:
+                owed = self._owed.pop(key)
+                del self._due[key]
+                self._last[key] = now
+                self._leased.add(key)
+                self.inline_sent += 1
+                self.carried += 1
+                self._seq += 1
+                return Notice(True, self._seq, True, None if owed is None else frozenset(owed))
             last = self._last.get(key)
             if last is not None and now - last < self.pace:
                 if key in self._leased:
@@ -229,10 +261,23 @@ class Pacer:
             self._seq += 1
             return Notice(paced, self._seq)
 
-    def failed(self, repo: str, branch: str) -> None:
-        """The staging :meth:`inline` let send the notice failed (none went): the next one sends its own."""
+    def failed(self, repo: str, branch: str, notice: Notice | None = None) -> None:
+        """The staging :meth:`inline` let send ``notice`` failed (none went): the next one sends its own, and
+        what it carried (``Notice.carried``) is owed again, due at once."""
+        key = (repo, branch)
         with self._lock:
-            self._last.pop((repo, branch), None)
+            self._last.pop(key, None)
+            if notice is None or not notice.carried:
+                return
+            owed = None if notice.owed is None else set(notice.owed)
+            if key in self._owed:
+                held = self._owed[key]
+                self._owed[key] = None if held is None or owed is None else held | owed
+            else:
+                self._owed[key] = owed
+            self._due[key] = time.monotonic()
+            self._start()
+            self._wake.notify()
 
     def owe(self, repo: str, branch: str, detail: str) -> None:
         """A staging of ``repo``/``branch`` that sent no notice committed (or failed, and may have),
@@ -252,10 +297,14 @@ class Pacer:
                 self._owed[key] = dirs
             if key not in self._due:
                 self._due[key] = self._last.get(key, 0.0) + self.pace
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="lakemount-notices", daemon=True)
-                    self._thread.start()
+                self._start()
                 self._wake.notify()
+
+    def _start(self) -> None:
+        """Start the pacer's thread if it is not running (``_lock`` held)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="lakemount-notices", daemon=True)
+            self._thread.start()
 
     def flush(self) -> None:
         """Send every owed notice now, on the calling thread (tests; a process about to stop), and wait for
