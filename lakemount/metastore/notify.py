@@ -407,15 +407,28 @@ class Listener:
     ``callback(None)`` means "anything may have changed" (after a reconnect).
     The callback runs on the listener's thread; an exception in it is logged,
     never fatal.  ``stop()`` ends the thread within ``poll`` seconds.
+
+    ``share`` (stop 54, :mod:`lakemount.metastore.relay`): the listeners of one database on one host share one
+    LISTEN backend: the first binds the host's relay socket and listens on PostgreSQL, the others hear through it
+    (``following``), so a notice wakes one backend per host instead of one per listening process.  A follower is
+    ``connected`` while its relay is; it reports ``None`` when it joins a relay again, as after a reconnect.
     """
 
-    def __init__(self, url: sa.URL, callback: Callback, *, poll: float = 0.5, backoff: float = 0.5) -> None:
+    def __init__(self, url: sa.URL, callback: Callback, *, poll: float = 0.5, backoff: float = 0.5,
+                 share: bool = True) -> None:
+        from lakemount.metastore import relay
+
         self.url = url
         self.callback = callback
         self.poll = poll
         self.backoff = backoff
         self.connected = threading.Event()
         self.received = 0
+        self.following = False  # hearing through another listener of this host (``share``)
+        self.relayed = 0  # notices passed on to this host's other listeners
+        self._share = share and relay.supported()
+        self._first = True  # nothing heard yet: the first connection reports no ``None``
+        self._followers: list[Any] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lakemount-listen", daemon=True)
 
@@ -442,10 +455,47 @@ class Listener:
         return conn
 
     def _run(self) -> None:
+        from lakemount.metastore import relay
+
+        where = relay.name(self.url.set(password=None).render_as_string(hide_password=False)) if self._share else ""
+        while not self._stop.is_set():
+            if not self._share:
+                self._lead(None)
+                return
+            try:
+                sock = relay.join(where)
+            except PermissionError as exc:
+                log.warning("change listener: %s; listening on PostgreSQL alone", exc)
+                self._share = False
+                continue
+            if sock is not None:
+                self.following = True
+                try:
+                    self._follow(sock)
+                finally:
+                    self.following = False
+                    self.connected.clear()
+                    sock.close()
+                continue
+            server = relay.claim(where)
+            if server is None:  # another listener of the host is taking the name: join it
+                self._stop.wait(0.02)
+                continue
+            try:
+                self._lead(server)
+            finally:
+                for follower in self._followers:
+                    follower.close()
+                self._followers.clear()
+                server.close()
+
+    def _lead(self, server: Any) -> None:
+        """Listen on PostgreSQL until stopped (reconnecting), passing what is heard on to ``server``'s followers."""
         import psycopg2
 
+        from lakemount.metastore import relay
+
         delay = self.backoff
-        first = True
         while not self._stop.is_set():
             try:
                 conn = self._connect()
@@ -455,15 +505,16 @@ class Listener:
                 delay = min(delay * 2, 5.0)
                 continue
             delay = self.backoff
-            if not first:
+            if not self._first:
                 self._deliver(None)  # notices sent while disconnected are lost
-            first = False
+            self._first = False
             # Connected only once the receiver has dropped what it kept: a reader that trusts
             # its cache while ``connected`` is set (the gateway's repository records) never
             # trusts one from before the gap.
             self.connected.set()
+            self._tell(relay.frame(relay.UP))
             try:
-                self._serve(conn)
+                self._serve(conn, server)
             except (psycopg2.Error, OSError) as exc:
                 log.warning("change listener: connection to %s lost: %s", where(self.url), one_line(exc))
             except Exception:  # the listener outlives any surprise: it reconnects and reports "anything changed"
@@ -471,37 +522,121 @@ class Listener:
                 self._stop.wait(delay)
             finally:
                 self.connected.clear()
+                self._tell(relay.frame(relay.DOWN))
                 try:
                     conn.close()
                 except psycopg2.Error:
                     pass
 
-    def _serve(self, conn: Any) -> None:
+    def _tell(self, data: bytes) -> None:
+        """Send ``data`` to every follower; one that cannot take it within ``SEND_TIMEOUT_S`` (or is gone) is
+        dropped (it rejoins and reports ``None``)."""
+        for follower in list(self._followers):
+            try:
+                follower.sendall(data)
+            except OSError:
+                self._followers.remove(follower)
+                follower.close()
+
+    def _serve(self, conn: Any, server: Any) -> None:
+        from lakemount.metastore import relay
+
         # poll(), not select(): select() refuses descriptors >= 1024, which a busy daemon's sockets reach.
         waiter = select.poll()
         waiter.register(conn.fileno(), select.POLLIN)
+        if server is not None:
+            waiter.register(server.fileno(), select.POLLIN)
+            for follower in self._followers:
+                waiter.register(follower.fileno(), select.POLLIN)
         leases = Leases()
         while not self._stop.is_set():
-            wait = self.poll
-            first = leases.first_end()
-            if first is not None:
-                wait = max(0.0, min(wait, first - time.monotonic()))
             batch: dict[Change, None] = {}
-            if waiter.poll(wait * 1000):
-                conn.poll()
-                while conn.notifies:
-                    got = _parse(conn.notifies.pop(0).payload)
-                    if got is None:
+            for fd, _ in waiter.poll(self._wait(leases) * 1000):
+                if fd == conn.fileno():
+                    conn.poll()
+                    texts = []
+                    while conn.notifies:
+                        texts.append(conn.notifies.pop(0).payload)
+                    if self._followers:
+                        self._tell(b"".join(relay.frame(relay.NOTICE, text) for text in texts))
+                        self.relayed += len(texts)
+                    for text in texts:
+                        self._heard(text, batch, leases)
+                elif server is not None and fd == server.fileno():
+                    follower, _ = server.accept()
+                    if not relay.same_user(follower):
+                        follower.close()
                         continue
-                    change, notice = got
-                    batch[change] = None
-                    if notice is not None:
-                        leases.heard(change, notice, time.monotonic())
-            for change in leases.ended(time.monotonic()):
-                batch[change] = None
-            if batch:
-                self.received += len(batch)
-                self._deliver(list(batch))
+                    follower.settimeout(relay.SEND_TIMEOUT_S)
+                    try:
+                        follower.sendall(relay.frame(relay.UP))
+                    except OSError:
+                        follower.close()
+                        continue
+                    self._followers.append(follower)
+                    waiter.register(follower.fileno(), select.POLLIN)
+                else:  # a follower's end: it sends nothing, so readable means gone
+                    waiter.unregister(fd)
+                    for follower in [f for f in self._followers if f.fileno() == fd]:
+                        self._followers.remove(follower)
+                        follower.close()
+            self._end(batch, leases)
+
+    def _follow(self, sock: Any) -> None:
+        """Hear through the host's relay on ``sock`` until it goes away or this listener stops."""
+        from lakemount.metastore import relay
+
+        waiter = select.poll()
+        waiter.register(sock.fileno(), select.POLLIN)
+        buf = bytearray()
+        leases = Leases()
+        while not self._stop.is_set():
+            batch: dict[Change, None] = {}
+            if waiter.poll(self._wait(leases) * 1000):
+                try:
+                    data = sock.recv(1 << 16)
+                except OSError:
+                    data = b""
+                if not data:
+                    self._end(batch, leases)
+                    return
+                buf += data
+                for kind, text in relay.frames(buf):
+                    if kind == relay.UP:
+                        if not self._first:
+                            self._deliver(None)  # notices sent while the relay was away or disconnected are lost
+                        self._first = False
+                        self.connected.set()
+                    elif kind == relay.DOWN:
+                        self.connected.clear()
+                    else:
+                        self._heard(text, batch, leases)
+            self._end(batch, leases)
+
+    def _wait(self, leases: Leases) -> float:
+        wait = self.poll
+        first = leases.first_end()
+        if first is not None:
+            wait = max(0.0, min(wait, first - time.monotonic()))
+        return wait
+
+    @staticmethod
+    def _heard(text: str, batch: dict[Change, None], leases: Leases) -> None:
+        got = _parse(text)
+        if got is None:
+            return
+        change, notice = got
+        batch[change] = None
+        if notice is not None:
+            leases.heard(change, notice, time.monotonic())
+
+    def _end(self, batch: dict[Change, None], leases: Leases) -> None:
+        """Deliver ``batch`` with the leases run out meanwhile."""
+        for change in leases.ended(time.monotonic()):
+            batch[change] = None
+        if batch:
+            self.received += len(batch)
+            self._deliver(list(batch))
 
     def _deliver(self, batch: list[Change] | None) -> None:
         try:
