@@ -457,7 +457,7 @@ class Listener:
     def _run(self) -> None:
         from lakemount.metastore import relay
 
-        where = relay.name(self.url.set(password=None).render_as_string(hide_password=False)) if self._share else ""
+        where = relay.name(self.url) if self._share else ""
         while not self._stop.is_set():
             if not self._share:
                 self._lead(None)
@@ -590,9 +590,16 @@ class Listener:
         waiter.register(sock.fileno(), select.POLLIN)
         buf = bytearray()
         leases = Leases()
+        joined, up = time.monotonic(), False
         while not self._stop.is_set():
+            if not up and time.monotonic() - joined > relay.JOIN_WAIT_S:
+                # A relay that took the connection and never said it listens (hung, or its socket outlived it in
+                # a forked child): listen on PostgreSQL alone rather than wait on it.
+                log.warning("change listener: the host's notice relay never answered; listening on PostgreSQL alone")
+                self._share = False
+                return
             batch: dict[Change, None] = {}
-            if waiter.poll(self._wait(leases) * 1000):
+            if waiter.poll(min(self._wait(leases), relay.JOIN_WAIT_S) * 1000):
                 try:
                     data = sock.recv(1 << 16)
                 except OSError:
@@ -603,6 +610,7 @@ class Listener:
                 buf += data
                 for kind, text in relay.frames(buf):
                     if kind == relay.UP:
+                        up = True
                         if not self._first:
                             self._deliver(None)  # notices sent while the relay was away or disconnected are lost
                         self._first = False

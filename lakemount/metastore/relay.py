@@ -24,11 +24,15 @@ import hashlib
 import os
 import socket
 import struct
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 UP: Final = b"U"
 DOWN: Final = b"D"
 NOTICE: Final = b"N"
+JOIN_WAIT_S: Final = 5.0  # a relay that says nothing this long after a follower joined is not followed
 SEND_TIMEOUT_S: Final = 2.0  # a follower that takes no frame for this long is dropped (it rejoins and re-checks all)
 _HEAD: Final = struct.Struct(">I")
 _CRED: Final = struct.Struct("3i")  # pid, uid, gid
@@ -39,8 +43,9 @@ def supported() -> bool:
     return hasattr(socket, "AF_UNIX") and hasattr(socket, "SO_PEERCRED") and os.uname().sysname == "Linux"
 
 
-def name(database: str) -> str:
-    """The abstract socket's name for ``database`` (the URL without its password) and this process's user."""
+def name(url: sa.URL) -> str:
+    """The abstract socket's name for the database at ``url`` (its password left out) and this process's user."""
+    database = url.set(password=None).render_as_string(hide_password=False)
     digest = hashlib.sha256(f"{os.geteuid()}\0{database}".encode()).hexdigest()[:32]
     return f"\0lakemount-notices-{digest}"
 

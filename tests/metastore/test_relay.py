@@ -132,6 +132,22 @@ def test_an_unshared_listener_listens_itself(pg_cluster: PgCluster, pg_url: str)
             listener.stop()
 
 
+def test_a_relay_that_never_answers_is_not_followed(pg_cluster: PgCluster, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A socket holding the name that accepts and never says it listens (a hung relay): the listener listens on
+    PostgreSQL itself after ``JOIN_WAIT_S``, rather than never connecting."""
+    monkeypatch.setattr(relay, "JOIN_WAIT_S", 0.3)
+    store = SqlRefStore(pg_url)
+    mute = relay.claim(relay.name(store.engine.url))
+    assert mute is not None
+    listener = notify.Listener(store.engine.url, lambda _: None, poll=0.1, backoff=0.1).start()
+    try:
+        assert listener.connected.wait(10) and not listener.following
+        assert _listening_backends(pg_cluster, store) == 1
+    finally:
+        listener.stop()
+        mute.close()
+
+
 def test_frames_split_anywhere_read_back_whole() -> None:
     data = relay.frame(relay.UP) + relay.frame(relay.NOTICE, "s~3\tstaging\tr\tmain\tdirs\x1fa/é") + relay.frame(relay.DOWN)
     buf = bytearray()
