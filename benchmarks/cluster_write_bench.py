@@ -135,7 +135,8 @@ class Bench:
             c.env = self.base_env  # type: ignore[method-assign]
 
     def listeners(self) -> list[str]:
-        """The process ids of the backends LISTENing for change notices (one per mount process)."""
+        """The process ids of the backends LISTENing for change notices (one per host since stop 54: a host's mounts
+        share one through ``lakemount/metastore/relay.py``; one per mount process before)."""
         c = self.c
         return c.pg_query(c["db"], pg_counting.listeners("lake")).split()
 
