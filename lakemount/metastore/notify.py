@@ -33,7 +33,9 @@ looked its name up in the database again (stop 52: 1.036 transactions per file f
 writers on 3 hosts).  Every notice of a pacer carries a sequence number, so a plain notice that
 commits before an older paced one (two transactions in flight) ends only the leases older than it.
 
-A :class:`Listener` holds one dedicated connection in autocommit mode, waits on
+A :class:`Listener` holds one dedicated connection in autocommit mode (or, since stop 54, hears through
+the one another listener of the same database on the same host holds: :mod:`lakemount.metastore.relay`,
+so each notice wakes one backend per host), waits on
 its socket and calls back with the changes it received, de-duplicated per
 wake-up (a Spark job staging a thousand files wakes a remote mount a few
 times, not a thousand).  When the connection drops it reconnects with backoff
