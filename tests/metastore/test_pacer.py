@@ -172,22 +172,22 @@ def test_a_staging_near_the_owed_notices_time_carries_it_and_the_pacers_thread_s
     ``CARRY`` of the pace ahead of its time, and a staging that does not say it can carry one never does."""
     clock = _Clock()
     monkeypatch.setattr(notify, "time", clock)
-    pacer, sent, _ = _pacer(1.0)
+    pacer, sent, _ = _pacer(100.0)  # the pacer's thread waits for its time in real seconds: this long, never in the test
     assert pacer.inline("r", "main") and pacer.inline("r", "main")  # plain, then the paced one: the lease
     last = clock.now
     assert pacer.inline("r", "main", carry=True) is None  # held
     pacer.owe("r", "main", notify.dirs_detail([b"a/f"]))
-    clock.now = last + (1 - notify.CARRY) * 1.0 - 0.01
+    clock.now = last + (1 - notify.CARRY) * 100.0 - 1
     assert pacer.inline("r", "main", carry=True) is None  # too early to carry: held
     pacer.owe("r", "main", notify.dirs_detail([b"b/f"]))
-    clock.now = last + (1 - notify.CARRY) * 1.0 + 0.01
+    clock.now = last + (1 - notify.CARRY) * 100.0 + 1
     assert pacer.inline("r", "main") is None  # (an lsm append's notice names its file: it carries nothing)
     pacer.owe("r", "main", notify.dirs_detail([b"c/f"]))
     carrier = pacer.inline("r", "main", carry=True)
     assert carrier is not None and carrier.paced and carrier.carried
     assert changed_dirs(carrier.detail(notify.dirs_detail([b"d/e/f"]))) == ["a", "b", "c", "d/e"]
     assert pacer.inline("r", "main", carry=True) is None  # the carrier's notice renewed the lease
-    clock.now += 5.0
+    clock.now += 500.0
     pacer.flush()
     assert sent == [] and (pacer.carried, pacer.owed_sent) == (1, 0)
 
@@ -195,11 +195,11 @@ def test_a_staging_near_the_owed_notices_time_carries_it_and_the_pacers_thread_s
 def test_what_a_failed_staging_carried_is_owed_again_at_once(monkeypatch: Any) -> None:
     clock = _Clock()
     monkeypatch.setattr(notify, "time", clock)
-    pacer, sent, went = _pacer(1.0)
+    pacer, sent, went = _pacer(100.0)  # (as above: the pacer's thread never reaches the owed notice's time itself)
     assert pacer.inline("r", "main") and pacer.inline("r", "main")
     assert pacer.inline("r", "main", carry=True) is None
     pacer.owe("r", "main", notify.dirs_detail([b"a/f"]))
-    clock.now += 1.0
+    clock.now += 100.0
     carrier = pacer.inline("r", "main", carry=True)
     assert carrier is not None and carrier.carried
     pacer.failed("r", "main", carrier)  # its transaction never committed: its notice never went
