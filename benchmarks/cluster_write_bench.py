@@ -59,6 +59,7 @@ STATS_WAIT_S = pg_counting.STATS_WAIT_S  # until every idle backend has publishe
 # After the listeners are back (``Bench.flush_listeners``), until each mount has dropped what it kept: a listener sends its
 # LISTEN, then tells its mount that anything may have changed; a folder read again before that is forgotten after it.
 SETTLE_S = 1.0
+NOTICES = ("inline", "carried", "alone", "held")  # the writers' mounts' staging notices (``Bench.notices``)
 
 # Waits until argv[1]/argv[2] reads as argv[3] and argv[1] lists argv[4] files in all; prints the seconds since argv[5].
 SEEN = r"""
@@ -161,7 +162,8 @@ class Bench:
             c.env = self.base_env  # type: ignore[method-assign]
 
     def listeners(self) -> list[str]:
-        """The process ids of the backends LISTENing for change notices (one per mount process)."""
+        """The process ids of the backends LISTENing for change notices (one per host since stop 54: a host's mounts
+        share one through ``lakemount/metastore/relay.py``; one per mount process before)."""
         c = self.c
         return c.pg_query(c["db"], pg_counting.listeners("lake")).split()
 
@@ -359,6 +361,7 @@ class Bench:
         v0 = self.vacuums()
         if a.statements:
             self.top_statements(0)  # from here: the writers' files, not their folders and first files
+        n0 = {h.name: self.notices(h, mode) for h in hosts}
         c0, t0 = self.cpu(), time.perf_counter()
         release(go)
         n, lat = 0, []
@@ -368,6 +371,7 @@ class Bench:
             n += r["n"]
             lat += r["lat"]
         c1, wall = self.cpu(), time.perf_counter() - t0
+        notices = {k: sum(self.notices(h, mode).get(k, 0) - n0[h.name].get(k, 0) for h in hosts) for k in NOTICES}
         t = time.perf_counter()
         for h in hosts:  # with write-back: wait until each host's journal is staged
             h.python(FSYNC, f"/lake-{mode}/repo/main/{tag}-{h.name}-0/warm", timeout=1800)
@@ -378,7 +382,18 @@ class Bench:
         vac = self.vacuums() - v0
         return {"files": n, "per_s": n / a.seconds, "vacuums": vac, "staged_per_s": n / (a.seconds + drain_s), "drain_s": drain_s,
                 "sessions": sessions, "xacts_per_file": (x1 - x0) / n, "close_p50_ms": pct(lat, 50) * 1e3, "close_p99_ms": pct(lat, 99) * 1e3,
-                "cpu": {k: c1[k] - c0.get(k, 0.0) for k in c1}, "wall": wall}
+                "cpu": {k: c1[k] - c0.get(k, 0.0) for k in c1}, "wall": wall, "notices": notices}
+
+    def notices(self, host: Host, mode: str) -> dict[str, int]:
+        """The staging notices the writers' mount on ``host`` sent so far (``.lakefs/stats``, stop 54): with a
+        staging, owed ones carried by one, owed ones sent alone (a transaction each), stagings held."""
+        text = host.run("cat", f"/lake-{mode}/.lakefs/stats", timeout=60).stdout
+        out = {}
+        for line in text.splitlines():
+            for k in NOTICES:
+                if line.startswith(f"lakemount_fuse_staging_notices_{k} "):
+                    out[k] = int(float(line.split()[1]))
+        return out
 
 
 def report(b: Bench, r: dict[str, Any], mode: str) -> None:
@@ -389,6 +404,10 @@ def report(b: Bench, r: dict[str, Any], mode: str) -> None:
           f"load {load()}", flush=True)
     print(f"    CPU over the {r['wall']:.1f} s the writers ran (long-lived processes; the writers themselves are gone): "
           + cpu_line(r["cpu"], r["wall"], r["files"]), flush=True)
+    n = r["notices"]
+    print(f"    staging notices of the writers' mounts in the window: {n['inline']} sent with a staging ({n['carried']} of "
+          f"them owed ones a staging carried), {n['alone']} owed ones sent alone (a transaction each), {n['held']} "
+          f"stagings held", flush=True)
     if b.args.statements:
         print("    PostgreSQL statements run most (calls | statement):\n" + b.top_statements(16), flush=True)
 

@@ -77,8 +77,8 @@ def _worker(home: str, url: str, backend: str, threads: int, seconds: float, wid
     warm = threading.Barrier(threads + 1)
 
     def loop(t: int) -> None:
-        # Each thread connected and warm before the clock, as a server's pooled request threads are (each
-        # thread keeps its own connection: a first connect is a transaction of the server's).
+        # Each thread warm before the clock, as a server's pooled request threads are (the warm-ups' connections
+        # stay the process's, since stop 54 shared by whichever thread runs a statement: a connect is a transaction).
         catalog.put(REPO, "main", f"warm/{phase}/{wid}/{t}", b"warm %d %d" % (wid, t))
         warm.wait()
         go.wait()

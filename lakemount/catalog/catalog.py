@@ -340,6 +340,16 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
 
         sync_lazily_put()
 
+    def notice_counts(self) -> dict[str, int]:
+        """This process's staging notices so far (PostgreSQL's ``notify.Pacer``; empty elsewhere): sent with a
+        staging (``inline``, plain ones and carried owed ones among them), owed notices that rode on a staging
+        (``carried``), sent by the pacer's thread in a transaction of their own (``alone``), stagings held."""
+        pacer = getattr(self.graveler.refs, "pacer", None)
+        if pacer is None:
+            return {}
+        return {"inline": pacer.inline_sent, "plain": pacer.plain_sent, "carried": pacer.carried,
+                "alone": pacer.owed_sent, "held": pacer.held}
+
     def kept_repository(self, name: str) -> Repository:
         """Repository ``name`` for a write: a record kept from an earlier one (:mod:`~lakemount.catalog.kept`), or
         read; raises ``RepositoryNotFound``.  Whatever is stored with it is staged with its namespace, which

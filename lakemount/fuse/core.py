@@ -379,6 +379,8 @@ class FileSystem:
                 # the fast path past pyfuse3's loop (kflags.py): kernel_fast_<op>s answered in C from the adapter's
                 # fast_* methods, kernel_declined_<op>s given to pyfuse3, kernel_drained (requests read by drains)...
                 **{f"kernel_{name}": n for name, n in kflags.fast_counts().items()},
+                # this process's staging notices (PostgreSQL): with a staging, carried by one, alone, held (stop 54)
+                **{f"staging_notices_{name}": n for name, n in self.state.catalog.notice_counts().items()},
             }
 
         text = self.metrics.render(self._cache_stats() if self._cache_stats else None, gauges)

@@ -10,7 +10,11 @@ markers and converted for PostgreSQL.
 A thread that ends hands its PostgreSQL connection down to the next new thread (``SPARES_MAX`` kept):
 the worker threads of a mount (trio's, which end after 10 s idle) and of the servers come and go,
 and each new one connecting was a server backend started and a transaction counted, 16 of them
-each time a mount's writers came back after a pause (docs/SCALE.md, stop 53).
+each time a mount's writers came back after a pause (docs/SCALE.md, stop 53).  And since stop 54 a
+PostgreSQL connection is the thread's only while a ``run`` (the outermost, if one runs inside another)
+holds it: then it goes back to the spares for whichever thread runs next, so a process holds as many
+connections as run statements at once, not one per thread that ever ran one (a mount's burst of 16
+writers started 11-18 backends, a transaction each, though its threads run statements one or two at a time).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ class _Shared:
     """Where a detached ``FastSql`` keeps its connection: one slot, whichever thread calls."""
 
     conn: Any = None
+    depth = 0  # (runs are counted per thread only where connections go back after each: never here)
 
 
 class _Ender:
@@ -84,7 +89,7 @@ class FastSql:
         self.engine = engine
         self._sqlite_path = sqlite_path
         self._local: threading.local | _Shared = threading.local()
-        self._spares: list[Any] | None = None  # ended threads' connections (PostgreSQL, per-thread only)
+        self._spares: list[Any] | None = None  # idle connections: runs ended and threads ended (PostgreSQL, not detached)
         self._spares_lock = threading.Lock()
         self.errors: tuple[type[BaseException], ...]  # the driver's "could not answer" classes
         self.driver_errors: tuple[type[BaseException], ...]  # every error the driver raises
@@ -148,8 +153,8 @@ class FastSql:
         """``conn`` is this thread's now; with spares kept, it is handed down when the thread ends."""
         local = self._local
         local.conn = conn
-        if self._spares is None or isinstance(local, _Shared):
-            return
+        if self._spares is None or isinstance(local, _Shared) or getattr(local, "depth", 0) > 0:
+            return  # (inside a run, the run gives it back when it ends)
         cell = [conn]
         ender = _Ender()
         weakref.finalize(ender, _hand_down, self._spares, self._spares_lock, cell).atexit = False
@@ -230,13 +235,42 @@ class FastSql:
         a repeat could overwrite a later write: ``Unavailable``.  Any other driver error (a refused
         statement) propagates.
         """
-        kept = getattr(self._local, "conn", None) is not None or self._take_spare()  # a spare is kept too: the server may have dropped it
+        local = self._local
+        outer = self._spares is not None and not getattr(local, "depth", 0)  # PostgreSQL: a run takes one, gives it back
+        if self._spares is not None:
+            local.depth = getattr(local, "depth", 0) + 1
         try:
+            kept = getattr(local, "conn", None) is not None or self._take_spare()  # a spare is kept too: the server may have dropped it
+            try:
+                return self._run_once(work, transaction, retry)
+            except LostBeforeCommit:
+                if not (retry and kept):
+                    raise
             return self._run_once(work, transaction, retry)
-        except LostBeforeCommit:
-            if not (retry and kept):
-                raise
-        return self._run_once(work, transaction, retry)
+        finally:
+            if self._spares is not None:
+                local.depth -= 1
+                if outer:
+                    self._give_back()
+
+    def _give_back(self) -> None:
+        """The outermost run of this thread ended: its connection (None once reset) goes back to the spares, for
+        whichever thread runs next (stop 54: a mount's 16 worker threads of a burst each connected before,
+        though they run statements one or two at a time; now a process holds as many as run at once)."""
+        local = self._local
+        conn = getattr(local, "conn", None)
+        local.conn = None
+        cell = getattr(local, "cell", None)
+        if cell is not None:
+            cell[0] = None
+        if conn is None:
+            return
+        with self._spares_lock:
+            if self._spares is not None and len(self._spares) < SPARES_MAX:
+                self._spares.append(conn)
+                return
+        with contextlib.suppress(Exception):
+            conn.close()
 
     def _run_once(self, work: Callable[[Any], T], transaction: bool, reads: bool) -> T:
         conn = self.connection()

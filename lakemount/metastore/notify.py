@@ -33,7 +33,9 @@ looked its name up in the database again (stop 52: 1.036 transactions per file f
 writers on 3 hosts).  Every notice of a pacer carries a sequence number, so a plain notice that
 commits before an older paced one (two transactions in flight) ends only the leases older than it.
 
-A :class:`Listener` holds one dedicated connection in autocommit mode, waits on
+A :class:`Listener` holds one dedicated connection in autocommit mode (or, since stop 54, hears through
+the one another listener of the same database on the same host holds: :mod:`lakemount.metastore.relay`,
+so each notice wakes one backend per host), waits on
 its socket and calls back with the changes it received, de-duplicated per
 wake-up (a Spark job staging a thousand files wakes a remote mount a few
 times, not a thousand).  When the connection drops it reconnects with backoff
@@ -83,6 +85,9 @@ PACE_S: Final = 1.0  # a process sends a branch's staging notices at most this o
 LEASE_S: Final = 2 * PACE_S  # a listener re-delivers a paced sender's branch as changed this long after its last notice
 PACED: Final = "~"  # a paced notice's sender field: ``sender~seq``; the sender may stage the branch unannounced for ``PACE_S``
 PLAIN: Final = "!"  # a plain one's: ``sender!seq``; no lease, and the sender's leases of the branch before ``seq`` end
+# A staging beginning this share of the pace before its branch's owed notice is due carries that notice in its own
+# transaction (``Pacer.inline``), instead of the pacer's thread sending it in a transaction of its own (stop 54).
+CARRY: Final = 0.1
 
 DIRS_MOST: Final = 32  # directories a notice names at most (more: none, the whole branch changed)
 DIRS_BYTES: Final = 2048  # nor past this many bytes (PostgreSQL takes 8,000 per payload)
@@ -125,10 +130,22 @@ def _dirs_of(detail: str) -> set[str] | None:
 @record(frozen=True, slots=True)
 class Notice:
     """What :meth:`Pacer.inline` lets a staging send with itself: a paced notice (a lease) or a plain one,
-    numbered ``seq`` among the pacer's notices."""
+    numbered ``seq`` among the pacer's notices.  ``carried``: the staging also carries the notice its branch
+    owed, naming ``owed`` as well as what it writes (``None``: the whole branch; :meth:`detail`)."""
 
     paced: bool
     seq: int
+    carried: bool = False
+    owed: frozenset[str] | None = frozenset()
+
+    def detail(self, own: str) -> str:
+        """The detail the staging's notice names: ``own`` (its writes' ``dirs_detail``), with what it carries."""
+        if not self.carried:
+            return own
+        mine = _dirs_of(own)
+        if self.owed is None or mine is None:
+            return ""
+        return _dirs_text(set(self.owed) | mine)
 
 
 def payload(sender: str, kind: str, repo: str, branch: str, *, notice: Notice | None = None) -> str:
@@ -189,20 +206,37 @@ class Pacer:
         self._paying = 0  # owed notices taken off ``_due`` and not yet sent (or failed)
         self.inline_sent = 0  # notices sent with their staging (plain ones among them)
         self.plain_sent = 0  # of those, plain ones (no lease)
-        self.owed_sent = 0  # notices sent for stagings that sent none
+        self.owed_sent = 0  # notices sent for stagings that sent none, by the pacer's thread
+        self.carried = 0  # owed notices a staging carried in its own transaction (counted in ``inline_sent``)
         self.held = 0  # stagings that sent no notice of their own
 
-    def inline(self, repo: str, branch: str) -> Notice | None:
+    def inline(self, repo: str, branch: str, *, carry: bool = False) -> Notice | None:
         """The notice the staging of ``repo``/``branch`` about to begin sends itself, or ``None``: it sends
         none and owes one (:meth:`owe`, also when it fails).
 
         Within ``pace`` of the branch's last notice a staging is held if that notice was paced (a lease is
         live), else (the last was plain) it sends a paced notice, taking the lease.  Past ``pace`` it sends
         a plain notice when the branch holds and owes nothing (no lease is needed, and any earlier one ends),
-        a paced one otherwise (also after an owed notice failed to go, until the listeners' lease ran out)."""
+        a paced one otherwise (also after an owed notice failed to go, until the listeners' lease ran out).
+
+        ``carry`` (a staging whose notice names directories, so it can name the owed ones too): once the
+        branch's owed notice is due within ``CARRY`` of the pace, the staging takes it (a paced notice,
+        ``Notice.carried``, whose ``detail`` names what was owed and what it writes), so the owed notice
+        costs no transaction of its own; the pacer's thread sends it only if no staging took it by its time.
+        It goes up to ``CARRY`` of the pace early, never late.  :meth:`failed` owes it again."""
         key = (repo, branch)
         now = time.monotonic()
         with self._lock:
+            due = self._due.get(key)
+            if carry and due is not None and now >= due - CARRY * self.pace:
+                owed = self._owed.pop(key)
+                del self._due[key]
+                self._last[key] = now
+                self._leased.add(key)
+                self.inline_sent += 1
+                self.carried += 1
+                self._seq += 1
+                return Notice(True, self._seq, True, None if owed is None else frozenset(owed))
             last = self._last.get(key)
             if last is not None and now - last < self.pace:
                 if key in self._leased:
@@ -229,10 +263,23 @@ class Pacer:
             self._seq += 1
             return Notice(paced, self._seq)
 
-    def failed(self, repo: str, branch: str) -> None:
-        """The staging :meth:`inline` let send the notice failed (none went): the next one sends its own."""
+    def failed(self, repo: str, branch: str, notice: Notice | None = None) -> None:
+        """The staging :meth:`inline` let send ``notice`` failed (none went): the next one sends its own, and
+        what it carried (``Notice.carried``) is owed again, due at once."""
+        key = (repo, branch)
         with self._lock:
-            self._last.pop((repo, branch), None)
+            self._last.pop(key, None)
+            if notice is None or not notice.carried:
+                return
+            owed = None if notice.owed is None else set(notice.owed)
+            if key in self._owed:
+                held = self._owed[key]
+                self._owed[key] = None if held is None or owed is None else held | owed
+            else:
+                self._owed[key] = owed
+            self._due[key] = time.monotonic()
+            self._start()
+            self._wake.notify()
 
     def owe(self, repo: str, branch: str, detail: str) -> None:
         """A staging of ``repo``/``branch`` that sent no notice committed (or failed, and may have),
@@ -252,10 +299,14 @@ class Pacer:
                 self._owed[key] = dirs
             if key not in self._due:
                 self._due[key] = self._last.get(key, 0.0) + self.pace
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="lakemount-notices", daemon=True)
-                    self._thread.start()
+                self._start()
                 self._wake.notify()
+
+    def _start(self) -> None:
+        """Start the pacer's thread if it is not running (``_lock`` held)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="lakemount-notices", daemon=True)
+            self._thread.start()
 
     def flush(self) -> None:
         """Send every owed notice now, on the calling thread (tests; a process about to stop), and wait for
@@ -358,15 +409,28 @@ class Listener:
     ``callback(None)`` means "anything may have changed" (after a reconnect).
     The callback runs on the listener's thread; an exception in it is logged,
     never fatal.  ``stop()`` ends the thread within ``poll`` seconds.
+
+    ``share`` (stop 54, :mod:`lakemount.metastore.relay`): the listeners of one database on one host share one
+    LISTEN backend: the first binds the host's relay socket and listens on PostgreSQL, the others hear through it
+    (``following``), so a notice wakes one backend per host instead of one per listening process.  A follower is
+    ``connected`` while its relay is; it reports ``None`` when it joins a relay again, as after a reconnect.
     """
 
-    def __init__(self, url: sa.URL, callback: Callback, *, poll: float = 0.5, backoff: float = 0.5) -> None:
+    def __init__(self, url: sa.URL, callback: Callback, *, poll: float = 0.5, backoff: float = 0.5,
+                 share: bool = True) -> None:
+        from lakemount.metastore import relay
+
         self.url = url
         self.callback = callback
         self.poll = poll
         self.backoff = backoff
         self.connected = threading.Event()
         self.received = 0
+        self.following = False  # hearing through another listener of this host (``share``)
+        self.relayed = 0  # notices passed on to this host's other listeners
+        self._share = share and relay.supported()
+        self._first = True  # nothing heard yet: the first connection reports no ``None``
+        self._followers: list[Any] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lakemount-listen", daemon=True)
 
@@ -393,10 +457,47 @@ class Listener:
         return conn
 
     def _run(self) -> None:
+        from lakemount.metastore import relay
+
+        where = relay.name(self.url) if self._share else ""
+        while not self._stop.is_set():
+            if not self._share:
+                self._lead(None)
+                return
+            try:
+                sock = relay.join(where)
+            except PermissionError as exc:
+                log.warning("change listener: %s; listening on PostgreSQL alone", exc)
+                self._share = False
+                continue
+            if sock is not None:
+                self.following = True
+                try:
+                    self._follow(sock)
+                finally:
+                    self.following = False
+                    self.connected.clear()
+                    sock.close()
+                continue
+            server = relay.claim(where)
+            if server is None:  # another listener of the host is taking the name: join it
+                self._stop.wait(0.02)
+                continue
+            try:
+                self._lead(server)
+            finally:
+                for follower in self._followers:
+                    follower.close()
+                self._followers.clear()
+                server.close()
+
+    def _lead(self, server: Any) -> None:
+        """Listen on PostgreSQL until stopped (reconnecting), passing what is heard on to ``server``'s followers."""
         import psycopg2
 
+        from lakemount.metastore import relay
+
         delay = self.backoff
-        first = True
         while not self._stop.is_set():
             try:
                 conn = self._connect()
@@ -406,15 +507,16 @@ class Listener:
                 delay = min(delay * 2, 5.0)
                 continue
             delay = self.backoff
-            if not first:
+            if not self._first:
                 self._deliver(None)  # notices sent while disconnected are lost
-            first = False
+            self._first = False
             # Connected only once the receiver has dropped what it kept: a reader that trusts
             # its cache while ``connected`` is set (the gateway's repository records) never
             # trusts one from before the gap.
             self.connected.set()
+            self._tell(relay.frame(relay.UP))
             try:
-                self._serve(conn)
+                self._serve(conn, server)
             except (psycopg2.Error, OSError) as exc:
                 log.warning("change listener: connection to %s lost: %s", where(self.url), one_line(exc))
             except Exception:  # the listener outlives any surprise: it reconnects and reports "anything changed"
@@ -422,37 +524,129 @@ class Listener:
                 self._stop.wait(delay)
             finally:
                 self.connected.clear()
+                self._tell(relay.frame(relay.DOWN))
                 try:
                     conn.close()
                 except psycopg2.Error:
                     pass
 
-    def _serve(self, conn: Any) -> None:
+    def _tell(self, data: bytes) -> None:
+        """Send ``data`` to every follower; one that cannot take it within ``SEND_TIMEOUT_S`` (or is gone) is
+        dropped (it rejoins and reports ``None``)."""
+        for follower in list(self._followers):
+            try:
+                follower.sendall(data)
+            except OSError:
+                self._followers.remove(follower)
+                follower.close()
+
+    def _serve(self, conn: Any, server: Any) -> None:
+        from lakemount.metastore import relay
+
         # poll(), not select(): select() refuses descriptors >= 1024, which a busy daemon's sockets reach.
         waiter = select.poll()
         waiter.register(conn.fileno(), select.POLLIN)
+        if server is not None:
+            waiter.register(server.fileno(), select.POLLIN)
+            for follower in self._followers:
+                waiter.register(follower.fileno(), select.POLLIN)
         leases = Leases()
         while not self._stop.is_set():
-            wait = self.poll
-            first = leases.first_end()
-            if first is not None:
-                wait = max(0.0, min(wait, first - time.monotonic()))
             batch: dict[Change, None] = {}
-            if waiter.poll(wait * 1000):
-                conn.poll()
-                while conn.notifies:
-                    got = _parse(conn.notifies.pop(0).payload)
-                    if got is None:
+            for fd, _ in waiter.poll(self._wait(leases) * 1000):
+                if fd == conn.fileno():
+                    conn.poll()
+                    texts = []
+                    while conn.notifies:
+                        texts.append(conn.notifies.pop(0).payload)
+                    if self._followers:
+                        self._tell(b"".join(relay.frame(relay.NOTICE, text) for text in texts))
+                        self.relayed += len(texts)
+                    for text in texts:
+                        self._heard(text, batch, leases)
+                elif server is not None and fd == server.fileno():
+                    follower, _ = server.accept()
+                    if not relay.same_user(follower):
+                        follower.close()
                         continue
-                    change, notice = got
-                    batch[change] = None
-                    if notice is not None:
-                        leases.heard(change, notice, time.monotonic())
-            for change in leases.ended(time.monotonic()):
-                batch[change] = None
-            if batch:
-                self.received += len(batch)
-                self._deliver(list(batch))
+                    follower.settimeout(relay.SEND_TIMEOUT_S)
+                    try:
+                        follower.sendall(relay.frame(relay.UP))
+                    except OSError:
+                        follower.close()
+                        continue
+                    self._followers.append(follower)
+                    waiter.register(follower.fileno(), select.POLLIN)
+                else:  # a follower's end: it sends nothing, so readable means gone
+                    waiter.unregister(fd)
+                    for follower in [f for f in self._followers if f.fileno() == fd]:
+                        self._followers.remove(follower)
+                        follower.close()
+            self._end(batch, leases)
+
+    def _follow(self, sock: Any) -> None:
+        """Hear through the host's relay on ``sock`` until it goes away or this listener stops."""
+        from lakemount.metastore import relay
+
+        waiter = select.poll()
+        waiter.register(sock.fileno(), select.POLLIN)
+        buf = bytearray()
+        leases = Leases()
+        joined, up = time.monotonic(), False
+        while not self._stop.is_set():
+            if not up and time.monotonic() - joined > relay.JOIN_WAIT_S:
+                # A relay that took the connection and never said it listens (hung, or its socket outlived it in
+                # a forked child): listen on PostgreSQL alone rather than wait on it.
+                log.warning("change listener: the host's notice relay never answered; listening on PostgreSQL alone")
+                self._share = False
+                return
+            batch: dict[Change, None] = {}
+            if waiter.poll(min(self._wait(leases), relay.JOIN_WAIT_S) * 1000):
+                try:
+                    data = sock.recv(1 << 16)
+                except OSError:
+                    data = b""
+                if not data:
+                    self._end(batch, leases)
+                    return
+                buf += data
+                for kind, text in relay.frames(buf):
+                    if kind == relay.UP:
+                        up = True
+                        if not self._first:
+                            self._deliver(None)  # notices sent while the relay was away or disconnected are lost
+                        self._first = False
+                        self.connected.set()
+                    elif kind == relay.DOWN:
+                        self.connected.clear()
+                    else:
+                        self._heard(text, batch, leases)
+            self._end(batch, leases)
+
+    def _wait(self, leases: Leases) -> float:
+        wait = self.poll
+        first = leases.first_end()
+        if first is not None:
+            wait = max(0.0, min(wait, first - time.monotonic()))
+        return wait
+
+    @staticmethod
+    def _heard(text: str, batch: dict[Change, None], leases: Leases) -> None:
+        got = _parse(text)
+        if got is None:
+            return
+        change, notice = got
+        batch[change] = None
+        if notice is not None:
+            leases.heard(change, notice, time.monotonic())
+
+    def _end(self, batch: dict[Change, None], leases: Leases) -> None:
+        """Deliver ``batch`` with the leases run out meanwhile."""
+        for change in leases.ended(time.monotonic()):
+            batch[change] = None
+        if batch:
+            self.received += len(batch)
+            self._deliver(list(batch))
 
     def _deliver(self, batch: list[Change] | None) -> None:
         try:

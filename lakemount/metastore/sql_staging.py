@@ -223,17 +223,19 @@ class SqlStaging:
                 cur.execute(
                     "SELECT pg_notify(%s, %s)",
                     (notify.CHANNEL, notify.payload(self.refs.sender, notify.STAGING, repo, branch, notice=inline)
-                     + (f"\t{dirs}" if dirs else "")),
+                     + (f"\t{detail}" if detail else "")),
                 )
 
-        # Every listening backend runs a transaction per notice it is woken by: notices are paced (``notify.Pacer``).
+        # Every listening backend runs a transaction per notice it is woken by: notices are paced (``notify.Pacer``),
+        # and a staging near the time its branch's owed notice is due carries that one too (``carry``).
         dirs = notify.dirs_detail(items) if postgres else ""
-        inline = self.refs.pacer.inline(repo, branch) if postgres else None
+        inline = self.refs.pacer.inline(repo, branch, carry=True) if postgres else None
+        detail = inline.detail(dirs) if inline else dirs
         try:
             self._fast.run(work, transaction=True, retry=True)
         except BaseException:
             if inline:
-                self.refs.pacer.failed(repo, branch)
+                self.refs.pacer.failed(repo, branch, inline)
             elif postgres:
                 self.refs.pacer.owe(repo, branch, dirs)  # it may have committed; and the pacer counts it held until owed
             raise

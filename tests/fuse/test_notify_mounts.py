@@ -71,6 +71,11 @@ def test_a_commit_on_one_node_is_seen_by_the_other_at_once(notified: tuple[Mount
         f.write("staged on a\n")
     # staging pushed: the file appears on b without waiting for head_ttl
     assert wait_for(lambda: "x.txt" in os.listdir(main_b), timeout=SEEN), b.log()
+    with open(os.path.join(a.mountpoint, ".lakefs/stats")) as f:  # a's notices are counted (stop 54)
+        counts = {line.split()[0]: float(line.split()[1]) for line in f if line.startswith("lakemount_fuse_staging_notices_")}
+    assert counts["lakemount_fuse_staging_notices_inline"] >= 1, counts
+    assert {"lakemount_fuse_staging_notices_carried", "lakemount_fuse_staging_notices_alone",
+            "lakemount_fuse_staging_notices_held"} <= set(counts), counts
     with open(os.path.join(a.mountpoint, "demo/main/.lakefs/commit"), "w") as f:
         f.write("from a\n")
     assert wait_for(lambda: _head(b) == _head(a), timeout=SEEN), b.log()

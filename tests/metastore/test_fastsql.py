@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -208,7 +209,8 @@ def test_the_transaction_helper_rolls_back_what_its_work_raised_in(tmp_path: Pat
 def test_a_new_thread_takes_the_connection_of_one_that_ended(pg_url: str) -> None:
     """Worker threads come and go (a mount's trio threads end after 10 s idle): the next ones run on the
     connections the ended ones held, not on new ones (each a server backend and a transaction counted); a
-    connection reset after an error is not handed down.  Before, every new thread connected."""
+    connection reset after an error is not handed down.  Before, every new thread connected.  (Each thread holds
+    its connection inside a run: since stop 54 a run gives it back when it ends.)"""
     import gc
     import threading
 
@@ -218,9 +220,13 @@ def test_a_new_thread_takes_the_connection_of_one_that_ended(pg_url: str) -> Non
         pids: list[int] = []
         together = threading.Barrier(n)  # every thread holds its connection at once
 
-        def work() -> None:
-            pids.append(fast.query("SELECT pg_backend_pid()", ())[0][0])
+        def hold(cur: Any) -> None:  # a run holds its connection until it returns (stop 54)
+            cur.execute("SELECT pg_backend_pid()")
+            pids.append(cur.fetchone()[0])
             together.wait(30)
+
+        def work() -> None:
+            fast.run(hold)
 
         threads = [threading.Thread(target=work) for _ in range(n)]
         for t in threads:
@@ -238,15 +244,53 @@ def test_a_new_thread_takes_the_connection_of_one_that_ended(pg_url: str) -> Non
     assert first < third and len(third) == 6  # two more than were spare: new ones
     reset_pid: list[int] = []
 
-    def reset_then_end() -> None:
-        reset_pid.append(fast.query("SELECT pg_backend_pid()", ())[0][0])
+    def reset(cur: Any) -> None:
+        cur.execute("SELECT pg_backend_pid()")
+        reset_pid.append(cur.fetchone()[0])
         fast.reset()
+
+    def reset_then_end() -> None:
+        fast.run(reset)
 
     t = threading.Thread(target=reset_then_end)
     t.start()
     t.join(30)
     gc.collect()
     assert reset_pid[0] in third and reset_pid[0] not in round_of(5)  # closed by reset, never handed down
+
+
+@pytest.mark.postgres
+def test_threads_running_one_after_another_share_one_connection(pg_url: str) -> None:
+    """Stop 54: a run gives its connection back when it ends, so 16 threads that run statements one at a time hold
+    one connection between them (a mount's burst of writers connected a backend per worker thread before), and a
+    run inside a run (a staging's error path reads the branch) uses its thread's connection, which goes back only
+    when the outer one ends."""
+    import threading
+
+    fast = FastSql(sa.create_engine(pg_url))
+    pids: list[int] = []
+    turn = threading.Lock()
+
+    def work() -> None:
+        with turn:
+            pids.append(fast.query("SELECT pg_backend_pid()", ())[0][0])
+
+    threads = [threading.Thread(target=work) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(pids) == 16 and len(set(pids)) == 1
+
+    def outer(cur: Any) -> tuple[int, int, int]:
+        cur.execute("SELECT pg_backend_pid()")
+        inner = fast.query("SELECT pg_backend_pid()", ())[0][0]
+        cur.execute("SELECT pg_backend_pid()")
+        return pids[0], inner, cur.fetchone()[0]
+
+    first, inner, after = fast.run(outer, transaction=True)
+    assert inner == after == first
+    assert fast._spares is not None and len(fast._spares) == 1  # given back once, when the outer run ended
 
 
 def test_a_forked_child_never_takes_its_parent_s_spare_connections(tmp_path: Path) -> None:

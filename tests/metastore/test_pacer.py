@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from lakemount.catalog.kept import changed_dirs
 from lakemount.metastore import notify
@@ -152,6 +153,65 @@ def test_flush_returns_only_once_the_notice_the_pacers_thread_is_sending_went() 
     assert flushed.wait(10), "flush never returned after the owed notice went"
     flusher.join(10)
     assert [changed_dirs(d) for d in sent] == [["a"]] and pacer.owed_sent == 1
+
+
+class _Clock:
+    """The pacer's clock, moved by the test alone (its thread waits in real time and sends nothing before ``now``
+    reaches an owed notice's time)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_a_staging_near_the_owed_notices_time_carries_it_and_the_pacers_thread_sends_none(monkeypatch: Any) -> None:
+    """Stop 54: the owed notice goes in the staging's own transaction (NOTIFY is sent at its COMMIT), naming what
+    the held stagings changed and what it writes, instead of a transaction of the pacer's thread; not before
+    ``CARRY`` of the pace ahead of its time, and a staging that does not say it can carry one never does."""
+    clock = _Clock()
+    monkeypatch.setattr(notify, "time", clock)
+    pacer, sent, _ = _pacer(100.0)  # the pacer's thread waits for its time in real seconds: this long, never in the test
+    assert pacer.inline("r", "main") and pacer.inline("r", "main")  # plain, then the paced one: the lease
+    last = clock.now
+    assert pacer.inline("r", "main", carry=True) is None  # held
+    pacer.owe("r", "main", notify.dirs_detail([b"a/f"]))
+    clock.now = last + (1 - notify.CARRY) * 100.0 - 1
+    assert pacer.inline("r", "main", carry=True) is None  # too early to carry: held
+    pacer.owe("r", "main", notify.dirs_detail([b"b/f"]))
+    clock.now = last + (1 - notify.CARRY) * 100.0 + 1
+    assert pacer.inline("r", "main") is None  # (an lsm append's notice names its file: it carries nothing)
+    pacer.owe("r", "main", notify.dirs_detail([b"c/f"]))
+    carrier = pacer.inline("r", "main", carry=True)
+    assert carrier is not None and carrier.paced and carrier.carried
+    assert changed_dirs(carrier.detail(notify.dirs_detail([b"d/e/f"]))) == ["a", "b", "c", "d/e"]
+    assert pacer.inline("r", "main", carry=True) is None  # the carrier's notice renewed the lease
+    clock.now += 500.0
+    pacer.flush()
+    assert sent == [] and (pacer.carried, pacer.owed_sent) == (1, 0)
+
+
+def test_what_a_failed_staging_carried_is_owed_again_at_once(monkeypatch: Any) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(notify, "time", clock)
+    pacer, sent, went = _pacer(100.0)  # (as above: the pacer's thread never reaches the owed notice's time itself)
+    assert pacer.inline("r", "main") and pacer.inline("r", "main")
+    assert pacer.inline("r", "main", carry=True) is None
+    pacer.owe("r", "main", notify.dirs_detail([b"a/f"]))
+    clock.now += 100.0
+    carrier = pacer.inline("r", "main", carry=True)
+    assert carrier is not None and carrier.carried
+    pacer.failed("r", "main", carrier)  # its transaction never committed: its notice never went
+    assert went.wait(10), "what the failed staging carried was never sent"
+    assert [(changed_dirs(d), n.paced) for _, _, d, n in sent] == [(["a"], True)]
+
+
+def test_a_carried_whole_branch_stays_the_whole_branch() -> None:
+    notice = notify.Notice(True, 3, True, None)
+    assert notice.detail(notify.dirs_detail([b"a/f"])) == ""
+    assert notify.Notice(True, 3, True, frozenset({"a"})).detail("") == ""
+    assert notify.Notice(True, 3).detail("x") == "x"
 
 
 def _change(sender: str, notice: notify.Notice | None, branch: str = "main") -> tuple[notify.Change, notify.Notice | None]:
