@@ -9,10 +9,12 @@ once) and stages them with one ``Catalog.apply`` per branch and batch; a
 later record for a path overrides an earlier one in the batch, as it would
 have staged after it.  Until a record is staged the node keeps its (held)
 temp file, so this mount reads its own writes from the journal, and the
-mount's listings and lookups see the pending entries (:meth:`overlay_child`,
-:meth:`overlay_listing`).  :meth:`drain` waits until a branch's records are
-staged: fsync(2), a control-file commit or merge, any namespace change other
-than a create, and unmount call it.  A record the pipeline cannot stage (the
+mount's listings and lookups see the pending entries and the directories
+made by a pending mkdir (:meth:`overlay_child`, :meth:`overlay_listing`).
+:meth:`drain` waits until a branch's records are staged: fsync(2), a
+control-file commit or merge, any namespace change other than a create or a
+mkdir, and unmount call it.  On S3 the small files of a batch are put by a
+child process of the mount (``S3Adapter.put_many``, block/putprocess.py).  A record the pipeline cannot stage (the
 branch is gone or protected, a bad key, the store down for longer than
 ``mount.writeback_retry``) and a corrupt record found by the replay are kept
 in the recovered directory, logged, and listed in ``.lakefs/status``; they
