@@ -9,7 +9,8 @@ A child process has a GIL of its own: the caller only writes the bytes into a pi
 answer with its GIL released.
 
 The child (:func:`main`) reads frames from its stdin, each a 4-byte big-endian length and a pickle:
-first the keyword arguments of its ``S3Adapter``, then each batch, a list of ``(url, data)``.  It
+first its adapter's class (module and name: ``S3Adapter``, which hands itself over, so this module
+imports no adapter) and keyword arguments, then each batch, a list of ``(url, data)``.  It
 stores a batch with :func:`~lakemount.block.batch.put_each` (``PARALLEL`` at once, each a whole
 object or nothing, as S3's PUT is) and answers it with a frame: None once every object is stored, or
 ``(category, message)`` of the first failure, the category being the name of an error class of
@@ -53,10 +54,12 @@ _START: Final = f"import sys; sys.path.insert(0, {_ROOT!r}); from lakemount.bloc
 
 
 class PutProcess:
-    """Puts batches of ``(url, data)`` through an ``S3Adapter(**options)`` in a child process, one batch at a
-    time (callers wait their turn), the child started at the first batch and again after one died."""
+    """Puts batches of ``(url, data)`` through an ``adapter(**options)`` of its own in a child process, one
+    batch at a time (callers wait their turn), the child started at the first batch and again after one died.
+    ``adapter`` is a block adapter class (``S3Adapter``); the child imports it by its module and name."""
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, adapter: type, options: dict[str, Any]) -> None:
+        self._adapter = (adapter.__module__, adapter.__qualname__)
         self._options = dict(options)
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
@@ -101,7 +104,7 @@ class PutProcess:
         try:
             proc = subprocess.Popen([sys.executable, "-c", _START], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             assert proc.stdin is not None
-            _send(proc.stdin, self._options)
+            _send(proc.stdin, (*self._adapter, self._options))
         except OSError as exc:
             raise Unavailable(f"cannot start the upload process: {exc}") from None
         self._proc = proc
@@ -189,15 +192,16 @@ def main() -> None:
         os.nice(NICE)
     except OSError:
         pass
+    import importlib
+
     from lakemount.block.batch import put_each
-    from lakemount.block.s3 import S3Adapter
 
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     try:
-        options = _receive(stdin)
+        module, name, options = _receive(stdin)
     except EOFError:
         return
-    adapter = S3Adapter(**options)
+    adapter = getattr(importlib.import_module(module), name)(**options)
     while True:
         try:
             items = _receive(stdin)

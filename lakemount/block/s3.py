@@ -154,7 +154,7 @@ class S3Adapter:
         if self._puts is None:
             from lakemount.block.putprocess import PutProcess
 
-            self._puts = PutProcess(self._options)
+            self._puts = PutProcess(type(self), self._options)
         self._puts.put_many(items)
 
     def put_file(self, url: str, path: str, *, link: bool = False) -> None:
