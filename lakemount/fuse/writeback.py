@@ -423,17 +423,15 @@ class Writeback:
         ``dir_path`` itself is a directory made by a journaled mkdir not staged yet (the catalog may know
         nothing of it)."""
         prefix = dir_path + "/" if dir_path else ""
-        key = (scope.repo, scope.branch)
+        branch = (scope.repo, scope.branch)
         with self._cond:
-            over = self._overlay.get(key)
-            items = list(over.items()) if over else []
-            counts = self._dirs.get(key)
-            made = [d for d, n in counts.items() if n > 0] if counts else []
-        for d in made:
+            over = self._overlay.get(branch) or {}
+            items = list(over.items())
+            counts = self._dirs.get(branch)
+            made = {d: over.get(d + "/", (0, None))[1] for d, n in counts.items() if n > 0} if counts else {}
+        for d, marker in made.items():
             if d.startswith(prefix) and "/" not in d[len(prefix):]:
-                marker = over.get(d + "/") if over else None
-                children.setdefault(d[len(prefix):].encode("utf-8", "surrogateescape"),
-                                    Child(ChildKind.DIR, marker[1] if marker is not None else None))
+                children.setdefault(d[len(prefix):].encode("utf-8", "surrogateescape"), Child(ChildKind.DIR, marker))
         for path, (_seq, entry) in items:
             if not path.startswith(prefix) or path.endswith("/"):
                 continue
