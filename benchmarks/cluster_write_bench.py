@@ -18,7 +18,9 @@ Printed, each measured in this run:
    write-back's ``cp -r`` is compared with (target x3);
 2. **12 writers on 3 hosts** (``--procs`` per host, default 4) creating and closing 1 KiB
    files for ``--seconds``: files/s acknowledged, and with write-back the rate until all
-   of them are staged (an ``fsync`` on each host waits for its journal); transactions per file;
+   of them are staged (an ``fsync`` on each host waits for its journal); transactions per file; then,
+   when the phase writes without write-back, its ceiling: the same processes putting 1 KiB objects
+   straight to moto for as long (a close without write-back costs at least one PUT);
 3. **a crowd on one host** (``--only crowd``): ``--crowd`` (default 16) writer processes on ``w1``
    alone, each creating and closing 1 KiB files for ``--seconds``, so 16 writes are in flight on
    one host (issue 36: <= 0.1 transactions per file then); the same figures as phase 2.
@@ -94,6 +96,30 @@ t = time.perf_counter()
 for i in range(n):
     s3.put_object(Bucket="lake", Key=f"bench-puts/{i:06d}", Body=(b"%d " % i + data)[:1024])
 print(json.dumps({"seconds": time.perf_counter() - t}))
+"""
+
+# The writers' phase's ceiling without write-back: the same processes, the same seconds, each putting its 1 KiB objects
+# straight to moto one after another (a close without write-back costs at least one PUT, so no mount can beat this).
+PUTTER = r"""
+import json, os, sys, time
+import boto3
+endpoint, prefix, go, seconds, ready = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
+                  region_name="us-east-1")
+data = b"p" * 1024
+s3.put_object(Bucket="lake", Key=f"{prefix}/warm", Body=data)  # the client's first request is not the steady state
+open(ready, "w").close()
+while not os.path.exists(go):
+    time.sleep(0.002)
+start = float(open(go).read())
+while time.time() < start:
+    time.sleep(0.001)
+end = start + seconds
+n = 0
+while time.time() < end:
+    s3.put_object(Bucket="lake", Key=f"{prefix}/{n:06d}", Body=(b"%d " % n + data)[:1024])
+    n += 1
+print(json.dumps({"n": n}))
 """
 
 # fsync of a file in a branch waits until everything this host journaled for the branch is staged.
@@ -294,6 +320,26 @@ class Bench:
         return self.args.files / r["seconds"]
 
     # -- 2. 12 writers ----------------------------------------------------------------------
+    def putters_run(self, tag: str, hosts: list[Host], per_host: int) -> dict[str, Any]:
+        """The writers' processes, as many on each host, putting to moto straight for ``--seconds`` (``PUTTER``)."""
+        a = self.args
+        go = f"{self.c.dir}/go-puts-{tag}"
+        procs = []
+        for h in hosts:
+            for k in range(per_host):
+                out = f"{h.home}/putter-{tag}-{k}.out"
+                procs.append((h.spawn(PYTHON, "-c", PUTTER, self.c.s3_endpoint, f"bench-putters/{tag}-{h.name}-{k}", go,
+                                      str(a.seconds), f"{go}.ready-{h.name}-{k}", log=out), out))
+        wait_ready(go, len(procs))
+        c0, t0 = self.cpu(), time.perf_counter()
+        release(go)
+        n = 0
+        for p, out in procs:
+            p.wait(timeout=a.seconds + 600)
+            n += last_json(Path(out).read_text())["n"]
+        c1, wall = self.cpu(), time.perf_counter() - t0
+        return {"files": n, "per_s": n / a.seconds, "cpu": {k: c1[k] - c0.get(k, 0.0) for k in c1}, "wall": wall}
+
     def writers_run(self, mode: str, tag: str, hosts: list[Host], per_host: int) -> dict[str, Any]:
         a = self.args
         go = f"{self.c.dir}/go-{mode}-{tag}"
@@ -419,10 +465,23 @@ def main() -> None:
         if "writers" in only:
             print(f"2. {3 * a.procs} writers (3 hosts x {a.procs} processes) creating 1 KiB files for {a.seconds:g} s "
                   f"(target x10 of 47-55 files/s):", flush=True)
+            rates = {}
             for rnd, mode in enumerate(modes):
                 if a.statements:
                     b.top_statements()
-                report(b, b.writers_run(mode, f"m{rnd}", b.writers, a.procs), mode)
+                r = b.writers_run(mode, f"m{rnd}", b.writers, a.procs)
+                rates[mode] = r["per_s"]
+                report(b, r, mode)
+            if "plain" in rates:
+                p = b.putters_run("m", b.writers, a.procs)
+                print(f"  ceiling without write-back: the same {3 * a.procs} processes putting 1 KiB objects straight to moto "
+                      f"for {a.seconds:g} s: {p['per_s']:.0f} PUTs/s; plain's {rates['plain']:.0f} files/s = x{rates['plain'] / p['per_s']:.2f} "
+                      f"of it (a close without write-back is at least one PUT); the target's 470-550 files/s "
+                      f"{'fits under' if p['per_s'] >= 470 else 'is above'} this ceiling; load {load()}", flush=True)
+                # Only moto's and the machine's: a host's count drops by what its putters used, gone with them.
+                print("    CPU while they put (the putters themselves are gone): "
+                      + cpu_line({k: v for k, v in p["cpu"].items() if k in ("all", "s3")}, p["wall"], p["files"]).replace(" a file", " a PUT"),
+                      flush=True)
         if "crowd" in only:
             print(f"3. a crowd: {a.crowd} writers on w1 alone creating 1 KiB files for {a.seconds:g} s "
                   f"(target <= 0.1 transactions per file at 16 or more in flight on a host):", flush=True)

@@ -1,7 +1,7 @@
 """Large writes through the mount (issue 36, item 3): ``dd`` and ``cp`` of 1 GiB vs a local folder, one run.
 
     .venv/bin/python benchmarks/large_write_bench.py [--mib 1024] [--rounds 1] [--stores local,s3] [--dir DIR]
-        [--no-passthrough]
+        [--no-passthrough] [--kernel-passthrough both|on|off]
 
 Everything lies in one temporary directory (under ``--dir``, default the current
 directory's filesystem): the local folder the baseline writes to, the
@@ -34,6 +34,11 @@ race when botocore retried; measure S3 at a smaller size, in its own run:
 
     .venv/bin/python benchmarks/large_write_bench.py --mib 1024 --stores local
     .venv/bin/python benchmarks/large_write_bench.py --mib 256 --stores s3
+``--kernel-passthrough both`` mounts the local store twice, with ``mount.passthrough`` off
+(``mount (local)``) and on (``mount (local, kernel passthrough)``: write-only opens go to the temp
+file in the kernel, lakemount/fuse/passthrough.py), for an A/B in one run (stop 54); ``on`` or
+``off`` mounts it once with that setting (the default: the configuration's, ``auto``).
+
 All mounts are up before the first figure; each figure runs into the local
 folder and then into each mount, back to back.  Ratios are local time / mount
 time (1.0: as fast as the local folder), best round of each, in the same run.
@@ -120,6 +125,7 @@ def rate(mib: int, seconds: float) -> str:
 
 def mount_counters(mp: str) -> str:
     wanted = ("saved_bytes", "copy_on_write_bytes", "written_bytes")
+    counts = ("passthrough_opens", "passthrough_saved_copies", "passthrough_refused")
     found = []
     with open(os.path.join(mp, ".lakefs", "stats")) as f:
         for line in f:
@@ -127,15 +133,20 @@ def mount_counters(mp: str) -> str:
             short = name.removeprefix("lakemount_fuse_").removesuffix("_total")
             if short in wanted:
                 found.append(f"{short}={int(float(value)) // MiB} MiB")
+            elif short in counts:
+                found.append(f"{short}={int(float(value))}")
     return ", ".join(found)
 
 
-def prepare_store(store: str, base: str, endpoint: str | None) -> dict[str, str]:
-    """A ``LAKEMOUNT_HOME`` for ``store`` holding repository ``bench``; returns the mount's environment."""
-    home = os.path.join(base, f"home-{store}")
+def prepare_store(store: str, base: str, endpoint: str | None, kernel_passthrough: str = "") -> dict[str, str]:
+    """A ``LAKEMOUNT_HOME`` for ``store`` holding repository ``bench``; returns the mount's environment
+    (``kernel_passthrough``: its ``mount.passthrough``, empty for the configuration's)."""
+    home = os.path.join(base, f"home-{store}{'-' + kernel_passthrough if kernel_passthrough else ''}")
     os.makedirs(home, mode=0o700)
     env = dict(os.environ, LAKEMOUNT_HOME=home)
     env.pop("LAKEMOUNT_CONFIG", None)
+    if kernel_passthrough:
+        env["LAKEMOUNT_MOUNT_PASSTHROUGH"] = kernel_passthrough
     if store == "s3":
         assert endpoint is not None
         env |= {
@@ -191,6 +202,8 @@ def main() -> None:
     parser.add_argument("--stores", default="local,s3", help="block stores to mount: local, s3 (moto)")
     parser.add_argument("--dir", default=".", help="where the run's temporary directory goes (its filesystem is the disk)")
     parser.add_argument("--no-passthrough", action="store_true", help="leave out the pyfuse3 passthrough (the FUSE ceiling)")
+    parser.add_argument("--kernel-passthrough", choices=("both", "on", "off"), default=None,
+                        help="the local store's mount.passthrough; both: one mount with it off, one with it on")
     args = parser.parse_args()
     stores = [s for s in args.stores.split(",") if s]
     base = tempfile.mkdtemp(prefix="large-write-", dir=args.dir)
@@ -219,10 +232,15 @@ def main() -> None:
                 pt = os.path.join(base, "passthrough")
                 stack.enter_context(passthrough(os.path.join(base, "passthrough-backing"), pt))
                 targets["passthrough (pyfuse3)"] = pt
+            mounts = []  # (label, mountpoint)
             for store in stores:
-                mp = os.path.join(base, f"mnt-{store}")
-                stack.enter_context(mounted(prepare_store(store, base, endpoint), mp))
-                targets[f"mount ({store})"] = os.path.join(mp, REPO, "main")
+                kp = args.kernel_passthrough if store == "local" else None
+                for setting in (("off", "on") if kp == "both" else (kp or "",)):
+                    label = f"{store}, kernel passthrough" if kp == "both" and setting == "on" else store
+                    mp = os.path.join(base, f"mnt-{store}{'-' + setting if kp == 'both' else ''}")
+                    stack.enter_context(mounted(prepare_store(store, base, endpoint, setting), mp))
+                    targets[f"mount ({label})"] = os.path.join(mp, REPO, "main")
+                    mounts.append((label, mp))
             print(f"{args.mib} MiB per file, {args.rounds} round(s), in {base}; load {os.getloadavg()[0]:.1f}", flush=True)
             best: dict[tuple[str, str], float] = {}
             for r in range(args.rounds):
@@ -232,8 +250,8 @@ def main() -> None:
                         best[name, where] = min(best.get((name, where), seconds), seconds)
                         closing = f" (close {CLOSES[directory]:.2f} s)" if name == "write+close" else ""
                         print(f"  round {r + 1} {name} into the {where}: {rate(args.mib, seconds)}{closing}", flush=True)
-            for store in stores:
-                print(f"  mount counters ({store}): {mount_counters(os.path.join(base, f'mnt-{store}'))}")
+            for label, mp in mounts:
+                print(f"  mount counters ({label}): {mount_counters(mp)}")
         print()
         labels = {"dd": f"dd bs=1M count={args.mib} conv=fsync", "cp": f"cp of a {args.mib} MiB random file",
                   "cp+sync": "the same cp, then sync FILE", "write+close": "1 MiB writes of it, then close"}

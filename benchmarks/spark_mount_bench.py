@@ -1,7 +1,7 @@
 """Spark writing through the mount (issue 36, item 4): a partitioned Parquet dataset into a branch, vs a local folder and S3A.
 
     .venv/bin/python benchmarks/spark_mount_bench.py [--big 200] [--big-mib 8] [--small 20000] [--small-kib 8]
-        [--committer 1,2] [--writeback] [--s3a] [--spark32]
+        [--committer 1,2] [--writeback] [--s3a] [--spark32] [--kernel-passthrough]
 
 One PySpark session (``local[2]``; benchmarks/spark_bench_job.py in a process of its own)
 writes the same dataset, FileOutputCommitter algorithm v1 and v2, to each target in turn:
@@ -25,6 +25,9 @@ the load average when the write ended.  The mount's renames are counted in its
 ``.lakefs/stats`` (the committers' moves out of ``_temporary``: metadata only), and so are, per
 Parquet file written to it, its lookups (and those that found nothing), flushes and saves.
 ``--spark32`` writes with the pyspark 3.2.4 of ``.venv-spark32`` also without ``--s3a``.
+``--kernel-passthrough`` adds a target ``mount-pt``: a second mount (a home of its own) with
+``mount.passthrough`` on (stop 54: the kernel writes the temp files, no request per 4 KiB write),
+written right after ``mount``, for an A/B in one run.
 """
 
 from __future__ import annotations
@@ -87,6 +90,8 @@ def main() -> None:
     parser.add_argument("--small-kib", type=int, default=8)
     parser.add_argument("--committer", default="1,2", help="FileOutputCommitter algorithm versions to run")
     parser.add_argument("--writeback", action="store_true", help="mount with --writeback")
+    parser.add_argument("--kernel-passthrough", action="store_true",
+                        help="a target mount-pt: a second mount with mount.passthrough on")
     parser.add_argument("--s3a", action="store_true", help="a third target: s3a:// through the gateway (Spark 3.2.4)")
     parser.add_argument("--dir", default=".", help="where the run's temporary directory goes")
     parser.add_argument("--spark32", action="store_true",
@@ -111,8 +116,14 @@ def main() -> None:
     os.makedirs(local)
     lakemount(home, "repo", "create", f"lakefs://{REPO}")
     branch = os.path.join(mp, REPO, "main")
+    mounts = {"mount": (home, mp, branch, {})}  # target -> (home, mountpoint, branch dir, mount environment)
+    if args.kernel_passthrough:
+        home_pt, mp_pt = os.path.join(root, "home-pt"), os.path.join(root, "mnt-pt")
+        os.makedirs(home_pt, mode=0o700)
+        lakemount(home_pt, "repo", "create", f"lakefs://{REPO}")
+        mounts["mount-pt"] = (home_pt, mp_pt, os.path.join(mp_pt, REPO, "main"), {"LAKEMOUNT_MOUNT_PASSTHROUGH": "on"})
     cfg: dict[str, object] = {
-        "targets": {"local": f"file://{local}", "mount": f"file://{branch}"},
+        "targets": {"local": f"file://{local}", **{name: f"file://{m[2]}" for name, m in mounts.items()}},
         "warm": f"file://{local}/warm",
         "sets": [[n, f, s] for n, f, s in (("big", args.big, args.big_mib << 20), ("small", args.small, args.small_kib << 10))
                  if f],
@@ -120,7 +131,8 @@ def main() -> None:
     }
     results: list[dict[str, object]] = []
     with contextlib.ExitStack() as stack:
-        stack.enter_context(mounted(home, mp, ["--writeback"] if args.writeback else []))
+        for m_home, m_mp, _branch, m_env in mounts.values():
+            stack.enter_context(mounted(m_home, m_mp, ["--writeback"] if args.writeback else [], **m_env))
         gw = None
         if args.s3a:
             from tests.gateway.server_fixture import ADMIN_KEY, ADMIN_SECRET, running_gateway
@@ -145,8 +157,9 @@ def main() -> None:
                 continue
             done["load"] = os.getloadavg()[0]
             label = f"{done['set']} v{done['committer']} {done['target']}"
-            if done["target"] == "mount":
-                done["commit"], done["files"], left = mount_commit(home, branch, label, str(done["path"]))
+            if done["target"] in mounts:
+                m_home, _mp, m_branch, _env = mounts[str(done["target"])]
+                done["commit"], done["files"], left = mount_commit(m_home, m_branch, label, str(done["path"]))
             elif done["target"] == "s3a":
                 done["commit"], done["files"], left = gateway_commit(gw, label, str(done["path"]))
             else:
@@ -162,6 +175,14 @@ def main() -> None:
         with open(os.path.join(mp, ".lakefs", "stats")) as f:
             stats = [line.strip() for line in f if not line.startswith("#")]
         renames = [line for line in stats if 'op="rename"' in line and "_total" in line]
+        pt_opens = pt_writes = 0.0
+        if args.kernel_passthrough:
+            with open(os.path.join(mounts["mount-pt"][1], ".lakefs", "stats")) as f:
+                for line in f:
+                    if line.startswith("lakemount_fuse_passthrough_opens_total"):
+                        pt_opens = float(line.split()[-1])
+                    elif line.startswith('lakemount_fuse_ops_total{op="write"}'):
+                        pt_writes = float(line.split()[-1])
         counted = {name: next((float(line.split()[-1]) for line in stats if line.startswith(prefix)), 0.0)
                    for name, prefix in (("lookups", 'lakemount_fuse_ops_total{op="lookup"}'),
                                         ("absent", 'lakemount_fuse_op_errors_total{op="lookup",errno="ENOENT"}'),
@@ -180,6 +201,8 @@ def main() -> None:
     # Over the whole run (each dataset once per committer, and the untimed first write); a file is a Parquet
     # file and its .crc, which Hadoop's local file system writes beside it.
     parquet = sum(int(r["files"]) for r in results if r["target"] == "mount")  # type: ignore[call-overload]
+    if args.kernel_passthrough:
+        print(f"  mount-pt: passthrough opens {pt_opens:.0f}, WRITE requests {pt_writes:.0f}")
     print("  the mount's requests per Parquet file written to it: "
           + ", ".join(f"{name} {n / max(1, parquet):.2f}" for name, n in counted.items()))
     shutil.rmtree(root, ignore_errors=True)

@@ -1,7 +1,7 @@
 """Writes into a local folder and into mounts of several code trees, in one run, interleaved (issue 36, stop 50).
 
     .venv/bin/python benchmarks/tree_write_ab.py [--mib 256] [--rounds 2] [--figs dd4k,dd1M,cp,cp+sync] \\
-        [--passthrough] NAME=TREE[:wbc] ...   # as root
+        [--passthrough] NAME=TREE[:wbc|:pt=on|:pt=off] ...   # as root
 
 Each ``NAME=TREE`` is a checkout (``git worktree add --detach /tmp/base REV``, its C extensions built
 with ``setup.py build_ext --inplace``): its mount runs that tree's lakemount (started from the tree, and
@@ -9,8 +9,10 @@ with ``setup.py build_ext --inplace``): its mount runs that tree's lakemount (st
 figure; each figure is written into the local folder and then into every mount, in reverse order every
 other round.  ``benchmarks/ab_revs.py`` refuses revisions whose C sources differ; this does not.
 ``:wbc`` puts ``LM36_EXP_WBC=1`` in that mount's environment, which only an experiment build reads (stop
-50 measured the kernel's writeback cache with one).  ``--passthrough`` adds ``benchmarks/passthrough_fs.py``
-(the pyfuse3 ceiling).  Figures: ``dd`` of zeros with ``bs=4k`` and ``bs=1M``, ``conv=fsync``; ``cp`` of a
+50 measured the kernel's writeback cache with one).  ``:pt=on`` / ``:pt=off`` sets that mount's ``mount.passthrough`` (stop 54: FUSE passthrough of
+write-only opens).  ``--passthrough`` adds ``benchmarks/passthrough_fs.py``
+(the pyfuse3 ceiling).  Figures: ``dd`` of zeros with ``bs=4k`` and ``bs=1M``, ``conv=fsync``, and
+``dd4k-close``: ``bs=4k`` without the fsync (a close is what makes it durable through the mount); ``cp`` of a
 random file; that ``cp`` then ``sync FILE``; ``cpr4k``: ``cp -r`` of 1,000 4 KiB files (stop 51: what
 small files pay; its MB/s counts the files' bytes); ``readback``: a file written with ``dd bs=1M`` (not
 timed), then read whole with ``dd`` (timed).  Each line prints MB/s and local/mount; then the best of the
@@ -40,8 +42,8 @@ SMALL_FILES = 1000  # the ``cpr4k`` figure: ``cp -r`` of a directory of this man
 
 
 def figures(mib: int, src: str, small: str) -> dict[str, Callable[[str], float]]:
-    def dd(bs: str, count: int) -> Callable[[str], float]:
-        return lambda p: timed(["dd", "if=/dev/zero", f"of={p}", f"bs={bs}", f"count={count}", "conv=fsync"])
+    def dd(bs: str, count: int, *conv: str) -> Callable[[str], float]:
+        return lambda p: timed(["dd", "if=/dev/zero", f"of={p}", f"bs={bs}", f"count={count}", *conv])
 
     def readback(p: str) -> float:
         """Written (not timed), then read back whole: what a read right after a large write costs."""
@@ -49,8 +51,9 @@ def figures(mib: int, src: str, small: str) -> dict[str, Callable[[str], float]]
         return timed(["dd", f"if={p}", "of=/dev/null", "bs=1M"])
 
     return {
-        "dd4k": dd("4k", mib * 256),
-        "dd1M": dd("1M", mib),
+        "dd4k": dd("4k", mib * 256, "conv=fsync"),
+        "dd4k-close": dd("4k", mib * 256),  # 4 KiB writes, then close (Hadoop's local file system; stop 54)
+        "dd1M": dd("1M", mib, "conv=fsync"),
         "cp": lambda p: timed(["cp", src, p]),
         "cp+sync": lambda p: timed(["cp", src, p]) + timed(["sync", p]),
         "cpr4k": lambda p: timed(["cp", "-r", small, p]),
@@ -95,10 +98,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mib", type=int, default=256, help="size of each file in MiB")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--figs", default="dd4k,dd1M,cp", help="of dd4k, dd1M, cp, cp+sync, cpr4k, readback")
+    parser.add_argument("--figs", default="dd4k,dd1M,cp", help="of dd4k, dd4k-close, dd1M, cp, cp+sync, cpr4k, readback")
     parser.add_argument("--dir", default="/tmp", help="where the run's files and mounts go (its filesystem is the disk)")
     parser.add_argument("--passthrough", action="store_true", help="add the minimal pyfuse3 passthrough")
-    parser.add_argument("trees", nargs="+", help="NAME=TREE or NAME=TREE:wbc")
+    parser.add_argument("trees", nargs="+", help="NAME=TREE, NAME=TREE:wbc or NAME=TREE:pt=on|off")
     args = parser.parse_args()
     base = tempfile.mkdtemp(prefix="tree-write-ab-", dir=args.dir)
     src = os.path.join(base, "source.bin")
@@ -127,6 +130,8 @@ def main() -> None:
             name, _, rest = spec.partition("=")
             tree, _, mode = rest.partition(":")
             env = prepare_store(name, base, None) | {"PYTHONPATH": os.path.abspath(tree), "LM36_EXP_WBC": "1" if mode == "wbc" else "0"}
+            if mode.startswith("pt="):  # mount.passthrough (stop 54); a tree without that setting refuses the variable
+                env["LAKEMOUNT_MOUNT_PASSTHROUGH"] = mode.removeprefix("pt=")
             mp = os.path.join(base, f"mnt-{name}")
             os.chdir(tree)
             try:

@@ -192,6 +192,8 @@ class MountConfig:
     journal_bytes: int = 1 << 30
     journal_fsync: bool = False
     writeback_retry: float = 300.0
+    # FUSE passthrough of write-only opens (fuse/passthrough.py): auto (when the kernel takes it), on, off.
+    passthrough: str = "off"
 
 
 @setting(frozen=True, slots=True)

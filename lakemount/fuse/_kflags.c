@@ -37,6 +37,12 @@
  * process_buf returns: the drain stops at once then, as it does on a read that fails or ends the session
  * (libfuse sets the session's exit flag on ENODEV; pyfuse3's loop sees it).  Reads in the drain go through
  * io_read like pyfuse3's, so the kept-attribute drops and the INIT bookkeeping see every request.
+ *
+ * Stop 54 (issue 36): FUSE passthrough.  With want_passthrough(True) before the mount, the INIT reply asks for it
+ * (FUSE_INIT_EXT, FUSE_PASSTHROUGH, max_stack_depth); backing_open/backing_close register and drop a backing file on
+ * the session fd; an open or create reply of a handle registered with pass_through(fh, id) goes out with
+ * FOPEN_PASSTHROUGH and that id (io_writev writes them into the fuse_open_out, which libfuse 3.14 sends with the id's
+ * field as padding).  See lakemount/fuse/passthrough.py.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -47,6 +53,7 @@
 #include <fuse3/fuse_lowlevel.h>
 #include <linux/fuse.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +61,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -83,6 +91,7 @@ typedef int (*reply_write_fn)(fuse_req_t, size_t);
 typedef int (*receive_buf_fn)(struct fuse_session *, struct fuse_buf *);
 typedef void (*process_buf_fn)(struct fuse_session *, const struct fuse_buf *);
 typedef int (*session_exited_fn)(struct fuse_session *);
+typedef void (*session_destroy_fn)(struct fuse_session *);
 
 static reply_open_fn real_reply_open = NULL;
 static req_ctx_fn real_req_ctx = NULL; /* this module links no libfuse: its functions are looked up at load */
@@ -113,6 +122,7 @@ static reply_write_fn real_reply_write = NULL;
 static receive_buf_fn real_receive_buf = NULL;
 static process_buf_fn real_process_buf = NULL;
 static session_exited_fn real_session_exited = NULL;
+static session_destroy_fn real_session_destroy = NULL;
 static struct fuse_session *session = NULL; /* the session made through fuse_session_new (one per process) */
 enum { F_LOOKUP, F_CREATE, F_WRITE, F_FLUSH, F_RELEASE, F_OPS };
 static const char *const fast_names[F_OPS] = {"fast_lookup", "fast_create", "fast_write", "fast_flush", "fast_release"};
@@ -167,6 +177,71 @@ static uint64_t init_unique = 0;
 static int killpriv_offered = 0;
 static int killpriv_granted = 0;
 static struct fuse_lowlevel_ops wrapped_ops;
+
+/* FUSE passthrough (Linux 6.9, protocol 7.40; stop 54), which the installed headers (6.1) and libfuse 3.14 predate:
+ * the constants and structs are the kernel's uapi fuse.h's.  The daemon registers a file it holds open (a backing
+ * file) on the session fd and gets a backing id; an OPEN or CREATE answered with FOPEN_PASSTHROUGH and that id has
+ * its reads, writes and mmap go to the backing file in the kernel, with no request to the daemon.  The INIT reply
+ * must carry FUSE_INIT_EXT + FUSE_PASSTHROUGH and a max_stack_depth (the backing files' own file system stacking:
+ * 1 admits plain ext4/xfs files, refused on overlayfs and the like with ELOOP at BACKING_OPEN). */
+#define LM_FUSE_PASSTHROUGH2 (UINT32_C(1) << 5) /* FUSE_PASSTHROUGH (1ULL << 37), in flags2 */
+#define LM_FOPEN_PASSTHROUGH (UINT32_C(1) << 7)
+#define LM_MAX_STACK_DEPTH 1
+struct lm_fuse_backing_map {
+    int32_t fd;
+    uint32_t flags;
+    uint64_t padding;
+};
+#define LM_FUSE_DEV_IOC_BACKING_OPEN _IOW(229, 1, struct lm_fuse_backing_map)
+#define LM_FUSE_DEV_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
+struct lm_fuse_init_out { /* 7.40's: fuse_init_out with max_stack_depth where 6.1's has unused[0] */
+    uint32_t major, minor, max_readahead, flags;
+    uint16_t max_background, congestion_threshold;
+    uint32_t max_write, time_gran;
+    uint16_t max_pages, map_alignment;
+    uint32_t flags2, max_stack_depth;
+    uint32_t unused[6];
+};
+struct lm_fuse_open_out { /* 7.40's: fuse_open_out with backing_id where 6.1's has padding */
+    uint64_t fh;
+    uint32_t open_flags;
+    int32_t backing_id;
+};
+static int passthrough_wanted = 0; /* set from Python before the mount: ask for passthrough in the INIT reply */
+static int passthrough_offered = 0; /* the kernel's INIT offered FUSE_PASSTHROUGH */
+static int passthrough_granted = 0; /* the INIT reply asked for it (the kernel takes it unless writeback cache) */
+/* Open replies to send as passthrough: handle (as given to the kernel) -> backing id, registered by the adapter
+ * just before its open or create returns, taken by the reply (fuse_reply_open / fuse_reply_create below), which
+ * leaves the id in reply_backing for io_writev (called by libfuse on the same thread, inside the reply) to write
+ * into the fuse_open_out it sends. */
+#define PASSING 256
+static struct {
+    uint64_t fh;
+    int32_t backing_id;
+    int used;
+} passing[PASSING];
+static pthread_mutex_t passing_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread int32_t reply_backing = 0; /* 0: none (backing ids start at 1) */
+static unsigned long long passthrough_replies = 0; /* open/create replies sent with FOPEN_PASSTHROUGH */
+
+static int passing_count = 0; /* entries in passing (read unlocked: a reply finds its own entry, registered before) */
+
+static int32_t take_passing(uint64_t fh) {
+    int32_t id = 0;
+    if (__atomic_load_n(&passing_count, __ATOMIC_ACQUIRE) == 0)
+        return 0;
+    pthread_mutex_lock(&passing_lock);
+    for (int i = 0; i < PASSING; i++) {
+        if (passing[i].used && passing[i].fh == fh) {
+            passing[i].used = 0;
+            id = passing[i].backing_id;
+            __atomic_sub_fetch(&passing_count, 1, __ATOMIC_RELEASE);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&passing_lock);
+    return id;
+}
 
 /* Read and dispatch the requests already waiting on the session fd, after one answered here (see the header
  * comment).  Stops at DRAIN_MOST, when none is waiting, when a read fails or ends the session (EINTR, EAGAIN:
@@ -346,7 +421,7 @@ static int reply_entry(fuse_req_t req, PyObject *r, int op, const struct fuse_fi
         } else {
             fast_answered[op]++;
             if (fi != NULL)
-                real_reply_create(req, &e, &out);
+                fuse_reply_create(req, &e, &out);
             else
                 real_reply_entry(req, &e);
         }
@@ -577,6 +652,9 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata) {
             init_unique = in->unique;
             killpriv_offered = (init->flags & FUSE_HANDLE_KILLPRIV_V2) != 0;
             killpriv_granted = killpriv_offered; /* the reply below takes it: known to init() before it is sent */
+            passthrough_offered = n >= (ssize_t)(sizeof(struct fuse_in_header) + 5 * sizeof(uint32_t)) &&
+                                  (init->flags & FUSE_INIT_EXT) && (init->flags2 & LM_FUSE_PASSTHROUGH2);
+            passthrough_granted = passthrough_wanted && passthrough_offered;
         }
     }
     return n;
@@ -593,7 +671,28 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata) {
                 ((struct fuse_init_out *)iov[1].iov_base)->flags |= FUSE_HANDLE_KILLPRIV_V2;
             else
                 killpriv_granted = 0;
+            struct lm_fuse_init_out *init = iov[1].iov_base;
+            if (out->error == 0 && passthrough_granted && iov[1].iov_len >= sizeof(*init) &&
+                !(init->flags & FUSE_WRITEBACK_CACHE)) { /* the kernel refuses passthrough beside the writeback cache */
+                init->flags |= FUSE_INIT_EXT;
+                init->flags2 |= LM_FUSE_PASSTHROUGH2;
+                init->max_stack_depth = LM_MAX_STACK_DEPTH;
+            } else {
+                passthrough_granted = 0;
+            }
         }
+    }
+    if (reply_backing != 0 && count >= 2 && iov[0].iov_len == sizeof(struct fuse_out_header) &&
+        iov[1].iov_len >= sizeof(struct lm_fuse_open_out) && ((const struct fuse_out_header *)iov[0].iov_base)->error == 0) {
+        /* an open's reply is its fuse_open_out; a create's, a fuse_entry_out and then the fuse_open_out */
+        struct lm_fuse_open_out *o =
+            (void *)((char *)iov[1].iov_base + iov[1].iov_len - sizeof(struct lm_fuse_open_out));
+        /* the kernel refuses (EIO at open) any flag outside FOPEN_PASSTHROUGH_MASK (passthrough, direct_io, noflush,
+         * parallel direct writes), keep_cache among them; direct_io would send the reads and writes to the daemon */
+        o->open_flags = (o->open_flags & FOPEN_NOFLUSH) | LM_FOPEN_PASSTHROUGH;
+        o->backing_id = reply_backing;
+        reply_backing = 0;
+        passthrough_replies++;
     }
     return writev(fd, iov, count);
 }
@@ -646,6 +745,16 @@ __attribute__((visibility("default"))) struct fuse_session *fuse_session_new(str
     return session;
 }
 
+/* The session is gone: backing_open/backing_close must not reach its fd (ENOTCONN from then on). */
+__attribute__((visibility("default"))) void fuse_session_destroy(struct fuse_session *se) {
+    if (se == session) {
+        session = NULL;
+        passthrough_granted = 0;
+    }
+    if (real_session_destroy != NULL)
+        real_session_destroy(se);
+}
+
 __attribute__((visibility("default"))) int fuse_reply_open(fuse_req_t req, const struct fuse_file_info *f) {
     struct fuse_file_info fi = *f;
     if (fi.fh & FH_NOFLUSH)
@@ -654,7 +763,21 @@ __attribute__((visibility("default"))) int fuse_reply_open(fuse_req_t req, const
         fi.cache_readdir = 1;
         fi.keep_cache = 1;
     }
-    return real_reply_open(req, &fi);
+    reply_backing = passthrough_granted ? take_passing(f->fh) : 0;
+    int res = real_reply_open(req, &fi);
+    reply_backing = 0;
+    return res;
+}
+
+/* pyfuse3's create handler and the fast path's reply: as fuse_reply_open, for a passthrough open's backing id. */
+__attribute__((visibility("default"))) int fuse_reply_create(fuse_req_t req, const struct fuse_entry_param *e,
+                                                             const struct fuse_file_info *f) {
+    if (real_reply_create == NULL)
+        return -ENOSYS;
+    reply_backing = passthrough_granted ? take_passing(f->fh) : 0;
+    int res = real_reply_create(req, e, f);
+    reply_backing = 0;
+    return res;
 }
 
 static PyObject *kflags_active(PyObject *self, PyObject *unused) {
@@ -853,7 +976,95 @@ static PyObject *kflags_fast_wrapped(PyObject *self, PyObject *unused) {
                            pyfuse3_release != NULL);
 }
 
+static PyObject *kflags_want_passthrough(PyObject *self, PyObject *arg) {
+    /* Ask for FUSE passthrough in the next INIT reply (before the mount). */
+    int want = PyObject_IsTrue(arg);
+    if (want < 0)
+        return NULL;
+    passthrough_wanted = want;
+    Py_RETURN_NONE;
+}
+
+static PyObject *kflags_passthrough(PyObject *self, PyObject *unused) {
+    /* (offered, granted): the kernel's INIT offered FUSE_PASSTHROUGH; the reply asked for it. */
+    return Py_BuildValue("(OO)", passthrough_offered ? Py_True : Py_False, passthrough_granted ? Py_True : Py_False);
+}
+
+static PyObject *kflags_backing_open(PyObject *self, PyObject *arg) {
+    /* Register fd as a backing file on the session fd: its backing id (OSError with the ioctl's errno). */
+    int fd = PyLong_AsLong(arg);
+    if (fd == -1 && PyErr_Occurred())
+        return NULL;
+    if (session == NULL || real_session_fd == NULL) {
+        errno = ENOTCONN;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    struct lm_fuse_backing_map map = {.fd = fd, .flags = 0, .padding = 0};
+    int id;
+    int sfd = real_session_fd(session);
+    Py_BEGIN_ALLOW_THREADS
+    id = ioctl(sfd, LM_FUSE_DEV_IOC_BACKING_OPEN, &map);
+    Py_END_ALLOW_THREADS
+    if (id < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    return PyLong_FromLong(id);
+}
+
+static PyObject *kflags_backing_close(PyObject *self, PyObject *arg) {
+    /* Unregister a backing id (the kernel keeps the file for opens that still use it; OSError with the errno). */
+    long v = PyLong_AsLong(arg);
+    if (v == -1 && PyErr_Occurred())
+        return NULL;
+    if (session == NULL || real_session_fd == NULL) {
+        errno = ENOTCONN;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    uint32_t id = (uint32_t)v;
+    int res;
+    int sfd = real_session_fd(session);
+    Py_BEGIN_ALLOW_THREADS
+    res = ioctl(sfd, LM_FUSE_DEV_IOC_BACKING_CLOSE, &id);
+    Py_END_ALLOW_THREADS
+    if (res < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    Py_RETURN_NONE;
+}
+
+static PyObject *kflags_pass_through(PyObject *self, PyObject *args) {
+    /* pass_through(fh, backing_id): send the coming open/create reply of handle fh as passthrough to that backing id;
+     * False if it cannot (not granted, or the table is full): the reply goes out as before. */
+    unsigned long long fh;
+    int id;
+    if (!PyArg_ParseTuple(args, "Ki", &fh, &id))
+        return NULL;
+    if (!passthrough_granted || id <= 0)
+        Py_RETURN_FALSE;
+    int done = 0;
+    pthread_mutex_lock(&passing_lock);
+    for (int i = 0; i < PASSING && !done; i++) {
+        if (!passing[i].used) {
+            passing[i].fh = fh;
+            passing[i].backing_id = id;
+            passing[i].used = 1;
+            __atomic_add_fetch(&passing_count, 1, __ATOMIC_RELEASE);
+            done = 1;
+        }
+    }
+    pthread_mutex_unlock(&passing_lock);
+    return PyBool_FromLong(done);
+}
+
+static PyObject *kflags_passthrough_replies(PyObject *self, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(passthrough_replies);
+}
+
 static PyMethodDef methods[] = {
+    {"want_passthrough", kflags_want_passthrough, METH_O, "Ask for FUSE passthrough in the next INIT reply."},
+    {"passthrough", kflags_passthrough, METH_NOARGS, "(offered, granted) of FUSE passthrough at INIT."},
+    {"backing_open", kflags_backing_open, METH_O, "Register an fd as a passthrough backing file: its id."},
+    {"backing_close", kflags_backing_close, METH_O, "Unregister a passthrough backing id."},
+    {"pass_through", kflags_pass_through, METH_VARARGS, "Send handle fh's coming open reply as passthrough."},
+    {"passthrough_replies", kflags_passthrough_replies, METH_NOARGS, "Open replies sent as passthrough so far."},
     {"set_fast", kflags_set_fast, METH_VARARGS,
      "Register the object whose fast_* methods answer LOOKUP, CREATE, WRITE, FLUSH, RELEASE first (None: none)."},
     {"fast_counts", kflags_fast_counts, METH_NOARGS, "The fast path's counters, by name."},
@@ -905,8 +1116,11 @@ PyMODINIT_FUNC PyInit__kflags(void) {
     real_receive_buf = (receive_buf_fn)dlsym(lib, "fuse_session_receive_buf");
     real_process_buf = (process_buf_fn)dlsym(lib, "fuse_session_process_buf");
     real_session_exited = (session_exited_fn)dlsym(lib, "fuse_session_exited");
-    if (real_session_new == NULL || real_req_ctx == NULL || real_reply_err == NULL || real_session_mount == NULL) {
-        PyErr_SetString(PyExc_ImportError, "libfuse3.so.3 has no fuse_session_new, fuse_req_ctx or fuse_reply_err");
+    real_session_destroy = (session_destroy_fn)dlsym(lib, "fuse_session_destroy");
+    if (real_session_new == NULL || real_req_ctx == NULL || real_reply_err == NULL || real_session_mount == NULL ||
+        real_session_destroy == NULL) {
+        PyErr_SetString(PyExc_ImportError,
+                        "libfuse3.so.3 has no fuse_session_new, fuse_session_destroy, fuse_req_ctx or fuse_reply_err");
         return NULL;
     }
     return PyModule_Create(&module);

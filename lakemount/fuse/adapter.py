@@ -54,7 +54,7 @@ from typing import Any, Final, TypeVar
 import pyfuse3
 import trio
 
-from lakemount.fuse import kflags
+from lakemount.fuse import kflags, passthrough
 from lakemount.fuse.access import MountAccess
 from lakemount.fuse.core import FileSystem, NeedsThread
 from lakemount.fuse.errno import Absent, errno_of
@@ -168,6 +168,10 @@ class FuseOperations(pyfuse3.Operations):
         self._keeps_attrs = kflags.keeps_attrs()
         # LOOKUP, CREATE, WRITE, FLUSH and RELEASE answered by the fast_* methods below, in C, when they can.
         kflags.set_fast(self)  # undone by the runner once the session ends
+        # Write-only opens the kernel writes itself (fuse/passthrough.py), if the INIT reply asked for it.
+        options = self.fs.options
+        self.fs.state.passthrough = (passthrough.wanted(options.passthrough, writeback=options.writeback)
+                                     and passthrough.granted(options.passthrough))
 
     # ------------------------------------------------------------------ plumbing
     async def _call(self, fn: Callable[..., T], *args: Any, fast: bool = False, absent: bool = False) -> T:
@@ -277,6 +281,9 @@ class FuseOperations(pyfuse3.Operations):
         if opened.noflush and self._kflags:
             fh |= FH_NOFLUSH  # close(2) of a read-only handle: no FLUSH round trip
             self.fs.metrics.add("kernel_noflush_opens")
+        if opened.backing and not kflags.pass_through(fh, opened.backing):
+            # The reply goes out without passthrough: the writes come here, into the same temp file, as any open's.
+            self.fs.metrics.add("passthrough_unsent")
         return fh
 
     # ------------------------------------------------------------------ lookups and attributes

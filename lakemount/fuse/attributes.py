@@ -93,6 +93,7 @@ class Attributes:
         size = entry.size
         stored: int | None = None
         rdev = 0
+        mtime_kernel = 0
         if node.kind == Kind.SYMLINK:
             mode = LINK_MODE
             size = len(entry.target.encode("utf-8", "surrogateescape"))
@@ -103,11 +104,13 @@ class Attributes:
                 rdev = int(entry.target) if entry.target.isdigit() else 0
             dirty = node.dirty
             if dirty is not None:
+                if dirty.kernel_written:  # passthrough: the kernel's writes show in the temp file only (size, mtime)
+                    mtime_kernel = dirty.kernel_mtime_ns()
                 size = dirty.size
                 if dirty.modified:  # saved (close's flush; its release may come later), the object's blocks count
                     stored = dirty.stored()
         uid, gid = self.owner(entry.uid, entry.gid)
-        mtime = entry.mtime_ns
+        mtime = max(entry.mtime_ns, mtime_kernel)
         nlink = 0 if node.detached else len(node.names) or 1  # an unlinked file still open (fstat) has no names left
         return Attr(node.ino, mode, nlink, uid, gid, size, node.atime_ns or mtime, mtime, max(node.ctime_ns, mtime), timeout, rdev=rdev, stored=stored)
 

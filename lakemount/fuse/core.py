@@ -374,6 +374,8 @@ class FileSystem:
                 # a directory's GETATTR after a create in it, answered by the shim from the attributes kept then
                 "kernel_kept_dir_getattrs": kflags.answered_getattrs(),
                 "kernel_kills_suidgid_here": int(self.kills_suidgid),
+                # open and create replies the shim sent with FOPEN_PASSTHROUGH (fuse/passthrough.py)
+                "kernel_passthrough_replies": kflags.passthrough_replies(),
                 # the fast path past pyfuse3's loop (kflags.py): kernel_fast_<op>s answered in C from the adapter's
                 # fast_* methods, kernel_declined_<op>s given to pyfuse3, kernel_drained (requests read by drains)...
                 **{f"kernel_{name}": n for name, n in kflags.fast_counts().items()},

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from lakemount.audit.context import Actor, acting
 from lakemount.audit.record import MOUNT
 from lakemount.errors import LakeMountError
-from lakemount.fuse import control
+from lakemount.fuse import control, passthrough
 from lakemount.fuse.auditing import MountAudit
 from lakemount.fuse.errno import FsError
 from lakemount.fuse.inodes import Kind, Node
@@ -34,6 +34,7 @@ from lakemount.fuse.scope import Scopes, resolve_scope
 from lakemount.fuse.state import MountState, NeedsThread, op, with_changes
 from lakemount.fuse.tree import Tree
 from lakemount.fuse.values import Caller, Opened
+from lakemount.fuse.writes import DirtyFile
 from lakemount.pids import one_process
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ class FileHandle:
     pid: int = 0  # the thread that opened it, as the kernel named it (the audit record's process; a foreign close's test)
     read_bytes: int = 0  # counted for the handle's audit record, written at release
     written_bytes: int = 0
+    passing: DirtyFile | None = None  # a passthrough open: the temp file the kernel writes (writes.py)
 
 
 class Handles:
@@ -126,6 +128,9 @@ class Handles:
         assert scope is not None
         if truncate and not self.saver.write_is_local(node, 0, 0):
             self.state.io()
+        # A passthrough open makes and registers a temp file: local work, as a temp file's write is (no NeedsThread:
+        # a create calls this after making its entry).
+        pass_through = self._may_pass_through(node, flags, truncate)
         if self.audit is not None:  # the process's name while it is alive (a short one is gone by release)
             self.audit.process(caller.pid)
         fh = self.state.new_fh()
@@ -153,6 +158,9 @@ class Handles:
                 if node.entry is not None:
                     node.entry = with_changes(node.entry, mtime_ns=now)
                 node.ctime_ns = now
+        backing = self._pass_through(fh, node) if pass_through else 0
+        if backing:
+            return Opened(fh, noflush=not writable, backing=backing)
         # A write-only handle writes past the kernel's page cache (direct_io): each write goes from the
         # writer's own pages straight into the request, where a cached write first fills a page of this
         # inode (a copy and a page to allocate and later reclaim per 4 KiB) that nobody reads through the
@@ -163,6 +171,50 @@ class Handles:
         if direct:
             self.metrics.add("direct_write_opens")
         return Opened(fh, keep_cache=keep, direct_io=direct, noflush=not writable)
+
+    def _may_pass_through(self, node: Node, flags: int, truncate: bool) -> bool:
+        """Whether a new open of ``node`` with ``flags`` is a passthrough open (passthrough.py says which are)."""
+        dirty = node.dirty
+        if dirty is not None and dirty.passing:
+            # Any open of an inode the kernel passes through must be a passthrough open of the same backing file
+            # (else EIO at open): a reader's reads, too, go to the temp file in the kernel then.
+            return True
+        if not self.state.passthrough or flags & os.O_ACCMODE != os.O_WRONLY:
+            return False
+        entry = node.entry
+        fresh = truncate or dirty is not None or entry is None or entry.size == 0  # no stored content to copy first
+        return fresh and node.opens == 0
+
+    def _pass_through(self, fh: int, node: Node) -> int:
+        """Make handle ``fh`` (registered, on regular file ``node``) a passthrough open: its backing id, or 0 (the
+        open goes through the mount: a store that cannot keep the temp file as the object, a temp file the journal
+        holds, or a backing file the kernel refused)."""
+        dirty = self.saver.ensure_dirty(node, keep=True)
+        if not dirty.in_place:
+            return 0
+        try:
+            backing = dirty.pass_begin(passthrough.register)
+        except OSError as exc:
+            self.metrics.add("passthrough_refused")
+            passthrough.refused(exc)
+            return 0
+        if not backing:
+            return 0
+        with self.table.lock:
+            handle = self._handles.get(fh)
+            if handle is not None:
+                handle.passing = dirty
+        if handle is None:  # released meanwhile (the kernel never got the open): undo
+            self._pass_end(dirty)
+            return 0
+        self.metrics.add("passthrough_opens")
+        return backing
+
+    def _pass_end(self, dirty: DirtyFile) -> None:
+        """A passthrough open of ``dirty`` was released: its backing id closes with the file's last one."""
+        backing = dirty.pass_end()
+        if backing:
+            passthrough.close_backing(backing)
 
     def _object_of(self, node: Node) -> ObjectRef | None:
         """The data object holding ``node``'s saved content (None when empty)."""
@@ -297,6 +349,8 @@ class Handles:
         if closer and handle.writable and not one_process(handle.pid, closer):
             self.metrics.add("foreign_flushes")
             return
+        if handle.passing is not None:  # an fstat: what the kernel's writes left (a save of them needs a thread below)
+            self._kernel_mtime(handle.node, handle.passing)
         if handle.writable and handle.node.dirty is not None and handle.node.dirty.modified:
             if not self.saver.save_is_local(handle.node):
                 self.state.io()
@@ -309,6 +363,13 @@ class Handles:
             if not self.state.local_journal():
                 self.state.io()
             self.state.writeback.journal_create(handle.node.scope, handle.node.path)
+
+    def _kernel_mtime(self, node: Node, dirty: DirtyFile) -> None:
+        """The file's mtime as the kernel's writes through passthrough left it (the mount saw none of them)."""
+        mtime = dirty.kernel_mtime_ns()
+        with self.table.lock:
+            if node.entry is not None and mtime > node.entry.mtime_ns:
+                node.entry = with_changes(node.entry, mtime_ns=mtime)
 
     @op("fsync")
     def fsync(self, fh: int, datasync: bool = False) -> None:
@@ -347,6 +408,9 @@ class Handles:
             node.opens = max(0, node.opens - 1)
             if handle.writable:
                 node.writers = max(0, node.writers - 1)
+        if handle.passing is not None:  # no more writes come through it: the save may take the file itself
+            self._pass_end(handle.passing)
+            self._kernel_mtime(node, handle.passing)
         status = 200
         if handle.writable and node.dirty is not None and node.dirty.modified:
             try:

@@ -194,3 +194,51 @@ def fast_counts() -> dict[str, int]:
     if _shim is None:
         return {}
     return {str(k): int(v) for k, v in _shim.fast_counts().items()}  # type: ignore[attr-defined]
+
+
+# FUSE passthrough (issue 36, stop 54).  Linux 6.9 on lets an open's reads and writes go to a file the daemon holds
+# (a *backing file*) inside the kernel, with no request to the daemon: the daemon registers the file on the session
+# fd (an ioctl: a backing id) and answers the OPEN or CREATE with ``FOPEN_PASSTHROUGH`` and that id.  libfuse 3.14
+# and the installed kernel headers predate it; the shim asks for it in the INIT reply (``FUSE_INIT_EXT``,
+# ``FUSE_PASSTHROUGH``, ``max_stack_depth`` 1) and writes the backing id into the open reply of a handle registered
+# with :func:`pass_through`.  Needs CAP_SYS_ADMIN (the ioctl says EPERM otherwise) and no writeback cache.
+
+
+def want_passthrough(want: bool) -> None:
+    """Ask for FUSE passthrough in the INIT reply of the session mounted next (before ``pyfuse3.init``)."""
+    if _shim is not None:
+        _shim.want_passthrough(want)  # type: ignore[attr-defined]
+
+
+def passthrough() -> tuple[bool, bool]:
+    """(offered, granted): the kernel's INIT offered FUSE passthrough; the shim's reply asked for it (the kernel
+    takes it then: backing ids are refused only per file, by :func:`backing_open`).  Known once INIT was read."""
+    if _shim is None:
+        return False, False
+    offered, granted = _shim.passthrough()  # type: ignore[attr-defined]
+    return bool(offered), bool(granted)
+
+
+def backing_open(fd: int) -> int:
+    """Register ``fd`` as a passthrough backing file: its backing id.  OSError with the kernel's errno (EPERM:
+    not root or passthrough not granted; ELOOP: a stacked file system under the file; EINVAL...)."""
+    if _shim is None:
+        raise OSError(95, "no kflags shim")
+    return int(_shim.backing_open(fd))  # type: ignore[attr-defined]
+
+
+def backing_close(backing_id: int) -> None:
+    """Unregister a backing id (opens already using it keep the file until they are released)."""
+    if _shim is not None:
+        _shim.backing_close(backing_id)  # type: ignore[attr-defined]
+
+
+def pass_through(fh: int, backing_id: int) -> bool:
+    """Send the open (or create) reply of handle ``fh`` (as the kernel gets it) as a passthrough open of
+    ``backing_id``; False if not (passthrough not granted, or 256 replies pending): it goes out as before."""
+    return _shim is not None and bool(_shim.pass_through(fh, backing_id))  # type: ignore[attr-defined]
+
+
+def passthrough_replies() -> int:
+    """Open and create replies the shim sent as passthrough so far."""
+    return int(_shim.passthrough_replies()) if _shim is not None else 0  # type: ignore[attr-defined]

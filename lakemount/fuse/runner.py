@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from lakemount.app import App
-from lakemount.errors import AlreadyExists, InvalidArgument, Unavailable
-from lakemount.fuse import kflags
+from lakemount.errors import AlreadyExists, ConfigError, InvalidArgument, Unavailable
+from lakemount.fuse import kflags, passthrough
 from lakemount.fuse.access import MountAccess, parse_users
 from lakemount.fuse.core import FileSystem, MountOptions
 from lakemount.node import pid_file, read_pid
@@ -214,6 +214,9 @@ def mount_options(
     if ra < 0:
         raise InvalidArgument("--read-ahead-kb must be >= 0")
     cfg = app.config.mount
+    if cfg.passthrough not in passthrough.MODES:
+        raise ConfigError(f"mount.passthrough: expected auto, on or off, got {cfg.passthrough!r}", "mount.passthrough",
+                          "configuration")
     wb = cfg.writeback if writeback is None else writeback
     journal = ""
     spool = os.path.join(home, "tmp", f"mount-{os.getpid()}")
@@ -227,6 +230,7 @@ def mount_options(
         journal_bytes=cfg.journal_bytes,
         journal_fsync=cfg.journal_fsync,
         writeback_retry=cfg.writeback_retry,
+        passthrough=cfg.passthrough,
         spool_dir=spool,
         ref=ref,
         head_ttl=ttl,
@@ -283,6 +287,7 @@ def run_mount(
         # As root the kernel takes allow_other without /etc/fuse.conf's user_allow_other (fusermount3 asks for it
         # from other users only); the access control below is what keeps other users to their policies.
         fuse_options.add("allow_other")
+    kflags.want_passthrough(passthrough.wanted(options.passthrough, writeback=options.writeback))
     try:
         pyfuse3.init(ops, mp, fuse_options)
     except RuntimeError as exc:

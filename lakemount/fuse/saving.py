@@ -28,6 +28,7 @@ from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.links import with_group
 from lakemount.catalog.model import Entry
 from lakemount.catalog.writer import DataInfo
+from lakemount.fuse import passthrough
 from lakemount.fuse.closes import AGAIN, DETACHED, STAGED, Close, Closes
 from lakemount.fuse.inodes import Node
 from lakemount.fuse.linked import held_here, stage_file_change
@@ -183,12 +184,17 @@ class Saver:
         first = held_here(self.state, scope, node) and not scope.mutex._is_owned()  # type: ignore[attr-defined]
         ticket = self.closes.storing(scope.key) if first else None
         try:
-            if dirty.in_memory:  # a small file: its bytes are stored from memory
+            small = dirty.read_small() if dirty.kernel_written else None  # a small file written through passthrough
+            if small is not None:
+                version, data, digests = small
+                info = store_bytes(catalog, scope.repo, data, digests)
+            elif dirty.in_memory:  # a small file: its bytes are stored from memory
                 version, data, digests = dirty.snapshot(hold=False)
                 info = store_bytes(catalog, scope.repo, data, digests)
             else:  # the temp file itself is uploaded (or becomes the object), with digests computed while it was written
                 version, info = dirty.store(
-                    lambda path, digests, link, finish: _store_file(catalog, scope.repo, path, digests, link, finish)
+                    lambda path, digests, link, finish: _store_file(catalog, scope.repo, path, digests, link, finish),
+                    functools.partial(self._may_write, node, dirty),
                 )
         except BaseException:
             if ticket is not None:
@@ -216,6 +222,18 @@ class Saver:
         dirty.end_save(version)
         self.metrics.add("saved_files")
         self.metrics.add("saved_bytes", info.size)
+
+    def _may_write(self, node: Node, dirty: DirtyFile) -> bool:
+        """Whether a descriptor may still write ``node``'s temp file through passthrough while it is saved (then the
+        save stores a copy): assumed for a file under ``SCAN_FROM`` bytes, else asked of the process table."""
+        if dirty.size < passthrough.SCAN_FROM:
+            self.metrics.add("passthrough_saved_copies")
+            return True
+        # Its names inside the branch: what a descriptor's path ends with, whatever the mount's root and prefix.
+        if passthrough.descriptors_open(node.names or (node.path,)):
+            self.metrics.add("passthrough_saved_copies")
+            return True
+        return False
 
     def _stage_closes(self, scope: Scope, closes: Sequence[Close]) -> None:
         """Stage the first closes of new files ``closes`` as one change, under the scope's mutex (``Closes``'s
@@ -318,6 +336,9 @@ class Saver:
         self.flush_all()
         for node in self.table.nodes():
             dirty = node.dirty
+            if dirty is not None and dirty.backing_id:  # the session's end drops it too: this is for a mount that goes on
+                passthrough.close_backing(dirty.backing_id)
+                dirty.backing_id = 0
             if dirty is not None:
                 if dirty.modified and not node.detached:
                     self.keep_unsaved(node, dirty)

@@ -134,6 +134,7 @@ class MountState:
         self._nonblocking = _NonBlocking(self._tls)
         self._next_fh = 1
         self.writeback: Pipeline | None = None  # the write-back pipeline, when the mount writes back
+        self.passthrough = False  # the kernel took FUSE passthrough at INIT (set by the adapter; fuse/passthrough.py)
         self.held = HeldCreates()  # without write-back: creates waiting for their file's first close (held.py)
         self.own = OwnChanges(catalog)  # the node stamps this mount's own stagings wrote (ownchanges.py)
         # Held by whatever stages what it took out of ``held`` (and by every other staging of the mount): a

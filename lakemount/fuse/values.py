@@ -73,6 +73,7 @@ class Opened:
     keep_cache: bool = False
     direct_io: bool = False
     noflush: bool = False  # close(2) needs no FLUSH: nothing can be written through the handle
+    backing: int = 0  # a passthrough open of this backing id (fuse/passthrough.py): the kernel writes the temp file
 
 
 class DirItem(NamedTuple):
@@ -117,3 +118,4 @@ class MountOptions:
     journal_bytes: int = 1 << 30  # journaled bytes not yet uploaded, at most
     journal_fsync: bool = False  # each close waits for an fsync of its data and record
     writeback_retry: float = 300.0  # seconds the pipeline retries an unavailable store before keeping a file aside
+    passthrough: str = "off"  # FUSE passthrough of write-only opens: auto, on, off (fuse/passthrough.py)

@@ -38,6 +38,14 @@ or deleted for it; the first write past ``MEMORY_MAX``, or anything that needs a
 file (a streamed or in-place save of a large file), *spills* it into a temp
 file, from which it goes on as above.
 
+A write-only open may be a FUSE *passthrough* open (:mod:`~lakemount.fuse.passthrough`, stop 54): the kernel
+writes the temp file itself and this module sees none of the writes.  Such a file is *kernel-written*
+(:meth:`DirtyFile.pass_begin`): its size and whether it changed are read from the temp file (``fstat``: size,
+mtime and ctime, which this kernel stamps finely once read), its digests are computed at the save from the file
+(:func:`hash_fd`: the SHA-256 and, up to ``MD5_MAX``, the MD5 on two threads), and while a passthrough open may
+still write it, a save stores a private copy of it rather than the file itself (a write after the save would
+otherwise change a stored object): the copy is what is hashed and becomes the object.
+
 With write-back (:mod:`~lakemount.fuse.writeback`) a saved temp file is *held*:
 it became the journal's data file, so it is never written again (a new write
 gets a fresh copy, :class:`Held` tells a writer that raced with the hand-over)
@@ -50,6 +58,7 @@ import contextlib
 import hashlib
 import io
 import itertools
+import logging
 import os
 import queue
 import shutil
@@ -63,6 +72,8 @@ from lakemount.catalog.streaming import PART_SIZE, parts_etag
 if TYPE_CHECKING:
     from lakemount.catalog.streaming import StreamedUpload
     from lakemount.catalog.writer import DataInfo
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Finish = Callable[[], "DataInfo | None"]  # a streamed upload's end: where the bytes went, None to upload them whole
@@ -232,6 +243,10 @@ class DirtyFile:
         self._streaming = streaming
         self._may_stream = streaming is not None  # until an overwrite, a hole or a save: appends from the start
         self.stream: StreamedUpload | None = None
+        self.passing = 0  # passthrough opens of this file: the kernel writes it without telling us
+        self.backing_id = 0  # their backing id (one per file: the kernel refuses a second one for the inode)
+        self.kernel_written = False  # written through passthrough: no running digests, the size is the file's
+        self._seen: tuple[int, int, int] | None = None  # (size, mtime, ctime) of the temp file when last caught up
         try:
             if source is not None and size > 0:
                 with source() as stream:
@@ -282,7 +297,70 @@ class DirtyFile:
 
     @property
     def modified(self) -> bool:
+        if self.kernel_written and self.passing:
+            self.catch_up()
         return self.version != self.saved_version
+
+    def pass_begin(self, register: Callable[[int], int]) -> int:
+        """Make the file ready for a passthrough open: the backing id the open is answered with, which
+        ``register(fd)`` makes of the temp file's descriptor for the first such open (the kernel then writes
+        the file directly; a file held in memory is spilled first, a frozen one copied); 0 if it cannot be
+        (the journal holds the file: the caller opens without passthrough).  ``register``'s OSError is
+        raised, nothing changed.  Each nonzero return needs one :meth:`pass_end`."""
+        with self.lock:
+            if self.held:
+                return 0
+            if self.frozen:
+                self._thaw()
+            self._spill()
+            if not self.backing_id:
+                self.backing_id = register(self.fd)
+            self._forget_digests()  # and any streamed upload: the bytes will not pass through here
+            self.kernel_written = True
+            self.passing += 1
+            self._catch_up()
+            return self.backing_id
+
+    def kernel_mtime_ns(self) -> int:
+        """The temp file's mtime (what the kernel's passthrough writes stamped), after a catch-up; 0 if unknown."""
+        with self.lock:
+            self._catch_up()
+            return self._seen[1] if self.kernel_written and self._seen is not None else 0
+
+    def pass_end(self) -> int:
+        """A passthrough open of the file was released; returns the backing id to close once none is left (else 0)."""
+        with self.lock:
+            self.passing = max(0, self.passing - 1)
+            self._catch_up()
+            if self.passing:
+                return 0
+            backing, self.backing_id = self.backing_id, 0
+            return backing
+
+    def catch_up(self) -> None:
+        """Take in what the kernel wrote through passthrough: the size, and a new version if the file changed."""
+        if self.kernel_written:
+            with self.lock:
+                self._catch_up()
+
+    def _catch_up(self) -> None:
+        if not self.kernel_written or self.fd < 0:
+            return
+        st = os.fstat(self.fd)
+        seen = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if seen != self._seen:
+            if self.frozen and self._seen is not None:
+                log.error("spool file %s changed after it became a stored object (a write through a descriptor the "
+                          "save did not find)", self.path)
+            self._seen = seen
+            self.size = st.st_size
+            self.version += 1
+
+    def _seen_now(self) -> None:
+        """Note the temp file as it is now as caught up (after the mount itself changed it: a link, a write)."""
+        if self.kernel_written and self.fd >= 0:
+            st = os.fstat(self.fd)
+            self._seen = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
     @property
     def in_memory(self) -> bool:
@@ -322,6 +400,22 @@ class DirtyFile:
                 self.held = self.pending = True
                 self._mem = data  # held content never changes again: one copy, the journal's
             return self.version, data, digests
+
+    def read_small(self) -> tuple[int, bytes, tuple[int, str, str]] | None:
+        """``(version, content, digests)`` of a kernel-written file of at most ``MEMORY_MAX`` bytes, read whole for a
+        save from memory as :meth:`snapshot` gives a file held in memory (no link, no fsync of its own); None if it
+        is larger (or not kernel-written).  A write the kernel makes after the read is a change still to save."""
+        with self.lock:
+            if not self.kernel_written or self.fd < 0:
+                return None
+            self._catch_up()
+            if self.size > MEMORY_MAX:
+                return None
+            data = os.pread(self.fd, MEMORY_MAX + 1, 0)
+            if len(data) > MEMORY_MAX:  # grown since the catch-up: the next one sees it
+                return None
+            return self.version, data, (len(data), hashlib.sha256(data).hexdigest(),
+                                        hashlib.md5(data, usedforsecurity=False).hexdigest())
 
     def reopen(self) -> BinaryIO:
         """A new reader of the content as it is now (a held file's, to copy it)."""
@@ -385,6 +479,7 @@ class DirtyFile:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)  # the object keeps its own name
         self.fd, self.path, self.frozen = fd, path, False
+        self._seen_now()
 
     def stored(self) -> int:
         """Bytes the temp file has allocated (holes take none); its size once discarded.
@@ -441,7 +536,8 @@ class DirtyFile:
             os.unlink(self.path)
         self.fd, self.path, self.frozen = fd, path, False
 
-    def store(self, put: Callable[[str, tuple[int, str, str] | None, bool, Finish | None], T]) -> tuple[int, T]:
+    def store(self, put: Callable[[str, tuple[int, str, str] | None, bool, Finish | None], T],
+              may_write: Callable[[], bool] | None = None) -> tuple[int, T]:
         """Run ``put(path, digests, link, finish)`` while no write can change the file; returns the version
         stored and the result.
 
@@ -452,10 +548,16 @@ class DirtyFile:
         (the file has a second name now), the file is frozen.  ``finish``
         ends the file's streamed upload (None: there is none); when it returns
         None, ``put`` uploads the file whole.
+
+        A kernel-written file (passthrough) is hashed here; while a passthrough open is left, ``may_write()``
+        says whether a descriptor may still write it (None: assume so): then a private copy is stored instead
+        of the file, and a write the kernel makes meanwhile shows as a change at the next catch-up.
         """
         with self.lock:
             self._spill()  # what ``put`` stores is a file
             self._wait_flush()
+            if self.kernel_written:
+                return self._store_kernel_written(put, may_write)
             digests = self.digests()
             stream, self.stream, self._may_stream = self.stream, None, False
             finish: Finish | None = None
@@ -473,6 +575,40 @@ class DirtyFile:
                 if self.in_place:  # also after a failure: a link made before it is an object all the same
                     self.frozen = os.fstat(self.fd).st_nlink > 1
             return self.version, result
+
+    def _store_kernel_written(self, put: Callable[[str, tuple[int, str, str] | None, bool, Finish | None], T],
+                              may_write: Callable[[], bool] | None) -> tuple[int, T]:
+        """``store`` of a file the kernel wrote (under ``lock``): see there."""
+        self._catch_up()
+        version = self.version
+        if self.passing and (may_write is None or may_write()):
+            seen = self._seen
+            fd, path = new_temp(self._spool_dir, prefix="p-")
+            try:
+                _copy_all(self.fd, fd)
+                digests = hash_fd(fd)
+                result = put(path, digests, self.in_place, None)  # nobody else has this copy: it may be linked
+            finally:
+                os.close(fd)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            self._seen = seen  # a write made during the copy is a change still to save
+            return version, result
+        # The fsync the store makes of the file (in place) runs beside the hash: the disk and a core at once.
+        syncing = _flusher().submit(os.fsync, self.fd) if self.in_place else None
+        try:
+            digests = hash_fd(self.fd)
+        finally:
+            if syncing is not None:
+                with contextlib.suppress(OSError):  # the store's own fsync reports a failure
+                    syncing.result()
+        try:
+            result = put(self.path, digests, self.in_place, None)
+        finally:
+            if self.in_place:
+                self.frozen = os.fstat(self.fd).st_nlink > 1
+            self._seen_now()  # the link changed the ctime, not the bytes
+        return version, result
 
     def begin_save(self) -> int:
         """The version about to be saved; call before reading the file for upload."""
@@ -529,6 +665,44 @@ class DirtyFile:
                 os.unlink(self.path)
             else:
                 shutil.move(self.path, path)
+
+
+HASH_READ: Final = 1 << 20
+
+
+def _hash_range(h: hashlib._Hash, fd: int, size: int) -> None:
+    offset = 0
+    while offset < size:
+        chunk = os.pread(fd, min(HASH_READ, size - offset), offset)
+        if not chunk:
+            break
+        h.update(chunk)  # hashlib lets other threads run while it hashes a large buffer
+        offset += len(chunk)
+
+
+def hash_fd(fd: int) -> tuple[int, str, str]:
+    """``(size, sha256 hex, ETag)`` of the file ``fd`` as it is (a kernel-written temp file, stop 54): the ETag is the
+    MD5 up to ``MD5_MAX`` bytes, computed on a thread of its own beside the SHA-256, and past it the ETag of an
+    upload in parts (:func:`~lakemount.catalog.streaming.parts_etag`), as for a file the mount saw written."""
+    size = os.fstat(fd).st_size
+    sha = hashlib.sha256()
+    if size > MD5_MAX:
+        _hash_range(sha, fd, size)
+        hexsha = sha.hexdigest()
+        return size, hexsha, parts_etag(hexsha, size)
+    md5 = hashlib.md5(usedforsecurity=False)
+    if size <= HASH_THREAD_AFTER:
+        data = os.pread(fd, size, 0)
+        sha.update(data)
+        md5.update(data)
+        return len(data), sha.hexdigest(), md5.hexdigest()
+    other = threading.Thread(target=_hash_range, args=(md5, fd, size), name="lm-hash-md5")
+    other.start()
+    try:
+        _hash_range(sha, fd, size)
+    finally:
+        other.join()
+    return size, sha.hexdigest(), md5.hexdigest()
 
 
 def _pwrite_all(fd: int, data: bytes | bytearray, offset: int) -> None:

@@ -1,0 +1,192 @@
+"""FUSE passthrough of write-only opens in the core (stop 54), without a kernel: the kernel's writes are made
+here with ``pwrite`` on the temp file, as the kernel makes them on its backing file; the core must take the
+size and content from the file, hash it at the save, and store what was written."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+from collections.abc import Callable
+
+import pytest
+
+from lakemount.app import App
+from lakemount.block.layout import data_address
+from lakemount.catalog.streaming import parts_etag
+from lakemount.fuse import passthrough
+from lakemount.fuse.core import FileSystem
+from lakemount.fuse.values import Caller
+from lakemount.fuse.writes import MD5_MAX, MEMORY_MAX
+from tests.fuse.conftest import REPO
+
+MiB = 1 << 20
+
+
+def staged(app: App, path: str) -> bytes:
+    entry = app.catalog.get_optional(REPO, "main", path)
+    assert entry is not None, f"{path} is not staged"
+    return app.catalog.read(app.catalog.repository(REPO), entry)
+
+
+@pytest.fixture
+def backing(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[int]]:
+    """The kernel's side of backing ids: registered descriptors and closed ids (ids count from 7)."""
+    seen: dict[str, list[int]] = {"registered": [], "closed": []}
+
+    def register(fd: int) -> int:
+        seen["registered"].append(fd)
+        return 6 + len(seen["registered"])
+
+    monkeypatch.setattr(passthrough, "register", register)
+    monkeypatch.setattr(passthrough, "close_backing", seen["closed"].append)
+    return seen
+
+
+@pytest.fixture
+def ptfs(fs_factory: Callable[..., FileSystem]) -> FileSystem:
+    fs = fs_factory(head_ttl=0.2)
+    fs.state.passthrough = True  # as the adapter sets it when the kernel took passthrough at INIT
+    return fs
+
+
+def branch_dir(fs: FileSystem) -> int:
+    repo = fs.lookup(1, REPO.encode()).ino
+    return fs.lookup(repo, b"main").ino
+
+
+def test_a_write_only_create_is_a_passthrough_open_and_its_kernel_writes_are_stored(
+    ptfs: FileSystem, app: App, backing: dict[str, list[int]],
+) -> None:
+    """A large file (past SCAN_FROM: the save links the temp file itself, no process holding it): the size
+    while open, a second open's reads (direct_io, from the temp file), the digests and the stored bytes."""
+    fs = ptfs
+    caller = Caller()
+    opened, _attr = fs.create(branch_dir(fs), b"big.bin", 0o644, os.O_WRONLY | os.O_TRUNC, caller)
+    assert opened.backing == 7 and not opened.direct_io and not opened.keep_cache
+    node = fs.state.node(_attr.ino)
+    dirty = node.dirty
+    assert dirty is not None and dirty.passing == 1 and backing["registered"] == [dirty.fd]
+    body = os.urandom(passthrough.SCAN_FROM + 3 * MiB)
+    os.pwrite(dirty.fd, body, 0)  # the kernel's writes: nothing reaches fs.write
+    assert fs.getattr(_attr.ino).size == len(body)
+    reader = fs.open(_attr.ino, os.O_RDONLY, caller)
+    assert reader.backing == 7  # the kernel requires every open of the inode to pass through to the same file
+    assert fs.read(reader.fh, MiB, 100) == body[MiB : MiB + 100]
+    fs.release(reader.fh)
+    assert backing["closed"] == []  # the writer's open is left
+    fs.flush(opened.fh)
+    fs.release(opened.fh)
+    assert backing["closed"] == [7]
+    assert staged(app, "big.bin") == body
+    entry = app.catalog.get_optional(REPO, "main", "big.bin")
+    assert entry is not None
+    sha = hashlib.sha256(body).hexdigest()
+    assert entry.address == data_address(sha) and entry.etag == parts_etag(sha, len(body))
+    assert fs.metrics.counter("passthrough_opens") == 2  # the writer's and the reader's
+    assert fs.metrics.counter("passthrough_saved_copies") == 0  # nobody held the file: the temp file became the object
+    assert fs.metrics.counter("written_bytes") == 0
+
+
+def test_an_fsync_while_open_stores_a_copy_and_later_kernel_writes_are_saved_at_close(
+    ptfs: FileSystem, app: App, backing: dict[str, list[int]],
+) -> None:
+    """fsync(2) with the passthrough open left stores a private copy: the writes after it change no stored
+    object and are saved at close; a small and a medium file take the MD5 as their ETag."""
+    fs = ptfs
+    opened, attr = fs.create(branch_dir(fs), b"log.bin", 0o644, os.O_WRONLY, Caller())
+    dirty = fs.state.node(attr.ino).dirty
+    assert dirty is not None
+    first = os.urandom(2 * MiB)
+    os.pwrite(dirty.fd, first, 0)
+    fs.fsync(opened.fh)
+    assert staged(app, "log.bin") == first
+    stored = app.catalog.get_optional(REPO, "main", "log.bin")
+    assert stored is not None and stored.etag == hashlib.md5(first).hexdigest()
+    assert fs.metrics.counter("passthrough_saved_copies") == 1
+    second = os.urandom(MiB)
+    os.pwrite(dirty.fd, second, len(first))
+    os.pwrite(dirty.fd, b"X", 0)  # an overwrite of a byte the fsync stored
+    fs.flush(opened.fh)
+    fs.release(opened.fh)
+    expected = b"X" + first[1:] + second
+    assert staged(app, "log.bin") == expected
+    assert app.catalog.read(app.catalog.repository(REPO), stored) == first  # the fsync's object is unchanged
+
+    opened, attr = fs.create(branch_dir(fs), b"small.txt", 0o644, os.O_WRONLY, Caller())
+    dirty = fs.state.node(attr.ino).dirty
+    assert dirty is not None
+    small = os.urandom(MEMORY_MAX // 2)
+    os.pwrite(dirty.fd, small, 0)
+    fs.flush(opened.fh)
+    fs.release(opened.fh)
+    entry = app.catalog.get_optional(REPO, "main", "small.txt")
+    assert entry is not None and entry.etag == hashlib.md5(small).hexdigest() and staged(app, "small.txt") == small
+    assert MEMORY_MAX < MiB < MD5_MAX
+
+
+def test_a_refused_backing_file_falls_back_to_writes_through_the_mount(
+    ptfs: FileSystem, app: App, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fs = ptfs
+
+    def refuse(fd: int) -> int:
+        raise OSError(errno.EPERM, "not permitted")
+
+    monkeypatch.setattr(passthrough, "register", refuse)
+    opened, attr = fs.create(branch_dir(fs), b"f.bin", 0o644, os.O_WRONLY | os.O_TRUNC, Caller())
+    assert opened.backing == 0 and opened.direct_io  # stop 51's write-only open
+    assert fs.metrics.counter("passthrough_refused") == 1
+    assert fs.write(opened.fh, 0, b"through the mount") == 17
+    fs.flush(opened.fh)
+    fs.release(opened.fh)
+    assert staged(app, "f.bin") == b"through the mount"
+
+
+def test_opens_that_are_not_passed_through(ptfs: FileSystem, app: App, backing: dict[str, list[int]]) -> None:
+    """Read-write opens, an open of stored content without O_TRUNC (it needs a copy first), and a write-only open
+    beside another handle go through the mount; passthrough off for the mount: none."""
+    fs = ptfs
+    caller = Caller()
+    opened, attr = fs.create(branch_dir(fs), b"a", 0o644, os.O_RDWR, caller)
+    assert opened.backing == 0
+    fs.write(opened.fh, 0, b"stored")
+    fs.flush(opened.fh)
+    fs.release(opened.fh)
+    assert fs.open(attr.ino, os.O_WRONLY, caller).backing == 0  # stored content, no O_TRUNC
+    reader = fs.open(attr.ino, os.O_RDONLY, caller)
+    assert fs.open(attr.ino, os.O_WRONLY | os.O_TRUNC, caller).backing == 0  # a cached reader holds the inode
+    fs.release(reader.fh)
+    fs.state.passthrough = False
+    other, _ = fs.create(branch_dir(fs), b"b", 0o644, os.O_WRONLY, caller)
+    assert other.backing == 0
+    assert backing["registered"] == []
+
+
+def test_descriptors_open_finds_a_process_holding_the_file(tmp_path: os.PathLike[str]) -> None:
+    """The process table is read for descriptors ending with the file's name; this process is left out (the
+    mount's own), so a child holds it here."""
+    import subprocess
+    import sys
+
+    path = os.path.join(os.fspath(tmp_path), "held.bin")
+    open(path, "wb").close()
+    assert not passthrough.descriptors_open(["held.bin"])
+    child = subprocess.Popen([sys.executable, "-c", f"import sys, time; f = open({path!r}, 'ab'); print(1, flush=True); time.sleep(60)"],
+                             stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"1\n"
+        assert passthrough.descriptors_open(["held.bin"])
+        assert passthrough.descriptors_open(["sub/other.bin", "held.bin"])
+        assert not passthrough.descriptors_open(["other.bin"])
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_setting_asks_for_passthrough_only_when_on_or_auto_and_never_with_write_back() -> None:
+    assert passthrough.wanted("auto", writeback=False) and passthrough.wanted("on", writeback=False)
+    assert not passthrough.wanted("off", writeback=False)
+    assert not passthrough.wanted("on", writeback=True)  # the journal takes the temp file over at close
+    with pytest.raises(ValueError, match="mount.passthrough"):
+        passthrough.wanted("yes", writeback=False)
