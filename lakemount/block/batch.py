@@ -5,8 +5,9 @@ the batch; ``S3Adapter``: the batch goes to a child process, putprocess.py; the
 router and the trash pass it on) stores the batch that way; any other (memory,
 the failure-injecting one of the tests) gets one ``put`` per object,
 ``PARALLEL`` at a time (:func:`put_each`, what the write-back pipeline's upload
-threads did per file before, and what the S3 child process does).  Either way every object is whole and durable when it
-returns; a failure raises (the first one met) once the puts under way are done.
+threads did per file before, and what the S3 child process does).  Either way
+every object is whole and durable when it returns; a failure raises (the first
+one met) once the puts under way are done.
 ``put_lazily`` passes one object on the same way (``LocalAdapter.put_lazily``: durable within a second).
 """
 

@@ -40,8 +40,6 @@ from typing import IO, Any, Final
 from lakemount import errors
 from lakemount.errors import LakeMountError, Unavailable
 
-log = logging.getLogger(__name__)
-
 NICE: Final = 10  # the child's niceness: below the mount's request loop and the node's writers
 _LEN = struct.Struct(">I")
 # The error categories an answer names (a specific error travels as its category, with its message).

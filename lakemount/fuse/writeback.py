@@ -14,8 +14,9 @@ made by a pending mkdir (:meth:`overlay_child`, :meth:`overlay_listing`).
 :meth:`drain` waits until a branch's records are staged: fsync(2), a
 control-file commit or merge, any namespace change other than a create or a
 mkdir, and unmount call it.  On S3 the small files of a batch are put by a
-child process of the mount (``S3Adapter.put_many``, block/putprocess.py).  A record the pipeline cannot stage (the
-branch is gone or protected, a bad key, the store down for longer than
+child process of the mount (``S3Adapter.put_many``, block/putprocess.py).  A
+record the pipeline cannot stage (the branch is gone or protected, a bad key,
+the store down for longer than
 ``mount.writeback_retry``) and a corrupt record found by the replay are kept
 in the recovered directory, logged, and listed in ``.lakefs/status``; they
 count as done, so they never block the journal.  The journal's bytes are
