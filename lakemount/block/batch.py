@@ -1,11 +1,13 @@
 """``put_many``: store a batch of small objects through any adapter, in one durable step where it can.
 
 An adapter with a ``put_many`` of its own (``LocalAdapter``: one ``syncfs`` for
-the batch; the router and the trash pass it on) stores the batch that way; any
-other (S3, memory, the failure-injecting one of the tests) gets one ``put`` per
-object, ``PARALLEL`` at a time (what the write-back pipeline's upload threads
-did per file before).  Either way every object is whole and durable when it
-returns; a failure raises (the first one met) once the puts under way are done.
+the batch; ``S3Adapter``: the batch goes to a child process, putprocess.py; the
+router and the trash pass it on) stores the batch that way; any other (memory,
+the failure-injecting one of the tests) gets one ``put`` per object,
+``PARALLEL`` at a time (:func:`put_each`, what the write-back pipeline's upload
+threads did per file before, and what the S3 child process does).  Either way
+every object is whole and durable when it returns; a failure raises (the first
+one met) once the puts under way are done.
 ``put_lazily`` passes one object on the same way (``LocalAdapter.put_lazily``: durable within a second).
 """
 
@@ -38,6 +40,12 @@ def put_many(adapter: BlockAdapter, items: Sequence[tuple[str, bytes]]) -> None:
     if batch is not None:
         batch(items)
         return
+    put_each(adapter, items)
+
+
+def put_each(adapter: BlockAdapter, items: Sequence[tuple[str, bytes]]) -> None:
+    """Store each ``(url, data)`` of ``items`` with one ``put`` each, ``PARALLEL`` at a time; raises the first
+    failure once the puts under way are done."""
     if len(items) == 1:
         adapter.put(*items[0])
         return

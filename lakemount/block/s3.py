@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import io
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import boto3
@@ -46,6 +46,8 @@ from lakemount.graveler.ports import ObjectInfo
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
     from mypy_boto3_s3.type_defs import CopySourceTypeDef
+
+    from lakemount.block.putprocess import PutProcess
 
 SCHEME = "s3"
 MiB = 1 << 20
@@ -128,6 +130,14 @@ class S3Adapter:
             max_concurrency=max_transfer_concurrency,
         )
         self._list_page_size = list_page_size
+        # What a child process needs to build the same adapter: batches of small puts go there (put_many).
+        self._options: dict[str, Any] = {
+            "endpoint_url": endpoint_url, "region": region, "access_key_id": access_key_id,
+            "secret_access_key": secret_access_key, "session_token": session_token, "force_path_style": force_path_style,
+            "max_pool_connections": max_pool_connections, "connect_timeout": connect_timeout,
+            "read_timeout": read_timeout, "max_attempts": max_attempts,
+        }
+        self._puts: PutProcess | None = None
 
     # --- writes --------------------------------------------------------------
 
@@ -135,6 +145,17 @@ class S3Adapter:
         bucket, key = _split_object(url)
         with _translated(url):
             self._client.put_object(Bucket=bucket, Key=key, Body=data)
+
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Store a batch of small objects (the write-back pipeline's) from a child process with a client of
+        its own (``putprocess.py``), so this process spends no time in botocore for them: in a mount that
+        time is taken from the request loop (the GIL).  Raises as ``put`` does, and ``Unavailable`` when
+        the child died (the next batch starts another)."""
+        if self._puts is None:
+            from lakemount.block.putprocess import PutProcess
+
+            self._puts = PutProcess(type(self), self._options)
+        self._puts.put_many(items)
 
     def put_file(self, url: str, path: str, *, link: bool = False) -> None:
         bucket, key = _split_object(url)

@@ -136,6 +136,9 @@ class Namespace:
         cached = parent.entry
         if not parent.path or cached is None or not self._plain_marker(cached):
             return []
+        wb = self.state.writeback
+        if wb is not None and wb.pending_marker(scope, parent.path) == cached:
+            return [(parent.path + "/", None)]  # this mount's journaled mkdir: the catalog does not have it yet
         current = self.catalog.get_optional(scope.repo, scope.resolved, parent.path + "/")
         if current is None or not self._plain_marker(current):
             return []
@@ -265,7 +268,9 @@ class Namespace:
             gid, mode = self._inherit(parent, caller, stat.S_IFDIR | (mode & 0o7777))
             marker = Entry("", 0, "", time.time_ns(), "", (), mode, caller.uid, gid)
             dropped = self._drop_marker(scope, parent)
-            self.state.stage(scope, [(path + "/", marker), *dropped])
+            # Journaled with write-back, as a create is (it read nothing of the branch but the name, above): a
+            # `cp -r` does not wait at each directory for the files before it to be uploaded (stop 54).
+            self.state.stage(scope, [(path + "/", marker), *dropped], journal=True)
             with self.table.lock:
                 self.scopes.local_change(scope)
                 if dropped:

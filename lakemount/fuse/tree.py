@@ -408,9 +408,10 @@ class Tree:
         decoded: dict[bytes, tuple[bytes, Child]] = {}
         children, marker = list_dir(state.catalog, scope.repo, scope.resolved, node.path, decoded,
                                     stale.decoded if stale is not None else {})
+        made = False  # a directory this mount made and has not staged yet (a journaled mkdir)
         if state.writeback is not None:  # what this mount journaled and has not staged yet
-            state.writeback.overlay_listing(scope, node.path, children)
-        if node.path and not children and marker is None:
+            made = state.writeback.overlay_listing(scope, node.path, children)
+        if node.path and not children and marker is None and not made:
             # Nothing under this path any more: the directory is gone.
             raise FsError(errno.ENOENT, node.path)
         listing = Listing(children, sorted(children), fetched, gen, decoded=decoded, stamp=stamp, listed=fetched)

@@ -9,11 +9,14 @@ once) and stages them with one ``Catalog.apply`` per branch and batch; a
 later record for a path overrides an earlier one in the batch, as it would
 have staged after it.  Until a record is staged the node keeps its (held)
 temp file, so this mount reads its own writes from the journal, and the
-mount's listings and lookups see the pending entries (:meth:`overlay_child`,
-:meth:`overlay_listing`).  :meth:`drain` waits until a branch's records are
-staged: fsync(2), a control-file commit or merge, any namespace change other
-than a create, and unmount call it.  A record the pipeline cannot stage (the
-branch is gone or protected, a bad key, the store down for longer than
+mount's listings and lookups see the pending entries and the directories
+made by a pending mkdir (:meth:`overlay_child`, :meth:`overlay_listing`).
+:meth:`drain` waits until a branch's records are staged: fsync(2), a
+control-file commit or merge, any namespace change other than a create or a
+mkdir, and unmount call it.  On S3 the small files of a batch are put by a
+child process of the mount (``S3Adapter.put_many``, block/putprocess.py).  A
+record the pipeline cannot stage (the branch is gone or protected, a bad key,
+the store down for longer than
 ``mount.writeback_retry``) and a corrupt record found by the replay are kept
 in the recovered directory, logged, and listed in ``.lakefs/status``; they
 count as done, so they never block the journal.  The journal's bytes are
@@ -126,6 +129,8 @@ class Writeback:
         self._pending: collections.deque[Pending] = collections.deque()
         self._per_branch: collections.Counter[BranchKey] = collections.Counter()
         self._overlay: dict[BranchKey, dict[str, tuple[int, Entry | None]]] = {}
+        # Directories made by a journaled mkdir (its marker) not staged yet: the catalog does not know them.
+        self._dirs: dict[BranchKey, collections.Counter[str]] = {}
         self._fresh: set[tuple[str, str, str]] = set()  # files whose journaled create is not staged: no one else knows them
         # Creates of files opened by them, not journaled yet: the file's first save journals its entry, one record
         # a file (:meth:`journal_changes`); anything that waits for the branch journals them first.
@@ -353,6 +358,9 @@ class Writeback:
             over[item.path] = (item.seq, item.base)
         for path, entry in item.changes:
             over[path] = (item.seq, entry)
+        made = _made_dirs(item)
+        if made:
+            self._dirs.setdefault(item.key, collections.Counter()).update(made)
         # Only the pipeline waits for records, and only two of its waits end with one: for the first
         # record, and for a full batch.  Waking it for each record would cost every close a thread switch.
         if self._idle or len(self._pending) == BATCH:
@@ -387,10 +395,16 @@ class Writeback:
 
     # ------------------------------------------------------------------ overlay
     def overlay_child(self, scope: Any, path: str, child: Child | None) -> Child | None:
-        """``child`` as the catalog answered, corrected by what this mount journaled for ``path``."""
+        """``child`` as the catalog answered, corrected by what this mount journaled for ``path`` (a file, or a
+        directory made by a journaled mkdir)."""
+        key = (scope.repo, scope.branch)
         with self._cond:
-            over = self._overlay.get((scope.repo, scope.branch))
+            over = self._overlay.get(key)
             found = over.get(path) if over else None
+            made = self._dirs.get(key)
+            if found is None and child is None and made and made[path] > 0:
+                marker = over.get(path + "/") if over else None
+                return Child(ChildKind.DIR, marker[1] if marker is not None else None)
         if found is None:
             return child
         entry = found[1]
@@ -398,12 +412,27 @@ class Writeback:
             return None
         return Child(ChildKind.SYMLINK if entry.target else ChildKind.FILE, entry)
 
-    def overlay_listing(self, scope: Any, dir_path: str, children: dict[bytes, Child]) -> None:
-        """Add (or remove) in ``children`` the pending entries directly inside ``dir_path``."""
-        prefix = dir_path + "/" if dir_path else ""
+    def pending_marker(self, scope: Any, dir_path: str) -> Entry | None:
+        """The marker of directory ``dir_path`` if this mount journaled it (a mkdir) and has not staged it."""
         with self._cond:
             over = self._overlay.get((scope.repo, scope.branch))
-            items = list(over.items()) if over else []
+            found = over.get(dir_path + "/") if over else None
+        return found[1] if found is not None else None
+
+    def overlay_listing(self, scope: Any, dir_path: str, children: dict[bytes, Child]) -> bool:
+        """Add (or remove) in ``children`` the pending entries directly inside ``dir_path``; True if
+        ``dir_path`` itself is a directory made by a journaled mkdir not staged yet (the catalog may know
+        nothing of it)."""
+        prefix = dir_path + "/" if dir_path else ""
+        branch = (scope.repo, scope.branch)
+        with self._cond:
+            over = self._overlay.get(branch) or {}
+            items = list(over.items())
+            counts = self._dirs.get(branch)
+            made = {d: over.get(d + "/", (0, None))[1] for d, n in counts.items() if n > 0} if counts else {}
+        for d, marker in made.items():
+            if d.startswith(prefix) and "/" not in d[len(prefix):]:
+                children.setdefault(d[len(prefix):].encode("utf-8", "surrogateescape"), Child(ChildKind.DIR, marker))
         for path, (_seq, entry) in items:
             if not path.startswith(prefix) or path.endswith("/"):
                 continue
@@ -415,6 +444,7 @@ class Writeback:
                 children.pop(key, None)
             else:
                 children[key] = Child(ChildKind.SYMLINK if entry.target else ChildKind.FILE, entry)
+        return dir_path in made
 
     # ------------------------------------------------------------------ the pipeline
     def _sync_loop(self) -> None:
@@ -467,6 +497,12 @@ class Writeback:
                         self._bytes -= item.size
                         if item.inline is not None:
                             self._in_memory -= len(item.inline)
+                        made = _made_dirs(item)
+                        if made:
+                            counts = self._dirs[item.key]
+                            counts.subtract(made)
+                            if not +counts:
+                                del self._dirs[item.key]
                         over = self._overlay.get(item.key)
                         if over is not None:
                             for path in [item.path] if item.base is not None else [p for p, _e in item.changes]:
@@ -580,9 +616,15 @@ class Writeback:
             return
         repo, branch = items[0].key
         merged: dict[str, Entry | None] = {}
+        made: set[str] = set()  # markers of journaled mkdirs in this run: keys the branch did not have
         for item in items:
             for path, entry in item.changes:
                 merged.pop(path, None)
+                if entry is None and path in made:
+                    made.discard(path)  # made and emptied in this run (a create inside): the branch never sees it
+                    continue
+                if entry is not None and item.base is None and path.endswith("/"):
+                    made.add(path)
                 merged[path] = entry
         while True:
             try:
@@ -722,6 +764,11 @@ def _pending_of(rec: Record) -> Pending | None:
         return Pending(rec.seq, repo, branch,
                        [(str(p), None if v is None else decode_value(bytes.fromhex(v))) for p, v in body["changes"]])
     return None
+
+
+def _made_dirs(item: Pending) -> list[str]:
+    """The directories whose markers record ``item`` puts (a journaled mkdir), without the trailing slash."""
+    return [path[:-1] for path, entry in item.changes if entry is not None and path.endswith("/")]
 
 
 def _move_aside(src: str, dst: str) -> None:

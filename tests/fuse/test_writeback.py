@@ -679,3 +679,43 @@ def test_a_save_journaled_while_the_pipeline_empties_the_log_stays_in_it(
     assert app.catalog.get_optional(REPO, "main", "dst/f000") is not None  # the create was staged
     puts = [b for b in log_bodies(home) if b["op"] == "put" and b["path"] == "dst/f000"]
     assert len(puts) == 1, "the save's record is not in the log: a kill -9 now would lose the file"
+
+
+def test_a_mkdir_is_journaled_and_waits_for_no_upload(flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]]) -> None:
+    """With write-back a mkdir is journaled as a create is (stop 54): it returns while the files before it are
+    still on their way to a store that is down, the mount shows the new directories (from the journal, when
+    its cached listings have expired) and writes into them, and once staged the branch holds every file and
+    the marker of the directory left empty, and no trace of the markers dropped by the files put inside."""
+    app, adapter, factory = flaky
+    fs = factory()
+    pfs = PathFS(fs)
+    adapter.fail_next("put", 10_000, where=OBJECTS)
+    adapter.fail_next("put_file", 10_000, where=OBJECTS)
+    files = {f"a/f{i}": os.urandom(900) for i in range(5)}
+    pfs.mkdir(f"{MAIN}/a")
+    for path, data in files.items():
+        pfs.write_file(f"{MAIN}/{path}", data)
+    deadline = time.monotonic() + 60
+    while adapter.injected["put"] + adapter.injected["put_file"] == 0:
+        assert time.monotonic() < deadline, "the write-back pipeline never tried to upload within 60 s"
+        time.sleep(0.01)
+    made = threading.Thread(target=lambda: (pfs.mkdir(f"{MAIN}/a/b"), pfs.mkdir(f"{MAIN}/a/e")), daemon=True)
+    made.start()
+    made.join(10)
+    assert not made.is_alive(), "mkdir waited for the uploads of the files journaled before it"
+    assert fs.writeback is not None and fs.writeback.pending((REPO, "main")) > 0  # the store is still down
+    inner = {"a/b/g": os.urandom(700)}
+    pfs.write_file(f"{MAIN}/a/b/g", inner["a/b/g"])
+    files.update(inner)
+    assert app.catalog.get_optional(REPO, "main", "a/b/g") is None and app.catalog.get_optional(REPO, "main", "a/b/") is None
+    time.sleep(0.3)  # past head_ttl: the listings below are made again, from the catalog and the journal
+    assert "a" in pfs.listdir(MAIN)
+    assert sorted(pfs.listdir(f"{MAIN}/a")) == sorted(["b", "e", *(p.split("/")[1] for p in files if p.count("/") == 1)])
+    assert pfs.listdir(f"{MAIN}/a/b") == ["g"] and pfs.listdir(f"{MAIN}/a/e") == []
+    assert pfs.read_file(f"{MAIN}/a/b/g") == inner["a/b/g"]
+    adapter.heal()
+    fs.writeback.drain((REPO, "main"))
+    assert lost(app, "main", files) == []
+    staged = {d.key.decode(): d for d in app.catalog.diff_uncommitted(REPO, "main")}
+    assert sorted(staged) == sorted([*files, "a/e/"]), staged  # no marker of a or a/b, put or deleted
+    assert staged["a/e/"].right is not None

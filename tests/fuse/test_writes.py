@@ -229,6 +229,35 @@ def test_on_s3_a_large_file_goes_out_in_parts_before_close(
         fs.close()
 
 
+def test_on_s3_the_write_back_pipeline_uploads_small_files_from_a_child_process(
+    s3_app: App, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The journaled small files reach S3 through the adapter's upload process (block/putprocess.py), not
+    through this process's client: the mount's request loop never waits for botocore's GIL (stop 54)."""
+    in_process: list[str] = []
+    real_put = S3Adapter.put
+    monkeypatch.setattr(S3Adapter, "put", lambda self, url, data: (in_process.append(url), real_put(self, url, data))[1])
+    fs = make_fs(s3_app, str(tmp_path), "wb", head_ttl=0.2, writeback=True, journal_dir=str(tmp_path / "journal"))
+    try:
+        pfs = PathFS(fs)
+        files = {f"wb-f{i:02d}": b"%d " % i + os.urandom(900) for i in range(24)}
+        for path, data in files.items():
+            pfs.write_file(f"{MAIN}/{path}", data)
+        assert fs.writeback is not None
+        fs.writeback.drain((REPO, "main"))
+        assert fs.writeback.report.counts["uploaded"] >= len(files)
+        for path, data in files.items():
+            entry = s3_app.catalog.stat(REPO, "main", path)
+            assert entry.address == data_address(hashlib.sha256(data).hexdigest())
+            assert s3_app.catalog.read(s3_app.catalog.repository(REPO), entry) == data
+        stored = {url.rsplit("/", 1)[1] for url in in_process}
+        assert not stored & {hashlib.sha256(d).hexdigest() for d in files.values()}, "a journaled file was PUT in-process"
+        puts = s3_app.blockstore.adapter_for("s3://x/y")._puts  # type: ignore[attr-defined]
+        assert puts is not None and puts.pid not in (None, os.getpid())
+    finally:
+        fs.close()
+
+
 def test_a_save_that_fails_after_linking_still_freezes_the_file(tmp_path: Path) -> None:
     """A store that made the link and then failed (its directory fsync, say) left an object all the
     same: the next write must copy the temp file, never change that object."""
