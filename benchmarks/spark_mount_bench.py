@@ -221,8 +221,8 @@ def main() -> None:
                                         ("absent", 'lakemount_fuse_op_errors_total{op="lookup",errno="ENOENT"}'),
                                         ("flushes", 'lakemount_fuse_ops_total{op="flush"}'),
                                         ("saves", "lakemount_fuse_saved_files_total"))}
-    mode = "write-back" if args.writeback else "no write-back"
-    print(f"\nPySpark {spark} local[2] writing partitioned Parquet (mount: {mode}), one run, {os.cpu_count()} cores:")
+    mode = "no mount" if "mount" not in targets else "mount: write-back" if args.writeback else "mount: no write-back"
+    print(f"\nPySpark {spark} local[2] writing partitioned Parquet ({mode}), one run, {os.cpu_count()} cores:")
     print(f"  {'dataset':<34} {'target':<6} {'seconds':>8} {'local/target':>13} {'files':>7} {'commit':>8} {'load':>5}")
     sizes = {"big": f"{args.big} x {args.big_mib} MiB", "small": f"{args.small} x {args.small_kib} KiB"}
     for r in results:
