@@ -9,8 +9,9 @@ one the hadoop-aws jars fit), so it imports nothing from lakemount.  Started as
 where CONFIG_JSON holds ``targets`` (name -> URL of a writable root: ``file:///...``
 or ``s3a://bucket/branch``), ``sets`` ([name, files, bytes per file]),
 ``committers`` ([1, 2]), optionally ``s3a`` (endpoint, key, secret, jars) and
-``memory`` (the driver's).  For each set it builds the dataset once (cached), writes it
-untimed to ``warm`` (the JVM's first write of a kind is slow), then for each committer
+``memory`` (the driver's) and ``warm_files``.  For each set it builds the dataset once (cached),
+writes it (its first ``warm_files`` files, when that is set) untimed to ``warm`` (the JVM's
+first write of a kind is slow), then for each committer
 writes it to every target in turn, each time printing one JSON line
 ``{"set", "committer", "target", "path", "seconds"}`` and waiting for a line on stdin
 (the caller commits the branch meanwhile, so a commit never overlaps a write).
@@ -92,7 +93,8 @@ def main() -> None:
         for set_name, files, size in cfg["sets"]:
             df = dataset(spark, files, size).cache()  # type: ignore[attr-defined]
             df.count()  # built once, before any timed write
-            write(spark, df, f"{cfg['warm']}/{set_name}", 1)
+            warm = int(cfg.get("warm_files") or 0)  # its first files only (p counts the files from 0), or all
+            write(spark, df.where(df.p < warm) if 0 < warm < files else df, f"{cfg['warm']}/{set_name}", 1)  # type: ignore[attr-defined]
             for committer in cfg["committers"]:
                 for name, url in cfg["targets"].items():
                     path = f"ds/{set_name}-v{committer}"
