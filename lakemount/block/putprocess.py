@@ -62,7 +62,7 @@ class PutProcess:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self.started = 0  # children started so far (a restart after a death counts)
-        os.register_at_fork(after_in_child=self._forget)
+        _LIVE.add(self)  # weakly: a hook per instance would keep every one alive (and its child running) for good
 
     @property
     def pid(self) -> int | None:
@@ -120,6 +120,18 @@ class PutProcess:
     def _forget(self) -> None:
         """In a forked child: the parent's child and lock are not ours."""
         self._proc, self._lock = None, threading.Lock()
+
+
+_LIVE: weakref.WeakSet[PutProcess] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    """In a forked child: no ``PutProcess`` of the parent's owns the parent's children or locks."""
+    for puts in list(_LIVE):
+        puts._forget()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def _close(proc: subprocess.Popen[bytes]) -> None:

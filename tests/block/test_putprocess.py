@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -125,3 +126,43 @@ def test_the_child_ends_when_its_parent_is_killed(s3_options: dict[str, Any], tm
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     child = int(proc.stdout.split()[0])
     assert _gone(child, 10), "the upload process outlived its killed parent"
+
+
+def test_an_adapter_dropped_without_close_ends_its_child(s3_options: dict[str, Any]) -> None:
+    adapter = S3Adapter(**s3_options)
+    adapter.put_many(_items("dropped", 2))
+    assert adapter._puts is not None
+    child = adapter._puts.pid
+    assert child is not None
+    del adapter
+    gc.collect()
+    assert _gone(child, 10), "the upload process of a dropped adapter kept running"
+
+
+def test_a_forked_process_starts_a_child_of_its_own(s3_options: dict[str, Any]) -> None:
+    adapter = S3Adapter(**s3_options)
+    try:
+        adapter.put_many(_items("before-fork", 2))
+        assert adapter._puts is not None
+        parent_child = adapter._puts.pid
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the forked process: the parent's child is not its own
+            try:
+                os.close(r)
+                puts = adapter._puts
+                ok = puts is not None and puts.pid is None
+                adapter.put_many(_items("after-fork", 2))
+                ok = ok and puts is not None and puts.pid not in (None, parent_child)
+                os.write(w, b"1" if ok else b"0")
+            finally:
+                os._exit(0)
+        os.close(w)
+        got = os.read(r, 1)
+        os.close(r)
+        os.waitpid(pid, 0)
+        assert got == b"1", "a forked process used its parent's upload process"
+        assert adapter._puts.pid == parent_child
+    finally:
+        if adapter._puts is not None:
+            adapter._puts.close()
