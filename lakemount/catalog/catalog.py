@@ -72,6 +72,9 @@ log = get_logger("lakemount.catalog")
 
 MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
 SKIP_BEFORE_SEEK: Final = 32
+# A listing asking for at most this many results walks the branch with ``first`` (no staged deletion read past one
+# by one: S3A's directory probes list with max-keys 1-2 under ``_temporary/``, past every task's moved-out files).
+FEW: Final = 2
 # Metadata key where ``import`` records a local source's mtime (ns); reads check it (see check_source).
 SOURCE_MTIME_KEY: Final = "lakemount-source-mtime-ns"
 # The stat float's precision at today's epoch is ~0.2 us: differences below this are the same mtime.
@@ -669,9 +672,13 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
             akey = after.encode("utf-8", "surrogateescape") + b"\x00"
             start = max(start, akey)
         dkey = delimiter.encode() if delimiter else b""
+        if limit is not None and limit <= FEW:
+            entries: Callable[[bytes], Iterator[tuple[bytes, Entry]]] = lambda at: self._firsts(repo, r, at, stop)  # noqa: E731
+        else:
+            entries = lambda at: self.graveler.scan_entries(repo, r, at, stop)  # noqa: E731
         if not dkey:
             # The common bulk case (recursive listings, S3 without delimiter): a tight loop.
-            scan = self.graveler.scan_entries(repo, r, start, stop)
+            scan = entries(start)
             for key, entry in scan if limit is None else islice(scan, max(limit, 0)):
                 yield Listed(key.decode("utf-8", "surrogateescape"), entry)
             return
@@ -680,7 +687,7 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         while True:
             reseek: bytes | None = None
             skipped = 0
-            for key, entry in self.graveler.scan_entries(repo, r, start, stop):
+            for key, entry in entries(start):
                 if dkey:
                     i = key.find(dkey, len(pkey))
                     if i >= 0:
@@ -709,6 +716,14 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
             if reseek is None:
                 return
             start = reseek
+
+    def _firsts(self, repo: str, r: ResolvedRef, start: bytes, stop: bytes | None) -> Iterator[tuple[bytes, Entry]]:
+        """``scan_entries`` one ``first`` at a time: a few statements each, however many staged deletions lie
+        between two live keys (a scan reads every one of them)."""
+        while (record := self.graveler.first(repo, r, start, stop)) is not None:
+            key, value = record
+            yield key, decode_value(value)
+            start = key + b"\x00"
 
     def put_entry(self, repo: str, ref: str | ResolvedRef, path: str, entry: Entry) -> None:
         """Stage ``entry`` at ``path``; raises ``InvalidArgument`` for a key no front end may write."""

@@ -131,3 +131,44 @@ def test_put_if_absent_is_decided_where_the_entry_is_staged(tmp_path: Path, monk
     assert len(wins) == 1 and len(refused) == len(entries) - 1
     monkeypatch.undo()
     assert cat.read(cat.repository("pia"), cat.stat("pia", "main", "obj")) == str(wins[0]).encode()
+
+
+def test_a_short_listing_reads_past_no_staged_deletion_and_lists_what_a_scan_lists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """S3A's directory probe (max-keys 1-2 under ``_temporary/``, after every task's files were moved out) must not
+    read each staged deletion: a listing of at most ``FEW`` results walks with ``first``, and lists as a scan does."""
+    import random
+
+    from lakemount.catalog import catalog as catalog_module
+
+    cat = make_app(tmp_path).catalog
+    cat.create_repository("few")
+    rnd = random.Random(54)
+    committed = [f"t/{d}/{n:03d}" for d in "abc" for n in range(0, 30, 3)]
+    for p in committed:
+        cat.put("few", "main", p, p.encode())
+    cat.commit("few", "main", "base")
+    for p in ("t/", "t/b/", *[f"t/{d}/{n:03d}" for d in "abcd" for n in range(40) if rnd.random() < 0.5]):
+        cat.put("few", "main", p, p.encode())
+    gone = [p for p in sorted({*committed, *(x.path for x in cat.list("few", "main", "t/"))}) if rnd.random() < 0.7]
+    for p in gone:
+        cat.delete("few", "main", p)
+    cases = [(prefix, delim, after) for prefix in ("", "t/", "t/a/", "t/b", "u/") for delim in ("", "/")
+             for after in ("", "t/a/", "t/b/017", "t/c/")]
+    want = {(c, n): [(x.path, x.is_prefix) for x in islice_list(cat, *c, limit=None, n=n)] for c in cases for n in (1, 2)}
+    scans: list[int] = []
+    real = cat.graveler.scan_entries
+    monkeypatch.setattr(cat.graveler, "scan_entries", lambda *a, **k: scans.append(1) or real(*a, **k))
+    for (c, n), expected in want.items():
+        got = [(x.path, x.is_prefix) for x in islice_list(cat, *c, limit=n, n=n)]
+        assert got == expected, (c, n)
+    assert not scans, "a listing of at most FEW results scanned the staged deletions"
+    assert catalog_module.FEW >= 2  # S3A's probes ask for 1 or 2
+
+
+def islice_list(cat, prefix: str, delimiter: str, after: str, *, limit: int | None, n: int) -> list:  # type: ignore[no-untyped-def]
+    """The first ``n`` of ``cat.list`` (asking for ``limit`` results)."""
+    from itertools import islice
+
+    return list(islice(cat.list("few", "main", prefix, delimiter=delimiter, after=after, limit=limit), n))
