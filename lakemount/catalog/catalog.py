@@ -73,8 +73,9 @@ log = get_logger("lakemount.catalog")
 MAX_KEY_BYTES: Final = 16 * 1024  # above PATH_MAX, so any POSIX path from any mount depth fits
 SKIP_BEFORE_SEEK: Final = 32
 # A listing asking for at most this many results walks the branch with ``first`` (no staged deletion read past one
-# by one: S3A's directory probes list with max-keys 1-2 under ``_temporary/``, past every task's moved-out files).
-FEW: Final = 2
+# by one): S3A's directory probes list with max-keys 1-2 under ``_temporary/``, past every task's moved-out files,
+# and the gateway asks for one more than max-keys (to tell a truncated page).
+FEW: Final = 3
 # Metadata key where ``import`` records a local source's mtime (ns); reads check it (see check_source).
 SOURCE_MTIME_KEY: Final = "lakemount-source-mtime-ns"
 # The stat float's precision at today's epoch is ~0.2 us: differences below this are the same mtime.
