@@ -61,8 +61,10 @@ def main() -> None:
         print(f"a listing of {PREFIX} asking for {a.limit}, past {a.deletions:,} staged deletions, "
               f"mean of {a.repeat}, load {os.getloadavg()[0]:.1f}:")
         for delimiter in ("/", ""):
+            ratio = ms["scan", delimiter] / ms["first", delimiter]
+            shown = f"{ratio:.0f}" if ratio >= 10 else f"{ratio:.2f}"
             print(f"  delimiter {delimiter!r:4}: first {ms['first', delimiter]:8.2f} ms, scan {ms['scan', delimiter]:8.2f} ms, "
-                  f"x{ms['scan', delimiter] / ms['first', delimiter]:.0f}")
+                  f"scan/first x{shown}")
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
