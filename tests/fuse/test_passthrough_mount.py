@@ -15,7 +15,7 @@ from lakemount.app import App
 from lakemount.config import load
 from tests.fuse.conftest import REPO
 from tests.fuse.mounting import env_for, needs_fuse, start, stop
-from tests.fuse.test_writes_mount import kill_mid_write, nothing_staged_of
+from tests.fuse.test_writes_mount import kill_mid_write, nothing_staged_of, staged_bytes, stat_counter
 
 MiB = 1 << 20
 
@@ -26,20 +26,6 @@ def _kernel_has_passthrough() -> bool:
 
 
 pytestmark = [*needs_fuse, pytest.mark.skipif(not _kernel_has_passthrough(), reason="needs Linux >= 6.9 and root")]
-
-
-def counter(mountpoint: str, name: str) -> int:
-    with open(os.path.join(mountpoint, ".lakefs", "stats")) as f:
-        for line in f:
-            if line.startswith(f"lakemount_fuse_{name}"):
-                return int(float(line.split()[-1]))
-    return 0
-
-
-def staged_bytes(app: App, path: str) -> bytes:
-    entry = app.catalog.get_optional(REPO, "main", path)
-    assert entry is not None, f"{path} is not staged"
-    return app.catalog.read(app.catalog.repository(REPO), entry)
 
 
 def test_files_written_through_passthrough_read_back_through_the_mount_the_branch_and_the_commit(
@@ -54,12 +40,12 @@ def test_files_written_through_passthrough_read_back_through_the_mount_the_branc
     m = start(home, mountpoint, env=env_for(home, LAKEMOUNT_MOUNT_PASSTHROUGH="on"))
     try:
         main = f"{mountpoint}/{REPO}/main"
-        writes = counter(mountpoint, 'ops_total{op="write"}')
+        writes = stat_counter(mountpoint, 'ops_total{op="write"}')
         for name in bodies:
             subprocess.run(["cp", str(tmp_path / name), f"{main}/{name}"], check=True)
-        assert counter(mountpoint, "passthrough_opens") == 3
-        assert counter(mountpoint, "kernel_passthrough_replies") == 3  # the shim sent each with FOPEN_PASSTHROUGH
-        assert counter(mountpoint, 'ops_total{op="write"}') == writes, "a write reached the mount"
+        assert stat_counter(mountpoint, "passthrough_opens") == 3
+        assert stat_counter(mountpoint, "kernel_passthrough_replies") == 3  # the shim sent each with FOPEN_PASSTHROUGH
+        assert stat_counter(mountpoint, 'ops_total{op="write"}') == writes, "a write reached the mount"
         for name, body in bodies.items():
             with open(f"{main}/{name}", "rb") as f:
                 assert f.read() == body
@@ -105,9 +91,9 @@ def test_size_and_bytes_are_visible_while_a_passthrough_open_writes_and_fsync_st
             assert os.pwrite(fd, b"end", 3 * MiB) == 3
         finally:
             os.close(fd)
-        assert counter(mountpoint, "passthrough_opens") == 2
+        assert stat_counter(mountpoint, "passthrough_opens") == 2
         # The fsync's (the descriptor still open) and the close's (a file under SCAN_FROM is copied, not scanned for).
-        assert counter(mountpoint, "passthrough_saved_copies") == 2
+        assert stat_counter(mountpoint, "passthrough_saved_copies") == 2
         expected = (first + second)[: 3 * MiB] + b"end"
         with open(path, "rb") as f:
             assert f.read() == expected
@@ -127,8 +113,8 @@ def test_with_passthrough_off_the_writes_go_through_the_mount(home: str, tmp_pat
     try:
         dst = f"{mountpoint}/{REPO}/main/f.bin"
         subprocess.run(["cp", str(tmp_path / "src"), dst], check=True)
-        assert counter(mountpoint, 'ops_total{op="write"}') == 2
-        assert counter(mountpoint, "passthrough_opens") == 0
+        assert stat_counter(mountpoint, 'ops_total{op="write"}') == 2
+        assert stat_counter(mountpoint, "passthrough_opens") == 0
         assert staged_bytes(app, "f.bin") == body
     finally:
         stop(m)
@@ -146,7 +132,7 @@ def test_kill_9_mid_write_through_passthrough_stages_nothing_and_stores_no_corru
 
     def passed_through() -> bool:  # the kernel wrote the three parts into the temp file, no WRITE reached the mount
         spooled = any(f.stat().st_size >= 24 * MiB for f in spool.rglob("w-*"))
-        return spooled and counter(mountpoint, "passthrough_opens") == 1 and counter(mountpoint, 'ops_total{op="write"}') == 0
+        return spooled and stat_counter(mountpoint, "passthrough_opens") == 1 and stat_counter(mountpoint, 'ops_total{op="write"}') == 0
 
     kill_mid_write(home, mountpoint, env_for(home, LAKEMOUNT_MOUNT_PASSTHROUGH="on"), passed_through)
     nothing_staged_of(app)
