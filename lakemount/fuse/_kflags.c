@@ -990,18 +990,26 @@ static PyObject *kflags_passthrough(PyObject *self, PyObject *unused) {
     return Py_BuildValue("(OO)", passthrough_offered ? Py_True : Py_False, passthrough_granted ? Py_True : Py_False);
 }
 
+static int live_session_fd(void) {
+    /* The session's fd for a backing ioctl; -1 with OSError(ENOTCONN) set when no session is up. */
+    if (session == NULL || real_session_fd == NULL) {
+        errno = ENOTCONN;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    return real_session_fd(session);
+}
+
 static PyObject *kflags_backing_open(PyObject *self, PyObject *arg) {
     /* Register fd as a backing file on the session fd: its backing id (OSError with the ioctl's errno). */
     int fd = PyLong_AsLong(arg);
     if (fd == -1 && PyErr_Occurred())
         return NULL;
-    if (session == NULL || real_session_fd == NULL) {
-        errno = ENOTCONN;
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
+    int sfd = live_session_fd();
+    if (sfd < 0)
+        return NULL;
     struct lm_fuse_backing_map map = {.fd = fd, .flags = 0, .padding = 0};
     int id;
-    int sfd = real_session_fd(session);
     Py_BEGIN_ALLOW_THREADS
     id = ioctl(sfd, LM_FUSE_DEV_IOC_BACKING_OPEN, &map);
     Py_END_ALLOW_THREADS
@@ -1015,13 +1023,11 @@ static PyObject *kflags_backing_close(PyObject *self, PyObject *arg) {
     long v = PyLong_AsLong(arg);
     if (v == -1 && PyErr_Occurred())
         return NULL;
-    if (session == NULL || real_session_fd == NULL) {
-        errno = ENOTCONN;
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
+    int sfd = live_session_fd();
+    if (sfd < 0)
+        return NULL;
     uint32_t id = (uint32_t)v;
     int res;
-    int sfd = real_session_fd(session);
     Py_BEGIN_ALLOW_THREADS
     res = ioctl(sfd, LM_FUSE_DEV_IOC_BACKING_CLOSE, &id);
     Py_END_ALLOW_THREADS
