@@ -199,7 +199,9 @@ def test_what_a_failed_staging_carried_is_owed_again_at_once(monkeypatch: Any) -
     assert pacer.inline("r", "main") and pacer.inline("r", "main")
     assert pacer.inline("r", "main", carry=True) is None
     pacer.owe("r", "main", notify.dirs_detail([b"a/f"]))
-    clock.now += 100.0
+    # Inside the carry window, short of the due time: the pacer's thread, woken by ``owe`` and reading this clock
+    # late under load, must find nothing due yet (at the due time itself it could send the notice before the carrier).
+    clock.now += (1 - notify.CARRY) * 100.0 + 1
     carrier = pacer.inline("r", "main", carry=True)
     assert carrier is not None and carrier.carried
     pacer.failed("r", "main", carrier)  # its transaction never committed: its notice never went
