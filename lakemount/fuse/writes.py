@@ -49,7 +49,9 @@ otherwise change a stored object): the copy is what is hashed and becomes the ob
 With write-back (:mod:`~lakemount.fuse.writeback`) a saved temp file is *held*:
 it became the journal's data file, so it is never written again (a new write
 gets a fresh copy, :class:`Held` tells a writer that raced with the hand-over)
-and never deleted here.
+and never deleted here.  A large kernel-written file is handed to the journal
+unhashed (``store(hash_later_from=...)``, stop 55): the close neither reads it
+back nor syncs it, and the pipeline hashes it after the close.
 """
 
 from __future__ import annotations
@@ -344,7 +346,9 @@ class DirtyFile:
                 self._catch_up()
 
     def _catch_up(self) -> None:
-        if not self.kernel_written or self.fd < 0:
+        # A held file is the journal's data file: no descriptor writes it any more (a save while one might
+        # journals a copy), and the pipeline's link of it into the store changes its ctime, not its bytes.
+        if not self.kernel_written or self.fd < 0 or self.held:
             return
         st = os.fstat(self.fd)
         seen = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -537,7 +541,7 @@ class DirtyFile:
         self.fd, self.path, self.frozen = fd, path, False
 
     def store(self, put: Callable[[str, tuple[int, str, str] | None, bool, Finish | None], T],
-              may_write: Callable[[], bool] | None = None) -> tuple[int, T]:
+              may_write: Callable[[], bool] | None = None, *, hash_later_from: int | None = None) -> tuple[int, T]:
         """Run ``put(path, digests, link, finish)`` while no write can change the file; returns the version
         stored and the result.
 
@@ -552,12 +556,15 @@ class DirtyFile:
         A kernel-written file (passthrough) is hashed here; while a passthrough open is left, ``may_write()``
         says whether a descriptor may still write it (None: assume so): then a private copy is stored instead
         of the file, and a write the kernel makes meanwhile shows as a change at the next catch-up.
+        ``hash_later_from`` (write-back, stop 55): a kernel-written file of at least that many bytes that no
+        descriptor may still write is handed to ``put`` as it is, neither hashed nor synced (``digests`` None:
+        the journal's pipeline hashes it after the close); a private copy is always hashed.
         """
         with self.lock:
             self._spill()  # what ``put`` stores is a file
             self._wait_flush()
             if self.kernel_written:
-                return self._store_kernel_written(put, may_write)
+                return self._store_kernel_written(put, may_write, hash_later_from)
             digests = self.digests()
             stream, self.stream, self._may_stream = self.stream, None, False
             finish: Finish | None = None
@@ -577,7 +584,7 @@ class DirtyFile:
             return self.version, result
 
     def _store_kernel_written(self, put: Callable[[str, tuple[int, str, str] | None, bool, Finish | None], T],
-                              may_write: Callable[[], bool] | None) -> tuple[int, T]:
+                              may_write: Callable[[], bool] | None, hash_later_from: int | None = None) -> tuple[int, T]:
         """``store`` of a file the kernel wrote (under ``lock``): see there."""
         self._catch_up()
         version = self.version
@@ -594,6 +601,8 @@ class DirtyFile:
                     os.unlink(path)
             self._seen = seen  # a write made during the copy is a change still to save
             return version, result
+        if hash_later_from is not None and self.size >= hash_later_from:
+            return version, put(self.path, None, self.in_place, None)  # the journal's: hashed after the close
         # The fsync the store makes of the file (in place) runs beside the hash: the disk and a core at once.
         syncing = _flusher().submit(os.fsync, self.fd) if self.in_place else None
         try:

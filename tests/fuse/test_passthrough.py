@@ -184,9 +184,9 @@ def test_descriptors_open_finds_a_process_holding_the_file(tmp_path: os.PathLike
         child.wait()
 
 
-def test_the_setting_asks_for_passthrough_only_when_on_or_auto_and_never_with_write_back() -> None:
-    assert passthrough.wanted("auto", writeback=False) and passthrough.wanted("on", writeback=False)
-    assert not passthrough.wanted("off", writeback=False)
-    assert not passthrough.wanted("on", writeback=True)  # the journal takes the temp file over at close
+def test_the_setting_asks_for_passthrough_only_when_on_or_auto() -> None:
+    # With write-back too (stop 55): the journal takes a large kernel-written file over unhashed.
+    assert passthrough.wanted("auto") and passthrough.wanted("on")
+    assert not passthrough.wanted("off")
     with pytest.raises(ValueError, match="mount.passthrough"):
-        passthrough.wanted("yes", writeback=False)
+        passthrough.wanted("yes")
