@@ -91,6 +91,9 @@ class Pending:
     digests: tuple[int, str, str] | None = None  # None for put records journaled unhashed until the pipeline hashes them
     node: Node | None = None  # put records of this run: the node holding the data file as its temp file
     dirty: DirtyFile | None = None
+    # put records of a private copy of a kernel-written file (a passthrough open may still write the temp file):
+    # the node and its temp file, which it reads from (``pending``) until the copy is staged (stop 55)
+    copy_of: tuple[Node, DirtyFile] | None = None
     size: int = 0
     failed_since: float = 0.0
     error: str = ""
@@ -215,7 +218,8 @@ class Writeback:
                 lambda path, known, _link, _finish: self._hand_over(dirty, path, known, share=share),
                 may_write, hash_later_from=HASH_LATER_FROM,
             )
-            share = share or data != dirty.path  # a private copy of a file a passthrough open may still write
+            copied = data != dirty.path and dirty.kernel_written  # a copy: a passthrough open may still write the file
+            share = share or copied
             if known_digests is None:
                 self._save_unhashed(node, dirty, version, data)
                 return
@@ -227,6 +231,10 @@ class Writeback:
         item = Pending(0, scope.repo, scope.branch, [], path=node.path, base=base, data=data, inline=content,
                        digests=digests, node=None if share else node, dirty=None if share else dirty, size=digests[0],
                        known=known)
+        if content is None and copied and not dirty.held:
+            # The node's entry names an object not stored until the copy is staged: it reads its temp file until then.
+            item.copy_of = (node, dirty)
+            dirty.pending = True
         body = {"op": "put", "repo": item.repo, "branch": item.branch, "path": item.path, "entry": base.value().hex(),
                 "data": data, "size": digests[0], "sha256": digests[1], "md5": digests[2], "known": known}
         if content is not None:
@@ -242,7 +250,9 @@ class Writeback:
             except OSError:
                 if not share:
                     dirty.held = dirty.pending = False
-                elif data:
+                elif item.copy_of is not None:
+                    dirty.pending = False
+                if share and data:
                     with contextlib.suppress(OSError):
                         os.unlink(data)
                 raise
@@ -768,9 +778,22 @@ class Writeback:
                 self.state.table.set_names(node, group.gid if group is not None else "", item.names if len(item.names) > 1 else ())
         elif dirty is not None:
             dirty.pending = False
+        if item.copy_of is not None and entry is not None:
+            self._copy_staged(item.copy_of, entry)
         if item.data:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(item.data)
+
+    def _copy_staged(self, copy_of: tuple[Node, DirtyFile], entry: Entry) -> None:
+        """A private copy of a kernel-written file is staged as ``entry``: the node reads the stored object from now on
+        if its temp file holds nothing newer, else it goes on reading the temp file (saved at its next close)."""
+        node, dirty = copy_of
+        if dirty.held:  # a later record journaled the temp file itself: that record settles the node
+            return
+        if dirty.modified:
+            dirty.pending = False
+            return
+        self._settle(node, dirty, entry)
 
     def _settle(self, node: Node, dirty: DirtyFile, entry: Entry) -> None:
         """The node's journaled file is staged as ``entry``: it lets go of the temp file unless a handle reads it."""
@@ -819,6 +842,8 @@ class Writeback:
         if item.dirty is not None:
             item.dirty.pending = False
             item.dirty.held = True  # its file moved: never deleted or written here
+        if item.copy_of is not None and not item.copy_of[1].held:
+            item.copy_of[1].pending = False
         self.report.counts["kept_aside"] += 1
         self.report.kept.append({"repo": item.repo, "branch": item.branch, "path": item.path or None,
                                  "paths": [p for p, _e in item.changes] if item.base is None else None,
