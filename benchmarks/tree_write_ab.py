@@ -1,7 +1,7 @@
 """Writes into a local folder and into mounts of several code trees, in one run, interleaved (issue 36, stop 50).
 
     .venv/bin/python benchmarks/tree_write_ab.py [--mib 256] [--rounds 2] [--figs dd4k,dd1M,cp,cp+sync] \\
-        [--passthrough] NAME=TREE[:wbc|:pt=on|:pt=off|:wb|:wb+pt] ...   # as root
+        [--passthrough] NAME=TREE[:wbc|:pt=on|:pt=off|:wb|:wb+pt|:wbs|:wbs+pt] ...   # as root
 
 Each ``NAME=TREE`` is a checkout (``git worktree add --detach /tmp/base REV``, its C extensions built
 with ``setup.py build_ext --inplace``): its mount runs that tree's lakemount (started from the tree, and
@@ -10,7 +10,7 @@ figure; each figure is written into the local folder and then into every mount, 
 other round.  ``benchmarks/ab_revs.py`` refuses revisions whose C sources differ; this does not.
 ``:wbc`` puts ``LM36_EXP_WBC=1`` in that mount's environment, which only an experiment build reads (stop
 50 measured the kernel's writeback cache with one).  ``:pt=on`` / ``:pt=off`` sets that mount's ``mount.passthrough`` (stop 54: FUSE passthrough of
-write-only opens); ``:wb`` turns that mount's ``mount.writeback`` on (stop 55), ``:wb+pt`` both.  ``--passthrough`` adds ``benchmarks/passthrough_fs.py``
+write-only opens); ``:wb`` turns that mount's ``mount.writeback`` on (stop 55), ``:wb+pt`` with passthrough on too, ``:wbs`` and ``:wbs+pt`` the same with ``mount.journal_fsync`` (a close syncs what it journals).  ``--passthrough`` adds ``benchmarks/passthrough_fs.py``
 (the pyfuse3 ceiling).  Figures: ``dd`` of zeros with ``bs=4k`` and ``bs=1M``, ``conv=fsync``, and
 ``dd4k-close``: ``bs=4k`` without the fsync (a close is what makes it durable through the mount); ``cp`` of a
 random file; that ``cp`` then ``sync FILE``; ``cp+fsync``: that ``cp`` then an ``fsync`` of the file by this
@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("--figs", default="dd4k,dd1M,cp", help="of dd4k, dd4k-close, dd1M, cp, cp+sync, cp+fsync, cpr4k, readback")
     parser.add_argument("--dir", default="/tmp", help="where the run's files and mounts go (its filesystem is the disk)")
     parser.add_argument("--passthrough", action="store_true", help="add the minimal pyfuse3 passthrough")
-    parser.add_argument("trees", nargs="+", help="NAME=TREE, NAME=TREE:wbc, NAME=TREE:pt=on|off, NAME=TREE:wb or NAME=TREE:wb+pt")
+    parser.add_argument("trees", nargs="+", help="NAME=TREE, NAME=TREE:wbc, NAME=TREE:pt=on|off, NAME=TREE:wb|wb+pt|wbs|wbs+pt")
     args = parser.parse_args()
     base = tempfile.mkdtemp(prefix="tree-write-ab-", dir=args.dir)
     src = os.path.join(base, "source.bin")
@@ -160,9 +160,10 @@ def main() -> None:
             env = prepare_store(name, base, None) | {"PYTHONPATH": os.path.abspath(tree), "LM36_EXP_WBC": "1" if mode == "wbc" else "0"}
             if mode.startswith("pt="):  # mount.passthrough (stop 54); a tree without that setting refuses the variable
                 env["LAKEMOUNT_MOUNT_PASSTHROUGH"] = mode.removeprefix("pt=")
-            if mode in ("wb", "wb+pt"):  # mount.writeback (stop 55)
+            if mode in ("wb", "wb+pt", "wbs", "wbs+pt"):  # mount.writeback (stop 55); wbs: with mount.journal_fsync
                 env["LAKEMOUNT_MOUNT_WRITEBACK"] = "true"
-                env["LAKEMOUNT_MOUNT_PASSTHROUGH"] = "on" if mode == "wb+pt" else "off"
+                env["LAKEMOUNT_MOUNT_PASSTHROUGH"] = "on" if mode.endswith("+pt") else "off"
+                env["LAKEMOUNT_MOUNT_JOURNAL_FSYNC"] = "true" if mode.startswith("wbs") else "false"
             mp = os.path.join(base, f"mnt-{name}")
             os.chdir(tree)
             try:

@@ -651,10 +651,13 @@ class Writeback:
         good: ``item.error``)."""
         assert item.base is not None
         try:
-            if item.digests is None:
+            unhashed = item.digests is None
+            if unhashed:
                 self._hash_item(item)
             assert item.digests is not None
             info = _store_file(self.catalog, item.repo, item.data, item.digests)
+            if unhashed:
+                _drop_pages(item.data)
         except Unavailable as exc:
             self.report.counts["upload_retries"] += 1
             return self._failed(item, f"the store is unavailable: {exc}")
@@ -924,6 +927,19 @@ def _hash(path: str) -> tuple[int, str, str]:
             md5.update(chunk)
             size += len(chunk)
     return size, sha.hexdigest(), md5.hexdigest()
+
+
+def _drop_pages(path: str) -> None:
+    """Let the kernel drop the cached pages of a data file the kernel wrote through passthrough, once stored (stop
+    55): the store synced it, so they are clean; kept, every next large write takes fresh pages (docs/SCALE.md,
+    stop 51), as the mount's own writes do not (``writes._write_back``)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)  # nothing left to write if the store synced it; never drop a dirty page unwritten
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
 
 
 def _store_file(catalog: Catalog, repo: str, path: str, digests: tuple[int, str, str]) -> DataInfo:
