@@ -20,6 +20,7 @@ import pytest
 from lakemount.app import App
 from lakemount.block import FlakyAdapter
 from lakemount.block.layout import DATA_PREFIX
+from lakemount.fuse import passthrough
 from lakemount.fuse.core import Caller, FileSystem, SetAttr
 from lakemount.fuse.journal import Journal, boot_id
 from lakemount.fuse.writeback import _pending_of
@@ -306,6 +307,45 @@ def test_a_record_journaled_unhashed_is_hashed_by_the_replay_only_where_its_byte
         assert staged_entry is not None and staged_entry.address.endswith(hashlib.sha256(bodies["this-boot"]).hexdigest())
     finally:
         fs.close()
+
+
+def test_passthrough_files_are_journaled_and_read_back_while_the_store_is_down(
+    flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stop 55, write-back with passthrough, no kernel (the kernel's writes made here with ``pwrite`` on the temp
+    file, as in test_passthrough.py): a file past ``SCAN_FROM`` is journaled unhashed (the temp file itself), one
+    under it as a hashed private copy (a descriptor may still write the file).  With the store down, so nothing
+    stages, both read back byte for byte after their last release (the copy's node reads its temp file until the
+    copy is staged: its entry names an object not stored yet); once the store is back both stage, the unhashed
+    one hashed by the pipeline."""
+    app, adapter, factory = flaky
+    monkeypatch.setattr(passthrough, "register", lambda fd: 7)
+    monkeypatch.setattr(passthrough, "close_backing", lambda backing: None)
+    fs = factory()
+    fs.state.passthrough = True  # as the adapter sets it when the kernel took passthrough at INIT
+    pfs = PathFS(fs)
+    adapter.fail_next("put", 10_000, where=OBJECTS)  # nothing reaches the store yet
+    adapter.fail_next("put_file", 10_000, where=OBJECTS)
+    bodies = {"big.bin": os.urandom(passthrough.SCAN_FROM + 5), "medium.bin": os.urandom(3 << 20)}
+    for name, body in bodies.items():
+        opened, attr = fs.create(pfs.ino(MAIN), name.encode(), 0o644, os.O_WRONLY | os.O_TRUNC, pfs.caller)
+        assert opened.backing == 7
+        dirty = fs.state.node(attr.ino).dirty
+        assert dirty is not None
+        os.pwrite(dirty.fd, body, 0)  # the kernel's writes: nothing reaches fs.write
+        fs.flush(opened.fh)
+        fs.release(opened.fh)
+    assert fs.metrics.counter("journaled_unhashed") == 1  # big.bin; medium.bin is a copy
+    assert fs.writeback is not None and fs.writeback.pending() == 2
+    for name, body in bodies.items():
+        assert pfs.read_file(f"{MAIN}/{name}") == body, name
+        assert app.catalog.get_optional(REPO, "main", name) is None  # not staged: read from the journal / temp file
+    adapter.heal()
+    fs.writeback.drain(None)
+    assert lost(app, "main", bodies) == []
+    assert fs.writeback.report.counts["hashed_after_close"] == 1
+    for name, body in bodies.items():
+        assert pfs.read_file(f"{MAIN}/{name}") == body, name
 
 
 def test_fsync_returns_once_the_file_is_staged(flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]]) -> None:
