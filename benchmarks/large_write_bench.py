@@ -42,8 +42,9 @@ race when botocore retried; measure S3 at a smaller size, in its own run:
 (``mount (local)``) and on (``mount (local, kernel passthrough)``: write-only opens go to the temp
 file in the kernel, lakemount/fuse/passthrough.py), for an A/B in one run (stop 54); ``on`` or
 ``off`` mounts it once with that setting (the default: the configuration's, ``auto``).
-``--writeback`` adds one more mount of the local store with ``mount.writeback`` on (stop 55: a close
-journals the file; the pipeline stores and stages it).
+``--writeback`` adds mounts of the local store with ``mount.writeback`` on (stop 55: a close
+journals the file; the pipeline stores and stages it), one per ``--kernel-passthrough`` setting (with
+passthrough on, a large file is journaled unhashed and the pipeline hashes it).
 
 All mounts are up before the first figure; each figure runs into the local
 folder and then into each mount, back to back.  Ratios are local time / mount
@@ -142,8 +143,8 @@ def rate(mib: int, seconds: float) -> str:
 
 
 def mount_counters(mp: str) -> str:
-    wanted = ("saved_bytes", "copy_on_write_bytes", "written_bytes")
-    counts = ("passthrough_opens", "passthrough_saved_copies", "passthrough_refused")
+    wanted = ("saved_bytes", "copy_on_write_bytes", "written_bytes", "journaled_bytes")
+    counts = ("passthrough_opens", "passthrough_saved_copies", "passthrough_refused", "journaled_unhashed")
     found = []
     with open(os.path.join(mp, ".lakefs", "stats")) as f:
         for line in f:
@@ -228,7 +229,8 @@ def main() -> None:
     parser.add_argument("--no-passthrough", action="store_true", help="leave out the pyfuse3 passthrough (the FUSE ceiling)")
     parser.add_argument("--kernel-passthrough", choices=("both", "on", "off"), default=None,
                         help="the local store's mount.passthrough; both: one mount with it off, one with it on")
-    parser.add_argument("--writeback", action="store_true", help="add a mount of the local store with mount.writeback on")
+    parser.add_argument("--writeback", action="store_true",
+                        help="add mounts of the local store with mount.writeback on (one per --kernel-passthrough setting)")
     args = parser.parse_args()
     stores = [s for s in args.stores.split(",") if s]
     base = tempfile.mkdtemp(prefix="large-write-", dir=args.dir)
@@ -267,10 +269,13 @@ def main() -> None:
                     targets[f"mount ({label})"] = os.path.join(mp, REPO, "main")
                     mounts.append((label, mp))
             if args.writeback:
-                mp = os.path.join(base, "mnt-local-wb")
-                stack.enter_context(mounted(prepare_store("local", base, endpoint, writeback=True), mp))
-                targets["mount (local, write-back)"] = os.path.join(mp, REPO, "main")
-                mounts.append(("local, write-back", mp))
+                kp = args.kernel_passthrough
+                for setting in (("off", "on") if kp == "both" else (kp or "",)):
+                    label = "local, write-back" + (", kernel passthrough" if setting == "on" else "")
+                    mp = os.path.join(base, f"mnt-local-wb{'-' + setting if setting else ''}")
+                    stack.enter_context(mounted(prepare_store("local", base, endpoint, setting, writeback=True), mp))
+                    targets[f"mount ({label})"] = os.path.join(mp, REPO, "main")
+                    mounts.append((label, mp))
             print(f"{args.mib} MiB per file, {args.rounds} round(s), in {base}; load {os.getloadavg()[0]:.1f}", flush=True)
             best: dict[tuple[str, str], float] = {}
             for r in range(args.rounds):
