@@ -19,7 +19,8 @@ journal takes a large temp file over at close unhashed and unsynced, and its pip
   temp file in the kernel, as the writer's bytes are.
 
 What the mount no longer sees it reads from the temp file (``DirtyFile.pass_begin``/``catch_up``: size, mtime
-and ctime), and a save hashes the file then (``writes.hash_fd``).  A save while a passthrough open is left
+and ctime), and a save hashes the file then (``writes.hash_fd``); with write-back a large one is journaled unhashed
+and the pipeline hashes it (stop 55).  A save while a passthrough open is left
 (``fsync(2)``, or the close(2) of one descriptor of several) stores a private copy, unless no process holds a
 descriptor of the file any more (:func:`descriptors_open`, asked for a file of ``SCAN_FROM`` bytes or more: the
 descriptor closed by that close(2) is gone from its table when the FLUSH is sent), so a write that follows

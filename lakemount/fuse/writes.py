@@ -65,6 +65,7 @@ import os
 import queue
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, BinaryIO, Final, TypeVar
@@ -100,6 +101,56 @@ def _flusher() -> ThreadPoolExecutor:
         if _flush_pool is None:
             _flush_pool = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="lm-spool-flush")
         return _flush_pool
+
+
+FOLLOW_EVERY: Final = 0.05  # seconds between looks at the temp files the kernel writes through passthrough
+SYNC_FILE_RANGE_WRITE: Final = 2  # <linux/fs.h>: start writing the range back, wait for nothing
+
+_follower_lock = threading.Lock()
+_followed: set[DirtyFile] = set()  # kernel-written files whose growth the follower writes back (stop 55)
+_follower_started = False
+_sync_file_range: Callable[[int, int, int, int], int] | None = None
+
+
+def _start_write_back(fd: int, offset: int, nbytes: int) -> None:
+    """Start writing ``nbytes`` at ``offset`` of ``fd`` back to the disk, without waiting (``sync_file_range``, which
+    Python's ``os`` lacks: libc through ctypes, loaded at the first call)."""
+    global _sync_file_range
+    if _sync_file_range is None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.sync_file_range
+        fn.argtypes = (ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint)
+        fn.restype = ctypes.c_int
+        _sync_file_range = fn
+    _sync_file_range(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE)  # a failure leaves the close's fsync to do it
+
+
+def _follow(dirty: DirtyFile) -> None:
+    """Have the follower thread write back what the kernel appends to ``dirty``'s temp file while it is passed
+    through (the mount's own writes do it every ``FLUSH_EVERY`` bytes: ``_write_back``)."""
+    global _follower_started
+    with _follower_lock:
+        _followed.add(dirty)
+        if not _follower_started:
+            _follower_started = True
+            threading.Thread(target=_follower, name="lm-pass-follow", daemon=True).start()
+
+
+def _follower() -> None:
+    while True:
+        time.sleep(FOLLOW_EVERY)
+        with _follower_lock:
+            files = list(_followed)
+        for dirty in files:
+            try:
+                going = dirty.follow()
+            except OSError:
+                going = False
+            if not going:
+                with _follower_lock:
+                    _followed.discard(dirty)
 
 
 _temp_names = itertools.count()
@@ -249,6 +300,7 @@ class DirtyFile:
         self.backing_id = 0  # their backing id (one per file: the kernel refuses a second one for the inode)
         self.kernel_written = False  # written through passthrough: no running digests, the size is the file's
         self._seen: tuple[int, int, int] | None = None  # (size, mtime, ctime) of the temp file when last caught up
+        self._followed_to = 0  # a kernel-written file: bytes whose write-back the follower started
         try:
             if source is not None and size > 0:
                 with source() as stream:
@@ -321,7 +373,30 @@ class DirtyFile:
             self.kernel_written = True
             self.passing += 1
             self._catch_up()
+            if self.in_place:  # the temp file becomes the object: its bytes go to the disk while they arrive
+                _follow(self)
             return self.backing_id
+
+    def follow(self) -> bool:
+        """Start the write-back of what the kernel appended to the temp file since the last call, once that is
+        ``FLUSH_EVERY`` bytes or more (the follower thread's call, stop 55: the close's fsync, or the journal's, then
+        has little left); False once no passthrough open is left."""
+        with self.lock:
+            if not self.passing or self.fd < 0 or self.held:
+                return False
+            fd, start = os.dup(self.fd), self._followed_to
+        try:
+            size = os.fstat(fd).st_size
+            if size < start:  # cut meanwhile: follow it again from the start
+                start = 0
+            if size - start >= FLUSH_EVERY:
+                _start_write_back(fd, start, size - start)
+                start = size
+        finally:
+            os.close(fd)
+        with self.lock:
+            self._followed_to = start
+        return True
 
     def kernel_mtime_ns(self) -> int:
         """The temp file's mtime (what the kernel's passthrough writes stamped), after a catch-up; 0 if unknown."""
