@@ -94,6 +94,7 @@ class Pending:
     # put records of a private copy of a kernel-written file (a passthrough open may still write the temp file):
     # the node and its temp file, which it reads from (``pending``) until the copy is staged (stop 55)
     copy_of: tuple[Node, DirtyFile] | None = None
+    hashed_late: bool = False  # put records journaled unhashed, once the pipeline hashed them
     size: int = 0
     failed_since: float = 0.0
     error: str = ""
@@ -651,12 +652,11 @@ class Writeback:
         good: ``item.error``)."""
         assert item.base is not None
         try:
-            unhashed = item.digests is None
-            if unhashed:
+            if item.digests is None:
                 self._hash_item(item)
             assert item.digests is not None
             info = _store_file(self.catalog, item.repo, item.data, item.digests)
-            if unhashed:
+            if item.hashed_late:
                 _drop_pages(item.data)
         except Unavailable as exc:
             self.report.counts["upload_retries"] += 1
@@ -676,7 +676,7 @@ class Writeback:
         if digests[0] != item.size:  # the replay checked the size; this run's own data file never changes
             raise OSError(errno.EIO, f"journal data file {item.data} holds {digests[0]} bytes, not {item.size}")
         assert item.base is not None
-        unhashed, item.digests = item.base, digests
+        unhashed, item.digests, item.hashed_late = item.base, digests, True
         item.base = with_changes(unhashed, address=content_address(digests[1]), etag=digests[2])
         node = item.node
         if node is not None:
