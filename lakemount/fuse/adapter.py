@@ -170,7 +170,7 @@ class FuseOperations(pyfuse3.Operations):
         kflags.set_fast(self)  # undone by the runner once the session ends
         # Write-only opens the kernel writes itself (fuse/passthrough.py), if the INIT reply asked for it.
         options = self.fs.options
-        self.fs.state.passthrough = (passthrough.wanted(options.passthrough, writeback=options.writeback)
+        self.fs.state.passthrough = (passthrough.wanted(options.passthrough)
                                      and passthrough.granted(options.passthrough))
 
     # ------------------------------------------------------------------ plumbing

@@ -9,7 +9,9 @@ data file and the data's SHA-256 (a small file's record carries its bytes too,
 ``inline``: only the log needs a sync for it, and the replay writes its data file
 again from them if the crash lost it); ``apply`` records carry staged changes as
 they were made; ``done`` records say every record up to a sequence number is
-staged.  :meth:`Journal.replay` returns what is not done: a torn tail (a record
+staged.  A ``put`` record of a large file written through passthrough may carry no digests (stop 55: the
+close journals it unhashed, the pipeline hashes it); it names the boot it was written in instead, and whether its
+data file was synced before it.  :meth:`Journal.replay` returns what is not done: a torn tail (a record
 whose write never finished, so it was never acknowledged) is cut off; a record
 whose checksum fails, or whose data file does not hold the bytes it names, is
 returned apart as corrupt, to be kept aside, never staged.  With ``fsync``
@@ -177,6 +179,34 @@ class Journal:
         return out
 
 
+def boot_id() -> str:
+    """The kernel's id of this boot ("" if unknown): a replay in the same boot saw no power loss since the record."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _check_unhashed(body: dict[str, Any], path: str) -> str:
+    """Why a ``put`` record journaled unhashed (no digests) may not be staged ("" when it may).
+
+    Its bytes can be trusted when they cannot have been torn: the record says its data file was synced before
+    it was appended, or the replay runs in the boot that wrote it (a ``kill -9`` of the mount leaves the file
+    whole in the page cache; only a power loss or a crash of the host can tear it).  Otherwise, or when the
+    file's size is not the record's, it is kept aside (never staged as wrong bytes)."""
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return f"its data file {path} cannot be read"
+    if size != body.get("size"):
+        return f"its data file {path} holds {size} bytes, not the {body.get('size')} the record names"
+    if not body.get("synced") and (not body.get("boot") or body.get("boot") != boot_id()):
+        return (f"its data file {path} was journaled unhashed and unsynced before the host restarted "
+                "(a power loss may have torn it; no digest can tell)")
+    return ""
+
+
 def _check_data(body: dict[str, Any]) -> str:
     """Why a ``put`` record's data file does not hold its bytes ("" when it does).
 
@@ -200,6 +230,8 @@ def _check_data(body: dict[str, Any]) -> str:
             except OSError as exc:
                 return f"its data file {path} cannot be written again: {exc.strerror}"
         return ""
+    if not body.get("sha256"):
+        return _check_unhashed(body, path)
     found = _file_digest(path)
     if found is None:
         return f"its data file {path} cannot be read"

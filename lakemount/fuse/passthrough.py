@@ -6,8 +6,8 @@ with no request to the daemon: the mount registers the open's temp file on the s
 ``_kflags.c`` asks for passthrough in the INIT reply and writes the id into the open reply).  A 1 MiB
 write then costs what a write to a local file costs: no copy through ``/dev/fuse``, no request, no Python.
 
-The mount uses it (``mount.passthrough``: ``auto``, ``on``, ``off``; never with write-back, whose journal
-takes the temp file over at close) for an open that:
+The mount uses it (``mount.passthrough``: ``auto``, ``on``, ``off``; with write-back too since stop 55: the
+journal takes a large temp file over at close unhashed and unsynced, and its pipeline hashes it) for an open that:
 
 * is write-only (``cp``, ``dd``, Spark's output streams), of a regular file on a repository whose store keeps the
   temp file itself as the object (the local block store, ``in_place``): on S3 the mount's own writes send each
@@ -19,7 +19,8 @@ takes the temp file over at close) for an open that:
   temp file in the kernel, as the writer's bytes are.
 
 What the mount no longer sees it reads from the temp file (``DirtyFile.pass_begin``/``catch_up``: size, mtime
-and ctime), and a save hashes the file then (``writes.hash_fd``).  A save while a passthrough open is left
+and ctime), and a save hashes the file then (``writes.hash_fd``); with write-back a large one is journaled unhashed
+and the pipeline hashes it (stop 55).  A save while a passthrough open is left
 (``fsync(2)``, or the close(2) of one descriptor of several) stores a private copy, unless no process holds a
 descriptor of the file any more (:func:`descriptors_open`, asked for a file of ``SCAN_FROM`` bytes or more: the
 descriptor closed by that close(2) is gone from its table when the FLUSH is sent), so a write that follows
@@ -45,12 +46,12 @@ SCAN_FROM: Final = 16 << 20  # below this a save while a passthrough open is lef
 _refused_logged = False
 
 
-def wanted(mode: str, *, writeback: bool) -> bool:
-    """Whether a mount with ``mount.passthrough`` = ``mode`` asks the kernel for passthrough (never with write-back).
-    Raises ValueError for an unknown mode."""
+def wanted(mode: str) -> bool:
+    """Whether a mount with ``mount.passthrough`` = ``mode`` asks the kernel for passthrough (with or without
+    write-back: stop 55).  Raises ValueError for an unknown mode."""
     if mode not in MODES:
         raise ValueError(f"mount.passthrough must be one of {', '.join(MODES)}, not {mode!r}")
-    return mode != "off" and not writeback
+    return mode != "off"
 
 
 def granted(mode: str) -> bool:

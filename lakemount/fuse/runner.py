@@ -287,7 +287,7 @@ def run_mount(
         # As root the kernel takes allow_other without /etc/fuse.conf's user_allow_other (fusermount3 asks for it
         # from other users only); the access control below is what keeps other users to their policies.
         fuse_options.add("allow_other")
-    kflags.want_passthrough(passthrough.wanted(options.passthrough, writeback=options.writeback))
+    kflags.want_passthrough(passthrough.wanted(options.passthrough))
     try:
         pyfuse3.init(ops, mp, fuse_options)
     except RuntimeError as exc:

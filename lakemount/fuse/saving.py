@@ -176,7 +176,7 @@ class Saver:
             dirty.end_save(dirty.begin_save())
             return
         if self.writeback is not None and not node.names:
-            self.writeback.save(node, dirty)
+            self.writeback.save(node, dirty, functools.partial(self._may_write, node, dirty) if dirty.kernel_written else None)
             return
         catalog = self.state.catalog
         # A new file's first close: staged with the other first closes in flight on the branch (closes.py),

@@ -38,7 +38,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -50,12 +50,13 @@ from lakemount.errors import LakeMountError, Unavailable
 from lakemount.fuse.errno import FsError
 from lakemount.fuse.inodes import Node
 from lakemount.fuse.journal import Journal, Record
+from lakemount.fuse.journal import boot_id as _journal_boot_id
 from lakemount.fuse.linked import stage_on_names
 from lakemount.fuse.listing import Child, ChildKind
 from lakemount.fuse.scope import Scopes
 from lakemount.fuse.state import MountState, with_changes
 from lakemount.fuse.tree import Tree
-from lakemount.fuse.writes import DirtyFile, new_temp
+from lakemount.fuse.writes import DirtyFile, hash_fd, new_temp
 
 if TYPE_CHECKING:
     from lakemount.catalog.catalog import Catalog
@@ -70,6 +71,7 @@ INLINE_MAX: Final = 64 << 10  # a file up to this size is journaled inside its r
 MEMORY_HELD_MAX: Final = 64 << 20  # journaled small files' bytes kept in RAM until staged, at most (then on disk)
 LOCAL_SAVE_MAX: Final = 1 << 20  # a file up to this size is journaled on the request loop (save_is_local)
 BACKOFF: Final = (0.05, 2.0)  # first and longest wait between retries of an unavailable store
+HASH_LATER_FROM: Final = 1 << 20  # a kernel-written file this large is journaled unhashed: the pipeline hashes it (stop 55)
 
 BranchKey = tuple[str, str]
 
@@ -86,9 +88,13 @@ class Pending:
     base: Entry | None = None
     data: str = ""
     inline: bytes | None = None  # put records of a small file held in memory: its bytes (no data file)
-    digests: tuple[int, str, str] | None = None
+    digests: tuple[int, str, str] | None = None  # None for put records journaled unhashed until the pipeline hashes them
     node: Node | None = None  # put records of this run: the node holding the data file as its temp file
     dirty: DirtyFile | None = None
+    # put records of a private copy of a kernel-written file (a passthrough open may still write the temp file):
+    # the node and its temp file, which it reads from (``pending``) until the copy is staged (stop 55)
+    copy_of: tuple[Node, DirtyFile] | None = None
+    hashed_late: bool = False  # put records journaled unhashed, once the pipeline hashed them
     size: int = 0
     failed_since: float = 0.0
     error: str = ""
@@ -190,9 +196,12 @@ class Writeback:
         self.journal.close()
 
     # ------------------------------------------------------------------ journaling
-    def save(self, node: Node, dirty: DirtyFile) -> None:
+    def save(self, node: Node, dirty: DirtyFile, may_write: Callable[[], bool] | None = None) -> None:
         """Journal ``node``'s written content (its temp file becomes the journal's data file).
 
+        A file the kernel wrote through passthrough (``may_write``: whether a descriptor may still write it, as
+        for ``DirtyFile.store``) of ``HASH_LATER_FROM`` bytes or more is journaled unhashed (stop 55): its record
+        has its size and no digests, its entry no content address until the pipeline hashes the data file.
         Raises ``FsError(ENOSPC)`` when the journal stays full, ``OSError`` from the disk.
         """
         scope = node.scope
@@ -206,9 +215,16 @@ class Writeback:
             data = ""
             version, content, digests = dirty.snapshot(hold=not share)
         else:
-            version, (data, digests) = dirty.store(
-                lambda path, known, _link, _finish: self._hand_over(dirty, path, known, share=share)
+            version, (data, known_digests) = dirty.store(
+                lambda path, known, _link, _finish: self._hand_over(dirty, path, known, share=share),
+                may_write, hash_later_from=HASH_LATER_FROM,
             )
+            copied = data != dirty.path and dirty.kernel_written  # a copy: a passthrough open may still write the file
+            share = share or copied
+            if known_digests is None:
+                self._save_unhashed(node, dirty, version, data)
+                return
+            digests = known_digests
         # The content address is known from the digests: the node's entry is final now, before any upload.
         base = with_changes(node.entry or Entry("", 0), address=content_address(digests[1]), size=digests[0], etag=digests[2])
         # A file the branch has may have been linked by another mount meanwhile: it is staged on its names then.
@@ -216,6 +232,10 @@ class Writeback:
         item = Pending(0, scope.repo, scope.branch, [], path=node.path, base=base, data=data, inline=content,
                        digests=digests, node=None if share else node, dirty=None if share else dirty, size=digests[0],
                        known=known)
+        if content is None and copied and not dirty.held:
+            # The node's entry names an object not stored until the copy is staged: it reads its temp file until then.
+            item.copy_of = (node, dirty)
+            dirty.pending = True
         body = {"op": "put", "repo": item.repo, "branch": item.branch, "path": item.path, "entry": base.value().hex(),
                 "data": data, "size": digests[0], "sha256": digests[1], "md5": digests[2], "known": known}
         if content is not None:
@@ -231,7 +251,9 @@ class Writeback:
             except OSError:
                 if not share:
                     dirty.held = dirty.pending = False
-                elif data:
+                elif item.copy_of is not None:
+                    dirty.pending = False
+                if share and data:
                     with contextlib.suppress(OSError):
                         os.unlink(data)
                 raise
@@ -248,16 +270,74 @@ class Writeback:
         self.state.metrics.add("journaled_files")
         self.state.metrics.add("journaled_bytes", item.size)
 
+    def _save_unhashed(self, node: Node, dirty: DirtyFile, version: int, data: str) -> None:
+        """Journal a large kernel-written file held unhashed (``save``, stop 55): the record names its data file and
+        size, and the boot it was closed in (a replay in another boot cannot trust bytes no digest vouches for,
+        unless the journal synced them before the record: ``mount.journal_fsync``)."""
+        scope = node.scope
+        assert scope is not None
+        size = os.fstat(dirty.fd).st_size
+        # No content address until the pipeline hashes it: this mount reads the journal's file meanwhile.
+        base = with_changes(node.entry or Entry("", 0), address="", size=size, etag="")
+        known = (scope.repo, scope.branch, node.path) not in self._fresh
+        item = Pending(0, scope.repo, scope.branch, [], path=node.path, base=base, data=data, digests=None, node=node,
+                       dirty=dirty, size=size, known=known)
+        body = {"op": "put", "repo": item.repo, "branch": item.branch, "path": item.path, "entry": base.value().hex(),
+                "data": data, "size": size, "sha256": "", "md5": "", "known": known, "boot": boot_id(),
+                "synced": self.journal.fsync}
+        self._append_put(node, dirty, version, item, body, data_fd=dirty.fd, share=False)
+
+    def _append_put(self, node: Node, dirty: DirtyFile, version: int, item: Pending, body: dict[str, Any], *,
+                    data_fd: int, share: bool) -> None:
+        """Append put record ``body`` of ``item`` (its ``seq`` set) and queue it: see ``save``."""
+        with self._order:
+            try:
+                item.seq = self.journal.append(body, data_fd=data_fd, data_path=item.data)
+            except OSError:
+                if not share:
+                    dirty.held = dirty.pending = False
+                raise
+            dirty.end_save(version)
+            with self.state.table.lock:
+                node.entry = item.base
+            with self._cond:
+                deferred = self._deferred.get(item.key)
+                if deferred is not None and deferred.pop(item.path, None) is not None:  # this record is its create too
+                    if not deferred:
+                        del self._deferred[item.key]
+                    self.state.metrics.add("creates_merged")
+                self._enqueue(item)
+        self.state.metrics.add("journaled_files")
+        self.state.metrics.add("journaled_bytes", item.size)
+        self.state.metrics.add("journaled_unhashed")
+
     def save_is_local(self, dirty: DirtyFile) -> bool:
         """True if :meth:`save` of ``dirty`` waits for nothing: the journal has room, the digests are known
         (no hashing of a large file), and nothing else holds the temp file."""
-        if self.journal.fsync or dirty.size > LOCAL_SAVE_MAX or dirty.lock.locked():
+        if self.journal.fsync or dirty.size > LOCAL_SAVE_MAX or dirty.lock.locked() or dirty.kernel_written:
             return False
         with self._cond:
             return not self._bytes or self._bytes + dirty.size <= self.max_bytes
 
-    def _hand_over(self, dirty: DirtyFile, path: str, known: tuple[int, str, str] | None, *, share: bool) -> tuple[str, tuple[int, str, str]]:
-        """Under the temp file's lock: its digests, and the journal's data file (itself, or a copy when shared)."""
+    def _hand_over(self, dirty: DirtyFile, path: str, known: tuple[int, str, str] | None, *,
+                   share: bool) -> tuple[str, tuple[int, str, str] | None]:
+        """Under the temp file's lock: its digests, and the journal's data file (itself, or a copy when shared).
+
+        ``path`` other than the temp file's is a private copy of a kernel-written file (``DirtyFile.store``
+        deletes it once this returns): it becomes the data file by a new name.  Digests None (``known`` None
+        for the temp file itself): a kernel-written file handed over unhashed (stop 55)."""
+        if path != dirty.path:
+            assert known is not None
+            fd, copy = new_temp(self.journal.spool, "j-")
+            os.close(fd)
+            os.replace(path, copy)
+            if self.journal.fsync:
+                with open(copy, "rb") as f:
+                    os.fdatasync(f.fileno())
+            return copy, known
+        if known is None and dirty.kernel_written and not share:
+            dirty.held = dirty.pending = True
+            return path, None
         digests = known or _hash(path)
         if share:
             fd, copy = new_temp(self.journal.spool, "j-")
@@ -568,10 +648,16 @@ class Writeback:
         return [id(item) in done for item in items]
 
     def _upload(self, item: Pending) -> bool:
-        """Store ``item``'s data file; True when done (or failed for good: ``item.error``)."""
-        assert item.base is not None and item.digests is not None
+        """Store ``item``'s data file (hashed first if it was journaled unhashed); True when done (or failed for
+        good: ``item.error``)."""
+        assert item.base is not None
         try:
+            if item.digests is None:
+                self._hash_item(item)
+            assert item.digests is not None
             info = _store_file(self.catalog, item.repo, item.data, item.digests)
+            if item.hashed_late:
+                _drop_pages(item.data)
         except Unavailable as exc:
             self.report.counts["upload_retries"] += 1
             return self._failed(item, f"the store is unavailable: {exc}")
@@ -581,6 +667,27 @@ class Writeback:
         item.changes = [(item.path, with_changes(item.base, address=info.address, size=info.size, etag=info.etag))]
         self.report.counts["uploaded"] += 1
         return True
+
+    def _hash_item(self, item: Pending) -> None:
+        """Hash the data file of a record journaled unhashed (stop 55): its digests, and the content address of its
+        entry on the node and in the overlay (both lacked one).  The file is held: nothing writes it any more."""
+        with open(item.data, "rb") as f:
+            digests = hash_fd(f.fileno())
+        if digests[0] != item.size:  # the replay checked the size; this run's own data file never changes
+            raise OSError(errno.EIO, f"journal data file {item.data} holds {digests[0]} bytes, not {item.size}")
+        assert item.base is not None
+        unhashed, item.digests, item.hashed_late = item.base, digests, True
+        item.base = with_changes(unhashed, address=content_address(digests[1]), etag=digests[2])
+        node = item.node
+        if node is not None:
+            with self.state.table.lock:
+                if node.entry is unhashed:
+                    node.entry = item.base
+        with self._cond:
+            over = self._overlay.get(item.key)
+            if over is not None and over.get(item.path, (None,))[0] == item.seq:
+                over[item.path] = (item.seq, item.base)
+        self.report.counts["hashed_after_close"] += 1
 
     def _failed(self, item: Pending, why: str) -> bool:
         """Note a retryable failure; past ``retry`` seconds of them it is final (``item.error``)."""
@@ -674,9 +781,22 @@ class Writeback:
                 self.state.table.set_names(node, group.gid if group is not None else "", item.names if len(item.names) > 1 else ())
         elif dirty is not None:
             dirty.pending = False
+        if item.copy_of is not None and entry is not None:
+            self._copy_staged(item.copy_of, entry)
         if item.data:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(item.data)
+
+    def _copy_staged(self, copy_of: tuple[Node, DirtyFile], entry: Entry) -> None:
+        """A private copy of a kernel-written file is staged as ``entry``: the node reads the stored object from now on
+        if its temp file holds nothing newer, else it goes on reading the temp file (saved at its next close)."""
+        node, dirty = copy_of
+        if dirty.held:  # a later record journaled the temp file itself: that record settles the node
+            return
+        if dirty.modified:
+            dirty.pending = False
+            return
+        self._settle(node, dirty, entry)
 
     def _settle(self, node: Node, dirty: DirtyFile, entry: Entry) -> None:
         """The node's journaled file is staged as ``entry``: it lets go of the temp file unless a handle reads it."""
@@ -725,6 +845,8 @@ class Writeback:
         if item.dirty is not None:
             item.dirty.pending = False
             item.dirty.held = True  # its file moved: never deleted or written here
+        if item.copy_of is not None and not item.copy_of[1].held:
+            item.copy_of[1].pending = False
         self.report.counts["kept_aside"] += 1
         self.report.kept.append({"repo": item.repo, "branch": item.branch, "path": item.path or None,
                                  "paths": [p for p, _e in item.changes] if item.base is None else None,
@@ -757,13 +879,20 @@ def _pending_of(rec: Record) -> Pending | None:
         data = str(body["data"])
         # A record without a data file carries its bytes (checked against its digests by the replay).
         inline = base64.b64decode(str(body["inline"])) if not data else None
+        # A record journaled unhashed (stop 55) has no digests: the pipeline hashes its data file.
+        digests = (int(body["size"]), str(body["sha256"]), str(body["md5"])) if body["sha256"] else None
         return Pending(rec.seq, repo, branch, [], path=str(body["path"]), base=decode_value(bytes.fromhex(body["entry"])),
-                       data=data, inline=inline, digests=(int(body["size"]), str(body["sha256"]), str(body["md5"])),
+                       data=data, inline=inline, digests=digests,
                        size=int(body["size"]), known=bool(body.get("known", False)))
     if body.get("op") == "apply":
         return Pending(rec.seq, repo, branch,
                        [(str(p), None if v is None else decode_value(bytes.fromhex(v))) for p, v in body["changes"]])
     return None
+
+
+def boot_id() -> str:
+    """This boot of the host (a record journaled unhashed names it: journal.py's replay)."""
+    return _journal_boot_id()
 
 
 def _made_dirs(item: Pending) -> list[str]:
@@ -798,6 +927,19 @@ def _hash(path: str) -> tuple[int, str, str]:
             md5.update(chunk)
             size += len(chunk)
     return size, sha.hexdigest(), md5.hexdigest()
+
+
+def _drop_pages(path: str) -> None:
+    """Let the kernel drop the cached pages of a data file the kernel wrote through passthrough, once stored (stop
+    55): the store synced it, so they are clean; kept, every next large write takes fresh pages (docs/SCALE.md,
+    stop 51), as the mount's own writes do not (``writes._write_back``)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)  # nothing left to write if the store synced it; never drop a dirty page unwritten
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
 
 
 def _store_file(catalog: Catalog, repo: str, path: str, digests: tuple[int, str, str]) -> DataInfo:

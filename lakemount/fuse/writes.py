@@ -49,7 +49,9 @@ otherwise change a stored object): the copy is what is hashed and becomes the ob
 With write-back (:mod:`~lakemount.fuse.writeback`) a saved temp file is *held*:
 it became the journal's data file, so it is never written again (a new write
 gets a fresh copy, :class:`Held` tells a writer that raced with the hand-over)
-and never deleted here.
+and never deleted here.  A large kernel-written file is handed to the journal
+unhashed (``store(hash_later_from=...)``, stop 55): the close neither reads it
+back nor syncs it, and the pipeline hashes it after the close.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ import os
 import queue
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, BinaryIO, Final, TypeVar
@@ -98,6 +101,56 @@ def _flusher() -> ThreadPoolExecutor:
         if _flush_pool is None:
             _flush_pool = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="lm-spool-flush")
         return _flush_pool
+
+
+FOLLOW_EVERY: Final = 0.05  # seconds between looks at the temp files the kernel writes through passthrough
+SYNC_FILE_RANGE_WRITE: Final = 2  # <linux/fs.h>: start writing the range back, wait for nothing
+
+_follower_lock = threading.Lock()
+_followed: set[DirtyFile] = set()  # kernel-written files whose growth the follower writes back (stop 55)
+_follower_started = False
+_sync_file_range: Callable[[int, int, int, int], int] | None = None
+
+
+def _start_write_back(fd: int, offset: int, nbytes: int) -> None:
+    """Start writing ``nbytes`` at ``offset`` of ``fd`` back to the disk, without waiting (``sync_file_range``, which
+    Python's ``os`` lacks: libc through ctypes, loaded at the first call)."""
+    global _sync_file_range
+    if _sync_file_range is None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.sync_file_range
+        fn.argtypes = (ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint)
+        fn.restype = ctypes.c_int
+        _sync_file_range = fn
+    _sync_file_range(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE)  # a failure leaves the close's fsync to do it
+
+
+def _follow(dirty: DirtyFile) -> None:
+    """Have the follower thread write back what the kernel appends to ``dirty``'s temp file while it is passed
+    through (the mount's own writes do it every ``FLUSH_EVERY`` bytes: ``_write_back``)."""
+    global _follower_started
+    with _follower_lock:
+        _followed.add(dirty)
+        if not _follower_started:
+            _follower_started = True
+            threading.Thread(target=_follower, name="lm-pass-follow", daemon=True).start()
+
+
+def _follower() -> None:
+    while True:
+        time.sleep(FOLLOW_EVERY)
+        with _follower_lock:
+            files = list(_followed)
+        for dirty in files:
+            try:
+                going = dirty.follow()
+            except OSError:
+                going = False
+            if not going:
+                with _follower_lock:
+                    _followed.discard(dirty)
 
 
 _temp_names = itertools.count()
@@ -247,6 +300,7 @@ class DirtyFile:
         self.backing_id = 0  # their backing id (one per file: the kernel refuses a second one for the inode)
         self.kernel_written = False  # written through passthrough: no running digests, the size is the file's
         self._seen: tuple[int, int, int] | None = None  # (size, mtime, ctime) of the temp file when last caught up
+        self._followed_to = 0  # a kernel-written file: bytes whose write-back the follower started
         try:
             if source is not None and size > 0:
                 with source() as stream:
@@ -319,7 +373,30 @@ class DirtyFile:
             self.kernel_written = True
             self.passing += 1
             self._catch_up()
+            if self.in_place:  # the temp file becomes the object: its bytes go to the disk while they arrive
+                _follow(self)
             return self.backing_id
+
+    def follow(self) -> bool:
+        """Start the write-back of what the kernel appended to the temp file since the last call, once that is
+        ``FLUSH_EVERY`` bytes or more (the follower thread's call, stop 55: the close's fsync, or the journal's, then
+        has little left); False once no passthrough open is left."""
+        with self.lock:
+            if not self.passing or self.fd < 0 or self.held:
+                return False
+            fd, start = os.dup(self.fd), self._followed_to
+        try:
+            size = os.fstat(fd).st_size
+            if size < start:  # cut meanwhile: follow it again from the start
+                start = 0
+            if size - start >= FLUSH_EVERY:
+                _start_write_back(fd, start, size - start)
+                start = size
+        finally:
+            os.close(fd)
+        with self.lock:
+            self._followed_to = start
+        return True
 
     def kernel_mtime_ns(self) -> int:
         """The temp file's mtime (what the kernel's passthrough writes stamped), after a catch-up; 0 if unknown."""
@@ -344,7 +421,9 @@ class DirtyFile:
                 self._catch_up()
 
     def _catch_up(self) -> None:
-        if not self.kernel_written or self.fd < 0:
+        # A held file is the journal's data file: no descriptor writes it any more (a save while one might
+        # journals a copy), and the pipeline's link of it into the store changes its ctime, not its bytes.
+        if not self.kernel_written or self.fd < 0 or self.held:
             return
         st = os.fstat(self.fd)
         seen = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -537,7 +616,7 @@ class DirtyFile:
         self.fd, self.path, self.frozen = fd, path, False
 
     def store(self, put: Callable[[str, tuple[int, str, str] | None, bool, Finish | None], T],
-              may_write: Callable[[], bool] | None = None) -> tuple[int, T]:
+              may_write: Callable[[], bool] | None = None, *, hash_later_from: int | None = None) -> tuple[int, T]:
         """Run ``put(path, digests, link, finish)`` while no write can change the file; returns the version
         stored and the result.
 
@@ -552,12 +631,15 @@ class DirtyFile:
         A kernel-written file (passthrough) is hashed here; while a passthrough open is left, ``may_write()``
         says whether a descriptor may still write it (None: assume so): then a private copy is stored instead
         of the file, and a write the kernel makes meanwhile shows as a change at the next catch-up.
+        ``hash_later_from`` (write-back, stop 55): a kernel-written file of at least that many bytes that no
+        descriptor may still write is handed to ``put`` as it is, neither hashed nor synced (``digests`` None:
+        the journal's pipeline hashes it after the close); a private copy is always hashed.
         """
         with self.lock:
             self._spill()  # what ``put`` stores is a file
             self._wait_flush()
             if self.kernel_written:
-                return self._store_kernel_written(put, may_write)
+                return self._store_kernel_written(put, may_write, hash_later_from)
             digests = self.digests()
             stream, self.stream, self._may_stream = self.stream, None, False
             finish: Finish | None = None
@@ -577,7 +659,7 @@ class DirtyFile:
             return self.version, result
 
     def _store_kernel_written(self, put: Callable[[str, tuple[int, str, str] | None, bool, Finish | None], T],
-                              may_write: Callable[[], bool] | None) -> tuple[int, T]:
+                              may_write: Callable[[], bool] | None, hash_later_from: int | None = None) -> tuple[int, T]:
         """``store`` of a file the kernel wrote (under ``lock``): see there."""
         self._catch_up()
         version = self.version
@@ -594,6 +676,8 @@ class DirtyFile:
                     os.unlink(path)
             self._seen = seen  # a write made during the copy is a change still to save
             return version, result
+        if hash_later_from is not None and self.size >= hash_later_from:
+            return version, put(self.path, None, self.in_place, None)  # the journal's: hashed after the close
         # The fsync the store makes of the file (in place) runs beside the hash: the disk and a core at once.
         syncing = _flusher().submit(os.fsync, self.fd) if self.in_place else None
         try:

@@ -14,7 +14,7 @@ import pytest
 from lakemount.app import App
 from lakemount.block.layout import data_address
 from lakemount.catalog.streaming import parts_etag
-from lakemount.fuse import passthrough
+from lakemount.fuse import passthrough, writes
 from lakemount.fuse.core import FileSystem
 from lakemount.fuse.values import Caller
 from lakemount.fuse.writes import MD5_MAX, MEMORY_MAX
@@ -184,9 +184,44 @@ def test_descriptors_open_finds_a_process_holding_the_file(tmp_path: os.PathLike
         child.wait()
 
 
-def test_the_setting_asks_for_passthrough_only_when_on_or_auto_and_never_with_write_back() -> None:
-    assert passthrough.wanted("auto", writeback=False) and passthrough.wanted("on", writeback=False)
-    assert not passthrough.wanted("off", writeback=False)
-    assert not passthrough.wanted("on", writeback=True)  # the journal takes the temp file over at close
+def test_the_setting_asks_for_passthrough_only_when_on_or_auto() -> None:
+    # With write-back too (stop 55): the journal takes a large kernel-written file over unhashed.
+    assert passthrough.wanted("auto") and passthrough.wanted("on")
+    assert not passthrough.wanted("off")
     with pytest.raises(ValueError, match="mount.passthrough"):
-        passthrough.wanted("yes", writeback=False)
+        passthrough.wanted("yes")
+
+
+def test_the_follower_starts_the_write_back_of_what_the_kernel_appends(
+    ptfs: FileSystem, backing: dict[str, list[int]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stop 55: while a passthrough open writes a file the store will link (in place), the follower starts the
+    write-back of each ``FLUSH_EVERY`` bytes appended (``sync_file_range``), so the close's fsync has little left;
+    it lets the file go once no passthrough open is left."""
+    started: list[tuple[int, int]] = []
+    monkeypatch.setattr(writes, "_start_write_back", lambda fd, offset, n: started.append((offset, n)))
+    caller = Caller()
+    opened, attr = ptfs.create(branch_dir(ptfs), b"followed.bin", 0o644, os.O_WRONLY | os.O_TRUNC, caller)
+    dirty = ptfs.state.node(attr.ino).dirty
+    assert dirty is not None and dirty.passing == 1 and dirty in writes._followed
+    os.pwrite(dirty.fd, b"x" * (writes.FLUSH_EVERY - 1), 0)  # the kernel's writes
+    assert dirty.follow() and started == []  # less than FLUSH_EVERY appended: nothing yet
+
+    def covered() -> int:  # the follower thread may have made some of the calls: the ranges run on from 0
+        end = 0
+        for offset, n in sorted(started):
+            assert offset == end, started
+            end += n
+        return end
+
+    os.pwrite(dirty.fd, b"y" * (writes.FLUSH_EVERY + 2), writes.FLUSH_EVERY - 1)
+    size = 2 * writes.FLUSH_EVERY + 1
+    assert dirty.follow() and size - writes.FLUSH_EVERY < covered() <= size  # at most FLUSH_EVERY left unstarted
+    os.pwrite(dirty.fd, b"z" * writes.FLUSH_EVERY, 2 * writes.FLUSH_EVERY + 1)
+    size = 3 * writes.FLUSH_EVERY + 1
+    assert dirty.follow() and size - writes.FLUSH_EVERY < covered() <= size
+    ptfs.flush(opened.fh)
+    ptfs.release(opened.fh)
+    calls = len(started)
+    assert not dirty.follow()  # no passthrough open left: the follower forgets it
+    assert len(started) == calls

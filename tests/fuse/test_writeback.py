@@ -20,8 +20,9 @@ import pytest
 from lakemount.app import App
 from lakemount.block import FlakyAdapter
 from lakemount.block.layout import DATA_PREFIX
+from lakemount.fuse import passthrough
 from lakemount.fuse.core import Caller, FileSystem, SetAttr
-from lakemount.fuse.journal import Journal
+from lakemount.fuse.journal import Journal, boot_id
 from lakemount.fuse.writeback import _pending_of
 from lakemount.fuse.writes import MEMORY_MAX
 from lakemount.graveler.moves import move_of
@@ -265,6 +266,86 @@ def test_a_corrupt_record_is_named_kept_aside_and_never_staged(app: App, home: s
         assert len([p for p in recovered(home) if p.endswith(".record")]) == 2
     finally:
         fs.close()
+
+
+def test_a_record_journaled_unhashed_is_hashed_by_the_replay_only_where_its_bytes_cannot_be_torn(app: App, home: str) -> None:
+    """Stop 55: a large file written through passthrough is journaled at close with no digests.  The replay stages
+    such a record (hashing its data file) when it runs in the boot that wrote it (a kill -9 of the mount tears no
+    file) or when the record says its data was synced first; one from another boot, unsynced, or whose data file
+    is not the size it names, is kept aside, never staged."""
+    journal_dir = os.path.join(home, "journal")
+    journal = Journal(journal_dir, fsync=False)
+    here = boot_id()
+    assert here, "no boot id to compare"
+    bodies = {name: os.urandom(3 << 20) for name in ("this-boot", "synced-elsewhere", "unsynced-elsewhere", "torn")}
+    kinds = {"this-boot": (here, False), "synced-elsewhere": ("an-earlier-boot", True),
+             "unsynced-elsewhere": ("an-earlier-boot", False), "torn": (here, False)}
+    entry = app.catalog.put(REPO, "main", "seed", b"").value().hex()
+    for name, data in bodies.items():
+        path = os.path.join(journal.spool, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        boot, synced = kinds[name]
+        journal.append({"op": "put", "repo": REPO, "branch": "main", "path": name, "entry": entry, "data": path,
+                        "size": len(data), "sha256": "", "md5": "", "known": False, "boot": boot, "synced": synced})
+    journal.close()
+    os.truncate(os.path.join(journal.spool, "torn"), 1 << 20)  # the crash left it short
+    fs = make_fs(app, home, "replay", **wb_options(home))
+    try:
+        assert fs.writeback is not None
+        assert fs.writeback.report.counts["corrupt"] == 2
+        assert fs.writeback.report.counts["hashed_after_close"] == 2  # the pipeline hashed the two it staged
+        assert lost(app, "main", {n: bodies[n] for n in ("this-boot", "synced-elsewhere")}) == []
+        assert app.catalog.get_optional(REPO, "main", "unsynced-elsewhere") is None  # never staged unchecked
+        assert app.catalog.get_optional(REPO, "main", "torn") is None
+        errors = sorted(k["error"] for k in fs.writeback.report.kept)
+        assert any("before the host restarted" in e for e in errors) and any("not the 3145728" in e for e in errors)
+        kept = [p for p in recovered(home) if p.endswith(".data")]
+        assert sorted(open(p, "rb").read()[:16] for p in kept) == sorted(
+            [bodies["unsynced-elsewhere"][:16], bodies["torn"][:16]])  # their bytes kept, not dropped
+        staged_entry = app.catalog.get_optional(REPO, "main", "this-boot")
+        assert staged_entry is not None and staged_entry.address.endswith(hashlib.sha256(bodies["this-boot"]).hexdigest())
+    finally:
+        fs.close()
+
+
+def test_passthrough_files_are_journaled_and_read_back_while_the_store_is_down(
+    flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stop 55, write-back with passthrough, no kernel (the kernel's writes made here with ``pwrite`` on the temp
+    file, as in test_passthrough.py): a file past ``SCAN_FROM`` is journaled unhashed (the temp file itself), one
+    under it as a hashed private copy (a descriptor may still write the file).  With the store down, so nothing
+    stages, both read back byte for byte after their last release (the copy's node reads its temp file until the
+    copy is staged: its entry names an object not stored yet); once the store is back both stage, the unhashed
+    one hashed by the pipeline."""
+    app, adapter, factory = flaky
+    monkeypatch.setattr(passthrough, "register", lambda fd: 7)
+    monkeypatch.setattr(passthrough, "close_backing", lambda backing: None)
+    fs = factory()
+    fs.state.passthrough = True  # as the adapter sets it when the kernel took passthrough at INIT
+    pfs = PathFS(fs)
+    adapter.fail_next("put", 10_000, where=OBJECTS)  # nothing reaches the store yet
+    adapter.fail_next("put_file", 10_000, where=OBJECTS)
+    bodies = {"big.bin": os.urandom(passthrough.SCAN_FROM + 5), "medium.bin": os.urandom(3 << 20)}
+    for name, body in bodies.items():
+        opened, attr = fs.create(pfs.ino(MAIN), name.encode(), 0o644, os.O_WRONLY | os.O_TRUNC, pfs.caller)
+        assert opened.backing == 7
+        dirty = fs.state.node(attr.ino).dirty
+        assert dirty is not None
+        os.pwrite(dirty.fd, body, 0)  # the kernel's writes: nothing reaches fs.write
+        fs.flush(opened.fh)
+        fs.release(opened.fh)
+    assert fs.metrics.counter("journaled_unhashed") == 1  # big.bin; medium.bin is a copy
+    assert fs.writeback is not None and fs.writeback.pending() == 2
+    for name, body in bodies.items():
+        assert pfs.read_file(f"{MAIN}/{name}") == body, name
+        assert app.catalog.get_optional(REPO, "main", name) is None  # not staged: read from the journal / temp file
+    adapter.heal()
+    fs.writeback.drain(None)
+    assert lost(app, "main", bodies) == []
+    assert fs.writeback.report.counts["hashed_after_close"] == 1
+    for name, body in bodies.items():
+        assert pfs.read_file(f"{MAIN}/{name}") == body, name
 
 
 def test_fsync_returns_once_the_file_is_staged(flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]]) -> None:
