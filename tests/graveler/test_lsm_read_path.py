@@ -11,6 +11,7 @@ import pytest
 
 from lakemount.block import MemoryAdapter
 from lakemount.cache.ram import RamCache
+from lakemount.graveler import reads as reads_module
 from lakemount.graveler.committed import writer
 from lakemount.graveler.committed.store import CommittedStore
 from lakemount.graveler.committed.writer import ApplyStats, RangeBuilder
@@ -132,6 +133,7 @@ def test_a_listing_within_the_first_page_reads_the_lists_once(g: Graveler, monke
     ref = g.resolve(R, "main")
     list(g.scan(R, ref))  # the branch is known: the next scan reads branch row and lists in one statement
     monkeypatch.setattr(lsm_module, "SCAN_PAGE", 10)
+    monkeypatch.setattr(reads_module, "SEEK_PAGE", 10)  # a branch with one token is scanned in pages from it (stop 55)
     statements: list[str] = []
     fast = _lsm(g).lists._fast  # type: ignore[attr-defined]
     query = fast.query
