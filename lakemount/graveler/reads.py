@@ -47,8 +47,10 @@ if TYPE_CHECKING:
 PROBE_PAGE: Final = 16  # staged entries below a key read with it by ``probe`` (past them, ``first`` answers)
 FIRST_PAGE: Final = 16  # committed keys ``first`` asks staging about in its first statement (4x more each next one)
 FIRST_PAGE_MAX: Final = 4096
-# A scan on a branch reads its staged entries in pages from SEEK_PAGE (a listing's page wants few), 4x larger each
-# up to SCAN_PAGE_MAX, and past SEEK_AFTER staged deletions in a row seeks to the next live record (``_seeking``).
+# A scan on a branch reads its staged entries in pages from SCAN_PAGE_FIRST (a listing's page wants few), 4x larger
+# each up to SCAN_PAGE_MAX, and past SEEK_AFTER staged deletions in a row seeks to the next live record
+# (``_seeking``), reading on from there a page of SEEK_PAGE first (more deletions may follow).
+SCAN_PAGE_FIRST: Final = 256
 SEEK_PAGE: Final = 64
 SCAN_PAGE_MAX: Final = 4096
 SEEK_AFTER: Final = 32
@@ -278,7 +280,7 @@ class Reads(Part):
     def _paged_branch(
         self, repo: str, name: str, start: bytes, stop: bytes | None
     ) -> tuple[Branch, list[tuple[bytes, bytes | None]], bool] | None:
-        """Branch ``name`` now and a first ``SEEK_PAGE`` of its staged entries in [start, stop) (one
+        """Branch ``name`` now and a first ``SCAN_PAGE_FIRST`` of its staged entries in [start, stop) (one
         statement when its token is known from an earlier read), if it has a single token and no move
         record; None otherwise (then ``_scan`` reads as before: the tokens' entries merged)."""
         at = time.monotonic()
@@ -286,7 +288,7 @@ class Reads(Part):
         if seen is not None and not seen[0].sealed_tokens:
             token = seen[0].staging_token
             # The probe's own key is the page's first: its answer is in the page too.
-            branch, _own, page, complete = self.staging.branch_staged_probe(repo, name, token, start, start, stop, SEEK_PAGE)
+            branch, _own, page, complete = self.staging.branch_staged_probe(repo, name, token, start, start, stop, SCAN_PAGE_FIRST)
             if branch.tokens == (token,):
                 self._saw(repo, branch, at)
                 return branch, page, complete
@@ -295,7 +297,7 @@ class Reads(Part):
             self._saw(repo, branch, at)
         if branch.sealed_tokens or has_moves(branch.tokens):
             return None
-        page, complete = self._staged_page(repo, branch, start, stop, SEEK_PAGE)
+        page, complete = self._staged_page(repo, branch, start, stop, SCAN_PAGE_FIRST)
         return branch, page, complete
 
     def _staged_page(
@@ -313,7 +315,7 @@ class Reads(Part):
         start: bytes, stop: bytes | None, decode: Callable[[bytes], Any] | None,
     ) -> Iterator[tuple[bytes, Any]]:
         """``_scan`` of a branch with one token: staged entries over committed records, read in pages growing
-        from ``SEEK_PAGE``; after ``SEEK_AFTER`` staged deletions in a row, the rest of the run is not read:
+        from ``SCAN_PAGE_FIRST``; after ``SEEK_AFTER`` staged deletions in a row, the rest of the run is not read:
         ``_first`` seeks to the next live record (the staging's first value past the run, and the committed
         keys below it that it does not delete), and the scan starts again past that record.  So a listing
         costs the same past 20,000 deletions as past 20 (the files of a Spark job's task attempts, moved out

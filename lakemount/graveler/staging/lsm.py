@@ -63,6 +63,7 @@ from lakemount.graveler.staging.memstore import Memstore
 
 __all__ = ["GC_GRACE_S", "INLINE_BYTES", "STAGING_DIR", "LsmStaging", "LsmStats", "staging_url"]
 
+DEAD_STEPS: Final = 16  # keys a newer file deletes that ``_first_value`` steps over one by one before merging by the chunk
 SCAN_PAGE: Final = 1024  # entries a branch_staged_* call merges before returning; the rest is read as iterated
 GC_GRACE_S: Final = 6 * 3600.0  # an unlisted file younger than this may still be on its way to a list
 INLINE_BYTES: Final = 32 * 1024  # staging.inline_bytes' default (docs/CONFIGURATION.md says why)
@@ -137,10 +138,34 @@ class LsmStaging:
         return first_of(tokens, start, stop, self._first_value, self.staged_get)
 
     def _first_value(self, token: StagingToken, start: bytes, stop: bytes | None) -> tuple[bytes, bytes] | None:
-        for key, value in self.staged_scan(token, start, stop):
-            if value is not None:
-                return key, value
-        return None
+        """One token's first value in [start, stop): the smallest of its files' first PUT keys (a bisect in
+        each file's PUT keys, however many tombstones lie before them), if its newest record is that PUT;
+        a key a newer file deletes (an L1 file's deletions of keys staged before it) is stepped over one
+        at a time, and past ``DEAD_STEPS`` of those the files are merged by the chunk from there."""
+
+        def read() -> tuple[bytes, bytes] | None:
+            infos = self.lists.files([token], start, stop)
+            files = self.files.open_all(infos)  # newest first
+            lower = start
+            for _ in range(DEAD_STEPS):
+                best: tuple[bytes, bytes] | None = None
+                for f in files:
+                    hit = f.first_put(lower, stop)
+                    if hit is not None and (best is None or hit[0] < best[0]):
+                        best = hit
+                if best is None:
+                    return None
+                key = best[0]
+                newest = next(v for v in (f.get(key) for f in files) if v is not None)
+                if newest[0] == PUT:
+                    return key, newest[1:]
+                lower = key + b"\x00"
+            for key, value in self.files.scan_chunks(self.files.chunks(infos, lower, stop)):
+                if value is not None:
+                    return key, value
+            return None
+
+        return self.files.listed(read)
 
     def staged_hidden(self, tokens: Sequence[StagingToken], keys: Sequence[bytes]) -> set[bytes]:
         if not tokens or not keys:
