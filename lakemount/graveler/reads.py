@@ -53,7 +53,7 @@ FIRST_PAGE_MAX: Final = 4096
 SCAN_PAGE_FIRST: Final = 256
 SEEK_PAGE: Final = 64
 SCAN_PAGE_MAX: Final = 4096
-SEEK_AFTER: Final = 32
+SEEK_AFTER: Final = 128
 _GONE: Final = object()  # a staged deletion in ``_overlay``'s output, for ``_seeking`` to count
 SEEN_BRANCHES: Final = 4096  # branch rows remembered from reads (``branch_seen``) before starting over
 

@@ -153,9 +153,9 @@ def test_a_long_listing_costs_the_same_past_thousands_of_staged_deletions(
     tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The job commit's listing of a dataset's root (max-keys 1000, delimiter ``/``) and a recursive one, past
-    40 and past 6,000 staged deletions under ``_temporary/``: the statements and the deletions read are the
+    400 and past 6,000 staged deletions under ``_temporary/``: the statements and the deletions read are the
     same (before stop 55 the scan read every deletion, a page of up to 5,000 in its first statement)."""
-    few = long_listings(tmp_path / "few", backend, 40, monkeypatch)
+    few = long_listings(tmp_path / "few", backend, 400, monkeypatch)
     many = long_listings(tmp_path / "many", backend, 6000, monkeypatch)
     check_costs(few, many, 6000)
 
@@ -166,6 +166,6 @@ def test_a_long_listing_costs_the_same_past_thousands_of_staged_deletions_on_pos
 ) -> None:
     """The same on PostgreSQL, both staging backends (one database: each backend its own repository home)."""
     for backend in BACKENDS:
-        few = long_listings(tmp_path / f"few-{backend}", backend, 40, monkeypatch, pg_url, f"few-{backend}")
+        few = long_listings(tmp_path / f"few-{backend}", backend, 400, monkeypatch, pg_url, f"few-{backend}")
         many = long_listings(tmp_path / f"many-{backend}", backend, 6000, monkeypatch, pg_url, f"many-{backend}")
         check_costs(few, many, 6000)

@@ -223,10 +223,10 @@ def test_the_first_value_past_a_compacted_run_of_deletions_is_a_bisect(g: Gravel
     assert staging.staged_first([token], b"t/attempt_", b"t/attempt`") is None
 
 
-def test_the_first_value_past_deletions_in_a_newer_file_is_the_newest_record(g: Graveler) -> None:
-    """Keys staged in one file and deleted in a newer one (not compacted yet): each is stepped over as a key
-    the newer file deletes, then, past ``DEAD_STEPS`` of them, by the chunk; the answer is the plain
-    definition's (the first key whose newest record is a PUT)."""
+def test_the_first_value_past_deletions_in_a_newer_file_is_the_newest_record(g: Graveler, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys staged in one file and deleted in a newer one (not compacted yet: S3A's attempts put, then moved
+    out): the run of them is passed over by comparing the two files' key lists a slice at a time, with no
+    chunk merged; the answer is the plain definition's (the first key whose newest record is a PUT)."""
     staging = _lsm(g)
     g.set_many(R, "main", [(b"k%03d" % i, val(str(i))) for i in range(100)])
     g.set_many(R, "main", [(b"k%03d" % i, None) for i in range(60) if i != 7])
@@ -236,9 +236,35 @@ def test_the_first_value_past_deletions_in_a_newer_file_is_the_newest_record(g: 
     def plain(start: bytes, stop: bytes | None) -> tuple[bytes, bytes] | None:
         return next(((k, v) for k, v in staging.staged_scan(token, start, stop) if v is not None), None)
 
-    for start, stop in [(b"", None), (b"k001", None), (b"k008", None), (b"k008", b"k060"), (b"k008", b"k061"),
-                        (b"k090", None), (b"k100", None)]:
-        assert staging.staged_first([token], start, stop) == plain(start, stop), (start, stop)
+    cases = [(b"", None), (b"k001", None), (b"k008", None), (b"k008", b"k060"), (b"k008", b"k061"), (b"k090", None), (b"k100", None)]
+    want = {c: plain(*c) for c in cases}
+
+    def merged(*a: Any, **k: Any) -> Any:
+        raise AssertionError("merged by the chunk")
+
+    monkeypatch.setattr(staging.files, "chunks", merged)
+    for c in cases:
+        assert staging.staged_first([token], *c) == want[c], c
     found = staging.staged_first([token], b"k008", None)
-    assert found is not None and found[0] == b"k060"  # 52 deleted keys stepped over (past DEAD_STEPS)
-    assert lsm_module.DEAD_STEPS < 52
+    assert found is not None and found[0] == b"k060"  # 52 deleted keys passed over as one run
+
+
+def test_the_first_value_past_deletions_split_over_newer_files_is_the_newest_record(g: Graveler) -> None:
+    """Keys of one file deleted by two newer files by turns (each run one key long): past ``DEAD_STEPS`` runs
+    the files are merged by the chunk, and the answer is still the plain definition's."""
+    staging = _lsm(g)
+    g.set_many(R, "main", [(b"k%03d" % i, val(str(i))) for i in range(100)])
+    g.set_many(R, "main", [(b"k%03d" % i, None) for i in range(0, 60, 2)])
+    g.set_many(R, "main", [(b"k%03d" % i, None) for i in range(1, 60, 2)])
+    g.set_many(R, "main", [(b"k%03d" % i, val("again")) for i in (30, 70)])
+    token = g.get_branch(R, "main").staging_token
+    assert len(staging.lists.files([token], b"", None)) == 4
+
+    def plain(start: bytes, stop: bytes | None) -> tuple[bytes, bytes] | None:
+        return next(((k, v) for k, v in staging.staged_scan(token, start, stop) if v is not None), None)
+
+    for start, stop in [(b"", None), (b"k001", None), (b"k031", None), (b"k031", b"k060"), (b"k031", b"k061"), (b"k071", None)]:
+        assert staging.staged_first([token], start, stop) == plain(start, stop), (start, stop)
+    found = staging.staged_first([token], b"k031", None)
+    assert found is not None and found[0] == b"k060"  # 29 runs of one key: past DEAD_STEPS
+    assert lsm_module.DEAD_STEPS < 29

@@ -167,16 +167,20 @@ class StagingFile:
         i = bisect_left(keys, key)
         return self._values[i] if i < len(keys) and keys[i] == key else None
 
-    def first_put(self, start: bytes, stop: bytes | None) -> tuple[bytes, Tagged] | None:
-        """The first PUT record with start <= key < stop, None if none: a bisect in the file's PUT keys
-        (indexed once per decoded file), whatever number of tombstones lie before it."""
+    def puts(self) -> tuple[list[bytes], list[int]]:
+        """The file's PUT keys in order and their indexes in :attr:`keys` (made once per decoded file)."""
         puts = self._puts
         if puts is None:
             values = self.values
             at = [i for i, v in enumerate(values) if v[0] == PUT]
             keys = self.keys
             puts = self._puts = ([keys[i] for i in at], at)
-        put_keys, at = puts
+        return puts
+
+    def first_put(self, start: bytes, stop: bytes | None) -> tuple[bytes, Tagged] | None:
+        """The first PUT record with start <= key < stop, None if none: a bisect in the file's PUT keys,
+        whatever number of tombstones lie before it."""
+        put_keys, at = self.puts()
         j = bisect_left(put_keys, start)
         if j == len(put_keys) or (stop is not None and put_keys[j] >= stop):
             return None
