@@ -100,7 +100,7 @@ def long(a: argparse.Namespace) -> None:
             home = tempfile.mkdtemp(prefix="lm-long-list-")
             try:
                 cat = App(load(env={"LAKEMOUNT_HOME": home, "LAKEMOUNT_CACHE_DISK_BYTES": "0",
-                                    "LAKEMOUNT_STAGING_BACKEND": backend.split("+")[0]})).catalog
+                                    "LAKEMOUNT_STAGING_BACKEND": backend.split("+")[0], "LAKEMOUNT_AUDIT_ENABLED": "false"})).catalog
                 cat.create_repository("job")
                 value = Entry("data/x", 1, etag="x").value()
                 cat.stage_records("job", "main", [(f"ds/part-{i:05d}".encode(), value) for i in range(0, 400, 2)])
