@@ -54,7 +54,7 @@ SCAN_PAGE_FIRST: Final = 256
 SEEK_PAGE: Final = 64
 SCAN_PAGE_MAX: Final = 4096
 SEEK_AFTER: Final = 128
-_GONE: Final = object()  # a staged deletion in ``_overlay``'s output, for ``_seeking`` to count
+_GONE: Final = object()  # in ``_overlay``'s output: a run of SEEK_AFTER staged deletions ends at this key
 SEEN_BRANCHES: Final = 4096  # branch rows remembered from reads (``branch_seen``) before starting over
 
 _T = TypeVar("_T")
@@ -327,16 +327,11 @@ class Reads(Part):
             if decode is not None:
                 staged = ((k, None if v is None else decode(v)) for k, v in staged)
             committed = mr.scan(pos, stop, decode) if mr is not None else iter(())
-            run = 0
             resume: bytes | None = None
-            for key, value in _overlay(committed, staged, gone=_GONE):
+            for key, value in _overlay(committed, staged, _GONE, SEEK_AFTER):
                 if value is _GONE:
-                    run += 1
-                    if run >= SEEK_AFTER:
-                        resume = key + b"\x00"
-                        break
-                    continue
-                run = 0
+                    resume = key + b"\x00"
+                    break
                 yield key, value
             if resume is None:
                 return
@@ -442,24 +437,30 @@ def _later(scan: Callable[[], Iterable[_T]]) -> Iterator[_T]:
 
 
 def _overlay(
-    committed: Iterable[tuple[bytes, Any]], staged: Iterable[tuple[bytes, Any]], gone: object = None
+    committed: Iterable[tuple[bytes, Any]], staged: Iterable[tuple[bytes, Any]], gone: object = None, run: int = 0,
 ) -> Iterator[tuple[bytes, Any]]:
     """Committed records with staged ones on top (a None value hides the key); values pass through as they are.
-    A staged deletion is yielded as (key, ``gone``) when ``gone`` is given (a scan counting the deletions it reads)."""
+    With ``gone``, the ``run``-th staged deletion in a row (no record yielded between them) is yielded as
+    (key, ``gone``): a scan seeking past a long run of them (``_seeking``)."""
     c_it = iter(committed)
     s_it = iter(staged)
     c = next(c_it, None)
     s = next(s_it, None)
+    deleted = 0
     while c is not None or s is not None:
         if s is None or (c is not None and c[0] < s[0]):
             assert c is not None
             yield c
+            deleted = 0
             c = next(c_it, None)
         else:
             if c is not None and c[0] == s[0]:
                 c = next(c_it, None)
             if s[1] is not None:
                 yield s[0], s[1]
+                deleted = 0
             elif gone is not None:
-                yield s[0], gone
+                deleted += 1
+                if deleted == run:
+                    yield s[0], gone
             s = next(s_it, None)
