@@ -1,7 +1,8 @@
 """One mount's life in this process: stale-mount cleanup, mounting, serving, signals, saving, unmounting.
 
 ``run_mount`` blocks until the file system is unmounted (``lakemount umount``,
-``fusermount3 -u``) or the process gets SIGTERM/SIGINT; either way every file
+``fusermount3 -u``: in every mount namespace holding it; a copy ``unshare -m`` made
+while it was mounted keeps it serving there) or the process gets SIGTERM/SIGINT; either way every file
 still open for writing is saved before the process exits.  A mount left behind
 by a killed process (the kernel answers ENOTCONN on it) is lazily unmounted
 first, so a restarted mount takes over its mountpoint.  A pid file under

@@ -47,6 +47,14 @@ if TYPE_CHECKING:
 PROBE_PAGE: Final = 16  # staged entries below a key read with it by ``probe`` (past them, ``first`` answers)
 FIRST_PAGE: Final = 16  # committed keys ``first`` asks staging about in its first statement (4x more each next one)
 FIRST_PAGE_MAX: Final = 4096
+# A scan on a branch reads its staged entries in pages from SCAN_PAGE_FIRST (a listing's page wants few), 4x larger
+# each up to SCAN_PAGE_MAX, and past SEEK_AFTER staged deletions in a row seeks to the next live record
+# (``_seeking``), reading on from there a page of SEEK_PAGE first (more deletions may follow).
+SCAN_PAGE_FIRST: Final = 256
+SEEK_PAGE: Final = 64
+SCAN_PAGE_MAX: Final = 4096
+SEEK_AFTER: Final = 128
+_GONE: Final = object()  # in ``_overlay``'s output: a run of SEEK_AFTER staged deletions ends at this key
 SEEN_BRANCHES: Final = 4096  # branch rows remembered from reads (``branch_seen``) before starting over
 
 _T = TypeVar("_T")
@@ -248,6 +256,10 @@ class Reads(Part):
             yield from self.repos.metarange_at(repo, ref, commit).scan(start, stop, decode)
             return
         assert ref.branch is not None
+        paged = self._paged_branch(repo, ref.branch, start, stop)
+        if paged is not None:
+            yield from self._seeking(repo, ref, *paged, start, stop, decode)
+            return
         branch, staged = self._branch_staged(repo, ref.branch, start, stop)
         if ref.view is View.FULL and has_moves(branch.tokens):
             mr = self.base_of(repo, ref, branch)
@@ -264,6 +276,84 @@ class Reads(Part):
         commit = self.refs.get_commit(repo, branch.commit_id)
         committed = self.repos.metarange_at(repo, ref, commit).scan(start, stop, decode)
         yield from _overlay(committed, staged)
+
+    def _paged_branch(
+        self, repo: str, name: str, start: bytes, stop: bytes | None
+    ) -> tuple[Branch, list[tuple[bytes, bytes | None]], bool] | None:
+        """Branch ``name`` now and a first ``SCAN_PAGE_FIRST`` of its staged entries in [start, stop) (one
+        statement when its token is known from an earlier read), if it has a single token and no move
+        record; None otherwise (then ``_scan`` reads as before: the tokens' entries merged)."""
+        at = time.monotonic()
+        seen = self._seen.get((repo, name))
+        if seen is not None and not seen[0].sealed_tokens:
+            token = seen[0].staging_token
+            # The probe's own key is the page's first: its answer is in the page too.
+            branch, _own, page, complete = self.staging.branch_staged_probe(repo, name, token, start, start, stop, SCAN_PAGE_FIRST)
+            if branch.tokens == (token,):
+                self._saw(repo, branch, at)
+                return branch, page, complete
+        else:
+            branch = self.refs.get_branch(repo, name)
+            self._saw(repo, branch, at)
+        if branch.sealed_tokens or has_moves(branch.tokens):
+            return None
+        page, complete = self._staged_page(repo, branch, start, stop, SCAN_PAGE_FIRST)
+        return branch, page, complete
+
+    def _staged_page(
+        self, repo: str, branch: Branch, start: bytes, stop: bytes | None, limit: int
+    ) -> tuple[list[tuple[bytes, bytes | None]], bool]:
+        """The first ``limit`` staged entries of ``branch``'s one token in [start, stop), tombstones
+        included, and whether they are all there are: one statement (the probe's branch row is not used)."""
+        _b, _own, page, complete = self.staging.branch_staged_probe(
+            repo, branch.name, branch.staging_token, start, start, stop, limit
+        )
+        return page, complete
+
+    def _seeking(
+        self, repo: str, ref: ResolvedRef, branch: Branch, page: list[tuple[bytes, bytes | None]], complete: bool,
+        start: bytes, stop: bytes | None, decode: Callable[[bytes], Any] | None,
+    ) -> Iterator[tuple[bytes, Any]]:
+        """``_scan`` of a branch with one token: staged entries over committed records, read in pages growing
+        from ``SCAN_PAGE_FIRST``; after ``SEEK_AFTER`` staged deletions in a row, the rest of the run is not read:
+        ``_first`` seeks to the next live record (the staging's first value past the run, and the committed
+        keys below it that it does not delete), and the scan starts again past that record.  So a listing
+        costs the same past 20,000 deletions as past 20 (the files of a Spark job's task attempts, moved out
+        of ``_temporary/``); a scan with fewer deletions in a row reads them as before."""
+        mr = self.base_of(repo, ref, branch) if ref.view is View.FULL else None
+        pos = start
+        while True:
+            staged: Iterable[tuple[bytes, Any]] = self._staged_pages(repo, branch, page, complete, stop)
+            if decode is not None:
+                staged = ((k, None if v is None else decode(v)) for k, v in staged)
+            committed = mr.scan(pos, stop, decode) if mr is not None else iter(())
+            resume: bytes | None = None
+            for key, value in _overlay(committed, staged, _GONE, SEEK_AFTER):
+                if value is _GONE:
+                    resume = key + b"\x00"
+                    break
+                yield key, value
+            if resume is None:
+                return
+            record = self._first(branch, mr, resume, stop)
+            if record is None:
+                return
+            yield record[0], record[1] if decode is None else decode(record[1])
+            pos = record[0] + b"\x00"
+            page, complete = self._staged_page(repo, branch, pos, stop, SEEK_PAGE)
+
+    def _staged_pages(
+        self, repo: str, branch: Branch, page: list[tuple[bytes, bytes | None]], complete: bool, stop: bytes | None
+    ) -> Iterator[tuple[bytes, bytes | None]]:
+        """``page``, then the pages after it up to ``stop`` (4x larger each, up to ``SCAN_PAGE_MAX``), read
+        only when iterated that far."""
+        size = len(page)
+        while True:
+            yield from page
+            if complete or not page:
+                return
+            size = min(max(size, SEEK_PAGE) * 4, SCAN_PAGE_MAX)
+            page, complete = self._staged_page(repo, branch, page[-1][0] + b"\x00", stop, size)
 
     def first(self, repo: str, ref: ResolvedRef, start: bytes = b"", stop: bytes | None = None) -> Record | None:
         """The first live record with start <= key < stop at ``ref`` (``next(scan(...))``), None if none.
@@ -283,14 +373,18 @@ class Reads(Part):
         if ref.view is View.FULL and has_moves(branch.tokens):
             mr = self.base_of(repo, ref, branch)
             return next(iter(layers_of(branch.tokens).scan(start, stop, self.staged_scan, mr.scan)), None)
+        return self._first(branch, None if ref.view is View.STAGING else self.base_of(repo, ref, branch), start, stop)
+
+    def _first(self, branch: Branch, mr: MetaRange | None, start: bytes, stop: bytes | None) -> Record | None:
+        """``first`` on ``branch`` as read, with no move record: ``mr`` its head's tree (None: the staging view)."""
         tokens = real_tokens(branch.tokens)
         staged = self.staging.staged_first(tokens, start, stop) if tokens else None
-        if ref.view is View.STAGING:
+        if mr is None:
             return staged
         # Below the first staged value, a key is staged as a deletion or not at all: a committed key
         # there is live unless staging deletes it.
         limit = stop if staged is None else staged[0]
-        committed = iter(self.base_of(repo, ref, branch).scan(start, limit))
+        committed = iter(mr.scan(start, limit))
         page = FIRST_PAGE
         while chunk := list(itertools.islice(committed, page)):
             hidden = self.staging.staged_hidden(tokens, [k for k, _ in chunk]) if tokens else set()
@@ -342,20 +436,31 @@ def _later(scan: Callable[[], Iterable[_T]]) -> Iterator[_T]:
     yield from scan()
 
 
-def _overlay(committed: Iterable[tuple[bytes, Any]], staged: Iterable[tuple[bytes, Any]]) -> Iterator[tuple[bytes, Any]]:
-    """Committed records with staged ones on top (a None value hides the key); values pass through as they are."""
+def _overlay(
+    committed: Iterable[tuple[bytes, Any]], staged: Iterable[tuple[bytes, Any]], gone: object = None, run: int = 0,
+) -> Iterator[tuple[bytes, Any]]:
+    """Committed records with staged ones on top (a None value hides the key); values pass through as they are.
+    With ``gone``, the ``run``-th staged deletion in a row (no record yielded between them) is yielded as
+    (key, ``gone``): a scan seeking past a long run of them (``_seeking``)."""
     c_it = iter(committed)
     s_it = iter(staged)
     c = next(c_it, None)
     s = next(s_it, None)
+    deleted = 0
     while c is not None or s is not None:
         if s is None or (c is not None and c[0] < s[0]):
             assert c is not None
             yield c
+            deleted = 0
             c = next(c_it, None)
         else:
             if c is not None and c[0] == s[0]:
                 c = next(c_it, None)
             if s[1] is not None:
                 yield s[0], s[1]
+                deleted = 0
+            elif gone is not None:
+                deleted += 1
+                if deleted == run:
+                    yield s[0], gone
             s = next(s_it, None)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -64,6 +65,30 @@ def available() -> str | None:
 
 def _run(*cmd: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(cmd), capture_output=True, text=True, check=check, timeout=timeout)
+
+
+def fuse_mounts(pid: int | str = "self") -> list[str]:
+    """The FUSE mountpoints in the mount namespace of process ``pid``, in mount order (fusectl left out)."""
+    points = []
+    with open(f"/proc/{pid}/mountinfo") as f:
+        for line in f:
+            fields, _, rest = line.partition(" - ")
+            fstype = rest.split(" ", 1)[0]
+            if fstype in ("fuse", "fuseblk") or fstype.startswith("fuse."):
+                points.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields.split()[4]))
+    return points
+
+
+def drop_copied_fuse_mounts(pid: int) -> list[str]:
+    """Lazily unmount, inside the mount namespace of ``pid`` (a host's anchor), the FUSE mounts ``unshare -m``
+    copied into it from ours; returns them.  Such a copy holds the mount's FUSE connection: a
+    ``fusermount3 -u`` of it out here detaches only our namespace's, the kernel sends its process no
+    DESTROY, and the process serves the copy, alive, until the host goes (stop 55: other sessions' Spark
+    mounts outlived their unmount while a cluster test ran).  Mounts a host makes later are its own."""
+    copied = fuse_mounts(pid)
+    for point in reversed(copied):  # the deepest first
+        _run("nsenter", "-t", str(pid), "-m", "umount", "-l", point, check=False)
+    return copied
 
 
 RUN_DIR = Path("/run/lakemount-cluster")  # <id> -> pid of the process that owns cluster <id>
@@ -296,6 +321,7 @@ class Cluster:
                 raise TimeoutError(f"host {name}: the namespace anchor did not start")
             time.sleep(0.02)
         host.procs.append(anchor)
+        drop_copied_fuse_mounts(anchor.pid)
         host.home = str(self.dir / name)
         os.makedirs(host.home, mode=0o700, exist_ok=True)  # as lakemount makes it (an open one is tightened with a warning)
         # A real node resolves its own name (Spark's daemons look it up at start-up): here the

@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
-from tests.cluster.harness import PYTHON, RUN_DIR, Cluster, _run, available, remove_stale
+from tests.cluster.harness import (
+    PYTHON,
+    RUN_DIR,
+    Cluster,
+    _run,
+    available,
+    drop_copied_fuse_mounts,
+    fuse_mounts,
+    remove_stale,
+)
 from tests.skip_policy import under_ci
 
 pytestmark = [pytest.mark.cluster]
@@ -51,3 +63,44 @@ def test_remove_stale_spares_live_clusters_and_removes_dead_ones() -> None:
         assert h.ns in _run("ip", "netns", "list").stdout
         (RUN_DIR / c.id).write_text("999999999")  # the owner "died"
         assert h.ns in remove_stale()
+
+
+def test_a_host_holds_no_copy_of_a_mount_made_before_it(tmp_path: Path) -> None:
+    """A host's ``unshare -m`` copies every mount of ours, a lakemount mount too; the copy holds its FUSE
+    connection, so ``fusermount3 -u`` out here detached it without ending its process, which served the copy
+    until the host went (stop 55: Spark runs' mounts outlived their unmount until SIGTERM while another
+    session's cluster tests ran).  A host now drops the FUSE mounts it copied; a namespace made the old way
+    still shows the fault."""
+    from tests.fuse.mounting import start, stop
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    m = start(str(home), str(tmp_path / "mnt"))
+    anchors: list[subprocess.Popen[bytes]] = []
+
+    def anchor() -> subprocess.Popen[bytes]:
+        p = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sleep", "infinity"])
+        anchors.append(p)
+        end = time.monotonic() + 60
+        while os.readlink(f"/proc/{p.pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt"):
+            assert p.poll() is None and time.monotonic() < end, "the namespace anchor did not start"
+            time.sleep(0.02)
+        return p
+
+    try:
+        old_way, host = anchor(), anchor()
+        assert m.mountpoint in fuse_mounts(old_way.pid)  # the copy that holds the connection
+        assert m.mountpoint in drop_copied_fuse_mounts(host.pid)
+        assert m.mountpoint not in fuse_mounts(host.pid)
+        _run("fusermount3", "-u", m.mountpoint)
+        assert m.mountpoint not in fuse_mounts()
+        time.sleep(3)
+        assert m.proc.poll() is None, "the fault did not happen: the mount ended while a copy held it"
+        old_way.kill()
+        old_way.wait()
+        m.proc.wait(30)  # the host's copy is gone: with the old way's, nothing holds the connection
+    finally:
+        for p in anchors:
+            p.kill()
+            p.wait()
+        stop(m)

@@ -49,3 +49,33 @@ def test_a_stale_listing_is_listed_again_decoding_only_what_changed(
     assert pfs.lstat(f"{MAIN}/dir/b").size == len(b"changed elsewhere")
     assert pfs.read_file(f"{MAIN}/dir/b") == b"changed elsewhere"
     assert pfs.read_file(f"{MAIN}/dir/a") == b"a"
+
+
+def test_a_directory_whose_subdirectory_was_emptied_lists_at_the_same_cost(
+    fs_factory: Callable[..., FileSystem], app: App, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Spark's output directory after its job: ``_temporary/`` left with thousands of staged deletions (each task
+    attempt's files moved out) beside the part files.  Its readdir reads no more of them past 6,000 than past
+    400, in as many statements (stop 55: the scan seeks past a run of deletions; before, it read each)."""
+    from lakemount.graveler import reads as reads_module
+    from lakemount.graveler.model import DIR_MODE
+    from tests.catalog._listing import counting
+
+    cat = app.catalog
+    value = Entry("data/x", 1, etag="x").value()
+    cat.stage_records(REPO, "main", [(f"ds/part-{i:05d}".encode(), value) for i in range(300)])
+    marker = Entry("", 0, mode=DIR_MODE).value()  # what S3A's mkdir and the mount's leave
+    cat.stage_records(REPO, "main", [(b"ds/_temporary/0/_temporary/", marker)])
+    costs = []
+    for run, n in enumerate((400, 6000)):
+        attempts = [f"ds/_temporary/0/_temporary/attempt_{run}_{i:06d}/part-0".encode() for i in range(n)]
+        cat.stage_records(REPO, "main", [(k, value) for k in attempts])
+        cat.stage_records(REPO, "main", [(k, None) for k in attempts])
+        pfs = PathFS(fs_factory())  # a fresh core: nothing listed before
+        with counting(cat, monkeypatch) as seen:
+            names = pfs.listdir(f"{MAIN}/ds")
+        assert names == ["_temporary", *(f"part-{i:05d}" for i in range(300))]
+        costs.append((seen.calls, seen.deletions))
+    (calls_few, _), (calls_many, read_many) = costs
+    assert read_many <= reads_module.SEEK_AFTER + reads_module.SCAN_PAGE_FIRST, costs
+    assert calls_many <= calls_few + 2, costs

@@ -11,6 +11,7 @@ import pytest
 
 from lakemount.block import MemoryAdapter
 from lakemount.cache.ram import RamCache
+from lakemount.graveler import reads as reads_module
 from lakemount.graveler.committed import writer
 from lakemount.graveler.committed.store import CommittedStore
 from lakemount.graveler.committed.writer import ApplyStats, RangeBuilder
@@ -21,7 +22,7 @@ from lakemount.graveler.staging.file import UNSTAGED_MARK, StagingFile, encode_f
 from lakemount.graveler.staging.lsm import LsmStaging
 from lakemount.metastore import staging_lists
 
-from ._support import build_graveler, fresh_view, val
+from ._support import build_graveler, content, fresh_view, val
 
 R = "repo"
 
@@ -132,6 +133,7 @@ def test_a_listing_within_the_first_page_reads_the_lists_once(g: Graveler, monke
     ref = g.resolve(R, "main")
     list(g.scan(R, ref))  # the branch is known: the next scan reads branch row and lists in one statement
     monkeypatch.setattr(lsm_module, "SCAN_PAGE", 10)
+    monkeypatch.setattr(reads_module, "SCAN_PAGE_FIRST", 10)  # a branch with one token is scanned in pages from it (stop 55)
     statements: list[str] = []
     fast = _lsm(g).lists._fast  # type: ignore[attr-defined]
     query = fast.query
@@ -197,3 +199,72 @@ def test_a_cold_lookup_decodes_one_block_not_the_whole_file(monkeypatch: pytest.
     for i in range(0, 20000, 97):
         assert f.get(b"k%06d" % i) == recs[i][1]
     assert len(blocks) == n
+
+
+def test_the_first_value_past_a_compacted_run_of_deletions_is_a_bisect(g: Graveler, monkeypatch: pytest.MonkeyPatch) -> None:
+    """S3A's task attempts moved out of ``_temporary/`` and compacted into one file: ``staged_first`` finds the
+    value after 3,000 tombstones by the file's PUT keys, merging no chunk (stop 55; before, it stepped
+    over each tombstone of the merge)."""
+    staging = _lsm(g)
+    gone = [b"t/attempt_%05d/part-0" % i for i in range(3000)]
+    g.set_many(R, "main", [(k, val("x")) for k in gone])
+    g.set_many(R, "main", [(k, None) for k in gone])
+    g.set_many(R, "main", [(b"t/live", val("live"))])
+    token = g.get_branch(R, "main").staging_token
+    assert staging.compact(token, minimum=2)
+    assert len(staging.lists.files([token], b"t/", b"t0")) == 1  # the tombstones hide the PUTs within the one file
+
+    def merged(*a: Any, **k: Any) -> Any:
+        raise AssertionError("stepped over the tombstones by the chunk")
+
+    monkeypatch.setattr(staging.files, "chunks", merged)
+    found = staging.staged_first([token], b"t/", b"t0")
+    assert found is not None and found[0] == b"t/live" and content(found[1]) == "live"
+    assert staging.staged_first([token], b"t/attempt_", b"t/attempt`") is None
+
+
+def test_the_first_value_past_deletions_in_a_newer_file_is_the_newest_record(g: Graveler, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys staged in one file and deleted in a newer one (not compacted yet: S3A's attempts put, then moved
+    out): the run of them is passed over by comparing the two files' key lists a slice at a time, with no
+    chunk merged; the answer is the plain definition's (the first key whose newest record is a PUT)."""
+    staging = _lsm(g)
+    g.set_many(R, "main", [(b"k%03d" % i, val(str(i))) for i in range(100)])
+    g.set_many(R, "main", [(b"k%03d" % i, None) for i in range(60) if i != 7])
+    token = g.get_branch(R, "main").staging_token
+    assert len(staging.lists.files([token], b"", None)) == 2
+
+    def plain(start: bytes, stop: bytes | None) -> tuple[bytes, bytes] | None:
+        return next(((k, v) for k, v in staging.staged_scan(token, start, stop) if v is not None), None)
+
+    cases = [(b"", None), (b"k001", None), (b"k008", None), (b"k008", b"k060"), (b"k008", b"k061"), (b"k090", None), (b"k100", None)]
+    want = {c: plain(*c) for c in cases}
+
+    def merged(*a: Any, **k: Any) -> Any:
+        raise AssertionError("merged by the chunk")
+
+    monkeypatch.setattr(staging.files, "chunks", merged)
+    for c in cases:
+        assert staging.staged_first([token], *c) == want[c], c
+    found = staging.staged_first([token], b"k008", None)
+    assert found is not None and found[0] == b"k060"  # 52 deleted keys passed over as one run
+
+
+def test_the_first_value_past_deletions_split_over_newer_files_is_the_newest_record(g: Graveler) -> None:
+    """Keys of one file deleted by two newer files by turns (each run one key long): past ``DEAD_STEPS`` runs
+    the files are merged by the chunk, and the answer is still the plain definition's."""
+    staging = _lsm(g)
+    g.set_many(R, "main", [(b"k%03d" % i, val(str(i))) for i in range(100)])
+    g.set_many(R, "main", [(b"k%03d" % i, None) for i in range(0, 60, 2)])
+    g.set_many(R, "main", [(b"k%03d" % i, None) for i in range(1, 60, 2)])
+    g.set_many(R, "main", [(b"k%03d" % i, val("again")) for i in (30, 70)])
+    token = g.get_branch(R, "main").staging_token
+    assert len(staging.lists.files([token], b"", None)) == 4
+
+    def plain(start: bytes, stop: bytes | None) -> tuple[bytes, bytes] | None:
+        return next(((k, v) for k, v in staging.staged_scan(token, start, stop) if v is not None), None)
+
+    for start, stop in [(b"", None), (b"k001", None), (b"k031", None), (b"k031", b"k060"), (b"k031", b"k061"), (b"k071", None)]:
+        assert staging.staged_first([token], start, stop) == plain(start, stop), (start, stop)
+    found = staging.staged_first([token], b"k031", None)
+    assert found is not None and found[0] == b"k060"  # 29 runs of one key: past DEAD_STEPS
+    assert lsm_module.DEAD_STEPS < 29

@@ -106,7 +106,7 @@ class StagingFile:
     holds the key, and a Python bloom probe costs more than that).
     """
 
-    __slots__ = ("_bloom", "_gets", "_keys", "_map", "_reader", "_values", "count", "name")
+    __slots__ = ("_bloom", "_gets", "_keys", "_map", "_puts", "_reader", "_values", "count", "name")
 
     def __init__(self, data: bytes, name: str) -> None:
         """Raises ``Corrupt`` naming ``name`` when ``data`` is not a staging file."""
@@ -121,6 +121,7 @@ class StagingFile:
         self._values: list[Tagged] = []
         self._gets = 0
         self._map: dict[bytes, Tagged] | None = None
+        self._puts: tuple[list[bytes], list[int]] | None = None
 
     def __len__(self) -> int:
         return self.count
@@ -165,6 +166,25 @@ class StagingFile:
             assert keys is not None
         i = bisect_left(keys, key)
         return self._values[i] if i < len(keys) and keys[i] == key else None
+
+    def puts(self) -> tuple[list[bytes], list[int]]:
+        """The file's PUT keys in order and their indexes in :attr:`keys` (made once per decoded file)."""
+        puts = self._puts
+        if puts is None:
+            values = self.values
+            at = [i for i, v in enumerate(values) if v[0] == PUT]
+            keys = self.keys
+            puts = self._puts = ([keys[i] for i in at], at)
+        return puts
+
+    def first_put(self, start: bytes, stop: bytes | None) -> tuple[bytes, Tagged] | None:
+        """The first PUT record with start <= key < stop, None if none: a bisect in the file's PUT keys,
+        whatever number of tombstones lie before it."""
+        put_keys, at = self.puts()
+        j = bisect_left(put_keys, start)
+        if j == len(put_keys) or (stop is not None and put_keys[j] >= stop):
+            return None
+        return put_keys[j], self._values[at[j]]
 
     def items(self) -> list[tuple[bytes, Tagged]]:
         """Every record in key order, the bloom filter left out (whole-file work: compaction)."""

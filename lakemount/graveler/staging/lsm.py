@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
@@ -56,13 +57,14 @@ from lakemount.graveler.model import Branch, StagingToken, prefix_end
 from lakemount.graveler.ports import BlockAdapter, Cache, StagingLists
 from lakemount.graveler.runs import live
 from lakemount.graveler.staging.compaction import Compactor
-from lakemount.graveler.staging.file import PUT, UNSTAGED, UNSTAGED_MARK, checksum
+from lakemount.graveler.staging.file import PUT, UNSTAGED, UNSTAGED_MARK, StagingFile, checksum
 from lakemount.graveler.staging.files import MAX_CHUNK, STAGING_DIR, LsmStats, StagingFiles, staging_url
 from lakemount.graveler.staging.first import first_of
 from lakemount.graveler.staging.memstore import Memstore
 
 __all__ = ["GC_GRACE_S", "INLINE_BYTES", "STAGING_DIR", "LsmStaging", "LsmStats", "staging_url"]
 
+DEAD_STEPS: Final = 16  # runs of keys a newer file deletes that ``_first_value`` passes over before merging by the chunk
 SCAN_PAGE: Final = 1024  # entries a branch_staged_* call merges before returning; the rest is read as iterated
 GC_GRACE_S: Final = 6 * 3600.0  # an unlisted file younger than this may still be on its way to a list
 INLINE_BYTES: Final = 32 * 1024  # staging.inline_bytes' default (docs/CONFIGURATION.md says why)
@@ -137,10 +139,39 @@ class LsmStaging:
         return first_of(tokens, start, stop, self._first_value, self.staged_get)
 
     def _first_value(self, token: StagingToken, start: bytes, stop: bytes | None) -> tuple[bytes, bytes] | None:
-        for key, value in self.staged_scan(token, start, stop):
-            if value is not None:
-                return key, value
-        return None
+        """One token's first value in [start, stop): the smallest of its files' first PUT keys (a bisect in
+        each file's PUT keys, however many tombstones lie before them), if its newest record is that PUT.
+        Keys a newer file deletes (an L1 file's deletions of keys staged in an older one: S3A's task
+        attempts put, then moved out) are passed over as a run (``_dead_run``: the older file's PUT keys
+        the newer one holds as deletions, compared a slice at a time); past ``DEAD_STEPS`` such runs the
+        files are merged by the chunk from there."""
+
+        def read() -> tuple[bytes, bytes] | None:
+            infos = self.lists.files([token], start, stop)
+            files = self.files.open_all(infos)  # newest first
+            lower = start
+            for _ in range(DEAD_STEPS):
+                best: tuple[bytes, bytes] | None = None
+                source = None
+                for f in files:
+                    hit = f.first_put(lower, stop)
+                    if hit is not None and (best is None or hit[0] < best[0]):
+                        best, source = hit, f
+                if best is None:
+                    return None
+                key = best[0]
+                holder = next(f for f in files if f.get(key) is not None)
+                newest = holder.get(key)
+                assert newest is not None and source is not None
+                if newest[0] == PUT:
+                    return key, newest[1:]
+                lower = _dead_run(key, source, holder, [f for f in files if f is not source], stop) + b"\x00"
+            for key, value in self.files.scan_chunks(self.files.chunks(infos, lower, stop)):
+                if value is not None:
+                    return key, value
+            return None
+
+        return self.files.listed(read)
 
     def staged_hidden(self, tokens: Sequence[StagingToken], keys: Sequence[bytes]) -> set[bytes]:
         if not tokens or not keys:
@@ -234,3 +265,38 @@ class LsmStaging:
                 self.adapter.delete(obj.url)
                 gone += 1
         return gone
+
+
+def _dead_run(key: bytes, source: StagingFile, holder: StagingFile, others: list[StagingFile], stop: bytes | None) -> bytes:
+    """The last of a run of ``source``'s PUT keys from ``key`` that are dead: ``holder`` (a newer file) holds each
+    of them, in its own run of records that are not PUTs, and no other file has a PUT among them (so
+    ``holder``'s record is the newest).  ``key`` itself is such a key; the run is found by comparing
+    slices of the two files' key lists (C work), doubling then halving, not a key at a time."""
+    put_keys, _ = source.puts()
+    j = bisect_left(put_keys, key)
+    keys = holder.keys
+    i = bisect_left(keys, key)
+    h_puts, h_at = holder.puts()
+    p = bisect_left(h_puts, key)
+    end_i = h_at[p] if p < len(h_at) else len(keys)  # holder's records from i up to here are not PUTs
+    bound = stop
+    for f in others:
+        hit = f.first_put(key + b"\x00", bound)
+        if hit is not None:
+            bound = hit[0]
+    end_j = len(put_keys) if bound is None else bisect_left(put_keys, bound, j)
+    most = min(end_j - j, end_i - i)  # >= 1: key itself
+    lo, step = 1, 1  # put_keys[j:j+lo] == keys[i:i+lo]; only what lies past lo is compared again
+    while lo < most:
+        hi = min(lo + step, most)
+        if put_keys[j + lo : j + hi] == keys[i + lo : i + hi]:
+            lo, step = hi, step * 2
+            continue
+        while hi - lo > 1:  # [j:j+hi] differs somewhere past lo
+            mid = (lo + hi) // 2
+            if put_keys[j + lo : j + mid] == keys[i + lo : i + mid]:
+                lo = mid
+            else:
+                hi = mid
+        break
+    return put_keys[j + lo - 1]
