@@ -141,6 +141,8 @@ class Tree:
             with self.table.lock:
                 node.gen, node.fetched = scope.gen, state.now()
             return
+        if self._relisted(node):
+            return
         state.io()
         state.settle(scope, node.path)  # a create this mount holds there is staged first (held.py)
         gen, version, fetched = scope.gen, scope.version, state.now()
@@ -154,11 +156,27 @@ class Tree:
                 if node.dirty is None and node.opens == 0:
                     self.table.detach(node)
                 raise FsError(errno.ENOENT, node.path)
-            if scope.version == version and gen == scope.gen and node.dirty is None:
+            if gen == scope.gen and node.dirty is None and self.scopes.untouched(scope, version, node.path):
                 node.entry, node.gen, node.fetched = child.entry, gen, fetched
                 if names is not None:
                     group = group_of(child.entry)
                     self.table.set_names(node, group.gid if group else "", names)
+
+    def _relisted(self, node: Node) -> bool:
+        """For a directory this mount writes into whose entry went stale with its listing (a crowd's folders, read
+        when they were made, go stale together): list it, one statement for its own entry and its children, where
+        looking it up and then listing it for the next create in it were two (docs/SCALE.md, stop 55).  True if
+        that made its entry fresh; False (nothing read) for any other node, or if it did not (a listing that
+        raced a change of the directory, or found it gone: the caller looks it up as before)."""
+        if node.kind != Kind.DIR or not node.path or not self._relist_worth_it(node) or self.listing_fresh(node) is not None:
+            return False
+        try:
+            self.listing(node)
+        except FsError as exc:
+            if exc.errno != errno.ENOENT:
+                raise
+            return False
+        return self.fresh(node)
 
     def names_of(self, scope: Scope, path: str, entry: Entry | None) -> tuple[str, ...]:
         """Every name of the file ``entry`` at ``path`` (its link group's members, checked against the ref:
@@ -329,7 +347,7 @@ class Tree:
         if key_len(path) + 1 > MAX_KEY_BYTES:
             raise FsError(errno.ENAMETOOLONG)
         existing = self.table.by_key((scope.key, path))
-        if existing is not None and (existing.dirty is not None or self.fresh(existing)):
+        if existing is not None and (existing.dirty is not None or self.fresh(existing) or self._relisted(existing)):
             return existing
         listing = self.listing_fresh(parent)
         if listing is None and existing is None and self._relist_worth_it(parent):
@@ -416,7 +434,7 @@ class Tree:
             raise FsError(errno.ENOENT, node.path)
         listing = Listing(children, sorted(children), fetched, gen, decoded=decoded, stamp=stamp, listed=fetched)
         with self.table.lock:
-            if version == scope.version and gen == scope.gen:
+            if gen == scope.gen and self.scopes.untouched(scope, version, node.path):
                 node.listing = listing
                 if node.path:
                     node.entry, node.fetched, node.gen = marker, fetched, gen
