@@ -201,6 +201,9 @@ class Pacer:
         self._unsure: set[tuple[str, str]] = set()  # branches an owed notice of failed to go, until a lease ran out
         self._owed: dict[tuple[str, str], set[str] | None] = {}  # directories owed (None: the whole branch)
         self._due: dict[tuple[str, str], float] = {}  # when each owed notice goes
+        # When the first staging held since the branch's last owed notice went began (when that went, if held ones
+        # were in flight then): the owed notice may go ``pace`` after it, up to ``CARRY`` past the pace (``owe``).
+        self._since: dict[tuple[str, str], float] = {}
         self._wake = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         self._paying = 0  # owed notices taken off ``_due`` and not yet sent (or failed)
@@ -228,9 +231,10 @@ class Pacer:
         now = time.monotonic()
         with self._lock:
             due = self._due.get(key)
-            if carry and due is not None and now >= due - CARRY * self.pace:
+            if carry and due is not None and now >= self._last.get(key, 0.0) + (1 - CARRY) * self.pace:
                 owed = self._owed.pop(key)
                 del self._due[key]
+                self._paid(key, now)
                 self._last[key] = now
                 self._leased.add(key)
                 self.inline_sent += 1
@@ -242,6 +246,7 @@ class Pacer:
                 if key in self._leased:
                     self.held += 1
                     self._holding[key] = self._holding.get(key, 0) + 1
+                    self._since.setdefault(key, now)
                     return None
                 paced = True
             else:
@@ -298,9 +303,23 @@ class Pacer:
             else:
                 self._owed[key] = dirs
             if key not in self._due:
-                self._due[key] = self._last.get(key, 0.0) + self.pace
+                # ``pace`` after the first staging it names began (none of them waits longer than that after its
+                # commit), but never before ``pace`` since the last notice: up to ``CARRY`` of the pace after that,
+                # so a staging that begins meanwhile can still carry it (stop 55: under load stagings came ~0.15 s
+                # apart, and half of the owed notices went alone, a transaction each, when they went at the pace).
+                last = self._last.get(key, 0.0)
+                since = self._since.get(key, last)
+                self._due[key] = max(last, min(since, last + CARRY * self.pace)) + self.pace
                 self._start()
                 self._wake.notify()
+
+    def _paid(self, key: tuple[str, str], now: float) -> None:
+        """The branch's owed notice goes at ``now`` (``_lock`` held): the next one is timed from the stagings held
+        after it, or from ``now`` if some held ones are still in flight (their commits may follow it)."""
+        if self._holding.get(key, 0) > 0:
+            self._since[key] = now
+        else:
+            self._since.pop(key, None)
 
     def _start(self) -> None:
         """Start the pacer's thread if it is not running (``_lock`` held)."""
@@ -336,6 +355,7 @@ class Pacer:
                 return
             dirs = self._owed.pop(key)
             self._last[key] = time.monotonic()
+            self._paid(key, self._last[key])
             self._leased.add(key)
             self._paying += 1
             self._seq += 1
