@@ -85,8 +85,9 @@ PACE_S: Final = 1.0  # a process sends a branch's staging notices at most this o
 LEASE_S: Final = 2 * PACE_S  # a listener re-delivers a paced sender's branch as changed this long after its last notice
 PACED: Final = "~"  # a paced notice's sender field: ``sender~seq``; the sender may stage the branch unannounced for ``PACE_S``
 PLAIN: Final = "!"  # a plain one's: ``sender!seq``; no lease, and the sender's leases of the branch before ``seq`` end
-# A staging beginning this share of the pace before its branch's owed notice is due carries that notice in its own
-# transaction (``Pacer.inline``), instead of the pacer's thread sending it in a transaction of its own (stop 54).
+# A staging beginning this share of the pace before the pace since its branch's last notice has passed, or later,
+# carries the branch's owed notice in its own transaction (``Pacer.inline``), instead of the pacer's thread sending it
+# in a transaction of its own (stop 54); the owed notice is due up to this share of the pace after the pace (stop 55).
 CARRY: Final = 0.1
 
 DIRS_MOST: Final = 32  # directories a notice names at most (more: none, the whole branch changed)
@@ -222,11 +223,12 @@ class Pacer:
         a plain notice when the branch holds and owes nothing (no lease is needed, and any earlier one ends),
         a paced one otherwise (also after an owed notice failed to go, until the listeners' lease ran out).
 
-        ``carry`` (a staging whose notice names directories, so it can name the owed ones too): once the
-        branch's owed notice is due within ``CARRY`` of the pace, the staging takes it (a paced notice,
-        ``Notice.carried``, whose ``detail`` names what was owed and what it writes), so the owed notice
-        costs no transaction of its own; the pacer's thread sends it only if no staging took it by its time.
-        It goes up to ``CARRY`` of the pace early, never late.  :meth:`failed` owes it again."""
+        ``carry`` (a staging whose notice names directories, so it can name the owed ones too): once the pace
+        since the branch's last notice is within ``CARRY`` of passing and a notice is owed, the staging takes it
+        (a paced notice, ``Notice.carried``, whose ``detail`` names what was owed and what it writes), so the
+        owed notice costs no transaction of its own; the pacer's thread sends it only if no staging took it by
+        its time (:meth:`owe`).  It goes up to ``CARRY`` of the pace early, never late.  :meth:`failed` owes it
+        again."""
         key = (repo, branch)
         now = time.monotonic()
         with self._lock:
