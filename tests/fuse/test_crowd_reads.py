@@ -127,3 +127,31 @@ def test_a_listing_read_while_this_mount_creates_elsewhere_is_kept(
         assert again == ["first", "new"]
         assert lists == ["a"], lists
     assert pfs.read_file(f"{MAIN}/{where}/new") == b"2"
+
+
+def test_a_crowds_folders_going_stale_together_are_listed_again_in_one_statement(
+    fs_factory: Callable[..., FileSystem], app: App, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Folders made together go stale together (``KEEP_MAX`` after they were listed): the first one listed again
+    reads the others' listings in the same statement (before: a statement each, 16 in the crowd's window)."""
+    from tests.fuse.test_core import statements
+
+    clock = Clock()
+    fs, pfs = mount(fs_factory, monkeypatch, clock)
+    AHEAD_S = tree.AHEAD_S  # noqa: N806
+    folders = [f"d{i}" for i in range(4)]
+    for d in folders:
+        pfs.mkdir(f"{MAIN}/{d}")
+        pfs.write_file(f"{MAIN}/{d}/warm", b"w")
+    app.catalog.put(REPO, "main", "d3/theirs", b"t")  # another process's file: the listing read ahead shows it
+    clock.t += tree.KEEP_MAX - AHEAD_S / 2  # within AHEAD_S of their KEEP_MAX: d0 goes first, the rest with it
+    pfs.listdir(f"{MAIN}")
+    clock.t += AHEAD_S  # d0 is due now
+    with statements(app) as seen:
+        for d in folders:
+            pfs.write_file(f"{MAIN}/{d}/next", b"n")
+    scans = [s for s in seen if s.startswith("SELECT 0, commit_id") and "lm_staging" in s]
+    assert len(scans) == 1, seen
+    assert fs.metrics.counter("listings_read_ahead") == 3
+    for d in folders:
+        assert pfs.listdir(f"{MAIN}/{d}") == (["next", "theirs", "warm"] if d == "d3" else ["next", "warm"])
