@@ -623,6 +623,17 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         """
         return self.graveler.scan(repo, self.resolve(repo, ref), start, stop)
 
+    @contextmanager
+    def scans_ahead(self, repo: str, ref: ResolvedRef, ranges: Sequence[tuple[bytes, bytes | None]]) -> Iterator[None]:
+        """Inside the block, the calling thread's :meth:`scan_records` of branch ``ref`` starting at one of ``ranges``
+        (start, stop) take their first page from one statement for all of them, run now (``Reads.scans_ahead``);
+        on any other ref nothing is read ahead."""
+        if ref.view is View.COMMITTED or ref.branch is None:
+            yield
+            return
+        with self.graveler.scans_ahead(repo, ref.branch, ranges):
+            yield
+
     def first_record(
         self, repo: str, ref: str | ResolvedRef, start: bytes = b"", stop: bytes | None = None
     ) -> tuple[bytes, bytes] | None:

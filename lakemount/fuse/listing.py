@@ -98,6 +98,12 @@ def showable_below(rest: bytes, value: bytes) -> bool:
     return all(valid_name(seg) for seg in rest.split(b"/"))
 
 
+def dir_range(dir_path: str) -> tuple[bytes, bytes | None]:
+    """The keys :func:`list_dir` scans first for directory ``dir_path`` (``Catalog.scans_ahead`` reads them ahead)."""
+    prefix = (dir_path + "/").encode("utf-8", "surrogateescape") if dir_path else b""
+    return prefix, prefix_end(prefix) if prefix else None
+
+
 def list_dir(catalog: Catalog, repo: str, ref: ResolvedRef, dir_path: str,
              decoded: dict[bytes, tuple[bytes, Child]] | None = None,
              known: Mapping[bytes, tuple[bytes, Child]] | None = None) -> tuple[dict[bytes, Child], Entry | None]:
@@ -111,8 +117,7 @@ def list_dir(catalog: Catalog, repo: str, ref: ResolvedRef, dir_path: str,
     Raises what the catalog raises (``NotFound`` for a vanished ref,
     ``Unavailable`` for an unreachable store).
     """
-    prefix = (dir_path + "/").encode("utf-8", "surrogateescape") if dir_path else b""
-    stop = prefix_end(prefix) if prefix else None
+    prefix, stop = dir_range(dir_path)
     children: dict[bytes, Child] = {}
     known = known if known is not None else {}
     own_marker: Entry | None = None

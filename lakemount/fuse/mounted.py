@@ -34,6 +34,11 @@ class Scope:
     checked: float  # monotonic time of the last resolution
     gen: int = 0  # bumped when the ref's content changed in a way we did not make
     version: int = 0  # bumped by every change this mount makes; reads racing one do not cache
+    # The changes of the last ``TOUCHED_KEPT`` versions that touched one directory's files alone: version -> that
+    # directory.  A read of another directory racing only those may cache what it read (``Scopes.untouched``).
+    touched: dict[int, str] = field(default_factory=dict)
+    # Directories this mount added names to, path -> node, oldest first: their listings are read together (``Tree``).
+    writing: dict[str, Any] = field(default_factory=dict)
     # Serializes this mount's changes to the branch, so a rename and a create
     # in one directory cannot interleave their read-check-write sequences.
     mutex: threading.RLock = field(default_factory=threading.RLock)

@@ -328,7 +328,7 @@ class Namespace:
             else:
                 self.state.stage(scope, [(path, entry), *dropped], journal=True, opened=opened)
             with self.table.lock:
-                self.scopes.local_change(scope)
+                self.scopes.local_change(scope, within=None if dropped else parent.path)
                 if dropped:
                     self._marker_dropped(parent)
                 node = self.table.get_or_add((scope.key, path), kind=Kind.FILE, scope=scope, path=path)

@@ -273,15 +273,17 @@ class Saver:
                     held.put_back(key, taken)
                     raise
             for c, (_path, entry) in zip(latest.values(), changes, strict=True):
-                self._saved(scope, c.node, entry, (c.node.path,))
+                self._saved(scope, c.node, entry, (c.node.path,), confined=not markers)
             for c in closes:
                 if c.node.ino in latest:  # an earlier version of a file staged with its later one counts as staged
                     c.outcome = STAGED
 
-    def _saved(self, scope: Scope, node: Node, entry: Entry, names: Sequence[str]) -> None:
-        """``node`` holds ``entry``, staged under ``names``: its node and the cached listings say so."""
+    def _saved(self, scope: Scope, node: Node, entry: Entry, names: Sequence[str], *, confined: bool = True) -> None:
+        """``node`` holds ``entry``, staged under ``names``: its node and the cached listings say so.  ``confined``:
+        the staging changed nothing else (no directory marker dropped with it)."""
+        within = os.path.dirname(names[0]) if confined and len(names) == 1 and names[0] else None
         with self.table.lock:
-            self.scopes.local_change(scope)
+            self.scopes.local_change(scope, within=within)
             node.entry, node.fetched, node.gen = entry, self.state.now(), scope.gen
             for name in names:
                 parent = self.table.by_key((scope.key, os.path.dirname(name))) if name else None

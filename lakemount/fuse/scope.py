@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PUSHED_POLL: Final = 30.0  # seconds between safety polls of branch heads while change notices arrive
+TOUCHED_KEPT: Final = 256  # changes confined to one directory remembered per scope (``Scopes.untouched``)
 
 
 class Scopes:
@@ -361,6 +362,33 @@ class Scopes:
         return scope
 
     @staticmethod
-    def local_change(scope: Scope) -> None:
-        """Note a change this mount made (caller holds the table lock): in-flight reads must not cache."""
+    def local_change(scope: Scope, *, within: str | None = None) -> None:
+        """Note a change this mount made (caller holds the table lock): in-flight reads must not cache.
+
+        ``within``: the change touched only the entries of files directly in that directory (a file created
+        or saved there, its directory already shown: no marker dropped, no other name of it), so a read of any
+        other directory racing it may still cache what it read (:meth:`untouched`): with 16 writers creating
+        files in their own directories, a directory listed again raced another writer's create nearly every
+        time, and was listed again by the next lookup (docs/SCALE.md, stop 55)."""
         scope.version += 1
+        if within is not None:
+            touched = scope.touched
+            touched[scope.version] = within
+            if len(touched) > TOUCHED_KEPT:
+                del touched[next(iter(touched))]
+
+    @staticmethod
+    def untouched(scope: Scope, since: int, path: str) -> bool:
+        """True if no change this mount made after version ``since`` can have changed directory ``path``'s
+        listing or its own entry: none at all, or only changes confined to other directories' files
+        (:meth:`local_change`), none of them to ``path`` itself (caller holds the table lock)."""
+        if since == scope.version:
+            return True
+        if scope.version - since > TOUCHED_KEPT:
+            return False
+        parent = path.rpartition("/")[0]
+        for version in range(since + 1, scope.version + 1):
+            within = scope.touched.get(version)
+            if within is None or within == path or (path and within == parent):
+                return False
+        return True

@@ -26,7 +26,7 @@ from lakemount.fuse import control
 from lakemount.fuse.attributes import Attributes
 from lakemount.fuse.errno import Absent, FsError
 from lakemount.fuse.inodes import ROOT_INODE, Kind, Node
-from lakemount.fuse.listing import Child, ChildKind, Listing, list_dir, lookup_child
+from lakemount.fuse.listing import Child, ChildKind, Listing, dir_range, list_dir, lookup_child
 from lakemount.fuse.ownchanges import KEEP_MAX
 from lakemount.fuse.scope import PUSHED_POLL, Scope, Scopes
 from lakemount.fuse.state import NAME_MAX, MountState, decode_name, join_path, key_len, op
@@ -34,6 +34,9 @@ from lakemount.fuse.values import Attr
 
 KIND: Final = {ChildKind.FILE: Kind.FILE, ChildKind.DIR: Kind.DIR, ChildKind.SYMLINK: Kind.SYMLINK}
 RELIST_MAX: Final = 10_000  # a directory this mount writes into is listed again when stale up to this size
+AHEAD_S: Final = 10.0  # a listing read again reads those of the scope's other written directories due within this
+AHEAD_MOST: Final = 31  # ... this many at most (one statement: the branch row and a page of each)
+WRITING_KEPT: Final = 256  # directories this mount wrote into remembered per scope (``Tree._due_beside``)
 ABSENT_KEPT: Final = 4096  # paths found absent kept per scope (then forgotten at once: a create asks again)
 NEGATIVES_KEPT: Final = 4096  # negative entries granted to the kernel per scope (then none until some expire)
 CHILD: Final = {Kind.FILE: ChildKind.FILE, Kind.DIR: ChildKind.DIR, Kind.SYMLINK: ChildKind.SYMLINK}
@@ -141,6 +144,8 @@ class Tree:
             with self.table.lock:
                 node.gen, node.fetched = scope.gen, state.now()
             return
+        if self._relisted(node):
+            return
         state.io()
         state.settle(scope, node.path)  # a create this mount holds there is staged first (held.py)
         gen, version, fetched = scope.gen, scope.version, state.now()
@@ -154,11 +159,27 @@ class Tree:
                 if node.dirty is None and node.opens == 0:
                     self.table.detach(node)
                 raise FsError(errno.ENOENT, node.path)
-            if scope.version == version and gen == scope.gen and node.dirty is None:
+            if gen == scope.gen and node.dirty is None and self.scopes.untouched(scope, version, node.path):
                 node.entry, node.gen, node.fetched = child.entry, gen, fetched
                 if names is not None:
                     group = group_of(child.entry)
                     self.table.set_names(node, group.gid if group else "", names)
+
+    def _relisted(self, node: Node) -> bool:
+        """For a directory this mount writes into whose entry went stale with its listing (a crowd's folders, read
+        when they were made, go stale together): list it, one statement for its own entry and its children, where
+        looking it up and then listing it for the next create in it were two (docs/SCALE.md, stop 55).  True if
+        that made its entry fresh; False (nothing read) for any other node, or if it did not (a listing that
+        raced a change of the directory, or found it gone: the caller looks it up as before)."""
+        if node.kind != Kind.DIR or not node.path or not self._relist_worth_it(node) or self.listing_fresh(node) is not None:
+            return False
+        try:
+            self.listing(node)
+        except FsError as exc:
+            if exc.errno != errno.ENOENT:
+                raise
+            return False
+        return self.fresh(node)
 
     def names_of(self, scope: Scope, path: str, entry: Entry | None) -> tuple[str, ...]:
         """Every name of the file ``entry`` at ``path`` (its link group's members, checked against the ref:
@@ -329,7 +350,7 @@ class Tree:
         if key_len(path) + 1 > MAX_KEY_BYTES:
             raise FsError(errno.ENAMETOOLONG)
         existing = self.table.by_key((scope.key, path))
-        if existing is not None and (existing.dirty is not None or self.fresh(existing)):
+        if existing is not None and (existing.dirty is not None or self.fresh(existing) or self._relisted(existing)):
             return existing
         listing = self.listing_fresh(parent)
         if listing is None and existing is None and self._relist_worth_it(parent):
@@ -404,6 +425,47 @@ class Tree:
         state.settle(scope, node.path)
         stamp = state.own.note(scope.repo, scope.branch) if scope.plain_branch else None
         gen, version, fetched = scope.gen, scope.version, state.now()
+        others = self._due_beside(node, fetched)  # (after the version: a create held there later drops what is read)
+        if not others:
+            return self._list(node, stamp, gen, version, fetched)
+        ranges = [dir_range(n.path) for n in (node, *others)]
+        with state.catalog.scans_ahead(scope.repo, scope.resolved, ranges):
+            for other in others:
+                try:
+                    self._list(other, stamp, gen, version, fetched)
+                except FsError:  # gone: looked up on its own when next used
+                    pass
+            self.state.metrics.add("listings_read_ahead", len(others))
+            return self._list(node, stamp, gen, version, fetched)
+
+    def _due_beside(self, node: Node, now: float) -> list[Node]:
+        """The other directories of ``node``'s scope this mount writes into whose listings are to be read again
+        within ``AHEAD_S`` (``KEEP_MAX`` after they were read), small ones holding no create this mount holds: a
+        crowd's folders, made together, go stale together, each listed again by a statement of its own; now
+        the first one's listing reads theirs too, in the same statement (docs/SCALE.md, stop 55)."""
+        scope = node.scope
+        listing = node.listing
+        if scope is None or listing is None or listing.puts == 0:
+            return []
+        held, key = self.state.held, (scope.repo, scope.branch)
+        out = []
+        with self.table.lock:
+            for other in list(scope.writing.values()):
+                kept = other.listing
+                if (other is node or other.detached or kept is None or kept.gen != scope.gen or kept.puts == 0
+                        or len(kept.children) > RELIST_MAX or now - kept.listed < KEEP_MAX - AHEAD_S):
+                    continue
+                out.append(other)
+                if len(out) >= AHEAD_MOST:
+                    break
+        return [other for other in out if not (held and held.any_under(key, other.path))]
+
+    def _list(self, node: Node, stamp: tuple[int, int] | None, gen: int, version: int, fetched: float) -> Listing:
+        """Read directory ``node``'s listing, noted at ``stamp``, ``gen``, ``version``, ``fetched``, and keep it
+        unless this mount changed the directory meanwhile."""
+        scope = node.scope
+        assert scope is not None
+        state = self.state
         stale = node.listing
         decoded: dict[bytes, tuple[bytes, Child]] = {}
         children, marker = list_dir(state.catalog, scope.repo, scope.resolved, node.path, decoded,
@@ -416,7 +478,7 @@ class Tree:
             raise FsError(errno.ENOENT, node.path)
         listing = Listing(children, sorted(children), fetched, gen, decoded=decoded, stamp=stamp, listed=fetched)
         with self.table.lock:
-            if version == scope.version and gen == scope.gen:
+            if gen == scope.gen and self.scopes.untouched(scope, version, node.path):
                 node.listing = listing
                 if node.path:
                     node.entry, node.fetched, node.gen = marker, fetched, gen
@@ -429,6 +491,13 @@ class Tree:
         if listing is None:
             return
         listing.puts += 1
+        scope = parent.scope
+        if scope is not None and listing.puts == 1:  # a directory this mount writes into (``_due_beside``)
+            writing = scope.writing
+            writing.pop(parent.path, None)
+            writing[parent.path] = parent
+            if len(writing) > WRITING_KEPT:
+                del writing[next(iter(writing))]
         old = listing.children.get(name)
         if old is not None and old.kind is ChildKind.DIR:
             listing.dirs -= 1

@@ -89,6 +89,7 @@ class Graveler:
         self.lookup = reads.lookup
         self.probe = reads.probe
         self.scan = reads.scan
+        self.scans_ahead = reads.scans_ahead
         self.first = reads.first
         self.scan_entries = reads.scan_entries
         self.has_uncommitted = reads.has_uncommitted

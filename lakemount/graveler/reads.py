@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -70,6 +72,31 @@ class Reads(Part):
         # of branch content.  Reads pass the tokens as a hint to read the row and the staged
         # entries in one statement (checked against the row read there, so never stale).
         self._seen: dict[tuple[str, str], tuple[Branch, float]] = {}
+        self._ahead = threading.local()  # ``scans_ahead``'s pages, the calling thread's: ``held``
+
+    @contextmanager
+    def scans_ahead(self, repo: str, name: str, ranges: Sequence[tuple[bytes, bytes | None]]) -> Iterator[None]:
+        """Inside the block, the calling thread's scans of branch ``name`` that start at one of ``ranges`` (start,
+        stop) take their first page from one statement run now for all of them (one snapshot: the branch row and
+        each range's first page), each once, where each was a statement of its own (a mount listing several
+        directories again at once: docs/SCALE.md, stop 55).  Only when the branch's single token is known from an
+        earlier read and the backend reads several ranges at once; else the scans read as they would."""
+        seen = self._seen.get((repo, name))
+        scans = getattr(self.staging, "branch_staged_scans", None)
+        held = None
+        if seen is not None and not seen[0].sealed_tokens and scans is not None and ranges:
+            token = seen[0].staging_token
+            at = time.monotonic()
+            branch, pages = scans(repo, name, token, ranges)
+            if branch.tokens == (token,):
+                self._saw(repo, branch, at)
+                held = {(repo, name, token, start, stop): (at, branch, page, complete)
+                        for (start, stop), (page, complete) in zip(ranges, pages, strict=True)}
+        self._ahead.held = held
+        try:
+            yield
+        finally:
+            self._ahead.held = None
 
     def branch_seen(self, repo: str, name: str) -> tuple[Branch, float] | None:
         """Branch ``name`` as the last read of its content found it, and the ``time.monotonic()``
@@ -150,7 +177,12 @@ class Reads(Part):
         seen = self._seen.get((repo, name))
         if seen is not None and not seen[0].sealed_tokens:
             token = seen[0].staging_token
-            branch, page, complete = self.staging.branch_staged_scan(repo, name, token, start, stop)
+            ahead = getattr(self._ahead, "held", None)
+            got = ahead.pop((repo, name, token, start, stop), None) if ahead else None
+            if got is not None:  # read by ``scans_ahead``'s statement, at its time
+                at, branch, page, complete = got
+            else:
+                branch, page, complete = self.staging.branch_staged_scan(repo, name, token, start, stop)
             if branch.tokens == (token,):
                 self._saw(repo, branch, at)
                 return branch, self._staged_rest(token, page, complete, stop)

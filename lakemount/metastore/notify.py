@@ -85,8 +85,9 @@ PACE_S: Final = 1.0  # a process sends a branch's staging notices at most this o
 LEASE_S: Final = 2 * PACE_S  # a listener re-delivers a paced sender's branch as changed this long after its last notice
 PACED: Final = "~"  # a paced notice's sender field: ``sender~seq``; the sender may stage the branch unannounced for ``PACE_S``
 PLAIN: Final = "!"  # a plain one's: ``sender!seq``; no lease, and the sender's leases of the branch before ``seq`` end
-# A staging beginning this share of the pace before its branch's owed notice is due carries that notice in its own
-# transaction (``Pacer.inline``), instead of the pacer's thread sending it in a transaction of its own (stop 54).
+# A staging beginning this share of the pace before the pace since its branch's last notice has passed, or later,
+# carries the branch's owed notice in its own transaction (``Pacer.inline``), instead of the pacer's thread sending it
+# in a transaction of its own (stop 54); the owed notice is due up to this share of the pace after the pace (stop 55).
 CARRY: Final = 0.1
 
 DIRS_MOST: Final = 32  # directories a notice names at most (more: none, the whole branch changed)
@@ -201,6 +202,9 @@ class Pacer:
         self._unsure: set[tuple[str, str]] = set()  # branches an owed notice of failed to go, until a lease ran out
         self._owed: dict[tuple[str, str], set[str] | None] = {}  # directories owed (None: the whole branch)
         self._due: dict[tuple[str, str], float] = {}  # when each owed notice goes
+        # When the first staging held since the branch's last owed notice went began (when that went, if held ones
+        # were in flight then): the owed notice may go ``pace`` after it, up to ``CARRY`` past the pace (``owe``).
+        self._since: dict[tuple[str, str], float] = {}
         self._wake = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         self._paying = 0  # owed notices taken off ``_due`` and not yet sent (or failed)
@@ -219,18 +223,20 @@ class Pacer:
         a plain notice when the branch holds and owes nothing (no lease is needed, and any earlier one ends),
         a paced one otherwise (also after an owed notice failed to go, until the listeners' lease ran out).
 
-        ``carry`` (a staging whose notice names directories, so it can name the owed ones too): once the
-        branch's owed notice is due within ``CARRY`` of the pace, the staging takes it (a paced notice,
-        ``Notice.carried``, whose ``detail`` names what was owed and what it writes), so the owed notice
-        costs no transaction of its own; the pacer's thread sends it only if no staging took it by its time.
-        It goes up to ``CARRY`` of the pace early, never late.  :meth:`failed` owes it again."""
+        ``carry`` (a staging whose notice names directories, so it can name the owed ones too): once the pace
+        since the branch's last notice is within ``CARRY`` of passing and a notice is owed, the staging takes it
+        (a paced notice, ``Notice.carried``, whose ``detail`` names what was owed and what it writes), so the
+        owed notice costs no transaction of its own; the pacer's thread sends it only if no staging took it by
+        its time (:meth:`owe`).  It goes up to ``CARRY`` of the pace early, never late.  :meth:`failed` owes it
+        again."""
         key = (repo, branch)
         now = time.monotonic()
         with self._lock:
             due = self._due.get(key)
-            if carry and due is not None and now >= due - CARRY * self.pace:
+            if carry and due is not None and now >= self._last.get(key, 0.0) + (1 - CARRY) * self.pace:
                 owed = self._owed.pop(key)
                 del self._due[key]
+                self._paid(key, now)
                 self._last[key] = now
                 self._leased.add(key)
                 self.inline_sent += 1
@@ -242,6 +248,7 @@ class Pacer:
                 if key in self._leased:
                     self.held += 1
                     self._holding[key] = self._holding.get(key, 0) + 1
+                    self._since.setdefault(key, now)
                     return None
                 paced = True
             else:
@@ -298,9 +305,23 @@ class Pacer:
             else:
                 self._owed[key] = dirs
             if key not in self._due:
-                self._due[key] = self._last.get(key, 0.0) + self.pace
+                # ``pace`` after the first staging it names began (none of them waits longer than that after its
+                # commit), but never before ``pace`` since the last notice: up to ``CARRY`` of the pace after that,
+                # so a staging that begins meanwhile can still carry it (stop 55: under load stagings came ~0.15 s
+                # apart, and half of the owed notices went alone, a transaction each, when they went at the pace).
+                last = self._last.get(key, 0.0)
+                since = self._since.get(key, last)
+                self._due[key] = max(last, min(since, last + CARRY * self.pace)) + self.pace
                 self._start()
                 self._wake.notify()
+
+    def _paid(self, key: tuple[str, str], now: float) -> None:
+        """The branch's owed notice goes at ``now`` (``_lock`` held): the next one is timed from the stagings held
+        after it, or from ``now`` if some held ones are still in flight (their commits may follow it)."""
+        if self._holding.get(key, 0) > 0:
+            self._since[key] = now
+        else:
+            self._since.pop(key, None)
 
     def _start(self) -> None:
         """Start the pacer's thread if it is not running (``_lock`` held)."""
@@ -336,6 +357,7 @@ class Pacer:
                 return
             dirs = self._owed.pop(key)
             self._last[key] = time.monotonic()
+            self._paid(key, self._last[key])
             self._leased.add(key)
             self._paying += 1
             self._seq += 1

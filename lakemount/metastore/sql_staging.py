@@ -328,6 +328,31 @@ class SqlStaging:
         page = sorted((bytes(r[4]), bytes(r[5]) if r[5] is not None else None) for r in rows if r[0] == 1)
         return branch, page, len(page) < SCAN_BATCH
 
+    def branch_staged_scans(
+        self, repo: str, name: str, token: StagingToken, ranges: Sequence[tuple[bytes, bytes | None]]
+    ) -> tuple[Branch, list[tuple[list[tuple[bytes, bytes | None]], bool]]]:
+        # One statement (one snapshot): the branch row and the first page of the token's entries in each range.
+        params: list[Any] = [repo, name]
+        parts = []
+        for i, (start, stop) in enumerate(ranges, 1):
+            text = "SELECT key, value FROM lm_staging WHERE token = ? AND key >= ?"
+            params += [token, start]
+            if stop is not None:
+                text += " AND key < ?"
+                params.append(stop)
+            parts.append(f"SELECT {i}, NULL, NULL, NULL, s.key, s.value FROM ({text} ORDER BY key LIMIT {SCAN_BATCH}) AS s")
+        rows = self._fast.query(
+            "SELECT 0, commit_id, staging_token, sealed_tokens, NULL, NULL FROM lm_branches WHERE repo = ? AND name = ? "
+            + "".join(f"UNION ALL {part} " for part in parts),
+            params,
+        )
+        branch = self._branch_of(repo, name, rows)
+        pages: list[list[tuple[bytes, bytes | None]]] = [[] for _ in ranges]
+        for r in rows:
+            if r[0] != 0:
+                pages[r[0] - 1].append((bytes(r[4]), bytes(r[5]) if r[5] is not None else None))
+        return branch, [(sorted(page), len(page) < SCAN_BATCH) for page in pages]
+
     def branch_staged_probe(
         self, repo: str, name: str, token: StagingToken, key: bytes, start: bytes, stop: bytes | None, limit: int
     ) -> tuple[Branch, tuple[bool, bytes | None], list[tuple[bytes, bytes | None]], bool]:

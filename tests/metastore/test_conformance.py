@@ -422,6 +422,32 @@ def test_branch_row_and_staged_entries_in_one_statement(staged: Stores, monkeypa
             call("nope", "main")
 
 
+def test_the_pages_of_several_ranges_with_the_branch_row_in_one_statement(staged: Stores, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stop 55 (``Reads.scans_ahead``): the branch row and the first page of each range, one statement for all,
+    each page what ``branch_staged_scan`` of that range answers."""
+    from lakemount.metastore import sql_staging
+
+    scans = getattr(staged.staging, "branch_staged_scans", None)
+    if scans is None:
+        pytest.skip("the staging backend reads one range a statement")
+    main = staged.refs.get_branch("repo", "main")
+    t = main.staging_token
+    staged.staging.stage("repo", "main", [(b"a/1", b"1"), (b"d/1", b"x"), (b"d/2", None), (b"d/3", b"z"), (b"e", b"e")])
+    ranges: list[tuple[bytes, bytes | None]] = [(b"d/", b"d0"), (b"a/", b"a0"), (b"x/", b"x0"), (b"b", None)]
+    statements: list[str] = []
+    fast = staged.refs._fast
+    query = fast.query
+    monkeypatch.setattr(fast, "query", lambda text, params: statements.append(text) or query(text, params))
+    branch, pages = scans("repo", "main", t, ranges)
+    assert len(statements) == 1
+    assert branch == main and pages == [staged.staging.branch_staged_scan("repo", "main", t, *r)[1:] for r in ranges]
+    assert pages[0] == ([(b"d/1", b"x"), (b"d/2", None), (b"d/3", b"z")], True) and pages[2] == ([], True)
+    monkeypatch.setattr(sql_staging, "SCAN_BATCH", 2)
+    assert scans("repo", "main", t, ranges)[1][0] == ([(b"d/1", b"x"), (b"d/2", None)], False)
+    with pytest.raises(BranchNotFound):
+        scans("repo", "nope", t, ranges)
+
+
 def test_graveler_reads_stay_current_when_the_branch_moves_under_them(ref_url: str, tmp_path: Path) -> None:
     """Reads pass the branch's last seen tokens to read row and staged entries in one statement;
     a commit elsewhere (new token, the old one dropped) is noticed in that same statement."""

@@ -192,6 +192,50 @@ def test_a_staging_near_the_owed_notices_time_carries_it_and_the_pacers_thread_s
     assert sent == [] and (pacer.carried, pacer.owed_sent) == (1, 0)
 
 
+def test_an_owed_notice_goes_a_pace_after_its_first_staging_began_so_a_staging_just_past_the_pace_carries_it(
+    monkeypatch: Any,
+) -> None:
+    """Stop 55: an owed notice is due a pace after the first held staging it names began (none of them waits longer
+    than the pace after its commit), never before the pace since the last notice nor more than ``CARRY`` of it
+    after: a staging that begins just past the pace still carries it (under load a crowd's stagings came ~0.15 s
+    apart, and owed notices due at the pace went alone, a transaction each: 8 of 17 in a 15 s window)."""
+    clock = _Clock()
+    monkeypatch.setattr(notify, "time", clock)
+    pacer, sent, _ = _pacer(100.0)  # (the pacer's thread waits in real seconds: never reaches a due time here)
+    assert pacer.inline("r", "main") and pacer.inline("r", "main")  # plain, then the paced one: the lease
+    last = clock.now
+    clock.now = last + 5.0
+    assert pacer.inline("r", "main", carry=True) is None  # the first held staging begins 5 s into the pace
+    clock.now = last + 30.0
+    assert pacer.inline("r", "main", carry=True) is None
+    pacer.owe("r", "main", notify.dirs_detail([b"a/f"]))
+    pacer.owe("r", "main", notify.dirs_detail([b"b/f"]))
+    assert pacer._due[("r", "main")] == last + 5.0 + 100.0  # its first staging's start plus the pace
+    clock.now = last + 100.0 + 3.0  # past the pace, short of that: a staging beginning now carries it
+    carrier = pacer.inline("r", "main", carry=True)
+    assert carrier is not None and carrier.carried and changed_dirs(carrier.detail(notify.dirs_detail([b"c/f"]))) == ["a", "b", "c"]
+
+    # A first staging held late in the pace: due no later than CARRY of the pace after the pace.  Another held
+    # staging, begun earlier, is still in flight when a staging carries the notice: the next is timed from then.
+    last = clock.now
+    clock.now = last + 50.0
+    assert pacer.inline("r", "main", carry=True) is None  # in flight until below
+    clock.now = last + 99.0
+    assert pacer.inline("r", "main", carry=True) is None
+    pacer.owe("r", "main", notify.dirs_detail([b"d/f"]))
+    assert pacer._due[("r", "main")] == last + notify.CARRY * 100.0 + 100.0
+    clock.now = last + 100.0 + 5.0
+    carrier = pacer.inline("r", "main", carry=True)  # carries d; the one in flight has not committed yet
+    assert carrier is not None and carrier.carried
+    paid = clock.now
+    clock.now = paid + 50.0
+    pacer.owe("r", "main", notify.dirs_detail([b"e/f"]))  # it commits after the notice went
+    assert pacer._due[("r", "main")] == paid + 100.0
+    clock.now += 500.0
+    pacer.flush()
+    assert [changed_dirs(d) for _, _, d, _ in sent] == [["e"]]
+
+
 def test_what_a_failed_staging_carried_is_owed_again_at_once(monkeypatch: Any) -> None:
     clock = _Clock()
     monkeypatch.setattr(notify, "time", clock)
