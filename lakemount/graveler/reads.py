@@ -170,6 +170,13 @@ class Reads(Part):
         ref = self.repos.resolve(repo, expr, namespace=namespace)
         return ref, self.get(repo, ref, key)
 
+    def _held(
+        self, repo: str, name: str, token: StagingToken, start: bytes, stop: bytes | None
+    ) -> tuple[float, Branch, list[tuple[bytes, bytes | None]], bool] | None:
+        """The first page of a scan of [start, stop) that ``scans_ahead`` read for this thread (taken: once), if any."""
+        ahead = getattr(self._ahead, "held", None)
+        return ahead.pop((repo, name, token, start, stop), None) if ahead else None
+
     def _branch_staged(self, repo: str, name: str, start: bytes, stop: bytes | None) -> tuple[Branch, Iterator[tuple[bytes, bytes | None]]]:
         """Branch ``name`` now and its staged entries in [start, stop): one statement for both
         when its single token is known from an earlier read, and a page holds them all."""
@@ -177,8 +184,7 @@ class Reads(Part):
         seen = self._seen.get((repo, name))
         if seen is not None and not seen[0].sealed_tokens:
             token = seen[0].staging_token
-            ahead = getattr(self._ahead, "held", None)
-            got = ahead.pop((repo, name, token, start, stop), None) if ahead else None
+            got = self._held(repo, name, token, start, stop)
             if got is not None:  # read by ``scans_ahead``'s statement, at its time
                 at, branch, page, complete = got
             else:
@@ -319,8 +325,13 @@ class Reads(Part):
         seen = self._seen.get((repo, name))
         if seen is not None and not seen[0].sealed_tokens:
             token = seen[0].staging_token
-            # The probe's own key is the page's first: its answer is in the page too.
-            branch, _own, page, complete = self.staging.branch_staged_probe(repo, name, token, start, start, stop, SCAN_PAGE_FIRST)
+            got = self._held(repo, name, token, start, stop)
+            if got is not None:  # read by ``scans_ahead``'s statement, at its time
+                at, branch, page, complete = got
+            else:  # the probe's own key is the page's first: its answer is in the page too
+                branch, _own, page, complete = self.staging.branch_staged_probe(
+                    repo, name, token, start, start, stop, SCAN_PAGE_FIRST
+                )
             if branch.tokens == (token,):
                 self._saw(repo, branch, at)
                 return branch, page, complete
