@@ -513,6 +513,7 @@ def test_the_pipeline_stores_a_batch_of_small_files_in_one_durable_step(
 
     monkeypatch.setattr(local, "_syncfs", counted)
     monkeypatch.setattr(writeback, "LINGER", 60.0)  # the pipeline gathers every record until drain() waits for them
+    monkeypatch.setattr(writeback, "HOLD_MAX", 60.0)  # (stop 55: a round is held this long at most while closes come)
     fs = make_fs(app, home, "batched", **wb_options(home))
     try:
         pfs = PathFS(fs)
