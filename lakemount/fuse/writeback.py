@@ -5,7 +5,9 @@
 :meth:`Writeback.journal_changes` journals a create (a file's own, with its first save); both return once the
 record is written (and, with ``mount.journal_fsync``, synced).  One pipeline
 thread takes the pending records in order, uploads their files (several at
-once) and stages them with one ``Catalog.apply`` per branch and batch; a
+once) and stages them with one ``Catalog.apply`` per branch and batch (while
+closes keep coming, it holds a round up to ``HOLD_MAX`` after its first record,
+so its work runs after the writer's, not beside it: stop 55); a
 later record for a path overrides an earlier one in the batch, as it would
 have staged after it.  Until a record is staged the node keeps its (held)
 temp file, so this mount reads its own writes from the journal, and the
@@ -66,6 +68,7 @@ log = logging.getLogger(__name__)
 BATCH: Final = 2000  # records staged per pipeline round (one apply per branch)
 UPLOADS: Final = 8  # uploads in flight
 LINGER: Final = 0.05  # seconds the pipeline waits to gather a batch when nobody waits for it
+HOLD_MAX: Final = 3.0  # seconds a round is held at most while closes keep coming (stop 55): the lag it may add
 SYNC_INTERVAL: Final = 1.0  # seconds between syncs of the journal's files when closes do not fsync (each sync stalls the disk)
 INLINE_MAX: Final = 64 << 10  # a file up to this size is journaled inside its record, not beside it
 MEMORY_HELD_MAX: Final = 64 << 20  # journaled small files' bytes kept in RAM until staged, at most (then on disk)
@@ -99,6 +102,7 @@ class Pending:
     failed_since: float = 0.0
     error: str = ""
     known: bool = False  # put records: the branch had the file when it was saved (staged on its names: linked.py)
+    queued: float = 0.0  # time.monotonic() when it was queued (a round is held HOLD_MAX after its first record at most)
     names: tuple[str, ...] = ()  # put records, once staged: every name the file had then
 
     @property
@@ -147,6 +151,7 @@ class Writeback:
         self._warned = 0.0
         self._waiting = 0  # drains in progress: the pipeline does not linger for more records
         self._idle = False  # the pipeline waits for a first record (an enqueue must wake it)
+        self._last_queued = 0.0  # time.monotonic() of the last record queued: closes still coming hold a round
         self._stop = False
         self._threads: list[threading.Thread] = []
         self._uploads = ThreadPoolExecutor(UPLOADS, thread_name_prefix="lakemount-upload")
@@ -428,6 +433,7 @@ class Writeback:
 
     def _enqueue(self, item: Pending) -> None:
         """Queue ``item`` (caller holds the condition)."""
+        item.queued = self._last_queued = time.monotonic()
         self._pending.append(item)
         self._per_branch[item.key] += 1
         self._bytes += item.size
@@ -441,9 +447,9 @@ class Writeback:
         made = _made_dirs(item)
         if made:
             self._dirs.setdefault(item.key, collections.Counter()).update(made)
-        # Only the pipeline waits for records, and only two of its waits end with one: for the first
-        # record, and for a full batch.  Waking it for each record would cost every close a thread switch.
-        if self._idle or len(self._pending) == BATCH:
+        # Only the pipeline waits for records, and only its wait for the first one ends with one (a held round
+        # looks again every LINGER).  Waking it for each record would cost every close a thread switch.
+        if self._idle:
             self._cond.notify_all()
 
     # ------------------------------------------------------------------ waiting
@@ -550,13 +556,18 @@ class Writeback:
                         self._idle = False
                 if not self._pending:
                     return
-                # Gather a batch: more records come while a writer is busy, unless someone waits for them.
-                deadline = time.monotonic() + LINGER
-                while len(self._pending) < BATCH and not self._waiting and not self._stop:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
+                # Gather a batch, unless someone waits for the records (a drain: fsync, commit, unmount, a namespace
+                # change).  While closes keep coming (the last within LINGER), the round is held, up to HOLD_MAX
+                # after the oldest record it takes (stop 55): its uploads and staging would take the node's CPU
+                # and the GIL from the writer's requests, a round at a time; held, they go in larger rounds once
+                # the writer pauses.  A journal half full (or the small files' bytes held in RAM) ends the hold.
+                hold_end = self._pending[0].queued + HOLD_MAX
+                while not self._waiting and not self._stop and not self._filling():
+                    now = time.monotonic()
+                    end = min(self._last_queued + LINGER, hold_end)
+                    if now >= end:
                         break
-                    self._cond.wait(left)
+                    self._cond.wait(end - now)
                 batch = [self._pending[i] for i in range(min(BATCH, len(self._pending)))]
             try:
                 self._stage_batch(batch)
@@ -595,6 +606,11 @@ class Writeback:
                 done = self.journal.append({"op": "done", "upto": batch[-1].seq})
                 if empty:
                     self.journal.restart_if(done)
+
+    def _filling(self) -> bool:
+        """True if the journal's pending bytes, or the small files' bytes held in RAM, reached half their bound: a
+        held round goes (caller holds the condition)."""
+        return 2 * self._bytes >= self.max_bytes or 2 * self._in_memory >= MEMORY_HELD_MAX
 
     def _stage_batch(self, batch: list[Pending]) -> None:
         """Upload the batch's files, then stage it, one apply per run of records on one branch."""

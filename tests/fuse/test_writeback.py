@@ -594,6 +594,7 @@ def test_the_pipeline_stores_a_batch_of_small_files_in_one_durable_step(
 
     monkeypatch.setattr(local, "_syncfs", counted)
     monkeypatch.setattr(writeback, "LINGER", 60.0)  # the pipeline gathers every record until drain() waits for them
+    monkeypatch.setattr(writeback, "HOLD_MAX", 60.0)  # (stop 55: a round is held this long at most while closes come)
     fs = make_fs(app, home, "batched", **wb_options(home))
     try:
         pfs = PathFS(fs)
@@ -800,3 +801,67 @@ def test_a_mkdir_is_journaled_and_waits_for_no_upload(flaky: tuple[App, FlakyAda
     staged = {d.key.decode(): d for d in app.catalog.diff_uncommitted(REPO, "main")}
     assert sorted(staged) == sorted([*files, "a/e/"]), staged  # no marker of a or a/b, put or deleted
     assert staged["a/e/"].right is not None
+
+
+def _write_for(pfs: PathFS, seconds: float, every: float, prefix: str) -> dict[str, bytes]:
+    """Write a small file every ``every`` seconds for ``seconds`` (closes that keep coming): what was written."""
+    files: dict[str, bytes] = {}
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        path = f"{prefix}/f{len(files):04d}"
+        files[path] = os.urandom(300)
+        pfs.write_file(f"{MAIN}/{path}", files[path])
+        time.sleep(every)
+    return files
+
+
+def test_while_closes_keep_coming_the_pipeline_holds_its_round_until_the_writer_pauses(
+    flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stop 55: a round of the pipeline waits while closes keep coming (each within LINGER of the last), so its
+    uploads and staging do not run beside the writer; once the writer pauses, everything goes in one round."""
+    from lakemount.fuse import writeback
+
+    monkeypatch.setattr(writeback, "LINGER", 0.3)  # a pause the test's writer never makes (it writes every 0.01 s)
+    app, _adapter, factory = flaky
+    fs = factory()
+    assert fs.writeback is not None
+    pfs = PathFS(fs)
+    pfs.mkdir(f"{MAIN}/h")
+    fs.writeback.drain(None)  # the mkdir's record staged: the rounds counted below are the files'
+    before = fs.writeback.report.counts["batches"]
+    files = _write_for(pfs, 1.0, 0.01, "h")  # > LINGER, < HOLD_MAX
+    assert fs.writeback.report.counts["batches"] == before, "the pipeline staged a round while closes kept coming"
+    assert fs.writeback.pending((REPO, "main")) >= len(files)  # (and creates the journal's sync journaled)
+    deadline = time.monotonic() + 30  # no drain: the pause alone lets the round go
+    while fs.writeback.pending((REPO, "main")):
+        assert time.monotonic() < deadline, "the held round never went after the writer paused"
+        time.sleep(0.01)
+    assert fs.writeback.report.counts["batches"] == before + 1
+    assert lost(app, "main", files) == []
+
+
+def test_a_held_round_goes_hold_max_after_its_first_record_and_a_drain_ends_the_hold(
+    flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The hold is bounded: with closes that never pause, a round still goes HOLD_MAX after its first record (what
+    another host waits, plus the round); and anything that waits for the branch (fsync, commit, unmount) ends it."""
+    from lakemount.fuse import writeback
+
+    monkeypatch.setattr(writeback, "HOLD_MAX", 0.3)
+    app, _adapter, factory = flaky
+    fs = factory()
+    assert fs.writeback is not None
+    pfs = PathFS(fs)
+    pfs.mkdir(f"{MAIN}/g")
+    fs.writeback.drain(None)
+    before = fs.writeback.report.counts["batches"]
+    files = _write_for(pfs, 1.5, 0.01, "g")
+    assert fs.writeback.report.counts["batches"] - before >= 2, "closes that never paused held the pipeline past HOLD_MAX"
+    monkeypatch.setattr(writeback, "HOLD_MAX", 60.0)
+    pfs.mkdir(f"{MAIN}/g2")
+    files.update(_write_for(pfs, 0.2, 0.01, "g2"))
+    t = time.monotonic()
+    fs.writeback.drain((REPO, "main"))  # what fsync(2), a commit and unmount call
+    assert time.monotonic() - t < 10, "a drain waited for the hold"
+    assert lost(app, "main", files) == []
