@@ -276,7 +276,7 @@ def test_an_open_between_a_passthrough_close_that_saved_the_file_and_its_release
         second = got[0]
         assert second.backing == 8, "the writer's open must pass through to a new temp file"  # type: ignore[attr-defined]
         dirty = node.dirty
-        assert dirty is not None and dirty is not first or dirty.fd != backing["registered"][0]
+        assert dirty is not None and (dirty is not first or dirty.fd != backing["registered"][0])
         assert backing["registered"][1] == dirty.fd and backing["closed"] == [7]
         again = os.urandom(MiB)
         os.pwrite(dirty.fd, again, 0)

@@ -77,7 +77,7 @@ def test_a_read_open_right_after_a_passthrough_close_with_write_back_never_fails
     try:
         main = f"{mountpoint}/{REPO}/main"
         path = f"{main}/w.bin"
-        stop_event, errors = threading.Event(), []
+        stop_event, errors = threading.Event(), list[str]()
         wrong: list[str] = []
         t = threading.Thread(target=_hammer, args=(path, stop_event, errors, None))
         t.start()
@@ -87,8 +87,8 @@ def test_a_read_open_right_after_a_passthrough_close_with_write_back_never_fails
                 body = os.urandom(SIZE)
                 try:
                     _write_close(path, body)
-                    with open(path, "rb") as f:
-                        got = f.read()
+                    with open(path, "rb") as src:
+                        got = src.read()
                     if got != body:
                         wrong.append(f"round {i}: read {len(got)} bytes, sha256 {hashlib.sha256(got).hexdigest()[:12]}")
                 except OSError as exc:
@@ -105,8 +105,8 @@ def test_a_read_open_right_after_a_passthrough_close_with_write_back_never_fails
             f.write("after the window")
         assert staged_bytes(app, "w.bin") == body
         data = Path(app.catalog.repository(REPO).storage_namespace.removeprefix("local://")) / "data"
-        for f in data.rglob("*"):  # no stored object was written after it was stored
-            if f.is_file() and not f.name.startswith("."):
-                assert hashlib.sha256(f.read_bytes()).hexdigest() == f.name, f"corrupt object {f}"
+        for obj in data.rglob("*"):  # no stored object was written after it was stored
+            if obj.is_file() and not obj.name.startswith("."):
+                assert hashlib.sha256(obj.read_bytes()).hexdigest() == obj.name, f"corrupt object {obj}"
     finally:
         stop(m)
