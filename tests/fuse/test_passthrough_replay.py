@@ -13,16 +13,20 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from lakemount.app import App
 from lakemount.config import load
 from lakemount.fuse import process
 from tests.fuse.conftest import REPO
-from tests.fuse.mounting import cleanup_mountpoint, start, stop
+from tests.fuse.mounting import cleanup_mountpoint, start, stop, wait_for, write_faults
 from tests.fuse.test_passthrough_mount import _journal_bodies, _wb_pt_env
 from tests.fuse.test_passthrough_mount import pytestmark as _passthrough_marks
+from tests.fuse.test_writeback_mount import FLAKY, OBJECTS
+from tests.fuse.test_writes_mount import stat_counter
 
 pytestmark = _passthrough_marks
 
@@ -100,3 +104,53 @@ def test_kill_9_while_the_replay_hashes_a_record_journaled_unhashed_loses_nothin
             assert not obj.name.startswith(".tmp-"), f"a half-stored object was left: {obj}"
             if obj.stat().st_size == SIZE:
                 assert obj.name == digest, f"corrupt object {obj}"
+
+
+def test_kill_9_with_the_store_down_after_a_passthrough_close_loses_nothing(home: str, tmp_path: Path) -> None:
+    """The store down (tests/fuse/flaky_mount.py, with passthrough on: the kernel writes the file), a 64 MiB file is
+    copied through passthrough, journaled unhashed and not staged (its upload fails); the mount is killed (-9).  The
+    next mount's replay hashes the record (its log says so) and stages it: byte for byte, in the next commit."""
+    app = App(load(env={"LAKEMOUNT_HOME": home}))
+    app.catalog.create_repository(REPO)
+    body = os.urandom(64 * MiB + 1)
+    (tmp_path / "src-big").write_bytes(body)
+    mp, faults = str(tmp_path / "mnt"), str(tmp_path / "faults")
+    open(faults, "w").close()
+    m = start(home, mp, command=lambda fd: [sys.executable, FLAKY, mp, faults, str(fd)], env=_wb_pt_env(home))
+    try:
+        main = f"{mp}/{REPO}/main"
+        open(f"{main}/first", "wb").close()  # the empty object a create points at is stored before the store goes down
+        write_faults(faults, f"put 1000000 {OBJECTS}\nput_file 1000000 {OBJECTS}\n")
+        assert wait_for(lambda: os.path.getsize(faults) == 0, timeout=30), "the mount never took the faults"
+        replies = stat_counter(mp, "kernel_passthrough_replies")
+        subprocess.run(["cp", str(tmp_path / "src-big"), f"{main}/big"], check=True)
+        assert stat_counter(mp, "kernel_passthrough_replies") == replies + 1  # the kernel wrote it: passthrough
+        assert stat_counter(mp, "journaled_unhashed") == 1
+
+        def status() -> dict[str, Any]:
+            with open(f"{main}/.lakefs/status") as f:
+                return dict(json.load(f)["writeback"])
+
+        # The pipeline met the store down (its upload retried), and the file is not staged.
+        assert wait_for(lambda: status()["counts"].get("upload_retries", 0) >= 1, timeout=30), status()
+        assert status()["pending"] >= 1
+        os.kill(m.proc.pid, signal.SIGKILL)
+        assert m.proc.wait() == -signal.SIGKILL
+    finally:
+        stop(m)
+    (record,) = [r for r in map(json.loads, _journal_bodies(home)) if r.get("op") == "put" and r["path"] == "big"]
+    assert record["sha256"] == ""  # journaled unhashed: whatever the killed pipeline hashed died with it
+    m = start(home, mp, ["--writeback"])
+    try:
+        assert "write-back replay: hashed big" in m.log() and "replay done" in m.log()
+        main = f"{mp}/{REPO}/main"
+        with open(f"{main}/big", "rb") as f:
+            assert f.read() == body, "the acknowledged file is lost"
+        with open(f"{main}/.lakefs/commit", "w") as f:
+            f.write("after the store came back")
+        head = next(iter(app.catalog.log(REPO, "main", limit=1)))
+        entry = app.catalog.get_optional(REPO, head.id, "big")
+        assert entry is not None and entry.address.endswith(hashlib.sha256(body).hexdigest())
+        assert app.catalog.read(app.catalog.repository(REPO), entry) == body
+    finally:
+        stop(m)
