@@ -19,6 +19,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from typing import Final
 
 from lakemount.audit.context import Actor, acting
 from lakemount.audit.record import MOUNT
@@ -39,7 +40,7 @@ from lakemount.pids import one_process
 
 log = logging.getLogger(__name__)
 
-WINDOW_WAIT = 10.0  # seconds a write open waits for the release of a passthrough open of the saved file
+WINDOW_WAIT: Final = 10.0  # seconds a write open waits for the release of a passthrough open of the saved file
 
 
 @dataclass(eq=False)
