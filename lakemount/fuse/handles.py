@@ -132,8 +132,9 @@ class Handles:
         if truncate and not self.saver.write_is_local(node, 0, 0):
             self.state.io()
         # A passthrough open makes and registers a temp file: local work, as a temp file's write is (no NeedsThread:
-        # a create calls this after making its entry).
-        pass_through = self._may_pass_through(node, flags, truncate)
+        # a create calls this after making its entry).  Whether it is one is chosen under the lock the handle is
+        # registered under (below): the kernel refuses a passthrough open beside an open it answered without.
+        pass_through = mine = False
         if self.audit is not None:  # the process's name while it is alive (a short one is gone by release)
             self.audit.process(caller.pid)
         fh = self.state.new_fh()
@@ -145,7 +146,15 @@ class Handles:
                 # A writable open while a passthrough open's backing file is (or is becoming) saved content waits for
                 # its release; checked under the lock a save's choice to take the temp file itself is made under.
                 busy = node.dirty if writable and node.dirty is not None and node.dirty.saved_backing() else None
-                if busy is None:
+                pending = node.pass_pending > 0
+                if busy is None and not pending:
+                    # Chosen with the registration, as one step: an open registered between the choice and the
+                    # backing id (a writer's open runs on a thread, a reader's on the loop) would be one the kernel
+                    # answered without passthrough, and the passthrough open beside it gets EIO from the kernel.
+                    pass_through = self._may_pass_through(node, flags, truncate)
+                    if pass_through and not (node.dirty is not None and node.dirty.passing):
+                        node.pass_pending += 1  # until its backing id is registered: other opens wait for it
+                        mine = True
                     node.opens += 1
                     if writable:
                         node.writers += 1
@@ -154,23 +163,30 @@ class Handles:
                     keep = scope.stable or (identity is not None and identity == node.page_identity and not truncate)
                     node.page_identity = identity
                     self._handles[fh] = FileHandle(fh, node, writable, None, uid=caller.uid, pid=caller.pid)
-            if busy is None:
+            if busy is None and not pending:
                 break
-            self._wait_for_release(node, busy)
-            pass_through = self._may_pass_through(node, flags, truncate)
-        if truncate:
-            try:
-                self.saver.empty(node)
-            except BaseException:
-                self.release(fh)
-                raise
-            # POSIX: O_TRUNC of an existing file marks its mtime and ctime, as truncate(2) does.
-            now = time.time_ns()
-            with self.table.lock:
-                if node.entry is not None:
-                    node.entry = with_changes(node.entry, mtime_ns=now)
-                node.ctime_ns = now
-        backing = self._pass_through(fh, node) if pass_through else 0
+            if busy is not None:
+                self._wait_for_release(node, busy)
+            else:
+                self._wait_for_pending(node)
+        try:
+            if truncate:
+                try:
+                    self.saver.empty(node)
+                except BaseException:
+                    self.release(fh)
+                    raise
+                # POSIX: O_TRUNC of an existing file marks its mtime and ctime, as truncate(2) does.
+                now = time.time_ns()
+                with self.table.lock:
+                    if node.entry is not None:
+                        node.entry = with_changes(node.entry, mtime_ns=now)
+                    node.ctime_ns = now
+            backing = self._pass_through(fh, node) if pass_through else 0
+        finally:
+            if mine:
+                with node.lock, self.table.lock:
+                    node.pass_pending -= 1
         if backing:
             return Opened(fh, noflush=not writable, backing=backing)
         # A write-only handle writes past the kernel's page cache (direct_io): each write goes from the
@@ -208,6 +224,19 @@ class Handles:
             log.warning("%s: a write open waited %.0fs for the release of a passthrough open of the saved file; EBUSY",
                         node.path, WINDOW_WAIT)
             raise FsError(errno.EBUSY, "a passthrough open of the saved file is still open")
+
+    def _wait_for_pending(self, node: Node) -> None:
+        """An open while another open of ``node`` has chosen passthrough but has no backing id yet: it waits (on a
+        thread) until that one has it, or has gone without, up to ``WINDOW_WAIT`` (EBUSY past it), then chooses."""
+        self.state.io()
+        self.metrics.add("passthrough_pending_waits")
+        deadline = time.monotonic() + WINDOW_WAIT
+        while node.pass_pending > 0:
+            if time.monotonic() > deadline:
+                log.warning("%s: an open waited %.0fs for another open's passthrough to begin; EBUSY", node.path,
+                            WINDOW_WAIT)
+                raise FsError(errno.EBUSY, "another open's passthrough is beginning")
+            time.sleep(0.001)
 
     def _pass_through(self, fh: int, node: Node) -> int:
         """Make handle ``fh`` (registered, on regular file ``node``) a passthrough open: its backing id, or 0 (the
