@@ -293,3 +293,51 @@ def test_an_open_between_a_passthrough_close_that_saved_the_file_and_its_release
                 assert hashlib.sha256(f.read()).hexdigest() == os.path.basename(path), path
     finally:
         fs.close()
+
+
+def test_an_open_while_another_has_chosen_passthrough_waits_for_its_backing_id_and_shares_it(
+    ptfs: FileSystem, backing: dict[str, list[int]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A writer's open (on a thread: its O_TRUNC) chose passthrough and has no backing id yet when a reader's open
+    comes (on the loop).  Before, the reader was answered without passthrough, and the kernel then refused the
+    writer's passthrough open beside it (EIO at open: two writers and a reader, 5 in 20 s).  Now the choice is made
+    as the handle registers, and the reader waits until the writer's backing id exists, then shares it."""
+    import threading
+
+    caller = Caller()
+    opened, attr = ptfs.create(branch_dir(ptfs), b"w.bin", 0o644, os.O_WRONLY | os.O_TRUNC, caller)
+    assert opened.backing == 7
+    node = ptfs.state.node(attr.ino)
+    assert node.dirty is not None
+    os.pwrite(node.dirty.fd, b"first", 0)
+    ptfs.flush(opened.fh)
+    ptfs.release(opened.fh)
+    assert backing["closed"] == [7]
+    inside, go = threading.Event(), threading.Event()
+    empty = ptfs.handles.saver.empty
+
+    def slow_empty(n):  # type: ignore[no-untyped-def]
+        inside.set()  # registered, passthrough chosen, no backing id yet
+        assert go.wait(10)
+        return empty(n)
+
+    monkeypatch.setattr(ptfs.handles.saver, "empty", slow_empty)
+    got: dict[str, object] = {}
+    writer = threading.Thread(target=lambda: got.update(writer=ptfs.open(attr.ino, os.O_WRONLY | os.O_TRUNC, caller)))
+    writer.start()
+    assert inside.wait(10)
+    reader = threading.Thread(target=lambda: got.update(reader=ptfs.open(attr.ino, os.O_RDONLY, caller)))
+    reader.start()
+    reader.join(0.5)
+    assert reader.is_alive() and "reader" not in got, "a reader opened beside a writer's passthrough not yet begun"
+    assert ptfs.metrics.counter("passthrough_pending_waits") == 1
+    go.set()
+    writer.join(10)
+    reader.join(10)
+    assert not writer.is_alive() and not reader.is_alive()
+    w, r = got["writer"], got["reader"]
+    assert w.backing == 8 and r.backing == 8, (w, r)  # type: ignore[attr-defined]
+    assert node.pass_pending == 0
+    for o in (r, w):
+        ptfs.release(o.fh)  # type: ignore[attr-defined]
+    assert backing["closed"] == [7, 8]
