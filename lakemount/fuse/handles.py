@@ -19,6 +19,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from typing import Final
 
 from lakemount.audit.context import Actor, acting
 from lakemount.audit.record import MOUNT
@@ -38,6 +39,8 @@ from lakemount.fuse.writes import DirtyFile
 from lakemount.pids import one_process
 
 log = logging.getLogger(__name__)
+
+WINDOW_WAIT: Final = 10.0  # seconds a write open waits for the release of a passthrough open of the saved file
 
 
 @dataclass(eq=False)
@@ -129,36 +132,61 @@ class Handles:
         if truncate and not self.saver.write_is_local(node, 0, 0):
             self.state.io()
         # A passthrough open makes and registers a temp file: local work, as a temp file's write is (no NeedsThread:
-        # a create calls this after making its entry).
-        pass_through = self._may_pass_through(node, flags, truncate)
+        # a create calls this after making its entry).  Whether it is one is chosen under the lock the handle is
+        # registered under (below): the kernel refuses a passthrough open beside an open it answered without.
+        pass_through = mine = False
         if self.audit is not None:  # the process's name while it is alive (a short one is gone by release)
             self.audit.process(caller.pid)
         fh = self.state.new_fh()
         # Register the handle first, under the node's lock: the kernel sends
         # RELEASE asynchronously, and a release that found no open handle
         # would drop the temp file this open is about to read or truncate.
-        with node.lock, self.table.lock:
-            node.opens += 1
-            if writable:
-                node.writers += 1
-            entry = node.entry
-            identity = entry.identity() if entry is not None and node.dirty is None else node.page_identity
-            keep = scope.stable or (identity is not None and identity == node.page_identity and not truncate)
-            node.page_identity = identity
-            self._handles[fh] = FileHandle(fh, node, writable, None, uid=caller.uid, pid=caller.pid)
-        if truncate:
-            try:
-                self.saver.empty(node)
-            except BaseException:
-                self.release(fh)
-                raise
-            # POSIX: O_TRUNC of an existing file marks its mtime and ctime, as truncate(2) does.
-            now = time.time_ns()
-            with self.table.lock:
-                if node.entry is not None:
-                    node.entry = with_changes(node.entry, mtime_ns=now)
-                node.ctime_ns = now
-        backing = self._pass_through(fh, node) if pass_through else 0
+        while True:
+            with node.lock, self.table.lock:
+                # A writable open while a passthrough open's backing file is (or is becoming) saved content waits for
+                # its release; checked under the lock a save's choice to take the temp file itself is made under.
+                busy = node.dirty if writable and node.dirty is not None and node.dirty.saved_backing() else None
+                pending = node.pass_pending > 0
+                if busy is None and not pending:
+                    # Chosen with the registration, as one step: an open registered between the choice and the
+                    # backing id (a writer's open runs on a thread, a reader's on the loop) would be one the kernel
+                    # answered without passthrough, and the passthrough open beside it gets EIO from the kernel.
+                    pass_through = self._may_pass_through(node, flags, truncate)
+                    if pass_through and not (node.dirty is not None and node.dirty.passing):
+                        node.pass_pending += 1  # until its backing id is registered: other opens wait for it
+                        mine = True
+                    node.opens += 1
+                    if writable:
+                        node.writers += 1
+                    entry = node.entry
+                    identity = entry.identity() if entry is not None and node.dirty is None else node.page_identity
+                    keep = scope.stable or (identity is not None and identity == node.page_identity and not truncate)
+                    node.page_identity = identity
+                    self._handles[fh] = FileHandle(fh, node, writable, None, uid=caller.uid, pid=caller.pid)
+            if busy is None and not pending:
+                break
+            if busy is not None:
+                self._wait_for_release(node, busy)
+            else:
+                self._wait_for_pending(node)
+        try:
+            if truncate:
+                try:
+                    self.saver.empty(node)
+                except BaseException:
+                    self.release(fh)
+                    raise
+                # POSIX: O_TRUNC of an existing file marks its mtime and ctime, as truncate(2) does.
+                now = time.time_ns()
+                with self.table.lock:
+                    if node.entry is not None:
+                        node.entry = with_changes(node.entry, mtime_ns=now)
+                    node.ctime_ns = now
+            backing = self._pass_through(fh, node) if pass_through else 0
+        finally:
+            if mine:
+                with node.lock, self.table.lock:
+                    node.pass_pending -= 1
         if backing:
             return Opened(fh, noflush=not writable, backing=backing)
         # A write-only handle writes past the kernel's page cache (direct_io): each write goes from the
@@ -185,15 +213,50 @@ class Handles:
         fresh = truncate or dirty is not None or entry is None or entry.size == 0  # no stored content to copy first
         return fresh and node.opens == 0
 
+    def _wait_for_release(self, node: Node, dirty: DirtyFile) -> None:
+        """A writable open of a file whose closed passthrough open is not yet released and whose backing file is saved
+        content now (the journal's data file, or a stored object): the kernel lets no open of the inode have another
+        backing file, so this one waits (on a thread) for that release, up to ``WINDOW_WAIT``; EBUSY past it (a reader
+        sharing that backing file still holds it).  Nothing is changed before (``NeedsThread`` on the loop)."""
+        self.state.io()
+        self.metrics.add("passthrough_window_waits")
+        if not dirty.wait_released(WINDOW_WAIT):
+            log.warning("%s: a write open waited %.0fs for the release of a passthrough open of the saved file; EBUSY",
+                        node.path, WINDOW_WAIT)
+            raise FsError(errno.EBUSY, "a passthrough open of the saved file is still open")
+
+    def _wait_for_pending(self, node: Node) -> None:
+        """An open while another open of ``node`` has chosen passthrough but has no backing id yet: it waits (on a
+        thread) until that one has it, or has gone without, up to ``WINDOW_WAIT`` (EBUSY past it), then chooses."""
+        self.state.io()
+        self.metrics.add("passthrough_pending_waits")
+        deadline = time.monotonic() + WINDOW_WAIT
+        while node.pass_pending > 0:
+            if time.monotonic() > deadline:
+                log.warning("%s: an open waited %.0fs for another open's passthrough to begin; EBUSY", node.path,
+                            WINDOW_WAIT)
+                raise FsError(errno.EBUSY, "another open's passthrough is beginning")
+            time.sleep(0.001)
+
     def _pass_through(self, fh: int, node: Node) -> int:
         """Make handle ``fh`` (registered, on regular file ``node``) a passthrough open: its backing id, or 0 (the
         open goes through the mount: a store that cannot keep the temp file as the object, a temp file the journal
         holds, or a backing file the kernel refused)."""
-        dirty = self.saver.ensure_dirty(node, keep=True)
+        with self.table.lock:
+            handle = self._handles.get(fh)
+        writable = handle is None or handle.writable
+        shared = node.dirty
+        if shared is not None and not writable and shared.saved_backing():
+            # Between a passthrough close that saved the file itself and its release: share that backing file (a
+            # copy made now would be a second backing file, which the kernel refuses: EIO at open).
+            dirty = shared
+            self.metrics.add("passthrough_window_opens")
+        else:
+            dirty = self.saver.ensure_dirty(node, keep=True)
         if not dirty.in_place:
             return 0
         try:
-            backing = dirty.pass_begin(passthrough.register)
+            backing = dirty.pass_begin(passthrough.register, writable=writable)
         except OSError as exc:
             self.metrics.add("passthrough_refused")
             passthrough.refused(exc)
@@ -354,7 +417,7 @@ class Handles:
         if handle.writable and handle.node.dirty is not None and handle.node.dirty.modified:
             if not self.saver.save_is_local(handle.node):
                 self.state.io()
-            self.saver.save(handle.node)
+            self.saver.save(handle.node, own_writer=True)
         if handle.writable and self._create_held(handle.node):  # a new file closed unwritten (``touch``): staged now
             self.state.io()
             self.state.settle(handle.node.scope, handle.node.path)  # type: ignore[arg-type]
@@ -378,7 +441,7 @@ class Handles:
         handle = self._handle(fh)
         if handle.node.dirty is not None and handle.node.dirty.modified:
             self.state.io()
-            self.saver.save(handle.node)
+            self.saver.save(handle.node, own_writer=handle.writable)
         scope = handle.node.scope
         if self.saver.writeback is not None and scope is not None:  # durable in the lake, not only on this node
             self.state.io()

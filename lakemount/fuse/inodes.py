@@ -61,6 +61,7 @@ class Node:
     lookups: int = 0
     opens: int = 0
     writers: int = 0  # open handles that may write
+    pass_pending: int = 0  # opens that chose passthrough and have no backing id yet (handles.py: others wait)
     entry: Entry | None = None  # file/symlink entry, or the directory marker (None: implicit directory)
     fetched: float = 0.0  # monotonic time ``entry`` was read from the catalog
     gen: int = 0  # the scope's generation when ``entry`` was read

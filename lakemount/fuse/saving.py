@@ -165,8 +165,11 @@ class Saver:
             self.save(node)
             self.drop_dirty_if_idle(node)
 
-    def save(self, node: Node) -> None:
-        """Turn a node's modified temp file into a staged entry (no-op if unmodified or unlinked)."""
+    def save(self, node: Node, *, own_writer: bool = False) -> None:
+        """Turn a node's modified temp file into a staged entry (no-op if unmodified or unlinked).
+
+        ``own_writer``: the caller's own writable handle is still open (a close's FLUSH, an ``fsync``): it is not
+        another writer of a file written through passthrough (``_may_write``)."""
         dirty = node.dirty
         if dirty is None or not dirty.modified:
             return
@@ -176,7 +179,7 @@ class Saver:
             dirty.end_save(dirty.begin_save())
             return
         if self.writeback is not None and not node.names:
-            self.writeback.save(node, dirty, functools.partial(self._may_write, node, dirty) if dirty.kernel_written else None)
+            self.writeback.save(node, dirty, functools.partial(self._may_write, node, dirty, own_writer) if dirty.kernel_written else None)
             return
         catalog = self.state.catalog
         # A new file's first close: staged with the other first closes in flight on the branch (closes.py),
@@ -194,7 +197,7 @@ class Saver:
             else:  # the temp file itself is uploaded (or becomes the object), with digests computed while it was written
                 version, info = dirty.store(
                     lambda path, digests, link, finish: _store_file(catalog, scope.repo, path, digests, link, finish),
-                    functools.partial(self._may_write, node, dirty),
+                    functools.partial(self._may_write, node, dirty, own_writer),
                 )
         except BaseException:
             if ticket is not None:
@@ -223,14 +226,23 @@ class Saver:
         self.metrics.add("saved_files")
         self.metrics.add("saved_bytes", info.size)
 
-    def _may_write(self, node: Node, dirty: DirtyFile) -> bool:
+    def _may_write(self, node: Node, dirty: DirtyFile, own_writer: bool = False) -> bool:
         """Whether a descriptor may still write ``node``'s temp file through passthrough while it is saved (then the
         save stores a copy): assumed for a file under ``SCAN_FROM`` bytes, else asked of the process table."""
         if dirty.size < passthrough.SCAN_FROM:
             self.metrics.add("passthrough_saved_copies")
             return True
+        with self.table.lock:
+            # Another writable open (the saving handle's own is not one) may have been granted with no descriptor in any
+            # process's table yet: the scan cannot see it, and its writes would land in the saved file (replay55).
+            if node.writers > (1 if own_writer else 0):
+                self.metrics.add("passthrough_saved_copies")
+                return True
+            # From here a writable open waits for the release (``Handles.open_file``): the file may become saved content.
+            dirty.saving_itself = True
         # Its names inside the branch: what a descriptor's path ends with, whatever the mount's root and prefix.
         if passthrough.descriptors_open(node.names or (node.path,)):
+            dirty.saving_itself = False
             self.metrics.add("passthrough_saved_copies")
             return True
         return False

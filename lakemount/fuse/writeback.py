@@ -155,6 +155,7 @@ class Writeback:
         self._stop = False
         self._threads: list[threading.Thread] = []
         self._uploads = ThreadPoolExecutor(UPLOADS, thread_name_prefix="lakemount-upload")
+        self._replaying = False  # start() stages what an earlier run left, before the mount serves
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -172,10 +173,12 @@ class Writeback:
                     self._keep_corrupt(Record(rec.seq, rec.body, "an unknown record", rec.raw))
                     continue
                 self._enqueue(item)
+        self._replaying = bool(records)
         self._start_thread(self._run, "lakemount-writeback")
         if not self.journal.fsync:
             self._start_thread(self._sync_loop, "lakemount-journal-sync")
         self.drain(None)
+        self._replaying = False
         # What is left in the spool was never closed (a file being written when the mount died): never acknowledged.
         for name in os.listdir(self.journal.spool):
             with contextlib.suppress(OSError):
@@ -686,9 +689,15 @@ class Writeback:
 
     def _hash_item(self, item: Pending) -> None:
         """Hash the data file of a record journaled unhashed (stop 55): its digests, and the content address of its
-        entry on the node and in the overlay (both lacked one).  The file is held: nothing writes it any more."""
+        entry on the node and in the overlay (both lacked one).  The file is held: nothing writes it any more.
+        The replay names each such file it hashes, before and after (a kill -9 meanwhile replays it again)."""
+        if self._replaying:
+            log.info("write-back replay: hashing %s (%d bytes, journaled unhashed, record %d)", item.path, item.size,
+                     item.seq)
         with open(item.data, "rb") as f:
             digests = hash_fd(f.fileno())
+        if self._replaying:
+            log.info("write-back replay: hashed %s (record %d)", item.path, item.seq)
         if digests[0] != item.size:  # the replay checked the size; this run's own data file never changes
             raise OSError(errno.EIO, f"journal data file {item.data} holds {digests[0]} bytes, not {item.size}")
         assert item.base is not None

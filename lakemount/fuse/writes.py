@@ -298,6 +298,11 @@ class DirtyFile:
         self.stream: StreamedUpload | None = None
         self.passing = 0  # passthrough opens of this file: the kernel writes it without telling us
         self.backing_id = 0  # their backing id (one per file: the kernel refuses a second one for the inode)
+        self._backing_fd = -1  # the descriptor the backing id was made of (the temp file then)
+        # A save takes the temp file itself while a passthrough open lives (set under the node table's lock by the
+        # saver, with no other writable open: ``saving._may_write``); a writable open waits for the release then.
+        self.saving_itself = False
+        self._released = threading.Condition(self.lock)  # notified when a passthrough open is released
         self.kernel_written = False  # written through passthrough: no running digests, the size is the file's
         self._seen: tuple[int, int, int] | None = None  # (size, mtime, ctime) of the temp file when last caught up
         self._followed_to = 0  # a kernel-written file: bytes whose write-back the follower started
@@ -355,13 +360,23 @@ class DirtyFile:
             self.catch_up()
         return self.version != self.saved_version
 
-    def pass_begin(self, register: Callable[[int], int]) -> int:
+    def pass_begin(self, register: Callable[[int], int], *, writable: bool = True) -> int:
         """Make the file ready for a passthrough open: the backing id the open is answered with, which
         ``register(fd)`` makes of the temp file's descriptor for the first such open (the kernel then writes
         the file directly; a file held in memory is spilled first, a frozen one copied); 0 if it cannot be
-        (the journal holds the file: the caller opens without passthrough).  ``register``'s OSError is
-        raised, nothing changed.  Each nonzero return needs one :meth:`pass_end`."""
+        (the journal holds the file: the caller opens without passthrough; or a ``writable`` open while the
+        backing file is a saved one, :meth:`saved_backing`).  ``register``'s OSError is raised, nothing changed.
+        Each nonzero return needs one :meth:`pass_end`."""
         with self.lock:
+            if self._saved_backing():
+                # The window between a passthrough close that saved the file itself and its release: the backing file
+                # is the journal's (held) or a stored object (frozen) now, and the kernel takes no other one for the
+                # inode while that open lives.  A reader shares it (the saved bytes, never written again); a writer
+                # never may (``Handles`` waits for the release first: :meth:`wait_released`).
+                if writable:
+                    return 0
+                self.passing += 1
+                return self.backing_id
             if self.held:
                 return 0
             if self.frozen:
@@ -369,6 +384,7 @@ class DirtyFile:
             self._spill()
             if not self.backing_id:
                 self.backing_id = register(self.fd)
+                self._backing_fd = self.fd
             self._forget_digests()  # and any streamed upload: the bytes will not pass through here
             self.kernel_written = True
             self.passing += 1
@@ -376,6 +392,30 @@ class DirtyFile:
             if self.in_place:  # the temp file becomes the object: its bytes go to the disk while they arrive
                 _follow(self)
             return self.backing_id
+
+    def _saved_backing(self) -> bool:
+        return bool(self.passing and self.backing_id) and (
+            self.saving_itself or self.held or self.frozen or self._backing_fd != self.fd)
+
+    def saved_backing(self) -> bool:
+        """True while a passthrough open lives whose backing file is saved content, or about to be: a save is taking
+        the temp file itself (``saving_itself``), the journal holds it, the store linked it, or a truncation or thaw
+        moved the writes to a new temp file.  A new open of the inode must share that backing file (the kernel refuses
+        another one: EIO at open), so only a reader may open until its release.  Read without the lock (the loop asks,
+        and a save holds the lock while it hashes): the node table's lock makes it exact against ``saving_itself``."""
+        return self._saved_backing()
+
+    def wait_released(self, timeout: float) -> bool:
+        """Wait until :meth:`saved_backing` is False (the releases of the passthrough opens handled, or a save that
+        took a copy after all); False if ``timeout`` passed first."""
+        deadline = time.monotonic() + timeout
+        with self._released:
+            while self._saved_backing():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._released.wait(min(left, 0.05))
+            return True
 
     def follow(self) -> bool:
         """Start the write-back of what the kernel appended to the temp file since the last call, once that is
@@ -411,7 +451,8 @@ class DirtyFile:
             self._catch_up()
             if self.passing:
                 return 0
-            backing, self.backing_id = self.backing_id, 0
+            backing, self.backing_id, self._backing_fd, self.saving_itself = self.backing_id, 0, -1, False
+            self._released.notify_all()
             return backing
 
     def catch_up(self) -> None:

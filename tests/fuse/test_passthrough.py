@@ -225,3 +225,119 @@ def test_the_follower_starts_the_write_back_of_what_the_kernel_appends(
     calls = len(started)
     assert not dirty.follow()  # no passthrough open left: the follower forgets it
     assert len(started) == calls
+
+
+@pytest.mark.parametrize("writeback", [False, True], ids=["stored-in-place", "write-back"])
+def test_an_open_between_a_passthrough_close_that_saved_the_file_and_its_release(
+    app: App, home: str, backing: dict[str, list[int]], writeback: bool,
+) -> None:
+    """replay55: a close saved the temp file itself (the store linked it, or the write-back journal took it
+    unhashed) and its RELEASE has not come yet, so the kernel still has that passthrough open: a new open of the
+    inode must pass through to the same backing file (the kernel fails another one, or none, with EIO at open).
+    A reader shares it and reads the saved bytes; a writer waits (on a thread) for the release, then writes a new
+    temp file with a backing file of its own, and the saved bytes stay as they were."""
+    import threading
+
+    from tests.fuse.conftest import make_fs
+
+    options: dict[str, object] = {"head_ttl": 0.2}
+    if writeback:
+        options.update(writeback=True, journal_dir=os.path.join(home, "journal"))
+    fs = make_fs(app, home, "window", **options)
+    try:
+        fs.state.passthrough = True
+        caller = Caller()
+        opened, attr = fs.create(branch_dir(fs), b"big.bin", 0o644, os.O_WRONLY | os.O_TRUNC, caller)
+        assert opened.backing == 7
+        node = fs.state.node(attr.ino)
+        first = node.dirty
+        assert first is not None
+        body = os.urandom(passthrough.SCAN_FROM + 5)
+        os.pwrite(first.fd, body, 0)  # the kernel's writes
+        fs.flush(opened.fh)  # the close: no descriptor left, so the file itself is saved
+        assert first.held if writeback else first.frozen
+        assert fs.metrics.counter("journaled_unhashed") == (1 if writeback else 0)
+        reader = fs.open(attr.ino, os.O_RDONLY, caller)  # before the release
+        assert reader.backing == 7, "a reader in the window got no passthrough or another backing file: EIO at open"
+        assert backing["registered"] == [first.fd] and fs.metrics.counter("passthrough_window_opens") == 1
+        assert fs.read(reader.fh, 0, 100) == body[:100]
+        got: list[object] = []
+        writer = threading.Thread(target=lambda: got.append(fs.open(attr.ino, os.O_WRONLY | os.O_TRUNC, caller)))
+        writer.start()
+        writer.join(0.5)
+        assert writer.is_alive() and got == [], "a writer got an open while the saved file's passthrough open lived"
+        assert fs.metrics.counter("passthrough_window_waits") == 1
+        fs.release(opened.fh)
+        writer.join(0.5)
+        assert writer.is_alive(), "the reader's passthrough open of the saved file is left: the writer still waits"
+        fs.release(reader.fh)
+        writer.join(10)
+        assert not writer.is_alive() and len(got) == 1
+        second = got[0]
+        assert second.backing == 8, "the writer's open must pass through to a new temp file"  # type: ignore[attr-defined]
+        dirty = node.dirty
+        assert dirty is not None and (dirty is not first or dirty.fd != backing["registered"][0])
+        assert backing["registered"][1] == dirty.fd and backing["closed"] == [7]
+        again = os.urandom(MiB)
+        os.pwrite(dirty.fd, again, 0)
+        fs.flush(second.fh)  # type: ignore[attr-defined]
+        fs.release(second.fh)  # type: ignore[attr-defined]
+        if fs.writeback is not None:
+            fs.writeback.drain(None)
+        assert staged(app, "big.bin") == again
+        data = os.path.join(app.catalog.repository(REPO).storage_namespace.removeprefix("local://"), "data")
+        stored = [os.path.join(d, f) for d, _s, fs_ in os.walk(data) for f in fs_ if not f.startswith(".")]
+        assert stored, "nothing was stored"
+        for path in stored:  # the first body's object (linked, or hashed from the journal) is whole
+            with open(path, "rb") as f:
+                assert hashlib.sha256(f.read()).hexdigest() == os.path.basename(path), path
+    finally:
+        fs.close()
+
+
+def test_an_open_while_another_has_chosen_passthrough_waits_for_its_backing_id_and_shares_it(
+    ptfs: FileSystem, backing: dict[str, list[int]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A writer's open (on a thread: its O_TRUNC) chose passthrough and has no backing id yet when a reader's open
+    comes (on the loop).  Before, the reader was answered without passthrough, and the kernel then refused the
+    writer's passthrough open beside it (EIO at open: two writers and a reader, 5 in 20 s).  Now the choice is made
+    as the handle registers, and the reader waits until the writer's backing id exists, then shares it."""
+    import threading
+
+    caller = Caller()
+    opened, attr = ptfs.create(branch_dir(ptfs), b"w.bin", 0o644, os.O_WRONLY | os.O_TRUNC, caller)
+    assert opened.backing == 7
+    node = ptfs.state.node(attr.ino)
+    assert node.dirty is not None
+    os.pwrite(node.dirty.fd, b"first", 0)
+    ptfs.flush(opened.fh)
+    ptfs.release(opened.fh)
+    assert backing["closed"] == [7]
+    inside, go = threading.Event(), threading.Event()
+    empty = ptfs.handles.saver.empty
+
+    def slow_empty(n):  # type: ignore[no-untyped-def]
+        inside.set()  # registered, passthrough chosen, no backing id yet
+        assert go.wait(10)
+        return empty(n)
+
+    monkeypatch.setattr(ptfs.handles.saver, "empty", slow_empty)
+    got: dict[str, object] = {}
+    writer = threading.Thread(target=lambda: got.update(writer=ptfs.open(attr.ino, os.O_WRONLY | os.O_TRUNC, caller)))
+    writer.start()
+    assert inside.wait(10)
+    reader = threading.Thread(target=lambda: got.update(reader=ptfs.open(attr.ino, os.O_RDONLY, caller)))
+    reader.start()
+    reader.join(0.5)
+    assert reader.is_alive() and "reader" not in got, "a reader opened beside a writer's passthrough not yet begun"
+    assert ptfs.metrics.counter("passthrough_pending_waits") == 1
+    go.set()
+    writer.join(10)
+    reader.join(10)
+    assert not writer.is_alive() and not reader.is_alive()
+    w, r = got["writer"], got["reader"]
+    assert w.backing == 8 and r.backing == 8, (w, r)  # type: ignore[attr-defined]
+    assert node.pass_pending == 0
+    for o in (r, w):
+        ptfs.release(o.fh)  # type: ignore[attr-defined]
+    assert backing["closed"] == [7, 8]
