@@ -302,7 +302,7 @@ def main() -> None:
             ]
             print(f"{labels[name]:<36} " + " ".join(cells))
         cp_s, ceiling_s = best["cp", "local folder"], best["cp+fsync", "local folder"]
-        print(f"\ndurable ceiling: the local cp then fsync is x{cp_s / ceiling_s:.2f} of the local cp"
+        print(f"\ndurable ceiling: the local cp then fsync is x{cp_s / ceiling_s:.3f} of the local cp"
               + (" (below the issue's x0.5: a limit of this disk, not of the mount)" if cp_s / ceiling_s < 0.5 else ""))
         for w in targets:
             if w != "local folder":

@@ -116,7 +116,7 @@ def durable_ceiling(best: dict[tuple[str, str], float], others: list[str]) -> No
     """Print each target's ``cp`` as x of the local ``cp`` (the issue's ratio) and as x of the local ``cp`` then
     ``fsync`` (the durable ceiling: what a close that makes the copy durable on this disk pays at least)."""
     cp, ceiling = best["cp", "local"], best["cp+fsync", "local"]
-    print(f"  durable ceiling: the local cp then fsync is x{cp / ceiling:.2f} of the local cp"
+    print(f"  durable ceiling: the local cp then fsync is x{cp / ceiling:.3f} of the local cp"
           + (" (below the issue's x0.5: a limit of this disk, not of the mount)" if cp / ceiling < 0.5 else ""))
     for w in others:
         print(f"  cp into {w}: x{cp / best['cp', w]:.2f} of the local cp, x{ceiling / best['cp', w]:.2f} of the durable ceiling")
