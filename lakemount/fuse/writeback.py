@@ -251,32 +251,9 @@ class Writeback:
             inline = True
         else:
             inline = not share and digests[0] <= INLINE_MAX and _inline(body, dirty.fd, digests[0])
-        with self._order:
-            try:
-                # A small file's bytes ride in its record: the log's one sync covers them (none per data file).
-                item.seq = self.journal.append(body, data_fd=-1 if share or inline else dirty.fd,
-                                               data_path="" if inline else data)
-            except OSError:
-                if not share:
-                    dirty.held = dirty.pending = False
-                elif item.copy_of is not None:
-                    dirty.pending = False
-                if share and data:
-                    with contextlib.suppress(OSError):
-                        os.unlink(data)
-                raise
-            dirty.end_save(version)
-            with self.state.table.lock:
-                node.entry = base
-            with self._cond:
-                deferred = self._deferred.get(item.key)
-                if deferred is not None and deferred.pop(item.path, None) is not None:  # this record is its create too
-                    if not deferred:
-                        del self._deferred[item.key]
-                    self.state.metrics.add("creates_merged")
-                self._enqueue(item)
-        self.state.metrics.add("journaled_files")
-        self.state.metrics.add("journaled_bytes", item.size)
+        # A small file's bytes ride in its record: the log's one sync covers them (none per data file).
+        self._append_put(node, dirty, version, item, body, data_fd=-1 if share or inline else dirty.fd,
+                         data_path="" if inline else data, share=share)
 
     def _save_unhashed(self, node: Node, dirty: DirtyFile, version: int, data: str) -> None:
         """Journal a large kernel-written file held unhashed (``save``, stop 55): the record names its data file and
@@ -293,17 +270,23 @@ class Writeback:
         body = {"op": "put", "repo": item.repo, "branch": item.branch, "path": item.path, "entry": base.value().hex(),
                 "data": data, "size": size, "sha256": "", "md5": "", "known": known, "boot": boot_id(),
                 "synced": self.journal.fsync}
-        self._append_put(node, dirty, version, item, body, data_fd=dirty.fd, share=False)
+        self._append_put(node, dirty, version, item, body, data_fd=dirty.fd, data_path=data, share=False)
+        self.state.metrics.add("journaled_unhashed")
 
     def _append_put(self, node: Node, dirty: DirtyFile, version: int, item: Pending, body: dict[str, Any], *,
-                    data_fd: int, share: bool) -> None:
+                    data_fd: int, data_path: str, share: bool) -> None:
         """Append put record ``body`` of ``item`` (its ``seq`` set) and queue it: see ``save``."""
         with self._order:
             try:
-                item.seq = self.journal.append(body, data_fd=data_fd, data_path=item.data)
+                item.seq = self.journal.append(body, data_fd=data_fd, data_path=data_path)
             except OSError:
                 if not share:
                     dirty.held = dirty.pending = False
+                elif item.copy_of is not None:
+                    dirty.pending = False
+                if share and item.data:
+                    with contextlib.suppress(OSError):
+                        os.unlink(item.data)
                 raise
             dirty.end_save(version)
             with self.state.table.lock:
@@ -317,7 +300,6 @@ class Writeback:
                 self._enqueue(item)
         self.state.metrics.add("journaled_files")
         self.state.metrics.add("journaled_bytes", item.size)
-        self.state.metrics.add("journaled_unhashed")
 
     def save_is_local(self, dirty: DirtyFile) -> bool:
         """True if :meth:`save` of ``dirty`` waits for nothing: the journal has room, the digests are known
