@@ -58,7 +58,7 @@ from lakemount.fuse.listing import Child, ChildKind
 from lakemount.fuse.scope import Scopes
 from lakemount.fuse.state import MountState, with_changes
 from lakemount.fuse.tree import Tree
-from lakemount.fuse.writes import DirtyFile, hash_fd, new_temp
+from lakemount.fuse.writes import DirtyFile, Held, hash_fd, new_temp
 
 if TYPE_CHECKING:
     from lakemount.catalog.catalog import Catalog
@@ -223,10 +223,14 @@ class Writeback:
             data = ""
             version, content, digests = dirty.snapshot(hold=not share)
         else:
-            version, (data, known_digests) = dirty.store(
-                lambda path, known, _link, _finish: self._hand_over(dirty, path, known, share=share),
-                may_write, hash_later_from=HASH_LATER_FROM,
-            )
+            try:
+                version, (data, known_digests) = dirty.store(
+                    lambda path, known, _link, _finish: self._hand_over(dirty, path, known, share=share),
+                    may_write, hash_later_from=HASH_LATER_FROM, unless_held=True,
+                )
+            except Held:
+                self._await_journaled(node, dirty, may_write)
+                return
             copied = data != dirty.path and dirty.kernel_written  # a copy: a passthrough open may still write the file
             share = share or copied
             if known_digests is None:
@@ -308,6 +312,19 @@ class Writeback:
             return False
         with self._cond:
             return not self._bytes or self._bytes + dirty.size <= self.max_bytes
+
+    def _await_journaled(self, node: Node, dirty: DirtyFile, may_write: Callable[[], bool] | None) -> None:
+        """A save that found the temp file held: another close of the file (a handle's release, say, while this
+        flush waited for the file's lock) handed this very content to the journal, and a held file never changes
+        again (a write goes to a new copy).  Its data file may be staged and deleted already, so there is nothing
+        to copy: return once that save's record is appended (``saved_version``), so this close, too, is
+        acknowledged only by a record on disk; if its append failed (the hold is undone), save as usual."""
+        self.state.metrics.add("saves_already_journaled")
+        version = dirty.version  # a held file's for good
+        while dirty.held and dirty.saved_version < version:
+            time.sleep(0.001)  # the other save appends its record right after its hand-over: microseconds
+        if not dirty.held:
+            self.save(node, dirty, may_write)
 
     def _hand_over(self, dirty: DirtyFile, path: str, known: tuple[int, str, str] | None, *,
                    share: bool) -> tuple[str, tuple[int, str, str] | None]:

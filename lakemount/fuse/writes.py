@@ -657,7 +657,8 @@ class DirtyFile:
         self.fd, self.path, self.frozen = fd, path, False
 
     def store(self, put: Callable[[str, tuple[int, str, str] | None, bool, Finish | None], T],
-              may_write: Callable[[], bool] | None = None, *, hash_later_from: int | None = None) -> tuple[int, T]:
+              may_write: Callable[[], bool] | None = None, *, hash_later_from: int | None = None,
+              unless_held: bool = False) -> tuple[int, T]:
         """Run ``put(path, digests, link, finish)`` while no write can change the file; returns the version
         stored and the result.
 
@@ -675,8 +676,13 @@ class DirtyFile:
         ``hash_later_from`` (write-back, stop 55): a kernel-written file of at least that many bytes that no
         descriptor may still write is handed to ``put`` as it is, neither hashed nor synced (``digests`` None:
         the journal's pipeline hashes it after the close); a private copy is always hashed.
+        ``unless_held`` (write-back): raise ``Held`` if the journal holds the file already (another close saved
+        this content while this one waited for the lock: its data file may be staged and gone, its descriptor
+        closed).
         """
         with self.lock:
+            if unless_held and self.held:
+                raise Held(self.path)
             self._spill()  # what ``put`` stores is a file
             self._wait_flush()
             if self.kernel_written:

@@ -865,3 +865,38 @@ def test_a_held_round_goes_hold_max_after_its_first_record_and_a_drain_ends_the_
     fs.writeback.drain((REPO, "main"))  # what fsync(2), a commit and unmount call
     assert time.monotonic() - t < 10, "a drain waited for the hold"
     assert lost(app, "main", files) == []
+
+
+@pytest.mark.parametrize("writers", [1, 2])
+def test_a_save_that_finds_the_file_journaled_by_another_close_adds_nothing_and_fails_nothing(
+    flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]], home: str, writers: int,
+) -> None:
+    """Two closes of one file raced: a flush found the file modified, then waited for its lock while a release
+    handed the same content to the journal, and the pipeline staged it and deleted the data file before the
+    flush got the lock.  The flush then copied the data file (two writers: ``share``) and the close failed with
+    ENOENT (stop 55: 0-2 in 20 s of two writers and a reader of one 17 MiB file, with write-back and
+    passthrough), or (one writer) journaled a record naming a data file that was gone.  Here the racing flush's
+    save is called once the first save's record is staged: it finds the file held and adds no record."""
+    app, _adapter, factory = flaky
+    fs = factory()
+    pfs = PathFS(fs)
+    assert fs.writeback is not None
+    data = os.urandom(4 * MEMORY_MAX)  # a temp file, not memory: the journal takes the file itself
+    fh = pfs.open(f"{MAIN}/raced", os.O_WRONLY | os.O_CREAT)
+    pfs.pwrite(fh, 0, data)
+    node = fs.state.node(pfs.ino(f"{MAIN}/raced"))
+    dirty = node.dirty
+    assert dirty is not None
+    fs.writeback.save(node, dirty)  # the release's save (its share was decided alone)
+    fs.writeback.drain((REPO, "main"))
+    assert dirty.held and not os.path.exists(dirty.path)  # staged, its data file deleted: the race's state
+    others = [pfs.open(f"{MAIN}/raced", os.O_WRONLY) for _ in range(writers - 1)]  # the flush saw two writers
+    fs.writeback.save(node, dirty)  # the flush's save, which had found the file modified before the other ended
+    assert fs.metrics.counter("saves_already_journaled") == 1
+    fs.writeback.drain((REPO, "main"))
+    assert [b["path"] for b in log_bodies(home) if b["op"] == "put"] in ([], ["raced"])  # no second record
+    assert lost(app, "main", {"raced": data}) == []
+    for other in others:
+        pfs.close(other)
+    pfs.close(fh)
+    assert lost(app, "main", {"raced": data}) == []
