@@ -152,8 +152,11 @@ class Handles:
                     # backing id (a writer's open runs on a thread, a reader's on the loop) would be one the kernel
                     # answered without passthrough, and the passthrough open beside it gets EIO from the kernel.
                     pass_through = self._may_pass_through(node, flags, truncate)
-                    if pass_through and not (node.dirty is not None and node.dirty.passing):
-                        node.pass_pending += 1  # until its backing id is registered: other opens wait for it
+                    if pass_through:
+                        # Until it holds its backing id, other opens wait for it: also when it shares the backing
+                        # file of passthrough opens alive now, which may all be released before it takes its share
+                        # (then an open registered meanwhile saw none, went without, and one of the two got EIO).
+                        node.pass_pending += 1
                         mine = True
                     node.opens += 1
                     if writable:

@@ -341,3 +341,54 @@ def test_an_open_while_another_has_chosen_passthrough_waits_for_its_backing_id_a
     for o in (r, w):
         ptfs.release(o.fh)  # type: ignore[attr-defined]
     assert backing["closed"] == [7, 8]
+
+
+def test_an_open_that_shares_live_passthrough_opens_holds_back_others_until_it_has_its_share(
+    ptfs: FileSystem, backing: dict[str, list[int]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A writer's open chose passthrough because passthrough opens of the file were alive (it will share their
+    backing file), and those were all released before it took its share.  Before, a second writer's open then saw no
+    passthrough open and none beginning, and was answered without passthrough beside the first's passthrough open:
+    the kernel refused one of the two (EIO at open: two writers of one file and a reader, with write-back, 1 in ~10
+    runs of 20 s, stop 56).  Now the sharing open, too, holds other opens back until it has its backing id."""
+    import threading
+
+    caller = Caller()
+    first, attr = ptfs.create(branch_dir(ptfs), b"w.bin", 0o644, os.O_WRONLY | os.O_TRUNC, caller)
+    assert first.backing == 7
+    node = ptfs.state.node(attr.ino)
+    assert node.dirty is not None
+    os.pwrite(node.dirty.fd, b"first", 0)
+    inside, go = threading.Event(), threading.Event()
+    empty = ptfs.handles.saver.empty
+
+    def slow_empty(n):  # type: ignore[no-untyped-def]
+        if not inside.is_set():
+            inside.set()  # registered, passthrough chosen (the first open is alive), no share taken yet
+            assert go.wait(10)
+        return empty(n)
+
+    monkeypatch.setattr(ptfs.handles.saver, "empty", slow_empty)
+    got: dict[str, object] = {}
+    sharer = threading.Thread(target=lambda: got.update(sharer=ptfs.open(attr.ino, os.O_WRONLY | os.O_TRUNC, caller)))
+    sharer.start()
+    assert inside.wait(10)
+    ptfs.flush(first.fh)
+    ptfs.release(first.fh)  # the live passthrough open is gone before the sharer took its share
+    assert backing["closed"] == [7]
+    other = threading.Thread(target=lambda: got.update(other=ptfs.open(attr.ino, os.O_WRONLY, caller)))
+    other.start()
+    other.join(0.5)
+    assert other.is_alive() and "other" not in got, "an open went without passthrough beside one beginning it"
+    assert ptfs.metrics.counter("passthrough_pending_waits") == 1
+    go.set()
+    sharer.join(10)
+    other.join(10)
+    assert not sharer.is_alive() and not other.is_alive()
+    s, o = got["sharer"], got["other"]
+    assert s.backing and s.backing == o.backing, (s, o)  # type: ignore[attr-defined]
+    assert node.pass_pending == 0
+    for h in (o, s):
+        ptfs.flush(h.fh)  # type: ignore[attr-defined]
+        ptfs.release(h.fh)  # type: ignore[attr-defined]
+    assert backing["closed"] == [7, s.backing]  # type: ignore[attr-defined]
