@@ -6,7 +6,7 @@ hashed it (up to ``writes.HASH_QUEUE`` of them at once).  glibc's ``malloc``
 serves such a block by ``mmap`` or, past its dynamic threshold, from the heap,
 which it gives back to the kernel (``trim``) whenever its free top grows past
 twice that threshold; either way a large share of the requests landed on pages
-the kernel had to fault in and clear (stop 56: 37,000-74,000 page faults in the
+the kernel had to fault in and clear (stop 56: 35,000-74,000 page faults in the
 mount per 1 GiB ``cp``, 14% of the mount's CPU, on the request loop that the
 writer waits for).  Pinning both thresholds keeps a freed request buffer in the
 heap for the next one: after the first few MiB a large write takes no fresh page.
