@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from lakemount.app import App
 from lakemount.errors import AlreadyExists, ConfigError, InvalidArgument, Unavailable
-from lakemount.fuse import kflags, passthrough
+from lakemount.fuse import heap, kflags, passthrough
 from lakemount.fuse.access import MountAccess, parse_users
 from lakemount.fuse.core import FileSystem, MountOptions
 from lakemount.node import pid_file, read_pid
@@ -289,6 +289,8 @@ def run_mount(
         # from other users only); the access control below is what keeps other users to their policies.
         fuse_options.add("allow_other")
     kflags.want_passthrough(passthrough.wanted(options.passthrough))
+    if not heap.keep_freed_buffers():
+        log.info("glibc's mallopt not found: a large write's request buffers take fresh pages")
     try:
         pyfuse3.init(ops, mp, fuse_options)
     except RuntimeError as exc:
