@@ -99,8 +99,13 @@ PLAIN: Final = "!"  # a plain one's: ``sender!seq``; no lease, and the sender's 
 # in a transaction of its own (stop 54); the owed notice is due up to this share of the pace after the pace (stop 55).
 CARRY: Final = 0.1
 # A host listens while anything on it used what notices keep true within this many seconds (``Listener.use``,
-# stop 56); then it stops, and listens again (everything kept dropped) at its next use.
-IDLE_S: Final = 5.0
+# stop 56); then it stops, and listens again (everything kept dropped) at its next use.  The mount's bound on what
+# it trusts while notices arrive (``fuse.scope.PUSHED_POLL``, ``fuse.ownchanges.KEEP_MAX``): nothing a mount read
+# before its last use is trusted past it, so stopping then drops nothing it would still answer from.
+IDLE_S: Final = 30.0
+# A listener that connected again (a lost connection) listens at least this long before it may stop for idleness:
+# whoever ended its backend (a count of the transactions, ``benchmarks/pg_counting.py``) sees it back.
+LISTEN_MIN_S: Final = 2.0
 
 DIRS_MOST: Final = 32  # directories a notice names at most (more: none, the whole branch changed)
 DIRS_BYTES: Final = 2048  # nor past this many bytes (PostgreSQL takes 8,000 per payload)
@@ -474,7 +479,8 @@ class Listener:
         self.dozes = 0  # times it stopped listening so
         self._used = time.monotonic()  # this process's last use (``use``)
         self._peers_used = 0.0  # a follower's last ``BUSY`` (the relay's)
-        self._since = 0.0  # when the listening began (a reconnect starts the idle bound anew)
+        self._since = self._used  # when it began or came back from idleness (not a reconnect: ``LISTEN_MIN_S``)
+        self._connected_at = 0.0
         self._told = (self._used, 0.0)  # (use, when) a follower last told its relay of (joining tells the first)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lakemount-listen", daemon=True)
@@ -565,7 +571,7 @@ class Listener:
             # Connected only once the receiver has dropped what it kept: a reader that trusts
             # its cache while ``connected`` is set (the gateway's repository records) never
             # trusts one from before the gap.
-            self._since = time.monotonic()
+            self._connected_at = time.monotonic()
             self.connected.set()
             self._tell(relay.frame(relay.UP))
             idle = False
@@ -588,8 +594,11 @@ class Listener:
                 self._doze(server)
 
     def _idle_now(self) -> bool:
-        """Whether nothing on the host used notices for ``idle`` seconds since the listening began."""
-        return self.idle is not None and time.monotonic() - max(self._used, self._peers_used, self._since) > self.idle
+        """Whether nothing on the host used notices for ``idle`` seconds since the listener began or came back
+        from idleness, and it has listened ``LISTEN_MIN_S`` since it last connected."""
+        now = time.monotonic()
+        return (self.idle is not None and now - max(self._used, self._peers_used, self._since) > self.idle
+                and now - self._connected_at >= LISTEN_MIN_S)
 
     def _doze(self, server: Any) -> None:
         """Not listening, wait until this process or a follower is in use again, a listener of the host joins, or
@@ -615,6 +624,7 @@ class Listener:
                         return
         finally:
             self.dozing = False
+            self._since = time.monotonic()
 
     def _accept(self, server: Any, kind: bytes) -> Any:
         """A listener of the host joining: take it as a follower, told ``kind`` (``UP``, or ``IDLE`` while dozing)
