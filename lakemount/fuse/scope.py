@@ -201,9 +201,12 @@ class Scopes:
         self.state.metrics.add("scope_changes")
         self._invalidate(scope)
 
-    def _invalidate(self, scope: Scope) -> None:
+    def _invalidate(self, scope: Scope, *, keep_listings: bool = False) -> None:
         """Queue kernel invalidations for every inode of ``scope`` and every negative entry the kernel was
-        given in it (caller holds the table lock)."""
+        given in it (caller holds the table lock).  The listings go too, unless ``keep_listings`` (a new
+        generation, which the caller made, already keeps any from being used: kept, a listing still tells
+        ``Tree._relist_worth_it`` that this mount writes into its directory, so the next create there lists it
+        once instead of looking each name up, stop 56)."""
         state = self.state
         for parent_ino, name, _until in scope.negatives.values():
             state.invalidations.put(("entry", parent_ino, name))
@@ -211,7 +214,8 @@ class Scopes:
         for node in state.table.nodes():
             if node.scope is not scope or node.kind not in (Kind.DIR, Kind.FILE, Kind.SYMLINK):
                 continue
-            node.listing = None
+            if not keep_listings:
+                node.listing = None
             state.invalidations.put(("inode", node.ino))
             if node.path:
                 parent = state.parent_of(node)
@@ -320,7 +324,7 @@ class Scopes:
                 for scope in live:
                     if scope.plain_branch:
                         scope.gen += 1
-                        self._invalidate(scope)
+                        self._invalidate(scope, keep_listings=True)
             todo = [(s, True) for s in live]
         else:
             heads = {c.repo for c in changes if c.kind == "head"}

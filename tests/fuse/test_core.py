@@ -928,6 +928,29 @@ def test_notices_lost_drop_what_stagings_elsewhere_may_have_changed(
     assert pfs.read_file(f"{MAIN}/d/b") == b"b"
 
 
+def test_after_notices_were_lost_a_copy_lists_its_directory_once_not_each_name(
+    fs_factory: Callable[..., FileSystem], app: App, clock: MountClock
+) -> None:
+    """``refs_changed(None)`` keeps the stale listings (a new generation): a directory this mount writes into is
+    listed again once by the next create there, then answers the next names from memory, where each create had
+    looked its name up (a ``cp -r`` on a host coming back from idle, which reports ``None`` when it listens again:
+    stop 56)."""
+    fs = fs_factory(head_ttl=0.5)
+    fs.scopes.push_live = lambda: True
+    pfs = PathFS(fs)
+    pfs.mkdir(f"{MAIN}/d")
+    for i in range(3):
+        pfs.write_file(f"{MAIN}/d/f{i}", b"x")
+    settle(fs)
+    fs.refs_changed(None)
+    with statements(app) as seen:
+        for i in range(3, 9):
+            pfs.write_file(f"{MAIN}/d/f{i}", b"x")
+    reads = [s for s in seen if s.startswith("SELECT") and "lm_staging" in s and "INSERT" not in s]
+    assert len(reads) <= 2, seen  # the listing (and the head check), not a lookup per name
+    assert sorted(pfs.listdir(f"{MAIN}/d")) == [f"f{i}" for i in range(9)]
+
+
 def test_the_head_poll_is_no_use_of_notices_a_read_is(fs_factory: Callable[..., FileSystem], app: App) -> None:
     """Stop 56: a host listens while something on it uses what notices keep true (``Listener.use``: the mount's
     ``push_live``); the head poll runs on a timer, so it asks ``push_heard``, or an idle mount would keep its host
