@@ -292,6 +292,8 @@ class Bench:
         for h in (w1, w2):  # the listeners' reconnect dropped what the mounts kept: list the branch again
             h.run("ls", "-a", f"/lake-{mode}/repo/main", timeout=120)
         x0, s0 = self.raw_xacts(), self.store()
+        if a.idle_first:  # the hosts stop listening for idleness (stop 56): the copy starts on hosts that came back
+            time.sleep(a.idle_first)
         start = time.time()
         c0 = self.cpu()
         t = time.perf_counter()
@@ -433,6 +435,9 @@ def main() -> None:
     ap.add_argument("--mount-threads", type=int, default=0, help="each mount's --threads (0: the mount's default)")
     ap.add_argument("--crowd", type=int, default=16, help="writer processes on w1 alone in phase 3 (crowd)")
     ap.add_argument("--statements", action="store_true", help="print the PostgreSQL statements run most in each run")
+    ap.add_argument("--idle-first", type=float, default=0.0,
+                    help="seconds the lone writer's phase waits, counted, before each cp -r (past notify.IDLE_S: its "
+                         "hosts have stopped listening and the copy starts on hosts that listen again)")
     ap.add_argument("--modes", default="wb,plain", help="which mounts the writers' phases write through: wb, plain or both")
     a = ap.parse_args()
     if a.files % 10 or a.files <= 0:

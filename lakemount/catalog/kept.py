@@ -129,9 +129,12 @@ class KeptRecords:
 
     @property
     def live(self) -> bool:
-        """Whether notices are arriving now."""
+        """Whether notices are arriving now (asking is a use of them: it keeps the host listening, stop 56)."""
         listener = self._listener
-        return listener is not None and listener.connected.is_set()
+        if listener is None:
+            return False
+        use = getattr(listener, "use", None)
+        return bool(use()) if use is not None else listener.connected.is_set()
 
     def noticed(self, batch: list[Any] | None) -> None:
         """Drop what notices ``batch`` name (their repositories), or everything for None (notices lost)."""

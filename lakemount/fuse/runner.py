@@ -341,7 +341,10 @@ def _listen(app: App, fs: FileSystem) -> Any:
     """Push other nodes' branch changes into ``fs`` as they commit (PostgreSQL); ``None`` where unsupported."""
     listener = app.catalog.watch_branches(fs.refs_changed)
     if listener is not None:
-        fs.scopes.push_live = listener.connected.is_set
+        # A use of what notices keep true keeps the host listening (``Listener.use``, stop 56); the head poll's
+        # timer is none.
+        fs.scopes.push_live = getattr(listener, "use", listener.connected.is_set)
+        fs.scopes.push_heard = listener.connected.is_set
         log.info("listening for branch changes on the ref store (head_ttl %.1fs stays the fallback)", fs.options.head_ttl)
     return listener
 

@@ -51,8 +51,10 @@ class Scopes:
     def __init__(self, state: MountState) -> None:
         self.state = state
         self._scopes: dict[ScopeKey, Scope] = {}
-        # Set by the runner to the change listener's "connected" flag (PostgreSQL LISTEN/NOTIFY).
+        # Set by the runner to the change listener's "connected" flag (PostgreSQL LISTEN/NOTIFY): ``push_live`` for
+        # a use of what is kept (it also keeps the host listening: ``Listener.use``), ``push_heard`` for a timer.
         self.push_live: Callable[[], bool] = lambda: False
+        self.push_heard: Callable[[], bool] = lambda: False
         self._polled = 0.0
 
     def __len__(self) -> int:
@@ -96,7 +98,7 @@ class Scopes:
         if scope.stable:
             return
         ttl = state.options.head_ttl
-        if scope.plain_branch and self.push_live():
+        if not force and scope.plain_branch and self.push_live():  # (a forced check is a notice's, no use)
             ttl = max(ttl, PUSHED_POLL)
         if not force and state.now() - scope.checked < ttl:
             return
@@ -199,9 +201,12 @@ class Scopes:
         self.state.metrics.add("scope_changes")
         self._invalidate(scope)
 
-    def _invalidate(self, scope: Scope) -> None:
+    def _invalidate(self, scope: Scope, *, keep_listings: bool = False) -> None:
         """Queue kernel invalidations for every inode of ``scope`` and every negative entry the kernel was
-        given in it (caller holds the table lock)."""
+        given in it (caller holds the table lock).  The listings go too, unless ``keep_listings`` (a new
+        generation, which the caller made, already keeps any from being used: kept, a listing still tells
+        ``Tree._relist_worth_it`` that this mount writes into its directory, so the next create there lists it
+        once instead of looking each name up, stop 56)."""
         state = self.state
         for parent_ino, name, _until in scope.negatives.values():
             state.invalidations.put(("entry", parent_ino, name))
@@ -209,7 +214,8 @@ class Scopes:
         for node in state.table.nodes():
             if node.scope is not scope or node.kind not in (Kind.DIR, Kind.FILE, Kind.SYMLINK):
                 continue
-            node.listing = None
+            if not keep_listings:
+                node.listing = None
             state.invalidations.put(("inode", node.ino))
             if node.path:
                 parent = state.parent_of(node)
@@ -270,7 +276,7 @@ class Scopes:
         """
         state = self.state
         now = state.now()
-        if self.push_live() and now - self._polled < PUSHED_POLL:
+        if self.push_heard() and now - self._polled < PUSHED_POLL:
             return
         self._polled = now
         half = state.options.head_ttl / 2
@@ -299,6 +305,7 @@ class Scopes:
         ``detail``).  A staging notice that names the directories it changed (``catalog.kept.changed_dirs``)
         drops what the mount caches of those only (:meth:`_invalidate_dirs`).
 
+        ``None`` (notices lost) drops every plain branch's entries and listings and re-checks every head.
         A moved head re-resolves every non-stable scope of its repository now
         (expressions such as ``main~1`` follow it; plain branches in one query)
         instead of after ``head_ttl``; staged writes elsewhere make the branch's
@@ -310,6 +317,14 @@ class Scopes:
             live = [s for s in self._scopes.values() if not s.stable]
         staged: dict[tuple[str, str], set[str] | None] = {}
         if changes is None:
+            # Notices were lost (a reconnect; a host that stopped listening while idle, stop 56): what was staged
+            # meanwhile is not in any branch row, so every plain branch's entries and listings go too, not only
+            # the heads checked below (before stop 56 they stayed trusted for ``PUSHED_POLL`` after a reconnect).
+            with state.table.lock:
+                for scope in live:
+                    if scope.plain_branch:
+                        scope.gen += 1
+                        self._invalidate(scope, keep_listings=True)
             todo = [(s, True) for s in live]
         else:
             heads = {c.repo for c in changes if c.kind == "head"}

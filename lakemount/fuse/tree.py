@@ -119,11 +119,11 @@ class Tree:
     def _relist_worth_it(parent: Node) -> bool:
         """True if a lookup of a new name in ``parent`` should list it again rather than ask for the name:
         its stale listing is small and this mount has been adding names to it (a copy into it: one
-        listing a ``head_ttl`` answers every lookup until then, where each name would cost a read)."""
+        listing a ``head_ttl`` answers every lookup until then, where each name would cost a read).  Of any
+        generation (stop 56): after notices were lost the listings are kept, stale, for this."""
         listing = parent.listing
         scope = parent.scope
-        return (listing is not None and scope is not None and listing.gen == scope.gen and listing.puts > 0
-                and len(listing.children) <= RELIST_MAX)
+        return (listing is not None and scope is not None and listing.puts > 0 and len(listing.children) <= RELIST_MAX)
 
     @staticmethod
     def note_absent(scope: Scope, path: str, gen: int, version: int, fetched: float) -> None:

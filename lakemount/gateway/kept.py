@@ -74,9 +74,13 @@ class KeptReads:
 
     @property
     def live(self) -> bool:
-        """Whether notices are arriving now (only then is anything kept trusted)."""
+        """Whether notices are arriving now (only then is anything kept trusted; asking keeps the host listening:
+        ``Listener.use``, stop 56)."""
         listener = self._listener
-        return listener is not None and listener.connected.is_set()
+        if listener is None:
+            return False
+        use = getattr(listener, "use", None)
+        return bool(use()) if use is not None else listener.connected.is_set()
 
     def _changed(self, batch: list[Any] | None) -> None:
         self.catalog.kept.noticed(batch)  # what the catalog keeps for writes hears the same listener

@@ -43,6 +43,15 @@ and then calls back once with ``None`` for everything: notices sent while it
 was away are lost, so the receiver must re-check all it caches.  The
 ``mount.head_ttl`` poll stays the fallback; SQLite has no notification and
 relies on it alone.
+
+A host listens only while something on it uses what notices keep true (stop 56): every listening backend is
+woken by every notice of the database, a transaction each, so a host whose mounts and servers sit idle paid
+for every other host's writes.  A listener made with ``idle`` (the ref store's: ``IDLE_S``) is told of each use
+(:meth:`Listener.use`: a mount's lookup answered from what it keeps, a write taking a kept record); once neither
+its process nor any follower of the host's relay used it for ``idle`` seconds, it reports ``None`` (so nothing
+kept is trusted past that moment), stops listening (the relay's followers hear ``IDLE`` and do the same) and
+listens again within ``poll`` of the next use, reporting ``None`` once more when it is back, as after a lost
+connection.  Between the two, ``connected`` is clear: readers use what they read for ``head_ttl`` only.
 """
 
 from __future__ import annotations
@@ -89,6 +98,14 @@ PLAIN: Final = "!"  # a plain one's: ``sender!seq``; no lease, and the sender's 
 # carries the branch's owed notice in its own transaction (``Pacer.inline``), instead of the pacer's thread sending it
 # in a transaction of its own (stop 54); the owed notice is due up to this share of the pace after the pace (stop 55).
 CARRY: Final = 0.1
+# A host listens while anything on it used what notices keep true within this many seconds (``Listener.use``,
+# stop 56); then it stops, and listens again (everything kept dropped) at its next use.  The mount's bound on what
+# it trusts while notices arrive (``fuse.scope.PUSHED_POLL``, ``fuse.ownchanges.KEEP_MAX``): nothing a mount read
+# before its last use is trusted past it, so stopping then drops nothing it would still answer from.
+IDLE_S: Final = 30.0
+# A listener that connected again (a lost connection) listens at least this long before it may stop for idleness:
+# whoever ended its backend (a count of the transactions, ``benchmarks/pg_counting.py``) sees it back.
+LISTEN_MIN_S: Final = 2.0
 
 DIRS_MOST: Final = 32  # directories a notice names at most (more: none, the whole branch changed)
 DIRS_BYTES: Final = 2048  # nor past this many bytes (PostgreSQL takes 8,000 per payload)
@@ -436,10 +453,14 @@ class Listener:
     LISTEN backend: the first binds the host's relay socket and listens on PostgreSQL, the others hear through it
     (``following``), so a notice wakes one backend per host instead of one per listening process.  A follower is
     ``connected`` while its relay is; it reports ``None`` when it joins a relay again, as after a reconnect.
+
+    ``idle`` (stop 56; None: never): the listening ends once neither this listener nor a follower of it was
+    used (:meth:`use`) for that many seconds since it began, with a ``None`` reported (``dozing``); it begins again
+    within ``poll`` of the next use, with a ``None`` reported when connected.
     """
 
     def __init__(self, url: sa.URL, callback: Callback, *, poll: float = 0.5, backoff: float = 0.5,
-                 share: bool = True) -> None:
+                 share: bool = True, idle: float | None = None) -> None:
         from lakemount.metastore import relay
 
         self.url = url
@@ -453,6 +474,14 @@ class Listener:
         self._share = share and relay.supported()
         self._first = True  # nothing heard yet: the first connection reports no ``None``
         self._followers: list[Any] = []
+        self.idle = idle
+        self.dozing = False  # not listening: nothing on the host used it for ``idle`` (``use``)
+        self.dozes = 0  # times it stopped listening so
+        self._used = time.monotonic()  # this process's last use (``use``)
+        self._peers_used = 0.0  # a follower's last ``BUSY`` (the relay's)
+        self._since = self._used  # when it began or came back from idleness (not a reconnect: ``LISTEN_MIN_S``)
+        self._connected_at = 0.0
+        self._told = (self._used, 0.0)  # (use, when) a follower last told its relay of (joining tells the first)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lakemount-listen", daemon=True)
 
@@ -463,6 +492,13 @@ class Listener:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=self.poll + 5)
+
+    def use(self) -> bool:
+        """Note that this process uses what notices keep true now (a lookup answered from what a mount keeps, a
+        record a write takes from what is kept) and say whether notices arrive (``connected``).  A dozing
+        listener (``idle``) listens again within ``poll`` of it; a follower tells its relay within ``poll``."""
+        self._used = time.monotonic()
+        return self.connected.is_set()
 
     def _connect(self) -> Any:
         import psycopg2
@@ -535,10 +571,12 @@ class Listener:
             # Connected only once the receiver has dropped what it kept: a reader that trusts
             # its cache while ``connected`` is set (the gateway's repository records) never
             # trusts one from before the gap.
+            self._connected_at = time.monotonic()
             self.connected.set()
             self._tell(relay.frame(relay.UP))
+            idle = False
             try:
-                self._serve(conn, server)
+                idle = self._serve(conn, server)
             except (psycopg2.Error, OSError) as exc:
                 log.warning("change listener: connection to %s lost: %s", where(self.url), one_line(exc))
             except Exception:  # the listener outlives any surprise: it reconnects and reports "anything changed"
@@ -546,11 +584,82 @@ class Listener:
                 self._stop.wait(delay)
             finally:
                 self.connected.clear()
-                self._tell(relay.frame(relay.DOWN))
+                if not idle:
+                    self._tell(relay.frame(relay.DOWN))
                 try:
                     conn.close()
                 except psycopg2.Error:
                     pass
+            if idle:
+                self._doze(server)
+
+    def _idle_now(self) -> bool:
+        """Whether nothing on the host used notices for ``idle`` seconds since the listener began or came back
+        from idleness, and it has listened ``LISTEN_MIN_S`` since it last connected."""
+        now = time.monotonic()
+        return (self.idle is not None and now - max(self._used, self._peers_used, self._since) > self.idle
+                and now - self._connected_at >= LISTEN_MIN_S)
+
+    def _doze(self, server: Any) -> None:
+        """Not listening, wait until this process or a follower is in use again, a listener of the host joins, or
+        the listener stops (then the caller listens again)."""
+        from lakemount.metastore import relay
+
+        began = time.monotonic()
+        self.dozing = True
+        waiter = select.poll()
+        if server is not None:
+            waiter.register(server.fileno(), select.POLLIN)
+            for follower in self._followers:
+                waiter.register(follower.fileno(), select.POLLIN)
+        try:
+            while not self._stop.is_set() and self._used <= began:
+                for fd, _ in waiter.poll(self.poll * 1000):
+                    if server is not None and fd == server.fileno():
+                        joined = self._accept(server, relay.IDLE)
+                        if joined is not None:
+                            waiter.register(joined.fileno(), select.POLLIN)
+                            return  # a new listener of the host: its process is about to use what it keeps
+                    elif self._from_follower(fd, waiter):
+                        return
+        finally:
+            self.dozing = False
+            self._since = time.monotonic()
+
+    def _accept(self, server: Any, kind: bytes) -> Any:
+        """A listener of the host joining: take it as a follower, told ``kind`` (``UP``, or ``IDLE`` while dozing)
+        at once; None if it is another user's or gone."""
+        from lakemount.metastore import relay
+
+        follower, _ = server.accept()
+        if not relay.same_user(follower):
+            follower.close()
+            return None
+        follower.settimeout(relay.SEND_TIMEOUT_S)
+        try:
+            follower.sendall(relay.frame(kind))
+        except OSError:
+            follower.close()
+            return None
+        self._followers.append(follower)
+        return follower
+
+    def _from_follower(self, fd: int, waiter: Any) -> bool:
+        """A follower's socket is readable: True if it said it is in use (``BUSY``, the one frame a follower
+        sends: any bytes say it), else it is gone (dropped)."""
+        found = [f for f in self._followers if f.fileno() == fd]
+        try:
+            data = found[0].recv(1 << 12) if found else b""
+        except OSError:
+            data = b""
+        if data:
+            self._peers_used = time.monotonic()
+            return True
+        waiter.unregister(fd)
+        for follower in found:
+            self._followers.remove(follower)
+            follower.close()
+        return False
 
     def _tell(self, data: bytes) -> None:
         """Send ``data`` to every follower; one that cannot take it within ``SEND_TIMEOUT_S`` (or is gone) is
@@ -562,7 +671,9 @@ class Listener:
                 self._followers.remove(follower)
                 follower.close()
 
-    def _serve(self, conn: Any, server: Any) -> None:
+    def _serve(self, conn: Any, server: Any) -> bool:
+        """Pass on what PostgreSQL sends until this listener stops (False) or the host is idle (True: ``None``
+        reported, ``connected`` clear, the followers told ``IDLE``)."""
         from lakemount.metastore import relay
 
         # poll(), not select(): select() refuses descriptors >= 1024, which a busy daemon's sockets reach.
@@ -587,24 +698,21 @@ class Listener:
                     for text in texts:
                         self._heard(text, batch, leases)
                 elif server is not None and fd == server.fileno():
-                    follower, _ = server.accept()
-                    if not relay.same_user(follower):
-                        follower.close()
-                        continue
-                    follower.settimeout(relay.SEND_TIMEOUT_S)
-                    try:
-                        follower.sendall(relay.frame(relay.UP))
-                    except OSError:
-                        follower.close()
-                        continue
-                    self._followers.append(follower)
-                    waiter.register(follower.fileno(), select.POLLIN)
-                else:  # a follower's end: it sends nothing, so readable means gone
-                    waiter.unregister(fd)
-                    for follower in [f for f in self._followers if f.fileno() == fd]:
-                        self._followers.remove(follower)
-                        follower.close()
+                    joined = self._accept(server, relay.UP)
+                    if joined is not None:
+                        waiter.register(joined.fileno(), select.POLLIN)
+                else:  # a follower in use (``BUSY``), or gone
+                    self._from_follower(fd, waiter)
             self._end(batch, leases)
+            if self._idle_now():
+                # In this order: nothing kept is trusted from here (``connected`` clear, then ``None``), and only
+                # then do notices stop coming.
+                self.connected.clear()
+                self._tell(relay.frame(relay.IDLE))
+                self._deliver(None)
+                self.dozes += 1
+                return True
+        return False
 
     def _follow(self, sock: Any) -> None:
         """Hear through the host's relay on ``sock`` until it goes away or this listener stops."""
@@ -623,6 +731,14 @@ class Listener:
                 self._share = False
                 return
             batch: dict[Change, None] = {}
+            used, (told, told_at) = self._used, self._told
+            if used > told and time.monotonic() - told_at >= relay.BUSY_EVERY_S:
+                try:
+                    sock.sendall(relay.frame(relay.BUSY))
+                except OSError:
+                    self._end(batch, leases)
+                    return
+                self._told = (used, time.monotonic())
             if waiter.poll(min(self._wait(leases), relay.JOIN_WAIT_S) * 1000):
                 try:
                     data = sock.recv(1 << 16)
@@ -641,6 +757,13 @@ class Listener:
                         self.connected.set()
                     elif kind == relay.DOWN:
                         self.connected.clear()
+                    elif kind == relay.IDLE:  # the relay stopped listening: nothing kept is trusted from here
+                        up = True
+                        self.connected.clear()
+                        if not self._first:
+                            self._deliver(None)
+                        self._first = False
+                        self._told = (self._used, 0.0)  # the next use is told at once: the relay listens again
                     else:
                         self._heard(text, batch, leases)
             self._end(batch, leases)

@@ -15,7 +15,12 @@ user holding the name is not followed (its listener then listens on PostgreSQL i
 
 Frames: 4 bytes of length (big-endian), then one byte of kind: ``UP`` (the relay is listening: from now on every
 notice reaches the follower), ``DOWN`` (its connection to PostgreSQL was lost: notices may be lost until the next
-``UP``) or ``NOTICE`` followed by the payload in UTF-8.
+``UP``), ``IDLE`` (stop 56: nobody on the host used what notices keep true for a while, so the relay stopped
+listening: the follower drops what it keeps, as after a lost connection, and the relay listens again, with an ``UP``,
+once a follower says it is in use again) or ``NOTICE`` followed by the payload in UTF-8.  A follower sends ``BUSY``
+frames (no text) while its process uses what notices keep true, at most one every ``BUSY_EVERY_S``.  The name
+carries the protocol's version (``VERSION``): a relay of an older version, which took any frame from a follower for
+its end, is never joined by a newer follower.
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ if TYPE_CHECKING:
 UP: Final = b"U"
 DOWN: Final = b"D"
 NOTICE: Final = b"N"
+IDLE: Final = b"I"  # relay -> follower: not listening, as nobody on the host used its notices lately (stop 56)
+BUSY: Final = b"B"  # follower -> relay: its process used what notices keep true since its last BUSY
+BUSY_EVERY_S: Final = 1.0  # a follower in use says so at most this often (the relay's idle bound is far longer)
+VERSION: Final = 2  # of the frames above; in the socket's name (1, stop 54: no IDLE and BUSY, unnamed)
 JOIN_WAIT_S: Final = 5.0  # a relay that says nothing this long after a follower joined is not followed
 SEND_TIMEOUT_S: Final = 2.0  # a follower that takes no frame for this long is dropped (it rejoins and re-checks all)
 _HEAD: Final = struct.Struct(">I")
@@ -47,7 +56,7 @@ def name(url: sa.URL) -> str:
     """The abstract socket's name for the database at ``url`` (its password left out) and this process's user."""
     database = url.set(password=None).render_as_string(hide_password=False)
     digest = hashlib.sha256(f"{os.geteuid()}\0{database}".encode()).hexdigest()[:32]
-    return f"\0lakemount-notices-{digest}"
+    return f"\0lakemount-notices{VERSION}-{digest}"
 
 
 def same_user(sock: socket.socket) -> bool:

@@ -270,11 +270,12 @@ class SqlRefStore:
         """Start a thread calling ``callback`` with branch changes made by any process (PostgreSQL).
 
         Returns the running listener (stop it with ``stop()``), or ``None`` where
-        the database has no notification (SQLite: rely on polling).
+        the database has no notification (SQLite: rely on polling).  It listens while the process uses what
+        notices keep true (its ``use()``, stop 56), ``notify.IDLE_S`` at least since the last use on the host.
         """
         if self.dialect != "postgresql" or self.engine.driver != "psycopg2":
             return None
-        return notify.Listener(self.engine.url, callback).start()
+        return notify.Listener(self.engine.url, callback, idle=notify.IDLE_S).start()
 
     # Hot paths (branch heads, staged lookups, staging writes) go through FastSql.
     def _raw(self) -> Any:

@@ -84,3 +84,37 @@ def test_a_failed_shared_read_makes_each_waiter_read_for_itself() -> None:
     assert sum(isinstance(v, OSError) for v in got.values()) == 1
     assert sum(v == ["main"] for v in got.values()) == THREADS - 1
     assert 2 <= len(reads) <= THREADS  # the first waiter to read keeps its answer for those after it
+
+
+def test_a_write_taking_kept_rules_keeps_the_host_listening() -> None:
+    """Stop 56: a host listens while something on it uses what notices keep true (``Listener.use``); a write
+    taking the kept rules is such a use, and while the listener is not connected (a host that stopped listening
+    while idle) the rules are read again past ``max_age``, as before."""
+
+    class Listener:
+        def __init__(self) -> None:
+            self.connected = threading.Event()
+            self.connected.set()
+            self.uses = 0
+
+        def use(self) -> bool:
+            self.uses += 1
+            return self.connected.is_set()
+
+    listener = Listener()
+    kept = KeptRecords(None, max_age=0.05)
+    kept.follow(listener)
+    reads: list[str] = []
+
+    def read(repo: str) -> list[str]:
+        reads.append(repo)
+        return ["main"]
+
+    assert kept.rules("r", read) == ["main"]
+    time.sleep(0.1)
+    listener.uses = 0
+    assert kept.rules("r", read) == ["main"]  # past max_age, kept: notices arrive
+    assert listener.uses >= 1 and reads == ["r"]
+    listener.connected.clear()
+    assert kept.rules("r", read) == ["main"]
+    assert reads == ["r", "r"]

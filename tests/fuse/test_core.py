@@ -907,6 +907,68 @@ def test_an_idle_mount_polls_nothing_and_rechecks_on_the_next_request(fs_factory
     assert pfs.read_file(f"{MAIN}/f") == b"two!"
 
 
+def test_notices_lost_drop_what_stagings_elsewhere_may_have_changed(
+    fs_factory: Callable[..., FileSystem], app: App, clock: MountClock
+) -> None:
+    """``refs_changed(None)`` (notices lost: a reconnect, or a host that stopped listening while idle, stop 56): a
+    listing kept while notices arrived is read again, not trusted for ``PUSHED_POLL`` over the stagings whose
+    notices never came (only the heads were checked before: a staging is in no branch row)."""
+    other = App.from_config()  # another process
+    other.catalog.put(REPO, "main", "d/a", b"a")
+    fs = fs_factory(head_ttl=0.5)
+    fs.scopes.push_live = lambda: True
+    pfs = PathFS(fs)
+    assert pfs.listdir(f"{MAIN}/d") == ["a"]
+    settle(fs)
+    other.catalog.put(REPO, "main", "d/b", b"b")  # its notice never reaches this mount
+    clock.advance(0.6)
+    assert pfs.listdir(f"{MAIN}/d") == ["a"]  # trusted past head_ttl while notices arrive
+    fs.refs_changed(None)
+    assert sorted(pfs.listdir(f"{MAIN}/d")) == ["a", "b"]
+    assert pfs.read_file(f"{MAIN}/d/b") == b"b"
+
+
+def test_after_notices_were_lost_a_copy_lists_its_directory_once_not_each_name(
+    fs_factory: Callable[..., FileSystem], app: App, clock: MountClock
+) -> None:
+    """``refs_changed(None)`` keeps the stale listings (a new generation): a directory this mount writes into is
+    listed again once by the next create there, then answers the next names from memory, where each create had
+    looked its name up (a ``cp -r`` on a host coming back from idle, which reports ``None`` when it listens again:
+    stop 56)."""
+    fs = fs_factory(head_ttl=0.5)
+    fs.scopes.push_live = lambda: True
+    pfs = PathFS(fs)
+    pfs.mkdir(f"{MAIN}/d")
+    for i in range(3):
+        pfs.write_file(f"{MAIN}/d/f{i}", b"x")
+    settle(fs)
+    fs.refs_changed(None)
+    with statements(app) as seen:
+        for i in range(3, 9):
+            pfs.write_file(f"{MAIN}/d/f{i}", b"x")
+    reads = [s for s in seen if s.startswith("SELECT") and "lm_staging" in s and "INSERT" not in s]
+    assert len(reads) <= 2, seen  # the listing (and the head check), not a lookup per name
+    assert sorted(pfs.listdir(f"{MAIN}/d")) == [f"f{i}" for i in range(9)]
+
+
+def test_the_head_poll_is_no_use_of_notices_a_read_is(fs_factory: Callable[..., FileSystem], app: App) -> None:
+    """Stop 56: a host listens while something on it uses what notices keep true (``Listener.use``: the mount's
+    ``push_live``); the head poll runs on a timer, so it asks ``push_heard``, or an idle mount would keep its host
+    listening (woken by every notice of the database, a transaction each) for ever."""
+    fs = fs_factory(head_ttl=0.5)
+    uses: list[str] = []
+    fs.scopes.push_live = lambda: uses.append("use") is None
+    fs.scopes.push_heard = lambda: True
+    pfs = PathFS(fs)
+    app.catalog.put(REPO, "main", "f", b"one")
+    assert pfs.read_file(f"{MAIN}/f") == b"one"
+    assert uses  # a read asked whether notices arrive: a use
+    settle(fs)
+    uses.clear()
+    fs.poll_heads()
+    assert uses == []
+
+
 def test_immutable_refs_answer_from_memory(pfs: PathFS, fs: FileSystem, app: App) -> None:
     app.catalog.put(REPO, "main", "dir/f", b"immutable")
     cid = app.graveler.commit(REPO, "main", "c").commit.id

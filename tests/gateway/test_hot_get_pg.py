@@ -276,3 +276,18 @@ def test_a_bucket_deleted_through_this_gateway_is_gone_at_once(hosts: tuple[S3Ga
     assert call(writer, "DELETE", "/gone").status == 204
     missing = call(writer, "GET", "/gone/main/k")
     assert missing.status == 404 and b"NoSuchBucket" in missing.body, missing.body
+
+
+def test_a_get_answered_from_what_is_kept_keeps_the_host_listening(hosts: tuple[S3Gateway, S3Gateway]) -> None:
+    """Stop 56: a host listens only while something on it uses what notices keep true (``Listener.use``); a GET
+    answered from the gateway's kept records is such a use."""
+    writer, reader = hosts
+    listener = reader.services.kept._listener
+    call(writer, "PUT", "/repo/main/k", b"k")
+    assert call(reader, "GET", "/repo/main/k").status == 200
+    before = listener._used
+    time.sleep(0.01)
+    with statements() as seen:
+        assert call(reader, "GET", "/repo/main/k").status == 200
+    assert not any("lm_repositories" in s for s in seen), seen  # the record came from what is kept
+    assert listener._used > before

@@ -156,3 +156,90 @@ def test_frames_split_anywhere_read_back_whole() -> None:
         buf += data[i : i + 1]
         got += relay.frames(buf)
     assert got == [(relay.UP, ""), (relay.NOTICE, "s~3\tstaging\tr\tmain\tdirs\x1fa/é"), (relay.DOWN, "")] and not buf
+
+
+def test_an_idle_host_stops_listening_and_listens_again_at_its_next_use(pg_cluster: PgCluster, pg_url: str) -> None:
+    """Stop 56: every listening backend is woken by every notice of the database (a transaction each), so a host
+    where nothing used what notices keep true for ``idle`` stops listening: each listener reports ``None`` (nothing
+    kept is trusted from then) and no backend listens; a follower's next use makes the relay listen again, with a
+    ``None`` reported to each, and notices reach both again."""
+    store = SqlRefStore(pg_url)
+    queues: list[queue.Queue] = [queue.Queue() for _ in range(2)]  # type: ignore[type-arg]
+    listeners = [notify.Listener(store.engine.url, q.put, poll=0.1, backoff=0.1, idle=0.5).start() for q in queues]
+    try:
+        assert all(listener.connected.wait(10) for listener in listeners)
+        lead, follower = sorted(listeners, key=lambda listener: listener.following)
+        assert follower.following and not lead.following
+        assert [q.get(timeout=10) for q in queues] == [None, None]  # nobody used them for 0.5 s
+        assert not any(listener.connected.is_set() for listener in listeners)
+        assert _until(lambda: lead.dozing and _listening_backends(pg_cluster, store) == 0)
+        assert lead.dozes == 1
+        _send(store, "unheard")  # no backend is woken by it
+        assert follower.use() is False  # not listening now: the caller trusts what it reads for head_ttl only
+        assert all(listener.connected.wait(10) for listener in listeners)
+        assert [q.get(timeout=10) for q in queues] == [None, None]  # what was sent meanwhile is lost
+        assert _listening_backends(pg_cluster, store) == 1
+        _send(store, "back")
+        assert [_heard(q, "back") for q in queues] == [[], []]
+    finally:
+        for listener in listeners:
+            listener.stop()
+
+
+def test_a_host_in_use_keeps_listening(pg_cluster: PgCluster, pg_url: str) -> None:
+    """A follower used more often than ``idle`` keeps its relay listening (its ``BUSY`` frames), however long the
+    relay's own process sits idle; once the use ends, the host stops listening."""
+    store = SqlRefStore(pg_url)
+    queues: list[queue.Queue] = [queue.Queue() for _ in range(2)]  # type: ignore[type-arg]
+    listeners = [notify.Listener(store.engine.url, q.put, poll=0.1, backoff=0.1, idle=1.5).start() for q in queues]
+    try:
+        assert all(listener.connected.wait(10) for listener in listeners)
+        lead, follower = sorted(listeners, key=lambda listener: listener.following)
+        end = time.monotonic() + 4.0
+        while time.monotonic() < end:
+            assert follower.use() is True
+            time.sleep(0.1)
+        assert lead.dozes == 0 and lead.connected.is_set()
+        assert all(q.empty() for q in queues)
+        assert _until(lambda: lead.dozing)
+        assert [q.get(timeout=10) for q in queues] == [None, None]
+    finally:
+        for listener in listeners:
+            listener.stop()
+
+
+def test_an_unshared_listener_stops_listening_when_idle_too(pg_cluster: PgCluster, pg_url: str) -> None:
+    store = SqlRefStore(pg_url)
+    got: queue.Queue = queue.Queue()  # type: ignore[type-arg]
+    listener = notify.Listener(store.engine.url, got.put, poll=0.1, backoff=0.1, share=False, idle=0.3).start()
+    try:
+        assert listener.connected.wait(10)
+        assert got.get(timeout=10) is None
+        assert _until(lambda: listener.dozing and _listening_backends(pg_cluster, store) == 0)
+        listener.use()
+        assert listener.connected.wait(10)
+        assert got.get(timeout=10) is None
+        _send(store, "heard")
+        assert _heard(got, "heard") == []
+    finally:
+        listener.stop()
+
+
+def test_a_listener_joining_a_dozing_relay_wakes_it(pg_cluster: PgCluster, pg_url: str) -> None:
+    """A listener that starts on a host whose relay dozes is answered at once (``IDLE``: it does not give up on the
+    relay after ``JOIN_WAIT_S``) and makes it listen again: a new process is about to use what it keeps."""
+    store = SqlRefStore(pg_url)
+    lead = notify.Listener(store.engine.url, lambda _: None, poll=0.1, backoff=0.1, idle=0.3).start()
+    try:
+        assert _until(lambda: lead.dozing)
+        late: queue.Queue = queue.Queue()  # type: ignore[type-arg]
+        follower = notify.Listener(store.engine.url, late.put, poll=0.1, backoff=0.1).start()
+        try:
+            assert follower.connected.wait(10) and follower.following
+            assert late.get(timeout=10) is None  # joined while dozing: the relay's return reports everything
+            _send(store, "joined")
+            assert _heard(late, "joined") == []
+        finally:
+            follower.stop()
+    finally:
+        lead.stop()
