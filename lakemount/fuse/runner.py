@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import gc
 import logging
 import os
 import shutil
@@ -38,12 +37,6 @@ FSNAME: Final = "lakemount"
 UNMOUNT_WAIT: Final = 60.0
 # How long ``umount --lazy`` waits for a mount with nothing open to finish before it reports a detach only.
 LAZY_UNMOUNT_WAIT: Final = 3.0
-# Allocations past deallocations between the collector's youngest passes while the mount serves (Python's default
-# is 700).  A small file written through the mount keeps a few dozen objects until it is staged (its node, entry,
-# journal record), so the default ran a young pass every 26 files and a full one every 2,500, which walked every
-# object of the mount, its startup's included (now frozen out of them, ``gc.freeze``).  Stop 56: 12 young passes
-# and 1 middle one per 5,000 files in place of 194, 18 and 2; the collector was 4-5% of the request loop's CPU.
-GC_YOUNG: Final = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,8 +308,6 @@ def run_mount(
         log.info("mount.users applies only to a mount shared with other users (--allow-other): only this user reaches this one")
     if not kflags.active():
         log.info("open-reply shim not loaded: the kernel sends FLUSH on every close and re-reads immutable directories")
-    gc.freeze()  # what exists now lives as long as the mount: no collection walks it again
-    gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
     try:
         trio.run(_serve, ops, ready, functools.partial(_tune_kernel, mp, options))
     finally:
