@@ -8,6 +8,10 @@ flat) with ``cp -r`` into a fresh branch:
 
 - ``passthrough``: into benchmarks/passthrough_fs.py over a local folder (the
   ceiling: the same kernel round trips with nothing behind them);
+- ``noop pyfuse3`` and ``noop shim``: into benchmarks/noop_fs.py, which keeps
+  names in memory and does nothing else, its requests served by pyfuse3's loop,
+  or by lakemount's kflags shim as the mount's small-file requests are (stop 56:
+  how many files a second a FUSE loop in Python serves here at all);
 - ``local``: into a local folder (no FUSE);
 - ``writeback``: ``lakemount mount --writeback`` (closes return once journaled;
   the journal syncs its files every second); then the lag until the last file is
@@ -81,6 +85,19 @@ def mounted(home: str, mp: str, args: list[str], **env: str) -> Iterator[None]:
     finally:
         runner.unmount(home, mp, wait=600)
         started.process.wait(600)
+
+
+@contextmanager
+def noop(mp: str, shim: bool) -> Iterator[None]:
+    os.makedirs(mp, exist_ok=True)
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, "noop_fs.py"), mp, *(["--shim"] if shim else [])],
+                            stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready", "noop_fs did not mount"
+        yield
+    finally:
+        subprocess.run(["fusermount3", "-u", mp], check=False)
+        proc.wait(60)
 
 
 @contextmanager
@@ -175,6 +192,9 @@ def main() -> None:
 
         with passthrough(os.path.join(root, "pt-backing"), os.path.join(root, "pt")):
             rates["passthrough"] = n / cp(src, os.path.join(root, "pt", "src"))
+        for label, shim in (("noop pyfuse3", False), ("noop shim", True)):
+            with noop(os.path.join(root, label.replace(" ", "-")), shim):
+                rates[label] = n / cp(src, os.path.join(root, label.replace(" ", "-"), "src"))
         rates["local"] = n / cp(src, os.path.join(root, "local"))
 
         mp = os.path.join(root, "mnt")
@@ -214,6 +234,8 @@ def main() -> None:
         print(f"  core writeback / core no writeback x{core['core writeback'] / core['core no writeback']:.2f}")
         print(f"  writeback / passthrough  x{rates['writeback'] / rates['passthrough']:.2f}  (target >= 0.5)")
         print(f"  writeback / no writeback x{rates['writeback'] / rates['no writeback']:.2f}")
+        print(f"  writeback / noop shim x{rates['writeback'] / rates['noop shim']:.2f}  (the same request path with "
+              f"nothing behind it; noop pyfuse3 x{rates['noop pyfuse3'] / rates['passthrough']:.2f} of the passthrough)")
         print(f"  writeback >= 2,000 files/s: {'yes' if rates['writeback'] >= 2000 else 'no'} (2,000 is "
               f"x{2000 / rates['passthrough']:.2f} of this run's passthrough, a filesystem with nothing behind its requests)")
         print(f"  no writeback >= 816 files/s (x2 of the issue's 408): {'yes' if rates['no writeback'] >= 816 else 'no'}")

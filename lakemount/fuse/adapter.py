@@ -149,6 +149,7 @@ class FuseOperations(pyfuse3.Operations):
     def __init__(self, fs: FileSystem, *, threads: int = DEFAULT_THREADS, access: MountAccess | None = None) -> None:
         super().__init__()
         self.fs = fs
+        self._nonblocking = fs.nonblocking()  # one context for the mount's life: entered five times a small file
         self.sharing = access  # None: only the mount's own user reaches it (no allow_other)
         self.limiter = trio.CapacityLimiter(threads)
         self._eio_counts: Counter[str] = Counter()
@@ -193,7 +194,7 @@ class FuseOperations(pyfuse3.Operations):
         """``fn(*args)`` on the loop, without blocking: ``NeedsThread`` (nothing changed) if it needs I/O; any other
         error as :meth:`_call` raises it."""
         try:
-            with self.fs.nonblocking():
+            with self._nonblocking:
                 return fn(*args)
         except NeedsThread:
             raise

@@ -184,6 +184,49 @@ def test_write_read_and_content_is_staged_on_close(pfs: PathFS, app: App) -> Non
     assert entry.content_type == "text/plain"
 
 
+def test_a_new_files_content_type_is_guess_types_asked_once_per_extension(
+    pfs: PathFS, app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mimetypes
+
+    names = ["f00001", "b.txt", "x.tar.gz", ".bashrc", "..x.csv", "e.TXT", "b.c.d.json", "q.", "dir.d/file", "y.tgz",
+             "z.txt.bz2", "w.JPG", "...", "README", "a:b/c.txt", "data:text/plain,x", "d/.hidden.txt", "p.parquet"]
+    for name in names:  # the same answer as guess_type's, whatever the name
+        assert namespace.content_type(name) == (mimetypes.guess_type(name)[0] or ""), name
+    asked: list[str] = []
+    real = mimetypes.guess_type
+
+    def guess_type(url: str, strict: bool = True) -> tuple[str | None, str | None]:
+        asked.append(url)
+        return real(url, strict)
+
+    monkeypatch.setattr(mimetypes, "guess_type", guess_type)
+    namespace._content_types.clear()
+    for i in range(20):
+        pfs.write_file(f"{MAIN}/f{i}.csv", b"x")
+        pfs.write_file(f"{MAIN}/g{i}", b"x")
+    assert len(asked) == 2  # one per extension ("" for none), not one per create
+    assert staged(app, "f3.csv").content_type == "text/csv" and staged(app, "g3").content_type == ""
+
+
+def test_holding_a_lock_held_elsewhere_needs_a_thread_on_the_loop(fs: FileSystem) -> None:
+    import threading
+
+    lock = threading.Lock()
+    with fs.state.holding(lock):  # free: taken, and given back
+        assert lock.locked()
+    assert not lock.locked()
+    lock.acquire()
+    try:
+        with fs.nonblocking(), pytest.raises(NeedsThread), fs.state.holding(lock):
+            pass
+    finally:
+        lock.release()
+    with fs.nonblocking(), fs.state.holding(lock):
+        assert lock.locked()
+    assert not lock.locked()
+
+
 def test_fsync_stages_content_of_an_open_file(pfs: PathFS, app: App) -> None:
     with pfs.opened(f"{MAIN}/f", os.O_WRONLY | os.O_CREAT) as fh:
         pfs.pwrite(fh, 0, b"durable")
