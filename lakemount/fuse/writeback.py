@@ -68,10 +68,7 @@ log = logging.getLogger(__name__)
 BATCH: Final = 2000  # records staged per pipeline round (one apply per branch)
 UPLOADS: Final = 8  # uploads in flight
 LINGER: Final = 0.05  # seconds the pipeline waits to gather a batch when nobody waits for it
-# Seconds a round is held at most while closes keep coming (stop 55: 3 s): the lag it may add.  Stop 56: 10 s, so a
-# copy of 10,000 small files (5-10 s here) runs without the pipeline's uploads and staging beside it, which took the
-# node's other core and its disk from the copy (their kernel time 0.16-0.21 ms a file) and cost it a third.
-HOLD_MAX: Final = 10.0
+HOLD_MAX: Final = 3.0  # seconds a round is held at most while closes keep coming (stop 55): the lag it may add
 SYNC_INTERVAL: Final = 1.0  # seconds between syncs of the journal's files when closes do not fsync (each sync stalls the disk)
 INLINE_MAX: Final = 64 << 10  # a file up to this size is journaled inside its record, not beside it
 MEMORY_HELD_MAX: Final = 64 << 20  # journaled small files' bytes kept in RAM until staged, at most (then on disk)

@@ -841,28 +841,6 @@ def test_while_closes_keep_coming_the_pipeline_holds_its_round_until_the_writer_
     assert lost(app, "main", files) == []
 
 
-def test_a_copy_of_a_few_seconds_is_not_staged_beside_the_writer(
-    flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]], monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Stop 56: the hold covers a copy of 10,000 small files (5-10 s on this machine): closes that keep coming for
-    4 s (stop 55's bound was 3 s) stage no round until the writer pauses, and a drain then finds every file."""
-    from lakemount.fuse import writeback
-
-    monkeypatch.setattr(writeback, "LINGER", 0.3)  # a pause the test's writer never makes (it writes every 0.01 s)
-    app, _adapter, factory = flaky
-    fs = factory()
-    assert fs.writeback is not None
-    pfs = PathFS(fs)
-    pfs.mkdir(f"{MAIN}/k")
-    fs.writeback.drain(None)
-    before = fs.writeback.report.counts["batches"]
-    files = _write_for(pfs, 4.0, 0.01, "k")
-    assert fs.writeback.report.counts["batches"] == before, "a round went while the copy was still writing"
-    assert writeback.HOLD_MAX >= 10.0  # the lag docs/SEMANTICS.md states for other hosts
-    fs.writeback.drain((REPO, "main"))
-    assert lost(app, "main", files) == []
-
-
 def test_a_held_round_goes_hold_max_after_its_first_record_and_a_drain_ends_the_hold(
     flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
