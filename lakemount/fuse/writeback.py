@@ -69,6 +69,7 @@ BATCH: Final = 2000  # records staged per pipeline round (one apply per branch)
 UPLOADS: Final = 8  # uploads in flight
 LINGER: Final = 0.05  # seconds the pipeline waits to gather a batch when nobody waits for it
 HOLD_MAX: Final = 3.0  # seconds a round is held at most while closes keep coming (stop 55): the lag it may add
+AWAIT_JOURNALED_S: Final = 30.0  # a close waits this long at most for another close's record of the same content
 SYNC_INTERVAL: Final = 1.0  # seconds between syncs of the journal's files when closes do not fsync (each sync stalls the disk)
 INLINE_MAX: Final = 64 << 10  # a file up to this size is journaled inside its record, not beside it
 MEMORY_HELD_MAX: Final = 64 << 20  # journaled small files' bytes kept in RAM until staged, at most (then on disk)
@@ -321,7 +322,11 @@ class Writeback:
         acknowledged only by a record on disk; if its append failed (the hold is undone), save as usual."""
         self.state.metrics.add("saves_already_journaled")
         version = dirty.version  # a held file's for good
+        deadline = time.monotonic() + AWAIT_JOURNALED_S
         while dirty.held and dirty.saved_version < version:
+            if time.monotonic() > deadline:  # the other save failed between its hand-over and its append
+                log.error("%s: another close journaled this content and its record never came; EIO", node.path)
+                raise FsError(errno.EIO, "the journal record of this content never came")
             time.sleep(0.001)  # the other save appends its record right after its hand-over: microseconds
         if not dirty.held:
             self.save(node, dirty, may_write)

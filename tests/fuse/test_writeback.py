@@ -900,3 +900,31 @@ def test_a_save_that_finds_the_file_journaled_by_another_close_adds_nothing_and_
         pfs.close(other)
     pfs.close(fh)
     assert lost(app, "main", {"raced": data}) == []
+
+
+def test_a_save_waiting_for_a_record_that_never_comes_fails_with_eio(
+    flaky: tuple[App, FlakyAdapter, Callable[..., FileSystem]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The wait of a save that finds the file held is bounded: a hold whose save failed before appending its record
+    (nothing then advances ``saved_version``) ends the waiting close with EIO after ``AWAIT_JOURNALED_S``."""
+    from lakemount.fuse import writeback
+
+    _app, _adapter, factory = flaky
+    fs = factory()
+    pfs = PathFS(fs)
+    assert fs.writeback is not None
+    fh = pfs.open(f"{MAIN}/stuck", os.O_WRONLY | os.O_CREAT)
+    pfs.pwrite(fh, 0, os.urandom(4 * MEMORY_MAX))
+    node = fs.state.node(pfs.ino(f"{MAIN}/stuck"))
+    dirty = node.dirty
+    assert dirty is not None and dirty.modified
+    dirty.held = True  # handed over by a save that never appended its record
+    monkeypatch.setattr(writeback, "AWAIT_JOURNALED_S", 0.2)
+    started = time.monotonic()
+    with pytest.raises(OSError) as raised:
+        fs.writeback.save(node, dirty)
+    assert raised.value.errno == errno.EIO
+    assert time.monotonic() - started >= 0.2  # it waited the bound first
+    assert fs.metrics.counter("saves_already_journaled") == 1
+    dirty.held = False  # let the fixture's unmount save it
+    pfs.close(fh)
