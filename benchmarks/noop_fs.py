@@ -25,7 +25,7 @@ if "--shim" in sys.argv:
     from lakemount.fuse import kflags  # before pyfuse3: the shim is the definition pyfuse3 binds to
 
 import pyfuse3
-import trio
+from passthrough_fs import serve  # benchmarks/, the script's own folder: after the shim, as pyfuse3
 
 TTL = 1.0
 
@@ -119,17 +119,14 @@ class Noop(pyfuse3.Operations):  # type: ignore[misc]
 
 
 def main() -> None:
-    mountpoint = sys.argv[1]
     ops = Noop()
-    pyfuse3.init(ops, mountpoint, set(pyfuse3.default_options) | {"fsname=noop"})
-    if "--shim" in sys.argv and not kflags.set_fast(ops):
-        print("the kflags shim is not loaded: no fast path", file=sys.stderr)
-        sys.exit(1)
-    print("ready", flush=True)
-    try:
-        trio.run(pyfuse3.main)
-    finally:
-        pyfuse3.close(unmount=True)
+
+    def shim() -> None:
+        if "--shim" in sys.argv and not kflags.set_fast(ops):
+            print("the kflags shim is not loaded: no fast path", file=sys.stderr)
+            sys.exit(1)
+
+    serve(ops, sys.argv[1], "noop", shim)
 
 
 if __name__ == "__main__":

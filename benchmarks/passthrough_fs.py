@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import pyfuse3
@@ -115,14 +116,20 @@ class Passthrough(pyfuse3.Operations):  # type: ignore[misc]
         os.rmdir(os.path.join(self._path(parent), os.fsdecode(name)))
 
 
-def main() -> None:
-    source, mountpoint = sys.argv[1], sys.argv[2]
-    pyfuse3.init(Passthrough(os.path.abspath(source)), mountpoint, set(pyfuse3.default_options) | {"fsname=passthrough"})
+def serve(ops: pyfuse3.Operations, mountpoint: str, fsname: str, ready: Callable[[], None] = lambda: None) -> None:
+    """Mount ``ops`` at ``mountpoint``, call ``ready`` (after the kernel's init), say "ready" and serve until unmounted."""
+    pyfuse3.init(ops, mountpoint, set(pyfuse3.default_options) | {f"fsname={fsname}"})
+    ready()
     print("ready", flush=True)
     try:
         trio.run(pyfuse3.main)
     finally:
         pyfuse3.close(unmount=True)
+
+
+def main() -> None:
+    source, mountpoint = sys.argv[1], sys.argv[2]
+    serve(Passthrough(os.path.abspath(source)), mountpoint, "passthrough")
 
 
 if __name__ == "__main__":

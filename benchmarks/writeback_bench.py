@@ -30,6 +30,7 @@ diagnosis without the kernel: the same files written through the filesystem core
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -88,29 +89,26 @@ def mounted(home: str, mp: str, args: list[str], **env: str) -> Iterator[None]:
 
 
 @contextmanager
-def noop(mp: str, shim: bool) -> Iterator[None]:
+def _served(script: str, mp: str, *args: str) -> Iterator[None]:
+    """One of the ceilings' file systems (``script`` in benchmarks/, run with ``args`` and the mount point ``mp``),
+    mounted while the block runs."""
     os.makedirs(mp, exist_ok=True)
-    proc = subprocess.Popen([sys.executable, os.path.join(HERE, "noop_fs.py"), mp, *(["--shim"] if shim else [])],
-                            stdout=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, script), *args], stdout=subprocess.PIPE)
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready", "noop_fs did not mount"
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready", f"{script} did not mount"
         yield
     finally:
         subprocess.run(["fusermount3", "-u", mp], check=False)
         proc.wait(60)
 
 
-@contextmanager
-def passthrough(backing: str, mp: str) -> Iterator[None]:
+def noop(mp: str, shim: bool) -> contextlib.AbstractContextManager[None]:
+    return _served("noop_fs.py", mp, mp, *(["--shim"] if shim else []))
+
+
+def passthrough(backing: str, mp: str) -> contextlib.AbstractContextManager[None]:
     os.makedirs(backing, exist_ok=True)
-    os.makedirs(mp, exist_ok=True)
-    proc = subprocess.Popen([sys.executable, os.path.join(HERE, "passthrough_fs.py"), backing, mp], stdout=subprocess.PIPE)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready", "passthrough did not mount"
-        yield
-    finally:
-        subprocess.run(["fusermount3", "-u", mp], check=False)
-        proc.wait(60)
+    return _served("passthrough_fs.py", mp, backing, mp)
 
 
 def status(branch_dir: str) -> dict[str, object]:
