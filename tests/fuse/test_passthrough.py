@@ -8,6 +8,7 @@ import errno
 import hashlib
 import os
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -295,6 +296,33 @@ def test_an_open_between_a_passthrough_close_that_saved_the_file_and_its_release
         fs.close()
 
 
+def _pause_first_empty(ptfs: FileSystem, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """``(inside, go)``: the first ``O_TRUNC`` open from now on stops after it registered (and chose), before its
+    truncation and its passthrough, setting ``inside`` and waiting for ``go``."""
+    import threading
+
+    inside, go = threading.Event(), threading.Event()
+    empty = ptfs.handles.saver.empty
+
+    def slow_empty(n):  # type: ignore[no-untyped-def]
+        if not inside.is_set():
+            inside.set()
+            assert go.wait(10)
+        return empty(n)
+
+    monkeypatch.setattr(ptfs.handles.saver, "empty", slow_empty)
+    return inside, go
+
+
+def _open_on_thread(ptfs: FileSystem, got: dict[str, Any], key: str, ino: int, flags: int) -> Any:
+    """A started thread opening ``ino`` with ``flags``; its ``Opened`` goes to ``got[key]``."""
+    import threading
+
+    t = threading.Thread(target=lambda: got.update({key: ptfs.open(ino, flags, Caller())}))
+    t.start()
+    return t
+
+
 def test_an_open_while_another_has_chosen_passthrough_waits_for_its_backing_id_and_shares_it(
     ptfs: FileSystem, backing: dict[str, list[int]], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -302,7 +330,6 @@ def test_an_open_while_another_has_chosen_passthrough_waits_for_its_backing_id_a
     comes (on the loop).  Before, the reader was answered without passthrough, and the kernel then refused the
     writer's passthrough open beside it (EIO at open: two writers and a reader, 5 in 20 s).  Now the choice is made
     as the handle registers, and the reader waits until the writer's backing id exists, then shares it."""
-    import threading
 
     caller = Caller()
     opened, attr = ptfs.create(branch_dir(ptfs), b"w.bin", 0o644, os.O_WRONLY | os.O_TRUNC, caller)
@@ -313,21 +340,11 @@ def test_an_open_while_another_has_chosen_passthrough_waits_for_its_backing_id_a
     ptfs.flush(opened.fh)
     ptfs.release(opened.fh)
     assert backing["closed"] == [7]
-    inside, go = threading.Event(), threading.Event()
-    empty = ptfs.handles.saver.empty
-
-    def slow_empty(n):  # type: ignore[no-untyped-def]
-        inside.set()  # registered, passthrough chosen, no backing id yet
-        assert go.wait(10)
-        return empty(n)
-
-    monkeypatch.setattr(ptfs.handles.saver, "empty", slow_empty)
-    got: dict[str, object] = {}
-    writer = threading.Thread(target=lambda: got.update(writer=ptfs.open(attr.ino, os.O_WRONLY | os.O_TRUNC, caller)))
-    writer.start()
-    assert inside.wait(10)
-    reader = threading.Thread(target=lambda: got.update(reader=ptfs.open(attr.ino, os.O_RDONLY, caller)))
-    reader.start()
+    inside, go = _pause_first_empty(ptfs, monkeypatch)
+    got: dict[str, Any] = {}
+    writer = _open_on_thread(ptfs, got, "writer", attr.ino, os.O_WRONLY | os.O_TRUNC)
+    assert inside.wait(10)  # registered, passthrough chosen, no backing id yet
+    reader = _open_on_thread(ptfs, got, "reader", attr.ino, os.O_RDONLY)
     reader.join(0.5)
     assert reader.is_alive() and "reader" not in got, "a reader opened beside a writer's passthrough not yet begun"
     assert ptfs.metrics.counter("passthrough_pending_waits") == 1
@@ -351,7 +368,6 @@ def test_an_open_that_shares_live_passthrough_opens_holds_back_others_until_it_h
     passthrough open and none beginning, and was answered without passthrough beside the first's passthrough open:
     the kernel refused one of the two (EIO at open: two writers of one file and a reader, with write-back, 1 in ~10
     runs of 20 s, stop 56).  Now the sharing open, too, holds other opens back until it has its backing id."""
-    import threading
 
     caller = Caller()
     first, attr = ptfs.create(branch_dir(ptfs), b"w.bin", 0o644, os.O_WRONLY | os.O_TRUNC, caller)
@@ -359,25 +375,14 @@ def test_an_open_that_shares_live_passthrough_opens_holds_back_others_until_it_h
     node = ptfs.state.node(attr.ino)
     assert node.dirty is not None
     os.pwrite(node.dirty.fd, b"first", 0)
-    inside, go = threading.Event(), threading.Event()
-    empty = ptfs.handles.saver.empty
-
-    def slow_empty(n):  # type: ignore[no-untyped-def]
-        if not inside.is_set():
-            inside.set()  # registered, passthrough chosen (the first open is alive), no share taken yet
-            assert go.wait(10)
-        return empty(n)
-
-    monkeypatch.setattr(ptfs.handles.saver, "empty", slow_empty)
-    got: dict[str, object] = {}
-    sharer = threading.Thread(target=lambda: got.update(sharer=ptfs.open(attr.ino, os.O_WRONLY | os.O_TRUNC, caller)))
-    sharer.start()
-    assert inside.wait(10)
+    inside, go = _pause_first_empty(ptfs, monkeypatch)
+    got: dict[str, Any] = {}
+    sharer = _open_on_thread(ptfs, got, "sharer", attr.ino, os.O_WRONLY | os.O_TRUNC)
+    assert inside.wait(10)  # registered, passthrough chosen (the first open is alive), no share taken yet
     ptfs.flush(first.fh)
     ptfs.release(first.fh)  # the live passthrough open is gone before the sharer took its share
     assert backing["closed"] == [7]
-    other = threading.Thread(target=lambda: got.update(other=ptfs.open(attr.ino, os.O_WRONLY, caller)))
-    other.start()
+    other = _open_on_thread(ptfs, got, "other", attr.ino, os.O_WRONLY)
     other.join(0.5)
     assert other.is_alive() and "other" not in got, "an open went without passthrough beside one beginning it"
     assert ptfs.metrics.counter("passthrough_pending_waits") == 1
