@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -54,6 +56,19 @@ def _heard(batches: queue.Queue, text: str, timeout: float = 10.0) -> list[objec
             got.append(change)
 
 
+@contextlib.contextmanager
+def _listening(store: SqlRefStore, n: int, **kw: Any) -> Iterator[tuple[list[queue.Queue], list[notify.Listener]]]:  # type: ignore[type-arg]
+    """``n`` listeners of the database of ``store`` on this host (polling and backing off every 0.1 s, ``kw`` for the
+    rest), each reporting to its own queue; stopped when the block ends."""
+    queues: list[queue.Queue] = [queue.Queue() for _ in range(n)]  # type: ignore[type-arg]
+    listeners = [notify.Listener(store.engine.url, q.put, poll=0.1, backoff=0.1, **kw).start() for q in queues]
+    try:
+        yield queues, listeners
+    finally:
+        for listener in listeners:
+            listener.stop()
+
+
 def _send(store: SqlRefStore, branch: str) -> None:
     store._fast.run(lambda cur: cur.execute(
         "SELECT pg_notify(%s, %s)", (notify.CHANNEL, notify.payload("test-sender", notify.STAGING, "r", branch))))
@@ -63,9 +78,7 @@ def test_listeners_of_one_host_share_one_listening_backend(pg_cluster: PgCluster
     """Every listening backend runs a transaction per notice: three listeners of a host cost one, not three,
     and each hears every notice."""
     store = SqlRefStore(pg_url)
-    queues: list[queue.Queue] = [queue.Queue() for _ in range(3)]  # type: ignore[type-arg]
-    listeners = [notify.Listener(store.engine.url, q.put, poll=0.1, backoff=0.1).start() for q in queues]
-    try:
+    with _listening(store, 3) as (queues, listeners):
         assert all(listener.connected.wait(10) for listener in listeners)
         assert sorted(listener.following for listener in listeners) == [False, True, True]
         assert _listening_backends(pg_cluster, store) == 1
@@ -73,9 +86,6 @@ def test_listeners_of_one_host_share_one_listening_backend(pg_cluster: PgCluster
         assert [_heard(q, "one") for q in queues] == [[], [], []]
         lead = next(listener for listener in listeners if not listener.following)
         assert lead.relayed == 1  # one notice, passed on to both followers
-    finally:
-        for listener in listeners:
-            listener.stop()
 
 
 def test_a_follower_takes_over_when_the_relay_stops_and_reports_everything(pg_cluster: PgCluster, pg_url: str) -> None:
@@ -101,9 +111,7 @@ def test_a_follower_takes_over_when_the_relay_stops_and_reports_everything(pg_cl
 def test_the_relays_lost_connection_reaches_its_followers(pg_cluster: PgCluster, pg_url: str) -> None:
     """A follower trusts what it keeps while ``connected``: the relay's reconnect clears it and reports ``None``."""
     store = SqlRefStore(pg_url)
-    queues: list[queue.Queue] = [queue.Queue() for _ in range(2)]  # type: ignore[type-arg]
-    listeners = [notify.Listener(store.engine.url, q.put, poll=0.1, backoff=0.1).start() for q in queues]
-    try:
+    with _listening(store, 2) as (queues, listeners):
         assert all(listener.connected.wait(10) for listener in listeners)
         admin = pg_cluster.admin()
         try:
@@ -115,9 +123,6 @@ def test_the_relays_lost_connection_reaches_its_followers(pg_cluster: PgCluster,
         assert all(listener.connected.wait(10) for listener in listeners)
         _send(store, "back")
         assert [_heard(q, "back") for q in queues] == [[], []]
-    finally:
-        for listener in listeners:
-            listener.stop()
 
 
 def test_an_unshared_listener_listens_itself(pg_cluster: PgCluster, pg_url: str) -> None:
@@ -164,9 +169,7 @@ def test_an_idle_host_stops_listening_and_listens_again_at_its_next_use(pg_clust
     kept is trusted from then) and no backend listens; a follower's next use makes the relay listen again, with a
     ``None`` reported to each, and notices reach both again."""
     store = SqlRefStore(pg_url)
-    queues: list[queue.Queue] = [queue.Queue() for _ in range(2)]  # type: ignore[type-arg]
-    listeners = [notify.Listener(store.engine.url, q.put, poll=0.1, backoff=0.1, idle=0.5).start() for q in queues]
-    try:
+    with _listening(store, 2, idle=0.5) as (queues, listeners):
         assert all(listener.connected.wait(10) for listener in listeners)
         lead, follower = sorted(listeners, key=lambda listener: listener.following)
         assert follower.following and not lead.following
@@ -181,18 +184,13 @@ def test_an_idle_host_stops_listening_and_listens_again_at_its_next_use(pg_clust
         assert _listening_backends(pg_cluster, store) == 1
         _send(store, "back")
         assert [_heard(q, "back") for q in queues] == [[], []]
-    finally:
-        for listener in listeners:
-            listener.stop()
 
 
 def test_a_host_in_use_keeps_listening(pg_cluster: PgCluster, pg_url: str) -> None:
     """A follower used more often than ``idle`` keeps its relay listening (its ``BUSY`` frames), however long the
     relay's own process sits idle; once the use ends, the host stops listening."""
     store = SqlRefStore(pg_url)
-    queues: list[queue.Queue] = [queue.Queue() for _ in range(2)]  # type: ignore[type-arg]
-    listeners = [notify.Listener(store.engine.url, q.put, poll=0.1, backoff=0.1, idle=1.5).start() for q in queues]
-    try:
+    with _listening(store, 2, idle=1.5) as (queues, listeners):
         assert all(listener.connected.wait(10) for listener in listeners)
         lead, follower = sorted(listeners, key=lambda listener: listener.following)
         end = time.monotonic() + 4.0
@@ -203,9 +201,6 @@ def test_a_host_in_use_keeps_listening(pg_cluster: PgCluster, pg_url: str) -> No
         assert all(q.empty() for q in queues)
         assert _until(lambda: lead.dozing)
         assert [q.get(timeout=10) for q in queues] == [None, None]
-    finally:
-        for listener in listeners:
-            listener.stop()
 
 
 def test_an_unshared_listener_stops_listening_when_idle_too(pg_cluster: PgCluster, pg_url: str) -> None:
