@@ -63,7 +63,7 @@ def test_a_write_only_create_is_a_passthrough_open_and_its_kernel_writes_are_sto
     while open, a second open's reads (direct_io, from the temp file), the digests and the stored bytes."""
     fs = ptfs
     caller = Caller()
-    opened, _attr = fs.create(branch_dir(fs), b"big.bin", 0o644, os.O_WRONLY | os.O_TRUNC, caller)
+    opened, _attr = fs.create(branch_dir(fs), b"core-big.bin", 0o644, os.O_WRONLY | os.O_TRUNC, caller)
     assert opened.backing == 7 and not opened.direct_io and not opened.keep_cache
     node = fs.state.node(_attr.ino)
     dirty = node.dirty
@@ -79,8 +79,8 @@ def test_a_write_only_create_is_a_passthrough_open_and_its_kernel_writes_are_sto
     fs.flush(opened.fh)
     fs.release(opened.fh)
     assert backing["closed"] == [7]
-    assert staged(app, "big.bin") == body
-    entry = app.catalog.get_optional(REPO, "main", "big.bin")
+    assert staged(app, "core-big.bin") == body
+    entry = app.catalog.get_optional(REPO, "main", "core-big.bin")
     assert entry is not None
     sha = hashlib.sha256(body).hexdigest()
     assert entry.address == data_address(sha) and entry.etag == parts_etag(sha, len(body))
@@ -248,7 +248,7 @@ def test_an_open_between_a_passthrough_close_that_saved_the_file_and_its_release
     try:
         fs.state.passthrough = True
         caller = Caller()
-        opened, attr = fs.create(branch_dir(fs), b"big.bin", 0o644, os.O_WRONLY | os.O_TRUNC, caller)
+        opened, attr = fs.create(branch_dir(fs), b"core-big.bin", 0o644, os.O_WRONLY | os.O_TRUNC, caller)
         assert opened.backing == 7
         node = fs.state.node(attr.ino)
         first = node.dirty
@@ -285,7 +285,7 @@ def test_an_open_between_a_passthrough_close_that_saved_the_file_and_its_release
         fs.release(second.fh)  # type: ignore[attr-defined]
         if fs.writeback is not None:
             fs.writeback.drain(None)
-        assert staged(app, "big.bin") == again
+        assert staged(app, "core-big.bin") == again
         data = os.path.join(app.catalog.repository(REPO).storage_namespace.removeprefix("local://"), "data")
         stored = [os.path.join(d, f) for d, _s, fs_ in os.walk(data) for f in fs_ if not f.startswith(".")]
         assert stored, "nothing was stored"

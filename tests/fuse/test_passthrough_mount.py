@@ -219,17 +219,23 @@ def test_kill_9_right_after_a_passthrough_close_with_write_back_loses_nothing(ho
     m = start(home, mp, ["--writeback"])  # replays the journal before it serves
     try:
         assert "replaying" in m.log() and "replay done" in m.log()
-        main = f"{mp}/{REPO}/main"
-        with open(f"{main}/whole", "rb") as f:
-            assert f.read() == body
-        with open(f"{main}/.lakefs/commit", "w") as f:
-            f.write("after the kill")
-        head = next(iter(app.catalog.log(REPO, "main", limit=1)))
-        entry = app.catalog.get_optional(REPO, head.id, "whole")
-        assert entry is not None and entry.address.endswith(hashlib.sha256(body).hexdigest())
-        assert app.catalog.read(app.catalog.repository(REPO), entry) == body
+        _read_back_and_committed(app, mp, "whole", body, "after the kill")
     finally:
         stop(m)
+
+
+def _read_back_and_committed(app: App, mp: str, name: str, body: bytes, message: str) -> None:
+    """The replayed file ``name`` of main reads back as ``body`` through the mount at ``mp``, and a commit through
+    its control file holds it under its content address."""
+    main = f"{mp}/{REPO}/main"
+    with open(f"{main}/{name}", "rb") as f:
+        assert f.read() == body, "the acknowledged file is lost"
+    with open(f"{main}/.lakefs/commit", "w") as f:
+        f.write(message)
+    head = next(iter(app.catalog.log(REPO, "main", limit=1)))
+    entry = app.catalog.get_optional(REPO, head.id, name)
+    assert entry is not None and entry.address.endswith(hashlib.sha256(body).hexdigest())
+    assert app.catalog.read(app.catalog.repository(REPO), entry) == body
 
 
 def _journal_bodies(home: str) -> list[bytes]:

@@ -23,7 +23,7 @@ from lakemount.config import load
 from lakemount.fuse import process
 from tests.fuse.conftest import REPO
 from tests.fuse.mounting import cleanup_mountpoint, start, stop, wait_for, write_faults
-from tests.fuse.test_passthrough_mount import _journal_bodies, _wb_pt_env
+from tests.fuse.test_passthrough_mount import _journal_bodies, _read_back_and_committed, _wb_pt_env
 from tests.fuse.test_passthrough_mount import pytestmark as _passthrough_marks
 from tests.fuse.test_writeback_mount import FLAKY, OBJECTS
 from tests.fuse.test_writes_mount import stat_counter
@@ -143,14 +143,6 @@ def test_kill_9_with_the_store_down_after_a_passthrough_close_loses_nothing(home
     m = start(home, mp, ["--writeback"])
     try:
         assert "write-back replay: hashed big" in m.log() and "replay done" in m.log()
-        main = f"{mp}/{REPO}/main"
-        with open(f"{main}/big", "rb") as f:
-            assert f.read() == body, "the acknowledged file is lost"
-        with open(f"{main}/.lakefs/commit", "w") as f:
-            f.write("after the store came back")
-        head = next(iter(app.catalog.log(REPO, "main", limit=1)))
-        entry = app.catalog.get_optional(REPO, head.id, "big")
-        assert entry is not None and entry.address.endswith(hashlib.sha256(body).hexdigest())
-        assert app.catalog.read(app.catalog.repository(REPO), entry) == body
+        _read_back_and_committed(app, mp, "big", body, "after the store came back")
     finally:
         stop(m)
