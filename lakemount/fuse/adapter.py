@@ -407,7 +407,7 @@ class FuseOperations(pyfuse3.Operations):
         create); nothing if that would need I/O or fail, or if a request that may change a directory was read, or
         an invalidation dropped what the shim kept, since ``seq``."""
         try:
-            with self.fs.nonblocking():
+            with self._nonblocking:
                 a = self.fs.attributes(ino)
         except Exception:  # NeedsThread, or gone: the kernel's GETATTR asks the core as before
             return
