@@ -47,7 +47,8 @@ def _payload(body: dict[str, Any], seq: int) -> bytes:
     inline = body.get("inline")
     if type(inline) is not bytes:
         return _ENCODE({**body, "seq": seq}).encode()
-    rest = {k: v for k, v in body.items() if k != "inline"}
+    rest = body.copy()
+    del rest["inline"]
     rest["seq"] = seq
     return b"".join((_ENCODE(rest).encode()[:-1], b',"inline":"', binascii.b2a_base64(inline, newline=False), b'"}'))
 
