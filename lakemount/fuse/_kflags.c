@@ -992,7 +992,8 @@ static PyObject *kflags_fast_counts(PyObject *self, PyObject *unused) {
               put_count(d, "", "handed_unanswered", handed_unanswered) < 0 ||
               put_count(d, "", "drained", drained) < 0 || put_count(d, "", "drained_to_python", drained_to_python) < 0 ||
               put_count(d, "", "drain_waits", drain_waits) < 0 || put_count(d, "", "drain_waited", drain_waited) < 0 ||
-              put_count(d, "", "drain_waits_skipped", drain_waits_skipped) < 0;
+              put_count(d, "", "drain_waits_skipped", drain_waits_skipped) < 0 ||
+              put_count(d, "", "threads_out", (unsigned long long)(in_threads < 0 ? 0 : in_threads)) < 0;
     if (bad) {
         Py_XDECREF(d);
         return NULL;
