@@ -158,6 +158,74 @@ class _AsgiBody:
         return self._done
 
 
+class _Handlers:
+    """Threads running the core's handler for the event loop: a request costs one queue put and one
+    ``call_soon_threadsafe``.
+
+    ``run_in_executor`` wraps each call in a ``concurrent.futures.Future`` (a condition variable made,
+    locked and notified) chained to an asyncio future through callbacks: ~30 us of CPU a round trip
+    here against ~10 us this way (stop 57; a small S3 request costs ~800 us in all).  At most
+    ``threads`` run at once, more requests wait in the queue, as in a ``ThreadPoolExecutor``; a
+    request whose awaiting task was cancelled before a thread took it is not run.
+    """
+
+    def __init__(self, threads: int, name: str) -> None:
+        self._max = threads
+        self._name = name
+        self._jobs: queue.SimpleQueue[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[[Any], Any], Any] | None] = (
+            queue.SimpleQueue()
+        )
+        self._lock = threading.Lock()
+        self._idle = 0  # threads waiting for a job, less the jobs handed to them and not yet taken
+        self._threads = 0
+
+    def run(self, loop: asyncio.AbstractEventLoop, fn: Callable[[Any], Any], arg: Any) -> asyncio.Future[Any]:
+        """``fn(arg)`` on one of the threads; the future (of ``loop``) gets its result or exception."""
+        fut: asyncio.Future[Any] = loop.create_future()
+        with self._lock:
+            spawn = self._idle == 0 and self._threads < self._max
+            if spawn:
+                self._threads += 1
+            elif self._idle:
+                self._idle -= 1
+        self._jobs.put((loop, fut, fn, arg))
+        if spawn:
+            threading.Thread(target=self._work, name=f"{self._name}_{self._threads - 1}", daemon=True).start()
+        return fut
+
+    def stop(self) -> None:
+        """End the threads once the jobs queued before are done."""
+        with self._lock:
+            threads, self._threads, self._idle = self._threads, 0, 0
+        for _ in range(threads):
+            self._jobs.put(None)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            loop, fut, fn, arg = job
+            job = None
+            if not fut.cancelled():  # read from this thread: at worst a cancelled request is still served
+                try:
+                    result, error = fn(arg), None
+                except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, as run_in_executor does
+                    result, error = None, exc
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+                    loop.call_soon_threadsafe(_settle, fut, result, error)
+                result = error = None
+            fut = None  # type: ignore[assignment]
+            with self._lock:
+                self._idle += 1
+
+
+def _settle(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if fut.cancelled():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(result)
+
+
 class AsgiApp:
     """ASGI 3 application serving ``handler`` (a blocking ``Request -> Response``)."""
 
@@ -173,7 +241,8 @@ class AsgiApp:
     ) -> None:
         self.handler = handler
         self.metrics = metrics
-        self.executor = ThreadPoolExecutor(threads, thread_name_prefix=thread_name)
+        self.executor = ThreadPoolExecutor(threads, thread_name_prefix=thread_name)  # bodies, closes, start-up
+        self._handlers = _Handlers(threads, thread_name)
         self.body_idle_timeout = body_idle_timeout
         self.on_startup = on_startup
 
@@ -196,6 +265,7 @@ class AsgiApp:
                 await send({"type": "lifespan.startup.complete"})
             elif msg["type"] == "lifespan.shutdown":
                 self.executor.shutdown(wait=False, cancel_futures=True)
+                self._handlers.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -234,7 +304,7 @@ class AsgiApp:
             body,
             f"{client[0]}:{client[1]}" if client else "",
         )
-        response = await loop.run_in_executor(self.executor, self.handler, request)
+        response = await self._handlers.run(loop, self.handler, request)
         if outcome is not None:
             outcome += (response, body)
         await body.stop()
