@@ -88,3 +88,30 @@ def test_request_ids_are_sixteen_hex_digits_and_do_not_repeat() -> None:
     ids = [handler.new_request_id() for _ in range(10_000)]
     assert len(set(ids)) == len(ids)
     assert all(len(i) == 16 and int(i, 16) >= 0 and i == i.upper() for i in ids)
+
+
+def test_canonical_forms_skip_no_work_that_changes_them() -> None:
+    # Unreserved text is returned as it is: the same as decoding and encoding it, over random text of the characters
+    # that matter (unreserved, reserved, %XX escapes, a plus, non-ASCII).
+    from urllib.parse import quote, unquote_to_bytes
+
+    from lakemount.gateway.sig.request import decode_component
+
+    def encode(raw: str, plus: bool) -> str:
+        return quote(unquote_to_bytes(raw.replace("+", "%20") if plus else raw), safe="-_.~")
+
+    rnd = random.Random(57)
+    alphabet = "aZ09-_.~+%/ =&\u00e92F"
+    for _ in range(20_000):
+        text = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 8)))
+        for plus in (False, True):
+            assert canonical._encode_component(text, plus) == encode(text, plus), text
+        assert canonical.uri_encode_path(text) == (quote(unquote_to_bytes(text or "/"), safe="/~") or "/"), text
+        assert decode_component(text) == unquote_to_bytes(text).decode("utf-8", "surrogateescape"), text
+
+
+def test_a_requests_header_map_is_made_once() -> None:
+    request = HttpRequest("GET", "/b", "", (("Host", "gw"), ("X-Amz-Meta-A", "1"), ("x-amz-meta-a", "2")))
+    first = request.header_map()
+    assert first == {"host": ["gw"], "x-amz-meta-a": ["1", "2"]} and request.header_map() is first
+    assert request == HttpRequest("GET", "/b", "", request.headers)  # the map kept takes no part in equality

@@ -24,7 +24,7 @@ def mechanisms(request: HttpRequest) -> tuple[str | None, bool, bool]:
     auth = first(request.header_map(), "authorization")
     if auth is not None and not auth.strip():
         auth = None
-    params = {name for name, _ in request.query_pairs()}
+    params = request.query_names()
     presigned_v4 = "X-Amz-Algorithm" in params or "X-Amz-Credential" in params
     presigned_v2 = "AWSAccessKeyId" in params and "Signature" in params
     return auth, presigned_v4, presigned_v2
