@@ -64,8 +64,8 @@ def decode_key(raw: str) -> str:
     except UnicodeDecodeError:
         raise _bad_uri() from None
     # C1 control characters only appear in keys by mistake (a Latin-1 string
-    # encoded twice); S3-compatible stores refuse them as unparsable.
-    if any(0x80 <= ord(c) <= 0x9F for c in key) or any(unicodedata.category(c) == "Cs" for c in key):
+    # encoded twice); S3-compatible stores refuse them as unparsable.  An ASCII key has neither (checked in C).
+    if not key.isascii() and (any(0x80 <= ord(c) <= 0x9F for c in key) or any(unicodedata.category(c) == "Cs" for c in key)):
         raise _bad_uri()
     return key
 

@@ -65,6 +65,7 @@ class _AsgiBody:
         self._ahead = 0  # bytes received and not yet taken by read()
         self._space = asyncio.Event()
         self._space.set()
+        self._full = False  # the pump found no room (``_space`` cleared) and no read has woken it since
         self._started = False
         self._task: asyncio.Task[None] | None = None
         self._eof = False
@@ -82,6 +83,7 @@ class _AsgiBody:
                     self._ahead += len(piece)
                     if self._ahead >= AHEAD_BYTES:
                         self._space.clear()
+                        self._full = True
                 self._pieces.put(piece)
                 if self._stopped:
                     break
@@ -128,7 +130,10 @@ class _AsgiBody:
             return b""
         with self._lock:
             self._ahead -= len(item)
-            wake = self._ahead < AHEAD_BYTES
+            # Only a pump that stopped for room waits to be woken (one wake-up of the loop a read cost otherwise).
+            wake = self._full and self._ahead < AHEAD_BYTES
+            if wake:
+                self._full = False
         if wake:
             self._loop.call_soon_threadsafe(self._space.set)
         return item

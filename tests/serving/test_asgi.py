@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -272,3 +273,24 @@ def test_the_handlers_exception_reaches_the_server_and_the_threads_are_reused() 
 
     asyncio.run(asyncio.wait_for(requests(), 30))
     assert len(names) == 21 and set(names) <= {"lm-test_0", "lm-test_1"}
+
+
+def test_a_pump_that_filled_its_read_ahead_is_woken_by_the_cores_reads() -> None:
+    # The pump stops at AHEAD_BYTES and only reads that make room wake it (stop 57): the whole body still arrives.
+    total = 3 * asgi.AHEAD_BYTES + 5
+    got = 0
+    full: list[int] = []
+
+    def handler(req: Request) -> Response:
+        nonlocal got
+        while piece := req.body.read():
+            if not full:
+                time.sleep(0.3)  # the core is busy: the pump fills its read-ahead and waits for room
+                full.append(client.received)
+            got += len(piece)
+        return Response(200, [], b"ok")
+
+    client = Client(total)
+    serve(handler, client)
+    assert got == total and client.status == 200
+    assert asgi.AHEAD_BYTES <= full[0] <= asgi.AHEAD_BYTES + 2 * asgi.PULL_BYTES  # it had stopped for room
