@@ -2,10 +2,13 @@
 
 Each request is handed to the synchronous core (the S3 gateway's or the REST
 API's handler) in a thread pool (the
-catalog, the ref store and the block store are blocking APIs).  The body is
+catalog, the ref store and the block store are blocking APIs: a queue of
+requests and ``call_soon_threadsafe`` back, ``_Handlers``).  The body is
 read on demand: nothing is received before the core first asks, so a request
 refused by authentication never makes the client send its body (``Expect:
-100-continue``); from then on a pump on the event loop stays up to
+100-continue``), except a body of at most ``SMALL_BODY`` that the client sends
+without asking (no ``Expect``, a Content-Length): that one is received on the
+loop before the core runs (stop 57); from then on a pump on the event loop stays up to
 ``AHEAD_BYTES`` ahead of the worker, in pieces of at least ``PULL_BYTES`` (one
 thread hand-off per MiB, not per socket read).  Response bodies are pulled
 from the core's iterator in the same pool and written with back-pressure; a
