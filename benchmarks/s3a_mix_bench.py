@@ -74,48 +74,56 @@ class Client:
 
     def send(self, method: str, key: str, *, query: dict[str, str] | None = None, body: bytes = b"",
              headers: dict[str, str] | None = None, put_payload: str = "sha") -> int:
-        query = query or {}
-        amz = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        scope = f"{amz[:8]}/{REGION}/s3/aws4_request"
-        skey = _key(amz[:8])
-        wire = body
-        h = {"host": self.host, "x-amz-date": amz, "user-agent": "Hadoop 3.3.1, aws-sdk-java/1.11.901",
-             "amz-sdk-invocation-id": os.urandom(8).hex(), "amz-sdk-retry": "0/0/500", **(headers or {})}
-        if put_payload == "streaming":
-            h["x-amz-content-sha256"] = STREAMING
-            h["content-encoding"] = "aws-chunked"
-            h["x-amz-decoded-content-length"] = str(len(body))
-        elif put_payload == "unsigned":
-            h["x-amz-content-sha256"] = "UNSIGNED-PAYLOAD"
-        else:
-            h["x-amz-content-sha256"] = hashlib.sha256(body).hexdigest() if body else EMPTY_SHA
-        if put_payload == "streaming":
-            # The encoded length is signed, so the chunks' lengths are known first (signatures are 64 hex digits).
-            chunks = [body[:65536]] if body else []
-            encoded = sum(len(f"{len(c):x};chunk-signature=") + 64 + 2 + len(c) + 2 for c in [*chunks, b""])
-            h["content-length"] = str(encoded)
-        elif method in ("PUT", "POST"):
-            h["content-length"] = str(len(body))
-        path = f"/{BUCKET}/{quote(key, safe='/~')}" if key else f"/{BUCKET}"
-        signed = sorted(n for n in h if n != "user-agent")
-        creq = "\n".join([method, path, _canonical_query(query), "".join(f"{n}:{h[n]}\n" for n in signed),
-                          ";".join(signed), h["x-amz-content-sha256"]])
-        sts = "\n".join(["AWS4-HMAC-SHA256", amz, scope, hashlib.sha256(creq.encode()).hexdigest()])
-        sig = hmac.new(skey, sts.encode(), hashlib.sha256).hexdigest()
-        h["authorization"] = f"AWS4-HMAC-SHA256 Credential={KEY}/{scope}, SignedHeaders={';'.join(signed)}, Signature={sig}"
-        if put_payload == "streaming":
-            out, prev = bytearray(), sig
-            for c in [*([body] if body else []), b""]:
-                csts = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", amz, scope, prev, EMPTY_SHA, hashlib.sha256(c).hexdigest()])
-                prev = hmac.new(skey, csts.encode(), hashlib.sha256).hexdigest()
-                out += f"{len(c):x};chunk-signature={prev}\r\n".encode() + c + b"\r\n"
-            wire = bytes(out)
-            assert len(wire) == int(h["content-length"])
-        target = path + (f"?{_canonical_query(query)}" if query else "")
+        target, h, wire = signed_request(self.host, method, key, query=query, body=body, headers=headers,
+                                         put_payload=put_payload)
         self.conn.request(method, target, body=wire if method in ("PUT", "POST") else None, headers=h)
         r = self.conn.getresponse()
         r.read()
         return r.status
+
+
+def signed_request(host: str, method: str, key: str, *, query: dict[str, str] | None = None, body: bytes = b"",
+                   headers: dict[str, str] | None = None, put_payload: str = "sha") -> tuple[str, dict[str, str], bytes]:
+    """(request target, headers, body on the wire) of one request signed as the SDK signs it."""
+    query = query or {}
+    amz = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    scope = f"{amz[:8]}/{REGION}/s3/aws4_request"
+    skey = _key(amz[:8])
+    wire = body
+    h = {"host": host, "x-amz-date": amz, "user-agent": "Hadoop 3.3.1, aws-sdk-java/1.11.901",
+         "amz-sdk-invocation-id": os.urandom(8).hex(), "amz-sdk-retry": "0/0/500", **(headers or {})}
+    if put_payload == "streaming":
+        h["x-amz-content-sha256"] = STREAMING
+        h["content-encoding"] = "aws-chunked"
+        h["x-amz-decoded-content-length"] = str(len(body))
+    elif put_payload == "unsigned":
+        h["x-amz-content-sha256"] = "UNSIGNED-PAYLOAD"
+    else:
+        h["x-amz-content-sha256"] = hashlib.sha256(body).hexdigest() if body else EMPTY_SHA
+    if put_payload == "streaming":
+        # The encoded length is signed, so the chunks' lengths are known first (signatures are 64 hex digits).
+        chunks = [body[:65536]] if body else []
+        encoded = sum(len(f"{len(c):x};chunk-signature=") + 64 + 2 + len(c) + 2 for c in [*chunks, b""])
+        h["content-length"] = str(encoded)
+    elif method in ("PUT", "POST"):
+        h["content-length"] = str(len(body))
+    path = f"/{BUCKET}/{quote(key, safe='/~')}" if key else f"/{BUCKET}"
+    signed = sorted(n for n in h if n != "user-agent")
+    creq = "\n".join([method, path, _canonical_query(query), "".join(f"{n}:{h[n]}\n" for n in signed),
+                      ";".join(signed), h["x-amz-content-sha256"]])
+    sts = "\n".join(["AWS4-HMAC-SHA256", amz, scope, hashlib.sha256(creq.encode()).hexdigest()])
+    sig = hmac.new(skey, sts.encode(), hashlib.sha256).hexdigest()
+    h["authorization"] = f"AWS4-HMAC-SHA256 Credential={KEY}/{scope}, SignedHeaders={';'.join(signed)}, Signature={sig}"
+    if put_payload == "streaming":
+        out, prev = bytearray(), sig
+        for c in [*([body] if body else []), b""]:
+            csts = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", amz, scope, prev, EMPTY_SHA, hashlib.sha256(c).hexdigest()])
+            prev = hmac.new(skey, csts.encode(), hashlib.sha256).hexdigest()
+            out += f"{len(c):x};chunk-signature={prev}\r\n".encode() + c + b"\r\n"
+        wire = bytes(out)
+        assert len(wire) == int(h["content-length"])
+    target = path + (f"?{_canonical_query(query)}" if query else "")
+    return target, h, wire
 
 
 # --- S3A's sequence per file ------------------------------------------------------------------
@@ -355,6 +363,61 @@ def run_round(tree: Path, root: Path, label: str, files: int, threads: int, work
         shutil.rmtree(home, ignore_errors=True)
 
 
+def in_process(files: int, warm: int, put_payload: str) -> None:
+    """The same requests handed to ``S3Gateway.handle`` in this process, signed beforehand: the handler's own CPU
+    a request, without the server (uvicorn, the ASGI adapter, the hand-off to a thread, the sockets)."""
+    from lakemount.app import App
+    from lakemount.config import load
+    from lakemount.gateway.handler import S3Gateway
+    from lakemount.gateway.settings import from_config
+    from lakemount.serving.http import BytesBody, Request
+
+    home = tempfile.mkdtemp(prefix="s3a-mix-inproc-")
+    try:
+        app = App(load(None, env={"LAKEMOUNT_HOME": home}))
+        app.auth.create_user("admin")
+        app.auth.attach_policy("admin", "Admin")
+        app.auth.create_credentials("admin", KEY, SECRET)
+        gateway = S3Gateway(app, from_config(app.config))
+        app.start()  # the audit trail's flusher, as a worker runs it
+        body = os.urandom(BODY)
+
+        def prepared(ids: range) -> list[tuple[str, Request, tuple[int, ...]]]:
+            out = []
+            for i in ids:
+                for op, (method, key), kw, expected in file_requests(i, body, put_payload):
+                    target, h, wire = signed_request("gw", method, key, **kw)
+                    path, _, query = target.partition("?")
+                    out.append((op, Request(method, path, query, tuple((k.lower(), v) for k, v in h.items()), BytesBody(wire)),
+                                expected))
+            return out
+
+        made = signed_request("gw", "PUT", "")
+        assert gateway.handle(Request("PUT", made[0], "", tuple(made[1].items()), BytesBody(b""))).status == 200
+        times: dict[str, list[float]] = defaultdict(list)
+        for record, ids in ((False, range(files, files + warm)), (True, range(files))):
+            requests = prepared(ids)
+            cpu0 = time.process_time()
+            for op, request, expected in requests:
+                t0 = time.perf_counter()
+                response = gateway.handle(request)
+                if response.close is not None:
+                    response.close()
+                times[op].append(time.perf_counter() - t0)
+                if response.status not in expected:
+                    raise SystemExit(f"{op} {request.raw_path}?{request.raw_query}: {response.status}, expected {expected}")
+            if not record:
+                times.clear()
+        cpu = time.process_time() - cpu0
+        n = sum(len(v) for v in times.values())
+        ms = "  ".join(f"{op} {1000 * statistics.fmean(v):.3f}" for op, v in sorted(times.items()))
+        print(f"in process: {1000 * cpu / n:.3f} ms of CPU a request over {n} requests (ms a request: {ms}); "
+              f"load {os.getloadavg()[0]:.2f}")
+        app.close()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=400, help="simulated files per round (timed)")
@@ -366,7 +429,13 @@ def main() -> None:
     ap.add_argument("--put-payload", choices=("streaming", "unsigned", "signed"), default="streaming",
                     help="how PutObject's body is signed (AWS SDK 1.11 over HTTP: streaming)")
     ap.add_argument("--dir", default=None, help="where the homes go (default: a temporary directory)")
+    ap.add_argument("--in-process", action="store_true",
+                    help="hand the requests to S3Gateway.handle in this process (the lakemount on PYTHONPATH): the "
+                    "handler's own CPU a request, without the server")
     args = ap.parse_args()
+    if args.in_process:
+        in_process(args.files, args.warm, {"signed": "sha"}.get(args.put_payload, args.put_payload))
+        return
     trees = [(name, Path(path).resolve()) for name, path in (t.split("=", 1) for t in args.trees.split(","))]
     put_payload = {"signed": "sha"}.get(args.put_payload, args.put_payload)
     root = Path(tempfile.mkdtemp(prefix="s3a-mix-", dir=args.dir))
