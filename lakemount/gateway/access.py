@@ -19,7 +19,7 @@ from lakemount.auth.model import UserID
 from lakemount.auth.policies import Action
 from lakemount.auth.store import SqlAuthStore
 from lakemount.gateway.errors import s3_error
-from lakemount.gateway.sig.auth import authenticate, is_signed
+from lakemount.gateway.sig.auth import authenticate, mechanisms
 from lakemount.gateway.sig.request import HttpRequest
 from lakemount.gateway.sig.result import AuthResult
 from lakemount.serving.http import Request
@@ -70,12 +70,14 @@ class Access:
         ``sig.auth.authenticate``).
         """
         signed = HttpRequest.of(request)
-        if not is_signed(signed):
+        claimed = mechanisms(signed)  # asked once: its header map and decoded query are not made again
+        auth, presigned_v4, presigned_v2 = claimed
+        if auth is None and not presigned_v4 and not presigned_v2:
             return ANONYMOUS
         if "X-Amz-Expires=-" in request.raw_query:
             # A URL presigned to expire in the past (S3 answers as for any expired URL).
             raise s3_error("AccessDenied", "Request has expired")
-        result = authenticate(signed, self.secret, virtual_host_bucket=virtual_host_bucket)
+        result = authenticate(signed, self.secret, virtual_host_bucket=virtual_host_bucket, claimed=claimed)
         return Principal(self._lookup(result.access_key_id)[0], result)
 
     def allowed(self, user_id: str, action: Action, repo: str = "*") -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -192,3 +193,104 @@ def test_read_bounded_refuses_a_declared_length_before_reading_and_a_chunked_one
     with pytest.raises(BodyTooLarge):
         read_bounded(Request("POST", "/", "", (), BytesBody(b"x" * 101, piece=10)), 100)
     assert read_bounded(Request("POST", "/", "", (("content-length", "100"),), BytesBody(b"x" * 100, piece=10)), 100) == b"x" * 100
+
+
+def _small(headers: list[tuple[bytes, bytes]], handler: Any, client: Client, **kwargs: Any) -> None:
+    app = AsgiApp(handler, threads=4, **kwargs)
+    scope = {**SCOPE, "method": "POST", "headers": headers}
+    try:
+        asyncio.run(asyncio.wait_for(app(scope, client.receive, client.send), 30))
+    finally:
+        app.executor.shutdown(wait=True)
+
+
+def test_a_small_body_sent_at_once_is_received_before_the_core_runs() -> None:
+    # Stop 57: S3A's DeleteObjects (no Expect) costs no hand-off to the loop and back for its body.
+    size = asgi.SMALL_BODY
+    at_start: list[int] = []
+
+    def handler(req: Request) -> Response:
+        at_start.append(client.received)
+        got = b""
+        while piece := req.body.read():
+            got += piece
+        return Response(200, [], b"%d" % len(got))
+
+    client = Client(size)
+    _small([(b"content-length", b"%d" % size)], handler, client)
+    assert at_start == [size] and client.status == 200 and client.sent[1]["body"] == b"%d" % size
+    assert b"connection" not in client.headers
+
+
+@pytest.mark.parametrize("header", [(b"expect", b"100-continue"), (b"transfer-encoding", b"chunked")])
+def test_a_small_body_is_not_received_before_the_core_when_the_client_waits_or_streams(header: tuple[bytes, bytes]) -> None:
+    client = Client(1000)
+    _small([(b"content-length", b"1000"), header], lambda req: Response(403, [], b"denied"), client)
+    assert client.received == 0 and client.status == 403
+
+
+def test_a_larger_body_is_not_received_before_the_core_reads() -> None:
+    client = Client(asgi.SMALL_BODY + 1)
+    _small([(b"content-length", b"%d" % (asgi.SMALL_BODY + 1))], lambda req: Response(403, [], b"denied"), client)
+    assert client.received == 0 and client.status == 403
+
+
+def test_a_small_body_cut_short_or_stalled_is_reported_at_the_cores_read() -> None:
+    errors: list[BaseException] = []
+
+    def handler(req: Request) -> Response:
+        try:
+            while req.body.read():
+                pass
+        except (ClientDisconnected, BodyTimeout) as exc:
+            errors.append(exc)
+            return Response(400, [], b"")
+        return Response(200, [], b"")
+
+    _small([(b"content-length", b"1000")], handler, Client(1000, disconnect_after=0))
+    _small([(b"content-length", b"1000")], handler, Client(1000, stall_after=0), body_idle_timeout=0.3)
+    assert [type(e) for e in errors] == [ClientDisconnected, BodyTimeout]
+
+
+def test_the_handlers_exception_reaches_the_server_and_the_threads_are_reused() -> None:
+    names: list[str] = []
+
+    def handler(req: Request) -> Response:
+        names.append(threading.current_thread().name)
+        if req.raw_path == "/fail":
+            raise RuntimeError("core failed")
+        return Response(200, [], b"ok")
+
+    app = AsgiApp(handler, threads=2, thread_name="lm-test")
+
+    async def requests() -> None:
+        for _ in range(20):
+            client = Client(0)
+            await app({**SCOPE, "method": "GET"}, client.receive, client.send)
+            assert client.status == 200
+        with pytest.raises(RuntimeError, match="core failed"):
+            await app({**SCOPE, "method": "GET", "raw_path": b"/fail"}, Client(0).receive, Client(0).send)
+
+    asyncio.run(asyncio.wait_for(requests(), 30))
+    assert len(names) == 21 and set(names) <= {"lm-test_0", "lm-test_1"}
+
+
+def test_a_pump_that_filled_its_read_ahead_is_woken_by_the_cores_reads() -> None:
+    # The pump stops at AHEAD_BYTES and only reads that make room wake it (stop 57): the whole body still arrives.
+    total = 3 * asgi.AHEAD_BYTES + 5
+    got = 0
+    full: list[int] = []
+
+    def handler(req: Request) -> Response:
+        nonlocal got
+        while piece := req.body.read():
+            if not full:
+                time.sleep(0.3)  # the core is busy: the pump fills its read-ahead and waits for room
+                full.append(client.received)
+            got += len(piece)
+        return Response(200, [], b"ok")
+
+    client = Client(total)
+    serve(handler, client)
+    assert got == total and client.status == 200
+    assert asgi.AHEAD_BYTES <= full[0] <= asgi.AHEAD_BYTES + 2 * asgi.PULL_BYTES  # it had stopped for room

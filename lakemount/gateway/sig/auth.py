@@ -24,7 +24,7 @@ def mechanisms(request: HttpRequest) -> tuple[str | None, bool, bool]:
     auth = first(request.header_map(), "authorization")
     if auth is not None and not auth.strip():
         auth = None
-    params = {name for name, _ in request.query_pairs()}
+    params = request.query_names()
     presigned_v4 = "X-Amz-Algorithm" in params or "X-Amz-Credential" in params
     presigned_v2 = "AWSAccessKeyId" in params and "Signature" in params
     return auth, presigned_v4, presigned_v2
@@ -43,6 +43,7 @@ def authenticate(
     now: datetime | None = None,
     region: str | None = None,
     virtual_host_bucket: str | None = None,
+    claimed: tuple[str | None, bool, bool] | None = None,
 ) -> AuthResult:
     """Authenticate an S3 request signed any way the gateway accepts.
 
@@ -51,9 +52,10 @@ def authenticate(
     with ``AccessDenied``.  ``virtual_host_bucket`` is the bucket taken from the Host
     header of a virtual-hosted-style request: SigV2 signs it as part of the path.
     ``region``, if given, is enforced on SigV4 credential scopes.  Raises
-    ``S3Error`` only; errors of ``lookup`` other than "not found" propagate.
+    ``S3Error`` only; errors of ``lookup`` other than "not found" propagate.  ``claimed``: what
+    :func:`mechanisms` said of this request, when the caller asked it already (not asked again).
     """
-    auth, presigned_v4, presigned_v2 = mechanisms(request)
+    auth, presigned_v4, presigned_v2 = claimed if claimed is not None else mechanisms(request)
     if auth is not None and (presigned_v4 or presigned_v2):
         raise s3_error(
             "InvalidArgument",

@@ -17,10 +17,23 @@ MAX_SKEW = timedelta(minutes=15)
 AMZ_DATE_FORMAT = "%Y%m%dT%H%M%SZ"
 
 
+def _canonical(text: str) -> bool:
+    """Whether ``text`` has the exact ``YYYYMMDDTHHMMSSZ`` shape (ASCII digits, upper-case T and Z)."""
+    return len(text) == 16 and text[8] == "T" and text[15] == "Z" and text.isascii() and text[:8].isdigit() and text[9:15].isdigit()
+
+
 def parse_amz_date(value: str) -> datetime | None:
     """A ``YYYYMMDDTHHMMSSZ`` time, or ``None`` if ``value`` is not one."""
+    text = value.strip()
+    if _canonical(text):
+        # The form every client sends, read without ``strptime`` (a tenth of a signature check's time, stop 57).
+        try:
+            return datetime(int(text[:4]), int(text[4:6]), int(text[6:8]), int(text[9:11]), int(text[11:13]),
+                            int(text[13:15]), tzinfo=UTC)
+        except ValueError:
+            return None
     try:
-        return datetime.strptime(value.strip(), AMZ_DATE_FORMAT).replace(tzinfo=UTC)
+        return datetime.strptime(text, AMZ_DATE_FORMAT).replace(tzinfo=UTC)
     except ValueError:
         return None
 
@@ -33,6 +46,8 @@ def request_time(headers: Mapping[str, list[str]]) -> tuple[datetime, str] | Non
     amz = first(headers, "x-amz-date")
     if amz is not None:
         t = parse_amz_date(amz)
+        if t is not None and _canonical(amz.strip()):
+            return t, amz.strip()  # already the form asked for: what ``strftime`` would write back
         if t is None:
             # S3 also takes x-amz-date in RFC 1123 form (SigV2 clients send it so).
             try:

@@ -39,6 +39,7 @@ class HttpRequest:
     query: str = ""
     headers: tuple[tuple[str, str], ...] = ()
     body: Callable[[], bytes] | None = field(default=None, compare=False, repr=False)
+    _header_map: dict[str, list[str]] | None = field(default=None, init=False, compare=False, repr=False)
 
     @classmethod
     def of(cls, request: Request) -> HttpRequest:
@@ -46,15 +47,22 @@ class HttpRequest:
         return cls(request.method, request.raw_path, request.raw_query, request.headers)
 
     def header_map(self) -> dict[str, list[str]]:
-        """Lower-cased header names to their values, in received order."""
+        """Lower-cased header names to their values, in received order (made once a request: do not change it)."""
+        if self._header_map is not None:
+            return self._header_map
         out: dict[str, list[str]] = {}
         for name, value in self.headers:
             out.setdefault(name.lower(), []).append(value)
+        object.__setattr__(self, "_header_map", out)
         return out
 
     def query_pairs(self) -> list[tuple[str, str]]:
         """The query decoded to (name, value) pairs; ``+`` stays a plus sign."""
         return [(decode_component(k), decode_component(v)) for k, v in raw_query_pairs(self.query)]
+
+    def query_names(self) -> set[str]:
+        """The decoded names of the query's parameters (their values left encoded)."""
+        return {decode_component(k) for k, _ in raw_query_pairs(self.query)}
 
 
 def raw_query_pairs(query: str) -> list[tuple[str, str]]:
@@ -69,6 +77,8 @@ def raw_query_pairs(query: str) -> list[tuple[str, str]]:
 
 def decode_component(text: str) -> str:
     """A percent-decoded URL component; bytes that are not UTF-8 survive as surrogates."""
+    if "%" not in text and text.isascii():
+        return text  # nothing to decode (most names and values): no round trip through bytes
     return unquote_to_bytes(text).decode("utf-8", "surrogateescape")
 
 

@@ -15,7 +15,7 @@ import functools
 import hashlib
 import hmac
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -88,6 +88,31 @@ def _parse_credential(credential: str, error: str, region: str | None) -> _Scope
     return _Scope(akid, date, req_region, service)
 
 
+def _candidates(request: HttpRequest, exclude_param: str | None) -> Iterator[tuple[str, str]]:
+    """The (canonical URI, canonical query) forms a client may have signed, AWS's own first, each once.
+
+    Made as they are tried: a request signed AWS's way (every SDK) costs one canonical query, not
+    the three made before any was tried (stop 57); one signed another way is tried against the same
+    candidates as before (the query forms outermost now), and a failure still reports the first.
+    """
+    uris = [uri_encode_path(request.path)]
+    if request.path and request.path not in uris:
+        uris.append(request.path)
+    queries = [canonical_query(request.query, exclude=exclude_param)]
+    for uri in uris:
+        yield uri, queries[0]
+    for make in (
+        lambda: canonical_query(request.query, exclude=exclude_param, plus_is_space=True),
+        lambda: raw_sorted_query(request.query, exclude_param),
+    ):
+        alt = make()
+        if alt in queries:
+            continue
+        queries.append(alt)
+        for uri in uris:
+            yield uri, alt
+
+
 def _check_signature(
     *,
     request: HttpRequest,
@@ -106,25 +131,14 @@ def _check_signature(
     """
     secret = lookup_secret(lookup, scope.access_key_id)
     key = signing_key(secret, scope.date, scope.region, scope.service)
-    uris = [uri_encode_path(request.path)]
-    if request.path and request.path not in uris:
-        uris.append(request.path)
-    queries = [canonical_query(request.query, exclude=exclude_param)]
-    for alt in (
-        canonical_query(request.query, exclude=exclude_param, plus_is_space=True),
-        raw_sorted_query(request.query, exclude_param),
-    ):
-        if alt not in queries:
-            queries.append(alt)
     first_candidate: tuple[str, str] | None = None
-    for uri in uris:
-        for query in queries:
-            creq = canonical_request(request.method, uri, query, headers, signed, payload)
-            sts = string_to_sign(amz_date, scope.text, creq)
-            if signatures_equal(sign(key, sts), provided):
-                return key
-            if first_candidate is None:
-                first_candidate = (creq, sts)
+    for uri, query in _candidates(request, exclude_param):
+        creq = canonical_request(request.method, uri, query, headers, signed, payload)
+        sts = string_to_sign(amz_date, scope.text, creq)
+        if signatures_equal(sign(key, sts), provided):
+            return key
+        if first_candidate is None:
+            first_candidate = (creq, sts)
     assert first_candidate is not None
     creq, sts = first_candidate
     raise s3_error(
