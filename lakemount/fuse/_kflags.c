@@ -454,9 +454,91 @@ static void create_fast(fuse_req_t req, fuse_ino_t parent, const char *name, mod
     pyfuse3_create(req, parent, name, mode, fi);
 }
 
+/* Stop 57: appends written here (direct writes).  The adapter registers a handle whose file lives in a temp file (a
+ * large file past its in-memory size and its MD5, written from its start: direct_write_register(fh, fd, end)); a
+ * WRITE of that handle at exactly ``end`` (the file's size) is pwritten from libfuse's buffer into the temp file here,
+ * with the GIL released (no bytes object, no Python call), and answered; ``end``, the writes and bytes counted and the
+ * time of the last one are kept for Python, which reads them (direct_write_state) where it needs the file's size,
+ * version or mtime, and takes the registration back (direct_write_unregister) before it changes the file itself or
+ * lets another write in.  Any other WRITE (an unregistered handle, an overwrite, a hole) goes to Python as before.
+ * The lock orders a write here against a registration's end: once direct_write_unregister returned, no write of that
+ * handle is under way here, and none starts. */
+#define DIRECT 64
+static struct {
+    uint64_t fh; /* as the adapter knows it: the kernel's handle without the FH_NOFLUSH/FH_CACHE_DIR bits */
+    int fd;
+    int used;
+    int64_t end;            /* the file's size: the offset a write must be at to be written here */
+    uint64_t writes, bytes; /* written here since the registration */
+    int64_t mtime_ns;       /* CLOCK_REALTIME of the last write written here (0: none) */
+} direct[DIRECT];
+static pthread_mutex_t direct_lock = PTHREAD_MUTEX_INITIALIZER;
+static int direct_count = 0; /* registrations (read unlocked first: no registration, no lock taken per WRITE) */
+static unsigned long long direct_writes = 0, direct_bytes = 0; /* answered here so far */
+static unsigned long long direct_handed = 0; /* WRITEs of a registered handle not at its end: handed to Python */
+#define FH_KEY(fh) ((uint64_t)(fh) & (FH_CACHE_DIR - 1))
+
+static int direct_slot(uint64_t fh) { /* under direct_lock */
+    for (int i = 0; i < DIRECT; i++)
+        if (direct[i].used && direct[i].fh == fh)
+            return i;
+    return -1;
+}
+
+/* 1 if the WRITE was written and answered here; 0: the caller goes on as before (nothing written). */
+static int write_direct(fuse_req_t req, uint64_t fh, const char *data, size_t size, off_t off) {
+    if (__atomic_load_n(&direct_count, __ATOMIC_ACQUIRE) == 0 || size == 0)
+        return 0;
+    ssize_t done = 0;
+    int err = 0, taken = 0;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&direct_lock);
+    int i = direct_slot(FH_KEY(fh));
+    if (i >= 0 && direct[i].end == (int64_t)off) {
+        taken = 1;
+        while ((size_t)done < size) {
+            ssize_t n = pwrite(direct[i].fd, data + done, size - (size_t)done, off + done);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                err = n < 0 ? errno : EIO;
+                break;
+            }
+            done += n;
+        }
+        if (done > 0) { /* a short write is answered with what was written, as the file is */
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            direct[i].end += done;
+            direct[i].writes++;
+            direct[i].bytes += (uint64_t)done;
+            direct[i].mtime_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+        }
+    } else if (i >= 0) {
+        direct_handed++;
+    }
+    pthread_mutex_unlock(&direct_lock);
+    Py_END_ALLOW_THREADS
+    if (!taken)
+        return 0;
+    if (done > 0) {
+        direct_writes++;
+        direct_bytes += (unsigned long long)done;
+        real_reply_write(req, (size_t)done);
+    } else {
+        real_reply_err(req, err); /* ENOSPC answers the write that met it */
+    }
+    answered_in_c();
+    return 1;
+}
+
 /* WRITE (libfuse calls write_buf, pyfuse3 sets it): only data in memory in one piece (not spliced). */
 static void write_buf_fast(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_t off,
                            struct fuse_file_info *fi) {
+    if (bufv->count == 1 && bufv->idx == 0 && !(bufv->buf[0].flags & FUSE_BUF_IS_FD) &&
+        bufv->off <= bufv->buf[0].size &&
+        write_direct(req, fi->fh, (const char *)bufv->buf[0].mem + bufv->off, bufv->buf[0].size - bufv->off, off))
+        return;
     if (fast[F_WRITE] != NULL && bufv->count == 1 && bufv->idx == 0 && !(bufv->buf[0].flags & FUSE_BUF_IS_FD) &&
         bufv->off <= bufv->buf[0].size) {
         PyObject *v, *r;
@@ -962,7 +1044,9 @@ static PyObject *kflags_fast_counts(PyObject *self, PyObject *unused) {
         bad = put_count(d, "fast_", "failed", fast_failed) < 0 || put_count(d, "", "drains", drains) < 0 ||
               put_count(d, "", "handed_flushes", handed_flushes) < 0 ||
               put_count(d, "", "handed_unanswered", handed_unanswered) < 0 ||
-              put_count(d, "", "drained", drained) < 0 || put_count(d, "", "drained_to_python", drained_to_python) < 0;
+              put_count(d, "", "drained", drained) < 0 || put_count(d, "", "drained_to_python", drained_to_python) < 0 ||
+              put_count(d, "", "direct_writes", direct_writes) < 0 || put_count(d, "", "direct_bytes", direct_bytes) < 0 ||
+              put_count(d, "", "direct_handed", direct_handed) < 0;
     if (bad) {
         Py_XDECREF(d);
         return NULL;
@@ -974,6 +1058,76 @@ static PyObject *kflags_fast_wrapped(PyObject *self, PyObject *unused) {
     /* Whether the session's LOOKUP, CREATE, WRITE and RELEASE pass through this module's fast wrappers. */
     return PyBool_FromLong(pyfuse3_lookup != NULL && pyfuse3_create != NULL && pyfuse3_write_buf != NULL &&
                            pyfuse3_release != NULL);
+}
+
+static PyObject *kflags_direct_write_register(PyObject *self, PyObject *args) {
+    /* direct_write_register(fh, fd, end): write handle fh's WRITEs at ``end`` into fd here from now on; False if the
+     * table is full or the handle is registered already (its writes go to Python as before). */
+    unsigned long long fh;
+    int fd;
+    long long end;
+    if (!PyArg_ParseTuple(args, "KiL", &fh, &fd, &end))
+        return NULL;
+    if (fd < 0 || end < 0 || pyfuse3_write_buf == NULL)
+        Py_RETURN_FALSE;
+    int done = 0;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&direct_lock);
+    if (direct_slot(FH_KEY(fh)) < 0) {
+        for (int i = 0; i < DIRECT && !done; i++) {
+            if (!direct[i].used) {
+                direct[i].fh = FH_KEY(fh);
+                direct[i].fd = fd;
+                direct[i].end = end;
+                direct[i].writes = direct[i].bytes = 0;
+                direct[i].mtime_ns = 0;
+                direct[i].used = 1;
+                __atomic_add_fetch(&direct_count, 1, __ATOMIC_RELEASE);
+                done = 1;
+            }
+        }
+    }
+    pthread_mutex_unlock(&direct_lock);
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(done);
+}
+
+static PyObject *direct_take(PyObject *arg, int drop) {
+    unsigned long long fh = PyLong_AsUnsignedLongLong(arg);
+    if (fh == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    int i;
+    long long end = 0, mtime = 0;
+    unsigned long long writes = 0, bytes = 0;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&direct_lock);
+    i = direct_slot(FH_KEY(fh));
+    if (i >= 0) { /* read under the lock: the state the unregistration ends */
+        end = direct[i].end;
+        writes = direct[i].writes;
+        bytes = direct[i].bytes;
+        mtime = direct[i].mtime_ns;
+        if (drop) {
+            direct[i].used = 0;
+            __atomic_sub_fetch(&direct_count, 1, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&direct_lock);
+    Py_END_ALLOW_THREADS
+    if (i < 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(LKKL)", end, writes, bytes, mtime);
+}
+
+static PyObject *kflags_direct_write_state(PyObject *self, PyObject *arg) {
+    /* (end, writes, bytes, mtime_ns) of handle fh's registration (None: not registered). */
+    return direct_take(arg, 0);
+}
+
+static PyObject *kflags_direct_write_unregister(PyObject *self, PyObject *arg) {
+    /* Stop writing handle fh's WRITEs here: its last (end, writes, bytes, mtime_ns), None if it was not registered.
+     * Once this returns no write of it is under way here. */
+    return direct_take(arg, 1);
 }
 
 static PyObject *kflags_want_passthrough(PyObject *self, PyObject *arg) {
@@ -1076,6 +1230,11 @@ static PyMethodDef methods[] = {
     {"fast_counts", kflags_fast_counts, METH_NOARGS, "The fast path's counters, by name."},
     {"reply", kflags_reply, METH_VARARGS, "Answer a FLUSH handed to a thread (hand_flush) with an errno (0: done)."},
     {"fast_wrapped", kflags_fast_wrapped, METH_NOARGS, "True if the session's requests pass the fast wrappers."},
+    {"direct_write_register", kflags_direct_write_register, METH_VARARGS,
+     "Write a handle's appends into a temp file's fd in C from now on (stop 57)."},
+    {"direct_write_state", kflags_direct_write_state, METH_O, "(end, writes, bytes, mtime_ns) of a direct handle."},
+    {"direct_write_unregister", kflags_direct_write_unregister, METH_O,
+     "Stop a handle's direct writes: its last (end, writes, bytes, mtime_ns), None if not registered."},
     {"requests_read", kflags_requests_read, METH_NOARGS,
      "Requests read from /dev/fuse so far (0 without the io hooks)."},
     {"drops", kflags_drops, METH_NOARGS,

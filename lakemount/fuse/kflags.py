@@ -196,6 +196,38 @@ def fast_counts() -> dict[str, int]:
     return {str(k): int(v) for k, v in _shim.fast_counts().items()}  # type: ignore[attr-defined]
 
 
+def direct_writes() -> bool:
+    """True if the shim can write a registered handle's appends itself (:func:`direct_write_register`): its WRITE
+    handler is wrapped and the fast path is on (``KFLAGS_FAST`` not ``off``)."""
+    return (_shim is not None and _wraps_flush and bool(_shim.fast_wrapped())  # type: ignore[attr-defined]
+            and fast_mode() != "off")
+
+
+def direct_write_register(fh: int, fd: int, end: int) -> bool:
+    """Have the shim write handle ``fh``'s WRITEs at offset ``end`` (the file's size, moving with each one) into
+    ``fd`` itself, answering them without Python (stop 57); False if it cannot (no shim, the table full, or ``fh``
+    registered already).  ``fd`` must stay open until :func:`direct_write_unregister` returned."""
+    return _shim is not None and bool(_shim.direct_write_register(fh, fd, end))  # type: ignore[attr-defined]
+
+
+def direct_write_state(fh: int) -> tuple[int, int, int, int] | None:
+    """``(end, writes, bytes, mtime_ns)`` of handle ``fh``'s direct writes so far (None: not registered): the file's
+    size, the writes and bytes the shim wrote since the registration, and the wall time of the last (0: none)."""
+    if _shim is None:
+        return None
+    got = _shim.direct_write_state(fh)  # type: ignore[attr-defined]
+    return None if got is None else (int(got[0]), int(got[1]), int(got[2]), int(got[3]))
+
+
+def direct_write_unregister(fh: int) -> tuple[int, int, int, int] | None:
+    """Stop the shim's writes of handle ``fh``: its last :func:`direct_write_state` (None: not registered).  Once it
+    returned, no write of ``fh`` is under way in the shim and none starts: the next goes to Python."""
+    if _shim is None:
+        return None
+    got = _shim.direct_write_unregister(fh)  # type: ignore[attr-defined]
+    return None if got is None else (int(got[0]), int(got[1]), int(got[2]), int(got[3]))
+
+
 # FUSE passthrough (issue 36, stop 54).  Linux 6.9 on lets an open's reads and writes go to a file the daemon holds
 # (a *backing file*) inside the kernel, with no request to the daemon: the daemon registers the file on the session
 # fd (an ioctl: a backing id) and answers the OPEN or CREATE with ``FOPEN_PASSTHROUGH`` and that id.  libfuse 3.14
