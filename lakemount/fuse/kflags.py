@@ -65,6 +65,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from typing import Final
 
 log = logging.getLogger(__name__)
@@ -197,10 +198,10 @@ def fast_counts() -> dict[str, int]:
 
 
 def direct_writes() -> bool:
-    """True if the shim can write a registered handle's appends itself (:func:`direct_write_register`): its WRITE
-    handler is wrapped and the fast path is on (``KFLAGS_FAST`` not ``off``)."""
-    return (_shim is not None and _wraps_flush and bool(_shim.fast_wrapped())  # type: ignore[attr-defined]
-            and fast_mode() != "off")
+    """True if the shim can write a registered handle's appends itself (:func:`direct_write_register`): a session is
+    up, its WRITE handler wrapped, and neither ``KFLAGS_FAST`` nor ``KFLAGS_DIRECT`` is ``off`` (for A/B runs)."""
+    return (_shim is not None and _wraps_flush and bool(_shim.direct_active())  # type: ignore[attr-defined]
+            and fast_mode() != "off" and os.environ.get("KFLAGS_DIRECT", "on") != "off")
 
 
 def direct_write_register(fh: int, fd: int, end: int) -> bool:
@@ -217,6 +218,22 @@ def direct_write_state(fh: int) -> tuple[int, int, int, int] | None:
         return None
     got = _shim.direct_write_state(fh)  # type: ignore[attr-defined]
     return None if got is None else (int(got[0]), int(got[1]), int(got[2]), int(got[3]))
+
+
+def direct_write_hashed(fh: int, offset: int) -> None:
+    """The follower hashed handle ``fh``'s file up to ``offset``: the shim's next write of it waits while the file's
+    end is more than 16 MiB past what was hashed (stop 57: the unhashed pages would pile up)."""
+    if _shim is not None:
+        _shim.direct_write_hashed(fh, offset)  # type: ignore[attr-defined]
+
+
+def direct_write_wait(seq: int, timeout: float) -> int:
+    """Wait until the shim wrote a direct write since its count was ``seq``, or ``timeout`` seconds: the count now.
+    The follower's idle wait."""
+    if _shim is None:
+        time.sleep(timeout)
+        return 0
+    return int(_shim.direct_write_wait(seq, timeout))  # type: ignore[attr-defined]
 
 
 def direct_write_unregister(fh: int) -> tuple[int, int, int, int] | None:

@@ -105,7 +105,6 @@ def _flusher() -> ThreadPoolExecutor:
 
 
 FOLLOW_EVERY: Final = 0.05  # seconds between looks at the temp files the kernel writes through passthrough
-FOLLOW_DIRECT_EVERY: Final = 0.005  # the same while a file's appends are written by the shim and nothing new came
 FOLLOW_HASH_MOST: Final = 4 << 20  # bytes of such a file hashed per hold of its lock by the follower
 SYNC_FILE_RANGE_WRITE: Final = 2  # <linux/fs.h>: start writing the range back, wait for nothing
 
@@ -144,10 +143,13 @@ def _follow(dirty: DirtyFile) -> None:
 def _follower() -> None:
     """The follower thread: the write-back of passthrough files as the kernel writes them (stop 55), and the SHA-256
     and write-back of files whose appends the shim writes (stop 57), as they grow.  It looks again at once while one
-    of those had new bytes, every ``FOLLOW_DIRECT_EVERY`` while one is followed, else every ``FOLLOW_EVERY``."""
-    pause = FOLLOW_EVERY
+    of those had new bytes; while one is followed it waits for the shim's next write (at most ``FOLLOW_EVERY``), else
+    it looks every ``FOLLOW_EVERY``."""
+    pause, direct, seq = FOLLOW_EVERY, False, 0
     while True:
-        if pause:
+        if pause and direct:
+            seq = kflags.direct_write_wait(seq, pause)
+        elif pause:
             time.sleep(pause)
         with _follower_lock:
             files = list(_followed)
@@ -164,8 +166,6 @@ def _follower() -> None:
                 direct = True
                 if busy:
                     pause = 0.0
-        if direct and pause:
-            pause = FOLLOW_DIRECT_EVERY
 
 
 _temp_names = itertools.count()
@@ -607,6 +607,7 @@ class DirtyFile:
             stop = min(self.size, start + FOLLOW_HASH_MOST)
             if stop > start:
                 digests.hash_file(self.fd, stop)
+                kflags.direct_write_hashed(self.direct, digests.fed)  # a write waiting for the hash goes on
             if (self.in_place and digests.fed - self._backed_to >= FLUSH_EVERY
                     and (self._flush is None or self._flush.done())):
                 self._backed_to = digests.fed
