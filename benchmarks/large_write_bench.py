@@ -22,6 +22,13 @@ mountpoint, so mount and baseline write to the same disk.  The figures:
   writes, then closed, with the close's own time printed (what a close waits
   for: an fsync and a link on the local store, the last part on S3).
 
+And the *hash ceiling* (stop 57): the SHA-256 of the same file computed in this process (hashlib, 1 MiB reads of
+the cached file), each round.  A close through the mount stages the file's content address, so the mount must hash
+every byte before the close returns; a ``cp`` whose hash ran beside its writes on a core of its own still cannot end
+before the hash did, so the local ``cp``'s seconds over the hash's are the best ratio a hashing close reaches here
+(printed with the durable ceiling).  The mount's CPU seconds per GiB of each figure (``/proc/PID/stat``, all its
+threads, the mean of the rounds) are printed too.
+
 Beside them, the same figures into ``benchmarks/passthrough_fs.py`` over a folder
 on the same disk (a minimal pyfuse3 file system that hands every write to
 ``pwrite`` and does nothing else, with lakemount's 1 MiB ``st_blksize``): the
@@ -55,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
@@ -131,6 +139,23 @@ def fsync_timed(path: str) -> float:
     finally:
         os.close(fd)
     return time.perf_counter() - t
+
+
+def hash_timed(path: str) -> float:
+    """Seconds the SHA-256 of the file at ``path`` takes in this process (the hash ceiling, stop 57)."""
+    h = hashlib.sha256()
+    t = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(MiB):
+            h.update(chunk)
+    return time.perf_counter() - t
+
+
+def cpu_of(pid: int) -> float:
+    """CPU seconds process ``pid`` used so far, all its threads (``/proc/PID/stat``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def remove(path: str) -> None:
@@ -260,12 +285,13 @@ def main() -> None:
                 stack.enter_context(passthrough(os.path.join(base, "passthrough-backing"), pt))
                 targets["passthrough (pyfuse3)"] = pt
             mounts = []  # (label, mountpoint)
+            pids: dict[str, int] = {}  # target -> its mount process
             for store in stores:
                 kp = args.kernel_passthrough if store == "local" else None
                 for setting in (("off", "on") if kp == "both" else (kp or "",)):
                     label = f"{store}, kernel passthrough" if kp == "both" and setting == "on" else store
                     mp = os.path.join(base, f"mnt-{store}{'-' + setting if kp == 'both' else ''}")
-                    stack.enter_context(mounted(prepare_store(store, base, endpoint, setting), mp))
+                    pids[f"mount ({label})"] = stack.enter_context(mounted(prepare_store(store, base, endpoint, setting), mp)).pid
                     targets[f"mount ({label})"] = os.path.join(mp, REPO, "main")
                     mounts.append((label, mp))
             if args.writeback:
@@ -273,17 +299,26 @@ def main() -> None:
                 for setting in (("off", "on") if kp == "both" else (kp or "",)):
                     label = "local, write-back" + (", kernel passthrough" if setting == "on" else "")
                     mp = os.path.join(base, f"mnt-local-wb{'-' + setting if setting else ''}")
-                    stack.enter_context(mounted(prepare_store("local", base, endpoint, setting, writeback=True), mp))
+                    pids[f"mount ({label})"] = stack.enter_context(
+                        mounted(prepare_store("local", base, endpoint, setting, writeback=True), mp)).pid
                     targets[f"mount ({label})"] = os.path.join(mp, REPO, "main")
                     mounts.append((label, mp))
             print(f"{args.mib} MiB per file, {args.rounds} round(s), in {base}; load {os.getloadavg()[0]:.1f}", flush=True)
             best: dict[tuple[str, str], float] = {}
+            cpu: dict[tuple[str, str], float] = {}  # (figure, mount) -> its CPU seconds, summed over the rounds
+            hashed = float("inf")
             for r in range(args.rounds):
+                took = hash_timed(src)
+                hashed = min(hashed, took)
+                print(f"  round {r + 1} SHA-256 of the file in this process (the hash ceiling): {rate(args.mib, took)}", flush=True)
                 for name in FIGURES:
                     for where, directory in targets.items():  # the baseline first, then each mount, back to back
                         if name in LOCAL_ONLY and where != "local folder":
                             continue
+                        was = cpu_of(pids[where]) if where in pids else 0.0
                         seconds = one(name, directory, src, args.mib, r)
+                        if where in pids:
+                            cpu[name, where] = cpu.get((name, where), 0.0) + cpu_of(pids[where]) - was
                         best[name, where] = min(best.get((name, where), seconds), seconds)
                         closing = f" (close {CLOSES[directory]:.2f} s)" if name == "write+close" else ""
                         print(f"  round {r + 1} {name} into the {where}: {rate(args.mib, seconds)}{closing}", flush=True)
@@ -304,10 +339,17 @@ def main() -> None:
         cp_s, ceiling_s = best["cp", "local folder"], best["cp+fsync", "local folder"]
         print(f"\ndurable ceiling: the local cp then fsync is x{cp_s / ceiling_s:.3f} of the local cp"
               + (" (below the issue's x0.5: a limit of this disk, not of the mount)" if cp_s / ceiling_s < 0.5 else ""))
+        print(f"hash ceiling: the SHA-256 of the file in this process took {hashed:.2f} s (best of the rounds): "
+              f"x{cp_s / hashed:.2f} of the local cp, the best a close that must hash the file reaches here")
         for w in targets:
             if w != "local folder":
                 print(f"  cp into the {w}: x{cp_s / best['cp', w]:.2f} of the local cp, "
-                      f"x{ceiling_s / best['cp', w]:.2f} of the durable ceiling")
+                      f"x{ceiling_s / best['cp', w]:.2f} of the durable ceiling, x{hashed / best['cp', w]:.2f} of the hash ceiling")
+        if cpu:
+            print(f"mount CPU seconds per GiB (all its threads, the mean of {args.rounds} round(s)):")
+            for w in pids:
+                print(f"  {w}: " + ", ".join(f"{name} {cpu[name, w] / args.rounds * 1024 / args.mib:.2f}"
+                                             for name in FIGURES if (name, w) in cpu))
         if "passthrough (pyfuse3)" in targets:
             print("\nmount / passthrough (1.0: as fast as a pyfuse3 mount that does nothing but pwrite):")
             for name in FIGURES:
