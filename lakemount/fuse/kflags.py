@@ -56,6 +56,24 @@ close in trio's hop alone), but to the adapter's ``hand_flush``: a thread of the
 and answers the request itself (:func:`reply`), and the drain goes on.
 The environment variable ``KFLAGS_FAST`` (``off``, ``calls``: no drain; default both) is for A/B runs only.
 
+And a large file's appends written by the shim itself (issue 36, stop 57).  Even through ``fast_write``, each 1 MiB
+WRITE of a large file cost a ``bytes`` made of libfuse's buffer, a Python call, a ``pwrite`` from it and the bytes
+fed to the file's hash threads: about a quarter of a 1 GiB ``cp``'s mount CPU.  Once a file lives in its temp file
+past ``MD5_MAX`` (8 MiB, only its SHA-256 left to compute), the handle that wrote it is registered
+(:func:`direct_write_register`: the handle, the temp file's descriptor, its size) by ``DirtyFile.hand_writes``; the
+WRITE wrapper then ``pwrite``s a WRITE of that handle at exactly the file's end straight from libfuse's buffer into
+the temp file with the GIL released, replies, and counts it (the end, writes, bytes, the last one's wall time), with
+no Python at all.  The mount's follower thread (``writes.py``'s ``lm-pass-follow``, which already followed files
+the kernel writes through passthrough) hashes the file from the temp file as it grows and then writes back and
+drops what it hashed; the shim makes a write wait while the file's end is more than 16 MiB past what was hashed
+(:func:`direct_write_hashed`), as the old hash queue bounded it, and wakes the follower per write
+(:func:`direct_write_wait`).  Python reads the shim's count (:func:`direct_write_state`) where it needs the size,
+version or mtime (``getattr``, ``flush``, ``fsync``, a save, a release) and takes the registration back
+(:func:`direct_write_unregister`, after which no write of it is under way) before it changes, saves or closes the
+file itself, or serves a ``setattr``; any WRITE the shim does not take (not registered, not at the end) goes to
+``fast_write`` or pyfuse3 as before, and that write takes the registration back first.  ``KFLAGS_DIRECT=off`` (A/B
+runs) registers nothing.
+
 It must load before anything imports pyfuse3: ``lakemount/fuse/__init__.py``
 imports it, so any import of the mount's modules does.
 """

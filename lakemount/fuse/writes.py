@@ -46,6 +46,13 @@ mtime and ctime, which this kernel stamps finely once read), its digests are com
 still write it, a save stores a private copy of it rather than the file itself (a write after the save would
 otherwise change a stored object): the copy is what is hashed and becomes the object.
 
+Past ``MD5_MAX`` a file written from its start may have its appends written by the open-reply shim itself (stop 57,
+:meth:`DirtyFile.hand_writes`, :mod:`~lakemount.fuse.kflags`): no request of them reaches Python.  The follower
+thread hashes such a file from the temp file as it grows (the SHA-256 only, on the digests the writes fed so far)
+and starts its write-back after the hash; what this module knows of it (size, version, mtime) is taken in from the
+shim's count where asked, and every method that changes, saves or closes the file takes the registration back first
+(``_direct_in(final=True)``), hashing what the follower has not.
+
 With write-back (:mod:`~lakemount.fuse.writeback`) a saved temp file is *held*:
 it became the journal's data file, so it is never written again (a new write
 gets a fresh copy, :class:`Held` tells a writer that raced with the hand-over)
