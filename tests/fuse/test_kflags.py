@@ -351,3 +351,39 @@ def test_fsync_of_a_file_the_shim_wrote_then_kill_9_keeps_every_byte(home: str, 
         _committed(app, mp, "kept.bin", body)
     finally:
         stop(m)
+
+
+def test_a_truncation_a_second_appender_and_a_utime_take_the_shims_writes_back_first(
+    app: App, mounts: MountFactory
+) -> None:
+    """Stop 57: while the shim writes a file's appends, an ``ftruncate``, a second descriptor's ``O_APPEND`` writes and
+    a ``utime`` go through the mount, each after the registration is taken back: the file ends as a local file would,
+    its set mtime stands, and its content address is hashlib's SHA-256 of it."""
+    m = mounts(args=("--head-ttl", "3600"))
+    path = f"{m.mountpoint}/{REPO}/main/mixed.bin"
+    body = bytearray(os.urandom(20 * MiB))
+    before = _kernel(m.mountpoint)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for off in range(0, len(body), MiB):
+            os.write(fd, bytes(body[off : off + MiB]))
+        assert _delta(before, _kernel(m.mountpoint)).get("direct_writes", 0) >= 8  # the shim took the tail
+        os.ftruncate(fd, 15 * MiB + 3)
+        del body[15 * MiB + 3 :]
+        more = os.urandom(2 * MiB)
+        os.lseek(fd, 0, os.SEEK_END)
+        os.write(fd, more)
+        body += more
+        with open(path, "ab") as second:
+            tail = os.urandom(MiB + 1)
+            second.write(tail)
+            body += tail
+        assert os.stat(path).st_size == len(body)
+        os.utime(path, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
+        assert os.stat(path).st_mtime_ns == 1_000_000_000_000_000_000
+    finally:
+        os.close(fd)
+    assert os.stat(path).st_mtime_ns == 1_000_000_000_000_000_000, "a save put the shim's older mtime over the set one"
+    with open(path, "rb") as f:
+        assert f.read() == body
+    _committed(app, m.mountpoint, "mixed.bin", bytes(body))
