@@ -539,8 +539,9 @@ class DirtyFile:
 
     def _direct_in(self, *, final: bool = False) -> None:
         """Take in the shim's writes of the handle registered by :meth:`hand_writes` (under ``lock``): the size, a new
-        version, their bytes and mtime for :meth:`take_direct`.  ``final``: take the registration back too (before the
-        mount changes, saves or closes the file itself), and hash what the follower has not."""
+        version, their bytes and mtime (:meth:`take_direct_written`, :meth:`take_direct_mtime`).  ``final``: take the
+        registration back too (before the mount changes, saves or closes the file itself), and hash what the follower
+        has not."""
         fh = self.direct
         if not fh:
             return
@@ -583,9 +584,10 @@ class DirtyFile:
             return mtime
 
     def take_direct_written(self, fh: int) -> int:
-        """Bytes the shim wrote through handle ``fh`` not yet counted (its release counts them), zeroed."""
-        if not self.direct and not self.direct_written:
-            return 0
+        """Bytes the shim wrote through handle ``fh`` not yet counted (its release counts them), zeroed.  Without the
+        lock unless ``fh`` is registered still (only a take-in of the registered handle adds to its count)."""
+        if self.direct != fh:
+            return self.direct_written.pop(fh, 0)
         with self.lock:
             self._direct_in()
             return self.direct_written.pop(fh, 0)
