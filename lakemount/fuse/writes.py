@@ -167,6 +167,11 @@ def _follower() -> None:
                 going, busy = dirty.follow_step()
             except OSError:
                 going, busy = False, False
+            except Exception:  # a bug: the thread must live on (the shim's writes of a direct file wait for its hash)
+                log.exception("following %s failed: its writes go through the mount from now on", dirty.path)
+                going, busy = False, False
+                with contextlib.suppress(Exception):
+                    dirty.end_direct()
             if not going:
                 with _follower_lock:
                     _followed.discard(dirty)
