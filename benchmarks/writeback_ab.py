@@ -14,7 +14,8 @@ expected).
 Stop 52: ``--plain`` mounts without ``--writeback``; ``--env-a``/``--env-b KEY=VALUE`` set a variable for
 that arm's mount process only (``KFLAGS_FAST=calls`` or ``off``: the shim's fast path without its drain, or
 none, for an A/B of one tree against itself); each line also gives the requests the shim answered in C from
-the adapter's fast methods per file (``fast``) and those its drains read (``drained``).
+the adapter's fast methods per file (``fast``) and those its drains read (``drained``).  Stop 57: with the drain's
+wait for the next request (``KFLAGS_DRAIN_WAIT_US``, 0: none), the waits a request ended and all waits per file.
 """
 
 from __future__ import annotations
@@ -85,7 +86,10 @@ def main() -> None:
                 fast = sum(v for k, v in shim.items() if k.startswith("fast_") and k != "fast_failed")
                 print(f"round {r + 1}: {label} {mode} {n / took:,.0f} files/s (x{n / took / pt:.2f} of passthrough), "
                       f"mount CPU {cpu / n * 1000:.2f} ms/file, requests reaching Python {asked / n:.2f}/file "
-                      f"(fast {fast / n:.2f}, drained {shim.get('drained', 0) / n:.2f}), wrong {wrong}, "
+                      f"(fast {fast / n:.2f}, drained {shim.get('drained', 0) / n:.2f}"
+                      + (f", waited {shim['drain_waited'] / n:.2f} of {shim['drain_waits'] / n:.2f} waits"
+                         if shim.get("drain_waits") else "")
+                      + f"), wrong {wrong}, "
                       f"load {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)

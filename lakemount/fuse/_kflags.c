@@ -144,6 +144,17 @@ static unsigned long long drains = 0; /* drains that read at least one request *
 static unsigned long long drained = 0; /* requests read and dispatched by drains */
 static unsigned long long drained_to_python = 0; /* of them, those that went to a pyfuse3 handler (ending a drain) */
 static struct fuse_buf drain_buf; /* the drain's own read buffer (allocated by libfuse on first use) */
+/* Stop 57: when the drain finds no request waiting it waits for the next one in ppoll up to drain_wait_ns, keeping
+ * the GIL (the writer's next syscall usually comes within tens of microseconds of its reply; without the wait each
+ * request went back through trio's epoll and pyfuse3's task, ~50 us of CPU each).  Only while no request is being
+ * answered by another thread: in_threads counts the FLUSHes handed to hand_flush not yet answered and the adapter's
+ * threads running a request's core call (threads_out), each of which needs the GIL, and a thread pyfuse3 awaits
+ * also needs trio's loop; they can only start on this (the loop's) thread, so none starts during a wait. */
+static long drain_wait_ns = 300000;
+static long in_threads = 0; /* changed and read with the GIL held */
+static unsigned long long drain_waits = 0; /* waits in ppoll */
+static unsigned long long drain_waited = 0; /* of them, those a request ended (it was read and dispatched) */
+static unsigned long long drain_waits_skipped = 0; /* drains that found nothing and did not wait: a thread's request */
 
 /* A directory's attributes kept by the adapter right after a create in it (the kernel drops them at every
  * create and asks again before the next name's permission check): the next GETATTR of that inode is answered
@@ -255,7 +266,19 @@ static void drain(void) {
     draining = 1;
     while (n < DRAIN_MOST && !real_session_exited(session)) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
+        int ready = poll(&p, 1, 0);
+        if (ready == 0 && drain_wait_ns > 0) {
+            if (in_threads > 0) {
+                drain_waits_skipped++;
+            } else { /* the GIL stays held: no thread of this process runs Python meanwhile (see drain_wait_ns) */
+                struct timespec wait = {.tv_sec = drain_wait_ns / 1000000000L, .tv_nsec = drain_wait_ns % 1000000000L};
+                drain_waits++;
+                ready = ppoll(&p, 1, &wait, NULL);
+                if (ready == 1)
+                    drain_waited++;
+            }
+        }
+        if (ready != 1 || !(p.revents & POLLIN))
             break;
         drain_buf.flags = 0;
         drain_buf.pos = 0;
@@ -648,6 +671,7 @@ static void handed_free(PyObject *capsule) {
     }
     if (h->req != NULL) {
         handed_unanswered++;
+        in_threads--;
         real_reply_err(h->req, EIO);
     }
     free(h);
@@ -665,13 +689,16 @@ static int hand_to_thread(fuse_req_t req, uint64_t fh, pid_t tid) {
         PyErr_Clear();
         return 0;
     }
+    in_threads++; /* before the call: its thread may answer (reply: in_threads--) before it returns */
     PyObject *r = PyObject_CallFunction(hand_flush, "OKi", capsule, (unsigned long long)fh, (int)tid);
     int taken = r != NULL && r == Py_True;
     if (r == NULL)
         PyErr_WriteUnraisable(hand_flush);
     Py_XDECREF(r);
-    if (!taken)
-        h->req = NULL; /* pyfuse3's handler answers it: the capsule, if Python kept it, must not */
+    if (!taken && h->req != NULL) { /* pyfuse3's handler answers it: the capsule, if Python kept it, must not */
+        h->req = NULL;
+        in_threads--;
+    }
     Py_DECREF(capsule); /* taken: the thread may have answered and dropped it already; h is not touched again */
     if (taken) {
         handed_flushes++;
@@ -1051,6 +1078,7 @@ static PyObject *kflags_reply(PyObject *self, PyObject *args) {
         return NULL;
     }
     h->req = NULL; /* under the GIL: no second answer */
+    in_threads--;
     int res;
     Py_BEGIN_ALLOW_THREADS
     res = real_reply_err(req, err < 0 ? -err : err);
@@ -1080,12 +1108,37 @@ static PyObject *kflags_fast_counts(PyObject *self, PyObject *unused) {
               put_count(d, "", "handed_unanswered", handed_unanswered) < 0 ||
               put_count(d, "", "drained", drained) < 0 || put_count(d, "", "drained_to_python", drained_to_python) < 0 ||
               put_count(d, "", "direct_writes", direct_writes) < 0 || put_count(d, "", "direct_bytes", direct_bytes) < 0 ||
-              put_count(d, "", "direct_handed", direct_handed) < 0 || put_count(d, "", "direct_waits", direct_waits) < 0;
+              put_count(d, "", "direct_handed", direct_handed) < 0 || put_count(d, "", "direct_waits", direct_waits) < 0 ||
+              put_count(d, "", "drain_waits", drain_waits) < 0 || put_count(d, "", "drain_waited", drain_waited) < 0 ||
+              put_count(d, "", "drain_waits_skipped", drain_waits_skipped) < 0;
     if (bad) {
         Py_XDECREF(d);
         return NULL;
     }
     return d;
+}
+
+static PyObject *kflags_set_drain_wait(PyObject *self, PyObject *arg) {
+    /* set_drain_wait(us): how long a drain that finds no request waiting waits for one (0: not at all). */
+    long us = PyLong_AsLong(arg);
+    if (us == -1 && PyErr_Occurred())
+        return NULL;
+    if (us < 0 || us > 10000000L) {
+        PyErr_SetString(PyExc_ValueError, "a drain waits 0 to 10,000,000 us");
+        return NULL;
+    }
+    drain_wait_ns = us * 1000L;
+    Py_RETURN_NONE;
+}
+
+static PyObject *kflags_threads_out(PyObject *self, PyObject *arg) {
+    /* threads_out(n): n more (n < 0: fewer) of the adapter's threads answer a request; the drain waits only while
+     * none does.  Returns how many do now. */
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    in_threads += n;
+    return PyLong_FromLong(in_threads);
 }
 
 static PyObject *kflags_fast_wrapped(PyObject *self, PyObject *unused) {
@@ -1309,6 +1362,8 @@ static PyMethodDef methods[] = {
     {"set_fast", kflags_set_fast, METH_VARARGS,
      "Register the object whose fast_* methods answer LOOKUP, CREATE, WRITE, FLUSH, RELEASE first (None: none)."},
     {"fast_counts", kflags_fast_counts, METH_NOARGS, "The fast path's counters, by name."},
+    {"set_drain_wait", kflags_set_drain_wait, METH_O, "How long (us) a drain that finds nothing waits for a request."},
+    {"threads_out", kflags_threads_out, METH_O, "Count the adapter's threads answering a request (+n / -n): now."},
     {"reply", kflags_reply, METH_VARARGS, "Answer a FLUSH handed to a thread (hand_flush) with an errno (0: done)."},
     {"fast_wrapped", kflags_fast_wrapped, METH_NOARGS, "True if the session's requests pass the fast wrappers."},
     {"direct_write_register", kflags_direct_write_register, METH_VARARGS,

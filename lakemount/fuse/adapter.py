@@ -185,10 +185,13 @@ class FuseOperations(pyfuse3.Operations):
                     return self._now(fn, *args, absent=absent)
                 except NeedsThread:
                     pass
+        kflags.threads_out(1)  # the shim's drain waits for requests only while no thread answers one (stop 57)
         try:
             return await trio.to_thread.run_sync(functools.partial(fn, *args), limiter=self.limiter)
         except Exception as exc:  # not trio.Cancelled (a BaseException): it goes on as it is
             raise self._fuse_error(fn, exc, absent) from None
+        finally:
+            kflags.threads_out(-1)
 
     def _now(self, fn: Callable[..., T], *args: Any, absent: bool = False) -> T:
         """``fn(*args)`` on the loop, without blocking: ``NeedsThread`` (nothing changed) if it needs I/O; any other
@@ -404,7 +407,7 @@ class FuseOperations(pyfuse3.Operations):
         create); nothing if that would need I/O or fail, or if a request that may change a directory was read, or
         an invalidation dropped what the shim kept, since ``seq``."""
         try:
-            with self.fs.nonblocking():
+            with self._nonblocking:
                 a = self.fs.attributes(ino)
         except Exception:  # NeedsThread, or gone: the kernel's GETATTR asks the core as before
             return
@@ -586,7 +589,12 @@ class FuseOperations(pyfuse3.Operations):
         most ``KERNEL_SETTLE_S``: past it, log and go on (the entries expire by their timeouts anyway)."""
         done = threading.Event()
         self.fs.invalidations.put(("settled", done))
-        if not await trio.to_thread.run_sync(done.wait, KERNEL_SETTLE_S, abandon_on_cancel=True):
+        kflags.threads_out(1)  # a control file's write waits for the invalidation thread: the drain must not (stop 57)
+        try:
+            settled = await trio.to_thread.run_sync(done.wait, KERNEL_SETTLE_S, abandon_on_cancel=True)
+        finally:
+            kflags.threads_out(-1)
+        if not settled:
             log.warning("kernel invalidations not issued within %.0f s; the kernel may show what it kept until its entries expire",
                         KERNEL_SETTLE_S)
 

@@ -123,8 +123,9 @@ class Handles:
             self.scan.opened(node)
         return opened
 
-    def open_file(self, node: Node, flags: int, caller: Caller) -> Opened:
-        """A new handle on regular file ``node`` (``O_TRUNC`` empties it now)."""
+    def open_file(self, node: Node, flags: int, caller: Caller, *, fresh: bool = False) -> Opened:
+        """A new handle on regular file ``node`` (``O_TRUNC`` empties it now); ``fresh``: the node was just made by
+        this open's create (empty; no page of it can be in the kernel's cache)."""
         writable = flags & os.O_ACCMODE != os.O_RDONLY
         truncate = writable and bool(flags & os.O_TRUNC)
         scope = node.scope
@@ -162,7 +163,12 @@ class Handles:
                     if writable:
                         node.writers += 1
                     entry = node.entry
-                    identity = entry.identity() if entry is not None and node.dirty is None else node.page_identity
+                    if fresh:  # nothing cached to keep (the identity, a hash of the entry, is not worth making)
+                        identity = None
+                    elif entry is not None and node.dirty is None:
+                        identity = entry.identity()
+                    else:
+                        identity = node.page_identity
                     keep = scope.stable or (identity is not None and identity == node.page_identity and not truncate)
                     node.page_identity = identity
                     self._handles[fh] = FileHandle(fh, node, writable, None, uid=caller.uid, pid=caller.pid)

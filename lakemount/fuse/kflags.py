@@ -54,7 +54,18 @@ Stop 53: a FLUSH whose save needs a thread (a close without write-back: the obje
 not handed to pyfuse3's handler, whose loop would await a trio thread and be woken to reply (~110 us of CPU a
 close in trio's hop alone), but to the adapter's ``hand_flush``: a thread of the adapter's runs the core's flush
 and answers the request itself (:func:`reply`), and the drain goes on.
-The environment variable ``KFLAGS_FAST`` (``off``, ``calls``: no drain; default both) is for A/B runs only.
+Stop 57: when a drain finds no request waiting, it waits for the next one in ``ppoll`` up to 300 us
+(``DRAIN_WAIT_US``) *keeping the GIL*, instead of going back to pyfuse3's loop, whose trio ``epoll`` and task cost
+~50 us of CPU a request: a writer's next syscall usually comes within tens of microseconds of its reply, so a
+``cp -r`` of small files is served by one drain after another.  The wait sleeps (no CPU); holding the GIL keeps the
+pipeline's threads from taking it for a switch interval (5 ms) at the wait's first syscall (stop 55's wait let it
+go: worse).  It waits only while no request is being answered by another thread: :func:`threads_out` counts the
+adapter's threads running a request's core call (the async handlers' ``_call``), and the shim counts the FLUSHes
+handed to ``hand_flush`` until :func:`reply` answers them; such a thread needs the GIL (and trio's loop, for pyfuse3's
+threads), and none can start during the wait, which runs on the loop thread.  ``fast_counts``' ``drain_waits``,
+``drain_waited`` (ended by a request) and ``drain_waits_skipped`` (a thread was answering) say what it did.
+The environment variables ``KFLAGS_FAST`` (``off``, ``calls``: no drain; default both) and ``KFLAGS_DRAIN_WAIT_US``
+(the wait; 0: none) are for A/B runs and tests only.
 
 And a large file's appends written by the shim itself (issue 36, stop 57).  Even through ``fast_write``, each 1 MiB
 WRITE of a large file cost a ``bytes`` made of libfuse's buffer, a Python call, a ``pwrite`` from it and the bytes
@@ -173,6 +184,7 @@ def active() -> bool:
 
 
 FAST_MODES: Final = ("drain", "calls", "off")
+DRAIN_WAIT_US: Final = 300  # how long a drain that finds no request waiting waits for one, keeping the GIL (stop 57)
 
 
 def fast_mode() -> str:
@@ -192,8 +204,23 @@ def set_fast(obj: object | None) -> bool:
     if obj is None or mode == "off":
         _shim.set_fast(None, False)  # type: ignore[attr-defined]
         return False
+    _shim.set_drain_wait(drain_wait_us())  # type: ignore[attr-defined]
     _shim.set_fast(obj, mode == "drain")  # type: ignore[attr-defined]
     return True
+
+
+def drain_wait_us() -> int:
+    """How long a drain that finds no request waiting waits for the next (us): ``KFLAGS_DRAIN_WAIT_US`` if it is a
+    whole number from 0 (no wait) to 10,000,000, else ``DRAIN_WAIT_US``."""
+    raw = os.environ.get("KFLAGS_DRAIN_WAIT_US", "")
+    return int(raw) if raw.isdigit() and int(raw) <= 10_000_000 else DRAIN_WAIT_US
+
+
+def threads_out(n: int) -> int:
+    """``n`` more (negative: fewer) of the adapter's threads are answering a request: the shim's drain waits for the
+    next request only while none is (their reply needs the GIL the wait holds).  How many are now (0 without the
+    shim).  Called on the loop thread, as the shim's drain runs there."""
+    return int(_shim.threads_out(n)) if _shim is not None else 0  # type: ignore[attr-defined]
 
 
 def reply(request: object, code: int) -> None:
@@ -209,7 +236,10 @@ def fast_counts() -> dict[str, int]:
     request), ``drained`` (requests they read), ``drained_to_python`` (of those, the ones that went to pyfuse3's
     handlers, each ending its drain), ``handed_flushes`` (FLUSHes given back by ``fast_flush`` and taken by the
     adapter's ``hand_flush``, answered by its thread through :func:`reply`), ``handed_unanswered`` (of those, any
-    dropped unanswered and answered EIO by the shim: a bug).  All zero without the shim."""
+    dropped unanswered and answered EIO by the shim: a bug), ``drain_waits`` (drains that found no request waiting
+    and waited for one, keeping the GIL), ``drain_waited`` (of those, the waits a request ended),
+    ``drain_waits_skipped`` (drains that found none and did not wait: another thread was answering a request).  All
+    zero without the shim."""
     if _shim is None:
         return {}
     return {str(k): int(v) for k, v in _shim.fast_counts().items()}  # type: ignore[attr-defined]

@@ -322,9 +322,11 @@ class Namespace:
 
     def _create_entry(
         self, parent_ino: int, name: bytes, mode: int, caller: Caller, *, exclusive: bool, target: str = "", hold: bool = False,
+        made: list[Node] | None = None,
     ) -> Node:
         """Create the entry of ``name``; ``hold``: a regular file opened by its create, whose first close stages
-        it (``MountState.hold``), so the create itself stages nothing unless it drops a directory marker."""
+        it (``MountState.hold``), so the create itself stages nothing unless it drops a directory marker.  The node
+        is appended to ``made`` if this call made it (not if the name existed)."""
         parent, scope, path = self._dir_for_change(parent_ino, name)
         opened = hold
         hold = hold and self.state.holds_creates()
@@ -358,14 +360,23 @@ class Namespace:
                 node.entry, node.fetched, node.gen = entry, self.state.now(), scope.gen
                 self.tree.listing_put(parent, name, Child(ChildKind.FILE, entry))
                 self.tree.names_changed(parent)
+                # The kernel's negative entry of the name, if it had one, is the created file's now: nothing to
+                # invalidate later, and no place taken among the NEGATIVES_KEPT (a copy of more than that many
+                # names within head_ttl otherwise scanned them all at every lookup, and granted none: stop 57).
+                scope.negatives.pop(path, None)
+            if made is not None:
+                made.append(node)
             return node
 
     @op("create")
     def create(self, parent_ino: int, name: bytes, mode: int, flags: int, caller: Caller) -> tuple[Opened, Attr]:
         """Create (or, without O_EXCL, open) a regular file and open it."""
+        made: list[Node] = []
         node = self._create_entry(parent_ino, name, stat.S_IFREG | (mode & 0o7777), caller, exclusive=bool(flags & os.O_EXCL),
-                                  hold=True)
-        opened = self.handles.open_file(node, flags, caller)
+                                  hold=True, made=made)
+        # O_TRUNC truncates a file that existed (POSIX): one this create made is empty, its times just set, so its
+        # open makes no temp file now (the first write does) and marks no time again (stop 57).
+        opened = self.handles.open_file(node, flags & ~os.O_TRUNC if made else flags, caller, fresh=bool(made))
         self.table.remember(node)
         return opened, self.attrs.attr(node)
 

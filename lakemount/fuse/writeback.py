@@ -252,7 +252,7 @@ class Writeback:
         body = {"op": "put", "repo": item.repo, "branch": item.branch, "path": item.path, "entry": base.value().hex(),
                 "data": data, "size": digests[0], "sha256": digests[1], "md5": digests[2], "known": known}
         if content is not None:
-            body["inline"] = base64.b64encode(content).decode("ascii")
+            body["inline"] = content  # bytes: the journal writes them as base64
             inline = True
         else:
             inline = not share and digests[0] <= INLINE_MAX and _inline(body, dirty.fd, digests[0])
@@ -940,11 +940,12 @@ def _move_aside(src: str, dst: str) -> None:
 
 
 def _inline(body: dict[str, Any], fd: int, size: int) -> bool:
-    """Put the ``size`` bytes of ``fd`` into put record ``body`` (base64); False if the file holds fewer."""
+    """Put the ``size`` bytes of ``fd`` into put record ``body`` (the journal writes them as base64); False if the
+    file holds fewer."""
     data = os.pread(fd, size, 0) if size else b""
     if len(data) != size:
         return False
-    body["inline"] = base64.b64encode(data).decode("ascii")
+    body["inline"] = data
     return True
 
 

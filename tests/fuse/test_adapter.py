@@ -145,3 +145,27 @@ def test_a_request_the_fast_path_gave_back_goes_to_a_thread_without_a_second_try
     assert calls == [True, False, True]
     assert ops.fast_release(fh) == 0
     assert pfs.read_file(f"{MAIN}/d/a") == b"hello\n"
+
+
+def test_a_request_in_a_thread_is_counted_for_the_shims_drain_while_it_runs(pfs: PathFS, fs: FileSystem) -> None:
+    """Stop 57: the shim's drain waits for the next request keeping the GIL only while no thread answers one
+    (``kflags.threads_out``): an async handler's core call in a thread counts from before the thread to its
+    answer on the loop, and no longer (also when it fails)."""
+    from lakemount.fuse import kflags
+
+    if kflags._shim is None:
+        pytest.skip("no kflags shim")
+    ops = FuseOperations(fs)
+    idle = kflags.threads_out(0)
+
+    def inside() -> int:
+        return kflags.threads_out(0)
+
+    def failing() -> None:
+        raise OSError(errno.EIO, "down")
+
+    assert trio.run(ops._call, inside) == idle + 1
+    assert kflags.threads_out(0) == idle
+    with pytest.raises(pyfuse3.FUSEError):
+        trio.run(ops._call, failing)
+    assert kflags.threads_out(0) == idle

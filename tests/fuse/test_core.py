@@ -1292,3 +1292,57 @@ def test_concurrent_writers_readers_and_listers(pfs: PathFS, app: App) -> None:
     assert sorted(pfs.listdir(f"{MAIN}/c")) == expected
     staged_names = sorted(it.path[2:] for it in app.catalog.list(REPO, "main", "c/") if it.path != "c/")
     assert staged_names == expected
+
+
+def test_a_created_names_negative_entry_is_forgotten_so_a_long_copy_keeps_getting_them(
+    fs_factory: Callable[..., FileSystem],
+) -> None:
+    """Stop 57: each new name ``cp`` writes is looked up first (absent: a negative entry the kernel keeps, noted
+    in the scope to invalidate on a change) and then created, which replaces the kernel's negative entry.  The
+    note goes with the create; before, it stayed until ``head_ttl`` passed, so a copy of more than
+    ``NEGATIVES_KEPT`` names within ``head_ttl`` filled the table: every lookup after scanned it whole and
+    granted no negative entry."""
+    from lakemount.fuse.errno import Absent
+    from lakemount.fuse.tree import NEGATIVES_KEPT
+
+    fs = fs_factory(head_ttl=3600)
+    pfs = PathFS(fs)
+    pfs.mkdir(f"/{REPO}/main/d")
+    d = pfs.ino(f"/{REPO}/main/d")
+    pfs.listdir(f"/{REPO}/main/d")  # listed: an absent name is answered from the listing
+    me = Caller(os.getuid(), os.getgid(), 1)
+    granted = []
+    for i in range(NEGATIVES_KEPT + 10):
+        name = f"f{i:05d}".encode()
+        with pytest.raises(Absent) as gone:
+            fs.lookup(d, name)
+        granted.append(gone.value.timeout)
+        opened, _attr = fs.create(d, name, 0o100644, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, me)
+        fs.release(opened.fh)
+    scope = fs.state.node(d).scope
+    assert scope is not None and not scope.negatives, len(scope.negatives)
+    assert min(granted) > 0, f"{granted.count(0.0)} lookups granted no negative entry"
+
+
+def test_a_create_with_o_trunc_of_a_new_name_makes_no_temp_file_and_of_an_existing_one_truncates(pfs: PathFS, fs: FileSystem) -> None:
+    """Stop 57: O_TRUNC truncates a file that existed; a create that makes the file opens it with nothing to
+    empty (no temp file until the first write: the create's cost on the request loop), while a create of an
+    existing name without O_EXCL still empties it and marks its times."""
+    main = f"/{REPO}/main"
+    d = pfs.ino(main)
+    me = Caller(os.getuid(), os.getgid(), 1)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    opened, attr = fs.create(d, b"new", 0o100644, flags, me)
+    node = fs.state.node(attr.ino)
+    assert node.dirty is None and attr.size == 0
+    fs.write(opened.fh, 0, b"abc")
+    fs.flush(opened.fh)
+    fs.release(opened.fh)
+    assert pfs.read_file(f"{main}/new") == b"abc"
+    before = pfs.lstat(f"{main}/new").mtime_ns
+    time.sleep(0.01)
+    opened, attr = fs.create(d, b"new", 0o100644, flags, me)  # the name exists: opened and truncated
+    assert attr.size == 0 and attr.mtime_ns > before
+    fs.flush(opened.fh)
+    fs.release(opened.fh)
+    assert pfs.read_file(f"{main}/new") == b""

@@ -260,6 +260,51 @@ def test_a_connection_aborted_while_requests_are_drained_ends_the_mount_cleanly(
     assert "Traceback" not in log and "Fatal Python error" not in log, log
 
 
+def _closes(d: str, n: int) -> list[float]:
+    """Seconds each of ``n`` small files' close(2) took, written one after another into ``d``."""
+    import time
+
+    took = []
+    for i in range(n):
+        with open(f"{d}/c{i:03d}", "wb") as f:
+            f.write(b"c" * 1024)
+            t0 = time.perf_counter()
+        took.append(time.perf_counter() - t0)  # the with's close: the FLUSH and its reply
+    return took
+
+
+def test_the_drains_wait_for_a_request_never_holds_back_a_close_a_thread_answers(
+    app: App, home: str, tmp_path: os.PathLike[str]
+) -> None:
+    """Stop 57: a drain that finds no request waiting waits for the next one in ``ppoll`` keeping the GIL; a close
+    without write-back is answered by a thread (``hand_flush``) that needs the GIL, so a drain must not wait while
+    one is out.  The wait is made 0.2 s here (``KFLAGS_DRAIN_WAIT_US``) so a close it held back would take 0.2 s:
+    the closes take less than half of it, while the waits ran (they caught the writer's next requests) and were
+    skipped while the closes' threads were out."""
+    import statistics
+
+    base = os.fspath(tmp_path)
+    m = start(home, os.path.join(base, "mnt"), ("--head-ttl", "3600"), env=env_for(home, KFLAGS_DRAIN_WAIT_US="200000"))
+    try:
+        d = f"{m.mountpoint}/{REPO}/main/closes"
+        os.mkdir(d)
+        before = _kernel(m.mountpoint)
+        took = _closes(d, 12)
+        got = _delta(before, _kernel(m.mountpoint))
+        assert statistics.median(took) < 0.1, (took, got)  # a close held back by a wait takes >= 0.2 s
+        assert got.get("handed_flushes", 0) >= 10, got  # the closes were answered by the adapter's threads
+        assert got.get("drain_waited", 0) >= 10, got  # the waits ran: they caught the writer's next requests
+        assert got.get("drain_waits_skipped", 0) >= 10, got  # and were skipped while a close's thread was out
+        assert got.get("handed_unanswered", 0) == 0 and got.get("fast_failed", 0) == 0, got
+        repo = app.graveler.get_repository(REPO)
+        for i in (0, 11):
+            assert app.catalog.read(repo, app.catalog.stat(REPO, "main", f"closes/c{i:03d}")) == b"c" * 1024
+    finally:
+        stop(m)
+        print(f"--- log of {m.mountpoint} ---\n{m.log()}")
+    assert not [p for p in mounted_points() if p.startswith(base)]
+
+
 MiB = 1 << 20
 
 
