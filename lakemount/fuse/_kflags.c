@@ -477,9 +477,123 @@ static void create_fast(fuse_req_t req, fuse_ino_t parent, const char *name, mod
     pyfuse3_create(req, parent, name, mode, fi);
 }
 
+/* Stop 57: appends written here (direct writes).  The adapter registers a handle whose file lives in a temp file (a
+ * large file past its in-memory size and its MD5, written from its start: direct_write_register(fh, fd, end)); a
+ * WRITE of that handle at exactly ``end`` (the file's size) is pwritten from libfuse's buffer into the temp file here,
+ * with the GIL released (no bytes object, no Python call), and answered; ``end``, the writes and bytes counted and the
+ * time of the last one are kept for Python, which reads them (direct_write_state) where it needs the file's size,
+ * version or mtime, and takes the registration back (direct_write_unregister) before it changes the file itself or
+ * lets another write in.  Any other WRITE (an unregistered handle, an overwrite, a hole) goes to Python as before.
+ * The lock orders a write here against a registration's end: once direct_write_unregister returned, no write of that
+ * handle is under way here, and none starts. */
+#define DIRECT 64
+static struct {
+    uint64_t fh; /* as the adapter knows it: the kernel's handle without the FH_NOFLUSH/FH_CACHE_DIR bits */
+    int fd;
+    int used;
+    int64_t end;            /* the file's size: the offset a write must be at to be written here */
+    uint64_t writes, bytes; /* written here since the registration */
+    int64_t mtime_ns;       /* CLOCK_REALTIME of the last write written here (0: none) */
+    int64_t hashed;         /* bytes the follower hashed (direct_write_hashed): a write waits while end runs ahead */
+} direct[DIRECT];
+static pthread_mutex_t direct_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Signalled (under direct_lock) after each write here, each hash reported and each unregistration: a write waiting for
+ * the hash to come within DIRECT_LAG of its file's end, and the follower waiting for new bytes (direct_write_wait). */
+static pthread_cond_t direct_cond = PTHREAD_COND_INITIALIZER;
+static unsigned long long direct_seq = 0; /* bumped with each write here (the follower waits for a change) */
+static unsigned long long direct_waits = 0; /* writes that waited for the hash to catch up */
+/* How far a file's end may run ahead of its hash before the next write waits (at most DIRECT_WAIT_MOST_S each time):
+ * what the old hash queue bounded (16 x 1 MiB).  Unbounded, the temp file's pages pile up unhashed, are not written
+ * back or dropped (that waits for the hash, which reads them), the loop takes fresh pages, and a close waits for the
+ * backlog's hash. */
+#define DIRECT_LAG (INT64_C(16) << 20)
+#define DIRECT_WAIT_MOST_S 2
+static int direct_count = 0; /* registrations (read unlocked first: no registration, no lock taken per WRITE) */
+static unsigned long long direct_writes = 0, direct_bytes = 0; /* answered here so far */
+static unsigned long long direct_handed = 0; /* WRITEs of a registered handle not at its end: handed to Python */
+#define FH_KEY(fh) ((uint64_t)(fh) & (FH_CACHE_DIR - 1))
+
+static void direct_clear(void) { /* a session begins or ends: no handle of another session is written here */
+    pthread_mutex_lock(&direct_lock);
+    for (int i = 0; i < DIRECT; i++)
+        direct[i].used = 0;
+    __atomic_store_n(&direct_count, 0, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&direct_cond);
+    pthread_mutex_unlock(&direct_lock);
+}
+
+static int direct_slot(uint64_t fh) { /* under direct_lock */
+    for (int i = 0; i < DIRECT; i++)
+        if (direct[i].used && direct[i].fh == fh)
+            return i;
+    return -1;
+}
+
+/* 1 if the WRITE was written and answered here; 0: the caller goes on as before (nothing written). */
+static int write_direct(fuse_req_t req, uint64_t fh, const char *data, size_t size, off_t off) {
+    if (__atomic_load_n(&direct_count, __ATOMIC_ACQUIRE) == 0 || size == 0)
+        return 0;
+    ssize_t done = 0;
+    int err = 0, taken = 0;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&direct_lock);
+    int i = direct_slot(FH_KEY(fh));
+    if (i >= 0 && direct[i].end == (int64_t)off && direct[i].end - direct[i].hashed > DIRECT_LAG) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += DIRECT_WAIT_MOST_S;
+        direct_waits++;
+        while (i >= 0 && direct[i].end - direct[i].hashed > DIRECT_LAG &&
+               pthread_cond_timedwait(&direct_cond, &direct_lock, &until) == 0)
+            i = direct_slot(FH_KEY(fh)); /* unregistered meanwhile: the write goes to Python */
+    }
+    if (i >= 0 && direct[i].end == (int64_t)off) {
+        taken = 1;
+        while ((size_t)done < size) {
+            ssize_t n = pwrite(direct[i].fd, data + done, size - (size_t)done, off + done);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                err = n < 0 ? errno : EIO;
+                break;
+            }
+            done += n;
+        }
+        if (done > 0) { /* a short write is answered with what was written, as the file is */
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            direct[i].end += done;
+            direct[i].writes++;
+            direct[i].bytes += (uint64_t)done;
+            direct[i].mtime_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+            direct_seq++;
+            pthread_cond_broadcast(&direct_cond);
+        }
+    } else if (i >= 0) {
+        direct_handed++;
+    }
+    pthread_mutex_unlock(&direct_lock);
+    Py_END_ALLOW_THREADS
+    if (!taken)
+        return 0;
+    if (done > 0) {
+        direct_writes++;
+        direct_bytes += (unsigned long long)done;
+        real_reply_write(req, (size_t)done);
+    } else {
+        real_reply_err(req, err); /* ENOSPC answers the write that met it */
+    }
+    answered_in_c();
+    return 1;
+}
+
 /* WRITE (libfuse calls write_buf, pyfuse3 sets it): only data in memory in one piece (not spliced). */
 static void write_buf_fast(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_t off,
                            struct fuse_file_info *fi) {
+    if (bufv->count == 1 && bufv->idx == 0 && !(bufv->buf[0].flags & FUSE_BUF_IS_FD) &&
+        bufv->off <= bufv->buf[0].size &&
+        write_direct(req, fi->fh, (const char *)bufv->buf[0].mem + bufv->off, bufv->buf[0].size - bufv->off, off))
+        return;
     if (fast[F_WRITE] != NULL && bufv->count == 1 && bufv->idx == 0 && !(bufv->buf[0].flags & FUSE_BUF_IS_FD) &&
         bufv->off <= bufv->buf[0].size) {
         PyObject *v, *r;
@@ -766,6 +880,7 @@ __attribute__((visibility("default"))) struct fuse_session *fuse_session_new(str
         }
         op = &wrapped_ops;
     }
+    direct_clear();
     free(drain_buf.mem); /* sized by the previous session */
     memset(&drain_buf, 0, sizeof(drain_buf));
     session = real_session_new(args, op, op_size, userdata);
@@ -777,6 +892,7 @@ __attribute__((visibility("default"))) void fuse_session_destroy(struct fuse_ses
     if (se == session) {
         session = NULL;
         passthrough_granted = 0;
+        direct_clear();
     }
     if (real_session_destroy != NULL)
         real_session_destroy(se);
@@ -991,6 +1107,8 @@ static PyObject *kflags_fast_counts(PyObject *self, PyObject *unused) {
               put_count(d, "", "handed_flushes", handed_flushes) < 0 ||
               put_count(d, "", "handed_unanswered", handed_unanswered) < 0 ||
               put_count(d, "", "drained", drained) < 0 || put_count(d, "", "drained_to_python", drained_to_python) < 0 ||
+              put_count(d, "", "direct_writes", direct_writes) < 0 || put_count(d, "", "direct_bytes", direct_bytes) < 0 ||
+              put_count(d, "", "direct_handed", direct_handed) < 0 || put_count(d, "", "direct_waits", direct_waits) < 0 ||
               put_count(d, "", "drain_waits", drain_waits) < 0 || put_count(d, "", "drain_waited", drain_waited) < 0 ||
               put_count(d, "", "drain_waits_skipped", drain_waits_skipped) < 0 ||
               put_count(d, "", "threads_out", (unsigned long long)(in_threads < 0 ? 0 : in_threads)) < 0;
@@ -1028,6 +1146,123 @@ static PyObject *kflags_fast_wrapped(PyObject *self, PyObject *unused) {
     /* Whether the session's LOOKUP, CREATE, WRITE and RELEASE pass through this module's fast wrappers. */
     return PyBool_FromLong(pyfuse3_lookup != NULL && pyfuse3_create != NULL && pyfuse3_write_buf != NULL &&
                            pyfuse3_release != NULL);
+}
+
+static PyObject *kflags_direct_write_register(PyObject *self, PyObject *args) {
+    /* direct_write_register(fh, fd, end): write handle fh's WRITEs at ``end`` into fd here from now on; False if the
+     * table is full or the handle is registered already (its writes go to Python as before). */
+    unsigned long long fh;
+    int fd;
+    long long end;
+    if (!PyArg_ParseTuple(args, "KiL", &fh, &fd, &end))
+        return NULL;
+    if (fd < 0 || end < 0 || pyfuse3_write_buf == NULL || session == NULL)
+        Py_RETURN_FALSE;
+    int done = 0;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&direct_lock);
+    if (direct_slot(FH_KEY(fh)) < 0) {
+        for (int i = 0; i < DIRECT && !done; i++) {
+            if (!direct[i].used) {
+                direct[i].fh = FH_KEY(fh);
+                direct[i].fd = fd;
+                direct[i].end = end;
+                direct[i].writes = direct[i].bytes = 0;
+                direct[i].mtime_ns = 0;
+                direct[i].hashed = end;
+                direct[i].used = 1;
+                __atomic_add_fetch(&direct_count, 1, __ATOMIC_RELEASE);
+                done = 1;
+            }
+        }
+    }
+    pthread_mutex_unlock(&direct_lock);
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(done);
+}
+
+static PyObject *direct_take(PyObject *arg, int drop) {
+    unsigned long long fh = PyLong_AsUnsignedLongLong(arg);
+    if (fh == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    int i;
+    long long end = 0, mtime = 0;
+    unsigned long long writes = 0, bytes = 0;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&direct_lock);
+    i = direct_slot(FH_KEY(fh));
+    if (i >= 0) { /* read under the lock: the state the unregistration ends */
+        end = direct[i].end;
+        writes = direct[i].writes;
+        bytes = direct[i].bytes;
+        mtime = direct[i].mtime_ns;
+        if (drop) {
+            direct[i].used = 0;
+            __atomic_sub_fetch(&direct_count, 1, __ATOMIC_RELEASE);
+            pthread_cond_broadcast(&direct_cond); /* a write waiting for its hash goes to Python now */
+        }
+    }
+    pthread_mutex_unlock(&direct_lock);
+    Py_END_ALLOW_THREADS
+    if (i < 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(LKKL)", end, writes, bytes, mtime);
+}
+
+static PyObject *kflags_direct_active(PyObject *self, PyObject *unused) {
+    /* Whether handles may be registered for direct writes: a session is up and its WRITEs pass write_buf_fast. */
+    return PyBool_FromLong(session != NULL && pyfuse3_write_buf != NULL);
+}
+
+static PyObject *kflags_direct_write_hashed(PyObject *self, PyObject *args) {
+    /* direct_write_hashed(fh, offset): the follower hashed handle fh's file up to offset (a write waiting for it may go). */
+    unsigned long long fh;
+    long long offset;
+    if (!PyArg_ParseTuple(args, "KL", &fh, &offset))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&direct_lock);
+    int i = direct_slot(FH_KEY(fh));
+    if (i >= 0 && offset > direct[i].hashed) {
+        direct[i].hashed = offset;
+        pthread_cond_broadcast(&direct_cond);
+    }
+    pthread_mutex_unlock(&direct_lock);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *kflags_direct_write_wait(PyObject *self, PyObject *args) {
+    /* direct_write_wait(seq, timeout): wait until a write was written here since direct_seq was seq, or timeout
+     * seconds; returns direct_seq (the follower's idle wait: it hashes as soon as bytes come). */
+    unsigned long long seq, now_seq;
+    double timeout;
+    if (!PyArg_ParseTuple(args, "Kd", &seq, &timeout))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    long long ns = until.tv_nsec + (long long)(timeout * 1e9);
+    until.tv_sec += (time_t)(ns / 1000000000LL);
+    until.tv_nsec = (long)(ns % 1000000000LL);
+    pthread_mutex_lock(&direct_lock);
+    while (direct_seq == seq && pthread_cond_timedwait(&direct_cond, &direct_lock, &until) == 0)
+        ;
+    now_seq = direct_seq;
+    pthread_mutex_unlock(&direct_lock);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromUnsignedLongLong(now_seq);
+}
+
+static PyObject *kflags_direct_write_state(PyObject *self, PyObject *arg) {
+    /* (end, writes, bytes, mtime_ns) of handle fh's registration (None: not registered). */
+    return direct_take(arg, 0);
+}
+
+static PyObject *kflags_direct_write_unregister(PyObject *self, PyObject *arg) {
+    /* Stop writing handle fh's WRITEs here: its last (end, writes, bytes, mtime_ns), None if it was not registered.
+     * Once this returns no write of it is under way here. */
+    return direct_take(arg, 1);
 }
 
 static PyObject *kflags_want_passthrough(PyObject *self, PyObject *arg) {
@@ -1132,6 +1367,14 @@ static PyMethodDef methods[] = {
     {"threads_out", kflags_threads_out, METH_O, "Count the adapter's threads answering a request (+n / -n): now."},
     {"reply", kflags_reply, METH_VARARGS, "Answer a FLUSH handed to a thread (hand_flush) with an errno (0: done)."},
     {"fast_wrapped", kflags_fast_wrapped, METH_NOARGS, "True if the session's requests pass the fast wrappers."},
+    {"direct_write_register", kflags_direct_write_register, METH_VARARGS,
+     "Write a handle's appends into a temp file's fd in C from now on (stop 57)."},
+    {"direct_write_state", kflags_direct_write_state, METH_O, "(end, writes, bytes, mtime_ns) of a direct handle."},
+    {"direct_active", kflags_direct_active, METH_NOARGS, "True if direct writes can be registered (a session is up)."},
+    {"direct_write_hashed", kflags_direct_write_hashed, METH_VARARGS, "The follower hashed a direct handle's file so far."},
+    {"direct_write_wait", kflags_direct_write_wait, METH_VARARGS, "Wait for a direct write since seq (or timeout)."},
+    {"direct_write_unregister", kflags_direct_write_unregister, METH_O,
+     "Stop a handle's direct writes: its last (end, writes, bytes, mtime_ns), None if not registered."},
     {"requests_read", kflags_requests_read, METH_NOARGS,
      "Requests read from /dev/fuse so far (0 without the io hooks)."},
     {"drops", kflags_drops, METH_NOARGS,

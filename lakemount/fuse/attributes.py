@@ -106,7 +106,9 @@ class Attributes:
             if dirty is not None:
                 if dirty.kernel_written:  # passthrough: the kernel's writes show in the temp file only (size, mtime)
                     mtime_kernel = dirty.kernel_mtime_ns()
-                size = dirty.size
+                    size = dirty.size
+                else:  # the shim's writes (stop 57) show in its count until taken in
+                    size, mtime_kernel = dirty.direct_peek()
                 if dirty.modified:  # saved (close's flush; its release may come later), the object's blocks count
                     stored = dirty.stored()
         uid, gid = self.owner(entry.uid, entry.gid)

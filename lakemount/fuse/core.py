@@ -288,6 +288,7 @@ class FileSystem:
         if self.kills_suidgid and (changes.uid is not None or changes.gid is not None
                                    or (changes.size is not None and caller.uid != 0)):
             changes = dataclasses.replace(changes, kill_suidgid=True)  # what the kernel's KILL_SUIDGID would ask
+        self.handles.end_direct(ino)  # the shim's writes (stop 57) taken in first: times and modes set here win
         return self.metadata.setattr(ino, changes, fh, caller)
 
     def getxattr(self, ino: int, name: bytes) -> bytes:

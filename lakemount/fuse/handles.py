@@ -35,7 +35,7 @@ from lakemount.fuse.scope import Scopes, resolve_scope
 from lakemount.fuse.state import MountState, NeedsThread, op, with_changes
 from lakemount.fuse.tree import Tree
 from lakemount.fuse.values import Caller, Opened
-from lakemount.fuse.writes import DirtyFile
+from lakemount.fuse.writes import MD5_MAX, DirtyFile
 from lakemount.pids import one_process
 
 log = logging.getLogger(__name__)
@@ -375,6 +375,9 @@ class Handles:
                 node.entry = with_changes(node.entry, mtime_ns=time.time_ns())
         self.metrics.add("written_bytes", n)
         handle.written_bytes += n
+        dirty = node.dirty
+        if dirty is not None and not dirty.direct and dirty.size > MD5_MAX:
+            dirty.hand_writes(fh)  # this handle's next appends are written by the shim (stop 57), if the file may
         return n
 
     def _write_control(self, node: Node, data: bytes, uid: int, pid: int) -> int:
@@ -436,6 +439,20 @@ class Handles:
                 self.state.io()
             self.state.writeback.journal_create(handle.node.scope, handle.node.path)
 
+    def end_direct(self, ino: int) -> None:
+        """Before a ``setattr`` of ``ino``: the shim's writes to it (stop 57) stop and are taken in, their mtime set on
+        the entry (a time or mode the ``setattr`` sets then wins; a mode gaining set-user-ID is killed by the next
+        write, which goes through the mount)."""
+        node = self.table.get(ino)
+        dirty = node.dirty if node is not None else None
+        if node is None or dirty is None or not (dirty.direct or dirty.direct_mtime_ns):
+            return
+        dirty.end_direct()
+        mtime = dirty.take_direct_mtime()
+        with self.table.lock:
+            if node.entry is not None and mtime > node.entry.mtime_ns:
+                node.entry = with_changes(node.entry, mtime_ns=mtime)
+
     def _kernel_mtime(self, node: Node, dirty: DirtyFile) -> None:
         """The file's mtime as the kernel's writes through passthrough left it (the mount saw none of them)."""
         mtime = dirty.kernel_mtime_ns()
@@ -483,6 +500,12 @@ class Handles:
         if handle.passing is not None:  # no more writes come through it: the save may take the file itself
             self._pass_end(handle.passing)
             self._kernel_mtime(node, handle.passing)
+        if dirty is not None and handle.writable:  # the shim's writes through it end, and are counted (stop 57)
+            dirty.end_direct(fh)
+            shim_bytes = dirty.take_direct_written(fh)
+            if shim_bytes:
+                self.metrics.add("written_bytes", shim_bytes)
+                handle.written_bytes += shim_bytes
         status = 200
         if handle.writable and node.dirty is not None and node.dirty.modified:
             try:

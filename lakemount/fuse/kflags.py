@@ -67,6 +67,24 @@ threads), and none can start during the wait, which runs on the loop thread.  ``
 The environment variables ``KFLAGS_FAST`` (``off``, ``calls``: no drain; default both) and ``KFLAGS_DRAIN_WAIT_US``
 (the wait; 0: none) are for A/B runs and tests only.
 
+And a large file's appends written by the shim itself (issue 36, stop 57).  Even through ``fast_write``, each 1 MiB
+WRITE of a large file cost a ``bytes`` made of libfuse's buffer, a Python call, a ``pwrite`` from it and the bytes
+fed to the file's hash threads: about a quarter of a 1 GiB ``cp``'s mount CPU.  Once a file lives in its temp file
+past ``MD5_MAX`` (8 MiB, only its SHA-256 left to compute), the handle that wrote it is registered
+(:func:`direct_write_register`: the handle, the temp file's descriptor, its size) by ``DirtyFile.hand_writes``; the
+WRITE wrapper then ``pwrite``s a WRITE of that handle at exactly the file's end straight from libfuse's buffer into
+the temp file with the GIL released, replies, and counts it (the end, writes, bytes, the last one's wall time), with
+no Python at all.  The mount's follower thread (``writes.py``'s ``lm-pass-follow``, which already followed files
+the kernel writes through passthrough) hashes the file from the temp file as it grows and then writes back and
+drops what it hashed; the shim makes a write wait while the file's end is more than 16 MiB past what was hashed
+(:func:`direct_write_hashed`), as the old hash queue bounded it, and wakes the follower per write
+(:func:`direct_write_wait`).  Python reads the shim's count (:func:`direct_write_state`) where it needs the size,
+version or mtime (``getattr``, ``flush``, ``fsync``, a save, a release) and takes the registration back
+(:func:`direct_write_unregister`, after which no write of it is under way) before it changes, saves or closes the
+file itself, or serves a ``setattr``; any WRITE the shim does not take (not registered, not at the end) goes to
+``fast_write`` or pyfuse3 as before, and that write takes the registration back first.  ``KFLAGS_DIRECT=off`` (A/B
+runs) registers nothing.
+
 It must load before anything imports pyfuse3: ``lakemount/fuse/__init__.py``
 imports it, so any import of the mount's modules does.
 """
@@ -76,6 +94,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from typing import Final
 
 log = logging.getLogger(__name__)
@@ -224,6 +243,54 @@ def fast_counts() -> dict[str, int]:
     if _shim is None:
         return {}
     return {str(k): int(v) for k, v in _shim.fast_counts().items()}  # type: ignore[attr-defined]
+
+
+def direct_writes() -> bool:
+    """True if the shim can write a registered handle's appends itself (:func:`direct_write_register`): a session is
+    up, its WRITE handler wrapped, and neither ``KFLAGS_FAST`` nor ``KFLAGS_DIRECT`` is ``off`` (for A/B runs)."""
+    return (_shim is not None and _wraps_flush and bool(_shim.direct_active())  # type: ignore[attr-defined]
+            and fast_mode() != "off" and os.environ.get("KFLAGS_DIRECT", "on") != "off")
+
+
+def direct_write_register(fh: int, fd: int, end: int) -> bool:
+    """Have the shim write handle ``fh``'s WRITEs at offset ``end`` (the file's size, moving with each one) into
+    ``fd`` itself, answering them without Python (stop 57); False if it cannot (no shim, the table full, or ``fh``
+    registered already).  ``fd`` must stay open until :func:`direct_write_unregister` returned."""
+    return _shim is not None and bool(_shim.direct_write_register(fh, fd, end))  # type: ignore[attr-defined]
+
+
+def direct_write_state(fh: int) -> tuple[int, int, int, int] | None:
+    """``(end, writes, bytes, mtime_ns)`` of handle ``fh``'s direct writes so far (None: not registered): the file's
+    size, the writes and bytes the shim wrote since the registration, and the wall time of the last (0: none)."""
+    if _shim is None:
+        return None
+    got = _shim.direct_write_state(fh)  # type: ignore[attr-defined]
+    return None if got is None else (int(got[0]), int(got[1]), int(got[2]), int(got[3]))
+
+
+def direct_write_hashed(fh: int, offset: int) -> None:
+    """The follower hashed handle ``fh``'s file up to ``offset``: the shim's next write of it waits while the file's
+    end is more than 16 MiB past what was hashed (stop 57: the unhashed pages would pile up)."""
+    if _shim is not None:
+        _shim.direct_write_hashed(fh, offset)  # type: ignore[attr-defined]
+
+
+def direct_write_wait(seq: int, timeout: float) -> int:
+    """Wait until the shim wrote a direct write since its count was ``seq``, or ``timeout`` seconds: the count now.
+    The follower's idle wait."""
+    if _shim is None:
+        time.sleep(timeout)
+        return 0
+    return int(_shim.direct_write_wait(seq, timeout))  # type: ignore[attr-defined]
+
+
+def direct_write_unregister(fh: int) -> tuple[int, int, int, int] | None:
+    """Stop the shim's writes of handle ``fh``: its last :func:`direct_write_state` (None: not registered).  Once it
+    returned, no write of ``fh`` is under way in the shim and none starts: the next goes to Python."""
+    if _shim is None:
+        return None
+    got = _shim.direct_write_unregister(fh)  # type: ignore[attr-defined]
+    return None if got is None else (int(got[0]), int(got[1]), int(got[2]), int(got[3]))
 
 
 # FUSE passthrough (issue 36, stop 54).  Linux 6.9 on lets an open's reads and writes go to a file the daemon holds

@@ -175,6 +175,11 @@ class Saver:
             return
         scope = node.scope
         assert scope is not None
+        shim_mtime = dirty.take_direct_mtime()  # the shim's writes (stop 57): the entry staged carries their mtime
+        if shim_mtime:
+            with self.table.lock:
+                if node.entry is not None and shim_mtime > node.entry.mtime_ns:
+                    node.entry = with_changes(node.entry, mtime_ns=shim_mtime)
         if node.detached:
             dirty.end_save(dirty.begin_save())
             return

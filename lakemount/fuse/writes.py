@@ -46,6 +46,13 @@ mtime and ctime, which this kernel stamps finely once read), its digests are com
 still write it, a save stores a private copy of it rather than the file itself (a write after the save would
 otherwise change a stored object): the copy is what is hashed and becomes the object.
 
+Past ``MD5_MAX`` a file written from its start may have its appends written by the open-reply shim itself (stop 57,
+:meth:`DirtyFile.hand_writes`, :mod:`~lakemount.fuse.kflags`): no request of them reaches Python.  The follower
+thread hashes such a file from the temp file as it grows (the SHA-256 only, on the digests the writes fed so far)
+and starts its write-back after the hash; what this module knows of it (size, version, mtime) is taken in from the
+shim's count where asked, and every method that changes, saves or closes the file takes the registration back first
+(``_direct_in(final=True)``), hashing what the follower has not.
+
 With write-back (:mod:`~lakemount.fuse.writeback`) a saved temp file is *held*:
 it became the journal's data file, so it is never written again (a new write
 gets a fresh copy, :class:`Held` tells a writer that raced with the hand-over)
@@ -61,6 +68,7 @@ import hashlib
 import io
 import itertools
 import logging
+import mmap
 import os
 import queue
 import shutil
@@ -71,6 +79,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, BinaryIO, Final, TypeVar
 
 from lakemount.catalog.streaming import PART_SIZE, parts_etag
+from lakemount.fuse import kflags
 
 if TYPE_CHECKING:
     from lakemount.catalog.streaming import StreamedUpload
@@ -104,6 +113,7 @@ def _flusher() -> ThreadPoolExecutor:
 
 
 FOLLOW_EVERY: Final = 0.05  # seconds between looks at the temp files the kernel writes through passthrough
+FOLLOW_HASH_MOST: Final = 4 << 20  # bytes of such a file hashed per hold of its lock by the follower
 SYNC_FILE_RANGE_WRITE: Final = 2  # <linux/fs.h>: start writing the range back, wait for nothing
 
 _follower_lock = threading.Lock()
@@ -139,18 +149,36 @@ def _follow(dirty: DirtyFile) -> None:
 
 
 def _follower() -> None:
+    """The follower thread: the write-back of passthrough files as the kernel writes them (stop 55), and the SHA-256
+    and write-back of files whose appends the shim writes (stop 57), as they grow.  It looks again at once while one
+    of those had new bytes; while one is followed it waits for the shim's next write (at most ``FOLLOW_EVERY``), else
+    it looks every ``FOLLOW_EVERY``."""
+    pause, direct, seq = FOLLOW_EVERY, False, 0
     while True:
-        time.sleep(FOLLOW_EVERY)
+        if pause and direct:
+            seq = kflags.direct_write_wait(seq, pause)
+        elif pause:
+            time.sleep(pause)
         with _follower_lock:
             files = list(_followed)
+        pause, direct = FOLLOW_EVERY, False
         for dirty in files:
             try:
-                going = dirty.follow()
+                going, busy = dirty.follow_step()
             except OSError:
-                going = False
+                going, busy = False, False
+            except Exception:  # a bug: the thread must live on (the shim's writes of a direct file wait for its hash)
+                log.exception("following %s failed: its writes go through the mount from now on", dirty.path)
+                going, busy = False, False
+                with contextlib.suppress(Exception):
+                    dirty.end_direct()
             if not going:
                 with _follower_lock:
                     _followed.discard(dirty)
+            elif dirty.direct:
+                direct = True
+                if busy:
+                    pause = 0.0
 
 
 _temp_names = itertools.count()
@@ -212,6 +240,20 @@ class _Digests:
         self._held_bytes += len(data)
         if self._held_bytes >= HASH_BATCH:
             self._send_held()
+
+    def settle(self) -> None:
+        """Wait until every byte fed is hashed and end the threads: the caller hashes on from the file itself
+        (:meth:`hash_file`; a later :meth:`feed` starts threads again)."""
+        self._send_held()
+        for chunks in self._queues:
+            chunks.join()
+        self.close()
+
+    def hash_file(self, fd: int, stop: int) -> None:
+        """Hash bytes ``fed``..``stop`` of ``fd`` in the caller's thread (only after :meth:`settle`, once the MD5 was
+        given up: a file written by the shim, stop 57)."""
+        assert not self._queues and len(self._hashes) == 1
+        self.fed = _hash_mapped(self._hashes[0], fd, stop, self.fed)
 
     def _drop_md5(self) -> None:
         """Stop computing the MD5 (the file passed ``MD5_MAX``): its thread ends, its ETag will be opaque."""
@@ -306,6 +348,14 @@ class DirtyFile:
         self.kernel_written = False  # written through passthrough: no running digests, the size is the file's
         self._seen: tuple[int, int, int] | None = None  # (size, mtime, ctime) of the temp file when last caught up
         self._followed_to = 0  # a kernel-written file: bytes whose write-back the follower started
+        # Stop 57: the handle (0: none) whose appends the shim writes into the temp file itself (``kflags.direct_write_*``,
+        # :meth:`hand_writes`): the follower hashes them from the file as it grows and writes them back; what Python
+        # knows (size, version, mtime) is taken in from the shim (:meth:`_direct_in`) where it is asked.
+        self.direct = 0
+        self._direct_seen = (0, 0)  # (writes, bytes) of the registration taken in so far
+        self.direct_written: dict[int, int] = {}  # handle -> bytes the shim wrote, taken in, not yet counted
+        self.direct_mtime_ns = 0  # wall time of the last of them, not yet set on the entry (:meth:`take_direct_mtime`)
+        self._backed_to = 0  # a direct file: bytes whose write-back the follower started
         try:
             if source is not None and size > 0:
                 with source() as stream:
@@ -358,6 +408,11 @@ class DirtyFile:
     def modified(self) -> bool:
         if self.kernel_written and self.passing:
             self.catch_up()
+        fh = self.direct
+        if fh:  # without the lock (the loop asks; a save holds it): a write the shim made since the last take-in
+            got = kflags.direct_write_state(fh)
+            if got is not None and got[1] != self._direct_seen[0]:
+                return True
         return self.version != self.saved_version
 
     def pass_begin(self, register: Callable[[int], int], *, writable: bool = True) -> int:
@@ -379,6 +434,7 @@ class DirtyFile:
                 return self.backing_id
             if self.held:
                 return 0
+            self._direct_in(final=True)
             if self.frozen:
                 self._thaw()
             self._spill()
@@ -456,10 +512,122 @@ class DirtyFile:
             return backing
 
     def catch_up(self) -> None:
-        """Take in what the kernel wrote through passthrough: the size, and a new version if the file changed."""
-        if self.kernel_written:
+        """Take in what the kernel wrote through passthrough, or the shim (stop 57): the size, and a new version if the
+        file changed."""
+        if self.kernel_written or self.direct:
             with self.lock:
                 self._catch_up()
+                self._direct_in()
+
+    def hand_writes(self, fh: int) -> bool:
+        """After a write of handle ``fh`` through the mount: have the shim write that handle's next appends into the
+        temp file itself (stop 57), if this file may take them so: its content in a temp file written from its start,
+        past ``MD5_MAX`` (only the SHA-256 is left to compute), no upload in parts to feed, not kernel-written, not an
+        object or the journal's.  The follower then hashes what the shim appends and writes it back; anything else
+        (a write of another handle, an overwrite, a truncation, a save) takes the registration back first.  True if
+        registered now."""
+        if self.direct or self.size <= MD5_MAX or not kflags.direct_writes():
+            return False
+        with self.lock:
+            digests = self._digests
+            if (self.direct or self._mem is not None or self.fd < 0 or self.held or self.frozen or self.kernel_written
+                    or self.passing or self.stream is not None or self._may_stream or digests is None
+                    or digests.fed != self.size or self.size <= MD5_MAX):
+                return False
+            digests.settle()  # the bytes fed so far hashed; the rest is hashed from the file
+            if not kflags.direct_write_register(fh, self.fd, self.size):
+                return False
+            self.direct, self._direct_seen = fh, (0, 0)
+            self._backed_to = self.size - self._unflushed
+        _follow(self)
+        return True
+
+    def _direct_in(self, *, final: bool = False) -> None:
+        """Take in the shim's writes of the handle registered by :meth:`hand_writes` (under ``lock``): the size, a new
+        version, their bytes and mtime (:meth:`take_direct_written`, :meth:`take_direct_mtime`).  ``final``: take the
+        registration back too (before the mount changes, saves or closes the file itself), and hash what the follower
+        has not."""
+        fh = self.direct
+        if not fh:
+            return
+        got = kflags.direct_write_unregister(fh) if final else kflags.direct_write_state(fh)
+        if final or got is None:
+            self.direct, seen, self._direct_seen = 0, self._direct_seen, (0, 0)
+        else:
+            seen = self._direct_seen
+        if got is None:  # the session is gone: what the file holds is what was written
+            end, writes, nbytes, mtime = os.fstat(self.fd).st_size, seen[0] + 1, seen[1], time.time_ns()
+        else:
+            end, writes, nbytes, mtime = got
+            if not final:
+                self._direct_seen = (writes, nbytes)
+        if writes != seen[0]:
+            self.size = max(self.size, end)
+            self.version += 1
+            self.direct_written[fh] = self.direct_written.get(fh, 0) + nbytes - seen[1]
+            self.direct_mtime_ns = max(self.direct_mtime_ns, mtime)
+        if not self.direct:
+            if self._digests is not None:
+                self._digests.hash_file(self.fd, self.size)
+            self._unflushed = self.size - self._backed_to
+
+    def end_direct(self, fh: int = 0) -> None:
+        """Take the shim's registration back (of handle ``fh`` only, if given): its release, or a ``setattr``."""
+        if self.direct and (not fh or self.direct == fh):
+            with self.lock:
+                if self.direct and (not fh or self.direct == fh):
+                    self._direct_in(final=True)
+
+    def take_direct_mtime(self) -> int:
+        """The wall time of the shim's last write not yet set on the file's entry (0: none), zeroed: the caller sets it
+        (before a save stages the entry, before a ``setattr`` sets times of its own)."""
+        if not self.direct and not self.direct_mtime_ns:
+            return 0
+        with self.lock:
+            self._direct_in()
+            mtime, self.direct_mtime_ns = self.direct_mtime_ns, 0
+            return mtime
+
+    def take_direct_written(self, fh: int) -> int:
+        """Bytes the shim wrote through handle ``fh`` not yet counted (its release counts them), zeroed.  Without the
+        lock unless ``fh`` is registered still (only a take-in of the registered handle adds to its count)."""
+        if self.direct != fh:
+            return self.direct_written.pop(fh, 0)
+        with self.lock:
+            self._direct_in()
+            return self.direct_written.pop(fh, 0)
+
+    def direct_peek(self) -> tuple[int, int]:
+        """``(size, mtime_ns)`` with the shim's writes, without the lock (a ``getattr`` on the loop must not wait for
+        a save that holds it): the size, and the wall time of the shim's last write not yet on the entry (0: none)."""
+        size, mtime, fh = self.size, self.direct_mtime_ns, self.direct
+        got = kflags.direct_write_state(fh) if fh else None
+        if got is not None and got[1]:
+            size, mtime = max(size, got[0]), max(mtime, got[3])
+        return size, mtime
+
+    def follow_step(self) -> tuple[bool, bool]:
+        """The follower's look at this file: ``(going, busy)``.  A direct file (stop 57): hash at most
+        ``FOLLOW_HASH_MOST`` of what the shim appended, then start writing back what is hashed once that is
+        ``FLUSH_EVERY`` bytes (after the hash: the pages are then dropped); busy if it hashed anything.  Else
+        :meth:`follow`."""
+        if not self.direct:
+            return self.follow(), False
+        with self.lock:
+            digests = self._digests
+            if not self.direct or self.fd < 0 or digests is None:
+                return False, False
+            self._direct_in()
+            start = digests.fed
+            stop = min(self.size, start + FOLLOW_HASH_MOST)
+            if stop > start:
+                digests.hash_file(self.fd, stop)
+                kflags.direct_write_hashed(self.direct, digests.fed)  # a write waiting for the hash goes on
+            if (self.in_place and digests.fed - self._backed_to >= FLUSH_EVERY
+                    and (self._flush is None or self._flush.done())):
+                self._backed_to = digests.fed
+                self._flush = _flusher().submit(_write_back, self.fd, digests.fed)
+            return True, stop > start
 
     def _catch_up(self) -> None:
         # A held file is the journal's data file: no descriptor writes it any more (a save while one might
@@ -551,6 +719,7 @@ class DirtyFile:
         with self.lock:
             if self.held:
                 raise Held(self.path)
+            self._direct_in(final=True)
             if self.frozen:
                 self._thaw()
             mem = self._mem
@@ -624,6 +793,7 @@ class DirtyFile:
         with self.lock:
             if self.held:
                 raise Held(self.path)
+            self._direct_in(final=True)
             if self.frozen:
                 if size == 0:  # nothing to keep: start a new file rather than copy one
                     self._retire_frozen()
@@ -683,6 +853,7 @@ class DirtyFile:
         with self.lock:
             if unless_held and self.held:
                 raise Held(self.path)
+            self._direct_in(final=True)  # the shim's writes stop here: what is stored is hashed whole
             self._spill()  # what ``put`` stores is a file
             self._wait_flush()
             if self.kernel_written:
@@ -744,6 +915,7 @@ class DirtyFile:
     def begin_save(self) -> int:
         """The version about to be saved; call before reading the file for upload."""
         with self.lock:
+            self._direct_in()
             return self.version
 
     def end_save(self, version: int) -> None:
@@ -761,6 +933,9 @@ class DirtyFile:
             self._flush = None
 
     def _close_all(self) -> None:
+        if self.direct:  # before the descriptor closes: the shim must never write a number reused meanwhile
+            kflags.direct_write_unregister(self.direct)
+            self.direct = 0
         self._wait_flush()
         self._forget_digests()  # and any streamed upload, whose senders read the file
         for fd in (self.fd, *self._retired):
@@ -801,14 +976,34 @@ class DirtyFile:
 HASH_READ: Final = 1 << 20
 
 
-def _hash_range(h: hashlib._Hash, fd: int, size: int) -> None:
-    offset = 0
+def _hash_range(h: hashlib._Hash, fd: int, size: int, offset: int = 0) -> int:
+    """Hash bytes ``offset``..``size`` of ``fd`` into ``h``: the offset reached (short of ``size`` at the file's end)."""
     while offset < size:
         chunk = os.pread(fd, min(HASH_READ, size - offset), offset)
         if not chunk:
             break
         h.update(chunk)  # hashlib lets other threads run while it hashes a large buffer
         offset += len(chunk)
+    return offset
+
+
+HASH_WINDOW: Final = 4 << 20
+
+
+def _hash_mapped(h: hashlib._Hash, fd: int, size: int, offset: int) -> int:
+    """:func:`_hash_range` through ``mmap`` windows of the file: the pages hashed in place, not copied out first.  For a
+    file written just before (the shim's appends, stop 57) that is ~0.09 s less CPU per GiB here (0.73-0.75 against
+    0.82-0.84 s with ``pread``, three rounds each).  Only for bytes no one cuts meanwhile (a truncation below a mapped
+    page would be SIGBUS): the caller holds the file's lock, which every truncation takes."""
+    size = min(size, os.fstat(fd).st_size)
+    while offset < size:
+        base = offset - offset % mmap.ALLOCATIONGRANULARITY
+        length = min(HASH_WINDOW, size - base)
+        with mmap.mmap(fd, length, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ, offset=base) as mapped:
+            with memoryview(mapped) as view:
+                h.update(view[offset - base :])  # hashlib lets other threads run while it hashes a large buffer
+        offset = base + length
+    return offset
 
 
 def hash_fd(fd: int) -> tuple[int, str, str]:

@@ -8,15 +8,20 @@ shim's counters from ``.lakefs/stats`` to show which path answered.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
 
 from lakemount.app import App
+from lakemount.config import load
 from tests.fuse.conftest import REPO
 from tests.fuse.mounting import Mount, env_for, flaky_mount, mounted_points, needs_fuse, start, stop
 
@@ -32,7 +37,7 @@ def _kernel(mountpoint: str) -> dict[str, int]:
         for line in f:
             name, value = line.rsplit(" ", 1)
             if name.startswith("lakemount_fuse_kernel_"):
-                counts[name.removeprefix("lakemount_fuse_kernel_")] = int(value)
+                counts[name.removeprefix("lakemount_fuse_kernel_")] = int(float(value))  # large ones print as 1.2e+08
             elif name.startswith('lakemount_fuse_ops_total{op="'):
                 counts["op_" + name.removeprefix('lakemount_fuse_ops_total{op="').removesuffix('"}')] = int(value)
     return counts
@@ -303,3 +308,132 @@ def test_the_drains_wait_for_a_request_never_holds_back_a_close_a_thread_answers
         stop(m)
         print(f"--- log of {m.mountpoint} ---\n{m.log()}")
     assert not [p for p in mounted_points() if p.startswith(base)]
+
+
+MiB = 1 << 20
+
+
+def _committed(app: App, mp: str, name: str, body: bytes) -> None:
+    """A commit through the mount's control file holds ``name`` under the SHA-256 of ``body``, and its bytes."""
+    with open(f"{mp}/{REPO}/main/.lakefs/commit", "w") as f:
+        f.write(f"commit {name}")
+    head = next(iter(app.catalog.log(REPO, "main", limit=1)))
+    entry = app.catalog.get_optional(REPO, head.id, name)
+    assert entry is not None and entry.address.endswith(hashlib.sha256(body).hexdigest()), (entry, name)
+    assert app.catalog.read(app.catalog.repository(REPO), entry) == body
+
+
+def test_a_large_files_appends_are_written_by_the_shim_and_read_stat_and_save_as_if_the_mount_had(
+    app: App, mounts: MountFactory
+) -> None:
+    """Stop 57: past its first 8 MiB (its MD5 given up) a file's appends are written into its temp file by the shim,
+    with no Python call (``direct_writes`` counts them), and the mount's follower hashes them from the file.  Reads
+    through another descriptor see every acknowledged write, ``stat`` its size and a later mtime, the file reads back
+    byte for byte, and its content address is the SHA-256 hashlib computes; an overwrite in the middle goes to the
+    mount as before (``direct_handed``), takes the registration back, and the file is still right."""
+    m = mounts(args=("--head-ttl", "3600"))
+    path = f"{m.mountpoint}/{REPO}/main/big.bin"
+    body = bytearray(os.urandom(40 * MiB + 12345))
+    before = _kernel(m.mountpoint)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    rd = os.open(path, os.O_RDONLY)
+    try:
+        mtime_at = 0
+        for off in range(0, len(body), MiB):
+            chunk = bytes(body[off : off + MiB])
+            assert os.write(fd, chunk) == len(chunk)
+            end = off + len(chunk)
+            assert os.fstat(rd).st_size == end and os.pread(rd, len(chunk), off) == chunk, f"after {end} bytes"
+            if off == 12 * MiB:
+                mtime_at = os.stat(path).st_mtime_ns
+                time.sleep(0.05)
+        assert os.stat(path).st_mtime_ns > mtime_at > 0, "the shim's writes did not move the file's mtime"
+        k = _delta(before, _kernel(m.mountpoint))
+        assert k.get("direct_writes", 0) >= 30 and k.get("direct_bytes", 0) >= 30 * MiB, k
+        assert k.get("direct_handed", 0) == 0, k
+        os.fsync(fd)  # saved: the registration is taken back, hashed whole
+        _committed(app, m.mountpoint, "big.bin", bytes(body))
+        # An overwrite in the middle and appends after it: the mount's own path, which hashes the file at the save.
+        os.lseek(fd, 20 * MiB, os.SEEK_SET)
+        os.write(fd, b"overwritten")
+        body[20 * MiB : 20 * MiB + 11] = b"overwritten"
+        os.lseek(fd, 0, os.SEEK_END)
+        tail = os.urandom(3 * MiB)
+        os.write(fd, tail)
+        body += tail
+    finally:
+        os.close(fd)
+        os.close(rd)
+    with open(path, "rb") as f:
+        assert f.read() == body
+    _committed(app, m.mountpoint, "big.bin", bytes(body))
+
+
+@pytest.mark.parametrize("direct", ["on", "off"])
+def test_fsync_of_a_file_the_shim_wrote_then_kill_9_keeps_every_byte(home: str, tmp_path: os.PathLike[str], direct: str) -> None:
+    """Stop 57: a file written mostly by the shim (``direct=on``; ``KFLAGS_DIRECT=off``, the A/B switch, writes none
+    that way), then ``fsync``ed, survives a kill -9 of the mount: after a restart it reads back byte for byte and a
+    commit holds it under hashlib's SHA-256."""
+    app = App(load(env={"LAKEMOUNT_HOME": home}))
+    app.catalog.create_repository(REPO)
+    base = os.fspath(tmp_path)
+    mp = os.path.join(base, "mnt")
+    body = os.urandom(24 * MiB + 7)
+    m = start(home, mp, ("--head-ttl", "3600"), env=env_for(home, KFLAGS_DIRECT=direct))
+    try:
+        before = _kernel(mp)
+        fd = os.open(f"{mp}/{REPO}/main/kept.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        for off in range(0, len(body), MiB):
+            os.write(fd, body[off : off + MiB])
+        os.fsync(fd)
+        k = _delta(before, _kernel(mp))
+        assert (k.get("direct_bytes", 0) >= 15 * MiB) if direct == "on" else not k.get("direct_writes"), k
+        os.kill(m.proc.pid, signal.SIGKILL)
+        assert m.proc.wait() == -signal.SIGKILL  # the mount died of the kill
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    finally:
+        stop(m)
+    m = start(home, mp, ("--head-ttl", "3600"))
+    try:
+        with open(f"{mp}/{REPO}/main/kept.bin", "rb") as f:
+            assert f.read() == body, "an fsynced write is lost"
+        _committed(app, mp, "kept.bin", body)
+    finally:
+        stop(m)
+
+
+def test_a_truncation_a_second_appender_and_a_utime_take_the_shims_writes_back_first(
+    app: App, mounts: MountFactory
+) -> None:
+    """Stop 57: while the shim writes a file's appends, an ``ftruncate``, a second descriptor's ``O_APPEND`` writes and
+    a ``utime`` go through the mount, each after the registration is taken back: the file ends as a local file would,
+    its set mtime stands, and its content address is hashlib's SHA-256 of it."""
+    m = mounts(args=("--head-ttl", "3600"))
+    path = f"{m.mountpoint}/{REPO}/main/mixed.bin"
+    body = bytearray(os.urandom(20 * MiB))
+    before = _kernel(m.mountpoint)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for off in range(0, len(body), MiB):
+            os.write(fd, bytes(body[off : off + MiB]))
+        assert _delta(before, _kernel(m.mountpoint)).get("direct_writes", 0) >= 8  # the shim took the tail
+        os.ftruncate(fd, 15 * MiB + 3)
+        del body[15 * MiB + 3 :]
+        more = os.urandom(2 * MiB)
+        os.lseek(fd, 0, os.SEEK_END)
+        os.write(fd, more)
+        body += more
+        with open(path, "ab") as second:
+            tail = os.urandom(MiB + 1)
+            second.write(tail)
+            body += tail
+        assert os.stat(path).st_size == len(body)
+        os.utime(path, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
+        assert os.stat(path).st_mtime_ns == 1_000_000_000_000_000_000
+    finally:
+        os.close(fd)
+    assert os.stat(path).st_mtime_ns == 1_000_000_000_000_000_000, "a save put the shim's older mtime over the set one"
+    with open(path, "rb") as f:
+        assert f.read() == body
+    _committed(app, m.mountpoint, "mixed.bin", bytes(body))
