@@ -741,13 +741,16 @@ def test_a_save_journaled_while_the_pipeline_empties_the_log_stays_in_it(
     data = os.urandom(512)
     real_append = journal.append
     saver: list[threading.Thread] = []
+    opened: list[int] = []  # the file's handle, once its create is journaled
 
     def save() -> None:
-        pfs.pwrite(fh, 0, data)
-        pfs.close(fh)
+        pfs.pwrite(opened[0], 0, data)
+        pfs.close(opened[0])
 
     def append(body: dict[str, Any], **kw: Any) -> int:
-        if body.get("op") == "done" and not saver:  # the pipeline staged the create: save the file now
+        # The pipeline staged the create: save the file now.  (Not at the mkdir's own ``done``, which may come
+        # first when the pipeline stages the mkdir alone, before the file is opened.)
+        if body.get("op") == "done" and opened and not saver:
             t = threading.Thread(target=save)
             t.start()
             saver.append(t)
@@ -756,7 +759,7 @@ def test_a_save_journaled_while_the_pipeline_empties_the_log_stays_in_it(
 
     journal.append = append  # type: ignore[method-assign]
     pfs.mkdir(f"{MAIN}/dst")
-    fh = pfs.open(f"{MAIN}/dst/f000", os.O_WRONLY | os.O_CREAT)  # drops dst's marker: journaled and staged alone
+    opened.append(pfs.open(f"{MAIN}/dst/f000", os.O_WRONLY | os.O_CREAT))  # drops dst's marker: journaled, staged alone
     deadline = time.monotonic() + 30
     while not saver:
         assert time.monotonic() < deadline, "the pipeline never staged the create"
