@@ -26,6 +26,8 @@ Options:
   --port N          gateway port (default: a free one)
   --workers N       gateway worker processes (default: 2)
   --selection DIR   directory holding M.txt and K.txt (default: DIR/scripts/s3tests)
+  --tls             serve HTTPS with a self-signed certificate made by openssl in the home, and set
+                    is_secure = True (boto3 sends aws-chunked bodies with trailing checksums only over HTTPS)
   --keep            keep the home (gateway log, conf) and print where it is
   -h, --help        this text
 PYTEST_ARGS after `--` go to pytest (e.g. -q -rf, --junitxml=FILE, -x).
@@ -33,7 +35,7 @@ EOF
 }
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-src="$here"; py=""; port=""; workers=2; selection=""; keep=0
+src="$here"; py=""; port=""; workers=2; selection=""; keep=0; tls=0
 while [ $# -gt 0 ]; do
     case "$1" in
         -h|--help) usage; exit 0 ;;
@@ -43,6 +45,7 @@ while [ $# -gt 0 ]; do
         --workers) workers="$2"; shift 2 ;;
         --selection) selection="$2"; shift 2 ;;
         --keep) keep=1; shift ;;
+        --tls) tls=1; shift ;;
         --) break ;;
         -*) echo "s3tests.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
         *) break ;;
@@ -86,12 +89,19 @@ lm auth users policies attach --id main --policy Admin --json >/dev/null
 read -r alt_ak alt_sk < <(key alt)
 read -r ten_ak ten_sk < <(key tenant)
 
+secure=False; tls_args=()
+if [ "$tls" = 1 ]; then
+    openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
+        -keyout "$home/key.pem" -out "$home/cert.pem" 2>/dev/null
+    secure=True; tls_args=(--tls-cert "$home/cert.pem" --tls-key "$home/key.pem")
+fi
+
 conf="$home/s3tests.conf"
 cat >"$conf" <<EOF
 [DEFAULT]
 host = 127.0.0.1
 port = $port
-is_secure = False
+is_secure = $secure
 ssl_verify = False
 [fixtures]
 bucket prefix = gwtest-{random}-
@@ -132,7 +142,7 @@ user_id = iamaltroot
 email = iamaltroot@example.com
 EOF
 
-"$py" -c "$cli" serve --flat --no-api --listen "127.0.0.1:$port" --workers "$workers" >"$home/gateway.log" 2>&1 &
+"$py" -c "$cli" serve --flat --no-api --listen "127.0.0.1:$port" --workers "$workers" "${tls_args[@]}" >"$home/gateway.log" 2>&1 &
 gw_pid=$!
 for _ in $(seq 150); do
     if "$py" -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.5)' "$port" 2>/dev/null; then
@@ -141,7 +151,7 @@ for _ in $(seq 150); do
     kill -0 "$gw_pid" 2>/dev/null || { echo "s3tests.sh: the gateway exited:" >&2; cat "$home/gateway.log" >&2; exit 1; }
     sleep 0.2
 done
-echo "s3tests.sh: gateway of $src on 127.0.0.1:$port (home $home)" >&2
+echo "s3tests.sh: gateway of $src on 127.0.0.1:$port, is_secure = $secure (home $home)" >&2
 
 rc=0
 (cd "$s3dir" && unset LAKEMOUNT_HOME PYTHONPATH && S3TEST_CONF="$conf" "$s3venv/bin/python" -m pytest -p no:cacheprovider \
