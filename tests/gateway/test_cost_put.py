@@ -12,7 +12,7 @@ import pytest
 
 from lakemount.gateway.handler import S3Gateway
 
-from .test_hot_get import call, make_gateway, statements
+from .test_hot_get import admin_gateway, call, make_gateway, statements
 
 LOOKUPS = (
     "SELECT storage_namespace, default_branch, creation_date FROM lm_repositories",  # the repository's record
@@ -23,15 +23,7 @@ LOOKUPS = (
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> S3Gateway:
-    from .server_fixture import ADMIN_KEY, ADMIN_SECRET
-
-    gw = make_gateway(tmp_path)
-    app = gw.app
-    app.auth.create_user("admin")
-    app.auth.attach_policy("admin", "Admin")
-    app.auth.create_credentials("admin", ADMIN_KEY, ADMIN_SECRET)
-    app.catalog.create_repository("repo")
-    return gw
+    return admin_gateway(tmp_path)
 
 
 def test_a_warm_put_reads_no_repository_branch_or_protection_row(gateway: S3Gateway) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from lakemount.gateway.handler import S3Gateway
 
-from .test_hot_get import call, make_gateway, statements
+from .test_hot_get import admin_gateway, call, make_gateway, statements
 
 RECORD = "SELECT storage_namespace, default_branch, creation_date FROM lm_repositories"  # the repository's record
 BRANCH_ROW = "SELECT commit_id, staging_token, sealed_tokens FROM lm_branches"  # the branch row on its own (a resolution)
@@ -22,15 +22,7 @@ LOOKUP = "SELECT 0, commit_id, staging_token, sealed_tokens"  # the branch row w
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> S3Gateway:
-    from .server_fixture import ADMIN_KEY, ADMIN_SECRET
-
-    gw = make_gateway(tmp_path)
-    app = gw.app
-    app.auth.create_user("admin")
-    app.auth.attach_policy("admin", "Admin")
-    app.auth.create_credentials("admin", ADMIN_KEY, ADMIN_SECRET)
-    app.catalog.create_repository("repo")
-    return gw
+    return admin_gateway(tmp_path)
 
 
 def delete_objects(gw: S3Gateway, *keys: str) -> bytes:

@@ -34,15 +34,20 @@ def make_gateway(home: Path) -> S3Gateway:
     return S3Gateway(app, from_config(app.config))
 
 
-@pytest.fixture
-def hosts(tmp_path: Path) -> tuple[S3Gateway, S3Gateway]:
-    first = make_gateway(tmp_path)
-    app = first.app
+def admin_gateway(home: Path) -> S3Gateway:
+    """A gateway on ``home`` with the admin user (its key signs :func:`call`'s requests) and repository ``repo``."""
+    gw = make_gateway(home)
+    app = gw.app
     app.auth.create_user("admin")
     app.auth.attach_policy("admin", "Admin")
     app.auth.create_credentials("admin", ADMIN_KEY, ADMIN_SECRET)
     app.catalog.create_repository("repo")
-    return first, make_gateway(tmp_path)
+    return gw
+
+
+@pytest.fixture
+def hosts(tmp_path: Path) -> tuple[S3Gateway, S3Gateway]:
+    return admin_gateway(tmp_path), make_gateway(tmp_path)
 
 
 def call(gw: S3Gateway, method: str, target: str, body: bytes = b"", *, signed: bool = True) -> Response:
