@@ -242,7 +242,10 @@ def fast_counts() -> dict[str, int]:
     adapter's ``hand_flush``, answered by its thread through :func:`reply`), ``handed_unanswered`` (of those, any
     dropped unanswered and answered EIO by the shim: a bug), ``drain_waits`` (drains that found no request waiting
     and waited for one, keeping the GIL), ``drain_waited`` (of those, the waits a request ended),
-    ``drain_waits_skipped`` (drains that found none and did not wait: another thread was answering a request).  All
+    ``drain_waits_skipped`` (drains that found none and did not wait: another thread was answering a request),
+    ``direct_writes``/``direct_bytes`` (appends the shim wrote itself, stop 57), ``direct_handed`` (a registered
+    handle's WRITEs not at its end, handed to Python), ``direct_waits`` (writes that waited for the hash), and the
+    shim's hash thread's ``hash_steps``, ``hash_bytes`` and ``hash_idle`` (its waits for bytes to hash; stop 58).  All
     zero without the shim."""
     if _shim is None:
         return {}
