@@ -115,6 +115,7 @@ def _flusher() -> ThreadPoolExecutor:
 
 FOLLOW_EVERY: Final = 0.05  # seconds between looks at the temp files the kernel writes through passthrough
 SYNC_FILE_RANGE_WRITE: Final = 2  # <linux/fs.h>: start writing the range back, wait for nothing
+SYNC_FILE_RANGE_WAIT: Final = 7  # WAIT_BEFORE | WRITE | WAIT_AFTER: the range written back when it returns
 
 _follower_lock = threading.Lock()
 _followed: set[DirtyFile] = set()  # kernel-written files whose growth the follower writes back (stop 55)
@@ -122,9 +123,9 @@ _follower_started = False
 _sync_file_range: Callable[[int, int, int, int], int] | None = None
 
 
-def _start_write_back(fd: int, offset: int, nbytes: int) -> None:
-    """Start writing ``nbytes`` at ``offset`` of ``fd`` back to the disk (0: up to its end), without waiting
-    (``sync_file_range``, which Python's ``os`` lacks: libc through ctypes, loaded at the first call)."""
+def _libc_sync_file_range() -> Callable[[int, int, int, int], int]:
+    """libc's ``sync_file_range`` (Python's ``os`` lacks it), through ctypes, which lets the GIL go for the call;
+    loaded at the first use."""
     global _sync_file_range
     if _sync_file_range is None:
         import ctypes
@@ -134,7 +135,12 @@ def _start_write_back(fd: int, offset: int, nbytes: int) -> None:
         fn.argtypes = (ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint)
         fn.restype = ctypes.c_int
         _sync_file_range = fn
-    _sync_file_range(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE)  # a failure leaves the close's fsync to do it
+    return _sync_file_range
+
+
+def _start_write_back(fd: int, offset: int, nbytes: int) -> None:
+    """Start writing ``nbytes`` at ``offset`` of ``fd`` back to the disk (0: up to its end), without waiting."""
+    _libc_sync_file_range()(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE)  # a failure leaves the close's fsync to do it
 
 
 def _follow(dirty: DirtyFile) -> None:
@@ -1060,10 +1066,15 @@ def _write_back(fd: int, upto: int) -> None:
     the mount is an object of the store once saved, and its pages would stay cached, so every next MiB
     written lands on pages the kernel has to take fresh from free memory; dropped, they are taken again
     (on this machine's VM a fresh page costs several times a reused one: docs/SCALE.md, stop 51).
+
+    The bytes are written back with ``sync_file_range`` (stop 58), not ``fdatasync``: the pages are as clean
+    either way, but ``fdatasync`` of a file that grew also commits ext4's journal and flushes the disk's cache,
+    64 times a GiB, where the save's own ``fsync`` does it once (what makes the file durable is that ``fsync``,
+    before and after).
     """
     with contextlib.suppress(OSError):  # a discard may close it meanwhile; the fsync at save reports real errors
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, upto, os.POSIX_FADV_DONTNEED)
+        if _libc_sync_file_range()(fd, 0, upto, SYNC_FILE_RANGE_WAIT) == 0:
+            os.posix_fadvise(fd, 0, upto, os.POSIX_FADV_DONTNEED)
 
 
 def _copy_all(src: int, dst: int) -> None:
