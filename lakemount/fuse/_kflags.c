@@ -780,11 +780,13 @@ static int write_direct(fuse_req_t req, uint64_t fh, const char *data, size_t si
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += DIRECT_WAIT_MOST_S;
         direct_waits++;
-        while (i >= 0 && direct[i].end - direct[i].hashed > DIRECT_LAG &&
+        while (i >= 0 && direct[i].end - direct[i].hashed > DIRECT_LAG && !direct[i].hash_err &&
                pthread_cond_timedwait(&direct_cond, &direct_lock, &until) == 0)
             i = direct_slot(FH_KEY(fh)); /* unregistered meanwhile: the write goes to Python */
     }
-    if (i >= 0 && direct[i].end == (int64_t)off) {
+    /* The hash thread could not read the file: the write goes to Python, which takes the registration back and hashes
+     * on itself (or fails the write with the error). */
+    if (i >= 0 && direct[i].end == (int64_t)off && !direct[i].hash_err) {
         taken = 1;
         while ((size_t)done < size) {
             ssize_t n = pwrite(direct[i].fd, data + done, size - (size_t)done, off + done);
