@@ -732,6 +732,21 @@ static void *hash_main(void *unused) {
     return NULL;
 }
 
+/* A child forked from the mount has no hash thread and no session: nothing of the parent's is written or hashed there
+ * (a registration there starts a thread of its own). */
+static void direct_after_fork(void) {
+    pthread_mutex_t unlocked = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
+    direct_lock = unlocked;
+    direct_cond = fresh;
+    for (int i = 0; i < DIRECT; i++) {
+        direct[i].used = 0;
+        direct[i].hashing = 0;
+    }
+    direct_count = 0;
+    hash_started = 0;
+}
+
 /* Under direct_lock: take slot i out of hash_main's hands (it takes no more, and is out of the file on return). */
 static void direct_stop_hash(int i) {
     direct[i].stop = 1;
@@ -1689,6 +1704,7 @@ PyMODINIT_FUNC PyInit__kflags(void) {
     }
     PyObject *m = PyModule_Create(&module);
     load_crypto();
+    pthread_atfork(NULL, NULL, direct_after_fork);
     if (m != NULL && md_ctx_new != NULL) {
         sha256_type = (PyTypeObject *)PyType_FromSpec(&sha256_spec);
         if (sha256_type == NULL || PyModule_AddObjectRef(m, "Sha256", (PyObject *)sha256_type) < 0) {
