@@ -5,14 +5,16 @@ the handle that wrote it is registered with the open-reply shim, which ``pwrite`
 file's end straight into the temp file, while the follower thread hashes the file as it grows; anything else (another
 handle's write, an overwrite, a hole, a truncation, a ``setattr``, a save, a close) takes the registration back first
 (docs/SEMANTICS.md).  ``LargeFile`` is a hypothesis state machine that drives one file past that size and then mixes
-those operations: appends of 4 KiB-2 MiB (odd sizes too), ``pwrite`` inside the file and past its end (holes),
-``ftruncate`` and ``truncate(2)`` up and down, reads of ranges, ``stat`` and ``fstat``, ``fsync``, a close and a reopen
-of the writer (``O_WRONLY``, ``O_RDWR``, ``O_APPEND``, ``O_TRUNC``), a second writing handle, and a reader handle open
-throughout.  Each operation is applied to the file in the mount and to a local file (the reference) through the same
-kinds of descriptors.  After every step the mount's file has the reference's size (``stat``, ``fstat`` of every
-descriptor) and bytes (read through the reader), and an mtime no older than the last change; after every close and
-``fsync`` the staged object is the reference: read through a fresh open, listed and ``stat``-ed by the catalog with
-the size, the SHA-256 address and the ETag of the reference's bytes, and read back from the store.
+those operations: appends of 4 KiB-2 MiB (odd sizes too) and runs of small ones, ``pwrite`` inside the file and past
+its end (holes), ``ftruncate``, ``truncate(2)`` and ``O_TRUNC`` opens, up and down, reads of ranges, ``stat`` and
+``fstat``, ``utime`` and ``chmod``, ``fsync``, a close and a reopen of the writer (``O_WRONLY``, ``O_RDWR``,
+``O_APPEND``, ``O_TRUNC``), a second writing handle, and a reader handle open throughout.  Each operation is applied
+to the file in the mount and to a local file (the reference) through the same kinds of descriptors.  After every step
+the mount's file has the reference's size (``stat``, ``fstat`` of every descriptor) and bytes (read through the
+reader); ``stat`` shows an mtime no older than the last change (the one a ``utime`` set, until the next) and never
+going back; after every close and ``fsync`` the staged object is the reference: read through a fresh open, listed
+and ``stat``-ed by the catalog with the size, the SHA-256 address, the ETag, the mtime and mode ``stat`` shows, and
+read back from the store.
 
 Each example's file is created past ``MD5_MAX`` with at least one append after the registration, and the run asserts
 that the shim wrote appends itself (its ``direct_writes`` counter in ``.lakefs/stats``; ``direct_handed``, the writes
@@ -273,6 +275,16 @@ class LargeFile(RuleBasedStateMachine):
             os.ftruncate(p.ref, size)
         self.size = size
         self.counts["truncates"] += 1
+
+    @rule()
+    def truncate_by_an_open(self) -> None:
+        """``: > file`` while the writers are open (a log cut under its writer): a third descriptor opens the file with
+        ``O_TRUNC`` and closes it, which saves the empty file."""
+        self._changing()
+        self._open("wronly", os.O_TRUNC).close()
+        self.size = 0
+        self.counts["truncates"] += 1
+        self._check_staged("a close of an O_TRUNC open")
 
     @rule(at=fractions, n=st.integers(1, 3 * MiB), through_writer=st.booleans())
     def read(self, at: float, n: int, through_writer: bool) -> None:
