@@ -7,7 +7,7 @@ handle's write, an overwrite, a hole, a truncation, a ``setattr``, a save, a clo
 (docs/SEMANTICS.md).  ``LargeFile`` is a hypothesis state machine that drives one file past that size and then mixes
 those operations: appends of 4 KiB-2 MiB (odd sizes too) and runs of small ones, ``pwrite`` inside the file and past
 its end (holes), ``ftruncate``, ``truncate(2)`` and ``O_TRUNC`` opens, up and down, reads of ranges, ``stat`` and
-``fstat``, ``utime`` and ``chmod``, ``fsync``, a close and a reopen of the writer (``O_WRONLY``, ``O_RDWR``,
+``fstat``, ``utime`` and ``chmod``, a rename, ``fsync``, a close and a reopen of the writer (``O_WRONLY``, ``O_RDWR``,
 ``O_APPEND``, ``O_TRUNC``), a second writing handle, and a reader handle open throughout.  Each operation is applied
 to the file in the mount and to a local file (the reference) through the same kinds of descriptors.  After every step
 the mount's file has the reference's size (``stat``, ``fstat`` of every descriptor) and bytes (read through the
@@ -174,6 +174,9 @@ class LargeFile(RuleBasedStateMachine):
         assert mtime_ns >= self.mtime_seen, f"{what}: mtime {mtime_ns} went back from {self.mtime_seen}"
         self.mtime_seen = mtime_ns
 
+    def _other_name(self) -> str:
+        return self.name[:-1] + ("b" if self.name.endswith("a") else "a")
+
     def _check_staged(self, why: str) -> None:
         """After a close or an ``fsync``: the staged object is the reference, however it is read."""
         want = _read_file(self.ref_path)
@@ -183,7 +186,8 @@ class LargeFile(RuleBasedStateMachine):
             _same(_read_whole(fd, self.size), want, f"a fresh open after {why}")
         finally:
             os.close(fd)
-        assert self.name in os.listdir(os.path.dirname(self.path))
+        names = os.listdir(os.path.dirname(self.path))
+        assert self.name in names and self._other_name() not in names, (why, self.name, names)
         st_m = os.stat(self.path)
         assert st_m.st_size == self.size, (why, st_m.st_size, self.size)
         assert st_m.st_mode & 0o7777 == self.perm, (why, oct(st_m.st_mode), oct(self.perm))
@@ -192,6 +196,7 @@ class LargeFile(RuleBasedStateMachine):
         entry = catalog.stat(REPO, "main", self.name)
         listed = [item.entry for item in catalog.list(REPO, "main", self.name) if item.path == self.name]
         assert listed == [entry], (why, listed, entry)
+        assert catalog.get_optional(REPO, "main", self._other_name()) is None, (why, self._other_name())
         sha = hashlib.sha256(want).hexdigest()
         # The MD5, or past MD5_MAX that of an upload in parts (a file appended from its start; one saved after an
         # overwrite, a hole or a truncation keeps the MD5: docs/SEMANTICS.md)
@@ -285,6 +290,17 @@ class LargeFile(RuleBasedStateMachine):
         self.size = 0
         self.counts["truncates"] += 1
         self._check_staged("a close of an O_TRUNC open")
+
+    @rule()
+    def rename(self) -> None:
+        """A rename of the open file (``.a`` <-> ``.b``): the next save goes under the new name, the old one is gone."""
+        old = self.name
+        self.name = old[:-1] + ("b" if old.endswith("a") else "a")
+        new_path, new_ref = os.path.join(os.path.dirname(self.path), self.name), os.path.join(os.path.dirname(self.ref_path), self.name)
+        os.rename(self.path, new_path)
+        os.rename(self.ref_path, new_ref)
+        self.path, self.ref_path = new_path, new_ref
+        assert old not in os.listdir(os.path.dirname(self.path))
 
     @rule(at=fractions, n=st.integers(1, 3 * MiB), through_writer=st.booleans())
     def read(self, at: float, n: int, through_writer: bool) -> None:
@@ -420,7 +436,7 @@ def test_a_large_file_through_the_mount_behaves_like_a_local_file(
 
     def machine() -> LargeFile:
         counts["machines"] += 1
-        return LargeFile(app, mount_dir, ref_dir, f"big{counts['machines']}.bin", counts)
+        return LargeFile(app, mount_dir, ref_dir, f"big{counts['machines']}.a", counts)
 
     before = _kernel(m.mountpoint)
     run_state_machine_as_test(
