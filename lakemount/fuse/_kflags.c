@@ -546,6 +546,10 @@ static int write_direct(fuse_req_t req, uint64_t fh, const char *data, size_t si
         while (i >= 0 && direct[i].end - direct[i].hashed > DIRECT_LAG &&
                pthread_cond_timedwait(&direct_cond, &direct_lock, &until) == 0)
             i = direct_slot(FH_KEY(fh)); /* unregistered meanwhile: the write goes to Python */
+        /* Looked up again after a wait that timed out too: its timeout may fire while an unregistration holds the lock,
+         * and the wait then returns ETIMEDOUT once it has the lock back, the slot freed (or another handle's by then);
+         * its descriptor may be closed or truncated by the time this write lands (stop 58). */
+        i = direct_slot(FH_KEY(fh));
     }
     if (i >= 0 && direct[i].end == (int64_t)off) {
         taken = 1;
