@@ -798,6 +798,10 @@ static int write_direct(fuse_req_t req, uint64_t fh, const char *data, size_t si
         while (i >= 0 && direct[i].end - direct[i].hashed > DIRECT_LAG && !direct[i].hash_err &&
                pthread_cond_timedwait(&direct_cond, &direct_lock, &until) == 0)
             i = direct_slot(FH_KEY(fh)); /* unregistered meanwhile: the write goes to Python */
+        /* Looked up again after a wait that timed out too: its timeout may fire while an unregistration holds the lock,
+         * and the wait then returns ETIMEDOUT once it has the lock back, the slot freed (or another handle's by then);
+         * its descriptor may be closed or truncated by the time this write lands (stop 58). */
+        i = direct_slot(FH_KEY(fh));
     }
     /* The hash thread could not read the file: the write goes to Python, which takes the registration back and hashes
      * on itself (or fails the write with the error). */
