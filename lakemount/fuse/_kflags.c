@@ -62,6 +62,7 @@
 #include <sys/types.h>
 #include <time.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -478,14 +479,21 @@ static void create_fast(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 }
 
 /* Stop 57: appends written here (direct writes).  The adapter registers a handle whose file lives in a temp file (a
- * large file past its in-memory size and its MD5, written from its start: direct_write_register(fh, fd, end)); a
+ * large file past its in-memory size and its MD5, written from its start: direct_write_register(fh, fd, end, sha)); a
  * WRITE of that handle at exactly ``end`` (the file's size) is pwritten from libfuse's buffer into the temp file here,
  * with the GIL released (no bytes object, no Python call), and answered; ``end``, the writes and bytes counted and the
  * time of the last one are kept for Python, which reads them (direct_write_state) where it needs the file's size,
  * version or mtime, and takes the registration back (direct_write_unregister) before it changes the file itself or
  * lets another write in.  Any other WRITE (an unregistered handle, an overwrite, a hole) goes to Python as before.
  * The lock orders a write here against a registration's end: once direct_write_unregister returned, no write of that
- * handle is under way here, and none starts. */
+ * handle is under way here, and none starts.
+ *
+ * Stop 58: the file's SHA-256 is computed here too, by a thread of this module's own (hash_main) that never takes the
+ * GIL: the registration hands it a Sha256 object (libcrypto's EVP context, below), which it feeds the temp file's
+ * bytes from the start as they are written (through mmap, the pages the pwrite just filled), while Python leaves that
+ * object alone; the unregistration waits until the thread is out of the file and says how far it hashed (Python hashes
+ * on from there with the same object).  Stop 57's follower did this in Python and needed the GIL between every two
+ * windows, which the request loop holds but for each pwrite: both ran about half the time (docs/SCALE.md, stop 58). */
 #define DIRECT 64
 static struct {
     uint64_t fh; /* as the adapter knows it: the kernel's handle without the FH_NOFLUSH/FH_CACHE_DIR bits */
@@ -494,13 +502,20 @@ static struct {
     int64_t end;            /* the file's size: the offset a write must be at to be written here */
     uint64_t writes, bytes; /* written here since the registration */
     int64_t mtime_ns;       /* CLOCK_REALTIME of the last write written here (0: none) */
-    int64_t hashed;         /* bytes the follower hashed (direct_write_hashed): a write waits while end runs ahead */
+    int64_t hashed;         /* bytes of the file hashed by hash_main (from 0): a write waits while end runs ahead */
+    PyObject *sha;          /* the Sha256 object hash_main feeds (a reference held while registered) */
+    int hashing;            /* hash_main is reading the file and feeding sha now (outside the lock) */
+    int stop;               /* being unregistered: hash_main takes no more of it */
+    int hash_err;           /* hash_main could not read the file (errno): it stops there, Python hashes on */
+    void *map;              /* hash_main's mapping of the file's HASH_WINDOW at map_base (NULL: none) */
+    int64_t map_base;
 } direct[DIRECT];
 static pthread_mutex_t direct_lock = PTHREAD_MUTEX_INITIALIZER;
-/* Signalled (under direct_lock) after each write here, each hash reported and each unregistration: a write waiting for
- * the hash to come within DIRECT_LAG of its file's end, and the follower waiting for new bytes (direct_write_wait). */
+/* Signalled (under direct_lock) after each write here, each step of the hash and each unregistration: a write waiting
+ * for the hash to come within DIRECT_LAG of its file's end, hash_main waiting for bytes, an unregistration waiting for
+ * hash_main to leave the file, and the follower waiting for the next FLUSH_STEP hashed (direct_write_wait). */
 static pthread_cond_t direct_cond = PTHREAD_COND_INITIALIZER;
-static unsigned long long direct_seq = 0; /* bumped with each write here (the follower waits for a change) */
+static unsigned long long direct_seq = 0; /* bumped each time a file's hash passes a multiple of FLUSH_STEP */
 static unsigned long long direct_waits = 0; /* writes that waited for the hash to catch up */
 /* How far a file's end may run ahead of its hash before the next write waits (at most DIRECT_WAIT_MOST_S each time):
  * what the old hash queue bounded (16 x 1 MiB).  Unbounded, the temp file's pages pile up unhashed, are not written
@@ -508,15 +523,252 @@ static unsigned long long direct_waits = 0; /* writes that waited for the hash t
  * backlog's hash. */
 #define DIRECT_LAG (INT64_C(16) << 20)
 #define DIRECT_WAIT_MOST_S 2
+#define HASH_STEP (INT64_C(4) << 20) /* bytes hash_main hashes at most per step (then looks at the others) */
+#define HASH_WINDOW (INT64_C(16) << 20) /* the part of a file hash_main keeps mapped (aligned to it) */
+#define FLUSH_STEP (INT64_C(16) << 20) /* writes.py's FLUSH_EVERY: the follower writes back and drops what is hashed */
 static int direct_count = 0; /* registrations (read unlocked first: no registration, no lock taken per WRITE) */
 static unsigned long long direct_writes = 0, direct_bytes = 0; /* answered here so far */
 static unsigned long long direct_handed = 0; /* WRITEs of a registered handle not at its end: handed to Python */
+static unsigned long long hash_steps = 0, hash_bytes = 0, hash_idle = 0; /* hash_main's steps, bytes, waits for bytes */
+static int hash_started = 0;
 #define FH_KEY(fh) ((uint64_t)(fh) & (FH_CACHE_DIR - 1))
+
+/* libcrypto's digest calls, looked up at load (Python's _hashlib links the same library: no headers needed). */
+typedef void *(*md_ctx_new_fn)(void);
+typedef void (*md_ctx_free_fn)(void *);
+typedef const void *(*md_fn)(void);
+typedef int (*digest_init_fn)(void *, const void *, void *);
+typedef int (*digest_update_fn)(void *, const void *, size_t);
+typedef int (*digest_final_fn)(void *, unsigned char *, unsigned int *);
+typedef int (*md_ctx_copy_fn)(void *, const void *);
+static md_ctx_new_fn md_ctx_new = NULL;
+static md_ctx_free_fn md_ctx_free = NULL;
+static md_fn md_sha256 = NULL;
+static digest_init_fn digest_init = NULL;
+static digest_update_fn digest_update = NULL;
+static digest_final_fn digest_final = NULL;
+static md_ctx_copy_fn md_ctx_copy = NULL;
+
+static void load_crypto(void) {
+    void *lib = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL)
+        lib = dlopen("libcrypto.so", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL)
+        return;
+    md_ctx_new = (md_ctx_new_fn)dlsym(lib, "EVP_MD_CTX_new");
+    md_ctx_free = (md_ctx_free_fn)dlsym(lib, "EVP_MD_CTX_free");
+    md_sha256 = (md_fn)dlsym(lib, "EVP_sha256");
+    digest_init = (digest_init_fn)dlsym(lib, "EVP_DigestInit_ex");
+    digest_update = (digest_update_fn)dlsym(lib, "EVP_DigestUpdate");
+    digest_final = (digest_final_fn)dlsym(lib, "EVP_DigestFinal_ex");
+    md_ctx_copy = (md_ctx_copy_fn)dlsym(lib, "EVP_MD_CTX_copy_ex");
+    if (!md_ctx_new || !md_ctx_free || !md_sha256 || !digest_init || !digest_update || !digest_final || !md_ctx_copy)
+        md_ctx_new = NULL; /* not usable: no Sha256 type, no direct writes */
+}
+
+/* Sha256: a running SHA-256 (libcrypto's EVP context), fed by Python (update) or, while its file is registered for
+ * direct writes, by hash_main only (``busy``: update and hexdigest refuse meanwhile). */
+typedef struct {
+    PyObject_HEAD void *ctx;
+    int busy;
+} Sha256Object;
+
+static PyObject *sha256_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    if (!PyArg_ParseTuple(args, ":Sha256"))
+        return NULL;
+    Sha256Object *self = (Sha256Object *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->ctx = md_ctx_new();
+    if (self->ctx == NULL || digest_init(self->ctx, md_sha256(), NULL) != 1) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+static void sha256_dealloc(Sha256Object *self) {
+    if (self->ctx != NULL)
+        md_ctx_free(self->ctx);
+    PyTypeObject *tp = Py_TYPE(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static int sha256_free(Sha256Object *self) {
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "this SHA-256 is being fed by the shim's hash thread");
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *sha256_update(Sha256Object *self, PyObject *arg) {
+    Py_buffer view;
+    if (!sha256_free(self) || PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    int ok;
+    if (view.len >= 65536) { /* as hashlib: other threads run while a large buffer is hashed */
+        Py_BEGIN_ALLOW_THREADS
+        ok = digest_update(self->ctx, view.buf, (size_t)view.len);
+        Py_END_ALLOW_THREADS
+    } else {
+        ok = digest_update(self->ctx, view.buf, (size_t)view.len);
+    }
+    PyBuffer_Release(&view);
+    if (ok != 1) {
+        PyErr_SetString(PyExc_ValueError, "EVP_DigestUpdate failed");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *sha256_hexdigest(Sha256Object *self, PyObject *unused) {
+    if (!sha256_free(self))
+        return NULL;
+    unsigned char md[32];
+    unsigned int n = 0;
+    void *copy = md_ctx_new();
+    int ok = copy != NULL && md_ctx_copy(copy, self->ctx) == 1 && digest_final(copy, md, &n) == 1 && n == 32;
+    if (copy != NULL)
+        md_ctx_free(copy);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "EVP_DigestFinal_ex failed");
+        return NULL;
+    }
+    char hex[65];
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    return PyUnicode_FromStringAndSize(hex, 64);
+}
+
+static PyMethodDef sha256_methods[] = {
+    {"update", (PyCFunction)sha256_update, METH_O, "Feed bytes (any buffer)."},
+    {"hexdigest", (PyCFunction)sha256_hexdigest, METH_NOARGS, "The SHA-256 of the bytes fed so far, in hex."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot sha256_slots[] = {
+    {Py_tp_new, sha256_new},
+    {Py_tp_dealloc, sha256_dealloc},
+    {Py_tp_methods, sha256_methods},
+    {Py_tp_doc, "A running SHA-256 (libcrypto), which the shim's hash thread can feed without the GIL."},
+    {0, NULL},
+};
+
+static PyType_Spec sha256_spec = {"lakemount.fuse._kflags.Sha256", sizeof(Sha256Object), 0, Py_TPFLAGS_DEFAULT,
+                                  sha256_slots};
+static PyTypeObject *sha256_type = NULL;
+
+/* Hash bytes from..to of slot i's file into its Sha256 through its mapping of the HASH_WINDOW that holds them (mapped
+ * once per window, faulted in as read: a mapping per step, or MAP_POPULATE, cost 0.73-0.78 s of CPU per GiB here
+ * against 0.71 for whole windows and 0.69-0.71 for the same bytes in memory; pread into a buffer 0.78).  0, or an
+ * errno.  Called by hash_main outside the lock with the slot's ``hashing`` set; only bytes no one cuts meanwhile (a
+ * truncation below a mapped page is SIGBUS): Python truncates or closes the file only after the unregistration, which
+ * waits for this.  A window's pages stay mapped until the next window (posix_fadvise's drop skips mapped pages): the
+ * follower's next write-back drops them. */
+static int hash_mapped(int i, int64_t from, int64_t to) {
+    int64_t base = from - from % HASH_WINDOW;
+    if (direct[i].map == NULL || direct[i].map_base != base) {
+        if (direct[i].map != NULL)
+            munmap(direct[i].map, (size_t)HASH_WINDOW);
+        direct[i].map = mmap(NULL, (size_t)HASH_WINDOW, PROT_READ, MAP_SHARED, direct[i].fd, (off_t)base);
+        if (direct[i].map == MAP_FAILED) {
+            direct[i].map = NULL;
+            return errno ? errno : EIO;
+        }
+        direct[i].map_base = base;
+    }
+    if (to > base + HASH_WINDOW)
+        to = base + HASH_WINDOW;
+    void *ctx = ((Sha256Object *)direct[i].sha)->ctx;
+    return digest_update(ctx, (const char *)direct[i].map + (from - base), (size_t)(to - from)) == 1 ? 0 : EIO;
+}
+
+static void direct_unmap(int i) { /* under direct_lock, hash_main out of the slot */
+    if (direct[i].map != NULL)
+        munmap(direct[i].map, (size_t)HASH_WINDOW);
+    direct[i].map = NULL;
+}
+
+/* The hash thread: feeds each registered file's Sha256 the bytes written here since, HASH_STEP at a time, in turn. */
+static void *hash_main(void *unused) {
+    int next = 0;
+    pthread_mutex_lock(&direct_lock);
+    for (;;) {
+        int i = -1;
+        for (int k = 0; k < DIRECT && i < 0; k++) {
+            int j = (next + k) % DIRECT;
+            if (direct[j].used && !direct[j].stop && !direct[j].hash_err && direct[j].hashed < direct[j].end)
+                i = j;
+        }
+        if (i < 0) {
+            hash_idle++;
+            pthread_cond_wait(&direct_cond, &direct_lock);
+            continue;
+        }
+        next = (i + 1) % DIRECT;
+        int64_t from = direct[i].hashed, to = direct[i].end;
+        if (to - from > HASH_STEP)
+            to = from + HASH_STEP;
+        if (to / HASH_WINDOW != from / HASH_WINDOW) /* one window at a time */
+            to = (from / HASH_WINDOW + 1) * HASH_WINDOW;
+        direct[i].hashing = 1;
+        pthread_mutex_unlock(&direct_lock);
+        int err = hash_mapped(i, from, to);
+        pthread_mutex_lock(&direct_lock);
+        direct[i].hashing = 0;
+        if (err) {
+            direct[i].hash_err = err;
+        } else {
+            direct[i].hashed = to;
+            hash_steps++;
+            hash_bytes += (unsigned long long)(to - from);
+            if (to / FLUSH_STEP != from / FLUSH_STEP)
+                direct_seq++; /* the follower writes back and drops what is hashed */
+        }
+        pthread_cond_broadcast(&direct_cond);
+    }
+    return NULL;
+}
+
+/* A child forked from the mount has no hash thread and no session: nothing of the parent's is written or hashed there
+ * (a registration there starts a thread of its own). */
+static void direct_after_fork(void) {
+    pthread_mutex_t unlocked = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
+    direct_lock = unlocked;
+    direct_cond = fresh;
+    for (int i = 0; i < DIRECT; i++) {
+        direct[i].used = 0;
+        direct[i].hashing = 0;
+    }
+    direct_count = 0;
+    hash_started = 0;
+}
+
+/* Under direct_lock: take slot i out of hash_main's hands (it takes no more, and is out of the file on return). */
+static void direct_stop_hash(int i) {
+    direct[i].stop = 1;
+    while (direct[i].hashing)
+        pthread_cond_wait(&direct_cond, &direct_lock);
+    direct_unmap(i);
+}
 
 static void direct_clear(void) { /* a session begins or ends: no handle of another session is written here */
     pthread_mutex_lock(&direct_lock);
-    for (int i = 0; i < DIRECT; i++)
+    for (int i = 0; i < DIRECT; i++) {
+        if (!direct[i].used)
+            continue;
+        direct_stop_hash(i);
         direct[i].used = 0;
+        /* Python hashes such a file again (its registration is gone unsaid); the reference is dropped where the GIL
+         * is held (the session's start and end are Python calls), else kept: one object per file left registered. */
+        ((Sha256Object *)direct[i].sha)->busy = 0;
+        if (PyGILState_Check())
+            Py_DECREF(direct[i].sha);
+        direct[i].sha = NULL;
+    }
     __atomic_store_n(&direct_count, 0, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&direct_cond);
     pthread_mutex_unlock(&direct_lock);
@@ -543,11 +795,17 @@ static int write_direct(fuse_req_t req, uint64_t fh, const char *data, size_t si
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += DIRECT_WAIT_MOST_S;
         direct_waits++;
-        while (i >= 0 && direct[i].end - direct[i].hashed > DIRECT_LAG &&
+        while (i >= 0 && direct[i].end - direct[i].hashed > DIRECT_LAG && !direct[i].hash_err &&
                pthread_cond_timedwait(&direct_cond, &direct_lock, &until) == 0)
             i = direct_slot(FH_KEY(fh)); /* unregistered meanwhile: the write goes to Python */
+        /* Looked up again after a wait that timed out too: its timeout may fire while an unregistration holds the lock,
+         * and the wait then returns ETIMEDOUT once it has the lock back, the slot freed (or another handle's by then);
+         * its descriptor may be closed or truncated by the time this write lands (stop 58). */
+        i = direct_slot(FH_KEY(fh));
     }
-    if (i >= 0 && direct[i].end == (int64_t)off) {
+    /* The hash thread could not read the file: the write goes to Python, which takes the registration back and hashes
+     * on itself (or fails the write with the error). */
+    if (i >= 0 && direct[i].end == (int64_t)off && !direct[i].hash_err) {
         taken = 1;
         while ((size_t)done < size) {
             ssize_t n = pwrite(direct[i].fd, data + done, size - (size_t)done, off + done);
@@ -566,8 +824,7 @@ static int write_direct(fuse_req_t req, uint64_t fh, const char *data, size_t si
             direct[i].writes++;
             direct[i].bytes += (uint64_t)done;
             direct[i].mtime_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
-            direct_seq++;
-            pthread_cond_broadcast(&direct_cond);
+            pthread_cond_broadcast(&direct_cond); /* hash_main takes the new bytes */
         }
     } else if (i >= 0) {
         direct_handed++;
@@ -1109,6 +1366,8 @@ static PyObject *kflags_fast_counts(PyObject *self, PyObject *unused) {
               put_count(d, "", "drained", drained) < 0 || put_count(d, "", "drained_to_python", drained_to_python) < 0 ||
               put_count(d, "", "direct_writes", direct_writes) < 0 || put_count(d, "", "direct_bytes", direct_bytes) < 0 ||
               put_count(d, "", "direct_handed", direct_handed) < 0 || put_count(d, "", "direct_waits", direct_waits) < 0 ||
+              put_count(d, "", "hash_steps", hash_steps) < 0 || put_count(d, "", "hash_bytes", hash_bytes) < 0 ||
+              put_count(d, "", "hash_idle", hash_idle) < 0 ||
               put_count(d, "", "drain_waits", drain_waits) < 0 || put_count(d, "", "drain_waited", drain_waited) < 0 ||
               put_count(d, "", "drain_waits_skipped", drain_waits_skipped) < 0 ||
               put_count(d, "", "threads_out", (unsigned long long)(in_threads < 0 ? 0 : in_threads)) < 0;
@@ -1149,16 +1408,34 @@ static PyObject *kflags_fast_wrapped(PyObject *self, PyObject *unused) {
 }
 
 static PyObject *kflags_direct_write_register(PyObject *self, PyObject *args) {
-    /* direct_write_register(fh, fd, end): write handle fh's WRITEs at ``end`` into fd here from now on; False if the
-     * table is full or the handle is registered already (its writes go to Python as before). */
+    /* direct_write_register(fh, fd, end, sha): write handle fh's WRITEs at ``end`` into fd here from now on, and have
+     * the hash thread feed ``sha`` (a fresh Sha256) the file's bytes from its start as they come; False if the table is
+     * full, the handle registered already or sha in use (its writes go to Python as before). */
     unsigned long long fh;
     int fd;
     long long end;
-    if (!PyArg_ParseTuple(args, "KiL", &fh, &fd, &end))
+    PyObject *sha;
+    if (!PyArg_ParseTuple(args, "KiLO!", &fh, &fd, &end, sha256_type, &sha))
         return NULL;
-    if (fd < 0 || end < 0 || pyfuse3_write_buf == NULL || session == NULL)
+    if (fd < 0 || end < 0 || pyfuse3_write_buf == NULL || session == NULL || ((Sha256Object *)sha)->busy)
         Py_RETURN_FALSE;
+    if (!hash_started) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int err = pthread_create(&t, &attr, hash_main, NULL);
+        pthread_attr_destroy(&attr);
+        if (err) {
+            errno = err;
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+        pthread_setname_np(t, "lm-shim-hash");
+        hash_started = 1;
+    }
     int done = 0;
+    Py_INCREF(sha);
+    ((Sha256Object *)sha)->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&direct_lock);
     if (direct_slot(FH_KEY(fh)) < 0) {
@@ -1169,15 +1446,23 @@ static PyObject *kflags_direct_write_register(PyObject *self, PyObject *args) {
                 direct[i].end = end;
                 direct[i].writes = direct[i].bytes = 0;
                 direct[i].mtime_ns = 0;
-                direct[i].hashed = end;
+                direct[i].hashed = 0;
+                direct[i].sha = sha;
+                direct[i].hashing = direct[i].stop = direct[i].hash_err = 0;
+                direct[i].map = NULL;
                 direct[i].used = 1;
                 __atomic_add_fetch(&direct_count, 1, __ATOMIC_RELEASE);
+                pthread_cond_broadcast(&direct_cond); /* hash_main starts on it */
                 done = 1;
             }
         }
     }
     pthread_mutex_unlock(&direct_lock);
     Py_END_ALLOW_THREADS
+    if (!done) {
+        ((Sha256Object *)sha)->busy = 0;
+        Py_DECREF(sha);
+    }
     return PyBool_FromLong(done);
 }
 
@@ -1186,17 +1471,23 @@ static PyObject *direct_take(PyObject *arg, int drop) {
     if (fh == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;
     int i;
-    long long end = 0, mtime = 0;
+    long long end = 0, mtime = 0, hashed = 0;
     unsigned long long writes = 0, bytes = 0;
+    PyObject *sha = NULL;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&direct_lock);
     i = direct_slot(FH_KEY(fh));
     if (i >= 0) { /* read under the lock: the state the unregistration ends */
+        if (drop)
+            direct_stop_hash(i); /* the hash thread is out of the file and its Sha256: Python may go on with both */
         end = direct[i].end;
         writes = direct[i].writes;
         bytes = direct[i].bytes;
         mtime = direct[i].mtime_ns;
+        hashed = direct[i].hashed;
         if (drop) {
+            sha = direct[i].sha;
+            direct[i].sha = NULL;
             direct[i].used = 0;
             __atomic_sub_fetch(&direct_count, 1, __ATOMIC_RELEASE);
             pthread_cond_broadcast(&direct_cond); /* a write waiting for its hash goes to Python now */
@@ -1204,37 +1495,23 @@ static PyObject *direct_take(PyObject *arg, int drop) {
     }
     pthread_mutex_unlock(&direct_lock);
     Py_END_ALLOW_THREADS
+    if (sha != NULL) {
+        ((Sha256Object *)sha)->busy = 0;
+        Py_DECREF(sha);
+    }
     if (i < 0)
         Py_RETURN_NONE;
-    return Py_BuildValue("(LKKL)", end, writes, bytes, mtime);
+    return Py_BuildValue("(LKKLL)", end, writes, bytes, mtime, hashed);
 }
 
 static PyObject *kflags_direct_active(PyObject *self, PyObject *unused) {
     /* Whether handles may be registered for direct writes: a session is up and its WRITEs pass write_buf_fast. */
-    return PyBool_FromLong(session != NULL && pyfuse3_write_buf != NULL);
-}
-
-static PyObject *kflags_direct_write_hashed(PyObject *self, PyObject *args) {
-    /* direct_write_hashed(fh, offset): the follower hashed handle fh's file up to offset (a write waiting for it may go). */
-    unsigned long long fh;
-    long long offset;
-    if (!PyArg_ParseTuple(args, "KL", &fh, &offset))
-        return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    pthread_mutex_lock(&direct_lock);
-    int i = direct_slot(FH_KEY(fh));
-    if (i >= 0 && offset > direct[i].hashed) {
-        direct[i].hashed = offset;
-        pthread_cond_broadcast(&direct_cond);
-    }
-    pthread_mutex_unlock(&direct_lock);
-    Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
+    return PyBool_FromLong(session != NULL && pyfuse3_write_buf != NULL && sha256_type != NULL);
 }
 
 static PyObject *kflags_direct_write_wait(PyObject *self, PyObject *args) {
-    /* direct_write_wait(seq, timeout): wait until a write was written here since direct_seq was seq, or timeout
-     * seconds; returns direct_seq (the follower's idle wait: it hashes as soon as bytes come). */
+    /* direct_write_wait(seq, timeout): wait until a file's hash passed a multiple of FLUSH_STEP since direct_seq was
+     * seq, or timeout seconds; returns direct_seq (the follower's idle wait: it writes back what is hashed). */
     unsigned long long seq, now_seq;
     double timeout;
     if (!PyArg_ParseTuple(args, "Kd", &seq, &timeout))
@@ -1255,13 +1532,14 @@ static PyObject *kflags_direct_write_wait(PyObject *self, PyObject *args) {
 }
 
 static PyObject *kflags_direct_write_state(PyObject *self, PyObject *arg) {
-    /* (end, writes, bytes, mtime_ns) of handle fh's registration (None: not registered). */
+    /* (end, writes, bytes, mtime_ns, hashed) of handle fh's registration (None: not registered). */
     return direct_take(arg, 0);
 }
 
 static PyObject *kflags_direct_write_unregister(PyObject *self, PyObject *arg) {
-    /* Stop writing handle fh's WRITEs here: its last (end, writes, bytes, mtime_ns), None if it was not registered.
-     * Once this returns no write of it is under way here. */
+    /* Stop writing handle fh's WRITEs here: its last (end, writes, bytes, mtime_ns, hashed), None if it was not
+     * registered.  Once this returns no write of it is under way here, and the hash thread has left its file and its
+     * Sha256, which holds the SHA-256 of the file's first ``hashed`` bytes. */
     return direct_take(arg, 1);
 }
 
@@ -1369,12 +1647,12 @@ static PyMethodDef methods[] = {
     {"fast_wrapped", kflags_fast_wrapped, METH_NOARGS, "True if the session's requests pass the fast wrappers."},
     {"direct_write_register", kflags_direct_write_register, METH_VARARGS,
      "Write a handle's appends into a temp file's fd in C from now on (stop 57)."},
-    {"direct_write_state", kflags_direct_write_state, METH_O, "(end, writes, bytes, mtime_ns) of a direct handle."},
+    {"direct_write_state", kflags_direct_write_state, METH_O,
+     "(end, writes, bytes, mtime_ns, hashed) of a direct handle."},
     {"direct_active", kflags_direct_active, METH_NOARGS, "True if direct writes can be registered (a session is up)."},
-    {"direct_write_hashed", kflags_direct_write_hashed, METH_VARARGS, "The follower hashed a direct handle's file so far."},
-    {"direct_write_wait", kflags_direct_write_wait, METH_VARARGS, "Wait for a direct write since seq (or timeout)."},
+    {"direct_write_wait", kflags_direct_write_wait, METH_VARARGS, "Wait for the next 16 MiB hashed (or timeout)."},
     {"direct_write_unregister", kflags_direct_write_unregister, METH_O,
-     "Stop a handle's direct writes: its last (end, writes, bytes, mtime_ns), None if not registered."},
+     "Stop a handle's direct writes: its last (end, writes, bytes, mtime_ns, hashed), None if not registered."},
     {"requests_read", kflags_requests_read, METH_NOARGS,
      "Requests read from /dev/fuse so far (0 without the io hooks)."},
     {"drops", kflags_drops, METH_NOARGS,
@@ -1428,5 +1706,15 @@ PyMODINIT_FUNC PyInit__kflags(void) {
                         "libfuse3.so.3 has no fuse_session_new, fuse_session_destroy, fuse_req_ctx or fuse_reply_err");
         return NULL;
     }
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    load_crypto();
+    pthread_atfork(NULL, NULL, direct_after_fork);
+    if (m != NULL && md_ctx_new != NULL) {
+        sha256_type = (PyTypeObject *)PyType_FromSpec(&sha256_spec);
+        if (sha256_type == NULL || PyModule_AddObjectRef(m, "Sha256", (PyObject *)sha256_type) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    return m;
 }

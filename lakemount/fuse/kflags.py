@@ -74,13 +74,17 @@ past ``MD5_MAX`` (8 MiB, only its SHA-256 left to compute), the handle that wrot
 (:func:`direct_write_register`: the handle, the temp file's descriptor, its size) by ``DirtyFile.hand_writes``; the
 WRITE wrapper then ``pwrite``s a WRITE of that handle at exactly the file's end straight from libfuse's buffer into
 the temp file with the GIL released, replies, and counts it (the end, writes, bytes, the last one's wall time), with
-no Python at all.  The mount's follower thread (``writes.py``'s ``lm-pass-follow``, which already followed files
-the kernel writes through passthrough) hashes the file from the temp file as it grows and then writes back and
-drops what it hashed; the shim makes a write wait while the file's end is more than 16 MiB past what was hashed
-(:func:`direct_write_hashed`), as the old hash queue bounded it, and wakes the follower per write
-(:func:`direct_write_wait`).  Python reads the shim's count (:func:`direct_write_state`) where it needs the size,
+no Python at all.  The file's SHA-256 is computed by a thread of the shim's own (``lm-shim-hash``, stop 58), which
+never takes the GIL: the registration hands it a :func:`new_sha256` (libcrypto's EVP context, the library hashlib
+uses), and it feeds it the temp file's bytes from its start as they are written (through ``mmap``: the pages the
+``pwrite`` just filled).  The shim makes a write wait while the file's end is more than 16 MiB past what was hashed,
+as the old hash queue bounded it, and wakes the mount's follower thread (``writes.py``'s ``lm-pass-follow``) each
+time a file's hash passes the next 16 MiB (:func:`direct_write_wait`), to write back and drop what is hashed.  (Stop
+57's follower hashed in Python and needed the GIL between every two windows, which the request loop holds but for
+each ``pwrite``: both ran about half the time.)  Python reads the shim's count (:func:`direct_write_state`) where it needs the size,
 version or mtime (``getattr``, ``flush``, ``fsync``, a save, a release) and takes the registration back
-(:func:`direct_write_unregister`, after which no write of it is under way) before it changes, saves or closes the
+(:func:`direct_write_unregister`, after which no write of it is under way and the hash thread is out of the file, which
+Python hashes on from where it stopped) before it changes, saves or closes the
 file itself, or serves a ``setattr``; any WRITE the shim does not take (not registered, not at the end) goes to
 ``fast_write`` or pyfuse3 as before, and that write takes the registration back first.  ``KFLAGS_DIRECT=off`` (A/B
 runs) registers nothing.
@@ -95,7 +99,7 @@ import logging
 import os
 import sys
 import time
-from typing import Final
+from typing import Final, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +242,10 @@ def fast_counts() -> dict[str, int]:
     adapter's ``hand_flush``, answered by its thread through :func:`reply`), ``handed_unanswered`` (of those, any
     dropped unanswered and answered EIO by the shim: a bug), ``drain_waits`` (drains that found no request waiting
     and waited for one, keeping the GIL), ``drain_waited`` (of those, the waits a request ended),
-    ``drain_waits_skipped`` (drains that found none and did not wait: another thread was answering a request).  All
+    ``drain_waits_skipped`` (drains that found none and did not wait: another thread was answering a request),
+    ``direct_writes``/``direct_bytes`` (appends the shim wrote itself, stop 57), ``direct_handed`` (a registered
+    handle's WRITEs not at its end, handed to Python), ``direct_waits`` (writes that waited for the hash), and the
+    shim's hash thread's ``hash_steps``, ``hash_bytes`` and ``hash_idle`` (its waits for bytes to hash; stop 58).  All
     zero without the shim."""
     if _shim is None:
         return {}
@@ -247,50 +254,62 @@ def fast_counts() -> dict[str, int]:
 
 def direct_writes() -> bool:
     """True if the shim can write a registered handle's appends itself (:func:`direct_write_register`): a session is
-    up, its WRITE handler wrapped, and neither ``KFLAGS_FAST`` nor ``KFLAGS_DIRECT`` is ``off`` (for A/B runs)."""
+    up, its WRITE handler wrapped, libcrypto found (:func:`new_sha256`), and neither ``KFLAGS_FAST`` nor
+    ``KFLAGS_DIRECT`` is ``off`` (for A/B runs)."""
     return (_shim is not None and _wraps_flush and bool(_shim.direct_active())  # type: ignore[attr-defined]
             and fast_mode() != "off" and os.environ.get("KFLAGS_DIRECT", "on") != "off")
 
 
-def direct_write_register(fh: int, fd: int, end: int) -> bool:
+def new_sha256() -> Sha256 | None:
+    """A fresh running SHA-256 the shim's hash thread can feed (stop 58: libcrypto's, as hashlib's; ``update`` and
+    ``hexdigest`` as hashlib's), or None without the shim or libcrypto."""
+    cls = getattr(_shim, "Sha256", None)
+    return None if cls is None else cls()  # type: ignore[no-any-return]
+
+
+class Sha256(Protocol):
+    """What :func:`new_sha256` gives: hashlib's ``update`` and ``hexdigest``."""
+
+    def update(self, data: bytes | bytearray | memoryview, /) -> None: ...
+    def hexdigest(self) -> str: ...
+
+
+def direct_write_register(fh: int, fd: int, end: int, sha: Sha256) -> bool:
     """Have the shim write handle ``fh``'s WRITEs at offset ``end`` (the file's size, moving with each one) into
-    ``fd`` itself, answering them without Python (stop 57); False if it cannot (no shim, the table full, or ``fh``
-    registered already).  ``fd`` must stay open until :func:`direct_write_unregister` returned."""
-    return _shim is not None and bool(_shim.direct_write_register(fh, fd, end))  # type: ignore[attr-defined]
+    ``fd`` itself, answering them without Python (stop 57), and its hash thread feed ``sha`` (from
+    :func:`new_sha256`, fed nothing yet) the file's bytes from offset 0 as they are written (stop 58); False if it
+    cannot (no shim, the table full, or ``fh`` registered already).  ``fd`` must stay open, and ``sha`` untouched
+    (its methods raise RuntimeError meanwhile), until :func:`direct_write_unregister` returned."""
+    return _shim is not None and bool(_shim.direct_write_register(fh, fd, end, sha))  # type: ignore[attr-defined]
 
 
-def direct_write_state(fh: int) -> tuple[int, int, int, int] | None:
-    """``(end, writes, bytes, mtime_ns)`` of handle ``fh``'s direct writes so far (None: not registered): the file's
-    size, the writes and bytes the shim wrote since the registration, and the wall time of the last (0: none)."""
+def direct_write_state(fh: int) -> tuple[int, int, int, int, int] | None:
+    """``(end, writes, bytes, mtime_ns, hashed)`` of handle ``fh``'s direct writes so far (None: not registered): the
+    file's size, the writes and bytes the shim wrote since the registration, the wall time of the last (0: none), and
+    how many of the file's bytes (from its start) the shim's hash thread has fed its SHA-256."""
     if _shim is None:
         return None
     got = _shim.direct_write_state(fh)  # type: ignore[attr-defined]
-    return None if got is None else (int(got[0]), int(got[1]), int(got[2]), int(got[3]))
-
-
-def direct_write_hashed(fh: int, offset: int) -> None:
-    """The follower hashed handle ``fh``'s file up to ``offset``: the shim's next write of it waits while the file's
-    end is more than 16 MiB past what was hashed (stop 57: the unhashed pages would pile up)."""
-    if _shim is not None:
-        _shim.direct_write_hashed(fh, offset)  # type: ignore[attr-defined]
+    return None if got is None else (int(got[0]), int(got[1]), int(got[2]), int(got[3]), int(got[4]))
 
 
 def direct_write_wait(seq: int, timeout: float) -> int:
-    """Wait until the shim wrote a direct write since its count was ``seq``, or ``timeout`` seconds: the count now.
-    The follower's idle wait."""
+    """Wait until the shim's hash thread took a file past the next 16 MiB since its count was ``seq``, or ``timeout``
+    seconds: the count now.  The follower's idle wait (it writes back and drops what is hashed)."""
     if _shim is None:
         time.sleep(timeout)
         return 0
     return int(_shim.direct_write_wait(seq, timeout))  # type: ignore[attr-defined]
 
 
-def direct_write_unregister(fh: int) -> tuple[int, int, int, int] | None:
+def direct_write_unregister(fh: int) -> tuple[int, int, int, int, int] | None:
     """Stop the shim's writes of handle ``fh``: its last :func:`direct_write_state` (None: not registered).  Once it
-    returned, no write of ``fh`` is under way in the shim and none starts: the next goes to Python."""
+    returned, no write of ``fh`` is under way in the shim and none starts (the next goes to Python), and the hash
+    thread is out of its file and its SHA-256, which holds the file's first ``hashed`` bytes: the caller hashes on."""
     if _shim is None:
         return None
     got = _shim.direct_write_unregister(fh)  # type: ignore[attr-defined]
-    return None if got is None else (int(got[0]), int(got[1]), int(got[2]), int(got[3]))
+    return None if got is None else (int(got[0]), int(got[1]), int(got[2]), int(got[3]), int(got[4]))
 
 
 # FUSE passthrough (issue 36, stop 54).  Linux 6.9 on lets an open's reads and writes go to a file the daemon holds

@@ -153,12 +153,13 @@ class Saver:
                 continue
 
     def empty(self, node: Node) -> None:
-        """Empty the node's content (``O_TRUNC``) in its temp file, created on first need."""
+        """Empty the node's content (``O_TRUNC``) in its temp file, created on first need.  A file empty already is
+        emptied too: the open moves its mtime and ctime (POSIX), and its close must stage that mtime (an unchanged
+        temp file saves nothing, and the entry staged kept the old one: a remount went back in time)."""
         while True:
             dirty = self.ensure_dirty(node, keep=False)
             try:
-                if dirty.size:
-                    dirty.truncate(0)
+                dirty.truncate(0)
                 return
             except Held:
                 continue

@@ -47,11 +47,12 @@ still write it, a save stores a private copy of it rather than the file itself (
 otherwise change a stored object): the copy is what is hashed and becomes the object.
 
 Past ``MD5_MAX`` a file written from its start may have its appends written by the open-reply shim itself (stop 57,
-:meth:`DirtyFile.hand_writes`, :mod:`~lakemount.fuse.kflags`): no request of them reaches Python.  The follower
-thread hashes such a file from the temp file as it grows (the SHA-256 only, on the digests the writes fed so far)
-and starts its write-back after the hash; what this module knows of it (size, version, mtime) is taken in from the
-shim's count where asked, and every method that changes, saves or closes the file takes the registration back first
-(``_direct_in(final=True)``), hashing what the follower has not.
+:meth:`DirtyFile.hand_writes`, :mod:`~lakemount.fuse.kflags`): no request of them reaches Python.  The shim's own hash
+thread computes its SHA-256 from the temp file as it grows, without the GIL (stop 58: from the file's start, into a
+:func:`~lakemount.fuse.kflags.new_sha256` the file's digests adopt), and the follower thread starts the write-back of
+what is hashed; what this module knows of it (size, version, mtime) is taken in from the shim's count where asked, and
+every method that changes, saves or closes the file takes the registration back first (``_direct_in(final=True)``),
+hashing on from where the shim's thread stopped.
 
 With write-back (:mod:`~lakemount.fuse.writeback`) a saved temp file is *held*:
 it became the journal's data file, so it is never written again (a new write
@@ -113,8 +114,8 @@ def _flusher() -> ThreadPoolExecutor:
 
 
 FOLLOW_EVERY: Final = 0.05  # seconds between looks at the temp files the kernel writes through passthrough
-FOLLOW_HASH_MOST: Final = 4 << 20  # bytes of such a file hashed per hold of its lock by the follower
 SYNC_FILE_RANGE_WRITE: Final = 2  # <linux/fs.h>: start writing the range back, wait for nothing
+SYNC_FILE_RANGE_WAIT: Final = 7  # WAIT_BEFORE | WRITE | WAIT_AFTER: the range written back when it returns
 
 _follower_lock = threading.Lock()
 _followed: set[DirtyFile] = set()  # kernel-written files whose growth the follower writes back (stop 55)
@@ -122,9 +123,9 @@ _follower_started = False
 _sync_file_range: Callable[[int, int, int, int], int] | None = None
 
 
-def _start_write_back(fd: int, offset: int, nbytes: int) -> None:
-    """Start writing ``nbytes`` at ``offset`` of ``fd`` back to the disk, without waiting (``sync_file_range``, which
-    Python's ``os`` lacks: libc through ctypes, loaded at the first call)."""
+def _libc_sync_file_range() -> Callable[[int, int, int, int], int]:
+    """libc's ``sync_file_range`` (Python's ``os`` lacks it), through ctypes, which lets the GIL go for the call;
+    loaded at the first use."""
     global _sync_file_range
     if _sync_file_range is None:
         import ctypes
@@ -134,7 +135,12 @@ def _start_write_back(fd: int, offset: int, nbytes: int) -> None:
         fn.argtypes = (ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint)
         fn.restype = ctypes.c_int
         _sync_file_range = fn
-    _sync_file_range(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE)  # a failure leaves the close's fsync to do it
+    return _sync_file_range
+
+
+def _start_write_back(fd: int, offset: int, nbytes: int) -> None:
+    """Start writing ``nbytes`` at ``offset`` of ``fd`` back to the disk (0: up to its end), without waiting."""
+    _libc_sync_file_range()(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE)  # a failure leaves the close's fsync to do it
 
 
 def _follow(dirty: DirtyFile) -> None:
@@ -149,27 +155,27 @@ def _follow(dirty: DirtyFile) -> None:
 
 
 def _follower() -> None:
-    """The follower thread: the write-back of passthrough files as the kernel writes them (stop 55), and the SHA-256
-    and write-back of files whose appends the shim writes (stop 57), as they grow.  It looks again at once while one
-    of those had new bytes; while one is followed it waits for the shim's next write (at most ``FOLLOW_EVERY``), else
-    it looks every ``FOLLOW_EVERY``."""
-    pause, direct, seq = FOLLOW_EVERY, False, 0
+    """The follower thread: the write-back of passthrough files as the kernel writes them (stop 55), and of files whose
+    appends the shim writes (stop 57) as the shim's hash thread hashes them (stop 58).  While one of those is followed
+    it waits until the shim's hash passes the next ``FLUSH_EVERY`` bytes of a file (at most ``FOLLOW_EVERY``), else it
+    looks every ``FOLLOW_EVERY``."""
+    direct, seq = False, 0
     while True:
-        if pause and direct:
-            seq = kflags.direct_write_wait(seq, pause)
-        elif pause:
-            time.sleep(pause)
+        if direct:
+            seq = kflags.direct_write_wait(seq, FOLLOW_EVERY)
+        else:
+            time.sleep(FOLLOW_EVERY)
         with _follower_lock:
             files = list(_followed)
-        pause, direct = FOLLOW_EVERY, False
+        direct = False
         for dirty in files:
             try:
-                going, busy = dirty.follow_step()
+                going = dirty.follow_step()
             except OSError:
-                going, busy = False, False
-            except Exception:  # a bug: the thread must live on (the shim's writes of a direct file wait for its hash)
+                going = False
+            except Exception:  # a bug: the thread must live on
                 log.exception("following %s failed: its writes go through the mount from now on", dirty.path)
-                going, busy = False, False
+                going = False
                 with contextlib.suppress(Exception):
                     dirty.end_direct()
             if not going:
@@ -177,8 +183,6 @@ def _follower() -> None:
                     _followed.discard(dirty)
             elif dirty.direct:
                 direct = True
-                if busy:
-                    pause = 0.0
 
 
 _temp_names = itertools.count()
@@ -213,7 +217,7 @@ class _Digests:
     """
 
     def __init__(self) -> None:
-        self._hashes: tuple[hashlib._Hash, ...] = (hashlib.sha256(), hashlib.md5(usedforsecurity=False))
+        self._hashes: tuple[kflags.Sha256, ...] = (hashlib.sha256(), hashlib.md5(usedforsecurity=False))
         self.fed = 0
         self._queues: list[queue.Queue[bytes | None]] = []
         self._held: list[bytes] = []  # small pieces not yet handed to the threads, in order
@@ -251,9 +255,19 @@ class _Digests:
 
     def hash_file(self, fd: int, stop: int) -> None:
         """Hash bytes ``fed``..``stop`` of ``fd`` in the caller's thread (only after :meth:`settle`, once the MD5 was
-        given up: a file written by the shim, stop 57)."""
+        given up: a file written by the shim, stop 57, after its hash thread let the SHA-256 go, :meth:`resume`)."""
         assert not self._queues and len(self._hashes) == 1
         self.fed = _hash_mapped(self._hashes[0], fd, stop, self.fed)
+
+    def adopt(self, sha: kflags.Sha256) -> None:
+        """Compute the SHA-256 in ``sha`` from now on, fed nothing yet (only after :meth:`settle`, once the MD5 was
+        given up): the shim's hash thread feeds it the file from its start (stop 58), and :meth:`resume` says how far."""
+        assert not self._queues and len(self._hashes) == 1
+        self._hashes, self.fed = (sha,), 0
+
+    def resume(self, hashed: int) -> None:
+        """The shim's hash thread fed the adopted SHA-256 the file's first ``hashed`` bytes and let it go."""
+        self.fed = hashed
 
     def _drop_md5(self) -> None:
         """Stop computing the MD5 (the file passed ``MD5_MAX``): its thread ends, its ETag will be opaque."""
@@ -288,7 +302,7 @@ class _Digests:
         self._queues = []
 
 
-def _hash_chunks(h: hashlib._Hash, chunks: queue.Queue[bytes | None]) -> None:
+def _hash_chunks(h: kflags.Sha256, chunks: queue.Queue[bytes | None]) -> None:
     while True:
         data = chunks.get()
         try:
@@ -534,31 +548,37 @@ class DirtyFile:
                     or self.passing or self.stream is not None or self._may_stream or digests is None
                     or digests.fed != self.size or self.size <= MD5_MAX):
                 return False
-            digests.settle()  # the bytes fed so far hashed; the rest is hashed from the file
-            if not kflags.direct_write_register(fh, self.fd, self.size):
+            sha = kflags.new_sha256()
+            if sha is None:
                 return False
+            digests.settle()  # its threads ended: the shim's hash thread hashes the file again from its start
+            if not kflags.direct_write_register(fh, self.fd, self.size, sha):
+                return False
+            digests.adopt(sha)
             self.direct, self._direct_seen = fh, (0, 0)
             self._backed_to = self.size - self._unflushed
         _follow(self)
         return True
 
-    def _direct_in(self, *, final: bool = False) -> None:
+    def _direct_in(self, *, final: bool = False) -> int:
         """Take in the shim's writes of the handle registered by :meth:`hand_writes` (under ``lock``): the size, a new
-        version, their bytes and mtime (:meth:`take_direct_written`, :meth:`take_direct_mtime`).  ``final``: take the
-        registration back too (before the mount changes, saves or closes the file itself), and hash what the follower
-        has not."""
+        version, their bytes and mtime (:meth:`take_direct_written`, :meth:`take_direct_mtime`); returns how many of
+        the file's bytes the shim's hash thread has hashed (0 if none is registered).  ``final``: take the registration
+        back too (before the mount changes, saves or closes the file itself), and hash what the shim's thread has not,
+        on from where it stopped (a file whose registration the session's end dropped unsaid is hashed again at its
+        save)."""
         fh = self.direct
         if not fh:
-            return
+            return 0
         got = kflags.direct_write_unregister(fh) if final else kflags.direct_write_state(fh)
         if final or got is None:
             self.direct, seen, self._direct_seen = 0, self._direct_seen, (0, 0)
         else:
             seen = self._direct_seen
         if got is None:  # the session is gone: what the file holds is what was written
-            end, writes, nbytes, mtime = os.fstat(self.fd).st_size, seen[0] + 1, seen[1], time.time_ns()
+            end, writes, nbytes, mtime, hashed = os.fstat(self.fd).st_size, seen[0] + 1, seen[1], time.time_ns(), -1
         else:
-            end, writes, nbytes, mtime = got
+            end, writes, nbytes, mtime, hashed = got
             if not final:
                 self._direct_seen = (writes, nbytes)
         if writes != seen[0]:
@@ -567,9 +587,13 @@ class DirtyFile:
             self.direct_written[fh] = self.direct_written.get(fh, 0) + nbytes - seen[1]
             self.direct_mtime_ns = max(self.direct_mtime_ns, mtime)
         if not self.direct:
-            if self._digests is not None:
+            if self._digests is not None and hashed < 0:
+                self._forget_digests()  # how far the shim's thread hashed was not said: the save hashes the file
+            elif self._digests is not None:
+                self._digests.resume(hashed)
                 self._digests.hash_file(self.fd, self.size)
             self._unflushed = self.size - self._backed_to
+        return max(hashed, 0)
 
     def end_direct(self, fh: int = 0) -> None:
         """Take the shim's registration back (of handle ``fh`` only, if given): its release, or a ``setattr``."""
@@ -606,28 +630,21 @@ class DirtyFile:
             size, mtime = max(size, got[0]), max(mtime, got[3])
         return size, mtime
 
-    def follow_step(self) -> tuple[bool, bool]:
-        """The follower's look at this file: ``(going, busy)``.  A direct file (stop 57): hash at most
-        ``FOLLOW_HASH_MOST`` of what the shim appended, then start writing back what is hashed once that is
-        ``FLUSH_EVERY`` bytes (after the hash: the pages are then dropped); busy if it hashed anything.  Else
-        :meth:`follow`."""
+    def follow_step(self) -> bool:
+        """The follower's look at this file: False once it need not look again.  A direct file (stop 57): start writing
+        back what the shim's hash thread hashed once that is ``FLUSH_EVERY`` bytes (after the hash: the pages are then
+        dropped; stop 58).  Else :meth:`follow`."""
         if not self.direct:
-            return self.follow(), False
+            return self.follow()
         with self.lock:
-            digests = self._digests
-            if not self.direct or self.fd < 0 or digests is None:
-                return False, False
-            self._direct_in()
-            start = digests.fed
-            stop = min(self.size, start + FOLLOW_HASH_MOST)
-            if stop > start:
-                digests.hash_file(self.fd, stop)
-                kflags.direct_write_hashed(self.direct, digests.fed)  # a write waiting for the hash goes on
-            if (self.in_place and digests.fed - self._backed_to >= FLUSH_EVERY
+            if not self.direct or self.fd < 0:
+                return False
+            hashed = self._direct_in()
+            if (self.in_place and hashed - self._backed_to >= FLUSH_EVERY
                     and (self._flush is None or self._flush.done())):
-                self._backed_to = digests.fed
-                self._flush = _flusher().submit(_write_back, self.fd, digests.fed)
-            return True, stop > start
+                self._backed_to = hashed
+                self._flush = _flusher().submit(_write_back, self.fd, hashed)
+            return True
 
     def _catch_up(self) -> None:
         # A held file is the journal's data file: no descriptor writes it any more (a save while one might
@@ -853,6 +870,9 @@ class DirtyFile:
         with self.lock:
             if unless_held and self.held:
                 raise Held(self.path)
+            if self.direct and self.in_place:
+                # The disk starts on what the follower has not written back while the hash's tail is taken (stop 58).
+                _start_write_back(self.fd, self._backed_to, 0)
             self._direct_in(final=True)  # the shim's writes stop here: what is stored is hashed whole
             self._spill()  # what ``put`` stores is a file
             self._wait_flush()
@@ -976,7 +996,7 @@ class DirtyFile:
 HASH_READ: Final = 1 << 20
 
 
-def _hash_range(h: hashlib._Hash, fd: int, size: int, offset: int = 0) -> int:
+def _hash_range(h: kflags.Sha256, fd: int, size: int, offset: int = 0) -> int:
     """Hash bytes ``offset``..``size`` of ``fd`` into ``h``: the offset reached (short of ``size`` at the file's end)."""
     while offset < size:
         chunk = os.pread(fd, min(HASH_READ, size - offset), offset)
@@ -990,7 +1010,7 @@ def _hash_range(h: hashlib._Hash, fd: int, size: int, offset: int = 0) -> int:
 HASH_WINDOW: Final = 4 << 20
 
 
-def _hash_mapped(h: hashlib._Hash, fd: int, size: int, offset: int) -> int:
+def _hash_mapped(h: kflags.Sha256, fd: int, size: int, offset: int) -> int:
     """:func:`_hash_range` through ``mmap`` windows of the file: the pages hashed in place, not copied out first.  For a
     file written just before (the shim's appends, stop 57) that is ~0.09 s less CPU per GiB here (0.73-0.75 against
     0.82-0.84 s with ``pread``, three rounds each).  Only for bytes no one cuts meanwhile (a truncation below a mapped
@@ -1046,10 +1066,15 @@ def _write_back(fd: int, upto: int) -> None:
     the mount is an object of the store once saved, and its pages would stay cached, so every next MiB
     written lands on pages the kernel has to take fresh from free memory; dropped, they are taken again
     (on this machine's VM a fresh page costs several times a reused one: docs/SCALE.md, stop 51).
+
+    The bytes are written back with ``sync_file_range`` (stop 58), not ``fdatasync``: the pages are as clean
+    either way, but ``fdatasync`` of a file that grew also commits ext4's journal and flushes the disk's cache,
+    64 times a GiB, where the save's own ``fsync`` does it once (what makes the file durable is that ``fsync``,
+    before and after).
     """
     with contextlib.suppress(OSError):  # a discard may close it meanwhile; the fsync at save reports real errors
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, upto, os.POSIX_FADV_DONTNEED)
+        if _libc_sync_file_range()(fd, 0, upto, SYNC_FILE_RANGE_WAIT) == 0:
+            os.posix_fadvise(fd, 0, upto, os.POSIX_FADV_DONTNEED)
 
 
 def _copy_all(src: int, dst: int) -> None:

@@ -301,6 +301,19 @@ def test_open_with_o_trunc_moves_mtime_and_ctime(pfs: PathFS, app: App) -> None:
     assert staged(app, "t").mtime_ns == after.mtime_ns  # the staged entry has it too
 
 
+def test_open_with_o_trunc_of_an_empty_file_stages_its_new_mtime(pfs: PathFS, app: App) -> None:
+    """An empty file's ``O_TRUNC`` open moves its mtime (POSIX) and its close stages it, as for a file with content:
+    the staged entry kept the old mtime while ``stat`` showed the new one (found by
+    tests/fuse/test_large_file_model.py)."""
+    p = f"{MAIN}/e"
+    pfs.write_file(p, b"")
+    pfs.setattr(p, SetAttr(mtime_ns=10**18))
+    pfs.close(pfs.open(p, os.O_WRONLY | os.O_TRUNC))
+    after = pfs.lstat(p)
+    assert after.size == 0 and after.mtime_ns > 10**18
+    assert staged(app, "e").mtime_ns == after.mtime_ns
+
+
 def test_same_content_is_stored_once(pfs: PathFS, app: App) -> None:
     pfs.write_file(f"{MAIN}/a", b"same bytes")
     pfs.write_file(f"{MAIN}/b", b"same bytes")

@@ -500,3 +500,68 @@ def test_a_truncation_a_second_appender_and_a_utime_take_the_shims_writes_back_f
     with open(path, "rb") as f:
         assert f.read() == body
     _committed(app, m.mountpoint, "mixed.bin", bytes(body))
+
+
+def test_the_shims_sha256_is_hashlibs() -> None:
+    """Stop 58: the shim's ``Sha256`` (libcrypto's EVP context, which its hash thread feeds without the GIL) gives
+    hashlib's digest for any split of the bytes, small pieces and large ones (those hashed with the GIL let go)."""
+    from lakemount.fuse import kflags
+
+    sha = kflags.new_sha256()
+    assert sha is not None, "the shim found no libcrypto"
+    assert sha.hexdigest() == hashlib.sha256().hexdigest()
+    body = os.urandom(3 * MiB + 12345)
+    for lo, hi in ((0, 1), (1, 70000), (70000, 70001), (70001, 2 * MiB), (2 * MiB, len(body))):
+        sha.update(memoryview(body)[lo:hi])
+    assert sha.hexdigest() == hashlib.sha256(body).hexdigest()
+    sha.update(b"more")
+    assert sha.hexdigest() == hashlib.sha256(body + b"more").hexdigest(), "hexdigest ended the running hash"
+
+
+def test_the_shims_hash_thread_hashes_a_large_file_as_it_is_written_and_truncations_racing_it_stay_right(
+    app: App, mounts: MountFactory
+) -> None:
+    """Stop 58: the SHA-256 of a file whose appends the shim writes is computed by the shim's own thread while the
+    writes come (``hash_bytes``: the file from its start; Python's follower hashes none of it), so what is left for the
+    close is at most the 16 MiB a write may run ahead of the hash and a step; the file's content address is hashlib's.
+    Then five truncations, each right after a burst of writes (the hash behind them): the registration is taken back
+    only once the thread is out of the file, and each file reads back and is committed right."""
+    m = mounts(args=("--head-ttl", "3600"))
+    root = f"{m.mountpoint}/{REPO}/main"
+    body = os.urandom(64 * MiB + 4321)
+    before = _kernel(m.mountpoint)
+    fd = os.open(f"{root}/hashed.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for off in range(0, len(body), MiB):
+            os.write(fd, body[off : off + MiB])
+        k = _delta(before, _kernel(m.mountpoint))  # before the close: what the thread hashed while the writes came
+    finally:
+        os.close(fd)
+    assert k.get("direct_bytes", 0) >= 50 * MiB, k
+    assert k.get("hash_bytes", 0) >= len(body) - 20 * MiB, k
+    _committed(app, m.mountpoint, "hashed.bin", body)
+    bodies = {}
+    for i in range(5):
+        name = f"cut{i}.bin"
+        data = bytearray(os.urandom(40 * MiB))
+        fd = os.open(f"{root}/{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for off in range(0, len(data), MiB):
+                os.write(fd, bytes(data[off : off + MiB]))
+            cut = 9 * MiB + 777 * i
+            os.ftruncate(fd, cut)
+            del data[cut:]
+            tail = os.urandom(2 * MiB + i)
+            os.lseek(fd, 0, os.SEEK_END)
+            os.write(fd, tail)
+            data += tail
+        finally:
+            os.close(fd)
+        with open(f"{root}/{name}", "rb") as f:
+            assert f.read() == data, name
+        bodies[name] = bytes(data)
+    _committed(app, m.mountpoint, "cut0.bin", bodies["cut0.bin"])  # one commit holds the five
+    head = next(iter(app.catalog.log(REPO, "main", limit=1)))
+    for name, data in bodies.items():
+        entry = app.catalog.get_optional(REPO, head.id, name)
+        assert entry is not None and entry.address.endswith(hashlib.sha256(data).hexdigest()), (entry, name)
