@@ -52,6 +52,12 @@ class Unavailable(LakeMountError):
 # --- specific errors -----------------------------------------------------------
 
 
+class WouldWait(Unavailable):
+    """A write made while its thread refuses to wait (:mod:`lakemount.waiting`) met what it would have waited for:
+    a lock held elsewhere, a transaction of the same branch in flight, company to gather.  Nothing of it applied;
+    the caller runs it again where it may wait (the mount's request loop hands the close to a thread)."""
+
+
 class RepositoryNotFound(NotFound):
     """No repository named ``repo``."""
 

@@ -396,6 +396,13 @@ class Catalog(HistoryVerbs, StorageVerbs, UploadVerbs):
         filesystem is still copied): such a file is worth writing back to disk while it is written."""
         return repo.storage_namespace.startswith("local://")
 
+    def writes_locally(self, repo: Repository) -> bool:
+        """Whether a small write into ``repo`` (:func:`~lakemount.fuse.saving.store_bytes` then :meth:`put_entry`)
+        touches only this node and syncs nothing: its namespace on the local block store (stored unsynced,
+        ``lazy``) and its staging a transaction of an embedded SQLite database (``synchronous=NORMAL``).  A mount
+        then tries a lone writer's close on its request loop, refusing to wait (``lakemount.waiting``)."""
+        return self.stores_files_in_place(repo) and getattr(self.graveler.staging, "embedded", False)
+
     def streamed_upload(self, repo: Repository) -> StreamedUpload | None:
         """A new upload in parts of a large file being written into ``repo`` (catalog/streaming.py), or
         None when ``repo``'s block store takes no uploads in parts (the local store, which stores a

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import field
 from typing import Final, Literal
 
+from lakemount import waiting
 from lakemount.catalog.crowd import Crowd
 from lakemount.catalog.writer import DataInfo
 from lakemount.fuse.inodes import Node
@@ -166,9 +167,17 @@ class Closes:
     def close(self, scope: Scope, close: Close, *, ticket: int | None = None) -> Outcome:
         """Stage ``close`` with the other closes of the branch in flight; returns its outcome once staged.
         ``ticket``: what :meth:`storing` returned for it.  Raises what the staging raised (nothing of the
-        group is staged then)."""
+        group is staged then).  A thread that refuses to wait (``lakemount.waiting``: the request loop) gets
+        ``WouldWait`` (its ticket given back, nothing staged) if any other close of the branch is in flight or
+        lately was: it stages alone, at once, or not here."""
         lane = self._lane(scope.key)
         with lane.cond:
+            if waiting.refused() and (lane.busy or lane.storing - {ticket} or lane.crowd.expected(time.monotonic()) > 1):
+                if ticket is not None:  # as ``stored``: it will not join (it goes to a thread, which stores it again)
+                    lane.storing.discard(ticket)
+                    lane.crowd.leave(1)
+                    lane.cond.notify_all()
+                waiting.would_wait("another close of the branch in flight")
             if ticket is not None:
                 lane.storing.discard(ticket)
             else:

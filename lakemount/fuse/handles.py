@@ -21,9 +21,10 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
+from lakemount import waiting
 from lakemount.audit.context import Actor, acting
 from lakemount.audit.record import MOUNT
-from lakemount.errors import LakeMountError
+from lakemount.errors import LakeMountError, WouldWait
 from lakemount.fuse import control, passthrough
 from lakemount.fuse.auditing import MountAudit
 from lakemount.fuse.errno import FsError
@@ -82,6 +83,7 @@ class Handles:
         self.metrics = state.metrics
         self.audit: MountAudit | None = None  # set by the FileSystem when the trail is on
         self._handles: dict[int, FileHandle] = {}
+        self.writing = 0  # regular files' writable handles open on the mount (1 at a close: a lone writer)
 
     def __len__(self) -> int:
         return len(self._handles)
@@ -172,6 +174,7 @@ class Handles:
                     keep = scope.stable or (identity is not None and identity == node.page_identity and not truncate)
                     node.page_identity = identity
                     self._handles[fh] = FileHandle(fh, node, writable, None, uid=caller.uid, pid=caller.pid)
+                    self.writing += writable
             if busy is None and not pending:
                 break
             if busy is not None:
@@ -427,9 +430,13 @@ class Handles:
         if handle.passing is not None:  # an fstat: what the kernel's writes left (a save of them needs a thread below)
             self._kernel_mtime(handle.node, handle.passing)
         if handle.writable and handle.node.dirty is not None and handle.node.dirty.modified:
-            if not self.saver.save_is_local(handle.node):
+            if self.saver.save_is_local(handle.node):
+                self.saver.save(handle.node, own_writer=True)
+            elif self.writing == 1 and self.state.refuses_io() and self.saver.save_is_quick(handle.node):
+                self._save_quickly(handle.node)
+            else:
                 self.state.io()
-            self.saver.save(handle.node, own_writer=True)
+                self.saver.save(handle.node, own_writer=True)
         if handle.writable and self._create_held(handle.node):  # a new file closed unwritten (``touch``): staged now
             self.state.io()
             self.state.settle(handle.node.scope, handle.node.path)  # type: ignore[arg-type]
@@ -438,6 +445,21 @@ class Handles:
             if not self.state.local_journal():
                 self.state.io()
             self.state.writeback.journal_create(handle.node.scope, handle.node.path)
+
+    def _save_quickly(self, node: Node) -> None:
+        """A lone writer's close of a new small file, saved on the request loop (stop 58): its object stored
+        unsynced and its staging one transaction of the embedded database (``Saver.save_is_quick``), refusing
+        every wait (``lakemount.waiting``): a lock held elsewhere, another close or staging of the branch in
+        flight.  Such a wait is ``NeedsThread``, nothing staged (its object, stored, is stored again by the
+        thread: the same bytes at the same address), and the close goes to a thread as every close did
+        before.  Handing it over cost the loop more CPU than the close itself (docs/SCALE.md, stop 58)."""
+        try:
+            with waiting.refusing():
+                self.saver.save(node, own_writer=True)
+        except WouldWait:
+            self.metrics.add("quick_saves_refused")
+            raise NeedsThread from None
+        self.metrics.add("quick_saves")
 
     def end_direct(self, ino: int) -> None:
         """Before a ``setattr`` of ``ino``: the shim's writes to it (stop 57) stop and are taken in, their mtime set on
@@ -497,6 +519,8 @@ class Handles:
             node.opens = max(0, node.opens - 1)
             if handle.writable:
                 node.writers = max(0, node.writers - 1)
+                if node.kind != Kind.CONTROL_FILE:
+                    self.writing -= 1
         if handle.passing is not None:  # no more writes come through it: the save may take the file itself
             self._pass_end(handle.passing)
             self._kernel_mtime(node, handle.passing)

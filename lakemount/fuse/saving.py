@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, BinaryIO, Final
 
+from lakemount import waiting
 from lakemount.catalog.catalog import Catalog
 from lakemount.catalog.links import with_group
 from lakemount.catalog.model import Entry
@@ -119,6 +120,19 @@ class Saver:
         wb = self.writeback
         return (wb is not None and dirty is not None and self.state.local_journal() and not node.detached
                 and not node.names and wb.save_is_local(dirty))
+
+    def save_is_quick(self, node: Node) -> bool:
+        """Without write-back, whether saving ``node`` may be tried on the request loop, refusing to wait
+        (``lakemount.waiting``; a ``WouldWait`` sends it to a thread, nothing staged): a new file's first
+        close (its create held), of a small file whose bytes are in memory, into a repository whose
+        objects and staging both live on this node (``Catalog.writes_locally``: a file stored unsynced, a
+        transaction of the embedded database that syncs nothing).  The caller checks that no other file is
+        open for writing on the mount (a lone writer: a crowd's closes share stagings on threads)."""
+        dirty = node.dirty
+        scope = node.scope
+        return (self.writeback is None and dirty is not None and dirty.in_memory and not dirty.kernel_written
+                and not node.names and not node.detached and scope is not None and held_here(self.state, scope, node)
+                and self.state.catalog.writes_locally(self.state.repo(scope.repo)))
 
     def release_is_local(self, node: Node, writable: bool) -> bool:
         """True if the last close of a handle on ``node`` only touches this disk: its temp file stays
@@ -217,7 +231,7 @@ class Saver:
                     self.metrics.add("saved_files")
                     self.metrics.add("saved_bytes", info.size)
                 return
-        with scope.mutex:
+        with waiting.holding(scope.mutex, "the branch's mutex"):
             if node.detached:
                 dirty.end_save(version)
                 return
@@ -257,7 +271,7 @@ class Saver:
         """Stage the first closes of new files ``closes`` as one change, under the scope's mutex (``Closes``'s
         stager): each file's entry supersedes its held create; what else the branch holds stays held but the
         deletions of those files' directories' markers, which go first.  Sets each close's outcome."""
-        with scope.mutex:
+        with waiting.holding(scope.mutex, "the branch's mutex"):
             latest: dict[int, Close] = {}
             for c in closes:
                 node = c.node
@@ -275,7 +289,7 @@ class Saver:
                 for c in latest.values()
             ]
             catalog, held, key = self.state.catalog, self.state.held, (scope.repo, scope.branch)
-            with self.state.settling:
+            with waiting.holding(self.state.settling, "the mount's settling lock"):
                 taken = held.take_closing(key, [path for path, _ in changes])
                 paths = {path for path, _ in changes}
                 markers = [(path, entry) for path, entry in taken if path not in paths]

@@ -172,6 +172,10 @@ class MountState:
         if getattr(self._tls, "nb", False):
             raise NeedsThread
 
+    def refuses_io(self) -> bool:
+        """True under :meth:`nonblocking` (the request loop's try): :meth:`io` would raise."""
+        return bool(getattr(self._tls, "nb", False))
+
     def holds_creates(self) -> bool:
         """True if a new file's create waits for its first close to be staged with it (no write-back: there
         the journal does this), so creating it reads and writes nothing but memory."""

@@ -27,7 +27,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from lakemount.errors import Unavailable
+from lakemount import waiting
+from lakemount.errors import Unavailable, WouldWait
 from lakemount.metastore.urls import KEY, one_line, where
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # another connection holds what the statement needs
 SPARES_MAX = 64  # connections of ended threads kept for new ones (more are closed)
 _WITH_SPARES: weakref.WeakSet[FastSql] = weakref.WeakSet()
 _INHERITED: list[Any] = []  # a forked child's copies of its parent's spares: never used, never closed
@@ -60,6 +62,7 @@ class _Shared:
     """Where a detached ``FastSql`` keeps its connection: one slot, whichever thread calls."""
 
     conn: Any = None
+    unwaiting: Any = None  # the connection of a caller that refuses to wait (``FastSql.connection``)
     depth = 0  # (runs are counted per thread only where connections go back after each: never here)
 
 
@@ -131,7 +134,11 @@ class FastSql:
 
     def connection(self) -> Any:
         """This thread's connection, outside the pool (which many threads would exhaust): an ended thread's
-        if one is spare, else a new one."""
+        if one is spare, else a new one.  A thread that refuses to wait (``lakemount.waiting``) gets its
+        SQLite connection that never waits for a lock (``SQLITE_BUSY`` at once: ``WouldWait``); on
+        PostgreSQL, whose every statement is a round trip to the server, ``WouldWait`` at once."""
+        if waiting.refused():
+            return self._unwaiting()
         conn = getattr(self._local, "conn", None)
         if conn is None and self._take_spare():
             conn = self._local.conn
@@ -147,6 +154,22 @@ class FastSql:
                 conn.execute("PRAGMA busy_timeout=60000")
                 conn.execute("PRAGMA synchronous=NORMAL")
             self._adopt(conn)
+        return conn
+
+    def _unwaiting(self) -> Any:
+        """This thread's SQLite connection with no busy timeout (see :meth:`connection`), made on first need."""
+        if self.dialect != "sqlite":
+            raise WouldWait("a statement to the ref store's server")
+        conn = getattr(self._local, "unwaiting", None)
+        if conn is None:
+            try:
+                conn = self._connect()
+            except self.errors as exc:
+                raise Unavailable(self.message(exc)) from exc
+            conn.isolation_level = None
+            conn.execute("PRAGMA busy_timeout=0")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.unwaiting = conn
         return conn
 
     def _adopt(self, conn: Any) -> None:
@@ -294,6 +317,8 @@ class FastSql:
             finally:
                 cur.close()
         except self.driver_errors as exc:
+            if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in _BUSY and waiting.refused():
+                raise WouldWait(self.message(exc)) from exc  # rolled back above: nothing applied
             if not self.lost(exc, conn):
                 raise
             self.reset()

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Final
 
+from lakemount import waiting
 from lakemount.errors import BranchNotFound, PreconditionFailed
 from lakemount.graveler.model import Branch, StagingToken, prefix_end
 from lakemount.graveler.ports import StageCheck
@@ -96,6 +97,7 @@ class SqlStaging:
         self._lanes: dict[tuple[str, str], _Lane] = {}  # (repo, branch) -> its group commit
         self._lanes_lock = threading.Lock()
         self.gathers = 0  # transactions whose leader waited for writes in flight beside it (``Crowd``)
+        self.embedded = refs.dialect == "sqlite"  # a staging is a local transaction that syncs nothing (WAL, NORMAL)
         refs.drop_with_repository("lm_staging", self._drop_tokens)
 
     def _drop_tokens(self, conn: Connection, tokens: Sequence[str]) -> None:
@@ -118,7 +120,9 @@ class SqlStaging:
         A kept connection the server dropped before the write's COMMIT went out
         is replaced and the write tried once more: nothing of it was applied.
         Lost while the COMMIT was on its way, whether it applied is unknown, and
-        a repeat could overwrite a later write of the same key: ``Unavailable``.
+        a repeat could overwrite a later write of the same key: ``Unavailable``.  A thread that refuses to
+        wait (``lakemount.waiting``) gets ``WouldWait``, nothing written, where it would wait: for a
+        transaction of the branch in flight, for company, or for the database's write lock.
         ``ready`` is waited for first: a row has nothing to do meanwhile (and a write whose data
         failed never joins the others).  ``namespace`` is checked against the repository's in the
         statement that locks the branch row (``PreconditionFailed``).
@@ -133,7 +137,10 @@ class SqlStaging:
             with self._lanes_lock:
                 lane = self._lanes.setdefault((repo, branch), _Lane())
         with lane.cond:
-            lane.crowd.enter(time.monotonic())
+            now = time.monotonic()
+            if waiting.refused() and (lane.busy or lane.crowd.expected(now) > 1):  # it would wait its turn, or gather
+                waiting.would_wait(f"a staging of {repo}/{branch} in flight or gathering")
+            lane.crowd.enter(now)
             if not lane.busy:
                 group, lead = _Group(), True
                 lane.busy = True

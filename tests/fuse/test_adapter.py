@@ -94,10 +94,21 @@ def test_the_fast_methods_answer_as_the_async_handlers_and_give_back_what_would_
     ino, fh = got[0], got[14]
     assert got[3] & 0o170000 == 0o100000 and got[1] > 0
     assert ops.fast_write(fh, 0, b"hello\n") == 6
-    assert ops.fast_flush(fh, 0) is None  # the save needs a thread (no write-back): given back, nothing changed
-    trio.run(ops.flush, fh)  # pyfuse3's handler saves it
+    other = ops.fast_create(d, b"c", 0o100644, os.O_WRONLY | os.O_CREAT, me, me, 1)
+    assert isinstance(other, tuple), other
+    # Another file open for writing: the save needs a thread (no write-back, not a lone writer), given back,
+    # nothing changed; pyfuse3's handler saves it.
+    assert ops.fast_flush(fh, 0) is None
+    trio.run(ops.flush, fh)
     assert ops.fast_release(fh) == 0
     assert pfs.read_file(f"{MAIN}/d/a") == b"hello\n"
+    # The lone writer's close of a new small file (the local store, SQLite): stored and staged here (stop 58).
+    assert ops.fast_write(other[14], 0, b"lone\n") == 5
+    assert ops.fast_flush(other[14], 0) == 0
+    assert ops.fast_release(other[14]) == 0
+    assert pfs.read_file(f"{MAIN}/d/c") == b"lone\n"
+    catalog = fs.state.catalog
+    assert catalog.read(catalog.repository(REPO), catalog.stat(REPO, "main", "d/c")) == b"lone\n"
     assert ops.fast_lookup(d, b"a", me, me, 1)[0] == ino  # type: ignore[index]
 
     missing = ops.fast_lookup(d, b"nope", me, me, 1)
@@ -136,6 +147,8 @@ def test_a_request_the_fast_path_gave_back_goes_to_a_thread_without_a_second_try
     assert isinstance(got, tuple), got
     fh = got[14]
     assert ops.fast_write(fh, 0, b"hello\n") == 6
+    # Another file open for writing: not a lone writer's close, which the loop saves itself (stop 58).
+    assert isinstance(ops.fast_create(d, b"other", 0o100644, os.O_WRONLY | os.O_CREAT, me, me, 1), tuple)
     calls.clear()  # the first file's close
     assert ops.fast_flush(fh, 0) is None, "the save needs a thread (no write-back)"
     assert calls == [True]

@@ -40,6 +40,8 @@ def _kernel(mountpoint: str) -> dict[str, int]:
                 counts[name.removeprefix("lakemount_fuse_kernel_")] = int(float(value))  # large ones print as 1.2e+08
             elif name.startswith('lakemount_fuse_ops_total{op="'):
                 counts["op_" + name.removeprefix('lakemount_fuse_ops_total{op="').removesuffix('"}')] = int(value)
+            elif name.startswith("lakemount_fuse_quick_saves"):  # closes saved on the loop (stop 58)
+                counts[name.removeprefix("lakemount_fuse_").removesuffix("_total")] = int(value)
     return counts
 
 
@@ -71,9 +73,10 @@ def _read_all(d: str) -> dict[str, bytes]:
 def test_a_cp_of_small_files_is_answered_by_the_fast_path(
     app: App, mounts: MountFactory, tmp_path: os.PathLike[str], writeback: bool
 ) -> None:
-    """``cp -r`` of small files: their creates, writes and releases (and with write-back their flushes, which only
-    journal) are answered in C from the core's in-memory operations, not by pyfuse3's trio loop; every byte
-    arrives, through the mount and in the branch."""
+    """``cp -r`` of small files: their creates, writes, flushes and releases are answered in C from the core's
+    operations on the loop, not by pyfuse3's trio loop; every byte arrives, through the mount and in the branch.
+    With write-back a flush only journals; without it (stop 58), a lone writer's flush stores the object and
+    stages the file on the loop (the local store and SQLite: ``quick_saves``), where it went to a thread before."""
     from lakemount.fuse import kflags
 
     assert kflags._wraps_flush, "the shim does not see the session's requests"
@@ -89,12 +92,10 @@ def test_a_cp_of_small_files_is_answered_by_the_fast_path(
     assert d.get("fast_creates", 0) >= 0.9 * n, d
     assert d.get("fast_writes", 0) >= 0.9 * n, d
     assert d.get("fast_releases", 0) >= 0.9 * n, d
-    if writeback:
-        assert d.get("fast_flushes", 0) >= 0.9 * n, d
-    else:  # a flush without write-back PUTs the object and stages it: in a thread
-        assert d.get("declined_flushes", 0) >= 0.9 * n, d
-        # handed to the adapter's thread, which answers the kernel itself (stop 53), not to pyfuse3's handler
-        assert d.get("handed_flushes", 0) >= 0.9 * n, d
+    assert d.get("fast_flushes", 0) >= 0.9 * n, d
+    if not writeback:  # stored and staged on the loop, none handed to a thread (stop 53's hand-off, before stop 58)
+        assert d.get("quick_saves", 0) >= 0.9 * n, d
+        assert d.get("handed_flushes", 0) <= 0.1 * n, d
         assert d.get("op_flush", 0) == n, d
     assert d.get("handed_unanswered", 0) == 0, d
     assert d.get("fast_failed", 0) == 0, d
@@ -105,17 +106,20 @@ def test_a_cp_of_small_files_is_answered_by_the_fast_path(
             assert app.catalog.read(repo, app.catalog.stat(REPO, "main", f"dst/{name}")) == data, name
 
 
+@pytest.mark.parametrize("lone", [False, True], ids=["beside-another-writer", "lone"])
 def test_a_close_handed_to_a_thread_answers_the_closer_with_its_saves_error_and_the_next_one_saves(
-    app: App, mounts: MountFactory, tmp_path: os.PathLike[str]
+    app: App, mounts: MountFactory, tmp_path: os.PathLike[str], lone: bool
 ) -> None:
     """Stop 53: a close without write-back is handed by the shim to a thread of the adapter's, which answers the
     kernel itself.  The store fails the save's put: close(2) gets EIO from that thread (the fault's, in the log),
-    the content is kept for a retry; once the store heals, a close saves and answers 0."""
+    the content is kept for a retry; once the store heals, a close saves and answers 0.  Stop 58: a lone writer's
+    close (no other file open for writing) is saved on the loop instead: the same EIO, answered from there."""
     import errno
 
     m, main, inject = flaky_mount(mounts, os.fspath(tmp_path), REPO)
     with open(f"{main}/first", "wb") as f:  # the branch's first file drops no marker later
         f.write(b"1")
+    other = None if lone else open(f"{main}/other", "wb")  # noqa: SIM115 - closed below
     before = _kernel(m.mountpoint)
     f = open(f"{main}/new", "wb")
     try:
@@ -129,11 +133,15 @@ def test_a_close_handed_to_a_thread_answers_the_closer_with_its_saves_error_and_
     assert info.value.errno == errno.EIO
     assert "injected fault: put" in m.log()
     d = _delta(before, _kernel(m.mountpoint))
-    assert d.get("handed_flushes", 0) == 1, d  # the EIO came from the thread the shim handed the close to
+    # The EIO came from the thread the shim handed the close to, or (lone) from the loop, which handed nothing.
+    assert d.get("handed_flushes", 0) == (0 if lone else 1), d
     with open(f"{main}/new2", "wb") as g:
         g.write(b"fine again")
     d = _delta(before, _kernel(m.mountpoint))
-    assert d.get("handed_flushes", 0) == 2 and d.get("handed_unanswered", 0) == 0, d
+    assert d.get("handed_flushes", 0) == (0 if lone else 2) and d.get("handed_unanswered", 0) == 0, d
+    assert d.get("quick_saves", 0) == (1 if lone else 0), d
+    if other is not None:
+        other.close()
     assert app.catalog.read(app.catalog.repository(REPO), app.catalog.stat(REPO, "main", "new2")) == b"fine again"
 
 
@@ -292,7 +300,9 @@ def test_the_drains_wait_for_a_request_never_holds_back_a_close_a_thread_answers
         d = f"{m.mountpoint}/{REPO}/main/closes"
         os.mkdir(d)
         before = _kernel(m.mountpoint)
-        took = _closes(d, 12)
+        # Another file open for writing: the closes are not a lone writer's, so they go to threads (stop 58).
+        with open(f"{d}/other", "wb"):
+            took = _closes(d, 12)
         got = _delta(before, _kernel(m.mountpoint))
         assert statistics.median(took) < 0.1, (took, got)  # a close held back by a wait takes >= 0.2 s
         assert got.get("handed_flushes", 0) >= 10, got  # the closes were answered by the adapter's threads
@@ -308,6 +318,59 @@ def test_the_drains_wait_for_a_request_never_holds_back_a_close_a_thread_answers
         stop(m)
         print(f"--- log of {m.mountpoint} ---\n{m.log()}")
     assert not [p for p in mounted_points() if p.startswith(base)]
+
+
+def test_a_lone_close_that_meets_the_databases_write_lock_goes_to_a_thread_and_the_loop_keeps_serving(
+    app: App, mounts: MountFactory
+) -> None:
+    """Stop 58: a lone writer's close without write-back is stored and staged on the request loop, refusing to wait.
+    Another process holds the SQLite database's write lock (as a commit does): the close's try on the loop meets it
+    (``quick_saves_refused``: the fault landed), nothing staged, and the close goes to a thread, which waits for
+    the lock; meanwhile the loop answers other requests (a lookup, a listing); the lock gone, close(2) returns 0 with
+    the file staged.  A loop that waited for the lock itself would answer nothing until it was released."""
+    import sqlite3
+
+    m = mounts(args=("--head-ttl", "3600"))
+    main = f"{m.mountpoint}/{REPO}/main"
+    with open(f"{main}/first", "wb") as f:  # the branch's first file (its marker, its empty object)
+        f.write(b"1")
+    before = _kernel(m.mountpoint)
+    db = sqlite3.connect(os.path.join(os.environ["LAKEMOUNT_HOME"], "lakemount.db"), isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")
+    closed: list[float] = []
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            with open(f"{main}/locked", "wb") as f:
+                f.write(b"x" * 1024)
+            closed.append(time.monotonic())
+        except BaseException as exc:  # re-raised below
+            errors.append(exc)
+
+    t = threading.Thread(target=write)
+    t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while _delta(before, _kernel(m.mountpoint)).get("quick_saves_refused", 0) < 1:
+            assert time.monotonic() < deadline, "the close never met the lock on the loop"
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        assert not os.path.exists(f"{main}/absent-name")  # a LOOKUP: answered by the loop while the close waits
+        assert "first" in os.listdir(main)
+        served = time.monotonic() - t0
+        assert not closed, "the close returned while the database was locked"
+    finally:
+        released = time.monotonic()
+        db.execute("ROLLBACK")
+        db.close()
+        t.join(60)
+    assert not errors, errors
+    assert served < 2.0, served
+    assert closed and closed[0] >= released
+    d = _delta(before, _kernel(m.mountpoint))
+    assert d.get("handed_flushes", 0) >= 1 and d.get("handed_unanswered", 0) == 0, d
+    assert app.catalog.read(app.catalog.repository(REPO), app.catalog.stat(REPO, "main", "locked")) == b"x" * 1024
 
 
 MiB = 1 << 20

@@ -205,3 +205,41 @@ def test_a_leader_waits_for_company_at_most_the_window_and_not_once_the_crowd_is
     monkeypatch.setattr("lakemount.graveler.staging.crowd.GATHER_S", 30.0)
     staging.stage("r", "main", [(b"later", b"v")])
     assert staging.gathers == gathers + 1
+
+
+def test_a_write_that_refuses_to_wait_meets_the_write_lock_or_a_transaction_in_flight_and_writes_nothing(
+    staging: SqlStaging, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stop 58: inside ``waiting.refusing()`` (the mount's request loop) a staging never waits.  Another connection
+    holds SQLite's write lock: ``WouldWait`` at once, not after the 60 s busy timeout, and nothing is written; the
+    lock gone, the same write goes through.  A transaction of the branch in flight (a thread's): ``WouldWait`` too,
+    where a write that may wait joins the next transaction."""
+    import sqlite3
+
+    from lakemount import waiting
+    from lakemount.errors import WouldWait
+
+    other = sqlite3.connect(f"{tmp_path}/refs.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # the write lock, as a commit of another process holds it
+    t0 = time.monotonic()
+    with waiting.refusing(), pytest.raises(WouldWait):
+        staging.stage("r", "main", [(b"k", b"v")])
+    assert time.monotonic() - t0 < 1.0
+    other.execute("ROLLBACK")
+    assert staging.staged_get([StagingToken("tok")], b"k") == (False, None)  # nothing of it written
+    with waiting.refusing():
+        staging.stage("r", "main", [(b"k", b"v")])
+    assert staging.staged_get([StagingToken("tok")], b"k") == (True, b"v")
+
+    release, _transactions = _hold_first_write(staging, monkeypatch)
+    first = threading.Thread(target=staging.stage, args=("r", "main", [(b"first", b"1")]))
+    first.start()
+    try:
+        _until(lambda: _transactions, "the first write never began its transaction")
+        with waiting.refusing(), pytest.raises(WouldWait):
+            staging.stage("r", "main", [(b"second", b"2")])
+    finally:
+        release.set()
+        first.join(10)
+    assert staging.staged_get([StagingToken("tok")], b"second") == (False, None)
+    assert staging.staged_get([StagingToken("tok")], b"first") == (True, b"1")
