@@ -269,13 +269,16 @@ def test_a_connection_aborted_while_requests_are_drained_ends_the_mount_cleanly(
 
 
 def _closes(d: str, n: int) -> list[float]:
-    """Seconds each of ``n`` small files' close(2) took, written one after another into ``d``.  Each write comes
-    5 ms after its open: the drain after the create has then found no request waiting (a writer faster than the
-    loop, on a loaded machine, has its next request queued already, and no wait is needed to catch it)."""
+    """Seconds each of ``n`` small files' close(2) took, written one after another into ``d``.  Each open comes
+    10 ms after the last close, and each write 5 ms after its open: the drain after the create has then found no
+    request waiting (a writer faster than the loop, on a loaded machine, has its next request queued already, and no
+    wait is needed to catch it), and no thread of the last file (its release) still out, which skips the wait (stop
+    58: without that pause, 1 of 20 runs beside a CPU hog caught none; with it 20-43 waits ran in each of 20)."""
     import time
 
     took = []
     for i in range(n):
+        time.sleep(0.01)
         with open(f"{d}/c{i:03d}", "wb") as f:
             time.sleep(0.005)
             f.write(b"c" * 1024)
