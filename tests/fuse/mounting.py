@@ -149,6 +149,22 @@ def mounted_points() -> set[str]:
         return {runner.unescape(line.split()[4]) for line in f if " - fuse" in line}
 
 
+def kernel_counts(mountpoint: str) -> dict[str, int]:
+    """The shim's counters (``lakemount_fuse_kernel_*``), the requests Python's handlers counted, by op
+    (``op_<name>``), and the closes saved on the request loop (``quick_saves``, stop 58), from ``.lakefs/stats``."""
+    counts = {}
+    with open(f"{mountpoint}/.lakefs/stats") as f:
+        for line in f:
+            name, value = line.rsplit(" ", 1)
+            if name.startswith("lakemount_fuse_kernel_"):
+                counts[name.removeprefix("lakemount_fuse_kernel_")] = int(float(value))  # large ones print as 1.2e+08
+            elif name.startswith('lakemount_fuse_ops_total{op="'):
+                counts["op_" + name.removeprefix('lakemount_fuse_ops_total{op="').removesuffix('"}')] = int(value)
+            elif name.startswith("lakemount_fuse_quick_saves"):
+                counts[name.removeprefix("lakemount_fuse_").removesuffix("_total")] = int(value)
+    return counts
+
+
 def wait_for(pred: Callable[[], bool], timeout: float = 10.0, interval: float = 0.05) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -24,25 +24,11 @@ from lakemount.app import App
 from lakemount.config import load
 from tests.fuse.conftest import REPO
 from tests.fuse.mounting import Mount, env_for, flaky_mount, mounted_points, needs_fuse, start, stop
+from tests.fuse.mounting import kernel_counts as _kernel
 
 pytestmark = needs_fuse
 
 MountFactory = Callable[..., Mount]
-
-
-def _kernel(mountpoint: str) -> dict[str, int]:
-    """The shim's counters (``lakemount_fuse_kernel_*``) and the requests Python's handlers counted, by op."""
-    counts = {}
-    with open(f"{mountpoint}/.lakefs/stats") as f:
-        for line in f:
-            name, value = line.rsplit(" ", 1)
-            if name.startswith("lakemount_fuse_kernel_"):
-                counts[name.removeprefix("lakemount_fuse_kernel_")] = int(float(value))  # large ones print as 1.2e+08
-            elif name.startswith('lakemount_fuse_ops_total{op="'):
-                counts["op_" + name.removeprefix('lakemount_fuse_ops_total{op="').removesuffix('"}')] = int(value)
-            elif name.startswith("lakemount_fuse_quick_saves"):  # closes saved on the loop (stop 58)
-                counts[name.removeprefix("lakemount_fuse_").removesuffix("_total")] = int(value)
-    return counts
 
 
 def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:

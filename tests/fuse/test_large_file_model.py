@@ -48,6 +48,7 @@ from lakemount.fuse.writes import MD5_MAX
 from tests import budget
 from tests.fuse.conftest import REPO
 from tests.fuse.mounting import Mount, needs_fuse
+from tests.fuse.mounting import kernel_counts as _kernel
 
 pytestmark = needs_fuse
 
@@ -411,17 +412,6 @@ def _same(got: bytes, want: bytes, what: str) -> None:
         return
     at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
     raise AssertionError(f"{what}: {len(got)} bytes where the reference has {len(want)}, first difference at {at}")
-
-
-def _kernel(mountpoint: str) -> dict[str, int]:
-    """The shim's counters (``lakemount_fuse_kernel_*``)."""
-    counts = {}
-    with open(f"{mountpoint}/.lakefs/stats") as f:
-        for line in f:
-            name, value = line.rsplit(" ", 1)
-            if name.startswith("lakemount_fuse_kernel_"):
-                counts[name.removeprefix("lakemount_fuse_kernel_")] = int(float(value))
-    return counts
 
 
 def test_a_large_file_through_the_mount_behaves_like_a_local_file(
